@@ -1,0 +1,55 @@
+# One entry point for newcomers and CI. Every target sets itself up: a
+# virtual environment with torch 2.13.0 (the CPU build), the C runtime and
+# the extension built with CMake against that torch, no build isolation.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+BUILD := build
+JOBS ?= 2
+SETUP_STAMP := $(VENV)/.setup-done
+
+.PHONY: all setup build demo test test-c test-py sanitize bench clean
+
+all: build
+
+$(SETUP_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=64" wheel
+	$(PY) -m pip install --quiet "torch==2.13.0" numpy pytest pytest-timeout
+	touch $@
+
+setup: $(SETUP_STAMP)
+
+build: $(SETUP_STAMP)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  -DCMAKE_PREFIX_PATH="$$($(PY) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
+	cmake --build $(BUILD) -j$(JOBS)
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+
+demo: build
+	$(PY) examples/train_mlp.py
+
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure
+
+test-py: build
+	$(PY) -m pytest -q
+
+test: test-c test-py
+
+# The runtime's C tests under AddressSanitizer+UBSan, and under
+# ThreadSanitizer (streams, events, allocator).
+sanitize:
+	cmake -S . -B $(BUILD)-asan -DNRT_SANITIZE=address -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
+	cmake -S . -B $(BUILD)-tsan -DNRT_SANITIZE=thread -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(BUILD)-tsan -j$(JOBS)
+	cd $(BUILD)-tsan && ctest --output-on-failure
+
+bench: build
+	$(PY) benchmarks/dispatch.py
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan torchneuron/*.so

@@ -1,0 +1,12 @@
+/* The neuron runtime: a simulated NeuronCore device for a C program. */
+#ifndef NEURONRT_NRT_H
+#define NEURONRT_NRT_H
+
+#include "neuronrt/status.h"
+#include "neuronrt/device.h"
+#include "neuronrt/memory.h"
+#include "neuronrt/op.h"
+#include "neuronrt/stream.h"
+#include "neuronrt/caching_allocator.h"
+
+#endif

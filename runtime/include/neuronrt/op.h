@@ -1,0 +1,84 @@
+/* Op descriptors: op code + tensor views + scalar attributes.
+ *
+ * Eager calls, fused groups and compiled graphs all describe device work with
+ * an nrt_op. Views hold device addresses; strides are in elements and may be
+ * zero (broadcast) or negative.
+ */
+#ifndef NEURONRT_OP_H
+#define NEURONRT_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "neuronrt/status.h"
+#include "neuronrt/op_list.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nrt_dtype {
+  NRT_BOOL = 0,
+  NRT_UINT8,
+  NRT_INT8,
+  NRT_INT16,
+  NRT_INT32,
+  NRT_INT64,
+  NRT_FLOAT16,
+  NRT_BFLOAT16,
+  NRT_FLOAT32,
+  NRT_FLOAT64,
+  NRT_DTYPE_COUNT
+} nrt_dtype;
+
+size_t nrt_dtype_size(nrt_dtype dtype);
+const char *nrt_dtype_name(nrt_dtype dtype);
+int nrt_dtype_is_floating(nrt_dtype dtype);
+
+#define NRT_MAX_DIMS 16
+#define NRT_MAX_OPERANDS 8
+#define NRT_MAX_SCALARS 8
+
+typedef struct nrt_tensor_view {
+  void *data;       /* device address of element (0, ..., 0) */
+  nrt_dtype dtype;
+  int32_t ndim;     /* 0 for a scalar */
+  int64_t shape[NRT_MAX_DIMS];
+  int64_t strides[NRT_MAX_DIMS];
+} nrt_tensor_view;
+
+/* A scalar attribute: integral ops read .i, floating ops read .f; is_float
+ * says which one the producer filled. */
+typedef struct nrt_scalar {
+  int32_t is_float;
+  double f;
+  int64_t i;
+} nrt_scalar;
+
+typedef enum nrt_op_code {
+#define NRT_OP_ENUM_(CODE, name) NRT_OP_##CODE,
+  NRT_OP_LIST(NRT_OP_ENUM_)
+#undef NRT_OP_ENUM_
+  NRT_OP_COUNT
+} nrt_op_code;
+
+typedef struct nrt_op {
+  nrt_op_code code;
+  int32_t num_operands; /* outputs first */
+  int32_t num_scalars;
+  nrt_tensor_view operands[NRT_MAX_OPERANDS];
+  nrt_scalar scalars[NRT_MAX_SCALARS];
+} nrt_op;
+
+const char *nrt_op_name(nrt_op_code code);
+
+/* Number of elements of a view (product of its shape). */
+int64_t nrt_view_numel(const nrt_tensor_view *view);
+
+/* Runs an op synchronously on the calling thread, outside any stream. For
+ * tests and for the runtime's own workers; views must be device memory. */
+nrt_status nrt_op_execute(const nrt_op *op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,53 @@
+/* Declarations shared by the runtime's source files; not part of the API. */
+#ifndef NEURONRT_INTERNAL_H
+#define NEURONRT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "neuronrt/nrt.h"
+
+#if defined(__GNUC__)
+#define RT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define RT_PRINTF(f, a)
+#endif
+
+/* Sets the thread's error message and returns status (status.c). */
+nrt_status rt_fail(nrt_status status, const char *fmt, ...) RT_PRINTF(2, 3);
+/* Replaces the thread's error message without changing the status. */
+void rt_set_error(const char *message);
+
+/* First call of every public entry point: initialises once, then returns the
+ * configuration error or NRT_ERROR_FORKED (with message) or NRT_SUCCESS. */
+nrt_status rt_ensure_init(void);
+/* Checks 0 <= device < count (after rt_ensure_init). */
+nrt_status rt_check_device(int32_t device);
+const nrt_device_properties *rt_device_props(int32_t device);
+int32_t rt_device_count(void);
+
+/* memory.c: total bytes a device's allocations may use. */
+size_t rt_memory_capacity(int32_t device);
+
+/* host_memory.c: async copies hold a pinned buffer while queued, so that
+ * nrt_host_free of a buffer in flight defers the release. acquire returns
+ * nonzero if ptr is pinned (and then must be balanced by release). */
+int rt_host_pin_acquire(const void *ptr);
+void rt_host_pin_release(const void *ptr);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t rt_now_ns(void);
+
+/* ops/dispatch.c: the kernel table built from NRT_OP_LIST. */
+typedef nrt_status (*rt_kernel_fn)(const nrt_op *op);
+#define RT_KERNEL_DECL_(CODE, name) nrt_status rt_kernel_##name(const nrt_op *op);
+NRT_OP_LIST(RT_KERNEL_DECL_)
+#undef RT_KERNEL_DECL_
+
+/* ops/dispatch.c: checks an op descriptor (codes, ranks, that every view
+ * lies inside one device arena); then runs it on the calling thread with
+ * device addresses translated to host aliases. */
+nrt_status rt_op_validate(const nrt_op *op);
+nrt_status rt_op_run(const nrt_op *op);
+
+#endif

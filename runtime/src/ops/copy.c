@@ -1,0 +1,38 @@
+/* COPY: dst = src converted to dst's dtype, any strides on either side.
+ * Contiguous same-dtype copies are a single memcpy. Overlap between src and
+ * dst is the caller's to rule out (the shim does, as PyTorch does). */
+#include <string.h>
+#include "../internal.h"
+#include "convert.h"
+
+static int is_contiguous(const nrt_tensor_view *v) {
+  int64_t expected = 1;
+  for (int32_t d = v->ndim - 1; d >= 0; d--) {
+    if (v->shape[d] != 1 && v->strides[d] != expected) return 0;
+    expected *= v->shape[d];
+  }
+  return 1;
+}
+
+static int same_shape(const nrt_tensor_view *a, const nrt_tensor_view *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+nrt_status rt_kernel_copy(const nrt_op *op) {
+  if (op->num_operands != 2)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "copy: expects 2 operands, got %d", op->num_operands);
+  const nrt_tensor_view *dst = &op->operands[0], *src = &op->operands[1];
+  if (!same_shape(dst, src))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "copy: source shape differs from destination shape");
+  int64_t n = nrt_view_numel(dst);
+  if (n == 0) return NRT_SUCCESS;
+  if (dst->dtype == src->dtype && is_contiguous(dst) && is_contiguous(src)) {
+    memmove(dst->data, src->data, (size_t)n * nrt_dtype_size(dst->dtype));
+    return NRT_SUCCESS;
+  }
+  rt_iterate(2, op->operands, rt_convert_loops[dst->dtype][src->dtype], NULL);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,81 @@
+/* The op table: names and kernels from NRT_OP_LIST, descriptor checks, and
+ * the translation of device addresses to the runtime's host aliases. */
+#include <stdint.h>
+#include "../internal.h"
+
+#define NAME_ENTRY_(CODE, name) [NRT_OP_##CODE] = #name,
+static const char *const op_names[NRT_OP_COUNT] = {NRT_OP_LIST(NAME_ENTRY_)};
+#undef NAME_ENTRY_
+
+#define KERNEL_ENTRY_(CODE, name) [NRT_OP_##CODE] = rt_kernel_##name,
+static const rt_kernel_fn kernels[NRT_OP_COUNT] = {NRT_OP_LIST(KERNEL_ENTRY_)};
+#undef KERNEL_ENTRY_
+
+const char *nrt_op_name(nrt_op_code code) {
+  return (unsigned)code < NRT_OP_COUNT ? op_names[code] : "unknown_op";
+}
+
+int64_t nrt_view_numel(const nrt_tensor_view *view) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < view->ndim; d++) n *= view->shape[d];
+  return n;
+}
+
+/* Checks one view: rank, non-negative sizes, and that every element lies in
+ * the device arena that holds its first element. */
+static nrt_status validate_view(const char *op, int index, const nrt_tensor_view *v) {
+  if ((unsigned)v->dtype >= NRT_DTYPE_COUNT)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has an invalid dtype", op, index);
+  if (v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: operand %d has %d dimensions; at most %d are supported",
+                   op, index, v->ndim, NRT_MAX_DIMS);
+  int64_t lo = 0, hi = 0;
+  for (int32_t d = 0; d < v->ndim; d++) {
+    if (v->shape[d] < 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has negative size %lld in dim %d",
+                     op, index, (long long)v->shape[d], d);
+    if (v->shape[d] == 0) return NRT_SUCCESS; /* empty: nothing is touched */
+    int64_t extent = (v->shape[d] - 1) * v->strides[d];
+    if (extent < 0) lo += extent; else hi += extent;
+  }
+  int64_t elem = (int64_t)nrt_dtype_size(v->dtype);
+  int32_t first_dev, last_dev;
+  const char *base = v->data;
+  if (nrt_pointer_get_device(base + lo * elem, &first_dev) != NRT_SUCCESS ||
+      nrt_pointer_get_device(base + hi * elem + elem - 1, &last_dev) != NRT_SUCCESS ||
+      first_dev != last_dev)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: operand %d is not entirely in neuron device memory", op, index);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_op_validate(const nrt_op *op) {
+  if ((unsigned)op->code >= NRT_OP_COUNT)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "unknown op code %d", (int)op->code);
+  const char *name = op_names[op->code];
+  if (op->num_operands < 0 || op->num_operands > NRT_MAX_OPERANDS || op->num_scalars < 0 ||
+      op->num_scalars > NRT_MAX_SCALARS)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad operand or scalar count", name);
+  for (int i = 0; i < op->num_operands; i++) {
+    nrt_status s = validate_view(name, i, &op->operands[i]);
+    if (s) return s;
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_op_run(const nrt_op *op) {
+  nrt_op local = *op;
+  for (int i = 0; i < local.num_operands; i++) {
+    nrt_tensor_view *v = &local.operands[i];
+    if (v->data) v->data = nrt_device_to_host(v->data);
+  }
+  return kernels[local.code](&local);
+}
+
+nrt_status nrt_op_execute(const nrt_op *op) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!op) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_op_execute: NULL op");
+  if ((s = rt_op_validate(op))) return s;
+  return rt_op_run(op);
+}

@@ -1,0 +1,509 @@
+/* Streams: in-order queues of device work, each served by a worker thread.
+ *
+ * A producer appends a command to the stream's ring and signals the worker;
+ * the worker runs commands one at a time in order and publishes the sequence
+ * number it completed. Synchronisation waits for that number to reach the
+ * last submitted one. Kernel errors are sticky on the stream (see stream.h).
+ * Streams live in a per-device table indexed by id: 0 is the default stream,
+ * then two pools (normal and high priority) handed out round robin, then
+ * streams created explicitly. The worker thread starts on first submission.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "event.h"
+#include "internal.h"
+
+#define QUEUE_DEPTH 256
+#define MAX_STREAMS_PER_DEVICE 4096
+#define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
+#define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
+
+typedef enum command_kind { CMD_OP, CMD_COPY, CMD_HOST_FUNC, CMD_RECORD, CMD_WAIT } command_kind;
+
+typedef struct command {
+  command_kind kind;
+  union {
+    nrt_op op;
+    struct {
+      void *dst;
+      const void *src;
+      size_t bytes;
+      const void *pinned[2]; /* pinned host buffers held until done */
+    } copy;
+    struct {
+      void (*fn)(void *);
+      void *arg;
+    } host;
+    struct {
+      nrt_event_t event;
+      uint64_t generation;
+    } event;
+  } u;
+} command;
+
+struct nrt_stream {
+  int32_t device;
+  int32_t priority;
+  int64_t id;
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* worker: commands arrived or stop */
+  pthread_cond_t done_cv; /* producers/synchronizers: a command completed */
+  pthread_t thread;
+  int thread_started;
+  atomic_int refs;    /* the table's, plus device synchronizes in progress */
+  int stopping;
+  uint64_t submitted; /* sequence number of the last submitted command */
+  uint64_t completed; /* sequence number of the last completed command */
+  command *ring;      /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
+  nrt_status error;   /* sticky asynchronous error */
+  char error_message[1024];
+};
+
+typedef struct device_streams {
+  _Atomic(nrt_stream_t) table[MAX_STREAMS_PER_DEVICE];
+  atomic_uint pool_next[2];
+  int64_t next_created_id;
+} device_streams;
+
+static device_streams streams_of[NRT_MAX_DEVICES];
+static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- sticky errors ---------------------------------------------------- */
+
+/* Hands the stream's sticky error to the caller (as its status and thread
+ * message) and clears it. Caller holds s->mu. */
+static nrt_status take_error_locked(nrt_stream_t s) {
+  nrt_status status = s->error;
+  if (status) {
+    rt_set_error(s->error_message);
+    s->error = NRT_SUCCESS;
+    s->error_message[0] = 0;
+  }
+  return status;
+}
+
+static void record_error_locked(nrt_stream_t s, nrt_status status, const char *what) {
+  if (s->error) return; /* the first error is the one worth reporting */
+  s->error = status;
+  snprintf(s->error_message, sizeof s->error_message,
+           "%s (asynchronous error on neuron:%d stream %lld; later work on "
+           "the stream was skipped)",
+           what, s->device, (long long)s->id);
+}
+
+/* ---- the worker ------------------------------------------------------- */
+
+static nrt_status run_copy(const command *c) {
+  memcpy(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes);
+  return NRT_SUCCESS;
+}
+
+static void execute(nrt_stream_t s, command *c) {
+  int skip_work;
+  pthread_mutex_lock(&s->mu);
+  skip_work = s->error != NRT_SUCCESS;
+  pthread_mutex_unlock(&s->mu);
+  nrt_status status = NRT_SUCCESS;
+  const char *name = "";
+  switch (c->kind) {
+    case CMD_OP:
+      name = nrt_op_name(c->u.op.code);
+      if (!skip_work) status = rt_op_run(&c->u.op);
+      break;
+    case CMD_COPY:
+      name = "memcpy";
+      if (!skip_work) status = run_copy(c);
+      for (int i = 0; i < 2; i++)
+        if (c->u.copy.pinned[i]) rt_host_pin_release(c->u.copy.pinned[i]);
+      break;
+    case CMD_HOST_FUNC:
+      c->u.host.fn(c->u.host.arg);
+      break;
+    case CMD_RECORD:
+      rt_event_complete(c->u.event.event, c->u.event.generation);
+      rt_event_release(c->u.event.event);
+      break;
+    case CMD_WAIT:
+      rt_event_wait(c->u.event.event, c->u.event.generation);
+      rt_event_release(c->u.event.event);
+      break;
+  }
+  if (status) {
+    char what[700];
+    snprintf(what, sizeof what, "%s: %s", name, nrt_last_error());
+    pthread_mutex_lock(&s->mu);
+    record_error_locked(s, status, what);
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+static void *worker_main(void *arg) {
+  nrt_stream_t s = arg;
+  if (s->priority < 0) /* best effort: favour high-priority workers */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -5);
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (s->completed == s->submitted && !s->stopping)
+      pthread_cond_wait(&s->work_cv, &s->mu);
+    if (s->completed == s->submitted) break; /* stopping and drained */
+    command *c = &s->ring[(s->completed + 1) % QUEUE_DEPTH];
+    pthread_mutex_unlock(&s->mu);
+    execute(s, c);
+    pthread_mutex_lock(&s->mu);
+    s->completed++;
+    pthread_cond_broadcast(&s->done_cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* ---- submission ------------------------------------------------------- */
+
+/* Reserves the next ring slot (waiting while the ring is full) and starts
+ * the worker if needed. Returns with s->mu held and *seq set; the caller
+ * fills the slot and calls commit_locked. */
+static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->thread_started) {
+    if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+      pthread_mutex_unlock(&s->mu);
+      return rt_fail(NRT_ERROR_SYSTEM, "cannot start the worker thread of neuron:%d stream %lld",
+                     s->device, (long long)s->id);
+    }
+    s->thread_started = 1;
+  }
+  while (s->submitted - s->completed >= QUEUE_DEPTH - 1)
+    pthread_cond_wait(&s->done_cv, &s->mu);
+  *seq = s->submitted + 1;
+  *slot = &s->ring[*seq % QUEUE_DEPTH];
+  return NRT_SUCCESS;
+}
+
+static void commit_locked(nrt_stream_t s) {
+  s->submitted++;
+  pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits until command seq has completed; then hands over any sticky error. */
+static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
+  pthread_mutex_lock(&s->mu);
+  while (s->completed < seq) pthread_cond_wait(&s->done_cv, &s->mu);
+  nrt_status status = take_error_locked(s);
+  pthread_mutex_unlock(&s->mu);
+  return status;
+}
+
+/* ---- the stream table ------------------------------------------------- */
+
+static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_stream_t *out) {
+  nrt_stream_t s = calloc(1, sizeof *s);
+  command *ring = s ? calloc(QUEUE_DEPTH, sizeof *ring) : NULL;
+  if (!ring) {
+    free(s);
+    return rt_fail(NRT_ERROR_SYSTEM, "out of host memory creating a neuron stream");
+  }
+  s->device = device;
+  s->priority = priority;
+  s->id = id;
+  s->ring = ring;
+  atomic_init(&s->refs, 1);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->work_cv, NULL);
+  pthread_cond_init(&s->done_cv, NULL);
+  *out = s;
+  return NRT_SUCCESS;
+}
+
+/* Drops a reference; the last one frees the stream. */
+static void stream_release(nrt_stream_t s) {
+  if (atomic_fetch_sub(&s->refs, 1) != 1) return;
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->work_cv);
+  pthread_cond_destroy(&s->done_cv);
+  free(s->ring);
+  free(s);
+}
+
+static int32_t clamp_priority(int32_t priority) {
+  return priority < NRT_STREAM_PRIORITY_HIGH ? NRT_STREAM_PRIORITY_HIGH
+         : priority > NRT_STREAM_PRIORITY_NORMAL ? NRT_STREAM_PRIORITY_NORMAL
+                                                 : priority;
+}
+
+/* Returns the stream with a fixed id (default or pooled), creating it on
+ * first use. */
+static nrt_status fixed_stream(int32_t device, int64_t id, int32_t priority, nrt_stream_t *out) {
+  _Atomic(nrt_stream_t) *slot = &streams_of[device].table[id];
+  nrt_stream_t s = atomic_load_explicit(slot, memory_order_acquire);
+  if (s) {
+    *out = s;
+    return NRT_SUCCESS;
+  }
+  pthread_mutex_lock(&table_mu);
+  s = atomic_load_explicit(slot, memory_order_relaxed);
+  nrt_status status = NRT_SUCCESS;
+  if (!s && (status = stream_new(device, priority, id, &s)) == NRT_SUCCESS)
+    atomic_store_explicit(slot, s, memory_order_release);
+  pthread_mutex_unlock(&table_mu);
+  *out = s;
+  return status;
+}
+
+nrt_status nrt_stream_priority_range(int32_t *least, int32_t *greatest) {
+  if (!least || !greatest)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_priority_range: NULL argument");
+  *least = NRT_STREAM_PRIORITY_NORMAL;
+  *greatest = NRT_STREAM_PRIORITY_HIGH;
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_stream_get_default(int32_t device, nrt_stream_t *out) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  return fixed_stream(device, 0, NRT_STREAM_PRIORITY_NORMAL, out);
+}
+
+nrt_status nrt_stream_get_pooled(int32_t device, int32_t priority, nrt_stream_t *out) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  priority = clamp_priority(priority);
+  int high = priority < 0;
+  unsigned n = atomic_fetch_add(&streams_of[device].pool_next[high], 1u) % NRT_STREAM_POOL_SIZE;
+  int64_t id = POOL_BASE_ID + (int64_t)high * NRT_STREAM_POOL_SIZE + n;
+  return fixed_stream(device, id, priority, out);
+}
+
+nrt_status nrt_stream_create(int32_t device, int32_t priority, nrt_stream_t *out) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  if (!out) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_create: out is NULL");
+  pthread_mutex_lock(&table_mu);
+  device_streams *ds = &streams_of[device];
+  if (ds->next_created_id == 0) ds->next_created_id = FIRST_CREATED_ID;
+  if (ds->next_created_id >= MAX_STREAMS_PER_DEVICE) {
+    pthread_mutex_unlock(&table_mu);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY,
+                   "neuron:%d: cannot create more than %d streams", device,
+                   MAX_STREAMS_PER_DEVICE - FIRST_CREATED_ID);
+  }
+  int64_t id = ds->next_created_id;
+  nrt_stream_t stream;
+  s = stream_new(device, clamp_priority(priority), id, &stream);
+  if (!s) {
+    ds->next_created_id++;
+    atomic_store_explicit(&ds->table[id], stream, memory_order_release);
+    *out = stream;
+  }
+  pthread_mutex_unlock(&table_mu);
+  return s;
+}
+
+nrt_status nrt_stream_destroy(nrt_stream_t stream) {
+  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_destroy: NULL stream");
+  if (stream->id < FIRST_CREATED_ID)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "nrt_stream_destroy: the default and pooled streams cannot be destroyed");
+  nrt_status status = nrt_stream_synchronize(stream);
+  pthread_mutex_lock(&table_mu);
+  atomic_store_explicit(&streams_of[stream->device].table[stream->id], NULL, memory_order_release);
+  pthread_mutex_unlock(&table_mu);
+  pthread_mutex_lock(&stream->mu);
+  stream->stopping = 1;
+  pthread_cond_signal(&stream->work_cv);
+  int started = stream->thread_started;
+  pthread_mutex_unlock(&stream->mu);
+  if (started) pthread_join(stream->thread, NULL);
+  stream_release(stream); /* a concurrent nrt_device_synchronize may hold it */
+  return status;
+}
+
+int64_t nrt_stream_id(nrt_stream_t stream) { return stream->id; }
+int32_t nrt_stream_device(nrt_stream_t stream) { return stream->device; }
+int32_t nrt_stream_priority(nrt_stream_t stream) { return stream->priority; }
+
+nrt_status nrt_stream_from_id(int32_t device, int64_t id, nrt_stream_t *out) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  if (id < 0 || id >= MAX_STREAMS_PER_DEVICE)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "neuron:%d has no stream with id %lld", device,
+                   (long long)id);
+  if (id < FIRST_CREATED_ID) {
+    int32_t priority = id > POOL_BASE_ID + NRT_STREAM_POOL_SIZE - 1 ? NRT_STREAM_PRIORITY_HIGH
+                                                                   : NRT_STREAM_PRIORITY_NORMAL;
+    return fixed_stream(device, id, priority, out);
+  }
+  nrt_stream_t stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_acquire);
+  if (!stream)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "neuron:%d has no stream with id %lld", device,
+                   (long long)id);
+  *out = stream;
+  return NRT_SUCCESS;
+}
+
+/* ---- synchronisation -------------------------------------------------- */
+
+nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  pthread_mutex_lock(&stream->mu);
+  uint64_t target = stream->submitted;
+  pthread_mutex_unlock(&stream->mu);
+  return wait_for(stream, target);
+}
+
+nrt_status nrt_stream_query(nrt_stream_t stream) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  pthread_mutex_lock(&stream->mu);
+  int idle = stream->completed == stream->submitted;
+  pthread_mutex_unlock(&stream->mu);
+  return idle ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
+}
+
+nrt_status nrt_device_synchronize(int32_t device) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  nrt_status first = NRT_SUCCESS;
+  char message[1024] = "";
+  for (int64_t id = 0; id < MAX_STREAMS_PER_DEVICE; id++) {
+    /* Under table_mu: a stream destroyed meanwhile stays allocated until
+     * its reference is dropped, and next_created_id is written under it. */
+    pthread_mutex_lock(&table_mu);
+    int64_t next_created_id = streams_of[device].next_created_id;
+    nrt_stream_t stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_relaxed);
+    if (stream) atomic_fetch_add(&stream->refs, 1);
+    pthread_mutex_unlock(&table_mu);
+    if (!stream) {
+      if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
+      continue;
+    }
+    nrt_status status = nrt_stream_synchronize(stream);
+    stream_release(stream);
+    if (status && !first) {
+      first = status;
+      snprintf(message, sizeof message, "%s", nrt_last_error());
+    }
+  }
+  if (first) rt_set_error(message);
+  return first;
+}
+
+nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream || !event)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_wait_event: NULL argument");
+  uint64_t generation;
+  if (!rt_event_pending(event, &generation)) return NRT_SUCCESS;
+  command *c;
+  uint64_t seq;
+  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  rt_event_retain(event);
+  c->kind = CMD_WAIT;
+  c->u.event.event = event;
+  c->u.event.generation = generation;
+  commit_locked(stream);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_stream_record(nrt_stream_t stream, nrt_event_t event, uint64_t generation) {
+  command *c;
+  uint64_t seq;
+  nrt_status s = reserve_locked(stream, &c, &seq);
+  if (s) return s;
+  rt_event_retain(event);
+  c->kind = CMD_RECORD;
+  c->u.event.event = event;
+  c->u.event.generation = generation;
+  commit_locked(stream);
+  return NRT_SUCCESS;
+}
+
+/* ---- launches and copies ---------------------------------------------- */
+
+nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream || !op) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch: NULL argument");
+  if ((s = rt_op_validate(op))) return s;
+  command *c;
+  uint64_t seq;
+  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  c->kind = CMD_OP;
+  /* Copy only the used part of the descriptor: it is large. */
+  c->u.op.code = op->code;
+  c->u.op.num_operands = op->num_operands;
+  c->u.op.num_scalars = op->num_scalars;
+  memcpy(c->u.op.operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
+  memcpy(c->u.op.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
+  commit_locked(stream);
+  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
+}
+
+nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *arg) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream || !fn)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_func: NULL argument");
+  command *c;
+  uint64_t seq;
+  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  c->kind = CMD_HOST_FUNC;
+  c->u.host.fn = fn;
+  c->u.host.arg = arg;
+  commit_locked(stream);
+  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
+}
+
+/* Resolves one end of a copy: device memory becomes its host alias (after
+ * checking that the whole range lies in one arena); host memory is left as
+ * is and *pageable says whether it is unregistered. */
+static nrt_status resolve_end(const void *ptr, size_t bytes, const char *which,
+                              void **resolved, int *pageable) {
+  int32_t device, last_device;
+  *pageable = 0;
+  if (nrt_pointer_get_device(ptr, &device) == NRT_SUCCESS) {
+    if (nrt_pointer_get_device((const char *)ptr + bytes - 1, &last_device) != NRT_SUCCESS ||
+        last_device != device)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                     "memcpy: %s range of %zu bytes runs past the end of neuron:%d memory",
+                     which, bytes, device);
+    *resolved = nrt_device_to_host(ptr);
+    return NRT_SUCCESS;
+  }
+  *resolved = (void *)ptr;
+  *pageable = !nrt_host_is_pinned(ptr, NULL, NULL);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, size_t bytes) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "memcpy: NULL stream");
+  if (bytes == 0) return NRT_SUCCESS;
+  if (!dst || !src) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "memcpy: NULL pointer");
+  void *host_dst, *host_src;
+  int dst_pageable, src_pageable;
+  if ((s = resolve_end(dst, bytes, "destination", &host_dst, &dst_pageable)) ||
+      (s = resolve_end(src, bytes, "source", &host_src, &src_pageable)))
+    return s;
+  command *c;
+  uint64_t seq;
+  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  c->kind = CMD_COPY;
+  c->u.copy.dst = host_dst;
+  c->u.copy.src = host_src;
+  c->u.copy.bytes = bytes;
+  c->u.copy.pinned[0] = host_dst == dst && rt_host_pin_acquire(dst) ? dst : NULL;
+  c->u.copy.pinned[1] = host_src == src && rt_host_pin_acquire(src) ? src : NULL;
+  commit_locked(stream);
+  if (dst_pageable || src_pageable || nrt_launch_blocking()) return wait_for(stream, seq);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,66 @@
+"""TorchNeuron: the AWS NeuronCore as a native PyTorch device, ``neuron``.
+
+``import torch`` loads this package through the ``torch.backends`` entry
+point, so ``torch.device("neuron")``, ``torch.neuron`` and
+``torch.accelerator`` work without importing it. Import it explicitly for
+the helpers below (op tracking, fallback control).
+"""
+
+import os
+
+import torch
+
+from torchneuron import _C  # loading the extension registers the device with c10
+
+__all__ = [
+    "clear_op_tracking",
+    "get_executed_ops",
+    "get_fallback_ops",
+    "get_fallback_mode",
+    "set_fallback_mode",
+]
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() == "neuron":
+        return
+    torch.utils.rename_privateuse1_backend("neuron")
+    from torchneuron import neuron as device_module
+
+    torch._register_device_module("neuron", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    set_fallback_mode(os.environ.get("TORCHNEURON_FALLBACK", "warn"))
+
+
+def _autoload():
+    """Entry point called at the end of ``import torch``; importing did the work."""
+
+
+def set_fallback_mode(mode: str) -> None:
+    """How ops without a native neuron kernel behave: ``"warn"`` (run on the
+    CPU, warn once per op), ``"silent"`` (run on the CPU) or ``"error"``
+    (raise NotImplementedError). ``TORCHNEURON_FALLBACK`` sets the default."""
+    _C._set_fallback_mode(mode)
+
+
+def get_fallback_mode() -> str:
+    return _C._get_fallback_mode()
+
+
+def get_fallback_ops() -> dict:
+    """Ops that ran through the CPU fallback since the last clear, with counts."""
+    return dict(_C._get_fallback_ops())
+
+
+def get_executed_ops() -> dict:
+    """Every op that ran on neuron (native or fallback) since the last clear, with counts."""
+    return dict(_C._get_executed_ops())
+
+
+def clear_op_tracking() -> None:
+    _C._clear_op_tracking()
+
+
+_register()

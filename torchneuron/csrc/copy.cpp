@@ -1,0 +1,186 @@
+// copy_ in every direction: host->device, device->host, device->device on
+// one device and across devices, with dtype conversion, broadcasting and any
+// strides. Bytes move with nrt_memcpy_async; conversion and restriding run
+// on the device as COPY ops, so nothing here touches elements.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "device_state.h"
+#include "host_allocator.h"
+#include "op_tracking.h"
+#include "runtime_check.h"
+#include "tensor_view.h"
+
+namespace torchneuron {
+namespace {
+
+bool is_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+size_t nbytes_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+// Same dtype, same sizes, dense, and the same stride wherever it matters:
+// then the elements occupy the same byte span in the same order.
+bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  if (!a.is_non_overlapping_and_dense() || !b.is_non_overlapping_and_dense()) return false;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (a.size(d) != 1 && a.stride(d) != b.stride(d)) return false;
+  return true;
+}
+
+void launch_copy(c10::DeviceIndex device, const at::Tensor& dst, const at::Tensor& src) {
+  nrt_op op{};
+  op.code = NRT_OP_COPY;
+  op.num_operands = 2;
+  op.operands[0] = to_view(dst, "copy_");
+  op.operands[1] = to_view(src, "copy_");
+  launch(device, op);
+}
+
+void synchronize(nrt_stream_t stream) { NRT_CHECK(nrt_stream_synchronize(stream)); }
+
+// The smallest dense host tensor holding src's distinct elements: broadcast
+// (stride-0) dimensions shrink to size 1; anything else not dense becomes
+// contiguous. Expanding the result back to src's shape gives src.
+at::Tensor dense_host_source(const at::Tensor& src) {
+  std::vector<int64_t> sizes(src.sizes().begin(), src.sizes().end());
+  for (int64_t d = 0; d < src.dim(); d++)
+    if (src.stride(d) == 0) sizes[d] = 1;
+  at::Tensor base = src.as_strided(sizes, src.strides(), src.storage_offset());
+  return base.is_non_overlapping_and_dense() ? base : base.contiguous();
+}
+
+void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  c10::DeviceGuard guard(dst.device());
+  nrt_stream_t stream = current_stream(dst.device().index());
+  if (same_dense_layout(dst, src)) {
+    NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), src.const_data_ptr(), nbytes_of(src)));
+  } else {
+    at::Tensor host = dense_host_source(src);
+    at::Tensor staging = at::empty_strided(host.sizes(), host.strides(),
+                                           host.options().device(dst.device()));
+    NRT_CHECK(nrt_memcpy_async(stream, staging.data_ptr(), host.const_data_ptr(), nbytes_of(host)));
+    launch_copy(dst.device().index(), dst, staging.expand(dst.sizes()));
+  }
+  if (!non_blocking) synchronize(stream);
+}
+
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  c10::DeviceGuard guard(src.device());
+  nrt_stream_t stream = current_stream(src.device().index());
+  bool async = non_blocking && is_pinned(dst.const_data_ptr());
+  if (same_dense_layout(dst, src)) {
+    NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), src.const_data_ptr(), nbytes_of(dst)));
+    if (!async) synchronize(stream);
+    return;
+  }
+  // Convert and restride on the device into dst's layout (or a contiguous
+  // one when dst is not dense), then move the bytes.
+  at::TensorOptions staging_options = src.options().dtype(dst.scalar_type());
+  bool dst_dense = dst.is_non_overlapping_and_dense();
+  at::Tensor staging = dst_dense ? at::empty_strided(dst.sizes(), dst.strides(), staging_options)
+                                 : at::empty(dst.sizes(), staging_options);
+  launch_copy(src.device().index(), staging, src);
+  if (dst_dense) {
+    NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), staging.const_data_ptr(), nbytes_of(dst)));
+    if (!async) synchronize(stream);
+    return;
+  }
+  at::Tensor host = at::empty(dst.sizes(), dst.options());
+  NRT_CHECK(nrt_memcpy_async(stream, host.data_ptr(), staging.const_data_ptr(), nbytes_of(host)));
+  synchronize(stream);
+  dst.copy_(host);
+}
+
+void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  c10::DeviceIndex dst_device = dst.device().index(), src_device = src.device().index();
+  if (dst_device == src_device) {
+    c10::DeviceGuard guard(dst.device());
+    launch_copy(dst_device, dst, src);
+    return;
+  }
+  // Across devices the copy runs on dst's stream, after the work queued on
+  // src's stream; src's stream then waits for the copy so that src's memory
+  // is not reused under it.
+  c10::DeviceGuard guard(dst.device());
+  nrt_stream_t dst_stream = current_stream(dst_device);
+  nrt_stream_t src_stream = current_stream(src_device);
+  nrt_event_t src_ready = nullptr, copy_done = nullptr;
+  NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &src_ready));
+  NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &copy_done));
+  nrt_status status = nrt_event_record(src_ready, src_stream);
+  if (!status) status = nrt_stream_wait_event(dst_stream, src_ready);
+  if (!status) {
+    try {
+      launch_copy(dst_device, dst, src);
+    } catch (...) {
+      nrt_event_destroy(src_ready);
+      nrt_event_destroy(copy_done);
+      throw;
+    }
+    status = nrt_event_record(copy_done, dst_stream);
+  }
+  if (!status) status = nrt_stream_wait_event(src_stream, copy_done);
+  nrt_event_destroy(src_ready);
+  nrt_event_destroy(copy_done);
+  NRT_CHECK(status);
+}
+
+bool same_elements(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_alias_of(b) && a.storage_offset() == b.storage_offset() &&
+         a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+}  // namespace
+
+at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  NEURON_TRACK_OP("aten::copy_");
+  TORCH_CHECK(self.defined() && src.defined(), "copy_: both tensors must be defined");
+  TORCH_CHECK(self.layout() == at::kStrided && src.layout() == at::kStrided,
+              "copy_: only strided tensors can be copied to or from neuron, got ", self.layout(),
+              " and ", src.layout());
+  TORCH_CHECK(is_neuron(self) || is_neuron(src), "copy_: expected a neuron tensor");
+  TORCH_CHECK((is_neuron(self) || self.is_cpu()) && (is_neuron(src) || src.is_cpu()),
+              "copy_: copies between neuron and ", is_neuron(self) ? src.device() : self.device(),
+              " are not supported; go through the CPU");
+  if (self.numel() == 0 || same_elements(self, src)) return self;
+  at::Tensor source = src.sizes() == self.sizes() ? src : src.expand(self.sizes());
+  if (is_neuron(self) && is_neuron(source)) {
+    at::assert_no_internal_overlap(self);
+    at::assert_no_partial_overlap(self, source);
+    copy_device_to_device(self, source);
+  } else if (is_neuron(self)) {
+    copy_host_to_device(self, source, non_blocking);
+  } else {
+    copy_device_to_host(self, source, non_blocking);
+  }
+  return self;
+}
+
+namespace {
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor out = dst;
+  neuron_copy_(out, self, non_blocking);
+  return out;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  at::Tensor out = dst;
+  neuron_copy_(out, self, false);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", neuron_copy_);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+}
+
+}  // namespace torchneuron

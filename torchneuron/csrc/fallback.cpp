@@ -1,0 +1,147 @@
+// The boxed CPU fallback: runs an op that has no neuron kernel on the CPU.
+//
+// Tensors move to the CPU, the CPU kernel runs, and results move back:
+// functional outputs are copied to the device, in-place and out= arguments
+// are written back into the original neuron tensors. View-returning ops
+// never copy: their output geometry is computed on meta twins of the inputs
+// and applied to the neuron storage, so the result aliases like a real
+// view. Factory ops that name the neuron device run on the CPU and move.
+// Every use is counted; each op warns once; TORCHNEURON_FALLBACK=error (or
+// torchneuron.set_fallback_mode) turns a fallback into an error.
+#include "fallback.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "op_tracking.h"
+
+namespace torchneuron {
+namespace {
+
+std::atomic<FallbackMode> mode{FallbackMode::Warn};
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+std::string op_name(const c10::FunctionSchema& schema) {
+  const auto& name = schema.operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+void warn_once(const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!warned.insert(name).second) return;
+  }
+  TORCH_WARN("The operator '", name,
+             "' has no native neuron kernel; it runs on the CPU, with copies to and from the "
+             "device. (Shown once per operator; torchneuron.get_fallback_ops() lists them.)");
+}
+
+bool returns_view(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    const auto* alias = ret.alias_info();
+    if (alias != nullptr && !alias->isWrite()) return true;
+  }
+  return false;
+}
+
+// A meta tensor with t's sizes, strides and storage offset over a storage as
+// large as t's, so that a view op computes the same geometry on it.
+at::Tensor meta_twin(const at::Tensor& t) {
+  int64_t storage_elems =
+      static_cast<int64_t>((t.storage().nbytes() + t.element_size() - 1) / t.element_size());
+  at::Tensor base = at::empty({storage_elems}, t.options().device(at::kMeta));
+  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+at::Tensor apply_view(const at::Tensor& meta_view, const std::vector<at::Tensor>& sources,
+                      const std::string& name) {
+  for (const auto& source : sources) {
+    if (source.scalar_type() != meta_view.scalar_type()) continue;
+    return source.as_strided(meta_view.sizes(), meta_view.strides(), meta_view.storage_offset());
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "The view operator '", name,
+                              "' changes the dtype; it has no neuron kernel and cannot be "
+                              "emulated as a view of the neuron storage.");
+}
+
+void run_view_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+  const auto& schema = op.schema();
+  size_t num_args = schema.arguments().size();
+  std::vector<at::Tensor> sources;
+  for (size_t i = stack->size() - num_args; i < stack->size(); i++) {
+    c10::IValue& arg = (*stack)[i];
+    if (arg.isTensor() && is_neuron(arg.toTensor())) {
+      sources.push_back(arg.toTensor());
+      arg = meta_twin(arg.toTensor());
+    }
+  }
+  TORCH_CHECK(!sources.empty(), "fallback of view op '", name, "' found no neuron input");
+  op.callBoxed(stack);
+  size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); i++) {
+    c10::IValue& ret = (*stack)[i];
+    if (ret.isTensor()) {
+      ret = apply_view(ret.toTensor(), sources, name);
+    } else if (ret.isTensorList()) {
+      std::vector<at::Tensor> views;
+      for (const at::Tensor& t : ret.toTensorVector()) views.push_back(apply_view(t, sources, name));
+      ret = c10::IValue(views);
+    }
+  }
+}
+
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  size_t num_args = schema.arguments().size();
+  std::optional<c10::Device> target;
+  for (size_t i = stack->size() - num_args; i < stack->size(); i++) {
+    c10::IValue& arg = (*stack)[i];
+    if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      target = arg.toDevice();
+      arg = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+  if (!target) return;
+  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) {
+    c10::IValue& ret = (*stack)[i];
+    if (ret.isTensor() && ret.toTensor().defined() && ret.toTensor().is_cpu())
+      ret = ret.toTensor().to(*target);
+  }
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = op_name(op.schema());
+  FallbackMode current = mode.load(std::memory_order_relaxed);
+  TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "The operator '", name,
+                              "' has no native neuron kernel, and TORCHNEURON_FALLBACK=error "
+                              "forbids running it on the CPU.");
+  count_fallback_op(name);
+  if (current == FallbackMode::Warn) warn_once(name);
+  if (returns_view(op.schema()))
+    run_view_op(op, stack, name);
+  else
+    run_on_cpu(op, stack);
+}
+
+}  // namespace
+
+void set_fallback_mode(FallbackMode m) { mode.store(m); }
+FallbackMode fallback_mode() { return mode.load(); }
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+}  // namespace torchneuron

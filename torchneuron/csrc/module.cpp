@@ -1,0 +1,138 @@
+// torchneuron._C: the Python bindings. Registration of the device with
+// PyTorch happens in the other files' static initialisers when this module
+// is loaded; here are only the functions torchneuron's Python code calls.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "device_state.h"
+#include "fallback.h"
+#include "generator.h"
+#include "op_tracking.h"
+#include "runtime_check.h"
+
+namespace torchneuron {
+namespace {
+
+py::dict device_properties(c10::DeviceIndex device) {
+  nrt_device_properties p;
+  NRT_CHECK(nrt_device_get_properties(device, &p));
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["target"] = std::string(p.target_name);
+  d["logical_core"] = p.logical_core;
+  d["logical_nc_config"] = p.logical_nc_config;
+  d["total_memory"] = p.hbm_bytes;
+  d["hbm_bytes_per_s"] = p.hbm_bytes_per_s;
+  d["sbuf_partitions"] = p.sbuf_partitions;
+  d["sbuf_partition_bytes"] = p.sbuf_partition_bytes;
+  d["psum_partitions"] = p.psum_partitions;
+  d["psum_partition_bytes"] = p.psum_partition_bytes;
+  d["psum_banks"] = p.psum_banks;
+  d["tensor_engine_hz"] = p.tensor_engine_hz;
+  d["vector_engine_hz"] = p.vector_engine_hz;
+  d["scalar_engine_hz"] = p.scalar_engine_hz;
+  d["gpsimd_engine_hz"] = p.gpsimd_engine_hz;
+  d["dma_bytes_per_s"] = p.dma_bytes_per_s;
+  return d;
+}
+
+// A gate holds a stream at a point of its queue until opened from Python:
+// tests use it to observe work that is queued but not yet run.
+struct StreamGate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+};
+
+void gate_wait(void* arg) {
+  auto* gate = static_cast<StreamGate*>(arg);
+  {
+    std::unique_lock<std::mutex> lock(gate->mu);
+    gate->cv.wait(lock, [&] { return gate->open; });
+  }
+  delete gate;
+}
+
+uintptr_t close_stream_gate(c10::DeviceIndex device, int64_t stream_id) {
+  nrt_stream_t stream = nullptr;
+  NRT_CHECK(nrt_stream_from_id(device, stream_id, &stream));
+  auto* gate = new StreamGate();
+  nrt_status status = nrt_launch_host_func(stream, gate_wait, gate);
+  if (status != NRT_SUCCESS) {
+    delete gate;
+    NRT_CHECK(status);
+  }
+  return reinterpret_cast<uintptr_t>(gate);
+}
+
+void open_stream_gate(uintptr_t handle) {
+  auto* gate = reinterpret_cast<StreamGate*>(handle);
+  {
+    std::lock_guard<std::mutex> lock(gate->mu);
+    gate->open = true;
+  }
+  gate->cv.notify_all();
+}
+
+FallbackMode parse_fallback_mode(const std::string& text) {
+  if (text == "warn") return FallbackMode::Warn;
+  if (text == "error") return FallbackMode::Error;
+  if (text == "silent") return FallbackMode::Silent;
+  throw py::value_error("fallback mode must be 'warn', 'error' or 'silent', got '" + text + "'");
+}
+
+std::string fallback_mode_name() {
+  switch (fallback_mode()) {
+    case FallbackMode::Warn: return "warn";
+    case FallbackMode::Error: return "error";
+    case FallbackMode::Silent: return "silent";
+  }
+  return "warn";
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+PYBIND11_MODULE(_C, m) {
+  namespace tn = torchneuron;
+  m.doc() = "TorchNeuron's bindings to the neuron runtime";
+  m.def("_init", [] { NRT_CHECK(nrt_init()); });
+  m.def("_device_count", [] { return tn::device_count(); });
+  m.def("_current_device", [] { return tn::current_device(); });
+  m.def("_set_device", [](c10::DeviceIndex d) {
+    tn::check_device(d);
+    tn::set_current_device(d);
+  });
+  m.def("_synchronize", [](c10::DeviceIndex d) {
+    py::gil_scoped_release no_gil;
+    NRT_CHECK(nrt_device_synchronize(d));
+  });
+  m.def("_get_device_properties", &tn::device_properties);
+  m.def("_mem_get_info", [](c10::DeviceIndex d) {
+    size_t free_bytes = 0, total_bytes = 0;
+    NRT_CHECK(nrt_mem_get_info(d, &free_bytes, &total_bytes));
+    return py::make_tuple(free_bytes, total_bytes);
+  });
+  m.def("_is_in_bad_fork", [] { return nrt_in_bad_fork() != 0; });
+  m.def("_launch_blocking", [] { return nrt_launch_blocking() != 0; });
+  m.def("_default_generator", [](c10::DeviceIndex d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(tn::default_generator(d)));
+  });
+  m.def("_set_fallback_mode",
+        [](const std::string& mode) { tn::set_fallback_mode(tn::parse_fallback_mode(mode)); });
+  m.def("_get_fallback_mode", &tn::fallback_mode_name);
+  m.def("_get_fallback_ops", &tn::fallback_ops);
+  m.def("_get_executed_ops", &tn::executed_ops);
+  m.def("_clear_op_tracking", &tn::clear_op_tracking);
+  m.def("_stream_priority", [](c10::DeviceIndex d, int64_t id) {
+    nrt_stream_t stream = nullptr;
+    NRT_CHECK(nrt_stream_from_id(d, id, &stream));
+    return nrt_stream_priority(stream);
+  });
+  m.def("_close_stream_gate", &tn::close_stream_gate);
+  m.def("_open_stream_gate", &tn::open_stream_gate);
+}

@@ -1,0 +1,28 @@
+// Which ATen ops ran on neuron, natively or through the CPU fallback.
+//
+// Native kernels count themselves with NEURON_TRACK_OP("aten::name.overload"):
+// one relaxed atomic add per call. The fallback counts by operator name.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace torchneuron {
+
+// Returns the counter of a native op (created once per call site).
+std::atomic<int64_t>* native_op_counter(const char* name);
+void count_fallback_op(const std::string& name);
+
+std::map<std::string, int64_t> executed_ops();
+std::map<std::string, int64_t> fallback_ops();
+void clear_op_tracking();
+
+}  // namespace torchneuron
+
+#define NEURON_TRACK_OP(name)                                                      \
+  do {                                                                             \
+    static std::atomic<int64_t>* neuron_counter_ = ::torchneuron::native_op_counter(name); \
+    neuron_counter_->fetch_add(1, std::memory_order_relaxed);                      \
+  } while (0)

@@ -1,0 +1,26 @@
+#include "runtime_check.h"
+
+#include <string>
+
+namespace torchneuron {
+
+void throw_runtime_error(nrt_status status, const char* expr, const char* file, int line) {
+  std::string message = nrt_last_error();
+  if (message.empty()) message = nrt_status_string(status);
+  const c10::SourceLocation where{__func__, file, static_cast<uint32_t>(line)};
+  (void)expr;
+  switch (status) {
+    case NRT_ERROR_OUT_OF_MEMORY:
+      throw c10::OutOfMemoryError(where, message);
+    case NRT_ERROR_INDEX_OUT_OF_RANGE:
+      throw c10::IndexError(where, message);
+    case NRT_ERROR_INVALID_ARGUMENT:
+      throw c10::ValueError(where, message);
+    case NRT_ERROR_UNSUPPORTED:
+      throw c10::NotImplementedError(where, message);
+    default:
+      throw c10::Error(where, message);
+  }
+}
+
+}  // namespace torchneuron
