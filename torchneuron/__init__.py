@@ -6,11 +6,10 @@ point, so ``torch.device("neuron")``, ``torch.neuron`` and
 the helpers below (op tracking, fallback control).
 """
 
-import os
-
 import torch
 
-from torchneuron import _C  # loading the extension registers the device with c10
+from torchneuron import _C
+from torchneuron._registration import register as _register
 
 __all__ = [
     "clear_op_tracking",
@@ -19,23 +18,6 @@ __all__ = [
     "get_fallback_mode",
     "set_fallback_mode",
 ]
-
-
-def _register():
-    if torch._C._get_privateuse1_backend_name() == "neuron":
-        return
-    torch.utils.rename_privateuse1_backend("neuron")
-    from torchneuron import neuron as device_module
-
-    torch._register_device_module("neuron", device_module)
-    torch.utils.generate_methods_for_privateuse1_backend(
-        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
-    )
-    set_fallback_mode(os.environ.get("TORCHNEURON_FALLBACK", "warn"))
-
-
-def _autoload():
-    """Entry point called at the end of ``import torch``; importing did the work."""
 
 
 def set_fallback_mode(mode: str) -> None:

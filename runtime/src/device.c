@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,7 @@ static const generation generations[] = {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static nrt_status config_status;
 static char config_error[512];
-static int initialized;
+static atomic_int started; /* threads or memory exist: forking is no longer safe */
 static volatile int forked_child;
 static int launch_blocking;
 static int32_t device_count;
@@ -213,8 +214,10 @@ static nrt_status parse_launch_blocking(void) {
 }
 
 static void mark_forked_child(void) {
-  if (initialized) forked_child = 1;
+  if (atomic_load(&started)) forked_child = 1;
 }
+
+void rt_mark_started(void) { atomic_store(&started, 1); }
 
 static nrt_status configure(void) {
   const generation *gen;
@@ -255,15 +258,15 @@ static nrt_status configure(void) {
 static void init_once_fn(void) {
   config_status = configure();
   pthread_atfork(NULL, NULL, mark_forked_child);
-  initialized = 1;
 }
 
 nrt_status rt_ensure_init(void) {
   pthread_once(&init_once, init_once_fn);
   if (forked_child)
     return rt_fail(NRT_ERROR_FORKED,
-                   "the neuron runtime was initialised before this process was "
-                   "forked; a forked child cannot use the neuron device. Use the "
+                   "the neuron runtime had started (streams or device memory) before "
+                   "this process was forked; a forked child cannot use the neuron "
+                   "device. Use the "
                    "'spawn' start method (multiprocessing.set_start_method('spawn'))");
   if (config_status) {
     rt_set_error(config_error);

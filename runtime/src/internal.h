@@ -21,6 +21,9 @@ void rt_set_error(const char *message);
 /* First call of every public entry point: initialises once, then returns the
  * configuration error or NRT_ERROR_FORKED (with message) or NRT_SUCCESS. */
 nrt_status rt_ensure_init(void);
+/* Records that worker threads or device memory now exist, from which point
+ * a fork() leaves a child that must not use the runtime. */
+void rt_mark_started(void);
 /* Checks 0 <= device < count (after rt_ensure_init). */
 nrt_status rt_check_device(int32_t device);
 const nrt_device_properties *rt_device_props(int32_t device);

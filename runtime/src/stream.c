@@ -209,6 +209,7 @@ static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_s
     free(s);
     return rt_fail(NRT_ERROR_SYSTEM, "out of host memory creating a neuron stream");
   }
+  rt_mark_started();
   s->device = device;
   s->priority = priority;
   s->id = id;

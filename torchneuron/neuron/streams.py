@@ -27,14 +27,23 @@ class Stream(torch.Stream):
         return f"<torch.neuron.Stream device={self.device} stream_id={self.stream_id}>"
 
 
-class Event(torch.Event):
-    """A marker in a stream; with ``enable_timing`` it measures elapsed time."""
+class _EventMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+
+class Event(metaclass=_EventMeta):
+    """A marker in a stream; with ``enable_timing`` it measures elapsed time.
+
+    Builds a ``torch.Event`` on the current neuron device (PyTorch's event
+    methods reject subclasses as arguments, so this is a factory whose
+    instances are plain ``torch.Event`` objects; ``isinstance`` still works).
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         if interprocess:
             raise NotImplementedError("interprocess neuron events are not supported")
-        return super().__new__(cls, device=torch.device("neuron"), enable_timing=enable_timing,
-                               blocking=blocking)
+        return torch.Event(_neuron_device(None), enable_timing=enable_timing, blocking=blocking)
 
 
 def _as_neuron_stream(s: torch.Stream) -> Stream:

@@ -65,8 +65,9 @@ nrt_status nrt_device_set_current(int32_t device);
  * asynchronous error found (and clears it). */
 nrt_status nrt_device_synchronize(int32_t device);
 
-/* Nonzero in a child process forked after the runtime was initialised. Such
- * a child cannot use the device: calls return NRT_ERROR_FORKED. */
+/* Nonzero in a child process forked after the runtime started (created a
+ * stream or device memory). Such a child cannot use the device: calls
+ * return NRT_ERROR_FORKED. Reading the configuration alone does not count. */
 int nrt_in_bad_fork(void);
 
 /* Nonzero when NEURON_LAUNCH_BLOCKING=1. */
