@@ -38,6 +38,12 @@ size_t rt_memory_capacity(int32_t device);
 int rt_host_pin_acquire(const void *ptr);
 void rt_host_pin_release(const void *ptr);
 
+/* Human-readable size for messages: "512 bytes", "4.00 KiB", "2.50 GiB". */
+typedef struct rt_size_text {
+  char s[24];
+} rt_size_text;
+rt_size_text rt_format_size(uint64_t bytes);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t rt_now_ns(void);
 

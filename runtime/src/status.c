@@ -42,3 +42,16 @@ uint64_t rt_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+rt_size_text rt_format_size(uint64_t bytes) {
+  rt_size_text t;
+  if (bytes < 1024)
+    snprintf(t.s, sizeof t.s, "%llu bytes", (unsigned long long)bytes);
+  else if (bytes < (1ull << 20))
+    snprintf(t.s, sizeof t.s, "%.2f KiB", (double)bytes / (1ull << 10));
+  else if (bytes < (1ull << 30))
+    snprintf(t.s, sizeof t.s, "%.2f MiB", (double)bytes / (1ull << 20));
+  else
+    snprintf(t.s, sizeof t.s, "%.2f GiB", (double)bytes / (1ull << 30));
+  return t;
+}
