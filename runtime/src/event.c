@@ -63,7 +63,10 @@ nrt_status nrt_event_record(nrt_event_t e, nrt_stream_t stream) {
   uint64_t generation = ++e->recorded;
   e->device = nrt_stream_device(stream);
   pthread_mutex_unlock(&e->mu);
-  if ((s = rt_stream_record(stream, e, generation))) return s;
+  if ((s = rt_stream_record(stream, e, generation))) {
+    rt_event_complete(e, generation); /* never queued: waiters must not hang */
+    return s;
+  }
   return nrt_launch_blocking() ? nrt_event_synchronize(e) : NRT_SUCCESS;
 }
 

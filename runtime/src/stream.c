@@ -100,7 +100,7 @@ static void record_error_locked(nrt_stream_t s, nrt_status status, const char *w
 /* ---- the worker ------------------------------------------------------- */
 
 static nrt_status run_copy(const command *c) {
-  memcpy(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes);
+  memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes); /* ranges may overlap */
   return NRT_SUCCESS;
 }
 
@@ -353,6 +353,7 @@ nrt_status nrt_stream_from_id(int32_t device, int64_t id, nrt_stream_t *out) {
 nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
+  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_synchronize: NULL stream");
   pthread_mutex_lock(&stream->mu);
   uint64_t target = stream->submitted;
   pthread_mutex_unlock(&stream->mu);
@@ -362,6 +363,7 @@ nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
 nrt_status nrt_stream_query(nrt_stream_t stream) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
+  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_query: NULL stream");
   pthread_mutex_lock(&stream->mu);
   int idle = stream->completed == stream->submitted;
   pthread_mutex_unlock(&stream->mu);
@@ -480,7 +482,11 @@ static nrt_status resolve_end(const void *ptr, size_t bytes, const char *which,
     return NRT_SUCCESS;
   }
   *resolved = (void *)ptr;
-  *pageable = !nrt_host_is_pinned(ptr, NULL, NULL);
+  void *base;
+  size_t size;
+  /* Only a range wholly inside one pinned buffer may be copied later. */
+  *pageable = !nrt_host_is_pinned(ptr, &base, &size) ||
+              (const char *)ptr + bytes > (const char *)base + size;
   return NRT_SUCCESS;
 }
 

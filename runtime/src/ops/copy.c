@@ -1,5 +1,7 @@
 /* COPY: dst = src converted to dst's dtype, any strides on either side.
- * Contiguous same-dtype copies are a single memcpy. Overlap between src and
+ * Same-dtype copies move bits (as PyTorch's do: NaN payloads and signs
+ * survive, which a round trip through float would not keep for float16 and
+ * bfloat16); contiguous ones are a single memmove. Overlap between src and
  * dst is the caller's to rule out (the shim does, as PyTorch does). */
 #include <string.h>
 #include "../internal.h"
@@ -13,6 +15,18 @@ static int is_contiguous(const nrt_tensor_view *v) {
   }
   return 1;
 }
+
+#define BITS_LOOP(NAME, T)                                                      \
+  static void copy_bits_##NAME(char **data, const int64_t *strides, int64_t n,  \
+                               void *ctx) {                                     \
+    (void)ctx;                                                                  \
+    for (int64_t i = 0; i < n; i++)                                             \
+      memcpy(data[0] + i * strides[0], data[1] + i * strides[1], sizeof(T));    \
+  }
+BITS_LOOP(8, uint8_t)
+BITS_LOOP(16, uint16_t)
+BITS_LOOP(32, uint32_t)
+BITS_LOOP(64, uint64_t)
 
 static int same_shape(const nrt_tensor_view *a, const nrt_tensor_view *b) {
   if (a->ndim != b->ndim) return 0;
@@ -33,6 +47,11 @@ nrt_status rt_kernel_copy(const nrt_op *op) {
     memmove(dst->data, src->data, (size_t)n * nrt_dtype_size(dst->dtype));
     return NRT_SUCCESS;
   }
-  rt_iterate(2, op->operands, rt_convert_loops[dst->dtype][src->dtype], NULL);
+  rt_inner_loop loop = rt_convert_loops[dst->dtype][src->dtype];
+  if (dst->dtype == src->dtype) {
+    size_t size = nrt_dtype_size(dst->dtype);
+    loop = size == 1 ? copy_bits_8 : size == 2 ? copy_bits_16 : size == 4 ? copy_bits_32 : copy_bits_64;
+  }
+  rt_iterate(2, op->operands, loop, NULL);
   return NRT_SUCCESS;
 }

@@ -22,27 +22,40 @@ int64_t nrt_view_numel(const nrt_tensor_view *view) {
 }
 
 /* Checks one view: rank, non-negative sizes, and that every element lies in
- * the device arena that holds its first element. */
+ * the device arena that holds its first element. Extents are computed with
+ * overflow checks: a wrapped extent could pass the arena check while the
+ * elements in between lie anywhere. */
 static nrt_status validate_view(const char *op, int index, const nrt_tensor_view *v) {
   if ((unsigned)v->dtype >= NRT_DTYPE_COUNT)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has an invalid dtype", op, index);
   if (v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
     return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: operand %d has %d dimensions; at most %d are supported",
                    op, index, v->ndim, NRT_MAX_DIMS);
-  int64_t lo = 0, hi = 0;
+  int empty = 0;
   for (int32_t d = 0; d < v->ndim; d++) {
     if (v->shape[d] < 0)
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has negative size %lld in dim %d",
                      op, index, (long long)v->shape[d], d);
-    if (v->shape[d] == 0) return NRT_SUCCESS; /* empty: nothing is touched */
-    int64_t extent = (v->shape[d] - 1) * v->strides[d];
-    if (extent < 0) lo += extent; else hi += extent;
+    if (v->shape[d] == 0) empty = 1;
   }
+  if (empty) return NRT_SUCCESS; /* nothing is touched */
   int64_t elem = (int64_t)nrt_dtype_size(v->dtype);
+  int64_t lo = 0, hi = 0, numel = 1; /* byte offsets of the lowest and highest element */
+  for (int32_t d = 0; d < v->ndim; d++) {
+    int64_t extent;
+    if (__builtin_mul_overflow(v->shape[d] - 1, v->strides[d], &extent) ||
+        __builtin_mul_overflow(extent, elem, &extent) ||
+        (extent < 0 ? __builtin_add_overflow(lo, extent, &lo)
+                    : __builtin_add_overflow(hi, extent, &hi)) ||
+        __builtin_mul_overflow(numel, v->shape[d], &numel))
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                     "%s: operand %d is too large (its size or extent overflows 64 bits)", op, index);
+  }
   int32_t first_dev, last_dev;
-  const char *base = v->data;
-  if (nrt_pointer_get_device(base + lo * elem, &first_dev) != NRT_SUCCESS ||
-      nrt_pointer_get_device(base + hi * elem + elem - 1, &last_dev) != NRT_SUCCESS ||
+  uintptr_t base = (uintptr_t)v->data;
+  if (nrt_pointer_get_device((const void *)(base + (uintptr_t)lo), &first_dev) != NRT_SUCCESS ||
+      nrt_pointer_get_device((const void *)(base + (uintptr_t)hi + (uintptr_t)elem - 1),
+                             &last_dev) != NRT_SUCCESS ||
       first_dev != last_dev)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                    "%s: operand %d is not entirely in neuron device memory", op, index);
