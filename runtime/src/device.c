@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "internal.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
@@ -64,6 +65,7 @@ static char config_error[512];
 static atomic_int started; /* threads or memory exist: forking is no longer safe */
 static volatile int forked_child;
 static int launch_blocking;
+static int kernel_threads;
 static int32_t device_count;
 static nrt_device_properties device_props[NRT_MAX_DEVICES];
 static _Thread_local int32_t current_device;
@@ -213,6 +215,19 @@ static nrt_status parse_launch_blocking(void) {
   return config_fail("NEURON_LAUNCH_BLOCKING='%s' must be 0 or 1", text);
 }
 
+/* TORCHNEURON_NUM_THREADS: kernel threads per process (default: online cores). */
+static nrt_status parse_num_threads(void) {
+  const char *text = getenv("TORCHNEURON_NUM_THREADS");
+  long long v;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  kernel_threads = online > 0 ? (int)online : 1;
+  if (!text || !*text) return NRT_SUCCESS;
+  if (!parse_int(text, 1, 256, &v))
+    return config_fail("TORCHNEURON_NUM_THREADS='%s' must be a whole number from 1 to 256", text);
+  kernel_threads = (int)v;
+  return NRT_SUCCESS;
+}
+
 static void mark_forked_child(void) {
   if (atomic_load(&started)) forked_child = 1;
 }
@@ -225,7 +240,8 @@ static nrt_status configure(void) {
   uint64_t hbm_limit;
   nrt_status s;
   if ((s = parse_target(&gen)) || (s = parse_lnc(gen, &lnc)) ||
-      (s = parse_cores(gen, lnc, cores, &count)) || (s = parse_launch_blocking()))
+      (s = parse_cores(gen, lnc, cores, &count)) || (s = parse_launch_blocking()) ||
+      (s = parse_num_threads()))
     return s;
   int32_t per_chip = gen->physical_cores_per_chip / lnc;
   if ((s = parse_hbm_limit(gen->hbm_bytes_per_chip / (uint64_t)per_chip, &hbm_limit)))
@@ -284,6 +300,8 @@ int nrt_launch_blocking(void) {
 }
 
 int32_t rt_device_count(void) { return device_count; }
+
+int rt_kernel_threads(void) { return kernel_threads > 0 ? kernel_threads : 1; }
 
 const nrt_device_properties *rt_device_props(int32_t device) {
   return &device_props[device];

@@ -28,6 +28,8 @@ void rt_mark_started(void);
 nrt_status rt_check_device(int32_t device);
 const nrt_device_properties *rt_device_props(int32_t device);
 int32_t rt_device_count(void);
+/* Kernel threads the pool may use (TORCHNEURON_NUM_THREADS or online cores). */
+int rt_kernel_threads(void);
 
 /* memory.c: total bytes a device's allocations may use. */
 size_t rt_memory_capacity(int32_t device);

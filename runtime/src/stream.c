@@ -442,10 +442,15 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
   c->kind = CMD_OP;
   /* Copy only the used part of the descriptor: it is large. */
   c->u.op.code = op->code;
+  c->u.op.compute_dtype = op->compute_dtype;
   c->u.op.num_operands = op->num_operands;
+  c->u.op.num_outputs = op->num_outputs;
   c->u.op.num_scalars = op->num_scalars;
+  c->u.op.immediate_mask = op->immediate_mask;
   memcpy(c->u.op.operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
   memcpy(c->u.op.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
+  if (op->immediate_mask)
+    memcpy(c->u.op.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
   commit_locked(stream);
   return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
 }

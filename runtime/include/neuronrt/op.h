@@ -61,12 +61,23 @@ typedef enum nrt_op_code {
   NRT_OP_COUNT
 } nrt_op_code;
 
+/* An op: outputs come first among the operands. An operand whose bit is
+ * set in immediate_mask is a host value, not memory: its data is NULL, its
+ * strides are 0 (it is broadcast) and its value is immediates[k], read as
+ * the view's dtype. This carries Python numbers and CPU 0-d tensors into
+ * device ops without a copy to device memory. Pointwise kernels compute in
+ * compute_dtype (float32 when it is float16 or bfloat16, as PyTorch's CPU
+ * kernels do) and convert operands stored in other dtypes on the fly. */
 typedef struct nrt_op {
   nrt_op_code code;
-  int32_t num_operands; /* outputs first */
+  nrt_dtype compute_dtype; /* PyTorch's common dtype of the inputs (pointwise ops) */
+  int32_t num_operands;
+  int32_t num_outputs;
   int32_t num_scalars;
+  uint32_t immediate_mask;
   nrt_tensor_view operands[NRT_MAX_OPERANDS];
   nrt_scalar scalars[NRT_MAX_SCALARS];
+  nrt_scalar immediates[NRT_MAX_OPERANDS];
 } nrt_op;
 
 const char *nrt_op_name(nrt_op_code code);

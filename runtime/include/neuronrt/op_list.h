@@ -1,8 +1,10 @@
 /* The op vocabulary: the one list every layer shares.
  *
- * X(CODE, name, operands) expands into the op enum (NRT_OP_CODE), the name
- * table (nrt_op_name) and the kernel dispatch table (nrt_kernel_name).
- * Adding an op is one line here plus its kernel.
+ * X(CODE, name) expands into the op enum (NRT_OP_CODE), the name table
+ * (nrt_op_name) and the kernel dispatch table (rt_kernel_name). Each family
+ * of ops keeps its list in neuronrt/ops/<family>.h, next to a comment that
+ * states its operands and scalars; adding an op is one line there plus its
+ * kernel.
  *
  *   FILL  operands: [dst]       scalars: [value]
  *   COPY  operands: [dst, src]  src has dst's shape (broadcast with stride 0);
@@ -11,8 +13,11 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/pointwise.h"
+
 #define NRT_OP_LIST(X) \
   X(FILL, fill)        \
-  X(COPY, copy)
+  X(COPY, copy)        \
+  NRT_POINTWISE_OPS(X)
 
 #endif

@@ -2,6 +2,7 @@
  * the translation of device addresses to the runtime's host aliases. */
 #include <stdint.h>
 #include "../internal.h"
+#include "convert.h"
 
 #define NAME_ENTRY_(CODE, name) [NRT_OP_##CODE] = #name,
 static const char *const op_names[NRT_OP_COUNT] = {NRT_OP_LIST(NAME_ENTRY_)};
@@ -69,18 +70,40 @@ nrt_status rt_op_validate(const nrt_op *op) {
   if (op->num_operands < 0 || op->num_operands > NRT_MAX_OPERANDS || op->num_scalars < 0 ||
       op->num_scalars > NRT_MAX_SCALARS)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad operand or scalar count", name);
+  if (op->num_outputs < 0 || op->num_outputs > op->num_operands)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad output count %d", name, op->num_outputs);
+  if (op->immediate_mask >> op->num_operands)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: immediate mask names missing operands", name);
   for (int i = 0; i < op->num_operands; i++) {
-    nrt_status s = validate_view(name, i, &op->operands[i]);
-    if (s) return s;
+    const nrt_tensor_view *v = &op->operands[i];
+    nrt_status s;
+    if (op->immediate_mask & (1u << i)) {
+      if (i < op->num_outputs)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output %d cannot be immediate", name, i);
+      if ((unsigned)v->dtype >= NRT_DTYPE_COUNT || v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: immediate operand %d is malformed", name, i);
+      for (int32_t d = 0; d < v->ndim; d++)
+        if (v->strides[d] != 0 || v->shape[d] < 0)
+          return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                         "%s: immediate operand %d must be broadcast (stride 0)", name, i);
+    } else if ((s = validate_view(name, i, v))) {
+      return s;
+    }
   }
   return NRT_SUCCESS;
 }
 
 nrt_status rt_op_run(const nrt_op *op) {
   nrt_op local = *op;
+  uint64_t immediate_values[NRT_MAX_OPERANDS]; /* storage of immediate operands */
   for (int i = 0; i < local.num_operands; i++) {
     nrt_tensor_view *v = &local.operands[i];
-    if (v->data) v->data = nrt_device_to_host(v->data);
+    if (local.immediate_mask & (1u << i)) {
+      rt_convert_scalar(v->dtype, &local.immediates[i], &immediate_values[i]);
+      v->data = &immediate_values[i];
+    } else if (v->data) {
+      v->data = nrt_device_to_host(v->data);
+    }
   }
   return kernels[local.code](&local);
 }

@@ -1,0 +1,103 @@
+/* See thread_pool.h. Helpers sleep on a condition variable between jobs; a
+ * job is published with a new generation number, each participant claims
+ * range indices from an atomic counter, and the caller waits until every
+ * range is done and every helper has let go of the job. */
+#include "thread_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "../internal.h"
+
+#define MAX_THREADS 256
+
+typedef struct job {
+  rt_range_fn fn;
+  void *ctx;
+  int64_t n;
+  int64_t ranges;
+  atomic_llong next;    /* next range index to claim */
+  atomic_llong pending; /* ranges not yet finished */
+  int helpers;          /* helpers holding this job (pool_mu) */
+} job;
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
+static job *current;
+static uint64_t generation;
+static int num_threads = 1;
+
+static void run_ranges(job *j) {
+  for (;;) {
+    int64_t r = atomic_fetch_add(&j->next, 1);
+    if (r >= j->ranges) return;
+    int64_t begin = j->n * r / j->ranges, end = j->n * (r + 1) / j->ranges;
+    j->fn(begin, end, j->ctx);
+    if (atomic_fetch_sub(&j->pending, 1) == 1) {
+      pthread_mutex_lock(&pool_mu);
+      pthread_cond_broadcast(&done_cv);
+      pthread_mutex_unlock(&pool_mu);
+    }
+  }
+}
+
+static void *helper_main(void *arg) {
+  (void)arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool_mu);
+  for (;;) {
+    while (generation == seen) pthread_cond_wait(&work_cv, &pool_mu);
+    seen = generation;
+    job *j = current;
+    if (!j) continue;
+    j->helpers++;
+    pthread_mutex_unlock(&pool_mu);
+    run_ranges(j);
+    pthread_mutex_lock(&pool_mu);
+    if (--j->helpers == 0) pthread_cond_broadcast(&done_cv);
+  }
+  return NULL;
+}
+
+static void start_pool(void) {
+  int wanted = rt_kernel_threads();
+  for (int i = 1; i < wanted && i < MAX_THREADS; i++) {
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, helper_main, NULL) != 0) break;
+    pthread_detach(thread);
+    num_threads++;
+  }
+}
+
+int rt_num_threads(void) {
+  pthread_once(&pool_once, start_pool);
+  return num_threads;
+}
+
+void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  int threads = rt_num_threads();
+  int64_t ranges = grain > 0 ? n / grain : n;
+  if (ranges > threads) ranges = threads;
+  if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
+    fn(0, n, ctx);
+    return;
+  }
+  job j = {.fn = fn, .ctx = ctx, .n = n, .ranges = ranges};
+  atomic_init(&j.next, 0);
+  atomic_init(&j.pending, ranges);
+  pthread_mutex_lock(&pool_mu);
+  current = &j;
+  generation++;
+  pthread_cond_broadcast(&work_cv);
+  pthread_mutex_unlock(&pool_mu);
+  run_ranges(&j);
+  pthread_mutex_lock(&pool_mu);
+  /* The job lives on this stack: wait until no helper still holds it. */
+  while (atomic_load(&j.pending) > 0 || j.helpers > 0) pthread_cond_wait(&done_cv, &pool_mu);
+  current = NULL;
+  pthread_mutex_unlock(&pool_mu);
+  pthread_mutex_unlock(&busy_mu);
+}

@@ -1,0 +1,22 @@
+/* The kernel thread pool: splits one kernel's work across host cores.
+ *
+ * Size: TORCHNEURON_NUM_THREADS, or the number of online cores. The calling
+ * thread (a stream worker) takes part, so a pool of N runs N-1 helpers. One
+ * kernel uses the pool at a time; a kernel that finds it busy (another
+ * stream's kernel) runs serially instead of waiting.
+ */
+#ifndef NEURONRT_OPS_THREAD_POOL_H
+#define NEURONRT_OPS_THREAD_POOL_H
+
+#include <stdint.h>
+
+/* Processes [begin, end) of the work; called concurrently on disjoint ranges. */
+typedef void (*rt_range_fn)(int64_t begin, int64_t end, void *ctx);
+
+/* Runs fn over [0, n) split into at most rt_num_threads() contiguous
+ * ranges, none shorter than grain (so small work stays on one thread). */
+void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
+
+int rt_num_threads(void);
+
+#endif
