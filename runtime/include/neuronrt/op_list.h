@@ -13,11 +13,19 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/index.h"
 #include "neuronrt/ops/pointwise.h"
+#include "neuronrt/ops/random.h"
+#include "neuronrt/ops/reduce.h"
+#include "neuronrt/ops/shape.h"
 
 #define NRT_OP_LIST(X) \
   X(FILL, fill)        \
   X(COPY, copy)        \
-  NRT_POINTWISE_OPS(X)
+  NRT_POINTWISE_OPS(X)  \
+  NRT_REDUCE_OPS(X)     \
+  NRT_INDEX_OPS(X)      \
+  NRT_SHAPE_OPS(X)      \
+  NRT_RANDOM_OPS(X)
 
 #endif
