@@ -209,13 +209,6 @@ c10::SmallVector<at::Tensor, 2> round_like_cpu(PointwiseCall& call, at::TensorIt
   return temps;
 }
 
-// Scalar::to<T> refuses values that overflow T; the CPU kernels of clamp and
-// masked_fill convert their scalars that way.
-void check_scalars_fit(const c10::SmallVector<c10::Scalar, 2>& values, at::ScalarType dtype) {
-  for (const c10::Scalar& s : values)
-    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
-                               [&] { (void)s.to<scalar_t>(); });
-}
 
 enum class Role : uint8_t { Input, OptionalInput, ScalarInput, SelfInOut, Output, String, Attribute };
 
@@ -301,7 +294,8 @@ class PointwiseKernel final : public c10::OperatorKernel {
     TORCH_CHECK_NOT_IMPLEMENTED(call.supported.has(plan.compute), "\"",
                                 name_.substr(0, name_.find('.')), "\" not implemented for '",
                                 c10::toString(plan.compute), "' on neuron");
-    if (op_.flags & kCheckScalarFits) check_scalars_fit(wrapped, plan.compute);
+    if (op_.flags & kCheckScalarFits)
+      for (const c10::Scalar& value : wrapped) check_scalar_fits(value, plan.compute);
     if (op_.check) op_.check(call, plan.compute);
     if ((op_.flags & kExactScalar) && is_reduced_float(plan.compute))
       plan.exact_operand = iter.noutputs() + 1;
@@ -324,6 +318,11 @@ class PointwiseKernel final : public c10::OperatorKernel {
 };
 
 }  // namespace
+
+void check_scalar_fits(const c10::Scalar& value, at::ScalarType dtype) {
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
+                             [&] { (void)value.to<scalar_t>(); });
+}
 
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
                      const std::vector<c10::IValue>& scalars) {

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/Gelu.h>
+#include <ATen/native/TypeProperties.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -89,7 +90,7 @@ void check_lerp(PointwiseCall& call) {
                 " for `weight` but got dtype ", call.inputs[2].dtype());
 }
 
-// clamp with bounds left out becomes maximum (min only) or minimum (max only).
+// clamp with a bound left out becomes maximum (min only) or minimum (max only).
 void prepare_clamp(PointwiseCall& call) {
   bool has_min = call.inputs[1].defined(), has_max = call.inputs[2].defined();
   TORCH_CHECK(has_min || has_max, "torch.clamp: At least one of 'min' or 'max' must not be None");
@@ -100,6 +101,40 @@ void prepare_clamp(PointwiseCall& call) {
     call.code = NRT_OP_MINIMUM;
     call.inputs.erase(call.inputs.begin() + 1);
   }
+}
+
+// With one tensor bound, bool is allowed, as clamp_min/clamp_max allow it.
+void prepare_clamp_tensors(PointwiseCall& call) {
+  prepare_clamp(call);
+  if (call.code != NRT_OP_CLAMP) call.supported = kAll;
+}
+
+// clamp with two scalar bounds: the result dtype promotes over self and both
+// bounds (an iterator takes one CPU scalar at most), the bounds become
+// attributes of a unary clamp (HARDTANH), and out= must have that dtype.
+void prepare_clamp_scalars(PointwiseCall& call) {
+  if (!call.inputs[1].defined() || !call.inputs[2].defined()) return prepare_clamp(call);
+  at::Tensor self = call.inputs[0];
+  c10::Scalar min = call.inputs[1].item(), max = call.inputs[2].item();
+  at::ScalarType result = self.scalar_type();
+  if (!at::isFloatingType(result)) {
+    at::native::ResultTypeState state{};
+    state = at::native::update_result_type_state(self, state);
+    state = at::native::update_result_type_state(min, state);
+    state = at::native::update_result_type_state(max, state);
+    result = at::native::result_type(state);
+    TORCH_CHECK(result == self.scalar_type() || !call.outputs[0].is_same(self), "result type ",
+                result, " can't be cast to the desired output type ", self.scalar_type());
+  }
+  call.code = NRT_OP_HARDTANH;
+  call.dtypes = D::SameAsInput;
+  call.inputs = {result == self.scalar_type() ? self : self.to(result)};
+  call.scalars = {c10::IValue(min), c10::IValue(max)};
+}
+
+// threshold and hardtanh convert their scalars to the element type.
+void check_scalars_fit(const PointwiseCall& call, at::ScalarType compute) {
+  for (const c10::IValue& value : call.scalars) check_scalar_fits(value.toScalar(), compute);
 }
 
 // ---- unary ---------------------------------------------------------------
@@ -117,7 +152,6 @@ void check_relu(PointwiseCall& call) {
 void prepare_round_decimals(PointwiseCall& call) {
   if (call.scalars[0].toInt() != 0) return;
   call.code = NRT_OP_ROUND;
-  call.supported = kNumeric;
   call.scalars.clear();
 }
 
@@ -239,18 +273,16 @@ const PointwiseOp kPointwiseOps[] = {
      check_lerp},
     {"addcmul addcmul_ addcmul.out", NRT_OP_ADDCMUL, D::Arithmetic, kNumeric},
     {"addcdiv addcdiv_ addcdiv.out", NRT_OP_ADDCDIV, D::Arithmetic, kFloat, check_addcdiv},
-    {"clamp clamp_ clamp.out", NRT_OP_CLAMP, D::Arithmetic, kNumeric, prepare_clamp,
+    {"clamp clamp_ clamp.out", NRT_OP_CLAMP, D::Arithmetic, kNumeric, prepare_clamp_scalars,
      kScalarOperands | kCheckScalarFits},
     {"clamp.Tensor clamp_.Tensor clamp.Tensor_out", NRT_OP_CLAMP, D::Arithmetic, kNumeric,
-     prepare_clamp},
+     prepare_clamp_tensors},
     {"clamp_min clamp_min_ clamp_min.out", NRT_OP_MAXIMUM, D::Arithmetic, kNumeric, nullptr,
      kScalarOperands | kCheckScalarFits},
-    {"clamp_min.Tensor clamp_min_.Tensor clamp_min.Tensor_out", NRT_OP_MAXIMUM, D::Arithmetic,
-     kNumeric},
+    {"clamp_min.Tensor clamp_min_.Tensor clamp_min.Tensor_out", NRT_OP_MAXIMUM, D::Arithmetic, kAll},
     {"clamp_max clamp_max_ clamp_max.out", NRT_OP_MINIMUM, D::Arithmetic, kNumeric, nullptr,
      kScalarOperands | kCheckScalarFits},
-    {"clamp_max.Tensor clamp_max_.Tensor clamp_max.Tensor_out", NRT_OP_MINIMUM, D::Arithmetic,
-     kNumeric},
+    {"clamp_max.Tensor clamp_max_.Tensor clamp_max.Tensor_out", NRT_OP_MINIMUM, D::Arithmetic, kAll},
 
     // unary, result in the input's dtype
     {"neg neg_ neg.out", NRT_OP_NEG, D::SameAsInput, kNumeric, check_neg},
@@ -324,7 +356,8 @@ const PointwiseOp kPointwiseOps[] = {
     {"log_sigmoid_forward log_sigmoid_forward.output", NRT_OP_LOG_SIGMOID, D::SameAsInput, kFloat},
     {"log_sigmoid_backward log_sigmoid_backward.grad_input", NRT_OP_LOG_SIGMOID_BACKWARD,
      D::Arithmetic, kFloat},
-    {"hardtanh hardtanh_ hardtanh.out", NRT_OP_HARDTANH, D::SameAsInput, kNumeric, check_hardtanh},
+    {"hardtanh hardtanh_ hardtanh.out", NRT_OP_HARDTANH, D::SameAsInput, kNumeric, check_hardtanh,
+     0, check_scalars_fit},
     {"hardtanh_backward hardtanh_backward.grad_input", NRT_OP_HARDTANH_BACKWARD, D::Arithmetic,
      kFloat},
     {"hardswish hardswish_ hardswish.out", NRT_OP_HARDSWISH, D::SameAsInput, kFloat},
@@ -335,7 +368,8 @@ const PointwiseOp kPointwiseOps[] = {
     {"softplus softplus.out", NRT_OP_SOFTPLUS, D::SameAsInput, kFloat},
     {"softplus_backward softplus_backward.grad_input", NRT_OP_SOFTPLUS_BACKWARD, D::Arithmetic,
      kFloat},
-    {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric},
+    {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric, nullptr, 0,
+     check_scalars_fit},
     {"threshold_backward threshold_backward.grad_input", NRT_OP_THRESHOLD_BACKWARD, D::Arithmetic,
      kNumeric},
 

@@ -135,10 +135,11 @@ DEFINE_BACKWARD(silu_backward, SILU_BACKWARD(float, rt_vm_sigmoidf), SILU_BACKWA
 DEFINE_BACKWARD(mish_backward, MISH_BACKWARD(float, rt_vm_sigmoidf, tanh_softplusf),
                 MISH_BACKWARD(double, SIGMOID_D, TANH_SOFTPLUS_D))
 
-#define HARDSWISH_BACKWARD(T) (b < (T)-3 ? (T)0 : b <= (T)3 ? a * (b / (T)3 + (T)0.5) : a)
+#define HARDSWISH_BACKWARD(T) (b <= (T)-3 ? (T)0 : b < (T)3 ? a * (b / (T)3 + (T)0.5) : a)
 DEFINE_BACKWARD(hardswish_backward, HARDSWISH_BACKWARD(float), HARDSWISH_BACKWARD(double))
 
-#define HARDSIGMOID_BACKWARD(T) (b > (T)-3 && b < (T)3 ? a * ((T)1 / (T)6) : (T)0)
+/* 1/6 rounded to float even for double, as PyTorch's kernel has it */
+#define HARDSIGMOID_BACKWARD(T) (b > (T)-3 && b < (T)3 ? a * (T)(1.0f / 6.0f) : (T)0)
 DEFINE_BACKWARD(hardsigmoid_backward, HARDSIGMOID_BACKWARD(float), HARDSIGMOID_BACKWARD(double))
 
 /* b is the forward result y: sigmoid' = (1 - y) y, tanh' = 1 - y^2 */

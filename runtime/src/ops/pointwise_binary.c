@@ -39,10 +39,26 @@
   RT_BINARY_LOOP(NAME##_f32, float, float, FLOAT)      \
   RT_BINARY_LOOP(NAME##_f64, double, double, FLOAT)
 
+/* Round trips through the 16-bit float types. */
+static inline float round_bf16(float v) { return rt_bfloat16_to_float(rt_bfloat16_from_float(v)); }
+static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_float(v)); }
+
 /* ---- ADD: a + alpha * b; MUL ------------------------------------------ */
 DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), a + (__typeof__(a))sc->f[0] * b)
 RT_BINARY_LOOP(add_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | ((b != 0) & (sc->i[0] != 0))))
-DEFINE_KERNEL(add, ARITH_TABLE)
+
+/* For float16/bfloat16 alpha is first rounded to the storage type, as
+ * PyTorch's CPU kernel converts it (Scalar::to<scalar_t>). */
+nrt_status rt_kernel_add(const nrt_op *op) {
+  static const rt_loop_table loops = ARITH_TABLE(add);
+  if (op->num_scalars < 1 || (op->compute_dtype != NRT_FLOAT16 && op->compute_dtype != NRT_BFLOAT16))
+    return rt_run_pointwise(op, loops, -1);
+  nrt_op local = *op;
+  float alpha = op->scalars[0].is_float ? (float)op->scalars[0].f : (float)op->scalars[0].i;
+  alpha = op->compute_dtype == NRT_FLOAT16 ? round_f16(alpha) : round_bf16(alpha);
+  local.scalars[0] = (nrt_scalar){.is_float = 1, .f = alpha};
+  return rt_run_pointwise(&local, loops, -1);
+}
 
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a * b)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
@@ -110,8 +126,6 @@ INTEGER_DIVISION_LOOPS(remainder)
  * and a round trip through the storage type for float16/bfloat16: PyTorch's
  * CPU kernels compute these in the 16-bit type, rounding after every
  * operation, unless b is a single value (then in float32 throughout). */
-static inline float round_bf16(float v) { return rt_bfloat16_to_float(rt_bfloat16_from_float(v)); }
-static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_float(v)); }
 #define ROUND_NONE(v) (v)
 
 /* Floor division as PyTorch's div_floor_floating_vec computes it. */
@@ -198,8 +212,9 @@ RT_BINARY_LOOP(pow_i64, int64_t, int64_t, POW_SIGNED(int64_t))
 RT_BINARY_LOOP(pow_f32, float, float, pow(a, b))
 RT_BINARY_LOOP(pow_f64, double, double, pow(a, b))
 
-/* A float32/float64 power with a constant exponent that PyTorch's CPU
- * kernel special-cases (it gives sqrt(-0) = -0, sqrt(-inf) = NaN). */
+/* A power with a constant exponent that PyTorch's CPU kernel special-cases
+ * for float32, float64 and bfloat16 (not float16): it gives
+ * sqrt(-0) = -0, sqrt(-inf) = NaN where pow gives 0 and inf. */
 #define DEFINE_POW_SPECIAL(NAME, EXPR)                     \
   RT_BINARY_LOOP(NAME##_f32, float, float, EXPR)           \
   RT_BINARY_LOOP(NAME##_f64, double, double, EXPR)
@@ -221,8 +236,8 @@ nrt_status rt_kernel_pow(const nrt_op *op) {
       {-1.0, FLOAT_TABLE(pow_reciprocal)}, {-2.0, FLOAT_TABLE(pow_reciprocal_square)},
   };
   double exponent;
-  int full_precision = op->compute_dtype == NRT_FLOAT32 || op->compute_dtype == NRT_FLOAT64;
-  if (full_precision && op->num_operands == 3 && rt_immediate_value(op, 2, &exponent))
+  if (nrt_dtype_is_floating(op->compute_dtype) && op->compute_dtype != NRT_FLOAT16 &&
+      op->num_operands == 3 && rt_immediate_value(op, 2, &exponent))
     for (size_t k = 0; k < sizeof special / sizeof special[0]; k++)
       if (exponent == special[k].exponent) return rt_run_pointwise(op, special[k].loops, -1);
   return rt_run_pointwise(op, loops, -1);

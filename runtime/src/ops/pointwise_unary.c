@@ -185,14 +185,17 @@ DEFINE_NUMERIC(nan_to_num, x, x, NAN_TO_NUM(__typeof__(x)))
 RT_UNARY_LOOP(nan_to_num_bool, uint8_t, uint8_t, x)
 DEFINE_KERNEL(nan_to_num, ALL_TABLE, -1)
 
-/* hardtanh = clamp(x, min, max); NaN passes (both tests are false). The
- * scalars convert to the element type as PyTorch's Scalar::to does
- * (truncation for integers). */
+/* hardtanh = clamp with scalar bounds: min(max(x, min), max), so max wins
+ * when min > max; x = NaN passes (both tests are false) and a NaN bound
+ * gives NaN. The scalars convert to the element type as PyTorch's
+ * Scalar::to does (truncation for integers). */
 #define AT_LEAST(T, LO) (x < (T)(LO) ? (T)(LO) : x)
 #define CLAMP_SCALARS(T, LO, HI) (AT_LEAST(T, LO) > (T)(HI) ? (T)(HI) : AT_LEAST(T, LO))
+#define CLAMP_FLOAT_SCALARS(T) \
+  (sc->f[0] != sc->f[0] || sc->f[1] != sc->f[1] ? (T)NAN : CLAMP_SCALARS(T, sc->f[0], sc->f[1]))
 DEFINE_NUMERIC(hardtanh, CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
                CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
-               CLAMP_SCALARS(__typeof__(x), sc->f[0], sc->f[1]))
+               CLAMP_FLOAT_SCALARS(__typeof__(x)))
 DEFINE_KERNEL(hardtanh, NUMERIC_TABLE, -1)
 
 /* threshold: x <= threshold ? value : x; scalars [threshold, value]. */

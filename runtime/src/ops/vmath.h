@@ -79,7 +79,8 @@ RT_VM_INLINE double rt_vm_double(uint64_t u) {
 
 /* e^x in double to about 2e-10 relative (ample for float results): the same
  * reduction with the double shifter 1.5 * 2^52 and a degree-8 Taylor
- * polynomial. x is clamped to [-708, 709], where e^x stays normal. */
+ * polynomial. Below -708 the result stays at e^-708 (normal; far below any
+ * float), above 709.78 it is infinity. */
 RT_VM_INLINE double rt_vm_exp_d(double x) {
   const double shifter = 6755399441055744.0; /* 1.5 * 2^52 */
   double xc = x > 709.0 ? 709.0 : x;
@@ -96,7 +97,8 @@ RT_VM_INLINE double rt_vm_exp_d(double x) {
   p = p * r + 1.0 / 6;
   p = p * r + 0.5;
   double y = 1.0 + (r + (r * r) * p);
-  return y * rt_vm_double((uint64_t)(ni + 1023) << 52);
+  double result = y * rt_vm_double((uint64_t)(ni + 1023) << 52);
+  return x > 709.78 ? (double)INFINITY : result;
 }
 
 /* Natural logarithm; at most 1 ulp. x = 2^e m with m in [sqrt(1/2),
@@ -209,8 +211,8 @@ RT_VM_INLINE float rt_vm_geluf(float x) {
   s = s * w + -0.0664902999608636;
   s = s * w + 0.39894227571670837;
   double near = 0.5 * xd + w * s;
-  double half_tail = 0.5 * xd * rt_vm_erfc_tail_d(fabs(xd) * 0.70710678118654752);
-  double far = x > 0.0f ? xd - half_tail : half_tail;
+  double tail = rt_vm_erfc_tail_d(fabs(xd) * 0.70710678118654752);
+  double far = x > 0.0f ? xd * (1.0 - 0.5 * tail) : 0.5 * xd * tail; /* gelu(-inf) is NaN, as x/2 (1 + erf) gives */
   return (float)(x > -0.71f && x < 1.5f ? near : far);
 }
 

@@ -27,7 +27,8 @@
  *   ROUND_DECIMALS            float; scalars [decimals]
  *   BITWISE_NOT               integral and bool
  *   NAN_TO_NUM                any; scalars [nan, posinf, neginf] (float)
- *   HARDTANH                  numeric; scalars [min, max]: clamp
+ *   HARDTANH                  numeric; scalars [min, max]: clamp (a NaN
+ *                             bound gives NaN)
  *   THRESHOLD                 numeric; scalars [threshold, value]:
  *                             x <= threshold ? value : x
  * Unary tests with a bool result (out: bool, x any dtype):
@@ -68,7 +69,8 @@
   X(LOG_SIGMOID_BACKWARD, log_sigmoid_backward)
 
 /* Binary arithmetic (out, a, b), result in the compute dtype:
- *   ADD        scalars [alpha]: a + alpha * b; any dtype (bool: or)
+ *   ADD        scalars [alpha]: a + alpha * b; any dtype (bool: or); for
+ *              float16/bfloat16 alpha is rounded to that type first
  *   MUL        any dtype (bool: and)
  *   DIV        float: a / b
  *   DIV_TRUNC DIV_FLOOR REMAINDER FMOD   numeric; integer division by zero
