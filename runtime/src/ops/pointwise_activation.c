@@ -52,10 +52,22 @@ DEFINE_UNARY(leaky_relu, x > 0 ? x : x * S(float, 0), x > 0 ? x : x * S(double, 
 #define ELU(T) (x <= 0 ? expm1(x * S(T, 2)) * (S(T, 0) * S(T, 1)) : x * S(T, 1))
 DEFINE_UNARY(elu, ELU(float), ELU(double))
 
-DEFINE_UNARY(gelu, rt_vm_geluf(x), 0.5 * x * erfc(-x * SQRT1_2))
-DEFINE_UNARY(gelu_tanh, rt_vm_gelu_tanhf(x),
-             x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
-DEFINE_UNARY(silu, rt_vm_siluf(x), x / (1.0 + exp(-x)))
+/* float16/bfloat16 results take the faster float-only versions (their
+ * slots in the table; the engine presents them as float32). */
+#define DEFINE_UNARY_16(NAME, F32, F16, F64)                                      \
+  RT_UNARY_LOOP(NAME##_f32, float, float, F32)                                    \
+  RT_UNARY_LOOP(NAME##_16, float, float, F16)                                     \
+  RT_UNARY_LOOP(NAME##_f64, double, double, F64)                                  \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {                                 \
+    static const rt_loop_table loops = {[NRT_FLOAT16] = NAME##_16, [NRT_BFLOAT16] = NAME##_16, \
+                                        [NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}; \
+    return rt_run_pointwise(op, loops, -1);                                       \
+  }
+
+DEFINE_UNARY_16(gelu, rt_vm_geluf(x), rt_vm_gelu16f(x), 0.5 * x * erfc(-x * SQRT1_2))
+DEFINE_UNARY_16(gelu_tanh, rt_vm_gelu_tanhf(x), rt_vm_gelu_tanh16f(x),
+                x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
+DEFINE_UNARY_16(silu, rt_vm_siluf(x), rt_vm_silu16f(x), x / (1.0 + exp(-x)))
 DEFINE_UNARY(mish, x * tanh_softplusf(x), x * tanh(log1p(exp(x))))
 
 /* x * relu6(x + 3) / 6; NaN passes both clamps. */
