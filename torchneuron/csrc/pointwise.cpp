@@ -245,11 +245,14 @@ class PointwiseKernel final : public c10::OperatorKernel {
     counter_->fetch_add(1, std::memory_order_relaxed);
     const size_t num_args = roles_.size();
     c10::IValue* args = stack->data() + (stack->size() - num_args);
-    PointwiseCall call{op_.code, op_.dtypes, op_.supported, {}, {}, {}, {}, std::nullopt, name_};
-    c10::SmallVector<c10::Scalar, 2> wrapped;
+    PointwiseCall call{op_.code, op_.dtypes, op_.supported, {}, {}, {}, {}, {}, std::nullopt, name_};
     for (size_t i = 0; i < num_args; i++) {
       c10::IValue& value = args[i];
-      switch (roles_[i]) {
+      Role role = roles_[i];
+      if (role == Role::Input || role == Role::SelfInOut || role == Role::OptionalInput ||
+          role == Role::ScalarInput)
+        call.input_scalars.emplace_back();
+      switch (role) {
         case Role::Input: call.inputs.push_back(value.toTensor()); break;
         case Role::SelfInOut:
           call.inputs.push_back(value.toTensor());
@@ -258,15 +261,9 @@ class PointwiseKernel final : public c10::OperatorKernel {
         case Role::OptionalInput:
           call.inputs.push_back(value.isNone() ? at::Tensor() : value.toTensor());
           break;
-        case Role::ScalarInput:
-          if (value.isNone()) {
-            call.inputs.emplace_back();
-          } else {
-            wrapped.push_back(value.toScalar());
-            at::Tensor t = at::scalar_to_tensor(wrapped.back());
-            t.unsafeGetTensorImpl()->set_wrapped_number(true);
-            call.inputs.push_back(std::move(t));
-          }
+        case Role::ScalarInput:  // wrapped after prepare, which may make it an attribute
+          call.inputs.emplace_back();
+          if (!value.isNone()) call.input_scalars.back() = value.toScalar();
           break;
         case Role::Output: call.outputs.push_back(value.toTensor()); break;
         case Role::String:
@@ -278,6 +275,11 @@ class PointwiseKernel final : public c10::OperatorKernel {
     }
     if (call.outputs.empty()) call.outputs.resize(num_returns_);
     if (op_.prepare) op_.prepare(call);
+    for (size_t k = 0; k < call.inputs.size(); k++) {
+      if (call.inputs[k].defined() || !call.input_scalars[k]) continue;
+      call.inputs[k] = at::scalar_to_tensor(*call.input_scalars[k]);  // a Python number's wrapping
+      call.inputs[k].unsafeGetTensorImpl()->set_wrapped_number(true);
+    }
 
     const c10::SmallVector<at::Tensor, 2> outputs = call.outputs;
     const at::Tensor* anchor = nullptr;
@@ -295,7 +297,8 @@ class PointwiseKernel final : public c10::OperatorKernel {
                                 name_.substr(0, name_.find('.')), "\" not implemented for '",
                                 c10::toString(plan.compute), "' on neuron");
     if (op_.flags & kCheckScalarFits)
-      for (const c10::Scalar& value : wrapped) check_scalar_fits(value, plan.compute);
+      for (const std::optional<c10::Scalar>& value : call.input_scalars)
+        if (value) check_scalar_fits(*value, plan.compute);
     if (op_.check) op_.check(call, plan.compute);
     if ((op_.flags & kExactScalar) && is_reduced_float(plan.compute))
       plan.exact_operand = iter.noutputs() + 1;

@@ -45,7 +45,11 @@ struct PointwiseCall {
   nrt_op_code code;
   PointwiseDtypes dtypes;
   DtypeSet supported;                          // compute dtypes the kernel has
-  c10::SmallVector<at::Tensor, 4> inputs;      // undefined: an omitted Tensor?/Scalar?
+  // Inputs in schema order. A Scalar operand is an undefined tensor with its
+  // value in input_scalars (wrapped as a CPU number after prepare); an
+  // omitted Tensor?/Scalar? is undefined with no value.
+  c10::SmallVector<at::Tensor, 4> inputs;
+  c10::SmallVector<std::optional<c10::Scalar>, 4> input_scalars;
   c10::SmallVector<c10::IValue, 4> scalars;    // scalar attributes, schema order
   c10::SmallVector<std::optional<std::string_view>, 1> strings;  // schema order
   c10::SmallVector<at::Tensor, 2> outputs;     // given outputs (undefined: allocate)

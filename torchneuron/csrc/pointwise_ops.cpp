@@ -45,6 +45,7 @@ void prepare_sub(PointwiseCall& call) {
 void prepare_rsub(PointwiseCall& call) {
   prepare_sub(call);
   std::swap(call.inputs[0], call.inputs[1]);
+  std::swap(call.input_scalars[0], call.input_scalars[1]);
 }
 
 void prepare_div_mode(PointwiseCall& call) {
@@ -63,10 +64,9 @@ void prepare_div_mode(PointwiseCall& call) {
 }
 
 void prepare_pow_scalar(PointwiseCall& call) {
-  const at::Tensor& base = call.inputs[0];
-  const at::Tensor& exponent = call.inputs[1];  // a wrapped number
-  TORCH_CHECK(!(at::isIntegralType(base.scalar_type(), true) &&
-                at::isIntegralType(exponent.scalar_type(), true) && exponent.item<int64_t>() < 0),
+  const c10::Scalar& exponent = *call.input_scalars[1];
+  TORCH_CHECK(!(at::isIntegralType(call.inputs[0].scalar_type(), true) && exponent.isIntegral(true) &&
+                exponent.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
 }
 
@@ -90,16 +90,22 @@ void check_lerp(PointwiseCall& call) {
                 " for `weight` but got dtype ", call.inputs[2].dtype());
 }
 
+bool present(const PointwiseCall& call, size_t k) {
+  return call.inputs[k].defined() || call.input_scalars[k].has_value();
+}
+
 // clamp with a bound left out becomes maximum (min only) or minimum (max only).
 void prepare_clamp(PointwiseCall& call) {
-  bool has_min = call.inputs[1].defined(), has_max = call.inputs[2].defined();
+  bool has_min = present(call, 1), has_max = present(call, 2);
   TORCH_CHECK(has_min || has_max, "torch.clamp: At least one of 'min' or 'max' must not be None");
   if (!has_max) {
     call.code = NRT_OP_MAXIMUM;
     call.inputs.pop_back();
+    call.input_scalars.pop_back();
   } else if (!has_min) {
     call.code = NRT_OP_MINIMUM;
     call.inputs.erase(call.inputs.begin() + 1);
+    call.input_scalars.erase(call.input_scalars.begin() + 1);
   }
 }
 
@@ -113,9 +119,9 @@ void prepare_clamp_tensors(PointwiseCall& call) {
 // bounds (an iterator takes one CPU scalar at most), the bounds become
 // attributes of a unary clamp (HARDTANH), and out= must have that dtype.
 void prepare_clamp_scalars(PointwiseCall& call) {
-  if (!call.inputs[1].defined() || !call.inputs[2].defined()) return prepare_clamp(call);
+  if (!present(call, 1) || !present(call, 2)) return prepare_clamp(call);
   at::Tensor self = call.inputs[0];
-  c10::Scalar min = call.inputs[1].item(), max = call.inputs[2].item();
+  c10::Scalar min = *call.input_scalars[1], max = *call.input_scalars[2];
   at::ScalarType result = self.scalar_type();
   if (!at::isFloatingType(result)) {
     at::native::ResultTypeState state{};
@@ -129,7 +135,9 @@ void prepare_clamp_scalars(PointwiseCall& call) {
   call.code = NRT_OP_HARDTANH;
   call.dtypes = D::SameAsInput;
   call.inputs = {result == self.scalar_type() ? self : self.to(result)};
+  call.input_scalars.resize(1);
   call.scalars = {c10::IValue(min), c10::IValue(max)};
+  for (const c10::Scalar& bound : {min, max}) check_scalar_fits(bound, result);
 }
 
 // threshold and hardtanh convert their scalars to the element type.
@@ -233,11 +241,12 @@ void prepare_masked_fill(PointwiseCall& call) {
   const at::Tensor& mask = call.inputs[1];
   TORCH_CHECK(mask.scalar_type() == at::kBool,
               "masked_fill_ only supports boolean masks, but got mask with dtype ", mask.scalar_type());
-  const at::Tensor& value = call.inputs[2];
-  TORCH_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got "
-              "tensor with ", value.dim(), " dimension(s).");
+  const at::Tensor& value = call.inputs[2];  // undefined for a Scalar value
+  TORCH_CHECK(!value.defined() || value.dim() == 0, "masked_fill_ only supports a 0-dimensional "
+              "value tensor, but got tensor with ", value.dim(), " dimension(s).");
   call.dtype = call.inputs[0].scalar_type();
   call.inputs = {call.inputs[1], call.inputs[2], call.inputs[0]};
+  call.input_scalars = {call.input_scalars[1], call.input_scalars[2], call.input_scalars[0]};
 }
 
 // ---- the table -------------------------------------------------------------
