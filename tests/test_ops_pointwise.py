@@ -10,6 +10,10 @@ operands, out= of another dtype and in-place.
 """
 
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -561,3 +565,22 @@ def test_large_tensors_split_across_threads_match_cpu():
         x = torch.randn(300_001, generator=torch.Generator().manual_seed(0)).to(dtype)
         for fn in (torch.exp, F.gelu, torch.tanh, torch.sigmoid, lambda x: x * 2 + 1):
             check(fn, x)
+
+
+def test_results_do_not_depend_on_thread_count():
+    script = textwrap.dedent("""
+        import torch, torchneuron, torch.nn.functional as F
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(1_000_003, generator=g).to("neuron")
+        y = torch.randn(1_000_003, generator=g).to("neuron")
+        outs = [torch.exp(x), F.gelu(x), torch.tanh(x), torch.sigmoid(x), x * y + 1, torch.pow(x, y),
+                F.gelu(x.bfloat16()).float(), torch.div(x, y, rounding_mode="floor"), torch.where(x > y, x, y)]
+        import sys
+        sys.stdout.buffer.write(torch.stack([o.cpu() for o in outs]).numpy().tobytes())
+    """)
+    results = []
+    for threads in ("1", "3"):
+        env = dict(os.environ, TORCHNEURON_NUM_THREADS=threads)
+        results.append(subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                                      capture_output=True).stdout)
+    assert len(results[0]) > 0 and results[0] == results[1]

@@ -170,9 +170,10 @@ RT_VM_INLINE float rt_vm_erf_small(float x) {
   return copysignf(x * 1.128379225730896f + x * p, x); /* erf(-0) = -0 */
 }
 
-/* erfc(a) for a >= 0.5, in double to about 1e-9 relative: e^(-a^2) t Q(t)
- * with t = 1 / (1 + 0.4 a), Q fitted on a in [0.5, 10.5]. Zero above 10.5
- * (erfc(10.5) ~ 1e-49). NaN passes. */
+/* erfc(a) for a >= 0.5: e^(-a^2) t Q(t) with t = 1 / (1 + 0.4 a), Q fitted
+ * on a in [0.5, 10.5], t Q(t) in double (about 1e-9 relative), e^(-a^2) to
+ * the float exponential's 1 ulp. Zero above 10.5 (erfc(10.5) ~ 1e-49). NaN
+ * passes. */
 RT_VM_INLINE double rt_vm_erfc_tail_d(double a) {
   double t = 1.0 / (1.0 + 0.4 * a);
   /* Q(t) ~ erfc(a) e^(a^2) / t */
@@ -185,7 +186,13 @@ RT_VM_INLINE double rt_vm_erfc_tail_d(double a) {
   q = q * t + 0.20907677130764382;
   q = q * t + 0.22556400442698876;
   q = q * t + 0.22567938262325524;
-  double r = t * q * rt_vm_exp_d(-(a * a));
+  /* e^(-a^2) = e^H e^L with H = -a^2 rounded to float and |L| < 2^-24 |H|:
+   * the float exponential (at most 1 ulp; subnormal results keep their
+   * absolute accuracy) times 1 + L */
+  double square = -(a * a);
+  float head = (float)square;
+  double e = (double)rt_vm_expf(head) * (1.0 + (square - (double)head));
+  double r = t * q * e;
   return a > 10.5 ? 0.0 : r;
 }
 
@@ -197,23 +204,32 @@ RT_VM_INLINE float rt_vm_erff(float x) {
   return a < 0.875f ? rt_vm_erf_small(x) : big;
 }
 
-/* GELU, exact form: x Phi(x) = x/2 (1 + erf(x / sqrt 2)), in double; at
- * most 1 ulp. Near zero x/2 + x^2 S(x^2); below -0.71 x/2 erfc(|x| / sqrt 2)
- * and above 1.5 x - x/2 erfc(x / sqrt 2), free of cancellation. */
+/* GELU, exact form: x Phi(x), from one formula free of cancellation:
+ * Phi(-|x|) = erfc(a) / 2 = e^(-x^2/2) t Q(t) / 2 with a = |x| / sqrt 2,
+ * t = 1 / (1 + a/2), Q fitted on a in [0, 10.5] (3.6e-9 relative) and
+ * evaluated in double; e^(-x^2/2) as in the erfc tail. gelu(x) is
+ * x Phi(-|x|) for negative x, x (1 - Phi(-|x|)) for positive x. At most
+ * 2 ulp. */
 RT_VM_INLINE float rt_vm_geluf(float x) {
-  double xd = x, w = xd * xd;
-  /* S(w) ~ erf(sqrt(w/2)) / (2 sqrt w) on [0, 1.5^2] */
-  double s = 4.074756772015859e-07;
-  s = s * w + -8.687163192847118e-06;
-  s = s * w + 0.00011426335485737866;
-  s = s * w + -0.0011863513711646537;
-  s = s * w + 0.009973138748706619;
-  s = s * w + -0.0664902999608636;
-  s = s * w + 0.39894227571670837;
-  double near = 0.5 * xd + w * s;
-  double tail = rt_vm_erfc_tail_d(fabs(xd) * 0.70710678118654752);
-  double far = x > 0.0f ? xd * (1.0 - 0.5 * tail) : 0.5 * xd * tail; /* gelu(-inf) is NaN, as x/2 (1 + erf) gives */
-  return copysignf((float)(x > -0.71f && x < 1.5f ? near : far), x); /* gelu(-0) = -0 */
+  double xd = x;
+  double t = 1.0 / (1.0 + 0.5 * (fabs(xd) * 0.70710678118654752));
+  double q = 0.036317803183985954;
+  q = q * t + -0.19429734333494847;
+  q = q * t + 0.3898973432805416;
+  q = q * t + -0.30227065452338;
+  q = q * t + -0.00989910147446228;
+  q = q * t + 0.02779958980333035;
+  q = q * t + 0.05808983617540954;
+  q = q * t + 0.18470062079686042;
+  q = q * t + 0.24533590591510135;
+  q = q * t + 0.28223681706356973;
+  q = q * t + 0.28208918675513833;
+  double square = -0.5 * (xd * xd); /* exact */
+  square = square < -200.0 ? -200.0 : square; /* e^-200 is 0 in float; keeps inf away */
+  float head = (float)square;
+  double e = (double)rt_vm_expf(head) * (1.0 + (square - (double)head));
+  double phi_low = 0.5 * (t * q) * e;
+  return (float)(x > 0.0f ? xd * (1.0 - phi_low) : xd * phi_low);
 }
 
 /* x / (1 + e^-v) in double, rounded once. */
@@ -239,32 +255,20 @@ RT_VM_INLINE float rt_vm_siluf(float x) { return rt_vm_times_sigmoid_d(x, x); }
  * within 2^-15 relative of the exact value (measured; 1/16 of a float16
  * ulp), which changes the rounded 16-bit result only next to a tie. */
 
-/* GELU, exact form, for 16-bit results. */
+/* GELU, exact form, for 16-bit results: x Phi(x) from one formula,
+ * Phi(-|x|) = erfc(a) / 2 = e^(-x^2/2) t Q(t) / 2 with a = |x| / sqrt 2,
+ * t = 1 / (1 + a/2) and Q fitted on a in [0, 10.5] (1.5e-6 relative). */
 RT_VM_INLINE float rt_vm_gelu16f(float x) {
-  float w = x * x;
-  float s = 4.0747568164078984e-07f;
-  s = s * w + -8.687163244758267e-06f;
-  s = s * w + 0.00011426335549913347f;
-  s = s * w + -0.00118635140825063f;
-  s = s * w + 0.009973138570785522f;
-  s = s * w + -0.0664902999997139f;
-  s = s * w + 0.3989422619342804f;
-  float near = 0.5f * x + w * s;
-  float a = fabsf(x) * 0.70710678f;
-  float t = 1.0f / (1.0f + 0.4f * a);
-  float q = 0.06034691259264946f;
-  q = q * t + -0.2212032973766327f;
-  q = q * t + 0.22951146960258484f;
-  q = q * t + -0.05690779536962509f;
-  q = q * t + 0.16682018339633942f;
-  q = q * t + 0.16112448275089264f;
-  q = q * t + 0.20907677710056305f;
-  q = q * t + 0.22556400299072266f;
-  q = q * t + 0.22567938268184662f;
-  float tail = t * q * rt_vm_expf(-0.5f * w);
-  tail = a > 10.5f ? 0.0f : tail;
-  float far = x > 0.0f ? x * (1.0f - 0.5f * tail) : 0.5f * x * tail;
-  return copysignf(x > -0.71f && x < 1.5f ? near : far, x);
+  float t = 1.0f / (1.0f + 0.5f * (fabsf(x) * 0.70710678f));
+  float q = 0.08732351660728455f;
+  q = q * t + -0.3536472022533417f;
+  q = q * t + 0.3849155008792877f;
+  q = q * t + 0.04092492535710335f;
+  q = q * t + 0.28037354350090027f;
+  q = q * t + 0.277791827917099f;
+  q = q * t + 0.2823163568973541f;
+  float phi_low = 0.5f * (t * q) * rt_vm_expf(-0.5f * (x * x)); /* Phi(-|x|) */
+  return x > 0.0f ? x * (1.0f - phi_low) : x * phi_low;
 }
 
 /* GELU, tanh form, for 16-bit results: x sigmoid(2u). */
