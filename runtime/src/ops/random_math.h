@@ -30,8 +30,9 @@ RT_ALWAYS_INLINE float rt_logf_poly(float x) {
   return fe * 0.693145752f + (s * series + fe * 1.42860677e-06f); /* ln 2 split in two */
 }
 
-/* sqrt(x) for finite x >= 0: Newton steps on 1/sqrt from a bit-level
- * first guess (error 3.4% -> 0.2% -> 5e-6 -> float rounding), then x / sqrt(x). */
+/* sqrt(x) for finite x >= 0: three Newton steps on 1/sqrt from a
+ * bit-level first guess (relative error 3.4e-2 -> 1.8e-3 -> 5e-6 -> float
+ * rounding), then x * (1 / sqrt(x)). */
 RT_ALWAYS_INLINE float rt_sqrtf_newton(float x) {
   /* At least 2^-100, to keep 1/sqrt finite (x = 0 still gives 0); an
    * integer max, as non-negative floats order like their bits. */
