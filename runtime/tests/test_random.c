@@ -116,24 +116,29 @@ static void test_philox_known_answers(void) {
   }
 }
 
-/* The vectorised stream generator against the single-block definition,
- * from unaligned starts, with lengths that end mid-block and counters
- * that carry into the upper 32 bits. */
+/* The vectorised stream generators (the one this CPU uses, and the
+ * portable one) against the single-block definition, from unaligned
+ * starts, with lengths that end mid-block and counters that carry into the
+ * upper 32 bits. */
 static void test_philox_stream_matches_blocks(void) {
   static const uint64_t offsets[] = {0, 7, 0xfffffff0ull};
   static const uint64_t starts[] = {0, 1, 3, 61, 64, 1000};
   static const int64_t counts[] = {1, 3, 64, 65, 300};
   uint32_t words[300];
-  for (size_t o = 0; o < 3; o++)
-    for (size_t s = 0; s < 6; s++)
-      for (size_t c = 0; c < 5; c++) {
-        rt_philox_stream stream = {.seed = SEED, .offset = offsets[o]};
-        rt_philox_words(&stream, starts[s], counts[c], words);
-        int ok = 1;
-        for (int64_t i = 0; i < counts[c]; i++)
-          ok &= words[i] == ref_word(SEED, offsets[o], starts[s] + (uint64_t)i);
-        CHECK(ok);
-      }
+  for (int portable = 0; portable < 2; portable++) {
+    rt_philox_force_portable(portable);
+    for (size_t o = 0; o < 3; o++)
+      for (size_t s = 0; s < 6; s++)
+        for (size_t c = 0; c < 5; c++) {
+          rt_philox_stream stream = {.seed = SEED, .offset = offsets[o]};
+          rt_philox_words(&stream, starts[s], counts[c], words);
+          int ok = 1;
+          for (int64_t i = 0; i < counts[c]; i++)
+            ok &= words[i] == ref_word(SEED, offsets[o], starts[s] + (uint64_t)i);
+          CHECK(ok);
+        }
+  }
+  rt_philox_force_portable(0);
 }
 
 /* ---- the float samplers' arithmetic -------------------------------------- */
@@ -370,7 +375,7 @@ static void test_bernoulli_tensor_matches_twin(void) {
  * converted to int8 and float32. */
 static void test_random_matches_twin(void) {
   static const struct { uint64_t range; int64_t base; } cases[] = {
-      {10, -5}, {(1ull << 40) + 7, 3}, {0, 0}, {1ull << 24, 0}};
+      {10, -5}, {(1ull << 40) + 7, 3}, {0, 0}, {1ull << 24, 0}, {UINT32_MAX, 1}, {1ull << 32, 0}};
   for (size_t li = 0; li < NUM_LAYOUTS; li++) {
     const layout *l = &layouts[li];
     int64_t n = l->rows * l->cols;

@@ -414,9 +414,8 @@ nrt_tensor_view& as_row(nrt_tensor_view& v) {
   return v;
 }
 
-at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
-                            std::optional<at::Generator> gen, at::Tensor& out) {
-  NEURON_TRACK_OP("aten::multinomial.out");
+at::Tensor& multinomial_into(const at::Tensor& self, int64_t n_sample, bool replacement,
+                             std::optional<at::Generator> gen, at::Tensor& out) {
   TORCH_CHECK(out.device() == self.device(), "multinomial arguments must have the same device");
   TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
   TORCH_CHECK(at::isFloatingType(self.scalar_type()),
@@ -442,11 +441,17 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool repla
   return out;
 }
 
+at::Tensor& multinomial_out(const at::Tensor& self, int64_t n_sample, bool replacement,
+                            std::optional<at::Generator> gen, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::multinomial.out");
+  return multinomial_into(self, n_sample, replacement, gen, out);
+}
+
 at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
                        std::optional<at::Generator> gen) {
   NEURON_TRACK_OP("aten::multinomial");
   at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return multinomial_out(self, n_sample, replacement, gen, out);
+  return multinomial_into(self, n_sample, replacement, gen, out);
 }
 
 }  // namespace

@@ -41,6 +41,10 @@ typedef struct rt_philox_stream {
 void rt_philox_words(const rt_philox_stream *stream, uint64_t first_word, int64_t count,
                      uint32_t *words);
 
+/* For tests, before any concurrent use: 1 makes rt_philox_words use its
+ * portable generator, 0 restores the choice by CPU features. */
+void rt_philox_force_portable(int on);
+
 /* Random values from words, as the kernels use them. */
 
 /* [0, 1) with 24 random bits: exactly representable in float. */

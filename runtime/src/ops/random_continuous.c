@@ -32,6 +32,7 @@ typedef struct uniform_ctx {
    * `from`): what a sample that rounds up to `to` becomes. */
   double below_to;
   uint16_t below_to_bits; /* the same as float16 / bfloat16 bits */
+  float to_ceil;          /* the least float >= to */
 } uniform_ctx;
 
 RT_SIMD_CLONES static void uniform_f32_loop(float *out, const uint32_t *w, int64_t n, float from,
@@ -50,19 +51,27 @@ static void uniform_f32_chunk(const rt_random_chunk *c, void *arg) {
                    (float)u->to, (float)u->below_to);
 }
 
-#define UNIFORM_HALF_CHUNK(NAME, FROM_FLOAT, TO_FLOAT)                                 \
-  static void uniform_##NAME##_chunk(const rt_random_chunk *c, void *arg) {            \
-    const uniform_ctx *u = arg;                                                        \
-    uint32_t w[RT_RANDOM_CHUNK];                                                       \
-    float buf[RT_RANDOM_CHUNK];                                                        \
-    rt_philox_words(&u->stream, (uint64_t)c->first, c->count, w);                      \
-    uniform_f32_loop(buf, w, c->count, (float)u->from, (float)(u->to - u->from),       \
-                     INFINITY, 0.0f);                                                  \
-    uint16_t *out = (uint16_t *)c->data[0];                                            \
-    for (int64_t i = 0; i < c->count; i++) {                                           \
-      uint16_t h = FROM_FLOAT(buf[i]);                                                 \
-      out[i] = TO_FLOAT(h) < u->to ? h : u->below_to_bits;                             \
-    }                                                                                  \
+/* float16 / bfloat16: sampled in float, rounded, and pulled below `to`
+ * where rounding reached it (to_ceil is the least float >= to, so the
+ * float comparison is exact). */
+#define UNIFORM_HALF_CHUNK(NAME, FROM_FLOAT, TO_FLOAT)                                   \
+  RT_SIMD_CLONES static void uniform_##NAME##_round(uint16_t *out, const float *v,       \
+                                                    int64_t n, float to_ceil,            \
+                                                    uint16_t below) {                    \
+    for (int64_t i = 0; i < n; i++) {                                                    \
+      uint16_t h = FROM_FLOAT(v[i]);                                                     \
+      out[i] = TO_FLOAT(h) < to_ceil ? h : below;                                        \
+    }                                                                                    \
+  }                                                                                      \
+  static void uniform_##NAME##_chunk(const rt_random_chunk *c, void *arg) {              \
+    const uniform_ctx *u = arg;                                                          \
+    uint32_t w[RT_RANDOM_CHUNK];                                                         \
+    float buf[RT_RANDOM_CHUNK];                                                          \
+    rt_philox_words(&u->stream, (uint64_t)c->first, c->count, w);                        \
+    uniform_f32_loop(buf, w, c->count, (float)u->from, (float)(u->to - u->from),         \
+                     INFINITY, 0.0f);                                                    \
+    uniform_##NAME##_round((uint16_t *)c->data[0], buf, c->count, u->to_ceil,            \
+                           u->below_to_bits);                                            \
   }
 UNIFORM_HALF_CHUNK(f16, rt_half_from_float, rt_half_to_float)
 UNIFORM_HALF_CHUNK(bf16, rt_bfloat16_from_float, rt_bfloat16_to_float)
@@ -85,6 +94,8 @@ static uint16_t half_bits_down(uint16_t h) {
 }
 
 static void set_below_to(uniform_ctx *u, nrt_dtype dtype) {
+  u->to_ceil = (float)u->to;
+  if ((double)u->to_ceil < u->to) u->to_ceil = nextafterf(u->to_ceil, INFINITY);
   if (dtype == NRT_FLOAT64) {
     double b = nextafter(u->to, -INFINITY);
     u->below_to = b < u->from ? u->from : b;

@@ -129,11 +129,26 @@ typedef struct random_ctx {
   uint64_t base;
 } random_ctx;
 
+/* Ranges below 2^32: the high half of x * range from 32x32-bit products,
+ * (hi * range + (lo * range >> 32)) >> 32, which is exact (no sum
+ * overflows) and vectorises. */
+RT_SIMD_CLONES static void random_small_loop(int64_t *out, const uint32_t *w, int64_t n,
+                                             uint32_t range, uint64_t base) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t low = ((uint64_t)w[2 * i] * range) >> 32;
+    out[i] = (int64_t)(base + (((uint64_t)w[2 * i + 1] * range + low) >> 32));
+  }
+}
+
 static void random_chunk(const rt_random_chunk *c, void *arg) {
   const random_ctx *r = arg;
   uint32_t w[2 * RT_RANDOM_CHUNK];
   rt_philox_words(&r->stream, 2 * (uint64_t)c->first, 2 * c->count, w);
   int64_t *out = (int64_t *)c->data[0];
+  if (r->range && r->range <= UINT32_MAX) {
+    random_small_loop(out, w, c->count, (uint32_t)r->range, r->base);
+    return;
+  }
   for (int64_t i = 0; i < c->count; i++) {
     uint64_t x = rt_random_u64(w[2 * i], w[2 * i + 1]);
     uint64_t v = r->range ? rt_mulhi_u64(x, r->range) : x;
