@@ -17,7 +17,8 @@ nrt_op make_op(nrt_op_code code, std::initializer_list<const at::Tensor*> operan
 }
 
 bool overlaps(const at::Tensor& a, const at::Tensor& b) {
-  return a.numel() > 0 && b.numel() > 0 && at::get_overlap_status(a, b) != at::MemOverlapStatus::No;
+  if (a.numel() == 0 || b.numel() == 0 || !a.storage().is_alias_of(b.storage())) return false;
+  return at::get_overlap_status(a, b) != at::MemOverlapStatus::No;  // TooHard counts as overlap
 }
 
 }  // namespace torchneuron

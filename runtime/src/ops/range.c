@@ -117,11 +117,13 @@ static void linspace_range(int64_t begin, int64_t end, void *arg) {
     double x = i < half ? s + step * (double)i : e - step * (double)(j->n - i - 1); \
     STORE(i, pow(BASE, x));                                                      \
   }
+/* double to integer as compiled C++ does on x86: through int32 for the narrow
+ * types (out-of-range values become 0x80000000 before narrowing). */
 #define STORE_I64(i, v) PUT(int64_t, i, rt_int64_from_double(v))
 #define STORE_I32(i, v) PUT(int32_t, i, rt_int32_from_double(v))
 #define STORE_I16(i, v) PUT(int16_t, i, rt_int32_from_double(v))
 #define STORE_I8(i, v) PUT(int8_t, i, rt_int32_from_double(v))
-#define STORE_U8(i, v) PUT(uint8_t, i, rt_int64_from_double(v))
+#define STORE_U8(i, v) PUT(uint8_t, i, rt_int32_from_double(v))
 #define STORE_F16(i, v) PUT(rt_half, i, rt_half_from_float((float)(v)))
 #define STORE_BF16(i, v) PUT(rt_bfloat16, i, rt_bfloat16_from_float((float)(v)))
 

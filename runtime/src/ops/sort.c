@@ -1,7 +1,8 @@
 /* SORT: a stable sort of every slice along one dim (see sort_keys.h for
  * the order). Each slice is turned into (key, index) pairs, radix sorted,
- * and written back: values by gathering the sorted indices from the input
- * (so -0.0 and NaN payloads come out exactly as they went in), indices as
+ * and written back: values by inverting the sorted keys (reading the
+ * input only where a key stands for several bit patterns: zeros, NaNs, so
+ * -0.0 and NaN payloads come out exactly as they went in), indices as
  * int64. Many short slices are spread across threads; a long slice is
  * sorted by all threads together. */
 #include <stdatomic.h>
@@ -42,8 +43,9 @@ static void scratch_free(sort_scratch *s) {
   for (int k = 0; k < 2; k++) free(s->keys[k]), free(s->idx[k]);
 }
 
-/* Sorts slice r with the scratch; returns the array of sorted indices. */
-static const uint32_t *sort_slice(const sort_job *j, const sort_scratch *s, int64_t r,
+/* Sorts slice r with the scratch; returns which half of the scratch holds
+ * the sorted pairs. */
+static int sort_slice(const sort_job *j, const sort_scratch *s, int64_t r,
                                   int parallel) {
   const char *in = j->in + rt_slices_offset(&j->slices, 2, r);
   for (int64_t i = 0; i < j->n; i++) s->idx[0][i] = (uint32_t)i;
@@ -55,16 +57,20 @@ static const uint32_t *sort_slice(const sort_job *j, const sort_scratch *s, int6
     rt_make_keys32(j->dtype, in, j->in_stride, j->n, j->descending, s->keys[0]);
     swapped = rt_sort_pairs32(s->keys[0], s->idx[0], s->keys[1], s->idx[1], j->n, parallel);
   }
-  return s->idx[swapped];
+  return swapped;
 }
 
-static void write_slice(const sort_job *j, int64_t r, const uint32_t *idx, int64_t begin,
-                        int64_t end) {
-  char *values = j->values + rt_slices_offset(&j->slices, 0, r);
+static void write_slice(const sort_job *j, int64_t r, const void *keys, const uint32_t *idx,
+                        int64_t begin, int64_t end) {
+  char *values = j->values + rt_slices_offset(&j->slices, 0, r) + begin * j->values_stride;
   char *indices = j->indices + rt_slices_offset(&j->slices, 1, r);
   const char *in = j->in + rt_slices_offset(&j->slices, 2, r);
-  rt_gather_elements(values + begin * j->values_stride, j->values_stride, in, j->in_stride,
-                     idx + begin, end - begin, (int64_t)nrt_dtype_size(j->dtype));
+  if (j->wide)
+    rt_values_from_keys64(j->dtype, (const uint64_t *)keys + begin, idx + begin, j->descending,
+                          in, j->in_stride, values, j->values_stride, end - begin);
+  else
+    rt_values_from_keys32(j->dtype, (const uint32_t *)keys + begin, idx + begin, j->descending,
+                          in, j->in_stride, values, j->values_stride, end - begin);
   for (int64_t i = begin; i < end; i++)
     *(int64_t *)(indices + i * j->indices_stride) = idx[i];
 }
@@ -77,19 +83,23 @@ static void sort_slices(int64_t begin, int64_t end, void *arg) {
     scratch_free(&s);
     return;
   }
-  for (int64_t r = begin; r < end; r++) write_slice(j, r, sort_slice(j, &s, r, 0), 0, j->n);
+  for (int64_t r = begin; r < end; r++) {
+    int half = sort_slice(j, &s, r, 0);
+    write_slice(j, r, s.keys[half], s.idx[half], 0, j->n);
+  }
   scratch_free(&s);
 }
 
 typedef struct write_job {
   const sort_job *sort;
   int64_t slice;
+  const void *keys;
   const uint32_t *idx;
 } write_job;
 
 static void write_range(int64_t begin, int64_t end, void *arg) {
   const write_job *w = arg;
-  write_slice(w->sort, w->slice, w->idx, begin, end);
+  write_slice(w->sort, w->slice, w->keys, w->idx, begin, end);
 }
 
 nrt_status rt_kernel_sort(const nrt_op *op) {
@@ -134,7 +144,8 @@ nrt_status rt_kernel_sort(const nrt_op *op) {
       atomic_store(&j.out_of_memory, 1);
     } else {
       for (int64_t r = 0; r < j.slices.count; r++) {
-        write_job w = {&j, r, sort_slice(&j, &s, r, 1)};
+        int half = sort_slice(&j, &s, r, 1);
+        write_job w = {&j, r, s.keys[half], s.idx[half]};
         rt_parallel_for(j.n, 1 << 16, write_range, &w);
       }
       scratch_free(&s);

@@ -39,6 +39,18 @@ int rt_sort_pairs32(uint32_t *keys, uint32_t *idx, uint32_t *keys_tmp, uint32_t 
 int rt_sort_pairs64(uint64_t *keys, uint32_t *idx, uint64_t *keys_tmp, uint32_t *idx_tmp,
                     int64_t n, int parallel);
 
+/* Writes the values of n sorted keys (made with the same dtype and
+ * descending flag) to dst (byte stride dst_stride) by inverting the key.
+ * Keys that several values share (the zeros, the NaNs) are resolved by
+ * reading element idx[j] of src instead, so the output holds exactly the
+ * input's bits. */
+void rt_values_from_keys32(nrt_dtype dtype, const uint32_t *keys, const uint32_t *idx,
+                           int descending, const char *src, int64_t src_stride, char *dst,
+                           int64_t dst_stride, int64_t n);
+void rt_values_from_keys64(nrt_dtype dtype, const uint64_t *keys, const uint32_t *idx,
+                           int descending, const char *src, int64_t src_stride, char *dst,
+                           int64_t dst_stride, int64_t n);
+
 /* Copies element idx[j] of src (byte stride src_stride) to element j of dst
  * (byte stride dst_stride) for j in [0, n); elem is the element size. */
 void rt_gather_elements(char *dst, int64_t dst_stride, const char *src, int64_t src_stride,
