@@ -583,3 +583,28 @@ def test_results_do_not_depend_on_the_thread_count():
         exec(_THREADS_SCRIPT, {})
     digests.add(here.getvalue().strip())
     assert len(digests) == 1
+
+
+# ---- unique along a dim -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_unique_dim_matches_cpu(dtype, dim):
+    base = make((5, 3), dtype, low=0, high=2, seed=3)
+    t = torch.cat([base, base.flip(0), base[:2]]).view(4, 3, 3)  # repeated slices
+    for _, c, n in layouts(t):
+        check_unique(torch.unique(n, dim=dim, return_inverse=True, return_counts=True),
+                     torch.unique(c, dim=dim, return_inverse=True, return_counts=True))
+        check_unique(torch.unique_consecutive(n, dim=dim, return_inverse=True, return_counts=True),
+                     torch.unique_consecutive(c, dim=dim, return_inverse=True, return_counts=True))
+
+
+def test_unique_dim_of_zero_size_inputs_and_long_rows():
+    check_unique(torch.unique(torch.empty(0, 3).to(DEV), dim=0, return_inverse=True, return_counts=True),
+                 torch.unique(torch.empty(0, 3), dim=0, return_inverse=True, return_counts=True))
+    with pytest.raises(RuntimeError, match="0 sized dimensions"):
+        torch.unique(torch.empty(2, 0).to(DEV), dim=0)
+    t = make((3000, 4), torch.int64, low=0, high=3, seed=11)
+    check_unique(torch.unique(t.to(DEV), dim=0, return_inverse=True, return_counts=True),
+                 torch.unique(t, dim=0, return_inverse=True, return_counts=True))

@@ -1,8 +1,8 @@
 /* The shape-family kernels against plain reference twins written here:
- * SORT, TOPK and KTHVALUE against qsort of indices with PyTorch's order
- * (NaN above every number, -0.0 == 0.0, ties by index); the radix sort of
- * pairs against qsort of (key, index); CAT, ROLL, TRIL/TRIU, ARANGE,
- * LINSPACE and UNIQUE_* against direct index formulas. */
+ * SORT, SORT_ROWS, TOPK and KTHVALUE against qsort of indices with
+ * PyTorch's order (NaN above every number, -0.0 == 0.0, ties by index);
+ * the radix sort of pairs against qsort of (key, index); CAT, ROLL,
+ * TRIL/TRIU, ARANGE, LINSPACE and UNIQUE_* against direct index formulas. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -285,6 +285,62 @@ static void test_sort_rejects_bad_descriptors(void) {
   op = make_op(NRT_OP_SORT, 2, 3, ops, 2, dim0);
   CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
   nrt_free(a), nrt_free(b);
+}
+
+/* ---- SORT_ROWS ---------------------------------------------------------------------------- */
+
+static struct {
+  nrt_dtype dtype;
+  const char *base;
+  int64_t row_stride, col_stride, m;
+} rows_ctx;
+
+static int compare_rows(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  for (int64_t k = 0; k < rows_ctx.m; k++) {
+    const char *x = rows_ctx.base + a * rows_ctx.row_stride + k * rows_ctx.col_stride;
+    const char *y = rows_ctx.base + b * rows_ctx.row_stride + k * rows_ctx.col_stride;
+    int c = ref_compare(ref_key_of(rows_ctx.dtype, x), ref_key_of(rows_ctx.dtype, y));
+    if (c) return c;
+  }
+  return (a > b) - (a < b);
+}
+
+static void check_sort_rows(nrt_dtype t, int64_t n, int64_t m, int transposed) {
+  size_t size = nrt_dtype_size(t);
+  int64_t shape[2] = {n, m}, strides[2] = {transposed ? 1 : m, transposed ? n : 1};
+  void *in = dev_alloc((size_t)(n * m) * size), *values = dev_alloc((size_t)(n * m) * size);
+  void *indices = dev_alloc((size_t)n * 8);
+  fill_random(t, host(in), n * m, 2);
+  nrt_tensor_view ops[3] = {contiguous(values, t, 2, shape), contiguous(indices, NRT_INT64, 1, shape),
+                            view(in, t, 2, shape, strides)};
+  nrt_op op = make_op(NRT_OP_SORT_ROWS, 2, 3, ops, 0, NULL);
+  CHECK_OK(nrt_op_execute(&op));
+  int64_t *ref = malloc((size_t)n * 8), bad = 0;
+  for (int64_t i = 0; i < n; i++) ref[i] = i;
+  rows_ctx.dtype = t, rows_ctx.base = host(in), rows_ctx.m = m;
+  rows_ctx.row_stride = strides[0] * (int64_t)size, rows_ctx.col_stride = strides[1] * (int64_t)size;
+  qsort(ref, (size_t)n, sizeof *ref, compare_rows);
+  for (int64_t i = 0; i < n; i++) {
+    bad += ((int64_t *)host(indices))[i] != ref[i];
+    for (int64_t k = 0; k < m; k++)
+      bad += !same_bits((char *)host(values) + (i * m + k) * (int64_t)size,
+                        rows_ctx.base + ref[i] * rows_ctx.row_stride + k * rows_ctx.col_stride, size);
+  }
+  if (bad) fprintf(stderr, "sort_rows %s n=%lld m=%lld: %lld wrong\n", nrt_dtype_name(t),
+                   (long long)n, (long long)m, (long long)bad);
+  CHECK(bad == 0);
+  free(ref);
+  nrt_free(in), nrt_free(values), nrt_free(indices);
+}
+
+static void test_sort_rows_matches_reference(void) {
+  for (size_t d = 0; d < NUM_DTYPES; d++) {
+    check_sort_rows(all_dtypes[d], 1, 3, 0);
+    check_sort_rows(all_dtypes[d], 200, 3, 0);
+    check_sort_rows(all_dtypes[d], 90, 4, 1);
+  }
+  check_sort_rows(NRT_INT32, 20000, 2, 0);
 }
 
 /* ---- TOPK and KTHVALUE ---------------------------------------------------------------------- */
@@ -653,6 +709,7 @@ int main(void) {
   RUN(test_radix_sort_matches_qsort);
   RUN(test_sort_matches_reference);
   RUN(test_sort_rejects_bad_descriptors);
+  RUN(test_sort_rows_matches_reference);
   RUN(test_topk_matches_reference);
   RUN(test_kthvalue_matches_reference);
   RUN(test_cat_matches_reference);

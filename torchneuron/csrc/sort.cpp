@@ -1,6 +1,7 @@
 // Sorting and selection: sort (stable, also serving the default and
 // argsort/msort composites), topk, kthvalue, median/nanmedian, and unique
-// (_unique, _unique2, unique_consecutive). Output geometry and argument
+// (_unique, _unique2, unique_consecutive, unique_dim,
+// unique_dim_consecutive). Output geometry and argument
 // checks follow PyTorch's meta functions and CPU wrappers; the work is the
 // runtime's SORT/TOPK/KTHVALUE/UNIQUE_* ops. unique's output size depends
 // on the data, so it synchronises once to read the number of runs.
@@ -13,6 +14,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "op_tracking.h"
@@ -182,16 +184,18 @@ at::Tensor nanmedian(const at::Tensor& self) {
 
 // ---- unique -----------------------------------------------------------------------
 
-// Runs of equal values of the 1-d `runs_of` (sorted or not): values, the
-// inverse mapping (through perm when runs_of is a sorted permutation of
-// self) and counts. Reads the run count back from the device.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> collect_runs(const at::Tensor& self,
-                                                            const at::Tensor& runs_of,
+// Runs of equal items of `runs_of` (elements of a 1-d tensor or rows of a
+// 2-d one, sorted or not): values, the inverse mapping (through perm when
+// runs_of is a sorted permutation of the items) with shape inverse_shape,
+// and counts. Reads the run count back from the device.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> collect_runs(const at::Tensor& runs_of,
+                                                            at::IntArrayRef inverse_shape,
                                                             const at::Tensor& perm,
                                                             bool return_inverse,
                                                             bool return_counts) {
+  const at::Tensor& self = runs_of;
   at::TensorOptions long_options = self.options().dtype(at::kLong);
-  at::Tensor inverse = at::empty(return_inverse ? self.sizes() : at::IntArrayRef{0}, long_options);
+  at::Tensor inverse = at::empty(return_inverse ? inverse_shape : at::IntArrayRef{0}, long_options);
   at::Tensor none = at::empty({0}, long_options);
   at::Tensor count = at::empty({}, long_options);
   at::Tensor inverse_flat = inverse.view({inverse.numel()});
@@ -200,7 +204,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> collect_runs(const at::Tensor& se
          make_op(NRT_OP_UNIQUE_SCAN, {&count, &inverse_flat, &runs_of, &perm_or_none}, 2,
                  {int_scalar(return_inverse), int_scalar(perm.defined())}));
   int64_t runs = count.item<int64_t>();
-  at::Tensor values = at::empty({runs}, self.options());
+  std::vector<int64_t> values_shape = runs_of.sizes().vec();
+  values_shape[0] = runs;
+  at::Tensor values = at::empty(values_shape, self.options());
   at::Tensor counts = at::empty({return_counts ? runs : 0}, long_options);
   if (runs > 0)
     launch(self.device().index(), make_op(NRT_OP_UNIQUE_COLLECT, {&values, &counts, &runs_of}, 2,
@@ -219,7 +225,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_sorted(const at::Tensor& s
   if (flat.numel() > 0)
     launch(self.device().index(),
            make_op(NRT_OP_SORT, {&sorted, &perm, &flat}, 2, {int_scalar(0), int_scalar(0)}));
-  return collect_runs(self, sorted, perm, return_inverse, return_counts);
+  return collect_runs(sorted, self.sizes(), perm, return_inverse, return_counts);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, bool sorted,
@@ -240,11 +246,59 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_consecutive(const at::Tens
                                                                   bool return_counts,
                                                                   std::optional<int64_t> dim) {
   NEURON_TRACK_OP("aten::unique_consecutive");
-  if (dim.has_value() && self.dim() != 1)
-    return at::unique_dim_consecutive(self, *dim, return_inverse, return_counts);
+  if (dim.has_value()) return at::unique_dim_consecutive(self, *dim, return_inverse, return_counts);
   c10::DeviceGuard guard(self.device());
   at::Tensor flat = self.reshape({self.numel()});
-  return collect_runs(self, flat, at::Tensor(), return_inverse, return_counts);
+  return collect_runs(flat, self.sizes(), at::Tensor(), return_inverse, return_counts);
+}
+
+// unique along a dim: the slices along dim are the items, compared as rows
+// of an (n, m) matrix. Zero sizes are handled as on CPU.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_slices(const at::Tensor& self, int64_t dim,
+                                                             bool consecutive, bool return_inverse,
+                                                             bool return_counts) {
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  auto sizes = self.sizes().vec();
+  auto zero_dims = std::count(sizes.begin(), sizes.end(), 0);
+  if (self.size(dim) == 0) {
+    TORCH_CHECK(zero_dims == 1, "Number of zero sized dimensions is more than one, so unique cannot "
+                "be applied ");
+    at::TensorOptions long_options = self.options().dtype(at::kLong);
+    return {at::empty(sizes, self.options()), at::empty({0}, long_options),
+            at::empty({0}, long_options)};
+  }
+  TORCH_CHECK(zero_dims == 0, "There are 0 sized dimensions, and they aren't selected, so unique "
+              "cannot be applied");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor moved = self.movedim(dim, 0);
+  at::Tensor rows = moved.reshape({moved.size(0), -1});
+  at::Tensor perm;
+  if (!consecutive) {
+    at::Tensor sorted = at::empty(rows.sizes(), rows.options());
+    perm = at::empty({rows.size(0)}, self.options().dtype(at::kLong));
+    launch(self.device().index(), make_op(NRT_OP_SORT_ROWS, {&sorted, &perm, &rows}, 2, {}));
+    rows = sorted;
+  }
+  auto [values, inverse, counts] =
+      collect_runs(rows, {rows.size(0)}, perm, return_inverse, return_counts);
+  auto values_shape = moved.sizes().vec();
+  values_shape[0] = values.size(0);
+  return {values.view(values_shape).movedim(0, dim), inverse, counts};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim(const at::Tensor& self, int64_t dim,
+                                                          bool sorted, bool return_inverse,
+                                                          bool return_counts) {
+  NEURON_TRACK_OP("aten::unique_dim");
+  return unique_slices(self, dim, false, return_inverse, return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::Tensor& self,
+                                                                      int64_t dim,
+                                                                      bool return_inverse,
+                                                                      bool return_counts) {
+  NEURON_TRACK_OP("aten::unique_dim_consecutive");
+  return unique_slices(self, dim, true, return_inverse, return_counts);
 }
 
 }  // namespace
@@ -262,6 +316,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique2", unique2);
   m.impl("_unique", unique);
   m.impl("unique_consecutive", unique_consecutive);
+  m.impl("unique_dim", unique_dim);
+  m.impl("unique_dim_consecutive", unique_dim_consecutive);
 }
 
 }  // namespace torchneuron

@@ -38,15 +38,19 @@
  *              otherwise k is (n - 1) / 2 + 1 (median);
  *              2: NaNs are ignored, k is (non-NaN count - 1) / 2 + 1, and
  *              an all-NaN slice gives its first NaN (nanmedian).
- *   UNIQUE_SCAN     operands [count (int64 0-d), inverse (int64, n), in (1-d, n),
- *                   perm (int64, n)]  scalars [has_inverse, has_perm]
- *              splits in into runs of equal values (NaN equals nothing;
- *              -0.0 == 0.0); count = number of runs; inverse[perm[i]] (or
- *              inverse[i] without perm) = run number of element i. Absent
- *              operands are present as empty views.
- *   UNIQUE_COLLECT  operands [values (u), counts (int64, u), in (1-d, n)]
- *                   scalars [has_counts]
- *              values[r] = first element of run r, counts[r] = its length;
+ *   SORT_ROWS  operands [values (n, m), indices (int64, n), in (n, m)]
+ *              the rows of in in stable lexicographic order (elements
+ *              ordered as SORT ascending); values are the sorted rows,
+ *              indices their row numbers in in.
+ *   UNIQUE_SCAN     operands [count (int64 0-d), inverse (int64, n), in (n) or
+ *                   (n, m), perm (int64, n)]  scalars [has_inverse, has_perm]
+ *              splits in into runs of equal items (elements, or rows of a
+ *              2-d in; NaN equals nothing, -0.0 == 0.0); count = number of
+ *              runs; inverse[perm[i]] (or inverse[i] without perm) = run
+ *              number of item i. Absent operands are present as empty views.
+ *   UNIQUE_COLLECT  operands [values (u) or (u, m), counts (int64, u), in (n)
+ *                   or (n, m)]  scalars [has_counts]
+ *              values[r] = first item of run r, counts[r] = its length;
  *              u must be the count UNIQUE_SCAN found.
  */
 #ifndef NEURONRT_OPS_SHAPE_H
@@ -61,6 +65,7 @@
   X(LINSPACE, linspace)           \
   X(LOGSPACE, logspace)           \
   X(SORT, sort)                   \
+  X(SORT_ROWS, sort_rows)         \
   X(TOPK, topk)                   \
   X(KTHVALUE, kthvalue)           \
   X(UNIQUE_SCAN, unique_scan)     \
