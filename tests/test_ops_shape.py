@@ -608,3 +608,17 @@ def test_unique_dim_of_zero_size_inputs_and_long_rows():
     t = make((3000, 4), torch.int64, low=0, high=3, seed=11)
     check_unique(torch.unique(t.to(DEV), dim=0, return_inverse=True, return_counts=True),
                  torch.unique(t, dim=0, return_inverse=True, return_counts=True))
+
+
+@pytest.mark.parametrize("args", [(4, 4), (3, 5, 1), (5, 3, -2), (0, 3), (3, 3, 10), (3, 3, -10), (1, 7, 3)])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_tril_triu_indices_match_cpu(args, dtype):
+    same(torch.tril_indices(*args, dtype=dtype, device=DEV), torch.tril_indices(*args, dtype=dtype))
+    same(torch.triu_indices(*args, dtype=dtype, device=DEV), torch.triu_indices(*args, dtype=dtype))
+
+
+def test_tril_indices_rejects_float_dtypes_and_negative_sizes():
+    with pytest.raises(NotImplementedError, match="Float"):
+        torch.tril_indices(3, 3, dtype=torch.float32, device=DEV)
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        torch.triu_indices(-1, 3, device=DEV)

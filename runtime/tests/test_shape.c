@@ -585,6 +585,29 @@ static void test_tril_triu_match_reference(void) {
   nrt_free(in), nrt_free(out);
 }
 
+static void test_triangle_indices_match_reference(void) {
+  static const int64_t cases[][3] = {{4, 4, 0}, {3, 5, 1}, {5, 3, -2}, {3, 3, 9}, {3, 3, -9}, {1, 6, 2}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (int upper = 0; upper < 2; upper++) {
+      int64_t rows = cases[k][0], cols = cases[k][1], offset = cases[k][2], count = 0;
+      int64_t ref[2][64];
+      for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+          if (upper ? c - r >= offset : c - r <= offset) ref[0][count] = r, ref[1][count++] = c;
+      int64_t shape[2] = {2, count};
+      int64_t *out = dev_alloc((size_t)(2 * count) * 8);
+      nrt_tensor_view v = contiguous(out, NRT_INT64, 2, shape);
+      nrt_op op = make_op(upper ? NRT_OP_TRIU_INDICES : NRT_OP_TRIL_INDICES, 1, 1, &v, 3, cases[k]);
+      CHECK_OK(nrt_op_execute(&op));
+      for (int64_t i = 0; i < count; i++)
+        CHECK(((int64_t *)host(out))[i] == ref[0][i] && ((int64_t *)host(out))[count + i] == ref[1][i]);
+      v.shape[1] = count + 1; /* a wrong size is refused */
+      op = make_op(upper ? NRT_OP_TRIU_INDICES : NRT_OP_TRIL_INDICES, 1, 1, &v, 3, cases[k]);
+      CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+      nrt_free(out);
+    }
+}
+
 /* ---- ARANGE, LINSPACE ------------------------------------------------------------------------------ */
 
 static void test_arange_linspace_match_formulas(void) {
@@ -716,6 +739,7 @@ int main(void) {
   RUN(test_cat_large_fast_path);
   RUN(test_roll_matches_reference);
   RUN(test_tril_triu_match_reference);
+  RUN(test_triangle_indices_match_reference);
   RUN(test_arange_linspace_match_formulas);
   RUN(test_unique_matches_reference);
   RUN(test_unique_scan_rejects_a_bad_permutation);

@@ -1,7 +1,8 @@
-// Data movement and factories: cat, flip, roll, tril/triu, arange, range,
-// linspace, logspace, eye. Shapes, dtypes and argument checks come from
-// PyTorch (the structured meta functions of cat and tril/triu, RangeUtils
-// for arange's size); each call becomes runtime ops. stack, repeat, full,
+// Data movement and factories: cat, flip, roll, tril/triu and their
+// indices, arange, range, linspace, logspace, eye. Shapes, dtypes and
+// argument checks come from PyTorch (the structured meta functions of cat
+// and tril/triu, RangeUtils for arange's size, TensorFactories for the
+// triangle sizes); each call becomes runtime ops. stack, repeat, full,
 // flip.out and friends are PyTorch composites over these and over
 // copy_/fill_, so they run natively without registrations of their own.
 #include <ATen/AccumulateType.h>
@@ -9,6 +10,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/RangeUtils.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/cat_meta.h>
 #include <ATen/ops/tril_meta.h>
@@ -196,6 +198,41 @@ at::Tensor& triangle_out(const at::Tensor& self, int64_t diagonal, at::Tensor& o
   return out;
 }
 
+// The coordinates of a triangle, as a (2, count) tensor.
+at::Tensor triangle_indices(nrt_op_code code, int64_t row, int64_t col, int64_t offset,
+                            std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                            std::optional<c10::Device> device) {
+  const char* name = nrt_op_name(code);
+  at::ScalarType type = dtype.value_or(at::kLong);
+  at::native::check_args(row, col, layout);
+  TORCH_CHECK_NOT_IMPLEMENTED(type == at::kInt || type == at::kLong, "\"", name,
+                              "\" not implemented for '", type, "'");
+  int64_t size = code == NRT_OP_TRIL_INDICES
+                     ? at::native::get_tril_size(row, col, offset)
+                     : row * col - at::native::get_tril_size(row, col, offset - 1);
+  at::Tensor out = at::empty({2, size}, at::TensorOptions().dtype(type).device(device));
+  if (size > 0) {
+    c10::DeviceGuard guard(out.device());
+    launch(out.device().index(),
+           make_op(code, {&out}, 1, {int_scalar(row), int_scalar(col), int_scalar(offset)}));
+  }
+  return out;
+}
+
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  NEURON_TRACK_OP("aten::tril_indices");
+  return triangle_indices(NRT_OP_TRIL_INDICES, row, col, offset, dtype, layout, device);
+}
+
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  NEURON_TRACK_OP("aten::triu_indices");
+  return triangle_indices(NRT_OP_TRIU_INDICES, row, col, offset, dtype, layout, device);
+}
+
 // ---- 1-d factories -------------------------------------------------------------
 
 // Runs a 1-d factory op into out (already holding its numel): directly when
@@ -321,6 +358,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("triu", triangle<at::meta::structured_triu, NRT_OP_TRIU>);
   m.impl("triu_", triangle_<at::meta::structured_triu, NRT_OP_TRIU>);
   m.impl("triu.out", triangle_out<at::meta::structured_triu, NRT_OP_TRIU>);
+  m.impl("tril_indices", tril_indices);
+  m.impl("triu_indices", triu_indices);
   m.impl("arange.start_out", arange_out);
   m.impl("range.out", range_out);
   m.impl("linspace.out", linspace_out);

@@ -1,6 +1,7 @@
 /* TRIL and TRIU: keep one triangle of each matrix (the last two dims) and
  * zero the rest. Every row is a kept span and a zeroed span; all-zero bits
- * are 0 in every dtype, so the kernel moves bytes without knowing types. */
+ * are 0 in every dtype, so the kernel moves bytes without knowing types.
+ * TRIL_INDICES and TRIU_INDICES list a triangle's coordinates. */
 #include <string.h>
 #include "shape_common.h"
 #include "thread_pool.h"
@@ -74,7 +75,7 @@ static nrt_status run_triangle(const nrt_op *op, int upper) {
   t.out_col_stride = out->strides[nd - 1] * t.elem;
   t.in_col_stride = in->strides[nd - 1] * t.elem;
   t.rows_per_matrix = out->shape[nd - 2];
-  t.diagonal = rt_scalar_int(op, 0);
+  t.diagonal = clamp64(rt_scalar_int(op, 0), -t.rows_per_matrix - 1, t.cols + 1);
   t.upper = upper;
   t.in_place = out->data == in->data && out->strides[nd - 1] == in->strides[nd - 1];
   int64_t grain = t.cols >= 4096 ? 1 : 4096 / t.cols;
@@ -84,3 +85,52 @@ static nrt_status run_triangle(const nrt_op *op, int upper) {
 
 nrt_status rt_kernel_tril(const nrt_op *op) { return run_triangle(op, 0); }
 nrt_status rt_kernel_triu(const nrt_op *op) { return run_triangle(op, 1); }
+
+/* The first and last column (exclusive) of row r inside the triangle. */
+static void triangle_span(int upper, int64_t r, int64_t cols, int64_t offset, int64_t *from,
+                          int64_t *to) {
+  *from = upper ? clamp64(r + offset, 0, cols) : 0;
+  *to = upper ? cols : clamp64(r + offset + 1, 0, cols);
+}
+
+static nrt_status triangle_indices(const nrt_op *op, int upper) {
+  const char *name = upper ? "triu_indices" : "tril_indices";
+  nrt_status s = rt_check_arity(op, 1, 3);
+  if (s) return s;
+  const nrt_tensor_view *out = &op->operands[0];
+  int64_t rows = rt_scalar_int(op, 0), cols = rt_scalar_int(op, 1);
+  int64_t offset = clamp64(rt_scalar_int(op, 2), -rows - 1, cols + 1); /* no overflow below */
+  if (out->ndim != 2 || out->shape[0] != 2 || (out->dtype != NRT_INT32 && out->dtype != NRT_INT64) ||
+      rows < 0 || cols < 0)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects a (2, count) int32 or int64 output",
+                   name);
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t from, to;
+    triangle_span(upper, r, cols, offset, &from, &to);
+    count += to - from;
+  }
+  if (count != out->shape[1])
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the output holds %lld coordinates, not %lld",
+                   name, (long long)out->shape[1], (long long)count);
+  int64_t elem = (int64_t)nrt_dtype_size(out->dtype), i = 0;
+  char *row_of = out->data, *col_of = (char *)out->data + out->strides[0] * elem;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t from, to;
+    triangle_span(upper, r, cols, offset, &from, &to);
+    for (int64_t c = from; c < to; c++, i++) {
+      int64_t at = i * out->strides[1] * elem;
+      if (elem == 8) {
+        *(int64_t *)(row_of + at) = r;
+        *(int64_t *)(col_of + at) = c;
+      } else {
+        *(int32_t *)(row_of + at) = (int32_t)r;
+        *(int32_t *)(col_of + at) = (int32_t)c;
+      }
+    }
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_kernel_tril_indices(const nrt_op *op) { return triangle_indices(op, 0); }
+nrt_status rt_kernel_triu_indices(const nrt_op *op) { return triangle_indices(op, 1); }

@@ -14,6 +14,11 @@
  *              over the last two dims: elements on and below (TRIL) or on and
  *              above (TRIU) the diagonal are copied, the others become 0. out
  *              may be in itself.
+ *   TRIL_INDICES TRIU_INDICES  operands [out (2, count), int32 or int64]
+ *              scalars [rows, cols, offset]
+ *              the (row, column) coordinates of the lower (upper) triangle
+ *              of a rows x cols matrix, row by row; count must be the
+ *              triangle's size.
  *   ARANGE     operands [out] (1-d)  scalars [start, step] (float or int)
  *              out[i] = start + step * i, computed as PyTorch's CPU kernel
  *              does: in double for float32/float64, in float for the 16-bit
@@ -61,6 +66,8 @@
   X(ROLL, roll)                   \
   X(TRIL, tril)                   \
   X(TRIU, triu)                   \
+  X(TRIL_INDICES, tril_indices)   \
+  X(TRIU_INDICES, triu_indices)   \
   X(ARANGE, arange)               \
   X(LINSPACE, linspace)           \
   X(LOGSPACE, logspace)           \
