@@ -7,7 +7,8 @@
  * Then the slice is scanned in index order, taking every key below T and
  * the first (k - #below) keys equal to T: equal values are taken in index
  * order, deterministically. TOPK sorts the taken pairs by key (stable, so
- * ties stay in index order); KTHVALUE wants only the last of them. */
+ * ties stay in index order); KTHVALUE wants only the last of them. A TOPK
+ * with k small against the slice keeps a heap of the best k instead. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,50 @@ typedef struct select_scratch {
 DEFINE_SELECT(uint32_t, 32)
 DEFINE_SELECT(uint64_t, 64)
 
+/* Small k: one scan keeping the k smallest (key, index) pairs seen so far
+ * in a max-heap; a new element enters only if it beats the heap's largest,
+ * which for most data is rare. Indices grow during the scan, so an equal
+ * key never displaces an earlier one: the same k pairs as radix select.
+ * The heap is then sorted in place into ascending (key, index) order. */
+#define DEFINE_HEAP(K, SUFFIX)                                                         \
+  static void sift_down_##SUFFIX(K *hk, uint32_t *hi, int64_t size, int64_t i) {      \
+    for (;;) {                                                                         \
+      int64_t big = i, l = 2 * i + 1, r = l + 1;                                       \
+      if (l < size && (hk[l] > hk[big] || (hk[l] == hk[big] && hi[l] > hi[big]))) big = l; \
+      if (r < size && (hk[r] > hk[big] || (hk[r] == hk[big] && hi[r] > hi[big]))) big = r; \
+      if (big == i) return;                                                            \
+      K tk = hk[i]; hk[i] = hk[big]; hk[big] = tk;                                     \
+      uint32_t ti = hi[i]; hi[i] = hi[big]; hi[big] = ti;                              \
+      i = big;                                                                         \
+    }                                                                                  \
+  }                                                                                    \
+                                                                                       \
+  static void heap_smallest_##SUFFIX(const K *keys, int64_t n, int64_t k, K *hk,      \
+                                     uint32_t *hi) {                                   \
+    for (int64_t i = 0; i < k; i++) { /* the first k, heapified bottom-up after */     \
+      hk[i] = keys[i];                                                                 \
+      hi[i] = (uint32_t)i;                                                             \
+    }                                                                                  \
+    for (int64_t i = k / 2 - 1; i >= 0; i--) sift_down_##SUFFIX(hk, hi, k, i);        \
+    for (int64_t i = k; i < n; i++)                                                    \
+      if (keys[i] < hk[0]) {                                                           \
+        hk[0] = keys[i];                                                               \
+        hi[0] = (uint32_t)i;                                                           \
+        sift_down_##SUFFIX(hk, hi, k, 0);                                              \
+      }                                                                                \
+    for (int64_t end = k - 1; end > 0; end--) { /* heap sort: largest to the back */   \
+      K tk = hk[0]; hk[0] = hk[end]; hk[end] = tk;                                     \
+      uint32_t ti = hi[0]; hi[0] = hi[end]; hi[end] = ti;                              \
+      sift_down_##SUFFIX(hk, hi, end, 0);                                              \
+    }                                                                                  \
+  }
+
+DEFINE_HEAP(uint32_t, 32)
+DEFINE_HEAP(uint64_t, 64)
+
+/* Below this share of the slice, TOPK keeps a heap instead of selecting. */
+#define HEAP_RATIO 64
+
 static int64_t first_nan(const select_job *j, const char *in, int64_t *nan_count) {
   int64_t first = -1, count = 0;
   for (int64_t i = 0; i < j->n; i++) {
@@ -117,9 +162,17 @@ static void select_slice(const select_job *j, const select_scratch *s, int64_t r
     }
     k = (j->n - nans - 1) / 2 + 1; /* the lower median of the numbers */
   }
-  int64_t rank, last;
+  int64_t rank, last = -1;
   int swapped = 0;
-  if (j->wide) {
+  if (j->topk && k * HEAP_RATIO <= j->n) {
+    if (j->wide) {
+      rt_make_keys64(j->dtype, in, j->in_stride, j->n, j->largest, s->keys);
+      heap_smallest_64(s->keys, j->n, k, s->top_keys[0], s->top_idx[0]);
+    } else {
+      rt_make_keys32(j->dtype, in, j->in_stride, j->n, j->largest, s->keys);
+      heap_smallest_32(s->keys, j->n, k, s->top_keys[0], s->top_idx[0]);
+    }
+  } else if (j->wide) {
     rt_make_keys64(j->dtype, in, j->in_stride, j->n, j->largest, s->keys);
     uint64_t kth = kth_key_64(s->keys, s->cand, j->n, k, &rank);
     last = take_64(s->keys, j->n, kth, rank, j->topk ? s->top_keys[0] : NULL, s->top_idx[0]);
