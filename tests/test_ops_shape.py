@@ -622,3 +622,16 @@ def test_tril_indices_rejects_float_dtypes_and_negative_sizes():
         torch.tril_indices(3, 3, dtype=torch.float32, device=DEV)
     with pytest.raises(RuntimeError, match="row must be non-negative"):
         torch.triu_indices(-1, 3, device=DEV)
+
+
+def test_cat_and_sort_keep_channels_last_layouts_like_cpu():
+    x = make((2, 3, 4, 5), torch.float32).to(memory_format=torch.channels_last)
+    y = make((2, 3, 4, 5), torch.float32, seed=4).to(memory_format=torch.channels_last)
+    for dim in range(4):
+        got, want = torch.cat([x.to(DEV), y.to(DEV)], dim), torch.cat([x, y], dim)
+        same(got, want)
+        assert got.stride() == want.stride()
+    got, want = torch.sort(x.to(DEV), dim=1, stable=True), torch.sort(x, dim=1, stable=True)
+    same(got[0], want[0])
+    same(got[1], want[1])
+    assert got[0].stride() == want[0].stride()
