@@ -265,6 +265,7 @@ static void test_sort_matches_reference(void) {
       check_sort(all_dtypes[d], 7, 1, 1, desc);
       check_sort(all_dtypes[d], 5, 45, 1, desc);
       check_sort(all_dtypes[d], 3, 1000, 0, desc);
+      check_sort(all_dtypes[d], 40, 300, 0, desc); /* tiles of 16 neighbouring slices */
       check_sort(all_dtypes[d], 2, 20000, 1, desc);
     }
   check_sort(NRT_FLOAT32, 1, 140000, 1, 0); /* one long slice, sorted by the whole pool */

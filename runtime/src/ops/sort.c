@@ -7,6 +7,7 @@
  * sorted by all threads together. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include "shape_common.h"
 #include "sort_keys.h"
 #include "thread_pool.h"
@@ -43,21 +44,32 @@ static void scratch_free(sort_scratch *s) {
   for (int k = 0; k < 2; k++) free(s->keys[k]), free(s->idx[k]);
 }
 
-/* Sorts slice r with the scratch; returns which half of the scratch holds
- * the sorted pairs. */
-static int sort_slice(const sort_job *j, const sort_scratch *s, int64_t r,
-                                  int parallel) {
-  const char *in = j->in + rt_slices_offset(&j->slices, 2, r);
+/* Sorts the n elements at in (byte stride in_stride) with the scratch;
+ * returns which half of the scratch holds the sorted pairs. */
+static int sort_elements(const sort_job *j, const sort_scratch *s, const char *in,
+                         int64_t in_stride, int parallel) {
   for (int64_t i = 0; i < j->n; i++) s->idx[0][i] = (uint32_t)i;
-  int swapped;
   if (j->wide) {
-    rt_make_keys64(j->dtype, in, j->in_stride, j->n, j->descending, s->keys[0]);
-    swapped = rt_sort_pairs64(s->keys[0], s->idx[0], s->keys[1], s->idx[1], j->n, parallel);
-  } else {
-    rt_make_keys32(j->dtype, in, j->in_stride, j->n, j->descending, s->keys[0]);
-    swapped = rt_sort_pairs32(s->keys[0], s->idx[0], s->keys[1], s->idx[1], j->n, parallel);
+    rt_make_keys64(j->dtype, in, in_stride, j->n, j->descending, s->keys[0]);
+    return rt_sort_pairs64(s->keys[0], s->idx[0], s->keys[1], s->idx[1], j->n, parallel);
   }
-  return swapped;
+  rt_make_keys32(j->dtype, in, in_stride, j->n, j->descending, s->keys[0]);
+  return rt_sort_pairs32(s->keys[0], s->idx[0], s->keys[1], s->idx[1], j->n, parallel);
+}
+
+static int sort_slice(const sort_job *j, const sort_scratch *s, int64_t r, int parallel) {
+  return sort_elements(j, s, j->in + rt_slices_offset(&j->slices, 2, r), j->in_stride, parallel);
+}
+
+/* Sorted values of n keys to dst (byte stride dst_stride); src is the input
+ * slice the keys were made from. */
+static void write_values(const sort_job *j, const void *keys, const uint32_t *idx,
+                         const char *src, int64_t src_stride, char *dst, int64_t dst_stride,
+                         int64_t n) {
+  if (j->wide)
+    rt_values_from_keys64(j->dtype, keys, idx, j->descending, src, src_stride, dst, dst_stride, n);
+  else
+    rt_values_from_keys32(j->dtype, keys, idx, j->descending, src, src_stride, dst, dst_stride, n);
 }
 
 static void write_slice(const sort_job *j, int64_t r, const void *keys, const uint32_t *idx,
@@ -65,29 +77,107 @@ static void write_slice(const sort_job *j, int64_t r, const void *keys, const ui
   char *values = j->values + rt_slices_offset(&j->slices, 0, r) + begin * j->values_stride;
   char *indices = j->indices + rt_slices_offset(&j->slices, 1, r);
   const char *in = j->in + rt_slices_offset(&j->slices, 2, r);
-  if (j->wide)
-    rt_values_from_keys64(j->dtype, (const uint64_t *)keys + begin, idx + begin, j->descending,
-                          in, j->in_stride, values, j->values_stride, end - begin);
-  else
-    rt_values_from_keys32(j->dtype, (const uint32_t *)keys + begin, idx + begin, j->descending,
-                          in, j->in_stride, values, j->values_stride, end - begin);
+  const char *key_at = (const char *)keys + begin * (j->wide ? 8 : 4);
+  write_values(j, key_at, idx + begin, in, j->in_stride, values, j->values_stride, end - begin);
   for (int64_t i = begin; i < end; i++)
     *(int64_t *)(indices + i * j->indices_stride) = idx[i];
+}
+
+/* ---- tiles of neighbouring slices ------------------------------------------
+ * When the slices run across memory (sorting along a dim that is not the
+ * innermost) but neighbouring slices are neighbouring elements, a slice
+ * alone would touch a cache line per element. TILE neighbours are instead
+ * read row by row into contiguous scratch, sorted there, and written back
+ * row by row, so each line is loaded once for all of them. */
+
+#define TILE 16
+
+typedef struct tile_scratch {
+  char *in, *values; /* TILE slices of n elements, slice after slice */
+  uint32_t *idx;
+} tile_scratch;
+
+/* The slices run across memory while the innermost outer dim has unit
+ * stride in every operand and room for a tile. */
+static int tiled_layout(const sort_job *j) {
+  const rt_slices *sl = &j->slices;
+  int64_t elem = (int64_t)nrt_dtype_size(j->dtype);
+  if (sl->ndim == 0 || j->in_stride == elem) return 0;
+  int d = sl->ndim - 1;
+  return sl->strides[0][d] == elem && sl->strides[1][d] == 8 && sl->strides[2][d] == elem &&
+         sl->shape[d] >= TILE;
+}
+
+/* Slices r .. r + TILE - 1 are in [r, end) and neighbours in memory. */
+static int tileable(const sort_job *j, int64_t r, int64_t end) {
+  int64_t inner = j->slices.shape[j->slices.ndim - 1];
+  return r + TILE <= end && r % inner + TILE <= inner;
+}
+
+#define TRANSPOSE_IN(T)                                                         \
+  for (int64_t i = 0; i < n; i++) {                                             \
+    const T *row = (const T *)(in + i * j->in_stride);                         \
+    for (int b = 0; b < TILE; b++) ((T *)t->in)[b * n + i] = row[b];            \
+  }
+#define TRANSPOSE_OUT(T)                                                        \
+  for (int64_t i = 0; i < n; i++) {                                             \
+    T *row = (T *)(values + i * j->values_stride);                              \
+    for (int b = 0; b < TILE; b++) row[b] = ((const T *)t->values)[b * n + i];  \
+  }
+
+static void sort_tile(const sort_job *j, const sort_scratch *s, const tile_scratch *t, int64_t r) {
+  int64_t n = j->n, elem = (int64_t)nrt_dtype_size(j->dtype);
+  const char *in = j->in + rt_slices_offset(&j->slices, 2, r);
+  char *values = j->values + rt_slices_offset(&j->slices, 0, r);
+  char *indices = j->indices + rt_slices_offset(&j->slices, 1, r);
+  switch (elem) {
+    case 1: TRANSPOSE_IN(uint8_t) break;
+    case 2: TRANSPOSE_IN(uint16_t) break;
+    case 4: TRANSPOSE_IN(uint32_t) break;
+    default: TRANSPOSE_IN(uint64_t) break;
+  }
+  for (int b = 0; b < TILE; b++) {
+    const char *src = t->in + b * n * elem;
+    int half = sort_elements(j, s, src, elem, 0);
+    write_values(j, s->keys[half], s->idx[half], src, elem, t->values + b * n * elem, elem, n);
+    memcpy(t->idx + b * n, s->idx[half], (size_t)n * 4);
+  }
+  switch (elem) {
+    case 1: TRANSPOSE_OUT(uint8_t) break;
+    case 2: TRANSPOSE_OUT(uint16_t) break;
+    case 4: TRANSPOSE_OUT(uint32_t) break;
+    default: TRANSPOSE_OUT(uint64_t) break;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t *row = (int64_t *)(indices + i * j->indices_stride);
+    for (int b = 0; b < TILE; b++) row[b] = t->idx[b * n + i];
+  }
 }
 
 static void sort_slices(int64_t begin, int64_t end, void *arg) {
   sort_job *j = arg;
   sort_scratch s;
-  if (!scratch_alloc(&s, j->n, j->wide)) {
+  int64_t elem = (int64_t)nrt_dtype_size(j->dtype);
+  int tiles = tiled_layout(j);
+  size_t tile_bytes = tiles ? (size_t)(TILE * j->n) : 0;
+  tile_scratch t = {malloc(tile_bytes * (size_t)elem + 1), malloc(tile_bytes * (size_t)elem + 1),
+                    malloc(tile_bytes * 4 + 1)};
+  if (!scratch_alloc(&s, j->n, j->wide) || !t.in || !t.values || !t.idx) {
     atomic_store(&j->out_of_memory, 1);
-    scratch_free(&s);
-    return;
-  }
-  for (int64_t r = begin; r < end; r++) {
-    int half = sort_slice(j, &s, r, 0);
-    write_slice(j, r, s.keys[half], s.idx[half], 0, j->n);
+  } else {
+    for (int64_t r = begin; r < end;) {
+      if (tiles && tileable(j, r, end)) {
+        sort_tile(j, &s, &t, r);
+        r += TILE;
+        continue;
+      }
+      int half = sort_slice(j, &s, r, 0);
+      write_slice(j, r, s.keys[half], s.idx[half], 0, j->n);
+      r++;
+    }
   }
   scratch_free(&s);
+  free(t.in), free(t.values), free(t.idx);
 }
 
 typedef struct write_job {
