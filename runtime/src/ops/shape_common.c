@@ -59,7 +59,7 @@ static void memcpy_range(int64_t begin, int64_t end, void *arg) {
 /* Below this many bytes one thread copies faster than the pool wakes up. */
 #define PARALLEL_COPY_BYTES (1 << 20)
 
-void rt_parallel_memcpy(void *dst, const void *src, int64_t n) {
+static void parallel_memcpy(void *dst, const void *src, int64_t n) {
   memcpy_job job = {dst, src};
   rt_parallel_for(n, PARALLEL_COPY_BYTES, memcpy_range, &job);
 }
@@ -68,7 +68,7 @@ void rt_copy_view(const nrt_tensor_view *dst, const nrt_tensor_view *src) {
   int64_t n = nrt_view_numel(dst);
   if (n == 0) return;
   if (dst->dtype == src->dtype && rt_view_is_contiguous(dst) && rt_view_is_contiguous(src)) {
-    rt_parallel_memcpy(dst->data, src->data, n * (int64_t)nrt_dtype_size(dst->dtype));
+    parallel_memcpy(dst->data, src->data, n * (int64_t)nrt_dtype_size(dst->dtype));
     return;
   }
   nrt_op copy;

@@ -30,9 +30,6 @@ nrt_tensor_view rt_view_narrow(const nrt_tensor_view *v, int dim, int64_t start,
 /* dst = src converted to dst's dtype (same shape), parallel when large. */
 void rt_copy_view(const nrt_tensor_view *dst, const nrt_tensor_view *src);
 
-/* Parallel memcpy of n bytes (regions must not overlap). */
-void rt_parallel_memcpy(void *dst, const void *src, int64_t n);
-
 /* Reads the integer scalar k of op. */
 static inline int64_t rt_scalar_int(const nrt_op *op, int k) {
   const nrt_scalar *s = &op->scalars[k];

@@ -2,7 +2,6 @@
  * itself is in radix_sort.c). */
 #include "sort_keys.h"
 
-
 /* ---- keys --------------------------------------------------------------- */
 
 #define LOAD(T, i) (*(const T *)(src + (i) * stride))
@@ -54,16 +53,6 @@ void rt_make_keys64(nrt_dtype dtype, const char *src, int64_t stride, int64_t n,
     KEY_LOOP(uint64_t, (uint64_t)LOAD(int64_t, i) ^ (1ull << 63))
   } else if (dtype == NRT_FLOAT64) {
     KEY_LOOP(uint64_t, key_f64(LOAD(uint64_t, i)))
-  }
-}
-
-uint64_t rt_nan_key(nrt_dtype dtype) {
-  switch (dtype) {
-    case NRT_FLOAT16:
-    case NRT_BFLOAT16: return 0xffffu;
-    case NRT_FLOAT32: return 0xffffffffu;
-    case NRT_FLOAT64: return ~0ull;
-    default: return 0;
   }
 }
 

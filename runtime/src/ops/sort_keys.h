@@ -27,9 +27,6 @@ void rt_make_keys32(nrt_dtype dtype, const char *src, int64_t stride, int64_t n,
 void rt_make_keys64(nrt_dtype dtype, const char *src, int64_t stride, int64_t n, int descending,
                     uint64_t *keys);
 
-/* The key of NaN in ascending order (0 for dtypes without NaN). */
-uint64_t rt_nan_key(nrt_dtype dtype);
-
 /* Sorts n pairs (keys[i], idx[i]) by key, stably, using the scratch arrays
  * keys_tmp and idx_tmp (n entries each). Returns 1 if the sorted pairs
  * ended up in the scratch arrays, 0 if in keys and idx. parallel lets it
