@@ -3,8 +3,7 @@
  * All three read out[p] = src[p + sum_j idx_j[p] * stride_j]; they differ
  * only in what the shim puts in the views and in whether negative indices
  * wrap. Moving an element is moving its bytes, so the loops depend on the
- * element size alone. Rows that no index varies along (index_select of
- * table rows, embedding lookups) are copied whole by the run loop.
+ * element size alone. Rows that no index varies along are copied whole.
  */
 #include <string.h>
 #include "index_walk.h"
@@ -30,6 +29,44 @@ COPY_LOOPS(16, uint16_t)
 COPY_LOOPS(32, uint32_t)
 COPY_LOOPS(64, uint64_t)
 
+/* Whole rows chosen by one index: the plan is [rows, row] with the row
+ * contiguous on both sides (index_select along dim 0, embedding, x[idx]).
+ * Each row sits at a random place of a large table, so the rows a few
+ * steps ahead are prefetched while the current one is copied. */
+#define PREFETCH_ROWS 16
+#define PREFETCH_MAX_BYTES 1024
+
+static int is_row_gather(const rt_index_walk *w) {
+  const rt_plan *p = &w->plan;
+  int64_t size = (int64_t)w->elem_size;
+  return w->k == 1 && p->ndim == 2 && p->strides[2][1] == 0 && p->strides[1][0] == 0 &&
+         p->strides[0][1] == size && p->strides[1][1] == size;
+}
+
+static void row_range(int64_t begin, int64_t end, void *arg) {
+  rt_index_walk *w = arg;
+  const rt_plan *p = &w->plan;
+  const int64_t row_bytes = p->shape[1] * (int64_t)w->elem_size, out_stride = p->strides[0][0];
+  const int64_t index_stride = p->strides[2][0], step = w->step[0];
+  const int64_t ahead_bytes = row_bytes < PREFETCH_MAX_BYTES ? row_bytes : PREFETCH_MAX_BYTES;
+  const nrt_dtype t = w->index_dtype[0];
+  char *out = p->data[0], *src = p->data[1];
+  const char *index = p->data[2];
+  for (int64_t r = begin; r < end; r++) {
+    if (r + PREFETCH_ROWS < end) {
+      int64_t ahead = rt_index_checked(w, 0, rt_index_load(index + (r + PREFETCH_ROWS) * index_stride, t));
+      if (ahead >= 0)
+        for (int64_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(src + ahead * step + b);
+    }
+    int64_t v = rt_index_checked(w, 0, rt_index_load(index + r * index_stride, t));
+    if (v < 0) {
+      atomic_store_explicit(&w->failed, 1, memory_order_relaxed);
+      return;
+    }
+    memcpy(out + r * out_stride, src + v * step, (size_t)row_bytes);
+  }
+}
+
 static void gather_range(int64_t begin, int64_t end, void *arg) {
   rt_index_part part = *(const rt_index_part *)arg;
   rt_index_walk_range(&part, begin, end);
@@ -41,6 +78,11 @@ static nrt_status run_gather(const nrt_op *op, int wrap) {
   rt_index_walk w;
   nrt_status s = rt_index_walk_init(&w, op, 0, 1, 0, wrap);
   if (s) return s;
+  if (is_row_gather(&w)) {
+    int64_t row = w.plan.shape[1];
+    rt_parallel_for(w.plan.shape[0], row >= RT_PARALLEL_GRAIN ? 1 : RT_PARALLEL_GRAIN / row, row_range, &w);
+    return rt_index_walk_status(&w);
+  }
   rt_index_part part = {.walk = &w};
   switch (w.elem_size) {
     case 1: part.run = copy_run_8, part.batch = copy_batch_8; break;

@@ -68,22 +68,6 @@ nrt_status rt_index_walk_init(rt_index_walk *w, const nrt_op *op, int direct, in
   return NRT_SUCCESS;
 }
 
-static inline int64_t load_index(const char *p, nrt_dtype t) {
-  switch (t) {
-    case NRT_INT64: return *(const int64_t *)p;
-    case NRT_INT32: return *(const int32_t *)p;
-    case NRT_INT16: return *(const int16_t *)p;
-    case NRT_INT8: return *(const int8_t *)p;
-    default: return *(const uint8_t *)p;
-  }
-}
-
-/* The in-bounds index for value v of index j, or -1. */
-static inline int64_t checked(const rt_index_walk *w, int j, int64_t v) {
-  if (v < 0 && w->wrap) v += w->bound[j];
-  return (uint64_t)v < (uint64_t)w->bound[j] ? v : -1;
-}
-
 static inline int64_t floor_div(int64_t a, int64_t b) { /* b > 0 */
   int64_t q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;
@@ -116,7 +100,9 @@ static inline int in_part(const rt_index_part *part, const char *x) {
   return !part->filtered || ((uintptr_t)x >= (uintptr_t)part->lo && (uintptr_t)x < (uintptr_t)part->hi);
 }
 
-/* One index of a dtype: the common case, kept free of the dtype switch. */
+/* One index of a dtype: the common case, kept free of the dtype switch.
+ * Addresses of a batch are computed (and their lines prefetched) before the
+ * batch loop touches them, so the cache misses of a batch overlap. */
 #define SINGLE_INDEX_LOOP(T)                                                     \
   do {                                                                           \
     const char *ip = data[2];                                                    \
@@ -129,6 +115,7 @@ static inline int in_part(const rt_index_part *part, const char *x) {
         if ((uint64_t)v >= (uint64_t)bound) goto fail;                           \
         char *x = data[1] + i * strides[1] + v * step;                           \
         if (!in_part(part, x)) continue;                                         \
+        __builtin_prefetch(x);                                                   \
         dp[m] = data[0] + i * strides[0];                                        \
         xp[m++] = x;                                                             \
       }                                                                          \
@@ -146,7 +133,7 @@ static void walk_loop(char **data, const int64_t *strides, int64_t n, void *arg)
   if (!varying) {
     int64_t offset = 0;
     for (int j = 0; j < k; j++) {
-      int64_t v = checked(w, j, load_index(data[2 + j], w->index_dtype[j]));
+      int64_t v = rt_index_checked(w, j, rt_index_load(data[2 + j], w->index_dtype[j]));
       if (v < 0) goto fail;
       offset += v * w->step[j];
     }
@@ -167,12 +154,13 @@ static void walk_loop(char **data, const int64_t *strides, int64_t n, void *arg)
     for (; i < end; i++) {
       int64_t offset = 0;
       for (int j = 0; j < k; j++) {
-        int64_t v = checked(w, j, load_index(data[2 + j] + i * strides[2 + j], w->index_dtype[j]));
+        int64_t v = rt_index_checked(w, j, rt_index_load(data[2 + j] + i * strides[2 + j], w->index_dtype[j]));
         if (v < 0) goto fail;
         offset += v * w->step[j];
       }
       char *x = data[1] + i * strides[1] + offset;
       if (!in_part(part, x)) continue;
+      __builtin_prefetch(x);
       dp[m] = data[0] + i * strides[0];
       xp[m++] = x;
     }
@@ -201,8 +189,8 @@ static void find_loop(char **data, const int64_t *strides, int64_t n, void *arg)
   const rt_index_walk *w = f->walk;
   for (int64_t i = 0; i < n && !f->found; i++)
     for (int j = 0; j < w->k; j++) {
-      int64_t v = load_index(data[2 + j] + i * strides[2 + j], w->index_dtype[j]);
-      if (checked(w, j, v) < 0) {
+      int64_t v = rt_index_load(data[2 + j] + i * strides[2 + j], w->index_dtype[j]);
+      if (rt_index_checked(w, j, v) < 0) {
         f->found = 1;
         f->index = j;
         f->value = v;

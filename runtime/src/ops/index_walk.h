@@ -62,6 +62,24 @@ struct rt_index_part {
   char *lo, *hi;
 };
 
+/* The value of an index element of dtype t. */
+static inline int64_t rt_index_load(const char *p, nrt_dtype t) {
+  switch (t) {
+    case NRT_INT64: return *(const int64_t *)p;
+    case NRT_INT32: return *(const int32_t *)p;
+    case NRT_INT16: return *(const int16_t *)p;
+    case NRT_INT8: return *(const int8_t *)p;
+    default: return *(const uint8_t *)p;
+  }
+}
+
+/* Value v of index j made non-negative (wrapping if allowed), or -1 when it
+ * is out of bounds. */
+static inline int64_t rt_index_checked(const rt_index_walk *w, int j, int64_t v) {
+  if (v < 0 && w->wrap) v += w->bound[j];
+  return (uint64_t)v < (uint64_t)w->bound[j] ? v : -1;
+}
+
 /* Reads the op's operands: operands[direct] and operands[indexed] (one
  * dtype), operands[2] the geometry, operands[3...] the indices; the
  * message dims from scalars[dims_at...]. Validates shapes and dtypes. */
