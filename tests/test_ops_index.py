@@ -412,7 +412,9 @@ def test_index_put_accumulate_is_deterministic():
         xn.index_put_((nd(index),), nd(values), accumulate=True)
         results.append(xn.cpu())
     assert torch.equal(results[0], results[1]) and torch.equal(results[0], results[2])
-    torch.testing.assert_close(results[0], x.index_put((index,), values, accumulate=True))
+    # The CPU sums in another order: equal up to rounding.
+    torch.testing.assert_close(results[0], x.index_put((index,), values, accumulate=True),
+                               rtol=1e-5, atol=1e-4)
 
 
 # ---- masked_select, nonzero ---------------------------------------------------------
