@@ -67,6 +67,54 @@ static void row_range(int64_t begin, int64_t end, void *arg) {
   }
 }
 
+/* Elements chosen by one index along a single (coalesced) dim: x[idx] and
+ * index_select of 1-d tensors, gather of contiguous 1-d views. One plain
+ * loop per element size and index dtype, which leaves the cache misses to
+ * overlap in the out-of-order core. */
+static int is_element_gather(const rt_index_walk *w) {
+  return w->k == 1 && w->plan.ndim == 1 && w->plan.strides[1][0] == 0 &&
+         (w->index_dtype[0] == NRT_INT64 || w->index_dtype[0] == NRT_INT32);
+}
+
+#define ELEMENT_PREFETCH 32
+
+#define ELEMENT_LOOP(T, I)                                                           \
+  for (int64_t i = begin; i < end; i++) {                                            \
+    if (i + ELEMENT_PREFETCH < end) {                                                \
+      int64_t ahead = *(const I *)(index + (i + ELEMENT_PREFETCH) * index_stride);   \
+      if ((uint64_t)ahead < (uint64_t)bound) __builtin_prefetch(src + ahead * step); \
+    }                                                                                \
+    int64_t v = *(const I *)(index + i * index_stride);                              \
+    if (v < 0 && wrap) v += bound;                                                   \
+    if ((uint64_t)v >= (uint64_t)bound) {                                            \
+      atomic_store_explicit(&w->failed, 1, memory_order_relaxed);                    \
+      return;                                                                        \
+    }                                                                                \
+    memcpy(out + i * out_stride, src + v * step, sizeof(T));                         \
+  }
+
+#define ELEMENT_CASES(I)                                        \
+  switch (w->elem_size) {                                       \
+    case 1: ELEMENT_LOOP(uint8_t, I) return;                    \
+    case 2: ELEMENT_LOOP(uint16_t, I) return;                   \
+    case 4: ELEMENT_LOOP(uint32_t, I) return;                   \
+    default: ELEMENT_LOOP(uint64_t, I) return;                  \
+  }
+
+static void element_range(int64_t begin, int64_t end, void *arg) {
+  rt_index_walk *w = arg;
+  const rt_plan *p = &w->plan;
+  const int64_t out_stride = p->strides[0][0], index_stride = p->strides[2][0];
+  const int64_t bound = w->bound[0], step = w->step[0];
+  const int wrap = w->wrap;
+  char *out = p->data[0], *src = p->data[1];
+  const char *index = p->data[2];
+  if (w->index_dtype[0] == NRT_INT64)
+    ELEMENT_CASES(int64_t)
+  else
+    ELEMENT_CASES(int32_t)
+}
+
 static void gather_range(int64_t begin, int64_t end, void *arg) {
   rt_index_part part = *(const rt_index_part *)arg;
   rt_index_walk_range(&part, begin, end);
@@ -81,6 +129,10 @@ static nrt_status run_gather(const nrt_op *op, int wrap) {
   if (is_row_gather(&w)) {
     int64_t row = w.plan.shape[1];
     rt_parallel_for(w.plan.shape[0], row >= RT_PARALLEL_GRAIN ? 1 : RT_PARALLEL_GRAIN / row, row_range, &w);
+    return rt_index_walk_status(&w);
+  }
+  if (is_element_gather(&w)) {
+    rt_parallel_for(w.plan.numel, RT_PARALLEL_GRAIN, element_range, &w);
     return rt_index_walk_status(&w);
   }
   rt_index_part part = {.walk = &w};

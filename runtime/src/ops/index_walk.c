@@ -100,9 +100,7 @@ static inline int in_part(const rt_index_part *part, const char *x) {
   return !part->filtered || ((uintptr_t)x >= (uintptr_t)part->lo && (uintptr_t)x < (uintptr_t)part->hi);
 }
 
-/* One index of a dtype: the common case, kept free of the dtype switch.
- * Addresses of a batch are computed (and their lines prefetched) before the
- * batch loop touches them, so the cache misses of a batch overlap. */
+/* One index of a dtype: the common case, kept free of the dtype switch. */
 #define SINGLE_INDEX_LOOP(T)                                                     \
   do {                                                                           \
     const char *ip = data[2];                                                    \
@@ -115,7 +113,6 @@ static inline int in_part(const rt_index_part *part, const char *x) {
         if ((uint64_t)v >= (uint64_t)bound) goto fail;                           \
         char *x = data[1] + i * strides[1] + v * step;                           \
         if (!in_part(part, x)) continue;                                         \
-        __builtin_prefetch(x);                                                   \
         dp[m] = data[0] + i * strides[0];                                        \
         xp[m++] = x;                                                             \
       }                                                                          \
@@ -160,7 +157,6 @@ static void walk_loop(char **data, const int64_t *strides, int64_t n, void *arg)
       }
       char *x = data[1] + i * strides[1] + offset;
       if (!in_part(part, x)) continue;
-      __builtin_prefetch(x);
       dp[m] = data[0] + i * strides[0];
       xp[m++] = x;
     }
