@@ -73,9 +73,7 @@ static inline int64_t floor_div(int64_t a, int64_t b) { /* b > 0 */
   return (a % b != 0 && a < 0) ? q - 1 : q;
 }
 
-/* Runs the part's run loop over the elements of the run whose indexed
- * address lies in the part's range. */
-static void run_clipped(rt_index_part *part, char *d, int64_t ds, char *x, int64_t xs, int64_t n) {
+void rt_index_run_clipped(rt_index_part *part, char *d, int64_t ds, char *x, int64_t xs, int64_t n) {
   int64_t j0 = 0, j1 = n;
   if (part->filtered) {
     int64_t lo = (int64_t)((intptr_t)part->lo - (intptr_t)x);
@@ -134,7 +132,7 @@ static void walk_loop(char **data, const int64_t *strides, int64_t n, void *arg)
       if (v < 0) goto fail;
       offset += v * w->step[j];
     }
-    run_clipped(part, data[0], strides[0], data[1] + offset, strides[1], n);
+    rt_index_run_clipped(part, data[0], strides[0], data[1] + offset, strides[1], n);
     return;
   }
   char *dp[RT_INDEX_BATCH], *xp[RT_INDEX_BATCH];

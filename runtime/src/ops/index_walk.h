@@ -90,6 +90,10 @@ nrt_status rt_index_walk_init(rt_index_walk *w, const nrt_op *op, int direct, in
  * disjoint parts. */
 void rt_index_walk_range(rt_index_part *part, int64_t begin, int64_t end);
 
+/* Calls the part's run loop on the elements of a run whose indexed address
+ * lies in the part's range (all of them when the part is not filtered). */
+void rt_index_run_clipped(rt_index_part *part, char *d, int64_t ds, char *x, int64_t xs, int64_t n);
+
 /* NRT_SUCCESS, or NRT_ERROR_INDEX_OUT_OF_RANGE naming the first bad index
  * in walk order if a walk failed. */
 nrt_status rt_index_walk_status(rt_index_walk *w);

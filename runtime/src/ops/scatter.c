@@ -37,10 +37,54 @@ static char *owner_start(const scatter_job *job, int64_t t) {
                             (int64_t)w->elem_size;
 }
 
+/* Whole rows combined into rows chosen by one index: the plan is [rows, row]
+ * with the row contiguous in the destination (and the source, unless it is
+ * broadcast): index_add_ / index_put_ of table rows, scatter_add_ with an
+ * expanded index. The destination rows ahead are prefetched for writing. */
+#define PREFETCH_ROWS 16
+#define PREFETCH_MAX_BYTES 1024
+
+static int is_row_scatter(const rt_index_walk *w) {
+  const rt_plan *p = &w->plan;
+  int64_t size = (int64_t)w->elem_size;
+  return w->k == 1 && p->ndim == 2 && p->strides[2][1] == 0 && p->strides[1][0] == 0 &&
+         (p->strides[0][1] == size || p->strides[0][1] == 0) && p->strides[1][1] == size;
+}
+
+static void walk_rows(rt_index_part *part) {
+  rt_index_walk *w = part->walk;
+  const rt_plan *p = &w->plan;
+  const int64_t rows = p->shape[0], width = p->shape[1];
+  const int64_t src_stride = p->strides[0][0], src_inner = p->strides[0][1];
+  const int64_t index_stride = p->strides[2][0], step = w->step[0];
+  const int64_t row_bytes = width * (int64_t)w->elem_size;
+  const int64_t ahead_bytes = row_bytes < PREFETCH_MAX_BYTES ? row_bytes : PREFETCH_MAX_BYTES;
+  const nrt_dtype t = w->index_dtype[0];
+  char *src = p->data[0], *dst = p->data[1];
+  const char *index = p->data[2];
+  for (int64_t r = 0; r < rows; r++) {
+    if (r + PREFETCH_ROWS < rows) {
+      int64_t ahead = rt_index_checked(w, 0, rt_index_load(index + (r + PREFETCH_ROWS) * index_stride, t));
+      char *row = ahead >= 0 ? dst + ahead * step : NULL;
+      if (row && row + row_bytes > part->lo && row < part->hi)
+        for (int64_t b = 0; b < ahead_bytes; b += 64) __builtin_prefetch(row + b, 1);
+    }
+    int64_t v = rt_index_checked(w, 0, rt_index_load(index + r * index_stride, t));
+    if (v < 0) {
+      atomic_store_explicit(&w->failed, 1, memory_order_relaxed);
+      return;
+    }
+    rt_index_run_clipped(part, src + r * src_stride, src_inner, dst + v * step, (int64_t)w->elem_size, width);
+  }
+}
+
 static void walk_with(rt_index_part *part, rt_combine loops) {
   part->run = loops.run;
   part->batch = loops.batch;
-  rt_index_walk_range(part, 0, part->walk->plan.numel);
+  if (is_row_scatter(part->walk))
+    walk_rows(part);
+  else
+    rt_index_walk_range(part, 0, part->walk->plan.numel);
 }
 
 static void scatter_owners(int64_t begin, int64_t end, void *arg) {
