@@ -1,6 +1,7 @@
 """Indexing ops on neuron against PyTorch CPU: index_select, gather, scatter
-(src, value, reduce), scatter_add, scatter_reduce, index_add, advanced
-indexing (index.Tensor), index_put_ / _index_put_impl_, masked_select,
+(src, value, reduce), scatter_add, scatter_reduce, index_add, index_copy,
+index_fill, take, put_, advanced indexing (index.Tensor), index_put_ /
+_index_put_impl_, masked_select,
 nonzero / nonzero_static, embedding and its backward, one_hot, bincount,
 searchsorted; out-of-range indices; determinism over thread counts.
 
@@ -258,6 +259,43 @@ def test_index_add_inplace_scalar_and_1d():
          s.index_add(0, torch.tensor([0]), torch.tensor(3.0)))
     same(nd(s).index_add(0, nd(torch.tensor(0)), nd(torch.tensor(3.0))),
          s.index_add(0, torch.tensor(0), torch.tensor(3.0)))
+
+
+# ---- index_copy, index_fill, take, put_ --------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_index_copy_and_index_fill_every_dtype(dtype, layout):
+    x = make((5, 6), dtype)
+    source = make((5, 3), dtype)
+    index = torch.tensor([4, 0, 2])
+    same(layout(x).index_copy(1, nd(index), layout(source)), x.index_copy(1, index, source))
+    xn = layout(x)
+    xn.index_copy_(0, nd(index), nd(x[:3]))
+    same(xn, x.index_copy(0, index, x[:3]))
+    value = True if dtype == torch.bool else 3
+    fill_index = torch.tensor([-1, 2])
+    same(layout(x).index_fill(1, nd(fill_index), value), x.index_fill(1, fill_index, value))
+    same(layout(x).index_fill(0, nd(fill_index), nd(torch.tensor(value, dtype=dtype))),
+         x.index_fill(0, fill_index, torch.tensor(value, dtype=dtype)))
+    same(layout(x).index_fill(0, nd(fill_index), torch.tensor(value)), x.index_fill(0, fill_index, torch.tensor(value)))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_take_and_put_every_dtype(dtype, layout):
+    x = make((4, 5), dtype)
+    index = torch.tensor([[19, -1], [0, -20], [7, 7]])
+    same(layout(x).take(nd(index)), x.take(index))
+    source = make((6,), dtype)
+    unique = torch.tensor([[19, -2], [0, -20], [7, 8]])
+    xn = layout(x)
+    xn.put_(nd(unique), nd(source))
+    same(xn, x.clone().put_(unique, source))
+    xn = layout(x)
+    xn.put_(nd(index), nd(source), accumulate=True)
+    same(xn, x.clone().put_(index, source, accumulate=True))
+    same(nd(torch.tensor(4.0)).take(nd(torch.tensor([0, -1]))), torch.tensor(4.0).take(torch.tensor([0, -1])))
 
 
 # ---- advanced indexing (index.Tensor) ---------------------------------------------
@@ -596,10 +634,14 @@ def bad_ops():
         ("index_select", lambda b: F.embedding(nd(torch.tensor([[0, b]])), x.t())),
         ("embedding_dense_backward",
          lambda b: torch.ops.aten.embedding_dense_backward(nd(torch.ones(2, 3)), nd(torch.tensor([0, b])), 5, -1, False)),
+        ("index_copy", lambda b: x.index_copy(1, nd(torch.tensor([b])), x[:, :1])),
+        ("index_fill", lambda b: x.index_fill(1, nd(torch.tensor([b])), 2.0)),
+        ("take", lambda b: x[:1].take(nd(torch.tensor([[b]])))),
+        ("put", lambda b: x[:1].clone().put_(nd(torch.tensor([b])), nd(torch.tensor([1.0])))),
     ]
 
 
-@pytest.mark.parametrize("case", range(10))
+@pytest.mark.parametrize("case", range(14))
 def test_out_of_range_index_raises_index_error_at_sync(case):
     name, op = bad_ops()[case]
     op(7)

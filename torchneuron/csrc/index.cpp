@@ -1,6 +1,7 @@
 // Indexing ops: index_select, gather, scatter / scatter_add / scatter_reduce,
-// index_add, index.Tensor (advanced indexing), _index_put_impl_ (index_put_),
-// embedding_dense_backward and searchsorted.
+// index_add, index_copy, index_fill_, take, put_, index.Tensor (advanced
+// indexing), _index_put_impl_ (index_put_), embedding_dense_backward and
+// searchsorted.
 //
 // Argument checks and output shapes come from PyTorch: the structured meta
 // functions (gather, scatter*, index_add) run as they do for any backend,
@@ -20,6 +21,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/gather_meta.h>
 #include <ATen/ops/index_add_meta.h>
+#include <ATen/ops/index_copy_meta.h>
 #include <ATen/ops/scatter_add_meta.h>
 #include <ATen/ops/scatter_meta.h>
 #include <ATen/ops/scatter_reduce_meta.h>
@@ -73,6 +75,29 @@ class NeuronMeta final : public Meta {
   bool has_out_ = false;
 };
 
+// The access of target along dim at the positions of a 1-d (or 0-d) index,
+// over shape: target's sizes with dim's replaced by the index's length.
+IndexAccess slice_access(const at::Tensor& target, int64_t dim, const at::Tensor& index,
+                         std::vector<int64_t> shape) {
+  std::vector<int64_t> index_strides(shape.size(), 0);
+  index_strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
+  return dim_access(target, dim, std::move(shape), index, std::move(index_strides));
+}
+
+// The access of a 1-d tensor at the positions of an index of any shape.
+IndexAccess flat_access(const at::Tensor& flat, const at::Tensor& index) {
+  IndexAccess a;
+  a.target = flat;
+  a.shape = nonempty_sizes(index);
+  a.target_strides.assign(a.shape.size(), 0);
+  a.sizes = {flat.numel()};
+  a.strides = {flat.stride(0)};
+  a.dims = {0};
+  a.indices = {index};
+  a.index_strides = {nonempty_strides(index)};
+  return a;
+}
+
 // ---- index_select --------------------------------------------------------
 
 std::vector<int64_t> index_select_sizes(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
@@ -90,11 +115,8 @@ std::vector<int64_t> index_select_sizes(const at::Tensor& self, int64_t dim, con
 void index_select_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out) {
   if (out.numel() == 0) return;
   TORCH_CHECK_INDEX(nonempty_sizes(self)[dim] > 0, "index_select(): index out of range in self");
-  std::vector<int64_t> shape = nonempty_sizes(out);
-  std::vector<int64_t> index_strides(shape.size(), 0);
-  index_strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
   launch_gather(NRT_OP_INDEX_SELECT, out, nonempty_strides(out),
-                dim_access(self, dim, shape, index, std::move(index_strides)));
+                slice_access(self, dim, index, nonempty_sizes(out)));
 }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
@@ -261,12 +283,116 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK_INDEX(nonempty_sizes(out)[dim] > 0, "index_add: index is out of bounds for dimension ", dim,
                     " with size 0");
-  std::vector<int64_t> shape = nonempty_sizes(source);
-  std::vector<int64_t> index_strides(shape.size(), 0);
-  index_strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
-  launch_scatter(NRT_OP_INDEX_ADD, dim_access(out, dim, shape, index, std::move(index_strides)),
+  launch_scatter(NRT_OP_INDEX_ADD, slice_access(out, dim, index, nonempty_sizes(source)),
                  tensor_source(source), NRT_INDEX_SUM, true, alpha);
   return out;
+}
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::index_copy.out");
+  c10::DeviceGuard guard(self.device());
+  NeuronMeta<at::meta::structured_index_copy> meta(out);
+  meta.meta(self, dim, index, source);
+  check_devices("index_copy", self, {index, source, out});
+  if (!out.is_same(self)) out.copy_(self);
+  if (index.numel() == 0) return out;
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(nonempty_sizes(out)[dim] > 0, "index_copy: index is out of bounds for dimension ", dim,
+                    " with size 0");
+  launch_scatter(NRT_OP_INDEX_COPY, slice_access(out, dim, index, nonempty_sizes(source)),
+                 tensor_source(source), NRT_INDEX_ASSIGN, true, 1);
+  return out;
+}
+
+at::Tensor& index_fill_into(at::Tensor& self, int64_t dim, const at::Tensor& index, const ScatterSource& source) {
+  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
+  check_devices("index_fill_", self, {index, source.tensor});
+  at::assert_no_partial_overlap(self, index);
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
+    TORCH_WARN("Use of index_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+               "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = scalar");
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  if (index.numel() == 0 || self.numel() == 0) return self;
+  std::vector<int64_t> shape = nonempty_sizes(self);
+  shape[dim] = index.numel();
+  launch_scatter(NRT_OP_INDEX_FILL, slice_access(self, dim, index, shape), source, NRT_INDEX_ASSIGN, true, 1);
+  return self;
+}
+
+at::Tensor& index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
+  NEURON_TRACK_OP("aten::index_fill_.int_Scalar");
+  c10::DeviceGuard guard(self.device());
+  check_scalar_fits(value, self.scalar_type());
+  return index_fill_into(self, dim, index, value_source(value));
+}
+
+// A value on the device is read by the kernel as a broadcast operand: no
+// synchronisation to learn it.
+at::Tensor& index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  NEURON_TRACK_OP("aten::index_fill_.int_Tensor");
+  c10::DeviceGuard guard(self.device());
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  if (value.device().is_cpu()) return index_fill_into(self, dim, index, value_source(value.item()));
+  at::Tensor v = value.to(self.scalar_type());
+  return index_fill_into(self, dim, index, {v, std::vector<int64_t>(std::max<int64_t>(self.dim(), 1), 0), std::nullopt});
+}
+
+// ---- take, put_ --------------------------------------------------------------
+
+at::Tensor& take_into(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "take(): self and out expected to have the same dtype, "
+              "but got self.dtype = ", self.scalar_type(), " and out.dtype = ", out.scalar_type());
+  check_devices("take", self, {index, out});
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, index);
+  at::assert_no_overlap(out, self);
+  at::native::resize_output(out, index.sizes());
+  if (index.numel() == 0) return out;
+  TORCH_CHECK_INDEX(self.numel() > 0, "take(): tried to take from an empty tensor");
+  launch_gather(NRT_OP_TAKE, out, nonempty_strides(out), flat_access(self.reshape({-1}), index));
+  return out;
+}
+
+at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
+  NEURON_TRACK_OP("aten::take");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor out = at::empty(index.sizes(), self.options());
+  return take_into(self, index, out);
+}
+
+at::Tensor& take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::take.out");
+  c10::DeviceGuard guard(self.device());
+  return take_into(self, index, out);
+}
+
+at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
+  NEURON_TRACK_OP("aten::put_");
+  c10::DeviceGuard guard(self.device());
+  TORCH_CHECK(index.scalar_type() == at::kLong, "put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(), "put_(): self and source expected to have the same "
+              "dtype, but got self.dtype = ", self.scalar_type(), " and source.dtype = ", source.scalar_type());
+  TORCH_CHECK(source.numel() == index.numel(), "put_(): Expected source and index to have the same number of "
+              "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
+  check_devices("put_", self, {index, source});
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, index);
+  at::assert_no_overlap(self, source);
+  if (index.numel() == 0) return self;
+  TORCH_CHECK_INDEX(self.numel() > 0, "put_(): tried to put into an empty tensor");
+  // A flat view needs contiguous storage: otherwise put into a copy.
+  at::Tensor dense = self.is_contiguous() ? self : self.contiguous();
+  at::Tensor values = source.reshape(index.sizes());
+  launch_scatter(NRT_OP_PUT, flat_access(dense.view({-1}), index), tensor_source(values),
+                 accumulate ? NRT_INDEX_SUM : NRT_INDEX_ASSIGN, true, 1);
+  if (!dense.is_same(self)) self.copy_(dense);
+  return self;
 }
 
 // ---- advanced indexing ------------------------------------------------------
@@ -520,6 +646,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_add.out", scatter_add_out);
   m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
   m.impl("index_add.out", index_add_out);
+  m.impl("index_copy.out", index_copy_out);
+  m.impl("index_fill_.int_Scalar", index_fill_scalar_);
+  m.impl("index_fill_.int_Tensor", index_fill_tensor_);
+  m.impl("take", take);
+  m.impl("take.out", take_out);
+  m.impl("put_", put_);
   m.impl("index.Tensor", index);
   m.impl("index.Tensor_out", index_out);
   m.impl("_index_put_impl_", index_put_impl_);

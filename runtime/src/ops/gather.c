@@ -1,6 +1,7 @@
-/* Gather-like kernels: GATHER, INDEX_SELECT and INDEX (advanced indexing).
+/* Gather-like kernels: GATHER, INDEX_SELECT, INDEX (advanced indexing) and
+ * TAKE.
  *
- * All three read out[p] = src[p + sum_j idx_j[p] * stride_j]; they differ
+ * All of them read out[p] = src[p + sum_j idx_j[p] * stride_j]; they differ
  * only in what the shim puts in the views and in whether negative indices
  * wrap. Moving an element is moving its bytes, so the loops depend on the
  * element size alone. Rows that no index varies along are copied whole.
@@ -149,3 +150,4 @@ static nrt_status run_gather(const nrt_op *op, int wrap) {
 nrt_status rt_kernel_gather(const nrt_op *op) { return run_gather(op, 0); }
 nrt_status rt_kernel_index_select(const nrt_op *op) { return run_gather(op, 0); }
 nrt_status rt_kernel_index(const nrt_op *op) { return run_gather(op, 1); }
+nrt_status rt_kernel_take(const nrt_op *op) { return run_gather(op, 1); }

@@ -1,5 +1,6 @@
-/* Scatter-like kernels: SCATTER, SCATTER_ADD, SCATTER_REDUCE, INDEX_ADD and
- * INDEX_PUT, all dst[p + sum_j idx_j[p] * stride_j] = reduce(dst, src[p]).
+/* Scatter-like kernels: SCATTER, SCATTER_ADD, SCATTER_REDUCE, INDEX_ADD,
+ * INDEX_PUT, INDEX_COPY, INDEX_FILL and PUT, all
+ * dst[p + sum_j idx_j[p] * stride_j] = reduce(dst, src[p]).
  *
  * Duplicate indices make the result depend on the order in which values
  * meet, so the order is fixed: every destination element belongs to one
@@ -147,3 +148,6 @@ nrt_status rt_kernel_scatter_add(const nrt_op *op) { return run_scatter(op, 0); 
 nrt_status rt_kernel_scatter_reduce(const nrt_op *op) { return run_scatter(op, 0); }
 nrt_status rt_kernel_index_add(const nrt_op *op) { return run_scatter(op, 0); }
 nrt_status rt_kernel_index_put(const nrt_op *op) { return run_scatter(op, 1); }
+nrt_status rt_kernel_index_copy(const nrt_op *op) { return run_scatter(op, 0); }
+nrt_status rt_kernel_index_fill(const nrt_op *op) { return run_scatter(op, 1); }
+nrt_status rt_kernel_put(const nrt_op *op) { return run_scatter(op, 1); }

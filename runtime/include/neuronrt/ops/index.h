@@ -9,7 +9,7 @@
  *   tensors (uint8..int64) broadcast to S. out and src_r have one dtype.
  *   scalars [dim_0, ..., dim_{k-1}]: the source dim idx_j selects (messages).
  *   GATHER, INDEX_SELECT: an index must lie in [0, size).
- *   INDEX (advanced indexing): negative indices count from the end.
+ *   INDEX (advanced indexing), TAKE: negative indices count from the end.
  *
  * Scatter-like ops: dst[p + sum_j idx_j[p] * stride_j] = reduce(dst, src[p]).
  *   operands [dst_r, src, geometry, idx_0, ..., idx_{k-1}], as above with the
@@ -21,8 +21,9 @@
  *     include_self  0: a destination that receives values forgets its old
  *                   value (scatter_reduce's include_self=False)
  *     alpha         SUM multiplies src by alpha (index_add)
- *   SCATTER, SCATTER_ADD, SCATTER_REDUCE, INDEX_ADD: indices in [0, size).
- *   INDEX_PUT: negative indices count from the end.
+ *   SCATTER, SCATTER_ADD, SCATTER_REDUCE, INDEX_ADD, INDEX_COPY: indices in
+ *   [0, size). INDEX_PUT, INDEX_FILL, PUT: negative indices count from the
+ *   end.
  *
  * Data-dependent sizes (the caller synchronises to learn them):
  *   NONZERO_COUNT  [counts: int64[1 + NRT_NONZERO_CHUNKS], x]
@@ -66,11 +67,15 @@ typedef enum nrt_index_reduce {
   X(GATHER, gather)                                        \
   X(INDEX_SELECT, index_select)                            \
   X(INDEX, index)                                          \
+  X(TAKE, take)                                            \
   X(SCATTER, scatter)                                      \
   X(SCATTER_ADD, scatter_add)                              \
   X(SCATTER_REDUCE, scatter_reduce)                        \
   X(INDEX_ADD, index_add)                                  \
   X(INDEX_PUT, index_put)                                  \
+  X(INDEX_COPY, index_copy)                                \
+  X(INDEX_FILL, index_fill)                                \
+  X(PUT, put)                                              \
   X(NONZERO_COUNT, nonzero_count)                          \
   X(NONZERO, nonzero)                                      \
   X(MASKED_SELECT, masked_select)                          \
