@@ -360,6 +360,10 @@ def test_index_edge_cases():
         nd(x)[nd(torch.tensor([0])), nd(torch.tensor([0])), nd(torch.tensor([0]))]
     with pytest.raises(IndexError, match="size 0"):
         nd(torch.empty(0, 3))[nd(torch.tensor([0]))]
+    with pytest.raises(RuntimeError, match="same device as the indexed tensor"):
+        x[nd(torch.tensor([0]))]
+    with pytest.raises(NotImplementedError, match="at most 5 index tensors"):
+        nd(torch.zeros([1] * 6))[(nd(torch.tensor([0])),) * 6]
 
 
 def test_index_backward_accumulates_duplicates():

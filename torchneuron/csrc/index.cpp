@@ -413,6 +413,8 @@ std::string shapes_of(const std::vector<at::Tensor>& tensors) {
 // they are not adjacent the indexed dims move to the front.
 IndexAccess advanced_access(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& orig,
                             const char* op) {
+  TORCH_CHECK(self.device().type() == c10::DeviceType::PrivateUse1,
+              "indices should be either on cpu or on the same device as the indexed tensor (", self.device(), ")");
   at::native::checkIndexTensorTypes(orig, /*allow_int=*/true);
   TORCH_CHECK_INDEX(orig.size() <= static_cast<size_t>(self.dim()), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", orig.size(), ")");

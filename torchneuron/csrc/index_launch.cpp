@@ -88,8 +88,9 @@ void add_scalar(nrt_op& op, int64_t i) {
 
 // The geometry view and the index views (operands 2, 3, ...) and dims.
 void add_indices(nrt_op& op, const IndexAccess& a, const char* name) {
-  TORCH_CHECK(a.indices.size() <= NRT_INDEX_MAX_TENSORS, name, ": at most ", NRT_INDEX_MAX_TENSORS,
-              " index tensors are supported on neuron, got ", a.indices.size());
+  TORCH_CHECK_NOT_IMPLEMENTED(a.indices.size() <= NRT_INDEX_MAX_TENSORS, name, ": at most ",
+                              NRT_INDEX_MAX_TENSORS, " index tensors are supported on neuron, got ",
+                              a.indices.size());
   add_operand(op, view_over(a.target, a.sizes, a.strides, name));
   for (size_t j = 0; j < a.indices.size(); j++)
     add_operand(op, view_over(a.indices[j], a.shape, a.index_strides[j], name));
