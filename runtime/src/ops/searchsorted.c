@@ -4,6 +4,7 @@
  *
  * The comparisons are written as "not (element >= value)" so that NaN
  * behaves as in PyTorch's CPU kernel. float16 and bfloat16 compare in float.
+ * Integer rows never hold NaN: their "last != last" test is always false.
  * Every sorter entry is checked before the search, so a bad sorter is
  * reported (first bad entry in row-major order) rather than followed.
  */
@@ -18,21 +19,45 @@ typedef struct search_job {
 } search_job;
 
 static inline int64_t sorter_at(const nrt_tensor_view *s, int64_t row, int64_t i) {
-  return *(const int64_t *)((const char *)s->data + (row * s->strides[0] + i * s->strides[1]) * 8);
+  return ((const int64_t *)s->data)[row * s->strides[0] + i * s->strides[1]];
 }
 
+/* The position in the row goes past element e when this holds. */
+#define GOES_PAST(e, v, right) ((right) ? !((e) > (v)) : !((e) >= (v)))
+
+/* A row is searched with a branchless binary search (its probes compile to
+ * conditional moves, so no mispredicted branch per step). That is exact
+ * when GOES_PAST is monotone over the row, i.e. unless the row ends in NaN
+ * (sorting puts NaNs last); then the CPU kernel's own probe sequence is
+ * used, so the answer is the CPU's. */
 #define SEARCH_FN(NAME, T, C, LD)                                                             \
   static int64_t search_##NAME(const search_job *job, int64_t row, C v) {                    \
     const nrt_tensor_view *seq = job->seq;                                                    \
     const T *base = (const T *)seq->data + row * seq->strides[0];                             \
-    int64_t lo = 0, hi = seq->shape[1], step = seq->strides[1];                               \
-    while (lo < hi) {                                                                         \
-      int64_t mid = lo + (hi - lo) / 2;                                                       \
-      int64_t at = job->sorter ? sorter_at(job->sorter, row, mid) : mid;                      \
-      C m = LD(base[at * step]);                                                              \
-      if (job->right ? !(m > v) : !(m >= v)) lo = mid + 1; else hi = mid;                     \
+    const int64_t m = seq->shape[1], step = seq->strides[1];                                  \
+    const int64_t *perm = NULL, perm_step = job->sorter ? job->sorter->strides[1] : 0;        \
+    const int right = job->right;                                                             \
+    if (job->sorter) perm = (const int64_t *)job->sorter->data + row * job->sorter->strides[0]; \
+    if (m == 0) return 0;                                                                     \
+    C last = LD(base[(perm ? perm[(m - 1) * perm_step] : m - 1) * step]);                     \
+    if (last != last) {                                                                       \
+      int64_t lo = 0, hi = m;                                                                 \
+      while (lo < hi) {                                                                       \
+        int64_t mid = lo + (hi - lo) / 2;                                                     \
+        C e = LD(base[(perm ? perm[mid * perm_step] : mid) * step]);                          \
+        if (GOES_PAST(e, v, right)) lo = mid + 1; else hi = mid;                              \
+      }                                                                                       \
+      return lo;                                                                              \
     }                                                                                         \
-    return lo;                                                                                \
+    int64_t first = 0, len = m;                                                               \
+    while (len > 1) {                                                                         \
+      int64_t half = len / 2, at = first + half;                                              \
+      C e = LD(base[(perm ? perm[at * perm_step] : at) * step]);                              \
+      first = GOES_PAST(e, v, right) ? at : first;                                            \
+      len -= half;                                                                            \
+    }                                                                                         \
+    C e = LD(base[(perm ? perm[first * perm_step] : first) * step]);                          \
+    return first + GOES_PAST(e, v, right);                                                    \
   }                                                                                           \
   static void range_##NAME(int64_t begin, int64_t end, void *arg) {                          \
     const search_job *job = arg;                                                              \
