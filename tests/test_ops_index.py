@@ -623,6 +623,12 @@ def test_searchsorted_sorter_nd_scalar_nan_and_out():
 
 # ---- out-of-range indices -------------------------------------------------------
 
+# With NEURON_LAUNCH_BLOCKING=1 a kernel's error surfaces at the call itself
+# (test_blocking_launch_raises_at_the_call covers that mode).
+asynchronous = pytest.mark.skipif(os.environ.get("NEURON_LAUNCH_BLOCKING") == "1",
+                                  reason="kernel errors surface at the call when launches block")
+
+
 def bad_ops():
     x = nd(torch.arange(15.0).reshape(3, 5))
     return [
@@ -645,6 +651,7 @@ def bad_ops():
     ]
 
 
+@asynchronous
 @pytest.mark.parametrize("case", range(14))
 def test_out_of_range_index_raises_index_error_at_sync(case):
     name, op = bad_ops()[case]
@@ -658,6 +665,23 @@ def test_out_of_range_index_raises_index_error_at_sync(case):
         result.cpu()
     same(flag, torch.zeros(3))
     same(flag.fill_(2.0), torch.full((3,), 2.0))  # the stream works again
+
+
+def test_blocking_launch_raises_at_the_call():
+    script = textwrap.dedent("""
+        import torch, torchneuron
+        x = torch.arange(5.0).to("neuron")
+        try:
+            x.index_select(0, torch.tensor([5]).to("neuron"))
+        except IndexError as e:
+            assert str(e).startswith("index_select: index 5 is out of bounds"), e
+            print("raised at the call")
+        print(x.index_select(0, torch.tensor([4]).to("neuron")).cpu().item())
+    """)
+    env = dict(os.environ, NEURON_LAUNCH_BLOCKING="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["raised", "at", "the", "call", "4.0"]
 
 
 def test_negative_index_semantics_per_op():
@@ -674,6 +698,7 @@ def test_negative_index_semantics_per_op():
             op(nd(x), nd(index)).cpu()
 
 
+@asynchronous
 def test_pending_index_error_surfaces_at_nonzero_sync():
     x = nd(torch.arange(6.0))
     x.index_select(0, nd(torch.tensor([9])))
