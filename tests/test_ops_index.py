@@ -518,6 +518,9 @@ def test_nonzero_static_pads_and_truncates():
         same(torch.nonzero_static(nd(x), size=size), torch.nonzero_static(x, size=size))
         same(torch.nonzero_static(transposed(x), size=size, fill_value=7),
              torch.nonzero_static(x, size=size, fill_value=7))
+    out = torch.empty(0, dtype=torch.long, device=DEV)
+    torch.nonzero_static(nd(x), size=4, out=out)
+    same(out, torch.nonzero_static(x, size=4))
 
 
 def test_where_with_one_argument_is_nonzero():

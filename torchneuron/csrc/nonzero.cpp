@@ -72,13 +72,22 @@ at::Tensor nonzero(const at::Tensor& self) {
   return nonzero_out(self, out);
 }
 
-at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
-  NEURON_TRACK_OP("aten::nonzero_static");
+at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fill_value, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::nonzero_static.out");
   c10::DeviceGuard guard(self.device());
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
-  at::Tensor out = at::empty({size, self.dim()}, self.options().dtype(at::kLong));
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero_static: Expected out tensor to have scalar type Long ",
+              "but got scalar type", out.scalar_type());
+  check_devices("nonzero_static", self, {out});
+  at::native::resize_output(out, {size, self.dim()});
   if (out.numel() > 0) launch_nonzero(out, self, at::Tensor(), fill_value);
   return out;
+}
+
+at::Tensor nonzero_static(const at::Tensor& self, int64_t size, int64_t fill_value) {
+  NEURON_TRACK_OP("aten::nonzero_static");
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzero_static_out(self, size, fill_value, out);
 }
 
 at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
@@ -183,6 +192,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
   m.impl("nonzero_static", nonzero_static);
+  m.impl("nonzero_static.out", nonzero_static_out);
   m.impl("masked_select", masked_select);
   m.impl("masked_select.out", masked_select_out);
   m.impl("bincount", bincount);
