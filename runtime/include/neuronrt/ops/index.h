@@ -15,7 +15,8 @@
  *   operands [dst_r, src, geometry, idx_0, ..., idx_{k-1}], as above with the
  *   roles swapped: dst_r is the destination restrided to S, src (possibly an
  *   immediate) has dst's dtype. Duplicate destinations combine in one fixed
- *   order (the walk order of src), whatever the thread count.
+ *   order, src's memory order (row-major when src is broadcast), whatever
+ *   the thread count.
  *   scalars [reduce, include_self, alpha, dim_0, ..., dim_{k-1}]
  *     reduce        an nrt_index_reduce
  *     include_self  0: a destination that receives values forgets its old
