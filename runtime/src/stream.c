@@ -134,7 +134,13 @@ static void execute(nrt_stream_t s, command *c) {
   }
   if (status) {
     char what[700];
-    snprintf(what, sizeof what, "%s: %s", name, nrt_last_error());
+    const char *message = nrt_last_error();
+    size_t name_len = strlen(name);
+    /* Kernel messages usually name their op already: do not repeat it. */
+    if (strncmp(message, name, name_len) == 0 && message[name_len] == ':')
+      snprintf(what, sizeof what, "%s", message);
+    else
+      snprintf(what, sizeof what, "%s: %s", name, message);
     pthread_mutex_lock(&s->mu);
     record_error_locked(s, status, what);
     pthread_mutex_unlock(&s->mu);
