@@ -34,13 +34,14 @@ static double bf16_value(uint16_t b) {
   return f;
 }
 
-/* Exact small values only (|v| < 2048, multiples of 1/2, or powers of 2). */
+/* v, exactly representable in float16, encoded. */
 static uint16_t half_of(double v) {
   if (v != v) return 0x7e00;
   uint16_t sign = v < 0 ? 0x8000 : 0;
   v = fabs(v);
   if (v == 0) return sign;
   if (isinf(v)) return sign | 0x7c00;
+  if (v < 0x1p-14) return (uint16_t)(sign | (uint16_t)rint(v * 0x1p24)); /* subnormal */
   int e;
   double m = frexp(v, &e); /* v = m 2^e, m in [0.5, 1) */
   return (uint16_t)(sign | ((e + 14) << 10) | (uint16_t)((m * 2 - 1) * 1024));
@@ -395,7 +396,9 @@ static int has_strides(const geometry *g) {
 }
 
 static tensor input_of(const geometry *g, nrt_dtype t) {
-  return make_tensor(t, g->ndim, g->shape, has_strides(g) ? g->strides : NULL, g->storage);
+  tensor x = make_tensor(t, g->ndim, g->shape, has_strides(g) ? g->strides : NULL, g->storage);
+  if (g->storage == 0) x.view.data = NULL; /* as the shim passes empty tensors */
+  return x;
 }
 
 static tensor output_of(const geometry *g, nrt_dtype t) {

@@ -200,9 +200,10 @@ static void fold_tile(const reduce_plan *p, int64_t t, int64_t first, int64_t la
   int64_t c0 = (t % p->col_tiles) * p->width;
   int64_t w = p->col.size - c0 < p->width ? p->col.size - c0 : p->width;
   int64_t kin, kout[RT_REDUCE_MAX_RESULTS];
+  r->init(acc, w, r);
+  if (first >= last) return; /* nothing to read (an empty input has no address) */
   offsets(p->kept, p->nk, t / p->col_tiles, 0, &kin, kout, NULL);
   const char *base = p->x + kin + c0 * p->col.in;
-  r->init(acc, w, r);
   for (int64_t c = first; c < last; c++) {
     int64_t outer = c / p->chunks_per_outer;
     int64_t r0 = (c % p->chunks_per_outer) * p->height;

@@ -6,8 +6,10 @@
  *
  * Row loops keep RT_LANES partial results that the compiler maps to vector
  * registers, each lane summing every RT_LANES-th element, and combine them
- * in a fixed tree: a blocked summation, accurate and fast. Column loops
- * fold a row of the block into the accumulators of all its outputs.
+ * in a fixed tree: a blocked summation, accurate and fast (float sums add
+ * groups of 16 elements per lane in float, then the groups in float64).
+ * Column loops fold four rows of the block at a time into the accumulators
+ * of all its outputs.
  */
 #include "reduce.h"
 
