@@ -197,6 +197,20 @@ def test_scans_in_place_and_out():
     check(lambda x: x.cumsum_(0), [ints.clone()], [dev_ints.clone()])
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.bfloat16], ids=str)
+def test_broadcast_inputs_with_zero_strides_match_cpu(dtype):
+    base = values((5, 1, 7), dtype)
+    cpu, dev = base.expand(5, 6, 7), base.to("neuron").expand(5, 6, 7)
+    calls = [lambda x: x.sum(1), lambda x: x.sum((0, 1)), lambda x: x.amax(1),
+             lambda x: tuple(x.max(1)), lambda x: x.argmin(), lambda x: x.count_nonzero(1),
+             lambda x: x.any(1), lambda x: x.cumsum(1), lambda x: x.prod(1)]
+    if dtype.is_floating_point:
+        calls += [lambda x: x.var(1), lambda x: x.logsumexp(1), lambda x: x.mean((1, 2)),
+                  lambda x: torch.linalg.vector_norm(x, 3, 1)]
+    for call in calls:
+        check(call, [cpu], [dev])
+
+
 # ---- dtype= and out= ---------------------------------------------------------
 
 DTYPE_CASES = [(torch.int32, torch.float32), (torch.float16, torch.float32),

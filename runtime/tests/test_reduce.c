@@ -16,6 +16,7 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
+#include "ops/reduce.h"
 
 /* ---- element access (independent of the runtime's converters) ---------- */
 
@@ -574,6 +575,17 @@ static void test_nan_and_infinity(void) {
   }
 }
 
+/* The branch-free float16 reader of the reduction loops gives the same
+ * bits as the runtime's conversion, for every float16 value. */
+static void test_float16_reader_is_exact(void) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float a = rt_load_f16((rt_half)h), b = rt_half_to_float((rt_half)h);
+    bad += memcmp(&a, &b, sizeof a) != 0;
+  }
+  CHECK(bad == 0);
+}
+
 /* A 3x4 view of a 4x3 buffer (transposed) with ties: the first in the
  * view's row-major order wins although memory order differs. */
 static void test_ties_follow_logical_order(void) {
@@ -725,6 +737,7 @@ int main(int argc, char **argv) {
   RUN(test_output_dtypes);
   RUN(test_statistics);
   RUN(test_nan_and_infinity);
+  RUN(test_float16_reader_is_exact);
   RUN(test_ties_follow_logical_order);
   RUN(test_bad_operands);
   RUN(test_scans);

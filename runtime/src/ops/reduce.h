@@ -72,8 +72,16 @@ nrt_status rt_reduce(const nrt_op *op, const rt_reducer *r);
 /* Checks the operand count of a reduction or scan op. */
 nrt_status rt_reduce_check_operands(const nrt_op *op, int min_outputs, int max_outputs);
 
-/* Elements of each dtype read as the type reductions compute in. */
-static inline float rt_load_f16(rt_half h) { return rt_half_to_float(h); }
+/* Elements of each dtype read as the type reductions compute in. The
+ * float16 reader gives rt_half_to_float's values without branches, so that
+ * loops over float16 vectorise. */
+static inline float rt_load_f16(rt_half h) {
+  uint32_t em = h & 0x7fffu;
+  uint32_t bits = (em << 13) + (112u << 23);  /* normal: rebias the exponent by 127 - 15 */
+  bits += em >= 0x7c00u ? (112u << 23) : 0u;  /* infinity and NaN: exponent all ones */
+  float mag = em < 0x400u ? (float)(int32_t)em * 0x1p-24f : rt_f32_from_bits(bits); /* subnormal */
+  return rt_f32_from_bits(rt_f32_bits(mag) | ((uint32_t)(h & 0x8000u) << 16));
+}
 static inline float rt_load_bf16(rt_bfloat16 b) { return rt_bfloat16_to_float(b); }
 
 /* The dtypes and C types reductions are generated for:
