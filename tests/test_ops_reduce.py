@@ -421,3 +421,18 @@ def test_results_do_not_depend_on_the_thread_count(tmp_path):
     for a, b in zip(one, three):
         assert a.dtype == b.dtype and a.shape == b.shape
         assert a.view(-1).view(torch.uint8).equal(b.view(-1).view(torch.uint8))
+
+
+def test_results_stay_on_the_input_device_and_out_must_be_there_too():
+    if torch.neuron.device_count() < 2:
+        pytest.skip("needs two neuron devices")
+    cpu = values((4, 5), torch.float32)
+    dev = cpu.to("neuron:1")
+    for fn in (lambda x: x.sum(1), lambda x: x.cumsum(0), lambda x: torch.var_mean(x, 0)[1],
+               lambda x: x.logsumexp(1), lambda x: x.max(0)[1]):
+        got = fn(dev)
+        assert got.device == dev.device
+        assert_same(got, fn(cpu))
+    for out in (torch.empty(4, device="neuron:0"), torch.empty(4)):
+        with pytest.raises(RuntimeError, match="device"):
+            torch.sum(dev, 1, out=out)

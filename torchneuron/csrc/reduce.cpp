@@ -150,6 +150,8 @@ void launch_reduction(nrt_op_code code, const at::Tensor& in, const DimMask& mas
   bool any_output = false;
   size_t k = 0;
   for (const at::Tensor& out : outs) {
+    TORCH_CHECK(out.device() == in.device(), name, ": expected all tensors on ", in.device(),
+                ", but an output is on ", out.device());
     at::assert_no_internal_overlap(out);
     if (k > 0) at::assert_no_overlap(out, *outs.begin());
     bool shares_input = at::get_overlap_status(out, in) != at::MemOverlapStatus::No;

@@ -14,12 +14,12 @@
 #include "convert.h"
 #include "thread_pool.h"
 
-#define TILE_COLS_MAX 4096    /* outputs per tile */
+#define TILE_COLS_MAX 4096       /* outputs per tile: long rows of input read at once */
 #define ROW_MODE_TILE_WORK 16384 /* row mode: input elements per tile (>= 1 output) */
-#define ROW_BLOCK 4096       /* row mode: rows per block */
-#define COL_BLOCK 64         /* column mode: rows per block */
-#define SPLIT_TILES 16       /* fewer tiles than this: split the reduction */
-#define SPLIT_WORK 32768     /* input elements per group of a split reduction */
+#define ROW_BLOCK 4096           /* row mode: rows per block */
+#define COL_BLOCK 64             /* column mode: rows per block (two-pass blocks stay in cache) */
+#define SPLIT_TILES 16           /* fewer tiles than this: split the reduction */
+#define SPLIT_WORK 32768         /* input elements per group of a split reduction */
 #define PARTIALS_MAX_BYTES ((int64_t)16 << 20)
 
 typedef struct reduce_dim {
