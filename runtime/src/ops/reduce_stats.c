@@ -268,13 +268,12 @@ RT_INLINE float lse_expf(float x) {
   float n = shifted - 12582912.0f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  float poly = 1.9875691500e-4f;
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  float e = poly * (r * r) + r + 1.0f;
+  float r2 = r * r; /* the polynomial by Estrin's scheme: shorter dependency chains */
+  float p01 = 1.9875691500e-4f * r + 1.3981999507e-3f;
+  float p23 = 8.3334519073e-3f * r + 4.1665795894e-2f;
+  float p45 = 1.6666665459e-1f * r + 5.0000001201e-1f;
+  float poly = (p01 * r2 + p23) * r2 + p45;
+  float e = poly * r2 + r + 1.0f;
   float scale = rt_f32_from_bits((rt_f32_bits(shifted) - 0x4b400000u + 127u) << 23);
   return x >= -87.3f ? e * scale : 0.0f;
 }
