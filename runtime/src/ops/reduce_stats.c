@@ -147,8 +147,11 @@ enum { NORM_ZERO, NORM_ONE, NORM_TWO, NORM_INF, NORM_NEG_INF, NORM_P };
 #define MAX_OF(a, e) (TAKES_MAX(e, a) ? (e) : (a))
 #define MIN_OF(a, e) (TAKES_MIN(e, a) ? (e) : (a))
 
-/* NAME folds f(x) with OP over a run of storage type T; p is the order. */
-#define DEFINE_NORM_RUN(NAME, T, LOAD, F, OP, IDENT)                                                \
+/* NAME folds f(e) with OP over a run of storage type T (e: an element read
+ * as P, f computed in P); p is the order. Contiguous runs fold groups of
+ * RT_LANES * 16 elements into lanes of P (float for the float inputs, half
+ * the vector width of double) and the groups into lanes of double. */
+#define DEFINE_NORM_RUN(NAME, T, P, LOAD, F, OP, IDENT)                                             \
   RT_INLINE double NAME(const char *base, int64_t n, int64_t stride, double p) {                    \
     (void)p;                                                                                        \
     double lanes[RT_LANES];                                                                         \
@@ -156,17 +159,23 @@ enum { NORM_ZERO, NORM_ONE, NORM_TWO, NORM_INF, NORM_NEG_INF, NORM_P };
     int64_t i = 0;                                                                                  \
     if (stride == (int64_t)sizeof(T)) {                                                             \
       const T *x = (const T *)base;                                                                 \
-      for (; i + RT_LANES <= n; i += RT_LANES)                                                      \
-        RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {                                           \
-          T v = x[i + k];                                                                           \
-          double e = (double)(LOAD);                                                                \
-          lanes[k] = OP(lanes[k], (F));                                                             \
-        }                                                                                           \
+      while (i + RT_LANES <= n) {                                                                   \
+        P part[RT_LANES];                                                                           \
+        for (int k = 0; k < RT_LANES; k++) part[k] = (P)(IDENT);                                    \
+        int64_t end = i + RT_LANES * 16 < n ? i + RT_LANES * 16 : n;                                \
+        for (; i + RT_LANES <= end; i += RT_LANES)                                                  \
+          RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {                                         \
+            T v = x[i + k];                                                                         \
+            P e = (P)(LOAD);                                                                        \
+            part[k] = OP(part[k], (F));                                                             \
+          }                                                                                         \
+        for (int k = 0; k < RT_LANES; k++) lanes[k] = OP(lanes[k], (double)part[k]);                \
+      }                                                                                             \
     }                                                                                               \
     for (int k = 0; i < n; i++, k = (k + 1) % RT_LANES) {                                           \
       T v = *(const T *)(base + i * stride);                                                        \
-      double e = (double)(LOAD);                                                                    \
-      lanes[k] = OP(lanes[k], (F));                                                                 \
+      P e = (P)(LOAD);                                                                              \
+      lanes[k] = OP(lanes[k], (double)(F));                                                         \
     }                                                                                               \
     for (int w = RT_LANES / 2; w > 0; w /= 2)                                                       \
       for (int k = 0; k < w; k++) lanes[k] = OP(lanes[k], lanes[k + w]);                            \
@@ -185,13 +194,16 @@ enum { NORM_ZERO, NORM_ONE, NORM_TWO, NORM_INF, NORM_NEG_INF, NORM_P };
     }                                                                                               \
   }
 
+#define ABS_float fabsf
+#define ABS_double fabs
+
 #define DEFINE_NORM(SUF, T, C, LOAD)                                                                \
-  DEFINE_NORM_RUN(norm0_##SUF, T, LOAD, (double)(e != 0), ADD_TO, 0)                                \
-  DEFINE_NORM_RUN(norm1_##SUF, T, LOAD, fabs(e), ADD_TO, 0)                                         \
-  DEFINE_NORM_RUN(norm2_##SUF, T, LOAD, e * e, ADD_TO, 0)                                           \
-  DEFINE_NORM_RUN(norminf_##SUF, T, LOAD, fabs(e), MAX_OF, 0)                                       \
-  DEFINE_NORM_RUN(normneginf_##SUF, T, LOAD, fabs(e), MIN_OF, INFINITY)                             \
-  DEFINE_NORM_RUN(normp_##SUF, T, LOAD, pow(fabs(e), p), ADD_TO, 0)                                 \
+  DEFINE_NORM_RUN(norm0_##SUF, T, C, LOAD, (C)(e != 0), ADD_TO, 0)                                  \
+  DEFINE_NORM_RUN(norm1_##SUF, T, C, LOAD, ABS_##C(e), ADD_TO, 0)                                   \
+  DEFINE_NORM_RUN(norm2_##SUF, T, C, LOAD, e * e, ADD_TO, 0)                                        \
+  DEFINE_NORM_RUN(norminf_##SUF, T, C, LOAD, ABS_##C(e), MAX_OF, 0)                                 \
+  DEFINE_NORM_RUN(normneginf_##SUF, T, C, LOAD, ABS_##C(e), MIN_OF, INFINITY)                       \
+  DEFINE_NORM_RUN(normp_##SUF, T, double, LOAD, pow(fabs(e), p), ADD_TO, 0)                         \
   RT_SIMD_CLONES static void norm_##SUF(rt_acc acc, const rt_reduce_block *b,                       \
                                         const rt_reducer *r) {                                      \
     double *a = RT_ACC(acc, 0, double);                                                             \
