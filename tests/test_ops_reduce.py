@@ -221,7 +221,7 @@ DTYPE_CASES = [(torch.int32, torch.float32), (torch.float16, torch.float32),
 
 @pytest.mark.parametrize("src,dst", DTYPE_CASES, ids=str)
 def test_dtype_argument_converts_like_cpu(src, dst):
-    cpu, dev = twins((7, 9), src, "transposed")
+    cpu, dev = twins((37, 41), src, "transposed")
     check(lambda x: x.sum(dtype=dst), [cpu], [dev])
     check(lambda x: x.sum(1, dtype=dst), [cpu], [dev])
     check(lambda x: x.prod(0, dtype=dst), [cpu], [dev])

@@ -505,6 +505,28 @@ static void test_output_dtypes(void) {
   check_op(NRT_OP_MEAN, R_MEAN, g, NRT_FLOAT32, NRT_FLOAT64, 1, 0, NULL, 0);
 }
 
+/* float32 into float64 outputs: PyTorch converts the input first, so the
+ * sum and the norm are float64-accurate (checked with values whose float32
+ * partial sums would round). */
+static void test_float64_outputs_of_float32_inputs(void) {
+  int64_t n = 5000, one = 1;
+  tensor in = make_tensor(NRT_FLOAT32, 1, &n, NULL, n);
+  long double sum = 0, squares = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float v = (float)((double)(rng() % 1000003) / 1000003.0 - 0.3);
+    write_value(NRT_FLOAT32, element(&in, i), v);
+    sum += v;
+    squares += (long double)v * v;
+  }
+  tensor out = make_tensor(NRT_FLOAT64, 1, &one, NULL, 1);
+  CHECK_OK(run_op(NRT_OP_SUM, 1, &out, &in, 0, NULL));
+  CHECK(fabs(*(double *)out.host - (double)sum) <= 1e-12 * fabs((double)sum));
+  CHECK_OK(run_op(NRT_OP_NORM, 1, &out, &in, 1, (double[]){2}));
+  CHECK(fabs(*(double *)out.host - (double)sqrtl(squares)) <= 1e-12 * (double)sqrtl(squares));
+  free_tensor(&out);
+  free_tensor(&in);
+}
+
 /* var/std (with the mean), norms and logsumexp within a tolerance. */
 static void test_statistics(void) {
   static const double corrections[] = {0, 1, 2.5, 1e9};
@@ -735,6 +757,7 @@ int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
   RUN(test_exact_reductions);
   RUN(test_output_dtypes);
+  RUN(test_float64_outputs_of_float32_inputs);
   RUN(test_statistics);
   RUN(test_nan_and_infinity);
   RUN(test_float16_reader_is_exact);

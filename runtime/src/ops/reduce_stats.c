@@ -430,7 +430,12 @@ static void lse_finish(rt_acc acc, int64_t n, int64_t count, char *const *result
   for (int64_t j = 0; j < n; j++) out[j] = isfinite(am[j]) ? am[j] + log(as[j]) : am[j];
 }
 
-#define VAR_FLOAT(DT, SUF, T, C, LOAD) DEFINE_VAR(SUF, T, C, LOAD) DEFINE_NORM(SUF, T, C, LOAD)
+/* Norms compute |x|^p in the input's compute type, or in float64 for a
+ * float64 output (PyTorch converts the input to the result dtype). */
+#define VAR_FLOAT(DT, SUF, T, C, LOAD)                                                              \
+  DEFINE_VAR(SUF, T, C, LOAD)                                                                       \
+  DEFINE_NORM(SUF, T, C, LOAD)                                                                      \
+  DEFINE_NORM(wide_##SUF, T, double, LOAD)
 RT_REDUCE_FLOAT_TYPES(VAR_FLOAT)
 DEFINE_LSE(f16, rt_half, float, rt_load_f16(v), lse_expf)
 DEFINE_LSE(bf16, rt_bfloat16, float, rt_load_bf16(v), lse_expf)
@@ -442,6 +447,8 @@ DEFINE_LSE(f64, double, double, (v), exp)
 #define LSE_ENTRY(DT, SUF, T, C, LOAD) [DT] = lse_##SUF,
 static const rt_reduce_block_table var_blocks = {RT_REDUCE_FLOAT_TYPES(VAR_ENTRY)};
 static const rt_reduce_block_table norm_blocks = {RT_REDUCE_FLOAT_TYPES(NORM_ENTRY)};
+#define NORM_WIDE_ENTRY(DT, SUF, T, C, LOAD) [DT] = norm_wide_##SUF,
+static const rt_reduce_block_table norm_wide_blocks = {RT_REDUCE_FLOAT_TYPES(NORM_WIDE_ENTRY)};
 static const rt_reduce_block_table lse_blocks = {RT_REDUCE_FLOAT_TYPES(LSE_ENTRY)};
 
 static nrt_status check_floating(const nrt_op *op, int max_outputs) {
@@ -478,7 +485,8 @@ nrt_status rt_kernel_norm(const nrt_op *op) {
   if (p != p) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "norm: the order p is NaN");
   rt_reducer r = {
       .fields = 1, .results = 1, .result_dtype = {NRT_FLOAT64},
-      .init = norm_init, .block = norm_blocks[op->operands[1].dtype],
+      .init = norm_init,
+      .block = (op->operands[0].dtype == NRT_FLOAT64 ? norm_wide_blocks : norm_blocks)[op->operands[1].dtype],
       .combine = norm_combine, .finish = norm_finish, .param = {p},
   };
   r.variant = p == 0 ? NORM_ZERO : p == 1 ? NORM_ONE : p == 2 ? NORM_TWO

@@ -95,8 +95,11 @@
 #define INT_FOLDS(DT, SUF, T, C, LOAD)                                                              \
   DEFINE_FOLD(sum_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), ADD, 0)                            \
   DEFINE_FOLD(prod_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), MUL, 1)
+/* Float sums have a second variant, float64 throughout, for float64
+ * outputs of narrower inputs (PyTorch sums those in float64). */
 #define FLOAT_FOLDS(DT, SUF, T, C, LOAD)                                                            \
   DEFINE_FOLD(sum_##SUF, T, double, C, LOAD, ADD, 0)                                                \
+  DEFINE_FOLD(sum_wide_##SUF, T, double, double, LOAD, ADD, 0)                                      \
   DEFINE_FOLD(prod_##SUF, T, double, double, LOAD, MUL, 1)
 #define LOGICAL_FOLDS(DT, SUF, T, C, LOAD)                                                          \
   DEFINE_FOLD(nonzero_##SUF, T, uint64_t, uint64_t, NONZERO(LOAD), ADD, 0)                          \
@@ -107,11 +110,13 @@ RT_REDUCE_FLOAT_TYPES(FLOAT_FOLDS)
 RT_REDUCE_ALL_TYPES(LOGICAL_FOLDS)
 
 #define SUM_ENTRY(DT, SUF, T, C, LOAD) [DT] = sum_##SUF,
+#define SUM_WIDE_ENTRY(DT, SUF, T, C, LOAD) [DT] = sum_wide_##SUF,
 #define PROD_ENTRY(DT, SUF, T, C, LOAD) [DT] = prod_##SUF,
 #define NONZERO_ENTRY(DT, SUF, T, C, LOAD) [DT] = nonzero_##SUF,
 #define ANY_ENTRY(DT, SUF, T, C, LOAD) [DT] = any_##SUF,
 #define ALL_ENTRY(DT, SUF, T, C, LOAD) [DT] = all_##SUF,
 static const rt_reduce_block_table sum_blocks = {RT_REDUCE_ALL_TYPES(SUM_ENTRY)};
+static const rt_reduce_block_table sum_wide_blocks = {RT_REDUCE_FLOAT_TYPES(SUM_WIDE_ENTRY)};
 static const rt_reduce_block_table prod_blocks = {RT_REDUCE_ALL_TYPES(PROD_ENTRY)};
 static const rt_reduce_block_table nonzero_blocks = {RT_REDUCE_ALL_TYPES(NONZERO_ENTRY)};
 static const rt_reduce_block_table any_blocks = {RT_REDUCE_ALL_TYPES(ANY_ENTRY)};
@@ -168,7 +173,9 @@ static nrt_status run_fold(const nrt_op *op, fold_kind kind) {
       if (float_in != nrt_dtype_is_floating(out) || (kind == FOLD_MEAN && !float_in))
         return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: cannot reduce %s into %s", name,
                        nrt_dtype_name(in), nrt_dtype_name(out));
-      blocks = kind == FOLD_PROD ? prod_blocks : sum_blocks;
+      blocks = kind == FOLD_PROD ? prod_blocks
+               : out == NRT_FLOAT64 && in != NRT_FLOAT64 ? sum_wide_blocks
+                                                        : sum_blocks;
       r.result_dtype[0] = float_in ? NRT_FLOAT64 : NRT_INT64;
       if (kind == FOLD_PROD) {
         r.init = float_in ? float_prod_init : int_prod_init;
