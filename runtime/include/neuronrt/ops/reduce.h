@@ -9,9 +9,10 @@
  * on the number of kernel threads.
  *
  * Accumulation: floating inputs accumulate in float64 (float16 and
- * bfloat16 are read exactly), integer and bool inputs in int64 (wrapping
- * as PyTorch's integer arithmetic does); the result is converted to the
- * output's dtype. An output may be wider than the input only where that
+ * bfloat16 are read exactly; sums and norms of 16-bit and float32 inputs
+ * add short groups of terms in float32 first, unless the output is
+ * float64), integer and bool inputs in int64 (wrapping as PyTorch's
+ * integer arithmetic does); the result is converted to the output's dtype. An output may be wider than the input only where that
  * widening is exact and agrees with PyTorch's "convert the input to the
  * result dtype first" (integer -> int64, float16/bfloat16 -> float32,
  * float32 -> float64); other conversions are the caller's job.
