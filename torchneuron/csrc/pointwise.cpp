@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "index_launch.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
@@ -18,21 +19,8 @@
 namespace torchneuron {
 namespace {
 
-nrt_scalar to_nrt_scalar(const c10::Scalar& s) {
-  nrt_scalar out{};
-  if (s.isFloatingPoint()) {
-    out.is_float = 1;
-    out.f = s.toDouble();
-  } else if (s.isBoolean()) {
-    out.i = s.toBool();
-  } else {
-    TORCH_CHECK(!s.isComplex(), "complex scalars are not supported on neuron");
-    out.i = s.toLong();
-  }
-  return out;
-}
-
-nrt_scalar to_nrt_scalar(const c10::IValue& v) {
+// A scalar attribute (Scalar, number, bool or None) as the runtime reads it.
+nrt_scalar attribute_scalar(const c10::IValue& v) {
   if (v.isNone()) return nrt_scalar{};
   return to_nrt_scalar(v.toScalar());
 }
@@ -91,7 +79,7 @@ void launch(nrt_op_code code, at::TensorIteratorBase& iter, c10::ArrayRef<c10::I
   op.num_operands = static_cast<int32_t>(iter.ntensors());
   op.num_outputs = static_cast<int32_t>(iter.noutputs());
   op.num_scalars = static_cast<int32_t>(scalars.size());
-  for (size_t i = 0; i < scalars.size(); i++) op.scalars[i] = to_nrt_scalar(scalars[i]);
+  for (size_t i = 0; i < scalars.size(); i++) op.scalars[i] = attribute_scalar(scalars[i]);
   auto shape = iter.shape();
   for (int k = 0; k < iter.ntensors(); k++) {
     nrt_tensor_view& v = op.operands[k];
@@ -321,11 +309,6 @@ class PointwiseKernel final : public c10::OperatorKernel {
 };
 
 }  // namespace
-
-void check_scalar_fits(const c10::Scalar& value, at::ScalarType dtype) {
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
-                             [&] { (void)value.to<scalar_t>(); });
-}
 
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
                      const std::vector<c10::IValue>& scalars) {
