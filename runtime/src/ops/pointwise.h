@@ -3,9 +3,11 @@
 #define NEURONRT_OPS_POINTWISE_INTERNAL_H
 
 #include "../internal.h"
+#include <pthread.h>
 #include <string.h>
 #include "elementwise.h"
 #include "loops.h"
+#include "scalar_types.h"
 
 /* Loops of one op indexed by compute dtype; NULL where unsupported. The
  * float16 and bfloat16 slots are optional: when empty, the float32 loop
@@ -31,5 +33,37 @@ int rt_operand_is_scalar(const nrt_op *op, int k);
 
 /* The value of operand k read as a double, if it is an immediate. */
 int rt_immediate_value(const nrt_op *op, int k, double *value);
+
+/* A unary op on float16/bfloat16 as a table: such an input has 2^16
+ * possible values, so each result is computed once per type (by FN, in
+ * double, then rounded to the type) on first use, exact to the last bit, and
+ * the op costs what a copy costs. Defines
+ *   static nrt_status NAME##_16bit(const nrt_op *op)
+ * running op (operands (out, x), compute dtype float16 or bfloat16) through
+ * the table; operands of other dtypes are converted to and from it. */
+#define RT_DEFINE_TABLE16(NAME, FN)                                                      \
+  static uint16_t NAME##_bf16_table[1 << 16], NAME##_f16_table[1 << 16];                 \
+  static pthread_once_t NAME##_tables_once = PTHREAD_ONCE_INIT;                          \
+  static void NAME##_build_tables(void) {                                                \
+    for (uint32_t bits = 0; bits < (1u << 16); bits++) {                                 \
+      double bf = rt_bfloat16_to_float((uint16_t)bits), h = rt_half_to_float((uint16_t)bits); \
+      NAME##_bf16_table[bits] = rt_bfloat16_from_float((float)FN(bf));                   \
+      NAME##_f16_table[bits] = rt_half_from_float((float)FN(h));                         \
+    }                                                                                    \
+  }                                                                                      \
+  RT_UNARY_LOOP(NAME##_bf16_lookup, uint16_t, uint16_t, NAME##_bf16_table[x])            \
+  RT_UNARY_LOOP(NAME##_f16_lookup, uint16_t, uint16_t, NAME##_f16_table[x])              \
+  static nrt_status NAME##_16bit(const nrt_op *op) {                                     \
+    if (op->num_operands != 2)                                                           \
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects operands (out, x)",        \
+                     nrt_op_name(op->code));                                             \
+    pthread_once(&NAME##_tables_once, NAME##_build_tables);                              \
+    nrt_dtype t = op->compute_dtype;                                                     \
+    const nrt_dtype want[2] = {t, t};                                                    \
+    return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? NAME##_bf16_lookup : NAME##_f16_lookup, \
+                               want);                                                    \
+  }
+
+static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
 #endif

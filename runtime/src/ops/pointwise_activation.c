@@ -1,7 +1,8 @@
 /* Activation functions and their gradients, float32 and float64 (float16
- * and bfloat16 computed in float32). Formulas follow PyTorch's CPU kernels
- * (the same branches and constants) so that results agree to rounding;
- * float32 GELU, SiLU and sigmoid-based ones use the vectorisable vmath.h.
+ * and bfloat16 computed in float32, except GELU and SiLU: exact tables).
+ * Formulas follow PyTorch's CPU kernels (the same branches and constants)
+ * so that results agree to rounding; float32 GELU, SiLU and sigmoid-based
+ * ones use the vectorisable vmath.h.
  *
  * Gradient ops take (grad_in, grad_out, x): in EXPR, a is grad_out and b
  * the forward input (or result, where the op says so).
@@ -52,22 +53,22 @@ DEFINE_UNARY(leaky_relu, x > 0 ? x : x * S(float, 0), x > 0 ? x : x * S(double, 
 #define ELU(T) (x <= 0 ? expm1(x * S(T, 2)) * (S(T, 0) * S(T, 1)) : x * S(T, 1))
 DEFINE_UNARY(elu, ELU(float), ELU(double))
 
-/* float16/bfloat16 results take the faster float-only versions (their
- * slots in the table; the engine presents them as float32). */
-#define DEFINE_UNARY_16(NAME, F32, F16, F64)                                      \
-  RT_UNARY_LOOP(NAME##_f32, float, float, F32)                                    \
-  RT_UNARY_LOOP(NAME##_16, float, float, F16)                                     \
-  RT_UNARY_LOOP(NAME##_f64, double, double, F64)                                  \
-  nrt_status rt_kernel_##NAME(const nrt_op *op) {                                 \
-    static const rt_loop_table loops = {[NRT_FLOAT16] = NAME##_16, [NRT_BFLOAT16] = NAME##_16, \
-                                        [NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}; \
-    return rt_run_pointwise(op, loops, -1);                                       \
+/* float16/bfloat16 go through tables of exact results (RT_DEFINE_TABLE16). */
+#define DEFINE_UNARY_TABLE16(NAME, F32, F64_FN)                 \
+  static double NAME##_d(double x) { return F64_FN; }           \
+  RT_DEFINE_TABLE16(NAME, NAME##_d)                             \
+  RT_UNARY_LOOP(NAME##_f32, float, float, F32)                  \
+  RT_UNARY_LOOP(NAME##_f64, double, double, NAME##_d(x))        \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {               \
+    static const rt_loop_table loops = FLOAT_TABLE(NAME);       \
+    if (rt_is_16bit_float(op->compute_dtype)) return NAME##_16bit(op); \
+    return rt_run_pointwise(op, loops, -1);                     \
   }
 
-DEFINE_UNARY_16(gelu, rt_vm_geluf(x), rt_vm_gelu16f(x), 0.5 * x * erfc(-x * SQRT1_2))
-DEFINE_UNARY_16(gelu_tanh, rt_vm_gelu_tanhf(x), rt_vm_gelu_tanh16f(x),
-                x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
-DEFINE_UNARY_16(silu, rt_vm_siluf(x), rt_vm_silu16f(x), x / (1.0 + exp(-x)))
+DEFINE_UNARY_TABLE16(gelu, rt_vm_geluf(x), 0.5 * x * erfc(-x * SQRT1_2))
+DEFINE_UNARY_TABLE16(gelu_tanh, rt_vm_gelu_tanhf(x),
+                     x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
+DEFINE_UNARY_TABLE16(silu, rt_vm_siluf(x), x / (1.0 + exp(-x)))
 DEFINE_UNARY(mish, x * tanh_softplusf(x), x * tanh(log1p(exp(x))))
 
 /* x * relu6(x + 3) / 6; NaN passes both clamps. */

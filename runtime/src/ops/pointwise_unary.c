@@ -3,7 +3,7 @@
  * float32 exp, log, tanh, erf and sigmoid use the vectorisable versions of
  * vmath.h; the other float math calls libm per element. float16/bfloat16
  * arrive as float32 (the engine converts) and are rounded once on the way
- * out. Integer negation and abs wrap. <tgmath.h> lets one expression
+ * out; their exp is an exact table. Integer negation and abs wrap. <tgmath.h> lets one expression
  * serve the float and double loops (fabs(x) is fabsf for a float x).
  */
 #include <stdlib.h>
@@ -55,7 +55,6 @@ static double erfinv_d(double y) {
 /* ---- float math ----------------------------------------------------------
  * name, float32 expression, float64 expression (of x) */
 #define UNARY_FLOAT_MATH(X)                                              \
-  X(exp, rt_vm_expf(x), exp(x))                                          \
   X(exp2, exp2f(x), exp2(x))                                             \
   X(expm1, expm1f(x), expm1(x))                                          \
   X(log, rt_vm_logf(x), log(x))                                          \
@@ -91,6 +90,17 @@ static double erfinv_d(double y) {
     return rt_run_pointwise(op, loops, -1);                                         \
   }
 UNARY_FLOAT_MATH(DEFINE_UNARY_FLOAT)
+
+/* exp of float16/bfloat16 by table (RT_DEFINE_TABLE16), exact. */
+static double exp_d(double x) { return exp(x); }
+RT_DEFINE_TABLE16(exp, exp_d)
+RT_UNARY_LOOP(exp_f32, float, float, rt_vm_expf(x))
+RT_UNARY_LOOP(exp_f64, double, double, exp(x))
+nrt_status rt_kernel_exp(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = exp_f32, [NRT_FLOAT64] = exp_f64};
+  if (rt_is_16bit_float(op->compute_dtype)) return exp_16bit(op);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 /* ---- same-dtype numeric ops ------------------------------------------- */
 

@@ -249,35 +249,4 @@ RT_VM_INLINE float rt_vm_gelu_tanhf(float x) {
 /* SiLU, x sigmoid(x); at most 1 ulp. */
 RT_VM_INLINE float rt_vm_siluf(float x) { return rt_vm_times_sigmoid_d(x, x); }
 
-/* ---- for float16 and bfloat16 results ---------------------------------------
- * Those keep 11 or 8 bits, so float-only versions of the same formulas,
- * several times faster than the double paths above, are accurate enough:
- * within 2^-15 relative of the exact value (measured; 1/16 of a float16
- * ulp), which changes the rounded 16-bit result only next to a tie. */
-
-/* GELU, exact form, for 16-bit results: x Phi(x) from one formula,
- * Phi(-|x|) = erfc(a) / 2 = e^(-x^2/2) t Q(t) / 2 with a = |x| / sqrt 2,
- * t = 1 / (1 + a/2) and Q fitted on a in [0, 10.5] (1.5e-6 relative). */
-RT_VM_INLINE float rt_vm_gelu16f(float x) {
-  float t = 1.0f / (1.0f + 0.5f * (fabsf(x) * 0.70710678f));
-  float q = 0.08732351660728455f;
-  q = q * t + -0.3536472022533417f;
-  q = q * t + 0.3849155008792877f;
-  q = q * t + 0.04092492535710335f;
-  q = q * t + 0.28037354350090027f;
-  q = q * t + 0.277791827917099f;
-  q = q * t + 0.2823163568973541f;
-  float phi_low = 0.5f * (t * q) * rt_vm_expf(-0.5f * (x * x)); /* Phi(-|x|) */
-  return x > 0.0f ? x * (1.0f - phi_low) : x * phi_low;
-}
-
-/* GELU, tanh form, for 16-bit results: x sigmoid(2u). */
-RT_VM_INLINE float rt_vm_gelu_tanh16f(float x) {
-  float u = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
-  return x * rt_vm_sigmoidf(u + u);
-}
-
-/* SiLU for 16-bit results. */
-RT_VM_INLINE float rt_vm_silu16f(float x) { return x * rt_vm_sigmoidf(x); }
-
 #endif

@@ -6,7 +6,9 @@
  * The caller (PyTorch's type promotion in the shim) picks compute_dtype;
  * an op given a compute dtype it has no loop for fails with
  * NRT_ERROR_UNSUPPORTED. Integer arithmetic wraps. "float" below means the
- * floating dtypes only (the caller promotes integer inputs first).
+ * floating dtypes only (the caller promotes integer inputs first). EXP,
+ * GELU, GELU_TANH and SILU of float16/bfloat16 give the exact result
+ * rounded to the type.
  */
 #ifndef NEURONRT_OPS_POINTWISE_H
 #define NEURONRT_OPS_POINTWISE_H
