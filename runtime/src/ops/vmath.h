@@ -7,10 +7,11 @@
  * inside RT_SIMD_CLONES loops. They use plain multiply and add, never fma, so
  * the AVX2 and baseline builds give identical results.
  *
- * Accuracy, measured against double libm by runtime/tests/test_pointwise.c
- * over all finite inputs including subnormals, is stated at each function.
- * NaN in gives NaN out; +-inf, +-0, overflow and underflow behave as C99
- * Annex F says for the libm function.
+ * Accuracy against double libm is stated at each function: the worst error
+ * over every 7th float bit pattern (all signs and exponents, subnormals
+ * included), rounded up; runtime/tests/test_pointwise.c rechecks a sparser
+ * sweep, a dense grid and the edge cases. NaN in gives NaN out; +-inf, +-0,
+ * overflow and underflow behave as C99 Annex F says for the libm function.
  *
  * The polynomial coefficients are minimax fits (Lawson's iteratively
  * reweighted least squares in 40-digit arithmetic) of the reduced function
