@@ -1,9 +1,15 @@
+// The table-driven pointwise kernel (see pointwise.h): reading the schema,
+// building the TensorIterator, PyTorch's float16/bfloat16 rounding rules,
+// and launching the op.
 #include "pointwise.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
-#include <torch/library.h>
+
+#include <memory>
+#include <string>
 
 #include "op_tracking.h"
 #include "runtime_check.h"
@@ -31,10 +37,48 @@ nrt_scalar to_nrt_scalar(const c10::IValue& v) {
   return to_nrt_scalar(v.toScalar());
 }
 
-}  // namespace
+// The value of a CPU scalar operand, read directly (no dispatch).
+nrt_scalar cpu_scalar_value(const at::TensorBase& t, const char* name) {
+  nrt_scalar s{};
+  const void* p = t.const_data_ptr();
+  switch (t.scalar_type()) {
+    case at::kBool: s.i = *static_cast<const bool*>(p); break;
+    case at::kByte: s.i = *static_cast<const uint8_t*>(p); break;
+    case at::kChar: s.i = *static_cast<const int8_t*>(p); break;
+    case at::kShort: s.i = *static_cast<const int16_t*>(p); break;
+    case at::kInt: s.i = *static_cast<const int32_t*>(p); break;
+    case at::kLong: s.i = *static_cast<const int64_t*>(p); break;
+    case at::kHalf: s.is_float = 1; s.f = static_cast<float>(*static_cast<const at::Half*>(p)); break;
+    case at::kBFloat16:
+      s.is_float = 1;
+      s.f = static_cast<float>(*static_cast<const at::BFloat16*>(p));
+      break;
+    case at::kFloat: s.is_float = 1; s.f = *static_cast<const float*>(p); break;
+    case at::kDouble: s.is_float = 1; s.f = *static_cast<const double*>(p); break;
+    default:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, name, ": a CPU scalar of dtype ", t.scalar_type(),
+                                  " is not supported on neuron");
+  }
+  return s;
+}
 
-void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
-                     const std::vector<c10::IValue>& scalars) {
+bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// How launch() presents operands: the dtype the op computes in, the first
+// operand whose CPU-scalar value converts to it (as TensorIterator's .to()
+// would on the CPU), and an operand exempt from that conversion (-1: none).
+struct LaunchPlan {
+  at::ScalarType compute;
+  int convert_from;
+  int exact_operand = -1;
+};
+
+void launch(nrt_op_code code, at::TensorIteratorBase& iter, c10::ArrayRef<c10::IValue> scalars,
+            const LaunchPlan& plan) {
   if (iter.numel() == 0) return;
   const char* name = nrt_op_name(code);
   TORCH_CHECK(iter.ntensors() <= NRT_MAX_OPERANDS, name, ": too many operands");
@@ -43,7 +87,7 @@ void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
   TORCH_CHECK(scalars.size() <= NRT_MAX_SCALARS, name, ": too many scalar arguments");
   nrt_op op{};
   op.code = code;
-  op.compute_dtype = to_runtime_dtype(iter.common_dtype(), name);
+  op.compute_dtype = to_runtime_dtype(plan.compute, name);
   op.num_operands = static_cast<int32_t>(iter.ntensors());
   op.num_outputs = static_cast<int32_t>(iter.noutputs());
   op.num_scalars = static_cast<int32_t>(scalars.size());
@@ -53,33 +97,29 @@ void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
     nrt_tensor_view& v = op.operands[k];
     v.dtype = to_runtime_dtype(iter.dtype(k), name);
     v.ndim = static_cast<int32_t>(iter.ndim());
+    if (iter.is_cpu_scalar(k)) {
+      op.immediate_mask |= 1u << k;
+      op.immediates[k] = cpu_scalar_value(iter.tensor_base(k), name);
+      if (k >= plan.convert_from && k != plan.exact_operand) v.dtype = op.compute_dtype;
+      for (int d = 0; d < v.ndim; d++) v.shape[d] = shape[d], v.strides[d] = 0;
+      continue;
+    }
     auto strides = iter.strides(k);
     int64_t elem = static_cast<int64_t>(c10::elementSize(iter.dtype(k)));
     for (int d = 0; d < v.ndim; d++) {
       v.shape[d] = shape[d];
       v.strides[d] = strides[d] / elem;
     }
-    if (iter.is_cpu_scalar(k)) {
-      op.immediate_mask |= 1u << k;
-      op.immediates[k] = to_nrt_scalar(iter.tensor(k).item());
-      for (int d = 0; d < v.ndim; d++) v.strides[d] = 0;
-    } else {
-      v.data = iter.data_ptr(k);
-    }
+    v.data = iter.data_ptr(k);
   }
-  launch(iter.device().index(), op);
+  torchneuron::launch(iter.device().index(), op);
 }
 
-namespace {
-
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-at::TensorIteratorConfig make_config(PointwiseDtypes dtypes, const at::Tensor& out) {
+at::TensorIterator build_iterator(const PointwiseCall& call) {
   at::TensorIteratorConfig config;
   config.set_check_mem_overlap(true).allow_cpu_scalars(true);
-  switch (dtypes) {
+  const at::Tensor& out = call.outputs[0];
+  switch (call.dtypes) {
     case PointwiseDtypes::Arithmetic:
       config.promote_inputs_to_common_dtype(true).cast_common_dtype_to_outputs(true)
           .enforce_safe_casting_to_output(true);
@@ -94,85 +134,217 @@ at::TensorIteratorConfig make_config(PointwiseDtypes dtypes, const at::Tensor& o
       if (out.defined() && out.scalar_type() != at::kBool) config.cast_common_dtype_to_outputs(true);
       break;
     case PointwiseDtypes::SameAsInput:
-      config.cast_common_dtype_to_outputs(false).enforce_safe_casting_to_output(false)
-          .check_all_same_dtype(true);
+      config.check_all_same_dtype(true);
+      break;
+    case PointwiseDtypes::Predicate:
+      config.check_all_same_dtype(false);
+      if (!out.defined()) config.declare_static_dtype(at::kBool);
+      break;
+    case PointwiseDtypes::Select:
+      config.check_all_same_dtype(false);
+      if (!out.defined()) config.declare_static_dtype(*call.dtype);
       break;
   }
-  return config;
+  for (const at::Tensor& t : call.outputs) config.add_output(t);
+  for (const at::Tensor& t : call.inputs)
+    if (t.defined()) config.add_const_input(t);
+  return config.build();
+}
+
+at::ScalarType compute_dtype(const PointwiseCall& call, const at::TensorIteratorBase& iter) {
+  switch (call.dtypes) {
+    case PointwiseDtypes::SameAsInput:
+    case PointwiseDtypes::Predicate:
+      return iter.input_dtype(0);
+    case PointwiseDtypes::Select:
+      return *call.dtype;
+    default:
+      return iter.common_dtype();
+  }
+}
+
+bool promotes(PointwiseDtypes d) {
+  return d == PointwiseDtypes::Arithmetic || d == PointwiseDtypes::FloatResult ||
+         d == PointwiseDtypes::Comparison;
+}
+
+// With a float16/bfloat16 common dtype the kernels compute in float32. The
+// CPU first converts every input to the common dtype and writes results in
+// it, so values not representable in it are rounded there: do the same by
+// converting such inputs on the device and sending results through a
+// temporary of the common dtype. Returns the temporaries (undefined where
+// an output needs none); rebuilds iter if anything changed.
+c10::SmallVector<at::Tensor, 2> round_like_cpu(PointwiseCall& call, at::TensorIterator& iter,
+                                              at::ScalarType compute, int exact_operand) {
+  c10::SmallVector<at::Tensor, 2> temps(call.outputs.size());
+  if (!promotes(call.dtypes) || !is_reduced_float(compute)) return temps;
+  bool changed = false;
+  int k = iter.noutputs();
+  for (at::Tensor& t : call.inputs) {
+    if (!t.defined()) continue;
+    at::ScalarType s = t.scalar_type();
+    bool exact = s == compute || s == at::kBool || s == at::kByte || s == at::kChar;
+    bool exempt = k == exact_operand && iter.is_scalar(k);
+    if (!exact && !exempt && !iter.is_cpu_scalar(k)) {
+      t = t.to(compute);
+      changed = true;
+    }
+    k++;
+  }
+  if (call.dtypes != PointwiseDtypes::Comparison) {
+    for (size_t j = 0; j < call.outputs.size(); j++) {
+      const at::Tensor& out = call.outputs[j];
+      if (out.defined() && out.scalar_type() != compute) {
+        temps[j] = at::empty(out.sizes(), out.options().dtype(compute));
+        changed = true;
+      }
+    }
+  }
+  if (changed) {
+    PointwiseCall rebuilt = call;
+    for (size_t j = 0; j < temps.size(); j++)
+      if (temps[j].defined()) rebuilt.outputs[j] = temps[j];
+    iter = build_iterator(rebuilt);
+  }
+  return temps;
+}
+
+
+enum class Role : uint8_t { Input, OptionalInput, ScalarInput, SelfInOut, Output, String, Attribute };
+
+Role role_of(const c10::Argument& arg, bool scalar_operands) {
+  if (arg.is_out()) return Role::Output;
+  c10::TypeKind kind = arg.type()->kind();
+  bool optional = kind == c10::TypeKind::OptionalType;
+  if (optional) kind = arg.type()->castRaw<c10::OptionalType>()->getElementType()->kind();
+  if (kind == c10::TypeKind::TensorType) {
+    if (optional) return Role::OptionalInput;
+    return arg.alias_info() && arg.alias_info()->isWrite() ? Role::SelfInOut : Role::Input;
+  }
+  if (kind == c10::TypeKind::StringType) return Role::String;
+  if (kind == c10::TypeKind::NumberType && scalar_operands) return Role::ScalarInput;
+  return Role::Attribute;
 }
 
 class PointwiseKernel final : public c10::OperatorKernel {
  public:
-  PointwiseKernel(const PointwiseOp& op, std::string qualified_name)
-      : op_(op), counter_(native_op_counter(qualified_name.c_str())) {}
+  PointwiseKernel(const PointwiseOp& op, const std::string& overload)
+      : op_(op), name_(overload), counter_(native_op_counter(("aten::" + overload).c_str())) {
+    size_t dot = overload.find('.');
+    std::string base = overload.substr(0, dot);
+    std::string variant = dot == std::string::npos ? "" : overload.substr(dot + 1);
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + base).c_str(),
+                                                                 variant.c_str());
+    const c10::FunctionSchema& schema = handle.schema();
+    for (const c10::Argument& arg : schema.arguments())
+      roles_.push_back(role_of(arg, op.flags & kScalarOperands));
+    num_returns_ = schema.returns().size();
+  }
 
-  void operator()(const c10::OperatorHandle& handle, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     counter_->fetch_add(1, std::memory_order_relaxed);
-    const auto& schema = handle.schema();
-    const size_t num_args = schema.arguments().size();
-    PointwiseCall call{op_.code, {}, {}, {}};
-    at::Tensor out;
-    bool inplace = false;
+    const size_t num_args = roles_.size();
+    c10::IValue* args = stack->data() + (stack->size() - num_args);
+    PointwiseCall call{op_.code, op_.dtypes, op_.supported, {}, {}, {}, {}, {}, std::nullopt, name_};
     for (size_t i = 0; i < num_args; i++) {
-      const c10::IValue& value = (*stack)[stack->size() - num_args + i];
-      const c10::Argument& arg = schema.arguments()[i];
-      if (arg.is_out()) {
-        out = value.toTensor();
-      } else if (value.isTensor()) {
-        if (i == 0 && arg.alias_info() && arg.alias_info()->isWrite()) inplace = true;
-        call.inputs.push_back(value.toTensor());
-      } else if (value.isString()) {
-        call.strings.push_back(value.toStringRef());
-      } else {
-        call.scalars.push_back(value);
+      c10::IValue& value = args[i];
+      Role role = roles_[i];
+      if (role == Role::Input || role == Role::SelfInOut || role == Role::OptionalInput ||
+          role == Role::ScalarInput)
+        call.input_scalars.emplace_back();
+      switch (role) {
+        case Role::Input: call.inputs.push_back(value.toTensor()); break;
+        case Role::SelfInOut:
+          call.inputs.push_back(value.toTensor());
+          call.outputs.push_back(value.toTensor());
+          break;
+        case Role::OptionalInput:
+          call.inputs.push_back(value.isNone() ? at::Tensor() : value.toTensor());
+          break;
+        case Role::ScalarInput:  // wrapped after prepare, which may make it an attribute
+          call.inputs.emplace_back();
+          if (!value.isNone()) call.input_scalars.back() = value.toScalar();
+          break;
+        case Role::Output: call.outputs.push_back(value.toTensor()); break;
+        case Role::String:
+          call.strings.push_back(value.isNone() ? std::nullopt
+                                                : std::optional<std::string_view>(value.toStringRef()));
+          break;
+        case Role::Attribute: call.scalars.push_back(value); break;
       }
     }
-    if (inplace) out = call.inputs[0];
+    if (call.outputs.empty()) call.outputs.resize(num_returns_);
     if (op_.prepare) op_.prepare(call);
-    const at::Tensor& anchor = is_neuron(out) ? out : call.inputs[0];
-    c10::OptionalDeviceGuard guard(is_neuron(anchor) ? std::optional<c10::Device>(anchor.device())
-                                                     : std::nullopt);
-    at::TensorIteratorConfig config = make_config(op_.dtypes, out);
-    config.add_output(out);
-    for (const auto& t : call.inputs) config.add_const_input(t);
-    at::TensorIterator iter = config.build();
-    launch_iterator(call.code, iter, call.scalars);
+    for (size_t k = 0; k < call.inputs.size(); k++) {
+      if (call.inputs[k].defined() || !call.input_scalars[k]) continue;
+      call.inputs[k] = at::scalar_to_tensor(*call.input_scalars[k]);  // a Python number's wrapping
+      call.inputs[k].unsafeGetTensorImpl()->set_wrapped_number(true);
+    }
+
+    const c10::SmallVector<at::Tensor, 2> outputs = call.outputs;
+    const at::Tensor* anchor = nullptr;
+    for (const at::Tensor& t : outputs)
+      if (!anchor && is_neuron(t)) anchor = &t;
+    for (const at::Tensor& t : call.inputs)
+      if (!anchor && is_neuron(t)) anchor = &t;
+    c10::OptionalDeviceGuard guard(anchor ? std::optional<c10::Device>(anchor->device())
+                                          : std::nullopt);
+
+    at::TensorIterator iter = build_iterator(call);
+    LaunchPlan plan{compute_dtype(call, iter), iter.noutputs()};
+    if (call.dtypes == PointwiseDtypes::Select) plan.convert_from = iter.noutputs() + 1;
+    TORCH_CHECK_NOT_IMPLEMENTED(call.supported.has(plan.compute), "\"",
+                                name_.substr(0, name_.find('.')), "\" not implemented for '",
+                                c10::toString(plan.compute), "' on neuron");
+    if (op_.flags & kCheckScalarFits)
+      for (const std::optional<c10::Scalar>& value : call.input_scalars)
+        if (value) check_scalar_fits(*value, plan.compute);
+    if (op_.check) op_.check(call, plan.compute);
+    if ((op_.flags & kExactScalar) && is_reduced_float(plan.compute))
+      plan.exact_operand = iter.noutputs() + 1;
+    c10::SmallVector<at::Tensor, 2> temps = round_like_cpu(call, iter, plan.compute, plan.exact_operand);
+    launch(call.code, iter, call.scalars, plan);
+    for (size_t j = 0; j < temps.size(); j++)
+      if (temps[j].defined()) outputs[j].copy_(temps[j]);
+
     torch::jit::drop(*stack, num_args);
-    torch::jit::push(*stack, out.defined() ? out : iter.output(0));
+    for (size_t j = 0; j < num_returns_; j++)
+      torch::jit::push(*stack, outputs[j].defined() ? outputs[j] : iter.output(static_cast<int>(j)));
   }
 
  private:
   PointwiseOp op_;
+  std::string name_;
   std::atomic<int64_t>* counter_;
-};
-
-void register_overload(torch::Library& m, const PointwiseOp& op, const std::string& name) {
-  m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                           std::make_unique<PointwiseKernel>(op, "aten::" + name)));
-}
-
-// sub(a, b, alpha) is add(a, b, -alpha).
-void negate_alpha(PointwiseCall& call) {
-  call.code = NRT_OP_ADD;
-  call.scalars[0] = c10::IValue(-call.scalars[0].toScalar());
-}
-
-const PointwiseOp kPointwiseOps[] = {
-    {"add", "Tensor", NRT_OP_ADD, PointwiseDtypes::Arithmetic},
-    {"sub", "Tensor", NRT_OP_ADD, PointwiseDtypes::Arithmetic, negate_alpha},
-    {"mul", "Tensor", NRT_OP_MUL, PointwiseDtypes::Arithmetic},
-    {"exp", "", NRT_OP_EXP, PointwiseDtypes::FloatResult},
-    {"eq", "Tensor", NRT_OP_EQ, PointwiseDtypes::Comparison},
+  c10::SmallVector<Role, 8> roles_;
+  size_t num_returns_ = 1;
 };
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const PointwiseOp& op : kPointwiseOps) {
-    std::string suffix = *op.overload ? std::string(".") + op.overload : "";
-    register_overload(m, op, op.name + suffix);
-    if (op.has_inplace) register_overload(m, op, std::string(op.name) + "_" + suffix);
-    register_overload(m, op, std::string(op.name) + ".out");
+void check_scalar_fits(const c10::Scalar& value, at::ScalarType dtype) {
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
+                             [&] { (void)value.to<scalar_t>(); });
+}
+
+void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
+                     const std::vector<c10::IValue>& scalars) {
+  launch(code, iter, scalars, LaunchPlan{iter.common_dtype(), iter.noutputs()});
+}
+
+void register_pointwise_ops(torch::Library& m, const PointwiseOp* ops, size_t count) {
+  for (size_t r = 0; r < count; r++) {
+    std::string names = ops[r].overloads;
+    size_t start = 0;
+    while (start < names.size()) {
+      size_t end = names.find(' ', start);
+      if (end == std::string::npos) end = names.size();
+      std::string name = names.substr(start, end - start);
+      if (!name.empty())
+        m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                 std::make_unique<PointwiseKernel>(ops[r], name)));
+      start = end + 1;
+    }
   }
 }
 

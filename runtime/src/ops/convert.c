@@ -10,6 +10,7 @@
  */
 #include <string.h>
 #include "convert.h"
+#include "elementwise.h"
 #include "scalar_types.h"
 
 /* name, C storage type, is floating */
@@ -79,7 +80,7 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
 #define float64_IS_FLOAT 1
 
 #define CONVERT_LOOP(D, DT, S, ST)                                               \
-  static void convert_##D##_from_##S(char **data, const int64_t *strides,        \
+  RT_SIMD_CLONES static void convert_##D##_from_##S(char **data, const int64_t *strides, \
                                      int64_t n, void *ctx) {                     \
     (void)ctx;                                                                   \
     char *dst = data[0];                                                         \

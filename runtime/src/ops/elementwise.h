@@ -29,12 +29,13 @@ static inline nrt_dtype rt_compute_dtype(nrt_dtype d) {
   return d == NRT_FLOAT16 || d == NRT_BFLOAT16 ? NRT_FLOAT32 : d;
 }
 
-/* Annotation for kernel loops: compiled for AVX2+FMA and for the baseline,
- * the variant chosen at load time from the CPU's features. (x86-64-v3, the
- * AVX2+FMA level, is dispatched on features; "arch=haswell" would be
- * dispatched on the CPU model and never run on AMD processors.) */
+/* Annotation for kernel loops: compiled for the x86-64 ISA levels v4
+ * (AVX-512), v3 (AVX2+FMA) and the baseline, the variant chosen at load time
+ * from the CPU's features. (ISA levels are tested by feature; "arch=haswell"
+ * would test the CPU model and pick the baseline on anything but a Haswell,
+ * AMD processors included.) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define RT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define RT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define RT_SIMD_CLONES
 #endif

@@ -1,104 +1,138 @@
 /* Generators of typed inner loops for pointwise kernels.
  *
  * Each macro defines a static rt_inner_loop computing EXPR per element, with
- * a fast path for contiguous runs (and, for binary loops, for a broadcast
- * operand) that the compiler vectorises, compiled for AVX2 and baseline
- * (RT_SIMD_CLONES). In EXPR the inputs are x (unary) or a, b (binary), c
- * (ternary), and sc points at the op's rt_scalars.
+ * fast paths for contiguous runs and for broadcast operands (stride 0) that
+ * the compiler vectorises, compiled for AVX2 and baseline (RT_SIMD_CLONES).
+ * In EXPR the inputs are x (unary) or a, b (binary), c (ternary), and sc
+ * points at the op's rt_scalars. EXPR may set rt_fault = 1 to report invalid
+ * data (integer division by zero); the loop then raises the fault flag of its
+ * rt_loop_ctx, which the pointwise driver turns into the op's error.
  */
 #ifndef NEURONRT_OPS_LOOPS_H
 #define NEURONRT_OPS_LOOPS_H
 
+#include <stdatomic.h>
 #include <string.h>
 #include "elementwise.h"
+
+/* The ctx of pointwise loops: the scalars first (loops read ctx as an
+ * rt_scalars), then the fault flag, shared by the threads of one op. */
+typedef struct rt_loop_ctx {
+  rt_scalars sc;
+  atomic_int fault;
+} rt_loop_ctx;
+
+static inline void rt_loop_raise(void *ctx) {
+  atomic_store_explicit(&((rt_loop_ctx *)ctx)->fault, 1, memory_order_relaxed);
+}
 
 #define RT_LOAD(T, p) (*(const T *)(p))
 #define RT_STORE(T, p, v) (*(T *)(p) = (v))
 
+/* The scalars are copied so that the compiler knows reading them cannot
+ * fault or alias the output: a select that reads one only on some lanes
+ * still vectorises. */
+#define RT_LOOP_BEGIN_                                   \
+  const rt_scalars rt_scalars_copy = *(const rt_scalars *)ctx; \
+  const rt_scalars *sc = &rt_scalars_copy;               \
+  int rt_fault = 0;                                      \
+  (void)sc;                                              \
+  (void)rt_fault;
+
+#define RT_LOOP_END_ \
+  if (rt_fault) rt_loop_raise(ctx);
+
 #define RT_UNARY_LOOP(NAME, TO, TI, EXPR)                                          \
   RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,  \
                                   void *ctx) {                                     \
-    const rt_scalars *sc = ctx;                                                    \
-    (void)sc;                                                                      \
+    RT_LOOP_BEGIN_                                                                 \
     if (strides[0] == (int64_t)sizeof(TO) && strides[1] == (int64_t)sizeof(TI)) { \
       TO *o = (TO *)data[0];                                                       \
       const TI *in = (const TI *)data[1];                                          \
       for (int64_t i = 0; i < n; i++) {                                            \
         TI x = in[i];                                                              \
+        (void)x;                                                                   \
         o[i] = (TO)(EXPR);                                                         \
       }                                                                            \
-      return;                                                                      \
+    } else {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        TI x = RT_LOAD(TI, data[1] + i * strides[1]);                              \
+        (void)x;                                                                   \
+        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                        \
+      }                                                                            \
     }                                                                              \
-    for (int64_t i = 0; i < n; i++) {                                              \
-      TI x = RT_LOAD(TI, data[1] + i * strides[1]);                                \
-      RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                          \
-    }                                                                              \
+    RT_LOOP_END_                                                                   \
+  }
+
+/* One contiguous-output run where a and b each advance by SA, SB (0 or 1). */
+#define RT_BINARY_RUN_(TO, TI, SA, SB, EXPR) \
+  for (int64_t i = 0; i < n; i++) {          \
+    TI a = pa[i * (SA)], b = pb[i * (SB)];   \
+    o[i] = (TO)(EXPR);                       \
   }
 
 #define RT_BINARY_LOOP(NAME, TO, TI, EXPR)                                              \
   RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,       \
                                   void *ctx) {                                          \
-    const rt_scalars *sc = ctx;                                                         \
-    (void)sc;                                                                           \
+    RT_LOOP_BEGIN_                                                                      \
     TO *o = (TO *)data[0];                                                              \
     const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                      \
-    if (strides[0] == (int64_t)sizeof(TO)) {                                            \
-      if (strides[1] == (int64_t)sizeof(TI) && strides[2] == (int64_t)sizeof(TI)) {    \
-        for (int64_t i = 0; i < n; i++) {                                               \
-          TI a = pa[i], b = pb[i];                                                      \
-          o[i] = (TO)(EXPR);                                                            \
-        }                                                                               \
-        return;                                                                         \
-      }                                                                                 \
-      if (strides[1] == (int64_t)sizeof(TI) && strides[2] == 0) {                      \
-        const TI b = pb[0];                                                             \
-        for (int64_t i = 0; i < n; i++) {                                               \
-          TI a = pa[i];                                                                 \
-          o[i] = (TO)(EXPR);                                                            \
-        }                                                                               \
-        return;                                                                         \
-      }                                                                                 \
-      if (strides[1] == 0 && strides[2] == (int64_t)sizeof(TI)) {                      \
-        const TI a = pa[0];                                                             \
-        for (int64_t i = 0; i < n; i++) {                                               \
-          TI b = pb[i];                                                                 \
-          o[i] = (TO)(EXPR);                                                            \
-        }                                                                               \
-        return;                                                                         \
+    const int64_t w = (int64_t)sizeof(TI);                                              \
+    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {      \
+      RT_BINARY_RUN_(TO, TI, 1, 1, EXPR)                                                \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) { \
+      RT_BINARY_RUN_(TO, TI, 1, 0, EXPR)                                                \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) { \
+      RT_BINARY_RUN_(TO, TI, 0, 1, EXPR)                                                \
+    } else {                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                 \
+        TI a = RT_LOAD(TI, data[1] + i * strides[1]);                                   \
+        TI b = RT_LOAD(TI, data[2] + i * strides[2]);                                   \
+        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                            \
       }                                                                                 \
     }                                                                                   \
-    for (int64_t i = 0; i < n; i++) {                                                   \
-      TI a = RT_LOAD(TI, data[1] + i * strides[1]);                                     \
-      TI b = RT_LOAD(TI, data[2] + i * strides[2]);                                     \
-      RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                              \
-    }                                                                                   \
+    RT_LOOP_END_                                                                        \
   }
 
+#define RT_TERNARY_RUN_(TO, TA, TB, TC, SA, SB, SC, EXPR)           \
+  for (int64_t i = 0; i < n; i++) {                                 \
+    TA a = pa[i * (SA)];                                            \
+    TB b = pb[i * (SB)];                                            \
+    TC c = pc[i * (SC)];                                            \
+    o[i] = (TO)(EXPR);                                              \
+  }
+
+/* Fast paths: all inputs contiguous, or one or two of them broadcast
+ * (where with a scalar branch, masked_fill, clamp with scalar bounds). */
 #define RT_TERNARY_LOOP(NAME, TO, TA, TB, TC, EXPR)                                     \
   RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,       \
                                   void *ctx) {                                          \
-    const rt_scalars *sc = ctx;                                                         \
-    (void)sc;                                                                           \
-    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == (int64_t)sizeof(TA) &&      \
-        strides[2] == (int64_t)sizeof(TB) && strides[3] == (int64_t)sizeof(TC)) {      \
-      TO *o = (TO *)data[0];                                                            \
-      const TA *pa = (const TA *)data[1];                                               \
-      const TB *pb = (const TB *)data[2];                                               \
-      const TC *pc = (const TC *)data[3];                                               \
+    RT_LOOP_BEGIN_                                                                      \
+    TO *o = (TO *)data[0];                                                              \
+    const TA *pa = (const TA *)data[1];                                                 \
+    const TB *pb = (const TB *)data[2];                                                 \
+    const TC *pc = (const TC *)data[3];                                                 \
+    int ka = strides[1] == (int64_t)sizeof(TA) ? 1 : strides[1] == 0 ? 0 : 2;           \
+    int kb = strides[2] == (int64_t)sizeof(TB) ? 1 : strides[2] == 0 ? 0 : 2;           \
+    int kc = strides[3] == (int64_t)sizeof(TC) ? 1 : strides[3] == 0 ? 0 : 2;           \
+    int key = strides[0] == (int64_t)sizeof(TO) ? ka * 100 + kb * 10 + kc : -1;         \
+    if (key == 111) {                                                                   \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 1, 1, EXPR)                                    \
+    } else if (key == 110) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 1, 0, EXPR)                                    \
+    } else if (key == 101) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 0, 1, EXPR)                                    \
+    } else if (key == 100) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 0, 0, EXPR)                                    \
+    } else {                                                                            \
       for (int64_t i = 0; i < n; i++) {                                                 \
-        TA a = pa[i];                                                                   \
-        TB b = pb[i];                                                                   \
-        TC c = pc[i];                                                                   \
-        o[i] = (TO)(EXPR);                                                              \
+        TA a = RT_LOAD(TA, data[1] + i * strides[1]);                                   \
+        TB b = RT_LOAD(TB, data[2] + i * strides[2]);                                   \
+        TC c = RT_LOAD(TC, data[3] + i * strides[3]);                                   \
+        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                             \
       }                                                                                 \
-      return;                                                                           \
     }                                                                                   \
-    for (int64_t i = 0; i < n; i++) {                                                   \
-      TA a = RT_LOAD(TA, data[1] + i * strides[1]);                                     \
-      TB b = RT_LOAD(TB, data[2] + i * strides[2]);                                     \
-      TC c = RT_LOAD(TC, data[3] + i * strides[3]);                                     \
-      RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                               \
-    }                                                                                   \
+    RT_LOOP_END_                                                                        \
   }
 
 /* C types of the compute dtypes, for the generators. */
@@ -110,5 +144,23 @@
   X(NRT_INT64, i64, int64_t) \
   X(NRT_FLOAT32, f32, float) \
   X(NRT_FLOAT64, f64, double)
+
+#define RT_INTEGER_TYPES(X) \
+  X(NRT_UINT8, u8, uint8_t) \
+  X(NRT_INT8, i8, int8_t)   \
+  X(NRT_INT16, i16, int16_t) \
+  X(NRT_INT32, i32, int32_t) \
+  X(NRT_INT64, i64, int64_t)
+
+#define RT_FLOAT_TYPES(X)    \
+  X(NRT_FLOAT32, f32, float) \
+  X(NRT_FLOAT64, f64, double)
+
+/* Integer arithmetic that wraps like PyTorch's, without C's undefined
+ * signed overflow: computed in an unsigned type at least as wide as int
+ * (uint32_t, or uint64_t for 64-bit values) and truncated to T. */
+#define RT_WRAP(T, expr) ((T)(uint64_t)(expr))
+#define RT_U64(v) ((uint64_t)(int64_t)(v))
+#define RT_UW(v) _Generic((v), int64_t: (uint64_t)(v), default: (uint32_t)(v))
 
 #endif

@@ -1,0 +1,283 @@
+/* Vectorisable float32 math for pointwise loops.
+ *
+ * libm's expf, logf, tanhf, erff are calls the compiler cannot vectorise, so
+ * a loop over them runs one element at a time. These versions are branch-free
+ * straight-line code (range reduction, a polynomial, selects for the edge
+ * cases, bit manipulation through memcpy) that GCC inlines and vectorises
+ * inside RT_SIMD_CLONES loops. They use plain multiply and add, never fma, so
+ * the AVX2 and baseline builds give identical results.
+ *
+ * Accuracy, measured against double libm by runtime/tests/test_pointwise.c
+ * over all finite inputs including subnormals, is stated at each function.
+ * NaN in gives NaN out; +-inf, +-0, overflow and underflow behave as C99
+ * Annex F says for the libm function.
+ *
+ * The polynomial coefficients are minimax fits (Lawson's iteratively
+ * reweighted least squares in 40-digit arithmetic) of the reduced function
+ * named at each polynomial, rounded to float.
+ */
+#ifndef NEURONRT_OPS_VMATH_H
+#define NEURONRT_OPS_VMATH_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RT_VM_INLINE static inline __attribute__((always_inline))
+
+RT_VM_INLINE uint32_t rt_vm_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+RT_VM_INLINE float rt_vm_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* e^x; at most 1 ulp. Cody-Waite reduction x = n ln2 + r with ln 2 in two
+ * parts (exact for the n that occur) and n = round(x / ln 2) through the
+ * 1.5 * 2^23 shifter; e^r = 1 + r + r^2 P(r) on [-ln2/2, ln2/2]; 2^n is
+ * applied as two powers of two so that subnormal results round once. */
+RT_VM_INLINE float rt_vm_expf(float x) {
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
+  float xc = x > 89.0f ? 89.0f : x; /* beyond these e^x over/underflows; NaN passes */
+  xc = xc < -104.0f ? -104.0f : xc;
+  float t = xc * 1.44269504088896341f + shifter;
+  float n = t - shifter;
+  int32_t ni = (int32_t)(rt_vm_bits(t) - rt_vm_bits(shifter)); /* n, without a float->int cast */
+  float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  /* P(r) ~ (e^r - 1 - r) / r^2 */
+  float p = 0.0013814610429108143f;
+  p = p * r + 0.008368710055947304f;
+  p = p * r + 0.04166838899254799f;
+  p = p * r + 0.1666652113199234f;
+  p = p * r + 0.4999999403953552f;
+  float y = 1.0f + (r + (r * r) * p);
+  int32_t n1 = ni >> 1, n2 = ni - n1; /* each in [-76, 64] */
+  return (y * rt_vm_float((uint32_t)(n1 + 127) << 23)) * rt_vm_float((uint32_t)(n2 + 127) << 23);
+}
+
+/* The composite functions below (erfc tail, GELU, SiLU) work in double
+ * internally and round once at the end: their float formulas lose several
+ * ulp to cancellation and to the rounding of intermediate arguments that an
+ * exponential amplifies. Vectorised, a double costs two lanes of a float. */
+
+RT_VM_INLINE uint64_t rt_vm_bits_d(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+RT_VM_INLINE double rt_vm_double(uint64_t u) {
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* e^x in double to about 2e-10 relative (ample for float results): the same
+ * reduction with the double shifter 1.5 * 2^52 and a degree-8 Taylor
+ * polynomial. Below -708 the result stays at e^-708 (normal; far below any
+ * float), above 709.78 it is infinity. */
+RT_VM_INLINE double rt_vm_exp_d(double x) {
+  const double shifter = 6755399441055744.0; /* 1.5 * 2^52 */
+  double xc = x > 709.0 ? 709.0 : x;
+  xc = xc < -708.0 ? -708.0 : xc;
+  double t = xc * 1.4426950408889634 + shifter;
+  double n = t - shifter;
+  int64_t ni = (int64_t)(rt_vm_bits_d(t) - rt_vm_bits_d(shifter));
+  double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 40320;
+  p = p * r + 1.0 / 5040;
+  p = p * r + 1.0 / 720;
+  p = p * r + 1.0 / 120;
+  p = p * r + 1.0 / 24;
+  p = p * r + 1.0 / 6;
+  p = p * r + 0.5;
+  double y = 1.0 + (r + (r * r) * p);
+  double result = y * rt_vm_double((uint64_t)(ni + 1023) << 52);
+  return x > 709.78 ? (double)INFINITY : result;
+}
+
+/* Natural logarithm; at most 1 ulp. x = 2^e m with m in [sqrt(1/2),
+ * sqrt(2)), f = m - 1 (exact), log(1 + f) = f - f^2/2 + f^3 P(f), plus
+ * e ln 2 in two parts. */
+RT_VM_INLINE float rt_vm_logf(float x) {
+  int subnormal = x < 0x1p-126f;
+  float xs = subnormal ? x * 0x1p23f : x;
+  uint32_t u = rt_vm_bits(xs) + (0x3f800000u - 0x3f3504f3u); /* 0x3f3504f3 = sqrt(1/2) */
+  int32_t e = (int32_t)(u >> 23) - 127 - (subnormal ? 23 : 0);
+  float f = rt_vm_float((u & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  float z = f * f;
+  /* P(f) ~ (log(1 + f) - f + f^2/2) / f^3 */
+  float p = -0.07634429633617401f;
+  p = p * f + 0.12761549651622772f;
+  p = p * f + -0.131601944565773f;
+  p = p * f + 0.14201761782169342f;
+  p = p * f + -0.16623356938362122f;
+  p = p * f + 0.20001226663589478f;
+  p = p * f + -0.250008225440979f;
+  p = p * f + 0.3333333134651184f;
+  float ef = (float)e;
+  float y = f * z * p + ef * -2.12194440e-4f;
+  y = y - 0.5f * z;
+  float r = (f + y) + ef * 0.693359375f;
+  float special = x == 0.0f ? -INFINITY : (x == INFINITY ? x : NAN);
+  return x > 0.0f && x < INFINITY ? r : special;
+}
+
+/* Hyperbolic tangent; at most 2 ulp. x + x^3 P(x^2) below 0.625, else
+ * 1 - 2 / (exp(2|x|) + 1) with x's sign. */
+RT_VM_INLINE float rt_vm_tanhf(float x) {
+  float a = fabsf(x);
+  float z = x * x;
+  /* P(z) ~ (tanh(sqrt z) - sqrt z) / sqrt(z)^3 on [0, 0.625^2] */
+  float p = 0.0021429588086903095f;
+  p = p * z + -0.008177394978702068f;
+  p = p * z + 0.021700700744986534f;
+  p = p * z + -0.05394676327705383f;
+  p = p * z + 0.1333320587873459f;
+  p = p * z + -0.3333333134651184f;
+  float small = copysignf(x + x * z * p, x); /* tanh(-0) = -0 */
+  float large = copysignf(1.0f - 2.0f / (rt_vm_expf(a + a) + 1.0f), x);
+  return a < 0.625f ? small : large;
+}
+
+/* Logistic sigmoid; at most 2 ulp. 1 / (1 + e^-x), and e^x / (1 + e^x) for
+ * negative x so that the tail keeps its precision instead of flushing. */
+RT_VM_INLINE float rt_vm_sigmoidf(float x) {
+  float e = rt_vm_expf(-fabsf(x));
+  float d = 1.0f + e;
+  float c = (1.0f - d) + e; /* 1 + e = d + c exactly (Fast2Sum) */
+  float q = (x >= 0.0f ? 1.0f : e) / d;
+  return q - q * (c / d); /* num / (d + c), to first order in c */
+}
+
+/* erf(x) for |x| < 1: x (2/sqrt(pi) + z P(z)), z = x^2, with 2/sqrt(pi) in
+ * two parts (as one float it is 0.9 ulp off). */
+RT_VM_INLINE float rt_vm_erf_small(float x) {
+  float z = x * x;
+  /* P(z) ~ (erf(sqrt z) / sqrt z - 2/sqrt(pi)) / z on [0, 1] */
+  float p = 7.853857823647559e-05f;
+  p = p * z + -0.0008010192541405559f;
+  p = p * z + 0.005188327748328447f;
+  p = p * z + -0.026853810995817184f;
+  p = p * z + 0.1128358542919159f;
+  p = p * z + -0.3761262595653534f;
+  p = p * z + -5.8635382771399236e-08f;
+  return copysignf(x * 1.128379225730896f + x * p, x); /* erf(-0) = -0 */
+}
+
+/* erfc(a) for a >= 0.5: e^(-a^2) t Q(t) with t = 1 / (1 + 0.4 a), Q fitted
+ * on a in [0.5, 10.5], t Q(t) in double (about 1e-9 relative), e^(-a^2) to
+ * the float exponential's 1 ulp. Zero above 10.5 (erfc(10.5) ~ 1e-49). NaN
+ * passes. */
+RT_VM_INLINE double rt_vm_erfc_tail_d(double a) {
+  double t = 1.0 / (1.0 + 0.4 * a);
+  /* Q(t) ~ erfc(a) e^(a^2) / t */
+  double q = 0.060346913124006966;
+  q = q * t + -0.22120329496950428;
+  q = q * t + 0.22951147644372322;
+  q = q * t + -0.056907796175996075;
+  q = q * t + 0.1668201783386684;
+  q = q * t + 0.16112448474899776;
+  q = q * t + 0.20907677130764382;
+  q = q * t + 0.22556400442698876;
+  q = q * t + 0.22567938262325524;
+  /* e^(-a^2) = e^H e^L with H = -a^2 rounded to float and |L| < 2^-24 |H|:
+   * the float exponential (at most 1 ulp; subnormal results keep their
+   * absolute accuracy) times 1 + L */
+  double square = -(a * a);
+  float head = (float)square;
+  double e = (double)rt_vm_expf(head) * (1.0 + (square - (double)head));
+  double r = t * q * e;
+  return a > 10.5 ? 0.0 : r;
+}
+
+/* Error function; at most 2 ulp. The series below 0.875 (where
+ * x 2/sqrt(pi) < 1 still rounds finely), 1 - erfc above. */
+RT_VM_INLINE float rt_vm_erff(float x) {
+  float a = fabsf(x);
+  float big = copysignf((float)(1.0 - rt_vm_erfc_tail_d(a)), x);
+  return a < 0.875f ? rt_vm_erf_small(x) : big;
+}
+
+/* GELU, exact form: x Phi(x), from one formula free of cancellation:
+ * Phi(-|x|) = erfc(a) / 2 = e^(-x^2/2) t Q(t) / 2 with a = |x| / sqrt 2,
+ * t = 1 / (1 + a/2), Q fitted on a in [0, 10.5] (3.6e-9 relative) and
+ * evaluated in double; e^(-x^2/2) as in the erfc tail. gelu(x) is
+ * x Phi(-|x|) for negative x, x (1 - Phi(-|x|)) for positive x. At most
+ * 2 ulp. */
+RT_VM_INLINE float rt_vm_geluf(float x) {
+  double xd = x;
+  double t = 1.0 / (1.0 + 0.5 * (fabs(xd) * 0.70710678118654752));
+  double q = 0.036317803183985954;
+  q = q * t + -0.19429734333494847;
+  q = q * t + 0.3898973432805416;
+  q = q * t + -0.30227065452338;
+  q = q * t + -0.00989910147446228;
+  q = q * t + 0.02779958980333035;
+  q = q * t + 0.05808983617540954;
+  q = q * t + 0.18470062079686042;
+  q = q * t + 0.24533590591510135;
+  q = q * t + 0.28223681706356973;
+  q = q * t + 0.28208918675513833;
+  double square = -0.5 * (xd * xd); /* exact */
+  square = square < -200.0 ? -200.0 : square; /* e^-200 is 0 in float; keeps inf away */
+  float head = (float)square;
+  double e = (double)rt_vm_expf(head) * (1.0 + (square - (double)head));
+  double phi_low = 0.5 * (t * q) * e;
+  return (float)(x > 0.0f ? xd * (1.0 - phi_low) : xd * phi_low);
+}
+
+/* x / (1 + e^-v) in double, rounded once. */
+RT_VM_INLINE float rt_vm_times_sigmoid_d(double x, double v) {
+  return (float)(x / (1.0 + rt_vm_exp_d(-v)));
+}
+
+/* GELU, tanh form: x/2 (1 + tanh(u)) = x sigmoid(2u) with u = sqrt(2/pi)
+ * (x + 0.044715 x^3), computed in double: u's rounding in float would be
+ * magnified by the exponential. At most 1 ulp. */
+RT_VM_INLINE float rt_vm_gelu_tanhf(float x) {
+  double xd = x;
+  double u = 0.7978845608028654 * (xd + 0.044715 * (xd * xd * xd));
+  return rt_vm_times_sigmoid_d(xd, u + u);
+}
+
+/* SiLU, x sigmoid(x); at most 1 ulp. */
+RT_VM_INLINE float rt_vm_siluf(float x) { return rt_vm_times_sigmoid_d(x, x); }
+
+/* ---- for float16 and bfloat16 results ---------------------------------------
+ * Those keep 11 or 8 bits, so float-only versions of the same formulas,
+ * several times faster than the double paths above, are accurate enough:
+ * within 2^-15 relative of the exact value (measured; 1/16 of a float16
+ * ulp), which changes the rounded 16-bit result only next to a tie. */
+
+/* GELU, exact form, for 16-bit results: x Phi(x) from one formula,
+ * Phi(-|x|) = erfc(a) / 2 = e^(-x^2/2) t Q(t) / 2 with a = |x| / sqrt 2,
+ * t = 1 / (1 + a/2) and Q fitted on a in [0, 10.5] (1.5e-6 relative). */
+RT_VM_INLINE float rt_vm_gelu16f(float x) {
+  float t = 1.0f / (1.0f + 0.5f * (fabsf(x) * 0.70710678f));
+  float q = 0.08732351660728455f;
+  q = q * t + -0.3536472022533417f;
+  q = q * t + 0.3849155008792877f;
+  q = q * t + 0.04092492535710335f;
+  q = q * t + 0.28037354350090027f;
+  q = q * t + 0.277791827917099f;
+  q = q * t + 0.2823163568973541f;
+  float phi_low = 0.5f * (t * q) * rt_vm_expf(-0.5f * (x * x)); /* Phi(-|x|) */
+  return x > 0.0f ? x * (1.0f - phi_low) : x * phi_low;
+}
+
+/* GELU, tanh form, for 16-bit results: x sigmoid(2u). */
+RT_VM_INLINE float rt_vm_gelu_tanh16f(float x) {
+  float u = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
+  return x * rt_vm_sigmoidf(u + u);
+}
+
+/* SiLU for 16-bit results. */
+RT_VM_INLINE float rt_vm_silu16f(float x) { return x * rt_vm_sigmoidf(x); }
+
+#endif

@@ -1,0 +1,768 @@
+/* Pointwise kernels and the vectorised float math they use.
+ *
+ * vmath.h is measured against double-precision libm over a sweep of the
+ * float bit patterns (every 4099th: ~1M values of both signs, subnormals
+ * included), a dense grid where the functions bend, and edge cases: at most
+ * 2 ulp, NaN in gives NaN out, infinities and overflow as C99 Annex F. The
+ * float-only variants for float16/bfloat16 results are held to 2^-15
+ * relative (1/16 of a float16 ulp).
+ *
+ * The kernels run through nrt_op_execute on contiguous, strided, broadcast,
+ * immediate, transposed, mixed-dtype and multi-threaded (large) operands and
+ * are compared with reference twins written here: plain per-element C that
+ * states each op the way PyTorch defines it.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "ops/scalar_types.h"
+#include "ops/vmath.h"
+
+/* ---- vmath accuracy ------------------------------------------------------ */
+
+static double ulp_of(double r) {
+  double a = fabs(r);
+  if (a < 0x1p-126) return 0x1p-149;
+  int e;
+  frexp(a, &e);
+  return ldexp(1.0, e - 24);
+}
+
+/* Error of got in ulps of the exact result ref (0 when both are the same
+ * special value; huge when one is NaN and the other not). */
+static double ulp_error(float got, double ref) {
+  if (isnan(ref) || isnan(got)) return isnan(ref) && isnan(got) ? 0.0 : 1e30;
+  if (fabs(ref) >= 0x1.ffffffp127) return isinf(got) && (got > 0) == (ref > 0) ? 0.0 : 1e30;
+  if (isinf(got)) return 1e30;
+  return fabs((double)got - ref) / ulp_of(ref);
+}
+
+static double ref_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double ref_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ref_gelu_tanh(double x) {
+  double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  return x / (1.0 + exp(-2.0 * u));
+}
+static double ref_silu(double x) { return x / (1.0 + exp(-x)); }
+
+static float vm_exp(float x) { return rt_vm_expf(x); }
+static float vm_log(float x) { return rt_vm_logf(x); }
+static float vm_tanh(float x) { return rt_vm_tanhf(x); }
+static float vm_sigmoid(float x) { return rt_vm_sigmoidf(x); }
+static float vm_erf(float x) { return rt_vm_erff(x); }
+static float vm_gelu(float x) { return rt_vm_geluf(x); }
+static float vm_gelu_tanh(float x) { return rt_vm_gelu_tanhf(x); }
+static float vm_silu(float x) { return rt_vm_siluf(x); }
+static float vm_gelu16(float x) { return rt_vm_gelu16f(x); }
+static float vm_gelu_tanh16(float x) { return rt_vm_gelu_tanh16f(x); }
+static float vm_silu16(float x) { return rt_vm_silu16f(x); }
+
+typedef struct math_case {
+  const char *name;
+  float (*f)(float);
+  double (*ref)(double);
+} math_case;
+
+static const math_case math_cases[] = {
+    {"exp", vm_exp, exp},          {"log", vm_log, log},
+    {"tanh", vm_tanh, tanh},       {"sigmoid", vm_sigmoid, ref_sigmoid},
+    {"erf", vm_erf, erf},          {"gelu", vm_gelu, ref_gelu},
+    {"gelu_tanh", vm_gelu_tanh, ref_gelu_tanh}, {"silu", vm_silu, ref_silu},
+};
+
+static const float edge_values[] = {
+    0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN,
+    FLT_MAX, -FLT_MAX, 1.0f, -1.0f, 0.5f, 0.625f, -0.625f, 0.875f, -0.875f, 1.5f, -0.71f, -0.75f,
+    88.72283f, 88.72284f, 89.0f, -87.33654f, -103.97208f, -104.0f, -150.0f, 0x1p-24f, -0x1p-24f,
+    10.5f, -14.85f, 15.0f, -1e30f, 1e30f, 3.9192f, -3.9192f, 9.01f, -9.01f,
+};
+
+/* Worst ulp error of f over the sweep, the grid and the edges. */
+static double worst_ulp(const math_case *c, float *where) {
+  double worst = 0.0;
+  for (uint64_t u = 0; u < 0x100000000ull; u += 4099) {
+    float x = rt_vm_float((uint32_t)u);
+    double e = ulp_error(c->f(x), c->ref(x));
+    if (e > worst) worst = e, *where = x;
+  }
+  for (int i = 0; i <= 400000; i++) {
+    float x = -40.0f + 80.0f * (float)i / 400000.0f;
+    double e = ulp_error(c->f(x), c->ref(x));
+    if (e > worst) worst = e, *where = x;
+  }
+  for (size_t i = 0; i < sizeof edge_values / sizeof edge_values[0]; i++) {
+    float x = edge_values[i];
+    double e = ulp_error(c->f(x), c->ref(x));
+    if (e > worst) worst = e, *where = x;
+  }
+  return worst;
+}
+
+static void test_vmath_within_two_ulp(void) {
+  for (size_t k = 0; k < sizeof math_cases / sizeof math_cases[0]; k++) {
+    float where = 0.0f;
+    double worst = worst_ulp(&math_cases[k], &where);
+    if (worst > 2.0)
+      fprintf(stderr, "  %s: %.3f ulp at %a\n", math_cases[k].name, worst, (double)where);
+    CHECK(worst <= 2.0);
+  }
+}
+
+/* The float-only versions feed 16-bit results: relative error within 2^-15
+ * wherever the result is not tiny (16-bit floats end at 2^-133). */
+static void test_vmath_for_16_bit_results(void) {
+  const math_case cases[] = {{"gelu16", vm_gelu16, ref_gelu},
+                             {"gelu_tanh16", vm_gelu_tanh16, ref_gelu_tanh},
+                             {"silu16", vm_silu16, ref_silu}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    double worst = 0.0;
+    float where = 0.0f;
+    for (int i = 0; i <= 800000; i++) {
+      float x = -40.0f + 80.0f * (float)i / 800000.0f;
+      double ref = cases[k].ref(x), got = cases[k].f(x);
+      if (fabs(ref) < 0x1p-120) {
+        CHECK(fabs(got) < 0x1p-110);
+        continue;
+      }
+      double e = fabs(got - ref) / fabs(ref);
+      if (e > worst) worst = e, where = x;
+    }
+    if (worst > 0x1p-15) fprintf(stderr, "  %s: %g relative at %a\n", cases[k].name, worst, (double)where);
+    CHECK(worst <= 0x1p-15);
+    CHECK(isnan(cases[k].f(NAN)) && cases[k].f(INFINITY) == INFINITY);
+  }
+}
+
+static void test_vmath_special_values(void) {
+  CHECK(rt_vm_expf(-INFINITY) == 0.0f && rt_vm_expf(INFINITY) == INFINITY && isnan(rt_vm_expf(NAN)));
+  CHECK(rt_vm_expf(88.8f) == INFINITY && rt_vm_expf(-104.0f) == 0.0f);
+  CHECK(rt_vm_expf(-100.0f) > 0.0f && rt_vm_expf(-100.0f) < FLT_MIN); /* subnormal, not flushed */
+  CHECK(rt_vm_logf(0.0f) == -INFINITY && rt_vm_logf(-0.0f) == -INFINITY);
+  CHECK(isnan(rt_vm_logf(-1.0f)) && rt_vm_logf(INFINITY) == INFINITY && rt_vm_logf(1.0f) == 0.0f);
+  CHECK(rt_vm_logf(FLT_TRUE_MIN) < -103.0f);
+  CHECK(rt_vm_tanhf(INFINITY) == 1.0f && rt_vm_tanhf(-INFINITY) == -1.0f);
+  CHECK(signbit(rt_vm_tanhf(-0.0f)) && signbit(rt_vm_erff(-0.0f)) && signbit(rt_vm_geluf(-0.0f)));
+  CHECK(signbit(rt_vm_gelu16f(-0.0f)) && signbit(rt_vm_siluf(-0.0f)) && signbit(rt_vm_gelu_tanhf(-0.0f)));
+  CHECK(rt_vm_erff(INFINITY) == 1.0f && rt_vm_erff(-INFINITY) == -1.0f);
+  CHECK(rt_vm_sigmoidf(INFINITY) == 1.0f && rt_vm_sigmoidf(-INFINITY) == 0.0f);
+  CHECK(rt_vm_geluf(INFINITY) == INFINITY && isnan(rt_vm_geluf(-INFINITY)));
+  CHECK(rt_vm_geluf(FLT_MAX) == FLT_MAX && rt_vm_geluf(-FLT_MAX) == 0.0f);
+  CHECK(rt_vm_siluf(INFINITY) == INFINITY && isnan(rt_vm_siluf(-INFINITY)));
+}
+
+/* ---- running ops ----------------------------------------------------------- */
+
+static nrt_tensor_view view_nd(void *data, nrt_dtype dtype, int32_t ndim, const int64_t *shape,
+                               const int64_t *strides) {
+  nrt_tensor_view v;
+  memset(&v, 0, sizeof v);
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = ndim;
+  for (int32_t d = 0; d < ndim; d++) v.shape[d] = shape[d], v.strides[d] = strides[d];
+  return v;
+}
+
+static nrt_tensor_view view_1d(void *data, nrt_dtype dtype, int64_t n, int64_t stride) {
+  return view_nd(data, dtype, 1, &n, &stride);
+}
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  CHECK_OK(nrt_malloc(0, bytes, &p));
+  return p;
+}
+
+static void *host(void *dev) { return nrt_device_to_host(dev); }
+
+static nrt_op make_op(nrt_op_code code, nrt_dtype compute, int num_outputs, int num_operands,
+                      const nrt_tensor_view *views) {
+  nrt_op op;
+  memset(&op, 0, sizeof op);
+  op.code = code;
+  op.compute_dtype = compute;
+  op.num_outputs = num_outputs;
+  op.num_operands = num_operands;
+  for (int k = 0; k < num_operands; k++) op.operands[k] = views[k];
+  return op;
+}
+
+static void set_scalar(nrt_op *op, int k, double f) {
+  op->scalars[k].is_float = 1;
+  op->scalars[k].f = f;
+  if (op->num_scalars <= k) op->num_scalars = k + 1;
+}
+
+static void set_int_scalar(nrt_op *op, int k, int64_t i) {
+  op->scalars[k].is_float = 0;
+  op->scalars[k].i = i;
+  if (op->num_scalars <= k) op->num_scalars = k + 1;
+}
+
+/* Deterministic pseudo-random values. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t next_random(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+static double random_normalish(void) {
+  double s = 0;
+  for (int i = 0; i < 4; i++) s += (double)(next_random() % 100000) / 100000.0 - 0.5;
+  return 3.0 * s;
+}
+
+/* ---- integer arithmetic: the twins wrap through uint64_t ----------------- */
+
+static int64_t wrap_to(nrt_dtype t, int64_t v) {
+  switch (t) {
+    case NRT_UINT8: return (uint8_t)v;
+    case NRT_INT8: return (int8_t)v;
+    case NRT_INT16: return (int16_t)v;
+    case NRT_INT32: return (int32_t)v;
+    default: return v;
+  }
+}
+
+static int64_t load_int(nrt_dtype t, const void *p, int64_t i) {
+  switch (t) {
+    case NRT_BOOL:
+    case NRT_UINT8: return ((const uint8_t *)p)[i];
+    case NRT_INT8: return ((const int8_t *)p)[i];
+    case NRT_INT16: return ((const int16_t *)p)[i];
+    case NRT_INT32: return ((const int32_t *)p)[i];
+    default: return ((const int64_t *)p)[i];
+  }
+}
+
+static void store_int(nrt_dtype t, void *p, int64_t i, int64_t v) {
+  switch (t) {
+    case NRT_BOOL:
+    case NRT_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case NRT_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case NRT_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case NRT_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: ((int64_t *)p)[i] = v; break;
+  }
+}
+
+/* Python's division semantics on int64 values (callers keep them in the
+ * dtype's range and b nonzero); INT64_MIN / -1 wraps. */
+static int64_t ref_div_trunc(int64_t a, int64_t b) { return b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b; }
+static int64_t ref_fmod(int64_t a, int64_t b) { return b == -1 ? 0 : a % b; }
+static int64_t ref_remainder(int64_t a, int64_t b) {
+  int64_t r = ref_fmod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+static int64_t ref_div_floor(int64_t a, int64_t b) {
+  int64_t q = ref_div_trunc(a, b);
+  return ref_fmod(a, b) != 0 && (ref_fmod(a, b) < 0) != (b < 0) ? q - 1 : q;
+}
+
+typedef int64_t (*int_ref)(int64_t, int64_t);
+
+/* Runs a binary integer op on n elements in four layouts and compares with
+ * ref, wrapped to the dtype: contiguous, a strided, b broadcast (stride 0),
+ * b an immediate. */
+static void check_int_binary(nrt_op_code code, nrt_dtype t, int_ref ref, const int64_t *av,
+                             const int64_t *bv, int64_t n) {
+  size_t size = nrt_dtype_size(t);
+  void *a = dev_alloc(2 * n * size), *b = dev_alloc(n * size), *o = dev_alloc(n * size);
+  for (int64_t i = 0; i < n; i++) store_int(t, host(b), i, bv[i]);
+  for (int layout = 0; layout < 4; layout++) {
+    int64_t a_step = layout == 1 ? 2 : 1;
+    for (int64_t i = 0; i < n; i++) store_int(t, host(a), i * a_step, av[i]);
+    nrt_tensor_view views[3] = {view_1d(o, t, n, 1), view_1d(a, t, n, a_step),
+                                view_1d(b, t, n, layout >= 2 ? 0 : 1)};
+    nrt_op op = make_op(code, t, 1, 3, views);
+    if (layout == 3) { /* b as an immediate */
+      op.immediate_mask = 1u << 2;
+      op.operands[2].data = NULL;
+      op.immediates[2].i = bv[0];
+    }
+    CHECK_OK(nrt_op_execute(&op));
+    for (int64_t i = 0; i < n; i++) {
+      int64_t bi = layout >= 2 ? bv[0] : bv[i];
+      int64_t want = wrap_to(t, ref(av[i], bi)), got = load_int(t, host(o), i);
+      if (got != want) {
+        fprintf(stderr, "  %s %s layout %d: %lld op %lld = %lld, want %lld\n", nrt_op_name(code),
+                nrt_dtype_name(t), layout, (long long)av[i], (long long)bi, (long long)got,
+                (long long)want);
+        CHECK(got == want);
+        break;
+      }
+    }
+  }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+static int64_t ref_add3(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + 3u * (uint64_t)b); }
+static int64_t ref_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t ref_max(int64_t a, int64_t b) { return a > b ? a : b; }
+
+static void test_integer_arithmetic_wraps(void) {
+  const nrt_dtype types[] = {NRT_UINT8, NRT_INT8, NRT_INT16, NRT_INT32, NRT_INT64};
+  enum { N = 515 };
+  int64_t av[N], bv[N];
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    nrt_dtype t = types[k];
+    int64_t lo = t == NRT_UINT8 ? 0 : t == NRT_INT8 ? INT8_MIN : t == NRT_INT16 ? INT16_MIN
+                                    : t == NRT_INT32 ? INT32_MIN : INT64_MIN;
+    int64_t hi = t == NRT_UINT8 ? UINT8_MAX : t == NRT_INT8 ? INT8_MAX : t == NRT_INT16 ? INT16_MAX
+                                    : t == NRT_INT32 ? INT32_MAX : INT64_MAX;
+    for (int i = 0; i < N; i++) {
+      av[i] = i < 4 ? (i & 1 ? hi : lo) : wrap_to(t, (int64_t)next_random());
+      bv[i] = wrap_to(t, (int64_t)next_random());
+      if (bv[i] == 0) bv[i] = 1;
+    }
+    bv[0] = t == NRT_UINT8 ? 3 : -1; /* INT_MIN / -1 */
+    check_int_binary(NRT_OP_MUL, t, ref_mul, av, bv, N);
+    check_int_binary(NRT_OP_MAXIMUM, t, ref_max, av, bv, N);
+    check_int_binary(NRT_OP_DIV_TRUNC, t, ref_div_trunc, av, bv, N);
+    check_int_binary(NRT_OP_DIV_FLOOR, t, ref_div_floor, av, bv, N);
+    check_int_binary(NRT_OP_REMAINDER, t, ref_remainder, av, bv, N);
+    check_int_binary(NRT_OP_FMOD, t, ref_fmod, av, bv, N);
+  }
+}
+
+static void test_add_alpha_wraps(void) {
+  enum { N = 300 };
+  int64_t av[N], bv[N];
+  for (int i = 0; i < N; i++) av[i] = (int64_t)next_random(), bv[i] = (int64_t)next_random();
+  /* ADD's alpha is a scalar: run it by hand with alpha 3 */
+  void *a = dev_alloc(N * 8), *b = dev_alloc(N * 8), *o = dev_alloc(N * 8);
+  memcpy(host(a), av, sizeof av);
+  memcpy(host(b), bv, sizeof bv);
+  nrt_tensor_view views[3] = {view_1d(o, NRT_INT64, N, 1), view_1d(a, NRT_INT64, N, 1),
+                              view_1d(b, NRT_INT64, N, 1)};
+  nrt_op op = make_op(NRT_OP_ADD, NRT_INT64, 1, 3, views);
+  set_int_scalar(&op, 0, 3);
+  CHECK_OK(nrt_op_execute(&op));
+  for (int i = 0; i < N; i++) CHECK(((int64_t *)host(o))[i] == ref_add3(av[i], bv[i]));
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+static void test_integer_division_by_zero_fails(void) {
+  const nrt_op_code codes[] = {NRT_OP_DIV_TRUNC, NRT_OP_DIV_FLOOR, NRT_OP_REMAINDER, NRT_OP_FMOD};
+  void *a = dev_alloc(64), *b = dev_alloc(64), *o = dev_alloc(64);
+  int32_t av[4] = {5, 6, 7, 8}, bv[4] = {1, 2, 0, 4};
+  memcpy(host(a), av, sizeof av);
+  memcpy(host(b), bv, sizeof bv);
+  for (size_t k = 0; k < 4; k++) {
+    nrt_tensor_view views[3] = {view_1d(o, NRT_INT32, 4, 1), view_1d(a, NRT_INT32, 4, 1),
+                                view_1d(b, NRT_INT32, 4, 1)};
+    nrt_op op = make_op(codes[k], NRT_INT32, 1, 3, views);
+    CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_ARITHMETIC);
+    CHECK(strstr(nrt_last_error(), "ZeroDivisionError") != NULL);
+  }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+static int64_t ref_lshift(nrt_dtype t, int64_t a, int64_t b, int width) {
+  int64_t count = wrap_to(t == NRT_UINT8 ? NRT_INT8 : t, b); /* read as signed */
+  if (count < 0 || count >= width) return 0;
+  return wrap_to(t, (int64_t)((uint64_t)a << count));
+}
+
+static int64_t ref_rshift(nrt_dtype t, int64_t a, int64_t b, int width) {
+  int64_t count = wrap_to(t == NRT_UINT8 ? NRT_INT8 : t, b);
+  int max = width - (t != NRT_UINT8);
+  if (count < 0 || count >= max) count = max;
+  return count >= 64 ? (a < 0 ? -1 : 0) : a >> count;
+}
+
+static void test_shifts_past_the_width(void) {
+  const nrt_dtype types[] = {NRT_UINT8, NRT_INT8, NRT_INT32, NRT_INT64};
+  const int widths[] = {8, 8, 32, 64};
+  const int64_t av[] = {1, -1, 100, -100, 3, 5, 77, -77}, bv[] = {0, 3, 7, 8, 63, 64, -1, 200};
+  for (size_t k = 0; k < 4; k++) {
+    nrt_dtype t = types[k];
+    size_t size = nrt_dtype_size(t);
+    void *a = dev_alloc(8 * size), *b = dev_alloc(8 * size), *o = dev_alloc(8 * size);
+    for (int i = 0; i < 8; i++) {
+      store_int(t, host(a), i, wrap_to(t, av[i]));
+      store_int(t, host(b), i, wrap_to(t, bv[i]));
+    }
+    for (int left = 0; left < 2; left++) {
+      nrt_tensor_view views[3] = {view_1d(o, t, 8, 1), view_1d(a, t, 8, 1), view_1d(b, t, 8, 1)};
+      nrt_op op = make_op(left ? NRT_OP_LSHIFT : NRT_OP_RSHIFT, t, 1, 3, views);
+      CHECK_OK(nrt_op_execute(&op));
+      for (int i = 0; i < 8; i++) {
+        int64_t x = wrap_to(t, av[i]), s = wrap_to(t, bv[i]);
+        int64_t want = left ? ref_lshift(t, x, s, widths[k]) : ref_rshift(t, x, s, widths[k]);
+        CHECK(load_int(t, host(o), i) == want);
+      }
+    }
+    nrt_free(a);
+    nrt_free(b);
+    nrt_free(o);
+  }
+}
+
+static void test_integer_pow(void) {
+  const int64_t av[] = {2, -1, 1, 0, -1, 3, -3, 7}, bv[] = {-1, -3, -2, -1, -4, 0, 5, 30};
+  void *a = dev_alloc(64), *b = dev_alloc(64), *o = dev_alloc(64);
+  memcpy(host(a), av, sizeof av);
+  memcpy(host(b), bv, sizeof bv);
+  nrt_tensor_view views[3] = {view_1d(o, NRT_INT64, 8, 1), view_1d(a, NRT_INT64, 8, 1),
+                              view_1d(b, NRT_INT64, 8, 1)};
+  nrt_op op = make_op(NRT_OP_POW, NRT_INT64, 1, 3, views);
+  CHECK_OK(nrt_op_execute(&op));
+  const int64_t want[] = {0, -1, 1, 0, 1, 1, -243, 0};
+  uint64_t p = 1;
+  for (int i = 0; i < 30; i++) p *= 7; /* 7^30 wraps */
+  int64_t *got = host(o);
+  for (int i = 0; i < 7; i++) CHECK(got[i] == want[i]);
+  CHECK(got[7] == (int64_t)p);
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+/* ---- float kernels ------------------------------------------------------- */
+
+typedef float (*float_ref)(float);
+
+/* A unary float32 op over n values: contiguous and strided (the two code
+ * paths of the loop), and large enough to split across threads; compared
+ * bitwise with the scalar twin (NaN with NaN). */
+static void check_float_unary(nrt_op_code code, float_ref ref, int64_t n) {
+  float *values = malloc((size_t)n * sizeof *values);
+  for (int64_t i = 0; i < n; i++)
+    values[i] = i < (int64_t)(sizeof edge_values / sizeof edge_values[0]) ? edge_values[i]
+                                                                           : (float)random_normalish();
+  void *a = dev_alloc(2 * n * 4), *o = dev_alloc(2 * n * 4);
+  for (int strided = 0; strided < 2; strided++) {
+    int64_t step = strided ? 2 : 1;
+    for (int64_t i = 0; i < n; i++) ((float *)host(a))[i * step] = values[i];
+    nrt_tensor_view views[2] = {view_1d(o, NRT_FLOAT32, n, step), view_1d(a, NRT_FLOAT32, n, step)};
+    nrt_op op = make_op(code, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    for (int64_t i = 0; i < n; i++) {
+      float got = ((float *)host(o))[i * step], want = ref(values[i]);
+      if (!(got == want || (isnan(got) && isnan(want)))) {
+        fprintf(stderr, "  %s(%a) = %a, want %a\n", nrt_op_name(code), (double)values[i], (double)got,
+                (double)want);
+        CHECK(0);
+        break;
+      }
+    }
+  }
+  free(values);
+  nrt_free(a);
+  nrt_free(o);
+}
+
+static float ref_exp(float x) { return rt_vm_expf(x); }
+static float ref_sigmoid_vm(float x) { return rt_vm_sigmoidf(x); }
+static float ref_relu(float x) { return x < 0 ? 0.0f : x; }
+static float ref_hardswish(float x) {
+  float t = x + 3.0f;
+  t = t < 0 ? 0.0f : t > 6 ? 6.0f : t;
+  return x * t / 6.0f;
+}
+static float ref_frac(float x) { return x - truncf(x); }
+
+static void test_float_unary_matches_twins(void) {
+  const int64_t n = 100003; /* above the parallel grain */
+  check_float_unary(NRT_OP_EXP, ref_exp, n);
+  check_float_unary(NRT_OP_LOG, vm_log, n);
+  check_float_unary(NRT_OP_TANH, vm_tanh, n);
+  check_float_unary(NRT_OP_ERF, vm_erf, n);
+  check_float_unary(NRT_OP_SIGMOID, ref_sigmoid_vm, n);
+  check_float_unary(NRT_OP_GELU, vm_gelu, n);
+  check_float_unary(NRT_OP_GELU_TANH, vm_gelu_tanh, n);
+  check_float_unary(NRT_OP_SILU, vm_silu, n);
+  check_float_unary(NRT_OP_SQRT, sqrtf, n);
+  check_float_unary(NRT_OP_RELU, ref_relu, n);
+  check_float_unary(NRT_OP_HARDSWISH, ref_hardswish, n);
+  check_float_unary(NRT_OP_FRAC, ref_frac, n);
+}
+
+/* bfloat16 in and out: computed in float32, rounded once; GELU takes the
+ * float-only version meant for 16-bit results. */
+static void test_bfloat16_computes_in_float32(void) {
+  enum { N = 4097 };
+  void *a = dev_alloc(N * 2), *b = dev_alloc(N * 2), *o = dev_alloc(N * 2);
+  rt_bfloat16 *ha = host(a), *hb = host(b), *ho = host(o);
+  for (int i = 0; i < N; i++) {
+    ha[i] = rt_bfloat16_from_float((float)random_normalish());
+    hb[i] = rt_bfloat16_from_float((float)random_normalish());
+  }
+  nrt_tensor_view views[3] = {view_1d(o, NRT_BFLOAT16, N, 1), view_1d(a, NRT_BFLOAT16, N, 1),
+                              view_1d(b, NRT_BFLOAT16, N, 1)};
+  nrt_op add = make_op(NRT_OP_ADD, NRT_BFLOAT16, 1, 3, views);
+  set_scalar(&add, 0, 1.0);
+  CHECK_OK(nrt_op_execute(&add));
+  for (int i = 0; i < N; i++)
+    CHECK(ho[i] == rt_bfloat16_from_float(rt_bfloat16_to_float(ha[i]) + rt_bfloat16_to_float(hb[i])));
+  nrt_op gelu = make_op(NRT_OP_GELU, NRT_BFLOAT16, 1, 2, views);
+  CHECK_OK(nrt_op_execute(&gelu));
+  for (int i = 0; i < N; i++)
+    CHECK(ho[i] == rt_bfloat16_from_float(rt_vm_gelu16f(rt_bfloat16_to_float(ha[i]))));
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+/* float16 floor division with a tensor divisor rounds every step to float16,
+ * as PyTorch's CPU kernel does; with a single-value divisor it does not. */
+static float round_half(float v) { return rt_half_to_float(rt_half_from_float(v)); }
+
+static float ref_floor_divide_half_steps(float a, float b) {
+  float quotient = round_half(a / b);
+  float mod = fmodf(a, b);
+  float whole = fabsf(quotient) == INFINITY && fabsf(a) != INFINITY ? a : round_half(a - mod);
+  float div = round_half(whole / b);
+  if (mod != 0 && (b < 0) != (mod < 0)) div = round_half(div - 1);
+  float floordiv = floorf(div);
+  if (round_half(div - floordiv) > 0.5f) floordiv = round_half(floordiv + 1);
+  if (div == 0) floordiv = copysignf(0.0f, quotient);
+  return b == 0 ? quotient : floordiv;
+}
+
+static void test_float16_floor_division_rounds_each_step(void) {
+  enum { N = 2000 };
+  void *a = dev_alloc(N * 2), *b = dev_alloc(N * 2), *o = dev_alloc(N * 2);
+  rt_half *ha = host(a), *hb = host(b), *ho = host(o);
+  for (int i = 0; i < N; i++) {
+    ha[i] = rt_half_from_float((float)(100 * random_normalish()));
+    hb[i] = rt_half_from_float((float)random_normalish());
+  }
+  nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT16, N, 1), view_1d(a, NRT_FLOAT16, N, 1),
+                              view_1d(b, NRT_FLOAT16, N, 1)};
+  nrt_op op = make_op(NRT_OP_DIV_FLOOR, NRT_FLOAT16, 1, 3, views);
+  CHECK_OK(nrt_op_execute(&op));
+  for (int i = 0; i < N; i++) {
+    float want = ref_floor_divide_half_steps(rt_half_to_float(ha[i]), rt_half_to_float(hb[i]));
+    CHECK(ho[i] == rt_half_from_float(want) || (isnan(want) && isnan(rt_half_to_float(ho[i]))));
+  }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+/* pow with an immediate exponent takes PyTorch's special cases. */
+static void test_pow_immediate_exponents(void) {
+  const float x[] = {4.0f, -0.0f, -INFINITY, 2.5f, -2.0f, 0.0f};
+  const double exps[] = {2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.7};
+  void *a = dev_alloc(sizeof x), *o = dev_alloc(sizeof x);
+  memcpy(host(a), x, sizeof x);
+  for (size_t e = 0; e < sizeof exps / sizeof exps[0]; e++) {
+    nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 6, 1), view_1d(a, NRT_FLOAT32, 6, 1),
+                                view_1d(NULL, NRT_FLOAT64, 6, 0)};
+    nrt_op op = make_op(NRT_OP_POW, NRT_FLOAT32, 1, 3, views);
+    op.immediate_mask = 1u << 2;
+    op.immediates[2].is_float = 1;
+    op.immediates[2].f = exps[e];
+    CHECK_OK(nrt_op_execute(&op));
+    for (int i = 0; i < 6; i++) {
+      float v = x[i], want;
+      switch ((int)(exps[e] * 2)) {
+        case 4: want = v * v; break;
+        case 6: want = v * v * v; break;
+        case 1: want = sqrtf(v); break;
+        case -1: want = 1.0f / sqrtf(v); break;
+        case -2: want = 1.0f / v; break;
+        case -4: want = 1.0f / (v * v); break;
+        default: want = powf(v, (float)exps[e]); break;
+      }
+      float got = ((float *)host(o))[i];
+      CHECK((got == want && signbit(got) == signbit(want)) || (isnan(got) && isnan(want)));
+    }
+  }
+  nrt_free(a);
+  nrt_free(o);
+}
+
+/* maximum/minimum propagate NaN, fmax/fmin drop it; clamp with a NaN bound
+ * gives NaN and lets max win when min > max. */
+static void test_nan_rules(void) {
+  const float av[] = {NAN, 1.0f, 2.0f, NAN, 5.0f}, bv[] = {1.0f, NAN, 3.0f, NAN, 4.0f};
+  void *a = dev_alloc(20), *b = dev_alloc(20), *c = dev_alloc(20), *o = dev_alloc(20);
+  memcpy(host(a), av, sizeof av);
+  memcpy(host(b), bv, sizeof bv);
+  const nrt_op_code codes[] = {NRT_OP_MAXIMUM, NRT_OP_MINIMUM, NRT_OP_FMAX, NRT_OP_FMIN};
+  for (int k = 0; k < 4; k++) {
+    nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 5, 1), view_1d(a, NRT_FLOAT32, 5, 1),
+                                view_1d(b, NRT_FLOAT32, 5, 1)};
+    nrt_op op = make_op(codes[k], NRT_FLOAT32, 1, 3, views);
+    CHECK_OK(nrt_op_execute(&op));
+    const float *got = host(o);
+    int propagates = k < 2;
+    CHECK(isnan(got[0]) == propagates && isnan(got[1]) == propagates && isnan(got[3]));
+    CHECK(got[2] == (k % 2 == 0 ? 3.0f : 2.0f) && got[4] == (k % 2 == 0 ? 5.0f : 4.0f));
+  }
+  const float x[] = {NAN, 1.5f, 2.0f, 0.5f, 5.0f};
+  const float lo[] = {0.0f, 0.0f, NAN, 3.0f, 0.0f}, hi[] = {1.0f, 1.0f, 1.0f, 2.0f, NAN};
+  memcpy(host(a), x, sizeof x);
+  memcpy(host(b), lo, sizeof lo);
+  memcpy(host(c), hi, sizeof hi);
+  nrt_tensor_view views[4] = {view_1d(o, NRT_FLOAT32, 5, 1), view_1d(a, NRT_FLOAT32, 5, 1),
+                              view_1d(b, NRT_FLOAT32, 5, 1), view_1d(c, NRT_FLOAT32, 5, 1)};
+  nrt_op clamp = make_op(NRT_OP_CLAMP, NRT_FLOAT32, 1, 4, views);
+  CHECK_OK(nrt_op_execute(&clamp));
+  const float *got = host(o);
+  CHECK(isnan(got[0]) && got[1] == 1.0f && isnan(got[2]) && got[3] == 2.0f && isnan(got[4]));
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(c);
+  nrt_free(o);
+}
+
+/* where moves values unchanged: float16 NaN payloads survive, a bool
+ * condition and an immediate branch broadcast over a transposed tensor. */
+static void test_where_moves_bits(void) {
+  enum { R = 3, C = 5 };
+  void *cond = dev_alloc(R * C), *a = dev_alloc(R * C * 2), *o = dev_alloc(R * C * 2);
+  uint8_t *hc = host(cond);
+  uint16_t *ha = host(a), *ho = host(o);
+  for (int i = 0; i < R * C; i++) {
+    hc[i] = (uint8_t)(i % 3 != 0);
+    ha[i] = (uint16_t)(0x7e01 + i); /* NaN payloads */
+  }
+  /* out[r][c] = cond[r][c] ? a[c][r] (transposed) : 2.5 */
+  const int64_t shape[2] = {R, C}, row_major[2] = {C, 1}, transposed[2] = {1, R}, zero[2] = {0, 0};
+  nrt_tensor_view views[4] = {view_nd(o, NRT_FLOAT16, 2, shape, row_major),
+                              view_nd(cond, NRT_BOOL, 2, shape, row_major),
+                              view_nd(a, NRT_FLOAT16, 2, shape, transposed),
+                              view_nd(NULL, NRT_FLOAT64, 2, shape, zero)};
+  nrt_op op = make_op(NRT_OP_WHERE, NRT_FLOAT16, 1, 4, views);
+  op.immediate_mask = 1u << 3;
+  op.immediates[3].is_float = 1;
+  op.immediates[3].f = 2.5;
+  CHECK_OK(nrt_op_execute(&op));
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      uint16_t want = hc[r * C + c] ? ha[c * R + r] : rt_half_from_float(2.5f);
+      CHECK(ho[r * C + c] == want);
+    }
+  nrt_free(cond);
+  nrt_free(a);
+  nrt_free(o);
+}
+
+/* Comparisons write bool; an int32 output receives them converted. */
+static void test_comparison_outputs(void) {
+  const double av[] = {1.0, NAN, -0.0, 2.0}, bv[] = {1.0, NAN, 0.0, 3.0};
+  void *a = dev_alloc(32), *b = dev_alloc(32), *o = dev_alloc(16);
+  memcpy(host(a), av, sizeof av);
+  memcpy(host(b), bv, sizeof bv);
+  nrt_tensor_view views[3] = {view_1d(o, NRT_INT32, 4, 1), view_1d(a, NRT_FLOAT64, 4, 1),
+                              view_1d(b, NRT_FLOAT64, 4, 1)};
+  nrt_op eq = make_op(NRT_OP_EQ, NRT_FLOAT64, 1, 3, views);
+  CHECK_OK(nrt_op_execute(&eq));
+  const int32_t *got = host(o);
+  CHECK(got[0] == 1 && got[1] == 0 && got[2] == 1 && got[3] == 0);
+  nrt_op lt = make_op(NRT_OP_LT, NRT_FLOAT64, 1, 3, views);
+  CHECK_OK(nrt_op_execute(&lt));
+  CHECK(got[0] == 0 && got[1] == 0 && got[2] == 0 && got[3] == 1);
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+/* log_sigmoid writes two outputs: the result and e^-|x| for the backward. */
+static void test_log_sigmoid_buffer(void) {
+  const double xv[] = {-2.0, 0.0, 3.0, -40.0};
+  void *x = dev_alloc(32), *out = dev_alloc(32), *buf = dev_alloc(32);
+  memcpy(host(x), xv, sizeof xv);
+  nrt_tensor_view views[3] = {view_1d(out, NRT_FLOAT64, 4, 1), view_1d(buf, NRT_FLOAT64, 4, 1),
+                              view_1d(x, NRT_FLOAT64, 4, 1)};
+  nrt_op op = make_op(NRT_OP_LOG_SIGMOID, NRT_FLOAT64, 2, 3, views);
+  CHECK_OK(nrt_op_execute(&op));
+  for (int i = 0; i < 4; i++) {
+    double z = exp(-fabs(xv[i]));
+    CHECK(((double *)host(buf))[i] == z);
+    CHECK(fabs(((double *)host(out))[i] - (fmin(xv[i], 0.0) - log1p(z))) <= 1e-15);
+  }
+  nrt_free(x);
+  nrt_free(out);
+  nrt_free(buf);
+}
+
+static void test_scalar_attribute_ops(void) {
+  const float xv[] = {NAN, INFINITY, -INFINITY, 1.234f, -5.0f, 0.5f};
+  void *x = dev_alloc(sizeof xv), *o = dev_alloc(sizeof xv);
+  memcpy(host(x), xv, sizeof xv);
+  nrt_tensor_view views[2] = {view_1d(o, NRT_FLOAT32, 6, 1), view_1d(x, NRT_FLOAT32, 6, 1)};
+  const float *got = host(o);
+
+  nrt_op nan_to_num = make_op(NRT_OP_NAN_TO_NUM, NRT_FLOAT32, 1, 2, views);
+  set_scalar(&nan_to_num, 0, 7.0);
+  set_scalar(&nan_to_num, 1, 1e300); /* beyond float: becomes inf, as static_cast gives */
+  set_scalar(&nan_to_num, 2, -8.0);
+  CHECK_OK(nrt_op_execute(&nan_to_num));
+  CHECK(got[0] == 7.0f && got[1] == INFINITY && got[2] == -8.0f && got[3] == 1.234f);
+
+  nrt_op hardtanh = make_op(NRT_OP_HARDTANH, NRT_FLOAT32, 1, 2, views);
+  set_scalar(&hardtanh, 0, -1.0);
+  set_scalar(&hardtanh, 1, 1.0);
+  CHECK_OK(nrt_op_execute(&hardtanh));
+  CHECK(isnan(got[0]) && got[1] == 1.0f && got[2] == -1.0f && got[3] == 1.0f && got[5] == 0.5f);
+  set_scalar(&hardtanh, 1, NAN); /* a NaN bound gives NaN, as clamp does */
+  CHECK_OK(nrt_op_execute(&hardtanh));
+  for (int i = 0; i < 6; i++) CHECK(isnan(got[i]));
+
+  nrt_op round = make_op(NRT_OP_ROUND_DECIMALS, NRT_FLOAT32, 1, 2, views);
+  set_int_scalar(&round, 0, 2);
+  CHECK_OK(nrt_op_execute(&round));
+  CHECK(got[3] == nearbyintf(1.234f * 100.0f) / 100.0f && got[4] == -5.0f);
+
+  nrt_op threshold = make_op(NRT_OP_THRESHOLD, NRT_FLOAT32, 1, 2, views);
+  set_scalar(&threshold, 0, 0.5);
+  set_scalar(&threshold, 1, -3.0);
+  CHECK_OK(nrt_op_execute(&threshold));
+  CHECK(isnan(got[0]) && got[1] == INFINITY && got[2] == -3.0f && got[3] == 1.234f && got[5] == -3.0f);
+  nrt_free(x);
+  nrt_free(o);
+}
+
+static void test_unsupported_dtypes_fail(void) {
+  void *a = dev_alloc(16), *o = dev_alloc(16);
+  nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
+                              view_1d(a, NRT_FLOAT32, 4, 1)};
+  nrt_op bitwise = make_op(NRT_OP_BITWISE_AND, NRT_FLOAT32, 1, 3, views);
+  CHECK_STATUS(nrt_op_execute(&bitwise), NRT_ERROR_UNSUPPORTED);
+  CHECK(strstr(nrt_last_error(), "bitwise_and") != NULL);
+  nrt_op div = make_op(NRT_OP_DIV, NRT_INT32, 1, 3, views);
+  CHECK_STATUS(nrt_op_execute(&div), NRT_ERROR_UNSUPPORTED);
+  nrt_op gelu = make_op(NRT_OP_GELU, NRT_INT64, 1, 2, views);
+  CHECK_STATUS(nrt_op_execute(&gelu), NRT_ERROR_UNSUPPORTED);
+  nrt_op where = make_op(NRT_OP_WHERE, NRT_FLOAT32, 1, 3, views); /* one operand short */
+  CHECK_STATUS(nrt_op_execute(&where), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_free(a);
+  nrt_free(o);
+}
+
+int main(void) {
+  RUN(test_vmath_within_two_ulp);
+  RUN(test_vmath_for_16_bit_results);
+  RUN(test_vmath_special_values);
+  RUN(test_integer_arithmetic_wraps);
+  RUN(test_add_alpha_wraps);
+  RUN(test_integer_division_by_zero_fails);
+  RUN(test_shifts_past_the_width);
+  RUN(test_integer_pow);
+  RUN(test_float_unary_matches_twins);
+  RUN(test_bfloat16_computes_in_float32);
+  RUN(test_float16_floor_division_rounds_each_step);
+  RUN(test_pow_immediate_exponents);
+  RUN(test_nan_rules);
+  RUN(test_where_moves_bits);
+  RUN(test_comparison_outputs);
+  RUN(test_log_sigmoid_buffer);
+  RUN(test_scalar_attribute_ops);
+  RUN(test_unsupported_dtypes_fail);
+  return CHECK_MAIN_RESULT();
+}

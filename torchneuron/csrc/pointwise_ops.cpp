@@ -1,0 +1,431 @@
+// The pointwise op table: every ATen overload with a native neuron kernel,
+// the runtime op it becomes, its dtype rule and supported dtypes, and the
+// argument checks PyTorch's CPU kernels make (same messages).
+//
+// Only overloads with a backend kernel on the CPU are listed: ops PyTorch
+// composes from others (CompositeImplicitAutograd: isfinite, square, clip,
+// __and__, ...) reach these, and listing them would shadow their autograd.
+#include <ATen/ATen.h>
+#include <ATen/native/BinaryOps.h>
+#include <ATen/native/Gelu.h>
+#include <ATen/native/TypeProperties.h>
+#include <torch/library.h>
+
+#include <limits>
+
+#include "pointwise.h"
+
+namespace torchneuron {
+namespace {
+
+using D = PointwiseDtypes;
+
+constexpr uint64_t bit(at::ScalarType t) { return 1ull << static_cast<int>(t); }
+constexpr DtypeSet kFloat{bit(at::kHalf) | bit(at::kBFloat16) | bit(at::kFloat) | bit(at::kDouble)};
+constexpr DtypeSet kInts{bit(at::kByte) | bit(at::kChar) | bit(at::kShort) | bit(at::kInt) |
+                         bit(at::kLong)};
+constexpr DtypeSet kIntegral{kInts.bits | bit(at::kBool)};
+constexpr DtypeSet kNumeric{kInts.bits | kFloat.bits};
+constexpr DtypeSet kAll{kNumeric.bits | bit(at::kBool)};
+
+// ---- arithmetic --------------------------------------------------------
+
+void check_alpha(const PointwiseCall& call, at::ScalarType compute) {
+  at::native::alpha_check(compute, call.scalars[0].toScalar());
+}
+
+// sub(a, b, alpha) is add(a, b, -alpha).
+void prepare_sub(PointwiseCall& call) {
+  at::native::sub_check(call.inputs[0], call.inputs[1]);
+  call.code = NRT_OP_ADD;
+  call.scalars[0] = c10::IValue(-call.scalars[0].toScalar());
+}
+
+// rsub(a, b, alpha) = b - alpha * a = add(b, a, -alpha).
+void prepare_rsub(PointwiseCall& call) {
+  prepare_sub(call);
+  std::swap(call.inputs[0], call.inputs[1]);
+  std::swap(call.input_scalars[0], call.input_scalars[1]);
+}
+
+void prepare_div_mode(PointwiseCall& call) {
+  const std::optional<std::string_view>& mode = call.strings[0];
+  if (!mode) return;
+  if (*mode == "trunc") {
+    call.code = NRT_OP_DIV_TRUNC;
+  } else if (*mode == "floor") {
+    call.code = NRT_OP_DIV_FLOOR;
+  } else {
+    TORCH_CHECK(false, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                *mode, "'");
+  }
+  call.dtypes = D::Arithmetic;
+  call.supported = kNumeric;
+}
+
+void prepare_pow_scalar(PointwiseCall& call) {
+  const c10::Scalar& exponent = *call.input_scalars[1];
+  TORCH_CHECK(!(at::isIntegralType(call.inputs[0].scalar_type(), true) && exponent.isIntegral(true) &&
+                exponent.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+
+void check_addcdiv(PointwiseCall& call) {
+  TORCH_CHECK(!(at::isIntegralType(call.inputs[1].scalar_type(), true) &&
+                at::isIntegralType(call.inputs[2].scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+              "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior "
+              "can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) "
+              "for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The "
+              "future addcdiv behavior is just the latter implementation: (input + value * tensor1 / "
+              "tensor2), for all dtypes.");
+}
+
+void check_lerp(PointwiseCall& call) {
+  const at::Tensor& self = call.inputs[0];
+  TORCH_CHECK(self.dtype() == call.inputs[1].dtype(), "expected dtype ", self.dtype(),
+              " for `end` but got dtype ", call.inputs[1].dtype());
+  if (call.inputs.size() > 2)
+    TORCH_CHECK(self.dtype() == call.inputs[2].dtype(), "expected dtype ", self.dtype(),
+                " for `weight` but got dtype ", call.inputs[2].dtype());
+}
+
+bool present(const PointwiseCall& call, size_t k) {
+  return call.inputs[k].defined() || call.input_scalars[k].has_value();
+}
+
+// clamp with a bound left out becomes maximum (min only) or minimum (max only).
+void prepare_clamp(PointwiseCall& call) {
+  bool has_min = present(call, 1), has_max = present(call, 2);
+  TORCH_CHECK(has_min || has_max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  if (!has_max) {
+    call.code = NRT_OP_MAXIMUM;
+    call.inputs.pop_back();
+    call.input_scalars.pop_back();
+  } else if (!has_min) {
+    call.code = NRT_OP_MINIMUM;
+    call.inputs.erase(call.inputs.begin() + 1);
+    call.input_scalars.erase(call.input_scalars.begin() + 1);
+  }
+}
+
+// With one tensor bound, bool is allowed, as clamp_min/clamp_max allow it.
+void prepare_clamp_tensors(PointwiseCall& call) {
+  prepare_clamp(call);
+  if (call.code != NRT_OP_CLAMP) call.supported = kAll;
+}
+
+// clamp with two scalar bounds: the result dtype promotes over self and both
+// bounds (an iterator takes one CPU scalar at most), the bounds become
+// attributes of a unary clamp (HARDTANH), and out= must have that dtype.
+void prepare_clamp_scalars(PointwiseCall& call) {
+  if (!present(call, 1) || !present(call, 2)) return prepare_clamp(call);
+  at::Tensor self = call.inputs[0];
+  c10::Scalar min = *call.input_scalars[1], max = *call.input_scalars[2];
+  at::ScalarType result = self.scalar_type();
+  if (!at::isFloatingType(result)) {
+    at::native::ResultTypeState state{};
+    state = at::native::update_result_type_state(self, state);
+    state = at::native::update_result_type_state(min, state);
+    state = at::native::update_result_type_state(max, state);
+    result = at::native::result_type(state);
+    TORCH_CHECK(result == self.scalar_type() || !call.outputs[0].is_same(self), "result type ",
+                result, " can't be cast to the desired output type ", self.scalar_type());
+  }
+  call.code = NRT_OP_HARDTANH;
+  call.dtypes = D::SameAsInput;
+  call.inputs = {result == self.scalar_type() ? self : self.to(result)};
+  call.input_scalars.resize(1);
+  call.scalars = {c10::IValue(min), c10::IValue(max)};
+  for (const c10::Scalar& bound : {min, max}) check_scalar_fits(bound, result);
+}
+
+// threshold and hardtanh convert their scalars to the element type.
+void check_scalars_fit(const PointwiseCall& call, at::ScalarType compute) {
+  for (const c10::IValue& value : call.scalars) check_scalar_fits(value.toScalar(), compute);
+}
+
+// ---- unary ---------------------------------------------------------------
+
+void check_neg(PointwiseCall& call) {
+  TORCH_CHECK(call.inputs[0].scalar_type() != at::kBool,
+              "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+              "invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
+void check_relu(PointwiseCall& call) {
+  TORCH_CHECK(call.inputs[0].scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+}
+
+void prepare_round_decimals(PointwiseCall& call) {
+  if (call.scalars[0].toInt() != 0) return;
+  call.code = NRT_OP_ROUND;
+  call.scalars.clear();
+}
+
+// None means 0, the dtype's largest and lowest finite value.
+void prepare_nan_to_num(PointwiseCall& call) {
+  at::ScalarType dtype = call.inputs[0].scalar_type();
+  double max = 0.0, lowest = 0.0;
+  if (at::isFloatingType(dtype)) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "nan_to_num", [&] {
+      max = static_cast<double>(std::numeric_limits<scalar_t>::max());
+      lowest = static_cast<double>(std::numeric_limits<scalar_t>::lowest());
+    });
+  }
+  const double defaults[3] = {0.0, max, lowest};
+  for (int k = 0; k < 3; k++)
+    if (call.scalars[k].isNone()) call.scalars[k] = c10::IValue(defaults[k]);
+}
+
+void check_bool_output(PointwiseCall& call) {
+  const at::Tensor& out = call.outputs[0];
+  std::string_view name = call.name.substr(0, call.name.find('.'));
+  TORCH_CHECK(!out.defined() || out.scalar_type() == at::kBool, name,
+              " does not support non-boolean outputs.");
+}
+
+// ---- activations -----------------------------------------------------------
+
+void prepare_gelu(PointwiseCall& call) {
+  if (at::native::get_gelutype_enum(*call.strings[0]) == at::native::GeluType::Tanh)
+    call.code = call.code == NRT_OP_GELU ? NRT_OP_GELU_TANH : NRT_OP_GELU_TANH_BACKWARD;
+}
+
+void check_leaky_relu_backward(PointwiseCall& call) {
+  TORCH_CHECK(!call.scalars[1].toBool() || call.scalars[0].toScalar().toDouble() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is "
+              "not supported. This is caused by calling in-place forward function with a negative "
+              "slope, please call out-of-place version instead. File an issue at "
+              "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu "
+              "backward calculation with negative slope");
+}
+
+void check_elu_backward(PointwiseCall& call) {
+  TORCH_CHECK(!call.scalars[3].toBool() || call.scalars[0].toScalar().toDouble() >= 0.0,
+              "In-place elu backward calculation is triggered with a negative slope which is not "
+              "supported. This is caused by calling in-place forward function with a negative slope, "
+              "please call out-of-place version instead.");
+}
+
+void check_hardtanh(PointwiseCall& call) {
+  at::ScalarType dtype = call.inputs[0].scalar_type();
+  TORCH_CHECK(dtype != at::kBool, "Bool inputs not supported for hardtanh");
+  if (dtype == at::kByte)
+    TORCH_CHECK(call.scalars[0].toScalar().toLong() >= 0 && call.scalars[1].toScalar().toLong() >= 0,
+                "hardtanh with uint8 type requires min_val and max_val to be nonnegative");
+}
+
+// ---- where, masked_fill ----------------------------------------------------
+
+void check_condition(const at::Tensor& condition) {
+  if (condition.scalar_type() == at::kByte) {
+    TORCH_WARN_ONCE("where received a uint8 condition tensor. This behavior is deprecated and will "
+                    "be removed in a future version of PyTorch. Use a boolean condition instead.");
+    return;
+  }
+  TORCH_CHECK(condition.scalar_type() == at::kBool, "where expected condition to be a boolean tensor.");
+}
+
+void prepare_where(PointwiseCall& call) {
+  check_condition(call.inputs[0]);
+  at::ScalarType result = at::result_type(call.inputs[1], call.inputs[2]);
+  const at::Tensor& out = call.outputs[0];
+  TORCH_CHECK(!out.defined() || out.scalar_type() == result, "Expected out type to be ", result,
+              " but got ", out.scalar_type());
+  call.dtype = result;
+}
+
+// masked_fill(self, mask, value) = where(mask, value, self), in self's dtype.
+void prepare_masked_fill(PointwiseCall& call) {
+  const at::Tensor& mask = call.inputs[1];
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_fill_ only supports boolean masks, but got mask with dtype ", mask.scalar_type());
+  const at::Tensor& value = call.inputs[2];  // undefined for a Scalar value
+  TORCH_CHECK(!value.defined() || value.dim() == 0, "masked_fill_ only supports a 0-dimensional "
+              "value tensor, but got tensor with ", value.dim(), " dimension(s).");
+  call.dtype = call.inputs[0].scalar_type();
+  call.inputs = {call.inputs[1], call.inputs[2], call.inputs[0]};
+  call.input_scalars = {call.input_scalars[1], call.input_scalars[2], call.input_scalars[0]};
+}
+
+// ---- the table -------------------------------------------------------------
+
+const PointwiseOp kPointwiseOps[] = {
+    // arithmetic
+    {"add.Tensor add_.Tensor add.out", NRT_OP_ADD, D::Arithmetic, kAll, nullptr, 0, check_alpha},
+    {"sub.Tensor sub_.Tensor sub.out", NRT_OP_ADD, D::Arithmetic, kAll, prepare_sub, 0, check_alpha},
+    {"rsub.Tensor", NRT_OP_ADD, D::Arithmetic, kAll, prepare_rsub, 0, check_alpha},
+    {"mul.Tensor mul_.Tensor mul.out", NRT_OP_MUL, D::Arithmetic, kAll, nullptr, kExactScalar},
+    {"div.Tensor div_.Tensor div.out", NRT_OP_DIV, D::FloatResult, kFloat, nullptr, kExactScalar},
+    {"div.Tensor_mode div_.Tensor_mode div.out_mode", NRT_OP_DIV, D::FloatResult, kFloat,
+     prepare_div_mode, kExactScalar},
+    {"floor_divide floor_divide_.Tensor floor_divide.out", NRT_OP_DIV_FLOOR, D::Arithmetic, kNumeric,
+     nullptr, kExactScalar},
+    {"remainder.Tensor remainder_.Tensor remainder.Tensor_out", NRT_OP_REMAINDER, D::Arithmetic,
+     kNumeric},
+    {"remainder.Scalar_Tensor", NRT_OP_REMAINDER, D::Arithmetic, kNumeric, nullptr, kScalarOperands},
+    {"fmod.Tensor fmod_.Tensor fmod.Tensor_out", NRT_OP_FMOD, D::Arithmetic, kNumeric},
+    {"pow.Tensor_Tensor pow_.Tensor pow.Tensor_Tensor_out", NRT_OP_POW, D::Arithmetic, kNumeric},
+    {"pow.Tensor_Scalar pow_.Scalar pow.Tensor_Scalar_out", NRT_OP_POW, D::Arithmetic, kNumeric,
+     prepare_pow_scalar, kScalarOperands},
+    {"pow.Scalar pow.Scalar_out", NRT_OP_POW, D::Arithmetic, kNumeric, nullptr, kScalarOperands},
+    {"atan2 atan2_ atan2.out", NRT_OP_ATAN2, D::FloatResult, kFloat},
+    {"hypot hypot_ hypot.out", NRT_OP_HYPOT, D::Arithmetic, kFloat},
+    {"copysign.Tensor copysign_.Tensor copysign.out", NRT_OP_COPYSIGN, D::FloatResult, kFloat},
+    {"maximum maximum.out", NRT_OP_MAXIMUM, D::Arithmetic, kAll},
+    {"minimum minimum.out", NRT_OP_MINIMUM, D::Arithmetic, kAll},
+    {"fmax fmax.out", NRT_OP_FMAX, D::Arithmetic, kAll},
+    {"fmin fmin.out", NRT_OP_FMIN, D::Arithmetic, kAll},
+    {"lerp.Scalar lerp_.Scalar lerp.Scalar_out", NRT_OP_LERP, D::Arithmetic, kFloat, check_lerp},
+    {"lerp.Tensor lerp_.Tensor lerp.Tensor_out", NRT_OP_LERP_TENSOR, D::SameAsInput, kFloat,
+     check_lerp},
+    {"addcmul addcmul_ addcmul.out", NRT_OP_ADDCMUL, D::Arithmetic, kNumeric},
+    {"addcdiv addcdiv_ addcdiv.out", NRT_OP_ADDCDIV, D::Arithmetic, kFloat, check_addcdiv},
+    {"clamp clamp_ clamp.out", NRT_OP_CLAMP, D::Arithmetic, kNumeric, prepare_clamp_scalars,
+     kScalarOperands | kCheckScalarFits},
+    {"clamp.Tensor clamp_.Tensor clamp.Tensor_out", NRT_OP_CLAMP, D::Arithmetic, kNumeric,
+     prepare_clamp_tensors},
+    {"clamp_min clamp_min_ clamp_min.out", NRT_OP_MAXIMUM, D::Arithmetic, kNumeric, nullptr,
+     kScalarOperands | kCheckScalarFits},
+    {"clamp_min.Tensor clamp_min_.Tensor clamp_min.Tensor_out", NRT_OP_MAXIMUM, D::Arithmetic, kAll},
+    {"clamp_max clamp_max_ clamp_max.out", NRT_OP_MINIMUM, D::Arithmetic, kNumeric, nullptr,
+     kScalarOperands | kCheckScalarFits},
+    {"clamp_max.Tensor clamp_max_.Tensor clamp_max.Tensor_out", NRT_OP_MINIMUM, D::Arithmetic, kAll},
+
+    // unary, result in the input's dtype
+    {"neg neg_ neg.out", NRT_OP_NEG, D::SameAsInput, kNumeric, check_neg},
+    {"abs abs_ abs.out", NRT_OP_ABS, D::SameAsInput, kNumeric},
+    {"sign sign_ sign.out", NRT_OP_SIGN, D::SameAsInput, kAll},
+    {"sgn sgn_ sgn.out", NRT_OP_SIGN, D::SameAsInput, kAll},
+    {"floor floor_ floor.out", NRT_OP_FLOOR, D::SameAsInput, kNumeric},
+    {"ceil ceil_ ceil.out", NRT_OP_CEIL, D::SameAsInput, kNumeric},
+    {"round round_ round.out", NRT_OP_ROUND, D::SameAsInput, kNumeric},
+    {"round.decimals round_.decimals round.decimals_out", NRT_OP_ROUND_DECIMALS, D::SameAsInput,
+     kFloat, prepare_round_decimals},
+    {"trunc trunc_ trunc.out", NRT_OP_TRUNC, D::SameAsInput, kNumeric},
+    {"frac frac_ frac.out", NRT_OP_FRAC, D::SameAsInput, kFloat},
+    {"relu relu_", NRT_OP_RELU, D::SameAsInput, kNumeric, check_relu},
+    {"bitwise_not bitwise_not_ bitwise_not.out", NRT_OP_BITWISE_NOT, D::SameAsInput, kIntegral},
+    {"nan_to_num nan_to_num_ nan_to_num.out", NRT_OP_NAN_TO_NUM, D::SameAsInput, kAll,
+     prepare_nan_to_num},
+
+    // unary float math: integer inputs promote to the default float
+    {"reciprocal reciprocal_ reciprocal.out", NRT_OP_RECIPROCAL, D::FloatResult, kFloat},
+    {"sqrt sqrt_ sqrt.out", NRT_OP_SQRT, D::FloatResult, kFloat},
+    {"rsqrt rsqrt_ rsqrt.out", NRT_OP_RSQRT, D::FloatResult, kFloat},
+    {"exp exp_ exp.out", NRT_OP_EXP, D::FloatResult, kFloat},
+    {"exp2 exp2_ exp2.out", NRT_OP_EXP2, D::FloatResult, kFloat},
+    {"expm1 expm1_ expm1.out", NRT_OP_EXPM1, D::FloatResult, kFloat},
+    {"log log_ log.out", NRT_OP_LOG, D::FloatResult, kFloat},
+    {"log2 log2_ log2.out", NRT_OP_LOG2, D::FloatResult, kFloat},
+    {"log10 log10_ log10.out", NRT_OP_LOG10, D::FloatResult, kFloat},
+    {"log1p log1p_ log1p.out", NRT_OP_LOG1P, D::FloatResult, kFloat},
+    {"sin sin_ sin.out", NRT_OP_SIN, D::FloatResult, kFloat},
+    {"cos cos_ cos.out", NRT_OP_COS, D::FloatResult, kFloat},
+    {"tan tan_ tan.out", NRT_OP_TAN, D::FloatResult, kFloat},
+    {"asin asin_ asin.out", NRT_OP_ASIN, D::FloatResult, kFloat},
+    {"acos acos_ acos.out", NRT_OP_ACOS, D::FloatResult, kFloat},
+    {"atan atan_ atan.out", NRT_OP_ATAN, D::FloatResult, kFloat},
+    {"sinh sinh_ sinh.out", NRT_OP_SINH, D::FloatResult, kFloat},
+    {"cosh cosh_ cosh.out", NRT_OP_COSH, D::FloatResult, kFloat},
+    {"tanh tanh_ tanh.out", NRT_OP_TANH, D::FloatResult, kFloat},
+    {"asinh asinh_ asinh.out", NRT_OP_ASINH, D::FloatResult, kFloat},
+    {"acosh acosh_ acosh.out", NRT_OP_ACOSH, D::FloatResult, kFloat},
+    {"atanh atanh_ atanh.out", NRT_OP_ATANH, D::FloatResult, kFloat},
+    {"erf erf_ erf.out", NRT_OP_ERF, D::FloatResult, kFloat},
+    {"erfc erfc_ erfc.out", NRT_OP_ERFC, D::FloatResult, kFloat},
+    {"erfinv erfinv_ erfinv.out", NRT_OP_ERFINV, D::FloatResult, kFloat},
+    {"sigmoid sigmoid_ sigmoid.out", NRT_OP_SIGMOID, D::FloatResult, kFloat},
+
+    // tests with a bool result
+    {"isnan", NRT_OP_ISNAN, D::Predicate, kAll},
+    {"isinf", NRT_OP_ISINF, D::Predicate, kAll},
+    {"isposinf isposinf.out", NRT_OP_ISPOSINF, D::Predicate, kAll, check_bool_output},
+    {"isneginf isneginf.out", NRT_OP_ISNEGINF, D::Predicate, kAll, check_bool_output},
+    {"signbit signbit.out", NRT_OP_SIGNBIT, D::Predicate, kAll, check_bool_output},
+    {"logical_not logical_not_ logical_not.out", NRT_OP_LOGICAL_NOT, D::Predicate, kAll},
+
+    // activations and their gradients
+    {"leaky_relu leaky_relu_ leaky_relu.out", NRT_OP_LEAKY_RELU, D::SameAsInput, kFloat},
+    {"leaky_relu_backward leaky_relu_backward.grad_input", NRT_OP_LEAKY_RELU_BACKWARD, D::Arithmetic,
+     kFloat, check_leaky_relu_backward},
+    {"elu elu_ elu.out", NRT_OP_ELU, D::SameAsInput, kFloat},
+    {"elu_backward elu_backward.grad_input", NRT_OP_ELU_BACKWARD, D::Arithmetic, kFloat,
+     check_elu_backward},
+    {"gelu gelu_ gelu.out", NRT_OP_GELU, D::SameAsInput, kFloat, prepare_gelu},
+    {"gelu_backward gelu_backward.grad_input", NRT_OP_GELU_BACKWARD, D::Arithmetic, kFloat,
+     prepare_gelu},
+    {"silu silu_ silu.out", NRT_OP_SILU, D::SameAsInput, kFloat},
+    {"silu_backward silu_backward.grad_input", NRT_OP_SILU_BACKWARD, D::Arithmetic, kFloat},
+    {"mish mish_ mish.out", NRT_OP_MISH, D::SameAsInput, kFloat},
+    {"mish_backward", NRT_OP_MISH_BACKWARD, D::Arithmetic, kFloat},
+    {"sigmoid_backward sigmoid_backward.grad_input", NRT_OP_SIGMOID_BACKWARD, D::Arithmetic, kFloat},
+    {"tanh_backward tanh_backward.grad_input", NRT_OP_TANH_BACKWARD, D::Arithmetic, kFloat},
+    {"log_sigmoid_forward log_sigmoid_forward.output", NRT_OP_LOG_SIGMOID, D::SameAsInput, kFloat},
+    {"log_sigmoid_backward log_sigmoid_backward.grad_input", NRT_OP_LOG_SIGMOID_BACKWARD,
+     D::Arithmetic, kFloat},
+    {"hardtanh hardtanh_ hardtanh.out", NRT_OP_HARDTANH, D::SameAsInput, kNumeric, check_hardtanh,
+     0, check_scalars_fit},
+    {"hardtanh_backward hardtanh_backward.grad_input", NRT_OP_HARDTANH_BACKWARD, D::Arithmetic,
+     kFloat},
+    {"hardswish hardswish_ hardswish.out", NRT_OP_HARDSWISH, D::SameAsInput, kFloat},
+    {"hardswish_backward", NRT_OP_HARDSWISH_BACKWARD, D::Arithmetic, kFloat},
+    {"hardsigmoid hardsigmoid_ hardsigmoid.out", NRT_OP_HARDSIGMOID, D::SameAsInput, kFloat},
+    {"hardsigmoid_backward hardsigmoid_backward.grad_input", NRT_OP_HARDSIGMOID_BACKWARD,
+     D::Arithmetic, kFloat},
+    {"softplus softplus.out", NRT_OP_SOFTPLUS, D::SameAsInput, kFloat},
+    {"softplus_backward softplus_backward.grad_input", NRT_OP_SOFTPLUS_BACKWARD, D::Arithmetic,
+     kFloat},
+    {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric, nullptr, 0,
+     check_scalars_fit},
+    {"threshold_backward threshold_backward.grad_input", NRT_OP_THRESHOLD_BACKWARD, D::Arithmetic,
+     kNumeric},
+
+    // comparisons, logical and bitwise ops
+    {"eq.Tensor eq_.Tensor eq.Tensor_out", NRT_OP_EQ, D::Comparison, kAll},
+    {"eq.Scalar eq_.Scalar eq.Scalar_out", NRT_OP_EQ, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"ne.Tensor ne_.Tensor ne.Tensor_out", NRT_OP_NE, D::Comparison, kAll},
+    {"ne.Scalar ne_.Scalar ne.Scalar_out", NRT_OP_NE, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"lt.Tensor lt_.Tensor lt.Tensor_out", NRT_OP_LT, D::Comparison, kAll},
+    {"lt.Scalar lt_.Scalar lt.Scalar_out", NRT_OP_LT, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"le.Tensor le_.Tensor le.Tensor_out", NRT_OP_LE, D::Comparison, kAll},
+    {"le.Scalar le_.Scalar le.Scalar_out", NRT_OP_LE, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"gt.Tensor gt_.Tensor gt.Tensor_out", NRT_OP_GT, D::Comparison, kAll},
+    {"gt.Scalar gt_.Scalar gt.Scalar_out", NRT_OP_GT, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"ge.Tensor ge_.Tensor ge.Tensor_out", NRT_OP_GE, D::Comparison, kAll},
+    {"ge.Scalar ge_.Scalar ge.Scalar_out", NRT_OP_GE, D::Comparison, kAll, nullptr, kScalarOperands},
+    {"logical_and logical_and_ logical_and.out", NRT_OP_LOGICAL_AND, D::Comparison, kAll},
+    {"logical_or logical_or_ logical_or.out", NRT_OP_LOGICAL_OR, D::Comparison, kAll},
+    {"logical_xor logical_xor_ logical_xor.out", NRT_OP_LOGICAL_XOR, D::Comparison, kAll},
+    {"bitwise_and.Tensor bitwise_and_.Tensor bitwise_and.Tensor_out", NRT_OP_BITWISE_AND,
+     D::Arithmetic, kIntegral},
+    {"bitwise_or.Tensor bitwise_or_.Tensor bitwise_or.Tensor_out", NRT_OP_BITWISE_OR, D::Arithmetic,
+     kIntegral},
+    {"bitwise_xor.Tensor bitwise_xor_.Tensor bitwise_xor.Tensor_out", NRT_OP_BITWISE_XOR,
+     D::Arithmetic, kIntegral},
+    {"bitwise_left_shift.Tensor bitwise_left_shift_.Tensor bitwise_left_shift.Tensor_out "
+     "__lshift__.Tensor __ilshift__.Tensor",
+     NRT_OP_LSHIFT, D::Arithmetic, kInts},
+    {"__lshift__.Scalar __ilshift__.Scalar", NRT_OP_LSHIFT, D::Arithmetic, kInts, nullptr,
+     kScalarOperands},
+    {"bitwise_right_shift.Tensor bitwise_right_shift_.Tensor bitwise_right_shift.Tensor_out "
+     "__rshift__.Tensor __irshift__.Tensor",
+     NRT_OP_RSHIFT, D::Arithmetic, kInts},
+    {"__rshift__.Scalar __irshift__.Scalar", NRT_OP_RSHIFT, D::Arithmetic, kInts, nullptr,
+     kScalarOperands},
+
+    // selection
+    {"where.self where.self_out", NRT_OP_WHERE, D::Select, kAll, prepare_where},
+    {"masked_fill_.Scalar masked_fill.Scalar", NRT_OP_WHERE, D::Select, kAll, prepare_masked_fill,
+     kScalarOperands | kCheckScalarFits},
+    {"masked_fill_.Tensor masked_fill.Tensor", NRT_OP_WHERE, D::Select, kAll, prepare_masked_fill},
+};
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_pointwise_ops(m, kPointwiseOps, sizeof kPointwiseOps / sizeof kPointwiseOps[0]);
+}
+
+}  // namespace torchneuron
