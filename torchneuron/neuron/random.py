@@ -2,7 +2,10 @@
 
 State is Philox-style (seed, offset): ``get_rng_state`` returns 16 bytes that
 ``set_rng_state`` restores exactly. ``torch.manual_seed`` reaches these
-generators through ``manual_seed_all``.
+generators through ``manual_seed_all``. The offset counts Philox4x32-10
+blocks: each random op advances it, when it is launched, by one block per two
+elements of its output (``neuronrt/ops/random.h`` says which counters each
+element reads), so the numbers do not depend on threads or tensor layout.
 """
 
 import torch

@@ -30,9 +30,11 @@ static inline nrt_dtype rt_compute_dtype(nrt_dtype d) {
 }
 
 /* Annotation for kernel loops: compiled for AVX2+FMA and for the baseline,
- * the variant chosen at load time from the CPU's features. */
+ * the variant chosen at load time from the CPU's features. (x86-64-v3, the
+ * AVX2+FMA level, is dispatched on features; "arch=haswell" would be
+ * dispatched on the CPU model and never run on AMD processors.) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define RT_SIMD_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define RT_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define RT_SIMD_CLONES
 #endif
