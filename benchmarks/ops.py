@@ -19,6 +19,7 @@ marked "fallback" with the ATen ops that fell back. Figures are medians.
 """
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -35,9 +36,15 @@ def _sync(device):
         torch.neuron.synchronize()
 
 
-def median_seconds(fn, device, repeats: int, inner: int = 1) -> float:
+def median_seconds(fn, device, repeats: int, inner: int = 1, budget: float = 0.5) -> float:
+    """Median over at least `repeats` trials, more for cheap ops (up to 50,
+    within about `budget` seconds): medians of a few trials are noisy on a
+    shared machine."""
+    start = time.perf_counter()
     fn()
     _sync(device)  # warm up: allocator caches, worker threads
+    once = (time.perf_counter() - start) * inner
+    repeats = max(repeats, min(50, int(budget / max(once, 1e-9))))
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -142,9 +149,15 @@ def large_ops(n: int, repeats: int, dtypes, memcpy: float):
 
 # ------------------------------------------------------------------ output
 
-def print_text(small, large, memcpy, n, threads):
+def _machine() -> str:
+    """Cores and load: other processes on the machine skew every figure."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{os.cpu_count()} cores, load average {load:.1f} at the start"
+
+
+def print_text(small, large, memcpy, n, threads, machine):
     print(f"PyTorch CPU threads: {threads}; memcpy (torch CPU copy_, {n * 4 // MIB} MiB, "
-          f"read+write): {memcpy:.1f} GB/s")
+          f"read+write): {memcpy:.1f} GB/s; {machine}")
     print("\nSmall-tensor latency, 64 elements, per call incl. amortised synchronize "
           "(neuron/cpu: lower is better)")
     print(f"{'op':<14}{'neuron us':>11}{'cpu us':>9}{'neuron/cpu':>12}  note")
@@ -159,9 +172,9 @@ def print_text(small, large, memcpy, n, threads):
         print(f"{name:<21}{dt:<10}{tn:>10.2f}{tc:>9.2f}{s:>8.2f}x{g}{p}  {note}")
 
 
-def print_markdown(small, large, memcpy, n, threads):
+def print_markdown(small, large, memcpy, n, threads, machine):
     print(f"PyTorch CPU threads: {threads}; memcpy bandwidth (torch CPU `copy_`, "
-          f"{n * 4 // MIB} MiB, read+write): {memcpy:.1f} GB/s.\n")
+          f"{n * 4 // MIB} MiB, read+write): {memcpy:.1f} GB/s; {machine}.\n")
     print("| small op (64 el.) | neuron us | cpu us | neuron/cpu | note |")
     print("|---|---:|---:|---:|---|")
     for name, tn, tc, r, note in small:
@@ -187,10 +200,11 @@ def main():
     n = 2**20 if args.quick else 2**24
     repeats = 3 if args.quick else 7
     iters = 200 if args.quick else 2000
+    machine = _machine()
     memcpy = memcpy_gbps(n, repeats)
     small = small_ops(iters, repeats)
     large = large_ops(n, repeats, (torch.float32, torch.bfloat16), memcpy)
-    (print_markdown if args.markdown else print_text)(small, large, memcpy, n, args.threads)
+    (print_markdown if args.markdown else print_text)(small, large, memcpy, n, args.threads, machine)
 
 
 if __name__ == "__main__":
