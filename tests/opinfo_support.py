@@ -8,10 +8,12 @@ sample on neuron and on the CPU through every variant the OpInfo defines
 
 Scope: an OpInfo is in scope iff its primary ATen op has a kernel
 registered for the PrivateUse1 (neuron) key. The primary op is named by the
-OpInfo (aten_name, name, variant function names; any overload). When those
-names only exist as CompositeImplicitAutograd ops (they decompose before
-reaching a backend), the primary op is the single backend op one CPU sample
-reaches, found by tracing it under a dispatch mode.
+OpInfo (aten_name, name, its Tensor method and in-place names; any
+overload). When those names only exist as CompositeImplicitAutograd ops
+(they decompose before reaching a backend), the primary op is the single
+backend op its first CPU samples reach, found by tracing them under a
+dispatch mode (views and copies aside); an OpInfo that decomposes into
+several ops tests those ops, not one of its own, and is out of scope.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import inspect
 import itertools
 import os
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -40,11 +41,6 @@ RUNTIME_DTYPES = (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
     torch.float16, torch.bfloat16, torch.float32, torch.float64,
 )
-DTYPE_SHORT = {
-    torch.bool: "b8", torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16",
-    torch.int32: "i32", torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.float32: "f32", torch.float64: "f64",
-}
 
 # Samples per (OpInfo, dtype), chosen for variety; one more is a
 # non-contiguous copy of a chosen sample. Generation stops after
@@ -86,13 +82,6 @@ def native_registrations() -> set[str]:
     """Qualified ATen overloads ("aten::add.Tensor") with a neuron kernel."""
     regs = torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")
     return {r for r in regs if r.startswith("aten::")}
-
-
-def registration_file(qualified: str) -> str:
-    """Source file stem of the neuron kernel registered for an overload."""
-    dump = torch._C._dispatch_dump(qualified)
-    match = re.search(r"^PrivateUse1: registered at (\S+?):\d+", dump, re.MULTILINE)
-    return os.path.splitext(os.path.basename(match.group(1)))[0] if match else "?"
 
 
 def base_name(qualified: str) -> str:
@@ -648,7 +637,7 @@ def all_cases(scopes: list[Scope]) -> list[tuple[Scope, torch.dtype]]:
 
 
 __all__ = [
-    "RUNTIME_DTYPES", "DTYPE_SHORT", "KNOWN_ISSUES", "CaseResult", "Scope", "all_cases",
+    "RUNTIME_DTYPES", "KNOWN_ISSUES", "CaseResult", "Scope", "all_cases",
     "base_name", "dtype_name", "in_scope_opinfos", "is_random", "native_registrations",
-    "opinfo_id", "registration_file", "run_case", "test_dtypes",
+    "opinfo_id", "run_case", "run_error_inputs", "test_dtypes",
 ]

@@ -19,7 +19,6 @@ import json
 import os
 
 import pytest
-import torch
 
 import opinfo_support as support
 
