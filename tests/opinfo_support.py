@@ -46,7 +46,8 @@ RUNTIME_DTYPES = (
 # non-contiguous copy of a chosen sample. Generation stops after
 # MAX_GENERATED samples so that huge reference sets stay cheap.
 MAX_SAMPLES = int(os.environ.get("TORCHNEURON_CONFORMANCE_SAMPLES", "4"))
-MAX_GENERATED = 160
+MAX_GENERATED = 64
+LARGE_SAMPLE = 65536  # elements: larger samples run through the function variant only
 
 # Ops whose values are random or uninitialised: PyTorch's own device-vs-CPU
 # test skips them as "non-deterministic". They are still run on neuron and
@@ -487,7 +488,14 @@ class _Case:
             return self.result
         self.result.samples = len(samples)
         for index, sample in enumerate(samples):
-            for variant in _variants(self.op, sample, index == 0):
+            variants = _variants(self.op, sample, index == 0)
+            if _numel(sample) > LARGE_SAMPLE:
+                # Large samples exercise the threaded, vectorised paths: the
+                # function variant does; in-place and out= on them would only
+                # repeat it (comparing a million elements is slow).
+                self.run_variant(sample, variants[0])
+                continue
+            for variant in variants:
                 self.run_variant(sample, variant)
             if self.op.supports_out:
                 i, a, k = on_device(sample, "cpu")
@@ -545,7 +553,7 @@ class _Case:
     def compare(self, sample, actual, expected) -> str | None:
         if _structure(actual) != _structure(expected):
             return f"structure differs: neuron {_structure(actual)} vs cpu {_structure(expected)}"
-        if self.random_values:
+        if self.random_values or _bitwise_equal(actual, expected):
             return None
         try:
             kwargs = {} if self.tol is None else {"atol": self.tol[0], "rtol": self.tol[1]}
@@ -556,6 +564,25 @@ class _Case:
                 return semantics.check(self.op.name, sample, actual, expected, self.tol)
             return " ".join(str(exc).split())[:500]
         return None
+
+
+def _numel(sample) -> int:
+    return sum(t.numel() for t in _tensors((sample.input, sample.args, sample.kwargs)))
+
+
+def _bitwise_equal(actual, expected) -> bool:
+    """Fast path: identical results need no tolerance check (torch.equal is
+    much cheaper than isclose on large tensors; NaNs fall through)."""
+    a, e = tree_flatten(actual)[0], tree_flatten(expected)[0]
+    if len(a) != len(e):
+        return False
+    for x, y in zip(a, e):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
+                return False
+        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) or x != y:
+            return False
+    return True
 
 
 def _same_error_kind(neuron_exc, cpu_exc) -> bool:
