@@ -125,9 +125,7 @@ static void execute(nrt_stream_t s, command *c) {
     case CMD_HOST_FUNC:
       c->u.host.fn(c->u.host.arg);
       break;
-    case CMD_RECORD:
-      rt_event_complete(c->u.event.event, c->u.event.generation);
-      rt_event_release(c->u.event.event);
+    case CMD_RECORD: /* completed by the worker once the stream has passed it */
       break;
     case CMD_WAIT:
       rt_event_wait(c->u.event.event, c->u.event.generation);
@@ -136,7 +134,13 @@ static void execute(nrt_stream_t s, command *c) {
   }
   if (status) {
     char what[700];
-    snprintf(what, sizeof what, "%s: %s", name, nrt_last_error());
+    const char *message = nrt_last_error();
+    size_t name_len = strlen(name);
+    /* Kernel messages usually name their op already: do not repeat it. */
+    if (strncmp(message, name, name_len) == 0 && message[name_len] == ':')
+      snprintf(what, sizeof what, "%s", message);
+    else
+      snprintf(what, sizeof what, "%s: %s", name, message);
     pthread_mutex_lock(&s->mu);
     record_error_locked(s, status, what);
     pthread_mutex_unlock(&s->mu);
@@ -157,6 +161,14 @@ static void *worker_main(void *arg) {
     execute(s, c);
     pthread_mutex_lock(&s->mu);
     s->completed++;
+    /* An event completes only after the stream's count covers its record:
+     * whoever sees the event complete also sees the work before it done (a
+     * stream whose last command is the record queries idle). The slot stays
+     * ours while s->mu is held. Lock order: stream, then event. */
+    if (c->kind == CMD_RECORD) {
+      rt_event_complete(c->u.event.event, c->u.event.generation);
+      rt_event_release(c->u.event.event);
+    }
     pthread_cond_broadcast(&s->done_cv);
   }
   pthread_mutex_unlock(&s->mu);

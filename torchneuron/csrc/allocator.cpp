@@ -4,7 +4,11 @@
 // torch.accelerator.memory_* and torch.neuron.memory_* report them.
 #include "allocator.h"
 
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
 #include "device_state.h"
+#include "op_tracking.h"
 #include "runtime_check.h"
 
 namespace torchneuron {
@@ -105,5 +109,17 @@ void record_stream(const c10::DataPtr& data_ptr, const c10::Stream& stream) {
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &allocator_instance);
+
+namespace {
+
+// Tensor.record_stream: ATen has no generic kernel, each device registers one.
+void record_stream_op(at::Tensor& self, c10::Stream stream) {
+  NEURON_TRACK_OP("aten::record_stream");
+  record_stream(self.storage().data_ptr(), stream);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", record_stream_op); }
 
 }  // namespace torchneuron

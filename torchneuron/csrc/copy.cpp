@@ -146,6 +146,10 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
   TORCH_CHECK((is_neuron(self) || self.is_cpu()) && (is_neuron(src) || src.is_cpu()),
               "copy_: copies between neuron and ", is_neuron(self) ? src.device() : self.device(),
               " are not supported; go through the CPU");
+  // Same-dtype copies would move bytes without a kernel; refuse dtypes the
+  // device does not have here too, with a message naming the dtype.
+  (void)to_runtime_dtype(self.scalar_type(), "copy_");
+  (void)to_runtime_dtype(src.scalar_type(), "copy_");
   if (self.numel() == 0 || same_elements(self, src)) return self;
   at::Tensor source = src.sizes() == self.sizes() ? src : src.expand(self.sizes());
   if (is_neuron(self) && is_neuron(source)) {

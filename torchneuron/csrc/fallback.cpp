@@ -101,6 +101,33 @@ void run_view_op(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   }
 }
 
+// An out= or in-place argument that is not on a neuron device cannot take
+// the result back (the write-back is a neuron copy): say so, in the words
+// PyTorch uses for tensors on different devices.
+void check_written_arguments(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                             const std::string& name) {
+  size_t num_args = schema.arguments().size();
+  size_t first = stack.size() - num_args;
+  std::optional<c10::Device> device;
+  for (size_t i = first; i < stack.size() && !device; i++)
+    if (stack[i].isTensor() && is_neuron(stack[i].toTensor())) device = stack[i].toTensor().device();
+  for (size_t i = 0; i < num_args; i++) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    std::vector<at::Tensor> written;
+    const c10::IValue& arg = stack[first + i];
+    if (arg.isTensor()) written.push_back(arg.toTensor());
+    else if (arg.isTensorList()) written = arg.toTensorVector();
+    for (const at::Tensor& t : written) {
+      TORCH_CHECK(!t.defined() || is_neuron(t),
+                  "Expected all tensors to be on the same device, but found at least two devices, ",
+                  device ? device->str() : std::string("neuron"), " and ", t.device(),
+                  "! (argument '", schema.arguments()[i].name(), "' of '", name,
+                  "', which is written to)");
+    }
+  }
+}
+
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   size_t num_args = schema.arguments().size();
@@ -127,9 +154,11 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "The operator '", name,
                               "' has no native neuron kernel, and TORCHNEURON_FALLBACK=error "
                               "forbids running it on the CPU.");
+  bool view = returns_view(op.schema());
+  if (!view) check_written_arguments(op.schema(), *stack, name);
   count_fallback_op(name);
   if (current == FallbackMode::Warn) warn_once(name);
-  if (returns_view(op.schema()))
+  if (view)
     run_view_op(op, stack, name);
   else
     run_on_cpu(op, stack);

@@ -14,6 +14,12 @@ constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 c10::Device neuron_device(c10::DeviceIndex index) { return c10::Device(kNeuron, index); }
 
+// c10 passes index -1 for "neuron" without an index (torch.Stream("neuron")):
+// it means the current device, as in CUDA's guard.
+c10::DeviceIndex resolve(c10::Device device) {
+  return device.index() < 0 ? current_device() : device.index();
+}
+
 nrt_event_t as_event(void* event) { return static_cast<nrt_event_t>(event); }
 
 struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -34,12 +40,12 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device device) const override {
-    return to_c10(current_stream(device.index()));
+    return to_c10(current_stream(resolve(device)));
   }
 
   c10::Stream getDefaultStream(c10::Device device) const override {
     nrt_stream_t stream = nullptr;
-    NRT_CHECK(nrt_stream_get_default(device.index(), &stream));
+    NRT_CHECK(nrt_stream_get_default(resolve(device), &stream));
     return to_c10(stream);
   }
 
@@ -49,7 +55,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     nrt_stream_t stream = nullptr;
-    NRT_CHECK(nrt_stream_get_pooled(device.index(), priority, &stream));
+    NRT_CHECK(nrt_stream_get_pooled(resolve(device), priority, &stream));
     return to_c10(stream);
   }
 
@@ -107,7 +113,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    NRT_CHECK(nrt_device_synchronize(device_index));
+    NRT_CHECK(nrt_device_synchronize(device_index < 0 ? current_device() : device_index));
   }
 
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr,

@@ -31,11 +31,14 @@ c10::Device target_device(std::optional<c10::Device> device) {
   return c10::Device(kNeuron, index);
 }
 
-void check_factory_options(std::optional<c10::Layout> layout, std::optional<bool> pin_memory,
-                           const char* op) {
+// Also refuses dtypes the runtime has no kernels for (complex, float8, ...):
+// a tensor that no op could touch is better refused where it is created.
+void check_factory_options(std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
+                           std::optional<bool> pin_memory, const char* op) {
   TORCH_CHECK(!layout || *layout == at::kStrided, op, ": neuron tensors must be strided, got ",
               *layout);
   TORCH_CHECK(!pin_memory || !*pin_memory, op, ": only CPU tensors can be pinned");
+  (void)to_runtime_dtype(c10::dtype_or_default(dtype), op);
 }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -43,7 +46,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   NEURON_TRACK_OP("aten::empty.memory_format");
-  check_factory_options(layout, pin_memory, "empty");
+  check_factory_options(dtype, layout, pin_memory, "empty");
   c10::DeviceGuard guard(target_device(device));
   return at::detail::empty_generic(size, device_allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    c10::dtype_or_default(dtype), memory_format);
@@ -53,7 +56,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   NEURON_TRACK_OP("aten::empty_strided");
-  check_factory_options(layout, pin_memory, "empty_strided");
+  check_factory_options(dtype, layout, pin_memory, "empty_strided");
   c10::DeviceGuard guard(target_device(device));
   return at::detail::empty_strided_generic(size, stride, device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),

@@ -1,0 +1,180 @@
+"""Shared helpers for the neuron test suite.
+
+- ``run_python`` / ``run_python_many``: fresh interpreters (for environment
+  variables read once at start-up, forks and crashes), in parallel when
+  there are several, since ``import torch`` costs about 1.5 s each.
+- ``no_fallback``: asserts that the ops run inside it had native kernels.
+- ``gates``: closes and reliably reopens stream gates, the test hook that
+  holds a stream's queue so that tests can observe queued, unfinished work.
+- An autouse fixture puts the current device, streams and fallback mode back
+  after every test, so that a failing test does not leak state.
+"""
+
+import concurrent.futures
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import torchneuron
+from torchneuron import _C
+
+# Every dtype the neuron device supports, in the runtime's order.
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
+
+_OWN_ENV_PREFIXES = ("NEURON_", "TORCHNEURON_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
+
+
+def dtype_id(dtype):
+    return str(dtype).removeprefix("torch.")
+
+
+def _child_env(env):
+    """The parent's environment without our own settings, plus env."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+    clean.update(env or {})
+    return clean
+
+
+def run_python(code, env=None, timeout=120):
+    """Runs code in a fresh interpreter (this venv's) with env added to a
+    clean environment; returns the CompletedProcess (text output)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=_child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_python_many(jobs, timeout=120):
+    """Runs {key: (code, env)} concurrently; returns {key: CompletedProcess}."""
+    workers = max(2, os.cpu_count() or 2)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {key: pool.submit(run_python, code, env, timeout) for key, (code, env) in jobs.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def check_output(result):
+    """stdout of a child that must have exited 0 (its stderr in the failure)."""
+    assert result.returncode == 0, f"child exited {result.returncode}:\n{result.stderr}"
+    return result.stdout
+
+
+def assert_same(actual, expected):
+    """Same dtype, shape and values (NaN equals NaN, -0.0 differs from 0.0)."""
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0, equal_nan=True)
+    if expected.dtype.is_floating_point:
+        # The sign of a NaN is not specified (CPU's scalar and vector paths differ).
+        numbers = ~torch.isnan(expected)
+        assert torch.equal(torch.signbit(actual[numbers]), torch.signbit(expected[numbers])), \
+            "signs of zero differ"
+
+
+@contextlib.contextmanager
+def no_fallback():
+    """Asserts that every op run inside the block had a native neuron kernel."""
+    torchneuron.clear_op_tracking()
+    yield
+    assert torchneuron.get_fallback_ops() == {}, "ops fell back to the CPU"
+
+
+@pytest.fixture
+def op_tracking():
+    """Starts the test with empty op tracking."""
+    torchneuron.clear_op_tracking()
+    yield
+    torchneuron.clear_op_tracking()
+
+
+class Gates:
+    """Closes stream gates and opens each exactly once (a gate frees itself
+    when the stream passes it, so it must never be opened twice); whatever
+    the test left closed is opened at teardown so that nothing deadlocks."""
+
+    def __init__(self):
+        self._closed = []
+
+    def close(self, stream=None):
+        """Holds the stream (default: the current one) at this point of its queue."""
+        stream = stream if stream is not None else torch.accelerator.current_stream()
+        handle = _C._close_stream_gate(stream.device_index, stream.stream_id)
+        self._closed.append(handle)
+        return handle
+
+    def open(self, handle):
+        self._closed.remove(handle)
+        _C._open_stream_gate(handle)
+
+    def open_later(self, handle, seconds):
+        """Opens the gate from another thread after a delay (for calls that
+        block); the returned threading.Event is set just before it opens."""
+        self._closed.remove(handle)
+        opening = threading.Event()
+
+        def open_gate():
+            opening.set()
+            _C._open_stream_gate(handle)
+
+        threading.Timer(seconds, open_gate).start()
+        return opening
+
+    def open_all(self):
+        while self._closed:
+            _C._open_stream_gate(self._closed.pop())
+
+
+@pytest.fixture
+def gates():
+    g = Gates()
+    try:
+        yield g
+    finally:
+        g.open_all()
+        for d in range(torch.neuron.device_count()):
+            torch.neuron.synchronize(d)
+
+
+def requires_devices(n):
+    return pytest.mark.skipif(
+        torch.neuron.device_count() < n, reason=f"needs {n} neuron devices"
+    )
+
+
+@pytest.fixture(autouse=True)
+def restore_device_state():
+    """Every test starts and ends on neuron:0 with default streams."""
+    mode = torchneuron.get_fallback_mode()
+    yield
+    torchneuron.set_fallback_mode(mode)
+    for d in range(torch.neuron.device_count()):
+        torch.accelerator.set_stream(torch.neuron.default_stream(d))
+    torch.neuron.set_device(0)
+
+
+def pytest_configure(config):
+    # The fallback warns once per op; the tests that check the warning use
+    # pytest.warns, which sees it regardless of this filter.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:The operator .* has no native neuron kernel:UserWarning"
+    )

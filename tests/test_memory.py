@@ -1,0 +1,242 @@
+"""The caching device allocator as PyTorch sees it: statistics under the
+torch.cuda names, reuse of freed blocks, stream-ordered reuse with
+record_stream, empty_cache, and out-of-memory errors."""
+
+import gc
+
+import pytest
+import torch
+
+from conftest import check_output, requires_devices, run_python_many
+
+MIB = 2**20
+
+
+@pytest.fixture(autouse=True)
+def empty_allocator():
+    """Each test starts with no live tensors of its own and an empty cache."""
+    gc.collect()
+    torch.neuron.synchronize()
+    torch.neuron.empty_cache()
+    torch.neuron.reset_peak_memory_stats()
+    yield
+    gc.collect()
+    torch.neuron.empty_cache()
+
+
+def stat(name, device=0):
+    return torch.neuron.memory_stats(device)[name]
+
+
+def test_memory_allocated_counts_live_tensors():
+    before = torch.neuron.memory_allocated()
+    requested_before = stat("requested_bytes.all.current")
+    x = torch.empty(1000, device="neuron")  # 4000 bytes, rounded up to 512
+    assert torch.neuron.memory_allocated() - before == 4096
+    assert stat("requested_bytes.all.current") - requested_before == 4000
+    assert stat("allocation.all.current") >= 1
+    del x
+    assert torch.neuron.memory_allocated() == before
+
+
+def test_memory_stats_use_the_torch_cuda_key_names():
+    stats = torch.neuron.memory_stats()
+    for kind in ("allocation", "segment", "active", "inactive_split", "allocated_bytes",
+                 "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes"):
+        for pool in ("all", "small_pool", "large_pool"):
+            for field in ("current", "peak", "allocated", "freed"):
+                assert f"{kind}.{pool}.{field}" in stats
+    for name in ("num_alloc_retries", "num_ooms", "num_sync_all_streams",
+                 "num_device_alloc", "num_device_free"):
+        assert name in stats
+    assert stats["allocated_bytes.all.current"] == torch.neuron.memory_allocated()
+    assert stats["reserved_bytes.all.current"] == torch.neuron.memory_reserved()
+
+
+def test_small_and_large_pools_are_counted_apart():
+    small = torch.empty(1000, device="neuron")
+    large = torch.empty(4 * MIB, dtype=torch.uint8, device="neuron")
+    stats = torch.neuron.memory_stats()
+    assert stats["allocated_bytes.small_pool.current"] >= 4000
+    assert stats["allocated_bytes.large_pool.current"] >= 4 * MIB
+    assert (stats["allocated_bytes.all.current"]
+            == stats["allocated_bytes.small_pool.current"] + stats["allocated_bytes.large_pool.current"])
+    del small, large
+
+
+def test_max_memory_allocated_tracks_the_peak_until_reset():
+    base = torch.neuron.memory_allocated()
+    x = torch.empty(8 * MIB, dtype=torch.uint8, device="neuron")
+    del x
+    assert torch.neuron.max_memory_allocated() >= base + 8 * MIB
+    assert torch.neuron.memory_allocated() == base
+    assert torch.neuron.max_memory_reserved() >= 8 * MIB
+    torch.neuron.reset_peak_memory_stats()
+    assert torch.neuron.max_memory_allocated() == base
+    assert torch.neuron.max_memory_reserved() == torch.neuron.memory_reserved()
+
+
+def test_reset_accumulated_memory_stats_zeroes_the_totals():
+    x = torch.empty(1000, device="neuron")
+    del x
+    assert stat("allocated_bytes.all.allocated") > 0
+    torch.neuron.reset_accumulated_memory_stats()
+    assert stat("allocated_bytes.all.allocated") == 0
+    assert stat("allocated_bytes.all.freed") == 0
+
+
+def test_freed_memory_stays_reserved_until_empty_cache():
+    x = torch.empty(16 * MIB, dtype=torch.uint8, device="neuron")
+    reserved = torch.neuron.memory_reserved()
+    assert reserved >= 16 * MIB
+    del x
+    assert torch.neuron.memory_reserved() == reserved, "the cache keeps the segment"
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() <= reserved - 16 * MIB
+
+
+def test_mem_get_info_reports_free_and_total_device_memory():
+    free, total = torch.neuron.mem_get_info()
+    assert total == torch.neuron.get_device_properties(0).total_memory
+    assert 0 < free <= total
+    x = torch.empty(64 * MIB, dtype=torch.uint8, device="neuron")
+    free_after, _ = torch.neuron.mem_get_info()
+    assert free - free_after >= 64 * MIB
+    del x
+    torch.neuron.empty_cache()
+    assert torch.neuron.mem_get_info()[0] == free
+
+
+def test_memory_summary_is_a_table_of_the_statistics():
+    x = torch.empty(1000, device="neuron")
+    summary = torch.neuron.memory_summary()
+    for text in ("neuron:0", "Allocated memory", "Reserved memory", "Active memory",
+                 "from small pool", "from large pool", "OOMs"):
+        assert text in summary, text
+    assert "from small pool" not in torch.neuron.memory_summary(abbreviated=True)
+    del x
+
+
+def test_accelerator_memory_functions_agree_with_torch_neuron():
+    x = torch.empty(30 * MIB, dtype=torch.uint8, device="neuron")
+    assert torch.accelerator.memory_allocated(0) == torch.neuron.memory_allocated(0)
+    assert torch.accelerator.memory_reserved(0) == torch.neuron.memory_reserved(0)
+    assert torch.accelerator.max_memory_allocated(0) == torch.neuron.max_memory_allocated(0)
+    assert torch.accelerator.max_memory_reserved(0) == torch.neuron.max_memory_reserved(0)
+    assert dict(torch.accelerator.memory_stats(0)) == torch.neuron.memory_stats(0)
+    assert torch.accelerator.get_memory_info(0) == torch.neuron.mem_get_info(0)
+    torch.accelerator.reset_peak_memory_stats(0)
+    assert torch.neuron.max_memory_allocated(0) == torch.neuron.memory_allocated(0)
+    reserved = torch.neuron.memory_reserved(0)
+    del x
+    torch.accelerator.empty_cache()
+    assert torch.neuron.memory_reserved(0) <= reserved - 30 * MIB
+
+
+@requires_devices(2)
+def test_statistics_are_per_device():
+    before0 = torch.neuron.memory_allocated(0)
+    before1 = torch.neuron.memory_allocated(1)
+    x = torch.empty(2 * MIB, dtype=torch.uint8, device="neuron:1")
+    assert torch.neuron.memory_allocated(1) - before1 == 2 * MIB
+    assert torch.neuron.memory_allocated(0) == before0
+    with torch.neuron.device(1):
+        assert torch.neuron.memory_allocated() - before1 == 2 * MIB
+    del x
+
+
+def test_a_freed_block_is_reused_by_the_next_allocation():
+    x = torch.empty(1000, device="neuron")
+    ptr = x.data_ptr()
+    del x
+    y = torch.empty(1000, device="neuron")
+    assert y.data_ptr() == ptr
+    segments = stat("num_device_alloc")
+    for _ in range(10):
+        del y
+        y = torch.empty(1000, device="neuron")
+        assert y.data_ptr() == ptr
+    assert stat("num_device_alloc") == segments, "steady state never reaches the device allocator"
+
+
+def test_record_stream_delays_reuse_until_the_other_stream_is_done(gates):
+    side = torch.neuron.Stream()
+    x = torch.empty(1000, device="neuron")
+    ptr = x.data_ptr()
+    handle = gates.close(side)
+    x.record_stream(side)
+    del x
+    y = torch.empty(1000, device="neuron")
+    assert y.data_ptr() != ptr, "memory in use by a held stream was handed out again"
+    gates.open(handle)
+    side.synchronize()
+    z = torch.empty(1000, device="neuron")
+    assert z.data_ptr() == ptr
+    del y, z
+
+
+def test_record_stream_is_a_native_op(op_tracking):
+    x = torch.empty(10, device="neuron")
+    x.record_stream(torch.neuron.Stream())
+    import torchneuron
+
+    assert torchneuron.get_fallback_ops() == {}
+    assert "aten::record_stream" in torchneuron.get_executed_ops()
+
+
+OOM_PROBE = """
+    import torch
+    MIB = 2**20
+    free, total = torch.neuron.mem_get_info()
+    print(total)
+    held = torch.empty(10 * MIB, dtype=torch.uint8, device="neuron")
+    try:
+        torch.empty(100 * MIB, dtype=torch.uint8, device="neuron")
+        print("no error")
+    except torch.OutOfMemoryError as e:
+        print(isinstance(e, RuntimeError))
+        print(str(e).splitlines()[0])
+    stats = torch.neuron.memory_stats()
+    print(stats["num_ooms"], torch.neuron.memory_allocated() == 10 * MIB)
+    # The device still works after the error, up to its capacity.
+    more = torch.empty(40 * MIB, dtype=torch.uint8, device="neuron").fill_(7)
+    print(more[-1].item())
+    del held, more
+    torch.neuron.empty_cache()
+    whole = torch.empty(60 * MIB, dtype=torch.uint8, device="neuron").fill_(1)
+    print(whole[0].item(), whole[-1].item())
+"""
+
+RETRY_PROBE = """
+    import torch
+    MIB = 2**20
+    cached = torch.empty(40 * MIB, dtype=torch.uint8, device="neuron")
+    del cached  # stays reserved in the cache
+    x = torch.empty(50 * MIB, dtype=torch.uint8, device="neuron")
+    stats = torch.neuron.memory_stats()
+    print(stats["num_alloc_retries"], stats["num_ooms"])
+"""
+
+
+@pytest.fixture(scope="module")
+def children():
+    """The 64 MiB-device probes, run concurrently once."""
+    small_device = {"NEURON_RT_HBM_BYTES": "64M"}
+    return run_python_many({"oom": (OOM_PROBE, small_device), "retry": (RETRY_PROBE, small_device)})
+
+
+def test_out_of_memory_is_an_out_of_memory_error_and_the_device_recovers(children):
+    lines = check_output(children["oom"]).splitlines()
+    assert lines[0] == str(64 * MIB)
+    assert lines[1] == "True"
+    message = lines[2]
+    assert "neuron device 0" in message or "neuron:0" in message, message
+    for words in ("tried to allocate 100.00 MiB", "allocated", "reserved", "free"):
+        assert words in message, message
+    assert lines[3] == "1 True"
+    assert lines[4] == "7"
+    assert lines[5] == "1 1"
+
+
+def test_out_of_memory_retries_after_releasing_the_cache(children):
+    assert check_output(children["retry"]).split() == ["1", "0"]
