@@ -1,8 +1,61 @@
-/* reduce ops (see op_list.h). Each entry's comment states its operands and
- * scalars. */
+/* Reductions and scans (see op_list.h).
+ *
+ * Reductions. Operands: [outputs..., in]. Every output has the input's rank
+ * and size 1 in each reduced dimension (PyTorch's keepdim form; a caller
+ * without keepdim passes its result viewed that way). A dimension is
+ * reduced when its output size is 1 and its input size is not; every other
+ * dimension must have equal sizes. A reduction over nothing (a reduced size
+ * 0) yields the op's identity; ops without one fail. Results do not depend
+ * on the number of kernel threads.
+ *
+ * Accumulation: floating inputs accumulate in float64 (float16 and
+ * bfloat16 are read exactly; sums and norms of 16-bit and float32 inputs
+ * add short groups of terms in float32 first, unless the output is
+ * float64), integer and bool inputs in int64 (wrapping as PyTorch's
+ * integer arithmetic does); the result is converted to the output's dtype. An output may be wider than the input only where that
+ * widening is exact and agrees with PyTorch's "convert the input to the
+ * result dtype first" (integer -> int64, float16/bfloat16 -> float32,
+ * float32 -> float64); other conversions are the caller's job.
+ *
+ *   SUM, PROD            [out, in]   any dtype; integer out for integer in
+ *   MEAN                 [out, in]   floating in: sum / count
+ *   COUNT_NONZERO        [out, in]   out int64
+ *   ANY, ALL             [out, in]   out bool or uint8 (x != 0, NaN is true)
+ *   AMAX, AMIN           [out, in]   out has the input's dtype; NaN wins
+ *   ARGMAX, ARGMIN       [indices, in] or [values, indices, in]: indices
+ *                        int64 count in row-major order over the reduced
+ *                        dims only; ties and NaN take the first occurrence
+ *   VAR                  [var, in] or [var, mean, in]   floating in
+ *                        scalars [correction, take_sqrt]:
+ *                        var = M2 / max(0, count - correction), std = sqrt
+ *   NORM                 [out, in]   floating in; scalars [p]:
+ *                        p = 0 count of nonzeros, inf / -inf max / min |x|,
+ *                        otherwise (sum |x|^p)^(1/p)
+ *   LOGSUMEXP            [out, in]   floating in; m + log(sum exp(x - m))
+ *                        with m the max (0 if it is infinite)
+ *
+ * Scans. Operands [out, in] of one shape; scalars [dim]. out[..., i, ...]
+ * combines in[..., 0..i, ...] along dim, in order, accumulating as above:
+ *   CUMSUM, CUMPROD
+ */
 #ifndef NEURONRT_OPS_REDUCE_H
 #define NEURONRT_OPS_REDUCE_H
 
-#define NRT_REDUCE_OPS(X)
+#define NRT_REDUCE_OPS(X)          \
+  X(SUM, sum)                      \
+  X(MEAN, mean)                    \
+  X(PROD, prod)                    \
+  X(COUNT_NONZERO, count_nonzero)  \
+  X(ANY, any)                      \
+  X(ALL, all)                      \
+  X(AMAX, amax)                    \
+  X(AMIN, amin)                    \
+  X(ARGMAX, argmax)                \
+  X(ARGMIN, argmin)                \
+  X(VAR, var)                      \
+  X(NORM, norm)                    \
+  X(LOGSUMEXP, logsumexp)          \
+  X(CUMSUM, cumsum)                \
+  X(CUMPROD, cumprod)
 
 #endif

@@ -1,0 +1,872 @@
+// Reductions and scans: ATen calls mapped to the runtime's reduction ops.
+//
+// Shapes, result dtypes and argument errors come from PyTorch itself.
+// Structured ops run their own meta function (at::meta::structured_*) on an
+// adapter that allocates neuron outputs, or checks and resizes out= and
+// in-place tensors, as PyTorch's generated code does; the others follow
+// their CPU implementations with ATen's reduction helpers. The runtime then
+// gets one op: the input and every output viewed in keepdim form (a
+// dimension is reduced where the output has size 1 and the input does not).
+// Like PyTorch, an input is converted to the result dtype first unless the
+// runtime can read it exactly as it is (integers into int64, float16 and
+// bfloat16 into float32, float32 into float64).
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/all_meta.h>
+#include <ATen/ops/amax_meta.h>
+#include <ATen/ops/amin_meta.h>
+#include <ATen/ops/any_meta.h>
+#include <ATen/ops/argmax_meta.h>
+#include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/cumprod_meta.h>
+#include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
+#include <ATen/ops/max_meta.h>
+#include <ATen/ops/mean_meta.h>
+#include <ATen/ops/min_meta.h>
+#include <ATen/ops/norm_meta.h>
+#include <ATen/ops/prod_meta.h>
+#include <ATen/ops/sum_meta.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <limits>
+
+#include "op_tracking.h"
+#include "tensor_view.h"
+
+namespace torchneuron {
+namespace {
+
+using at::native::DimMask;
+using c10::OptionalIntArrayRef;
+
+// ---- outputs of structured ops -------------------------------------------
+
+// Runs a structured op's meta function with neuron outputs: new tensors for
+// a functional call, or the given out= / in-place tensors, checked and
+// resized with the messages PyTorch's generated code uses.
+template <class Meta, size_t N>
+class Outputs final : public Meta {
+ public:
+  explicit Outputs(std::array<at::Tensor, N> given = {}, bool inplace = false)
+      : tensors_(std::move(given)), inplace_(inplace) {
+    for (size_t i = 0; i < N; i++) given_[i] = tensors_[i].defined();
+  }
+
+  void set_output_raw_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    set(i, sizes, strides, options);
+  }
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    set(i, sizes, strides, options);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override { return tensors_[i]; }
+  at::Tensor& operator[](size_t i) { return tensors_[i]; }
+
+ private:
+  void set(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options) {
+    at::Tensor& t = tensors_[i];
+    if (!given_[i]) {
+      t = strides.empty() ? at::empty(sizes, options) : at::empty_strided(sizes, strides, options);
+      return;
+    }
+    if (inplace_) {
+      TORCH_CHECK(options.dtype() == t.dtype(), "Bad in-place call: input tensor dtype ", t.dtype(),
+                  " and output tensor dtype ", options.dtype(), " should match");
+      TORCH_CHECK(options.device() == t.device(), "Bad in-place call: input tensor device ",
+                  t.device(), " and output tensor device ", options.device(), " should match");
+      TORCH_CHECK(sizes == t.sizes(), "Bad in-place call: input tensor size ", t.sizes(),
+                  " and output tensor size ", sizes, " should match");
+      return;
+    }
+    TORCH_CHECK(options.dtype() == t.dtype(), "Expected out tensor to have dtype ", options.dtype(),
+                ", but got ", t.dtype(), " instead");
+    TORCH_CHECK(options.device() == t.device(), "Expected out tensor to have device ",
+                options.device(), ", but got ", t.device(), " instead");
+    if (at::native::resize_output(t, sizes) && !strides.empty()) t.as_strided_(sizes, strides);
+  }
+
+  std::array<at::Tensor, N> tensors_;
+  std::array<bool, N> given_{};
+  bool inplace_;
+};
+
+// ---- launching -------------------------------------------------------------
+
+nrt_scalar real_scalar(double v) {
+  nrt_scalar s{};
+  s.is_float = 1;
+  s.f = v;
+  return s;
+}
+
+// The input PyTorch would reduce: converted to the result dtype unless the
+// runtime reads it exactly as it is.
+at::Tensor input_for(const at::Tensor& self, at::ScalarType result) {
+  at::ScalarType in = self.scalar_type();
+  bool exact = in == result ||
+               (at::isIntegralType(in, /*includeBool=*/true) && result == at::kLong) ||
+               ((in == at::kHalf || in == at::kBFloat16) && (result == at::kFloat || result == at::kDouble)) ||
+               (in == at::kFloat && result == at::kDouble);
+  return exact ? self : self.to(result);
+}
+
+// out viewed with in's rank: every reduced dim (in mask) has size 1.
+nrt_tensor_view keepdim_view(const at::Tensor& out, const at::Tensor& in, const DimMask& mask,
+                             const char* name) {
+  nrt_tensor_view v = to_view(out, name);
+  if (out.dim() == in.dim()) return v;
+  v.ndim = static_cast<int32_t>(in.dim());
+  int64_t k = 0;
+  for (int64_t d = 0; d < in.dim(); d++) {
+    if (mask[d]) {
+      v.shape[d] = 1;
+      v.strides[d] = 0;
+    } else {
+      v.shape[d] = out.size(k);
+      v.strides[d] = out.stride(k);
+      k++;
+    }
+  }
+  return v;
+}
+
+// Launches reduction `code` of `in` over the dims in mask into outs (with or
+// without the reduced dims). An output that shares memory with the input is
+// computed in a temporary and copied.
+void launch_reduction(nrt_op_code code, const at::Tensor& in, const DimMask& mask,
+                      std::initializer_list<at::Tensor> outs,
+                      std::initializer_list<nrt_scalar> scalars = {}) {
+  const char* name = nrt_op_name(code);
+  constexpr size_t kMaxOutputs = 2;
+  TORCH_INTERNAL_ASSERT(outs.size() <= kMaxOutputs && scalars.size() <= NRT_MAX_SCALARS);
+  std::array<at::Tensor, kMaxOutputs> results;
+  bool any_output = false;
+  size_t k = 0;
+  for (const at::Tensor& out : outs) {
+    TORCH_CHECK(out.device() == in.device(), name, ": expected all tensors on ", in.device(),
+                ", but an output is on ", out.device());
+    at::assert_no_internal_overlap(out);
+    if (k > 0) at::assert_no_overlap(out, *outs.begin());
+    bool shares_input = at::get_overlap_status(out, in) != at::MemOverlapStatus::No;
+    results[k++] = shares_input ? at::empty_like(out) : out;
+    any_output |= out.numel() > 0;
+  }
+  if (!any_output) return;
+  nrt_op op{};
+  op.code = code;
+  op.num_outputs = static_cast<int32_t>(outs.size());
+  op.num_operands = op.num_outputs + 1;
+  for (k = 0; k < outs.size(); k++) op.operands[k] = keepdim_view(results[k], in, mask, name);
+  op.operands[k] = to_view(in, name);
+  op.compute_dtype = op.operands[k].dtype;
+  for (const nrt_scalar& s : scalars) op.scalars[op.num_scalars++] = s;
+  launch(in.device().index(), op);
+  k = 0;
+  for (const at::Tensor& out : outs) {
+    if (!results[k].is_same(out)) const_cast<at::Tensor&>(out).copy_(results[k]);
+    k++;
+  }
+}
+
+DimMask every_dim() { return DimMask().flip(); }
+
+DimMask dims_mask(OptionalIntArrayRef dims, int64_t ndim, bool allow_empty = false) {
+  return at::native::make_dim_mask(dims, ndim, allow_empty);
+}
+
+DimMask one_dim(int64_t dim, int64_t ndim) {
+  DimMask mask;
+  mask.set(static_cast<size_t>(at::maybe_wrap_dim(dim, ndim)));
+  return mask;
+}
+
+// A non-structured reduction's result: a new tensor, or out checked and
+// resized.
+at::Tensor reduction_result(const at::Tensor& self, const DimMask& mask, bool keepdim,
+                            at::ScalarType dtype, const at::Tensor* out) {
+  auto shape = at::native::shape_from_dim_mask(self, mask, keepdim);
+  if (!out) return at::empty(shape, self.options().dtype(dtype));
+  TORCH_CHECK(out->device() == self.device(), "Expected out tensor to have device ", self.device(),
+              ", but got ", out->device(), " instead");
+  at::native::resize_output(*out, shape);
+  return *out;
+}
+
+// ---- sum, mean, prod -------------------------------------------------------
+
+at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& mask) {
+  launch_reduction(NRT_OP_SUM, input_for(self, result.scalar_type()), mask, {result});
+  return result;
+}
+
+at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::sum.dim_IntList");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_sum_dim_IntList, 1> out;
+  out.meta(self, dim, keepdim, dtype);
+  return sum_into(out[0], self, dims_mask(dim, self.dim()));
+}
+
+at::Tensor& sum_dim_out(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                        std::optional<at::ScalarType> dtype, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::sum.IntList_out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_sum_dim_IntList, 1> out({result});
+  out.meta(self, dim, keepdim, dtype);
+  sum_into(out[0], self, dims_mask(dim, self.dim()));
+  return result;
+}
+
+at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::sum");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_sum_dim_IntList, 1> out;
+  out.meta(self, std::nullopt, false, dtype);
+  return sum_into(out[0], self, every_dim());
+}
+
+// Mean of float16/bfloat16 accumulates in float (here float64) and rounds
+// once, as PyTorch's CPU mean does.
+at::Tensor& mean_into(at::Tensor& result, const at::Tensor& self, const DimMask& mask) {
+  launch_reduction(NRT_OP_MEAN, input_for(self, result.scalar_type()), mask, {result});
+  return result;
+}
+
+at::Tensor mean_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::mean.dim");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_mean_dim, 1> out;
+  out.meta(self, dim, keepdim, dtype);
+  return mean_into(out[0], self, dims_mask(dim, self.dim()));
+}
+
+at::Tensor& mean_dim_out(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::mean.out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_mean_dim, 1> out({result});
+  out.meta(self, dim, keepdim, dtype);
+  mean_into(out[0], self, dims_mask(dim, self.dim()));
+  return result;
+}
+
+at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::mean");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_mean_dim, 1> out;
+  out.meta(self, at::IntArrayRef{}, false, dtype);
+  return mean_into(out[0], self, every_dim());
+}
+
+at::Tensor& prod_into(at::Tensor& result, const at::Tensor& self, const DimMask& mask) {
+  launch_reduction(NRT_OP_PROD, input_for(self, result.scalar_type()), mask, {result});
+  return result;
+}
+
+at::Tensor prod_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::prod");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor result = at::empty({}, self.options().dtype(
+                                        at::native::get_dtype_from_self(self, dtype, true)));
+  return prod_into(result, self, every_dim());
+}
+
+at::Tensor prod_dim(const at::Tensor& self, int64_t dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::prod.dim_int");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_prod_dim_int, 1> out;
+  out.meta(self, dim, keepdim, dtype);
+  return prod_into(out[0], self, one_dim(dim, self.dim()));
+}
+
+at::Tensor& prod_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::prod.int_out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_prod_dim_int, 1> out({result});
+  out.meta(self, dim, keepdim, dtype);
+  prod_into(out[0], self, one_dim(dim, self.dim()));
+  return result;
+}
+
+// ---- extremes --------------------------------------------------------------
+
+template <class Meta>
+at::Tensor extreme(nrt_op_code code, const at::Tensor& self, at::IntArrayRef dim, bool keepdim,
+                   const at::Tensor* given) {
+  c10::DeviceGuard guard(self.device());
+  Outputs<Meta, 1> out({given ? *given : at::Tensor()});
+  out.meta(self, dim, keepdim);
+  launch_reduction(code, self, dims_mask(dim, self.dim()), {out[0]});
+  return out[0];
+}
+
+at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::amax");
+  return extreme<at::meta::structured_amax>(NRT_OP_AMAX, self, dim, keepdim, nullptr);
+}
+
+at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::amax.out");
+  extreme<at::meta::structured_amax>(NRT_OP_AMAX, self, dim, keepdim, &result);
+  return result;
+}
+
+at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::amin");
+  return extreme<at::meta::structured_amin>(NRT_OP_AMIN, self, dim, keepdim, nullptr);
+}
+
+at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::amin.out");
+  extreme<at::meta::structured_amin>(NRT_OP_AMIN, self, dim, keepdim, &result);
+  return result;
+}
+
+// max() / min() over everything (no identity: empty input is an error).
+at::Tensor& extreme_all_into(nrt_op_code code, const char* name, const at::Tensor& self,
+                             at::Tensor& out) {
+  TORCH_CHECK(self.numel() > 0, name,
+              "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+              "reduction dim with the 'dim' argument.");
+  c10::DeviceGuard guard(self.device());
+  if (out.scalar_type() == self.scalar_type()) {
+    launch_reduction(code, self, every_dim(), {out});
+  } else {
+    at::Tensor value = at::empty({}, self.options());
+    launch_reduction(code, self, every_dim(), {value});
+    out.copy_(value);
+  }
+  return out;
+}
+
+at::Tensor max_all(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::max");
+  at::Tensor out = at::empty({}, self.options());
+  return extreme_all_into(NRT_OP_AMAX, "max", self, out);
+}
+
+at::Tensor min_all(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::min");
+  at::Tensor out = at::empty({}, self.options());
+  return extreme_all_into(NRT_OP_AMIN, "min", self, out);
+}
+
+at::Tensor& extreme_all_out(nrt_op_code code, const char* name, const at::Tensor& self,
+                            at::Tensor& out) {
+  TORCH_CHECK(self.device() == out.device(), name, "(): expected out on ", self.device(),
+              ", got ", out.device());
+  TORCH_CHECK(at::canCast(self.scalar_type(), out.scalar_type()), name, "(): the result type ",
+              self.scalar_type(), " can't be cast to the out tensor's dtype ", out.scalar_type());
+  at::native::resize_output(out, {});
+  return extreme_all_into(code, name, self, out);
+}
+
+at::Tensor& max_unary_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::max.unary_out");
+  return extreme_all_out(NRT_OP_AMAX, "max", self, out);
+}
+
+at::Tensor& min_unary_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::min.unary_out");
+  return extreme_all_out(NRT_OP_AMIN, "min", self, out);
+}
+
+// max.dim / min.dim: values and the first index of the extreme.
+template <class Meta>
+std::tuple<at::Tensor, at::Tensor> extreme_dim(nrt_op_code code, const at::Tensor& self,
+                                               int64_t dim, bool keepdim, const at::Tensor* values,
+                                               const at::Tensor* indices) {
+  c10::DeviceGuard guard(self.device());
+  Outputs<Meta, 2> out({values ? *values : at::Tensor(), indices ? *indices : at::Tensor()});
+  auto pre = out.meta(self, dim, keepdim);
+  launch_reduction(code, self, one_dim(pre.dim, self.dim()), {out[0], out[1]});
+  return {out[0], out[1]};
+}
+
+std::tuple<at::Tensor, at::Tensor> max_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::max.dim");
+  return extreme_dim<at::meta::structured_max_dim>(NRT_OP_ARGMAX, self, dim, keepdim, nullptr,
+                                                   nullptr);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  NEURON_TRACK_OP("aten::max.dim_max");
+  extreme_dim<at::meta::structured_max_dim>(NRT_OP_ARGMAX, self, dim, keepdim, &values, &indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> min_dim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::min.dim");
+  return extreme_dim<at::meta::structured_min_dim>(NRT_OP_ARGMIN, self, dim, keepdim, nullptr,
+                                                   nullptr);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+  NEURON_TRACK_OP("aten::min.dim_min");
+  extreme_dim<at::meta::structured_min_dim>(NRT_OP_ARGMIN, self, dim, keepdim, &values, &indices);
+  return {values, indices};
+}
+
+template <class Meta>
+at::Tensor arg_extreme(nrt_op_code code, const char* name, const at::Tensor& self,
+                       std::optional<int64_t> dim, bool keepdim, const at::Tensor* given) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, name, "(): does not support bool input");
+  c10::DeviceGuard guard(self.device());
+  Outputs<Meta, 1> out({given ? *given : at::Tensor()});
+  out.meta(self, dim, keepdim);
+  launch_reduction(code, self, dim ? one_dim(*dim, self.dim()) : every_dim(), {out[0]});
+  return out[0];
+}
+
+at::Tensor argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::argmax");
+  return arg_extreme<at::meta::structured_argmax>(NRT_OP_ARGMAX, "argmax", self, dim, keepdim,
+                                                  nullptr);
+}
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor& result) {
+  NEURON_TRACK_OP("aten::argmax.out");
+  arg_extreme<at::meta::structured_argmax>(NRT_OP_ARGMAX, "argmax", self, dim, keepdim, &result);
+  return result;
+}
+
+at::Tensor argmin(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::argmin");
+  return arg_extreme<at::meta::structured_argmin>(NRT_OP_ARGMIN, "argmin", self, dim, keepdim,
+                                                  nullptr);
+}
+
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor& result) {
+  NEURON_TRACK_OP("aten::argmin.out");
+  arg_extreme<at::meta::structured_argmin>(NRT_OP_ARGMIN, "argmin", self, dim, keepdim, &result);
+  return result;
+}
+
+// ---- var / std ---------------------------------------------------------------
+
+// var, std, var_mean, std_mean with a correction, into var (and mean).
+void var_into(const char* fname, const at::Tensor& self, OptionalIntArrayRef dim,
+              const std::optional<at::Scalar>& correction, bool keepdim, bool take_sqrt,
+              at::Tensor& var, const at::Tensor* mean) {
+  TORCH_CHECK(at::isFloatingType(var.scalar_type()), fname, ": result dtype ",
+              var.scalar_type(), " is not a floating dtype");
+  TORCH_CHECK(at::canCast(self.scalar_type(), var.scalar_type()), "result type ",
+              self.scalar_type(), " can't be cast to the desired output type ", var.scalar_type());
+  DimMask mask = dims_mask(dim, self.dim());
+  double c = correction ? correction->toDouble() : 1.0;
+  int64_t outputs = var.numel();
+  int64_t reducing = outputs == 0 ? 0 : self.numel() / outputs;
+  if (static_cast<double>(reducing) - c <= 0)
+    TORCH_WARN(fname, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
+  at::Tensor in = input_for(self, var.scalar_type());
+  if (mean)
+    launch_reduction(NRT_OP_VAR, in, mask, {var, *mean}, {real_scalar(c), real_scalar(take_sqrt)});
+  else
+    launch_reduction(NRT_OP_VAR, in, mask, {var}, {real_scalar(c), real_scalar(take_sqrt)});
+}
+
+void check_var_input(const at::Tensor& self, const char* what) {
+  TORCH_CHECK(self.layout() == at::kStrided, what, " only supports strided layout, got: ",
+              self.layout());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), what,
+              " only support floating point and complex dtypes");
+}
+
+at::Tensor var_or_std(const char* fname, const at::Tensor& self, OptionalIntArrayRef dim,
+                      const std::optional<at::Scalar>& correction, bool keepdim, bool take_sqrt,
+                      const at::Tensor* out) {
+  check_var_input(self, "std and var");
+  c10::DeviceGuard guard(self.device());
+  DimMask mask = dims_mask(dim, self.dim());
+  at::Tensor result = reduction_result(self, mask, keepdim, self.scalar_type(), out);
+  var_into(fname, self, dim, correction, keepdim, take_sqrt, result, nullptr);
+  return result;
+}
+
+at::Tensor var_correction(const at::Tensor& self, OptionalIntArrayRef dim,
+                          const std::optional<at::Scalar>& correction, bool keepdim) {
+  NEURON_TRACK_OP("aten::var.correction");
+  return var_or_std("var", self, dim, correction, keepdim, false, nullptr);
+}
+
+at::Tensor& var_correction_out(const at::Tensor& self, OptionalIntArrayRef dim,
+                               const std::optional<at::Scalar>& correction, bool keepdim,
+                               at::Tensor& out) {
+  NEURON_TRACK_OP("aten::var.correction_out");
+  var_or_std("var", self, dim, correction, keepdim, false, &out);
+  return out;
+}
+
+at::Tensor std_correction(const at::Tensor& self, OptionalIntArrayRef dim,
+                          const std::optional<at::Scalar>& correction, bool keepdim) {
+  NEURON_TRACK_OP("aten::std.correction");
+  return var_or_std("std", self, dim, correction, keepdim, true, nullptr);
+}
+
+at::Tensor& std_correction_out(const at::Tensor& self, OptionalIntArrayRef dim,
+                               const std::optional<at::Scalar>& correction, bool keepdim,
+                               at::Tensor& out) {
+  NEURON_TRACK_OP("aten::std.correction_out");
+  var_or_std("std", self, dim, correction, keepdim, true, &out);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean_of(const char* fname, const at::Tensor& self,
+                                               OptionalIntArrayRef dim,
+                                               const std::optional<at::Scalar>& correction,
+                                               bool keepdim, bool take_sqrt) {
+  check_var_input(self, fname);
+  c10::DeviceGuard guard(self.device());
+  DimMask mask = dims_mask(dim, self.dim());
+  at::Tensor var = reduction_result(self, mask, keepdim, self.scalar_type(), nullptr);
+  at::Tensor mean = reduction_result(self, mask, keepdim, self.scalar_type(), nullptr);
+  var_into(fname, self, dim, correction, keepdim, take_sqrt, var, &mean);
+  return {var, mean};
+}
+
+std::tuple<at::Tensor, at::Tensor> var_mean_correction(const at::Tensor& self,
+                                                       OptionalIntArrayRef dim,
+                                                       const std::optional<at::Scalar>& correction,
+                                                       bool keepdim) {
+  NEURON_TRACK_OP("aten::var_mean.correction");
+  return var_mean_of("var_mean", self, dim, correction, keepdim, false);
+}
+
+std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self,
+                                                       OptionalIntArrayRef dim,
+                                                       const std::optional<at::Scalar>& correction,
+                                                       bool keepdim) {
+  NEURON_TRACK_OP("aten::std_mean.correction");
+  return var_mean_of("std_mean", self, dim, correction, keepdim, true);
+}
+
+// ---- norms -------------------------------------------------------------------
+
+void norm_into(at::Tensor& result, const at::Tensor& self, double ord, const DimMask& mask) {
+  launch_reduction(NRT_OP_NORM, input_for(self, result.scalar_type()), mask, {result},
+                   {real_scalar(ord)});
+}
+
+DimMask vector_norm_mask(OptionalIntArrayRef dim, int64_t ndim) {
+  return dim && !dim->empty() ? dims_mask(dim, ndim) : every_dim();
+}
+
+at::Tensor linalg_vector_norm(const at::Tensor& self, const at::Scalar& ord,
+                              OptionalIntArrayRef dim, bool keepdim,
+                              std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::linalg_vector_norm");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_linalg_vector_norm, 1> out;
+  out.meta(self, ord, dim, keepdim, dtype);
+  norm_into(out[0], self, ord.toDouble(), vector_norm_mask(dim, self.dim()));
+  return out[0];
+}
+
+at::Tensor& linalg_vector_norm_out(const at::Tensor& self, const at::Scalar& ord,
+                                   OptionalIntArrayRef dim, bool keepdim,
+                                   std::optional<at::ScalarType> dtype, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::linalg_vector_norm.out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_linalg_vector_norm, 1> out({result});
+  out.meta(self, ord, dim, keepdim, dtype);
+  norm_into(out[0], self, ord.toDouble(), vector_norm_mask(dim, self.dim()));
+  return result;
+}
+
+double norm_order(const std::optional<at::Scalar>& p) { return p ? p->toDouble() : 2.0; }
+
+at::OptionalScalarRef scalar_ref(const std::optional<at::Scalar>& p) {
+  return p ? at::OptionalScalarRef(&p.value()) : at::OptionalScalarRef();
+}
+
+at::Tensor norm_dim(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                    at::IntArrayRef dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::norm.ScalarOpt_dim");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_norm_ScalarOpt_dim, 1> out;
+  out.meta(self, scalar_ref(p), dim, keepdim);
+  norm_into(out[0], self, norm_order(p), dims_mask(dim, self.dim()));
+  return out[0];
+}
+
+at::Tensor& norm_dim_out(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                         at::IntArrayRef dim, bool keepdim, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::norm.out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_norm_ScalarOpt_dim, 1> out({result});
+  out.meta(self, scalar_ref(p), dim, keepdim);
+  norm_into(out[0], self, norm_order(p), dims_mask(dim, self.dim()));
+  return result;
+}
+
+at::Tensor norm_dim_dtype(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                          at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
+  NEURON_TRACK_OP("aten::norm.ScalarOpt_dim_dtype");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_norm_ScalarOpt_dim_dtype, 1> out;
+  out.meta(self, scalar_ref(p), dim, keepdim, dtype);
+  norm_into(out[0], self, norm_order(p), dims_mask(dim, self.dim()));
+  return out[0];
+}
+
+at::Tensor& norm_dim_dtype_out(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                               at::IntArrayRef dim, bool keepdim, at::ScalarType dtype,
+                               at::Tensor& result) {
+  NEURON_TRACK_OP("aten::norm.dtype_out");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_norm_ScalarOpt_dim_dtype, 1> out({result});
+  out.meta(self, scalar_ref(p), dim, keepdim, dtype);
+  norm_into(out[0], self, norm_order(p), dims_mask(dim, self.dim()));
+  return result;
+}
+
+// ---- logsumexp -----------------------------------------------------------------
+
+at::Tensor& logsumexp_into(const at::Tensor& self, at::IntArrayRef dims, bool keepdim,
+                           at::Tensor& result) {
+  TORCH_CHECK(at::isFloatingType(result.scalar_type()),
+              "logsumexp(): Expected floating point type for result tensor, but got: ",
+              result.scalar_type());
+  c10::DeviceGuard guard(self.device());
+  DimMask mask = dims_mask(dims, self.dim());
+  // PyTorch adds the keepdim maxima back to a result reduced without
+  // keepdim; with dims=[] that broadcast fails, and so does the op.
+  if (dims.empty() && self.dim() > 0 && self.numel() > 0 && !keepdim) {
+    std::vector<int64_t> ones(static_cast<size_t>(self.dim()), 1);
+    TORCH_CHECK(false, "output with shape [] doesn't match the broadcast shape ",
+                at::IntArrayRef(ones));
+  }
+  at::Tensor in = self;
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true))
+    in = self.to(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  at::native::resize_output(result, at::native::shape_from_dim_mask(self, mask, keepdim));
+  launch_reduction(NRT_OP_LOGSUMEXP, input_for(in, result.scalar_type()), mask, {result});
+  return result;
+}
+
+at::Tensor logsumexp(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  NEURON_TRACK_OP("aten::logsumexp");
+  at::ScalarType dtype = at::isIntegralType(self.scalar_type(), /*includeBool=*/true)
+                             ? c10::typeMetaToScalarType(c10::get_default_dtype())
+                             : self.scalar_type();
+  c10::DeviceGuard guard(self.device());
+  auto shape = at::native::shape_from_dim_mask(self, dims_mask(dims, self.dim()), keepdim);
+  at::Tensor result = at::empty(shape, self.options().dtype(dtype));
+  return logsumexp_into(self, dims, keepdim, result);
+}
+
+at::Tensor& logsumexp_out(const at::Tensor& self, at::IntArrayRef dims, bool keepdim,
+                          at::Tensor& result) {
+  NEURON_TRACK_OP("aten::logsumexp.out");
+  return logsumexp_into(self, dims, keepdim, result);
+}
+
+// ---- any, all, count_nonzero ---------------------------------------------------
+
+template <class Meta, class... Args>
+at::Tensor logical(nrt_op_code code, const at::Tensor& self, const DimMask& mask,
+                   const at::Tensor* given, Args... args) {
+  c10::DeviceGuard guard(self.device());
+  Outputs<Meta, 1> out({given ? *given : at::Tensor()});
+  out.meta(self, args...);
+  launch_reduction(code, self, mask, {out[0]});
+  return out[0];
+}
+
+#define DEFINE_ANY_ALL(NAME, CODE)                                                              \
+  at::Tensor NAME##_all(const at::Tensor& self) {                                               \
+    NEURON_TRACK_OP("aten::" #NAME);                                                            \
+    return logical<at::meta::structured_##NAME>(CODE, self, every_dim(), nullptr);               \
+  }                                                                                             \
+  at::Tensor& NAME##_all_out(const at::Tensor& self, at::Tensor& result) {                      \
+    NEURON_TRACK_OP("aten::" #NAME ".all_out");                                                 \
+    logical<at::meta::structured_##NAME>(CODE, self, every_dim(), &result);                      \
+    return result;                                                                              \
+  }                                                                                             \
+  at::Tensor NAME##_dim(const at::Tensor& self, int64_t dim, bool keepdim) {                    \
+    NEURON_TRACK_OP("aten::" #NAME ".dim");                                                     \
+    return logical<at::meta::structured_##NAME##_dim>(CODE, self, one_dim(dim, self.dim()),     \
+                                                      nullptr, dim, keepdim);                   \
+  }                                                                                             \
+  at::Tensor& NAME##_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,                 \
+                             at::Tensor& result) {                                              \
+    NEURON_TRACK_OP("aten::" #NAME ".out");                                                     \
+    logical<at::meta::structured_##NAME##_dim>(CODE, self, one_dim(dim, self.dim()), &result,   \
+                                               dim, keepdim);                                   \
+    return result;                                                                              \
+  }                                                                                             \
+  at::Tensor NAME##_dims(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {       \
+    NEURON_TRACK_OP("aten::" #NAME ".dims");                                                    \
+    return logical<at::meta::structured_##NAME##_dims>(                                         \
+        CODE, self, dims_mask(dim, self.dim(), /*allow_empty=*/true), nullptr, dim, keepdim);   \
+  }                                                                                             \
+  at::Tensor& NAME##_dims_out(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,    \
+                              at::Tensor& result) {                                             \
+    NEURON_TRACK_OP("aten::" #NAME ".dims_out");                                                \
+    logical<at::meta::structured_##NAME##_dims>(                                                \
+        CODE, self, dims_mask(dim, self.dim(), /*allow_empty=*/true), &result, dim, keepdim);   \
+    return result;                                                                              \
+  }
+DEFINE_ANY_ALL(any, NRT_OP_ANY)
+DEFINE_ANY_ALL(all, NRT_OP_ALL)
+
+at::Tensor count_nonzero_dims(const at::Tensor& self, at::IntArrayRef dims) {
+  NEURON_TRACK_OP("aten::count_nonzero.dim_IntList");
+  c10::DeviceGuard guard(self.device());
+  DimMask mask = dims_mask(dims, self.dim());
+  at::Tensor result = reduction_result(self, mask, false, at::kLong, nullptr);
+  launch_reduction(NRT_OP_COUNT_NONZERO, self, mask, {result});
+  return result;
+}
+
+// ---- scans -----------------------------------------------------------------------
+
+template <class Meta>
+at::Tensor scan(nrt_op_code code, const char* name, const at::Tensor& self, int64_t dim,
+                std::optional<at::ScalarType> dtype, const at::Tensor* given, bool inplace) {
+  c10::DeviceGuard guard(self.device());
+  Outputs<Meta, 1> out({given ? *given : at::Tensor()}, inplace);
+  out.meta(self, dim, dtype);
+  at::Tensor result = out[0];
+  TORCH_CHECK_NOT_IMPLEMENTED(result.scalar_type() != at::kBool, name,
+                              ": not implemented for 'Bool' results");
+  if (result.numel() == 0) return result;
+  at::Tensor in = input_for(self, result.scalar_type());
+  bool same_place = in.is_same(result) || (in.data_ptr() == result.data_ptr() &&
+                                           in.strides() == result.strides() &&
+                                           in.scalar_type() == result.scalar_type());
+  at::Tensor target = result;
+  if (!same_place && at::get_overlap_status(result, in) != at::MemOverlapStatus::No)
+    target = at::empty_like(result);
+  at::assert_no_internal_overlap(target);
+  nrt_op op{};
+  op.code = code;
+  op.num_outputs = 1;
+  op.num_operands = 2;
+  op.operands[0] = to_view(target, name);
+  op.operands[1] = to_view(in, name);
+  op.compute_dtype = op.operands[1].dtype;
+  op.num_scalars = 1;
+  op.scalars[0].i = at::maybe_wrap_dim(dim, self.dim());
+  launch(self.device().index(), op);
+  if (!target.is_same(result)) result.copy_(target);
+  return result;
+}
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::cumsum");
+  return scan<at::meta::structured_cumsum>(NRT_OP_CUMSUM, "cumsum", self, dim, dtype, nullptr, false);
+}
+
+at::Tensor& cumsum_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::cumsum_");
+  scan<at::meta::structured_cumsum>(NRT_OP_CUMSUM, "cumsum", self, dim, dtype, &self, true);
+  return self;
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                       at::Tensor& result) {
+  NEURON_TRACK_OP("aten::cumsum.out");
+  scan<at::meta::structured_cumsum>(NRT_OP_CUMSUM, "cumsum", self, dim, dtype, &result, false);
+  return result;
+}
+
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::cumprod");
+  return scan<at::meta::structured_cumprod>(NRT_OP_CUMPROD, "cumprod", self, dim, dtype, nullptr,
+                                            false);
+}
+
+at::Tensor& cumprod_(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::cumprod_");
+  scan<at::meta::structured_cumprod>(NRT_OP_CUMPROD, "cumprod", self, dim, dtype, &self, true);
+  return self;
+}
+
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                        at::Tensor& result) {
+  NEURON_TRACK_OP("aten::cumprod.out");
+  scan<at::meta::structured_cumprod>(NRT_OP_CUMPROD, "cumprod", self, dim, dtype, &result, false);
+  return result;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum", sum_all);
+  m.impl("sum.dim_IntList", sum_dim);
+  m.impl("sum.IntList_out", sum_dim_out);
+  m.impl("mean", mean_all);
+  m.impl("mean.dim", mean_dim);
+  m.impl("mean.out", mean_dim_out);
+  m.impl("prod", prod_all);
+  m.impl("prod.dim_int", prod_dim);
+  m.impl("prod.int_out", prod_dim_out);
+  m.impl("amax", amax);
+  m.impl("amax.out", amax_out);
+  m.impl("amin", amin);
+  m.impl("amin.out", amin_out);
+  m.impl("max", max_all);
+  m.impl("max.unary_out", max_unary_out);
+  m.impl("max.dim", max_dim);
+  m.impl("max.dim_max", max_dim_out);
+  m.impl("min", min_all);
+  m.impl("min.unary_out", min_unary_out);
+  m.impl("min.dim", min_dim);
+  m.impl("min.dim_min", min_dim_out);
+  m.impl("argmax", argmax);
+  m.impl("argmax.out", argmax_out);
+  m.impl("argmin", argmin);
+  m.impl("argmin.out", argmin_out);
+  m.impl("var.correction", var_correction);
+  m.impl("var.correction_out", var_correction_out);
+  m.impl("std.correction", std_correction);
+  m.impl("std.correction_out", std_correction_out);
+  m.impl("var_mean.correction", var_mean_correction);
+  m.impl("std_mean.correction", std_mean_correction);
+  m.impl("linalg_vector_norm", linalg_vector_norm);
+  m.impl("linalg_vector_norm.out", linalg_vector_norm_out);
+  m.impl("norm.ScalarOpt_dim", norm_dim);
+  m.impl("norm.out", norm_dim_out);
+  m.impl("norm.ScalarOpt_dim_dtype", norm_dim_dtype);
+  m.impl("norm.dtype_out", norm_dim_dtype_out);
+  m.impl("logsumexp", logsumexp);
+  m.impl("logsumexp.out", logsumexp_out);
+  m.impl("any", any_all);
+  m.impl("any.all_out", any_all_out);
+  m.impl("any.dim", any_dim);
+  m.impl("any.out", any_dim_out);
+  m.impl("any.dims", any_dims);
+  m.impl("any.dims_out", any_dims_out);
+  m.impl("all", all_all);
+  m.impl("all.all_out", all_all_out);
+  m.impl("all.dim", all_dim);
+  m.impl("all.out", all_dim_out);
+  m.impl("all.dims", all_dims);
+  m.impl("all.dims_out", all_dims_out);
+  m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
+  m.impl("cumsum", cumsum);
+  m.impl("cumsum_", cumsum_);
+  m.impl("cumsum.out", cumsum_out);
+  m.impl("cumprod", cumprod);
+  m.impl("cumprod_", cumprod_);
+  m.impl("cumprod.out", cumprod_out);
+}
+
+}  // namespace torchneuron
