@@ -1,7 +1,7 @@
 """Host overhead of tiny ops and host<->device copy bandwidth.
 
-Part 1: per-op host cost of tiny ops (fill_ of one element, copy_ of one
-element, empty of one element) on neuron versus the same op on PyTorch CPU,
+Part 1: per-op host cost of tiny ops (fill_, copy_, empty and add_ of one
+element) on neuron versus the same op on PyTorch CPU,
 timed over a loop that ends with a synchronize (so queued work is paid for).
 Part 2: host->device and device->host copy bandwidth, from pageable and from
 pinned host memory, for 1 MiB..256 MiB, versus a plain memcpy of the same
@@ -46,7 +46,7 @@ def tiny_ops(iters: int, repeats: int) -> None:
         "fill_ (1 element)": lambda t, s: (lambda: t.fill_(1.5)),
         "copy_ (1 element, same dev)": lambda t, s: (lambda: t.copy_(s)),
         "empty (1 element)": lambda t, s: (lambda: torch.empty(1, device=t.device)),
-        "add_ (1 element, fallback)": lambda t, s: (lambda: t.add_(s)),
+        "add_ (1 element)": lambda t, s: (lambda: t.add_(s)),
     }
     for name, make in cases.items():
         results = {}
@@ -54,8 +54,7 @@ def tiny_ops(iters: int, repeats: int) -> None:
             t = torch.zeros(1, device=device)
             s = torch.ones(1, device=device)
             sync = torch.neuron.synchronize if device == "neuron" else (lambda: None)
-            n = iters // 10 if "fallback" in name else iters
-            results[device] = per_op_us(make(t, s), n, repeats, sync)
+            results[device] = per_op_us(make(t, s), iters, repeats, sync)
         print(f"{name:<28}{results['neuron']:>11.2f}{results['cpu']:>10.2f}"
               f"{results['neuron'] / results['cpu']:>11.2f}x")
 
