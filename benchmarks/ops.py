@@ -19,6 +19,7 @@ marked "fallback" with the ATen ops that fell back. Figures are medians.
 """
 
 import argparse
+import ctypes
 import os
 import statistics
 import time
@@ -107,41 +108,54 @@ def large_cases(device, dtype, n: int):
     rows = torch.randint(0, side, (side,), generator=g).to(device)
     e = x.element_size()
     nb = x.numel() * e
-    # name -> (fn, bytes moved or None for compute-bound ops)
+    # name -> (fn, fn writing into out=, bytes moved or None if compute-bound)
     return {
-        "add": (lambda: torch.add(x, y), 3 * nb),
-        "mul": (lambda: torch.mul(x, y), 3 * nb),
-        "gelu": (lambda: F.gelu(x), 2 * nb),
-        "exp": (lambda: torch.exp(x), 2 * nb),
-        "sum": (lambda: torch.sum(x), nb),
-        "logsumexp(dim=-1)": (lambda: torch.logsumexp(x, -1), nb),
-        "amax(dim=-1)": (lambda: torch.amax(x, -1), nb),
-        "cat(dim=0)": (lambda: torch.cat([half, half]), 2 * nb),
-        "index_select(dim=0)": (lambda: torch.index_select(x, 0, rows), 2 * nb + rows.numel() * 8),
-        "sort(dim=-1)": (lambda: torch.sort(x, -1), None),
+        "add": (lambda: torch.add(x, y), lambda o: torch.add(x, y, out=o), 3 * nb),
+        "mul": (lambda: torch.mul(x, y), lambda o: torch.mul(x, y, out=o), 3 * nb),
+        "gelu": (lambda: F.gelu(x), lambda o: torch._C._nn.gelu(x, out=o), 2 * nb),
+        "exp": (lambda: torch.exp(x), lambda o: torch.exp(x, out=o), 2 * nb),
+        "sum": (lambda: torch.sum(x), lambda o: torch.sum(x, (0, 1), out=o), nb),
+        "logsumexp(dim=-1)": (lambda: torch.logsumexp(x, -1),
+                              lambda o: torch.logsumexp(x, -1, out=o), nb),
+        "amax(dim=-1)": (lambda: torch.amax(x, -1), lambda o: torch.amax(x, -1, out=o), nb),
+        "cat(dim=0)": (lambda: torch.cat([half, half]),
+                       lambda o: torch.cat([half, half], out=o), 2 * nb),
+        "index_select(dim=0)": (lambda: torch.index_select(x, 0, rows),
+                                lambda o: torch.index_select(x, 0, rows, out=o),
+                                2 * nb + rows.numel() * 8),
+        "sort(dim=-1)": (lambda: torch.sort(x, -1), lambda o: torch.sort(x, -1, out=tuple(o)),
+                         None),
     }
 
 
 def memcpy_gbps(n: int, repeats: int) -> float:
+    """The better of torch CPU copy_ (its threads) and one memmove, counting
+    bytes read + written."""
     src = torch.randn(n)
     dst = torch.empty_like(src)
-    t = median_seconds(lambda: dst.copy_(src), "cpu", repeats)
-    return 2 * src.numel() * src.element_size() / t / 1e9
+    nbytes = src.numel() * src.element_size()
+    t_copy = median_seconds(lambda: dst.copy_(src), "cpu", repeats)
+    d, s = dst.data_ptr(), src.data_ptr()
+    t_memmove = median_seconds(lambda: ctypes.memmove(d, s, nbytes), "cpu", repeats)
+    return 2 * nbytes / min(t_copy, t_memmove) / 1e9
 
 
 def large_ops(n: int, repeats: int, dtypes, memcpy: float):
     rows = []
     for dtype in dtypes:
         neuron, cpu = large_cases("neuron", dtype, n), large_cases("cpu", dtype, n)
-        for name, (fn_n, nbytes) in neuron.items():
-            fn_c = cpu[name][0]
+        for name, (fn_n, _, nbytes) in neuron.items():
+            fn_c, fn_c_out = cpu[name][:2]
             fb = fallbacks_of(fn_n)
             reps = max(3, repeats // 2) if name.startswith("sort") or fb else repeats
             t_n = median_seconds(fn_n, "neuron", reps)
             t_c = median_seconds(fn_c, "cpu", reps)
+            out = fn_c()
+            t_o = median_seconds(lambda: fn_c_out(out), "cpu", reps)
             gbps = nbytes / t_n / 1e9 if nbytes else None
             rows.append((name, str(dtype).replace("torch.", ""), t_n * 1e3, t_c * 1e3, t_c / t_n,
-                         gbps, gbps / memcpy * 100 if gbps else None, _note(fb)))
+                         t_o * 1e3, t_o / t_n, gbps, gbps / memcpy * 100 if gbps else None,
+                         _note(fb)))
         del neuron, cpu
         torch.neuron.empty_cache()
     return rows
@@ -156,36 +170,39 @@ def _machine() -> str:
 
 
 def print_text(small, large, memcpy, n, threads, machine):
-    print(f"PyTorch CPU threads: {threads}; memcpy (torch CPU copy_, {n * 4 // MIB} MiB, "
-          f"read+write): {memcpy:.1f} GB/s; {machine}")
+    print(f"PyTorch CPU threads: {threads}; memcpy ({n * 4 // MIB} MiB, read+write): "
+          f"{memcpy:.1f} GB/s; {machine}")
     print("\nSmall-tensor latency, 64 elements, per call incl. amortised synchronize "
           "(neuron/cpu: lower is better)")
     print(f"{'op':<14}{'neuron us':>11}{'cpu us':>9}{'neuron/cpu':>12}  note")
     for name, tn, tc, r, note in small:
         print(f"{name:<14}{tn:>11.2f}{tc:>9.2f}{r:>11.2f}x  {note}")
-    print(f"\nLarge tensors, {n / MIB:.0f}M elements (speedup = cpu/neuron: higher is better)")
+    print(f"\nLarge tensors, {n / MIB:.0f}M elements (speedup = cpu/neuron: higher is better; "
+          "cpu out= reuses a preallocated output)")
     print(f"{'op':<21}{'dtype':<10}{'neuron ms':>10}{'cpu ms':>9}{'speedup':>9}"
-          f"{'GB/s':>8}{'%memcpy':>9}  note")
-    for name, dt, tn, tc, s, gbps, pct, note in large:
+          f"{'cpu out= ms':>12}{'speedup':>9}{'GB/s':>8}{'%memcpy':>9}  note")
+    for name, dt, tn, tc, s, to, so, gbps, pct, note in large:
         g = f"{gbps:8.1f}" if gbps else f"{'-':>8}"
         p = f"{pct:8.0f}%" if pct else f"{'-':>9}"
-        print(f"{name:<21}{dt:<10}{tn:>10.2f}{tc:>9.2f}{s:>8.2f}x{g}{p}  {note}")
+        print(f"{name:<21}{dt:<10}{tn:>10.2f}{tc:>9.2f}{s:>8.2f}x{to:>12.2f}{so:>8.2f}x{g}{p}"
+              f"  {note}")
 
 
 def print_markdown(small, large, memcpy, n, threads, machine):
-    print(f"PyTorch CPU threads: {threads}; memcpy bandwidth (torch CPU `copy_`, "
-          f"{n * 4 // MIB} MiB, read+write): {memcpy:.1f} GB/s; {machine}.\n")
+    print(f"PyTorch CPU threads: {threads}; memcpy bandwidth ({n * 4 // MIB} MiB, read+write): "
+          f"{memcpy:.1f} GB/s; {machine}.\n")
     print("| small op (64 el.) | neuron us | cpu us | neuron/cpu | note |")
     print("|---|---:|---:|---:|---|")
     for name, tn, tc, r, note in small:
         print(f"| {name} | {tn:.2f} | {tc:.2f} | {r:.2f}x | {note} |")
-    print(f"\n| large op ({n / MIB:.0f}M el.) | dtype | neuron ms | cpu ms | speedup | GB/s "
-          "| % memcpy | note |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
-    for name, dt, tn, tc, s, gbps, pct, note in large:
+    print(f"\n| large op ({n / MIB:.0f}M el.) | dtype | neuron ms | cpu ms | speedup "
+          "| cpu out= ms | speedup vs out= | GB/s | % memcpy | note |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, dt, tn, tc, s, to, so, gbps, pct, note in large:
         g = f"{gbps:.1f}" if gbps else "-"
         p = f"{pct:.0f}%" if pct else "-"
-        print(f"| {name} | {dt} | {tn:.2f} | {tc:.2f} | {s:.2f}x | {g} | {p} | {note} |")
+        print(f"| {name} | {dt} | {tn:.2f} | {tc:.2f} | {s:.2f}x | {to:.2f} | {so:.2f}x | {g} "
+              f"| {p} | {note} |")
 
 
 def main():
