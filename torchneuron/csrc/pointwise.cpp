@@ -322,11 +322,6 @@ class PointwiseKernel final : public c10::OperatorKernel {
 
 }  // namespace
 
-void check_scalar_fits(const c10::Scalar& value, at::ScalarType dtype) {
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
-                             [&] { (void)value.to<scalar_t>(); });
-}
-
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
                      const std::vector<c10::IValue>& scalars) {
   launch(code, iter, scalars, LaunchPlan{iter.common_dtype(), iter.noutputs()});

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "neuronrt/nrt.h"
+#include "tensor_view.h"
 
 namespace torchneuron {
 
@@ -84,9 +85,6 @@ struct PointwiseOp {
   PointwiseCheck check = nullptr;
 };
 
-// Refuses a scalar that overflows dtype, as Scalar::to<T> does in the CPU
-// kernels that convert their scalar arguments.
-void check_scalar_fits(const c10::Scalar& value, at::ScalarType dtype);
 
 // Registers every overload of every row as a native PrivateUse1 kernel.
 void register_pointwise_ops(torch::Library& m, const PointwiseOp* ops, size_t count);
