@@ -15,7 +15,7 @@ all: build
 $(SETUP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=64" wheel
-	$(PY) -m pip install --quiet "torch==2.13.0" numpy pytest pytest-timeout
+	$(PY) -m pip install --quiet "torch==2.13.0" numpy pytest pytest-timeout expecttest
 	touch $@
 
 setup: $(SETUP_STAMP)

@@ -72,11 +72,6 @@ void check_devices(const char* op, const at::Tensor& self, std::initializer_list
   }
 }
 
-void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
-                             [&] { (void)value.to<scalar_t>(); });
-}
-
 namespace {
 
 void add_operand(nrt_op& op, const nrt_tensor_view& v) { op.operands[op.num_operands++] = v; }

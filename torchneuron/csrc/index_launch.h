@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "neuronrt/nrt.h"
+#include "tensor_view.h"
 
 namespace torchneuron {
 
@@ -44,8 +45,6 @@ nrt_scalar to_nrt_scalar(const at::Scalar& s);
 // Throws unless every defined tensor is on device's neuron device.
 void check_devices(const char* op, const at::Tensor& self, std::initializer_list<at::Tensor> others);
 
-// Throws if value does not fit dtype (PyTorch's own overflow message).
-void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype);
 
 // out (viewed over the access's shape with out_strides) = target[indices].
 void launch_gather(nrt_op_code code, const at::Tensor& out, at::IntArrayRef out_strides,

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "index_launch.h"
+#include "index_launch.h"  // to_nrt_scalar
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"

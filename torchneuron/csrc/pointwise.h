@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "neuronrt/nrt.h"
+#include "tensor_view.h"
 
 namespace torchneuron {
 

@@ -13,7 +13,7 @@
 
 #include <limits>
 
-#include "index_launch.h"  // check_scalar_fits
+#include "tensor_view.h"  // check_scalar_fits
 #include "pointwise.h"
 
 namespace torchneuron {

@@ -141,12 +141,6 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage_offset(self, std::move(empty), 0, {0}, {});
 }
 
-// Rejects values that do not fit the dtype, with PyTorch's own message.
-void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "fill_",
-                             [&] { (void)value.to<scalar_t>(); });
-}
-
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   NEURON_TRACK_OP("aten::fill_.Scalar");
   TORCH_CHECK(!value.isComplex(), "fill_: complex values are not supported on neuron");

@@ -1,5 +1,7 @@
 #include "tensor_view.h"
 
+#include <ATen/Dispatch.h>
+
 #include "device_state.h"
 #include "runtime_check.h"
 
@@ -45,6 +47,11 @@ nrt_tensor_view to_view(const at::Tensor& tensor, const char* op) {
     view.strides[d] = tensor.stride(d);
   }
   return view;
+}
+
+void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {
+  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
+                             [&] { (void)value.to<scalar_t>(); });
 }
 
 void launch(c10::DeviceIndex device, const nrt_op& op) {

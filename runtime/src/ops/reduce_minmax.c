@@ -17,10 +17,21 @@
 #define NAN_float(v) ((v) != (v))
 #define NAN_double(v) ((v) != (v))
 
+#define NAN_VALUE_uint8_t 0
+#define NAN_VALUE_int8_t 0
+#define NAN_VALUE_int16_t 0
+#define NAN_VALUE_int32_t 0
+#define NAN_VALUE_int64_t 0
+#define NAN_VALUE_float NAN
+#define NAN_VALUE_double NAN
+
 /* Does x replace the current extreme m (x comes later)? Bitwise
  * operators keep the loops free of branches, so they vectorise. */
 #define MAX_TAKES(C, x, m) (((x) > (m)) | (NAN_##C(x) & !NAN_##C(m)))
 #define MIN_TAKES(C, x, m) (((x) < (m)) | (NAN_##C(x) & !NAN_##C(m)))
+/* Plain order of numbers (false for NaN). */
+#define GREATER(x, m) ((x) > (m))
+#define LESS(x, m) ((x) < (m))
 /* Does (x, ix) beat (m, im) whatever their order? */
 #define BEATS(C, TAKES, x, ix, m, im)                                                               \
   (TAKES(C, x, m) | ((((x) == (m)) | (NAN_##C(x) & NAN_##C(m))) & ((ix) < (im))))
@@ -53,25 +64,33 @@
 
 /* NAME: value and arg block functions of one direction for storage type T
  * computed as C (LOAD reads v as C). */
-#define DEFINE_EXTREME(NAME, TAKES, IDENT, T, C, LOAD)                                              \
+#define DEFINE_EXTREME(NAME, TAKES, ORDER, IDENT, T, C, LOAD)                                       \
+  /* The lanes keep the extreme of the numbers (a plain compare and select,                         \
+   * one vector max) and, apart, whether a NaN was seen. */                                         \
   RT_INLINE C NAME##_run(const T *x, int64_t n) {                                                   \
     C lanes[RT_LANES];                                                                              \
-    for (int k = 0; k < RT_LANES; k++) lanes[k] = IDENT##_##C;                                      \
+    IDX_##C nan[RT_LANES];                                                                          \
+    for (int k = 0; k < RT_LANES; k++) lanes[k] = IDENT##_##C, nan[k] = 0;                          \
     int64_t i = 0;                                                                                  \
     for (; i + RT_LANES <= n; i += RT_LANES)                                                        \
       RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {                                             \
         T v = x[i + k];                                                                             \
         C e = LOAD;                                                                                 \
-        lanes[k] = TAKES(C, e, lanes[k]) ? e : lanes[k];                                            \
+        lanes[k] = ORDER(e, lanes[k]) ? e : lanes[k];                                               \
+        nan[k] |= (IDX_##C)NAN_##C(e);                                                              \
       }                                                                                             \
-    for (int k = 0; i < n; i++, k++) {                                                              \
+    C m = IDENT##_##C;                                                                              \
+    int seen_nan = 0;                                                                               \
+    for (int k = 0; k < RT_LANES; k++) {                                                            \
+      m = TAKES(C, lanes[k], m) ? lanes[k] : m;                                                     \
+      seen_nan |= nan[k] != 0;                                                                      \
+    }                                                                                               \
+    for (; i < n; i++) {                                                                            \
       T v = x[i];                                                                                   \
       C e = LOAD;                                                                                   \
-      lanes[k] = TAKES(C, e, lanes[k]) ? e : lanes[k];                                              \
+      m = TAKES(C, e, m) ? e : m;                                                                   \
     }                                                                                               \
-    for (int w = RT_LANES / 2; w > 0; w /= 2)                                                       \
-      for (int k = 0; k < w; k++) lanes[k] = TAKES(C, lanes[k + w], lanes[k]) ? lanes[k + w] : lanes[k]; \
-    return lanes[0];                                                                                \
+    return seen_nan ? NAN_VALUE_##C : m;                                                            \
   }                                                                                                 \
   /* Position of the first element equal to m (or the first NaN if m is NaN). */                    \
   RT_INLINE int64_t NAME##_find(const T *x, int64_t n, C m) {                                       \
@@ -183,8 +202,8 @@
   }
 
 #define EXTREMES(DT, SUF, T, C, LOAD)                                                               \
-  DEFINE_EXTREME(max_##SUF, MAX_TAKES, LOWEST, T, C, LOAD)                                          \
-  DEFINE_EXTREME(min_##SUF, MIN_TAKES, HIGHEST, T, C, LOAD)
+  DEFINE_EXTREME(max_##SUF, MAX_TAKES, GREATER, LOWEST, T, C, LOAD)                                 \
+  DEFINE_EXTREME(min_##SUF, MIN_TAKES, LESS, HIGHEST, T, C, LOAD)
 RT_REDUCE_ALL_TYPES(EXTREMES)
 
 #define MAX_ENTRY(DT, SUF, T, C, LOAD) [DT] = max_##SUF,
