@@ -48,6 +48,7 @@ RUNTIME_DTYPES = (
 MAX_SAMPLES = int(os.environ.get("TORCHNEURON_CONFORMANCE_SAMPLES", "4"))
 MAX_GENERATED = 64
 LARGE_SAMPLE = 65536  # elements: larger samples run through the function variant only
+GRAD_SAMPLES = 2  # samples whose gradients are compared (at float32, else float64)
 
 # Ops whose values are random or uninitialised: PyTorch's own device-vs-CPU
 # test skips them as "non-deterministic". They are still run on neuron and
@@ -462,6 +463,38 @@ def _out_variant(op, expected) -> _Variant | None:
     return _Variant("out=", call)
 
 
+class _NothingToDifferentiate(Exception):
+    pass
+
+
+def _grad_variant(op, sample) -> _Variant:
+    """Gradients of the outputs (against fixed random cotangents) with
+    respect to every floating-point input: runs the backward kernels."""
+
+    def call(i, a, k):
+        leaves = []
+
+        def leaf(t):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                t = t.detach().requires_grad_(True)
+                leaves.append(t)
+            return t
+
+        i, a, k = tree_map(leaf, (i, a, k))
+        out = sample.output_process_fn_grad(op(i, *a, **k))
+        outs = [t for t in tree_flatten(out)[0]
+                if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not leaves or not outs:
+            raise _NothingToDifferentiate()
+        gen = torch.Generator().manual_seed(SEED)
+        cotangents = [torch.randn(t.shape, generator=gen, dtype=t.dtype).to(t.device)
+                      for t in outs]
+        grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
+        return grads, [list(grads)]
+
+    return _Variant("grad", call)
+
+
 def run_case(op, dtype, *, random_values: bool | None = None) -> CaseResult:
     """Runs the selected samples of one OpInfo at one dtype; records every
     problem instead of stopping at the first."""
@@ -487,6 +520,10 @@ class _Case:
             self.result.problems.append(f"sample generation failed: {_short(exc)}")
             return self.result
         self.result.samples = len(samples)
+        if self.grad_dtype() and self.op.supports_autograd and not self.random_values:
+            small = [s for s in samples if _numel(s) <= LARGE_SAMPLE]
+            for sample in small[:GRAD_SAMPLES]:
+                self.run_variant(sample, _grad_variant(self.op, sample))
         for index, sample in enumerate(samples):
             variants = _variants(self.op, sample, index == 0)
             if _numel(sample) > LARGE_SAMPLE:
@@ -509,6 +546,11 @@ class _Case:
                     self.run_variant(sample, variant)
         return self.result
 
+    def grad_dtype(self) -> bool:
+        """Gradients are checked at one dtype: float32, else float64."""
+        dtypes = test_dtypes(self.op)
+        return self.dtype == (torch.float32 if torch.float32 in dtypes else torch.float64)
+
     def run_variant(self, sample, variant):
         cpu = _call(variant, on_device(sample, "cpu"))
         neuron_args = on_device(sample, "neuron")
@@ -519,14 +561,14 @@ class _Case:
         problems = []
         if fallbacks:
             problems.append(f"CPU fallback ran for {sorted(fallbacks)}")
-        problems += self.outcome(sample, cpu, neuron)
+        problems += self.outcome(sample, cpu, neuron, variant.name)
         self.result.calls += 1
         where = f"{variant.name} {describe(sample)}"
         self.result.problems += [f"{where}: {p}" for p in problems]
         if not problems:
             self.result.native_ops |= set(executed)
 
-    def outcome(self, sample, cpu, neuron) -> list[str]:
+    def outcome(self, sample, cpu, neuron, variant: str) -> list[str]:
         (cpu_out, cpu_exc), (n_out, n_exc) = cpu, neuron
         if cpu_exc is not None and n_exc is None:
             return [f"neuron accepted what the CPU rejects ({_short(cpu_exc)})"]
@@ -542,7 +584,7 @@ class _Case:
             problems.append(f"result not on neuron: {_devices(returned)}")
         for actual, expected in zip(results, cpu_out[1]):
             try:
-                mismatch = self.compare(sample, _to_cpu(actual), expected)
+                mismatch = self.compare(sample, _to_cpu(actual), expected, variant)
             except Exception as exc:  # noqa: BLE001 - a kernel error surfaces at sync
                 mismatch = f"reading the result failed: {_short(exc)}"
             if mismatch:
@@ -550,11 +592,13 @@ class _Case:
                 break
         return problems
 
-    def compare(self, sample, actual, expected) -> str | None:
+    def compare(self, sample, actual, expected, variant: str) -> str | None:
         if _structure(actual) != _structure(expected):
             return f"structure differs: neuron {_structure(actual)} vs cpu {_structure(expected)}"
         if self.random_values or _bitwise_equal(actual, expected):
             return None
+        if variant == "grad" and semantics.applies(self.op.name, sample):
+            return None  # which tie receives the gradient is as unspecified as the index
         try:
             kwargs = {} if self.tol is None else {"atol": self.tol[0], "rtol": self.tol[1]}
             torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False,
