@@ -70,24 +70,50 @@ INFRASTRUCTURE_OPS = {
     "_to_copy", "lift_fresh", "_local_scalar_dense", "fill_", "zero_", "resize_", "set_",
 }
 
-# Agreed known issues: {(opinfo id, dtype or None): reason}. The test marks
-# them xfail(strict=True) so that a fix shows up as XPASS. Keep it empty
-# unless the owning family agreed.
-# Known mismatches, each an open item of the native-kernel work (strict xfail:
-# a fix makes the test fail until the entry is removed). Keys: (OpInfo id,
-# dtype), (OpInfo id, None) for every dtype, or (OpInfo id, "error_inputs").
-_INTEGER_DROPOUT = ("native_dropout_backward has no integer/bool kernel yet "
-                    "(CPU accepts them)")
-KNOWN_ISSUES: dict[tuple[str, object], str] = {
-    ("norm.nuc", torch.float32): "nuclear norm needs SVD, which still falls back (linalg)",
-    ("norm.nuc", torch.float64): "nuclear norm needs SVD, which still falls back (linalg)",
+@dataclass(frozen=True)
+class Known:
+    """A known mismatch: every problem it covers contains `match`."""
+    reason: str
+    match: str
+
+
+# Known mismatches, each an open item of the native-kernel work. Keys:
+# (OpInfo id, dtype), (OpInfo id, None) for every dtype, or (OpInfo id,
+# "error_inputs"). A case whose problems are all covered is an xfail; a
+# problem no entry covers fails it, and so does an entry that covers nothing
+# any more (strict: remove it once fixed).
+_INTEGER_DROPOUT = Known("native_dropout_backward has no integer/bool kernel yet "
+                         "(CPU accepts them)", '"native_dropout_backward" not implemented for')
+_NUC = Known("nuclear norm needs SVD, which still falls back (linalg)", "aten::_linalg_svd")
+KNOWN_ISSUES: dict[tuple[str, object], Known] = {
+    ("norm.nuc", torch.float32): _NUC,
+    ("norm.nuc", torch.float64): _NUC,
     **{("native_dropout_backward", d): _INTEGER_DROPOUT
        for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)},
-    ("multinomial", "error_inputs"): "invalid probabilities are found by the kernel and "
-                                     "raise at the next synchronisation, not at the call",
-    ("bernoulli", "error_inputs"): "probabilities outside [0, 1] are found by the kernel and "
-                                   "raise at the next synchronisation, not at the call",
+    ("multinomial", "error_inputs"): Known(
+        "invalid probabilities are found by the kernel and raise ValueError at the next "
+        "synchronisation; the CPU raises RuntimeError", "neuron raised ValueError"),
+    ("bernoulli", "error_inputs"): Known(
+        "bernoulli with an out= tensor whose elements overlap is accepted; the CPU rejects it",
+        "neuron accepted it"),
+    ("masked_select", torch.float32): Known(
+        "the gradient of masked_select uses masked_scatter_, which falls back",
+        "aten::masked_scatter_"),
+    ("sgn", torch.float32): Known(
+        "the gradient of sgn of real inputs is an efficient zero tensor: "
+        "_efficientzerotensor falls back", "aten::_efficientzerotensor"),
+    ("unfold", torch.float32): Known(
+        "the gradient of unfold uses unfold_backward, which falls back",
+        "aten::unfold_backward"),
 }
+
+
+def known_issues(name: str, key) -> list[Known]:
+    """The entries for an OpInfo id at a dtype (or "error_inputs")."""
+    found = [KNOWN_ISSUES.get((name, key))]
+    if key != "error_inputs":
+        found.append(KNOWN_ISSUES.get((name, None)))
+    return [k for k in found if k is not None]
 
 
 def opinfo_id(op) -> str:
@@ -722,7 +748,7 @@ def all_cases(scopes: list[Scope]) -> list[tuple[Scope, torch.dtype]]:
 
 
 __all__ = [
-    "RUNTIME_DTYPES", "KNOWN_ISSUES", "CaseResult", "Scope", "all_cases",
+    "RUNTIME_DTYPES", "KNOWN_ISSUES", "Known", "known_issues", "CaseResult", "Scope", "all_cases",
     "base_name", "dtype_name", "in_scope_opinfos", "is_random", "native_registrations",
     "opinfo_id", "run_case", "run_error_inputs", "test_dtypes",
 ]
