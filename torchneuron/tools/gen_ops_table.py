@@ -286,6 +286,9 @@ def main(argv=None) -> int:
             report = json.load(f)
     except (OSError, ValueError):
         report = {}
+    finally:
+        if args.report is None:
+            os.unlink(report_path)
     if not report.get("cases"):
         print(f"{report_path}: no conformance results", file=sys.stderr)
         return 1
