@@ -48,6 +48,7 @@ RUNTIME_DTYPES = (
 MAX_SAMPLES = int(os.environ.get("TORCHNEURON_CONFORMANCE_SAMPLES", "4"))
 MAX_GENERATED = 64
 LARGE_SAMPLE = 65536  # elements: larger samples run through the function variant only
+GRAD_SAMPLES = 2  # samples whose gradients are compared (at float32, else float64)
 
 # Ops whose values are random or uninitialised: PyTorch's own device-vs-CPU
 # test skips them as "non-deterministic". They are still run on neuron and
@@ -69,24 +70,50 @@ INFRASTRUCTURE_OPS = {
     "_to_copy", "lift_fresh", "_local_scalar_dense", "fill_", "zero_", "resize_", "set_",
 }
 
-# Agreed known issues: {(opinfo id, dtype or None): reason}. The test marks
-# them xfail(strict=True) so that a fix shows up as XPASS. Keep it empty
-# unless the owning family agreed.
-# Known mismatches, each an open item of the native-kernel work (strict xfail:
-# a fix makes the test fail until the entry is removed). Keys: (OpInfo id,
-# dtype), (OpInfo id, None) for every dtype, or (OpInfo id, "error_inputs").
-_INTEGER_DROPOUT = ("native_dropout_backward has no integer/bool kernel yet "
-                    "(CPU accepts them)")
-KNOWN_ISSUES: dict[tuple[str, object], str] = {
-    ("norm.nuc", torch.float32): "nuclear norm needs SVD, which still falls back (linalg)",
-    ("norm.nuc", torch.float64): "nuclear norm needs SVD, which still falls back (linalg)",
+@dataclass(frozen=True)
+class Known:
+    """A known mismatch: every problem it covers contains `match`."""
+    reason: str
+    match: str
+
+
+# Known mismatches, each an open item of the native-kernel work. Keys:
+# (OpInfo id, dtype), (OpInfo id, None) for every dtype, or (OpInfo id,
+# "error_inputs"). A case whose problems are all covered is an xfail; a
+# problem no entry covers fails it, and so does an entry that covers nothing
+# any more (strict: remove it once fixed).
+_INTEGER_DROPOUT = Known("native_dropout_backward has no integer/bool kernel yet "
+                         "(CPU accepts them)", '"native_dropout_backward" not implemented for')
+_NUC = Known("nuclear norm needs SVD, which still falls back (linalg)", "aten::_linalg_svd")
+KNOWN_ISSUES: dict[tuple[str, object], Known] = {
+    ("norm.nuc", torch.float32): _NUC,
+    ("norm.nuc", torch.float64): _NUC,
     **{("native_dropout_backward", d): _INTEGER_DROPOUT
        for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)},
-    ("multinomial", "error_inputs"): "invalid probabilities are found by the kernel and "
-                                     "raise at the next synchronisation, not at the call",
-    ("bernoulli", "error_inputs"): "probabilities outside [0, 1] are found by the kernel and "
-                                   "raise at the next synchronisation, not at the call",
+    ("multinomial", "error_inputs"): Known(
+        "invalid probabilities are found by the kernel and raise ValueError at the next "
+        "synchronisation; the CPU raises RuntimeError", "neuron raised ValueError"),
+    ("bernoulli", "error_inputs"): Known(
+        "bernoulli with an out= tensor whose elements overlap is accepted; the CPU rejects it",
+        "neuron accepted it"),
+    ("masked_select", torch.float32): Known(
+        "the gradient of masked_select uses masked_scatter_, which falls back",
+        "aten::masked_scatter_"),
+    ("sgn", torch.float32): Known(
+        "the gradient of sgn of real inputs is an efficient zero tensor: "
+        "_efficientzerotensor falls back", "aten::_efficientzerotensor"),
+    ("unfold", torch.float32): Known(
+        "the gradient of unfold uses unfold_backward, which falls back",
+        "aten::unfold_backward"),
 }
+
+
+def known_issues(name: str, key) -> list[Known]:
+    """The entries for an OpInfo id at a dtype (or "error_inputs")."""
+    found = [KNOWN_ISSUES.get((name, key))]
+    if key != "error_inputs":
+        found.append(KNOWN_ISSUES.get((name, None)))
+    return [k for k in found if k is not None]
 
 
 def opinfo_id(op) -> str:
@@ -476,6 +503,38 @@ def _out_variant(op, expected) -> _Variant | None:
     return _Variant("out=", call)
 
 
+class _NothingToDifferentiate(Exception):
+    pass
+
+
+def _grad_variant(op, sample) -> _Variant:
+    """Gradients of the outputs (against fixed random cotangents) with
+    respect to every floating-point input: runs the backward kernels."""
+
+    def call(i, a, k):
+        leaves = []
+
+        def leaf(t):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                t = t.detach().requires_grad_(True)
+                leaves.append(t)
+            return t
+
+        i, a, k = tree_map(leaf, (i, a, k))
+        out = sample.output_process_fn_grad(op(i, *a, **k))
+        outs = [t for t in tree_flatten(out)[0]
+                if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not leaves or not outs:
+            raise _NothingToDifferentiate()
+        gen = torch.Generator().manual_seed(SEED)
+        cotangents = [torch.randn(t.shape, generator=gen, dtype=t.dtype).to(t.device)
+                      for t in outs]
+        grads = torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
+        return grads, [list(grads)]
+
+    return _Variant("grad", call)
+
+
 def run_case(op, dtype, *, random_values: bool | None = None) -> CaseResult:
     """Runs the selected samples of one OpInfo at one dtype; records every
     problem instead of stopping at the first."""
@@ -501,6 +560,10 @@ class _Case:
             self.result.problems.append(f"sample generation failed: {_short(exc)}")
             return self.result
         self.result.samples = len(samples)
+        if self.grad_dtype() and self.op.supports_autograd and not self.random_values:
+            small = [s for s in samples if _numel(s) <= LARGE_SAMPLE]
+            for sample in small[:GRAD_SAMPLES]:
+                self.run_variant(sample, _grad_variant(self.op, sample))
         for index, sample in enumerate(samples):
             variants = _variants(self.op, sample, index == 0)
             if _numel(sample) > LARGE_SAMPLE:
@@ -523,6 +586,11 @@ class _Case:
                     self.run_variant(sample, variant)
         return self.result
 
+    def grad_dtype(self) -> bool:
+        """Gradients are checked at one dtype: float32, else float64."""
+        dtypes = test_dtypes(self.op)
+        return self.dtype == (torch.float32 if torch.float32 in dtypes else torch.float64)
+
     def run_variant(self, sample, variant):
         cpu = _call(variant, on_device(sample, "cpu"))
         neuron_args = on_device(sample, "neuron")
@@ -533,14 +601,14 @@ class _Case:
         problems = []
         if fallbacks:
             problems.append(f"CPU fallback ran for {sorted(fallbacks)}")
-        problems += self.outcome(sample, cpu, neuron)
+        problems += self.outcome(sample, cpu, neuron, variant.name)
         self.result.calls += 1
         where = f"{variant.name} {describe(sample)}"
         self.result.problems += [f"{where}: {p}" for p in problems]
         if not problems:
             self.result.native_ops |= set(executed)
 
-    def outcome(self, sample, cpu, neuron) -> list[str]:
+    def outcome(self, sample, cpu, neuron, variant: str) -> list[str]:
         (cpu_out, cpu_exc), (n_out, n_exc) = cpu, neuron
         if cpu_exc is not None and n_exc is None:
             return [f"neuron accepted what the CPU rejects ({_short(cpu_exc)})"]
@@ -556,7 +624,7 @@ class _Case:
             problems.append(f"result not on neuron: {_devices(returned)}")
         for actual, expected in zip(results, cpu_out[1]):
             try:
-                mismatch = self.compare(sample, _to_cpu(actual), expected)
+                mismatch = self.compare(sample, _to_cpu(actual), expected, variant)
             except Exception as exc:  # noqa: BLE001 - a kernel error surfaces at sync
                 mismatch = f"reading the result failed: {_short(exc)}"
             if mismatch:
@@ -564,11 +632,13 @@ class _Case:
                 break
         return problems
 
-    def compare(self, sample, actual, expected) -> str | None:
+    def compare(self, sample, actual, expected, variant: str) -> str | None:
         if _structure(actual) != _structure(expected):
             return f"structure differs: neuron {_structure(actual)} vs cpu {_structure(expected)}"
         if self.random_values or _bitwise_equal(actual, expected):
             return None
+        if variant == "grad" and semantics.applies(self.op.name, sample):
+            return None  # which tie receives the gradient is as unspecified as the index
         try:
             kwargs = {} if self.tol is None else {"atol": self.tol[0], "rtol": self.tol[1]}
             torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False,
@@ -678,7 +748,7 @@ def all_cases(scopes: list[Scope]) -> list[tuple[Scope, torch.dtype]]:
 
 
 __all__ = [
-    "RUNTIME_DTYPES", "KNOWN_ISSUES", "CaseResult", "Scope", "all_cases",
+    "RUNTIME_DTYPES", "KNOWN_ISSUES", "Known", "known_issues", "CaseResult", "Scope", "all_cases",
     "base_name", "dtype_name", "in_scope_opinfos", "is_random", "native_registrations",
     "opinfo_id", "run_case", "run_error_inputs", "test_dtypes",
 ]

@@ -31,7 +31,8 @@ SHORT = {"bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i3
          "float64": "f64"}
 # Registration source file (stem prefix) -> family.
 FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index"),
-            ("shape", "shape"), ("random", "random"), ("copy", "core"), ("tensor_ops", "core")]
+            ("nonzero", "index"), ("shape", "shape"), ("sort", "shape"), ("random", "random"),
+            ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core")]
 
 
 def run_suite(report: str) -> int:
@@ -56,8 +57,107 @@ def registrations() -> dict[str, str]:
         dump = torch._C._dispatch_dump(name)
         m = re.search(r"^PrivateUse1: registered at (\S+?):\d+", dump, re.MULTILINE)
         stem = Path(m.group(1)).stem if m else "?"
-        out[name] = next((fam for prefix, fam in FAMILIES if stem.startswith(prefix)), stem)
+        family = next((fam for prefix, fam in FAMILIES if stem.startswith(prefix)), stem)
+        out[name] = family if stem == family else f"{family} ({stem}.cpp)"
     return out
+
+
+# ------------------------------------------------------------------ probing
+
+class _Unprobeable(Exception):
+    pass
+
+
+UNTRACKED: set[str] = set()  # registered kernels that ran without counting themselves
+
+
+def _probe_tensor(dtype, device, seed):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        t = torch.randint(0, 2, (4, 4), generator=g).bool()
+    elif dtype.is_floating_point:
+        t = (torch.randn(4, 4, generator=g) * 2).to(dtype)
+    else:  # small non-negative integers: valid shifts, counts and classes
+        t = torch.randint(0, 4, (4, 4), generator=g).to(dtype)
+    return t.to(device)
+
+
+def _probe_args(schema, dtype, device):
+    """Positional and keyword arguments for a generic call: (4, 4) tensors
+    of `dtype`, 1 for numbers and ints, False for bools, defaults elsewhere;
+    out= tensors are empty (resized by the op) of `dtype`."""
+    import torch
+
+    args, kwargs = [], {}
+    for index, arg in enumerate(schema.arguments):
+        kind = str(arg.type)
+        if arg.is_out:
+            value = torch.empty(0, dtype=dtype, device=device)
+        elif kind == "Optional[number]" and arg.default_value is None:
+            value = 1  # e.g. clamp's min and max: one of them is needed
+        elif arg.has_default_value():
+            continue
+        elif kind == "Tensor":
+            value = _probe_tensor(dtype, device, index)
+        elif kind in ("number", "int", "SymInt", "float"):
+            value = 1
+        elif kind == "bool":
+            value = False
+        elif kind.startswith("Optional["):
+            value = None
+        else:
+            raise _Unprobeable(kind)
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return args, kwargs
+
+
+def probe(qualified: str, dtype, random_values: bool) -> bool:
+    """Calls one overload on generic inputs on the CPU and on neuron: True if
+    the CPU accepts them, neuron runs this overload natively with no
+    fallback, and the results agree (shapes and dtypes only for random ops)."""
+    import torch
+    import torchneuron
+
+    torchneuron.clear_op_tracking()
+    name, _, overload = qualified[len("aten::"):].partition(".")
+    op = getattr(getattr(torch.ops.aten, name), overload or "default")
+    try:
+        cpu_args, cpu_kwargs = _probe_args(op._schema, dtype, "cpu")
+        neuron_args, neuron_kwargs = _probe_args(op._schema, dtype, "neuron")
+    except _Unprobeable:
+        return False
+    try:
+        expected = op(*cpu_args, **cpu_kwargs)
+    except Exception:  # noqa: BLE001 - no generic input for this op/dtype
+        return False
+    torchneuron.clear_op_tracking()
+    try:
+        actual = op(*neuron_args, **neuron_kwargs)
+        torch.neuron.synchronize()  # a kernel error must not leak into the next probe
+    except Exception:  # noqa: BLE001 - counts as unverified
+        return False
+    if torchneuron.get_fallback_ops():
+        return False
+    if qualified not in torchneuron.get_executed_ops():
+        UNTRACKED.add(qualified)  # its kernel ran (it is registered) but does not count itself
+    to_cpu = torch.utils._pytree.tree_map(
+        lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, actual)
+    try:
+        if random_values:
+            shape = torch.utils._pytree.tree_map(
+                lambda t: (t.shape, t.dtype) if isinstance(t, torch.Tensor) else t, to_cpu)
+            want = torch.utils._pytree.tree_map(
+                lambda t: (t.shape, t.dtype) if isinstance(t, torch.Tensor) else t, expected)
+            return shape == want
+        torch.testing.assert_close(to_cpu, expected, equal_nan=True, check_stride=False)
+    except AssertionError:
+        return False
+    return True
 
 
 def overload_exists(qualified: str) -> bool:
@@ -75,6 +175,15 @@ def render(report: dict, regs: dict[str, str]) -> str:
         for op in case["native_ops"]:
             verified[op].add(case["dtype"])
             users[op].add(case["opinfo"])
+    probed: dict[str, set[str]] = defaultdict(set)
+    import torch
+
+    for n in regs:
+        if verified.get(n) or not overload_exists(n):
+            continue
+        for d in DTYPES:
+            if probe(n, getattr(torch, d), regs[n].startswith("random")):
+                probed[n].add(d)
     failed: dict[str, set[str]] = defaultdict(set)  # primary op -> dtypes with a failing case
     primary = {s["opinfo"]: s["primary"] for s in report["scope"]}
     by_opinfo: dict[str, dict[str, bool]] = defaultdict(dict)
@@ -90,8 +199,9 @@ def render(report: dict, regs: dict[str, str]) -> str:
     names = sorted(regs, key=lambda n: (regs[n], n))
     per_family: dict[str, int] = defaultdict(int)
     for n in names:
-        per_family[regs[n]] += 1
+        per_family[regs[n].split(" ")[0]] += 1
     n_verified = sum(1 for n in names if verified.get(n))
+    n_probed = sum(1 for n in names if probed.get(n))
     cases = report["cases"]
     n_pass = sum(1 for c in cases if not c["problems"])
     errors = report.get("errors", [])
@@ -106,16 +216,25 @@ def render(report: dict, regs: dict[str, str]) -> str:
         "PrivateUse1 dispatch key), the family that implements it, and the dtypes the OpInfo",
         "conformance suite (`tests/test_opinfo_conformance.py`) verified: ✓ the op ran natively",
         "in a sample of that dtype whose results matched PyTorch CPU with no fallback;",
-        "✗ an OpInfo whose primary op this is failed at that dtype; blank: not exercised.",
+        "p: no OpInfo sample reached it, but a generic probe ((4, 4) tensors of the dtype,",
+        "scalars 1) ran it natively and matched the CPU (shapes and dtypes for random ops);",
+        "✗ an OpInfo whose primary op this is failed at that dtype; blank: not verified.",
         "Ops that anything not in this table reaches run through the CPU fallback",
         "(`torchneuron.get_fallback_ops()`).",
         "",
         f"- {len(names)} native ATen overloads ("
         + ", ".join(f"{fam}: {k}" for fam, k in sorted(per_family.items())) + f"); "
-        f"{n_verified} verified by OpInfo samples in at least one dtype.",
+        f"{n_verified} verified by OpInfo samples in at least one dtype, {n_probed} more "
+        f"by a generic probe, {len(names) - n_verified - n_probed} not verified.",
         f"- OpInfo conformance: {len(report['scope'])} OpInfos in scope, "
         f"{n_pass}/{len(cases)} (OpInfo, dtype) cases pass, "
         f"{e_pass}/{len(errors)} error-input checks pass.",
+    ]
+    if UNTRACKED:
+        lines.append("- Kernels that ran without counting themselves in "
+                     "`torchneuron.get_executed_ops()`: "
+                     + ", ".join(f"`{n[6:]}`" for n in sorted(UNTRACKED)) + ".")
+    lines += [
         "",
         "| ATen op | family | " + " | ".join(SHORT[d] for d in DTYPES) + " | exercised by |",
         "|---|---|" + "---|" * len(DTYPES) + "---|",
@@ -123,7 +242,8 @@ def render(report: dict, regs: dict[str, str]) -> str:
     for n in names:
         marks = []
         for d in DTYPES:
-            marks.append("✓" if d in verified.get(n, ()) else "✗" if d in failed.get(n, ()) else "")
+            marks.append("✓" if d in verified.get(n, ()) else "p" if d in probed.get(n, ())
+                         else "✗" if d in failed.get(n, ()) else "")
         who = ", ".join(sorted(users.get(n, ())))
         if not overload_exists(n):
             who = "**no such ATen overload: the registration is dead**"
@@ -166,6 +286,9 @@ def main(argv=None) -> int:
             report = json.load(f)
     except (OSError, ValueError):
         report = {}
+    finally:
+        if args.report is None:
+            os.unlink(report_path)
     if not report.get("cases"):
         print(f"{report_path}: no conformance results", file=sys.stderr)
         return 1
