@@ -225,6 +225,46 @@ static void test_numerics(void) {
   CHECK(nc_tf32_round(1.0f + ldexpf(1.0f, -11)) == 1.0f);
 }
 
+/* The same add program launched on a stream over device memory. */
+static void test_launch_on_device_memory(void) {
+  enum { N = 64 };
+  nrt_nc_tensor t[] = {hbm(N * 4), hbm(N * 4), tile(NRT_NC_SBUF, 1, N * 4)};
+  nrt_nc_inst in[3];
+  in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[0].ap[0] = ap2d(2, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[1] = inst_of(NRT_NC_ACTIVATION, NRT_NC_ENGINE_SCALAR);
+  in[1].func[0] = NRT_NC_ACT_SQUARE;
+  in[1].imm[0] = 1.0;
+  in[1].ap[0] = in[1].ap[1] = in[0].ap[0];
+  in[2] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[2].ap[0] = ap2d(1, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[2].ap[1] = in[0].ap[0];
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 3, t, 3, &prog, &diag));
+  void *src, *dst;
+  CHECK_OK(nrt_malloc(0, N * 4, &src));
+  CHECK_OK(nrt_malloc(0, N * 4, &dst));
+  float host[N], out[N];
+  for (int i = 0; i < N; i++) host[i] = (float)i;
+  nrt_stream_t stream;
+  CHECK_OK(nrt_stream_get_default(0, &stream));
+  CHECK_OK(nrt_memcpy_async(stream, src, host, sizeof host));
+  void *ptrs[] = {src, dst, NULL};
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs));
+  CHECK_OK(nrt_nc_program_destroy(prog)); /* the queued launch keeps it alive */
+  CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
+  for (int i = 0; i < N; i++) CHECK(out[i] == (float)(i * i));
+  /* Host memory is not device memory: the launch refuses it. */
+  CHECK_OK(create(in, 3, t, 3, &prog, &diag));
+  void *host_ptrs[] = {host, out, NULL};
+  CHECK_STATUS(nrt_nc_program_launch(stream, prog, host_ptrs), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_nc_program_destroy(prog);
+  nrt_free(src);
+  nrt_free(dst);
+}
+
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
@@ -232,5 +272,6 @@ int main(void) {
   RUN(test_capacity_and_reuse);
   RUN(test_fresh_memory_is_nan);
   RUN(test_numerics);
+  RUN(test_launch_on_device_memory);
   return CHECK_MAIN_RESULT();
 }
