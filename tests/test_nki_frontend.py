@@ -273,5 +273,37 @@ def test_benchmark_estimates_and_writes_a_trace(tmp_path):
     # 8 matmuls of 512 moving columns at 2.4 GHz (trn2)
     assert math.isclose(est.busy_us["Tensor"], 8 * 512 / 2.4e3, rel_tol=1e-6)
     events = json.loads(path.read_text())["traceEvents"]
-    assert len(events) == len(matmul_tiled.specialise((a, b), {}).tracer.instructions)
-    assert {"Tensor", "Vector"} <= {e["tid"] for e in events}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert len(spans) == len(matmul_tiled.specialise((a, b), {}).tracer.instructions)
+    lanes = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {"Tensor", "Vector", "DMA queue 0"} <= lanes
+
+
+def test_the_configured_generation_sets_geometry_and_clocks(tmp_path):
+    from conftest import run_python_many
+
+    code = """
+        import numpy as np, torchneuron.nki as nki, torchneuron.nki.isa as nisa
+        import torchneuron.nki.language as nl
+
+        @nki.jit
+        def big(a):  # 200 KiB per partition: fits trn2 (224 KiB), not trn1 (192 KiB)
+            t = nl.ndarray((128, 50 * 1024), nl.float32)
+            nisa.memset(t, 0)
+            out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+            nl.store(out, t[:, 0:512])
+            return out
+        try:
+            est = nki.benchmark(big)(np.zeros(1, np.float32))
+            print("ok", est.target, est.busy_us["DMA"])
+        except nki.NkiError as e:
+            print("error", e.rule)
+    """
+    runs = run_python_many({t: (code, {"NEURON_PLATFORM_TARGET_OVERRIDE": t})
+                            for t in ("trn1", "trn2")})
+    trn1, trn2 = runs["trn1"], runs["trn2"]
+    assert trn1.stdout.split() == ["error", "sbuf_capacity"], trn1.stderr
+    words = trn2.stdout.split()
+    assert words[:2] == ["ok", "trn2"], trn2.stderr
+    # 256 KiB at 368 GB/s
+    assert math.isclose(float(words[2]), 128 * 512 * 4 / 368e3, rel_tol=1e-6)

@@ -45,15 +45,21 @@ class Estimate:
                 f"busy us: {busy})")
 
     def trace_events(self):
+        """Chrome trace events: one process per program, one thread per
+        engine (DMA queues numbered after the engines)."""
         events = []
         for pid, (program, est) in enumerate(self._programs):
-            for i, inst in enumerate(program.tracer.instructions):
-                queue = est["queue"][i]
+            lanes = sorted(set(est["queue"]))
+            for queue in lanes:
                 lane = (trace.ENGINE_NAMES[queue] if queue < _DMA_QUEUE
                         else f"DMA queue {queue - _DMA_QUEUE}")
+                events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": queue,
+                               "args": {"name": lane}})
+            for i, inst in enumerate(program.tracer.instructions):
                 filename, line = inst.location
                 events.append({
-                    "name": inst.name.rsplit(".", 1)[-1], "ph": "X", "pid": pid, "tid": lane,
+                    "name": inst.name.rsplit(".", 1)[-1], "ph": "X", "pid": pid,
+                    "tid": est["queue"][i],
                     "ts": est["start_ns"][i] / 1e3,
                     "dur": (est["end_ns"][i] - est["start_ns"][i]) / 1e3,
                     "args": {"source": f"{filename}:{line}", "index": i},

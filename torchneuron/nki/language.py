@@ -80,7 +80,10 @@ def ndarray(shape, dtype, buffer=None, name=None, address=None, **_):
     if not isinstance(buffer, Buffer):
         fail(f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}", "buffer")
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    dtype = as_dtype(dtype)
+    try:
+        dtype = as_dtype(dtype)
+    except TypeError as e:
+        fail(str(e), "dtype", "nki.language.ndarray")
     tracer = trace.current()
     location = trace.caller_location()
     if buffer.code == trace.HBM:
