@@ -57,35 +57,43 @@ def _scalar_operand(x, name, what):
         fail(f"{what} must be a number or a [P, 1] tile, got {type(x).__name__}", "operand", name)
 
 
-def _psum_words(t):
-    """Partition and 4-byte-word indices of the PSUM elements a view covers."""
+def _psum_region(t):
+    """Index of the PSUM words a view covers in its storage's written map: a
+    pair of slices for the usual dense tile, else index arrays."""
+    size = t.dtype.itemsize
+    free = [(st, n) for st, n in zip(t.strides[1:], t.shape[1:]) if n != 1]
+    if t.strides[0] == 1 and len(free) <= 1 and (not free or free[0][0] == 1):
+        count = free[0][1] if free else 1
+        words = slice(t.offset * size // 4, ((t.offset + count) * size + 3) // 4)
+        return slice(t.partition, t.partition + t.shape[0]), words
     parts = t.partition + t.strides[0] * np.arange(t.shape[0])
     elems = np.full(1, t.offset, dtype=np.int64)
-    for size, stride in zip(t.shape[1:], t.strides[1:]):
-        elems = (elems[:, None] + stride * np.arange(size)[None, :]).reshape(-1)
-    words = np.unique((elems * t.dtype.itemsize) // 4)
-    return parts, words
+    for size_d, stride in zip(t.shape[1:], t.strides[1:]):
+        elems = (elems[:, None] + stride * np.arange(size_d)[None, :]).reshape(-1)
+    return np.ix_(parts, np.unique((elems * size) // 4))
+
+
+def _in_bounds(t):
+    rows, words = t.storage.psum_written.shape
+    last = t.partition + t.strides[0] * (t.shape[0] - 1)
+    lo = t.offset + sum(st * (n - 1) for st, n in zip(t.strides[1:], t.shape[1:]) if st < 0)
+    hi = t.offset + sum(st * (n - 1) for st, n in zip(t.strides[1:], t.shape[1:]) if st > 0)
+    size = t.dtype.itemsize
+    return 0 <= min(t.partition, last) and max(t.partition, last) < rows and lo >= 0 and \
+        (hi + 1) * size <= words * 4
 
 
 def _psum_state(t):
     """'none', 'all' or 'some': how much of the PSUM region was written."""
-    parts, words = _psum_words(t)
-    written = t.storage.psum_written
-    if parts.min() < 0 or parts.max() >= written.shape[0] or words.min() < 0 or \
-            words.max() >= written.shape[1]:
-        return "none"  # out of bounds: the simulator's check reports it
-    region = written[np.ix_(parts, words)]
+    if not _in_bounds(t):
+        return "none"  # the simulator's bounds check reports it
+    region = t.storage.psum_written[_psum_region(t)]
     return "all" if region.all() else ("some" if region.any() else "none")
 
 
 def _mark_written(t):
-    if t.storage.psum_written is None:
-        return
-    parts, words = _psum_words(t)
-    written = t.storage.psum_written
-    parts = parts[(parts >= 0) & (parts < written.shape[0])]
-    words = words[(words >= 0) & (words < written.shape[1])]
-    written[np.ix_(parts, words)] = True
+    if t.storage.psum_written is not None and _in_bounds(t):
+        t.storage.psum_written[_psum_region(t)] = True
 
 
 def _emit(name, opcode, engine, dst, aps, **kw):

@@ -16,6 +16,7 @@ share their ``shared_hbm`` outputs.
 """
 
 import functools
+import gc
 import os
 
 import numpy as np
@@ -131,8 +132,17 @@ class Kernel:
 
         sym_args = [symbolic(a, i) for i, a in enumerate(args)]
         sym_kwargs = {k: symbolic(v, k) for k, v in kwargs.items()}
-        with trace.active(tracer):
-            result = self.fn(*sym_args, **sym_kwargs)
+        # Tracing allocates many small objects that all live until the
+        # program is built; cyclic GC passes over torch's object graph would
+        # cost more than the trace itself.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with trace.active(tracer):
+                result = self.fn(*sym_args, **sym_kwargs)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
         def result_storage(value):
             if value is None:

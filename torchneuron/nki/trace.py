@@ -7,6 +7,8 @@ the C records of ``neuronrt/nc.h``, which the runtime checks, places and
 estimates once; the resulting program is cached by the kernel.
 """
 
+import functools
+import math
 import os
 import sys
 import threading
@@ -45,12 +47,17 @@ def check_layout(layout):
                            f"{(_INST.itemsize, _AP.itemsize, _TENSOR.itemsize)}")
 
 
+@functools.lru_cache(maxsize=None)
+def _inside_package(filename):
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
 def caller_location():
     """(filename, line) of the innermost frame outside this package."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        if not _inside_package(filename):
             return filename, frame.f_lineno
         frame = frame.f_back
     return "<unknown>", 0
@@ -70,10 +77,10 @@ class Storage:
         self.arg_position = None
         if buffer == HBM:
             self.partitions = 0
-            self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            self.nbytes = math.prod(shape) * dtype.itemsize
         else:
             self.partitions = shape[0]
-            self.nbytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+            self.nbytes = math.prod(shape[1:]) * dtype.itemsize
         # PSUM words written so far (first-write rule of nc_matmul).
         self.psum_written = (np.zeros((max(self.partitions, 1), (self.nbytes + 3) // 4), bool)
                              if buffer == PSUM else None)
