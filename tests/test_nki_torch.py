@@ -97,3 +97,14 @@ def test_mutating_op_writes_its_input():
     x = torch.zeros(4, 4, device="neuron")
     op(x)
     assert torch.equal(x.cpu(), torch.ones(4, 4))
+
+
+def test_a_kernel_writing_a_non_contiguous_argument_updates_it():
+    @nki.jit
+    def double_in_place(x):
+        nl.store(x, nl.multiply(nl.load(x), 2.0))
+
+    base = torch.randn(6, 4)
+    x = base.to("neuron").T  # non-contiguous
+    double_in_place(x)
+    assert torch.equal(x.cpu(), base.T * 2)

@@ -188,6 +188,7 @@ def _run_device(kernel, grid, args, kwargs):
         raise ValueError(f"an NKI kernel's tensors must all be on one neuron device, got {devices}")
     device = devices.pop()
     index = device.index if device.index is not None else torch.neuron.current_device()
+    given = _order(args, kwargs)
     args = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
     kwargs = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
     shared = None
@@ -209,6 +210,11 @@ def _run_device(kernel, grid, args, kwargs):
         _C._nki_program_launch(program.handle, bound, index)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else bound[s.index])
+    # A kernel may write its arguments: non-contiguous ones ran on a copy,
+    # which goes back in stream order.
+    for original, used in zip(given, _order(args, kwargs)):
+        if isinstance(original, torch.Tensor) and used is not original:
+            original.copy_(used)
     return results
 
 
