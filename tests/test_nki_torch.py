@@ -108,3 +108,16 @@ def test_a_kernel_writing_a_non_contiguous_argument_updates_it():
     x = base.to("neuron").T  # non-contiguous
     double_in_place(x)
     assert torch.equal(x.cpu(), base.T * 2)
+
+
+def test_unannotated_kernels_get_a_schema_from_their_defaults():
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "nki"))
+    from rmsnorm import rmsnorm
+
+    op = torchneuron.nki_op("nki_test::rmsnorm")(rmsnorm)
+    x, w = torch.randn(10, 16), torch.randn(16)
+    ref = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-3) * w
+    out = op(x.to("neuron"), w.to("neuron"), 1e-3)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)

@@ -2,7 +2,8 @@
 
 ``nki_op("ns::name", mutates_args=())(kernel)`` registers the kernel with
 ``torch.library.custom_op``: the schema comes from the kernel's type hints
-(unannotated parameters are tensors, an unannotated return is one tensor),
+(unannotated parameters are tensors, or numbers when their default is one;
+an unannotated return is one tensor),
 the fake implementation from the traced output shapes, so the op works in
 eager mode, under ``torch.compile`` and with ``op.register_autograd``.
 ``wrap_nki(kernel)`` does the same under a generated name, for code (and
@@ -28,7 +29,10 @@ def _annotated(fn):
     sig = inspect.signature(fn)
     params = []
     for p in sig.parameters.values():
-        ann = p.annotation if p.annotation is not inspect.Parameter.empty else torch.Tensor
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            default = p.default
+            ann = type(default) if isinstance(default, (bool, int, float)) else torch.Tensor
         params.append(p.replace(annotation=ann))
     ret = sig.return_annotation
     if ret is inspect.Signature.empty:
