@@ -15,6 +15,7 @@
  * streams created explicitly. The worker thread starts on first submission.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +160,7 @@ static void execute(nrt_stream_t s, command *c) {
 /* How long a thread polls before it sleeps: long enough to cover the gap
  * between two small launches, short enough not to burn a core when idle. */
 #define SPIN_NS 40000
+#define YIELD_AFTER_NS 4000
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -172,17 +174,23 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Polls until pred(s, arg) holds or SPIN_NS pass; returns whether it held. */
+/* Polls until pred(s, arg) holds or SPIN_NS pass; returns whether it held.
+ * After the first few microseconds each poll yields the core: on a machine
+ * with more runnable threads than cores, the thread we wait for may need
+ * this one's. */
 static int spin_until(int (*pred)(nrt_stream_t, uint64_t), nrt_stream_t s, uint64_t arg) {
-  uint64_t deadline = 0;
+  uint64_t start = 0;
   for (unsigned i = 0;; i++) {
     if (pred(s, arg)) return 1;
-    cpu_relax();
-    if ((i & 63) == 63) {
-      uint64_t t = now_ns();
-      if (!deadline) deadline = t + SPIN_NS;
-      else if (t > deadline) return 0;
+    if (i < 256) {
+      cpu_relax();
+      continue;
     }
+    uint64_t t = now_ns();
+    if (!start) start = t;
+    else if (t - start > SPIN_NS) return 0;
+    if (t - start > YIELD_AFTER_NS) sched_yield();
+    else cpu_relax();
   }
 }
 
