@@ -171,7 +171,7 @@ c10::SmallVector<at::Tensor, 2> round_like_cpu(PointwiseCall& call, at::TensorIt
   if (!promotes(call.dtypes) || !is_reduced_float(compute)) return temps;
   bool changed = false;
   int k = iter.noutputs();
-  for (TensorArg& t : call.inputs) {
+  for (TensorRef& t : call.inputs) {
     if (!t->defined()) continue;
     at::ScalarType s = t->scalar_type();
     bool exact = s == compute || s == at::kBool || s == at::kByte || s == at::kChar;
@@ -250,7 +250,7 @@ class PointwiseCore {
         return add(call, i, value.toTensor());
       case Role::OptionalInput:
         call.input_scalars.emplace_back();
-        call.inputs.emplace_back(value.isNone() ? TensorArg() : TensorArg(value.toTensor()));
+        call.inputs.emplace_back(value.isNone() ? TensorRef() : TensorRef(value.toTensor()));
         return;
       case Role::ScalarInput:
         return add(call, i, value.isNone() ? std::optional<c10::Scalar>() : value.toScalar());
@@ -271,7 +271,7 @@ class PointwiseCore {
   }
   void add(PointwiseCall& call, size_t, const std::optional<at::Tensor>& t) const {
     call.input_scalars.emplace_back();
-    call.inputs.emplace_back(t ? TensorArg(*t) : TensorArg());
+    call.inputs.emplace_back(t ? TensorRef(*t) : TensorRef());
   }
   void add(PointwiseCall& call, size_t i, const std::optional<c10::Scalar>& v) const {
     if (roles_[i] == Role::ScalarInput) {  // wrapped after prepare, which may make it an attribute
@@ -308,9 +308,9 @@ class PointwiseCore {
     }
 
     const at::Tensor* anchor = nullptr;
-    for (const TensorArg& t : call.outputs)
+    for (const TensorRef& t : call.outputs)
       if (!anchor && is_neuron(*t)) anchor = &*t;
-    for (const TensorArg& t : call.inputs)
+    for (const TensorRef& t : call.inputs)
       if (!anchor && is_neuron(*t)) anchor = &*t;
     c10::OptionalDeviceGuard guard(anchor ? std::optional<c10::Device>(anchor->device())
                                           : std::nullopt);
@@ -369,7 +369,7 @@ class BoxedPointwise final : public c10::OperatorKernel {
 };
 
 // Unboxed kernels for the common signatures: called with C++ references,
-// they never copy the caller's tensors (see TensorArg). Returns the new
+// they never copy the caller's tensors (see TensorRef). Returns the new
 // result, or the written argument (self of an in-place op, out of out=).
 template <class Ret, class... Args>
 torch::CppFunction unboxed_kernel(std::shared_ptr<const PointwiseCore> core, Ret (*)(Args...)) {

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <ATen/TensorIterator.h>
-#include <c10/util/MaybeOwned.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
@@ -40,23 +39,6 @@ struct DtypeSet {
   bool has(at::ScalarType t) const { return (bits >> static_cast<int>(t)) & 1; }
 };
 
-// A tensor argument of a call: borrowed from the caller where possible. A
-// copy of an at::Tensor whose only other owner is its Python object makes
-// PyTorch take the GIL to keep that object alive (and again on release), so
-// the hot path never copies caller tensors. Assigning a new tensor owns it.
-class TensorArg {
- public:
-  TensorArg() : t_(c10::MaybeOwned<at::Tensor>::owned(std::in_place)) {}
-  TensorArg(const at::Tensor& t) : t_(c10::MaybeOwned<at::Tensor>::borrowed(t)) {}  // NOLINT
-  TensorArg(at::Tensor&& t) : t_(c10::MaybeOwned<at::Tensor>::owned(std::move(t))) {}  // NOLINT
-  operator const at::Tensor&() const { return *t_; }  // NOLINT
-  const at::Tensor& operator*() const { return *t_; }
-  const at::Tensor* operator->() const { return &*t_; }
-
- private:
-  c10::MaybeOwned<at::Tensor> t_;
-};
-
 // The arguments of one call, after the schema was read. A prepare hook may
 // change any field: the op code and dtype rule (div's rounding modes), the
 // inputs (order, wrapping), the scalars.
@@ -67,11 +49,11 @@ struct PointwiseCall {
   // Inputs in schema order. A Scalar operand is an undefined tensor with its
   // value in input_scalars (wrapped as a CPU number after prepare); an
   // omitted Tensor?/Scalar? is undefined with no value.
-  c10::SmallVector<TensorArg, 4> inputs;
+  c10::SmallVector<TensorRef, 4> inputs;
   c10::SmallVector<std::optional<c10::Scalar>, 4> input_scalars;
   c10::SmallVector<c10::IValue, 4> scalars;    // scalar attributes, schema order
   c10::SmallVector<std::optional<std::string_view>, 1> strings;  // schema order
-  c10::SmallVector<TensorArg, 2> outputs;      // given outputs (undefined: allocate)
+  c10::SmallVector<TensorRef, 2> outputs;      // given outputs (undefined: allocate)
   std::optional<at::ScalarType> dtype;         // Select: the result dtype
   std::string_view name;                       // the overload's name, for messages
 };
