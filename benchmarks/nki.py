@@ -15,9 +15,7 @@ bandwidths, not measurements.
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -25,17 +23,10 @@ import torchneuron  # noqa: F401
 import torchneuron.nki as nki
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "nki"))
+from timing import median_time  # noqa: E402
 from matmul import matmul_tiled  # noqa: E402
 
 
-def median_time(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main():

@@ -24,13 +24,14 @@ marked "fallback" with the ATen ops that fell back. Figures are medians.
 import argparse
 import ctypes
 import os
-import statistics
 import time
 import warnings
 
 import torch
 import torch.nn.functional as F
 import torchneuron
+
+from timing import median_time
 
 MIB = 2**20
 
@@ -40,38 +41,24 @@ def _sync(device):
         torch.neuron.synchronize()
 
 
-def median_seconds(fn, device, repeats: int, inner: int = 1, budget: float = 0.5) -> float:
-    """Median over at least `repeats` trials, more for cheap ops (up to 50,
-    within about `budget` seconds): medians of a few trials are noisy on a
-    shared machine."""
+def median_seconds(fn, device, repeats: int, inner: int = 1, budget: float = 0.5,
+                   clock=time.perf_counter) -> float:
+    """Median per call over at least `repeats` trials of `inner` calls and a
+    synchronize, more trials for cheap ops (up to 50, within about `budget`
+    seconds): medians of a few trials are noisy on a shared machine. With
+    clock=time.thread_time: the calling thread's CPU time."""
     start = time.perf_counter()
     fn()
     _sync(device)  # warm up: allocator caches, worker threads
     once = (time.perf_counter() - start) * inner
     repeats = max(repeats, min(50, int(budget / max(once, 1e-9))))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def trial():
         for _ in range(inner):
             fn()
         _sync(device)
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times)
 
-
-def host_cpu_seconds(fn, device, repeats: int, inner: int) -> float:
-    """Median CPU time of the calling thread per call (the synchronize at
-    the end of each trial included)."""
-    fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        for _ in range(inner):
-            fn()
-        _sync(device)
-        times.append((time.thread_time() - start) / inner)
-    return statistics.median(times)
+    return median_time(trial, repeats, warmup=False, clock=clock) / inner
 
 
 def fallbacks_of(fn) -> list:
@@ -111,8 +98,8 @@ def small_ops(iters: int, repeats: int):
         n_iters = max(iters // 10, 10) if fb else iters
         t_n = median_seconds(neuron[name], "neuron", repeats, n_iters)
         t_c = median_seconds(cpu[name], "cpu", repeats, iters)
-        h_n = host_cpu_seconds(neuron[name], "neuron", repeats, n_iters)
-        h_c = host_cpu_seconds(cpu[name], "cpu", repeats, iters)
+        h_n = median_seconds(neuron[name], "neuron", repeats, n_iters, clock=time.thread_time)
+        h_c = median_seconds(cpu[name], "cpu", repeats, iters, clock=time.thread_time)
         rows.append((name, t_n * 1e6, t_c * 1e6, t_n / t_c, h_n * 1e6, h_c * 1e6, h_n / h_c,
                      _note(fb)))
     return rows
