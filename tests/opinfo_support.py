@@ -96,15 +96,9 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("bernoulli", "error_inputs"): Known(
         "bernoulli with an out= tensor whose elements overlap is accepted; the CPU rejects it",
         "neuron accepted it"),
-    ("masked_select", torch.float32): Known(
-        "the gradient of masked_select uses masked_scatter_, which falls back",
-        "aten::masked_scatter_"),
     ("sgn", torch.float32): Known(
         "the gradient of sgn of real inputs is an efficient zero tensor: "
         "_efficientzerotensor falls back", "aten::_efficientzerotensor"),
-    ("unfold", torch.float32): Known(
-        "the gradient of unfold uses unfold_backward, which falls back",
-        "aten::unfold_backward"),
 }
 
 
