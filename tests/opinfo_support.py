@@ -82,20 +82,13 @@ class Known:
 # "error_inputs"). A case whose problems are all covered is an xfail; a
 # problem no entry covers fails it, and so does an entry that covers nothing
 # any more (strict: remove it once fixed).
-_INTEGER_DROPOUT = Known("native_dropout_backward has no integer/bool kernel yet "
-                         "(CPU accepts them)", '"native_dropout_backward" not implemented for')
 _NUC = Known("nuclear norm needs SVD, which still falls back (linalg)", "aten::_linalg_svd")
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
-    **{("native_dropout_backward", d): _INTEGER_DROPOUT
-       for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)},
     ("multinomial", "error_inputs"): Known(
         "invalid probabilities are found by the kernel and raise ValueError at the next "
         "synchronisation; the CPU raises RuntimeError", "neuron raised ValueError"),
-    ("bernoulli", "error_inputs"): Known(
-        "bernoulli with an out= tensor whose elements overlap is accepted; the CPU rejects it",
-        "neuron accepted it"),
     ("sgn", torch.float32): Known(
         "the gradient of sgn of real inputs is an efficient zero tensor: "
         "_efficientzerotensor falls back", "aten::_efficientzerotensor"),

@@ -9,6 +9,7 @@
 // that build the runtime op in place of the CPU kernels.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -308,6 +309,7 @@ at::Tensor& bernoulli_tensor_(at::Tensor& self, const at::Tensor& p, std::option
 
 at::Tensor& bernoulli_out(const at::Tensor& self, std::optional<at::Generator> gen, at::Tensor& out) {
   NEURON_TRACK_OP("aten::bernoulli.out");
+  at::assert_no_internal_overlap(out);
   return at::native::templates::bernoulli_out_impl<BernoulliTensorStub, NeuronGeneratorImpl>(out, self, gen);
 }
 
@@ -390,8 +392,10 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
   NEURON_TRACK_OP("aten::native_dropout_backward");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be Bool Scalar Type", mask.scalar_type());
-  check_floating(grad, "native_dropout_backward");
   c10::DeviceGuard guard(grad.device());
+  // Integer and bool gradients: the CPU computes grad * mask * scale, which
+  // promotes to the default float dtype; the same native pointwise ops do.
+  if (!at::isFloatingType(grad.scalar_type())) return grad * mask * scale;
   at::Tensor result;
   at::TensorIterator iter = at::TensorIteratorConfig()
                                 .add_output(result)
