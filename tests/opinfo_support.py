@@ -86,9 +86,6 @@ _NUC = Known("nuclear norm needs SVD, which still falls back (linalg)", "aten::_
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
-    ("multinomial", "error_inputs"): Known(
-        "invalid probabilities are found by the kernel and raise ValueError at the next "
-        "synchronisation; the CPU raises RuntimeError", "neuron raised ValueError"),
     ("sgn", torch.float32): Known(
         "the gradient of sgn of real inputs is an efficient zero tensor: "
         "_efficientzerotensor falls back", "aten::_efficientzerotensor"),

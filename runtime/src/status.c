@@ -20,6 +20,7 @@ const char *nrt_status_string(nrt_status status) {
     case NRT_ERROR_SYSTEM: return "NRT_ERROR_SYSTEM";
     case NRT_ERROR_INTERNAL: return "NRT_ERROR_INTERNAL";
     case NRT_ERROR_ARITHMETIC: return "NRT_ERROR_ARITHMETIC";
+    case NRT_ERROR_INVALID_DATA: return "NRT_ERROR_INVALID_DATA";
   }
   return "NRT_ERROR_UNKNOWN";
 }

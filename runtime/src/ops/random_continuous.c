@@ -233,7 +233,7 @@ nrt_status rt_kernel_normal(const nrt_op *op) {
   rt_random_run(op, want,
                 compute == NRT_FLOAT32 ? normal_tensor_f32_chunk : normal_tensor_f64_chunk, &n);
   if (n.bad_std.set)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+    return rt_fail(NRT_ERROR_INVALID_DATA,
                    "normal: expects all elements of std >= 0.0, but std[%lld] (flat index) = %g",
                    (long long)n.bad_std.index, n.bad_std.value);
   return NRT_SUCCESS;

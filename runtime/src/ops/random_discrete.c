@@ -115,7 +115,7 @@ nrt_status rt_kernel_bernoulli_tensor(const nrt_op *op) {
   nrt_dtype want[2] = {b.want, NRT_FLOAT64};
   rt_random_run(op, want, bernoulli_tensor_chunk, &b);
   if (b.bad_p.set)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+    return rt_fail(NRT_ERROR_INVALID_DATA,
                    "bernoulli: expects every probability in [0, 1], but p[%lld] (flat index) = %g",
                    (long long)b.bad_p.index, b.bad_p.value);
   return NRT_SUCCESS;

@@ -160,15 +160,15 @@ static nrt_status report(const multinomial_ctx *m) {
   long long row = (long long)m->error.index;
   switch ((int)m->error.value) {
     case BAD_ENTRY:
-      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+      return rt_fail(NRT_ERROR_INVALID_DATA,
                      "multinomial: probability tensor contains either inf, nan or element < 0 "
                      "(row %lld)", row);
     case ZERO_SUM:
-      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+      return rt_fail(NRT_ERROR_INVALID_DATA,
                      "multinomial: invalid multinomial distribution (sum of probabilities <= 0) "
                      "(row %lld)", row);
     case TOO_FEW_CATEGORIES:
-      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+      return rt_fail(NRT_ERROR_INVALID_DATA,
                      "multinomial: invalid multinomial distribution (with replacement=False, not "
                      "enough non-zero categories to sample) (row %lld)", row);
     default:
