@@ -1,0 +1,86 @@
+/* GEMM packing: copies a block of A or B into the panel layout the
+ * micro-kernels read (k-major groups of R values, zero-padded), converting
+ * float16/bfloat16 to float32 on the way. Packing reads any strides, so a
+ * transposed operand is read in place, never copied first. The layout of the
+ * source picks the loop order: contiguous along the panel's rows (a copy per
+ * k), contiguous along k (a transpose, done in chunks that stay in L1), or
+ * neither (element by element).
+ */
+#include "gemm.h"
+#include "scalar_types.h"
+
+#define PACK_CHUNK 64 /* k values per transpose chunk */
+
+static inline float f32_of_f32(float v) { return v; }
+static inline double f64_of_f64(double v) { return v; }
+static inline float f32_of_bf16(rt_bfloat16 v) { return rt_bfloat16_to_float(v); }
+static inline float f32_of_f16(rt_half v) { return rt_half_to_float(v); }
+
+#define PACK_SEGMENT(NAME, S, T, CONV)                                                         \
+  static void NAME(T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,        \
+                   int64_t s_k) {                                                              \
+    if (s_r == 1) {                                                                            \
+      for (int64_t p = 0; p < len; p++) {                                                      \
+        const S *sp = src + p * s_k;                                                           \
+        T *d = dst + p * R;                                                                    \
+        for (int64_t r = 0; r < rows; r++) d[r] = CONV(sp[r]);                                 \
+        for (int64_t r = rows; r < R; r++) d[r] = 0;                                           \
+      }                                                                                        \
+      return;                                                                                  \
+    }                                                                                          \
+    for (int64_t p0 = 0; p0 < len; p0 += PACK_CHUNK) {                                         \
+      int64_t pn = len - p0 < PACK_CHUNK ? len - p0 : PACK_CHUNK;                              \
+      T *d = dst + p0 * R;                                                                     \
+      if (s_k == 1) {                                                                          \
+        for (int64_t r = 0; r < rows; r++) {                                                   \
+          const S *sp = src + r * s_r + p0;                                                    \
+          for (int64_t p = 0; p < pn; p++) d[p * R + r] = CONV(sp[p]);                         \
+        }                                                                                      \
+      } else {                                                                                 \
+        for (int64_t p = 0; p < pn; p++)                                                       \
+          for (int64_t r = 0; r < rows; r++) d[p * R + r] = CONV(src[r * s_r + (p0 + p) * s_k]); \
+      }                                                                                        \
+      if (rows < R)                                                                            \
+        for (int64_t p = 0; p < pn; p++)                                                       \
+          for (int64_t r = rows; r < R; r++) d[p * R + r] = 0;                                 \
+    }                                                                                          \
+  }
+
+PACK_SEGMENT(pack_f32_from_f32, float, float, f32_of_f32)
+PACK_SEGMENT(pack_f32_from_bf16, rt_bfloat16, float, f32_of_bf16)
+PACK_SEGMENT(pack_f32_from_f16, rt_half, float, f32_of_f16)
+PACK_SEGMENT(pack_f64_from_f64, double, double, f64_of_f64)
+
+/* Calls SEGMENT(dst_offset, src_pointer, len) for each piece of the k range
+ * [kk0, kk0 + kc) that lies within one slice. */
+#define FOR_EACH_SEGMENT(src, r0, kk0, kc, ESIZE, SEGMENT)                                     \
+  for (int64_t done_ = 0; done_ < (kc);) {                                                     \
+    int64_t kk_ = (kk0) + done_, s_ = kk_ / (src)->k, p_ = kk_ % (src)->k;                     \
+    int64_t len_ = (src)->k - p_ < (kc) - done_ ? (src)->k - p_ : (kc) - done_;                \
+    const char *at_ = (src)->base + (s_ * (src)->s_slice + (r0) * (src)->s_r + p_ * (src)->s_k) * (ESIZE); \
+    SEGMENT(done_, at_, len_);                                                                 \
+    done_ += len_;                                                                             \
+  }
+
+void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc) {
+  switch (src->dtype) {
+#define SEG_F32_(off, at, len) \
+  pack_f32_from_f32(dst + (off) * R, R, (const float *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_FLOAT32: FOR_EACH_SEGMENT(src, r0, kk0, kc, 4, SEG_F32_) break;
+#define SEG_BF16_(off, at, len) \
+  pack_f32_from_bf16(dst + (off) * R, R, (const rt_bfloat16 *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_BFLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_BF16_) break;
+#define SEG_F16_(off, at, len) \
+  pack_f32_from_f16(dst + (off) * R, R, (const rt_half *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_FLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_F16_) break;
+    default: break; /* rt_gemm admits no other dtype here */
+  }
+}
+
+void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc) {
+#define SEG_F64_(off, at, len) \
+  pack_f64_from_f64(dst + (off) * R, R, (const double *)(at), rows, len, src->s_r, src->s_k)
+  FOR_EACH_SEGMENT(src, r0, kk0, kc, 8, SEG_F64_)
+}
