@@ -3,11 +3,11 @@
  *
  * Work is cut into units (batch item, column block of nc, row block of mc)
  * that the kernel thread pool shares out in contiguous ranges; a thread packs
- * what its units need itself (no barriers), keeping the packed B chunk
- * while consecutive units share it. Inside a unit:
+ * what its units need itself (no barriers). Consecutive units of one column
+ * block form a group that shares each packed B chunk:
  *
- *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc) if new
- *     for each k block (kc): pack A block (mc x kc)
+ *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc)
+ *     for each row block of the group: for each k block (kc): pack A (mc x kc)
  *       for each column panel (nr): for each row panel (mr): micro-kernel
  *
  * C is updated in place when it is stored in the compute type with unit
@@ -25,6 +25,7 @@
 
 #define K_CHUNK_MAX 2048 /* longest k range of a packed B chunk */
 #define MIN_PARALLEL_FLOPS (1 << 18)
+#define WORKSPACE_ELEMS (1 << 20) /* per thread, when C is not updated in place */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -57,6 +58,7 @@ typedef struct gemm_plan {
   const rt_gemm_kernel *kern;
   int64_t ktot, mc, kc, nc, kb;
   int64_t m_blocks, n_blocks, units;
+  int64_t ws_blocks; /* row blocks a workspace holds (no direct C) */
   int direct, cin_is_c;
   int failed; /* a worker could not allocate its buffers (atomic) */
 } gemm_plan;
@@ -109,7 +111,10 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
   }
 }
 
-/* The units [u0, u1) of a plan, for compute type T. */
+/* The units [u0, u1) of a plan, for compute type T. Consecutive units of
+ * one batch item and column block form a group that shares each packed B
+ * chunk; without direct C, a group is at most ws_blocks row blocks (its
+ * workspace). */
 #define DEFINE_UNITS(T, SUF, UKR)                                                               \
   static void run_units_##SUF(int64_t u0, int64_t u1, void *ctx) {                              \
     gemm_plan *pl = ctx;                                                                        \
@@ -121,81 +126,86 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
     T *ap = alloc_aligned(mcpad * pl->kc * (int64_t)sizeof(T));                                 \
     T *bp = alloc_aligned(pl->kb * ncpad * (int64_t)sizeof(T));                                 \
-    T *ws = pl->direct ? NULL : alloc_aligned(mcpad * ncpad * (int64_t)sizeof(T));              \
+    T *ws = pl->direct ? NULL : alloc_aligned(pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(T)); \
     T *tile = alloc_aligned(mr * nr * (int64_t)sizeof(T));                                      \
     if (!ap || !bp || !tile || (!pl->direct && !ws)) {                                          \
       __atomic_store_n(&pl->failed, 1, __ATOMIC_RELAXED);                                       \
       goto done;                                                                                \
     }                                                                                           \
-    int64_t key_t = -1, key_j = -1, key_k = -1;                                                 \
-    for (int64_t u = u0; u < u1; u++) {                                                         \
-      const int64_t t = u / (pl->n_blocks * pl->m_blocks);                                      \
-      const int64_t jb = u / pl->m_blocks % pl->n_blocks, ib = u % pl->m_blocks;                \
-      const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                          \
+    for (int64_t u = u0; u < u1;) {                                                             \
+      const int64_t tj = u / pl->m_blocks, ib0 = u % pl->m_blocks;                              \
+      const int64_t t = tj / pl->n_blocks, jb = tj % pl->n_blocks;                              \
+      int64_t nib = min64(u1, (tj + 1) * pl->m_blocks) - u;                                     \
+      if (!pl->direct) nib = min64(nib, pl->ws_blocks);                                         \
       const int64_t j0 = jb * pl->nc, ncur = min64(pl->nc, g->n - j0);                          \
       const rt_gemm_src sa = {.base = (const char *)g->a + t * g->a_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
-      T *cunit = pl->direct ? (T *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;               \
-      const T *iunit = g->cin ? (const T *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
       for (int64_t kb0 = 0; kb0 < pl->ktot; kb0 += pl->kb) {                                    \
         const int64_t kbcur = min64(pl->kb, pl->ktot - kb0);                                    \
-        if (t != key_t || jb != key_j || kb0 != key_k) {                                        \
-          for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
-            const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
-            for (int64_t jr = 0; jr < ncur; jr += nr)                                           \
-              rt_gemm_pack_##SUF(bp + pc * ncpad + jr * kcur, (int)nr, &sb, j0 + jr,            \
-                                 min64(nr, ncur - jr), kb0 + pc, kcur);                         \
-          }                                                                                     \
-          key_t = t, key_j = jb, key_k = kb0;                                                   \
-        }                                                                                       \
         for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                        \
           const int64_t kcur = min64(pl->kc, kbcur - pc);                                       \
-          const int first = kb0 + pc == 0;                                                      \
-          for (int64_t ir = 0; ir < mcur; ir += mr)                                             \
-            rt_gemm_pack_##SUF(ap + ir * kcur, (int)mr, &sa, i0 + ir, min64(mr, mcur - ir),     \
-                               kb0 + pc, kcur);                                                 \
-          const T *bpc = bp + pc * ncpad;                                                       \
-          for (int64_t jr = 0; jr < ncur; jr += nr) {                                           \
-            const int64_t nrc = min64(nr, ncur - jr);                                           \
-            for (int64_t ir = 0; ir < mcur; ir += mr) {                                         \
-              const int64_t mrc = min64(mr, mcur - ir);                                         \
-              const T *apan = ap + ir * kcur, *bpan = bpc + jr * kcur;                          \
-              if (!pl->direct) {                                                                \
-                UKR(kcur, apan, bpan, ws + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1);       \
-                continue;                                                                       \
-              }                                                                                 \
-              T *cp = cunit + ir * g->c_rs + jr;                                                \
-              /* What is added to alpha*AB: beta*Cin on the first k block, C after. */          \
-              const T *src = cp;                                                                \
-              int64_t s_rs = g->c_rs, s_cs = 1;                                                 \
-              T bsrc = 1;                                                                       \
-              if (first) {                                                                      \
-                bsrc = beta;                                                                    \
-                if (g->beta == 0) {                                                             \
-                  src = NULL;                                                                   \
-                } else if (!pl->cin_is_c) {                                                     \
-                  src = iunit + ir * g->cin_rs + jr * g->cin_cs;                                \
-                  s_rs = g->cin_rs, s_cs = g->cin_cs;                                           \
+          for (int64_t jr = 0; jr < ncur; jr += nr)                                             \
+            rt_gemm_pack_##SUF(bp + pc * ncpad + jr * kcur, (int)nr, &sb, j0 + jr,              \
+                               min64(nr, ncur - jr), kb0 + pc, kcur);                           \
+        }                                                                                       \
+        for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                          \
+          const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                      \
+          T *cunit = pl->direct ? (T *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;           \
+          T *wunit = pl->direct ? NULL : ws + (ib - ib0) * mcpad * ncpad;                       \
+          const T *iunit = g->cin ? (const T *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
+          for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
+            const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
+            const int first = kb0 + pc == 0;                                                    \
+            for (int64_t ir = 0; ir < mcur; ir += mr)                                           \
+              rt_gemm_pack_##SUF(ap + ir * kcur, (int)mr, &sa, i0 + ir, min64(mr, mcur - ir),   \
+                                 kb0 + pc, kcur);                                               \
+            const T *bpc = bp + pc * ncpad;                                                     \
+            for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
+              const int64_t nrc = min64(nr, ncur - jr);                                         \
+              for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
+                const int64_t mrc = min64(mr, mcur - ir);                                       \
+                const T *apan = ap + ir * kcur, *bpan = bpc + jr * kcur;                        \
+                if (!pl->direct) {                                                              \
+                  UKR(kcur, apan, bpan, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1);  \
+                  continue;                                                                     \
                 }                                                                               \
-              }                                                                                 \
-              if (mrc == mr && nrc == nr) {                                                     \
-                if (src == cp || !src) {                                                        \
-                  UKR(kcur, apan, bpan, cp, g->c_rs, alpha, src ? bsrc : 0);                    \
+                T *cp = cunit + ir * g->c_rs + jr;                                              \
+                /* What is added to alpha*AB: beta*Cin on the first k block, C after. */        \
+                const T *src = cp;                                                              \
+                int64_t s_rs = g->c_rs, s_cs = 1;                                               \
+                T bsrc = 1;                                                                     \
+                if (first) {                                                                    \
+                  bsrc = beta;                                                                  \
+                  if (g->beta == 0) {                                                           \
+                    src = NULL;                                                                 \
+                  } else if (!pl->cin_is_c) {                                                   \
+                    src = iunit + ir * g->cin_rs + jr * g->cin_cs;                              \
+                    s_rs = g->cin_rs, s_cs = g->cin_cs;                                         \
+                  }                                                                             \
+                }                                                                               \
+                if (mrc == mr && nrc == nr) {                                                   \
+                  if (src == cp || !src) {                                                      \
+                    UKR(kcur, apan, bpan, cp, g->c_rs, alpha, src ? bsrc : 0);                  \
+                  } else {                                                                      \
+                    UKR(kcur, apan, bpan, cp, g->c_rs, alpha, 0);                               \
+                    merge_##SUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);       \
+                  }                                                                             \
                 } else {                                                                        \
-                  UKR(kcur, apan, bpan, cp, g->c_rs, alpha, 0);                                 \
-                  merge_##SUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);         \
+                  UKR(kcur, apan, bpan, tile, nr, alpha, 0);                                    \
+                  merge_##SUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);          \
                 }                                                                               \
-              } else {                                                                          \
-                UKR(kcur, apan, bpan, tile, nr, alpha, 0);                                      \
-                merge_##SUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);            \
               }                                                                                 \
             }                                                                                   \
           }                                                                                     \
         }                                                                                       \
       }                                                                                         \
-      if (!pl->direct) flush_workspace_##SUF(pl, ws, ncpad, t, i0, j0, mcur, ncur);             \
+      if (!pl->direct)                                                                          \
+        for (int64_t ib = ib0; ib < ib0 + nib; ib++)                                            \
+          flush_workspace_##SUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, ib * pl->mc, j0, \
+                                min64(pl->mc, g->m - ib * pl->mc), ncur);                       \
+      u += nib;                                                                                 \
     }                                                                                           \
   done:                                                                                         \
     free(ap);                                                                                   \
@@ -236,6 +246,8 @@ static void plan_blocks(gemm_plan *pl) {
   pl->m_blocks = ceil_div(g->m, pl->mc);
   pl->n_blocks = ceil_div(g->n, pl->nc);
   pl->units = g->batch * pl->n_blocks * pl->m_blocks;
+  int64_t block = round_up(pl->mc, kern->mr) * round_up(pl->nc, kern->nr);
+  pl->ws_blocks = WORKSPACE_ELEMS / block < 1 ? 1 : min64(WORKSPACE_ELEMS / block, pl->m_blocks);
 }
 
 /* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */

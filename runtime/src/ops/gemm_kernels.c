@@ -77,24 +77,24 @@ SIMD_KERNEL(ukr_f64_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
 
 static const rt_gemm_kernel k_f32_avx512 = {
     .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 120, .kc = 256,
-    .b_elems = 1 << 20, .f32 = ukr_f32_avx512};
+    .b_elems = 1 << 19, .f32 = ukr_f32_avx512};
 static const rt_gemm_kernel k_f64_avx512 = {
     .name = "avx512_12x16", .compute = NRT_FLOAT64, .mr = 12, .nr = 16, .mc = 96, .kc = 192,
-    .b_elems = 1 << 19, .f64 = ukr_f64_avx512};
+    .b_elems = 1 << 18, .f64 = ukr_f64_avx512};
 static const rt_gemm_kernel k_f32_avx2 = {
     .name = "avx2_6x16", .compute = NRT_FLOAT32, .mr = 6, .nr = 16, .mc = 120, .kc = 256,
-    .b_elems = 1 << 20, .f32 = ukr_f32_avx2};
+    .b_elems = 1 << 19, .f32 = ukr_f32_avx2};
 static const rt_gemm_kernel k_f64_avx2 = {
     .name = "avx2_6x8", .compute = NRT_FLOAT64, .mr = 6, .nr = 8, .mc = 96, .kc = 256,
-    .b_elems = 1 << 19, .f64 = ukr_f64_avx2};
+    .b_elems = 1 << 18, .f64 = ukr_f64_avx2};
 #endif
 
 static const rt_gemm_kernel k_f32_portable = {
     .name = "portable_4x8", .compute = NRT_FLOAT32, .mr = 4, .nr = 8, .mc = 64, .kc = 256,
-    .b_elems = 1 << 20, .f32 = ukr_f32_portable};
+    .b_elems = 1 << 19, .f32 = ukr_f32_portable};
 static const rt_gemm_kernel k_f64_portable = {
     .name = "portable_4x4", .compute = NRT_FLOAT64, .mr = 4, .nr = 4, .mc = 64, .kc = 256,
-    .b_elems = 1 << 19, .f64 = ukr_f64_portable};
+    .b_elems = 1 << 18, .f64 = ukr_f64_portable};
 
 static const rt_gemm_kernel *table_f32[3], *table_f64[3];
 static int table_count;
