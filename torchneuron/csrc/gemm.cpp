@@ -99,6 +99,12 @@ void run_gemm(GemmCall& call) {
   at::ScalarType dtype = call.a_t.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(gemm_dtype(dtype), call.name, ": dtype ", dtype,
                               " is not supported on the neuron device");
+  TORCH_CHECK(call.b_t.scalar_type() == dtype, call.name,
+              ": expected m1 and m2 to have the same dtype, but got: ", dtype, " != ",
+              call.b_t.scalar_type());
+  TORCH_CHECK(out.scalar_type() == dtype && (!call.cin_t.defined() || call.cin_t.scalar_type() == dtype),
+              call.name, ": expected the input and result to have dtype ", dtype, ", but got ",
+              call.cin_t.defined() ? call.cin_t.scalar_type() : dtype, " and ", out.scalar_type());
   check_device(call.a_t, out.device(), call.name);
   check_device(call.b_t, out.device(), call.name);
   bool use_cin = call.cin_t.defined() && !(call.beta.isFloatingPoint() ? call.beta.toDouble() == 0
