@@ -43,7 +43,9 @@ PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
     V acc[MR][NV];                                                                               \
     _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();                 \
-    for (int64_t p = 0; p < k; p++, a += MR, b += NV * LANES) {                                  \
+    _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
+        __builtin_prefetch(c + i * ldc + NV * LANES - 1, 1);                                     \
+    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += MR, b += NV * LANES) {          \
       __builtin_prefetch(b + 8 * NV * LANES);                                                    \
       V bv[NV];                                                                                  \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOADU(b + v * LANES);         \
@@ -76,25 +78,25 @@ SIMD_KERNEL(ukr_f64_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
             _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_setzero_pd)
 
 static const rt_gemm_kernel k_f32_avx512 = {
-    .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 120, .kc = 256,
-    .b_elems = 1 << 19, .f32 = ukr_f32_avx512};
+    .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx512};
 static const rt_gemm_kernel k_f64_avx512 = {
     .name = "avx512_12x16", .compute = NRT_FLOAT64, .mr = 12, .nr = 16, .mc = 96, .kc = 192,
-    .b_elems = 1 << 18, .f64 = ukr_f64_avx512};
+    .b_elems = 1 << 20, .f64 = ukr_f64_avx512};
 static const rt_gemm_kernel k_f32_avx2 = {
     .name = "avx2_6x16", .compute = NRT_FLOAT32, .mr = 6, .nr = 16, .mc = 120, .kc = 256,
-    .b_elems = 1 << 19, .f32 = ukr_f32_avx2};
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx2};
 static const rt_gemm_kernel k_f64_avx2 = {
     .name = "avx2_6x8", .compute = NRT_FLOAT64, .mr = 6, .nr = 8, .mc = 96, .kc = 256,
-    .b_elems = 1 << 18, .f64 = ukr_f64_avx2};
+    .b_elems = 1 << 20, .f64 = ukr_f64_avx2};
 #endif
 
 static const rt_gemm_kernel k_f32_portable = {
     .name = "portable_4x8", .compute = NRT_FLOAT32, .mr = 4, .nr = 8, .mc = 64, .kc = 256,
-    .b_elems = 1 << 19, .f32 = ukr_f32_portable};
+    .b_elems = 1 << 21, .f32 = ukr_f32_portable};
 static const rt_gemm_kernel k_f64_portable = {
     .name = "portable_4x4", .compute = NRT_FLOAT64, .mr = 4, .nr = 4, .mc = 64, .kc = 256,
-    .b_elems = 1 << 18, .f64 = ukr_f64_portable};
+    .b_elems = 1 << 20, .f64 = ukr_f64_portable};
 
 static const rt_gemm_kernel *table_f32[3], *table_f64[3];
 static int table_count;

@@ -6,10 +6,11 @@
  * k), contiguous along k (a transpose, done in chunks that stay in L1), or
  * neither (element by element).
  */
+#include "elementwise.h"
 #include "gemm.h"
 #include "scalar_types.h"
 
-#define PACK_CHUNK 64 /* k values per transpose chunk */
+#define PACK_CHUNK 256 /* k values per transpose chunk: long reads, destination in L1 */
 
 static inline float f32_of_f32(float v) { return v; }
 static inline double f64_of_f64(double v) { return v; }
@@ -17,7 +18,7 @@ static inline float f32_of_bf16(rt_bfloat16 v) { return rt_bfloat16_to_float(v);
 static inline float f32_of_f16(rt_half v) { return rt_half_to_float(v); }
 
 #define PACK_SEGMENT(NAME, S, T, CONV)                                                         \
-  static void NAME(T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,        \
+  RT_SIMD_CLONES static void NAME(T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,        \
                    int64_t s_k) {                                                              \
     if (s_r == 1) {                                                                            \
       for (int64_t p = 0; p < len; p++) {                                                      \
@@ -34,6 +35,9 @@ static inline float f32_of_f16(rt_half v) { return rt_half_to_float(v); }
       if (s_k == 1) {                                                                          \
         for (int64_t r = 0; r < rows; r++) {                                                   \
           const S *sp = src + r * s_r + p0;                                                    \
+          if (r + 1 < rows) /* start the next row's stream early */                            \
+            for (int64_t q = 0; q < pn; q += 64 / (int64_t)sizeof(S))                          \
+              __builtin_prefetch(sp + s_r + q);                                                \
           for (int64_t p = 0; p < pn; p++) d[p * R + r] = CONV(sp[p]);                         \
         }                                                                                      \
       } else {                                                                                 \
