@@ -6,8 +6,8 @@
  * that every partial sum is exact in float32: whatever the summation order,
  * the product must equal the twin rounded once to the output dtype, bit for
  * bit. Rounding cases use arbitrary values and bound the error by
- * k * eps * sum |a||b|. Every kernel the CPU runs (AVX-512, AVX2, portable)
- * is checked; sizes are odd (1, 7, 17, 129, 513, ...) and cross the k, n
+ * k * eps * sum |a||b|. Every kernel the CPU runs (AVX-512, AVX2, portable,
+ * and AVX512_BF16 pairs for bfloat16) is checked; sizes are odd (1, 7, 17, 129, 513, ...) and cross the k, n
  * and m block boundaries; operands are row-major, column-major, padded or
  * reversed; C may be transposed. A child process per thread count checks
  * that results are bitwise identical with 1 and 2 kernel threads.
@@ -299,6 +299,10 @@ static void check_case(const gemm_case *cs) {
   const rt_gemm_kernel *const *list;
   int count = rt_gemm_kernels(cs->ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32, &list);
   for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
+  if (cs->ab == NRT_BFLOAT16) { /* also the pair kernels, where the CPU has them */
+    count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+    for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
+  }
 }
 
 /* ---- tests --------------------------------------------------------------- */
@@ -350,6 +354,8 @@ static void test_batched_and_summed_slices(void) {
         if (!is_float(types[t])) cs.alpha = 2, cs.beta = -1;
         check_case(&cs);
         cs.k = 300; /* slices cross k blocks */
+        check_case(&cs);
+        cs.k = 7; /* odd: bfloat16 pairs straddle slices */
         check_case(&cs);
       }
 }

@@ -115,19 +115,19 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
  * one batch item and column block form a group that shares each packed B
  * chunk; without direct C, a group is at most ws_blocks row blocks (its
  * workspace). */
-#define DEFINE_UNITS(T, SUF, UKR)                                                               \
+#define DEFINE_UNITS(PT, CT, SUF, CSUF, UKR, KDIV)                                                               \
   static void run_units_##SUF(int64_t u0, int64_t u1, void *ctx) {                              \
     gemm_plan *pl = ctx;                                                                        \
     const rt_gemm_args *g = &pl->g;                                                             \
     const rt_gemm_kernel *kern = pl->kern;                                                      \
-    const int64_t mr = kern->mr, nr = kern->nr;                                                 \
+    const int64_t mr = kern->mr, nr = kern->nr, kdiv = KDIV; /* k values per packed element */  \
     const int64_t ncpad = round_up(pl->nc, nr), mcpad = round_up(pl->mc, mr);                   \
-    const T alpha = (T)g->alpha, beta = (T)g->beta;                                             \
+    const CT alpha = (CT)g->alpha, beta = (CT)g->beta;                                             \
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
-    T *ap = alloc_aligned(mcpad * pl->kc * (int64_t)sizeof(T));                                 \
-    T *bp = alloc_aligned(pl->kb * ncpad * (int64_t)sizeof(T));                                 \
-    T *ws = pl->direct ? NULL : alloc_aligned(pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(T)); \
-    T *tile = alloc_aligned(mr * nr * (int64_t)sizeof(T));                                      \
+    PT *ap = alloc_aligned(mcpad * KP(pl->kc) * (int64_t)sizeof(PT));                                 \
+    PT *bp = alloc_aligned((pl->kb / kdiv + 1) * ncpad * (int64_t)sizeof(PT));                                 \
+    CT *ws = pl->direct ? NULL : alloc_aligned(pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)); \
+    CT *tile = alloc_aligned(mr * nr * (int64_t)sizeof(CT));                                      \
     if (!ap || !bp || !tile || (!pl->direct && !ws)) {                                          \
       __atomic_store_n(&pl->failed, 1, __ATOMIC_RELAXED);                                       \
       goto done;                                                                                \
@@ -147,35 +147,35 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
         for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                        \
           const int64_t kcur = min64(pl->kc, kbcur - pc);                                       \
           for (int64_t jr = 0; jr < ncur; jr += nr)                                             \
-            rt_gemm_pack_##SUF(bp + pc * ncpad + jr * kcur, (int)nr, &sb, j0 + jr,              \
+            rt_gemm_pack_##SUF(bp + pc / kdiv * ncpad + jr * KP(kcur), (int)nr, &sb, j0 + jr,              \
                                min64(nr, ncur - jr), kb0 + pc, kcur);                           \
         }                                                                                       \
         for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                          \
           const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                      \
-          T *cunit = pl->direct ? (T *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;           \
-          T *wunit = pl->direct ? NULL : ws + (ib - ib0) * mcpad * ncpad;                       \
-          const T *iunit = g->cin ? (const T *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
+          CT *cunit = pl->direct ? (CT *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;           \
+          CT *wunit = pl->direct ? NULL : ws + (ib - ib0) * mcpad * ncpad;                       \
+          const CT *iunit = g->cin ? (const CT *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
             for (int64_t ir = 0; ir < mcur; ir += mr)                                           \
-              rt_gemm_pack_##SUF(ap + ir * kcur, (int)mr, &sa, i0 + ir, min64(mr, mcur - ir),   \
+              rt_gemm_pack_##SUF(ap + ir * KP(kcur), (int)mr, &sa, i0 + ir, min64(mr, mcur - ir),   \
                                  kb0 + pc, kcur);                                               \
-            const T *bpc = bp + pc * ncpad;                                                     \
+            const PT *bpc = bp + pc / kdiv * ncpad;                                                     \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
-                const T *apan = ap + ir * kcur, *bpan = bpc + jr * kcur;                        \
+                const PT *apan = ap + ir * KP(kcur), *bpan = bpc + jr * KP(kcur);                        \
                 if (!pl->direct) {                                                              \
-                  UKR(kcur, apan, bpan, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1);  \
+                  UKR(KP(kcur), apan, bpan, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1);  \
                   continue;                                                                     \
                 }                                                                               \
-                T *cp = cunit + ir * g->c_rs + jr;                                              \
+                CT *cp = cunit + ir * g->c_rs + jr;                                              \
                 /* What is added to alpha*AB: beta*Cin on the first k block, C after. */        \
-                const T *src = cp;                                                              \
+                const CT *src = cp;                                                              \
                 int64_t s_rs = g->c_rs, s_cs = 1;                                               \
-                T bsrc = 1;                                                                     \
+                CT bsrc = 1;                                                                     \
                 if (first) {                                                                    \
                   bsrc = beta;                                                                  \
                   if (g->beta == 0) {                                                           \
@@ -187,14 +187,14 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
                 }                                                                               \
                 if (mrc == mr && nrc == nr) {                                                   \
                   if (src == cp || !src) {                                                      \
-                    UKR(kcur, apan, bpan, cp, g->c_rs, alpha, src ? bsrc : 0);                  \
+                    UKR(KP(kcur), apan, bpan, cp, g->c_rs, alpha, src ? bsrc : 0);                  \
                   } else {                                                                      \
-                    UKR(kcur, apan, bpan, cp, g->c_rs, alpha, 0);                               \
-                    merge_##SUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);       \
+                    UKR(KP(kcur), apan, bpan, cp, g->c_rs, alpha, 0);                               \
+                    merge_##CSUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);       \
                   }                                                                             \
                 } else {                                                                        \
-                  UKR(kcur, apan, bpan, tile, nr, alpha, 0);                                    \
-                  merge_##SUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);          \
+                  UKR(KP(kcur), apan, bpan, tile, nr, alpha, 0);                                    \
+                  merge_##CSUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);          \
                 }                                                                               \
               }                                                                                 \
             }                                                                                   \
@@ -203,7 +203,7 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
       }                                                                                         \
       if (!pl->direct)                                                                          \
         for (int64_t ib = ib0; ib < ib0 + nib; ib++)                                            \
-          flush_workspace_##SUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, ib * pl->mc, j0, \
+          flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, ib * pl->mc, j0, \
                                 min64(pl->mc, g->m - ib * pl->mc), ncur);                       \
       u += nib;                                                                                 \
     }                                                                                           \
@@ -214,10 +214,13 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
     free(tile);                                                                                 \
   }
 
+#define KP(kvals) (((kvals) + kdiv - 1) / kdiv) /* packed k steps */
 #define UKR_F32_(...) kern->f32(__VA_ARGS__)
 #define UKR_F64_(...) kern->f64(__VA_ARGS__)
-DEFINE_UNITS(float, f32, UKR_F32_)
-DEFINE_UNITS(double, f64, UKR_F64_)
+#define UKR_BF16_(...) kern->bf16(__VA_ARGS__)
+DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
+DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
+DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
 
 /* Block sizes for a problem: they depend on its sizes and the kernel only. */
 static void plan_blocks(gemm_plan *pl) {
@@ -228,6 +231,7 @@ static void plan_blocks(gemm_plan *pl) {
   int64_t MC = getenv("GMC") ? atoi(getenv("GMC")) : kern->mc;
   int64_t BE = getenv("GBE") ? atoi(getenv("GBE")) : kern->b_elems;
   pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, KC)); /* equal k blocks */
+  if (kern->compute == NRT_BFLOAT16) pl->kc = round_up(pl->kc, 2); /* whole pairs */
   pl->kb = pl->ktot <= K_CHUNK_MAX ? pl->ktot : pl->kc * (K_CHUNK_MAX / pl->kc);
   int64_t nc = BE / pl->kb / kern->nr * kern->nr;
   if (nc < kern->nr) nc = kern->nr;
@@ -294,8 +298,9 @@ static nrt_status check_args(const rt_gemm_args *g) {
     return rt_fail(NRT_ERROR_UNSUPPORTED, "gemm: unsupported dtypes: inputs %s, output %s",
                    (unsigned)ab < NRT_DTYPE_COUNT ? nrt_dtype_name(ab) : "?",
                    (unsigned)c < NRT_DTYPE_COUNT ? nrt_dtype_name(c) : "?");
-  if (g->kernel && g->kernel->compute != (ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32))
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "gemm: kernel %s does not compute in %s",
+  if (g->kernel && g->kernel->compute != (ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32) &&
+      !(g->kernel->compute == NRT_BFLOAT16 && ab == NRT_BFLOAT16))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "gemm: kernel %s does not take %s inputs",
                    g->kernel->name, nrt_dtype_name(ab));
   return NRT_SUCCESS;
 }
@@ -325,13 +330,16 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     pl.kern = g->kernel;
   } else {
     const rt_gemm_kernel *const *list;
-    rt_gemm_kernels(compute, &list);
+    if (g->ab_dtype != NRT_BFLOAT16 || rt_gemm_kernels(NRT_BFLOAT16, &list) == 0)
+      rt_gemm_kernels(compute, &list);
     pl.kern = list[0];
   }
   pl.direct = g->c_dtype == compute && g->c_cs == 1;
   pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;
   plan_blocks(&pl);
-  rt_range_fn fn = compute == NRT_FLOAT64 ? run_units_f64 : run_units_f32;
+  rt_range_fn fn = pl.kern->compute == NRT_FLOAT64    ? run_units_f64
+                   : pl.kern->compute == NRT_BFLOAT16 ? run_units_bf16x2
+                                                      : run_units_f32;
   double flops = 2.0 * (double)g->m * (double)g->n * (double)pl.ktot * (double)g->batch;
   rt_parallel_for(pl.units, flops >= MIN_PARALLEL_FLOPS ? 1 : pl.units, fn, &pl);
   if (pl.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");

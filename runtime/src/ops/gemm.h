@@ -11,7 +11,10 @@
  *
  * Numbers. float32, bfloat16 and float16 inputs are read as float32 and
  * accumulated in float32 (as the NeuronCore Tensor engine does); float64 in
- * float64. alpha, the accumulation over k blocks and beta * Cin are applied
+ * float64. On CPUs with AVX512_BF16, bfloat16 products use its pair
+ * dot-product instruction: still float32 accumulation of exact products,
+ * but with subnormal inputs and results flushed to zero, as oneDNN's
+ * bfloat16 GEMM (PyTorch's CPU path) does. alpha, the accumulation over k blocks and beta * Cin are applied
  * in that type and the result is rounded to C's dtype once. beta == 0 never
  * reads Cin (NaN there does not propagate). Integer dtypes accumulate in
  * 64 bits and wrap as PyTorch's integer arithmetic does.
@@ -76,18 +79,28 @@ typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, const float *b, float
 typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, const double *b, double *c,
                                 int64_t ldc, double alpha, double beta);
 
+/* The bfloat16 tile: a and b hold pairs of consecutive k values (k2 = k/2
+ * rounded up, the odd one out paired with 0) as 32-bit words, low half the
+ * even k; the sum is the float32 sum of their exact products. */
+typedef void (*rt_gemm_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, float *c,
+                                 int64_t ldc, float alpha, float beta);
+
 typedef struct rt_gemm_kernel {
   const char *name;
-  nrt_dtype compute; /* NRT_FLOAT32 (f32 set) or NRT_FLOAT64 (f64 set) */
+  /* NRT_FLOAT32 (f32 set), NRT_FLOAT64 (f64 set), or NRT_BFLOAT16 (bf16
+   * set: bfloat16 inputs only, accumulating in float32). */
+  nrt_dtype compute;
   int mr, nr;        /* register tile */
   int mc, kc;        /* cache blocks: A block mc x kc (L2), B micro-panel kc x nr (L1) */
   int64_t b_elems;   /* packed B chunk budget (elements): k chunk x nc lies within it */
   rt_gemm_ukr_f32 f32;
   rt_gemm_ukr_f64 f64;
+  rt_gemm_ukr_bf16 bf16;
 } rt_gemm_kernel;
 
-/* The kernels for compute dtype (NRT_FLOAT32 or NRT_FLOAT64) that this CPU
- * runs, best first; the last one is portable C. Returns the count. */
+/* The kernels for compute dtype (NRT_FLOAT32, NRT_FLOAT64 or NRT_BFLOAT16)
+ * that this CPU runs, best first; for float32 and float64 the last one is
+ * portable C. Returns the count (0 for bfloat16 without AVX512_BF16). */
 int rt_gemm_kernels(nrt_dtype compute, const rt_gemm_kernel *const **list);
 
 /* ---- internal pieces shared by gemm*.c ----------------------------------- */
@@ -106,6 +119,10 @@ void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int
                       int64_t kk0, int64_t kc);
 void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                       int64_t kk0, int64_t kc);
+/* The same for bfloat16 sources in the pair layout of rt_gemm_ukr_bf16:
+ * dst[q*R + r] holds k values 2q and 2q+1 (relative to kk0). */
+void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                         int64_t kk0, int64_t kc);
 
 /* Products with n == 1 (after transposition): y = alpha * A x + beta * yin. */
 nrt_status rt_gemv(const rt_gemm_args *args);

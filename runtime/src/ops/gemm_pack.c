@@ -54,6 +54,8 @@ PACK_SEGMENT(pack_f32_from_f32, float, float, f32_of_f32)
 PACK_SEGMENT(pack_f32_from_bf16, rt_bfloat16, float, f32_of_bf16)
 PACK_SEGMENT(pack_f32_from_f16, rt_half, float, f32_of_f16)
 PACK_SEGMENT(pack_f64_from_f64, double, double, f64_of_f64)
+static inline uint16_t bits_of_bits(uint16_t v) { return v; }
+PACK_SEGMENT(pack_bf16_bits, uint16_t, uint16_t, bits_of_bits)
 
 /* Calls SEGMENT(dst_offset, src_pointer, len) for each piece of the k range
  * [kk0, kk0 + kc) that lies within one slice. */
@@ -87,4 +89,22 @@ void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, in
 #define SEG_F64_(off, at, len) \
   pack_f64_from_f64(dst + (off) * R, R, (const double *)(at), rows, len, src->s_r, src->s_k)
   FOR_EACH_SEGMENT(src, r0, kk0, kc, 8, SEG_F64_)
+}
+
+void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                         int64_t kk0, int64_t kc) {
+  /* Gather the bits k-major first (any strides, slices), then pair them. */
+  uint16_t tmp[16384];
+  const int64_t chunk = (int64_t)(sizeof tmp / sizeof tmp[0]) / R & ~(int64_t)1; /* even */
+  for (int64_t q0 = 0; q0 < kc; q0 += chunk) {
+    int64_t len = kc - q0 < chunk ? kc - q0 : chunk;
+#define SEG_BITS_(off, at, seg) \
+  pack_bf16_bits(tmp + (off) * R, R, (const uint16_t *)(at), rows, seg, src->s_r, src->s_k)
+    FOR_EACH_SEGMENT(src, r0, kk0 + q0, len, 2, SEG_BITS_)
+    uint32_t *d = dst + q0 / 2 * R;
+    for (int64_t p = 0; p + 1 < len; p += 2)
+      for (int r = 0; r < R; r++) d[p / 2 * R + r] = tmp[p * R + r] | (uint32_t)tmp[(p + 1) * R + r] << 16;
+    if (len % 2)
+      for (int r = 0; r < R; r++) d[(len - 1) / 2 * R + r] = tmp[(len - 1) * R + r];
+  }
 }
