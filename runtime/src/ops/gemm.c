@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../internal.h"
+#include "elementwise.h"
 #include "scalar_types.h"
 #include "thread_pool.h"
 
@@ -75,24 +76,44 @@ typedef struct gemm_plan {
 DEFINE_MERGE(float, f32)
 DEFINE_MERGE(double, f64)
 
+/* One row of a float32 workspace written to C: c[j] = w[j] + beta * in[j]
+ * (in NULL: just w), rounded once to C's dtype. */
+static inline float f32_id(float v) { return v; }
+#define DEFINE_FLUSH_ROW(NAME, ST, TO, FROM)                                                   \
+  RT_SIMD_CLONES static void NAME(ST *c, int64_t cs, const float *w, const ST *in, int64_t ics, \
+                                  float beta, int64_t n) {                                     \
+    if (!in) {                                                                                 \
+      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j]);                                   \
+    } else {                                                                                   \
+      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j] + beta * FROM(in[j * ics]));         \
+    }                                                                                          \
+  }
+DEFINE_FLUSH_ROW(flush_row_f32, float, f32_id, f32_id)
+DEFINE_FLUSH_ROW(flush_row_bf16, rt_bfloat16, rt_bfloat16_from_float, rt_bfloat16_to_float)
+DEFINE_FLUSH_ROW(flush_row_f16, rt_half, rt_half_from_float, rt_half_to_float)
+
 /* Writes a unit's workspace (mrows x ncols, row stride ld) to C at (t, i0,
  * j0): C = ws + beta * Cin, rounded once to C's dtype. */
 static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld, int64_t t,
                                 int64_t i0, int64_t j0, int64_t mrows, int64_t ncols) {
   const rt_gemm_args *g = &pl->g;
   float beta = (float)g->beta;
-  size_t cb = nrt_dtype_size(g->c_dtype);
+  int64_t cb = (int64_t)nrt_dtype_size(g->c_dtype);
   for (int64_t i = 0; i < mrows; i++) {
     const float *w = ws + i * ld;
-    int64_t off = t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs;
-    char *crow = (char *)g->c + off * (int64_t)cb;
-    const char *irow = g->beta != 0 ? (const char *)g->cin +
-                                          (t * g->cin_bs + (i0 + i) * g->cin_rs + j0 * g->cin_cs) * (int64_t)cb
-                                    : NULL;
-    for (int64_t j = 0; j < ncols; j++) {
-      float v = w[j];
-      if (irow) v += beta * (float)rt_gemm_load(g->c_dtype, irow, j * g->cin_cs);
-      rt_gemm_store(g->c_dtype, crow, j * g->c_cs, v);
+    char *crow = (char *)g->c + (t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs) * cb;
+    const char *irow =
+        g->cin ? (const char *)g->cin + (t * g->cin_bs + (i0 + i) * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
+    switch (g->c_dtype) {
+      case NRT_BFLOAT16:
+        flush_row_bf16((rt_bfloat16 *)crow, g->c_cs, w, (const rt_bfloat16 *)irow, g->cin_cs, beta, ncols);
+        break;
+      case NRT_FLOAT16:
+        flush_row_f16((rt_half *)crow, g->c_cs, w, (const rt_half *)irow, g->cin_cs, beta, ncols);
+        break;
+      default:
+        flush_row_f32((float *)crow, g->c_cs, w, (const float *)irow, g->cin_cs, beta, ncols);
+        break;
     }
   }
 }
