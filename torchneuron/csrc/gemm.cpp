@@ -291,44 +291,45 @@ void check_addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor
               self.scalar_type(), ", ", b1.scalar_type(), " and ", b2.scalar_type());
 }
 
-void addbmm_into(const char* name, at::Tensor& out, const at::Tensor& self, const at::Tensor& b1,
-                 const at::Tensor& b2, const at::Scalar& beta, const at::Scalar& alpha) {
-  add_product_into(name, out, self, b1, b2, beta, alpha);
+// As PyTorch's CPU kernel: self is broadcast to the result's shape first,
+// then out is resized (in-place forms included), then out = beta * self +
+// alpha * sum_b batch1[b] @ batch2[b].
+at::Tensor& addbmm_run(const char* name, const at::Tensor& self, const at::Tensor& b1,
+                       const at::Tensor& b2, const at::Scalar& beta, const at::Scalar& alpha,
+                       at::Tensor& out) {
+  c10::DeviceGuard guard(self.device());
+  check_addbmm(self, b1, b2);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": expected out tensor to have dtype ",
+              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
+  check_device(out, self.device(), name);
+  at::Tensor cin;
+  named(name, [&] { cin = self.expand({b1.size(1), b2.size(2)}); });
+  if (out.sizes() != cin.sizes()) out.resize_(cin.sizes());
+  GemmCall call{name, out, b1, b2, cin};
+  call.out = to_view(out, name), call.a = to_view(b1, name), call.b = to_view(b2, name);
+  call.cin = to_view(cin, name);
+  call.alpha = alpha, call.beta = beta;
+  run_gemm(call);
+  return out;
 }
 
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   NEURON_TRACK_OP("aten::addbmm.out");
-  c10::DeviceGuard guard(self.device());
-  check_addbmm(self, b1, b2);
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "addbmm: expected out tensor to have dtype ",
-              self.scalar_type(), ", but got ", out.scalar_type(), " instead");
-  check_device(out, self.device(), "addbmm");
-  at::native::resize_output(out, {b1.size(1), b2.size(2)});
-  addbmm_into("addbmm", out, self, b1, b2, beta, alpha);
-  return out;
+  return addbmm_run("addbmm", self, b1, b2, beta, alpha, out);
 }
 
 at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                   const at::Scalar& beta, const at::Scalar& alpha) {
   NEURON_TRACK_OP("aten::addbmm");
-  c10::DeviceGuard guard(self.device());
-  check_addbmm(self, b1, b2);
-  at::Tensor out = at::empty({b1.size(1), b2.size(2)}, b1.options());
-  addbmm_into("addbmm", out, self, b1, b2, beta, alpha);
-  return out;
+  at::Tensor out = at::empty({0}, b1.options());
+  return addbmm_run("addbmm", self, b1, b2, beta, alpha, out);
 }
 
 at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                     const at::Scalar& beta, const at::Scalar& alpha) {
   NEURON_TRACK_OP("aten::addbmm_");
-  c10::DeviceGuard guard(self.device());
-  check_addbmm(self, b1, b2);
-  TORCH_CHECK(self.dim() == 2 && self.size(0) == b1.size(1) && self.size(1) == b2.size(2),
-              "addbmm_: self must have the result's shape [", b1.size(1), ", ", b2.size(2), "], got ",
-              self.sizes());
-  addbmm_into("addbmm_", self, self, b1, b2, beta, alpha);
-  return self;
+  return addbmm_run("addbmm_", self, b1, b2, beta, alpha, self);
 }
 
 // ---- addmv, mv: vectors as one-column matrices ----------------------------------
