@@ -14,7 +14,8 @@
 #include "scalar_types.h"
 #include "thread_pool.h"
 
-#define ROW_BLOCK 64
+#define ROW_BLOCK 64      /* rows per unit when rows are contiguous (dot products) */
+#define COLUMN_BLOCK 1024 /* rows per unit when columns are: long contiguous column reads */
 #define LANES_F32 64
 #define LANES_F64 32
 
@@ -36,10 +37,20 @@ static inline double conv_f64(double v) { return v; }
     return acc[0];                                                                      \
   }
 
-/* acc[r] += xv * a[r] for r < rows: one column of a row block. */
-#define DEFINE_AXPY(NAME, S, T, CONV)                                                  \
-  RT_SIMD_CLONES static void NAME(T *acc, const S *a, T xv, int64_t rows) {             \
-    for (int64_t r = 0; r < rows; r++) acc[r] += xv * CONV(a[r]);                       \
+/* acc[r] += x[0] a[r] + x[1] a[r + cs] + ... for r < rows: `cols` (1 to 4)
+ * columns of a row block, cs apart, added in order. */
+#define DEFINE_AXPY(NAME, S, T, CONV)                                                          \
+  RT_SIMD_CLONES static void NAME(T *acc, const S *a, int64_t cs, const T *x, int cols,         \
+                                  int64_t rows) {                                               \
+    if (cols == 4) {                                                                            \
+      const S *a1 = a + cs, *a2 = a + 2 * cs, *a3 = a + 3 * cs;                                 \
+      for (int64_t r = 0; r < rows; r++)                                                        \
+        acc[r] = acc[r] + x[0] * CONV(a[r]) + x[1] * CONV(a1[r]) + x[2] * CONV(a2[r]) +         \
+                 x[3] * CONV(a3[r]);                                                            \
+      return;                                                                                   \
+    }                                                                                           \
+    for (int c = 0; c < cols; c++)                                                              \
+      for (int64_t r = 0; r < rows; r++) acc[r] += x[c] * CONV(a[c * cs + r]);                  \
   }
 
 DEFINE_DOT(dot_f32, float, float, conv_f32, LANES_F32)
@@ -53,7 +64,7 @@ DEFINE_AXPY(axpy_f64, double, double, conv_f64)
 
 typedef struct gemv_job {
   const rt_gemm_args *g;
-  int64_t row_blocks;
+  int64_t block, row_blocks;
   int failed;
 } gemv_job;
 
@@ -72,8 +83,9 @@ typedef struct gemv_job {
         }                                                                                      \
       }                                                                                        \
     } else if (g->a_rs == 1) {                                                                 \
-      for (int64_t p = 0; p < g->k; p++) {                                                     \
+      for (int64_t p = 0; p < g->k; p += 4) {                                                  \
         const char *col = a + p * g->a_cs * ab;                                                \
+        const int cols = g->k - p < 4 ? (int)(g->k - p) : 4;                                   \
         switch (g->ab_dtype) {                                                                 \
           AXPY_CASES_##SUF                                                                     \
         }                                                                                      \
@@ -90,13 +102,13 @@ typedef struct gemv_job {
   case NRT_FLOAT16: acc[r] = dot_f16((const rt_half *)row, x, g->k); break;               \
   default: acc[r] = dot_f32((const float *)row, x, g->k); break;
 #define AXPY_CASES_f32                                                                    \
-  case NRT_BFLOAT16: axpy_bf16(acc, (const rt_bfloat16 *)col, x[p], rows); break;         \
-  case NRT_FLOAT16: axpy_f16(acc, (const rt_half *)col, x[p], rows); break;               \
-  default: axpy_f32(acc, (const float *)col, x[p], rows); break;
+  case NRT_BFLOAT16: axpy_bf16(acc, (const rt_bfloat16 *)col, g->a_cs, x + p, cols, rows); break; \
+  case NRT_FLOAT16: axpy_f16(acc, (const rt_half *)col, g->a_cs, x + p, cols, rows); break;       \
+  default: axpy_f32(acc, (const float *)col, g->a_cs, x + p, cols, rows); break;
 #define DOT_CASES_f64 \
   default: acc[r] = dot_f64((const double *)row, x, g->k); break;
 #define AXPY_CASES_f64 \
-  default: axpy_f64(acc, (const double *)col, x[p], rows); break;
+  default: axpy_f64(acc, (const double *)col, g->a_cs, x + p, cols, rows); break;
 
 DEFINE_ROWS(f32, float)
 DEFINE_ROWS(f64, double)
@@ -110,11 +122,11 @@ DEFINE_ROWS(f64, double)
       __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);                                     \
       return;                                                                                  \
     }                                                                                          \
-    T acc[ROW_BLOCK];                                                                          \
+    T acc[COLUMN_BLOCK];                                                                       \
     int64_t xt = -1;                                                                           \
     for (int64_t u = u0; u < u1; u++) {                                                        \
-      int64_t t = u / job->row_blocks, i0 = u % job->row_blocks * ROW_BLOCK;                   \
-      int64_t rows = g->m - i0 < ROW_BLOCK ? g->m - i0 : ROW_BLOCK;                            \
+      int64_t t = u / job->row_blocks, i0 = u % job->row_blocks * job->block;                  \
+      int64_t rows = g->m - i0 < job->block ? g->m - i0 : job->block;                          \
       if (t != xt) {                                                                           \
         for (int64_t p = 0; p < g->k; p++)                                                     \
           x[p] = (T)rt_gemm_load(g->ab_dtype, g->b, t * g->b_bs + p * g->b_rs);                \
@@ -136,10 +148,11 @@ DEFINE_GEMV_RANGE(f32, float)
 DEFINE_GEMV_RANGE(f64, double)
 
 nrt_status rt_gemv(const rt_gemm_args *g) {
-  gemv_job job = {.g = g, .row_blocks = (g->m + ROW_BLOCK - 1) / ROW_BLOCK};
+  gemv_job job = {.g = g, .block = g->a_cs != 1 && g->a_rs == 1 ? COLUMN_BLOCK : ROW_BLOCK};
+  job.row_blocks = (g->m + job.block - 1) / job.block;
   int64_t units = g->batch * job.row_blocks;
-  /* A unit reads ROW_BLOCK * k elements; share out once there are ~64K per thread. */
-  int64_t grain = 1 + (1 << 16) / (ROW_BLOCK * g->k);
+  /* A unit reads block * k elements; share out once there are ~64K per thread. */
+  int64_t grain = 1 + (1 << 16) / (job.block * g->k);
   rt_parallel_for(units, grain, g->ab_dtype == NRT_FLOAT64 ? gemv_range_f64 : gemv_range_f32, &job);
   if (job.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for a vector buffer");
   return NRT_SUCCESS;
