@@ -1,8 +1,8 @@
 """GEMM throughput on neuron versus PyTorch CPU (MKL/oneDNN), same process.
 
 Square products 256..4096 and transformer-shaped ones (GPT-2 small MLP and
-projection shapes for 2048 tokens, and attention-like batched products), in
-float32 and bfloat16. Neuron and CPU runs alternate, so that load from other
+projection shapes for 2048 tokens, attention-like batched products, and
+memory-bound matrix-vector shapes), in float32 and bfloat16. Neuron and CPU runs alternate, so that load from other
 processes hits both sides alike; each time is the median of the runs (the
 best run is printed too: on a shared machine it shows what each side does
 undisturbed). GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
