@@ -57,6 +57,67 @@ PACK_SEGMENT(pack_f64_from_f64, double, double, f64_of_f64)
 static inline uint16_t bits_of_bits(uint16_t v) { return v; }
 PACK_SEGMENT(pack_bf16_bits, uint16_t, uint16_t, bits_of_bits)
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* dst[p*R + r] = src[r*s_r + p] for r < 8, p < len: 8 x 8 blocks through
+ * registers (the standard unpack/shuffle/permute transpose). */
+__attribute__((target("avx2"))) static void transpose8_f32(float *dst, int R, const float *src,
+                                                             int64_t s_r, int64_t len) {
+  int64_t p = 0;
+  for (; p + 8 <= len; p += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * s_r + p);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {
+      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int q = 0; q < 4; q++) {
+      _mm256_storeu_ps(dst + (p + q) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
+      _mm256_storeu_ps(dst + (p + q + 4) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
+    }
+  }
+  for (; p < len; p++)
+    for (int i = 0; i < 8; i++) dst[p * R + i] = src[i * s_r + p];
+}
+
+static int have_avx2(void) {
+  static int cached = -1; /* idempotent: racing first calls store the same value */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx2") != 0;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+#endif
+
+/* float32 segments: rows contiguous along k (row-major A, transposed B) are
+ * transposed 8 rows at a time where the CPU has AVX2. */
+static void pack_f32_segment(float *dst, int R, const float *src, int64_t rows, int64_t len,
+                             int64_t s_r, int64_t s_k) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (s_k == 1 && s_r != 1 && rows >= 8 && have_avx2()) {
+    for (int64_t r = 0; r < rows; r += 8) {
+      int64_t r8 = r + 8 <= rows ? r : rows - 8; /* the last group overlaps the one before */
+      transpose8_f32(dst + r8, R, src + r8 * s_r, s_r, len);
+    }
+    if (rows < R)
+      for (int64_t p = 0; p < len; p++)
+        for (int64_t i = rows; i < R; i++) dst[p * R + i] = 0;
+    return;
+  }
+#endif
+  pack_f32_from_f32(dst, R, src, rows, len, s_r, s_k);
+}
+
 /* Calls SEGMENT(dst_offset, src_pointer, len) for each piece of the k range
  * [kk0, kk0 + kc) that lies within one slice. */
 #define FOR_EACH_SEGMENT(src, r0, kk0, kc, ESIZE, SEGMENT)                                     \
@@ -72,7 +133,7 @@ void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int
                       int64_t kk0, int64_t kc) {
   switch (src->dtype) {
 #define SEG_F32_(off, at, len) \
-  pack_f32_from_f32(dst + (off) * R, R, (const float *)(at), rows, len, src->s_r, src->s_k)
+  pack_f32_segment(dst + (off) * R, R, (const float *)(at), rows, len, src->s_r, src->s_k)
     case NRT_FLOAT32: FOR_EACH_SEGMENT(src, r0, kk0, kc, 4, SEG_F32_) break;
 #define SEG_BF16_(off, at, len) \
   pack_f32_from_bf16(dst + (off) * R, R, (const rt_bfloat16 *)(at), rows, len, src->s_r, src->s_k)
