@@ -248,16 +248,13 @@ static void plan_blocks(gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
   const rt_gemm_kernel *kern = pl->kern;
   pl->ktot = g->k * g->kslices;
-  int64_t KC = getenv("GKC") ? atoi(getenv("GKC")) : kern->kc;
-  int64_t MC = getenv("GMC") ? atoi(getenv("GMC")) : kern->mc;
-  int64_t BE = getenv("GBE") ? atoi(getenv("GBE")) : kern->b_elems;
-  pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, KC)); /* equal k blocks */
+  pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, kern->kc)); /* equal k blocks */
   if (kern->compute == NRT_BFLOAT16) pl->kc = round_up(pl->kc, 2); /* whole pairs */
   pl->kb = pl->ktot <= K_CHUNK_MAX ? pl->ktot : pl->kc * (K_CHUNK_MAX / pl->kc);
-  int64_t nc = BE / pl->kb / kern->nr * kern->nr;
+  int64_t nc = kern->b_elems / pl->kb / kern->nr * kern->nr;
   if (nc < kern->nr) nc = kern->nr;
   int64_t n_blocks = ceil_div(g->n, nc);
-  int64_t m_blocks = ceil_div(g->m, MC);
+  int64_t m_blocks = ceil_div(g->m, kern->mc);
   /* Give the pool an even number of units when the work is worth sharing;
    * this depends on the problem only, so results do not change with the
    * thread count. */
