@@ -297,3 +297,10 @@ def test_out_with_wrong_dtype_is_rejected():
     a = torch.ones(2, 3, device="neuron")
     with pytest.raises(RuntimeError, match="dtype"):
         torch.mm(a, a.t(), out=torch.empty(2, 2, device="neuron", dtype=torch.float64))
+
+
+def test_out_with_internal_overlap_is_rejected():
+    a = torch.ones(2, 3, device="neuron")
+    out = torch.empty(1, 2, device="neuron").expand(2, 2)
+    with pytest.raises(RuntimeError, match="memory location"):
+        torch.mm(a, a.t(), out=out)

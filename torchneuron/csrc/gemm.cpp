@@ -11,6 +11,7 @@
 // in which case it is not read at all (NaN there does not propagate), as in
 // PyTorch. matmul, linear and their backward passes decompose into these.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/_addmm_activation_meta.h>
 #include <ATen/ops/addmm_meta.h>
 #include <ATen/ops/addmv_meta.h>
@@ -107,6 +108,7 @@ void run_gemm(GemmCall& call) {
               call.cin_t.defined() ? call.cin_t.scalar_type() : dtype, " and ", out.scalar_type());
   check_device(call.a_t, out.device(), call.name);
   check_device(call.b_t, out.device(), call.name);
+  at::assert_no_internal_overlap(out);
   bool use_cin = call.cin_t.defined() && !(call.beta.isFloatingPoint() ? call.beta.toDouble() == 0
                                                                        : call.beta.toLong() == 0);
   if (use_cin) check_device(call.cin_t, out.device(), call.name);
