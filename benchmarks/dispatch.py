@@ -13,20 +13,14 @@ measured in this run; ratios compare neuron with the CPU baseline.
 
 import argparse
 import ctypes
-import statistics
-import time
 
 import torch
 import torchneuron  # noqa: F401
 
+from timing import median_time
 
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+
+
 
 
 def per_op_us(op, iters: int, repeats: int, sync) -> float:
@@ -36,7 +30,7 @@ def per_op_us(op, iters: int, repeats: int, sync) -> float:
         sync()
 
     loop()  # warm up (allocator caches, worker threads)
-    return median_time(loop, repeats) / iters * 1e6
+    return median_time(loop, repeats, warmup=False) / iters * 1e6
 
 
 def tiny_ops(iters: int, repeats: int) -> None:
@@ -63,7 +57,7 @@ def memcpy_seconds(dst: torch.Tensor, src: torch.Tensor, repeats: int) -> float:
     n = src.numel() * src.element_size()
     d, s = dst.data_ptr(), src.data_ptr()
     ctypes.memmove(d, s, n)
-    return median_time(lambda: ctypes.memmove(d, s, n), repeats)
+    return median_time(lambda: ctypes.memmove(d, s, n), repeats, warmup=False)
 
 
 def copy_seconds(dst: torch.Tensor, src: torch.Tensor, repeats: int) -> float:
@@ -74,7 +68,7 @@ def copy_seconds(dst: torch.Tensor, src: torch.Tensor, repeats: int) -> float:
         dst.copy_(src, non_blocking=True)
         torch.neuron.synchronize()
 
-    return median_time(once, repeats)
+    return median_time(once, repeats, warmup=False)
 
 
 def bandwidth(sizes_mib, repeats: int) -> None:

@@ -3,7 +3,10 @@
 Part 1, small-tensor latency: the host cost per call of tiny ops (64
 elements), timed over a loop of calls that ends with a synchronize, so the
 cost of waiting for queued work is paid and amortised. neuron/cpu: lower is
-better (target <= 1.5x).
+better (target <= 1.5x). The calling thread's CPU time per call is shown
+too ("host cpu"): it is what the Python thread pays per op, and unlike wall
+time it hardly changes when other processes load the machine (wall time
+then also counts the stream worker waiting for a core).
 
 Part 2, large-tensor throughput: 16M elements (4096 x 4096) in float32 and
 bfloat16, one call per trial followed by a synchronize. speedup = cpu time /
@@ -21,13 +24,14 @@ marked "fallback" with the ATen ops that fell back. Figures are medians.
 import argparse
 import ctypes
 import os
-import statistics
 import time
 import warnings
 
 import torch
 import torch.nn.functional as F
 import torchneuron
+
+from timing import median_time
 
 MIB = 2**20
 
@@ -37,23 +41,24 @@ def _sync(device):
         torch.neuron.synchronize()
 
 
-def median_seconds(fn, device, repeats: int, inner: int = 1, budget: float = 0.5) -> float:
-    """Median over at least `repeats` trials, more for cheap ops (up to 50,
-    within about `budget` seconds): medians of a few trials are noisy on a
-    shared machine."""
+def median_seconds(fn, device, repeats: int, inner: int = 1, budget: float = 0.5,
+                   clock=time.perf_counter) -> float:
+    """Median per call over at least `repeats` trials of `inner` calls and a
+    synchronize, more trials for cheap ops (up to 50, within about `budget`
+    seconds): medians of a few trials are noisy on a shared machine. With
+    clock=time.thread_time: the calling thread's CPU time."""
     start = time.perf_counter()
     fn()
     _sync(device)  # warm up: allocator caches, worker threads
     once = (time.perf_counter() - start) * inner
     repeats = max(repeats, min(50, int(budget / max(once, 1e-9))))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def trial():
         for _ in range(inner):
             fn()
         _sync(device)
-        times.append((time.perf_counter() - start) / inner)
-    return statistics.median(times)
+
+    return median_time(trial, repeats, warmup=False, clock=clock) / inner
 
 
 def fallbacks_of(fn) -> list:
@@ -93,7 +98,10 @@ def small_ops(iters: int, repeats: int):
         n_iters = max(iters // 10, 10) if fb else iters
         t_n = median_seconds(neuron[name], "neuron", repeats, n_iters)
         t_c = median_seconds(cpu[name], "cpu", repeats, iters)
-        rows.append((name, t_n * 1e6, t_c * 1e6, t_n / t_c, _note(fb)))
+        h_n = median_seconds(neuron[name], "neuron", repeats, n_iters, clock=time.thread_time)
+        h_c = median_seconds(cpu[name], "cpu", repeats, iters, clock=time.thread_time)
+        rows.append((name, t_n * 1e6, t_c * 1e6, t_n / t_c, h_n * 1e6, h_c * 1e6, h_n / h_c,
+                     _note(fb)))
     return rows
 
 
@@ -174,9 +182,10 @@ def print_text(small, large, memcpy, n, threads, machine):
           f"{memcpy:.1f} GB/s; {machine}")
     print("\nSmall-tensor latency, 64 elements, per call incl. amortised synchronize "
           "(neuron/cpu: lower is better)")
-    print(f"{'op':<14}{'neuron us':>11}{'cpu us':>9}{'neuron/cpu':>12}  note")
-    for name, tn, tc, r, note in small:
-        print(f"{name:<14}{tn:>11.2f}{tc:>9.2f}{r:>11.2f}x  {note}")
+    print(f"{'op':<14}{'neuron us':>11}{'cpu us':>9}{'neuron/cpu':>12}"
+          f"{'host cpu: neuron us':>21}{'cpu us':>8}{'neuron/cpu':>12}  note")
+    for name, tn, tc, r, hn, hc, hr, note in small:
+        print(f"{name:<14}{tn:>11.2f}{tc:>9.2f}{r:>11.2f}x{hn:>21.2f}{hc:>8.2f}{hr:>11.2f}x  {note}")
     print(f"\nLarge tensors, {n / MIB:.0f}M elements (speedup = cpu/neuron: higher is better; "
           "cpu out= reuses a preallocated output)")
     print(f"{'op':<21}{'dtype':<10}{'neuron ms':>10}{'cpu ms':>9}{'speedup':>9}"
@@ -191,10 +200,11 @@ def print_text(small, large, memcpy, n, threads, machine):
 def print_markdown(small, large, memcpy, n, threads, machine):
     print(f"PyTorch CPU threads: {threads}; memcpy bandwidth ({n * 4 // MIB} MiB, read+write): "
           f"{memcpy:.1f} GB/s; {machine}.\n")
-    print("| small op (64 el.) | neuron us | cpu us | neuron/cpu | note |")
-    print("|---|---:|---:|---:|---|")
-    for name, tn, tc, r, note in small:
-        print(f"| {name} | {tn:.2f} | {tc:.2f} | {r:.2f}x | {note} |")
+    print("| small op (64 el.) | neuron us | cpu us | neuron/cpu | host cpu: neuron us | cpu us "
+          "| neuron/cpu | note |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, tn, tc, r, hn, hc, hr, note in small:
+        print(f"| {name} | {tn:.2f} | {tc:.2f} | {r:.2f}x | {hn:.2f} | {hc:.2f} | {hr:.2f}x | {note} |")
     print(f"\n| large op ({n / MIB:.0f}M el.) | dtype | neuron ms | cpu ms | speedup "
           "| cpu out= ms | speedup vs out= | GB/s | % memcpy | note |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")

@@ -16,7 +16,9 @@ __all__ = [
     "get_executed_ops",
     "get_fallback_ops",
     "get_fallback_mode",
+    "nki_op",
     "set_fallback_mode",
+    "wrap_nki",
 ]
 
 
@@ -43,6 +45,21 @@ def get_executed_ops() -> dict:
 
 def clear_op_tracking() -> None:
     _C._clear_op_tracking()
+
+
+def nki_op(name: str, *, mutates_args=(), device_types=None):
+    """Registers an NKI kernel as the torch custom op ``name`` (see
+    torchneuron.nki.torch_ops); use as a decorator."""
+    from torchneuron.nki.torch_ops import nki_op as register
+
+    return register(name, mutates_args=mutates_args, device_types=device_types)
+
+
+def wrap_nki(kernel):
+    """A traceable callable (a generated custom op) running an NKI kernel."""
+    from torchneuron.nki.torch_ops import wrap_nki as wrap
+
+    return wrap(kernel)
 
 
 _register()

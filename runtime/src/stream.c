@@ -4,17 +4,25 @@
  * the worker runs commands one at a time in order and publishes the sequence
  * number it completed. Synchronisation waits for that number to reach the
  * last submitted one. Kernel errors are sticky on the stream (see stream.h).
+ *
+ * Small ops take a microsecond or two, about what waking a sleeping thread
+ * costs, so both sides spin briefly before they sleep: a worker that just
+ * ran out of work polls for the next command, and a synchroniser polls for
+ * completion. Sleepers are counted so that the other side makes the futex
+ * call only when someone sleeps.
  * Streams live in a per-device table indexed by id: 0 is the default stream,
  * then two pools (normal and high priority) handed out round robin, then
  * streams created explicitly. The worker thread starts on first submission.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "event.h"
 #include "internal.h"
@@ -58,10 +66,13 @@ struct nrt_stream {
   int thread_started;
   atomic_int refs;    /* the table's, plus device synchronizes in progress */
   int stopping;
-  uint64_t submitted; /* sequence number of the last submitted command */
-  uint64_t completed; /* sequence number of the last completed command */
-  command *ring;      /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
-  nrt_status error;   /* sticky asynchronous error */
+  int worker_sleeping;         /* under mu: the worker waits on work_cv */
+  atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
+  atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
+  atomic_int waiters;          /* threads waiting on done_cv */
+  command *ring;               /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
+  atomic_int failed;           /* error != NRT_SUCCESS, read without mu */
+  nrt_status error;            /* sticky asynchronous error, under mu */
   char error_message[1024];
 };
 
@@ -83,6 +94,7 @@ static nrt_status take_error_locked(nrt_stream_t s) {
   if (status) {
     rt_set_error(s->error_message);
     s->error = NRT_SUCCESS;
+    atomic_store(&s->failed, 0);
     s->error_message[0] = 0;
   }
   return status;
@@ -91,6 +103,7 @@ static nrt_status take_error_locked(nrt_stream_t s) {
 static void record_error_locked(nrt_stream_t s, nrt_status status, const char *what) {
   if (s->error) return; /* the first error is the one worth reporting */
   s->error = status;
+  atomic_store(&s->failed, 1);
   snprintf(s->error_message, sizeof s->error_message,
            "%s (asynchronous error on neuron:%d stream %lld; later work on "
            "the stream was skipped)",
@@ -105,10 +118,7 @@ static nrt_status run_copy(const command *c) {
 }
 
 static void execute(nrt_stream_t s, command *c) {
-  int skip_work;
-  pthread_mutex_lock(&s->mu);
-  skip_work = s->error != NRT_SUCCESS;
-  pthread_mutex_unlock(&s->mu);
+  int skip_work = atomic_load(&s->failed);
   nrt_status status = NRT_SUCCESS;
   const char *name = "";
   switch (c->kind) {
@@ -147,31 +157,96 @@ static void execute(nrt_stream_t s, command *c) {
   }
 }
 
+/* How long a thread polls before it sleeps: long enough to cover the gap
+ * between two small launches, short enough not to burn a core when idle. */
+#define SPIN_NS 40000
+#define YIELD_AFTER_NS 4000
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Polls until pred(s, arg) holds or SPIN_NS pass; returns whether it held.
+ * After the first few microseconds each poll yields the core: on a machine
+ * with more runnable threads than cores, the thread we wait for may need
+ * this one's. */
+static int spin_until(int (*pred)(nrt_stream_t, uint64_t), nrt_stream_t s, uint64_t arg) {
+  uint64_t start = 0;
+  for (unsigned i = 0;; i++) {
+    if (pred(s, arg)) return 1;
+    if (i < 256) {
+      cpu_relax();
+      continue;
+    }
+    uint64_t t = now_ns();
+    if (!start) start = t;
+    else if (t - start > SPIN_NS) return 0;
+    if (t - start > YIELD_AFTER_NS) sched_yield();
+    else cpu_relax();
+  }
+}
+
+static int has_work(nrt_stream_t s, uint64_t completed) {
+  return atomic_load_explicit(&s->submitted, memory_order_acquire) != completed;
+}
+
+static int has_completed(nrt_stream_t s, uint64_t seq) {
+  return atomic_load_explicit(&s->completed, memory_order_acquire) >= seq;
+}
+
+/* Publishes the completion of command seq and wakes whoever waits for it.
+ * The store and the load of `waiters` are sequentially consistent, as are
+ * a waiter's increment and its check of `completed`: either the waiter sees
+ * the new count or the worker sees the waiter. */
+static void publish_completion(nrt_stream_t s, command *c, uint64_t seq) {
+  if (c->kind == CMD_RECORD) {
+    /* An event completes only after the stream's count covers its record:
+     * whoever sees the event complete also sees the work before it done (a
+     * stream whose last command is the record queries idle). Lock order:
+     * stream, then event. */
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->completed, seq);
+    rt_event_complete(c->u.event.event, c->u.event.generation);
+    rt_event_release(c->u.event.event);
+    pthread_mutex_unlock(&s->mu);
+  } else {
+    atomic_store(&s->completed, seq);
+  }
+  if (atomic_load(&s->waiters) > 0) {
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->done_cv);
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
 static void *worker_main(void *arg) {
   nrt_stream_t s = arg;
   if (s->priority < 0) /* best effort: favour high-priority workers */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -5);
-  pthread_mutex_lock(&s->mu);
+  uint64_t done = atomic_load(&s->completed);
   for (;;) {
-    while (s->completed == s->submitted && !s->stopping)
-      pthread_cond_wait(&s->work_cv, &s->mu);
-    if (s->completed == s->submitted) break; /* stopping and drained */
-    command *c = &s->ring[(s->completed + 1) % QUEUE_DEPTH];
-    pthread_mutex_unlock(&s->mu);
-    execute(s, c);
-    pthread_mutex_lock(&s->mu);
-    s->completed++;
-    /* An event completes only after the stream's count covers its record:
-     * whoever sees the event complete also sees the work before it done (a
-     * stream whose last command is the record queries idle). The slot stays
-     * ours while s->mu is held. Lock order: stream, then event. */
-    if (c->kind == CMD_RECORD) {
-      rt_event_complete(c->u.event.event, c->u.event.generation);
-      rt_event_release(c->u.event.event);
+    if (!spin_until(has_work, s, done)) {
+      pthread_mutex_lock(&s->mu);
+      s->worker_sleeping = 1;
+      while (atomic_load(&s->submitted) == done && !s->stopping)
+        pthread_cond_wait(&s->work_cv, &s->mu);
+      s->worker_sleeping = 0;
+      int stop = atomic_load(&s->submitted) == done; /* stopping and drained */
+      pthread_mutex_unlock(&s->mu);
+      if (stop) break;
     }
-    pthread_cond_broadcast(&s->done_cv);
+    command *c = &s->ring[(done + 1) % QUEUE_DEPTH];
+    execute(s, c);
+    publish_completion(s, c, ++done);
   }
-  pthread_mutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -190,23 +265,35 @@ static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) 
     }
     s->thread_started = 1;
   }
-  while (s->submitted - s->completed >= QUEUE_DEPTH - 1)
-    pthread_cond_wait(&s->done_cv, &s->mu);
-  *seq = s->submitted + 1;
+  if (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1) {
+    atomic_fetch_add(&s->waiters, 1);
+    while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1)
+      pthread_cond_wait(&s->done_cv, &s->mu);
+    atomic_fetch_sub(&s->waiters, 1);
+  }
+  *seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
   *slot = &s->ring[*seq % QUEUE_DEPTH];
   return NRT_SUCCESS;
 }
 
 static void commit_locked(nrt_stream_t s) {
-  s->submitted++;
-  pthread_cond_signal(&s->work_cv);
+  /* Release: the worker that sees the new count sees the filled slot. */
+  atomic_fetch_add_explicit(&s->submitted, 1, memory_order_release);
+  if (s->worker_sleeping) pthread_cond_signal(&s->work_cv);
   pthread_mutex_unlock(&s->mu);
 }
 
 /* Waits until command seq has completed; then hands over any sticky error. */
 static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
+  if (!spin_until(has_completed, s, seq)) {
+    pthread_mutex_lock(&s->mu);
+    atomic_fetch_add(&s->waiters, 1);
+    while (atomic_load(&s->completed) < seq) pthread_cond_wait(&s->done_cv, &s->mu);
+    atomic_fetch_sub(&s->waiters, 1);
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (!atomic_load(&s->failed)) return NRT_SUCCESS;
   pthread_mutex_lock(&s->mu);
-  while (s->completed < seq) pthread_cond_wait(&s->done_cv, &s->mu);
   nrt_status status = take_error_locked(s);
   pthread_mutex_unlock(&s->mu);
   return status;
@@ -366,19 +453,14 @@ nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_synchronize: NULL stream");
-  pthread_mutex_lock(&stream->mu);
-  uint64_t target = stream->submitted;
-  pthread_mutex_unlock(&stream->mu);
-  return wait_for(stream, target);
+  return wait_for(stream, atomic_load(&stream->submitted));
 }
 
 nrt_status nrt_stream_query(nrt_stream_t stream) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_query: NULL stream");
-  pthread_mutex_lock(&stream->mu);
-  int idle = stream->completed == stream->submitted;
-  pthread_mutex_unlock(&stream->mu);
+  int idle = atomic_load(&stream->completed) == atomic_load(&stream->submitted);
   return idle ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "check.h"
+#include "gate.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -55,29 +56,6 @@ static size_t device_free_bytes(int32_t device) {
   size_t free_b = 0, total = 0;
   CHECK_OK(nrt_mem_get_info(device, &free_b, &total));
   return free_b;
-}
-
-/* A host function that holds a stream until the test opens the gate. */
-typedef struct gate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int open;
-} gate;
-
-#define GATE_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0}
-
-static void gate_wait(void *arg) {
-  gate *g = arg;
-  pthread_mutex_lock(&g->mu);
-  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_open(gate *g) {
-  pthread_mutex_lock(&g->mu);
-  g->open = 1;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
 }
 
 static void *open_gate_later(void *arg) {
@@ -170,7 +148,8 @@ static void test_streams_do_not_share_cached_blocks(void) {
 
 static void test_recorded_stream_delays_reuse_until_its_work_is_done(void) {
   clean_slate(0);
-  gate g = GATE_INIT;
+  gate g;
+  gate_init(&g);
   nrt_stream_t a = default_stream(0), b = other_stream(0);
   char *p = cache_alloc(a, 4096);
   CHECK_OK(nrt_launch_host_func(b, gate_wait, &g));
@@ -371,7 +350,8 @@ static void test_out_of_memory_flushes_the_cache_and_retries(void) {
 static void test_out_of_memory_waits_for_pending_frees(void) {
   const int32_t d = 3;
   clean_slate(d);
-  gate g = GATE_INIT;
+  gate g;
+  gate_init(&g);
   nrt_stream_t a = default_stream(d), b = other_stream(d);
   CHECK_OK(nrt_launch_host_func(b, gate_wait, &g));
   void *p = cache_alloc(a, 40 * MIB);

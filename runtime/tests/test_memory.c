@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "check.h"
+#include "gate.h"
 #include "child.h"
 #include "internal.h"
 
@@ -369,28 +370,9 @@ static void test_pinned_free_is_deferred_while_held(void) {
   CHECK(!is_mapped(p, 64 * KIB));
 }
 
-typedef struct gate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int open;
-} gate;
-
-static void gate_wait(void *arg) {
-  gate *g = arg;
-  pthread_mutex_lock(&g->mu);
-  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_open(gate *g) {
-  pthread_mutex_lock(&g->mu);
-  g->open = 1;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
-}
-
 static void test_queued_copy_keeps_freed_pinned_buffer(void) {
-  gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  gate g;
+  gate_init(&g);
   nrt_stream_t s;
   CHECK_OK(nrt_stream_get_pooled(0, NRT_STREAM_PRIORITY_NORMAL, &s));
   unsigned char *src;

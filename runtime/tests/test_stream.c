@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include "check.h"
+#include "gate.h"
 #include "child.h"
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -27,41 +28,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* A gate: host function gate_wait blocks the stream until gate_open. */
-typedef struct gate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int open;
-  atomic_int entered; /* gate_wait calls that started */
-} gate;
-
-static void gate_init(gate *g) {
-  pthread_mutex_init(&g->mu, NULL);
-  pthread_cond_init(&g->cv, NULL);
-  g->open = 0;
-  atomic_init(&g->entered, 0);
-}
-
-static void gate_destroy(gate *g) {
-  pthread_mutex_destroy(&g->mu);
-  pthread_cond_destroy(&g->cv);
-}
-
-static void gate_wait(void *arg) {
-  gate *g = arg;
-  atomic_fetch_add(&g->entered, 1);
-  pthread_mutex_lock(&g->mu);
-  while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
-  pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_open(gate *g) {
-  pthread_mutex_lock(&g->mu);
-  g->open = 1;
-  pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
 }
 
 /* Opens a gate from another thread after a delay; `opened` is set (before

@@ -445,31 +445,32 @@ IndexAccess advanced_access(const at::Tensor& self, const c10::List<std::optiona
   const int64_t after = ndim - before - k;
 
   IndexAccess a;
-  a.target = target;
+  a.target = std::move(target);  // owned: a local
+  const at::Tensor& indexed = a.target;
   at::IntArrayRef replacement = indices[before].sizes();
   for (int64_t d = 0; d < before; d++) {
-    a.shape.push_back(target.size(d));
-    a.target_strides.push_back(target.stride(d));
+    a.shape.push_back(indexed.size(d));
+    a.target_strides.push_back(indexed.stride(d));
   }
   for (int64_t s : replacement) {
     a.shape.push_back(s);
     a.target_strides.push_back(0);
   }
   for (int64_t d = before + k; d < ndim; d++) {
-    a.shape.push_back(target.size(d));
-    a.target_strides.push_back(target.stride(d));
+    a.shape.push_back(indexed.size(d));
+    a.target_strides.push_back(indexed.stride(d));
   }
   bool empty_dim = false;
   for (int64_t j = 0; j < k; j++) {
     const at::Tensor& index = indices[before + j];
-    a.sizes.push_back(target.size(before + j));
-    a.strides.push_back(target.stride(before + j));
+    a.sizes.push_back(indexed.size(before + j));
+    a.strides.push_back(indexed.stride(before + j));
     a.dims.push_back(order[before + j]);
-    empty_dim |= target.size(before + j) == 0;
+    empty_dim |= indexed.size(before + j) == 0;
     std::vector<int64_t> strides(static_cast<size_t>(before), 0);
     for (int64_t s : index.strides()) strides.push_back(s);
     strides.resize(strides.size() + static_cast<size_t>(after), 0);
-    a.indices.push_back(index);
+    a.indices.push_back(at::Tensor(index));  // owned: from a local vector
     a.index_strides.push_back(std::move(strides));
   }
   TORCH_CHECK_INDEX(!empty_dim || c10::multiply_integers(replacement) == 0,

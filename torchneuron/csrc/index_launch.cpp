@@ -115,7 +115,7 @@ void launch_scatter(nrt_op_code code, const IndexAccess& a, const ScatterSource&
   add_operand(op, view_over(a.target, a.shape, a.target_strides, name));
   if (source.value) {
     nrt_tensor_view v{};
-    v.dtype = to_runtime_dtype(a.target.scalar_type(), name);
+    v.dtype = to_runtime_dtype(a.target->scalar_type(), name);
     v.ndim = static_cast<int32_t>(a.shape.size());
     for (size_t d = 0; d < a.shape.size(); d++) v.shape[d] = a.shape[d];
     op.immediate_mask = 1u << 1;
@@ -128,7 +128,7 @@ void launch_scatter(nrt_op_code code, const IndexAccess& a, const ScatterSource&
   add_scalar(op, include_self);
   op.scalars[op.num_scalars++] = to_nrt_scalar(alpha);
   add_indices(op, a, name);
-  launch(a.target.device().index(), op);
+  launch(a.target->device().index(), op);
 }
 
 std::vector<int64_t> read_int64s(const at::Tensor& t, int64_t n) {

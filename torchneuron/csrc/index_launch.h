@@ -18,11 +18,11 @@ namespace torchneuron {
 // its dims, and per index tensor the target dim it selects (size, stride)
 // and its own strides over shape.
 struct IndexAccess {
-  at::Tensor target;
+  TensorRef target;  // borrowed from the caller, or owned
   std::vector<int64_t> shape;
   std::vector<int64_t> target_strides;
   std::vector<int64_t> sizes, strides, dims;  // per index, of the target
-  std::vector<at::Tensor> indices;
+  std::vector<TensorRef> indices;
   std::vector<std::vector<int64_t>> index_strides;
 };
 

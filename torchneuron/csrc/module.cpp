@@ -96,6 +96,8 @@ std::string fallback_mode_name() {
 }  // namespace
 }  // namespace torchneuron
 
+void register_nki_bindings(py::module_& m);  // nki.cpp
+
 PYBIND11_MODULE(_C, m) {
   namespace tn = torchneuron;
   m.doc() = "TorchNeuron's bindings to the neuron runtime";
@@ -135,4 +137,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_close_stream_gate", &tn::close_stream_gate);
   m.def("_open_stream_gate", &tn::open_stream_gate);
+  register_nki_bindings(m);
 }

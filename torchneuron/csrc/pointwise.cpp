@@ -10,6 +10,9 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "index_launch.h"  // to_nrt_scalar
 #include "op_tracking.h"
@@ -168,13 +171,13 @@ c10::SmallVector<at::Tensor, 2> round_like_cpu(PointwiseCall& call, at::TensorIt
   if (!promotes(call.dtypes) || !is_reduced_float(compute)) return temps;
   bool changed = false;
   int k = iter.noutputs();
-  for (at::Tensor& t : call.inputs) {
-    if (!t.defined()) continue;
-    at::ScalarType s = t.scalar_type();
+  for (TensorRef& t : call.inputs) {
+    if (!t->defined()) continue;
+    at::ScalarType s = t->scalar_type();
     bool exact = s == compute || s == at::kBool || s == at::kByte || s == at::kChar;
     bool exempt = k == exact_operand && iter.is_scalar(k);
     if (!exact && !exempt && !iter.is_cpu_scalar(k)) {
-      t = t.to(compute);
+      t = t->to(compute);
       changed = true;
     }
     k++;
@@ -214,67 +217,101 @@ Role role_of(const c10::Argument& arg, bool scalar_operands) {
   return Role::Attribute;
 }
 
-class PointwiseKernel final : public c10::OperatorKernel {
+bool is_operand(Role role) {
+  return role == Role::Input || role == Role::SelfInOut || role == Role::OptionalInput ||
+         role == Role::ScalarInput;
+}
+
+// What every overload of a table row shares: the row, the overload's name,
+// the role of each schema argument. Arguments arrive boxed (IValues) or
+// unboxed (C++ values); add() files either kind under its role, borrowing
+// tensors, and run() does the rest.
+class PointwiseCore {
  public:
-  PointwiseKernel(const PointwiseOp& op, const std::string& overload)
+  PointwiseCore(const PointwiseOp& op, const std::string& overload, const c10::FunctionSchema& schema)
       : op_(op), name_(overload), counter_(native_op_counter(("aten::" + overload).c_str())) {
-    size_t dot = overload.find('.');
-    std::string base = overload.substr(0, dot);
-    std::string variant = dot == std::string::npos ? "" : overload.substr(dot + 1);
-    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + base).c_str(),
-                                                                 variant.c_str());
-    const c10::FunctionSchema& schema = handle.schema();
     for (const c10::Argument& arg : schema.arguments())
       roles_.push_back(role_of(arg, op.flags & kScalarOperands));
     num_returns_ = schema.returns().size();
   }
 
-  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  size_t num_args() const { return roles_.size(); }
+  size_t num_returns() const { return num_returns_; }
+
+  PointwiseCall start() const {
     counter_->fetch_add(1, std::memory_order_relaxed);
-    const size_t num_args = roles_.size();
-    c10::IValue* args = stack->data() + (stack->size() - num_args);
-    PointwiseCall call{op_.code, op_.dtypes, op_.supported, {}, {}, {}, {}, {}, std::nullopt, name_};
-    for (size_t i = 0; i < num_args; i++) {
-      c10::IValue& value = args[i];
-      Role role = roles_[i];
-      if (role == Role::Input || role == Role::SelfInOut || role == Role::OptionalInput ||
-          role == Role::ScalarInput)
+    return PointwiseCall{op_.code, op_.dtypes, op_.supported, {}, {}, {}, {}, {}, std::nullopt, name_};
+  }
+
+  void add(PointwiseCall& call, size_t i, const c10::IValue& value) const {
+    Role role = roles_[i];
+    switch (role) {
+      case Role::Input: case Role::SelfInOut: case Role::Output:
+        return add(call, i, value.toTensor());
+      case Role::OptionalInput:
         call.input_scalars.emplace_back();
-      switch (role) {
-        case Role::Input: call.inputs.push_back(value.toTensor()); break;
-        case Role::SelfInOut:
-          call.inputs.push_back(value.toTensor());
-          call.outputs.push_back(value.toTensor());
-          break;
-        case Role::OptionalInput:
-          call.inputs.push_back(value.isNone() ? at::Tensor() : value.toTensor());
-          break;
-        case Role::ScalarInput:  // wrapped after prepare, which may make it an attribute
-          call.inputs.emplace_back();
-          if (!value.isNone()) call.input_scalars.back() = value.toScalar();
-          break;
-        case Role::Output: call.outputs.push_back(value.toTensor()); break;
-        case Role::String:
-          call.strings.push_back(value.isNone() ? std::nullopt
-                                                : std::optional<std::string_view>(value.toStringRef()));
-          break;
-        case Role::Attribute: call.scalars.push_back(value); break;
-      }
+        call.inputs.emplace_back(value.isNone() ? TensorRef() : TensorRef(value.toTensor()));
+        return;
+      case Role::ScalarInput:
+        return add(call, i, value.isNone() ? std::optional<c10::Scalar>() : value.toScalar());
+      case Role::String:
+        call.strings.push_back(value.isNone() ? std::nullopt
+                                              : std::optional<std::string_view>(value.toStringRef()));
+        return;
+      case Role::Attribute: call.scalars.push_back(value); return;
     }
+  }
+  void add(PointwiseCall& call, size_t i, const at::Tensor& t) const {
+    Role role = roles_[i];
+    if (is_operand(role)) {
+      call.input_scalars.emplace_back();
+      call.inputs.emplace_back(t);
+    }
+    if (role == Role::SelfInOut || role == Role::Output) call.outputs.emplace_back(t);
+  }
+  void add(PointwiseCall& call, size_t, const std::optional<at::Tensor>& t) const {
+    call.input_scalars.emplace_back();
+    call.inputs.emplace_back(t ? TensorRef(*t) : TensorRef());
+  }
+  void add(PointwiseCall& call, size_t i, const std::optional<c10::Scalar>& v) const {
+    if (roles_[i] == Role::ScalarInput) {  // wrapped after prepare, which may make it an attribute
+      call.input_scalars.emplace_back(v);
+      call.inputs.emplace_back();
+    } else {
+      call.scalars.push_back(v ? c10::IValue(*v) : c10::IValue());
+    }
+  }
+  void add(PointwiseCall& call, size_t i, const c10::Scalar& v) const {
+    add(call, i, std::optional<c10::Scalar>(v));
+  }
+  void add(PointwiseCall& call, size_t, std::optional<std::string_view> v) const {
+    call.strings.push_back(v);
+  }
+  void add(PointwiseCall& call, size_t i, std::string_view v) const {
+    add(call, i, std::optional<std::string_view>(v));
+  }
+  template <class Number, std::enable_if_t<std::is_arithmetic_v<Number>, int> = 0>
+  void add(PointwiseCall& call, size_t, Number v) const {
+    call.scalars.push_back(c10::IValue(v));
+  }
+
+  // Runs the call; returns the results the call allocated (undefined where
+  // an output was given).
+  c10::SmallVector<at::Tensor, 2> run(PointwiseCall& call) const {
     if (call.outputs.empty()) call.outputs.resize(num_returns_);
     if (op_.prepare) op_.prepare(call);
     for (size_t k = 0; k < call.inputs.size(); k++) {
-      if (call.inputs[k].defined() || !call.input_scalars[k]) continue;
-      call.inputs[k] = at::scalar_to_tensor(*call.input_scalars[k]);  // a Python number's wrapping
-      call.inputs[k].unsafeGetTensorImpl()->set_wrapped_number(true);
+      if (call.inputs[k]->defined() || !call.input_scalars[k]) continue;
+      at::Tensor number = at::scalar_to_tensor(*call.input_scalars[k]);  // a Python number's wrapping
+      number.unsafeGetTensorImpl()->set_wrapped_number(true);
+      call.inputs[k] = std::move(number);
     }
 
-    const c10::SmallVector<at::Tensor, 2> outputs = call.outputs;
     const at::Tensor* anchor = nullptr;
-    for (const at::Tensor& t : outputs)
-      if (!anchor && is_neuron(t)) anchor = &t;
-    for (const at::Tensor& t : call.inputs)
-      if (!anchor && is_neuron(t)) anchor = &t;
+    for (const TensorRef& t : call.outputs)
+      if (!anchor && is_neuron(*t)) anchor = &*t;
+    for (const TensorRef& t : call.inputs)
+      if (!anchor && is_neuron(*t)) anchor = &*t;
     c10::OptionalDeviceGuard guard(anchor ? std::optional<c10::Device>(anchor->device())
                                           : std::nullopt);
 
@@ -293,11 +330,12 @@ class PointwiseKernel final : public c10::OperatorKernel {
     c10::SmallVector<at::Tensor, 2> temps = round_like_cpu(call, iter, plan.compute, plan.exact_operand);
     launch(call.code, iter, call.scalars, plan);
     for (size_t j = 0; j < temps.size(); j++)
-      if (temps[j].defined()) outputs[j].copy_(temps[j]);
+      if (temps[j].defined()) call.outputs[j]->copy_(temps[j]);
 
-    torch::jit::drop(*stack, num_args);
+    c10::SmallVector<at::Tensor, 2> allocated(num_returns_);
     for (size_t j = 0; j < num_returns_; j++)
-      torch::jit::push(*stack, outputs[j].defined() ? outputs[j] : iter.output(static_cast<int>(j)));
+      if (!call.outputs[j]->defined()) allocated[j] = iter.output(static_cast<int>(j));
+    return allocated;
   }
 
  private:
@@ -308,12 +346,169 @@ class PointwiseKernel final : public c10::OperatorKernel {
   size_t num_returns_ = 1;
 };
 
+// The boxed kernel: any schema (multiple returns, rare argument types).
+class BoxedPointwise final : public c10::OperatorKernel {
+ public:
+  explicit BoxedPointwise(std::shared_ptr<const PointwiseCore> core) : core_(std::move(core)) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t num_args = core_->num_args();
+    const c10::IValue* args = stack->data() + (stack->size() - num_args);
+    PointwiseCall call = core_->start();
+    for (size_t i = 0; i < num_args; i++) core_->add(call, i, args[i]);
+    c10::SmallVector<at::Tensor, 2> allocated = core_->run(call);
+    c10::SmallVector<at::Tensor, 2> results;
+    for (size_t j = 0; j < core_->num_returns(); j++)
+      results.push_back(allocated[j].defined() ? allocated[j] : *call.outputs[j]);
+    torch::jit::drop(*stack, num_args);  // the outputs were borrowed from here
+    for (at::Tensor& r : results) torch::jit::push(*stack, std::move(r));
+  }
+
+ private:
+  std::shared_ptr<const PointwiseCore> core_;
+};
+
+// Unboxed kernels for the common signatures: called with C++ references,
+// they never copy the caller's tensors (see TensorRef). Returns the new
+// result, or the written argument (self of an in-place op, out of out=).
+template <class Ret, class... Args>
+torch::CppFunction unboxed_kernel(std::shared_ptr<const PointwiseCore> core, Ret (*)(Args...)) {
+  return torch::CppFunction([core](Args... args) -> Ret {
+    PointwiseCall call = core->start();
+    size_t i = 0;
+    (core->add(call, i++, args), ...);
+    c10::SmallVector<at::Tensor, 2> allocated = core->run(call);
+    if constexpr (std::is_same_v<Ret, at::Tensor>) {
+      return std::move(allocated[0]);
+    } else {
+      at::Tensor* written = nullptr;
+      (
+          [&](auto& arg) {
+            if constexpr (std::is_same_v<decltype(arg), at::Tensor&>)
+              if (!written) written = &arg;
+          }(args),
+          ...);
+      return *written;
+    }
+  });
+}
+
+// A signature's key: one letter per return and argument type.
+template <class T> constexpr char key_letter();
+template <> constexpr char key_letter<const at::Tensor&>() { return 'T'; }
+template <> constexpr char key_letter<at::Tensor>() { return 'T'; }
+template <> constexpr char key_letter<at::Tensor&>() { return 'W'; }
+template <> constexpr char key_letter<const c10::Scalar&>() { return 'S'; }
+template <> constexpr char key_letter<const std::optional<c10::Scalar>&>() { return 's'; }
+template <> constexpr char key_letter<const std::optional<at::Tensor>&>() { return 't'; }
+template <> constexpr char key_letter<std::string_view>() { return 'R'; }
+template <> constexpr char key_letter<std::optional<std::string_view>>() { return 'r'; }
+template <> constexpr char key_letter<double>() { return 'f'; }
+template <> constexpr char key_letter<int64_t>() { return 'i'; }
+template <> constexpr char key_letter<bool>() { return 'b'; }
+
+template <class Ret, class... Args>
+std::string signature_key(Ret (*)(Args...)) {
+  return std::string{key_letter<Ret>(), ':', key_letter<Args>()...};
+}
+
+// The same key read from a schema; empty when a type has no letter.
+std::string schema_key(const c10::FunctionSchema& schema) {
+  auto letter = [](const c10::TypePtr& type, bool written) -> char {
+    using K = c10::TypeKind;
+    bool optional = type->kind() == K::OptionalType;
+    K kind = optional ? type->castRaw<c10::OptionalType>()->getElementType()->kind() : type->kind();
+    switch (kind) {
+      case K::TensorType: return written ? (optional ? 0 : 'W') : (optional ? 't' : 'T');
+      case K::NumberType: return optional ? 's' : 'S';
+      case K::StringType: return optional ? 'r' : 'R';
+      case K::FloatType: return optional ? 0 : 'f';
+      case K::IntType: return optional ? 0 : 'i';
+      case K::BoolType: return optional ? 0 : 'b';
+      default: return 0;
+    }
+  };
+  if (schema.returns().size() != 1) return "";
+  std::string key;
+  const c10::Argument& ret = schema.returns()[0];
+  key += letter(ret.type(), ret.alias_info() && ret.alias_info()->isWrite());
+  key += ':';
+  for (const c10::Argument& arg : schema.arguments())
+    key += letter(arg.type(), arg.alias_info() && arg.alias_info()->isWrite());
+  return key.find('\0') == std::string::npos ? key : "";
+}
+
+using T = const at::Tensor&;
+using W = at::Tensor&;
+using S = const c10::Scalar&;
+using OS = const std::optional<c10::Scalar>&;
+using OT = const std::optional<at::Tensor>&;
+using R = std::string_view;
+using OR = std::optional<std::string_view>;
+
+// The signatures served unboxed: unary, binary (with alpha), ternary, with
+// scalar, string and bound arguments; functional, in-place and out=.
+using UnboxedFactory = torch::CppFunction (*)(std::shared_ptr<const PointwiseCore>);
+template <class Sig>
+std::pair<std::string, UnboxedFactory> unboxed_entry() {
+  return {signature_key(static_cast<Sig*>(nullptr)),
+          [](std::shared_ptr<const PointwiseCore> core) {
+            return unboxed_kernel(std::move(core), static_cast<Sig*>(nullptr));
+          }};
+}
+
+const std::vector<std::pair<std::string, UnboxedFactory>>& unboxed_signatures() {
+  static const std::vector<std::pair<std::string, UnboxedFactory>> table = {
+      unboxed_entry<at::Tensor(T)>(), unboxed_entry<W(W)>(), unboxed_entry<W(T, W)>(),
+      unboxed_entry<at::Tensor(T, T)>(), unboxed_entry<W(W, T)>(), unboxed_entry<W(T, T, W)>(),
+      unboxed_entry<at::Tensor(T, T, S)>(), unboxed_entry<W(W, T, S)>(),
+      unboxed_entry<W(T, T, S, W)>(), unboxed_entry<at::Tensor(T, S)>(),
+      unboxed_entry<W(W, S)>(), unboxed_entry<W(T, S, W)>(),
+      unboxed_entry<at::Tensor(T, S, S)>(), unboxed_entry<W(W, S, S)>(),
+      unboxed_entry<W(T, S, S, W)>(), unboxed_entry<at::Tensor(S, T)>(),
+      unboxed_entry<at::Tensor(T, T, T)>(), unboxed_entry<W(W, T, T)>(),
+      unboxed_entry<W(T, T, T, W)>(), unboxed_entry<at::Tensor(T, T, T, S)>(),
+      unboxed_entry<W(W, T, T, S)>(), unboxed_entry<W(T, T, T, S, W)>(),
+      unboxed_entry<at::Tensor(T, R)>(), unboxed_entry<W(W, R)>(),
+      unboxed_entry<W(T, R, W)>(), unboxed_entry<at::Tensor(T, T, R)>(),
+      unboxed_entry<W(T, T, R, W)>(), unboxed_entry<at::Tensor(T, T, OR)>(),
+      unboxed_entry<W(W, T, OR)>(), unboxed_entry<W(T, T, OR, W)>(),
+      unboxed_entry<at::Tensor(T, OS, OS)>(), unboxed_entry<W(W, OS, OS)>(),
+      unboxed_entry<W(T, OS, OS, W)>(), unboxed_entry<at::Tensor(T, OT, OT)>(),
+      unboxed_entry<W(W, OT, OT)>(), unboxed_entry<W(T, OT, OT, W)>(),
+      unboxed_entry<at::Tensor(T, T, S, S)>(), unboxed_entry<at::Tensor(T, S, S, S)>(),
+      unboxed_entry<W(W, S, S, S)>(), unboxed_entry<at::Tensor(T, T, T, T)>(),
+  };
+  return table;
+}
+
 }  // namespace
 
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
                      const std::vector<c10::IValue>& scalars) {
   launch(code, iter, scalars, LaunchPlan{iter.common_dtype(), iter.noutputs()});
 }
+
+namespace {
+
+// Registers one overload: unboxed when its signature is a common one,
+// boxed otherwise.
+void register_overload(torch::Library& m, const PointwiseOp& op, const std::string& overload) {
+  size_t dot = overload.find('.');
+  std::string base = overload.substr(0, dot);
+  std::string variant = dot == std::string::npos ? "" : overload.substr(dot + 1);
+  auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + base).c_str(),
+                                                               variant.c_str());
+  const c10::FunctionSchema& schema = handle.schema();
+  auto core = std::make_shared<const PointwiseCore>(op, overload, schema);
+  std::string key = schema_key(schema);
+  for (const auto& [signature, factory] : unboxed_signatures())
+    if (!key.empty() && signature == key) return (void)m.impl(overload.c_str(), factory(core));
+  m.impl(overload.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                               std::make_unique<BoxedPointwise>(std::move(core))));
+}
+
+}  // namespace
 
 void register_pointwise_ops(torch::Library& m, const PointwiseOp* ops, size_t count) {
   for (size_t r = 0; r < count; r++) {
@@ -323,9 +518,7 @@ void register_pointwise_ops(torch::Library& m, const PointwiseOp* ops, size_t co
       size_t end = names.find(' ', start);
       if (end == std::string::npos) end = names.size();
       std::string name = names.substr(start, end - start);
-      if (!name.empty())
-        m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunctor(
-                                 std::make_unique<PointwiseKernel>(ops[r], name)));
+      if (!name.empty()) register_overload(m, ops[r], name);
       start = end + 1;
     }
   }

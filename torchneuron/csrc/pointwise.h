@@ -1,7 +1,7 @@
 // Pointwise ops: ATen schemas mapped to runtime op codes by a table.
 //
-// One boxed kernel serves every overload of an op (functional, in-place,
-// out=): it reads the schema once to learn which arguments are inputs,
+// One kernel serves every overload of an op (functional, in-place, out=):
+// it reads the schema once to learn which arguments are inputs,
 // outputs, scalar attributes and strings, lets PyTorch's TensorIterator
 // compute the broadcast shape, type promotion and output allocation, and
 // hands the runtime one nrt_op. The table itself is pointwise_ops.cpp.
@@ -49,11 +49,11 @@ struct PointwiseCall {
   // Inputs in schema order. A Scalar operand is an undefined tensor with its
   // value in input_scalars (wrapped as a CPU number after prepare); an
   // omitted Tensor?/Scalar? is undefined with no value.
-  c10::SmallVector<at::Tensor, 4> inputs;
+  c10::SmallVector<TensorRef, 4> inputs;
   c10::SmallVector<std::optional<c10::Scalar>, 4> input_scalars;
   c10::SmallVector<c10::IValue, 4> scalars;    // scalar attributes, schema order
   c10::SmallVector<std::optional<std::string_view>, 1> strings;  // schema order
-  c10::SmallVector<at::Tensor, 2> outputs;     // given outputs (undefined: allocate)
+  c10::SmallVector<TensorRef, 2> outputs;      // given outputs (undefined: allocate)
   std::optional<at::ScalarType> dtype;         // Select: the result dtype
   std::string_view name;                       // the overload's name, for messages
 };

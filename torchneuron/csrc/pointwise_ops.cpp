@@ -66,14 +66,14 @@ void prepare_div_mode(PointwiseCall& call) {
 
 void prepare_pow_scalar(PointwiseCall& call) {
   const c10::Scalar& exponent = *call.input_scalars[1];
-  TORCH_CHECK(!(at::isIntegralType(call.inputs[0].scalar_type(), true) && exponent.isIntegral(true) &&
+  TORCH_CHECK(!(at::isIntegralType(call.inputs[0]->scalar_type(), true) && exponent.isIntegral(true) &&
                 exponent.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
 }
 
 void check_addcdiv(PointwiseCall& call) {
-  TORCH_CHECK(!(at::isIntegralType(call.inputs[1].scalar_type(), true) &&
-                at::isIntegralType(call.inputs[2].scalar_type(), true)),
+  TORCH_CHECK(!(at::isIntegralType(call.inputs[1]->scalar_type(), true) &&
+                at::isIntegralType(call.inputs[2]->scalar_type(), true)),
               "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
               "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior "
               "can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) "
@@ -84,15 +84,15 @@ void check_addcdiv(PointwiseCall& call) {
 
 void check_lerp(PointwiseCall& call) {
   const at::Tensor& self = call.inputs[0];
-  TORCH_CHECK(self.dtype() == call.inputs[1].dtype(), "expected dtype ", self.dtype(),
-              " for `end` but got dtype ", call.inputs[1].dtype());
+  TORCH_CHECK(self.dtype() == call.inputs[1]->dtype(), "expected dtype ", self.dtype(),
+              " for `end` but got dtype ", call.inputs[1]->dtype());
   if (call.inputs.size() > 2)
-    TORCH_CHECK(self.dtype() == call.inputs[2].dtype(), "expected dtype ", self.dtype(),
-                " for `weight` but got dtype ", call.inputs[2].dtype());
+    TORCH_CHECK(self.dtype() == call.inputs[2]->dtype(), "expected dtype ", self.dtype(),
+                " for `weight` but got dtype ", call.inputs[2]->dtype());
 }
 
 bool present(const PointwiseCall& call, size_t k) {
-  return call.inputs[k].defined() || call.input_scalars[k].has_value();
+  return call.inputs[k]->defined() || call.input_scalars[k].has_value();
 }
 
 // clamp with a bound left out becomes maximum (min only) or minimum (max only).
@@ -130,7 +130,7 @@ void prepare_clamp_scalars(PointwiseCall& call) {
     state = at::native::update_result_type_state(min, state);
     state = at::native::update_result_type_state(max, state);
     result = at::native::result_type(state);
-    TORCH_CHECK(result == self.scalar_type() || !call.outputs[0].is_same(self), "result type ",
+    TORCH_CHECK(result == self.scalar_type() || !call.outputs[0]->is_same(self), "result type ",
                 result, " can't be cast to the desired output type ", self.scalar_type());
   }
   call.code = NRT_OP_HARDTANH;
@@ -149,13 +149,13 @@ void check_scalars_fit(const PointwiseCall& call, at::ScalarType compute) {
 // ---- unary ---------------------------------------------------------------
 
 void check_neg(PointwiseCall& call) {
-  TORCH_CHECK(call.inputs[0].scalar_type() != at::kBool,
+  TORCH_CHECK(call.inputs[0]->scalar_type() != at::kBool,
               "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
               "invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
 void check_relu(PointwiseCall& call) {
-  TORCH_CHECK(call.inputs[0].scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  TORCH_CHECK(call.inputs[0]->scalar_type() != at::kBool, "Boolean inputs not supported for relu");
 }
 
 void prepare_round_decimals(PointwiseCall& call) {
@@ -166,7 +166,7 @@ void prepare_round_decimals(PointwiseCall& call) {
 
 // None means 0, the dtype's largest and lowest finite value.
 void prepare_nan_to_num(PointwiseCall& call) {
-  at::ScalarType dtype = call.inputs[0].scalar_type();
+  at::ScalarType dtype = call.inputs[0]->scalar_type();
   double max = 0.0, lowest = 0.0;
   if (at::isFloatingType(dtype)) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "nan_to_num", [&] {
@@ -210,7 +210,7 @@ void check_elu_backward(PointwiseCall& call) {
 }
 
 void check_hardtanh(PointwiseCall& call) {
-  at::ScalarType dtype = call.inputs[0].scalar_type();
+  at::ScalarType dtype = call.inputs[0]->scalar_type();
   TORCH_CHECK(dtype != at::kBool, "Bool inputs not supported for hardtanh");
   if (dtype == at::kByte)
     TORCH_CHECK(call.scalars[0].toScalar().toLong() >= 0 && call.scalars[1].toScalar().toLong() >= 0,
@@ -245,7 +245,7 @@ void prepare_masked_fill(PointwiseCall& call) {
   const at::Tensor& value = call.inputs[2];  // undefined for a Scalar value
   TORCH_CHECK(!value.defined() || value.dim() == 0, "masked_fill_ only supports a 0-dimensional "
               "value tensor, but got tensor with ", value.dim(), " dimension(s).");
-  call.dtype = call.inputs[0].scalar_type();
+  call.dtype = call.inputs[0]->scalar_type();
   call.inputs = {call.inputs[1], call.inputs[2], call.inputs[0]};
   call.input_scalars = {call.input_scalars[1], call.input_scalars[2], call.input_scalars[0]};
 }

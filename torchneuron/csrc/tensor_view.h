@@ -2,10 +2,31 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/util/MaybeOwned.h>
+
+#include <utility>
 
 #include "neuronrt/nrt.h"
 
 namespace torchneuron {
+
+// A tensor argument of an op: borrowed from the caller where possible. A
+// copy of an at::Tensor whose only other owner is its Python object makes
+// PyTorch take the GIL to keep that object alive (and again on release), so
+// hot paths never copy caller tensors. Built from an lvalue it borrows (the
+// lvalue must outlive it); from an rvalue, or by assignment of one, it owns.
+class TensorRef {
+ public:
+  TensorRef() : t_(c10::MaybeOwned<at::Tensor>::owned(std::in_place)) {}
+  TensorRef(const at::Tensor& t) : t_(c10::MaybeOwned<at::Tensor>::borrowed(t)) {}  // NOLINT
+  TensorRef(at::Tensor&& t) : t_(c10::MaybeOwned<at::Tensor>::owned(std::move(t))) {}  // NOLINT
+  operator const at::Tensor&() const { return *t_; }  // NOLINT
+  const at::Tensor& operator*() const { return *t_; }
+  const at::Tensor* operator->() const { return &*t_; }
+
+ private:
+  c10::MaybeOwned<at::Tensor> t_;
+};
 
 // True if the runtime's kernels handle this dtype.
 bool has_runtime_dtype(at::ScalarType type);

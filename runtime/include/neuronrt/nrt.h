@@ -8,5 +8,6 @@
 #include "neuronrt/op.h"
 #include "neuronrt/stream.h"
 #include "neuronrt/caching_allocator.h"
+#include "neuronrt/nc.h"
 
 #endif

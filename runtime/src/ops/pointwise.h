@@ -66,4 +66,18 @@ int rt_immediate_value(const nrt_op *op, int k, double *value);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
+
+/* Loop tables by dtype family, from loops named NAME_u8 ... NAME_f64, and a
+ * kernel that runs such a table. */
+#define RT_NUMERIC_TABLE(NAME)                                                \
+  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16, \
+   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, [NRT_FLOAT32] = NAME##_f32, \
+   [NRT_FLOAT64] = NAME##_f64}
+#define RT_FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
+#define RT_DEFINE_TABLE_KERNEL(NAME, TABLE)          \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {   \
+    static const rt_loop_table loops = TABLE(NAME); \
+    return rt_run_pointwise(op, loops, -1);         \
+  }
+
 #endif

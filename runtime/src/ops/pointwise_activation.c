@@ -16,13 +16,7 @@
 #define GELU_TANH_BETA 0.79788456080286535588 /* sqrt(2 / pi) */
 #define GELU_TANH_KAPPA 0.044715
 
-#define FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
-
-#define DEFINE_FLOAT_KERNEL(NAME)                    \
-  nrt_status rt_kernel_##NAME(const nrt_op *op) {    \
-    static const rt_loop_table loops = FLOAT_TABLE(NAME); \
-    return rt_run_pointwise(op, loops, -1);          \
-  }
+#define DEFINE_FLOAT_KERNEL(NAME) RT_DEFINE_TABLE_KERNEL(NAME, RT_FLOAT_TABLE)
 
 #define DEFINE_UNARY(NAME, F32, F64)                 \
   RT_UNARY_LOOP(NAME##_f32, float, float, F32)       \
@@ -60,7 +54,7 @@ DEFINE_UNARY(elu, ELU(float), ELU(double))
   RT_UNARY_LOOP(NAME##_f32, float, float, F32)                  \
   RT_UNARY_LOOP(NAME##_f64, double, double, NAME##_d(x))        \
   nrt_status rt_kernel_##NAME(const nrt_op *op) {               \
-    static const rt_loop_table loops = FLOAT_TABLE(NAME);       \
+    static const rt_loop_table loops = RT_FLOAT_TABLE(NAME);       \
     if (rt_is_16bit_float(op->compute_dtype)) return NAME##_16bit(op); \
     return rt_run_pointwise(op, loops, -1);                     \
   }
@@ -104,7 +98,7 @@ static void log_sigmoid_f64(char **data, const int64_t *strides, int64_t n, void
 }
 
 nrt_status rt_kernel_log_sigmoid(const nrt_op *op) {
-  static const rt_loop_table loops = FLOAT_TABLE(log_sigmoid);
+  static const rt_loop_table loops = RT_FLOAT_TABLE(log_sigmoid);
   if (op->num_outputs != 2 || op->num_operands != 3)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "log_sigmoid: expects operands (out, buffer, x)");
   return rt_run_pointwise(op, loops, -1);

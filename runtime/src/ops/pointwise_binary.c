@@ -16,19 +16,6 @@
    [NRT_INT16] = NAME##_i16, [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, \
    [NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
 
-#define NUMERIC_TABLE(NAME)                                                  \
-  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16, \
-   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, [NRT_FLOAT32] = NAME##_f32, \
-   [NRT_FLOAT64] = NAME##_f64}
-
-#define FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
-
-#define DEFINE_KERNEL(NAME, TABLE)                  \
-  nrt_status rt_kernel_##NAME(const nrt_op *op) {   \
-    static const rt_loop_table loops = TABLE(NAME); \
-    return rt_run_pointwise(op, loops, -1);         \
-  }
-
 /* One expression for the integers, one for the floats. */
 #define DEFINE_NUMERIC(NAME, INT, FLOAT)               \
   RT_BINARY_LOOP(NAME##_u8, uint8_t, uint8_t, INT)     \
@@ -62,11 +49,11 @@ nrt_status rt_kernel_add(const nrt_op *op) {
 
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a * b)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-DEFINE_KERNEL(mul, ARITH_TABLE)
+RT_DEFINE_TABLE_KERNEL(mul, ARITH_TABLE)
 
 RT_BINARY_LOOP(div_f32, float, float, a / b)
 RT_BINARY_LOOP(div_f64, double, double, a / b)
-DEFINE_KERNEL(div, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(div, RT_FLOAT_TABLE)
 
 /* ---- integer division ----------------------------------------------------
  * Helpers per signed type S (uint8 is separate: it has no -1 and its floor
@@ -170,12 +157,12 @@ static nrt_status run_rounding_division(const nrt_op *op, const rt_loop_table lo
 }
 
 nrt_status rt_kernel_div_trunc(const nrt_op *op) {
-  static const rt_loop_table loops = NUMERIC_TABLE(div_trunc);
+  static const rt_loop_table loops = RT_NUMERIC_TABLE(div_trunc);
   return run_rounding_division(op, loops, div_trunc_bf16_steps, div_trunc_f16_steps);
 }
 
 nrt_status rt_kernel_div_floor(const nrt_op *op) {
-  static const rt_loop_table loops = NUMERIC_TABLE(div_floor);
+  static const rt_loop_table loops = RT_NUMERIC_TABLE(div_floor);
   return run_rounding_division(op, loops, div_floor_bf16_steps, div_floor_f16_steps);
 }
 
@@ -184,11 +171,11 @@ nrt_status rt_kernel_div_floor(const nrt_op *op) {
   (fmod(a, b) != 0 && ((b) < 0) != (fmod(a, b) < 0) ? fmod(a, b) + (b) : fmod(a, b))
 RT_BINARY_LOOP(remainder_f32, float, float, REMAINDER_FLOAT(a, b))
 RT_BINARY_LOOP(remainder_f64, double, double, REMAINDER_FLOAT(a, b))
-DEFINE_KERNEL(remainder, NUMERIC_TABLE)
+RT_DEFINE_TABLE_KERNEL(remainder, RT_NUMERIC_TABLE)
 
 RT_BINARY_LOOP(fmod_f32, float, float, fmod(a, b))
 RT_BINARY_LOOP(fmod_f64, double, double, fmod(a, b))
-DEFINE_KERNEL(fmod, NUMERIC_TABLE)
+RT_DEFINE_TABLE_KERNEL(fmod, RT_NUMERIC_TABLE)
 
 /* ---- POW ------------------------------------------------------------------
  * Integer powers by squaring, wrapping; a negative exponent gives 0 except
@@ -226,14 +213,14 @@ DEFINE_POW_SPECIAL(pow_reciprocal, ((void)b, 1 / a))
 DEFINE_POW_SPECIAL(pow_reciprocal_square, ((void)b, 1 / (a * a)))
 
 nrt_status rt_kernel_pow(const nrt_op *op) {
-  static const rt_loop_table loops = NUMERIC_TABLE(pow);
+  static const rt_loop_table loops = RT_NUMERIC_TABLE(pow);
   static const struct {
     double exponent;
     rt_loop_table loops;
   } special[] = {
-      {2.0, FLOAT_TABLE(pow_square)},     {3.0, FLOAT_TABLE(pow_cube)},
-      {0.5, FLOAT_TABLE(pow_sqrt)},       {-0.5, FLOAT_TABLE(pow_rsqrt)},
-      {-1.0, FLOAT_TABLE(pow_reciprocal)}, {-2.0, FLOAT_TABLE(pow_reciprocal_square)},
+      {2.0, RT_FLOAT_TABLE(pow_square)},     {3.0, RT_FLOAT_TABLE(pow_cube)},
+      {0.5, RT_FLOAT_TABLE(pow_sqrt)},       {-0.5, RT_FLOAT_TABLE(pow_rsqrt)},
+      {-1.0, RT_FLOAT_TABLE(pow_reciprocal)}, {-2.0, RT_FLOAT_TABLE(pow_reciprocal_square)},
   };
   double exponent;
   if (nrt_dtype_is_floating(op->compute_dtype) && op->compute_dtype != NRT_FLOAT16 &&
@@ -246,13 +233,13 @@ nrt_status rt_kernel_pow(const nrt_op *op) {
 /* ---- float-only binary math ------------------------------------------- */
 RT_BINARY_LOOP(atan2_f32, float, float, atan2(a, b))
 RT_BINARY_LOOP(atan2_f64, double, double, atan2(a, b))
-DEFINE_KERNEL(atan2, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(atan2, RT_FLOAT_TABLE)
 RT_BINARY_LOOP(hypot_f32, float, float, hypot(a, b))
 RT_BINARY_LOOP(hypot_f64, double, double, hypot(a, b))
-DEFINE_KERNEL(hypot, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(hypot, RT_FLOAT_TABLE)
 RT_BINARY_LOOP(copysign_f32, float, float, copysign(a, b))
 RT_BINARY_LOOP(copysign_f64, double, double, copysign(a, b))
-DEFINE_KERNEL(copysign, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(copysign, RT_FLOAT_TABLE)
 
 /* lerp with a scalar weight, PyTorch's two-sided formula (exact at both
  * ends); scalars [weight]. */
@@ -260,7 +247,7 @@ DEFINE_KERNEL(copysign, FLOAT_TABLE)
   (fabs(w) < (T)0.5 ? a + (w) * (b - a) : b - (b - a) * ((T)1 - (w)))
 RT_BINARY_LOOP(lerp_f32, float, float, LERP(float, (float)sc->f[0]))
 RT_BINARY_LOOP(lerp_f64, double, double, LERP(double, sc->f[0]))
-DEFINE_KERNEL(lerp, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(lerp, RT_FLOAT_TABLE)
 
 /* ---- maximum / minimum (NaN wins), fmax / fmin (NaN loses) -------------- */
 #define MAX_PROPAGATING(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
@@ -270,13 +257,13 @@ DEFINE_KERNEL(lerp, FLOAT_TABLE)
 
 DEFINE_NUMERIC(maximum, a > b ? a : b, MAX_PROPAGATING(a, b))
 RT_BINARY_LOOP(maximum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | (b != 0)))
-DEFINE_KERNEL(maximum, ARITH_TABLE)
+RT_DEFINE_TABLE_KERNEL(maximum, ARITH_TABLE)
 DEFINE_NUMERIC(minimum, a < b ? a : b, MIN_PROPAGATING(a, b))
 RT_BINARY_LOOP(minimum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-DEFINE_KERNEL(minimum, ARITH_TABLE)
+RT_DEFINE_TABLE_KERNEL(minimum, ARITH_TABLE)
 DEFINE_NUMERIC(fmax, a > b ? a : b, MAX_IGNORING(a, b))
 RT_BINARY_LOOP(fmax_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | (b != 0)))
-DEFINE_KERNEL(fmax, ARITH_TABLE)
+RT_DEFINE_TABLE_KERNEL(fmax, ARITH_TABLE)
 DEFINE_NUMERIC(fmin, a < b ? a : b, MIN_IGNORING(a, b))
 RT_BINARY_LOOP(fmin_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-DEFINE_KERNEL(fmin, ARITH_TABLE)
+RT_DEFINE_TABLE_KERNEL(fmin, ARITH_TABLE)

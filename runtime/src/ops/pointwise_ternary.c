@@ -26,19 +26,6 @@ nrt_status rt_kernel_where(const nrt_op *op) {
   return rt_run_pointwise_as(op, loop, want);
 }
 
-#define NUMERIC_TABLE(NAME)                                                  \
-  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16, \
-   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, [NRT_FLOAT32] = NAME##_f32, \
-   [NRT_FLOAT64] = NAME##_f64}
-
-#define FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
-
-#define DEFINE_KERNEL(NAME, TABLE)                  \
-  nrt_status rt_kernel_##NAME(const nrt_op *op) {   \
-    static const rt_loop_table loops = TABLE(NAME); \
-    return rt_run_pointwise(op, loops, -1);         \
-  }
-
 #define DEFINE_NUMERIC(NAME, INT, FLOAT)                               \
   RT_TERNARY_LOOP(NAME##_u8, uint8_t, uint8_t, uint8_t, uint8_t, INT)  \
   RT_TERNARY_LOOP(NAME##_i8, int8_t, int8_t, int8_t, int8_t, INT)      \
@@ -52,20 +39,20 @@ nrt_status rt_kernel_where(const nrt_op *op) {
 #define LERP(T) (fabs(c) < (T)0.5 ? a + c * (b - a) : b - (b - a) * ((T)1 - c))
 RT_TERNARY_LOOP(lerp_tensor_f32, float, float, float, float, LERP(float))
 RT_TERNARY_LOOP(lerp_tensor_f64, double, double, double, double, LERP(double))
-DEFINE_KERNEL(lerp_tensor, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(lerp_tensor, RT_FLOAT_TABLE)
 
 /* ---- addcmul / addcdiv: scalars [value], PyTorch's operation order ------- */
 DEFINE_NUMERIC(addcmul, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b) * RT_UW(c),
                a + (__typeof__(a))sc->f[0] * b * c)
-DEFINE_KERNEL(addcmul, NUMERIC_TABLE)
+RT_DEFINE_TABLE_KERNEL(addcmul, RT_NUMERIC_TABLE)
 
 RT_TERNARY_LOOP(addcdiv_f32, float, float, float, float, a + (float)sc->f[0] * b / c)
 RT_TERNARY_LOOP(addcdiv_f64, double, double, double, double, a + sc->f[0] * b / c)
-DEFINE_KERNEL(addcdiv, FLOAT_TABLE)
+RT_DEFINE_TABLE_KERNEL(addcdiv, RT_FLOAT_TABLE)
 
 /* ---- clamp (out, x, lo, hi) ----------------------------------------------
  * min(max(x, lo), hi): hi wins when lo > hi; a NaN anywhere gives NaN. */
 #define CLAMP_INT ((a < b ? b : a) > c ? c : (a < b ? b : a))
 #define CLAMP_FLOAT (b != b || c != c ? (__typeof__(a))NAN : CLAMP_INT)
 DEFINE_NUMERIC(clamp, CLAMP_INT, CLAMP_FLOAT)
-DEFINE_KERNEL(clamp, NUMERIC_TABLE)
+RT_DEFINE_TABLE_KERNEL(clamp, RT_NUMERIC_TABLE)

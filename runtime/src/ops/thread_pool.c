@@ -1,14 +1,19 @@
-/* See thread_pool.h. Helpers sleep on a condition variable between jobs; a
- * job is published with a new generation number, each participant claims
- * range indices from an atomic counter, and the caller waits until every
- * range is done and every helper has let go of the job. */
+/* See thread_pool.h. A job is published with a new generation number; each
+ * participant claims range indices from an atomic counter, and the caller
+ * waits until every range is done and every helper has let go of the job.
+ * Work is cut into a few ranges per thread, so a helper that is descheduled
+ * (the machine is shared) holds up at most one small range. Between jobs a
+ * helper polls briefly for the next generation, then sleeps. */
 #include "thread_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 #include "../internal.h"
 
 #define MAX_THREADS 256
+#define RANGES_PER_THREAD 4
+#define SPIN_NS 30000 /* a helper's poll for the next job before it sleeps */
 
 typedef struct job {
   rt_range_fn fn;
@@ -26,7 +31,8 @@ static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
 static job *current;
-static uint64_t generation;
+static atomic_uint_fast64_t generation; /* written under pool_mu */
+static int sleepers;                     /* helpers waiting on work_cv (pool_mu) */
 static int num_threads = 1;
 
 static void run_ranges(job *j) {
@@ -43,13 +49,41 @@ static void run_ranges(job *j) {
   }
 }
 
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Polls for a generation other than seen for up to SPIN_NS. */
+static void poll_generation(uint64_t seen) {
+  uint64_t deadline = 0;
+  for (unsigned i = 0; atomic_load_explicit(&generation, memory_order_relaxed) == seen; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63) {
+      uint64_t t = now_ns();
+      if (!deadline) deadline = t + SPIN_NS;
+      else if (t > deadline) return;
+    }
+  }
+}
+
 static void *helper_main(void *arg) {
   (void)arg;
   uint64_t seen = 0;
   pthread_mutex_lock(&pool_mu);
   for (;;) {
-    while (generation == seen) pthread_cond_wait(&work_cv, &pool_mu);
-    seen = generation;
+    if (atomic_load(&generation) == seen) {
+      pthread_mutex_unlock(&pool_mu);
+      poll_generation(seen);
+      pthread_mutex_lock(&pool_mu);
+    }
+    sleepers++;
+    while (atomic_load(&generation) == seen) pthread_cond_wait(&work_cv, &pool_mu);
+    sleepers--;
+    seen = atomic_load(&generation);
     job *j = current;
     if (!j) continue;
     j->helpers++;
@@ -80,8 +114,8 @@ void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
   if (n <= 0) return;
   int threads = rt_num_threads();
   int64_t ranges = grain > 0 ? n / grain : n;
-  if (ranges > threads) ranges = threads;
-  if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
+  if (ranges > (int64_t)threads * RANGES_PER_THREAD) ranges = (int64_t)threads * RANGES_PER_THREAD;
+  if (ranges <= 1 || threads == 1 || pthread_mutex_trylock(&busy_mu) != 0) {
     fn(0, n, ctx);
     return;
   }
@@ -90,8 +124,8 @@ void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
   atomic_init(&j.pending, ranges);
   pthread_mutex_lock(&pool_mu);
   current = &j;
-  generation++;
-  pthread_cond_broadcast(&work_cv);
+  atomic_fetch_add(&generation, 1);
+  if (sleepers) pthread_cond_broadcast(&work_cv);
   pthread_mutex_unlock(&pool_mu);
   run_ranges(&j);
   pthread_mutex_lock(&pool_mu);

@@ -13,8 +13,9 @@
 /* Processes [begin, end) of the work; called concurrently on disjoint ranges. */
 typedef void (*rt_range_fn)(int64_t begin, int64_t end, void *ctx);
 
-/* Runs fn over [0, n) split into at most rt_num_threads() contiguous
- * ranges, none shorter than grain (so small work stays on one thread). */
+/* Runs fn over [0, n) split into contiguous ranges (a few per thread),
+ * none shorter than grain (so small work stays on one thread). How the
+ * work is split must not change results: fn sees arbitrary boundaries. */
 void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
 
 int rt_num_threads(void);

@@ -1,0 +1,270 @@
+/* The simulated NeuronCore: runs NKI programs on SBUF/PSUM.
+ *
+ * A program is a list of engine instructions over a table of tensors: HBM
+ * tensors (bound to memory when the program runs) and on-chip allocations in
+ * SBUF or PSUM (placed by nrt_nc_program_create). Every access pattern is
+ * static, so creation checks every hardware rule once (tile limits, buffer
+ * placement per engine, bounds, capacity) and reports the first violation
+ * with the rule's name and the instruction's index; running a created
+ * program cannot fail. Creation also runs the cost model, which estimates
+ * the program's latency on the configured generation.
+ *
+ * Element addressing. An access pattern (nrt_nc_ap) is a partition dimension
+ * plus up to four free dimensions, each [stride, count] in elements of the
+ * pattern's dtype. On chip, partition p of the pattern is partition
+ * (allocation base + partition_start + p * partition_step) and free element
+ * (i0..i3) sits offset + sum(stride * i) elements past the allocation's
+ * byte offset within that partition. For HBM, the partition dimension is an
+ * ordinary outer dimension: element = offset + p * partition_step + sum(...).
+ */
+#ifndef NEURONRT_NC_H
+#define NEURONRT_NC_H
+
+#include <stdint.h>
+#include "neuronrt/device.h"
+#include "neuronrt/status.h"
+#include "neuronrt/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nrt_nc_dtype {
+  NRT_NC_BOOL = 0, /* stored as uint8 */
+  NRT_NC_UINT8,
+  NRT_NC_INT8,
+  NRT_NC_UINT16,
+  NRT_NC_INT16,
+  NRT_NC_UINT32,
+  NRT_NC_INT32,
+  NRT_NC_FLOAT8_E4M3, /* IEEE-style: bias 7, max 240, exponent 15 is inf/NaN */
+  NRT_NC_FLOAT8_E5M2,
+  NRT_NC_FLOAT16,
+  NRT_NC_BFLOAT16,
+  NRT_NC_TFLOAT32, /* 4 bytes, mantissa rounded to 10 bits */
+  NRT_NC_FLOAT32,
+  NRT_NC_DTYPE_COUNT
+} nrt_nc_dtype;
+
+typedef enum nrt_nc_buffer { NRT_NC_SBUF = 0, NRT_NC_PSUM, NRT_NC_HBM } nrt_nc_buffer;
+
+typedef enum nrt_nc_engine {
+  NRT_NC_ENGINE_TENSOR = 0,
+  NRT_NC_ENGINE_VECTOR,
+  NRT_NC_ENGINE_SCALAR,
+  NRT_NC_ENGINE_GPSIMD,
+  NRT_NC_ENGINE_DMA,
+  NRT_NC_ENGINE_COUNT
+} nrt_nc_engine;
+
+/* Operand conventions (ap[0] is always the destination; an operand with
+ * tensor == -1 is absent or, where noted, an immediate in imm[]):
+ *   DMA_COPY        ap1 src
+ *   MATMUL          ap1 stationary [K,M], ap2 moving [K,N]; dst [M,N] in PSUM;
+ *                   flags ACCUMULATE adds to dst, otherwise overwrites
+ *   TRANSPOSE       ap1 src [P,F]; dst [F,P]
+ *   ACTIVATION      ap1 data, ap2 bias [P,1], ap3 scale [P,1] (else imm0),
+ *                   ap4 reduce_res [P,1] (sum of the results along the row);
+ *                   func0 activation
+ *   TENSOR_TENSOR   ap1 a, ap2 b; func0 alu op
+ *   TENSOR_SCALAR   ap1 data, ap2 operand0 [P,1] (else imm0), ap3 operand1
+ *                   (else imm1); func0 op0, func1 op1 (NRT_NC_ALU_NONE: none);
+ *                   flags REVERSE0/1 swap the operands of op0/op1;
+ *                   ap4 reduce_res [P,1] with func2 reduce op (optional)
+ *   SCALAR_TENSOR_TENSOR  ap1 data, ap2 operand0 [P,1] (else imm0), ap3 b:
+ *                   (data op0 operand0) op1 b
+ *   TENSOR_REDUCE   ap1 data; func0 op; axes trailing free dims of ap1 are
+ *                   reduced; flags NEGATE
+ *   TENSOR_COPY     ap1 src (bit-exact when dtypes match)
+ *   COPY_PREDICATED ap1 src, ap2 predicate: dst = src where predicate != 0
+ *   MEMSET          imm0 value
+ *   IOTA            ap1 pattern (tensor -1; its free dims give [stride,count]);
+ *                   dst[c, i] = imm0 + c * imm1 + sum(stride * i), in int32
+ *   AFFINE_SELECT   ap1 pattern as IOTA, ap2 on_true; dst = on_true where
+ *                   func0(affine value, 0) holds, else imm2 */
+typedef enum nrt_nc_opcode {
+  NRT_NC_DMA_COPY = 0,
+  NRT_NC_MATMUL,
+  NRT_NC_TRANSPOSE,
+  NRT_NC_ACTIVATION,
+  NRT_NC_TENSOR_TENSOR,
+  NRT_NC_TENSOR_SCALAR,
+  NRT_NC_SCALAR_TENSOR_TENSOR,
+  NRT_NC_TENSOR_REDUCE,
+  NRT_NC_TENSOR_COPY,
+  NRT_NC_COPY_PREDICATED,
+  NRT_NC_MEMSET,
+  NRT_NC_IOTA,
+  NRT_NC_AFFINE_SELECT,
+  NRT_NC_OPCODE_COUNT
+} nrt_nc_opcode;
+
+typedef enum nrt_nc_alu {
+  NRT_NC_ALU_NONE = 0, /* bypass: the first operand */
+  NRT_NC_ALU_ADD,
+  NRT_NC_ALU_SUBTRACT,
+  NRT_NC_ALU_MULTIPLY,
+  NRT_NC_ALU_DIVIDE,
+  NRT_NC_ALU_MAXIMUM,
+  NRT_NC_ALU_MINIMUM,
+  NRT_NC_ALU_POWER,
+  NRT_NC_ALU_ABS_MAX,
+  NRT_NC_ALU_MOD,
+  NRT_NC_ALU_EQUAL,
+  NRT_NC_ALU_NOT_EQUAL,
+  NRT_NC_ALU_GREATER,
+  NRT_NC_ALU_GREATER_EQUAL,
+  NRT_NC_ALU_LESS,
+  NRT_NC_ALU_LESS_EQUAL,
+  NRT_NC_ALU_LOGICAL_AND,
+  NRT_NC_ALU_LOGICAL_OR,
+  NRT_NC_ALU_LOGICAL_XOR,
+  /* Bitwise ops work on raw bits in int32 (see nrt_nc_alu_is_bitwise). */
+  NRT_NC_ALU_BITWISE_AND,
+  NRT_NC_ALU_BITWISE_OR,
+  NRT_NC_ALU_BITWISE_XOR,
+  NRT_NC_ALU_LEFT_SHIFT,
+  NRT_NC_ALU_RIGHT_SHIFT,
+  NRT_NC_ALU_COUNT
+} nrt_nc_alu;
+
+typedef enum nrt_nc_act {
+  NRT_NC_ACT_COPY = 0,
+  NRT_NC_ACT_EXP,
+  NRT_NC_ACT_LOG,
+  NRT_NC_ACT_TANH,
+  NRT_NC_ACT_SIGMOID,
+  NRT_NC_ACT_RELU,
+  NRT_NC_ACT_GELU,
+  NRT_NC_ACT_GELU_APPRX_TANH,
+  NRT_NC_ACT_SILU,
+  NRT_NC_ACT_SOFTPLUS,
+  NRT_NC_ACT_SQRT,
+  NRT_NC_ACT_RSQRT,
+  NRT_NC_ACT_RECIPROCAL,
+  NRT_NC_ACT_SQUARE,
+  NRT_NC_ACT_ABS,
+  NRT_NC_ACT_SIGN,
+  NRT_NC_ACT_SIN,
+  NRT_NC_ACT_COS,
+  NRT_NC_ACT_ARCTAN,
+  NRT_NC_ACT_ERF,
+  NRT_NC_ACT_NEGATIVE,
+  NRT_NC_ACT_COUNT
+} nrt_nc_act;
+
+#define NRT_NC_FLAG_ACCUMULATE 1u
+#define NRT_NC_FLAG_REVERSE0 2u
+#define NRT_NC_FLAG_REVERSE1 4u
+#define NRT_NC_FLAG_NEGATE 8u
+
+#define NRT_NC_MAX_FREE_DIMS 4
+#define NRT_NC_MAX_APS 5
+
+typedef struct nrt_nc_ap {
+  int32_t tensor; /* index into the program's tensor table, -1: none */
+  int32_t dtype;  /* nrt_nc_dtype */
+  int32_t partition_start;
+  int32_t partitions;
+  int64_t partition_step;
+  int64_t offset;
+  int32_t num_free;
+  int32_t reserved;
+  int64_t stride[NRT_NC_MAX_FREE_DIMS];
+  int64_t count[NRT_NC_MAX_FREE_DIMS];
+} nrt_nc_ap;
+
+typedef struct nrt_nc_inst {
+  int32_t opcode; /* nrt_nc_opcode */
+  int32_t engine; /* nrt_nc_engine that executes it */
+  int32_t func[3];
+  uint32_t flags;
+  int32_t axes;
+  int32_t reserved;
+  nrt_nc_ap ap[NRT_NC_MAX_APS];
+  double imm[4];
+} nrt_nc_inst;
+
+/* A tensor of the program. On chip: shape [partitions, bytes per partition];
+ * placed automatically unless fixed, in which case partition_base and
+ * byte_offset give the address. HBM: bytes is the size the bound memory must
+ * have; partitions and placement are unused. */
+typedef struct nrt_nc_tensor {
+  int32_t buffer; /* nrt_nc_buffer */
+  int32_t partitions;
+  int64_t bytes;
+  int32_t fixed;
+  int32_t partition_base;
+  int64_t byte_offset;
+} nrt_nc_tensor;
+
+/* The on-chip geometry a program is checked and run against. */
+typedef struct nrt_nc_geometry {
+  int32_t partitions;
+  int64_t sbuf_partition_bytes;
+  int64_t psum_partition_bytes;
+  int32_t psum_banks;
+} nrt_nc_geometry;
+
+/* Where creation found a rule violation: the instruction (or -1) and the
+ * tensor (or -1) it concerns, and the rule's short name, e.g.
+ * "gemm_moving_fmax". The message is in nrt_last_error(). */
+typedef struct nrt_nc_diagnostic {
+  int32_t inst;
+  int32_t tensor;
+  char rule[40];
+} nrt_nc_diagnostic;
+
+typedef struct nrt_nc_program *nrt_nc_program_t;
+
+/* Geometry of a device (SBUF/PSUM of its generation). */
+nrt_status nrt_nc_geometry_of_device(int32_t device, nrt_nc_geometry *out);
+
+/* Checks the program against geometry, places its on-chip tensors and runs
+ * the cost model for the device's generation (props). The arrays are
+ * copied. On a rule violation returns NRT_ERROR_INVALID_ARGUMENT with diag
+ * filled; capacity overflow is NRT_ERROR_OUT_OF_MEMORY (rule
+ * "sbuf_capacity" / "psum_capacity"). */
+nrt_status nrt_nc_program_create(const nrt_nc_inst *insts, int32_t num_insts,
+                                 const nrt_nc_tensor *tensors, int32_t num_tensors,
+                                 const nrt_nc_geometry *geometry,
+                                 const nrt_device_properties *props,
+                                 nrt_nc_program_t *out, nrt_nc_diagnostic *diag);
+/* Drops the caller's reference; queued launches keep their own. */
+nrt_status nrt_nc_program_destroy(nrt_nc_program_t program);
+
+/* Placement chosen for tensor i (on-chip tensors only). */
+nrt_status nrt_nc_program_placement(nrt_nc_program_t program, int32_t tensor,
+                                    int32_t *partition_base, int64_t *byte_offset);
+
+/* Runs the program now on the calling thread. hbm[i] is the host address of
+ * tensor i for HBM tensors (ignored for on-chip ones); each must hold the
+ * tensor's bytes. */
+nrt_status nrt_nc_program_run(nrt_nc_program_t program, void *const *hbm);
+
+/* Queues the program on stream with hbm[i] device addresses of the stream's
+ * device (checked to lie in its memory with the tensor's size). */
+nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t program,
+                                 void *const *hbm);
+
+/* The cost model's estimate, in nanoseconds of device time. */
+typedef struct nrt_nc_estimate {
+  double total_ns;
+  double busy_ns[NRT_NC_ENGINE_COUNT];
+  int64_t instructions[NRT_NC_ENGINE_COUNT];
+  int64_t dma_bytes;
+} nrt_nc_estimate;
+
+/* Totals; and, when the arrays are not NULL, every instruction's start and
+ * end time and the engine queue that ran it (DMA queues are numbered from
+ * NRT_NC_ENGINE_DMA upward). */
+nrt_status nrt_nc_program_estimate(nrt_nc_program_t program, nrt_nc_estimate *out,
+                                   double *start_ns, double *end_ns, int32_t *queue);
+
+int32_t nrt_nc_program_num_insts(nrt_nc_program_t program);
+size_t nrt_nc_dtype_size(int32_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,36 @@
+/* Reading and writing the elements of an access pattern, one partition at a
+ * time, packed into a contiguous scratch row (exec.c, tensor_engine.c). */
+#ifndef NEURONRT_NC_ACCESS_H
+#define NEURONRT_NC_ACCESS_H
+
+#include "nc_internal.h"
+
+/* The memory of one simulated core during a run. */
+typedef struct nc_core {
+  const struct nrt_nc_program *program;
+  void *const *hbm;
+  uint8_t *sbuf, *psum;
+  int64_t sbuf_partition_bytes, psum_partition_bytes;
+} nc_core;
+
+/* Address of free element (0,0,0,0) of partition p of ap. */
+uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p);
+
+/* Partition p of ap as fp32 values (converted) / from fp32 values (rounded
+ * to the pattern's dtype). */
+void nc_gather_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, float *out);
+void nc_scatter_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const float *in);
+
+/* Raw bits of partition p as int32 (integers by value, floats by pattern). */
+void nc_gather_bits(const nc_core *core, const nrt_nc_ap *ap, int64_t p, int32_t *out);
+void nc_scatter_bits(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const int32_t *in);
+
+/* Elements of partition p packed as bytes of the pattern's dtype, unconverted. */
+void nc_gather_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, uint8_t *out);
+void nc_scatter_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const uint8_t *in);
+
+/* tensor_engine.c */
+void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
+void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
+
+#endif

@@ -1,0 +1,324 @@
+/* The hardware rules every NKI instruction must obey, checked at creation.
+ *
+ * All access patterns of a traced program are static, so each rule is
+ * checked once per program instead of on every run. The first violation is
+ * reported with the rule's short name (the one NKI.md and docs/nki.md use)
+ * and the instruction's index, which the front end maps to the kernel's
+ * source line.
+ */
+#include <stdio.h>
+#include "nc_internal.h"
+
+#define INVALID NRT_ERROR_INVALID_ARGUMENT
+
+static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
+    [NRT_NC_DMA_COPY] = {"dst", "src"},
+    [NRT_NC_MATMUL] = {"dst", "stationary", "moving"},
+    [NRT_NC_TRANSPOSE] = {"dst", "data"},
+    [NRT_NC_ACTIVATION] = {"dst", "data", "bias", "scale", "reduce_res"},
+    [NRT_NC_TENSOR_TENSOR] = {"dst", "data1", "data2"},
+    [NRT_NC_TENSOR_SCALAR] = {"dst", "data", "operand0", "operand1", "reduce_res"},
+    [NRT_NC_SCALAR_TENSOR_TENSOR] = {"dst", "data", "operand0", "operand1"},
+    [NRT_NC_TENSOR_REDUCE] = {"dst", "data"},
+    [NRT_NC_TENSOR_COPY] = {"dst", "src"},
+    [NRT_NC_COPY_PREDICATED] = {"dst", "src", "predicate"},
+    [NRT_NC_MEMSET] = {"dst"},
+    [NRT_NC_IOTA] = {"dst", "pattern"},
+    [NRT_NC_AFFINE_SELECT] = {"dst", "pattern", "on_true_tile"},
+};
+
+static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
+
+static const char *operand_name(const nrt_nc_inst *inst, int k) {
+  const char *name = operand_names[inst->opcode][k];
+  return name ? name : "operand";
+}
+
+static int32_t buffer_of(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
+  return p->tensors[ap->tensor].buffer;
+}
+
+/* Absolute first partition of an on-chip pattern. */
+static int64_t first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
+  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
+  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
+}
+
+/* Shape and bounds of one access pattern against its tensor. */
+static nrt_status check_ap(const nrt_nc_program_t p, int32_t i, int k, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *ap = &inst->ap[k];
+  const char *name = operand_name(inst, k);
+  if (ap->tensor >= p->num_tensors)
+    return nc_fail(diag, i, -1, "operand", INVALID, "%s names tensor %d of %d", name, ap->tensor,
+                   p->num_tensors);
+  if (nrt_nc_dtype_size(ap->dtype) == 0)
+    return nc_fail(diag, i, ap->tensor, "dtype", INVALID, "%s has an unknown dtype %d", name,
+                   ap->dtype);
+  for (int d = 0; d < NRT_NC_MAX_FREE_DIMS; d++)
+    if (ap->count[d] < 1)
+      return nc_fail(diag, i, ap->tensor, "shape", INVALID, "%s has an empty free dimension", name);
+  if (ap->partitions < 1)
+    return nc_fail(diag, i, ap->tensor, "shape", INVALID, "%s has no partitions", name);
+  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
+  int64_t size = (int64_t)nrt_nc_dtype_size(ap->dtype), lo, hi;
+  nc_ap_free_extent(ap, &lo, &hi);
+  int64_t last_p = ap->partition_start + ap->partition_step * (ap->partitions - 1);
+  if (t->buffer == NRT_NC_HBM) {
+    int64_t outer = ap->partition_step * (ap->partitions - 1);
+    int64_t a = lo + (outer < 0 ? outer : 0), b = hi + (outer > 0 ? outer : 0);
+    if (a < 0 || (b + 1) * size > t->bytes)
+      return nc_fail(diag, i, ap->tensor, "out_of_bounds", INVALID,
+                     "%s reads/writes HBM elements %lld..%lld of a tensor of %lld elements", name,
+                     (long long)a, (long long)b, (long long)(t->bytes / size));
+    return NRT_SUCCESS;
+  }
+  if (ap->partitions > p->geometry.partitions)
+    return nc_fail(diag, i, ap->tensor, "pmax", INVALID,
+                   "%s spans %d partitions; a tile has at most nl.tile_size.pmax = %d", name,
+                   ap->partitions, p->geometry.partitions);
+  int64_t p_lo = ap->partition_start < last_p ? ap->partition_start : last_p;
+  int64_t p_hi = ap->partition_start < last_p ? last_p : ap->partition_start;
+  if (p_lo < 0 || p_hi >= t->partitions)
+    return nc_fail(diag, i, ap->tensor, "out_of_bounds", INVALID,
+                   "%s uses partitions %lld..%lld of a %s tile with %d partitions", name,
+                   (long long)p_lo, (long long)p_hi, buffer_names[t->buffer], t->partitions);
+  if (lo < 0 || (hi + 1) * size > t->bytes)
+    return nc_fail(diag, i, ap->tensor, "out_of_bounds", INVALID,
+                   "%s uses bytes %lld..%lld of each partition of a %s tile of %lld bytes per "
+                   "partition", name, (long long)(lo * size), (long long)((hi + 1) * size - 1),
+                   buffer_names[t->buffer], (long long)t->bytes);
+  return NRT_SUCCESS;
+}
+
+/* The partition-start rule of compute engines: > 64 partitions start at 0,
+ * 33-64 at 0 or 64, <= 32 at 0, 32, 64 or 96. */
+static nrt_status check_partition_start(const nrt_nc_program_t p, int32_t i, int k,
+                                        nrt_nc_diagnostic *diag) {
+  const nrt_nc_ap *ap = &p->insts[i].ap[k];
+  int64_t start = first_partition(p, ap);
+  int n = ap->partitions;
+  int ok = n > 64 ? start == 0 : n > 32 ? (start == 0 || start == 64) : start % 32 == 0;
+  if (ok) return NRT_SUCCESS;
+  return nc_fail(diag, i, ap->tensor, "partition_start", INVALID,
+                 "%s starts at partition %lld with %d partitions; an access of %s must start at %s",
+                 operand_name(&p->insts[i], k), (long long)start, n,
+                 n > 64 ? "more than 64 partitions" : n > 32 ? "33-64 partitions" : "up to 32 partitions",
+                 n > 64 ? "0" : n > 32 ? "0 or 64" : "0, 32, 64 or 96");
+}
+
+static int is_scalar_operand(const nrt_nc_inst *inst, int k) {
+  switch (inst->opcode) {
+    case NRT_NC_ACTIVATION: return k >= 2;
+    case NRT_NC_TENSOR_SCALAR: return k >= 2;
+    case NRT_NC_SCALAR_TENSOR_TENSOR: return k == 2;
+    default: return 0;
+  }
+}
+
+/* Element-count agreement and the same-partitions rule of Vector, Scalar
+ * and GpSimd instructions. */
+static nrt_status check_elementwise(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t dst_free = nc_ap_free_elems(dst);
+  for (int k = 1; k < NRT_NC_MAX_APS; k++) {
+    const nrt_nc_ap *ap = &inst->ap[k];
+    if (ap->tensor < 0) continue;
+    const char *name = operand_name(inst, k);
+    if (is_scalar_operand(inst, k)) {
+      if (nc_ap_free_elems(ap) != 1 || ap->partitions != dst->partitions)
+        return nc_fail(diag, i, ap->tensor, "operand_shape", INVALID,
+                       "%s must be a [%d, 1] tile (one value per partition), got %d partitions x "
+                       "%lld elements", name, dst->partitions, ap->partitions,
+                       (long long)nc_ap_free_elems(ap));
+    } else if (inst->opcode == NRT_NC_TENSOR_REDUCE) {
+      int64_t kept = 1;
+      for (int d = 0; d < NRT_NC_MAX_FREE_DIMS - inst->axes; d++) kept *= ap->count[d];
+      if (inst->axes < 1 || inst->axes > NRT_NC_MAX_FREE_DIMS || kept != dst_free ||
+          ap->partitions != dst->partitions)
+        return nc_fail(diag, i, ap->tensor, "shape_mismatch", INVALID,
+                       "reducing %d trailing axes of %s leaves %d x %lld elements but dst has "
+                       "%d x %lld", inst->axes, name, ap->partitions, (long long)kept,
+                       dst->partitions, (long long)dst_free);
+    } else if (ap->partitions != dst->partitions || nc_ap_free_elems(ap) != dst_free) {
+      return nc_fail(diag, i, ap->tensor, "shape_mismatch", INVALID,
+                     "%s has %d partitions x %lld elements but dst has %d x %lld", name,
+                     ap->partitions, (long long)nc_ap_free_elems(ap), dst->partitions,
+                     (long long)dst_free);
+    }
+    if (first_partition(p, ap) != first_partition(p, dst) ||
+        ap->partition_step != dst->partition_step)
+      return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
+                     "%s is on partitions from %lld (step %lld) but dst from %lld (step %lld); "
+                     "this engine reads and writes the same partitions", name,
+                     (long long)first_partition(p, ap), (long long)ap->partition_step,
+                     (long long)first_partition(p, dst), (long long)dst->partition_step);
+  }
+  return NRT_SUCCESS;
+}
+
+static int is_float_dtype(int32_t dtype) { return dtype >= NRT_NC_FLOAT8_E4M3; }
+
+static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
+  if (st->tensor < 0 || mv->tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID, "nc_matmul needs stationary and moving");
+  int64_t m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
+  if (st->partitions != mv->partitions)
+    return nc_fail(diag, i, mv->tensor, "matmul_contraction", INVALID,
+                   "the contraction dim is the partition dim of both operands: stationary has "
+                   "%d partitions, moving %d", st->partitions, mv->partitions);
+  if (m > 128)
+    return nc_fail(diag, i, st->tensor, "gemm_stationary_fmax", INVALID,
+                   "stationary free size %lld exceeds nl.tile_size.gemm_stationary_fmax = 128",
+                   (long long)m);
+  if (n > 512)
+    return nc_fail(diag, i, mv->tensor, "gemm_moving_fmax", INVALID,
+                   "moving free size %lld exceeds nl.tile_size.gemm_moving_fmax = 512",
+                   (long long)n);
+  if (dst->partitions != m || nc_ap_free_elems(dst) != n)
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "dst must be [%lld, %lld] (stationary free x moving free), got [%d, %lld]",
+                   (long long)m, (long long)n, dst->partitions, (long long)nc_ap_free_elems(dst));
+  if (!is_float_dtype(st->dtype) || !is_float_dtype(mv->dtype))
+    return nc_fail(diag, i, st->tensor, "dtype", INVALID,
+                   "the Tensor engine multiplies floating-point tiles only");
+  if (dst->dtype != NRT_NC_FLOAT32)
+    return nc_fail(diag, i, dst->tensor, "psum_dtype", INVALID,
+                   "nc_matmul accumulates in fp32: dst must be float32");
+  return NRT_SUCCESS;
+}
+
+static nrt_status check_transpose(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t f = nc_ap_free_elems(src);
+  int limit = inst->engine == NRT_NC_ENGINE_TENSOR ? 128 : 32;
+  if (src->partitions > limit || f > limit)
+    return nc_fail(diag, i, src->tensor, "transpose_size", INVALID,
+                   "nc_transpose on the %s engine handles at most %dx%d, got %dx%lld",
+                   inst->engine == NRT_NC_ENGINE_TENSOR ? "Tensor" : "Vector", limit, limit,
+                   src->partitions, (long long)f);
+  if (dst->partitions != f || nc_ap_free_elems(dst) != src->partitions)
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "transposing [%d, %lld] needs dst [%lld, %d], got [%d, %lld]", src->partitions,
+                   (long long)f, (long long)f, src->partitions, dst->partitions,
+                   (long long)nc_ap_free_elems(dst));
+  if (inst->engine == NRT_NC_ENGINE_TENSOR && dst->dtype != src->dtype &&
+      dst->dtype != NRT_NC_FLOAT32)
+    return nc_fail(diag, i, dst->tensor, "psum_dtype", INVALID,
+                   "a Tensor-engine transpose writes PSUM as float32 or the input's dtype");
+  return NRT_SUCCESS;
+}
+
+/* Which buffers the engine of an instruction may touch. */
+static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  int psum_inputs = 0;
+  for (int k = 0; k < NRT_NC_MAX_APS; k++) {
+    const nrt_nc_ap *ap = &inst->ap[k];
+    if (ap->tensor < 0) continue;
+    int32_t b = buffer_of(p, ap);
+    const char *name = operand_name(inst, k);
+    if (inst->engine == NRT_NC_ENGINE_DMA) {
+      if (b == NRT_NC_PSUM)
+        return nc_fail(diag, i, ap->tensor, "dma_no_psum", INVALID,
+                       "DMA cannot access PSUM (%s); move PSUM data to SBUF with a compute "
+                       "instruction first", name);
+      continue;
+    }
+    if (b == NRT_NC_HBM)
+      return nc_fail(diag, i, ap->tensor, "on_chip_only", INVALID,
+                     "%s is in HBM; compute engines read and write SBUF/PSUM only (use "
+                     "dma_copy / nl.load)", name);
+    if (inst->engine == NRT_NC_ENGINE_TENSOR) {
+      if (k == 0 && b != NRT_NC_PSUM)
+        return nc_fail(diag, i, ap->tensor, "tensor_engine_writes_psum", INVALID,
+                       "the Tensor engine writes PSUM only; dst is in SBUF");
+      if (k > 0 && b != NRT_NC_SBUF)
+        return nc_fail(diag, i, ap->tensor, "tensor_engine_reads_sbuf", INVALID,
+                       "the Tensor engine reads SBUF only; %s is in PSUM", name);
+    } else if (inst->engine == NRT_NC_ENGINE_GPSIMD && b == NRT_NC_PSUM) {
+      return nc_fail(diag, i, ap->tensor, "gpsimd_no_psum", INVALID,
+                     "the GpSimd engine cannot access PSUM (%s)", name);
+    }
+    if (k > 0 && b == NRT_NC_PSUM) psum_inputs++;
+  }
+  if (inst->opcode == NRT_NC_TENSOR_TENSOR && psum_inputs == 2)
+    return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
+                   "tensor_tensor cannot read both inputs from PSUM");
+  return NRT_SUCCESS;
+}
+
+static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagnostic *diag) {
+  int e = inst->engine, op = inst->opcode;
+  int ok = e >= 0 && e < NRT_NC_ENGINE_COUNT;
+  if (ok && op == NRT_NC_DMA_COPY) ok = e == NRT_NC_ENGINE_DMA;
+  else if (ok && op == NRT_NC_MATMUL) ok = e == NRT_NC_ENGINE_TENSOR;
+  else if (ok && op == NRT_NC_TRANSPOSE) ok = e == NRT_NC_ENGINE_TENSOR || e == NRT_NC_ENGINE_VECTOR;
+  else if (ok && op == NRT_NC_ACTIVATION) ok = e == NRT_NC_ENGINE_SCALAR;
+  else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
+  if (ok) return NRT_SUCCESS;
+  return nc_fail(diag, i, -1, "engine", INVALID, "this instruction cannot run on engine %d", e);
+}
+
+static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  nrt_status s;
+  if (inst->opcode < 0 || inst->opcode >= NRT_NC_OPCODE_COUNT)
+    return nc_fail(diag, i, -1, "opcode", INVALID, "unknown opcode %d", inst->opcode);
+  if ((s = check_engine(inst, i, diag))) return s;
+  if (inst->ap[0].tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID, "the instruction has no destination");
+  for (int k = 0; k < NRT_NC_MAX_APS; k++)
+    if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
+  if ((s = check_buffers(p, i, diag))) return s;
+  switch (inst->opcode) {
+    case NRT_NC_DMA_COPY:
+      if (inst->ap[1].tensor < 0 || nc_ap_free_elems(&inst->ap[1]) != nc_ap_free_elems(&inst->ap[0]) ||
+          inst->ap[1].partitions != inst->ap[0].partitions)
+        return nc_fail(diag, i, inst->ap[0].tensor, "shape_mismatch", INVALID,
+                       "dma_copy: src has %d x %lld elements, dst %d x %lld",
+                       inst->ap[1].partitions, (long long)nc_ap_free_elems(&inst->ap[1]),
+                       inst->ap[0].partitions, (long long)nc_ap_free_elems(&inst->ap[0]));
+      return NRT_SUCCESS;
+    case NRT_NC_MATMUL:
+      if ((s = check_matmul(p, i, diag))) return s;
+      break;
+    case NRT_NC_TRANSPOSE:
+      if ((s = check_transpose(p, i, diag))) return s;
+      break;
+    default:
+      if ((s = check_elementwise(p, i, diag))) return s;
+      break;
+  }
+  for (int k = 0; k < NRT_NC_MAX_APS; k++)
+    if (inst->ap[k].tensor >= 0 && (s = check_partition_start(p, i, k, diag))) return s;
+  return NRT_SUCCESS;
+}
+
+nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
+  for (int32_t t = 0; t < p->num_tensors; t++) {
+    const nrt_nc_tensor *tensor = &p->tensors[t];
+    if (tensor->buffer < NRT_NC_SBUF || tensor->buffer > NRT_NC_HBM || tensor->bytes < 0)
+      return nc_fail(diag, -1, t, "tensor", INVALID, "tensor %d is malformed", t);
+    if (tensor->buffer == NRT_NC_HBM) continue;
+    if (tensor->partitions < 1 || tensor->partitions > p->geometry.partitions)
+      return nc_fail(diag, -1, t, "pmax", INVALID,
+                     "an on-chip tensor has %d partitions; at most nl.tile_size.pmax = %d",
+                     tensor->partitions, p->geometry.partitions);
+    int64_t bank = p->geometry.psum_partition_bytes / p->geometry.psum_banks;
+    if (tensor->buffer == NRT_NC_PSUM && tensor->bytes > bank)
+      return nc_fail(diag, -1, t, "psum_fmax", INVALID,
+                     "a PSUM tile holds at most %lld bytes per partition (one bank, "
+                     "nl.tile_size.psum_fmax = %lld fp32); this one needs %lld",
+                     (long long)bank, (long long)(bank / 4), (long long)tensor->bytes);
+  }
+  for (int32_t i = 0; i < p->num_insts; i++) {
+    nrt_status s = check_inst(p, i, diag);
+    if (s) return s;
+  }
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,153 @@
+/* The cost model: estimated device time of an NKI program.
+ *
+ * Each instruction gets engine cycles from published per-instruction costs
+ * (NKI.md "Estimated timing"; N = elements per partition, MIN_II = 64):
+ *   matmul        max(min(64, N_stationary), N_moving), 4x for fp32 inputs
+ *   transpose     as a matmul with the data as moving (Tensor engine)
+ *   activation, tensor_scalar, tensor_copy, memset   max(64, N)
+ *   tensor_tensor about 2N (N when one input is in PSUM)
+ *   tensor_reduce N of the input
+ *   iota, affine_select   150 + N (GpSimd)
+ * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
+ * 1.3 us latency. Engines run in parallel, in program order each, ordered
+ * across engines only by data: a read waits for the last write of its
+ * tensor, a write for the last access, and a tile whose memory reuses an
+ * earlier tile's waits for that tile's last access. DMAs spread over 16
+ * queues that share the bandwidth. These are estimates, not measurements.
+ */
+#include <stdlib.h>
+#include "nc_internal.h"
+
+#define DMA_QUEUES 16
+#define DMA_FIXED_NS 1300.0
+#define MIN_II 64.0
+
+static double max2(double a, double b) { return a > b ? a : b; }
+
+static int64_t max_free(const nrt_nc_inst *inst) {
+  int64_t n = 1;
+  for (int k = 0; k < NRT_NC_MAX_APS; k++)
+    if (inst->ap[k].tensor >= 0 && nc_ap_free_elems(&inst->ap[k]) > n) n = nc_ap_free_elems(&inst->ap[k]);
+  return n;
+}
+
+static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
+  double n = (double)nc_ap_free_elems(&inst->ap[0]);
+  switch (inst->opcode) {
+    case NRT_NC_MATMUL: {
+      double m = (double)nc_ap_free_elems(&inst->ap[1]), mv = (double)nc_ap_free_elems(&inst->ap[2]);
+      double c = max2(m < 64 ? m : 64, mv);
+      int fp32 = inst->ap[1].dtype == NRT_NC_FLOAT32 || inst->ap[2].dtype == NRT_NC_FLOAT32;
+      return fp32 ? 4 * c : c;
+    }
+    case NRT_NC_TRANSPOSE: {
+      double f = (double)nc_ap_free_elems(&inst->ap[1]);
+      double c = max2(MIN_II, inst->engine == NRT_NC_ENGINE_TENSOR ? f : n);
+      return inst->ap[1].dtype == NRT_NC_FLOAT32 && inst->engine == NRT_NC_ENGINE_TENSOR ? 4 * c : c;
+    }
+    case NRT_NC_TENSOR_TENSOR: case NRT_NC_SCALAR_TENSOR_TENSOR: case NRT_NC_COPY_PREDICATED: {
+      int in_psum = 0;
+      for (int k = 1; k < NRT_NC_MAX_APS; k++)
+        if (inst->ap[k].tensor >= 0 && p->tensors[inst->ap[k].tensor].buffer == NRT_NC_PSUM) in_psum = 1;
+      return max2(MIN_II, in_psum ? n : 2 * n);
+    }
+    case NRT_NC_TENSOR_REDUCE: return max2(MIN_II, (double)nc_ap_free_elems(&inst->ap[1]));
+    case NRT_NC_IOTA: case NRT_NC_AFFINE_SELECT: return 150 + n;
+    default: return max2(MIN_II, (double)max_free(inst));
+  }
+}
+
+static double engine_hz(const nrt_device_properties *props, int32_t engine) {
+  switch (engine) {
+    case NRT_NC_ENGINE_TENSOR: return (double)props->tensor_engine_hz;
+    case NRT_NC_ENGINE_VECTOR: return (double)props->vector_engine_hz;
+    case NRT_NC_ENGINE_SCALAR: return (double)props->scalar_engine_hz;
+    default: return (double)props->gpsimd_engine_hz;
+  }
+}
+
+static int64_t dma_bytes(const nrt_nc_inst *inst) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  return (int64_t)dst->partitions * nc_ap_free_elems(dst) * (int64_t)nrt_nc_dtype_size(dst->dtype);
+}
+
+/* Whether two on-chip tensors' placements share memory. */
+static int overlaps(const nrt_nc_tensor *a, const nrt_nc_tensor *b) {
+  return a->buffer == b->buffer && a->partition_base < b->partition_base + b->partitions &&
+         b->partition_base < a->partition_base + a->partitions &&
+         a->byte_offset < b->byte_offset + b->bytes && b->byte_offset < a->byte_offset + a->bytes;
+}
+
+nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *props) {
+  int32_t nt = p->num_tensors;
+  double *last_write = calloc((size_t)(nt ? nt : 1), sizeof(double));
+  double *last_access = calloc((size_t)(nt ? nt : 1), sizeof(double));
+  int32_t *started = calloc((size_t)(nt ? nt : 1), sizeof(int32_t));
+  if (!last_write || !last_access || !started) {
+    free(last_write);
+    free(last_access);
+    free(started);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory estimating an NKI program");
+  }
+  double engine_free[NRT_NC_ENGINE_COUNT] = {0}, queue_free[DMA_QUEUES] = {0}, bandwidth_free = 0;
+  double dma_bytes_per_ns = (double)props->dma_bytes_per_s * 1e-9;
+  nrt_nc_estimate *e = &p->estimate;
+  *e = (nrt_nc_estimate){0};
+  for (int32_t i = 0; i < p->num_insts; i++) {
+    const nrt_nc_inst *inst = &p->insts[i];
+    double ready = 0;
+    for (int k = 0; k < NRT_NC_MAX_APS; k++) {
+      int32_t t = inst->ap[k].tensor;
+      if (t < 0) continue;
+      int role = nc_operand_role(inst, k);
+      int hbm = p->tensors[t].buffer == NRT_NC_HBM;
+      if (role & 1) ready = max2(ready, last_write[t]);
+      if ((role & 2) && !hbm) ready = max2(ready, last_access[t]);
+      if (!hbm && !started[t]) { /* memory reused from tiles that died before */
+        started[t] = 1;
+        for (int32_t u = 0; u < nt; u++)
+          if (u != t && started[u] && p->tensors[u].buffer != NRT_NC_HBM &&
+              p->first_use[u] < i && overlaps(&p->tensors[t], &p->tensors[u]))
+            ready = max2(ready, last_access[u]);
+      }
+    }
+    double start, end;
+    int32_t queue = inst->engine;
+    if (inst->engine == NRT_NC_ENGINE_DMA) {
+      int q = 0;
+      for (int k = 1; k < DMA_QUEUES; k++)
+        if (queue_free[k] < queue_free[q]) q = k;
+      int64_t bytes = dma_bytes(inst);
+      double transfer = (double)bytes / dma_bytes_per_ns;
+      start = max2(ready, queue_free[q]);
+      double xfer_start = max2(start, bandwidth_free);
+      bandwidth_free = xfer_start + transfer;
+      queue_free[q] = bandwidth_free;
+      end = bandwidth_free + DMA_FIXED_NS;
+      e->busy_ns[NRT_NC_ENGINE_DMA] += transfer;
+      e->dma_bytes += bytes;
+      queue = NRT_NC_ENGINE_DMA + q;
+    } else {
+      double duration = engine_cycles(p, inst) / engine_hz(props, inst->engine) * 1e9;
+      start = max2(ready, engine_free[inst->engine]);
+      end = start + duration;
+      engine_free[inst->engine] = end;
+      e->busy_ns[inst->engine] += duration;
+    }
+    e->instructions[inst->engine]++;
+    p->start_ns[i] = start;
+    p->end_ns[i] = end;
+    p->queue[i] = queue;
+    e->total_ns = max2(e->total_ns, end);
+    for (int k = 0; k < NRT_NC_MAX_APS; k++) {
+      int32_t t = inst->ap[k].tensor;
+      if (t < 0) continue;
+      if (nc_operand_role(inst, k) & 2) last_write[t] = max2(last_write[t], end);
+      last_access[t] = max2(last_access[t], end);
+    }
+  }
+  free(last_write);
+  free(last_access);
+  free(started);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,350 @@
+/* The instruction executor: runs a checked program in program order.
+ *
+ * Vector, Scalar, GpSimd and DMA instructions work one partition at a time:
+ * gather the operands' elements of that partition as fp32 (or raw bits,
+ * for copies and bitwise ops), compute, round into the destination. The
+ * Tensor engine has its own blocked kernels (tensor_engine.c). On-chip
+ * memory comes from a small cache of core states so that a run does not
+ * fault in tens of MiB of fresh pages; fresh tiles are filled with 0xff
+ * bytes (NaN in every float format, junk in integers).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "access.h"
+#include "numerics.h"
+
+#define CORE_CACHE 4
+
+typedef struct core_memory {
+  uint8_t *sbuf, *psum;
+  int64_t sbuf_bytes, psum_bytes;
+} core_memory;
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static core_memory cache[CORE_CACHE];
+static int cached;
+
+static int memory_acquire(int64_t sbuf_bytes, int64_t psum_bytes, core_memory *out) {
+  pthread_mutex_lock(&cache_mu);
+  for (int k = 0; k < cached; k++) {
+    if (cache[k].sbuf_bytes >= sbuf_bytes && cache[k].psum_bytes >= psum_bytes) {
+      *out = cache[k];
+      cache[k] = cache[--cached];
+      pthread_mutex_unlock(&cache_mu);
+      return 1;
+    }
+  }
+  pthread_mutex_unlock(&cache_mu);
+  out->sbuf = malloc((size_t)sbuf_bytes);
+  out->psum = malloc((size_t)psum_bytes);
+  out->sbuf_bytes = sbuf_bytes;
+  out->psum_bytes = psum_bytes;
+  if (out->sbuf && out->psum) return 1;
+  free(out->sbuf);
+  free(out->psum);
+  return 0;
+}
+
+static void memory_release(core_memory *m) {
+  pthread_mutex_lock(&cache_mu);
+  if (cached < CORE_CACHE) {
+    cache[cached++] = *m;
+    m = NULL;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  if (m) {
+    free(m->sbuf);
+    free(m->psum);
+  }
+}
+
+typedef struct scratch {
+  float *a, *b, *c, *d; /* one partition's elements each */
+} scratch;
+
+static void fill_fresh(const nc_core *core, int32_t t) {
+  const nrt_nc_tensor *tensor = &core->program->tensors[t];
+  int sbuf = tensor->buffer == NRT_NC_SBUF;
+  uint8_t *mem = sbuf ? core->sbuf : core->psum;
+  int64_t pbytes = sbuf ? core->sbuf_partition_bytes : core->psum_partition_bytes;
+  for (int32_t p = 0; p < tensor->partitions; p++)
+    memset(mem + (tensor->partition_base + p) * pbytes + tensor->byte_offset, 0xff,
+           (size_t)tensor->bytes);
+}
+
+/* A per-partition scalar operand: the tile's value or the immediate. */
+static float scalar_operand(const nc_core *core, const nrt_nc_ap *ap, int64_t p, double imm) {
+  if (ap->tensor < 0) return (float)imm;
+  return nc_load(ap->dtype, nc_row(core, ap, p));
+}
+
+static int is_int_dtype(int32_t dtype) { return dtype <= NRT_NC_INT32; }
+
+static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    if (dst->dtype == src->dtype) { /* bit-exact */
+      nc_gather_raw(core, src, p, (uint8_t *)s->a);
+      nc_scatter_raw(core, dst, p, (const uint8_t *)s->a);
+    } else {
+      nc_gather_f32(core, src, p, s->a);
+      nc_scatter_f32(core, dst, p, s->a);
+    }
+  }
+}
+
+/* c = a op b over n elements, with the common ops as plain loops. */
+static void alu_rows(int32_t op, const float *a, const float *b, float *c, int64_t n) {
+  switch (op) {
+    case NRT_NC_ALU_ADD: for (int64_t j = 0; j < n; j++) c[j] = a[j] + b[j]; break;
+    case NRT_NC_ALU_SUBTRACT: for (int64_t j = 0; j < n; j++) c[j] = a[j] - b[j]; break;
+    case NRT_NC_ALU_MULTIPLY: for (int64_t j = 0; j < n; j++) c[j] = a[j] * b[j]; break;
+    default: for (int64_t j = 0; j < n; j++) c[j] = nc_alu(op, a[j], b[j]); break;
+  }
+}
+
+static void alu_scalar(int32_t op, const float *a, float s, int reverse, float *c, int64_t n) {
+  if (op == NRT_NC_ALU_NONE) {
+    if (c != a) memmove(c, a, (size_t)n * sizeof *c);
+    return;
+  }
+  if (reverse) {
+    for (int64_t j = 0; j < n; j++) c[j] = nc_alu(op, s, a[j]);
+    return;
+  }
+  switch (op) {
+    case NRT_NC_ALU_ADD: for (int64_t j = 0; j < n; j++) c[j] = a[j] + s; break;
+    case NRT_NC_ALU_SUBTRACT: for (int64_t j = 0; j < n; j++) c[j] = a[j] - s; break;
+    case NRT_NC_ALU_MULTIPLY: for (int64_t j = 0; j < n; j++) c[j] = a[j] * s; break;
+    default: for (int64_t j = 0; j < n; j++) c[j] = nc_alu(op, a[j], s); break;
+  }
+}
+
+static float reduce_row(int32_t op, const float *a, int64_t n) {
+  float acc = nc_reduce_init(op);
+  if (op == NRT_NC_ALU_ADD) {
+    for (int64_t j = 0; j < n; j++) acc += a[j];
+    return acc;
+  }
+  for (int64_t j = 0; j < n; j++) acc = nc_alu(op, acc, a[j]);
+  return acc;
+}
+
+static void exec_tensor_tensor(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int32_t op = inst->func[0];
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    if (nc_alu_is_bitwise(op)) {
+      int32_t *a = (int32_t *)s->a, *b = (int32_t *)s->b;
+      nc_gather_bits(core, &inst->ap[1], p, a);
+      nc_gather_bits(core, &inst->ap[2], p, b);
+      for (int64_t j = 0; j < n; j++) a[j] = nc_alu_int(op, a[j], b[j]);
+      nc_scatter_bits(core, dst, p, a);
+      continue;
+    }
+    nc_gather_f32(core, &inst->ap[1], p, s->a);
+    nc_gather_f32(core, &inst->ap[2], p, s->b);
+    alu_rows(op, s->a, s->b, s->c, n);
+    nc_scatter_f32(core, dst, p, s->c);
+  }
+}
+
+static void exec_tensor_scalar(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int bitwise = nc_alu_is_bitwise(inst->func[0]) || nc_alu_is_bitwise(inst->func[1]);
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    float s0 = scalar_operand(core, &inst->ap[2], p, inst->imm[0]);
+    float s1 = scalar_operand(core, &inst->ap[3], p, inst->imm[1]);
+    if (bitwise) {
+      int32_t *a = (int32_t *)s->a;
+      int32_t i0 = (int32_t)nc_sat_int(s0, INT32_MIN, INT32_MAX);
+      int32_t i1 = (int32_t)nc_sat_int(s1, INT32_MIN, INT32_MAX);
+      int r0 = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, r1 = (inst->flags & NRT_NC_FLAG_REVERSE1) != 0;
+      nc_gather_bits(core, &inst->ap[1], p, a);
+      for (int64_t j = 0; j < n; j++) {
+        int32_t v = a[j];
+        if (inst->func[0]) v = r0 ? nc_alu_int(inst->func[0], i0, v) : nc_alu_int(inst->func[0], v, i0);
+        if (inst->func[1]) v = r1 ? nc_alu_int(inst->func[1], i1, v) : nc_alu_int(inst->func[1], v, i1);
+        a[j] = v;
+      }
+      nc_scatter_bits(core, dst, p, a);
+      continue;
+    }
+    nc_gather_f32(core, &inst->ap[1], p, s->a);
+    alu_scalar(inst->func[0], s->a, s0, (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, s->a, n);
+    alu_scalar(inst->func[1], s->a, s1, (inst->flags & NRT_NC_FLAG_REVERSE1) != 0, s->a, n);
+    nc_scatter_f32(core, dst, p, s->a);
+    if (inst->ap[4].tensor >= 0)
+      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(inst->func[2], s->a, n));
+  }
+}
+
+static void exec_scalar_tensor_tensor(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    float s0 = scalar_operand(core, &inst->ap[2], p, inst->imm[0]);
+    nc_gather_f32(core, &inst->ap[1], p, s->a);
+    nc_gather_f32(core, &inst->ap[3], p, s->b);
+    alu_scalar(inst->func[0], s->a, s0, (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, s->a, n);
+    if (inst->flags & NRT_NC_FLAG_REVERSE1) alu_rows(inst->func[1], s->b, s->a, s->c, n);
+    else alu_rows(inst->func[1], s->a, s->b, s->c, n);
+    nc_scatter_f32(core, dst, p, s->c);
+  }
+}
+
+static void exec_activation(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int32_t fn = inst->func[0];
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    float bias = scalar_operand(core, &inst->ap[2], p, 0.0);
+    float scale = scalar_operand(core, &inst->ap[3], p, inst->imm[0]);
+    float *a = s->a;
+    nc_gather_f32(core, &inst->ap[1], p, a);
+    if (fn == NRT_NC_ACT_EXP) {
+      for (int64_t j = 0; j < n; j++) a[j] = rt_vm_expf(a[j] * scale + bias);
+    } else if (fn == NRT_NC_ACT_COPY) {
+      for (int64_t j = 0; j < n; j++) a[j] = a[j] * scale + bias;
+    } else {
+      for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
+    }
+    nc_scatter_f32(core, dst, p, a);
+    if (inst->ap[4].tensor >= 0)
+      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(NRT_NC_ALU_ADD, a, n));
+  }
+}
+
+static void exec_tensor_reduce(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t group = 1;
+  for (int d = NRT_NC_MAX_FREE_DIMS - inst->axes; d < NRT_NC_MAX_FREE_DIMS; d++) group *= src->count[d];
+  int64_t groups = nc_ap_free_elems(src) / group;
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    nc_gather_f32(core, src, p, s->a);
+    for (int64_t g = 0; g < groups; g++) {
+      float r = reduce_row(inst->func[0], s->a + g * group, group);
+      s->b[g] = (inst->flags & NRT_NC_FLAG_NEGATE) ? -r : r;
+    }
+    nc_scatter_f32(core, dst, p, s->b);
+  }
+}
+
+static void exec_copy_predicated(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    nc_gather_f32(core, dst, p, s->a);
+    nc_gather_f32(core, &inst->ap[1], p, s->b);
+    nc_gather_f32(core, &inst->ap[2], p, s->c);
+    for (int64_t j = 0; j < n; j++)
+      if (s->c[j] != 0.0f) s->a[j] = s->b[j];
+    nc_scatter_f32(core, dst, p, s->a);
+  }
+}
+
+static void exec_memset(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int integer = is_int_dtype(dst->dtype) && dst->dtype != NRT_NC_BOOL;
+  for (int64_t j = 0; j < n; j++) {
+    if (integer) ((int32_t *)s->a)[j] = (int32_t)inst->imm[0];
+    else s->a[j] = (float)inst->imm[0];
+  }
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    if (integer) nc_scatter_bits(core, dst, p, (const int32_t *)s->a);
+    else nc_scatter_f32(core, dst, p, s->a);
+  }
+}
+
+/* The affine values of iota/affine_select for partition c, as int32. */
+static void affine_row(const nrt_nc_inst *inst, int64_t c, int32_t *out) {
+  const nrt_nc_ap *pat = &inst->ap[1];
+  int64_t base = (int64_t)inst->imm[0] + c * (int64_t)inst->imm[1], j = 0;
+  for (int64_t i0 = 0; i0 < pat->count[0]; i0++)
+    for (int64_t i1 = 0; i1 < pat->count[1]; i1++)
+      for (int64_t i2 = 0; i2 < pat->count[2]; i2++)
+        for (int64_t i3 = 0; i3 < pat->count[3]; i3++)
+          out[j++] = (int32_t)(base + i0 * pat->stride[0] + i1 * pat->stride[1] +
+                               i2 * pat->stride[2] + i3 * pat->stride[3]);
+}
+
+static void exec_iota(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int32_t *v = (int32_t *)s->a;
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    affine_row(inst, p, v);
+    if (is_int_dtype(dst->dtype)) {
+      nc_scatter_bits(core, dst, p, v);
+      continue;
+    }
+    for (int64_t j = 0; j < n; j++) s->b[j] = (float)v[j];
+    nc_scatter_f32(core, dst, p, s->b);
+  }
+}
+
+static void exec_affine_select(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0];
+  int64_t n = nc_ap_free_elems(dst);
+  int32_t *v = (int32_t *)s->a;
+  float other = (float)inst->imm[2];
+  for (int64_t p = 0; p < dst->partitions; p++) {
+    affine_row(inst, p, v);
+    nc_gather_f32(core, &inst->ap[2], p, s->b);
+    for (int64_t j = 0; j < n; j++)
+      s->c[j] = nc_alu(inst->func[0], (float)v[j], 0.0f) != 0.0f ? s->b[j] : other;
+    nc_scatter_f32(core, dst, p, s->c);
+  }
+}
+
+static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  switch (inst->opcode) {
+    case NRT_NC_DMA_COPY: case NRT_NC_TENSOR_COPY: exec_copy(core, inst, s); break;
+    case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;
+    case NRT_NC_TRANSPOSE: nc_exec_transpose(core, inst, s->a); break;
+    case NRT_NC_ACTIVATION: exec_activation(core, inst, s); break;
+    case NRT_NC_TENSOR_TENSOR: exec_tensor_tensor(core, inst, s); break;
+    case NRT_NC_TENSOR_SCALAR: exec_tensor_scalar(core, inst, s); break;
+    case NRT_NC_SCALAR_TENSOR_TENSOR: exec_scalar_tensor_tensor(core, inst, s); break;
+    case NRT_NC_TENSOR_REDUCE: exec_tensor_reduce(core, inst, s); break;
+    case NRT_NC_COPY_PREDICATED: exec_copy_predicated(core, inst, s); break;
+    case NRT_NC_MEMSET: exec_memset(core, inst, s); break;
+    case NRT_NC_IOTA: exec_iota(core, inst, s); break;
+    case NRT_NC_AFFINE_SELECT: exec_affine_select(core, inst, s); break;
+    default: break;
+  }
+}
+
+nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
+  const nrt_nc_geometry *g = &p->geometry;
+  /* Scratch rows hold one partition of the largest operand; the Tensor
+   * engine needs 128 x 512 fp32 for each of stationary, moving and result. */
+  int64_t row = 3 * 128 * 512;
+  for (int32_t i = 0; i < p->num_insts; i++)
+    for (int k = 0; k < NRT_NC_MAX_APS; k++) {
+      int64_t n = nc_ap_free_elems(&p->insts[i].ap[k]) + 16;
+      if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
+    }
+  core_memory mem;
+  float *rows = malloc((size_t)row * 4 * sizeof(float));
+  if (!rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
+                               g->partitions * g->psum_partition_bytes, &mem)) {
+    free(rows);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program");
+  }
+  nc_core core = {.program = p, .hbm = hbm, .sbuf = mem.sbuf, .psum = mem.psum,
+                  .sbuf_partition_bytes = g->sbuf_partition_bytes,
+                  .psum_partition_bytes = g->psum_partition_bytes};
+  scratch s = {.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
+  for (int32_t i = 0; i < p->num_insts; i++) {
+    for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&core, p->fill_list[f]);
+    exec_inst(&core, &p->insts[i], &s);
+  }
+  memory_release(&mem);
+  free(rows);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,52 @@
+/* Declarations shared by the NeuronCore simulator's files (runtime/src/nc). */
+#ifndef NEURONRT_NC_INTERNAL_H
+#define NEURONRT_NC_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "../internal.h"
+
+struct nrt_nc_program {
+  atomic_int refs;
+  int32_t num_insts, num_tensors;
+  nrt_nc_inst *insts;     /* free dims normalised to exactly 4 (leading count-1 dims) */
+  nrt_nc_tensor *tensors; /* on-chip placements filled in */
+  nrt_nc_geometry geometry;
+  /* Liveness: the instruction at which each tensor is first touched, and
+   * whether fresh memory must be filled (it is read before fully written). */
+  int32_t *first_use;
+  uint8_t *needs_fill;
+  /* Per instruction: the tensors whose lifetime begins there, as a list of
+   * indices (fill_list[fill_start[i] .. fill_start[i+1]) ). */
+  int32_t *fill_start, *fill_list;
+  /* Cost model results. */
+  nrt_nc_estimate estimate;
+  double *start_ns, *end_ns;
+  int32_t *queue;
+};
+
+/* A diagnostic-carrying failure: fills diag and the thread's message. */
+nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const char *rule,
+                   nrt_status status, const char *fmt, ...) RT_PRINTF(6, 7);
+
+/* check.c: every per-instruction rule. */
+nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
+
+/* alloc.c: liveness and placement of on-chip tensors (capacity rules). */
+nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag);
+
+/* cost.c: fills p->estimate and the per-instruction timeline. */
+nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *props);
+
+/* exec.c: runs the program over hbm host addresses. */
+nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm);
+
+/* The element range an access pattern touches, in elements from its base
+ * (min and max element index, inclusive; free part only). */
+void nc_ap_free_extent(const nrt_nc_ap *ap, int64_t *lo, int64_t *hi);
+int64_t nc_ap_free_elems(const nrt_nc_ap *ap);
+
+/* Whether an instruction reads (role 1) or writes (role 2) operand k. */
+int nc_operand_role(const nrt_nc_inst *inst, int k);
+
+#endif

@@ -1,0 +1,277 @@
+/* The NeuronCore simulator from C: programs built by hand, run on host
+ * memory; rule checks, placement, numerics and the cost model. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "nc/numerics.h"
+
+void nc_tensor_engine_force_reference(int on);
+
+static nrt_nc_ap ap2d(int32_t tensor, int32_t dtype, int32_t partitions, int64_t pstep,
+                      int64_t free, int64_t offset) {
+  nrt_nc_ap ap = {.tensor = tensor, .dtype = dtype, .partitions = partitions,
+                  .partition_step = pstep, .offset = offset, .num_free = 1};
+  ap.stride[0] = 1;
+  ap.count[0] = free;
+  return ap;
+}
+
+static nrt_nc_ap none(void) { return (nrt_nc_ap){.tensor = -1}; }
+
+static nrt_nc_inst inst_of(int32_t opcode, int32_t engine) {
+  nrt_nc_inst inst = {.opcode = opcode, .engine = engine};
+  for (int k = 0; k < NRT_NC_MAX_APS; k++) inst.ap[k] = none();
+  return inst;
+}
+
+static nrt_nc_tensor hbm(int64_t bytes) { return (nrt_nc_tensor){.buffer = NRT_NC_HBM, .bytes = bytes}; }
+static nrt_nc_tensor tile(int32_t buffer, int32_t partitions, int64_t bytes) {
+  return (nrt_nc_tensor){.buffer = buffer, .partitions = partitions, .bytes = bytes};
+}
+
+static nrt_status create(const nrt_nc_inst *insts, int32_t ni, const nrt_nc_tensor *tensors,
+                         int32_t nt, nrt_nc_program_t *out, nrt_nc_diagnostic *diag) {
+  nrt_nc_geometry g;
+  nrt_device_properties props;
+  CHECK_OK(nrt_nc_geometry_of_device(0, &g));
+  CHECK_OK(nrt_device_get_properties(0, &props));
+  return nrt_nc_program_create(insts, ni, tensors, nt, &g, &props, out, diag);
+}
+
+/* out = a + b for [rows, cols] fp32 via SBUF. */
+static void test_add_program(void) {
+  enum { R = 100, C = 300 };
+  nrt_nc_tensor t[] = {hbm(R * C * 4), hbm(R * C * 4), hbm(R * C * 4),
+                       tile(NRT_NC_SBUF, R, C * 4), tile(NRT_NC_SBUF, R, C * 4),
+                       tile(NRT_NC_SBUF, R, C * 2)};
+  nrt_nc_inst in[5];
+  in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[0].ap[0] = ap2d(3, NRT_NC_FLOAT32, R, 1, C, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, R, C, C, 0);
+  in[1] = in[0];
+  in[1].ap[0].tensor = 4;
+  in[1].ap[1].tensor = 1;
+  in[2] = inst_of(NRT_NC_TENSOR_TENSOR, NRT_NC_ENGINE_VECTOR);
+  in[2].func[0] = NRT_NC_ALU_ADD;
+  in[2].ap[0] = ap2d(5, NRT_NC_BFLOAT16, R, 1, C, 0);
+  in[2].ap[1] = ap2d(3, NRT_NC_FLOAT32, R, 1, C, 0);
+  in[2].ap[2] = ap2d(4, NRT_NC_FLOAT32, R, 1, C, 0);
+  in[3] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[3].ap[0] = ap2d(2, NRT_NC_FLOAT32, R, C, C, 0);
+  in[3].ap[1] = ap2d(5, NRT_NC_BFLOAT16, R, 1, C, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 4, t, 6, &prog, &diag));
+  float *a = malloc(R * C * 4), *b = malloc(R * C * 4), *out = malloc(R * C * 4);
+  for (int i = 0; i < R * C; i++) a[i] = (float)i * 0.25f, b[i] = 1.0f / (float)(i + 1);
+  void *ptrs[] = {a, b, out, NULL, NULL, NULL};
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  int bad = 0;
+  for (int i = 0; i < R * C; i++)
+    bad += out[i] != rt_bfloat16_to_float(rt_bfloat16_from_float(a[i] + b[i]));
+  CHECK(bad == 0);
+  nrt_nc_estimate est;
+  CHECK_OK(nrt_nc_program_estimate(prog, &est, NULL, NULL, NULL));
+  CHECK(est.total_ns > 2 * 1300.0);
+  CHECK(est.instructions[NRT_NC_ENGINE_DMA] == 3 && est.instructions[NRT_NC_ENGINE_VECTOR] == 1);
+  CHECK(est.dma_bytes == 3 * R * C * 4);
+  nrt_nc_program_destroy(prog);
+  free(a), free(b), free(out);
+}
+
+/* Matmul with K accumulation through PSUM, optimised against reference. */
+static void run_matmul(int reference, int64_t k_total, int m, int n, float *out) {
+  int kt = (int)((k_total + 127) / 128);
+  nrt_nc_tensor t[] = {hbm(k_total * m * 2), hbm(k_total * n * 2), hbm((int64_t)m * n * 4),
+                       tile(NRT_NC_SBUF, 128, (int64_t)kt * m * 2),
+                       tile(NRT_NC_SBUF, 128, (int64_t)kt * n * 2), tile(NRT_NC_PSUM, m, n * 4),
+                       tile(NRT_NC_SBUF, m, n * 4)};
+  nrt_nc_inst in[64];
+  int ni = 0;
+  for (int k = 0; k < kt; k++) {
+    int64_t rows = k_total - k * 128 < 128 ? k_total - k * 128 : 128;
+    in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+    in[ni].ap[0] = ap2d(3, NRT_NC_BFLOAT16, (int32_t)rows, 1, m, (int64_t)k * m);
+    in[ni++].ap[1] = ap2d(0, NRT_NC_BFLOAT16, (int32_t)rows, m, m, (int64_t)k * 128 * m);
+    in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+    in[ni].ap[0] = ap2d(4, NRT_NC_BFLOAT16, (int32_t)rows, 1, n, (int64_t)k * n);
+    in[ni++].ap[1] = ap2d(1, NRT_NC_BFLOAT16, (int32_t)rows, n, n, (int64_t)k * 128 * n);
+    in[ni] = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+    in[ni].flags = k ? NRT_NC_FLAG_ACCUMULATE : 0;
+    in[ni].ap[0] = ap2d(5, NRT_NC_FLOAT32, m, 1, n, 0);
+    in[ni].ap[1] = ap2d(3, NRT_NC_BFLOAT16, (int32_t)rows, 1, m, (int64_t)k * m);
+    in[ni++].ap[2] = ap2d(4, NRT_NC_BFLOAT16, (int32_t)rows, 1, n, (int64_t)k * n);
+  }
+  in[ni] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  in[ni].ap[0] = ap2d(6, NRT_NC_FLOAT32, m, 1, n, 0);
+  in[ni++].ap[1] = ap2d(5, NRT_NC_FLOAT32, m, 1, n, 0);
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(2, NRT_NC_FLOAT32, m, n, n, 0);
+  in[ni++].ap[1] = ap2d(6, NRT_NC_FLOAT32, m, 1, n, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, ni, t, 7, &prog, &diag));
+  uint16_t *a = malloc((size_t)k_total * m * 2), *b = malloc((size_t)k_total * n * 2);
+  for (int64_t i = 0; i < k_total * m; i++) a[i] = rt_bfloat16_from_float(sinf((float)i));
+  for (int64_t i = 0; i < k_total * n; i++) b[i] = rt_bfloat16_from_float(cosf((float)i * 0.7f));
+  void *ptrs[] = {a, b, out, NULL, NULL, NULL, NULL};
+  nc_tensor_engine_force_reference(reference);
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  nc_tensor_engine_force_reference(0);
+  double worst = 0;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t k = 0; k < k_total; k++)
+        acc += (double)rt_bfloat16_to_float(a[k * m + i]) * rt_bfloat16_to_float(b[k * n + j]);
+      double err = fabs(acc - out[i * n + j]);
+      if (err > worst) worst = err;
+    }
+  CHECK(worst < 1e-3);
+  nrt_nc_program_destroy(prog);
+  free(a), free(b);
+}
+
+static void test_matmul_matches_reference(void) {
+  int m = 128, n = 512;
+  float *fast = malloc((size_t)m * n * 4), *ref = malloc((size_t)m * n * 4);
+  run_matmul(0, 300, m, n, fast);
+  run_matmul(1, 300, m, n, ref);
+  CHECK(memcmp(fast, ref, (size_t)m * n * 4) == 0);
+  run_matmul(0, 77, 45, 70, fast); /* edge blocks */
+  free(fast), free(ref);
+}
+
+static void test_rules(void) {
+  nrt_nc_tensor t[] = {tile(NRT_NC_SBUF, 128, 128 * 2), tile(NRT_NC_SBUF, 128, 1024 * 2),
+                       tile(NRT_NC_PSUM, 128, 2048)};
+  nrt_nc_inst in = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+  in.ap[0] = ap2d(2, NRT_NC_FLOAT32, 128, 1, 512, 0);
+  in.ap[1] = ap2d(0, NRT_NC_BFLOAT16, 128, 1, 128, 0);
+  in.ap[2] = ap2d(1, NRT_NC_BFLOAT16, 128, 1, 1024, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_STATUS(create(&in, 1, t, 3, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "gemm_moving_fmax") == 0 && diag.inst == 0);
+  CHECK(strstr(nrt_last_error(), "gemm_moving_fmax") != NULL);
+  in.ap[2].count[0] = 512;
+  in.ap[0].tensor = 1; /* dst in SBUF */
+  CHECK_STATUS(create(&in, 1, t, 3, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "tensor_engine_writes_psum") == 0);
+  /* 40 partitions starting at 8 break the partition-start rule. */
+  nrt_nc_inst cp = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  cp.ap[0] = ap2d(0, NRT_NC_BFLOAT16, 40, 1, 64, 0);
+  cp.ap[0].partition_start = 8;
+  cp.ap[1] = cp.ap[0];
+  cp.ap[1].tensor = 1;
+  CHECK_STATUS(create(&cp, 1, t, 3, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "partition_start") == 0);
+  /* Reading past the end of a tile. */
+  cp.ap[0].partition_start = cp.ap[1].partition_start = 0;
+  cp.ap[1].offset = 1000;
+  CHECK_STATUS(create(&cp, 1, t, 3, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "out_of_bounds") == 0);
+}
+
+static void test_capacity_and_reuse(void) {
+  /* Ten live 32 KiB tiles do not fit a 224 KiB partition; tiles that die
+   * in turn do. */
+  enum { N = 10 };
+  nrt_nc_tensor t[N];
+  nrt_nc_inst in[2 * N];
+  for (int i = 0; i < N; i++) {
+    t[i] = tile(NRT_NC_SBUF, 128, 32 * 1024);
+    in[i] = inst_of(NRT_NC_MEMSET, NRT_NC_ENGINE_VECTOR);
+    in[i].ap[0] = ap2d(i, NRT_NC_FLOAT32, 128, 1, 8 * 1024, 0);
+    in[N + i] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+    in[N + i].ap[0] = ap2d(i, NRT_NC_FLOAT32, 128, 1, 8 * 1024, 0);
+    in[N + i].ap[1] = in[N + i].ap[0];
+  }
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_STATUS(create(in, 2 * N, t, N, &prog, &diag), NRT_ERROR_OUT_OF_MEMORY);
+  CHECK(strcmp(diag.rule, "sbuf_capacity") == 0 && diag.inst == 7);
+  CHECK_OK(create(in, N, t, N, &prog, &diag));
+  nrt_nc_program_destroy(prog);
+}
+
+static void test_fresh_memory_is_nan(void) {
+  nrt_nc_tensor t[] = {hbm(16 * 4), tile(NRT_NC_SBUF, 4, 16)};
+  nrt_nc_inst in = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in.ap[0] = ap2d(0, NRT_NC_FLOAT32, 4, 4, 4, 0);
+  in.ap[1] = ap2d(1, NRT_NC_FLOAT32, 4, 1, 4, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(&in, 1, t, 2, &prog, &diag));
+  float out[16] = {0};
+  void *ptrs[] = {out, NULL};
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  for (int i = 0; i < 16; i++) CHECK(isnan(out[i]));
+  nrt_nc_program_destroy(prog);
+}
+
+static void test_numerics(void) {
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(1.0f, 4, 3), 4, 3) == 1.0f);
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(240.0f, 4, 3), 4, 3) == 240.0f);
+  CHECK(isinf(nc_fp8_to_float(nc_fp8_from_float(1000.0f, 4, 3), 4, 3)));
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(57344.0f, 5, 2), 5, 2) == 57344.0f);
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(0.09375f, 4, 3), 4, 3) == 0.09375f);
+  /* 1.0625 is halfway between 1.0 and 1.125 in e4m3: ties to even (1.0). */
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(1.0625f, 4, 3), 4, 3) == 1.0f);
+  CHECK(nc_fp8_to_float(nc_fp8_from_float(ldexpf(1.0f, -9), 4, 3), 4, 3) == ldexpf(1.0f, -9));
+  CHECK(nc_sat_int(300.0f, INT8_MIN, INT8_MAX) == 127 && nc_sat_int(NAN, 0, 255) == 0);
+  CHECK(nc_sat_int(2.5f, INT8_MIN, INT8_MAX) == 2);
+  CHECK(nc_tf32_round(1.0f + ldexpf(1.0f, -11)) == 1.0f);
+}
+
+/* The same add program launched on a stream over device memory. */
+static void test_launch_on_device_memory(void) {
+  enum { N = 64 };
+  nrt_nc_tensor t[] = {hbm(N * 4), hbm(N * 4), tile(NRT_NC_SBUF, 1, N * 4)};
+  nrt_nc_inst in[3];
+  in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[0].ap[0] = ap2d(2, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[1] = inst_of(NRT_NC_ACTIVATION, NRT_NC_ENGINE_SCALAR);
+  in[1].func[0] = NRT_NC_ACT_SQUARE;
+  in[1].imm[0] = 1.0;
+  in[1].ap[0] = in[1].ap[1] = in[0].ap[0];
+  in[2] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[2].ap[0] = ap2d(1, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[2].ap[1] = in[0].ap[0];
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 3, t, 3, &prog, &diag));
+  void *src, *dst;
+  CHECK_OK(nrt_malloc(0, N * 4, &src));
+  CHECK_OK(nrt_malloc(0, N * 4, &dst));
+  float host[N], out[N];
+  for (int i = 0; i < N; i++) host[i] = (float)i;
+  nrt_stream_t stream;
+  CHECK_OK(nrt_stream_get_default(0, &stream));
+  CHECK_OK(nrt_memcpy_async(stream, src, host, sizeof host));
+  void *ptrs[] = {src, dst, NULL};
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs));
+  CHECK_OK(nrt_nc_program_destroy(prog)); /* the queued launch keeps it alive */
+  CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
+  for (int i = 0; i < N; i++) CHECK(out[i] == (float)(i * i));
+  /* Host memory is not device memory: the launch refuses it. */
+  CHECK_OK(create(in, 3, t, 3, &prog, &diag));
+  void *host_ptrs[] = {host, out, NULL};
+  CHECK_STATUS(nrt_nc_program_launch(stream, prog, host_ptrs), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_nc_program_destroy(prog);
+  nrt_free(src);
+  nrt_free(dst);
+}
+
+int main(void) {
+  RUN(test_add_program);
+  RUN(test_matmul_matches_reference);
+  RUN(test_rules);
+  RUN(test_capacity_and_reuse);
+  RUN(test_fresh_memory_is_nan);
+  RUN(test_numerics);
+  RUN(test_launch_on_device_memory);
+  return CHECK_MAIN_RESULT();
+}

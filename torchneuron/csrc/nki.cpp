@@ -1,0 +1,114 @@
+// Bindings of the NeuronCore simulator for torchneuron.nki: program
+// creation from the tracer's packed records, runs on host memory (NumPy),
+// asynchronous launches on neuron tensors, and the cost model's estimate.
+// Programs cross into Python as integer handles owned by a Python object.
+#include <torch/extension.h>
+
+#include "device_state.h"
+#include "runtime_check.h"
+
+namespace torchneuron {
+namespace {
+
+nrt_nc_program_t program_of(uintptr_t handle) {
+  TORCH_CHECK(handle != 0, "NKI program handle is null");
+  return reinterpret_cast<nrt_nc_program_t>(handle);
+}
+
+// Returns (handle, None) or (0, (status name, message, inst, tensor, rule)).
+py::tuple program_create(py::bytes insts, py::bytes tensors, c10::DeviceIndex device) {
+  std::string inst_bytes = insts, tensor_bytes = tensors;
+  TORCH_CHECK(inst_bytes.size() % sizeof(nrt_nc_inst) == 0, "NKI: malformed instruction records");
+  TORCH_CHECK(tensor_bytes.size() % sizeof(nrt_nc_tensor) == 0, "NKI: malformed tensor records");
+  nrt_nc_geometry geometry;
+  nrt_device_properties props;
+  NRT_CHECK(nrt_nc_geometry_of_device(device, &geometry));
+  NRT_CHECK(nrt_device_get_properties(device, &props));
+  nrt_nc_program_t program = nullptr;
+  nrt_nc_diagnostic diag;
+  nrt_status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = nrt_nc_program_create(
+        reinterpret_cast<const nrt_nc_inst*>(inst_bytes.data()),
+        static_cast<int32_t>(inst_bytes.size() / sizeof(nrt_nc_inst)),
+        reinterpret_cast<const nrt_nc_tensor*>(tensor_bytes.data()),
+        static_cast<int32_t>(tensor_bytes.size() / sizeof(nrt_nc_tensor)), &geometry, &props,
+        &program, &diag);
+  }
+  if (status == NRT_SUCCESS)
+    return py::make_tuple(reinterpret_cast<uintptr_t>(program), py::none());
+  return py::make_tuple(0, py::make_tuple(std::string(nrt_status_string(status)),
+                                          std::string(nrt_last_error()), diag.inst, diag.tensor,
+                                          std::string(diag.rule)));
+}
+
+void program_run_host(uintptr_t handle, const std::vector<uintptr_t>& pointers) {
+  std::vector<void*> hbm(pointers.size());
+  for (size_t i = 0; i < pointers.size(); i++) hbm[i] = reinterpret_cast<void*>(pointers[i]);
+  py::gil_scoped_release no_gil;
+  NRT_CHECK(nrt_nc_program_run(program_of(handle), hbm.data()));
+}
+
+// tensors[i] is the neuron tensor bound to HBM tensor i (None for on-chip).
+void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor>>& tensors,
+                    c10::DeviceIndex device) {
+  std::vector<void*> hbm(tensors.size(), nullptr);
+  for (size_t i = 0; i < tensors.size(); i++) {
+    if (!tensors[i]) continue;
+    const at::Tensor& t = *tensors[i];
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device,
+                "NKI kernel: every tensor argument must be on neuron:", device, ", got ", t.device());
+    TORCH_CHECK(t.is_contiguous(), "NKI kernel: HBM tensors must be contiguous");
+    hbm[i] = t.numel() ? const_cast<void*>(t.const_data_ptr()) : nullptr;
+  }
+  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data()));
+}
+
+py::dict program_estimate(uintptr_t handle) {
+  nrt_nc_program_t program = program_of(handle);
+  size_t n = static_cast<size_t>(nrt_nc_program_num_insts(program));
+  nrt_nc_estimate est;
+  std::vector<double> start(n), end(n);
+  std::vector<int32_t> queue(n);
+  NRT_CHECK(nrt_nc_program_estimate(program, &est, start.data(), end.data(), queue.data()));
+  py::dict d;
+  py::list busy, count;
+  for (int e = 0; e < NRT_NC_ENGINE_COUNT; e++) {
+    busy.append(est.busy_ns[e]);
+    count.append(est.instructions[e]);
+  }
+  d["total_ns"] = est.total_ns;
+  d["busy_ns"] = busy;
+  d["instructions"] = count;
+  d["dma_bytes"] = est.dma_bytes;
+  d["start_ns"] = start;
+  d["end_ns"] = end;
+  d["queue"] = queue;
+  return d;
+}
+
+py::tuple placement(uintptr_t handle, int32_t tensor) {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  NRT_CHECK(nrt_nc_program_placement(program_of(handle), tensor, &partition, &offset));
+  return py::make_tuple(partition, offset);
+}
+
+}  // namespace
+}  // namespace torchneuron
+
+void register_nki_bindings(py::module_& m);
+void register_nki_bindings(py::module_& m) {
+  namespace tn = torchneuron;
+  m.def("_nki_layout", [] {
+    return py::make_tuple(sizeof(nrt_nc_inst), sizeof(nrt_nc_ap), sizeof(nrt_nc_tensor));
+  });
+  m.def("_nki_program_create", &tn::program_create);
+  m.def("_nki_program_destroy",
+        [](uintptr_t handle) { nrt_nc_program_destroy(tn::program_of(handle)); });
+  m.def("_nki_program_run_host", &tn::program_run_host);
+  m.def("_nki_program_launch", &tn::program_launch);
+  m.def("_nki_program_estimate", &tn::program_estimate);
+  m.def("_nki_placement", &tn::placement);
+}

@@ -1,0 +1,97 @@
+"""Estimated Trainium timing of a kernel from the simulator's cost model.
+
+``nki.benchmark(kernel)(*args)`` traces the kernel for these arguments
+(nothing runs) and returns an Estimate: the kernel's estimated latency on
+the configured generation, each engine's busy time, and the per-instruction
+timeline, which ``save_trace`` writes as a Chrome/Perfetto trace. These are
+estimates from published per-instruction costs, engine clocks and DMA
+bandwidths, not measurements of hardware.
+"""
+
+import json
+
+import torch
+
+from torchneuron.nki import trace
+from torchneuron.nki.jit import Kernel
+
+_DMA_QUEUE = trace.DMA_ENGINE
+
+
+class Estimate:
+    """Estimated device time of one launch (all programs of a grid run on
+    their own cores in parallel: the latency is the slowest one's)."""
+
+    def __init__(self, target, programs):
+        self.target = target
+        self._programs = programs  # list of (Program, estimate dict)
+        self.latency_us = max(e["total_ns"] for _, e in programs) / 1e3
+        self.busy_us = {}
+        self.instructions = {}
+        for i, name in enumerate(trace.ENGINE_NAMES):
+            self.busy_us[name] = max(e["busy_ns"][i] for _, e in programs) / 1e3
+            self.instructions[name] = max(e["instructions"][i] for _, e in programs)
+        self.dma_bytes = max(e["dma_bytes"] for _, e in programs)
+
+    @property
+    def utilization(self):
+        """Busy fraction of each engine over the estimated latency."""
+        total = self.latency_us or 1.0
+        return {k: v / total for k, v in self.busy_us.items()}
+
+    def __repr__(self):
+        busy = ", ".join(f"{k} {v:.2f}" for k, v in self.busy_us.items())
+        return (f"Estimate({self.target}: latency {self.latency_us:.2f} us (estimated); "
+                f"busy us: {busy})")
+
+    def trace_events(self):
+        """Chrome trace events: one process per program, one thread per
+        engine (DMA queues numbered after the engines)."""
+        events = []
+        for pid, (program, est) in enumerate(self._programs):
+            lanes = sorted(set(est["queue"]))
+            for queue in lanes:
+                lane = (trace.ENGINE_NAMES[queue] if queue < _DMA_QUEUE
+                        else f"DMA queue {queue - _DMA_QUEUE}")
+                events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": queue,
+                               "args": {"name": lane}})
+            for i, inst in enumerate(program.tracer.instructions):
+                filename, line = inst.location
+                events.append({
+                    "name": inst.name.rsplit(".", 1)[-1], "ph": "X", "pid": pid,
+                    "tid": est["queue"][i],
+                    "ts": est["start_ns"][i] / 1e3,
+                    "dur": (est["end_ns"][i] - est["start_ns"][i]) / 1e3,
+                    "args": {"source": f"{filename}:{line}", "index": i},
+                })
+        return events
+
+    def save_trace(self, path):
+        """Writes the estimated engine timeline as Chrome trace JSON."""
+        with open(path, "w") as f:
+            json.dump({"traceEvents": self.trace_events(), "displayTimeUnit": "ns",
+                       "otherData": {"note": "estimated timeline (cost model), not measured",
+                                     "target": self.target}}, f)
+        return path
+
+
+def benchmark(kernel, save_trace=None, **_):
+    """Returns f(*args) -> Estimate for the kernel with those arguments."""
+    kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+
+    def estimate(*args, grid=1, **kwargs):
+        device = 0
+        for v in list(args) + list(kwargs.values()):
+            if isinstance(v, torch.Tensor) and v.device.type == "neuron":
+                device = v.device.index or 0
+        programs = []
+        for pid in range(grid):
+            program = kernel.specialise(args, kwargs, pid, grid, device)
+            programs.append((program, program.estimate()))
+        target = torch.neuron.get_device_properties(device).target
+        result = Estimate(target, programs)
+        if save_trace:
+            result.save_trace(save_trace)
+        return result
+
+    return estimate

@@ -1,0 +1,337 @@
+"""nki.isa: the NeuronCore instructions. Every call takes the destination first.
+
+Each function checks what only Python can (argument kinds, which ops fit),
+then records one instruction; the simulator checks the hardware rules when
+the traced program is created and reports them with this call's line.
+"""
+
+import numpy as np
+
+from torchneuron.nki import trace
+from torchneuron.nki.ops import ActivationFunction, alu_code
+from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.trace import fail
+
+
+class Engine:
+    def __init__(self, name, code):
+        self.name = name
+        self.code = code
+
+    def __repr__(self):
+        return f"nki.isa.{self.name}"
+
+
+tensor_engine = Engine("tensor_engine", trace.TENSOR_ENGINE)
+vector_engine = Engine("vector_engine", trace.VECTOR_ENGINE)
+scalar_engine = Engine("scalar_engine", trace.SCALAR_ENGINE)
+gpsimd_engine = Engine("gpsimd_engine", trace.GPSIMD_ENGINE)
+unknown_engine = None
+
+
+def _tile(x, what, name):
+    if not isinstance(x, NkiTensor):
+        fail(f"{what} must be a tensor (NkiTensor), got {type(x).__name__}", "operand", name)
+    return x
+
+
+def _rec(t, name, **kw):
+    return t.record(name=name, **kw)[0]
+
+
+def _engine(engine, default):
+    if engine is None:
+        return default
+    if isinstance(engine, Engine):
+        return engine.code
+    return int(engine)
+
+
+def _scalar_operand(x, name, what):
+    """An operand that is a [P, 1] tile or a number: (record, immediate)."""
+    if isinstance(x, NkiTensor):
+        return _rec(x, name), 0.0
+    try:
+        return trace.NO_AP, float(x)
+    except (TypeError, ValueError):
+        fail(f"{what} must be a number or a [P, 1] tile, got {type(x).__name__}", "operand", name)
+
+
+def _psum_region(t):
+    """Index of the PSUM words a view covers in its storage's written map: a
+    pair of slices for the usual dense tile, else index arrays."""
+    size = t.dtype.itemsize
+    free = [(st, n) for st, n in zip(t.strides[1:], t.shape[1:]) if n != 1]
+    if t.strides[0] == 1 and len(free) <= 1 and (not free or free[0][0] == 1):
+        count = free[0][1] if free else 1
+        words = slice(t.offset * size // 4, ((t.offset + count) * size + 3) // 4)
+        return slice(t.partition, t.partition + t.shape[0]), words
+    parts = t.partition + t.strides[0] * np.arange(t.shape[0])
+    elems = np.full(1, t.offset, dtype=np.int64)
+    for size_d, stride in zip(t.shape[1:], t.strides[1:]):
+        elems = (elems[:, None] + stride * np.arange(size_d)[None, :]).reshape(-1)
+    return np.ix_(parts, np.unique((elems * size) // 4))
+
+
+def _in_bounds(t):
+    rows, words = t.storage.psum_written.shape
+    last = t.partition + t.strides[0] * (t.shape[0] - 1)
+    lo = t.offset + sum(st * (n - 1) for st, n in zip(t.strides[1:], t.shape[1:]) if st < 0)
+    hi = t.offset + sum(st * (n - 1) for st, n in zip(t.strides[1:], t.shape[1:]) if st > 0)
+    size = t.dtype.itemsize
+    return 0 <= min(t.partition, last) and max(t.partition, last) < rows and lo >= 0 and \
+        (hi + 1) * size <= words * 4
+
+
+def _psum_state(t):
+    """'none', 'all' or 'some': how much of the PSUM region was written."""
+    if not _in_bounds(t):
+        return "none"  # the simulator's bounds check reports it
+    region = t.storage.psum_written[_psum_region(t)]
+    return "all" if region.all() else ("some" if region.any() else "none")
+
+
+def _mark_written(t):
+    if t.storage.psum_written is not None and _in_bounds(t):
+        t.storage.psum_written[_psum_region(t)] = True
+
+
+def _emit(name, opcode, engine, dst, aps, **kw):
+    trace.current().emit(name, opcode, engine, aps, **kw)
+    _mark_written(dst)
+
+
+# ---- Tensor engine ----------------------------------------------------------
+
+def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, **_):
+    """dst[M, N] (PSUM, fp32) = stationary[K, M].T @ moving[K, N]. With
+    accumulate=None the first write to a PSUM region overwrites and later
+    writes add; True / False force it."""
+    name = "nki.isa.nc_matmul"
+    for what, t in (("dst", dst), ("stationary", stationary), ("moving", moving)):
+        _tile(t, what, name)
+    if is_transpose:
+        return nc_transpose(dst, moving)
+    if accumulate is None:
+        state = _psum_state(dst) if dst.storage.psum_written is not None else "none"
+        if state == "some":
+            fail("accumulate=None on a PSUM region that is only partly written: the first-write "
+                 "rule is ambiguous; pass accumulate=True or False", "psum_accumulate", name)
+        accumulate = state == "all"
+    flags = trace.FLAG_ACCUMULATE if accumulate else 0
+    _emit(name, trace.MATMUL, trace.TENSOR_ENGINE, dst,
+          [_rec(dst, name), _rec(stationary, name), _rec(moving, name)], flags=flags)
+    return dst
+
+
+def nc_transpose(dst, data, engine=None):
+    """dst[F, P] = data[P, F]: on the Tensor engine into PSUM (<= 128x128), or
+    on the Vector engine (<= 32x32)."""
+    name = "nki.isa.nc_transpose"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    default = trace.TENSOR_ENGINE if dst.storage.buffer == trace.PSUM else trace.VECTOR_ENGINE
+    _emit(name, trace.TRANSPOSE, _engine(engine, default), dst,
+          [_rec(dst, name), _rec(data, name)])
+    return dst
+
+
+# ---- Scalar engine ----------------------------------------------------------
+
+def _activation_code(op, name):
+    if isinstance(op, ActivationFunction):
+        return op.code
+    fail(f"{op!r} is not an activation function (nl.exp, nl.tanh, ...)", "operand", name)
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
+               reduce_cmd=None, **_):
+    """dst = op(data * scale + bias); scale is a number or [P, 1] tile, bias a
+    [P, 1] tile; with reduce_res, the row sums of the result go there."""
+    name = "nki.isa.activation"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    if reduce_res is not None and reduce_op not in (None,) and alu_code(reduce_op) != 1:
+        fail("activation reduces with nl.add only", "operand", name)
+    bias_rec = _rec(_tile(bias, "bias", name), name) if bias is not None else trace.NO_AP
+    scale_rec, scale_imm = _scalar_operand(scale, name, "scale")
+    red = _rec(_tile(reduce_res, "reduce_res", name), name) if reduce_res is not None else trace.NO_AP
+    _emit(name, trace.ACTIVATION, trace.SCALAR_ENGINE, dst,
+          [_rec(dst, name), _rec(data, name), bias_rec, scale_rec, red],
+          func=(_activation_code(op, name),), imm=(scale_imm,))
+    if reduce_res is not None:
+        _mark_written(reduce_res)
+    return dst
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, **_):
+    return activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                      reduce_res=reduce_res)
+
+
+# ---- Vector / GpSimd engines ------------------------------------------------
+
+def _alu(op, name):
+    try:
+        return alu_code(op)
+    except (KeyError, TypeError):
+        fail(f"{op!r} is not an ALU op (nl.add, nl.maximum, ...)", "operand", name)
+
+
+def tensor_tensor(dst, data1, data2, op, engine=None, **_):
+    """dst = data1 op data2 (element-wise; not both inputs in PSUM)."""
+    name = "nki.isa.tensor_tensor"
+    for what, t in (("dst", dst), ("data1", data1), ("data2", data2)):
+        _tile(t, what, name)
+    _emit(name, trace.TENSOR_TENSOR, _engine(engine, trace.VECTOR_ENGINE), dst,
+          [_rec(dst, name), _rec(data1, name), _rec(data2, name)], func=(_alu(op, name),))
+    return dst
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
+                  reverse1=False, engine=None, **_):
+    """dst = (data op0 operand0) op1 operand1; operands are numbers or [P, 1]
+    tiles; reverse swaps an op's operands."""
+    name = "nki.isa.tensor_scalar"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    r0, i0 = _scalar_operand(operand0, name, "operand0")
+    r1, i1 = _scalar_operand(operand1 if op1 is not None else 0.0, name, "operand1")
+    flags = (trace.FLAG_REVERSE0 if reverse0 else 0) | (trace.FLAG_REVERSE1 if reverse1 else 0)
+    f1 = _alu(op1, name) if op1 is not None else 0
+    _emit(name, trace.TENSOR_SCALAR, _engine(engine, trace.VECTOR_ENGINE), dst,
+          [_rec(dst, name), _rec(data, name), r0, r1], func=(_alu(op0, name), f1),
+          flags=flags, imm=(i0, i1))
+    return dst
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, **_):
+    """dst = data op0 operand0, and reduce_res[P, 1] = reduce_op over each row."""
+    name = "nki.isa.tensor_scalar_reduce"
+    _tile(dst, "dst", name), _tile(data, "data", name), _tile(reduce_res, "reduce_res", name)
+    r0, i0 = _scalar_operand(operand0, name, "operand0")
+    _emit(name, trace.TENSOR_SCALAR, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(data, name), r0, trace.NO_AP, _rec(reduce_res, name)],
+          func=(_alu(op0, name), 0, _alu(reduce_op, name)),
+          flags=trace.FLAG_REVERSE0 if reverse0 else 0, imm=(i0, 0.0))
+    _mark_written(reduce_res)
+    return dst
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False,
+                         reverse1=False, **_):
+    """dst = (data op0 operand0) op1 operand1, operand0 a number or [P, 1]
+    tile, operand1 a tile."""
+    name = "nki.isa.scalar_tensor_tensor"
+    _tile(dst, "dst", name), _tile(data, "data", name), _tile(operand1, "operand1", name)
+    r0, i0 = _scalar_operand(operand0, name, "operand0")
+    flags = (trace.FLAG_REVERSE0 if reverse0 else 0) | (trace.FLAG_REVERSE1 if reverse1 else 0)
+    _emit(name, trace.SCALAR_TENSOR_TENSOR, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(data, name), r0, _rec(operand1, name)],
+          func=(_alu(op0, name), _alu(op1, name)), flags=flags, imm=(i0,))
+    return dst
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, engine=None, **_):
+    """dst = op-reduction of data over ``axis`` (trailing free axes)."""
+    name = "nki.isa.tensor_reduce"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    axes = sorted({a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))})
+    if axes != list(range(data.ndim - len(axes), data.ndim)) or axes[0] == 0:
+        fail(f"tensor_reduce reduces trailing free axes; got axis={axis} of a "
+             f"{data.ndim}-D tile", "reduce_axes", name)
+    rec, tail = data.record(split=axes[0], name=name)
+    _emit(name, trace.TENSOR_REDUCE, _engine(engine, trace.VECTOR_ENGINE), dst,
+          [_rec(dst, name), rec], func=(_alu(op, name),), axes=tail,
+          flags=trace.FLAG_NEGATE if negate else 0)
+    return dst
+
+
+def tensor_copy(dst, src, engine=None, **_):
+    """dst = src, converted to dst's dtype (bit-exact when the dtypes match)."""
+    name = "nki.isa.tensor_copy"
+    _tile(dst, "dst", name), _tile(src, "src", name)
+    _emit(name, trace.TENSOR_COPY, _engine(engine, trace.VECTOR_ENGINE), dst,
+          [_rec(dst, name), _rec(src, name)])
+    return dst
+
+
+def tensor_copy_predicated(dst, src, predicate, **_):
+    """dst = src where predicate != 0; elsewhere dst keeps its value."""
+    name = "nki.isa.tensor_copy_predicated"
+    for what, t in (("dst", dst), ("src", src), ("predicate", predicate)):
+        _tile(t, what, name)
+    _emit(name, trace.COPY_PREDICATED, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(src, name), _rec(predicate, name)])
+    return dst
+
+
+def reciprocal(dst, data, **_):
+    """dst = 1 / data (Vector engine)."""
+    name = "nki.isa.reciprocal"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    _emit(name, trace.TENSOR_SCALAR, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(data, name)], func=(_alu("divide", name),),
+          flags=trace.FLAG_REVERSE0, imm=(1.0,))
+    return dst
+
+
+def memset(dst, value, engine=None, **_):
+    """Fills dst with value."""
+    name = "nki.isa.memset"
+    _tile(dst, "dst", name)
+    _emit(name, trace.MEMSET, _engine(engine, trace.VECTOR_ENGINE), dst, [_rec(dst, name)],
+          imm=(float(value),))
+    return dst
+
+
+def _pattern_record(dst, pattern, name):
+    pattern = [[int(s), int(c)] for s, c in pattern]
+    if len(pattern) > 4:
+        fail("an affine pattern has at most 4 [stride, count] pairs", "max_free_dims", name)
+    count = 1
+    for _, c in pattern:
+        count *= c
+    if count != dst.free_size():
+        fail(f"the pattern covers {count} elements per partition but dst has "
+             f"{dst.free_size()}", "shape_mismatch", name)
+    strides = [s for s, _ in pattern] + [0] * (4 - len(pattern))
+    counts = [c for _, c in pattern] + [1] * (4 - len(pattern))
+    return (-1, 0, 0, 1, 0, 0, len(pattern), 0, tuple(strides), tuple(counts))
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, **_):
+    """dst[c, i...] = offset + c * channel_multiplier + sum(stride * i), int32."""
+    name = "nki.isa.iota"
+    _tile(dst, "dst", name)
+    _emit(name, trace.IOTA, trace.GPSIMD_ENGINE, dst,
+          [_rec(dst, name), _pattern_record(dst, pattern, name)],
+          imm=(int(offset), int(channel_multiplier)))
+    return dst
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None,
+                  offset=0, **_):
+    """dst = on_true_tile where cmp_op(offset + c * channel_multiplier +
+    sum(stride * i), 0) holds, else on_false_value (e.g. causal masks)."""
+    name = "nki.isa.affine_select"
+    _tile(dst, "dst", name), _tile(on_true_tile, "on_true_tile", name)
+    cmp = _alu(cmp_op if cmp_op is not None else "equal", name)
+    _emit(name, trace.AFFINE_SELECT, trace.GPSIMD_ENGINE, dst,
+          [_rec(dst, name), _pattern_record(dst, pattern, name), _rec(on_true_tile, name)],
+          func=(cmp,), imm=(int(offset), int(channel_multiplier), float(on_false_value)))
+    return dst
+
+
+# ---- DMA ---------------------------------------------------------------------
+
+def dma_copy(dst, src, **_):
+    """Copies src to dst (HBM<->SBUF, HBM<->HBM, SBUF<->SBUF), converting the
+    dtype; an HBM side is split into rows to match an on-chip side."""
+    name = "nki.isa.dma_copy"
+    _tile(dst, "dst", name), _tile(src, "src", name)
+    rows = dst.rows() if dst.on_chip else (src.rows() if src.on_chip else None)
+    dst_rec = dst.record(name=name, partitions=None if dst.on_chip else rows)[0]
+    src_rec = src.record(name=name, partitions=None if src.on_chip else rows)[0]
+    _emit(name, trace.DMA_COPY, trace.DMA_ENGINE, dst, [dst_rec, src_rec])
+    return dst
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")]

@@ -1,0 +1,289 @@
+"""nki.language: buffers, dtypes, allocation and the conveniences built on nki.isa.
+
+Every convenience that returns a tile allocates a new SBUF (or PSUM) tile and
+records the instructions that fill it, exactly as a kernel author would
+write them with ``nki.isa``.
+"""
+
+import math
+
+from torchneuron.nki import isa as nisa
+from torchneuron.nki import trace
+from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
+    bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
+    tfloat32, uint8, uint16, uint32, as_dtype)
+from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
+from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.trace import fail
+
+
+class Buffer:
+    def __init__(self, name, code, hbm_kind=None):
+        self.name = name
+        self.code = code
+        self.hbm_kind = hbm_kind
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+sbuf = Buffer("sbuf", trace.SBUF)
+psum = Buffer("psum", trace.PSUM)
+hbm = Buffer("hbm", trace.HBM, "shared")
+shared_hbm = Buffer("shared_hbm", trace.HBM, "shared")
+private_hbm = Buffer("private_hbm", trace.HBM, "private")
+
+
+class tile_size:
+    pmax = 128
+    psum_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    psum_num_banks = 8
+
+
+for _name in ALU_CODES:
+    if _name != "bypass":
+        globals()[_name] = AluOp(_name)
+for _name in ACTIVATION_CODES:
+    globals()[_name] = ActivationFunction(_name)
+bypass = AluOp("bypass")
+identity = globals()["copy"]  # the activation; nl.copy (below) is also the tile copy
+
+affine_range = range
+sequential_range = range
+static_range = range
+
+
+def par_dim(size):
+    return size
+
+
+def program_id(axis=0):
+    return trace.current().program_id if axis == 0 else 0
+
+
+def num_programs(axis=0):
+    return trace.current().num_programs if axis == 0 else 1
+
+
+def program_ndim():
+    return 1
+
+
+# ---- allocation --------------------------------------------------------------
+
+def ndarray(shape, dtype, buffer=None, name=None, address=None, **_):
+    """A new tensor: on chip (sbuf/psum; shape[0] is the partition dim) or in
+    HBM (shared_hbm outputs are returned to the caller)."""
+    buffer = sbuf if buffer is None else buffer
+    if not isinstance(buffer, Buffer):
+        fail(f"buffer must be nl.sbuf, nl.psum or an HBM buffer, got {buffer!r}", "buffer")
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    try:
+        dtype = as_dtype(dtype)
+    except TypeError as e:
+        fail(str(e), "dtype", "nki.language.ndarray")
+    tracer = trace.current()
+    location = trace.caller_location()
+    if buffer.code == trace.HBM:
+        storage = tracer.new_storage(trace.HBM, dtype, shape, buffer.hbm_kind, location)
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        return NkiTensor(storage, dtype, shape, list(reversed(strides)))
+    if len(shape) < 2:
+        fail(f"on-chip tensors are at least 2-D (partition dim first), got shape {shape}",
+             "shape", "nki.language.ndarray")
+    if address is not None:
+        address = (int(address[0]), int(address[1]))
+    storage = tracer.new_storage(buffer.code, dtype, shape, "tile", location, address)
+    strides, acc = [], 1
+    for s in reversed(shape[1:]):
+        strides.append(acc)
+        acc *= s
+    return NkiTensor(storage, dtype, shape, [1] + list(reversed(strides)))
+
+
+def _filled(shape, dtype, buffer, value):
+    t = ndarray(shape, dtype, buffer=buffer)
+    nisa.memset(t, value)
+    return t
+
+
+def zeros(shape, dtype, buffer=None, **kw):
+    return _filled(shape, dtype, buffer, 0)
+
+
+def ones(shape, dtype, buffer=None, **kw):
+    return _filled(shape, dtype, buffer, 1)
+
+
+def full(shape, fill_value, dtype, buffer=None, **kw):
+    return _filled(shape, dtype, buffer, fill_value)
+
+
+def zeros_like(t, dtype=None, buffer=None, **kw):
+    return zeros(t.shape, dtype or t.dtype, buffer=buffer)
+
+
+def empty_like(t, dtype=None, buffer=None, **kw):
+    return ndarray(t.shape, dtype or t.dtype, buffer=buffer)
+
+
+# ---- movement ----------------------------------------------------------------
+
+def _tile_shape(t):
+    if t.on_chip or t.ndim >= 2:
+        return t.shape
+    return (1, t.shape[0]) if t.ndim == 1 else (1, 1)
+
+
+def load(src, dtype=None, **_):
+    """A new SBUF tile holding src (an HBM view)."""
+    tile = ndarray(_tile_shape(src), dtype or src.dtype, buffer=sbuf)
+    nisa.dma_copy(tile, src)
+    return tile
+
+
+def store(dst, value, **_):
+    """Writes value to dst (PSUM values pass through an SBUF copy: DMA cannot
+    read PSUM)."""
+    if isinstance(value, NkiTensor) and value.storage.buffer == trace.PSUM:
+        value = copy(value, dtype=dst.dtype)
+    nisa.dma_copy(dst, value)
+    return dst
+
+
+class _Copy(ActivationFunction):
+    """nl.copy: the identity activation as an op, a tile copy when called."""
+
+    def __call__(self, x, dtype=None, **_):
+        """A new SBUF tile equal to x (converted to dtype)."""
+        out = ndarray(_tile_shape(x), dtype or x.dtype, buffer=sbuf)
+        if x.on_chip:
+            nisa.tensor_copy(out, x)
+        else:
+            nisa.dma_copy(out, x)
+        return out
+
+
+copy = _Copy("copy")
+
+
+def transpose(x, dtype=None, **_):
+    """A new SBUF tile x.T (via the Tensor engine and PSUM)."""
+    p, f = x.shape[0], x.free_size()
+    flat = x if x.ndim == 2 else x.reshape(p, f)
+    t = ndarray((f, p), x.dtype, buffer=psum)
+    nisa.nc_transpose(t, flat)
+    return copy(t, dtype=dtype or x.dtype)
+
+
+def matmul(x, y, transpose_x=False, **_):
+    """A new PSUM tile x @ y (fp32). With transpose_x, x is given as [K, M]."""
+    if not transpose_x:
+        x = transpose(x)
+    out = ndarray((x.free_size(), y.free_size()), float32, buffer=psum)
+    nisa.nc_matmul(out, x, y)
+    return out
+
+
+# ---- element-wise and reductions ---------------------------------------------
+
+def _result_dtype(dtype, *tiles):
+    if dtype is not None:
+        return as_dtype(dtype)
+    ts = [t for t in tiles if isinstance(t, NkiTensor)]
+    if any(t.storage.buffer == trace.PSUM for t in ts):
+        return float32
+    kinds = {t.dtype for t in ts}
+    if len(kinds) == 1:
+        return kinds.pop()
+    return float32 if any(t.dtype.is_float for t in ts) else int32
+
+
+def elementwise(op, x, y, dtype=None):
+    """x op y as a new SBUF tile: tensor_tensor for two tiles of one shape,
+    tensor_scalar when one side is a number or a [P, 1] tile."""
+    out_dtype = _result_dtype(dtype, x, y)
+    xt, yt = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+    if not xt and not yt:
+        fail("nl element-wise ops need at least one tile", "operand", f"nl.{op.name}")
+    if xt and yt and x.free_size() == y.free_size():
+        out = ndarray(_tile_shape(x), out_dtype)
+        nisa.tensor_tensor(out, x, y, op)
+        return out
+    if xt and (not yt or y.free_size() == 1):
+        out = ndarray(_tile_shape(x), out_dtype)
+        nisa.tensor_scalar(out, x, op, y)
+        return out
+    out = ndarray(_tile_shape(y), out_dtype)
+    nisa.tensor_scalar(out, y, op, x, reverse0=True)
+    return out
+
+
+def unary(fn, x, dtype=None):
+    """fn(x) as a new SBUF tile (Scalar engine activation)."""
+    out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+    nisa.activation(out, fn, x)
+    return out
+
+
+def negative_of(x, dtype=None):
+    return unary(globals()["negative"], x, dtype)
+
+
+def _reduce(op_name, x, axis, keepdims, dtype):
+    axes = sorted({a % x.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))})
+    shape = [s for d, s in enumerate(x.shape) if d not in axes or keepdims]
+    shape = [1 if (d in axes) else s for d, s in enumerate(x.shape)] if keepdims else shape
+    while len(shape) < 2:
+        shape.append(1)
+    out = ndarray(tuple(shape), _result_dtype(dtype, x))
+    nisa.tensor_reduce(out, globals()[op_name], x, axes)
+    return out, math.prod(x.shape[a] for a in axes)
+
+
+def sum(x, axis, dtype=None, keepdims=False, **_):  # noqa: A001 (NKI's name)
+    return _reduce("add", x, axis, keepdims, dtype)[0]
+
+
+def max(x, axis, dtype=None, keepdims=False, **_):  # noqa: A001
+    return _reduce("maximum", x, axis, keepdims, dtype)[0]
+
+
+def min(x, axis, dtype=None, keepdims=False, **_):  # noqa: A001
+    return _reduce("minimum", x, axis, keepdims, dtype)[0]
+
+
+def prod(x, axis, dtype=None, keepdims=False, **_):
+    return _reduce("multiply", x, axis, keepdims, dtype)[0]
+
+
+def mean(x, axis, dtype=None, keepdims=False, **_):
+    total, n = _reduce("add", x, axis, keepdims, float32)
+    out = ndarray(total.shape, _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, total, globals()["multiply"], 1.0 / n)
+    return out
+
+
+def where(condition, x, y, dtype=None, **_):
+    """x where condition is nonzero, else y, as a new SBUF tile."""
+    ref = condition
+    tiles = [t for t in (x, y) if isinstance(t, NkiTensor)] or [ref]
+    out_dtype = _result_dtype(dtype, *tiles)
+    out = ndarray(_tile_shape(ref), out_dtype)
+    if isinstance(y, NkiTensor):
+        nisa.tensor_copy(out, y)
+    else:
+        nisa.memset(out, y)
+    if not isinstance(x, NkiTensor):
+        x = full(_tile_shape(ref), x, out_dtype)
+    nisa.tensor_copy_predicated(out, x, condition)
+    return out
+
+
+def device_print(*args, **kwargs):
+    """Accepted for source compatibility; the simulator prints nothing."""

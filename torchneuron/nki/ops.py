@@ -1,0 +1,65 @@
+"""ALU ops and activation functions: instruction operands and nl functions.
+
+``nl.add``, ``nl.exp``, ... are both the op codes that ``nki.isa`` calls take
+(``nisa.tensor_tensor(dst, a, b, op=nl.add)``) and the ``nl`` conveniences
+that return a new tile (``nl.add(a, b)``). The codes are ``nrt_nc_alu`` and
+``nrt_nc_act`` of neuronrt/nc.h.
+"""
+
+ALU_CODES = {
+    "bypass": 0, "add": 1, "subtract": 2, "multiply": 3, "divide": 4, "maximum": 5,
+    "minimum": 6, "power": 7, "abs_max": 8, "mod": 9, "equal": 10, "not_equal": 11,
+    "greater": 12, "greater_equal": 13, "less": 14, "less_equal": 15, "logical_and": 16,
+    "logical_or": 17, "logical_xor": 18, "bitwise_and": 19, "bitwise_or": 20,
+    "bitwise_xor": 21, "left_shift": 22, "right_shift": 23,
+}
+
+ACTIVATION_CODES = {
+    "copy": 0, "exp": 1, "log": 2, "tanh": 3, "sigmoid": 4, "relu": 5, "gelu": 6,
+    "gelu_apprx_tanh": 7, "silu": 8, "softplus": 9, "sqrt": 10, "rsqrt": 11, "reciprocal": 12,
+    "square": 13, "abs": 14, "sign": 15, "sin": 16, "cos": 17, "arctan": 18, "erf": 19,
+    "negative": 20,
+}
+
+REDUCE_IDENTITY = {"add": 0.0, "maximum": float("-inf"), "minimum": float("inf"),
+                   "multiply": 1.0}
+
+
+class AluOp:
+    """An ALU op; calling it is the nl element-wise convenience."""
+
+    def __init__(self, name):
+        self.name = name
+        self.code = ALU_CODES[name]
+
+    def __call__(self, x, y, dtype=None, **kw):
+        from torchneuron.nki import language
+
+        return language.elementwise(self, x, y, dtype=dtype)
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+class ActivationFunction:
+    """An activation function; calling it is the nl unary convenience."""
+
+    def __init__(self, name):
+        self.name = name
+        self.code = ACTIVATION_CODES[name]
+
+    def __call__(self, x, dtype=None, **kw):
+        from torchneuron.nki import language
+
+        return language.unary(self, x, dtype=dtype)
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+def alu_code(op):
+    if isinstance(op, AluOp):
+        return op.code
+    if isinstance(op, str):
+        return ALU_CODES[op]
+    raise TypeError(op)

@@ -1,0 +1,316 @@
+"""NkiTensor: a view of a tensor in HBM, SBUF or PSUM.
+
+A view is (storage, dtype, shape, strides, offset). On chip, dimension 0 is
+the partition dimension: its stride steps partitions and ``partition``
+says where the view starts; the other strides and ``offset`` count elements
+inside a partition. In HBM every dimension is an ordinary strided one.
+Indexing follows NKI: on chip an int index keeps the partition dimension
+(size 1) and drops a free dimension unless the view would fall below 2-D; in
+HBM ints drop dimensions as in NumPy.
+"""
+
+import math
+
+from torchneuron.nki import dtypes
+from torchneuron.nki.trace import HBM, PSUM, SBUF, fail
+
+_BUFFER_NAMES = {SBUF: "sbuf", PSUM: "psum", HBM: "hbm"}
+
+
+def _coalesce(dims):
+    """Merges [stride, count] pairs that walk memory as one, drops size-1 pairs."""
+    out = []
+    for stride, count in dims:
+        if count == 1:
+            continue
+        if out and out[-1][0] == stride * count:
+            out[-1] = (stride, out[-1][1] * count)
+        else:
+            out.append((stride, count))
+    return out
+
+
+class NkiTensor:
+    __slots__ = ("storage", "dtype", "shape", "strides", "offset", "partition")
+
+    def __init__(self, storage, dtype, shape, strides, offset=0, partition=0):
+        self.storage = storage
+        self.dtype = dtype
+        self.shape = tuple(int(s) for s in shape)
+        self.strides = tuple(int(s) for s in strides)
+        self.offset = int(offset)
+        self.partition = int(partition)
+
+    # ---- properties -------------------------------------------------------
+
+    @property
+    def buffer(self):
+        return _BUFFER_NAMES[self.storage.buffer]
+
+    @property
+    def on_chip(self):
+        return self.storage.buffer != HBM
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"NkiTensor(shape={self.shape}, dtype={self.dtype}, buffer={self.buffer})"
+
+    def _with(self, shape, strides, offset=None, partition=None, dtype=None):
+        return NkiTensor(self.storage, dtype or self.dtype, shape, strides,
+                         self.offset if offset is None else offset,
+                         self.partition if partition is None else partition)
+
+    # ---- indexing ---------------------------------------------------------
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        if any(i is Ellipsis for i in index):
+            at = index.index(Ellipsis)
+            fill = self.ndim - (len(index) - 1)
+            index = index[:at] + (slice(None),) * fill + index[at + 1:]
+        if len(index) > self.ndim:
+            fail(f"too many indices ({len(index)}) for a {self.ndim}-D tensor", "index")
+        index = index + (slice(None),) * (self.ndim - len(index))
+        shape, strides, offset, partition = [], [], self.offset, self.partition
+        kept_int = []
+        for d, (i, size, stride) in enumerate(zip(index, self.shape, self.strides)):
+            if isinstance(i, slice):
+                start, stop, step = i.indices(size)
+                if step <= 0:
+                    fail("slices need a positive step", "index")
+                count = max(0, (stop - start + step - 1) // step)
+                if d == 0 and self.on_chip:
+                    partition += start * stride
+                else:
+                    offset += start * stride
+                shape.append(count)
+                strides.append(stride * step)
+                continue
+            i = int(i)
+            if i < 0:
+                i += size
+            if not 0 <= i < size:
+                fail(f"index {i} is out of bounds for dimension {d} of size {size}",
+                     "out_of_bounds")
+            if d == 0 and self.on_chip:
+                partition += i * stride
+                shape.append(1)
+                strides.append(stride)
+            else:
+                offset += i * stride
+                kept_int.append(len(shape))
+                shape.append(None)
+                strides.append(stride)
+        # Drop int-indexed dims; on chip keep the last ones needed for 2-D.
+        keep = set()
+        if self.on_chip:
+            remaining = sum(1 for s in shape if s is not None)
+            for pos in reversed(kept_int):
+                if remaining >= 2:
+                    break
+                keep.add(pos)
+                remaining += 1
+        new_shape, new_strides = [], []
+        for pos, (s, st) in enumerate(zip(shape, strides)):
+            if s is None and pos not in keep:
+                continue
+            new_shape.append(1 if s is None else s)
+            new_strides.append(st)
+        return self._with(new_shape, new_strides, offset, partition)
+
+    def __setitem__(self, index, value):
+        from torchneuron.nki import language as nl
+
+        nl.store(self[index], value)
+
+    # ---- view methods -----------------------------------------------------
+
+    def _dense(self, dims):
+        expect = 1
+        for d in reversed(dims):
+            if self.shape[d] != 1 and self.strides[d] != expect:
+                return False
+            expect *= self.shape[d]
+        return True
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = list(shape)
+        first = 1 if self.on_chip else 0
+        total = math.prod(self.shape[first:])
+        if -1 in shape:
+            known = math.prod(s for s in shape[first:] if s != -1)
+            shape[shape.index(-1)] = total // known if known else 0
+        if self.on_chip and shape[0] != self.shape[0]:
+            fail(f"reshape of an on-chip tensor keeps the partition dim ({self.shape[0]}), "
+                 f"got {tuple(shape)}", "reshape")
+        if math.prod(shape[first:]) != total:
+            fail(f"cannot reshape {self.shape} to {tuple(shape)}", "reshape")
+        if not self._dense(range(first, self.ndim)):
+            fail("reshape needs a contiguous view", "reshape")
+        strides, expect = [], 1
+        for s in reversed(shape[first:]):
+            strides.append(expect)
+            expect *= s
+        strides.reverse()
+        if self.on_chip:
+            strides = [self.strides[0]] + strides
+        if self.on_chip and len(shape) < 2:
+            fail("on-chip tensors are at least 2-D", "reshape")
+        return self._with(shape, strides)
+
+    def permute(self, *dims):
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if sorted(dims) != list(range(self.ndim)):
+            fail(f"permute needs a permutation of {self.ndim} dims, got {dims}", "permute")
+        if self.on_chip and dims[0] != 0:
+            fail("permute cannot move the partition dim of an on-chip tensor (use "
+                 "nc_transpose)", "permute")
+        return self._with([self.shape[d] for d in dims], [self.strides[d] for d in dims])
+
+    def transpose(self, *dims):
+        return self.permute(*dims) if dims else self.permute(*reversed(range(self.ndim)))
+
+    def broadcast_to(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if len(shape) != self.ndim:
+            fail(f"broadcast_to needs {self.ndim} dims, got {shape}", "broadcast")
+        strides = []
+        for size, new, stride in zip(self.shape, shape, self.strides):
+            if size == new:
+                strides.append(stride)
+            elif size == 1:
+                strides.append(0)
+            else:
+                fail(f"cannot broadcast {self.shape} to {tuple(shape)}", "broadcast")
+        return self._with(shape, strides)
+
+    def broadcast(self, dim, size):
+        shape = list(self.shape)
+        shape[dim] = size
+        return self.broadcast_to(shape)
+
+    def expand_dims(self, dim):
+        shape, strides = list(self.shape), list(self.strides)
+        shape.insert(dim, 1)
+        strides.insert(dim, 0)
+        return self._with(shape, strides)
+
+    expand_dim = expand_dims
+
+    def slice(self, dim, start, end, step=1):
+        index = [slice(None)] * self.ndim
+        index[dim] = slice(start, end, step)
+        return self[tuple(index)]
+
+    def select(self, dim, index):
+        idx = [slice(None)] * self.ndim
+        idx[dim] = index
+        return self[tuple(idx)]
+
+    def view(self, dtype):
+        dtype = dtypes.as_dtype(dtype)
+        old, new = self.dtype.itemsize, dtype.itemsize
+        if old == new:
+            return self._with(self.shape, self.strides, dtype=dtype)
+        if self.strides[-1] != 1 or (self.shape[-1] * old) % new:
+            fail("view(dtype) needs a contiguous last dim whose bytes divide evenly",
+                 "view")
+        shape = list(self.shape)
+        shape[-1] = shape[-1] * old // new
+        first = 1 if self.on_chip else 0
+        strides = [s if d < first else s * old // new for d, s in enumerate(self.strides[:-1])]
+        if (self.offset * old) % new:
+            fail("view(dtype) needs an offset aligned to the new element size", "view")
+        return NkiTensor(self.storage, dtype, shape, strides + [1], self.offset * old // new,
+                         self.partition)
+
+    def ap(self, pattern, offset=0, dtype=None):
+        """A raw access pattern on the base storage: ``pattern`` is a list of
+        [stride, count] pairs (on chip the first is [partition step,
+        partitions]); ``offset`` counts elements from the storage's start (on
+        chip: partition * elements per partition + element in partition)."""
+        dtype = dtypes.as_dtype(dtype) if dtype is not None else self.storage.dtype
+        shape = [int(c) for _, c in pattern]
+        strides = [int(s) for s, _ in pattern]
+        if self.on_chip:
+            row = self.storage.nbytes // dtype.itemsize
+            partition, offset = divmod(int(offset), row) if row else (0, 0)
+            return NkiTensor(self.storage, dtype, shape, strides, offset, partition)
+        return NkiTensor(self.storage, dtype, shape, strides, offset, 0)
+
+    # ---- access patterns for the simulator --------------------------------
+
+    def record(self, split=None, partitions=None, name=None):
+        """The nrt_nc_ap record of this view. On chip, ``split`` puts free
+        dims from that index on into a separate group (reductions); returns
+        (record, number of dims in the last group). In HBM, ``partitions``
+        chooses how many leading elements form the outer dimension."""
+        if self.on_chip:
+            free = list(zip(self.strides[1:], self.shape[1:]))
+            groups = [free] if split is None else [free[:split - 1], free[split - 1:]]
+            dims = []
+            for g in groups:
+                dims += _coalesce(g)
+            tail = len(_coalesce(groups[-1])) if split is not None else 0
+            if split is not None and tail == 0:
+                dims.append((1, 1))
+                tail = 1
+            part_count, part_step, part_start = self.shape[0], self.strides[0], self.partition
+        else:
+            dims_all = list(zip(self.strides, self.shape))
+            lead = self._leading(partitions)
+            outer = _coalesce(dims_all[:lead])
+            if len(outer) > 1:
+                fail(f"the HBM view {self.shape} cannot be split into {partitions} rows",
+                     "shape_mismatch", name)
+            part_step, part_count = outer[0] if outer else (0, 1)
+            part_start = 0
+            dims = _coalesce(dims_all[lead:])
+            tail = 0
+        if len(dims) > 4:
+            fail(f"the access pattern of a {self.shape} view needs {len(dims)} free dims per "
+                 "partition; at most 4", "max_free_dims", name)
+        if not dims:
+            dims = [(1, 1)]
+        strides = [s for s, _ in dims] + [0] * (4 - len(dims))
+        counts = [c for _, c in dims] + [1] * (4 - len(dims))
+        rec = (self.storage.index, self.dtype.code, part_start, part_count, part_step,
+               self.offset, len(dims), 0, tuple(strides), tuple(counts))
+        return rec, tail
+
+    def _leading(self, partitions):
+        if partitions is None:
+            return 1 if self.ndim >= 2 else 0
+        prod = 1
+        for lead in range(self.ndim + 1):
+            if prod == partitions:
+                return lead
+            if lead < self.ndim:
+                prod *= self.shape[lead]
+        return 1 if self.ndim >= 2 else 0
+
+    def rows(self):
+        """Partition count of the view as the simulator sees it."""
+        return self.shape[0] if (self.on_chip or self.ndim >= 2) else 1
+
+    def free_size(self):
+        return self.size // max(self.rows(), 1) if self.size else 0
+
+
+def is_tensor(x):
+    return isinstance(x, NkiTensor)

@@ -1,0 +1,180 @@
+"""The tracer: records a kernel's ISA calls into a program for the simulator.
+
+A kernel runs once per specialisation as ordinary Python with symbolic
+tensors; every ``nki.isa`` call appends an instruction (with the kernel's file
+and line) and every ``nl.ndarray`` a tensor. ``pack`` turns both lists into
+the C records of ``neuronrt/nc.h``, which the runtime checks, places and
+estimates once; the resulting program is cached by the kernel.
+"""
+
+import functools
+import math
+import os
+import sys
+import threading
+
+import numpy as np
+
+from torchneuron.nki.errors import NkiError
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# nrt_nc_opcode, nrt_nc_engine, nrt_nc_buffer
+DMA_COPY, MATMUL, TRANSPOSE, ACTIVATION, TENSOR_TENSOR, TENSOR_SCALAR = range(6)
+SCALAR_TENSOR_TENSOR, TENSOR_REDUCE, TENSOR_COPY, COPY_PREDICATED, MEMSET = range(6, 11)
+IOTA, AFFINE_SELECT = 11, 12
+TENSOR_ENGINE, VECTOR_ENGINE, SCALAR_ENGINE, GPSIMD_ENGINE, DMA_ENGINE = range(5)
+ENGINE_NAMES = ["Tensor", "Vector", "Scalar", "GpSimd", "DMA"]
+SBUF, PSUM, HBM = 0, 1, 2
+FLAG_ACCUMULATE, FLAG_REVERSE0, FLAG_REVERSE1, FLAG_NEGATE = 1, 2, 4, 8
+
+_AP = np.dtype([("tensor", "<i4"), ("dtype", "<i4"), ("partition_start", "<i4"),
+                ("partitions", "<i4"), ("partition_step", "<i8"), ("offset", "<i8"),
+                ("num_free", "<i4"), ("reserved", "<i4"), ("stride", "<i8", (4,)),
+                ("count", "<i8", (4,))])
+_INST = np.dtype([("opcode", "<i4"), ("engine", "<i4"), ("func", "<i4", (3,)), ("flags", "<u4"),
+                  ("axes", "<i4"), ("reserved", "<i4"), ("ap", _AP, (5,)), ("imm", "<f8", (4,))])
+_TENSOR = np.dtype([("buffer", "<i4"), ("partitions", "<i4"), ("bytes", "<i8"), ("fixed", "<i4"),
+                    ("partition_base", "<i4"), ("byte_offset", "<i8")])
+NO_AP = (-1, 0, 0, 1, 0, 0, 0, 0, (0, 0, 0, 0), (1, 1, 1, 1))
+
+
+def check_layout(layout):
+    """Asserts that the NumPy records match the C structs (sizes from _C)."""
+    inst, ap, tensor = layout
+    if (inst, ap, tensor) != (_INST.itemsize, _AP.itemsize, _TENSOR.itemsize):
+        raise RuntimeError(f"NKI record layout mismatch: C {layout}, Python "
+                           f"{(_INST.itemsize, _AP.itemsize, _TENSOR.itemsize)}")
+
+
+@functools.lru_cache(maxsize=None)
+def _inside_package(filename):
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+def caller_location():
+    """(filename, line) of the innermost frame outside this package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not _inside_package(filename):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
+
+
+class Storage:
+    """A tensor of the program: an on-chip allocation or an HBM tensor."""
+
+    def __init__(self, index, buffer, dtype, shape, kind, location, address=None):
+        self.index = index
+        self.buffer = buffer  # SBUF, PSUM or HBM
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self.kind = kind  # "arg", "shared", "private" (HBM) or "tile"
+        self.location = location
+        self.address = address
+        self.arg_position = None
+        if buffer == HBM:
+            self.partitions = 0
+            self.nbytes = math.prod(shape) * dtype.itemsize
+        else:
+            self.partitions = shape[0]
+            self.nbytes = math.prod(shape[1:]) * dtype.itemsize
+        # PSUM words written so far (first-write rule of nc_matmul).
+        self.psum_written = (np.zeros((max(self.partitions, 1), (self.nbytes + 3) // 4), bool)
+                             if buffer == PSUM else None)
+
+    def record(self):
+        fixed = self.address is not None
+        part, offset = self.address if fixed else (0, 0)
+        return (self.buffer, self.partitions, self.nbytes, int(fixed), part, offset)
+
+
+class Instruction:
+    __slots__ = ("name", "location", "record")
+
+    def __init__(self, name, location, record):
+        self.name = name
+        self.location = location
+        self.record = record
+
+
+class Tracer:
+    """The program being recorded for one (kernel, specialisation, program id)."""
+
+    def __init__(self, program_id, num_programs):
+        self.program_id = program_id
+        self.num_programs = num_programs
+        self.storages = []
+        self.instructions = []
+
+    def new_storage(self, buffer, dtype, shape, kind, location, address=None):
+        s = Storage(len(self.storages), buffer, dtype, shape, kind, location, address)
+        self.storages.append(s)
+        return s
+
+    def emit(self, name, opcode, engine, aps, func=(0, 0, 0), flags=0, axes=0, imm=(0, 0, 0, 0)):
+        aps = list(aps) + [NO_AP] * (5 - len(aps))
+        imm = tuple(float(v) for v in imm) + (0.0,) * (4 - len(imm))
+        func = tuple(func) + (0,) * (3 - len(func))
+        record = (opcode, engine, func, flags, axes, 0, aps, imm)
+        self.instructions.append(Instruction(name, caller_location(), record))
+
+    def pack(self):
+        insts = np.array([i.record for i in self.instructions], dtype=_INST)
+        tensors = np.array([s.record() for s in self.storages], dtype=_TENSOR)
+        return insts.tobytes(), tensors.tobytes()
+
+    def error_from_diagnostic(self, diagnostic):
+        status, message, inst, tensor, rule = diagnostic
+        if inst >= 0:
+            instruction = self.instructions[inst]
+            filename, line = instruction.location
+            name = instruction.name
+            if tensor >= 0 and rule in ("sbuf_capacity", "psum_capacity"):
+                tf, tl = self.storages[tensor].location
+                message += f" (the tile was allocated at {tf}:{tl})"
+        elif tensor >= 0:
+            filename, line = self.storages[tensor].location
+            name = "nki.language.ndarray"
+        else:
+            filename, line, name = None, None, None
+        return NkiError(message, rule=rule, instruction=name, filename=filename, line=line)
+
+
+_state = threading.local()
+
+
+def current():
+    tracer = getattr(_state, "tracer", None)
+    if tracer is None:
+        raise NkiError("NKI instructions can only be called inside an @nki.jit kernel",
+                       rule="not_tracing")
+    return tracer
+
+
+def tracing():
+    return getattr(_state, "tracer", None) is not None
+
+
+class active:
+    """Context manager making a tracer the current one."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self):
+        self.previous = getattr(_state, "tracer", None)
+        _state.tracer = self.tracer
+        return self.tracer
+
+    def __exit__(self, *exc):
+        _state.tracer = self.previous
+        return False
+
+
+def fail(message, rule, name=None):
+    """Raises an NkiError at the kernel's current line."""
+    filename, line = caller_location()
+    raise NkiError(message, rule=rule, instruction=name, filename=filename, line=line)
