@@ -89,32 +89,35 @@ bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
 // itself) is computed in a temporary.
 struct GemmCall {
   const char* name;
-  at::Tensor out_t, a_t, b_t, cin_t;
+  TensorRef out_t, a_t, b_t, cin_t;  // borrowed: no copies of the caller's tensors
   nrt_tensor_view out, a, b, cin;
   at::Scalar alpha = 1, beta = 0;
 };
 
 void run_gemm(GemmCall& call) {
   const at::Tensor& out = call.out_t;
+  const at::Tensor& a = call.a_t;
+  const at::Tensor& b = call.b_t;
+  const at::Tensor& cin = call.cin_t;
   if (out.numel() == 0) return;
-  at::ScalarType dtype = call.a_t.scalar_type();
+  at::ScalarType dtype = a.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(gemm_dtype(dtype), call.name, ": dtype ", dtype,
                               " is not supported on the neuron device");
-  TORCH_CHECK(call.b_t.scalar_type() == dtype, call.name,
+  TORCH_CHECK(b.scalar_type() == dtype, call.name,
               ": expected m1 and m2 to have the same dtype, but got: ", dtype, " != ",
-              call.b_t.scalar_type());
-  TORCH_CHECK(out.scalar_type() == dtype && (!call.cin_t.defined() || call.cin_t.scalar_type() == dtype),
+              b.scalar_type());
+  TORCH_CHECK(out.scalar_type() == dtype && (!cin.defined() || cin.scalar_type() == dtype),
               call.name, ": expected the input and result to have dtype ", dtype, ", but got ",
-              call.cin_t.defined() ? call.cin_t.scalar_type() : dtype, " and ", out.scalar_type());
-  check_device(call.a_t, out.device(), call.name);
-  check_device(call.b_t, out.device(), call.name);
+              cin.defined() ? cin.scalar_type() : dtype, " and ", out.scalar_type());
+  check_device(a, out.device(), call.name);
+  check_device(b, out.device(), call.name);
   at::assert_no_internal_overlap(out);
-  bool use_cin = call.cin_t.defined() && !(call.beta.isFloatingPoint() ? call.beta.toDouble() == 0
+  bool use_cin = cin.defined() && !(call.beta.isFloatingPoint() ? call.beta.toDouble() == 0
                                                                        : call.beta.toLong() == 0);
-  if (use_cin) check_device(call.cin_t, out.device(), call.name);
-  bool in_place = use_cin && same_geometry(call.cin_t, out);
-  bool clash = overlaps(out, call.a_t) || overlaps(out, call.b_t) ||
-               (use_cin && !in_place && overlaps(out, call.cin_t));
+  if (use_cin) check_device(cin, out.device(), call.name);
+  bool in_place = use_cin && same_geometry(cin, out);
+  bool clash = overlaps(out, a) || overlaps(out, b) ||
+               (use_cin && !in_place && overlaps(out, cin));
   nrt_op op{};
   op.code = NRT_OP_GEMM;
   op.num_outputs = 1;
@@ -344,7 +347,7 @@ void addmv_into(const char* name, const at::Tensor& out, const at::Tensor* self,
   call.b = shaped(vec, name, {vec.size(0), 1}, {vec.stride(0), 1});
   if (self) {
     named(name, [&] { call.cin_t = self->expand(out.sizes()); });
-    call.cin = shaped(call.cin_t, name, {out.size(0), 1}, {call.cin_t.stride(0), 1});
+    call.cin = shaped(call.cin_t, name, {out.size(0), 1}, {call.cin_t->stride(0), 1});
   }
   call.alpha = alpha, call.beta = beta;
   run_gemm(call);
