@@ -13,6 +13,7 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
@@ -26,6 +27,7 @@
   NRT_REDUCE_OPS(X)     \
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
-  NRT_RANDOM_OPS(X)
+  NRT_RANDOM_OPS(X)     \
+  NRT_GEMM_OPS(X)
 
 #endif
