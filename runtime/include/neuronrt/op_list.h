@@ -14,6 +14,7 @@
 #define NEURONRT_OP_LIST_H
 
 #include "neuronrt/ops/index.h"
+#include "neuronrt/ops/nn.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
@@ -26,6 +27,7 @@
   NRT_REDUCE_OPS(X)     \
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
-  NRT_RANDOM_OPS(X)
+  NRT_RANDOM_OPS(X)     \
+  NRT_NN_OPS(X)
 
 #endif
