@@ -1,7 +1,7 @@
 // Losses on the runtime's loss ops (neuronrt/ops/nn.h): nll_loss and
 // nll_loss2d (which cross_entropy reaches after log_softmax), and the
 // elementwise losses (MSE, smooth L1, Huber, binary cross entropy) with
-// their gradients.
+// their gradients, and two pointwise ops loss formulas reach (xlogy, logit).
 //
 // nll_loss's checks and output shapes come from its meta function. The
 // elementwise losses follow PyTorch's CPU structure: the loss of each
@@ -431,9 +431,27 @@ at::Tensor bce_backward(const at::Tensor& grad_output, const at::Tensor& x, cons
   return bce_backward_out(grad_output, x, y, weight, reduction, grad_input);
 }
 
+// ---- pointwise helpers of loss formulas (kl_div's xlogy, the logit in
+// binary_cross_entropy's target gradient), on the pointwise table ---------------------
+
+constexpr uint64_t dtype_bit(at::ScalarType t) { return uint64_t{1} << static_cast<int>(t); }
+constexpr DtypeSet kFloating{dtype_bit(at::kHalf) | dtype_bit(at::kBFloat16) | dtype_bit(at::kFloat) |
+                             dtype_bit(at::kDouble)};
+
+// logit's eps=None is -1 for the kernel: no clamp.
+void prepare_logit(PointwiseCall& call) {
+  if (call.scalars[0].isNone()) call.scalars[0] = c10::IValue(-1.0);
+}
+
+const PointwiseOp kLossHelpers[] = {
+    {"xlogy.Tensor xlogy_.Tensor xlogy.OutTensor", NRT_OP_XLOGY, PointwiseDtypes::FloatResult, kFloating},
+    {"logit logit.out", NRT_OP_LOGIT, PointwiseDtypes::FloatResult, kFloating, prepare_logit},
+};
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_pointwise_ops(m, kLossHelpers, sizeof kLossHelpers / sizeof kLossHelpers[0]);
   m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
   m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));

@@ -238,8 +238,10 @@ nrt_status rt_kernel_group_norm_backward(const nrt_op *op) {
     goto done;
   job.mean = mean;
   job.rstd = rstd;
-  job.ds = calloc((size_t)(job.batch * job.channels + 1), sizeof(double));
-  job.db = calloc((size_t)(job.batch * job.channels + 1), sizeof(double));
+  /* row 0 receives the results, so there is one even for an empty batch */
+  size_t sums = (size_t)((job.batch > 0 ? job.batch : 1) * job.channels + 1);
+  job.ds = calloc(sums, sizeof(double));
+  job.db = calloc(sums, sizeof(double));
   if (!job.ds || !job.db) {
     s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
     goto done;

@@ -66,6 +66,23 @@ DEFINE_LOSS_BACKWARD(smooth_l1_loss_backward, SMOOTH_L1_GRAD)
                       : S(T, 1) * (b - c) * a)
 DEFINE_LOSS_BACKWARD(huber_loss_backward, HUBER_GRAD)
 
+/* ---- helpers of loss formulas ------------------------------------------------ */
+
+#define XLOGY(T) (b != b ? (T)NAN : a == 0 ? (T)0 : a * log(b))
+DEFINE_LOSS(xlogy, XLOGY)
+
+/* scalars [eps]; a negative eps means no clamp (PyTorch passes -1 for None) */
+#define LOGIT_OF(T, z) log((z) / ((T)1 - (z)))
+#define LOGIT(T)                                                                           \
+  (S(T, 0) < 0 ? LOGIT_OF(T, x)                                                            \
+               : LOGIT_OF(T, x < S(T, 0) ? S(T, 0) : x > (T)1 - S(T, 0) ? (T)1 - S(T, 0) : x))
+RT_UNARY_LOOP(logit_f32, float, float, LOGIT(float))
+RT_UNARY_LOOP(logit_f64, double, double, LOGIT(double))
+nrt_status rt_kernel_logit(const nrt_op *op) {
+  static const rt_loop_table loops = FLOAT_TABLE(logit);
+  return rt_run_pointwise(op, loops, -1);
+}
+
 /* ---- binary cross entropy --------------------------------------------------- */
 
 /* The loops have four inputs or outputs beyond the generators' reach, and a

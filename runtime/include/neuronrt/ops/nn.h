@@ -74,6 +74,11 @@
  *   BINARY_CROSS_ENTROPY_BACKWARD [grad_in, grad_out, x, y, weight]
  *                                 scalars [scale]
  *   (scale multiplies the gradient: 1 / count for a mean reduction)
+ * Pointwise helpers that loss formulas reach (kl_div, the target gradient
+ * of binary cross entropy), float, with pointwise.h's conventions:
+ *   XLOGY  [out, x, y]  x log(y); 0 where x is 0, NaN where y is NaN
+ *   LOGIT  [out, x]     scalars [eps]: log(z / (1 - z)), z = x clamped to
+ *                       [eps, 1 - eps] when eps >= 0, z = x otherwise
  */
 #ifndef NEURONRT_OPS_NN_H
 #define NEURONRT_OPS_NN_H
@@ -100,6 +105,8 @@
   X(MSE_LOSS_BACKWARD, mse_loss_backward)                            \
   X(SMOOTH_L1_LOSS_BACKWARD, smooth_l1_loss_backward)                \
   X(HUBER_LOSS_BACKWARD, huber_loss_backward)                        \
-  X(BINARY_CROSS_ENTROPY_BACKWARD, binary_cross_entropy_backward)
+  X(BINARY_CROSS_ENTROPY_BACKWARD, binary_cross_entropy_backward)    \
+  X(XLOGY, xlogy)                                                    \
+  X(LOGIT, logit)
 
 #endif
