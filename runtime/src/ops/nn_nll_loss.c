@@ -9,6 +9,7 @@
  * with the smallest such position's value.
  */
 #include <stdatomic.h>
+#include <string.h>
 #include "nn_common.h"
 
 #define NLL_BLOCK 4096
@@ -94,10 +95,20 @@ static void nll_backward_range(int64_t begin, int64_t end, void *ctx) {
   nll_job *job = ctx;
   const double zero = 0;
   const nn_operand *g = &job->grad_in;
+  const int64_t elem = (int64_t)nrt_dtype_size(g->dtype);
+  /* zero (all bits clear in every floating dtype) as one memset per batch
+   * element when its [classes, spatial] block is dense, else run by run */
+  const int dense = (job->spatial == 1 || g->stride[2] == elem) &&
+                    (job->classes == 1 || g->stride[1] == job->spatial * elem);
   for (int64_t b = begin; b < end; b++) {
-    for (int64_t c = 0; c < job->classes; c++)
-      nn_convert(g->base + b * g->stride[0] + c * g->stride[1], g->dtype, g->stride[2], &zero, NRT_FLOAT64,
-                 0, job->spatial);
+    char *slab = g->base + b * g->stride[0];
+    if (dense)
+      memset(slab, 0, (size_t)(job->classes * job->spatial * elem));
+    else if (job->spatial == 1)
+      nn_convert(slab, g->dtype, g->stride[1], &zero, NRT_FLOAT64, 0, job->classes);
+    else
+      for (int64_t c = 0; c < job->classes; c++)
+        nn_convert(slab + c * g->stride[1], g->dtype, g->stride[2], &zero, NRT_FLOAT64, 0, job->spatial);
     for (int64_t s = 0; s < job->spatial; s++) {
       int64_t t, p = b * job->spatial + s;
       double w;
