@@ -122,6 +122,22 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> native_batch_norm_out(
   return {out, save_mean, save_invstd};
 }
 
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> legit_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b, at::Tensor& rm,
+    at::Tensor& rv, bool training, double momentum, double eps, at::Tensor& out, at::Tensor& save_mean,
+    at::Tensor& save_invstd) {
+  NEURON_TRACK_OP("aten::_native_batch_norm_legit.out");
+  return native_batch_norm_out(input, w, b, rm, rv, training, momentum, eps, out, save_mean, save_invstd);
+}
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> legit_no_stats_out(
+    const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b, bool training,
+    double momentum, double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  NEURON_TRACK_OP("aten::_native_batch_norm_legit.no_stats_out");
+  return native_batch_norm_out(input, w, b, std::nullopt, std::nullopt, training, momentum, eps, out, save_mean,
+                               save_invstd);
+}
+
 Tensor3 legit(const at::Tensor& input, const std::optional<at::Tensor>& w, const std::optional<at::Tensor>& b,
               at::Tensor& rm, at::Tensor& rv, bool training, double momentum, double eps) {
   NEURON_TRACK_OP("aten::_native_batch_norm_legit");
@@ -203,6 +219,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm.out", TORCH_FN(native_batch_norm_out));
   m.impl("_native_batch_norm_legit", TORCH_FN(legit));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(legit_no_stats));
+  m.impl("_native_batch_norm_legit.out", TORCH_FN(legit_out));
+  m.impl("_native_batch_norm_legit.no_stats_out", TORCH_FN(legit_no_stats_out));
   m.impl("_batch_norm_with_update", TORCH_FN(with_update));
   m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
   m.impl("batch_norm_backward", TORCH_FN(batch_norm_backward));

@@ -445,7 +445,9 @@ void prepare_logit(PointwiseCall& call) {
 
 const PointwiseOp kLossHelpers[] = {
     {"xlogy.Tensor xlogy_.Tensor xlogy.OutTensor", NRT_OP_XLOGY, PointwiseDtypes::FloatResult, kFloating},
-    {"logit logit.out", NRT_OP_LOGIT, PointwiseDtypes::FloatResult, kFloating, prepare_logit},
+    {"logit logit_ logit.out", NRT_OP_LOGIT, PointwiseDtypes::FloatResult, kFloating, prepare_logit},
+    {"logit_backward logit_backward.grad_input", NRT_OP_LOGIT_BACKWARD, PointwiseDtypes::Arithmetic, kFloating,
+     prepare_logit},
 };
 
 }  // namespace

@@ -173,6 +173,9 @@ void check_group_norm(const at::Tensor& X, const at::Tensor& gamma, const at::Te
               "the number of channels in input, but got bias of shape ", beta.sizes(),
               " and input of shape ", X.sizes());
   check_floating(X, "GroupNormKernelImpl");
+  // As on the CPU: group_norm makes its input contiguous before calling this.
+  TORCH_CHECK(X.is_contiguous(X.suggest_memory_format()), "Expected X.is_contiguous(memory_format) to be true, "
+              "but got false.");
 }
 
 Tensor3 group_norm(const at::Tensor& input, const std::optional<at::Tensor>& gamma_opt,

@@ -9,8 +9,9 @@
  * in order: fixed blocking, so results do not depend on the thread count.
  * Statistics take two passes (mean, then squared deviations from it).
  *
- * Training: mean, var (biased), invstd = 1 / sqrt(var + eps); y = (x -
- * mean) invstd w + b. Gradient: with dy = sum grad_out and dot = sum
+ * Training: mean, var (biased), invstd = 1 / sqrt(var + eps); y = x alpha
+ * + beta with alpha = invstd w, beta = b - mean alpha (as PyTorch's CPU
+ * kernel evaluates it). Gradient: with dy = sum grad_out and dot = sum
  * grad_out (x - mean) over the channel's count elements,
  *   grad_in = w invstd (grad_out - dy / count - (x - mean) invstd^2 dot / count),
  *   grad_weight = dot invstd, grad_bias = dy.
@@ -53,7 +54,7 @@ typedef struct bn_job {
                                              C *restrict y, int64_t n, enum bn_pass pass, C mu,   \
                                              C k0, C k1, C k2) {                                  \
     if (pass == PASS_APPLY)                                                                       \
-      for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mu) * k0 + k1;                               \
+      for (int64_t j = 0; j < n; j++) y[j] = x[j] * k0 + k1;                                      \
     else                                                                                          \
       for (int64_t j = 0; j < n; j++) y[j] = gy[j] * k0 + (x[j] - mu) * k1 + k2;                  \
   }                                                                                               \
@@ -75,7 +76,7 @@ typedef struct bn_job {
                                               const C *restrict mu, const C *restrict k0,         \
                                               const C *restrict k1, const C *restrict k2) {       \
     if (pass == PASS_APPLY)                                                                       \
-      for (int64_t j = 0; j < w; j++) y[j] = (x[j] - mu[j]) * k0[j] + k1[j];                      \
+      for (int64_t j = 0; j < w; j++) y[j] = x[j] * k0[j] + k1[j];                                \
     else                                                                                          \
       for (int64_t j = 0; j < w; j++) y[j] = gy[j] * k0[j] + (x[j] - mu[j]) * k1[j] + k2[j];      \
   }                                                                                               \
@@ -294,9 +295,10 @@ nrt_status rt_kernel_batch_norm(const nrt_op *op) {
       invstd[ch] = 1.0 / sqrt((rv ? ((double *)rv)[ch] : 1.0) + eps);
     }
   }
+  /* y = x alpha + beta, the form PyTorch's CPU kernel evaluates */
   for (int64_t ch = 0; ch < C; ch++) {
     job.k0[ch] = invstd[ch] * (w ? ((double *)w)[ch] : 1.0);
-    job.k1[ch] = b ? ((double *)b)[ch] : 0.0;
+    job.k1[ch] = (b ? ((double *)b)[ch] : 0.0) - job.mean[ch] * job.k0[ch];
   }
   job.y = nn_operand_of(&op->operands[0]);
   if (count > 0 && C > 0 && (s = bn_pass_run(&job, PASS_APPLY, name))) goto done;

@@ -78,10 +78,34 @@ DEFINE_LOSS(xlogy, XLOGY)
                : LOGIT_OF(T, x < S(T, 0) ? S(T, 0) : x > (T)1 - S(T, 0) ? (T)1 - S(T, 0) : x))
 RT_UNARY_LOOP(logit_f32, float, float, LOGIT(float))
 RT_UNARY_LOOP(logit_f64, double, double, LOGIT(double))
+/* float16 and bfloat16 round every step to the type, as PyTorch's CPU
+ * kernel computes them: the clamp bounds, 1 - z, the quotient and the log. */
+#define DEFINE_LOGIT16(NAME, TO_F, FROM_F)                                            \
+  static inline __attribute__((always_inline)) uint16_t NAME(uint16_t x, double eps) {  \
+    float lo = TO_F(FROM_F((float)eps)), hi = TO_F(FROM_F(1.0f - lo));                  \
+    float v = TO_F(x);                                                                  \
+    float z = eps < 0 ? v : v < lo ? lo : v > hi ? hi : v;                              \
+    float q = TO_F(FROM_F(z / TO_F(FROM_F(1.0f - z))));                                 \
+    return FROM_F(logf(q));                                                             \
+  }
+DEFINE_LOGIT16(logit_of_bf16, rt_bfloat16_to_float, rt_bfloat16_from_float)
+DEFINE_LOGIT16(logit_of_f16, rt_half_to_float, rt_half_from_float)
+RT_UNARY_LOOP(logit_bf16, uint16_t, uint16_t, logit_of_bf16(x, sc->f[0]))
+RT_UNARY_LOOP(logit_f16, uint16_t, uint16_t, logit_of_f16(x, sc->f[0]))
 nrt_status rt_kernel_logit(const nrt_op *op) {
   static const rt_loop_table loops = FLOAT_TABLE(logit);
-  return rt_run_pointwise(op, loops, -1);
+  nrt_dtype t = op->compute_dtype;
+  if (!rt_is_16bit_float(t)) return rt_run_pointwise(op, loops, -1);
+  if (op->num_operands != 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "logit: expects operands (out, x)");
+  const nrt_dtype want[2] = {t, t}; /* the loop reads and writes the 16-bit storage */
+  return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? logit_bf16 : logit_f16, want);
 }
+
+/* (grad_in, grad_out, x): a is grad_out, b is x */
+#define LOGIT_GRAD(T)                                                      \
+  (S(T, 0) < 0 ? (b < 0 || b > 1 ? (T)NAN : a / (b * ((T)1 - b)))          \
+               : (b < S(T, 0) || b > (T)1 - S(T, 0) ? (T)0 : a / (b * ((T)1 - b))))
+DEFINE_LOSS(logit_backward, LOGIT_GRAD)
 
 /* ---- binary cross entropy --------------------------------------------------- */
 

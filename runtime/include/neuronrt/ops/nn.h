@@ -79,6 +79,9 @@
  *   XLOGY  [out, x, y]  x log(y); 0 where x is 0, NaN where y is NaN
  *   LOGIT  [out, x]     scalars [eps]: log(z / (1 - z)), z = x clamped to
  *                       [eps, 1 - eps] when eps >= 0, z = x otherwise
+ *   LOGIT_BACKWARD [grad_in, grad_out, x]  scalars [eps]: grad_out / (x (1 - x));
+ *                       0 outside [eps, 1 - eps] when eps >= 0, NaN outside
+ *                       [0, 1] otherwise
  */
 #ifndef NEURONRT_OPS_NN_H
 #define NEURONRT_OPS_NN_H
@@ -107,6 +110,7 @@
   X(HUBER_LOSS_BACKWARD, huber_loss_backward)                        \
   X(BINARY_CROSS_ENTROPY_BACKWARD, binary_cross_entropy_backward)    \
   X(XLOGY, xlogy)                                                    \
-  X(LOGIT, logit)
+  X(LOGIT, logit)                                                    \
+  X(LOGIT_BACKWARD, logit_backward)
 
 #endif
