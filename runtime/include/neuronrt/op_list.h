@@ -15,6 +15,7 @@
 
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
+#include "neuronrt/ops/nn.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
@@ -28,6 +29,7 @@
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
   NRT_RANDOM_OPS(X)     \
-  NRT_GEMM_OPS(X)
+  NRT_GEMM_OPS(X)       \
+  NRT_NN_OPS(X)
 
 #endif

@@ -1,0 +1,116 @@
+/* Normalisation, softmax and loss ops (see op_list.h).
+ *
+ * Floating data only. float16 and bfloat16 are computed and accumulated in
+ * float32, float32 in float32 (long sums are cut into fixed chunks whose
+ * float32 partial sums are added in float64), float64 in float64. Operands
+ * of one op may mix floating dtypes (a bfloat16 input with float32 weights,
+ * a float32 gradient of a float16 softmax): each is read in its own dtype.
+ * Every split of the work depends on the shapes only, so results do not
+ * depend on the number of kernel threads. An optional operand that is
+ * absent is an empty view (0 elements); an output that is not wanted is
+ * likewise empty.
+ *
+ * Softmax. Operands are 3-d views [outer, n, inner] (any strides) and the
+ * op works along the middle dimension:
+ *   SOFTMAX, LOG_SOFTMAX        [out, in]
+ *   SOFTMAX_BACKWARD            [grad_in, grad_out, out]:
+ *                               grad_in = out (grad_out - sum(grad_out out))
+ *   LOG_SOFTMAX_BACKWARD        [grad_in, grad_out, out]:
+ *                               grad_in = grad_out - exp(out) sum(grad_out)
+ *
+ * Row norms. in is [rows, n] (any strides); weight, bias [n]; mean, rstd
+ * [rows]. rstd = 1 / sqrt(var + eps) with the biased variance; RMS_NORM
+ * uses the mean square instead of the variance and does not centre.
+ *   LAYER_NORM   [out, mean, rstd, in, weight?, bias?]  scalars [eps]
+ *   RMS_NORM     [out, rstd, in, weight?]               scalars [eps]
+ *   LAYER_NORM_BACKWARD [grad_in?, grad_weight?, grad_bias?, grad_out, in,
+ *                        mean, rstd, weight?]
+ *   RMS_NORM_BACKWARD   [grad_in?, grad_weight?, grad_out, in, rstd, weight?]
+ *
+ * Group norm. in is [batch, channels, spatial] (any strides); channels
+ * split into groups of equal size; weight, bias [channels]; mean, rstd
+ * [batch, groups].
+ *   GROUP_NORM          [out, mean, rstd, in, weight?, bias?]  scalars [groups, eps]
+ *   GROUP_NORM_BACKWARD [grad_in?, grad_weight?, grad_bias?, grad_out, in,
+ *                        mean, rstd, weight?]                  scalars [groups]
+ *
+ * Batch norm. in is [batch, channels, spatial] (any strides); every other
+ * operand is [channels] or absent. Training: the batch statistics are
+ * computed, saved (mean and invstd = 1 / sqrt(var + eps)) and folded into
+ * the running statistics when given: running = (1 - momentum) running +
+ * momentum stat, with the unbiased variance. Evaluation: the running
+ * statistics normalise and nothing is saved.
+ *   BATCH_NORM          [out, save_mean?, save_invstd?, running_mean?,
+ *                        running_var?, in, weight?, bias?]
+ *                       scalars [training, momentum, eps]
+ *   BATCH_NORM_BACKWARD [grad_in?, grad_weight?, grad_bias?, grad_out, in,
+ *                        weight?, mean, invstd_or_var]  scalars [training, eps]
+ *                       training: mean and invstd are the saved ones;
+ *                       evaluation: the running mean and variance
+ *
+ * Losses.
+ *   NLL_LOSS [out, total_weight, in, target, weight?]
+ *            scalars [reduction (0 none, 1 mean, 2 sum), ignore_index]
+ *            in [batch, classes, spatial], target int64 [batch, spatial],
+ *            out [batch, spatial] (none) or one element; total_weight one
+ *            element: the summed weights of the targets counted (0 for
+ *            none). A target outside [0, classes) other than ignore_index
+ *            fails with NRT_ERROR_INDEX_OUT_OF_RANGE.
+ *   NLL_LOSS_BACKWARD [grad_in, grad_out, target, weight?, total_weight]
+ *            the same scalars and layouts; grad_in is written in full.
+ * Pointwise losses (operands of one shape, broadcast allowed, as in
+ * pointwise.h; reductions are left to the reduction ops):
+ *   MSE_LOSS         [out, x, y]                   (x - y)^2
+ *   SMOOTH_L1_LOSS   [out, x, y]  scalars [beta]   0.5 d^2 / beta if |d| < beta,
+ *                                                  else |d| - 0.5 beta
+ *   HUBER_LOSS       [out, x, y]  scalars [delta]  0.5 d^2 if |d| < delta,
+ *                                                  else delta (|d| - 0.5 delta)
+ *   BINARY_CROSS_ENTROPY [out, x, y, weight]       -w (y max(log x, -100) +
+ *                    (1 - y) max(log(1 - x), -100)); x outside [0, 1] fails
+ *                    with NRT_ERROR_INVALID_ARGUMENT
+ *   MSE_LOSS_BACKWARD         [grad_in, grad_out, x, y]  scalars [scale]
+ *   SMOOTH_L1_LOSS_BACKWARD   [grad_in, grad_out, x, y]  scalars [beta, scale]
+ *   HUBER_LOSS_BACKWARD       [grad_in, grad_out, x, y]  scalars [delta, scale]
+ *   BINARY_CROSS_ENTROPY_BACKWARD [grad_in, grad_out, x, y, weight]
+ *                                 scalars [scale]
+ *   (scale multiplies the gradient: 1 / count for a mean reduction)
+ * Pointwise helpers that loss formulas reach (kl_div, the target gradient
+ * of binary cross entropy), float, with pointwise.h's conventions:
+ *   XLOGY  [out, x, y]  x log(y); 0 where x is 0, NaN where y is NaN
+ *   LOGIT  [out, x]     scalars [eps]: log(z / (1 - z)), z = x clamped to
+ *                       [eps, 1 - eps] when eps >= 0, z = x otherwise
+ *   LOGIT_BACKWARD [grad_in, grad_out, x]  scalars [eps]: grad_out / (x (1 - x));
+ *                       0 outside [eps, 1 - eps] when eps >= 0, NaN outside
+ *                       [0, 1] otherwise
+ */
+#ifndef NEURONRT_OPS_NN_H
+#define NEURONRT_OPS_NN_H
+
+#define NRT_NN_OPS(X)                                                \
+  X(SOFTMAX, softmax)                                                \
+  X(LOG_SOFTMAX, log_softmax)                                        \
+  X(SOFTMAX_BACKWARD, softmax_backward)                              \
+  X(LOG_SOFTMAX_BACKWARD, log_softmax_backward)                      \
+  X(LAYER_NORM, layer_norm)                                          \
+  X(RMS_NORM, rms_norm)                                              \
+  X(LAYER_NORM_BACKWARD, layer_norm_backward)                        \
+  X(RMS_NORM_BACKWARD, rms_norm_backward)                            \
+  X(GROUP_NORM, group_norm)                                          \
+  X(GROUP_NORM_BACKWARD, group_norm_backward)                        \
+  X(BATCH_NORM, batch_norm)                                          \
+  X(BATCH_NORM_BACKWARD, batch_norm_backward)                        \
+  X(NLL_LOSS, nll_loss)                                              \
+  X(NLL_LOSS_BACKWARD, nll_loss_backward)                            \
+  X(MSE_LOSS, mse_loss)                                              \
+  X(SMOOTH_L1_LOSS, smooth_l1_loss)                                  \
+  X(HUBER_LOSS, huber_loss)                                          \
+  X(BINARY_CROSS_ENTROPY, binary_cross_entropy)                      \
+  X(MSE_LOSS_BACKWARD, mse_loss_backward)                            \
+  X(SMOOTH_L1_LOSS_BACKWARD, smooth_l1_loss_backward)                \
+  X(HUBER_LOSS_BACKWARD, huber_loss_backward)                        \
+  X(BINARY_CROSS_ENTROPY_BACKWARD, binary_cross_entropy_backward)    \
+  X(XLOGY, xlogy)                                                    \
+  X(LOGIT, logit)                                                    \
+  X(LOGIT_BACKWARD, logit_backward)
+
+#endif
