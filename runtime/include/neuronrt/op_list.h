@@ -13,7 +13,9 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/attention.h"
 #include "neuronrt/ops/index.h"
+#include "neuronrt/ops/optim.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
@@ -26,6 +28,8 @@
   NRT_REDUCE_OPS(X)     \
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
-  NRT_RANDOM_OPS(X)
+  NRT_RANDOM_OPS(X)     \
+  NRT_ATTENTION_OPS(X)  \
+  NRT_OPTIM_OPS(X)
 
 #endif
