@@ -41,6 +41,7 @@ from torchneuron.neuron.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from torchneuron.neuron import amp
 from torchneuron.neuron.memory import (
     empty_cache,
     max_memory_allocated,

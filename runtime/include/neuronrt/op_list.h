@@ -13,9 +13,11 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/attention.h"
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
 #include "neuronrt/ops/nn.h"
+#include "neuronrt/ops/optim.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
@@ -30,6 +32,8 @@
   NRT_SHAPE_OPS(X)      \
   NRT_RANDOM_OPS(X)     \
   NRT_GEMM_OPS(X)       \
-  NRT_NN_OPS(X)
+  NRT_NN_OPS(X)         \
+  NRT_ATTENTION_OPS(X)  \
+  NRT_OPTIM_OPS(X)
 
 #endif

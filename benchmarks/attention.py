@@ -1,0 +1,106 @@
+"""Attention and optimizer steps on neuron versus PyTorch CPU.
+
+SDPA forward and forward+backward at GPT-2 small shapes (B=8, H=12, D=64,
+causal, L = 256 and 1024; float32 and bfloat16), and an AdamW step over
+about 10M parameters (GPT-2-like tensor shapes), fused=True and
+foreach=True, on both devices. Each time is the median of several runs in
+this process (the best run is printed too); a ratio is CPU time / neuron
+time (above 1.0 means neuron is faster). PyTorch CPU runs with 2 threads
+unless --cpu-threads says otherwise; on CPU, SDPA takes PyTorch's flash
+attention CPU kernel.
+
+    python benchmarks/attention.py [--repeats N] [--cpu-threads T] [--quick]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import torchneuron  # noqa: F401
+
+
+def seconds(fn, sync, repeats):
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def sync_for(device):
+    return torch.neuron.synchronize if device == "neuron" else (lambda: None)
+
+
+def sdpa_rows(args):
+    lengths = [256] if args.quick else [256, 1024]
+    dtypes = [torch.float32] if args.quick else [torch.float32, torch.bfloat16]
+    print(f"SDPA, causal, B=8 H=12 D=64; CPU threads {args.cpu_threads}; median of {args.repeats}")
+    print(f"{'L':>5} {'dtype':<9}{'pass':<9}{'neuron ms':>10}{'(best)':>8}{'cpu ms':>9}{'(best)':>8}"
+          f"{'ratio':>7}")
+    for L in lengths:
+        for dtype in dtypes:
+            shape = (8, 12, L, 64)
+            base = [torch.randn(shape).to(dtype) for _ in range(3)]
+            grad = torch.randn(shape).to(dtype)
+            res = {}
+            for device in ("neuron", "cpu"):
+                q, k, v = (t.to(device).requires_grad_() for t in base)
+                g = grad.to(device)
+
+                def fwd():
+                    with torch.no_grad():
+                        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+                def fwd_bwd():
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    out.backward(g)
+
+                res[device] = {p: seconds(fn, sync_for(device), args.repeats)
+                               for p, fn in (("fwd", fwd), ("fwd+bwd", fwd_bwd))}
+            for p in ("fwd", "fwd+bwd"):
+                (nm, nb), (cm, cb) = res["neuron"][p], res["cpu"][p]
+                print(f"{L:>5} {str(dtype)[6:]:<9}{p:<9}{nm * 1e3:>10.2f}{nb * 1e3:>8.2f}"
+                      f"{cm * 1e3:>9.2f}{cb * 1e3:>8.2f}{cm / nm:>7.2f}")
+
+
+def adamw_rows(args):
+    # GPT-2-like parameter shapes, about 10M parameters in 50 tensors.
+    shapes = []
+    for _ in range(4):
+        shapes += [(768, 768)] * 3 + [(768,)] * 6 + [(768, 768)] + [(768,)] * 2
+    shapes += [(8192, 96)] * 2
+    n = sum(torch.Size(s).numel() for s in shapes)
+    print(f"\nAdamW step over {n / 1e6:.1f}M float32 parameters in {len(shapes)} tensors")
+    print(f"{'impl':<9}{'neuron ms':>10}{'(best)':>8}{'cpu ms':>9}{'(best)':>8}{'ratio':>7}")
+    for impl in ("fused", "foreach"):
+        res = {}
+        for device in ("neuron", "cpu"):
+            params = [torch.nn.Parameter(torch.randn(s, device=device)) for s in shapes]
+            for p in params:
+                p.grad = torch.randn_like(p)
+            opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, **{impl: True})
+            res[device] = seconds(opt.step, sync_for(device), args.repeats)
+        (nm, nb), (cm, cb) = res["neuron"], res["cpu"]
+        print(f"{impl:<9}{nm * 1e3:>10.2f}{nb * 1e3:>8.2f}{cm * 1e3:>9.2f}{cb * 1e3:>8.2f}"
+              f"{cm / nm:>7.2f}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="L=256 float32 only")
+    args = parser.parse_args()
+    torch.set_num_threads(args.cpu_threads)
+    sdpa_rows(args)
+    adamw_rows(args)
+
+
+if __name__ == "__main__":
+    main()

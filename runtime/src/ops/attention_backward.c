@@ -1,0 +1,264 @@
+/* SDPA_BACKWARD_KV and SDPA_BACKWARD_Q (layouts in neuronrt/ops/attention.h).
+ *
+ * Both recompute the attention weights of a block from the saved log-sum-exp,
+ *   P = exp(scale * q.k + bias - lse),
+ * and with D = rowsum(grad_out * out) (SDPA_BACKWARD_STATS) and the dropout
+ * factors Z of the forward pass:
+ *   grad_v += (P Z)^T grad_out,   dS = P (Z (grad_out v^T) - D),
+ *   grad_k += scale dS^T q,       grad_q += scale dS k.
+ * KV tasks own a block of keys of one key/value head and walk every query
+ * block of the query heads that read it (grouped-query attention); Q tasks
+ * own a block of queries and walk the key blocks. Each gradient element is
+ * summed by one task in a fixed order, so no atomics and no dependence on
+ * the thread count; the price is computing the weights twice.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "attention_tiles.h"
+#include "elementwise.h"
+#include "thread_pool.h"
+#include "vmath.h"
+
+typedef struct backward_ctx {
+  rt_attn a;
+  const nrt_tensor_view *grad_q, *grad_k, *grad_v, *grad_scores, *grad_out, *stats;
+  int64_t blocks; /* query blocks (Q) or key blocks (KV) per head */
+  int failed;
+} backward_ctx;
+
+/* One row of a block: p = exp(s * scale + bias - lse), pz = p z (out, if
+ * asked), s = p (dp z - D). lse and D are per column (they belong to the
+ * queries, which are columns in the KV kernel's transposed tiles). */
+RT_SIMD_CLONES static void backward_row(float *s, const float *dp, const float *bias,
+                                        const float *z, int64_t n, float scale, const float *lse,
+                                        const float *delta, float *pz) {
+  for (int64_t j = 0; j < n; j++) {
+    float x = s[j] * scale + (bias ? bias[j] : 0.0f);
+    float p = rt_vm_expf(x - lse[j]);
+    float zj = z ? z[j] : 1.0f;
+    if (pz) pz[j] = p * zj;
+    s[j] = p * (dp[j] * zj - delta[j]);
+  }
+}
+
+/* lse and D of query rows [q0, q0 + nq) of (b, h); padding rows get 0. */
+static void load_stats(const backward_ctx *c, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                       int64_t pad, float *lse, float *delta) {
+  const int64_t *ss = c->stats->strides;
+  const float *base = (const float *)c->stats->data + b * ss[0] + h * ss[1];
+  for (int64_t i = 0; i < nq; i++) {
+    lse[i] = base[(q0 + i) * ss[2]];
+    delta[i] = base[(q0 + i) * ss[2] + ss[3]];
+  }
+  for (int64_t i = nq; i < pad; i++) lse[i] = 0, delta[i] = 0;
+}
+
+static nrt_status parse(const nrt_op *op, int outputs_max, backward_ctx *c) {
+  memset(c, 0, sizeof *c);
+  const char *name = nrt_op_name(op->code);
+  if (op->num_outputs < 1 || op->num_outputs > outputs_max)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad number of outputs", name);
+  int n_out = op->num_outputs;
+  /* inputs: grad_out, q, k, v, stats, mask? */
+  nrt_status s = rt_attn_parse(op, n_out + 1, 1, &c->a);
+  if (s) return s;
+  const rt_attn *a = &c->a;
+  c->grad_out = &op->operands[n_out];
+  c->stats = &op->operands[n_out + 4];
+  const nrt_tensor_view *g = c->grad_out, *st = c->stats;
+  if (g->ndim != 4 || g->dtype != a->q->dtype || g->shape[0] != a->B || g->shape[1] != a->H ||
+      g->shape[2] != a->L || g->shape[3] != a->Ev)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: grad_out must be (B, H, L, Ev) in q's dtype", name);
+  if (st->ndim != 4 || st->dtype != NRT_FLOAT32 || st->shape[0] != a->B || st->shape[1] != a->H ||
+      st->shape[2] != a->L || st->shape[3] != 2)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: stats must be float32 (B, H, L, 2)", name);
+  return NRT_SUCCESS;
+}
+
+static int same_shape(const nrt_tensor_view *x, const nrt_tensor_view *like) {
+  if (x->ndim != like->ndim || x->dtype != like->dtype) return 0;
+  for (int d = 0; d < x->ndim; d++)
+    if (x->shape[d] != like->shape[d]) return 0;
+  return 1;
+}
+
+static int alloc_tiles(float **buf, const int64_t *sizes, int n) {
+  int ok = 1;
+  for (int k = 0; k < n; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
+  return ok;
+}
+
+static void free_tiles(float **buf, int n) {
+  for (int k = 0; k < n; k++) free(buf[k]);
+}
+
+/* ---- SDPA_BACKWARD_KV -------------------------------------------------------------- */
+
+enum { KV_K, KV_V, KV_QT, KV_Q, KV_GT, KV_G, KV_S, KV_DP, KV_PZ, KV_BIAS, KV_Z, KV_DK, KV_DV,
+       KV_LSE, KV_D, KV_TILES };
+
+static void kv_block(const backward_ctx *c, float **t, int64_t task) {
+  const rt_attn *a = &c->a;
+  const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
+  int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
+  int64_t kb = task % c->blocks, bhk = task / c->blocks;
+  int64_t b = bhk / a->Hk, hk = bhk % a->Hk;
+  int64_t k0 = kb * BK, nk = a->S - k0 < BK ? a->S - k0 : BK;
+  rt_attn_load(a->k, b, hk, k0, nk, a->E, t[KV_K], Ep, 0);
+  rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t[KV_V], Evp, 0);
+  memset(t[KV_DK], 0, (size_t)(nk * Ep) * sizeof(float));
+  memset(t[KV_DV], 0, (size_t)(nk * Evp) * sizeof(float));
+  int64_t qstart = a->causal ? k0 / BQ * BQ : 0; /* earlier queries see none of these keys */
+  for (int64_t h = hk * a->group; h < (hk + 1) * a->group; h++) {
+    for (int64_t q0 = qstart; q0 < a->L; q0 += BQ) {
+      int64_t nq = a->L - q0 < BQ ? a->L - q0 : BQ;
+      rt_attn_load_t(a->q, b, h, q0, nq, a->E, t[KV_QT], BQ, 0);
+      rt_attn_load(a->q, b, h, q0, nq, a->E, t[KV_Q], Ep, 0);
+      rt_attn_load_t(c->grad_out, b, h, q0, nq, a->Ev, t[KV_GT], BQ, 0);
+      rt_attn_load(c->grad_out, b, h, q0, nq, a->Ev, t[KV_G], Evp, 0);
+      load_stats(c, b, h, q0, nq, BQ, t[KV_LSE], t[KV_D]);
+      memset(t[KV_S], 0, (size_t)(nk * BQ) * sizeof(float));
+      memset(t[KV_DP], 0, (size_t)(nk * BQ) * sizeof(float));
+      rt_attn_gemm(nk, BQ, a->E, t[KV_K], Ep, t[KV_QT], BQ, t[KV_S], BQ);
+      rt_attn_gemm(nk, BQ, a->Ev, t[KV_V], Evp, t[KV_GT], BQ, t[KV_DP], BQ);
+      int has_bias = rt_attn_bias(a, b, h, q0, nq, k0, nk, t[KV_BIAS], BQ, 1);
+      if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[KV_Z], BQ, 1);
+      for (int64_t j = 0; j < nk; j++)
+        backward_row(t[KV_S] + j * BQ, t[KV_DP] + j * BQ, has_bias ? t[KV_BIAS] + j * BQ : NULL,
+                     a->dropout ? t[KV_Z] + j * BQ : NULL, BQ, a->scale, t[KV_LSE], t[KV_D],
+                     t[KV_PZ] + j * BQ);
+      rt_attn_gemm(nk, Evp, nq, t[KV_PZ], BQ, t[KV_G], Evp, t[KV_DV], Evp);
+      rt_attn_gemm(nk, Ep, nq, t[KV_S], BQ, t[KV_Q], Ep, t[KV_DK], Ep);
+    }
+  }
+  for (int64_t j = 0; j < nk; j++) rt_attn_row_scale(t[KV_DK] + j * Ep, Ep, a->scale);
+  rt_attn_store(c->grad_k, b, hk, k0, nk, 0, a->E, t[KV_DK], Ep);
+  rt_attn_store(c->grad_v, b, hk, k0, nk, 0, a->Ev, t[KV_DV], Evp);
+}
+
+static void kv_range(int64_t begin, int64_t end, void *arg) {
+  backward_ctx *c = arg;
+  const rt_attn *a = &c->a;
+  const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
+  int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
+  int64_t sizes[KV_TILES] = {
+      [KV_K] = BK * Ep,  [KV_V] = BK * Evp,  [KV_QT] = Ep * BQ,  [KV_Q] = BQ * Ep,
+      [KV_GT] = Evp * BQ, [KV_G] = BQ * Evp, [KV_S] = BK * BQ,   [KV_DP] = BK * BQ,
+      [KV_PZ] = BK * BQ, [KV_BIAS] = BK * BQ, [KV_Z] = BK * BQ,  [KV_DK] = BK * Ep,
+      [KV_DV] = BK * Evp, [KV_LSE] = BQ,     [KV_D] = BQ};
+  float *t[KV_TILES] = {0};
+  if (alloc_tiles(t, sizes, KV_TILES)) {
+    for (int64_t task = begin; task < end; task++) kv_block(c, t, task);
+  } else {
+    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+  }
+  free_tiles(t, KV_TILES);
+}
+
+nrt_status rt_kernel_sdpa_backward_kv(const nrt_op *op) {
+  backward_ctx c;
+  nrt_status s = parse(op, 2, &c);
+  if (s) return s;
+  if (op->num_outputs != 2)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "sdpa_backward_kv: expects outputs (grad_k, grad_v)");
+  c.grad_k = &op->operands[0];
+  c.grad_v = &op->operands[1];
+  if (!same_shape(c.grad_k, c.a.k) || !same_shape(c.grad_v, c.a.v))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "sdpa_backward_kv: grad_k and grad_v must have the shapes and dtype of k and v");
+  c.blocks = (c.a.S + RT_ATTN_BK - 1) / RT_ATTN_BK;
+  int64_t tasks = c.a.B * c.a.Hk * c.blocks;
+  if (tasks == 0) return NRT_SUCCESS;
+  rt_parallel_for(tasks, 1, kv_range, &c);
+  if (c.failed)
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sdpa_backward_kv: cannot allocate the kernel's tiles");
+  return NRT_SUCCESS;
+}
+
+/* ---- SDPA_BACKWARD_Q --------------------------------------------------------------- */
+
+enum { Q_Q, Q_G, Q_KT, Q_VT, Q_K, Q_S, Q_DP, Q_BIAS, Q_Z, Q_DQ, Q_TILES };
+
+static void q_block(const backward_ctx *c, float **t, int64_t task) {
+  const rt_attn *a = &c->a;
+  const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
+  int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
+  int64_t qb = task % c->blocks, bh = task / c->blocks;
+  int64_t b = bh / a->H, h = bh % a->H, hk = h / a->group;
+  int64_t q0 = qb * BQ, nq = a->L - q0 < BQ ? a->L - q0 : BQ;
+  rt_attn_load(a->q, b, h, q0, nq, a->E, t[Q_Q], Ep, 0);
+  rt_attn_load(c->grad_out, b, h, q0, nq, a->Ev, t[Q_G], Evp, 0);
+  memset(t[Q_DQ], 0, (size_t)(nq * Ep) * sizeof(float));
+  float lse_row[RT_ATTN_BQ], d_row[RT_ATTN_BQ];
+  load_stats(c, b, h, q0, nq, BQ, lse_row, d_row);
+  int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
+  if (c->grad_scores && kend < a->S) { /* keys no query of the block sees */
+    memset(t[Q_S], 0, (size_t)(nq * BK) * sizeof(float));
+    for (int64_t k0 = kend; k0 < a->S; k0 += BK)
+      rt_attn_store(c->grad_scores, b, h, q0, nq, k0, a->S - k0 < BK ? a->S - k0 : BK, t[Q_S], BK);
+  }
+  for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+    int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
+    rt_attn_load_t(a->k, b, hk, k0, nk, a->E, t[Q_KT], BK, 0);
+    rt_attn_load_t(a->v, b, hk, k0, nk, a->Ev, t[Q_VT], BK, 0);
+    rt_attn_load(a->k, b, hk, k0, nk, a->E, t[Q_K], Ep, 0);
+    memset(t[Q_S], 0, (size_t)(nq * BK) * sizeof(float));
+    memset(t[Q_DP], 0, (size_t)(nq * BK) * sizeof(float));
+    rt_attn_gemm(nq, BK, a->E, t[Q_Q], Ep, t[Q_KT], BK, t[Q_S], BK);
+    rt_attn_gemm(nq, BK, a->Ev, t[Q_G], Evp, t[Q_VT], BK, t[Q_DP], BK);
+    int has_bias = rt_attn_bias(a, b, h, q0, nq, k0, nk, t[Q_BIAS], BK, 0);
+    if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[Q_Z], BK, 0);
+    for (int64_t i = 0; i < nq; i++) {
+      float lse[RT_ATTN_BK], delta[RT_ATTN_BK];
+      for (int64_t j = 0; j < BK; j++) lse[j] = lse_row[i], delta[j] = d_row[i];
+      backward_row(t[Q_S] + i * BK, t[Q_DP] + i * BK, has_bias ? t[Q_BIAS] + i * BK : NULL,
+                   a->dropout ? t[Q_Z] + i * BK : NULL, BK, a->scale, lse, delta, NULL);
+    }
+    if (c->grad_scores) rt_attn_store(c->grad_scores, b, h, q0, nq, k0, nk, t[Q_S], BK);
+    rt_attn_gemm(nq, Ep, nk, t[Q_S], BK, t[Q_K], Ep, t[Q_DQ], Ep);
+  }
+  for (int64_t i = 0; i < nq; i++) rt_attn_row_scale(t[Q_DQ] + i * Ep, Ep, a->scale);
+  rt_attn_store(c->grad_q, b, h, q0, nq, 0, a->E, t[Q_DQ], Ep);
+}
+
+static void q_range(int64_t begin, int64_t end, void *arg) {
+  backward_ctx *c = arg;
+  const rt_attn *a = &c->a;
+  const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
+  int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
+  int64_t sizes[Q_TILES] = {[Q_Q] = BQ * Ep,   [Q_G] = BQ * Evp,  [Q_KT] = Ep * BK,
+                            [Q_VT] = Evp * BK, [Q_K] = BK * Ep,   [Q_S] = BQ * BK,
+                            [Q_DP] = BQ * BK,  [Q_BIAS] = BQ * BK, [Q_Z] = BQ * BK,
+                            [Q_DQ] = BQ * Ep};
+  float *t[Q_TILES] = {0};
+  if (alloc_tiles(t, sizes, Q_TILES)) {
+    for (int64_t task = begin; task < end; task++) q_block(c, t, task);
+  } else {
+    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+  }
+  free_tiles(t, Q_TILES);
+}
+
+nrt_status rt_kernel_sdpa_backward_q(const nrt_op *op) {
+  backward_ctx c;
+  nrt_status s = parse(op, 2, &c);
+  if (s) return s;
+  c.grad_q = &op->operands[0];
+  c.grad_scores = op->num_outputs == 2 ? &op->operands[1] : NULL;
+  if (!same_shape(c.grad_q, c.a.q))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "sdpa_backward_q: grad_q must have the shape and dtype of q");
+  const nrt_tensor_view *gs = c.grad_scores;
+  if (gs && (gs->ndim != 4 || gs->dtype != NRT_FLOAT32 || gs->shape[0] != c.a.B ||
+             gs->shape[1] != c.a.H || gs->shape[2] != c.a.L || gs->shape[3] != c.a.S))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "sdpa_backward_q: grad_scores must be float32 (B, H, L, S)");
+  c.blocks = (c.a.L + RT_ATTN_BQ - 1) / RT_ATTN_BQ;
+  int64_t tasks = c.a.B * c.a.H * c.blocks;
+  if (tasks == 0) return NRT_SUCCESS;
+  rt_parallel_for(tasks, 1, q_range, &c);
+  if (c.failed)
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sdpa_backward_q: cannot allocate the kernel's tiles");
+  return NRT_SUCCESS;
+}
