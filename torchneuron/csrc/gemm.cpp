@@ -89,8 +89,8 @@ bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
 // itself) is computed in a temporary.
 struct GemmCall {
   const char* name;
-  TensorRef out_t, a_t, b_t, cin_t;  // borrowed: no copies of the caller's tensors
-  nrt_tensor_view out, a, b, cin;
+  TensorRef out_t{}, a_t{}, b_t{}, cin_t{};  // borrowed: no copies of the caller's tensors
+  nrt_tensor_view out{}, a{}, b{}, cin{};
   at::Scalar alpha = 1, beta = 0;
 };
 
