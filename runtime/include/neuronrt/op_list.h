@@ -18,6 +18,7 @@
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
 #include "neuronrt/ops/shape.h"
+#include "neuronrt/ops/vision.h"
 
 #define NRT_OP_LIST(X) \
   X(FILL, fill)        \
@@ -26,6 +27,7 @@
   NRT_REDUCE_OPS(X)     \
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
-  NRT_RANDOM_OPS(X)
+  NRT_RANDOM_OPS(X)     \
+  NRT_VISION_OPS(X)
 
 #endif

@@ -1,0 +1,314 @@
+/* Convolution: CONV2D, CONV2D_INPUT_GRAD and CONV2D_WEIGHT_GRAD (see
+ * neuronrt/ops/vision.h), by im2col / col2im and matrix products
+ * (conv_gemm.h).
+ *
+ * Parallel work is split into tasks whose outputs are disjoint: forward by
+ * (image, group, tile of output positions), each thread building its own
+ * column tile in cache; the input gradient in two stages over a chunk of
+ * images (column blocks by tile, then col2im by image channel); the weight
+ * gradient in two stages (column blocks by image, then products by block
+ * of the weight gradient, each summing over the images in order). Task
+ * shapes depend on the problem only, and each output element is summed by
+ * one task in a fixed order, so results do not depend on the thread count.
+ * A 1x1 convolution with stride 1 and no padding reads the image in place. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conv_gemm.h"
+#include "shape_common.h"
+#include "thread_pool.h"
+#include "vision_common.h"
+
+typedef struct conv_job {
+  rt_image img; /* I: input, or grad_input */
+  rt_image out; /* O: output, or grad_output */
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
+  int64_t cg, kg, kk, ohw; /* channels per group of I and O, taps, positions */
+  int64_t nt, tiles;       /* output positions per tile, tiles per image */
+  const void *wmat;        /* weight as an A matrix [K][kk], row stride w_rs */
+  int64_t w_rs;
+  const void *bias;
+  int64_t bias_stride;
+  int pointwise;  /* 1x1, stride 1, no padding, I dense over positions: I is its own col */
+  int direct_out; /* O is read or written in place as an A matrix */
+  void *col, *omat, *wgrad;
+  int64_t n0, chunk; /* images of the current stage */
+  int64_t mb, nb;    /* weight-gradient block */
+  int started;       /* wgrad already holds earlier images */
+  atomic_int out_of_memory;
+} conv_job;
+
+/* Positions u in [0, count) with 0 <= start + u * step < size: [u0, u1). */
+static inline void conv_valid_range(int64_t start, int64_t step, int64_t size, int64_t count, int64_t *u0,
+                                    int64_t *u1) {
+  int64_t lo = start >= 0 ? 0 : (-start + step - 1) / step;
+  int64_t hi = start >= size ? 0 : (size - start + step - 1) / step;
+  *u0 = lo < count ? lo : count;
+  *u1 = hi < count ? hi : count;
+  if (*u1 < *u0) *u1 = *u0;
+}
+
+/* The taps of each weight row are dense in (c, i, j) order. */
+static int conv_weight_dense(const nrt_tensor_view *w) {
+  return (w->shape[3] == 1 || w->strides[3] == 1) &&
+         (w->shape[2] == 1 || w->strides[2] == w->shape[3]) &&
+         (w->shape[1] == 1 || w->strides[1] == w->shape[2] * w->shape[3]);
+}
+
+/* The positions of an image are one strided run (h stride = W * w stride). */
+static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == im->w * im->sw; }
+
+#define LD(x) (x)
+#define ST(a) (a)
+#define T float
+#define A float
+#define T_IS_A 1
+#define SUFFIX _f32
+#define GEMM rt_conv_gemm_f32
+#define MAT rt_matrix_f32
+#include "conv_impl.h"
+#define T double
+#define A double
+#define T_IS_A 1
+#define SUFFIX _f64
+#define GEMM rt_conv_gemm_f64
+#define MAT rt_matrix_f64
+#include "conv_impl.h"
+#undef LD
+#undef ST
+#define LD(x) rt_ld_bf16(x)
+#define ST(a) rt_st_bf16(a)
+#define T uint16_t
+#define A float
+#define T_IS_A 0
+#define SUFFIX _bf16
+#define GEMM rt_conv_gemm_f32
+#define MAT rt_matrix_f32
+#include "conv_impl.h"
+#undef LD
+#undef ST
+#define LD(x) rt_ld_f16(x)
+#define ST(a) rt_st_f16(a)
+#define T uint16_t
+#define A float
+#define T_IS_A 0
+#define SUFFIX _f16
+#define GEMM rt_conv_gemm_f32
+#define MAT rt_matrix_f32
+#include "conv_impl.h"
+#undef LD
+#undef ST
+
+typedef struct conv_kernels {
+  rt_range_fn forward_tiles, grad_cols, grad_planes, wgrad_cols, wgrad_blocks;
+  const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *);
+  void (*store_weight)(const void *, const nrt_tensor_view *, int64_t);
+  size_t a_size; /* bytes of the accumulation type */
+  int t_is_a;
+} conv_kernels;
+
+#define KERNELS_(s, A_, same)                                                                        \
+  static const void *weight_matrix##s(const nrt_tensor_view *w, int64_t kk, void *buf, int64_t *rs) { \
+    return weight_matrix_##s(w, kk, buf, rs);                                                        \
+  }                                                                                                  \
+  static void store_weight##s(const void *dw, const nrt_tensor_view *w, int64_t kk) {                \
+    store_weight_##s(dw, w, kk);                                                                     \
+  }                                                                                                  \
+  static const conv_kernels kernels##s = {forward_tiles_##s, grad_cols_##s, grad_planes_##s,         \
+                                          wgrad_cols_##s,    wgrad_blocks_##s, weight_matrix##s,     \
+                                          store_weight##s,   sizeof(A_),       same};
+KERNELS_(_f32, float, 1)
+KERNELS_(_f64, double, 1)
+KERNELS_(_bf16, float, 0)
+KERNELS_(_f16, float, 0)
+
+static const conv_kernels *kernels_for(nrt_dtype t) {
+  switch (t) {
+    case NRT_FLOAT32: return &kernels_f32;
+    case NRT_FLOAT64: return &kernels_f64;
+    case NRT_BFLOAT16: return &kernels_bf16;
+    case NRT_FLOAT16: return &kernels_f16;
+    default: return NULL;
+  }
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+/* Column elements a forward tile may hold: about 1 MiB of float32. */
+#define TILE_BUDGET (1 << 18)
+/* Elements of the column (and converted gradient) blocks of one stage. */
+#define CHUNK_BUDGET (1 << 22)
+
+typedef enum conv_role { FORWARD, INPUT_GRAD, WEIGHT_GRAD } conv_role;
+
+/* Checks the op and fills the geometry of job. Operand order by role:
+ * FORWARD [O, I, w (, bias)], INPUT_GRAD [I, O, w (, bias)], WEIGHT_GRAD
+ * [w, I, O]. */
+static nrt_status prepare(const nrt_op *op, conv_role role, conv_job *j, const conv_kernels **k) {
+  const char *name = nrt_op_name(op->code);
+  int with_bias = role != WEIGHT_GRAD && op->num_operands == 4;
+  if ((op->num_operands != 3 && !with_bias) || op->num_outputs != 1 || op->num_scalars < 7)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects 3 operands (4 with a bias), one output and 7 scalars",
+                   name);
+  for (int i = 0; i < 3; i++) {
+    nrt_status s = rt_check_image(op, i, "every operand but the bias");
+    if (s) return s;
+  }
+  int oi = role == FORWARD ? 0 : role == INPUT_GRAD ? 1 : 2, ii = role == FORWARD ? 1 : role == INPUT_GRAD ? 0 : 1;
+  int wi = role == WEIGHT_GRAD ? 0 : 2;
+  const nrt_tensor_view *w = &op->operands[wi];
+  nrt_dtype dtype = op->operands[0].dtype;
+  for (int i = 1; i < op->num_operands; i++)
+    if (op->operands[i].dtype != dtype)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must share one dtype", name);
+  if (!(*k = kernels_for(dtype)))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not supported", name, nrt_dtype_name(dtype));
+  memset(j, 0, sizeof *j);
+  atomic_init(&j->out_of_memory, 0);
+  j->img = rt_image_of(&op->operands[ii]);
+  j->out = rt_image_of(&op->operands[oi]);
+  j->sh = rt_scalar_int(op, 0);
+  j->sw = rt_scalar_int(op, 1);
+  j->ph = rt_scalar_int(op, 2);
+  j->pw = rt_scalar_int(op, 3);
+  j->dh = rt_scalar_int(op, 4);
+  j->dw = rt_scalar_int(op, 5);
+  j->groups = rt_scalar_int(op, 6);
+  j->kh = w->shape[2];
+  j->kw = w->shape[3];
+  if (j->sh <= 0 || j->sw <= 0 || j->dh <= 0 || j->dw <= 0 || j->ph < 0 || j->pw < 0 || j->groups <= 0)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: stride, dilation and groups must be positive and padding non-negative", name);
+  if (j->img.n != j->out.n || j->out.c != w->shape[0] || j->out.c % j->groups != 0 ||
+      j->img.c != w->shape[1] * j->groups)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: weight [%lld, %lld, ...] with %lld groups does not fit %lld image and %lld output channels",
+                   name, (long long)w->shape[0], (long long)w->shape[1], (long long)j->groups,
+                   (long long)j->img.c, (long long)j->out.c);
+  if (with_bias) {
+    const nrt_tensor_view *b = &op->operands[3];
+    int64_t want = role == FORWARD ? j->out.c : j->img.c;
+    if (b->ndim != 1 || b->shape[0] != want)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bias must be 1-d of size %lld", name, (long long)want);
+    j->bias = b->data;
+    j->bias_stride = b->strides[0];
+  }
+  j->cg = w->shape[1];
+  j->kg = j->out.c / j->groups;
+  j->kk = j->cg * j->kh * j->kw;
+  j->ohw = j->out.h * j->out.w;
+  j->direct_out = (*k)->t_is_a && positions_flat(&j->out);
+  j->pointwise = (*k)->t_is_a && j->kh == 1 && j->kw == 1 && j->sh == 1 && j->sw == 1 && j->ph == 0 &&
+                 j->pw == 0 && j->img.h == j->out.h && j->img.w == j->out.w && positions_flat(&j->img);
+  return NRT_SUCCESS;
+}
+
+static int64_t round_tile(int64_t nt) { return nt >= 16 ? nt / 16 * 16 : nt; }
+
+static void choose_tiles(conv_job *j) {
+  int64_t nt = round_tile(TILE_BUDGET / (j->kk > 0 ? j->kk : 1));
+  if (nt < 16) nt = 16;
+  if (nt > 1024) nt = 1024;
+  j->nt = j->ohw < nt ? j->ohw : nt;
+  j->tiles = j->nt > 0 ? (j->ohw + j->nt - 1) / j->nt : 0;
+}
+
+static int64_t grain_for(double work_per_task) {
+  return work_per_task >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work_per_task > 1 ? work_per_task : 1));
+}
+
+static nrt_status finish(const nrt_op *op, conv_job *j, void *a, void *b, void *c) {
+  free(a);
+  free(b);
+  free(c);
+  if (atomic_load(&j->out_of_memory))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for column buffers", nrt_op_name(op->code));
+  return NRT_SUCCESS;
+}
+
+static nrt_status oom(const nrt_op *op, void *a, void *b, void *c) {
+  free(a);
+  free(b);
+  free(c);
+  return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for column buffers", nrt_op_name(op->code));
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
+nrt_status rt_kernel_conv2d(const nrt_op *op) {
+  conv_job j;
+  const conv_kernels *k;
+  nrt_status s = prepare(op, FORWARD, &j, &k);
+  if (s) return s;
+  const nrt_tensor_view *w = &op->operands[2];
+  if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
+  void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
+  if (!wbuf) return oom(op, NULL, NULL, NULL);
+  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs);
+  choose_tiles(&j);
+  rt_parallel_for(j.out.n * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->forward_tiles,
+                  &j);
+  return finish(op, &j, wbuf, NULL, NULL);
+}
+
+nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
+  conv_job j;
+  const conv_kernels *k;
+  nrt_status s = prepare(op, INPUT_GRAD, &j, &k);
+  if (s) return s;
+  const nrt_tensor_view *w = &op->operands[2];
+  if (j.img.n * j.img.c * j.img.h * j.img.w == 0) return NRT_SUCCESS;
+  void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
+  int64_t per_image = j.groups * j.kk * j.ohw;
+  j.chunk = per_image > 0 ? CHUNK_BUDGET / per_image : j.img.n;
+  if (j.chunk < 1) j.chunk = 1;
+  if (j.chunk > j.img.n) j.chunk = j.img.n;
+  j.col = malloc((size_t)(j.chunk * per_image + 1) * k->a_size);
+  if (!wbuf || !j.col) return oom(op, wbuf, j.col, NULL);
+  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs);
+  choose_tiles(&j);
+  int64_t total = j.img.n;
+  for (j.n0 = 0; j.n0 < total && !atomic_load(&j.out_of_memory); j.n0 += j.chunk) {
+    int64_t chunk = total - j.n0 < j.chunk ? total - j.n0 : j.chunk, saved = j.chunk;
+    j.chunk = chunk;
+    if (j.ohw > 0)
+      rt_parallel_for(chunk * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->grad_cols, &j);
+    rt_parallel_for(chunk * j.img.c, grain_for((double)(j.kh * j.kw * j.ohw + j.img.h * j.img.w)),
+                    k->grad_planes, &j);
+    j.chunk = saved;
+  }
+  return finish(op, &j, wbuf, j.col, NULL);
+}
+
+nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
+  conv_job j;
+  const conv_kernels *k;
+  nrt_status s = prepare(op, WEIGHT_GRAD, &j, &k);
+  if (s) return s;
+  const nrt_tensor_view *w = &op->operands[0];
+  if (j.out.c * j.kk == 0) return NRT_SUCCESS;
+  j.wgrad = calloc((size_t)(j.out.c * j.kk), k->a_size);
+  int64_t per_image = (j.pointwise ? 0 : j.groups * j.kk * j.ohw) + (j.direct_out ? 0 : j.out.c * j.ohw);
+  j.chunk = per_image > 0 ? CHUNK_BUDGET / per_image : j.img.n;
+  if (j.chunk < 1) j.chunk = 1;
+  if (j.chunk > j.img.n) j.chunk = j.img.n;
+  if (j.chunk < 1) j.chunk = 1;
+  j.col = malloc((size_t)(j.chunk * per_image + 1) * k->a_size);
+  if (!j.wgrad || !j.col) return oom(op, j.wgrad, j.col, NULL);
+  j.omat = (char *)j.col + (size_t)(j.pointwise ? 0 : j.chunk * j.groups * j.kk * j.ohw) * k->a_size;
+  j.mb = j.kg < 96 ? j.kg : 96;
+  j.nb = j.kk < 512 ? j.kk : 512;
+  int64_t blocks = j.groups * ((j.kg + j.mb - 1) / j.mb) * ((j.kk + j.nb - 1) / j.nb);
+  int64_t total = j.img.n;
+  for (j.n0 = 0; j.n0 < total && j.ohw > 0 && !atomic_load(&j.out_of_memory); j.n0 += j.chunk) {
+    int64_t chunk = total - j.n0 < j.chunk ? total - j.n0 : j.chunk, saved = j.chunk;
+    j.chunk = chunk;
+    if (!j.pointwise || !j.direct_out)
+      rt_parallel_for(chunk * j.groups, grain_for((double)(j.kk + j.kg) * (double)j.ohw), k->wgrad_cols, &j);
+    rt_parallel_for(blocks, grain_for(2.0 * (double)(j.mb * j.nb * j.ohw * chunk)), k->wgrad_blocks, &j);
+    j.started = 1;
+    j.chunk = saved;
+  }
+  if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk);
+  return finish(op, &j, j.wgrad, j.col, NULL);
+}
