@@ -214,6 +214,8 @@ static const conv_case conv_cases[] = {
     {1, 6, 8, 7, 6, 3, 3, 1, 2, 1, 1, 1, 1, 3},
     {2, 6, 8, 7, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6},  /* depthwise */
     {2, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1},   /* pointwise: the image is its own col */
+    {1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* padding beyond the kernel: col2im path */
+    {1, 300, 5, 4, 260, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* a large weight: staged weight gradient */
     {1, 1, 1, 40, 3, 1, 5, 1, 3, 0, 2, 1, 1, 1},  /* 1-d */
     {3, 16, 33, 35, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* several tiles and tasks */
     {1, 40, 12, 12, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* K blocks in the product */

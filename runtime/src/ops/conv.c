@@ -6,11 +6,14 @@
  * (image, group, tile of output positions), each thread building its own
  * column tile in cache; the input gradient in two stages over a chunk of
  * images (column blocks by tile, then col2im by image channel); the weight
- * gradient in two stages (column blocks by image, then products by block
- * of the weight gradient, each summing over the images in order). Task
+ * gradient by tiles into a fixed number of private copies summed in order
+ * or, for large weights, in two stages (column blocks by image, then
+ * products by block of the weight gradient, each summing over the images
+ * in order). Task
  * shapes depend on the problem only, and each output element is summed by
  * one task in a fixed order, so results do not depend on the thread count.
- * A 1x1 convolution with stride 1 and no padding reads the image in place. */
+ * A 1x1 convolution with stride 1 and no padding reads the image in place;
+ * the input gradient of a stride-1 convolution runs as a forward one. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@ typedef struct conv_job {
   void *col, *omat, *wgrad;
   int64_t n0, chunk; /* images of the current stage */
   int64_t mb, nb;    /* weight-gradient block */
+  int64_t parts;     /* weight-gradient accumulators (tiled path) */
   int started;       /* wgrad already holds earlier images */
   atomic_int out_of_memory;
 } conv_job;
@@ -100,7 +104,8 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 #undef ST
 
 typedef struct conv_kernels {
-  rt_range_fn forward_tiles, grad_cols, grad_planes, wgrad_cols, wgrad_blocks;
+  rt_range_fn forward_tiles, grad_cols, grad_planes, wgrad_cols, wgrad_blocks, wgrad_tiles;
+  void (*sum_parts)(void *, int64_t, int64_t);
   const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *);
   void (*store_weight)(const void *, const nrt_tensor_view *, int64_t);
   size_t a_size; /* bytes of the accumulation type */
@@ -114,9 +119,10 @@ typedef struct conv_kernels {
   static void store_weight##s(const void *dw, const nrt_tensor_view *w, int64_t kk) {                \
     store_weight_##s(dw, w, kk);                                                                     \
   }                                                                                                  \
-  static const conv_kernels kernels##s = {forward_tiles_##s, grad_cols_##s, grad_planes_##s,         \
-                                          wgrad_cols_##s,    wgrad_blocks_##s, weight_matrix##s,     \
-                                          store_weight##s,   sizeof(A_),       same};
+  static const conv_kernels kernels##s = {forward_tiles_##s, grad_cols_##s,     grad_planes_##s,       \
+                                          wgrad_cols_##s,    wgrad_blocks_##s,  wgrad_tiles_##s,       \
+                                          sum_parts_##s,     weight_matrix##s,  store_weight##s,       \
+                                          sizeof(A_),        same};
 KERNELS_(_f32, float, 1)
 KERNELS_(_f64, double, 1)
 KERNELS_(_bf16, float, 0)
@@ -138,6 +144,12 @@ static const conv_kernels *kernels_for(nrt_dtype t) {
 #define TILE_BUDGET (1 << 18)
 /* Elements of the column (and converted gradient) blocks of one stage. */
 #define CHUNK_BUDGET (1 << 22)
+
+/* The tiled weight gradient keeps PARTS_MIN..PARTS_MAX copies of it, at
+ * most PARTS_BUDGET elements in all; a larger weight takes the staged path. */
+#define PARTS_MIN 4
+#define PARTS_MAX 16
+#define PARTS_BUDGET (1 << 22)
 
 typedef enum conv_role { FORWARD, INPUT_GRAD, WEIGHT_GRAD } conv_role;
 
@@ -251,6 +263,52 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   return finish(op, &j, wbuf, NULL, NULL);
 }
 
+/* With stride 1, the input gradient is itself a forward convolution: of
+ * the column side, by the weight flipped in space with its two channel dims
+ * swapped, padded by d * (k - 1) - p (image position h receives column
+ * position h - p' + i' * d through tap i' = k - 1 - i). It then runs as the
+ * forward does, in cache-sized tiles, without a col2im pass. */
+static int input_grad_as_forward(const conv_job *j) {
+  return j->sh == 1 && j->sw == 1 && j->dh * (j->kh - 1) >= j->ph && j->dw * (j->kw - 1) >= j->pw;
+}
+
+static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const conv_kernels *k) {
+  const nrt_tensor_view *w = &op->operands[2];
+  void *wbuf = malloc((size_t)(j->out.c * j->kk) * k->a_size);
+  void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
+  if (!wbuf || !flipped) return oom(op, wbuf, flipped, NULL);
+  int64_t rs;
+  const char *wm = k->weight_matrix(w, j->kk, wbuf, &rs);
+  conv_job f = *j;
+  atomic_init(&f.out_of_memory, 0);
+  f.img = j->out;
+  f.out = j->img;
+  f.cg = j->kg;
+  f.kg = j->cg;
+  f.kk = f.cg * j->kh * j->kw;
+  f.ohw = f.out.h * f.out.w;
+  f.ph = j->dh * (j->kh - 1) - j->ph;
+  f.pw = j->dw * (j->kw - 1) - j->pw;
+  f.direct_out = k->t_is_a && positions_flat(&f.out);
+  f.pointwise = k->t_is_a && j->kh == 1 && j->kw == 1 && f.ph == 0 && f.pw == 0 && f.img.h == f.out.h &&
+                f.img.w == f.out.w && positions_flat(&f.img);
+  size_t a = k->a_size;
+  for (int64_t g = 0; g < j->groups; g++)
+    for (int64_t kk = 0; kk < j->kg; kk++)
+      for (int64_t c = 0; c < j->cg; c++)
+        for (int64_t i = 0; i < j->kh; i++)
+          for (int64_t jj = 0; jj < j->kw; jj++)
+            memcpy((char *)flipped + (size_t)((g * j->cg + c) * f.kk + (kk * j->kh + i) * j->kw + jj) * a,
+                   wm + (size_t)((g * j->kg + kk) * rs + (c * j->kh + j->kh - 1 - i) * j->kw + j->kw - 1 - jj) * a,
+                   a);
+  f.wmat = flipped;
+  f.w_rs = f.kk;
+  choose_tiles(&f);
+  rt_parallel_for(f.out.n * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt)), k->forward_tiles,
+                  &f);
+  return finish(op, &f, wbuf, flipped, NULL);
+}
+
 nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   conv_job j;
   const conv_kernels *k;
@@ -258,6 +316,7 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[2];
   if (j.img.n * j.img.c * j.img.h * j.img.w == 0) return NRT_SUCCESS;
+  if (input_grad_as_forward(&j)) return input_grad_forward(op, &j, k);
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   int64_t per_image = j.groups * j.kk * j.ohw;
   j.chunk = per_image > 0 ? CHUNK_BUDGET / per_image : j.img.n;
@@ -287,7 +346,19 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
-  j.wgrad = calloc((size_t)(j.out.c * j.kk), k->a_size);
+  choose_tiles(&j);
+  int64_t items = j.img.n * j.groups * j.tiles, size = j.out.c * j.kk;
+  j.parts = items < PARTS_MAX ? items : PARTS_MAX;
+  if (j.parts * size > PARTS_BUDGET) j.parts = PARTS_BUDGET / size;
+  if (j.parts >= PARTS_MIN) {
+    j.wgrad = calloc((size_t)(j.parts * size), k->a_size);
+    if (!j.wgrad) return oom(op, NULL, NULL, NULL);
+    rt_parallel_for(j.parts, 1, k->wgrad_tiles, &j);
+    k->sum_parts(j.wgrad, j.parts, size);
+    if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk);
+    return finish(op, &j, j.wgrad, NULL, NULL);
+  }
+  j.wgrad = calloc((size_t)size, k->a_size);
   int64_t per_image = (j.pointwise ? 0 : j.groups * j.kk * j.ohw) + (j.direct_out ? 0 : j.out.c * j.ohw);
   j.chunk = per_image > 0 ? CHUNK_BUDGET / per_image : j.img.n;
   if (j.chunk < 1) j.chunk = 1;

@@ -210,6 +210,57 @@ static void VF(wgrad_blocks_)(int64_t begin, int64_t end, void *arg) {
   free(scratch);
 }
 
+/* Weight gradient by tiles, for weights small enough to keep j->parts
+ * copies: task p adds the items (image, group, tile) [p * items / parts,
+ * (p + 1) * items / parts) into its own accumulator, in order; the copies
+ * are then summed in order (sum_parts_). Each tile's columns are built in
+ * cache, as in the forward. */
+static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
+  conv_job *j = arg;
+  int64_t nt_max = j->nt, kk = j->kk, kg = j->kg, items = j->img.n * j->groups * j->tiles;
+  A *col = malloc((size_t)(kk * nt_max + kg * nt_max + (int64_t)rt_conv_gemm_scratch(kk)) * sizeof(A));
+  if (!col) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  A *tile = col + kk * nt_max, *scratch = tile + kg * nt_max;
+  const rt_image *out = &j->out, *im = &j->img;
+  for (int64_t part = begin; part < end; part++) {
+    A *acc = (A *)j->wgrad + part * j->out.c * kk;
+    for (int64_t item = part * items / j->parts; item < (part + 1) * items / j->parts; item++) {
+      int64_t n = item / (j->groups * j->tiles), g = item / j->tiles % j->groups;
+      int64_t q0 = item % j->tiles * nt_max, nt = j->ohw - q0 < nt_max ? j->ohw - q0 : nt_max;
+      MAT go, colt;
+      const T *o = (const T *)out->data + n * out->sn + g * kg * out->sc + q0 * out->sw;
+      if (j->direct_out) {
+        go = (MAT){(A *)o, out->sc, out->sw};
+      } else {
+        for (int64_t k = 0; k < kg; k++) {
+          int64_t q = q0;
+          for (int64_t t = 0; t < nt; t++, q++)
+            tile[k * nt + t] = LD(((const T *)out->data)[n * out->sn + (g * kg + k) * out->sc +
+                                                         q / out->w * out->sh + q % out->w * out->sw]);
+        }
+        go = (MAT){tile, nt, 1};
+      }
+      if (j->pointwise) {
+        colt = (MAT){(A *)((T *)im->data + n * im->sn + g * j->cg * im->sc + q0 * im->sw), im->sw, im->sc};
+      } else {
+        VF(im2col_)(j, n, g, q0, nt, col, nt);
+        colt = (MAT){col, 1, nt};
+      }
+      GEMM(kg, kk, nt, go, colt, (MAT){acc + g * kg * kk, kk, 1}, 1, scratch);
+    }
+  }
+  free(col);
+}
+
+static void VF(sum_parts_)(void *parts, int64_t count, int64_t size) {
+  A *p = parts;
+  for (int64_t k = 1; k < count; k++)
+    for (int64_t i = 0; i < size; i++) p[i] += p[k * size + i];
+}
+
 /* The weight [K, cg, kh, kw] as an A matrix [K][kk] (row stride w_rs):
  * in place when it is A and its taps are dense, else converted into buf. */
 static const A *VF(weight_matrix_)(const nrt_tensor_view *w, int64_t kk, A *buf, int64_t *rs) {
