@@ -34,6 +34,7 @@ typedef struct conv_job {
   int64_t bias_stride;
   int pointwise;  /* 1x1, stride 1, no padding, I dense over positions: I is its own col */
   int direct_out; /* O is read or written in place as an A matrix */
+  int taps_outer; /* channels-inner image: columns as rows of pixels' channel runs */
   void *col, *omat, *wgrad;
   int64_t n0, chunk; /* images of the current stage */
   int64_t mb, nb;    /* weight-gradient block */
@@ -52,11 +53,20 @@ static inline void conv_valid_range(int64_t start, int64_t step, int64_t size, i
   if (*u1 < *u0) *u1 = *u0;
 }
 
-/* The taps of each weight row are dense in (c, i, j) order. */
-static int conv_weight_dense(const nrt_tensor_view *w) {
-  return (w->shape[3] == 1 || w->strides[3] == 1) &&
-         (w->shape[2] == 1 || w->strides[2] == w->shape[3]) &&
-         (w->shape[1] == 1 || w->strides[1] == w->shape[2] * w->shape[3]);
+/* Position of tap (c, i, j) in a weight row: (c, i, j) order, or (i, j, c)
+ * for channels-inner images. */
+static inline int64_t conv_tap_index(const nrt_tensor_view *w, int64_t c, int64_t i, int64_t j, int taps_outer) {
+  return taps_outer ? (i * w->shape[3] + j) * w->shape[1] + c : (c * w->shape[2] + i) * w->shape[3] + j;
+}
+
+/* The taps of each weight row are dense in that order. */
+static int conv_weight_dense(const nrt_tensor_view *w, int taps_outer) {
+  int64_t cg = w->shape[1], kh = w->shape[2], kw = w->shape[3];
+  if (taps_outer)
+    return (cg == 1 || w->strides[1] == 1) && (kw == 1 || w->strides[3] == cg) &&
+           (kh == 1 || w->strides[2] == kw * cg);
+  return (kw == 1 || w->strides[3] == 1) && (kh == 1 || w->strides[2] == kw) &&
+         (cg == 1 || w->strides[1] == kh * kw);
 }
 
 /* The positions of an image are one strided run (h stride = W * w stride). */
@@ -106,18 +116,19 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 typedef struct conv_kernels {
   rt_range_fn forward_tiles, grad_cols, grad_planes, wgrad_cols, wgrad_blocks, wgrad_tiles;
   void (*sum_parts)(void *, int64_t, int64_t);
-  const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *);
-  void (*store_weight)(const void *, const nrt_tensor_view *, int64_t);
+  const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *, int);
+  void (*store_weight)(const void *, const nrt_tensor_view *, int64_t, int);
   size_t a_size; /* bytes of the accumulation type */
   int t_is_a;
 } conv_kernels;
 
 #define KERNELS_(s, A_, same)                                                                        \
-  static const void *weight_matrix##s(const nrt_tensor_view *w, int64_t kk, void *buf, int64_t *rs) { \
-    return weight_matrix_##s(w, kk, buf, rs);                                                        \
+  static const void *weight_matrix##s(const nrt_tensor_view *w, int64_t kk, void *buf, int64_t *rs,  \
+                                      int taps_outer) {                                              \
+    return weight_matrix_##s(w, kk, buf, rs, taps_outer);                                            \
   }                                                                                                  \
-  static void store_weight##s(const void *dw, const nrt_tensor_view *w, int64_t kk) {                \
-    store_weight_##s(dw, w, kk);                                                                     \
+  static void store_weight##s(const void *dw, const nrt_tensor_view *w, int64_t kk, int taps_outer) { \
+    store_weight_##s(dw, w, kk, taps_outer);                                                         \
   }                                                                                                  \
   static const conv_kernels kernels##s = {forward_tiles_##s, grad_cols_##s,     grad_planes_##s,       \
                                           wgrad_cols_##s,    wgrad_blocks_##s,  wgrad_tiles_##s,       \
@@ -256,7 +267,8 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
-  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs);
+  j.taps_outer = rt_image_channels_inner(&j.img);
+  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, j.taps_outer);
   choose_tiles(&j);
   rt_parallel_for(j.out.n * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->forward_tiles,
                   &j);
@@ -278,7 +290,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   if (!wbuf || !flipped) return oom(op, wbuf, flipped, NULL);
   int64_t rs;
-  const char *wm = k->weight_matrix(w, j->kk, wbuf, &rs);
+  const char *wm = k->weight_matrix(w, j->kk, wbuf, &rs, 0);
   conv_job f = *j;
   atomic_init(&f.out_of_memory, 0);
   f.img = j->out;
@@ -290,6 +302,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   f.ph = j->dh * (j->kh - 1) - j->ph;
   f.pw = j->dw * (j->kw - 1) - j->pw;
   f.direct_out = k->t_is_a && positions_flat(&f.out);
+  f.taps_outer = rt_image_channels_inner(&f.img);
   f.pointwise = k->t_is_a && j->kh == 1 && j->kw == 1 && f.ph == 0 && f.pw == 0 && f.img.h == f.out.h &&
                 f.img.w == f.out.w && positions_flat(&f.img);
   size_t a = k->a_size;
@@ -298,7 +311,8 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
       for (int64_t c = 0; c < j->cg; c++)
         for (int64_t i = 0; i < j->kh; i++)
           for (int64_t jj = 0; jj < j->kw; jj++)
-            memcpy((char *)flipped + (size_t)((g * j->cg + c) * f.kk + (kk * j->kh + i) * j->kw + jj) * a,
+            memcpy((char *)flipped + (size_t)((g * j->cg + c) * f.kk +
+                                              (f.taps_outer ? (i * j->kw + jj) * f.cg + kk : (kk * j->kh + i) * j->kw + jj)) * a,
                    wm + (size_t)((g * j->kg + kk) * rs + (c * j->kh + j->kh - 1 - i) * j->kw + j->kw - 1 - jj) * a,
                    a);
   f.wmat = flipped;
@@ -324,7 +338,7 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   if (j.chunk > j.img.n) j.chunk = j.img.n;
   j.col = malloc((size_t)(j.chunk * per_image + 1) * k->a_size);
   if (!wbuf || !j.col) return oom(op, wbuf, j.col, NULL);
-  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs);
+  j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, 0);
   choose_tiles(&j);
   int64_t total = j.img.n;
   for (j.n0 = 0; j.n0 < total && !atomic_load(&j.out_of_memory); j.n0 += j.chunk) {
@@ -353,9 +367,10 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (j.parts >= PARTS_MIN) {
     j.wgrad = calloc((size_t)(j.parts * size), k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
+    j.taps_outer = rt_image_channels_inner(&j.img);
     rt_parallel_for(j.parts, 1, k->wgrad_tiles, &j);
     k->sum_parts(j.wgrad, j.parts, size);
-    if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk);
+    if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk, j.taps_outer);
     return finish(op, &j, j.wgrad, NULL, NULL);
   }
   j.wgrad = calloc((size_t)size, k->a_size);
@@ -380,6 +395,6 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
     j.started = 1;
     j.chunk = saved;
   }
-  if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk);
+  if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk, 0);
   return finish(op, &j, j.wgrad, j.col, NULL);
 }

@@ -46,6 +46,32 @@ static void VF(im2col_)(const conv_job *j, int64_t n, int64_t g, int64_t q0, int
   }
 }
 
+/* The transposed column tile for channels-inner images: colT[t * kk + (i *
+ * kw + j) * cg + c], each tap a run of cg channels copied from one pixel. */
+static void VF(im2col_rows_)(const conv_job *j, int64_t n, int64_t g, int64_t q0, int64_t nt, A *colt) {
+  const rt_image *im = &j->img;
+  int64_t OW = j->out.w, cg = j->cg, kk = j->kk;
+  const T *base = (const T *)im->data + n * im->sn + g * cg * im->sc;
+  int64_t oh = q0 / OW, ow = q0 % OW;
+  for (int64_t t = 0; t < nt; t++) {
+    A *row = colt + t * kk;
+    for (int64_t i = 0; i < j->kh; i++) {
+      int64_t ih = oh * j->sh - j->ph + i * j->dh;
+      for (int64_t jj = 0; jj < j->kw; jj++) {
+        int64_t iw = ow * j->sw - j->pw + jj * j->dw;
+        A *d = row + (i * j->kw + jj) * cg;
+        if (ih < 0 || ih >= im->h || iw < 0 || iw >= im->w) {
+          for (int64_t c = 0; c < cg; c++) d[c] = 0;
+        } else {
+          const T *src = base + ih * im->sh + iw * im->sw;
+          for (int64_t c = 0; c < cg; c++) d[c] = LD(src[c]);
+        }
+      }
+    }
+    if (++ow == OW) ow = 0, oh++;
+  }
+}
+
 /* Forward tasks: (image, group, tile of output positions). */
 static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
@@ -60,17 +86,35 @@ static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
   for (int64_t task = begin; task < end; task++) {
     int64_t n = task / (j->groups * j->tiles), g = task / j->tiles % j->groups;
     int64_t q0 = task % j->tiles * nt_max, nt = j->ohw - q0 < nt_max ? j->ohw - q0 : nt_max;
-    MAT w = {(A *)j->wmat + g * kg * j->w_rs, j->w_rs, 1}, b;
+    MAT w = {(A *)j->wmat + g * kg * j->w_rs, j->w_rs, 1}, b = {NULL, 0, 0};
     if (j->pointwise) {
       b = (MAT){(A *)((T *)j->img.data + n * j->img.sn + g * j->cg * j->img.sc + q0 * j->img.sw),
                 j->img.sc, j->img.sw};
-    } else {
+    } else if (!j->taps_outer) {
       VF(im2col_)(j, n, g, q0, nt, col, nt);
       b = (MAT){col, nt, 1};
     }
     T *o = (T *)out->data + n * out->sn + g * kg * out->sc + q0 * out->sw;
-    if (j->direct_out) {
+    if (j->taps_outer) {
+      /* out^T [nt, kg] = colT [nt, kk] x w^T: rows of positions, as stored. */
+      MAT colt;
+      if (j->pointwise) {
+        colt = b;
+        colt.rs = j->img.sw, colt.cs = j->img.sc;
+      } else {
+        VF(im2col_rows_)(j, n, g, q0, nt, col);
+        colt = (MAT){col, kk, 1};
+      }
+      MAT wt = {w.data, 1, j->w_rs};
+      if (j->direct_out) {
+        GEMM(nt, kg, kk, colt, wt, (MAT){(A *)o, out->sw, out->sc}, 0, scratch);
+      } else {
+        GEMM(nt, kg, kk, colt, wt, (MAT){tile, 1, nt}, 0, scratch);
+      }
+    } else if (j->direct_out) {
       GEMM(kg, nt, kk, w, b, (MAT){(A *)o, out->sc, out->sw}, 0, scratch);
+    }
+    if (j->direct_out) {
       if (j->bias)
         for (int64_t k = 0; k < kg; k++) {
           A bk = LD(((const T *)j->bias)[(g * kg + k) * j->bias_stride]);
@@ -78,7 +122,7 @@ static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
         }
       continue;
     }
-    GEMM(kg, nt, kk, w, b, (MAT){tile, nt, 1}, 0, scratch);
+    if (!j->taps_outer) GEMM(kg, nt, kk, w, b, (MAT){tile, nt, 1}, 0, scratch);
     for (int64_t k = 0; k < kg; k++) {
       A bk = j->bias ? LD(((const T *)j->bias)[(g * kg + k) * j->bias_stride]) : 0;
       for (int64_t t = 0; t < nt; t++) o[k * out->sc + t * out->sw] = ST(tile[k * nt + t] + bk);
@@ -245,6 +289,9 @@ static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
       }
       if (j->pointwise) {
         colt = (MAT){(A *)((T *)im->data + n * im->sn + g * j->cg * im->sc + q0 * im->sw), im->sw, im->sc};
+      } else if (j->taps_outer) {
+        VF(im2col_rows_)(j, n, g, q0, nt, col);
+        colt = (MAT){col, kk, 1};
       } else {
         VF(im2col_)(j, n, g, q0, nt, col, nt);
         colt = (MAT){col, 1, nt};
@@ -261,11 +308,12 @@ static void VF(sum_parts_)(void *parts, int64_t count, int64_t size) {
     for (int64_t i = 0; i < size; i++) p[i] += p[k * size + i];
 }
 
-/* The weight [K, cg, kh, kw] as an A matrix [K][kk] (row stride w_rs):
- * in place when it is A and its taps are dense, else converted into buf. */
-static const A *VF(weight_matrix_)(const nrt_tensor_view *w, int64_t kk, A *buf, int64_t *rs) {
+/* The weight [K, cg, kh, kw] as an A matrix [K][kk] (row stride *rs), its
+ * taps in (c, i, j) order, or (i, j, c) when taps_outer: in place when it is
+ * A and dense in that order, else converted into buf. */
+static const A *VF(weight_matrix_)(const nrt_tensor_view *w, int64_t kk, A *buf, int64_t *rs, int taps_outer) {
   const T *src = w->data;
-  if (T_IS_A && conv_weight_dense(w)) {
+  if (T_IS_A && conv_weight_dense(w, taps_outer)) {
     *rs = w->strides[0];
     return (const A *)src;
   }
@@ -273,20 +321,20 @@ static const A *VF(weight_matrix_)(const nrt_tensor_view *w, int64_t kk, A *buf,
     for (int64_t c = 0; c < w->shape[1]; c++)
       for (int64_t i = 0; i < w->shape[2]; i++)
         for (int64_t jj = 0; jj < w->shape[3]; jj++)
-          buf[k * kk + (c * w->shape[2] + i) * w->shape[3] + jj] =
+          buf[k * kk + conv_tap_index(w, c, i, jj, taps_outer)] =
               LD(src[k * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3]]);
   *rs = kk;
   return buf;
 }
 
-static void VF(store_weight_)(const A *dw, const nrt_tensor_view *w, int64_t kk) {
+static void VF(store_weight_)(const A *dw, const nrt_tensor_view *w, int64_t kk, int taps_outer) {
   T *dst = w->data;
   for (int64_t k = 0; k < w->shape[0]; k++)
     for (int64_t c = 0; c < w->shape[1]; c++)
       for (int64_t i = 0; i < w->shape[2]; i++)
         for (int64_t jj = 0; jj < w->shape[3]; jj++)
           dst[k * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3]] =
-              ST(dw[k * kk + (c * w->shape[2] + i) * w->shape[3] + jj]);
+              ST(dw[k * kk + conv_tap_index(w, c, i, jj, taps_outer)]);
 }
 
 #undef T
