@@ -28,6 +28,7 @@ typedef struct conv_job {
   int64_t kh, kw, sh, sw, ph, pw, dh, dw, groups;
   int64_t cg, kg, kk, ohw; /* channels per group of I and O, taps, positions */
   int64_t nt, tiles;       /* output positions per tile, tiles per image */
+  int64_t batch;           /* images per tile (1 unless a tile holds whole images) */
   const void *wmat;        /* weight as an A matrix [K][kk], row stride w_rs */
   int64_t w_rs;
   const void *bias;
@@ -228,13 +229,25 @@ static nrt_status prepare(const nrt_op *op, conv_role role, conv_job *j, const c
 
 static int64_t round_tile(int64_t nt) { return nt >= 16 ? nt / 16 * 16 : nt; }
 
+/* Tiles of output positions sized to keep the columns in cache; small
+ * images are batched whole into one tile (for a product wide enough to run
+ * at speed), keeping at least 8 tasks when the batch allows. Depends on the
+ * shape only. */
 static void choose_tiles(conv_job *j) {
   int64_t nt = round_tile(TILE_BUDGET / (j->kk > 0 ? j->kk : 1));
   if (nt < 16) nt = 16;
   if (nt > 1024) nt = 1024;
   j->nt = j->ohw < nt ? j->ohw : nt;
   j->tiles = j->nt > 0 ? (j->ohw + j->nt - 1) / j->nt : 0;
+  j->batch = 1;
+  if (j->tiles == 1 && j->ohw > 0) {
+    int64_t fit = nt / j->ohw, spread = j->img.n / 8;
+    j->batch = fit < spread ? fit : spread;
+    if (j->batch < 1) j->batch = 1;
+  }
 }
+
+static int64_t image_blocks(const conv_job *j) { return (j->img.n + j->batch - 1) / j->batch; }
 
 static int64_t grain_for(double work_per_task) {
   return work_per_task >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work_per_task > 1 ? work_per_task : 1));
@@ -270,8 +283,8 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   j.taps_outer = rt_image_channels_inner(&j.img);
   j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, j.taps_outer);
   choose_tiles(&j);
-  rt_parallel_for(j.out.n * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->forward_tiles,
-                  &j);
+  rt_parallel_for(image_blocks(&j) * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt * j.batch)),
+                  k->forward_tiles, &j);
   return finish(op, &j, wbuf, NULL, NULL);
 }
 
@@ -318,8 +331,8 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   f.wmat = flipped;
   f.w_rs = f.kk;
   choose_tiles(&f);
-  rt_parallel_for(f.out.n * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt)), k->forward_tiles,
-                  &f);
+  rt_parallel_for(image_blocks(&f) * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt * f.batch)),
+                  k->forward_tiles, &f);
   return finish(op, &f, wbuf, flipped, NULL);
 }
 
@@ -361,7 +374,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
   choose_tiles(&j);
-  int64_t items = j.img.n * j.groups * j.tiles, size = j.out.c * j.kk;
+  int64_t items = image_blocks(&j) * j.groups * j.tiles, size = j.out.c * j.kk;
   j.parts = items < PARTS_MAX ? items : PARTS_MAX;
   if (j.parts * size > PARTS_BUDGET) j.parts = PARTS_BUDGET / size;
   if (j.parts >= PARTS_MIN) {

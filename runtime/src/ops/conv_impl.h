@@ -72,49 +72,73 @@ static void VF(im2col_rows_)(const conv_job *j, int64_t n, int64_t g, int64_t q0
   }
 }
 
-/* Forward tasks: (image, group, tile of output positions). */
+/* The columns of one task: positions [q0, q0 + nq) of images [n0, n0 +
+ * nb), nb > 1 only when whole images fit a tile (q0 = 0, nq = ohw). The
+ * tile's column t is position q0 + t % nq of image n0 + t / nq. */
+typedef struct VF(span_) {
+  int64_t n0, nb, q0, nq, nt;
+} VF(span_);
+
+static VF(span_) VF(span_of_)(const conv_job *j, int64_t block, int64_t tile) {
+  VF(span_) s;
+  s.n0 = block * j->batch;
+  s.nb = j->img.n - s.n0 < j->batch ? j->img.n - s.n0 : j->batch;
+  s.q0 = tile * j->nt;
+  s.nq = j->ohw - s.q0 < j->nt ? j->ohw - s.q0 : j->nt;
+  s.nt = s.nb * s.nq;
+  return s;
+}
+
+/* Builds the span's columns of group g: col [kk][nt] (ld nt), or colT
+ * [nt][kk] when taps_outer. */
+static void VF(build_cols_)(const conv_job *j, const VF(span_) *s, int64_t g, A *col) {
+  for (int64_t b = 0; b < s->nb; b++) {
+    if (j->taps_outer)
+      VF(im2col_rows_)(j, s->n0 + b, g, s->q0, s->nq, col + b * s->nq * j->kk);
+    else
+      VF(im2col_)(j, s->n0 + b, g, s->q0, s->nq, col + b * s->nq, s->nt);
+  }
+}
+
+/* O's rows of positions are one stride across the span's images. */
+static int VF(uniform_positions_)(const conv_job *j, const rt_image *o, const VF(span_) *s) {
+  return s->nb == 1 || o->sn == j->ohw * o->sw;
+}
+
+/* Forward tasks: (block of images, group, tile of output positions). */
 static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
-  int64_t nt_max = j->nt, kk = j->kk, kg = j->kg;
+  int64_t nt_max = j->nt * j->batch, kk = j->kk, kg = j->kg;
   A *col = malloc((size_t)(kk * nt_max + kg * nt_max + (int64_t)rt_conv_gemm_scratch(nt_max)) * sizeof(A));
   if (!col) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
   A *tile = col + kk * nt_max, *scratch = tile + kg * nt_max;
-  const rt_image *out = &j->out;
+  const rt_image *out = &j->out, *im = &j->img;
   for (int64_t task = begin; task < end; task++) {
-    int64_t n = task / (j->groups * j->tiles), g = task / j->tiles % j->groups;
-    int64_t q0 = task % j->tiles * nt_max, nt = j->ohw - q0 < nt_max ? j->ohw - q0 : nt_max;
-    MAT w = {(A *)j->wmat + g * kg * j->w_rs, j->w_rs, 1}, b = {NULL, 0, 0};
-    if (j->pointwise) {
-      b = (MAT){(A *)((T *)j->img.data + n * j->img.sn + g * j->cg * j->img.sc + q0 * j->img.sw),
-                j->img.sc, j->img.sw};
-    } else if (!j->taps_outer) {
-      VF(im2col_)(j, n, g, q0, nt, col, nt);
-      b = (MAT){col, nt, 1};
+    int64_t g = task / j->tiles % j->groups;
+    VF(span_) s = VF(span_of_)(j, task / (j->groups * j->tiles), task % j->tiles);
+    int64_t nt = s.nt;
+    MAT w = {(A *)j->wmat + g * kg * j->w_rs, j->w_rs, 1}, cols;
+    if (j->pointwise && s.nb == 1) {
+      A *x = (A *)((T *)im->data + s.n0 * im->sn + g * j->cg * im->sc + s.q0 * im->sw);
+      cols = j->taps_outer ? (MAT){x, im->sw, im->sc} : (MAT){x, im->sc, im->sw};
+    } else {
+      VF(build_cols_)(j, &s, g, col);
+      cols = j->taps_outer ? (MAT){col, kk, 1} : (MAT){col, nt, 1};
     }
-    T *o = (T *)out->data + n * out->sn + g * kg * out->sc + q0 * out->sw;
-    if (j->taps_outer) {
-      /* out^T [nt, kg] = colT [nt, kk] x w^T: rows of positions, as stored. */
-      MAT colt;
-      if (j->pointwise) {
-        colt = b;
-        colt.rs = j->img.sw, colt.cs = j->img.sc;
-      } else {
-        VF(im2col_rows_)(j, n, g, q0, nt, col);
-        colt = (MAT){col, kk, 1};
-      }
-      MAT wt = {w.data, 1, j->w_rs};
-      if (j->direct_out) {
-        GEMM(nt, kg, kk, colt, wt, (MAT){(A *)o, out->sw, out->sc}, 0, scratch);
-      } else {
-        GEMM(nt, kg, kk, colt, wt, (MAT){tile, 1, nt}, 0, scratch);
-      }
-    } else if (j->direct_out) {
-      GEMM(kg, nt, kk, w, b, (MAT){(A *)o, out->sc, out->sw}, 0, scratch);
-    }
-    if (j->direct_out) {
+    T *o = (T *)out->data + s.n0 * out->sn + g * kg * out->sc + s.q0 * out->sw;
+    int direct = j->direct_out && (j->taps_outer || s.nb == 1) && VF(uniform_positions_)(j, out, &s);
+    /* taps_outer: out^T [nt, kg] = colT [nt, kk] x w^T, rows of positions as
+     * channels_last stores them; otherwise out [kg, nt] = w x col. */
+    MAT dst = direct ? (j->taps_outer ? (MAT){(A *)o, out->sw, out->sc} : (MAT){(A *)o, out->sc, out->sw})
+                     : (j->taps_outer ? (MAT){tile, 1, nt} : (MAT){tile, nt, 1});
+    if (j->taps_outer)
+      GEMM(nt, kg, kk, cols, (MAT){w.data, 1, j->w_rs}, dst, 0, scratch);
+    else
+      GEMM(kg, nt, kk, w, cols, dst, 0, scratch);
+    if (direct) {
       if (j->bias)
         for (int64_t k = 0; k < kg; k++) {
           A bk = LD(((const T *)j->bias)[(g * kg + k) * j->bias_stride]);
@@ -122,10 +146,14 @@ static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
         }
       continue;
     }
-    if (!j->taps_outer) GEMM(kg, nt, kk, w, b, (MAT){tile, nt, 1}, 0, scratch);
-    for (int64_t k = 0; k < kg; k++) {
-      A bk = j->bias ? LD(((const T *)j->bias)[(g * kg + k) * j->bias_stride]) : 0;
-      for (int64_t t = 0; t < nt; t++) o[k * out->sc + t * out->sw] = ST(tile[k * nt + t] + bk);
+    for (int64_t b = 0; b < s.nb; b++) {
+      T *ob = (T *)out->data + (s.n0 + b) * out->sn + g * kg * out->sc;
+      for (int64_t k = 0; k < kg; k++) {
+        A bk = j->bias ? LD(((const T *)j->bias)[(g * kg + k) * j->bias_stride]) : 0;
+        const A *tk = tile + k * nt + b * s.nq;
+        for (int64_t t = 0, q = s.q0; t < s.nq; t++, q++)
+          ob[k * out->sc + q / out->w * out->sh + q % out->w * out->sw] = ST(tk[t] + bk);
+      }
     }
   }
   free(col);
@@ -261,7 +289,8 @@ static void VF(wgrad_blocks_)(int64_t begin, int64_t end, void *arg) {
  * cache, as in the forward. */
 static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
-  int64_t nt_max = j->nt, kk = j->kk, kg = j->kg, items = j->img.n * j->groups * j->tiles;
+  int64_t nt_max = j->nt * j->batch, kk = j->kk, kg = j->kg;
+  int64_t items = (j->img.n + j->batch - 1) / j->batch * j->groups * j->tiles;
   A *col = malloc((size_t)(kk * nt_max + kg * nt_max + (int64_t)rt_conv_gemm_scratch(kk)) * sizeof(A));
   if (!col) {
     atomic_store(&j->out_of_memory, 1);
@@ -272,29 +301,29 @@ static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
   for (int64_t part = begin; part < end; part++) {
     A *acc = (A *)j->wgrad + part * j->out.c * kk;
     for (int64_t item = part * items / j->parts; item < (part + 1) * items / j->parts; item++) {
-      int64_t n = item / (j->groups * j->tiles), g = item / j->tiles % j->groups;
-      int64_t q0 = item % j->tiles * nt_max, nt = j->ohw - q0 < nt_max ? j->ohw - q0 : nt_max;
+      int64_t g = item / j->tiles % j->groups;
+      VF(span_) s = VF(span_of_)(j, item / (j->groups * j->tiles), item % j->tiles);
+      int64_t nt = s.nt;
       MAT go, colt;
-      const T *o = (const T *)out->data + n * out->sn + g * kg * out->sc + q0 * out->sw;
-      if (j->direct_out) {
+      const T *o = (const T *)out->data + s.n0 * out->sn + g * kg * out->sc + s.q0 * out->sw;
+      if (j->direct_out && VF(uniform_positions_)(j, out, &s)) {
         go = (MAT){(A *)o, out->sc, out->sw};
       } else {
-        for (int64_t k = 0; k < kg; k++) {
-          int64_t q = q0;
-          for (int64_t t = 0; t < nt; t++, q++)
-            tile[k * nt + t] = LD(((const T *)out->data)[n * out->sn + (g * kg + k) * out->sc +
-                                                         q / out->w * out->sh + q % out->w * out->sw]);
-        }
+        for (int64_t b = 0; b < s.nb; b++)
+          for (int64_t k = 0; k < kg; k++) {
+            const T *ok = (const T *)out->data + (s.n0 + b) * out->sn + (g * kg + k) * out->sc;
+            A *tk = tile + k * nt + b * s.nq;
+            for (int64_t t = 0, q = s.q0; t < s.nq; t++, q++)
+              tk[t] = LD(ok[q / out->w * out->sh + q % out->w * out->sw]);
+          }
         go = (MAT){tile, nt, 1};
       }
-      if (j->pointwise) {
-        colt = (MAT){(A *)((T *)im->data + n * im->sn + g * j->cg * im->sc + q0 * im->sw), im->sw, im->sc};
-      } else if (j->taps_outer) {
-        VF(im2col_rows_)(j, n, g, q0, nt, col);
-        colt = (MAT){col, kk, 1};
+      if (j->pointwise && s.nb == 1) {
+        A *x = (A *)((T *)im->data + s.n0 * im->sn + g * j->cg * im->sc + s.q0 * im->sw);
+        colt = (MAT){x, im->sw, im->sc};
       } else {
-        VF(im2col_)(j, n, g, q0, nt, col, nt);
-        colt = (MAT){col, 1, nt};
+        VF(build_cols_)(j, &s, g, col);
+        colt = j->taps_outer ? (MAT){col, kk, 1} : (MAT){col, 1, nt};
       }
       GEMM(kg, kk, nt, go, colt, (MAT){acc + g * kg * kk, kk, 1}, 1, scratch);
     }
