@@ -339,6 +339,14 @@ def test_conv_larger_than_one_tile_and_one_chunk():
     compare(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype=torch.float64)
 
 
+@pytest.mark.parametrize("layout", [contiguous, channels_last])
+def test_conv_batches_small_images_into_tiles(layout):
+    """Small images are grouped several to a tile, the last group ragged."""
+    x, w, b = torch.randn(35, 6, 5, 7), torch.randn(8, 6, 3, 3), torch.randn(8)
+    compare(lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, b], dtype=torch.float64, layout=layout)
+    compare(lambda x, w, b: F.conv2d(x, w, b, stride=2), [x, w, b], layout=layout)
+
+
 def test_conv_bad_arguments_raise_pytorch_errors():
     x = torch.randn(1, 3, 5, 5, device=DEV)
     with pytest.raises(RuntimeError, match="channels"):

@@ -219,6 +219,7 @@ static const conv_case conv_cases[] = {
     {1, 1, 1, 40, 3, 1, 5, 1, 3, 0, 2, 1, 1, 1},  /* 1-d */
     {3, 16, 33, 35, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* several tiles and tasks */
     {1, 40, 12, 12, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* K blocks in the product */
+    {17, 4, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1},  /* small images batched per tile, a ragged last block */
     {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},   /* empty batch */
 };
 
