@@ -227,6 +227,13 @@ static nrt_status prepare(const nrt_op *op, conv_role role, conv_job *j, const c
   return NRT_SUCCESS;
 }
 
+/* Channels-inner images build their columns from runs of a pixel's
+ * channels, worth it when the runs and the product's width are not tiny
+ * (depthwise convolutions keep the plane-wise columns). */
+static int use_taps_outer(const conv_job *j) {
+  return rt_image_channels_inner(&j->img) && j->cg >= 4 && j->kg >= 4;
+}
+
 static int64_t round_tile(int64_t nt) { return nt >= 16 ? nt / 16 * 16 : nt; }
 
 /* Tiles of output positions sized to keep the columns in cache; small
@@ -280,7 +287,7 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
-  j.taps_outer = rt_image_channels_inner(&j.img);
+  j.taps_outer = use_taps_outer(&j);
   j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, j.taps_outer);
   choose_tiles(&j);
   rt_parallel_for(image_blocks(&j) * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt * j.batch)),
@@ -315,7 +322,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   f.ph = j->dh * (j->kh - 1) - j->ph;
   f.pw = j->dw * (j->kw - 1) - j->pw;
   f.direct_out = k->t_is_a && positions_flat(&f.out);
-  f.taps_outer = rt_image_channels_inner(&f.img);
+  f.taps_outer = use_taps_outer(&f);
   f.pointwise = k->t_is_a && j->kh == 1 && j->kw == 1 && f.ph == 0 && f.pw == 0 && f.img.h == f.out.h &&
                 f.img.w == f.out.w && positions_flat(&f.img);
   size_t a = k->a_size;
@@ -380,7 +387,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (j.parts >= PARTS_MIN) {
     j.wgrad = calloc((size_t)(j.parts * size), k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
-    j.taps_outer = rt_image_channels_inner(&j.img);
+    j.taps_outer = use_taps_outer(&j);
     rt_parallel_for(j.parts, 1, k->wgrad_tiles, &j);
     k->sum_parts(j.wgrad, j.parts, size);
     if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk, j.taps_outer);

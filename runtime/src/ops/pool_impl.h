@@ -102,6 +102,14 @@ static inline A VF(divide_)(const pool_job *j, A sum, const rt_window *wh, const
 /* Writes block (scratch, rows x cols x cb, channel innermost) to the image
  * plane block at dst: channel k of the block is at dst + k * sc. */
 static void VF(store_block_)(const A *scratch, const rt_image *im, T *dst, int64_t cb) {
+  if (cb == 1) {
+    for (int64_t h = 0; h < im->h; h++) {
+      const A *s = scratch + h * im->w;
+      T *d = dst + h * im->sh;
+      for (int64_t w = 0; w < im->w; w++) d[w * im->sw] = ST(s[w]);
+    }
+    return;
+  }
   for (int64_t h = 0; h < im->h; h++)
     for (int64_t w = 0; w < im->w; w++) {
       const A *s = scratch + (h * im->w + w) * cb;
@@ -177,6 +185,21 @@ RT_SIMD_CLONES static void VF(avg_backward_)(int64_t begin, int64_t end, void *a
     int64_t cb = gin->c - c0 < cb_max ? gin->c - c0 : cb_max;
     for (int64_t i = 0; i < gin->h * gin->w * cb; i++) scratch[i] = 0;
     const T *g = (const T *)gout->data + n * gout->sn + c0 * gout->sc;
+    if (cb == 1) { /* one plane: no inner channel loop */
+      for (int64_t oh = 0; oh < gout->h; oh++) {
+        const rt_window *wh = &j->wh[oh];
+        for (int64_t ow = 0; ow < gout->w; ow++) {
+          const rt_window *ww = &j->ww[ow];
+          A d = VF(divide_)(j, LD(g[oh * gout->sh + ow * gout->sw]), wh, ww);
+          for (int64_t ih = wh->first; ih < wh->first + wh->count; ih++) {
+            A *s = scratch + ih * gin->w + ww->first;
+            for (int64_t b = 0; b < ww->count; b++) s[b] += d;
+          }
+        }
+      }
+      VF(store_block_)(scratch, gin, (T *)gin->data + n * gin->sn + c0 * gin->sc, 1);
+      continue;
+    }
     for (int64_t oh = 0; oh < gout->h; oh++) {
       const rt_window *wh = &j->wh[oh];
       for (int64_t ow = 0; ow < gout->w; ow++) {

@@ -52,12 +52,45 @@ RT_SIMD_CLONES static void VF(bilinear_rows_)(int64_t begin, int64_t end, void *
 
 /* Writes the scratch block (H x W x cb, channel innermost) to grad_input. */
 static void VF(store_block_)(const A *scratch, const rt_image *im, T *dst, int64_t cb) {
+  if (cb == 1) {
+    for (int64_t h = 0; h < im->h; h++) {
+      const A *s = scratch + h * im->w;
+      T *d = dst + h * im->sh;
+      for (int64_t w = 0; w < im->w; w++) d[w * im->sw] = ST(s[w]);
+    }
+    return;
+  }
   for (int64_t h = 0; h < im->h; h++)
     for (int64_t w = 0; w < im->w; w++) {
       const A *s = scratch + (h * im->w + w) * cb;
       T *d = dst + h * im->sh + w * im->sw;
       for (int64_t k = 0; k < cb; k++) d[k * im->sc] = ST(s[k]);
     }
+}
+
+/* One plane's gradient (a channel block of one): the scalar loop without
+ * the block's inner loop. */
+static void VF(backward_plane_)(const upsample_job *j, const T *g, A *scratch) {
+  const rt_image *gin = &j->img, *gout = &j->out;
+  const A *lh0 = j->lh0, *lh1 = j->lh1, *lw0 = j->lw0, *lw1 = j->lw1;
+  int64_t W = gin->w;
+  for (int64_t oh = 0; oh < gout->h; oh++) {
+    const T *row = g + oh * gout->sh;
+    A *r0 = scratch + j->h0[oh] * W, *r1 = scratch + j->h1[oh] * W;
+    if (!lh0) {
+      for (int64_t ow = 0; ow < gout->w; ow++) r0[j->w0[ow]] += LD(row[ow * gout->sw]);
+      continue;
+    }
+    A a0 = lh0[oh], a1 = lh1[oh];
+    for (int64_t ow = 0; ow < gout->w; ow++) {
+      A v = LD(row[ow * gout->sw]);
+      int64_t x0 = j->w0[ow], x1 = j->w1[ow];
+      r0[x0] += a0 * lw0[ow] * v;
+      r0[x1] += a0 * lw1[ow] * v;
+      r1[x0] += a1 * lw0[ow] * v;
+      r1[x1] += a1 * lw1[ow] * v;
+    }
+  }
 }
 
 /* Backward of both modes: nearest has one tap per direction (lambdas NULL). */
@@ -76,6 +109,11 @@ RT_SIMD_CLONES static void VF(backward_)(int64_t begin, int64_t end, void *arg) 
     int64_t cb = gin->c - c0 < cb_max ? gin->c - c0 : cb_max;
     for (int64_t i = 0; i < gin->h * W * cb; i++) scratch[i] = 0;
     const T *g = (const T *)gout->data + n * gout->sn + c0 * gout->sc;
+    if (cb == 1) {
+      VF(backward_plane_)(j, g, scratch);
+      VF(store_block_)(scratch, gin, (T *)gin->data + n * gin->sn + c0 * gin->sc, cb);
+      continue;
+    }
     for (int64_t oh = 0; oh < gout->h; oh++)
       for (int64_t ow = 0; ow < gout->w; ow++) {
         const T *gp = g + oh * gout->sh + ow * gout->sw;
