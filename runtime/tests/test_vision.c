@@ -212,7 +212,10 @@ static const conv_case conv_cases[] = {
     {2, 3, 9, 11, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},
     {2, 3, 9, 11, 4, 3, 2, 2, 1, 2, 0, 2, 1, 1},
     {1, 6, 8, 7, 6, 3, 3, 1, 2, 1, 1, 1, 1, 3},
-    {2, 6, 8, 7, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6},  /* depthwise */
+    {2, 6, 8, 7, 12, 3, 3, 1, 1, 1, 1, 1, 1, 6},  /* grouped, one image channel per group */
+    {2, 8, 7, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8},   /* depthwise: direct loops */
+    {2, 6, 8, 7, 6, 3, 2, 2, 1, 1, 1, 1, 2, 6},   /* depthwise, strided and dilated */
+    {1, 70, 5, 6, 70, 3, 3, 1, 1, 1, 1, 1, 1, 70}, /* depthwise, a ragged channel block */
     {2, 5, 6, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1},   /* pointwise: the image is its own col */
     {1, 3, 5, 5, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* padding beyond the kernel: col2im path */
     {1, 300, 5, 4, 260, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* a large weight: staged weight gradient */

@@ -13,11 +13,13 @@
  * shapes depend on the problem only, and each output element is summed by
  * one task in a fixed order, so results do not depend on the thread count.
  * A 1x1 convolution with stride 1 and no padding reads the image in place;
- * the input gradient of a stride-1 convolution runs as a forward one. */
+ * the input gradient of a stride-1 convolution runs as a forward one;
+ * depthwise convolutions run as direct loops (conv_depthwise_impl.h). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "conv_gemm.h"
+#include "elementwise.h"
 #include "shape_common.h"
 #include "thread_pool.h"
 #include "vision_common.h"
@@ -33,6 +35,7 @@ typedef struct conv_job {
   int64_t w_rs;
   const void *bias;
   int64_t bias_stride;
+  const void *wcols;       /* depthwise weight as [tap][C] (channels-inner images) */
   int pointwise;  /* 1x1, stride 1, no padding, I dense over positions: I is its own col */
   int direct_out; /* O is read or written in place as an A matrix */
   int taps_outer; /* channels-inner image: columns as rows of pixels' channel runs */
@@ -43,6 +46,9 @@ typedef struct conv_job {
   int started;       /* wgrad already holds earlier images */
   atomic_int out_of_memory;
 } conv_job;
+
+/* Channels per task of the channels-inner depthwise weight gradient. */
+#define DW_CBLOCK 64
 
 /* Positions u in [0, count) with 0 <= start + u * step < size: [u0, u1). */
 static inline void conv_valid_range(int64_t start, int64_t step, int64_t size, int64_t count, int64_t *u0,
@@ -116,6 +122,7 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 
 typedef struct conv_kernels {
   rt_range_fn forward_tiles, grad_cols, grad_planes, wgrad_cols, wgrad_blocks, wgrad_tiles;
+  rt_range_fn dw_planes, dw_rows, dw_wgrad, dw_wgrad_rows;
   void (*sum_parts)(void *, int64_t, int64_t);
   const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *, int);
   void (*store_weight)(const void *, const nrt_tensor_view *, int64_t, int);
@@ -133,6 +140,8 @@ typedef struct conv_kernels {
   }                                                                                                  \
   static const conv_kernels kernels##s = {forward_tiles_##s, grad_cols_##s,     grad_planes_##s,       \
                                           wgrad_cols_##s,    wgrad_blocks_##s,  wgrad_tiles_##s,       \
+                                          dw_planes_##s,     dw_rows_##s,       dw_wgrad_##s,          \
+                                          dw_wgrad_rows_##s,                                         \
                                           sum_parts_##s,     weight_matrix##s,  store_weight##s,       \
                                           sizeof(A_),        same};
 KERNELS_(_f32, float, 1)
@@ -278,6 +287,33 @@ static nrt_status oom(const nrt_op *op, void *a, void *b, void *c) {
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+/* ---- depthwise ---------------------------------------------------------------- */
+
+static int is_depthwise(const conv_job *j) { return j->cg == 1 && j->kg == 1; }
+
+/* Runs a depthwise forward job whose j->wmat is set; frees wbuf, extra. */
+static nrt_status depthwise_forward(const nrt_op *op, conv_job *j, const conv_kernels *k, void *wbuf,
+                                    void *extra) {
+  const rt_image *out = &j->out;
+  void *wcols = NULL;
+  if (rt_image_channels_inner(&j->img)) {
+    wcols = malloc((size_t)(j->kk * out->c) * k->a_size);
+    if (!wcols) return oom(op, wbuf, extra, NULL);
+    size_t a = k->a_size;
+    for (int64_t c = 0; c < out->c; c++)
+      for (int64_t t = 0; t < j->kk; t++)
+        memcpy((char *)wcols + (size_t)(t * out->c + c) * a, (const char *)j->wmat + (size_t)(c * j->w_rs + t) * a, a);
+    j->wcols = wcols;
+    rt_parallel_for(out->n * out->h, grain_for((double)(out->w * out->c * j->kk)), k->dw_rows, j);
+  } else {
+    rt_parallel_for(out->n * out->c, grain_for((double)(j->ohw * j->kk)), k->dw_planes, j);
+  }
+  free(wcols);
+  return finish(op, j, wbuf, extra, NULL);
+}
+
+/* ---- kernels ---------------------------------------------------------------- */
+
 nrt_status rt_kernel_conv2d(const nrt_op *op) {
   conv_job j;
   const conv_kernels *k;
@@ -289,6 +325,7 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   if (!wbuf) return oom(op, NULL, NULL, NULL);
   j.taps_outer = use_taps_outer(&j);
   j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, j.taps_outer);
+  if (is_depthwise(&j)) return depthwise_forward(op, &j, k, wbuf, NULL);
   choose_tiles(&j);
   rt_parallel_for(image_blocks(&j) * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt * j.batch)),
                   k->forward_tiles, &j);
@@ -337,6 +374,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
                    a);
   f.wmat = flipped;
   f.w_rs = f.kk;
+  if (is_depthwise(&f)) return depthwise_forward(op, &f, k, wbuf, flipped);
   choose_tiles(&f);
   rt_parallel_for(image_blocks(&f) * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt * f.batch)),
                   k->forward_tiles, &f);
@@ -380,6 +418,16 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
+  if (is_depthwise(&j)) {
+    j.wgrad = malloc((size_t)(j.out.c * j.kk) * k->a_size);
+    if (!j.wgrad) return oom(op, NULL, NULL, NULL);
+    if (rt_image_channels_inner(&j.img))
+      rt_parallel_for((j.out.c + DW_CBLOCK - 1) / DW_CBLOCK, 1, k->dw_wgrad_rows, &j);
+    else
+      rt_parallel_for(j.out.c, grain_for((double)(j.img.n * j.ohw * j.kk)), k->dw_wgrad, &j);
+    k->store_weight(j.wgrad, w, j.kk, 0);
+    return finish(op, &j, j.wgrad, NULL, NULL);
+  }
   choose_tiles(&j);
   int64_t items = image_blocks(&j) * j.groups * j.tiles, size = j.out.c * j.kk;
   j.parts = items < PARTS_MAX ? items : PARTS_MAX;

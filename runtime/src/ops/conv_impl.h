@@ -366,6 +366,8 @@ static void VF(store_weight_)(const A *dw, const nrt_tensor_view *w, int64_t kk,
               ST(dw[k * kk + conv_tap_index(w, c, i, jj, taps_outer)]);
 }
 
+#include "conv_depthwise_impl.h"
+
 #undef T
 #undef A
 #undef SUFFIX
