@@ -13,6 +13,7 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
@@ -28,6 +29,7 @@
   NRT_INDEX_OPS(X)      \
   NRT_SHAPE_OPS(X)      \
   NRT_RANDOM_OPS(X)     \
+  NRT_GEMM_OPS(X)       \
   NRT_VISION_OPS(X)
 
 #endif

@@ -1,0 +1,107 @@
+"""GEMM throughput on neuron versus PyTorch CPU (MKL/oneDNN), same process.
+
+Square products 256..4096 and transformer-shaped ones (GPT-2 small MLP and
+projection shapes for 2048 tokens, attention-like batched products, and
+memory-bound matrix-vector shapes), in float32 and bfloat16. Neuron and CPU runs alternate, so that load from other
+processes hits both sides alike; each time is the median of the runs (the
+best run is printed too: on a shared machine it shows what each side does
+undisturbed). GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
+neuron time (above 1.0 means neuron is faster). PyTorch CPU runs with 2
+threads unless --cpu-threads says otherwise; neuron uses its kernel thread
+pool (TORCHNEURON_NUM_THREADS, default: all cores).
+
+    python benchmarks/gemm.py [--repeats N] [--cpu-threads T] [--dtype float32|bfloat16]
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+import torchneuron  # noqa: F401
+
+SHAPES = [
+    # label, batch, m, k, n, layout of the second operand
+    ("square 256", 1, 256, 256, 256, "nn"),
+    ("square 512", 1, 512, 512, 512, "nn"),
+    ("square 1024", 1, 1024, 1024, 1024, "nn"),
+    ("square 2048", 1, 2048, 2048, 2048, "nn"),
+    ("square 4096", 1, 4096, 4096, 4096, "nn"),
+    ("mlp up   2048x768 @ 768x3072", 1, 2048, 768, 3072, "nn"),
+    ("mlp down 2048x3072 @ 3072x768", 1, 2048, 3072, 768, "nn"),
+    ("proj     2048x768 @ 768x768", 1, 2048, 768, 768, "nn"),
+    ("linear   2048x768 @ (3072x768)^T", 1, 2048, 768, 3072, "nt"),
+    ("attn bmm 12x(128x64 @ 64x128)", 12, 128, 64, 128, "nn"),
+    ("attn bmm 12x(128x128 @ 128x64)", 12, 128, 128, 64, "nn"),
+    ("matrix-vector 4096x4096 @ 4096x1", 1, 4096, 4096, 1, "nn"),
+    ("linear, 1 token: 1x768 @ (3072x768)^T", 1, 1, 768, 3072, "nt"),
+]
+
+
+def operands(batch, m, k, n, layout, dtype):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(batch, m, k, generator=g).to(dtype)
+    b = torch.randn(batch, n, k, generator=g).to(dtype).transpose(1, 2) if layout == "nt" else \
+        torch.randn(batch, k, n, generator=g).to(dtype)
+    if batch == 1:
+        a, b = a[0], b[0]
+    return a, b
+
+
+def interleaved(fn_dev, fn_cpu, repeats):
+    """Medians and bests of alternating timed runs (after one warm-up each)."""
+    fn_dev()
+    torch.neuron.synchronize()
+    fn_cpu()
+    dev, cpu = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn_dev()
+        torch.neuron.synchronize()
+        dev.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        fn_cpu()
+        cpu.append(time.perf_counter() - start)
+    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], action="append")
+    parser.add_argument("--max-size", type=int, default=4096, help="skip squares above this")
+    args = parser.parse_args()
+    torch.set_num_threads(args.cpu_threads)
+    dtypes = [getattr(torch, d) for d in (args.dtype or ["float32", "bfloat16"])]
+    load = os.getloadavg()
+    print(f"CPU threads: {args.cpu_threads}; neuron threads: "
+          f"{os.environ.get('TORCHNEURON_NUM_THREADS', os.cpu_count())}; median of {args.repeats}; "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"{'product':<40}{'dtype':<10}{'neuron GF/s':>12}{'cpu GF/s':>10}{'ratio':>7}"
+          f"  {'best: neuron':>12}{'cpu':>8}{'ratio':>7}")
+    ratios = {}
+    for dtype in dtypes:
+        for label, batch, m, k, n, layout in SHAPES:
+            if label.startswith("square") and m > args.max_size:
+                continue
+            a, b = operands(batch, m, k, n, layout, dtype)
+            da, db = a.to("neuron"), b.to("neuron")
+            if layout == "nt":  # keep the transposed storage on neuron too
+                db = b.transpose(-1, -2).contiguous().to("neuron").transpose(-1, -2)
+            flops = 2.0 * batch * m * n * k
+            reps = args.repeats if flops < 2e10 else max(3, args.repeats // 2)
+            t_dev, b_dev, t_cpu, b_cpu = interleaved(lambda: da @ db, lambda: a @ b, reps)
+            name = str(dtype).replace("torch.", "")
+            ratios.setdefault(name, []).append(t_cpu / t_dev)
+            print(f"{label:<40}{name:<10}{flops / t_dev / 1e9:>12.1f}{flops / t_cpu / 1e9:>10.1f}"
+                  f"{t_cpu / t_dev:>6.2f}x  {flops / b_dev / 1e9:>12.1f}{flops / b_cpu / 1e9:>8.1f}"
+                  f"{b_cpu / b_dev:>6.2f}x", flush=True)
+    for name, r in ratios.items():
+        print(f"{name}: geometric mean ratio {statistics.geometric_mean(r):.2f}x, "
+              f"min {min(r):.2f}x (target for float32 GEMM: >= 0.85x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+/* GEMM: C = alpha * A @ B + beta * Cin, batched, over any strides.
+ *
+ * This is the entry point for every kernel that multiplies matrices: the
+ * GEMM op (mm, bmm, addmm, mv, dot, ... in the shim) and, from C, later
+ * kernels such as convolution (im2col) and attention. It is BLIS-shaped:
+ * blocking loops, packing and the macro-kernel are portable C (gemm.c,
+ * gemm_pack.c); only the register-blocked micro-kernel is per ISA
+ * (gemm_kernels.c), chosen at run time from one table with its block
+ * sizes. Products with one output column or row (mv, dot) take a
+ * vector path instead (gemm_gemv.c); integer dtypes a plain loop.
+ *
+ * Numbers. float32, bfloat16 and float16 inputs are read as float32 and
+ * accumulated in float32 (as the NeuronCore Tensor engine does); float64 in
+ * float64. On CPUs with AVX512_BF16, bfloat16 products use its pair
+ * dot-product instruction: still float32 accumulation of exact products,
+ * but with subnormal inputs and results flushed to zero, as oneDNN's
+ * bfloat16 GEMM (PyTorch's CPU path) does. alpha, the accumulation over k blocks and beta * Cin are applied
+ * in that type and the result is rounded to C's dtype once. beta == 0 never
+ * reads Cin (NaN there does not propagate). Integer dtypes accumulate in
+ * 64 bits and wrap as PyTorch's integer arithmetic does.
+ *
+ * Reproducibility. Blocking depends on the problem and the CPU's kernel,
+ * never on the thread count, and each output element is computed by one
+ * thread in a fixed order: results are bitwise identical for any
+ * TORCHNEURON_NUM_THREADS. Kernels for different ISAs round differently
+ * (fused multiply-add or not, summation order).
+ */
+#ifndef NEURONRT_OPS_GEMM_INTERNAL_H
+#define NEURONRT_OPS_GEMM_INTERNAL_H
+
+#include <stdint.h>
+#include "neuronrt/op.h"
+
+/* One batched product, described by host pointers and element strides
+ * (any sign, zero allowed for inputs).
+ *
+ *   for t < batch, i < m, j < n:
+ *     C[t,i,j] = alpha * sum_{s < kslices, p < k} A[t,s,i,p] * B[t,s,p,j]
+ *              + beta * Cin[t,i,j]
+ *
+ * with X[t,s,i,p] at x + t*x_bs + s*x_ss + i*x_rs + p*x_cs. kslices > 1
+ * sums a stack of products into one output (addbmm); otherwise it is 1
+ * and the slice strides are ignored. a and b share one dtype (floating or
+ * integer); c has a's dtype, or float32 when a is float16/bfloat16; cin
+ * has c's dtype, may be c itself (then with c's strides), and is ignored
+ * when beta == 0 (it may then be NULL). C must not overlap A, B, or Cin
+ * other than as that exact alias. */
+typedef struct rt_gemm_args {
+  int64_t batch, m, n, k, kslices;
+  nrt_dtype ab_dtype, c_dtype;
+  const void *a;
+  int64_t a_bs, a_ss, a_rs, a_cs;
+  const void *b;
+  int64_t b_bs, b_ss, b_rs, b_cs;
+  void *c;
+  int64_t c_bs, c_rs, c_cs;
+  const void *cin;
+  int64_t cin_bs, cin_rs, cin_cs;
+  double alpha, beta;
+  /* A kernel from rt_gemm_kernels() to use instead of the best one (tests
+   * and benchmarks); NULL for the default. */
+  const struct rt_gemm_kernel *kernel;
+} rt_gemm_args;
+
+/* Runs the product on the calling thread and the kernel thread pool.
+ * Thread-safe. Fails (NRT_ERROR_INVALID_ARGUMENT, message naming "gemm")
+ * on inconsistent dtypes or sizes, NRT_ERROR_OUT_OF_MEMORY if packing
+ * buffers cannot be allocated; never reads or writes out of the described
+ * elements. */
+nrt_status rt_gemm(const rt_gemm_args *args);
+
+/* ---- micro-kernels (gemm_kernels.c) ------------------------------------- */
+
+/* The register tile: for i < mr, j < nr
+ *   c[i*ldc + j] = alpha * sum_{p < k} a[p*mr + i] * b[p*nr + j] + beta * c[i*ldc + j]
+ * where beta == 0 does not read c. a and b are packed panels. */
+typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
+                                float alpha, float beta);
+typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, const double *b, double *c,
+                                int64_t ldc, double alpha, double beta);
+
+/* The bfloat16 tile: a and b hold pairs of consecutive k values (k2 = k/2
+ * rounded up, the odd one out paired with 0) as 32-bit words, low half the
+ * even k; the sum is the float32 sum of their exact products. */
+typedef void (*rt_gemm_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, float *c,
+                                 int64_t ldc, float alpha, float beta);
+
+typedef struct rt_gemm_kernel {
+  const char *name;
+  /* NRT_FLOAT32 (f32 set), NRT_FLOAT64 (f64 set), or NRT_BFLOAT16 (bf16
+   * set: bfloat16 inputs only, accumulating in float32). */
+  nrt_dtype compute;
+  int mr, nr;        /* register tile */
+  int mc, kc;        /* cache blocks: A block mc x kc (L2), B micro-panel kc x nr (L1) */
+  int64_t b_elems;   /* packed B chunk budget (elements): k chunk x nc lies within it */
+  rt_gemm_ukr_f32 f32;
+  rt_gemm_ukr_f64 f64;
+  rt_gemm_ukr_bf16 bf16;
+} rt_gemm_kernel;
+
+/* The kernels for compute dtype (NRT_FLOAT32, NRT_FLOAT64 or NRT_BFLOAT16)
+ * that this CPU runs, best first; for float32 and float64 the last one is
+ * portable C. Returns the count (0 for bfloat16 without AVX512_BF16). */
+int rt_gemm_kernels(nrt_dtype compute, const rt_gemm_kernel *const **list);
+
+/* ---- internal pieces shared by gemm*.c ----------------------------------- */
+
+/* Packs rows x kc elements of src into dst as kc groups of R values
+ * (dst[p*R + r] = src[r*s_r + p*s_k] converted to the compute type), rows
+ * <= R, padding rows..R-1 with zeros. The k range may cross slices: it is
+ * given as (slice, p0) and continues into the next slice at p = k. */
+typedef struct rt_gemm_src {
+  const char *base; /* element (0, 0) of the current batch item */
+  nrt_dtype dtype;
+  int64_t s_r, s_k, s_slice, k; /* strides in elements; k per slice */
+} rt_gemm_src;
+
+void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc);
+void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc);
+/* The same for bfloat16 sources in the pair layout of rt_gemm_ukr_bf16:
+ * dst[q*R + r] holds k values 2q and 2q+1 (relative to kk0). */
+void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                         int64_t kk0, int64_t kc);
+
+/* Products with n == 1 (after transposition): y = alpha * A x + beta * yin. */
+nrt_status rt_gemv(const rt_gemm_args *args);
+
+/* Integer products, plain loops. */
+nrt_status rt_gemm_integer(const rt_gemm_args *args);
+
+/* Reads element i of a floating array of dtype d as double / writes it. */
+double rt_gemm_load(nrt_dtype d, const void *base, int64_t i);
+void rt_gemm_store(nrt_dtype d, void *base, int64_t i, double v);
+
+#endif

@@ -1,0 +1,171 @@
+/* GEMM packing: copies a block of A or B into the panel layout the
+ * micro-kernels read (k-major groups of R values, zero-padded), converting
+ * float16/bfloat16 to float32 on the way. Packing reads any strides, so a
+ * transposed operand is read in place, never copied first. The layout of the
+ * source picks the loop order: contiguous along the panel's rows (a copy per
+ * k), contiguous along k (a transpose, done in chunks that stay in L1), or
+ * neither (element by element).
+ */
+#include "elementwise.h"
+#include "gemm.h"
+#include "scalar_types.h"
+
+#define PACK_CHUNK 256 /* k values per transpose chunk: long reads, destination in L1 */
+
+static inline float f32_of_f32(float v) { return v; }
+static inline double f64_of_f64(double v) { return v; }
+static inline float f32_of_bf16(rt_bfloat16 v) { return rt_bfloat16_to_float(v); }
+static inline float f32_of_f16(rt_half v) { return rt_half_to_float(v); }
+
+#define PACK_SEGMENT(NAME, S, T, CONV)                                                         \
+  RT_SIMD_CLONES static void NAME(T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,        \
+                   int64_t s_k) {                                                              \
+    if (s_r == 1) {                                                                            \
+      for (int64_t p = 0; p < len; p++) {                                                      \
+        const S *sp = src + p * s_k;                                                           \
+        T *d = dst + p * R;                                                                    \
+        for (int64_t r = 0; r < rows; r++) d[r] = CONV(sp[r]);                                 \
+        for (int64_t r = rows; r < R; r++) d[r] = 0;                                           \
+      }                                                                                        \
+      return;                                                                                  \
+    }                                                                                          \
+    for (int64_t p0 = 0; p0 < len; p0 += PACK_CHUNK) {                                         \
+      int64_t pn = len - p0 < PACK_CHUNK ? len - p0 : PACK_CHUNK;                              \
+      T *d = dst + p0 * R;                                                                     \
+      if (s_k == 1) {                                                                          \
+        for (int64_t r = 0; r < rows; r++) {                                                   \
+          const S *sp = src + r * s_r + p0;                                                    \
+          if (r + 1 < rows) /* start the next row's stream early */                            \
+            for (int64_t q = 0; q < pn; q += 64 / (int64_t)sizeof(S))                          \
+              __builtin_prefetch(sp + s_r + q);                                                \
+          for (int64_t p = 0; p < pn; p++) d[p * R + r] = CONV(sp[p]);                         \
+        }                                                                                      \
+      } else {                                                                                 \
+        for (int64_t p = 0; p < pn; p++)                                                       \
+          for (int64_t r = 0; r < rows; r++) d[p * R + r] = CONV(src[r * s_r + (p0 + p) * s_k]); \
+      }                                                                                        \
+      if (rows < R)                                                                            \
+        for (int64_t p = 0; p < pn; p++)                                                       \
+          for (int64_t r = rows; r < R; r++) d[p * R + r] = 0;                                 \
+    }                                                                                          \
+  }
+
+PACK_SEGMENT(pack_f32_from_f32, float, float, f32_of_f32)
+PACK_SEGMENT(pack_f32_from_bf16, rt_bfloat16, float, f32_of_bf16)
+PACK_SEGMENT(pack_f32_from_f16, rt_half, float, f32_of_f16)
+PACK_SEGMENT(pack_f64_from_f64, double, double, f64_of_f64)
+static inline uint16_t bits_of_bits(uint16_t v) { return v; }
+PACK_SEGMENT(pack_bf16_bits, uint16_t, uint16_t, bits_of_bits)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* dst[p*R + r] = src[r*s_r + p] for r < 8, p < len: 8 x 8 blocks through
+ * registers (the standard unpack/shuffle/permute transpose). */
+__attribute__((target("avx2"))) static void transpose8_f32(float *dst, int R, const float *src,
+                                                             int64_t s_r, int64_t len) {
+  int64_t p = 0;
+  for (; p + 8 <= len; p += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * s_r + p);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {
+      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int q = 0; q < 4; q++) {
+      _mm256_storeu_ps(dst + (p + q) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
+      _mm256_storeu_ps(dst + (p + q + 4) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
+    }
+  }
+  for (; p < len; p++)
+    for (int i = 0; i < 8; i++) dst[p * R + i] = src[i * s_r + p];
+}
+
+static int have_avx2(void) {
+  static int cached = -1; /* idempotent: racing first calls store the same value */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx2") != 0;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+#endif
+
+/* float32 segments: rows contiguous along k (row-major A, transposed B) are
+ * transposed 8 rows at a time where the CPU has AVX2. */
+static void pack_f32_segment(float *dst, int R, const float *src, int64_t rows, int64_t len,
+                             int64_t s_r, int64_t s_k) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (s_k == 1 && s_r != 1 && rows >= 8 && have_avx2()) {
+    for (int64_t r = 0; r < rows; r += 8) {
+      int64_t r8 = r + 8 <= rows ? r : rows - 8; /* the last group overlaps the one before */
+      transpose8_f32(dst + r8, R, src + r8 * s_r, s_r, len);
+    }
+    if (rows < R)
+      for (int64_t p = 0; p < len; p++)
+        for (int64_t i = rows; i < R; i++) dst[p * R + i] = 0;
+    return;
+  }
+#endif
+  pack_f32_from_f32(dst, R, src, rows, len, s_r, s_k);
+}
+
+/* Calls SEGMENT(dst_offset, src_pointer, len) for each piece of the k range
+ * [kk0, kk0 + kc) that lies within one slice. */
+#define FOR_EACH_SEGMENT(src, r0, kk0, kc, ESIZE, SEGMENT)                                     \
+  for (int64_t done_ = 0; done_ < (kc);) {                                                     \
+    int64_t kk_ = (kk0) + done_, s_ = kk_ / (src)->k, p_ = kk_ % (src)->k;                     \
+    int64_t len_ = (src)->k - p_ < (kc) - done_ ? (src)->k - p_ : (kc) - done_;                \
+    const char *at_ = (src)->base + (s_ * (src)->s_slice + (r0) * (src)->s_r + p_ * (src)->s_k) * (ESIZE); \
+    SEGMENT(done_, at_, len_);                                                                 \
+    done_ += len_;                                                                             \
+  }
+
+void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc) {
+  switch (src->dtype) {
+#define SEG_F32_(off, at, len) \
+  pack_f32_segment(dst + (off) * R, R, (const float *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_FLOAT32: FOR_EACH_SEGMENT(src, r0, kk0, kc, 4, SEG_F32_) break;
+#define SEG_BF16_(off, at, len) \
+  pack_f32_from_bf16(dst + (off) * R, R, (const rt_bfloat16 *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_BFLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_BF16_) break;
+#define SEG_F16_(off, at, len) \
+  pack_f32_from_f16(dst + (off) * R, R, (const rt_half *)(at), rows, len, src->s_r, src->s_k)
+    case NRT_FLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_F16_) break;
+    default: break; /* rt_gemm admits no other dtype here */
+  }
+}
+
+void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc) {
+#define SEG_F64_(off, at, len) \
+  pack_f64_from_f64(dst + (off) * R, R, (const double *)(at), rows, len, src->s_r, src->s_k)
+  FOR_EACH_SEGMENT(src, r0, kk0, kc, 8, SEG_F64_)
+}
+
+void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                         int64_t kk0, int64_t kc) {
+  /* Gather the bits k-major first (any strides, slices), then pair them. */
+  uint16_t tmp[16384];
+  const int64_t chunk = (int64_t)(sizeof tmp / sizeof tmp[0]) / R & ~(int64_t)1; /* even */
+  for (int64_t q0 = 0; q0 < kc; q0 += chunk) {
+    int64_t len = kc - q0 < chunk ? kc - q0 : chunk;
+#define SEG_BITS_(off, at, seg) \
+  pack_bf16_bits(tmp + (off) * R, R, (const uint16_t *)(at), rows, seg, src->s_r, src->s_k)
+    FOR_EACH_SEGMENT(src, r0, kk0 + q0, len, 2, SEG_BITS_)
+    uint32_t *d = dst + q0 / 2 * R;
+    for (int64_t p = 0; p + 1 < len; p += 2)
+      for (int r = 0; r < R; r++) d[p / 2 * R + r] = tmp[p * R + r] | (uint32_t)tmp[(p + 1) * R + r] << 16;
+    if (len % 2)
+      for (int r = 0; r < R; r++) d[(len - 1) / 2 * R + r] = tmp[(len - 1) * R + r];
+  }
+}

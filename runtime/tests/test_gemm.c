@@ -1,0 +1,512 @@
+/* The GEMM (rt_gemm and the GEMM op) against a reference twin.
+ *
+ * The twin is the definition as a triple loop in double, reading every
+ * operand through its strides with converters of its own. Exact cases use
+ * multiples of 1/2 in [-4, 4] (and alpha, beta in {0.5, 2, -1.5, ...}) so
+ * that every partial sum is exact in float32: whatever the summation order,
+ * the product must equal the twin rounded once to the output dtype, bit for
+ * bit. Rounding cases use arbitrary values and bound the error by
+ * k * eps * sum |a||b|. Every kernel the CPU runs (AVX-512, AVX2, portable,
+ * and AVX512_BF16 pairs for bfloat16) is checked; sizes are odd (1, 7, 17, 129, 513, ...) and cross the k, n
+ * and m block boundaries; operands are row-major, column-major, padded or
+ * reversed; C may be transposed. A child process per thread count checks
+ * that results are bitwise identical with 1 and 2 kernel threads.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "child.h"
+#include "ops/gemm.h"
+
+/* ---- element access (independent of the runtime's converters) ---------- */
+
+static size_t elem_size(nrt_dtype t) {
+  static const size_t sizes[] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+  return sizes[t];
+}
+
+static double half_value(uint16_t h) {
+  double sign = (h & 0x8000) ? -1.0 : 1.0;
+  int exp = (h >> 10) & 31, mant = h & 1023;
+  if (exp == 31) return mant ? NAN : sign * INFINITY;
+  if (exp == 0) return sign * ldexp(mant, -24);
+  return sign * ldexp(1024 + mant, exp - 25);
+}
+
+/* v rounded to nearest even with `bits` significant bits (normal range). */
+static double round_bits(double v, int bits) {
+  if (v == 0 || v != v || isinf(v)) return v;
+  int e;
+  frexp(v, &e);
+  double q = ldexp(1.0, e - bits);
+  return rint(v / q) * q;
+}
+
+static uint16_t half_of(double v) { /* v exactly representable, normal or 0 */
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  v = fabs(v);
+  if (v == 0) return sign;
+  int e;
+  double m = frexp(v, &e);
+  return (uint16_t)(sign | ((e + 14) << 10) | (uint16_t)((m * 2 - 1) * 1024));
+}
+
+static double read_value(nrt_dtype t, const void *p) {
+  switch (t) {
+    case NRT_UINT8: return *(const uint8_t *)p;
+    case NRT_INT8: return *(const int8_t *)p;
+    case NRT_INT16: return *(const int16_t *)p;
+    case NRT_INT32: return *(const int32_t *)p;
+    case NRT_INT64: return (double)*(const int64_t *)p;
+    case NRT_FLOAT16: return half_value(*(const uint16_t *)p);
+    case NRT_BFLOAT16: {
+      uint32_t bits = (uint32_t)*(const uint16_t *)p << 16;
+      float f;
+      memcpy(&f, &bits, 4);
+      return f;
+    }
+    case NRT_FLOAT32: return *(const float *)p;
+    default: return *(const double *)p;
+  }
+}
+
+/* Rounds v to t and stores it (16-bit floats: v must lie in their normal range). */
+static void write_value(nrt_dtype t, void *p, double v) {
+  switch (t) {
+    case NRT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
+    case NRT_INT8: *(int8_t *)p = (int8_t)v; break;
+    case NRT_INT16: *(int16_t *)p = (int16_t)v; break;
+    case NRT_INT32: *(int32_t *)p = (int32_t)v; break;
+    case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
+    case NRT_FLOAT16: *(uint16_t *)p = v != v ? 0x7e00 : half_of(round_bits(v, 11)); break;
+    case NRT_BFLOAT16: {
+      float f = (float)round_bits(v, 8);
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      *(uint16_t *)p = v != v ? 0x7fc0 : (uint16_t)(bits >> 16);
+      break;
+    }
+    case NRT_FLOAT32: *(float *)p = (float)v; break;
+    default: *(double *)p = v; break;
+  }
+}
+
+static double rounded(nrt_dtype t, double v) {
+  switch (t) {
+    case NRT_FLOAT16: return round_bits(v, 11);
+    case NRT_BFLOAT16: return round_bits((float)v, 8);
+    case NRT_FLOAT32: return (float)v;
+    default: return v;
+  }
+}
+
+static int is_float(nrt_dtype t) { return t >= NRT_FLOAT16; }
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+/* ---- strided 3-d host arrays --------------------------------------------- */
+
+typedef struct array {
+  char *storage, *base; /* base: element (0, 0, 0) */
+  nrt_dtype dtype;
+  int64_t d0, d1, d2, s0, s1, s2;
+} array;
+
+/* Layouts of a d1 x d2 matrix (per batch item). */
+enum { ROW_MAJOR, COL_MAJOR, PADDED, REVERSED, LAYOUTS };
+
+static array make_array(nrt_dtype t, int64_t d0, int64_t d1, int64_t d2, int layout) {
+  array x = {.dtype = t, .d0 = d0, .d1 = d1, .d2 = d2};
+  switch (layout) {
+    case ROW_MAJOR: x.s2 = 1, x.s1 = d2; break;
+    case COL_MAJOR: x.s1 = 1, x.s2 = d1; break;
+    case PADDED: x.s2 = 2, x.s1 = 2 * d2 + 3; break;
+    default: x.s2 = -1, x.s1 = -d2; break; /* both dims reversed */
+  }
+  int64_t item = d1 * d2 * (layout == PADDED ? 2 : 1) + 3 * d1 + 1;
+  x.s0 = item;
+  int64_t total = item * (d0 > 0 ? d0 : 1);
+  x.storage = calloc((size_t)total + 1, elem_size(t));
+  x.base = x.storage + (layout == REVERSED ? d1 * d2 - 1 : 0) * (int64_t)elem_size(t);
+  return x;
+}
+
+static char *at(const array *x, int64_t i0, int64_t i1, int64_t i2) {
+  return x->base + (i0 * x->s0 + i1 * x->s1 + i2 * x->s2) * (int64_t)elem_size(x->dtype);
+}
+
+/* exact: halves in [-4, 4] (integers in [-8, 8] for integer dtypes);
+ * otherwise multiples of 1/997 in [-1.003, 1.003]. */
+static void fill(array *x, int exact) {
+  for (int64_t a = 0; a < x->d0; a++)
+    for (int64_t b = 0; b < x->d1; b++)
+      for (int64_t c = 0; c < x->d2; c++) {
+        double v = (double)((int)(rng() % 17) - 8);
+        /* Inexact values stay within the 16-bit floats' normal range. */
+        if (is_float(x->dtype)) v = exact ? v / 2 : (double)((int)(rng() % 2001) - 1000) / 997.0;
+        write_value(x->dtype, at(x, a, b, c), v);
+      }
+}
+
+static void fill_nan(array *x) {
+  for (int64_t a = 0; a < x->d0; a++)
+    for (int64_t b = 0; b < x->d1; b++)
+      for (int64_t c = 0; c < x->d2; c++) write_value(x->dtype, at(x, a, b, c), NAN);
+}
+
+/* ---- one case ------------------------------------------------------------ */
+
+typedef struct gemm_case {
+  int64_t batch, m, n, k, kslices;
+  nrt_dtype ab, c;
+  int la, lb, lc; /* layouts */
+  double alpha, beta;
+  int cin_mode; /* 0: none (NaN in C), 1: cin is c, 2: broadcast row vector, 3: separate array */
+  int exact;
+} gemm_case;
+
+static array A, B, C, CIN;
+
+static rt_gemm_args setup(const gemm_case *cs) {
+  int64_t s = cs->kslices > 1 ? cs->kslices : cs->batch;
+  A = make_array(cs->ab, s, cs->m, cs->k, cs->la);
+  B = make_array(cs->ab, s, cs->k, cs->n, cs->lb);
+  C = make_array(cs->c, cs->batch, cs->m, cs->n, cs->lc);
+  fill(&A, cs->exact);
+  fill(&B, cs->exact);
+  if (cs->cin_mode != 1 && is_float(cs->c)) fill_nan(&C);
+  else fill(&C, 1);
+  rt_gemm_args g = {
+      .batch = cs->batch, .m = cs->m, .n = cs->n, .k = cs->k, .kslices = cs->kslices,
+      .ab_dtype = cs->ab, .c_dtype = cs->c,
+      .a = A.base, .a_rs = A.s1, .a_cs = A.s2,
+      .b = B.base, .b_rs = B.s1, .b_cs = B.s2,
+      .c = C.base, .c_bs = C.s0, .c_rs = C.s1, .c_cs = C.s2,
+      .alpha = cs->alpha, .beta = cs->beta};
+  if (cs->kslices > 1) g.a_ss = A.s0, g.b_ss = B.s0;
+  else g.a_bs = A.s0, g.b_bs = B.s0;
+  CIN = (array){0};
+  if (cs->cin_mode == 1) {
+    g.cin = C.base, g.cin_bs = C.s0, g.cin_rs = C.s1, g.cin_cs = C.s2;
+  } else if (cs->cin_mode >= 2) {
+    CIN = make_array(cs->c, cs->cin_mode == 2 ? 1 : cs->batch, cs->cin_mode == 2 ? 1 : cs->m,
+                     cs->n, cs->cin_mode == 2 ? ROW_MAJOR : PADDED);
+    fill(&CIN, 1);
+    g.cin = CIN.base;
+    g.cin_bs = cs->cin_mode == 2 ? 0 : CIN.s0;
+    g.cin_rs = cs->cin_mode == 2 ? 0 : CIN.s1;
+    g.cin_cs = CIN.s2;
+  } else {
+    g.beta = 0;
+  }
+  return g;
+}
+
+static void release(void) {
+  free(A.storage);
+  free(B.storage);
+  free(C.storage);
+  free(CIN.storage);
+}
+
+/* The twin: returns the exact (double) value of C[t, i, j] and, in *bound,
+ * sum |alpha a b| (for the rounding bound). cin is read from the copy
+ * taken before the product ran. */
+static double twin(const rt_gemm_args *g, const char *cin_copy, int64_t t, int64_t i, int64_t j,
+                   double *bound) {
+  double acc = 0, mag = 0;
+  for (int64_t s = 0; s < g->kslices; s++)
+    for (int64_t p = 0; p < g->k; p++) {
+      int64_t sa = g->kslices > 1 ? s : t;
+      double x = read_value(A.dtype, at(&A, sa, i, p)), y = read_value(B.dtype, at(&B, sa, p, j));
+      acc += x * y;
+      mag += fabs(x * y);
+    }
+  double v = g->alpha * acc;
+  if (g->beta != 0) {
+    int64_t off = t * g->cin_bs + i * g->cin_rs + j * g->cin_cs;
+    v += g->beta * read_value(C.dtype, cin_copy + off * (int64_t)elem_size(C.dtype));
+  }
+  *bound = fabs(g->alpha) * mag;
+  return v;
+}
+
+static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
+  rt_gemm_args g = setup(cs);
+  g.kernel = kern;
+  /* Cin as it was before the product (it may be C itself). */
+  size_t bytes = 0;
+  const char *cin_base = NULL;
+  char *copy = NULL;
+  if (g.cin) {
+    const array *src = g.cin == C.base ? &C : &CIN;
+    bytes = (size_t)(src->s0 * (src->d0 > 0 ? src->d0 : 1) + 1) * elem_size(src->dtype);
+    copy = malloc(bytes);
+    memcpy(copy, src->storage, bytes);
+    cin_base = copy + (src->base - src->storage);
+  }
+  nrt_status s = rt_gemm(&g);
+  int bad = 0;
+  if (s != NRT_SUCCESS) {
+    fprintf(stderr, "rt_gemm failed: %s\n", nrt_last_error());
+    bad = 1;
+  }
+  double eps = cs->c == NRT_FLOAT64 ? 0x1p-52 : 0x1p-23;
+  for (int64_t t = 0; t < cs->batch && !bad; t++)
+    for (int64_t i = 0; i < cs->m && !bad; i++)
+      for (int64_t j = 0; j < cs->n && !bad; j++) {
+        double bound, want = twin(&g, cin_base, t, i, j, &bound);
+        double got = read_value(cs->c, at(&C, t, i, j));
+        int ok;
+        if (!is_float(cs->c) || cs->exact) {
+          ok = got == rounded(cs->c, want);
+        } else {
+          double tol = (double)(cs->k * cs->kslices + 2) * eps * (bound + fabs(want) + 1e-30);
+          if (cs->c == NRT_FLOAT16 || cs->c == NRT_BFLOAT16)
+            tol += fabs(want) * (cs->c == NRT_FLOAT16 ? 0x1p-11 : 0x1p-8);
+          ok = fabs(got - want) <= tol;
+        }
+        if (!ok) {
+          fprintf(stderr,
+                  "mismatch [%s] %s->%s b%lld m%lld n%lld k%lld s%lld layouts %d%d%d alpha %g beta %g "
+                  "cin %d at (%lld,%lld,%lld): got %.9g want %.9g\n",
+                  kern ? kern->name : "int", nrt_dtype_name(cs->ab), nrt_dtype_name(cs->c),
+                  (long long)cs->batch, (long long)cs->m, (long long)cs->n, (long long)cs->k,
+                  (long long)cs->kslices, cs->la, cs->lb, cs->lc, cs->alpha, cs->beta, cs->cin_mode,
+                  (long long)t, (long long)i, (long long)j, got, want);
+          bad = 1;
+        }
+      }
+  free(copy);
+  release();
+  return !bad;
+}
+
+/* Runs cs with every kernel of its compute dtype. */
+static void check_case(const gemm_case *cs) {
+  if (!is_float(cs->ab)) {
+    CHECK(run_case(cs, NULL));
+    return;
+  }
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(cs->ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32, &list);
+  for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
+  if (cs->ab == NRT_BFLOAT16) { /* also the pair kernels, where the CPU has them */
+    count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+    for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
+  }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static const int64_t shapes[][3] = {
+    {1, 1, 1},   {7, 17, 1},  {17, 7, 129}, {129, 17, 7}, {1, 129, 17},  {129, 1, 17},
+    {13, 33, 300}, {40, 70, 513}, {129, 513, 17}, {7, 1, 513}, {1, 1, 513}};
+
+static void test_layouts_and_shapes_exact_f32(void) {
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int la = 0; la < LAYOUTS; la++)
+      for (int lb = 0; lb < LAYOUTS; lb++) {
+        int lc = (la + lb) % 3; /* row-major, column-major and padded C */
+        gemm_case cs = {.batch = 1, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
+                        .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32, .la = la, .lb = lb,
+                        .lc = lc, .alpha = 1, .beta = 0, .exact = 1};
+        check_case(&cs);
+      }
+}
+
+static void test_alpha_beta_and_cin(void) {
+  static const struct { double alpha, beta; int cin; } ab[] = {
+      {1, 0, 0}, {0.5, -1.5, 1}, {2, 1, 1}, {-1, 0.5, 2}, {0.5, 2, 3}, {1, 0, 3}};
+  static const nrt_dtype types[][2] = {{NRT_FLOAT32, NRT_FLOAT32}, {NRT_FLOAT64, NRT_FLOAT64},
+                                       {NRT_BFLOAT16, NRT_BFLOAT16}, {NRT_FLOAT16, NRT_FLOAT16},
+                                       {NRT_BFLOAT16, NRT_FLOAT32}, {NRT_INT32, NRT_INT32}};
+  static const int64_t sizes[][3] = {{17, 40, 129}, {129, 33, 300}, {5, 70, 7}};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t a = 0; a < sizeof ab / sizeof ab[0]; a++)
+      for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+        for (int lc = 0; lc < 3; lc++) {
+          gemm_case cs = {.batch = 1, .m = sizes[z][0], .n = sizes[z][1], .k = sizes[z][2],
+                          .kslices = 1, .ab = types[t][0], .c = types[t][1], .la = (int)z % 2,
+                          .lb = lc % 2, .lc = lc, .alpha = ab[a].alpha, .beta = ab[a].beta,
+                          .cin_mode = ab[a].cin, .exact = 1};
+          if (!is_float(cs.ab)) cs.alpha *= 2, cs.beta *= 2; /* integer scalars */
+          check_case(&cs);
+        }
+}
+
+static void test_batched_and_summed_slices(void) {
+  static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16, NRT_INT64};
+  for (size_t t = 0; t < 4; t++)
+    for (int sum = 0; sum < 2; sum++)
+      for (int l = 0; l < 3; l++) {
+        gemm_case cs = {.batch = sum ? 1 : 3, .m = 20, .n = 37, .k = 90, .kslices = sum ? 3 : 1,
+                        .ab = types[t], .c = types[t], .la = l, .lb = (l + 1) % 3, .lc = l,
+                        .alpha = 0.5, .beta = -1.5, .cin_mode = 1 + l, .exact = 1};
+        if (!is_float(types[t])) cs.alpha = 2, cs.beta = -1;
+        check_case(&cs);
+        cs.k = 300; /* slices cross k blocks */
+        check_case(&cs);
+        cs.k = 7; /* odd: bfloat16 pairs straddle slices */
+        check_case(&cs);
+      }
+}
+
+static void test_block_boundaries(void) {
+  /* k beyond one packed B chunk, n beyond one column block, m beyond one row block. */
+  static const int64_t big[][3] = {{13, 1100, 2300}, {300, 40, 600}, {250, 260, 256}};
+  for (size_t z = 0; z < 3; z++)
+    for (int l = 0; l < 2; l++) {
+      gemm_case cs = {.batch = 1, .m = big[z][0], .n = big[z][1], .k = big[z][2], .kslices = 1,
+                      .ab = NRT_FLOAT32, .c = NRT_FLOAT32, .la = l, .lb = 1 - l, .lc = l,
+                      .alpha = 1, .beta = 0.5, .cin_mode = 3, .exact = 1};
+      check_case(&cs);
+    }
+}
+
+static void test_rounding_within_bound(void) {
+  static const nrt_dtype types[][2] = {{NRT_FLOAT32, NRT_FLOAT32}, {NRT_FLOAT64, NRT_FLOAT64},
+                                       {NRT_BFLOAT16, NRT_BFLOAT16}, {NRT_FLOAT16, NRT_FLOAT16}};
+  for (size_t t = 0; t < 4; t++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      gemm_case cs = {.batch = 2, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
+                      .kslices = 1, .ab = types[t][0], .c = types[t][1], .la = (int)s % 4,
+                      .lb = (int)(s / 2) % 4, .lc = (int)s % 3, .alpha = 0.75, .beta = 0.3,
+                      .cin_mode = 1, .exact = 0};
+      check_case(&cs);
+    }
+}
+
+static void test_zero_sizes(void) {
+  /* k == 0: C = beta * Cin, or zeros (over NaN) when beta == 0. */
+  gemm_case cs = {.batch = 2, .m = 5, .n = 6, .k = 0, .kslices = 1, .ab = NRT_FLOAT32,
+                  .c = NRT_FLOAT32, .alpha = 1, .beta = 0, .cin_mode = 0, .exact = 1};
+  check_case(&cs);
+  cs.beta = -1.5, cs.cin_mode = 3;
+  check_case(&cs);
+  cs.m = 0;
+  check_case(&cs);
+  cs.m = 5, cs.batch = 0;
+  check_case(&cs);
+}
+
+static void test_bad_arguments(void) {
+  float x = 0;
+  rt_gemm_args g = {.batch = 1, .m = 1, .n = 1, .k = 1, .kslices = 1, .ab_dtype = NRT_FLOAT32,
+                    .c_dtype = NRT_FLOAT64, .a = &x, .b = &x, .c = &x, .alpha = 1};
+  CHECK_STATUS(rt_gemm(&g), NRT_ERROR_UNSUPPORTED);
+  g.c_dtype = NRT_FLOAT32, g.ab_dtype = NRT_BOOL;
+  CHECK_STATUS(rt_gemm(&g), NRT_ERROR_UNSUPPORTED);
+  g.ab_dtype = NRT_FLOAT32, g.k = -1;
+  CHECK_STATUS(rt_gemm(&g), NRT_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---- the GEMM op through the runtime ---------------------------------------- */
+
+static nrt_tensor_view device_view(void **dev, nrt_dtype t, int ndim, const int64_t *shape) {
+  nrt_tensor_view v = {.dtype = t, .ndim = ndim};
+  int64_t n = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    v.shape[d] = shape[d];
+    v.strides[d] = n;
+    n *= shape[d];
+  }
+  CHECK_OK(nrt_malloc(0, (size_t)n * elem_size(t), dev));
+  v.data = *dev;
+  float *h = nrt_device_to_host(*dev);
+  for (int64_t i = 0; i < n; i++) h[i] = (float)(i % 5) - 2;
+  return v;
+}
+
+static void test_gemm_op_descriptor(void) {
+  void *dout, *da, *db;
+  nrt_op op = {.code = NRT_OP_GEMM, .num_operands = 3, .num_outputs = 1, .num_scalars = 2};
+  op.scalars[0] = (nrt_scalar){.is_float = 1, .f = 1};
+  op.operands[0] = device_view(&dout, NRT_FLOAT32, 2, (int64_t[]){4, 6});
+  op.operands[1] = device_view(&da, NRT_FLOAT32, 3, (int64_t[]){3, 4, 5});
+  op.operands[2] = device_view(&db, NRT_FLOAT32, 3, (int64_t[]){3, 5, 6});
+  CHECK_OK(nrt_op_execute(&op)); /* addbmm-shaped: sums the 3 products */
+  const float *o = nrt_device_to_host(dout), *a = nrt_device_to_host(da), *b = nrt_device_to_host(db);
+  double want = 0;
+  for (int s = 0; s < 3; s++)
+    for (int p = 0; p < 5; p++) want += a[s * 20 + 1 * 5 + p] * b[s * 30 + p * 6 + 2];
+  CHECK(o[1 * 6 + 2] == (float)want);
+  op.operands[2].shape[1] = 4; /* k mismatch */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "gemm") != NULL);
+  CHECK_OK(nrt_free(dout));
+  CHECK_OK(nrt_free(da));
+  CHECK_OK(nrt_free(db));
+}
+
+/* ---- thread-count independence ------------------------------------------------ */
+
+static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
+  return h;
+}
+
+static int write_thread_case(void) {
+  uint64_t h = 14695981039346656037ull;
+  static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40}};
+  static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
+  for (size_t z = 0; z < 4; z++)
+    for (size_t t = 0; t < 3; t++) {
+      rng_state = 777 + z;
+      gemm_case cs = {.batch = 2, .m = sizes[z][0], .n = sizes[z][1], .k = sizes[z][2],
+                      .kslices = 1, .ab = types[t], .c = types[t], .la = (int)z % 2, .lb = 0,
+                      .lc = 0, .alpha = 0.7, .beta = 0.3, .cin_mode = 3, .exact = 0};
+      rt_gemm_args g = setup(&cs);
+      if (rt_gemm(&g) != NRT_SUCCESS) return 1;
+      h = hash_bytes(h, C.storage, (size_t)(C.s0 * 2 + 1) * elem_size(C.dtype));
+      release();
+    }
+  const char *path = getenv("GEMM_TEST_OUT");
+  FILE *f = path ? fopen(path, "w") : NULL;
+  if (!f) return 1;
+  fprintf(f, "%016llx\n", (unsigned long long)h);
+  fclose(f);
+  return 0;
+}
+
+static int read_hash(const char *path, char *out, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int ok = fgets(out, (int)size, f) != NULL;
+  fclose(f);
+  remove(path);
+  return ok;
+}
+
+static void test_thread_count_independence(void) {
+  char one[64], two[64], env_one[96], env_two[96], h1[32] = "1", h2[32] = "2";
+  snprintf(one, sizeof one, "/tmp/test_gemm_%d_1.txt", (int)getpid());
+  snprintf(two, sizeof two, "/tmp/test_gemm_%d_2.txt", (int)getpid());
+  snprintf(env_one, sizeof env_one, "GEMM_TEST_OUT=%s", one);
+  snprintf(env_two, sizeof env_two, "GEMM_TEST_OUT=%s", two);
+  CHECK(child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=1", env_one, NULL}) == 0);
+  CHECK(child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=2", env_two, NULL}) == 0);
+  CHECK(read_hash(one, h1, sizeof h1) && read_hash(two, h2, sizeof h2) && strcmp(h1, h2) == 0);
+}
+
+int main(int argc, char **argv) {
+  if (child_is_case(argc, argv)) return write_thread_case();
+  RUN(test_layouts_and_shapes_exact_f32);
+  RUN(test_alpha_beta_and_cin);
+  RUN(test_batched_and_summed_slices);
+  RUN(test_block_boundaries);
+  RUN(test_rounding_within_bound);
+  RUN(test_zero_sizes);
+  RUN(test_bad_arguments);
+  RUN(test_gemm_op_descriptor);
+  RUN(test_thread_count_independence);
+  return CHECK_MAIN_RESULT();
+}
