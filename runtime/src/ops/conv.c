@@ -1,6 +1,6 @@
 /* Convolution: CONV2D, CONV2D_INPUT_GRAD and CONV2D_WEIGHT_GRAD (see
  * neuronrt/ops/vision.h), by im2col / col2im and matrix products
- * (conv_gemm.h).
+ * (conv_gemm.h, the project's GEMM).
  *
  * Parallel work is split into tasks whose outputs are disjoint: forward by
  * (image, group, tile of output positions), each thread building its own
@@ -50,6 +50,17 @@ typedef struct conv_job {
 /* Channels per task of the channels-inner depthwise weight gradient. */
 #define DW_CBLOCK 64
 
+/* The products, flagging the job when one fails (out of memory). */
+static inline void conv_gemm_f32(conv_job *j, int64_t m, int64_t n, int64_t k, rt_matrix_f32 a, rt_matrix_f32 b,
+                                 rt_matrix_f32 c, int accumulate) {
+  if (rt_conv_gemm_f32(m, n, k, a, b, c, accumulate)) atomic_store(&j->out_of_memory, 1);
+}
+
+static inline void conv_gemm_f64(conv_job *j, int64_t m, int64_t n, int64_t k, rt_matrix_f64 a, rt_matrix_f64 b,
+                                 rt_matrix_f64 c, int accumulate) {
+  if (rt_conv_gemm_f64(m, n, k, a, b, c, accumulate)) atomic_store(&j->out_of_memory, 1);
+}
+
 /* Positions u in [0, count) with 0 <= start + u * step < size: [u0, u1). */
 static inline void conv_valid_range(int64_t start, int64_t step, int64_t size, int64_t count, int64_t *u0,
                                     int64_t *u1) {
@@ -85,14 +96,14 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 #define A float
 #define T_IS_A 1
 #define SUFFIX _f32
-#define GEMM rt_conv_gemm_f32
+#define GEMM conv_gemm_f32
 #define MAT rt_matrix_f32
 #include "conv_impl.h"
 #define T double
 #define A double
 #define T_IS_A 1
 #define SUFFIX _f64
-#define GEMM rt_conv_gemm_f64
+#define GEMM conv_gemm_f64
 #define MAT rt_matrix_f64
 #include "conv_impl.h"
 #undef LD
@@ -103,7 +114,7 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 #define A float
 #define T_IS_A 0
 #define SUFFIX _bf16
-#define GEMM rt_conv_gemm_f32
+#define GEMM conv_gemm_f32
 #define MAT rt_matrix_f32
 #include "conv_impl.h"
 #undef LD
@@ -114,7 +125,7 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 #define A float
 #define T_IS_A 0
 #define SUFFIX _f16
-#define GEMM rt_conv_gemm_f32
+#define GEMM conv_gemm_f32
 #define MAT rt_matrix_f32
 #include "conv_impl.h"
 #undef LD

@@ -1,20 +1,16 @@
-/* The matrix product behind convolution: C = A * B (+ C), single-threaded.
+/* The matrix products of convolution: C = A * B (+ C) over strided
+ * operands, through the project's GEMM (gemm.h).
  *
- * Convolution splits its work into independent tiles and calls this on
- * each, so the product itself runs on the calling thread. Operands are
+ * Convolution splits its work into independent tiles and calls these from
+ * its own tasks, where the product runs on the calling thread (the kernel
+ * thread pool is then busy, and rt_gemm runs serially). Operands are
  * strided (element strides of rows and columns), which lets one routine
  * read a weight as it is or transposed and write NCHW or channels_last
- * outputs. Blocked: panels of A and B are packed into the caller's scratch
- * and a register-blocked micro-kernel accumulates each C tile over a block
- * of K; the order of the sum over K for one element of C depends on K only,
- * never on M, N or how a caller tiles them, so results are reproducible.
- *
- * To be replaced by the project's GEMM (rt_gemm) once it lands: convolution
- * reaches products only through these functions. */
+ * outputs. rt_gemm's blocking depends on the shape only, so results are
+ * reproducible. */
 #ifndef NEURONRT_OPS_CONV_GEMM_H
 #define NEURONRT_OPS_CONV_GEMM_H
 
-#include <stddef.h>
 #include <stdint.h>
 
 typedef struct rt_matrix_f32 {
@@ -27,15 +23,12 @@ typedef struct rt_matrix_f64 {
   int64_t rs, cs;
 } rt_matrix_f64;
 
-/* Floats of scratch that rt_conv_gemm_* needs for a product with n columns. */
-size_t rt_conv_gemm_scratch(int64_t n);
-
 /* C[m, n] = sum_k A[m, k] * B[k, n], plus C's old value when accumulate.
- * scratch holds rt_conv_gemm_scratch(n) floats (doubles for f64). A and B
- * are read only; C must not overlap them. */
-void rt_conv_gemm_f32(int64_t m, int64_t n, int64_t k, rt_matrix_f32 a, rt_matrix_f32 b, rt_matrix_f32 c,
-                      int accumulate, float *scratch);
-void rt_conv_gemm_f64(int64_t m, int64_t n, int64_t k, rt_matrix_f64 a, rt_matrix_f64 b, rt_matrix_f64 c,
-                      int accumulate, double *scratch);
+ * A and B are read only; C must not overlap them. Returns 0, or -1 when
+ * the product's buffers could not be allocated. */
+int rt_conv_gemm_f32(int64_t m, int64_t n, int64_t k, rt_matrix_f32 a, rt_matrix_f32 b, rt_matrix_f32 c,
+                     int accumulate);
+int rt_conv_gemm_f64(int64_t m, int64_t n, int64_t k, rt_matrix_f64 a, rt_matrix_f64 b, rt_matrix_f64 c,
+                     int accumulate);
 
 #endif

@@ -1,6 +1,7 @@
 /* The convolution kernels for one dtype; included by conv.c with T, A, LD,
  * ST, SUFFIX (vision_common.h), T_IS_A (T and A are one type), GEMM
- * (rt_conv_gemm_f32 or _f64) and MAT (its matrix type) defined.
+ * (conv_gemm_f32 or _f64: the product, flagging j on failure) and MAT (its
+ * matrix type) defined.
  *
  * Column matrices ("col") hold, for one image and group, row r = (c, i, j)
  * of the kernel window and column q = oh * OW + ow of the output: the image
@@ -109,12 +110,12 @@ static int VF(uniform_positions_)(const conv_job *j, const rt_image *o, const VF
 static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
   int64_t nt_max = j->nt * j->batch, kk = j->kk, kg = j->kg;
-  A *col = malloc((size_t)(kk * nt_max + kg * nt_max + (int64_t)rt_conv_gemm_scratch(nt_max)) * sizeof(A));
+  A *col = malloc((size_t)(kk * nt_max + kg * nt_max) * sizeof(A));
   if (!col) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  A *tile = col + kk * nt_max, *scratch = tile + kg * nt_max;
+  A *tile = col + kk * nt_max;
   const rt_image *out = &j->out, *im = &j->img;
   for (int64_t task = begin; task < end; task++) {
     int64_t g = task / j->tiles % j->groups;
@@ -135,9 +136,9 @@ static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
     MAT dst = direct ? (j->taps_outer ? (MAT){(A *)o, out->sw, out->sc} : (MAT){(A *)o, out->sc, out->sw})
                      : (j->taps_outer ? (MAT){tile, 1, nt} : (MAT){tile, nt, 1});
     if (j->taps_outer)
-      GEMM(nt, kg, kk, cols, (MAT){w.data, 1, j->w_rs}, dst, 0, scratch);
+      GEMM(j, nt, kg, kk, cols, (MAT){w.data, 1, j->w_rs}, dst, 0);
     else
-      GEMM(kg, nt, kk, w, cols, dst, 0, scratch);
+      GEMM(j, kg, nt, kk, w, cols, dst, 0);
     if (direct) {
       if (j->bias)
         for (int64_t k = 0; k < kg; k++) {
@@ -165,12 +166,11 @@ static void VF(forward_tiles_)(int64_t begin, int64_t end, void *arg) {
 static void VF(grad_cols_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
   int64_t nt_max = j->nt, kk = j->kk, kg = j->kg, ohw = j->ohw;
-  A *buf = malloc((size_t)(kg * nt_max + (int64_t)rt_conv_gemm_scratch(nt_max)) * sizeof(A));
+  A *buf = malloc((size_t)(kg * nt_max) * sizeof(A));
   if (!buf) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  A *scratch = buf + kg * nt_max;
   const rt_image *out = &j->out;
   for (int64_t task = begin; task < end; task++) {
     int64_t nl = task / (j->groups * j->tiles), g = task / j->tiles % j->groups, n = j->n0 + nl;
@@ -185,7 +185,7 @@ static void VF(grad_cols_)(int64_t begin, int64_t end, void *arg) {
       go = (MAT){buf, nt, 1};
     }
     A *col = (A *)j->col + ((nl * j->groups + g) * kk) * ohw + q0;
-    GEMM(kk, nt, kg, wt, go, (MAT){col, ohw, 1}, 0, scratch);
+    GEMM(j, kk, nt, kg, wt, go, (MAT){col, ohw, 1}, 0);
   }
   free(buf);
 }
@@ -254,11 +254,6 @@ static void VF(wgrad_cols_)(int64_t begin, int64_t end, void *arg) {
  * in order. */
 static void VF(wgrad_blocks_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
-  A *scratch = malloc(rt_conv_gemm_scratch(j->nb) * sizeof(A));
-  if (!scratch) {
-    atomic_store(&j->out_of_memory, 1);
-    return;
-  }
   int64_t mblocks = (j->kg + j->mb - 1) / j->mb, nblocks = (j->kk + j->nb - 1) / j->nb;
   const rt_image *out = &j->out, *im = &j->img;
   for (int64_t task = begin; task < end; task++) {
@@ -276,10 +271,9 @@ static void VF(wgrad_blocks_)(int64_t begin, int64_t end, void *arg) {
         colt = (MAT){(A *)((T *)im->data + n * im->sn + (g * j->cg + c0) * im->sc), im->sw, im->sc};
       else
         colt = (MAT){(A *)j->col + ((nl * j->groups + g) * j->kk + c0) * j->ohw, 1, j->ohw};
-      GEMM(m, nc, j->ohw, go, colt, dw, j->started || nl > 0, scratch);
+      GEMM(j, m, nc, j->ohw, go, colt, dw, j->started || nl > 0);
     }
   }
-  free(scratch);
 }
 
 /* Weight gradient by tiles, for weights small enough to keep j->parts
@@ -291,12 +285,12 @@ static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
   conv_job *j = arg;
   int64_t nt_max = j->nt * j->batch, kk = j->kk, kg = j->kg;
   int64_t items = (j->img.n + j->batch - 1) / j->batch * j->groups * j->tiles;
-  A *col = malloc((size_t)(kk * nt_max + kg * nt_max + (int64_t)rt_conv_gemm_scratch(kk)) * sizeof(A));
+  A *col = malloc((size_t)(kk * nt_max + kg * nt_max) * sizeof(A));
   if (!col) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  A *tile = col + kk * nt_max, *scratch = tile + kg * nt_max;
+  A *tile = col + kk * nt_max;
   const rt_image *out = &j->out, *im = &j->img;
   for (int64_t part = begin; part < end; part++) {
     A *acc = (A *)j->wgrad + part * j->out.c * kk;
@@ -325,7 +319,7 @@ static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
         VF(build_cols_)(j, &s, g, col);
         colt = j->taps_outer ? (MAT){col, kk, 1} : (MAT){col, 1, nt};
       }
-      GEMM(kg, kk, nt, go, colt, (MAT){acc + g * kg * kk, kk, 1}, 1, scratch);
+      GEMM(j, kg, kk, nt, go, colt, (MAT){acc + g * kg * kk, kk, 1}, 1);
     }
   }
   free(col);
