@@ -85,7 +85,22 @@ class Known:
 _INTEGER_DROPOUT = Known("native_dropout_backward has no integer/bool kernel yet "
                          "(CPU accepts them)", '"native_dropout_backward" not implemented for')
 _NUC = Known("nuclear norm needs SVD, which still falls back (linalg)", "aten::_linalg_svd")
+_VISION_3D = Known("3-d upsampling and adaptive pooling still fall back (the vision kernels are 1-d/2-d)",
+                   "3d")
+_BILINEAR_AA = Known("antialiased bilinear upsampling still falls back", "aten::_upsample_bilinear2d_aa")
+_BILINEAR_UINT8 = Known("uint8 bilinear upsampling (the CPU's integer-weight path) is not native yet",
+                        '"upsample_bilinear2d" not implemented for')
+_LINEAR_16BIT = Known("16-bit (bi)linear upsampling computes in float32; the CPU rounds its weights and "
+                      "every step to the 16-bit dtype", "Tensor-likes are not close")
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
+    **{(name, None): _VISION_3D for name in (
+        "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact",
+        "nn.functional.interpolate.area", "nn.functional.upsample_nearest")},
+    ("nn.functional.interpolate.bilinear", None): _BILINEAR_AA,
+    ("nn.functional.interpolate.bilinear", torch.uint8): _BILINEAR_UINT8,
+    ("nn.functional.upsample_bilinear", torch.uint8): _BILINEAR_UINT8,
+    **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear")
+       for d in (torch.float16, torch.bfloat16)},
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
     **{("native_dropout_backward", d): _INTEGER_DROPOUT

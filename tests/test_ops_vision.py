@@ -213,7 +213,13 @@ def test_pooling_bad_arguments_raise_pytorch_errors():
     with pytest.raises(RuntimeError, match="divisor must be not zero"):
         F.avg_pool2d(x, 2, divisor_override=0)
     with pytest.raises(NotImplementedError, match="avg_pool2d"):
-        F.avg_pool2d(torch.ones(1, 1, 4, 4, dtype=torch.int64, device=DEV), 2)
+        F.avg_pool2d(torch.ones(1, 1, 4, 4, dtype=torch.uint8, device=DEV), 2)
+
+
+def test_avg_pool2d_int64_divides_as_integers():
+    x = torch.randint(-50, 50, (2, 3, 9, 9))
+    for args in [(3, 1, 1, True, False, 2), ((4, 4), (2, 3), 1, True, False, None), (2,)]:
+        assert torch.equal(F.avg_pool2d(x.to(DEV), *args).cpu(), F.avg_pool2d(x, *args))
 
 
 # ---- upsampling -----------------------------------------------------------------

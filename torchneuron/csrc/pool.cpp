@@ -34,7 +34,7 @@ OpBuilder& window_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef str
   return b;
 }
 
-// The runtime's average pools and every backward take floating dtypes.
+// The backward ops (and adaptive average pooling) take floating dtypes.
 void check_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
                               t.scalar_type(), "' on the neuron device");
@@ -127,7 +127,8 @@ void avg_pool_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef stride,
 void avg_pool_into(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                    at::IntArrayRef padding, bool count_include_pad, std::optional<int64_t> divisor_override,
                    const at::Tensor& out) {
-  check_floating(self, "avg_pool2d");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kLong,
+                              "\"avg_pool2d\" not implemented for '", self.scalar_type(), "' on the neuron device");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_AVG_POOL2D, 1);
   b.image(out).image(self);

@@ -40,7 +40,6 @@ typedef struct pool_job {
 /* Instantiations: pool_impl.h undefines T, A, SUFFIX, LOWEST and IS_NAN. */
 #define LD(x) (x)
 #define ST(a) (a)
-#define POOL_AVG 1
 #define T float
 #define A float
 #define SUFFIX _f32
@@ -77,32 +76,31 @@ typedef struct pool_job {
 #include "pool_impl.h"
 #undef LD
 #undef ST
-#undef POOL_AVG
 
-/* Integers: max pooling only, compared as they are. */
-#define POOL_AVG 0
+/* Integers: compared as they are, summed in int64 and divided as
+ * integers (PyTorch's CPU average pool for int64). */
 #define LD(x) (x)
 #define ST(a) (a)
 #define T uint8_t
-#define A uint8_t
+#define A int64_t
 #define SUFFIX _u8
 #define LOWEST 0
 #define IS_NAN(v) 0
 #include "pool_impl.h"
 #define T int8_t
-#define A int8_t
+#define A int64_t
 #define SUFFIX _i8
 #define LOWEST INT8_MIN
 #define IS_NAN(v) 0
 #include "pool_impl.h"
 #define T int16_t
-#define A int16_t
+#define A int64_t
 #define SUFFIX _i16
 #define LOWEST INT16_MIN
 #define IS_NAN(v) 0
 #include "pool_impl.h"
 #define T int32_t
-#define A int32_t
+#define A int64_t
 #define SUFFIX _i32
 #define LOWEST INT32_MIN
 #define IS_NAN(v) 0
@@ -115,7 +113,6 @@ typedef struct pool_job {
 #include "pool_impl.h"
 #undef LD
 #undef ST
-#undef POOL_AVG
 
 typedef struct pool_kernels {
   rt_range_fn max_planes, max_rows, max_backward, avg_planes, avg_rows, avg_backward;
@@ -124,7 +121,7 @@ typedef struct pool_kernels {
 #define FLOAT_KERNELS_(s) \
   {VCAT_(max_planes_, s), VCAT_(max_rows_, s), VCAT_(max_backward_, s), \
    VCAT_(avg_planes_, s), VCAT_(avg_rows_, s), VCAT_(avg_backward_, s)}
-#define INT_KERNELS_(s) {VCAT_(max_planes_, s), VCAT_(max_rows_, s), NULL, NULL, NULL, NULL}
+#define INT_KERNELS_(s) FLOAT_KERNELS_(s)
 
 static const pool_kernels *kernels_for(nrt_dtype t) {
   static const pool_kernels f32 = FLOAT_KERNELS_(_f32), f64 = FLOAT_KERNELS_(_f64),
@@ -210,7 +207,7 @@ static nrt_status check_pair(const nrt_op *op, const rt_image *img, const rt_ima
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must share one dtype (%s vs %s)", name,
                    nrt_dtype_name(img_type), nrt_dtype_name(pooled_type));
   const pool_kernels *k = kernels_for(img_type);
-  if (!k || (need_float && !k->avg_planes))
+  if (!k || (need_float && !rt_is_float_dtype(img_type)))
     return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not supported", name, nrt_dtype_name(img_type));
   if (pooled->h * pooled->w > 0 && img->h * img->w == 0)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the input plane is empty", name);
@@ -286,7 +283,8 @@ static nrt_status pool_forward(const nrt_op *op, pool_kind kind) {
   pool_job job = {.pooled = rt_image_of(&op->operands[0])};
   const nrt_tensor_view *in = &op->operands[is_max ? 2 : 1];
   job.img = rt_image_of(in);
-  if ((s = check_pair(op, &job.img, &job.pooled, in->dtype, op->operands[0].dtype, !is_max))) return s;
+  if ((s = check_pair(op, &job.img, &job.pooled, in->dtype, op->operands[0].dtype, kind == POOL_ADAPTIVE_AVG)))
+    return s;
   if (is_max) {
     job.ind = rt_image_of(&op->operands[1]);
     if (op->operands[1].dtype != NRT_INT64 || !rt_same_shape(&op->operands[0], &op->operands[1]))

@@ -1,6 +1,5 @@
 /* The pooling kernels for one dtype; included by pool.c (see
- * vision_common.h for the macros it defines; also IS_NAN(v)). POOL_AVG is 0
- * for dtypes with max pooling only (integers).
+ * vision_common.h for the macros it defines; also IS_NAN(v)).
  *
  * Two walks over the data: planes (any strides; one [H, W] plane of one
  * channel at a time, as NCHW stores it) and channel rows (channels_last:
@@ -88,8 +87,6 @@ RT_SIMD_CLONES static void VF(max_rows_)(int64_t begin, int64_t end, void *arg) 
   free(acc);
   free(arg_max);
 }
-
-#if POOL_AVG
 
 static inline A VF(divide_)(const pool_job *j, A sum, const rt_window *wh, const rt_window *ww) {
   switch (j->divisor_kind) {
@@ -254,7 +251,6 @@ done:
   free(scratch);
 }
 
-#endif
 
 #undef T
 #undef A

@@ -18,7 +18,8 @@
  *                        grad_in[n, c, i / W, i % W] += grad_out for each
  *                        index i (both max pools); floating dtypes. An index
  *                        outside [0, H*W) fails with INDEX_OUT_OF_RANGE.
- *   AVG_POOL2D           [out, in] floating; scalars [kH, kW, sH, sW, pH, pW,
+ *   AVG_POOL2D           [out, in] floating, or integer (int64 sums divided
+ *                        as integers); scalars [kH, kW, sH, sW, pH, pW,
  *                        count_include_pad, divisor_override (0: none)].
  *                        out = sum of the window (rows oh*sH - pH + i, i <
  *                        kH, clipped to the input) / divisor: the override,
