@@ -90,12 +90,27 @@ _BN_16BIT = Known("float16/bfloat16 batch norm in training: both devices compute
                   "round to the neighbouring 16-bit value (the OpInfo allows atol 1e-5); and " + _BN_CPU_OUT,
                   "Tensor-likes are not close")
 _BN_OUT = Known(_BN_CPU_OUT, "name='_transformed'): Tensor-likes are not close")
+_VISION_3D = Known("3-d upsampling and adaptive pooling still fall back (the vision kernels are 1-d/2-d)",
+                   "3d")
+_BILINEAR_AA = Known("antialiased bilinear upsampling still falls back", "aten::_upsample_bilinear2d_aa")
+_BILINEAR_UINT8 = Known("uint8 bilinear upsampling (the CPU's integer-weight path) is not native yet",
+                        '"upsample_bilinear2d" not implemented for')
+_LINEAR_16BIT = Known("16-bit (bi)linear upsampling computes in float32; the CPU rounds its weights and "
+                      "every step to the 16-bit dtype", "Tensor-likes are not close")
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{(name, d): _BN_16BIT for name in ("native_batch_norm", "_native_batch_norm_legit",
                                           "_batch_norm_with_update", "nn.functional.batch_norm")
        for d in (torch.float16, torch.bfloat16)},
     **{(name, d): _BN_OUT for name in ("native_batch_norm", "_native_batch_norm_legit")
        for d in (torch.float32, torch.float64)},
+    **{(name, None): _VISION_3D for name in (
+        "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact",
+        "nn.functional.interpolate.area", "nn.functional.upsample_nearest")},
+    ("nn.functional.interpolate.bilinear", None): _BILINEAR_AA,
+    ("nn.functional.interpolate.bilinear", torch.uint8): _BILINEAR_UINT8,
+    ("nn.functional.upsample_bilinear", torch.uint8): _BILINEAR_UINT8,
+    **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear")
+       for d in (torch.float16, torch.bfloat16)},
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
     ("sgn", torch.float32): Known(

@@ -22,6 +22,7 @@
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
 #include "neuronrt/ops/shape.h"
+#include "neuronrt/ops/vision.h"
 
 #define NRT_OP_LIST(X) \
   X(FILL, fill)        \
@@ -34,6 +35,7 @@
   NRT_GEMM_OPS(X)       \
   NRT_NN_OPS(X)         \
   NRT_ATTENTION_OPS(X)  \
-  NRT_OPTIM_OPS(X)
+  NRT_OPTIM_OPS(X)      \
+  NRT_VISION_OPS(X)
 
 #endif

@@ -1,0 +1,122 @@
+"""Vision ops on neuron versus PyTorch CPU: pooling, upsampling, convolution.
+
+ResNet-like shapes ([32, 64, 56, 56] 3x3 convolution, the stem's max pool)
+and a small CNN's layers, forward and forward+backward, NCHW and
+channels_last. Each time is the median of several runs measured in this
+process (the best run is printed too: on a shared machine it shows what each
+side does undisturbed); a ratio is CPU time / neuron time (above 1.0 means
+neuron is faster). PyTorch CPU runs with 2 threads unless --cpu-threads says
+otherwise; GFLOP/s counts 2 * MACs of the convolution (3x for fwd+bwd).
+
+    python benchmarks/vision_ops.py [--repeats N] [--cpu-threads T] [--quick]
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import torchneuron  # noqa: F401
+
+
+def seconds(fn, sync, repeats: int) -> tuple:
+    """(median, best) of `repeats` timed runs after a warm-up."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def case(name, make, fn, backward, flops, repeats):
+    """Times fn on both devices; with backward, forward + backward of sum(fn * g)."""
+    results = []
+    for dev in ("neuron", "cpu"):
+        inputs = [t.to(dev) for t in make()]
+        if backward:
+            for t in inputs:
+                if t.is_floating_point():
+                    t.requires_grad_(True)
+            grad = torch.randn_like(fn(*inputs)).to(dev)
+
+            def run():
+                for t in inputs:
+                    t.grad = None
+                fn(*inputs).backward(grad)
+        else:
+            def run():
+                with torch.no_grad():
+                    fn(*inputs)
+        sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
+        results.append(seconds(run, sync, repeats))
+    (nm, nb), (cm, cb) = results
+    gflops = f"{flops / nm * 1e-9:7.1f}" if flops else " " * 7
+    print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{gflops}{cm / nm:7.2f}")
+
+
+def conv_flops(n, c, k, oh, ow, kh, kw, groups=1):
+    return 2.0 * n * k * oh * ow * (c // groups) * kh * kw
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="smaller ResNet batch (8)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.cpu_threads)
+    torch.manual_seed(0)
+    n = 8 if args.quick else 32
+    cl = torch.channels_last
+
+    print(f"CPU threads: {args.cpu_threads}; median of {args.repeats} (best shown too); ratio = CPU / neuron")
+    print(f"{'case':<44}{'neuron ms':>9}{'best':>9}{'cpu ms':>9}{'best':>9}{'GFLOP/s':>7}{'ratio':>7}")
+
+    def img(*shape, fmt=torch.contiguous_format):
+        return lambda: [torch.randn(*shape).contiguous(memory_format=fmt)]
+
+    for bwd in (False, True):
+        tag = "fwd+bwd" if bwd else "fwd"
+        case(f"max_pool2d 3x3/2 [{n},64,112,112] {tag}", img(n, 64, 112, 112),
+             lambda x: F.max_pool2d(x, 3, 2, 1), bwd, 0, args.repeats)
+        case(f"max_pool2d 3x3/2 [{n},64,112,112] CL {tag}", img(n, 64, 112, 112, fmt=cl),
+             lambda x: F.max_pool2d(x, 3, 2, 1), bwd, 0, args.repeats)
+        case(f"avg_pool2d 2x2/2 [{n},128,56,56] {tag}", img(n, 128, 56, 56),
+             lambda x: F.avg_pool2d(x, 2), bwd, 0, args.repeats)
+        case(f"adaptive_avg_pool2d 7 [{n},512,14,14] {tag}", img(n, 512, 14, 14),
+             lambda x: F.adaptive_avg_pool2d(x, 7), bwd, 0, args.repeats)
+        case(f"upsample nearest x2 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
+             lambda x: F.interpolate(x, scale_factor=2), bwd, 0, args.repeats)
+        case(f"upsample bilinear x2 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
+             lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), bwd, 0, args.repeats)
+
+    convs = [
+        # name, input shape, weight shape, kwargs
+        (f"conv 3x3 [{n},64,56,56]", (n, 64, 56, 56), (64, 64, 3, 3), dict(padding=1)),
+        (f"conv 1x1 [{n},256,56,56]->64", (n, 256, 56, 56), (64, 256, 1, 1), {}),
+        (f"conv 3x3/2 [{n},128,56,56]->128", (n, 128, 56, 56), (128, 128, 3, 3), dict(stride=2, padding=1)),
+        (f"conv 7x7/2 stem [{n // 4},3,224,224]", (n // 4, 3, 224, 224), (64, 3, 7, 7), dict(stride=2, padding=3)),
+        (f"depthwise 3x3 [{n},128,56,56]", (n, 128, 56, 56), (128, 1, 3, 3), dict(padding=1, groups=128)),
+        ("small CNN conv1 [64,1,28,28]->16", (64, 1, 28, 28), (16, 1, 3, 3), dict(padding=1)),
+        ("small CNN conv2 [64,16,14,14]->32", (64, 16, 14, 14), (32, 16, 3, 3), dict(padding=1)),
+    ]
+    for name, xs, ws, kw in convs:
+        x = torch.randn(*xs)
+        w = torch.randn(*ws) * 0.1
+        out = F.conv2d(x, w, **kw)
+        flops = conv_flops(xs[0], xs[1], ws[0], out.shape[2], out.shape[3], ws[2], ws[3], kw.get("groups", 1))
+        for fmt, ftag in ((torch.contiguous_format, ""), (cl, " CL")):
+            for bwd in (False, True):
+                tag = "fwd+bwd" if bwd else "fwd"
+                case(f"{name}{ftag} {tag}",
+                     lambda: [x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt), torch.randn(ws[0])],
+                     lambda x, w, b: F.conv2d(x, w, b, **kw), bwd, flops * (3 if bwd else 1), args.repeats)
+
+
+if __name__ == "__main__":
+    main()

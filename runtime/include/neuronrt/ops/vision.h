@@ -1,0 +1,77 @@
+/* Vision ops: pooling, upsampling and convolution (see op_list.h).
+ *
+ * Every image operand is a 4-d view [N, C, H, W] with any strides (NCHW,
+ * channels_last, transposed or sliced); 1-d ops are the 2-d ones with H = 1.
+ * Outputs are written in full (backward ops zero what nothing reaches).
+ * Results do not depend on the number of kernel threads.
+ *
+ * Pooling. Floating dtypes accumulate in float32 (float64 for float64).
+ *   MAX_POOL2D           [out, indices: int64, in]  out and in of one dtype
+ *                        (any numeric dtype); scalars [kH, kW, sH, sW, pH,
+ *                        pW, dH, dW]. Window (oh, ow) covers rows oh*sH - pH
+ *                        + i*dH, i < kH, inside the input (same for columns);
+ *                        out is its maximum (NaN wins, the first maximum
+ *                        otherwise), indices its position h * W + w.
+ *   ADAPTIVE_MAX_POOL2D  [out, indices, in]: as MAX_POOL2D over the windows
+ *                        rows [floor(oh*H/OH), ceil((oh+1)*H/OH)).
+ *   MAX_POOL2D_BACKWARD  [grad_in, grad_out, indices]: grad_in = 0, then
+ *                        grad_in[n, c, i / W, i % W] += grad_out for each
+ *                        index i (both max pools); floating dtypes. An index
+ *                        outside [0, H*W) fails with INDEX_OUT_OF_RANGE.
+ *   AVG_POOL2D           [out, in] floating, or integer (int64 sums divided
+ *                        as integers); scalars [kH, kW, sH, sW, pH, pW,
+ *                        count_include_pad, divisor_override (0: none)].
+ *                        out = sum of the window (rows oh*sH - pH + i, i <
+ *                        kH, clipped to the input) / divisor: the override,
+ *                        else the window's size clipped to the padded input
+ *                        (count_include_pad) or to the input.
+ *   AVG_POOL2D_BACKWARD  [grad_in, grad_out], scalars as AVG_POOL2D.
+ *   ADAPTIVE_AVG_POOL2D  [out, in]: mean over the adaptive windows.
+ *   ADAPTIVE_AVG_POOL2D_BACKWARD  [grad_in, grad_out].
+ *
+ * Upsampling. scalars [scale_h, scale_w, flag]: a scale > 0 is the user's
+ * scale factor (the source step is 1 / scale), otherwise in / out.
+ *   UPSAMPLE_NEAREST2D   [out, in] any dtype of one size; flag = exact:
+ *                        source row floor(oh * step) (PyTorch's "nearest",
+ *                        which copies when the sizes agree and takes oh / 2
+ *                        when out = 2 * in) or floor((oh + 0.5) * step)
+ *                        ("nearest-exact"), at most H - 1. Index math in
+ *                        float32, as PyTorch's.
+ *   UPSAMPLE_NEAREST2D_BACKWARD   [grad_in, grad_out] floating: sums.
+ *   UPSAMPLE_BILINEAR2D  [out, in] floating; flag = align_corners.
+ *   UPSAMPLE_BILINEAR2D_BACKWARD  [grad_in, grad_out].
+ *
+ * Convolution, in terms of an image I [N, C, H, W] and a column side
+ * O [N, K, OH, OW] tied by the weight w [K, C / groups, kH, kW]: output
+ * position (oh, ow) of channel k in group g = k / (K / groups) sees the
+ * image rows oh*sH - pH + i*dH (i < kH, inside the image), columns alike,
+ * of the group's channels. scalars [sH, sW, pH, pW, dH, dW, groups].
+ * Floating dtypes, one per op; float16 and bfloat16 compute in float32.
+ *   CONV2D               [O, I, w (, bias [K])]: O = conv(I, w) + bias.
+ *   CONV2D_INPUT_GRAD    [I, O, w (, bias [C])]: I = conv^T(O, w) + bias,
+ *                        the gradient of CONV2D wrt its image, and the
+ *                        forward of a transposed convolution (whose image
+ *                        is its output; output_padding only enlarges it).
+ *   CONV2D_WEIGHT_GRAD   [w, I, O]: w = gradient of sum(O * CONV2D(I, w))
+ *                        wrt w, summed over the batch.
+ */
+#ifndef NEURONRT_OPS_VISION_H
+#define NEURONRT_OPS_VISION_H
+
+#define NRT_VISION_OPS(X)                                        \
+  X(MAX_POOL2D, max_pool2d)                                      \
+  X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d)                    \
+  X(MAX_POOL2D_BACKWARD, max_pool2d_backward)                    \
+  X(AVG_POOL2D, avg_pool2d)                                      \
+  X(AVG_POOL2D_BACKWARD, avg_pool2d_backward)                    \
+  X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d)                    \
+  X(ADAPTIVE_AVG_POOL2D_BACKWARD, adaptive_avg_pool2d_backward)  \
+  X(UPSAMPLE_NEAREST2D, upsample_nearest2d)                      \
+  X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
+  X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
+  X(UPSAMPLE_BILINEAR2D_BACKWARD, upsample_bilinear2d_backward)  \
+  X(CONV2D, conv2d)                                              \
+  X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
+  X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)
+
+#endif
