@@ -13,24 +13,14 @@ attention CPU kernel.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
+from timing import median_and_best as seconds
 
-def seconds(fn, sync, repeats):
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+
 
 
 def sync_for(device):

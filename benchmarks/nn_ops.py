@@ -14,26 +14,15 @@ says otherwise. --quick uses [8*128, 50257] logits.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 import torchneuron  # noqa: F401
 
+from timing import median_and_best as seconds
 
-def seconds(fn, sync, repeats: int) -> tuple:
-    """(median, best) of `repeats` timed runs after a warm-up."""
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+
 
 
 def fwd_bwd(fn):

@@ -12,24 +12,13 @@ PyTorch CPU runs with 2 threads unless --cpu-threads says otherwise.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torchneuron  # noqa: F401
 
+from timing import median_and_best as seconds
 
-def seconds(fn, sync, repeats: int) -> tuple:
-    """(median, best) of `repeats` timed runs after a warm-up."""
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+
 
 
 def main() -> None:

@@ -12,25 +12,14 @@ otherwise; GFLOP/s counts 2 * MACs of the convolution (3x for fwd+bwd).
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
+from timing import median_and_best as seconds
 
-def seconds(fn, sync, repeats: int) -> tuple:
-    """(median, best) of `repeats` timed runs after a warm-up."""
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times)
+
 
 
 def case(name, make, fn, backward, flops, repeats):
