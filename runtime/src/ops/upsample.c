@@ -190,7 +190,7 @@ static nrt_status upsample(const nrt_op *op, upsample_mode mode, int backward) {
   double scale_h = rt_scalar_double(op, 0), scale_w = rt_scalar_double(op, 1);
   int flag = rt_scalar_int(op, 2) != 0;
   size_t wsize = k ? k->weight_size : sizeof(float);
-  int64_t *index = malloc((size_t)(2 * (out->h + out->w)) * sizeof *index);
+  int64_t *index = calloc((size_t)(2 * (out->h + out->w)), sizeof *index); /* nearest fills half */
   char *weights = mode == BILINEAR ? malloc((size_t)(2 * (out->h + out->w)) * wsize) : NULL;
   if (!index || (mode == BILINEAR && !weights)) {
     free(index);

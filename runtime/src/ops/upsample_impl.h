@@ -76,11 +76,12 @@ static void VF(backward_plane_)(const upsample_job *j, const T *g, A *scratch) {
   int64_t W = gin->w;
   for (int64_t oh = 0; oh < gout->h; oh++) {
     const T *row = g + oh * gout->sh;
-    A *r0 = scratch + j->h0[oh] * W, *r1 = scratch + j->h1[oh] * W;
-    if (!lh0) {
+    A *r0 = scratch + j->h0[oh] * W;
+    if (!lh0) { /* nearest: h1/w1 are not filled in */
       for (int64_t ow = 0; ow < gout->w; ow++) r0[j->w0[ow]] += LD(row[ow * gout->sw]);
       continue;
     }
+    A *r1 = scratch + j->h1[oh] * W;
     A a0 = lh0[oh], a1 = lh1[oh];
     for (int64_t ow = 0; ow < gout->w; ow++) {
       A v = LD(row[ow * gout->sw]);
