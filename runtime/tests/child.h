@@ -73,4 +73,39 @@ static int child_run(const char *name, const char *const *vars) {
   return -1;
 }
 
+
+/* Reads a whole file into *data (malloc'ed); returns its size or -1. */
+static inline long child_read_file(const char *path, char **data) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  *data = malloc((size_t)n + 1);
+  if (!*data || fread(*data, 1, (size_t)n, f) != (size_t)n) n = -1;
+  fclose(f);
+  return n;
+}
+
+/* Runs the case "threads" with 1 and with 3 kernel threads, each writing
+ * its results to the file named by env_var; returns 1 if both wrote the
+ * same non-empty bytes. */
+static inline int child_results_agree_across_threads(const char *env_var, const char *tag) {
+  char one[96], three[96], env_one[160], env_three[160];
+  snprintf(one, sizeof one, "/tmp/test_%s_%d_1.bin", tag, (int)getpid());
+  snprintf(three, sizeof three, "/tmp/test_%s_%d_3.bin", tag, (int)getpid());
+  snprintf(env_one, sizeof env_one, "%s=%s", env_var, one);
+  snprintf(env_three, sizeof env_three, "%s=%s", env_var, three);
+  int ran = child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=1", env_one, NULL}) == 0 &&
+            child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=3", env_three, NULL}) == 0;
+  char *a = NULL, *b = NULL;
+  long na = ran ? child_read_file(one, &a) : -1, nb = ran ? child_read_file(three, &b) : -1;
+  int same = na > 0 && na == nb && memcmp(a, b, (size_t)na) == 0;
+  free(a);
+  free(b);
+  remove(one);
+  remove(three);
+  return same;
+}
+
 #endif

@@ -682,33 +682,8 @@ static int write_thread_case(void) {
   return ok ? check_failures : 1;
 }
 
-static long read_file(const char *path, char **data) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  *data = malloc((size_t)n + 1);
-  if (fread(*data, 1, (size_t)n, f) != (size_t)n) n = -1;
-  fclose(f);
-  return n;
-}
-
 static void test_thread_count_independence(void) {
-  char one[64], three[64], env_one[96], env_three[96];
-  snprintf(one, sizeof one, "/tmp/test_nn_%d_1.bin", (int)getpid());
-  snprintf(three, sizeof three, "/tmp/test_nn_%d_3.bin", (int)getpid());
-  snprintf(env_one, sizeof env_one, "NN_TEST_OUT=%s", one);
-  snprintf(env_three, sizeof env_three, "NN_TEST_OUT=%s", three);
-  CHECK(child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=1", env_one, NULL}) == 0);
-  CHECK(child_run("threads", (const char *[]){"TORCHNEURON_NUM_THREADS=3", env_three, NULL}) == 0);
-  char *a = NULL, *b = NULL;
-  long na = read_file(one, &a), nb = read_file(three, &b);
-  CHECK(na > 0 && na == nb && memcmp(a, b, (size_t)na) == 0);
-  free(a);
-  free(b);
-  remove(one);
-  remove(three);
+  CHECK(child_results_agree_across_threads("NN_TEST_OUT", "nn"));
 }
 
 int main(int argc, char **argv) {
