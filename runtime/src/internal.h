@@ -31,6 +31,10 @@ int32_t rt_device_count(void);
 /* Kernel threads the pool may use (TORCHNEURON_NUM_THREADS or online cores). */
 int rt_kernel_threads(void);
 
+/* ops/copy.c: memmove of host-addressable bytes, split over the kernel
+ * thread pool when large and the ranges do not overlap. */
+void rt_copy_bytes(void *dst, const void *src, size_t bytes);
+
 /* memory.c: total bytes a device's allocations may use. */
 size_t rt_memory_capacity(int32_t device);
 

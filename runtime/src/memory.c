@@ -163,6 +163,12 @@ static nrt_status arena_create(int32_t device, arena **out) {
     return rt_fail(NRT_ERROR_SYSTEM, "device %d: cannot reserve %s of address space: %s", device,
                    rt_format_size(2 * (uint64_t)span).s, strerror(err));
   }
+#ifdef MADV_HUGEPAGE
+  /* Transparent huge pages where the host offers them on request: large
+   * tensors then cost far fewer TLB misses (HBM is mapped with large pages
+   * on the hardware too). Advice only: no error if unsupported. */
+  madvise(alias, span, MADV_HUGEPAGE);
+#endif
   rt_mark_started();
   pthread_mutex_init(&a->lock, NULL);
   a->device = device;

@@ -113,7 +113,7 @@ static void record_error_locked(nrt_stream_t s, nrt_status status, const char *w
 /* ---- the worker ------------------------------------------------------- */
 
 static nrt_status run_copy(const command *c) {
-  memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes); /* ranges may overlap */
+  rt_copy_bytes(c->u.copy.dst, c->u.copy.src, c->u.copy.bytes);
   return NRT_SUCCESS;
 }
 

@@ -6,6 +6,35 @@
 #include <string.h>
 #include "../internal.h"
 #include "convert.h"
+#include "thread_pool.h"
+
+/* Byte ranges below which a contiguous copy stays on one thread: one core
+ * cannot saturate memory bandwidth on its own, a few do. */
+#define PARALLEL_COPY_BYTES (1 << 20)
+#define COPY_GRAIN (256 << 10)
+
+typedef struct byte_copy {
+  char *dst;
+  const char *src;
+} byte_copy;
+
+static void copy_bytes_range(int64_t begin, int64_t end, void *ctx) {
+  const byte_copy *c = ctx;
+  memcpy(c->dst + begin, c->src + begin, (size_t)(end - begin));
+}
+
+/* See internal.h: memmove for overlapping ranges (one thread); large
+ * disjoint ones are split over the kernel thread pool. */
+void rt_copy_bytes(void *dst, const void *src, size_t bytes) {
+  const char *d = dst, *s = src;
+  int disjoint = d + bytes <= s || s + bytes <= d;
+  if (!disjoint || bytes < PARALLEL_COPY_BYTES) {
+    memmove(dst, src, bytes);
+    return;
+  }
+  byte_copy c = {dst, src};
+  rt_parallel_for((int64_t)bytes, COPY_GRAIN, copy_bytes_range, &c);
+}
 
 static int is_contiguous(const nrt_tensor_view *v) {
   int64_t expected = 1;
@@ -44,7 +73,7 @@ nrt_status rt_kernel_copy(const nrt_op *op) {
   int64_t n = nrt_view_numel(dst);
   if (n == 0) return NRT_SUCCESS;
   if (dst->dtype == src->dtype && is_contiguous(dst) && is_contiguous(src)) {
-    memmove(dst->data, src->data, (size_t)n * nrt_dtype_size(dst->dtype));
+    rt_copy_bytes(dst->data, src->data, (size_t)n * nrt_dtype_size(dst->dtype));
     return NRT_SUCCESS;
   }
   rt_inner_loop loop = rt_convert_loops[dst->dtype][src->dtype];

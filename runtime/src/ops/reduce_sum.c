@@ -13,25 +13,37 @@
  */
 #include "reduce.h"
 
+/* Row runs fold into FOLD_WIDTH partial results: four times the lanes, so
+ * that four vector accumulators hide the latency of the vector add (with
+ * one, a float32 sum is bound by that latency rather than by memory). */
+#define FOLD_WIDTH (4 * RT_LANES)
+
 /* NAME folds elements of storage type T, read by LOAD (of v) as P, with OP
- * into A. Row runs fold groups of RT_LANES * 16 elements into lanes of P
- * (float for float sums: half the vector width of double) and the groups
- * into lanes of A. */
+ * into A. Row runs fold groups of FOLD_WIDTH * 16 elements into lanes of P
+ * (float for float sums: half the vector width of double), then each group's
+ * four partial results per lane into lanes of A. */
 #define DEFINE_FOLD(NAME, T, A, P, LOAD, OP, IDENT)                                                 \
   RT_INLINE A NAME##_run(const T *x, int64_t n) {                                                   \
     A lanes[RT_LANES];                                                                              \
     for (int k = 0; k < RT_LANES; k++) lanes[k] = (IDENT);                                          \
     int64_t i = 0;                                                                                  \
     while (i + RT_LANES <= n) {                                                                     \
-      P part[RT_LANES];                                                                             \
-      for (int k = 0; k < RT_LANES; k++) part[k] = (IDENT);                                         \
-      int64_t end = i + RT_LANES * 16 < n ? i + RT_LANES * 16 : n;                                  \
+      P part[FOLD_WIDTH];                                                                           \
+      for (int k = 0; k < FOLD_WIDTH; k++) part[k] = (IDENT);                                       \
+      int64_t end = i + FOLD_WIDTH * 16 < n ? i + FOLD_WIDTH * 16 : n;                              \
+      for (; i + FOLD_WIDTH <= end; i += FOLD_WIDTH)                                                \
+        RT_LANE_LOOP for (int k = 0; k < FOLD_WIDTH; k++) {                                         \
+          T v = x[i + k];                                                                           \
+          part[k] = OP(part[k], (P)(LOAD));                                                         \
+        }                                                                                           \
       for (; i + RT_LANES <= end; i += RT_LANES)                                                    \
         RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {                                           \
           T v = x[i + k];                                                                           \
           part[k] = OP(part[k], (P)(LOAD));                                                         \
         }                                                                                           \
-      for (int k = 0; k < RT_LANES; k++) lanes[k] = OP(lanes[k], (A)part[k]);                       \
+      for (int k = 0; k < RT_LANES; k++)                                                            \
+        lanes[k] = OP(lanes[k], (A)OP(OP(part[k], part[k + RT_LANES]),                              \
+                                      OP(part[k + 2 * RT_LANES], part[k + 3 * RT_LANES])));         \
     }                                                                                               \
     for (int k = 0; i < n; i++, k++) {                                                              \
       T v = x[i];                                                                                   \
