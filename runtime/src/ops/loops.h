@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "elementwise.h"
+#include "scalar_types.h"
 
 /* The ctx of pointwise loops: the scalars first (loops read ctx as an
  * rt_scalars), then the fault flag, shared by the threads of one op. */
@@ -64,35 +65,50 @@ static inline void rt_loop_raise(void *ctx) {
     RT_LOOP_END_                                                                   \
   }
 
-/* One contiguous-output run where a and b each advance by SA, SB (0 or 1). */
-#define RT_BINARY_RUN_(TO, TI, SA, SB, EXPR) \
-  for (int64_t i = 0; i < n; i++) {          \
-    TI a = pa[i * (SA)], b = pb[i * (SB)];   \
-    o[i] = (TO)(EXPR);                       \
+/* One contiguous-output run where a and b each advance by SA, SB (0 or 1);
+ * inputs are read through IN, the result stored through OUT. */
+#define RT_BINARY_RUN_(TO, TC, SA, SB, IN, OUT, EXPR) \
+  for (int64_t i = 0; i < n; i++) {                 \
+    TC a = IN(pa[i * (SA)]), b = IN(pb[i * (SB)]);  \
+    o[i] = OUT(EXPR);                               \
   }
 
-#define RT_BINARY_LOOP(NAME, TO, TI, EXPR)                                              \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,       \
-                                  void *ctx) {                                          \
-    RT_LOOP_BEGIN_                                                                      \
-    TO *o = (TO *)data[0];                                                              \
-    const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                      \
-    const int64_t w = (int64_t)sizeof(TI);                                              \
-    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {      \
-      RT_BINARY_RUN_(TO, TI, 1, 1, EXPR)                                                \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) { \
-      RT_BINARY_RUN_(TO, TI, 1, 0, EXPR)                                                \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) { \
-      RT_BINARY_RUN_(TO, TI, 0, 1, EXPR)                                                \
-    } else {                                                                            \
-      for (int64_t i = 0; i < n; i++) {                                                 \
-        TI a = RT_LOAD(TI, data[1] + i * strides[1]);                                   \
-        TI b = RT_LOAD(TI, data[2] + i * strides[2]);                                   \
-        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                            \
-      }                                                                                 \
-    }                                                                                   \
-    RT_LOOP_END_                                                                        \
+/* A binary loop whose inputs are stored as TI and computed as TC (IN
+ * converts one element), with the result converted by OUT to TO. */
+#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR)                                     \
+  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,               \
+                                  void *ctx) {                                                  \
+    RT_LOOP_BEGIN_                                                                              \
+    TO *o = (TO *)data[0];                                                                      \
+    const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                              \
+    const int64_t w = (int64_t)sizeof(TI);                                                      \
+    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {              \
+      RT_BINARY_RUN_(TO, TC, 1, 1, IN, OUT, EXPR)                                               \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) {       \
+      RT_BINARY_RUN_(TO, TC, 1, 0, IN, OUT, EXPR)                                               \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) {       \
+      RT_BINARY_RUN_(TO, TC, 0, 1, IN, OUT, EXPR)                                               \
+    } else {                                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        TC a = IN(RT_LOAD(TI, data[1] + i * strides[1]));                                       \
+        TC b = IN(RT_LOAD(TI, data[2] + i * strides[2]));                                       \
+        RT_STORE(TO, data[0] + i * strides[0], OUT(EXPR));                                      \
+      }                                                                                         \
+    }                                                                                           \
+    RT_LOOP_END_                                                                                \
   }
+
+#define RT_BINARY_LOOP(NAME, TO, TI, EXPR) RT_BINARY_LOOP_CVT(NAME, TO, TI, TI, , (TO), EXPR)
+
+/* Binary loops on float16 (NAME_f16n) and bfloat16 (NAME_bf16n) storage,
+ * computing EXPR in float with each element converted in registers: the
+ * same numbers as the engine's conversion through buffers, at the cost of
+ * one pass over memory. */
+#define RT_BINARY_LOOPS16(NAME, EXPR)                                                            \
+  RT_BINARY_LOOP_CVT(NAME##_bf16n, uint16_t, uint16_t, float, rt_bfloat16_to_float,             \
+                     rt_bfloat16_from_float, EXPR)                                              \
+  RT_BINARY_LOOP_CVT(NAME##_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float, \
+                     EXPR)
 
 #define RT_TERNARY_RUN_(TO, TA, TB, TC, SA, SB, SC, EXPR)           \
   for (int64_t i = 0; i < n; i++) {                                 \

@@ -62,3 +62,16 @@ int rt_immediate_value(const nrt_op *op, int k, double *value) {
   rt_convert_loops[NRT_FLOAT64][op->operands[k].dtype](data, strides, 1, NULL);
   return 1;
 }
+
+nrt_status rt_run_pointwise16(const nrt_op *op, const rt_loop_table loops, rt_inner_loop bf16,
+                              rt_inner_loop f16) {
+  nrt_dtype t = op->compute_dtype;
+  if (!rt_is_16bit_float(t) || op->immediate_mask || op->num_operands > NRT_MAX_OPERANDS)
+    return rt_run_pointwise(op, loops, -1);
+  nrt_dtype want[NRT_MAX_OPERANDS];
+  for (int k = 0; k < op->num_operands; k++) {
+    if (op->operands[k].dtype != t) return rt_run_pointwise(op, loops, -1);
+    want[k] = t;
+  }
+  return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? bf16 : f16, want);
+}

@@ -19,6 +19,14 @@ typedef rt_inner_loop rt_loop_table[NRT_DTYPE_COUNT];
  * comparisons). Fails naming the op and dtype when no loop exists. */
 nrt_status rt_run_pointwise(const nrt_op *op, const rt_loop_table loops, int out_dtype);
 
+/* As rt_run_pointwise, but a float16/bfloat16 op whose operands are all
+ * tensors stored in the compute dtype runs on them directly with f16 / bf16
+ * (RT_BINARY_LOOPS16), converting in registers rather than through
+ * buffers. (Immediates keep the general path: PyTorch reads a scalar
+ * operand in float, not rounded to the 16-bit type.) */
+nrt_status rt_run_pointwise16(const nrt_op *op, const rt_loop_table loops, rt_inner_loop bf16,
+                              rt_inner_loop f16);
+
 /* The loop for op's compute dtype from loops, or NULL after recording the
  * NRT_ERROR_UNSUPPORTED message. */
 rt_inner_loop rt_pointwise_loop(const nrt_op *op, const rt_loop_table loops);
@@ -74,6 +82,12 @@ static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t 
    [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, [NRT_FLOAT32] = NAME##_f32, \
    [NRT_FLOAT64] = NAME##_f64}
 #define RT_FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
+/* The same with in-register 16-bit loops NAME_bf16n and NAME_f16n. */
+#define RT_DEFINE_TABLE_KERNEL16(NAME, TABLE)                            \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {                        \
+    static const rt_loop_table loops = TABLE(NAME);                      \
+    return rt_run_pointwise16(op, loops, NAME##_bf16n, NAME##_f16n);     \
+  }
 #define RT_DEFINE_TABLE_KERNEL(NAME, TABLE)          \
   nrt_status rt_kernel_##NAME(const nrt_op *op) {   \
     static const rt_loop_table loops = TABLE(NAME); \

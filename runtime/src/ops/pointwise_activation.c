@@ -23,10 +23,12 @@
   RT_UNARY_LOOP(NAME##_f64, double, double, F64)     \
   DEFINE_FLOAT_KERNEL(NAME)
 
+/* Gradients run in training's bfloat16 passes: in-register 16-bit loops. */
 #define DEFINE_BACKWARD(NAME, F32, F64)              \
   RT_BINARY_LOOP(NAME##_f32, float, float, F32)      \
   RT_BINARY_LOOP(NAME##_f64, double, double, F64)    \
-  DEFINE_FLOAT_KERNEL(NAME)
+  RT_BINARY_LOOPS16(NAME, F32)                       \
+  RT_DEFINE_TABLE_KERNEL16(NAME, RT_FLOAT_TABLE)
 
 /* Scalar k in the loop's type. */
 #define S(T, k) ((T)sc->f[k])
@@ -172,6 +174,7 @@ THRESHOLD_BACKWARD_INT(int32)
 THRESHOLD_BACKWARD_INT(int64)
 RT_BINARY_LOOP(threshold_backward_f32, float, float, b <= S(float, 0) ? 0.0f : a)
 RT_BINARY_LOOP(threshold_backward_f64, double, double, b <= S(double, 0) ? 0.0 : a)
+RT_BINARY_LOOPS16(threshold_backward, b <= S(float, 0) ? 0.0f : a)
 
 nrt_status rt_kernel_threshold_backward(const nrt_op *op) {
   static const rt_loop_table loops = {
@@ -179,7 +182,7 @@ nrt_status rt_kernel_threshold_backward(const nrt_op *op) {
       [NRT_INT16] = threshold_backward_int16, [NRT_INT32] = threshold_backward_int32,
       [NRT_INT64] = threshold_backward_int64, [NRT_FLOAT32] = threshold_backward_f32,
       [NRT_FLOAT64] = threshold_backward_f64};
-  return rt_run_pointwise(op, loops, -1);
+  return rt_run_pointwise16(op, loops, threshold_backward_bf16n, threshold_backward_f16n);
 }
 
 /* log_sigmoid_backward (grad_in, grad_out, x, buffer): with z = buffer,

@@ -33,27 +33,30 @@ static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_fl
 /* ---- ADD: a + alpha * b; MUL ------------------------------------------ */
 DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), a + (__typeof__(a))sc->f[0] * b)
 RT_BINARY_LOOP(add_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | ((b != 0) & (sc->i[0] != 0))))
+RT_BINARY_LOOPS16(add, a + (float)sc->f[0] * b)
 
 /* For float16/bfloat16 alpha is first rounded to the storage type, as
  * PyTorch's CPU kernel converts it (Scalar::to<scalar_t>). */
 nrt_status rt_kernel_add(const nrt_op *op) {
   static const rt_loop_table loops = ARITH_TABLE(add);
-  if (op->num_scalars < 1 || (op->compute_dtype != NRT_FLOAT16 && op->compute_dtype != NRT_BFLOAT16))
+  if (op->num_scalars < 1 || !rt_is_16bit_float(op->compute_dtype))
     return rt_run_pointwise(op, loops, -1);
   nrt_op local = *op;
   float alpha = op->scalars[0].is_float ? (float)op->scalars[0].f : (float)op->scalars[0].i;
   alpha = op->compute_dtype == NRT_FLOAT16 ? round_f16(alpha) : round_bf16(alpha);
   local.scalars[0] = (nrt_scalar){.is_float = 1, .f = alpha};
-  return rt_run_pointwise(&local, loops, -1);
+  return rt_run_pointwise16(&local, loops, add_bf16n, add_f16n);
 }
 
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a * b)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-RT_DEFINE_TABLE_KERNEL(mul, ARITH_TABLE)
+RT_BINARY_LOOPS16(mul, a * b)
+RT_DEFINE_TABLE_KERNEL16(mul, ARITH_TABLE)
 
 RT_BINARY_LOOP(div_f32, float, float, a / b)
 RT_BINARY_LOOP(div_f64, double, double, a / b)
-RT_DEFINE_TABLE_KERNEL(div, RT_FLOAT_TABLE)
+RT_BINARY_LOOPS16(div, a / b)
+RT_DEFINE_TABLE_KERNEL16(div, RT_FLOAT_TABLE)
 
 /* ---- integer division ----------------------------------------------------
  * Helpers per signed type S (uint8 is separate: it has no -1 and its floor
