@@ -59,13 +59,18 @@ typedef struct math_case {
   const char *name;
   float (*f)(float);
   double (*ref)(double);
+  double max_ulp; /* as stated in vmath.h */
 } math_case;
 
 static const math_case math_cases[] = {
-    {"exp", vm_exp, exp},          {"log", vm_log, log},
-    {"tanh", vm_tanh, tanh},       {"sigmoid", vm_sigmoid, ref_sigmoid},
-    {"erf", vm_erf, erf},          {"gelu", vm_gelu, ref_gelu},
-    {"gelu_tanh", vm_gelu_tanh, ref_gelu_tanh}, {"silu", vm_silu, ref_silu},
+    {"exp", vm_exp, exp, 1.0},
+    {"log", vm_log, log, 1.0},
+    {"tanh", vm_tanh, tanh, 2.0},
+    {"sigmoid", vm_sigmoid, ref_sigmoid, 2.0},
+    {"erf", vm_erf, erf, 2.0},
+    {"gelu", vm_gelu, ref_gelu, 6.2},
+    {"gelu_tanh", vm_gelu_tanh, ref_gelu_tanh, 1.0},
+    {"silu", vm_silu, ref_silu, 1.0},
 };
 
 static const float edge_values[] = {
@@ -96,13 +101,13 @@ static double worst_ulp(const math_case *c, float *where) {
   return worst;
 }
 
-static void test_vmath_within_two_ulp(void) {
+static void test_vmath_within_stated_ulp(void) {
   for (size_t k = 0; k < sizeof math_cases / sizeof math_cases[0]; k++) {
     float where = 0.0f;
     double worst = worst_ulp(&math_cases[k], &where);
-    if (worst > 2.0)
+    if (worst > math_cases[k].max_ulp)
       fprintf(stderr, "  %s: %.3f ulp at %a\n", math_cases[k].name, worst, (double)where);
-    CHECK(worst <= 2.0);
+    CHECK(worst <= math_cases[k].max_ulp);
   }
 }
 
@@ -752,7 +757,7 @@ static void test_unsupported_dtypes_fail(void) {
 }
 
 int main(void) {
-  RUN(test_vmath_within_two_ulp);
+  RUN(test_vmath_within_stated_ulp);
   RUN(test_vmath_special_values);
   RUN(test_integer_arithmetic_wraps);
   RUN(test_add_alpha_wraps);
