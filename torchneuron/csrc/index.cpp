@@ -100,23 +100,53 @@ IndexAccess flat_access(const at::Tensor& flat, const at::Tensor& index) {
 
 // ---- index_select --------------------------------------------------------
 
-std::vector<int64_t> index_select_sizes(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+at::DimVector index_select_sizes(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt,
               "index_select(): Expected dtype int32 or int64 for index");
   TORCH_CHECK(self.dim() > 0 || index.numel() == 1,
               "index_select(): Index to scalar can have only 1 value, got ", index.numel(), " value(s)");
   check_devices("index_select", self, {index});
-  std::vector<int64_t> sizes = self.sizes().vec();
+  at::DimVector sizes(self.sizes());
   if (self.dim() > 0) sizes[dim] = index.numel();
   return sizes;
 }
 
+// The access is built on the stack rather than as an IndexAccess (whose
+// vectors cost a fifth of a small call): the operands of launch_gather,
+// (out, self over out's shape with stride 0 along dim, self's dim as the
+// indexed geometry, index along dim), and dim.
 void index_select_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out) {
   if (out.numel() == 0) return;
-  TORCH_CHECK_INDEX(nonempty_sizes(self)[dim] > 0, "index_select(): index out of range in self");
-  launch_gather(NRT_OP_INDEX_SELECT, out, nonempty_strides(out),
-                slice_access(self, dim, index, nonempty_sizes(out)));
+  const char* name = "index_select";
+  const int64_t nd = std::max<int64_t>(self.dim(), 1);
+  TORCH_CHECK(nd <= NRT_MAX_DIMS, name, ": tensors with more than ", NRT_MAX_DIMS,
+              " dimensions are not supported on the neuron device (got ", nd, ")");
+  int64_t shape[NRT_MAX_DIMS], out_strides[NRT_MAX_DIMS], self_strides[NRT_MAX_DIMS],
+      index_strides[NRT_MAX_DIMS];
+  for (int64_t d = 0; d < nd; d++) {
+    bool scalar = self.dim() == 0;
+    shape[d] = scalar ? 1 : out.size(d);
+    out_strides[d] = scalar ? 1 : out.stride(d);
+    self_strides[d] = scalar ? 1 : self.stride(d);
+    index_strides[d] = 0;
+  }
+  const int64_t size = self.dim() == 0 ? 1 : self.size(dim), stride = self_strides[dim];
+  TORCH_CHECK_INDEX(size > 0, "index_select(): index out of range in self");
+  self_strides[dim] = 0;
+  index_strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
+  const at::IntArrayRef over(shape, nd);
+  nrt_op op{};
+  op.code = NRT_OP_INDEX_SELECT;
+  op.num_outputs = 1;
+  op.num_operands = 4;
+  op.operands[0] = view_over(out, over, at::IntArrayRef(out_strides, nd), name);
+  op.operands[1] = view_over(self, over, at::IntArrayRef(self_strides, nd), name);
+  op.operands[2] = view_over(self, at::IntArrayRef(&size, 1), at::IntArrayRef(&stride, 1), name);
+  op.operands[3] = view_over(index, over, at::IntArrayRef(index_strides, nd), name);
+  op.num_scalars = 1;
+  op.scalars[0].i = dim;
+  launch(out.device().index(), op);
 }
 
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
