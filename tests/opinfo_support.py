@@ -113,9 +113,6 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
        for d in (torch.float16, torch.bfloat16)},
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
-    ("sgn", torch.float32): Known(
-        "the gradient of sgn of real inputs is an efficient zero tensor: "
-        "_efficientzerotensor falls back", "aten::_efficientzerotensor"),
 }
 
 

@@ -32,7 +32,9 @@ SHORT = {"bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i3
 # Registration source file (stem prefix) -> family.
 FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index"),
             ("nonzero", "index"), ("shape", "shape"), ("sort", "shape"), ("random", "random"),
-            ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core")]
+            ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core"),
+            ("composite", "index"), ("gemm", "gemm"), ("nn_", "nn"), ("attention", "attention"),
+            ("optim", "optim"), ("conv", "vision"), ("pool", "vision"), ("upsample", "vision")]
 
 
 def run_suite(report: str) -> int:
@@ -116,6 +118,13 @@ def _probe_args(schema, dtype, device):
     return args, kwargs
 
 
+# Overloads whose CPU kernel crashes the process on the generic inputs (a
+# PyTorch bug: batch norm with training=False and no running statistics
+# reads the statistics it was not given). Not probed; OpInfo covers them.
+def cpu_crashes_on_probe(qualified: str) -> bool:
+    return "batch_norm" in qualified
+
+
 def probe(qualified: str, dtype, random_values: bool) -> bool:
     """Calls one overload on generic inputs on the CPU and on neuron: True if
     the CPU accepts them, neuron runs this overload natively with no
@@ -123,6 +132,8 @@ def probe(qualified: str, dtype, random_values: bool) -> bool:
     import torch
     import torchneuron
 
+    if cpu_crashes_on_probe(qualified):
+        return False
     torchneuron.clear_op_tracking()
     name, _, overload = qualified[len("aten::"):].partition(".")
     op = getattr(getattr(torch.ops.aten, name), overload or "default")
