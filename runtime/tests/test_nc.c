@@ -311,6 +311,31 @@ static void test_launch_errors_are_sticky(void) {
   nrt_free(dst);
 }
 
+/* A manual placement holds its bytes for the whole program: an automatic
+ * tile that is live at the same time goes elsewhere. */
+static void test_manual_placements_are_reserved(void) {
+  nrt_nc_tensor t[] = {tile(NRT_NC_SBUF, 128, 4096), tile(NRT_NC_SBUF, 128, 4096)};
+  t[1].fixed = 1; /* at (0, 0), first used after the automatic tile */
+  nrt_nc_inst in[3];
+  in[0] = inst_of(NRT_NC_MEMSET, NRT_NC_ENGINE_VECTOR);
+  in[0].ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 1024, 0);
+  in[1] = in[0];
+  in[1].ap[0].tensor = 1;
+  in[2] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  in[2].ap[0] = in[0].ap[0];
+  in[2].ap[1] = in[1].ap[0];
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 3, t, 2, &prog, &diag));
+  int32_t partition;
+  int64_t offset;
+  CHECK_OK(nrt_nc_program_placement(prog, 0, &partition, &offset));
+  CHECK(offset >= 4096);
+  CHECK_OK(nrt_nc_program_placement(prog, 1, &partition, &offset));
+  CHECK(partition == 0 && offset == 0);
+  nrt_nc_program_destroy(prog);
+}
+
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
@@ -320,5 +345,6 @@ int main(void) {
   RUN(test_numerics);
   RUN(test_launch_on_device_memory);
   RUN(test_launch_errors_are_sticky);
+  RUN(test_manual_placements_are_reserved);
   return CHECK_MAIN_RESULT();
 }
