@@ -115,6 +115,14 @@ def test_a_failure_on_the_host_simulator_raises_at_the_call(failing_runs):
     np.testing.assert_array_equal(scale_rows(np.ones((2, 2), np.float32), 2.0), 2)
 
 
+def test_neuron_tensors_do_not_mix_with_host_arrays():
+    x = torch.ones(2, 2, device="neuron")
+    with pytest.raises(ValueError, match="NumPy arrays"):
+        scale_rows(x, np.ones((2, 2), np.float32))
+    with pytest.raises(ValueError, match="one neuron device"):
+        scale_rows(x, torch.ones(2, 2))
+
+
 def test_simulate_and_env_return_numpy(monkeypatch):
     a = torch.randn(3, 5)
     out = nki.simulate(scale_rows)(a.to("neuron"), 2.0)

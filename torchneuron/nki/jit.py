@@ -186,6 +186,10 @@ def _order(args, kwargs):
 
 
 def _run_device(kernel, grid, args, kwargs):
+    if any(isinstance(v, np.ndarray) for v in _order(args, kwargs)):
+        raise ValueError("an NKI kernel called with neuron tensors cannot also take NumPy arrays "
+                         "(move them to the device, or run everything on the simulator with "
+                         "nki.simulate)")
     devices = {v.device for v in _order(args, kwargs) if isinstance(v, torch.Tensor)}
     if len(devices) != 1:
         raise ValueError(f"an NKI kernel's tensors must all be on one neuron device, got {devices}")
