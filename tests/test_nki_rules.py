@@ -258,6 +258,13 @@ def test_every_documented_rule_has_a_row():
     assert documented == {rule for rule, _, _ in RULES} | {"not_tracing"}
 
 
+def test_partition_start_errors_say_where_the_access_may_start():
+    rows = [violation for rule, _, violation in RULES if rule == "partition_start"]
+    for violation, allowed in zip(rows, ["0", "0 or 64", "0, 32, 64 or 96"], strict=True):
+        with pytest.raises(nki.NkiError, match=f"must start at {allowed}$"):
+            nki.simulate(kernel_of(violation))(np.zeros(1, np.float32))
+
+
 def test_capacity_errors_name_where_the_tile_was_allocated():
     with pytest.raises(nki.NkiError, match="allocated at .*test_nki_rules.py"):
         nki.simulate(nki.jit(sbuf_capacity))(np.zeros(1, np.float32))
