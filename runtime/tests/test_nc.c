@@ -174,6 +174,46 @@ static void test_rules(void) {
   CHECK(strcmp(diag.rule, "out_of_bounds") == 0);
 }
 
+/* Records only the C API can malform: each is refused under its rule. */
+static void expect_rule(const nrt_nc_inst *in, const nrt_nc_tensor *t, int32_t nt, const char *rule) {
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_STATUS(create(in, 1, t, nt, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, rule) == 0);
+}
+
+static void test_malformed_records(void) {
+  nrt_nc_tensor t[] = {tile(NRT_NC_SBUF, 128, 512), tile(NRT_NC_SBUF, 128, 512)};
+  nrt_nc_inst cp = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  cp.ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  cp.ap[1] = ap2d(1, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  nrt_nc_inst bad = cp;
+  bad.opcode = 99;
+  expect_rule(&bad, t, 2, "opcode");
+  bad = cp;
+  bad.ap[1].tensor = 5;
+  expect_rule(&bad, t, 2, "operand");
+  bad = cp;
+  bad.ap[0] = none();
+  expect_rule(&bad, t, 2, "operand");
+  bad = cp;
+  bad.ap[1].dtype = 99;
+  expect_rule(&bad, t, 2, "dtype");
+  bad = cp;
+  bad.ap[1].count[0] = 0;
+  expect_rule(&bad, t, 2, "shape");
+  bad = cp;
+  bad.ap[1].num_free = 5;
+  expect_rule(&bad, t, 2, "max_free_dims");
+  nrt_nc_tensor broken[] = {t[0], {.buffer = 7, .bytes = 4}};
+  expect_rule(&cp, broken, 2, "tensor");
+  nrt_nc_tensor with_psum[] = {tile(NRT_NC_PSUM, 128, 512), t[1]};
+  nrt_nc_inst mm = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+  mm.ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  mm.ap[1] = ap2d(1, NRT_NC_BFLOAT16, 128, 1, 128, 0);
+  expect_rule(&mm, with_psum, 2, "operand"); /* no moving operand */
+}
+
 static void test_capacity_and_reuse(void) {
   /* Ten live 32 KiB tiles do not fit a 224 KiB partition; tiles that die
    * in turn do. */
@@ -340,6 +380,7 @@ int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
   RUN(test_rules);
+  RUN(test_malformed_records);
   RUN(test_capacity_and_reuse);
   RUN(test_fresh_memory_is_nan);
   RUN(test_numerics);
