@@ -445,3 +445,15 @@ def test_private_hbm_and_manual_placement():
     summed, gram = k(a)
     np.testing.assert_allclose(summed, 4 * a, rtol=1e-6)
     np.testing.assert_allclose(gram, a.T @ a, rtol=1e-5, atol=1e-5)
+
+
+def test_manual_placements_may_alias():
+    @nki.jit
+    def k(a):
+        first = nl.ndarray(a.shape, nl.float32, address=(0, 1024))
+        nisa.dma_copy(first, a)
+        alias = nl.ndarray(a.shape, nl.float32, address=(0, 1024))  # not fresh: keeps a
+        return hbm_out(nl.multiply(alias, 2.0))
+
+    a = randn(4, 8)
+    np.testing.assert_array_equal(k(a), 2 * a)

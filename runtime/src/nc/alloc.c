@@ -10,7 +10,8 @@
  * for the whole program (automatic tiles go around them). If the
  * live tensors do not fit, creation fails with the capacity rule.
  * Fresh memory is filled (NaN for floats) when a tensor's life begins,
- * unless its first instruction overwrites it completely.
+ * unless its first instruction overwrites it completely or it is a manual
+ * placement over one used before (an alias, which sees that one's data).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,23 @@ static int fully_written_first(const nrt_nc_program_t p, int32_t i, int32_t t) {
   for (int d = NRT_NC_MAX_FREE_DIMS - 2; d >= 0; d--)
     if (ap->count[d] > 1 && ap->stride[d] != ap->stride[d + 1] * ap->count[d + 1]) return 0;
   return nc_ap_free_elems(ap) * (int64_t)nrt_nc_dtype_size(ap->dtype) == tensor->bytes;
+}
+
+/* Whether manual tensor t shares memory with a manual tensor used before it
+ * (order[0 .. before) are the tensors placed so far): then its memory is not
+ * fresh, and it keeps the data written through the other. */
+static int aliases_earlier(const nrt_nc_program_t p, const int32_t *order, int32_t before,
+                           int32_t t) {
+  const nrt_nc_tensor *a = &p->tensors[t];
+  for (int32_t k = 0; k < before; k++) {
+    const nrt_nc_tensor *b = &p->tensors[order[k]];
+    if (b->fixed && b->buffer == a->buffer &&
+        a->partition_base < b->partition_base + b->partitions &&
+        b->partition_base < a->partition_base + a->partitions &&
+        a->byte_offset < b->byte_offset + b->bytes && b->byte_offset < a->byte_offset + a->bytes)
+      return 1;
+  }
+  return 0;
 }
 
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag) {
@@ -174,7 +192,8 @@ nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
     while (next < count && p->first_use[order[next]] == i) {
       int32_t t = order[next++];
       if ((s = place_one(p, arenas, t, diag))) goto done;
-      p->needs_fill[t] = !fully_written_first(p, i, t);
+      p->needs_fill[t] = !fully_written_first(p, i, t) &&
+                         !(p->tensors[t].fixed && aliases_earlier(p, order, next - 1, t));
     }
   }
   /* Fill lists per instruction, for the executor. */
