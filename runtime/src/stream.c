@@ -160,7 +160,7 @@ static void execute(nrt_stream_t s, command *c) {
       break;
   }
   if (status) {
-    char what[700];
+    char what[900];
     const char *message = nrt_last_error();
     size_t name_len = strlen(name);
     /* Kernel messages usually name their op already: do not repeat it. */

@@ -68,7 +68,7 @@ nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *a
  * "<name>: <message>". release(arg), if not NULL, is called exactly once
  * afterwards -- also when run was skipped, and at once if queuing fails --
  * so the call always takes ownership of arg. */
-#define NRT_HOST_TASK_NAME_MAX 128
+#define NRT_HOST_TASK_NAME_MAX 256
 nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_status (*run)(void *),
                                 void (*release)(void *), void *arg);
 
