@@ -27,8 +27,6 @@ from timing import median_time  # noqa: E402
 from matmul import matmul_tiled  # noqa: E402
 
 
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=1024)

@@ -1,8 +1,14 @@
-"""One negative test per checked rule: the NkiError names the rule, the
-instruction and the kernel line that broke it."""
+"""One negative case per checked rule: the NkiError names the rule, the
+instruction and the kernel line that broke it.
 
+Each row of RULES is (rule, instruction, violation): ``violation(a)`` is the
+body of a kernel whose argument ``a`` is a [128, 512] float32 HBM tensor.
+The line that must be reported carries the comment ``# <- here`` (for a
+one-line lambda, its row).
+"""
+
+import linecache
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -12,334 +18,266 @@ import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 
-LINES = []
+MARK = "# <- here"
+bf16, f32 = nl.bfloat16, nl.float32
 
 
-def next_line():
-    """Records the line after the caller's: the violating call."""
-    LINES.append(sys._getframe(1).f_lineno + 1)
+def sb(*shape, dtype=f32):
+    """A zero-filled SBUF tile."""
+    return nl.zeros(shape, dtype)
 
 
-def expect(rule, kernel, *args):
-    LINES.clear()
+def bf(*shape):
+    """A zero-filled bfloat16 SBUF tile (a Tensor-engine operand)."""
+    return nl.zeros(shape, bf16)
+
+
+def ps(*shape):
+    """A zero-filled fp32 PSUM tile."""
+    return nl.zeros(shape, f32, buffer=nl.psum)
+
+
+def new(*shape, dtype=f32):
+    """An uninitialised SBUF tile."""
+    return nl.ndarray(shape, dtype)
+
+
+def pnew(*shape, dtype=f32):
+    """An uninitialised PSUM tile."""
+    return nl.ndarray(shape, dtype, buffer=nl.psum)
+
+
+def sbuf_capacity(a):
+    tiles = [nl.ndarray((128, 8192), f32) for _ in range(8)]  # 32 KiB per partition each
+    for t in tiles[:7]:
+        nisa.memset(t, 0)
+    nisa.memset(tiles[7], 0)  # <- here
+    for t in tiles:
+        nisa.tensor_copy(t, t)
+
+
+def psum_capacity(a):
+    banks = [pnew(128, 512) for _ in range(9)]
+    for p in banks[:8]:
+        nisa.memset(p, 0)
+    nisa.memset(banks[8], 0)  # <- here
+    for p in banks:
+        nisa.tensor_copy(p, p)
+
+
+def psum_accumulate(a):
+    s, acc = bf(128, 128), pnew(128, 256)
+    nisa.nc_matmul(acc[:, 0:128], s, s)
+    nisa.nc_matmul(acc[:, 64:192], s, s)  # <- here
+
+
+def fp8_output(a):
+    out = nl.ndarray((4, 4), nl.float8_e4m3, buffer=nl.shared_hbm)  # <- here
+    nl.store(out, sb(4, 4))
+    return out
+
+
+def returns_a_tile(a):  # <- here
+    return sb(4, 4)
+
+
+ISA = "nki.isa."
+NDARRAY = "nki.language.ndarray"
+
+RULES = [
+    # Tile limits
+    ("pmax", NDARRAY,
+     lambda a: nl.ndarray((256, 4), f32)),  # <- here
+    ("pmax", ISA + "memset",
+     lambda a: nisa.memset(sb(128, 4).ap([[1, 256], [1, 2]]), 0)),  # <- here
+    ("psum_fmax", NDARRAY,
+     lambda a: nl.ndarray((128, 1024), f32, nl.psum)),  # <- here
+    ("gemm_stationary_fmax", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), bf(128, 256), bf(128, 128))),  # <- here
+    ("gemm_moving_fmax", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 512), bf(128, 128), bf(128, 1024))),  # <- here
+    ("matmul_contraction", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), bf(128, 128), bf(64, 128))),  # <- here
+    ("matmul_contraction", ISA + "nc_matmul",  # an nl convenience reports its caller's line
+     lambda a: nl.matmul(sb(64, 128), sb(128, 128), transpose_x=True)),  # <- here
+    ("partition_start", ISA + "memset",  # more than 64 partitions start at 0
+     lambda a: nisa.memset(new(128, 4)[32:128], 0)),  # <- here
+    ("partition_start", ISA + "memset",  # 33-64 partitions start at 0 or 64
+     lambda a: nisa.memset(new(128, 4)[8:48], 0)),  # <- here
+    ("partition_start", ISA + "memset",  # up to 32 partitions start at 0, 32, 64 or 96
+     lambda a: nisa.memset(new(128, 4)[16:32], 0)),  # <- here
+    ("same_partitions", ISA + "tensor_copy",
+     lambda a: nisa.tensor_copy((t := sb(128, 4))[0:32], t[32:64])),  # <- here
+    # Buffers and engines
+    ("tensor_engine_reads_sbuf", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (p := ps(128, 128)), p)),  # <- here
+    ("tensor_engine_writes_psum", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(new(128, 128), (s := bf(128, 128)), s)),  # <- here
+    ("gpsimd_no_psum", ISA + "iota",
+     lambda a: nisa.iota(pnew(128, 128), [[1, 128]])),  # <- here
+    ("dma_no_psum", ISA + "dma_copy",
+     lambda a: nisa.dma_copy(a, ps(128, 512))),  # <- here
+    ("on_chip_only", ISA + "tensor_copy",
+     lambda a: nisa.tensor_copy(new(128, 512), a)),  # <- here
+    ("tensor_tensor_psum_inputs", ISA + "tensor_tensor",
+     lambda a: nisa.tensor_tensor(new(128, 128), ps(128, 128), ps(128, 128), nl.add)),  # <- here
+    ("engine", ISA + "tensor_copy",
+     lambda a: nisa.tensor_copy((t := sb(128, 4)), t, engine=nisa.tensor_engine)),  # <- here
+    # Capacity and placement
+    ("sbuf_capacity", ISA + "memset", sbuf_capacity),
+    ("psum_capacity", ISA + "memset", psum_capacity),
+    ("psum_bank_alignment", NDARRAY,
+     lambda a: nisa.memset(nl.ndarray((128, 128), f32, nl.psum, address=(0, 512)), 0)),  # <- here
+    ("out_of_bounds", NDARRAY,  # a manual placement outside SBUF
+     lambda a: nisa.memset(nl.ndarray((64, 4), f32, address=(100, 0)), 0)),  # <- here
+    # Bounds, shapes and operands
+    ("out_of_bounds", ISA + "tensor_copy",  # past the end of each partition
+     lambda a: nisa.tensor_copy(new(128, 8), sb(128, 4).ap([[1, 128], [1, 8]]))),  # <- here
+    ("out_of_bounds", ISA + "memset",  # past the tile's last partition
+     lambda a: nisa.memset(sb(64, 4).ap([[1, 32], [1, 4]], offset=48 * 4), 0)),  # <- here
+    ("out_of_bounds", ISA + "dma_copy",  # past the end of an HBM tensor
+     lambda a: nisa.dma_copy(new(128, 512), a.ap([[512, 128], [1, 512]], offset=8))),  # <- here
+    ("out_of_bounds", None,  # an index
+     lambda a: a[200]),  # <- here
+    ("max_free_dims", ISA + "memset",
+     lambda a: nisa.memset(new(2, 4, 4, 4, 4, 4)[:, ::2, ::2, ::2, ::2, ::2], 0)),  # <- here
+    ("max_free_dims", ISA + "iota",
+     lambda a: nisa.iota(new(2, 32, dtype=nl.int32), [[1, 2]] * 5)),  # <- here
+    ("shape_mismatch", ISA + "tensor_tensor",
+     lambda a: nisa.tensor_tensor(new(128, 8), (t := sb(128, 4)), t, nl.add)),  # <- here
+    ("shape_mismatch", ISA + "dma_copy",
+     lambda a: nisa.dma_copy(new(128, 256), a)),  # <- here
+    ("shape_mismatch", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(64, 128), (s := bf(128, 128)), s)),  # <- here
+    ("shape_mismatch", ISA + "nc_transpose",
+     lambda a: nisa.nc_transpose(pnew(64, 64), sb(32, 64))),  # <- here
+    ("shape_mismatch", ISA + "iota",
+     lambda a: nisa.iota(new(4, 8, dtype=nl.int32), [[1, 6]])),  # <- here
+    ("shape_mismatch", ISA + "tensor_reduce",
+     lambda a: nisa.tensor_reduce(new(128, 2), nl.add, sb(128, 4, 8), axis=2)),  # <- here
+    ("operand_shape", ISA + "activation",
+     lambda a: nisa.activation((t := sb(128, 4)), nl.exp, t, bias=t)),  # <- here
+    ("operand_shape", ISA + "tensor_scalar",
+     lambda a: nisa.tensor_scalar((t := sb(128, 4)), t, nl.add, t[0:64, 0:1])),  # <- here
+    ("operand", ISA + "tensor_copy",
+     lambda a: nisa.tensor_copy(np.zeros((4, 4)), sb(4, 4))),  # <- here
+    ("operand", ISA + "tensor_tensor",
+     lambda a: nisa.tensor_tensor((t := sb(4, 4)), t, t, nl.exp)),  # <- here
+    ("operand", ISA + "activation",
+     lambda a: nisa.activation((t := sb(4, 4)), nl.add, t)),  # <- here
+    ("reduce_axes", ISA + "tensor_reduce",
+     lambda a: nisa.tensor_reduce(new(128, 8), nl.add, sb(128, 4, 8), axis=1)),  # <- here
+    ("psum_accumulate", ISA + "nc_matmul", psum_accumulate),
+    # Dtypes
+    ("psum_dtype", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128, dtype=bf16), (s := bf(128, 128)), s)),  # <- here
+    ("psum_dtype", ISA + "nc_transpose",
+     lambda a: nisa.nc_transpose(pnew(64, 64, dtype=nl.int32), bf(64, 64))),  # <- here
+    ("dtype", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (s := sb(128, 128, dtype=nl.int32)), s)),  # <- here
+    ("dtype", NDARRAY,
+     lambda a: nl.ndarray((4, 4), "complex64")),  # <- here
+    ("dtype", None, fp8_output),
+    ("transpose_size", ISA + "nc_transpose",  # Vector engine: 32x32
+     lambda a: nisa.nc_transpose(new(64, 64), sb(64, 64))),  # <- here
+    ("transpose_size", ISA + "nc_transpose",  # Tensor engine: 128x128
+     lambda a: nisa.nc_transpose(pnew(128, 128), sb(128, 256))),  # <- here
+    # Tensors and views
+    ("shape", NDARRAY,  # on-chip tensors are at least 2-D
+     lambda a: nl.ndarray((128,), f32)),  # <- here
+    ("shape", NDARRAY,  # and not empty
+     lambda a: nl.ndarray((0, 4), f32)),  # <- here
+    ("buffer", None,
+     lambda a: nl.ndarray((4, 4), f32, buffer="sbuf")),  # <- here
+    ("index", None,
+     lambda a: a[::-1]),  # <- here
+    ("index", None,
+     lambda a: a[0, 0, 0]),  # <- here
+    ("reshape", None,
+     lambda a: sb(128, 4).reshape(64, 8)),  # <- here
+    ("reshape", None,
+     lambda a: sb(128, 4, 8)[:, :, 0:4].reshape(128, 16)),  # <- here
+    ("permute", None,
+     lambda a: sb(128, 4).permute(1, 0)),  # <- here
+    ("broadcast", None,
+     lambda a: sb(128, 4).broadcast_to((128, 8))),  # <- here
+    ("view", None,
+     lambda a: sb(128, 3, dtype=nl.int8).view(nl.int32)),  # <- here
+    ("return", None, returns_a_tile),
+]
+
+
+def marked_line(fn):
+    """The line marked '# <- here' at or after fn's first line."""
+    filename, line = fn.__code__.co_filename, fn.__code__.co_firstlineno
+    while MARK not in linecache.getline(filename, line):
+        line += 1
+    return line
+
+
+def row_id(row):
+    rule, _, fn = row
+    return f"{rule}-{marked_line(fn)}"
+
+
+def kernel_of(violation):
+    """The kernel of a row: a one-line row is a statement (its value is
+    dropped); a function row is the kernel itself."""
+    if violation.__name__ != "<lambda>":
+        return nki.jit(violation)
+
+    def body(a):
+        violation(a)
+
+    return nki.jit(body)
+
+
+@pytest.mark.parametrize("rule,instruction,violation", RULES, ids=[row_id(r) for r in RULES])
+def test_rule_is_reported_with_the_kernel_line(rule, instruction, violation):
+    kernel = kernel_of(violation)
     with pytest.raises(nki.NkiError) as info:
-        nki.simulate(kernel)(*args)
-    err = info.value
-    message = str(err)
+        nki.simulate(kernel)(np.zeros((128, 512), np.float32))
+    err, message = info.value, str(info.value)
+    line = marked_line(violation)
     assert err.rule == rule, message
     assert f"[{rule}]" in message
-    assert LINES, "the kernel did not mark its violating line"
-    assert f"{os.path.basename(__file__)}:{LINES[-1]}" in message, message
-    assert err.line == LINES[-1]
-    return message
+    assert err.line == line, message
+    assert f"{os.path.basename(__file__)}:{line}: " in message
+    assert err.instruction == instruction, message
+    if instruction:
+        assert f"{instruction}: " in message
 
 
-A = np.zeros((128, 512), np.float32)
+def test_every_documented_rule_has_a_row():
+    doc = os.path.join(os.path.dirname(__file__), "..", "docs", "nki.md")
+    with open(doc) as f:
+        table = [l for l in f if l.startswith("| `")]
+    documented = set()
+    for row in table:
+        documented |= {name.strip().strip("`") for name in row.split("|")[1].split(" / ")}
+    assert documented == {rule for rule, _, _ in RULES} | {"not_tracing"}
 
 
-def test_pmax():
-    @nki.jit
-    def k(a):
-        next_line()
-        t = nl.ndarray((256, 4), nl.float32)
-        nisa.memset(t, 0)
-    assert "pmax" in expect("pmax", k, A)
+def test_partition_start_errors_say_where_the_access_may_start():
+    rows = [violation for rule, _, violation in RULES if rule == "partition_start"]
+    for violation, allowed in zip(rows, ["0", "0 or 64", "0, 32, 64 or 96"], strict=True):
+        with pytest.raises(nki.NkiError, match=f"must start at {allowed}$"):
+            nki.simulate(kernel_of(violation))(np.zeros(1, np.float32))
 
 
-def test_out_of_bounds_on_chip():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 4), nl.float32)
-        u = nl.ndarray((128, 8), nl.float32)
-        next_line()
-        nisa.tensor_copy(u, t.ap([[1, 128], [1, 8]]))
-    expect("out_of_bounds", k, A)
-
-
-def test_out_of_bounds_hbm():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 512), nl.float32)
-        next_line()
-        nisa.dma_copy(t, a.ap([[512, 128], [1, 512]], offset=8))
-    expect("out_of_bounds", k, A)
-
-
-def test_index_out_of_bounds():
-    @nki.jit
-    def k(a):
-        next_line()
-        return a[200]
-    expect("out_of_bounds", k, A)
-
-
-def test_max_free_dims():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((2, 4, 4, 4, 4, 4), nl.float32)
-        next_line()
-        nisa.memset(t[:, ::2, ::2, ::2, ::2, ::2], 0)
-    expect("max_free_dims", k, A)
-
-
-def test_partition_start():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 4), nl.float32)
-        next_line()
-        nisa.memset(t[8:48], 0)
-    msg = expect("partition_start", k, A)
-    assert "0 or 64" in msg
-
-
-def test_same_partitions():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 4), nl.float32)
-        nisa.memset(t, 0)
-        next_line()
-        nisa.tensor_copy(t[0:32], t[32:64])
-    expect("same_partitions", k, A)
-
-
-def test_shape_mismatch():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 4), nl.float32)
-        u = nl.ndarray((128, 8), nl.float32)
-        nisa.memset(t, 0)
-        next_line()
-        nisa.tensor_tensor(u, t, t, nl.add)
-    expect("shape_mismatch", k, A)
-
-
-def test_operand_shape():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 4), nl.float32)
-        nisa.memset(t, 0)
-        next_line()
-        nisa.activation(t, nl.exp, t, bias=t)
-    expect("operand_shape", k, A)
-
-
-def test_tensor_engine_reads_sbuf():
-    @nki.jit
-    def k(a):
-        p = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
-        acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, p, p)
-    expect("tensor_engine_reads_sbuf", k, A)
-
-
-def test_tensor_engine_writes_psum():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        out = nl.ndarray((128, 128), nl.float32)
-        next_line()
-        nisa.nc_matmul(out, s, s)
-    expect("tensor_engine_writes_psum", k, A)
-
-
-def test_gpsimd_no_psum():
-    @nki.jit
-    def k(a):
-        p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.iota(p, [[1, 128]])
-    expect("gpsimd_no_psum", k, A)
-
-
-def test_dma_no_psum():
-    @nki.jit
-    def k(a):
-        p = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.dma_copy(a, p)
-    expect("dma_no_psum", k, A)
-
-
-def test_on_chip_only():
-    @nki.jit
-    def k(a):
-        t = nl.ndarray((128, 512), nl.float32)
-        next_line()
-        nisa.tensor_copy(t, a)
-    expect("on_chip_only", k, A)
-
-
-def test_tensor_tensor_psum_inputs():
-    @nki.jit
-    def k(a):
-        p = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
-        q = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
-        t = nl.ndarray((128, 128), nl.float32)
-        next_line()
-        nisa.tensor_tensor(t, p, q, nl.add)
-    expect("tensor_tensor_psum_inputs", k, A)
-
-
-def test_matmul_contraction():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        m = nl.zeros((64, 128), nl.bfloat16)
-        acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, m)
-    expect("matmul_contraction", k, A)
-
-
-def test_gemm_stationary_fmax():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 256), nl.bfloat16)
-        acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, s[:, 0:128])
-    expect("gemm_stationary_fmax", k, A)
-
-
-def test_gemm_moving_fmax():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        m = nl.zeros((128, 1024), nl.bfloat16)
-        acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, m)
-    expect("gemm_moving_fmax", k, A)
-
-
-def test_psum_dtype():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        acc = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, s)
-    expect("psum_dtype", k, A)
-
-
-def test_matmul_dtype():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.int32)
-        acc = nl.ndarray((128, 128), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, s)
-    expect("dtype", k, A)
-
-
-def test_transpose_size():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((64, 64), nl.float32)
-        d = nl.ndarray((64, 64), nl.float32)
-        next_line()
-        nisa.nc_transpose(d, s)
-    expect("transpose_size", k, A)
-
-
-def test_psum_fmax():
-    @nki.jit
-    def k(a):
-        next_line()
-        p = nl.ndarray((128, 1024), nl.float32, buffer=nl.psum)
-        nisa.memset(p, 0)
-    expect("psum_fmax", k, A)
-
-
-def test_psum_bank_alignment():
-    @nki.jit
-    def k(a):
-        next_line()
-        p = nl.ndarray((128, 128), nl.float32, buffer=nl.psum, address=(0, 512))
-        nisa.memset(p, 0)
-    expect("psum_bank_alignment", k, A)
-
-
-def test_sbuf_capacity():
-    @nki.jit
-    def k(a):
-        tiles = []
-        for i in range(8):
-            t = nl.ndarray((128, 8192), nl.float32)  # 32 KiB per partition
-            if i == 7:
-                next_line()
-            nisa.memset(t, 0)
-            tiles.append(t)
-        for t in tiles:
-            nisa.tensor_copy(t, t)
-    msg = expect("sbuf_capacity", k, A)
-    assert "allocated at" in msg
-
-
-def test_psum_capacity():
-    @nki.jit
-    def k(a):
-        banks = []
-        for i in range(9):
-            p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
-            if i == 8:
-                next_line()
-            nisa.memset(p, 0)
-            banks.append(p)
-        for p in banks:
-            nisa.tensor_copy(p, p)
-    expect("psum_capacity", k, A)
-
-
-def test_engine():
-    @nki.jit
-    def k(a):
-        t = nl.zeros((128, 4), nl.float32)
-        next_line()
-        nisa.tensor_copy(t, t, engine=nisa.tensor_engine)
-    expect("engine", k, A)
-
-
-def test_psum_accumulate_ambiguous():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        acc = nl.ndarray((128, 256), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(acc[:, 0:128], s, s)
-        next_line()
-        nisa.nc_matmul(acc[:, 64:192], s, s)
-    expect("psum_accumulate", k, A)
-
-
-def test_reduce_axes():
-    @nki.jit
-    def k(a):
-        t = nl.zeros((128, 4, 8), nl.float32)
-        r = nl.ndarray((128, 8), nl.float32)
-        next_line()
-        nisa.tensor_reduce(r, nl.add, t, axis=1)
-    expect("reduce_axes", k, A)
-
-
-def test_on_chip_rank():
-    @nki.jit
-    def k(a):
-        next_line()
-        nl.ndarray((128,), nl.float32)
-    expect("shape", k, A)
+def test_capacity_errors_name_where_the_tile_was_allocated():
+    with pytest.raises(nki.NkiError, match="allocated at .*test_nki_rules.py"):
+        nki.simulate(nki.jit(sbuf_capacity))(np.zeros(1, np.float32))
 
 
 def test_errors_raise_on_neuron_tensors_too():
-    @nki.jit
-    def k(a):
-        s = nl.zeros((128, 128), nl.bfloat16)
-        m = nl.zeros((128, 1024), nl.bfloat16)
-        acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
-        next_line()
-        nisa.nc_matmul(acc, s, m)
-    LINES.clear()
+    _, instruction, violation = next(r for r in RULES if r[0] == "gemm_moving_fmax")
     with pytest.raises(nki.NkiError, match=r"gemm_moving_fmax") as info:
-        k(torch.zeros(4, 4, device="neuron"))
-    assert info.value.line == LINES[-1]
-    assert info.value.instruction == "nki.isa.nc_matmul"
+        kernel_of(violation)(torch.zeros(4, 4, device="neuron"))
+    assert info.value.line == marked_line(violation)
+    assert info.value.instruction == instruction
+
+
+def test_instructions_outside_a_kernel_are_an_error():
+    with pytest.raises(nki.NkiError, match=r"\[not_tracing\]"):
+        nl.zeros((4, 4), f32)

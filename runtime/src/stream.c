@@ -32,7 +32,14 @@
 #define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
 #define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
 
-typedef enum command_kind { CMD_OP, CMD_COPY, CMD_HOST_FUNC, CMD_RECORD, CMD_WAIT } command_kind;
+typedef enum command_kind {
+  CMD_OP,
+  CMD_COPY,
+  CMD_HOST_FUNC,
+  CMD_HOST_TASK,
+  CMD_RECORD,
+  CMD_WAIT
+} command_kind;
 
 typedef struct command {
   command_kind kind;
@@ -48,6 +55,12 @@ typedef struct command {
       void (*fn)(void *);
       void *arg;
     } host;
+    struct {
+      nrt_status (*run)(void *);
+      void (*release)(void *);
+      void *arg;
+      char name[NRT_HOST_TASK_NAME_MAX];
+    } task;
     struct {
       nrt_event_t event;
       uint64_t generation;
@@ -135,6 +148,10 @@ static void execute(nrt_stream_t s, command *c) {
     case CMD_HOST_FUNC:
       c->u.host.fn(c->u.host.arg);
       break;
+    case CMD_HOST_TASK:
+      name = c->u.task.name;
+      if (!skip_work) status = c->u.task.run(c->u.task.arg);
+      break; /* released below, once its error message is recorded */
     case CMD_RECORD: /* completed by the worker once the stream has passed it */
       break;
     case CMD_WAIT:
@@ -143,7 +160,7 @@ static void execute(nrt_stream_t s, command *c) {
       break;
   }
   if (status) {
-    char what[700];
+    char what[900];
     const char *message = nrt_last_error();
     size_t name_len = strlen(name);
     /* Kernel messages usually name their op already: do not repeat it. */
@@ -155,6 +172,7 @@ static void execute(nrt_stream_t s, command *c) {
     record_error_locked(s, status, what);
     pthread_mutex_unlock(&s->mu);
   }
+  if (c->kind == CMD_HOST_TASK && c->u.task.release) c->u.task.release(c->u.task.arg);
 }
 
 /* How long a thread polls before it sleeps: long enough to cover the gap
@@ -560,6 +578,27 @@ nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *a
   c->kind = CMD_HOST_FUNC;
   c->u.host.fn = fn;
   c->u.host.arg = arg;
+  commit_locked(stream);
+  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
+}
+
+nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_status (*run)(void *),
+                                void (*release)(void *), void *arg) {
+  nrt_status s = rt_ensure_init();
+  if (!s && (!stream || !run))
+    s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_task: NULL argument");
+  command *c;
+  uint64_t seq;
+  if (!s) s = reserve_locked(stream, &c, &seq);
+  if (s) {
+    if (release) release(arg); /* the call owns arg in every case */
+    return s;
+  }
+  c->kind = CMD_HOST_TASK;
+  c->u.task.run = run;
+  c->u.task.release = release;
+  c->u.task.arg = arg;
+  snprintf(c->u.task.name, sizeof c->u.task.name, "%s", name ? name : "host task");
   commit_locked(stream);
   return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
 }

@@ -174,6 +174,46 @@ static void test_rules(void) {
   CHECK(strcmp(diag.rule, "out_of_bounds") == 0);
 }
 
+/* Records only the C API can malform: each is refused under its rule. */
+static void expect_rule(const nrt_nc_inst *in, const nrt_nc_tensor *t, int32_t nt, const char *rule) {
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_STATUS(create(in, 1, t, nt, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, rule) == 0);
+}
+
+static void test_malformed_records(void) {
+  nrt_nc_tensor t[] = {tile(NRT_NC_SBUF, 128, 512), tile(NRT_NC_SBUF, 128, 512)};
+  nrt_nc_inst cp = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  cp.ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  cp.ap[1] = ap2d(1, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  nrt_nc_inst bad = cp;
+  bad.opcode = 99;
+  expect_rule(&bad, t, 2, "opcode");
+  bad = cp;
+  bad.ap[1].tensor = 5;
+  expect_rule(&bad, t, 2, "operand");
+  bad = cp;
+  bad.ap[0] = none();
+  expect_rule(&bad, t, 2, "operand");
+  bad = cp;
+  bad.ap[1].dtype = 99;
+  expect_rule(&bad, t, 2, "dtype");
+  bad = cp;
+  bad.ap[1].count[0] = 0;
+  expect_rule(&bad, t, 2, "shape");
+  bad = cp;
+  bad.ap[1].num_free = 5;
+  expect_rule(&bad, t, 2, "max_free_dims");
+  nrt_nc_tensor broken[] = {t[0], {.buffer = 7, .bytes = 4}};
+  expect_rule(&cp, broken, 2, "tensor");
+  nrt_nc_tensor with_psum[] = {tile(NRT_NC_PSUM, 128, 512), t[1]};
+  nrt_nc_inst mm = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+  mm.ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 128, 0);
+  mm.ap[1] = ap2d(1, NRT_NC_BFLOAT16, 128, 1, 128, 0);
+  expect_rule(&mm, with_psum, 2, "operand"); /* no moving operand */
+}
+
 static void test_capacity_and_reuse(void) {
   /* Ten live 32 KiB tiles do not fit a 224 KiB partition; tiles that die
    * in turn do. */
@@ -225,53 +265,127 @@ static void test_numerics(void) {
   CHECK(nc_tf32_round(1.0f + ldexpf(1.0f, -11)) == 1.0f);
 }
 
-/* The same add program launched on a stream over device memory. */
-static void test_launch_on_device_memory(void) {
-  enum { N = 64 };
-  nrt_nc_tensor t[] = {hbm(N * 4), hbm(N * 4), tile(NRT_NC_SBUF, 1, N * 4)};
-  nrt_nc_inst in[3];
+/* out = in * in for N fp32 values through one SBUF partition. */
+enum { SQ_N = 64 };
+
+static void square_program(nrt_nc_inst in[3], nrt_nc_tensor t[3]) {
+  t[0] = hbm(SQ_N * 4);
+  t[1] = hbm(SQ_N * 4);
+  t[2] = tile(NRT_NC_SBUF, 1, SQ_N * 4);
   in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
-  in[0].ap[0] = ap2d(2, NRT_NC_FLOAT32, 1, 0, N, 0);
-  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[0].ap[0] = ap2d(2, NRT_NC_FLOAT32, 1, 0, SQ_N, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, 1, 0, SQ_N, 0);
   in[1] = inst_of(NRT_NC_ACTIVATION, NRT_NC_ENGINE_SCALAR);
   in[1].func[0] = NRT_NC_ACT_SQUARE;
   in[1].imm[0] = 1.0;
   in[1].ap[0] = in[1].ap[1] = in[0].ap[0];
   in[2] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
-  in[2].ap[0] = ap2d(1, NRT_NC_FLOAT32, 1, 0, N, 0);
+  in[2].ap[0] = ap2d(1, NRT_NC_FLOAT32, 1, 0, SQ_N, 0);
   in[2].ap[1] = in[0].ap[0];
+}
+
+/* The square program launched on a stream over device memory. */
+static void test_launch_on_device_memory(void) {
+  nrt_nc_tensor t[3];
+  nrt_nc_inst in[3];
+  square_program(in, t);
   nrt_nc_program_t prog;
   nrt_nc_diagnostic diag;
   CHECK_OK(create(in, 3, t, 3, &prog, &diag));
   void *src, *dst;
-  CHECK_OK(nrt_malloc(0, N * 4, &src));
-  CHECK_OK(nrt_malloc(0, N * 4, &dst));
-  float host[N], out[N];
-  for (int i = 0; i < N; i++) host[i] = (float)i;
+  CHECK_OK(nrt_malloc(0, SQ_N * 4, &src));
+  CHECK_OK(nrt_malloc(0, SQ_N * 4, &dst));
+  float host[SQ_N], out[SQ_N];
+  for (int i = 0; i < SQ_N; i++) host[i] = (float)i;
   nrt_stream_t stream;
   CHECK_OK(nrt_stream_get_default(0, &stream));
   CHECK_OK(nrt_memcpy_async(stream, src, host, sizeof host));
   void *ptrs[] = {src, dst, NULL};
-  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs));
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "square"));
   CHECK_OK(nrt_nc_program_destroy(prog)); /* the queued launch keeps it alive */
   CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
-  for (int i = 0; i < N; i++) CHECK(out[i] == (float)(i * i));
+  for (int i = 0; i < SQ_N; i++) CHECK(out[i] == (float)(i * i));
   /* Host memory is not device memory: the launch refuses it. */
   CHECK_OK(create(in, 3, t, 3, &prog, &diag));
   void *host_ptrs[] = {host, out, NULL};
-  CHECK_STATUS(nrt_nc_program_launch(stream, prog, host_ptrs), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_nc_program_launch(stream, prog, host_ptrs, "square"),
+               NRT_ERROR_INVALID_ARGUMENT);
   nrt_nc_program_destroy(prog);
   nrt_free(src);
   nrt_free(dst);
+}
+
+/* A launch that fails while it runs leaves a sticky error naming it, which
+ * the next synchronisation returns; launches queued behind it are skipped,
+ * and the stream works again afterwards. */
+static void test_launch_errors_are_sticky(void) {
+  nrt_nc_tensor t[3];
+  nrt_nc_inst in[3];
+  square_program(in, t);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 3, t, 3, &prog, &diag));
+  void *src, *dst;
+  CHECK_OK(nrt_malloc(0, SQ_N * 4, &src));
+  CHECK_OK(nrt_malloc(0, SQ_N * 4, &dst));
+  float host[SQ_N], out[SQ_N], zeros[SQ_N] = {0};
+  for (int i = 0; i < SQ_N; i++) host[i] = (float)i + 1;
+  nrt_stream_t stream;
+  CHECK_OK(nrt_stream_create(0, NRT_STREAM_PRIORITY_NORMAL, &stream));
+  CHECK_OK(nrt_memcpy_async(stream, src, host, sizeof host));
+  CHECK_OK(nrt_memcpy_async(stream, dst, zeros, sizeof zeros));
+  void *ptrs[] = {src, dst, NULL};
+  nrt_nc_inject_run_failures(1);
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "first"));
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "second")); /* skipped */
+  CHECK_STATUS(nrt_stream_synchronize(stream), NRT_ERROR_OUT_OF_MEMORY);
+  CHECK(strstr(nrt_last_error(), "first: out of host memory") != NULL);
+  CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
+  for (int i = 0; i < SQ_N; i++) CHECK(out[i] == 0.0f);
+  CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "third"));
+  CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
+  for (int i = 0; i < SQ_N; i++) CHECK(out[i] == host[i] * host[i]);
+  CHECK_OK(nrt_stream_destroy(stream));
+  nrt_nc_program_destroy(prog);
+  nrt_free(src);
+  nrt_free(dst);
+}
+
+/* A manual placement holds its bytes for the whole program: an automatic
+ * tile that is live at the same time goes elsewhere. */
+static void test_manual_placements_are_reserved(void) {
+  nrt_nc_tensor t[] = {tile(NRT_NC_SBUF, 128, 4096), tile(NRT_NC_SBUF, 128, 4096)};
+  t[1].fixed = 1; /* at (0, 0), first used after the automatic tile */
+  nrt_nc_inst in[3];
+  in[0] = inst_of(NRT_NC_MEMSET, NRT_NC_ENGINE_VECTOR);
+  in[0].ap[0] = ap2d(0, NRT_NC_FLOAT32, 128, 1, 1024, 0);
+  in[1] = in[0];
+  in[1].ap[0].tensor = 1;
+  in[2] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  in[2].ap[0] = in[0].ap[0];
+  in[2].ap[1] = in[1].ap[0];
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 3, t, 2, &prog, &diag));
+  int32_t partition;
+  int64_t offset;
+  CHECK_OK(nrt_nc_program_placement(prog, 0, &partition, &offset));
+  CHECK(offset >= 4096);
+  CHECK_OK(nrt_nc_program_placement(prog, 1, &partition, &offset));
+  CHECK(partition == 0 && offset == 0);
+  nrt_nc_program_destroy(prog);
 }
 
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
   RUN(test_rules);
+  RUN(test_malformed_records);
   RUN(test_capacity_and_reuse);
   RUN(test_fresh_memory_is_nan);
   RUN(test_numerics);
   RUN(test_launch_on_device_memory);
+  RUN(test_launch_errors_are_sticky);
+  RUN(test_manual_placements_are_reserved);
   return CHECK_MAIN_RESULT();
 }

@@ -15,6 +15,7 @@
 #include "check.h"
 #include "gate.h"
 #include "child.h"
+#include "internal.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -782,6 +783,41 @@ static void test_sticky_error(void) {
 }
 
 /* Destroying a stream whose work failed returns the error. */
+/* Host tasks behave like kernels: an error becomes sticky under the task's
+ * name, tasks after it are skipped, and release runs exactly once for every
+ * task, run or skipped, and at once when queuing fails. */
+typedef struct task_counts {
+  atomic_int runs, releases;
+  nrt_status result;
+} task_counts;
+
+static nrt_status task_run(void *arg) {
+  task_counts *c = arg;
+  atomic_fetch_add(&c->runs, 1);
+  return c->result ? rt_fail(c->result, "the task failed") : NRT_SUCCESS;
+}
+
+static void task_release(void *arg) { atomic_fetch_add(&((task_counts *)arg)->releases, 1); }
+
+static void test_host_task_errors_are_sticky(void) {
+  nrt_stream_t s;
+  CHECK_OK(nrt_stream_create(0, 0, &s));
+  static task_counts failing = {.result = NRT_ERROR_OUT_OF_MEMORY}, ok;
+  CHECK_OK(nrt_launch_host_task(s, "my task", task_run, task_release, &failing));
+  CHECK_OK(nrt_launch_host_task(s, "later", task_run, task_release, &ok)); /* skipped */
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_OUT_OF_MEMORY);
+  CHECK(strstr(nrt_last_error(), "my task: the task failed") != NULL);
+  CHECK(atomic_load(&failing.runs) == 1 && atomic_load(&failing.releases) == 1);
+  CHECK(atomic_load(&ok.runs) == 0 && atomic_load(&ok.releases) == 1);
+  CHECK_OK(nrt_launch_host_task(s, NULL, task_run, NULL, &ok));
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(atomic_load(&ok.runs) == 1);
+  CHECK_STATUS(nrt_launch_host_task(s, "no run", NULL, task_release, &ok),
+               NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(atomic_load(&ok.releases) == 2);
+  CHECK_OK(nrt_stream_destroy(s));
+}
+
 static void test_destroy_reports_error(void) {
   nrt_stream_t s;
   CHECK_OK(nrt_stream_create(0, 0, &s));
@@ -978,6 +1014,7 @@ int main(int argc, char **argv) {
   RUN(test_memcpy);
   RUN(test_pinned_async);
   RUN(test_sticky_error);
+  RUN(test_host_task_errors_are_sticky);
   RUN(test_destroy_reports_error);
   RUN(test_launch_blocking);
   RUN(test_threads);

@@ -51,8 +51,10 @@ void program_run_host(uintptr_t handle, const std::vector<uintptr_t>& pointers) 
 }
 
 // tensors[i] is the neuron tensor bound to HBM tensor i (None for on-chip).
+// name labels an error while the program runs (reported at the next
+// synchronisation, as for any kernel).
 void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor>>& tensors,
-                    c10::DeviceIndex device) {
+                    c10::DeviceIndex device, const std::string& name) {
   std::vector<void*> hbm(tensors.size(), nullptr);
   for (size_t i = 0; i < tensors.size(); i++) {
     if (!tensors[i]) continue;
@@ -62,7 +64,8 @@ void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor
     TORCH_CHECK(t.is_contiguous(), "NKI kernel: HBM tensors must be contiguous");
     hbm[i] = t.numel() ? const_cast<void*>(t.const_data_ptr()) : nullptr;
   }
-  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data()));
+  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data(),
+                                  name.c_str()));
 }
 
 py::dict program_estimate(uintptr_t handle) {
@@ -111,4 +114,5 @@ void register_nki_bindings(py::module_& m) {
   m.def("_nki_program_launch", &tn::program_launch);
   m.def("_nki_program_estimate", &tn::program_estimate);
   m.def("_nki_placement", &tn::placement);
+  m.def("_nki_inject_run_failures", &nrt_nc_inject_run_failures);
 }

@@ -88,6 +88,9 @@ class Kernel:
         self.mode = mode
         self.cache = {}
         self.trace_count = 0
+        code = fn.__code__
+        # Names the kernel in errors raised while it runs asynchronously.
+        self.label = f"NKI kernel {fn.__name__} ({code.co_filename}:{code.co_firstlineno})"
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
@@ -183,6 +186,10 @@ def _order(args, kwargs):
 
 
 def _run_device(kernel, grid, args, kwargs):
+    if any(isinstance(v, np.ndarray) for v in _order(args, kwargs)):
+        raise ValueError("an NKI kernel called with neuron tensors cannot also take NumPy arrays "
+                         "(move them to the device, or run everything on the simulator with "
+                         "nki.simulate)")
     devices = {v.device for v in _order(args, kwargs) if isinstance(v, torch.Tensor)}
     if len(devices) != 1:
         raise ValueError(f"an NKI kernel's tensors must all be on one neuron device, got {devices}")
@@ -207,7 +214,7 @@ def _run_device(kernel, grid, args, kwargs):
         shared_iter = iter(shared)
         for s in outs:
             bound[s.index] = next(shared_iter) if s.kind == "shared" else _new_device_tensor(s, device)
-        _C._nki_program_launch(program.handle, bound, index)
+        _C._nki_program_launch(program.handle, bound, index, kernel.label)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else bound[s.index])
     # A kernel may write its arguments: non-contiguous ones ran on a copy,

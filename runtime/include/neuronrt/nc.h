@@ -243,9 +243,17 @@ nrt_status nrt_nc_program_placement(nrt_nc_program_t program, int32_t tensor,
 nrt_status nrt_nc_program_run(nrt_nc_program_t program, void *const *hbm);
 
 /* Queues the program on stream with hbm[i] device addresses of the stream's
- * device (checked to lie in its memory with the tensor's size). */
+ * device (checked to lie in its memory with the tensor's size). Like a
+ * kernel, it is skipped after an earlier error on the stream, and an error
+ * while it runs becomes the stream's sticky error, reported by the next
+ * synchronisation as "<name>: <message>" (name may be NULL). */
 nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t program,
-                                 void *const *hbm);
+                                 void *const *hbm, const char *name);
+
+/* Testing: the next count program runs (nrt_nc_program_run or launched)
+ * fail with NRT_ERROR_OUT_OF_MEMORY as if host memory had run out, so the
+ * error paths of asynchronous launches can be exercised. */
+void nrt_nc_inject_run_failures(int32_t count);
 
 /* The cost model's estimate, in nanoseconds of device time. */
 typedef struct nrt_nc_estimate {

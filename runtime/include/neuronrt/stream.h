@@ -6,8 +6,9 @@
  * pool of streams per priority that nrt_stream_get_pooled hands out round
  * robin, so creating "new" streams in a loop never exhausts threads.
  *
- * Errors raised by queued work are sticky on the stream: later kernels on it
- * are skipped (events and host functions still run, so nothing deadlocks)
+ * Errors raised by queued work are sticky on the stream: later kernels and
+ * host tasks on it are skipped (events and host functions still run, so
+ * nothing deadlocks)
  * and the next synchronising call (stream or device synchronize, or a copy
  * that waits for completion) returns the error with the failing op's name,
  * then clears it. With NEURON_LAUNCH_BLOCKING=1 every launch and copy waits
@@ -60,6 +61,16 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op);
 /* Queues fn(arg) on the worker. fn must not call synchronising functions on
  * its own stream. */
 nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *arg);
+
+/* Queues host work that behaves like a kernel: run(arg) is skipped when the
+ * stream already has a sticky error, and a status it returns (with its
+ * thread message) becomes the stream's sticky error, reported as
+ * "<name>: <message>". release(arg), if not NULL, is called exactly once
+ * afterwards -- also when run was skipped, and at once if queuing fails --
+ * so the call always takes ownership of arg. */
+#define NRT_HOST_TASK_NAME_MAX 256
+nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_status (*run)(void *),
+                                void (*release)(void *), void *arg);
 
 /* Copies bytes between any two of: device memory (any device), pinned host
  * memory, pageable host memory; the direction is inferred from the

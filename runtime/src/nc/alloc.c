@@ -6,10 +6,12 @@
  * ended, so consecutive loop iterations land in different buffers while
  * space allows: what a kernel author's multi-buffering gives on hardware and
  * what lets the cost model overlap DMA with compute. PSUM tensors take whole
- * 2 KiB banks. Manual placements are kept as given and only checked. If the
+ * 2 KiB banks. Manual placements are kept as given, checked, and reserved
+ * for the whole program (automatic tiles go around them). If the
  * live tensors do not fit, creation fails with the capacity rule.
  * Fresh memory is filled (NaN for floats) when a tensor's life begins,
- * unless its first instruction overwrites it completely.
+ * unless its first instruction overwrites it completely or it is a manual
+ * placement over one used before (an alias, which sees that one's data).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +82,24 @@ static int fully_written_first(const nrt_nc_program_t p, int32_t i, int32_t t) {
   return nc_ap_free_elems(ap) * (int64_t)nrt_nc_dtype_size(ap->dtype) == tensor->bytes;
 }
 
-static nrt_status check_fixed(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag) {
+/* Whether manual tensor t shares memory with a manual tensor used before it
+ * (order[0 .. before) are the tensors placed so far): then its memory is not
+ * fresh, and it keeps the data written through the other. */
+static int aliases_earlier(const nrt_nc_program_t p, const int32_t *order, int32_t before,
+                           int32_t t) {
+  const nrt_nc_tensor *a = &p->tensors[t];
+  for (int32_t k = 0; k < before; k++) {
+    const nrt_nc_tensor *b = &p->tensors[order[k]];
+    if (b->fixed && b->buffer == a->buffer &&
+        a->partition_base < b->partition_base + b->partitions &&
+        b->partition_base < a->partition_base + a->partitions &&
+        a->byte_offset < b->byte_offset + b->bytes && b->byte_offset < a->byte_offset + a->bytes)
+      return 1;
+  }
+  return 0;
+}
+
+nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag) {
   const nrt_nc_tensor *tensor = &p->tensors[t];
   int64_t capacity = tensor->buffer == NRT_NC_SBUF ? p->geometry.sbuf_partition_bytes
                                                    : p->geometry.psum_partition_bytes;
@@ -104,10 +123,7 @@ static nrt_status place_one(nrt_nc_program_t p, arena *arenas, int32_t t, nrt_nc
   nrt_nc_tensor *tensor = &p->tensors[t];
   arena *a = &arenas[tensor->buffer];
   int64_t bank = p->geometry.psum_partition_bytes / p->geometry.psum_banks;
-  if (tensor->fixed) {
-    arena_insert(a, tensor->byte_offset, tensor->byte_offset + tensor->bytes, t);
-    return NRT_SUCCESS;
-  }
+  if (tensor->fixed) return NRT_SUCCESS; /* reserved for the whole program */
   int psum = tensor->buffer == NRT_NC_PSUM;
   int64_t bytes = psum ? bank : (tensor->bytes + 63) / 64 * 64;
   int64_t at = bytes == 0 ? 0 : arena_place(a, bytes, psum ? bank : 64);
@@ -148,12 +164,18 @@ nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
       {.live = live, .capacity = p->geometry.sbuf_partition_bytes},
       {.live = live + nt + 1, .capacity = p->geometry.psum_partition_bytes},
   };
-  /* Tensors in order of first use; a sweep frees the dead ones first. */
+  /* Tensors in order of first use; a sweep frees the dead ones first.
+   * Manual placements hold their bytes for the whole program, so that no
+   * automatic tile is ever placed over one. */
   int32_t count = 0;
   for (int32_t t = 0; t < nt; t++) {
-    if (p->tensors[t].buffer == NRT_NC_HBM) continue;
-    if (p->tensors[t].fixed && (s = check_fixed(p, t, diag))) goto done;
-    if (p->first_use[t] >= 0) order[count++] = t;
+    const nrt_nc_tensor *tensor = &p->tensors[t];
+    if (tensor->buffer == NRT_NC_HBM) continue;
+    if (p->first_use[t] < 0) continue;
+    order[count++] = t;
+    if (tensor->fixed)
+      arena_insert(&arenas[tensor->buffer], tensor->byte_offset,
+                   tensor->byte_offset + tensor->bytes, t);
   }
   for (int32_t a = 1; a < count; a++) { /* insertion sort: nearly sorted already */
     int32_t t = order[a], b = a;
@@ -165,11 +187,13 @@ nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
     if (p->first_use[order[next]] != i) continue;
     for (int b = 0; b < 2; b++)
       for (int32_t k = arenas[b].count - 1; k >= 0; k--)
-        if (last_use[arenas[b].live[k].tensor] < i) arena_remove(&arenas[b], arenas[b].live[k].tensor);
+        if (last_use[arenas[b].live[k].tensor] < i && !p->tensors[arenas[b].live[k].tensor].fixed)
+          arena_remove(&arenas[b], arenas[b].live[k].tensor);
     while (next < count && p->first_use[order[next]] == i) {
       int32_t t = order[next++];
       if ((s = place_one(p, arenas, t, diag))) goto done;
-      p->needs_fill[t] = !fully_written_first(p, i, t);
+      p->needs_fill[t] = !fully_written_first(p, i, t) &&
+                         !(p->tensors[t].fixed && aliases_earlier(p, order, next - 1, t));
     }
   }
   /* Fill lists per instruction, for the executor. */

@@ -305,7 +305,11 @@ nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
     if (tensor->buffer < NRT_NC_SBUF || tensor->buffer > NRT_NC_HBM || tensor->bytes < 0)
       return nc_fail(diag, -1, t, "tensor", INVALID, "tensor %d is malformed", t);
     if (tensor->buffer == NRT_NC_HBM) continue;
-    if (tensor->partitions < 1 || tensor->partitions > p->geometry.partitions)
+    if (tensor->partitions < 1 || tensor->bytes == 0)
+      return nc_fail(diag, -1, t, "shape", INVALID,
+                     "an on-chip tensor of %d partitions x %lld bytes is empty",
+                     tensor->partitions, (long long)tensor->bytes);
+    if (tensor->partitions > p->geometry.partitions)
       return nc_fail(diag, -1, t, "pmax", INVALID,
                      "an on-chip tensor has %d partitions; at most nl.tile_size.pmax = %d",
                      tensor->partitions, p->geometry.partitions);
@@ -315,6 +319,8 @@ nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
                      "a PSUM tile holds at most %lld bytes per partition (one bank, "
                      "nl.tile_size.psum_fmax = %lld fp32); this one needs %lld",
                      (long long)bank, (long long)(bank / 4), (long long)tensor->bytes);
+    nrt_status s = tensor->fixed ? nc_check_placement(p, t, diag) : NRT_SUCCESS;
+    if (s) return s;
   }
   for (int32_t i = 0; i < p->num_insts; i++) {
     nrt_status s = check_inst(p, i, diag);

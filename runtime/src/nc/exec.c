@@ -9,6 +9,7 @@
  * bytes (NaN in every float format, junk in integers).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "access.h"
@@ -319,7 +320,22 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
   }
 }
 
+static atomic_int injected_failures;
+
+void nrt_nc_inject_run_failures(int32_t count) { atomic_store(&injected_failures, count); }
+
+/* Whether this run is one that nrt_nc_inject_run_failures asked to fail. */
+static int injected_failure(void) {
+  int left = atomic_load(&injected_failures);
+  while (left > 0)
+    if (atomic_compare_exchange_weak(&injected_failures, &left, left - 1)) return 1;
+  return 0;
+}
+
 nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
+  if (injected_failure())
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program "
+                   "(injected failure)");
   const nrt_nc_geometry *g = &p->geometry;
   /* Scratch rows hold one partition of the largest operand; the Tensor
    * engine needs 128 x 512 fp32 for each of stationary, moving and result. */

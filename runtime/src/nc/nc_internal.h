@@ -32,6 +32,9 @@ nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const 
 /* check.c: every per-instruction rule. */
 nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 
+/* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
+nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);
+
 /* alloc.c: liveness and placement of on-chip tensors (capacity rules). */
 nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 

@@ -207,18 +207,21 @@ typedef struct launch_task {
   void *hbm[]; /* host aliases */
 } launch_task;
 
-static void run_task(void *arg) {
+/* Creation proved the program legal and launch bound memory of the right
+ * sizes, so the only error left is running out of host memory. */
+static nrt_status run_task(void *arg) {
   launch_task *task = arg;
-  /* Creation proved the program legal and launch bound memory of the right
-   * sizes, so execution has no error path left except host OOM inside
-   * nc_execute, which it reports on stderr rather than losing silently. */
-  if (nc_execute(task->program, task->hbm))
-    fprintf(stderr, "neuron: NKI program failed: %s\n", nrt_last_error());
+  return nc_execute(task->program, task->hbm);
+}
+
+static void release_task(void *arg) {
+  launch_task *task = arg;
   program_release(task->program);
   free(task);
 }
 
-nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *const *hbm) {
+nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *const *hbm,
+                                 const char *name) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream || !p) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_program_launch: NULL argument");
@@ -242,13 +245,5 @@ nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *
   }
   task->program = p;
   atomic_fetch_add(&p->refs, 1);
-  s = nrt_launch_host_func(stream, run_task, task);
-  if (s) {
-    /* A blocking launch ran the task already; otherwise nothing was queued. */
-    if (!nrt_launch_blocking()) {
-      program_release(p);
-      free(task);
-    }
-  }
-  return s;
+  return nrt_launch_host_task(stream, name ? name : "NKI program", run_task, release_task, task);
 }
