@@ -151,7 +151,11 @@ class GPT(nn.Module):
         logits = self.head(self.ln_f(x))
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        # The loss in float32 under autocast: CUDA's (and neuron's) autocast
+        # lists leave cross_entropy in the logits' dtype, so its log_softmax
+        # would round every log-probability to bfloat16 (CPU autocast
+        # upcasts; this makes both devices compute the same thing).
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
         return logits, loss
 
     def configure_optimizer(self, lr: float, weight_decay: float = 0.1, fused: bool = True):
