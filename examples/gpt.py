@@ -65,7 +65,7 @@ def batches(data: torch.Tensor, batch_size: int, block_size: int, steps: int, se
 class GPTConfig:
     vocab_size: int = 72
     block_size: int = 64
-    n_layer: int = 4
+    n_layer: int = 2
     n_head: int = 4
     n_embd: int = 128
     dropout: float = 0.0
