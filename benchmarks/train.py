@@ -158,6 +158,19 @@ def throughput_table():
               f"{sn * 1e3:.1f} / {sc * 1e3:.1f} | {peak:.1f} | {fb} |")
 
 
+# The same work under each device's op names.
+CANONICAL = {
+    "aten::_scaled_dot_product_fused_attention_overrideable": "SDPA forward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "SDPA forward",
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward": "SDPA backward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": "SDPA backward",
+    "aten::convolution_overrideable": "convolution forward",
+    "aten::mkldnn_convolution": "convolution forward",
+    "aten::convolution_backward_overrideable": "convolution backward",
+    "aten::convolution_backward": "convolution backward",  # CPU's kernel; a wrapper on neuron
+}
+
+
 def profile_table():
     """Self time per ATen op over a few steps on each device, largest on
     neuron first (host times; with launch blocking they include kernels)."""
@@ -174,9 +187,9 @@ def profile_table():
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             run_steps(m, device, make_opt, step_fn, args.dtype, 3, 0)
         for ev in prof.key_averages(group_by_input_shape=True):
-            if not ev.key.startswith("aten::"):
+            if not ev.key.startswith("aten::") and ev.key not in CANONICAL:
                 continue
-            key = ev.key
+            key = CANONICAL.get(ev.key, ev.key)
             per_op.setdefault(key, {"neuron": 0.0, "cpu": 0.0})
             per_op[key][device] += ev.self_cpu_time_total / 3 / 1e3  # ms per step
             if device == "neuron":
