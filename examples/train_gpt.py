@@ -42,11 +42,20 @@ class Progress:
     def __init__(self, total: int, label: str, width: int = 30):
         self.total, self.label, self.width = total, label, width
         self.tty = sys.stdout.isatty()
-        self.start = time.perf_counter()
+        self.start = self.last = time.perf_counter()
+
+    def due(self, done: int) -> bool:
+        """Whether to redraw after `done` steps: at most 5 times a second on
+        a terminal (reading the loss waits for the device), every tenth of
+        the run otherwise, and always at the end."""
+        if done == self.total:
+            return True
+        if self.tty:
+            return time.perf_counter() - self.last >= 0.2
+        return done % max(1, self.total // 10) == 0
 
     def update(self, done: int, loss: float):
-        if not self.tty and done % max(1, self.total // 10) and done != self.total:
-            return
+        self.last = time.perf_counter()
         filled = self.width * done // self.total
         rate = done / max(time.perf_counter() - self.start, 1e-9)
         line = (f"{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
@@ -78,8 +87,7 @@ def train(model, device: str, data, lr: float, label: str, warmup_steps: int = 3
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.detach())
-        # reading the loss waits for the device: only when the bar redraws
-        if bar.tty or (step + 1) % max(1, len(data) // 10) == 0 or step + 1 == len(data):
+        if bar.due(step + 1):
             bar.update(step + 1, losses[-1].item())
     sync()
     elapsed = time.perf_counter() - t0
