@@ -151,6 +151,10 @@ def throughput_table():
                   file=sys.stderr, flush=True)
     print(f"\nCPU threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}; "
           f"medians of {n} steps after {args.warmup} warm-up steps\n")
+    if os.getloadavg()[0] > (os.cpu_count() or 1) and torch.get_num_threads() > 1:
+        print("note: the load is above the core count, where PyTorch's OpenMP threads wait on each\n"
+              "other's descheduled peers (CPU steps 5-15x slower than with one thread); compare with\n"
+              "--cpu-threads 1 and TORCHNEURON_NUM_THREADS=1 as well\n")
     print("| model | dtype | neuron | CPU eager | neuron / CPU | ms/step neuron / CPU | peak device MiB | fallback calls |")
     print("|---|---|---|---|---|---|---|---|")
     for name, dtype, tn, tc, unit, peak, fb, sn, sc in rows:
