@@ -52,6 +52,17 @@ def test_module_to_neuron_keeps_shared_parameters():
     assert p.device.type == "neuron" and p.requires_grad
 
 
+@pytest.fixture(autouse=True)
+def one_cpu_thread():
+    """The CPU reference runs on one thread: these models are too small to
+    gain from two, and on a loaded machine PyTorch's OpenMP threads wait on
+    each other's descheduled peers (steps 5-15x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def corpus():
     return load_corpus()
@@ -103,7 +114,17 @@ def test_gpt_float32_training_matches_cpu(corpus):
     # test found) moves the curve by 1e-2 or more within a few steps.
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-4)
     for (name, p), q in zip(cpu_model.named_parameters(), neuron_model.parameters()):
-        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-3, atol=1e-4, msg=name)
+        a, b = p.detach().clone(), q.detach().cpu()
+        if name.endswith("attn.qkv.bias"):
+            # The key bias adds q.b_k to every score of a query's row, which
+            # softmax ignores: its exact gradient is 0, so the computed one
+            # is rounding noise, and Adam, which divides by its magnitude,
+            # turns that noise into steps of about lr either way. Its values
+            # are not comparable between devices (nor between CPU thread
+            # counts), and do not affect the model's outputs.
+            c = cpu_model.cfg.n_embd
+            a[c:2 * c] = b[c:2 * c] = 0
+        assert (a - b).abs().max() < 1e-4, name
     # greedy decoding from the trained weights picks the same tokens
     tok, _ = corpus
     prompt = tok.encode("And God said")[None]
