@@ -28,7 +28,7 @@ build: $(SETUP_STAMP)
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 
 demo: build
-	$(PY) examples/train_mlp.py
+	$(PY) examples/train_gpt.py
 
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure

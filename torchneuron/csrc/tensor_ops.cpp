@@ -201,9 +201,30 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(host);
 }
 
+// Whether `param.data = from` may swap self's TensorImpl contents for from's.
+// c10's own rule only knows the built-in dense backends, so a CPU tensor and
+// a neuron tensor would count as incompatible and Module.to("neuron") would
+// make a new Parameter per module, silently untying shared weights (a GPT's
+// tied head and embedding). Both are plain strided TensorImpls, as CPU and
+// CUDA tensors are, so the swap is as safe as it is for CUDA; the override
+// point is the one c10 documents for PrivateUse1 backends.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  constexpr auto dense_backends = c10::DispatchKeySet(
+      {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+  constexpr auto dense = c10::DispatchKeySet(c10::DispatchKey::Dense);
+  auto is_dense = [&](const at::Tensor& t) {
+    auto ks = t.key_set();
+    return ks.has_any(dense) && ks.has_any(dense_backends) && t.layout() == c10::kStrided &&
+           !t.is_quantized();
+  };
+  return is_dense(self) && is_dense(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("_efficientzerotensor", efficientzerotensor);
