@@ -1,0 +1,180 @@
+"""Hugging Face transformers models on neuron against the same models on CPU.
+
+GPT-2 and Llama are built from small configs (no weights are downloaded:
+the hub is switched off) with random weights, copied to neuron, and run
+there and on CPU: the forward pass (logits and the language-model loss), the
+backward pass (every parameter's gradient) and greedy ``generate()`` with and
+without the KV cache, which must give the same tokens. No op may fall back to
+the CPU. Skipped when transformers (the "test" extra) is not installed.
+
+Tolerances: both sides compute in float32, but the GEMM and attention kernels
+add in another order than PyTorch's, so logits agree to about 1e-5 relative;
+the gradients to a few 1e-5. Greedy decoding is exact as long as no two
+logits are closer than that: the configs use a wide initialisation so that
+the top two logits of every step are far apart (checked on the CPU run).
+"""
+
+import copy
+import os
+
+import pytest
+import torch
+
+# Never reach the hub: everything here is built from configs.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+transformers = pytest.importorskip("transformers")
+
+import torchneuron  # noqa: E402
+
+VOCAB = 1000
+PROMPT = 8
+NEW_TOKENS = 32
+
+
+def gpt2(attn):
+    config = transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=128, n_embd=64, n_layer=2, n_head=4,
+        initializer_range=0.2, bos_token_id=0, eos_token_id=None, pad_token_id=0,
+        attn_implementation=attn)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def llama(attn):
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        initializer_range=0.2, bos_token_id=0, eos_token_id=None, pad_token_id=0,
+        attn_implementation=attn)
+    return transformers.LlamaForCausalLM(config)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama}
+CASES = [(name, attn) for name in MODELS for attn in ("sdpa", "eager")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_cpu_thread():
+    """The CPU reference runs on one thread: its ops are tiny, and with two
+    threads OpenMP's barriers stall for seconds when other processes share
+    the cores. (The neuron runtime has its own thread pool.)"""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+def models(request):
+    """(cpu model, neuron model) with the same weights, in eval mode."""
+    name, attn = request.param
+    torch.manual_seed(0)
+    cpu = MODELS[name](attn).eval()
+    dev = copy.deepcopy(cpu).to("neuron")
+    # Module.to() re-ties nothing: PyTorch moves a parameter in place
+    # (param.data = ...) only between CPU, CUDA and the other built-in dense
+    # backends; for a PrivateUse1 device it makes a new Parameter per module,
+    # so GPT-2's head and token embedding would come apart. transformers ties
+    # them again.
+    dev.tie_weights()
+    assert len(list(dev.parameters())) == len(list(cpu.parameters()))
+    return cpu, dev
+
+
+def token_ids(batch, length, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(1, VOCAB, (batch, length), generator=g)
+
+
+@pytest.fixture
+def no_fallback():
+    torchneuron.clear_op_tracking()
+    yield
+    assert torchneuron.get_fallback_ops() == {}, "ops fell back to the CPU"
+
+
+def test_forward_logits_and_loss_match_cpu(models, no_fallback):
+    cpu, dev = models
+    ids = token_ids(2, 24)
+    with torch.no_grad():
+        expected = cpu(ids, labels=ids)
+        actual = dev(ids.to("neuron"), labels=ids.to("neuron"))
+    torch.testing.assert_close(actual.logits.cpu(), expected.logits, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(actual.loss.cpu(), expected.loss, rtol=1e-5, atol=1e-5)
+
+
+def test_forward_with_padding_mask_matches_cpu(models, no_fallback):
+    cpu, dev = models
+    ids = token_ids(2, 12, seed=2)
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # left padding on the first row
+    with torch.no_grad():
+        expected = cpu(ids, attention_mask=mask).logits
+        actual = dev(ids.to("neuron"), attention_mask=mask.to("neuron")).logits
+    torch.testing.assert_close(actual.cpu()[:, 4:], expected[:, 4:], rtol=1e-4, atol=1e-4)
+
+
+def test_backward_gradients_match_cpu(models, no_fallback):
+    cpu, dev = models
+    ids = token_ids(2, 16, seed=3)
+    cpu.zero_grad(set_to_none=True)
+    dev.zero_grad(set_to_none=True)
+    cpu(ids, labels=ids).loss.backward()
+    dev(ids.to("neuron"), labels=ids.to("neuron")).loss.backward()
+    dev_params = dict(dev.named_parameters())
+    for name, p_cpu in cpu.named_parameters():
+        p_dev = dev_params[name]
+        assert p_dev.grad is not None, name
+        torch.testing.assert_close(p_dev.grad.cpu(), p_cpu.grad, rtol=1e-4, atol=1e-5, msg=name)
+    cpu.zero_grad(set_to_none=True)
+    dev.zero_grad(set_to_none=True)
+
+
+def greedy(model, ids, use_cache):
+    with torch.no_grad():
+        return model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False,
+                              use_cache=use_cache, pad_token_id=0)
+
+
+def top2_gap(model, tokens):
+    """The smallest gap between the two largest logits over the generated steps."""
+    with torch.no_grad():
+        logits = model(tokens).logits[:, PROMPT - 1:-1]
+    top = logits.topk(2, dim=-1).values
+    return (top[..., 0] - top[..., 1]).min().item()
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["kv_cache", "no_cache"])
+def test_greedy_generate_gives_cpu_tokens(models, use_cache, no_fallback):
+    cpu, dev = models
+    ids = token_ids(2, PROMPT, seed=4)
+    expected = greedy(cpu, ids, use_cache)
+    assert expected.shape == (2, PROMPT + NEW_TOKENS)
+    # Far from ties, so the comparison is not down to rounding.
+    assert top2_gap(cpu, expected) > 1e-3
+    actual = greedy(dev, ids.to("neuron"), use_cache)
+    assert actual.device.type == "neuron"
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_beam_search_gives_cpu_tokens(models, no_fallback):
+    cpu, dev = models
+    ids = token_ids(2, PROMPT, seed=5)
+    kw = dict(max_new_tokens=12, do_sample=False, num_beams=3, pad_token_id=0)
+    with torch.no_grad():
+        expected = cpu.generate(ids, **kw)
+        actual = dev.generate(ids.to("neuron"), **kw)
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_sampling_runs_natively(models, no_fallback):
+    # The draws come from the device's generator, so only their form is checked.
+    _, dev = models
+    ids = token_ids(2, PROMPT, seed=6).to("neuron")
+    with torch.no_grad():
+        out = dev.generate(ids, max_new_tokens=12, do_sample=True, top_k=20, top_p=0.9,
+                           temperature=0.8, pad_token_id=0)
+    assert out.shape == (2, PROMPT + 12) and out.device.type == "neuron"
+    assert torch.equal(out[:, :PROMPT], ids)
+    assert int(out.min()) >= 0 and int(out.max()) < VOCAB
