@@ -56,6 +56,7 @@ def test_non_contiguous_and_multidimensional_test_elements():
     tests = values((40, 8), torch.int64, 50, 3)[::2, 1::2]
     check(elements, tests)
     check(elements[::2], tests[:3, :1])
+    check(values((200,), torch.int64, 50, 7)[::3], values((300,), torch.int64, 50, 8)[::2])
 
 
 def test_zero_size_inputs():

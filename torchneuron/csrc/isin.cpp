@@ -47,7 +47,7 @@ void isin_into(const at::Tensor& elements, const at::Tensor& tests, bool invert,
     found = e.unsqueeze(-1).eq(t).any(-1);
   } else {
     at::Tensor sorted = std::get<0>(t.sort());
-    at::Tensor flat = e.reshape({-1});
+    at::Tensor flat = e.reshape({-1}).contiguous();  // searchsorted wants it so
     at::Tensor where = at::searchsorted(sorted, flat).clamp_max_(m - 1);
     found = sorted.index_select(0, where).eq(flat).reshape(elements.sizes());
   }
