@@ -92,3 +92,11 @@ def test_bool_inputs_are_rejected_as_on_cpu():
         torch.isin(b, b)
     with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
         torch.isin(b.to("neuron"), b.to("neuron"))
+
+
+def test_strided_views_on_the_device():
+    # .to("neuron") of a CPU view gives a contiguous tensor: slice on the device.
+    base, tests = values((200,), torch.int64, 50, 7), values((300,), torch.int64, 50, 8)
+    with no_fallback():
+        actual = torch.isin(base.to("neuron")[::3], tests.to("neuron")[::2])
+    assert_same(actual, torch.isin(base[::3], tests[::2]))
