@@ -1,10 +1,11 @@
 // isin on neuron, composed of native ops (no kernel of its own, no element
 // loop here). Membership is exact, so the result does not depend on how it
-// is found; as on the CPU, a small set of test elements is compared with
-// every element at once (eq + any, memory elements x tests), a larger one is
-// sorted and each element looked up by binary search (sort + searchsorted +
-// gather + eq). Both compare in the two inputs' promoted dtype, so NaN is
-// never a member and -0.0 finds 0.0, as on the CPU.
+// is found; as on the CPU, a small set of test elements (below the CPU's
+// size rule) is compared with the elements one test element at a time (eq,
+// logical_or), a larger one is sorted and each element looked up by binary
+// search (sort + searchsorted + gather + eq). Both compare in the two
+// inputs' promoted dtype, so NaN is never a member and -0.0 finds 0.0, as
+// on the CPU.
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
 #include <ATen/native/Resize.h>
@@ -44,7 +45,12 @@ void isin_into(const at::Tensor& elements, const at::Tensor& tests, bool invert,
   if (m == 0) {
     found = at::zeros(elements.sizes(), elements.options().dtype(at::kBool));
   } else if (static_cast<double>(m) < 10.0 * std::pow(static_cast<double>(elements.numel()), 0.145)) {
-    found = e.unsqueeze(-1).eq(t).any(-1);
+    // One pass per test element, each compared as a 0-d device tensor (no
+    // read back): far cheaper than an [elements, m] comparison reduced
+    // over its short last dim.
+    found = e.eq(t.select(0, 0));
+    at::Tensor hit = m > 1 ? at::empty_like(found) : at::Tensor();
+    for (int64_t k = 1; k < m; k++) found.logical_or_(at::eq_out(hit, e, t.select(0, k)));
   } else {
     at::Tensor sorted = std::get<0>(t.sort());
     at::Tensor flat = e.reshape({-1}).contiguous();  // searchsorted wants it so
