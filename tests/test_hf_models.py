@@ -230,3 +230,54 @@ def test_autocast_training_with_grad_scaler_runs_natively(models, dtype, no_fall
     actual = train_steps(dev, "neuron", 3, autocast_dtype=dtype, fused=True)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3  # seen: 8e-4, 2e-4
     torch.testing.assert_close(actual, expected, rtol=tol, atol=0)
+
+
+# ---- more architectures: the same checks, once each ------------------------
+
+SMALL = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+             num_attention_heads=4, initializer_range=0.2, pad_token_id=0, eos_token_id=None)
+SEQ2SEQ = dict(vocab_size=VOCAB, d_model=64, pad_token_id=0, eos_token_id=None,
+               decoder_start_token_id=0)
+MORE = {
+    "mistral": lambda t: t.MistralForCausalLM(t.MistralConfig(**SMALL, num_key_value_heads=2,
+                                                              sliding_window=8)),
+    "qwen2": lambda t: t.Qwen2ForCausalLM(t.Qwen2Config(**SMALL, num_key_value_heads=2)),
+    "gemma": lambda t: t.GemmaForCausalLM(t.GemmaConfig(**SMALL, num_key_value_heads=2, head_dim=16)),
+    "phi": lambda t: t.PhiForCausalLM(t.PhiConfig(**SMALL)),
+    "gpt_neox": lambda t: t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**SMALL)),
+    "opt": lambda t: t.OPTForCausalLM(t.OPTConfig(
+        vocab_size=VOCAB, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+        word_embed_proj_dim=64, init_std=0.2, pad_token_id=0, eos_token_id=None)),
+    "bert": lambda t: t.BertForMaskedLM(t.BertConfig(**SMALL)),
+    "t5": lambda t: t.T5ForConditionalGeneration(t.T5Config(
+        **SEQ2SEQ, d_ff=128, num_layers=2, num_heads=4, d_kv=16)),
+    "bart": lambda t: t.BartForConditionalGeneration(t.BartConfig(
+        **SEQ2SEQ, encoder_ffn_dim=128, decoder_ffn_dim=128, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, init_std=0.2)),
+}
+
+
+@pytest.mark.parametrize("arch", list(MORE))
+def test_other_architectures_match_cpu(arch, no_fallback):
+    torch.manual_seed(0)
+    cpu = MORE[arch](transformers).eval()
+    dev = copy.deepcopy(cpu).to("neuron")
+    dev.tie_weights()
+    ids = token_ids(2, 12, seed=7)
+    labels = ids[:, :6].contiguous() if cpu.config.is_encoder_decoder else ids
+    expected = cpu(ids, labels=labels)
+    actual = dev(ids.to("neuron"), labels=labels.to("neuron"))
+    torch.testing.assert_close(actual.logits.detach().cpu(), expected.logits.detach(), rtol=1e-4, atol=1e-4)
+    expected.loss.backward()
+    actual.loss.backward()
+    dev_params = dict(dev.named_parameters())
+    for name, p in cpu.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(dev_params[name].grad.cpu(), p.grad, rtol=1e-4, atol=1e-5,
+                                       msg=name)
+    if arch == "bert":
+        return
+    with torch.no_grad():
+        kw = dict(max_new_tokens=10, do_sample=False, pad_token_id=0)
+        tokens = cpu.generate(ids[:, :6], **kw)
+        assert torch.equal(dev.generate(ids[:, :6].to("neuron"), **kw).cpu(), tokens)
