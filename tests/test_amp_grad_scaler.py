@@ -80,6 +80,26 @@ def test_unscale_rejects_what_cpu_rejects():
             g, torch.zeros((), device="neuron", dtype=torch.float64), torch.ones((), device="neuron"))
 
 
+def test_unscale_rejects_an_expanded_gradient_as_cpu_does():
+    for device in ("cpu", "neuron"):
+        g = torch.ones(1, device=device).expand(4)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            torch._amp_foreach_non_finite_check_and_unscale_(
+                [g], torch.zeros((), device=device), torch.full((), 0.5, device=device))
+
+
+def test_functional_variants_run_natively():
+    with no_fallback():
+        grads = [torch.full((3,), 4.0, device="neuron")]
+        found, inv = torch.zeros((), device="neuron"), torch.full((), 0.5, device="neuron")
+        new_grads, new_found = torch.ops.aten._amp_foreach_non_finite_check_and_unscale(grads, found, inv)
+        scale, tracker = torch.ops.aten._amp_update_scale(
+            torch.ones((), device="neuron"), torch.zeros((), dtype=torch.int32, device="neuron"),
+            found, 2.0, 0.5, 1)
+    assert new_grads[0].tolist() == [2.0, 2.0, 2.0] and grads[0].tolist() == [4.0, 4.0, 4.0]
+    assert new_found.item() == 0.0 and scale.item() == 2.0 and tracker.item() == 0
+
+
 def update_sequence(device, found_infs, growth=2.0, backoff=0.5, interval=3, scale=1024.0):
     s = torch.full((), scale, device=device)
     tracker = torch.zeros((), dtype=torch.int32, device=device)

@@ -5,6 +5,7 @@
 // tracker stay on the device, so a training step never waits for it here;
 // the checks are those of PyTorch's CPU kernels.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -44,6 +45,7 @@ void non_finite_check_and_unscale_(at::TensorList grads, at::Tensor& found_inf,
     TORCH_CHECK(g.scalar_type() == dtype, name, ": all gradients must have one dtype, got ", dtype,
                 " and ", g.scalar_type());
     TORCH_CHECK(at::isFloatingType(dtype), name, ": gradients must be floating point, got ", dtype);
+    at::assert_no_internal_overlap(g);  // an expanded gradient would be scaled once per alias
   }
   c10::DeviceGuard guard(found_inf.device());
   const nrt_tensor_view found = to_view(found_inf, name), inv = to_view(inv_scale, name);
