@@ -3,9 +3,13 @@
 GPT-2 and Llama are built from small configs (no weights are downloaded:
 the hub is switched off) with random weights, copied to neuron, and run
 there and on CPU: the forward pass (logits and the language-model loss), the
-backward pass (every parameter's gradient) and greedy ``generate()`` with and
-without the KV cache, which must give the same tokens. No op may fall back to
-the CPU. Skipped when transformers (the "test" extra) is not installed.
+backward pass (every parameter's gradient), greedy ``generate()`` with and
+without the KV cache and on a left-padded batch, and beam search, which must
+give the same tokens; sampling runs natively; a few training steps (also
+under autocast with a GradScaler). Nine more architectures (Mistral, Qwen2,
+Gemma, Phi, GPT-NeoX, OPT, BERT, T5, BART) get the forward, backward and
+greedy checks once each. No op may fall back to the CPU. Skipped when
+transformers (the "test" extra) is not installed.
 
 Tolerances: both sides compute in float32, but the GEMM and attention kernels
 add in another order than PyTorch's, so logits agree to about 1e-5 relative;
@@ -158,6 +162,19 @@ def test_greedy_generate_gives_cpu_tokens(models, use_cache, no_fallback):
     assert top2_gap(cpu, expected) > 1e-3
     actual = greedy(dev, ids.to("neuron"), use_cache)
     assert actual.device.type == "neuron"
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_left_padded_batch_generate_gives_cpu_tokens(models, no_fallback):
+    cpu, dev = models
+    ids = token_ids(3, PROMPT, seed=8)
+    mask = torch.ones_like(ids)
+    ids[0, :3], mask[0, :3] = 0, 0  # shorter prompts, padded on the left
+    ids[2, :5], mask[2, :5] = 0, 0
+    kw = dict(max_new_tokens=16, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected = cpu.generate(ids, attention_mask=mask, **kw)
+        actual = dev.generate(ids.to("neuron"), attention_mask=mask.to("neuron"), **kw)
     assert torch.equal(actual.cpu(), expected)
 
 
