@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 BUILD := build
 JOBS ?= 2
 SETUP_STAMP := $(VENV)/.setup-done
+# The packages of pyproject.toml's optional "test" extra (pytest, and
+# transformers for tests/test_hf_models.py), read with tomllib so that the
+# list lives in one place.
+TEST_EXTRA := import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']))
 
 .PHONY: all setup build demo test test-c test-py sanitize bench clean
 
@@ -15,7 +19,8 @@ all: build
 $(SETUP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=64" wheel
-	$(PY) -m pip install --quiet "torch==2.13.0" numpy pytest pytest-timeout expecttest
+	$(PY) -m pip install --quiet "torch==2.13.0" numpy
+	$(PY) -m pip install --quiet $$($(PY) -c "$(TEST_EXTRA)")
 	touch $@
 
 setup: $(SETUP_STAMP)

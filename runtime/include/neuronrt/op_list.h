@@ -13,6 +13,7 @@
 #ifndef NEURONRT_OP_LIST_H
 #define NEURONRT_OP_LIST_H
 
+#include "neuronrt/ops/amp.h"
 #include "neuronrt/ops/attention.h"
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
@@ -36,6 +37,7 @@
   NRT_NN_OPS(X)         \
   NRT_ATTENTION_OPS(X)  \
   NRT_OPTIM_OPS(X)      \
-  NRT_VISION_OPS(X)
+  NRT_VISION_OPS(X)     \
+  NRT_AMP_OPS(X)
 
 #endif
