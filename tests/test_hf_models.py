@@ -79,12 +79,9 @@ def models(request):
     torch.manual_seed(0)
     cpu = MODELS[name](attn).eval()
     dev = copy.deepcopy(cpu).to("neuron")
-    # Module.to() re-ties nothing: PyTorch moves a parameter in place
-    # (param.data = ...) only between CPU, CUDA and the other built-in dense
-    # backends; for a PrivateUse1 device it makes a new Parameter per module,
-    # so GPT-2's head and token embedding would come apart. transformers ties
-    # them again.
-    dev.tie_weights()
+    # Module.to() keeps the tie (GPT-2's head and token embedding) because
+    # neuron tensors are shallow-copy compatible with CPU tensors: the
+    # parameter moves in place. No tie_weights() here, so that is tested.
     assert len(list(dev.parameters())) == len(list(cpu.parameters()))
     return cpu, dev
 
@@ -204,7 +201,6 @@ def fresh_copies(models):
     """Copies of the pair that a test may train (the fixture's are shared)."""
     cpu, dev = models
     cpu, dev = copy.deepcopy(cpu), copy.deepcopy(dev)
-    dev.tie_weights()  # deepcopy keeps the tie; this only makes sure of it
     return cpu, dev
 
 
@@ -279,7 +275,6 @@ def test_other_architectures_match_cpu(arch, no_fallback):
     torch.manual_seed(0)
     cpu = MORE[arch](transformers).eval()
     dev = copy.deepcopy(cpu).to("neuron")
-    dev.tie_weights()
     ids = token_ids(2, 12, seed=7)
     labels = ids[:, :6].contiguous() if cpu.config.is_encoder_decoder else ids
     expected = cpu(ids, labels=labels)
