@@ -117,9 +117,7 @@ DEFINE_BACKWARD(leaky_relu_backward, b > 0 ? a : a * S(float, 0), b > 0 ? a : a 
 DEFINE_BACKWARD(elu_backward, ELU_BACKWARD(float), ELU_BACKWARD(double))
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-DEFINE_BACKWARD(gelu_backward,
-                a * (0.5f * (1.0f + rt_vm_erff(b * (float)SQRT1_2)) +
-                     b * ((float)GELU_PDF_SCALE * rt_vm_expf(-0.5f * b * b))),
+DEFINE_BACKWARD(gelu_backward, a * rt_vm_gelu_gradf(b),
                 a * (0.5 * erfc(-b * SQRT1_2) + b * (GELU_PDF_SCALE * exp(-0.5 * b * b))))
 
 /* d/dx x/2 (1 + tanh(u)), u = beta (x + kappa x^3) */

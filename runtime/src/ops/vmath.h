@@ -215,7 +215,13 @@ RT_VM_INLINE float rt_vm_erff(float x) {
  * exponential. At most 6.2 ulp, mostly from t's rounding, which t and Q(t)
  * both carry. (PyTorch's CPU kernel takes 1 + erf(x / sqrt 2), which
  * cancels: for x < -4 its results keep few correct digits.) */
-RT_VM_INLINE float rt_vm_geluf(float x) {
+/* The two factors of Phi(-|x|) = half_tq * e: half_tq = t Q(t) / 2 and
+ * e = e^(-x^2/2), shared by GELU and its gradient. */
+typedef struct rt_vm_phi_parts {
+  float half_tq, e;
+} rt_vm_phi_parts;
+
+RT_VM_INLINE rt_vm_phi_parts rt_vm_phi_parts_of(float x) {
   float t = 1.0f / (1.0f + 0.5f * (fabsf(x) * 0.70710677f));
   float q = 0.036317803f;
   q = q * t + -0.19429734f;
@@ -233,9 +239,21 @@ RT_VM_INLINE float rt_vm_geluf(float x) {
   int tiny = h < 400.0f; /* beyond, e^(-x^2/2) is 0 in float; NaN goes this way too */
   float head = tiny ? -0.5f * h : -200.0f;
   float tail = tiny ? -0.5f * l : 0.0f;
-  float e = rt_vm_expf(head) * (1.0f + tail);
-  float half_tq = 0.5f * (t * q);
-  return x > 0.0f ? x * (1.0f - half_tq * e) : (x * half_tq) * e;
+  rt_vm_phi_parts parts = {0.5f * (t * q), rt_vm_expf(head) * (1.0f + tail)};
+  return parts;
+}
+
+RT_VM_INLINE float rt_vm_geluf(float x) {
+  rt_vm_phi_parts p = rt_vm_phi_parts_of(x);
+  return x > 0.0f ? x * (1.0f - p.half_tq * p.e) : (x * p.half_tq) * p.e;
+}
+
+/* GELU's derivative Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi),
+ * from the same parts. */
+RT_VM_INLINE float rt_vm_gelu_gradf(float x) {
+  rt_vm_phi_parts p = rt_vm_phi_parts_of(x);
+  float phi = x > 0.0f ? 1.0f - p.half_tq * p.e : p.half_tq * p.e;
+  return phi + x * (0.39894228f * p.e);
 }
 
 /* x / (1 + e^-v) in double, rounded once. */
