@@ -64,8 +64,10 @@ def check_case(q, k, v, mask=None, dtype=torch.float32, layout=None, **kw):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_matches_cpu_with_gradients(dtype, causal):
-    q, k, v = randn(2, 3, 70, 32, seed=1), randn(2, 3, 70, 32, seed=2), randn(2, 3, 70, 32, seed=3)
+@pytest.mark.parametrize("length", [70, 50])  # 50: one key block, grad_q from the key/value pass
+def test_matches_cpu_with_gradients(dtype, causal, length):
+    n = length
+    q, k, v = randn(2, 3, n, 32, seed=1), randn(2, 3, n, 32, seed=2), randn(2, 3, n, 32, seed=3)
     check_case(q, k, v, dtype=dtype, is_causal=causal)
 
 
@@ -186,11 +188,12 @@ def test_dropout_same_seed_same_result_other_seed_differs():
     assert not torch.equal(a, c)
 
 
-def test_dropout_backward_uses_the_forward_mask():
+@pytest.mark.parametrize("keys", [96, 48])  # 48: one key block
+def test_dropout_backward_uses_the_forward_mask(keys):
     p = 0.4
-    grad = randn(2, 2, 64, 96, seed=11)
+    grad = randn(2, 2, 64, keys, seed=11)
     torchneuron.clear_op_tracking()
-    out, grads, (q, k, v) = dropout_run(p, seed=3, grad=grad)
+    out, grads, (q, k, v) = dropout_run(p, seed=3, grad=grad, S=keys)
     assert torchneuron.get_fallback_ops() == {}
     keep = (out != 0).double()  # the forward's mask, read from its output
     leaves = [t.double().requires_grad_() for t in (q, k, v)]

@@ -208,15 +208,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
       .launch(query);
   at::Tensor grad_q, grad_k, grad_v, grad_bias;
   bool want_bias = grad_input_mask[3] && attn_bias.defined();
-  if (grad_input_mask[1] || grad_input_mask[2]) {
+  // Keys that fit one block: the key/value pass completes grad_q as well
+  // (without a mask: with one, the op would exceed NRT_MAX_OPERANDS).
+  bool q_in_kv = S <= NRT_ATTENTION_KEY_BLOCK && grad_input_mask[0] && !mask.defined();
+  if (grad_input_mask[1] || grad_input_mask[2] || q_in_kv) {
     grad_k = at::empty_like(key);
     grad_v = at::empty_like(value);
-    AttentionOp op(NRT_OP_SDPA_BACKWARD_KV, 2, sc, is_causal, dropout_p, seed, offset);
-    op.operand(as4d(grad_k)).operand(as4d(grad_v)).operand(g).operand(q).operand(k).operand(v).operand(stats);
+    if (q_in_kv) grad_q = at::empty_like(query);
+    AttentionOp op(NRT_OP_SDPA_BACKWARD_KV, q_in_kv ? 3 : 2, sc, is_causal, dropout_p, seed, offset);
+    op.operand(as4d(grad_k)).operand(as4d(grad_v));
+    if (q_in_kv) op.operand(as4d(grad_q));
+    op.operand(g).operand(q).operand(k).operand(v).operand(stats);
     if (mask.defined()) op.operand(mask);
     op.launch(query);
   }
-  if (grad_input_mask[0] || want_bias) {
+  if ((grad_input_mask[0] && !q_in_kv) || want_bias) {
     grad_q = at::empty_like(query);
     at::Tensor grad_scores;
     if (want_bias) grad_scores = at::empty({B, H, L, S}, q.options().dtype(at::kFloat));
@@ -229,6 +235,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     if (want_bias) grad_bias = grad_scores.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
   }
   if (!grad_input_mask[0]) grad_q = at::Tensor();
+  if (!grad_input_mask[1]) grad_k = at::Tensor();
+  if (!grad_input_mask[2]) grad_v = at::Tensor();
   return {grad_q, grad_k, grad_v, grad_bias};
 }
 

@@ -10,7 +10,8 @@
  * block of the query heads that read it (grouped-query attention); Q tasks
  * own a block of queries and walk the key blocks. Each gradient element is
  * summed by one task in a fixed order, so no atomics and no dependence on
- * the thread count; the price is computing the weights twice.
+ * the thread count; the price is computing the weights twice, except when
+ * the keys fit one block: then the KV pass also completes grad_q.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -96,7 +97,21 @@ static void free_tiles(float **buf, int n) {
 /* ---- SDPA_BACKWARD_KV -------------------------------------------------------------- */
 
 enum { KV_K, KV_V, KV_QT, KV_Q, KV_GT, KV_G, KV_S, KV_DP, KV_PZ, KV_BIAS, KV_Z, KV_DK, KV_DV,
-       KV_LSE, KV_D, KV_TILES };
+       KV_LSE, KV_D, KV_ST, KV_DQ, KV_TILES };
+
+/* grad_q of query rows [q0, q0 + nq) of (b, h) when the keys are one block
+ * (c->grad_q set): dQ = scale dS k, from dS^T (keys x queries) transposed. */
+static void kv_block_grad_q(const backward_ctx *c, float **t, int64_t b, int64_t h, int64_t q0,
+                            int64_t nq, int64_t nk) {
+  const rt_attn *a = &c->a;
+  const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK, Ep = rt_attn_pad(a->E);
+  for (int64_t i = 0; i < nq; i++)
+    for (int64_t j = 0; j < nk; j++) t[KV_ST][i * BK + j] = t[KV_S][j * BQ + i];
+  memset(t[KV_DQ], 0, (size_t)(nq * Ep) * sizeof(float));
+  rt_attn_gemm(nq, Ep, nk, t[KV_ST], BK, t[KV_K], Ep, t[KV_DQ], Ep);
+  for (int64_t i = 0; i < nq; i++) rt_attn_row_scale(t[KV_DQ] + i * Ep, Ep, a->scale);
+  rt_attn_store(c->grad_q, b, h, q0, nq, 0, a->E, t[KV_DQ], Ep);
+}
 
 static void kv_block(const backward_ctx *c, float **t, int64_t task) {
   const rt_attn *a = &c->a;
@@ -130,6 +145,7 @@ static void kv_block(const backward_ctx *c, float **t, int64_t task) {
                      t[KV_PZ] + j * BQ);
       rt_attn_gemm(nk, Evp, nq, t[KV_PZ], BQ, t[KV_G], Evp, t[KV_DV], Evp);
       rt_attn_gemm(nk, Ep, nq, t[KV_S], BQ, t[KV_Q], Ep, t[KV_DK], Ep);
+      if (c->grad_q) kv_block_grad_q(c, t, b, h, q0, nq, nk);
     }
   }
   for (int64_t j = 0; j < nk; j++) rt_attn_row_scale(t[KV_DK] + j * Ep, Ep, a->scale);
@@ -146,7 +162,8 @@ static void kv_range(int64_t begin, int64_t end, void *arg) {
       [KV_K] = BK * Ep,  [KV_V] = BK * Evp,  [KV_QT] = Ep * BQ,  [KV_Q] = BQ * Ep,
       [KV_GT] = Evp * BQ, [KV_G] = BQ * Evp, [KV_S] = BK * BQ,   [KV_DP] = BK * BQ,
       [KV_PZ] = BK * BQ, [KV_BIAS] = BK * BQ, [KV_Z] = BK * BQ,  [KV_DK] = BK * Ep,
-      [KV_DV] = BK * Evp, [KV_LSE] = BQ,     [KV_D] = BQ};
+      [KV_DV] = BK * Evp, [KV_LSE] = BQ,     [KV_D] = BQ,      [KV_ST] = c->grad_q ? BQ * BK : 1,
+      [KV_DQ] = c->grad_q ? BQ * Ep : 1};
   float *t[KV_TILES] = {0};
   if (alloc_tiles(t, sizes, KV_TILES)) {
     for (int64_t task = begin; task < end; task++) kv_block(c, t, task);
@@ -158,15 +175,22 @@ static void kv_range(int64_t begin, int64_t end, void *arg) {
 
 nrt_status rt_kernel_sdpa_backward_kv(const nrt_op *op) {
   backward_ctx c;
-  nrt_status s = parse(op, 2, &c);
+  nrt_status s = parse(op, 3, &c);
   if (s) return s;
-  if (op->num_outputs != 2)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "sdpa_backward_kv: expects outputs (grad_k, grad_v)");
+  if (op->num_outputs < 2)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "sdpa_backward_kv: expects outputs (grad_k, grad_v[, grad_q])");
   c.grad_k = &op->operands[0];
   c.grad_v = &op->operands[1];
+  c.grad_q = op->num_outputs == 3 ? &op->operands[2] : NULL;
   if (!same_shape(c.grad_k, c.a.k) || !same_shape(c.grad_v, c.a.v))
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                    "sdpa_backward_kv: grad_k and grad_v must have the shapes and dtype of k and v");
+  if (c.grad_q && (!same_shape(c.grad_q, c.a.q) || c.a.S > RT_ATTN_BK))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "sdpa_backward_kv: grad_q must have the shape and dtype of q, and needs at most "
+                   "%d keys",
+                   RT_ATTN_BK);
   c.blocks = (c.a.S + RT_ATTN_BK - 1) / RT_ATTN_BK;
   int64_t tasks = c.a.B * c.a.Hk * c.blocks;
   if (tasks == 0) return NRT_SUCCESS;

@@ -16,7 +16,7 @@
 #include "philox.h"
 
 #define RT_ATTN_BQ 64
-#define RT_ATTN_BK 64
+#define RT_ATTN_BK NRT_ATTENTION_KEY_BLOCK
 
 /* Width of a padded tile row: n rounded up to 16 floats. */
 static inline int64_t rt_attn_pad(int64_t n) { return (n + 15) & ~(int64_t)15; }

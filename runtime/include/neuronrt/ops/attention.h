@@ -24,7 +24,11 @@
  *                      (natural log, scores already scaled and masked)
  *   SDPA_BACKWARD_STATS [stats float32 (B,H,L,2), grad_out, out, lse]
  *                      stats[..., 0] = lse, stats[..., 1] = rowsum(grad_out * out)
- *   SDPA_BACKWARD_KV   [grad_k, grad_v, grad_out, q, k, v, stats, mask?]
+ *   SDPA_BACKWARD_KV   [grad_k, grad_v, grad_q?, grad_out, q, k, v, stats, mask?]
+ *                      grad_q (when num_outputs is 3, allowed for S at most
+ *                      NRT_ATTENTION_KEY_BLOCK): with a single block of keys
+ *                      the pass sees every key of each query, so it also
+ *                      completes grad_q and SDPA_BACKWARD_Q is not needed.
  *   SDPA_BACKWARD_Q    [grad_q, grad_scores?, grad_out, q, k, v, stats, mask?]
  *                      grad_scores (B,H,L,S) float32, the gradient of the
  *                      masked scores (that is, of a floating mask), when
@@ -37,6 +41,8 @@
 #define NEURONRT_OPS_ATTENTION_H
 
 #define NRT_ATTENTION_MAX_HEAD_DIM 256
+/* Keys per block of the kernels (see SDPA_BACKWARD_KV's grad_q). */
+#define NRT_ATTENTION_KEY_BLOCK 64
 
 #define NRT_ATTENTION_OPS(X)                       \
   X(SDPA_FORWARD, sdpa_forward)                    \
