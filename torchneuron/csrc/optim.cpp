@@ -146,48 +146,32 @@ void sgd(const char* name, at::TensorList params, at::TensorList grads, at::Tens
 
 // The schema's overloads, each a thin adapter.
 
+// Adam and AdamW (decoupled weight decay) share a kernel; each has an
+// overload with lr as a number and one with lr as a tensor.
+template <bool kDecoupled>
 void fused_adam(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
                 at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
                 at::TensorList state_steps, double lr, double beta1, double beta2,
                 double weight_decay, double eps, bool amsgrad, bool maximize,
                 const std::optional<at::Tensor>& grad_scale,
                 const std::optional<at::Tensor>& found_inf) {
-  NEURON_TRACK_OP("aten::_fused_adam_");
-  adam("_fused_adam_", false, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr,
-       nullptr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+  NEURON_TRACK_OP(kDecoupled ? "aten::_fused_adamw_" : "aten::_fused_adam_");
+  adam(kDecoupled ? "_fused_adamw_" : "_fused_adam_", kDecoupled, self, grads, exp_avgs,
+       exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, nullptr, beta1, beta2, weight_decay, eps,
+       amsgrad, maximize, grad_scale, found_inf);
 }
 
+template <bool kDecoupled>
 void fused_adam_tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
                           at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
                           at::TensorList state_steps, const at::Tensor& lr, double beta1,
                           double beta2, double weight_decay, double eps, bool amsgrad,
                           bool maximize, const std::optional<at::Tensor>& grad_scale,
                           const std::optional<at::Tensor>& found_inf) {
-  NEURON_TRACK_OP("aten::_fused_adam_.tensor_lr");
-  adam("_fused_adam_", false, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 0,
-       &lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
-}
-
-void fused_adamw(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
-                 at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                 at::TensorList state_steps, double lr, double beta1, double beta2,
-                 double weight_decay, double eps, bool amsgrad, bool maximize,
-                 const std::optional<at::Tensor>& grad_scale,
-                 const std::optional<at::Tensor>& found_inf) {
-  NEURON_TRACK_OP("aten::_fused_adamw_");
-  adam("_fused_adamw_", true, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr,
-       nullptr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
-}
-
-void fused_adamw_tensor_lr(at::TensorList self, at::TensorList grads, at::TensorList exp_avgs,
-                           at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs,
-                           at::TensorList state_steps, const at::Tensor& lr, double beta1,
-                           double beta2, double weight_decay, double eps, bool amsgrad,
-                           bool maximize, const std::optional<at::Tensor>& grad_scale,
-                           const std::optional<at::Tensor>& found_inf) {
-  NEURON_TRACK_OP("aten::_fused_adamw_.tensor_lr");
-  adam("_fused_adamw_", true, self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 0,
-       &lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf);
+  NEURON_TRACK_OP(kDecoupled ? "aten::_fused_adamw_.tensor_lr" : "aten::_fused_adam_.tensor_lr");
+  adam(kDecoupled ? "_fused_adamw_" : "_fused_adam_", kDecoupled, self, grads, exp_avgs,
+       exp_avg_sqs, max_exp_avg_sqs, state_steps, 0, &lr, beta1, beta2, weight_decay, eps,
+       amsgrad, maximize, grad_scale, found_inf);
 }
 
 void fused_sgd(at::TensorList self, at::TensorList grads, at::TensorList momentum_buffer_list,
@@ -213,10 +197,10 @@ void fused_sgd_tensor_lr(at::TensorList self, at::TensorList grads,
 }  // namespace torchneuron
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_fused_adam_", torchneuron::fused_adam);
-  m.impl("_fused_adam_.tensor_lr", torchneuron::fused_adam_tensor_lr);
-  m.impl("_fused_adamw_", torchneuron::fused_adamw);
-  m.impl("_fused_adamw_.tensor_lr", torchneuron::fused_adamw_tensor_lr);
+  m.impl("_fused_adam_", torchneuron::fused_adam<false>);
+  m.impl("_fused_adam_.tensor_lr", torchneuron::fused_adam_tensor_lr<false>);
+  m.impl("_fused_adamw_", torchneuron::fused_adam<true>);
+  m.impl("_fused_adamw_.tensor_lr", torchneuron::fused_adam_tensor_lr<true>);
   m.impl("_fused_sgd_", torchneuron::fused_sgd);
   m.impl("_fused_sgd_.tensor_lr", torchneuron::fused_sgd_tensor_lr);
 }
