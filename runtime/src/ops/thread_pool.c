@@ -3,7 +3,8 @@
  * waits until every range is done and every helper has let go of the job.
  * Work is cut into a few ranges per thread, so a helper that is descheduled
  * (the machine is shared) holds up at most one small range. Between jobs a
- * helper polls briefly for the next generation, then sleeps. */
+ * helper polls briefly for the next generation, then sleeps; the caller
+ * polls briefly for the helpers' last ranges. */
 #include "thread_pool.h"
 
 #include <pthread.h>
@@ -55,10 +56,10 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Polls for a generation other than seen for up to SPIN_NS. */
-static void poll_generation(uint64_t seen) {
+/* Polls while busy(arg) holds, for up to SPIN_NS. */
+static void poll_while(int (*busy)(const void *), const void *arg) {
   uint64_t deadline = 0;
-  for (unsigned i = 0; atomic_load_explicit(&generation, memory_order_relaxed) == seen; i++) {
+  for (unsigned i = 0; busy(arg); i++) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -70,6 +71,14 @@ static void poll_generation(uint64_t seen) {
   }
 }
 
+static int generation_is(const void *seen) {
+  return atomic_load_explicit(&generation, memory_order_relaxed) == *(const uint64_t *)seen;
+}
+
+static int ranges_pending(const void *j) {
+  return atomic_load_explicit(&((job *)j)->pending, memory_order_acquire) > 0;
+}
+
 static void *helper_main(void *arg) {
   (void)arg;
   uint64_t seen = 0;
@@ -77,7 +86,7 @@ static void *helper_main(void *arg) {
   for (;;) {
     if (atomic_load(&generation) == seen) {
       pthread_mutex_unlock(&pool_mu);
-      poll_generation(seen);
+      poll_while(generation_is, &seen);
       pthread_mutex_lock(&pool_mu);
     }
     sleepers++;
@@ -128,6 +137,9 @@ void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
   if (sleepers) pthread_cond_broadcast(&work_cv);
   pthread_mutex_unlock(&pool_mu);
   run_ranges(&j);
+  /* Ranges still running on helpers usually end within microseconds: poll
+   * before sleeping, since a futex wake-up costs tens of them. */
+  poll_while(ranges_pending, &j);
   pthread_mutex_lock(&pool_mu);
   /* The job lives on this stack: wait until no helper still holds it. */
   while (atomic_load(&j.pending) > 0 || j.helpers > 0) pthread_cond_wait(&done_cv, &pool_mu);
