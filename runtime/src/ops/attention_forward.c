@@ -14,6 +14,7 @@
 #include "attention_tiles.h"
 #include "elementwise.h"
 #include "thread_pool.h"
+#include "vmath.h"
 
 typedef struct forward_ctx {
   rt_attn a;
@@ -22,16 +23,52 @@ typedef struct forward_ctx {
   int failed; /* a thread could not allocate its tiles */
 } forward_ctx;
 
-RT_SIMD_CLONES static void scale_scores(float *row, const float *bias, int64_t n, float scale) {
-  if (bias) {
-    for (int64_t j = 0; j < n; j++) row[j] = row[j] * scale + bias[j];
-  } else {
-    for (int64_t j = 0; j < n; j++) row[j] *= scale;
+/* Rows [0, nq) of a block's scores S (row i: query q0 + i; its keys end
+ * at last + i, last = q0 - k0 + 1 when causal, or at nk) through the online
+ * softmax: scale, add the bias row (NULL: none), take the new running max,
+ * exponentiate, fold the row sum into l, rescale the row of O when the max
+ * grew, and apply the dropout factors (NULL: none). One call per block, so
+ * the vector loops are not split by calls per row. */
+RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, float *O,
+                                         float *m, float *l, int64_t nq, int64_t ld, int64_t last,
+                                         int64_t nk, int64_t ldo, float scale) {
+  for (int64_t i = 0; i < nq; i++) {
+    float *row = S + i * ld;
+    const float *b = bias ? bias + i * ld : NULL, *z = Z ? Z + i * ld : NULL;
+    int64_t h = last + i < nk ? last + i : nk;
+    int32_t hi = (int32_t)(h < 0 ? 0 : h > ld ? ld : h);
+    float part[16];
+    for (int k = 0; k < 16; k++) part[k] = -INFINITY;
+    for (int32_t j = 0; j < ld; j += 16)
+      for (int32_t k = 0; k < 16; k++) {
+        float x = row[j + k] * scale + (b ? b[j + k] : 0.0f);
+        x = j + k < hi ? x : -INFINITY;
+        row[j + k] = x;
+        part[k] = x > part[k] ? x : part[k];
+      }
+    float mx = part[0];
+    for (int k = 1; k < 16; k++) mx = part[k] > mx ? part[k] : mx;
+    float m_new = mx > m[i] ? mx : m[i];
+    float m_use = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: weights 0 */
+    for (int k = 0; k < 16; k++) part[k] = 0.0f;
+    for (int32_t j = 0; j < ld; j += 16)
+      for (int32_t k = 0; k < 16; k++) {
+        float x = row[j + k];
+        float p = x == -INFINITY ? 0.0f : rt_vm_expf(x - m_use);
+        row[j + k] = p;
+        part[k] += p;
+      }
+    for (int w = 8; w > 0; w >>= 1) /* lanes folded in a fixed order */
+      for (int k = 0; k < w; k++) part[k] += part[k + w];
+    float alpha = rt_vm_expf(m[i] - m_use);
+    alpha = m[i] == -INFINITY ? 0.0f : alpha;
+    l[i] = l[i] * alpha + part[0];
+    if (alpha != 1.0f)
+      for (int64_t e = 0; e < ldo; e++) O[i * ldo + e] *= alpha;
+    m[i] = m_new;
+    if (z)
+      for (int32_t j = 0; j < ld; j++) row[j] *= z[j];
   }
-}
-
-RT_SIMD_CLONES static void mul_rows(float *x, const float *y, int64_t n) {
-  for (int64_t j = 0; j < n; j++) x[j] *= y[j];
 }
 
 typedef struct forward_tiles {
@@ -55,21 +92,10 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
     rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
     memset(t->s, 0, (size_t)(nq * BK) * sizeof(float));
     rt_attn_gemm(nq, BK, a->E, t->q, Ep, t->kt, BK, t->s, BK);
-    int has_bias = rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BK, 0);
+    int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BK, 0);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BK, 0);
-    for (int64_t i = 0; i < nq; i++) {
-      float *row = t->s + i * BK;
-      scale_scores(row, has_bias ? t->bias + i * BK : NULL, BK, a->scale);
-      float mx = rt_attn_row_max(row, BK);
-      float m_new = mx > t->m[i] ? mx : t->m[i];
-      float m_use = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: weights 0 */
-      float sum = rt_attn_row_exp(row, BK, m_use);
-      float alpha = expf(t->m[i] - m_use);
-      t->l[i] = t->l[i] * alpha + sum;
-      if (alpha != 1.0f) rt_attn_row_scale(t->o + i * Evp, Evp, alpha);
-      t->m[i] = m_new;
-      if (a->dropout) mul_rows(row, t->z + i * BK, BK);
-    }
+    softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, t->o, t->m, t->l, nq,
+                  BK, a->causal ? q0 - k0 + 1 : (int64_t)1 << 40, nk, Evp, a->scale);
     rt_attn_gemm(nq, Evp, nk, t->s, BK, t->v, Evp, t->o, Evp);
   }
   float *lse = (float *)c->lse->data;
