@@ -39,6 +39,12 @@ typedef struct backward_ctx {
 
 static inline int32_t clamp_col(int64_t x, int64_t n) { return (int32_t)(x < 0 ? 0 : x > n ? n : x); }
 
+/* Rows standing in for an absent bias (0) or dropout (1), so that the
+ * block loops have no branches and vectorise; the same bits result. */
+static const float no_bias[RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK] __attribute__((aligned(64)));
+static const float no_dropout[RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK] __attribute__((aligned(64))) = {
+    [0 ...(RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK) - 1] = 1.0f};
+
 /* KV layout: row j is key k0 + j, column i is query q0 + i (lse and D per
  * column); row j's queries start at first + j (first = k0 - q0 when causal),
  * and end at nq. p = exp(s scale + bias - lse), pz = p z (into PZ), and
@@ -46,16 +52,19 @@ static inline int32_t clamp_col(int64_t x, int64_t n) { return (int32_t)(x < 0 ?
 RT_SIMD_CLONES static void backward_block_kv(float *S, const float *DP, const float *bias,
                                              const float *Z, float *PZ, int64_t nk, int64_t ld,
                                              int64_t first, int64_t nq, float scale,
-                                             const float *lse, const float *delta) {
+                                             const float *restrict lse,
+                                             const float *restrict delta) {
   int32_t hi = clamp_col(nq, ld);
   for (int64_t j = 0; j < nk; j++) {
-    float *s = S + j * ld, *pz = PZ + j * ld;
-    const float *dp = DP + j * ld, *b = bias ? bias + j * ld : NULL, *z = Z ? Z + j * ld : NULL;
+    /* restrict: otherwise too many pointer pairs to check for overlap */
+    float *restrict s = S + j * ld, *restrict pz = PZ + j * ld;
+    const float *restrict dp = DP + j * ld, *restrict b = bias ? bias + j * ld : no_bias;
+    const float *restrict z = Z ? Z + j * ld : no_dropout;
     int32_t lo = clamp_col(first + j, ld);
     for (int32_t i = 0; i < ld; i++) {
-      float p = rt_vm_expf(s[i] * scale + (b ? b[i] : 0.0f) - lse[i]);
+      float p = rt_vm_expf(s[i] * scale + b[i] - lse[i]);
       p = i >= lo && i < hi ? p : 0.0f;
-      float zi = z ? z[i] : 1.0f;
+      float zi = z[i];
       pz[i] = p * zi;
       s[i] = p * (dp[i] * zi - delta[i]);
     }
@@ -70,14 +79,15 @@ RT_SIMD_CLONES static void backward_block_q(float *S, const float *DP, const flo
                                             int64_t nk, float scale, const float *lse,
                                             const float *delta) {
   for (int64_t i = 0; i < nq; i++) {
-    float *s = S + i * ld;
-    const float *dp = DP + i * ld, *b = bias ? bias + i * ld : NULL, *z = Z ? Z + i * ld : NULL;
+    float *restrict s = S + i * ld;
+    const float *restrict dp = DP + i * ld, *restrict b = bias ? bias + i * ld : no_bias;
+    const float *restrict z = Z ? Z + i * ld : no_dropout;
     int32_t hi = clamp_col(last + i < nk ? last + i : nk, ld);
     float l = lse[i], d = delta[i];
     for (int32_t j = 0; j < ld; j++) {
-      float p = rt_vm_expf(s[j] * scale + (b ? b[j] : 0.0f) - l);
+      float p = rt_vm_expf(s[j] * scale + b[j] - l);
       p = j < hi ? p : 0.0f;
-      float zj = z ? z[j] : 1.0f;
+      float zj = z[j];
       s[j] = p * (dp[j] * zj - d);
     }
   }

@@ -29,23 +29,35 @@ typedef struct forward_ctx {
  * exponentiate, fold the row sum into l, rescale the row of O when the max
  * grew, and apply the dropout factors (NULL: none). One call per block, so
  * the vector loops are not split by calls per row. */
+static const float no_bias[RT_ATTN_BK] __attribute__((aligned(64)));
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+#define LANES ((v16i){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+
 RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, float *O,
                                          float *m, float *l, int64_t nq, int64_t ld, int64_t last,
                                          int64_t nk, int64_t ldo, float scale) {
   for (int64_t i = 0; i < nq; i++) {
-    float *row = S + i * ld;
-    const float *b = bias ? bias + i * ld : NULL, *z = Z ? Z + i * ld : NULL;
+    /* absent bias and dropout: rows of 0 and 1, so the loops have no branches */
+    float *restrict row = S + i * ld;
+    const float *restrict b = bias ? bias + i * ld : no_bias;
+    const float *restrict z = Z ? Z + i * ld : NULL;
     int64_t h = last + i < nk ? last + i : nk;
     int32_t hi = (int32_t)(h < 0 ? 0 : h > ld ? ld : h);
+    /* scale, bias, window and the row max, 16 lanes at a time */
+    v16f vmax = {0}, ninf = vmax - INFINITY;
+    vmax = ninf;
+    for (int32_t j = 0; j < ld; j += 16) {
+      v16f x = *(const v16f *)(row + j) * scale + *(const v16f *)(b + j);
+      v16i keep = (LANES + j) < hi;
+      x = (v16f)(((v16i)x & keep) | ((v16i)ninf & ~keep));
+      *(v16f *)(row + j) = x;
+      v16i gt = x > vmax;
+      vmax = (v16f)(((v16i)x & gt) | ((v16i)vmax & ~gt));
+    }
     float part[16];
-    for (int k = 0; k < 16; k++) part[k] = -INFINITY;
-    for (int32_t j = 0; j < ld; j += 16)
-      for (int32_t k = 0; k < 16; k++) {
-        float x = row[j + k] * scale + (b ? b[j + k] : 0.0f);
-        x = j + k < hi ? x : -INFINITY;
-        row[j + k] = x;
-        part[k] = x > part[k] ? x : part[k];
-      }
+    memcpy(part, &vmax, sizeof part);
     float mx = part[0];
     for (int k = 1; k < 16; k++) mx = part[k] > mx ? part[k] : mx;
     float m_new = mx > m[i] ? mx : m[i];
@@ -63,8 +75,10 @@ RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const floa
     float alpha = rt_vm_expf(m[i] - m_use);
     alpha = m[i] == -INFINITY ? 0.0f : alpha;
     l[i] = l[i] * alpha + part[0];
-    if (alpha != 1.0f)
-      for (int64_t e = 0; e < ldo; e++) O[i * ldo + e] *= alpha;
+    if (alpha != 1.0f) {
+      float *restrict o = O + i * ldo;
+      for (int64_t e = 0; e < ldo; e++) o[e] *= alpha;
+    }
     m[i] = m_new;
     if (z)
       for (int32_t j = 0; j < ld; j++) row[j] *= z[j];
