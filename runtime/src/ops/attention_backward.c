@@ -213,14 +213,14 @@ static void q_range(int64_t begin, int64_t end, void *arg);
 /* A task owns one key/value head (b, hk) and its query heads: it converts
  * their whole q, grad_out (also transposed), k and v once, then for each
  * query head walks key blocks (outer) and query blocks (inner), keeping
- * grad_k, grad_v (S rows) and grad_q (transposed, L columns) in per-thread
- * buffers: memory linear in L and S, and the weights computed once. Every
- * gradient element sums the same products in the same order as the two
- * passes (grad_k, grad_v: query head, then query block; grad_q: key
- * block), and dQ^T = k^T dS^T multiplies the same pairs as dQ = dS k, so
- * the results are bit for bit those of SDPA_BACKWARD_KV + SDPA_BACKWARD_Q. */
-enum { H_K, H_KT, H_V, H_DK, H_DV, H_Q, H_QT, H_G, H_GT, H_DQT, H_LSE, H_D, H_S, H_DP, H_PZ,
-       H_Z, H_ROW, H_TILES };
+ * grad_k, grad_v (S rows) and grad_q (L rows) in per-thread buffers: memory
+ * linear in L and S, and the weights computed once. Every gradient element
+ * sums the same products in the same order as the two passes (grad_k,
+ * grad_v: query head, then query block; grad_q: key block; dQ = dS k takes
+ * dS from the transposed tile through rt_attn_gemm_at), so the results are
+ * bit for bit those of SDPA_BACKWARD_KV + SDPA_BACKWARD_Q. */
+enum { H_K, H_V, H_DK, H_DV, H_Q, H_QT, H_G, H_GT, H_DQ, H_LSE, H_D, H_S, H_DP, H_PZ, H_Z,
+       H_TILES };
 
 typedef struct head_dims {
   int64_t Ep, Evp, Lp, Sp; /* padded head dims; L and S rounded up to whole blocks */
@@ -232,17 +232,6 @@ static head_dims dims_of(const rt_attn *a) {
   return d;
 }
 
-/* grad_q rows of (b, h) from dQ^T (E x Lp), times scale. */
-static void store_grad_q(const backward_ctx *c, float **t, const head_dims *d, int64_t b,
-                         int64_t h) {
-  const rt_attn *a = &c->a;
-  for (int64_t i = 0; i < a->L; i++) {
-    for (int64_t e = 0; e < a->E; e++) t[H_ROW][e] = t[H_DQT][e * d->Lp + i];
-    rt_attn_row_scale(t[H_ROW], d->Ep, a->scale);
-    rt_attn_store(c->grad_q, b, h, i, 1, 0, a->E, t[H_ROW], d->Ep);
-  }
-}
-
 static void head_query(const backward_ctx *c, float **t, const head_dims *d, int64_t b,
                        int64_t h) {
   const rt_attn *a = &c->a;
@@ -252,7 +241,7 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, int
   rt_attn_load(c->grad_out, b, h, 0, a->L, a->Ev, t[H_G], Evp, Lp);
   rt_attn_load_t(c->grad_out, b, h, 0, a->L, a->Ev, t[H_GT], Lp, 0);
   load_stats(c, b, h, 0, a->L, Lp, t[H_LSE], t[H_D]);
-  memset(t[H_DQT], 0, (size_t)(a->E * Lp) * sizeof(float));
+  memset(t[H_DQ], 0, (size_t)(Lp * Ep) * sizeof(float));
   for (int64_t k0 = 0; k0 < a->S; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
     const float *kb = t[H_K] + k0 * Ep, *vb = t[H_V] + k0 * Evp;
@@ -269,17 +258,17 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, int
                         t[H_D] + q0);
       rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, t[H_G] + q0 * Evp, Evp, t[H_DV] + k0 * Evp, Evp);
       rt_attn_gemm(nk, Ep, nq, t[H_S], BQ, t[H_Q] + q0 * Ep, Ep, t[H_DK] + k0 * Ep, Ep);
-      rt_attn_gemm(a->E, BQ, nk, t[H_KT] + k0, d->Sp, t[H_S], BQ, t[H_DQT] + q0, Lp);
+      rt_attn_gemm_at(nq, Ep, nk, t[H_S], BQ, kb, Ep, t[H_DQ] + q0 * Ep, Ep);
     }
   }
-  store_grad_q(c, t, d, b, h);
+  for (int64_t i = 0; i < a->L; i++) rt_attn_row_scale(t[H_DQ] + i * Ep, Ep, a->scale);
+  rt_attn_store(c->grad_q, b, h, 0, a->L, 0, a->E, t[H_DQ], Ep);
 }
 
 static void head_task(const backward_ctx *c, float **t, const head_dims *d, int64_t bhk) {
   const rt_attn *a = &c->a;
   int64_t b = bhk / a->Hk, hk = bhk % a->Hk;
   rt_attn_load(a->k, b, hk, 0, a->S, a->E, t[H_K], d->Ep, d->Sp);
-  rt_attn_load_t(a->k, b, hk, 0, a->S, a->E, t[H_KT], d->Sp, 0);
   rt_attn_load(a->v, b, hk, 0, a->S, a->Ev, t[H_V], d->Evp, d->Sp);
   memset(t[H_DK], 0, (size_t)(d->Sp * d->Ep) * sizeof(float));
   memset(t[H_DV], 0, (size_t)(d->Sp * d->Evp) * sizeof(float));
@@ -294,11 +283,10 @@ static void head_range(int64_t begin, int64_t end, void *arg) {
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
   head_dims d = dims_of(&c->a);
   int64_t sizes[H_TILES] = {
-      [H_K] = d.Sp * d.Ep,   [H_KT] = d.Ep * d.Sp,  [H_V] = d.Sp * d.Evp, [H_DK] = d.Sp * d.Ep,
-      [H_DV] = d.Sp * d.Evp, [H_Q] = d.Lp * d.Ep,   [H_QT] = d.Ep * d.Lp, [H_G] = d.Lp * d.Evp,
-      [H_GT] = d.Evp * d.Lp, [H_DQT] = d.Ep * d.Lp, [H_LSE] = d.Lp,       [H_D] = d.Lp,
-      [H_S] = BK * BQ,       [H_DP] = BK * BQ,      [H_PZ] = BK * BQ,
-      [H_Z] = BK * BQ,       [H_ROW] = d.Ep};
+      [H_K] = d.Sp * d.Ep,   [H_V] = d.Sp * d.Evp,  [H_DK] = d.Sp * d.Ep,  [H_DV] = d.Sp * d.Evp,
+      [H_Q] = d.Lp * d.Ep,   [H_QT] = d.Ep * d.Lp,  [H_G] = d.Lp * d.Evp, [H_GT] = d.Evp * d.Lp,
+      [H_DQ] = d.Lp * d.Ep,  [H_LSE] = d.Lp,        [H_D] = d.Lp,         [H_S] = BK * BQ,
+      [H_DP] = BK * BQ,      [H_PZ] = BK * BQ,      [H_Z] = BK * BQ};
   float *t[H_TILES] = {0};
   if (alloc_tiles(t, sizes, H_TILES)) {
     for (int64_t task = begin; task < end; task++) head_task(c, t, &d, task);

@@ -223,12 +223,15 @@ void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t
 
 /* ---- the tile product ------------------------------------------------------------- */
 
-RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
-                                             int64_t lda, const float *B, int64_t ldb, float *C,
-                                             int64_t ldc) {
+/* A's element (i, p) at A[i * ra + p * ca]: the scalars broadcast from A
+ * cost the same whichever way A is laid out, so A^T B needs no transpose. */
+RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(int64_t m, int64_t n, int64_t k,
+                                                    const float *A, int64_t ra, int64_t ca,
+                                                    const float *B, int64_t ldb, float *C,
+                                                    int64_t ldc) {
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
-    const float *a0 = A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    const float *a0 = A + i * ra, *a1 = a0 + ra, *a2 = a1 + ra, *a3 = a2 + ra;
     float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
     int64_t j = 0;
     for (; j + 32 <= n; j += 32) {
@@ -238,14 +241,14 @@ RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, co
       const float *bp = B + j;
       for (int64_t p = 0; p < k; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp), b1 = V16C(bp + 16);
-        x00 += a0[p] * b0;
-        x01 += a0[p] * b1;
-        x10 += a1[p] * b0;
-        x11 += a1[p] * b1;
-        x20 += a2[p] * b0;
-        x21 += a2[p] * b1;
-        x30 += a3[p] * b0;
-        x31 += a3[p] * b1;
+        x00 += a0[p * ca] * b0;
+        x01 += a0[p * ca] * b1;
+        x10 += a1[p * ca] * b0;
+        x11 += a1[p * ca] * b1;
+        x20 += a2[p * ca] * b0;
+        x21 += a2[p * ca] * b1;
+        x30 += a3[p * ca] * b0;
+        x31 += a3[p * ca] * b1;
       }
       V16(c0 + j) = x00, V16(c0 + j + 16) = x01, V16(c1 + j) = x10, V16(c1 + j + 16) = x11;
       V16(c2 + j) = x20, V16(c2 + j + 16) = x21, V16(c3 + j) = x30, V16(c3 + j + 16) = x31;
@@ -255,24 +258,36 @@ RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, co
       const float *bp = B + j;
       for (int64_t p = 0; p < k; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp);
-        x0 += a0[p] * b0;
-        x1 += a1[p] * b0;
-        x2 += a2[p] * b0;
-        x3 += a3[p] * b0;
+        x0 += a0[p * ca] * b0;
+        x1 += a1[p * ca] * b0;
+        x2 += a2[p * ca] * b0;
+        x3 += a3[p * ca] * b0;
       }
       V16(c0 + j) = x0, V16(c1 + j) = x1, V16(c2 + j) = x2, V16(c3 + j) = x3;
     }
   }
   for (; i < m; i++) {
-    const float *a0 = A + i * lda;
+    const float *a0 = A + i * ra;
     float *c0 = C + i * ldc;
     for (int64_t j = 0; j < n; j += 16) {
       rt_v16f x = V16(c0 + j);
       const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) x += a0[p] * V16C(bp);
+      for (int64_t p = 0; p < k; p++, bp += ldb) x += a0[p * ca] * V16C(bp);
       V16(c0 + j) = x;
     }
   }
+}
+
+RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
+                                             int64_t lda, const float *B, int64_t ldb, float *C,
+                                             int64_t ldc) {
+  gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc);
+}
+
+RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A,
+                                                int64_t lda, const float *B, int64_t ldb, float *C,
+                                                int64_t ldc) {
+  gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc);
 }
 
 /* ---- rows of the online softmax ----------------------------------------------------- */

@@ -73,6 +73,10 @@ void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t
  * rows aligned to 64 bytes (ldb, ldc multiples of 16). */
 void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
                   int64_t ldb, float *C, int64_t ldc);
+/* C[m x n] += A^T B with A stored k x m (row p holds A^T's column p);
+ * the same products in the same order as rt_attn_gemm on A^T. */
+void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc);
 
 /* Row helpers over n floats (n a multiple of 16, 64-byte aligned). */
 float rt_attn_row_max(const float *x, int64_t n);
