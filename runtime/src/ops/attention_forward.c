@@ -4,7 +4,9 @@
  * head) and walks the key blocks once, keeping for each row the running
  * maximum m, the running denominator l and the unnormalised output O; when
  * a block raises the maximum, l and O are rescaled by exp(m_old - m_new)
- * (the online softmax). Memory is a few tiles per thread, linear in the
+ * (the online softmax). Scores are computed transposed, S^T = k q^T, so k
+ * and v load row by row, the softmax runs down the columns with whole
+ * vectors, and O += P v reads P from S^T (rt_attn_gemm_at). Memory is a few tiles per thread, linear in the
  * sequence lengths. Dropout drops the normalised weights, so l sums the
  * weights before the dropout factors are applied to the block.
  */
@@ -23,71 +25,74 @@ typedef struct forward_ctx {
   int failed; /* a thread could not allocate its tiles */
 } forward_ctx;
 
-/* Rows [0, nq) of a block's scores S (row i: query q0 + i; its keys end
- * at last + i, last = q0 - k0 + 1 when causal, or at nk) through the online
- * softmax: scale, add the bias row (NULL: none), take the new running max,
- * exponentiate, fold the row sum into l, rescale the row of O when the max
- * grew, and apply the dropout factors (NULL: none). One call per block, so
- * the vector loops are not split by calls per row. */
-static const float no_bias[RT_ATTN_BK] __attribute__((aligned(64)));
+/* Stands in for an absent bias, so that the block loop has no branch. */
+static const float no_bias[RT_ATTN_BQ] __attribute__((aligned(64)));
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-#define LANES ((v16i){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+static inline int32_t clamp_col(int64_t x, int64_t n) { return (int32_t)(x < 0 ? 0 : x > n ? n : x); }
 
-RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, float *O,
-                                         float *m, float *l, int64_t nq, int64_t ld, int64_t last,
-                                         int64_t nk, int64_t ldo, float scale) {
-  for (int64_t i = 0; i < nq; i++) {
-    /* absent bias and dropout: rows of 0 and 1, so the loops have no branches */
-    float *restrict row = S + i * ld;
-    const float *restrict b = bias ? bias + i * ld : no_bias;
-    const float *restrict z = Z ? Z + i * ld : NULL;
-    int64_t h = last + i < nk ? last + i : nk;
-    int32_t hi = (int32_t)(h < 0 ? 0 : h > ld ? ld : h);
-    /* scale, bias, window and the row max, 16 lanes at a time */
-    v16f vmax = {0}, ninf = vmax - INFINITY;
-    vmax = ninf;
-    for (int32_t j = 0; j < ld; j += 16) {
-      v16f x = *(const v16f *)(row + j) * scale + *(const v16f *)(b + j);
-      v16i keep = (LANES + j) < hi;
-      x = (v16f)(((v16i)x & keep) | ((v16i)ninf & ~keep));
-      *(v16f *)(row + j) = x;
-      v16i gt = x > vmax;
-      vmax = (v16f)(((v16i)x & gt) | ((v16i)vmax & ~gt));
+/* One block of transposed scores S (row j: key k0 + j, column i: query
+ * q0 + i) through the online softmax, column by column so that every step
+ * is a vertical vector operation: scale, add the bias (NULL: none), mask
+ * outside the window (row j's queries start at first + j, first = k0 - q0
+ * when causal, and end at nq), raise the running max m, exponentiate, fold
+ * the column sums into l, and give in alpha the factor exp(m_old - m_new)
+ * for the rows of O. Dropout factors (NULL: none) apply after the sums. */
+RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, int64_t nk,
+                                         int64_t ld, int64_t first, int64_t nq, float scale,
+                                         float *restrict m, float *restrict l,
+                                         float *restrict alpha) {
+  float cmax[RT_ATTN_BQ] __attribute__((aligned(64)));
+  float csum[RT_ATTN_BQ] __attribute__((aligned(64)));
+  float muse[RT_ATTN_BQ] __attribute__((aligned(64)));
+  int32_t hi = clamp_col(nq, ld);
+  for (int64_t i = 0; i < ld; i++) cmax[i] = m[i], csum[i] = 0.0f;
+  for (int64_t j = 0; j < nk; j++) {
+    float *restrict s = S + j * ld;
+    const float *restrict b = bias ? bias + j * ld : no_bias;
+    int32_t lo = clamp_col(first + j, ld);
+    for (int32_t i = 0; i < ld; i++) {
+      float x = s[i] * scale + b[i];
+      x = i >= lo && i < hi ? x : -INFINITY;
+      s[i] = x;
+      cmax[i] = x > cmax[i] ? x : cmax[i];
     }
-    float part[16];
-    memcpy(part, &vmax, sizeof part);
-    float mx = part[0];
-    for (int k = 1; k < 16; k++) mx = part[k] > mx ? part[k] : mx;
-    float m_new = mx > m[i] ? mx : m[i];
-    float m_use = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: weights 0 */
-    for (int k = 0; k < 16; k++) part[k] = 0.0f;
-    for (int32_t j = 0; j < ld; j += 16)
-      for (int32_t k = 0; k < 16; k++) {
-        float x = row[j + k];
-        float p = x == -INFINITY ? 0.0f : rt_vm_expf(x - m_use);
-        row[j + k] = p;
-        part[k] += p;
-      }
-    for (int w = 8; w > 0; w >>= 1) /* lanes folded in a fixed order */
-      for (int k = 0; k < w; k++) part[k] += part[k + w];
-    float alpha = rt_vm_expf(m[i] - m_use);
-    alpha = m[i] == -INFINITY ? 0.0f : alpha;
-    l[i] = l[i] * alpha + part[0];
-    if (alpha != 1.0f) {
-      float *restrict o = O + i * ldo;
-      for (int64_t e = 0; e < ldo; e++) o[e] *= alpha;
-    }
-    m[i] = m_new;
-    if (z)
-      for (int32_t j = 0; j < ld; j++) row[j] *= z[j];
   }
+  for (int64_t i = 0; i < ld; i++) {
+    muse[i] = cmax[i] == -INFINITY ? 0.0f : cmax[i]; /* all masked so far: weights 0 */
+    float f = rt_vm_expf(m[i] - muse[i]);
+    alpha[i] = m[i] == -INFINITY ? 0.0f : f;
+    m[i] = cmax[i];
+  }
+  for (int64_t j = 0; j < nk; j++) {
+    float *restrict s = S + j * ld;
+    for (int64_t i = 0; i < ld; i++) {
+      float p = rt_vm_expf(s[i] - muse[i]);
+      p = s[i] == -INFINITY ? 0.0f : p;
+      s[i] = p;
+      csum[i] += p;
+    }
+  }
+  for (int64_t i = 0; i < ld; i++) l[i] = l[i] * alpha[i] + csum[i];
+  if (Z)
+    for (int64_t j = 0; j < nk; j++) {
+      float *restrict s = S + j * ld;
+      const float *restrict z = Z + j * ld;
+      for (int64_t i = 0; i < ld; i++) s[i] *= z[i];
+    }
+}
+
+RT_SIMD_CLONES static void scale_rows(float *O, int64_t n, int64_t ld, const float *alpha) {
+  for (int64_t i = 0; i < n; i++)
+    if (alpha[i] != 1.0f) {
+      float *restrict o = O + i * ld;
+      for (int64_t e = 0; e < ld; e++) o[e] *= alpha[i];
+    }
 }
 
 typedef struct forward_tiles {
-  float *q, *kt, *v, *s, *bias, *z, *o, *m, *l;
+  float *qt, *k, *v, *s, *bias, *z, *o, *m, *l, *alpha;
 } forward_tiles;
+enum { FORWARD_TILES = 10 };
 
 static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t task) {
   const rt_attn *a = &c->a;
@@ -96,21 +101,22 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
   int64_t qb = task % c->q_blocks, bh = task / c->q_blocks;
   int64_t b = bh / a->H, h = bh % a->H, hk = h / a->group;
   int64_t q0 = qb * BQ, nq = a->L - q0 < BQ ? a->L - q0 : BQ;
-  rt_attn_load(a->q, b, h, q0, nq, a->E, t->q, Ep, 0);
+  rt_attn_load_t(a->q, b, h, q0, nq, a->E, t->qt, BQ, 0);
   memset(t->o, 0, (size_t)(nq * Evp) * sizeof(float));
-  for (int64_t i = 0; i < nq; i++) t->m[i] = -INFINITY, t->l[i] = 0;
+  for (int64_t i = 0; i < BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0;
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
-    rt_attn_load_t(a->k, b, hk, k0, nk, a->E, t->kt, BK, 0);
+    rt_attn_load(a->k, b, hk, k0, nk, a->E, t->k, Ep, 0);
     rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
-    memset(t->s, 0, (size_t)(nq * BK) * sizeof(float));
-    rt_attn_gemm(nq, BK, a->E, t->q, Ep, t->kt, BK, t->s, BK);
-    int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BK, 0);
-    if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BK, 0);
-    softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, t->o, t->m, t->l, nq,
-                  BK, a->causal ? q0 - k0 + 1 : (int64_t)1 << 40, nk, Evp, a->scale);
-    rt_attn_gemm(nq, Evp, nk, t->s, BK, t->v, Evp, t->o, Evp);
+    memset(t->s, 0, (size_t)(nk * BQ) * sizeof(float));
+    rt_attn_gemm(nk, BQ, a->E, t->k, Ep, t->qt, BQ, t->s, BQ);
+    int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
+    if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
+    softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
+                  a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
+    scale_rows(t->o, nq, Evp, t->alpha);
+    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, t->v, Evp, t->o, Evp);
   }
   float *lse = (float *)c->lse->data;
   const int64_t *ls = c->lse->strides;
@@ -133,17 +139,19 @@ static void forward_range(int64_t begin, int64_t end, void *arg) {
   const rt_attn *a = &c->a;
   int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
-  int64_t sizes[] = {BQ * Ep, Ep * BK, BK * Evp, BQ * BK, BQ * BK, BQ * BK, BQ * Evp, BQ, BQ};
-  float *buf[9] = {0};
+  int64_t sizes[FORWARD_TILES] = {Ep * BQ, BK * Ep, BK * Evp, BK * BQ, BK * BQ,
+                                  BK * BQ, BQ * Evp, BQ,      BQ,      BQ};
+  float *buf[FORWARD_TILES] = {0};
   int ok = 1;
-  for (int k = 0; k < 9; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
+  for (int k = 0; k < FORWARD_TILES; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
   if (ok) {
-    forward_tiles t = {buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]};
+    forward_tiles t = {buf[0], buf[1], buf[2], buf[3], buf[4],
+                       buf[5], buf[6], buf[7], buf[8], buf[9]};
     for (int64_t task = begin; task < end; task++) forward_block(c, &t, task);
   } else {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
   }
-  for (int k = 0; k < 9; k++) free(buf[k]);
+  for (int k = 0; k < FORWARD_TILES; k++) free(buf[k]);
 }
 
 nrt_status rt_kernel_sdpa_forward(const nrt_op *op) {
