@@ -163,7 +163,11 @@ void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, i
     const float *s = src + r * ld;
     switch (v->dtype) {
       case NRT_FLOAT32:
-        for (int64_t c = 0; c < nc; c++) ((float *)p)[c * st] = s[c];
+        if (st == 1) {
+          memcpy(p, s, (size_t)nc * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < nc; c++) ((float *)p)[c * st] = s[c];
+        }
         break;
       case NRT_BFLOAT16:
         for (int64_t c = 0; c < nc; c++) ((uint16_t *)p)[c * st] = rt_bfloat16_from_float(s[c]);
