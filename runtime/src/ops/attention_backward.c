@@ -93,6 +93,21 @@ RT_SIMD_CLONES static void backward_block_q(float *S, const float *DP, const flo
   }
 }
 
+/* The causal windows of block (q0, k0) (rt_attn_win): query q0 + i sees
+ * key k0 + j iff j <= i - (k0 - q0). kind S: rows are keys, columns
+ * queries (the scores); KV: rows are keys, the sum runs over queries (grad_k,
+ * grad_v); Q: rows are queries, the sum runs over keys (grad_q). */
+enum { WIN_S, WIN_KV, WIN_Q };
+
+static rt_attn_win causal_win(const rt_attn *a, int64_t q0, int64_t k0, int kind) {
+  int64_t far = a->L + a->S + RT_ATTN_BQ + RT_ATTN_BK, first = k0 - q0;
+  rt_attn_win w = {-far, far, -far};
+  if (kind == WIN_S) w.col_first = first;
+  if (kind == WIN_KV) w.p_first = first;
+  if (kind == WIN_Q) w.p_last = -first;
+  return w;
+}
+
 /* lse and D of query rows [q0, q0 + nq) of (b, h); padding rows get 0. */
 static void load_stats(const backward_ctx *c, int64_t b, int64_t h, int64_t q0, int64_t nq,
                        int64_t pad, float *lse, float *delta) {
@@ -171,15 +186,18 @@ static void kv_block(const backward_ctx *c, float **t, int64_t task) {
       load_stats(c, b, h, q0, nq, BQ, t[KV_LSE], t[KV_D]);
       memset(t[KV_S], 0, (size_t)(nk * BQ) * sizeof(float));
       memset(t[KV_DP], 0, (size_t)(nk * BQ) * sizeof(float));
-      rt_attn_gemm(nk, BQ, a->E, t[KV_K], Ep, t[KV_QT], BQ, t[KV_S], BQ);
-      rt_attn_gemm(nk, BQ, a->Ev, t[KV_V], Evp, t[KV_GT], BQ, t[KV_DP], BQ);
+      rt_attn_win ws = causal_win(a, q0, k0, WIN_S), wkv = causal_win(a, q0, k0, WIN_KV);
+      const rt_attn_win *w = a->causal ? &ws : NULL;
+      rt_attn_gemm(nk, BQ, a->E, t[KV_K], Ep, t[KV_QT], BQ, t[KV_S], BQ, w);
+      rt_attn_gemm(nk, BQ, a->Ev, t[KV_V], Evp, t[KV_GT], BQ, t[KV_DP], BQ, w);
+      w = a->causal ? &wkv : NULL;
       int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t[KV_BIAS], BQ, 1);
       if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[KV_Z], BQ, 1);
       backward_block_kv(t[KV_S], t[KV_DP], has_bias ? t[KV_BIAS] : NULL,
                         a->dropout ? t[KV_Z] : NULL, t[KV_PZ], nk, BQ,
                         a->causal ? k0 - q0 : -RT_ATTN_NO_CAUSAL, nq, a->scale, t[KV_LSE], t[KV_D]);
-      rt_attn_gemm(nk, Evp, nq, t[KV_PZ], BQ, t[KV_G], Evp, t[KV_DV], Evp);
-      rt_attn_gemm(nk, Ep, nq, t[KV_S], BQ, t[KV_Q], Ep, t[KV_DK], Ep);
+      rt_attn_gemm(nk, Evp, nq, t[KV_PZ], BQ, t[KV_G], Evp, t[KV_DV], Evp, w);
+      rt_attn_gemm(nk, Ep, nq, t[KV_S], BQ, t[KV_Q], Ep, t[KV_DK], Ep, w);
     }
   }
   for (int64_t j = 0; j < nk; j++) rt_attn_row_scale(t[KV_DK] + j * Ep, Ep, a->scale);
@@ -250,15 +268,20 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, int
       int64_t nq = a->L - q0 < BQ ? a->L - q0 : BQ;
       memset(t[H_S], 0, (size_t)(nk * BQ) * sizeof(float));
       memset(t[H_DP], 0, (size_t)(nk * BQ) * sizeof(float));
-      rt_attn_gemm(nk, BQ, a->E, kb, Ep, t[H_QT] + q0, Lp, t[H_S], BQ);
-      rt_attn_gemm(nk, BQ, a->Ev, vb, Evp, t[H_GT] + q0, Lp, t[H_DP], BQ);
+      rt_attn_win ws = causal_win(a, q0, k0, WIN_S), wkv = causal_win(a, q0, k0, WIN_KV);
+      rt_attn_win wq = causal_win(a, q0, k0, WIN_Q);
+      const rt_attn_win *w = a->causal ? &ws : NULL;
+      rt_attn_gemm(nk, BQ, a->E, kb, Ep, t[H_QT] + q0, Lp, t[H_S], BQ, w);
+      rt_attn_gemm(nk, BQ, a->Ev, vb, Evp, t[H_GT] + q0, Lp, t[H_DP], BQ, w);
+      w = a->causal ? &wkv : NULL;
       if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[H_Z], BQ, 1);
       backward_block_kv(t[H_S], t[H_DP], NULL, a->dropout ? t[H_Z] : NULL, t[H_PZ], nk, BQ,
                         a->causal ? k0 - q0 : -RT_ATTN_NO_CAUSAL, nq, a->scale, t[H_LSE] + q0,
                         t[H_D] + q0);
-      rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, t[H_G] + q0 * Evp, Evp, t[H_DV] + k0 * Evp, Evp);
-      rt_attn_gemm(nk, Ep, nq, t[H_S], BQ, t[H_Q] + q0 * Ep, Ep, t[H_DK] + k0 * Ep, Ep);
-      rt_attn_gemm_at(nq, Ep, nk, t[H_S], BQ, kb, Ep, t[H_DQ] + q0 * Ep, Ep);
+      rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, t[H_G] + q0 * Evp, Evp, t[H_DV] + k0 * Evp, Evp, w);
+      rt_attn_gemm(nk, Ep, nq, t[H_S], BQ, t[H_Q] + q0 * Ep, Ep, t[H_DK] + k0 * Ep, Ep, w);
+      rt_attn_gemm_at(nq, Ep, nk, t[H_S], BQ, kb, Ep, t[H_DQ] + q0 * Ep, Ep,
+                      a->causal ? &wq : NULL);
     }
   }
   for (int64_t i = 0; i < a->L; i++) rt_attn_row_scale(t[H_DQ] + i * Ep, Ep, a->scale);
@@ -360,15 +383,16 @@ static void q_block(const backward_ctx *c, float **t, int64_t task) {
     rt_attn_load(a->k, b, hk, k0, nk, a->E, t[Q_K], Ep, 0);
     memset(t[Q_S], 0, (size_t)(nq * BK) * sizeof(float));
     memset(t[Q_DP], 0, (size_t)(nq * BK) * sizeof(float));
-    rt_attn_gemm(nq, BK, a->E, t[Q_Q], Ep, t[Q_KT], BK, t[Q_S], BK);
-    rt_attn_gemm(nq, BK, a->Ev, t[Q_G], Evp, t[Q_VT], BK, t[Q_DP], BK);
+    rt_attn_gemm(nq, BK, a->E, t[Q_Q], Ep, t[Q_KT], BK, t[Q_S], BK, NULL);
+    rt_attn_gemm(nq, BK, a->Ev, t[Q_G], Evp, t[Q_VT], BK, t[Q_DP], BK, NULL);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t[Q_BIAS], BK, 0);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[Q_Z], BK, 0);
     backward_block_q(t[Q_S], t[Q_DP], has_bias ? t[Q_BIAS] : NULL, a->dropout ? t[Q_Z] : NULL,
                      nq, BK, a->causal ? q0 - k0 + 1 : RT_ATTN_NO_CAUSAL, nk, a->scale, lse_row,
                      d_row);
     if (c->grad_scores) rt_attn_store(c->grad_scores, b, h, q0, nq, k0, nk, t[Q_S], BK);
-    rt_attn_gemm(nq, Ep, nk, t[Q_S], BK, t[Q_K], Ep, t[Q_DQ], Ep);
+    rt_attn_win qwin = causal_win(a, q0, k0, WIN_Q);
+    rt_attn_gemm(nq, Ep, nk, t[Q_S], BK, t[Q_K], Ep, t[Q_DQ], Ep, a->causal ? &qwin : NULL);
   }
   for (int64_t i = 0; i < nq; i++) rt_attn_row_scale(t[Q_DQ] + i * Ep, Ep, a->scale);
   rt_attn_store(c->grad_q, b, h, q0, nq, 0, a->E, t[Q_DQ], Ep);

@@ -110,13 +110,16 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
     rt_attn_load(a->k, b, hk, k0, nk, a->E, t->k, Ep, 0);
     rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
     memset(t->s, 0, (size_t)(nk * BQ) * sizeof(float));
-    rt_attn_gemm(nk, BQ, a->E, t->k, Ep, t->qt, BQ, t->s, BQ);
+    /* causal: query q0 + i sees key k0 + j iff j <= i - (k0 - q0) */
+    int64_t far = a->L + a->S + BQ + BK;
+    rt_attn_win win = {-far, far, k0 - q0}, qwin = {-far, q0 - k0, -far};
+    rt_attn_gemm(nk, BQ, a->E, t->k, Ep, t->qt, BQ, t->s, BQ, a->causal ? &win : NULL);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
     softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
                   a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
     scale_rows(t->o, nq, Evp, t->alpha);
-    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, t->v, Evp, t->o, Evp);
+    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, t->v, Evp, t->o, Evp, a->causal ? &qwin : NULL);
   }
   float *lse = (float *)c->lse->data;
   const int64_t *ls = c->lse->strides;

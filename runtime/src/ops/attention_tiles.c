@@ -227,23 +227,29 @@ void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t
 
 /* ---- the tile product ------------------------------------------------------------- */
 
+static inline int64_t clamp_to(int64_t x, int64_t n) { return x < 0 ? 0 : x > n ? n : x; }
+
 /* A's element (i, p) at A[i * ra + p * ca]: the scalars broadcast from A
- * cost the same whichever way A is laid out, so A^T B needs no transpose. */
-RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(int64_t m, int64_t n, int64_t k,
-                                                    const float *A, int64_t ra, int64_t ca,
-                                                    const float *B, int64_t ldb, float *C,
-                                                    int64_t ldc) {
+ * cost the same whichever way A is laid out, so A^T B needs no transpose.
+ * The window w (see rt_attn_win) limits each group of rows to its range of
+ * p and columns. */
+RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(
+    int64_t m, int64_t n, int64_t k, const float *A, int64_t ra, int64_t ca, const float *B,
+    int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w) {
+  rt_attn_win all = {-m - k - n, m + k + n, -m - k - n};
+  if (!w) w = &all;
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
     const float *a0 = A + i * ra, *a1 = a0 + ra, *a2 = a1 + ra, *a3 = a2 + ra;
     float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-    int64_t j = 0;
+    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + 3 + w->p_last + 1, k);
+    int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15;
     for (; j + 32 <= n; j += 32) {
       rt_v16f x00 = V16(c0 + j), x01 = V16(c0 + j + 16), x10 = V16(c1 + j),
               x11 = V16(c1 + j + 16), x20 = V16(c2 + j), x21 = V16(c2 + j + 16),
               x30 = V16(c3 + j), x31 = V16(c3 + j + 16);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) {
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp), b1 = V16C(bp + 16);
         x00 += a0[p * ca] * b0;
         x01 += a0[p * ca] * b1;
@@ -259,8 +265,8 @@ RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(int64
     }
     if (j < n) { /* 16 columns left */
       rt_v16f x0 = V16(c0 + j), x1 = V16(c1 + j), x2 = V16(c2 + j), x3 = V16(c3 + j);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) {
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp);
         x0 += a0[p * ca] * b0;
         x1 += a1[p * ca] * b0;
@@ -273,10 +279,11 @@ RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(int64
   for (; i < m; i++) {
     const float *a0 = A + i * ra;
     float *c0 = C + i * ldc;
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + w->p_last + 1, k);
+    for (int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15; j < n; j += 16) {
       rt_v16f x = V16(c0 + j);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) x += a0[p * ca] * V16C(bp);
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) x += a0[p * ca] * V16C(bp);
       V16(c0 + j) = x;
     }
   }
@@ -284,14 +291,14 @@ RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(int64
 
 RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
                                              int64_t lda, const float *B, int64_t ldb, float *C,
-                                             int64_t ldc) {
-  gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc);
+                                             int64_t ldc, const rt_attn_win *w) {
+  gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc, w);
 }
 
 RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A,
                                                 int64_t lda, const float *B, int64_t ldb, float *C,
-                                                int64_t ldc) {
-  gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc);
+                                                int64_t ldc, const rt_attn_win *w) {
+  gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc, w);
 }
 
 /* ---- rows of the online softmax ----------------------------------------------------- */

@@ -69,14 +69,24 @@ int rt_attn_bias(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t nq,
 void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0,
                      int64_t nk, float *z, int64_t ld, int transposed);
 
+/* Where the causal triangle leaves a tile product nonzero: a group of
+ * rows [i, i + r) sums only p in [i + p_first, i + r - 1 + p_last] and
+ * writes only columns from i + col_first (rounded down to 16); the terms
+ * and columns skipped are those the triangle zeroes (or masks). NULL: the
+ * whole product. Every caller that must agree bit for bit with another
+ * passes the same window for the same rows. */
+typedef struct rt_attn_win {
+  int64_t p_first, p_last, col_first;
+} rt_attn_win;
+
 /* C[m x n] += A[m x k] B[k x n]: row-major, n a multiple of 16, B and C
  * rows aligned to 64 bytes (ldb, ldc multiples of 16). */
 void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
-                  int64_t ldb, float *C, int64_t ldc);
+                  int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w);
 /* C[m x n] += A^T B with A stored k x m (row p holds A^T's column p);
  * the same products in the same order as rt_attn_gemm on A^T. */
 void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
-                     const float *B, int64_t ldb, float *C, int64_t ldc);
+                     const float *B, int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w);
 
 /* Row helpers over n floats (n a multiple of 16, 64-byte aligned). */
 float rt_attn_row_max(const float *x, int64_t n);
