@@ -250,19 +250,30 @@ static head_dims dims_of(const rt_attn *a) {
   return d;
 }
 
-static void head_query(const backward_ctx *c, float **t, const head_dims *d, int64_t b,
-                       int64_t h) {
+/* k and v of the task's key/value head: k as an A operand (k), as a B
+ * operand (kb: padded to whole vectors), v as an A operand. */
+typedef struct head_kv {
+  const float *k, *kb, *v;
+  int64_t ldk, ldkb, ldv;
+} head_kv;
+
+static void head_query(const backward_ctx *c, float **t, const head_dims *d, const head_kv *kv,
+                       int64_t b, int64_t h) {
   const rt_attn *a = &c->a;
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK, Ep = d->Ep, Evp = d->Evp, Lp = d->Lp;
-  rt_attn_load(a->q, b, h, 0, a->L, a->E, t[H_Q], Ep, Lp);
+  /* q and grad_out as B operands: in place when they can be */
+  int64_t ldq = Ep, ldg = Evp;
+  const float *qd = rt_attn_direct(a->q, b, h, a->E, 1, &ldq), *gd = NULL;
+  if (!qd) rt_attn_load(a->q, b, h, 0, a->L, a->E, t[H_Q], Ep, Lp), qd = t[H_Q], ldq = Ep;
   rt_attn_load_t(a->q, b, h, 0, a->L, a->E, t[H_QT], Lp, 0);
-  rt_attn_load(c->grad_out, b, h, 0, a->L, a->Ev, t[H_G], Evp, Lp);
+  gd = rt_attn_direct(c->grad_out, b, h, a->Ev, 1, &ldg);
+  if (!gd) rt_attn_load(c->grad_out, b, h, 0, a->L, a->Ev, t[H_G], Evp, Lp), gd = t[H_G], ldg = Evp;
   rt_attn_load_t(c->grad_out, b, h, 0, a->L, a->Ev, t[H_GT], Lp, 0);
   load_stats(c, b, h, 0, a->L, Lp, t[H_LSE], t[H_D]);
   memset(t[H_DQ], 0, (size_t)(Lp * Ep) * sizeof(float));
   for (int64_t k0 = 0; k0 < a->S; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
-    const float *kb = t[H_K] + k0 * Ep, *vb = t[H_V] + k0 * Evp;
+    const float *kb = kv->k + k0 * kv->ldk, *vb = kv->v + k0 * kv->ldv;
     int64_t qstart = a->causal ? k0 / BQ * BQ : 0; /* earlier queries see none of these keys */
     for (int64_t q0 = qstart; q0 < a->L; q0 += BQ) {
       int64_t nq = a->L - q0 < BQ ? a->L - q0 : BQ;
@@ -271,17 +282,17 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, int
       rt_attn_win ws = causal_win(a, q0, k0, WIN_S), wkv = causal_win(a, q0, k0, WIN_KV);
       rt_attn_win wq = causal_win(a, q0, k0, WIN_Q);
       const rt_attn_win *w = a->causal ? &ws : NULL;
-      rt_attn_gemm(nk, BQ, a->E, kb, Ep, t[H_QT] + q0, Lp, t[H_S], BQ, w);
-      rt_attn_gemm(nk, BQ, a->Ev, vb, Evp, t[H_GT] + q0, Lp, t[H_DP], BQ, w);
+      rt_attn_gemm(nk, BQ, a->E, kb, kv->ldk, t[H_QT] + q0, Lp, t[H_S], BQ, w);
+      rt_attn_gemm(nk, BQ, a->Ev, vb, kv->ldv, t[H_GT] + q0, Lp, t[H_DP], BQ, w);
       w = a->causal ? &wkv : NULL;
       if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[H_Z], BQ, 1);
       backward_block_kv(t[H_S], t[H_DP], NULL, a->dropout ? t[H_Z] : NULL, t[H_PZ], nk, BQ,
                         a->causal ? k0 - q0 : -RT_ATTN_NO_CAUSAL, nq, a->scale, t[H_LSE] + q0,
                         t[H_D] + q0);
-      rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, t[H_G] + q0 * Evp, Evp, t[H_DV] + k0 * Evp, Evp, w);
-      rt_attn_gemm(nk, Ep, nq, t[H_S], BQ, t[H_Q] + q0 * Ep, Ep, t[H_DK] + k0 * Ep, Ep, w);
-      rt_attn_gemm_at(nq, Ep, nk, t[H_S], BQ, kb, Ep, t[H_DQ] + q0 * Ep, Ep,
-                      a->causal ? &wq : NULL);
+      rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, gd + q0 * ldg, ldg, t[H_DV] + k0 * Evp, Evp, w);
+      rt_attn_gemm(nk, Ep, nq, t[H_S], BQ, qd + q0 * ldq, ldq, t[H_DK] + k0 * Ep, Ep, w);
+      rt_attn_gemm_at(nq, Ep, nk, t[H_S], BQ, kv->kb + k0 * kv->ldkb, kv->ldkb,
+                      t[H_DQ] + q0 * Ep, Ep, a->causal ? &wq : NULL);
     }
   }
   for (int64_t i = 0; i < a->L; i++) rt_attn_row_scale(t[H_DQ] + i * Ep, Ep, a->scale);
@@ -291,11 +302,22 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, int
 static void head_task(const backward_ctx *c, float **t, const head_dims *d, int64_t bhk) {
   const rt_attn *a = &c->a;
   int64_t b = bhk / a->Hk, hk = bhk % a->Hk;
-  rt_attn_load(a->k, b, hk, 0, a->S, a->E, t[H_K], d->Ep, d->Sp);
-  rt_attn_load(a->v, b, hk, 0, a->S, a->Ev, t[H_V], d->Evp, d->Sp);
+  head_kv kv;
+  kv.kb = rt_attn_direct(a->k, b, hk, a->E, 1, &kv.ldkb);
+  kv.k = rt_attn_direct(a->k, b, hk, a->E, 0, &kv.ldk);
+  kv.v = rt_attn_direct(a->v, b, hk, a->Ev, 0, &kv.ldv);
+  if (!kv.kb) {
+    rt_attn_load(a->k, b, hk, 0, a->S, a->E, t[H_K], d->Ep, d->Sp);
+    kv.kb = t[H_K], kv.ldkb = d->Ep;
+    if (!kv.k) kv.k = t[H_K], kv.ldk = d->Ep;
+  }
+  if (!kv.v) {
+    rt_attn_load(a->v, b, hk, 0, a->S, a->Ev, t[H_V], d->Evp, d->Sp);
+    kv.v = t[H_V], kv.ldv = d->Evp;
+  }
   memset(t[H_DK], 0, (size_t)(d->Sp * d->Ep) * sizeof(float));
   memset(t[H_DV], 0, (size_t)(d->Sp * d->Evp) * sizeof(float));
-  for (int64_t h = hk * a->group; h < (hk + 1) * a->group; h++) head_query(c, t, d, b, h);
+  for (int64_t h = hk * a->group; h < (hk + 1) * a->group; h++) head_query(c, t, d, &kv, b, h);
   for (int64_t j = 0; j < a->S; j++) rt_attn_row_scale(t[H_DK] + j * d->Ep, d->Ep, a->scale);
   rt_attn_store(c->grad_k, b, hk, 0, a->S, 0, a->E, t[H_DK], d->Ep);
   rt_attn_store(c->grad_v, b, hk, 0, a->S, 0, a->Ev, t[H_DV], d->Evp);

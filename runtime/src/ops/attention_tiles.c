@@ -146,6 +146,15 @@ void rt_attn_load(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, in
   if (pad_rows > nr) memset(dst + nr * ld, 0, (size_t)((pad_rows - nr) * ld) * sizeof(float));
 }
 
+const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t ncols,
+                            int as_b, int64_t *ld) {
+  if (v->dtype != NRT_FLOAT32 || v->strides[3] != 1) return NULL;
+  const float *p = (const float *)elem_ptr(v, b, h, 0);
+  *ld = v->strides[2];
+  if (as_b && (ncols % 16 || *ld % 16 || (uintptr_t)p % 64)) return NULL;
+  return p;
+}
+
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c) {
   for (int64_t r = 0; r < nr; r++)

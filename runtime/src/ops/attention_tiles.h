@@ -47,6 +47,12 @@ nrt_status rt_attn_parse(const nrt_op *op, int q_index, int mask_after, rt_attn 
  * float; the padding columns [nc, ld) and rows up to pad_rows are zeroed. */
 void rt_attn_load(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                   int64_t nc, float *dst, int64_t ld, int64_t pad_rows);
+/* Rows of a float32 view at (b, h) that the tile products can read in
+ * place, or NULL (then load a tile): unit column stride, and when as_b
+ * (a B operand, read in whole 16-float vectors) also ncols a multiple of
+ * 16, rows aligned to 64 bytes. *ld receives the row stride. */
+const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t ncols,
+                            int as_b, int64_t *ld);
 /* The same tile transposed: dst[c * ld + r] (ld >= nr); columns of dst past
  * nr up to ld are zeroed, and rows nc .. pad_c - 1. */
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
