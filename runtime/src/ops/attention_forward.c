@@ -107,19 +107,33 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
-    rt_attn_load(a->k, b, hk, k0, nk, a->E, t->k, Ep, 0);
-    rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
+    /* k (an A operand) and v (a B operand) in place when they can be */
+    int64_t ldk = Ep, ldv = Evp;
+    const float *kd = rt_attn_direct(a->k, b, hk, a->E, 0, &ldk);
+    const float *vd = rt_attn_direct(a->v, b, hk, a->Ev, 1, &ldv);
+    if (kd) {
+      kd += k0 * ldk;
+    } else {
+      rt_attn_load(a->k, b, hk, k0, nk, a->E, t->k, Ep, 0);
+      kd = t->k, ldk = Ep;
+    }
+    if (vd) {
+      vd += k0 * ldv;
+    } else {
+      rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
+      vd = t->v, ldv = Evp;
+    }
     memset(t->s, 0, (size_t)(nk * BQ) * sizeof(float));
     /* causal: query q0 + i sees key k0 + j iff j <= i - (k0 - q0) */
     int64_t far = a->L + a->S + BQ + BK;
     rt_attn_win win = {-far, far, k0 - q0}, qwin = {-far, q0 - k0, -far};
-    rt_attn_gemm(nk, BQ, a->E, t->k, Ep, t->qt, BQ, t->s, BQ, a->causal ? &win : NULL);
+    rt_attn_gemm(nk, BQ, a->E, kd, ldk, t->qt, BQ, t->s, BQ, a->causal ? &win : NULL);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
     softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
                   a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
     scale_rows(t->o, nq, Evp, t->alpha);
-    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, t->v, Evp, t->o, Evp, a->causal ? &qwin : NULL);
+    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, vd, ldv, t->o, Evp, a->causal ? &qwin : NULL);
   }
   float *lse = (float *)c->lse->data;
   const int64_t *ls = c->lse->strides;
