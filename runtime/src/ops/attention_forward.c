@@ -212,22 +212,26 @@ RT_SIMD_CLONES static float row_dot(const float *x, const float *y, int64_t n) {
   return part[0];
 }
 
+/* Rows go through tiles of RT_ATTN_BQ rows, so a row costs no calls. */
 static void stats_range(int64_t begin, int64_t end, void *arg) {
   stats_ctx *c = arg;
-  int64_t Evp = rt_attn_pad(c->Ev);
-  float *g = rt_attn_alloc(Evp), *o = rt_attn_alloc(Evp);
+  const int64_t BQ = RT_ATTN_BQ, Evp = rt_attn_pad(c->Ev);
+  float *g = rt_attn_alloc(BQ * Evp), *o = rt_attn_alloc(BQ * Evp);
   if (!g || !o) {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
   } else {
     const int64_t *ss = c->stats->strides, *ls = c->lse->strides;
     for (int64_t bh = begin; bh < end; bh++) {
       int64_t b = bh / c->H, h = bh % c->H;
-      for (int64_t i = 0; i < c->L; i++) {
-        rt_attn_load(c->grad, b, h, i, 1, c->Ev, g, Evp, 0);
-        rt_attn_load(c->out, b, h, i, 1, c->Ev, o, Evp, 0);
-        float *st = (float *)c->stats->data + b * ss[0] + h * ss[1] + i * ss[2];
-        st[0] = ((const float *)c->lse->data)[b * ls[0] + h * ls[1] + i * ls[2]];
-        st[ss[3]] = row_dot(g, o, Evp);
+      for (int64_t i0 = 0; i0 < c->L; i0 += BQ) {
+        int64_t n = c->L - i0 < BQ ? c->L - i0 : BQ;
+        rt_attn_load(c->grad, b, h, i0, n, c->Ev, g, Evp, 0);
+        rt_attn_load(c->out, b, h, i0, n, c->Ev, o, Evp, 0);
+        for (int64_t i = 0; i < n; i++) {
+          float *st = (float *)c->stats->data + b * ss[0] + h * ss[1] + (i0 + i) * ss[2];
+          st[0] = ((const float *)c->lse->data)[b * ls[0] + h * ls[1] + (i0 + i) * ls[2]];
+          st[ss[3]] = row_dot(g + i * Evp, o + i * Evp, Evp);
+        }
       }
     }
   }
