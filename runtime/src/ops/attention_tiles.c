@@ -157,8 +157,18 @@ const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int6
 
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c) {
-  for (int64_t r = 0; r < nr; r++)
-    read_floats(elem_ptr(v, b, h, r0 + r), v->dtype, v->strides[3], nc, dst + r, ld);
+  if (v->dtype == NRT_FLOAT32 && nr > 0) { /* the common case without a call per row */
+    const float *base = (const float *)elem_ptr(v, b, h, r0);
+    int64_t rs = v->strides[2], cs = v->strides[3];
+    for (int64_t c = 0; c < nc; c++) {
+      const float *src = base + c * cs;
+      float *d = dst + c * ld;
+      for (int64_t r = 0; r < nr; r++) d[r] = src[r * rs];
+    }
+  } else {
+    for (int64_t r = 0; r < nr; r++)
+      read_floats(elem_ptr(v, b, h, r0 + r), v->dtype, v->strides[3], nc, dst + r, ld);
+  }
   if (nr < ld)
     for (int64_t c = 0; c < nc; c++) memset(dst + c * ld + nr, 0, (size_t)(ld - nr) * sizeof(float));
   if (pad_c > nc) memset(dst + nc * ld, 0, (size_t)((pad_c - nc) * ld) * sizeof(float));
