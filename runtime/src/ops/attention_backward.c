@@ -10,8 +10,14 @@
  * block of the query heads that read it (grouped-query attention); Q tasks
  * own a block of queries and walk the key blocks. Each gradient element is
  * summed by one task in a fixed order, so no atomics and no dependence on
- * the thread count; the price is computing the weights twice, except when
- * the keys fit one block: then the KV pass also completes grad_q.
+ * the thread count; the price is computing the weights twice. When asked
+ * for grad_q too and there are enough heads to share among the threads,
+ * SDPA_BACKWARD_KV instead runs one pass per key/value head (head tasks
+ * below) that computes the weights once and sums every gradient element
+ * in the same order as the two passes: the same bits either way, so the
+ * choice may depend on the thread count. Within a block, every loop runs
+ * along the queries (the tiles are transposed: keys x queries), and the
+ * tile products skip what the causal triangle zeroes (rt_attn_win).
  */
 #include <math.h>
 #include <stdlib.h>
