@@ -30,6 +30,10 @@
 /* Heads per thread below which the one-pass kernel would leave threads
  * idle; the two passes split heads into blocks instead. */
 #define RT_ATTN_HEADS_PER_THREAD 4
+/* Per-thread memory above which the one-pass kernel gives way to the blocks
+ * (its buffers hold whole heads: linear in L and S, but large for long
+ * sequences). */
+#define RT_ATTN_HEAD_BYTES_MAX ((int64_t)64 << 20)
 
 typedef struct backward_ctx {
   rt_attn a;
@@ -365,10 +369,22 @@ nrt_status rt_kernel_sdpa_backward_kv(const nrt_op *op) {
                    "sdpa_backward_kv: grad_q must have the shape and dtype of q");
   int64_t heads = c.a.B * c.a.Hk;
   if (heads == 0) return NRT_SUCCESS;
-  if (c.grad_q && !c.a.mask && heads >= RT_ATTN_HEADS_PER_THREAD * rt_num_threads()) {
+  /* the head tasks' buffers: whole heads of q, q^T, grad_out (and ^T),
+   * grad_q, k, v, grad_k, grad_v */
+  head_dims d = dims_of(&c.a);
+  int64_t head_bytes = (int64_t)sizeof(float) * (d.Lp * (3 * d.Ep + 2 * d.Evp) +
+                                                 d.Sp * (2 * d.Ep + 2 * d.Evp));
+  int one_pass = c.grad_q && !c.a.mask && head_bytes <= RT_ATTN_HEAD_BYTES_MAX &&
+                 heads >= RT_ATTN_HEADS_PER_THREAD * rt_num_threads();
+  if (one_pass) {
     /* enough heads to keep every thread busy: one pass per head */
     rt_parallel_for(heads, 1, head_range, &c);
-  } else {
+    /* if a thread could not allocate its buffers, the blocks below
+     * rewrite every output */
+    one_pass = !c.failed;
+    c.failed = 0;
+  }
+  if (!one_pass) {
     /* few heads: split keys, then queries, into blocks (same results) */
     c.blocks = (c.a.S + RT_ATTN_BK - 1) / RT_ATTN_BK;
     if (c.blocks) rt_parallel_for(heads * c.blocks, 1, kv_range, &c);
