@@ -96,12 +96,14 @@ def test_single_key_with_many_queries_causal():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_per_head_pass_in_16_bit_with_gqa_and_unequal_lengths(dtype):
-    q, k, v = randn(4, 8, 130, 32, seed=1), randn(4, 2, 200, 32, seed=2), randn(4, 2, 200, 24, seed=3)
+    q, k = randn(4, 8, 130, 32, seed=1), randn(4, 2, 200, 32, seed=2)
+    v = randn(4, 2, 200, 24, seed=3)
     check_case(q, k, v, dtype=dtype, enable_gqa=True, is_causal=True)
 
 
 def test_mask_with_200_keys_and_gqa():
-    q, k, v = randn(2, 4, 200, 16, seed=1), randn(2, 2, 200, 16, seed=2), randn(2, 2, 200, 16, seed=3)
+    q, k = randn(2, 4, 200, 16, seed=1), randn(2, 2, 200, 16, seed=2)
+    v = randn(2, 2, 200, 16, seed=3)
     check_case(q, k, v, mask=randn(200, 200, seed=4), enable_gqa=True)
 
 

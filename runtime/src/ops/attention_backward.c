@@ -47,13 +47,15 @@ typedef struct backward_ctx {
  * would). A non-causal launch passes a shift beyond any block. */
 #define RT_ATTN_NO_CAUSAL ((int64_t)1 << 40)
 
-static inline int32_t clamp_col(int64_t x, int64_t n) { return (int32_t)(x < 0 ? 0 : x > n ? n : x); }
+static inline int32_t clamp_col(int64_t x, int64_t n) {
+  return (int32_t)(x < 0 ? 0 : x > n ? n : x);
+}
 
 /* Rows standing in for an absent bias (0) or dropout (1), so that the
  * block loops have no branches and vectorise; the same bits result. */
-static const float no_bias[RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK] __attribute__((aligned(64)));
-static const float no_dropout[RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK] __attribute__((aligned(64))) = {
-    [0 ...(RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK) - 1] = 1.0f};
+#define ROW_MAX (RT_ATTN_BQ > RT_ATTN_BK ? RT_ATTN_BQ : RT_ATTN_BK)
+static const float no_bias[ROW_MAX] __attribute__((aligned(64)));
+static const float no_dropout[ROW_MAX] __attribute__((aligned(64))) = {[0 ... ROW_MAX - 1] = 1.0f};
 
 /* KV layout: row j is key k0 + j, column i is query q0 + i (lse and D per
  * column); row j's queries start at first + j (first = k0 - q0 when causal),
@@ -255,7 +257,8 @@ typedef struct head_dims {
 } head_dims;
 
 static head_dims dims_of(const rt_attn *a) {
-  head_dims d = {rt_attn_pad(a->E), rt_attn_pad(a->Ev), (a->L + RT_ATTN_BQ - 1) / RT_ATTN_BQ * RT_ATTN_BQ,
+  head_dims d = {rt_attn_pad(a->E), rt_attn_pad(a->Ev),
+                 (a->L + RT_ATTN_BQ - 1) / RT_ATTN_BQ * RT_ATTN_BQ,
                  (a->S + RT_ATTN_BK - 1) / RT_ATTN_BK * RT_ATTN_BK};
   return d;
 }

@@ -6,9 +6,10 @@
  * a block raises the maximum, l and O are rescaled by exp(m_old - m_new)
  * (the online softmax). Scores are computed transposed, S^T = k q^T, so k
  * and v load row by row, the softmax runs down the columns with whole
- * vectors, and O += P v reads P from S^T (rt_attn_gemm_at). Memory is a few tiles per thread, linear in the
- * sequence lengths. Dropout drops the normalised weights, so l sums the
- * weights before the dropout factors are applied to the block.
+ * vectors, and O += P v reads P from S^T (rt_attn_gemm_at); float32 k and
+ * v are read in place when their rows allow. Memory is a few tiles per
+ * thread, linear in the sequence lengths. Dropout drops the normalised
+ * weights, so l sums the weights before the dropout factors are applied.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -28,7 +29,9 @@ typedef struct forward_ctx {
 /* Stands in for an absent bias, so that the block loop has no branch. */
 static const float no_bias[RT_ATTN_BQ] __attribute__((aligned(64)));
 
-static inline int32_t clamp_col(int64_t x, int64_t n) { return (int32_t)(x < 0 ? 0 : x > n ? n : x); }
+static inline int32_t clamp_col(int64_t x, int64_t n) {
+  return (int32_t)(x < 0 ? 0 : x > n ? n : x);
+}
 
 /* One block of transposed scores S (row j: key k0 + j, column i: query
  * q0 + i) through the online softmax, column by column so that every step
