@@ -155,15 +155,38 @@ const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int6
   return p;
 }
 
+typedef float rt_v4f __attribute__((vector_size(16)));
+typedef int32_t rt_v4i __attribute__((vector_size(16)));
+
+/* dst[c * ld + r] = src[r * rs + c] for r, c < 4, on 4-float vectors. */
+static void transpose4(const float *src, int64_t rs, float *dst, int64_t ld) {
+  rt_v4f x0, x1, x2, x3;
+  memcpy(&x0, src, 16), memcpy(&x1, src + rs, 16);
+  memcpy(&x2, src + 2 * rs, 16), memcpy(&x3, src + 3 * rs, 16);
+  rt_v4f t0 = __builtin_shuffle(x0, x1, (rt_v4i){0, 4, 1, 5});
+  rt_v4f t1 = __builtin_shuffle(x0, x1, (rt_v4i){2, 6, 3, 7});
+  rt_v4f t2 = __builtin_shuffle(x2, x3, (rt_v4i){0, 4, 1, 5});
+  rt_v4f t3 = __builtin_shuffle(x2, x3, (rt_v4i){2, 6, 3, 7});
+  rt_v4f y0 = __builtin_shuffle(t0, t2, (rt_v4i){0, 1, 4, 5});
+  rt_v4f y1 = __builtin_shuffle(t0, t2, (rt_v4i){2, 3, 6, 7});
+  rt_v4f y2 = __builtin_shuffle(t1, t3, (rt_v4i){0, 1, 4, 5});
+  rt_v4f y3 = __builtin_shuffle(t1, t3, (rt_v4i){2, 3, 6, 7});
+  memcpy(dst, &y0, 16), memcpy(dst + ld, &y1, 16);
+  memcpy(dst + 2 * ld, &y2, 16), memcpy(dst + 3 * ld, &y3, 16);
+}
+
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c) {
   if (v->dtype == NRT_FLOAT32 && nr > 0) { /* the common case without a call per row */
     const float *base = (const float *)elem_ptr(v, b, h, r0);
     int64_t rs = v->strides[2], cs = v->strides[3];
-    for (int64_t c = 0; c < nc; c++) {
+    int64_t r4 = cs == 1 ? nr & ~(int64_t)3 : 0, c4 = nc & ~(int64_t)3;
+    for (int64_t r = 0; r < r4; r += 4) /* 4 x 4 blocks through shuffles */
+      for (int64_t c = 0; c < c4; c += 4) transpose4(base + r * rs + c, rs, dst + c * ld + r, ld);
+    for (int64_t c = 0; c < nc; c++) { /* the rest one by one */
       const float *src = base + c * cs;
       float *d = dst + c * ld;
-      for (int64_t r = 0; r < nr; r++) d[r] = src[r * rs];
+      for (int64_t r = c < c4 ? r4 : 0; r < nr; r++) d[r] = src[r * rs];
     }
   } else {
     for (int64_t r = 0; r < nr; r++)
