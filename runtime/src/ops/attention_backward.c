@@ -72,8 +72,9 @@ RT_SIMD_CLONES static void backward_block_kv(float *S, const float *DP, const fl
     float *restrict s = S + j * ld, *restrict pz = PZ + j * ld;
     const float *restrict dp = DP + j * ld, *restrict b = bias ? bias + j * ld : no_bias;
     const float *restrict z = Z ? Z + j * ld : no_dropout;
-    int32_t lo = clamp_col(first + j, ld);
-    for (int32_t i = 0; i < ld; i++) {
+    int32_t lo = clamp_col(first + j, ld), lo16 = lo & ~15;
+    for (int32_t i = 0; i < lo16; i++) s[i] = 0.0f, pz[i] = 0.0f; /* whole vectors masked */
+    for (int32_t i = lo16; i < ld; i++) {
       float p = rt_vm_expf(s[i] * scale + b[i] - lse[i]);
       p = i >= lo && i < hi ? p : 0.0f;
       float zi = z[i];

@@ -53,7 +53,8 @@ RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const floa
     float *restrict s = S + j * ld;
     const float *restrict b = bias ? bias + j * ld : no_bias;
     int32_t lo = clamp_col(first + j, ld);
-    for (int32_t i = 0; i < ld; i++) {
+    /* whole vectors below the causal window: weight 0, set in the next pass */
+    for (int32_t i = lo & ~15; i < ld; i++) {
       float x = s[i] * scale + b[i];
       x = i >= lo && i < hi ? x : -INFINITY;
       s[i] = x;
@@ -68,7 +69,9 @@ RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const floa
   }
   for (int64_t j = 0; j < nk; j++) {
     float *restrict s = S + j * ld;
-    for (int64_t i = 0; i < ld; i++) {
+    int32_t lo16 = clamp_col(first + j, ld) & ~15;
+    for (int32_t i = 0; i < lo16; i++) s[i] = 0.0f;
+    for (int32_t i = lo16; i < ld; i++) {
       float p = rt_vm_expf(s[i] - muse[i]);
       p = s[i] == -INFINITY ? 0.0f : p;
       s[i] = p;
