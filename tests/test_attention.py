@@ -71,9 +71,10 @@ def test_matches_cpu_with_gradients(dtype, causal, length):
     check_case(q, k, v, dtype=dtype, is_causal=causal)
 
 
-# (B, H): 16 heads take the one-pass backward (a task per head); 1 head the
-# blocked passes (keys, then queries). Lengths: one key, a partial block,
-# whole blocks, blocks plus a remainder, and L = 1024.
+# (B, H): 16 heads take the one-pass backward (a task per head, with up to 4
+# kernel threads); 1 head the blocked passes (keys, then queries): both give
+# the same bits. Lengths: one key, a partial block, whole blocks, blocks plus
+# a remainder; and L = 1024.
 @pytest.mark.parametrize("heads", [(4, 4), (1, 1)], ids=["per_head_pass", "blocked_passes"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("length", [1, 63, 128, 200])
