@@ -1,6 +1,6 @@
 /* Tiles of the attention kernels: argument checks, loading and storing
  * blocks as float32, the bias and dropout factors of a block, the small
- * matrix product between tiles and the row operations of the online softmax.
+ * matrix products between tiles (with their causal windows) and a row scale.
  */
 #include "attention_tiles.h"
 
@@ -16,7 +16,6 @@
 #define RT_ATTN_FMA __attribute__((optimize("fp-contract=fast")))
 
 typedef float rt_v16f __attribute__((vector_size(64)));
-typedef int32_t rt_v16i __attribute__((vector_size(64)));
 
 #define V16(p) (*(rt_v16f *)(p))
 #define V16C(p) (*(const rt_v16f *)(p))
@@ -343,41 +342,7 @@ RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k,
   gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc, w);
 }
 
-/* ---- rows of the online softmax ----------------------------------------------------- */
-
-/* Macros rather than functions: a vector argument or result outside the
- * SIMD clones would change the calling convention per ISA. */
-#define V16_MAX(a, b) \
-  ((rt_v16f)((((a) > (b)) & (rt_v16i)(a)) | (~((a) > (b)) & (rt_v16i)(b))))
-
-/* Lanes folded in a fixed order (halving), so sums do not depend on n's split. */
-static float hsum16(float *t) {
-  for (int w = 8; w > 0; w >>= 1)
-    for (int l = 0; l < w; l++) t[l] += t[l + w];
-  return t[0];
-}
-
-RT_SIMD_CLONES float rt_attn_row_max(const float *x, int64_t n) {
-  rt_v16f m = V16C(x);
-  for (int64_t j = 16; j < n; j += 16) {
-    rt_v16f y = V16C(x + j);
-    m = V16_MAX(m, y);
-  }
-  float t[16];
-  memcpy(t, &m, sizeof t);
-  float r = t[0];
-  for (int l = 1; l < 16; l++) r = t[l] > r ? t[l] : r;
-  return r;
-}
-
-RT_SIMD_CLONES float rt_attn_row_exp(float *x, int64_t n, float m) {
-  for (int64_t j = 0; j < n; j++) x[j] = rt_vm_expf(x[j] - m);
-  rt_v16f s = V16C(x);
-  for (int64_t j = 16; j < n; j += 16) s += V16C(x + j);
-  float t[16];
-  memcpy(t, &s, sizeof t);
-  return hsum16(t);
-}
+/* ---- rows ------------------------------------------------------------------------- */
 
 RT_SIMD_CLONES void rt_attn_row_scale(float *x, int64_t n, float s) {
   for (int64_t j = 0; j < n; j++) x[j] *= s;

@@ -3,10 +3,11 @@
  * The kernels never hold an L x S matrix: they work on blocks of
  * RT_ATTN_BQ queries x RT_ATTN_BK keys, converted to float32 tiles whose rows
  * are padded to a multiple of 16 floats and aligned to 64 bytes, so the small
- * matrix products between tiles run on whole vectors (rt_attn_gemm). A
- * thread owns its tiles (rt_attn_scratch); every output element is written by
- * exactly one block task in a fixed order, so results do not depend on the
- * thread count.
+ * matrix products between tiles run on whole vectors (rt_attn_gemm); float32
+ * views whose rows already suit a product are read in place
+ * (rt_attn_direct). A thread owns its tiles; every output element is
+ * written by exactly one task in a fixed order, so results do not depend on
+ * the thread count.
  */
 #ifndef NEURONRT_OPS_ATTENTION_TILES_H
 #define NEURONRT_OPS_ATTENTION_TILES_H
@@ -94,10 +95,7 @@ void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, 
 void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w);
 
-/* Row helpers over n floats (n a multiple of 16, 64-byte aligned). */
-float rt_attn_row_max(const float *x, int64_t n);
-/* x[j] = exp(x[j] - m) (0 where x[j] is -inf); returns the sum. */
-float rt_attn_row_exp(float *x, int64_t n, float m);
+/* x[j] *= s over n floats (n a multiple of 16, 64-byte aligned). */
 void rt_attn_row_scale(float *x, int64_t n, float s);
 
 /* A 64-byte aligned float buffer of n floats (NULL on failure). */
