@@ -12,13 +12,19 @@ unless --cpu-threads says otherwise; on CPU, SDPA takes PyTorch's flash
 attention CPU kernel.
 
 The load average is printed first: the machine may be shared, and the
-ratios are only meaningful when both devices ran under the same load.
+ratios are only meaningful when both devices ran under the same load. On a
+busy machine, --cpu-time measures the process's CPU time (all its threads)
+instead of wall time; run it with one thread on each side, so that neither
+counts threads waiting for a core:
 
     python benchmarks/attention.py [--repeats N] [--cpu-threads T] [--quick]
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/attention.py --cpu-time --cpu-threads 1
 """
 
 import argparse
 import os
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +39,19 @@ def sync_for(device):
     return torch.neuron.synchronize if device == "neuron" else (lambda: None)
 
 
+def cpu_seconds(fn, sync, repeats):
+    """(median, best) process CPU seconds of fn() + sync(), after a warm-up."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        sync()
+        times.append(time.process_time() - start)
+    return statistics.median(times), min(times)
+
+
 def sdpa_cases(args):
     """(shape, dtype) rows: the train.py GPT shapes, then GPT-2 small."""
     cases = [((16, 8, 128, 32), torch.float32), ((32, 4, 64, 32), torch.float32)]
@@ -42,7 +61,8 @@ def sdpa_cases(args):
 
 
 def sdpa_rows(args):
-    print(f"SDPA, causal; CPU threads {args.cpu_threads}; median of {args.repeats}")
+    clock = "process CPU time" if args.cpu_time else "wall time"
+    print(f"SDPA, causal; CPU threads {args.cpu_threads}; {clock}, median of {args.repeats}")
     print(f"{'B, H, L, D':<18}{'dtype':<9}{'pass':<9}{'neuron ms':>10}{'(best)':>8}{'cpu ms':>9}"
           f"{'(best)':>8}{'ratio':>7}")
     for shape, dtype in sdpa_cases(args):
@@ -61,7 +81,7 @@ def sdpa_rows(args):
                 out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
                 out.backward(g)
 
-            res[device] = {p: seconds(fn, sync_for(device), args.repeats)
+            res[device] = {p: args.timer(fn, sync_for(device), args.repeats)
                            for p, fn in (("fwd", fwd), ("fwd+bwd", fwd_bwd))}
         for p in ("fwd", "fwd+bwd"):
             (nm, nb), (cm, cb) = res["neuron"][p], res["cpu"][p]
@@ -85,7 +105,7 @@ def adamw_rows(args):
             for p in params:
                 p.grad = torch.randn_like(p)
             opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1, **{impl: True})
-            res[device] = seconds(opt.step, sync_for(device), args.repeats)
+            res[device] = args.timer(opt.step, sync_for(device), args.repeats)
         (nm, nb), (cm, cb) = res["neuron"], res["cpu"]
         print(f"{impl:<9}{nm * 1e3:>10.2f}{nb * 1e3:>8.2f}{cm * 1e3:>9.2f}{cb * 1e3:>8.2f}"
               f"{cm / nm:>7.2f}")
@@ -96,7 +116,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="L=256 float32 only")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="process CPU time instead of wall time (see above)")
     args = parser.parse_args()
+    args.timer = cpu_seconds if args.cpu_time else seconds
     torch.set_num_threads(args.cpu_threads)
     print("load average (1, 5, 15 min): %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), os.cpu_count()))
     sdpa_rows(args)
