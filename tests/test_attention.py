@@ -64,11 +64,48 @@ def check_case(q, k, v, mask=None, dtype=torch.float32, layout=None, **kw):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("length", [70, 50])  # 50: one key block, grad_q from the key/value pass
+@pytest.mark.parametrize("length", [70, 50])
 def test_matches_cpu_with_gradients(dtype, causal, length):
     n = length
     q, k, v = randn(2, 3, n, 32, seed=1), randn(2, 3, n, 32, seed=2), randn(2, 3, n, 32, seed=3)
     check_case(q, k, v, dtype=dtype, is_causal=causal)
+
+
+# (B, H): 16 heads take the one-pass backward (a task per head, with up to 4
+# kernel threads); 1 head the blocked passes (keys, then queries): both give
+# the same bits. Lengths: one key, a partial block, whole blocks, blocks plus
+# a remainder; and L = 1024.
+@pytest.mark.parametrize("heads", [(4, 4), (1, 1)], ids=["per_head_pass", "blocked_passes"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length", [1, 63, 128, 200])
+def test_backward_paths_match_cpu_across_lengths(heads, causal, length):
+    B, H = heads
+    q, k, v = (randn(B, H, length, 16, seed=s) for s in (1, 2, 3))
+    check_case(q, k, v, is_causal=causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_long_sequence_1024_matches_cpu(causal):
+    q, k, v = (randn(1, 2, 1024, 16, seed=s) for s in (1, 2, 3))
+    check_case(q, k, v, is_causal=causal)
+
+
+def test_single_key_with_many_queries_causal():
+    q, k, v = randn(4, 4, 70, 8, seed=1), randn(4, 4, 1, 8, seed=2), randn(4, 4, 1, 8, seed=3)
+    check_case(q, k, v, is_causal=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_per_head_pass_in_16_bit_with_gqa_and_unequal_lengths(dtype):
+    q, k = randn(4, 8, 130, 32, seed=1), randn(4, 2, 200, 32, seed=2)
+    v = randn(4, 2, 200, 24, seed=3)
+    check_case(q, k, v, dtype=dtype, enable_gqa=True, is_causal=True)
+
+
+def test_mask_with_200_keys_and_gqa():
+    q, k = randn(2, 4, 200, 16, seed=1), randn(2, 2, 200, 16, seed=2)
+    v = randn(2, 2, 200, 16, seed=3)
+    check_case(q, k, v, mask=randn(200, 200, seed=4), enable_gqa=True)
 
 
 def test_unequal_lengths_and_value_head_dim():

@@ -333,10 +333,11 @@ static void test_bad_arguments(void) {
   release_all(&o);
 }
 
-/* grad_q from the key/value pass (keys in one block, no mask): bit for bit
- * what the query pass gives, since both sum the same products in the same
- * order; grad_k and grad_v unchanged. More keys than a block: refused. */
-static void single_block_case(const attn_case *c) {
+/* grad_q from the key/value pass (no mask): bit for bit what the query pass
+ * gives, since both sum the same products in the same order, whether the op
+ * runs one pass per head (B * Hk at least 4 per thread) or splits keys and
+ * queries into blocks (fewer heads); grad_k and grad_v unchanged. */
+static void kv_pass_grad_q_case(const attn_case *c) {
   operands o;
   CHECK_OK(run_case(c, &o));
   tensor dq = make4(c->dtype, c->B, c->H, c->L, c->E, 0);
@@ -344,38 +345,44 @@ static void single_block_case(const attn_case *c) {
   tensor dv = make4(c->dtype, c->B, c->Hk, c->S, c->Ev, 0);
   const tensor *kv[] = {&dk, &dv, &dq, &o.grad, &o.q, &o.k, &o.v, &o.stats};
   nrt_op op = make_op(NRT_OP_SDPA_BACKWARD_KV, 3, kv, 8, c);
-  nrt_status s = nrt_op_execute(&op);
-  if (c->S > NRT_ATTENTION_KEY_BLOCK) {
-    CHECK_STATUS(s, NRT_ERROR_INVALID_ARGUMENT);
-  } else {
-    CHECK_OK(s);
-    int same = 1;
-    for (int64_t b = 0; b < c->B; b++)
-      for (int64_t h = 0; h < c->H; h++)
-        for (int64_t i = 0; i < c->L; i++)
-          for (int64_t e = 0; e < c->E; e++)
-            same &= !memcmp(elem(&dq, b, h, i, e), elem(&o.dq, b, h, i, e), elem_size(c->dtype));
-    for (int64_t b = 0; b < c->B; b++)
-      for (int64_t h = 0; h < c->Hk; h++)
-        for (int64_t j = 0; j < c->S; j++) {
-          for (int64_t e = 0; e < c->E; e++)
-            same &= !memcmp(elem(&dk, b, h, j, e), elem(&o.dk, b, h, j, e), elem_size(c->dtype));
-          for (int64_t e = 0; e < c->Ev; e++)
-            same &= !memcmp(elem(&dv, b, h, j, e), elem(&o.dv, b, h, j, e), elem_size(c->dtype));
-        }
-    CHECK(same);
-  }
+  CHECK_OK(nrt_op_execute(&op));
+  int same = 1;
+  for (int64_t b = 0; b < c->B; b++)
+    for (int64_t h = 0; h < c->H; h++)
+      for (int64_t i = 0; i < c->L; i++)
+        for (int64_t e = 0; e < c->E; e++)
+          same &= !memcmp(elem(&dq, b, h, i, e), elem(&o.dq, b, h, i, e), elem_size(c->dtype));
+  for (int64_t b = 0; b < c->B; b++)
+    for (int64_t h = 0; h < c->Hk; h++)
+      for (int64_t j = 0; j < c->S; j++) {
+        for (int64_t e = 0; e < c->E; e++)
+          same &= !memcmp(elem(&dk, b, h, j, e), elem(&o.dk, b, h, j, e), elem_size(c->dtype));
+        for (int64_t e = 0; e < c->Ev; e++)
+          same &= !memcmp(elem(&dv, b, h, j, e), elem(&o.dv, b, h, j, e), elem_size(c->dtype));
+      }
+  if (!same) fprintf(stderr, "case %s: grad_q/k/v of the one-pass op differ\n", c->name);
+  CHECK(same);
   release(&dq), release(&dk), release(&dv);
   release_all(&o);
 }
 
-static void test_single_key_block_grad_q_from_the_kv_pass(void) {
-  static const attn_case single[] = {
+static void test_grad_q_from_the_kv_pass_is_the_query_pass(void) {
+  static const attn_case kv_q[] = {
+      /* few heads: blocks of keys, then of queries */
       {"gqa_dropout_causal", NRT_FLOAT32, 2, 4, 2, 90, 50, 24, 40, 1, 0, 0.3, 1, 0},
       {"bf16", NRT_BFLOAT16, 1, 3, 3, 64, 64, 32, 32, 0, 0, 0, 0, 0},
-      {"too_many_keys", NRT_FLOAT32, 1, 1, 1, 8, 65, 8, 8, 0, 0, 0, 0, 0},
+      {"one_head_long_causal", NRT_FLOAT32, 1, 1, 1, 300, 300, 16, 16, 1, 0, 0, 0, 0},
+      /* many heads: one pass per key/value head */
+      {"heads_causal_128", NRT_FLOAT32, 4, 4, 4, 128, 128, 32, 32, 1, 0, 0, 0, 0},
+      {"heads_gqa_200_dropout", NRT_FLOAT32, 2, 8, 4, 200, 200, 32, 16, 0, 0, 0.2, 0, 0},
+      {"heads_unequal_causal_bf16", NRT_BFLOAT16, 3, 3, 3, 70, 130, 24, 40, 1, 0, 0, 0, 0},
+      {"heads_more_queries_causal", NRT_FLOAT32, 3, 3, 3, 150, 70, 24, 24, 1, 0, 0, 0, 0},
+      {"heads_strided_f16", NRT_FLOAT16, 2, 4, 4, 65, 65, 32, 32, 0, 0, 0, 1, 0},
+      {"heads_one_key_causal", NRT_FLOAT32, 4, 2, 2, 5, 1, 8, 8, 1, 0, 0, 0, 0},
+      {"heads_one_query", NRT_FLOAT32, 4, 2, 2, 1, 77, 8, 8, 0, 0, 0, 0, 0},
+      {"heads_no_keys", NRT_FLOAT32, 4, 2, 2, 10, 0, 8, 8, 0, 0, 0, 0, 0},
   };
-  for (size_t k = 0; k < sizeof single / sizeof single[0]; k++) single_block_case(&single[k]);
+  for (size_t k = 0; k < sizeof kv_q / sizeof kv_q[0]; k++) kv_pass_grad_q_case(&kv_q[k]);
 }
 
 static void test_empty_keys_give_zeros(void) {
@@ -396,17 +403,29 @@ static int write_thread_case(void) {
   const char *path = getenv("ATTN_TEST_OUT");
   FILE *f = path ? fopen(path, "wb") : NULL;
   if (!f) return 1;
-  static const int picks[] = {1, 4, 5};
-  for (int k = 0; k < 3; k++) {
+  /* the last: 8 heads, one pass per head with 1 thread, blocks with 3 */
+  static const attn_case eight_heads = {"eight_heads", NRT_FLOAT32, 2, 4, 4, 130, 130, 32, 32,
+                                        1, 0, 0.1, 0, 0};
+  const attn_case *picks[] = {&cases[1], &cases[4], &cases[5], &eight_heads};
+  for (int k = 0; k < 4; k++) {
+    const attn_case *c = picks[k];
     operands o;
     rng_state = 99;
-    if (run_case(&cases[picks[k]], &o) != NRT_SUCCESS) return 1;
-    tensor *ts[] = {&o.out, &o.lse, &o.dq, &o.dk, &o.dv, &o.ds};
-    for (int t = 0; t < 6; t++) {
+    if (run_case(c, &o) != NRT_SUCCESS) return 1;
+    /* the key/value pass with grad_q too */
+    tensor dq = make4(c->dtype, c->B, c->H, c->L, c->E, 0);
+    tensor dk = make4(c->dtype, c->B, c->Hk, c->S, c->E, 0);
+    tensor dv = make4(c->dtype, c->B, c->Hk, c->S, c->Ev, 0);
+    const tensor *kv[] = {&dk, &dv, &dq, &o.grad, &o.q, &o.k, &o.v, &o.stats};
+    nrt_op op = make_op(NRT_OP_SDPA_BACKWARD_KV, 3, kv, 8, c);
+    if (!c->mask && nrt_op_execute(&op) != NRT_SUCCESS) return 1;
+    tensor *ts[] = {&o.out, &o.lse, &o.dq, &o.dk, &o.dv, &o.ds, &dq, &dk, &dv};
+    for (int t = 0; t < 9; t++) {
       const nrt_tensor_view *v = &ts[t]->view;
       size_t n = (size_t)nrt_view_numel(v);
       fwrite(nrt_device_to_host(ts[t]->dev), elem_size(v->dtype), n, f);
     }
+    release(&dq), release(&dk), release(&dv);
     release_all(&o);
   }
   fclose(f);
@@ -421,7 +440,7 @@ int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
   RUN(test_cases_against_twin);
   RUN(test_bad_arguments);
-  RUN(test_single_key_block_grad_q_from_the_kv_pass);
+  RUN(test_grad_q_from_the_kv_pass_is_the_query_pass);
   RUN(test_empty_keys_give_zeros);
   RUN(test_thread_count_independence);
   return CHECK_MAIN_RESULT();

@@ -208,9 +208,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
       .launch(query);
   at::Tensor grad_q, grad_k, grad_v, grad_bias;
   bool want_bias = grad_input_mask[3] && attn_bias.defined();
-  // Keys that fit one block: the key/value pass completes grad_q as well
-  // (without a mask: with one, the op would exceed NRT_MAX_OPERANDS).
-  bool q_in_kv = S <= NRT_ATTENTION_KEY_BLOCK && grad_input_mask[0] && !mask.defined();
+  // The key/value pass completes grad_q as well (without a mask: with one,
+  // the op would exceed NRT_MAX_OPERANDS).
+  bool q_in_kv = grad_input_mask[0] && !mask.defined();
   if (grad_input_mask[1] || grad_input_mask[2] || q_in_kv) {
     grad_k = at::empty_like(key);
     grad_v = at::empty_like(value);

@@ -4,9 +4,12 @@
  * head) and walks the key blocks once, keeping for each row the running
  * maximum m, the running denominator l and the unnormalised output O; when
  * a block raises the maximum, l and O are rescaled by exp(m_old - m_new)
- * (the online softmax). Memory is a few tiles per thread, linear in the
- * sequence lengths. Dropout drops the normalised weights, so l sums the
- * weights before the dropout factors are applied to the block.
+ * (the online softmax). Scores are computed transposed, S^T = k q^T, so k
+ * and v load row by row, the softmax runs down the columns with whole
+ * vectors, and O += P v reads P from S^T (rt_attn_gemm_at); float32 k and
+ * v are read in place when their rows allow. Memory is a few tiles per
+ * thread, linear in the sequence lengths. Dropout drops the normalised
+ * weights, so l sums the weights before the dropout factors are applied.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 #include "attention_tiles.h"
 #include "elementwise.h"
 #include "thread_pool.h"
+#include "vmath.h"
 
 typedef struct forward_ctx {
   rt_attn a;
@@ -22,21 +26,79 @@ typedef struct forward_ctx {
   int failed; /* a thread could not allocate its tiles */
 } forward_ctx;
 
-RT_SIMD_CLONES static void scale_scores(float *row, const float *bias, int64_t n, float scale) {
-  if (bias) {
-    for (int64_t j = 0; j < n; j++) row[j] = row[j] * scale + bias[j];
-  } else {
-    for (int64_t j = 0; j < n; j++) row[j] *= scale;
-  }
+/* Stands in for an absent bias, so that the block loop has no branch. */
+static const float no_bias[RT_ATTN_BQ] __attribute__((aligned(64)));
+
+static inline int32_t clamp_col(int64_t x, int64_t n) {
+  return (int32_t)(x < 0 ? 0 : x > n ? n : x);
 }
 
-RT_SIMD_CLONES static void mul_rows(float *x, const float *y, int64_t n) {
-  for (int64_t j = 0; j < n; j++) x[j] *= y[j];
+/* One block of transposed scores S (row j: key k0 + j, column i: query
+ * q0 + i) through the online softmax, column by column so that every step
+ * is a vertical vector operation: scale, add the bias (NULL: none), mask
+ * outside the window (row j's queries start at first + j, first = k0 - q0
+ * when causal, and end at nq), raise the running max m, exponentiate, fold
+ * the column sums into l, and give in alpha the factor exp(m_old - m_new)
+ * for the rows of O. Dropout factors (NULL: none) apply after the sums. */
+RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, int64_t nk,
+                                         int64_t ld, int64_t first, int64_t nq, float scale,
+                                         float *restrict m, float *restrict l,
+                                         float *restrict alpha) {
+  float cmax[RT_ATTN_BQ] __attribute__((aligned(64)));
+  float csum[RT_ATTN_BQ] __attribute__((aligned(64)));
+  float muse[RT_ATTN_BQ] __attribute__((aligned(64)));
+  int32_t hi = clamp_col(nq, ld);
+  for (int64_t i = 0; i < ld; i++) cmax[i] = m[i], csum[i] = 0.0f;
+  for (int64_t j = 0; j < nk; j++) {
+    float *restrict s = S + j * ld;
+    const float *restrict b = bias ? bias + j * ld : no_bias;
+    int32_t lo = clamp_col(first + j, ld);
+    /* whole vectors below the causal window: weight 0, set in the next pass */
+    for (int32_t i = lo & ~15; i < ld; i++) {
+      float x = s[i] * scale + b[i];
+      x = i >= lo && i < hi ? x : -INFINITY;
+      s[i] = x;
+      cmax[i] = x > cmax[i] ? x : cmax[i];
+    }
+  }
+  for (int64_t i = 0; i < ld; i++) {
+    muse[i] = cmax[i] == -INFINITY ? 0.0f : cmax[i]; /* all masked so far: weights 0 */
+    float f = rt_vm_expf(m[i] - muse[i]);
+    alpha[i] = m[i] == -INFINITY ? 0.0f : f;
+    m[i] = cmax[i];
+  }
+  for (int64_t j = 0; j < nk; j++) {
+    float *restrict s = S + j * ld;
+    int32_t lo16 = clamp_col(first + j, ld) & ~15;
+    for (int32_t i = 0; i < lo16; i++) s[i] = 0.0f;
+    for (int32_t i = lo16; i < ld; i++) {
+      float p = rt_vm_expf(s[i] - muse[i]);
+      p = s[i] == -INFINITY ? 0.0f : p;
+      s[i] = p;
+      csum[i] += p;
+    }
+  }
+  for (int64_t i = 0; i < ld; i++) l[i] = l[i] * alpha[i] + csum[i];
+  if (Z)
+    for (int64_t j = 0; j < nk; j++) {
+      float *restrict s = S + j * ld;
+      const float *restrict z = Z + j * ld;
+      for (int64_t i = 0; i < ld; i++) s[i] *= z[i];
+    }
+}
+
+RT_SIMD_CLONES static void scale_rows(float *O, int64_t n, int64_t ld, const float *alpha) {
+  for (int64_t i = 0; i < n; i++)
+    if (alpha[i] != 1.0f) {
+      float *restrict o = O + i * ld;
+      for (int64_t e = 0; e < ld; e++) o[e] *= alpha[i];
+    }
 }
 
 typedef struct forward_tiles {
-  float *q, *kt, *v, *s, *bias, *z, *o, *m, *l;
+  float *qt, *k, *v, *s, *bias, *z, *o, *m, *l, *alpha;
 } forward_tiles;
+enum { FORWARD_TILES = 10 };
 
 static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t task) {
   const rt_attn *a = &c->a;
@@ -45,32 +107,39 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
   int64_t qb = task % c->q_blocks, bh = task / c->q_blocks;
   int64_t b = bh / a->H, h = bh % a->H, hk = h / a->group;
   int64_t q0 = qb * BQ, nq = a->L - q0 < BQ ? a->L - q0 : BQ;
-  rt_attn_load(a->q, b, h, q0, nq, a->E, t->q, Ep, 0);
+  rt_attn_load_t(a->q, b, h, q0, nq, a->E, t->qt, BQ, 0);
   memset(t->o, 0, (size_t)(nq * Evp) * sizeof(float));
-  for (int64_t i = 0; i < nq; i++) t->m[i] = -INFINITY, t->l[i] = 0;
+  for (int64_t i = 0; i < BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0;
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
-    rt_attn_load_t(a->k, b, hk, k0, nk, a->E, t->kt, BK, 0);
-    rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
-    memset(t->s, 0, (size_t)(nq * BK) * sizeof(float));
-    rt_attn_gemm(nq, BK, a->E, t->q, Ep, t->kt, BK, t->s, BK);
-    int has_bias = rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BK, 0);
-    if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BK, 0);
-    for (int64_t i = 0; i < nq; i++) {
-      float *row = t->s + i * BK;
-      scale_scores(row, has_bias ? t->bias + i * BK : NULL, BK, a->scale);
-      float mx = rt_attn_row_max(row, BK);
-      float m_new = mx > t->m[i] ? mx : t->m[i];
-      float m_use = m_new == -INFINITY ? 0.0f : m_new; /* all masked so far: weights 0 */
-      float sum = rt_attn_row_exp(row, BK, m_use);
-      float alpha = expf(t->m[i] - m_use);
-      t->l[i] = t->l[i] * alpha + sum;
-      if (alpha != 1.0f) rt_attn_row_scale(t->o + i * Evp, Evp, alpha);
-      t->m[i] = m_new;
-      if (a->dropout) mul_rows(row, t->z + i * BK, BK);
+    /* k (an A operand) and v (a B operand) in place when they can be */
+    int64_t ldk = Ep, ldv = Evp;
+    const float *kd = rt_attn_direct(a->k, b, hk, a->E, 0, &ldk);
+    const float *vd = rt_attn_direct(a->v, b, hk, a->Ev, 1, &ldv);
+    if (kd) {
+      kd += k0 * ldk;
+    } else {
+      rt_attn_load(a->k, b, hk, k0, nk, a->E, t->k, Ep, 0);
+      kd = t->k, ldk = Ep;
     }
-    rt_attn_gemm(nq, Evp, nk, t->s, BK, t->v, Evp, t->o, Evp);
+    if (vd) {
+      vd += k0 * ldv;
+    } else {
+      rt_attn_load(a->v, b, hk, k0, nk, a->Ev, t->v, Evp, 0);
+      vd = t->v, ldv = Evp;
+    }
+    memset(t->s, 0, (size_t)(nk * BQ) * sizeof(float));
+    /* causal: query q0 + i sees key k0 + j iff j <= i - (k0 - q0) */
+    int64_t far = a->L + a->S + BQ + BK;
+    rt_attn_win win = {-far, far, k0 - q0}, qwin = {-far, q0 - k0, -far};
+    rt_attn_gemm(nk, BQ, a->E, kd, ldk, t->qt, BQ, t->s, BQ, a->causal ? &win : NULL);
+    int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
+    if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
+    softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
+                  a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
+    scale_rows(t->o, nq, Evp, t->alpha);
+    rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, vd, ldv, t->o, Evp, a->causal ? &qwin : NULL);
   }
   float *lse = (float *)c->lse->data;
   const int64_t *ls = c->lse->strides;
@@ -93,17 +162,19 @@ static void forward_range(int64_t begin, int64_t end, void *arg) {
   const rt_attn *a = &c->a;
   int64_t Ep = rt_attn_pad(a->E), Evp = rt_attn_pad(a->Ev);
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
-  int64_t sizes[] = {BQ * Ep, Ep * BK, BK * Evp, BQ * BK, BQ * BK, BQ * BK, BQ * Evp, BQ, BQ};
-  float *buf[9] = {0};
+  int64_t sizes[FORWARD_TILES] = {Ep * BQ, BK * Ep, BK * Evp, BK * BQ, BK * BQ,
+                                  BK * BQ, BQ * Evp, BQ,      BQ,      BQ};
+  float *buf[FORWARD_TILES] = {0};
   int ok = 1;
-  for (int k = 0; k < 9; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
+  for (int k = 0; k < FORWARD_TILES; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
   if (ok) {
-    forward_tiles t = {buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7], buf[8]};
+    forward_tiles t = {buf[0], buf[1], buf[2], buf[3], buf[4],
+                       buf[5], buf[6], buf[7], buf[8], buf[9]};
     for (int64_t task = begin; task < end; task++) forward_block(c, &t, task);
   } else {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
   }
-  for (int k = 0; k < 9; k++) free(buf[k]);
+  for (int k = 0; k < FORWARD_TILES; k++) free(buf[k]);
 }
 
 nrt_status rt_kernel_sdpa_forward(const nrt_op *op) {
@@ -147,22 +218,26 @@ RT_SIMD_CLONES static float row_dot(const float *x, const float *y, int64_t n) {
   return part[0];
 }
 
+/* Rows go through tiles of RT_ATTN_BQ rows, so a row costs no calls. */
 static void stats_range(int64_t begin, int64_t end, void *arg) {
   stats_ctx *c = arg;
-  int64_t Evp = rt_attn_pad(c->Ev);
-  float *g = rt_attn_alloc(Evp), *o = rt_attn_alloc(Evp);
+  const int64_t BQ = RT_ATTN_BQ, Evp = rt_attn_pad(c->Ev);
+  float *g = rt_attn_alloc(BQ * Evp), *o = rt_attn_alloc(BQ * Evp);
   if (!g || !o) {
     __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
   } else {
     const int64_t *ss = c->stats->strides, *ls = c->lse->strides;
     for (int64_t bh = begin; bh < end; bh++) {
       int64_t b = bh / c->H, h = bh % c->H;
-      for (int64_t i = 0; i < c->L; i++) {
-        rt_attn_load(c->grad, b, h, i, 1, c->Ev, g, Evp, 0);
-        rt_attn_load(c->out, b, h, i, 1, c->Ev, o, Evp, 0);
-        float *st = (float *)c->stats->data + b * ss[0] + h * ss[1] + i * ss[2];
-        st[0] = ((const float *)c->lse->data)[b * ls[0] + h * ls[1] + i * ls[2]];
-        st[ss[3]] = row_dot(g, o, Evp);
+      for (int64_t i0 = 0; i0 < c->L; i0 += BQ) {
+        int64_t n = c->L - i0 < BQ ? c->L - i0 : BQ;
+        rt_attn_load(c->grad, b, h, i0, n, c->Ev, g, Evp, 0);
+        rt_attn_load(c->out, b, h, i0, n, c->Ev, o, Evp, 0);
+        for (int64_t i = 0; i < n; i++) {
+          float *st = (float *)c->stats->data + b * ss[0] + h * ss[1] + (i0 + i) * ss[2];
+          st[0] = ((const float *)c->lse->data)[b * ls[0] + h * ls[1] + (i0 + i) * ls[2]];
+          st[ss[3]] = row_dot(g + i * Evp, o + i * Evp, Evp);
+        }
       }
     }
   }

@@ -1,6 +1,6 @@
 /* Tiles of the attention kernels: argument checks, loading and storing
  * blocks as float32, the bias and dropout factors of a block, the small
- * matrix product between tiles and the row operations of the online softmax.
+ * matrix products between tiles (with their causal windows) and a row scale.
  */
 #include "attention_tiles.h"
 
@@ -16,7 +16,6 @@
 #define RT_ATTN_FMA __attribute__((optimize("fp-contract=fast")))
 
 typedef float rt_v16f __attribute__((vector_size(64)));
-typedef int32_t rt_v16i __attribute__((vector_size(64)));
 
 #define V16(p) (*(rt_v16f *)(p))
 #define V16C(p) (*(const rt_v16f *)(p))
@@ -146,10 +145,52 @@ void rt_attn_load(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, in
   if (pad_rows > nr) memset(dst + nr * ld, 0, (size_t)((pad_rows - nr) * ld) * sizeof(float));
 }
 
+const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t ncols,
+                            int as_b, int64_t *ld) {
+  if (v->dtype != NRT_FLOAT32 || v->strides[3] != 1) return NULL;
+  const float *p = (const float *)elem_ptr(v, b, h, 0);
+  *ld = v->strides[2];
+  if (as_b && (ncols % 16 || *ld % 16 || (uintptr_t)p % 64)) return NULL;
+  return p;
+}
+
+typedef float rt_v4f __attribute__((vector_size(16)));
+typedef int32_t rt_v4i __attribute__((vector_size(16)));
+
+/* dst[c * ld + r] = src[r * rs + c] for r, c < 4, on 4-float vectors. */
+static void transpose4(const float *src, int64_t rs, float *dst, int64_t ld) {
+  rt_v4f x0, x1, x2, x3;
+  memcpy(&x0, src, 16), memcpy(&x1, src + rs, 16);
+  memcpy(&x2, src + 2 * rs, 16), memcpy(&x3, src + 3 * rs, 16);
+  rt_v4f t0 = __builtin_shuffle(x0, x1, (rt_v4i){0, 4, 1, 5});
+  rt_v4f t1 = __builtin_shuffle(x0, x1, (rt_v4i){2, 6, 3, 7});
+  rt_v4f t2 = __builtin_shuffle(x2, x3, (rt_v4i){0, 4, 1, 5});
+  rt_v4f t3 = __builtin_shuffle(x2, x3, (rt_v4i){2, 6, 3, 7});
+  rt_v4f y0 = __builtin_shuffle(t0, t2, (rt_v4i){0, 1, 4, 5});
+  rt_v4f y1 = __builtin_shuffle(t0, t2, (rt_v4i){2, 3, 6, 7});
+  rt_v4f y2 = __builtin_shuffle(t1, t3, (rt_v4i){0, 1, 4, 5});
+  rt_v4f y3 = __builtin_shuffle(t1, t3, (rt_v4i){2, 3, 6, 7});
+  memcpy(dst, &y0, 16), memcpy(dst + ld, &y1, 16);
+  memcpy(dst + 2 * ld, &y2, 16), memcpy(dst + 3 * ld, &y3, 16);
+}
+
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c) {
-  for (int64_t r = 0; r < nr; r++)
-    read_floats(elem_ptr(v, b, h, r0 + r), v->dtype, v->strides[3], nc, dst + r, ld);
+  if (v->dtype == NRT_FLOAT32 && nr > 0) { /* the common case without a call per row */
+    const float *base = (const float *)elem_ptr(v, b, h, r0);
+    int64_t rs = v->strides[2], cs = v->strides[3];
+    int64_t r4 = cs == 1 ? nr & ~(int64_t)3 : 0, c4 = nc & ~(int64_t)3;
+    for (int64_t r = 0; r < r4; r += 4) /* 4 x 4 blocks through shuffles */
+      for (int64_t c = 0; c < c4; c += 4) transpose4(base + r * rs + c, rs, dst + c * ld + r, ld);
+    for (int64_t c = 0; c < nc; c++) { /* the rest one by one */
+      const float *src = base + c * cs;
+      float *d = dst + c * ld;
+      for (int64_t r = c < c4 ? r4 : 0; r < nr; r++) d[r] = src[r * rs];
+    }
+  } else {
+    for (int64_t r = 0; r < nr; r++)
+      read_floats(elem_ptr(v, b, h, r0 + r), v->dtype, v->strides[3], nc, dst + r, ld);
+  }
   if (nr < ld)
     for (int64_t c = 0; c < nc; c++) memset(dst + c * ld + nr, 0, (size_t)(ld - nr) * sizeof(float));
   if (pad_c > nc) memset(dst + nc * ld, 0, (size_t)((pad_c - nc) * ld) * sizeof(float));
@@ -163,7 +204,11 @@ void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, i
     const float *s = src + r * ld;
     switch (v->dtype) {
       case NRT_FLOAT32:
-        for (int64_t c = 0; c < nc; c++) ((float *)p)[c * st] = s[c];
+        if (st == 1) {
+          memcpy(p, s, (size_t)nc * sizeof(float));
+        } else {
+          for (int64_t c = 0; c < nc; c++) ((float *)p)[c * st] = s[c];
+        }
         break;
       case NRT_BFLOAT16:
         for (int64_t c = 0; c < nc; c++) ((uint16_t *)p)[c * st] = rt_bfloat16_from_float(s[c]);
@@ -223,93 +268,81 @@ void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t
 
 /* ---- the tile product ------------------------------------------------------------- */
 
-RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
-                                             int64_t lda, const float *B, int64_t ldb, float *C,
-                                             int64_t ldc) {
+static inline int64_t clamp_to(int64_t x, int64_t n) { return x < 0 ? 0 : x > n ? n : x; }
+
+/* A's element (i, p) at A[i * ra + p * ca]: the scalars broadcast from A
+ * cost the same whichever way A is laid out, so A^T B needs no transpose.
+ * The window w (see rt_attn_win) limits each group of rows to its range of
+ * p and columns. */
+RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(
+    int64_t m, int64_t n, int64_t k, const float *A, int64_t ra, int64_t ca, const float *B,
+    int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w) {
+  rt_attn_win all = {-m - k - n, m + k + n, -m - k - n};
+  if (!w) w = &all;
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
-    const float *a0 = A + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;
+    const float *a0 = A + i * ra, *a1 = a0 + ra, *a2 = a1 + ra, *a3 = a2 + ra;
     float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-    int64_t j = 0;
+    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + 3 + w->p_last + 1, k);
+    int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15;
     for (; j + 32 <= n; j += 32) {
       rt_v16f x00 = V16(c0 + j), x01 = V16(c0 + j + 16), x10 = V16(c1 + j),
               x11 = V16(c1 + j + 16), x20 = V16(c2 + j), x21 = V16(c2 + j + 16),
               x30 = V16(c3 + j), x31 = V16(c3 + j + 16);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) {
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp), b1 = V16C(bp + 16);
-        x00 += a0[p] * b0;
-        x01 += a0[p] * b1;
-        x10 += a1[p] * b0;
-        x11 += a1[p] * b1;
-        x20 += a2[p] * b0;
-        x21 += a2[p] * b1;
-        x30 += a3[p] * b0;
-        x31 += a3[p] * b1;
+        x00 += a0[p * ca] * b0;
+        x01 += a0[p * ca] * b1;
+        x10 += a1[p * ca] * b0;
+        x11 += a1[p * ca] * b1;
+        x20 += a2[p * ca] * b0;
+        x21 += a2[p * ca] * b1;
+        x30 += a3[p * ca] * b0;
+        x31 += a3[p * ca] * b1;
       }
       V16(c0 + j) = x00, V16(c0 + j + 16) = x01, V16(c1 + j) = x10, V16(c1 + j + 16) = x11;
       V16(c2 + j) = x20, V16(c2 + j + 16) = x21, V16(c3 + j) = x30, V16(c3 + j + 16) = x31;
     }
     if (j < n) { /* 16 columns left */
       rt_v16f x0 = V16(c0 + j), x1 = V16(c1 + j), x2 = V16(c2 + j), x3 = V16(c3 + j);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) {
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) {
         rt_v16f b0 = V16C(bp);
-        x0 += a0[p] * b0;
-        x1 += a1[p] * b0;
-        x2 += a2[p] * b0;
-        x3 += a3[p] * b0;
+        x0 += a0[p * ca] * b0;
+        x1 += a1[p * ca] * b0;
+        x2 += a2[p * ca] * b0;
+        x3 += a3[p * ca] * b0;
       }
       V16(c0 + j) = x0, V16(c1 + j) = x1, V16(c2 + j) = x2, V16(c3 + j) = x3;
     }
   }
   for (; i < m; i++) {
-    const float *a0 = A + i * lda;
+    const float *a0 = A + i * ra;
     float *c0 = C + i * ldc;
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + w->p_last + 1, k);
+    for (int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15; j < n; j += 16) {
       rt_v16f x = V16(c0 + j);
-      const float *bp = B + j;
-      for (int64_t p = 0; p < k; p++, bp += ldb) x += a0[p] * V16C(bp);
+      const float *bp = B + j + p0 * ldb;
+      for (int64_t p = p0; p < p1; p++, bp += ldb) x += a0[p * ca] * V16C(bp);
       V16(c0 + j) = x;
     }
   }
 }
 
-/* ---- rows of the online softmax ----------------------------------------------------- */
-
-/* Macros rather than functions: a vector argument or result outside the
- * SIMD clones would change the calling convention per ISA. */
-#define V16_MAX(a, b) \
-  ((rt_v16f)((((a) > (b)) & (rt_v16i)(a)) | (~((a) > (b)) & (rt_v16i)(b))))
-
-/* Lanes folded in a fixed order (halving), so sums do not depend on n's split. */
-static float hsum16(float *t) {
-  for (int w = 8; w > 0; w >>= 1)
-    for (int l = 0; l < w; l++) t[l] += t[l + w];
-  return t[0];
+RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
+                                             int64_t lda, const float *B, int64_t ldb, float *C,
+                                             int64_t ldc, const rt_attn_win *w) {
+  gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc, w);
 }
 
-RT_SIMD_CLONES float rt_attn_row_max(const float *x, int64_t n) {
-  rt_v16f m = V16C(x);
-  for (int64_t j = 16; j < n; j += 16) {
-    rt_v16f y = V16C(x + j);
-    m = V16_MAX(m, y);
-  }
-  float t[16];
-  memcpy(t, &m, sizeof t);
-  float r = t[0];
-  for (int l = 1; l < 16; l++) r = t[l] > r ? t[l] : r;
-  return r;
+RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A,
+                                                int64_t lda, const float *B, int64_t ldb, float *C,
+                                                int64_t ldc, const rt_attn_win *w) {
+  gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc, w);
 }
 
-RT_SIMD_CLONES float rt_attn_row_exp(float *x, int64_t n, float m) {
-  for (int64_t j = 0; j < n; j++) x[j] = rt_vm_expf(x[j] - m);
-  rt_v16f s = V16C(x);
-  for (int64_t j = 16; j < n; j += 16) s += V16C(x + j);
-  float t[16];
-  memcpy(t, &s, sizeof t);
-  return hsum16(t);
-}
+/* ---- rows ------------------------------------------------------------------------- */
 
 RT_SIMD_CLONES void rt_attn_row_scale(float *x, int64_t n, float s) {
   for (int64_t j = 0; j < n; j++) x[j] *= s;

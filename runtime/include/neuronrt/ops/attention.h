@@ -25,10 +25,9 @@
  *   SDPA_BACKWARD_STATS [stats float32 (B,H,L,2), grad_out, out, lse]
  *                      stats[..., 0] = lse, stats[..., 1] = rowsum(grad_out * out)
  *   SDPA_BACKWARD_KV   [grad_k, grad_v, grad_q?, grad_out, q, k, v, stats, mask?]
- *                      grad_q (when num_outputs is 3, allowed for S at most
- *                      NRT_ATTENTION_KEY_BLOCK): with a single block of keys
- *                      the pass sees every key of each query, so it also
- *                      completes grad_q and SDPA_BACKWARD_Q is not needed.
+ *                      grad_q (when num_outputs is 3): the op then also
+ *                      computes grad_q, bit for bit what SDPA_BACKWARD_Q
+ *                      gives, and SDPA_BACKWARD_Q is not needed.
  *   SDPA_BACKWARD_Q    [grad_q, grad_scores?, grad_out, q, k, v, stats, mask?]
  *                      grad_scores (B,H,L,S) float32, the gradient of the
  *                      masked scores (that is, of a floating mask), when
@@ -41,7 +40,7 @@
 #define NEURONRT_OPS_ATTENTION_H
 
 #define NRT_ATTENTION_MAX_HEAD_DIM 256
-/* Keys per block of the kernels (see SDPA_BACKWARD_KV's grad_q). */
+/* Keys per block of the kernels. */
 #define NRT_ATTENTION_KEY_BLOCK 64
 
 #define NRT_ATTENTION_OPS(X)                       \
