@@ -372,6 +372,35 @@ static void test_block_boundaries(void) {
     }
 }
 
+/* The driver's three plans: B packed once and shared, in one k chunk or
+ * several (C accumulates them in place, or a workspace takes all of k when
+ * C is bfloat16), units split by rows and, for few rows, by columns; and B
+ * too large to share (each range packs its own chunks). */
+static void test_shared_b_chunks_and_fallback(void) {
+  static const struct { int64_t m, n, k; nrt_dtype ab, c; } cases[] = {
+      {30, 1100, 1500, NRT_FLOAT32, NRT_FLOAT32},   /* shared B, 6 k chunks */
+      {30, 1100, 1500, NRT_BFLOAT16, NRT_BFLOAT16}, /* shared B, workspace, all k at once */
+      {30, 1100, 1500, NRT_BFLOAT16, NRT_FLOAT32},  /* shared B pairs, k chunks */
+      {40, 700, 300, NRT_FLOAT32, NRT_FLOAT32},     /* few rows: units split columns */
+      {5, 2100, 2050, NRT_FLOAT32, NRT_FLOAT32},    /* B too large to share */
+      {700, 45, 37, NRT_FLOAT64, NRT_FLOAT64},      /* many rows, a short k */
+  };
+  for (size_t z = 0; z < sizeof cases / sizeof cases[0]; z++)
+    for (int l = 0; l < 3; l++) {
+      gemm_case cs = {.batch = 1, .m = cases[z].m, .n = cases[z].n, .k = cases[z].k, .kslices = 1,
+                      .ab = cases[z].ab, .c = cases[z].c, .la = l == 1 ? COL_MAJOR : ROW_MAJOR,
+                      .lb = l == 2 ? COL_MAJOR : l == 1 ? PADDED : ROW_MAJOR, .lc = ROW_MAJOR,
+                      .alpha = 0.5, .beta = l == 0 ? 0 : -1.5, .cin_mode = l == 0 ? 0 : 1 + l,
+                      .exact = 1};
+      check_case(&cs);
+    }
+  /* Batched, with B items sharing the buffer and chunked together. */
+  gemm_case cs = {.batch = 3, .m = 17, .n = 300, .k = 900, .kslices = 1, .ab = NRT_FLOAT32,
+                  .c = NRT_FLOAT32, .la = ROW_MAJOR, .lb = COL_MAJOR, .lc = PADDED, .alpha = 2,
+                  .beta = 0.5, .cin_mode = 3, .exact = 1};
+  check_case(&cs);
+}
+
 static void test_rounding_within_bound(void) {
   static const nrt_dtype types[][2] = {{NRT_FLOAT32, NRT_FLOAT32}, {NRT_FLOAT64, NRT_FLOAT64},
                                        {NRT_BFLOAT16, NRT_BFLOAT16}, {NRT_FLOAT16, NRT_FLOAT16}};
@@ -456,9 +485,10 @@ static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
 
 static int write_thread_case(void) {
   uint64_t h = 14695981039346656037ull;
-  static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40}};
+  static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40},
+                                     {40, 1100, 1500}, {5, 2100, 2050}};
   static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
-  for (size_t z = 0; z < 4; z++)
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
     for (size_t t = 0; t < 3; t++) {
       rng_state = 777 + z;
       gemm_case cs = {.batch = 2, .m = sizes[z][0], .n = sizes[z][1], .k = sizes[z][2],
@@ -503,6 +533,7 @@ int main(int argc, char **argv) {
   RUN(test_alpha_beta_and_cin);
   RUN(test_batched_and_summed_slices);
   RUN(test_block_boundaries);
+  RUN(test_shared_b_chunks_and_fallback);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);
   RUN(test_bad_arguments);

@@ -124,6 +124,15 @@ void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, in
 void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                          int64_t kk0, int64_t kc);
 
+/* The same for rows > R: ceil(rows / R) panels, panel q (rows r0 + q*R
+ * ...) at dst + q * R * (packed kc), the last one zero-padded. */
+void rt_gemm_pack_panels_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc);
+void rt_gemm_pack_panels_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc);
+void rt_gemm_pack_panels_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0,
+                                int64_t rows, int64_t kk0, int64_t kc);
+
 /* Products with n == 1 (after transposition): y = alpha * A x + beta * yin. */
 nrt_status rt_gemv(const rt_gemm_args *args);
 

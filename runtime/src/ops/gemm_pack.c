@@ -87,24 +87,76 @@ __attribute__((target("avx2"))) static void transpose8_f32(float *dst, int R, co
     for (int i = 0; i < 8; i++) dst[p * R + i] = src[i * s_r + p];
 }
 
-static int have_avx2(void) {
-  static int cached = -1; /* idempotent: racing first calls store the same value */
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+/* dst[p*R + r] = src[p*s_k + r] for r < rows, 0 for rows <= r < R <= 32:
+ * per k one or two masked 16-float moves (the zero padding comes free). */
+__attribute__((target("avx512f"))) static void copy_rows_avx512(float *dst, int R, const float *src,
+                                                                  int64_t rows, int64_t len, int64_t s_k) {
+  const __mmask16 m0 = (__mmask16)(rows >= 16 ? 0xffff : (1u << rows) - 1);
+  const __mmask16 m1 = (__mmask16)(rows >= 32 ? 0xffff : rows <= 16 ? 0 : (1u << (rows - 16)) - 1);
+  const __mmask16 w0 = (__mmask16)(R >= 16 ? 0xffff : (1u << R) - 1);
+  const __mmask16 w1 = (__mmask16)(R >= 32 ? 0xffff : R <= 16 ? 0 : (1u << (R - 16)) - 1);
+  if (R > 16) {
+    for (int64_t p = 0; p < len; p++) {
+      const float *sp = src + p * s_k;
+      _mm512_mask_storeu_ps(dst + p * R, w0, _mm512_maskz_loadu_ps(m0, sp));
+      _mm512_mask_storeu_ps(dst + p * R + 16, w1, _mm512_maskz_loadu_ps(m1, sp + 16));
+    }
+  } else {
+    for (int64_t p = 0; p < len; p++)
+      _mm512_mask_storeu_ps(dst + p * R, w0, _mm512_maskz_loadu_ps(m0, src + p * s_k));
+  }
+}
+
+/* Several panels of a k-major source (s_r == 1) at once: per k, one read
+ * along the rows, scattered to the panels (dst + q*R*kc). Reading panel by
+ * panel would revisit each k row's lines and pages once per panel. */
+__attribute__((target("avx512f"))) static void copy_panels_avx512(float *dst, int R, int64_t kc,
+                                                                   const float *src, int64_t rows,
+                                                                   int64_t len, int64_t s_k) {
+  const int64_t full = rows / R, rest = rows % R;
+  for (int64_t p = 0; p < len; p++) {
+    const float *sp = src + p * s_k;
+    float *d = dst + p * R;
+    for (int64_t q = 0; q < full; q++, sp += R, d += R * kc) {
+      int r = 0;
+      for (; r + 16 <= R; r += 16) _mm512_storeu_ps(d + r, _mm512_loadu_ps(sp + r));
+      if (r < R) {
+        __mmask16 m = (__mmask16)((1u << (R - r)) - 1);
+        _mm512_mask_storeu_ps(d + r, m, _mm512_maskz_loadu_ps(m, sp + r));
+      }
+    }
+    if (rest)
+      for (int r = 0; r < R; r += 16) {
+        int64_t have = rest - r < 0 ? 0 : rest - r > 16 ? 16 : rest - r;
+        __mmask16 m = (__mmask16)((1u << have) - 1), w = (__mmask16)(R - r >= 16 ? 0xffff : (1u << (R - r)) - 1);
+        _mm512_mask_storeu_ps(d + r, w, _mm512_maskz_loadu_ps(m, sp + r));
+      }
+  }
+}
+
+static int cpu_has(int which) { /* 0: avx2, 1: avx512f */
+  static int cached[2] = {-1, -1}; /* idempotent: racing first calls store the same value */
+  int v = __atomic_load_n(&cached[which], __ATOMIC_RELAXED);
   if (v < 0) {
     __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx2") != 0;
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    v = which ? __builtin_cpu_supports("avx512f") != 0 : __builtin_cpu_supports("avx2") != 0;
+    __atomic_store_n(&cached[which], v, __ATOMIC_RELAXED);
   }
   return v;
 }
 #endif
 
 /* float32 segments: rows contiguous along k (row-major A, transposed B) are
- * transposed 8 rows at a time where the CPU has AVX2. */
+ * transposed 8 rows at a time where the CPU has AVX2; k-major ones
+ * (transposed A, row-major B) copied with masked AVX-512 moves. */
 static void pack_f32_segment(float *dst, int R, const float *src, int64_t rows, int64_t len,
                              int64_t s_r, int64_t s_k) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (s_k == 1 && s_r != 1 && rows >= 8 && have_avx2()) {
+  if (s_r == 1 && R <= 32 && cpu_has(1)) {
+    copy_rows_avx512(dst, R, src, rows, len, s_k);
+    return;
+  }
+  if (s_k == 1 && s_r != 1 && rows >= 8 && cpu_has(0)) {
     for (int64_t r = 0; r < rows; r += 8) {
       int64_t r8 = r + 8 <= rows ? r : rows - 8; /* the last group overlaps the one before */
       transpose8_f32(dst + r8, R, src + r8 * s_r, s_r, len);
@@ -168,4 +220,34 @@ void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r
     if (len % 2)
       for (int r = 0; r < R; r++) d[(len - 1) / 2 * R + r] = tmp[(len - 1) * R + r];
   }
+}
+
+/* ---- several panels at once ------------------------------------------------ */
+
+#define PACK_PANELS_LOOP(SUF, T, KDIV)                                                         \
+  for (int64_t q = 0; q * R < rows; q++)                                                       \
+    rt_gemm_pack_##SUF(dst + q * R * ((kc + KDIV - 1) / KDIV), R, src, r0 + q * R,             \
+                       rows - q * R < R ? rows - q * R : R, kk0, kc);
+
+void rt_gemm_pack_panels_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (src->dtype == NRT_FLOAT32 && src->s_r == 1 && R <= 32 && rows > R && cpu_has(1)) {
+#define SEG_PANELS_(off, at, len) \
+  copy_panels_avx512(dst + (off) * R, R, kc, (const float *)(at), rows, len, src->s_k)
+    FOR_EACH_SEGMENT(src, r0, kk0, kc, 4, SEG_PANELS_)
+    return;
+  }
+#endif
+  PACK_PANELS_LOOP(f32, float, 1)
+}
+
+void rt_gemm_pack_panels_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc) {
+  PACK_PANELS_LOOP(f64, double, 1)
+}
+
+void rt_gemm_pack_panels_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0,
+                                int64_t rows, int64_t kk0, int64_t kc) {
+  PACK_PANELS_LOOP(bf16x2, uint32_t, 2)
 }
