@@ -21,9 +21,15 @@
  *
  * Reproducibility. Blocking depends on the problem and the CPU's kernel,
  * never on the thread count, and each output element is computed by one
- * thread in a fixed order: results are bitwise identical for any
- * TORCHNEURON_NUM_THREADS. Kernels for different ISAs round differently
- * (fused multiply-add or not, summation order).
+ * thread in a fixed order (k blocks of kc, each summed by the micro-kernel
+ * then added to C): results are bitwise identical for any
+ * TORCHNEURON_NUM_THREADS, and for any split of the work into units.
+ * Kernels for different ISAs round differently (fused multiply-add or not,
+ * summation order; the bfloat16 pair kernel adds two products per step).
+ *
+ * Memory. Packing buffers are kept per thread between calls (freed when
+ * the thread exits): the shared packed B, up to 16 MiB on the calling
+ * thread, and each worker's A block, B chunk and workspace.
  */
 #ifndef NEURONRT_OPS_GEMM_INTERNAL_H
 #define NEURONRT_OPS_GEMM_INTERNAL_H
