@@ -1,8 +1,12 @@
 """GEMM throughput on neuron versus PyTorch CPU (MKL/oneDNN), same process.
 
 Square products 256..4096 and transformer-shaped ones (GPT-2 small MLP and
-projection shapes for 2048 tokens, attention-like batched products, and
-memory-bound matrix-vector shapes), in float32 and bfloat16. Neuron and CPU runs alternate, so that load from other
+projection shapes for 2048 tokens, the training products of
+`benchmarks/train.py --profile gpt-wide` (width 256, MLP 1024, 2048 tokens:
+forward x @ W^T "nt", input gradient dy @ W "nn", weight gradient dy^T @ x
+"tn" with the transposed operand as autograd hands it over), attention-like
+batched products, and memory-bound matrix-vector shapes), in float32 and
+bfloat16. `--only SUBSTRING` keeps the products whose label contains it. Neuron and CPU runs alternate, so that load from other
 processes hits both sides alike; each time is the median of the runs (the
 best run is printed too: on a shared machine it shows what each side does
 undisturbed). GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
@@ -32,6 +36,15 @@ SHAPES = [
     ("mlp down 2048x3072 @ 3072x768", 1, 2048, 3072, 768, "nn"),
     ("proj     2048x768 @ 768x768", 1, 2048, 768, 768, "nn"),
     ("linear   2048x768 @ (3072x768)^T", 1, 2048, 768, 3072, "nt"),
+    # gpt-wide training (2048 tokens, width 256, MLP 1024): forward, grad input, grad weight
+    ("wide fc    2048x256 @ (1024x256)^T", 1, 2048, 256, 1024, "nt"),
+    ("wide proj  2048x1024 @ (256x1024)^T", 1, 2048, 1024, 256, "nt"),
+    ("wide qkv   2048x256 @ (768x256)^T", 1, 2048, 256, 768, "nt"),
+    ("wide dx fc 2048x1024 @ 1024x256", 1, 2048, 1024, 256, "nn"),
+    ("wide dx pr 2048x256 @ 256x1024", 1, 2048, 256, 1024, "nn"),
+    ("wide dW fc (2048x1024)^T @ 2048x256", 1, 1024, 2048, 256, "tn"),
+    ("wide dW pr (2048x256)^T @ 2048x1024", 1, 256, 2048, 1024, "tn"),
+    ("wide dW at (2048x256)^T @ 2048x256", 1, 256, 2048, 256, "tn"),
     ("attn bmm 12x(128x64 @ 64x128)", 12, 128, 64, 128, "nn"),
     ("attn bmm 12x(128x128 @ 128x64)", 12, 128, 128, 64, "nn"),
     ("matrix-vector 4096x4096 @ 4096x1", 1, 4096, 4096, 1, "nn"),
@@ -41,7 +54,8 @@ SHAPES = [
 
 def operands(batch, m, k, n, layout, dtype):
     g = torch.Generator().manual_seed(0)
-    a = torch.randn(batch, m, k, generator=g).to(dtype)
+    a = torch.randn(batch, k, m, generator=g).to(dtype).transpose(1, 2) if layout == "tn" else \
+        torch.randn(batch, m, k, generator=g).to(dtype)
     b = torch.randn(batch, n, k, generator=g).to(dtype).transpose(1, 2) if layout == "nt" else \
         torch.randn(batch, k, n, generator=g).to(dtype)
     if batch == 1:
@@ -72,6 +86,7 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], action="append")
     parser.add_argument("--max-size", type=int, default=4096, help="skip squares above this")
+    parser.add_argument("--only", action="append", help="keep products whose label contains this")
     args = parser.parse_args()
     torch.set_num_threads(args.cpu_threads)
     dtypes = [getattr(torch, d) for d in (args.dtype or ["float32", "bfloat16"])]
@@ -86,21 +101,29 @@ def main() -> None:
         for label, batch, m, k, n, layout in SHAPES:
             if label.startswith("square") and m > args.max_size:
                 continue
+            if args.only and not any(o in label for o in args.only):
+                continue
             a, b = operands(batch, m, k, n, layout, dtype)
             da, db = a.to("neuron"), b.to("neuron")
             if layout == "nt":  # keep the transposed storage on neuron too
                 db = b.transpose(-1, -2).contiguous().to("neuron").transpose(-1, -2)
+            if layout == "tn":
+                da = a.transpose(-1, -2).contiguous().to("neuron").transpose(-1, -2)
             flops = 2.0 * batch * m * n * k
             reps = args.repeats if flops < 2e10 else max(3, args.repeats // 2)
             t_dev, b_dev, t_cpu, b_cpu = interleaved(lambda: da @ db, lambda: a @ b, reps)
             name = str(dtype).replace("torch.", "")
             ratios.setdefault(name, []).append(t_cpu / t_dev)
+            if label.startswith("wide"):
+                ratios.setdefault(name + " gpt-wide training", []).append(t_cpu / t_dev)
             print(f"{label:<40}{name:<10}{flops / t_dev / 1e9:>12.1f}{flops / t_cpu / 1e9:>10.1f}"
                   f"{t_cpu / t_dev:>6.2f}x  {flops / b_dev / 1e9:>12.1f}{flops / b_cpu / 1e9:>8.1f}"
                   f"{b_cpu / b_dev:>6.2f}x", flush=True)
     for name, r in ratios.items():
         print(f"{name}: geometric mean ratio {statistics.geometric_mean(r):.2f}x, "
               f"min {min(r):.2f}x (target for float32 GEMM: >= 0.85x)")
+    load = os.getloadavg()
+    print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -117,6 +117,27 @@ def test_mm_matches_cpu_for_every_layout(dtype, m, n, k):
             check_against_cpu(torch.mm, [a, b], k, dtype)
 
 
+# Training-shaped products as a linear layer's forward (x @ W^T), input
+# gradient (dy @ W) and weight gradient (dy^T @ x) hand them over: long k
+# (B packed and consumed in k chunks), few rows with many columns (units
+# split columns), a bias added by addmm.
+TRAINING = [("tn", 64, 1024, 2048), ("tn", 256, 96, 1500), ("nn", 300, 256, 1024), ("nt", 300, 1024, 256)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layout,m,n,k", TRAINING, ids=str)
+def test_training_shaped_products_match_cpu(dtype, layout, m, n, k):
+    a = values((m, k), dtype, 1)
+    b = values((k, n), dtype, 2)
+    if layout == "tn":
+        a = laid_out(a, "transposed")
+    if layout == "nt":
+        b = laid_out(b, "transposed")
+    check_against_cpu(torch.mm, [a, b], k, dtype)
+    bias = values((n,), dtype, 3)
+    check_against_cpu(addmm, [bias, a, b, 1, 1], k, dtype)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8], ids=str)
 def test_integer_products_are_exact(dtype):
     a, b = values((9, 13), dtype, 1), values((13, 5), dtype, 2)

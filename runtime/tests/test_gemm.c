@@ -120,8 +120,9 @@ typedef struct array {
   int64_t d0, d1, d2, s0, s1, s2;
 } array;
 
-/* Layouts of a d1 x d2 matrix (per batch item). */
-enum { ROW_MAJOR, COL_MAJOR, PADDED, REVERSED, LAYOUTS };
+/* Layouts of a d1 x d2 matrix (per batch item). ROW_EVEN and COL_EVEN pad
+ * to an even leading dimension (bfloat16 pairs are then 32-bit words). */
+enum { ROW_MAJOR, COL_MAJOR, PADDED, REVERSED, LAYOUTS, ROW_EVEN = LAYOUTS, COL_EVEN };
 
 static array make_array(nrt_dtype t, int64_t d0, int64_t d1, int64_t d2, int layout) {
   array x = {.dtype = t, .d0 = d0, .d1 = d1, .d2 = d2};
@@ -129,9 +130,11 @@ static array make_array(nrt_dtype t, int64_t d0, int64_t d1, int64_t d2, int lay
     case ROW_MAJOR: x.s2 = 1, x.s1 = d2; break;
     case COL_MAJOR: x.s1 = 1, x.s2 = d1; break;
     case PADDED: x.s2 = 2, x.s1 = 2 * d2 + 3; break;
+    case ROW_EVEN: x.s2 = 1, x.s1 = d2 + 2 - d2 % 2; break;
+    case COL_EVEN: x.s1 = 1, x.s2 = d1 + 2 - d1 % 2; break;
     default: x.s2 = -1, x.s1 = -d2; break; /* both dims reversed */
   }
-  int64_t item = d1 * d2 * (layout == PADDED ? 2 : 1) + 3 * d1 + 1;
+  int64_t item = d1 * d2 * (layout == PADDED ? 2 : 1) + 3 * d1 + 2 * d2 + 1;
   x.s0 = item;
   int64_t total = item * (d0 > 0 ? d0 : 1);
   x.storage = calloc((size_t)total + 1, elem_size(t));
@@ -372,6 +375,52 @@ static void test_block_boundaries(void) {
     }
 }
 
+/* The driver's three plans: B packed once and shared, in one k chunk or
+ * several (C accumulates them in place, or a workspace takes all of k when
+ * C is bfloat16), units split by rows and, for few rows, by columns; and B
+ * too large to share (each range packs its own chunks). */
+static void test_shared_b_chunks_and_fallback(void) {
+  static const struct { int64_t m, n, k; nrt_dtype ab, c; } cases[] = {
+      {30, 1100, 1500, NRT_FLOAT32, NRT_FLOAT32},   /* shared B, 6 k chunks */
+      {30, 1100, 1500, NRT_BFLOAT16, NRT_BFLOAT16}, /* shared B, workspace, all k at once */
+      {30, 1100, 1500, NRT_BFLOAT16, NRT_FLOAT32},  /* shared B pairs, k chunks */
+      {40, 700, 300, NRT_FLOAT32, NRT_FLOAT32},     /* few rows: units split columns */
+      {5, 2100, 2050, NRT_FLOAT32, NRT_FLOAT32},    /* B too large to share */
+      {700, 45, 37, NRT_FLOAT64, NRT_FLOAT64},      /* many rows, a short k */
+  };
+  for (size_t z = 0; z < sizeof cases / sizeof cases[0]; z++)
+    for (int l = 0; l < 3; l++) {
+      gemm_case cs = {.batch = 1, .m = cases[z].m, .n = cases[z].n, .k = cases[z].k, .kslices = 1,
+                      .ab = cases[z].ab, .c = cases[z].c, .la = l == 1 ? COL_MAJOR : ROW_MAJOR,
+                      .lb = l == 2 ? COL_MAJOR : l == 1 ? PADDED : ROW_MAJOR, .lc = ROW_MAJOR,
+                      .alpha = 0.5, .beta = l == 0 ? 0 : -1.5, .cin_mode = l == 0 ? 0 : 1 + l,
+                      .exact = 1};
+      check_case(&cs);
+    }
+  /* Batched, with B items sharing the buffer and chunked together. */
+  gemm_case cs = {.batch = 3, .m = 17, .n = 300, .k = 900, .kslices = 1, .ab = NRT_FLOAT32,
+                  .c = NRT_FLOAT32, .la = ROW_MAJOR, .lb = COL_MAJOR, .lc = PADDED, .alpha = 2,
+                  .beta = 0.5, .cin_mode = 3, .exact = 1};
+  check_case(&cs);
+}
+
+/* bfloat16 pair packing: k pairs read as 32-bit words (even leading
+ * dimension, contiguous k), k-major rows merged, odd k and short panels. */
+static void test_bfloat16_pair_packing(void) {
+  static const int64_t sizes[][3] = {{19, 45, 301}, {40, 70, 513}, {13, 33, 7}, {129, 17, 1030}, {8, 9, 3}};
+  static const int layouts[][2] = {{ROW_EVEN, ROW_MAJOR}, {ROW_EVEN, COL_EVEN}, {COL_MAJOR, COL_EVEN},
+                                   {ROW_MAJOR, ROW_EVEN}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
+      for (int exact = 0; exact < 2; exact++) {
+        gemm_case cs = {.batch = 2, .m = sizes[z][0], .n = sizes[z][1], .k = sizes[z][2], .kslices = 1,
+                        .ab = NRT_BFLOAT16, .c = exact ? NRT_FLOAT32 : NRT_BFLOAT16,
+                        .la = layouts[l][0], .lb = layouts[l][1], .lc = ROW_MAJOR, .alpha = 0.5,
+                        .beta = 2, .cin_mode = 1, .exact = exact};
+        check_case(&cs);
+      }
+}
+
 static void test_rounding_within_bound(void) {
   static const nrt_dtype types[][2] = {{NRT_FLOAT32, NRT_FLOAT32}, {NRT_FLOAT64, NRT_FLOAT64},
                                        {NRT_BFLOAT16, NRT_BFLOAT16}, {NRT_FLOAT16, NRT_FLOAT16}};
@@ -456,9 +505,10 @@ static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
 
 static int write_thread_case(void) {
   uint64_t h = 14695981039346656037ull;
-  static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40}};
+  static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40},
+                                     {40, 1100, 1500}, {5, 2100, 2050}};
   static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
-  for (size_t z = 0; z < 4; z++)
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
     for (size_t t = 0; t < 3; t++) {
       rng_state = 777 + z;
       gemm_case cs = {.batch = 2, .m = sizes[z][0], .n = sizes[z][1], .k = sizes[z][2],
@@ -503,6 +553,8 @@ int main(int argc, char **argv) {
   RUN(test_alpha_beta_and_cin);
   RUN(test_batched_and_summed_slices);
   RUN(test_block_boundaries);
+  RUN(test_shared_b_chunks_and_fallback);
+  RUN(test_bfloat16_pair_packing);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);
   RUN(test_bad_arguments);

@@ -1,10 +1,15 @@
 /* The GEMM driver: argument checks, the choice of path, block sizes, and the
  * BLIS loops around the micro-kernel.
  *
- * Work is cut into units (batch item, column block of nc, row block of mc)
- * that the kernel thread pool shares out in contiguous ranges; a thread packs
- * what its units need itself (no barriers). Consecutive units of one column
- * block form a group that shares each packed B chunk:
+ * Work is cut into units (batch item, column block of nc, row block of mc).
+ * When all of B, packed, fits SHARED_B_MAX (every training-sized product),
+ * the pool first packs B once into one shared buffer (split by panel), then
+ * the threads claim units one at a time from an atomic counter: no thread
+ * packs B twice, and units are small enough (about UNITS_TARGET per
+ * product) that two threads finish together even on a loaded machine.
+ * Larger products share units out in contiguous ranges instead; a range
+ * packs what its units need itself. Consecutive units of one column block
+ * form a group that shares each packed B chunk:
  *
  *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc)
  *     for each row block of the group: for each k block (kc): pack A (mc x kc)
@@ -17,6 +22,7 @@
  */
 #include "gemm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../internal.h"
@@ -27,6 +33,11 @@
 #define K_CHUNK_MAX 2048 /* longest k range of a packed B chunk */
 #define MIN_PARALLEL_FLOPS (1 << 18)
 #define WORKSPACE_ELEMS (1 << 20) /* per thread, when C is not updated in place */
+#define SHARED_B_MAX (1 << 22)    /* packed elements of B shared by all threads (16 MiB) */
+#define SHARED_B_CHUNK (1 << 19)  /* ... packed and used a k chunk of about this size at a time */
+#define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
+#define MIN_UNIT_PANELS 4         /* rows / columns of a unit, in register tiles */
+#define PANEL_GROUP 8             /* B panels packed by one shared-B task */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -54,6 +65,46 @@ static void *alloc_aligned(int64_t bytes) {
   return aligned_alloc(64, (size_t)round_up(bytes > 0 ? bytes : 64, 64));
 }
 
+/* Packing buffers are kept per thread between calls: a fresh multi-MiB
+ * buffer per call costs page faults comparable to the product itself. */
+enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_COUNT };
+typedef struct scratch_buf {
+  void *p;
+  int64_t bytes;
+} scratch_buf;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *p) {
+  scratch_buf *b = p;
+  for (int i = 0; i < BUF_COUNT; i++) free(b[i].p);
+  free(b);
+}
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+/* This thread's buffer `which`, at least `bytes` long (64-byte aligned), or
+ * NULL when out of memory. */
+static void *scratch(int which, int64_t bytes) {
+  pthread_once(&scratch_once, scratch_init);
+  if (!scratch_key_ok) return NULL;
+  scratch_buf *b = pthread_getspecific(scratch_key);
+  if (!b) {
+    b = calloc(BUF_COUNT, sizeof *b);
+    if (!b) return NULL;
+    if (pthread_setspecific(scratch_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b[which].bytes < bytes || !b[which].p) {
+    free(b[which].p);
+    b[which].p = alloc_aligned(bytes);
+    b[which].bytes = b[which].p ? bytes : 0;
+  }
+  return b[which].p;
+}
+
 typedef struct gemm_plan {
   rt_gemm_args g;
   const rt_gemm_kernel *kern;
@@ -62,6 +113,12 @@ typedef struct gemm_plan {
   int64_t ws_blocks; /* row blocks a workspace holds (no direct C) */
   int direct, cin_is_c;
   int failed; /* a worker could not allocate its buffers (atomic) */
+  /* Shared packed B, one k chunk [kb0, kb0 + kb) at a time: for batch item
+   * t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad +
+   * jr*(packed kc); or NULL. */
+  void *bsh;
+  int64_t bsh_item, npad, kb0;
+  int64_t next_unit; /* the next unit to claim (atomic) */
 } gemm_plan;
 
 /* c (rows of length nrc, row stride c_rs, unit column stride) =
@@ -145,13 +202,13 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
     const int64_t ncpad = round_up(pl->nc, nr), mcpad = round_up(pl->mc, mr);                   \
     const CT alpha = (CT)g->alpha, beta = (CT)g->beta;                                             \
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
-    PT *ap = alloc_aligned(mcpad * KP(pl->kc) * (int64_t)sizeof(PT));                                 \
-    PT *bp = alloc_aligned((pl->kb / kdiv + 1) * ncpad * (int64_t)sizeof(PT));                                 \
-    CT *ws = pl->direct ? NULL : alloc_aligned(pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)); \
-    CT *tile = alloc_aligned(mr * nr * (int64_t)sizeof(CT));                                      \
-    if (!ap || !bp || !tile || (!pl->direct && !ws)) {                                          \
+    PT *ap = scratch(BUF_A, mcpad * KP(pl->kc) * (int64_t)sizeof(PT));                          \
+    PT *bp = pl->bsh ? NULL : scratch(BUF_B, (pl->kb / kdiv + 1) * ncpad * (int64_t)sizeof(PT)); \
+    CT *ws = pl->direct ? NULL : scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)); \
+    CT *tile = scratch(BUF_TILE, mr * nr * (int64_t)sizeof(CT));                                \
+    if (!ap || (!pl->bsh && !bp) || !tile || (!pl->direct && !ws)) {                            \
       __atomic_store_n(&pl->failed, 1, __ATOMIC_RELAXED);                                       \
-      goto done;                                                                                \
+      return;                                                                                   \
     }                                                                                           \
     for (int64_t u = u0; u < u1;) {                                                             \
       const int64_t tj = u / pl->m_blocks, ib0 = u % pl->m_blocks;                              \
@@ -163,13 +220,14 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
                               .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
-      for (int64_t kb0 = 0; kb0 < pl->ktot; kb0 += pl->kb) {                                    \
+      for (int64_t kb0 = pl->bsh ? pl->kb0 : 0; kb0 < (pl->bsh ? pl->kb0 + 1 : pl->ktot); kb0 += pl->kb) { \
         const int64_t kbcur = min64(pl->kb, pl->ktot - kb0);                                    \
-        for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                        \
+        /* The B chunk: shared (packed already; one chunk of all k) or this unit's. */          \
+        const PT *bbase = pl->bsh ? (const PT *)pl->bsh + t * pl->bsh_item : bp;                \
+        const int64_t bld = pl->bsh ? pl->npad : ncpad, bj0 = pl->bsh ? j0 : 0;                 \
+        for (int64_t pc = 0; pc < kbcur && !pl->bsh; pc += pl->kc) {                            \
           const int64_t kcur = min64(pl->kc, kbcur - pc);                                       \
-          for (int64_t jr = 0; jr < ncur; jr += nr)                                             \
-            rt_gemm_pack_##SUF(bp + pc / kdiv * ncpad + jr * KP(kcur), (int)nr, &sb, j0 + jr,              \
-                               min64(nr, ncur - jr), kb0 + pc, kcur);                           \
+          rt_gemm_pack_panels_##SUF(bp + pc / kdiv * ncpad, (int)nr, &sb, j0, ncur, kb0 + pc, kcur); \
         }                                                                                       \
         for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                          \
           const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                      \
@@ -179,10 +237,8 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
-            for (int64_t ir = 0; ir < mcur; ir += mr)                                           \
-              rt_gemm_pack_##SUF(ap + ir * KP(kcur), (int)mr, &sa, i0 + ir, min64(mr, mcur - ir),   \
-                                 kb0 + pc, kcur);                                               \
-            const PT *bpc = bp + pc / kdiv * ncpad;                                                     \
+            rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);              \
+            const PT *bpc = bbase + pc / kdiv * bld + bj0 * KP(kcur);                           \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
@@ -228,11 +284,36 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
                                 min64(pl->mc, g->m - ib * pl->mc), ncur);                       \
       u += nib;                                                                                 \
     }                                                                                           \
-  done:                                                                                         \
-    free(ap);                                                                                   \
-    free(bp);                                                                                   \
-    free(ws);                                                                                   \
-    free(tile);                                                                                 \
+  }                                                                                             \
+                                                                                                \
+  /* Shared B, phase 1: packs tasks [p0, p1) (batch item, k block, group of panels). */       \
+  static void pack_shared_##SUF(int64_t p0, int64_t p1, void *ctx) {                            \
+    gemm_plan *pl = ctx;                                                                        \
+    const rt_gemm_args *g = &pl->g;                                                             \
+    const int64_t nr = pl->kern->nr, kdiv = KDIV, groups = ceil_div(g->n, PANEL_GROUP * nr);    \
+    const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
+    const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
+    for (int64_t task = p0; task < p1; task++) {                                                \
+      const int64_t jr = task % groups * PANEL_GROUP * nr, rest = task / groups;                \
+      const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;                           \
+      const int64_t kcur = min64(pl->kc, kbcur - pc);                                           \
+      const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
+                              .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
+      PT *dst = (PT *)pl->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
+      rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(PANEL_GROUP * nr, g->n - jr),     \
+                                pl->kb0 + pc, kcur);                                            \
+    }                                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* Shared B, phase 2: each thread claims units until none is left. */                         \
+  static void claim_units_##SUF(int64_t w0, int64_t w1, void *ctx) {                            \
+    (void)w0, (void)w1;                                                                         \
+    gemm_plan *pl = ctx;                                                                        \
+    for (;;) {                                                                                  \
+      int64_t u = __atomic_fetch_add(&pl->next_unit, 1, __ATOMIC_RELAXED);                      \
+      if (u >= pl->units || __atomic_load_n(&pl->failed, __ATOMIC_RELAXED)) return;            \
+      run_units_##SUF(u, u + 1, ctx);                                                           \
+    }                                                                                           \
   }
 
 #define KP(kvals) (((kvals) + kdiv - 1) / kdiv) /* packed k steps */
@@ -273,6 +354,46 @@ static void plan_blocks(gemm_plan *pl) {
   pl->units = g->batch * pl->n_blocks * pl->m_blocks;
   int64_t block = round_up(pl->mc, kern->mr) * round_up(pl->nc, kern->nr);
   pl->ws_blocks = WORKSPACE_ELEMS / block < 1 ? 1 : min64(WORKSPACE_ELEMS / block, pl->m_blocks);
+}
+
+/* With all of B packed and shared (if it fits SHARED_B_MAX): units of at
+ * least MIN_UNIT_PANELS register tiles each way, about UNITS_TARGET of them
+ * per product, row blocks first (splitting columns repacks A). Returns 0
+ * (plan unchanged) when B does not fit. */
+static int plan_shared_b(gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  const int64_t mr = kern->mr, nr = kern->nr, kdiv = kern->compute == NRT_BFLOAT16 ? 2 : 1;
+  pl->ktot = g->k * g->kslices;
+  pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, kern->kc)); /* equal k blocks */
+  if (kdiv == 2) pl->kc = round_up(pl->kc, 2);               /* whole pairs */
+  pl->npad = round_up(g->n, nr);
+  if ((double)ceil_div(pl->ktot, kdiv) * (double)pl->npad * (double)g->batch > SHARED_B_MAX) return 0;
+  /* k chunks that keep the freshly packed B in cache; C accumulates them in
+   * place, so a workspace (C not direct) takes all of k at once. */
+  pl->kb = pl->ktot;
+  if (pl->direct) {
+    int64_t blocks = SHARED_B_CHUNK / (pl->kc / kdiv * pl->npad * g->batch);
+    if (blocks < 1) blocks = 1;
+    pl->kb = min64(pl->ktot, blocks * pl->kc);
+  }
+  pl->bsh_item = ceil_div(pl->kb, kdiv) * pl->npad;
+  int64_t per_item = ceil_div(UNITS_TARGET, g->batch);
+  int64_t rpanels = ceil_div(g->m, mr), cpanels = pl->npad / nr;
+  int64_t mb = min64(ceil_div(rpanels, MIN_UNIT_PANELS), per_item);
+  if (mb < ceil_div(g->m, kern->mc)) mb = ceil_div(g->m, kern->mc);
+  pl->mc = round_up(ceil_div(g->m, mb), mr);
+  pl->m_blocks = ceil_div(g->m, pl->mc);
+  /* Each column block repacks A: split columns only when rows give few units. */
+  int64_t nb = 2 * pl->m_blocks > per_item ? 1
+                                           : min64(ceil_div(per_item, pl->m_blocks),
+                                                   ceil_div(cpanels, MIN_UNIT_PANELS));
+  if (nb < 1) nb = 1;
+  pl->nc = round_up(ceil_div(g->n, nb), nr);
+  pl->n_blocks = ceil_div(g->n, pl->nc);
+  pl->units = g->batch * pl->n_blocks * pl->m_blocks;
+  pl->ws_blocks = 1;
+  return 1;
 }
 
 /* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */
@@ -354,12 +475,32 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   }
   pl.direct = g->c_dtype == compute && g->c_cs == 1;
   pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;
-  plan_blocks(&pl);
-  rt_range_fn fn = pl.kern->compute == NRT_FLOAT64    ? run_units_f64
-                   : pl.kern->compute == NRT_BFLOAT16 ? run_units_bf16x2
-                                                      : run_units_f32;
-  double flops = 2.0 * (double)g->m * (double)g->n * (double)pl.ktot * (double)g->batch;
-  rt_parallel_for(pl.units, flops >= MIN_PARALLEL_FLOPS ? 1 : pl.units, fn, &pl);
+  const int kind = pl.kern->compute == NRT_FLOAT64 ? 0 : pl.kern->compute == NRT_BFLOAT16 ? 2 : 1;
+  static const rt_range_fn run[3] = {run_units_f64, run_units_f32, run_units_bf16x2};
+  static const rt_range_fn pack_b[3] = {pack_shared_f64, pack_shared_f32, pack_shared_bf16x2};
+  static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
+  static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
+  int parallel = flops >= MIN_PARALLEL_FLOPS;
+  if (plan_shared_b(&pl)) {
+    pl.bsh = scratch(BUF_SHARED_B, pl.bsh_item * g->batch * packed_size[kind]);
+    if (!pl.bsh) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+    for (pl.kb0 = 0; pl.kb0 < pl.ktot && !pl.failed; pl.kb0 += pl.kb) {
+      int64_t kblocks = ceil_div(min64(pl.kb, pl.ktot - pl.kb0), pl.kc);
+      int64_t tasks = g->batch * kblocks * ceil_div(g->n, PANEL_GROUP * pl.kern->nr);
+      /* Ranges of at least ~16K packed elements. */
+      int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * PANEL_GROUP);
+      rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
+      pl.next_unit = 0;
+      if (parallel)
+        rt_parallel_for(rt_num_threads(), 1, claim[kind], &pl);
+      else
+        claim[kind](0, 1, &pl);
+    }
+  } else {
+    plan_blocks(&pl);
+    rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
+  }
   if (pl.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
   return NRT_SUCCESS;
 }

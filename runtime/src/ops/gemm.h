@@ -21,9 +21,15 @@
  *
  * Reproducibility. Blocking depends on the problem and the CPU's kernel,
  * never on the thread count, and each output element is computed by one
- * thread in a fixed order: results are bitwise identical for any
- * TORCHNEURON_NUM_THREADS. Kernels for different ISAs round differently
- * (fused multiply-add or not, summation order).
+ * thread in a fixed order (k blocks of kc, each summed by the micro-kernel
+ * then added to C): results are bitwise identical for any
+ * TORCHNEURON_NUM_THREADS, and for any split of the work into units.
+ * Kernels for different ISAs round differently (fused multiply-add or not,
+ * summation order; the bfloat16 pair kernel adds two products per step).
+ *
+ * Memory. Packing buffers are kept per thread between calls (freed when
+ * the thread exits): the shared packed B, up to 16 MiB on the calling
+ * thread, and each worker's A block, B chunk and workspace.
  */
 #ifndef NEURONRT_OPS_GEMM_INTERNAL_H
 #define NEURONRT_OPS_GEMM_INTERNAL_H
@@ -123,6 +129,15 @@ void rt_gemm_pack_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, in
  * dst[q*R + r] holds k values 2q and 2q+1 (relative to kk0). */
 void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                          int64_t kk0, int64_t kc);
+
+/* The same for rows > R: ceil(rows / R) panels, panel q (rows r0 + q*R
+ * ...) at dst + q * R * (packed kc), the last one zero-padded. */
+void rt_gemm_pack_panels_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc);
+void rt_gemm_pack_panels_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
+                             int64_t kk0, int64_t kc);
+void rt_gemm_pack_panels_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0,
+                                int64_t rows, int64_t kk0, int64_t kc);
 
 /* Products with n == 1 (after transposition): y = alpha * A x + beta * yin. */
 nrt_status rt_gemv(const rt_gemm_args *args);
