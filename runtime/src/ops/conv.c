@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "conv_blocked.h"
 #include "conv_gemm.h"
 #include "elementwise.h"
 #include "shape_common.h"
@@ -325,6 +326,12 @@ static nrt_status depthwise_forward(const nrt_op *op, conv_job *j, const conv_ke
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+static rt_conv_shape shape_of(const conv_job *j) {
+  rt_conv_shape s = {.img = j->img, .out = j->out, .kh = j->kh, .kw = j->kw, .sh = j->sh, .sw = j->sw,
+                     .ph = j->ph, .pw = j->pw, .dh = j->dh, .dw = j->dw, .groups = j->groups};
+  return s;
+}
+
 nrt_status rt_kernel_conv2d(const nrt_op *op) {
   conv_job j;
   const conv_kernels *k;
@@ -332,6 +339,9 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[2];
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
+  rt_conv_shape cs = shape_of(&j);
+  if (rt_conv_blocked_usable(&cs, w->dtype))
+    return rt_conv_blocked_forward(&cs, w->dtype, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
   j.taps_outer = use_taps_outer(&j);
@@ -354,6 +364,13 @@ static int input_grad_as_forward(const conv_job *j) {
 
 static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const conv_kernels *k) {
   const nrt_tensor_view *w = &op->operands[2];
+  rt_conv_shape cs = shape_of(j);
+  cs.img = j->out;
+  cs.out = j->img;
+  cs.ph = j->dh * (j->kh - 1) - j->ph;
+  cs.pw = j->dw * (j->kw - 1) - j->pw;
+  if (rt_conv_blocked_usable(&cs, w->dtype))
+    return rt_conv_blocked_forward(&cs, w->dtype, w, 1, j->bias, j->bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   if (!wbuf || !flipped) return oom(op, wbuf, flipped, NULL);
@@ -429,6 +446,8 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
+  rt_conv_shape cs = shape_of(&j);
+  if (rt_conv_blocked_usable(&cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
   if (is_depthwise(&j)) {
     j.wgrad = malloc((size_t)(j.out.c * j.kk) * k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);

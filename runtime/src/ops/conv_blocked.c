@@ -1,0 +1,478 @@
+/* Blocked convolution (see conv_blocked.h).
+ *
+ * Forward: tasks (image, group, block of up to NB_MAX output positions).
+ * The weight is packed once per call into row panels (12 output channels,
+ * the last panel 4 or 8) for each k block of taps. A task walks its k
+ * blocks; for each column panel of 32 positions it gathers the window
+ * values of the block's taps straight into a B panel (one short copy per
+ * tap and output row: no im2col matrix), then runs every row panel's tile
+ * against it, accumulating into the output (float32 with unit-stride
+ * positions) or a float32 buffer converted at the end.
+ *
+ * Weight gradient: the transposed product W'^T[r, o] = sum col[r, q] *
+ * O[o, q], rows r = taps (panels of 12), columns o = output channels
+ * (panels of 32), k = positions of every image. Tasks (part of the batch,
+ * group, block of taps) pack grad_output's positions as B panels and each
+ * tap panel's window values as an A panel per block of positions, and add
+ * into a private float32 accumulator; the parts are summed in order.
+ */
+#include "conv_blocked.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conv_ukernels.h"
+#include "thread_pool.h"
+
+#define KC_MAX 320         /* taps per forward k block (B panel of 32 positions in L1) */
+#define NB_MAX 256         /* output positions per forward task */
+#define WG_KC 256          /* positions per weight-gradient k block */
+#define WG_PARTS 8         /* batch parts of the weight gradient */
+#define WG_ACC_ROWS 4096   /* floats per accumulator row block budget: taps x channels / 32 */
+#define WG_ACC_BUDGET (1 << 22)
+
+typedef struct cb_job {
+  rt_conv_shape s;
+  int bf16, flipped;
+  const rt_conv_ukernels *uk;
+  int64_t cg, kg, kk, ohw;
+  int64_t kgp;            /* kg rounded up to 4: rows of the packed weight */
+  int64_t kc, kblocks;    /* forward k blocks of taps (kc even) */
+  int64_t nb, pblocks;    /* forward positions per task, tasks per image and group */
+  int direct;             /* forward output is float32 with unit-stride positions: written in place */
+  void *wpack;
+  const void *bias;
+  int64_t bias_stride;
+  int64_t kkp, kg32;      /* weight gradient: taps rounded to 4, channels rounded to 32 */
+  int64_t mb, mblocks, parts;
+  float *acc;
+  atomic_int oom;
+} cb_job;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Height of the row panel starting at row r0 of rows: 12, or the rest
+ * rounded up to 4. */
+static int panel_mr(int64_t rows, int64_t r0) {
+  int64_t rem = rows - r0;
+  return rem >= CONV_MR ? CONV_MR : (int)round_up(rem, 4);
+}
+
+/* Positions u in [0, count) with 0 <= start + u * step < size: [u0, u1). */
+static void valid_range(int64_t start, int64_t step, int64_t size, int64_t count, int64_t *u0, int64_t *u1) {
+  int64_t lo = start >= 0 ? 0 : (-start + step - 1) / step;
+  int64_t hi = start >= size ? 0 : (size - start + step - 1) / step;
+  *u0 = lo < count ? lo : count;
+  *u1 = hi < count ? hi : count;
+  if (*u1 < *u0) *u1 = *u0;
+}
+
+static inline uint16_t bf16_bits(float f) { return rt_bfloat16_from_float(f); }
+
+/* ---- gathering window values ---------------------------------------------------- */
+
+/* dst[t], t < len: the value that tap (i, jj) of plane (image n, channel c)
+ * meets at output position q + t (0 in the padding). Defined for float and
+ * bfloat16 bits. */
+#define DEFINE_GATHER(NAME, T)                                                                              \
+  static void NAME(const cb_job *j, const T *plane, int64_t i, int64_t jj, int64_t q, int64_t len, T *dst) { \
+    const rt_image *im = &j->s.img;                                                                        \
+    int64_t OW = j->s.out.w, oh = q / OW, ow = q % OW;                                                     \
+    for (int64_t t = 0; t < len; oh++, ow = 0) {                                                           \
+      int64_t seg = len - t < OW - ow ? len - t : OW - ow;                                                 \
+      int64_t ih = oh * j->s.sh - j->s.ph + i * j->s.dh;                                                   \
+      T *d = dst + t;                                                                                      \
+      t += seg;                                                                                            \
+      if (ih < 0 || ih >= im->h) {                                                                         \
+        memset(d, 0, (size_t)seg * sizeof(T));                                                             \
+        continue;                                                                                          \
+      }                                                                                                    \
+      int64_t u0, u1, iw0 = ow * j->s.sw - j->s.pw + jj * j->s.dw;                                         \
+      valid_range(iw0, j->s.sw, im->w, seg, &u0, &u1);                                                     \
+      if (u0 > 0) memset(d, 0, (size_t)u0 * sizeof(T));                                                    \
+      const T *row = plane + ih * im->sh + (iw0 + u0 * j->s.sw) * im->sw;                                  \
+      int64_t step = j->s.sw * im->sw;                                                                     \
+      if (step == 1)                                                                                       \
+        memcpy(d + u0, row, (size_t)(u1 - u0) * sizeof(T));                                                \
+      else                                                                                                 \
+        for (int64_t u = 0; u < u1 - u0; u++) d[u0 + u] = row[u * step];                                   \
+      if (u1 < seg) memset(d + u1, 0, (size_t)(seg - u1) * sizeof(T));                                     \
+    }                                                                                                      \
+  }
+DEFINE_GATHER(gather_f32, float)
+DEFINE_GATHER(gather_u16, uint16_t)
+
+/* Image n's plane of channel c of group g (as bytes). */
+static const char *plane_of(const cb_job *j, int64_t n, int64_t g, int64_t c, size_t esize) {
+  const rt_image *im = &j->s.img;
+  return im->data + (size_t)(n * im->sn + (g * j->cg + c) * im->sc) * esize;
+}
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* Element offset of weight value (group g, output row o, tap r) in w. */
+static int64_t weight_offset(const cb_job *j, const nrt_tensor_view *w, int64_t g, int64_t o, int64_t r) {
+  int64_t khw = j->s.kh * j->s.kw, c = r / khw, i = r % khw / j->s.kw, jj = r % j->s.kw;
+  if (j->flipped)
+    return (g * j->cg + c) * w->strides[0] + o * w->strides[1] + (j->s.kh - 1 - i) * w->strides[2] +
+           (j->s.kw - 1 - jj) * w->strides[3];
+  return (g * j->kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
+}
+
+/* Offset (elements: floats, or 32-bit pairs for bfloat16) of the packed
+ * weight panel (group g, k block kb, rows from o0). */
+static int64_t wpack_offset(const cb_job *j, int64_t g, int64_t kb, int64_t o0) {
+  int64_t div = j->bf16 ? 2 : 1, k0 = kb * j->kc, kcur = min64(j->kc, j->kk - k0);
+  return g * j->kgp * ceil_div(j->kk, div) + k0 / div * j->kgp + o0 * ceil_div(kcur, div);
+}
+
+static int pack_weight(cb_job *j, const nrt_tensor_view *w) {
+  int64_t words = j->s.groups * j->kgp * (j->bf16 ? ceil_div(j->kk, 2) : j->kk);
+  j->wpack = calloc((size_t)(words > 0 ? words : 1), 4);
+  if (!j->wpack) return -1;
+  for (int64_t g = 0; g < j->s.groups; g++)
+    for (int64_t o = 0; o < j->kg; o++) {
+      int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0);
+      for (int64_t r = 0; r < j->kk; r++) {
+        int64_t kb = r / j->kc, p = r - kb * j->kc, at = wpack_offset(j, g, kb, o0);
+        int64_t src = weight_offset(j, w, g, o, r);
+        if (j->bf16)
+          ((uint16_t *)j->wpack)[2 * (at + p / 2 * mr + (o - o0)) + (p & 1)] = ((const uint16_t *)w->data)[src];
+        else
+          ((float *)j->wpack)[at + p * mr + (o - o0)] = ((const float *)w->data)[src];
+      }
+    }
+  return 0;
+}
+
+/* The B panel of k block [k0, k0 + kcur) for positions [q, q + ncols) of
+ * image n, group g: 32 values per tap (or per pair of taps). */
+static void pack_cols(const cb_job *j, int64_t n, int64_t g, int64_t k0, int64_t kcur, int64_t q, int64_t ncols,
+                      void *panel) {
+  int64_t khw = j->s.kh * j->s.kw;
+  if (!j->bf16) {
+    float *b = panel;
+    for (int64_t p = 0; p < kcur; p++) {
+      int64_t r = k0 + p, c = r / khw;
+      const float *plane = (const float *)plane_of(j, n, g, c, 4);
+      gather_f32(j, plane, r % khw / j->s.kw, r % j->s.kw, q, ncols, b + p * CONV_NR);
+      for (int64_t t = ncols; t < CONV_NR; t++) b[p * CONV_NR + t] = 0;
+    }
+    return;
+  }
+  uint32_t *b = panel;
+  uint16_t lo[CONV_NR], hi[CONV_NR];
+  for (int64_t p = 0; p < kcur; p += 2) {
+    memset(lo, 0, sizeof lo);
+    memset(hi, 0, sizeof hi);
+    for (int h = 0; h < 2 && p + h < kcur; h++) {
+      int64_t r = k0 + p + h, c = r / khw;
+      const uint16_t *plane = (const uint16_t *)plane_of(j, n, g, c, 2);
+      gather_u16(j, plane, r % khw / j->s.kw, r % j->s.kw, q, ncols, h ? hi : lo);
+    }
+    uint32_t *d = b + p / 2 * CONV_NR;
+    for (int t = 0; t < CONV_NR; t++) d[t] = lo[t] | (uint32_t)hi[t] << 16;
+  }
+}
+
+/* One tile: c (rows x ncols valid of an MR x 32 tile, row stride ldc) +=
+ * or = a x b; partial tiles go through a local buffer. */
+static void run_tile(const cb_job *j, int mr, int64_t kcur, const void *a, const void *b, float *c, int64_t ldc,
+                     int64_t rows, int64_t ncols, int accumulate) {
+  int idx = mr / 4;
+  int64_t kw = j->bf16 ? ceil_div(kcur, 2) : kcur;
+  if (rows == mr && ncols == CONV_NR) {
+    if (j->bf16)
+      j->uk->bf16[idx](kw, a, b, c, ldc, accumulate);
+    else
+      j->uk->f32[idx](kw, a, b, c, ldc, accumulate);
+    return;
+  }
+  float tile[CONV_MR * CONV_NR];
+  if (accumulate)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t t = 0; t < ncols; t++) tile[i * CONV_NR + t] = c[i * ldc + t];
+  if (j->bf16)
+    j->uk->bf16[idx](kw, a, b, tile, CONV_NR, accumulate);
+  else
+    j->uk->f32[idx](kw, a, b, tile, CONV_NR, accumulate);
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t t = 0; t < ncols; t++) c[i * ldc + t] = tile[i * CONV_NR + t];
+}
+
+static void forward_tasks(int64_t begin, int64_t end, void *arg) {
+  cb_job *j = arg;
+  const rt_image *out = &j->s.out;
+  int64_t nbpad = round_up(j->nb, CONV_NR);
+  void *panel = aligned_alloc(64, (size_t)round_up(j->kc, 2) * CONV_NR * 4);
+  float *cbuf = j->direct ? NULL : aligned_alloc(64, (size_t)(j->kgp * nbpad) * 4);
+  if (!panel || (!j->direct && !cbuf)) {
+    atomic_store(&j->oom, 1);
+    free(panel);
+    free(cbuf);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / (j->s.groups * j->pblocks), g = task / j->pblocks % j->s.groups;
+    int64_t q0 = task % j->pblocks * j->nb, nq = min64(j->nb, j->ohw - q0);
+    float *c = cbuf;
+    int64_t ldc = nbpad;
+    if (j->direct) {
+      c = (float *)out->data + n * out->sn + g * j->kg * out->sc + q0;
+      ldc = out->sc;
+    }
+    for (int64_t kb = 0; kb < j->kblocks; kb++) {
+      int64_t k0 = kb * j->kc, kcur = min64(j->kc, j->kk - k0);
+      for (int64_t jr = 0; jr < nq; jr += CONV_NR) {
+        int64_t ncols = min64(CONV_NR, nq - jr);
+        pack_cols(j, n, g, k0, kcur, q0 + jr, ncols, panel);
+        for (int64_t o0 = 0; o0 < j->kg; o0 += CONV_MR) {
+          int mr = panel_mr(j->kg, o0);
+          const char *a = (const char *)j->wpack + wpack_offset(j, g, kb, o0) * 4;
+          if (j->direct)
+            run_tile(j, mr, kcur, a, panel, c + o0 * ldc + jr, ldc, min64(mr, j->kg - o0), ncols, kb > 0);
+          else
+            run_tile(j, mr, kcur, a, panel, c + o0 * ldc + jr, ldc, mr, CONV_NR, kb > 0);
+        }
+      }
+    }
+    if (j->direct) {
+      if (j->bias)
+        for (int64_t o = 0; o < j->kg; o++) {
+          float bo = ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
+          for (int64_t t = 0; t < nq; t++) c[o * ldc + t] += bo;
+        }
+      continue;
+    }
+    for (int64_t o = 0; o < j->kg; o++) {
+      float bo = 0;
+      if (j->bias)
+        bo = j->bf16 ? rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + o) * j->bias_stride])
+                     : ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
+      const float *src = cbuf + o * ldc;
+      int64_t base = n * out->sn + (g * j->kg + o) * out->sc;
+      for (int64_t t = 0, q = q0; t < nq; t++, q++) {
+        int64_t at = base + q / out->w * out->sh + q % out->w * out->sw;
+        if (j->bf16)
+          ((uint16_t *)out->data)[at] = bf16_bits(src[t] + bo);
+        else
+          ((float *)out->data)[at] = src[t] + bo;
+      }
+    }
+  }
+  free(panel);
+  free(cbuf);
+}
+
+/* ---- common setup ------------------------------------------------------------------- */
+
+int rt_conv_blocked_usable(const rt_conv_shape *s, nrt_dtype dtype) {
+  const rt_conv_ukernels *best = rt_conv_ukernels_get(0), *portable = rt_conv_ukernels_get(1);
+  if (dtype == NRT_FLOAT32) {
+    if (best->f32[3] == portable->f32[3]) return 0;
+  } else if (dtype == NRT_BFLOAT16) {
+    if (best->bf16[3] == portable->bf16[3]) return 0;
+  } else {
+    return 0;
+  }
+  int64_t cg = s->img.c / s->groups, kg = s->out.c / s->groups;
+  if (cg == 1 && kg == 1) return 0; /* depthwise: direct loops (conv_depthwise_impl.h) */
+  return !rt_image_channels_inner(&s->img);
+}
+
+static void init_job(cb_job *j, const rt_conv_shape *s, nrt_dtype dtype, int portable) {
+  memset(j, 0, sizeof *j);
+  atomic_init(&j->oom, 0);
+  j->s = *s;
+  j->bf16 = dtype == NRT_BFLOAT16;
+  j->uk = rt_conv_ukernels_get(portable);
+  j->cg = s->img.c / s->groups;
+  j->kg = s->out.c / s->groups;
+  j->kk = j->cg * s->kh * s->kw;
+  j->ohw = s->out.h * s->out.w;
+}
+
+static nrt_status oom_status(const char *name) {
+  return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for convolution buffers", name);
+}
+
+nrt_status rt_conv_blocked_forward(const rt_conv_shape *s, nrt_dtype dtype, const nrt_tensor_view *w, int flipped,
+                                   const void *bias, int64_t bias_stride, int portable, const char *name) {
+  cb_job j;
+  init_job(&j, s, dtype, portable);
+  j.flipped = flipped;
+  j.bias = bias;
+  j.bias_stride = bias_stride;
+  j.kgp = round_up(j.kg, 4);
+  j.kblocks = ceil_div(j.kk, KC_MAX);
+  j.kc = round_up(ceil_div(j.kk, j.kblocks), 2);
+  j.kblocks = ceil_div(j.kk, j.kc);
+  j.pblocks = ceil_div(j.ohw, NB_MAX);
+  j.nb = round_up(ceil_div(j.ohw, j.pblocks), CONV_NR);
+  j.pblocks = ceil_div(j.ohw, j.nb);
+  const rt_image *out = &s->out;
+  j.direct = !j.bf16 && out->sw == 1 && (out->h == 1 || out->sh == out->w);
+  if (pack_weight(&j, w)) return oom_status(name);
+  int64_t tasks = s->out.n * s->groups * j.pblocks;
+  rt_parallel_for(tasks, 1, forward_tasks, &j);
+  free(j.wpack);
+  return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;
+}
+
+/* ---- weight gradient ------------------------------------------------------------------- */
+
+/* B panels of grad_output: channels [g * kg, g * kg + kg) in panels of 32,
+ * positions [q0, q0 + qcur) of image n; panel jp at b + jp * qw * 32 where
+ * qw = qcur (float32) or its pairs (bfloat16). */
+static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t qcur, void *b) {
+  const rt_image *out = &j->s.out;
+  int64_t qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+  int flat = out->sw == 1 && (out->h == 1 || out->sh == out->w);
+  for (int64_t o = 0; o < j->kg32; o++) {
+    int64_t jp = o / CONV_NR, t = o % CONV_NR;
+    int64_t base = n * out->sn + (g * j->kg + o) * out->sc;
+    if (!j->bf16) {
+      float *d = (float *)b + jp * qw * CONV_NR + t;
+      const float *src = (const float *)out->data + base;
+      if (o >= j->kg)
+        for (int64_t p = 0; p < qcur; p++) d[p * CONV_NR] = 0;
+      else if (flat)
+        for (int64_t p = 0; p < qcur; p++) d[p * CONV_NR] = src[q0 + p];
+      else
+        for (int64_t p = 0, q = q0; p < qcur; p++, q++) d[p * CONV_NR] = src[q / out->w * out->sh + q % out->w * out->sw];
+      continue;
+    }
+    uint32_t *d = (uint32_t *)b + jp * qw * CONV_NR + t;
+    const uint16_t *src = (const uint16_t *)out->data + base;
+    for (int64_t p = 0, q = q0; p < qcur; p += 2, q += 2) {
+      uint32_t lo = 0, hi = 0;
+      if (o < j->kg) {
+        lo = flat ? src[q] : src[q / out->w * out->sh + q % out->w * out->sw];
+        if (p + 1 < qcur) hi = flat ? src[q + 1] : src[(q + 1) / out->w * out->sh + (q + 1) % out->w * out->sw];
+      }
+      d[p / 2 * CONV_NR] = lo | hi << 16;
+    }
+  }
+}
+
+/* The A panel of taps [r0, r0 + mr) (rows beyond kk are 0) over positions
+ * [q0, q0 + qcur) of image n, through rows (mr x qcur scratch). */
+static void pack_taps(const cb_job *j, int64_t n, int64_t g, int64_t r0, int mr, int64_t q0, int64_t qcur,
+                      void *rows, void *a) {
+  int64_t khw = j->s.kh * j->s.kw;
+  for (int i = 0; i < mr; i++) {
+    int64_t r = r0 + i, c = r / khw;
+    if (j->bf16) {
+      uint16_t *d = (uint16_t *)rows + i * qcur;
+      if (r >= j->kk)
+        memset(d, 0, (size_t)qcur * 2);
+      else
+        gather_u16(j, (const uint16_t *)plane_of(j, n, g, c, 2), r % khw / j->s.kw, r % j->s.kw, q0, qcur, d);
+    } else {
+      float *d = (float *)rows + i * qcur;
+      if (r >= j->kk)
+        memset(d, 0, (size_t)qcur * 4);
+      else
+        gather_f32(j, (const float *)plane_of(j, n, g, c, 4), r % khw / j->s.kw, r % j->s.kw, q0, qcur, d);
+    }
+  }
+  if (!j->bf16) {
+    const float *src = rows;
+    float *d = a;
+    for (int64_t p = 0; p < qcur; p++)
+      for (int i = 0; i < mr; i++) d[p * mr + i] = src[i * qcur + p];
+    return;
+  }
+  const uint16_t *src = rows;
+  uint32_t *d = a;
+  for (int64_t p = 0; p < qcur; p += 2)
+    for (int i = 0; i < mr; i++)
+      d[p / 2 * mr + i] = src[i * qcur + p] | (p + 1 < qcur ? (uint32_t)src[i * qcur + p + 1] << 16 : 0u);
+}
+
+static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
+  cb_job *j = arg;
+  int64_t npanels = j->kg32 / CONV_NR, qmax = min64(WG_KC, j->ohw);
+  void *b = aligned_alloc(64, (size_t)(round_up(qmax, 2) * j->kg32) * 4);
+  void *a = aligned_alloc(64, (size_t)(round_up(qmax, 2) * CONV_MR) * 4);
+  void *rows = malloc((size_t)(round_up(qmax, 2) * CONV_MR) * 4);
+  if (!a || !b || !rows) {
+    atomic_store(&j->oom, 1);
+    free(a);
+    free(b);
+    free(rows);
+    return;
+  }
+  int64_t N = j->s.img.n;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t part = task / (j->s.groups * j->mblocks), g = task / j->mblocks % j->s.groups;
+    int64_t r0 = task % j->mblocks * j->mb, r1 = min64(r0 + j->mb, j->kk);
+    float *acc = j->acc + (part * j->s.groups + g) * j->kkp * j->kg32;
+    for (int64_t n = part * N / j->parts; n < (part + 1) * N / j->parts; n++)
+      for (int64_t q0 = 0; q0 < j->ohw; q0 += WG_KC) {
+        int64_t qcur = min64(WG_KC, j->ohw - q0), qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+        pack_grad_out(j, n, g, q0, qcur, b);
+        for (int64_t ta = r0; ta < r1; ta += CONV_MR) {
+          int mr = panel_mr(j->kk, ta);
+          pack_taps(j, n, g, ta, mr, q0, qcur, rows, a);
+          for (int64_t jp = 0; jp < npanels; jp++) {
+            const char *bp = (const char *)b + jp * qw * CONV_NR * 4;
+            if (j->bf16)
+              j->uk->bf16[mr / 4](qw, a, (const uint32_t *)bp, acc + ta * j->kg32 + jp * CONV_NR, j->kg32, 1);
+            else
+              j->uk->f32[mr / 4](qw, a, (const float *)bp, acc + ta * j->kg32 + jp * CONV_NR, j->kg32, 1);
+          }
+        }
+      }
+  }
+  free(a);
+  free(b);
+  free(rows);
+}
+
+static void sum_parts(int64_t begin, int64_t end, void *arg) {
+  cb_job *j = arg;
+  int64_t size = j->s.groups * j->kkp * j->kg32;
+  for (int64_t i = begin; i < end; i++) {
+    float v = j->acc[i];
+    for (int64_t p = 1; p < j->parts; p++) v += j->acc[p * size + i];
+    j->acc[i] = v;
+  }
+}
+
+nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, const nrt_tensor_view *w,
+                                       int portable, const char *name) {
+  cb_job j;
+  init_job(&j, s, dtype, portable);
+  j.kkp = round_up(j.kk, 4);
+  j.kg32 = round_up(j.kg, CONV_NR);
+  int64_t size = s->groups * j.kkp * j.kg32;
+  /* Tap blocks (multiples of 12) keep a task's accumulator within L2;
+   * batch parts give the pool enough tasks without sharing outputs. */
+  j.mb = round_up(ceil_div(j.kk, ceil_div(j.kk * j.kg32, 1 << 16)), CONV_MR);
+  j.mblocks = ceil_div(j.kk, j.mb);
+  j.parts = min64(WG_PARTS, s->img.n);
+  while (j.parts > 1 && j.parts * size > WG_ACC_BUDGET) j.parts--;
+  if (j.parts < 1) j.parts = 1;
+  j.acc = calloc((size_t)(j.parts * size), 4);
+  if (!j.acc) return oom_status(name);
+  if (j.ohw > 0 && s->img.n > 0)
+    rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
+  if (j.parts > 1) rt_parallel_for(size, 1 << 14, sum_parts, &j);
+  if (!atomic_load(&j.oom))
+    for (int64_t g = 0; g < s->groups; g++)
+      for (int64_t o = 0; o < j.kg; o++)
+        for (int64_t r = 0; r < j.kk; r++) {
+          float v = j.acc[(g * j.kkp + r) * j.kg32 + o];
+          int64_t khw = s->kh * s->kw, c = r / khw, i = r % khw / s->kw, jj = r % s->kw;
+          int64_t at = (g * j.kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
+          if (j.bf16)
+            ((uint16_t *)w->data)[at] = bf16_bits(v);
+          else
+            ((float *)w->data)[at] = v;
+        }
+  free(j.acc);
+  return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;
+}
