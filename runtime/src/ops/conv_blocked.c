@@ -28,7 +28,6 @@
 #define NB_MAX 256         /* output positions per forward task */
 #define WG_KC 256          /* positions per weight-gradient k block */
 #define WG_PARTS 8         /* batch parts of the weight gradient */
-#define WG_ACC_ROWS 4096   /* floats per accumulator row block budget: taps x channels / 32 */
 #define WG_ACC_BUDGET (1 << 22)
 
 typedef struct cb_job {
@@ -40,6 +39,7 @@ typedef struct cb_job {
   int64_t kc, kblocks;    /* forward k blocks of taps (kc even) */
   int64_t nb, pblocks;    /* forward positions per task, tasks per image and group */
   int direct;             /* forward output is float32 with unit-stride positions: written in place */
+  int fast_gather;        /* AVX-512 masked-load gathers (unit strides along image rows) */
   void *wpack;
   const void *bias;
   int64_t bias_stride;
@@ -73,6 +73,12 @@ static inline uint16_t bf16_bits(float f) { return rt_bfloat16_from_float(f); }
 
 /* ---- gathering window values ---------------------------------------------------- */
 
+/* Image n's plane of channel c of group g (as bytes). */
+static const char *plane_of(const cb_job *j, int64_t n, int64_t g, int64_t c, size_t esize) {
+  const rt_image *im = &j->s.img;
+  return im->data + (size_t)(n * im->sn + (g * j->cg + c) * im->sc) * esize;
+}
+
 /* dst[t], t < len: the value that tap (i, jj) of plane (image n, channel c)
  * meets at output position q + t (0 in the padding). Defined for float and
  * bfloat16 bits. */
@@ -104,22 +110,115 @@ static inline uint16_t bf16_bits(float f) { return rt_bfloat16_from_float(f); }
 DEFINE_GATHER(gather_f32, float)
 DEFINE_GATHER(gather_u16, uint16_t)
 
-/* Image n's plane of channel c of group g (as bytes). */
-static const char *plane_of(const cb_job *j, int64_t n, int64_t g, int64_t c, size_t esize) {
+/* A gathering plan for a run of output positions [q, q + len): for each of
+ * the kh * kw window offsets (i, jj), the masked vector loads that fill the
+ * run (V lanes per vector) from a plane. Chunks lie in one output row and
+ * one vector; lanes outside the image are masked off (0). The plan is the
+ * same for every channel, so it is worked out once per run and replayed
+ * per tap; it needs unit strides along output and image rows. */
+typedef struct cb_load {
+  int64_t off; /* bytes from the plane; may point before it (masked lanes are never read) */
+  uint32_t mask;
+  int32_t vec;
+} cb_load;
+
+typedef struct cb_plan {
+  int64_t q, len, vlen; /* run; elements written per tap (whole vectors, zeros beyond len) */
+  int32_t *start;       /* loads of offset o: [start[o], start[o + 1]) */
+  cb_load *loads;
+} cb_plan;
+
+static int plan_alloc(const cb_job *j, cb_plan *pl, int64_t maxlen) {
+  int64_t khw = j->s.kh * j->s.kw, V = j->bf16 ? 32 : 16;
+  pl->start = malloc((size_t)(khw + 1) * sizeof *pl->start);
+  pl->loads = j->fast_gather ? malloc((size_t)(khw * (maxlen + maxlen / V + 2)) * sizeof *pl->loads) : NULL;
+  return pl->start && (pl->loads || !j->fast_gather) ? 0 : -1;
+}
+
+static void plan_free(cb_plan *pl) {
+  free(pl->start);
+  free(pl->loads);
+}
+
+static void plan_build(const cb_job *j, cb_plan *pl, int64_t q, int64_t len, int64_t vlen) {
+  pl->q = q, pl->len = len, pl->vlen = vlen;
+  if (!j->fast_gather) return;
   const rt_image *im = &j->s.img;
-  return im->data + (size_t)(n * im->sn + (g * j->cg + c) * im->sc) * esize;
+  int64_t OW = j->s.out.w, V = j->bf16 ? 32 : 16, es = j->bf16 ? 2 : 4, khw = j->s.kh * j->s.kw;
+  int32_t count = 0;
+  for (int64_t o = 0; o < khw; o++) {
+    pl->start[o] = count;
+    int64_t di = o / j->s.kw * j->s.dh - j->s.ph, dj = o % j->s.kw * j->s.dw - j->s.pw;
+    int64_t oh = q / OW, ow = q % OW;
+    for (int64_t t = 0; t < len;) {
+      int64_t seg = min64(min64(len - t, OW - ow), V - t % V);
+      int64_t ih = oh * j->s.sh + di, iw0 = ow + dj;
+      int64_t u0 = iw0 < 0 ? -iw0 : 0, u1 = min64(seg, im->w - iw0);
+      if (ih >= 0 && ih < im->h && u1 > u0) {
+        int64_t lane0 = t % V;
+        pl->loads[count++] = (cb_load){(ih * im->sh + iw0 - lane0) * es,
+                                       (uint32_t)(((1ull << (u1 - u0)) - 1) << (lane0 + u0)), (int32_t)(t / V)};
+      }
+      t += seg;
+      ow += seg;
+      if (ow == OW) ow = 0, oh++;
+    }
+  }
+  pl->start[khw] = count;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CB_X86 1
+
+__attribute__((target("avx512f"))) static void replay_f32(const char *plane, const cb_load *e, const cb_load *end,
+                                                           int64_t nv, float *dst) {
+  for (int32_t v = 0; v < nv; v++) {
+    __m512 acc = _mm512_setzero_ps();
+    for (; e < end && e->vec == v; e++)
+      acc = _mm512_mask_loadu_ps(acc, (__mmask16)e->mask, (const void *)((uintptr_t)plane + (uintptr_t)e->off));
+    _mm512_storeu_ps(dst + 16 * v, acc);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw"))) static void replay_u16(const char *plane, const cb_load *e,
+                                                                   const cb_load *end, int64_t nv, uint16_t *dst) {
+  for (int32_t v = 0; v < nv; v++) {
+    __m512i acc = _mm512_setzero_si512();
+    for (; e < end && e->vec == v; e++)
+      acc = _mm512_mask_loadu_epi16(acc, (__mmask32)e->mask, (const void *)((uintptr_t)plane + (uintptr_t)e->off));
+    _mm512_storeu_si512(dst + 32 * v, acc);
+  }
+}
+
+static int have_avx512bw(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+#endif
+
+/* The run of window offset o of a plane into dst (pl->vlen elements). */
+static void plan_run(const cb_job *j, const cb_plan *pl, const char *plane, int64_t o, void *dst) {
+#ifdef CB_X86
+  if (j->fast_gather) {
+    const cb_load *e = pl->loads + pl->start[o], *end = pl->loads + pl->start[o + 1];
+    if (j->bf16)
+      replay_u16(plane, e, end, pl->vlen / 32, dst);
+    else
+      replay_f32(plane, e, end, pl->vlen / 16, dst);
+    return;
+  }
+#endif
+  int64_t i = o / j->s.kw, jj = o % j->s.kw;
+  size_t es = j->bf16 ? 2 : 4;
+  if (j->bf16)
+    gather_u16(j, (const uint16_t *)plane, i, jj, pl->q, pl->len, dst);
+  else
+    gather_f32(j, (const float *)plane, i, jj, pl->q, pl->len, dst);
+  memset((char *)dst + (size_t)pl->len * es, 0, (size_t)(pl->vlen - pl->len) * es);
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
-
-/* Element offset of weight value (group g, output row o, tap r) in w. */
-static int64_t weight_offset(const cb_job *j, const nrt_tensor_view *w, int64_t g, int64_t o, int64_t r) {
-  int64_t khw = j->s.kh * j->s.kw, c = r / khw, i = r % khw / j->s.kw, jj = r % j->s.kw;
-  if (j->flipped)
-    return (g * j->cg + c) * w->strides[0] + o * w->strides[1] + (j->s.kh - 1 - i) * w->strides[2] +
-           (j->s.kw - 1 - jj) * w->strides[3];
-  return (g * j->kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
-}
 
 /* Offset (elements: floats, or 32-bit pairs for bfloat16) of the packed
  * weight panel (group g, k block kb, rows from o0). */
@@ -128,49 +227,62 @@ static int64_t wpack_offset(const cb_job *j, int64_t g, int64_t kb, int64_t o0) 
   return g * j->kgp * ceil_div(j->kk, div) + k0 / div * j->kgp + o0 * ceil_div(kcur, div);
 }
 
+/* Packs the weight (flipped: read as the input gradient's forward weight)
+ * into row panels per k block; rows beyond kg stay 0. */
 static int pack_weight(cb_job *j, const nrt_tensor_view *w) {
   int64_t words = j->s.groups * j->kgp * (j->bf16 ? ceil_div(j->kk, 2) : j->kk);
   j->wpack = calloc((size_t)(words > 0 ? words : 1), 4);
   if (!j->wpack) return -1;
+  const int64_t *st = w->strides;
+  int64_t kh = j->s.kh, kw = j->s.kw;
+  /* Strides of (row o, channel c, tap i, tap jj) and the first tap. */
+  int64_t s_o = j->flipped ? st[1] : st[0], s_c = j->flipped ? st[0] : st[1];
+  int64_t s_i = j->flipped ? -st[2] : st[2], s_j = j->flipped ? -st[3] : st[3];
+  int64_t first = j->flipped ? (kh - 1) * st[2] + (kw - 1) * st[3] : 0;
   for (int64_t g = 0; g < j->s.groups; g++)
     for (int64_t o = 0; o < j->kg; o++) {
-      int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0);
-      for (int64_t r = 0; r < j->kk; r++) {
-        int64_t kb = r / j->kc, p = r - kb * j->kc, at = wpack_offset(j, g, kb, o0);
-        int64_t src = weight_offset(j, w, g, o, r);
-        if (j->bf16)
-          ((uint16_t *)j->wpack)[2 * (at + p / 2 * mr + (o - o0)) + (p & 1)] = ((const uint16_t *)w->data)[src];
-        else
-          ((float *)j->wpack)[at + p * mr + (o - o0)] = ((const float *)w->data)[src];
-      }
+      int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0), io = o - o0;
+      int64_t base = first + g * (j->flipped ? j->cg : j->kg) * (j->flipped ? st[0] : st[0]) + o * s_o;
+      if (j->flipped) base = first + g * j->cg * st[0] + o * s_o;
+      int64_t kb = 0, p = 0, at = wpack_offset(j, g, 0, o0);
+      for (int64_t c = 0; c < j->cg; c++)
+        for (int64_t i = 0; i < kh; i++)
+          for (int64_t jj = 0; jj < kw; jj++) {
+            int64_t src = base + c * s_c + i * s_i + jj * s_j;
+            if (j->bf16)
+              ((uint16_t *)j->wpack)[2 * (at + p / 2 * mr + io) + (p & 1)] = ((const uint16_t *)w->data)[src];
+            else
+              ((float *)j->wpack)[at + p * mr + io] = ((const float *)w->data)[src];
+            if (++p == j->kc) p = 0, kb++, at = kb < j->kblocks ? wpack_offset(j, g, kb, o0) : 0;
+          }
     }
   return 0;
 }
 
-/* The B panel of k block [k0, k0 + kcur) for positions [q, q + ncols) of
+/* The B panel of k block [k0, k0 + kcur) for the planned positions of
  * image n, group g: 32 values per tap (or per pair of taps). */
-static void pack_cols(const cb_job *j, int64_t n, int64_t g, int64_t k0, int64_t kcur, int64_t q, int64_t ncols,
+static void pack_cols(const cb_job *j, int64_t n, int64_t g, int64_t k0, int64_t kcur, const cb_plan *pl,
                       void *panel) {
-  int64_t khw = j->s.kh * j->s.kw;
+  int64_t khw = j->s.kh * j->s.kw, c = k0 / khw, o = k0 % khw;
+  size_t es = j->bf16 ? 2 : 4;
   if (!j->bf16) {
     float *b = panel;
     for (int64_t p = 0; p < kcur; p++) {
-      int64_t r = k0 + p, c = r / khw;
-      const float *plane = (const float *)plane_of(j, n, g, c, 4);
-      gather_f32(j, plane, r % khw / j->s.kw, r % j->s.kw, q, ncols, b + p * CONV_NR);
-      for (int64_t t = ncols; t < CONV_NR; t++) b[p * CONV_NR + t] = 0;
+      plan_run(j, pl, plane_of(j, n, g, c, es), o, b + p * CONV_NR);
+      if (++o == khw) o = 0, c++;
     }
     return;
   }
   uint32_t *b = panel;
-  uint16_t lo[CONV_NR], hi[CONV_NR];
+  uint16_t lo[CONV_NR] __attribute__((aligned(64))), hi[CONV_NR] __attribute__((aligned(64)));
   for (int64_t p = 0; p < kcur; p += 2) {
-    memset(lo, 0, sizeof lo);
-    memset(hi, 0, sizeof hi);
-    for (int h = 0; h < 2 && p + h < kcur; h++) {
-      int64_t r = k0 + p + h, c = r / khw;
-      const uint16_t *plane = (const uint16_t *)plane_of(j, n, g, c, 2);
-      gather_u16(j, plane, r % khw / j->s.kw, r % j->s.kw, q, ncols, h ? hi : lo);
+    plan_run(j, pl, plane_of(j, n, g, c, es), o, lo);
+    if (++o == khw) o = 0, c++;
+    if (p + 1 < kcur) {
+      plan_run(j, pl, plane_of(j, n, g, c, es), o, hi);
+      if (++o == khw) o = 0, c++;
+    } else {
+      memset(hi, 0, sizeof hi);
     }
     uint32_t *d = b + p / 2 * CONV_NR;
     for (int t = 0; t < CONV_NR; t++) d[t] = lo[t] | (uint32_t)hi[t] << 16;
@@ -202,16 +314,46 @@ static void run_tile(const cb_job *j, int mr, int64_t kcur, const void *a, const
     for (int64_t t = 0; t < ncols; t++) c[i * ldc + t] = tile[i * CONV_NR + t];
 }
 
+/* Writes a task's float32 results (row o at src + o * ld) to O, adding the
+ * bias and rounding once to O's dtype. */
+static void store_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t nq, const float *src, int64_t ld) {
+  const rt_image *out = &j->s.out;
+  int64_t OW = out->w;
+  for (int64_t o = 0; o < j->kg; o++) {
+    float bo = 0;
+    if (j->bias)
+      bo = j->bf16 ? rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + o) * j->bias_stride])
+                   : ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
+    const float *row = src + o * ld;
+    char *base = out->data + (size_t)(n * out->sn + (g * j->kg + o) * out->sc) * (j->bf16 ? 2 : 4);
+    int64_t oh = q0 / OW, ow = q0 % OW;
+    for (int64_t t = 0; t < nq;) {
+      int64_t seg = min64(nq - t, OW - ow), at = oh * out->sh + ow * out->sw;
+      if (j->bf16) {
+        uint16_t *d = (uint16_t *)base + at;
+        for (int64_t u = 0; u < seg; u++) d[u * out->sw] = bf16_bits(row[t + u] + bo);
+      } else {
+        float *d = (float *)base + at;
+        for (int64_t u = 0; u < seg; u++) d[u * out->sw] = row[t + u] + bo;
+      }
+      t += seg;
+      ow = 0, oh++;
+    }
+  }
+}
+
 static void forward_tasks(int64_t begin, int64_t end, void *arg) {
   cb_job *j = arg;
   const rt_image *out = &j->s.out;
   int64_t nbpad = round_up(j->nb, CONV_NR);
   void *panel = aligned_alloc(64, (size_t)round_up(j->kc, 2) * CONV_NR * 4);
   float *cbuf = j->direct ? NULL : aligned_alloc(64, (size_t)(j->kgp * nbpad) * 4);
-  if (!panel || (!j->direct && !cbuf)) {
+  cb_plan pl = {0};
+  if (!panel || plan_alloc(j, &pl, CONV_NR) || (!j->direct && !cbuf)) {
     atomic_store(&j->oom, 1);
     free(panel);
     free(cbuf);
+    plan_free(&pl);
     return;
   }
   for (int64_t task = begin; task < end; task++) {
@@ -223,11 +365,12 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
       c = (float *)out->data + n * out->sn + g * j->kg * out->sc + q0;
       ldc = out->sc;
     }
-    for (int64_t kb = 0; kb < j->kblocks; kb++) {
-      int64_t k0 = kb * j->kc, kcur = min64(j->kc, j->kk - k0);
-      for (int64_t jr = 0; jr < nq; jr += CONV_NR) {
-        int64_t ncols = min64(CONV_NR, nq - jr);
-        pack_cols(j, n, g, k0, kcur, q0 + jr, ncols, panel);
+    for (int64_t jr = 0; jr < nq; jr += CONV_NR) {
+      int64_t ncols = min64(CONV_NR, nq - jr);
+      plan_build(j, &pl, q0 + jr, ncols, CONV_NR);
+      for (int64_t kb = 0; kb < j->kblocks; kb++) {
+        int64_t k0 = kb * j->kc, kcur = min64(j->kc, j->kk - k0);
+        pack_cols(j, n, g, k0, kcur, &pl, panel);
         for (int64_t o0 = 0; o0 < j->kg; o0 += CONV_MR) {
           int mr = panel_mr(j->kg, o0);
           const char *a = (const char *)j->wpack + wpack_offset(j, g, kb, o0) * 4;
@@ -238,32 +381,18 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
         }
       }
     }
-    if (j->direct) {
-      if (j->bias)
-        for (int64_t o = 0; o < j->kg; o++) {
-          float bo = ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
-          for (int64_t t = 0; t < nq; t++) c[o * ldc + t] += bo;
-        }
-      continue;
-    }
-    for (int64_t o = 0; o < j->kg; o++) {
-      float bo = 0;
-      if (j->bias)
-        bo = j->bf16 ? rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + o) * j->bias_stride])
-                     : ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
-      const float *src = cbuf + o * ldc;
-      int64_t base = n * out->sn + (g * j->kg + o) * out->sc;
-      for (int64_t t = 0, q = q0; t < nq; t++, q++) {
-        int64_t at = base + q / out->w * out->sh + q % out->w * out->sw;
-        if (j->bf16)
-          ((uint16_t *)out->data)[at] = bf16_bits(src[t] + bo);
-        else
-          ((float *)out->data)[at] = src[t] + bo;
+    if (!j->direct) {
+      store_out(j, n, g, q0, nq, cbuf, ldc);
+    } else if (j->bias) {
+      for (int64_t o = 0; o < j->kg; o++) {
+        float bo = ((const float *)j->bias)[(g * j->kg + o) * j->bias_stride];
+        for (int64_t t = 0; t < nq; t++) c[o * ldc + t] += bo;
       }
     }
   }
   free(panel);
   free(cbuf);
+  plan_free(&pl);
 }
 
 /* ---- common setup ------------------------------------------------------------------- */
@@ -292,6 +421,9 @@ static void init_job(cb_job *j, const rt_conv_shape *s, nrt_dtype dtype, int por
   j->kg = s->out.c / s->groups;
   j->kk = j->cg * s->kh * s->kw;
   j->ohw = s->out.h * s->out.w;
+#ifdef CB_X86
+  j->fast_gather = !portable && s->sw == 1 && (s->img.sw == 1 || s->img.w == 1) && have_avx512bw();
+#endif
 }
 
 static nrt_status oom_status(const char *name) {
@@ -346,90 +478,73 @@ static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int
     }
     uint32_t *d = (uint32_t *)b + jp * qw * CONV_NR + t;
     const uint16_t *src = (const uint16_t *)out->data + base;
+    if (o < j->kg && flat) {
+      for (int64_t p = 0; p + 1 < qcur; p += 2) d[p / 2 * CONV_NR] = src[q0 + p] | (uint32_t)src[q0 + p + 1] << 16;
+      if (qcur % 2) d[qcur / 2 * CONV_NR] = src[q0 + qcur - 1];
+      continue;
+    }
     for (int64_t p = 0, q = q0; p < qcur; p += 2, q += 2) {
       uint32_t lo = 0, hi = 0;
       if (o < j->kg) {
-        lo = flat ? src[q] : src[q / out->w * out->sh + q % out->w * out->sw];
-        if (p + 1 < qcur) hi = flat ? src[q + 1] : src[(q + 1) / out->w * out->sh + (q + 1) % out->w * out->sw];
+        lo = src[q / out->w * out->sh + q % out->w * out->sw];
+        if (p + 1 < qcur) hi = src[(q + 1) / out->w * out->sh + (q + 1) % out->w * out->sw];
       }
       d[p / 2 * CONV_NR] = lo | hi << 16;
     }
   }
 }
 
-/* The A panel of taps [r0, r0 + mr) (rows beyond kk are 0) over positions
- * [q0, q0 + qcur) of image n, through rows (mr x qcur scratch). */
-static void pack_taps(const cb_job *j, int64_t n, int64_t g, int64_t r0, int mr, int64_t q0, int64_t qcur,
-                      void *rows, void *a) {
-  int64_t khw = j->s.kh * j->s.kw;
-  for (int i = 0; i < mr; i++) {
-    int64_t r = r0 + i, c = r / khw;
-    if (j->bf16) {
-      uint16_t *d = (uint16_t *)rows + i * qcur;
-      if (r >= j->kk)
-        memset(d, 0, (size_t)qcur * 2);
-      else
-        gather_u16(j, (const uint16_t *)plane_of(j, n, g, c, 2), r % khw / j->s.kw, r % j->s.kw, q0, qcur, d);
-    } else {
-      float *d = (float *)rows + i * qcur;
-      if (r >= j->kk)
-        memset(d, 0, (size_t)qcur * 4);
-      else
-        gather_f32(j, (const float *)plane_of(j, n, g, c, 4), r % khw / j->s.kw, r % j->s.kw, q0, qcur, d);
-    }
-  }
-  if (!j->bf16) {
-    const float *src = rows;
-    float *d = a;
-    for (int64_t p = 0; p < qcur; p++)
-      for (int i = 0; i < mr; i++) d[p * mr + i] = src[i * qcur + p];
-    return;
-  }
-  const uint16_t *src = rows;
-  uint32_t *d = a;
-  for (int64_t p = 0; p < qcur; p += 2)
-    for (int i = 0; i < mr; i++)
-      d[p / 2 * mr + i] = src[i * qcur + p] | (p + 1 < qcur ? (uint32_t)src[i * qcur + p + 1] << 16 : 0u);
-}
-
 static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
   cb_job *j = arg;
-  int64_t npanels = j->kg32 / CONV_NR, qmax = min64(WG_KC, j->ohw);
+  int64_t npanels = j->kg32 / CONV_NR, qmax = min64(WG_KC, j->ohw), khw = j->s.kh * j->s.kw;
+  /* A rows: mr runs of positions, ldr elements apart (whole vectors; for
+   * bfloat16 an even count, read as pair words). */
+  int64_t ldr = round_up(qmax, CONV_NR * 2);
   void *b = aligned_alloc(64, (size_t)(round_up(qmax, 2) * j->kg32) * 4);
-  void *a = aligned_alloc(64, (size_t)(round_up(qmax, 2) * CONV_MR) * 4);
-  void *rows = malloc((size_t)(round_up(qmax, 2) * CONV_MR) * 4);
-  if (!a || !b || !rows) {
+  void *rows = aligned_alloc(64, (size_t)(ldr * CONV_MR) * 4);
+  cb_plan pl = {0};
+  if (!rows || !b || plan_alloc(j, &pl, qmax)) {
     atomic_store(&j->oom, 1);
-    free(a);
-    free(b);
     free(rows);
+    free(b);
+    plan_free(&pl);
     return;
   }
+  size_t es = j->bf16 ? 2 : 4;
   int64_t N = j->s.img.n;
   for (int64_t task = begin; task < end; task++) {
     int64_t part = task / (j->s.groups * j->mblocks), g = task / j->mblocks % j->s.groups;
     int64_t r0 = task % j->mblocks * j->mb, r1 = min64(r0 + j->mb, j->kk);
     float *acc = j->acc + (part * j->s.groups + g) * j->kkp * j->kg32;
-    for (int64_t n = part * N / j->parts; n < (part + 1) * N / j->parts; n++)
-      for (int64_t q0 = 0; q0 < j->ohw; q0 += WG_KC) {
-        int64_t qcur = min64(WG_KC, j->ohw - q0), qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+    for (int64_t q0 = 0; q0 < j->ohw; q0 += WG_KC) {
+      int64_t qcur = min64(WG_KC, j->ohw - q0), qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+      plan_build(j, &pl, q0, qcur, round_up(qcur, 2 * CONV_NR));
+      for (int64_t n = part * N / j->parts; n < (part + 1) * N / j->parts; n++) {
         pack_grad_out(j, n, g, q0, qcur, b);
         for (int64_t ta = r0; ta < r1; ta += CONV_MR) {
           int mr = panel_mr(j->kk, ta);
-          pack_taps(j, n, g, ta, mr, q0, qcur, rows, a);
+          for (int i = 0; i < mr; i++) {
+            char *row = (char *)rows + (size_t)(i * ldr) * es;
+            if (ta + i < j->kk)
+              plan_run(j, &pl, plane_of(j, n, g, (ta + i) / khw, es), (ta + i) % khw, row);
+            else
+              memset(row, 0, (size_t)ldr * es);
+          }
           for (int64_t jp = 0; jp < npanels; jp++) {
             const char *bp = (const char *)b + jp * qw * CONV_NR * 4;
+            float *cp = acc + ta * j->kg32 + jp * CONV_NR;
             if (j->bf16)
-              j->uk->bf16[mr / 4](qw, a, (const uint32_t *)bp, acc + ta * j->kg32 + jp * CONV_NR, j->kg32, 1);
+              j->uk->ra_bf16[mr / 4](qw, rows, ldr / 2, (const uint32_t *)bp, cp, j->kg32, 1);
             else
-              j->uk->f32[mr / 4](qw, a, (const float *)bp, acc + ta * j->kg32 + jp * CONV_NR, j->kg32, 1);
+              j->uk->ra_f32[mr / 4](qw, rows, ldr, (const float *)bp, cp, j->kg32, 1);
           }
         }
       }
+    }
   }
-  free(a);
-  free(b);
   free(rows);
+  free(b);
+  plan_free(&pl);
 }
 
 static void sum_parts(int64_t begin, int64_t end, void *arg) {
@@ -458,21 +573,23 @@ nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, 
   if (j.parts < 1) j.parts = 1;
   j.acc = calloc((size_t)(j.parts * size), 4);
   if (!j.acc) return oom_status(name);
-  if (j.ohw > 0 && s->img.n > 0)
-    rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
+  if (j.ohw > 0 && s->img.n > 0) rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
   if (j.parts > 1) rt_parallel_for(size, 1 << 14, sum_parts, &j);
   if (!atomic_load(&j.oom))
     for (int64_t g = 0; g < s->groups; g++)
-      for (int64_t o = 0; o < j.kg; o++)
-        for (int64_t r = 0; r < j.kk; r++) {
-          float v = j.acc[(g * j.kkp + r) * j.kg32 + o];
-          int64_t khw = s->kh * s->kw, c = r / khw, i = r % khw / s->kw, jj = r % s->kw;
-          int64_t at = (g * j.kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
-          if (j.bf16)
-            ((uint16_t *)w->data)[at] = bf16_bits(v);
-          else
-            ((float *)w->data)[at] = v;
-        }
+      for (int64_t o = 0; o < j.kg; o++) {
+        const float *src = j.acc + g * j.kkp * j.kg32 + o;
+        int64_t r = 0;
+        for (int64_t c = 0; c < j.cg; c++)
+          for (int64_t i = 0; i < s->kh; i++)
+            for (int64_t jj = 0; jj < s->kw; jj++, r++) {
+              int64_t at = (g * j.kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
+              if (j.bf16)
+                ((uint16_t *)w->data)[at] = bf16_bits(src[r * j.kg32]);
+              else
+                ((float *)w->data)[at] = src[r * j.kg32];
+            }
+      }
   free(j.acc);
   return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;
 }

@@ -28,10 +28,20 @@ typedef void (*rt_conv_ukr_f32)(int64_t k, const float *a, const float *b, float
 typedef void (*rt_conv_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc,
                                  int accumulate);
 
+/* The same with A row-major: a[i*lda + p] (bfloat16: 32-bit pair words,
+ * lda in words). The weight gradient's A rows are window values along
+ * output positions, so they need no transposition. */
+typedef void (*rt_conv_ukr_ra_f32)(int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+                                   int accumulate);
+typedef void (*rt_conv_ukr_ra_bf16)(int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                                    int64_t ldc, int accumulate);
+
 typedef struct rt_conv_ukernels {
   const char *name;
   rt_conv_ukr_f32 f32[4];   /* by MR / 4 (index 0 unused) */
-  rt_conv_ukr_bf16 bf16[4]; /* NULL entries: no bfloat16 tiles */
+  rt_conv_ukr_bf16 bf16[4];
+  rt_conv_ukr_ra_f32 ra_f32[4];
+  rt_conv_ukr_ra_bf16 ra_bf16[4];
 } rt_conv_ukernels;
 
 /* The tiles this CPU runs best (AVX-512, AVX512_BF16), or with portable = 1
