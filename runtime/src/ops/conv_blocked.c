@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "conv_ukernels.h"
+#include "elementwise.h"
 #include "thread_pool.h"
 
 #define KC_MAX 320         /* taps per forward k block (B panel of 32 positions in L1) */
@@ -40,6 +41,7 @@ typedef struct cb_job {
   int64_t nb, pblocks;    /* forward positions per task, tasks per image and group */
   int direct;             /* forward output is float32 with unit-stride positions: written in place */
   int fast_gather;        /* AVX-512 masked-load gathers (unit strides along image rows) */
+  int avx512;             /* AVX-512 (with BW) transposes */
   void *wpack;
   const void *bias;
   int64_t bias_stride;
@@ -191,6 +193,32 @@ __attribute__((target("avx512f,avx512bw"))) static void replay_u16(const char *p
   }
 }
 
+/* dst[k*32 + i] = word k of row i (rows row_bytes apart), i, k < 16: the
+ * standard unpack / shuffle transpose of 32-bit words. */
+__attribute__((target("avx512f"))) static void transpose16(const char *src, int64_t row_bytes, uint32_t *dst) {
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * row_bytes);
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; i++)
+    for (int k = 0; k < 4; k++) {
+      t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + k + 4] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0xDD);
+    }
+  for (int k = 0; k < 8; k++) {
+    _mm512_storeu_si512(dst + k * 32, _mm512_shuffle_i32x4(t[k], t[8 + k], 0x88));
+    _mm512_storeu_si512(dst + (k + 8) * 32, _mm512_shuffle_i32x4(t[k], t[8 + k], 0xDD));
+  }
+}
+
 static int have_avx512bw(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
@@ -216,6 +244,26 @@ static void plan_run(const cb_job *j, const cb_plan *pl, const char *plane, int6
   else
     gather_f32(j, (const float *)plane, i, jj, pl->q, pl->len, dst);
   memset((char *)dst + (size_t)pl->len * es, 0, (size_t)(pl->vlen - pl->len) * es);
+}
+
+/* ---- vectorised rows ------------------------------------------------------------------ */
+
+RT_SIMD_CLONES static void interleave_pairs(uint32_t *d, const uint16_t *lo, const uint16_t *hi, int64_t n) {
+  for (int64_t t = 0; t < n; t++) d[t] = lo[t] | (uint32_t)hi[t] << 16;
+}
+
+RT_SIMD_CLONES static void store_row_bf16(uint16_t *d, int64_t ds, const float *src, float bias, int64_t n) {
+  if (ds == 1)
+    for (int64_t u = 0; u < n; u++) d[u] = bf16_bits(src[u] + bias);
+  else
+    for (int64_t u = 0; u < n; u++) d[u * ds] = bf16_bits(src[u] + bias);
+}
+
+RT_SIMD_CLONES static void store_row_f32(float *d, int64_t ds, const float *src, float bias, int64_t n) {
+  if (ds == 1)
+    for (int64_t u = 0; u < n; u++) d[u] = src[u] + bias;
+  else
+    for (int64_t u = 0; u < n; u++) d[u * ds] = src[u] + bias;
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
@@ -284,8 +332,7 @@ static void pack_cols(const cb_job *j, int64_t n, int64_t g, int64_t k0, int64_t
     } else {
       memset(hi, 0, sizeof hi);
     }
-    uint32_t *d = b + p / 2 * CONV_NR;
-    for (int t = 0; t < CONV_NR; t++) d[t] = lo[t] | (uint32_t)hi[t] << 16;
+    interleave_pairs(b + p / 2 * CONV_NR, lo, hi, CONV_NR);
   }
 }
 
@@ -329,13 +376,10 @@ static void store_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t
     int64_t oh = q0 / OW, ow = q0 % OW;
     for (int64_t t = 0; t < nq;) {
       int64_t seg = min64(nq - t, OW - ow), at = oh * out->sh + ow * out->sw;
-      if (j->bf16) {
-        uint16_t *d = (uint16_t *)base + at;
-        for (int64_t u = 0; u < seg; u++) d[u * out->sw] = bf16_bits(row[t + u] + bo);
-      } else {
-        float *d = (float *)base + at;
-        for (int64_t u = 0; u < seg; u++) d[u * out->sw] = row[t + u] + bo;
-      }
+      if (j->bf16)
+        store_row_bf16((uint16_t *)base + at, out->sw, row + t, bo, seg);
+      else
+        store_row_f32((float *)base + at, out->sw, row + t, bo, seg);
       t += seg;
       ow = 0, oh++;
     }
@@ -348,17 +392,26 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
   int64_t nbpad = round_up(j->nb, CONV_NR);
   void *panel = aligned_alloc(64, (size_t)round_up(j->kc, 2) * CONV_NR * 4);
   float *cbuf = j->direct ? NULL : aligned_alloc(64, (size_t)(j->kgp * nbpad) * 4);
-  cb_plan pl = {0};
-  if (!panel || plan_alloc(j, &pl, CONV_NR) || (!j->direct && !cbuf)) {
+  /* Tasks run position block major: consecutive tasks (images, groups) of
+   * a range reuse the block's gathering plans, one per column panel. */
+  enum { PANELS = NB_MAX / CONV_NR };
+  cb_plan pl[PANELS] = {{0}};
+  int failed = !panel || (!j->direct && !cbuf);
+  for (int i = 0; i < PANELS; i++) failed |= plan_alloc(j, &pl[i], CONV_NR);
+  if (failed) {
     atomic_store(&j->oom, 1);
     free(panel);
     free(cbuf);
-    plan_free(&pl);
+    for (int i = 0; i < PANELS; i++) plan_free(&pl[i]);
     return;
   }
+  int64_t planned = -1;
   for (int64_t task = begin; task < end; task++) {
-    int64_t n = task / (j->s.groups * j->pblocks), g = task / j->pblocks % j->s.groups;
-    int64_t q0 = task % j->pblocks * j->nb, nq = min64(j->nb, j->ohw - q0);
+    int64_t pb = task / (j->s.groups * j->s.out.n), g = task / j->s.out.n % j->s.groups, n = task % j->s.out.n;
+    int64_t q0 = pb * j->nb, nq = min64(j->nb, j->ohw - q0);
+    if (pb != planned)
+      for (int64_t jr = 0; jr < nq; jr += CONV_NR) plan_build(j, &pl[jr / CONV_NR], q0 + jr, min64(CONV_NR, nq - jr), CONV_NR);
+    planned = pb;
     float *c = cbuf;
     int64_t ldc = nbpad;
     if (j->direct) {
@@ -367,10 +420,9 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
     }
     for (int64_t jr = 0; jr < nq; jr += CONV_NR) {
       int64_t ncols = min64(CONV_NR, nq - jr);
-      plan_build(j, &pl, q0 + jr, ncols, CONV_NR);
       for (int64_t kb = 0; kb < j->kblocks; kb++) {
         int64_t k0 = kb * j->kc, kcur = min64(j->kc, j->kk - k0);
-        pack_cols(j, n, g, k0, kcur, &pl, panel);
+        pack_cols(j, n, g, k0, kcur, &pl[jr / CONV_NR], panel);
         for (int64_t o0 = 0; o0 < j->kg; o0 += CONV_MR) {
           int mr = panel_mr(j->kg, o0);
           const char *a = (const char *)j->wpack + wpack_offset(j, g, kb, o0) * 4;
@@ -392,7 +444,7 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
   }
   free(panel);
   free(cbuf);
-  plan_free(&pl);
+  for (int i = 0; i < PANELS; i++) plan_free(&pl[i]);
 }
 
 /* ---- common setup ------------------------------------------------------------------- */
@@ -422,6 +474,7 @@ static void init_job(cb_job *j, const rt_conv_shape *s, nrt_dtype dtype, int por
   j->kk = j->cg * s->kh * s->kw;
   j->ohw = s->out.h * s->out.w;
 #ifdef CB_X86
+  j->avx512 = !portable && have_avx512bw();
   j->fast_gather = !portable && s->sw == 1 && (s->img.sw == 1 || s->img.w == 1) && have_avx512bw();
 #endif
 }
@@ -462,16 +515,35 @@ static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int
   const rt_image *out = &j->s.out;
   int64_t qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
   int flat = out->sw == 1 && (out->h == 1 || out->sh == out->w);
+#ifdef CB_X86
+  /* Blocks of 16 channels x 16 words (positions, or pairs of them) through
+   * registers; the rest element by element below. */
+  int64_t full = j->bf16 ? qcur / 2 : qcur, done = 0;
+  if (j->avx512 && flat && full >= 16) {
+    int64_t es = j->bf16 ? 2 : 4;
+    done = full / 16 * 16;
+    for (int64_t o0 = 0; o0 + 16 <= j->kg; o0 += 16) {
+      const char *src = out->data + (n * out->sn + (g * j->kg + o0) * out->sc + q0) * es;
+      uint32_t *d = (uint32_t *)b + o0 / CONV_NR * qw * CONV_NR + o0 % CONV_NR;
+      for (int64_t w0 = 0; w0 < done; w0 += 16) transpose16(src + w0 * 4, out->sc * es, d + w0 * CONV_NR);
+    }
+  }
+#endif
   for (int64_t o = 0; o < j->kg32; o++) {
     int64_t jp = o / CONV_NR, t = o % CONV_NR;
     int64_t base = n * out->sn + (g * j->kg + o) * out->sc;
+#ifdef CB_X86
+    int64_t skip = o < j->kg / 16 * 16 ? done : 0; /* words the blocks wrote */
+#else
+    int64_t skip = 0;
+#endif
     if (!j->bf16) {
       float *d = (float *)b + jp * qw * CONV_NR + t;
       const float *src = (const float *)out->data + base;
       if (o >= j->kg)
         for (int64_t p = 0; p < qcur; p++) d[p * CONV_NR] = 0;
       else if (flat)
-        for (int64_t p = 0; p < qcur; p++) d[p * CONV_NR] = src[q0 + p];
+        for (int64_t p = skip; p < qcur; p++) d[p * CONV_NR] = src[q0 + p];
       else
         for (int64_t p = 0, q = q0; p < qcur; p++, q++) d[p * CONV_NR] = src[q / out->w * out->sh + q % out->w * out->sw];
       continue;
@@ -479,7 +551,7 @@ static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int
     uint32_t *d = (uint32_t *)b + jp * qw * CONV_NR + t;
     const uint16_t *src = (const uint16_t *)out->data + base;
     if (o < j->kg && flat) {
-      for (int64_t p = 0; p + 1 < qcur; p += 2) d[p / 2 * CONV_NR] = src[q0 + p] | (uint32_t)src[q0 + p + 1] << 16;
+      for (int64_t p = 2 * skip; p + 1 < qcur; p += 2) d[p / 2 * CONV_NR] = src[q0 + p] | (uint32_t)src[q0 + p + 1] << 16;
       if (qcur % 2) d[qcur / 2 * CONV_NR] = src[q0 + qcur - 1];
       continue;
     }
