@@ -29,7 +29,8 @@
 #define NB_MAX 256         /* output positions per forward task */
 #define WG_KC 256          /* positions per weight-gradient k block */
 #define WG_PARTS 8         /* batch parts of the weight gradient */
-#define WG_ACC_BUDGET (1 << 22)
+#define WG_ACC_BUDGET (1 << 22) /* floats of all accumulators */
+#define WG_TASK_ACC (1 << 17)   /* floats of one task's accumulator (in L2) */
 
 typedef struct cb_job {
   rt_conv_shape s;
@@ -113,83 +114,129 @@ DEFINE_GATHER(gather_f32, float)
 DEFINE_GATHER(gather_u16, uint16_t)
 
 /* A gathering plan for a run of output positions [q, q + len): for each of
- * the kh * kw window offsets (i, jj), the masked vector loads that fill the
- * run (V lanes per vector) from a plane. Chunks lie in one output row and
- * one vector; lanes outside the image are masked off (0). The plan is the
- * same for every channel, so it is worked out once per run and replayed
- * per tap; it needs unit strides along output and image rows. */
+ * the kh * kw window offsets (i, jj) and each destination vector (V lanes),
+ * `slots` masked loads from a plane. Chunks lie in one output row and one
+ * vector; lanes outside the image are masked off (0), unused slots have an
+ * empty mask. The plan is the same for every channel, so it is worked out
+ * once per run and replayed per tap, with a fixed number of loads per
+ * vector (no data-dependent branches); it needs unit strides along output
+ * and image rows. */
 typedef struct cb_load {
   int64_t off; /* bytes from the plane; may point before it (masked lanes are never read) */
   uint32_t mask;
-  int32_t vec;
 } cb_load;
 
 typedef struct cb_plan {
   int64_t q, len, vlen; /* run; elements written per tap (whole vectors, zeros beyond len) */
-  int32_t *start;       /* loads of offset o: [start[o], start[o + 1]) */
-  cb_load *loads;
+  int64_t nv, slots;    /* vectors per run, loads per vector */
+  cb_load *loads;       /* [offset][vector][slot] */
 } cb_plan;
 
-static int plan_alloc(const cb_job *j, cb_plan *pl, int64_t maxlen) {
+static int plan_alloc(const cb_job *j, cb_plan *pl, int64_t maxvlen) {
   int64_t khw = j->s.kh * j->s.kw, V = j->bf16 ? 32 : 16;
-  pl->start = malloc((size_t)(khw + 1) * sizeof *pl->start);
-  pl->loads = j->fast_gather ? malloc((size_t)(khw * (maxlen + maxlen / V + 2)) * sizeof *pl->loads) : NULL;
-  return pl->start && (pl->loads || !j->fast_gather) ? 0 : -1;
+  int64_t slots = min64(V, ceil_div(V, j->s.out.w) + 1);
+  pl->loads = j->fast_gather ? malloc((size_t)(khw * ceil_div(maxvlen, V) * slots) * sizeof *pl->loads) : NULL;
+  return pl->loads || !j->fast_gather ? 0 : -1;
 }
 
-static void plan_free(cb_plan *pl) {
-  free(pl->start);
-  free(pl->loads);
-}
+static void plan_free(cb_plan *pl) { free(pl->loads); }
 
 static void plan_build(const cb_job *j, cb_plan *pl, int64_t q, int64_t len, int64_t vlen) {
   pl->q = q, pl->len = len, pl->vlen = vlen;
   if (!j->fast_gather) return;
   const rt_image *im = &j->s.img;
   int64_t OW = j->s.out.w, V = j->bf16 ? 32 : 16, es = j->bf16 ? 2 : 4, khw = j->s.kh * j->s.kw;
-  int32_t count = 0;
+  pl->nv = vlen / V;
+  pl->slots = min64(V, ceil_div(V, OW) + 1);
+  memset(pl->loads, 0, (size_t)(khw * pl->nv * pl->slots) * sizeof *pl->loads);
   for (int64_t o = 0; o < khw; o++) {
-    pl->start[o] = count;
     int64_t di = o / j->s.kw * j->s.dh - j->s.ph, dj = o % j->s.kw * j->s.dw - j->s.pw;
-    int64_t oh = q / OW, ow = q % OW;
+    int64_t oh = q / OW, ow = q % OW, used = 0, vprev = 0;
     for (int64_t t = 0; t < len;) {
       int64_t seg = min64(min64(len - t, OW - ow), V - t % V);
-      int64_t ih = oh * j->s.sh + di, iw0 = ow + dj;
+      int64_t ih = oh * j->s.sh + di, iw0 = ow + dj, v = t / V;
       int64_t u0 = iw0 < 0 ? -iw0 : 0, u1 = min64(seg, im->w - iw0);
+      if (v != vprev) used = 0, vprev = v;
       if (ih >= 0 && ih < im->h && u1 > u0) {
         int64_t lane0 = t % V;
-        pl->loads[count++] = (cb_load){(ih * im->sh + iw0 - lane0) * es,
-                                       (uint32_t)(((1ull << (u1 - u0)) - 1) << (lane0 + u0)), (int32_t)(t / V)};
+        pl->loads[(o * pl->nv + v) * pl->slots + used++] = (cb_load){
+            (ih * im->sh + iw0 - lane0) * es, (uint32_t)(((1ull << (u1 - u0)) - 1) << (lane0 + u0))};
       }
       t += seg;
       ow += seg;
       if (ow == OW) ow = 0, oh++;
     }
   }
-  pl->start[khw] = count;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define CB_X86 1
 
-__attribute__((target("avx512f"))) static void replay_f32(const char *plane, const cb_load *e, const cb_load *end,
-                                                           int64_t nv, float *dst) {
-  for (int32_t v = 0; v < nv; v++) {
-    __m512 acc = _mm512_setzero_ps();
-    for (; e < end && e->vec == v; e++)
-      acc = _mm512_mask_loadu_ps(acc, (__mmask16)e->mask, (const void *)((uintptr_t)plane + (uintptr_t)e->off));
-    _mm512_storeu_ps(dst + 16 * v, acc);
+#define AT_(plane, e) ((const void *)((uintptr_t)(plane) + (uintptr_t)(e)->off))
+
+/* Vector v of offset o's run. */
+__attribute__((target("avx512f"))) static inline __m512 replay_vec_f32(const cb_plan *pl, const char *plane,
+                                                                       int64_t o, int64_t v) {
+  const cb_load *e = pl->loads + (o * pl->nv + v) * pl->slots;
+  __m512 acc = _mm512_maskz_loadu_ps((__mmask16)e->mask, AT_(plane, e));
+  for (int64_t s = 1; s < pl->slots; s++) acc = _mm512_mask_loadu_ps(acc, (__mmask16)e[s].mask, AT_(plane, e + s));
+  return acc;
+}
+
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16(const cb_plan *pl,
+                                                                                 const char *plane, int64_t o,
+                                                                                 int64_t v) {
+  const cb_load *e = pl->loads + (o * pl->nv + v) * pl->slots;
+  __m512i acc = _mm512_maskz_loadu_epi16((__mmask32)e->mask, AT_(plane, e));
+  for (int64_t s = 1; s < pl->slots; s++)
+    acc = _mm512_mask_loadu_epi16(acc, (__mmask32)e[s].mask, AT_(plane, e + s));
+  return acc;
+}
+
+/* A B panel (32 positions per tap, float32) of taps [k0, k0 + kcur) from
+ * the planes of one image and group (channel c at plane0 + c * csize). */
+__attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, const cb_plan *pl, const char *plane0,
+                                                              int64_t csize, int64_t k0, int64_t kcur, float *b) {
+  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw;
+  const char *plane = plane0 + k0 / khw * csize;
+  for (int64_t p = 0; p < kcur; p++) {
+    _mm512_storeu_ps(b + p * CONV_NR, replay_vec_f32(pl, plane, o, 0));
+    _mm512_storeu_ps(b + p * CONV_NR + 16, replay_vec_f32(pl, plane, o, 1));
+    if (++o == khw) o = 0, plane += csize;
   }
 }
 
-__attribute__((target("avx512f,avx512bw"))) static void replay_u16(const char *plane, const cb_load *e,
-                                                                   const cb_load *end, int64_t nv, uint16_t *dst) {
-  for (int32_t v = 0; v < nv; v++) {
-    __m512i acc = _mm512_setzero_si512();
-    for (; e < end && e->vec == v; e++)
-      acc = _mm512_mask_loadu_epi16(acc, (__mmask32)e->mask, (const void *)((uintptr_t)plane + (uintptr_t)e->off));
-    _mm512_storeu_si512(dst + 32 * v, acc);
+/* The bfloat16 B panel: pairs of taps interleaved into 32-bit words. */
+__attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb_job *j, const cb_plan *pl,
+                                                                        const char *plane0, int64_t csize,
+                                                                        int64_t k0, int64_t kcur, uint32_t *b) {
+  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw;
+  const char *plane = plane0 + k0 / khw * csize;
+  uint16_t i0[32], i1[32];
+  for (int t = 0; t < 16; t++) i0[2 * t] = (uint16_t)t, i0[2 * t + 1] = (uint16_t)(32 + t);
+  for (int t = 0; t < 16; t++) i1[2 * t] = (uint16_t)(16 + t), i1[2 * t + 1] = (uint16_t)(48 + t);
+  __m512i idx0 = _mm512_loadu_si512(i0), idx1 = _mm512_loadu_si512(i1);
+  for (int64_t p = 0; p < kcur; p += 2) {
+    __m512i lo = replay_vec_u16(pl, plane, o, 0), hi = _mm512_setzero_si512();
+    if (++o == khw) o = 0, plane += csize;
+    if (p + 1 < kcur) {
+      hi = replay_vec_u16(pl, plane, o, 0);
+      if (++o == khw) o = 0, plane += csize;
+    }
+    _mm512_storeu_si512(b + p / 2 * CONV_NR, _mm512_permutex2var_epi16(lo, idx0, hi));
+    _mm512_storeu_si512(b + p / 2 * CONV_NR + 16, _mm512_permutex2var_epi16(lo, idx1, hi));
+  }
+}
+
+/* The whole run of offset o (pl->vlen elements). */
+__attribute__((target("avx512f,avx512bw"))) static void replay_run(const cb_job *j, const cb_plan *pl,
+                                                                   const char *plane, int64_t o, void *dst) {
+  for (int64_t v = 0; v < pl->nv; v++) {
+    if (j->bf16)
+      _mm512_storeu_si512((uint16_t *)dst + 32 * v, replay_vec_u16(pl, plane, o, v));
+    else
+      _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32(pl, plane, o, v));
   }
 }
 
@@ -229,11 +276,7 @@ static int have_avx512bw(void) {
 static void plan_run(const cb_job *j, const cb_plan *pl, const char *plane, int64_t o, void *dst) {
 #ifdef CB_X86
   if (j->fast_gather) {
-    const cb_load *e = pl->loads + pl->start[o], *end = pl->loads + pl->start[o + 1];
-    if (j->bf16)
-      replay_u16(plane, e, end, pl->vlen / 32, dst);
-    else
-      replay_f32(plane, e, end, pl->vlen / 16, dst);
+    replay_run(j, pl, plane, o, dst);
     return;
   }
 #endif
@@ -313,6 +356,17 @@ static void pack_cols(const cb_job *j, int64_t n, int64_t g, int64_t k0, int64_t
                       void *panel) {
   int64_t khw = j->s.kh * j->s.kw, c = k0 / khw, o = k0 % khw;
   size_t es = j->bf16 ? 2 : 4;
+#ifdef CB_X86
+  if (j->fast_gather) {
+    const char *plane0 = plane_of(j, n, g, 0, es);
+    int64_t csize = j->s.img.sc * (int64_t)es;
+    if (j->bf16)
+      fill_panel_bf16(j, pl, plane0, csize, k0, kcur, panel);
+    else
+      fill_panel_f32(j, pl, plane0, csize, k0, kcur, panel);
+    return;
+  }
+#endif
   if (!j->bf16) {
     float *b = panel;
     for (int64_t p = 0; p < kcur; p++) {
@@ -575,7 +629,7 @@ static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
   void *b = aligned_alloc(64, (size_t)(round_up(qmax, 2) * j->kg32) * 4);
   void *rows = aligned_alloc(64, (size_t)(ldr * CONV_MR) * 4);
   cb_plan pl = {0};
-  if (!rows || !b || plan_alloc(j, &pl, qmax)) {
+  if (!rows || !b || plan_alloc(j, &pl, round_up(qmax, 2 * CONV_NR))) {
     atomic_store(&j->oom, 1);
     free(rows);
     free(b);
@@ -638,7 +692,7 @@ nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, 
   int64_t size = s->groups * j.kkp * j.kg32;
   /* Tap blocks (multiples of 12) keep a task's accumulator within L2;
    * batch parts give the pool enough tasks without sharing outputs. */
-  j.mb = round_up(ceil_div(j.kk, ceil_div(j.kk * j.kg32, 1 << 16)), CONV_MR);
+  j.mb = round_up(ceil_div(j.kk, ceil_div(j.kk * j.kg32, WG_TASK_ACC)), CONV_MR);
   j.mblocks = ceil_div(j.kk, j.mb);
   j.parts = min64(WG_PARTS, s->img.n);
   while (j.parts > 1 && j.parts * size > WG_ACC_BUDGET) j.parts--;
