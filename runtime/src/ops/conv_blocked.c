@@ -175,22 +175,21 @@ static void plan_build(const cb_job *j, cb_plan *pl, int64_t q, int64_t len, int
 
 #define AT_(plane, e) ((const void *)((uintptr_t)(plane) + (uintptr_t)(e)->off))
 
-/* Vector v of offset o's run. */
-__attribute__((target("avx512f"))) static inline __m512 replay_vec_f32(const cb_plan *pl, const char *plane,
-                                                                       int64_t o, int64_t v) {
-  const cb_load *e = pl->loads + (o * pl->nv + v) * pl->slots;
-  __m512 acc = _mm512_maskz_loadu_ps((__mmask16)e->mask, AT_(plane, e));
-  for (int64_t s = 1; s < pl->slots; s++) acc = _mm512_mask_loadu_ps(acc, (__mmask16)e[s].mask, AT_(plane, e + s));
-  return acc;
+/* Vector v of offset o's run: independent zero-masked loads (disjoint
+ * lanes) combined by OR, so no load waits for another. */
+__attribute__((target("avx512f"))) static inline __m512 replay_vec_f32(const cb_load *e, int64_t slots,
+                                                                       const char *plane) {
+  __m512i acc = _mm512_castps_si512(_mm512_maskz_loadu_ps((__mmask16)e->mask, AT_(plane, e)));
+  for (int64_t s = 1; s < slots; s++)
+    acc = _mm512_or_si512(acc, _mm512_castps_si512(_mm512_maskz_loadu_ps((__mmask16)e[s].mask, AT_(plane, e + s))));
+  return _mm512_castsi512_ps(acc);
 }
 
-__attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16(const cb_plan *pl,
-                                                                                 const char *plane, int64_t o,
-                                                                                 int64_t v) {
-  const cb_load *e = pl->loads + (o * pl->nv + v) * pl->slots;
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16(const cb_load *e, int64_t slots,
+                                                                                 const char *plane) {
   __m512i acc = _mm512_maskz_loadu_epi16((__mmask32)e->mask, AT_(plane, e));
-  for (int64_t s = 1; s < pl->slots; s++)
-    acc = _mm512_mask_loadu_epi16(acc, (__mmask32)e[s].mask, AT_(plane, e + s));
+  for (int64_t s = 1; s < slots; s++)
+    acc = _mm512_or_si512(acc, _mm512_maskz_loadu_epi16((__mmask32)e[s].mask, AT_(plane, e + s)));
   return acc;
 }
 
@@ -198,11 +197,14 @@ __attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16
  * the planes of one image and group (channel c at plane0 + c * csize). */
 __attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, const cb_plan *pl, const char *plane0,
                                                               int64_t csize, int64_t k0, int64_t kcur, float *b) {
-  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw;
+  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw, slots = pl->slots;
   const char *plane = plane0 + k0 / khw * csize;
+  const cb_load *loads = pl->loads;
   for (int64_t p = 0; p < kcur; p++) {
-    _mm512_storeu_ps(b + p * CONV_NR, replay_vec_f32(pl, plane, o, 0));
-    _mm512_storeu_ps(b + p * CONV_NR + 16, replay_vec_f32(pl, plane, o, 1));
+    const cb_load *e = loads + o * 2 * slots;
+    __m512 v0 = replay_vec_f32(e, slots, plane), v1 = replay_vec_f32(e + slots, slots, plane);
+    _mm512_storeu_ps(b + p * CONV_NR, v0);
+    _mm512_storeu_ps(b + p * CONV_NR + 16, v1);
     if (++o == khw) o = 0, plane += csize;
   }
 }
@@ -211,17 +213,18 @@ __attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, c
 __attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb_job *j, const cb_plan *pl,
                                                                         const char *plane0, int64_t csize,
                                                                         int64_t k0, int64_t kcur, uint32_t *b) {
-  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw;
+  int64_t khw = j->s.kh * j->s.kw, o = k0 % khw, slots = pl->slots;
   const char *plane = plane0 + k0 / khw * csize;
+  const cb_load *loads = pl->loads;
   uint16_t i0[32], i1[32];
   for (int t = 0; t < 16; t++) i0[2 * t] = (uint16_t)t, i0[2 * t + 1] = (uint16_t)(32 + t);
   for (int t = 0; t < 16; t++) i1[2 * t] = (uint16_t)(16 + t), i1[2 * t + 1] = (uint16_t)(48 + t);
   __m512i idx0 = _mm512_loadu_si512(i0), idx1 = _mm512_loadu_si512(i1);
   for (int64_t p = 0; p < kcur; p += 2) {
-    __m512i lo = replay_vec_u16(pl, plane, o, 0), hi = _mm512_setzero_si512();
+    __m512i lo = replay_vec_u16(loads + o * slots, slots, plane), hi = _mm512_setzero_si512();
     if (++o == khw) o = 0, plane += csize;
     if (p + 1 < kcur) {
-      hi = replay_vec_u16(pl, plane, o, 0);
+      hi = replay_vec_u16(loads + o * slots, slots, plane);
       if (++o == khw) o = 0, plane += csize;
     }
     _mm512_storeu_si512(b + p / 2 * CONV_NR, _mm512_permutex2var_epi16(lo, idx0, hi));
@@ -232,11 +235,13 @@ __attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb
 /* The whole run of offset o (pl->vlen elements). */
 __attribute__((target("avx512f,avx512bw"))) static void replay_run(const cb_job *j, const cb_plan *pl,
                                                                    const char *plane, int64_t o, void *dst) {
-  for (int64_t v = 0; v < pl->nv; v++) {
+  int64_t nv = pl->nv, slots = pl->slots;
+  const cb_load *e = pl->loads + o * nv * slots;
+  for (int64_t v = 0; v < nv; v++, e += slots) {
     if (j->bf16)
-      _mm512_storeu_si512((uint16_t *)dst + 32 * v, replay_vec_u16(pl, plane, o, v));
+      _mm512_storeu_si512((uint16_t *)dst + 32 * v, replay_vec_u16(e, slots, plane));
     else
-      _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32(pl, plane, o, v));
+      _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32(e, slots, plane));
   }
 }
 
@@ -333,8 +338,7 @@ static int pack_weight(cb_job *j, const nrt_tensor_view *w) {
   for (int64_t g = 0; g < j->s.groups; g++)
     for (int64_t o = 0; o < j->kg; o++) {
       int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0), io = o - o0;
-      int64_t base = first + g * (j->flipped ? j->cg : j->kg) * (j->flipped ? st[0] : st[0]) + o * s_o;
-      if (j->flipped) base = first + g * j->cg * st[0] + o * s_o;
+      int64_t base = first + g * (j->flipped ? j->cg : j->kg) * st[0] + o * s_o;
       int64_t kb = 0, p = 0, at = wpack_offset(j, g, 0, o0);
       for (int64_t c = 0; c < j->cg; c++)
         for (int64_t i = 0; i < kh; i++)
