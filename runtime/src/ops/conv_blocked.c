@@ -147,7 +147,16 @@ static void plan_build(const cb_job *j, cb_plan *pl, int64_t q, int64_t len, int
   const rt_image *im = &j->s.img;
   int64_t OW = j->s.out.w, V = j->bf16 ? 32 : 16, es = j->bf16 ? 2 : 4, khw = j->s.kh * j->s.kw;
   pl->nv = vlen / V;
-  pl->slots = min64(V, ceil_div(V, OW) + 1);
+  /* Slots: the most row pieces any vector of this run has (the chunks do
+   * not depend on the window offset). */
+  pl->slots = 1;
+  for (int64_t t = 0, ow = q % OW, pieces = 0; t < len;) {
+    int64_t seg = min64(min64(len - t, OW - ow), V - t % V);
+    pieces = t % V == 0 ? 1 : pieces + 1;
+    if (pieces > pl->slots) pl->slots = pieces;
+    t += seg;
+    ow = (ow + seg) % OW;
+  }
   memset(pl->loads, 0, (size_t)(khw * pl->nv * pl->slots) * sizeof *pl->loads);
   for (int64_t o = 0; o < khw; o++) {
     int64_t di = o / j->s.kw * j->s.dh - j->s.ph, dj = o % j->s.kw * j->s.dw - j->s.pw;
@@ -432,8 +441,9 @@ static void store_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t
     const float *row = src + o * ld;
     char *base = out->data + (size_t)(n * out->sn + (g * j->kg + o) * out->sc) * (j->bf16 ? 2 : 4);
     int64_t oh = q0 / OW, ow = q0 % OW;
+    int flat = out->sw == 1 && (out->h == 1 || out->sh == OW); /* positions are one run */
     for (int64_t t = 0; t < nq;) {
-      int64_t seg = min64(nq - t, OW - ow), at = oh * out->sh + ow * out->sw;
+      int64_t seg = flat ? nq : min64(nq - t, OW - ow), at = oh * out->sh + ow * out->sw;
       if (j->bf16)
         store_row_bf16((uint16_t *)base + at, out->sw, row + t, bo, seg);
       else
