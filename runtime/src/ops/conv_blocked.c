@@ -30,6 +30,7 @@
 #define WG_KC 256          /* positions per weight-gradient k block */
 #define WG_PARTS 8         /* batch parts of the weight gradient */
 #define WG_ACC_BUDGET (1 << 22) /* floats of all accumulators */
+#define WG_FEW_PARTS_FROM (1 << 15) /* accumulator floats from which half the parts are used */
 #define WG_TASK_ACC (1 << 17)   /* floats of one task's accumulator (in L2) */
 
 typedef struct cb_job {
@@ -49,6 +50,7 @@ typedef struct cb_job {
   int64_t kkp, kg32;      /* weight gradient: taps rounded to 4, channels rounded to 32 */
   int64_t mb, mblocks, parts;
   float *acc;
+  const nrt_tensor_view *wout; /* weight gradient */
   atomic_int oom;
 } cb_job;
 
@@ -656,6 +658,7 @@ static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
     int64_t part = task / (j->s.groups * j->mblocks), g = task / j->mblocks % j->s.groups;
     int64_t r0 = task % j->mblocks * j->mb, r1 = min64(r0 + j->mb, j->kk);
     float *acc = j->acc + (part * j->s.groups + g) * j->kkp * j->kg32;
+    int accumulate = 0; /* the task's first product overwrites its accumulator rows */
     for (int64_t q0 = 0; q0 < j->ohw; q0 += WG_KC) {
       int64_t qcur = min64(WG_KC, j->ohw - q0), qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
       plan_build(j, &pl, q0, qcur, round_up(qcur, 2 * CONV_NR));
@@ -674,11 +677,12 @@ static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
             const char *bp = (const char *)b + jp * qw * CONV_NR * 4;
             float *cp = acc + ta * j->kg32 + jp * CONV_NR;
             if (j->bf16)
-              j->uk->ra_bf16[mr / 4](qw, rows, ldr / 2, (const uint32_t *)bp, cp, j->kg32, 1);
+              j->uk->ra_bf16[mr / 4](qw, rows, ldr / 2, (const uint32_t *)bp, cp, j->kg32, accumulate);
             else
-              j->uk->ra_f32[mr / 4](qw, rows, ldr, (const float *)bp, cp, j->kg32, 1);
+              j->uk->ra_f32[mr / 4](qw, rows, ldr, (const float *)bp, cp, j->kg32, accumulate);
           }
         }
+        accumulate = 1;
       }
     }
   }
@@ -687,14 +691,30 @@ static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
   plan_free(&pl);
 }
 
-static void sum_parts(int64_t begin, int64_t end, void *arg) {
+/* Rows (group, tap) [begin, end) of the weight gradient: the parts summed
+ * in order, rounded once and stored into the weight's layout. */
+static void store_weight_grad(int64_t begin, int64_t end, void *arg) {
   cb_job *j = arg;
-  int64_t size = j->s.groups * j->kkp * j->kg32;
-  for (int64_t i = begin; i < end; i++) {
-    float v = j->acc[i];
-    for (int64_t p = 1; p < j->parts; p++) v += j->acc[p * size + i];
-    j->acc[i] = v;
+  const nrt_tensor_view *w = j->wout;
+  int64_t size = j->s.groups * j->kkp * j->kg32, khw = j->s.kh * j->s.kw;
+  float *sum = malloc((size_t)j->kg * sizeof *sum);
+  if (!sum) {
+    atomic_store(&j->oom, 1);
+    return;
   }
+  for (int64_t row = begin; row < end; row++) {
+    int64_t g = row / j->kk, r = row % j->kk, c = r / khw, i = r % khw / j->s.kw, jj = r % j->s.kw;
+    const float *src = j->acc + (g * j->kkp + r) * j->kg32;
+    for (int64_t o = 0; o < j->kg; o++) sum[o] = src[o];
+    for (int64_t p = 1; p < j->parts; p++)
+      for (int64_t o = 0; o < j->kg; o++) sum[o] += src[p * size + o];
+    int64_t at = g * j->kg * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
+    if (j->bf16)
+      for (int64_t o = 0; o < j->kg; o++) ((uint16_t *)w->data)[at + o * w->strides[0]] = bf16_bits(sum[o]);
+    else
+      for (int64_t o = 0; o < j->kg; o++) ((float *)w->data)[at + o * w->strides[0]] = sum[o];
+  }
+  free(sum);
 }
 
 nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, const nrt_tensor_view *w,
@@ -708,28 +728,17 @@ nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, 
    * batch parts give the pool enough tasks without sharing outputs. */
   j.mb = round_up(ceil_div(j.kk, ceil_div(j.kk * j.kg32, WG_TASK_ACC)), CONV_MR);
   j.mblocks = ceil_div(j.kk, j.mb);
-  j.parts = min64(WG_PARTS, s->img.n);
+  /* Fewer parts for large weights: their sum costs as much as a part. */
+  j.parts = min64(size >= WG_FEW_PARTS_FROM ? WG_PARTS / 2 : WG_PARTS, s->img.n);
   while (j.parts > 1 && j.parts * size > WG_ACC_BUDGET) j.parts--;
   if (j.parts < 1) j.parts = 1;
-  j.acc = calloc((size_t)(j.parts * size), 4);
+  int work = j.ohw > 0 && s->img.n > 0;
+  j.acc = work ? malloc((size_t)(j.parts * size) * 4) : calloc((size_t)size, 4);
   if (!j.acc) return oom_status(name);
-  if (j.ohw > 0 && s->img.n > 0) rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
-  if (j.parts > 1) rt_parallel_for(size, 1 << 14, sum_parts, &j);
-  if (!atomic_load(&j.oom))
-    for (int64_t g = 0; g < s->groups; g++)
-      for (int64_t o = 0; o < j.kg; o++) {
-        const float *src = j.acc + g * j.kkp * j.kg32 + o;
-        int64_t r = 0;
-        for (int64_t c = 0; c < j.cg; c++)
-          for (int64_t i = 0; i < s->kh; i++)
-            for (int64_t jj = 0; jj < s->kw; jj++, r++) {
-              int64_t at = (g * j.kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3];
-              if (j.bf16)
-                ((uint16_t *)w->data)[at] = bf16_bits(src[r * j.kg32]);
-              else
-                ((float *)w->data)[at] = src[r * j.kg32];
-            }
-      }
+  if (!work) j.parts = 1;
+  j.wout = w;
+  if (work) rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
+  if (!atomic_load(&j.oom)) rt_parallel_for(s->groups * j.kk, 64, store_weight_grad, &j);
   free(j.acc);
   return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;
 }
