@@ -51,6 +51,7 @@ typedef struct cb_job {
   int64_t mb, mblocks, parts;
   float *acc;
   const nrt_tensor_view *wout; /* weight gradient */
+  const nrt_tensor_view *wsrc; /* forward weight */
   atomic_int oom;
 } cb_job;
 
@@ -334,34 +335,42 @@ static int64_t wpack_offset(const cb_job *j, int64_t g, int64_t kb, int64_t o0) 
   return g * j->kgp * ceil_div(j->kk, div) + k0 / div * j->kgp + o0 * ceil_div(kcur, div);
 }
 
-/* Packs the weight (flipped: read as the input gradient's forward weight)
- * into row panels per k block; rows beyond kg stay 0. */
-static int pack_weight(cb_job *j, const nrt_tensor_view *w) {
-  int64_t words = j->s.groups * j->kgp * (j->bf16 ? ceil_div(j->kk, 2) : j->kk);
-  j->wpack = calloc((size_t)(words > 0 ? words : 1), 4);
-  if (!j->wpack) return -1;
+/* Packs weight rows (group, output row) [begin, end) into row panels per
+ * k block (flipped: read as the input gradient's forward weight); rows
+ * beyond kg stay 0 (calloc). */
+static void pack_weight_rows(int64_t begin, int64_t end, void *arg) {
+  cb_job *j = arg;
+  const nrt_tensor_view *w = j->wsrc;
   const int64_t *st = w->strides;
   int64_t kh = j->s.kh, kw = j->s.kw;
   /* Strides of (row o, channel c, tap i, tap jj) and the first tap. */
   int64_t s_o = j->flipped ? st[1] : st[0], s_c = j->flipped ? st[0] : st[1];
   int64_t s_i = j->flipped ? -st[2] : st[2], s_j = j->flipped ? -st[3] : st[3];
   int64_t first = j->flipped ? (kh - 1) * st[2] + (kw - 1) * st[3] : 0;
-  for (int64_t g = 0; g < j->s.groups; g++)
-    for (int64_t o = 0; o < j->kg; o++) {
-      int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0), io = o - o0;
-      int64_t base = first + g * (j->flipped ? j->cg : j->kg) * st[0] + o * s_o;
-      int64_t kb = 0, p = 0, at = wpack_offset(j, g, 0, o0);
-      for (int64_t c = 0; c < j->cg; c++)
-        for (int64_t i = 0; i < kh; i++)
-          for (int64_t jj = 0; jj < kw; jj++) {
-            int64_t src = base + c * s_c + i * s_i + jj * s_j;
-            if (j->bf16)
-              ((uint16_t *)j->wpack)[2 * (at + p / 2 * mr + io) + (p & 1)] = ((const uint16_t *)w->data)[src];
-            else
-              ((float *)j->wpack)[at + p * mr + io] = ((const float *)w->data)[src];
-            if (++p == j->kc) p = 0, kb++, at = kb < j->kblocks ? wpack_offset(j, g, kb, o0) : 0;
-          }
-    }
+  for (int64_t row = begin; row < end; row++) {
+    int64_t g = row / j->kg, o = row % j->kg;
+    int64_t o0 = o / CONV_MR * CONV_MR, mr = panel_mr(j->kg, o0), io = o - o0;
+    int64_t base = first + g * (j->flipped ? j->cg : j->kg) * st[0] + o * s_o;
+    int64_t kb = 0, p = 0, at = wpack_offset(j, g, 0, o0);
+    for (int64_t c = 0; c < j->cg; c++)
+      for (int64_t i = 0; i < kh; i++)
+        for (int64_t jj = 0; jj < kw; jj++) {
+          int64_t src = base + c * s_c + i * s_i + jj * s_j;
+          if (j->bf16)
+            ((uint16_t *)j->wpack)[2 * (at + p / 2 * mr + io) + (p & 1)] = ((const uint16_t *)w->data)[src];
+          else
+            ((float *)j->wpack)[at + p * mr + io] = ((const float *)w->data)[src];
+          if (++p == j->kc) p = 0, kb++, at = kb < j->kblocks ? wpack_offset(j, g, kb, o0) : 0;
+        }
+  }
+}
+
+static int pack_weight(cb_job *j, const nrt_tensor_view *w) {
+  int64_t words = j->s.groups * j->kgp * (j->bf16 ? ceil_div(j->kk, 2) : j->kk);
+  j->wpack = calloc((size_t)(words > 0 ? words : 1), 4);
+  if (!j->wpack) return -1;
+  j->wsrc = w;
+  rt_parallel_for(j->s.groups * j->kg, ceil_div(1 << 14, j->kk), pack_weight_rows, j);
   return 0;
 }
 
