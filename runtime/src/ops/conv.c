@@ -1,6 +1,13 @@
 /* Convolution: CONV2D, CONV2D_INPUT_GRAD and CONV2D_WEIGHT_GRAD (see
- * neuronrt/ops/vision.h), by im2col / col2im and matrix products
- * (conv_gemm.h, the project's GEMM).
+ * neuronrt/ops/vision.h).
+ *
+ * float32 and bfloat16 NCHW (or any layout whose channels are not the
+ * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
+ * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
+ * and the input gradient of stride-1 convolutions (as a flipped forward).
+ * Everything else (float64, float16, channels_last, depthwise, strided
+ * input gradients, other CPUs) runs here, by im2col / col2im and matrix
+ * products (conv_gemm.h, the project's GEMM):
  *
  * Parallel work is split into tasks whose outputs are disjoint: forward by
  * (image, group, tile of output positions), each thread building its own
