@@ -42,7 +42,8 @@ typedef struct cb_job {
   int64_t kc, kblocks;    /* forward k blocks of taps (kc even) */
   int64_t nb, pblocks;    /* forward positions per task, tasks per image and group */
   int direct;             /* forward output is float32 with unit-stride positions: written in place */
-  int fast_gather;        /* AVX-512 masked-load gathers (unit strides along image rows) */
+  int fast_gather;        /* AVX-512 gathering plans (masked loads; float32 gathers when step != 1) */
+  int64_t step;           /* elements between the inputs of neighbouring output positions in a row */
   int avx512;             /* AVX-512 (with BW) transposes */
   void *wpack;
   const void *bias;
@@ -122,8 +123,9 @@ DEFINE_GATHER(gather_u16, uint16_t)
  * vector; lanes outside the image are masked off (0), unused slots have an
  * empty mask. The plan is the same for every channel, so it is worked out
  * once per run and replayed per tap, with a fixed number of loads per
- * vector (no data-dependent branches); it needs unit strides along output
- * and image rows. */
+ * vector (no data-dependent branches). A load is a masked vector load when
+ * neighbouring output positions read neighbouring elements (step 1), else
+ * (float32 only) a masked gather at multiples of the step. */
 typedef struct cb_load {
   int64_t off; /* bytes from the plane; may point before it (masked lanes are never read) */
   uint32_t mask;
@@ -166,13 +168,13 @@ static void plan_build(const cb_job *j, cb_plan *pl, int64_t q, int64_t len, int
     int64_t oh = q / OW, ow = q % OW, used = 0, vprev = 0;
     for (int64_t t = 0; t < len;) {
       int64_t seg = min64(min64(len - t, OW - ow), V - t % V);
-      int64_t ih = oh * j->s.sh + di, iw0 = ow + dj, v = t / V;
-      int64_t u0 = iw0 < 0 ? -iw0 : 0, u1 = min64(seg, im->w - iw0);
+      int64_t ih = oh * j->s.sh + di, iw0 = ow * j->s.sw + dj, v = t / V, u0, u1;
+      valid_range(iw0, j->s.sw, im->w, seg, &u0, &u1);
       if (v != vprev) used = 0, vprev = v;
       if (ih >= 0 && ih < im->h && u1 > u0) {
         int64_t lane0 = t % V;
         pl->loads[(o * pl->nv + v) * pl->slots + used++] = (cb_load){
-            (ih * im->sh + iw0 - lane0) * es, (uint32_t)(((1ull << (u1 - u0)) - 1) << (lane0 + u0))};
+            (ih * im->sh + (iw0 - lane0 * j->s.sw) * im->sw) * es, (uint32_t)(((1ull << (u1 - u0)) - 1) << (lane0 + u0))};
       }
       t += seg;
       ow += seg;
@@ -197,6 +199,21 @@ __attribute__((target("avx512f"))) static inline __m512 replay_vec_f32(const cb_
   return _mm512_castsi512_ps(acc);
 }
 
+/* The same for a row step != 1: gathers at lane * step from each load's
+ * lane-0 address (masked lanes are not read). */
+__attribute__((target("avx512f"))) static inline __m512 replay_vec_f32_step(const cb_load *e, int64_t slots,
+                                                                            const char *plane, __m512i idx) {
+  __m512 acc = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), (__mmask16)e->mask, idx, AT_(plane, e), 4);
+  for (int64_t s = 1; s < slots; s++)
+    acc = _mm512_mask_i32gather_ps(acc, (__mmask16)e[s].mask, idx, AT_(plane, e + s), 4);
+  return acc;
+}
+
+__attribute__((target("avx512f"))) static inline __m512i lane_steps(int64_t step) {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32((int)step));
+}
+
 __attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16(const cb_load *e, int64_t slots,
                                                                                  const char *plane) {
   __m512i acc = _mm512_maskz_loadu_epi16((__mmask32)e->mask, AT_(plane, e));
@@ -212,6 +229,16 @@ __attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, c
   int64_t khw = j->s.kh * j->s.kw, o = k0 % khw, slots = pl->slots;
   const char *plane = plane0 + k0 / khw * csize;
   const cb_load *loads = pl->loads;
+  if (j->step != 1) {
+    __m512i idx = lane_steps(j->step);
+    for (int64_t p = 0; p < kcur; p++) {
+      const cb_load *e = loads + o * 2 * slots;
+      _mm512_storeu_ps(b + p * CONV_NR, replay_vec_f32_step(e, slots, plane, idx));
+      _mm512_storeu_ps(b + p * CONV_NR + 16, replay_vec_f32_step(e + slots, slots, plane, idx));
+      if (++o == khw) o = 0, plane += csize;
+    }
+    return;
+  }
   for (int64_t p = 0; p < kcur; p++) {
     const cb_load *e = loads + o * 2 * slots;
     __m512 v0 = replay_vec_f32(e, slots, plane), v1 = replay_vec_f32(e + slots, slots, plane);
@@ -252,6 +279,8 @@ __attribute__((target("avx512f,avx512bw"))) static void replay_run(const cb_job 
   for (int64_t v = 0; v < nv; v++, e += slots) {
     if (j->bf16)
       _mm512_storeu_si512((uint16_t *)dst + 32 * v, replay_vec_u16(e, slots, plane));
+    else if (j->step != 1)
+      _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32_step(e, slots, plane, lane_steps(j->step)));
     else
       _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32(e, slots, plane));
   }
@@ -554,7 +583,9 @@ static void init_job(cb_job *j, const rt_conv_shape *s, nrt_dtype dtype, int por
   j->ohw = s->out.h * s->out.w;
 #ifdef CB_X86
   j->avx512 = !portable && have_avx512bw();
-  j->fast_gather = !portable && s->sw == 1 && (s->img.sw == 1 || s->img.w == 1) && have_avx512bw();
+  j->step = s->sw * s->img.sw;
+  /* bfloat16 has no 16-bit gather: strided rows take the scalar path. */
+  j->fast_gather = !portable && (j->step == 1 || (!j->bf16 && j->step * 16 < INT32_MAX)) && have_avx512bw();
 #endif
 }
 
