@@ -8,7 +8,12 @@ except for the first CNN layer whose input needs no gradient (as in
 training). Neuron and CPU runs alternate so that load from other processes
 hits both alike; each figure is the median of the runs (best run in
 brackets). ratio = CPU time / neuron time (above 1.0: neuron is faster).
-PyTorch CPU uses 2 threads unless --cpu-threads says otherwise.
+PyTorch CPU uses 2 threads unless --cpu-threads says otherwise; neuron
+uses TORCHNEURON_NUM_THREADS (default: all cores). On a loaded machine
+(load above the core count) PyTorch's OpenMP threads wait on descheduled
+peers and its 2-thread times balloon: compare one thread on each side too,
+
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/conv.py --cpu-threads 1
 
     python benchmarks/conv.py [--repeats N] [--dtype float32|bfloat16|both] [--only SUBSTR]
 """
