@@ -4,7 +4,8 @@ against PyTorch CPU, through F.conv2d and its backward.
 Covers the shapes the path takes (the CIFAR CNN's 3x3 layers, 1x1, stride,
 dilation, groups, padding, 1-d, odd channel counts that leave partial row
 panels, position counts that leave partial column panels, several batch
-parts and tap blocks in the weight gradient), the layouts it reads (NCHW,
+parts and tap blocks in the weight gradient, strided input gradients split
+by phase, including phases without taps), the layouts it reads (NCHW,
 sliced rows, a transposed view; channels_last takes the older path and must
 still agree), bfloat16 products with float32 accumulation, conv_transpose
 (whose forward is the input-gradient op) and thread-count independence.
@@ -116,6 +117,10 @@ GEOMETRIES = [
     ((1, 3, 40, 50), (20, 3, 5, 5), dict(padding=2)),  # several position blocks per image
     ((11, 4, 6, 6), (16, 4, 3, 3), dict(padding=1)),  # batch parts of unequal size
     ((2, 96, 7, 7), (160, 96, 3, 3), dict(padding=1)),  # several k blocks, tap blocks in the weight gradient
+    # strided input gradients run by phase; a 2x2 kernel at stride 3 leaves phases without taps
+    ((2, 5, 10, 11), (7, 5, 2, 2), dict(stride=3, padding=1)),
+    ((2, 6, 13, 12), (10, 6, 5, 3), dict(stride=(2, 3), padding=(2, 0))),
+    ((2, 4, 5, 5), (6, 4, 1, 1), dict(stride=2, padding=1)),  # padding beyond a 1x1 kernel
 ]
 
 
@@ -141,6 +146,7 @@ def test_conv1d_and_transposed(dtype):
     check_conv((2, 16, 7, 9), (16, 12, 3, 3), dict(padding=1), dtype=dtype, transpose=True)
     check_conv((2, 16, 7, 9), (16, 12, 3, 3), dict(stride=2, padding=1, output_padding=1), dtype=dtype,
                transpose=True)
+    check_conv((2, 8, 4, 5), (8, 6, 2, 2), dict(stride=3, output_padding=2), dtype=dtype, transpose=True)
 
 
 def test_bfloat16_accumulates_in_float32():
