@@ -116,6 +116,7 @@ GEOMETRIES = [
     ((2, 4, 6, 6), (6, 4, 3, 3), dict(padding=3)),
     ((1, 3, 40, 50), (20, 3, 5, 5), dict(padding=2)),  # several position blocks per image
     ((11, 4, 6, 6), (16, 4, 3, 3), dict(padding=1)),  # batch parts of unequal size
+    ((27, 16, 8, 8), (32, 16, 3, 3), dict(padding=1)),  # weight gradient: several images per k block
     ((2, 96, 7, 7), (160, 96, 3, 3), dict(padding=1)),  # several k blocks, tap blocks in the weight gradient
     # strided input gradients run by phase; a 2x2 kernel at stride 3 leaves phases without taps
     ((2, 5, 10, 11), (7, 5, 2, 2), dict(stride=3, padding=1)),

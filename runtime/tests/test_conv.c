@@ -153,6 +153,7 @@ static const conv_case cases[] = {
     {2, 130, 6, 6, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0},  /* weight gradient in tap blocks */
     {1, 2, 1, 40, 5, 1, 5, 1, 2, 0, 2, 1, 1, 1, 0},     /* a 1-d convolution */
     {2, 16, 15, 17, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, 2},  /* stride 2: gathers (float32) */
+    {21, 6, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0},    /* weight gradient: images sharing a k block */
 };
 
 static void test_blocked_conv_matches_direct_loops(void) {

@@ -620,10 +620,12 @@ nrt_status rt_conv_blocked_forward(const rt_conv_shape *s, nrt_dtype dtype, cons
 
 /* B panels of grad_output: channels [g * kg, g * kg + kg) in panels of 32,
  * positions [q0, q0 + qcur) of image n; panel jp at b + jp * qw * 32 where
- * qw = qcur (float32) or its pairs (bfloat16). */
-static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t qcur, void *b) {
+ * qw is the k block's length in words (positions, or pairs of them for
+ * bfloat16), this image's words from word woff on. */
+static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int64_t qcur, void *b, int64_t qw,
+                          int64_t woff) {
   const rt_image *out = &j->s.out;
-  int64_t qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+  b = (uint32_t *)b + woff * CONV_NR;
   int flat = out->sw == 1 && (out->h == 1 || out->sh == out->w);
 #ifdef CB_X86
   /* Blocks of 16 channels x 16 words (positions, or pairs of them) through
@@ -678,14 +680,18 @@ static void pack_grad_out(const cb_job *j, int64_t n, int64_t g, int64_t q0, int
 
 static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
   cb_job *j = arg;
-  int64_t npanels = j->kg32 / CONV_NR, qmax = min64(WG_KC, j->ohw), khw = j->s.kh * j->s.kw;
+  /* Small images share a k block (ipb images of whole vectors each), so
+   * that each product runs long enough to amortise its accumulator tile. */
+  int64_t ipb = j->ohw % (2 * CONV_NR) == 0 && 2 * j->ohw <= WG_KC ? WG_KC / j->ohw : 1;
+  int64_t npanels = j->kg32 / CONV_NR, qmax = ipb > 1 ? ipb * j->ohw : min64(WG_KC, j->ohw);
+  int64_t khw = j->s.kh * j->s.kw;
   /* A rows: mr runs of positions, ldr elements apart (whole vectors; for
    * bfloat16 an even count, read as pair words). */
   int64_t ldr = round_up(qmax, CONV_NR * 2);
   void *b = aligned_alloc(64, (size_t)(round_up(qmax, 2) * j->kg32) * 4);
   void *rows = aligned_alloc(64, (size_t)(ldr * CONV_MR) * 4);
   cb_plan pl = {0};
-  if (!rows || !b || plan_alloc(j, &pl, round_up(qmax, 2 * CONV_NR))) {
+  if (!rows || !b || plan_alloc(j, &pl, round_up(min64(WG_KC, j->ohw), 2 * CONV_NR))) {
     atomic_store(&j->oom, 1);
     free(rows);
     free(b);
@@ -700,18 +706,22 @@ static void wgrad_tasks(int64_t begin, int64_t end, void *arg) {
     float *acc = j->acc + (part * j->s.groups + g) * j->kkp * j->kg32;
     int accumulate = 0; /* the task's first product overwrites its accumulator rows */
     for (int64_t q0 = 0; q0 < j->ohw; q0 += WG_KC) {
-      int64_t qcur = min64(WG_KC, j->ohw - q0), qw = j->bf16 ? ceil_div(qcur, 2) : qcur;
+      int64_t qcur = min64(WG_KC, j->ohw - q0), qimg = j->bf16 ? ceil_div(qcur, 2) : qcur;
       plan_build(j, &pl, q0, qcur, round_up(qcur, 2 * CONV_NR));
-      for (int64_t n = part * N / j->parts; n < (part + 1) * N / j->parts; n++) {
-        pack_grad_out(j, n, g, q0, qcur, b);
+      int64_t n1 = (part + 1) * N / j->parts;
+      for (int64_t n = part * N / j->parts; n < n1; n += ipb) {
+        int64_t nb = min64(ipb, n1 - n), qw = nb * qimg;
+        for (int64_t bi = 0; bi < nb; bi++) pack_grad_out(j, n + bi, g, q0, qcur, b, qw, bi * qimg);
         for (int64_t ta = r0; ta < r1; ta += CONV_MR) {
           int mr = panel_mr(j->kk, ta);
           for (int i = 0; i < mr; i++) {
             char *row = (char *)rows + (size_t)(i * ldr) * es;
-            if (ta + i < j->kk)
-              plan_run(j, &pl, plane_of(j, n, g, (ta + i) / khw, es), (ta + i) % khw, row);
-            else
+            if (ta + i >= j->kk)
               memset(row, 0, (size_t)ldr * es);
+            else
+              for (int64_t bi = 0; bi < nb; bi++)
+                plan_run(j, &pl, plane_of(j, n + bi, g, (ta + i) / khw, es), (ta + i) % khw,
+                         row + (size_t)(bi * qcur) * es);
           }
           for (int64_t jp = 0; jp < npanels; jp++) {
             const char *bp = (const char *)b + jp * qw * CONV_NR * 4;
