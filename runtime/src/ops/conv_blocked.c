@@ -601,7 +601,7 @@ nrt_status rt_conv_blocked_forward(const rt_conv_shape *s, nrt_dtype dtype, cons
   j.bias = bias;
   j.bias_stride = bias_stride;
   j.kgp = round_up(j.kg, 4);
-  j.kblocks = ceil_div(j.kk, KC_MAX);
+  j.kblocks = ceil_div(j.kk, j.bf16 ? 2 * KC_MAX : KC_MAX); /* the same bytes of B panel */
   j.kc = round_up(ceil_div(j.kk, j.kblocks), 2);
   j.kblocks = ceil_div(j.kk, j.kc);
   j.pblocks = ceil_div(j.ohw, NB_MAX);
