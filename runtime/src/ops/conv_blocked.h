@@ -8,8 +8,9 @@
  * where r = (c, i, j) runs over the cg * kh * kw taps of a group and col_n
  * is image n's window values (0 in the padding). bfloat16 operands are
  * multiplied as bfloat16 pairs and summed in float32 (rounded once at the
- * end). The input gradient of a stride-1 convolution is a forward one over
- * grad_output with the weight flipped (conv.c sets that up with flipped = 1).
+ * end). The input gradient is a forward over grad_output with the weight
+ * flipped (flipped = 1): conv.c runs one per stride phase, each with the
+ * phase's sub-kernel and a strided view of the image.
  *
  * Reproducibility: tasks and k blocks depend on the shape only; each output
  * element of the forward is summed by one task; the weight gradient sums
