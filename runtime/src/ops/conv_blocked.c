@@ -222,6 +222,30 @@ __attribute__((target("avx512f,avx512bw"))) static inline __m512i replay_vec_u16
   return acc;
 }
 
+/* bfloat16 with a row step of 2 (stride 2): lane L reads element 2L from
+ * the load's lane-0 address; each load covers 64 elements as two masked
+ * 32-lane loads (mask bits spread to the even elements) and keeps the even
+ * ones with one two-source permute. */
+__attribute__((target("avx512f,avx512bw,bmi2"))) static inline __m512i replay_vec_u16_step2(const cb_load *e,
+                                                                                           int64_t slots,
+                                                                                           const char *plane,
+                                                                                           __m512i even) {
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t s = 0; s < slots; s++) {
+    uint64_t m = _pdep_u64(e[s].mask, 0x5555555555555555ull);
+    const char *at = AT_(plane, e + s);
+    __m512i a = _mm512_maskz_loadu_epi16((__mmask32)m, at), b = _mm512_maskz_loadu_epi16((__mmask32)(m >> 32), at + 64);
+    acc = _mm512_or_si512(acc, _mm512_permutex2var_epi16(a, even, b));
+  }
+  return acc;
+}
+
+__attribute__((target("avx512f,avx512bw"))) static inline __m512i even_lanes(void) {
+  uint16_t idx[32];
+  for (int t = 0; t < 32; t++) idx[t] = (uint16_t)(2 * t);
+  return _mm512_loadu_si512(idx);
+}
+
 /* A B panel (32 positions per tap, float32) of taps [k0, k0 + kcur) from
  * the planes of one image and group (channel c at plane0 + c * csize). */
 __attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, const cb_plan *pl, const char *plane0,
@@ -249,7 +273,7 @@ __attribute__((target("avx512f"))) static void fill_panel_f32(const cb_job *j, c
 }
 
 /* The bfloat16 B panel: pairs of taps interleaved into 32-bit words. */
-__attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb_job *j, const cb_plan *pl,
+__attribute__((target("avx512f,avx512bw,bmi2"))) static void fill_panel_bf16(const cb_job *j, const cb_plan *pl,
                                                                         const char *plane0, int64_t csize,
                                                                         int64_t k0, int64_t kcur, uint32_t *b) {
   int64_t khw = j->s.kh * j->s.kw, o = k0 % khw, slots = pl->slots;
@@ -258,12 +282,15 @@ __attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb
   uint16_t i0[32], i1[32];
   for (int t = 0; t < 16; t++) i0[2 * t] = (uint16_t)t, i0[2 * t + 1] = (uint16_t)(32 + t);
   for (int t = 0; t < 16; t++) i1[2 * t] = (uint16_t)(16 + t), i1[2 * t + 1] = (uint16_t)(48 + t);
-  __m512i idx0 = _mm512_loadu_si512(i0), idx1 = _mm512_loadu_si512(i1);
+  __m512i idx0 = _mm512_loadu_si512(i0), idx1 = _mm512_loadu_si512(i1), even = even_lanes();
   for (int64_t p = 0; p < kcur; p += 2) {
-    __m512i lo = replay_vec_u16(loads + o * slots, slots, plane), hi = _mm512_setzero_si512();
+    __m512i lo = j->step == 2 ? replay_vec_u16_step2(loads + o * slots, slots, plane, even)
+                              : replay_vec_u16(loads + o * slots, slots, plane);
+    __m512i hi = _mm512_setzero_si512();
     if (++o == khw) o = 0, plane += csize;
     if (p + 1 < kcur) {
-      hi = replay_vec_u16(loads + o * slots, slots, plane);
+      hi = j->step == 2 ? replay_vec_u16_step2(loads + o * slots, slots, plane, even)
+                        : replay_vec_u16(loads + o * slots, slots, plane);
       if (++o == khw) o = 0, plane += csize;
     }
     _mm512_storeu_si512(b + p / 2 * CONV_NR, _mm512_permutex2var_epi16(lo, idx0, hi));
@@ -272,13 +299,14 @@ __attribute__((target("avx512f,avx512bw"))) static void fill_panel_bf16(const cb
 }
 
 /* The whole run of offset o (pl->vlen elements). */
-__attribute__((target("avx512f,avx512bw"))) static void replay_run(const cb_job *j, const cb_plan *pl,
+__attribute__((target("avx512f,avx512bw,bmi2"))) static void replay_run(const cb_job *j, const cb_plan *pl,
                                                                    const char *plane, int64_t o, void *dst) {
   int64_t nv = pl->nv, slots = pl->slots;
   const cb_load *e = pl->loads + o * nv * slots;
   for (int64_t v = 0; v < nv; v++, e += slots) {
     if (j->bf16)
-      _mm512_storeu_si512((uint16_t *)dst + 32 * v, replay_vec_u16(e, slots, plane));
+      _mm512_storeu_si512((uint16_t *)dst + 32 * v, j->step == 2 ? replay_vec_u16_step2(e, slots, plane, even_lanes())
+                                                                   : replay_vec_u16(e, slots, plane));
     else if (j->step != 1)
       _mm512_storeu_ps((float *)dst + 16 * v, replay_vec_f32_step(e, slots, plane, lane_steps(j->step)));
     else
@@ -314,7 +342,7 @@ __attribute__((target("avx512f"))) static void transpose16(const char *src, int6
 
 static int have_avx512bw(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
 }
 #endif
 
@@ -584,8 +612,9 @@ static void init_job(cb_job *j, const rt_conv_shape *s, nrt_dtype dtype, int por
 #ifdef CB_X86
   j->avx512 = !portable && have_avx512bw();
   j->step = s->sw * s->img.sw;
-  /* bfloat16 has no 16-bit gather: strided rows take the scalar path. */
-  j->fast_gather = !portable && (j->step == 1 || (!j->bf16 && j->step * 16 < INT32_MAX)) && have_avx512bw();
+  /* bfloat16 has no 16-bit gather: steps above 2 take the scalar path. */
+  j->fast_gather = !portable && (j->step == 1 || (j->bf16 ? j->step == 2 : j->step * 16 < INT32_MAX)) &&
+                   have_avx512bw();
 #endif
 }
 
