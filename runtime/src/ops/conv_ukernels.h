@@ -7,7 +7,9 @@
  * with a and b packed panels the convolution fills straight from its
  * images (no separate im2col matrix). The bfloat16 tiles take pairs of k
  * values per 32-bit word (low half the even k; an odd k count pairs the
- * last with 0) and sum exact products in float32.
+ * last with 0) and sum exact products in float32; AVX512_BF16's
+ * vdpbf16ps flushes subnormal inputs and results to zero, as oneDNN's
+ * bfloat16 kernels (PyTorch CPU) do.
  *
  * They are the convolution's own rather than the GEMM's (gemm.h) because
  * their contract differs: a panel height per call (the last row panel of
