@@ -1,6 +1,13 @@
 /* Convolution: CONV2D, CONV2D_INPUT_GRAD and CONV2D_WEIGHT_GRAD (see
- * neuronrt/ops/vision.h), by im2col / col2im and matrix products
- * (conv_gemm.h, the project's GEMM).
+ * neuronrt/ops/vision.h).
+ *
+ * float32 and bfloat16 NCHW (or any layout whose channels are not the
+ * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
+ * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
+ * and the input gradient without dilation (as flipped forwards, one per
+ * stride phase). Everything else (float64, float16, channels_last,
+ * depthwise, dilated input gradients, other CPUs) runs here, by im2col /
+ * col2im and matrix products (conv_gemm.h, the project's GEMM):
  *
  * Parallel work is split into tasks whose outputs are disjoint: forward by
  * (image, group, tile of output positions), each thread building its own
@@ -18,6 +25,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "conv_blocked.h"
 #include "conv_gemm.h"
 #include "elementwise.h"
 #include "shape_common.h"
@@ -325,6 +333,12 @@ static nrt_status depthwise_forward(const nrt_op *op, conv_job *j, const conv_ke
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+static rt_conv_shape shape_of(const conv_job *j) {
+  rt_conv_shape s = {.img = j->img, .out = j->out, .kh = j->kh, .kw = j->kw, .sh = j->sh, .sw = j->sw,
+                     .ph = j->ph, .pw = j->pw, .dh = j->dh, .dw = j->dw, .groups = j->groups};
+  return s;
+}
+
 nrt_status rt_kernel_conv2d(const nrt_op *op) {
   conv_job j;
   const conv_kernels *k;
@@ -332,6 +346,9 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[2];
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
+  rt_conv_shape cs = shape_of(&j);
+  if (rt_conv_blocked_usable(&cs, w->dtype))
+    return rt_conv_blocked_forward(&cs, w->dtype, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
   j.taps_outer = use_taps_outer(&j);
@@ -354,6 +371,13 @@ static int input_grad_as_forward(const conv_job *j) {
 
 static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const conv_kernels *k) {
   const nrt_tensor_view *w = &op->operands[2];
+  rt_conv_shape cs = shape_of(j);
+  cs.img = j->out;
+  cs.out = j->img;
+  cs.ph = j->dh * (j->kh - 1) - j->ph;
+  cs.pw = j->dw * (j->kw - 1) - j->pw;
+  if (rt_conv_blocked_usable(&cs, w->dtype))
+    return rt_conv_blocked_forward(&cs, w->dtype, w, 1, j->bias, j->bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   if (!wbuf || !flipped) return oom(op, wbuf, flipped, NULL);
@@ -392,6 +416,61 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   return finish(op, &f, wbuf, flipped, NULL);
 }
 
+/* A strided input gradient (dilation 1) splits by phase: the image rows
+ * ih = fh + sh * u (fh < sh) receive grad_output only through the taps i =
+ * ti + sh * m with ti = (fh + ph) mod sh, at row bh + u - m, bh = (fh + ph -
+ * ti) / sh; columns likewise. Each phase is then a stride-1 forward over
+ * grad_output with that sub-kernel (a strided view of the weight) flipped,
+ * padding km - 1 - b (negative padding is only an offset), writing a
+ * strided view of the image; a phase without taps gets the bias (or 0). */
+static nrt_status input_grad_phases(const nrt_op *op, const conv_job *j) {
+  const nrt_tensor_view *w = &op->operands[2];
+  size_t es = nrt_dtype_size(w->dtype);
+  const char *name = nrt_op_name(op->code);
+  for (int64_t fh = 0; fh < j->sh && fh < j->img.h; fh++)
+    for (int64_t fw = 0; fw < j->sw && fw < j->img.w; fw++) {
+      rt_image o = j->img;
+      o.h = (j->img.h - fh + j->sh - 1) / j->sh;
+      o.w = (j->img.w - fw + j->sw - 1) / j->sw;
+      o.sh *= j->sh;
+      o.sw *= j->sw;
+      o.data += (size_t)(fh * j->img.sh + fw * j->img.sw) * es;
+      int64_t ti = (fh + j->ph) % j->sh, tj = (fw + j->pw) % j->sw;
+      int64_t kmh = ti < j->kh ? (j->kh - ti + j->sh - 1) / j->sh : 0;
+      int64_t kmw = tj < j->kw ? (j->kw - tj + j->sw - 1) / j->sw : 0;
+      if (kmh == 0 || kmw == 0) {
+        for (int64_t n = 0; n < o.n; n++)
+          for (int64_t c = 0; c < o.c; c++) {
+            float v = 0;
+            if (j->bias)
+              v = w->dtype == NRT_BFLOAT16 ? rt_ld_bf16(((const uint16_t *)j->bias)[c * j->bias_stride])
+                                           : ((const float *)j->bias)[c * j->bias_stride];
+            for (int64_t h = 0; h < o.h; h++)
+              for (int64_t x = 0; x < o.w; x++) {
+                int64_t at = n * o.sn + c * o.sc + h * o.sh + x * o.sw;
+                if (w->dtype == NRT_BFLOAT16)
+                  ((uint16_t *)o.data)[at] = rt_st_bf16(v);
+                else
+                  ((float *)o.data)[at] = v;
+              }
+          }
+        continue;
+      }
+      nrt_tensor_view sub = *w;
+      sub.data = (char *)w->data + (size_t)(ti * w->strides[2] + tj * w->strides[3]) * es;
+      sub.shape[2] = kmh;
+      sub.shape[3] = kmw;
+      sub.strides[2] *= j->sh;
+      sub.strides[3] *= j->sw;
+      rt_conv_shape cs = {.img = j->out, .out = o, .kh = kmh, .kw = kmw, .sh = 1, .sw = 1,
+                          .ph = kmh - 1 - (fh + j->ph - ti) / j->sh, .pw = kmw - 1 - (fw + j->pw - tj) / j->sw,
+                          .dh = 1, .dw = 1, .groups = j->groups};
+      nrt_status s = rt_conv_blocked_forward(&cs, w->dtype, &sub, 1, j->bias, j->bias_stride, 0, name);
+      if (s) return s;
+    }
+  return NRT_SUCCESS;
+}
+
 nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   conv_job j;
   const conv_kernels *k;
@@ -399,6 +478,12 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[2];
   if (j.img.n * j.img.c * j.img.h * j.img.w == 0) return NRT_SUCCESS;
+  if (j.dh == 1 && j.dw == 1) {
+    rt_conv_shape cs = shape_of(&j);
+    cs.img = j.out;
+    cs.out = j.img;
+    if (rt_conv_blocked_usable(&cs, w->dtype)) return input_grad_phases(op, &j);
+  }
   if (input_grad_as_forward(&j)) return input_grad_forward(op, &j, k);
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   int64_t per_image = j.groups * j.kk * j.ohw;
@@ -429,6 +514,8 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
+  rt_conv_shape cs = shape_of(&j);
+  if (rt_conv_blocked_usable(&cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
   if (is_depthwise(&j)) {
     j.wgrad = malloc((size_t)(j.out.c * j.kk) * k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
