@@ -29,6 +29,7 @@ typedef struct pool_job {
   rt_image ind;    /* int64 indices (max pools) */
   const rt_window *wh, *ww;
   int64_t dh, dw; /* tap steps (dilation) */
+  int64_t col_step; /* > 0: every column window has the same taps, first = o * col_step + ww[0].first */
   int divisor_kind;
   int64_t divisor;
   int64_t cblock; /* channels per backward task */
@@ -182,6 +183,17 @@ static void adaptive_windows(rt_window *w, int64_t out, int64_t size) {
   }
 }
 
+/* The step between n windows that all have the same taps (no clipping by
+ * the padding), or 0 if they differ. Max pooling over planes then runs
+ * branch-free across output columns. */
+static int64_t uniform_step(const rt_window *w, int64_t n) {
+  int64_t step = n > 1 ? w[1].first - w[0].first : 1;
+  if (step <= 0) return 0;
+  for (int64_t o = 0; o < n; o++)
+    if (w[o].count != w[0].count || w[o].first != w[0].first + o * step) return 0;
+  return step;
+}
+
 /* ---- checks and launch -------------------------------------------------- */
 
 typedef enum pool_kind { POOL_MAX, POOL_ADAPTIVE_MAX, POOL_AVG, POOL_ADAPTIVE_AVG } pool_kind;
@@ -298,6 +310,7 @@ static nrt_status pool_forward(const nrt_op *op, pool_kind kind) {
     free(windows);
     return s;
   }
+  job.col_step = uniform_step(job.ww, job.pooled.w);
   const pool_kernels *k = kernels_for(in->dtype);
   int64_t taps = (job.img.h / (job.pooled.h ? job.pooled.h : 1) + 2) *
                  (job.img.w / (job.pooled.w ? job.pooled.w : 1) + 2);

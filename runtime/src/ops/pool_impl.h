@@ -7,6 +7,47 @@
  * Backward kernels accumulate into a scratch block in A and store it once,
  * so overlapping windows add in the same order for any thread count. */
 
+/* One output row of a plane whose column windows all have the same taps
+ * (j->col_step): the window walk of max_planes_ with selects in place of
+ * branches, across a chunk of columns at a time, so it vectorises. Same
+ * taps in the same order, so the same maximum and index. sw is the input's
+ * column stride (a literal 1 for contiguous rows, so that loads are not
+ * gathers). */
+#define MAX_COLS_CHUNK 64
+static inline __attribute__((always_inline)) void VF(max_row_uniform_)(const pool_job *j, const T *src, int64_t sw, const rt_window *wh,
+                                                                       T *dst, int64_t *idx, int64_t dst_sw,
+                                                                       int64_t idx_sw) {
+  const rt_image *in = &j->img, *out = &j->pooled;
+  const int64_t step = j->col_step, first = j->ww[0].first, kw = j->ww[0].count;
+  for (int64_t o0 = 0; o0 < out->w; o0 += MAX_COLS_CHUNK) {
+    const int64_t cnt = out->w - o0 < MAX_COLS_CHUNK ? out->w - o0 : MAX_COLS_CHUNK;
+    A m[MAX_COLS_CHUNK];
+    int64_t mi[MAX_COLS_CHUNK];
+    for (int64_t o = 0; o < cnt; o++) {
+      m[o] = LOWEST;
+      mi[o] = wh->first * in->w + first + (o0 + o) * step;
+    }
+    for (int64_t a = 0; a < wh->count; a++) {
+      const int64_t ih = wh->first + a * j->dh;
+      const T *row = src + ih * in->sh;
+      for (int64_t b = 0; b < kw; b++) {
+        const int64_t iw0 = first + o0 * step + b * j->dw;
+        for (int64_t o = 0; o < cnt; o++) {
+          const int64_t iw = iw0 + o * step;
+          const A v = LD(row[iw * sw]);
+          const int take = v > m[o] || IS_NAN(v);
+          m[o] = take ? v : m[o];
+          mi[o] = take ? ih * in->w + iw : mi[o];
+        }
+      }
+    }
+    for (int64_t o = 0; o < cnt; o++) {
+      dst[(o0 + o) * dst_sw] = ST(m[o]);
+      idx[(o0 + o) * idx_sw] = mi[o];
+    }
+  }
+}
+
 RT_SIMD_CLONES static void VF(max_planes_)(int64_t begin, int64_t end, void *arg) {
   const pool_job *j = arg;
   const rt_image *in = &j->img, *out = &j->pooled, *ind = &j->ind;
@@ -15,6 +56,17 @@ RT_SIMD_CLONES static void VF(max_planes_)(int64_t begin, int64_t end, void *arg
     const T *src = (const T *)in->data + n * in->sn + c * in->sc;
     T *dst = (T *)out->data + n * out->sn + c * out->sc;
     int64_t *idx = (int64_t *)ind->data + n * ind->sn + c * ind->sc;
+    if (j->col_step > 0) {
+      for (int64_t oh = 0; oh < out->h; oh++) {
+        T *d = dst + oh * out->sh;
+        int64_t *x = idx + oh * ind->sh;
+        if (in->sw == 1)
+          VF(max_row_uniform_)(j, src, 1, &j->wh[oh], d, x, out->sw, ind->sw);
+        else
+          VF(max_row_uniform_)(j, src, in->sw, &j->wh[oh], d, x, out->sw, ind->sw);
+      }
+      continue;
+    }
     for (int64_t oh = 0; oh < out->h; oh++) {
       const rt_window *wh = &j->wh[oh];
       for (int64_t ow = 0; ow < out->w; ow++) {
