@@ -20,11 +20,11 @@ peers and its 2-thread times balloon: compare one thread on each side too,
 
 import argparse
 import os
-import statistics
-import time
 
 import torch
 import torchneuron  # noqa: F401
+
+from timing import interleaved
 
 # label, batch, c_in, c_out, h (= w), kernel, stride, padding, input needs grad
 SHAPES = [
@@ -35,23 +35,6 @@ SHAPES = [
     ("resnet 128->256 28x28 3x3 s2", 8, 128, 256, 28, 3, 2, 1, True),
     ("resnet 256->64 56x56 1x1", 8, 256, 64, 56, 1, 1, 0, True),
 ]
-
-
-def interleaved(fn_dev, fn_cpu, repeats):
-    """(median, best) seconds of neuron and CPU runs, alternating, after a warm-up each."""
-    fn_dev()
-    torch.neuron.synchronize()
-    fn_cpu()
-    dev, cpu = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn_dev()
-        torch.neuron.synchronize()
-        dev.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        fn_cpu()
-        cpu.append(time.perf_counter() - start)
-    return (statistics.median(dev), min(dev)), (statistics.median(cpu), min(cpu))
 
 
 def case(shape, dtype, repeats):
@@ -66,9 +49,10 @@ def case(shape, dtype, repeats):
     args = ([s, s], [p, p], [1, 1], False, [0, 0], 1)
     mask = [need_gx, True, False]
     xd, wd, gyd = x.to("neuron"), w.to("neuron"), gy.to("neuron")
-    fwd = interleaved(lambda: conv(xd, wd, None, *args), lambda: conv(x, w, None, *args), repeats)
-    bwd = interleaved(lambda: back(gyd, xd, wd, None, *args, mask),
-                      lambda: back(gy, x, w, None, *args, mask), repeats)
+    fd, fdb, fc, fcb = interleaved(lambda: conv(xd, wd, None, *args), lambda: conv(x, w, None, *args), repeats)
+    bd, bdb, bc, bcb = interleaved(lambda: back(gyd, xd, wd, None, *args, mask),
+                                   lambda: back(gy, x, w, None, *args, mask), repeats)
+    fwd, bwd = ((fd, fdb), (fc, fcb)), ((bd, bdb), (bc, bcb))
     flops = 2.0 * n * co * ho * ho * ci * k * k
     return fwd, bwd, flops, flops * (2 if need_gx else 1)
 

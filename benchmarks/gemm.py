@@ -20,10 +20,11 @@ pool (TORCHNEURON_NUM_THREADS, default: all cores).
 import argparse
 import os
 import statistics
-import time
 
 import torch
 import torchneuron  # noqa: F401
+
+from timing import interleaved
 
 SHAPES = [
     # label, batch, m, k, n, layout of the second operand
@@ -61,23 +62,6 @@ def operands(batch, m, k, n, layout, dtype):
     if batch == 1:
         a, b = a[0], b[0]
     return a, b
-
-
-def interleaved(fn_dev, fn_cpu, repeats):
-    """Medians and bests of alternating timed runs (after one warm-up each)."""
-    fn_dev()
-    torch.neuron.synchronize()
-    fn_cpu()
-    dev, cpu = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn_dev()
-        torch.neuron.synchronize()
-        dev.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        fn_cpu()
-        cpu.append(time.perf_counter() - start)
-    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
 
 
 def main() -> None:

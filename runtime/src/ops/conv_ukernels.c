@@ -76,6 +76,19 @@ static const rt_conv_ukernels portable = {
 /* ---- AVX-512 ----------------------------------------------------------------- */
 
 #ifdef CONV_X86
+/* The end of every AVX-512 tile: MR rows of 32 floats into c (row step
+ * ldc), added to what is there when accumulate is set. */
+#define AVX512_STORE_TILE(MR)                                                  \
+  _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                      \
+    float *cp = c + i * ldc;                                                   \
+    if (accumulate) {                                                          \
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cp));               \
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cp + 16));          \
+    }                                                                          \
+    _mm512_storeu_ps(cp, acc[i][0]);                                           \
+    _mm512_storeu_ps(cp + 16, acc[i][1]);                                      \
+  }
+
 #define AVX512_F32(MR, NAME, AT, ...)                                                             \
   __attribute__((target("avx512f"))) static void NAME(                                            \
       int64_t k, const float *a, __VA_ARGS__ const float *b, float *c, int64_t ldc, int accumulate) { \
@@ -90,15 +103,7 @@ static const rt_conv_ukernels portable = {
         acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                                           \
       }                                                                                           \
     }                                                                                             \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                       \
-      float *cp = c + i * ldc;                                                                    \
-      if (accumulate) {                                                                           \
-        acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cp));                                \
-        acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cp + 16));                           \
-      }                                                                                           \
-      _mm512_storeu_ps(cp, acc[i][0]);                                                            \
-      _mm512_storeu_ps(cp + 16, acc[i][1]);                                                       \
-    }                                                                                             \
+    AVX512_STORE_TILE(MR)                                                                         \
   }
 
 #define AVX512_BF16(MR, NAME, AT, ...)                                                            \
@@ -115,15 +120,7 @@ static const rt_conv_ukernels portable = {
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);                                          \
       }                                                                                           \
     }                                                                                             \
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                       \
-      float *cp = c + i * ldc;                                                                    \
-      if (accumulate) {                                                                           \
-        acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(cp));                                \
-        acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(cp + 16));                           \
-      }                                                                                           \
-      _mm512_storeu_ps(cp, acc[i][0]);                                                            \
-      _mm512_storeu_ps(cp + 16, acc[i][1]);                                                       \
-    }                                                                                             \
+    AVX512_STORE_TILE(MR)                                                                         \
   }
 
 #define AVX512_SET(MR)                                                                    \
