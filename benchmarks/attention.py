@@ -23,7 +23,6 @@ counts threads waiting for a core:
 
 import argparse
 import os
-import statistics
 import time
 
 import torch
@@ -41,15 +40,7 @@ def sync_for(device):
 
 def cpu_seconds(fn, sync, repeats):
     """(median, best) process CPU seconds of fn() + sync(), after a warm-up."""
-    fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        sync()
-        times.append(time.process_time() - start)
-    return statistics.median(times), min(times)
+    return seconds(fn, sync, repeats, clock=time.process_time)
 
 
 def sdpa_cases(args):
