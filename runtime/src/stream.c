@@ -8,8 +8,8 @@
  * Small ops take a microsecond or two, about what waking a sleeping thread
  * costs, so both sides spin briefly before they sleep: a worker that just
  * ran out of work polls for the next command, and a synchroniser polls for
- * completion. Sleepers are counted so that the other side makes the futex
- * call only when someone sleeps.
+ * completion. A synchroniser that sleeps says which completion it awaits,
+ * so that the worker makes the futex call only then.
  * Streams live in a per-device table indexed by id: 0 is the default stream,
  * then two pools (normal and high priority) handed out round robin, then
  * streams created explicitly. The worker thread starts on first submission.
@@ -82,7 +82,7 @@ struct nrt_stream {
   int worker_sleeping;         /* under mu: the worker waits on work_cv */
   atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
   atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
-  atomic_int waiters;          /* threads waiting on done_cv */
+  atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
   command *ring;               /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
   atomic_int failed;           /* error != NRT_SUCCESS, read without mu */
   nrt_status error;            /* sticky asynchronous error, under mu */
@@ -220,10 +220,13 @@ static int has_completed(nrt_stream_t s, uint64_t seq) {
   return atomic_load_explicit(&s->completed, memory_order_acquire) >= seq;
 }
 
-/* Publishes the completion of command seq and wakes whoever waits for it.
- * The store and the load of `waiters` are sequentially consistent, as are
- * a waiter's increment and its check of `completed`: either the waiter sees
- * the new count or the worker sees the waiter. */
+/* Publishes the completion of command seq and wakes the threads sleeping
+ * on done_cv once it reaches the least number one of them awaits (waking a
+ * thread costs the core it lands on several microseconds; a synchroniser
+ * woken at every completion slows the kernels it waits for). The store of
+ * `completed` and the load of `wake_at` are sequentially consistent, as are
+ * a sleeper's store of `wake_at` and its check of `completed`: either the
+ * sleeper sees the new count or the worker sees what it awaits. */
 static void publish_completion(nrt_stream_t s, command *c, uint64_t seq) {
   if (c->kind == CMD_RECORD) {
     /* An event completes only after the stream's count covers its record:
@@ -238,10 +241,20 @@ static void publish_completion(nrt_stream_t s, command *c, uint64_t seq) {
   } else {
     atomic_store(&s->completed, seq);
   }
-  if (atomic_load(&s->waiters) > 0) {
+  if (seq >= atomic_load(&s->wake_at)) {
     pthread_mutex_lock(&s->mu);
+    atomic_store(&s->wake_at, UINT64_MAX); /* the woken re-register */
     pthread_cond_broadcast(&s->done_cv);
     pthread_mutex_unlock(&s->mu);
+  }
+}
+
+/* Sleeps, with s->mu held, until command seq has completed. */
+static void sleep_until_completed_locked(nrt_stream_t s, uint64_t seq) {
+  for (;;) {
+    if (seq < atomic_load(&s->wake_at)) atomic_store(&s->wake_at, seq);
+    if (atomic_load(&s->completed) >= seq) return;
+    pthread_cond_wait(&s->done_cv, &s->mu);
   }
 }
 
@@ -283,12 +296,9 @@ static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) 
     }
     s->thread_started = 1;
   }
-  if (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1) {
-    atomic_fetch_add(&s->waiters, 1);
-    while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1)
-      pthread_cond_wait(&s->done_cv, &s->mu);
-    atomic_fetch_sub(&s->waiters, 1);
-  }
+  /* A full ring: wait until half of it is free, not for every slot. */
+  while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1)
+    sleep_until_completed_locked(s, atomic_load(&s->submitted) - QUEUE_DEPTH / 2);
   *seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
   *slot = &s->ring[*seq % QUEUE_DEPTH];
   return NRT_SUCCESS;
@@ -305,9 +315,7 @@ static void commit_locked(nrt_stream_t s) {
 static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
   if (!spin_until(has_completed, s, seq)) {
     pthread_mutex_lock(&s->mu);
-    atomic_fetch_add(&s->waiters, 1);
-    while (atomic_load(&s->completed) < seq) pthread_cond_wait(&s->done_cv, &s->mu);
-    atomic_fetch_sub(&s->waiters, 1);
+    sleep_until_completed_locked(s, seq);
     pthread_mutex_unlock(&s->mu);
   }
   if (!atomic_load(&s->failed)) return NRT_SUCCESS;
@@ -332,6 +340,7 @@ static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_s
   s->id = id;
   s->ring = ring;
   atomic_init(&s->refs, 1);
+  atomic_init(&s->wake_at, UINT64_MAX);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
