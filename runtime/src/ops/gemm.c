@@ -37,7 +37,8 @@
 #define SHARED_B_CHUNK (1 << 19)  /* ... packed and used a k chunk of about this size at a time */
 #define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
 #define MIN_UNIT_PANELS 4         /* rows / columns of a unit, in register tiles */
-#define PANEL_GROUP 8             /* B panels packed by one shared-B task */
+#define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
+#define MIN_PACK_TASKS 8          /* ... fewer when that leaves fewer tasks than this */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -118,6 +119,7 @@ typedef struct gemm_plan {
    * jr*(packed kc); or NULL. */
   void *bsh;
   int64_t bsh_item, npad, kb0;
+  int64_t group; /* B panels per packing task */
   int64_t next_unit; /* the next unit to claim (atomic) */
 } gemm_plan;
 
@@ -290,17 +292,17 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
   static void pack_shared_##SUF(int64_t p0, int64_t p1, void *ctx) {                            \
     gemm_plan *pl = ctx;                                                                        \
     const rt_gemm_args *g = &pl->g;                                                             \
-    const int64_t nr = pl->kern->nr, kdiv = KDIV, groups = ceil_div(g->n, PANEL_GROUP * nr);    \
+    const int64_t nr = pl->kern->nr, kdiv = KDIV, groups = ceil_div(g->n, pl->group * nr);    \
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
     const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
     for (int64_t task = p0; task < p1; task++) {                                                \
-      const int64_t jr = task % groups * PANEL_GROUP * nr, rest = task / groups;                \
+      const int64_t jr = task % groups * pl->group * nr, rest = task / groups;                \
       const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;                           \
       const int64_t kcur = min64(pl->kc, kbcur - pc);                                           \
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
       PT *dst = (PT *)pl->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
-      rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(PANEL_GROUP * nr, g->n - jr),     \
+      rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(pl->group * nr, g->n - jr),     \
                                 pl->kb0 + pc, kcur);                                            \
     }                                                                                           \
   }                                                                                             \
@@ -487,9 +489,12 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     if (!pl.bsh) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
     for (pl.kb0 = 0; pl.kb0 < pl.ktot && !pl.failed; pl.kb0 += pl.kb) {
       int64_t kblocks = ceil_div(min64(pl.kb, pl.ktot - pl.kb0), pl.kc);
-      int64_t tasks = g->batch * kblocks * ceil_div(g->n, PANEL_GROUP * pl.kern->nr);
+      /* Groups of panels small enough that every thread packs a share. */
+      int64_t panels = g->batch * kblocks * ceil_div(g->n, pl.kern->nr);
+      pl.group = panels >= MIN_PACK_TASKS * PANEL_GROUP ? PANEL_GROUP : ceil_div(panels, MIN_PACK_TASKS);
+      int64_t tasks = g->batch * kblocks * ceil_div(g->n, pl.group * pl.kern->nr);
       /* Ranges of at least ~16K packed elements. */
-      int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * PANEL_GROUP);
+      int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
       rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
       pl.next_unit = 0;
       if (parallel)
