@@ -68,6 +68,25 @@ INVALID_CONFIGS = {
     "lnc2_on_trn1": ("NEURON_LOGICAL_NC_CONFIG", "2", {"NEURON_PLATFORM_TARGET_OVERRIDE": "trn1"}),
     "unknown_target": ("NEURON_PLATFORM_TARGET_OVERRIDE", "inf2", {}),
     "launch_blocking_junk": ("NEURON_LAUNCH_BLOCKING", "yes", {}),
+    "pin_threads_junk": ("TORCHNEURON_PIN_THREADS", "yes", {}),
+}
+
+# The kernel threads' cores after a product large enough to use them all:
+# the process's own cores, then one line per thread that keeps to a subset.
+PINNING_PROBE = """
+    import os, torch
+    a = torch.randn(512, 512, device="neuron")
+    (a @ a).sum().item()
+    print(sorted(os.sched_getaffinity(0)))
+    for tid in sorted(os.listdir("/proc/self/task")):
+        cores = os.sched_getaffinity(int(tid))
+        if cores != os.sched_getaffinity(0):
+            print(sorted(cores))
+"""
+PINNING_CONFIGS = {
+    "pin_default": {"TORCHNEURON_NUM_THREADS": "2"},
+    "pin_off": {"TORCHNEURON_NUM_THREADS": "2", "TORCHNEURON_PIN_THREADS": "0"},
+    "pin_more_threads_than_cores": {"TORCHNEURON_NUM_THREADS": "256"},
 }
 
 
@@ -82,6 +101,8 @@ def children():
         jobs[name] = (PROPERTIES_PROBE, env)
     for name, (variable, value, extra) in INVALID_CONFIGS.items():
         jobs["invalid_" + name] = (INVALID_CONFIG_PROBE, {variable: value, **extra})
+    for name, env in PINNING_CONFIGS.items():
+        jobs[name] = (PINNING_PROBE, env)
     return run_python_many(jobs)
 
 
@@ -299,6 +320,20 @@ def test_malformed_environment_variable_is_a_clear_error(children, name):
     for line in lines[2:]:
         assert line != "no error"
         assert variable in line, line
+
+
+def test_kernel_pool_helper_keeps_to_the_second_core_by_default(children):
+    lines = [ast.literal_eval(line) for line in check_output(children["pin_default"]).splitlines()]
+    cores = lines[0]
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    assert lines[1:] == [[cores[1]]], "one helper, on the process's second core; the caller floats"
+
+
+def test_kernel_threads_float_when_pinning_is_off_or_cores_are_too_few(children):
+    for name in ("pin_off", "pin_more_threads_than_cores"):
+        lines = check_output(children[name]).splitlines()
+        assert len(lines) == 1, (name, lines)
 
 
 # ---- invalid device indices --------------------------------------------

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,7 @@ static atomic_int started; /* threads or memory exist: forking is no longer safe
 static volatile int forked_child;
 static int launch_blocking;
 static int kernel_threads;
+static int pin_kernel_threads = 1;
 static int32_t device_count;
 static nrt_device_properties device_props[NRT_MAX_DEVICES];
 static _Thread_local int32_t current_device;
@@ -215,16 +217,31 @@ static nrt_status parse_launch_blocking(void) {
   return config_fail("NEURON_LAUNCH_BLOCKING='%s' must be 0 or 1", text);
 }
 
-/* TORCHNEURON_NUM_THREADS: kernel threads per process (default: online cores). */
+/* TORCHNEURON_NUM_THREADS: kernel threads per process (default: the cores
+ * this process may run on). */
 static nrt_status parse_num_threads(void) {
   const char *text = getenv("TORCHNEURON_NUM_THREADS");
   long long v;
+  cpu_set_t allowed;
   long online = sysconf(_SC_NPROCESSORS_ONLN);
-  kernel_threads = online > 0 ? (int)online : 1;
+  kernel_threads = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
+                   : online > 0                                       ? (int)online
+                                                                      : 1;
   if (!text || !*text) return NRT_SUCCESS;
   if (!parse_int(text, 1, 256, &v))
     return config_fail("TORCHNEURON_NUM_THREADS='%s' must be a whole number from 1 to 256", text);
   kernel_threads = (int)v;
+  return NRT_SUCCESS;
+}
+
+/* TORCHNEURON_PIN_THREADS: 1 (default) or 0, whether kernel threads keep to
+ * cores of their own. */
+static nrt_status parse_pin_threads(void) {
+  const char *text = getenv("TORCHNEURON_PIN_THREADS");
+  if (!text || !*text) return NRT_SUCCESS;
+  if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+    return config_fail("TORCHNEURON_PIN_THREADS='%s' must be 0 or 1", text);
+  pin_kernel_threads = text[0] == '1';
   return NRT_SUCCESS;
 }
 
@@ -241,7 +258,7 @@ static nrt_status configure(void) {
   nrt_status s;
   if ((s = parse_target(&gen)) || (s = parse_lnc(gen, &lnc)) ||
       (s = parse_cores(gen, lnc, cores, &count)) || (s = parse_launch_blocking()) ||
-      (s = parse_num_threads()))
+      (s = parse_num_threads()) || (s = parse_pin_threads()))
     return s;
   int32_t per_chip = gen->physical_cores_per_chip / lnc;
   if ((s = parse_hbm_limit(gen->hbm_bytes_per_chip / (uint64_t)per_chip, &hbm_limit)))
@@ -302,6 +319,8 @@ int nrt_launch_blocking(void) {
 int32_t rt_device_count(void) { return device_count; }
 
 int rt_kernel_threads(void) { return kernel_threads > 0 ? kernel_threads : 1; }
+
+int rt_pin_kernel_threads(void) { return pin_kernel_threads; }
 
 const nrt_device_properties *rt_device_props(int32_t device) {
   return &device_props[device];

@@ -28,8 +28,11 @@ void rt_mark_started(void);
 nrt_status rt_check_device(int32_t device);
 const nrt_device_properties *rt_device_props(int32_t device);
 int32_t rt_device_count(void);
-/* Kernel threads the pool may use (TORCHNEURON_NUM_THREADS or online cores). */
+/* Kernel threads the pool may use (TORCHNEURON_NUM_THREADS or the cores
+ * this process may run on), and whether each helper keeps to a core of its
+ * own (TORCHNEURON_PIN_THREADS). */
 int rt_kernel_threads(void);
+int rt_pin_kernel_threads(void);
 
 /* ops/copy.c: memmove of host-addressable bytes, split over the kernel
  * thread pool when large and the ranges do not overlap. */

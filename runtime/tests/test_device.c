@@ -534,6 +534,15 @@ static void test_malformed(void) {
   bad(B, "NEURON_LAUNCH_BLOCKING=2", NULL);
   bad(B, "NEURON_LAUNCH_BLOCKING=yes", NULL);
   bad(B, "NEURON_LAUNCH_BLOCKING=true", NULL);
+
+  const char *K = "TORCHNEURON_NUM_THREADS";
+  bad(K, "TORCHNEURON_NUM_THREADS=0", NULL);
+  bad(K, "TORCHNEURON_NUM_THREADS=257", NULL);
+  bad(K, "TORCHNEURON_NUM_THREADS=two", NULL);
+
+  const char *P = "TORCHNEURON_PIN_THREADS";
+  bad(P, "TORCHNEURON_PIN_THREADS=2", NULL);
+  bad(P, "TORCHNEURON_PIN_THREADS=yes", NULL);
 }
 
 static void test_fork(void) {

@@ -8,6 +8,7 @@
 #include "thread_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <time.h>
 #include "../internal.h"
@@ -104,11 +105,39 @@ static void *helper_main(void *arg) {
   return NULL;
 }
 
+/* With as many cores as threads, helper i keeps to the i-th core this
+ * process may use, and the caller (unpinned) finds the first one free. Left
+ * to itself, the scheduler often wakes a helper on the core of the thread
+ * that woke it, and two kernel threads then share one core for milliseconds
+ * (a 512^3 product ran at 70-100 GFLOP/s in such blocks instead of 180). */
+static int helper_cores(int wanted, int *cores) {
+  cpu_set_t allowed;
+  if (!rt_pin_kernel_threads() || wanted < 2 || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
+      CPU_COUNT(&allowed) < wanted)
+    return 0;
+  for (int cpu = 0, found = 0; cpu < CPU_SETSIZE && found < wanted; cpu++)
+    if (CPU_ISSET(cpu, &allowed)) cores[found++] = cpu;
+  return 1;
+}
+
 static void start_pool(void) {
   int wanted = rt_kernel_threads();
-  for (int i = 1; i < wanted && i < MAX_THREADS; i++) {
+  if (wanted > MAX_THREADS) wanted = MAX_THREADS;
+  static int cores[MAX_THREADS];
+  int pin = helper_cores(wanted, cores);
+  for (int i = 1; i < wanted; i++) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (pin) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cores[i], &one);
+      pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    }
     pthread_t thread;
-    if (pthread_create(&thread, NULL, helper_main, NULL) != 0) break;
+    int failed = pthread_create(&thread, &attr, helper_main, NULL) != 0;
+    pthread_attr_destroy(&attr);
+    if (failed) break;
     pthread_detach(thread);
     num_threads++;
   }
