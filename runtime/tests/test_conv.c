@@ -38,18 +38,18 @@ typedef struct img {
   nrt_dtype t;
 } img;
 
-static double ld(nrt_dtype t, const char *base, int64_t i) {
+ORACLE_CODE static double ld(nrt_dtype t, const char *base, int64_t i) {
   return t == NRT_BFLOAT16 ? rt_bfloat16_to_float(((const uint16_t *)base)[i]) : ((const float *)base)[i];
 }
 
-static void st(nrt_dtype t, char *base, int64_t i, double v) {
+ORACLE_CODE static void st(nrt_dtype t, char *base, int64_t i, double v) {
   if (t == NRT_BFLOAT16)
     ((uint16_t *)base)[i] = rt_bfloat16_from_float((float)v);
   else
     ((float *)base)[i] = (float)v;
 }
 
-static img make_img(nrt_dtype t, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int fill) {
+ORACLE_CODE static img make_img(nrt_dtype t, int64_t n, int64_t c, int64_t h, int64_t w, int64_t pad, int fill) {
   img x = {{0}, t};
   int64_t rs = w + pad;
   x.im = (rt_image){.n = n, .c = c, .h = h, .w = w, .sw = 1, .sh = rs, .sc = h * rs, .sn = c * h * rs};
@@ -60,12 +60,12 @@ static img make_img(nrt_dtype t, int64_t n, int64_t c, int64_t h, int64_t w, int
   return x;
 }
 
-static double at(const img *x, int64_t n, int64_t c, int64_t h, int64_t w) {
+ORACLE_CODE static double at(const img *x, int64_t n, int64_t c, int64_t h, int64_t w) {
   return ld(x->t, x->im.data, n * x->im.sn + c * x->im.sc + h * x->im.sh + w * x->im.sw);
 }
 
 /* Each element within tol * (1 + |want|) * sqrt(terms). */
-static int close_to(const img *y, const double *want, double tol) {
+ORACLE_CODE static int close_to(const img *y, const double *want, double tol) {
   const rt_image *im = &y->im;
   int bad = 0;
   for (int64_t n = 0; n < im->n; n++)
@@ -81,7 +81,7 @@ static int close_to(const img *y, const double *want, double tol) {
   return bad == 0;
 }
 
-static void run_case(const conv_case *g, nrt_dtype t, int portable) {
+ORACLE_CODE static void run_case(const conv_case *g, nrt_dtype t, int portable) {
   int64_t OH = (g->h + 2 * g->ph - g->dh * (g->kh - 1) - 1) / g->sh + 1;
   int64_t OW = (g->w + 2 * g->pw - g->dw * (g->kw - 1) - 1) / g->sw + 1;
   int64_t cg = g->c / g->groups, kg = g->k / g->groups;

@@ -53,7 +53,7 @@ static uint16_t half_of(double v) { /* v exactly representable, normal or 0 */
   return (uint16_t)(sign | ((e + 14) << 10) | (uint16_t)((m * 2 - 1) * 1024));
 }
 
-static double read_value(nrt_dtype t, const void *p) {
+ORACLE_CODE static double read_value(nrt_dtype t, const void *p) {
   switch (t) {
     case NRT_UINT8: return *(const uint8_t *)p;
     case NRT_INT8: return *(const int8_t *)p;
@@ -73,7 +73,7 @@ static double read_value(nrt_dtype t, const void *p) {
 }
 
 /* Rounds v to t and stores it (16-bit floats: v must lie in their normal range). */
-static void write_value(nrt_dtype t, void *p, double v) {
+ORACLE_CODE static void write_value(nrt_dtype t, void *p, double v) {
   switch (t) {
     case NRT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
     case NRT_INT8: *(int8_t *)p = (int8_t)v; break;
@@ -93,7 +93,7 @@ static void write_value(nrt_dtype t, void *p, double v) {
   }
 }
 
-static double rounded(nrt_dtype t, double v) {
+ORACLE_CODE static double rounded(nrt_dtype t, double v) {
   switch (t) {
     case NRT_FLOAT16: return round_bits(v, 11);
     case NRT_BFLOAT16: return round_bits((float)v, 8);
@@ -142,13 +142,13 @@ static array make_array(nrt_dtype t, int64_t d0, int64_t d1, int64_t d2, int lay
   return x;
 }
 
-static char *at(const array *x, int64_t i0, int64_t i1, int64_t i2) {
+ORACLE_CODE static char *at(const array *x, int64_t i0, int64_t i1, int64_t i2) {
   return x->base + (i0 * x->s0 + i1 * x->s1 + i2 * x->s2) * (int64_t)elem_size(x->dtype);
 }
 
 /* exact: halves in [-4, 4] (integers in [-8, 8] for integer dtypes);
  * otherwise multiples of 1/997 in [-1.003, 1.003]. */
-static void fill(array *x, int exact) {
+ORACLE_CODE static void fill(array *x, int exact) {
   for (int64_t a = 0; a < x->d0; a++)
     for (int64_t b = 0; b < x->d1; b++)
       for (int64_t c = 0; c < x->d2; c++) {
@@ -159,7 +159,7 @@ static void fill(array *x, int exact) {
       }
 }
 
-static void fill_nan(array *x) {
+ORACLE_CODE static void fill_nan(array *x) {
   for (int64_t a = 0; a < x->d0; a++)
     for (int64_t b = 0; b < x->d1; b++)
       for (int64_t c = 0; c < x->d2; c++) write_value(x->dtype, at(x, a, b, c), NAN);
@@ -223,7 +223,7 @@ static void release(void) {
 /* The twin: returns the exact (double) value of C[t, i, j] and, in *bound,
  * sum |alpha a b| (for the rounding bound). cin is read from the copy
  * taken before the product ran. */
-static double twin(const rt_gemm_args *g, const char *cin_copy, int64_t t, int64_t i, int64_t j,
+ORACLE_CODE static double twin(const rt_gemm_args *g, const char *cin_copy, int64_t t, int64_t i, int64_t j,
                    double *bound) {
   double acc = 0, mag = 0;
   for (int64_t s = 0; s < g->kslices; s++)

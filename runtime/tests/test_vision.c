@@ -25,7 +25,7 @@ static double rnd(void) {
   return (double)(rng_state >> 11) * 0x1p-53 * 2.0 - 1.0;
 }
 
-static double get(nrt_dtype t, const void *p) {
+ORACLE_CODE static double get(nrt_dtype t, const void *p) {
   switch (t) {
     case NRT_BFLOAT16: return rt_bfloat16_to_float(*(const uint16_t *)p);
     case NRT_FLOAT16: return rt_half_to_float(*(const uint16_t *)p);
@@ -35,7 +35,7 @@ static double get(nrt_dtype t, const void *p) {
   }
 }
 
-static void set(nrt_dtype t, void *p, double v) {
+ORACLE_CODE static void set(nrt_dtype t, void *p, double v) {
   switch (t) {
     case NRT_BFLOAT16: *(uint16_t *)p = rt_bfloat16_from_float((float)v); break;
     case NRT_FLOAT16: *(uint16_t *)p = rt_half_from_float((float)v); break;
@@ -80,18 +80,18 @@ static tensor make_vector(nrt_dtype t, int64_t n) {
   return x;
 }
 
-static void *at4(const tensor *x, int64_t a, int64_t b, int64_t c, int64_t d) {
+ORACLE_CODE static void *at4(const tensor *x, int64_t a, int64_t b, int64_t c, int64_t d) {
   const nrt_tensor_view *v = &x->v;
   int64_t off = a * v->strides[0] + b * v->strides[1] + c * v->strides[2] + d * v->strides[3];
   return (char *)nrt_device_to_host(v->data) + off * (int64_t)nrt_dtype_size(v->dtype);
 }
 
-static double val(const tensor *x, int64_t a, int64_t b, int64_t c, int64_t d) {
+ORACLE_CODE static double val(const tensor *x, int64_t a, int64_t b, int64_t c, int64_t d) {
   return get(x->v.dtype, at4(x, a, b, c, d));
 }
 
 /* Random values; quantised to multiples of 1/64 so that sums are exact. */
-static void fill(tensor *x) {
+ORACLE_CODE static void fill(tensor *x) {
   char *p = nrt_device_to_host(x->v.data);
   for (int64_t i = 0; i < x->numel; i++)
     set(x->v.dtype, p + i * (int64_t)nrt_dtype_size(x->v.dtype), round(rnd() * 64.0) / 64.0);
@@ -115,7 +115,7 @@ static void real(nrt_op *op, double v) {
 }
 
 /* Every element of x against want (an NCHW double array). */
-static int close_to(const tensor *x, const double *want, double tol) {
+ORACLE_CODE static int close_to(const tensor *x, const double *want, double tol) {
   const int64_t *s = x->v.shape;
   int bad = 0;
   for (int64_t a = 0; a < s[0]; a++)
@@ -165,7 +165,7 @@ static void conv_scalars(nrt_op *op, const conv_case *g) {
                 BODY                                                                                \
               }
 
-static void check_conv(const conv_case *g, nrt_dtype t, int cl, int with_bias) {
+ORACLE_CODE static void check_conv(const conv_case *g, nrt_dtype t, int cl, int with_bias) {
   int64_t OH = out_size(g->h, g->kh, g->sh, g->ph, g->dh), OW = out_size(g->w, g->kw, g->sw, g->pw, g->dw);
   int64_t cg = g->c / g->groups;
   tensor x = make(t, g->n, g->c, g->h, g->w, cl), w = make(t, g->k, cg, g->kh, g->kw, cl);
