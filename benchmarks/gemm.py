@@ -6,15 +6,26 @@ projection shapes for 2048 tokens, the training products of
 forward x @ W^T "nt", input gradient dy @ W "nn", weight gradient dy^T @ x
 "tn" with the transposed operand as autograd hands it over), attention-like
 batched products, and memory-bound matrix-vector shapes), in float32 and
-bfloat16. `--only SUBSTRING` keeps the products whose label contains it. Neuron and CPU runs alternate, so that load from other
-processes hits both sides alike; each time is the median of the runs (the
-best run is printed too: on a shared machine it shows what each side does
-undisturbed). GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
+bfloat16. `--only SUBSTRING` keeps the products whose label contains it.
+
+Timing (`--timing blocks`, the default): each side runs blocks of
+back-to-back products of about 10 ms or more, and the blocks alternate, so
+that load from other processes hits both sides alike. A neuron block is
+timed from its first launch to one synchronize after its last, as
+accelerator benchmarks time a device that runs asynchronously; it starts
+50 ms after the CPU block, once PyTorch's OpenMP workers (which spin for
+about 10 ms after a CPU call) have stopped taking the cores. The time per
+product is the median over the blocks (the best block is printed too: on a
+shared machine it shows what each side does undisturbed). `--timing
+interleaved` alternates single calls instead, with a synchronize after each
+neuron call: it charges neuron with the wake-up of its threads and, for short
+products, with cores still taken by the CPU's spinning OpenMP workers. GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
 neuron time (above 1.0 means neuron is faster). PyTorch CPU runs with 2
 threads unless --cpu-threads says otherwise; neuron uses its kernel thread
 pool (TORCHNEURON_NUM_THREADS, default: all cores).
 
     python benchmarks/gemm.py [--repeats N] [--cpu-threads T] [--dtype float32|bfloat16]
+                              [--timing blocks|interleaved]
 """
 
 import argparse
@@ -24,7 +35,7 @@ import statistics
 import torch
 import torchneuron  # noqa: F401
 
-from timing import interleaved
+from timing import alternating_blocks, interleaved
 
 SHAPES = [
     # label, batch, m, k, n, layout of the second operand
@@ -66,17 +77,19 @@ def operands(batch, m, k, n, layout, dtype):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=9, help="timed blocks (or calls) per side")
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], action="append")
     parser.add_argument("--max-size", type=int, default=4096, help="skip squares above this")
     parser.add_argument("--only", action="append", help="keep products whose label contains this")
+    parser.add_argument("--timing", choices=["blocks", "interleaved"], default="blocks",
+                        help="alternate blocks of runs (default) or single calls")
     args = parser.parse_args()
     torch.set_num_threads(args.cpu_threads)
     dtypes = [getattr(torch, d) for d in (args.dtype or ["float32", "bfloat16"])]
     load = os.getloadavg()
     print(f"CPU threads: {args.cpu_threads}; neuron threads: "
-          f"{os.environ.get('TORCHNEURON_NUM_THREADS', os.cpu_count())}; median of {args.repeats}; "
+          f"{os.environ.get('TORCHNEURON_NUM_THREADS', os.cpu_count())}; median of {args.repeats} {args.timing}; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"{'product':<40}{'dtype':<10}{'neuron GF/s':>12}{'cpu GF/s':>10}{'ratio':>7}"
           f"  {'best: neuron':>12}{'cpu':>8}{'ratio':>7}")
@@ -95,7 +108,11 @@ def main() -> None:
                 da = a.transpose(-1, -2).contiguous().to("neuron").transpose(-1, -2)
             flops = 2.0 * batch * m * n * k
             reps = args.repeats if flops < 2e10 else max(3, args.repeats // 2)
-            t_dev, b_dev, t_cpu, b_cpu = interleaved(lambda: da @ db, lambda: a @ b, reps)
+            if args.timing == "blocks":  # blocks of about 10 ms or more
+                block = max(1, min(40, round(1e-2 * 150e9 / flops)))
+                t_dev, b_dev, t_cpu, b_cpu = alternating_blocks(lambda: da @ db, lambda: a @ b, reps, block)
+            else:
+                t_dev, b_dev, t_cpu, b_cpu = interleaved(lambda: da @ db, lambda: a @ b, reps)
             name = str(dtype).replace("torch.", "")
             ratios.setdefault(name, []).append(t_cpu / t_dev)
             if label.startswith("wide"):

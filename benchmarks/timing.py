@@ -55,3 +55,40 @@ def interleaved(fn_dev, fn_cpu, repeats: int) -> tuple:
         fn_cpu()
         cpu.append(time.perf_counter() - start)
     return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+
+
+def alternating_blocks(fn_dev, fn_cpu, samples: int, block: int = 4, settle: float = 0.05) -> tuple:
+    """(neuron median, neuron best, CPU median, CPU best) seconds per run,
+    from `samples` timed blocks per side, the sides alternating. A block is
+    `block` back-to-back runs, timed as a whole: on neuron, the launches and
+    one synchronize at the end, the way accelerator benchmarks time a device
+    that runs asynchronously (torch.utils.benchmark does the same for CUDA);
+    on CPU, the calls.
+
+    Each side runs as a program using only it would: back to back. Each
+    block starts with one untimed run (the first call after the other side
+    wakes the threads that slept meanwhile), and a neuron block starts
+    `settle` seconds after the CPU block: PyTorch's OpenMP workers keep
+    spinning on both cores for a while after a CPU call, which no program
+    running on neuron alone shares its cores with. Alternating the blocks
+    spreads the load of other processes over both sides."""
+    import torch
+
+    def run_dev(n):
+        for _ in range(n):
+            fn_dev()
+        torch.neuron.synchronize()
+
+    def run_cpu(n):
+        for _ in range(n):
+            fn_cpu()
+
+    dev, cpu = [], []
+    for _ in range(samples):
+        time.sleep(settle)
+        for run, times in ((run_dev, dev), (run_cpu, cpu)):
+            run(1)
+            start = time.perf_counter()
+            run(block)
+            times.append((time.perf_counter() - start) / block)
+    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
