@@ -220,19 +220,43 @@ static void release(void) {
   free(CIN.storage);
 }
 
+/* A and B as doubles, read once per case: ad[(s*m + i)*k + p] and
+ * bd[(s*k + p)*n + j] for slice (or batch item) s. The twin's inner loop then
+ * reads plain arrays (through at() and read_value() it took most of the
+ * sanitizer runs). */
+typedef struct operands_d {
+  double *ad, *bd;
+  int64_t m, n, k;
+} operands_d;
+
+ORACLE_CODE static operands_d read_operands(const gemm_case *cs) {
+  int64_t s = cs->kslices > 1 ? cs->kslices : cs->batch;
+  operands_d o = {.m = cs->m, .n = cs->n, .k = cs->k};
+  o.ad = malloc((size_t)(s * cs->m * cs->k + 1) * sizeof(double));
+  o.bd = malloc((size_t)(s * cs->k * cs->n + 1) * sizeof(double));
+  for (int64_t a = 0; a < s; a++)
+    for (int64_t p = 0; p < cs->k; p++) {
+      for (int64_t i = 0; i < cs->m; i++) o.ad[(a * cs->m + i) * cs->k + p] = read_value(A.dtype, at(&A, a, i, p));
+      for (int64_t j = 0; j < cs->n; j++) o.bd[(a * cs->k + p) * cs->n + j] = read_value(B.dtype, at(&B, a, p, j));
+    }
+  return o;
+}
+
 /* The twin: returns the exact (double) value of C[t, i, j] and, in *bound,
  * sum |alpha a b| (for the rounding bound). cin is read from the copy
  * taken before the product ran. */
-ORACLE_CODE static double twin(const rt_gemm_args *g, const char *cin_copy, int64_t t, int64_t i, int64_t j,
-                   double *bound) {
+ORACLE_CODE static double twin(const rt_gemm_args *g, const operands_d *o, const char *cin_copy, int64_t t,
+                               int64_t i, int64_t j, double *bound) {
   double acc = 0, mag = 0;
-  for (int64_t s = 0; s < g->kslices; s++)
+  for (int64_t s = 0; s < g->kslices; s++) {
+    int64_t sa = g->kslices > 1 ? s : t;
+    const double *x = o->ad + (sa * o->m + i) * o->k, *y = o->bd + sa * o->k * o->n + j;
     for (int64_t p = 0; p < g->k; p++) {
-      int64_t sa = g->kslices > 1 ? s : t;
-      double x = read_value(A.dtype, at(&A, sa, i, p)), y = read_value(B.dtype, at(&B, sa, p, j));
-      acc += x * y;
-      mag += fabs(x * y);
+      double xy = x[p] * y[p * o->n];
+      acc += xy;
+      mag += fabs(xy);
     }
+  }
   double v = g->alpha * acc;
   if (g->beta != 0) {
     int64_t off = t * g->cin_bs + i * g->cin_rs + j * g->cin_cs;
@@ -245,6 +269,7 @@ ORACLE_CODE static double twin(const rt_gemm_args *g, const char *cin_copy, int6
 static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
   rt_gemm_args g = setup(cs);
   g.kernel = kern;
+  operands_d ops = read_operands(cs);
   /* Cin as it was before the product (it may be C itself). */
   size_t bytes = 0;
   const char *cin_base = NULL;
@@ -266,7 +291,7 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
   for (int64_t t = 0; t < cs->batch && !bad; t++)
     for (int64_t i = 0; i < cs->m && !bad; i++)
       for (int64_t j = 0; j < cs->n && !bad; j++) {
-        double bound, want = twin(&g, cin_base, t, i, j, &bound);
+        double bound, want = twin(&g, &ops, cin_base, t, i, j, &bound);
         double got = read_value(cs->c, at(&C, t, i, j));
         int ok;
         if (!is_float(cs->c) || cs->exact) {
@@ -289,6 +314,8 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
         }
       }
   free(copy);
+  free(ops.ad);
+  free(ops.bd);
   release();
   return !bad;
 }
