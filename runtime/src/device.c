@@ -224,9 +224,8 @@ static nrt_status parse_num_threads(void) {
   long long v;
   cpu_set_t allowed;
   long online = sysconf(_SC_NPROCESSORS_ONLN);
-  kernel_threads = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed)
-                   : online > 0                                       ? (int)online
-                                                                      : 1;
+  kernel_threads = online > 0 ? (int)online : 1;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) kernel_threads = CPU_COUNT(&allowed);
   if (!text || !*text) return NRT_SUCCESS;
   if (!parse_int(text, 1, 256, &v))
     return config_fail("TORCHNEURON_NUM_THREADS='%s' must be a whole number from 1 to 256", text);

@@ -123,7 +123,7 @@ static int helper_cores(int wanted, int *cores) {
 static void start_pool(void) {
   int wanted = rt_kernel_threads();
   if (wanted > MAX_THREADS) wanted = MAX_THREADS;
-  static int cores[MAX_THREADS];
+  int cores[MAX_THREADS];
   int pin = helper_cores(wanted, cores);
   for (int i = 1; i < wanted; i++) {
     pthread_attr_t attr;

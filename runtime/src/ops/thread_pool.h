@@ -1,9 +1,11 @@
 /* The kernel thread pool: splits one kernel's work across host cores.
  *
- * Size: TORCHNEURON_NUM_THREADS, or the number of online cores. The calling
- * thread (a stream worker) takes part, so a pool of N runs N-1 helpers. One
- * kernel uses the pool at a time; a kernel that finds it busy (another
- * stream's kernel) runs serially instead of waiting.
+ * Size: TORCHNEURON_NUM_THREADS, or the number of cores this process may
+ * run on. The calling thread (a stream worker) takes part, so a pool of N
+ * runs N-1 helpers, each kept to a core of its own when there are enough
+ * (TORCHNEURON_PIN_THREADS). One kernel uses the pool at a time; a kernel
+ * that finds it busy (another stream's kernel) runs serially instead of
+ * waiting.
  */
 #ifndef NEURONRT_OPS_THREAD_POOL_H
 #define NEURONRT_OPS_THREAD_POOL_H
