@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include "event.h"
 #include "internal.h"
+#include "ops/thread_pool.h"
 
 #define QUEUE_DEPTH 256
 #define MAX_STREAMS_PER_DEVICE 4096
@@ -260,6 +261,7 @@ static void sleep_until_completed_locked(nrt_stream_t s, uint64_t seq) {
 
 static void *worker_main(void *arg) {
   nrt_stream_t s = arg;
+  rt_keep_to_caller_core(); /* away from the kernel pool's helpers */
   if (s->priority < 0) /* best effort: favour high-priority workers */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -5);
   uint64_t done = atomic_load(&s->completed);

@@ -3,7 +3,7 @@
  * Size: TORCHNEURON_NUM_THREADS, or the number of cores this process may
  * run on. The calling thread (a stream worker) takes part, so a pool of N
  * runs N-1 helpers, each kept to a core of its own when there are enough
- * (TORCHNEURON_PIN_THREADS). One kernel uses the pool at a time; a kernel
+ * (TORCHNEURON_PIN_THREADS), and the callers then keep to the one left. One kernel uses the pool at a time; a kernel
  * that finds it busy (another stream's kernel) runs serially instead of
  * waiting.
  */
@@ -21,5 +21,9 @@ typedef void (*rt_range_fn)(int64_t begin, int64_t end, void *ctx);
 void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
 
 int rt_num_threads(void);
+
+/* Keeps the calling thread (a stream worker, at its start) to the core the
+ * helpers leave free, when they are pinned; otherwise does nothing. */
+void rt_keep_to_caller_core(void);
 
 #endif
