@@ -18,12 +18,48 @@
  * one, a float32 sum is bound by that latency rather than by memory). */
 #define FOLD_WIDTH (4 * RT_LANES)
 
+/* bfloat16 sums read a 32-bit word as two elements: each is a float32
+ * once moved to the word's high half (a shift for the low element, a mask
+ * for the high one). This needs no widening shuffles, which bound the
+ * generic loop (16 instead of about 25 G elements/s per core in cache).
+ * Groups of PAIR_GROUP elements are summed in float in 8 vectors (even and
+ * odd elements of 4 vectors of words), then added to float64 lanes, as the
+ * generic float loop does with groups of FOLD_WIDTH * 16. */
+typedef uint32_t words16 __attribute__((vector_size(64)));
+typedef float floats16 __attribute__((vector_size(64)));
+#define PAIR_STEP 128 /* elements per step: 4 vectors of 16 words */
+#define PAIR_GROUP 1024
+RT_INLINE double bf16_pair_sum(const rt_bfloat16 *x, int64_t n) {
+  const char *bytes = (const char *)(const void *)x;
+  double lanes[RT_LANES] = {0};
+  int64_t i = 0;
+  while (i + PAIR_STEP <= n) {
+    floats16 acc[8] = {{0}};
+    int64_t end = i + PAIR_GROUP < n ? i + PAIR_GROUP : n;
+    for (; i + PAIR_STEP <= end; i += PAIR_STEP)
+      for (int v = 0; v < 4; v++) {
+        words16 w;
+        memcpy(&w, bytes + 2 * (i + 32 * v), sizeof w);
+        acc[2 * v] += (floats16)(w << 16);
+        acc[2 * v + 1] += (floats16)(w & 0xffff0000u);
+      }
+    floats16 part = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (int k = 0; k < RT_LANES; k++) lanes[k] += (double)part[k];
+  }
+  for (int k = 0; i < n; i++, k = (k + 1) % RT_LANES) lanes[k] += (double)rt_load_bf16(x[i]);
+  for (int w = RT_LANES / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; k++) lanes[k] += lanes[k + w];
+  return lanes[0];
+}
+
 /* NAME folds elements of storage type T, read by LOAD (of v) as P, with OP
  * into A. Row runs fold groups of FOLD_WIDTH * 16 elements into lanes of P
  * (float for float sums: half the vector width of double), then each group's
- * four partial results per lane into lanes of A. */
-#define DEFINE_FOLD(NAME, T, A, P, LOAD, OP, IDENT)                                                 \
+ * four partial results per lane into lanes of A. PAIRS (a constant) says
+ * that the run is a bfloat16 sum, done by bf16_pair_sum instead. */
+#define DEFINE_FOLD(NAME, T, A, P, LOAD, OP, IDENT, PAIRS)                                          \
   RT_INLINE A NAME##_run(const T *x, int64_t n) {                                                   \
+    if (PAIRS) return (A)bf16_pair_sum((const rt_bfloat16 *)(const void *)x, n);                    \
     A lanes[RT_LANES];                                                                              \
     for (int k = 0; k < RT_LANES; k++) lanes[k] = (IDENT);                                          \
     int64_t i = 0;                                                                                  \
@@ -105,18 +141,18 @@
 #define NONZERO(LOAD) ((LOAD) != 0)
 
 #define INT_FOLDS(DT, SUF, T, C, LOAD)                                                              \
-  DEFINE_FOLD(sum_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), ADD, 0)                            \
-  DEFINE_FOLD(prod_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), MUL, 1)
+  DEFINE_FOLD(sum_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), ADD, 0, 0)                         \
+  DEFINE_FOLD(prod_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), MUL, 1, 0)
 /* Float sums have a second variant, float64 throughout, for float64
  * outputs of narrower inputs (PyTorch sums those in float64). */
 #define FLOAT_FOLDS(DT, SUF, T, C, LOAD)                                                            \
-  DEFINE_FOLD(sum_##SUF, T, double, C, LOAD, ADD, 0)                                                \
-  DEFINE_FOLD(sum_wide_##SUF, T, double, double, LOAD, ADD, 0)                                      \
-  DEFINE_FOLD(prod_##SUF, T, double, double, LOAD, MUL, 1)
+  DEFINE_FOLD(sum_##SUF, T, double, C, LOAD, ADD, 0, DT == NRT_BFLOAT16)                            \
+  DEFINE_FOLD(sum_wide_##SUF, T, double, double, LOAD, ADD, 0, 0)                                   \
+  DEFINE_FOLD(prod_##SUF, T, double, double, LOAD, MUL, 1, 0)
 #define LOGICAL_FOLDS(DT, SUF, T, C, LOAD)                                                          \
-  DEFINE_FOLD(nonzero_##SUF, T, uint64_t, uint64_t, NONZERO(LOAD), ADD, 0)                          \
-  DEFINE_FOLD(any_##SUF, T, uint8_t, uint8_t, NONZERO(LOAD), OR, 0)                                 \
-  DEFINE_FOLD(all_##SUF, T, uint8_t, uint8_t, NONZERO(LOAD), AND, 1)
+  DEFINE_FOLD(nonzero_##SUF, T, uint64_t, uint64_t, NONZERO(LOAD), ADD, 0, 0)                       \
+  DEFINE_FOLD(any_##SUF, T, uint8_t, uint8_t, NONZERO(LOAD), OR, 0, 0)                              \
+  DEFINE_FOLD(all_##SUF, T, uint8_t, uint8_t, NONZERO(LOAD), AND, 1, 0)
 RT_REDUCE_INT_TYPES(INT_FOLDS)
 RT_REDUCE_FLOAT_TYPES(FLOAT_FOLDS)
 RT_REDUCE_ALL_TYPES(LOGICAL_FOLDS)
