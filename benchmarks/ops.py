@@ -9,7 +9,10 @@ time it hardly changes when other processes load the machine (wall time
 then also counts the stream worker waiting for a core).
 
 Part 2, large-tensor throughput: 16M elements (4096 x 4096) in float32 and
-bfloat16, one call per trial followed by a synchronize. speedup = cpu time /
+bfloat16. The three sides (neuron, cpu as called, cpu with out=) take turns
+in blocks of a few back-to-back calls (a neuron block ends with a
+synchronize), so that drifts of the host's memory bandwidth, which move a
+memory-bound op by 10-20% over seconds, reach all three. speedup = cpu time /
 neuron time: higher is better (target >= 1.0x for elementwise ops and
 reductions). Memory-bound ops also show the bandwidth they reach (bytes
 read + written per second) against a memcpy measured now (torch CPU copy_ of
@@ -31,7 +34,7 @@ import torch
 import torch.nn.functional as F
 import torchneuron
 
-from timing import median_time
+from timing import median_time, rotating_blocks
 
 MIB = 2**20
 
@@ -155,11 +158,11 @@ def large_ops(n: int, repeats: int, dtypes, memcpy: float):
         for name, (fn_n, _, nbytes) in neuron.items():
             fn_c, fn_c_out = cpu[name][:2]
             fb = fallbacks_of(fn_n)
-            reps = max(3, repeats // 2) if name.startswith("sort") or fb else repeats
-            t_n = median_seconds(fn_n, "neuron", reps)
-            t_c = median_seconds(fn_c, "cpu", reps)
+            slow = name.startswith("sort") or fb
             out = fn_c()
-            t_o = median_seconds(lambda: fn_c_out(out), "cpu", reps)
+            (t_n, _), (t_c, _), (t_o, _) = rotating_blocks(
+                [(fn_n, True), (fn_c, False), (lambda: fn_c_out(out), False)],
+                samples=max(3, repeats // 2) if slow else repeats, block=1 if slow else 3)
             gbps = nbytes / t_n / 1e9 if nbytes else None
             rows.append((name, str(dtype).replace("torch.", ""), t_n * 1e3, t_c * 1e3, t_c / t_n,
                          t_o * 1e3, t_o / t_n, gbps, gbps / memcpy * 100 if gbps else None,

@@ -72,23 +72,33 @@ def alternating_blocks(fn_dev, fn_cpu, samples: int, block: int = 4, settle: flo
     spinning on both cores for a while after a CPU call, which no program
     running on neuron alone shares its cores with. Alternating the blocks
     spreads the load of other processes over both sides."""
+    (dev_median, dev_best), (cpu_median, cpu_best) = rotating_blocks(
+        [(fn_dev, True), (fn_cpu, False)], samples, block, settle)
+    return dev_median, dev_best, cpu_median, cpu_best
+
+
+def rotating_blocks(sides, samples: int, block: int = 4, settle: float = 0.05) -> list:
+    """[(median, best) seconds per run] for each of `sides`, a list of (fn,
+    on_neuron): blocks of each side in turn, `samples` rounds, timed as
+    alternating_blocks describes (a neuron block starts `settle` seconds
+    after the block before it). The host's memory bandwidth and other
+    processes' load drift over seconds; taking turns gives each side the
+    same share of it."""
     import torch
 
-    def run_dev(n):
+    def run(fn, on_neuron, n):
         for _ in range(n):
-            fn_dev()
-        torch.neuron.synchronize()
+            fn()
+        if on_neuron:
+            torch.neuron.synchronize()
 
-    def run_cpu(n):
-        for _ in range(n):
-            fn_cpu()
-
-    dev, cpu = [], []
+    times = [[] for _ in sides]
     for _ in range(samples):
-        time.sleep(settle)
-        for run, times in ((run_dev, dev), (run_cpu, cpu)):
-            run(1)
+        for (fn, on_neuron), side_times in zip(sides, times):
+            if on_neuron:
+                time.sleep(settle)
+            run(fn, on_neuron, 1)
             start = time.perf_counter()
-            run(block)
-            times.append((time.perf_counter() - start) / block)
-    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+            run(fn, on_neuron, block)
+            side_times.append((time.perf_counter() - start) / block)
+    return [(statistics.median(t), min(t)) for t in times]
