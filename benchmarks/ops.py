@@ -2,8 +2,9 @@
 
 Part 1, small-tensor latency: the host cost per call of tiny ops (64
 elements), timed over a loop of calls that ends with a synchronize, so the
-cost of waiting for queued work is paid and amortised. neuron/cpu: lower is
-better (target <= 1.5x). The calling thread's CPU time per call is shown
+cost of waiting for queued work is paid and amortised; neuron and CPU loops
+take turns, so that the host slowing down for a while reaches both.
+neuron/cpu: lower is better (target <= 1.5x). The calling thread's CPU time per call is shown
 too ("host cpu"): it is what the Python thread pays per op, and unlike wall
 time it hardly changes when other processes load the machine (wall time
 then also counts the stream worker waiting for a core).
@@ -93,14 +94,17 @@ def small_cases(device):
     }
 
 
+SMALL_SAMPLES = 25  # loops per side, the sides taking turns
+
+
 def small_ops(iters: int, repeats: int):
     rows = []
     neuron, cpu = small_cases("neuron"), small_cases("cpu")
     for name in neuron:
         fb = fallbacks_of(neuron[name])
         n_iters = max(iters // 10, 10) if fb else iters
-        t_n = median_seconds(neuron[name], "neuron", repeats, n_iters)
-        t_c = median_seconds(cpu[name], "cpu", repeats, iters)
+        (t_n, _), (t_c, _) = rotating_blocks([(neuron[name], True), (cpu[name], False)],
+                                             samples=SMALL_SAMPLES, block=n_iters, settle=0)
         h_n = median_seconds(neuron[name], "neuron", repeats, n_iters, clock=time.thread_time)
         h_c = median_seconds(cpu[name], "cpu", repeats, iters, clock=time.thread_time)
         rows.append((name, t_n * 1e6, t_c * 1e6, t_n / t_c, h_n * 1e6, h_c * 1e6, h_n / h_c,
