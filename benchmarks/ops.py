@@ -166,7 +166,7 @@ def large_ops(n: int, repeats: int, dtypes, memcpy: float):
             out = fn_c()
             (t_n, _), (t_c, _), (t_o, _) = rotating_blocks(
                 [(fn_n, True), (fn_c, False), (lambda: fn_c_out(out), False)],
-                samples=max(3, repeats // 2) if slow else repeats, block=1 if slow else 3)
+                samples=max(3, repeats // 2) if slow else 2 * repeats + 1, block=1 if slow else 3)
             gbps = nbytes / t_n / 1e9 if nbytes else None
             rows.append((name, str(dtype).replace("torch.", ""), t_n * 1e3, t_c * 1e3, t_c / t_n,
                          t_o * 1e3, t_o / t_n, gbps, gbps / memcpy * 100 if gbps else None,
