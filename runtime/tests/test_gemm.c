@@ -433,6 +433,32 @@ static void test_shared_b_chunks_and_fallback(void) {
   CHECK(run_case(&cs, NULL));
 }
 
+/* B read where it lies (no packing): float32/float64 B with unit column
+ * stride, n a multiple of every kernel's nr, at most 256 KiB per item; with
+ * row strides of n and more (ROW_EVEN pads), batches, k across k blocks,
+ * partial row panels, C direct, transposed or through a workspace (padded),
+ * and B too large in all to share (65 items: each range reads its own). */
+static void test_b_read_in_place(void) {
+  static const int64_t sizes[][4] = {/* batch, m, n, k */
+                                     {1, 129, 64, 300}, {3, 40, 96, 200}, {2, 13, 128, 513},
+                                     {1, 250, 256, 255}};
+  static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64};
+  for (size_t t = 0; t < 2; t++)
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+      for (int l = 0; l < 3; l++)
+        for (int exact = 0; exact < 2; exact++) {
+          gemm_case cs = {.batch = sizes[z][0], .m = sizes[z][1], .n = sizes[z][2], .k = sizes[z][3],
+                          .kslices = 1, .ab = types[t], .c = types[t], .la = l == 2 ? COL_MAJOR : ROW_MAJOR,
+                          .lb = l == 1 ? ROW_EVEN : ROW_MAJOR, .lc = l, .alpha = 0.5,
+                          .beta = l == 0 ? 0 : -1.5, .cin_mode = l == 0 ? 0 : l, .exact = exact};
+          check_case(&cs);
+        }
+  gemm_case many = {.batch = 65, .m = 2, .n = 1024, .k = 64, .kslices = 1, .ab = NRT_FLOAT32,
+                    .c = NRT_FLOAT32, .la = ROW_MAJOR, .lb = ROW_MAJOR, .lc = ROW_MAJOR, .alpha = 1,
+                    .beta = 0.5, .cin_mode = 1, .exact = 1};
+  CHECK(run_case(&many, NULL));
+}
+
 /* bfloat16 pair packing: k pairs read as 32-bit words (even leading
  * dimension, contiguous k), k-major rows merged, odd k and short panels. */
 static void test_bfloat16_pair_packing(void) {
@@ -583,6 +609,7 @@ int main(int argc, char **argv) {
   RUN(test_batched_and_summed_slices);
   RUN(test_block_boundaries);
   RUN(test_shared_b_chunks_and_fallback);
+  RUN(test_b_read_in_place);
   RUN(test_bfloat16_pair_packing);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);

@@ -78,18 +78,20 @@ nrt_status rt_gemm(const rt_gemm_args *args);
 /* ---- micro-kernels (gemm_kernels.c) ------------------------------------- */
 
 /* The register tile: for i < mr, j < nr
- *   c[i*ldc + j] = alpha * sum_{p < k} a[p*mr + i] * b[p*nr + j] + beta * c[i*ldc + j]
- * where beta == 0 does not read c. a and b are packed panels. */
-typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
-                                float alpha, float beta);
-typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, const double *b, double *c,
-                                int64_t ldc, double alpha, double beta);
+ *   c[i*ldc + j] = alpha * sum_{p < k} a[p*mr + i] * b[p*ldb + j] + beta * c[i*ldc + j]
+ * where beta == 0 does not read c. a is a packed panel; b a packed panel
+ * (ldb = nr) or nr columns of B read where it lies (ldb its row stride). */
+typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, const float *b, int64_t ldb, float *c,
+                                int64_t ldc, float alpha, float beta);
+typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, const double *b, int64_t ldb,
+                                double *c, int64_t ldc, double alpha, double beta);
 
 /* The bfloat16 tile: a and b hold pairs of consecutive k values (k2 = k/2
  * rounded up, the odd one out paired with 0) as 32-bit words, low half the
- * even k; the sum is the float32 sum of their exact products. */
-typedef void (*rt_gemm_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, float *c,
-                                 int64_t ldc, float alpha, float beta);
+ * even k; the sum is the float32 sum of their exact products. b is always
+ * packed (ldb = nr words). */
+typedef void (*rt_gemm_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb,
+                                 float *c, int64_t ldc, float alpha, float beta);
 
 typedef struct rt_gemm_kernel {
   const char *name;

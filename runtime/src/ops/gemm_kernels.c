@@ -2,7 +2,7 @@
  * them at run time.
  *
  * Each kernel keeps an mr x nr tile of C in vector registers and, for each
- * k, loads one row of the packed B panel (nr values) and broadcasts the mr
+ * k, loads one row of the B panel (nr values, packed or in place) and broadcasts the mr
  * values of the packed A column against it with fused multiply-adds.
  * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators), AVX2 has 16:
  * 6 x 16 floats (12 accumulators); float64 tiles have half the columns.
@@ -21,9 +21,10 @@
 
 /* The portable tile: plain loops the compiler vectorises for the baseline. */
 #define PORTABLE_KERNEL(NAME, T, MR, NR)                                                     \
-  static void NAME(int64_t k, const T *a, const T *b, T *c, int64_t ldc, T alpha, T beta) {  \
+  static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, T *c, int64_t ldc, T alpha, \
+                   T beta) {                                                                 \
     T acc[MR][NR] = {{0}};                                                                   \
-    for (int64_t p = 0; p < k; p++, a += MR, b += NR)                                        \
+    for (int64_t p = 0; p < k; p++, a += MR, b += ldb)                                       \
       for (int i = 0; i < MR; i++)                                                           \
         for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];                               \
     for (int i = 0; i < MR; i++)                                                             \
@@ -40,15 +41,15 @@ PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
  * the next A and B lines prefetched; the tile lives in acc[][] which the
  * compiler keeps in registers once every index is a constant. */
 #define SIMD_KERNEL(NAME, TARGET, T, V, LANES, MR, NV, LOADU, STOREU, SET1, FMA, MUL, ZERO)     \
-  __attribute__((target(TARGET))) static void NAME(int64_t k, const T *a, const T *b, T *c,      \
-                                                   int64_t ldc, T alpha, T beta) {               \
+  __attribute__((target(TARGET))) static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, \
+                                                   T *c, int64_t ldc, T alpha, T beta) {         \
     V acc[MR][NV];                                                                               \
     _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();                 \
     _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
         __builtin_prefetch(c + i * ldc + NV * LANES - 1, 1);                                     \
-    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += MR, b += NV * LANES) {          \
-      __builtin_prefetch(b + 8 * NV * LANES);                                                    \
+    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += MR, b += ldb) {                 \
+      __builtin_prefetch(b + 8 * ldb);                                                           \
       V bv[NV];                                                                                  \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOADU(b + v * LANES);         \
       _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++) {                                    \
@@ -83,12 +84,13 @@ SIMD_KERNEL(ukr_f64_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
  * products to 16 float32 accumulators. 12 x 32 floats as above. */
 #define BF16_MR 12
 __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(
-    int64_t k2, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, float alpha, float beta) {
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc, float alpha,
+    float beta) {
   __m512 acc[BF16_MR][2];
   _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) __builtin_prefetch(c + i * ldc + 31, 1);
-  _Pragma("GCC unroll 2") for (int64_t p = 0; p < k2; p++, a += BF16_MR, b += 32) {
-    __builtin_prefetch(b + 8 * 32);
+  _Pragma("GCC unroll 2") for (int64_t p = 0; p < k2; p++, a += BF16_MR, b += ldb) {
+    __builtin_prefetch(b + 8 * ldb);
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
     _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
       __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
