@@ -92,23 +92,40 @@ static inline int nn_present(const nrt_tensor_view *v) { return nrt_view_numel(v
 
 /* RESULT (a double) = the sum over j in [0, n) of EXPR (an expression of
  * j, of type C, that may also store): in C lanes, flushed to double every
- * NN_FLUSH elements. Each flush window is its own loop with its own lanes,
- * and the lane loop is left for GCC to unroll: the lanes then stay in
- * vector registers (with the flush test inside the loop, or kept rolled,
- * they went through the stack on every step, four times slower). */
-#define NN_SUM(C, n, RESULT, EXPR)                                     \
+ * NN_FLUSH elements. Within a flush window NN_SUM keeps NN_WIDE lanes (four
+ * vectors, folded into the first in a fixed order at the end of the
+ * window): with one vector, every step waited for the previous add (a
+ * layer norm backward row spent most of its time so). NN_SUM_NARROW keeps
+ * one vector, for an EXPR as costly as an exponential, which hides the
+ * adds; four of those in flight spilled registers (softmax 15% slower).
+ * Each flush window is its own loop with its own lanes, and the lane loop
+ * is unrolled: the lanes then stay in vector registers (with the flush test
+ * inside the loop, or kept rolled, they went through the stack on every
+ * step, four times slower). */
+#define NN_WIDE (4 * RT_LANES)
+#define NN_SUM(C, n, RESULT, EXPR) NN_SUM_LANES(C, NN_WIDE, n, RESULT, EXPR)
+#define NN_SUM_NARROW(C, n, RESULT, EXPR) NN_SUM_LANES(C, RT_LANES, n, RESULT, EXPR)
+#define NN_SUM_LANES(C, W, n, RESULT, EXPR)                            \
   do {                                                                 \
     C lanes_[RT_LANES] = {0};                                          \
     double total_ = 0;                                                 \
     int64_t i_ = 0, n_ = (n);                                          \
     while (i_ + RT_LANES <= n_) {                                      \
       const int64_t end_ = n_ - i_ > NN_FLUSH ? i_ + NN_FLUSH : n_;    \
-      C part_[RT_LANES] = {0};                                         \
-      for (; i_ + RT_LANES <= end_; i_ += RT_LANES)                    \
-        for (int k_ = 0; k_ < RT_LANES; k_++) {                        \
+      C part_[W] = {0};                                                \
+      for (; i_ + (W) <= end_; i_ += (W))                              \
+        _Pragma("GCC unroll 64") for (int k_ = 0; k_ < (W); k_++) {    \
           int64_t j = i_ + k_;                                         \
           part_[k_] += (EXPR);                                         \
         }                                                              \
+      for (; i_ + RT_LANES <= end_; i_ += RT_LANES)                    \
+        _Pragma("GCC unroll 16") for (int k_ = 0; k_ < RT_LANES; k_++) { \
+          int64_t j = i_ + k_;                                         \
+          part_[k_] += (EXPR);                                         \
+        }                                                              \
+      for (int g_ = 1; g_ < (W) / RT_LANES; g_++)                      \
+        _Pragma("GCC unroll 16") for (int k_ = 0; k_ < RT_LANES; k_++) \
+          part_[k_] += part_[k_ + g_ * RT_LANES];                      \
       if (i_ % NN_FLUSH == 0)                                          \
         total_ += nn_tree_##C(part_);                                  \
       else                                                             \

@@ -44,11 +44,11 @@ typedef struct sm_job {
     const C m = lanes[0];                                                                         \
     double total;                                                                                 \
     if (is_log) {                                                                                    \
-      NN_SUM(C, n, total, EXP(x[j] - m));                                                         \
+      NN_SUM_NARROW(C, n, total, EXP(x[j] - m));                                                         \
       const C lsum = (C)LOG((C)total);                                                            \
       for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - lsum;                                   \
     } else {                                                                                      \
-      NN_SUM(C, n, total, (y[j] = EXP(x[j] - m)));                                                \
+      NN_SUM_NARROW(C, n, total, (y[j] = EXP(x[j] - m)));                                                \
       const C inv = (C)(1.0 / total);                                                             \
       for (int64_t j = 0; j < n; j++) y[j] *= inv;                                                \
     }                                                                                             \
