@@ -81,13 +81,18 @@ struct nrt_stream {
   atomic_int refs;    /* the table's, plus device synchronizes in progress */
   int stopping;
   int worker_sleeping;         /* under mu: the worker waits on work_cv */
-  atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
-  atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
-  atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
   command *ring;               /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
   atomic_int failed;           /* error != NRT_SUCCESS, read without mu */
   nrt_status error;            /* sticky asynchronous error, under mu */
   char error_message[1024];
+  /* The counters, on cache lines apart: producers write `submitted` at
+   * every launch, the worker writes `completed` at every completion. On one
+   * line with the fields above, each launch waited for that line to come
+   * back from the worker's core (a tenth of a small op's host time). */
+  _Alignas(64) atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
+  uint64_t completed_seen; /* under mu: `completed` as last read by a producer */
+  _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
+  atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
 };
 
 typedef struct device_streams {
@@ -298,9 +303,15 @@ static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) 
     }
     s->thread_started = 1;
   }
-  /* A full ring: wait until half of it is free, not for every slot. */
-  while (atomic_load(&s->submitted) - atomic_load(&s->completed) >= QUEUE_DEPTH - 1)
-    sleep_until_completed_locked(s, atomic_load(&s->submitted) - QUEUE_DEPTH / 2);
+  /* A full ring: wait until half of it is free, not for every slot. The
+   * worker's count is read only when the last one read says the ring may be
+   * full. */
+  uint64_t last = atomic_load_explicit(&s->submitted, memory_order_relaxed);
+  while (last - s->completed_seen >= QUEUE_DEPTH - 1) {
+    s->completed_seen = atomic_load(&s->completed);
+    if (last - s->completed_seen < QUEUE_DEPTH - 1) break;
+    sleep_until_completed_locked(s, last - QUEUE_DEPTH / 2);
+  }
   *seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
   *slot = &s->ring[*seq % QUEUE_DEPTH];
   return NRT_SUCCESS;
@@ -308,7 +319,8 @@ static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) 
 
 static void commit_locked(nrt_stream_t s) {
   /* Release: the worker that sees the new count sees the filled slot. */
-  atomic_fetch_add_explicit(&s->submitted, 1, memory_order_release);
+  atomic_store_explicit(&s->submitted, atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1,
+                        memory_order_release); /* producers hold mu */
   if (s->worker_sleeping) pthread_cond_signal(&s->work_cv);
   pthread_mutex_unlock(&s->mu);
 }
@@ -330,7 +342,8 @@ static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
 /* ---- the stream table ------------------------------------------------- */
 
 static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_stream_t *out) {
-  nrt_stream_t s = calloc(1, sizeof *s);
+  nrt_stream_t s = aligned_alloc(_Alignof(struct nrt_stream), sizeof *s); /* a multiple of it */
+  if (s) memset(s, 0, sizeof *s);
   command *ring = s ? calloc(QUEUE_DEPTH, sizeof *ring) : NULL;
   if (!ring) {
     free(s);
