@@ -4,10 +4,11 @@ Part 1, small-tensor latency: the host cost per call of tiny ops (64
 elements), timed over a loop of calls that ends with a synchronize, so the
 cost of waiting for queued work is paid and amortised; neuron and CPU loops
 take turns, so that the host slowing down for a while reaches both.
-neuron/cpu: lower is better (target <= 1.5x). The calling thread's CPU time per call is shown
-too ("host cpu"): it is what the Python thread pays per op, and unlike wall
-time it hardly changes when other processes load the machine (wall time
-then also counts the stream worker waiting for a core).
+neuron/cpu: lower is better (target <= 1.5x). The calling thread's CPU
+time per call is shown too ("host cpu"): it is what the Python thread pays
+per op, and unlike wall time it hardly changes when other processes load
+the machine (wall time then also counts the stream worker waiting for a
+core).
 
 Part 2, large-tensor throughput: 16M elements (4096 x 4096) in float32 and
 bfloat16. The three sides (neuron, cpu as called, cpu with out=) take turns

@@ -94,8 +94,8 @@ static inline int nn_present(const nrt_tensor_view *v) { return nrt_view_numel(v
  * j, of type C, that may also store): in C lanes, flushed to double every
  * NN_FLUSH elements. Within a flush window NN_SUM keeps NN_WIDE lanes (four
  * vectors, folded into the first in a fixed order at the end of the
- * window): with one vector, every step waited for the previous add (a
- * layer norm backward row spent most of its time so). NN_SUM_NARROW keeps
+ * window): with one vector, every step waited for the previous add (the
+ * hottest loop of a layer norm backward row). NN_SUM_NARROW keeps
  * one vector, for an EXPR as costly as an exponential, which hides the
  * adds; four of those in flight spilled registers (softmax 15% slower).
  * Each flush window is its own loop with its own lanes, and the lane loop

@@ -3,9 +3,9 @@
  * Size: TORCHNEURON_NUM_THREADS, or the number of cores this process may
  * run on. The calling thread (a stream worker) takes part, so a pool of N
  * runs N-1 helpers, each kept to a core of its own when there are enough
- * (TORCHNEURON_PIN_THREADS), and the callers then keep to the one left. One kernel uses the pool at a time; a kernel
- * that finds it busy (another stream's kernel) runs serially instead of
- * waiting.
+ * (TORCHNEURON_PIN_THREADS), the callers then to the one left. One kernel
+ * uses the pool at a time; a kernel that finds it busy (another stream's
+ * kernel) runs serially instead of waiting.
  */
 #ifndef NEURONRT_OPS_THREAD_POOL_H
 #define NEURONRT_OPS_THREAD_POOL_H
