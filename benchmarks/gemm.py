@@ -19,8 +19,9 @@ product is the median over the blocks (the best block is printed too: on a
 shared machine it shows what each side does undisturbed). `--timing
 interleaved` alternates single calls instead, with a synchronize after each
 neuron call: it charges neuron with the wake-up of its threads and, for short
-products, with cores still taken by the CPU's spinning OpenMP workers. GFLOP/s counts 2*m*n*k per product; ratio is CPU time /
-neuron time (above 1.0 means neuron is faster). PyTorch CPU runs with 2
+products, with cores still taken by the CPU's spinning OpenMP workers.
+GFLOP/s counts 2*m*n*k per product; ratio is CPU time / neuron time (above
+1.0 means neuron is faster). PyTorch CPU runs with 2
 threads unless --cpu-threads says otherwise; neuron uses its kernel thread
 pool (TORCHNEURON_NUM_THREADS, default: all cores).
 

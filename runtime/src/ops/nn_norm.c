@@ -44,15 +44,6 @@
       NN_SUM(C, n, sgx, gy[j] * w[j] * (x[j] - mu));                                             \
       const C a = (C)(sg / (double)n);                                                           \
       const C q = (C)(sgx * (double)rs * (double)rs / (double)n);                                \
-      if (dw && db) { /* the usual case: all three in one pass */                                \
-        for (int64_t j = 0; j < n; j++) {                                                        \
-          const C xc = x[j] - mu;                                                                \
-          gx[j] = rs * (gy[j] * w[j] - a - xc * q);                                              \
-          dw[j] += gy[j] * xc * rs;                                                              \
-          db[j] += gy[j];                                                                        \
-        }                                                                                        \
-        return;                                                                                  \
-      }                                                                                          \
       for (int64_t j = 0; j < n; j++) gx[j] = rs * (gy[j] * w[j] - a - (x[j] - mu) * q);         \
     }                                                                                            \
     if (dw)                                                                                      \
