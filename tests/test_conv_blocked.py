@@ -1,5 +1,6 @@
-"""The blocked float32 / bfloat16 convolution (runtime/src/ops/conv_blocked.c)
-against PyTorch CPU, through F.conv2d and its backward.
+"""The blocked float32 / bfloat16 convolution
+(runtime/src/ops/conv/conv_blocked.c) against PyTorch CPU, through F.conv2d
+and its backward.
 
 Covers the shapes the path takes (the CIFAR CNN's 3x3 layers, 1x1, stride,
 dilation, groups, padding, 1-d, odd channel counts that leave partial row

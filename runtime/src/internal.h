@@ -34,7 +34,7 @@ int32_t rt_device_count(void);
 int rt_kernel_threads(void);
 int rt_pin_kernel_threads(void);
 
-/* ops/copy.c: memmove of host-addressable bytes, split over the kernel
+/* ops/engine/copy.c: memmove of host-addressable bytes, split over the kernel
  * thread pool when large and the ranges do not overlap. */
 void rt_copy_bytes(void *dst, const void *src, size_t bytes);
 
@@ -56,13 +56,13 @@ rt_size_text rt_format_size(uint64_t bytes);
 /* Monotonic clock in nanoseconds. */
 uint64_t rt_now_ns(void);
 
-/* ops/dispatch.c: the kernel table built from NRT_OP_LIST. */
+/* ops/engine/dispatch.c: the kernel table built from NRT_OP_LIST. */
 typedef nrt_status (*rt_kernel_fn)(const nrt_op *op);
 #define RT_KERNEL_DECL_(CODE, name) nrt_status rt_kernel_##name(const nrt_op *op);
 NRT_OP_LIST(RT_KERNEL_DECL_)
 #undef RT_KERNEL_DECL_
 
-/* ops/dispatch.c: checks an op descriptor (codes, ranks, that every view
+/* ops/engine/dispatch.c: checks an op descriptor (codes, ranks, that every view
  * lies inside one device arena); then runs it on the calling thread with
  * device addresses translated to host aliases. */
 nrt_status rt_op_validate(const nrt_op *op);

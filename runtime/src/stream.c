@@ -26,7 +26,7 @@
 #include <unistd.h>
 #include "event.h"
 #include "internal.h"
-#include "ops/thread_pool.h"
+#include "ops/engine/thread_pool.h"
 
 #define QUEUE_DEPTH 256
 #define MAX_STREAMS_PER_DEVICE 4096

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/scalar_types.h"
+#include "ops/engine/scalar_types.h"
 #include "vector_buf.h"
 
 /* The twin: one element of dtype d, unscaled; sets *bad when not finite. */

@@ -17,8 +17,8 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
-#include "ops/philox.h"
-#include "ops/scalar_types.h"
+#include "ops/random/philox.h"
+#include "ops/engine/scalar_types.h"
 
 typedef struct tensor {
   void *dev;

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/conv_blocked.h"
-#include "ops/conv_ukernels.h"
-#include "ops/scalar_types.h"
+#include "ops/conv/conv_blocked.h"
+#include "ops/conv/conv_ukernels.h"
+#include "ops/engine/scalar_types.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static double rnd(void) {

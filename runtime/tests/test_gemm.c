@@ -18,7 +18,7 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
-#include "ops/gemm.h"
+#include "ops/gemm/gemm.h"
 
 /* ---- element access (independent of the runtime's converters) ---------- */
 

@@ -16,7 +16,7 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
-#include "ops/scalar_types.h"
+#include "ops/engine/scalar_types.h"
 
 /* ---- buffers, views, values ------------------------------------------ */
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/scalar_types.h"
+#include "ops/engine/scalar_types.h"
 #include "vector_buf.h"
 
 #define N 300

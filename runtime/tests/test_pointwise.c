@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/scalar_types.h"
-#include "ops/vmath.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/vmath.h"
 
 /* ---- vmath accuracy ------------------------------------------------------ */
 

@@ -15,9 +15,9 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
-#include "ops/philox.h"
-#include "ops/random_math.h"
-#include "ops/scalar_types.h"
+#include "ops/random/philox.h"
+#include "ops/random/random_math.h"
+#include "ops/engine/scalar_types.h"
 
 #define SEED 0x0123456789abcdefull
 #define OFFSET 1000003ull

@@ -16,7 +16,7 @@
 #include <string.h>
 #include "check.h"
 #include "child.h"
-#include "ops/reduce.h"
+#include "ops/reduce/reduce.h"
 
 /* ---- element access (independent of the runtime's converters) ---------- */
 

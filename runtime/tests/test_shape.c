@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/sort_keys.h"
+#include "ops/shape/sort_keys.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-#include "ops/conv_gemm.h"
-#include "ops/scalar_types.h"
+#include "ops/conv/conv_gemm.h"
+#include "ops/engine/scalar_types.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
 static double rnd(void) {

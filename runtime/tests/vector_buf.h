@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "check.h"
-#include "ops/scalar_types.h"
+#include "ops/engine/scalar_types.h"
 
 typedef struct buf {
   void *dev;

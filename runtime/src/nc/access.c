@@ -7,8 +7,8 @@
  * have straight loops the compiler vectorises.
  */
 #include <string.h>
-#include "access.h"
-#include "numerics.h"
+#include "nc/access.h"
+#include "nc/numerics.h"
 
 uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p) {
   const nrt_nc_tensor *t = &core->program->tensors[ap->tensor];

@@ -3,7 +3,7 @@
 #ifndef NEURONRT_NC_ACCESS_H
 #define NEURONRT_NC_ACCESS_H
 
-#include "nc_internal.h"
+#include "nc/nc_internal.h"
 
 /* The memory of one simulated core during a run. */
 typedef struct nc_core {

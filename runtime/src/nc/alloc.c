@@ -15,7 +15,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "nc_internal.h"
+#include "nc/nc_internal.h"
 
 typedef struct interval {
   int64_t begin, end;

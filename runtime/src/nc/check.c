@@ -7,7 +7,7 @@
  * source line.
  */
 #include <stdio.h>
-#include "nc_internal.h"
+#include "nc/nc_internal.h"
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 

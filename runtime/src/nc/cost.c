@@ -16,7 +16,7 @@
  * queues that share the bandwidth. These are estimates, not measurements.
  */
 #include <stdlib.h>
-#include "nc_internal.h"
+#include "nc/nc_internal.h"
 
 #define DMA_QUEUES 16
 #define DMA_FIXED_NS 1300.0

@@ -12,8 +12,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include "access.h"
-#include "numerics.h"
+#include "nc/access.h"
+#include "nc/numerics.h"
 
 #define CORE_CACHE 4
 

@@ -4,7 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include "../internal.h"
+#include "internal.h"
 
 struct nrt_nc_program {
   atomic_int refs;

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 #include "neuronrt/nc.h"
-#include "../ops/scalar_types.h"
-#include "../ops/vmath.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/vmath.h"
 
 /* fp8 with ebits exponent bits, mbits mantissa bits and an IEEE-style top
  * exponent (inf/NaN). Overflow rounds to infinity, as IEEE does. */

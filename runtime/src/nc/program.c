@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "nc_internal.h"
+#include "nc/nc_internal.h"
 
 size_t nrt_nc_dtype_size(int32_t dtype) {
   switch (dtype) {

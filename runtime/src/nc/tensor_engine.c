@@ -14,8 +14,8 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
-#include "../ops/thread_pool.h"
-#include "access.h"
+#include "ops/engine/thread_pool.h"
+#include "nc/access.h"
 
 #define MR 8
 #define NR 32

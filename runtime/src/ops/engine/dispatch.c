@@ -1,0 +1,117 @@
+/* The op table: names and kernels from NRT_OP_LIST, descriptor checks, and
+ * the translation of device addresses to the runtime's host aliases. */
+#include <stdint.h>
+#include "internal.h"
+#include "ops/engine/convert.h"
+
+#define NAME_ENTRY_(CODE, name) [NRT_OP_##CODE] = #name,
+static const char *const op_names[NRT_OP_COUNT] = {NRT_OP_LIST(NAME_ENTRY_)};
+#undef NAME_ENTRY_
+
+#define KERNEL_ENTRY_(CODE, name) [NRT_OP_##CODE] = rt_kernel_##name,
+static const rt_kernel_fn kernels[NRT_OP_COUNT] = {NRT_OP_LIST(KERNEL_ENTRY_)};
+#undef KERNEL_ENTRY_
+
+const char *nrt_op_name(nrt_op_code code) {
+  return (unsigned)code < NRT_OP_COUNT ? op_names[code] : "unknown_op";
+}
+
+int64_t nrt_view_numel(const nrt_tensor_view *view) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < view->ndim; d++) n *= view->shape[d];
+  return n;
+}
+
+/* Checks one view: rank, non-negative sizes, and that every element lies in
+ * the device arena that holds its first element. Extents are computed with
+ * overflow checks: a wrapped extent could pass the arena check while the
+ * elements in between lie anywhere. */
+static nrt_status validate_view(const char *op, int index, const nrt_tensor_view *v) {
+  if ((unsigned)v->dtype >= NRT_DTYPE_COUNT)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has an invalid dtype", op, index);
+  if (v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: operand %d has %d dimensions; at most %d are supported",
+                   op, index, v->ndim, NRT_MAX_DIMS);
+  int empty = 0;
+  for (int32_t d = 0; d < v->ndim; d++) {
+    if (v->shape[d] < 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has negative size %lld in dim %d",
+                     op, index, (long long)v->shape[d], d);
+    if (v->shape[d] == 0) empty = 1;
+  }
+  if (empty) return NRT_SUCCESS; /* nothing is touched */
+  int64_t elem = (int64_t)nrt_dtype_size(v->dtype);
+  int64_t lo = 0, hi = 0, numel = 1; /* byte offsets of the lowest and highest element */
+  for (int32_t d = 0; d < v->ndim; d++) {
+    int64_t extent;
+    if (__builtin_mul_overflow(v->shape[d] - 1, v->strides[d], &extent) ||
+        __builtin_mul_overflow(extent, elem, &extent) ||
+        (extent < 0 ? __builtin_add_overflow(lo, extent, &lo)
+                    : __builtin_add_overflow(hi, extent, &hi)) ||
+        __builtin_mul_overflow(numel, v->shape[d], &numel))
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                     "%s: operand %d is too large (its size or extent overflows 64 bits)", op, index);
+  }
+  int32_t first_dev, last_dev;
+  uintptr_t base = (uintptr_t)v->data;
+  if (nrt_pointer_get_device((const void *)(base + (uintptr_t)lo), &first_dev) != NRT_SUCCESS ||
+      nrt_pointer_get_device((const void *)(base + (uintptr_t)hi + (uintptr_t)elem - 1),
+                             &last_dev) != NRT_SUCCESS ||
+      first_dev != last_dev)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: operand %d is not entirely in neuron device memory", op, index);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_op_validate(const nrt_op *op) {
+  if ((unsigned)op->code >= NRT_OP_COUNT)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "unknown op code %d", (int)op->code);
+  const char *name = op_names[op->code];
+  if (op->num_operands < 0 || op->num_operands > NRT_MAX_OPERANDS || op->num_scalars < 0 ||
+      op->num_scalars > NRT_MAX_SCALARS)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad operand or scalar count", name);
+  if (op->num_outputs < 0 || op->num_outputs > op->num_operands)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad output count %d", name, op->num_outputs);
+  if (op->immediate_mask >> op->num_operands)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: immediate mask names missing operands", name);
+  for (int i = 0; i < op->num_operands; i++) {
+    const nrt_tensor_view *v = &op->operands[i];
+    nrt_status s;
+    if (op->immediate_mask & (1u << i)) {
+      if (i < op->num_outputs)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output %d cannot be immediate", name, i);
+      if ((unsigned)v->dtype >= NRT_DTYPE_COUNT || v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: immediate operand %d is malformed", name, i);
+      for (int32_t d = 0; d < v->ndim; d++)
+        if (v->strides[d] != 0 || v->shape[d] < 0)
+          return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                         "%s: immediate operand %d must be broadcast (stride 0)", name, i);
+    } else if ((s = validate_view(name, i, v))) {
+      return s;
+    }
+  }
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_op_run(const nrt_op *op) {
+  nrt_op local = *op;
+  uint64_t immediate_values[NRT_MAX_OPERANDS]; /* storage of immediate operands */
+  for (int i = 0; i < local.num_operands; i++) {
+    nrt_tensor_view *v = &local.operands[i];
+    if (local.immediate_mask & (1u << i)) {
+      rt_convert_scalar(v->dtype, &local.immediates[i], &immediate_values[i]);
+      v->data = &immediate_values[i];
+    } else if (v->data) {
+      v->data = nrt_device_to_host(v->data);
+    }
+  }
+  return kernels[local.code](&local);
+}
+
+nrt_status nrt_op_execute(const nrt_op *op) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!op) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_op_execute: NULL op");
+  if ((s = rt_op_validate(op))) return s;
+  return rt_op_run(op);
+}

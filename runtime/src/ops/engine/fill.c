@@ -1,0 +1,40 @@
+/* FILL: every element of dst becomes the scalar, converted to dst's dtype. */
+#include <string.h>
+#include "internal.h"
+#include "ops/engine/convert.h"
+#include "ops/engine/iterate.h"
+
+typedef struct fill_value {
+  unsigned char bytes[8];
+  size_t size;
+} fill_value;
+
+#define FILL_LOOP(NAME, T)                                                   \
+  static void fill_##NAME(char **data, const int64_t *strides, int64_t n,    \
+                          void *ctx) {                                       \
+    T v;                                                                     \
+    memcpy(&v, ((const fill_value *)ctx)->bytes, sizeof v);                  \
+    if (strides[0] == (int64_t)sizeof(T)) {                                  \
+      T *d = (T *)data[0];                                                   \
+      for (int64_t i = 0; i < n; i++) d[i] = v;                              \
+    } else {                                                                 \
+      for (int64_t i = 0; i < n; i++) memcpy(data[0] + i * strides[0], &v, sizeof v); \
+    }                                                                        \
+  }
+FILL_LOOP(8, uint8_t)
+FILL_LOOP(16, uint16_t)
+FILL_LOOP(32, uint32_t)
+FILL_LOOP(64, uint64_t)
+
+nrt_status rt_kernel_fill(const nrt_op *op) {
+  if (op->num_operands != 1 || op->num_scalars != 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "fill: expects 1 operand and 1 scalar");
+  const nrt_tensor_view *dst = &op->operands[0];
+  fill_value value;
+  value.size = nrt_dtype_size(dst->dtype);
+  rt_convert_scalar(dst->dtype, &op->scalars[0], value.bytes);
+  rt_inner_loop loop = value.size == 1 ? fill_8 : value.size == 2 ? fill_16
+                       : value.size == 4 ? fill_32 : fill_64;
+  rt_iterate(1, dst, loop, &value);
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,182 @@
+/* Generators of typed inner loops for pointwise kernels.
+ *
+ * Each macro defines a static rt_inner_loop computing EXPR per element, with
+ * fast paths for contiguous runs and for broadcast operands (stride 0) that
+ * the compiler vectorises, compiled for AVX2 and baseline (RT_SIMD_CLONES).
+ * In EXPR the inputs are x (unary) or a, b (binary), c (ternary), and sc
+ * points at the op's rt_scalars. EXPR may set rt_fault = 1 to report invalid
+ * data (integer division by zero); the loop then raises the fault flag of its
+ * rt_loop_ctx, which the pointwise driver turns into the op's error.
+ */
+#ifndef NEURONRT_OPS_LOOPS_H
+#define NEURONRT_OPS_LOOPS_H
+
+#include <stdatomic.h>
+#include <string.h>
+#include "ops/engine/elementwise.h"
+#include "ops/engine/scalar_types.h"
+
+/* The ctx of pointwise loops: the scalars first (loops read ctx as an
+ * rt_scalars), then the fault flag, shared by the threads of one op. */
+typedef struct rt_loop_ctx {
+  rt_scalars sc;
+  atomic_int fault;
+} rt_loop_ctx;
+
+static inline void rt_loop_raise(void *ctx) {
+  atomic_store_explicit(&((rt_loop_ctx *)ctx)->fault, 1, memory_order_relaxed);
+}
+
+#define RT_LOAD(T, p) (*(const T *)(p))
+#define RT_STORE(T, p, v) (*(T *)(p) = (v))
+
+/* The scalars are copied so that the compiler knows reading them cannot
+ * fault or alias the output: a select that reads one only on some lanes
+ * still vectorises. */
+#define RT_LOOP_BEGIN_                                   \
+  const rt_scalars rt_scalars_copy = *(const rt_scalars *)ctx; \
+  const rt_scalars *sc = &rt_scalars_copy;               \
+  int rt_fault = 0;                                      \
+  (void)sc;                                              \
+  (void)rt_fault;
+
+#define RT_LOOP_END_ \
+  if (rt_fault) rt_loop_raise(ctx);
+
+#define RT_UNARY_LOOP(NAME, TO, TI, EXPR)                                          \
+  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,  \
+                                  void *ctx) {                                     \
+    RT_LOOP_BEGIN_                                                                 \
+    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == (int64_t)sizeof(TI)) { \
+      TO *o = (TO *)data[0];                                                       \
+      const TI *in = (const TI *)data[1];                                          \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        TI x = in[i];                                                              \
+        (void)x;                                                                   \
+        o[i] = (TO)(EXPR);                                                         \
+      }                                                                            \
+    } else {                                                                       \
+      for (int64_t i = 0; i < n; i++) {                                            \
+        TI x = RT_LOAD(TI, data[1] + i * strides[1]);                              \
+        (void)x;                                                                   \
+        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                        \
+      }                                                                            \
+    }                                                                              \
+    RT_LOOP_END_                                                                   \
+  }
+
+/* One contiguous-output run where a and b each advance by SA, SB (0 or 1);
+ * inputs are read through IN, the result stored through OUT. */
+#define RT_BINARY_RUN_(TO, TC, SA, SB, IN, OUT, EXPR) \
+  for (int64_t i = 0; i < n; i++) {                 \
+    TC a = IN(pa[i * (SA)]), b = IN(pb[i * (SB)]);  \
+    o[i] = OUT(EXPR);                               \
+  }
+
+/* A binary loop whose inputs are stored as TI and computed as TC (IN
+ * converts one element), with the result converted by OUT to TO. */
+#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR)                                     \
+  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,               \
+                                  void *ctx) {                                                  \
+    RT_LOOP_BEGIN_                                                                              \
+    TO *o = (TO *)data[0];                                                                      \
+    const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                              \
+    const int64_t w = (int64_t)sizeof(TI);                                                      \
+    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {              \
+      RT_BINARY_RUN_(TO, TC, 1, 1, IN, OUT, EXPR)                                               \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) {       \
+      RT_BINARY_RUN_(TO, TC, 1, 0, IN, OUT, EXPR)                                               \
+    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) {       \
+      RT_BINARY_RUN_(TO, TC, 0, 1, IN, OUT, EXPR)                                               \
+    } else {                                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        TC a = IN(RT_LOAD(TI, data[1] + i * strides[1]));                                       \
+        TC b = IN(RT_LOAD(TI, data[2] + i * strides[2]));                                       \
+        RT_STORE(TO, data[0] + i * strides[0], OUT(EXPR));                                      \
+      }                                                                                         \
+    }                                                                                           \
+    RT_LOOP_END_                                                                                \
+  }
+
+#define RT_BINARY_LOOP(NAME, TO, TI, EXPR) RT_BINARY_LOOP_CVT(NAME, TO, TI, TI, , (TO), EXPR)
+
+/* Binary loops on float16 (NAME_f16n) and bfloat16 (NAME_bf16n) storage,
+ * computing EXPR in float with each element converted in registers: the
+ * same numbers as the engine's conversion through buffers, at the cost of
+ * one pass over memory. */
+#define RT_BINARY_LOOPS16(NAME, EXPR)                                                            \
+  RT_BINARY_LOOP_CVT(NAME##_bf16n, uint16_t, uint16_t, float, rt_bfloat16_to_float,             \
+                     rt_bfloat16_from_float, EXPR)                                              \
+  RT_BINARY_LOOP_CVT(NAME##_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float, \
+                     EXPR)
+
+#define RT_TERNARY_RUN_(TO, TA, TB, TC, SA, SB, SC, EXPR)           \
+  for (int64_t i = 0; i < n; i++) {                                 \
+    TA a = pa[i * (SA)];                                            \
+    TB b = pb[i * (SB)];                                            \
+    TC c = pc[i * (SC)];                                            \
+    o[i] = (TO)(EXPR);                                              \
+  }
+
+/* Fast paths: all inputs contiguous, or one or two of them broadcast
+ * (where with a scalar branch, masked_fill, clamp with scalar bounds). */
+#define RT_TERNARY_LOOP(NAME, TO, TA, TB, TC, EXPR)                                     \
+  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,       \
+                                  void *ctx) {                                          \
+    RT_LOOP_BEGIN_                                                                      \
+    TO *o = (TO *)data[0];                                                              \
+    const TA *pa = (const TA *)data[1];                                                 \
+    const TB *pb = (const TB *)data[2];                                                 \
+    const TC *pc = (const TC *)data[3];                                                 \
+    int ka = strides[1] == (int64_t)sizeof(TA) ? 1 : strides[1] == 0 ? 0 : 2;           \
+    int kb = strides[2] == (int64_t)sizeof(TB) ? 1 : strides[2] == 0 ? 0 : 2;           \
+    int kc = strides[3] == (int64_t)sizeof(TC) ? 1 : strides[3] == 0 ? 0 : 2;           \
+    int key = strides[0] == (int64_t)sizeof(TO) ? ka * 100 + kb * 10 + kc : -1;         \
+    if (key == 111) {                                                                   \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 1, 1, EXPR)                                    \
+    } else if (key == 110) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 1, 0, EXPR)                                    \
+    } else if (key == 101) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 0, 1, EXPR)                                    \
+    } else if (key == 100) {                                                            \
+      RT_TERNARY_RUN_(TO, TA, TB, TC, 1, 0, 0, EXPR)                                    \
+    } else {                                                                            \
+      for (int64_t i = 0; i < n; i++) {                                                 \
+        TA a = RT_LOAD(TA, data[1] + i * strides[1]);                                   \
+        TB b = RT_LOAD(TB, data[2] + i * strides[2]);                                   \
+        TC c = RT_LOAD(TC, data[3] + i * strides[3]);                                   \
+        RT_STORE(TO, data[0] + i * strides[0], (TO)(EXPR));                             \
+      }                                                                                 \
+    }                                                                                   \
+    RT_LOOP_END_                                                                        \
+  }
+
+/* C types of the compute dtypes, for the generators. */
+#define RT_NUMERIC_TYPES(X) \
+  X(NRT_UINT8, u8, uint8_t) \
+  X(NRT_INT8, i8, int8_t)   \
+  X(NRT_INT16, i16, int16_t) \
+  X(NRT_INT32, i32, int32_t) \
+  X(NRT_INT64, i64, int64_t) \
+  X(NRT_FLOAT32, f32, float) \
+  X(NRT_FLOAT64, f64, double)
+
+#define RT_INTEGER_TYPES(X) \
+  X(NRT_UINT8, u8, uint8_t) \
+  X(NRT_INT8, i8, int8_t)   \
+  X(NRT_INT16, i16, int16_t) \
+  X(NRT_INT32, i32, int32_t) \
+  X(NRT_INT64, i64, int64_t)
+
+#define RT_FLOAT_TYPES(X)    \
+  X(NRT_FLOAT32, f32, float) \
+  X(NRT_FLOAT64, f64, double)
+
+/* Integer arithmetic that wraps like PyTorch's, without C's undefined
+ * signed overflow: computed in an unsigned type at least as wide as int
+ * (uint32_t, or uint64_t for 64-bit values) and truncated to T. */
+#define RT_WRAP(T, expr) ((T)(uint64_t)(expr))
+#define RT_U64(v) ((uint64_t)(int64_t)(v))
+#define RT_UW(v) _Generic((v), int64_t: (uint64_t)(v), default: (uint32_t)(v))
+
+#endif

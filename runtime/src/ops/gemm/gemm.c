@@ -1,0 +1,544 @@
+/* The GEMM driver: argument checks, the choice of path, block sizes, and the
+ * BLIS loops around the micro-kernel.
+ *
+ * Work is cut into units (batch item, column block of nc, row block of mc).
+ * When all of B, packed, fits SHARED_B_MAX (every training-sized product),
+ * the pool first packs B once into one shared buffer (split by panel), then
+ * the threads claim units one at a time from an atomic counter: no thread
+ * packs B twice, and units are small enough (about UNITS_TARGET per
+ * product) that two threads finish together even on a loaded machine.
+ * Larger products share units out in contiguous ranges instead; a range
+ * packs what its units need itself. A small B in the compute type with
+ * unit column stride is not packed at all: the micro-kernels read its rows
+ * where they lie (b_in_place). Consecutive units of one column block
+ * form a group that shares each packed B chunk:
+ *
+ *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc)
+ *     for each row block of the group: for each k block (kc): pack A (mc x kc)
+ *       for each column panel (nr): for each row panel (mr): micro-kernel
+ *
+ * C is updated in place when it is stored in the compute type with unit
+ * column stride ("direct"); otherwise a float32/float64 workspace for the
+ * unit accumulates the k blocks and is written out once, converted. A
+ * transposed C is handled by computing C^T = B^T A^T.
+ */
+#include "ops/gemm/gemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "ops/engine/elementwise.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/thread_pool.h"
+
+#define K_CHUNK_MAX 2048 /* longest k range of a packed B chunk */
+#define MIN_PARALLEL_FLOPS (1 << 18)
+#define WORKSPACE_ELEMS (1 << 20) /* per thread, when C is not updated in place */
+#define SHARED_B_MAX (1 << 22)    /* packed elements of B shared by all threads (16 MiB) */
+#define SHARED_B_CHUNK (1 << 19)  /* ... packed and used a k chunk of about this size at a time */
+#define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
+#define MIN_UNIT_PANELS 4         /* rows / columns of a unit, in register tiles */
+#define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
+#define MIN_PACK_TASKS 8          /* ... fewer when that leaves fewer tasks than this */
+#define B_IN_PLACE_MAX (1 << 18)  /* bytes of B per batch item read unpacked, at most */
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+double rt_gemm_load(nrt_dtype d, const void *base, int64_t i) {
+  switch (d) {
+    case NRT_FLOAT16: return rt_half_to_float(((const rt_half *)base)[i]);
+    case NRT_BFLOAT16: return rt_bfloat16_to_float(((const rt_bfloat16 *)base)[i]);
+    case NRT_FLOAT32: return ((const float *)base)[i];
+    default: return ((const double *)base)[i];
+  }
+}
+
+void rt_gemm_store(nrt_dtype d, void *base, int64_t i, double v) {
+  switch (d) {
+    case NRT_FLOAT16: ((rt_half *)base)[i] = rt_half_from_float((float)v); break;
+    case NRT_BFLOAT16: ((rt_bfloat16 *)base)[i] = rt_bfloat16_from_float((float)v); break;
+    case NRT_FLOAT32: ((float *)base)[i] = (float)v; break;
+    default: ((double *)base)[i] = v; break;
+  }
+}
+
+static void *alloc_aligned(int64_t bytes) {
+  return aligned_alloc(64, (size_t)round_up(bytes > 0 ? bytes : 64, 64));
+}
+
+/* Packing buffers are kept per thread between calls: a fresh multi-MiB
+ * buffer per call costs page faults comparable to the product itself. */
+enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_COUNT };
+typedef struct scratch_buf {
+  void *p;
+  int64_t bytes;
+} scratch_buf;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *p) {
+  scratch_buf *b = p;
+  for (int i = 0; i < BUF_COUNT; i++) free(b[i].p);
+  free(b);
+}
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+/* This thread's buffer `which`, at least `bytes` long (64-byte aligned), or
+ * NULL when out of memory. */
+static void *scratch(int which, int64_t bytes) {
+  pthread_once(&scratch_once, scratch_init);
+  if (!scratch_key_ok) return NULL;
+  scratch_buf *b = pthread_getspecific(scratch_key);
+  if (!b) {
+    b = calloc(BUF_COUNT, sizeof *b);
+    if (!b) return NULL;
+    if (pthread_setspecific(scratch_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b[which].bytes < bytes || !b[which].p) {
+    free(b[which].p);
+    b[which].p = alloc_aligned(bytes);
+    b[which].bytes = b[which].p ? bytes : 0;
+  }
+  return b[which].p;
+}
+
+typedef struct gemm_plan {
+  rt_gemm_args g;
+  const rt_gemm_kernel *kern;
+  int64_t ktot, mc, kc, nc, kb;
+  int64_t m_blocks, n_blocks, units;
+  int64_t ws_blocks; /* row blocks a workspace holds (no direct C) */
+  int direct, cin_is_c;
+  int b_inplace; /* micro-kernels read B where it lies (b_in_place) */
+  int failed; /* a worker could not allocate its buffers (atomic) */
+  /* Shared packed B, one k chunk [kb0, kb0 + kb) at a time: for batch item
+   * t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad +
+   * jr*(packed kc); or NULL. */
+  void *bsh;
+  int64_t bsh_item, npad, kb0;
+  int64_t group; /* B panels per packing task */
+  int64_t next_unit; /* the next unit to claim (atomic) */
+} gemm_plan;
+
+/* c (rows of length nrc, row stride c_rs, unit column stride) =
+ * tile + bsrc * src; src NULL means just tile. tile may be c itself. */
+#define DEFINE_MERGE(T, SUF)                                                                   \
+  static void merge_##SUF(T *c, int64_t c_rs, const T *tile, int64_t ld, int64_t mrc,          \
+                          int64_t nrc, const T *src, int64_t s_rs, int64_t s_cs, T bsrc) {     \
+    for (int64_t i = 0; i < mrc; i++)                                                          \
+      for (int64_t j = 0; j < nrc; j++)                                                        \
+        c[i * c_rs + j] = src ? tile[i * ld + j] + bsrc * src[i * s_rs + j * s_cs] : tile[i * ld + j]; \
+  }
+DEFINE_MERGE(float, f32)
+DEFINE_MERGE(double, f64)
+
+/* One row of a float32 workspace written to C: c[j] = w[j] + beta * in[j]
+ * (in NULL: just w), rounded once to C's dtype. */
+static inline float f32_id(float v) { return v; }
+#define DEFINE_FLUSH_ROW(NAME, ST, TO, FROM)                                                   \
+  RT_SIMD_CLONES static void NAME(ST *c, int64_t cs, const float *w, const ST *in, int64_t ics, \
+                                  float beta, int64_t n) {                                     \
+    if (!in) {                                                                                 \
+      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j]);                                   \
+    } else {                                                                                   \
+      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j] + beta * FROM(in[j * ics]));         \
+    }                                                                                          \
+  }
+DEFINE_FLUSH_ROW(flush_row_f32, float, f32_id, f32_id)
+DEFINE_FLUSH_ROW(flush_row_bf16, rt_bfloat16, rt_bfloat16_from_float, rt_bfloat16_to_float)
+DEFINE_FLUSH_ROW(flush_row_f16, rt_half, rt_half_from_float, rt_half_to_float)
+
+/* Writes a unit's workspace (mrows x ncols, row stride ld) to C at (t, i0,
+ * j0): C = ws + beta * Cin, rounded once to C's dtype. */
+static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld, int64_t t,
+                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols) {
+  const rt_gemm_args *g = &pl->g;
+  float beta = (float)g->beta;
+  int64_t cb = (int64_t)nrt_dtype_size(g->c_dtype);
+  for (int64_t i = 0; i < mrows; i++) {
+    const float *w = ws + i * ld;
+    char *crow = (char *)g->c + (t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs) * cb;
+    const char *irow =
+        g->cin ? (const char *)g->cin + (t * g->cin_bs + (i0 + i) * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
+    switch (g->c_dtype) {
+      case NRT_BFLOAT16:
+        flush_row_bf16((rt_bfloat16 *)crow, g->c_cs, w, (const rt_bfloat16 *)irow, g->cin_cs, beta, ncols);
+        break;
+      case NRT_FLOAT16:
+        flush_row_f16((rt_half *)crow, g->c_cs, w, (const rt_half *)irow, g->cin_cs, beta, ncols);
+        break;
+      default:
+        flush_row_f32((float *)crow, g->c_cs, w, (const float *)irow, g->cin_cs, beta, ncols);
+        break;
+    }
+  }
+}
+
+static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t ld, int64_t t,
+                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols) {
+  const rt_gemm_args *g = &pl->g;
+  for (int64_t i = 0; i < mrows; i++) {
+    const double *w = ws + i * ld;
+    double *crow = (double *)g->c + t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs;
+    const double *irow = g->beta != 0 ? (const double *)g->cin + t * g->cin_bs +
+                                            (i0 + i) * g->cin_rs + j0 * g->cin_cs
+                                      : NULL;
+    for (int64_t j = 0; j < ncols; j++)
+      crow[j * g->c_cs] = irow ? w[j] + g->beta * irow[j * g->cin_cs] : w[j];
+  }
+}
+
+/* The units [u0, u1) of a plan, for compute type T. Consecutive units of
+ * one batch item and column block form a group that shares each packed B
+ * chunk; without direct C, a group is at most ws_blocks row blocks (its
+ * workspace). */
+#define DEFINE_UNITS(PT, CT, SUF, CSUF, UKR, KDIV)                                                               \
+  static void run_units_##SUF(int64_t u0, int64_t u1, void *ctx) {                              \
+    gemm_plan *pl = ctx;                                                                        \
+    const rt_gemm_args *g = &pl->g;                                                             \
+    const rt_gemm_kernel *kern = pl->kern;                                                      \
+    const int64_t mr = kern->mr, nr = kern->nr, kdiv = KDIV; /* k values per packed element */  \
+    const int64_t ncpad = round_up(pl->nc, nr), mcpad = round_up(pl->mc, mr);                   \
+    const CT alpha = (CT)g->alpha, beta = (CT)g->beta;                                             \
+    const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
+    PT *ap = scratch(BUF_A, mcpad * KP(pl->kc) * (int64_t)sizeof(PT));                          \
+    const int b_packed = !pl->bsh && !pl->b_inplace; /* B packed here, per unit */             \
+    PT *bp = b_packed ? scratch(BUF_B, (pl->kb / kdiv + 1) * ncpad * (int64_t)sizeof(PT)) : NULL; \
+    CT *ws = pl->direct ? NULL : scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)); \
+    CT *tile = scratch(BUF_TILE, mr * nr * (int64_t)sizeof(CT));                                \
+    if (!ap || (b_packed && !bp) || !tile || (!pl->direct && !ws)) {                            \
+      __atomic_store_n(&pl->failed, 1, __ATOMIC_RELAXED);                                       \
+      return;                                                                                   \
+    }                                                                                           \
+    for (int64_t u = u0; u < u1;) {                                                             \
+      const int64_t tj = u / pl->m_blocks, ib0 = u % pl->m_blocks;                              \
+      const int64_t t = tj / pl->n_blocks, jb = tj % pl->n_blocks;                              \
+      int64_t nib = min64(u1, (tj + 1) * pl->m_blocks) - u;                                     \
+      if (!pl->direct) nib = min64(nib, pl->ws_blocks);                                         \
+      const int64_t j0 = jb * pl->nc, ncur = min64(pl->nc, g->n - j0);                          \
+      const rt_gemm_src sa = {.base = (const char *)g->a + t * g->a_bs * ab, .dtype = g->ab_dtype, \
+                              .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
+      const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
+                              .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
+      for (int64_t kb0 = pl->bsh ? pl->kb0 : 0; kb0 < (pl->bsh ? pl->kb0 + 1 : pl->ktot); kb0 += pl->kb) { \
+        const int64_t kbcur = min64(pl->kb, pl->ktot - kb0);                                    \
+        /* The B chunk: shared (packed already; one chunk of all k) or this unit's. */          \
+        const PT *bbase = pl->bsh ? (const PT *)pl->bsh + t * pl->bsh_item : bp;                \
+        const int64_t bld = pl->bsh ? pl->npad : ncpad, bj0 = pl->bsh ? j0 : 0;                 \
+        for (int64_t pc = 0; pc < kbcur && b_packed; pc += pl->kc) {                            \
+          const int64_t kcur = min64(pl->kc, kbcur - pc);                                       \
+          rt_gemm_pack_panels_##SUF(bp + pc / kdiv * ncpad, (int)nr, &sb, j0, ncur, kb0 + pc, kcur); \
+        }                                                                                       \
+        for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                          \
+          const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                      \
+          CT *cunit = pl->direct ? (CT *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;           \
+          CT *wunit = pl->direct ? NULL : ws + (ib - ib0) * mcpad * ncpad;                       \
+          const CT *iunit = g->cin ? (const CT *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
+          for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
+            const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
+            const int first = kb0 + pc == 0;                                                    \
+            rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);              \
+            /* B's panels: packed (kc x nr each, one after another) or in place. */             \
+            const PT *bpc = pl->b_inplace ? (const PT *)sb.base + (kb0 + pc) * g->b_rs + j0       \
+                                          : bbase + pc / kdiv * bld + bj0 * KP(kcur);           \
+            const int64_t bstep = pl->b_inplace ? 1 : KP(kcur), ldb = pl->b_inplace ? g->b_rs : nr; \
+            for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
+              const int64_t nrc = min64(nr, ncur - jr);                                         \
+              for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
+                const int64_t mrc = min64(mr, mcur - ir);                                       \
+                const PT *apan = ap + ir * KP(kcur), *bpan = bpc + jr * bstep;                  \
+                if (!pl->direct) {                                                              \
+                  UKR(KP(kcur), apan, bpan, ldb, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1); \
+                  continue;                                                                     \
+                }                                                                               \
+                CT *cp = cunit + ir * g->c_rs + jr;                                              \
+                /* What is added to alpha*AB: beta*Cin on the first k block, C after. */        \
+                const CT *src = cp;                                                              \
+                int64_t s_rs = g->c_rs, s_cs = 1;                                               \
+                CT bsrc = 1;                                                                     \
+                if (first) {                                                                    \
+                  bsrc = beta;                                                                  \
+                  if (g->beta == 0) {                                                           \
+                    src = NULL;                                                                 \
+                  } else if (!pl->cin_is_c) {                                                   \
+                    src = iunit + ir * g->cin_rs + jr * g->cin_cs;                              \
+                    s_rs = g->cin_rs, s_cs = g->cin_cs;                                         \
+                  }                                                                             \
+                }                                                                               \
+                if (mrc == mr && nrc == nr) {                                                   \
+                  if (src == cp || !src) {                                                      \
+                    UKR(KP(kcur), apan, bpan, ldb, cp, g->c_rs, alpha, src ? bsrc : 0);         \
+                  } else {                                                                      \
+                    UKR(KP(kcur), apan, bpan, ldb, cp, g->c_rs, alpha, 0);                      \
+                    merge_##CSUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);       \
+                  }                                                                             \
+                } else {                                                                        \
+                  UKR(KP(kcur), apan, bpan, ldb, tile, nr, alpha, 0);                           \
+                  merge_##CSUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);          \
+                }                                                                               \
+              }                                                                                 \
+            }                                                                                   \
+          }                                                                                     \
+        }                                                                                       \
+      }                                                                                         \
+      if (!pl->direct)                                                                          \
+        for (int64_t ib = ib0; ib < ib0 + nib; ib++)                                            \
+          flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, ib * pl->mc, j0, \
+                                min64(pl->mc, g->m - ib * pl->mc), ncur);                       \
+      u += nib;                                                                                 \
+    }                                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* Shared B, phase 1: packs tasks [p0, p1) (batch item, k block, group of panels). */       \
+  static void pack_shared_##SUF(int64_t p0, int64_t p1, void *ctx) {                            \
+    gemm_plan *pl = ctx;                                                                        \
+    const rt_gemm_args *g = &pl->g;                                                             \
+    const int64_t nr = pl->kern->nr, kdiv = KDIV, groups = ceil_div(g->n, pl->group * nr);    \
+    const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
+    const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
+    for (int64_t task = p0; task < p1; task++) {                                                \
+      const int64_t jr = task % groups * pl->group * nr, rest = task / groups;                \
+      const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;                           \
+      const int64_t kcur = min64(pl->kc, kbcur - pc);                                           \
+      const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
+                              .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
+      PT *dst = (PT *)pl->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
+      rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(pl->group * nr, g->n - jr),     \
+                                pl->kb0 + pc, kcur);                                            \
+    }                                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* Shared B, phase 2: each thread claims units until none is left. */                         \
+  static void claim_units_##SUF(int64_t w0, int64_t w1, void *ctx) {                            \
+    (void)w0, (void)w1;                                                                         \
+    gemm_plan *pl = ctx;                                                                        \
+    for (;;) {                                                                                  \
+      int64_t u = __atomic_fetch_add(&pl->next_unit, 1, __ATOMIC_RELAXED);                      \
+      if (u >= pl->units || __atomic_load_n(&pl->failed, __ATOMIC_RELAXED)) return;            \
+      run_units_##SUF(u, u + 1, ctx);                                                           \
+    }                                                                                           \
+  }
+
+#define KP(kvals) (((kvals) + kdiv - 1) / kdiv) /* packed k steps */
+#define UKR_F32_(...) kern->f32(__VA_ARGS__)
+#define UKR_F64_(...) kern->f64(__VA_ARGS__)
+#define UKR_BF16_(...) kern->bf16(__VA_ARGS__)
+DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
+DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
+DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
+
+/* Runs every unit of a shared-B plan: the pool's threads (or the calling
+ * thread alone) claim them until none is left. */
+static void claim_all_units(gemm_plan *pl, rt_range_fn claim, int parallel) {
+  pl->next_unit = 0;
+  if (parallel)
+    rt_parallel_for(rt_num_threads(), 1, claim, pl);
+  else
+    claim(0, 1, pl);
+}
+
+/* Block sizes for a problem: they depend on its sizes and the kernel only. */
+static void plan_blocks(gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  pl->ktot = g->k * g->kslices;
+  pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, kern->kc)); /* equal k blocks */
+  if (kern->compute == NRT_BFLOAT16) pl->kc = round_up(pl->kc, 2); /* whole pairs */
+  pl->kb = pl->ktot <= K_CHUNK_MAX ? pl->ktot : pl->kc * (K_CHUNK_MAX / pl->kc);
+  int64_t nc = kern->b_elems / pl->kb / kern->nr * kern->nr;
+  if (nc < kern->nr) nc = kern->nr;
+  int64_t n_blocks = ceil_div(g->n, nc);
+  int64_t m_blocks = ceil_div(g->m, kern->mc);
+  /* Give the pool an even number of units when the work is worth sharing;
+   * this depends on the problem only, so results do not change with the
+   * thread count. */
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)pl->ktot;
+  int64_t units = g->batch * n_blocks * m_blocks;
+  if (flops * (double)g->batch >= MIN_PARALLEL_FLOPS && units % 2 == 1) {
+    if (g->m >= 2 * kern->mr && (m_blocks > 1 || g->n < 2 * kern->nr))
+      m_blocks++;
+    else if (g->n >= 2 * kern->nr)
+      n_blocks++;
+  }
+  pl->mc = round_up(ceil_div(g->m, m_blocks), kern->mr);
+  pl->nc = round_up(ceil_div(g->n, n_blocks), kern->nr);
+  pl->m_blocks = ceil_div(g->m, pl->mc);
+  pl->n_blocks = ceil_div(g->n, pl->nc);
+  pl->units = g->batch * pl->n_blocks * pl->m_blocks;
+  int64_t block = round_up(pl->mc, kern->mr) * round_up(pl->nc, kern->nr);
+  pl->ws_blocks = WORKSPACE_ELEMS / block < 1 ? 1 : min64(WORKSPACE_ELEMS / block, pl->m_blocks);
+}
+
+/* With all of B packed and shared (if it fits SHARED_B_MAX): units of at
+ * least MIN_UNIT_PANELS register tiles each way, about UNITS_TARGET of them
+ * per product, row blocks first (splitting columns repacks A). Returns 0
+ * (plan unchanged) when B does not fit. */
+static int plan_shared_b(gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  const int64_t mr = kern->mr, nr = kern->nr, kdiv = kern->compute == NRT_BFLOAT16 ? 2 : 1;
+  pl->ktot = g->k * g->kslices;
+  pl->kc = ceil_div(pl->ktot, ceil_div(pl->ktot, kern->kc)); /* equal k blocks */
+  if (kdiv == 2) pl->kc = round_up(pl->kc, 2);               /* whole pairs */
+  pl->npad = round_up(g->n, nr);
+  if ((double)ceil_div(pl->ktot, kdiv) * (double)pl->npad * (double)g->batch > SHARED_B_MAX) return 0;
+  /* k chunks that keep the freshly packed B in cache; C accumulates them in
+   * place, so a workspace (C not direct) takes all of k at once. */
+  pl->kb = pl->ktot;
+  if (pl->direct) {
+    int64_t blocks = SHARED_B_CHUNK / (pl->kc / kdiv * pl->npad * g->batch);
+    if (blocks < 1) blocks = 1;
+    pl->kb = min64(pl->ktot, blocks * pl->kc);
+  }
+  pl->bsh_item = ceil_div(pl->kb, kdiv) * pl->npad;
+  int64_t per_item = ceil_div(UNITS_TARGET, g->batch);
+  int64_t rpanels = ceil_div(g->m, mr), cpanels = pl->npad / nr;
+  int64_t mb = min64(ceil_div(rpanels, MIN_UNIT_PANELS), per_item);
+  if (mb < ceil_div(g->m, kern->mc)) mb = ceil_div(g->m, kern->mc);
+  pl->mc = round_up(ceil_div(g->m, mb), mr);
+  pl->m_blocks = ceil_div(g->m, pl->mc);
+  /* Each column block repacks A: split columns only when rows give few units. */
+  int64_t nb = 2 * pl->m_blocks > per_item ? 1
+                                           : min64(ceil_div(per_item, pl->m_blocks),
+                                                   ceil_div(cpanels, MIN_UNIT_PANELS));
+  if (nb < 1) nb = 1;
+  pl->nc = round_up(ceil_div(g->n, nb), nr);
+  pl->n_blocks = ceil_div(g->n, pl->nc);
+  pl->units = g->batch * pl->n_blocks * pl->m_blocks;
+  pl->ws_blocks = 1;
+  return 1;
+}
+
+/* Whether the micro-kernels read B where it lies instead of packed: B in
+ * the compute type with unit column stride, whole nr-column panels (the
+ * kernel reads nr values per row), one slice of k, and at most
+ * B_IN_PLACE_MAX bytes per batch item. For such small products packing B
+ * cost a sixth of the time (12 x 128x64 @ 64x128: 121-128 GFLOP/s packed,
+ * 146-155 in place); for B of 1-4 MiB (512^3, 1024^3) reading in place
+ * made no difference beyond the noise, and packing keeps the kernel's
+ * reads contiguous whatever B's row stride. */
+static int b_in_place(const gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  return kern->compute != NRT_BFLOAT16 && g->ab_dtype == kern->compute && g->kslices == 1 &&
+         g->b_cs == 1 && g->n % kern->nr == 0 &&
+         (double)g->k * (double)g->n * (double)nrt_dtype_size(g->ab_dtype) <= B_IN_PLACE_MAX;
+}
+
+/* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */
+static void transpose_problem(rt_gemm_args *g) {
+  int64_t t;
+  const void *p = g->a;
+  g->a = g->b, g->b = p;
+  t = g->m, g->m = g->n, g->n = t;
+  t = g->a_bs, g->a_bs = g->b_bs, g->b_bs = t;
+  t = g->a_ss, g->a_ss = g->b_ss, g->b_ss = t;
+  int64_t ars = g->a_rs, acs = g->a_cs;
+  g->a_rs = g->b_cs, g->a_cs = g->b_rs;
+  g->b_rs = acs, g->b_cs = ars;
+  t = g->c_rs, g->c_rs = g->c_cs, g->c_cs = t;
+  t = g->cin_rs, g->cin_rs = g->cin_cs, g->cin_cs = t;
+}
+
+/* k == 0: C = beta * Cin (zeros when beta == 0). */
+static void scale_only(const rt_gemm_args *g) {
+  for (int64_t t = 0; t < g->batch; t++)
+    for (int64_t i = 0; i < g->m; i++)
+      for (int64_t j = 0; j < g->n; j++) {
+        double v = 0;
+        if (g->beta != 0)
+          v = g->beta * rt_gemm_load(g->c_dtype, g->cin, t * g->cin_bs + i * g->cin_rs + j * g->cin_cs);
+        rt_gemm_store(g->c_dtype, g->c, t * g->c_bs + i * g->c_rs + j * g->c_cs, v);
+      }
+}
+
+static int is_float16ish(nrt_dtype d) { return d == NRT_FLOAT16 || d == NRT_BFLOAT16; }
+static int is_integer(nrt_dtype d) { return d >= NRT_UINT8 && d <= NRT_INT64; }
+
+static nrt_status check_args(const rt_gemm_args *g) {
+  if (g->batch < 0 || g->m < 0 || g->n < 0 || g->k < 0 || g->kslices < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "gemm: bad sizes batch=%lld m=%lld n=%lld k=%lld kslices=%lld",
+                   (long long)g->batch, (long long)g->m, (long long)g->n, (long long)g->k,
+                   (long long)g->kslices);
+  nrt_dtype ab = g->ab_dtype, c = g->c_dtype;
+  int ok_ab = ab == NRT_FLOAT32 || ab == NRT_FLOAT64 || is_float16ish(ab) || is_integer(ab);
+  if (!ok_ab || !(c == ab || (is_float16ish(ab) && c == NRT_FLOAT32)))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "gemm: unsupported dtypes: inputs %s, output %s",
+                   (unsigned)ab < NRT_DTYPE_COUNT ? nrt_dtype_name(ab) : "?",
+                   (unsigned)c < NRT_DTYPE_COUNT ? nrt_dtype_name(c) : "?");
+  if (g->kernel && g->kernel->compute != (ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32) &&
+      !(g->kernel->compute == NRT_BFLOAT16 && ab == NRT_BFLOAT16))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "gemm: kernel %s does not take %s inputs",
+                   g->kernel->name, nrt_dtype_name(ab));
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_gemm(const rt_gemm_args *args) {
+  nrt_status s = check_args(args);
+  if (s != NRT_SUCCESS) return s;
+  gemm_plan pl = {.g = *args};
+  rt_gemm_args *g = &pl.g;
+  if (g->batch == 0 || g->m == 0 || g->n == 0) return NRT_SUCCESS;
+  if (g->beta == 0) g->cin = NULL;
+  if (g->k == 0) {
+    scale_only(g);
+    return NRT_SUCCESS;
+  }
+  if (is_integer(g->ab_dtype)) return rt_gemm_integer(g);
+  /* Strides of size-1 dimensions are arbitrary: make them harmless. */
+  if (g->n == 1) g->c_cs = 1, g->cin_cs = 0;
+  if (g->m == 1) g->c_rs = 1, g->cin_rs = 0;
+  if (g->kslices == 1 && (g->n == 1 || g->m == 1)) {
+    if (g->n != 1) transpose_problem(g);
+    return rt_gemv(g);
+  }
+  if (g->c_cs != 1 && g->c_rs == 1) transpose_problem(g);
+  nrt_dtype compute = g->ab_dtype == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32;
+  if (g->kernel) {
+    pl.kern = g->kernel;
+  } else {
+    const rt_gemm_kernel *const *list;
+    if (g->ab_dtype != NRT_BFLOAT16 || rt_gemm_kernels(NRT_BFLOAT16, &list) == 0)
+      rt_gemm_kernels(compute, &list);
+    pl.kern = list[0];
+  }
+  pl.direct = g->c_dtype == compute && g->c_cs == 1;
+  pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;
+  const int kind = pl.kern->compute == NRT_FLOAT64 ? 0 : pl.kern->compute == NRT_BFLOAT16 ? 2 : 1;
+  static const rt_range_fn run[3] = {run_units_f64, run_units_f32, run_units_bf16x2};
+  static const rt_range_fn pack_b[3] = {pack_shared_f64, pack_shared_f32, pack_shared_bf16x2};
+  static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
+  static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
+  int parallel = flops >= MIN_PARALLEL_FLOPS;
+  pl.b_inplace = b_in_place(&pl);
+  if (!plan_shared_b(&pl)) {
+    plan_blocks(&pl);
+    rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
+  } else if (pl.b_inplace) {
+    claim_all_units(&pl, claim[kind], parallel); /* nothing to pack: one pass over all of k */
+  } else {
+    pl.bsh = scratch(BUF_SHARED_B, pl.bsh_item * g->batch * packed_size[kind]);
+    if (!pl.bsh) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+    for (pl.kb0 = 0; pl.kb0 < pl.ktot && !pl.failed; pl.kb0 += pl.kb) {
+      int64_t kblocks = ceil_div(min64(pl.kb, pl.ktot - pl.kb0), pl.kc);
+      /* Groups of panels small enough that every thread packs a share. */
+      int64_t panels = g->batch * kblocks * ceil_div(g->n, pl.kern->nr);
+      pl.group = panels >= MIN_PACK_TASKS * PANEL_GROUP ? PANEL_GROUP : ceil_div(panels, MIN_PACK_TASKS);
+      int64_t tasks = g->batch * kblocks * ceil_div(g->n, pl.group * pl.kern->nr);
+      /* Ranges of at least ~16K packed elements. */
+      int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
+      rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
+      claim_all_units(&pl, claim[kind], parallel);
+    }
+  }
+  if (pl.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+  return NRT_SUCCESS;
+}

@@ -1,0 +1,166 @@
+/* GEMM micro-kernels: one register tile per ISA, and the table that picks
+ * them at run time.
+ *
+ * Each kernel keeps an mr x nr tile of C in vector registers and, for each
+ * k, loads one row of the B panel (nr values, packed or in place) and broadcasts the mr
+ * values of the packed A column against it with fused multiply-adds.
+ * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators), AVX2 has 16:
+ * 6 x 16 floats (12 accumulators); float64 tiles have half the columns.
+ * bfloat16 inputs use AVX512_BF16's pair dot products where the CPU has
+ * them (twice the float32 rate), float32 kernels after packing otherwise.
+ * Block sizes: the packed A block (mc x kc) stays in L2, a B micro-panel
+ * (kc x nr) in L1, the packed B chunk (b_elems) in L2/L3.
+ */
+#include <pthread.h>
+#include "ops/gemm/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RT_GEMM_X86 1
+#include <immintrin.h>
+#endif
+
+/* The portable tile: plain loops the compiler vectorises for the baseline. */
+#define PORTABLE_KERNEL(NAME, T, MR, NR)                                                     \
+  static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, T *c, int64_t ldc, T alpha, \
+                   T beta) {                                                                 \
+    T acc[MR][NR] = {{0}};                                                                   \
+    for (int64_t p = 0; p < k; p++, a += MR, b += ldb)                                       \
+      for (int i = 0; i < MR; i++)                                                           \
+        for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];                               \
+    for (int i = 0; i < MR; i++)                                                             \
+      for (int j = 0; j < NR; j++)                                                           \
+        c[i * ldc + j] = beta == 0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * c[i * ldc + j]; \
+  }
+
+PORTABLE_KERNEL(ukr_f32_portable, float, 4, 8)
+PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
+
+#ifdef RT_GEMM_X86
+
+/* An ISA's tile of MR rows x NV vectors. The k loop is unrolled by 4 with
+ * the next A and B lines prefetched; the tile lives in acc[][] which the
+ * compiler keeps in registers once every index is a constant. */
+#define SIMD_KERNEL(NAME, TARGET, T, V, LANES, MR, NV, LOADU, STOREU, SET1, FMA, MUL, ZERO)     \
+  __attribute__((target(TARGET))) static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, \
+                                                   T *c, int64_t ldc, T alpha, T beta) {         \
+    V acc[MR][NV];                                                                               \
+    _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();                 \
+    _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
+        __builtin_prefetch(c + i * ldc + NV * LANES - 1, 1);                                     \
+    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += MR, b += ldb) {                 \
+      __builtin_prefetch(b + 8 * ldb);                                                           \
+      V bv[NV];                                                                                  \
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOADU(b + v * LANES);         \
+      _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++) {                                    \
+        V ai = SET1(a[i]);                                                                       \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = FMA(ai, bv[v], acc[i][v]); \
+      }                                                                                          \
+    }                                                                                            \
+    V va = SET1(alpha), vb = SET1(beta);                                                         \
+    if (beta == 0) {                                                                             \
+      _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                   \
+              STOREU(c + i * ldc + v * LANES, MUL(acc[i][v], va));                               \
+    } else {                                                                                     \
+      _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                 \
+        T *cp = c + i * ldc + v * LANES;                                                         \
+        STOREU(cp, FMA(LOADU(cp), vb, MUL(acc[i][v], va)));                                      \
+      }                                                                                          \
+    }                                                                                            \
+  }
+
+SIMD_KERNEL(ukr_f32_avx512, "avx512f", float, __m512, 16, 12, 2, _mm512_loadu_ps,
+            _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_mul_ps, _mm512_setzero_ps)
+SIMD_KERNEL(ukr_f64_avx512, "avx512f", double, __m512d, 8, 12, 2, _mm512_loadu_pd,
+            _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_mul_pd, _mm512_setzero_pd)
+SIMD_KERNEL(ukr_f32_avx2, "avx2,fma", float, __m256, 8, 6, 2, _mm256_loadu_ps, _mm256_storeu_ps,
+            _mm256_set1_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_setzero_ps)
+SIMD_KERNEL(ukr_f64_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
+            _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_setzero_pd)
+
+/* bfloat16 pairs with AVX512_BF16: each vdpbf16ps adds two k steps' exact
+ * products to 16 float32 accumulators. 12 x 32 floats as above. */
+#define BF16_MR 12
+__attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc, float alpha,
+    float beta) {
+  __m512 acc[BF16_MR][2];
+  _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) __builtin_prefetch(c + i * ldc + 31, 1);
+  _Pragma("GCC unroll 2") for (int64_t p = 0; p < k2; p++, a += BF16_MR, b += ldb) {
+    __builtin_prefetch(b + 8 * ldb);
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+    _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
+      __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i]);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++)
+      _Pragma("GCC unroll 2") for (int v = 0; v < 2; v++) {
+    float *cp = c + i * ldc + v * 16;
+    __m512 r = _mm512_mul_ps(acc[i][v], va);
+    _mm512_storeu_ps(cp, beta == 0 ? r : _mm512_fmadd_ps(_mm512_loadu_ps(cp), vb, r));
+  }
+}
+
+static const rt_gemm_kernel k_bf16_avx512 = {
+    .name = "avx512bf16_12x32", .compute = NRT_BFLOAT16, .mr = BF16_MR, .nr = 32, .mc = 240,
+    .kc = 512, .b_elems = 1 << 22, .bf16 = ukr_bf16_avx512};
+
+static const rt_gemm_kernel k_f32_avx512 = {
+    .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx512};
+static const rt_gemm_kernel k_f64_avx512 = {
+    .name = "avx512_12x16", .compute = NRT_FLOAT64, .mr = 12, .nr = 16, .mc = 96, .kc = 192,
+    .b_elems = 1 << 20, .f64 = ukr_f64_avx512};
+static const rt_gemm_kernel k_f32_avx2 = {
+    .name = "avx2_6x16", .compute = NRT_FLOAT32, .mr = 6, .nr = 16, .mc = 120, .kc = 256,
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx2};
+static const rt_gemm_kernel k_f64_avx2 = {
+    .name = "avx2_6x8", .compute = NRT_FLOAT64, .mr = 6, .nr = 8, .mc = 96, .kc = 256,
+    .b_elems = 1 << 20, .f64 = ukr_f64_avx2};
+#endif
+
+static const rt_gemm_kernel k_f32_portable = {
+    .name = "portable_4x8", .compute = NRT_FLOAT32, .mr = 4, .nr = 8, .mc = 64, .kc = 256,
+    .b_elems = 1 << 21, .f32 = ukr_f32_portable};
+static const rt_gemm_kernel k_f64_portable = {
+    .name = "portable_4x4", .compute = NRT_FLOAT64, .mr = 4, .nr = 4, .mc = 64, .kc = 256,
+    .b_elems = 1 << 20, .f64 = ukr_f64_portable};
+
+static const rt_gemm_kernel *table_f32[3], *table_f64[3], *table_bf16[1];
+static int table_count, table_bf16_count;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void build_table(void) {
+  int n = 0;
+#ifdef RT_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) {
+    table_f32[n] = &k_f32_avx512;
+    table_f64[n++] = &k_f64_avx512;
+    if (__builtin_cpu_supports("avx512bf16")) table_bf16[table_bf16_count++] = &k_bf16_avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    table_f32[n] = &k_f32_avx2;
+    table_f64[n++] = &k_f64_avx2;
+  }
+#endif
+  table_f32[n] = &k_f32_portable;
+  table_f64[n++] = &k_f64_portable;
+  table_count = n;
+}
+
+int rt_gemm_kernels(nrt_dtype compute, const rt_gemm_kernel *const **list) {
+  pthread_once(&table_once, build_table);
+  if (compute == NRT_BFLOAT16) {
+    *list = table_bf16;
+    return table_bf16_count;
+  }
+  *list = compute == NRT_FLOAT64 ? table_f64 : table_f32;
+  return table_count;
+}

@@ -1,0 +1,214 @@
+/* Softmax and log-softmax along the middle dimension of [outer, n, inner]
+ * views, and their gradients (SOFTMAX ... LOG_SOFTMAX_BACKWARD in
+ * neuronrt/ops/nn.h).
+ *
+ * Two layouts. Row mode (the softmax dimension is the input's innermost
+ * one, the common case): each row is one task; the maximum, then one pass
+ * that computes exp(x - max) with the vectorised exponential, stores it and
+ * sums it, then a scaling pass, all on a row still in cache. Column mode
+ * (the softmax dimension is strided): blocks of NN_COLS neighbouring
+ * columns walk the rows together, so every load is a contiguous run and the
+ * per-column loops vectorise across columns; the exponential is recomputed
+ * in the last pass rather than kept. Each row or column is reduced by one
+ * thread in a fixed order.
+ */
+#include <stdatomic.h>
+#include "ops/nn/nn_common.h"
+
+#define NN_COLS 64
+
+typedef struct sm_job {
+  nn_operand o[3]; /* [out, in] or [grad_in, grad_out, out] */
+  int nops;
+  int log;
+  int backward;
+  int rows_mode;
+  nrt_dtype c;
+  int64_t outer, n, inner, blocks;
+  atomic_int out_of_memory;
+} sm_job;
+
+/* Row and column loops for compute type C (SUF f: float, d: double). */
+#define DEFINE_SOFTMAX(C, SUF, EXP, LOG, NEG_INF)                                                  \
+  RT_SIMD_CLONES static void fwd_row_##SUF(const C *restrict x, C *restrict y, int64_t n,         \
+                                           int is_log) {                                            \
+    C lanes[RT_LANES];                                                                            \
+    for (int k = 0; k < RT_LANES; k++) lanes[k] = NEG_INF;                                        \
+    int64_t i = 0;                                                                                \
+    for (; i + RT_LANES <= n; i += RT_LANES)                                                      \
+      RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) lanes[k] =                                  \
+          x[i + k] > lanes[k] ? x[i + k] : lanes[k];                                              \
+    for (int k = 0; i < n; i++, k++) lanes[k] = x[i] > lanes[k] ? x[i] : lanes[k];                \
+    for (int w = RT_LANES / 2; w > 0; w /= 2)                                                     \
+      for (int k = 0; k < w; k++) lanes[k] = lanes[k + w] > lanes[k] ? lanes[k + w] : lanes[k];   \
+    const C m = lanes[0];                                                                         \
+    double total;                                                                                 \
+    if (is_log) {                                                                                    \
+      NN_SUM_NARROW(C, n, total, EXP(x[j] - m));                                                         \
+      const C lsum = (C)LOG((C)total);                                                            \
+      for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - lsum;                                   \
+    } else {                                                                                      \
+      NN_SUM_NARROW(C, n, total, (y[j] = EXP(x[j] - m)));                                                \
+      const C inv = (C)(1.0 / total);                                                             \
+      for (int64_t j = 0; j < n; j++) y[j] *= inv;                                                \
+    }                                                                                             \
+  }                                                                                               \
+  RT_SIMD_CLONES static void bwd_row_##SUF(const C *restrict gy, const C *restrict y,             \
+                                           C *restrict gx, int64_t n, int is_log) {                  \
+    double total;                                                                                 \
+    if (is_log) {                                                                                    \
+      NN_SUM(C, n, total, gy[j]);                                                                 \
+      const C s = (C)total;                                                                       \
+      for (int64_t j = 0; j < n; j++) gx[j] = gy[j] - EXP(y[j]) * s;                              \
+    } else {                                                                                      \
+      NN_SUM(C, n, total, gy[j] * y[j]);                                                          \
+      const C dot = (C)total;                                                                     \
+      for (int64_t j = 0; j < n; j++) gx[j] = y[j] * (gy[j] - dot);                               \
+    }                                                                                             \
+  }                                                                                               \
+  /* Column mode: the w <= NN_COLS columns at byte offset off of each operand. */                 \
+  RT_SIMD_CLONES static void cols_##SUF(const sm_job *job, const int64_t *off, int64_t w) {       \
+    C buf[3][NN_COLS], acc[NN_COLS], part[NN_COLS], mx[NN_COLS];                                  \
+    double sum[NN_COLS];                                                                          \
+    const nn_operand *o = job->o;                                                                 \
+    const nrt_dtype c = job->c;                                                                   \
+    const int64_t n = job->n;                                                                     \
+    const int is_log = job->log;                                                                     \
+    const int nin = job->nops - 1; /* inputs are operands 1.. */                                  \
+    const C *in[2] = {0, 0};                                                                      \
+    for (int64_t j = 0; j < w; j++) {                                                             \
+      mx[j] = NEG_INF;                                                                            \
+      part[j] = 0;                                                                                \
+      sum[j] = 0;                                                                                 \
+    }                                                                                             \
+    if (!job->backward) {                                                                         \
+      for (int64_t i = 0; i < n; i++) {                                                           \
+        const C *x = nn_load(o[1].base + off[1] + i * o[1].stride[1], o[1].stride[2], o[1].dtype, \
+                             c, w, buf[1]);                                                       \
+        for (int64_t j = 0; j < w; j++) mx[j] = x[j] > mx[j] ? x[j] : mx[j];                      \
+      }                                                                                           \
+    }                                                                                             \
+    /* the sums: exp(x - max), or grad_out (log backward), or grad_out * out */                   \
+    for (int64_t i = 0; i < n; i++) {                                                             \
+      for (int k = 0; k < nin; k++)                                                               \
+        in[k] = nn_load(o[k + 1].base + off[k + 1] + i * o[k + 1].stride[1], o[k + 1].stride[2],  \
+                        o[k + 1].dtype, c, w, buf[k + 1]);                                        \
+      if (!job->backward)                                                                         \
+        for (int64_t j = 0; j < w; j++) part[j] += EXP(in[0][j] - mx[j]);                         \
+      else if (is_log)                                                                               \
+        for (int64_t j = 0; j < w; j++) part[j] += in[0][j];                                      \
+      else                                                                                        \
+        for (int64_t j = 0; j < w; j++) part[j] += in[0][j] * in[1][j];                           \
+      if ((i + 1) % (NN_FLUSH / RT_LANES) == 0 || i + 1 == n)                                     \
+        for (int64_t j = 0; j < w; j++) {                                                         \
+          sum[j] += part[j];                                                                      \
+          part[j] = 0;                                                                            \
+        }                                                                                         \
+    }                                                                                             \
+    for (int64_t j = 0; j < w; j++)                                                               \
+      acc[j] = job->backward ? (C)sum[j] : is_log ? (C)LOG((C)sum[j]) : (C)(1.0 / sum[j]);           \
+    for (int64_t i = 0; i < n; i++) {                                                             \
+      for (int k = 0; k < nin; k++)                                                               \
+        in[k] = nn_load(o[k + 1].base + off[k + 1] + i * o[k + 1].stride[1], o[k + 1].stride[2],  \
+                        o[k + 1].dtype, c, w, buf[k + 1]);                                        \
+      char *dst = o[0].base + off[0] + i * o[0].stride[1];                                        \
+      C *r = nn_target(dst, o[0].stride[2], o[0].dtype, c, w, buf[0]);                            \
+      if (!job->backward && is_log)                                                                  \
+        for (int64_t j = 0; j < w; j++) r[j] = (in[0][j] - mx[j]) - acc[j];                       \
+      else if (!job->backward)                                                                    \
+        for (int64_t j = 0; j < w; j++) r[j] = EXP(in[0][j] - mx[j]) * acc[j];                    \
+      else if (is_log)                                                                               \
+        for (int64_t j = 0; j < w; j++) r[j] = in[0][j] - EXP(in[1][j]) * acc[j];                 \
+      else                                                                                        \
+        for (int64_t j = 0; j < w; j++) r[j] = in[1][j] * (in[0][j] - acc[j]);                    \
+      nn_store(dst, o[0].stride[2], o[0].dtype, c, w, r);                                         \
+    }                                                                                             \
+  }
+
+DEFINE_SOFTMAX(float, f, rt_vm_expf, logf, -INFINITY)
+DEFINE_SOFTMAX(double, d, exp, log, -(double)INFINITY)
+
+static void softmax_range(int64_t begin, int64_t end, void *ctx) {
+  sm_job *job = ctx;
+  const nn_operand *o = job->o;
+  const nrt_dtype c = job->c;
+  const int64_t csize = (int64_t)nrt_dtype_size(c);
+  if (!job->rows_mode) {
+    for (int64_t item = begin; item < end; item++) {
+      int64_t outer = item / job->blocks, j0 = (item % job->blocks) * NN_COLS;
+      int64_t w = job->inner - j0 < NN_COLS ? job->inner - j0 : NN_COLS, off[3];
+      for (int k = 0; k < job->nops; k++) off[k] = outer * o[k].stride[0] + j0 * o[k].stride[2];
+      if (c == NRT_FLOAT64)
+        cols_d(job, off, w);
+      else
+        cols_f(job, off, w);
+    }
+    return;
+  }
+  const int64_t n = job->n;
+  char *scratch = malloc((size_t)(3 * n * csize));
+  if (!scratch) {
+    atomic_store(&job->out_of_memory, 1);
+    return;
+  }
+  for (int64_t item = begin; item < end; item++) {
+    int64_t outer = item / job->inner, inner = item % job->inner;
+    char *p[3];
+    const void *in[2];
+    for (int k = 0; k < job->nops; k++) p[k] = o[k].base + outer * o[k].stride[0] + inner * o[k].stride[2];
+    for (int k = 1; k < job->nops; k++)
+      in[k - 1] = nn_load(p[k], o[k].stride[1], o[k].dtype, c, n, scratch + k * n * csize);
+    void *r = nn_target(p[0], o[0].stride[1], o[0].dtype, c, n, scratch);
+    if (c == NRT_FLOAT64) {
+      if (job->backward)
+        bwd_row_d(in[0], in[1], r, n, job->log);
+      else
+        fwd_row_d(in[0], r, n, job->log);
+    } else {
+      if (job->backward)
+        bwd_row_f(in[0], in[1], r, n, job->log);
+      else
+        fwd_row_f(in[0], r, n, job->log);
+    }
+    nn_store(p[0], o[0].stride[1], o[0].dtype, c, n, r);
+  }
+  free(scratch);
+}
+
+static nrt_status run_softmax(const nrt_op *op, int log, int backward) {
+  const char *name = nrt_op_name(op->code);
+  int nops = backward ? 3 : 2;
+  nrt_status s = nn_check_operands(op, nops, 1, backward ? 7u : 3u);
+  if (s) return s;
+  sm_job job = {.nops = nops, .log = log, .backward = backward};
+  for (int k = 0; k < nops; k++) {
+    const nrt_tensor_view *v = &op->operands[k];
+    if (v->ndim != 3) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must be 3-d views", name);
+    for (int d = 0; d < 3; d++)
+      if (v->shape[d] != op->operands[0].shape[d])
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand shapes differ", name);
+    if (!nn_is_float(v->dtype))
+      return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not floating", name, nrt_dtype_name(v->dtype));
+    job.o[k] = nn_operand_of(v);
+  }
+  job.outer = job.o[0].size[0];
+  job.n = job.o[0].size[1];
+  job.inner = job.o[0].size[2];
+  if (job.outer * job.n * job.inner == 0) return NRT_SUCCESS;
+  /* Computed in float64 if the data it reads is float64. */
+  job.c = nn_compute(job.o[1].dtype);
+  const nn_operand *x = &job.o[1];
+  job.rows_mode = job.inner == 1 || llabs(x->stride[1]) < llabs(x->stride[2]);
+  job.blocks = (job.inner + NN_COLS - 1) / NN_COLS;
+  int64_t items = job.rows_mode ? job.outer * job.inner : job.outer * job.blocks;
+  int64_t per_item = job.rows_mode ? job.n : job.n * (job.inner < NN_COLS ? job.inner : NN_COLS);
+  rt_parallel_for(items, nn_grain(per_item), softmax_range, &job);
+  if (atomic_load(&job.out_of_memory))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a row buffer", name);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_kernel_softmax(const nrt_op *op) { return run_softmax(op, 0, 0); }
+nrt_status rt_kernel_log_softmax(const nrt_op *op) { return run_softmax(op, 1, 0); }
+nrt_status rt_kernel_softmax_backward(const nrt_op *op) { return run_softmax(op, 0, 1); }
+nrt_status rt_kernel_log_softmax_backward(const nrt_op *op) { return run_softmax(op, 1, 1); }

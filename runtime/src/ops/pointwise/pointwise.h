@@ -1,0 +1,97 @@
+/* Shared entry points of the pointwise kernel files. */
+#ifndef NEURONRT_OPS_POINTWISE_INTERNAL_H
+#define NEURONRT_OPS_POINTWISE_INTERNAL_H
+
+#include "internal.h"
+#include <pthread.h>
+#include <string.h>
+#include "ops/engine/elementwise.h"
+#include "ops/engine/loops.h"
+#include "ops/engine/scalar_types.h"
+
+/* Loops of one op indexed by compute dtype; NULL where unsupported. The
+ * float16 and bfloat16 slots are optional: when empty, the float32 loop
+ * serves them. */
+typedef rt_inner_loop rt_loop_table[NRT_DTYPE_COUNT];
+
+/* Runs op with the loop for its compute dtype. Every input is presented in
+ * the compute dtype; outputs too, unless out_dtype >= 0 (e.g. NRT_BOOL for
+ * comparisons). Fails naming the op and dtype when no loop exists. */
+nrt_status rt_run_pointwise(const nrt_op *op, const rt_loop_table loops, int out_dtype);
+
+/* As rt_run_pointwise, but a float16/bfloat16 op whose operands are all
+ * tensors stored in the compute dtype runs on them directly with f16 / bf16
+ * (RT_BINARY_LOOPS16), converting in registers rather than through
+ * buffers. (Immediates keep the general path: PyTorch reads a scalar
+ * operand in float, not rounded to the 16-bit type.) */
+nrt_status rt_run_pointwise16(const nrt_op *op, const rt_loop_table loops, rt_inner_loop bf16,
+                              rt_inner_loop f16);
+
+/* The loop for op's compute dtype from loops, or NULL after recording the
+ * NRT_ERROR_UNSUPPORTED message. */
+rt_inner_loop rt_pointwise_loop(const nrt_op *op, const rt_loop_table loops);
+
+/* The general driver: checks the operands, then runs loop with operand k
+ * presented in want[k] and ctx an rt_loop_ctx holding the op's scalars.
+ * A fault raised by the loop fails the op with NRT_ERROR_ARITHMETIC. */
+nrt_status rt_run_pointwise_as(const nrt_op *op, rt_inner_loop loop, const nrt_dtype *want);
+
+/* True if operand k is a single value broadcast over the whole op. */
+int rt_operand_is_scalar(const nrt_op *op, int k);
+
+/* The value of operand k read as a double, if it is an immediate. */
+int rt_immediate_value(const nrt_op *op, int k, double *value);
+
+/* A unary op on float16/bfloat16 as a table: such an input has 2^16
+ * possible values, so each result is computed once per type (by FN, in
+ * double, then rounded to the type) on first use, exact to the last bit, and
+ * the op costs what a copy costs. Defines
+ *   static nrt_status NAME##_16bit(const nrt_op *op)
+ * running op (operands (out, x), compute dtype float16 or bfloat16) through
+ * the table; operands of other dtypes are converted to and from it. */
+#define RT_DEFINE_TABLE16(NAME, FN)                                                      \
+  static uint16_t NAME##_bf16_table[1 << 16], NAME##_f16_table[1 << 16];                 \
+  static pthread_once_t NAME##_tables_once = PTHREAD_ONCE_INIT;                          \
+  static void NAME##_build_tables(void) {                                                \
+    for (uint32_t bits = 0; bits < (1u << 16); bits++) {                                 \
+      double bf = rt_bfloat16_to_float((uint16_t)bits), h = rt_half_to_float((uint16_t)bits); \
+      NAME##_bf16_table[bits] = rt_bfloat16_from_float((float)FN(bf));                   \
+      NAME##_f16_table[bits] = rt_half_from_float((float)FN(h));                         \
+    }                                                                                    \
+  }                                                                                      \
+  RT_UNARY_LOOP(NAME##_bf16_lookup, uint16_t, uint16_t, NAME##_bf16_table[x])            \
+  RT_UNARY_LOOP(NAME##_f16_lookup, uint16_t, uint16_t, NAME##_f16_table[x])              \
+  static nrt_status NAME##_16bit(const nrt_op *op) {                                     \
+    if (op->num_operands != 2)                                                           \
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects operands (out, x)",        \
+                     nrt_op_name(op->code));                                             \
+    pthread_once(&NAME##_tables_once, NAME##_build_tables);                              \
+    nrt_dtype t = op->compute_dtype;                                                     \
+    const nrt_dtype want[2] = {t, t};                                                    \
+    return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? NAME##_bf16_lookup : NAME##_f16_lookup, \
+                               want);                                                    \
+  }
+
+static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
+
+
+/* Loop tables by dtype family, from loops named NAME_u8 ... NAME_f64, and a
+ * kernel that runs such a table. */
+#define RT_NUMERIC_TABLE(NAME)                                                \
+  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16, \
+   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64, [NRT_FLOAT32] = NAME##_f32, \
+   [NRT_FLOAT64] = NAME##_f64}
+#define RT_FLOAT_TABLE(NAME) {[NRT_FLOAT32] = NAME##_f32, [NRT_FLOAT64] = NAME##_f64}
+/* The same with in-register 16-bit loops NAME_bf16n and NAME_f16n. */
+#define RT_DEFINE_TABLE_KERNEL16(NAME, TABLE)                            \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {                        \
+    static const rt_loop_table loops = TABLE(NAME);                      \
+    return rt_run_pointwise16(op, loops, NAME##_bf16n, NAME##_f16n);     \
+  }
+#define RT_DEFINE_TABLE_KERNEL(NAME, TABLE)          \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {   \
+    static const rt_loop_table loops = TABLE(NAME); \
+    return rt_run_pointwise(op, loops, -1);         \
+  }
+
+#endif

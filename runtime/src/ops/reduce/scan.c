@@ -1,0 +1,189 @@
+/* Scans along one dimension: CUMSUM and CUMPROD.
+ *
+ * Each line along the scan dimension is accumulated strictly in order, in
+ * float64 (floating inputs) or wrapping int64 (integer inputs), as
+ * PyTorch's CPU scans do; running values go through a small buffer and are
+ * converted to the output's dtype by the conversion loops. When the scan
+ * dimension is the input's innermost, lines run one after another (in
+ * parallel across lines); otherwise a tile of neighbouring lines advances
+ * together, so the loops vectorise across lines. Lines never split, so the
+ * thread count cannot change a result.
+ */
+#include "internal.h"
+#include "ops/engine/convert.h"
+#include "ops/reduce/reduce.h"
+#include "ops/engine/thread_pool.h"
+
+#define SCAN_CHUNK 256   /* line mode: running values buffered before conversion */
+#define SCAN_TILE 2048   /* column mode: lines advancing together (long rows read) */
+
+typedef struct scan_plan {
+  const char *x;
+  char *out;
+  nrt_dtype acc_dtype, out_dtype;
+  int64_t len, in_step, out_step; /* the scan dimension (bytes) */
+  int ndim;                       /* other dims, outermost first */
+  int64_t shape[NRT_MAX_DIMS], in[NRT_MAX_DIMS], out_strides[NRT_MAX_DIMS];
+  int64_t cols, col_in, col_out; /* column mode: lines advancing together */
+  void (*line)(const struct scan_plan *p, const char *x, char *out);
+  void (*tile)(const struct scan_plan *p, const char *x, char *out, int64_t w);
+} scan_plan;
+
+/* One line, and a tile of w lines whose starts are col_in bytes apart. */
+#define DEFINE_SCAN(NAME, T, A, LOAD, OP, IDENT)                                                    \
+  RT_SIMD_CLONES static void NAME##_line(const scan_plan *p, const char *x, char *out) {            \
+    A buffer[SCAN_CHUNK];                                                                           \
+    A acc = (IDENT);                                                                                \
+    rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
+    for (int64_t i0 = 0; i0 < p->len; i0 += SCAN_CHUNK) {                                           \
+      int64_t n = p->len - i0 < SCAN_CHUNK ? p->len - i0 : SCAN_CHUNK;                              \
+      for (int64_t i = 0; i < n; i++) {                                                             \
+        T v = *(const T *)(x + (i0 + i) * p->in_step);                                              \
+        acc = OP(acc, (LOAD));                                                                      \
+        buffer[i] = acc;                                                                            \
+      }                                                                                             \
+      char *pair[2] = {out + i0 * p->out_step, (char *)buffer};                                     \
+      int64_t strides[2] = {p->out_step, (int64_t)sizeof(A)};                                       \
+      store(pair, strides, n, NULL);                                                                \
+    }                                                                                               \
+  }                                                                                                 \
+  RT_SIMD_CLONES static void NAME##_tile(const scan_plan *p, const char *x, char *out,              \
+                                         int64_t w) {                                               \
+    A acc[SCAN_TILE];                                                                               \
+    rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
+    for (int64_t j = 0; j < w; j++) acc[j] = (IDENT);                                               \
+    for (int64_t i = 0; i < p->len; i++) {                                                          \
+      const char *row = x + i * p->in_step;                                                         \
+      if (p->col_in == (int64_t)sizeof(T)) {                                                        \
+        const T *restrict r = (const T *)row;                                                       \
+        for (int64_t j = 0; j < w; j++) {                                                           \
+          T v = r[j];                                                                               \
+          acc[j] = OP(acc[j], (LOAD));                                                              \
+        }                                                                                           \
+      } else {                                                                                      \
+        for (int64_t j = 0; j < w; j++) {                                                           \
+          T v = *(const T *)(row + j * p->col_in);                                                  \
+          acc[j] = OP(acc[j], (LOAD));                                                              \
+        }                                                                                           \
+      }                                                                                             \
+      char *pair[2] = {out + i * p->out_step, (char *)acc};                                         \
+      int64_t strides[2] = {p->col_out, (int64_t)sizeof(A)};                                        \
+      store(pair, strides, w, NULL);                                                                \
+    }                                                                                               \
+  }
+
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+#define INT_SCANS(DT, SUF, T, C, LOAD)                                                              \
+  DEFINE_SCAN(cumsum_##SUF, T, uint64_t, (uint64_t)(int64_t)(LOAD), ADD, 0)                         \
+  DEFINE_SCAN(cumprod_##SUF, T, uint64_t, (uint64_t)(int64_t)(LOAD), MUL, 1)
+#define FLOAT_SCANS(DT, SUF, T, C, LOAD)                                                            \
+  DEFINE_SCAN(cumsum_##SUF, T, double, (double)(LOAD), ADD, 0)                                      \
+  DEFINE_SCAN(cumprod_##SUF, T, double, (double)(LOAD), MUL, 1)
+RT_REDUCE_INT_TYPES(INT_SCANS)
+RT_REDUCE_FLOAT_TYPES(FLOAT_SCANS)
+
+typedef struct scan_fns {
+  void (*line)(const scan_plan *, const char *, char *);
+  void (*tile)(const scan_plan *, const char *, char *, int64_t);
+} scan_fns;
+#define CUMSUM_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cumsum_##SUF##_line, cumsum_##SUF##_tile},
+#define CUMPROD_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cumprod_##SUF##_line, cumprod_##SUF##_tile},
+static const scan_fns cumsum_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMSUM_ENTRY)};
+static const scan_fns cumprod_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMPROD_ENTRY)};
+
+static void offsets(const scan_plan *p, int64_t i, int64_t *in, int64_t *out) {
+  *in = *out = 0;
+  for (int d = p->ndim - 1; d >= 0; d--) {
+    int64_t pos = i % p->shape[d];
+    i /= p->shape[d];
+    *in += pos * p->in[d];
+    *out += pos * p->out_strides[d];
+  }
+}
+
+static void run_lines(int64_t begin, int64_t end, void *arg) {
+  const scan_plan *p = arg;
+  for (int64_t l = begin; l < end; l++) {
+    int64_t in, out;
+    offsets(p, l, &in, &out);
+    p->line(p, p->x + in, p->out + out);
+  }
+}
+
+static void run_tiles(int64_t begin, int64_t end, void *arg) {
+  const scan_plan *p = arg;
+  int64_t col_tiles = (p->cols + SCAN_TILE - 1) / SCAN_TILE;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t in, out, c0 = (t % col_tiles) * SCAN_TILE;
+    int64_t w = p->cols - c0 < SCAN_TILE ? p->cols - c0 : SCAN_TILE;
+    offsets(p, t / col_tiles, &in, &out);
+    p->tile(p, p->x + in + c0 * p->col_in, p->out + out + c0 * p->col_out, w);
+  }
+}
+
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
+  const char *name = nrt_op_name(op->code);
+  nrt_status s = rt_reduce_check_operands(op, 1, 1);
+  if (s) return s;
+  const nrt_tensor_view *out = &op->operands[0], *in = &op->operands[1];
+  if (op->num_scalars < 1) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects scalar [dim]", name);
+  int64_t dim = op->scalars[0].is_float ? (int64_t)op->scalars[0].f : op->scalars[0].i;
+  int rank = in->ndim > 0 ? in->ndim : 1;
+  if (dim < 0 || dim >= rank)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %lld out of range for rank %d", name,
+                   (long long)dim, in->ndim);
+  if (out->ndim != in->ndim || memcmp(out->shape, in->shape, (size_t)in->ndim * sizeof in->shape[0]))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output and input shapes differ", name);
+  int float_in = nrt_dtype_is_floating(in->dtype);
+  if (float_in != nrt_dtype_is_floating(out->dtype))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: cannot scan %s into %s", name,
+                   nrt_dtype_name(in->dtype), nrt_dtype_name(out->dtype));
+  if (nrt_view_numel(in) == 0) return NRT_SUCCESS;
+  int64_t in_elem = (int64_t)nrt_dtype_size(in->dtype), out_elem = (int64_t)nrt_dtype_size(out->dtype);
+  scan_plan p = {
+      .x = in->data, .out = out->data,
+      .acc_dtype = float_in ? NRT_FLOAT64 : NRT_INT64, .out_dtype = out->dtype,
+      .len = in->ndim ? in->shape[dim] : 1,
+      .in_step = in->ndim ? in->strides[dim] * in_elem : 0,
+      .out_step = out->ndim ? out->strides[dim] * out_elem : 0,
+      .line = fns[in->dtype].line, .tile = fns[in->dtype].tile,
+  };
+  /* The other dims, outermost first; the one with the smallest input
+   * stride becomes the column axis if it is tighter than the scan dim. */
+  int col = -1;
+  for (int d = 0; d < in->ndim; d++) {
+    if (d == dim || in->shape[d] == 1) continue;
+    p.shape[p.ndim] = in->shape[d];
+    p.in[p.ndim] = in->strides[d] * in_elem;
+    p.out_strides[p.ndim] = out->strides[d] * out_elem;
+    if (col < 0 || abs64(p.in[p.ndim]) < abs64(p.in[col])) col = p.ndim;
+    p.ndim++;
+  }
+  if (col >= 0 && (p.len == 1 || abs64(p.in[col]) < abs64(p.in_step))) {
+    p.cols = p.shape[col];
+    p.col_in = p.in[col];
+    p.col_out = p.out_strides[col];
+    for (int d = col; d + 1 < p.ndim; d++) {
+      p.shape[d] = p.shape[d + 1];
+      p.in[d] = p.in[d + 1];
+      p.out_strides[d] = p.out_strides[d + 1];
+    }
+    p.ndim--;
+    int64_t tiles = (p.cols + SCAN_TILE - 1) / SCAN_TILE;
+    for (int d = 0; d < p.ndim; d++) tiles *= p.shape[d];
+    int64_t grain = RT_PARALLEL_GRAIN / (p.len * SCAN_TILE);
+    rt_parallel_for(tiles, grain > 1 ? grain : 1, run_tiles, &p);
+    return NRT_SUCCESS;
+  }
+  int64_t lines = 1;
+  for (int d = 0; d < p.ndim; d++) lines *= p.shape[d];
+  int64_t grain = RT_PARALLEL_GRAIN / p.len;
+  rt_parallel_for(lines, grain > 1 ? grain : 1, run_lines, &p);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_kernel_cumsum(const nrt_op *op) { return run_scan(op, cumsum_fns); }
+nrt_status rt_kernel_cumprod(const nrt_op *op) { return run_scan(op, cumprod_fns); }
