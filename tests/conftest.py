@@ -168,6 +168,9 @@ def restore_device_state():
     yield
     torchneuron.set_fallback_mode(mode)
     for d in range(torch.neuron.device_count()):
+        # A test that provoked an asynchronous error leaves its streams in
+        # the error state (sticky until cleared): the next test starts clean.
+        torch.neuron.clear_error(d)
         torch.accelerator.set_stream(torch.neuron.default_stream(d))
     torch.neuron.set_device(0)
 

@@ -240,3 +240,131 @@ def test_out_of_memory_is_an_out_of_memory_error_and_the_device_recovers(childre
 
 def test_out_of_memory_retries_after_releasing_the_cache(children):
     assert check_output(children["retry"]).split() == ["1", "0"]
+
+
+# ---- giving memory back while queued work still reads it -------------------
+
+
+def test_empty_cache_waits_for_work_that_still_reads_a_freed_tensor(gates):
+    """cudaFree synchronises: releasing a cached segment (which drops its
+    pages) must wait until the stream has passed the last use of its blocks."""
+    n = 1 << 20  # 4 MiB: its own segment, whose pages a release drops
+    x = torch.ones(n, device="neuron")
+    handle = gates.close()
+    total = x.sum()  # queued behind the gate
+    del x
+    opening = gates.open_later(handle, 0.2)
+    torch.neuron.empty_cache()
+    assert opening.is_set(), "empty_cache returned while a queued op still read the segment"
+    assert total.item() == n
+
+
+RETRY_READER_PROBE = """
+    import threading
+    import torch
+    from torchneuron import _C
+    MIB = 2**20
+    n = 40 * MIB // 4
+    x = torch.ones(n, device="neuron")  # on the default stream
+    torch.neuron.synchronize()
+    gate = _C._close_stream_gate(0, 0)
+    total = x.sum()  # queued behind the gate, reads x
+    del x  # cached on the default stream
+    threading.Timer(0.3, _C._open_stream_gate, args=(gate,)).start()
+    side = torch.neuron.Stream()
+    with torch.neuron.stream(side):
+        # Fits only once x's segment is released: the retry path.
+        y = torch.empty(100 * MIB // 4, device="neuron").fill_(5.0)
+    side.synchronize()
+    print(total.item() == n, torch.neuron.memory_stats()["num_alloc_retries"])
+"""
+
+
+def test_the_retry_after_out_of_memory_respects_queued_readers():
+    """A segment freed to satisfy another stream's allocation must not reach
+    that stream before its own stream's queued reader has run."""
+    out = check_output(run_python(RETRY_READER_PROBE, {"NEURON_RT_HBM_BYTES": "120M"}))
+    assert out.split() == ["True", "1"]
+
+
+# ---- host memory behind device memory ---------------------------------------
+
+
+def host_available_bytes():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    pytest.skip("no MemAvailable in /proc/meminfo")
+
+
+def test_an_allocation_the_host_cannot_back_is_an_out_of_memory_error():
+    """Device memory is host memory committed on first touch: a tensor larger
+    than what the host has available must fail now, not get the process
+    killed by the kernel's OOM killer when it is written."""
+    free, total = torch.neuron.mem_get_info()
+    too_big = int(host_available_bytes() * 1.05)
+    if too_big >= free:
+        pytest.skip("the device's capacity is below what the host has available")
+    with pytest.raises(torch.OutOfMemoryError, match="backed by host memory"):
+        torch.empty(too_big, dtype=torch.uint8, device="neuron")
+    x = torch.empty(64 * MIB, dtype=torch.uint8, device="neuron").fill_(3)
+    assert x[-1].item() == 3
+
+
+CGROUP_PROBE = """
+    import os
+    with open(PROCS, "w") as f:  # into the cgroup before any device memory exists
+        f.write(str(os.getpid()))
+    import torch
+    MIB = 2**20
+    try:
+        torch.empty(2048 * MIB, dtype=torch.uint8, device="neuron")
+        print("accepted")
+    except torch.OutOfMemoryError as e:
+        print("oom", "backed by host memory" in str(e))
+    x = torch.empty(128 * MIB, dtype=torch.uint8, device="neuron").fill_(1)
+    print(int(x.sum().item()) == 128 * MIB)
+"""
+
+CGROUP_LIMIT = 1536 * MIB
+
+
+def make_memory_cgroup(limit):
+    """A memory cgroup (v2 or v1) with the given limit, or None where this
+    machine does not let us make one."""
+    import os
+    import uuid
+
+    name = f"torchneuron-test-{uuid.uuid4().hex[:8]}"
+    for root, limit_file in (("/sys/fs/cgroup", "memory.max"),
+                             ("/sys/fs/cgroup/unified", "memory.max"),
+                             ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")):
+        path = os.path.join(root, name)
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(path, limit_file), "w") as f:
+                f.write(str(limit))
+            return path
+        except OSError:
+            os.rmdir(path)
+    return None
+
+
+def test_a_memory_cgroup_limit_bounds_device_memory():
+    """Inside a container the cgroup's limit, not the host's RAM, decides
+    what can be backed: 2 GiB under a 1.5 GiB limit is an error, not a kill."""
+    import os
+
+    path = make_memory_cgroup(CGROUP_LIMIT)
+    if path is None:
+        pytest.skip("cannot create a memory cgroup here")
+    try:
+        code = CGROUP_PROBE.replace("PROCS", repr(os.path.join(path, "cgroup.procs")))
+        out = check_output(run_python(code))
+        assert out.split() == ["oom", "True", "True"]
+    finally:
+        os.rmdir(path)

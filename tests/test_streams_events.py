@@ -347,3 +347,82 @@ LAUNCH_BLOCKING_PROBE = """
 def test_launch_blocking_completes_every_launch_before_returning():
     out = check_output(run_python(LAUNCH_BLOCKING_PROBE, {"NEURON_LAUNCH_BLOCKING": "1"}))
     assert out.split() == ["True", "True", "3.0"]
+
+
+# ---- several producers on one stream --------------------------------------
+
+PRODUCERS_PROBE = """
+    import sys, threading
+    import torch
+    producers, steps = int(sys.argv[1]), 3000
+    tensors = [torch.zeros(256, device="neuron") for _ in range(producers)]
+    def produce(x):
+        for _ in range(steps):
+            x.add_(1)
+    threads = [threading.Thread(target=produce, args=(x,)) for x in tensors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(sorted({x.min().item() for x in tensors} | {x.max().item() for x in tensors}))
+"""
+
+
+@pytest.mark.parametrize("producers", [2, 4])
+def test_threads_launching_on_one_stream_never_hang(producers):
+    """Threads sharing the default stream fill its ring many times over; a
+    hang (the stale-count bug of the ring's wait) becomes a timeout."""
+    code = PRODUCERS_PROBE.replace("int(sys.argv[1])", str(producers))
+    out = check_output(run_python(code, timeout=120))
+    assert out.split() == ["[3000.0]"]
+
+
+# ---- sticky asynchronous errors ---------------------------------------------
+
+
+# What an out-of-range index raises (an IndexError today; a RuntimeError
+# subclass wherever the CPU raises RuntimeError).
+ASYNC_ERRORS = (IndexError, RuntimeError)
+
+
+def bad_gather():
+    """A gather whose index is out of range: accepted at launch, fails in
+    the kernel on the stream."""
+    src = torch.arange(10.0, device="neuron")
+    return torch.gather(src, 0, torch.tensor([1, 12, 3], device="neuron"))
+
+
+def test_a_failed_stream_fails_every_later_reader_until_cleared():
+    good = torch.full((4,), 5.0, device="neuron")
+    out = bad_gather()
+    skipped = good * 2  # queued behind the failure: skipped
+    with pytest.raises(ASYNC_ERRORS, match="out of bounds"):
+        torch.neuron.synchronize()
+    # Not only the first reader hears of it: the skipped result never reads
+    # back as if it were good, and new work is refused.
+    for read in (lambda: skipped.cpu(), lambda: out.cpu(), torch.neuron.synchronize,
+                 lambda: torch.neuron.current_stream().synchronize(), lambda: good + 1):
+        with pytest.raises(ASYNC_ERRORS, match="index 12 is out of bounds"):
+            read()
+    torch.neuron.clear_error()
+    assert (good + 1).cpu().tolist() == [6.0] * 4
+    assert (good * 2).cpu().tolist() == [10.0] * 4
+
+
+def test_other_streams_go_on_but_a_stream_that_waits_on_a_failure_fails():
+    side, waiter = torch.neuron.Stream(), torch.neuron.Stream()
+    with torch.neuron.stream(side):
+        bad_gather()
+        after = torch.neuron.Event()
+        after.record()
+    independent = torch.neuron.Stream()
+    with torch.neuron.stream(independent):
+        assert (torch.ones(3, device="neuron") * 2).cpu().tolist() == [2.0] * 3
+    with pytest.raises(ASYNC_ERRORS, match="out of bounds"):
+        after.synchronize()
+    waiter.wait_event(after)
+    with pytest.raises(ASYNC_ERRORS, match="waited on an event whose work failed"):
+        waiter.synchronize()
+    torch.neuron.clear_error()
+    waiter.synchronize()
+    side.synchronize()

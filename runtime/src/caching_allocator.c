@@ -13,6 +13,14 @@
  * each of those streams and the block returns to its pool once all have
  * completed, which every allocation checks without blocking.
  *
+ * Giving a segment back to nrt_free (empty_cache, or the retry after a
+ * failed allocation) ends stream order's protection: its pages are dropped
+ * and its addresses may go to another stream's new segment. So a block
+ * remembers the allocation stream's submitted count when it was freed (its
+ * last use is no later), and a segment is released only once that stream
+ * has completed past it, waiting as cudaFree synchronises. Segments hold a
+ * reference on their stream, whose counts outlive nrt_stream_destroy.
+ *
  * State is per device behind one mutex: the free blocks of each pool in an
  * array sorted by (stream, size, address), so best fit is a binary search,
  * and the allocated blocks in an open-addressing hash table keyed by
@@ -50,6 +58,7 @@ typedef struct block {
   size_t size;
   size_t requested;           /* bytes asked for, while allocated */
   nrt_stream_t stream;        /* the segment's allocation stream */
+  uint64_t last_use;          /* stream's submitted count when last freed */
   struct block *prev, *next;  /* address neighbours in the segment */
   struct block *pending_next; /* pending list link (also the spare list's) */
   stream_use *uses;           /* other streams that used the block */
@@ -308,6 +317,7 @@ static size_t try_merge(cache *c, block *b, block *n) {
   }
   size_t absorbed = n->size;
   b->size += absorbed;
+  if (n->last_use > b->last_use) b->last_use = n->last_use;
   p->blocks--;
   spare_give(c, n);
   return absorbed;
@@ -401,17 +411,51 @@ static void wait_pending(cache *c) {
   }
 }
 
-/* Gives every fully free segment of the device back to nrt_free. */
+static int whole_segment(const block *b) { return !b->prev && !b->next; }
+
+/* A fully free segment whose stream has not yet completed its last use, or
+ * NULL. */
+static block *segment_in_use(cache *c) {
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < c->pools[k].n; i++) {
+      block *b = c->pools[k].free[i];
+      if (whole_segment(b) && !rt_stream_passed(b->stream, b->last_use)) return b;
+    }
+  return NULL;
+}
+
+/* Waits until the streams of the fully free segments have passed their last
+ * uses. Drops the lock meanwhile (a worker's host task may allocate); a few
+ * rounds, since other threads may free more blocks meanwhile -- a segment
+ * still in use after them is simply kept. */
+static void wait_segment_uses(cache *c) {
+  block *b;
+  for (int round = 0; round < 4 && (b = segment_in_use(c)); round++) {
+    nrt_stream_t stream = b->stream;
+    uint64_t seq = b->last_use;
+    rt_stream_retain(stream);
+    pthread_mutex_unlock(&c->lock);
+    rt_stream_wait_passed(stream, seq);
+    pthread_mutex_lock(&c->lock);
+    rt_stream_release(stream);
+  }
+}
+
+/* Gives every fully free segment of the device whose stream has passed its
+ * last use back to nrt_free, after waiting for those uses. */
 static void release_free_segments(cache *c) {
+  wait_segment_uses(c);
   for (int k = 0; k < 2; k++) {
     pool *p = &c->pools[k];
     size_t kept = 0;
     for (size_t i = 0; i < p->n; i++) {
       block *b = p->free[i];
-      if (b->prev || b->next || nrt_free((void *)b->addr) != NRT_SUCCESS) {
+      if (!whole_segment(b) || !rt_stream_passed(b->stream, b->last_use) ||
+          nrt_free((void *)b->addr) != NRT_SUCCESS) {
         p->free[kept++] = b;
         continue;
       }
+      rt_stream_release(b->stream);
       stat_dec(c->stats.segment, k, 1);
       stat_dec(c->stats.reserved_bytes, k, (int64_t)b->size);
       c->stats.num_device_free++;
@@ -432,6 +476,7 @@ static nrt_status new_segment(cache *c, nrt_stream_t stream, int k, size_t size,
   if (s) return s;
   block *b = spare_take(c);
   *b = (block){.addr = (uintptr_t)addr, .size = size, .stream = stream, .pool = (uint8_t)k};
+  rt_stream_retain(stream);
   p->blocks++;
   pool_insert(p, b);
   stat_inc(c->stats.segment, k, 1);
@@ -504,6 +549,7 @@ static nrt_status take_block(cache *c, block *b, size_t size, size_t requested) 
     *rest = (block){.addr = b->addr + size,
                     .size = b->size - size,
                     .stream = b->stream,
+                    .last_use = b->last_use,
                     .prev = b,
                     .next = b->next,
                     .pool = b->pool};
@@ -622,6 +668,7 @@ nrt_status nrt_cache_free(void *dev_ptr) {
     stat_dec(c->stats.allocated_bytes, b->pool, (int64_t)b->size);
     stat_dec(c->stats.requested_bytes, b->pool, (int64_t)b->requested);
     uses = b->n_uses;
+    b->last_use = rt_stream_submitted(b->stream);
     if (uses) b->state = BLOCK_PENDING;
     else free_block(c, b);
   }

@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include "event.h"
 #include "internal.h"
@@ -21,6 +22,11 @@ struct nrt_event {
   uint64_t completed; /* highest generation completed */
   uint64_t time_ns;   /* when `completed` was reached */
   int32_t device;
+  /* The sticky error of the stream when the record of generation
+   * failed_generation was reached (0: none), for those who wait on it. */
+  uint64_t failed_generation;
+  nrt_status failure;
+  char failure_message[NRT_EVENT_FAILURE_MAX];
 };
 
 nrt_status nrt_event_create(uint32_t flags, nrt_event_t *out) {
@@ -64,17 +70,23 @@ nrt_status nrt_event_record(nrt_event_t e, nrt_stream_t stream) {
   e->device = nrt_stream_device(stream);
   pthread_mutex_unlock(&e->mu);
   if ((s = rt_stream_record(stream, e, generation))) {
-    rt_event_complete(e, generation); /* never queued: waiters must not hang */
+    rt_event_complete(e, generation, NRT_SUCCESS, NULL); /* never queued: waiters must not hang */
     return s;
   }
   return nrt_launch_blocking() ? nrt_event_synchronize(e) : NRT_SUCCESS;
 }
 
-void rt_event_complete(nrt_event_t e, uint64_t generation) {
+void rt_event_complete(nrt_event_t e, uint64_t generation, nrt_status failure,
+                       const char *message) {
   pthread_mutex_lock(&e->mu);
   if (generation > e->completed) {
     e->completed = generation;
     e->time_ns = rt_now_ns();
+  }
+  if (failure && generation >= e->failed_generation) {
+    e->failed_generation = generation;
+    e->failure = failure;
+    snprintf(e->failure_message, sizeof e->failure_message, "%s", message ? message : "");
   }
   pthread_cond_broadcast(&e->cv);
   pthread_mutex_unlock(&e->mu);
@@ -84,6 +96,23 @@ void rt_event_wait(nrt_event_t e, uint64_t generation) {
   pthread_mutex_lock(&e->mu);
   while (e->completed < generation) pthread_cond_wait(&e->cv, &e->mu);
   pthread_mutex_unlock(&e->mu);
+}
+
+nrt_status rt_event_failure(nrt_event_t e, uint64_t generation, char *message, size_t size) {
+  pthread_mutex_lock(&e->mu);
+  /* A stream stays failed once it has failed, so a later failed record
+   * means this one's work failed too, or was skipped. */
+  nrt_status failure = generation && e->failed_generation >= generation ? e->failure : NRT_SUCCESS;
+  if (failure && message && size) snprintf(message, size, "%s", e->failure_message);
+  pthread_mutex_unlock(&e->mu);
+  return failure;
+}
+
+/* The failure of a completed generation as the caller's status. */
+static nrt_status report_failure(nrt_event_t e, uint64_t generation) {
+  char message[NRT_EVENT_FAILURE_MAX];
+  nrt_status failure = rt_event_failure(e, generation, message, sizeof message);
+  return failure ? rt_fail(failure, "%s", message) : NRT_SUCCESS;
 }
 
 int rt_event_pending(nrt_event_t e, uint64_t *generation) {
@@ -99,7 +128,7 @@ nrt_status nrt_event_query(nrt_event_t e) {
   if (s) return s;
   if (!e) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_event_query: NULL event");
   uint64_t generation;
-  return rt_event_pending(e, &generation) ? NRT_ERROR_NOT_READY : NRT_SUCCESS;
+  return rt_event_pending(e, &generation) ? NRT_ERROR_NOT_READY : report_failure(e, generation);
 }
 
 nrt_status nrt_event_synchronize(nrt_event_t e) {
@@ -108,7 +137,7 @@ nrt_status nrt_event_synchronize(nrt_event_t e) {
   if (!e) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_event_synchronize: NULL event");
   uint64_t generation;
   if (rt_event_pending(e, &generation)) rt_event_wait(e, generation);
-  return NRT_SUCCESS;
+  return report_failure(e, generation);
 }
 
 nrt_status nrt_event_elapsed_ms(nrt_event_t start, nrt_event_t end, float *ms) {

@@ -38,6 +38,24 @@ int rt_pin_kernel_threads(void);
  * thread pool when large and the ranges do not overlap. */
 void rt_copy_bytes(void *dst, const void *src, size_t bytes);
 
+/* stream.c, for the caching allocator: a reference that keeps a stream's
+ * record (not its worker) alive past nrt_stream_destroy; the count of
+ * commands submitted so far; whether the stream has completed command seq;
+ * and a wait for that which leaves the stream's sticky error alone. */
+void rt_stream_retain(nrt_stream_t stream);
+void rt_stream_release(nrt_stream_t stream);
+uint64_t rt_stream_submitted(nrt_stream_t stream);
+int rt_stream_passed(nrt_stream_t stream, uint64_t seq);
+void rt_stream_wait_passed(nrt_stream_t stream, uint64_t seq);
+/* For tests: streams created from now on keep their rings at most depth
+ * commands deep (a power of two, 2..8192; anything else restores 8192). */
+void rt_stream_limit_ring_depth(uint64_t depth);
+
+/* host_backing.c: bytes the host can still back with memory (available
+ * memory, and the memory cgroup's limit less its usage), UINT64_MAX if
+ * unknown. */
+uint64_t rt_host_available(void);
+
 /* memory.c: total bytes a device's allocations may use. */
 size_t rt_memory_capacity(int32_t device);
 

@@ -11,9 +11,12 @@
  * address-sorted free list that coalesces on free; live extents sit in a
  * second sorted array so that a bad nrt_free is reported instead of
  * corrupting the lists. nrt_malloc mostly serves the caching allocator's
- * segments, so both arrays stay short. Besides each device's capacity, the
- * live allocations of all devices together may not exceed the host's
- * physical RAM, which backs them.
+ * segments, so both arrays stay short. Besides each device's capacity, an
+ * allocation must be one the host can back (host_backing.c): the bytes the
+ * devices hold but have not yet touched, plus the new ones, must fit in
+ * what the host and its memory cgroup still have, less a margin for the
+ * process's own heap. Otherwise touching them later would get the process
+ * killed by the kernel's OOM killer instead of raising an error now.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -46,6 +49,7 @@ typedef struct arena {
   char *alias;         /* where the bytes live */
   size_t capacity;     /* the device's hbm_bytes */
   size_t used;         /* bytes in live extents */
+  atomic_size_t high_water; /* end of the highest extent ever live */
   extent_array free_list, live;
 } arena;
 
@@ -63,16 +67,18 @@ static range ranges[NRT_MAX_DEVICES];
 static atomic_int range_count;
 
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
-static size_t page_size, host_limit; /* set once by read_host */
-static atomic_size_t host_used;      /* live bytes over all devices */
+static size_t page_size;        /* set once by read_host */
+static atomic_size_t host_used; /* live bytes over all devices */
+/* Serialises the check that the host can back an allocation with its
+ * charge, so two devices cannot both take the last of the host's memory. */
+static pthread_mutex_t host_charge_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static size_t align_down(size_t x, size_t a) { return x / a * a; }
 
 static void read_host(void) {
-  long page = sysconf(_SC_PAGESIZE), pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
   page_size = page > 0 ? (size_t)page : ALIGNMENT;
-  host_limit = pages > 0 ? (size_t)pages * page_size : SIZE_MAX;
 }
 
 size_t rt_memory_capacity(int32_t device) {
@@ -212,13 +218,49 @@ static const range *find_range(uintptr_t p) {
   return NULL;
 }
 
-/* Counts size against the host's RAM; nonzero if that would exceed it. */
-static int host_charge(size_t size) {
-  size_t cur = atomic_load(&host_used);
-  do {
-    if (size > host_limit || cur > host_limit - size) return -1;
-  } while (!atomic_compare_exchange_weak(&host_used, &cur, cur + size));
-  return 0;
+/* Bytes of the devices' arenas the host has backed with pages so far (up
+ * to each arena's high-water mark; pages of freed small extents count too,
+ * so this may exceed what live extents hold). */
+static size_t resident_device_bytes(void) {
+  size_t resident = 0;
+  int n = atomic_load_explicit(&range_count, memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    size_t span = align_up(atomic_load(&ranges[i].owner->high_water), page_size);
+    size_t pages = span / page_size;
+    if (!pages) continue;
+    unsigned char *vec = malloc(pages);
+    if (!vec) return 0; /* assume nothing resident: the cautious answer */
+    if (mincore(ranges[i].owner->alias, span, vec) == 0)
+      for (size_t p = 0; p < pages; p++) resident += (vec[p] & 1) * page_size;
+    free(vec);
+  }
+  return resident;
+}
+
+/* A margin of host memory left to the process's own heap and the rest of
+ * the system: a sixteenth of what is available, at most 512 MiB. */
+static uint64_t host_margin(uint64_t available) {
+  uint64_t m = available / 16;
+  return m < ((uint64_t)512 << 20) ? m : (uint64_t)512 << 20;
+}
+
+/* Counts size against what the host can back; nonzero (with *available
+ * set) if it cannot. The quick test assumes none of the held bytes is
+ * resident yet; only near the limit are the resident pages counted. */
+static int host_charge(size_t size, uint64_t *available) {
+  pthread_mutex_lock(&host_charge_lock);
+  uint64_t avail = rt_host_available(), held = atomic_load(&host_used);
+  uint64_t room = avail - host_margin(avail);
+  int ok = size <= room && held <= room - size;
+  if (!ok) {
+    size_t resident = resident_device_bytes();
+    uint64_t untouched = held > resident ? held - resident : 0;
+    ok = size <= room && untouched <= room - size;
+  }
+  if (ok) atomic_fetch_add(&host_used, size);
+  pthread_mutex_unlock(&host_charge_lock);
+  *available = avail;
+  return !ok;
 }
 
 /* Allocates bytes from a (lock held). */
@@ -234,12 +276,14 @@ static nrt_status arena_alloc(arena *a, size_t bytes, void **dev_ptr) {
                    "device %d: cannot allocate %s: %s of %s in use, and no free range that "
                    "large is contiguous",
                    a->device, rt_format_size(bytes).s, rt_format_size(a->used).s, rt_format_size(a->capacity).s);
-  if (host_charge(size))
+  uint64_t host_available;
+  if (host_charge(size, &host_available))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY,
-                   "device %d: cannot allocate %s: device memory is backed by host RAM, and "
-                   "the devices already hold %s of the host's %s",
-                   a->device, rt_format_size(bytes).s, rt_format_size(atomic_load(&host_used)).s,
-                   rt_format_size(host_limit).s);
+                   "device %d: cannot allocate %s: device memory is backed by host memory, "
+                   "and the host (with its memory cgroup's limit) has only %s available while "
+                   "the devices already hold %s",
+                   a->device, rt_format_size(bytes).s, rt_format_size(host_available).s,
+                   rt_format_size(atomic_load(&host_used)).s);
   if (extent_reserve(&a->live)) {
     atomic_fetch_sub(&host_used, size);
     return rt_fail(NRT_ERROR_SYSTEM, "device %d: out of host memory for allocation records",
@@ -252,6 +296,7 @@ static nrt_status arena_alloc(arena *a, size_t bytes, void **dev_ptr) {
   if (f->size == 0) extent_erase(&a->free_list, i);
   extent_insert(&a->live, extent_lower_bound(&a->live, e.off), e);
   a->used += size;
+  if (e.off + size > atomic_load(&a->high_water)) atomic_store(&a->high_water, e.off + size);
   *dev_ptr = (void *)(a->base + e.off);
   return NRT_SUCCESS;
 }

@@ -28,7 +28,19 @@
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 
-#define QUEUE_DEPTH 256
+/* The ring starts small (most streams queue a few commands) and doubles
+ * when a producer finds it full, up to RING_DEPTH_MAX: a training step
+ * queues hundreds of launches behind one long kernel, and a ring too small
+ * for them would stall the host at every step. Past the cap producers wait
+ * for room, as CUDA's launch queue makes them. A command is ~2.3 KiB. */
+#define RING_DEPTH_MIN 256
+#define RING_DEPTH_MAX 8192
+/* Tests lower the largest depth to make full rings frequent. */
+static atomic_uint_fast64_t ring_depth_limit = RING_DEPTH_MAX;
+
+void rt_stream_limit_ring_depth(uint64_t depth) {
+  atomic_store(&ring_depth_limit, depth >= 2 && depth <= RING_DEPTH_MAX ? depth : RING_DEPTH_MAX);
+}
 #define MAX_STREAMS_PER_DEVICE 4096
 #define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
 #define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
@@ -69,6 +81,16 @@ typedef struct command {
   } u;
 } command;
 
+/* Commands live at slot seq % depth. A grown ring replaces the one it
+ * copied; the old one stays allocated until the stream is freed (the worker
+ * may still be running a command in it), which costs at most the size of
+ * the newest ring again. */
+typedef struct ring {
+  uint64_t depth; /* a power of two */
+  struct ring *older;
+  command slots[];
+} ring;
+
 struct nrt_stream {
   int32_t device;
   int32_t priority;
@@ -81,7 +103,7 @@ struct nrt_stream {
   atomic_int refs;    /* the table's, plus device synchronizes in progress */
   int stopping;
   int worker_sleeping;         /* under mu: the worker waits on work_cv */
-  command *ring;               /* QUEUE_DEPTH entries, slot = seq % QUEUE_DEPTH */
+  _Atomic(ring *) ring;        /* written under mu, before the commit of the commands it adds */
   atomic_int failed;           /* error != NRT_SUCCESS, read without mu */
   nrt_status error;            /* sticky asynchronous error, under mu */
   char error_message[1024];
@@ -107,16 +129,12 @@ static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 /* ---- sticky errors ---------------------------------------------------- */
 
 /* Hands the stream's sticky error to the caller (as its status and thread
- * message) and clears it. Caller holds s->mu. */
-static nrt_status take_error_locked(nrt_stream_t s) {
-  nrt_status status = s->error;
-  if (status) {
-    rt_set_error(s->error_message);
-    s->error = NRT_SUCCESS;
-    atomic_store(&s->failed, 0);
-    s->error_message[0] = 0;
-  }
-  return status;
+ * message). The error stays until nrt_stream_clear_error: the work skipped
+ * after it left its outputs unwritten, so every later reader must hear of
+ * it, not only the first. Caller holds s->mu. */
+static nrt_status report_error_locked(nrt_stream_t s) {
+  if (s->error) rt_set_error(s->error_message);
+  return s->error;
 }
 
 static void record_error_locked(nrt_stream_t s, nrt_status status, const char *what) {
@@ -124,8 +142,8 @@ static void record_error_locked(nrt_stream_t s, nrt_status status, const char *w
   s->error = status;
   atomic_store(&s->failed, 1);
   snprintf(s->error_message, sizeof s->error_message,
-           "%s (asynchronous error on neuron:%d stream %lld; later work on "
-           "the stream was skipped)",
+           "%.700s (asynchronous error on neuron:%d stream %lld; the work queued after it was "
+           "skipped, and the stream refuses new work until the error is cleared)",
            what, s->device, (long long)s->id);
 }
 
@@ -160,10 +178,21 @@ static void execute(nrt_stream_t s, command *c) {
       break; /* released below, once its error message is recorded */
     case CMD_RECORD: /* completed by the worker once the stream has passed it */
       break;
-    case CMD_WAIT:
+    case CMD_WAIT: {
+      char cause[NRT_EVENT_FAILURE_MAX];
       rt_event_wait(c->u.event.event, c->u.event.generation);
+      nrt_status failed = rt_event_failure(c->u.event.event, c->u.event.generation, cause,
+                                           sizeof cause);
       rt_event_release(c->u.event.event);
+      if (failed) { /* what follows depends on work that did not happen */
+        char what[NRT_EVENT_FAILURE_MAX + 64];
+        snprintf(what, sizeof what, "waited on an event whose work failed: %.600s", cause);
+        pthread_mutex_lock(&s->mu);
+        record_error_locked(s, failed, what);
+        pthread_mutex_unlock(&s->mu);
+      }
       break;
+    }
   }
   if (status) {
     char what[900];
@@ -241,7 +270,8 @@ static void publish_completion(nrt_stream_t s, command *c, uint64_t seq) {
      * stream, then event. */
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->completed, seq);
-    rt_event_complete(c->u.event.event, c->u.event.generation);
+    rt_event_complete(c->u.event.event, c->u.event.generation, s->error,
+                      s->error ? s->error_message : NULL);
     rt_event_release(c->u.event.event);
     pthread_mutex_unlock(&s->mu);
   } else {
@@ -281,7 +311,10 @@ static void *worker_main(void *arg) {
       pthread_mutex_unlock(&s->mu);
       if (stop) break;
     }
-    command *c = &s->ring[(done + 1) % QUEUE_DEPTH];
+    /* Loaded after the count: a command committed after a growth is only
+     * in the new ring, and the count's acquire makes that ring visible. */
+    ring *r = atomic_load_explicit(&s->ring, memory_order_acquire);
+    command *c = &r->slots[(done + 1) & (r->depth - 1)];
     execute(s, c);
     publish_completion(s, c, ++done);
   }
@@ -290,11 +323,42 @@ static void *worker_main(void *arg) {
 
 /* ---- submission ------------------------------------------------------- */
 
-/* Reserves the next ring slot (waiting while the ring is full) and starts
- * the worker if needed. Returns with s->mu held and *seq set; the caller
- * fills the slot and calls commit_locked. */
-static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) {
+static ring *ring_new(uint64_t depth) {
+  ring *r = calloc(1, sizeof *r + depth * sizeof(command));
+  if (r) r->depth = depth;
+  return r;
+}
+
+/* Doubles the ring, copying the commands not yet completed; returns whether
+ * it grew. Caller holds s->mu, so no producer writes meanwhile; the worker
+ * only reads slots, so copying the one it is running is harmless (it takes
+ * the next command from the new ring). */
+static int grow_ring_locked(nrt_stream_t s) {
+  ring *old = atomic_load_explicit(&s->ring, memory_order_relaxed);
+  if (old->depth >= atomic_load(&ring_depth_limit)) return 0;
+  ring *r = ring_new(2 * old->depth);
+  if (!r) return 0; /* no host memory: wait for room instead */
+  uint64_t last = atomic_load_explicit(&s->submitted, memory_order_relaxed);
+  for (uint64_t seq = atomic_load(&s->completed) + 1; seq <= last; seq++)
+    r->slots[seq & (r->depth - 1)] = old->slots[seq & (old->depth - 1)];
+  r->older = old;
+  atomic_store_explicit(&s->ring, r, memory_order_release);
+  return 1;
+}
+
+/* Reserves the next ring slot (growing the ring, or waiting while it is
+ * full) and starts the worker if needed. Work (ops, copies, host tasks) is
+ * refused with the sticky error of a failed stream; bookkeeping (event
+ * records and waits, host functions) is always queued, so that nothing
+ * waiting on it hangs and resources are still released. Returns with s->mu held and *seq
+ * set; the caller fills the slot and calls commit_locked. */
+static nrt_status reserve_locked(nrt_stream_t s, int bookkeeping, command **slot, uint64_t *seq) {
   pthread_mutex_lock(&s->mu);
+  if (s->error && !bookkeeping) { /* refused, as CUDA refuses launches after a sticky error */
+    nrt_status status = report_error_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return status;
+  }
   if (!s->thread_started) {
     if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
       pthread_mutex_unlock(&s->mu);
@@ -303,17 +367,24 @@ static nrt_status reserve_locked(nrt_stream_t s, command **slot, uint64_t *seq) 
     }
     s->thread_started = 1;
   }
-  /* A full ring: wait until half of it is free, not for every slot. The
-   * worker's count is read only when the last one read says the ring may be
-   * full. */
-  uint64_t last = atomic_load_explicit(&s->submitted, memory_order_relaxed);
-  while (last - s->completed_seen >= QUEUE_DEPTH - 1) {
+  /* The worker's count is read only when the last one read says the ring
+   * may be full. The submitted count is read afresh on every turn: waiting
+   * releases mu, other producers submit meanwhile, and the worker may then
+   * complete past a count read before the wait (the difference of a stale
+   * count would wrap around and never fall below the depth). A full ring
+   * at its largest waits until half of it is free, not for every slot. */
+  for (;;) {
+    uint64_t last = atomic_load_explicit(&s->submitted, memory_order_relaxed);
+    uint64_t depth = atomic_load_explicit(&s->ring, memory_order_relaxed)->depth;
+    if (last - s->completed_seen < depth - 1) break;
     s->completed_seen = atomic_load(&s->completed);
-    if (last - s->completed_seen < QUEUE_DEPTH - 1) break;
-    sleep_until_completed_locked(s, last - QUEUE_DEPTH / 2);
+    if (last - s->completed_seen < depth - 1) break;
+    if (grow_ring_locked(s)) continue;
+    sleep_until_completed_locked(s, last - depth / 2);
   }
+  ring *r = atomic_load_explicit(&s->ring, memory_order_relaxed);
   *seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
-  *slot = &s->ring[*seq % QUEUE_DEPTH];
+  *slot = &r->slots[*seq & (r->depth - 1)];
   return NRT_SUCCESS;
 }
 
@@ -325,7 +396,7 @@ static void commit_locked(nrt_stream_t s) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Waits until command seq has completed; then hands over any sticky error. */
+/* Waits until command seq has completed; then reports any sticky error. */
 static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
   if (!spin_until(has_completed, s, seq)) {
     pthread_mutex_lock(&s->mu);
@@ -334,7 +405,7 @@ static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
   }
   if (!atomic_load(&s->failed)) return NRT_SUCCESS;
   pthread_mutex_lock(&s->mu);
-  nrt_status status = take_error_locked(s);
+  nrt_status status = report_error_locked(s);
   pthread_mutex_unlock(&s->mu);
   return status;
 }
@@ -344,8 +415,9 @@ static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
 static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_stream_t *out) {
   nrt_stream_t s = aligned_alloc(_Alignof(struct nrt_stream), sizeof *s); /* a multiple of it */
   if (s) memset(s, 0, sizeof *s);
-  command *ring = s ? calloc(QUEUE_DEPTH, sizeof *ring) : NULL;
-  if (!ring) {
+  uint64_t limit = atomic_load(&ring_depth_limit);
+  ring *r = s ? ring_new(limit < RING_DEPTH_MIN ? limit : RING_DEPTH_MIN) : NULL;
+  if (!r) {
     free(s);
     return rt_fail(NRT_ERROR_SYSTEM, "out of host memory creating a neuron stream");
   }
@@ -353,7 +425,7 @@ static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_s
   s->device = device;
   s->priority = priority;
   s->id = id;
-  s->ring = ring;
+  atomic_init(&s->ring, r);
   atomic_init(&s->refs, 1);
   atomic_init(&s->wake_at, UINT64_MAX);
   pthread_mutex_init(&s->mu, NULL);
@@ -369,7 +441,10 @@ static void stream_release(nrt_stream_t s) {
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->work_cv);
   pthread_cond_destroy(&s->done_cv);
-  free(s->ring);
+  for (ring *r = atomic_load(&s->ring), *older; r; r = older) {
+    older = r->older;
+    free(r);
+  }
   free(s);
 }
 
@@ -489,6 +564,20 @@ nrt_status nrt_stream_from_id(int32_t device, int64_t id, nrt_stream_t *out) {
   return NRT_SUCCESS;
 }
 
+void rt_stream_retain(nrt_stream_t stream) { atomic_fetch_add(&stream->refs, 1); }
+void rt_stream_release(nrt_stream_t stream) { stream_release(stream); }
+
+uint64_t rt_stream_submitted(nrt_stream_t stream) { return atomic_load(&stream->submitted); }
+
+int rt_stream_passed(nrt_stream_t stream, uint64_t seq) { return has_completed(stream, seq); }
+
+void rt_stream_wait_passed(nrt_stream_t stream, uint64_t seq) {
+  if (spin_until(has_completed, stream, seq)) return;
+  pthread_mutex_lock(&stream->mu);
+  sleep_until_completed_locked(stream, seq);
+  pthread_mutex_unlock(&stream->mu);
+}
+
 /* ---- synchronisation -------------------------------------------------- */
 
 nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
@@ -503,10 +592,32 @@ nrt_status nrt_stream_query(nrt_stream_t stream) {
   if (s) return s;
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_query: NULL stream");
   int idle = atomic_load(&stream->completed) == atomic_load(&stream->submitted);
-  return idle ? NRT_SUCCESS : NRT_ERROR_NOT_READY;
+  if (!idle) return NRT_ERROR_NOT_READY;
+  if (!atomic_load(&stream->failed)) return NRT_SUCCESS;
+  pthread_mutex_lock(&stream->mu);
+  s = report_error_locked(stream);
+  pthread_mutex_unlock(&stream->mu);
+  return s;
 }
 
-nrt_status nrt_device_synchronize(int32_t device) {
+nrt_status nrt_stream_clear_error(nrt_stream_t stream) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_clear_error: NULL stream");
+  /* Drain first: what was queued behind the error is skipped, as the user
+   * was told, rather than run on inputs the failed work never wrote. */
+  wait_for(stream, atomic_load(&stream->submitted));
+  pthread_mutex_lock(&stream->mu);
+  stream->error = NRT_SUCCESS;
+  stream->error_message[0] = 0;
+  atomic_store(&stream->failed, 0);
+  pthread_mutex_unlock(&stream->mu);
+  return NRT_SUCCESS;
+}
+
+/* Applies fn to every stream of the device (each held by a reference
+ * meanwhile); returns the first failure, with its message. */
+static nrt_status for_each_stream(int32_t device, nrt_status (*fn)(nrt_stream_t)) {
   nrt_status s = rt_ensure_init();
   if (s || (s = rt_check_device(device))) return s;
   nrt_status first = NRT_SUCCESS;
@@ -523,7 +634,7 @@ nrt_status nrt_device_synchronize(int32_t device) {
       if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
       continue;
     }
-    nrt_status status = nrt_stream_synchronize(stream);
+    nrt_status status = fn(stream);
     stream_release(stream);
     if (status && !first) {
       first = status;
@@ -534,16 +645,28 @@ nrt_status nrt_device_synchronize(int32_t device) {
   return first;
 }
 
+nrt_status nrt_device_synchronize(int32_t device) {
+  return for_each_stream(device, nrt_stream_synchronize);
+}
+
+nrt_status nrt_device_clear_errors(int32_t device) {
+  return for_each_stream(device, nrt_stream_clear_error);
+}
+
 nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream || !event)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_wait_event: NULL argument");
   uint64_t generation;
-  if (!rt_event_pending(event, &generation)) return NRT_SUCCESS;
+  /* Nothing to wait for, unless the record completed on a failed stream:
+   * then the wait is queued all the same, to pass the failure on in order. */
+  if (!rt_event_pending(event, &generation) &&
+      !rt_event_failure(event, generation, NULL, 0))
+    return NRT_SUCCESS;
   command *c;
   uint64_t seq;
-  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
   rt_event_retain(event);
   c->kind = CMD_WAIT;
   c->u.event.event = event;
@@ -555,7 +678,7 @@ nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event) {
 nrt_status rt_stream_record(nrt_stream_t stream, nrt_event_t event, uint64_t generation) {
   command *c;
   uint64_t seq;
-  nrt_status s = reserve_locked(stream, &c, &seq);
+  nrt_status s = reserve_locked(stream, 1, &c, &seq);
   if (s) return s;
   rt_event_retain(event);
   c->kind = CMD_RECORD;
@@ -574,7 +697,7 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
   if ((s = rt_op_validate(op))) return s;
   command *c;
   uint64_t seq;
-  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  if ((s = reserve_locked(stream, 0, &c, &seq))) return s;
   c->kind = CMD_OP;
   /* Copy only the used part of the descriptor: it is large. */
   c->u.op.code = op->code;
@@ -598,7 +721,7 @@ nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *a
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_func: NULL argument");
   command *c;
   uint64_t seq;
-  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
   c->kind = CMD_HOST_FUNC;
   c->u.host.fn = fn;
   c->u.host.arg = arg;
@@ -613,7 +736,7 @@ nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_statu
     s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_task: NULL argument");
   command *c;
   uint64_t seq;
-  if (!s) s = reserve_locked(stream, &c, &seq);
+  if (!s) s = reserve_locked(stream, 0, &c, &seq);
   if (s) {
     if (release) release(arg); /* the call owns arg in every case */
     return s;
@@ -665,7 +788,7 @@ nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, siz
     return s;
   command *c;
   uint64_t seq;
-  if ((s = reserve_locked(stream, &c, &seq))) return s;
+  if ((s = reserve_locked(stream, 0, &c, &seq))) return s;
   c->kind = CMD_COPY;
   c->u.copy.dst = host_dst;
   c->u.copy.src = host_src;

@@ -204,6 +204,73 @@ static void test_empty_cache_releases_only_free_segments(void) {
   CHECK(device_free_bytes(0) == CAPACITY);
 }
 
+/* Work queued on a block's stream may still read it after the free: giving
+ * its segment back (which drops the pages) must wait for that work, as
+ * cudaFree synchronises. The reader here is a copy held behind a gate. */
+static void fill_words(void *dev, size_t bytes, uint32_t value) {
+  uint32_t *h = nrt_device_to_host(dev);
+  for (size_t i = 0; i < bytes / 4; i++) h[i] = value;
+}
+
+static int holds_words(void *dev, size_t bytes, uint32_t value) {
+  const uint32_t *h = nrt_device_to_host(dev);
+  for (size_t i = 0; i < bytes / 4; i++)
+    if (h[i] != value) return 0;
+  return 1;
+}
+
+static void test_empty_cache_waits_for_queued_readers(void) {
+  clean_slate(0);
+  nrt_stream_t s = default_stream(0);
+  void *copy;
+  CHECK_OK(nrt_malloc(0, MIB, &copy));
+  void *p = cache_alloc(s, 3 * MIB);
+  fill_words(p, MIB, 0x3f800000u);
+  gate g;
+  gate_init(&g);
+  CHECK_OK(nrt_launch_host_func(s, gate_wait, &g));
+  CHECK_OK(nrt_memcpy_async(s, copy, p, MIB)); /* device to device: queued */
+  CHECK_OK(nrt_cache_free(p));
+  pthread_t opener;
+  CHECK(pthread_create(&opener, NULL, open_gate_later, &g) == 0);
+  CHECK_OK(nrt_cache_empty(0));
+  CHECK(stats_of(0).reserved_bytes[NRT_POOL_ALL].current == 0); /* released all the same */
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(holds_words(copy, MIB, 0x3f800000u));
+  pthread_join(opener, NULL);
+  gate_destroy(&g);
+  CHECK_OK(nrt_free(copy));
+}
+
+/* The retry after a failed allocation releases cached segments: one whose
+ * stream still has a queued reader must not go to another stream first. */
+static void test_out_of_memory_retry_respects_queued_readers(void) {
+  const int32_t d = 3;
+  clean_slate(d);
+  nrt_stream_t a = default_stream(d), b = other_stream(d);
+  void *copy;
+  CHECK_OK(nrt_malloc(d, MIB, &copy)); /* first, so p's segment is followed by free space */
+  void *p = cache_alloc(a, 40 * MIB);
+  fill_words(p, MIB, 0x12345678u);
+  gate g;
+  gate_init(&g);
+  CHECK_OK(nrt_launch_host_func(a, gate_wait, &g));
+  CHECK_OK(nrt_memcpy_async(a, copy, p, MIB));
+  CHECK_OK(nrt_cache_free(p)); /* cached on a, its reader still queued */
+  pthread_t opener;
+  CHECK(pthread_create(&opener, NULL, open_gate_later, &g) == 0);
+  void *q = cache_alloc(b, 50 * MIB); /* only fits once p's segment is released */
+  fill_words(q, MIB, 0xdeadbeefu);    /* b's first writer */
+  CHECK_OK(nrt_stream_synchronize(a));
+  CHECK(holds_words(copy, MIB, 0x12345678u));
+  CHECK(stats_of(d).num_alloc_retries == 1);
+  pthread_join(opener, NULL);
+  gate_destroy(&g);
+  CHECK_OK(nrt_cache_free(q));
+  CHECK_OK(nrt_cache_empty(d));
+  CHECK_OK(nrt_free(copy));
+}
+
 static void test_bad_pointers_and_arguments_are_rejected(void) {
   nrt_stream_t s = default_stream(0);
   void *p = (void *)1, *raw;
@@ -476,6 +543,8 @@ int main(void) {
   RUN(test_recorded_stream_delays_reuse_until_its_work_is_done);
   RUN(test_recording_the_allocation_stream_changes_nothing);
   RUN(test_empty_cache_releases_only_free_segments);
+  RUN(test_empty_cache_waits_for_queued_readers);
+  RUN(test_out_of_memory_retry_respects_queued_readers);
   RUN(test_bad_pointers_and_arguments_are_rejected);
   RUN(test_stats_follow_a_known_sequence);
   RUN(test_reset_peak_and_accumulated);

@@ -257,7 +257,7 @@ static void test_index_multi_and_rows(void) {
 
 /* A bad index: the status, a message naming the op, the first bad value
  * and the bound; through a stream the error is sticky, later work is
- * skipped, and the stream works again after the synchronisation. */
+ * skipped, and the stream works again once the error is cleared. */
 static void test_gather_out_of_range(void) {
   const int64_t n = 100000, bound = 10;
   void *src = dev_alloc(2 * bound * 4), *out = dev_alloc(2 * n * 4), *idx = dev_alloc(n * 8), *flag = dev_alloc(4);
@@ -296,6 +296,8 @@ static void test_gather_out_of_range(void) {
     CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INDEX_OUT_OF_RANGE);
     CHECK(strncmp(nrt_last_error(), "index_select: index 12 is out of bounds", 39) == 0);
     CHECK(*(int32_t *)host(flag) == 0); /* skipped */
+    CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INDEX_OUT_OF_RANGE); /* still */
+    CHECK_OK(nrt_stream_clear_error(s));
     CHECK_OK(launch_and_sync(&fill));
     CHECK(*(int32_t *)host(flag) == 7);
   }

@@ -41,16 +41,18 @@ static void test_host_dereference_of_device_pointer_faults(void) {
 }
 
 /* Child case, default capacities: when the devices together could hold more
- * than the host's RAM, filling them must stop at the host limit, with a
- * message saying so, and the caching allocator must pass that reason on.
- * Nothing is touched, so nothing is committed. Returns 0 on success. */
+ * than the host can back, filling them must stop at what the host has
+ * available (not at its total RAM), with a message saying so, and the
+ * caching allocator must pass that reason on. Nothing is touched, so
+ * nothing is committed. Returns 0 on success. */
 static int child_host_ram_limits_all_devices(void) {
   int32_t count;
   if (nrt_device_count(&count)) return 2;
   size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE), total = 0;
+  uint64_t available = rt_host_available();
   for (int32_t d = 0; d < count; d++) total += rt_memory_capacity(d);
-  if (total <= ram) {
-    fprintf(stderr, "skipped: the devices' capacity fits in the host's RAM\n");
+  if (total <= available) {
+    fprintf(stderr, "skipped: the devices' capacity fits in what the host has available\n");
     return 0;
   }
   enum { MAX_CHUNKS = 1 << 16 };
@@ -63,11 +65,13 @@ static int child_host_ram_limits_all_devices(void) {
         allocated += chunk;
         n++;
       }
-      host_limited = strstr(nrt_last_error(), "backed by host RAM") != NULL;
+      host_limited = strstr(nrt_last_error(), "backed by host memory") != NULL;
     }
     if (!host_limited) return 3;
   }
-  if (allocated > ram || ram - allocated >= MIB) return 4;
+  /* Stopped short of what was available (a margin stays for the heap), and
+   * not far short: other processes may take or give memory meanwhile. */
+  if (allocated > available || allocated > ram || allocated < available / 2) return 4;
   int cause_passed_on = 0;
   for (int32_t d = 0; d < count; d++) {
     size_t free_b, total_b;
@@ -77,7 +81,7 @@ static int child_host_ram_limits_all_devices(void) {
     if (nrt_stream_get_default(d, &s) || nrt_cache_alloc(s, 3 * MIB, &p) != NRT_ERROR_OUT_OF_MEMORY)
       return 5;
     cause_passed_on = strstr(nrt_last_error(), "out of memory: tried to allocate 3.00 MiB") &&
-                      strstr(nrt_last_error(), "backed by host RAM");
+                      strstr(nrt_last_error(), "backed by host memory");
     break;
   }
   for (size_t i = 0; i < n; i++)

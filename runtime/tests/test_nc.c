@@ -316,8 +316,8 @@ static void test_launch_on_device_memory(void) {
 }
 
 /* A launch that fails while it runs leaves a sticky error naming it, which
- * the next synchronisation returns; launches queued behind it are skipped,
- * and the stream works again afterwards. */
+ * every later synchronisation returns; launches queued behind it are
+ * skipped, and the stream works again once the error is cleared. */
 static void test_launch_errors_are_sticky(void) {
   nrt_nc_tensor t[3];
   nrt_nc_inst in[3];
@@ -340,6 +340,8 @@ static void test_launch_errors_are_sticky(void) {
   CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "second")); /* skipped */
   CHECK_STATUS(nrt_stream_synchronize(stream), NRT_ERROR_OUT_OF_MEMORY);
   CHECK(strstr(nrt_last_error(), "first: out of host memory") != NULL);
+  CHECK_STATUS(nrt_memcpy_async(stream, out, dst, sizeof out), NRT_ERROR_OUT_OF_MEMORY);
+  CHECK_OK(nrt_stream_clear_error(stream));
   CHECK_OK(nrt_memcpy_async(stream, out, dst, sizeof out));
   for (int i = 0; i < SQ_N; i++) CHECK(out[i] == 0.0f);
   CHECK_OK(nrt_nc_program_launch(stream, prog, ptrs, "third"));

@@ -58,7 +58,7 @@ static void delayed_open_start(delayed_open *d, gate *g, int delay_ms) {
 static void delayed_open_join(delayed_open *d) { pthread_join(d->thread, NULL); }
 
 /* A log that host functions append to. */
-#define LOG_CAP 4096
+#define LOG_CAP 16384
 typedef struct log_t {
   pthread_mutex_t mu;
   int n;
@@ -137,6 +137,9 @@ static void *dev_alloc(int32_t device, size_t bytes) {
   return p;
 }
 
+static void bump_counter(void *arg) { atomic_fetch_add((atomic_int *)arg, 1); }
+static void do_nothing(void *arg) { (void)arg; }
+
 /* ---- in-order execution ----------------------------------------------- */
 
 static void test_in_order(void) {
@@ -162,26 +165,65 @@ static void test_in_order(void) {
   }
 }
 
-/* A full ring while the stream is held: the producer blocks until the
- * gate opens, then everything runs in order. */
+/* Joins a thread, or ends the test program if it has not finished within
+ * seconds: a hang becomes a failure (its threads cannot be recovered). */
+static void join_or_die(pthread_t thread, int seconds, const char *what) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += seconds;
+  if (pthread_timedjoin_np(thread, NULL, &deadline) != 0) {
+    fprintf(stderr, "FAIL %s: not done after %d s (a hang)\n", what, seconds);
+    _exit(3);
+  }
+}
+
+/* The launches of a training step behind one long kernel: the ring grows
+ * instead of stalling the producer (the gate stays shut until they are all
+ * queued, so a producer that had to wait for room would never finish). */
+#define STEP_LAUNCHES 2000
+static void *queue_step(void *arg) {
+  nrt_stream_t s = arg;
+  static atomic_int counter;
+  for (int i = 0; i < STEP_LAUNCHES; i++) CHECK_OK(nrt_launch_host_func(s, bump_counter, &counter));
+  return NULL;
+}
+
+static void test_ring_grows_for_a_step(void) {
+  nrt_stream_t s;
+  CHECK_OK(nrt_stream_create(0, 0, &s));
+  gate g;
+  gate_init(&g);
+  CHECK_OK(nrt_launch_host_func(s, gate_wait, &g));
+  pthread_t producer;
+  CHECK(pthread_create(&producer, NULL, queue_step, s) == 0);
+  join_or_die(producer, 30, "queueing a step's launches behind a held stream");
+  gate_open(&g);
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK_OK(nrt_stream_destroy(s));
+  gate_destroy(&g);
+}
+
+/* A full ring at its largest while the stream is held: the producer blocks
+ * until the gate opens, then everything runs in order. */
+#define FULL_RING_LAUNCHES 9000 /* more than the ring's largest depth */
 static void test_full_ring_waits(void) {
   nrt_stream_t s;
   CHECK_OK(nrt_stream_create(0, 0, &s));
   gate g;
   gate_init(&g);
   static log_t log;
-  static log_entry entries[600];
+  static log_entry entries[FULL_RING_LAUNCHES];
   log_init(&log);
   CHECK_OK(nrt_launch_host_func(s, gate_wait, &g));
   delayed_open d;
   delayed_open_start(&d, &g, 30);
-  for (int i = 0; i < 600; i++) {
+  for (int i = 0; i < FULL_RING_LAUNCHES; i++) {
     entries[i] = (log_entry){&log, i};
     CHECK_OK(nrt_launch_host_func(s, log_append, &entries[i]));
   }
-  CHECK(atomic_load(&d.opened) == 1); /* the 256th submission had to wait */
+  CHECK(atomic_load(&d.opened) == 1); /* a submission past the largest ring had to wait */
   CHECK_OK(nrt_stream_synchronize(s));
-  CHECK(log.n == 600);
+  CHECK(log.n == FULL_RING_LAUNCHES);
   int in_order = 1;
   for (int i = 0; i < log.n; i++) in_order &= log.v[i] == i;
   CHECK(in_order);
@@ -734,7 +776,21 @@ static void test_sticky_error(void) {
   CHECK_OK(nrt_launch(s, &fill_2)); /* must be skipped */
   CHECK_OK(nrt_launch_host_func(s, log_append, &entry)); /* still runs */
   CHECK_OK(nrt_event_record(e, s));                       /* still completes */
-  CHECK_OK(nrt_event_synchronize(e)); /* does not consume the error */
+  /* The event reached after the failure carries it, and so does a stream
+   * that waits on it: what follows there depends on skipped work. */
+  CHECK_STATUS(nrt_event_synchronize(e), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "copy") != NULL);
+  CHECK_STATUS(nrt_event_query(e), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_stream_t waiter;
+  CHECK_OK(nrt_stream_create(0, 0, &waiter));
+  CHECK_OK(nrt_stream_wait_event(waiter, e));
+  nrt_op fill_3 = fill_op(b, NRT_FLOAT32, 8, 3.0);
+  CHECK_STATUS(nrt_stream_synchronize(waiter), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "waited on an event whose work failed") != NULL);
+  CHECK(strstr(nrt_last_error(), "copy") != NULL);
+  CHECK_STATUS(nrt_launch(waiter, &fill_3), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(nrt_stream_clear_error(waiter));
+  CHECK_OK(nrt_stream_destroy(waiter));
   CHECK_OK(nrt_stream_synchronize(other)); /* other streams are unaffected */
 
   CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INVALID_ARGUMENT);
@@ -742,36 +798,52 @@ static void test_sticky_error(void) {
   CHECK(strstr(nrt_last_error(), "shape") != NULL);
   CHECK(host_f32(a)[0] == 1.0f && host_f32(a)[7] == 1.0f); /* fill skipped */
   CHECK(log.n == 1);
-  CHECK_OK(nrt_stream_synchronize(s)); /* the error was handed over */
-  CHECK_OK(nrt_stream_query(s));
+  /* Every later reader hears of it, not only the first. */
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_stream_query(s), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_device_synchronize(0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "copy") != NULL);
+  float host[8] = {0};
+  CHECK_STATUS(nrt_memcpy_async(s, host, a, sizeof host), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(host[0] == 0.0f); /* refused */
+  CHECK_STATUS(nrt_launch(s, &fill_2), NRT_ERROR_INVALID_ARGUMENT); /* refused */
+  CHECK(strstr(nrt_last_error(), "copy") != NULL);
+  CHECK(strstr(nrt_last_error(), "cleared") != NULL);
 
-  /* Work after the report runs again. */
+  /* Cleared, work runs again. */
+  CHECK_OK(nrt_stream_clear_error(s));
+  CHECK_OK(nrt_stream_query(s));
   CHECK_OK(nrt_launch(s, &fill_2));
   CHECK_OK(nrt_stream_synchronize(s));
   CHECK(host_f32(a)[0] == 2.0f && host_f32(a)[7] == 2.0f);
+  CHECK_OK(nrt_event_record(e, s)); /* a new record on a good stream is good */
+  CHECK_OK(nrt_event_synchronize(e));
 
   /* Only the first error is kept. */
   nrt_op bad_fill = fill_a;
   bad_fill.num_scalars = 0; /* fill needs its value: a kernel error */
   CHECK_OK(nrt_launch(s, &bad));
-  CHECK_OK(nrt_launch(s, &bad_fill));
+  CHECK_OK(nrt_launch_host_func(s, do_nothing, NULL)); /* bookkeeping is still taken */
   CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_launch(s, &bad_fill), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "copy") != NULL);
+  CHECK_OK(nrt_device_clear_errors(0));
   CHECK_OK(nrt_stream_synchronize(s));
 
-  /* nrt_device_synchronize reports it too (and clears it). */
+  /* nrt_device_synchronize reports it too. */
   CHECK_OK(nrt_launch(s, &bad_fill));
   CHECK_STATUS(nrt_device_synchronize(0), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "fill") != NULL);
+  CHECK_STATUS(nrt_device_synchronize(0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_OK(nrt_device_clear_errors(0));
   CHECK_OK(nrt_device_synchronize(0));
-  CHECK_OK(nrt_stream_synchronize(s));
 
   /* A copy that waits for completion (pageable) reports it. */
-  float host[8] = {0};
   CHECK_OK(nrt_launch(s, &bad));
   CHECK_STATUS(nrt_memcpy_async(s, host, a, sizeof host), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "copy") != NULL);
   CHECK(host[0] == 0.0f); /* the copy itself was skipped */
+  CHECK_OK(nrt_stream_clear_error(s));
   CHECK_OK(nrt_memcpy_async(s, host, a, sizeof host));
   CHECK(host[0] == 2.0f);
 
@@ -809,12 +881,17 @@ static void test_host_task_errors_are_sticky(void) {
   CHECK(strstr(nrt_last_error(), "my task: the task failed") != NULL);
   CHECK(atomic_load(&failing.runs) == 1 && atomic_load(&failing.releases) == 1);
   CHECK(atomic_load(&ok.runs) == 0 && atomic_load(&ok.releases) == 1);
+  /* Refused while the error stands, and released at once. */
+  CHECK_STATUS(nrt_launch_host_task(s, "refused", task_run, task_release, &ok),
+               NRT_ERROR_OUT_OF_MEMORY);
+  CHECK(atomic_load(&ok.runs) == 0 && atomic_load(&ok.releases) == 2);
+  CHECK_OK(nrt_stream_clear_error(s));
   CHECK_OK(nrt_launch_host_task(s, NULL, task_run, NULL, &ok));
   CHECK_OK(nrt_stream_synchronize(s));
   CHECK(atomic_load(&ok.runs) == 1);
   CHECK_STATUS(nrt_launch_host_task(s, "no run", NULL, task_release, &ok),
                NRT_ERROR_INVALID_ARGUMENT);
-  CHECK(atomic_load(&ok.releases) == 2);
+  CHECK(atomic_load(&ok.releases) == 3);
   CHECK_OK(nrt_stream_destroy(s));
 }
 
@@ -842,7 +919,8 @@ static void case_launch_blocking(void) {
   nrt_op bad = bad_copy_op(b, a);
   CHECK_STATUS(nrt_launch(s, &bad), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "copy") != NULL);
-  CHECK_OK(nrt_stream_synchronize(s)); /* already reported */
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_INVALID_ARGUMENT); /* sticky all the same */
+  CHECK_OK(nrt_stream_clear_error(s));
   static log_t log;
   log_init(&log);
   log_entry entry = {&log, 1};
@@ -953,6 +1031,78 @@ static void test_threads(void) {
   CHECK_OK(nrt_free(buf));
 }
 
+/* Several producers on one stream with the ring full: each waits for room
+ * while the others submit and the worker completes past what it last saw.
+ * The stream is held at first so the ring fills to its largest depth; a
+ * hang is turned into a failure by join_or_die. */
+#define PRODUCER_LAUNCHES 6000
+#define PRODUCER_N 64
+typedef struct producer_arg {
+  nrt_stream_t s;
+  float *region; /* device memory of this producer's fills */
+  atomic_int *counter;
+  int index;
+} producer_arg;
+
+static void *producer_main(void *p) {
+  producer_arg *a = p;
+  for (int i = 0; i < PRODUCER_LAUNCHES; i++) {
+    if (i % 2) {
+      CHECK_OK(nrt_launch_host_func(a->s, bump_counter, a->counter));
+    } else {
+      nrt_op fill = fill_op(a->region, NRT_FLOAT32, PRODUCER_N, (double)i);
+      CHECK_OK(nrt_launch(a->s, &fill));
+    }
+    if (i % 1000 == 999 && a->index == 0) CHECK_OK(nrt_stream_synchronize(a->s));
+  }
+  return NULL;
+}
+
+static void run_producers(int producers) {
+  nrt_stream_t s;
+  CHECK_OK(nrt_stream_create(0, 0, &s));
+  gate g;
+  gate_init(&g);
+  CHECK_OK(nrt_launch_host_func(s, gate_wait, &g));
+  delayed_open d;
+  delayed_open_start(&d, &g, 20);
+  float *buf = dev_alloc(0, (size_t)producers * PRODUCER_N * sizeof(float));
+  atomic_int counter;
+  atomic_init(&counter, 0);
+  pthread_t threads[8];
+  producer_arg args[8];
+  for (int t = 0; t < producers; t++) {
+    args[t] = (producer_arg){s, buf + t * PRODUCER_N, &counter, t};
+    CHECK(pthread_create(&threads[t], NULL, producer_main, &args[t]) == 0);
+  }
+  for (int t = 0; t < producers; t++) join_or_die(threads[t], 120, "producers on one stream");
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(atomic_load(&counter) == producers * PRODUCER_LAUNCHES / 2);
+  const float *h = host_f32(buf);
+  for (int t = 0; t < producers; t++) /* each producer's last fill won */
+    CHECK(h[t * PRODUCER_N] == (float)(PRODUCER_LAUNCHES - 2) &&
+          h[t * PRODUCER_N + PRODUCER_N - 1] == (float)(PRODUCER_LAUNCHES - 2));
+  delayed_open_join(&d);
+  CHECK_OK(nrt_free(buf));
+  CHECK_OK(nrt_stream_destroy(s));
+  gate_destroy(&g);
+}
+
+static void test_two_producers_full_ring(void) { run_producers(2); }
+static void test_four_producers_full_ring(void) { run_producers(4); }
+
+/* A tiny ring is full at almost every launch, so a producer that waited
+ * nearly always finds that the others submitted and the worker completed
+ * meanwhile: the case the protocol must get right. */
+static void test_producers_on_a_tiny_ring(void) {
+  for (uint64_t depth = 2; depth <= 16; depth *= 2) {
+    rt_stream_limit_ring_depth(depth);
+    run_producers(4);
+    run_producers(2);
+  }
+  rt_stream_limit_ring_depth(0);
+}
+
 /* Many threads wait on and synchronize one stream at once. */
 typedef struct waiter_arg {
   nrt_stream_t s;
@@ -999,6 +1149,7 @@ int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return run_case(argv[2]);
   double t0 = now_ms();
   RUN(test_in_order);
+  RUN(test_ring_grows_for_a_step);
   RUN(test_full_ring_waits);
   RUN(test_streams_independent);
   RUN(test_event_orders_streams);
@@ -1018,6 +1169,9 @@ int main(int argc, char **argv) {
   RUN(test_destroy_reports_error);
   RUN(test_launch_blocking);
   RUN(test_threads);
+  RUN(test_two_producers_full_ring);
+  RUN(test_four_producers_full_ring);
+  RUN(test_producers_on_a_tiny_ring);
   RUN(test_concurrent_waiters);
   fprintf(stderr, "(%.0f ms)\n", now_ms() - t0);
   return CHECK_MAIN_RESULT();

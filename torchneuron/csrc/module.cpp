@@ -112,6 +112,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     NRT_CHECK(nrt_device_synchronize(d));
   });
+  m.def("_clear_errors", [](c10::DeviceIndex d) {
+    py::gil_scoped_release no_gil;
+    NRT_CHECK(nrt_device_clear_errors(d));
+  });
   m.def("_get_device_properties", &tn::device_properties);
   m.def("_mem_get_info", [](c10::DeviceIndex d) {
     size_t free_bytes = 0, total_bytes = 0;

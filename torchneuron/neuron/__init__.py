@@ -6,6 +6,7 @@ import torch
 
 from torchneuron import _C
 from torchneuron.neuron.device import (
+    clear_error,
     current_device,
     device,
     device_count,

@@ -87,6 +87,21 @@ def synchronize(device=None) -> None:
     _C._synchronize(_device_index(device))
 
 
+def clear_error(device=None) -> None:
+    """Clears the sticky asynchronous errors of the device's streams.
+
+    A kernel that fails while it runs (an index out of range, say) leaves
+    its stream in an error state, as a CUDA context keeps its error: the
+    work queued behind it is skipped, so its outputs hold stale data, and
+    every later synchronisation, copy or launch on that stream (or on a
+    stream that waited on an event recorded after the failure) raises the
+    same error instead of returning those stale values. This waits for the
+    queued work to drain (skipped), then lets the streams take work again;
+    the tensors the skipped work should have written are not repaired.
+    """
+    _C._clear_errors(_device_index(device))
+
+
 @dataclass(frozen=True)
 class NeuronDeviceProperties:
     name: str

@@ -6,13 +6,19 @@
  * pool of streams per priority that nrt_stream_get_pooled hands out round
  * robin, so creating "new" streams in a loop never exhausts threads.
  *
- * Errors raised by queued work are sticky on the stream: later kernels and
- * host tasks on it are skipped (events and host functions still run, so
- * nothing deadlocks)
- * and the next synchronising call (stream or device synchronize, or a copy
- * that waits for completion) returns the error with the failing op's name,
- * then clears it. With NEURON_LAUNCH_BLOCKING=1 every launch and copy waits
- * for completion and returns its own error at once.
+ * Errors raised by queued work are sticky on the stream, as a context's
+ * error is in CUDA: the kernels, copies and host tasks queued after the
+ * failure are skipped (event records and waits and host functions still
+ * run, so nothing deadlocks); from then on every synchronising call (stream
+ * or device synchronize, stream query, a copy that waits for completion)
+ * and every new launch, copy or host task on the stream returns the error
+ * with the failing op's name, until nrt_stream_clear_error or
+ * nrt_device_clear_errors. The skipped work left its outputs unwritten, so
+ * a stale result never reads back as a good one. An event recorded after
+ * the failure carries it: synchronising on the event returns it, and a
+ * stream that waits on the event fails in turn. With
+ * NEURON_LAUNCH_BLOCKING=1 every launch and copy waits for completion and
+ * returns its own error at once.
  */
 #ifndef NEURONRT_STREAM_H
 #define NEURONRT_STREAM_H
@@ -52,7 +58,14 @@ nrt_status nrt_stream_from_id(int32_t device, int64_t id, nrt_stream_t *out);
 
 nrt_status nrt_stream_synchronize(nrt_stream_t stream);
 /* NRT_SUCCESS when all queued work finished, NRT_ERROR_NOT_READY if not. */
+/* NRT_ERROR_NOT_READY while work is queued; then NRT_SUCCESS or the
+ * stream's sticky error. */
 nrt_status nrt_stream_query(nrt_stream_t stream);
+/* Waits for the queued work (skipped if the stream has failed), then clears
+ * the stream's sticky error so that it takes work again. */
+nrt_status nrt_stream_clear_error(nrt_stream_t stream);
+/* nrt_stream_clear_error on every stream of the device. */
+nrt_status nrt_device_clear_errors(int32_t device);
 nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event);
 
 /* Queues an op (the descriptor is copied). */
@@ -88,10 +101,11 @@ nrt_status nrt_event_create(uint32_t flags, nrt_event_t *out);
 nrt_status nrt_event_destroy(nrt_event_t event);
 /* Captures the work queued on stream so far; the event completes after it. */
 nrt_status nrt_event_record(nrt_event_t event, nrt_stream_t stream);
-/* NRT_SUCCESS if completed (or never recorded), NRT_ERROR_NOT_READY if not. */
+/* NRT_SUCCESS if completed (or never recorded), NRT_ERROR_NOT_READY if not;
+ * the stream's sticky error if the record was reached on a failed stream. */
 nrt_status nrt_event_query(nrt_event_t event);
-/* Waits for the last record to complete. Sticky stream errors are not
- * consumed here; they stay for the stream's next synchronisation. */
+/* Waits for the last record to complete; returns the sticky error of the
+ * stream if the record was reached after a failure. */
 nrt_status nrt_event_synchronize(nrt_event_t event);
 /* Milliseconds between two completed, timing-enabled events. */
 nrt_status nrt_event_elapsed_ms(nrt_event_t start, nrt_event_t end, float *ms);
