@@ -380,7 +380,10 @@ static nrt_status reserve_locked(nrt_stream_t s, int bookkeeping, command **slot
     s->completed_seen = atomic_load(&s->completed);
     if (last - s->completed_seen < depth - 1) break;
     if (grow_ring_locked(s)) continue;
-    sleep_until_completed_locked(s, last - depth / 2);
+    /* Until half the ring is free, or (a ring of 2) all of it: waiting for
+     * less than makes room would return at once, again and again, with the
+     * lock held that the worker needs to wake us. */
+    sleep_until_completed_locked(s, last - (depth / 2 < depth - 2 ? depth / 2 : depth - 2));
   }
   ring *r = atomic_load_explicit(&s->ring, memory_order_relaxed);
   *seq = atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1;
