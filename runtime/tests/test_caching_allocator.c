@@ -528,6 +528,71 @@ static void test_threads_allocate_and_free_concurrently(void) {
   CHECK(device_free_bytes(d) == CAPACITY);
 }
 
+/* Stress for the relatives of the two bugs above: blocks of every size,
+ * filled and read by queued work on two streams held busy by slow host
+ * functions, freed at once, while empty_cache and allocations that need
+ * the retry path (large ones on the other stream) keep releasing segments.
+ * Each reader copies its block's first 4 KiB to a slot of its own; at the
+ * end every slot must hold the value its block was filled with. */
+#define CHURN_ROUNDS 120
+static void sleep_1ms(void *arg) {
+  (void)arg;
+  struct timespec t = {.tv_nsec = 1000 * 1000};
+  nanosleep(&t, NULL);
+}
+
+static nrt_tensor_view words_view(void *dev, int64_t n) {
+  nrt_tensor_view v;
+  memset(&v, 0, sizeof v);
+  v.data = dev;
+  v.dtype = NRT_FLOAT32;
+  v.ndim = 1;
+  v.shape[0] = n;
+  v.strides[0] = 1;
+  return v;
+}
+
+static void test_released_segments_never_reach_queued_work(void) {
+  const int32_t d = 2;
+  clean_slate(d);
+  nrt_stream_t streams[2] = {default_stream(d), other_stream(d)};
+  const size_t sizes[] = {4 * KIB, 600 * KIB, 3 * MIB, 12 * MIB};
+  char *slots;
+  CHECK_OK(nrt_malloc(d, CHURN_ROUNDS * 4 * KIB, (void **)&slots));
+  for (int r = 0; r < CHURN_ROUNDS; r++) {
+    nrt_stream_t s = streams[r % 2];
+    size_t bytes = sizes[(r * 7 + r / 3) % 4];
+    void *p = cache_alloc(s, bytes);
+    nrt_op fill;
+    memset(&fill, 0, sizeof fill);
+    fill.code = NRT_OP_FILL;
+    fill.num_operands = 1;
+    fill.num_scalars = 1;
+    fill.operands[0] = words_view(p, (int64_t)(bytes / 4));
+    fill.scalars[0].is_float = 1;
+    fill.scalars[0].f = (double)(r + 1);
+    CHECK_OK(nrt_launch_host_func(s, sleep_1ms, NULL));
+    CHECK_OK(nrt_launch(s, &fill));
+    CHECK_OK(nrt_launch_host_func(s, sleep_1ms, NULL));
+    CHECK_OK(nrt_memcpy_async(s, slots + (size_t)r * 4 * KIB, p, 4 * KIB));
+    CHECK_OK(nrt_cache_free(p));
+    if (r % 5 == 4) CHECK_OK(nrt_cache_empty(d));
+    if (r % 9 == 8) { /* needs the segments the other stream still reads */
+      void *big = cache_alloc(streams[(r + 1) % 2], 40 * MIB);
+      CHECK_OK(nrt_cache_free(big));
+    }
+  }
+  CHECK_OK(nrt_device_synchronize(d));
+  int good = 1;
+  for (int r = 0; r < CHURN_ROUNDS; r++) {
+    const float *h = nrt_device_to_host(slots + (size_t)r * 4 * KIB);
+    for (int i = 0; i < 1024; i++) good &= h[i] == (float)(r + 1);
+  }
+  CHECK(good);
+  CHECK_OK(nrt_cache_empty(d));
+  CHECK_OK(nrt_free(slots));
+}
+
 int main(void) {
   setenv("NEURON_RT_HBM_BYTES", "64M", 1);
   int32_t count = 0;
@@ -552,5 +617,6 @@ int main(void) {
   RUN(test_out_of_memory_flushes_the_cache_and_retries);
   RUN(test_out_of_memory_waits_for_pending_frees);
   RUN(test_threads_allocate_and_free_concurrently);
+  RUN(test_released_segments_never_reach_queued_work);
   return CHECK_MAIN_RESULT();
 }
