@@ -401,13 +401,12 @@ static void commit_locked(nrt_stream_t s) {
 
 /* Waits until command seq has completed; then reports any sticky error. */
 static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
-  if (!spin_until(has_completed, s, seq)) {
-    pthread_mutex_lock(&s->mu);
-    sleep_until_completed_locked(s, seq);
-    pthread_mutex_unlock(&s->mu);
-  }
-  if (!atomic_load(&s->failed)) return NRT_SUCCESS;
+  /* Through the lock either way: the worker completes an event record
+   * inside it, after publishing the count, so a caller that saw the count
+   * by polling could otherwise find the event just recorded not complete. */
+  int completed = spin_until(has_completed, s, seq);
   pthread_mutex_lock(&s->mu);
+  if (!completed) sleep_until_completed_locked(s, seq);
   nrt_status status = report_error_locked(s);
   pthread_mutex_unlock(&s->mu);
   return status;
