@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "fault.h"
 #include "internal.h"
 
 #define ALIGNMENT ((size_t)4096)
@@ -292,6 +293,9 @@ nrt_status nrt_malloc(int32_t device, size_t bytes, void **dev_ptr) {
   *dev_ptr = NULL;
   if ((s = rt_check_device(device))) return s;
   if (bytes == 0) return NRT_SUCCESS;
+  if (rt_fault_fails())
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "device %d: cannot allocate %s: injected fault",
+                   device, rt_format_size(bytes).s);
   arena *a;
   if ((s = arena_get(device, &a))) return s;
   pthread_mutex_lock(&a->lock);
