@@ -15,7 +15,9 @@
  * Environment, read at the first allocation:
  *   NRT_FAULT_AT=N       fail the Nth allocation (1-based); 0 or unset: none
  *   NRT_FAULT_PERSIST=1  fail every allocation from the Nth on
- * When NRT_FAULT_AT is set, exit prints to stderr
+ * The failure is announced on stderr as it happens,
+ *   nrt-fault: pid=P failing allocation N
+ * and when NRT_FAULT_AT is set, exit prints
  *   nrt-fault: pid=P allocations=K injected=0|1
  * so that a runner knows when N has passed the last allocation (and, with
  * the pid, which process of a test that spawns children said so). One counter
@@ -67,7 +69,13 @@ int rt_fault_should_fail(void) {
   pthread_once(&config_once, read_config);
   uint64_t n = atomic_fetch_add(&seen, 1) + 1;
   int fail = fail_at != 0 && (n == fail_at || (persist && n > fail_at));
-  if (fail) atomic_store(&injected, 1);
+  if (fail) {
+    /* Said at once, since a process may end without the exit report (a
+     * forked child's _exit, a crash). */
+    if (!atomic_exchange(&injected, 1))
+      fprintf(stderr, "nrt-fault: pid=%ld failing allocation %llu\n", (long)getpid(),
+              (unsigned long long)n);
+  }
   return fail;
 }
 
