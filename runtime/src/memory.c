@@ -105,6 +105,20 @@ static int extent_reserve(extent_array *a) {
   return 0;
 }
 
+/* Keeps room in the free list for one more extent than there are live
+ * ones. There are at most live + 1 free extents, so a free, which adds at
+ * most one, then never needs host memory and cannot fail for want of it. */
+static int free_list_reserve(arena *a) {
+  size_t cap = a->free_list.cap ? a->free_list.cap : 16;
+  while (cap < a->live.n + 1) cap *= 2;
+  if (cap == a->free_list.cap) return 0;
+  extent *v = realloc(a->free_list.v, cap * sizeof *v);
+  if (!v) return -1;
+  a->free_list.v = v;
+  a->free_list.cap = cap;
+  return 0;
+}
+
 static void extent_insert(extent_array *a, size_t i, extent e) {
   memmove(&a->v[i + 1], &a->v[i], (a->n - i) * sizeof *a->v);
   a->v[i] = e;
@@ -241,7 +255,7 @@ static nrt_status arena_alloc(arena *a, size_t bytes, void **dev_ptr) {
                    "the devices already hold %s of the host's %s",
                    a->device, rt_format_size(bytes).s, rt_format_size(atomic_load(&host_used)).s,
                    rt_format_size(host_limit).s);
-  if (extent_reserve(&a->live)) {
+  if (extent_reserve(&a->live) || free_list_reserve(a)) {
     atomic_fetch_sub(&host_used, size);
     return rt_fail(NRT_ERROR_SYSTEM, "device %d: out of host memory for allocation records",
                    a->device);
@@ -265,9 +279,7 @@ static nrt_status arena_free(arena *a, size_t off) {
                    "nrt_free: %p is not the start of a live allocation on device %d (already "
                    "freed, or not returned by nrt_malloc)",
                    (void *)(a->base + off), a->device);
-  if (extent_reserve(&a->free_list))
-    return rt_fail(NRT_ERROR_SYSTEM, "device %d: out of host memory for the free list", a->device);
-  extent e = a->live.v[i];
+  extent e = a->live.v[i]; /* free_list_reserve left room for it */
   extent_erase(&a->live, i);
   extent merged = free_list_insert(&a->free_list, e);
   a->used -= e.size;
