@@ -12,7 +12,7 @@ SETUP_STAMP := $(VENV)/.setup-done
 # list lives in one place.
 TEST_EXTRA := import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['test']))
 
-.PHONY: all setup build demo test test-c test-py sanitize bench clean
+.PHONY: all setup build demo test test-c test-py sanitize faultinject bench clean
 
 all: build
 
@@ -44,14 +44,26 @@ test-py: build
 test: test-c test-py
 
 # The runtime's C tests under AddressSanitizer+UBSan, and under
-# ThreadSanitizer (streams, events, allocator).
+# ThreadSanitizer (streams, events, allocator). The ASan build has the
+# fault-injection counter too (it only counts unless NRT_FAULT_AT is set), so
+# that faultinject reuses it instead of compiling the runtime again.
+ASAN_CONFIG := -DNRT_SANITIZE=address -DNRT_FAULT_INJECTION=ON -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
+
 sanitize:
-	cmake -S . -B $(BUILD)-asan -DNRT_SANITIZE=address -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
+	cmake -S . -B $(BUILD)-asan $(ASAN_CONFIG)
 	cmake --build $(BUILD)-asan -j$(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
 	cmake -S . -B $(BUILD)-tsan -DNRT_SANITIZE=thread -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(BUILD)-tsan -j$(JOBS)
 	cd $(BUILD)-tsan && ctest --output-on-failure
+
+# Every C test again with the runtime's Nth host or device allocation
+# failing, for N = 1, 2, ...: each failure must be a clean error status, with
+# no crash, hang or leak (runtime/tests/faultinject.py says what it covers).
+faultinject:
+	cmake -S . -B $(BUILD)-asan $(ASAN_CONFIG)
+	cmake --build $(BUILD)-asan -j$(JOBS)
+	$(PYTHON) runtime/tests/faultinject.py $(BUILD)-asan --jobs $(JOBS)
 
 bench: build
 	$(PY) benchmarks/dispatch.py

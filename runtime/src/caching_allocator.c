@@ -328,6 +328,10 @@ static void free_block(cache *c, block *b) {
   size_t size = b->size;
   int64_t split_blocks = 0, split_bytes = 0;
   b->state = BLOCK_FREE;
+  /* A use array can exist with no uses in it (its event could not be had). */
+  free(b->uses);
+  b->uses = NULL;
+  b->cap_uses = 0;
   for (int k = 0; k < 2; k++) {
     size_t absorbed = try_merge(c, b, k ? b->next : b->prev);
     if (absorbed) {

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "fault.h"
 #include "internal.h"
 
 #define ALIGNMENT ((size_t)4096)
@@ -107,6 +108,20 @@ static int extent_reserve(extent_array *a) {
   if (!v) return -1;
   a->v = v;
   a->cap = cap;
+  return 0;
+}
+
+/* Keeps room in the free list for one more extent than there are live
+ * ones. There are at most live + 1 free extents, so a free, which adds at
+ * most one, then never needs host memory and cannot fail for want of it. */
+static int free_list_reserve(arena *a) {
+  size_t cap = a->free_list.cap ? a->free_list.cap : 16;
+  while (cap < a->live.n + 1) cap *= 2;
+  if (cap == a->free_list.cap) return 0;
+  extent *v = realloc(a->free_list.v, cap * sizeof *v);
+  if (!v) return -1;
+  a->free_list.v = v;
+  a->free_list.cap = cap;
   return 0;
 }
 
@@ -284,7 +299,7 @@ static nrt_status arena_alloc(arena *a, size_t bytes, void **dev_ptr) {
                    "the devices already hold %s",
                    a->device, rt_format_size(bytes).s, rt_format_size(host_available).s,
                    rt_format_size(atomic_load(&host_used)).s);
-  if (extent_reserve(&a->live)) {
+  if (extent_reserve(&a->live) || free_list_reserve(a)) {
     atomic_fetch_sub(&host_used, size);
     return rt_fail(NRT_ERROR_SYSTEM, "device %d: out of host memory for allocation records",
                    a->device);
@@ -309,9 +324,7 @@ static nrt_status arena_free(arena *a, size_t off) {
                    "nrt_free: %p is not the start of a live allocation on device %d (already "
                    "freed, or not returned by nrt_malloc)",
                    (void *)(a->base + off), a->device);
-  if (extent_reserve(&a->free_list))
-    return rt_fail(NRT_ERROR_SYSTEM, "device %d: out of host memory for the free list", a->device);
-  extent e = a->live.v[i];
+  extent e = a->live.v[i]; /* free_list_reserve left room for it */
   extent_erase(&a->live, i);
   extent merged = free_list_insert(&a->free_list, e);
   a->used -= e.size;
@@ -337,6 +350,9 @@ nrt_status nrt_malloc(int32_t device, size_t bytes, void **dev_ptr) {
   *dev_ptr = NULL;
   if ((s = rt_check_device(device))) return s;
   if (bytes == 0) return NRT_SUCCESS;
+  if (rt_fault_fails())
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "device %d: cannot allocate %s: injected fault",
+                   device, rt_format_size(bytes).s);
   arena *a;
   if ((s = arena_get(device, &a))) return s;
   pthread_mutex_lock(&a->lock);

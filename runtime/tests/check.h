@@ -1,20 +1,34 @@
 /* A minimal test harness: CHECK(cond) and CHECK_OK(status) report the file
  * and line and count failures; RUN(test) runs a test function; main returns
- * the failure count so ctest sees it. */
+ * the failure count so ctest sees it.
+ *
+ * With CHECK_EXIT_ON_FAILURE=1 in the environment the first failed check
+ * ends the process with exit(1) instead: the fault-injection sweep
+ * (faultinject.py) sets it, because after an injected out-of-memory the
+ * rest of a test would only run on the results of a call that failed, and
+ * the first failure is the one that says whether it was a clean status. */
 #ifndef NEURONRT_TEST_CHECK_H
 #define NEURONRT_TEST_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "neuronrt/nrt.h"
 
 static int check_failures;
+
+static inline void check_failed(void) {
+  check_failures++;
+  const char *stop = getenv("CHECK_EXIT_ON_FAILURE");
+  if (stop && strcmp(stop, "1") == 0) exit(1);
+}
 
 #define CHECK(cond)                                                     \
   do {                                                                  \
     if (!(cond)) {                                                      \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
               #cond);                                                   \
-      check_failures++;                                                 \
+      check_failed();                                                   \
     }                                                                   \
   } while (0)
 
@@ -25,7 +39,7 @@ static int check_failures;
       fprintf(stderr, "%s:%d: %s returned %s (%s), expected %s\n", __FILE__, \
               __LINE__, #expr, nrt_status_string(check_s_), nrt_last_error(), \
               nrt_status_string(expected));                                 \
-      check_failures++;                                                     \
+      check_failed();                                                       \
     }                                                                       \
   } while (0)
 

@@ -463,6 +463,14 @@ static void stamp(void *p, size_t size) {
   h[0] = h[size - 1] = (unsigned char)((uintptr_t)p >> 9);
 }
 
+/* Counts a failed call of a stress worker, saying why (CHECK is not
+ * thread-safe). */
+static void stress_failed(stress_arg *w, const char *call, nrt_status s) {
+  fprintf(stderr, "stress worker %d: %s returned %s (%s)\n", w->id, call, nrt_status_string(s),
+          nrt_last_error());
+  w->failures++;
+}
+
 static void *stress_worker(void *arg) {
   stress_arg *w = arg;
   unsigned seed = (unsigned)w->id * 2654435761u;
@@ -473,12 +481,14 @@ static void *stress_worker(void *arg) {
     int slot = (int)(rand_r(&seed) % LIVE);
     if (!live[slot]) {
       sizes[slot] = 1 + rand_r(&seed) % (256 * KIB);
-      if (nrt_cache_alloc(own, sizes[slot], &live[slot]) != NRT_SUCCESS) {
-        w->failures++;
+      nrt_status s = nrt_cache_alloc(own, sizes[slot], &live[slot]);
+      if (s != NRT_SUCCESS) {
+        stress_failed(w, "nrt_cache_alloc", s);
         continue;
       }
       stamp(live[slot], sizes[slot]);
-      if (rand_r(&seed) % 16 == 0 && nrt_cache_record_stream(live[slot], shared)) w->failures++;
+      if (rand_r(&seed) % 16 == 0 && (s = nrt_cache_record_stream(live[slot], shared)))
+        stress_failed(w, "nrt_cache_record_stream", s);
       continue;
     }
     if (!stamp_ok(live[slot], sizes[slot])) w->failures++;
@@ -493,11 +503,14 @@ static void *stress_worker(void *arg) {
       sizes[slot] = size;
       continue;
     }
-    if (nrt_cache_free(live[slot]) != NRT_SUCCESS) w->failures++;
+    nrt_status s = nrt_cache_free(live[slot]);
+    if (s != NRT_SUCCESS) stress_failed(w, "nrt_cache_free", s);
     live[slot] = NULL;
   }
-  for (int i = 0; i < LIVE; i++)
-    if (live[i] && nrt_cache_free(live[i]) != NRT_SUCCESS) w->failures++;
+  for (int i = 0; i < LIVE; i++) {
+    nrt_status s = live[i] ? nrt_cache_free(live[i]) : NRT_SUCCESS;
+    if (s != NRT_SUCCESS) stress_failed(w, "nrt_cache_free", s);
+  }
   return NULL;
 }
 

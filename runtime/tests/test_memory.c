@@ -260,6 +260,13 @@ typedef struct worker_arg {
   int failures;
 } worker_arg;
 
+/* Counts a failed call of a worker, saying why (CHECK is not thread-safe). */
+static void worker_failed(worker_arg *w, const char *call, nrt_status s) {
+  fprintf(stderr, "worker %d: %s returned %s (%s)\n", w->id, call, nrt_status_string(s),
+          nrt_last_error());
+  w->failures++;
+}
+
 /* Allocates, stamps, checks and frees many extents from one device. */
 static void *malloc_worker(void *arg) {
   worker_arg *w = arg;
@@ -272,20 +279,24 @@ static void *malloc_worker(void *arg) {
     if (live[slot]) {
       const unsigned char *h = nrt_device_to_host(live[slot]);
       if (h[0] != (unsigned char)w->id || h[sizes[slot] - 1] != (unsigned char)w->id) w->failures++;
-      if (nrt_free(live[slot]) != NRT_SUCCESS) w->failures++;
+      nrt_status s = nrt_free(live[slot]);
+      if (s != NRT_SUCCESS) worker_failed(w, "nrt_free", s);
       live[slot] = NULL;
     } else {
       sizes[slot] = 1 + rand_r(&seed) % (512 * KIB);
-      if (nrt_malloc(w->device, sizes[slot], &live[slot]) != NRT_SUCCESS) {
-        w->failures++;
+      nrt_status s = nrt_malloc(w->device, sizes[slot], &live[slot]);
+      if (s != NRT_SUCCESS) {
+        worker_failed(w, "nrt_malloc", s);
         continue;
       }
       unsigned char *h = nrt_device_to_host(live[slot]);
       h[0] = h[sizes[slot] - 1] = (unsigned char)w->id;
     }
   }
-  for (int i = 0; i < LIVE; i++)
-    if (live[i] && nrt_free(live[i]) != NRT_SUCCESS) w->failures++;
+  for (int i = 0; i < LIVE; i++) {
+    nrt_status s = live[i] ? nrt_free(live[i]) : NRT_SUCCESS;
+    if (s != NRT_SUCCESS) worker_failed(w, "nrt_free", s);
+  }
   return NULL;
 }
 
