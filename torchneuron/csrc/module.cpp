@@ -95,6 +95,7 @@ std::string fallback_mode_name() {
 }  // namespace torchneuron
 
 void register_nki_bindings(py::module_& m);  // nki.cpp
+void register_index_error(py::module_& m);   // index_error.cpp
 
 PYBIND11_MODULE(_C, m) {
   namespace tn = torchneuron;
@@ -139,4 +140,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_close_stream_gate", &tn::close_stream_gate);
   m.def("_open_stream_gate", &tn::open_stream_gate);
   register_nki_bindings(m);
+  register_index_error(m);
 }
