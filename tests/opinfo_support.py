@@ -678,14 +678,9 @@ def _bitwise_equal(actual, expected) -> bool:
 
 
 def _same_error_kind(neuron_exc, cpu_exc) -> bool:
-    """Same exception type as the CPU's, except that an index out of range
-    found inside a kernel may surface as IndexError where the CPU raises
-    RuntimeError (issue 3's error contract allows either)."""
-    if isinstance(neuron_exc, type(cpu_exc)):
-        return True
-    text = str(cpu_exc).lower()
-    return (isinstance(neuron_exc, IndexError) and isinstance(cpu_exc, RuntimeError)
-            and ("out of bounds" in text or "out of range" in text))
+    """An instance of the CPU's exception type (an index out of range is
+    torchneuron.IndexOutOfRangeError, both IndexError and RuntimeError)."""
+    return isinstance(neuron_exc, type(cpu_exc))
 
 
 def _call(variant, sample_args):

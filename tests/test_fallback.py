@@ -300,10 +300,34 @@ ENV_PROBE = """
 """
 
 
+# A malformed TORCHNEURON_FALLBACK: `import torch` (which registers the
+# device) must still work; each first use raises, naming the variable.
+MALFORMED_PROBE = """
+    import torch
+    print("imported")
+    import torchneuron
+    attempts = {
+        "lazy_init": torch.neuron._lazy_init,
+        "tensor": lambda: torch.ones(2, device="neuron"),
+        "get_fallback_mode": torchneuron.get_fallback_mode,
+        "fallback_op": lambda: torch._C._nn._test_optional_floatlist(torch.ones(2).neuron(), [1.0, 1.0]),
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            print(name, "no error")
+        except RuntimeError as e:
+            print(name, type(e).__name__, "|", str(e).splitlines()[0])
+    torchneuron.set_fallback_mode("silent")  # a mode set in code replaces the variable's
+    print(torchneuron.get_fallback_mode(), (torch.ones(2, device="neuron") + 1).tolist())
+"""
+
+
 @pytest.fixture(scope="module")
 def env_children():
-    return run_python_many({mode: (ENV_PROBE, {"TORCHNEURON_FALLBACK": mode})
-                            for mode in ("error", "silent", "warn", "bogus")})
+    jobs = {mode: (ENV_PROBE, {"TORCHNEURON_FALLBACK": mode}) for mode in ("error", "silent", "warn")}
+    jobs["loud"] = (MALFORMED_PROBE, {"TORCHNEURON_FALLBACK": "loud"})
+    return run_python_many(jobs)
 
 
 def test_torchneuron_fallback_error_raises_naming_the_op(env_children):
@@ -322,7 +346,13 @@ def test_torchneuron_fallback_warn_warns(env_children):
     assert check_output(env_children["warn"]).splitlines() == ["warn", "ran 1"]
 
 
-def test_invalid_torchneuron_fallback_is_reported_at_import(env_children):
-    result = env_children["bogus"]
-    assert result.returncode != 0
-    assert "fallback mode must be 'warn', 'error' or 'silent', got 'bogus'" in result.stderr
+def test_malformed_torchneuron_fallback_is_reported_at_first_use_naming_itself(env_children):
+    lines = check_output(env_children["loud"]).splitlines()
+    assert lines[0] == "imported"
+    for line in lines[1:5]:
+        name, rest = line.split(" ", 1)
+        assert rest.startswith("RuntimeError | TORCHNEURON_FALLBACK='loud' "), line
+        assert "'warn', 'error' or 'silent'" in rest, line
+    assert [line.split(" ", 1)[0] for line in lines[1:5]] == [
+        "lazy_init", "tensor", "get_fallback_mode", "fallback_op"]
+    assert lines[5] == "silent [2.0, 2.0]"

@@ -711,6 +711,77 @@ def test_pending_index_error_surfaces_at_nonzero_sync():
     same(x.nonzero(), torch.arange(6.0).nonzero())
 
 
+# Calls with an index out of range, f(to_device): the CPU raises RuntimeError
+# for some (gather, scatter*, index_add, one_hot, ...) and IndexError for
+# others (x[i], take, embedding, nll_loss, ...); neuron's error must be an
+# instance of the CPU's, at the call or at the next synchronisation.
+_X = torch.arange(6.0).reshape(2, 3)
+BAD_INDEX_CALLS = {
+    "gather": lambda d: d(_X).gather(1, d(torch.tensor([[0, 5]]))),
+    "gather_negative": lambda d: d(_X).gather(1, d(torch.tensor([[0, -4]]))),
+    "gather_empty_dim": lambda d: d(torch.empty(2, 0)).gather(1, d(torch.tensor([[0]]))),
+    "scatter": lambda d: d(_X).clone().scatter_(1, d(torch.tensor([[5]])), 1.0),
+    "scatter_src": lambda d: d(_X).clone().scatter_(1, d(torch.tensor([[5]])), d(torch.ones(1, 1))),
+    "scatter_add": lambda d: d(_X).scatter_add(1, d(torch.tensor([[0, 5]])), d(torch.ones(1, 2))),
+    "scatter_reduce": lambda d: d(_X).scatter_reduce(1, d(torch.tensor([[5]])), d(torch.ones(1, 1)), "amax"),
+    "scatter_empty_dim": lambda d: d(torch.empty(2, 0)).scatter_(1, d(torch.tensor([[0]])), 1.0),
+    "index_select": lambda d: d(_X).index_select(1, d(torch.tensor([5]))),
+    "index_select_int32": lambda d: d(_X.long()).index_select(0, d(torch.tensor([2], dtype=torch.int32))),
+    "index_select_empty_dim": lambda d: d(torch.empty(2, 0)).index_select(1, d(torch.tensor([0]))),
+    "index_add": lambda d: d(_X).index_add(1, d(torch.tensor([5])), d(torch.ones(2, 1))),
+    "index_copy": lambda d: d(_X).index_copy(1, d(torch.tensor([5])), d(torch.ones(2, 1))),
+    "index_fill": lambda d: d(_X).index_fill(1, d(torch.tensor([5])), 1.0),
+    "getitem": lambda d: d(_X)[d(torch.tensor([5]))],
+    "setitem": lambda d: d(_X).clone().__setitem__(d(torch.tensor([5])), 1.0),
+    "index_put_accumulate": lambda d: d(_X).clone().index_put_((d(torch.tensor([5])),), d(torch.tensor(1.0)),
+                                                               accumulate=True),
+    "take": lambda d: d(_X).take(d(torch.tensor([10]))),
+    "put": lambda d: d(_X).clone().put_(d(torch.tensor([10])), d(torch.tensor([1.0]))),
+    "embedding": lambda d: F.embedding(d(torch.tensor([5])), d(_X)),
+    "nll_loss": lambda d: F.nll_loss(d(_X), d(torch.tensor([0, 7]))),
+    "cross_entropy": lambda d: F.cross_entropy(d(_X), d(torch.tensor([0, 7]))),
+    "one_hot": lambda d: F.one_hot(d(torch.tensor([3])), 2),
+    "searchsorted_sorter": lambda d: torch.searchsorted(d(torch.tensor([1.0, 2.0])), d(torch.tensor([1.5])),
+                                                        sorter=d(torch.tensor([0, 5]))),
+}
+
+
+def neuron_error(call):
+    """What call raises on neuron, at the call or at the synchronisation."""
+    try:
+        result = call(nd)
+        if isinstance(result, torch.Tensor):
+            result.cpu()
+        torch.neuron.synchronize()
+    except Exception as e:  # noqa: BLE001 - compared with the CPU's below
+        return e
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INDEX_CALLS))
+def test_out_of_range_index_raises_an_instance_of_what_the_cpu_raises(name):
+    call = BAD_INDEX_CALLS[name]
+    with pytest.raises((IndexError, RuntimeError)) as on_cpu:
+        call(lambda t: t)
+    cpu_type = type(on_cpu.value)
+    error = neuron_error(call)
+    assert isinstance(error, cpu_type), (cpu_type, type(error), error)
+    same(nd(_X) + 1, _X + 1)  # the stream works again
+
+
+def test_except_runtime_error_catches_a_bad_gather_index():
+    x = nd(torch.arange(5.0))
+    try:
+        x.gather(0, nd(torch.tensor([7]))).cpu()
+    except RuntimeError as e:
+        assert isinstance(e, torchneuron.IndexOutOfRangeError) and isinstance(e, IndexError)
+        assert str(e).startswith("gather: index 7 is out of bounds for dimension 0 with size 5"), e
+    else:
+        pytest.fail("no error")
+    assert issubclass(torchneuron.IndexOutOfRangeError, IndexError)
+    assert issubclass(torchneuron.IndexOutOfRangeError, RuntimeError)
+
+
 def test_argument_errors_match_cpu():
     x = torch.randn(3, 4)
     with pytest.raises(IndexError, match="Index is supposed to be a vector"):

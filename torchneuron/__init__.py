@@ -12,6 +12,7 @@ from torchneuron import _C
 from torchneuron._registration import register as _register
 
 __all__ = [
+    "IndexOutOfRangeError",
     "clear_op_tracking",
     "get_executed_ops",
     "get_fallback_ops",
@@ -20,6 +21,10 @@ __all__ = [
     "set_fallback_mode",
     "wrap_nki",
 ]
+
+# An index out of range found by a neuron kernel: both an IndexError and a
+# RuntimeError, whichever of the two the CPU raises for the same call.
+IndexOutOfRangeError = _C.IndexOutOfRangeError
 
 
 def set_fallback_mode(mode: str) -> None:

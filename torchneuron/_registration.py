@@ -3,10 +3,12 @@
 This is the ``torch.backends`` entry point that ``import torch`` calls at the
 end of its own import. It must work even while ``torchneuron`` itself is
 still being imported (``import torchneuron`` first imports torch, which calls
-back here), so it only imports the extension and the device module.
+back here), so it only imports the extension and the device module. Nothing here may
+raise for a bad environment variable, since that would fail ``import torch``
+itself: the extension reads TORCHNEURON_FALLBACK when it loads and reports a
+malformed value at the device's first use, as the runtime does with its own
+variables.
 """
-
-import os
 
 import torch
 
@@ -22,4 +24,3 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
-    _C._set_fallback_mode(os.environ.get("TORCHNEURON_FALLBACK", "warn") or "warn")

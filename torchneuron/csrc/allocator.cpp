@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include "device_state.h"
+#include "fallback.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
 
@@ -39,6 +40,7 @@ void copy_stat_array(StatArray& out, const nrt_stat (&in)[NRT_POOL_KINDS]) {
 
 struct NeuronAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t bytes) override {
+    check_fallback_environment();  // a tensor on the device is its first use
     c10::DeviceIndex device = current_device();
     void* ptr = nullptr;
     NRT_CHECK(nrt_cache_alloc(current_stream(device), bytes, &ptr));

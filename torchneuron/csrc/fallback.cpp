@@ -7,7 +7,9 @@
 // and applied to the neuron storage, so the result aliases like a real
 // view. Factory ops that name the neuron device run on the CPU and move.
 // Every use is counted; each op warns once; TORCHNEURON_FALLBACK=error (or
-// torchneuron.set_fallback_mode) turns a fallback into an error.
+// torchneuron.set_fallback_mode) turns a fallback into an error. A malformed
+// TORCHNEURON_FALLBACK does not fail the import (which runs inside
+// `import torch`): it is kept and raised at the first use, naming itself.
 #include "fallback.h"
 
 #include <ATen/ATen.h>
@@ -16,6 +18,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -25,6 +28,23 @@ namespace torchneuron {
 namespace {
 
 std::atomic<FallbackMode> mode{FallbackMode::Warn};
+
+// TORCHNEURON_FALLBACK's value if it named no mode; read once, at load.
+std::mutex environment_mu;
+std::optional<std::string> malformed_environment;
+std::atomic<bool> environment_ok{true};
+
+const bool environment_read = [] {
+  const char* text = std::getenv("TORCHNEURON_FALLBACK");
+  if (text == nullptr || *text == '\0') return true;
+  if (auto parsed = parse_fallback_mode(text)) {
+    mode.store(*parsed);
+  } else {
+    malformed_environment = text;
+    environment_ok.store(false);
+  }
+  return true;
+}();
 
 bool is_neuron(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
@@ -150,7 +170,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = op_name(op.schema());
-  FallbackMode current = mode.load(std::memory_order_relaxed);
+  FallbackMode current = fallback_mode();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "The operator '", name,
                               "' has no native neuron kernel, and TORCHNEURON_FALLBACK=error "
                               "forbids running it on the CPU.");
@@ -166,8 +186,32 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void set_fallback_mode(FallbackMode m) { mode.store(m); }
-FallbackMode fallback_mode() { return mode.load(); }
+std::optional<FallbackMode> parse_fallback_mode(const std::string& text) {
+  if (text == "warn") return FallbackMode::Warn;
+  if (text == "error") return FallbackMode::Error;
+  if (text == "silent") return FallbackMode::Silent;
+  return std::nullopt;
+}
+
+void set_fallback_mode(FallbackMode m) {
+  std::lock_guard<std::mutex> lock(environment_mu);
+  mode.store(m);
+  environment_ok.store(true);
+}
+
+void check_fallback_environment() {
+  if (C10_LIKELY(environment_ok.load(std::memory_order_acquire))) return;
+  std::lock_guard<std::mutex> lock(environment_mu);
+  if (environment_ok.load()) return;
+  TORCH_CHECK(false, "TORCHNEURON_FALLBACK='", *malformed_environment,
+              "' is not a fallback mode: expected 'warn', 'error' or 'silent' "
+              "(or call torchneuron.set_fallback_mode())");
+}
+
+FallbackMode fallback_mode() {
+  check_fallback_environment();
+  return mode.load(std::memory_order_relaxed);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());

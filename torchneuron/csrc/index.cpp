@@ -10,7 +10,10 @@
 // describing the access to the runtime: the indexed tensor restrided over
 // the result's shape, the size and stride of each indexed dim, and the
 // index tensors (see neuronrt/ops/index.h). Out-of-range indices are found
-// by the kernels and raised as IndexError at the next synchronisation.
+// by the kernels and raised at the next synchronisation as
+// torchneuron.IndexOutOfRangeError (an IndexError and a RuntimeError: the
+// CPU raises one or the other, depending on the op; see index_error.h), as
+// are the ones that the checks here find before a launch.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -31,6 +34,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "index_error.h"
 #include "index_launch.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
@@ -132,7 +136,7 @@ void index_select_into(const at::Tensor& self, int64_t dim, const at::Tensor& in
     index_strides[d] = 0;
   }
   const int64_t size = self.dim() == 0 ? 1 : self.size(dim), stride = self_strides[dim];
-  TORCH_CHECK_INDEX(size > 0, "index_select(): index out of range in self");
+  NEURON_CHECK_INDEX_RANGE(size > 0, "index_select(): index out of range in self");
   self_strides[dim] = 0;
   index_strides[dim] = index.dim() == 0 ? 0 : index.stride(0);
   const at::IntArrayRef over(shape, nd);
@@ -179,8 +183,8 @@ void gather_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, c
   check_devices("gather", self, {index, out});
   if (index.numel() == 0) return;
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(nonempty_sizes(self)[dim] > 0, "gather: index is out of bounds for dimension ", dim,
-                    " with size 0");
+  NEURON_CHECK_INDEX_RANGE(nonempty_sizes(self)[dim] > 0, "gather: index is out of bounds for dimension ", dim,
+                           " with size 0");
   launch_gather(NRT_OP_GATHER, out, nonempty_strides(out),
                 dim_access(self, dim, nonempty_sizes(index), index, nonempty_strides(index)));
 }
@@ -227,8 +231,8 @@ void scatter_into(nrt_op_code code, const at::Tensor& self, int64_t dim, const a
   if (!out.is_same(self)) out.copy_(self);
   if (index.numel() == 0) return;
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(nonempty_sizes(out)[dim] > 0, name, ": index is out of bounds for dimension ", dim,
-                    " with size 0");
+  NEURON_CHECK_INDEX_RANGE(nonempty_sizes(out)[dim] > 0, name, ": index is out of bounds for dimension ", dim,
+                           " with size 0");
   if (source.value) check_scalar_fits(*source.value, out.scalar_type());
   launch_scatter(code, dim_access(out, dim, nonempty_sizes(index), index, nonempty_strides(index)),
                  source, reduce, include_self, 1);
@@ -311,8 +315,8 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
   if (!out.is_same(self)) out.copy_(self);
   if (source.numel() == 0 || index.numel() == 0) return out;
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(nonempty_sizes(out)[dim] > 0, "index_add: index is out of bounds for dimension ", dim,
-                    " with size 0");
+  NEURON_CHECK_INDEX_RANGE(nonempty_sizes(out)[dim] > 0, "index_add: index is out of bounds for dimension ", dim,
+                           " with size 0");
   launch_scatter(NRT_OP_INDEX_ADD, slice_access(out, dim, index, nonempty_sizes(source)),
                  tensor_source(source), NRT_INDEX_SUM, true, alpha);
   return out;
@@ -328,8 +332,8 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   if (!out.is_same(self)) out.copy_(self);
   if (index.numel() == 0) return out;
   dim = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK_INDEX(nonempty_sizes(out)[dim] > 0, "index_copy: index is out of bounds for dimension ", dim,
-                    " with size 0");
+  NEURON_CHECK_INDEX_RANGE(nonempty_sizes(out)[dim] > 0, "index_copy: index is out of bounds for dimension ", dim,
+                           " with size 0");
   launch_scatter(NRT_OP_INDEX_COPY, slice_access(out, dim, index, nonempty_sizes(source)),
                  tensor_source(source), NRT_INDEX_ASSIGN, true, 1);
   return out;

@@ -77,10 +77,8 @@ void open_stream_gate(uintptr_t handle) {
   gate->cv.notify_all();
 }
 
-FallbackMode parse_fallback_mode(const std::string& text) {
-  if (text == "warn") return FallbackMode::Warn;
-  if (text == "error") return FallbackMode::Error;
-  if (text == "silent") return FallbackMode::Silent;
+FallbackMode fallback_mode_named(const std::string& text) {
+  if (auto mode = parse_fallback_mode(text)) return *mode;
   throw py::value_error("fallback mode must be 'warn', 'error' or 'silent', got '" + text + "'");
 }
 
@@ -97,11 +95,15 @@ std::string fallback_mode_name() {
 }  // namespace torchneuron
 
 void register_nki_bindings(py::module_& m);  // nki.cpp
+void register_index_error(py::module_& m);   // index_error.cpp
 
 PYBIND11_MODULE(_C, m) {
   namespace tn = torchneuron;
   m.doc() = "TorchNeuron's bindings to the neuron runtime";
-  m.def("_init", [] { NRT_CHECK(nrt_init()); });
+  m.def("_init", [] {
+    NRT_CHECK(nrt_init());
+    tn::check_fallback_environment();
+  });
   m.def("_device_count", [] { return tn::device_count(); });
   m.def("_current_device", [] { return tn::current_device(); });
   m.def("_set_device", [](c10::DeviceIndex d) {
@@ -129,7 +131,7 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(tn::default_generator(d)));
   });
   m.def("_set_fallback_mode",
-        [](const std::string& mode) { tn::set_fallback_mode(tn::parse_fallback_mode(mode)); });
+        [](const std::string& mode) { tn::set_fallback_mode(tn::fallback_mode_named(mode)); });
   m.def("_get_fallback_mode", &tn::fallback_mode_name);
   m.def("_get_fallback_ops", &tn::fallback_ops);
   m.def("_get_executed_ops", &tn::executed_ops);
@@ -142,4 +144,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_close_stream_gate", &tn::close_stream_gate);
   m.def("_open_stream_gate", &tn::open_stream_gate);
   register_nki_bindings(m);
+  register_index_error(m);
 }

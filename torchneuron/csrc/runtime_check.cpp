@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "index_error.h"
+
 namespace torchneuron {
 
 void throw_runtime_error(nrt_status status, const char* expr, const char* file, int line) {
@@ -13,7 +15,7 @@ void throw_runtime_error(nrt_status status, const char* expr, const char* file, 
     case NRT_ERROR_OUT_OF_MEMORY:
       throw c10::OutOfMemoryError(where, message);
     case NRT_ERROR_INDEX_OUT_OF_RANGE:
-      throw c10::IndexError(where, message);
+      throw_index_out_of_range(message);
     case NRT_ERROR_INVALID_ARGUMENT:
       throw c10::ValueError(where, message);
     case NRT_ERROR_UNSUPPORTED:

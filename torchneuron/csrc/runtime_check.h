@@ -1,7 +1,8 @@
 // Turns runtime statuses into PyTorch exceptions.
 //
-// NRT_CHECK(expr) throws a c10::Error subclass that Python maps to the
-// matching exception (OutOfMemoryError, IndexError, ValueError, ...) with the
+// NRT_CHECK(expr) throws an exception that Python maps to the
+// matching exception (OutOfMemoryError, ValueError, ...; an index out of
+// range is torchneuron.IndexOutOfRangeError, see index_error.h) with the
 // runtime's message and the caller's file and line.
 #pragma once
 

@@ -3,6 +3,7 @@
 #define NEURONRT_OPS_POINTWISE_INTERNAL_H
 
 #include "internal.h"
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include "ops/engine/elementwise.h"
@@ -42,10 +43,26 @@ int rt_operand_is_scalar(const nrt_op *op, int k);
 /* The value of operand k read as a double, if it is an immediate. */
 int rt_immediate_value(const nrt_op *op, int k, double *value);
 
+/* d rounded to float toward zero, with the last bit set if that lost
+ * anything (round to odd). A float so rounded rounds (to nearest even) to
+ * any type at least two bits narrower exactly as d itself would: rounding
+ * d to float first (to nearest) can land on a 16-bit midpoint that d was
+ * not on, and the second rounding then goes the wrong way. */
+static inline float rt_float_round_to_odd(double d) {
+  float f = (float)d;
+  if (!isfinite(f) || (double)f == d) return f;
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if (fabs((double)f) > fabs(d)) bits -= 1; /* one step toward zero */
+  bits |= 1u;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 /* A unary op on float16/bfloat16 as a table: such an input has 2^16
  * possible values, so each result is computed once per type (by FN, in
- * double, then rounded to the type) on first use, exact to the last bit, and
- * the op costs what a copy costs. Defines
+ * double, then rounded once to the type) on first use, correctly rounded,
+ * and the op costs what a copy costs. Defines
  *   static nrt_status NAME##_16bit(const nrt_op *op)
  * running op (operands (out, x), compute dtype float16 or bfloat16) through
  * the table; operands of other dtypes are converted to and from it. */
@@ -55,8 +72,8 @@ int rt_immediate_value(const nrt_op *op, int k, double *value);
   static void NAME##_build_tables(void) {                                                \
     for (uint32_t bits = 0; bits < (1u << 16); bits++) {                                 \
       double bf = rt_bfloat16_to_float((uint16_t)bits), h = rt_half_to_float((uint16_t)bits); \
-      NAME##_bf16_table[bits] = rt_bfloat16_from_float((float)FN(bf));                   \
-      NAME##_f16_table[bits] = rt_half_from_float((float)FN(h));                         \
+      NAME##_bf16_table[bits] = rt_bfloat16_from_float(rt_float_round_to_odd(FN(bf)));   \
+      NAME##_f16_table[bits] = rt_half_from_float(rt_float_round_to_odd(FN(h)));         \
     }                                                                                    \
   }                                                                                      \
   RT_UNARY_LOOP(NAME##_bf16_lookup, uint16_t, uint16_t, NAME##_bf16_table[x])            \
