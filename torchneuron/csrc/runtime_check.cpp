@@ -9,6 +9,9 @@ namespace torchneuron {
 void throw_runtime_error(nrt_status status, const char* expr, const char* file, int line) {
   std::string message = nrt_last_error();
   if (message.empty()) message = nrt_status_string(status);
+  // A stream's sticky error (stream.h): say how a PyTorch user clears it.
+  if (message.find("until the error is cleared") != std::string::npos)
+    message += "; torch.neuron.clear_error() clears it";
   const c10::SourceLocation where{__func__, file, static_cast<uint32_t>(line)};
   (void)expr;
   switch (status) {
