@@ -7,7 +7,7 @@ import gc
 import pytest
 import torch
 
-from conftest import check_output, requires_devices, run_python_many
+from conftest import check_output, requires_devices, run_python, run_python_many
 
 MIB = 2**20
 
@@ -253,24 +253,25 @@ def test_empty_cache_waits_for_work_that_still_reads_a_freed_tensor(gates):
     handle = gates.close()
     total = x.sum()  # queued behind the gate
     del x
-    opening = gates.open_later(handle, 0.2)
+    opening = gates.open_later(handle, 0.2)  # a Python thread: empty_cache drops the GIL
     torch.neuron.empty_cache()
     assert opening.is_set(), "empty_cache returned while a queued op still read the segment"
+    assert torch.neuron.memory_reserved() < n * 4, "the segment was not released"
     assert total.item() == n
 
 
 RETRY_READER_PROBE = """
-    import threading
     import torch
     from torchneuron import _C
     MIB = 2**20
     n = 40 * MIB // 4
+    small = torch.zeros(1, device="neuron")  # the small pool's segment first, below x's
     x = torch.ones(n, device="neuron")  # on the default stream
     torch.neuron.synchronize()
     gate = _C._close_stream_gate(0, 0)
     total = x.sum()  # queued behind the gate, reads x
     del x  # cached on the default stream
-    threading.Timer(0.3, _C._open_stream_gate, args=(gate,)).start()
+    _C._open_stream_gate_after(gate, 0.3)  # the allocation below holds the GIL
     side = torch.neuron.Stream()
     with torch.neuron.stream(side):
         # Fits only once x's segment is released: the retry path.
@@ -344,6 +345,9 @@ def make_memory_cgroup(limit):
         try:
             os.mkdir(path)
         except OSError:
+            continue
+        if not os.path.exists(os.path.join(path, "cgroup.procs")):  # a plain folder, not a cgroup
+            os.rmdir(path)
             continue
         try:
             with open(os.path.join(path, limit_file), "w") as f:

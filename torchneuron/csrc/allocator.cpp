@@ -4,6 +4,7 @@
 // torch.accelerator.memory_* and torch.neuron.memory_* report them.
 #include "allocator.h"
 
+#include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -58,7 +59,13 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return device_count() > 0; }
 
   void emptyCache(c10::MempoolId_t) override {
-    for (c10::DeviceIndex d = 0; d < device_count(); d++) NRT_CHECK(nrt_cache_empty(d));
+    // Releasing a segment waits until its stream has passed the last use of
+    // its blocks: without the GIL, so that Python threads run meanwhile.
+    PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    nrt_status status = NRT_SUCCESS;
+    for (c10::DeviceIndex d = 0; d < device_count() && !status; d++) status = nrt_cache_empty(d);
+    if (saved) PyEval_RestoreThread(saved);
+    NRT_CHECK(status);
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {

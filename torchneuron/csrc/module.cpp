@@ -4,8 +4,10 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "device_state.h"
 #include "fallback.h"
@@ -77,6 +79,16 @@ void open_stream_gate(uintptr_t handle) {
   gate->cv.notify_all();
 }
 
+// Opens the gate after a delay from a thread of its own, not a Python one:
+// for tests whose blocking call holds the GIL (an allocation that must wait
+// for a stream to pass the gate).
+void open_stream_gate_after(uintptr_t handle, double seconds) {
+  std::thread([handle, seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    open_stream_gate(handle);
+  }).detach();
+}
+
 FallbackMode fallback_mode_named(const std::string& text) {
   if (auto mode = parse_fallback_mode(text)) return *mode;
   throw py::value_error("fallback mode must be 'warn', 'error' or 'silent', got '" + text + "'");
@@ -143,6 +155,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_close_stream_gate", &tn::close_stream_gate);
   m.def("_open_stream_gate", &tn::open_stream_gate);
+  m.def("_open_stream_gate_after", &tn::open_stream_gate_after);
   register_nki_bindings(m);
   register_index_error(m);
 }
