@@ -72,6 +72,9 @@ def test_a_failure_while_a_launch_runs_raises_at_the_next_synchronize(failing_ru
                              r"memory running an NKI program \(injected failure\).*asynchronous"):
         torch.neuron.synchronize()
     assert first.device.type == "neuron" and skipped.device.type == "neuron"
+    with pytest.raises(torch.OutOfMemoryError, match="NKI kernel scale_rows"):
+        skipped.cpu()  # sticky: the skipped result never reads back as a result
+    torch.neuron.clear_error()
     assert torch.equal(scale_rows(x, 2.0).cpu(), a * 2)  # the stream works again
 
 
@@ -102,6 +105,7 @@ def test_a_failure_raises_at_the_call_with_blocking_launches():
             print("no error")
         except torch.OutOfMemoryError as e:
             print("raised:", "NKI kernel copy" in str(e))
+        torch.neuron.clear_error()
         print("then:", torch.equal(copy(x).cpu(), torch.ones(4, 4)))
     """
     out = check_output(run_python(code, {"NEURON_LAUNCH_BLOCKING": "1"}))

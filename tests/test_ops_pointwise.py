@@ -433,7 +433,11 @@ def test_integer_division_by_zero_raises(name, dtype):
     b = torch.tensor([1, 0, 2], dtype=dtype, device="neuron")
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         BINARY[name](a, b).cpu()
-    # the error is not sticky: the stream keeps working
+    # the kernel's error is sticky on the stream, as a device error is in
+    # CUDA, until cleared; then the stream works again
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        a.cpu()
+    torch.neuron.clear_error()
     assert BINARY[name](a, b + 1).cpu().tolist() == BINARY[name](a.cpu(), b.cpu() + 1).tolist()
 
 
