@@ -66,14 +66,17 @@ def test_a_failure_while_a_launch_runs_raises_at_the_next_synchronize(failing_ru
     x = a.to("neuron")
     failing_runs()
     first = scale_rows(x, 2.0)  # queued: the failure happens on the stream
-    skipped = scale_rows(x, 3.0)  # queued behind the failure: skipped like any kernel
+    try:  # behind the failure: skipped like any kernel if queued first, else refused
+        scale_rows(x, 3.0)
+    except torch.OutOfMemoryError:
+        pass
     with pytest.raises(torch.OutOfMemoryError,
                        match=r"NKI kernel scale_rows \(.*test_nki_frontend.py:\d+\): out of host "
                              r"memory running an NKI program \(injected failure\).*asynchronous"):
         torch.neuron.synchronize()
-    assert first.device.type == "neuron" and skipped.device.type == "neuron"
+    assert first.device.type == "neuron"
     with pytest.raises(torch.OutOfMemoryError, match="NKI kernel scale_rows"):
-        skipped.cpu()  # sticky: the skipped result never reads back as a result
+        first.cpu()  # sticky: the failed result never reads back as a result
     torch.neuron.clear_error()
     assert torch.equal(scale_rows(x, 2.0).cpu(), a * 2)  # the stream works again
 
