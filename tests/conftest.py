@@ -181,3 +181,54 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:The operator .* has no native neuron kernel:UserWarning"
     )
+
+
+# ---- ISA paths: which kernel variants a run exercised -----------------------
+# The kernels carry baseline, AVX2 and AVX-512 variants (TORCHNEURON_ISA picks
+# one, by default the host's best). The whole suite runs at one level;
+# tests/test_isa_levels.py re-runs a sample at each lower level the host has
+# and records it here, so that the report says which paths a green run
+# covered and which this host could not run.
+
+ISA_ALL_LEVELS = ("avx512", "avx2", "baseline")
+ISA_SAMPLED = {}  # level -> checks that passed there (test_isa_levels.py)
+
+
+def _isa_state():
+    """(active, supported, how) of this process, or None with the error."""
+    try:
+        levels = torch.neuron.isa_levels()
+    except RuntimeError as error:
+        return None, str(error)
+    how = "forced by TORCHNEURON_ISA" if os.environ.get("TORCHNEURON_ISA") else "default"
+    return (levels["active"], levels["supported"], how), None
+
+
+def pytest_report_header(config):
+    state, error = _isa_state()
+    if state is None:
+        return f"neuron ISA paths: unknown ({error})"
+    active, supported, how = state
+    lower = [level for level in supported if level != active]
+    missing = [level for level in ISA_ALL_LEVELS if level not in supported]
+    line = f"neuron ISA paths: host supports {','.join(supported)}; this run: {active} ({how})"
+    if lower:
+        line += f", then {','.join(lower)} (a sample, tests/test_isa_levels.py)"
+    if missing:
+        line += f"; not on this host: {','.join(missing)}"
+    return line
+
+
+def pytest_terminal_summary(terminalreporter):
+    state, error = _isa_state()
+    if state is None:
+        terminalreporter.write_line(f"neuron ISA paths exercised: unknown ({error})")
+        return
+    active, supported, how = state
+    ran = [f"{active} (every test, {how})"]
+    ran += [f"{level} ({count} sampled checks)" for level, count in ISA_SAMPLED.items()]
+    missing = [level for level in ISA_ALL_LEVELS if level != active and level not in ISA_SAMPLED]
+    line = "neuron ISA paths exercised: " + ", ".join(ran)
+    if missing:
+        line += "; not exercised: " + ",".join(missing)
+    terminalreporter.write_line(line)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cpu_isa.h"
 #include "internal.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
@@ -259,6 +260,8 @@ static nrt_status configure(void) {
       (s = parse_cores(gen, lnc, cores, &count)) || (s = parse_launch_blocking()) ||
       (s = parse_num_threads()) || (s = parse_pin_threads()))
     return s;
+  const char *isa_error = rt_isa_config_error(); /* TORCHNEURON_ISA, read in cpu_isa.c */
+  if (isa_error) return config_fail("%s", isa_error);
   int32_t per_chip = gen->physical_cores_per_chip / lnc;
   if ((s = parse_hbm_limit(gen->hbm_bytes_per_chip / (uint64_t)per_chip, &hbm_limit)))
     return s;

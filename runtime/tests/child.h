@@ -6,7 +6,7 @@
  * (posix_spawn of /proc/self/exe, which execs at once, so it is safe even
  * after the parent has initialised the runtime) with CHILD_FLAG and the
  * case's name as arguments and an environment made of the parent's minus
- * every NEURON_* variable plus the case's own.
+ * every NEURON_* variable plus the case's own (which replace inherited ones).
  *
  *   int main(int argc, char **argv) {
  *     if (child_is_case(argc, argv)) return run_case(argv[2]);
@@ -34,6 +34,15 @@ static int child_is_case(int argc, char **argv) {
   return argc == 3 && strcmp(argv[1], CHILD_FLAG) == 0;
 }
 
+/* Nonzero if vars sets the variable of entry ("NAME=value"): getenv would
+ * find the inherited entry first, so it is left out. */
+static int child_overridden(const char *entry, const char *const *vars) {
+  size_t name_len = strcspn(entry, "=");
+  for (; vars && *vars; vars++)
+    if (strncmp(*vars, entry, name_len) == 0 && (*vars)[name_len] == '=') return 1;
+  return 0;
+}
+
 /* Runs this binary with `CHILD_FLAG name` in a fresh process whose
  * environment has no NEURON_* variable except those in vars (a
  * NULL-terminated list of "NAME=value", may be NULL). Returns the child's
@@ -53,7 +62,8 @@ static int child_run(const char *name, const char *const *vars) {
   if (!envp) return -1;
   size_t k = 0;
   for (size_t i = 0; i < n_env; i++)
-    if (strncmp(environ[i], "NEURON_", 7) != 0) envp[k++] = environ[i];
+    if (strncmp(environ[i], "NEURON_", 7) != 0 && !child_overridden(environ[i], vars))
+      envp[k++] = environ[i];
   for (size_t i = 0; i < n_vars; i++) envp[k++] = (char *)vars[i];
   envp[k] = NULL;
   char *argv[] = {exe, (char *)CHILD_FLAG, (char *)name, NULL};

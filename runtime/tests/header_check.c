@@ -1,5 +1,6 @@
 /* Compiled with -std=c11 -pedantic: the public API must stay portable C. */
 #include "neuronrt/nrt.h"
+#include "neuronrt/isa.h"
 
 int nrt_header_check_dummy(void);
 int nrt_header_check_dummy(void) { return NRT_OP_COUNT; }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_isa.h"
 #include "check.h"
 #include "ops/conv/conv_blocked.h"
 #include "ops/conv/conv_ukernels.h"
@@ -120,9 +121,9 @@ ORACLE_CODE static void run_case(const conv_case *g, nrt_dtype t, int portable) 
                      .ph = g->ph, .pw = g->pw, .dh = g->dh, .dw = g->dw, .groups = g->groups};
   double tol = 2e-5 * sqrt((double)(cg * g->kh * g->kw));
   double otol = t == NRT_BFLOAT16 ? 8e-3 : tol; /* outputs are rounded to bfloat16 once */
-  /* The blocked path is taken where the host has tiles better than the
-   * portable ones (AVX-512), on shapes like these; elsewhere it runs here on
-   * the portable tiles only, as their twin. */
+  /* The blocked path is taken where the ISA level has tiles of its own
+   * (AVX-512), on shapes like these; elsewhere it runs here on the portable
+   * tiles only, as their twin. */
   const rt_conv_ukernels *best = rt_conv_ukernels_get(0), *ref = rt_conv_ukernels_get(1);
   int own_tiles = t == NRT_BFLOAT16 ? best->bf16[3] != ref->bf16[3] : best->f32[3] != ref->f32[3];
   CHECK(rt_conv_blocked_usable(&s, t) == own_tiles || portable == 0);
@@ -177,6 +178,8 @@ static void test_blocked_conv_matches_direct_loops(void) {
 static void test_tiles_match_portable_twins(void) {
   const rt_conv_ukernels *best = rt_conv_ukernels_get(0), *ref = rt_conv_ukernels_get(1);
   fprintf(stderr, "  tiles: %s\n", best->name);
+  /* The tiles are those of the ISA level in use (TORCHNEURON_ISA). */
+  CHECK((strncmp(best->name, "avx512", 6) == 0) == (rt_isa() >= NRT_ISA_AVX512));
   enum { K = 37, LDC = 40 };
   float a[(K + 1) * CONV_MR], b[(K + 1) * CONV_NR], c1[CONV_MR * LDC], c2[CONV_MR * LDC];
   for (int i = 0; i < (K + 1) * CONV_MR; i++) a[i] = rt_bfloat16_to_float(rt_bfloat16_from_float((float)rnd()));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "cpu_isa.h"
 #include "child.h"
 #include "ops/gemm/gemm.h"
 
@@ -337,6 +338,26 @@ static void check_case(const gemm_case *cs) {
 
 /* ---- tests --------------------------------------------------------------- */
 
+static int has_kernel(nrt_dtype compute, const char *prefix) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(compute, &list), found = 0;
+  for (int i = 0; i < count; i++) found |= strncmp(list[i]->name, prefix, strlen(prefix)) == 0;
+  return found;
+}
+
+/* The kernels offered (and so tested by check_case) are those of the ISA
+ * level in use (TORCHNEURON_ISA; ctest runs this file at each level), with
+ * the portable ones always there as the reference's twins. */
+static void test_kernels_follow_isa_level(void) {
+  for (int f64 = 0; f64 < 2; f64++) {
+    nrt_dtype compute = f64 ? NRT_FLOAT64 : NRT_FLOAT32;
+    CHECK(has_kernel(compute, "portable_"));
+    CHECK(has_kernel(compute, "avx2_") == (rt_isa() >= NRT_ISA_AVX2));
+    CHECK(has_kernel(compute, "avx512_") == (rt_isa() >= NRT_ISA_AVX512));
+  }
+  CHECK(has_kernel(NRT_BFLOAT16, "avx512bf16_") == rt_isa_avx512_bf16());
+}
+
 static const int64_t shapes[][3] = {
     {1, 1, 1},   {7, 17, 1},  {17, 7, 129}, {129, 17, 7}, {1, 129, 17},  {129, 1, 17},
     {13, 33, 300}, {40, 70, 513}, {129, 513, 17}, {7, 1, 513}, {1, 1, 513}};
@@ -604,6 +625,7 @@ static void test_thread_count_independence(void) {
 
 int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
+  RUN(test_kernels_follow_isa_level);
   RUN(test_layouts_and_shapes_exact_f32);
   RUN(test_alpha_beta_and_cin);
   RUN(test_batched_and_summed_slices);

@@ -14,9 +14,27 @@
 #include "generator.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
+#include "neuronrt/isa.h"
 
 namespace torchneuron {
 namespace {
+
+// {"active": level the kernels run at, "supported": the host's levels, best first}.
+py::dict isa_levels() {
+  nrt_isa active, best;
+  NRT_CHECK(nrt_isa_get(&active, &best));
+  const char *name = nullptr;
+  NRT_CHECK(nrt_isa_name(active, &name));
+  py::dict d;
+  d["active"] = std::string(name);
+  py::list supported;
+  for (int level = best; level >= NRT_ISA_BASELINE; level--) {
+    NRT_CHECK(nrt_isa_name(static_cast<nrt_isa>(level), &name));
+    supported.append(std::string(name));
+  }
+  d["supported"] = supported;
+  return d;
+}
 
 py::dict device_properties(c10::DeviceIndex device) {
   nrt_device_properties p;
@@ -138,6 +156,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_is_in_bad_fork", [] { return nrt_in_bad_fork() != 0; });
   m.def("_launch_blocking", [] { return nrt_launch_blocking() != 0; });
+  m.def("_isa_levels", &tn::isa_levels);
   m.def("_default_generator", [](c10::DeviceIndex d) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(tn::default_generator(d)));

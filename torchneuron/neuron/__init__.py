@@ -16,6 +16,7 @@ from torchneuron.neuron.device import (
     get_device_properties,
     is_available,
     is_initialized,
+    isa_levels,
     set_device,
     synchronize,
     _is_in_bad_fork,

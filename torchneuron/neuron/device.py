@@ -143,3 +143,13 @@ def get_device_capability(device=None) -> tuple:
     """The NeuronCore generation as (major, minor): trn1 = (2, 0), trn2 = (3, 0), trn3 = (4, 0)."""
     target = get_device_properties(device).target
     return ({"trn1": 2, "trn2": 3, "trn3": 4}[target], 0)
+
+
+def isa_levels() -> dict:
+    """The CPU instruction-set levels of the neuron kernels, e.g.
+    ``{"active": "avx2", "supported": ["avx2", "baseline"]}``: ``active`` is
+    the level the kernels run at (``TORCHNEURON_ISA``, by default the host's
+    best), ``supported`` the levels this CPU can run, best first. Raises, as
+    every first use does, if ``TORCHNEURON_ISA`` is malformed or names a
+    level above the host's best."""
+    return _C._isa_levels()

@@ -40,6 +40,7 @@ static void block_reference(int64_t k_count, const float *a, int64_t lda, const 
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "cpu_isa.h"
 
 __attribute__((target("avx512f"))) static void block_avx512(int64_t k_count, const float *a,
                                                              int64_t lda, const float *b,
@@ -102,8 +103,8 @@ static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
 static void select_kernel(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx512f")) full_block = block_avx512;
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) full_block = block_avx2;
+  if (rt_isa() >= NRT_ISA_AVX512) full_block = block_avx512;
+  else if (rt_isa() >= NRT_ISA_AVX2) full_block = block_avx2;
 #endif
 }
 

@@ -28,7 +28,8 @@ typedef struct unscale_ctx {
 
 /* T: storage type, C: compute type, MAX: C's largest finite value. */
 #define UNSCALE_LOOP(NAME, T, C, MAX, LOAD, STORE)                                            \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n, void *arg) { \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *arg),              \
+                     (data, strides, n, arg)) {                                                \
     unscale_ctx *k = arg;                                                                      \
     const C inv = (C)k->inv_scale;                                                             \
     const int64_t s = strides[0];                                                              \

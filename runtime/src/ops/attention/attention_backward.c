@@ -61,11 +61,11 @@ static const float no_dropout[ROW_MAX] __attribute__((aligned(64))) = {[0 ... RO
  * column); row j's queries start at first + j (first = k0 - q0 when causal),
  * and end at nq. p = exp(s scale + bias - lse), pz = p z (into PZ), and
  * s becomes dS = p (dp z - D). bias and z rows: NULL for none. */
-RT_SIMD_CLONES static void backward_block_kv(float *S, const float *DP, const float *bias,
-                                             const float *Z, float *PZ, int64_t nk, int64_t ld,
-                                             int64_t first, int64_t nq, float scale,
-                                             const float *restrict lse,
-                                             const float *restrict delta) {
+RT_SIMD_VOID(backward_block_kv, (float *S, const float *DP, const float *bias, const float *Z,
+                                 float *PZ, int64_t nk, int64_t ld, int64_t first, int64_t nq,
+                                 float scale, const float *restrict lse,
+                                 const float *restrict delta),
+                                (S, DP, bias, Z, PZ, nk, ld, first, nq, scale, lse, delta)) {
   int32_t hi = clamp_col(nq, ld);
   for (int64_t j = 0; j < nk; j++) {
     /* restrict: otherwise too many pointer pairs to check for overlap */
@@ -87,10 +87,10 @@ RT_SIMD_CLONES static void backward_block_kv(float *S, const float *DP, const fl
 /* Q layout: row i is query q0 + i (lse[i], delta[i]), column j key k0 + j;
  * row i's keys end at last + i (last = q0 - k0 + 1 when causal) or nk. The
  * same formula as backward_block_kv, element for element. */
-RT_SIMD_CLONES static void backward_block_q(float *S, const float *DP, const float *bias,
-                                            const float *Z, int64_t nq, int64_t ld, int64_t last,
-                                            int64_t nk, float scale, const float *lse,
-                                            const float *delta) {
+RT_SIMD_VOID(backward_block_q, (float *S, const float *DP, const float *bias, const float *Z,
+                                int64_t nq, int64_t ld, int64_t last, int64_t nk, float scale,
+                                const float *lse, const float *delta),
+                               (S, DP, bias, Z, nq, ld, last, nk, scale, lse, delta)) {
   for (int64_t i = 0; i < nq; i++) {
     float *restrict s = S + i * ld;
     const float *restrict dp = DP + i * ld, *restrict b = bias ? bias + i * ld : no_bias;

@@ -40,10 +40,10 @@ static inline int32_t clamp_col(int64_t x, int64_t n) {
  * when causal, and end at nq), raise the running max m, exponentiate, fold
  * the column sums into l, and give in alpha the factor exp(m_old - m_new)
  * for the rows of O. Dropout factors (NULL: none) apply after the sums. */
-RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const float *Z, int64_t nk,
-                                         int64_t ld, int64_t first, int64_t nq, float scale,
-                                         float *restrict m, float *restrict l,
-                                         float *restrict alpha) {
+RT_SIMD_VOID(softmax_block, (float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
+                             int64_t first, int64_t nq, float scale, float *restrict m,
+                             float *restrict l, float *restrict alpha),
+                            (S, bias, Z, nk, ld, first, nq, scale, m, l, alpha)) {
   float cmax[RT_ATTN_BQ] __attribute__((aligned(64)));
   float csum[RT_ATTN_BQ] __attribute__((aligned(64)));
   float muse[RT_ATTN_BQ] __attribute__((aligned(64)));
@@ -87,7 +87,7 @@ RT_SIMD_CLONES static void softmax_block(float *S, const float *bias, const floa
     }
 }
 
-RT_SIMD_CLONES static void scale_rows(float *O, int64_t n, int64_t ld, const float *alpha) {
+RT_SIMD_VOID(scale_rows, (float *O, int64_t n, int64_t ld, const float *alpha), (O, n, ld, alpha)) {
   for (int64_t i = 0; i < n; i++)
     if (alpha[i] != 1.0f) {
       float *restrict o = O + i * ld;
@@ -209,7 +209,7 @@ typedef struct stats_ctx {
   int failed;
 } stats_ctx;
 
-RT_SIMD_CLONES static float row_dot(const float *x, const float *y, int64_t n) {
+RT_SIMD_RETURNS(float, row_dot, (const float *x, const float *y, int64_t n), (x, y, n)) {
   float part[16] = {0};
   for (int64_t j = 0; j < n; j += 16)
     for (int l = 0; l < 16; l++) part[l] += x[j + l] * y[j + l];

@@ -330,21 +330,25 @@ RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(
   }
 }
 
-RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A,
-                                             int64_t lda, const float *B, int64_t ldb, float *C,
-                                             int64_t ldc, const rt_attn_win *w) {
+RT_SIMD_DEFINE(, RT_ATTN_FMA, void, , rt_attn_gemm, (int64_t m, int64_t n, int64_t k,
+                                                     const float *A, int64_t lda, const float *B,
+                                                     int64_t ldb, float *C, int64_t ldc,
+                                                     const rt_attn_win *w),
+                                                    (m, n, k, A, lda, B, ldb, C, ldc, w)) {
   gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc, w);
 }
 
-RT_SIMD_CLONES RT_ATTN_FMA void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A,
-                                                int64_t lda, const float *B, int64_t ldb, float *C,
-                                                int64_t ldc, const rt_attn_win *w) {
+RT_SIMD_DEFINE(, RT_ATTN_FMA, void, , rt_attn_gemm_at, (int64_t m, int64_t n, int64_t k,
+                                                        const float *A, int64_t lda, const float *B,
+                                                        int64_t ldb, float *C, int64_t ldc,
+                                                        const rt_attn_win *w),
+                                                       (m, n, k, A, lda, B, ldb, C, ldc, w)) {
   gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc, w);
 }
 
 /* ---- rows ------------------------------------------------------------------------- */
 
-RT_SIMD_CLONES void rt_attn_row_scale(float *x, int64_t n, float s) {
+RT_SIMD_DEFINE(, , void, , rt_attn_row_scale, (float *x, int64_t n, float s), (x, n, s)) {
   for (int64_t j = 0; j < n; j++) x[j] *= s;
 }
 

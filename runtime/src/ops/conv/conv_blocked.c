@@ -340,10 +340,8 @@ __attribute__((target("avx512f"))) static void transpose16(const char *src, int6
   }
 }
 
-static int have_avx512bw(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
-}
+/* AVX-512 F and BW, and BMI2 (x86-64-v3 has it, so v4 too). */
+static int have_avx512bw(void) { return rt_isa() >= NRT_ISA_AVX512; }
 #endif
 
 /* The run of window offset o of a plane into dst (pl->vlen elements). */
@@ -365,18 +363,21 @@ static void plan_run(const cb_job *j, const cb_plan *pl, const char *plane, int6
 
 /* ---- vectorised rows ------------------------------------------------------------------ */
 
-RT_SIMD_CLONES static void interleave_pairs(uint32_t *d, const uint16_t *lo, const uint16_t *hi, int64_t n) {
+RT_SIMD_VOID(interleave_pairs, (uint32_t *d, const uint16_t *lo, const uint16_t *hi, int64_t n),
+                               (d, lo, hi, n)) {
   for (int64_t t = 0; t < n; t++) d[t] = lo[t] | (uint32_t)hi[t] << 16;
 }
 
-RT_SIMD_CLONES static void store_row_bf16(uint16_t *d, int64_t ds, const float *src, float bias, int64_t n) {
+RT_SIMD_VOID(store_row_bf16, (uint16_t *d, int64_t ds, const float *src, float bias, int64_t n),
+                             (d, ds, src, bias, n)) {
   if (ds == 1)
     for (int64_t u = 0; u < n; u++) d[u] = bf16_bits(src[u] + bias);
   else
     for (int64_t u = 0; u < n; u++) d[u * ds] = bf16_bits(src[u] + bias);
 }
 
-RT_SIMD_CLONES static void store_row_f32(float *d, int64_t ds, const float *src, float bias, int64_t n) {
+RT_SIMD_VOID(store_row_f32, (float *d, int64_t ds, const float *src, float bias, int64_t n),
+                            (d, ds, src, bias, n)) {
   if (ds == 1)
     for (int64_t u = 0; u < n; u++) d[u] = src[u] + bias;
   else

@@ -9,7 +9,7 @@
  * the weight transposed to [tap][C] (j->wcols). Weight gradient: tasks are
  * channels, each summing its taps over images and positions in order. */
 
-RT_SIMD_CLONES static void VF(dw_planes_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(dw_planes_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   conv_job *j = arg;
   const rt_image *im = &j->img, *out = &j->out;
   A *acc = malloc((size_t)(out->w > 0 ? out->w : 1) * sizeof *acc);
@@ -50,7 +50,7 @@ RT_SIMD_CLONES static void VF(dw_planes_)(int64_t begin, int64_t end, void *arg)
   free(acc);
 }
 
-RT_SIMD_CLONES static void VF(dw_rows_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(dw_rows_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   conv_job *j = arg;
   const rt_image *im = &j->img, *out = &j->out;
   int64_t C = out->c;
@@ -87,7 +87,7 @@ RT_SIMD_CLONES static void VF(dw_rows_)(int64_t begin, int64_t end, void *arg) {
 }
 
 /* Weight gradient: j->wgrad[c][tap] for channels [begin, end). */
-RT_SIMD_CLONES static void VF(dw_wgrad_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(dw_wgrad_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   conv_job *j = arg;
   const rt_image *im = &j->img, *out = &j->out;
   for (int64_t c = begin; c < end; c++) {
@@ -118,7 +118,7 @@ RT_SIMD_CLONES static void VF(dw_wgrad_)(int64_t begin, int64_t end, void *arg) 
 /* Weight gradient for channels-inner images: tasks are blocks of
  * DW_CBLOCK channels, vectorised over the block, summing over images and
  * positions in order. */
-RT_SIMD_CLONES static void VF(dw_wgrad_rows_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(dw_wgrad_rows_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   conv_job *j = arg;
   const rt_image *im = &j->img, *out = &j->out;
   int64_t kk = j->kk;

@@ -12,6 +12,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CONV_X86 1
 #include <immintrin.h>
+#include "cpu_isa.h"
 #endif
 
 static inline float bf16_lo(uint32_t w) {
@@ -139,8 +140,7 @@ static pthread_once_t best_once = PTHREAD_ONCE_INIT;
 static void choose_best(void) {
   best = portable;
 #ifdef CONV_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  if (rt_isa() >= NRT_ISA_AVX512) {
     best.name = "avx512";
     best.f32[1] = ukr_f32_avx512_4;
     best.f32[2] = ukr_f32_avx512_8;
@@ -148,7 +148,7 @@ static void choose_best(void) {
     best.ra_f32[1] = ukr_ra_f32_avx512_4;
     best.ra_f32[2] = ukr_ra_f32_avx512_8;
     best.ra_f32[3] = ukr_ra_f32_avx512_12;
-    if (__builtin_cpu_supports("avx512bf16")) {
+    if (rt_isa_avx512_bf16()) {
       best.name = "avx512+bf16";
       best.bf16[1] = ukr_bf16_avx512_4;
       best.bf16[2] = ukr_bf16_avx512_8;

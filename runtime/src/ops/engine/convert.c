@@ -80,8 +80,9 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
 #define float64_IS_FLOAT 1
 
 #define CONVERT_LOOP(D, DT, S, ST)                                               \
-  RT_SIMD_CLONES static void convert_##D##_from_##S(char **data, const int64_t *strides, \
-                                     int64_t n, void *ctx) {                     \
+  RT_SIMD_VOID(convert_##D##_from_##S, (char **data, const int64_t *strides,     \
+                                        int64_t n, void *ctx),                   \
+                                       (data, strides, n, ctx)) {                \
     (void)ctx;                                                                   \
     char *dst = data[0];                                                         \
     const char *src = data[1];                                                   \

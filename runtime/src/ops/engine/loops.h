@@ -2,7 +2,7 @@
  *
  * Each macro defines a static rt_inner_loop computing EXPR per element, with
  * fast paths for contiguous runs and for broadcast operands (stride 0) that
- * the compiler vectorises, compiled for AVX2 and baseline (RT_SIMD_CLONES).
+ * the compiler vectorises, compiled for each ISA level (RT_SIMD_VOID).
  * In EXPR the inputs are x (unary) or a, b (binary), c (ternary), and sc
  * points at the op's rt_scalars. EXPR may set rt_fault = 1 to report invalid
  * data (integer division by zero); the loop then raises the fault flag of its
@@ -44,8 +44,8 @@ static inline void rt_loop_raise(void *ctx) {
   if (rt_fault) rt_loop_raise(ctx);
 
 #define RT_UNARY_LOOP(NAME, TO, TI, EXPR)                                          \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,  \
-                                  void *ctx) {                                     \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),  \
+                     (data, strides, n, ctx)) {                                    \
     RT_LOOP_BEGIN_                                                                 \
     if (strides[0] == (int64_t)sizeof(TO) && strides[1] == (int64_t)sizeof(TI)) { \
       TO *o = (TO *)data[0];                                                       \
@@ -76,8 +76,8 @@ static inline void rt_loop_raise(void *ctx) {
 /* A binary loop whose inputs are stored as TI and computed as TC (IN
  * converts one element), with the result converted by OUT to TO. */
 #define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR)                                     \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,               \
-                                  void *ctx) {                                                  \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),               \
+                     (data, strides, n, ctx)) {                                                 \
     RT_LOOP_BEGIN_                                                                              \
     TO *o = (TO *)data[0];                                                                      \
     const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                              \
@@ -121,8 +121,8 @@ static inline void rt_loop_raise(void *ctx) {
 /* Fast paths: all inputs contiguous, or one or two of them broadcast
  * (where with a scalar branch, masked_fill, clamp with scalar bounds). */
 #define RT_TERNARY_LOOP(NAME, TO, TA, TB, TC, EXPR)                                     \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n,       \
-                                  void *ctx) {                                          \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),       \
+                     (data, strides, n, ctx)) {                                         \
     RT_LOOP_BEGIN_                                                                      \
     TO *o = (TO *)data[0];                                                              \
     const TA *pa = (const TA *)data[1];                                                 \

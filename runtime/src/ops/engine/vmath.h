@@ -4,7 +4,7 @@
  * a loop over them runs one element at a time. These versions are branch-free
  * straight-line code (range reduction, a polynomial, selects for the edge
  * cases, bit manipulation through memcpy) that GCC inlines and vectorises
- * inside RT_SIMD_CLONES loops. Polynomial steps are fmaf: one rounding each,
+ * inside RT_SIMD_* loops. Polynomial steps are fmaf: one rounding each,
  * exact on every build, so the AVX-512, AVX2 and baseline clones give the
  * same bits (the baseline clone, for CPUs without FMA, calls libm's fmaf:
  * slower, not different). Compute-bound loops (GELU, erf, sigmoid) run about

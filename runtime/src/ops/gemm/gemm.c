@@ -143,8 +143,8 @@ DEFINE_MERGE(double, f64)
  * (in NULL: just w), rounded once to C's dtype. */
 static inline float f32_id(float v) { return v; }
 #define DEFINE_FLUSH_ROW(NAME, ST, TO, FROM)                                                   \
-  RT_SIMD_CLONES static void NAME(ST *c, int64_t cs, const float *w, const ST *in, int64_t ics, \
-                                  float beta, int64_t n) {                                     \
+  RT_SIMD_VOID(NAME, (ST *c, int64_t cs, const float *w, const ST *in, int64_t ics,            \
+                      float beta, int64_t n), (c, cs, w, in, ics, beta, n)) {                  \
     if (!in) {                                                                                 \
       for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j]);                                   \
     } else {                                                                                   \

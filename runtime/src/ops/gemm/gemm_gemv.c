@@ -26,7 +26,7 @@ static inline double conv_f64(double v) { return v; }
 
 /* sum_p a[p] * x[p] over k contiguous values, in LANES partial sums. */
 #define DEFINE_DOT(NAME, S, T, CONV, LANES)                                            \
-  RT_SIMD_CLONES static T NAME(const S *a, const T *x, int64_t k) {                     \
+  RT_SIMD_RETURNS(T, NAME, (const S *a, const T *x, int64_t k), (a, x, k)) {            \
     T acc[LANES] = {0};                                                                 \
     int64_t p = 0;                                                                      \
     for (; p + LANES <= k; p += LANES)                                                  \
@@ -40,8 +40,8 @@ static inline double conv_f64(double v) { return v; }
 /* acc[r] += x[0] a[r] + x[1] a[r + cs] + ... for r < rows: `cols` (1 to 4)
  * columns of a row block, cs apart, added in order. */
 #define DEFINE_AXPY(NAME, S, T, CONV)                                                          \
-  RT_SIMD_CLONES static void NAME(T *acc, const S *a, int64_t cs, const T *x, int cols,         \
-                                  int64_t rows) {                                               \
+  RT_SIMD_VOID(NAME, (T *acc, const S *a, int64_t cs, const T *x, int cols, int64_t rows),      \
+                     (acc, a, cs, x, cols, rows)) {                                             \
     if (cols == 4) {                                                                            \
       const S *a1 = a + cs, *a2 = a + 2 * cs, *a3 = a + 3 * cs;                                 \
       for (int64_t r = 0; r < rows; r++)                                                        \

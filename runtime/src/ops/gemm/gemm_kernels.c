@@ -17,6 +17,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #define RT_GEMM_X86 1
 #include <immintrin.h>
+#include "cpu_isa.h"
 #endif
 
 /* The portable tile: plain loops the compiler vectorises for the baseline. */
@@ -139,13 +140,12 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static void build_table(void) {
   int n = 0;
 #ifdef RT_GEMM_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
+  if (rt_isa() >= NRT_ISA_AVX512) {
     table_f32[n] = &k_f32_avx512;
     table_f64[n++] = &k_f64_avx512;
-    if (__builtin_cpu_supports("avx512bf16")) table_bf16[table_bf16_count++] = &k_bf16_avx512;
+    if (rt_isa_avx512_bf16()) table_bf16[table_bf16_count++] = &k_bf16_avx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (rt_isa() >= NRT_ISA_AVX2) {
     table_f32[n] = &k_f32_avx2;
     table_f64[n++] = &k_f64_avx2;
   }

@@ -19,8 +19,8 @@ static inline float f32_of_bf16(rt_bfloat16 v) { return rt_bfloat16_to_float(v);
 static inline float f32_of_f16(rt_half v) { return rt_half_to_float(v); }
 
 #define PACK_SEGMENT(NAME, S, T, CONV)                                                         \
-  RT_SIMD_CLONES static void NAME(T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,        \
-                   int64_t s_k) {                                                              \
+  RT_SIMD_VOID(NAME, (T *dst, int R, const S *src, int64_t rows, int64_t len, int64_t s_r,     \
+                      int64_t s_k), (dst, R, src, rows, len, s_r, s_k)) {                      \
     if (s_r == 1) {                                                                            \
       for (int64_t p = 0; p < len; p++) {                                                      \
         const S *sp = src + p * s_k;                                                           \
@@ -159,18 +159,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pair_panels_avx
   }
 }
 
-static int cpu_has(int which) { /* 0: avx2, 1: avx512f, 2: avx512bw+vl */
-  static int cached[3] = {-1, -1, -1}; /* idempotent: racing first calls store the same value */
-  int v = __atomic_load_n(&cached[which], __ATOMIC_RELAXED);
-  if (v < 0) {
-    __builtin_cpu_init();
-    v = which == 2   ? __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
-        : which == 1 ? __builtin_cpu_supports("avx512f") != 0
-                     : __builtin_cpu_supports("avx2") != 0;
-    __atomic_store_n(&cached[which], v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+/* 0: avx2, 1: avx512f, 2: avx512bw+vl; the AVX-512 level has all three. */
+static int cpu_has(int which) { return rt_isa() >= (which ? NRT_ISA_AVX512 : NRT_ISA_AVX2); }
 #endif
 
 /* float32 segments: rows contiguous along k (row-major A, transposed B) are

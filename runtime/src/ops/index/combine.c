@@ -46,8 +46,8 @@ static inline void count_at(rt_index_part *part, const void *dst, size_t size) {
 }
 
 #define COMBINE_FNS(FN, T, C, LD, ST, ALPHA, EXPR, COUNTS)                                     \
-  RT_SIMD_CLONES static void FN##_run(rt_index_part *part, char *s, int64_t ss, char *x,      \
-                                      int64_t xs, int64_t n) {                                \
+  RT_SIMD_VOID(FN##_run, (rt_index_part *part, char *s, int64_t ss, char *x, int64_t xs,      \
+                          int64_t n), (part, s, ss, x, xs, n)) {                              \
     ALPHA((const rt_combine_args *)part->ctx);                                                \
     (void)al;                                                                                 \
     if (!COUNTS && xs == (int64_t)sizeof(T) && ss == (int64_t)sizeof(T)) {                    \

@@ -123,8 +123,8 @@ static void row_major_walk(const row_major *w, int64_t begin, int64_t end, row_f
 /* ---- counting ------------------------------------------------------------ */
 
 #define COUNT_LOOP(BITS, T)                                                           \
-  RT_SIMD_CLONES static int64_t count_##BITS(const char *p, int64_t stride, int64_t n, \
-                                              uint64_t mask) {                        \
+  RT_SIMD_RETURNS(int64_t, count_##BITS, (const char *p, int64_t stride, int64_t n,   \
+                                          uint64_t mask), (p, stride, n, mask)) {     \
     int64_t c = 0;                                                                    \
     if (stride == (int64_t)sizeof(T)) {                                               \
       const T *v = (const T *)p;                                                      \

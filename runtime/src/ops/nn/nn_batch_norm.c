@@ -39,8 +39,9 @@ typedef struct bn_job {
 /* The per-run loops. Spatial runs: one channel, coefficients scalars.
  * Channel runs: w channels, coefficient arrays. */
 #define DEFINE_BN_LOOPS(C, SUF)                                                                   \
-  RT_SIMD_CLONES static void run_sums_##SUF(const C *restrict x, const C *restrict gy, int64_t n, \
-                                            enum bn_pass pass, C mu, double *s0, double *s1) {    \
+  RT_SIMD_VOID(run_sums_##SUF, (const C *restrict x, const C *restrict gy, int64_t n,             \
+                                enum bn_pass pass, C mu, double *s0, double *s1),                 \
+                               (x, gy, n, pass, mu, s0, s1)) {                                    \
     if (pass == PASS_SUM) {                                                                       \
       NN_SUM(C, n, *s0, x[j]);                                                                    \
     } else if (pass == PASS_DEV) {                                                                \
@@ -50,17 +51,17 @@ typedef struct bn_job {
       NN_SUM(C, n, *s1, gy[j] * (x[j] - mu));                                                     \
     }                                                                                             \
   }                                                                                               \
-  RT_SIMD_CLONES static void run_apply_##SUF(const C *restrict x, const C *restrict gy,           \
-                                             C *restrict y, int64_t n, enum bn_pass pass, C mu,   \
-                                             C k0, C k1, C k2) {                                  \
+  RT_SIMD_VOID(run_apply_##SUF, (const C *restrict x, const C *restrict gy, C *restrict y,        \
+                                 int64_t n, enum bn_pass pass, C mu, C k0, C k1, C k2),           \
+                                (x, gy, y, n, pass, mu, k0, k1, k2)) {                            \
     if (pass == PASS_APPLY)                                                                       \
       for (int64_t j = 0; j < n; j++) y[j] = x[j] * k0 + k1;                                      \
     else                                                                                          \
       for (int64_t j = 0; j < n; j++) y[j] = gy[j] * k0 + (x[j] - mu) * k1 + k2;                  \
   }                                                                                               \
-  RT_SIMD_CLONES static void cols_sums_##SUF(const C *restrict x, const C *restrict gy, int64_t w, \
-                                             enum bn_pass pass, const C *restrict mu,             \
-                                             C *restrict a0, C *restrict a1) {                    \
+  RT_SIMD_VOID(cols_sums_##SUF, (const C *restrict x, const C *restrict gy, int64_t w,            \
+                                 enum bn_pass pass, const C *restrict mu, C *restrict a0,         \
+                                 C *restrict a1), (x, gy, w, pass, mu, a0, a1)) {                 \
     if (pass == PASS_SUM)                                                                         \
       for (int64_t j = 0; j < w; j++) a0[j] += x[j];                                              \
     else if (pass == PASS_DEV)                                                                    \
@@ -71,10 +72,10 @@ typedef struct bn_job {
         a1[j] += gy[j] * (x[j] - mu[j]);                                                          \
       }                                                                                           \
   }                                                                                               \
-  RT_SIMD_CLONES static void cols_apply_##SUF(const C *restrict x, const C *restrict gy,         \
-                                              C *restrict y, int64_t w, enum bn_pass pass,        \
-                                              const C *restrict mu, const C *restrict k0,         \
-                                              const C *restrict k1, const C *restrict k2) {       \
+  RT_SIMD_VOID(cols_apply_##SUF, (const C *restrict x, const C *restrict gy, C *restrict y,       \
+                                  int64_t w, enum bn_pass pass, const C *restrict mu,             \
+                                  const C *restrict k0, const C *restrict k1,                     \
+                                  const C *restrict k2), (x, gy, y, w, pass, mu, k0, k1, k2)) {   \
     if (pass == PASS_APPLY)                                                                       \
       for (int64_t j = 0; j < w; j++) y[j] = x[j] * k0[j] + k1[j];                                \
     else                                                                                          \

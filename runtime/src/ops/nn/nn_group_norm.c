@@ -12,27 +12,28 @@
 #include "ops/nn/nn_common.h"
 
 #define DEFINE_GROUP_LOOPS(C, SUF)                                                                \
-  RT_SIMD_CLONES static double sum_##SUF(const C *restrict x, int64_t n) {                        \
+  RT_SIMD_RETURNS(double, sum_##SUF, (const C *restrict x, int64_t n), (x, n)) {                  \
     double s;                                                                                     \
     NN_SUM(C, n, s, x[j]);                                                                        \
     return s;                                                                                     \
   }                                                                                               \
-  RT_SIMD_CLONES static double sq_dev_##SUF(const C *restrict x, int64_t n, C mu) {               \
+  RT_SIMD_RETURNS(double, sq_dev_##SUF, (const C *restrict x, int64_t n, C mu), (x, n, mu)) {     \
     double s;                                                                                     \
     NN_SUM(C, n, s, (x[j] - mu) * (x[j] - mu));                                                   \
     return s;                                                                                     \
   }                                                                                               \
-  RT_SIMD_CLONES static void affine_##SUF(const C *restrict x, C *restrict y, int64_t n, C scale, \
-                                          C shift) {                                              \
+  RT_SIMD_VOID(affine_##SUF, (const C *restrict x, C *restrict y, int64_t n, C scale, C shift),   \
+                             (x, y, n, scale, shift)) {                                           \
     for (int64_t j = 0; j < n; j++) y[j] = x[j] * scale + shift;                                  \
   }                                                                                               \
-  RT_SIMD_CLONES static void grad_sums_##SUF(const C *restrict gy, const C *restrict x, int64_t n, \
-                                             C mu, double *ds, double *db) {                      \
+  RT_SIMD_VOID(grad_sums_##SUF, (const C *restrict gy, const C *restrict x, int64_t n, C mu,      \
+                                 double *ds, double *db), (gy, x, n, mu, ds, db)) {               \
     NN_SUM(C, n, *ds, gy[j] * (x[j] - mu));                                                       \
     NN_SUM(C, n, *db, gy[j]);                                                                     \
   }                                                                                               \
-  RT_SIMD_CLONES static void grad_in_##SUF(const C *restrict gy, const C *restrict x,             \
-                                           C *restrict gx, int64_t n, C w_rs, C mu, C a, C q) {   \
+  RT_SIMD_VOID(grad_in_##SUF, (const C *restrict gy, const C *restrict x, C *restrict gx,         \
+                               int64_t n, C w_rs, C mu, C a, C q),                                \
+                              (gy, x, gx, n, w_rs, mu, a, q)) {                                   \
     for (int64_t j = 0; j < n; j++) gx[j] = w_rs * gy[j] - a - (x[j] - mu) * q;                   \
   }
 

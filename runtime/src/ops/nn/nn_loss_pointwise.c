@@ -112,7 +112,8 @@ DEFINE_LOSS(logit_backward, LOGIT_GRAD)
 /* The loops have four inputs or outputs beyond the generators' reach, and a
  * data check: x (and y) outside [0, 1] raises the loop's fault. */
 #define DEFINE_BCE_LOOPS(T, SUF)                                                                  \
-  RT_SIMD_CLONES static void bce_##SUF(char **data, const int64_t *st, int64_t n, void *ctx) {     \
+  RT_SIMD_VOID(bce_##SUF, (char **data, const int64_t *st, int64_t n, void *ctx),                 \
+                          (data, st, n, ctx)) {                                                   \
     int fault = 0;                                                                                \
     for (int64_t i = 0; i < n; i++) {                                                             \
       T x = *(const T *)(const void *)(data[1] + i * st[1]);                                      \
@@ -125,7 +126,8 @@ DEFINE_LOSS(logit_backward, LOGIT_GRAD)
     if (fault) rt_loop_raise(ctx);                                                                \
   }                                                                                               \
   /* (grad_in, grad_out, x, y, weight), scalars [scale] */                                        \
-  RT_SIMD_CLONES static void bce_grad_##SUF(char **data, const int64_t *st, int64_t n, void *ctx) { \
+  RT_SIMD_VOID(bce_grad_##SUF, (char **data, const int64_t *st, int64_t n, void *ctx),            \
+                               (data, st, n, ctx)) {                                              \
     const T scale = (T)((const rt_scalars *)ctx)->f[0];                                           \
     for (int64_t i = 0; i < n; i++) {                                                             \
       T g = *(const T *)(const void *)(data[1] + i * st[1]);                                      \

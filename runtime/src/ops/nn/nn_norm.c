@@ -21,9 +21,9 @@
 
 #define DEFINE_ROW_NORM(C, SUF, SQRT)                                                             \
   /* y = normalised x; returns mean and rstd through m, r. */                                    \
-  RT_SIMD_CLONES static void norm_row_##SUF(const C *restrict x, C *restrict y, int64_t n,       \
-                                            const C *restrict w, const C *restrict b, double eps, \
-                                            int rms, C *m, C *r) {                               \
+  RT_SIMD_VOID(norm_row_##SUF, (const C *restrict x, C *restrict y, int64_t n,                   \
+                                const C *restrict w, const C *restrict b, double eps, int rms,   \
+                                C *m, C *r), (x, y, n, w, b, eps, rms, m, r)) {                  \
     double s = 0, s2;                                                                            \
     if (!rms) NN_SUM(C, n, s, x[j]);                                                             \
     const C mu = (C)(s / (double)n);                                                             \
@@ -34,10 +34,10 @@
     *r = rs;                                                                                     \
   }                                                                                              \
   /* gx (if wanted) of one row; adds the row's terms to dw, db (if given). */                     \
-  RT_SIMD_CLONES static void norm_bwd_row_##SUF(const C *restrict gy, const C *restrict x,       \
-                                                const C *restrict w, C mu, C rs, int64_t n,      \
-                                                int rms, C *restrict gx, C *restrict dw,         \
-                                                C *restrict db) {                                \
+  RT_SIMD_VOID(norm_bwd_row_##SUF, (const C *restrict gy, const C *restrict x,                   \
+                                    const C *restrict w, C mu, C rs, int64_t n, int rms,         \
+                                    C *restrict gx, C *restrict dw, C *restrict db),             \
+                                   (gy, x, w, mu, rs, n, rms, gx, dw, db)) {                     \
     if (gx) {                                                                                    \
       double sg = 0, sgx;                                                                        \
       if (!rms) NN_SUM(C, n, sg, gy[j] * w[j]);                                                  \
@@ -142,8 +142,8 @@ typedef struct block_sum {
  * column still sums its blocks in block order. */
 #define SUM_COLS 64
 #define DEFINE_BLOCK_SUM(C)                                                                      \
-  RT_SIMD_CLONES static void block_sum_##C(C *part, int64_t blocks, int64_t n, int64_t j0,       \
-                                           int64_t w) {                                          \
+  RT_SIMD_VOID(block_sum_##C, (C *part, int64_t blocks, int64_t n, int64_t j0, int64_t w),       \
+                              (part, blocks, n, j0, w)) {                                        \
     double total[SUM_COLS] = {0};                                                                \
     for (int64_t blk = 0; blk < blocks; blk++)                                                   \
       for (int64_t j = 0; j < w; j++) total[j] += part[blk * n + j0 + j];                        \

@@ -30,8 +30,8 @@ typedef struct sm_job {
 
 /* Row and column loops for compute type C (SUF f: float, d: double). */
 #define DEFINE_SOFTMAX(C, SUF, EXP, LOG, NEG_INF)                                                  \
-  RT_SIMD_CLONES static void fwd_row_##SUF(const C *restrict x, C *restrict y, int64_t n,         \
-                                           int is_log) {                                            \
+  RT_SIMD_VOID(fwd_row_##SUF, (const C *restrict x, C *restrict y, int64_t n, int is_log),        \
+                              (x, y, n, is_log)) {                                                \
     C lanes[RT_LANES];                                                                            \
     for (int k = 0; k < RT_LANES; k++) lanes[k] = NEG_INF;                                        \
     int64_t i = 0;                                                                                \
@@ -53,8 +53,8 @@ typedef struct sm_job {
       for (int64_t j = 0; j < n; j++) y[j] *= inv;                                                \
     }                                                                                             \
   }                                                                                               \
-  RT_SIMD_CLONES static void bwd_row_##SUF(const C *restrict gy, const C *restrict y,             \
-                                           C *restrict gx, int64_t n, int is_log) {                  \
+  RT_SIMD_VOID(bwd_row_##SUF, (const C *restrict gy, const C *restrict y, C *restrict gx,         \
+                               int64_t n, int is_log), (gy, y, gx, n, is_log)) {                  \
     double total;                                                                                 \
     if (is_log) {                                                                                    \
       NN_SUM(C, n, total, gy[j]);                                                                 \
@@ -67,7 +67,7 @@ typedef struct sm_job {
     }                                                                                             \
   }                                                                                               \
   /* Column mode: the w <= NN_COLS columns at byte offset off of each operand. */                 \
-  RT_SIMD_CLONES static void cols_##SUF(const sm_job *job, const int64_t *off, int64_t w) {       \
+  RT_SIMD_VOID(cols_##SUF, (const sm_job *job, const int64_t *off, int64_t w), (job, off, w)) {   \
     C buf[3][NN_COLS], acc[NN_COLS], part[NN_COLS], mx[NN_COLS];                                  \
     double sum[NN_COLS];                                                                          \
     const nn_operand *o = job->o;                                                                 \

@@ -52,7 +52,8 @@ typedef struct optim_coef {
   }
 
 #define ADAM_LOOP(NAME, T, C, LOAD, STORE, UNSCALE, AMSGRAD)                                    \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n, void *arg) { \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *arg),              \
+                     (data, strides, n, arg)) {                                                \
     const optim_coef *k = arg;                                                                 \
     const C gs = (C)k->grad_scale, wd = (C)k->weight_decay, lr_wd = (C)(k->lr * k->weight_decay), \
             omb1 = (C)(1 - k->beta1), b2 = (C)k->beta2, omb2 = (C)(1 - k->beta2),               \
@@ -99,7 +100,8 @@ typedef struct optim_coef {
   }
 
 #define SGD_LOOP(NAME, T, C, LOAD, STORE, UNSCALE, MOMENTUM)                                   \
-  RT_SIMD_CLONES static void NAME(char **data, const int64_t *strides, int64_t n, void *arg) { \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *arg),              \
+                     (data, strides, n, arg)) {                                                \
     const optim_coef *k = arg;                                                                 \
     const C gs = (C)k->grad_scale, wd = (C)k->weight_decay, lr = (C)k->lr, mom = (C)k->momentum, \
             omd = (C)(1 - k->dampening);                                                       \

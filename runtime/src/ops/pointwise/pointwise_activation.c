@@ -78,8 +78,8 @@ DEFINE_UNARY(softplus, SOFTPLUS(float), SOFTPLUS(double))
 
 /* log_sigmoid: operands (out, buffer, x); buffer = e^-|x| is what the
  * backward reads. */
-RT_SIMD_CLONES static void log_sigmoid_f32(char **data, const int64_t *strides, int64_t n,
-                                           void *ctx) {
+RT_SIMD_VOID(log_sigmoid_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
+                              (data, strides, n, ctx)) {
   (void)ctx;
   for (int64_t i = 0; i < n; i++) {
     float x = RT_LOAD(float, data[2] + i * strides[2]);

@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "cpu_isa.h"
 #define HAVE_AVX2_PATH 1
 #endif
 
@@ -142,8 +143,7 @@ static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose_lanes(void) {
 #ifdef HAVE_AVX2_PATH
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) philox_lanes = philox_lanes_avx2;
+  if (rt_isa() >= NRT_ISA_AVX2) philox_lanes = philox_lanes_avx2;
 #endif
 }
 

@@ -35,8 +35,8 @@ typedef struct uniform_ctx {
   float to_ceil;          /* the least float >= to */
 } uniform_ctx;
 
-RT_SIMD_CLONES static void uniform_f32_loop(float *out, const uint32_t *w, int64_t n, float from,
-                                            float range, float to, float below) {
+RT_SIMD_VOID(uniform_f32_loop, (float *out, const uint32_t *w, int64_t n, float from, float range,
+                                float to, float below), (out, w, n, from, range, to, below)) {
   for (int64_t i = 0; i < n; i++) {
     float v = from + rt_uniform_f32(w[i]) * range;
     out[i] = v < to ? v : below;
@@ -55,9 +55,9 @@ static void uniform_f32_chunk(const rt_random_chunk *c, void *arg) {
  * where rounding reached it (to_ceil is the least float >= to, so the
  * float comparison is exact). */
 #define UNIFORM_HALF_CHUNK(NAME, FROM_FLOAT, TO_FLOAT)                                   \
-  RT_SIMD_CLONES static void uniform_##NAME##_round(uint16_t *out, const float *v,       \
-                                                    int64_t n, float to_ceil,            \
-                                                    uint16_t below) {                    \
+  RT_SIMD_VOID(uniform_##NAME##_round, (uint16_t *out, const float *v, int64_t n,        \
+                                        float to_ceil, uint16_t below),                  \
+                                       (out, v, n, to_ceil, below)) {                    \
     for (int64_t i = 0; i < n; i++) {                                                    \
       uint16_t h = FROM_FLOAT(v[i]);                                                     \
       out[i] = TO_FLOAT(h) < to_ceil ? h : below;                                        \
@@ -138,8 +138,8 @@ nrt_status rt_kernel_uniform(const nrt_op *op) {
 /* ---- standard normals ------------------------------------------------------ */
 
 /* Box-Muller in float over pairs: out[2m], out[2m+1] = mean + std * z. */
-RT_SIMD_CLONES static void normal_f32_pairs(float *out, const uint32_t *w, int64_t pairs,
-                                            float mean, float std) {
+RT_SIMD_VOID(normal_f32_pairs, (float *out, const uint32_t *w, int64_t pairs, float mean,
+                                float std), (out, w, pairs, mean, std)) {
   for (int64_t m = 0; m < pairs; m++) {
     float radius = rt_sqrtf_newton(-2.0f * rt_logf_poly(rt_uniform_open_f32(w[2 * m])));
     float cosine, sine;

@@ -31,8 +31,9 @@ typedef struct bernoulli_ctx {
 } bernoulli_ctx;
 
 #define BERNOULLI_LOOP(NAME, T)                                                         \
-  RT_SIMD_CLONES static void bernoulli_##NAME##_loop(T *out, const uint32_t *w, int64_t n, \
-                                                     uint32_t threshold, uint32_t always) { \
+  RT_SIMD_VOID(bernoulli_##NAME##_loop, (T *out, const uint32_t *w, int64_t n,         \
+                                         uint32_t threshold, uint32_t always),         \
+                                        (out, w, n, threshold, always)) {              \
     for (int64_t i = 0; i < n; i++) out[i] = (T)((w[i] < threshold) | always);         \
   }
 BERNOULLI_LOOP(u8, uint8_t)
@@ -132,8 +133,8 @@ typedef struct random_ctx {
 /* Ranges below 2^32: the high half of x * range from 32x32-bit products,
  * (hi * range + (lo * range >> 32)) >> 32, which is exact (no sum
  * overflows) and vectorises. */
-RT_SIMD_CLONES static void random_small_loop(int64_t *out, const uint32_t *w, int64_t n,
-                                             uint32_t range, uint64_t base) {
+RT_SIMD_VOID(random_small_loop, (int64_t *out, const uint32_t *w, int64_t n, uint32_t range,
+                                 uint64_t base), (out, w, n, range, base)) {
   for (int64_t i = 0; i < n; i++) {
     uint64_t low = ((uint64_t)w[2 * i] * range) >> 32;
     out[i] = (int64_t)(base + (((uint64_t)w[2 * i + 1] * range + low) >> 32));

@@ -18,10 +18,10 @@ typedef struct dropout_ctx {
 } dropout_ctx;
 
 #define DROPOUT_LOOP(NAME, T)                                                               \
-  RT_SIMD_CLONES static void dropout_##NAME##_loop(T *out, uint8_t *mask, const T *x,       \
-                                                   const uint32_t *w, int64_t n,            \
-                                                   uint32_t threshold, uint32_t always,     \
-                                                   T scale) {                               \
+  RT_SIMD_VOID(dropout_##NAME##_loop, (T *out, uint8_t *mask, const T *x,                   \
+                                       const uint32_t *w, int64_t n, uint32_t threshold,    \
+                                       uint32_t always, T scale),                           \
+                                      (out, mask, x, w, n, threshold, always, scale)) {     \
     for (int64_t i = 0; i < n; i++) {                                                       \
       uint32_t keep = (w[i] < threshold) | always;                                          \
       mask[i] = (uint8_t)keep;                                                              \

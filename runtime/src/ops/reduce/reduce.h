@@ -112,7 +112,7 @@ typedef rt_reduce_block_fn rt_reduce_block_table[NRT_DTYPE_COUNT];
  * does not. */
 #define RT_LANES 16
 /* Helpers of kernel loops are inlined into them, so that they are compiled
- * for each RT_SIMD_CLONES variant rather than for the baseline only. */
+ * for each RT_SIMD_* variant rather than for the baseline only. */
 #define RT_INLINE static inline __attribute__((always_inline))
 #define RT_LANE_LOOP _Pragma("GCC unroll 1")
 

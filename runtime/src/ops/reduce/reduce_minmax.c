@@ -111,7 +111,7 @@
     }                                                                                               \
     return n;                                                                                       \
   }                                                                                                 \
-  RT_SIMD_CLONES static void NAME(rt_acc acc, const rt_reduce_block *b, const rt_reducer *r) {      \
+  RT_SIMD_VOID(NAME, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r), (acc, b, r)) {    \
     (void)r;                                                                                        \
     C *restrict a = RT_ACC(acc, 0, C);                                                              \
     if (b->row_stride == (int64_t)sizeof(T)) {                                                      \
@@ -137,8 +137,8 @@
         }                                                                                           \
     }                                                                                               \
   }                                                                                                 \
-  RT_SIMD_CLONES static void NAME##_arg(rt_acc acc, const rt_reduce_block *b,                       \
-                                        const rt_reducer *r) {                                      \
+  RT_SIMD_VOID(NAME##_arg, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r),             \
+                           (acc, b, r)) {                                                           \
     (void)r;                                                                                        \
     C *restrict a = RT_ACC(acc, 0, C);                                                              \
     int64_t *restrict ai = RT_ACC(acc, 1, int64_t);                                                 \

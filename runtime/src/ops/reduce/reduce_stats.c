@@ -77,8 +77,8 @@ RT_INLINE void var_merge(double *n, double *mean, double *m2, double nb, double 
         dev[j] += d * d;                                                                            \
       }                                                                                             \
   }                                                                                                 \
-  RT_SIMD_CLONES static void var_##SUF(rt_acc acc, const rt_reduce_block *b,                        \
-                                       const rt_reducer *r) {                                       \
+  RT_SIMD_VOID(var_##SUF, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r),              \
+                          (acc, b, r)) {                                                            \
     (void)r;                                                                                        \
     double *an = RT_ACC(acc, 0, double), *am = RT_ACC(acc, 1, double);                              \
     double *am2 = RT_ACC(acc, 2, double);                                                           \
@@ -204,8 +204,8 @@ enum { NORM_ZERO, NORM_ONE, NORM_TWO, NORM_INF, NORM_NEG_INF, NORM_P };
   DEFINE_NORM_RUN(norminf_##SUF, T, C, LOAD, ABS_##C(e), MAX_OF, 0)                                 \
   DEFINE_NORM_RUN(normneginf_##SUF, T, C, LOAD, ABS_##C(e), MIN_OF, INFINITY)                       \
   DEFINE_NORM_RUN(normp_##SUF, T, double, LOAD, pow(fabs(e), p), ADD_TO, 0)                         \
-  RT_SIMD_CLONES static void norm_##SUF(rt_acc acc, const rt_reduce_block *b,                       \
-                                        const rt_reducer *r) {                                      \
+  RT_SIMD_VOID(norm_##SUF, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r),             \
+                           (acc, b, r)) {                                                           \
     double *a = RT_ACC(acc, 0, double);                                                             \
     double p = r->param[0];                                                                         \
     if (b->row_stride != (int64_t)sizeof(T) && b->col_stride == (int64_t)sizeof(T)) {               \
@@ -359,8 +359,8 @@ RT_INLINE double lse_shift(double m) { return isfinite(m) ? m : 0; }
       for (int k = 0; k < w; k++) total[k] += total[k + w];                                         \
     return total[0];                                                                                \
   }                                                                                                 \
-  RT_SIMD_CLONES static void lse_##SUF(rt_acc acc, const rt_reduce_block *b,                        \
-                                       const rt_reducer *r) {                                       \
+  RT_SIMD_VOID(lse_##SUF, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r),              \
+                          (acc, b, r)) {                                                            \
     (void)r;                                                                                        \
     double *am = RT_ACC(acc, 0, double), *as = RT_ACC(acc, 1, double);                              \
     if (b->col_stride != (int64_t)sizeof(T) || b->row_stride == (int64_t)sizeof(T)) {               \

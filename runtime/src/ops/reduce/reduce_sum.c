@@ -89,7 +89,7 @@ RT_INLINE double bf16_pair_sum(const rt_bfloat16 *x, int64_t n) {
       for (int k = 0; k < w; k++) lanes[k] = OP(lanes[k], lanes[k + w]);                            \
     return lanes[0];                                                                                \
   }                                                                                                 \
-  RT_SIMD_CLONES static void NAME(rt_acc acc, const rt_reduce_block *b, const rt_reducer *r) {      \
+  RT_SIMD_VOID(NAME, (rt_acc acc, const rt_reduce_block *b, const rt_reducer *r), (acc, b, r)) {    \
     (void)r;                                                                                        \
     A *restrict a = RT_ACC(acc, 0, A);                                                              \
     if (b->row_stride == (int64_t)sizeof(T)) {                                                      \

@@ -31,7 +31,7 @@ typedef struct scan_plan {
 
 /* One line, and a tile of w lines whose starts are col_in bytes apart. */
 #define DEFINE_SCAN(NAME, T, A, LOAD, OP, IDENT)                                                    \
-  RT_SIMD_CLONES static void NAME##_line(const scan_plan *p, const char *x, char *out) {            \
+  RT_SIMD_VOID(NAME##_line, (const scan_plan *p, const char *x, char *out), (p, x, out)) {          \
     A buffer[SCAN_CHUNK];                                                                           \
     A acc = (IDENT);                                                                                \
     rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
@@ -47,8 +47,8 @@ typedef struct scan_plan {
       store(pair, strides, n, NULL);                                                                \
     }                                                                                               \
   }                                                                                                 \
-  RT_SIMD_CLONES static void NAME##_tile(const scan_plan *p, const char *x, char *out,              \
-                                         int64_t w) {                                               \
+  RT_SIMD_VOID(NAME##_tile, (const scan_plan *p, const char *x, char *out, int64_t w),              \
+                            (p, x, out, w)) {                                                       \
     A acc[SCAN_TILE];                                                                               \
     rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
     for (int64_t j = 0; j < w; j++) acc[j] = (IDENT);                                               \

@@ -48,7 +48,7 @@ static inline __attribute__((always_inline)) void VF(max_row_uniform_)(const poo
   }
 }
 
-RT_SIMD_CLONES static void VF(max_planes_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(max_planes_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   const pool_job *j = arg;
   const rt_image *in = &j->img, *out = &j->pooled, *ind = &j->ind;
   for (int64_t p = begin; p < end; p++) {
@@ -93,7 +93,7 @@ RT_SIMD_CLONES static void VF(max_planes_)(int64_t begin, int64_t end, void *arg
 }
 
 /* Rows are (n, oh); the running maximum of every channel lives in acc. */
-RT_SIMD_CLONES static void VF(max_rows_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(max_rows_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   pool_job *j = arg;
   const rt_image *in = &j->img, *out = &j->pooled, *ind = &j->ind;
   int64_t C = in->c;
@@ -167,7 +167,7 @@ static void VF(store_block_)(const A *scratch, const rt_image *im, T *dst, int64
     }
 }
 
-RT_SIMD_CLONES static void VF(avg_planes_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(avg_planes_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   const pool_job *j = arg;
   const rt_image *in = &j->img, *out = &j->pooled;
   for (int64_t p = begin; p < end; p++) {
@@ -188,7 +188,7 @@ RT_SIMD_CLONES static void VF(avg_planes_)(int64_t begin, int64_t end, void *arg
   }
 }
 
-RT_SIMD_CLONES static void VF(avg_rows_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(avg_rows_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   pool_job *j = arg;
   const rt_image *in = &j->img, *out = &j->pooled;
   int64_t C = in->c;
@@ -217,7 +217,7 @@ RT_SIMD_CLONES static void VF(avg_rows_)(int64_t begin, int64_t end, void *arg) 
 
 /* Backward tasks are (n, channel block) pairs; a block is one channel for
  * planes, j->cblock channels for channel rows. */
-RT_SIMD_CLONES static void VF(avg_backward_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(avg_backward_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   pool_job *j = arg;
   const rt_image *gin = &j->img, *gout = &j->pooled;
   int64_t cb_max = j->cblock, blocks = (gin->c + cb_max - 1) / cb_max;
@@ -268,7 +268,7 @@ RT_SIMD_CLONES static void VF(avg_backward_)(int64_t begin, int64_t end, void *a
   free(delta);
 }
 
-RT_SIMD_CLONES static void VF(max_backward_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(max_backward_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   pool_job *j = arg;
   const rt_image *gin = &j->img, *gout = &j->pooled, *ind = &j->ind;
   int64_t cb_max = j->cblock, blocks = (gin->c + cb_max - 1) / cb_max, plane = gin->h * gin->w;

@@ -5,7 +5,7 @@
  * over channels). Backward: tasks of (image, channel block) that own their
  * part of grad_input, accumulated in A in a fixed order. */
 
-RT_SIMD_CLONES static void VF(bilinear_planes_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(bilinear_planes_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   const upsample_job *j = arg;
   const rt_image *in = &j->img, *out = &j->out;
   const A *lh0 = j->lh0, *lh1 = j->lh1, *lw0 = j->lw0, *lw1 = j->lw1;
@@ -26,7 +26,7 @@ RT_SIMD_CLONES static void VF(bilinear_planes_)(int64_t begin, int64_t end, void
   }
 }
 
-RT_SIMD_CLONES static void VF(bilinear_rows_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(bilinear_rows_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   const upsample_job *j = arg;
   const rt_image *in = &j->img, *out = &j->out;
   const A *lh0 = j->lh0, *lh1 = j->lh1, *lw0 = j->lw0, *lw1 = j->lw1;
@@ -95,7 +95,7 @@ static void VF(backward_plane_)(const upsample_job *j, const T *g, A *scratch) {
 }
 
 /* Backward of both modes: nearest has one tap per direction (lambdas NULL). */
-RT_SIMD_CLONES static void VF(backward_)(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(VF(backward_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   upsample_job *j = arg;
   const rt_image *gin = &j->img, *gout = &j->out;
   const A *lh0 = j->lh0, *lh1 = j->lh1, *lw0 = j->lw0, *lw1 = j->lw1;
