@@ -17,9 +17,6 @@
 
 typedef float rt_v16f __attribute__((vector_size(64)));
 
-#define V16(p) (*(rt_v16f *)(p))
-#define V16C(p) (*(const rt_v16f *)(p))
-
 /* ---- arguments ------------------------------------------------------------ */
 
 static int qkv_dtype_ok(nrt_dtype d) {
@@ -270,79 +267,64 @@ void rt_attn_dropout(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t
 
 static inline int64_t clamp_to(int64_t x, int64_t n) { return x < 0 ? 0 : x > n ? n : x; }
 
+/* The tile product at each ISA level's vector width (attention_gemm_impl.h):
+ * 16 floats for AVX-512, 8 for AVX2, 4 for the baseline, so that a tile's
+ * accumulators stay in registers (16-float vectors on AVX2 are lowered to
+ * pieces through the stack and ran 10-20 times slower). Each element of C
+ * is summed over p in the same order at every width. */
+typedef float rt_v8f __attribute__((vector_size(32)));
+#define ATTN_GEMM_NAME gemm_strided_v16
+#define ATTN_VEC rt_v16f
+#define ATTN_W 16
+#include "ops/attention/attention_gemm_impl.h"
+#define ATTN_GEMM_NAME gemm_strided_v8
+#define ATTN_VEC rt_v8f
+#define ATTN_W 8
+#include "ops/attention/attention_gemm_impl.h"
+#define ATTN_GEMM_NAME gemm_strided_v4
+#define ATTN_VEC rt_v4f
+#define ATTN_W 4
+#include "ops/attention/attention_gemm_impl.h"
+
+#define ATTN_GEMM_PARAMS                                                                          \
+  int64_t m, int64_t n, int64_t k, const float *A, int64_t ra, int64_t ca, const float *B,      \
+      int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w
+#define ATTN_GEMM_ARGS m, n, k, A, ra, ca, B, ldb, C, ldc, w
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("arch=x86-64-v4"))) RT_ATTN_FMA static void gemm_avx512(ATTN_GEMM_PARAMS) {
+  gemm_strided_v16(ATTN_GEMM_ARGS);
+}
+__attribute__((target("arch=x86-64-v3"))) RT_ATTN_FMA static void gemm_avx2(ATTN_GEMM_PARAMS) {
+  gemm_strided_v8(ATTN_GEMM_ARGS);
+}
+#endif
+RT_ATTN_FMA static void gemm_baseline(ATTN_GEMM_PARAMS) { gemm_strided_v4(ATTN_GEMM_ARGS); }
+
 /* A's element (i, p) at A[i * ra + p * ca]: the scalars broadcast from A
- * cost the same whichever way A is laid out, so A^T B needs no transpose.
- * The window w (see rt_attn_win) limits each group of rows to its range of
- * p and columns. */
-RT_ATTN_FMA static inline __attribute__((always_inline)) void gemm_strided(
-    int64_t m, int64_t n, int64_t k, const float *A, int64_t ra, int64_t ca, const float *B,
-    int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w) {
-  rt_attn_win all = {-m - k - n, m + k + n, -m - k - n};
-  if (!w) w = &all;
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    const float *a0 = A + i * ra, *a1 = a0 + ra, *a2 = a1 + ra, *a3 = a2 + ra;
-    float *c0 = C + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc;
-    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + 3 + w->p_last + 1, k);
-    int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15;
-    for (; j + 32 <= n; j += 32) {
-      rt_v16f x00 = V16(c0 + j), x01 = V16(c0 + j + 16), x10 = V16(c1 + j),
-              x11 = V16(c1 + j + 16), x20 = V16(c2 + j), x21 = V16(c2 + j + 16),
-              x30 = V16(c3 + j), x31 = V16(c3 + j + 16);
-      const float *bp = B + j + p0 * ldb;
-      for (int64_t p = p0; p < p1; p++, bp += ldb) {
-        rt_v16f b0 = V16C(bp), b1 = V16C(bp + 16);
-        x00 += a0[p * ca] * b0;
-        x01 += a0[p * ca] * b1;
-        x10 += a1[p * ca] * b0;
-        x11 += a1[p * ca] * b1;
-        x20 += a2[p * ca] * b0;
-        x21 += a2[p * ca] * b1;
-        x30 += a3[p * ca] * b0;
-        x31 += a3[p * ca] * b1;
-      }
-      V16(c0 + j) = x00, V16(c0 + j + 16) = x01, V16(c1 + j) = x10, V16(c1 + j + 16) = x11;
-      V16(c2 + j) = x20, V16(c2 + j + 16) = x21, V16(c3 + j) = x30, V16(c3 + j + 16) = x31;
-    }
-    if (j < n) { /* 16 columns left */
-      rt_v16f x0 = V16(c0 + j), x1 = V16(c1 + j), x2 = V16(c2 + j), x3 = V16(c3 + j);
-      const float *bp = B + j + p0 * ldb;
-      for (int64_t p = p0; p < p1; p++, bp += ldb) {
-        rt_v16f b0 = V16C(bp);
-        x0 += a0[p * ca] * b0;
-        x1 += a1[p * ca] * b0;
-        x2 += a2[p * ca] * b0;
-        x3 += a3[p * ca] * b0;
-      }
-      V16(c0 + j) = x0, V16(c1 + j) = x1, V16(c2 + j) = x2, V16(c3 + j) = x3;
-    }
+ * cost the same whichever way A is laid out, so A^T B needs no transpose. */
+static void gemm_strided(ATTN_GEMM_PARAMS) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  nrt_isa isa = rt_isa();
+  if (isa == NRT_ISA_AVX512) {
+    gemm_avx512(ATTN_GEMM_ARGS);
+    return;
   }
-  for (; i < m; i++) {
-    const float *a0 = A + i * ra;
-    float *c0 = C + i * ldc;
-    int64_t p0 = clamp_to(i + w->p_first, k), p1 = clamp_to(i + w->p_last + 1, k);
-    for (int64_t j = clamp_to(i + w->col_first, n) & ~(int64_t)15; j < n; j += 16) {
-      rt_v16f x = V16(c0 + j);
-      const float *bp = B + j + p0 * ldb;
-      for (int64_t p = p0; p < p1; p++, bp += ldb) x += a0[p * ca] * V16C(bp);
-      V16(c0 + j) = x;
-    }
+  if (isa == NRT_ISA_AVX2) {
+    gemm_avx2(ATTN_GEMM_ARGS);
+    return;
   }
+#endif
+  gemm_baseline(ATTN_GEMM_ARGS);
 }
 
-RT_SIMD_DEFINE(, RT_ATTN_FMA, void, , rt_attn_gemm, (int64_t m, int64_t n, int64_t k,
-                                                     const float *A, int64_t lda, const float *B,
-                                                     int64_t ldb, float *C, int64_t ldc,
-                                                     const rt_attn_win *w),
-                                                    (m, n, k, A, lda, B, ldb, C, ldc, w)) {
+void rt_attn_gemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                  int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w) {
   gemm_strided(m, n, k, A, lda, 1, B, ldb, C, ldc, w);
 }
 
-RT_SIMD_DEFINE(, RT_ATTN_FMA, void, , rt_attn_gemm_at, (int64_t m, int64_t n, int64_t k,
-                                                        const float *A, int64_t lda, const float *B,
-                                                        int64_t ldb, float *C, int64_t ldc,
-                                                        const rt_attn_win *w),
-                                                       (m, n, k, A, lda, B, ldb, C, ldc, w)) {
+void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float *C, int64_t ldc, const rt_attn_win *w) {
   gemm_strided(m, n, k, A, 1, lda, B, ldb, C, ldc, w);
 }
 
