@@ -43,7 +43,7 @@ static atomic_uint_least64_t seen;
 static atomic_int injected;
 
 static void report_at_exit(void) {
-  fprintf(stderr, "nrt-fault: pid=%ld allocations=%llu injected=%d\n", (long)getpid(),
+  fprintf(stderr, "\nnrt-fault: pid=%ld allocations=%llu injected=%d\n", (long)getpid(),
           (unsigned long long)atomic_load(&seen), atomic_load(&injected));
 }
 
@@ -72,8 +72,10 @@ int rt_fault_should_fail(void) {
   if (fail) {
     /* Said at once, since a process may end without the exit report (a
      * forked child's _exit, a crash). */
+    /* The leading newline ends a line of the test's own output that the
+     * pipe may have cut anywhere (stdout is fully buffered into a pipe). */
     if (!atomic_exchange(&injected, 1))
-      fprintf(stderr, "nrt-fault: pid=%ld failing allocation %llu\n", (long)getpid(),
+      fprintf(stderr, "\nnrt-fault: pid=%ld failing allocation %llu\n", (long)getpid(),
               (unsigned long long)n);
   }
   return fail;

@@ -56,8 +56,11 @@ STATUS_TEXT = re.compile(r"returned NRT_ERROR_\w+")
 # test can see (a retry counted in the allocator's statistics, a segment
 # released and its address reused). Listed for a reader; --strict fails them.
 WARNING = "a check failed but no call returned an error status"
-FIRED = re.compile(r"^nrt-fault: pid=(\d+) failing allocation \d+$", re.M)
-REPORT = re.compile(r"^nrt-fault: pid=(\d+) allocations=(\d+) injected=([01])$", re.M)
+# Found anywhere in the output, not only at the start of a line: the test's
+# stdout goes to the pipe in blocks, which may cut a line where stderr's
+# message lands (a run on CI lost its "failing allocation" line that way).
+FIRED = re.compile(r"nrt-fault: pid=(\d+) failing allocation \d+")
+REPORT = re.compile(r"nrt-fault: pid=(\d+) allocations=(\d+) injected=([01])")
 
 
 def run(binary, n, timeout):
