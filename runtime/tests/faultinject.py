@@ -174,6 +174,11 @@ def main():
         for name, fut in baselines.items():
             seconds, (rc, _, out) = fut.result()
             reports = REPORT.findall(out)
+            if rc == 0 and not reports and "nrt-fault" not in out:
+                # The counter is linked in with the first allocation the
+                # runtime makes; a test that makes none has nothing to fail.
+                print(f"{name}: makes no runtime allocation; nothing to sweep", flush=True)
+                continue
             if rc != 0 or not reports:
                 print(f"{name}: does not pass without faults (exit {rc}); not swept", flush=True)
                 failures.append((name, 0, "fails without faults"))
