@@ -194,6 +194,16 @@ ISA_ALL_LEVELS = ("avx512", "avx2", "baseline")
 ISA_SAMPLED = {}  # level -> checks that passed there (test_isa_levels.py)
 
 
+def _host_has_avx512_bf16():
+    """The avx512 level's bfloat16 pair products (GEMM, conv) run where the
+    CPU has AVX512_BF16 (the runtime asks the CPU the same question)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512_bf16" in line for line in f)
+    except OSError:
+        return False
+
+
 def _isa_state():
     """(active, supported, how) of this process, or None with the error."""
     try:
@@ -225,9 +235,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"neuron ISA paths exercised: unknown ({error})")
         return
     active, supported, how = state
-    ran = [f"{active} (every test, {how})"]
+    bf16 = active == "avx512" and _host_has_avx512_bf16()
+    ran = [f"{active}{' with avx512_bf16' if bf16 else ''} (every test, {how})"]
     ran += [f"{level} ({count} sampled checks)" for level, count in ISA_SAMPLED.items()]
     missing = [level for level in ISA_ALL_LEVELS if level != active and level not in ISA_SAMPLED]
+    if not bf16:
+        missing.append("avx512_bf16")
     line = "neuron ISA paths exercised: " + ", ".join(ran)
     if missing:
         line += "; not exercised: " + ",".join(missing)

@@ -69,6 +69,15 @@ static void test_names_round_trip(void) {
   CHECK_STATUS(nrt_isa_name(NRT_ISA_AVX2, NULL), NRT_ERROR_INVALID_ARGUMENT);
 }
 
+static int host_has_avx512_bf16(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return 0;
+#endif
+}
+
 /* The host's best level agrees with the CPU's own feature flags. */
 static void test_host_level_matches_cpu_features(void) {
   nrt_isa best = rt_isa_host_best();
@@ -82,9 +91,13 @@ static void test_host_level_matches_cpu_features(void) {
 #else
   CHECK(best == NRT_ISA_BASELINE);
 #endif
+  CHECK(rt_isa_avx512_bf16() == (rt_isa() >= NRT_ISA_AVX512 && host_has_avx512_bf16()));
   printf("neuron ISA paths: host supports");
   for (int i = best; i >= 0; i--) printf(" %s", rt_isa_name((nrt_isa)i));
-  printf("\n");
+  /* The bfloat16 pair products (GEMM, conv) of the avx512 level. */
+  printf("%s\n", rt_isa_host_best() >= NRT_ISA_AVX512 && host_has_avx512_bf16()
+                     ? "; avx512_bf16 pair products at avx512"
+                     : "; no avx512_bf16 (its bfloat16 pair products are not tested here)");
 }
 
 /* Unset or empty: the host's best; each supported level when asked for. */
