@@ -1,0 +1,62 @@
+/* The fused group as built by nrt_fuse_group_create (group.c) and run by
+ * the VM (vm.c); see neuronrt/fuse.h. */
+#ifndef NEURONRT_FUSE_GROUP_H
+#define NEURONRT_FUSE_GROUP_H
+
+#include <stdatomic.h>
+#include "internal.h"
+#include "neuronrt/fuse.h"
+
+/* Elements of a tile: every register of a tile (at most 8 bytes an
+ * element) stays in L1/L2 for a few registers, and a tile is long enough
+ * that a kernel call per instruction costs little against its loop. */
+#define RT_FUSE_TILE 2048
+
+/* The walk: the group's shape with size-1 dimensions dropped and adjacent
+ * dimensions merged where every tensor is contiguous across them. Tiles
+ * are [rows, cols] blocks of the last two walk dimensions (see vm.c). */
+typedef struct rt_fuse_walk {
+  int ndim;
+  int64_t shape[NRT_MAX_DIMS];
+  int64_t rows, cols;         /* the last two dims (rows 1 when ndim < 2) */
+  int64_t outer;              /* product of the dims before them */
+  int64_t row_chunks, col_chunks;
+  int64_t tiles;
+} rt_fuse_walk;
+
+/* A tensor of the group (input or output): host alias of element 0 and its
+ * element strides along the walk's dims. */
+typedef struct rt_fuse_tensor {
+  char *data;
+  nrt_dtype dtype;
+  int64_t strides[NRT_MAX_DIMS];
+} rt_fuse_tensor;
+
+struct nrt_fuse_group {
+  atomic_int refs; /* the owner's and each queued launch's */
+  int64_t numel;
+  rt_fuse_walk walk;
+  int32_t num_inputs, num_outputs, num_registers, num_insts;
+  rt_fuse_tensor inputs[NRT_FUSE_MAX_INPUTS];
+  rt_fuse_tensor outputs[NRT_FUSE_MAX_OUTPUTS];
+  int32_t output_registers[NRT_FUSE_MAX_OUTPUTS];
+  nrt_dtype registers[NRT_FUSE_MAX_REGISTERS];
+  size_t register_offset[NRT_FUSE_MAX_REGISTERS]; /* bytes into a tile's scratch */
+  size_t scratch_bytes;
+  nrt_fuse_inst insts[NRT_FUSE_MAX_INSTS];
+  rt_kernel_fn kernels[NRT_FUSE_MAX_INSTS];
+  /* Immediates in their dtype, as rt_op_run lays them out. */
+  uint64_t immediates[NRT_FUSE_MAX_INSTS][NRT_MAX_OPERANDS];
+  char name[NRT_HOST_TASK_NAME_MAX];
+};
+
+/* vm.c: runs every tile; the status and message of the first op to fail. */
+nrt_status rt_fuse_run(const struct nrt_fuse_group *g);
+
+/* vm.c: splits the walk into tiles (fills rows..tiles of walk). */
+void rt_fuse_plan_tiles(rt_fuse_walk *walk);
+
+/* vm.c: the fewest rows any tile has. */
+int64_t rt_fuse_min_tile_rows(const rt_fuse_walk *walk);
+
+#endif

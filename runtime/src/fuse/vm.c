@@ -1,0 +1,189 @@
+/* The fused-expression VM: runs a group tile by tile.
+ *
+ * A tile is a [rows, cols] block of the last two walk dimensions at one
+ * index of the dimensions before them (whole rows when a row is short, so
+ * that a tile holds about RT_FUSE_TILE elements). Chunks are balanced, so
+ * every tile of a group with two or more elements has two or more (an
+ * operand is then a single value on a tile exactly when it is one on the
+ * whole tensors, which some kernels ask; group.c refuses the cases where a
+ * broadcast input would still differ). For each tile every instruction
+ * calls its op's own kernel on [rows, cols] views: registers are
+ * contiguous blocks of a per-thread scratch, inputs are views into the
+ * tensors. Then each output receives its register.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fuse/fuse_group.h"
+#include "ops/engine/iterate.h"
+#include "ops/engine/thread_pool.h"
+
+void rt_fuse_plan_tiles(rt_fuse_walk *w) {
+  if (w->ndim == 0) {
+    w->rows = w->cols = w->outer = w->row_chunks = w->col_chunks = 1;
+  } else {
+    w->cols = w->shape[w->ndim - 1];
+    w->rows = w->ndim >= 2 ? w->shape[w->ndim - 2] : 1;
+    w->outer = 1;
+    for (int d = 0; d + 2 < w->ndim; d++) w->outer *= w->shape[d];
+    w->col_chunks = (w->cols + RT_FUSE_TILE - 1) / RT_FUSE_TILE;
+    if (w->col_chunks == 1) {
+      int64_t per_tile = RT_FUSE_TILE / w->cols;
+      w->row_chunks = (w->rows + per_tile - 1) / per_tile;
+    } else {
+      w->row_chunks = w->rows;
+    }
+  }
+  w->tiles = w->outer * w->row_chunks * w->col_chunks;
+}
+
+int64_t rt_fuse_min_tile_rows(const rt_fuse_walk *w) { return w->rows / w->row_chunks; }
+
+typedef struct vm_run {
+  const struct nrt_fuse_group *g;
+  atomic_int fail_inst; /* instructions from here on are not run */
+  pthread_mutex_t mu;
+  int failed_inst;      /* the earliest instruction that failed, -1 for the scratch */
+  nrt_status status;
+  char message[1024];
+} vm_run;
+
+/* Records a failure of instruction inst (-1: before any). The earliest
+ * instruction wins, as it would unfused: an op runs over every element
+ * before the next op starts. */
+static void record_failure(vm_run *run, int inst, nrt_status status) {
+  pthread_mutex_lock(&run->mu);
+  if (run->status == NRT_SUCCESS || inst < run->failed_inst) {
+    run->failed_inst = inst;
+    run->status = status;
+    snprintf(run->message, sizeof run->message, "%s", nrt_last_error());
+    atomic_store(&run->fail_inst, inst < 0 ? 0 : inst);
+  }
+  pthread_mutex_unlock(&run->mu);
+}
+
+static void tile_view(nrt_tensor_view *v, char *data, nrt_dtype dtype, int64_t rows, int64_t cols,
+                      int64_t row_stride, int64_t col_stride) {
+  v->data = data;
+  v->dtype = dtype;
+  v->ndim = 2;
+  v->shape[0] = rows;
+  v->shape[1] = cols;
+  v->strides[0] = row_stride;
+  v->strides[1] = col_stride;
+}
+
+static void run_tile(vm_run *run, int64_t t, char *scratch) {
+  const struct nrt_fuse_group *g = run->g;
+  const rt_fuse_walk *w = &g->walk;
+  int64_t per_outer = w->row_chunks * w->col_chunks, o = t / per_outer, rc = t % per_outer;
+  int64_t ri = rc / w->col_chunks, ci = rc % w->col_chunks;
+  int64_t r0 = w->rows * ri / w->row_chunks, r1 = w->rows * (ri + 1) / w->row_chunks;
+  int64_t c0 = w->cols * ci / w->col_chunks, c1 = w->cols * (ci + 1) / w->col_chunks;
+  int64_t rows = r1 - r0, cols = c1 - c0;
+  /* The outer index as a multi-index over the dims before the tile's. */
+  int64_t index[NRT_MAX_DIMS] = {0};
+  for (int d = w->ndim - 3; d >= 0; d--) {
+    index[d] = o % w->shape[d];
+    o /= w->shape[d];
+  }
+  int rd = w->ndim - 2, cd = w->ndim - 1; /* the tile's dims (negative: absent) */
+  char *in_data[NRT_FUSE_MAX_INPUTS];
+  int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
+  for (int k = 0; k < g->num_inputs; k++) {
+    const rt_fuse_tensor *x = &g->inputs[k];
+    int64_t off = 0;
+    for (int d = 0; d + 2 < w->ndim; d++) off += index[d] * x->strides[d];
+    in_rs[k] = rd >= 0 ? x->strides[rd] : 0;
+    in_cs[k] = cd >= 0 ? x->strides[cd] : 0;
+    off += r0 * in_rs[k] + c0 * in_cs[k];
+    in_data[k] = x->data + off * (int64_t)nrt_dtype_size(x->dtype);
+  }
+  for (int i = 0; i < g->num_insts && i < atomic_load_explicit(&run->fail_inst, memory_order_relaxed);
+       i++) {
+    const nrt_fuse_inst *in = &g->insts[i];
+    nrt_op op;
+    memset(&op, 0, sizeof op);
+    op.code = in->code;
+    op.compute_dtype = in->compute_dtype;
+    op.num_operands = in->num_operands;
+    op.num_outputs = in->num_outputs;
+    op.num_scalars = in->num_scalars;
+    memcpy(op.scalars, in->scalars, sizeof op.scalars);
+    for (int k = 0; k < in->num_operands; k++) {
+      const nrt_fuse_ref *ref = &in->operands[k];
+      nrt_tensor_view *v = &op.operands[k];
+      if (ref->kind == NRT_FUSE_REGISTER) {
+        tile_view(v, scratch + g->register_offset[ref->index], g->registers[ref->index], rows, cols,
+                  cols, 1);
+      } else if (ref->kind == NRT_FUSE_INPUT) {
+        tile_view(v, in_data[ref->index], g->inputs[ref->index].dtype, rows, cols, in_rs[ref->index],
+                  in_cs[ref->index]);
+      } else {
+        tile_view(v, (char *)&g->immediates[i][k], ref->dtype, rows, cols, 0, 0);
+        op.immediate_mask |= 1u << k;
+        op.immediates[k] = ref->value;
+      }
+    }
+    nrt_status s = g->kernels[i](&op);
+    if (s != NRT_SUCCESS) {
+      record_failure(run, i, s);
+      return;
+    }
+  }
+  if (atomic_load_explicit(&run->fail_inst, memory_order_relaxed) <= g->num_insts) return;
+  for (int j = 0; j < g->num_outputs; j++) {
+    const rt_fuse_tensor *y = &g->outputs[j];
+    int32_t r = g->output_registers[j];
+    int64_t off = 0;
+    for (int d = 0; d + 2 < w->ndim; d++) off += index[d] * y->strides[d];
+    int64_t rs = rd >= 0 ? y->strides[rd] : 0, cs = cd >= 0 ? y->strides[cd] : 0;
+    off += r0 * rs + c0 * cs;
+    nrt_op copy;
+    memset(&copy, 0, sizeof copy);
+    copy.code = NRT_OP_COPY;
+    copy.num_operands = 2;
+    copy.num_outputs = 1;
+    tile_view(&copy.operands[0], y->data + off * (int64_t)nrt_dtype_size(y->dtype), y->dtype, rows,
+              cols, rs, cs);
+    tile_view(&copy.operands[1], scratch + g->register_offset[r], g->registers[r], rows, cols, cols,
+              1);
+    nrt_status s = rt_kernel_copy(&copy);
+    if (s != NRT_SUCCESS) {
+      record_failure(run, g->num_insts, s);
+      return;
+    }
+  }
+}
+
+static void run_tiles(int64_t begin, int64_t end, void *arg) {
+  vm_run *run = arg;
+  char *scratch = aligned_alloc(64, run->g->scratch_bytes);
+  if (!scratch) {
+    rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", run->g->name,
+            rt_format_size(run->g->scratch_bytes).s);
+    record_failure(run, -1, NRT_ERROR_OUT_OF_MEMORY);
+    return;
+  }
+  for (int64_t t = begin; t < end; t++) {
+    if (atomic_load_explicit(&run->fail_inst, memory_order_relaxed) == 0) break;
+    run_tile(run, t, scratch);
+  }
+  free(scratch);
+}
+
+nrt_status rt_fuse_run(const struct nrt_fuse_group *g) {
+  if (g->numel == 0) return NRT_SUCCESS;
+  vm_run run = {.g = g, .failed_inst = 0, .status = NRT_SUCCESS};
+  atomic_init(&run.fail_inst, g->num_insts + 1);
+  pthread_mutex_init(&run.mu, NULL);
+  /* Small groups stay on one thread, as small unfused ops do. */
+  int64_t per_tile = g->numel / g->walk.tiles;
+  int64_t grain = RT_PARALLEL_GRAIN / (per_tile > 0 ? per_tile : 1);
+  if (grain < 1) grain = 1;
+  rt_parallel_for(g->walk.tiles, grain, run_tiles, &run);
+  pthread_mutex_destroy(&run.mu);
+  if (run.status != NRT_SUCCESS) return rt_fail(run.status, "%s", run.message);
+  return NRT_SUCCESS;
+}

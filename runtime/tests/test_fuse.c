@@ -1,0 +1,571 @@
+/* Fused groups (neuronrt/fuse.h): random groups of pointwise ops over
+ * random shapes, dtypes, broadcasts and layouts, compared bitwise with
+ * running the same ops one by one through nrt_op_execute (each
+ * intermediate stored in a device tensor of its register's dtype); the
+ * checks of malformed groups; failures inside a group; launches on a
+ * stream; zero-size, 0-d, strided, in-place and many-tile groups.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "neuronrt/fuse.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint64_t next_u64(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+static int pick(int n) { return (int)(next_u64() % (uint64_t)n); }
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  CHECK_OK(nrt_malloc(0, bytes ? bytes : 1, &p));
+  return p;
+}
+static void *host(void *dev) { return nrt_device_to_host(dev); }
+
+static int64_t numel_of(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+/* A contiguous tensor of the group's shape. */
+static nrt_tensor_view dense(nrt_dtype t, int ndim, const int64_t *shape) {
+  nrt_tensor_view v;
+  memset(&v, 0, sizeof v);
+  v.dtype = t;
+  v.ndim = ndim;
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    v.shape[d] = shape[d];
+    v.strides[d] = stride;
+    stride *= shape[d];
+  }
+  v.data = dev_alloc((size_t)stride * nrt_dtype_size(t));
+  return v;
+}
+
+/* Random bits, but float values kept ordinary (some NaN, inf, zero). */
+static void fill_random(void *dev, nrt_dtype t, int64_t n) {
+  char *p = host(dev);
+  size_t w = nrt_dtype_size(t);
+  for (int64_t i = 0; i < n; i++) {
+    double x = ((double)(next_u64() % 20001) - 10000.0) / 1000.0;
+    int r = pick(64);
+    if (r == 0) x = NAN;
+    if (r == 1) x = INFINITY;
+    if (r == 2) x = 0.0;
+    uint16_t h;
+    switch (t) {
+      case NRT_FLOAT32: { float f = (float)x; memcpy(p + i * w, &f, 4); break; }
+      case NRT_FLOAT64: memcpy(p + i * w, &x, 8); break;
+      case NRT_BFLOAT16: { float f = (float)x; uint32_t b; memcpy(&b, &f, 4); h = (uint16_t)(b >> 16); memcpy(p + i * w, &h, 2); break; }
+      case NRT_FLOAT16: { _Float16 f = (_Float16)x; memcpy(p + i * w, &f, 2); break; }
+      case NRT_BOOL: p[i] = (char)(next_u64() & 1); break;
+      default: { int64_t v = (int64_t)(next_u64() % 41) - 20; memcpy(p + i * w, &v, w); break; }
+    }
+  }
+}
+
+/* An input: of the group's shape, broadcast (stride 0) along some dims,
+ * its storage laid out in a random dimension order. */
+static nrt_tensor_view random_input(nrt_dtype t, int ndim, const int64_t *shape) {
+  nrt_tensor_view v;
+  memset(&v, 0, sizeof v);
+  v.dtype = t;
+  v.ndim = ndim;
+  int order[NRT_MAX_DIMS];
+  for (int d = 0; d < ndim; d++) order[d] = d;
+  for (int d = ndim - 1; d > 0; d--) {
+    int j = pick(d + 1), tmp = order[d];
+    order[d] = order[j], order[j] = tmp;
+  }
+  int64_t stride = 1;
+  for (int q = ndim - 1; q >= 0; q--) {
+    int d = order[q];
+    v.shape[d] = shape[d];
+    int broadcast = pick(4) == 0;
+    v.strides[d] = broadcast ? 0 : stride;
+    if (!broadcast) stride *= shape[d];
+  }
+  v.data = dev_alloc((size_t)stride * nrt_dtype_size(t));
+  fill_random(v.data, t, stride);
+  return v;
+}
+
+/* ---- a random group and its op-by-op twin ---------------------------------- */
+
+enum { MAX_VALUES = NRT_FUSE_MAX_INPUTS + NRT_FUSE_MAX_REGISTERS };
+
+typedef struct built {
+  int ndim;
+  int64_t shape[NRT_MAX_DIMS];
+  int num_inputs, num_registers, num_insts;
+  nrt_tensor_view inputs[NRT_FUSE_MAX_INPUTS];
+  nrt_dtype registers[NRT_FUSE_MAX_REGISTERS];
+  nrt_fuse_inst insts[NRT_FUSE_MAX_INSTS];
+} built;
+
+static nrt_dtype promote(nrt_dtype a, nrt_dtype b) {
+  if (a == b) return a;
+  if (a == NRT_FLOAT64 || b == NRT_FLOAT64) return NRT_FLOAT64;
+  return NRT_FLOAT32; /* float32 with anything, or float16 with bfloat16 */
+}
+
+static nrt_dtype ref_dtype(const built *b, const nrt_fuse_ref *r) {
+  return r->kind == NRT_FUSE_INPUT ? b->inputs[r->index].dtype
+         : r->kind == NRT_FUSE_REGISTER ? b->registers[r->index]
+                                        : r->dtype;
+}
+
+/* A float operand: an input, a float register, or now and then an immediate. */
+static nrt_fuse_ref float_operand(const built *b, int allow_immediate) {
+  nrt_fuse_ref r;
+  memset(&r, 0, sizeof r);
+  for (;;) {
+    int choice = pick(b->num_inputs + b->num_registers + (allow_immediate ? 1 : 0));
+    if (choice < b->num_inputs) {
+      r.kind = NRT_FUSE_INPUT, r.index = choice;
+      if (b->inputs[choice].dtype != NRT_BOOL) return r;
+    } else if (choice < b->num_inputs + b->num_registers) {
+      r.kind = NRT_FUSE_REGISTER, r.index = choice - b->num_inputs;
+      if (b->registers[r.index] != NRT_BOOL) return r;
+    } else {
+      r.kind = NRT_FUSE_IMMEDIATE;
+      r.dtype = pick(2) ? NRT_FLOAT64 : NRT_FLOAT32;
+      r.value = (nrt_scalar){.is_float = 1, .f = (double)pick(9) / 4.0 - 1.0};
+      return r;
+    }
+  }
+}
+
+static nrt_fuse_ref new_register(built *b, nrt_dtype t) {
+  b->registers[b->num_registers] = t;
+  return (nrt_fuse_ref){.kind = NRT_FUSE_REGISTER, .index = b->num_registers++};
+}
+
+static const nrt_dtype float_types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16, NRT_FLOAT16};
+
+/* One instruction over the values so far; its result is a new register. */
+static void add_random_inst(built *b) {
+  static const nrt_op_code unary[] = {NRT_OP_EXP,  NRT_OP_TANH, NRT_OP_SIGMOID, NRT_OP_NEG,
+                                      NRT_OP_ABS,  NRT_OP_GELU, NRT_OP_SILU,    NRT_OP_SQRT,
+                                      NRT_OP_RECIPROCAL};
+  static const nrt_op_code binary[] = {NRT_OP_ADD,     NRT_OP_MUL,     NRT_OP_DIV,
+                                       NRT_OP_MAXIMUM, NRT_OP_MINIMUM, NRT_OP_LERP,
+                                       NRT_OP_DIV_FLOOR, NRT_OP_LT};
+  nrt_fuse_inst in;
+  memset(&in, 0, sizeof in);
+  int kind = pick(10);
+  nrt_dtype compute;
+  if (kind < 4) {
+    in.code = unary[pick((int)(sizeof unary / sizeof unary[0]))];
+    in.num_operands = 2;
+    in.operands[1] = float_operand(b, 0);
+    compute = ref_dtype(b, &in.operands[1]);
+  } else if (kind < 8) {
+    in.code = binary[pick((int)(sizeof binary / sizeof binary[0]))];
+    in.num_operands = 3;
+    in.operands[1] = float_operand(b, 0);
+    in.operands[2] = float_operand(b, 1);
+    compute = promote(ref_dtype(b, &in.operands[1]), in.operands[2].kind == NRT_FUSE_IMMEDIATE
+                                                          ? ref_dtype(b, &in.operands[1])
+                                                          : ref_dtype(b, &in.operands[2]));
+    if (in.code == NRT_OP_ADD || in.code == NRT_OP_LERP) {
+      in.num_scalars = 1;
+      in.scalars[0] = (nrt_scalar){.is_float = 1, .f = (double)pick(7) / 2.0 - 1.5};
+    }
+  } else {
+    /* where(a < b, x, y) in two instructions, or addcmul */
+    if (kind == 8) {
+      in.code = NRT_OP_ADDCMUL;
+      in.num_operands = 4;
+      for (int k = 1; k < 4; k++) in.operands[k] = float_operand(b, 0);
+      compute = promote(promote(ref_dtype(b, &in.operands[1]), ref_dtype(b, &in.operands[2])),
+                        ref_dtype(b, &in.operands[3]));
+      in.num_scalars = 1;
+      in.scalars[0] = (nrt_scalar){.is_float = 1, .f = 0.5};
+    } else {
+      int cond = -1;
+      for (int r = 0; r < b->num_registers; r++)
+        if (b->registers[r] == NRT_BOOL) cond = r;
+      if (cond < 0) return add_random_inst(b);
+      in.code = NRT_OP_WHERE;
+      in.num_operands = 4;
+      in.operands[1] = (nrt_fuse_ref){.kind = NRT_FUSE_REGISTER, .index = cond};
+      in.operands[2] = float_operand(b, 0);
+      in.operands[3] = float_operand(b, 1);
+      compute = in.operands[3].kind == NRT_FUSE_IMMEDIATE
+                    ? ref_dtype(b, &in.operands[2])
+                    : promote(ref_dtype(b, &in.operands[2]), ref_dtype(b, &in.operands[3]));
+    }
+  }
+  in.compute_dtype = compute;
+  in.num_outputs = 1;
+  /* Mostly the compute dtype; sometimes stored narrower or wider, as an
+   * out= tensor of another dtype would be. */
+  nrt_dtype out = in.code == NRT_OP_LT ? NRT_BOOL
+                  : pick(5) == 0       ? float_types[pick(4)]
+                                       : compute;
+  in.operands[0] = new_register(b, out);
+  b->insts[b->num_insts++] = in;
+}
+
+static void random_shape(built *b) {
+  static const int64_t sizes[] = {1, 2, 3, 5, 17, 64, 129};
+  int big = pick(6) == 0;
+  b->ndim = pick(4);
+  for (int d = 0; d < b->ndim; d++) b->shape[d] = sizes[pick(7)];
+  if (big) { /* many tiles, and the kernel threads */
+    b->ndim = 2;
+    b->shape[0] = 3 + pick(40);
+    b->shape[1] = 2000 + pick(3000);
+  }
+}
+
+/* Runs the instructions one by one over full tensors (registers become
+ * device tensors); returns the tensors. */
+static void run_unfused(const built *b, nrt_tensor_view *regs) {
+  for (int r = 0; r < b->num_registers; r++) regs[r] = dense(b->registers[r], b->ndim, b->shape);
+  for (int i = 0; i < b->num_insts; i++) {
+    const nrt_fuse_inst *in = &b->insts[i];
+    nrt_op op;
+    memset(&op, 0, sizeof op);
+    op.code = in->code;
+    op.compute_dtype = in->compute_dtype;
+    op.num_operands = in->num_operands;
+    op.num_outputs = in->num_outputs;
+    op.num_scalars = in->num_scalars;
+    memcpy(op.scalars, in->scalars, sizeof op.scalars);
+    for (int k = 0; k < in->num_operands; k++) {
+      const nrt_fuse_ref *r = &in->operands[k];
+      if (r->kind == NRT_FUSE_REGISTER) {
+        op.operands[k] = regs[r->index];
+      } else if (r->kind == NRT_FUSE_INPUT) {
+        op.operands[k] = b->inputs[r->index];
+      } else {
+        nrt_tensor_view *v = &op.operands[k];
+        v->dtype = r->dtype;
+        v->ndim = b->ndim;
+        for (int d = 0; d < b->ndim; d++) v->shape[d] = b->shape[d];
+        op.immediate_mask |= 1u << k;
+        op.immediates[k] = r->value;
+      }
+    }
+    CHECK_OK(nrt_op_execute(&op));
+  }
+}
+
+static int same_bytes(const nrt_tensor_view *a, const nrt_tensor_view *b, int64_t n) {
+  return memcmp(host(a->data), host(b->data), (size_t)n * nrt_dtype_size(a->dtype)) == 0;
+}
+
+static void test_random_groups_match_ops_one_by_one(void) {
+  int fused = 0, refused = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    built b;
+    memset(&b, 0, sizeof b);
+    random_shape(&b);
+    b.num_inputs = 1 + pick(4);
+    for (int k = 0; k < b.num_inputs; k++)
+      b.inputs[k] = random_input(float_types[pick(4)], b.ndim, b.shape);
+    int insts = 1 + pick(8);
+    while (b.num_insts < insts) add_random_inst(&b);
+    int64_t n = numel_of(b.ndim, b.shape);
+    nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
+    run_unfused(&b, regs);
+    /* Outputs: the last register and, sometimes, an earlier one. */
+    nrt_tensor_view outs[2];
+    int32_t out_regs[2] = {b.num_registers - 1, pick(b.num_registers)};
+    int num_outputs = pick(2) ? 2 : 1;
+    for (int j = 0; j < num_outputs; j++) outs[j] = dense(b.registers[out_regs[j]], b.ndim, b.shape);
+    nrt_fuse_group_desc d = {.ndim = b.ndim, .num_inputs = b.num_inputs, .inputs = b.inputs,
+                             .num_registers = b.num_registers, .registers = b.registers,
+                             .num_insts = b.num_insts, .insts = b.insts,
+                             .num_outputs = num_outputs, .outputs = outs,
+                             .output_registers = out_regs};
+    memcpy(d.shape, b.shape, sizeof d.shape);
+    nrt_fuse_group_t g;
+    nrt_status s = nrt_fuse_group_create(&d, &g);
+    if (s == NRT_ERROR_UNSUPPORTED && strstr(nrt_last_error(), "not fusible")) {
+      refused++;
+    } else {
+      CHECK_OK(s);
+      CHECK_OK(nrt_fuse_group_execute(g));
+      for (int j = 0; j < num_outputs; j++) {
+        int ok = same_bytes(&outs[j], &regs[out_regs[j]], n);
+        CHECK(ok);
+        if (!ok)
+          fprintf(stderr, "  trial %d: output %d (register %d) differs, %d ops, %lld elements\n",
+                  trial, j, out_regs[j], b.num_insts, (long long)n);
+      }
+      nrt_fuse_group_destroy(g);
+      fused++;
+    }
+    for (int r = 0; r < b.num_registers; r++) nrt_free(regs[r].data);
+    for (int j = 0; j < num_outputs; j++) nrt_free(outs[j].data);
+    for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
+  }
+  fprintf(stderr, "  %d groups fused, %d refused as not fusible\n", fused, refused);
+  CHECK(fused > 250);
+}
+
+/* ---- a fixed chain ---------------------------------------------------------- */
+
+typedef struct chain {
+  int64_t shape[2];
+  nrt_tensor_view x, y, out;
+  nrt_dtype regs[3];
+  nrt_fuse_inst insts[3];
+  int32_t out_reg;
+  nrt_fuse_group_desc desc;
+} chain;
+
+static nrt_fuse_ref reg(int r) { return (nrt_fuse_ref){.kind = NRT_FUSE_REGISTER, .index = r}; }
+static nrt_fuse_ref input(int k) { return (nrt_fuse_ref){.kind = NRT_FUSE_INPUT, .index = k}; }
+
+static nrt_fuse_inst inst2(nrt_op_code code, nrt_dtype t, nrt_fuse_ref out, nrt_fuse_ref a,
+                           nrt_fuse_ref b) {
+  nrt_fuse_inst in;
+  memset(&in, 0, sizeof in);
+  in.code = code;
+  in.compute_dtype = t;
+  in.num_operands = 3;
+  in.num_outputs = 1;
+  in.operands[0] = out, in.operands[1] = a, in.operands[2] = b;
+  if (code == NRT_OP_ADD) {
+    in.num_scalars = 1;
+    in.scalars[0] = (nrt_scalar){.is_float = 0, .i = 1};
+  }
+  return in;
+}
+
+/* out = ((x * y) + x) / y over int32, or float32 with div. */
+static void make_chain(chain *c, nrt_dtype t, int64_t rows, int64_t cols) {
+  memset(c, 0, sizeof *c);
+  c->shape[0] = rows, c->shape[1] = cols;
+  c->x = dense(t, 2, c->shape);
+  c->y = dense(t, 2, c->shape);
+  c->out = dense(t, 2, c->shape);
+  fill_random(c->x.data, t, rows * cols);
+  fill_random(c->y.data, t, rows * cols);
+  for (int r = 0; r < 3; r++) c->regs[r] = t;
+  nrt_op_code div = t == NRT_INT32 ? NRT_OP_DIV_TRUNC : NRT_OP_DIV;
+  c->insts[0] = inst2(NRT_OP_MUL, t, reg(0), input(0), input(1));
+  c->insts[1] = inst2(NRT_OP_ADD, t, reg(1), reg(0), input(0));
+  c->insts[2] = inst2(div, t, reg(2), reg(1), input(1));
+  c->out_reg = 2;
+  c->desc = (nrt_fuse_group_desc){.ndim = 2, .num_inputs = 2, .inputs = &c->x, .num_registers = 3,
+                                  .registers = c->regs, .num_insts = 3, .insts = c->insts,
+                                  .num_outputs = 1, .outputs = &c->out,
+                                  .output_registers = &c->out_reg};
+  c->desc.shape[0] = rows, c->desc.shape[1] = cols;
+}
+
+static void free_chain(chain *c) {
+  nrt_free(c->x.data);
+  nrt_free(c->y.data);
+  nrt_free(c->out.data);
+}
+
+/* Inputs x and y are adjacent in struct chain, as desc.inputs expects. */
+_Static_assert(offsetof(chain, y) == offsetof(chain, x) + sizeof(nrt_tensor_view),
+               "chain inputs must be adjacent");
+
+static void expect_refused(chain *c, nrt_status status, const char *message) {
+  nrt_fuse_group_t g = (nrt_fuse_group_t)1;
+  CHECK_STATUS(nrt_fuse_group_create(&c->desc, &g), status);
+  CHECK(g == NULL);
+  CHECK(strstr(nrt_last_error(), message) != NULL);
+  if (!strstr(nrt_last_error(), message)) fprintf(stderr, "  got: %s\n", nrt_last_error());
+}
+
+static void test_malformed_groups_are_refused_with_a_reason(void) {
+  chain c;
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.insts[1].operands[1] = reg(2);
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "reads register 2, which no earlier instruction writes");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.insts[1].operands[0] = reg(0);
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "register 0 is written a second time");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.insts[1].code = NRT_OP_SUM;
+  expect_refused(&c, NRT_ERROR_UNSUPPORTED, "instruction 1: sum is not a pointwise op");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.insts[2].operands[2] = input(5);
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "operand 2 names input 5 of 2");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.insts[0].operands[0] = input(0);
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "output 0 must be a register");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.regs[2] = NRT_FLOAT64;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "output 0 is float32 but its register 2 is float64");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  c.y.shape[1] = 7;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "input 1: its shape differs from the group's");
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  float on_host[32];
+  void *saved = c.x.data;
+  c.x.data = on_host;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "input 0: copy: operand 0 is not entirely in neuron device memory");
+  c.x.data = saved;
+  c.desc.num_insts = NRT_FUSE_MAX_INSTS + 1;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "instructions; allowed");
+  c.desc.num_insts = 3;
+  c.desc.num_registers = 4;
+  nrt_dtype regs4[4] = {NRT_FLOAT32, NRT_FLOAT32, NRT_FLOAT32, NRT_FLOAT32};
+  c.desc.registers = regs4;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "register 3 is never written");
+  c.desc.registers = c.regs;
+  c.desc.num_registers = 3;
+  c.insts[0].num_outputs = 0;
+  expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "bad operand, output or scalar count");
+  CHECK_STATUS(nrt_fuse_group_create(NULL, NULL), NRT_ERROR_INVALID_ARGUMENT);
+  free_chain(&c);
+}
+
+/* Integer division by zero fails the group with the op's own message; the
+ * first op to fail (in program order) is the one reported, as unfused. */
+static void test_a_failing_op_fails_the_group_with_its_message(void) {
+  chain c;
+  make_chain(&c, NRT_INT32, 40, 3000); /* many tiles */
+  int32_t *y = host(c.y.data);
+  for (int64_t i = 0; i < 40 * 3000; i++) y[i] = y[i] == 0 ? 1 : y[i];
+  y[40 * 3000 - 5] = 0;
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
+  CHECK(strstr(nrt_last_error(), "fused group (3 ops: mul, add, div_trunc): div_trunc: ZeroDivisionError") != NULL);
+  fprintf(stderr, "  %s\n", nrt_last_error());
+  nrt_fuse_group_destroy(g);
+  free_chain(&c);
+}
+
+static void test_launch_runs_in_stream_order_and_errors_are_sticky(void) {
+  chain c;
+  make_chain(&c, NRT_FLOAT32, 16, 1000);
+  nrt_tensor_view want = dense(NRT_FLOAT32, 2, c.shape);
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_OK(nrt_fuse_group_execute(g));
+  memcpy(host(want.data), host(c.out.data), 16 * 1000 * sizeof(float));
+  memset(host(c.out.data), 0, 16 * 1000 * sizeof(float));
+  nrt_stream_t s;
+  CHECK_OK(nrt_stream_create(0, NRT_STREAM_PRIORITY_NORMAL, &s));
+  CHECK_OK(nrt_fuse_group_launch(s, g));
+  nrt_fuse_group_destroy(g); /* the launch keeps it */
+  CHECK_OK(nrt_stream_synchronize(s));
+  CHECK(same_bytes(&c.out, &want, 16 * 1000));
+  free_chain(&c);
+
+  make_chain(&c, NRT_INT32, 4, 8);
+  memset(host(c.y.data), 0, 32 * sizeof(int32_t));
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_OK(nrt_fuse_group_launch(s, g));
+  nrt_fuse_group_destroy(g);
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_ARITHMETIC);
+  CHECK(strstr(nrt_last_error(), "fused group (3 ops: mul, add, div_trunc)") != NULL);
+  CHECK(strstr(nrt_last_error(), "ZeroDivisionError") != NULL);
+  CHECK_OK(nrt_stream_clear_error(s));
+  CHECK_OK(nrt_stream_destroy(s));
+  free_chain(&c);
+  nrt_free(want.data);
+}
+
+/* Zero elements run nothing; a 0-d group is one element. */
+static void test_zero_size_and_0d_groups(void) {
+  chain c;
+  make_chain(&c, NRT_FLOAT32, 0, 8);
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_OK(nrt_fuse_group_execute(g));
+  nrt_fuse_group_destroy(g);
+  free_chain(&c);
+  make_chain(&c, NRT_FLOAT32, 1, 1);
+  c.desc.ndim = 0;
+  c.x.ndim = c.y.ndim = c.out.ndim = 0;
+  float *x = host(c.x.data), *y = host(c.y.data);
+  x[0] = 3.0f, y[0] = 2.0f;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_OK(nrt_fuse_group_execute(g));
+  CHECK(*(float *)host(c.out.data) == (3.0f * 2.0f + 3.0f) / 2.0f);
+  int32_t insts, inputs, registers;
+  int64_t numel;
+  CHECK_OK(nrt_fuse_group_info(g, &insts, &inputs, &registers, &numel));
+  CHECK(insts == 3 && inputs == 2 && registers == 3 && numel == 1);
+  nrt_fuse_group_destroy(g);
+  free_chain(&c);
+}
+
+/* In place (the output is input 0's storage) over a transposed layout. */
+static void test_in_place_over_a_transposed_layout(void) {
+  chain c;
+  make_chain(&c, NRT_FLOAT32, 300, 70);
+  /* View every tensor as its transpose: [70, 300], strides (1, 70). */
+  nrt_tensor_view *all[] = {&c.x, &c.y, &c.out};
+  for (int k = 0; k < 3; k++) {
+    all[k]->shape[0] = 70, all[k]->shape[1] = 300;
+    all[k]->strides[0] = 1, all[k]->strides[1] = 70;
+  }
+  c.desc.shape[0] = 70, c.desc.shape[1] = 300;
+  float *x = host(c.x.data), *y = host(c.y.data);
+  float want[300 * 70];
+  for (int i = 0; i < 300 * 70; i++) {
+    y[i] = y[i] == 0.0f || isnan(y[i]) ? 1.0f : y[i];
+    want[i] = (x[i] * y[i] + x[i]) / y[i];
+  }
+  nrt_free(c.out.data);
+  c.out.data = c.x.data;
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK_OK(nrt_fuse_group_execute(g));
+  int same = 1;
+  for (int i = 0; i < 300 * 70; i++)
+    same &= (isnan(x[i]) && isnan(want[i])) || memcmp(&x[i], &want[i], 4) == 0;
+  CHECK(same);
+  nrt_fuse_group_destroy(g);
+  c.out.data = NULL;
+  free_chain(&c);
+}
+
+/* bfloat16 floor division by a divisor broadcast along the last dim only:
+ * on a one-row tile it would look like a single value, which takes
+ * another loop, so the group is refused; a full divisor is fine. */
+static void test_a_group_that_would_differ_on_tiles_is_refused(void) {
+  int64_t shape[2] = {3000, 5000};
+  nrt_tensor_view x = dense(NRT_BFLOAT16, 2, shape), out = dense(NRT_BFLOAT16, 2, shape);
+  nrt_tensor_view y = x;
+  y.data = dev_alloc(3000 * 2);
+  y.strides[0] = 1, y.strides[1] = 0;
+  nrt_tensor_view inputs[2] = {x, y};
+  nrt_dtype regs[1] = {NRT_BFLOAT16};
+  nrt_fuse_inst in = inst2(NRT_OP_DIV_FLOOR, NRT_BFLOAT16, reg(0), input(0), input(1));
+  int32_t out_reg = 0;
+  nrt_fuse_group_desc d = {.ndim = 2, .shape = {3000, 5000}, .num_inputs = 2, .inputs = inputs,
+                           .num_registers = 1, .registers = regs, .num_insts = 1, .insts = &in,
+                           .num_outputs = 1, .outputs = &out, .output_registers = &out_reg};
+  nrt_fuse_group_t g;
+  CHECK_STATUS(nrt_fuse_group_create(&d, &g), NRT_ERROR_UNSUPPORTED);
+  CHECK(strstr(nrt_last_error(), "not fusible: instruction 0 (div_floor) would see input 1 as a single value") != NULL);
+  inputs[1] = x;
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  nrt_fuse_group_destroy(g);
+  nrt_free(x.data);
+  nrt_free(y.data);
+  nrt_free(out.data);
+}
+
+int main(void) {
+  RUN(test_random_groups_match_ops_one_by_one);
+  RUN(test_malformed_groups_are_refused_with_a_reason);
+  RUN(test_a_failing_op_fails_the_group_with_its_message);
+  RUN(test_launch_runs_in_stream_order_and_errors_are_sticky);
+  RUN(test_zero_size_and_0d_groups);
+  RUN(test_in_place_over_a_transposed_layout);
+  RUN(test_a_group_that_would_differ_on_tiles_is_refused);
+  return CHECK_MAIN_RESULT();
+}
