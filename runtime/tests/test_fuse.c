@@ -384,30 +384,36 @@ static void expect_refused(chain *c, nrt_status status, const char *message) {
   if (!strstr(nrt_last_error(), message)) fprintf(stderr, "  got: %s\n", nrt_last_error());
 }
 
+/* A fresh, well-formed chain in place of c's (whose tensors are freed). */
+static void remake(chain *c) {
+  free_chain(c);
+  make_chain(c, NRT_FLOAT32, 4, 8);
+}
+
 static void test_malformed_groups_are_refused_with_a_reason(void) {
   chain c;
   make_chain(&c, NRT_FLOAT32, 4, 8);
   c.insts[1].operands[1] = reg(2);
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "reads register 2, which no earlier instruction writes");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.insts[1].operands[0] = reg(0);
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "register 0 is written a second time");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.insts[1].code = NRT_OP_SUM;
   expect_refused(&c, NRT_ERROR_UNSUPPORTED, "instruction 1: sum is not a pointwise op");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.insts[2].operands[2] = input(5);
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "operand 2 names input 5 of 2");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.insts[0].operands[0] = input(0);
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "output 0 must be a register");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.regs[2] = NRT_FLOAT64;
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "output 0 is float32 but its register 2 is float64");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   c.y.shape[1] = 7;
   expect_refused(&c, NRT_ERROR_INVALID_ARGUMENT, "input 1: its shape differs from the group's");
-  make_chain(&c, NRT_FLOAT32, 4, 8);
+  remake(&c);
   float on_host[32];
   void *saved = c.x.data;
   c.x.data = on_host;

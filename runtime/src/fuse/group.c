@@ -18,15 +18,12 @@ static int asks_single_value(const nrt_fuse_inst *in) {
          (in->compute_dtype == NRT_FLOAT16 || in->compute_dtype == NRT_BFLOAT16);
 }
 
-static nrt_status bad(const char *fmt, const char *what, int index, const char *detail) {
-  return rt_fail(NRT_ERROR_INVALID_ARGUMENT, fmt, what, index, detail);
-}
-
 /* A tensor of the group: one of its shape, entirely in one device's memory. */
 static nrt_status check_tensor(const nrt_fuse_group_desc *d, const char *what, int index,
                                const nrt_tensor_view *v) {
   if (v->ndim != d->ndim || memcmp(v->shape, d->shape, (size_t)d->ndim * sizeof d->shape[0]))
-    return bad("fused group: %s %d: %s", what, index, "its shape differs from the group's");
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "fused group: %s %d: its shape differs from the group's",
+                   what, index);
   nrt_op probe;
   memset(&probe, 0, sizeof probe);
   probe.code = NRT_OP_COPY;

@@ -74,6 +74,18 @@ static void tile_view(nrt_tensor_view *v, char *data, nrt_dtype dtype, int64_t r
   v->strides[1] = col_stride;
 }
 
+/* Where tensor t's part of a tile starts (the tile at outer multi-index
+ * index, first row r0, first column c0), and its row and column strides. */
+static char *tile_origin(const rt_fuse_tensor *t, const rt_fuse_walk *w, const int64_t *index,
+                         int64_t r0, int64_t c0, int64_t *row_stride, int64_t *col_stride) {
+  int64_t off = 0;
+  for (int d = 0; d + 2 < w->ndim; d++) off += index[d] * t->strides[d];
+  *row_stride = w->ndim >= 2 ? t->strides[w->ndim - 2] : 0;
+  *col_stride = w->ndim >= 1 ? t->strides[w->ndim - 1] : 0;
+  off += r0 * *row_stride + c0 * *col_stride;
+  return t->data + off * (int64_t)nrt_dtype_size(t->dtype);
+}
+
 static void run_tile(vm_run *run, int64_t t, char *scratch) {
   const struct nrt_fuse_group *g = run->g;
   const rt_fuse_walk *w = &g->walk;
@@ -88,18 +100,10 @@ static void run_tile(vm_run *run, int64_t t, char *scratch) {
     index[d] = o % w->shape[d];
     o /= w->shape[d];
   }
-  int rd = w->ndim - 2, cd = w->ndim - 1; /* the tile's dims (negative: absent) */
   char *in_data[NRT_FUSE_MAX_INPUTS];
   int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
-  for (int k = 0; k < g->num_inputs; k++) {
-    const rt_fuse_tensor *x = &g->inputs[k];
-    int64_t off = 0;
-    for (int d = 0; d + 2 < w->ndim; d++) off += index[d] * x->strides[d];
-    in_rs[k] = rd >= 0 ? x->strides[rd] : 0;
-    in_cs[k] = cd >= 0 ? x->strides[cd] : 0;
-    off += r0 * in_rs[k] + c0 * in_cs[k];
-    in_data[k] = x->data + off * (int64_t)nrt_dtype_size(x->dtype);
-  }
+  for (int k = 0; k < g->num_inputs; k++)
+    in_data[k] = tile_origin(&g->inputs[k], w, index, r0, c0, &in_rs[k], &in_cs[k]);
   for (int i = 0; i < g->num_insts && i < atomic_load_explicit(&run->fail_inst, memory_order_relaxed);
        i++) {
     const nrt_fuse_inst *in = &g->insts[i];
@@ -136,17 +140,14 @@ static void run_tile(vm_run *run, int64_t t, char *scratch) {
   for (int j = 0; j < g->num_outputs; j++) {
     const rt_fuse_tensor *y = &g->outputs[j];
     int32_t r = g->output_registers[j];
-    int64_t off = 0;
-    for (int d = 0; d + 2 < w->ndim; d++) off += index[d] * y->strides[d];
-    int64_t rs = rd >= 0 ? y->strides[rd] : 0, cs = cd >= 0 ? y->strides[cd] : 0;
-    off += r0 * rs + c0 * cs;
+    int64_t rs, cs;
+    char *origin = tile_origin(y, w, index, r0, c0, &rs, &cs);
     nrt_op copy;
     memset(&copy, 0, sizeof copy);
     copy.code = NRT_OP_COPY;
     copy.num_operands = 2;
     copy.num_outputs = 1;
-    tile_view(&copy.operands[0], y->data + off * (int64_t)nrt_dtype_size(y->dtype), y->dtype, rows,
-              cols, rs, cs);
+    tile_view(&copy.operands[0], origin, y->dtype, rows, cols, rs, cs);
     tile_view(&copy.operands[1], scratch + g->register_offset[r], g->registers[r], rows, cols, cols,
               1);
     nrt_status s = rt_kernel_copy(&copy);
