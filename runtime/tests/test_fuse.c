@@ -223,7 +223,7 @@ static void random_shape(built *b) {
   if (big) { /* many tiles, and the kernel threads */
     b->ndim = 2;
     b->shape[0] = 3 + pick(40);
-    b->shape[1] = 2000 + pick(3000);
+    b->shape[1] = 2000 + pick(12000); /* rows shorter and longer than a tile */
   }
 }
 

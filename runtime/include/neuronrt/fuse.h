@@ -50,7 +50,8 @@ typedef struct nrt_fuse_ref {
 } nrt_fuse_ref;
 
 /* One pointwise op: as an nrt_op, with operands (outputs first, each a
- * register) given by reference instead of by view. */
+ * register) given by reference instead of by view. The code is a
+ * pointwise op, or NRT_OP_COPY (a conversion to the register's dtype). */
 typedef struct nrt_fuse_inst {
   nrt_op_code code;
   nrt_dtype compute_dtype;

@@ -10,7 +10,7 @@
 /* Elements of a tile: every register of a tile (at most 8 bytes an
  * element) stays in L1/L2 for a few registers, and a tile is long enough
  * that a kernel call per instruction costs little against its loop. */
-#define RT_FUSE_TILE 2048
+#define RT_FUSE_TILE 8192
 
 /* The walk: the group's shape with size-1 dimensions dropped and adjacent
  * dimensions merged where every tensor is contiguous across them. Tiles
@@ -49,6 +49,18 @@ struct nrt_fuse_group {
   uint64_t immediates[NRT_FUSE_MAX_INSTS][NRT_MAX_OPERANDS];
   char name[NRT_HOST_TASK_NAME_MAX];
 };
+
+/* group.c: whether code may be an instruction (the pointwise vocabulary
+ * and copies). */
+int rt_fuse_is_fusible(nrt_op_code code);
+
+/* group.c: fills g (all but refs) from a description already checked, and
+ * refuses (NRT_ERROR_UNSUPPORTED, "not fusible: ...") a group whose ops
+ * would behave differently on tiles. Does not name it. */
+nrt_status rt_fuse_group_init(struct nrt_fuse_group *g, const nrt_fuse_group_desc *d);
+
+/* group.c: writes g->name, "fused group (N ops: first, ...)". */
+void rt_fuse_group_name(struct nrt_fuse_group *g);
 
 /* vm.c: runs every tile; the status and message of the first op to fail. */
 nrt_status rt_fuse_run(const struct nrt_fuse_group *g);

@@ -6,10 +6,16 @@
 #include "fuse/fuse_group.h"
 #include "ops/engine/convert.h"
 
-/* The pointwise vocabulary: the kernels an instruction may name. */
+/* The pointwise vocabulary, and copies (conversions): the kernels an
+ * instruction may name. */
 #define FUSIBLE_ENTRY_(CODE, name) [NRT_OP_##CODE] = rt_kernel_##name,
-static const rt_kernel_fn fusible[NRT_OP_COUNT] = {NRT_POINTWISE_OPS(FUSIBLE_ENTRY_)};
+static const rt_kernel_fn fusible[NRT_OP_COUNT] = {
+    NRT_POINTWISE_OPS(FUSIBLE_ENTRY_)[NRT_OP_COPY] = rt_kernel_copy};
 #undef FUSIBLE_ENTRY_
+
+int rt_fuse_is_fusible(nrt_op_code code) {
+  return (unsigned)code < NRT_OP_COUNT && fusible[code] != NULL;
+}
 
 /* Ops whose 16-bit kernels take another loop when the divisor is a single
  * value (ops/pointwise/pointwise_binary.c, run_rounding_division). */
@@ -149,13 +155,48 @@ static nrt_status check_single_values(const struct nrt_fuse_group *g) {
   return NRT_SUCCESS;
 }
 
-static void name_group(struct nrt_fuse_group *g) {
+void rt_fuse_group_name(struct nrt_fuse_group *g) {
   size_t at = (size_t)snprintf(g->name, sizeof g->name, "fused group (%d ops:", g->num_insts);
   for (int i = 0; i < g->num_insts && at < sizeof g->name; i++)
     at += (size_t)snprintf(g->name + at, sizeof g->name - at, "%s %s", i ? "," : "",
                            nrt_op_name(g->insts[i].code));
   if (at < sizeof g->name) snprintf(g->name + at, sizeof g->name - at, ")");
   else memcpy(g->name + sizeof g->name - 5, "...)", 5);
+}
+
+nrt_status rt_fuse_group_init(struct nrt_fuse_group *g, const nrt_fuse_group_desc *d) {
+  g->num_inputs = d->num_inputs;
+  g->num_outputs = d->num_outputs;
+  g->num_registers = d->num_registers;
+  g->num_insts = d->num_insts;
+  g->numel = 1;
+  for (int dim = 0; dim < d->ndim; dim++) g->numel *= d->shape[dim];
+  for (int k = 0; k < d->num_inputs; k++) {
+    g->inputs[k].dtype = d->inputs[k].dtype;
+    g->inputs[k].data = d->inputs[k].data ? nrt_device_to_host(d->inputs[k].data) : NULL;
+  }
+  for (int j = 0; j < d->num_outputs; j++) {
+    g->outputs[j].dtype = d->outputs[j].dtype;
+    g->outputs[j].data = d->outputs[j].data ? nrt_device_to_host(d->outputs[j].data) : NULL;
+    g->output_registers[j] = d->output_registers[j];
+  }
+  build_walk(d, g);
+  size_t offset = 0;
+  for (int r = 0; r < d->num_registers; r++) {
+    g->registers[r] = d->registers[r];
+    g->register_offset[r] = offset;
+    offset += (RT_FUSE_TILE * nrt_dtype_size(d->registers[r]) + 63) & ~(size_t)63;
+  }
+  g->scratch_bytes = offset;
+  memcpy(g->insts, d->insts, (size_t)d->num_insts * sizeof d->insts[0]);
+  for (int i = 0; i < d->num_insts; i++) {
+    const nrt_fuse_inst *in = &g->insts[i];
+    g->kernels[i] = fusible[in->code];
+    for (int k = in->num_outputs; k < in->num_operands; k++)
+      if (in->operands[k].kind == NRT_FUSE_IMMEDIATE)
+        rt_convert_scalar(in->operands[k].dtype, &in->operands[k].value, &g->immediates[i][k]);
+  }
+  return check_single_values(g);
 }
 
 nrt_status nrt_fuse_group_create(const nrt_fuse_group_desc *d, nrt_fuse_group_t *out) {
@@ -219,42 +260,11 @@ nrt_status nrt_fuse_group_create(const nrt_fuse_group_desc *d, nrt_fuse_group_t 
   struct nrt_fuse_group *g = calloc(1, sizeof *g);
   if (!g) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "fused group: out of host memory");
   atomic_init(&g->refs, 1);
-  g->num_inputs = d->num_inputs;
-  g->num_outputs = d->num_outputs;
-  g->num_registers = d->num_registers;
-  g->num_insts = d->num_insts;
-  g->numel = 1;
-  for (int dim = 0; dim < d->ndim; dim++) g->numel *= d->shape[dim];
-  for (int k = 0; k < d->num_inputs; k++) {
-    g->inputs[k].dtype = d->inputs[k].dtype;
-    g->inputs[k].data = d->inputs[k].data ? nrt_device_to_host(d->inputs[k].data) : NULL;
-  }
-  for (int j = 0; j < d->num_outputs; j++) {
-    g->outputs[j].dtype = d->outputs[j].dtype;
-    g->outputs[j].data = d->outputs[j].data ? nrt_device_to_host(d->outputs[j].data) : NULL;
-    g->output_registers[j] = d->output_registers[j];
-  }
-  build_walk(d, g);
-  size_t offset = 0;
-  for (int r = 0; r < d->num_registers; r++) {
-    g->registers[r] = d->registers[r];
-    g->register_offset[r] = offset;
-    offset += (RT_FUSE_TILE * nrt_dtype_size(d->registers[r]) + 63) & ~(size_t)63;
-  }
-  g->scratch_bytes = offset;
-  memcpy(g->insts, d->insts, (size_t)d->num_insts * sizeof d->insts[0]);
-  for (int i = 0; i < d->num_insts; i++) {
-    const nrt_fuse_inst *in = &g->insts[i];
-    g->kernels[i] = fusible[in->code];
-    for (int k = in->num_outputs; k < in->num_operands; k++)
-      if (in->operands[k].kind == NRT_FUSE_IMMEDIATE)
-        rt_convert_scalar(in->operands[k].dtype, &in->operands[k].value, &g->immediates[i][k]);
-  }
-  if ((s = check_single_values(g))) {
+  if ((s = rt_fuse_group_init(g, d))) {
     free(g);
     return s;
   }
-  name_group(g);
+  rt_fuse_group_name(g);
   *out = g;
   return NRT_SUCCESS;
 }
