@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "stream_free_log.h"
 
 #define MIB ((size_t)1 << 20)
 #define MIN_BLOCK ((size_t)512)        /* sizes are multiples of this */
@@ -673,8 +674,14 @@ nrt_status nrt_cache_free(void *dev_ptr) {
     stat_dec(c->stats.requested_bytes, b->pool, (int64_t)b->requested);
     uses = b->n_uses;
     b->last_use = rt_stream_submitted(b->stream);
-    if (uses) b->state = BLOCK_PENDING;
-    else free_block(c, b);
+    if (uses) {
+      b->state = BLOCK_PENDING;
+    } else {
+      /* Stream order makes the block reusable at once; what the stream
+       * still has queued may skip writing it (adaptive eager). */
+      rt_stream_note_free(b->stream, b->addr, b->size, b->last_use);
+      free_block(c, b);
+    }
   }
   pthread_mutex_unlock(&c->lock);
   if (!b) return not_a_block("nrt_cache_free", dev_ptr);

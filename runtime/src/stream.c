@@ -25,8 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "event.h"
+#include "fuse/adaptive.h"
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
+#include "stream_free_log.h"
 
 /* The ring starts small (most streams queue a few commands) and doubles
  * when a producer finds it full, up to RING_DEPTH_MAX: a training step
@@ -42,6 +44,9 @@ void rt_stream_limit_ring_depth(uint64_t depth) {
   atomic_store(&ring_depth_limit, depth >= 2 && depth <= RING_DEPTH_MAX ? depth : RING_DEPTH_MAX);
 }
 #define MAX_STREAMS_PER_DEVICE 4096
+/* Frees remembered for dead-store elision: more than a training step's
+ * queue frees between the launch of an op and the worker reaching it. */
+#define FREE_LOG_SIZE 256
 #define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
 #define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
 
@@ -115,6 +120,14 @@ struct nrt_stream {
   uint64_t completed_seen; /* under mu: `completed` as last read by a producer */
   _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
   atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
+  rt_adaptive *adaptive;        /* the worker's fusion planner, made with the worker */
+  /* Blocks freed for this stream (stream_free_log.h), a ring under free_mu. */
+  pthread_mutex_t free_mu;
+  uint32_t free_next;
+  struct {
+    uintptr_t lo, hi;
+    uint64_t seq;
+  } frees[FREE_LOG_SIZE];
 };
 
 typedef struct device_streams {
@@ -294,6 +307,41 @@ static void sleep_until_completed_locked(nrt_stream_t s, uint64_t seq) {
   }
 }
 
+/* Adaptive eager execution: when the op after `done` and the ones queued
+ * behind it fuse (fuse/adaptive.h), runs them as one group and returns how
+ * many (*last: the last of them); 0 leaves the op to run alone. Only what
+ * is queued already counts: the worker never waits for more. */
+static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
+  uint64_t queued = atomic_load_explicit(&s->submitted, memory_order_acquire) - done;
+  if (queued < 2 || atomic_load(&s->failed)) return 0;
+  /* After the count, as in worker_main: the ring that holds all of them. */
+  ring *r = atomic_load_explicit(&s->ring, memory_order_acquire);
+  uint64_t mask = r->depth - 1;
+  const nrt_op *first = &r->slots[(done + 1) & mask].u.op;
+  if (!rt_adaptive_candidate(first) || nrt_view_numel(&first->operands[0]) < RT_ADAPTIVE_MIN_NUMEL)
+    return 0;
+  nrt_op *ops[RT_ADAPTIVE_MAX_RUN];
+  int n = 0;
+  while ((uint64_t)n < queued && n < RT_ADAPTIVE_MAX_RUN) {
+    command *c = &r->slots[(done + 1 + (uint64_t)n) & mask];
+    if (c->kind != CMD_OP || !rt_adaptive_candidate(&c->u.op)) break;
+    ops[n++] = &c->u.op;
+  }
+  int m = rt_adaptive_plan(s->adaptive, ops, n, done + 1, s);
+  if (m < 2) return 0;
+  *last = &r->slots[(done + (uint64_t)m) & mask];
+  char name[NRT_HOST_TASK_NAME_MAX];
+  nrt_status status = rt_adaptive_run(s->adaptive, name, sizeof name);
+  if (status) {
+    char what[900];
+    snprintf(what, sizeof what, "%s: %s", name, nrt_last_error());
+    pthread_mutex_lock(&s->mu);
+    record_error_locked(s, status, what);
+    pthread_mutex_unlock(&s->mu);
+  }
+  return (uint64_t)m;
+}
+
 static void *worker_main(void *arg) {
   nrt_stream_t s = arg;
   rt_keep_to_caller_core(); /* away from the kernel pool's helpers */
@@ -315,6 +363,15 @@ static void *worker_main(void *arg) {
      * in the new ring, and the count's acquire makes that ring visible. */
     ring *r = atomic_load_explicit(&s->ring, memory_order_acquire);
     command *c = &r->slots[(done + 1) & (r->depth - 1)];
+    if (c->kind == CMD_OP && rt_adaptive_on()) {
+      command *last;
+      uint64_t fused = run_fused(s, done, &last);
+      if (fused) {
+        done += fused;
+        publish_completion(s, last, done);
+        continue;
+      }
+    }
     execute(s, c);
     publish_completion(s, c, ++done);
   }
@@ -360,6 +417,13 @@ static nrt_status reserve_locked(nrt_stream_t s, int bookkeeping, command **slot
     return status;
   }
   if (!s->thread_started) {
+    /* The worker's planner, made here where a failure can be reported. */
+    if (!s->adaptive && !(s->adaptive = rt_adaptive_new())) {
+      pthread_mutex_unlock(&s->mu);
+      return rt_fail(NRT_ERROR_OUT_OF_MEMORY,
+                     "out of host memory starting the worker of neuron:%d stream %lld", s->device,
+                     (long long)s->id);
+    }
     if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
       pthread_mutex_unlock(&s->mu);
       return rt_fail(NRT_ERROR_SYSTEM, "cannot start the worker thread of neuron:%d stream %lld",
@@ -433,6 +497,7 @@ static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_s
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
+  pthread_mutex_init(&s->free_mu, NULL);
   *out = s;
   return NRT_SUCCESS;
 }
@@ -443,6 +508,8 @@ static void stream_release(nrt_stream_t s) {
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->work_cv);
   pthread_cond_destroy(&s->done_cv);
+  pthread_mutex_destroy(&s->free_mu);
+  rt_adaptive_free(s->adaptive);
   for (ring *r = atomic_load(&s->ring), *older; r; r = older) {
     older = r->older;
     free(r);
@@ -572,6 +639,27 @@ void rt_stream_release(nrt_stream_t stream) { stream_release(stream); }
 uint64_t rt_stream_submitted(nrt_stream_t stream) { return atomic_load(&stream->submitted); }
 
 int rt_stream_passed(nrt_stream_t stream, uint64_t seq) { return has_completed(stream, seq); }
+
+void rt_stream_note_free(nrt_stream_t s, uintptr_t addr, size_t size, uint64_t seq) {
+  if (!rt_adaptive_on()) return; /* only fusion reads the log */
+  pthread_mutex_lock(&s->free_mu);
+  uint32_t i = s->free_next++ % FREE_LOG_SIZE;
+  s->frees[i].lo = addr;
+  s->frees[i].hi = addr + size;
+  s->frees[i].seq = seq;
+  pthread_mutex_unlock(&s->free_mu);
+}
+
+int rt_stream_freed_within(nrt_stream_t s, uintptr_t lo, uintptr_t hi, uint64_t from, uint64_t to) {
+  int found = 0;
+  pthread_mutex_lock(&s->free_mu);
+  uint32_t n = s->free_next < FREE_LOG_SIZE ? s->free_next : FREE_LOG_SIZE;
+  for (uint32_t i = 0; i < n && !found; i++)
+    found = s->frees[i].seq >= from && s->frees[i].seq <= to && s->frees[i].lo <= lo &&
+            hi <= s->frees[i].hi;
+  pthread_mutex_unlock(&s->free_mu);
+  return found;
+}
 
 void rt_stream_wait_passed(nrt_stream_t stream, uint64_t seq) {
   if (spin_until(has_completed, stream, seq)) return;

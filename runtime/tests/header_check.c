@@ -1,6 +1,7 @@
 /* Compiled with -std=c11 -pedantic: the public API must stay portable C. */
 #include "neuronrt/nrt.h"
 #include "neuronrt/isa.h"
+#include "neuronrt/adaptive_eager.h"
 #include "neuronrt/fuse.h"
 
 int nrt_header_check_dummy(void);
