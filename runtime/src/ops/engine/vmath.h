@@ -171,7 +171,11 @@ RT_VM_INLINE float rt_vm_sigmoidf(float x) {
   float d = 1.0f + e;
   float c = (1.0f - d) + e; /* 1 + e = d + c exactly (Fast2Sum) */
   float q = (x >= 0.0f ? 1.0f : e) / d;
-  return q - q * (c / d); /* num / (d + c), to first order in c */
+  float r = q - q * (c / d); /* num / (d + c), to first order in c */
+  /* NaN in, that NaN out: the arithmetic's NaN sign would depend on the
+   * operand order the compiler picked, which differs between the
+   * vectorised loop and its scalar tail (fused tiles must match). */
+  return x != x ? x : r;
 }
 
 /* erf(x) for |x| < 1: x (2/sqrt(pi) + z P(z)), z = x^2, with 2/sqrt(pi) in
