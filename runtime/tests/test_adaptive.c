@@ -2,7 +2,8 @@
  * pointwise ops queued behind a gate, so that the worker finds them all
  * queued and fuses them, compared byte for byte with the same programs run
  * with fusion off. Random programs mix dtypes, broadcasts, transposes,
- * in-place ops and partially overlapping views (which must end a run);
+ * in-place ops and partially overlapping views (which must end a run), and
+ * hand ops over in equivalent forms (dims swapped or merged);
  * the fixed cases check the counters, dead-store elision of freed blocks
  * (and reuse of such a block by a later op of the same queue), a division
  * by zero inside a chain, and an event record ending a run.
@@ -204,6 +205,29 @@ static void test_overlapping_views_end_the_run(void) {
   free_program(&p);
 }
 
+/* The same op in another form, as the shim may hand it over: its two dims
+ * swapped, or (all operands dense or single values) one dim of N * N. */
+static void relabel(nrt_op *op) {
+  int flat = 1;
+  for (int k = 0; k < op->num_operands; k++) {
+    const nrt_tensor_view *v = &op->operands[k];
+    int single = v->strides[0] == 0 && v->strides[1] == 0;
+    flat &= single || (v->strides[0] == N && v->strides[1] == 1);
+  }
+  int how = pick(3);
+  for (int k = 0; k < op->num_operands; k++) {
+    nrt_tensor_view *v = &op->operands[k];
+    if (how == 1) {
+      int64_t s = v->strides[0];
+      v->strides[0] = v->strides[1], v->strides[1] = s;
+    } else if (how == 2 && flat) {
+      v->ndim = 1;
+      v->shape[0] = N * N;
+      v->strides[0] = v->strides[1] ? 1 : 0;
+    }
+  }
+}
+
 /* Random programs over float32, bfloat16 and float16 buffers. */
 static void test_random_programs_match_fusion_off(void) {
   static const nrt_op_code binaries[] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_MAXIMUM, NRT_OP_DIV,
@@ -230,6 +254,7 @@ static void test_random_programs_match_fusion_off(void) {
       if (kind == 0) binary(&p, binaries[pick(5)], compute, O, A, B);
       else if (kind == 1) with_immediate(&p, binaries[pick(5)], compute, O, A, pick(9) - 4);
       else unary(&p, unaries[pick(7)], A.dtype, O, A);
+      relabel(&p.ops[p.num_ops - 1]);
     }
     nrt_adaptive_eager_counters c = check_same(&p);
     ops += (uint64_t)n;

@@ -2,7 +2,8 @@
  * on a stream into one fused group (fuse/adaptive.h).
  *
  * The run grows op by op from the one the worker takes, and ends at the
- * first op that cannot join it. Every tensor the run touches is tracked by
+ * first op that cannot join it; ops are viewed over a common iteration
+ * space first (iteration_space.h). Every tensor the run touches is tracked by
  * its byte range. A tensor the run writes is a register from then on: a
  * later read of exactly that view (same address, dtype and strides) reads
  * the register, a later write of it makes a new register, and any other
@@ -23,6 +24,7 @@
 #include <strings.h>
 #include "fuse/adaptive.h"
 #include "fuse/fuse_group.h"
+#include "fuse/iteration_space.h"
 #include "neuronrt/adaptive_eager.h"
 #include "stream_free_log.h"
 
@@ -245,12 +247,28 @@ int rt_adaptive_plan(rt_adaptive *a, nrt_op *const *ops, int n, uint64_t first_s
   if (n < 2 || !rt_adaptive_candidate(ops[0]) || !rt_adaptive_candidate(ops[1]) ||
       nrt_view_numel(y0) < RT_ADAPTIVE_MIN_NUMEL)
     return 0;
-  a->ndim = y0->ndim;
-  memcpy(a->shape, y0->shape, sizeof a->shape);
+  if (n > RT_ADAPTIVE_MAX_RUN) n = RT_ADAPTIVE_MAX_RUN;
+  /* Ops with dense outputs are viewed in their outputs' memory order, over
+   * a space they share; others must come in the very shape of the first. */
+  rt_iteration_space space;
+  int shared = rt_space_start(&space, ops[0]);
+  if (shared) {
+    int fit = 1;
+    while (fit < n && rt_space_join(&space, ops[fit])) fit++;
+    n = fit;
+    a->ndim = space.ndim;
+    memcpy(a->shape, space.shape, sizeof a->shape);
+  } else {
+    a->ndim = y0->ndim;
+    memcpy(a->shape, y0->shape, sizeof a->shape);
+  }
   a->num_inputs = a->num_written = a->num_registers = a->num_insts = a->elided = 0;
   int m = 0;
-  if (n > RT_ADAPTIVE_MAX_RUN) n = RT_ADAPTIVE_MAX_RUN;
-  while (m < n && add_op(a, ops[m], first_seq + (uint64_t)m)) m++;
+  for (; m < n; m++) {
+    nrt_op viewed;
+    if (shared) rt_space_express(&space, ops[m], &viewed);
+    if (!add_op(a, shared ? &viewed : ops[m], first_seq + (uint64_t)m)) break;
+  }
   if (m < 2) return 0;
 
   uint64_t last_seq = first_seq + (uint64_t)m - 1;
