@@ -114,8 +114,14 @@ static int may_fail(const nrt_op *op) {
   }
 }
 
+/* A copy's destination is its output, counted or not (copy.cpp leaves
+ * num_outputs 0, as nrt_op allows for it). */
+static int32_t outputs_of(const nrt_op *op) {
+  return op->code == NRT_OP_COPY && op->num_outputs == 0 ? 1 : op->num_outputs;
+}
+
 int rt_adaptive_candidate(const nrt_op *op) {
-  return rt_fuse_is_fusible(op->code) && op->num_outputs >= 1 && !may_fail(op) &&
+  return rt_fuse_is_fusible(op->code) && outputs_of(op) >= 1 && !may_fail(op) &&
          !(op->immediate_mask & 1u);
 }
 
@@ -153,24 +159,25 @@ static int self_overlapping(const nrt_tensor_view *v) {
 /* Adds op (command seq) to the run, or returns 0 and leaves the run as it
  * was when the op cannot join it. */
 static int add_op(rt_adaptive *a, const nrt_op *op, uint64_t seq) {
+  int32_t num_outputs = outputs_of(op);
   const nrt_tensor_view *y0 = &op->operands[0];
   if (!rt_adaptive_candidate(op) || y0->ndim != a->ndim ||
       memcmp(y0->shape, a->shape, (size_t)a->ndim * sizeof a->shape[0]) ||
       a->num_insts == NRT_FUSE_MAX_INSTS ||
-      a->num_registers + op->num_outputs > NRT_FUSE_MAX_REGISTERS)
+      a->num_registers + num_outputs > NRT_FUSE_MAX_REGISTERS)
     return 0;
   nrt_fuse_inst *in = &a->insts[a->num_insts];
   memset(in, 0, sizeof *in);
   in->code = op->code;
   in->compute_dtype = op->compute_dtype;
   in->num_operands = op->num_operands;
-  in->num_outputs = op->num_outputs;
+  in->num_outputs = num_outputs;
   in->num_scalars = op->num_scalars;
   memcpy(in->scalars, op->scalars, sizeof in->scalars);
 
   /* Inputs: staged past num_inputs until the whole op is known to fit. */
   int32_t inputs = a->num_inputs;
-  for (int k = op->num_outputs; k < op->num_operands; k++) {
+  for (int k = num_outputs; k < op->num_operands; k++) {
     const nrt_tensor_view *v = &op->operands[k];
     nrt_fuse_ref *ref = &in->operands[k];
     if (op->immediate_mask & (1u << k)) {
@@ -204,7 +211,7 @@ static int add_op(rt_adaptive *a, const nrt_op *op, uint64_t seq) {
   /* Outputs: the written tensor each replaces, or a new one. */
   int32_t replaces[NRT_MAX_OPERANDS];
   int32_t written = a->num_written;
-  for (int k = 0; k < op->num_outputs; k++) {
+  for (int k = 0; k < num_outputs; k++) {
     const nrt_tensor_view *v = &op->operands[k];
     if (self_overlapping(v)) return 0;
     uintptr_t lo, hi;
@@ -228,7 +235,7 @@ static int add_op(rt_adaptive *a, const nrt_op *op, uint64_t seq) {
   /* It fits: commit. */
   a->num_inputs = inputs;
   a->num_written = written;
-  for (int k = 0; k < op->num_outputs; k++) {
+  for (int k = 0; k < num_outputs; k++) {
     touched *t = &a->written[replaces[k]];
     if (t->reg >= 0) a->elided++; /* its earlier value is never stored */
     t->reg = a->num_registers;
