@@ -8,16 +8,19 @@ the helpers below (op tracking, fallback control).
 
 import torch
 
-from torchneuron import _C
+from torchneuron import _C, metrics
 from torchneuron._registration import register as _register
 
 __all__ = [
     "IndexOutOfRangeError",
+    "adaptive_eager_enabled",
     "clear_op_tracking",
     "get_executed_ops",
     "get_fallback_ops",
     "get_fallback_mode",
+    "metrics",
     "nki_op",
+    "set_adaptive_eager",
     "set_fallback_mode",
     "wrap_nki",
 ]
@@ -50,6 +53,18 @@ def get_executed_ops() -> dict:
 
 def clear_op_tracking() -> None:
     _C._clear_op_tracking()
+
+
+def set_adaptive_eager(enabled: bool) -> None:
+    """Whether stream workers fuse the pointwise ops queued behind the one
+    they run (adaptive eager execution; results are bitwise the same either
+    way). ``TORCHNEURON_ADAPTIVE_EAGER=0`` turns it off at start-up;
+    under ``NEURON_LAUNCH_BLOCKING=1`` it stays off."""
+    _C._set_adaptive_eager(bool(enabled))
+
+
+def adaptive_eager_enabled() -> bool:
+    return _C._adaptive_eager_enabled()
 
 
 def nki_op(name: str, *, mutates_args=(), device_types=None):

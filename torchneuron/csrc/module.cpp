@@ -6,7 +6,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "device_state.h"
@@ -14,6 +16,7 @@
 #include "generator.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
+#include "neuronrt/adaptive_eager.h"
 #include "neuronrt/isa.h"
 
 namespace torchneuron {
@@ -156,6 +159,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_is_in_bad_fork", [] { return nrt_in_bad_fork() != 0; });
   m.def("_launch_blocking", [] { return nrt_launch_blocking() != 0; });
+  m.def("_set_adaptive_eager", [](bool on) { nrt_adaptive_eager_set_enabled(on ? 1 : 0); });
+  m.def("_adaptive_eager_enabled", [] { return nrt_adaptive_eager_enabled() != 0; });
+  m.def("_adaptive_eager_counters", [] {
+    nrt_adaptive_eager_counters c{};
+    nrt_adaptive_eager_get_counters(&c);
+    return std::map<std::string, uint64_t>{{"adaptive_eager.groups", c.groups},
+                                           {"adaptive_eager.fused_ops", c.fused_ops},
+                                           {"adaptive_eager.elided_writes", c.elided_writes}};
+  });
+  m.def("_clear_adaptive_eager_counters", [] { nrt_adaptive_eager_clear_counters(); });
   m.def("_isa_levels", &tn::isa_levels);
   m.def("_default_generator", [](c10::DeviceIndex d) {
     return py::reinterpret_steal<py::object>(

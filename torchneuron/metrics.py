@@ -1,0 +1,57 @@
+"""Counters of what the runtime did, named as AWS TorchNeuron's
+``torch_neuronx.metrics`` names them.
+
+Each counter is a process-wide total since start-up or the last
+:func:`clear_all`. Counters come from the runtime's sources below; later
+subsystems add theirs to the table.
+
+``adaptive_eager.groups``
+    fused groups the stream workers ran (adaptive eager execution).
+``adaptive_eager.fused_ops``
+    ops that ran inside those groups.
+``adaptive_eager.elided_writes``
+    outputs of fused ops that were not stored: the tensor was freed before
+    its group ran, or a later op of the group overwrote it.
+"""
+
+from torchneuron import _C
+
+__all__ = ["clear_all", "get_counter_names", "get_counter_value", "report"]
+
+# (read: () -> {name: value}, clear: () -> None), one per subsystem.
+_SOURCES = [
+    (_C._adaptive_eager_counters, _C._clear_adaptive_eager_counters),
+]
+
+
+def _counters() -> dict:
+    values = {}
+    for read, _ in _SOURCES:
+        values.update(read())
+    return values
+
+
+def get_counter_names() -> list:
+    """The names of every counter, sorted."""
+    return sorted(_counters())
+
+
+def get_counter_value(name: str):
+    """The counter's value (0 if it never moved), or None for a name that is
+    not a counter."""
+    return _counters().get(name)
+
+
+def clear_all() -> None:
+    """Sets every counter to 0."""
+    for _, clear in _SOURCES:
+        clear()
+
+
+def report() -> str:
+    """A table of every counter and its value."""
+    values = _counters()
+    width = max(len("counter"), *(len(name) for name in values))
+    lines = [f"{'counter':<{width}}  value", f"{'-' * width}  -----"]
+    lines += [f"{name:<{width}}  {values[name]}" for name in sorted(values)]
+    return "\n".join(lines)
