@@ -306,7 +306,8 @@ RT_VM_INLINE float rt_vm_siluf(float x) {
   float head = p.y * p.scale1;
   float e = head * p.scale2;
   float num = x >= 0.0f ? x : x < -120.0f ? x * 0.0f : (head * x) * p.scale2;
-  return num / (1.0f + e);
+  float r = num / (1.0f + e);
+  return x != x ? x : r; /* that NaN, in every loop (see rt_vm_sigmoidf) */
 }
 
 #endif

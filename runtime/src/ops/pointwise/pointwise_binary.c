@@ -50,7 +50,9 @@ nrt_status rt_kernel_add(const nrt_op *op) {
 
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a * b)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-RT_BINARY_LOOPS16(mul, a * b)
+/* Two NaNs: a's. Left to the compiler, the vectorised 16-bit loop gave
+ * a's and its scalar tail b's, so a result depended on its position. */
+RT_BINARY_LOOPS16(mul, a != a ? a : a * b)
 RT_DEFINE_TABLE_KERNEL16(mul, ARITH_TABLE)
 
 RT_BINARY_LOOP(div_f32, float, float, a / b)
