@@ -3,6 +3,7 @@
 #include "neuronrt/isa.h"
 #include "neuronrt/adaptive_eager.h"
 #include "neuronrt/fuse.h"
+#include "neuronrt/graph.h"
 
 int nrt_header_check_dummy(void);
 int nrt_header_check_dummy(void) { return NRT_OP_COUNT; }

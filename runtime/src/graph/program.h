@@ -1,0 +1,87 @@
+/* A compiled program (graph.h): its steps (compile.c), the memory plans of
+ * its bindings (plan.c) and their launch (exec.c). Internal; the tests
+ * read plans through rt_program_plan_get. */
+#ifndef NEURONRT_GRAPH_PROGRAM_H
+#define NEURONRT_GRAPH_PROGRAM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "graph/ir.h"
+#include "neuronrt/fuse.h"
+
+enum { RT_STEP_KERNEL = 0, RT_STEP_FUSED = 1 };
+
+/* A fused group over the symbolic IR: operands name the graph's operands
+ * (indices into nrt_graph.operands); the instructions are final. */
+typedef struct rt_fused {
+  uint32_t shape_operand; /* the first member's first output: the group's shape */
+  int32_t num_inputs, num_registers, num_insts, num_outputs;
+  uint32_t input_operand[NRT_FUSE_MAX_INPUTS];
+  nrt_dtype registers[NRT_FUSE_MAX_REGISTERS];
+  nrt_fuse_inst *insts;
+  uint32_t output_operand[NRT_FUSE_MAX_OUTPUTS];
+  int32_t output_registers[NRT_FUSE_MAX_OUTPUTS];
+  char name[NRT_HOST_TASK_NAME_MAX];
+} rt_fused;
+
+typedef struct rt_step {
+  int32_t kind;
+  uint32_t first_node, num_nodes;
+  rt_fused *fused; /* RT_STEP_FUSED */
+} rt_step;
+
+/* The plan of one binding of the symbols. Per buffer: offset and bytes in
+ * the arena (temporaries that have space; SIZE_MAX and 0 otherwise). */
+typedef struct rt_plan {
+  atomic_int refs; /* the cache's and each user's */
+  int64_t symbols[NRT_GRAPH_MAX_SYMBOLS];
+  int64_t *values;     /* every expression's value */
+  int64_t *numel;      /* every buffer's element count */
+  size_t *offset, *bytes;
+  size_t arena_bytes;
+  int64_t *input_need; /* per input slot: elements its views reach from its address */
+  uint32_t *input_need_operand; /* the operand reaching furthest (for messages) */
+} rt_plan;
+
+#define RT_PLAN_CACHE 8
+
+struct nrt_program {
+  atomic_int refs; /* the owner's and each queued launch's */
+  struct nrt_graph *graph;
+  int32_t num_steps, num_fused_groups, num_fused_nodes, num_elided;
+  rt_step *steps;
+  uint8_t *elided;               /* per buffer: a temporary held in registers only */
+  int32_t *first_step, *last_step; /* per buffer: its lifetime in steps (-1: untouched) */
+  char task_name[NRT_HOST_TASK_NAME_MAX]; /* "compiled graph <name>" */
+  pthread_mutex_t lock;          /* guards the cache */
+  rt_plan *cache[RT_PLAN_CACHE];
+  uint64_t cache_used[RT_PLAN_CACHE], clock;
+};
+
+void rt_program_retain(struct nrt_program *p);
+void rt_program_release(struct nrt_program *p);
+
+/* The plan of a binding, from the cache or built (and cached); the caller
+ * holds a reference, dropped with rt_plan_release. */
+nrt_status rt_program_plan_get(struct nrt_program *p, const int64_t *symbols, int32_t num_symbols,
+                               rt_plan **out);
+void rt_plan_release(rt_plan *plan);
+
+/* Checks input capacities (num_inputs entries) against a plan's needs. */
+nrt_status rt_plan_check_inputs(const struct nrt_program *p, const rt_plan *plan,
+                                const int64_t *input_capacity, const char *caller);
+
+/* Verifies a memory plan: n buffers of bytes[i] at offset[i] (ignored when
+ * bytes[i] is 0) alive over steps first[i]..last[i]; no two alive at once
+ * overlap, and all lie inside arena_bytes, 64-byte aligned. NRT_SUCCESS or
+ * NRT_ERROR_INTERNAL with the offending pair. */
+nrt_status rt_graph_plan_check(int32_t n, const size_t *offset, const size_t *bytes,
+                               const int32_t *first, const int32_t *last, size_t arena_bytes);
+
+/* The value of expression id under plan. */
+static inline int64_t rt_plan_value(const rt_plan *plan, uint32_t id) { return plan->values[id]; }
+
+/* Same value for every binding: the same id or the same terms. */
+int rt_graph_same_expr(const struct nrt_graph *g, uint32_t a, uint32_t b);
+
+#endif
