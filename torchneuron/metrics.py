@@ -12,16 +12,42 @@ subsystems add theirs to the table.
 ``adaptive_eager.elided_writes``
     outputs of fused ops that were not stored: the tensor was freed before
     its group ran, or a later op of the group overwrote it.
+``compile.graphs``
+    FX graphs torch.compile handed the neuron backend and it compiled
+    (``compile.graphs.forward``, ``.backward`` and ``.inference`` apart).
+``compile.cache_hits`` / ``compile.disk_cache_hits``
+    graphs whose plan came from the in-memory / on-disk cache.
+``compile.fused_kernels``
+    fused groups in the programs compiled (two or more ops each).
+``compile.eager_nodes``
+    nodes of compiled graphs that ran through the eager path (counted per
+    run of the graph).
+``compile.launches``
+    launches of compiled programs (one per segment per run).
+``compile.fallbacks``
+    graphs that failed to compile and ran eagerly (``fallback_execution``).
 """
 
 from torchneuron import _C
 
-__all__ = ["clear_all", "get_counter_names", "get_counter_value", "report"]
+from torchneuron.compiler import metrics as _compile_metrics
+
+__all__ = ["clear_all", "get_compilation_metrics", "get_counter_names", "get_counter_value", "report"]
 
 # (read: () -> {name: value}, clear: () -> None), one per subsystem.
 _SOURCES = [
     (_C._adaptive_eager_counters, _C._clear_adaptive_eager_counters),
+    (_compile_metrics.counters, _compile_metrics.clear),
 ]
+
+
+def get_compilation_metrics() -> list:
+    """A row per graph the neuron backend compiled since the last clear:
+    name, kind (forward, backward, inference), nodes, segments, fused
+    groups, eager nodes, arena bytes (at the sizes it was compiled for),
+    compile milliseconds, and where the plan came from (compiled, memory or
+    disk cache)."""
+    return _compile_metrics.rows()
 
 
 def _counters() -> dict:

@@ -41,20 +41,24 @@ bool kernel_handles(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
     return false;
   for (const at::Tensor* t : {&k, &v})
     if (t->device() != q.device()) return false;
-  int64_t E = q.size(-1), Ev = v.size(-1);
-  if (E > NRT_ATTENTION_MAX_HEAD_DIM || Ev > NRT_ATTENTION_MAX_HEAD_DIM || k.size(-1) != E) return false;
-  if (k.size(-2) != v.size(-2)) return false;
+  // Symbolic sizes (sym_size), so that tracing under dynamic shapes adds
+  // guards on these relations instead of fixing every size to a constant.
+  c10::SymInt E = q.sym_size(-1), Ev = v.sym_size(-1);
+  if (E > NRT_ATTENTION_MAX_HEAD_DIM || Ev > NRT_ATTENTION_MAX_HEAD_DIM || k.sym_size(-1) != E)
+    return false;
+  if (k.sym_size(-2) != v.sym_size(-2)) return false;
   for (int64_t d = 0; d + 3 < q.dim(); d++)
-    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;
-  int64_t H = q.size(-3), Hk = k.size(-3);
-  if (v.size(-3) != Hk) return false;
+    if (k.sym_size(d) != q.sym_size(d) || v.sym_size(d) != q.sym_size(d)) return false;
+  c10::SymInt H = q.sym_size(-3), Hk = k.sym_size(-3);
+  if (v.sym_size(-3) != Hk) return false;
   if (H != Hk && !(enable_gqa && Hk > 0 && H % Hk == 0)) return false;
   if (mask && mask->defined()) {
     const at::Tensor& m = *mask;
     if (m.device() != q.device() || m.dim() > 4) return false;
     if (m.scalar_type() != at::kBool && !at::isFloatingType(m.scalar_type())) return false;
-    std::vector<int64_t> full = {q.dim() == 4 ? q.size(0) : 1, H, q.size(-2), k.size(-2)};
-    if (!at::is_expandable_to(m.sizes(), full)) return false;
+    std::vector<c10::SymInt> full = {q.dim() == 4 ? q.sym_size(0) : c10::SymInt(1), H, q.sym_size(-2),
+                                     k.sym_size(-2)};
+    if (!at::is_expandable_to(m.sym_sizes(), full)) return false;
   }
   return true;
 }

@@ -129,6 +129,7 @@ std::string fallback_mode_name() {
 
 void register_nki_bindings(py::module_& m);  // nki.cpp
 void register_index_error(py::module_& m);   // index_error.cpp
+void register_graph_bindings(py::module_& m);  // graph.cpp
 
 PYBIND11_MODULE(_C, m) {
   namespace tn = torchneuron;
@@ -190,4 +191,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_open_stream_gate_after", &tn::open_stream_gate_after);
   register_nki_bindings(m);
   register_index_error(m);
+  register_graph_bindings(m);
 }
