@@ -44,7 +44,7 @@ _SOURCES = [
 def get_compilation_metrics() -> list:
     """A row per graph the neuron backend compiled since the last clear:
     name, kind (forward, backward, inference), nodes, segments, fused
-    groups, eager nodes, arena bytes (at the sizes it was compiled for),
+    groups, eager nodes, arena bytes (the largest arena of its runs so far),
     compile milliseconds, and where the plan came from (compiled, memory or
     disk cache)."""
     return _compile_metrics.rows()

@@ -258,7 +258,7 @@ static void check_plan(nrt_program_t p, const int64_t *syms, int chain, int fuse
 }
 
 static void test_random_graphs(void) {
-  int fused_groups = 0, elided = 0;
+  int fused_groups = 0, elided = 0, inplace = 0;
   for (int iter = 0; iter < 150; iter++) {
     int chain = iter % 4 == 0;
     rgraph r;
@@ -279,6 +279,9 @@ static void test_random_graphs(void) {
     CHECK_OK(nrt_program_info_get(prog[1], &info));
     fused_groups += info.num_fused_groups;
     elided += info.num_elided;
+    inplace += info.num_inplace;
+    CHECK_OK(nrt_program_info_get(prog[0], &info));
+    inplace += info.num_inplace;
     for (int bind = 0; bind < 3; bind++) {
       int64_t syms[2] = {pick(12) == 0 ? 0 : 1 + pick(9), 1 + pick(70)};
       int64_t s0 = syms[0], s1 = syms[1];
@@ -333,9 +336,9 @@ static void test_random_graphs(void) {
     nrt_program_destroy(prog[0]);
     nrt_program_destroy(prog[1]);
   }
-  fprintf(stderr, "  %d plans checked (%d chains), %d fused groups, %d elided temporaries\n",
-          checked_plans, chain_plans, fused_groups, elided);
-  CHECK(fused_groups > 50 && elided > 20 && chain_plans > 10);
+  fprintf(stderr, "  %d plans checked (%d chains), %d fused groups, %d elided temporaries, "
+          "%d written in place\n", checked_plans, chain_plans, fused_groups, elided, inplace);
+  CHECK(fused_groups > 50 && elided > 20 && chain_plans > 10 && inplace > 20);
 }
 
 /* More than RT_PLAN_CACHE bindings, revisited: evicted plans are rebuilt. */

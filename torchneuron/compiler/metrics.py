@@ -37,8 +37,11 @@ def clear():
 
 
 def add_row(row):
+    """Adds a row; returns it (its owner may update it later)."""
+    row = dict(row)
     with _lock:
-        _rows.append(dict(row))
+        _rows.append(row)
+    return row
 
 
 def rows():

@@ -110,6 +110,8 @@ class CompiledGraph:
         # instance attribute, so that the wrappers Dynamo puts around a
         # backward (functools.wraps) carry it.
         self._boxed_call = True
+        self.peak_arena_bytes = 0
+        self.metrics_row = None  # this graph's row of get_compilation_metrics, kept up to date
         self.gm = gm
         self.name = name
         self.plan = plan
@@ -231,8 +233,13 @@ class CompiledGraph:
                 if program is not None:
                     if device is None:
                         device = _device_of(in_tensors, args)
-                    outs = _C._graph_program_run(program.handle, symbols, in_tensors, out_dtypes, device)
+                    outs, arena = _C._graph_program_run(program.handle, symbols, in_tensors, out_dtypes,
+                                                        device)
                     launches += 1
+                    if arena > self.peak_arena_bytes:
+                        self.peak_arena_bytes = arena
+                        if self.metrics_row is not None:
+                            self.metrics_row["arena_bytes"] = arena
                 for slot, is_tuple, layouts in exports:
                     values = []
                     for lay in layouts:

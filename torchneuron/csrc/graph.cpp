@@ -73,6 +73,7 @@ py::dict program_info(uintptr_t handle) {
   d["fused_groups"] = info.num_fused_groups;
   d["fused_nodes"] = info.num_fused_nodes;
   d["elided"] = info.num_elided;
+  d["inplace"] = info.num_inplace;
   return d;
 }
 
@@ -92,10 +93,10 @@ int64_t capacity(const at::Tensor& t) {
 
 // Runs the program once on the current stream of the inputs' device:
 // allocates the outputs (flat, of output_dtypes) and the arena from the
-// caching allocator, and returns the outputs. The arena returns to the
+// caching allocator, and returns the outputs and the arena's size. The arena returns to the
 // allocator at once: the stream-ordered allocator hands it out again only
 // to work queued after this launch.
-std::vector<at::Tensor> program_run(uintptr_t handle, const std::vector<int64_t>& symbols,
+std::pair<std::vector<at::Tensor>, size_t> program_run(uintptr_t handle, const std::vector<int64_t>& symbols,
                                     const std::vector<at::Tensor>& inputs,
                                     const std::vector<c10::ScalarType>& output_dtypes,
                                     c10::DeviceIndex device) {
@@ -127,7 +128,7 @@ std::vector<at::Tensor> program_run(uintptr_t handle, const std::vector<int64_t>
   NRT_CHECK(nrt_program_launch(current_stream(device), program, symbols.data(),
                                static_cast<int32_t>(symbols.size()), in.data(), cap.data(),
                                out.data(), arena_bytes ? arena.data_ptr() : nullptr));
-  return outputs;
+  return {std::move(outputs), arena_bytes};
 }
 
 }  // namespace

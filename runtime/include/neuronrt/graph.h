@@ -117,6 +117,7 @@ typedef struct nrt_program_info {
   int32_t num_fused_groups; /* steps that are fused groups (of 2 or more nodes) */
   int32_t num_fused_nodes;  /* nodes inside those groups */
   int32_t num_elided;       /* temporaries that live in fused registers only */
+  int32_t num_inplace;      /* temporaries written in place over an input's space */
 } nrt_program_info;
 
 nrt_status nrt_program_info_get(nrt_program_t program, nrt_program_info *info);

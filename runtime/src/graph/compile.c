@@ -217,6 +217,7 @@ void rt_program_release(struct nrt_program *p) {
   free(p->elided);
   free(p->first_step);
   free(p->last_step);
+  free(p->share);
   rt_graph_release(p->graph);
   free(p);
 }
@@ -279,10 +280,11 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
   p->elided = calloc(nb, 1);
   p->first_step = malloc(nb * sizeof(int32_t));
   p->last_step = malloc(nb * sizeof(int32_t));
+  p->share = malloc(nb * sizeof(int32_t));
   c.first_touch = malloc(nb * sizeof(uint32_t));
   c.last_touch = malloc(nb * sizeof(uint32_t));
   int32_t *node_step = malloc((g->num_nodes ? g->num_nodes : 1) * sizeof(int32_t));
-  if (!p->steps || !p->elided || !p->first_step || !p->last_step || !c.first_touch ||
+  if (!p->steps || !p->elided || !p->first_step || !p->last_step || !p->share || !c.first_touch ||
       !c.last_touch || !node_step) {
     s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_program_compile: out of host memory");
     goto done;
@@ -290,6 +292,7 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
   for (uint32_t b = 0; b < g->num_buffers; b++) {
     c.first_touch[b] = c.last_touch[b] = UINT32_MAX;
     p->first_step[b] = p->last_step[b] = -1;
+    p->share[b] = -1;
   }
   for (uint32_t i = 0; i < g->num_nodes; i++)
     for (int k = 0; k < g->nodes[i].num_operands; k++) {
@@ -308,6 +311,7 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
       p->first_step[b] = node_step[c.first_touch[b]];
       p->last_step[b] = node_step[c.last_touch[b]];
     }
+  rt_program_plan_inplace(p);
 done:
   free(c.first_touch);
   free(c.last_touch);

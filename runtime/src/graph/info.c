@@ -13,6 +13,7 @@ nrt_status nrt_program_info_get(nrt_program_t p, nrt_program_info *info) {
   info->num_fused_groups = p->num_fused_groups;
   info->num_fused_nodes = p->num_fused_nodes;
   info->num_elided = p->num_elided;
+  info->num_inplace = p->num_inplace;
   return NRT_SUCCESS;
 }
 
@@ -47,15 +48,17 @@ nrt_status nrt_program_plan_text(nrt_program_t p, const int64_t *symbols, int32_
   rt_plan *plan = NULL;
   if (symbols && (s = rt_program_plan_get(p, symbols, num_symbols, &plan))) return s;
   rt_sbuf b = {0};
-  rt_sbuf_printf(&b, "program \"%s\": %u nodes, %d steps, %d fused groups of %d nodes, %d elided temporaries\n",
-                 g->name, g->num_nodes, p->num_steps, p->num_fused_groups, p->num_fused_nodes,
-                 p->num_elided);
+  rt_sbuf_printf(&b, "program \"%s\": %u nodes, %d steps, %d fused groups of %d nodes, %d elided temporaries, "
+                 "%d written in place\n", g->name, g->num_nodes, p->num_steps, p->num_fused_groups,
+                 p->num_fused_nodes, p->num_elided, p->num_inplace);
   print_steps(&b, p);
   for (uint32_t i = 0; i < g->num_buffers; i++) {
     if (g->buffers[i].kind != NRT_BUFFER_TEMP) continue;
     rt_sbuf_printf(&b, "temp b%u: ", i);
     if (p->elided[i]) rt_sbuf_printf(&b, "elided (registers only)\n");
     else if (p->first_step[i] < 0) rt_sbuf_printf(&b, "unused\n");
+    else if (p->share[i] >= 0)
+      rt_sbuf_printf(&b, "steps %d-%d, in place over b%d\n", p->first_step[i], p->last_step[i], p->share[i]);
     else rt_sbuf_printf(&b, "steps %d-%d\n", p->first_step[i], p->last_step[i]);
   }
   if (plan) {

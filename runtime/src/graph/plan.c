@@ -211,7 +211,16 @@ static nrt_status build_plan(const struct nrt_program *p, const int64_t *symbols
                                nrt_dtype_size(g->buffers[g->input_buffer[slot]].dtype), &bytes))
       s = PREP_FAIL("input %u: its views reach beyond 64-bit addresses", slot);
   }
+  /* A result written in place over an input takes that input's space. */
+  for (uint32_t b = 0; b < g->num_buffers && !s; b++) {
+    if (p->share[b] < 0) continue;
+    int32_t o = rt_program_space_owner(p, (int32_t)b);
+    if (plan->bytes[b] > plan->bytes[o]) plan->bytes[o] = plan->bytes[b];
+    plan->bytes[b] = 0;
+  }
   if (s || (s = pack(p, plan))) goto done;
+  for (uint32_t b = 0; b < g->num_buffers; b++)
+    if (p->share[b] >= 0) plan->offset[b] = plan->offset[rt_program_space_owner(p, (int32_t)b)];
   /* The packer's own check, where it is cheap. */
   if (g->num_buffers <= 2048)
     s = rt_graph_plan_check((int32_t)g->num_buffers, plan->offset, plan->bytes, p->first_step,

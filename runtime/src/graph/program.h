@@ -52,11 +52,19 @@ struct nrt_program {
   rt_step *steps;
   uint8_t *elided;               /* per buffer: a temporary held in registers only */
   int32_t *first_step, *last_step; /* per buffer: its lifetime in steps (-1: untouched) */
+  int32_t *share;                /* per buffer: the temporary whose space it reuses in place (-1) */
+  int32_t num_inplace;
   char task_name[NRT_HOST_TASK_NAME_MAX]; /* "compiled graph <name>" */
   pthread_mutex_t lock;          /* guards the cache */
   rt_plan *cache[RT_PLAN_CACHE];
   uint64_t cache_used[RT_PLAN_CACHE], clock;
 };
+
+/* inplace.c: finds results that can reuse an input's space (fills share,
+ * extends lifetimes); run once lifetimes are known. */
+void rt_program_plan_inplace(struct nrt_program *p);
+/* inplace.c: the temporary that owns b's arena space (b itself if none). */
+int32_t rt_program_space_owner(const struct nrt_program *p, int32_t b);
 
 void rt_program_retain(struct nrt_program *p);
 void rt_program_release(struct nrt_program *p);
