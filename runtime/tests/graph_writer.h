@@ -191,6 +191,7 @@ static uint8_t *gw_finish(const gw_graph *g, size_t *size) {
   if (g->buffers.len) gw_put(&b, g->buffers.p, g->buffers.len);
   gw_u32(&b, g->num_nodes);
   if (g->nodes.len) gw_put(&b, g->nodes.p, g->nodes.len);
+  gw_u32(&b, 0); /* no blobs (NKI programs) */
   uint32_t name_len = (uint32_t)strlen(g->name);
   gw_u32(&b, name_len);
   if (name_len) gw_put(&b, g->name, name_len);

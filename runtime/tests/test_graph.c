@@ -235,9 +235,9 @@ static void test_load_invalid(void) {
   gw_fix_crc(bytes, size);
   CHECK_ERROR(nrt_graph_load(bytes, size, &g), NRT_ERROR_INVALID_DATA, "bad magic");
   memcpy(bytes, good, size);
-  put_u32(bytes + 4, 2);
+  put_u32(bytes + 4, 1);
   gw_fix_crc(bytes, size);
-  CHECK_ERROR(nrt_graph_load(bytes, size, &g), NRT_ERROR_INVALID_DATA, "version 2");
+  CHECK_ERROR(nrt_graph_load(bytes, size, &g), NRT_ERROR_INVALID_DATA, "version 1");
   memcpy(bytes, good, size);
   bytes[size / 2] ^= 0x10;
   CHECK_ERROR(nrt_graph_load(bytes, size, &g), NRT_ERROR_INVALID_DATA, "bad checksum");

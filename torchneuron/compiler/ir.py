@@ -15,7 +15,9 @@ import sympy
 import torch
 
 MAGIC = 0x4754524E
-VERSION = 1
+VERSION = 2
+# The node code of an NKI kernel (NRT_GRAPH_NKI in graph.h).
+NKI_CODE = 0x00100000
 
 # nrt_expr_op
 CONST, SYM, ADD, SUB, MUL, FLOORDIV, MOD, MAX, MIN = range(9)
@@ -230,6 +232,7 @@ class GraphBuilder:
         self.exprs = Exprs()
         self.buffers = []  # [kind, dtype, slot, numel]
         self.nodes = []
+        self.blobs = []    # bytes (the programs of NKI nodes)
         self.num_inputs = 0
         self.num_outputs = 0
 
@@ -253,8 +256,13 @@ class GraphBuilder:
         self.num_outputs += 1
         return b[2]
 
+    def blob(self, data):
+        """Adds a blob; returns its index."""
+        self.blobs.append(bytes(data))
+        return len(self.blobs) - 1
+
     def node(self, code, outputs, inputs, scalars=(), compute_dtype=None, fx_name=""):
-        if code not in self.op_codes:
+        if code not in self.op_codes and code != "nki_kernel":
             raise Unsupported(f"the runtime has no op {code!r}")
         if len(outputs) + len(inputs) > 8:
             raise Unsupported(f"{code}: more than 8 operands")
@@ -294,7 +302,8 @@ class GraphBuilder:
                     ops.append((v.buffer, dtype_code(v.dtype), v.ndim, ex.id(v.offset),
                                 tuple(ex.id(s) for s in v.shape), tuple(ex.id(s) for s in v.strides),
                                 None))
-            nodes.append((self.op_codes[n.code], dtype_code(n.compute_dtype), len(ops),
+            code = NKI_CODE if n.code == "nki_kernel" else self.op_codes[n.code]
+            nodes.append((code, dtype_code(n.compute_dtype), len(ops),
                           len(n.outputs), n.scalars, mask, ops))
         out = bytearray()
         p = out.extend
@@ -318,6 +327,10 @@ class GraphBuilder:
                 p(struct.pack(f"<{ndim}I", *strides))
                 if imm is not None:
                     p(struct.pack("<idq", *imm))
+        p(struct.pack("<I", len(self.blobs)))
+        for blob in self.blobs:
+            p(struct.pack("<I", len(blob)))
+            p(blob)
         name = self.name.encode("utf-8", "replace")[:255]
         p(struct.pack("<I", len(name)))
         p(name)

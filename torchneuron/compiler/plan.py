@@ -15,12 +15,15 @@ type is an integer (sizes) are computed on the host from their symbolic
 expression.
 """
 
+import functools
+
 import torch
 
 from torchneuron import _C
 from torchneuron.compiler import lower_nn as _lower_nn  # noqa: F401  (registers lowerings)
 from torchneuron.compiler import lower_pointwise as _lower_pointwise  # noqa: F401
 from torchneuron.compiler.ir import OUTPUT, TEMP, INPUT, Exprs, GraphBuilder, Unsupported, View, sym_expr
+from torchneuron.compiler.lower_nki import lower_nki, nki_kernel_of
 from torchneuron.compiler.lowering import LOWERINGS, Context
 
 PLAN_VERSION = 1
@@ -128,11 +131,16 @@ def build_plan(gm, name, fuse=True):
             except Unsupported:
                 pass
         fn = LOWERINGS.get(n.target) if n.op == "call_function" else None
+        if fn is None and n.op == "call_function":
+            kernel = nki_kernel_of(n.target)
+            if kernel is not None:
+                fn = functools.partial(lower_nki, kernel=kernel)
         reason = None
         if fn is None:
             reason = "no lowering"
         else:
-            mark = (len(ctx.b.nodes), len(ctx.b.buffers), ctx.b.num_inputs, len(ctx.inputs), dict(ctx.values))
+            mark = (len(ctx.b.nodes), len(ctx.b.buffers), ctx.b.num_inputs, len(ctx.inputs),
+                    dict(ctx.values), len(ctx.b.blobs))
             ctx.node = n
             try:
                 value = fn(ctx, n)
@@ -150,6 +158,7 @@ def build_plan(gm, name, fuse=True):
                 ctx.b.num_inputs = mark[2]
                 del ctx.inputs[mark[3]:]
                 ctx.values = mark[4]
+                del ctx.b.blobs[mark[5]:]
         close_segment()
         steps.append(("eager", n))
         where[n] = len(steps) - 1

@@ -19,6 +19,10 @@ from torchneuron.nki.jit import Kernel, jit
 
 _wrapped_ids = itertools.count()
 
+# "ns::name" -> the Kernel of every op nki_op registered, so that the
+# compiler can lower the op's graph nodes to the kernel's program.
+KERNELS = {}
+
 
 def _as_kernel(kernel):
     return kernel if isinstance(kernel, Kernel) else jit(kernel)
@@ -46,6 +50,13 @@ def _to_torch_dtype(dt):
     return dt.torch
 
 
+def _concrete(value):
+    """A tensor with symbolic sizes as a meta tensor of their current values."""
+    if isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape):
+        return torch.empty(tuple(int(d) for d in value.shape), dtype=value.dtype, device="meta")
+    return value
+
+
 def nki_op(name, *, mutates_args=(), device_types=None):
     """Decorator registering an NKI kernel as the torch custom op ``name``."""
 
@@ -66,6 +77,11 @@ def nki_op(name, *, mutates_args=(), device_types=None):
         def fake(*args, **kwargs):
             device = next((a.device for a in list(args) + list(kwargs.values())
                            if isinstance(a, torch.Tensor)), torch.device("cpu"))
+            # A kernel is traced per shape: symbolic sizes are specialised
+            # here (int() adds the guard), so a compiled graph recompiles for
+            # a new shape as an eager call retraces.
+            args = [_concrete(a) for a in args]
+            kwargs = {k: _concrete(v) for k, v in kwargs.items()}
             specs = kernel.output_specs(*args, **kwargs)
 
             def build(spec):
@@ -83,6 +99,8 @@ def nki_op(name, *, mutates_args=(), device_types=None):
 
         op.register_fake(fake)
         op.kernel = kernel
+        if not mutates_args:
+            KERNELS[name] = kernel
         return op
 
     return register

@@ -32,8 +32,18 @@
  *                      u32 offset_expr; ndim x u32 shape_expr;
  *                      ndim x u32 stride_expr;
  *                      if bit k of immediate_mask: { i32 is_float; f64 f; i64 i } }
+ *   u32 num_blobs, then each:    u32 len; len bytes
  *   u32 name_len; name_len bytes (the graph's name, at most 255, no NUL)
  *   u32 crc32 (IEEE, of every byte before it)
+ *
+ * Blobs carry the programs of NKI kernel nodes. A node with code
+ * NRT_GRAPH_NKI runs an NKI program (neuronrt/nc.h): its scalars are the
+ * integer indices of three blobs, the program's instruction records
+ * (nrt_nc_inst), its tensor records (nrt_nc_tensor) and, per operand, the
+ * int32 index of the HBM tensor the operand binds (outputs first). Its
+ * operands are views of buffers, each row-major contiguous and holding at
+ * least its tensor's bytes. The program is checked (every rule of the
+ * NeuronCore) when the graph is compiled, for device 0's generation.
  *
  * An expression is postfix over a stack of int64: CONST pushes arg, SYM
  * pushes symbol arg; the binary ops pop b then a and push a op b. FLOORDIV
@@ -56,13 +66,16 @@ extern "C" {
 #endif
 
 #define NRT_GRAPH_MAGIC 0x4754524eu
-#define NRT_GRAPH_VERSION 1u
+#define NRT_GRAPH_VERSION 2u
 #define NRT_GRAPH_MAX_SYMBOLS 64
 #define NRT_GRAPH_MAX_EXPR_TERMS 64
 #define NRT_GRAPH_MAX_EXPRS (1 << 20)
 #define NRT_GRAPH_MAX_BUFFERS (1 << 20)
 #define NRT_GRAPH_MAX_NODES (1 << 20)
 #define NRT_GRAPH_MAX_NAME 255
+#define NRT_GRAPH_MAX_BLOBS 4096
+/* The node code of an NKI kernel (outside the op vocabulary). */
+#define NRT_GRAPH_NKI 0x00100000u
 
 typedef enum nrt_expr_op {
   NRT_EXPR_CONST = 0,

@@ -218,6 +218,9 @@ void rt_program_release(struct nrt_program *p) {
   free(p->first_step);
   free(p->last_step);
   free(p->share);
+  for (uint32_t i = 0; p->nc && i < p->graph->num_nodes; i++)
+    if (p->nc[i]) nrt_nc_program_destroy(p->nc[i]);
+  free(p->nc);
   rt_graph_release(p->graph);
   free(p);
 }
@@ -258,6 +261,39 @@ static nrt_status build_steps(compiler *c, struct nrt_program *p, int fuse) {
   return NRT_SUCCESS;
 }
 
+/* Checks each NKI node's program against the NeuronCore's rules (for
+ * device 0's generation) and keeps it for the launches. */
+static nrt_status create_nki_programs(struct nrt_program *p) {
+  const struct nrt_graph *g = p->graph;
+  nrt_nc_geometry geometry;
+  nrt_device_properties props;
+  int have_device = 0;
+  for (uint32_t i = 0; i < g->num_nodes; i++) {
+    const rt_gnode *n = &g->nodes[i];
+    if (n->code != (nrt_op_code)NRT_GRAPH_NKI) continue;
+    nrt_status s;
+    if (!have_device) {
+      if ((s = nrt_nc_geometry_of_device(0, &geometry)) || (s = nrt_device_get_properties(0, &props)))
+        return s;
+      have_device = 1;
+    }
+    const rt_gblob *insts = rt_gnode_blob(g, n, 0), *tensors = rt_gnode_blob(g, n, 1);
+    nrt_nc_diagnostic diag;
+    s = nrt_nc_program_create((const nrt_nc_inst *)(const void *)insts->data,
+                              (int32_t)(insts->len / sizeof(nrt_nc_inst)),
+                              (const nrt_nc_tensor *)(const void *)tensors->data,
+                              (int32_t)(tensors->len / sizeof(nrt_nc_tensor)), &geometry, &props,
+                              &p->nc[i], &diag);
+    if (s) {
+      char why[1024];
+      snprintf(why, sizeof why, "%s", nrt_last_error());
+      return rt_fail(s, "nrt_program_compile: node %u (nki_kernel): %s (rule %s, instruction %d)", i,
+                     why, diag.rule, diag.inst);
+    }
+  }
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options, nrt_program_t *out) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
@@ -281,10 +317,11 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
   p->first_step = malloc(nb * sizeof(int32_t));
   p->last_step = malloc(nb * sizeof(int32_t));
   p->share = malloc(nb * sizeof(int32_t));
+  p->nc = calloc(g->num_nodes ? g->num_nodes : 1, sizeof *p->nc);
   c.first_touch = malloc(nb * sizeof(uint32_t));
   c.last_touch = malloc(nb * sizeof(uint32_t));
   int32_t *node_step = malloc((g->num_nodes ? g->num_nodes : 1) * sizeof(int32_t));
-  if (!p->steps || !p->elided || !p->first_step || !p->last_step || !p->share || !c.first_touch ||
+  if (!p->steps || !p->elided || !p->first_step || !p->last_step || !p->share || !p->nc || !c.first_touch ||
       !c.last_touch || !node_step) {
     s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_program_compile: out of host memory");
     goto done;
@@ -301,7 +338,7 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
       if (c.first_touch[b] == UINT32_MAX) c.first_touch[b] = i;
       c.last_touch[b] = i;
     }
-  if ((s = build_steps(&c, p, fuse))) goto done;
+  if ((s = build_steps(&c, p, fuse)) || (s = create_nki_programs(p))) goto done;
   for (int32_t st = 0; st < p->num_steps; st++)
     for (uint32_t k = 0; k < p->steps[st].num_nodes; k++) node_step[p->steps[st].first_node + k] = st;
   /* Lifetimes: the steps from the first to the last that touch the buffer

@@ -64,6 +64,26 @@ static nrt_status run_kernel(const task *t, const rt_gnode *n) {
   return empty ? NRT_SUCCESS : nrt_op_execute(&op);
 }
 
+/* An NKI node: its program on this thread, HBM tensors bound to the views. */
+static nrt_status run_nki(const task *t, uint32_t node) {
+  const struct nrt_graph *g = t->program->graph;
+  const rt_gnode *n = &g->nodes[node];
+  uint32_t num_tensors = rt_gnode_blob(g, n, 1)->len / (uint32_t)sizeof(nrt_nc_tensor);
+  void *stack[64], **hbm = num_tensors <= 64 ? stack : calloc(num_tensors, sizeof *hbm);
+  if (!hbm) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI kernel");
+  memset(hbm, 0, (num_tensors <= 64 ? 64 : num_tensors) * sizeof *hbm);
+  for (int k = 0; k < n->num_operands; k++) {
+    nrt_tensor_view v;
+    int32_t tensor;
+    memcpy(&tensor, rt_gnode_blob(g, n, 2)->data + 4 * k, 4);
+    make_view(t, rt_gnode_operand(g, n, k), &v);
+    hbm[tensor] = v.data ? nrt_device_to_host(v.data) : NULL;
+  }
+  nrt_status s = nrt_nc_program_run(t->program->nc[node], hbm);
+  if (hbm != stack) free(hbm);
+  return s;
+}
+
 static nrt_status run_fused(const task *t, const rt_fused *f) {
   const struct nrt_graph *g = t->program->graph;
   nrt_tensor_view inputs[NRT_FUSE_MAX_INPUTS], outputs[NRT_FUSE_MAX_OUTPUTS], shape;
@@ -108,12 +128,14 @@ static nrt_status run(void *arg) {
   for (int32_t i = 0; i < p->num_steps; i++) {
     const rt_step *st = &p->steps[i];
     const rt_gnode *n = &p->graph->nodes[st->first_node];
-    nrt_status s = st->kind == RT_STEP_FUSED ? run_fused(t, st->fused) : run_kernel(t, n);
+    nrt_status s = st->kind == RT_STEP_FUSED                   ? run_fused(t, st->fused)
+                   : n->code == (nrt_op_code)NRT_GRAPH_NKI ? run_nki(t, st->first_node)
+                                                           : run_kernel(t, n);
     if (s) {
       char why[1024];
       snprintf(why, sizeof why, "%s", nrt_last_error());
       return rt_fail(s, "step %d (%s): %s", i,
-                     st->kind == RT_STEP_FUSED ? st->fused->name : nrt_op_name(n->code), why);
+                     st->kind == RT_STEP_FUSED ? st->fused->name : rt_gnode_name(n->code), why);
     }
   }
   return NRT_SUCCESS;

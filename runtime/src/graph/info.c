@@ -23,14 +23,14 @@ static void print_steps(rt_sbuf *b, const struct nrt_program *p) {
     const rt_step *st = &p->steps[i];
     if (st->kind == RT_STEP_KERNEL) {
       rt_sbuf_printf(b, "step %d: kernel node %u (%s)\n", i, st->first_node,
-                     nrt_op_name(g->nodes[st->first_node].code));
+                     rt_gnode_name(g->nodes[st->first_node].code));
       continue;
     }
     const rt_fused *f = st->fused;
     rt_sbuf_printf(b, "step %d: fused group of %u nodes:", i, st->num_nodes);
     for (uint32_t k = 0; k < st->num_nodes; k++)
       rt_sbuf_printf(b, "%s %u (%s)", k ? "," : "", st->first_node + k,
-                     nrt_op_name(g->nodes[st->first_node + k].code));
+                     rt_gnode_name(g->nodes[st->first_node + k].code));
     rt_sbuf_printf(b, "; %d inputs, %d registers; stores", f->num_inputs, f->num_registers);
     for (int j = 0; j < f->num_outputs; j++)
       rt_sbuf_printf(b, " b%d", g->operands[f->output_operand[j]].buffer);

@@ -9,6 +9,7 @@
 #include "graph/expr.h"
 #include "internal.h"
 #include "neuronrt/graph.h"
+#include "neuronrt/nc.h"
 
 typedef struct rt_gbuffer {
   uint32_t kind; /* nrt_buffer_kind */
@@ -38,9 +39,16 @@ typedef struct rt_gnode {
   uint32_t first_operand; /* into nrt_graph.operands */
 } rt_gnode;
 
+/* A blob: bytes of the graph's blob section (NKI programs). */
+typedef struct rt_gblob {
+  uint8_t *data;
+  uint32_t len;
+} rt_gblob;
+
 struct nrt_graph {
   atomic_int refs; /* the caller's and each program's */
-  uint32_t num_symbols, num_exprs, num_buffers, num_nodes;
+  uint32_t num_symbols, num_exprs, num_buffers, num_nodes, num_blobs;
+  rt_gblob *blobs;
   uint32_t num_inputs, num_outputs, num_operands;
   rt_expr *exprs;
   rt_expr_term *terms;
@@ -60,6 +68,17 @@ static inline const rt_goperand *rt_gnode_operand(const struct nrt_graph *g, con
  * when it counts no outputs (as eager's copies do; op.h allows it). */
 static inline int32_t rt_gnode_writes(const rt_gnode *n) {
   return n->code == NRT_OP_COPY && n->num_outputs == 0 && n->num_operands > 0 ? 1 : n->num_outputs;
+}
+
+/* The name of a node's op: the op vocabulary's, or "nki_kernel". */
+static inline const char *rt_gnode_name(uint32_t code) {
+  return code == NRT_GRAPH_NKI ? "nki_kernel" : nrt_op_name((nrt_op_code)code);
+}
+
+/* An NKI node's blobs (load.c validated them): its instruction and tensor
+ * records and its operands' tensor indices. */
+static inline const rt_gblob *rt_gnode_blob(const struct nrt_graph *g, const rt_gnode *n, int k) {
+  return &g->blobs[n->scalars[k].i];
 }
 
 void rt_graph_retain(struct nrt_graph *g);

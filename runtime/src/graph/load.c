@@ -65,6 +65,8 @@ static nrt_status scalar(reader *r, const char *what, nrt_scalar *x) {
 }
 
 static void destroy(struct nrt_graph *g) {
+  for (uint32_t b = 0; g->blobs && b < g->num_blobs; b++) free(g->blobs[b].data);
+  free(g->blobs);
   free(g->exprs);
   free(g->terms);
   free(g->buffers);
@@ -235,20 +237,20 @@ static nrt_status read_nodes(reader *r, struct nrt_graph *g) {
         (s = u32(r, "node", &nouts)) || (s = u32(r, "node", &nscalars)) ||
         (s = u32(r, "node", &n->immediate_mask)))
       break;
-    if (code >= NRT_OP_COUNT) s = BAD("node %u: unknown op code %u", i, code);
+    if (code >= NRT_OP_COUNT && code != NRT_GRAPH_NKI) s = BAD("node %u: unknown op code %u", i, code);
     else if (compute < 0 || compute >= NRT_DTYPE_COUNT)
-      s = BAD("node %u (%s): invalid compute dtype %d", i, nrt_op_name(code), compute);
+      s = BAD("node %u (%s): invalid compute dtype %d", i, rt_gnode_name(code), compute);
     else if (nops > NRT_MAX_OPERANDS)
-      s = BAD("node %u (%s): %u operands; at most %d", i, nrt_op_name(code), nops, NRT_MAX_OPERANDS);
+      s = BAD("node %u (%s): %u operands; at most %d", i, rt_gnode_name(code), nops, NRT_MAX_OPERANDS);
     else if (nouts > nops)
-      s = BAD("node %u (%s): %u outputs of %u operands", i, nrt_op_name(code), nouts, nops);
+      s = BAD("node %u (%s): %u outputs of %u operands", i, rt_gnode_name(code), nouts, nops);
     else if (nscalars > NRT_MAX_SCALARS)
-      s = BAD("node %u (%s): %u scalars; at most %d", i, nrt_op_name(code), nscalars, NRT_MAX_SCALARS);
+      s = BAD("node %u (%s): %u scalars; at most %d", i, rt_gnode_name(code), nscalars, NRT_MAX_SCALARS);
     else if (n->immediate_mask >> nops)
-      s = BAD("node %u (%s): immediate mask 0x%x names missing operands", i, nrt_op_name(code),
+      s = BAD("node %u (%s): immediate mask 0x%x names missing operands", i, rt_gnode_name(code),
               n->immediate_mask);
     else if (n->immediate_mask & ((1u << (code == NRT_OP_COPY && nouts == 0 && nops ? 1 : nouts)) - 1u))
-      s = BAD("node %u (%s): an output is immediate (mask 0x%x)", i, nrt_op_name(code),
+      s = BAD("node %u (%s): an output is immediate (mask 0x%x)", i, rt_gnode_name(code),
               n->immediate_mask);
     if (s) break;
     n->code = (nrt_op_code)code;
@@ -278,7 +280,7 @@ static nrt_status read_nodes(reader *r, struct nrt_graph *g) {
       int32_t b = g->operands[n->first_operand + (uint32_t)k].buffer;
       if (b >= 0 && g->buffers[b].kind == NRT_BUFFER_TEMP && !written[b])
         s = BAD("node %u (%s) operand %d reads temporary buffer %d before any node writes it", i,
-                nrt_op_name(code), k, b);
+                rt_gnode_name(code), k, b);
     }
     for (int k = 0; k < writes; k++) {
       int32_t b = g->operands[n->first_operand + (uint32_t)k].buffer;
@@ -292,6 +294,60 @@ static nrt_status read_nodes(reader *r, struct nrt_graph *g) {
     if (fit) g->operands = fit;
   }
   return s;
+}
+
+static nrt_status read_blobs(reader *r, struct nrt_graph *g) {
+  nrt_status s = count(r, "blob count", NRT_GRAPH_MAX_BLOBS, 4, &g->num_blobs);
+  if (s) return s;
+  g->blobs = calloc(g->num_blobs ? g->num_blobs : 1, sizeof *g->blobs);
+  if (!g->blobs) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_graph_load: out of host memory");
+  for (uint32_t b = 0; b < g->num_blobs; b++) {
+    uint32_t len;
+    if ((s = u32(r, "blob length", &len)) || (s = need(r, len, "blob"))) return s;
+    g->blobs[b].data = malloc(len ? len : 1);
+    if (!g->blobs[b].data) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_graph_load: out of host memory");
+    memcpy(g->blobs[b].data, r->p + r->at, len);
+    g->blobs[b].len = len;
+    r->at += len;
+  }
+  return NRT_SUCCESS;
+}
+
+/* An NKI node: three integer blob indices, well-formed records, operands
+ * that are views, each bound to a distinct HBM tensor of the program. */
+static nrt_status check_nki_node(const struct nrt_graph *g, uint32_t i) {
+  const rt_gnode *n = &g->nodes[i];
+  if (n->num_scalars != 3 || n->immediate_mask)
+    return BAD("node %u (nki_kernel): %d scalars and immediate mask 0x%x (3 blob indices, no "
+               "immediates)", i, n->num_scalars, n->immediate_mask);
+  for (int k = 0; k < 3; k++)
+    if (n->scalars[k].is_float || n->scalars[k].i < 0 || n->scalars[k].i >= g->num_blobs)
+      return BAD("node %u (nki_kernel): scalar %d is not a blob index (%u blobs)", i, k, g->num_blobs);
+  const rt_gblob *insts = rt_gnode_blob(g, n, 0), *tensors = rt_gnode_blob(g, n, 1),
+                 *map = rt_gnode_blob(g, n, 2);
+  if (!insts->len || insts->len % sizeof(nrt_nc_inst) || tensors->len % sizeof(nrt_nc_tensor) ||
+      map->len != (uint32_t)n->num_operands * 4u)
+    return BAD("node %u (nki_kernel): blobs of %u, %u and %u bytes are not %zu-byte instructions, "
+               "%zu-byte tensors and one int32 per operand", i, insts->len, tensors->len, map->len,
+               sizeof(nrt_nc_inst), sizeof(nrt_nc_tensor));
+  uint32_t num_tensors = tensors->len / (uint32_t)sizeof(nrt_nc_tensor);
+  for (int k = 0; k < n->num_operands; k++) {
+    int32_t t;
+    memcpy(&t, map->data + 4 * k, 4);
+    const rt_goperand *o = rt_gnode_operand(g, n, k);
+    nrt_nc_tensor rec;
+    if (t >= 0 && (uint32_t)t < num_tensors) memcpy(&rec, tensors->data + (size_t)t * sizeof rec, sizeof rec);
+    if (t < 0 || (uint32_t)t >= num_tensors || rec.buffer != NRT_NC_HBM)
+      return BAD("node %u (nki_kernel) operand %d: binds tensor %d, not an HBM tensor of the "
+                 "program's %u", i, k, t, num_tensors);
+    if (o->buffer < 0) return BAD("node %u (nki_kernel) operand %d: not a view of a buffer", i, k);
+    for (int j = 0; j < k; j++) {
+      int32_t u;
+      memcpy(&u, map->data + 4 * j, 4);
+      if (u == t) return BAD("node %u (nki_kernel): operands %d and %d bind tensor %d", i, j, k, t);
+    }
+  }
+  return NRT_SUCCESS;
 }
 
 nrt_status nrt_graph_load(const void *data, size_t size, nrt_graph_t *out) {
@@ -320,7 +376,11 @@ nrt_status nrt_graph_load(const void *data, size_t size, nrt_graph_t *out) {
     s = BAD("%u symbols; at most %d", g->num_symbols, NRT_GRAPH_MAX_SYMBOLS);
     goto fail;
   }
-  if ((s = read_exprs(&r, g)) || (s = read_buffers(&r, g)) || (s = read_nodes(&r, g))) goto fail;
+  if ((s = read_exprs(&r, g)) || (s = read_buffers(&r, g)) || (s = read_nodes(&r, g)) ||
+      (s = read_blobs(&r, g)))
+    goto fail;
+  for (uint32_t i = 0; i < g->num_nodes; i++)
+    if (g->nodes[i].code == (nrt_op_code)NRT_GRAPH_NKI && (s = check_nki_node(g, i))) goto fail;
   if ((s = u32(&r, "name length", &name_len))) goto fail;
   if (name_len > NRT_GRAPH_MAX_NAME) {
     s = BAD("name of %u bytes; at most %d", name_len, NRT_GRAPH_MAX_NAME);

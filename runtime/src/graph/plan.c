@@ -109,7 +109,7 @@ static nrt_status pack(const struct nrt_program *p, rt_plan *plan) {
 static nrt_status check_view(const struct nrt_graph *g, rt_plan *plan, uint32_t node, int k) {
   const rt_gnode *n = &g->nodes[node];
   const rt_goperand *o = rt_gnode_operand(g, n, k);
-  const char *name = nrt_op_name(n->code);
+  const char *name = rt_gnode_name(n->code);
   int64_t numel = 1;
   for (int d = 0; d < o->ndim; d++) {
     int64_t size = plan->values[o->shape_expr[d]];
@@ -130,6 +130,22 @@ static nrt_status check_view(const struct nrt_graph *g, rt_plan *plan, uint32_t 
       return PREP_FAIL("node %u (%s) operand %d: an absent operand with %lld elements (must be 0)",
                        node, name, k, (long long)numel);
     return NRT_SUCCESS;
+  }
+  if (n->code == (nrt_op_code)NRT_GRAPH_NKI) {
+    /* The program reads and writes its HBM tensors as flat bytes. */
+    int32_t t;
+    nrt_nc_tensor rec;
+    memcpy(&t, rt_gnode_blob(g, n, 2)->data + 4 * k, 4);
+    memcpy(&rec, rt_gnode_blob(g, n, 1)->data + (size_t)t * sizeof rec, sizeof rec);
+    int64_t expect = 1;
+    for (int d = o->ndim - 1; d >= 0; d--) {
+      if (plan->values[o->shape_expr[d]] != 1 && plan->values[o->stride_expr[d]] != expect)
+        return PREP_FAIL("node %u (%s) operand %d: not row-major contiguous", node, name, k);
+      expect *= plan->values[o->shape_expr[d]];
+    }
+    if ((double)numel * (double)nrt_dtype_size(o->dtype) < (double)rec.bytes)
+      return PREP_FAIL("node %u (%s) operand %d: %lld elements hold fewer than its tensor's %lld bytes",
+                       node, name, k, (long long)numel, (long long)rec.bytes);
   }
   if (numel == 0) return NRT_SUCCESS; /* touches nothing */
   int64_t lo = plan->values[o->offset_expr], hi = lo;
@@ -305,7 +321,7 @@ nrt_status rt_plan_check_inputs(const struct nrt_program *p, const rt_plan *plan
                    "%s: input %u (buffer %d) holds %lld elements, but node %u (%s) operand %u "
                    "reaches element %lld",
                    caller, slot, g->input_buffer[slot], (long long)input_capacity[slot], node,
-                   nrt_op_name(g->nodes[node].code), id - g->nodes[node].first_operand,
+                   rt_gnode_name(g->nodes[node].code), id - g->nodes[node].first_operand,
                    (long long)(plan->input_need[slot] - 1));
   }
   return NRT_SUCCESS;

@@ -52,6 +52,7 @@ struct nrt_program {
   rt_step *steps;
   uint8_t *elided;               /* per buffer: a temporary held in registers only */
   int32_t *first_step, *last_step; /* per buffer: its lifetime in steps (-1: untouched) */
+  nrt_nc_program_t *nc;          /* per node: the checked program of an NKI node (else NULL) */
   int32_t *share;                /* per buffer: the temporary whose space it reuses in place (-1) */
   int32_t num_inplace;
   char task_name[NRT_HOST_TASK_NAME_MAX]; /* "compiled graph <name>" */

@@ -56,7 +56,7 @@ nrt_status nrt_graph_to_text(nrt_graph_t g, char **text) {
   }
   for (uint32_t i = 0; i < g->num_nodes; i++) {
     const rt_gnode *n = &g->nodes[i];
-    rt_sbuf_printf(&b, "node %u: %s %s", i, nrt_op_name(n->code), nrt_dtype_name(n->compute_dtype));
+    rt_sbuf_printf(&b, "node %u: %s %s", i, rt_gnode_name(n->code), nrt_dtype_name(n->compute_dtype));
     for (int k = 0; k < n->num_operands; k++) {
       if (k == 0 && n->num_outputs > 0) rt_sbuf_printf(&b, " outputs");
       if (k == n->num_outputs) rt_sbuf_printf(&b, "%s", n->num_outputs ? " inputs" : " operands");
