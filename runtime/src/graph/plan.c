@@ -176,6 +176,7 @@ static nrt_status build_plan(const struct nrt_program *p, const int64_t *symbols
   rt_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_program_prepare: out of host memory");
   atomic_init(&plan->refs, 1);
+  atomic_init(&plan->fused_checked, 0);
   size_t nb = g->num_buffers ? g->num_buffers : 1, ni = g->num_inputs ? g->num_inputs : 1;
   plan->values = malloc((g->num_exprs ? g->num_exprs : 1) * sizeof *plan->values);
   plan->numel = malloc(nb * sizeof *plan->numel);

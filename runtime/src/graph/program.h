@@ -41,6 +41,10 @@ typedef struct rt_plan {
   size_t arena_bytes;
   int64_t *input_need; /* per input slot: elements its views reach from its address */
   uint32_t *input_need_operand; /* the operand reaching furthest (for messages) */
+  /* Set once a launch of this plan built every fused group with full
+   * validation; later launches (same layouts, other addresses) only fill
+   * a group in (exec.c). */
+  atomic_int fused_checked;
 } rt_plan;
 
 #define RT_PLAN_CACHE 8
