@@ -6,7 +6,9 @@ with a progress bar; then the same steps from the same initial weights on
 the same batches run in PyTorch's CPU eager mode, for the throughput ratio
 and the loss to compare; then the neuron model writes a short sample. At
 the end the script lists the ATen ops that fell back to the CPU (none is
-expected).
+expected). The same steps then run with the model compiled by
+torch.compile(backend="neuron") (issue 15), and the script prints eager and
+compiled throughput side by side, with the compile time.
 
     python examples/train_gpt.py             # about 1-3 minutes on 2 cores
     python examples/train_gpt.py --steps 50  # shorter
@@ -103,6 +105,7 @@ def main():
     ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--sample-tokens", type=int, default=240)
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU comparison run")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
     args = ap.parse_args()
 
     print(f"accelerator: {torch.accelerator.current_accelerator()}, "
@@ -132,6 +135,25 @@ def main():
         worst = (neuron_losses - cpu_losses).abs().max().item()
         print(f"neuron / CPU eager throughput: {neuron_tps / cpu_tps:.2f}x; "
               f"largest loss difference over {args.steps} steps: {worst:.2e}")
+
+    if not args.no_compile:
+        compiled_model = copy.deepcopy(cpu_model).to("neuron")  # same initial weights again
+        compiled = torch.compile(compiled_model, backend="neuron")
+        torchneuron.metrics.clear_all()
+        t0 = time.perf_counter()
+        compiled(*(t.to("neuron") for t in steps[0]))[1].backward()  # compiles forward and backward
+        torch.neuron.synchronize()
+        compile_s = time.perf_counter() - t0
+        compiled_model.zero_grad(set_to_none=True)
+        rows = torchneuron.metrics.get_compilation_metrics()
+        compiled_losses, compiled_tps = train(compiled, "neuron", steps, args.lr, "neuron compiled")
+        worst = (compiled_losses - neuron_losses).abs().max().item()
+        eager_nodes = sum(r["eager_nodes"] for r in rows)
+        print(f"neuron compiled: {compiled_tps:9,.0f} tokens/s   final loss {compiled_losses[-1]:.3f}   "
+              f"first step (compiling {len(rows)} graphs) {compile_s:.2f} s")
+        print(f"neuron eager {neuron_tps:,.0f} tokens/s | neuron compiled {compiled_tps:,.0f} tokens/s: "
+              f"{compiled_tps / neuron_tps:.2f}x; {sum(r['fused_groups'] for r in rows)} fused groups, "
+              f"{eager_nodes} nodes left to eager; largest loss difference to eager {worst:.2e}")
 
     neuron_model.eval()
     prompt = "And God said"

@@ -74,6 +74,7 @@ def compile_graph(gm, example_inputs, kind, config):
             try:
                 runner = CompiledGraph(gm, plan, programs, name)
             except Exception as e:  # a plan that does not fit: recompile
+                source = "compiled"
                 warnings.warn(f"torchneuron: a cached plan did not fit graph {name} ({e}); recompiling")
                 entry = None
         if entry is None:
@@ -148,7 +149,9 @@ def _write_debug(directory, runner, programs, gm, reasons):
     with open(base + ".plan.txt", "w") as f:
         k = 0
         for s in runner.plan["steps"]:
-            if s["kind"] == "eager":
+            if s["kind"] == "eager" and s.get("host"):
+                f.write(f"host op {s['node']} (CPU scalars)\n")
+            elif s["kind"] == "eager":
                 f.write(f"eager {s['node']}: {reasons.get(s['node'], '')}\n")
             elif s["kind"] == "host":
                 f.write(f"host {s['node']}\n")

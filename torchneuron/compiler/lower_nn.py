@@ -23,14 +23,43 @@ import struct
 import sympy
 import torch
 
-from torchneuron.compiler.ir import Immediate, Unsupported, View, sym_expr
-from torchneuron.compiler.lowering import (LOWERINGS, broadcast_to, copy_into, fake,
-                                           is_contiguous_layout, lowers, numel_expr, same)
+from torchneuron.compiler.ir import TEMP, Immediate, Unsupported, View, sym_expr
+from torchneuron.compiler.lowering import LOWERINGS, broadcast_to, copy_into, fake, is_contiguous_layout
+from torchneuron.compiler.lowering import lowers as _lowers
+from torchneuron.compiler.lowering import numel_expr, same
 
 aten = torch.ops.aten
 
 FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 REDUCED = (torch.float16, torch.bfloat16)
+
+
+def _write_empty_results(fn):
+    """fn, whose results without elements are written by a zero-element
+    fill: the lowerings emit nothing for an empty result, and the runtime
+    rejects a graph in which a node reads a temporary that no node writes
+    (a later node reading the empty result: eye(0), a pad of an empty batch)."""
+
+    def lower(ctx, node):
+        value = fn(ctx, node)
+        for v in value if isinstance(value, tuple) else (value,):
+            if isinstance(v, View) and static_empty(v.shape) and ctx.b.buffers[v.buffer][0] == TEMP:
+                zero = False if v.dtype == torch.bool else 0.0 if v.dtype.is_floating_point else 0
+                ctx.emit("fill", [v], [], [zero])
+        return value
+
+    lower.__name__, lower.__doc__ = fn.__name__, fn.__doc__
+    return lower
+
+
+def lowers(*targets):
+    """lowering.lowers, for this module's lowerings (see _write_empty_results)."""
+
+    def register(fn):
+        _lowers(*targets)(_write_empty_results(fn))
+        return fn
+
+    return register
 
 
 # ---- helpers ---------------------------------------------------------------
@@ -1358,7 +1387,29 @@ def emit_batch_norm(ctx, node, args, training, running_mean, running_var):
              [int(bool(training)), float(momentum), float(eps)], compute_dtype=torch.float32)
     Y.finish()
     mean_s.finish(), invstd_s.finish()
+    if not training:
+        _eval_statistics(ctx, save_mean, save_invstd, running_mean, running_var, float(eps))
     return out, save_mean, save_invstd
+
+
+def _eval_statistics(ctx, save_mean, save_invstd, running_mean, running_var, eps):
+    """save_mean and save_invstd in eval mode as PyTorch's meta function
+    (the graph's) states them for a non-CPU device: the running mean and
+    1 / sqrt(running_var + eps), in the results' dtype (the kernel does not
+    write them: eager neuron returns them empty, as the CPU does)."""
+    if save_mean is not None and running_mean is not None and not static_empty(save_mean.shape):
+        copy_into(ctx, save_mean, running_mean)
+    if save_invstd is None or running_var is None or static_empty(save_invstd.shape):
+        return
+    dt = save_invstd.dtype
+    if dt not in FLOATING or save_invstd.shape != running_var.shape:
+        raise Unsupported("eval-mode batch_norm statistics")
+    var = ctx.temp(dt, save_invstd.shape)
+    copy_into(ctx, var, running_var)
+    shifted, root = ctx.temp(dt, save_invstd.shape), ctx.temp(dt, save_invstd.shape)
+    ctx.emit("add", [shifted], [var, Immediate(eps, dt)], [1], compute_dtype=dt)
+    ctx.emit("sqrt", [root], [shifted], compute_dtype=dt)
+    ctx.emit("div", [save_invstd], [Immediate(1.0, dt), root], compute_dtype=dt)
 
 
 @lowers("aten._native_batch_norm_legit_functional.default")

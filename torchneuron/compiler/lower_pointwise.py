@@ -58,9 +58,7 @@ def emit_pointwise(ctx, node, code, rule, operand_args, scalars=(), exact_scalar
             f = fake(a)
             if not isinstance(f, torch.Tensor):
                 raise Unsupported(f"{code}: operand {a.name} is not a tensor")
-            if f.device.type != "neuron":
-                if f.device.type == "cpu" and f.dim() == 0:
-                    raise Unsupported(f"{code}: a CPU scalar tensor operand")
+            if f.device.type != "neuron" and not (f.device.type == "cpu" and f.dim() == 0):
                 raise Unsupported(f"{code}: operand on {f.device}")
             v = broadcast_to(ctx.operand(a), shape)
             # The CPU rounds inputs to a 16-bit common dtype before it
@@ -189,6 +187,14 @@ _row("aten.mul.Tensor aten.mul.Scalar", "mul", ARITH, [SELF, OTHER], exact=True)
 _row("aten.div.Tensor aten.div.Scalar", "div", FLOAT, [SELF, OTHER], exact=True)
 _row("aten.div.Tensor_mode aten.div.Scalar_mode", "div", FLOAT, [SELF, OTHER], exact=True,
      prepare=_div_mode)
+_row("aten.floor_divide.default aten.floor_divide.Scalar", "div_floor", ARITH, [SELF, OTHER], exact=True)
+_row("aten.remainder.Tensor aten.remainder.Scalar", "remainder", ARITH, [SELF, OTHER])
+_row("aten.remainder.Scalar_Tensor", "remainder", ARITH, [SELF, OTHER])
+_row("aten.fmod.Tensor aten.fmod.Scalar", "fmod", ARITH, [SELF, OTHER])
+_row("aten.bitwise_left_shift.Tensor aten.__lshift__.Tensor aten.__lshift__.Scalar", "lshift", ARITH,
+     [SELF, OTHER])
+_row("aten.bitwise_right_shift.Tensor aten.__rshift__.Tensor aten.__rshift__.Scalar", "rshift", ARITH,
+     [SELF, OTHER])
 _row("aten.pow.Tensor_Tensor aten.pow.Tensor_Scalar", "pow", ARITH, [SELF, (1, "exponent", None)])
 _row("aten.maximum.default", "maximum", ARITH, [SELF, OTHER])
 _row("aten.minimum.default", "minimum", ARITH, [SELF, OTHER])
@@ -230,6 +236,16 @@ for _name in ["logical_and", "logical_or", "logical_xor"]:
 for _name in ["bitwise_and", "bitwise_or", "bitwise_xor"]:
     _row(f"aten.{_name}.Tensor aten.{_name}.Scalar", _name, ARITH, [SELF, OTHER])
 
+def _nan_to_num(node, code, operands, scalars):
+    # None means 0, the dtype's largest and lowest finite value (as the shim).
+    dtype = fake(node.args[0]).dtype
+    big = (torch.finfo(dtype).max, torch.finfo(dtype).min) if dtype.is_floating_point else (0.0, 0.0)
+    defaults = (0.0, big[0], big[1])
+    return code, operands, [float(d if v is None else v) for v, d in zip(scalars, defaults)]
+
+
+_row("aten.nan_to_num.default", "nan_to_num", SAME, [SELF],
+     [(1, "nan", None), (2, "posinf", None), (3, "neginf", None)], prepare=_nan_to_num)
 _row("aten.gelu.default", "gelu", SAME, [SELF], prepare=_gelu)
 _row("aten.gelu_backward.default", "gelu_backward", ARITH,
      [(0, "grad_output", None), (1, "self", None)], prepare=_gelu_backward)

@@ -106,6 +106,7 @@ class Context:
         self.b = builder
         self.values = {}       # fx node -> View or tuple
         self.inputs = []       # fx nodes, in input-slot order
+        self.host_scalars = set()  # input slots that are 0-d CPU tensors
         self.node = None       # the node being lowered
 
     # ---- values ---------------------------------------------------------
@@ -120,7 +121,12 @@ class Context:
         val = arg.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise Unsupported(f"input {arg.name} is not a tensor")
-        if val.device.type != "neuron":
+        if val.device.type == "cpu" and val.dim() == 0:
+            # A CPU scalar (a Python number Dynamo made an input): the
+            # runner moves it to the device before the launch; as a 0-d
+            # tensor it promotes as the CPU scalar does.
+            self.host_scalars.add(len(self.inputs))
+        elif val.device.type != "neuron":
             raise Unsupported(f"input {arg.name} is on {val.device}, not neuron")
         buf = self.b.input(val.dtype, extent_expr(val.shape, val.stride()))
         self.inputs.append(arg)
@@ -282,6 +288,8 @@ def copy_into(ctx, dst, src):
 
 @lowers("aten.clone.default", "aten.contiguous.default", "aten._to_copy.default",
         "aten.to.dtype", "aten.to.dtype_layout", "aten._to_copy")
+@lowers(*([torch.ops.prims.convert_element_type.default]
+          if hasattr(torch.ops.prims, "convert_element_type") else []))
 def _copy(ctx, node):
     val = node.meta["val"]
     if val.device.type != "neuron":

@@ -112,6 +112,7 @@ def build_plan(gm, name, fuse=True):
         seg_nodes = []
 
     host_exprs = FrozenExprs(symbol_index)
+    early = set(placeholders)  # values there before any segment runs
     for n in nodes:
         if n.op in ("placeholder", "output"):
             continue
@@ -120,6 +121,7 @@ def build_plan(gm, name, fuse=True):
             # does not split segments (a segment reading it takes it as input).
             steps.append(("const", n))
             where[n] = len(steps) - 1
+            early.add(n)
             continue
         val = n.meta.get("val")
         if _is_size_value(val):
@@ -127,9 +129,17 @@ def build_plan(gm, name, fuse=True):
                 terms = host_exprs.table[host_exprs.id(val)]
                 steps.append(("host", n, terms))
                 where[n] = len(steps) - 1
+                early.add(n)
                 continue
             except Unsupported:
                 pass
+        if _is_host_scalar_op(n) and all(a in early for a in n.all_input_nodes):
+            # Arithmetic on CPU scalars (Python numbers Dynamo made tensors):
+            # a host computation before the segment, not device work.
+            steps.append(("eager", n, "host"))
+            where[n] = len(steps) - 1
+            early.add(n)
+            continue
         fn = LOWERINGS.get(n.target) if n.op == "call_function" else None
         if fn is None and n.op == "call_function":
             kernel = nki_kernel_of(n.target)
@@ -157,12 +167,21 @@ def build_plan(gm, name, fuse=True):
                 del ctx.b.buffers[mark[1]:]
                 ctx.b.num_inputs = mark[2]
                 del ctx.inputs[mark[3]:]
+                ctx.host_scalars = {k for k in ctx.host_scalars if k < mark[3]}
                 ctx.values = mark[4]
                 del ctx.b.blobs[mark[5]:]
+        reasons[n.name] = f"{n.target}: {reason}"
+        if all(a in early for a in n.all_input_nodes):
+            # Needs only what the graph starts with (a CPU scalar's
+            # conversion, say): it runs before the open segment, which it
+            # does not split.
+            steps.append(("eager", n))
+            where[n] = len(steps) - 1
+            early.add(n)
+            continue
         close_segment()
         steps.append(("eager", n))
         where[n] = len(steps) - 1
-        reasons[n.name] = f"{n.target}: {reason}"
     close_segment()
 
     # What each segment must export: values used after it.
@@ -176,7 +195,7 @@ def build_plan(gm, name, fuse=True):
     plan_steps = []
     for k, s in enumerate(steps):
         if s[0] == "eager":
-            plan_steps.append({"kind": "eager", "node": s[1].name})
+            plan_steps.append({"kind": "eager", "node": s[1].name, "host": len(s) > 2})
             continue
         if s[0] == "host":
             plan_steps.append({"kind": "host", "node": s[1].name, "expr": [list(t) for t in s[2]]})
@@ -218,6 +237,7 @@ def build_plan(gm, name, fuse=True):
             if kind == OUTPUT:
                 out_dtypes[slot] = str(dtype)
         plan_steps.append({"kind": "segment", "ir": ir, "inputs": [n.name for n in ctx.inputs],
+                           "host_scalars": sorted(ctx.host_scalars),
                            "output_dtypes": out_dtypes, "exports": exports,
                            "nodes": [n.name for n in seg], "num_ops": len(ctx.b.nodes),
                            "op_nodes": [op.fx_name for op in ctx.b.nodes]})
@@ -225,6 +245,16 @@ def build_plan(gm, name, fuse=True):
     return {"version": PLAN_VERSION, "name": name, "symbols": sym_list,
             "placeholders": [n.name for n in placeholders], "steps": plan_steps,
             "fuse": bool(fuse)}, reasons
+
+
+def _is_host_scalar_op(n):
+    """A call whose result and tensor arguments are all 0-d CPU tensors."""
+    def cpu_scalar(v):
+        return isinstance(v, torch.Tensor) and v.device.type == "cpu" and v.dim() == 0
+    if n.op != "call_function" or not cpu_scalar(n.meta.get("val")):
+        return False
+    return all(cpu_scalar(a.meta.get("val")) or _is_size_value(a.meta.get("val"))
+               for a in n.all_input_nodes)
 
 
 def _check_items_used(n, value):

@@ -140,7 +140,7 @@ class CompiledGraph:
                     raise PlanError(f"unknown node {s['node']!r}")
                 slots[n] = next_slot
                 next_slot += 1
-                steps.append(("eager", n))
+                steps.append(("host_op" if s.get("host") else "eager", n))
             elif kind == "const":
                 n = nodes.get(s["node"])
                 if n is None or n.op != "get_attr":
@@ -168,6 +168,9 @@ class CompiledGraph:
                     if n is None or n not in slots:
                         raise PlanError(f"segment input {name_!r} is not defined before it")
                     ins.append(slots[n])
+                host_scalars = s.get("host_scalars", [])
+                if not all(isinstance(k, int) and 0 <= k < len(ins) for k in host_scalars):
+                    raise PlanError("malformed host scalar inputs")
                 out_dtypes = []
                 for d in s["output_dtypes"]:
                     if d not in _DTYPES:
@@ -190,7 +193,7 @@ class CompiledGraph:
                     slots[n] = next_slot
                     next_slot += 1
                     exports.append((slots[n], e["tuple"], layouts))
-                steps.append(("segment", program, ins, out_dtypes, exports))
+                steps.append(("segment", program, ins, out_dtypes, exports, tuple(host_scalars)))
             else:
                 raise PlanError("unknown step kind")
         self.steps = steps
@@ -227,12 +230,17 @@ class CompiledGraph:
         for step in self.steps:
             kind = step[0]
             if kind == "segment":
-                _, program, ins, out_dtypes, exports = step
+                _, program, ins, out_dtypes, exports, host_scalars = step
                 in_tensors = [env[i] for i in ins]
                 outs = ()
                 if program is not None:
                     if device is None:
                         device = _device_of(in_tensors, args)
+                    for k in host_scalars:
+                        # A 0-d CPU tensor: its value, filled on the device
+                        # (no copy from pageable memory, no synchronisation).
+                        t = in_tensors[k]
+                        in_tensors[k] = torch.full((), t.item(), dtype=t.dtype, device=f"neuron:{device}")
                     outs, arena = _C._graph_program_run(program.handle, symbols, in_tensors, out_dtypes,
                                                         device)
                     launches += 1
@@ -247,7 +255,7 @@ class CompiledGraph:
                             values.append(None)
                             continue
                         from_input, k, fn = lay
-                        base = in_tensors[k] if from_input else outs[k]
+                        base = env[ins[k]] if from_input else outs[k]
                         shape, stride, offset = fn(symbols)
                         if from_input:
                             offset = offset + base.storage_offset()
@@ -258,6 +266,10 @@ class CompiledGraph:
                 a, kw = _map_args(n, env, self.slots)
                 env[self.slots[n]] = n.target(*a, **kw)
                 _metrics.count("compile.eager_nodes")
+            elif kind == "host_op":
+                n = step[1]
+                a, kw = _map_args(n, env, self.slots)
+                env[self.slots[n]] = n.target(*a, **kw)
             elif kind == "host":
                 env[step[1]] = step[2](symbols)
             else:
