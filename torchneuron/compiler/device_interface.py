@@ -29,15 +29,15 @@ class NeuronInterface(DeviceInterface):
         def get_device_properties(device=None):
             return torch.neuron.get_device_properties(device)
 
-    current_device = staticmethod(lambda: torch.neuron.current_device())
-    set_device = staticmethod(lambda device: torch.neuron.set_device(device))
-    device_count = staticmethod(lambda: torch.neuron.device_count())
-    is_available = staticmethod(lambda: torch.neuron.is_available())
-    stream = staticmethod(lambda stream: torch.neuron.stream(stream))
-    current_stream = staticmethod(lambda device=None: torch.neuron.current_stream(device))
-    set_stream = staticmethod(lambda stream: torch.neuron.set_stream(stream))
-    synchronize = staticmethod(lambda device=None: torch.neuron.synchronize(device))
-    get_device_properties = staticmethod(lambda device=None: torch.neuron.get_device_properties(device))
+    current_device = staticmethod(torch.neuron.current_device)
+    set_device = staticmethod(torch.neuron.set_device)
+    device_count = staticmethod(torch.neuron.device_count)
+    is_available = staticmethod(torch.neuron.is_available)
+    stream = staticmethod(torch.neuron.stream)
+    current_stream = staticmethod(torch.neuron.current_stream)
+    set_stream = staticmethod(torch.neuron.set_stream)
+    synchronize = staticmethod(torch.neuron.synchronize)
+    get_device_properties = staticmethod(torch.neuron.get_device_properties)
 
     @staticmethod
     def get_raw_stream(device_index):

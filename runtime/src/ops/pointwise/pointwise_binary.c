@@ -48,10 +48,12 @@ nrt_status rt_kernel_add(const nrt_op *op) {
   return rt_run_pointwise16(&local, loops, add_bf16n, add_f16n);
 }
 
-DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a * b)
-RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
 /* Two NaNs: a's. Left to the compiler, the vectorised 16-bit loop gave
- * a's and its scalar tail b's, so a result depended on its position. */
+ * a's and its scalar tail b's, and the float32 loops of the unfused kernel
+ * and of a fused tile picked different operands with AVX-512, so a result
+ * depended on its position or on fusion. */
+DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a != a ? a : a * b)
+RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
 RT_BINARY_LOOPS16(mul, a != a ? a : a * b)
 RT_DEFINE_TABLE_KERNEL16(mul, ARITH_TABLE)
 
