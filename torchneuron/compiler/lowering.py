@@ -314,7 +314,9 @@ def _empty(ctx, node):
     val = node.meta["val"]
     if val.device.type != "neuron":
         raise Unsupported(f"an allocation on {val.device}")
-    return ctx.result(node)
+    # Its values are unspecified; zeros keep every later read defined (the
+    # runtime refuses a graph that reads memory nothing wrote).
+    return _fill_value(ctx, node, 0)
 
 
 def _fill_value(ctx, node, value):

@@ -264,7 +264,7 @@ class CompiledGraph:
             elif kind == "eager":
                 n = step[1]
                 a, kw = _map_args(n, env, self.slots)
-                env[self.slots[n]] = n.target(*a, **kw)
+                env[self.slots[n]] = _as_traced(n, n.target(*a, **kw))
                 _metrics.count("compile.eager_nodes")
             elif kind == "host_op":
                 n = step[1]
@@ -277,6 +277,31 @@ class CompiledGraph:
         if launches:
             _metrics.count("compile.launches", launches)
         return _map_output(self.output_spec, env, self.slots)
+
+
+def _as_traced(n, value):
+    """An eager node's result as the graph expects it (its fake tensor):
+    a kernel whose result dtype differs from PyTorch's meta function (16-bit
+    statistics of a norm, say) is converted, so that the compiled segments
+    after it read what they were compiled for; other mismatches raise."""
+    val = n.meta.get("val")
+    if isinstance(value, torch.Tensor) and isinstance(val, torch.Tensor):
+        if value.dtype != val.dtype:
+            value = value.to(val.dtype)
+        if value.dim() != val.dim() or value.device.type != val.device.type:
+            raise RuntimeError(f"compiled graph: eager node {n.name} ({n.target}) returned a "
+                               f"{value.dim()}-d {value.device.type} tensor where the graph "
+                               f"expects {val.dim()}-d on {val.device.type}")
+        return value
+    if isinstance(value, (tuple, list)) and isinstance(val, (tuple, list)) and len(value) == len(val):
+        return type(value)(_as_traced_item(v, f) for v, f in zip(value, val))
+    return value
+
+
+def _as_traced_item(value, val):
+    if isinstance(value, torch.Tensor) and isinstance(val, torch.Tensor) and value.dtype != val.dtype:
+        return value.to(val.dtype)
+    return value
 
 
 def _device_of(tensors, args):
