@@ -116,6 +116,7 @@ def main():
     torch.manual_seed(0)
     cpu_model = GPT(cfg)
     neuron_model = copy.deepcopy(cpu_model).to("neuron")  # same initial weights
+    initial_model = copy.deepcopy(cpu_model)  # the CPU run trains cpu_model
     n_params = sum(p.numel() for p in cpu_model.parameters())
     steps = batches(data, args.batch_size, cfg.block_size, args.steps, seed=1)
     print(f"corpus: {len(data):,} characters, vocabulary {tok.vocab_size}; model: "
@@ -137,7 +138,7 @@ def main():
               f"largest loss difference over {args.steps} steps: {worst:.2e}")
 
     if not args.no_compile:
-        compiled_model = copy.deepcopy(cpu_model).to("neuron")  # same initial weights again
+        compiled_model = copy.deepcopy(initial_model).to("neuron")  # same initial weights again
         compiled = torch.compile(compiled_model, backend="neuron")
         torchneuron.metrics.clear_all()
         t0 = time.perf_counter()
