@@ -2,8 +2,8 @@
 
 A key is a SHA-256 of the FX graph's code, every node's result layout
 (dtype, sizes, strides, offset, device: the lowering depends on them), the
-fuse option, the plan format, torchneuron's version and the configured
-target. On disk an entry is one file, ``<key>.plan``, under
+fuse option, the plan format, torchneuron's version, a fingerprint of the
+compiler's own code and the configured target. On disk an entry is one file, ``<key>.plan``, under
 ``TORCHNEURON_CACHE_DIR`` (default ``~/.cache/torchneuron``, created
 readable and writable by its owner only):
 
@@ -53,6 +53,30 @@ def _layout(val):
     return repr(type(val).__name__) + (str(val) if isinstance(val, (int, float, bool, torch.SymInt)) else "")
 
 
+_fingerprint = None
+
+
+def code_fingerprint():
+    """Of the compiler's own code (its Python files, the extension's size
+    and time), so that a plan made by other code is never looked up."""
+    global _fingerprint
+    if _fingerprint is None:
+        h = hashlib.sha256()
+        here = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(here)):
+            if name.endswith(".py"):
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+        from torchneuron import _C
+        try:
+            st = os.stat(_C.__file__)
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        except (OSError, AttributeError):
+            pass
+        _fingerprint = h.hexdigest()[:16]
+    return _fingerprint
+
+
 def graph_key(gm, fuse):
     from torchneuron.compiler.plan import PLAN_VERSION
     try:
@@ -62,7 +86,8 @@ def graph_key(gm, fuse):
         tn_version = "unknown"
     target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "")
     h = hashlib.sha256()
-    h.update(f"plan{PLAN_VERSION}|{tn_version}|{torch.__version__}|{target}|fuse={fuse}\n".encode())
+    h.update(f"plan{PLAN_VERSION}|{tn_version}|{code_fingerprint()}|{torch.__version__}|{target}|"
+             f"fuse={fuse}\n".encode())
     h.update(gm.code.encode())
     for n in gm.graph.nodes:
         h.update(f"{n.name}:{_layout(n.meta.get('val'))}\n".encode())
