@@ -75,7 +75,24 @@ static int fill_host_once(int32_t count, size_t ram) {
     nrt_stream_t s;
     void *p;
     if (nrt_mem_get_info(d, &free_b, &total_b) || free_b < 20 * MIB) continue;
-    if (nrt_stream_get_default(d, &s) || nrt_cache_alloc(s, 3 * MIB, &p) != NRT_ERROR_OUT_OF_MEMORY) {
+    if (nrt_stream_get_default(d, &s)) {
+      code = 5;
+      break;
+    }
+    /* Memory another process gave back since the fill lets the request
+     * succeed: take that memory too (1 MiB chunks until the host limit
+     * stops them again) and ask again. */
+    nrt_status got = NRT_SUCCESS;
+    for (int retry = 0; retry < 64 && (got = nrt_cache_alloc(s, 3 * MIB, &p)) == NRT_SUCCESS; retry++) {
+      nrt_cache_free(p);
+      nrt_stream_synchronize(s);
+      nrt_cache_empty(d); /* or the next request reuses the cached block */
+      while (n < MAX_CHUNKS && nrt_malloc(d, MIB, &chunks[n]) == NRT_SUCCESS) {
+        allocated += MIB;
+        n++;
+      }
+    }
+    if (got != NRT_ERROR_OUT_OF_MEMORY) {
       code = 5;
       break;
     }
