@@ -13,8 +13,6 @@ import os
 import time
 import warnings
 
-import torch
-
 from torchneuron.compiler import cache as _cache
 from torchneuron.compiler import metrics as _metrics
 
@@ -60,7 +58,7 @@ def _next_name(kind):
 def compile_graph(gm, example_inputs, kind, config):
     """The callable for one ATen FX graph (forward, backward or inference)."""
     from torchneuron.compiler.plan import build_plan
-    from torchneuron.compiler.runner import CompiledGraph, PlanError, compile_ir
+    from torchneuron.compiler.runner import CompiledGraph, compile_ir
 
     name = _next_name(kind)
     start = time.perf_counter()
@@ -130,7 +128,6 @@ def _record(runner, programs, kind, ms, source, example_inputs):
         info = p.info()
         fused += info["fused_groups"]
     _metrics.count("compile.fused_kernels", fused)
-    plan = runner.plan
     runner.metrics_row = _metrics.add_row({
         "name": runner.name, "kind": kind,
         "nodes": sum(1 for n in runner.gm.graph.nodes if n.op == "call_function"),

@@ -15,8 +15,8 @@ import struct
 
 import torch
 
-from torchneuron.compiler.ir import Unsupported, View
-from torchneuron.compiler.lowering import contiguous_strides, fake, is_contiguous_layout
+from torchneuron.compiler.ir import Unsupported
+from torchneuron.compiler.lowering import fake, is_contiguous_layout
 
 
 def nki_kernel_of(target):
@@ -37,10 +37,9 @@ def _static(value, what):
 def lower_nki(ctx, node, kernel):
     from torchneuron.nki import trace
 
-    schema = node.target._schema
     args = list(node.args)
     kwargs = dict(node.kwargs)
-    fakes, device = [], None
+    device = None
     for a in list(args) + list(kwargs.values()):
         f = fake(a)
         if isinstance(f, torch.Tensor):

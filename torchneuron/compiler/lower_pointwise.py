@@ -21,11 +21,6 @@ REDUCED = (torch.float16, torch.bfloat16)
 EXACT_IN_REDUCED = (torch.bool, torch.uint8, torch.int8)
 
 
-def _fake_operand(a):
-    v = fake(a)
-    return v
-
-
 def compute_dtype(rule, node, operands):
     """The dtype the op computes in, as the shim picks it."""
     out = node.meta["val"]

@@ -22,7 +22,7 @@ import torch
 from torchneuron import _C
 from torchneuron.compiler import lower_nn as _lower_nn  # noqa: F401  (registers lowerings)
 from torchneuron.compiler import lower_pointwise as _lower_pointwise  # noqa: F401
-from torchneuron.compiler.ir import OUTPUT, TEMP, INPUT, Exprs, GraphBuilder, Unsupported, View, sym_expr
+from torchneuron.compiler.ir import INPUT, OUTPUT, Exprs, GraphBuilder, Unsupported
 from torchneuron.compiler.lower_nki import lower_nki, nki_kernel_of
 from torchneuron.compiler.lowering import LOWERINGS, Context
 
@@ -72,7 +72,6 @@ class FrozenExprs(Exprs):
     def __init__(self, symbols):
         super().__init__()
         self.symbols = dict(symbols)
-        self._frozen = True
 
     def symbol(self, sym):
         if sym not in self.symbols:
@@ -94,7 +93,6 @@ def build_plan(gm, name, fuse=True):
 
     steps = []            # ("segment", ctx, [nodes]) / ("eager", node) / ("host", node, terms)
     reasons = {}          # node name -> why it ran eagerly
-    where = {}            # fx node -> index of the step that defines it
 
     def new_segment():
         b = GraphBuilder(f"{name}.{sum(1 for s in steps if s[0] == 'segment')}", op_codes())
@@ -120,7 +118,6 @@ def build_plan(gm, name, fuse=True):
             # A constant of the graph module: there from the start, so it
             # does not split segments (a segment reading it takes it as input).
             steps.append(("const", n))
-            where[n] = len(steps) - 1
             early.add(n)
             continue
         val = n.meta.get("val")
@@ -128,7 +125,6 @@ def build_plan(gm, name, fuse=True):
             try:
                 terms = host_exprs.table[host_exprs.id(val)]
                 steps.append(("host", n, terms))
-                where[n] = len(steps) - 1
                 early.add(n)
                 continue
             except Unsupported:
@@ -137,7 +133,6 @@ def build_plan(gm, name, fuse=True):
             # Arithmetic on CPU scalars (Python numbers Dynamo made tensors):
             # a host computation before the segment, not device work.
             steps.append(("eager", n, "host"))
-            where[n] = len(steps) - 1
             early.add(n)
             continue
         fn = LOWERINGS.get(n.target) if n.op == "call_function" else None
@@ -158,7 +153,6 @@ def build_plan(gm, name, fuse=True):
                     _check_items_used(n, value)
                 ctx.values[n] = value
                 seg_nodes.append(n)
-                where[n] = None  # the open segment
                 continue
             except Unsupported as e:
                 reason = str(e) or "unsupported"
@@ -176,12 +170,10 @@ def build_plan(gm, name, fuse=True):
             # conversion, say): it runs before the open segment, which it
             # does not split.
             steps.append(("eager", n))
-            where[n] = len(steps) - 1
             early.add(n)
             continue
         close_segment()
         steps.append(("eager", n))
-        where[n] = len(steps) - 1
     close_segment()
 
     # What each segment must export: values used after it.
@@ -205,7 +197,6 @@ def build_plan(gm, name, fuse=True):
             continue
         ctx, seg = s[1], s[2]
         exports = []
-        input_slot = {n: j for j, n in enumerate(ctx.inputs)}
         for n in seg:
             users_after = [u for u in n.users if u is output_node or step_of.get(u, -1) != k]
             if not users_after:

@@ -276,7 +276,7 @@ class CompiledGraph:
                 env[step[1]] = step[2]
         if launches:
             _metrics.count("compile.launches", launches)
-        return _map_output(self.output_spec, env, self.slots)
+        return _map_value(self.output_spec, env, self.slots)
 
 
 def _as_traced(n, value):
@@ -324,6 +324,3 @@ def _map_value(a, env, slots):
 def _map_args(n, env, slots):
     return _map_value(n.args, env, slots), _map_value(n.kwargs, env, slots)
 
-
-def _map_output(spec, env, slots):
-    return _map_value(spec, env, slots)
