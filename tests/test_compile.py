@@ -524,6 +524,45 @@ class MLP(nn.Module):
         return self.fc2(self.ln(F.gelu(self.fc1(x))))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemm_epilogues_forward_and_backward(dtype):
+    """Activations and residual adds after the block's GEMMs run as their
+    epilogues (forward and backward), bit for bit as eager neuron: the
+    epilogue reads the stored product, so no rounding differs."""
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(96, 384), torch.nn.GELU(), torch.nn.Linear(384, 96))
+
+        def forward(self, x):
+            return x + self.mlp(x)              # the residual add follows the second GEMM
+
+    torch.manual_seed(0)
+    block = Residual()
+
+    def step(model, x):
+        y = model(x)
+        (y.float() * y.float()).mean().backward()
+        return y
+
+    x = rand(4, 50, 96, seed=21, dtype=dtype)  # 200 rows: several blocks of the product
+    eager, comp = (copy.deepcopy(block).to(DEV, dtype) for _ in range(2))
+    want = step(eager, x.clone().requires_grad_())
+    xc = x.clone().requires_grad_()
+    got = step(compiled(comp), xc)
+    torch.neuron.synchronize()
+    assert torch.equal(got, want)
+    for (name, p), q in zip(eager.named_parameters(), comp.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+    c = counters()
+    assert c["compile.gemm_epilogues"] >= 3, c            # gelu, residual add, gelu_backward
+    assert c["compile.gemm_epilogues_on_blocks"] >= 3, c
+    assert c["compile.gemm_epilogues_after"] == 0, c
+    assert c["compile.eager_nodes"] == 0, c
+    assert not torchneuron.get_fallback_ops()
+    assert all(r["gemm_epilogues"] >= 1 for r in rows()), rows()
+
+
 def test_training_mlp_compiled_vs_eager_vs_cpu():
     """Three SGD steps: compiled neuron, eager neuron and CPU agree.
     Tolerances: compiled against eager neuron rtol=atol=2e-5; against the

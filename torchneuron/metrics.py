@@ -19,6 +19,12 @@ subsystems add theirs to the table.
     graphs whose plan came from the in-memory / on-disk cache.
 ``compile.fused_kernels``
     fused groups in the programs compiled (two or more ops each).
+``compile.gemm_epilogues``
+    GEMMs in the programs compiled whose following pointwise nodes run as
+    their epilogue, on each block of the product as it is stored.
+``compile.gemm_epilogues_on_blocks`` / ``compile.gemm_epilogues_after``
+    runs of those steps with the epilogue on the blocks, and runs whose
+    layouts did not allow it (the group then ran after the product).
 ``compile.eager_nodes``
     nodes of compiled graphs that ran through the eager path (counted per
     run of the graph).
@@ -38,6 +44,7 @@ __all__ = ["clear_all", "get_compilation_metrics", "get_counter_names", "get_cou
 _SOURCES = [
     (_C._adaptive_eager_counters, _C._clear_adaptive_eager_counters),
     (_compile_metrics.counters, _compile_metrics.clear),
+    (_C._graph_counters, _C._clear_graph_counters),
 ]
 
 

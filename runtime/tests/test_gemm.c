@@ -267,9 +267,39 @@ ORACLE_CODE static double twin(const rt_gemm_args *g, const operands_d *o, const
   return v;
 }
 
+/* The epilogue every case runs with: each block must arrive once, with
+ * its final values (a snapshot of it is compared with C afterwards). */
+typedef struct block_log {
+  const gemm_case *cs;
+  uint8_t *seen;   /* per element of C: times a block covered it */
+  double *values;  /* per element: its value when its block arrived */
+  int bad_block;   /* a block out of range */
+} block_log;
+
+static nrt_status log_block(void *ctx, int64_t t, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  block_log *log = ctx;
+  const gemm_case *cs = log->cs;
+  if (t < 0 || t >= cs->batch || i0 < 0 || rows < 1 || i0 + rows > cs->m || j0 < 0 || cols < 1 ||
+      j0 + cols > cs->n) {
+    log->bad_block = 1; /* racy but only ever set to 1 */
+    return NRT_SUCCESS;
+  }
+  for (int64_t i = i0; i < i0 + rows; i++)
+    for (int64_t j = j0; j < j0 + cols; j++) {
+      int64_t e = (t * cs->m + i) * cs->n + j;
+      log->seen[e]++;
+      log->values[e] = read_value(cs->c, at(&C, t, i, j));
+    }
+  return NRT_SUCCESS;
+}
+
 static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
   rt_gemm_args g = setup(cs);
   g.kernel = kern;
+  size_t elems = (size_t)(cs->batch * cs->m * cs->n) + 1;
+  block_log log = {.cs = cs, .seen = calloc(elems, 1), .values = calloc(elems, sizeof(double))};
+  g.epilogue = log_block;
+  g.epilogue_ctx = &log;
   operands_d ops = read_operands(cs);
   /* Cin as it was before the product (it may be C itself). */
   size_t bytes = 0;
@@ -303,6 +333,14 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
             tol += fabs(want) * (cs->c == NRT_FLOAT16 ? 0x1p-11 : 0x1p-8);
           ok = fabs(got - want) <= tol;
         }
+        int64_t e = (t * cs->m + i) * cs->n + j;
+        if (log.bad_block || log.seen[e] != 1 || !(log.values[e] == got || (isnan(got) && isnan(log.values[e])))) {
+          fprintf(stderr, "epilogue [%s] b%lld m%lld n%lld k%lld: element (%lld,%lld,%lld) seen %d times, "
+                  "value then %.9g, now %.9g%s\n", kern ? kern->name : "int", (long long)cs->batch,
+                  (long long)cs->m, (long long)cs->n, (long long)cs->k, (long long)t, (long long)i,
+                  (long long)j, log.seen[e], log.values[e], got, log.bad_block ? " (a block out of range)" : "");
+          bad = 1;
+        }
         if (!ok) {
           fprintf(stderr,
                   "mismatch [%s] %s->%s b%lld m%lld n%lld k%lld s%lld layouts %d%d%d alpha %g beta %g "
@@ -317,6 +355,8 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
   free(copy);
   free(ops.ad);
   free(ops.bd);
+  free(log.seen);
+  free(log.values);
   release();
   return !bad;
 }
@@ -623,6 +663,37 @@ static void test_thread_count_independence(void) {
   CHECK(read_hash(one, h1, sizeof h1) && read_hash(two, h2, sizeof h2) && strcmp(h1, h2) == 0);
 }
 
+/* An epilogue's failure stops the product and is rt_gemm's status, on
+ * every path (blocked, shared B, vector, integer, k == 0). */
+static nrt_status fail_first_block(void *ctx, int64_t t, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  (void)rows, (void)cols;
+  int *calls = ctx;
+  __atomic_fetch_add(calls, 1, __ATOMIC_RELAXED);
+  return t == 0 && i0 == 0 && j0 == 0 ? NRT_ERROR_INTERNAL : NRT_SUCCESS;
+}
+
+static void test_epilogue_failure(void) {
+  static const gemm_case cases[] = {
+      {.batch = 1, .m = 300, .n = 260, .k = 256, .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32},
+      {.batch = 3, .m = 40, .n = 48, .k = 30, .kslices = 1, .ab = NRT_FLOAT64, .c = NRT_FLOAT64},
+      {.batch = 2, .m = 1, .n = 70, .k = 9, .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32},
+      {.batch = 1, .m = 9, .n = 9, .k = 5, .kslices = 1, .ab = NRT_INT32, .c = NRT_INT32},
+      {.batch = 1, .m = 9, .n = 9, .k = 0, .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32},
+      {.batch = 1, .m = 64, .n = 64, .k = 64, .kslices = 1, .ab = NRT_BFLOAT16, .c = NRT_BFLOAT16},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    gemm_case cs = cases[c];
+    cs.alpha = 1;
+    rt_gemm_args g = setup(&cs);
+    int calls = 0;
+    g.epilogue = fail_first_block;
+    g.epilogue_ctx = &calls;
+    CHECK(rt_gemm(&g) == NRT_ERROR_INTERNAL);
+    CHECK(calls >= 1);
+    release();
+  }
+}
+
 int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
   RUN(test_kernels_follow_isa_level);
@@ -638,5 +709,6 @@ int main(int argc, char **argv) {
   RUN(test_bad_arguments);
   RUN(test_gemm_op_descriptor);
   RUN(test_thread_count_independence);
+  RUN(test_epilogue_failure);
   return CHECK_MAIN_RESULT();
 }

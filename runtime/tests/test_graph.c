@@ -436,7 +436,7 @@ static void test_chain(void) {
   free(bytes);
 }
 
-/* out = relu(a @ b) * 0.5, a (s0, 24), b (24, 40): a kernel and a group. */
+/* out = relu(a @ b) * 0.5, a (s0, 24), b (24, 40): a GEMM and its epilogue. */
 static uint8_t *gemm_graph(size_t *size) {
   gw_graph *g = gw_new(1, "gemm_chain");
   uint32_t s0 = gw_sym(g, 0), k = gw_const(g, 24), n = gw_const(g, 40), zero = gw_const(g, 0);
@@ -473,7 +473,9 @@ static void test_gemm_chain(void) {
   nrt_graph_destroy(g);
   nrt_program_info info;
   CHECK_OK(nrt_program_info_get(p, &info));
-  CHECK(info.num_steps == 2 && info.num_fused_groups == 1 && info.num_fused_nodes == 2 && info.num_elided == 1);
+  /* One step: the GEMM with relu and mul as its epilogue. */
+  CHECK(info.num_steps == 1 && info.num_fused_groups == 1 && info.num_fused_nodes == 3 &&
+        info.num_elided == 1 && info.num_gemm_epilogues == 1);
   for (int64_t m = 1; m <= 33; m += 16) {
     void *a = dev_alloc((size_t)m * 24 * 4), *b = dev_alloc(24 * 40 * 4), *out = dev_alloc((size_t)m * 40 * 4);
     fill_floats(a, m * 24, 3);

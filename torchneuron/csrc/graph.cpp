@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ py::dict program_info(uintptr_t handle) {
   d["fused_nodes"] = info.num_fused_nodes;
   d["elided"] = info.num_elided;
   d["inplace"] = info.num_inplace;
+  d["gemm_epilogues"] = info.num_gemm_epilogues;
   return d;
 }
 
@@ -142,6 +144,13 @@ void register_graph_bindings(py::module_& m) {
   m.def("_graph_program_info", &program_info);
   m.def("_graph_program_plan_text", &program_plan_text, py::arg("handle"), py::arg("symbols") = py::none());
   m.def("_graph_program_run", &program_run);
+  m.def("_graph_counters", [] {
+    nrt_program_counters c{};
+    nrt_program_get_counters(&c);
+    return std::map<std::string, uint64_t>{{"compile.gemm_epilogues_on_blocks", c.gemm_epilogues_on_blocks},
+                                           {"compile.gemm_epilogues_after", c.gemm_epilogues_after}};
+  });
+  m.def("_clear_graph_counters", [] { nrt_program_clear_counters(); });
   m.def("_op_codes", [] {
     py::dict d;
     for (int code = 0; code < NRT_OP_COUNT; code++)

@@ -127,10 +127,11 @@ typedef struct nrt_program_info {
   int32_t num_inputs, num_outputs, num_symbols;
   int32_t num_nodes;        /* nodes of the graph */
   int32_t num_steps;        /* steps of the program: kernels and fused groups */
-  int32_t num_fused_groups; /* steps that are fused groups (of 2 or more nodes) */
+  int32_t num_fused_groups; /* steps that are fused groups: of 2 or more nodes, or a GEMM with its epilogue */
   int32_t num_fused_nodes;  /* nodes inside those groups */
   int32_t num_elided;       /* temporaries that live in fused registers only */
   int32_t num_inplace;      /* temporaries written in place over an input's space */
+  int32_t num_gemm_epilogues; /* GEMMs whose following pointwise nodes run on their blocks */
 } nrt_program_info;
 
 nrt_status nrt_program_info_get(nrt_program_t program, nrt_program_info *info);
@@ -158,6 +159,15 @@ nrt_status nrt_program_prepare(nrt_program_t program, const int64_t *symbols, in
 nrt_status nrt_program_launch(nrt_stream_t stream, nrt_program_t program, const int64_t *symbols,
                               int32_t num_symbols, void *const *inputs,
                               const int64_t *input_capacity, void *const *outputs, void *arena);
+
+/* Counts over every program's launches since the last clear: GEMM steps
+ * whose epilogue ran on the product's blocks, and those whose binding laid
+ * the group out so that it could not (it then ran after the product). */
+typedef struct nrt_program_counters {
+  uint64_t gemm_epilogues_on_blocks, gemm_epilogues_after;
+} nrt_program_counters;
+void nrt_program_get_counters(nrt_program_counters *counters);
+void nrt_program_clear_counters(void);
 
 #ifdef __cplusplus
 }

@@ -65,6 +65,22 @@ void rt_fuse_group_name(struct nrt_fuse_group *g);
 /* vm.c: runs every tile; the status and message of the first op to fail. */
 nrt_status rt_fuse_run(const struct nrt_fuse_group *g);
 
+/* A [rows, cols] block of a group's iteration, as a GEMM epilogue runs it:
+ * each tensor's host address of the block's first element and its row and
+ * column strides (elements). */
+typedef struct rt_fuse_box {
+  int64_t rows, cols;
+  char *in[NRT_FUSE_MAX_INPUTS];
+  int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
+  char *out[NRT_FUSE_MAX_OUTPUTS];
+  int64_t out_rs[NRT_FUSE_MAX_OUTPUTS], out_cs[NRT_FUSE_MAX_OUTPUTS];
+} rt_fuse_box;
+
+/* vm.c: runs g's instructions over a box on the calling thread (no pool),
+ * in tiles of at most RT_FUSE_TILE elements; the first failing op's status
+ * and message. g's tensors' own addresses and walk are not used. */
+nrt_status rt_fuse_run_box(const struct nrt_fuse_group *g, const rt_fuse_box *box);
+
 /* vm.c: splits the walk into tiles (fills rows..tiles of walk). */
 void rt_fuse_plan_tiles(rt_fuse_walk *walk);
 

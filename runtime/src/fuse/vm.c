@@ -86,25 +86,16 @@ static char *tile_origin(const rt_fuse_tensor *t, const rt_fuse_walk *w, const i
   return t->data + off * (int64_t)nrt_dtype_size(t->dtype);
 }
 
-static void run_tile(vm_run *run, int64_t t, char *scratch) {
-  const struct nrt_fuse_group *g = run->g;
-  const rt_fuse_walk *w = &g->walk;
-  int64_t per_outer = w->row_chunks * w->col_chunks, o = t / per_outer, rc = t % per_outer;
-  int64_t ri = rc / w->col_chunks, ci = rc % w->col_chunks;
-  int64_t r0 = w->rows * ri / w->row_chunks, r1 = w->rows * (ri + 1) / w->row_chunks;
-  int64_t c0 = w->cols * ci / w->col_chunks, c1 = w->cols * (ci + 1) / w->col_chunks;
-  int64_t rows = r1 - r0, cols = c1 - c0;
-  /* The outer index as a multi-index over the dims before the tile's. */
-  int64_t index[NRT_MAX_DIMS] = {0};
-  for (int d = w->ndim - 3; d >= 0; d--) {
-    index[d] = o % w->shape[d];
-    o /= w->shape[d];
-  }
-  char *in_data[NRT_FUSE_MAX_INPUTS];
-  int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
-  for (int k = 0; k < g->num_inputs; k++)
-    in_data[k] = tile_origin(&g->inputs[k], w, index, r0, c0, &in_rs[k], &in_cs[k]);
-  for (int i = 0; i < g->num_insts && i < atomic_load_explicit(&run->fail_inst, memory_order_relaxed);
+/* Runs g's instructions over one [rows, cols] block and stores its
+ * outputs: input k and output j at the given origins and row / column
+ * strides. Instructions from limit on are not run. Returns -1, or the
+ * index of the instruction that failed (num_insts: a store) with its
+ * status in *status. */
+static int run_block(const struct nrt_fuse_group *g, char *const *in_data, const int64_t *in_rs,
+                     const int64_t *in_cs, char *const *out_data, const int64_t *out_rs,
+                     const int64_t *out_cs, int64_t rows, int64_t cols, char *scratch,
+                     atomic_int *limit, nrt_status *status) {
+  for (int i = 0; i < g->num_insts && (!limit || i < atomic_load_explicit(limit, memory_order_relaxed));
        i++) {
     const nrt_fuse_inst *in = &g->insts[i];
     nrt_op op;
@@ -130,32 +121,48 @@ static void run_tile(vm_run *run, int64_t t, char *scratch) {
         op.immediates[k] = ref->value;
       }
     }
-    nrt_status s = g->kernels[i](&op);
-    if (s != NRT_SUCCESS) {
-      record_failure(run, i, s);
-      return;
-    }
+    if ((*status = g->kernels[i](&op)) != NRT_SUCCESS) return i;
   }
-  if (atomic_load_explicit(&run->fail_inst, memory_order_relaxed) <= g->num_insts) return;
+  if (limit && atomic_load_explicit(limit, memory_order_relaxed) <= g->num_insts) return -1;
   for (int j = 0; j < g->num_outputs; j++) {
-    const rt_fuse_tensor *y = &g->outputs[j];
     int32_t r = g->output_registers[j];
-    int64_t rs, cs;
-    char *origin = tile_origin(y, w, index, r0, c0, &rs, &cs);
     nrt_op copy;
     memset(&copy, 0, sizeof copy);
     copy.code = NRT_OP_COPY;
     copy.num_operands = 2;
     copy.num_outputs = 1;
-    tile_view(&copy.operands[0], origin, y->dtype, rows, cols, rs, cs);
+    tile_view(&copy.operands[0], out_data[j], g->outputs[j].dtype, rows, cols, out_rs[j], out_cs[j]);
     tile_view(&copy.operands[1], scratch + g->register_offset[r], g->registers[r], rows, cols, cols,
               1);
-    nrt_status s = rt_kernel_copy(&copy);
-    if (s != NRT_SUCCESS) {
-      record_failure(run, g->num_insts, s);
-      return;
-    }
+    if ((*status = rt_kernel_copy(&copy)) != NRT_SUCCESS) return g->num_insts;
   }
+  return -1;
+}
+
+static void run_tile(vm_run *run, int64_t t, char *scratch) {
+  const struct nrt_fuse_group *g = run->g;
+  const rt_fuse_walk *w = &g->walk;
+  int64_t per_outer = w->row_chunks * w->col_chunks, o = t / per_outer, rc = t % per_outer;
+  int64_t ri = rc / w->col_chunks, ci = rc % w->col_chunks;
+  int64_t r0 = w->rows * ri / w->row_chunks, r1 = w->rows * (ri + 1) / w->row_chunks;
+  int64_t c0 = w->cols * ci / w->col_chunks, c1 = w->cols * (ci + 1) / w->col_chunks;
+  /* The outer index as a multi-index over the dims before the tile's. */
+  int64_t index[NRT_MAX_DIMS] = {0};
+  for (int d = w->ndim - 3; d >= 0; d--) {
+    index[d] = o % w->shape[d];
+    o /= w->shape[d];
+  }
+  char *in_data[NRT_FUSE_MAX_INPUTS], *out_data[NRT_FUSE_MAX_OUTPUTS];
+  int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
+  int64_t out_rs[NRT_FUSE_MAX_OUTPUTS], out_cs[NRT_FUSE_MAX_OUTPUTS];
+  for (int k = 0; k < g->num_inputs; k++)
+    in_data[k] = tile_origin(&g->inputs[k], w, index, r0, c0, &in_rs[k], &in_cs[k]);
+  for (int j = 0; j < g->num_outputs; j++)
+    out_data[j] = tile_origin(&g->outputs[j], w, index, r0, c0, &out_rs[j], &out_cs[j]);
+  nrt_status s = NRT_SUCCESS;
+  int failed = run_block(g, in_data, in_rs, in_cs, out_data, out_rs, out_cs, r1 - r0, c1 - c0,
+                         scratch, &run->fail_inst, &s);
+  if (failed >= 0) record_failure(run, failed, s);
 }
 
 static void run_tiles(int64_t begin, int64_t end, void *arg) {
@@ -186,5 +193,71 @@ nrt_status rt_fuse_run(const struct nrt_fuse_group *g) {
   rt_parallel_for(g->walk.tiles, grain, run_tiles, &run);
   pthread_mutex_destroy(&run.mu);
   if (run.status != NRT_SUCCESS) return rt_fail(run.status, "%s", run.message);
+  return NRT_SUCCESS;
+}
+
+/* Each thread's register scratch for boxes, kept between calls (a GEMM
+ * calls once per block). */
+static pthread_key_t box_key;
+static pthread_once_t box_once = PTHREAD_ONCE_INIT;
+static int box_key_ok;
+typedef struct box_scratch {
+  size_t bytes;
+  char *data;
+} box_scratch;
+static void box_scratch_free(void *p) {
+  box_scratch *b = p;
+  free(b->data);
+  free(b);
+}
+static void box_init(void) { box_key_ok = pthread_key_create(&box_key, box_scratch_free) == 0; }
+
+static char *thread_scratch(size_t bytes) {
+  pthread_once(&box_once, box_init);
+  if (!box_key_ok) return NULL;
+  box_scratch *b = pthread_getspecific(box_key);
+  if (!b) {
+    if (!(b = calloc(1, sizeof *b))) return NULL;
+    if (pthread_setspecific(box_key, b)) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->bytes < bytes) {
+    free(b->data);
+    b->data = aligned_alloc(64, bytes);
+    b->bytes = b->data ? bytes : 0;
+  }
+  return b->data;
+}
+
+nrt_status rt_fuse_run_box(const struct nrt_fuse_group *g, const rt_fuse_box *box) {
+  if (box->rows <= 0 || box->cols <= 0) return NRT_SUCCESS;
+  char *scratch = thread_scratch(g->scratch_bytes);
+  if (!scratch)
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", g->name,
+                   rt_format_size(g->scratch_bytes).s);
+  /* Tiles of at most RT_FUSE_TILE elements: whole rows, or pieces of one. */
+  int64_t tile_cols = box->cols < RT_FUSE_TILE ? box->cols : RT_FUSE_TILE;
+  int64_t tile_rows = box->cols < RT_FUSE_TILE ? RT_FUSE_TILE / box->cols : 1;
+  char *in[NRT_FUSE_MAX_INPUTS], *out[NRT_FUSE_MAX_OUTPUTS];
+  for (int64_t r0 = 0; r0 < box->rows; r0 += tile_rows)
+    for (int64_t c0 = 0; c0 < box->cols; c0 += tile_cols) {
+      int64_t rows = box->rows - r0 < tile_rows ? box->rows - r0 : tile_rows;
+      int64_t cols = box->cols - c0 < tile_cols ? box->cols - c0 : tile_cols;
+      for (int k = 0; k < g->num_inputs; k++)
+        in[k] = box->in[k] + (r0 * box->in_rs[k] + c0 * box->in_cs[k]) *
+                                 (int64_t)nrt_dtype_size(g->inputs[k].dtype);
+      for (int j = 0; j < g->num_outputs; j++)
+        out[j] = box->out[j] + (r0 * box->out_rs[j] + c0 * box->out_cs[j]) *
+                                   (int64_t)nrt_dtype_size(g->outputs[j].dtype);
+      nrt_status s = NRT_SUCCESS;
+      if (run_block(g, in, box->in_rs, box->in_cs, out, box->out_rs, box->out_cs, rows, cols, scratch,
+                    NULL, &s) >= 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", nrt_last_error());
+        return rt_fail(s, "%s", why);
+      }
+    }
   return NRT_SUCCESS;
 }

@@ -159,17 +159,17 @@ static int add_node(const compiler *c, growing *q, uint32_t i) {
   return 1;
 }
 
-static void name_group(rt_fused *f) {
+static void name_group(rt_fused *f, const char *what) {
   size_t cap = sizeof f->name;
-  size_t at = (size_t)snprintf(f->name, cap, "fused group (%d ops:", f->num_insts);
+  size_t at = (size_t)snprintf(f->name, cap, "%s (%d ops:", what, f->num_insts);
   for (int i = 0; i < f->num_insts && at < cap; i++)
     at += (size_t)snprintf(f->name + at, cap - at, "%s %s", i ? "," : "", nrt_op_name(f->insts[i].code));
   if (at < cap) snprintf(f->name + at, cap - at, ")");
   else memcpy(f->name + cap - 5, "...)", 5);
 }
 
-/* Turns a grown group of 2 or more nodes into a step's rt_fused. */
-static rt_fused *finish_group(const compiler *c, growing *q, struct nrt_program *p) {
+/* Turns a grown group into a step's rt_fused. */
+static rt_fused *finish_group(const compiler *c, growing *q, struct nrt_program *p, const char *what) {
   const struct nrt_graph *g = c->g;
   rt_fused *f = malloc(sizeof *f);
   nrt_fuse_inst *insts = malloc((size_t)q->count * sizeof *insts);
@@ -194,8 +194,59 @@ static rt_fused *finish_group(const compiler *c, growing *q, struct nrt_program 
       p->num_elided++;
     }
   }
-  name_group(f);
+  name_group(f, what);
   return f;
+}
+
+/* Whether group q, the nodes right after GEMM node gi, can run as its
+ * epilogue: it reads the product, and writes none of the GEMM's inputs
+ * (the product still reads them while earlier blocks' epilogues run).
+ * Whether a binding's layouts map the group onto the product's blocks is
+ * decided at run time (exec.c). */
+static int epilogue_fits(const compiler *c, uint32_t gi, const growing *q) {
+  const struct nrt_graph *g = c->g;
+  const rt_gnode *m = &g->nodes[gi];
+  if (m->code != NRT_OP_GEMM || m->num_outputs != 1) return 0;
+  int32_t product = rt_gnode_operand(g, m, 0)->buffer;
+  int reads = 0;
+  for (int x = 0; x < q->f.num_inputs; x++) reads |= g->operands[q->f.input_operand[x]].buffer == product;
+  if (product < 0 || !reads) return 0;
+  for (int w = 0; w < q->num_written; w++)
+    for (int k = 1; k < m->num_operands; k++)
+      if (g->operands[q->written[w]].buffer == rt_gnode_operand(g, m, k)->buffer) return 0;
+  return 1;
+}
+
+/* Whether step st may run after group q although it comes before it: it
+ * touches no buffer the group writes and writes none the group reads. */
+static int independent(const compiler *c, const rt_step *st, const growing *q) {
+  const struct nrt_graph *g = c->g;
+  for (uint32_t k = 0; k < st->num_nodes; k++) {
+    const rt_gnode *n = &g->nodes[rt_step_node(st, k)];
+    int32_t writes = rt_gnode_writes(n);
+    for (int j = 0; j < n->num_operands; j++) {
+      int32_t b = rt_gnode_operand(g, n, j)->buffer;
+      if (b < 0) continue;
+      for (int w = 0; w < q->num_written; w++)
+        if (g->operands[q->written[w]].buffer == b) return 0;
+      for (int x = 0; j < writes && x < q->f.num_inputs; x++)
+        if (g->operands[q->f.input_operand[x]].buffer == b) return 0;
+    }
+  }
+  return 1;
+}
+
+/* The GEMM step that group q can be the epilogue of: among the last
+ * EPILOGUE_REACH steps, a GEMM without one whose product q reads, with
+ * only steps between them that may run after q. NULL if none. */
+#define EPILOGUE_REACH 6
+static rt_step *epilogue_host(const compiler *c, struct nrt_program *p, const growing *q) {
+  for (int32_t j = p->num_steps - 1; j >= 0 && j >= p->num_steps - EPILOGUE_REACH; j--) {
+    rt_step *st = &p->steps[j];
+    if (st->kind == RT_STEP_KERNEL && epilogue_fits(c, st->first_node, q)) return st;
+    if (!independent(c, st, q)) return NULL;
+  }
+  return NULL;
 }
 
 static void free_steps(struct nrt_program *p) {
@@ -243,8 +294,25 @@ static nrt_status build_steps(compiler *c, struct nrt_program *p, int fuse) {
       q->count = 0;
       q->num_written = 0;
       while (i + q->count < g->num_nodes && add_node(c, q, i + q->count)) continue;
+      rt_step *host = q->count ? epilogue_host(c, p, q) : NULL;
+      if (host) {
+        /* The GEMM's step takes the group as its epilogue. */
+        if (!(host->fused = finish_group(c, q, p, "gemm epilogue"))) {
+          free(q);
+          return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_program_compile: out of host memory");
+        }
+        host->kind = RT_STEP_GEMM_EPILOGUE;
+        host->group_first = i;
+        host->group_count = q->count;
+        host->num_nodes = 1 + q->count;
+        p->num_fused_groups++;
+        p->num_fused_nodes += (int32_t)host->num_nodes;
+        p->num_gemm_epilogues++;
+        i += q->count;
+        continue;
+      }
       if (q->count >= 2) {
-        if (!(st->fused = finish_group(c, q, p))) {
+        if (!(st->fused = finish_group(c, q, p, "fused group"))) {
           free(q);
           return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "nrt_program_compile: out of host memory");
         }
@@ -340,13 +408,17 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
     }
   if ((s = build_steps(&c, p, fuse)) || (s = create_nki_programs(p))) goto done;
   for (int32_t st = 0; st < p->num_steps; st++)
-    for (uint32_t k = 0; k < p->steps[st].num_nodes; k++) node_step[p->steps[st].first_node + k] = st;
+    for (uint32_t k = 0; k < p->steps[st].num_nodes; k++) node_step[rt_step_node(&p->steps[st], k)] = st;
   /* Lifetimes: the steps from the first to the last that touch the buffer
-   * (steps run in order, one at a time). */
-  for (uint32_t b = 0; b < g->num_buffers; b++)
-    if (g->buffers[b].kind == NRT_BUFFER_TEMP && !p->elided[b] && c.first_touch[b] != UINT32_MAX) {
-      p->first_step[b] = node_step[c.first_touch[b]];
-      p->last_step[b] = node_step[c.last_touch[b]];
+   * (steps run in order, one at a time; an epilogue runs nodes earlier
+   * than their place in the graph). */
+  for (uint32_t i = 0; i < g->num_nodes; i++)
+    for (int k = 0; k < g->nodes[i].num_operands; k++) {
+      int32_t b = rt_gnode_operand(g, &g->nodes[i], k)->buffer;
+      if (b < 0 || g->buffers[b].kind != NRT_BUFFER_TEMP || p->elided[b]) continue;
+      int32_t st = node_step[i];
+      if (p->first_step[b] < 0 || st < p->first_step[b]) p->first_step[b] = st;
+      if (st > p->last_step[b]) p->last_step[b] = st;
     }
   rt_program_plan_inplace(p);
 done:

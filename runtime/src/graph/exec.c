@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include "fuse/fuse_group.h"
 #include "graph/program.h"
+#include "ops/gemm/gemm.h"
 
 /* Each worker thread's group, refilled for every fused step of a checked
  * plan (a group is large; building and naming one per launch would cost
@@ -62,7 +63,9 @@ static int64_t make_view(const task *t, const rt_goperand *o, nrt_tensor_view *v
   return numel;
 }
 
-static nrt_status run_kernel(const task *t, const rt_gnode *n) {
+/* n's op under the plan; returns 0 when every output is empty (eager then
+ * skips the op). */
+static int make_op(const task *t, const rt_gnode *n, nrt_op *out) {
   const struct nrt_graph *g = t->program->graph;
   nrt_op op;
   memset(&op, 0, sizeof op);
@@ -82,7 +85,13 @@ static nrt_status run_kernel(const task *t, const rt_gnode *n) {
     if (o->is_immediate) op.immediates[k] = o->immediate;
     if (k < outputs && numel != 0) empty = 0;
   }
-  return empty ? NRT_SUCCESS : nrt_op_execute(&op);
+  *out = op;
+  return !empty;
+}
+
+static nrt_status run_kernel(const task *t, const rt_gnode *n) {
+  nrt_op op;
+  return make_op(t, n, &op) ? nrt_op_execute(&op) : NRT_SUCCESS;
 }
 
 /* An NKI node: its program on this thread, HBM tensors bound to the views. */
@@ -105,52 +114,271 @@ static nrt_status run_nki(const task *t, uint32_t node) {
   return s;
 }
 
-static nrt_status run_fused(const task *t, const rt_fused *f, int checked) {
-  const struct nrt_graph *g = t->program->graph;
-  nrt_tensor_view inputs[NRT_FUSE_MAX_INPUTS], outputs[NRT_FUSE_MAX_OUTPUTS], shape;
-  if (make_view(t, &g->operands[f->shape_operand], &shape) == 0 || f->num_outputs == 0)
-    return NRT_SUCCESS; /* nothing to compute, or nothing that anyone reads */
+/* A fused step's group description under the plan (views in d's arrays);
+ * returns 0 when there is nothing to compute or nothing anyone reads. */
+typedef struct group_views {
   nrt_fuse_group_desc d;
-  memset(&d, 0, sizeof d);
-  d.ndim = shape.ndim;
-  memcpy(d.shape, shape.shape, sizeof d.shape);
-  for (int i = 0; i < f->num_inputs; i++) make_view(t, &g->operands[f->input_operand[i]], &inputs[i]);
-  for (int j = 0; j < f->num_outputs; j++) make_view(t, &g->operands[f->output_operand[j]], &outputs[j]);
-  d.num_inputs = f->num_inputs;
-  d.inputs = inputs;
-  d.num_registers = f->num_registers;
-  d.registers = f->registers;
-  d.num_insts = f->num_insts;
-  d.insts = f->insts;
-  d.num_outputs = f->num_outputs;
-  d.outputs = outputs;
-  d.output_registers = f->output_registers;
-  nrt_status s;
-  struct nrt_fuse_group *fast = checked ? scratch_group() : NULL;
-  if (fast) {
-    /* Layouts as validated before; the addresses lie in the buffers
-     * (nrt_program_prepare checked every view). */
-    if (!(s = rt_fuse_group_init(fast, &d))) {
-      memcpy(fast->name, f->name, sizeof fast->name);
-      s = rt_fuse_run(fast);
-    }
-    return s;
-  }
+  nrt_tensor_view inputs[NRT_FUSE_MAX_INPUTS], outputs[NRT_FUSE_MAX_OUTPUTS];
+} group_views;
+
+static int describe_group(const task *t, const rt_fused *f, group_views *v) {
+  const struct nrt_graph *g = t->program->graph;
+  nrt_tensor_view shape;
+  if (make_view(t, &g->operands[f->shape_operand], &shape) == 0 || f->num_outputs == 0) return 0;
+  nrt_fuse_group_desc *d = &v->d;
+  memset(d, 0, sizeof *d);
+  d->ndim = shape.ndim;
+  memcpy(d->shape, shape.shape, sizeof d->shape);
+  for (int i = 0; i < f->num_inputs; i++) make_view(t, &g->operands[f->input_operand[i]], &v->inputs[i]);
+  for (int j = 0; j < f->num_outputs; j++) make_view(t, &g->operands[f->output_operand[j]], &v->outputs[j]);
+  d->num_inputs = f->num_inputs;
+  d->inputs = v->inputs;
+  d->num_registers = f->num_registers;
+  d->registers = f->registers;
+  d->num_insts = f->num_insts;
+  d->insts = f->insts;
+  d->num_outputs = f->num_outputs;
+  d->outputs = v->outputs;
+  d->output_registers = f->output_registers;
+  return 1;
+}
+
+/* Builds and validates the group once (a plan's first launch), naming the
+ * failure after the step rather than the group. */
+static nrt_status validate_group(const rt_fused *f, const nrt_fuse_group_desc *d) {
   nrt_fuse_group_t group;
-  s = nrt_fuse_group_create(&d, &group);
-  if (s) return s;
-  s = nrt_fuse_group_execute(group);
-  nrt_fuse_group_destroy(group);
-  if (s) {
-    /* The message starts with the group's name, which the step names. */
-    const char *why = nrt_last_error();
-    size_t len = strlen(f->name);
-    if (!strncmp(why, f->name, len) && !strncmp(why + len, ": ", 2)) {
-      char rest[1024];
-      snprintf(rest, sizeof rest, "%s", why + len + 2);
-      rt_set_error(rest);
+  nrt_status s = nrt_fuse_group_create(d, &group);
+  if (!s) {
+    nrt_fuse_group_destroy(group);
+    return NRT_SUCCESS;
+  }
+  /* The message starts with the group's name, which the step names. */
+  const char *why = nrt_last_error();
+  size_t len = strlen(f->name);
+  if (!strncmp(why, f->name, len) && !strncmp(why + len, ": ", 2)) {
+    char rest[1024];
+    snprintf(rest, sizeof rest, "%s", why + len + 2);
+    rt_set_error(rest);
+  }
+  return s;
+}
+
+/* The step's group, filled into this worker's scratch group (validated
+ * first unless the plan has been). */
+static nrt_status fill_group(const rt_fused *f, const nrt_fuse_group_desc *d, int checked,
+                             struct nrt_fuse_group **out) {
+  nrt_status s;
+  if (!checked && (s = validate_group(f, d))) return s;
+  struct nrt_fuse_group *fast = scratch_group();
+  if (!fast) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory for a fused group");
+  /* Layouts as validated; the addresses lie in the buffers (the plan
+   * checked every view). */
+  if ((s = rt_fuse_group_init(fast, d))) return s;
+  memcpy(fast->name, f->name, sizeof fast->name);
+  *out = fast;
+  return NRT_SUCCESS;
+}
+
+static nrt_status run_fused(const task *t, const rt_fused *f, int checked) {
+  group_views v;
+  struct nrt_fuse_group *group = NULL;
+  if (!describe_group(t, f, &v)) return NRT_SUCCESS;
+  nrt_status s = fill_group(f, &v.d, checked, &group);
+  return s ? s : rt_fuse_run(group);
+}
+
+/* ---- a GEMM with its epilogue ------------------------------------------ */
+
+static _Atomic uint64_t epilogues_on_blocks, epilogues_after;
+
+void nrt_program_get_counters(nrt_program_counters *c) {
+  if (!c) return;
+  c->gemm_epilogues_on_blocks = atomic_load_explicit(&epilogues_on_blocks, memory_order_relaxed);
+  c->gemm_epilogues_after = atomic_load_explicit(&epilogues_after, memory_order_relaxed);
+}
+
+void nrt_program_clear_counters(void) {
+  atomic_store(&epilogues_on_blocks, 0);
+  atomic_store(&epilogues_after, 0);
+}
+
+/* Strides that view a tensor of shape from (n_from dims, strides st) as
+ * shape to (n_to dims, same element count), element for element in
+ * row-major order; 0 when no strides can (a dim of `to` spans dims of
+ * `from` that are not evenly laid out). */
+static int restride(int n_from, const int64_t *from, const int64_t *st, int n_to, const int64_t *to,
+                    int64_t *out) {
+  int64_t sh[NRT_MAX_DIMS], str[NRT_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < n_from; d++)
+    if (from[d] != 1) sh[m] = from[d], str[m++] = st[d];
+  int o = m - 1;                       /* the old dim being consumed, innermost first */
+  int64_t rem = o >= 0 ? sh[o] : 1;    /* its extent not consumed yet */
+  int64_t step = o >= 0 ? str[o] : 0;  /* the stride of what is left of it */
+  for (int d = n_to - 1; d >= 0; d--) {
+    int64_t need = to[d];
+    out[d] = 0;
+    if (need == 1) continue;
+    if (o < 0) return 0;
+    out[d] = step;
+    /* Take need elements: whole old dims while they chain, then part of one. */
+    while (need > 1) {
+      if (o < 0) return 0;
+      if (rem % need == 0) {
+        step *= need, rem /= need, need = 1;
+      } else if (need % rem == 0) {
+        need /= rem;
+        int64_t end = step * rem; /* where the next old dim must start */
+        if (--o < 0 || str[o] != end) return 0;
+        rem = sh[o], step = str[o];
+        continue;
+      } else {
+        return 0;
+      }
+      if (rem == 1 && --o >= 0) rem = sh[o], step = str[o];
     }
   }
+  return o < 0;
+}
+
+/* [lo, hi) of the bytes a view reaches (hi == lo when empty). */
+static void extent(const nrt_tensor_view *v, uintptr_t *lo, uintptr_t *hi) {
+  int64_t min = 0, max = 0;
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->shape[d] == 0) {
+      *lo = *hi = (uintptr_t)v->data;
+      return;
+    }
+    int64_t span = (v->shape[d] - 1) * v->strides[d];
+    if (span < 0) min += span;
+    else max += span;
+  }
+  int64_t size = (int64_t)nrt_dtype_size(v->dtype);
+  *lo = (uintptr_t)v->data + (uintptr_t)(min * size);
+  *hi = (uintptr_t)v->data + (uintptr_t)((max + 1) * size);
+}
+
+static int overlaps(const nrt_tensor_view *a, const nrt_tensor_view *b) {
+  uintptr_t alo, ahi, blo, bhi;
+  extent(a, &alo, &ahi);
+  extent(b, &blo, &bhi);
+  return alo < bhi && blo < ahi && alo != ahi && blo != bhi;
+}
+
+/* The epilogue as the GEMM calls it: each tensor of the group over the
+ * product's [batch, m, n], host address of element (0, 0, 0) and strides. */
+typedef struct epilogue {
+  const struct nrt_fuse_group *group;
+  char *in[NRT_FUSE_MAX_INPUTS], *out[NRT_FUSE_MAX_OUTPUTS];
+  int64_t in_st[NRT_FUSE_MAX_INPUTS][3], out_st[NRT_FUSE_MAX_OUTPUTS][3];
+  pthread_mutex_t mu;
+  char message[1024]; /* the first failure's (it happened on a pool thread) */
+} epilogue;
+
+static nrt_status run_epilogue_block(void *arg, int64_t t, int64_t i0, int64_t rows, int64_t j0,
+                                     int64_t cols) {
+  epilogue *e = arg;
+  const struct nrt_fuse_group *g = e->group;
+  rt_fuse_box box = {.rows = rows, .cols = cols};
+  for (int k = 0; k < g->num_inputs; k++) {
+    const int64_t *st = e->in_st[k];
+    box.in[k] = e->in[k] + (t * st[0] + i0 * st[1] + j0 * st[2]) * (int64_t)nrt_dtype_size(g->inputs[k].dtype);
+    box.in_rs[k] = st[1], box.in_cs[k] = st[2];
+  }
+  for (int j = 0; j < g->num_outputs; j++) {
+    const int64_t *st = e->out_st[j];
+    box.out[j] = e->out[j] + (t * st[0] + i0 * st[1] + j0 * st[2]) * (int64_t)nrt_dtype_size(g->outputs[j].dtype);
+    box.out_rs[j] = st[1], box.out_cs[j] = st[2];
+  }
+  nrt_status s = rt_fuse_run_box(g, &box);
+  if (s) {
+    pthread_mutex_lock(&e->mu);
+    if (!e->message[0]) snprintf(e->message, sizeof e->message, "%s", nrt_last_error());
+    pthread_mutex_unlock(&e->mu);
+  }
+  return s;
+}
+
+/* Maps view v (the group's shape) onto the product's [batch, m, n]; 0 when
+ * it cannot be. */
+static int map_tensor(const nrt_tensor_view *v, const int64_t *space, char **base, int64_t *st) {
+  if (!restride(v->ndim, v->shape, v->strides, 3, space, st)) return 0;
+  *base = v->data ? nrt_device_to_host(v->data) : NULL;
+  return 1;
+}
+
+/* Whether a tensor mapped onto [batch, m, n] is the product itself, element
+ * for element (strides of size-1 dims do not matter). */
+static int at_product(const rt_gemm_args *a, const char *c_host, const char *base, const int64_t *st) {
+  return base == c_host && (a->batch == 1 || st[0] == a->c_bs) && (a->m == 1 || st[1] == a->c_rs) &&
+         (a->n == 1 || st[2] == a->c_cs);
+}
+
+/* Whether the group runs on the product's blocks under this binding: every
+ * tensor maps onto [batch, m, n], the group reads and writes the product
+ * exactly where the GEMM stores it, and nothing the group writes overlaps
+ * what the GEMM reads. Fills e. */
+static int plan_epilogue(const nrt_op *gemm, const rt_gemm_args *a, const nrt_fuse_group_desc *d,
+                         const struct nrt_fuse_group *group, epilogue *e) {
+  const int64_t space[3] = {a->batch, a->m, a->n};
+  const nrt_tensor_view *c = &gemm->operands[0];
+  char *c_host = nrt_device_to_host(c->data);
+  e->group = group;
+  for (int k = 0; k < d->num_inputs; k++) {
+    const nrt_tensor_view *v = &d->inputs[k];
+    if (!map_tensor(v, space, &e->in[k], e->in_st[k])) return 0;
+    /* Reading the product: exactly the element the GEMM stored. */
+    if (overlaps(v, c) && !at_product(a, c_host, e->in[k], e->in_st[k])) return 0;
+  }
+  for (int j = 0; j < d->num_outputs; j++) {
+    const nrt_tensor_view *v = &d->outputs[j];
+    if (!map_tensor(v, space, &e->out[j], e->out_st[j])) return 0;
+    for (int k = 1; k < gemm->num_operands; k++)
+      if (overlaps(v, &gemm->operands[k])) return 0;
+    if (overlaps(v, c) && !at_product(a, c_host, e->out[j], e->out_st[j])) return 0;
+  }
+  return 1;
+}
+
+/* The GEMM node and its epilogue group: the group runs on each block of
+ * the product as the GEMM stores it, or, when this binding's layouts do
+ * not map onto the blocks, after the product, as two steps. */
+static nrt_status run_gemm_epilogue(const task *t, const rt_step *st, int checked) {
+  const rt_gnode *n = &t->program->graph->nodes[st->first_node];
+  const rt_fused *f = st->fused;
+  nrt_op op;
+  group_views v;
+  struct nrt_fuse_group *group = NULL;
+  nrt_status s;
+  int product = make_op(t, n, &op), any = describe_group(t, f, &v);
+  if (!product || !any || op.immediate_mask) {
+    if (product && (s = nrt_op_execute(&op))) return s;
+    return any ? run_fused(t, f, checked) : NRT_SUCCESS;
+  }
+  if ((s = rt_op_validate(&op))) return s;
+  nrt_op host = op;
+  for (int k = 0; k < host.num_operands; k++)
+    if (host.operands[k].data) host.operands[k].data = nrt_device_to_host(host.operands[k].data);
+  rt_gemm_args a;
+  if ((s = rt_gemm_args_of_op(&host, &a))) return s;
+  if ((s = fill_group(f, &v.d, checked, &group))) return s;
+  epilogue *e = malloc(sizeof *e);
+  if (!e) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory for a GEMM epilogue");
+  if (!plan_epilogue(&op, &a, &v.d, group, e)) {
+    free(e);
+    atomic_fetch_add_explicit(&epilogues_after, 1, memory_order_relaxed);
+    if ((s = rt_gemm(&a))) return s;
+    return rt_fuse_run(group);
+  }
+  pthread_mutex_init(&e->mu, NULL);
+  e->message[0] = 0;
+  a.epilogue = run_epilogue_block;
+  a.epilogue_ctx = e;
+  atomic_fetch_add_explicit(&epilogues_on_blocks, 1, memory_order_relaxed);
+  s = rt_gemm(&a);
+  if (s && e->message[0]) rt_set_error(e->message);
+  pthread_mutex_destroy(&e->mu);
+  free(e);
   return s;
 }
 
@@ -162,13 +390,14 @@ static nrt_status run(void *arg) {
     const rt_step *st = &p->steps[i];
     const rt_gnode *n = &p->graph->nodes[st->first_node];
     nrt_status s = st->kind == RT_STEP_FUSED                   ? run_fused(t, st->fused, checked)
+                   : st->kind == RT_STEP_GEMM_EPILOGUE     ? run_gemm_epilogue(t, st, checked)
                    : n->code == (nrt_op_code)NRT_GRAPH_NKI ? run_nki(t, st->first_node)
                                                            : run_kernel(t, n);
     if (s) {
       char why[1024];
       snprintf(why, sizeof why, "%s", nrt_last_error());
       return rt_fail(s, "step %d (%s): %s", i,
-                     st->kind == RT_STEP_FUSED ? st->fused->name : rt_gnode_name(n->code), why);
+                     st->kind != RT_STEP_KERNEL ? st->fused->name : rt_gnode_name(n->code), why);
     }
   }
   if (!checked) atomic_store_explicit(&t->plan->fused_checked, 1, memory_order_release);

@@ -14,6 +14,7 @@ nrt_status nrt_program_info_get(nrt_program_t p, nrt_program_info *info) {
   info->num_fused_nodes = p->num_fused_nodes;
   info->num_elided = p->num_elided;
   info->num_inplace = p->num_inplace;
+  info->num_gemm_epilogues = p->num_gemm_epilogues;
   return NRT_SUCCESS;
 }
 
@@ -27,10 +28,11 @@ static void print_steps(rt_sbuf *b, const struct nrt_program *p) {
       continue;
     }
     const rt_fused *f = st->fused;
-    rt_sbuf_printf(b, "step %d: fused group of %u nodes:", i, st->num_nodes);
+    rt_sbuf_printf(b, "step %d: %s of %u nodes:", i,
+                   st->kind == RT_STEP_GEMM_EPILOGUE ? "gemm with its epilogue" : "fused group", st->num_nodes);
     for (uint32_t k = 0; k < st->num_nodes; k++)
-      rt_sbuf_printf(b, "%s %u (%s)", k ? "," : "", st->first_node + k,
-                     rt_gnode_name(g->nodes[st->first_node + k].code));
+      rt_sbuf_printf(b, "%s %u (%s)", k ? "," : "", rt_step_node(st, k),
+                     rt_gnode_name(g->nodes[rt_step_node(st, k)].code));
     rt_sbuf_printf(b, "; %d inputs, %d registers; stores", f->num_inputs, f->num_registers);
     for (int j = 0; j < f->num_outputs; j++)
       rt_sbuf_printf(b, " b%d", g->operands[f->output_operand[j]].buffer);
@@ -49,8 +51,8 @@ nrt_status nrt_program_plan_text(nrt_program_t p, const int64_t *symbols, int32_
   if (symbols && (s = rt_program_plan_get(p, symbols, num_symbols, &plan))) return s;
   rt_sbuf b = {0};
   rt_sbuf_printf(&b, "program \"%s\": %u nodes, %d steps, %d fused groups of %d nodes, %d elided temporaries, "
-                 "%d written in place\n", g->name, g->num_nodes, p->num_steps, p->num_fused_groups,
-                 p->num_fused_nodes, p->num_elided, p->num_inplace);
+                 "%d written in place, %d gemm epilogues\n", g->name, g->num_nodes, p->num_steps,
+                 p->num_fused_groups, p->num_fused_nodes, p->num_elided, p->num_inplace, p->num_gemm_epilogues);
   print_steps(&b, p);
   for (uint32_t i = 0; i < g->num_buffers; i++) {
     if (g->buffers[i].kind != NRT_BUFFER_TEMP) continue;

@@ -1,7 +1,8 @@
-/* In-place reuse: a pointwise step may write its result over a temporary
- * it reads for the last time, when both are laid out alike (same dtype,
- * element count, offset, shape and strides): element i is read before
- * element i is written, as in an eager in-place op. The result then
+/* In-place reuse: a pointwise step (or a GEMM's epilogue) may write its
+ * result over a temporary it reads for the last time, when both are laid
+ * out alike (same dtype, element count, offset, shape and strides):
+ * element i is read before element i is written, as in an eager in-place
+ * op. The result then
  * shares the input's arena space (share[result] = the space's owner),
  * whose lifetime grows to cover it. */
 #include <stdlib.h>
@@ -40,7 +41,7 @@ typedef struct step_operands {
 static int pointwise_operands(const struct nrt_program *p, const rt_step *st, step_operands *o) {
   const struct nrt_graph *g = p->graph;
   o->nreads = o->nwrites = 0;
-  if (st->kind == RT_STEP_FUSED) {
+  if (st->kind == RT_STEP_FUSED || st->kind == RT_STEP_GEMM_EPILOGUE) {
     const rt_fused *f = st->fused;
     for (int k = 0; k < f->num_inputs; k++) o->reads[o->nreads++] = f->input_operand[k];
     for (int k = 0; k < f->num_outputs; k++) o->writes[o->nwrites++] = f->output_operand[k];
@@ -70,6 +71,18 @@ static int reads_only_as(const struct nrt_program *p, const step_operands *o, in
   return 1;
 }
 
+/* Whether a GEMM step's product reads space: its epilogue writes blocks
+ * while the product still reads every input, so it may not write there. */
+static int gemm_reads(const struct nrt_program *p, const rt_step *st, int32_t space) {
+  if (st->kind != RT_STEP_GEMM_EPILOGUE) return 0;
+  const rt_gnode *m = &p->graph->nodes[st->first_node];
+  for (int k = 1; k < m->num_operands; k++) {
+    int32_t b = rt_gnode_operand(p->graph, m, k)->buffer;
+    if (in_arena(p, b) && owner(p, b) == space) return 1;
+  }
+  return 0;
+}
+
 void rt_program_plan_inplace(struct nrt_program *p) {
   const struct nrt_graph *g = p->graph;
   step_operands o;
@@ -88,7 +101,7 @@ void rt_program_plan_inplace(struct nrt_program *p) {
         int32_t space = owner(p, a);
         int used = 0;
         for (int t = 0; t < ntaken; t++) used |= taken[t] == space;
-        if (used || space == b || p->last_step[space] != s || g->buffers[a].dtype != g->buffers[b].dtype ||
+        if (used || space == b || p->last_step[space] != s || gemm_reads(p, &p->steps[s], space) || g->buffers[a].dtype != g->buffers[b].dtype ||
             !rt_graph_same_expr(g, g->buffers[a].numel_expr, g->buffers[b].numel_expr) ||
             !same_layout(g, x, y) || !reads_only_as(p, &o, space, x))
           continue;

@@ -9,7 +9,10 @@
 #include "graph/ir.h"
 #include "neuronrt/fuse.h"
 
-enum { RT_STEP_KERNEL = 0, RT_STEP_FUSED = 1 };
+/* RT_STEP_GEMM_EPILOGUE: a GEMM node (first_node) and a fused group of
+ * later nodes that reads its product, run on each block of the product as
+ * the GEMM finishes it (exec.c). */
+enum { RT_STEP_KERNEL = 0, RT_STEP_FUSED = 1, RT_STEP_GEMM_EPILOGUE = 2 };
 
 /* A fused group over the symbolic IR: operands name the graph's operands
  * (indices into nrt_graph.operands); the instructions are final. */
@@ -26,9 +29,19 @@ typedef struct rt_fused {
 
 typedef struct rt_step {
   int32_t kind;
-  uint32_t first_node, num_nodes;
-  rt_fused *fused; /* RT_STEP_FUSED */
+  uint32_t first_node, num_nodes; /* nodes first_node.. (an epilogue step: the GEMM's node) */
+  rt_fused *fused;                /* RT_STEP_FUSED, RT_STEP_GEMM_EPILOGUE */
+  /* RT_STEP_GEMM_EPILOGUE: the group's nodes, group_first.. (not always
+   * right after the GEMM: steps that neither touch what the group writes
+   * nor write what it reads may lie between them). */
+  uint32_t group_first, group_count;
 } rt_step;
+
+/* The i-th node of a step. */
+static inline uint32_t rt_step_node(const rt_step *st, uint32_t i) {
+  if (st->kind != RT_STEP_GEMM_EPILOGUE) return st->first_node + i;
+  return i == 0 ? st->first_node : st->group_first + i - 1;
+}
 
 /* The plan of one binding of the symbols. Per buffer: offset and bytes in
  * the arena (temporaries that have space; SIZE_MAX and 0 otherwise). */
@@ -52,7 +65,7 @@ typedef struct rt_plan {
 struct nrt_program {
   atomic_int refs; /* the owner's and each queued launch's */
   struct nrt_graph *graph;
-  int32_t num_steps, num_fused_groups, num_fused_nodes, num_elided;
+  int32_t num_steps, num_fused_groups, num_fused_nodes, num_elided, num_gemm_epilogues;
   rt_step *steps;
   uint8_t *elided;               /* per buffer: a temporary held in registers only */
   int32_t *first_step, *last_step; /* per buffer: its lifetime in steps (-1: untouched) */

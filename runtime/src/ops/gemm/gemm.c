@@ -118,6 +118,8 @@ typedef struct gemm_plan {
   int direct, cin_is_c;
   int b_inplace; /* micro-kernels read B where it lies (b_in_place) */
   int failed; /* a worker could not allocate its buffers (atomic) */
+  int transposed; /* computing C^T = B^T A^T: swap block coordinates for the epilogue */
+  nrt_status epilogue_status; /* the first failure of an epilogue call (atomic) */
   /* Shared packed B, one k chunk [kb0, kb0 + kb) at a time: for batch item
    * t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad +
    * jr*(packed kc); or NULL. */
@@ -192,6 +194,18 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
                                       : NULL;
     for (int64_t j = 0; j < ncols; j++)
       crow[j * g->c_cs] = irow ? w[j] + g->beta * irow[j * g->cin_cs] : w[j];
+  }
+}
+
+/* Hands a finished block to the caller's epilogue, in its orientation. */
+static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int64_t j0, int64_t cols) {
+  const rt_gemm_args *g = &pl->g;
+  if (!g->epilogue || __atomic_load_n(&pl->epilogue_status, __ATOMIC_RELAXED)) return;
+  nrt_status s = pl->transposed ? g->epilogue(g->epilogue_ctx, t, j0, cols, i0, rows)
+                                : g->epilogue(g->epilogue_ctx, t, i0, rows, j0, cols);
+  if (s) {
+    nrt_status none = NRT_SUCCESS;
+    __atomic_compare_exchange_n(&pl->epilogue_status, &none, s, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
   }
 }
 
@@ -288,10 +302,13 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
           }                                                                                     \
         }                                                                                       \
       }                                                                                         \
-      if (!pl->direct)                                                                          \
-        for (int64_t ib = ib0; ib < ib0 + nib; ib++)                                            \
-          flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, ib * pl->mc, j0, \
-                                min64(pl->mc, g->m - ib * pl->mc), ncur);                       \
+      /* A block is final after the last k chunk (of the last shared-B phase). */              \
+      const int final = !pl->bsh || pl->kb0 + pl->kb >= pl->ktot;                               \
+      for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                            \
+        const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                        \
+        if (!pl->direct) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur); \
+        if (final) finish_block(pl, t, i0, mcur, j0, ncur);                                     \
+      }                                                                                         \
       u += nib;                                                                                 \
     }                                                                                           \
   }                                                                                             \
@@ -321,7 +338,9 @@ static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t l
     gemm_plan *pl = ctx;                                                                        \
     for (;;) {                                                                                  \
       int64_t u = __atomic_fetch_add(&pl->next_unit, 1, __ATOMIC_RELAXED);                      \
-      if (u >= pl->units || __atomic_load_n(&pl->failed, __ATOMIC_RELAXED)) return;            \
+      if (u >= pl->units || __atomic_load_n(&pl->failed, __ATOMIC_RELAXED) ||                  \
+          __atomic_load_n(&pl->epilogue_status, __ATOMIC_RELAXED))                              \
+        return;                                                                                 \
       run_units_##SUF(u, u + 1, ctx);                                                           \
     }                                                                                           \
   }
@@ -480,6 +499,14 @@ static nrt_status check_args(const rt_gemm_args *g) {
   return NRT_SUCCESS;
 }
 
+/* The epilogue of the paths without blocks (k == 0, integers, vectors):
+ * each batch item's whole C at once, on the calling thread. */
+static nrt_status whole_epilogue(const rt_gemm_args *g) {
+  nrt_status s = NRT_SUCCESS;
+  for (int64_t t = 0; g->epilogue && t < g->batch && !s; t++) s = g->epilogue(g->epilogue_ctx, t, 0, g->m, 0, g->n);
+  return s;
+}
+
 nrt_status rt_gemm(const rt_gemm_args *args) {
   nrt_status s = check_args(args);
   if (s != NRT_SUCCESS) return s;
@@ -489,17 +516,20 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   if (g->beta == 0) g->cin = NULL;
   if (g->k == 0) {
     scale_only(g);
-    return NRT_SUCCESS;
+    return whole_epilogue(args);
   }
-  if (is_integer(g->ab_dtype)) return rt_gemm_integer(g);
+  if (is_integer(g->ab_dtype)) return (s = rt_gemm_integer(g)) ? s : whole_epilogue(args);
   /* Strides of size-1 dimensions are arbitrary: make them harmless. */
   if (g->n == 1) g->c_cs = 1, g->cin_cs = 0;
   if (g->m == 1) g->c_rs = 1, g->cin_rs = 0;
   if (g->kslices == 1 && (g->n == 1 || g->m == 1)) {
     if (g->n != 1) transpose_problem(g);
-    return rt_gemv(g);
+    return (s = rt_gemv(g)) ? s : whole_epilogue(args);
   }
-  if (g->c_cs != 1 && g->c_rs == 1) transpose_problem(g);
+  if (g->c_cs != 1 && g->c_rs == 1) {
+    transpose_problem(g);
+    pl.transposed = 1;
+  }
   nrt_dtype compute = g->ab_dtype == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32;
   if (g->kernel) {
     pl.kern = g->kernel;
@@ -540,5 +570,5 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     }
   }
   if (pl.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
-  return NRT_SUCCESS;
+  return pl.epilogue_status;
 }

@@ -66,6 +66,16 @@ typedef struct rt_gemm_args {
   /* A kernel from rt_gemm_kernels() to use instead of the best one (tests
    * and benchmarks); NULL for the default. */
   const struct rt_gemm_kernel *kernel;
+  /* Optional: called once for every block of C as soon as its final values
+   * are stored (rows i0..i0+rows-1, columns j0..j0+cols-1 of batch item t,
+   * in the caller's orientation), on the thread that computed it, while
+   * the block is in that core's cache: a compiled graph applies its
+   * pointwise epilogue there. Blocks are disjoint and together cover C;
+   * calls run in parallel. A nonzero status stops the product and is
+   * returned by rt_gemm, with no message of its own (the epilogue keeps
+   * its message). */
+  nrt_status (*epilogue)(void *ctx, int64_t t, int64_t i0, int64_t rows, int64_t j0, int64_t cols);
+  void *epilogue_ctx;
 } rt_gemm_args;
 
 /* Runs the product on the calling thread and the kernel thread pool.
@@ -74,6 +84,12 @@ typedef struct rt_gemm_args {
  * buffers cannot be allocated; never reads or writes out of the described
  * elements. */
 nrt_status rt_gemm(const rt_gemm_args *args);
+
+/* The product an NRT_OP_GEMM op describes (operands [out, a, b(, cin)],
+ * scalars [alpha, beta], host pointers), checked: for callers that add an
+ * epilogue before calling rt_gemm. out is [batch, m, n] (batch 1 for a
+ * 2-d out). */
+nrt_status rt_gemm_args_of_op(const nrt_op *op, rt_gemm_args *out);
 
 /* ---- micro-kernels (gemm_kernels.c) ------------------------------------- */
 

@@ -1,11 +1,12 @@
 /* The GEMM op (neuronrt/ops/gemm.h): checks a descriptor and hands it to
- * rt_gemm as one batched product. */
+ * rt_gemm as one batched product. Host pointers (the op as rt_op_run
+ * passes it). */
 #include "internal.h"
 #include "ops/gemm/gemm.h"
 
 static double scalar_value(const nrt_scalar *s) { return s->is_float ? s->f : (double)s->i; }
 
-nrt_status rt_kernel_gemm(const nrt_op *op) {
+nrt_status rt_gemm_args_of_op(const nrt_op *op, rt_gemm_args *args) {
   if (op->num_operands < 3 || op->num_operands > 4 || op->num_outputs != 1 || op->num_scalars != 2)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                    "gemm: expected operands [out, a, b(, cin)] and scalars [alpha, beta]");
@@ -53,7 +54,7 @@ nrt_status rt_kernel_gemm(const nrt_op *op) {
                    nrt_dtype_name(b->dtype));
   double beta = scalar_value(&op->scalars[1]);
   int lead = out->ndim == 3;
-  rt_gemm_args g = {
+  *args = (rt_gemm_args){
       .batch = sums_slices ? 1 : S, .m = m, .n = n, .k = k, .kslices = sums_slices ? S : 1,
       .ab_dtype = a->dtype, .c_dtype = out->dtype,
       .a = a->data, .a_rs = x[1][1], .a_cs = x[2][1],
@@ -61,14 +62,20 @@ nrt_status rt_kernel_gemm(const nrt_op *op) {
       .c = out->data, .c_bs = o[0][1], .c_rs = o[1][1], .c_cs = o[2][1],
       .alpha = scalar_value(&op->scalars[0]), .beta = cin ? beta : 0};
   if (sums_slices) {
-    g.a_ss = x[0][1], g.b_ss = y[0][1];
+    args->a_ss = x[0][1], args->b_ss = y[0][1];
   } else {
-    g.a_bs = x[0][1], g.b_bs = y[0][1];
+    args->a_bs = x[0][1], args->b_bs = y[0][1];
   }
   if (cin && beta != 0) {
-    g.cin = cin->data;
-    g.cin_bs = lead ? cin->strides[0] : 0;
-    g.cin_rs = cin->strides[lead], g.cin_cs = cin->strides[lead + 1];
+    args->cin = cin->data;
+    args->cin_bs = lead ? cin->strides[0] : 0;
+    args->cin_rs = cin->strides[lead], args->cin_cs = cin->strides[lead + 1];
   }
-  return rt_gemm(&g);
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_kernel_gemm(const nrt_op *op) {
+  rt_gemm_args g;
+  nrt_status s = rt_gemm_args_of_op(op, &g);
+  return s ? s : rt_gemm(&g);
 }
