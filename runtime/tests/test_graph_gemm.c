@@ -204,7 +204,7 @@ static void test_shapes_and_layouts(void) {
       {.m = 1, .n = 300, .k = 40, .out = NRT_FLOAT32},                    /* a vector product */
       {.m = 300, .n = 1, .k = 40, .out = NRT_FLOAT32, .bias = 1},        /* ... the other way */
       {.m = 200, .n = 130, .k = 70, .out = NRT_FLOAT32, .bias = 1},      /* many blocks */
-      {.m = 64, .n = 2048, .k = 700, .out = NRT_FLOAT32},                 /* shared B, several k chunks */
+      {.m = 64, .n = 1024, .k = 600, .out = NRT_FLOAT32},                 /* shared B, several k chunks */
       {.m = 97, .n = 200, .k = 50, .out = NRT_BFLOAT16, .bias = 1},      /* a 16-bit result */
       {.m = 120, .n = 90, .k = 33, .layout = PRODUCT_COLS, .out = NRT_FLOAT32, .bias = 1},
       {.m = 50, .n = 60, .k = 20, .out = NRT_FLOAT32, .shared_product = 1},

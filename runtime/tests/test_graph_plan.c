@@ -1,7 +1,8 @@
 /* Compiled graphs over random DAGs of pointwise ops (neuronrt/graph.h):
  * views dense, flipped (negative strides), shifted and broadcast over
  * shapes of symbolic sizes, temporaries rewritten and updated in place,
- * and flattened nodes that break chains. Each graph is compiled with and
+ * flattened nodes that break chains, and GEMMs (outer products of a
+ * column and a row, so exact) whose readers become their epilogues. Each graph is compiled with and
  * without fusion and run at random bindings: the memory plan passes
  * rt_graph_plan_check, the arena is no bigger than the temporaries (and
  * smaller for a chain), and the outputs are bitwise those of the same ops
@@ -23,8 +24,10 @@ static int pick(int n) { return (int)(next_u64() % (uint64_t)n); }
 #define MAX_BUFS 40
 #define MAX_NODES 24
 
-/* A view kind of a buffer of numel s0*s1 (+ s1 for SHIFTED), over (s0, s1). */
-enum { DENSE, FLIPPED, SHIFTED, ROW, FLAT };
+/* A view kind of a buffer of numel s0*s1 (+ s1 for SHIFTED), over (s0, s1);
+ * COL0 and ROW0, a GEMM's inputs: a buffer's first column (s0, 1) and an
+ * s1-element buffer as a row (1, s1). */
+enum { DENSE, FLIPPED, SHIFTED, ROW, FLAT, COL0, ROW0 };
 
 typedef struct rbuf {
   uint32_t kind, slot;
@@ -41,7 +44,7 @@ typedef struct rnode {
   nrt_op_code code;
   int nin, flat, num_outputs;
   rview out, in[2];
-  nrt_scalar scalar;
+  nrt_scalar scalar[2];
   int num_scalars;
 } rnode;
 
@@ -78,6 +81,8 @@ static gw_operand ir_view(const exprs *e, const rgraph *r, rview v, int flat) {
   if (v.kind == FLIPPED) o.offset = e->last, o.stride[0] = e->minus_s1, o.stride[1] = e->minus1;
   if (v.kind == SHIFTED) o.offset = e->s1;
   if (v.kind == ROW) o.stride[0] = e->zero;
+  if (v.kind == COL0) o.shape[1] = e->one;
+  if (v.kind == ROW0) o.shape[0] = e->one, o.stride[0] = e->zero;
   return o;
 }
 
@@ -101,7 +106,7 @@ static uint8_t *write_ir(const rgraph *r, size_t *size) {
     ops[0] = ir_view(&e, r, n->out, n->flat);
     for (int k = 0; k < n->nin; k++) ops[1 + k] = ir_view(&e, r, n->in[k], n->flat);
     gw_node(w, n->code, NRT_FLOAT32, (uint32_t)n->num_outputs, (uint32_t)(1 + n->nin), ops,
-            (uint32_t)n->num_scalars, &n->scalar);
+            (uint32_t)n->num_scalars, n->scalar);
   }
   uint8_t *bytes = gw_finish(w, size);
   gw_free(w);
@@ -149,7 +154,7 @@ static void random_graph(rgraph *r, int chain) {
     static const nrt_op_code binary[] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_MAXIMUM, NRT_OP_MINIMUM};
     n->nin = chain ? 1 : 1 + pick(2);
     n->code = n->nin == 1 ? unary[pick(5)] : binary[pick(4)];
-    if (n->code == NRT_OP_ADD) n->num_scalars = 1, n->scalar = (nrt_scalar){.is_float = 1, .f = 0.5};
+    if (n->code == NRT_OP_ADD) n->num_scalars = 1, n->scalar[0] = (nrt_scalar){.is_float = 1, .f = 0.5};
     n->num_outputs = 1;
     /* flat nodes read and write only full-size dense buffers */
     n->flat = !chain && pick(8) == 0;
@@ -158,6 +163,31 @@ static void random_graph(rgraph *r, int chain) {
       do b = chain && k == 0 ? last : pick(r->num_bufs);
       while (!r->written[b] || (n->flat && (r->bufs[b].row || r->bufs[b].shifted)));
       n->in[k] = read_view(r, b, n->flat);
+    }
+    if (!chain && pick(6) == 0) { /* a GEMM: out = column 0 of one buffer times row 0 of another */
+      n->code = NRT_OP_GEMM, n->nin = 2, n->flat = 0, n->num_scalars = 2;
+      n->scalar[0] = (nrt_scalar){.is_float = 1, .f = 1.0};
+      n->scalar[1] = (nrt_scalar){.is_float = 1, .f = 0.0};
+      int a;
+      do a = pick(r->num_bufs);
+      while (!r->written[a] || r->bufs[a].row || r->bufs[a].shifted);
+      /* The row: an input of s1 elements (a buffer's first row would not
+       * exist at s0 = 0). */
+      int b = -1;
+      for (int x = 0; x < r->num_bufs; x++)
+        if (r->bufs[x].row) b = x;
+      if (b < 0) {
+        b = add_buf(r, NRT_BUFFER_INPUT);
+        r->bufs[b].row = 1, r->bufs[b].shifted = 0;
+      }
+      n->in[0] = (rview){a, COL0};
+      n->in[1] = (rview){b, ROW0};
+      int out = add_buf(r, i == nodes - 1 || pick(5) == 0 ? NRT_BUFFER_OUTPUT : NRT_BUFFER_TEMP);
+      n->out = (rview){out, pick(5) == 0 ? FLIPPED : DENSE};
+      r->written[out] = 1;
+      last = out;
+      if (r->num_bufs >= MAX_BUFS - 1) break;
+      continue;
     }
     int choice = chain ? 0 : pick(10);
     int out;
@@ -198,6 +228,8 @@ static nrt_tensor_view eval_view(const rgraph *r, void *const *dev, rview v, int
     if (v.kind == FLIPPED) off = s0 * s1 - 1, t.strides[0] = -s1, t.strides[1] = -1;
     if (v.kind == SHIFTED) off = s1;
     if (v.kind == ROW) t.strides[0] = 0;
+    if (v.kind == COL0) t.shape[1] = 1;
+    if (v.kind == ROW0) t.shape[0] = 1, t.strides[0] = 0;
   }
   t.data = s0 * s1 != 0 ? (char *)dev[v.buf] + off * 4 : NULL;
   return t;
@@ -211,7 +243,7 @@ static void run_reference(const rgraph *r, void *const *dev, int64_t s0, int64_t
     memset(&op, 0, sizeof op);
     op.code = n->code, op.compute_dtype = NRT_FLOAT32;
     op.num_operands = 1 + n->nin, op.num_outputs = n->num_outputs;
-    op.num_scalars = n->num_scalars, op.scalars[0] = n->scalar;
+    op.num_scalars = n->num_scalars, op.scalars[0] = n->scalar[0], op.scalars[1] = n->scalar[1];
     op.operands[0] = eval_view(r, dev, n->out, n->flat, s0, s1);
     for (int k = 0; k < n->nin; k++) op.operands[1 + k] = eval_view(r, dev, n->in[k], n->flat, s0, s1);
     CHECK_OK(nrt_op_execute(&op));
@@ -258,7 +290,7 @@ static void check_plan(nrt_program_t p, const int64_t *syms, int chain, int fuse
 }
 
 static void test_random_graphs(void) {
-  int fused_groups = 0, elided = 0, inplace = 0;
+  int fused_groups = 0, elided = 0, inplace = 0, epilogues = 0;
   for (int iter = 0; iter < 150; iter++) {
     int chain = iter % 4 == 0;
     rgraph r;
@@ -280,6 +312,7 @@ static void test_random_graphs(void) {
     fused_groups += info.num_fused_groups;
     elided += info.num_elided;
     inplace += info.num_inplace;
+    epilogues += info.num_gemm_epilogues;
     CHECK_OK(nrt_program_info_get(prog[0], &info));
     inplace += info.num_inplace;
     for (int bind = 0; bind < 3; bind++) {
@@ -336,9 +369,14 @@ static void test_random_graphs(void) {
     nrt_program_destroy(prog[0]);
     nrt_program_destroy(prog[1]);
   }
+  nrt_program_counters counts;
+  nrt_program_get_counters(&counts);
   fprintf(stderr, "  %d plans checked (%d chains), %d fused groups, %d elided temporaries, "
-          "%d written in place\n", checked_plans, chain_plans, fused_groups, elided, inplace);
-  CHECK(fused_groups > 50 && elided > 20 && chain_plans > 10 && inplace > 20);
+          "%d written in place, %d gemm epilogues (runs: %llu on blocks, %llu after)\n", checked_plans,
+          chain_plans, fused_groups, elided, inplace, epilogues,
+          (unsigned long long)counts.gemm_epilogues_on_blocks, (unsigned long long)counts.gemm_epilogues_after);
+  CHECK(fused_groups > 50 && elided > 20 && chain_plans > 10 && inplace > 20 && epilogues > 10);
+  CHECK(counts.gemm_epilogues_on_blocks > 10 && counts.gemm_epilogues_after > 0);
 }
 
 /* More than RT_PLAN_CACHE bindings, revisited: evicted plans are rebuilt. */
