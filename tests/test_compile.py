@@ -563,6 +563,35 @@ def test_gemm_epilogues_forward_and_backward(dtype):
     assert all(r["gemm_epilogues"] >= 1 for r in rows()), rows()
 
 
+def test_row_regions_norms_and_softmax():
+    """A residual add before layer norm, an activation after it, a scaled
+    softmax, log-softmax and RMS norm run as row regions, chunk by chunk of
+    rows, bit for bit as eager neuron."""
+    x, r = rand(4, 300, 256, seed=31), rand(4, 300, 256, seed=32)
+    w, b = rand(256, seed=33), rand(256, seed=34)
+
+    def f(x, r, w, b):
+        h = x + r
+        y = F.layer_norm(h, (256,), w, b)
+        z = F.gelu(y) * 2
+        s = torch.softmax(x * 0.125, dim=-1)
+        lsm = torch.log_softmax(z, dim=-1) - 1
+        rn = F.rms_norm(h * 0.5, (256,), w) + 3
+        return h, z, s, lsm, rn
+
+    want = f(x, r, w, b)
+    fn = compiled(f)
+    for _ in range(2):
+        got = fn(x, r, w, b)
+    torch.neuron.synchronize()
+    for g, e in zip(got, want):
+        assert torch.equal(g, e)
+    c = counters()
+    assert c["compile.row_regions_chunked"] >= 2, c
+    assert c["compile.eager_nodes"] == 0, c
+    assert rows()[-1]["row_regions"] >= 1, rows()
+
+
 def test_training_mlp_compiled_vs_eager_vs_cpu():
     """Three SGD steps: compiled neuron, eager neuron and CPU agree.
     Tolerances: compiled against eager neuron rtol=atol=2e-5; against the

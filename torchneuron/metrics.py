@@ -25,6 +25,12 @@ subsystems add theirs to the table.
 ``compile.gemm_epilogues_on_blocks`` / ``compile.gemm_epilogues_after``
     runs of those steps with the epilogue on the blocks, and runs whose
     layouts did not allow it (the group then ran after the product).
+``compile.row_regions``
+    row regions in the programs compiled: a norm or softmax with the
+    pointwise steps around it, run chunk by chunk of rows.
+``compile.row_regions_chunked`` / ``compile.row_regions_alone``
+    runs of row regions (or parts of them) by chunks of rows, and runs
+    whose layouts made their steps run one after another.
 ``compile.eager_nodes``
     nodes of compiled graphs that ran through the eager path (counted per
     run of the graph).

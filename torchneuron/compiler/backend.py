@@ -123,17 +123,19 @@ def _record(runner, programs, kind, ms, source, example_inputs):
         _metrics.count("compile.cache_hits")
     elif source == "disk":
         _metrics.count("compile.disk_cache_hits")
-    fused = epilogues = 0
+    fused = epilogues = regions = 0
     for p in programs:
         info = p.info()
         fused += info["fused_groups"]
         epilogues += info["gemm_epilogues"]
+        regions += info["row_regions"]
     _metrics.count("compile.fused_kernels", fused)
     _metrics.count("compile.gemm_epilogues", epilogues)
+    _metrics.count("compile.row_regions", regions)
     runner.metrics_row = _metrics.add_row({
         "name": runner.name, "kind": kind,
         "nodes": sum(1 for n in runner.gm.graph.nodes if n.op == "call_function"),
-        "segments": runner.num_launchable, "fused_groups": fused, "gemm_epilogues": epilogues,
+        "segments": runner.num_launchable, "fused_groups": fused, "gemm_epilogues": epilogues, "row_regions": regions,
         "eager_nodes": len(runner.eager_nodes), "eager_ops": sorted({s for s in runner.eager_nodes}),
         "arena_bytes": 0, "compile_ms": round(ms, 3), "source": source,
     })

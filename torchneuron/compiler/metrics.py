@@ -13,6 +13,7 @@ _counters = {
     "compile.disk_cache_hits": 0,
     "compile.fused_kernels": 0,
     "compile.gemm_epilogues": 0,
+    "compile.row_regions": 0,
     "compile.eager_nodes": 0,
     "compile.launches": 0,
     "compile.fallbacks": 0,

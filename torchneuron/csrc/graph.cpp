@@ -76,6 +76,7 @@ py::dict program_info(uintptr_t handle) {
   d["elided"] = info.num_elided;
   d["inplace"] = info.num_inplace;
   d["gemm_epilogues"] = info.num_gemm_epilogues;
+  d["row_regions"] = info.num_row_regions;
   return d;
 }
 
@@ -148,7 +149,9 @@ void register_graph_bindings(py::module_& m) {
     nrt_program_counters c{};
     nrt_program_get_counters(&c);
     return std::map<std::string, uint64_t>{{"compile.gemm_epilogues_on_blocks", c.gemm_epilogues_on_blocks},
-                                           {"compile.gemm_epilogues_after", c.gemm_epilogues_after}};
+                                           {"compile.gemm_epilogues_after", c.gemm_epilogues_after},
+                                           {"compile.row_regions_chunked", c.row_regions_chunked},
+                                           {"compile.row_regions_alone", c.row_regions_alone}};
   });
   m.def("_clear_graph_counters", [] { nrt_program_clear_counters(); });
   m.def("_op_codes", [] {

@@ -132,6 +132,7 @@ typedef struct nrt_program_info {
   int32_t num_elided;       /* temporaries that live in fused registers only */
   int32_t num_inplace;      /* temporaries written in place over an input's space */
   int32_t num_gemm_epilogues; /* GEMMs whose following pointwise nodes run on their blocks */
+  int32_t num_row_regions;    /* steps that run a norm or softmax and the pointwise steps around it by rows */
 } nrt_program_info;
 
 nrt_status nrt_program_info_get(nrt_program_t program, nrt_program_info *info);
@@ -162,9 +163,12 @@ nrt_status nrt_program_launch(nrt_stream_t stream, nrt_program_t program, const 
 
 /* Counts over every program's launches since the last clear: GEMM steps
  * whose epilogue ran on the product's blocks, and those whose binding laid
- * the group out so that it could not (it then ran after the product). */
+ * the group out so that it could not (it then ran after the product); row
+ * regions run chunk by chunk of rows, and those whose layouts made their
+ * steps run one after another. */
 typedef struct nrt_program_counters {
   uint64_t gemm_epilogues_on_blocks, gemm_epilogues_after;
+  uint64_t row_regions_chunked, row_regions_alone;
 } nrt_program_counters;
 void nrt_program_get_counters(nrt_program_counters *counters);
 void nrt_program_clear_counters(void);

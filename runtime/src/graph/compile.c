@@ -44,7 +44,7 @@ static int runs_alone(const rt_gnode *n) {
   return division && (n->compute_dtype == NRT_FLOAT16 || n->compute_dtype == NRT_BFLOAT16);
 }
 
-static int fusible(const struct nrt_graph *g, const rt_gnode *n) {
+int rt_graph_node_fusible(const struct nrt_graph *g, const rt_gnode *n) {
   int32_t writes = rt_gnode_writes(n);
   if (!rt_fuse_is_fusible(n->code) || writes < 1 || runs_alone(n)) return 0;
   const rt_goperand *y0 = rt_gnode_operand(g, n, 0);
@@ -93,7 +93,7 @@ static int stored(const compiler *c, int32_t b, uint32_t start, uint32_t end) {
 static int add_node(const compiler *c, growing *q, uint32_t i) {
   const struct nrt_graph *g = c->g;
   const rt_gnode *n = &g->nodes[i];
-  if (!fusible(g, n)) return 0;
+  if (!rt_graph_node_fusible(g, n)) return 0;
   if (q->count && !same_shape(g, rt_gnode_operand(g, n, 0), &g->operands[q->f.shape_operand])) return 0;
   int32_t writes = rt_gnode_writes(n);
   if (q->count == NRT_FUSE_MAX_INSTS || q->f.num_registers + writes > NRT_FUSE_MAX_REGISTERS)
@@ -249,12 +249,17 @@ static rt_step *epilogue_host(const compiler *c, struct nrt_program *p, const gr
   return NULL;
 }
 
+static void free_step(rt_step *st) {
+  if (st->fused) {
+    free(st->fused->insts);
+    free(st->fused);
+  }
+  for (int32_t m = 0; m < st->num_members; m++) free_step(&st->members[m]);
+  free(st->members);
+}
+
 static void free_steps(struct nrt_program *p) {
-  for (int32_t s = 0; s < p->num_steps; s++)
-    if (p->steps[s].fused) {
-      free(p->steps[s].fused->insts);
-      free(p->steps[s].fused);
-    }
+  for (int32_t s = 0; s < p->num_steps; s++) free_step(&p->steps[s]);
   free(p->steps);
 }
 
@@ -406,7 +411,9 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
       if (c.first_touch[b] == UINT32_MAX) c.first_touch[b] = i;
       c.last_touch[b] = i;
     }
-  if ((s = build_steps(&c, p, fuse)) || (s = create_nki_programs(p))) goto done;
+  if ((s = build_steps(&c, p, fuse)) || (fuse && (s = rt_program_plan_rows(p))) ||
+      (s = create_nki_programs(p)))
+    goto done;
   for (int32_t st = 0; st < p->num_steps; st++)
     for (uint32_t k = 0; k < p->steps[st].num_nodes; k++) node_step[rt_step_node(&p->steps[st], k)] = st;
   /* Lifetimes: the steps from the first to the last that touch the buffer

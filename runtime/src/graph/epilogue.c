@@ -17,11 +17,13 @@ void nrt_program_get_counters(nrt_program_counters *c) {
   if (!c) return;
   c->gemm_epilogues_on_blocks = atomic_load_explicit(&epilogues_on_blocks, memory_order_relaxed);
   c->gemm_epilogues_after = atomic_load_explicit(&epilogues_after, memory_order_relaxed);
+  rt_rows_counters(&c->row_regions_chunked, &c->row_regions_alone);
 }
 
 void nrt_program_clear_counters(void) {
   atomic_store(&epilogues_on_blocks, 0);
   atomic_store(&epilogues_after, 0);
+  rt_rows_clear_counters();
 }
 
 /* Strides that view a tensor of shape from (n_from dims, strides st) as

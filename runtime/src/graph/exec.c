@@ -186,13 +186,17 @@ static nrt_status run(void *arg) {
     const rt_gnode *n = &p->graph->nodes[st->first_node];
     nrt_status s = st->kind == RT_STEP_FUSED                   ? rt_run_fused(t, st->fused, checked)
                    : st->kind == RT_STEP_GEMM_EPILOGUE     ? rt_run_gemm_epilogue(t, st, checked)
+                   : st->kind == RT_STEP_ROWS              ? rt_run_rows(t, st, checked)
                    : n->code == (nrt_op_code)NRT_GRAPH_NKI ? run_nki(t, st->first_node)
                                                            : run_kernel(t, n);
     if (s) {
       char why[1024];
       snprintf(why, sizeof why, "%s", nrt_last_error());
       return rt_fail(s, "step %d (%s): %s", i,
-                     st->kind != RT_STEP_KERNEL ? st->fused->name : rt_gnode_name(n->code), why);
+                     st->kind == RT_STEP_ROWS     ? "row region"
+                     : st->kind != RT_STEP_KERNEL ? st->fused->name
+                                                  : rt_gnode_name(n->code),
+                     why);
     }
   }
   if (!checked) atomic_store_explicit(&t->plan->fused_checked, 1, memory_order_release);

@@ -15,28 +15,40 @@ nrt_status nrt_program_info_get(nrt_program_t p, nrt_program_info *info) {
   info->num_elided = p->num_elided;
   info->num_inplace = p->num_inplace;
   info->num_gemm_epilogues = p->num_gemm_epilogues;
+  info->num_row_regions = p->num_row_regions;
   return NRT_SUCCESS;
 }
 
-static void print_steps(rt_sbuf *b, const struct nrt_program *p) {
+/* One step's line after "step N: " (a region's members each in brackets). */
+static void print_step(rt_sbuf *b, const struct nrt_program *p, const rt_step *st) {
   const struct nrt_graph *g = p->graph;
-  for (int32_t i = 0; i < p->num_steps; i++) {
-    const rt_step *st = &p->steps[i];
-    if (st->kind == RT_STEP_KERNEL) {
-      rt_sbuf_printf(b, "step %d: kernel node %u (%s)\n", i, st->first_node,
-                     rt_gnode_name(g->nodes[st->first_node].code));
-      continue;
+  if (st->kind == RT_STEP_KERNEL) {
+    rt_sbuf_printf(b, "kernel node %u (%s)", st->first_node, rt_gnode_name(g->nodes[st->first_node].code));
+    return;
+  }
+  if (st->kind == RT_STEP_ROWS) {
+    rt_sbuf_printf(b, "row region of %d steps:", st->num_members);
+    for (int32_t m = 0; m < st->num_members; m++) {
+      rt_sbuf_printf(b, " [");
+      print_step(b, p, &st->members[m]);
+      rt_sbuf_printf(b, "]");
     }
-    const rt_fused *f = st->fused;
-    rt_sbuf_printf(b, "step %d: %s of %u nodes:", i,
-                   st->kind == RT_STEP_GEMM_EPILOGUE ? "gemm with its epilogue" : "fused group", st->num_nodes);
-    for (uint32_t k = 0; k < st->num_nodes; k++)
-      rt_sbuf_printf(b, "%s %u (%s)", k ? "," : "", rt_step_node(st, k),
-                     rt_gnode_name(g->nodes[rt_step_node(st, k)].code));
-    rt_sbuf_printf(b, "; %d inputs, %d registers; stores", f->num_inputs, f->num_registers);
-    for (int j = 0; j < f->num_outputs; j++)
-      rt_sbuf_printf(b, " b%d", g->operands[f->output_operand[j]].buffer);
-    if (!f->num_outputs) rt_sbuf_printf(b, " nothing");
+    return;
+  }
+  const rt_fused *f = st->fused;
+  rt_sbuf_printf(b, "%s of %u nodes:", st->kind == RT_STEP_GEMM_EPILOGUE ? "gemm with its epilogue" : "fused group",
+                 st->num_nodes);
+  for (uint32_t k = 0; k < st->num_nodes; k++)
+    rt_sbuf_printf(b, "%s %u (%s)", k ? "," : "", rt_step_node(st, k), rt_gnode_name(g->nodes[rt_step_node(st, k)].code));
+  rt_sbuf_printf(b, "; %d inputs, %d registers; stores", f->num_inputs, f->num_registers);
+  for (int j = 0; j < f->num_outputs; j++) rt_sbuf_printf(b, " b%d", g->operands[f->output_operand[j]].buffer);
+  if (!f->num_outputs) rt_sbuf_printf(b, " nothing");
+}
+
+static void print_steps(rt_sbuf *b, const struct nrt_program *p) {
+  for (int32_t i = 0; i < p->num_steps; i++) {
+    rt_sbuf_printf(b, "step %d: ", i);
+    print_step(b, p, &p->steps[i]);
     rt_sbuf_printf(b, "\n");
   }
 }
@@ -51,8 +63,9 @@ nrt_status nrt_program_plan_text(nrt_program_t p, const int64_t *symbols, int32_
   if (symbols && (s = rt_program_plan_get(p, symbols, num_symbols, &plan))) return s;
   rt_sbuf b = {0};
   rt_sbuf_printf(&b, "program \"%s\": %u nodes, %d steps, %d fused groups of %d nodes, %d elided temporaries, "
-                 "%d written in place, %d gemm epilogues\n", g->name, g->num_nodes, p->num_steps,
-                 p->num_fused_groups, p->num_fused_nodes, p->num_elided, p->num_inplace, p->num_gemm_epilogues);
+                 "%d written in place, %d gemm epilogues, %d row regions\n", g->name, g->num_nodes,
+                 p->num_steps, p->num_fused_groups, p->num_fused_nodes, p->num_elided, p->num_inplace,
+                 p->num_gemm_epilogues, p->num_row_regions);
   print_steps(&b, p);
   for (uint32_t i = 0; i < g->num_buffers; i++) {
     if (g->buffers[i].kind != NRT_BUFFER_TEMP) continue;

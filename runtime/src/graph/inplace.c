@@ -41,6 +41,7 @@ typedef struct step_operands {
 static int pointwise_operands(const struct nrt_program *p, const rt_step *st, step_operands *o) {
   const struct nrt_graph *g = p->graph;
   o->nreads = o->nwrites = 0;
+  if (st->kind == RT_STEP_ROWS) return 0; /* chunks of rows: no in-place reuse inside */
   if (st->kind == RT_STEP_FUSED || st->kind == RT_STEP_GEMM_EPILOGUE) {
     const rt_fused *f = st->fused;
     for (int k = 0; k < f->num_inputs; k++) o->reads[o->nreads++] = f->input_operand[k];

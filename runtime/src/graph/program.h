@@ -12,7 +12,10 @@
 /* RT_STEP_GEMM_EPILOGUE: a GEMM node (first_node) and a fused group of
  * later nodes that reads its product, run on each block of the product as
  * the GEMM finishes it (exec.c). */
-enum { RT_STEP_KERNEL = 0, RT_STEP_FUSED = 1, RT_STEP_GEMM_EPILOGUE = 2 };
+/* RT_STEP_ROWS: consecutive steps that work row by row (a norm or a
+ * softmax with the pointwise steps around it), run chunk of rows by chunk
+ * of rows while each chunk is in cache (rows.c). */
+enum { RT_STEP_KERNEL = 0, RT_STEP_FUSED = 1, RT_STEP_GEMM_EPILOGUE = 2, RT_STEP_ROWS = 3 };
 
 /* A fused group over the symbolic IR: operands name the graph's operands
  * (indices into nrt_graph.operands); the instructions are final. */
@@ -35,10 +38,19 @@ typedef struct rt_step {
    * right after the GEMM: steps that neither touch what the group writes
    * nor write what it reads may lie between them). */
   uint32_t group_first, group_count;
+  /* RT_STEP_ROWS: its steps, in order (num_nodes counts all their nodes). */
+  struct rt_step *members;
+  int32_t num_members;
 } rt_step;
 
 /* The i-th node of a step. */
 static inline uint32_t rt_step_node(const rt_step *st, uint32_t i) {
+  if (st->kind == RT_STEP_ROWS) {
+    for (int32_t m = 0; m < st->num_members; m++) {
+      if (i < st->members[m].num_nodes) return rt_step_node(&st->members[m], i);
+      i -= st->members[m].num_nodes;
+    }
+  }
   if (st->kind != RT_STEP_GEMM_EPILOGUE) return st->first_node + i;
   return i == 0 ? st->first_node : st->group_first + i - 1;
 }
@@ -65,7 +77,7 @@ typedef struct rt_plan {
 struct nrt_program {
   atomic_int refs; /* the owner's and each queued launch's */
   struct nrt_graph *graph;
-  int32_t num_steps, num_fused_groups, num_fused_nodes, num_elided, num_gemm_epilogues;
+  int32_t num_steps, num_fused_groups, num_fused_nodes, num_elided, num_gemm_epilogues, num_row_regions;
   rt_step *steps;
   uint8_t *elided;               /* per buffer: a temporary held in registers only */
   int32_t *first_step, *last_step; /* per buffer: its lifetime in steps (-1: untouched) */
@@ -77,6 +89,13 @@ struct nrt_program {
   rt_plan *cache[RT_PLAN_CACHE];
   uint64_t cache_used[RT_PLAN_CACHE], clock;
 };
+
+/* compile.c: whether node n may be an instruction of a fused group. */
+int rt_graph_node_fusible(const struct nrt_graph *g, const rt_gnode *n);
+
+/* rows.c: merges runs of steps that work row by row into RT_STEP_ROWS
+ * steps; run after the steps are built, before lifetimes. */
+nrt_status rt_program_plan_rows(struct nrt_program *p);
 
 /* inplace.c: finds results that can reuse an input's space (fills share,
  * extends lifetimes); run once lifetimes are known. */

@@ -45,8 +45,11 @@ nrt_status rt_run_fused(const rt_task *t, const rt_fused *f, int checked);
 /* epilogue.c */
 nrt_status rt_run_gemm_epilogue(const rt_task *t, const rt_step *st, int checked);
 
-/* rows.c */
+/* rows.c: a row region's run, and the counts of regions run by chunks
+ * and of those whose layouts made their steps run alone. */
 nrt_status rt_run_rows(const rt_task *t, const rt_step *st, int checked);
+void rt_rows_counters(uint64_t *chunked, uint64_t *alone);
+void rt_rows_clear_counters(void);
 
 /* Strides that view a tensor of shape from (n_from dims, strides st) as
  * shape to (n_to dims, same element count), element for element in
