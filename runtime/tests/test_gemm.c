@@ -477,6 +477,11 @@ static void test_shared_b_chunks_and_fallback(void) {
       {40, 700, 300, NRT_FLOAT32, NRT_FLOAT32},     /* few rows: units split columns */
       {5, 2100, 2050, NRT_FLOAT32, NRT_FLOAT32},    /* B too large to share */
       {700, 45, 37, NRT_FLOAT64, NRT_FLOAT64},      /* many rows, a short k */
+      /* weight gradients' shapes: few rows, a long k, several column
+       * blocks, in each compute type */
+      {128, 512, 2048, NRT_FLOAT32, NRT_FLOAT32},
+      {100, 300, 1100, NRT_FLOAT64, NRT_FLOAT64},
+      {90, 400, 1500, NRT_BFLOAT16, NRT_FLOAT32},
   };
   for (size_t z = 0; z < sizeof cases / sizeof cases[0]; z++)
     for (int l = 0; l < 3; l++) {
