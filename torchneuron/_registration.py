@@ -24,3 +24,6 @@ def register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from torchneuron import distributed
+
+    distributed.register()  # the c10d backend "neuron"

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
+#include "neuronrt/host_error.h"
 
 static _Thread_local char last_error[1024];
 
@@ -56,4 +57,9 @@ rt_size_text rt_format_size(uint64_t bytes) {
   else
     snprintf(t.s, sizeof t.s, "%.2f GiB", (double)bytes / (1ull << 30));
   return t;
+}
+
+nrt_status nrt_host_error(nrt_status status, const char *message) {
+  rt_set_error(message ? message : "");
+  return status == NRT_SUCCESS ? NRT_ERROR_INTERNAL : status;
 }

@@ -4,6 +4,7 @@
 #include "neuronrt/adaptive_eager.h"
 #include "neuronrt/fuse.h"
 #include "neuronrt/graph.h"
+#include "neuronrt/host_error.h"
 
 int nrt_header_check_dummy(void);
 int nrt_header_check_dummy(void) { return NRT_OP_COUNT; }

@@ -1,0 +1,240 @@
+"""The c10d backend "neuron" (torchneuron/distributed), two ranks on this
+host: every collective it has against values computed exactly on each rank
+(integers and halves, so that every reduction order gives the same bits),
+float32, bfloat16, float64 and int64, contiguous and not; async work ordered
+on the stream; CPU tensors in the same group; the backend chosen by
+default for neuron tensors; and DDP training on neuron against DDP on CPU
+with gloo, step by step.
+
+Each test spawns its ranks (torch.multiprocessing, a file:// store in the
+test's directory); a rank's failure is reported with its traceback."""
+
+import os
+import traceback
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytestmark = pytest.mark.timeout(300)
+
+WORLD = 2
+
+
+def _run(fn, tmp_path, *args, world=WORLD):
+    """Runs fn(rank, store, *args) on `world` spawned ranks; raises with the
+    first failing rank's traceback."""
+    errors = mp.get_context("spawn").Manager().dict()
+    store = str(tmp_path / "store")
+    mp.spawn(_entry, args=(fn, store, errors, args, world), nprocs=world, join=True)
+    if errors:
+        rank = min(errors)
+        pytest.fail(f"rank {rank} failed:\n{errors[rank]}")
+
+
+def _entry(rank, fn, store, errors, args, world):
+    try:
+        import torchneuron  # noqa: F401
+
+        os.environ["TEST_WORLD"] = str(world)
+        fn(rank, store, *args)
+    except Exception:  # noqa: BLE001 - reported to the parent
+        errors[rank] = traceback.format_exc()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _init(rank, store, backend="neuron"):
+    kwargs = {} if backend is None else {"backend": backend}
+    world = int(os.environ.get("TEST_WORLD", WORLD))
+    dist.init_process_group(init_method=f"file://{store}", rank=rank, world_size=world, **kwargs)
+    return world
+
+
+# ---- collectives -------------------------------------------------------------------
+
+
+def _collectives(rank, store):
+    WORLD = _init(rank, store)
+    dev = torch.device("neuron", 0)
+    for dtype in (torch.float32, torch.bfloat16, torch.float64, torch.int64):
+        base = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+
+        def mine(r, t=base, dtype=dtype):  # rank r's values: exact in every dtype
+            return ((t + 1) * (r + 1) / (1 if dtype == torch.int64 else 2)).to(dtype)
+
+        every = [mine(r) for r in range(WORLD)]
+        ops = {
+            dist.ReduceOp.SUM: sum(e.double() for e in every),
+            dist.ReduceOp.MAX: torch.stack(every).max(0).values.double(),
+            dist.ReduceOp.MIN: torch.stack(every).min(0).values.double(),
+        }
+        # products of small values (exact in bfloat16 too: at most 6 ** 3)
+        small = [((base % 3 + 1) * (r % 2 + 1)).to(dtype) for r in range(WORLD)]
+        x = small[rank].to(dev)
+        dist.all_reduce(x, op=dist.ReduceOp.PRODUCT)
+        assert torch.equal(x.cpu().double(), torch.stack([e.double() for e in small]).prod(0)), dtype
+        if dtype != torch.int64:
+            ops[dist.ReduceOp.AVG] = ops[dist.ReduceOp.SUM] / WORLD
+            ops[dist._make_nccl_premul_sum(0.5)] = ops[dist.ReduceOp.SUM] / 2
+        for op, want in ops.items():
+            for transposed in (False, True):
+                x = mine(rank).to(dev)
+                x = x.t().contiguous().t() if transposed else x  # non-contiguous strides, same values
+                dist.all_reduce(x, op=op)
+                torch.testing.assert_close(x.cpu().double(), want, rtol=0, atol=0, msg=f"{dtype} {op} {transposed}")
+        if dtype == torch.int64:
+            for op, f in ((dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
+                          (dist.ReduceOp.BXOR, lambda a, b: a ^ b)):
+                x = mine(rank).to(dev)
+                dist.all_reduce(x, op=op)
+                want = every[0]
+                for e in every[1:]:
+                    want = f(want, e)
+                assert torch.equal(x.cpu(), want), op
+            with pytest.raises(RuntimeError, match="all_reduce: ReduceOp.AVG needs a floating dtype"):
+                dist.all_reduce(mine(rank).to(dev), op=dist.ReduceOp.AVG)
+        # broadcast from each rank
+        for src in range(WORLD):
+            x = mine(rank).to(dev)
+            dist.broadcast(x, src=src)
+            assert torch.equal(x.cpu(), every[src])
+        # reduce to rank 1: the others' tensors are left as they were
+        x = mine(rank).to(dev)
+        dist.reduce(x, dst=1)
+        assert torch.equal(x.cpu().double(), ops[dist.ReduceOp.SUM] if rank == 1 else every[rank].double())
+        # all_gather (list) and into one tensor
+        outs = [torch.empty(3, 4, dtype=dtype, device=dev) for _ in range(WORLD)]
+        dist.all_gather(outs, mine(rank).to(dev))
+        for r in range(WORLD):
+            assert torch.equal(outs[r].cpu(), every[r])
+        flat = torch.empty(WORLD * 3, 4, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(flat, mine(rank).to(dev))
+        assert torch.equal(flat.cpu(), torch.cat(every))
+        # reduce_scatter_tensor: rank r gets row block r of the sum
+        big = torch.cat([mine(rank, base + 10 * r) for r in range(WORLD)]).to(dev)
+        part = torch.empty(3, 4, dtype=dtype, device=dev)
+        dist.reduce_scatter_tensor(part, big)
+        want = sum(mine(r, base + 10 * rank).double() for r in range(WORLD))
+        assert torch.equal(part.cpu().double(), want)
+        part2 = torch.empty(3, 4, dtype=dtype, device=dev)
+        dist.reduce_scatter(part2, [mine(rank, base + 10 * r).to(dev) for r in range(WORLD)])
+        assert torch.equal(part2.cpu().double(), want)
+    # send / recv around the ring, and a zero-size tensor
+    for src in range(WORLD):
+        dst = (src + 1) % WORLD
+        if rank == src:
+            dist.send(torch.tensor([src + 0.5, 7.0], device=dev), dst)
+        elif rank == dst:
+            got = torch.zeros(2, device=dev)
+            dist.recv(got, src)
+            assert got.cpu().tolist() == [src + 0.5, 7.0]
+    empty = torch.empty(0, device=dev)
+    dist.all_reduce(empty)
+    dist.barrier()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_collectives(tmp_path, world):
+    _run(_collectives, tmp_path, world=world)
+
+
+# ---- stream order, async work, CPU tensors, default backend ---------------------------
+
+
+def _ordering(rank, store):
+    _init(rank, store)
+    dev = torch.device("neuron", 0)
+    # Work queued before the collective is in it; work after sees its result.
+    x = torch.ones(1 << 16, device=dev)
+    for _ in range(5):
+        x = x * 2 + 1  # 63 after five steps
+    work = dist.all_reduce(x, async_op=True)
+    y = x * 10  # queued behind the collective on the same stream
+    work.wait()  # the current stream waits; the host does not
+    assert y[0].item() == 63 * WORLD * 10
+    assert work.is_completed() and work.is_success()
+    # Another stream waits through wait().
+    s = torch.neuron.Stream()
+    z = torch.full((1000,), float(rank + 1), device=dev)
+    work = dist.all_reduce(z, async_op=True)
+    with torch.neuron.stream(s):
+        work.wait()
+        w = z + 0  # on s, after the collective
+    s.synchronize()
+    assert w[0].item() == sum(r + 1 for r in range(WORLD))
+    # CPU tensors in the same group go through gloo.
+    c = torch.full((5,), float(rank))
+    dist.all_reduce(c)
+    assert c.tolist() == [float(sum(range(WORLD)))] * 5
+    g = [torch.empty(2) for _ in range(WORLD)]
+    dist.all_gather(g, torch.full((2,), float(rank)))
+    assert [t.tolist() for t in g] == [[float(r)] * 2 for r in range(WORLD)]
+
+
+def test_stream_order_async_and_cpu_tensors(tmp_path):
+    _run(_ordering, tmp_path)
+
+
+def _default_backend(rank, store, backend):
+    _init(rank, store, backend=backend)
+    assert "neuron:neuron" in dist.get_backend_config(), dist.get_backend_config()
+    x = torch.full((3,), float(rank + 1), device="neuron")
+    dist.all_reduce(x)
+    assert x.cpu().tolist() == [3.0, 3.0, 3.0]
+    if backend is not None:  # with no backend, as with CUDA's, only the accelerator's is made
+        c = torch.full((3,), float(rank + 1))
+        dist.all_reduce(c)  # gloo
+        assert c.tolist() == [3.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize("backend", [None, "cpu:gloo,neuron:neuron"])
+def test_default_backend_for_neuron_tensors(tmp_path, backend):
+    """init_process_group() without a backend picks "neuron" for neuron
+    tensors; a "cpu:gloo,neuron:neuron" group sends each kind its way."""
+    _run(_default_backend, tmp_path, backend)
+
+
+# ---- DDP ------------------------------------------------------------------------------------
+
+
+def _ddp(rank, store, device, backend, out_dir):
+    _init(rank, store, backend)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)  # several buckets
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    losses = []
+    for step in range(4):
+        g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own batch
+        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+        loss = torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    params = [p.detach().cpu() for p in model.parameters()]
+    torch.save({"losses": losses, "params": params}, os.path.join(out_dir, f"{backend}-{rank}.pt"))
+
+
+def test_ddp_against_gloo_on_cpu(tmp_path):
+    """The same seeds, data and steps on neuron (backend "neuron") and on
+    CPU (gloo): losses and parameters agree at every rank to 1e-5 (the
+    kernels are float32 and agree with the CPU's to rounding; the
+    gradients are averaged the same way)."""
+    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
+        d = tmp_path / backend
+        d.mkdir()
+        _run(_ddp, d, device, backend, str(tmp_path))
+    for rank in range(WORLD):
+        a = torch.load(tmp_path / f"neuron-{rank}.pt")
+        b = torch.load(tmp_path / f"gloo-{rank}.pt")
+        assert a["losses"] == pytest.approx(b["losses"], rel=1e-5, abs=1e-6)
+        for p, q in zip(a["params"], b["params"]):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    # The ranks' replicas agree with each other exactly.
+    a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
+    for p, q in zip(a0["params"], a1["params"]):
+        assert torch.equal(p, q)

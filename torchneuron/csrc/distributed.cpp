@@ -1,0 +1,367 @@
+// The c10d backend "neuron" (torchneuron/distributed): collectives on neuron
+// tensors, ordered on the tensors' current neuron stream like NCCL's on a
+// CUDA stream. Each collective is a host task on that stream: it runs after
+// the work queued before it, the work queued after it waits for it, and the
+// calling thread returns at once. The bytes travel through an inner gloo
+// group (TCP, or whatever gloo's device is); device memory is host memory in
+// the simulator, so gloo reads and writes it in place through CPU views (a
+// non-contiguous tensor through a dense copy). A Work's wait() makes the
+// caller's current stream wait for the collective (barrier's blocks the
+// host, as a barrier must). CPU tensors go straight to a second inner gloo
+// group, so that the two kinds never interleave on one connection.
+//
+// Reductions (all_reduce, reduce, reduce_scatter) run as rings over a third
+// gloo group's send and recv, each received chunk reduced by the runtime's
+// kernels (distributed_ring.cpp); non-contiguous tensors are staged through
+// dense device copies queued on the same stream before and after.
+#include <torch/extension.h>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_state.h"
+#include "distributed_ring.h"
+#include "neuronrt/host_error.h"
+#include "runtime_check.h"
+
+namespace torchneuron {
+namespace {
+
+using c10d::OpType;
+using c10d::Work;
+
+bool is_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
+
+// What gloo sees of a tensor: the view itself when dense, else a dense copy
+// (read in first when gloo reads it, written back after when gloo writes it).
+struct Staged {
+  at::Tensor view, dense;
+  bool copy = false, out = false;
+};
+
+Staged stage(const at::Tensor& t, bool in, bool out) {
+  Staged s;
+  s.view = cpu_view(t);
+  s.out = out;
+  if (s.view.is_contiguous() && t.numel() > 0) {
+    s.dense = s.view;
+  } else {
+    s.copy = true;
+    s.dense = in ? s.view.contiguous().clone() : at::empty(s.view.sizes(), s.view.options());
+  }
+  return s;
+}
+
+void unstage(Staged& s) {
+  if (s.copy && s.out && s.view.numel() > 0) s.view.copy_(s.dense);
+}
+
+// The state a collective's Work and its host task share.
+struct Shared {
+  nrt_event_t done = nullptr; // recorded after the host task
+  std::string error;          // the task's failure, if any
+  ~Shared() {
+    if (done) nrt_event_destroy(done);
+  }
+};
+
+class NeuronWork : public Work {
+ public:
+  NeuronWork(int rank, OpType type, std::shared_ptr<Shared> shared, std::vector<at::Tensor> outputs,
+             bool blocking)
+      : Work(rank, type), shared_(std::move(shared)), outputs_(std::move(outputs)), blocking_(blocking) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    // Stream semantics, as NCCL's: the result is usable by work queued
+    // after it on the stream; the future says so at once.
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+
+  bool isCompleted() override { return nrt_event_query(shared_->done) != NRT_ERROR_NOT_READY; }
+  bool isSuccess() const override { return shared_->error.empty(); }
+
+  bool wait(std::chrono::milliseconds /*timeout*/) override {
+    if (blocking_) {
+      NRT_CHECK(nrt_event_synchronize(shared_->done));
+    } else {
+      NRT_CHECK(nrt_stream_wait_event(current_stream(current_device()), shared_->done));
+    }
+    TORCH_CHECK(shared_->error.empty(), shared_->error);
+    return true;
+  }
+
+  void synchronize() override { wait(kNoTimeout); }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::vector<at::Tensor> outputs_;
+  bool blocking_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// A collective's host task: the body (staging and the gloo call), the
+// tensors it must keep alive until it has run, and where its error goes.
+struct Task {
+  std::function<void()> body;
+  std::vector<at::Tensor> keep;
+  std::shared_ptr<Shared> shared;
+  std::string name;
+};
+
+nrt_status run_task(void* arg) {
+  auto* task = static_cast<Task*>(arg);
+  try {
+    task->body();
+    return NRT_SUCCESS;
+  } catch (const std::exception& e) {
+    task->shared->error = task->name + ": " + e.what();
+    return nrt_host_error(NRT_ERROR_INVALID_ARGUMENT, task->shared->error.c_str());
+  }
+}
+
+void release_task(void* arg) { delete static_cast<Task*>(arg); }
+
+class NeuronBackend : public c10d::Backend {
+ public:
+  NeuronBackend(c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
+                c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size)
+      : Backend(rank, size), gloo_(std::move(device_gloo)), ring_(std::move(ring_gloo)), cpu_(std::move(cpu_gloo)) {}
+
+  const std::string getBackendName() const override { return "neuron"; }
+
+  c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    if (all_cpu(tensors)) return cpu_->broadcast(tensors, opts);
+    auto o = opts;
+    return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [this, tensors, o]() mutable {
+      auto s = stage_all(tensors, true, true);
+      auto dense = denses(s);
+      gloo_->broadcast(dense, o)->wait();
+      unstage_all(s);
+    });
+  }
+
+  c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    if (all_cpu(tensors)) return cpu_->allreduce(tensors, opts);
+    return reduce_all("all_reduce", OpType::ALLREDUCE, tensors, opts.reduceOp, -1);
+  }
+
+  c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    if (all_cpu(tensors)) return cpu_->reduce(tensors, opts);
+    return reduce_all("reduce", OpType::REDUCE, tensors, opts.reduceOp, static_cast<int>(opts.rootRank));
+  }
+
+  c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions& opts) override {
+    if (all_cpu(inputs)) return cpu_->allgather(outputs, inputs, opts);
+    std::vector<at::Tensor> flat;
+    for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+    auto o = opts;
+    return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat, [this, outputs, inputs, o]() mutable {
+      auto in = stage_all(inputs, true, false);
+      std::vector<std::vector<Staged>> out;
+      std::vector<std::vector<at::Tensor>> out_dense;
+      for (auto& list : outputs) {
+        out.push_back(stage_all(list, false, true));
+        out_dense.push_back(denses(out.back()));
+      }
+      auto in_dense = denses(in);
+      gloo_->allgather(out_dense, in_dense, o)->wait();
+      for (auto& list : out) unstage_all(list);
+    });
+  }
+
+  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                           const c10d::AllgatherOptions& opts) override {
+    if (!is_neuron(input)) return cpu_->_allgather_base(output, input, opts);
+    auto o = opts;
+    at::Tensor out_t = output, in_t = input;
+    return enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
+                   [this, out_t, in_t, o]() mutable {
+                     auto in = stage(in_t, true, false);
+                     auto out = stage(out_t, false, true);
+                     gloo_->_allgather_base(out.dense, in.dense, o)->wait();
+                     unstage(out);
+                   });
+  }
+
+  c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    if (!is_neuron(input)) return cpu_->_reduce_scatter_base(output, input, opts);
+    TORCH_CHECK(input.numel() == output.numel() * getSize(), "neuron backend: reduce_scatter_tensor: the input has ",
+                input.numel(), " elements, not the output's ", output.numel(), " times the group's ", getSize());
+    return scatter_reduced("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, output,
+                           input.contiguous().view(-1).clone(), opts.reduceOp);
+  }
+
+  c10::intrusive_ptr<Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    if (all_cpu(outputs)) return cpu_->reduce_scatter(outputs, inputs, opts);
+    TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()),
+                "neuron backend: reduce_scatter takes one output and a list of one input per rank");
+    std::vector<at::Tensor> flat;
+    for (const auto& t : inputs[0]) {
+      TORCH_CHECK(t.numel() == outputs[0].numel(), "neuron backend: reduce_scatter: inputs differ from the output in size");
+      flat.push_back(t.reshape(-1));
+    }
+    return scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp);
+  }
+
+  c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
+    return enqueue("send", OpType::SEND, tensors, {}, [this, tensors, dst, tag]() mutable {
+      auto s = stage_all(tensors, true, false);
+      auto dense = denses(s);
+      gloo_->send(dense, dst, tag)->wait();
+    });
+  }
+
+  c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
+    return enqueue("recv", OpType::RECV, tensors, tensors, [this, tensors, src, tag]() mutable {
+      auto s = stage_all(tensors, false, true);
+      auto dense = denses(s);
+      gloo_->recv(dense, src, tag)->wait();
+      unstage_all(s);
+    });
+  }
+
+  c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override {
+    // After the work queued on the current stream, and the host waits.
+    auto o = opts;
+    return enqueue("barrier", OpType::BARRIER, {}, {}, [this, o]() mutable { gloo_->barrier(o)->wait(); },
+                   /*blocking=*/true);
+  }
+
+ private:
+  static bool all_cpu(const std::vector<at::Tensor>& ts) {
+    bool any_neuron = false, any_other = false;
+    for (const auto& t : ts) (is_neuron(t) ? any_neuron : any_other) = true;
+    TORCH_CHECK(!(any_neuron && any_other), "neuron backend: a collective's tensors must all be on one device type");
+    return !any_neuron && !ts.empty();
+  }
+
+  static std::vector<Staged> stage_all(const std::vector<at::Tensor>& ts, bool in, bool out) {
+    std::vector<Staged> s;
+    for (const auto& t : ts) s.push_back(stage(t, in, out));
+    return s;
+  }
+  static void unstage_all(std::vector<Staged>& s) {
+    for (auto& x : s) unstage(x);
+  }
+  static std::vector<at::Tensor> denses(const std::vector<Staged>& s) {
+    std::vector<at::Tensor> d;
+    for (const auto& x : s) d.push_back(x.dense);
+    return d;
+  }
+  static std::vector<at::Tensor> concat(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+
+  // Queues body on the current stream of the tensors' device (the current
+  // device when there are none).
+  c10::intrusive_ptr<Work> enqueue(const char* name, OpType type, std::vector<at::Tensor> keep,
+                                   std::vector<at::Tensor> outputs, std::function<void()> body,
+                                   bool blocking = false) {
+    c10::DeviceIndex device = current_device();
+    for (const auto& t : keep)
+      if (is_neuron(t)) {
+        device = t.device().index();
+        break;
+      }
+    nrt_stream_t stream = current_stream(device);
+    auto shared = std::make_shared<Shared>();
+    NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
+    auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name};
+    NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
+    NRT_CHECK(nrt_event_record(shared->done, stream));
+    return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
+  }
+
+  static void check_reduce(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
+    bool floating = at::isFloatingType(t.scalar_type());
+    TORCH_CHECK(floating || (op != c10d::ReduceOp::AVG && op != c10d::ReduceOp::PREMUL_SUM), "neuron backend: ",
+                what, ": ReduceOp.", op == c10d::ReduceOp::AVG ? "AVG" : "PREMUL_SUM",
+                " needs a floating dtype, not ", t.scalar_type());
+    bool bits = op == c10d::ReduceOp::BAND || op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
+    TORCH_CHECK(!bits || !floating, "neuron backend: ", what, ": bitwise reductions need an integral dtype, not ",
+                t.scalar_type());
+  }
+
+  // all_reduce (root < 0) or reduce to root: a ring over each tensor's dense
+  // copy (the tensor itself when it is contiguous and every rank keeps the
+  // result).
+  c10::intrusive_ptr<Work> reduce_all(const char* what, OpType type, const std::vector<at::Tensor>& tensors,
+                                      const c10d::ReduceOp& op, int root) {
+    std::vector<at::Tensor> flats, scratch, keep;
+    const int size = getSize();
+    for (const auto& t : tensors) {
+      check_reduce(op, t, what);
+      bool in_place = t.is_contiguous() && root < 0;
+      at::Tensor flat = in_place ? t.view(-1) : t.contiguous().view(-1);
+      if (!in_place && flat.data_ptr() == t.data_ptr()) flat = flat.clone();
+      flats.push_back(flat);
+      scratch.push_back(at::empty({(t.numel() + size - 1) / size}, t.options()));
+    }
+    keep = flats;
+    keep.insert(keep.end(), scratch.begin(), scratch.end());
+    double factor = premul_factor(op);
+    bool avg = op == c10d::ReduceOp::AVG;
+    auto work = enqueue(what, type, keep, tensors, [this, flats, scratch, op, factor, avg, size]() {
+      for (size_t i = 0; i < flats.size(); i++) {
+        if (factor != 1.0) scale_by(flats[i], factor, false);
+        ring_allreduce(*ring_, flats[i], scratch[i], op);
+        if (avg) scale_by(flats[i], size, true);
+      }
+    });
+    // Results land in the tensors after the ring, on the same stream.
+    for (size_t i = 0; i < tensors.size(); i++)
+      if (flats[i].data_ptr() != tensors[i].data_ptr() && (root < 0 || root == getRank()))
+        const_cast<at::Tensor&>(tensors[i]).copy_(flats[i].view(tensors[i].sizes()));
+    return work;
+  }
+
+  // reduce_scatter: work is every rank's input, flat; chunk `rank` of the
+  // reduced whole goes to output.
+  c10::intrusive_ptr<Work> scatter_reduced(const char* what, OpType type, const at::Tensor& output,
+                                           const at::Tensor& work_flat, const c10d::ReduceOp& op) {
+    check_reduce(op, output, what);
+    TORCH_CHECK(work_flat.scalar_type() == output.scalar_type(), "neuron backend: ", what,
+                ": the input's dtype differs from the output's");
+    const int size = getSize();
+    const int64_t chunk = output.numel();
+    at::Tensor scratch = at::empty({chunk}, output.options());
+    double factor = premul_factor(op);
+    bool avg = op == c10d::ReduceOp::AVG;
+    at::Tensor mine = work_flat.narrow(0, getRank() * chunk, chunk);
+    auto work = enqueue(what, type, {work_flat, scratch}, {output},
+                        [this, work_flat, scratch, mine, chunk, op, factor, avg, size]() {
+                          if (factor != 1.0) scale_by(work_flat, factor, false);
+                          if (size > 1) ring_reduce_scatter(*ring_, work_flat, scratch, chunk, op);
+                          if (avg) scale_by(mine, size, true);
+                        });
+    const_cast<at::Tensor&>(output).copy_(mine.view(output.sizes()));
+    return work;
+  }
+
+  c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
+};
+
+}  // namespace
+}  // namespace torchneuron
+
+void register_distributed_bindings(py::module_& m) {
+  m.def("_neuron_c10d_backend",
+        [](c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
+           c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size) -> c10::intrusive_ptr<c10d::Backend> {
+          return c10::make_intrusive<torchneuron::NeuronBackend>(std::move(device_gloo), std::move(ring_gloo),
+                                                                 std::move(cpu_gloo), rank, size);
+        });
+}

@@ -1,0 +1,54 @@
+"""torch.distributed on neuron: the c10d backend ``"neuron"``.
+
+``torch.distributed.init_process_group("neuron")`` (any init method:
+``env://`` under torchrun, ``tcp://``, ``file://``) gives each rank a group
+whose collectives on neuron tensors are ordered on the tensors' current
+neuron stream, as NCCL's are on a CUDA stream, and whose CPU tensors go
+through gloo. ``init_process_group()`` without a backend picks ``"neuron"``
+for neuron tensors and gloo for CPU ones. A rank whose current device is
+still the default uses device ``LOCAL_RANK`` (modulo the visible devices)
+when the launcher sets it; ``init_process_group(device_id=...)`` or
+``torch.neuron.set_device`` before it choose otherwise. The bytes travel
+through gloo (TCP); reductions are rings whose chunks are reduced by the
+runtime's kernels. The C++ side is ``torchneuron/csrc/distributed.cpp``.
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+BACKEND = "neuron"
+
+__all__ = ["BACKEND", "register"]
+
+
+def _pick_device():
+    local = os.environ.get("LOCAL_RANK")
+    if local is None or not local.isdigit():
+        return
+    count = torch.neuron.device_count()
+    if count and torch.neuron.current_device() == 0:
+        torch.neuron.set_device(int(local) % count)
+
+
+def _create(store, rank, size, timeout):
+    from torchneuron import _C
+
+    _pick_device()
+    # Three gloo groups: one carries the neuron collectives gloo runs (from
+    # the stream workers), one the rings of our reductions (their sends and
+    # receives), one the CPU tensors' collectives (from the calling thread),
+    # so that none interleaves with another on one connection.
+    def gloo(name):
+        return dist.ProcessGroupGloo(dist.PrefixStore(f"neuron/{name}", store), rank, size, timeout)
+
+    return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size)
+
+
+def register():
+    """Registers the backend with torch.distributed (done when torchneuron
+    loads)."""
+    if not dist.is_available() or hasattr(dist.Backend, BACKEND.upper()):
+        return
+    dist.Backend.register_backend(BACKEND, _create, devices=["neuron", "cpu"])
