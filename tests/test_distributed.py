@@ -238,3 +238,68 @@ def test_ddp_against_gloo_on_cpu(tmp_path):
     a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
     for p, q in zip(a0["params"], a1["params"]):
         assert torch.equal(p, q)
+
+
+# ---- failures -------------------------------------------------------------------------------
+
+
+def _mismatch(rank, store):
+    _init(rank, store)
+    x = torch.ones(100 + 20 * rank, device="neuron")  # ranks disagree on the size
+    dist.all_reduce(x)
+    with pytest.raises(RuntimeError, match=r"neuron backend all_reduce: ranks disagree: rank \d passes 1 tensor\(s\) of 1[02]0 elements"):
+        torch.neuron.synchronize()
+    torch.neuron.clear_error()
+    y = torch.full((4,), float(rank), device="neuron")  # the group still works
+    dist.all_reduce(y)
+    assert y.cpu().tolist() == [1.0] * 4
+
+
+def test_mismatched_sizes_raise_on_every_rank(tmp_path):
+    _run(_mismatch, tmp_path)
+
+
+def _dead_peer(rank, store):
+    import datetime
+    import time
+
+    dist.init_process_group("neuron", init_method=f"file://{store}", rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=20))
+    x = torch.ones(1000, device="neuron")
+    dist.all_reduce(x)
+    torch.neuron.synchronize()
+    if rank == 1:
+        os._exit(0)  # dies without a word
+    time.sleep(0.5)
+    start = time.monotonic()
+    dist.all_reduce(x)
+    with pytest.raises(RuntimeError, match="neuron backend all_reduce: .*(closed|reset|Timed out|timed out)"):
+        torch.neuron.synchronize()
+    assert time.monotonic() - start < 20 + 5
+    os._exit(0)  # the group's peer is gone: skip its teardown
+
+
+def test_dead_peer_raises_within_the_timeout(tmp_path):
+    _run(_dead_peer, tmp_path)
+
+
+# ---- the example under torchrun ---------------------------------------------------------------
+
+
+def test_ddp_example_under_torchrun_matches_gloo_on_cpu():
+    """examples/ddp_train.py with torchrun --nproc-per-node 2, on neuron and
+    on the CPU with gloo: the same losses, rank by rank, at the printed
+    precision."""
+    import re
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = {}
+    for extra in ([], ["--device", "cpu", "--backend", "gloo"]):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               os.path.join(root, "examples", "ddp_train.py"), "--steps", "3"] + extra
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=root)
+        assert out.returncode == 0, out.stdout + out.stderr
+        runs[bool(extra)] = sorted(re.findall(r"rank (\d)/2 step +(\d+) loss ([0-9.]+)", out.stdout))
+    assert len(runs[False]) == 4 and runs[False] == runs[True], runs

@@ -116,13 +116,18 @@ struct Task {
 
 nrt_status run_task(void* arg) {
   auto* task = static_cast<Task*>(arg);
+  std::string why;
   try {
     task->body();
     return NRT_SUCCESS;
+  } catch (const c10::Error& e) {
+    why = e.what_without_backtrace();
   } catch (const std::exception& e) {
-    task->shared->error = task->name + ": " + e.what();
-    return nrt_host_error(NRT_ERROR_INVALID_ARGUMENT, task->shared->error.c_str());
+    why = e.what();
   }
+  // The stream reports "<task name>: <why>"; a Work's wait() says the same.
+  task->shared->error = task->name + ": " + why;
+  return nrt_host_error(NRT_ERROR_SYSTEM, why.c_str());
 }
 
 void release_task(void* arg) { delete static_cast<Task*>(arg); }
@@ -139,6 +144,7 @@ class NeuronBackend : public c10d::Backend {
     if (all_cpu(tensors)) return cpu_->broadcast(tensors, opts);
     auto o = opts;
     return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [this, tensors, o]() mutable {
+      agree("broadcast", tensors);
       auto s = stage_all(tensors, true, true);
       auto dense = denses(s);
       gloo_->broadcast(dense, o)->wait();
@@ -163,6 +169,7 @@ class NeuronBackend : public c10d::Backend {
     for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
     auto o = opts;
     return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat, [this, outputs, inputs, o]() mutable {
+      agree("all_gather", inputs);
       auto in = stage_all(inputs, true, false);
       std::vector<std::vector<Staged>> out;
       std::vector<std::vector<at::Tensor>> out_dense;
@@ -183,6 +190,7 @@ class NeuronBackend : public c10d::Backend {
     at::Tensor out_t = output, in_t = input;
     return enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
                    [this, out_t, in_t, o]() mutable {
+                     agree("all_gather_into_tensor", {in_t});
                      auto in = stage(in_t, true, false);
                      auto out = stage(out_t, false, true);
                      gloo_->_allgather_base(out.dense, in.dense, o)->wait();
@@ -285,6 +293,30 @@ class NeuronBackend : public c10d::Backend {
     return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
   }
 
+  // Every rank's tensors of a collective must agree in element count and
+  // dtype; a mismatch let through would make gloo abort the process (or a
+  // ring exchange chunks of different sizes). Checked on the worker, before
+  // the data moves, through a small all-gather every rank takes part in:
+  // each raises the same error naming the collective and the ranks.
+  void agree(const char* what, const std::vector<at::Tensor>& tensors) {
+    int64_t numel = 0, dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
+    for (const auto& t : tensors) numel += t.numel();
+    const int size = getSize();
+    at::Tensor mine = at::tensor({numel, dtype, static_cast<int64_t>(tensors.size())}, at::kLong);
+    at::Tensor all = at::empty({size * 3}, at::kLong);
+    gloo_->_allgather_base(all, mine)->wait();
+    auto* v = all.data_ptr<int64_t>();
+    for (int r = 0; r < size; r++)
+      TORCH_CHECK(v[3 * r] == numel && v[3 * r + 1] == dtype && v[3 * r + 2] == v[2],
+                  "ranks disagree: rank ", r, " passes ", v[3 * r + 2], " tensor(s) of ",
+                  v[3 * r], " elements of ", describe(v[3 * r + 1]), ", rank ", getRank(), " ", tensors.size(),
+                  " of ", numel, " elements of ", describe(dtype));
+  }
+
+  static std::string describe(int64_t dtype) {
+    return dtype < 0 ? std::string("no dtype") : std::string(c10::toString(static_cast<at::ScalarType>(dtype)));
+  }
+
   static void check_reduce(const c10d::ReduceOp& op, const at::Tensor& t, const char* what) {
     bool floating = at::isFloatingType(t.scalar_type());
     TORCH_CHECK(floating || (op != c10d::ReduceOp::AVG && op != c10d::ReduceOp::PREMUL_SUM), "neuron backend: ",
@@ -314,7 +346,8 @@ class NeuronBackend : public c10d::Backend {
     keep.insert(keep.end(), scratch.begin(), scratch.end());
     double factor = premul_factor(op);
     bool avg = op == c10d::ReduceOp::AVG;
-    auto work = enqueue(what, type, keep, tensors, [this, flats, scratch, op, factor, avg, size]() {
+    auto work = enqueue(what, type, keep, tensors, [this, what, flats, scratch, op, factor, avg, size]() {
+      agree(what, flats);
       for (size_t i = 0; i < flats.size(); i++) {
         if (factor != 1.0) scale_by(flats[i], factor, false);
         ring_allreduce(*ring_, flats[i], scratch[i], op);
@@ -342,7 +375,8 @@ class NeuronBackend : public c10d::Backend {
     bool avg = op == c10d::ReduceOp::AVG;
     at::Tensor mine = work_flat.narrow(0, getRank() * chunk, chunk);
     auto work = enqueue(what, type, {work_flat, scratch}, {output},
-                        [this, work_flat, scratch, mine, chunk, op, factor, avg, size]() {
+                        [this, what, work_flat, scratch, mine, chunk, op, factor, avg, size]() {
+                          agree(what, {work_flat});
                           if (factor != 1.0) scale_by(work_flat, factor, false);
                           if (size > 1) ring_reduce_scatter(*ring_, work_flat, scratch, chunk, op);
                           if (avg) scale_by(mine, size, true);
