@@ -246,8 +246,9 @@ def test_ddp_against_gloo_on_cpu(tmp_path):
 def _mismatch(rank, store):
     _init(rank, store)
     x = torch.ones(100 + 20 * rank, device="neuron")  # ranks disagree on the size
-    dist.all_reduce(x)
+    # The error is the stream's: raised by the next synchronising call.
     with pytest.raises(RuntimeError, match=r"neuron backend all_reduce: ranks disagree: rank \d passes 1 tensor\(s\) of 1[02]0 elements"):
+        dist.all_reduce(x)
         torch.neuron.synchronize()
     torch.neuron.clear_error()
     y = torch.full((4,), float(rank), device="neuron")  # the group still works
@@ -272,8 +273,8 @@ def _dead_peer(rank, store):
         os._exit(0)  # dies without a word
     time.sleep(0.5)
     start = time.monotonic()
-    dist.all_reduce(x)
     with pytest.raises(RuntimeError, match="neuron backend all_reduce: .*(closed|reset|Timed out|timed out)"):
+        dist.all_reduce(x)
         torch.neuron.synchronize()
     assert time.monotonic() - start < 20 + 5
     os._exit(0)  # the group's peer is gone: skip its teardown

@@ -84,13 +84,14 @@ class NeuronWork : public Work {
   bool isCompleted() override { return nrt_event_query(shared_->done) != NRT_ERROR_NOT_READY; }
   bool isSuccess() const override { return shared_->error.empty(); }
 
+  // A failure is the stream's error, raised by the next synchronising call
+  // (here too for a blocking collective), whenever the task happened to run.
   bool wait(std::chrono::milliseconds /*timeout*/) override {
     if (blocking_) {
       NRT_CHECK(nrt_event_synchronize(shared_->done));
     } else {
       NRT_CHECK(nrt_stream_wait_event(current_stream(current_device()), shared_->done));
     }
-    TORCH_CHECK(shared_->error.empty(), shared_->error);
     return true;
   }
 
@@ -143,11 +144,11 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     if (all_cpu(tensors)) return cpu_->broadcast(tensors, opts);
     auto o = opts;
-    return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [this, tensors, o]() mutable {
-      agree("broadcast", tensors);
+    return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [g = gloo_, tensors, o]() mutable {
+      agree(*g, "broadcast", tensors);
       auto s = stage_all(tensors, true, true);
       auto dense = denses(s);
-      gloo_->broadcast(dense, o)->wait();
+      g->broadcast(dense, o)->wait();
       unstage_all(s);
     });
   }
@@ -168,8 +169,9 @@ class NeuronBackend : public c10d::Backend {
     std::vector<at::Tensor> flat;
     for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
     auto o = opts;
-    return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat, [this, outputs, inputs, o]() mutable {
-      agree("all_gather", inputs);
+    return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat,
+                   [g = gloo_, outputs, inputs, o]() mutable {
+      agree(*g, "all_gather", inputs);
       auto in = stage_all(inputs, true, false);
       std::vector<std::vector<Staged>> out;
       std::vector<std::vector<at::Tensor>> out_dense;
@@ -178,7 +180,7 @@ class NeuronBackend : public c10d::Backend {
         out_dense.push_back(denses(out.back()));
       }
       auto in_dense = denses(in);
-      gloo_->allgather(out_dense, in_dense, o)->wait();
+      g->allgather(out_dense, in_dense, o)->wait();
       for (auto& list : out) unstage_all(list);
     });
   }
@@ -189,11 +191,11 @@ class NeuronBackend : public c10d::Backend {
     auto o = opts;
     at::Tensor out_t = output, in_t = input;
     return enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
-                   [this, out_t, in_t, o]() mutable {
-                     agree("all_gather_into_tensor", {in_t});
+                   [g = gloo_, out_t, in_t, o]() mutable {
+                     agree(*g, "all_gather_into_tensor", {in_t});
                      auto in = stage(in_t, true, false);
                      auto out = stage(out_t, false, true);
-                     gloo_->_allgather_base(out.dense, in.dense, o)->wait();
+                     g->_allgather_base(out.dense, in.dense, o)->wait();
                      unstage(out);
                    });
   }
@@ -223,19 +225,19 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
-    return enqueue("send", OpType::SEND, tensors, {}, [this, tensors, dst, tag]() mutable {
+    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, tensors, dst, tag]() mutable {
       auto s = stage_all(tensors, true, false);
       auto dense = denses(s);
-      gloo_->send(dense, dst, tag)->wait();
+      g->send(dense, dst, tag)->wait();
     });
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
-    return enqueue("recv", OpType::RECV, tensors, tensors, [this, tensors, src, tag]() mutable {
+    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, tensors, src, tag]() mutable {
       auto s = stage_all(tensors, false, true);
       auto dense = denses(s);
-      gloo_->recv(dense, src, tag)->wait();
+      g->recv(dense, src, tag)->wait();
       unstage_all(s);
     });
   }
@@ -243,7 +245,7 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override {
     // After the work queued on the current stream, and the host waits.
     auto o = opts;
-    return enqueue("barrier", OpType::BARRIER, {}, {}, [this, o]() mutable { gloo_->barrier(o)->wait(); },
+    return enqueue("barrier", OpType::BARRIER, {}, {}, [g = gloo_, o]() mutable { g->barrier(o)->wait(); },
                    /*blocking=*/true);
   }
 
@@ -298,18 +300,19 @@ class NeuronBackend : public c10d::Backend {
   // ring exchange chunks of different sizes). Checked on the worker, before
   // the data moves, through a small all-gather every rank takes part in:
   // each raises the same error naming the collective and the ranks.
-  void agree(const char* what, const std::vector<at::Tensor>& tensors) {
+  static void agree(c10d::Backend& g, const char* what, const std::vector<at::Tensor>& tensors) {
     int64_t numel = 0, dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
     for (const auto& t : tensors) numel += t.numel();
-    const int size = getSize();
+    const int size = g.getSize();
+    const int64_t count = static_cast<int64_t>(tensors.size());
     at::Tensor mine = at::tensor({numel, dtype, static_cast<int64_t>(tensors.size())}, at::kLong);
     at::Tensor all = at::empty({size * 3}, at::kLong);
-    gloo_->_allgather_base(all, mine)->wait();
+    g._allgather_base(all, mine)->wait();
     auto* v = all.data_ptr<int64_t>();
     for (int r = 0; r < size; r++)
-      TORCH_CHECK(v[3 * r] == numel && v[3 * r + 1] == dtype && v[3 * r + 2] == v[2],
+      TORCH_CHECK(v[3 * r] == numel && v[3 * r + 1] == dtype && v[3 * r + 2] == count,
                   "ranks disagree: rank ", r, " passes ", v[3 * r + 2], " tensor(s) of ",
-                  v[3 * r], " elements of ", describe(v[3 * r + 1]), ", rank ", getRank(), " ", tensors.size(),
+                  v[3 * r], " elements of ", describe(v[3 * r + 1]), ", rank ", g.getRank(), " ", count,
                   " of ", numel, " elements of ", describe(dtype));
   }
 
@@ -346,14 +349,15 @@ class NeuronBackend : public c10d::Backend {
     keep.insert(keep.end(), scratch.begin(), scratch.end());
     double factor = premul_factor(op);
     bool avg = op == c10d::ReduceOp::AVG;
-    auto work = enqueue(what, type, keep, tensors, [this, what, flats, scratch, op, factor, avg, size]() {
-      agree(what, flats);
+    auto body = [g = gloo_, ring = ring_, what, flats, scratch, op, factor, avg, size]() {
+      agree(*g, what, flats);
       for (size_t i = 0; i < flats.size(); i++) {
         if (factor != 1.0) scale_by(flats[i], factor, false);
-        ring_allreduce(*ring_, flats[i], scratch[i], op);
+        ring_allreduce(*ring, flats[i], scratch[i], op);
         if (avg) scale_by(flats[i], size, true);
       }
-    });
+    };
+    auto work = enqueue(what, type, keep, tensors, std::move(body));
     // Results land in the tensors after the ring, on the same stream.
     for (size_t i = 0; i < tensors.size(); i++)
       if (flats[i].data_ptr() != tensors[i].data_ptr() && (root < 0 || root == getRank()))
@@ -375,10 +379,11 @@ class NeuronBackend : public c10d::Backend {
     bool avg = op == c10d::ReduceOp::AVG;
     at::Tensor mine = work_flat.narrow(0, getRank() * chunk, chunk);
     auto work = enqueue(what, type, {work_flat, scratch}, {output},
-                        [this, what, work_flat, scratch, mine, chunk, op, factor, avg, size]() {
-                          agree(what, {work_flat});
+                        [g = gloo_, ring = ring_, what, work_flat, scratch, mine, chunk, op, factor, avg,
+                         size]() {
+                          agree(*g, what, {work_flat});
                           if (factor != 1.0) scale_by(work_flat, factor, false);
-                          if (size > 1) ring_reduce_scatter(*ring_, work_flat, scratch, chunk, op);
+                          if (size > 1) ring_reduce_scatter(*ring, work_flat, scratch, chunk, op);
                           if (avg) scale_by(mine, size, true);
                         });
     const_cast<at::Tensor&>(output).copy_(mine.view(output.sizes()));
