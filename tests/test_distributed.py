@@ -240,6 +240,57 @@ def test_ddp_against_gloo_on_cpu(tmp_path):
         assert torch.equal(p, q)
 
 
+# ---- all_to_all, gather, scatter, coalescing --------------------------------------------------
+
+
+def _more_collectives(rank, store):
+    size = _init(rank, store)
+    dev = torch.device("neuron", 0)
+    # uneven all_to_all_single: rank r sends (s+1) rows of value 10r+s to rank s
+    in_splits = [s + 1 for s in range(size)]
+    inp = torch.cat([torch.full((s + 1, 2), float(10 * rank + s)) for s in range(size)]).to(dev)
+    out_splits = [rank + 1] * size
+    out = torch.empty(sum(out_splits), 2, device=dev)
+    dist.all_to_all_single(out, inp, out_splits, in_splits)
+    want = torch.cat([torch.full((rank + 1, 2), float(10 * r + rank)) for r in range(size)])
+    assert torch.equal(out.cpu(), want), (out.cpu(), want)
+    outs = [torch.empty(3, device=dev) for _ in range(size)]
+    dist.all_to_all(outs, [torch.full((3,), float(10 * rank + s), device=dev) for s in range(size)])
+    assert [o.cpu().tolist() for o in outs] == [[float(10 * r + rank)] * 3 for r in range(size)]
+    g = [torch.empty(2, device=dev) for _ in range(size)] if rank == 0 else None
+    dist.gather(torch.full((2,), float(rank), device=dev), g, dst=0)
+    if rank == 0: assert [t.cpu().tolist() for t in g] == [[float(r)] * 2 for r in range(size)]
+    sc = torch.empty(2, device=dev)
+    dist.scatter(sc, [torch.full((2,), float(r + 5), device=dev) for r in range(size)] if rank == 1 else None, src=1)
+    assert sc.cpu().tolist() == [float(rank + 5)] * 2
+    a, b = torch.empty(2 * size, device=dev), torch.empty(3 * size, device=dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.all_gather_into_tensor(a, torch.full((2,), float(rank), device=dev))
+        dist.all_gather_into_tensor(b, torch.full((3,), float(rank + 1), device=dev))
+    cm.wait()
+    assert a.cpu().tolist() == sum([[float(r)] * 2 for r in range(size)], [])
+    assert b.cpu().tolist() == sum([[float(r + 1)] * 3 for r in range(size)], [])
+    ra, rb = torch.empty(2, device=dev), torch.empty(1, device=dev)
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.reduce_scatter_tensor(ra, torch.ones(2 * size, device=dev))
+        dist.reduce_scatter_tensor(rb, torch.ones(size, device=dev) * 2)
+    cm.wait()
+    assert ra.cpu().tolist() == [float(size)] * 2 and rb.cpu().tolist() == [2.0 * size]
+    # splits that disagree: an error naming the collective, on every rank
+    with pytest.raises(RuntimeError, match="neuron backend all_to_all_single: splits disagree"):
+        bad = torch.empty(5 if rank == 0 else 3, 2, device=dev)
+        dist.all_to_all_single(bad, inp, [2, 3] if rank == 0 else [1, 2], in_splits)
+        torch.neuron.synchronize()
+    torch.neuron.clear_error()
+
+
+def test_all_to_all_gather_scatter_and_coalescing(tmp_path):
+    """all_to_all_single with uneven splits, all_to_all of lists, gather,
+    scatter, and all_gather_into_tensor / reduce_scatter_tensor inside
+    torch.distributed's coalescing manager (as FSDP2 issues them)."""
+    _run(_more_collectives, tmp_path)
+
+
 # ---- failures -------------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <numeric>
 #include <memory>
 #include <string>
 #include <vector>
@@ -223,6 +224,142 @@ class NeuronBackend : public c10d::Backend {
     return scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp);
   }
 
+  // Coalescing (torch.distributed._coalescing_manager): the collectives
+  // between start and end are queued as they come, in order on the stream;
+  // end's Work completes after all of them.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override {}
+  c10::intrusive_ptr<Work> endCoalescing() override { return barrier_free_work(); }
+
+  // The coalesced forms (FSDP2): one collective after another on the same
+  // stream; the last one's Work completes after all of them.
+  c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "neuron backend: all_gather_into_tensor_coalesced: ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    c10::intrusive_ptr<Work> last;
+    for (size_t i = 0; i < inputs.size(); i++) last = _allgather_base(outputs[i], inputs[i], opts);
+    return last ? last : barrier_free_work();
+  }
+
+  c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::ReduceScatterOptions& opts) override {
+    TORCH_CHECK(outputs.size() == inputs.size(), "neuron backend: reduce_scatter_tensor_coalesced: ",
+                outputs.size(), " outputs for ", inputs.size(), " inputs");
+    c10::intrusive_ptr<Work> last;
+    for (size_t i = 0; i < inputs.size(); i++) last = _reduce_scatter_base(outputs[i], inputs[i], opts);
+    return last ? last : barrier_free_work();
+  }
+
+  c10::intrusive_ptr<Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                               const c10d::AllreduceCoalescedOptions& opts) override {
+    return allreduce(tensors, opts);
+  }
+
+  // all_to_all_single: rank r's input split s goes to rank s's output split
+  // r. The ranks check first that their splits agree (rank s's input split
+  // r must be rank r's output split s).
+  c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& out_splits,
+                                         std::vector<int64_t>& in_splits, const c10d::AllToAllOptions& opts) override {
+    if (!is_neuron(input)) return cpu_->alltoall_base(output, input, out_splits, in_splits, opts);
+    const int size = getSize(), rank = getRank();
+    std::vector<int64_t> outs = out_splits, ins = in_splits;
+    auto even = [&](const at::Tensor& t, std::vector<int64_t>& sp) {
+      if (!sp.empty()) return;
+      TORCH_CHECK(t.size(0) % size == 0, "neuron backend: all_to_all_single: ", t.size(0),
+                  " rows do not split evenly over ", size, " ranks");
+      sp.assign(size, t.size(0) / size);
+    };
+    even(output, outs);
+    even(input, ins);
+    TORCH_CHECK(static_cast<int>(outs.size()) == size && static_cast<int>(ins.size()) == size,
+                "neuron backend: all_to_all_single: split lists must have one entry per rank");
+    auto o = opts;
+    at::Tensor out_t = output, in_t = input;
+    return enqueue("all_to_all_single", OpType::ALLTOALL_BASE, {input, output}, {output},
+                   [g = gloo_, out_t, in_t, outs, ins, o, size, rank]() mutable {
+                     at::Tensor mine = at::tensor(ins, at::kLong), all = at::empty({size * size}, at::kLong);
+                     g->_allgather_base(all, mine)->wait();
+                     auto* v = all.data_ptr<int64_t>();
+                     for (int r = 0; r < size; r++)
+                       TORCH_CHECK(v[r * size + rank] == outs[r], "splits disagree: rank ", r, " sends ",
+                                   v[r * size + rank], " rows to rank ", rank, ", which expects ", outs[r]);
+                     auto in = stage(in_t, true, false);
+                     auto out = stage(out_t, false, true);
+                     g->alltoall_base(out.dense, in.dense, outs, ins, o)->wait();
+                     unstage(out);
+                   });
+  }
+
+  // all_to_all of lists: through one all_to_all_single over their
+  // concatenations (queued on the same stream).
+  c10::intrusive_ptr<Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                    const c10d::AllToAllOptions& opts) override {
+    if (all_cpu(inputs)) return cpu_->alltoall(outputs, inputs, opts);
+    TORCH_CHECK(static_cast<int>(outputs.size()) == getSize() && static_cast<int>(inputs.size()) == getSize(),
+                "neuron backend: all_to_all: one input and one output per rank");
+    std::vector<at::Tensor> flat_in, flat_out;
+    std::vector<int64_t> in_splits, out_splits;
+    for (const auto& t : inputs) flat_in.push_back(t.reshape(-1)), in_splits.push_back(t.numel());
+    for (const auto& t : outputs) out_splits.push_back(t.numel());
+    at::Tensor in = at::cat(flat_in), out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(),
+                                                                         int64_t{0})},
+                                                        outputs[0].options());
+    auto work = alltoall_base(out, in, out_splits, in_splits, opts);
+    int64_t at = 0;
+    for (auto& t : outputs) {
+      t.copy_(out.narrow(0, at, t.numel()).view(t.sizes()));
+      at += t.numel();
+    }
+    return work;
+  }
+
+  c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                  const c10d::GatherOptions& opts) override {
+    if (all_cpu(inputs)) return cpu_->gather(outputs, inputs, opts);
+    std::vector<at::Tensor> flat;
+    for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+    auto o = opts;
+    return enqueue("gather", OpType::GATHER, concat(inputs, flat), flat,
+                   [g = gloo_, outputs, inputs, o]() mutable {
+                     agree(*g, "gather", inputs);
+                     auto in = stage_all(inputs, true, false);
+                     std::vector<std::vector<Staged>> out;
+                     std::vector<std::vector<at::Tensor>> out_dense;
+                     for (auto& list : outputs) {
+                       out.push_back(stage_all(list, false, true));
+                       out_dense.push_back(denses(out.back()));
+                     }
+                     auto in_dense = denses(in);
+                     g->gather(out_dense, in_dense, o)->wait();
+                     for (auto& list : out) unstage_all(list);
+                   });
+  }
+
+  c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                   const c10d::ScatterOptions& opts) override {
+    if (all_cpu(outputs)) return cpu_->scatter(outputs, inputs, opts);
+    std::vector<at::Tensor> flat;
+    for (auto& list : inputs) flat.insert(flat.end(), list.begin(), list.end());
+    auto o = opts;
+    return enqueue("scatter", OpType::SCATTER, concat(outputs, flat), outputs,
+                   [g = gloo_, outputs, inputs, o]() mutable {
+                     agree(*g, "scatter", outputs);
+                     auto out = stage_all(outputs, false, true);
+                     std::vector<std::vector<Staged>> in;
+                     std::vector<std::vector<at::Tensor>> in_dense;
+                     for (auto& list : inputs) {
+                       in.push_back(stage_all(list, true, false));
+                       in_dense.push_back(denses(in.back()));
+                     }
+                     auto out_dense = denses(out);
+                     g->scatter(out_dense, in_dense, o)->wait();
+                     unstage_all(out);
+                   });
+  }
+
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
     return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, tensors, dst, tag]() mutable {
@@ -250,6 +387,11 @@ class NeuronBackend : public c10d::Backend {
   }
 
  private:
+  // A Work for nothing at all (an empty coalesced list): done at once.
+  c10::intrusive_ptr<Work> barrier_free_work() {
+    return enqueue("nothing", OpType::COALESCED, {}, {}, [] {});
+  }
+
   static bool all_cpu(const std::vector<at::Tensor>& ts) {
     bool any_neuron = false, any_other = false;
     for (const auto& t : ts) (is_neuron(t) ? any_neuron : any_other) = true;
