@@ -62,6 +62,37 @@ void unstage(Staged& s) {
   if (s.copy && s.out && s.view.numel() > 0) s.view.copy_(s.dense);
 }
 
+// Lists of tensors staged alike (all_gather's and gather's outputs,
+// scatter's inputs): what gloo sees, and the staging to undo after.
+struct StagedLists {
+  std::vector<std::vector<Staged>> staged;
+  std::vector<std::vector<at::Tensor>> dense;
+};
+
+StagedLists stage_lists(const std::vector<std::vector<at::Tensor>>& lists, bool in, bool out) {
+  StagedLists s;
+  for (const auto& list : lists) {
+    s.staged.emplace_back();
+    s.dense.emplace_back();
+    for (const auto& t : list) {
+      s.staged.back().push_back(stage(t, in, out));
+      s.dense.back().push_back(s.staged.back().back().dense);
+    }
+  }
+  return s;
+}
+
+void unstage_lists(StagedLists& s) {
+  for (auto& list : s.staged)
+    for (auto& x : list) unstage(x);
+}
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> flat;
+  for (const auto& list : lists) flat.insert(flat.end(), list.begin(), list.end());
+  return flat;
+}
+
 // The state a collective's Work and its host task share.
 struct Shared {
   nrt_event_t done = nullptr; // recorded after the host task
@@ -167,23 +198,16 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                      const c10d::AllgatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->allgather(outputs, inputs, opts);
-    std::vector<at::Tensor> flat;
-    for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+    std::vector<at::Tensor> flat = flatten(outputs);
     auto o = opts;
     return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
-      agree(*g, "all_gather", inputs);
-      auto in = stage_all(inputs, true, false);
-      std::vector<std::vector<Staged>> out;
-      std::vector<std::vector<at::Tensor>> out_dense;
-      for (auto& list : outputs) {
-        out.push_back(stage_all(list, false, true));
-        out_dense.push_back(denses(out.back()));
-      }
-      auto in_dense = denses(in);
-      g->allgather(out_dense, in_dense, o)->wait();
-      for (auto& list : out) unstage_all(list);
-    });
+                     agree(*g, "all_gather", inputs);
+                     auto in = denses(stage_all(inputs, true, false));
+                     auto out = stage_lists(outputs, false, true);
+                     g->allgather(out.dense, in, o)->wait();
+                     unstage_lists(out);
+                   });
   }
 
   c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -319,43 +343,29 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::GatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->gather(outputs, inputs, opts);
-    std::vector<at::Tensor> flat;
-    for (auto& list : outputs) flat.insert(flat.end(), list.begin(), list.end());
+    std::vector<at::Tensor> flat = flatten(outputs);
     auto o = opts;
     return enqueue("gather", OpType::GATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "gather", inputs);
-                     auto in = stage_all(inputs, true, false);
-                     std::vector<std::vector<Staged>> out;
-                     std::vector<std::vector<at::Tensor>> out_dense;
-                     for (auto& list : outputs) {
-                       out.push_back(stage_all(list, false, true));
-                       out_dense.push_back(denses(out.back()));
-                     }
-                     auto in_dense = denses(in);
-                     g->gather(out_dense, in_dense, o)->wait();
-                     for (auto& list : out) unstage_all(list);
+                     auto in = denses(stage_all(inputs, true, false));
+                     auto out = stage_lists(outputs, false, true);
+                     g->gather(out.dense, in, o)->wait();
+                     unstage_lists(out);
                    });
   }
 
   c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                    const c10d::ScatterOptions& opts) override {
     if (all_cpu(outputs)) return cpu_->scatter(outputs, inputs, opts);
-    std::vector<at::Tensor> flat;
-    for (auto& list : inputs) flat.insert(flat.end(), list.begin(), list.end());
     auto o = opts;
-    return enqueue("scatter", OpType::SCATTER, concat(outputs, flat), outputs,
+    return enqueue("scatter", OpType::SCATTER, concat(outputs, flatten(inputs)), outputs,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "scatter", outputs);
                      auto out = stage_all(outputs, false, true);
-                     std::vector<std::vector<Staged>> in;
-                     std::vector<std::vector<at::Tensor>> in_dense;
-                     for (auto& list : inputs) {
-                       in.push_back(stage_all(list, true, false));
-                       in_dense.push_back(denses(in.back()));
-                     }
+                     auto in = stage_lists(inputs, true, false);
                      auto out_dense = denses(out);
-                     g->scatter(out_dense, in_dense, o)->wait();
+                     g->scatter(out_dense, in.dense, o)->wait();
                      unstage_all(out);
                    });
   }
