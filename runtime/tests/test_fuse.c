@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "fuse/replay.h"
 #include "neuronrt/fuse.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -265,7 +266,7 @@ static int same_bytes(const nrt_tensor_view *a, const nrt_tensor_view *b, int64_
 }
 
 static void test_random_groups_match_ops_one_by_one(void) {
-  int fused = 0, refused = 0;
+  int fused = 0, refused = 0, replayed = 0;
   for (int trial = 0; trial < 300; trial++) {
     built b;
     memset(&b, 0, sizeof b);
@@ -295,14 +296,25 @@ static void test_random_groups_match_ops_one_by_one(void) {
       refused++;
     } else {
       CHECK_OK(s);
-      CHECK_OK(nrt_fuse_group_execute(g));
-      for (int j = 0; j < num_outputs; j++) {
-        int ok = same_bytes(&outs[j], &regs[out_regs[j]], n);
-        CHECK(ok);
-        if (!ok)
-          fprintf(stderr, "  trial %d: output %d (register %d) differs, %d ops, %lld elements\n",
-                  trial, j, out_regs[j], b.num_insts, (long long)n);
+      /* Run 0 captures its loops per thread; runs 1 and 2 share them as a
+       * compiled step does: run 1 captures, run 2 replays the step's. */
+      rt_fuse_replays *shared = NULL;
+      for (int run = 0; run < 3; run++) {
+        if (run == 1) g->replays = shared = rt_fuse_replays_create(b.num_insts);
+        for (int j = 0; j < num_outputs; j++)
+          memset(host(outs[j].data), 0xa5, (size_t)n * nrt_dtype_size(outs[j].dtype));
+        CHECK_OK(nrt_fuse_group_execute(g));
+        for (int j = 0; j < num_outputs; j++) {
+          int ok = same_bytes(&outs[j], &regs[out_regs[j]], n);
+          CHECK(ok);
+          if (!ok)
+            fprintf(stderr, "  trial %d run %d: output %d (register %d) differs, %d ops, %lld elements\n",
+                    trial, run, j, out_regs[j], b.num_insts, (long long)n);
+        }
       }
+      for (int i = 0; i < b.num_insts && shared; i++)
+        replayed += rt_fuse_replays_state(shared, i) == RT_REPLAY_DIRECT;
+      rt_fuse_replays_destroy(shared);
       nrt_fuse_group_destroy(g);
       fused++;
     }
@@ -310,8 +322,10 @@ static void test_random_groups_match_ops_one_by_one(void) {
     for (int j = 0; j < num_outputs; j++) nrt_free(outs[j].data);
     for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
   }
-  fprintf(stderr, "  %d groups fused, %d refused as not fusible\n", fused, refused);
+  fprintf(stderr, "  %d groups fused, %d refused as not fusible; %d instructions replayed their loops\n",
+          fused, refused, replayed);
   CHECK(fused > 250);
+  CHECK(replayed > 500);
 }
 
 /* ---- a fixed chain ---------------------------------------------------------- */
@@ -447,6 +461,27 @@ static void test_a_failing_op_fails_the_group_with_its_message(void) {
   CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
   CHECK(strstr(nrt_last_error(), "fused group (3 ops: mul, add, div_trunc): div_trunc: ZeroDivisionError") != NULL);
   fprintf(stderr, "  %s\n", nrt_last_error());
+  /* The same from loops a step shares (the second run replays them): a
+   * replayed loop's fault runs the kernel again, for its message. */
+  rt_fuse_replays *shared = rt_fuse_replays_create(3);
+  g->replays = shared;
+  for (int run = 0; run < 2; run++) {
+    CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
+    CHECK(strstr(nrt_last_error(), "div_trunc: ZeroDivisionError") != NULL);
+  }
+  for (int i = 0; i < 3; i++) CHECK(rt_fuse_replays_state(shared, i) == RT_REPLAY_DIRECT);
+  /* A zero in the first tile fails the capturing run without deciding. */
+  y[40 * 3000 - 5] = 1;
+  y[0] = 0;
+  rt_fuse_replays_destroy(shared);
+  g->replays = shared = rt_fuse_replays_create(3);
+  CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
+  CHECK(rt_fuse_replays_state(shared, 2) != RT_REPLAY_KERNEL);
+  y[0] = 1;
+  CHECK_OK(nrt_fuse_group_execute(g));
+  CHECK_OK(nrt_fuse_group_execute(g));
+  CHECK(rt_fuse_replays_state(shared, 2) == RT_REPLAY_DIRECT);
+  rt_fuse_replays_destroy(shared);
   nrt_fuse_group_destroy(g);
   free_chain(&c);
 }

@@ -32,8 +32,17 @@ typedef struct rt_fuse_tensor {
   int64_t strides[NRT_MAX_DIMS];
 } rt_fuse_tensor;
 
+/* Instructions' captured loops kept across runs of one compiled step
+ * (replay.c); NULL-safe to destroy. */
+typedef struct rt_fuse_replays rt_fuse_replays;
+rt_fuse_replays *rt_fuse_replays_create(int32_t num_insts);
+void rt_fuse_replays_destroy(rt_fuse_replays *replays);
+
 struct nrt_fuse_group {
   atomic_int refs; /* the owner's and each queued launch's */
+  /* The step's captured loops, which its runs share; NULL: each run
+   * captures its own. Not owned. */
+  rt_fuse_replays *replays;
   int64_t numel;
   rt_fuse_walk walk;
   int32_t num_inputs, num_outputs, num_registers, num_insts;

@@ -7,7 +7,8 @@
  * operand is then a single value on a tile exactly when it is one on the
  * whole tensors, which some kernels ask; group.c refuses the cases where a
  * broadcast input would still differ). For each tile every instruction
- * calls its op's own kernel on [rows, cols] views: registers are
+ * calls its op's own kernel on [rows, cols] views, or, once the kernel's
+ * loop is captured, that loop directly (replay.h): registers are
  * contiguous blocks of a per-thread scratch, inputs are views into the
  * tensors. Then each output receives its register.
  */
@@ -18,6 +19,7 @@
 #include "fuse/fuse_group.h"
 #include "ops/engine/iterate.h"
 #include "ops/engine/thread_pool.h"
+#include "fuse/replay.h"
 
 void rt_fuse_plan_tiles(rt_fuse_walk *w) {
   if (w->ndim == 0) {
@@ -86,60 +88,92 @@ static char *tile_origin(const rt_fuse_tensor *t, const rt_fuse_walk *w, const i
   return t->data + off * (int64_t)nrt_dtype_size(t->dtype);
 }
 
-/* Runs g's instructions over one [rows, cols] block and stores its
- * outputs: input k and output j at the given origins and row / column
- * strides. Instructions from limit on are not run. Returns -1, or the
- * index of the instruction that failed (num_insts: a store) with its
- * status in *status. */
-static int run_block(const struct nrt_fuse_group *g, char *const *in_data, const int64_t *in_rs,
-                     const int64_t *in_cs, char *const *out_data, const int64_t *out_rs,
-                     const int64_t *out_cs, int64_t rows, int64_t cols, char *scratch,
-                     atomic_int *limit, nrt_status *status) {
+/* A thread's working memory for a run: the registers of one tile, then the
+ * instructions' replay states. */
+static size_t states_offset(const struct nrt_fuse_group *g) {
+  return (g->scratch_bytes + 63) & ~(size_t)63;
+}
+static size_t thread_bytes(const struct nrt_fuse_group *g) {
+  return states_offset(g) + (size_t)g->num_insts * sizeof(rt_fuse_replay);
+}
+static rt_fuse_replay *thread_states(const struct nrt_fuse_group *g, char *scratch) {
+  return (rt_fuse_replay *)(scratch + states_offset(g));
+}
+
+/* Instruction i through its kernel on block b (registers at scratch, row
+ * stride b->cols), capturing the kernel's loop when st asks for it. */
+static nrt_status kernel_inst(const struct nrt_fuse_group *g, int i, const rt_fuse_box *b,
+                              char *scratch, rt_fuse_replay *st) {
+  const nrt_fuse_inst *in = &g->insts[i];
+  nrt_op op;
+  memset(&op, 0, sizeof op);
+  op.code = in->code;
+  op.compute_dtype = in->compute_dtype;
+  op.num_operands = in->num_operands;
+  op.num_outputs = in->num_outputs;
+  op.num_scalars = in->num_scalars;
+  memcpy(op.scalars, in->scalars, sizeof op.scalars);
+  for (int k = 0; k < in->num_operands; k++) {
+    const nrt_fuse_ref *ref = &in->operands[k];
+    nrt_tensor_view *v = &op.operands[k];
+    if (ref->kind == NRT_FUSE_REGISTER) {
+      tile_view(v, scratch + g->register_offset[ref->index], g->registers[ref->index], b->rows,
+                b->cols, b->cols, 1);
+    } else if (ref->kind == NRT_FUSE_INPUT) {
+      tile_view(v, b->in[ref->index], g->inputs[ref->index].dtype, b->rows, b->cols,
+                b->in_rs[ref->index], b->in_cs[ref->index]);
+    } else {
+      tile_view(v, (char *)&g->immediates[i][k], ref->dtype, b->rows, b->cols, 0, 0);
+      op.immediate_mask |= 1u << k;
+      op.immediates[k] = ref->value;
+    }
+  }
+  int capturing = st && rt_fuse_replay_capture_start(g, i, st);
+  nrt_status s = g->kernels[i](&op);
+  if (capturing) rt_fuse_replay_capture_end(g, i, st, &op, s);
+  return s;
+}
+
+/* Output j receives its register over block b: the same dtype, so a copy
+ * of bytes, row by row unless both sides are one run. */
+static void store_output(const struct nrt_fuse_group *g, int j, const rt_fuse_box *b,
+                         const char *scratch) {
+  int32_t r = g->output_registers[j];
+  int64_t size = (int64_t)nrt_dtype_size(g->registers[r]);
+  const char *src = scratch + g->register_offset[r];
+  int64_t ors = b->out_rs[j] * size, ocs = b->out_cs[j] * size;
+  char *dst = b->out[j];
+  if (ocs == size && (b->rows == 1 || ors == b->cols * size)) {
+    memcpy(dst, src, (size_t)(b->rows * b->cols * size));
+    return;
+  }
+  for (int64_t i = 0; i < b->rows; i++, src += b->cols * size, dst += ors) {
+    if (ocs == size) {
+      memcpy(dst, src, (size_t)(b->cols * size));
+    } else {
+      for (int64_t c = 0; c < b->cols; c++) memcpy(dst + c * ocs, src + c * size, (size_t)size);
+    }
+  }
+}
+
+/* Runs g's instructions over block b and stores its outputs. Instructions
+ * from limit on are not run. states (NULL: always call the kernels) are
+ * the thread's replay states. Returns -1, or the index of the instruction
+ * that failed with its status in *status. */
+static int run_block(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch,
+                     rt_fuse_replay *states, atomic_int *limit, nrt_status *status) {
   for (int i = 0; i < g->num_insts && (!limit || i < atomic_load_explicit(limit, memory_order_relaxed));
        i++) {
-    const nrt_fuse_inst *in = &g->insts[i];
-    nrt_op op;
-    memset(&op, 0, sizeof op);
-    op.code = in->code;
-    op.compute_dtype = in->compute_dtype;
-    op.num_operands = in->num_operands;
-    op.num_outputs = in->num_outputs;
-    op.num_scalars = in->num_scalars;
-    memcpy(op.scalars, in->scalars, sizeof op.scalars);
-    for (int k = 0; k < in->num_operands; k++) {
-      const nrt_fuse_ref *ref = &in->operands[k];
-      nrt_tensor_view *v = &op.operands[k];
-      if (ref->kind == NRT_FUSE_REGISTER) {
-        tile_view(v, scratch + g->register_offset[ref->index], g->registers[ref->index], rows, cols,
-                  cols, 1);
-      } else if (ref->kind == NRT_FUSE_INPUT) {
-        tile_view(v, in_data[ref->index], g->inputs[ref->index].dtype, rows, cols, in_rs[ref->index],
-                  in_cs[ref->index]);
-      } else {
-        tile_view(v, (char *)&g->immediates[i][k], ref->dtype, rows, cols, 0, 0);
-        op.immediate_mask |= 1u << k;
-        op.immediates[k] = ref->value;
-      }
-    }
-    if ((*status = g->kernels[i](&op)) != NRT_SUCCESS) return i;
+    rt_fuse_replay *st = states ? &states[i] : NULL;
+    if (st && rt_fuse_replay_run(g, i, st, b, scratch)) continue;
+    if ((*status = kernel_inst(g, i, b, scratch, st)) != NRT_SUCCESS) return i;
   }
   if (limit && atomic_load_explicit(limit, memory_order_relaxed) <= g->num_insts) return -1;
-  for (int j = 0; j < g->num_outputs; j++) {
-    int32_t r = g->output_registers[j];
-    nrt_op copy;
-    memset(&copy, 0, sizeof copy);
-    copy.code = NRT_OP_COPY;
-    copy.num_operands = 2;
-    copy.num_outputs = 1;
-    tile_view(&copy.operands[0], out_data[j], g->outputs[j].dtype, rows, cols, out_rs[j], out_cs[j]);
-    tile_view(&copy.operands[1], scratch + g->register_offset[r], g->registers[r], rows, cols, cols,
-              1);
-    if ((*status = rt_kernel_copy(&copy)) != NRT_SUCCESS) return g->num_insts;
-  }
+  for (int j = 0; j < g->num_outputs; j++) store_output(g, j, b, scratch);
   return -1;
 }
 
-static void run_tile(vm_run *run, int64_t t, char *scratch) {
+static void run_tile(vm_run *run, int64_t t, char *scratch, rt_fuse_replay *states) {
   const struct nrt_fuse_group *g = run->g;
   const rt_fuse_walk *w = &g->walk;
   int64_t per_outer = w->row_chunks * w->col_chunks, o = t / per_outer, rc = t % per_outer;
@@ -152,31 +186,31 @@ static void run_tile(vm_run *run, int64_t t, char *scratch) {
     index[d] = o % w->shape[d];
     o /= w->shape[d];
   }
-  char *in_data[NRT_FUSE_MAX_INPUTS], *out_data[NRT_FUSE_MAX_OUTPUTS];
-  int64_t in_rs[NRT_FUSE_MAX_INPUTS], in_cs[NRT_FUSE_MAX_INPUTS];
-  int64_t out_rs[NRT_FUSE_MAX_OUTPUTS], out_cs[NRT_FUSE_MAX_OUTPUTS];
+  rt_fuse_box b = {.rows = r1 - r0, .cols = c1 - c0};
   for (int k = 0; k < g->num_inputs; k++)
-    in_data[k] = tile_origin(&g->inputs[k], w, index, r0, c0, &in_rs[k], &in_cs[k]);
+    b.in[k] = tile_origin(&g->inputs[k], w, index, r0, c0, &b.in_rs[k], &b.in_cs[k]);
   for (int j = 0; j < g->num_outputs; j++)
-    out_data[j] = tile_origin(&g->outputs[j], w, index, r0, c0, &out_rs[j], &out_cs[j]);
+    b.out[j] = tile_origin(&g->outputs[j], w, index, r0, c0, &b.out_rs[j], &b.out_cs[j]);
   nrt_status s = NRT_SUCCESS;
-  int failed = run_block(g, in_data, in_rs, in_cs, out_data, out_rs, out_cs, r1 - r0, c1 - c0,
-                         scratch, &run->fail_inst, &s);
+  int failed = run_block(g, &b, scratch, states, &run->fail_inst, &s);
   if (failed >= 0) record_failure(run, failed, s);
 }
 
 static void run_tiles(int64_t begin, int64_t end, void *arg) {
   vm_run *run = arg;
-  char *scratch = aligned_alloc(64, run->g->scratch_bytes);
+  char *scratch = aligned_alloc(64, thread_bytes(run->g));
   if (!scratch) {
     rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", run->g->name,
-            rt_format_size(run->g->scratch_bytes).s);
+            rt_format_size(thread_bytes(run->g)).s);
     record_failure(run, -1, NRT_ERROR_OUT_OF_MEMORY);
     return;
   }
+  /* One tile and nothing shared: a capture would never be replayed. */
+  rt_fuse_replay *states = end - begin > 1 || run->g->replays ? thread_states(run->g, scratch) : NULL;
+  if (states) rt_fuse_replay_begin(run->g, states);
   for (int64_t t = begin; t < end; t++) {
     if (atomic_load_explicit(&run->fail_inst, memory_order_relaxed) == 0) break;
-    run_tile(run, t, scratch);
+    run_tile(run, t, scratch, states);
   }
   free(scratch);
 }
@@ -233,27 +267,34 @@ static char *thread_scratch(size_t bytes) {
 
 nrt_status rt_fuse_run_box(const struct nrt_fuse_group *g, const rt_fuse_box *box) {
   if (box->rows <= 0 || box->cols <= 0) return NRT_SUCCESS;
-  char *scratch = thread_scratch(g->scratch_bytes);
+  char *scratch = thread_scratch(thread_bytes(g));
   if (!scratch)
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", g->name,
-                   rt_format_size(g->scratch_bytes).s);
+                   rt_format_size(thread_bytes(g)).s);
+  rt_fuse_replay *states = thread_states(g, scratch);
+  rt_fuse_replay_begin(g, states);
+  if (box->rows * box->cols <= RT_FUSE_TILE && !g->replays) states = NULL; /* one tile */
   /* Tiles of at most RT_FUSE_TILE elements: whole rows, or pieces of one. */
   int64_t tile_cols = box->cols < RT_FUSE_TILE ? box->cols : RT_FUSE_TILE;
   int64_t tile_rows = box->cols < RT_FUSE_TILE ? RT_FUSE_TILE / box->cols : 1;
-  char *in[NRT_FUSE_MAX_INPUTS], *out[NRT_FUSE_MAX_OUTPUTS];
   for (int64_t r0 = 0; r0 < box->rows; r0 += tile_rows)
     for (int64_t c0 = 0; c0 < box->cols; c0 += tile_cols) {
-      int64_t rows = box->rows - r0 < tile_rows ? box->rows - r0 : tile_rows;
-      int64_t cols = box->cols - c0 < tile_cols ? box->cols - c0 : tile_cols;
-      for (int k = 0; k < g->num_inputs; k++)
-        in[k] = box->in[k] + (r0 * box->in_rs[k] + c0 * box->in_cs[k]) *
-                                 (int64_t)nrt_dtype_size(g->inputs[k].dtype);
-      for (int j = 0; j < g->num_outputs; j++)
-        out[j] = box->out[j] + (r0 * box->out_rs[j] + c0 * box->out_cs[j]) *
-                                   (int64_t)nrt_dtype_size(g->outputs[j].dtype);
+      rt_fuse_box b = {.rows = box->rows - r0 < tile_rows ? box->rows - r0 : tile_rows,
+                       .cols = box->cols - c0 < tile_cols ? box->cols - c0 : tile_cols};
+      for (int k = 0; k < g->num_inputs; k++) {
+        b.in[k] = box->in[k] + (r0 * box->in_rs[k] + c0 * box->in_cs[k]) *
+                                   (int64_t)nrt_dtype_size(g->inputs[k].dtype);
+        b.in_rs[k] = box->in_rs[k];
+        b.in_cs[k] = box->in_cs[k];
+      }
+      for (int j = 0; j < g->num_outputs; j++) {
+        b.out[j] = box->out[j] + (r0 * box->out_rs[j] + c0 * box->out_cs[j]) *
+                                     (int64_t)nrt_dtype_size(g->outputs[j].dtype);
+        b.out_rs[j] = box->out_rs[j];
+        b.out_cs[j] = box->out_cs[j];
+      }
       nrt_status s = NRT_SUCCESS;
-      if (run_block(g, in, box->in_rs, box->in_cs, out, box->out_rs, box->out_cs, rows, cols, scratch,
-                    NULL, &s) >= 0) {
+      if (run_block(g, &b, scratch, states, NULL, &s) >= 0) {
         char why[1024];
         snprintf(why, sizeof why, "%s", nrt_last_error());
         return rt_fail(s, "%s", why);

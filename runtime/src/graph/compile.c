@@ -195,6 +195,8 @@ static rt_fused *finish_group(const compiler *c, growing *q, struct nrt_program 
     }
   }
   name_group(f, what);
+  /* Without it (out of memory) each run captures its loops anew. */
+  f->replays = rt_fuse_replays_create(f->num_insts);
   return f;
 }
 
@@ -252,6 +254,7 @@ static rt_step *epilogue_host(const compiler *c, struct nrt_program *p, const gr
 static void free_step(rt_step *st) {
   if (st->fused) {
     free(st->fused->insts);
+    rt_fuse_replays_destroy(st->fused->replays);
     free(st->fused);
   }
   for (int32_t m = 0; m < st->num_members; m++) free_step(&st->members[m]);

@@ -165,6 +165,7 @@ nrt_status rt_run_fill_group(const rt_fused *f, const nrt_fuse_group_desc *d, in
    * checked every view). */
   if ((s = rt_fuse_group_init(fast, d))) return s;
   memcpy(fast->name, f->name, sizeof fast->name);
+  fast->replays = f->replays;
   *out = fast;
   return NRT_SUCCESS;
 }

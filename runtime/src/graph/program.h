@@ -28,6 +28,7 @@ typedef struct rt_fused {
   uint32_t output_operand[NRT_FUSE_MAX_OUTPUTS];
   int32_t output_registers[NRT_FUSE_MAX_OUTPUTS];
   char name[NRT_HOST_TASK_NAME_MAX];
+  struct rt_fuse_replays *replays; /* its captured loops, shared by its runs (may be NULL) */
 } rt_fused;
 
 typedef struct rt_step {

@@ -4,6 +4,7 @@
 #include "ops/pointwise/pointwise.h"
 
 #include "ops/engine/convert.h"
+#include "ops/pointwise/loop_capture.h"
 
 rt_inner_loop rt_pointwise_loop(const nrt_op *op, const rt_loop_table loops) {
   const char *name = nrt_op_name(op->code);
@@ -32,6 +33,7 @@ nrt_status rt_run_pointwise_as(const nrt_op *op, rt_inner_loop loop, const nrt_d
   rt_loop_ctx ctx;
   rt_scalars_from_op(op, &ctx.sc);
   atomic_init(&ctx.fault, 0);
+  rt_loop_capture_record(op, loop, want, &ctx.sc);
   rt_run_elementwise(op, want, loop, &ctx);
   if (atomic_load(&ctx.fault))
     return rt_fail(NRT_ERROR_ARITHMETIC, "%s: ZeroDivisionError (integer division by zero)", name);
