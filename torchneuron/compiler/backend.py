@@ -8,7 +8,9 @@ each graph is lowered to a plan of compiled segments and eager nodes
 CompiledGraph (runner.py).
 """
 
+import contextlib
 import functools
+import gc
 import os
 import time
 import warnings
@@ -55,7 +57,32 @@ def _next_name(kind):
     return f"{kind}_{_graph_ids[kind] - 1}"
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """Python's cyclic collector paused while a graph is traced and compiled.
+
+    Tracing allocates millions of short-lived objects, and each full
+    collection walks every object of the process (torch's included): the
+    collector took a third of the first step's time. Reference counting
+    still frees what becomes garbage; the few cycles tracing leaves are
+    collected once the collector runs again. A collector the user has
+    disabled stays disabled."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def compile_graph(gm, example_inputs, kind, config):
+    with _no_cyclic_gc():
+        return _compile_graph(gm, example_inputs, kind, config)
+
+
+def _compile_graph(gm, example_inputs, kind, config):
     """The callable for one ATen FX graph (forward, backward or inference)."""
     from torchneuron.compiler.plan import build_plan
     from torchneuron.compiler.runner import CompiledGraph, compile_ir
@@ -189,4 +216,5 @@ def neuron_backend(gm, example_inputs, mode=None, options=None, **kwargs):
     inf = functools.partial(compile_graph, kind="inference", config=config)
     backend = aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inf,
                            decompositions=_decompositions())
-    return backend(gm, example_inputs)
+    with _no_cyclic_gc():
+        return backend(gm, example_inputs)

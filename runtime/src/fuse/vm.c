@@ -94,7 +94,8 @@ static size_t states_offset(const struct nrt_fuse_group *g) {
   return (g->scratch_bytes + 63) & ~(size_t)63;
 }
 static size_t thread_bytes(const struct nrt_fuse_group *g) {
-  return states_offset(g) + (size_t)g->num_insts * sizeof(rt_fuse_replay);
+  size_t bytes = states_offset(g) + (size_t)g->num_insts * sizeof(rt_fuse_replay);
+  return (bytes + 63) & ~(size_t)63; /* aligned_alloc takes multiples of the alignment */
 }
 static rt_fuse_replay *thread_states(const struct nrt_fuse_group *g, char *scratch) {
   return (rt_fuse_replay *)(scratch + states_offset(g));
