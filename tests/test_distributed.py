@@ -165,6 +165,30 @@ def _ordering(rank, store):
         w = z + 0  # on s, after the collective
     s.synchronize()
     assert w[0].item() == sum(r + 1 for r in range(WORLD))
+    # Collectives on two streams reach gloo in the order the host issued
+    # them, on every rank, however the streams run: rank 0 holds the first
+    # stream (a gate) while its second stream's later collective is ready.
+    import time
+
+    from torchneuron import _C
+
+    a, b = torch.neuron.Stream(), torch.neuron.Stream()
+    held = _C._close_stream_gate(a.device_index, a.stream_id) if rank == 0 else None
+    p, q = torch.full((7,), float(rank + 1), device=dev), torch.full((3,), float(rank), device=dev)
+    gathered = torch.empty(3 * WORLD, device=dev)
+    for t in (a, b):
+        t.wait_stream(torch.neuron.current_stream())  # the fills above
+    with torch.neuron.stream(a):
+        dist.all_reduce(p)
+    with torch.neuron.stream(b):
+        dist.all_gather_into_tensor(gathered, q)
+    if held is not None:
+        time.sleep(0.3)  # the second stream's worker is free meanwhile
+        _C._open_stream_gate(held)
+    a.synchronize()
+    b.synchronize()
+    assert p.cpu().tolist() == [float(sum(range(1, WORLD + 1)))] * 7
+    assert gathered.cpu().tolist() == sum([[float(r)] * 3 for r in range(WORLD)], [])
     # CPU tensors in the same group go through gloo.
     c = torch.full((5,), float(rank))
     dist.all_reduce(c)

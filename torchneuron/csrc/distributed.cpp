@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "device_state.h"
+#include "distributed_order.h"
 #include "distributed_ring.h"
 #include "neuronrt/host_error.h"
 #include "runtime_check.h"
@@ -139,31 +140,47 @@ class NeuronWork : public Work {
 };
 
 // A collective's host task: the body (staging and the gloo call), the
-// tensors it must keep alive until it has run, and where its error goes.
+// tensors it must keep alive until it has run, where its error goes, and
+// its turn among the group's tasks.
 struct Task {
   std::function<void()> body;
   std::vector<at::Tensor> keep;
   std::shared_ptr<Shared> shared;
   std::string name;
+  std::shared_ptr<TaskOrder> order;
+  uint64_t ticket = 0;
+  bool ran = false;
 };
 
 nrt_status run_task(void* arg) {
   auto* task = static_cast<Task*>(arg);
   std::string why;
+  task->order->await(task->ticket);
+  task->ran = true;
   try {
     task->body();
+    task->order->finish(task->ticket);
     return NRT_SUCCESS;
   } catch (const c10::Error& e) {
     why = e.what_without_backtrace();
   } catch (const std::exception& e) {
     why = e.what();
   }
+  task->order->finish(task->ticket);
   // The stream reports "<task name>: <why>"; a Work's wait() says the same.
   task->shared->error = task->name + ": " + why;
   return nrt_host_error(NRT_ERROR_SYSTEM, why.c_str());
 }
 
-void release_task(void* arg) { delete static_cast<Task*>(arg); }
+// A task skipped (its stream had failed) still gives up its turn in order.
+void release_task(void* arg) {
+  auto* task = static_cast<Task*>(arg);
+  if (!task->ran) {
+    task->order->await(task->ticket);
+    task->order->finish(task->ticket);
+  }
+  delete task;
+}
 
 class NeuronBackend : public c10d::Backend {
  public:
@@ -441,7 +458,8 @@ class NeuronBackend : public c10d::Backend {
     nrt_stream_t stream = current_stream(device);
     auto shared = std::make_shared<Shared>();
     NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
-    auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name};
+    auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name,
+                          order_, order_->take()};
     NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
     NRT_CHECK(nrt_event_record(shared->done, stream));
     return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
@@ -543,6 +561,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
+  std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
 };
 
 }  // namespace
