@@ -182,6 +182,46 @@ void release_task(void* arg) {
   delete task;
 }
 
+// One send or receive of a batch.
+struct P2POp {
+  bool send;
+  at::Tensor tensor;
+  int peer, tag;
+};
+
+// Posts every send and receive of a batch before waiting for any (a gloo
+// send completes only once the peer has posted the matching receive).
+void run_p2p_batch(c10d::Backend& g, const std::vector<P2POp>& ops) {
+  std::vector<Staged> staged;
+  std::vector<c10::intrusive_ptr<Work>> works;
+  for (const auto& op : ops) {
+    staged.push_back(stage(op.tensor, op.send, !op.send));
+    std::vector<at::Tensor> dense{staged.back().dense};
+    works.push_back(op.send ? g.send(dense, op.peer, op.tag) : g.recv(dense, op.peer, op.tag));
+  }
+  for (auto& w : works) w->wait();
+  for (auto& s : staged) unstage(s);
+}
+
+// The Works of a batch of CPU sends and receives (gloo's), as one.
+class WorkList : public Work {
+ public:
+  WorkList(int rank, std::vector<c10::intrusive_ptr<Work>> works)
+      : Work(rank, OpType::COALESCED), works_(std::move(works)) {}
+  bool isCompleted() override {
+    for (auto& w : works_)
+      if (!w->isCompleted()) return false;
+    return true;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<Work>> works_;
+};
+
 class NeuronBackend : public c10d::Backend {
  public:
   NeuronBackend(c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
@@ -265,12 +305,32 @@ class NeuronBackend : public c10d::Backend {
     return scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp);
   }
 
-  // Coalescing (torch.distributed._coalescing_manager): the collectives
-  // between start and end are queued as they come, in order on the stream;
-  // end's Work completes after all of them.
+  // Coalescing (torch.distributed._coalescing_manager, batch_isend_irecv):
+  // the collectives between start and end are queued as they come, in order
+  // on the stream; the sends and receives are held back and queued at the
+  // end as one task that posts them all before waiting for any, since a
+  // gloo send waits for the peer's receive (an exchange both ways, one op
+  // after another, would deadlock). end's Work completes after all of them.
   bool supportsCoalescing() const override { return true; }
-  void startCoalescing() override {}
-  c10::intrusive_ptr<Work> endCoalescing() override { return barrier_free_work(); }
+  void startCoalescing() override {
+    // Replaces a batch an exception left open (torch's coalescing manager
+    // does not end its block then).
+    batch_ = std::make_unique<P2PBatch>();
+  }
+  c10::intrusive_ptr<Work> endCoalescing() override {
+    TORCH_CHECK(batch_, "neuron backend: end of coalescing without its start");
+    auto batch = std::move(batch_);
+    if (!batch->cpu_works.empty()) return c10::make_intrusive<WorkList>(getRank(), std::move(batch->cpu_works));
+    if (batch->ops.empty()) return barrier_free_work();
+    std::vector<at::Tensor> keep, received;
+    for (const auto& op : batch->ops) {
+      keep.push_back(op.tensor);
+      if (!op.send) received.push_back(op.tensor);
+    }
+    return enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
+                   [g = gloo_, ops = std::move(batch->ops)]() mutable { run_p2p_batch(*g, ops); },
+                   /*blocking=*/false, batch->shared);
+  }
 
   // The coalesced forms (FSDP2): one collective after another on the same
   // stream; the last one's Work completes after all of them.
@@ -388,6 +448,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    if (batch_) return hold(tensors, true, dst, tag);
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
     return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, tensors, dst, tag]() mutable {
       auto s = stage_all(tensors, true, false);
@@ -397,6 +458,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    if (batch_) return hold(tensors, false, src, tag);
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
     return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, tensors, src, tag]() mutable {
       auto s = stage_all(tensors, false, true);
@@ -413,7 +475,42 @@ class NeuronBackend : public c10d::Backend {
                    /*blocking=*/true);
   }
 
+  // monitored_barrier: the host waits for the work queued on the current
+  // stream, then gloo's monitored barrier (on the CPU group) names the ranks
+  // that did not arrive within the timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    NRT_CHECK(nrt_stream_synchronize(current_stream(current_device())));
+    cpu_->monitoredBarrier(opts, wait_all_ranks);
+  }
+
  private:
+  // The sends and receives of one coalescing block, queued at its end.
+  struct P2PBatch {
+    std::vector<P2POp> ops;
+    std::vector<c10::intrusive_ptr<Work>> cpu_works;  // CPU tensors' (gloo's own, already posted)
+    std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  };
+
+  // A send or receive inside a coalescing block: its Work is the batch's,
+  // which completes when the whole batch has.
+  c10::intrusive_ptr<Work> hold(std::vector<at::Tensor>& tensors, bool is_send, int peer, int tag) {
+    const char* what = is_send ? "send" : "recv";
+    TORCH_CHECK(tensors.size() == 1, "neuron backend: batched ", what, " takes one tensor, not ", tensors.size());
+    if (all_cpu(tensors)) {
+      TORCH_CHECK(batch_->ops.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
+      auto work = is_send ? cpu_->send(tensors, peer, tag) : cpu_->recv(tensors, peer, tag);
+      batch_->cpu_works.push_back(work);
+      return work;
+    }
+    TORCH_CHECK(batch_->cpu_works.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
+    TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "neuron backend: batched ", what,
+                ": peer ", peer, " is not another rank of a group of ", getSize());
+    batch_->ops.push_back(P2POp{is_send, tensors[0], peer, tag});
+    if (!batch_->shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &batch_->shared->done));
+    return c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
+                                           std::vector<at::Tensor>{tensors[0]}, false);
+  }
+
   // A Work for nothing at all (an empty coalesced list): done at once.
   c10::intrusive_ptr<Work> barrier_free_work() {
     return enqueue("nothing", OpType::COALESCED, {}, {}, [] {});
@@ -448,7 +545,7 @@ class NeuronBackend : public c10d::Backend {
   // device when there are none).
   c10::intrusive_ptr<Work> enqueue(const char* name, OpType type, std::vector<at::Tensor> keep,
                                    std::vector<at::Tensor> outputs, std::function<void()> body,
-                                   bool blocking = false) {
+                                   bool blocking = false, std::shared_ptr<Shared> shared = nullptr) {
     c10::DeviceIndex device = current_device();
     for (const auto& t : keep)
       if (is_neuron(t)) {
@@ -456,8 +553,8 @@ class NeuronBackend : public c10d::Backend {
         break;
       }
     nrt_stream_t stream = current_stream(device);
-    auto shared = std::make_shared<Shared>();
-    NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
+    if (!shared) shared = std::make_shared<Shared>();
+    if (!shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
     auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name,
                           order_, order_->take()};
     NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
@@ -561,6 +658,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
+  std::unique_ptr<P2PBatch> batch_;  // while coalescing
   std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
 };
 
