@@ -1,6 +1,6 @@
 """Two hosts on this machine: two network namespaces joined by a veth pair
 (10.213.0.1/24 and 10.213.0.2/24, the only addresses the test uses), one
-torchrun in each (--nnodes 2 --nproc-per-node 2, the rendezvous on the first namespace's
+torchrun in each (--nnodes 2, the rendezvous on the first namespace's
 address), examples/ddp_train.py trained for a few steps on neuron with the
 c10d backend "neuron", then the same on the CPU with gloo: the printed
 losses agree rank by rank. Needs root (namespaces): skipped with the reason
@@ -9,6 +9,7 @@ otherwise; the namespaces are removed whatever happens."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -58,30 +59,49 @@ def hosts():
         yield names
     finally:
         for ns in made:  # the veth pair goes with its namespaces
+            _kill_host(ns)
             _ip("netns", "del", ns)
+
+
+def _torchrun(ns, node, nproc, args):
+    """Starts torchrun for host `node` in namespace ns, in a session of its
+    own (killed as a whole), stdout and stderr together."""
+    env = dict(os.environ, GLOO_SOCKET_IFNAME=IFNAME, OMP_NUM_THREADS="1")
+    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "torch.distributed.run",
+           "--nnodes", "2", "--nproc-per-node", str(nproc), "--node-rank", str(node),
+           "--master-addr", ADDRESSES[0], "--master-port", str(PORT),
+           os.path.join(ROOT, "examples", "ddp_train.py"), *args]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _kill_host(ns):
+    """Kills every process in namespace ns (torchrun's workers run in
+    sessions of their own)."""
+    for pid in _ip("netns", "pids", ns).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _kill(procs):
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
 
 
 def _train(hosts, extra):
     """torchrun in each namespace; returns the sorted (rank, step, loss)
     lines the ranks printed."""
-    env = dict(os.environ, GLOO_SOCKET_IFNAME=IFNAME, OMP_NUM_THREADS="1")
-    procs = []
-    for node, ns in enumerate(hosts):
-        cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "torch.distributed.run",
-               "--nnodes", "2", "--nproc-per-node", str(NPROC), "--node-rank", str(node),
-               "--master-addr", ADDRESSES[0], "--master-port", str(PORT),
-               os.path.join(ROOT, "examples", "ddp_train.py"), "--steps", "3", *extra]
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True, start_new_session=True))
+    procs = [_torchrun(ns, node, NPROC, ["--steps", "3", *extra]) for node, ns in enumerate(hosts)]
     outputs = []
     try:
         for p in procs:
             outputs.append(p.communicate(timeout=240)[0])
     finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, 9)
-                p.wait()
+        _kill(procs)
     for p, out in zip(procs, outputs):
         assert p.returncode == 0, "\n".join(outputs)
     return sorted(re.findall(rf"rank (\d)/{2 * NPROC} step +(\d+) loss ([0-9.]+)", "".join(outputs)))
@@ -92,3 +112,28 @@ def test_ddp_on_two_hosts_matches_gloo_on_cpu(hosts):
     gloo = _train(hosts, ["--device", "cpu", "--backend", "gloo"])
     assert len(neuron) == 2 * 2 * NPROC and {int(r) for r, _, _ in neuron} == set(range(2 * NPROC)), neuron
     assert neuron == gloo
+
+
+def test_a_dead_host_makes_the_other_raise(hosts):
+    """Host 1's ranks are killed mid-training (SIGKILL, after host 0 has
+    printed step 5); host 0's rank raises a RuntimeError naming the neuron
+    backend's collective and its torchrun fails, well within the group's
+    timeout (20 s) rather than hanging."""
+    timeout = 20
+    procs = [_torchrun(ns, node, 1, ["--steps", "1000", "--timeout", str(timeout)]) for node, ns in enumerate(hosts)]
+    try:
+        seen = []
+        for line in procs[0].stdout:  # host 0's progress
+            seen.append(line)
+            if re.search(r"rank 0/2 step +5 ", line):
+                break
+        assert seen and "step   5" in seen[-1], "".join(seen)
+        _kill_host(hosts[1])
+        rest = procs[0].communicate(timeout=timeout + 60)[0]
+    finally:
+        for ns in hosts:
+            _kill_host(ns)
+        _kill(procs)
+    out = "".join(seen) + rest
+    assert procs[0].returncode != 0, out
+    assert re.search(r"RuntimeError: neuron backend \w+: .*(Connection closed|reset|[Tt]imed out)", out), out
