@@ -1,6 +1,7 @@
 """The c10d backend "neuron" beyond the plain collectives, on two ranks:
 batch_isend_irecv (exchanges both ways, which a send that waits for its
-receive would deadlock one op at a time), isend/irecv, monitored_barrier,
+receive would deadlock one op at a time), isend/irecv, messages that do
+not fit the receiving tensor, monitored_barrier,
 and the functional collectives DTensor and FSDP2 call
 (torch.distributed._functional_collectives and the _c10d_functional ops),
 all against values computed exactly on each rank."""
@@ -68,12 +69,39 @@ def _p2p(rank, store):
         dist.irecv(r, 0).wait()
         assert r.cpu().tolist() == [float(i) for i in range(6)]
     # A batch naming a peer outside the group is refused at the call.
-    with pytest.raises(RuntimeError, match="batched send: peer 2 is not another rank of a group of 2"):
+    with pytest.raises(RuntimeError, match="neuron backend: send: peer 2 is not another rank of a group of 2"):
         dist.batch_isend_irecv([dist.P2POp(dist.isend, x, 2)])
     dist.distributed_c10d._world.pg_coalesce_state.clear()  # torch's manager leaves its block open
     for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, x + 1, peer), dist.P2POp(dist.irecv, y, peer)]):
         w.wait()  # a later batch works
     assert y.cpu().tolist() == [peer + 1] * 5
+
+    # A message that does not fit the receiving tensor: an error naming
+    # both on the receiver, nothing written, the connection still in step.
+    if rank == 0:
+        dist.send(torch.arange(10.0, device=dev), 1)
+        dist.send(torch.ones(4, dtype=torch.int64, device=dev), 1)
+    else:
+        short = torch.full((8,), -1.0, device=dev)
+        with pytest.raises(RuntimeError, match="neuron backend recv: recv from rank 0: the message has 10 "
+                                               "elements of Float, the tensor 8 elements of Float"):
+            dist.recv(short, 0)
+            torch.neuron.synchronize()
+        torch.neuron.clear_error()
+        assert short.cpu().tolist() == [-1.0] * 8
+        wrong = torch.zeros(4, device=dev)
+        with pytest.raises(RuntimeError, match="batch_isend_irecv: recv from rank 0: the message has 4 elements "
+                                               "of Long, the tensor 4 elements of Float"):
+            for w in dist.batch_isend_irecv([dist.P2POp(dist.irecv, wrong, 0)]):
+                w.wait()
+            torch.neuron.synchronize()
+        torch.neuron.clear_error()
+    if rank == 0:
+        dist.send(torch.tensor([5.0, 6.0], device=dev), 1)
+    else:
+        ok = torch.zeros(2, device=dev)
+        dist.recv(ok, 0)
+        assert ok.cpu().tolist() == [5.0, 6.0]
 
     # monitored_barrier: passes when every rank comes; names the rank that
     # does not (gloo's monitored barrier, after the stream's work).

@@ -27,6 +27,7 @@
 
 #include "device_state.h"
 #include "distributed_order.h"
+#include "distributed_p2p.h"
 #include "distributed_ring.h"
 #include "neuronrt/host_error.h"
 #include "runtime_check.h"
@@ -182,24 +183,16 @@ void release_task(void* arg) {
   delete task;
 }
 
-// One send or receive of a batch.
-struct P2POp {
-  bool send;
-  at::Tensor tensor;
-  int peer, tag;
-};
-
-// Posts every send and receive of a batch before waiting for any (a gloo
-// send completes only once the peer has posted the matching receive).
-void run_p2p_batch(c10d::Backend& g, const std::vector<P2POp>& ops) {
+// Sends and receives (distributed_p2p.cpp) on dense CPU views of their
+// tensors, the received ones written back after when staged.
+void run_p2p_staged(c10d::Backend& g, const std::vector<P2POp>& ops) {
   std::vector<Staged> staged;
-  std::vector<c10::intrusive_ptr<Work>> works;
+  std::vector<P2POp> dense;
   for (const auto& op : ops) {
     staged.push_back(stage(op.tensor, op.send, !op.send));
-    std::vector<at::Tensor> dense{staged.back().dense};
-    works.push_back(op.send ? g.send(dense, op.peer, op.tag) : g.recv(dense, op.peer, op.tag));
+    dense.push_back(P2POp{op.send, staged.back().dense, op.peer, op.tag});
   }
-  for (auto& w : works) w->wait();
+  run_p2p(g, dense);
   for (auto& s : staged) unstage(s);
 }
 
@@ -328,7 +321,7 @@ class NeuronBackend : public c10d::Backend {
       if (!op.send) received.push_back(op.tensor);
     }
     return enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
-                   [g = gloo_, ops = std::move(batch->ops)]() mutable { run_p2p_batch(*g, ops); },
+                   [g = gloo_, ops = std::move(batch->ops)]() mutable { run_p2p_staged(*g, ops); },
                    /*blocking=*/false, batch->shared);
   }
 
@@ -450,21 +443,16 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     if (batch_) return hold(tensors, true, dst, tag);
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
-    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, tensors, dst, tag]() mutable {
-      auto s = stage_all(tensors, true, false);
-      auto dense = denses(s);
-      g->send(dense, dst, tag)->wait();
+    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, ops = p2p_ops(tensors, true, dst, tag)]() {
+      run_p2p_staged(*g, ops);
     });
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     if (batch_) return hold(tensors, false, src, tag);
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
-    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, tensors, src, tag]() mutable {
-      auto s = stage_all(tensors, false, true);
-      auto dense = denses(s);
-      g->recv(dense, src, tag)->wait();
-      unstage_all(s);
+    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, ops = p2p_ops(tensors, false, src, tag)]() {
+      run_p2p_staged(*g, ops);
     });
   }
 
@@ -503,12 +491,19 @@ class NeuronBackend : public c10d::Backend {
       return work;
     }
     TORCH_CHECK(batch_->cpu_works.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
-    TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "neuron backend: batched ", what,
-                ": peer ", peer, " is not another rank of a group of ", getSize());
-    batch_->ops.push_back(P2POp{is_send, tensors[0], peer, tag});
+    auto ops = p2p_ops(tensors, is_send, peer, tag);
+    batch_->ops.insert(batch_->ops.end(), ops.begin(), ops.end());
     if (!batch_->shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &batch_->shared->done));
     return c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
                                            std::vector<at::Tensor>{tensors[0]}, false);
+  }
+
+  std::vector<P2POp> p2p_ops(const std::vector<at::Tensor>& tensors, bool is_send, int peer, int tag) {
+    TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "neuron backend: ", is_send ? "send" : "recv",
+                ": peer ", peer, " is not another rank of a group of ", getSize());
+    std::vector<P2POp> ops;
+    for (const auto& t : tensors) ops.push_back(P2POp{is_send, t, peer, tag});
+    return ops;
   }
 
   // A Work for nothing at all (an empty coalesced list): done at once.
