@@ -224,30 +224,63 @@ def test_default_backend_for_neuron_tensors(tmp_path, backend):
 # ---- DDP ------------------------------------------------------------------------------------
 
 
+class _DDPNet(torch.nn.Module):
+    def __init__(self, spare):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+        self.spare = torch.nn.Linear(32, 4) if spare else None  # used on even steps only
+
+    def forward(self, x, spare=False):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        return self.fc2(h) + (self.spare(h) if spare else 0)
+
+
+# DDP's variants: name -> (DDP keyword arguments, the spare branch on even
+# steps, no_sync on even steps, bfloat16 autocast)
+_DDP_VARIANTS = {
+    "buckets": (dict(bucket_cap_mb=0.001), False, False, False),  # several buckets
+    "no_sync": (dict(), False, True, False),  # gradients accumulated over two steps
+    "find_unused": (dict(find_unused_parameters=True), True, False, False),
+    "static_graph": (dict(static_graph=True), False, False, False),
+    "autocast": (dict(), False, False, True),  # bfloat16 autocast forward
+}
+
+
 def _ddp(rank, store, device, backend, out_dir):
+    import contextlib
+
     _init(rank, store, backend)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)  # several buckets
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    losses = []
-    for step in range(4):
-        g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own batch
-        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
-        loss = torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    params = [p.detach().cpu() for p in model.parameters()]
-    torch.save({"losses": losses, "params": params}, os.path.join(out_dir, f"{backend}-{rank}.pt"))
+    results = {}
+    for name, (kwargs, spare, no_sync, autocast) in _DDP_VARIANTS.items():
+        torch.manual_seed(0)
+        model = _DDPNet(spare).to(device)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        losses = []
+        for step in range(4):
+            g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own batch
+            x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+            accumulate = no_sync and step % 2 == 0
+            with ddp.no_sync() if accumulate else contextlib.nullcontext():
+                with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+                    out = ddp(x.to(device), spare=spare and step % 2 == 0)
+                loss = torch.nn.functional.mse_loss(out.float(), y.to(device))
+                loss.backward()
+            if not accumulate:
+                opt.step()
+                opt.zero_grad()
+            losses.append(loss.item())
+        results[name] = {"losses": losses, "params": [p.detach().cpu().clone() for p in model.parameters()]}
+    torch.save(results, os.path.join(out_dir, f"{backend}-{rank}.pt"))
 
 
 def test_ddp_against_gloo_on_cpu(tmp_path):
     """The same seeds, data and steps on neuron (backend "neuron") and on
-    CPU (gloo): losses and parameters agree at every rank to 1e-5 (the
-    kernels are float32 and agree with the CPU's to rounding; the
-    gradients are averaged the same way)."""
+    CPU (gloo), for several buckets, no_sync, find_unused_parameters,
+    static_graph and a bfloat16-autocast forward: losses and parameters
+    agree at every rank to 1e-5 in float32 (the kernels agree with the
+    CPU's to rounding; the gradients are averaged the same way), to one
+    bfloat16 rounding step (4e-3) under autocast."""
     for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
         d = tmp_path / backend
         d.mkdir()
@@ -255,13 +288,19 @@ def test_ddp_against_gloo_on_cpu(tmp_path):
     for rank in range(WORLD):
         a = torch.load(tmp_path / f"neuron-{rank}.pt")
         b = torch.load(tmp_path / f"gloo-{rank}.pt")
-        assert a["losses"] == pytest.approx(b["losses"], rel=1e-5, abs=1e-6)
-        for p, q in zip(a["params"], b["params"]):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        for name in _DDP_VARIANTS:
+            tol = dict(rtol=4e-3, atol=1e-4) if name == "autocast" else dict(rtol=1e-5, atol=1e-6)
+            assert a[name]["losses"] == pytest.approx(b[name]["losses"], rel=tol["rtol"], abs=tol["atol"]), name
+            for p, q in zip(a[name]["params"], b[name]["params"]):
+                torch.testing.assert_close(p, q, **tol, msg=name)
     # The ranks' replicas agree with each other exactly.
     a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
-    for p, q in zip(a0["params"], a1["params"]):
-        assert torch.equal(p, q)
+    for name in _DDP_VARIANTS:
+        for p, q in zip(a0[name]["params"], a1[name]["params"]):
+            assert torch.equal(p, q), name
+    # The variants that change the arithmetic did change it.
+    for name in ("no_sync", "find_unused", "autocast"):
+        assert a0[name]["losses"] != a0["buckets"]["losses"], name
 
 
 # ---- all_to_all, gather, scatter, coalescing --------------------------------------------------
