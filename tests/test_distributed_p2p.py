@@ -128,7 +128,9 @@ def _functional(rank, store):
     dev = torch.device("neuron", 0)
     name = dist.group.WORLD.group_name
     c10d = torch.ops._c10d_functional
-    for dtype in (torch.float32, torch.bfloat16, torch.int64):
+    # Values exact in every dtype: sums stay below 128 (int8).
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.int32,
+                  torch.int8, torch.uint8):
         base = torch.arange(12, dtype=torch.float64).reshape(3, 4)
         every = [((base + 1) * (r + 1)).to(dtype) for r in range(size)]
         mine = every[rank].to(dev)
@@ -172,5 +174,6 @@ def _functional(rank, store):
 def test_functional_collectives(tmp_path):
     """The _c10d_functional ops (all_reduce, all_gather_into_tensor,
     reduce_scatter_tensor, all_to_all_single, wait_tensor) on neuron tensors
-    in float32, bfloat16 and int64, and the Python wrappers DTensor uses."""
+    in float32, bfloat16, float16, float64 and the integer dtypes, and the
+    Python wrappers DTensor uses."""
     _run(_functional, tmp_path)
