@@ -116,7 +116,7 @@ def test_ddp_on_two_hosts_matches_gloo_on_cpu(hosts):
 
 def test_a_dead_host_makes_the_other_raise(hosts):
     """Host 1's ranks are killed mid-training (SIGKILL, after host 0 has
-    printed step 5); host 0's rank raises a RuntimeError naming the neuron
+    printed step 5); host 0's rank raises a DistBackendError naming the neuron
     backend's collective and its torchrun fails, well within the group's
     timeout (20 s) rather than hanging."""
     timeout = 20
@@ -136,4 +136,4 @@ def test_a_dead_host_makes_the_other_raise(hosts):
         _kill(procs)
     out = "".join(seen) + rest
     assert procs[0].returncode != 0, out
-    assert re.search(r"RuntimeError: neuron backend \w+: .*(Connection closed|reset|[Tt]imed out)", out), out
+    assert re.search(r"DistBackendError: neuron backend \w+: .*(Connection closed|reset|[Tt]imed out)", out), out

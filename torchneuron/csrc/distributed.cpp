@@ -170,7 +170,7 @@ nrt_status run_task(void* arg) {
   task->order->finish(task->ticket);
   // The stream reports "<task name>: <why>"; a Work's wait() says the same.
   task->shared->error = task->name + ": " + why;
-  return nrt_host_error(NRT_ERROR_SYSTEM, why.c_str());
+  return nrt_host_error(NRT_ERROR_DISTRIBUTED, why.c_str());
 }
 
 // A task skipped (its stream had failed) still gives up its turn in order.
