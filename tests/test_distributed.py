@@ -33,6 +33,17 @@ def _run(fn, tmp_path, *args, world=WORLD):
         pytest.fail(f"rank {rank} failed:\n{errors[rank]}")
 
 
+def _against_gloo(fn, tmp_path, world=WORLD):
+    """Runs fn(rank, store, device, backend, out_dir) on neuron (backend
+    "neuron") and then on the CPU (gloo); fn saves each rank's results to
+    out_dir/<backend>-<rank>.pt. Returns (neuron, gloo) results per rank."""
+    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
+        d = tmp_path / backend
+        d.mkdir()
+        _run(fn, d, device, backend, str(tmp_path), world=world)
+    return [(torch.load(tmp_path / f"neuron-{r}.pt"), torch.load(tmp_path / f"gloo-{r}.pt")) for r in range(world)]
+
+
 def _entry(rank, fn, store, errors, args, world):
     try:
         import torchneuron  # noqa: F401
@@ -281,20 +292,15 @@ def test_ddp_against_gloo_on_cpu(tmp_path):
     agree at every rank to 1e-5 in float32 (the kernels agree with the
     CPU's to rounding; the gradients are averaged the same way), to one
     bfloat16 rounding step (4e-3) under autocast."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(_ddp, d, device, backend, str(tmp_path))
-    for rank in range(WORLD):
-        a = torch.load(tmp_path / f"neuron-{rank}.pt")
-        b = torch.load(tmp_path / f"gloo-{rank}.pt")
+    results = _against_gloo(_ddp, tmp_path)
+    for a, b in results:
         for name in _DDP_VARIANTS:
             tol = dict(rtol=4e-3, atol=1e-4) if name == "autocast" else dict(rtol=1e-5, atol=1e-6)
             assert a[name]["losses"] == pytest.approx(b[name]["losses"], rel=tol["rtol"], abs=tol["atol"]), name
             for p, q in zip(a[name]["params"], b[name]["params"]):
                 torch.testing.assert_close(p, q, **tol, msg=name)
     # The ranks' replicas agree with each other exactly.
-    a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
+    a0, a1 = (a for a, _ in results)
     for name in _DDP_VARIANTS:
         for p, q in zip(a0[name]["params"], a1[name]["params"]):
             assert torch.equal(p, q), name

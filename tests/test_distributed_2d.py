@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from test_distributed import _init, _run
+from test_distributed import _against_gloo, _init
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -53,13 +53,8 @@ def _two_d(rank, store, device, backend, out_dir):
 def test_fsdp2_with_tensor_parallel_on_4_ranks_against_gloo_on_cpu(tmp_path):
     """Tolerance: 1e-5 relative (float32 kernels that agree with the CPU's
     to rounding; the same collectives)."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(_two_d, d, device, backend, str(tmp_path), world=4)
-    for rank in range(4):
-        a = torch.load(tmp_path / f"neuron-{rank}.pt")
-        b = torch.load(tmp_path / f"gloo-{rank}.pt")
+    results = _against_gloo(_two_d, tmp_path, world=4)
+    for a, b in results:
         assert a["losses"] == pytest.approx(b["losses"], rel=1e-5, abs=1e-6)
         for step in range(STEPS):
             for k, p in a["params"][step].items():

@@ -6,7 +6,6 @@ every step's loss and the final parameters equal eager's bit for bit
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from test_distributed import WORLD, _init, _run
 

@@ -9,9 +9,8 @@ import os
 
 import pytest
 import torch
-import torch.distributed as dist
 
-from test_distributed import WORLD, _init, _run
+from test_distributed import WORLD, _against_gloo, _init
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -84,14 +83,9 @@ def test_fsdp2_against_gloo_on_cpu(tmp_path):
     parameters (float32 gradients reduced, float32 master weights) one
     bfloat16 rounding step, 4e-3 relative, since a bfloat16 product may
     round the other way on either device (measured: 1e-7 on the losses)."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(_fsdp, d, device, backend, str(tmp_path))
+    results = _against_gloo(_fsdp, tmp_path)
     tolerances = {"float32": dict(rtol=1e-5, atol=1e-6), "bfloat16": dict(rtol=4e-3, atol=1e-4)}
-    for rank in range(WORLD):
-        a = torch.load(tmp_path / f"neuron-{rank}.pt")
-        b = torch.load(tmp_path / f"gloo-{rank}.pt")
+    for a, b in results:
         for name, tol in tolerances.items():
             assert a[name]["losses"] == pytest.approx(b[name]["losses"], rel=tol["rtol"], abs=tol["atol"]), name
             for step in range(STEPS):
@@ -102,6 +96,6 @@ def test_fsdp2_against_gloo_on_cpu(tmp_path):
         # The policy took effect: bfloat16 parameters give other losses.
         assert a["bfloat16"]["losses"] != a["float32"]["losses"]
     # Both ranks see the same full parameters.
-    a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
+    a0, a1 = (a for a, _ in results)
     for p, q in zip(a0["float32"]["params"][-1], a1["float32"]["params"][-1]):
         assert torch.equal(p, q)

@@ -8,9 +8,8 @@ import os
 
 import pytest
 import torch
-import torch.distributed as dist
 
-from test_distributed import WORLD, _init, _run
+from test_distributed import WORLD, _against_gloo, _init
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -85,13 +84,8 @@ def _tp(rank, store, device, backend, out_dir):
 def test_tensor_and_sequence_parallel_against_gloo_on_cpu(tmp_path):
     """Tolerance: 1e-5 relative on losses and parameters (float32 kernels
     that agree with the CPU's to rounding; the same collectives)."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(_tp, d, device, backend, str(tmp_path))
-    for rank in range(WORLD):
-        a = torch.load(tmp_path / f"neuron-{rank}.pt")
-        b = torch.load(tmp_path / f"gloo-{rank}.pt")
+    results = _against_gloo(_tp, tmp_path)
+    for a, b in results:
         for name in ("tensor", "sequence"):
             assert a[name]["losses"] == pytest.approx(b[name]["losses"], rel=1e-5, abs=1e-6), name
             for step in range(STEPS):
