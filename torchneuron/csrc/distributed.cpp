@@ -13,7 +13,11 @@
 // Reductions (all_reduce, reduce, reduce_scatter) run as rings over a third
 // gloo group's send and recv, each received chunk reduced by the runtime's
 // kernels (distributed_ring.cpp); non-contiguous tensors are staged through
-// dense device copies queued on the same stream before and after.
+// dense device copies queued on the same stream before and after. Sends and
+// receives carry checked headers (distributed_p2p.cpp); a group's tasks
+// reach gloo in the order the host issued them, whatever stream each is on
+// (distributed_order.h). A failure is NRT_ERROR_DISTRIBUTED on the stream,
+// raised as DistBackendError.
 #include <torch/extension.h>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
