@@ -11,6 +11,7 @@ with gloo, for comparing rank by rank: the losses agree to rounding.
 """
 
 import argparse
+import datetime
 import os
 import sys
 import time
@@ -31,10 +32,13 @@ def main():
     ap.add_argument("--backend", default=None, help='process group backend (default: "neuron", or gloo on cpu)')
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16, help="sequences per rank and step")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds a collective may wait for the other ranks before it fails")
     args = ap.parse_args()
     backend = args.backend or ("neuron" if args.device == "neuron" else "gloo")
 
-    dist.init_process_group(backend)  # env:// from torchrun
+    timeout = None if args.timeout is None else datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group(backend, timeout=timeout)  # env:// from torchrun
     rank, world = dist.get_rank(), dist.get_world_size()
     # With "neuron", each rank is on device LOCAL_RANK (the backend picks it).
     device = torch.device(args.device, torch.neuron.current_device()) if args.device == "neuron" else "cpu"

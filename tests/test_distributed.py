@@ -33,6 +33,17 @@ def _run(fn, tmp_path, *args, world=WORLD):
         pytest.fail(f"rank {rank} failed:\n{errors[rank]}")
 
 
+def _against_gloo(fn, tmp_path, world=WORLD):
+    """Runs fn(rank, store, device, backend, out_dir) on neuron (backend
+    "neuron") and then on the CPU (gloo); fn saves each rank's results to
+    out_dir/<backend>-<rank>.pt. Returns (neuron, gloo) results per rank."""
+    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
+        d = tmp_path / backend
+        d.mkdir()
+        _run(fn, d, device, backend, str(tmp_path), world=world)
+    return [(torch.load(tmp_path / f"neuron-{r}.pt"), torch.load(tmp_path / f"gloo-{r}.pt")) for r in range(world)]
+
+
 def _entry(rank, fn, store, errors, args, world):
     try:
         import torchneuron  # noqa: F401
@@ -165,6 +176,30 @@ def _ordering(rank, store):
         w = z + 0  # on s, after the collective
     s.synchronize()
     assert w[0].item() == sum(r + 1 for r in range(WORLD))
+    # Collectives on two streams reach gloo in the order the host issued
+    # them, on every rank, however the streams run: rank 0 holds the first
+    # stream (a gate) while its second stream's later collective is ready.
+    import time
+
+    from torchneuron import _C
+
+    a, b = torch.neuron.Stream(), torch.neuron.Stream()
+    held = _C._close_stream_gate(a.device_index, a.stream_id) if rank == 0 else None
+    p, q = torch.full((7,), float(rank + 1), device=dev), torch.full((3,), float(rank), device=dev)
+    gathered = torch.empty(3 * WORLD, device=dev)
+    for t in (a, b):
+        t.wait_stream(torch.neuron.current_stream())  # the fills above
+    with torch.neuron.stream(a):
+        dist.all_reduce(p)
+    with torch.neuron.stream(b):
+        dist.all_gather_into_tensor(gathered, q)
+    if held is not None:
+        time.sleep(0.3)  # the second stream's worker is free meanwhile
+        _C._open_stream_gate(held)
+    a.synchronize()
+    b.synchronize()
+    assert p.cpu().tolist() == [float(sum(range(1, WORLD + 1)))] * 7
+    assert gathered.cpu().tolist() == sum([[float(r)] * 3 for r in range(WORLD)], [])
     # CPU tensors in the same group go through gloo.
     c = torch.full((5,), float(rank))
     dist.all_reduce(c)
@@ -200,44 +235,78 @@ def test_default_backend_for_neuron_tensors(tmp_path, backend):
 # ---- DDP ------------------------------------------------------------------------------------
 
 
+class _DDPNet(torch.nn.Module):
+    def __init__(self, spare):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 4)
+        self.spare = torch.nn.Linear(32, 4) if spare else None  # used on even steps only
+
+    def forward(self, x, spare=False):
+        h = torch.nn.functional.gelu(self.fc1(x))
+        return self.fc2(h) + (self.spare(h) if spare else 0)
+
+
+# DDP's variants: name -> (DDP keyword arguments, the spare branch on even
+# steps, no_sync on even steps, bfloat16 autocast)
+_DDP_VARIANTS = {
+    "buckets": (dict(bucket_cap_mb=0.001), False, False, False),  # several buckets
+    "no_sync": (dict(), False, True, False),  # gradients accumulated over two steps
+    "find_unused": (dict(find_unused_parameters=True), True, False, False),
+    "static_graph": (dict(static_graph=True), False, False, False),
+    "autocast": (dict(), False, False, True),  # bfloat16 autocast forward
+}
+
+
 def _ddp(rank, store, device, backend, out_dir):
+    import contextlib
+
     _init(rank, store, backend)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)  # several buckets
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    losses = []
-    for step in range(4):
-        g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own batch
-        x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
-        loss = torch.nn.functional.mse_loss(ddp(x.to(device)), y.to(device))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    params = [p.detach().cpu() for p in model.parameters()]
-    torch.save({"losses": losses, "params": params}, os.path.join(out_dir, f"{backend}-{rank}.pt"))
+    results = {}
+    for name, (kwargs, spare, no_sync, autocast) in _DDP_VARIANTS.items():
+        torch.manual_seed(0)
+        model = _DDPNet(spare).to(device)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        losses = []
+        for step in range(4):
+            g = torch.Generator().manual_seed(100 * step + rank)  # each rank its own batch
+            x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+            accumulate = no_sync and step % 2 == 0
+            with ddp.no_sync() if accumulate else contextlib.nullcontext():
+                with torch.autocast(device, dtype=torch.bfloat16, enabled=autocast):
+                    out = ddp(x.to(device), spare=spare and step % 2 == 0)
+                loss = torch.nn.functional.mse_loss(out.float(), y.to(device))
+                loss.backward()
+            if not accumulate:
+                opt.step()
+                opt.zero_grad()
+            losses.append(loss.item())
+        results[name] = {"losses": losses, "params": [p.detach().cpu().clone() for p in model.parameters()]}
+    torch.save(results, os.path.join(out_dir, f"{backend}-{rank}.pt"))
 
 
 def test_ddp_against_gloo_on_cpu(tmp_path):
     """The same seeds, data and steps on neuron (backend "neuron") and on
-    CPU (gloo): losses and parameters agree at every rank to 1e-5 (the
-    kernels are float32 and agree with the CPU's to rounding; the
-    gradients are averaged the same way)."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(_ddp, d, device, backend, str(tmp_path))
-    for rank in range(WORLD):
-        a = torch.load(tmp_path / f"neuron-{rank}.pt")
-        b = torch.load(tmp_path / f"gloo-{rank}.pt")
-        assert a["losses"] == pytest.approx(b["losses"], rel=1e-5, abs=1e-6)
-        for p, q in zip(a["params"], b["params"]):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    CPU (gloo), for several buckets, no_sync, find_unused_parameters,
+    static_graph and a bfloat16-autocast forward: losses and parameters
+    agree at every rank to 1e-5 in float32 (the kernels agree with the
+    CPU's to rounding; the gradients are averaged the same way), to one
+    bfloat16 rounding step (4e-3) under autocast."""
+    results = _against_gloo(_ddp, tmp_path)
+    for a, b in results:
+        for name in _DDP_VARIANTS:
+            tol = dict(rtol=4e-3, atol=1e-4) if name == "autocast" else dict(rtol=1e-5, atol=1e-6)
+            assert a[name]["losses"] == pytest.approx(b[name]["losses"], rel=tol["rtol"], abs=tol["atol"]), name
+            for p, q in zip(a[name]["params"], b[name]["params"]):
+                torch.testing.assert_close(p, q, **tol, msg=name)
     # The ranks' replicas agree with each other exactly.
-    a0, a1 = (torch.load(tmp_path / f"neuron-{r}.pt") for r in range(WORLD))
-    for p, q in zip(a0["params"], a1["params"]):
-        assert torch.equal(p, q)
+    a0, a1 = (a for a, _ in results)
+    for name in _DDP_VARIANTS:
+        for p, q in zip(a0[name]["params"], a1[name]["params"]):
+            assert torch.equal(p, q), name
+    # The variants that change the arithmetic did change it.
+    for name in ("no_sync", "find_unused", "autocast"):
+        assert a0[name]["losses"] != a0["buckets"]["losses"], name
 
 
 # ---- all_to_all, gather, scatter, coalescing --------------------------------------------------
@@ -298,7 +367,8 @@ def _mismatch(rank, store):
     _init(rank, store)
     x = torch.ones(100 + 20 * rank, device="neuron")  # ranks disagree on the size
     # The error is the stream's: raised by the next synchronising call.
-    with pytest.raises(RuntimeError, match=r"neuron backend all_reduce: ranks disagree: rank \d passes 1 tensor\(s\) of 1[02]0 elements"):
+    # DistBackendError (a RuntimeError), as NCCL's failures are.
+    with pytest.raises(dist.DistBackendError, match=r"neuron backend all_reduce: ranks disagree: rank \d passes 1 tensor\(s\) of 1[02]0 elements"):
         dist.all_reduce(x)
         torch.neuron.synchronize()
     torch.neuron.clear_error()
@@ -324,7 +394,7 @@ def _dead_peer(rank, store):
         os._exit(0)  # dies without a word
     time.sleep(0.5)
     start = time.monotonic()
-    with pytest.raises(RuntimeError, match="neuron backend all_reduce: .*(closed|reset|Timed out|timed out)"):
+    with pytest.raises(dist.DistBackendError, match="neuron backend all_reduce: .*(closed|reset|Timed out|timed out)"):
         dist.all_reduce(x)
         torch.neuron.synchronize()
     assert time.monotonic() - start < 20 + 5

@@ -22,6 +22,7 @@ const char *nrt_status_string(nrt_status status) {
     case NRT_ERROR_INTERNAL: return "NRT_ERROR_INTERNAL";
     case NRT_ERROR_ARITHMETIC: return "NRT_ERROR_ARITHMETIC";
     case NRT_ERROR_INVALID_DATA: return "NRT_ERROR_INVALID_DATA";
+    case NRT_ERROR_DISTRIBUTED: return "NRT_ERROR_DISTRIBUTED";
   }
   return "NRT_ERROR_UNKNOWN";
 }

@@ -901,6 +901,12 @@ static void test_host_task_errors_are_sticky(void) {
   CHECK_STATUS(nrt_launch_host_task(s, "no run", NULL, task_release, &ok),
                NRT_ERROR_INVALID_ARGUMENT);
   CHECK(atomic_load(&ok.releases) == 3);
+  /* A task's own status is the one reported (the c10d backend's). */
+  static task_counts peer = {.result = NRT_ERROR_DISTRIBUTED};
+  CHECK_OK(nrt_launch_host_task(s, "collective", task_run, task_release, &peer));
+  CHECK_STATUS(nrt_stream_synchronize(s), NRT_ERROR_DISTRIBUTED);
+  CHECK(strcmp(nrt_status_string(NRT_ERROR_DISTRIBUTED), "NRT_ERROR_DISTRIBUTED") == 0);
+  CHECK_OK(nrt_stream_clear_error(s));
   CHECK_OK(nrt_stream_destroy(s));
 }
 

@@ -13,7 +13,11 @@
 // Reductions (all_reduce, reduce, reduce_scatter) run as rings over a third
 // gloo group's send and recv, each received chunk reduced by the runtime's
 // kernels (distributed_ring.cpp); non-contiguous tensors are staged through
-// dense device copies queued on the same stream before and after.
+// dense device copies queued on the same stream before and after. Sends and
+// receives carry checked headers (distributed_p2p.cpp); a group's tasks
+// reach gloo in the order the host issued them, whatever stream each is on
+// (distributed_order.h). A failure is NRT_ERROR_DISTRIBUTED on the stream,
+// raised as DistBackendError.
 #include <torch/extension.h>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -26,6 +30,8 @@
 #include <vector>
 
 #include "device_state.h"
+#include "distributed_order.h"
+#include "distributed_p2p.h"
 #include "distributed_ring.h"
 #include "neuronrt/host_error.h"
 #include "runtime_check.h"
@@ -139,31 +145,79 @@ class NeuronWork : public Work {
 };
 
 // A collective's host task: the body (staging and the gloo call), the
-// tensors it must keep alive until it has run, and where its error goes.
+// tensors it must keep alive until it has run, where its error goes, and
+// its turn among the group's tasks.
 struct Task {
   std::function<void()> body;
   std::vector<at::Tensor> keep;
   std::shared_ptr<Shared> shared;
   std::string name;
+  std::shared_ptr<TaskOrder> order;
+  uint64_t ticket = 0;
+  bool ran = false;
 };
 
 nrt_status run_task(void* arg) {
   auto* task = static_cast<Task*>(arg);
   std::string why;
+  task->order->await(task->ticket);
+  task->ran = true;
   try {
     task->body();
+    task->order->finish(task->ticket);
     return NRT_SUCCESS;
   } catch (const c10::Error& e) {
     why = e.what_without_backtrace();
   } catch (const std::exception& e) {
     why = e.what();
   }
+  task->order->finish(task->ticket);
   // The stream reports "<task name>: <why>"; a Work's wait() says the same.
   task->shared->error = task->name + ": " + why;
-  return nrt_host_error(NRT_ERROR_SYSTEM, why.c_str());
+  return nrt_host_error(NRT_ERROR_DISTRIBUTED, why.c_str());
 }
 
-void release_task(void* arg) { delete static_cast<Task*>(arg); }
+// A task skipped (its stream had failed) still gives up its turn in order.
+void release_task(void* arg) {
+  auto* task = static_cast<Task*>(arg);
+  if (!task->ran) {
+    task->order->await(task->ticket);
+    task->order->finish(task->ticket);
+  }
+  delete task;
+}
+
+// Sends and receives (distributed_p2p.cpp) on dense CPU views of their
+// tensors, the received ones written back after when staged.
+void run_p2p_staged(c10d::Backend& g, const std::vector<P2POp>& ops) {
+  std::vector<Staged> staged;
+  std::vector<P2POp> dense;
+  for (const auto& op : ops) {
+    staged.push_back(stage(op.tensor, op.send, !op.send));
+    dense.push_back(P2POp{op.send, staged.back().dense, op.peer, op.tag});
+  }
+  run_p2p(g, dense);
+  for (auto& s : staged) unstage(s);
+}
+
+// The Works of a batch of CPU sends and receives (gloo's), as one.
+class WorkList : public Work {
+ public:
+  WorkList(int rank, std::vector<c10::intrusive_ptr<Work>> works)
+      : Work(rank, OpType::COALESCED), works_(std::move(works)) {}
+  bool isCompleted() override {
+    for (auto& w : works_)
+      if (!w->isCompleted()) return false;
+    return true;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) w->wait(timeout);
+    return true;
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<Work>> works_;
+};
 
 class NeuronBackend : public c10d::Backend {
  public:
@@ -248,12 +302,32 @@ class NeuronBackend : public c10d::Backend {
     return scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp);
   }
 
-  // Coalescing (torch.distributed._coalescing_manager): the collectives
-  // between start and end are queued as they come, in order on the stream;
-  // end's Work completes after all of them.
+  // Coalescing (torch.distributed._coalescing_manager, batch_isend_irecv):
+  // the collectives between start and end are queued as they come, in order
+  // on the stream; the sends and receives are held back and queued at the
+  // end as one task that posts them all before waiting for any, since a
+  // gloo send waits for the peer's receive (an exchange both ways, one op
+  // after another, would deadlock). end's Work completes after all of them.
   bool supportsCoalescing() const override { return true; }
-  void startCoalescing() override {}
-  c10::intrusive_ptr<Work> endCoalescing() override { return barrier_free_work(); }
+  void startCoalescing() override {
+    // Replaces a batch an exception left open (torch's coalescing manager
+    // does not end its block then).
+    batch_ = std::make_unique<P2PBatch>();
+  }
+  c10::intrusive_ptr<Work> endCoalescing() override {
+    TORCH_CHECK(batch_, "neuron backend: end of coalescing without its start");
+    auto batch = std::move(batch_);
+    if (!batch->cpu_works.empty()) return c10::make_intrusive<WorkList>(getRank(), std::move(batch->cpu_works));
+    if (batch->ops.empty()) return barrier_free_work();
+    std::vector<at::Tensor> keep, received;
+    for (const auto& op : batch->ops) {
+      keep.push_back(op.tensor);
+      if (!op.send) received.push_back(op.tensor);
+    }
+    return enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
+                   [g = gloo_, ops = std::move(batch->ops)]() mutable { run_p2p_staged(*g, ops); },
+                   /*blocking=*/false, batch->shared);
+  }
 
   // The coalesced forms (FSDP2): one collective after another on the same
   // stream; the last one's Work completes after all of them.
@@ -371,21 +445,18 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    if (batch_) return hold(tensors, true, dst, tag);
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
-    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, tensors, dst, tag]() mutable {
-      auto s = stage_all(tensors, true, false);
-      auto dense = denses(s);
-      g->send(dense, dst, tag)->wait();
+    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, ops = p2p_ops(tensors, true, dst, tag)]() {
+      run_p2p_staged(*g, ops);
     });
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    if (batch_) return hold(tensors, false, src, tag);
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
-    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, tensors, src, tag]() mutable {
-      auto s = stage_all(tensors, false, true);
-      auto dense = denses(s);
-      g->recv(dense, src, tag)->wait();
-      unstage_all(s);
+    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, ops = p2p_ops(tensors, false, src, tag)]() {
+      run_p2p_staged(*g, ops);
     });
   }
 
@@ -396,7 +467,49 @@ class NeuronBackend : public c10d::Backend {
                    /*blocking=*/true);
   }
 
+  // monitored_barrier: the host waits for the work queued on the current
+  // stream, then gloo's monitored barrier (on the CPU group) names the ranks
+  // that did not arrive within the timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    NRT_CHECK(nrt_stream_synchronize(current_stream(current_device())));
+    cpu_->monitoredBarrier(opts, wait_all_ranks);
+  }
+
  private:
+  // The sends and receives of one coalescing block, queued at its end.
+  struct P2PBatch {
+    std::vector<P2POp> ops;
+    std::vector<c10::intrusive_ptr<Work>> cpu_works;  // CPU tensors' (gloo's own, already posted)
+    std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  };
+
+  // A send or receive inside a coalescing block: its Work is the batch's,
+  // which completes when the whole batch has.
+  c10::intrusive_ptr<Work> hold(std::vector<at::Tensor>& tensors, bool is_send, int peer, int tag) {
+    const char* what = is_send ? "send" : "recv";
+    TORCH_CHECK(tensors.size() == 1, "neuron backend: batched ", what, " takes one tensor, not ", tensors.size());
+    if (all_cpu(tensors)) {
+      TORCH_CHECK(batch_->ops.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
+      auto work = is_send ? cpu_->send(tensors, peer, tag) : cpu_->recv(tensors, peer, tag);
+      batch_->cpu_works.push_back(work);
+      return work;
+    }
+    TORCH_CHECK(batch_->cpu_works.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
+    auto ops = p2p_ops(tensors, is_send, peer, tag);
+    batch_->ops.insert(batch_->ops.end(), ops.begin(), ops.end());
+    if (!batch_->shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &batch_->shared->done));
+    return c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
+                                           std::vector<at::Tensor>{tensors[0]}, false);
+  }
+
+  std::vector<P2POp> p2p_ops(const std::vector<at::Tensor>& tensors, bool is_send, int peer, int tag) {
+    TORCH_CHECK(peer >= 0 && peer < getSize() && peer != getRank(), "neuron backend: ", is_send ? "send" : "recv",
+                ": peer ", peer, " is not another rank of a group of ", getSize());
+    std::vector<P2POp> ops;
+    for (const auto& t : tensors) ops.push_back(P2POp{is_send, t, peer, tag});
+    return ops;
+  }
+
   // A Work for nothing at all (an empty coalesced list): done at once.
   c10::intrusive_ptr<Work> barrier_free_work() {
     return enqueue("nothing", OpType::COALESCED, {}, {}, [] {});
@@ -431,7 +544,7 @@ class NeuronBackend : public c10d::Backend {
   // device when there are none).
   c10::intrusive_ptr<Work> enqueue(const char* name, OpType type, std::vector<at::Tensor> keep,
                                    std::vector<at::Tensor> outputs, std::function<void()> body,
-                                   bool blocking = false) {
+                                   bool blocking = false, std::shared_ptr<Shared> shared = nullptr) {
     c10::DeviceIndex device = current_device();
     for (const auto& t : keep)
       if (is_neuron(t)) {
@@ -439,9 +552,10 @@ class NeuronBackend : public c10d::Backend {
         break;
       }
     nrt_stream_t stream = current_stream(device);
-    auto shared = std::make_shared<Shared>();
-    NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
-    auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name};
+    if (!shared) shared = std::make_shared<Shared>();
+    if (!shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
+    auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name,
+                          order_, order_->take()};
     NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
     NRT_CHECK(nrt_event_record(shared->done, stream));
     return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
@@ -543,6 +657,8 @@ class NeuronBackend : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
+  std::unique_ptr<P2PBatch> batch_;  // while coalescing
+  std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
 };
 
 }  // namespace

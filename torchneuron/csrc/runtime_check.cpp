@@ -23,6 +23,8 @@ void throw_runtime_error(nrt_status status, const char* expr, const char* file, 
       throw c10::ValueError(where, message);
     case NRT_ERROR_UNSUPPORTED:
       throw c10::NotImplementedError(where, message);
+    case NRT_ERROR_DISTRIBUTED:
+      throw c10::DistBackendError(where, message);
     default:
       throw c10::Error(where, message);
   }

@@ -13,6 +13,7 @@ through gloo (TCP); reductions are rings whose chunks are reduced by the
 runtime's kernels. The C++ side is ``torchneuron/csrc/distributed.cpp``.
 """
 
+import datetime
 import os
 
 import torch
@@ -46,9 +47,32 @@ def _create(store, rank, size, timeout):
     return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size)
 
 
+def _monitored_barrier(torch_monitored_barrier):
+    """torch.distributed.monitored_barrier, letting groups with the neuron
+    backend through: torch lets gloo groups alone through, though it is the
+    group's CPU backend (ours, which runs gloo's on its CPU group after the
+    current stream's work) that the barrier reaches."""
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        c10d = dist.distributed_c10d
+        if c10d._rank_not_in_group(group) or BACKEND not in str(dist.get_backend(group)):
+            return torch_monitored_barrier(group, timeout, wait_all_ranks)
+        if timeout is None:
+            timeout = c10d._get_default_timeout(dist.Backend.GLOO)
+        elif not isinstance(timeout, datetime.timedelta):
+            timeout = datetime.timedelta(seconds=timeout)
+        pg = c10d._get_default_group() if group is None else group
+        return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier.__doc__ = torch_monitored_barrier.__doc__
+    return monitored_barrier
+
+
 def register():
     """Registers the backend with torch.distributed (done when torchneuron
     loads)."""
     if not dist.is_available() or hasattr(dist.Backend, BACKEND.upper()):
         return
     dist.Backend.register_backend(BACKEND, _create, devices=["neuron", "cpu"])
+    barrier = _monitored_barrier(dist.distributed_c10d.monitored_barrier)
+    dist.monitored_barrier = dist.distributed_c10d.monitored_barrier = barrier

@@ -26,7 +26,8 @@ typedef enum nrt_status {
   NRT_ERROR_SYSTEM,             /* the host OS refused (mmap, threads, ...) */
   NRT_ERROR_INTERNAL,           /* a broken invariant; a bug in the runtime */
   NRT_ERROR_ARITHMETIC,         /* a kernel met an arithmetic error (integer division by zero) */
-  NRT_ERROR_INVALID_DATA        /* a kernel met a value its op rejects (a probability > 1) */
+  NRT_ERROR_INVALID_DATA,       /* a kernel met a value its op rejects (a probability > 1) */
+  NRT_ERROR_DISTRIBUTED         /* a collective among processes failed: a peer died, timed out or disagreed */
 } nrt_status;
 
 /* Short constant name of a status, e.g. "NRT_ERROR_OUT_OF_MEMORY". */

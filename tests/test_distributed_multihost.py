@@ -1,0 +1,139 @@
+"""Two hosts on this machine: two network namespaces joined by a veth pair
+(10.213.0.1/24 and 10.213.0.2/24, the only addresses the test uses), one
+torchrun in each (--nnodes 2, the rendezvous on the first namespace's
+address), examples/ddp_train.py trained for a few steps on neuron with the
+c10d backend "neuron", then the same on the CPU with gloo: the printed
+losses agree rank by rank. Needs root (namespaces): skipped with the reason
+otherwise; the namespaces are removed whatever happens."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.timeout(420)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ADDRESSES = ("10.213.0.1", "10.213.0.2")
+IFNAME = "tn0"  # the veth end's name inside either namespace (gloo binds to it)
+PORT = 29500  # free: the namespaces are new
+NPROC = 2  # ranks per host
+
+
+def _ip(*args):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture
+def hosts():
+    """Two namespaces with a veth pair between them; yields their names."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2's ip")
+    tag = f"{os.getpid() % 100000}"
+    names = (f"tn16a{tag}", f"tn16b{tag}")
+    made = []
+    try:
+        for ns in names:
+            out = _ip("netns", "add", ns)
+            if out.returncode != 0:
+                pytest.skip(f"cannot create a network namespace: {out.stderr.strip()}")
+            made.append(ns)
+        ends = (f"v16a{tag}", f"v16b{tag}")
+        steps = [("link", "add", ends[0], "type", "veth", "peer", "name", ends[1])]
+        for ns, end, addr in zip(names, ends, ADDRESSES):
+            steps += [
+                ("link", "set", end, "netns", ns),
+                ("-n", ns, "link", "set", end, "name", IFNAME),
+                ("-n", ns, "addr", "add", f"{addr}/24", "dev", IFNAME),
+                ("-n", ns, "link", "set", IFNAME, "up"),
+                ("-n", ns, "link", "set", "lo", "up"),
+            ]
+        for step in steps:
+            out = _ip(*step)
+            if out.returncode != 0:
+                pytest.skip(f"cannot set up the veth pair (ip {' '.join(step)}): {out.stderr.strip()}")
+        yield names
+    finally:
+        for ns in made:  # the veth pair goes with its namespaces
+            _kill_host(ns)
+            _ip("netns", "del", ns)
+
+
+def _torchrun(ns, node, nproc, args):
+    """Starts torchrun for host `node` in namespace ns, in a session of its
+    own (killed as a whole), stdout and stderr together."""
+    env = dict(os.environ, GLOO_SOCKET_IFNAME=IFNAME, OMP_NUM_THREADS="1")
+    cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "torch.distributed.run",
+           "--nnodes", "2", "--nproc-per-node", str(nproc), "--node-rank", str(node),
+           "--master-addr", ADDRESSES[0], "--master-port", str(PORT),
+           os.path.join(ROOT, "examples", "ddp_train.py"), *args]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _kill_host(ns):
+    """Kills every process in namespace ns (torchrun's workers run in
+    sessions of their own)."""
+    for pid in _ip("netns", "pids", ns).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _kill(procs):
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _train(hosts, extra):
+    """torchrun in each namespace; returns the sorted (rank, step, loss)
+    lines the ranks printed."""
+    procs = [_torchrun(ns, node, NPROC, ["--steps", "3", *extra]) for node, ns in enumerate(hosts)]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=240)[0])
+    finally:
+        _kill(procs)
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, "\n".join(outputs)
+    return sorted(re.findall(rf"rank (\d)/{2 * NPROC} step +(\d+) loss ([0-9.]+)", "".join(outputs)))
+
+
+def test_ddp_on_two_hosts_matches_gloo_on_cpu(hosts):
+    neuron = _train(hosts, [])
+    gloo = _train(hosts, ["--device", "cpu", "--backend", "gloo"])
+    assert len(neuron) == 2 * 2 * NPROC and {int(r) for r, _, _ in neuron} == set(range(2 * NPROC)), neuron
+    assert neuron == gloo
+
+
+def test_a_dead_host_makes_the_other_raise(hosts):
+    """Host 1's ranks are killed mid-training (SIGKILL, after host 0 has
+    printed step 5); host 0's rank raises a DistBackendError naming the neuron
+    backend's collective and its torchrun fails, well within the group's
+    timeout (20 s) rather than hanging."""
+    timeout = 20
+    procs = [_torchrun(ns, node, 1, ["--steps", "1000", "--timeout", str(timeout)]) for node, ns in enumerate(hosts)]
+    try:
+        seen = []
+        for line in procs[0].stdout:  # host 0's progress
+            seen.append(line)
+            if re.search(r"rank 0/2 step +5 ", line):
+                break
+        assert seen and "step   5" in seen[-1], "".join(seen)
+        _kill_host(hosts[1])
+        rest = procs[0].communicate(timeout=timeout + 60)[0]
+    finally:
+        for ns in hosts:
+            _kill_host(ns)
+        _kill(procs)
+    out = "".join(seen) + rest
+    assert procs[0].returncode != 0, out
+    assert re.search(r"DistBackendError: neuron backend \w+: .*(Connection closed|reset|[Tt]imed out)", out), out
