@@ -460,6 +460,8 @@ static void release_free_segments(cache *c) {
         p->free[kept++] = b;
         continue;
       }
+      rt_log(NRT_LOG_DEBUG, "neuron:%d segment of %s at %#lx given back", c->device,
+             rt_format_size(b->size).s, (unsigned long)b->addr);
       rt_stream_release(b->stream);
       stat_dec(c->stats.segment, k, 1);
       stat_dec(c->stats.reserved_bytes, k, (int64_t)b->size);
@@ -487,6 +489,8 @@ static nrt_status new_segment(cache *c, nrt_stream_t stream, int k, size_t size,
   stat_inc(c->stats.segment, k, 1);
   stat_inc(c->stats.reserved_bytes, k, (int64_t)size);
   c->stats.num_device_alloc++;
+  rt_log(NRT_LOG_DEBUG, "neuron:%d new %s segment of %s at %#lx", c->device,
+         k == SMALL ? "small" : "large", rt_format_size(size).s, (unsigned long)b->addr);
   *out = b;
   return NRT_SUCCESS;
 }
@@ -494,6 +498,8 @@ static nrt_status new_segment(cache *c, nrt_stream_t stream, int k, size_t size,
 /* Sets the out-of-memory message (the failing nrt_malloc's message is still
  * the thread's last error) and returns NRT_ERROR_OUT_OF_MEMORY. */
 static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
+  c->stats.num_ooms++;
+  rt_metric_add(NRT_METRIC_ALLOC_OOMS, 1);
   char cause[512];
   snprintf(cause, sizeof cause, "%s", nrt_last_error());
   size_t free_bytes = 0, total = 0;
@@ -505,7 +511,7 @@ static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
     snprintf(detail, sizeof detail, " (in a new %s segment)", rt_format_size(segment).s);
   /* The device had room, so the host RAM limit or fragmentation refused. */
   int other_cause = free_bytes >= segment;
-  return rt_fail(NRT_ERROR_OUT_OF_MEMORY,
+  nrt_status s = rt_fail(NRT_ERROR_OUT_OF_MEMORY,
                  "neuron device %d out of memory: tried to allocate %s%s; capacity %s, %s free; "
                  "%s allocated by the caching allocator, %s reserved (%s reserved but "
                  "unallocated)%s%s",
@@ -513,6 +519,8 @@ static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
                  rt_format_size((uint64_t)allocated).s, rt_format_size((uint64_t)reserved).s,
                  rt_format_size((uint64_t)(reserved - allocated)).s, other_cause ? "; nrt_malloc: " : "",
                  other_cause ? cause : "");
+  rt_log(NRT_LOG_WARNING, "%s", nrt_last_error());
+  return s;
 }
 
 /* Finds room for size bytes when no cached block fits: a new segment, after
@@ -524,6 +532,7 @@ static nrt_status grow(cache *c, nrt_stream_t stream, int k, size_t size, size_t
   if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   release_free_segments(c);
   c->stats.num_alloc_retries++;
+  rt_metric_add(NRT_METRIC_ALLOC_RETRIES, 1);
   s = new_segment(c, stream, k, segment, out);
   if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   if (c->pending) {
@@ -534,7 +543,6 @@ static nrt_status grow(cache *c, nrt_stream_t stream, int k, size_t size, size_t
     s = new_segment(c, stream, k, segment, out);
     if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   }
-  c->stats.num_ooms++;
   return out_of_memory(c, bytes, segment);
 }
 
@@ -641,7 +649,6 @@ nrt_status nrt_cache_alloc(nrt_stream_t stream, size_t bytes, void **dev_ptr) {
   if (c->pending) process_pending(c);
   block *b = NULL;
   if (bytes > REQUEST_MAX) {
-    c->stats.num_ooms++;
     s = out_of_memory(c, bytes, bytes);
   } else {
     size_t size = round_size(bytes);
@@ -741,8 +748,12 @@ nrt_status nrt_cache_empty(int32_t device) {
   if (!c) return NRT_SUCCESS;
   pthread_mutex_lock(&c->lock);
   process_pending(c);
+  int64_t before = c->stats.reserved_bytes[NRT_POOL_ALL].current;
   release_free_segments(c);
+  int64_t released = before - c->stats.reserved_bytes[NRT_POOL_ALL].current;
   pthread_mutex_unlock(&c->lock);
+  if (released) rt_log(NRT_LOG_INFO, "neuron:%d empty_cache gave back %s", device,
+                       rt_format_size((uint64_t)released).s);
   return NRT_SUCCESS;
 }
 
