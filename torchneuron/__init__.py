@@ -18,10 +18,12 @@ __all__ = [
     "get_executed_ops",
     "get_fallback_ops",
     "get_fallback_mode",
+    "get_log_level",
     "metrics",
     "nki_op",
     "set_adaptive_eager",
     "set_fallback_mode",
+    "set_log_level",
     "wrap_nki",
 ]
 
@@ -53,6 +55,19 @@ def get_executed_ops() -> dict:
 
 def clear_op_tracking() -> None:
     _C._clear_op_tracking()
+
+
+def set_log_level(level: str) -> None:
+    """The least severe of the runtime's own messages (on stderr) that are
+    shown: ``"error"``, ``"warning"`` (the default), ``"info"`` or
+    ``"debug"``. ``TORCHNEURON_LOG_LEVEL`` sets it at start-up."""
+    if not isinstance(level, str):
+        raise TypeError(f"set_log_level expects a level name (str), got {type(level).__name__}")
+    _C._set_log_level(level)
+
+
+def get_log_level() -> str:
+    return _C._get_log_level()
 
 
 def set_adaptive_eager(enabled: bool) -> None:

@@ -3,8 +3,33 @@
 
 Each counter is a process-wide total since start-up or the last
 :func:`clear_all`. Counters come from the runtime's sources below; later
-subsystems add theirs to the table.
+subsystems add theirs to the table. The runtime and dispatch counters are
+relaxed atomic adds where the event happens, so they are always on.
 
+``TORCHNEURON_METRICS_FILE=path`` writes every counter to ``path`` as CSV
+(``counter,value``) when the process exits.
+
+``ops.native`` / ``ops.fallback``
+    ATen calls on neuron tensors served by a native kernel / by the CPU
+    fallback (a composite op counts as the ops it decomposes into).
+``ops.fused``
+    ops that ran inside fused groups (the same count as
+    ``adaptive_eager.fused_ops``, named here beside the other two).
+``runtime.kernels_launched`` / ``runtime.host_tasks_launched``
+    kernels (op descriptors) and host tasks (e.g. collectives) queued on
+    neuron streams; a fused group counts as the kernels in it.
+``copy.host_to_device.bytes`` / ``.copies`` (and ``device_to_host``, ``device_to_device``)
+    bytes and copies queued from host memory to a device, back, and
+    within or between devices (device-to-device counts the copy kernels
+    too: restriding, dtype conversion, across devices; by bytes written).
+``allocator.retries``
+    allocations that found no room, gave the cached free segments back and
+    tried again.
+``allocator.ooms``
+    allocations that failed with ``torch.OutOfMemoryError``.
+``sync.stream`` / ``sync.device`` / ``sync.event``
+    calls that waited for a stream, a whole device (``torch.neuron.synchronize``)
+    or an event.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``
@@ -40,14 +65,28 @@ subsystems add theirs to the table.
     graphs that failed to compile and ran eagerly (``fallback_execution``).
 """
 
+import atexit
+import csv
+import os
+import sys
+
 from torchneuron import _C
 
 from torchneuron.compiler import metrics as _compile_metrics
 
-__all__ = ["clear_all", "get_compilation_metrics", "get_counter_names", "get_counter_value", "report"]
+__all__ = [
+    "clear_all",
+    "get_compilation_metrics",
+    "get_counter_names",
+    "get_counter_value",
+    "report",
+    "write_csv",
+]
 
 # (read: () -> {name: value}, clear: () -> None), one per subsystem.
 _SOURCES = [
+    (_C._runtime_counters, _C._clear_runtime_counters),
+    (lambda: {"ops.fused": _C._adaptive_eager_counters()["adaptive_eager.fused_ops"]}, lambda: None),
     (_C._adaptive_eager_counters, _C._clear_adaptive_eager_counters),
     (_compile_metrics.counters, _compile_metrics.clear),
     (_C._graph_counters, _C._clear_graph_counters),
@@ -88,9 +127,33 @@ def clear_all() -> None:
 
 
 def report() -> str:
-    """A table of every counter and its value."""
+    """A table of every counter and its value, as text to print."""
     values = _counters()
     width = max(len("counter"), *(len(name) for name in values))
     lines = [f"{'counter':<{width}}  value", f"{'-' * width}  -----"]
     lines += [f"{name:<{width}}  {values[name]}" for name in sorted(values)]
     return "\n".join(lines)
+
+
+def write_csv(path) -> None:
+    """Writes every counter to ``path`` as CSV: a ``counter,value`` header,
+    then a row per counter, sorted by name."""
+    values = _counters()
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["counter", "value"])
+        for name in sorted(values):
+            writer.writerow([name, values[name]])
+
+
+def _write_csv_at_exit(path) -> None:
+    # At exit an exception would only print a traceback after the user's
+    # output; one line says the same.
+    try:
+        write_csv(path)
+    except Exception as error:  # noqa: BLE001 - any failure is reported, none raised
+        print(f"torchneuron: could not write TORCHNEURON_METRICS_FILE={path!r}: {error}", file=sys.stderr)
+
+
+if os.environ.get("TORCHNEURON_METRICS_FILE"):
+    atexit.register(_write_csv_at_exit, os.environ["TORCHNEURON_METRICS_FILE"])

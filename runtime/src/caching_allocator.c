@@ -35,6 +35,7 @@
 #include <time.h>
 #include "internal.h"
 #include "stream_free_log.h"
+#include "neuronrt/cache_inspect.h"
 
 #define MIB ((size_t)1 << 20)
 #define MIN_BLOCK ((size_t)512)        /* sizes are multiples of this */
@@ -96,6 +97,34 @@ typedef struct cache {
 
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(cache *) caches[NRT_MAX_DEVICES];
+
+/* ---- events (neuronrt/cache_inspect.h) ---------------------------------- */
+
+typedef void (*observer_fn)(void *ctx, const nrt_cache_event *event);
+static _Atomic(observer_fn) observer;
+static _Atomic(void *) observer_ctx;
+
+/* Tells the observer, if any, of an event; called with c->lock held. */
+static inline void notify(const cache *c, nrt_cache_event_kind kind, uintptr_t addr, size_t size,
+                          nrt_stream_t stream) {
+  observer_fn fn = atomic_load_explicit(&observer, memory_order_acquire);
+  if (__builtin_expect(fn == NULL, 1)) return;
+  nrt_cache_event e = {.kind = kind,
+                       .device = c->device,
+                       .addr = addr,
+                       .size = size,
+                       .stream_id = stream ? nrt_stream_id(stream) : -1};
+  fn(atomic_load_explicit(&observer_ctx, memory_order_acquire), &e);
+}
+
+/* The out-of-memory event: the bytes asked for and what the device had free. */
+static inline void notify_oom(const cache *c, size_t bytes, size_t device_free) {
+  observer_fn fn = atomic_load_explicit(&observer, memory_order_acquire);
+  if (__builtin_expect(fn == NULL, 1)) return;
+  nrt_cache_event e = {.kind = NRT_CACHE_EVENT_OOM, .device = c->device, .size = bytes,
+                       .stream_id = -1, .device_free = device_free};
+  fn(atomic_load_explicit(&observer_ctx, memory_order_acquire), &e);
+}
 
 /* ---- sizes ------------------------------------------------------------ */
 
@@ -357,6 +386,7 @@ static void free_block(cache *c, block *b) {
 /* Returns a pending block whose events have all completed to its pool,
  * and its events to the idle list. */
 static void pending_done(cache *c, block *b) {
+  notify(c, NRT_CACHE_EVENT_FREE_COMPLETED, b->addr, b->size, b->stream);
   for (uint32_t i = 0; i < b->n_uses; i++)
     if (b->uses[i].event) event_give(c, b->uses[i].event);
   free(b->uses);
@@ -460,6 +490,9 @@ static void release_free_segments(cache *c) {
         p->free[kept++] = b;
         continue;
       }
+      rt_log(NRT_LOG_DEBUG, "neuron:%d segment of %s at %#lx given back", c->device,
+             rt_format_size(b->size).s, (unsigned long)b->addr);
+      notify(c, NRT_CACHE_EVENT_SEGMENT_FREE, b->addr, b->size, b->stream);
       rt_stream_release(b->stream);
       stat_dec(c->stats.segment, k, 1);
       stat_dec(c->stats.reserved_bytes, k, (int64_t)b->size);
@@ -487,6 +520,9 @@ static nrt_status new_segment(cache *c, nrt_stream_t stream, int k, size_t size,
   stat_inc(c->stats.segment, k, 1);
   stat_inc(c->stats.reserved_bytes, k, (int64_t)size);
   c->stats.num_device_alloc++;
+  notify(c, NRT_CACHE_EVENT_SEGMENT_ALLOC, b->addr, b->size, stream);
+  rt_log(NRT_LOG_DEBUG, "neuron:%d new %s segment of %s at %#lx", c->device,
+         k == SMALL ? "small" : "large", rt_format_size(size).s, (unsigned long)b->addr);
   *out = b;
   return NRT_SUCCESS;
 }
@@ -494,6 +530,8 @@ static nrt_status new_segment(cache *c, nrt_stream_t stream, int k, size_t size,
 /* Sets the out-of-memory message (the failing nrt_malloc's message is still
  * the thread's last error) and returns NRT_ERROR_OUT_OF_MEMORY. */
 static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
+  c->stats.num_ooms++;
+  rt_metric_add(NRT_METRIC_ALLOC_OOMS, 1);
   char cause[512];
   snprintf(cause, sizeof cause, "%s", nrt_last_error());
   size_t free_bytes = 0, total = 0;
@@ -505,7 +543,8 @@ static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
     snprintf(detail, sizeof detail, " (in a new %s segment)", rt_format_size(segment).s);
   /* The device had room, so the host RAM limit or fragmentation refused. */
   int other_cause = free_bytes >= segment;
-  return rt_fail(NRT_ERROR_OUT_OF_MEMORY,
+  notify_oom(c, bytes, free_bytes);
+  nrt_status s = rt_fail(NRT_ERROR_OUT_OF_MEMORY,
                  "neuron device %d out of memory: tried to allocate %s%s; capacity %s, %s free; "
                  "%s allocated by the caching allocator, %s reserved (%s reserved but "
                  "unallocated)%s%s",
@@ -513,6 +552,8 @@ static nrt_status out_of_memory(cache *c, size_t bytes, size_t segment) {
                  rt_format_size((uint64_t)allocated).s, rt_format_size((uint64_t)reserved).s,
                  rt_format_size((uint64_t)(reserved - allocated)).s, other_cause ? "; nrt_malloc: " : "",
                  other_cause ? cause : "");
+  rt_log(NRT_LOG_WARNING, "%s", nrt_last_error());
+  return s;
 }
 
 /* Finds room for size bytes when no cached block fits: a new segment, after
@@ -524,6 +565,7 @@ static nrt_status grow(cache *c, nrt_stream_t stream, int k, size_t size, size_t
   if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   release_free_segments(c);
   c->stats.num_alloc_retries++;
+  rt_metric_add(NRT_METRIC_ALLOC_RETRIES, 1);
   s = new_segment(c, stream, k, segment, out);
   if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   if (c->pending) {
@@ -534,7 +576,6 @@ static nrt_status grow(cache *c, nrt_stream_t stream, int k, size_t size, size_t
     s = new_segment(c, stream, k, segment, out);
     if (s != NRT_ERROR_OUT_OF_MEMORY) return s;
   }
-  c->stats.num_ooms++;
   return out_of_memory(c, bytes, segment);
 }
 
@@ -581,6 +622,7 @@ static nrt_status take_block(cache *c, block *b, size_t size, size_t requested) 
   stat_inc(st->active, k, 1);
   stat_inc(st->active_bytes, k, (int64_t)b->size);
   stat_inc(st->requested_bytes, k, (int64_t)requested);
+  notify(c, NRT_CACHE_EVENT_ALLOC, b->addr, b->size, b->stream);
   return NRT_SUCCESS;
 }
 
@@ -641,7 +683,6 @@ nrt_status nrt_cache_alloc(nrt_stream_t stream, size_t bytes, void **dev_ptr) {
   if (c->pending) process_pending(c);
   block *b = NULL;
   if (bytes > REQUEST_MAX) {
-    c->stats.num_ooms++;
     s = out_of_memory(c, bytes, bytes);
   } else {
     size_t size = round_size(bytes);
@@ -669,6 +710,7 @@ nrt_status nrt_cache_free(void *dev_ptr) {
   uint32_t uses = 0;
   if (b) {
     map_erase(&c->live, i);
+    notify(c, NRT_CACHE_EVENT_FREE_REQUESTED, b->addr, b->size, b->stream);
     stat_dec(c->stats.allocation, b->pool, 1);
     stat_dec(c->stats.allocated_bytes, b->pool, (int64_t)b->size);
     stat_dec(c->stats.requested_bytes, b->pool, (int64_t)b->requested);
@@ -680,6 +722,7 @@ nrt_status nrt_cache_free(void *dev_ptr) {
       /* Stream order makes the block reusable at once; what the stream
        * still has queued may skip writing it (adaptive eager). */
       rt_stream_note_free(b->stream, b->addr, b->size, b->last_use);
+      notify(c, NRT_CACHE_EVENT_FREE_COMPLETED, b->addr, b->size, b->stream);
       free_block(c, b);
     }
   }
@@ -741,8 +784,12 @@ nrt_status nrt_cache_empty(int32_t device) {
   if (!c) return NRT_SUCCESS;
   pthread_mutex_lock(&c->lock);
   process_pending(c);
+  int64_t before = c->stats.reserved_bytes[NRT_POOL_ALL].current;
   release_free_segments(c);
+  int64_t released = before - c->stats.reserved_bytes[NRT_POOL_ALL].current;
   pthread_mutex_unlock(&c->lock);
+  if (released) rt_log(NRT_LOG_INFO, "neuron:%d empty_cache gave back %s", device,
+                       rt_format_size((uint64_t)released).s);
   return NRT_SUCCESS;
 }
 
@@ -777,3 +824,59 @@ static nrt_status reset(int32_t device, int peaks) {
 nrt_status nrt_cache_reset_peak(int32_t device) { return reset(device, 1); }
 
 nrt_status nrt_cache_reset_accumulated(int32_t device) { return reset(device, 0); }
+
+/* ---- inspection (neuronrt/cache_inspect.h) ----------------------------- */
+
+/* Visits the blocks of the segment whose first block is head. */
+static void visit_segment(const cache *c, const block *head,
+                          void (*visit)(void *, const nrt_cache_block_info *), void *ctx) {
+  uint64_t segment_size = 0;
+  for (const block *b = head; b; b = b->next) segment_size += b->size;
+  for (const block *b = head; b; b = b->next) {
+    nrt_cache_block_info info = {.segment_addr = head->addr,
+                                 .segment_size = segment_size,
+                                 .addr = b->addr,
+                                 .size = b->size,
+                                 .requested = b->state == BLOCK_ALLOCATED ? b->requested : 0,
+                                 .stream_id = nrt_stream_id(b->stream),
+                                 .device = c->device,
+                                 .is_large = b->pool == LARGE,
+                                 .state = b->state == BLOCK_FREE        ? NRT_CACHE_BLOCK_FREE
+                                          : b->state == BLOCK_ALLOCATED ? NRT_CACHE_BLOCK_ALLOCATED
+                                                                        : NRT_CACHE_BLOCK_PENDING};
+    visit(ctx, &info);
+  }
+}
+
+/* Every block is in exactly one of: a pool's free array, the live map, the
+ * pending list; so visiting the first block of each segment found there
+ * visits every segment once. */
+nrt_status nrt_cache_visit_blocks(int32_t device,
+                                  void (*visit)(void *ctx, const nrt_cache_block_info *info),
+                                  void *ctx) {
+  nrt_status s = rt_ensure_init();
+  if (s || (s = rt_check_device(device))) return s;
+  if (!visit) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_cache_visit_blocks: visit is NULL");
+  cache *c = cache_find(device);
+  if (!c) return NRT_SUCCESS;
+  pthread_mutex_lock(&c->lock);
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < c->pools[k].n; i++)
+      if (!c->pools[k].free[i]->prev) visit_segment(c, c->pools[k].free[i], visit, ctx);
+  for (size_t i = 0; i < ((size_t)1 << c->live.bits) && c->live.slots; i++) {
+    const block *b = c->live.slots[i];
+    if (b && !b->prev) visit_segment(c, b, visit, ctx);
+  }
+  for (const block *b = c->pending; b; b = b->pending_next)
+    if (!b->prev) visit_segment(c, b, visit, ctx);
+  pthread_mutex_unlock(&c->lock);
+  return NRT_SUCCESS;
+}
+
+nrt_status nrt_cache_set_observer(void (*fn)(void *ctx, const nrt_cache_event *event), void *ctx) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  atomic_store_explicit(&observer_ctx, ctx, memory_order_release);
+  atomic_store_explicit(&observer, fn, memory_order_release);
+  return NRT_SUCCESS;
+}

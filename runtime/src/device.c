@@ -262,6 +262,8 @@ static nrt_status configure(void) {
     return s;
   const char *isa_error = rt_isa_config_error(); /* TORCHNEURON_ISA, read in cpu_isa.c */
   if (isa_error) return config_fail("%s", isa_error);
+  const char *log_error = rt_log_config_error(); /* TORCHNEURON_LOG_LEVEL, read in log.c */
+  if (log_error) return config_fail("%s", log_error);
   int32_t per_chip = gen->physical_cores_per_chip / lnc;
   if ((s = parse_hbm_limit(gen->hbm_bytes_per_chip / (uint64_t)per_chip, &hbm_limit)))
     return s;
@@ -287,6 +289,8 @@ static nrt_status configure(void) {
     p->dma_bytes_per_s = gen->dma_bytes_per_s;
   }
   device_count = count;
+  rt_log(NRT_LOG_INFO, "%d simulated %s device%s, %s of device memory each", count, gen->name,
+         count == 1 ? "" : "s", rt_format_size(hbm_limit).s);
   return NRT_SUCCESS;
 }
 

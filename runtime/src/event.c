@@ -135,6 +135,7 @@ nrt_status nrt_event_synchronize(nrt_event_t e) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!e) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_event_synchronize: NULL event");
+  rt_metric_add(NRT_METRIC_EVENT_SYNCS, 1);
   uint64_t generation;
   if (rt_event_pending(e, &generation)) rt_event_wait(e, generation);
   return report_failure(e, generation);

@@ -71,6 +71,15 @@ typedef struct rt_size_text {
 } rt_size_text;
 rt_size_text rt_format_size(uint64_t bytes);
 
+/* metrics.c: adds to a counter of neuronrt/metrics.h (relaxed). */
+void rt_metric_add(nrt_metric metric, uint64_t amount);
+
+/* log.c: a message at a level (printf format); whether that level is on;
+ * TORCHNEURON_LOG_LEVEL's error for device.c's configuration, or NULL. */
+void rt_log(nrt_log_level level, const char *fmt, ...) RT_PRINTF(2, 3);
+int rt_log_on(nrt_log_level level);
+const char *rt_log_config_error(void);
+
 /* Monotonic clock in nanoseconds. */
 uint64_t rt_now_ns(void);
 

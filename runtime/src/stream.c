@@ -158,6 +158,7 @@ static void record_error_locked(nrt_stream_t s, nrt_status status, const char *w
            "%.700s (asynchronous error on neuron:%d stream %lld; the work queued after it was "
            "skipped, and the stream refuses new work until the error is cleared)",
            what, s->device, (long long)s->id);
+  rt_log(NRT_LOG_ERROR, "%s", s->error_message);
 }
 
 /* ---- the worker ------------------------------------------------------- */
@@ -311,6 +312,17 @@ static void sleep_until_completed_locked(nrt_stream_t s, uint64_t seq) {
  * behind it fuse (fuse/adaptive.h), runs them as one group and returns how
  * many (*last: the last of them); 0 leaves the op to run alone. Only what
  * is queued already counts: the worker never waits for more. */
+/* The op log's line for a fused group: its members, in stream order. */
+static void log_fused_group(nrt_stream_t s, nrt_op *const *ops, int m) {
+  char line[768];
+  int n = snprintf(line, sizeof line, "fused group of %d ops on neuron:%d stream %lld:", m,
+                   s->device, (long long)s->id);
+  for (int i = 0; i < m && n > 0 && (size_t)n < sizeof line; i++)
+    n += snprintf(line + n, sizeof line - (size_t)n, " %s", nrt_op_name(ops[i]->code));
+  if (nrt_log_ops_enabled()) nrt_log_op_line(line);
+  else rt_log(NRT_LOG_DEBUG, "%s", line);
+}
+
 static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
   uint64_t queued = atomic_load_explicit(&s->submitted, memory_order_acquire) - done;
   if (queued < 2 || atomic_load(&s->failed)) return 0;
@@ -329,6 +341,7 @@ static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
   }
   int m = rt_adaptive_plan(s->adaptive, ops, n, done + 1, s);
   if (m < 2) return 0;
+  if (nrt_log_ops_enabled() || rt_log_on(NRT_LOG_DEBUG)) log_fused_group(s, ops, m);
   *last = &r->slots[(done + (uint64_t)m) & mask];
   char name[NRT_HOST_TASK_NAME_MAX];
   nrt_status status = rt_adaptive_run(s->adaptive, name, sizeof name);
@@ -498,6 +511,8 @@ static nrt_status stream_new(int32_t device, int32_t priority, int64_t id, nrt_s
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
   pthread_mutex_init(&s->free_mu, NULL);
+  rt_log(NRT_LOG_DEBUG, "neuron:%d stream %lld created (priority %d)", device, (long long)id,
+         (int)priority);
   *out = s;
   return NRT_SUCCESS;
 }
@@ -674,6 +689,13 @@ nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_synchronize: NULL stream");
+  rt_metric_add(NRT_METRIC_STREAM_SYNCS, 1);
+  return wait_for(stream, atomic_load(&stream->submitted));
+}
+
+/* A device synchronisation's wait on one of its streams (counted once, as
+ * the device's). */
+static nrt_status drain_stream(nrt_stream_t stream) {
   return wait_for(stream, atomic_load(&stream->submitted));
 }
 
@@ -736,7 +758,8 @@ static nrt_status for_each_stream(int32_t device, nrt_status (*fn)(nrt_stream_t)
 }
 
 nrt_status nrt_device_synchronize(int32_t device) {
-  return for_each_stream(device, nrt_stream_synchronize);
+  rt_metric_add(NRT_METRIC_DEVICE_SYNCS, 1);
+  return for_each_stream(device, drain_stream);
 }
 
 nrt_status nrt_device_clear_errors(int32_t device) {
@@ -801,6 +824,12 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
   if (op->immediate_mask)
     memcpy(c->u.op.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
   commit_locked(stream);
+  rt_metric_add(NRT_METRIC_KERNELS_LAUNCHED, 1);
+  if (op->code == NRT_OP_COPY) { /* device to device: restriding, converting, across devices */
+    rt_metric_add(NRT_METRIC_COPIES_DEVICE_TO_DEVICE, 1);
+    rt_metric_add(NRT_METRIC_BYTES_DEVICE_TO_DEVICE,
+                  (uint64_t)nrt_view_numel(&op->operands[0]) * nrt_dtype_size(op->operands[0].dtype));
+  }
   return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
 }
 
@@ -837,6 +866,7 @@ nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_statu
   c->u.task.arg = arg;
   snprintf(c->u.task.name, sizeof c->u.task.name, "%s", name ? name : "host task");
   commit_locked(stream);
+  rt_metric_add(NRT_METRIC_HOST_TASKS_LAUNCHED, 1);
   return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
 }
 
@@ -865,6 +895,23 @@ static nrt_status resolve_end(const void *ptr, size_t bytes, const char *which,
   return NRT_SUCCESS;
 }
 
+/* Counts a queued copy by direction (an end is on the device when its
+ * address was translated to the runtime's alias). */
+static void count_copy(int dst_on_device, int src_on_device, size_t bytes) {
+  nrt_metric copies = NRT_METRIC_COPIES_DEVICE_TO_DEVICE, moved = NRT_METRIC_BYTES_DEVICE_TO_DEVICE;
+  if (dst_on_device && !src_on_device) {
+    copies = NRT_METRIC_COPIES_HOST_TO_DEVICE;
+    moved = NRT_METRIC_BYTES_HOST_TO_DEVICE;
+  } else if (!dst_on_device && src_on_device) {
+    copies = NRT_METRIC_COPIES_DEVICE_TO_HOST;
+    moved = NRT_METRIC_BYTES_DEVICE_TO_HOST;
+  } else if (!dst_on_device) {
+    return; /* host to host: no device traffic */
+  }
+  rt_metric_add(copies, 1);
+  rt_metric_add(moved, bytes);
+}
+
 nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, size_t bytes) {
   nrt_status s = rt_ensure_init();
   if (s) return s;
@@ -886,6 +933,7 @@ nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, siz
   c->u.copy.pinned[0] = host_dst == dst && rt_host_pin_acquire(dst) ? dst : NULL;
   c->u.copy.pinned[1] = host_src == src && rt_host_pin_acquire(src) ? src : NULL;
   commit_locked(stream);
+  count_copy(host_dst != dst, host_src != src, bytes);
   if (dst_pageable || src_pageable || nrt_launch_blocking()) return wait_for(stream, seq);
   return NRT_SUCCESS;
 }

@@ -5,6 +5,7 @@
 #include "neuronrt/fuse.h"
 #include "neuronrt/graph.h"
 #include "neuronrt/host_error.h"
+#include "neuronrt/cache_inspect.h"
 
 int nrt_header_check_dummy(void);
 int nrt_header_check_dummy(void) { return NRT_OP_COUNT; }

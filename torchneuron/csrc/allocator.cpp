@@ -10,6 +10,7 @@
 
 #include "device_state.h"
 #include "fallback.h"
+#include "memory_history.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
 
@@ -23,6 +24,7 @@ using c10::CachingDeviceAllocator::DeviceStats;
 void delete_block(void* ptr) {
   // Deleters cannot throw; a failure here means a forked child or a bug,
   // and the memory is unreachable either way.
+  MemoryEventContext context;
   (void)nrt_cache_free(ptr);
 }
 
@@ -44,6 +46,7 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
     check_fallback_environment();  // a tensor on the device is its first use
     c10::DeviceIndex device = current_device();
     void* ptr = nullptr;
+    MemoryEventContext context;
     NRT_CHECK(nrt_cache_alloc(current_stream(device), bytes, &ptr));
     return {ptr, ptr, &delete_block, c10::Device(c10::DeviceType::PrivateUse1, device)};
   }
@@ -61,6 +64,8 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t) override {
     // Releasing a segment waits until its stream has passed the last use of
     // its blocks: without the GIL, so that Python threads run meanwhile.
+    // The stack for the memory history is gathered first, with the GIL.
+    MemoryEventContext context;
     PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
     nrt_status status = NRT_SUCCESS;
     for (c10::DeviceIndex d = 0; d < device_count() && !status; d++) status = nrt_cache_empty(d);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "device_state.h"
+#include "op_log.h"
 #include "runtime_check.h"
 #include "neuronrt/graph.h"
 
@@ -128,9 +129,11 @@ std::pair<std::vector<at::Tensor>, size_t> program_run(uintptr_t handle, const s
   }
   at::Tensor arena;
   if (arena_bytes) arena = at::empty({static_cast<int64_t>(arena_bytes)}, options.dtype(at::kByte));
-  NRT_CHECK(nrt_program_launch(current_stream(device), program, symbols.data(),
+  nrt_stream_t stream = current_stream(device);
+  NRT_CHECK(nrt_program_launch(stream, program, symbols.data(),
                                static_cast<int32_t>(symbols.size()), in.data(), cap.data(),
                                out.data(), arena_bytes ? arena.data_ptr() : nullptr));
+  if (op_log_enabled()) log_program_launch(program, device, nrt_stream_id(stream));
   return {std::move(outputs), arena_bytes};
 }
 

@@ -130,6 +130,8 @@ std::string fallback_mode_name() {
 void register_nki_bindings(py::module_& m);  // nki.cpp
 void register_index_error(py::module_& m);   // index_error.cpp
 void register_graph_bindings(py::module_& m);  // graph.cpp
+void register_metrics_bindings(py::module_& m);  // metrics_bindings.cpp
+void register_memory_history_bindings(py::module_& m);  // memory_history.cpp
 void register_distributed_bindings(py::module_& m);  // distributed.cpp
 
 PYBIND11_MODULE(_C, m) {
@@ -193,5 +195,7 @@ PYBIND11_MODULE(_C, m) {
   register_nki_bindings(m);
   register_index_error(m);
   register_graph_bindings(m);
+  register_metrics_bindings(m);
+  register_memory_history_bindings(m);
   register_distributed_bindings(m);
 }

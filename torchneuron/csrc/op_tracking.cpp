@@ -10,6 +10,7 @@ struct Registry {
   std::mutex mu;
   std::deque<std::pair<std::string, std::atomic<int64_t>>> native;  // stable addresses
   std::map<std::string, int64_t> fallback;
+  int64_t fallback_total = 0;
 };
 
 Registry& registry() {
@@ -33,6 +34,22 @@ void count_fallback_op(const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.fallback[name]++;
+  r.fallback_total++;
+}
+
+std::atomic<int64_t> native_op_total{0};
+
+int64_t fallback_op_total() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.fallback_total;
+}
+
+void clear_op_totals() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.fallback_total = 0;
+  native_op_total.store(0, std::memory_order_relaxed);
 }
 
 std::map<std::string, int64_t> executed_ops() {

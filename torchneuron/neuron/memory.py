@@ -9,6 +9,7 @@ import torch
 
 from torchneuron import _C
 from torchneuron.neuron.device import _device_index
+from torchneuron.neuron.memory_history import _dump_snapshot, _record_memory_history, _snapshot  # noqa: F401
 
 
 def memory_stats(device=None) -> dict:

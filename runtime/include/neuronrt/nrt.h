@@ -9,5 +9,7 @@
 #include "neuronrt/stream.h"
 #include "neuronrt/caching_allocator.h"
 #include "neuronrt/nc.h"
+#include "neuronrt/metrics.h"
+#include "neuronrt/log.h"
 
 #endif

@@ -1,0 +1,18 @@
+// TORCHNEURON_LOG_OPS=1: a line per ATen op that reaches a neuron tensor
+// (name, how it runs, the tensors' dtypes and shapes) and per compiled
+// program launch; the runtime adds the fused groups its workers run.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include "neuronrt/graph.h"
+
+namespace torchneuron {
+
+// Whether the op log is on (read once, at load).
+bool op_log_enabled();
+
+// The line for a compiled program launched on (device, stream id).
+void log_program_launch(nrt_program_t program, c10::DeviceIndex device, int64_t stream_id);
+
+}  // namespace torchneuron
