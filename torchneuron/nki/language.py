@@ -5,6 +5,7 @@ records the instructions that fill it, exactly as a kernel author would
 write them with ``nki.isa``.
 """
 
+import builtins
 import math
 
 from torchneuron.nki import isa as nisa
@@ -13,6 +14,7 @@ from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
     tfloat32, uint8, uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
+from torchneuron.nki.slicing import DynamicSlice, ds  # noqa: F401  (nl.ds)
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
@@ -190,6 +192,62 @@ def matmul(x, y, transpose_x=False, **_):
     return out
 
 
+# ---- shapes ------------------------------------------------------------------
+
+def _on_chip_tile(x, name):
+    if not isinstance(x, NkiTensor):
+        fail(f"{name} takes a tile, got {type(x).__name__}", "operand", f"nki.language.{name}")
+    if not x.on_chip:
+        fail(f"{name} takes an SBUF or PSUM tile, not an HBM tensor (nl.load it first)",
+             "on_chip_only", f"nki.language.{name}")
+    return x
+
+
+def broadcast_to(x, shape, dtype=None, **_):
+    """A new SBUF tile of ``shape`` holding x repeated along its size-1
+    dims (NumPy rules, same rank). x itself when the shape already matches
+    and no other dtype is asked for."""
+    name = "nki.language.broadcast_to"
+    _on_chip_tile(x, "broadcast_to")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(o != n and o != 1 for o, n in zip(x.shape, shape)):
+        fail(f"cannot broadcast a {x.shape} tile to {shape}: the rank stays and each dim "
+             "matches or grows from 1", "broadcast", name)
+    out_dtype = as_dtype(dtype) if dtype is not None else x.dtype
+    if shape == x.shape:
+        return x if out_dtype is x.dtype else copy(x, dtype=out_dtype)
+    out = ndarray(shape, out_dtype)
+    if shape[0] == x.shape[0]:
+        nisa.tensor_copy(out, x.broadcast_to(shape))
+        return out
+    # Compute engines keep data on its partitions; spreading one partition
+    # over many is a DMA (which cannot read PSUM).
+    src = x if x.storage.buffer == trace.SBUF else copy(x)
+    nisa.dma_copy(out, src.broadcast_to(shape))
+    return out
+
+
+def expand_dims(data, axis):
+    """A view of data with a size-1 dim inserted at each ``axis`` (positions
+    in the result, as numpy.expand_dims); on chip the partition dim stays
+    first, so axis 0 is refused."""
+    name = "nki.language.expand_dims"
+    if not isinstance(data, NkiTensor):
+        fail(f"expand_dims takes a tensor, got {type(data).__name__}", "operand", name)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    ndim = data.ndim + len(axes)
+    positions = sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes)
+    if len(set(positions)) != len(positions) or not builtins.all(0 <= a < ndim for a in positions):
+        fail(f"expand_dims axis {axis} is out of range or repeated for a {data.ndim}-D "
+             "tensor", "expand_dims", name)
+    if data.on_chip and positions[0] == 0:
+        fail("expand_dims cannot insert a dim before the partition dim (axis 0) of an "
+             "on-chip tile", "expand_dims", name)
+    for a in positions:
+        data = data.expand_dims(a)
+    return data
+
+
 # ---- element-wise and reductions ---------------------------------------------
 
 def _result_dtype(dtype, *tiles):
@@ -287,3 +345,4 @@ def where(condition, x, y, dtype=None, **_):
 
 def device_print(*args, **kwargs):
     """Accepted for source compatibility; the simulator prints nothing."""
+

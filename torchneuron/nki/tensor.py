@@ -12,6 +12,7 @@ HBM ints drop dimensions as in NumPy.
 import math
 
 from torchneuron.nki import dtypes
+from torchneuron.nki.slicing import DynamicSlice
 from torchneuron.nki.trace import HBM, PSUM, SBUF, fail
 
 _BUFFER_NAMES = {SBUF: "sbuf", PSUM: "psum", HBM: "hbm"}
@@ -85,6 +86,8 @@ class NkiTensor:
         shape, strides, offset, partition = [], [], self.offset, self.partition
         kept_int = []
         for d, (i, size, stride) in enumerate(zip(index, self.shape, self.strides)):
+            if isinstance(i, DynamicSlice):
+                i = slice(*i.bounds(size, d))
             if isinstance(i, slice):
                 start, stop, step = i.indices(size)
                 if step <= 0:

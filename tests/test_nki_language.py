@@ -1,0 +1,187 @@
+"""nki.language indexing and shape conveniences (nl.ds, nl.broadcast_to,
+nl.expand_dims) and nki.typing annotations, numerically against NumPy /
+torch. Their rule violations are rows of test_nki_rules.py."""
+
+import numpy as np
+import pytest
+import torch
+
+import torchneuron
+import torchneuron.nki as nki
+import torchneuron.nki.isa as nisa
+import torchneuron.nki.language as nl
+import torchneuron.nki.typing as nt
+
+
+def test_ds_windows_hbm_and_on_chip_views_from_loop_variables():
+    @nki.jit
+    def reverse_blocks(a):
+        rows, cols = a.shape
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        for j in nl.affine_range(cols // 4):
+            tile = nl.load(a[:, nl.ds(j * 4, 4)])
+            pair = nl.ndarray((rows, 2), a.dtype)
+            nisa.tensor_copy(pair, tile[:, nl.ds(1, 2)])  # an on-chip window
+            nl.store(out[:, nl.ds(cols - 4 - j * 4, 4)], tile)
+            nl.store(out[nl.ds(0, rows), nl.ds(cols - 3 - j * 4, 2)], pair)
+        return out
+
+    a = np.arange(6 * 16, dtype=np.float32).reshape(6, 16)
+    expected = a.reshape(6, 4, 4)[:, ::-1].reshape(6, 16)
+    np.testing.assert_array_equal(reverse_blocks(a), expected)
+
+
+def test_ds_equals_the_slice_it_spells():
+    views = {}
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((128, 64), nl.float32)
+        views["tile"] = (t[nl.ds(32, 32), nl.ds(8, 16)], t[32:64, 8:24])
+        views["hbm"] = (a[nl.ds(2, 3)], a[2:5])
+        nisa.memset(t, 0)
+
+    k(np.zeros((6, 10), np.float32))
+    for got, want in views.values():
+        assert (got.shape, got.strides, got.offset, got.partition) == \
+            (want.shape, want.strides, want.offset, want.partition)
+    assert repr(nl.ds(3, 4)) == "nl.ds(3, 4)"
+
+
+@pytest.mark.parametrize("buffer", ["sbuf", "psum"])
+def test_broadcast_to_repeats_free_and_partition_dims(buffer):
+    @nki.jit
+    def k(a, col):
+        out_p = nl.ndarray((64, 8), nl.float32, buffer=nl.shared_hbm)
+        out_f = nl.ndarray((64, 8), nl.bfloat16, buffer=nl.shared_hbm)
+        row = nl.load(a)  # [1, 8]
+        column = nl.load(col)  # [64, 1]
+        if buffer == "psum":
+            moved = nl.ndarray((1, 8), nl.float32, buffer=nl.psum)
+            nisa.tensor_copy(moved, row)
+            row = moved
+        nl.store(out_p, nl.broadcast_to(row, (64, 8)))
+        nl.store(out_f, nl.broadcast_to(column, (64, 8), dtype=nl.bfloat16))
+        return out_p, out_f
+
+    a = np.random.randn(1, 8).astype(np.float32)
+    col = np.random.randn(64, 1).astype(np.float32)
+    out_p, out_f = k(a, col)
+    np.testing.assert_array_equal(out_p, np.broadcast_to(a, (64, 8)))
+    ref = torch.from_numpy(np.broadcast_to(col, (64, 8)).copy()).bfloat16().float().numpy()
+    np.testing.assert_array_equal(out_f, ref)
+
+
+def test_broadcast_to_the_same_shape_is_the_tile_or_a_cast_copy():
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        t = nl.load(a)
+        seen["same"] = nl.broadcast_to(t, a.shape) is t
+        cast = nl.broadcast_to(t, a.shape, dtype=nl.int32)
+        seen["cast"] = cast is not t and cast.dtype is nl.int32
+        out = nl.ndarray(a.shape, nl.int32, buffer=nl.shared_hbm)
+        nl.store(out, cast)
+        return out
+
+    a = np.array([[1.5, -2.5, 3.49]], np.float32)
+    out = k(a)
+    assert seen == {"same": True, "cast": True}
+    np.testing.assert_array_equal(out, [[2, -2, 3]])  # round to nearest even
+
+
+def test_expand_dims_inserts_size_one_dims_as_numpy():
+    shapes = {}
+
+    @nki.jit
+    def k(a):
+        t = nl.ndarray((16, 4, 8), nl.float32)
+        shapes["tile_last"] = nl.expand_dims(t, -1).shape
+        shapes["tile_tuple"] = nl.expand_dims(t, (1, 4)).shape
+        shapes["hbm_front"] = nl.expand_dims(a, 0).shape
+        shapes["hbm_negative"] = nl.expand_dims(a[0], -1).shape
+        nisa.memset(t, 0)
+
+    k(np.zeros((6, 10), np.float32))
+    t, a = np.zeros((16, 4, 8)), np.zeros((6, 10))
+    assert shapes["tile_last"] == np.expand_dims(t, -1).shape
+    assert shapes["tile_tuple"] == np.expand_dims(t, (1, 4)).shape
+    assert shapes["hbm_front"] == np.expand_dims(a, 0).shape
+    assert shapes["hbm_negative"] == np.expand_dims(a[0], -1).shape
+
+
+def test_expand_dims_of_an_hbm_vector_loads_a_column():
+    @nki.jit
+    def column_scale(x, s):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        scale = nl.load(nl.expand_dims(s, 1))  # [rows, 1]
+        nl.store(out, nl.multiply(nl.load(x), scale))
+        return out
+
+    x, s = torch.randn(96, 40), torch.randn(96)
+    out = column_scale(x.to("neuron"), s.to("neuron"))
+    assert out.device.type == "neuron"
+    torch.testing.assert_close(out.cpu(), x * s[:, None])
+
+
+# ---- nki.typing ----------------------------------------------------------------
+
+@nki.jit
+def annotated_add(a: nt.tensor[4, 8], b: nt.tensor[[4, 8], nl.float32], c: nt.tensor):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.add(nl.add(nl.load(a), nl.load(b)), nl.load(c)))
+    return out
+
+
+def test_annotated_kernels_run_when_the_arguments_fit():
+    a, b, c = (torch.randn(4, 8) for _ in range(3))
+    out = annotated_add(*(t.to("neuron") for t in (a, b, c)))
+    torch.testing.assert_close(out.cpu(), a + b + c)
+
+
+@pytest.mark.parametrize("b,c,why", [
+    (np.zeros((4, 9), np.float32), np.zeros(1, np.float32), "expected shape (4, 8), got (4, 9)"),
+    (np.zeros((4, 8), np.float16), np.zeros(1, np.float32), "expected dtype nl.float32"),
+    (np.zeros((4, 8), np.float32), 3.0, "expected a tensor, got float"),
+])
+def test_arguments_that_break_their_annotation_fail_at_the_call(b, c, why):
+    with pytest.raises(nki.NkiError, match=r"\[annotation\]") as info:
+        annotated_add(np.zeros((4, 8), np.float32), b, c)
+    assert why in str(info.value)
+    assert info.value.line == annotated_add.fn.__code__.co_firstlineno
+
+
+def test_tensor_annotation_spellings():
+    assert nt.tensor[128, 512].shape == nt.tensor[(128, 512)].shape == (128, 512)
+    assert nt.tensor[7].shape == (7,)
+    spec = nt.tensor[[2, 3], "bfloat16"]
+    assert (spec.shape, spec.dtype) == ((2, 3), nl.bfloat16)
+    assert repr(spec) == "nt.tensor[[2, 3], nl.bfloat16]" and repr(nt.tensor) == "nt.tensor"
+    with pytest.raises(TypeError, match="integer sizes"):
+        nt.tensor[1.5, 2]
+
+
+def test_string_annotations_are_checked_too():
+    namespace = {}
+    exec("from __future__ import annotations\n"
+         "import torchneuron.nki.typing as nt\n"
+         "def body(a: nt.tensor[2, 2], b: 'not.a.name'):\n"
+         "    pass\n", namespace)
+    kernel = nki.jit(namespace["body"])
+    kernel(np.zeros((2, 2), np.float32), 1)
+    with pytest.raises(nki.NkiError, match=r"\[annotation\]"):
+        kernel(np.zeros((3, 2), np.float32), 1)
+
+
+def test_nki_op_reads_tensor_annotations_as_tensors():
+    @torchneuron.nki_op("nki_language_test::scaled")
+    @nki.jit
+    def scaled(x: nt.tensor, alpha: float):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.multiply(nl.load(x), alpha))
+        return out
+
+    x = torch.randn(8, 16)
+    torch.testing.assert_close(scaled(x.to("neuron"), 2.0).cpu(), x * 2)
+
