@@ -185,3 +185,115 @@ def test_nki_op_reads_tensor_annotations_as_tensors():
     x = torch.randn(8, 16)
     torch.testing.assert_close(scaled(x.to("neuron"), 2.0).cpu(), x * 2)
 
+
+# ---- element-wise extras -------------------------------------------------------
+
+def unary_kernel(fn, dtype=None):
+    @nki.jit
+    def k(a):
+        out_dtype = dtype or a.dtype
+        out = nl.ndarray(a.shape, out_dtype, buffer=nl.shared_hbm)
+        nl.store(out, fn(nl.load(a)))
+        return out
+
+    return k
+
+
+def test_logical_not_is_one_where_zero():
+    a = np.array([[0.0, -0.0, 2.5, np.nan, -1.0]], np.float32)
+    np.testing.assert_array_equal(unary_kernel(nl.logical_not)(a), np.logical_not(a))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32,
+                                   np.uint32, np.bool_])
+def test_invert_flips_every_bit_of_the_width(dtype):
+    info = np.iinfo(dtype) if dtype is not np.bool_ else None
+    values = [0, 1, 5] if info is None else [info.min, info.min + 1, 0, 1, 77, info.max]
+    a = np.array([values[:2] if dtype is np.bool_ else values], dtype)
+    np.testing.assert_array_equal(unary_kernel(nl.invert)(a), np.invert(a))
+
+
+def test_fmod_keeps_the_sign_of_the_dividend():
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.fmod(nl.load(a), nl.load(b)))
+        return out
+
+    a = np.array([[-7.5, -3.0, 3.0, 7.25, 5.0]], np.float32)
+    b = np.array([[2.0, 2.0, -2.0, 2.0, -3.0]], np.float32)
+    np.testing.assert_array_equal(k(a, b), np.fmod(a, b))
+
+
+def test_buffer_predicates():
+    seen = {}
+
+    @nki.jit
+    def k(a):
+        t, p = nl.zeros((4, 4), nl.float32), nl.zeros((4, 4), nl.float32, buffer=nl.psum)
+        seen["buffers"] = [(f(b)) for b in (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm,
+                                            nl.private_hbm)
+                           for f in (nl.is_hbm, nl.is_sbuf, nl.is_psum, nl.is_on_chip)]
+        seen["tensors"] = [f(x) for x in (t, p, a)
+                           for f in (nl.is_hbm, nl.is_sbuf, nl.is_psum, nl.is_on_chip)]
+        nisa.tensor_copy(t, p)
+
+    k(np.zeros((4, 4), np.float32))
+    sb, ps, hb = [False, True, False, True], [False, False, True, True], [True, False, False, False]
+    assert seen["buffers"] == sb + ps + hb + hb + hb
+    assert seen["tensors"] == sb + ps + hb
+    with pytest.raises(nki.NkiError, match=r"\[buffer\]"):
+        nl.is_sbuf("sbuf")
+
+
+# ---- reductions and normalisations ---------------------------------------------
+
+def reduce_kernel(fn, out_shape, out_dtype=nl.float32):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(out_shape, out_dtype, buffer=nl.shared_hbm)
+        nl.store(out, fn(nl.load(a)))
+        return out
+
+    return k
+
+
+def test_var_and_average_match_numpy_over_trailing_axes():
+    a = (np.random.randn(16, 6, 40) * 3 + 5).astype(np.float32)
+    for axis in (2, (1, 2)):
+        shape = np.var(a, axis=axis).shape
+        shape = shape if len(shape) == 2 else shape + (1,)
+        np.testing.assert_allclose(reduce_kernel(lambda t: nl.var(t, axis), shape)(a),
+                                   np.var(a, axis=axis).reshape(shape), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(reduce_kernel(lambda t: nl.average(t, axis), shape)(a),
+                                   np.average(a, axis=axis).reshape(shape), rtol=1e-5, atol=1e-5)
+
+
+def test_all_is_a_logical_and_reduction():
+    a = np.ones((8, 5), np.float32)
+    a[1, 3], a[4, 0], a[6, 2] = 0.0, -0.0, np.nan  # NaN is nonzero: true
+    out = reduce_kernel(lambda t: nl.all(t, 1), (8, 1), nl.bool_)(a)
+    np.testing.assert_array_equal(out[:, 0], np.all(a, axis=1))
+
+
+def test_softmax_matches_torch():
+    x = torch.randn(100, 3, 50) * 4
+    out = reduce_kernel(lambda t: nl.softmax(t, axis=2), (100, 3, 50))(x.numpy())
+    torch.testing.assert_close(torch.from_numpy(out), torch.softmax(x, dim=2))
+    out = reduce_kernel(lambda t: nl.softmax(t, axis=(1, 2)), (100, 3, 50))(x.numpy())
+    ref = torch.softmax(x.reshape(100, -1), dim=1).reshape(100, 3, 50)
+    torch.testing.assert_close(torch.from_numpy(out), ref)
+
+
+def test_rms_norm_matches_torch_with_a_broadcast_weight():
+    @nki.jit
+    def k(x, w):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        weight = nl.load(nl.expand_dims(w, 0))  # [1, F], spread over the partitions
+        nl.store(out, nl.rms_norm(nl.load(x), weight, axis=1, n=x.shape[1], epsilon=1e-5))
+        return out
+
+    x, w = torch.randn(96, 200), torch.randn(200)
+    out = k(x.to("neuron"), w.to("neuron")).cpu()
+    ref = torch.nn.functional.rms_norm(x, (200,), w, eps=1e-5)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -228,6 +228,19 @@ RULES = [
      lambda a: nl.expand_dims(sb(128, 4), 0)),  # <- here
     ("expand_dims", NL + "expand_dims",
      lambda a: nl.expand_dims(a, (1, 1))),  # <- here
+    # nki.language element-wise, reductions and normalisations
+    ("dtype", NL + "invert",  # integers only
+     lambda a: nl.invert(sb(4, 4))),  # <- here
+    ("reduce_axes", ISA + "tensor_reduce",  # not over the partition dim
+     lambda a: nl.softmax(sb(128, 4), axis=0)),  # <- here
+    ("reduce_axes", ISA + "tensor_reduce",
+     lambda a: nl.var(sb(128, 4, 8), axis=1)),  # <- here
+    ("broadcast", NL + "rms_norm",  # the weight broadcasts to the input
+     lambda a: nl.rms_norm(sb(128, 8), sb(128, 4), axis=1, n=8)),  # <- here
+    ("operand", NL + "rms_norm",
+     lambda a: nl.rms_norm((t := sb(128, 8)), t, axis=1, n=0)),  # <- here
+    ("buffer", None,
+     lambda a: nl.is_on_chip("sbuf")),  # <- here
 ]
 
 

@@ -36,6 +36,33 @@ shared_hbm = Buffer("shared_hbm", trace.HBM, "shared")
 private_hbm = Buffer("private_hbm", trace.HBM, "private")
 
 
+def _buffer_of(x):
+    """The Buffer of a buffer or of a tensor (its storage's buffer)."""
+    if isinstance(x, Buffer):
+        return x
+    if isinstance(x, NkiTensor):
+        return {trace.SBUF: sbuf, trace.PSUM: psum}.get(x.storage.buffer, hbm)
+    fail(f"expected a buffer (nl.sbuf, nl.psum, nl.hbm, ...) or a tensor, got {x!r}", "buffer")
+
+
+def is_hbm(buffer):
+    """Whether buffer (or a tensor's buffer) is HBM: hbm, shared_hbm or private_hbm."""
+    return _buffer_of(buffer).code == trace.HBM
+
+
+def is_sbuf(buffer):
+    return _buffer_of(buffer).code == trace.SBUF
+
+
+def is_psum(buffer):
+    return _buffer_of(buffer).code == trace.PSUM
+
+
+def is_on_chip(buffer):
+    """Whether buffer (or a tensor's buffer) is SBUF or PSUM."""
+    return _buffer_of(buffer).code != trace.HBM
+
+
 class tile_size:
     pmax = 128
     psum_fmax = 512
@@ -343,6 +370,36 @@ def where(condition, x, y, dtype=None, **_):
     return out
 
 
+def logical_not(x, dtype=None, **_):
+    """1 where x is zero, else 0 (numpy.logical_not), as x's dtype unless
+    dtype says otherwise."""
+    out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, x, globals()["equal"], 0.0)
+    return out
+
+
+def invert(x, dtype=None, **_):
+    """Bitwise NOT of an integer (or bool) tile: XOR with all ones of its
+    width (a bool flips its one bit, as numpy.invert)."""
+    name = "nki.language.invert"
+    if not isinstance(x, NkiTensor):
+        fail(f"invert takes a tile, got {type(x).__name__}", "operand", name)
+    if x.dtype.is_float:
+        fail(f"invert takes an integer tile, got {x.dtype!r}", "dtype", name)
+    if x.dtype is bool_:
+        ones = 1
+    elif x.dtype in (uint8, uint16):
+        ones = (1 << (8 * x.dtype.itemsize)) - 1  # -1 would saturate to 0 on store
+    else:
+        ones = -1  # all 32 bits (int32 / uint32 keep every bit)
+    out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, x, globals()["bitwise_xor"], ones)
+    return out
+
+
 def device_print(*args, **kwargs):
     """Accepted for source compatibility; the simulator prints nothing."""
 
+
+from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
+    all, average, rms_norm, softmax, var)

@@ -12,6 +12,7 @@ ALU_CODES = {
     "greater": 12, "greater_equal": 13, "less": 14, "less_equal": 15, "logical_and": 16,
     "logical_or": 17, "logical_xor": 18, "bitwise_and": 19, "bitwise_or": 20,
     "bitwise_xor": 21, "left_shift": 22, "right_shift": 23,
+    "fmod": 9,  # C's fmod: the remainder takes the dividend's sign (numpy.fmod)
 }
 
 ACTIVATION_CODES = {
