@@ -18,6 +18,7 @@ from matmul import matmul_tiled  # noqa: E402
 from rmsnorm import rmsnorm  # noqa: E402
 from scale_shift import COLS, ROWS, scale_shift  # noqa: E402
 from softmax import softmax  # noqa: E402
+from standardize import standardize_softmax  # noqa: E402
 from tensor_add import tensor_add  # noqa: E402
 from transpose import transpose2d  # noqa: E402
 
@@ -106,3 +107,12 @@ def test_scale_shift_annotations_refuse_other_shapes():
     x = torch.randn(ROWS, COLS + 1)
     with pytest.raises(nki.NkiError, match=r"\[annotation\].*'x'"):
         scale_shift(*on_neuron(x, torch.randn(ROWS), torch.randn(COLS + 1)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_standardize_softmax_matches_torch(dtype):
+    x = torch.randn(300, 200, dtype=dtype) * 3 + 1
+    z, p = standardize_softmax(*on_neuron(x))
+    ref_z = torch.nn.functional.layer_norm(x.float(), (200,), eps=1e-5)
+    assert_close(z, ref_z, dtype, scale=4)
+    assert_close(p, torch.softmax(ref_z, dim=1), dtype)
