@@ -297,3 +297,21 @@ def test_rms_norm_matches_torch_with_a_broadcast_weight():
     out = k(x.to("neuron"), w.to("neuron")).cpu()
     ref = torch.nn.functional.rms_norm(x, (200,), w, eps=1e-5)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+def test_memory_regions_and_dtype_type():
+    assert nl.MemoryRegion.sbuf is nl.sbuf and nl.MemoryRegion.psum is nl.psum
+    assert nl.MemoryRegion.shared_hbm is nl.shared_hbm
+    assert nl.MemoryRegion.private_hbm is nl.private_hbm
+    assert all(isinstance(d, nl.DType) for d in (nl.float32, nl.bfloat16, nl.int8, nl.bool_))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.MemoryRegion.shared_hbm)
+        acc = nl.ndarray(a.shape, nl.float32, buffer=nl.MemoryRegion.psum)
+        nisa.tensor_copy(acc, nl.load(a))
+        nl.store(out, acc)
+        return out
+
+    a = np.random.randn(4, 8).astype(np.float32)
+    np.testing.assert_array_equal(k(a), a)
+

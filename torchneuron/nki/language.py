@@ -11,7 +11,7 @@ import math
 from torchneuron.nki import isa as nisa
 from torchneuron.nki import trace
 from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
-    bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
+    NkiDtype, bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
     tfloat32, uint8, uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
 from torchneuron.nki.slicing import DynamicSlice, ds  # noqa: F401  (nl.ds)
@@ -34,6 +34,18 @@ psum = Buffer("psum", trace.PSUM)
 hbm = Buffer("hbm", trace.HBM, "shared")
 shared_hbm = Buffer("shared_hbm", trace.HBM, "shared")
 private_hbm = Buffer("private_hbm", trace.HBM, "private")
+
+
+class MemoryRegion:
+    """The buffers by region name: nl.MemoryRegion.sbuf is nl.sbuf."""
+
+    sbuf = sbuf
+    psum = psum
+    private_hbm = private_hbm
+    shared_hbm = shared_hbm
+
+
+DType = NkiDtype  # the type of nl.float32, nl.bfloat16, ...
 
 
 def _buffer_of(x):

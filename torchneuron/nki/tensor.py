@@ -6,7 +6,8 @@ says where the view starts; the other strides and ``offset`` count elements
 inside a partition. In HBM every dimension is an ordinary strided one.
 Indexing follows NKI: on chip an int index keeps the partition dimension
 (size 1) and drops a free dimension unless the view would fall below 2-D; in
-HBM ints drop dimensions as in NumPy.
+HBM ints drop dimensions as in NumPy. An ``nl.ds(start, size)`` window
+indexes as the slice start:start + size does, but is never clipped.
 """
 
 import math
