@@ -298,6 +298,72 @@ def test_rms_norm_matches_torch_with_a_broadcast_weight():
     ref = torch.nn.functional.rms_norm(x, (200,), w, eps=1e-5)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 
+
+# ---- activation functions and ALU ops added to the simulator --------------------
+
+@pytest.mark.parametrize("name,ref", [
+    ("tan", np.tan), ("ceil", np.ceil), ("floor", np.floor), ("trunc", np.trunc),
+    ("gelu_apprx_sigmoid", lambda x: x / (1 + np.exp(-1.702 * x))),
+])
+def test_new_activation_functions_match_numpy(name, ref):
+    a = np.concatenate([np.linspace(-4.5, 4.5, 37), [-1.0, -0.5, 0.0, 0.5, 2.0]])
+    a = a.astype(np.float32).reshape(1, -1)
+    out = unary_kernel(getattr(nl, name))(a)
+    np.testing.assert_allclose(out, ref(a.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+def test_new_activation_functions_work_as_isa_operands():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        nisa.activation(t, nl.floor, t, scale=2.0)  # floor(2x)
+        nl.store(out, t)
+        return out
+
+    a = np.random.randn(8, 33).astype(np.float32)
+    np.testing.assert_array_equal(k(a), np.floor(2 * a))
+
+
+def test_abs_min_element_wise_scalar_and_as_a_reduction():
+    @nki.jit
+    def k(a, b):
+        both = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        scalar = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        rows = nl.ndarray((a.shape[0], 1), a.dtype, buffer=nl.shared_hbm)
+        x, y = nl.load(a), nl.load(b)
+        nl.store(both, nl.abs_min(x, y))
+        nl.store(scalar, nl.abs_min(x, -0.75))
+        r = nl.ndarray((a.shape[0], 1), a.dtype)
+        nisa.tensor_reduce(r, nl.abs_min, x, axis=1)
+        nl.store(rows, r)
+        return both, scalar, rows
+
+    a, b = (np.random.randn(16, 24).astype(np.float32) for _ in range(2))
+    both, scalar, rows = k(a, b)
+    np.testing.assert_array_equal(both, np.minimum(np.abs(a), np.abs(b)))
+    np.testing.assert_array_equal(scalar, np.minimum(np.abs(a), 0.75))
+    np.testing.assert_array_equal(rows[:, 0], np.abs(a).min(axis=1))
+
+
+def _torch_derivative(fn, x):
+    t = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    fn(t).sum().backward()
+    return t.grad.numpy()
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("gelu_dx", torch.nn.functional.gelu),
+    ("gelu_apprx_sigmoid_dx", lambda t: t * torch.sigmoid(1.702 * t)),
+    ("silu_dx", torch.nn.functional.silu),
+    ("erf_dx", torch.erf),
+])
+def test_activation_derivatives_match_torch_autograd(name, fn):
+    a = np.linspace(-6, 6, 97, dtype=np.float32).reshape(1, -1)
+    out = unary_kernel(getattr(nl, name))(a)
+    np.testing.assert_allclose(out, _torch_derivative(fn, a), rtol=1e-5, atol=2e-6)
+
+
 def test_memory_regions_and_dtype_type():
     assert nl.MemoryRegion.sbuf is nl.sbuf and nl.MemoryRegion.psum is nl.psum
     assert nl.MemoryRegion.shared_hbm is nl.shared_hbm
@@ -315,3 +381,19 @@ def test_memory_regions_and_dtype_type():
     a = np.random.randn(4, 8).astype(np.float32)
     np.testing.assert_array_equal(k(a), a)
 
+
+def test_mod_takes_the_sign_of_the_divisor_as_numpy_mod():
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        scalar = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        nl.store(out, nl.mod(x, nl.load(b)))
+        nl.store(scalar, nl.mod(x, -3.0))
+        return out, scalar
+
+    a = np.array([[-7.5, -3.0, 3.0, 7.25, 5.0, -6.0]], np.float32)
+    b = np.array([[2.0, 2.0, -2.0, 2.0, -3.0, 4.0]], np.float32)
+    out, scalar = k(a, b)
+    np.testing.assert_array_equal(out, np.mod(a, b))
+    np.testing.assert_array_equal(scalar, np.mod(a, -3.0))
