@@ -397,3 +397,27 @@ def test_mod_takes_the_sign_of_the_divisor_as_numpy_mod():
     out, scalar = k(a, b)
     np.testing.assert_array_equal(out, np.mod(a, b))
     np.testing.assert_array_equal(scalar, np.mod(a, -3.0))
+
+
+def test_load_transpose2d_loads_the_transpose():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape[::-1], nl.bfloat16, buffer=nl.shared_hbm)
+        nl.store(out, nl.load_transpose2d(a, dtype=nl.bfloat16))
+        return out
+
+    a = torch.randn(300, 96)
+    out = k(a.to("neuron"))
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out.cpu(), a.T.bfloat16())
+
+
+@pytest.mark.parametrize("n,dtype", [(128, nl.float32), (5, nl.uint8), (33, nl.bfloat16)])
+def test_shared_identity_matrix_is_the_identity(n, dtype):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((n, n), dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.shared_identity_matrix(n, dtype=dtype))
+        return out
+
+    np.testing.assert_array_equal(k(np.zeros(1, np.float32)), np.eye(n))

@@ -241,6 +241,14 @@ RULES = [
      lambda a: nl.rms_norm((t := sb(128, 8)), t, axis=1, n=0)),  # <- here
     ("buffer", None,
      lambda a: nl.is_on_chip("sbuf")),  # <- here
+    ("operand", NL + "load_transpose2d",  # from HBM only
+     lambda a: nl.load_transpose2d(sb(4, 4))),  # <- here
+    ("shape", NL + "load_transpose2d",
+     lambda a: nl.load_transpose2d(a.reshape(128, 8, 64))),  # <- here
+    ("pmax", NDARRAY,  # the transpose's partition dim
+     lambda a: nl.load_transpose2d(a)),  # <- here
+    ("pmax", NDARRAY,
+     lambda a: nl.shared_identity_matrix(256)),  # <- here
 ]
 
 

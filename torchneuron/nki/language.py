@@ -188,6 +188,29 @@ def load(src, dtype=None, **_):
     return tile
 
 
+def load_transpose2d(src, dtype=None, **_):
+    """A new SBUF tile [P, F] holding the 2-D HBM tensor src [F, P]
+    transposed: the DMA reads src column by column."""
+    name = "nki.language.load_transpose2d"
+    if not isinstance(src, NkiTensor) or src.on_chip:
+        fail("load_transpose2d loads from an HBM tensor", "operand", name)
+    if src.ndim != 2:
+        fail(f"load_transpose2d takes a 2-D tensor, got shape {src.shape}", "shape", name)
+    tile = ndarray(src.shape[::-1], dtype or src.dtype, buffer=sbuf)
+    nisa.dma_copy(tile, src.permute(1, 0))
+    return tile
+
+
+def shared_identity_matrix(n, dtype=uint8, **_):
+    """A new [n, n] SBUF tile holding the identity: iota writes c - i, which
+    is zero on the diagonal."""
+    offsets = ndarray((n, n), int32, buffer=sbuf)
+    nisa.iota(offsets, [[-1, n]], offset=0, channel_multiplier=1)
+    identity = ndarray((n, n), dtype, buffer=sbuf)
+    nisa.tensor_scalar(identity, offsets, globals()["equal"], 0)
+    return identity
+
+
 def store(dst, value, **_):
     """Writes value to dst (PSUM values pass through an SBUF copy: DMA cannot
     read PSUM)."""
