@@ -421,3 +421,13 @@ def test_shared_identity_matrix_is_the_identity(n, dtype):
         return out
 
     np.testing.assert_array_equal(k(np.zeros(1, np.float32)), np.eye(n))
+
+
+def test_the_api_table_in_the_docs_is_current():
+    from torchneuron.tools import gen_nki_table
+
+    text = gen_nki_table.DOC.read_text()
+    assert gen_nki_table.render(text) == text, "run python -m torchneuron.tools.gen_nki_table"
+    names = {row[0] for row in gen_nki_table.rows()}
+    assert {"nl.ds", "nl.broadcast_to", "nl.softmax", "nisa.nc_matmul", "nt.tensor"} <= names
+    assert "nl.elementwise" not in names and "nisa.fail" not in names  # helpers stay out

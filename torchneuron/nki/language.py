@@ -438,3 +438,17 @@ def device_print(*args, **kwargs):
 
 from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
     all, average, rms_norm, softmax, var)
+
+# The public names: what `from nki.language import *` gives and the API table
+# of docs/nki.md lists (elementwise, unary, ... are helpers of the nl ops).
+__all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
+    "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float8_e4m3",
+    "float8_e5m2", "float16", "bfloat16", "tfloat32", "float32", "DType",
+    "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "MemoryRegion",
+    "is_hbm", "is_sbuf", "is_psum", "is_on_chip", "tile_size", "identity",
+    "affine_range", "sequential_range", "static_range", "par_dim", "program_id",
+    "num_programs", "program_ndim", "ndarray", "zeros", "ones", "full", "zeros_like",
+    "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
+    "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
+    "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
+    "device_print", "NkiTensor"})

@@ -57,6 +57,8 @@ class TensorType:
 
 tensor = TensorType()
 
+__all__ = ["tensor"]
+
 
 def _evaluated(annotation, fn):
     if not isinstance(annotation, str):
