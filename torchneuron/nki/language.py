@@ -14,7 +14,7 @@ from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     NkiDtype, bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
     tfloat32, uint8, uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
-from torchneuron.nki.slicing import DynamicSlice, ds  # noqa: F401  (nl.ds)
+from torchneuron.nki.slicing import ds  # noqa: F401  (nl.ds)
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
