@@ -8,13 +8,17 @@ import sys
 import pytest
 import torch
 
+import torchneuron.nki as nki
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples", "nki"))
 
 from attention import causal_attention  # noqa: E402
 from layernorm import layernorm  # noqa: E402
 from matmul import matmul_tiled  # noqa: E402
 from rmsnorm import rmsnorm  # noqa: E402
+from scale_shift import COLS, ROWS, scale_shift  # noqa: E402
 from softmax import softmax  # noqa: E402
+from standardize import standardize_softmax  # noqa: E402
 from tensor_add import tensor_add  # noqa: E402
 from transpose import transpose2d  # noqa: E402
 
@@ -89,3 +93,26 @@ def test_causal_attention_matches_torch(dtype, seq, d):
     tol = {torch.float32: 1e-2, torch.bfloat16: 3e-2}[dtype]
     out = causal_attention(*on_neuron(q, k, v)).cpu().float()
     torch.testing.assert_close(out, ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scale_shift_matches_torch(dtype):
+    x = torch.randn(ROWS, COLS, dtype=dtype)
+    scale, shift = torch.randn(ROWS, dtype=dtype), torch.randn(COLS, dtype=dtype)
+    ref = x.float() * scale.float()[:, None] + shift.float()[None, :]
+    assert_close(scale_shift(*on_neuron(x, scale, shift)), ref, dtype)
+
+
+def test_scale_shift_annotations_refuse_other_shapes():
+    x = torch.randn(ROWS, COLS + 1)
+    with pytest.raises(nki.NkiError, match=r"\[annotation\].*'x'"):
+        scale_shift(*on_neuron(x, torch.randn(ROWS), torch.randn(COLS + 1)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_standardize_softmax_matches_torch(dtype):
+    x = torch.randn(300, 200, dtype=dtype) * 3 + 1
+    z, p = standardize_softmax(*on_neuron(x))
+    ref_z = torch.nn.functional.layer_norm(x.float(), (200,), eps=1e-5)
+    assert_close(z, ref_z, dtype, scale=4)
+    assert_close(p, torch.softmax(ref_z, dim=1), dtype)

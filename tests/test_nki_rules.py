@@ -17,6 +17,7 @@ import torch
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
+import torchneuron.nki.typing as nt
 
 MARK = "# <- here"
 bf16, f32 = nl.bfloat16, nl.float32
@@ -81,8 +82,13 @@ def returns_a_tile(a):  # <- here
     return sb(4, 4)
 
 
+def misannotated(a: nt.tensor[64, 512]):  # <- here
+    nisa.memset(sb(4, 4), 0)
+
+
 ISA = "nki.isa."
 NDARRAY = "nki.language.ndarray"
+NL = "nki.language."
 
 RULES = [
     # Tile limits
@@ -204,6 +210,45 @@ RULES = [
     ("view", None,
      lambda a: sb(128, 3, dtype=nl.int8).view(nl.int32)),  # <- here
     ("return", None, returns_a_tile),
+    ("annotation", "nki.typing.tensor", misannotated),
+    # nki.language indexing and shapes
+    ("dynamic_start", NL + "ds",
+     lambda a: a[nl.ds(sb(1, 1), 4)]),  # <- here
+    ("out_of_bounds", NL + "ds",  # a window is never clipped
+     lambda a: a[nl.ds(120, 16)]),  # <- here
+    ("index", NL + "ds",
+     lambda a: a[:, nl.ds(0, 0)]),  # <- here
+    ("broadcast", NL + "broadcast_to",
+     lambda a: nl.broadcast_to(sb(128, 4), (128, 8))),  # <- here
+    ("on_chip_only", NL + "broadcast_to",
+     lambda a: nl.broadcast_to(a, (128, 512))),  # <- here
+    ("pmax", NDARRAY,
+     lambda a: nl.broadcast_to(sb(1, 4), (256, 4))),  # <- here
+    ("expand_dims", NL + "expand_dims",  # not before the partition dim
+     lambda a: nl.expand_dims(sb(128, 4), 0)),  # <- here
+    ("expand_dims", NL + "expand_dims",
+     lambda a: nl.expand_dims(a, (1, 1))),  # <- here
+    # nki.language element-wise, reductions and normalisations
+    ("dtype", NL + "invert",  # integers only
+     lambda a: nl.invert(sb(4, 4))),  # <- here
+    ("reduce_axes", ISA + "tensor_reduce",  # not over the partition dim
+     lambda a: nl.softmax(sb(128, 4), axis=0)),  # <- here
+    ("reduce_axes", ISA + "tensor_reduce",
+     lambda a: nl.var(sb(128, 4, 8), axis=1)),  # <- here
+    ("broadcast", NL + "rms_norm",  # the weight broadcasts to the input
+     lambda a: nl.rms_norm(sb(128, 8), sb(128, 4), axis=1, n=8)),  # <- here
+    ("operand", NL + "rms_norm",
+     lambda a: nl.rms_norm((t := sb(128, 8)), t, axis=1, n=0)),  # <- here
+    ("buffer", None,
+     lambda a: nl.is_on_chip("sbuf")),  # <- here
+    ("operand", NL + "load_transpose2d",  # from HBM only
+     lambda a: nl.load_transpose2d(sb(4, 4))),  # <- here
+    ("shape", NL + "load_transpose2d",
+     lambda a: nl.load_transpose2d(a.reshape(128, 8, 64))),  # <- here
+    ("pmax", NDARRAY,  # the transpose's partition dim
+     lambda a: nl.load_transpose2d(a)),  # <- here
+    ("pmax", NDARRAY,
+     lambda a: nl.shared_identity_matrix(256)),  # <- here
 ]
 
 

@@ -5,6 +5,7 @@ Write kernels as with the ``nki`` package::
     import torchneuron.nki as nki
     import torchneuron.nki.language as nl
     import torchneuron.nki.isa as nisa
+    import torchneuron.nki.typing as nt
 
     @nki.jit
     def add(a, b):
@@ -16,7 +17,7 @@ and call them with ``neuron`` tensors (asynchronous, on the current stream)
 or NumPy arrays (simulated on the host). docs/nki.md is the user guide.
 """
 
-from torchneuron.nki import isa, language
+from torchneuron.nki import isa, language, typing
 from torchneuron.nki.benchmark import Estimate, benchmark
 from torchneuron.nki.errors import NkiError
 from torchneuron.nki.jit import Kernel, jit, simulate, simulate_kernel
@@ -24,4 +25,4 @@ from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.torch_ops import nki_op, wrap_nki
 
 __all__ = ["Estimate", "Kernel", "NkiError", "NkiTensor", "benchmark", "isa", "jit", "language",
-           "nki_op", "simulate", "simulate_kernel", "wrap_nki"]
+           "nki_op", "simulate", "simulate_kernel", "typing", "wrap_nki"]

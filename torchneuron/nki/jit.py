@@ -24,6 +24,7 @@ import torch
 
 from torchneuron import _C
 from torchneuron.nki import dtypes, trace
+from torchneuron.nki import typing as nki_typing
 from torchneuron.nki.errors import NkiError
 from torchneuron.nki.tensor import NkiTensor
 
@@ -117,6 +118,7 @@ class Kernel:
         self.trace_count += 1
         arg_storages = []
         location = (self.fn.__code__.co_filename, self.fn.__code__.co_firstlineno)
+        nki_typing.check_arguments(self.fn, args, kwargs, location)
 
         def symbolic(value, position):
             if isinstance(value, (np.ndarray, torch.Tensor)):

@@ -5,14 +5,16 @@ records the instructions that fill it, exactly as a kernel author would
 write them with ``nki.isa``.
 """
 
+import builtins
 import math
 
 from torchneuron.nki import isa as nisa
 from torchneuron.nki import trace
 from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
-    bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
+    NkiDtype, bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
     tfloat32, uint8, uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
+from torchneuron.nki.slicing import ds  # noqa: F401  (nl.ds)
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
@@ -32,6 +34,45 @@ psum = Buffer("psum", trace.PSUM)
 hbm = Buffer("hbm", trace.HBM, "shared")
 shared_hbm = Buffer("shared_hbm", trace.HBM, "shared")
 private_hbm = Buffer("private_hbm", trace.HBM, "private")
+
+
+class MemoryRegion:
+    """The buffers by region name: nl.MemoryRegion.sbuf is nl.sbuf."""
+
+    sbuf = sbuf
+    psum = psum
+    private_hbm = private_hbm
+    shared_hbm = shared_hbm
+
+
+DType = NkiDtype  # the type of nl.float32, nl.bfloat16, ...
+
+
+def _buffer_of(x):
+    """The Buffer of a buffer or of a tensor (its storage's buffer)."""
+    if isinstance(x, Buffer):
+        return x
+    if isinstance(x, NkiTensor):
+        return {trace.SBUF: sbuf, trace.PSUM: psum}.get(x.storage.buffer, hbm)
+    fail(f"expected a buffer (nl.sbuf, nl.psum, nl.hbm, ...) or a tensor, got {x!r}", "buffer")
+
+
+def is_hbm(buffer):
+    """Whether buffer (or a tensor's buffer) is HBM: hbm, shared_hbm or private_hbm."""
+    return _buffer_of(buffer).code == trace.HBM
+
+
+def is_sbuf(buffer):
+    return _buffer_of(buffer).code == trace.SBUF
+
+
+def is_psum(buffer):
+    return _buffer_of(buffer).code == trace.PSUM
+
+
+def is_on_chip(buffer):
+    """Whether buffer (or a tensor's buffer) is SBUF or PSUM."""
+    return _buffer_of(buffer).code != trace.HBM
 
 
 class tile_size:
@@ -147,6 +188,29 @@ def load(src, dtype=None, **_):
     return tile
 
 
+def load_transpose2d(src, dtype=None, **_):
+    """A new SBUF tile [P, F] holding the 2-D HBM tensor src [F, P]
+    transposed: the DMA reads src column by column."""
+    name = "nki.language.load_transpose2d"
+    if not isinstance(src, NkiTensor) or src.on_chip:
+        fail("load_transpose2d loads from an HBM tensor", "operand", name)
+    if src.ndim != 2:
+        fail(f"load_transpose2d takes a 2-D tensor, got shape {src.shape}", "shape", name)
+    tile = ndarray(src.shape[::-1], dtype or src.dtype, buffer=sbuf)
+    nisa.dma_copy(tile, src.permute(1, 0))
+    return tile
+
+
+def shared_identity_matrix(n, dtype=uint8, **_):
+    """A new [n, n] SBUF tile holding the identity: iota writes c - i, which
+    is zero on the diagonal."""
+    offsets = ndarray((n, n), int32, buffer=sbuf)
+    nisa.iota(offsets, [[-1, n]], offset=0, channel_multiplier=1)
+    identity = ndarray((n, n), dtype, buffer=sbuf)
+    nisa.tensor_scalar(identity, offsets, globals()["equal"], 0)
+    return identity
+
+
 def store(dst, value, **_):
     """Writes value to dst (PSUM values pass through an SBUF copy: DMA cannot
     read PSUM)."""
@@ -188,6 +252,62 @@ def matmul(x, y, transpose_x=False, **_):
     out = ndarray((x.free_size(), y.free_size()), float32, buffer=psum)
     nisa.nc_matmul(out, x, y)
     return out
+
+
+# ---- shapes ------------------------------------------------------------------
+
+def _on_chip_tile(x, name):
+    if not isinstance(x, NkiTensor):
+        fail(f"{name} takes a tile, got {type(x).__name__}", "operand", f"nki.language.{name}")
+    if not x.on_chip:
+        fail(f"{name} takes an SBUF or PSUM tile, not an HBM tensor (nl.load it first)",
+             "on_chip_only", f"nki.language.{name}")
+    return x
+
+
+def broadcast_to(x, shape, dtype=None, **_):
+    """A new SBUF tile of ``shape`` holding x repeated along its size-1
+    dims (NumPy rules, same rank). x itself when the shape already matches
+    and no other dtype is asked for."""
+    name = "nki.language.broadcast_to"
+    _on_chip_tile(x, "broadcast_to")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(o != n and o != 1 for o, n in zip(x.shape, shape)):
+        fail(f"cannot broadcast a {x.shape} tile to {shape}: the rank stays and each dim "
+             "matches or grows from 1", "broadcast", name)
+    out_dtype = as_dtype(dtype) if dtype is not None else x.dtype
+    if shape == x.shape:
+        return x if out_dtype is x.dtype else copy(x, dtype=out_dtype)
+    out = ndarray(shape, out_dtype)
+    if shape[0] == x.shape[0]:
+        nisa.tensor_copy(out, x.broadcast_to(shape))
+        return out
+    # Compute engines keep data on its partitions; spreading one partition
+    # over many is a DMA (which cannot read PSUM).
+    src = x if x.storage.buffer == trace.SBUF else copy(x)
+    nisa.dma_copy(out, src.broadcast_to(shape))
+    return out
+
+
+def expand_dims(data, axis):
+    """A view of data with a size-1 dim inserted at each ``axis`` (positions
+    in the result, as numpy.expand_dims); on chip the partition dim stays
+    first, so axis 0 is refused."""
+    name = "nki.language.expand_dims"
+    if not isinstance(data, NkiTensor):
+        fail(f"expand_dims takes a tensor, got {type(data).__name__}", "operand", name)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    ndim = data.ndim + len(axes)
+    positions = sorted(int(a) + ndim if int(a) < 0 else int(a) for a in axes)
+    if len(set(positions)) != len(positions) or not builtins.all(0 <= a < ndim for a in positions):
+        fail(f"expand_dims axis {axis} is out of range or repeated for a {data.ndim}-D "
+             "tensor", "expand_dims", name)
+    if data.on_chip and positions[0] == 0:
+        fail("expand_dims cannot insert a dim before the partition dim (axis 0) of an "
+             "on-chip tile", "expand_dims", name)
+    for a in positions:
+        data = data.expand_dims(a)
+    return data
 
 
 # ---- element-wise and reductions ---------------------------------------------
@@ -285,5 +405,50 @@ def where(condition, x, y, dtype=None, **_):
     return out
 
 
+def logical_not(x, dtype=None, **_):
+    """1 where x is zero, else 0 (numpy.logical_not), as x's dtype unless
+    dtype says otherwise."""
+    out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, x, globals()["equal"], 0.0)
+    return out
+
+
+def invert(x, dtype=None, **_):
+    """Bitwise NOT of an integer (or bool) tile: XOR with all ones of its
+    width (a bool flips its one bit, as numpy.invert)."""
+    name = "nki.language.invert"
+    if not isinstance(x, NkiTensor):
+        fail(f"invert takes a tile, got {type(x).__name__}", "operand", name)
+    if x.dtype.is_float:
+        fail(f"invert takes an integer tile, got {x.dtype!r}", "dtype", name)
+    if x.dtype is bool_:
+        ones = 1
+    elif x.dtype in (uint8, uint16):
+        ones = (1 << (8 * x.dtype.itemsize)) - 1  # -1 would saturate to 0 on store
+    else:
+        ones = -1  # all 32 bits (int32 / uint32 keep every bit)
+    out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+    nisa.tensor_scalar(out, x, globals()["bitwise_xor"], ones)
+    return out
+
+
 def device_print(*args, **kwargs):
     """Accepted for source compatibility; the simulator prints nothing."""
+
+
+from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
+    all, average, rms_norm, softmax, var)
+
+# The public names: what `from nki.language import *` gives and the API table
+# of docs/nki.md lists (elementwise, unary, ... are helpers of the nl ops).
+__all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
+    "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float8_e4m3",
+    "float8_e5m2", "float16", "bfloat16", "tfloat32", "float32", "DType",
+    "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "MemoryRegion",
+    "is_hbm", "is_sbuf", "is_psum", "is_on_chip", "tile_size", "identity",
+    "affine_range", "sequential_range", "static_range", "par_dim", "program_id",
+    "num_programs", "program_ndim", "ndarray", "zeros", "ones", "full", "zeros_like",
+    "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
+    "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
+    "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
+    "device_print", "NkiTensor"})

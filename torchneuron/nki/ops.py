@@ -12,13 +12,15 @@ ALU_CODES = {
     "greater": 12, "greater_equal": 13, "less": 14, "less_equal": 15, "logical_and": 16,
     "logical_or": 17, "logical_xor": 18, "bitwise_and": 19, "bitwise_or": 20,
     "bitwise_xor": 21, "left_shift": 22, "right_shift": 23,
+    "abs_min": 24, "fmod": 25,
 }
 
 ACTIVATION_CODES = {
     "copy": 0, "exp": 1, "log": 2, "tanh": 3, "sigmoid": 4, "relu": 5, "gelu": 6,
     "gelu_apprx_tanh": 7, "silu": 8, "softplus": 9, "sqrt": 10, "rsqrt": 11, "reciprocal": 12,
     "square": 13, "abs": 14, "sign": 15, "sin": 16, "cos": 17, "arctan": 18, "erf": 19,
-    "negative": 20,
+    "negative": 20, "tan": 21, "ceil": 22, "floor": 23, "trunc": 24, "gelu_apprx_sigmoid": 25,
+    "gelu_dx": 26, "gelu_apprx_sigmoid_dx": 27, "silu_dx": 28, "erf_dx": 29,
 }
 
 REDUCE_IDENTITY = {"add": 0.0, "maximum": float("-inf"), "minimum": float("inf"),

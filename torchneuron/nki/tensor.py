@@ -6,12 +6,14 @@ says where the view starts; the other strides and ``offset`` count elements
 inside a partition. In HBM every dimension is an ordinary strided one.
 Indexing follows NKI: on chip an int index keeps the partition dimension
 (size 1) and drops a free dimension unless the view would fall below 2-D; in
-HBM ints drop dimensions as in NumPy.
+HBM ints drop dimensions as in NumPy. An ``nl.ds(start, size)`` window
+indexes as the slice start:start + size does, but is never clipped.
 """
 
 import math
 
 from torchneuron.nki import dtypes
+from torchneuron.nki.slicing import DynamicSlice
 from torchneuron.nki.trace import HBM, PSUM, SBUF, fail
 
 _BUFFER_NAMES = {SBUF: "sbuf", PSUM: "psum", HBM: "hbm"}
@@ -85,6 +87,8 @@ class NkiTensor:
         shape, strides, offset, partition = [], [], self.offset, self.partition
         kept_int = []
         for d, (i, size, stride) in enumerate(zip(index, self.shape, self.strides)):
+            if isinstance(i, DynamicSlice):
+                i = slice(*i.bounds(size, d))
             if isinstance(i, slice):
                 start, stop, step = i.indices(size)
                 if step <= 0:

@@ -3,7 +3,7 @@
 ``nki_op("ns::name", mutates_args=())(kernel)`` registers the kernel with
 ``torch.library.custom_op``: the schema comes from the kernel's type hints
 (unannotated parameters are tensors, or numbers when their default is one;
-an unannotated return is one tensor),
+``nt.tensor`` parameters are tensors; an unannotated return is one tensor),
 the fake implementation from the traced output shapes, so the op works in
 eager mode, under ``torch.compile`` and with ``op.register_autograd``.
 ``wrap_nki(kernel)`` does the same under a generated name, for code (and
@@ -16,6 +16,7 @@ import itertools
 import torch
 
 from torchneuron.nki.jit import Kernel, jit
+from torchneuron.nki.typing import TensorType
 
 _wrapped_ids = itertools.count()
 
@@ -34,7 +35,9 @@ def _annotated(fn):
     params = []
     for p in sig.parameters.values():
         ann = p.annotation
-        if ann is inspect.Parameter.empty:
+        if isinstance(ann, TensorType):
+            ann = torch.Tensor
+        elif ann is inspect.Parameter.empty:
             default = p.default
             ann = type(default) if isinstance(default, (bool, int, float)) else torch.Tensor
         params.append(p.replace(annotation=ann))

@@ -109,7 +109,7 @@ typedef enum nrt_nc_alu {
   NRT_NC_ALU_MINIMUM,
   NRT_NC_ALU_POWER,
   NRT_NC_ALU_ABS_MAX,
-  NRT_NC_ALU_MOD,
+  NRT_NC_ALU_MOD, /* numpy.mod: the remainder takes the divisor's sign */
   NRT_NC_ALU_EQUAL,
   NRT_NC_ALU_NOT_EQUAL,
   NRT_NC_ALU_GREATER,
@@ -125,6 +125,9 @@ typedef enum nrt_nc_alu {
   NRT_NC_ALU_BITWISE_XOR,
   NRT_NC_ALU_LEFT_SHIFT,
   NRT_NC_ALU_RIGHT_SHIFT,
+  /* After the bitwise ops, which keep their codes. */
+  NRT_NC_ALU_ABS_MIN, /* min(|a|, |b|) */
+  NRT_NC_ALU_FMOD, /* C's fmod: the remainder takes the dividend's sign */
   NRT_NC_ALU_COUNT
 } nrt_nc_alu;
 
@@ -150,6 +153,16 @@ typedef enum nrt_nc_act {
   NRT_NC_ACT_ARCTAN,
   NRT_NC_ACT_ERF,
   NRT_NC_ACT_NEGATIVE,
+  NRT_NC_ACT_TAN,
+  NRT_NC_ACT_CEIL,
+  NRT_NC_ACT_FLOOR,
+  NRT_NC_ACT_TRUNC,
+  NRT_NC_ACT_GELU_APPRX_SIGMOID, /* x * sigmoid(1.702 x) */
+  /* Derivatives d/dx of the activations named (for backward passes). */
+  NRT_NC_ACT_GELU_DX,
+  NRT_NC_ACT_GELU_APPRX_SIGMOID_DX,
+  NRT_NC_ACT_SILU_DX,
+  NRT_NC_ACT_ERF_DX,
   NRT_NC_ACT_COUNT
 } nrt_nc_act;
 

@@ -141,7 +141,12 @@ static inline float nc_alu(int32_t op, float a, float b) {
     case NRT_NC_ALU_MINIMUM: return a != a || a < b ? a : b;
     case NRT_NC_ALU_POWER: return powf(a, b);
     case NRT_NC_ALU_ABS_MAX: return fmaxf(fabsf(a), fabsf(b));
-    case NRT_NC_ALU_MOD: return fmodf(a, b);
+    case NRT_NC_ALU_ABS_MIN: return fminf(fabsf(a), fabsf(b));
+    case NRT_NC_ALU_MOD: {
+      float r = fmodf(a, b);
+      return r != 0.0f && (r < 0.0f) != (b < 0.0f) ? r + b : r;
+    }
+    case NRT_NC_ALU_FMOD: return fmodf(a, b);
     case NRT_NC_ALU_EQUAL: return a == b;
     case NRT_NC_ALU_NOT_EQUAL: return a != b;
     case NRT_NC_ALU_GREATER: return a > b;
@@ -189,6 +194,22 @@ static inline float nc_act(int32_t fn, float x) {
     case NRT_NC_ACT_ARCTAN: return atanf(x);
     case NRT_NC_ACT_ERF: return rt_vm_erff(x);
     case NRT_NC_ACT_NEGATIVE: return -x;
+    case NRT_NC_ACT_TAN: return tanf(x);
+    case NRT_NC_ACT_CEIL: return ceilf(x);
+    case NRT_NC_ACT_FLOOR: return floorf(x);
+    case NRT_NC_ACT_TRUNC: return truncf(x);
+    case NRT_NC_ACT_GELU_APPRX_SIGMOID: return x * rt_vm_sigmoidf(1.702f * x);
+    case NRT_NC_ACT_GELU_DX: /* Phi(x) + x * phi(x) */
+      return 0.5f * (1.0f + rt_vm_erff(x * 0.70710678f)) + x * 0.39894228f * rt_vm_expf(-0.5f * x * x);
+    case NRT_NC_ACT_GELU_APPRX_SIGMOID_DX: {
+      float s = rt_vm_sigmoidf(1.702f * x);
+      return s + 1.702f * x * s * (1.0f - s);
+    }
+    case NRT_NC_ACT_SILU_DX: {
+      float s = rt_vm_sigmoidf(x);
+      return s * (1.0f + x * (1.0f - s));
+    }
+    case NRT_NC_ACT_ERF_DX: return 1.12837917f * rt_vm_expf(-x * x); /* 2 / sqrt(pi) */
     default: return x; /* COPY */
   }
 }
@@ -200,6 +221,7 @@ static inline float nc_reduce_init(int32_t op) {
     case NRT_NC_ALU_MINIMUM: return INFINITY;
     case NRT_NC_ALU_MULTIPLY: return 1.0f;
     case NRT_NC_ALU_ABS_MAX: return 0.0f;
+    case NRT_NC_ALU_ABS_MIN: return INFINITY;
     default: return 0.0f;
   }
 }
