@@ -78,22 +78,13 @@ int rt_fuse_replay_capture_start(const struct nrt_fuse_group *g, int i, rt_fuse_
 }
 
 void rt_fuse_replay_capture_end(const struct nrt_fuse_group *g, int i, rt_fuse_replay *st,
-                                const nrt_op *op, nrt_status status) {
+                                const nrt_op *op, const rt_fuse_box *b, nrt_status status) {
   rt_loop_capture_set(NULL);
   if (status != NRT_SUCCESS) return; /* decided by a later run: the error may be this data's */
   int same = st->cap.usable && st->cap.num_operands == op->num_operands;
   for (int k = 0; same && k < op->num_operands; k++) same = st->cap.data[k] == op->operands[k].data;
   st->state = same ? RT_REPLAY_DIRECT : RT_REPLAY_KERNEL;
-  if (same) {
-    int64_t rs[NRT_FUSE_MAX_INPUTS] = {0}, cs[NRT_FUSE_MAX_INPUTS] = {0};
-    const nrt_fuse_inst *in = &g->insts[i];
-    for (int k = 0; k < in->num_operands; k++)
-      if (in->operands[k].kind == NRT_FUSE_INPUT) {
-        rs[in->operands[k].index] = op->operands[k].strides[0];
-        cs[in->operands[k].index] = op->operands[k].strides[1];
-      }
-    st->single_mask = single_values(in, op->operands[0].shape[0], op->operands[0].shape[1], rs, cs);
-  }
+  st->single_mask = single_values(&g->insts[i], b->rows, b->cols, b->in_rs, b->in_cs);
   /* Offered to the step's other runs: the first thread to decide writes. */
   rt_fuse_replays *shared = shared_of(g);
   int expected = RT_REPLAY_UNKNOWN;

@@ -31,16 +31,16 @@ typedef struct rt_fuse_replay {
  * used where it lies). */
 void rt_fuse_replay_begin(const struct nrt_fuse_group *g, rt_fuse_replay *states);
 
-/* Around instruction i's kernel call on op: starts a capture when neither
- * st nor the step has decided (returns 1), and ends a started one with
- * the kernel's status, deciding st's state and offering it to
- * g->replays. */
+/* Around instruction i's kernel call on op over block b: starts a capture
+ * when neither st nor the step has decided (returns 1), and ends a
+ * started one with the kernel's status, deciding st's state and offering
+ * it to g->replays. */
 int rt_fuse_replay_capture_start(const struct nrt_fuse_group *g, int i, rt_fuse_replay *st);
 void rt_fuse_replay_capture_end(const struct nrt_fuse_group *g, int i, rt_fuse_replay *st,
-                                const nrt_op *op, nrt_status status);
+                                const nrt_op *op, const rt_fuse_box *b, nrt_status status);
 
-/* Runs instruction i's captured loop (the step's, or own's) on block b (registers at scratch with
- * row stride b->cols). Returns 1 when done; 0 when the kernel must run
+/* Runs instruction i's captured loop (the step's, or own's) on block b
+ * (registers at scratch with row stride b->cols). Returns 1 when done; 0 when the kernel must run
  * instead (no usable capture, other single values, or a fault). */
 int rt_fuse_replay_run(const struct nrt_fuse_group *g, int i, const rt_fuse_replay *own,
                        const rt_fuse_box *b, char *scratch);

@@ -131,36 +131,14 @@ static nrt_status kernel_inst(const struct nrt_fuse_group *g, int i, const rt_fu
   }
   int capturing = st && rt_fuse_replay_capture_start(g, i, st);
   nrt_status s = g->kernels[i](&op);
-  if (capturing) rt_fuse_replay_capture_end(g, i, st, &op, s);
+  if (capturing) rt_fuse_replay_capture_end(g, i, st, &op, b, s);
   return s;
-}
-
-/* Output j receives its register over block b: the same dtype, so a copy
- * of bytes, row by row unless both sides are one run. */
-static void store_output(const struct nrt_fuse_group *g, int j, const rt_fuse_box *b,
-                         const char *scratch) {
-  int32_t r = g->output_registers[j];
-  int64_t size = (int64_t)nrt_dtype_size(g->registers[r]);
-  const char *src = scratch + g->register_offset[r];
-  int64_t ors = b->out_rs[j] * size, ocs = b->out_cs[j] * size;
-  char *dst = b->out[j];
-  if (ocs == size && (b->rows == 1 || ors == b->cols * size)) {
-    memcpy(dst, src, (size_t)(b->rows * b->cols * size));
-    return;
-  }
-  for (int64_t i = 0; i < b->rows; i++, src += b->cols * size, dst += ors) {
-    if (ocs == size) {
-      memcpy(dst, src, (size_t)(b->cols * size));
-    } else {
-      for (int64_t c = 0; c < b->cols; c++) memcpy(dst + c * ocs, src + c * size, (size_t)size);
-    }
-  }
 }
 
 /* Runs g's instructions over block b and stores its outputs. Instructions
  * from limit on are not run. states (NULL: always call the kernels) are
  * the thread's replay states. Returns -1, or the index of the instruction
- * that failed with its status in *status. */
+ * that failed (num_insts: a store) with its status in *status. */
 static int run_block(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch,
                      rt_fuse_replay *states, atomic_int *limit, nrt_status *status) {
   for (int i = 0; i < g->num_insts && (!limit || i < atomic_load_explicit(limit, memory_order_relaxed));
@@ -170,7 +148,19 @@ static int run_block(const struct nrt_fuse_group *g, const rt_fuse_box *b, char 
     if ((*status = kernel_inst(g, i, b, scratch, st)) != NRT_SUCCESS) return i;
   }
   if (limit && atomic_load_explicit(limit, memory_order_relaxed) <= g->num_insts) return -1;
-  for (int j = 0; j < g->num_outputs; j++) store_output(g, j, b, scratch);
+  for (int j = 0; j < g->num_outputs; j++) {
+    int32_t r = g->output_registers[j];
+    nrt_op copy;
+    memset(&copy, 0, sizeof copy);
+    copy.code = NRT_OP_COPY;
+    copy.num_operands = 2;
+    copy.num_outputs = 1;
+    tile_view(&copy.operands[0], b->out[j], g->outputs[j].dtype, b->rows, b->cols, b->out_rs[j],
+              b->out_cs[j]);
+    tile_view(&copy.operands[1], scratch + g->register_offset[r], g->registers[r], b->rows, b->cols,
+              b->cols, 1);
+    if ((*status = rt_kernel_copy(&copy)) != NRT_SUCCESS) return g->num_insts;
+  }
   return -1;
 }
 
