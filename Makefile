@@ -36,7 +36,7 @@ demo: build
 	$(PY) examples/train_gpt.py
 
 test-c: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 test-py: build
 	$(PY) -m pytest -q
@@ -52,10 +52,10 @@ ASAN_CONFIG := -DNRT_SANITIZE=address -DNRT_FAULT_INJECTION=ON -DNRT_BUILD_EXTEN
 sanitize:
 	cmake -S . -B $(BUILD)-asan $(ASAN_CONFIG)
 	cmake --build $(BUILD)-asan -j$(JOBS)
-	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS)
 	cmake -S . -B $(BUILD)-tsan -DNRT_SANITIZE=thread -DNRT_BUILD_EXTENSION=OFF -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(BUILD)-tsan -j$(JOBS)
-	cd $(BUILD)-tsan && ctest --output-on-failure
+	cd $(BUILD)-tsan && ctest --output-on-failure -j$(JOBS)
 
 # Every C test again with the runtime's Nth host or device allocation
 # failing, for N = 1, 2, ...: each failure must be a clean error status, with
