@@ -14,7 +14,9 @@
   float argument that changes value (its CPU-scalar arithmetic runs on the
   host before the program, the rest compiled).
 - Stream contexts inside a compiled function: correct; traced with
-  fullgraph=True (xfail: Dynamo does not trace torch.neuron.stream yet).
+  fullgraph=True into one launch; work queued on the region's stream
+  before the graph is waited for, work queued there after it waits, and
+  events recorded in the graph complete after the launch (stream gates).
 - Graph breaks, fullgraph=True, compiled code between eager code,
   inference under no_grad, autocast regions inside the compiled function.
 - Training an MLP (Linear, GELU, LayerNorm): losses, gradients and weights
@@ -47,6 +49,7 @@ import json
 import os
 import re
 import stat
+import time
 import warnings
 
 import pytest
@@ -481,6 +484,7 @@ def test_autocast_inside_compiled_function():
 def _stream_fn(stream):
     def f(a):
         y = a * 2
+        stream.wait_stream(torch.neuron.current_stream())  # y is made on the current stream
         with torch.neuron.stream(stream):
             z = y + 1
         torch.neuron.current_stream().wait_stream(stream)
@@ -496,18 +500,105 @@ def test_stream_context_inside_compiled_function():
     assert_equal_outputs(got, f(x))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "torch.neuron.stream(...) is not traced: NeuronInterface.stream is a lambda (Dynamo registers "
-    "its stream-context handler for interface.stream itself, CUDA's is torch.cuda.stream), and "
-    "torch.neuron.stream lives outside torch so trace_rules inline it and break on "
-    "_C._current_device; Dynamo skips the whole frame"))
 def test_stream_context_traced_fullgraph():
+    """The stream region, current_stream() and wait_stream are traced into
+    one graph, and the ordering ops lower to nothing: one launch, no eager
+    node, no graph break."""
     x = rand(8, 16, seed=49)
     f = _stream_fn(torch.neuron.Stream())
-    got = compiled(f, fullgraph=True)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "runs through the eager path" warning
+        got = compiled(f, fullgraph=True)(x)
     torch.neuron.synchronize()
     assert_equal_outputs(got, f(x))
-    assert counter("compile.launches") >= 1
+    c = counters()
+    assert c["compile.launches"] == 1 and c["compile.eager_nodes"] == 0, c
+
+
+def test_stream_region_waits_for_work_queued_on_its_stream(gates):
+    """Work queued on the region's stream before the graph is done before the
+    region reads its result, although the region runs inside the launch on
+    the calling stream: the launch waits for that stream."""
+    side = torch.neuron.Stream()
+    x = rand(64, 64, seed=50)
+    buf = torch.zeros(64, 64, device=DEV)
+    torch.neuron.synchronize()
+
+    def f(b):
+        with torch.neuron.stream(side):
+            y = b * 2 + 1
+        torch.neuron.current_stream().wait_stream(side)
+        return y
+
+    cf = compiled(f, fullgraph=True)
+    cf(buf)  # compiled and run once with nothing pending
+    torch.neuron.synchronize()
+    handle = gates.close(side)
+    with torch.neuron.stream(side):
+        buf.copy_(x)  # held by the gate
+    got = cf(buf)
+    time.sleep(0.05)
+    assert not torch.neuron.current_stream().query()  # the launch waits for side
+    gates.open(handle)
+    torch.neuron.synchronize()
+    assert_equal_outputs(got, x * 2 + 1)
+
+
+def test_graph_waits_for_an_event_recorded_before_it(gates):
+    """wait_event inside the graph on an event recorded outside it: the
+    launch waits for the event."""
+    side = torch.neuron.Stream()
+    event = torch.neuron.Event()
+    x = rand(64, 64, seed=52)
+    buf = torch.zeros(64, 64, device=DEV)
+
+    def f(b):
+        torch.neuron.current_stream().wait_event(event)
+        return b - 1
+
+    cf = compiled(f, fullgraph=True)
+    event.record(side)
+    cf(buf)
+    torch.neuron.synchronize()
+    handle = gates.close(side)
+    with torch.neuron.stream(side):
+        buf.copy_(x)  # held by the gate
+    event.record(side)
+    got = cf(buf)
+    time.sleep(0.05)
+    assert not torch.neuron.current_stream().query()
+    gates.open(handle)
+    torch.neuron.synchronize()
+    assert_equal_outputs(got, x - 1)
+    assert counter("compile.eager_nodes") == 0
+
+
+def test_work_after_the_graph_on_the_region_stream_sees_its_results(gates):
+    """Work queued on the region's stream after the graph runs after the
+    launch that computed the region (the stream waits for the calling one),
+    and an event the graph records completes only after it."""
+    side = torch.neuron.Stream()
+    event = torch.neuron.Event()
+    x = rand(64, 64, seed=51)
+
+    def f(a):
+        with torch.neuron.stream(side):
+            y = a * 3
+            event.record(side)
+        return y
+
+    cf = compiled(f)
+    cf(x)
+    torch.neuron.synchronize()
+    handle = gates.close(torch.neuron.current_stream())
+    y = cf(x)  # the launch is held on the calling stream
+    with torch.neuron.stream(side):
+        z = y + 1  # must wait for the held launch
+    time.sleep(0.05)
+    assert not side.query() and not event.query()
+    gates.open(handle)
+    torch.neuron.synchronize()
+    assert_equal_outputs(z, x * 3 + 1)
 
 
 # ---- training -----------------------------------------------------------------

@@ -61,5 +61,44 @@ class NeuronInterface(DeviceInterface):
         return torch.neuron.memory_allocated(device)
 
 
+# torch.neuron's stream functions that Dynamo should treat as CUDA's: put in
+# the graph (stream, current_stream, set_stream, synchronize), the first
+# three then handled by Dynamo's stream variables.
+_IN_GRAPH = ("stream", "current_stream", "set_stream", "synchronize")
+# Dynamo's special handling is keyed on the function objects of CUDA's and
+# torch.accelerator's versions; ours take the same handler.
+_SAME_HANDLER = {"current_stream": torch.accelerator.current_stream,
+                 "synchronize": torch.accelerator.synchronize}
+
+
+def _teach_dynamo_streams():
+    """Lets Dynamo trace torch.neuron.stream(...) regions, current_stream()
+    and synchronize() inside a graph (fullgraph=True included), as it does
+    torch.cuda's. torch 2.13 lists those by name in its trace rules and keys
+    its handlers on CUDA's functions; torch.neuron lives outside torch, so
+    without this Dynamo inlines our Python functions and breaks the graph at
+    the first C call. Both tables are private to Dynamo: torch is pinned to
+    one release, and tests/test_compile.py traces a stream region with
+    fullgraph=True, so a change in them fails a test instead of silently
+    breaking graphs."""
+    from torch._dynamo import trace_rules
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    for name in _IN_GRAPH:
+        trace_rules.manual_torch_name_rule_map[f"torch.neuron.{name}"] = TorchInGraphFunctionVariable
+    trace_rules.get_torch_obj_rule_map.cache_clear()
+    handlers = TorchInGraphFunctionVariable._get_handlers()
+    # The handler of the stream context is registered for each registered
+    # interface's .stream when the table is first built; the table may have
+    # been built before this interface existed.
+    stream_handler = handlers.get(torch.cuda.stream)
+    if stream_handler is not None:
+        handlers.setdefault(torch.neuron.stream, stream_handler)
+    for name, theirs in _SAME_HANDLER.items():
+        if theirs in handlers:
+            handlers.setdefault(getattr(torch.neuron, name), handlers[theirs])
+
+
 def register():
     register_interface_for_device("neuron", NeuronInterface)
+    _teach_dynamo_streams()

@@ -22,6 +22,7 @@ import torch
 from torchneuron import _C
 from torchneuron.compiler import lower_nn as _lower_nn  # noqa: F401  (registers lowerings)
 from torchneuron.compiler import lower_pointwise as _lower_pointwise  # noqa: F401
+from torchneuron.compiler import streams as _streams  # noqa: F401
 from torchneuron.compiler.ir import INPUT, OUTPUT, Exprs, GraphBuilder, Unsupported
 from torchneuron.compiler.lower_nki import lower_nki, nki_kernel_of
 from torchneuron.compiler.lowering import LOWERINGS, Context
@@ -140,6 +141,8 @@ def build_plan(gm, name, fuse=True):
             kernel = nki_kernel_of(n.target)
             if kernel is not None:
                 fn = functools.partial(lower_nki, kernel=kernel)
+            elif _streams.is_control_deps(n.target) or _streams.ordering_op(n.target):
+                fn = _streams.lower_ordering
         reason = None
         if fn is None:
             reason = "no lowering"

@@ -15,6 +15,7 @@ import torch
 
 from torchneuron import _C
 from torchneuron.compiler import metrics as _metrics
+from torchneuron.compiler.streams import StreamActions
 from torchneuron.compiler.ir import ADD, CONST, FLOORDIV, MAX, MIN, MOD, MUL, SUB, SYM, MAX_EXPR_TERMS
 
 _DTYPES = {str(d): d for d in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
@@ -204,6 +205,8 @@ class CompiledGraph:
         self.output_is_seq = isinstance(self.output_spec, (tuple, list))
         self.eager_nodes = [s[1].name for s in steps if s[0] == "eager"]
         self.num_launchable = sum(1 for s in steps if s[0] == "segment" and s[1] is not None)
+        actions = StreamActions(gm)
+        self.stream_actions = actions if actions else None
 
     def _symbols(self, args):
         vals = []
@@ -222,6 +225,14 @@ class CompiledGraph:
     def __call__(self, *args):
         if len(args) == 1 and isinstance(args[0], list):  # boxed (arguments are never lists)
             args = tuple(args[0])
+        if self.stream_actions is None:
+            return self._run(args)
+        current = self.stream_actions.before(_device_of((), args))
+        result = self._run(args)
+        self.stream_actions.after(current)
+        return result
+
+    def _run(self, args):
         env = [None] * self.num_slots
         env[:len(args)] = args
         symbols = self._symbols(args)
