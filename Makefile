@@ -38,8 +38,11 @@ demo: build
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
+# Two workers (-n), each taking whole files (--dist loadfile), so that a
+# file's module fixtures run once and tests that share fixed resources
+# (the multi-host test's network namespaces) stay in one process.
 test-py: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
 
 test: test-c test-py
 
