@@ -99,6 +99,36 @@ def _teach_dynamo_streams():
             handlers.setdefault(getattr(torch.neuron, name), handlers[theirs])
 
 
+def _neuron_roofline(original):
+    """AOTAutograd orders the frees of a backward graph with stream regions
+    by a timeline of estimated node times, from a roofline that reads a GPU's
+    bandwidth through Triton (absent here: the import fails). For nodes on
+    neuron the estimate is the bytes the node reads and writes over the
+    device's HBM bandwidth (milliseconds, as the original returns); it
+    orders synchronisations only, nothing reports it."""
+    from torch.utils._runtime_estimation import get_num_bytes
+    from torch.utils._pytree import tree_flatten
+
+    def estimate(node):
+        def value(x):
+            return x.meta.get("val", x.meta.get("value")) if isinstance(x, torch.fx.Node) else x
+        tensors = [t for t in tree_flatten((torch.fx.map_arg((node.args, node.kwargs), value),
+                                            value(node)))[0] if isinstance(t, torch.Tensor)]
+        neuron = [t for t in tensors if t.device.type == "neuron"]
+        if not tensors:
+            return 0.0  # an ordering op: moves nothing
+        if not neuron:
+            return original(node)
+        bandwidth = torch.neuron.get_device_properties(neuron[0].device).hbm_bytes_per_s
+        return sum(get_num_bytes(t) for t in tensors) / bandwidth * 1e3
+
+    estimate.__wrapped__ = original
+    return estimate
+
+
 def register():
     register_interface_for_device("neuron", NeuronInterface)
     _teach_dynamo_streams()
+    from torch._functorch._aot_autograd import streams as aot_streams
+    if not hasattr(aot_streams.get_roofline_estimate, "__wrapped__"):
+        aot_streams.get_roofline_estimate = _neuron_roofline(aot_streams.get_roofline_estimate)

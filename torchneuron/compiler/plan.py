@@ -259,6 +259,8 @@ def _check_items_used(n, value):
             k = u.args[1]
             if not isinstance(k, int) or not 0 <= k < len(value) or value[k] is None:
                 raise Unsupported(f"result {k} is used but the lowering does not produce it")
+        elif _streams.is_control_deps(u.target) and n not in u.args[2:]:
+            continue  # named as an ordering dependency only, never read
         elif u.op != "output":
             raise Unsupported("a multi-result value used other than through getitem")
 
