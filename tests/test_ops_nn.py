@@ -134,8 +134,8 @@ def test_softmax_out_variant_writes_a_non_contiguous_output():
 
 @pytest.mark.parametrize("fn", [F.softmax, F.log_softmax], ids=["softmax", "log_softmax"])
 def test_bfloat16_rows_are_the_float32_result_rounded_once(fn):
-    """Contiguous bfloat16 rows take a fused path (conversion on the fly):
-    it must give neuron's float32 result rounded once, bit for bit, for
+    """Contiguous bfloat16 rows are converted by their own loops: forward
+    and backward must give neuron's float32 result rounded once, bit for bit, for
     rows shorter than a vector, across vectors and across the float lanes'
     flush window, with NaN and infinities."""
     g = torch.Generator().manual_seed(3)
@@ -152,6 +152,13 @@ def test_bfloat16_rows_are_the_float32_result_rounded_once(fn):
         assert torch.equal(got.view(torch.int16)[~nan], want.view(torch.int16)[~nan]), n
         close = torch.isfinite(want.float())
         torch.testing.assert_close(got.float()[close], fn(x.float(), -1)[close], rtol=2**-8, atol=1e-6)
+        # The backward rows too: bfloat16 gradient and output, converted by plain loops.
+        back = torch._softmax_backward_data if fn is F.softmax else torch._log_softmax_backward_data
+        gy = torch.randn(6, n, generator=g).to(torch.bfloat16)
+        y = fn(x[4:].float(), -1).to(torch.bfloat16)
+        got = back(gy[4:].to("neuron"), y.to("neuron"), -1, torch.bfloat16).cpu()
+        want = back(gy[4:].float().to("neuron"), y.float().to("neuron"), -1, torch.float32).cpu().to(torch.bfloat16)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), n
     assert torchneuron.get_fallback_ops() == {}
 
 

@@ -159,6 +159,20 @@ RT_SIMD_VOID(fwd_row_bf16, (const rt_bfloat16 *restrict x, rt_bfloat16 *restrict
   }
 }
 
+/* Contiguous bfloat16 rows to and from float32 by plain loops (see
+ * fwd_row_bf16): the backward rows' three conversions. */
+static int is_bf16_row(const nn_operand *o) { return o->dtype == NRT_BFLOAT16 && o->stride[1] == 2; }
+RT_SIMD_VOID(bf16_row_to_float, (const rt_bfloat16 *restrict x, float *restrict out, int64_t n), (x, out, n)) {
+  for (int64_t j = 0; j < n; j++) out[j] = rt_bfloat16_to_float(x[j]);
+}
+RT_SIMD_VOID(bf16_row_out, (rt_bfloat16 *restrict y, const float *restrict v, int64_t n), (y, v, n)) {
+  for (int64_t j = 0; j < n; j++) y[j] = rt_bfloat16_from_float(v[j]);
+}
+static const float *bf16_row_in(const rt_bfloat16 *x, float *buf, int64_t n) {
+  bf16_row_to_float(x, buf, n);
+  return buf;
+}
+
 static void softmax_range(int64_t begin, int64_t end, void *ctx) {
   sm_job *job = ctx;
   const nn_operand *o = job->o;
@@ -193,7 +207,9 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       continue;
     }
     for (int k = 1; k < job->nops; k++)
-      in[k - 1] = nn_load(p[k], o[k].stride[1], o[k].dtype, c, n, scratch + k * n * csize);
+      in[k - 1] = is_bf16_row(&o[k]) ? bf16_row_in((const rt_bfloat16 *)(const void *)p[k],
+                                                   (float *)(void *)(scratch + k * n * csize), n)
+                                     : nn_load(p[k], o[k].stride[1], o[k].dtype, c, n, scratch + k * n * csize);
     void *r = nn_target(p[0], o[0].stride[1], o[0].dtype, c, n, scratch);
     if (c == NRT_FLOAT64) {
       if (job->backward)
@@ -206,7 +222,10 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       else
         fwd_row_f(in[0], r, n, job->log);
     }
-    nn_store(p[0], o[0].stride[1], o[0].dtype, c, n, r);
+    if (is_bf16_row(&o[0]))
+      bf16_row_out((rt_bfloat16 *)(void *)p[0], r, n);
+    else
+      nn_store(p[0], o[0].stride[1], o[0].dtype, c, n, r);
   }
   free(scratch);
 }
