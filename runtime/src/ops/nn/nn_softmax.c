@@ -160,8 +160,11 @@ RT_SIMD_VOID(fwd_row_bf16, (const rt_bfloat16 *restrict x, rt_bfloat16 *restrict
 }
 
 /* Contiguous bfloat16 rows to and from float32 by plain loops (see
- * fwd_row_bf16): the backward rows' three conversions. */
-static int is_bf16_row(const nn_operand *o) { return o->dtype == NRT_BFLOAT16 && o->stride[1] == 2; }
+ * fwd_row_bf16): the backward rows' three conversions. Only where the
+ * row is computed in float32 (another operand may be float64). */
+static int is_bf16_row(const nn_operand *o, nrt_dtype c) {
+  return o->dtype == NRT_BFLOAT16 && o->stride[1] == 2 && c == NRT_FLOAT32;
+}
 RT_SIMD_VOID(bf16_row_to_float, (const rt_bfloat16 *restrict x, float *restrict out, int64_t n), (x, out, n)) {
   for (int64_t j = 0; j < n; j++) out[j] = rt_bfloat16_to_float(x[j]);
 }
@@ -199,15 +202,14 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
   for (int64_t item = begin; item < end; item++) {
     int64_t outer = item / job->inner, inner = item % job->inner;
     char *p[3] = {0};
-    const void *in[2];
+    const void *in[2] = {0};
     for (int k = 0; k < job->nops; k++) p[k] = o[k].base + outer * o[k].stride[0] + inner * o[k].stride[2];
-    if (!job->backward && o[0].dtype == NRT_BFLOAT16 && o[1].dtype == NRT_BFLOAT16 &&
-        o[0].stride[1] == 2 && o[1].stride[1] == 2) {
+    if (!job->backward && is_bf16_row(&o[0], c) && is_bf16_row(&o[1], c)) {
       fwd_row_bf16((const rt_bfloat16 *)p[1], (rt_bfloat16 *)p[0], (float *)(void *)scratch, n, job->log);
       continue;
     }
     for (int k = 1; k < job->nops; k++)
-      in[k - 1] = is_bf16_row(&o[k]) ? bf16_row_in((const rt_bfloat16 *)(const void *)p[k],
+      in[k - 1] = is_bf16_row(&o[k], c) ? bf16_row_in((const rt_bfloat16 *)(const void *)p[k],
                                                    (float *)(void *)(scratch + k * n * csize), n)
                                      : nn_load(p[k], o[k].stride[1], o[k].dtype, c, n, scratch + k * n * csize);
     void *r = nn_target(p[0], o[0].stride[1], o[0].dtype, c, n, scratch);
@@ -222,7 +224,7 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       else
         fwd_row_f(in[0], r, n, job->log);
     }
-    if (is_bf16_row(&o[0]))
+    if (is_bf16_row(&o[0], c))
       bf16_row_out((rt_bfloat16 *)(void *)p[0], r, n);
     else
       nn_store(p[0], o[0].stride[1], o[0].dtype, c, n, r);
