@@ -1,8 +1,8 @@
-"""Throughput of softmax, log_softmax, layer_norm and cross_entropy on neuron
+"""Throughput of softmax, log_softmax, layer_norm, GELU, SiLU and cross_entropy on neuron
 versus PyTorch CPU, on transformer shapes.
 
 Activations [8*1024, 768] (softmax, log_softmax, layer_norm forward and
-forward+backward) and logits [8*1024, 50257] (cross_entropy forward and
+forward+backward; GELU (erf and tanh forms) and SiLU forward) and logits [8*1024, 50257] (cross_entropy forward and
 forward+backward: log_softmax + nll_loss and their gradients), float32 and
 bfloat16. Each time is the median of several runs measured in this process
 (the best run is printed too: on a shared machine it shows what each side
@@ -21,8 +21,6 @@ import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
 from timing import median_and_best as seconds
-
-
 
 
 def fwd_bwd(fn):
@@ -49,6 +47,9 @@ def main() -> None:
         "log_softmax": ((rows, 768), lambda x: F.log_softmax(x, -1)),
         "softmax fwd+bwd": ((rows, 768), fwd_bwd(lambda x: F.softmax(x, -1))),
         "layer_norm": ((rows, 768), lambda x, w, b: F.layer_norm(x, (768,), w, b)),
+        "gelu": ((rows, 768), lambda x: F.gelu(x)),
+        "gelu tanh": ((rows, 768), lambda x: F.gelu(x, approximate="tanh")),
+        "silu": ((rows, 768), lambda x: F.silu(x)),
         "layer_norm fwd+bwd": ((rows, 768), fwd_bwd(lambda x, w, b: F.layer_norm(x, (768,), w, b))),
         "cross_entropy": ((logit_rows, 50257), lambda x, t: F.cross_entropy(x, t)),
         "cross_entropy fwd+bwd": ((logit_rows, 50257), fwd_bwd(lambda x, t: F.cross_entropy(x, t))),

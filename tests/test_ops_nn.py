@@ -132,6 +132,36 @@ def test_softmax_out_variant_writes_a_non_contiguous_output():
     assert_close(out, torch._softmax(cpu, 1, False), TOL[torch.float32])
 
 
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax], ids=["softmax", "log_softmax"])
+def test_bfloat16_rows_are_the_float32_result_rounded_once(fn):
+    """Contiguous bfloat16 rows are converted by their own loops: forward
+    and backward must give neuron's float32 result rounded once, bit for bit, for
+    rows shorter than a vector, across vectors and across the float lanes'
+    flush window, with NaN and infinities."""
+    g = torch.Generator().manual_seed(3)
+    for n in (5, 37, 768, 2500):
+        x = (torch.randn(6, n, generator=g) * 6).to(torch.bfloat16)
+        x[1, n // 2] = float("nan")
+        x[2, 0] = float("inf")
+        x[3, :] = -float("inf")
+        x[4, n - 1] = -float("inf")
+        got = fn(x.to("neuron"), -1).cpu()
+        want = fn(x.float().to("neuron"), -1).cpu().to(torch.bfloat16)
+        nan = want.isnan()
+        assert torch.equal(got.isnan(), nan), n
+        assert torch.equal(got.view(torch.int16)[~nan], want.view(torch.int16)[~nan]), n
+        close = torch.isfinite(want.float())
+        torch.testing.assert_close(got.float()[close], fn(x.float(), -1)[close], rtol=2**-8, atol=1e-6)
+        # The backward rows too: bfloat16 gradient and output, converted by plain loops.
+        back = torch._softmax_backward_data if fn is F.softmax else torch._log_softmax_backward_data
+        gy = torch.randn(6, n, generator=g).to(torch.bfloat16)
+        y = fn(x[4:].float(), -1).to(torch.bfloat16)
+        got = back(gy[4:].to("neuron"), y.to("neuron"), -1, torch.bfloat16).cpu()
+        want = back(gy[4:].float().to("neuron"), y.float().to("neuron"), -1, torch.float32).cpu().to(torch.bfloat16)
+        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), n
+    assert torchneuron.get_fallback_ops() == {}
+
+
 def test_softmax_propagates_nan_and_infinity_like_cpu():
     x = torch.tensor([[1.0, float("nan"), 2.0], [-float("inf")] * 3, [float("inf"), 0.0, 1.0], [0.0, -float("inf"), 1]])
     for fn in (F.softmax, F.log_softmax):

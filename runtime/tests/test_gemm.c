@@ -542,6 +542,131 @@ static void test_bfloat16_pair_packing(void) {
       }
 }
 
+/* ---- the AVX512_BF16 micro-kernel against its bit-exact twin ------------- */
+
+/* One VDPBF16PS lane, as the instruction is defined (Intel SDM; checked
+ * bit for bit on AMD Zen 4 too): bfloat16 and accumulator subnormals read
+ * as zero, the high pair's exact product added first and rounded once
+ * (nearest even), then the low pair's, each sum flushed to zero when
+ * subnormal. Whole-GEMM tests cannot pin this down (their oracle bounds
+ * the rounding); this one holds the kernel to every bit. */
+ORACLE_CODE static float daz(float v) { return fpclassify(v) == FP_SUBNORMAL ? copysignf(0.0f, v) : v; }
+ORACLE_CODE static float bf16_value(uint32_t h) {
+  float f;
+  uint32_t bits = (h & 0xffffu) << 16;
+  memcpy(&f, &bits, 4);
+  return daz(f);
+}
+ORACLE_CODE static float dpbf16_lane(float acc, uint32_t a, uint32_t b) {
+  acc = daz(fmaf(bf16_value(a >> 16), bf16_value(b >> 16), daz(acc)));
+  return daz(fmaf(bf16_value(a), bf16_value(b), acc));
+}
+
+/* The twin of rt_gemm_ukr_bf16: the tile through dpbf16_lane, then
+ * alpha and beta as the kernel applies them (a product, then one fused
+ * multiply-add, in the caller's rounding mode). */
+ORACLE_CODE static void ukr_bf16_twin(int mr, int nr, int64_t k2, const uint32_t *a, const uint32_t *b,
+                                      float *c, int64_t ldc, float alpha, float beta) {
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      float acc = 0;
+      for (int64_t q = 0; q < k2; q++) acc = dpbf16_lane(acc, a[q * mr + i], b[q * nr + j]);
+      float r = acc * alpha, *cp = c + i * ldc + j;
+      *cp = beta == 0 ? r : fmaf(*cp, beta, r);
+    }
+}
+
+/* A bfloat16 of a random sign and mantissa whose exponent field is drawn
+ * from [lo, hi] (0: zero or subnormal). */
+static uint32_t random_bf16(int lo, int hi) {
+  uint32_t e = (uint32_t)(lo + (int)(rng() % (uint64_t)(hi - lo + 1)));
+  return (uint32_t)(rng() & 1) << 15 | e << 7 | (uint32_t)(rng() & 127);
+}
+
+static void test_bf16_microkernel_twin(void) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  if (count == 0) {
+    fprintf(stderr, "skip test_bf16_microkernel_twin: this CPU (or TORCHNEURON_ISA level) has no AVX512_BF16 kernel\n");
+    return;
+  }
+  /* Exponent ranges: ordinary values; values near the bottom of the range
+   * (subnormal inputs, products and sums, which the instruction flushes);
+   * the full range (overflow to infinity, inf - inf = NaN). */
+  static const int ranges[][2] = {{118, 134}, {0, 40}, {0, 254}};
+  static const int64_t k2s[] = {1, 2, 3, 8, 37, 256};
+  static const float scalars[][2] = {{1, 0}, {0.75f, -1.25f}, {-2, 0.5f}};
+  for (int kx = 0; kx < count; kx++) {
+    const rt_gemm_kernel *kern = list[kx];
+    const int mr = kern->mr, nr = kern->nr, ldc = nr + 5;
+    for (size_t r = 0; r < 3; r++)
+      for (size_t z = 0; z < sizeof k2s / sizeof k2s[0]; z++)
+        for (size_t sc = 0; sc < 3; sc++) {
+          int64_t k2 = k2s[z];
+          uint32_t *a = malloc((size_t)(k2 * mr) * 4), *b = malloc((size_t)(k2 * nr) * 4);
+          float *c = malloc((size_t)(mr * ldc) * 4), *want = malloc((size_t)(mr * ldc) * 4);
+          for (int64_t q = 0; q < k2 * mr; q++) a[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
+          for (int64_t q = 0; q < k2 * nr; q++) b[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
+          for (int q = 0; q < mr * ldc; q++) c[q] = want[q] = (float)((int)(rng() % 2001) - 1000) / 997.0f;
+          kern->bf16(k2, a, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
+          ukr_bf16_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
+          int bad = 0;
+          for (int i = 0; i < mr && !bad; i++)
+            for (int j = 0; j < ldc && !bad; j++) {
+              float g = c[i * ldc + j], w = want[i * ldc + j];
+              if (memcmp(&g, &w, 4) != 0 && !(isnan(g) && isnan(w))) {
+                fprintf(stderr, "[%s] k2 %lld exponents %d..%d alpha %g beta %g at (%d,%d): got %a want %a\n",
+                        kern->name, (long long)k2, ranges[r][0], ranges[r][1], scalars[sc][0], scalars[sc][1],
+                        i, j, g, w);
+                bad = 1;
+              }
+            }
+          CHECK(!bad);
+          free(a), free(b), free(c), free(want);
+        }
+  }
+}
+
+/* Through rt_gemm: bfloat16 subnormal inputs count as zero in the pair
+ * kernels and exactly in the float32 ones (each against its own exact
+ * oracle: products of the normal inputs only, or of all). */
+static void test_bf16_subnormal_inputs(void) {
+  const rt_gemm_kernel *const *pairs, *const *f32;
+  int npairs = rt_gemm_kernels(NRT_BFLOAT16, &pairs), nf32 = rt_gemm_kernels(NRT_FLOAT32, &f32);
+  const int64_t m = 19, n = 40, k = 33;
+  uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2);
+  float *c = malloc((size_t)(m * n) * 4);
+  /* Even rows of A subnormal (or zero), odd rows in [1, 2); B about 2^99,
+   * so that every product is a normal float32 and every sum exact: the
+   * even rows are zero where subnormals are flushed, not elsewhere. */
+  for (int64_t q = 0; q < m * k; q++) a[q] = (uint16_t)(q / k % 2 ? 0x3f80 + (rng() % 8) * 16 : random_bf16(0, 0));
+  for (int64_t q = 0; q < k * n; q++) b[q] = (uint16_t)(0x7100 + (rng() % 8) * 16);
+  for (int flush = 0; flush < 2; flush++)
+    for (int kx = 0; kx < (flush ? npairs : nf32); kx++) {
+      rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
+                        .c_dtype = NRT_FLOAT32, .a = a, .a_rs = k, .a_cs = 1, .b = b, .b_rs = n, .b_cs = 1,
+                        .c = c, .c_rs = n, .c_cs = 1, .alpha = 1, .kernel = flush ? pairs[kx] : f32[kx]};
+      CHECK_OK(rt_gemm(&g));
+      int bad = 0;
+      for (int64_t i = 0; i < m && !bad; i++)
+        for (int64_t j = 0; j < n && !bad; j++) {
+          double want = 0;
+          for (int64_t p = 0; p < k; p++) {
+            double x = read_value(NRT_BFLOAT16, a + i * k + p), y = read_value(NRT_BFLOAT16, b + p * n + j);
+            if (flush && (fpclassify((float)x) == FP_SUBNORMAL || fpclassify((float)y) == FP_SUBNORMAL)) continue;
+            want += x * y;
+          }
+          if ((double)c[i * n + j] != (double)(float)want) {
+            fprintf(stderr, "subnormal bf16 [%s] at (%lld,%lld): got %a want %a\n", g.kernel->name,
+                    (long long)i, (long long)j, c[i * n + j], (double)(float)want);
+            bad = 1;
+          }
+        }
+      CHECK(!bad);
+    }
+  free(a), free(b), free(c);
+}
+
 static void test_rounding_within_bound(void) {
   static const nrt_dtype types[][2] = {{NRT_FLOAT32, NRT_FLOAT32}, {NRT_FLOAT64, NRT_FLOAT64},
                                        {NRT_BFLOAT16, NRT_BFLOAT16}, {NRT_FLOAT16, NRT_FLOAT16}};
@@ -709,6 +834,8 @@ int main(int argc, char **argv) {
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
   RUN(test_bfloat16_pair_packing);
+  RUN(test_bf16_microkernel_twin);
+  RUN(test_bf16_subnormal_inputs);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);
   RUN(test_bad_arguments);
