@@ -152,3 +152,26 @@ def test_cpu_only_profile_records_no_device_activity():
     assert any(e.name == "aten::mm" for e in prof.events())
     assert not _device_events(prof)
     assert not torchneuron._C._profile_active()
+
+
+def test_compiled_program_and_its_steps():
+    @torch.compile(backend="neuron")
+    def f(x, w):
+        return torch.softmax(x @ w, -1).relu() * 2 + 1
+
+    x = torch.randn(64, 128, device="neuron")
+    w = torch.randn(128, 128, device="neuron")
+    f(x, w)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        f(x, w)
+        torch.neuron.synchronize()
+    recs = tn_profiler.records()
+    programs = [r for r in recs if r["kind"] == "compiled program"]
+    steps = [r for r in recs if r["kind"] == "program step"]
+    assert len(programs) == 1 and programs[0]["device_us"] > 0
+    assert any(r["name"] == "gemm" for r in steps), steps
+    assert all(r["correlation"] == programs[0]["correlation"] for r in steps)
+    # The program's estimate is its steps' sum; device time counts the steps.
+    assert programs[0]["estimated_us"] == pytest.approx(sum(r["estimated_us"] for r in steps))
+    rows = [r for r in tn_profiler.estimates(prof) if r.estimated_us > 0]
+    assert rows and rows[0].calls >= 1 and rows[0].device_us > 0

@@ -85,10 +85,9 @@ def estimates(prof) -> list[OpEstimate]:
                  if e.device_type == DeviceType.CPU and not e.is_async and not e.linked_correlation_id}
     rows: dict[str, OpEstimate] = {}
     for e in cpu_by_id.values():
-        if e.name.startswith(("aten::", "torchneuron::")):
-            row = rows.setdefault(e.name, OpEstimate(e.name))
-            row.calls += 1
-            row.host_us += e.self_cpu_time_total
+        row = rows.setdefault(e.name, OpEstimate(e.name))
+        row.calls += 1
+        row.host_us += e.self_cpu_time_total
     recs = records()
     if recs and not any(r["correlation"] in cpu_by_id for r in recs if r["correlation"]):
         raise ValueError("torchneuron.profiler: these records belong to another profile; "
