@@ -175,3 +175,22 @@ def test_compiled_program_and_its_steps():
     assert programs[0]["estimated_us"] == pytest.approx(sum(r["estimated_us"] for r in steps))
     rows = [r for r in tn_profiler.estimates(prof) if r.estimated_us > 0]
     assert rows and rows[0].calls >= 1 and rows[0].device_us > 0
+
+
+def test_schedule_windows_each_get_their_own_device_events():
+    x = torch.randn(64, 128, device="neuron")
+    w = torch.randn(128, 128, device="neuron")
+    per_window = []
+
+    def ready(p):
+        per_window.append(sum(1 for e in p.events() if e.name == "gemm"))
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                 schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=2),
+                 on_trace_ready=ready, record_shapes=True, profile_memory=True,
+                 with_stack=True) as prof:
+        for _ in range(8):
+            (x @ w).sum().item()
+            prof.step()
+    # Two steps of one matmul each per active window; none from wait or warmup.
+    assert per_window == [2, 2]
