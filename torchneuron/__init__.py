@@ -8,7 +8,7 @@ the helpers below (op tracking, fallback control).
 
 import torch
 
-from torchneuron import _C, metrics
+from torchneuron import _C, metrics, profiler
 from torchneuron._registration import register as _register
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "get_log_level",
     "metrics",
     "nki_op",
+    "profiler",
     "set_adaptive_eager",
     "set_fallback_mode",
     "set_log_level",

@@ -27,6 +27,7 @@
 #include "event.h"
 #include "fuse/adaptive.h"
 #include "internal.h"
+#include "profiling.h"
 #include "ops/engine/thread_pool.h"
 #include "stream_free_log.h"
 
@@ -47,6 +48,8 @@ void rt_stream_limit_ring_depth(uint64_t depth) {
 /* Frees remembered for dead-store elision: more than a training step's
  * queue frees between the launch of an op and the worker reaching it. */
 #define FREE_LOG_SIZE 256
+#define PROF_CHUNK_RECORDS 1024
+#define PROF_CHUNKS (NRT_PROFILE_RING_RECORDS / PROF_CHUNK_RECORDS)
 #define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
 #define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
 
@@ -61,6 +64,7 @@ typedef enum command_kind {
 
 typedef struct command {
   command_kind kind;
+  rt_launch_stamp prof; /* launch_id 0 unless a profile records (profiling.h) */
   union {
     nrt_op op;
     struct {
@@ -128,6 +132,11 @@ struct nrt_stream {
     uintptr_t lo, hi;
     uint64_t seq;
   } frees[FREE_LOG_SIZE];
+  /* Profile records (neuronrt/profile.h): a ring of chunks the worker
+   * allocates as it first fills them; the worker advances head, one
+   * drainer at a time advances tail. */
+  nrt_profile_record *prof_chunk[PROF_CHUNKS];
+  atomic_uint_fast64_t prof_head, prof_tail, prof_dropped;
 };
 
 typedef struct device_streams {
@@ -222,6 +231,63 @@ static void execute(nrt_stream_t s, command *c) {
     pthread_mutex_unlock(&s->mu);
   }
   if (c->kind == CMD_HOST_TASK && c->u.task.release) c->u.task.release(c->u.task.arg);
+}
+
+/* ---- profiling -------------------------------------------------------- */
+
+void rt_profile_emit(nrt_stream_t s, const nrt_profile_record *r) {
+  uint64_t head = atomic_load_explicit(&s->prof_head, memory_order_relaxed);
+  uint64_t tail = atomic_load_explicit(&s->prof_tail, memory_order_acquire);
+  nrt_profile_record **chunk = &s->prof_chunk[(head / PROF_CHUNK_RECORDS) % PROF_CHUNKS];
+  if (head - tail >= NRT_PROFILE_RING_RECORDS ||
+      (!*chunk && !(*chunk = malloc(PROF_CHUNK_RECORDS * sizeof **chunk)))) {
+    atomic_fetch_add_explicit(&s->prof_dropped, 1, memory_order_relaxed);
+    return;
+  }
+  (*chunk)[head % PROF_CHUNK_RECORDS] = *r;
+  atomic_store_explicit(&s->prof_head, head + 1, memory_order_release);
+}
+
+static uint64_t drain_stream_records(nrt_stream_t s, void (*fn)(const nrt_profile_record *, void *),
+                                     void *arg) {
+  uint64_t head = atomic_load_explicit(&s->prof_head, memory_order_acquire);
+  uint64_t tail = atomic_load_explicit(&s->prof_tail, memory_order_relaxed);
+  for (; tail != head; tail++)
+    if (fn) fn(&s->prof_chunk[(tail / PROF_CHUNK_RECORDS) % PROF_CHUNKS][tail % PROF_CHUNK_RECORDS], arg);
+  atomic_store_explicit(&s->prof_tail, tail, memory_order_release);
+  return atomic_exchange_explicit(&s->prof_dropped, 0, memory_order_relaxed);
+}
+
+static const char *command_name(const command *c) {
+  switch (c->kind) {
+    case CMD_OP: return nrt_op_name(c->u.op.code);
+    case CMD_COPY: return "memcpy";
+    case CMD_HOST_TASK: return c->u.task.name;
+    default: return "";
+  }
+}
+
+static void execute(nrt_stream_t s, command *c);
+
+/* A command run while profiling: timed, estimated, recorded. */
+static void execute_profiled(nrt_stream_t s, command *c) {
+  rt_profile_ctx ctx = {.stream = s, .stamp = &c->prof};
+  nrt_profile_record r;
+  rt_profile_record_init(&r, s, &c->prof, command_name(c));
+  rt_profile_current = &ctx;
+  r.start_ns = rt_now_ns();
+  execute(s, c);
+  r.end_ns = rt_now_ns();
+  rt_profile_current = NULL;
+  if (c->kind == CMD_OP) {
+    nrt_roofline_add_op(&c->u.op, 0, &ctx.est);
+    ctx.has_est = 1;
+  } else if (c->kind == CMD_COPY) {
+    ctx.est.bytes = (double)c->u.copy.bytes;
+    ctx.has_est = 1;
+  }
+  if (ctx.has_est) rt_profile_set_estimate(&r, s->device, &ctx.est);
+  rt_profile_emit(s, &r);
 }
 
 /* How long a thread polls before it sleeps: long enough to cover the gap
@@ -323,6 +389,56 @@ static void log_fused_group(nrt_stream_t s, nrt_op *const *ops, int m) {
   else rt_log(NRT_LOG_DEBUG, "%s", line);
 }
 
+/* A fused group's records: the group, then each member op with the
+ * group's time shared out by the members' estimates (one timer covers the
+ * whole group), each carrying its own launch. */
+static void record_fused(nrt_stream_t s, ring *rg, uint64_t done, nrt_op *const *ops, int m,
+                         uint64_t start, uint64_t end) {
+  const nrt_device_properties *props = rt_device_props(s->device);
+  nrt_roofline group = {0}, member[RT_ADAPTIVE_MAX_RUN];
+  double total = 0;
+  for (int i = 0; i < m; i++) {
+    /* Inside the group, an input an earlier member wrote stays on chip. */
+    uint32_t skip = 0;
+    for (int k = ops[i]->num_outputs; k < ops[i]->num_operands; k++)
+      for (int j = 0; j < i; j++)
+        for (int o = 0; o < ops[j]->num_outputs; o++)
+          if (ops[i]->operands[k].data && ops[i]->operands[k].data == ops[j]->operands[o].data)
+            skip |= 1u << k;
+    nrt_roofline_add_op(ops[i], skip, &group);
+    member[i] = (nrt_roofline){0};
+    nrt_roofline_add_op(ops[i], 0, &member[i]);
+    nrt_roofline_finish(props, &member[i]);
+    total += member[i].est_ns;
+  }
+  const command *first = &rg->slots[(done + 1) & (rg->depth - 1)];
+  nrt_profile_record rec;
+  char name[NRT_PROFILE_NAME_MAX];
+  int len = snprintf(name, sizeof name, "fused group:");
+  for (int i = 0; i < m && len > 0 && (size_t)len < sizeof name; i++)
+    len += snprintf(name + len, sizeof name - (size_t)len, " %s", nrt_op_name(ops[i]->code));
+  rt_profile_record_init(&rec, s, &first->prof, name);
+  rec.kind = NRT_PROFILE_FUSED;
+  rec.launch_ns = rec.launched_ns = 0; /* its launches are the members' */
+  rec.correlation = 0;
+  rec.start_ns = start;
+  rec.end_ns = end;
+  rt_profile_set_estimate(&rec, s->device, &group);
+  rt_profile_emit(s, &rec);
+  double at = (double)start, span = (double)(end - start);
+  for (int i = 0; i < m; i++) {
+    const command *c = &rg->slots[(done + 1 + (uint64_t)i) & (rg->depth - 1)];
+    rt_profile_record_init(&rec, s, &c->prof, nrt_op_name(ops[i]->code));
+    rec.kind = NRT_PROFILE_FUSED_MEMBER;
+    double share = total > 0 ? member[i].est_ns / total : 1.0 / m;
+    rec.start_ns = (uint64_t)at;
+    at += share * span;
+    rec.end_ns = i == m - 1 ? end : (uint64_t)at;
+    rt_profile_set_estimate(&rec, s->device, &member[i]);
+    rt_profile_emit(s, &rec);
+  }
+}
+
 static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
   uint64_t queued = atomic_load_explicit(&s->submitted, memory_order_acquire) - done;
   if (queued < 2 || atomic_load(&s->failed)) return 0;
@@ -344,7 +460,10 @@ static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
   if (nrt_log_ops_enabled() || rt_log_on(NRT_LOG_DEBUG)) log_fused_group(s, ops, m);
   *last = &r->slots[(done + (uint64_t)m) & mask];
   char name[NRT_HOST_TASK_NAME_MAX];
+  const command *first_cmd = &r->slots[(done + 1) & mask];
+  uint64_t t0 = __builtin_expect(first_cmd->prof.launch_id != 0, 0) ? rt_now_ns() : 0;
   nrt_status status = rt_adaptive_run(s->adaptive, name, sizeof name);
+  if (t0) record_fused(s, r, done, ops, m, t0, rt_now_ns());
   if (status) {
     char what[900];
     snprintf(what, sizeof what, "%s: %s", name, nrt_last_error());
@@ -385,7 +504,8 @@ static void *worker_main(void *arg) {
         continue;
       }
     }
-    execute(s, c);
+    if (__builtin_expect(c->prof.launch_id != 0, 0)) execute_profiled(s, c);
+    else execute(s, c);
     publish_completion(s, c, ++done);
   }
   return NULL;
@@ -525,6 +645,7 @@ static void stream_release(nrt_stream_t s) {
   pthread_cond_destroy(&s->done_cv);
   pthread_mutex_destroy(&s->free_mu);
   rt_adaptive_free(s->adaptive);
+  for (int i = 0; i < PROF_CHUNKS; i++) free(s->prof_chunk[i]);
   for (ring *r = atomic_load(&s->ring), *older; r; r = older) {
     older = r->older;
     free(r);
@@ -782,6 +903,7 @@ nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event) {
   if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
   rt_event_retain(event);
   c->kind = CMD_WAIT;
+  c->prof.launch_id = 0;
   c->u.event.event = event;
   c->u.event.generation = generation;
   commit_locked(stream);
@@ -795,6 +917,7 @@ nrt_status rt_stream_record(nrt_stream_t stream, nrt_event_t event, uint64_t gen
   if (s) return s;
   rt_event_retain(event);
   c->kind = CMD_RECORD;
+  c->prof.launch_id = 0;
   c->u.event.event = event;
   c->u.event.generation = generation;
   commit_locked(stream);
@@ -823,6 +946,7 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
   memcpy(c->u.op.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
   if (op->immediate_mask)
     memcpy(c->u.op.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
+  RT_PROFILE_STAMP(&c->prof, NRT_PROFILE_KERNEL);
   commit_locked(stream);
   rt_metric_add(NRT_METRIC_KERNELS_LAUNCHED, 1);
   if (op->code == NRT_OP_COPY) { /* device to device: restriding, converting, across devices */
@@ -842,6 +966,7 @@ nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *a
   uint64_t seq;
   if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
   c->kind = CMD_HOST_FUNC;
+  c->prof.launch_id = 0;
   c->u.host.fn = fn;
   c->u.host.arg = arg;
   commit_locked(stream);
@@ -850,6 +975,11 @@ nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *a
 
 nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_status (*run)(void *),
                                 void (*release)(void *), void *arg) {
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_HOST_TASK, name, run, release, arg);
+}
+
+nrt_status rt_launch_host_task_kind(nrt_stream_t stream, int32_t kind, const char *name,
+                                    nrt_status (*run)(void *), void (*release)(void *), void *arg) {
   nrt_status s = rt_ensure_init();
   if (!s && (!stream || !run))
     s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_task: NULL argument");
@@ -865,6 +995,7 @@ nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_statu
   c->u.task.release = release;
   c->u.task.arg = arg;
   snprintf(c->u.task.name, sizeof c->u.task.name, "%s", name ? name : "host task");
+  RT_PROFILE_STAMP(&c->prof, kind);
   commit_locked(stream);
   rt_metric_add(NRT_METRIC_HOST_TASKS_LAUNCHED, 1);
   return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
@@ -932,8 +1063,34 @@ nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, siz
   c->u.copy.bytes = bytes;
   c->u.copy.pinned[0] = host_dst == dst && rt_host_pin_acquire(dst) ? dst : NULL;
   c->u.copy.pinned[1] = host_src == src && rt_host_pin_acquire(src) ? src : NULL;
+  RT_PROFILE_STAMP(&c->prof, NRT_PROFILE_COPY);
   commit_locked(stream);
   count_copy(host_dst != dst, host_src != src, bytes);
   if (dst_pageable || src_pageable || nrt_launch_blocking()) return wait_for(stream, seq);
   return NRT_SUCCESS;
+}
+
+/* ---- profile records -------------------------------------------------- */
+
+static pthread_mutex_t drain_mu = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t nrt_profile_drain(void (*fn)(const nrt_profile_record *, void *), void *arg) {
+  uint64_t dropped = 0;
+  pthread_mutex_lock(&drain_mu); /* one drainer: the rings have one reader */
+  for (int32_t device = 0; device < rt_device_count(); device++)
+    for (int64_t id = 0; id < MAX_STREAMS_PER_DEVICE; id++) {
+      pthread_mutex_lock(&table_mu);
+      int64_t next_created_id = streams_of[device].next_created_id;
+      nrt_stream_t stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_relaxed);
+      if (stream) atomic_fetch_add(&stream->refs, 1);
+      pthread_mutex_unlock(&table_mu);
+      if (!stream) {
+        if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
+        continue;
+      }
+      dropped += drain_stream_records(stream, fn, arg);
+      stream_release(stream);
+    }
+  pthread_mutex_unlock(&drain_mu);
+  return dropped;
 }

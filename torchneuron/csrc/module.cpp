@@ -131,6 +131,7 @@ void register_nki_bindings(py::module_& m);  // nki.cpp
 void register_index_error(py::module_& m);   // index_error.cpp
 void register_graph_bindings(py::module_& m);  // graph.cpp
 void register_metrics_bindings(py::module_& m);  // metrics_bindings.cpp
+void register_profiler_bindings(py::module_& m);  // profiler.cpp
 void register_memory_history_bindings(py::module_& m);  // memory_history.cpp
 void register_distributed_bindings(py::module_& m);  // distributed.cpp
 
@@ -196,6 +197,7 @@ PYBIND11_MODULE(_C, m) {
   register_index_error(m);
   register_graph_bindings(m);
   register_metrics_bindings(m);
+  register_profiler_bindings(m);
   register_memory_history_bindings(m);
   register_distributed_bindings(m);
 }

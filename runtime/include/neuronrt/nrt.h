@@ -11,5 +11,7 @@
 #include "neuronrt/nc.h"
 #include "neuronrt/metrics.h"
 #include "neuronrt/log.h"
+#include "neuronrt/profile.h"
+#include "neuronrt/roofline.h"
 
 #endif

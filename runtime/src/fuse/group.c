@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "profiling.h"
 #include "fuse/fuse_group.h"
 #include "ops/engine/convert.h"
 
@@ -293,7 +294,7 @@ static void launch_release(void *arg) { release(arg); }
 nrt_status nrt_fuse_group_launch(nrt_stream_t stream, nrt_fuse_group_t g) {
   if (!g) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_fuse_group_launch: NULL group");
   atomic_fetch_add(&g->refs, 1); /* the launch's, dropped by launch_release */
-  return nrt_launch_host_task(stream, g->name, launch_run, launch_release, g);
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_FUSED, g->name, launch_run, launch_release, g);
 }
 
 nrt_status nrt_fuse_group_info(nrt_fuse_group_t g, int32_t *num_insts, int32_t *num_inputs,

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <pthread.h>
 #include "graph/run.h"
+#include "nc/nc_internal.h"
+#include "profiling.h"
 
 /* Each worker thread's groups, refilled for every fused step of a checked
  * plan (a group is large; building and naming one per launch would cost
@@ -178,6 +180,51 @@ nrt_status rt_run_fused(const rt_task *t, const rt_fused *f, int checked) {
   return s ? s : rt_fuse_run(group);
 }
 
+/* ---- profiling: each step a part of the program's record ---------------- */
+
+static void group_estimate(const rt_task *t, const rt_fused *f, nrt_roofline *est) {
+  group_views v;
+  if (!rt_run_describe_group(t, f, &v)) return;
+  for (int i = 0; i < v.d.num_inputs; i++) nrt_roofline_add_view(&v.inputs[i], est);
+  for (int j = 0; j < v.d.num_outputs; j++) nrt_roofline_add_view(&v.outputs[j], est);
+  int64_t numel = 1;
+  for (int d = 0; d < v.d.ndim; d++) numel *= v.d.shape[d];
+  est->work[NRT_ROOFLINE_VECTOR] += (double)numel * f->num_insts;
+}
+
+static void step_estimate(const rt_task *t, const rt_step *st, nrt_roofline *est) {
+  const struct nrt_program *p = t->program;
+  const rt_gnode *n = &p->graph->nodes[st->first_node];
+  nrt_op op;
+  if (st->kind == RT_STEP_ROWS) {
+    for (int32_t i = 0; i < st->num_members; i++) step_estimate(t, &st->members[i], est);
+    return;
+  }
+  if (st->kind == RT_STEP_FUSED) {
+    group_estimate(t, st->fused, est);
+    return;
+  }
+  if (n->code == (nrt_op_code)NRT_GRAPH_NKI) {
+    rt_profile_nki_estimate(&p->nc[st->first_node]->estimate, est);
+    return;
+  }
+  if (rt_run_op(t, n, &op)) nrt_roofline_add_op(&op, 0, est);
+  if (st->kind == RT_STEP_GEMM_EPILOGUE) group_estimate(t, st->fused, est);
+}
+
+static void record_step(const rt_task *t, const rt_step *st, uint64_t start) {
+  uint64_t end = rt_now_ns();
+  const struct nrt_program *p = t->program;
+  const rt_gnode *n = &p->graph->nodes[st->first_node];
+  nrt_roofline est = {0};
+  step_estimate(t, st, &est);
+  const char *name = st->kind == RT_STEP_ROWS                    ? "row region"
+                     : st->kind != RT_STEP_KERNEL                ? st->fused->name
+                     : n->code == (nrt_op_code)NRT_GRAPH_NKI     ? "NKI kernel"
+                                                                 : rt_gnode_name(n->code);
+  rt_profile_part(name, start, end, &est);
+}
+
 static nrt_status run(void *arg) {
   const rt_task *t = arg;
   const struct nrt_program *p = t->program;
@@ -185,11 +232,13 @@ static nrt_status run(void *arg) {
   for (int32_t i = 0; i < p->num_steps; i++) {
     const rt_step *st = &p->steps[i];
     const rt_gnode *n = &p->graph->nodes[st->first_node];
+    uint64_t start = __builtin_expect(rt_profile_current != NULL, 0) ? rt_now_ns() : 0;
     nrt_status s = st->kind == RT_STEP_FUSED                   ? rt_run_fused(t, st->fused, checked)
                    : st->kind == RT_STEP_GEMM_EPILOGUE     ? rt_run_gemm_epilogue(t, st, checked)
                    : st->kind == RT_STEP_ROWS              ? rt_run_rows(t, st, checked)
                    : n->code == (nrt_op_code)NRT_GRAPH_NKI ? run_nki(t, st->first_node)
                                                            : run_kernel(t, n);
+    if (start) record_step(t, st, start);
     if (s) {
       char why[1024];
       snprintf(why, sizeof why, "%s", nrt_last_error());
@@ -251,7 +300,7 @@ nrt_status nrt_program_launch(nrt_stream_t stream, nrt_program_t p, const int64_
   t->outputs = t->ptrs + g->num_inputs;
   if (g->num_inputs) memcpy(t->inputs, inputs, g->num_inputs * sizeof(void *));
   if (g->num_outputs) memcpy(t->outputs, outputs, g->num_outputs * sizeof(void *));
-  return nrt_launch_host_task(stream, p->task_name, run, release, t);
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_PROGRAM, p->task_name, run, release, t);
 fail:
   rt_plan_release(plan);
   return s;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "profiling.h"
 #include "nc/nc_internal.h"
 
 size_t nrt_nc_dtype_size(int32_t dtype) {
@@ -211,6 +212,11 @@ typedef struct launch_task {
  * sizes, so the only error left is running out of host memory. */
 static nrt_status run_task(void *arg) {
   launch_task *task = arg;
+  if (__builtin_expect(rt_profile_current != NULL, 0)) { /* profiled: the cost model's estimate */
+    nrt_roofline est;
+    rt_profile_nki_estimate(&task->program->estimate, &est);
+    rt_profile_add_estimate(&est);
+  }
   return nc_execute(task->program, task->hbm);
 }
 
@@ -245,5 +251,6 @@ nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *
   }
   task->program = p;
   atomic_fetch_add(&p->refs, 1);
-  return nrt_launch_host_task(stream, name ? name : "NKI program", run_task, release_task, task);
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_NKI, name ? name : "NKI program", run_task,
+                                  release_task, task);
 }
