@@ -139,6 +139,7 @@ def test_dropout_between_layers():
     assert out.shape == (6, 2, 8) and h.shape == (3, 2, 8) and torch.isfinite(out.cpu()).all()
     out.sum().backward()
     assert all(p.grad is not None for p in dev_mod.parameters())
+    dev_mod.zero_grad(set_to_none=True)
     cpu_mod.eval()
     dev_mod.eval()
     run_both(cpu_mod, dev_mod, [x], dtype)
@@ -159,7 +160,7 @@ def test_lstm_cell_only_one_output_used():
     """Only hy (or only cy) feeds the loss: the backward gets one undefined
     gradient, which counts as zeros."""
     cpu_mod, dev_mod = twins(nn.LSTMCell(3, 4), torch.float64)
-    x, h, c = (torch.randn(2, k) for k in (3, 4, 4))
+    x, h, c = (torch.randn(2, k, dtype=torch.float64) for k in (3, 4, 4))
     for pick in (0, 1):
         xs = [t.clone().requires_grad_() for t in (x, h, c)]
         xd = [t.to(DEV).requires_grad_() for t in (x, h, c)]
@@ -177,13 +178,13 @@ def test_fused_cell_ops_directly():
     hg = torch.randn(4 * H, B, dtype=torch.float64, generator=g).t()
     cx = torch.randn(B, H, dtype=torch.float64, generator=g)
     bi, bh = torch.randn(2, 4 * H, dtype=torch.float64, generator=g)
-    hy, cy, ws = torch._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV), cx.to(DEV), bi.to(DEV), bh.to(DEV))
+    hy, cy, ws = torch.ops.aten._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV), cx.to(DEV), bi.to(DEV), bh.to(DEV))
     i, f, gg, o = (ig + hg + bi + bh).chunk(4, 1)
     c = f.sigmoid() * cx + i.sigmoid() * gg.tanh()
     torch.testing.assert_close(cy.cpu(), c)
     torch.testing.assert_close(hy.cpu(), o.sigmoid() * c.tanh())
     torch.testing.assert_close(ws.cpu(), torch.cat([i.sigmoid(), f.sigmoid(), gg.tanh(), o.sigmoid()], 1))
     with pytest.raises(RuntimeError, match="_thnn_fused_lstm_cell"):
-        torch._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV)[:, :-1], cx.to(DEV))
+        torch.ops.aten._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV)[:, :-1], cx.to(DEV))
     with pytest.raises(RuntimeError, match="_thnn_fused_gru_cell"):
-        torch._thnn_fused_gru_cell(ig.to(DEV)[:, :3 * H], hg.to(DEV)[:, :3 * H], cx.to(DEV)[:, :-1])
+        torch.ops.aten._thnn_fused_gru_cell(ig.to(DEV)[:, :3 * H], hg.to(DEV)[:, :3 * H], cx.to(DEV)[:, :-1])
