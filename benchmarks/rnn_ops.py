@@ -4,6 +4,12 @@ size. Each time is the median of several runs in this process (the best is
 shown too); ratio = CPU time / neuron time (above 1.0: neuron is faster).
 PyTorch CPU runs with 2 threads unless --cpu-threads says otherwise.
 
+Note (LSTM below 1.0x): on CPU, nn.LSTM runs oneDNN's fused whole-sequence
+LSTM, and ATen's generic path computes the input GEMM of all steps at once
+only for CPU inputs (pre_compute_input); on neuron each step runs two small
+GEMMs and the fused cell op. A whole-sequence native LSTM (one input GEMM
+per layer) is the next step; GRU and RNN are at or above 1.0x.
+
     python benchmarks/rnn_ops.py [--repeats N] [--cpu-threads T] [--quick]
 """
 
