@@ -1,4 +1,5 @@
-"""Vision ops on neuron versus PyTorch CPU: pooling, upsampling, convolution.
+"""Vision ops on neuron versus PyTorch CPU: pooling, upsampling, padding,
+convolution.
 
 ResNet-like shapes ([32, 64, 56, 56] 3x3 convolution, the stem's max pool)
 and a small CNN's layers, forward and forward+backward, NCHW and
@@ -83,6 +84,9 @@ def main() -> None:
              lambda x: F.interpolate(x, scale_factor=2), bwd, 0, args.repeats)
         case(f"upsample bilinear x2 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
              lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), bwd, 0, args.repeats)
+        for mode in ("reflect", "replicate"):
+            case(f"pad {mode} 3 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
+                 lambda x, mode=mode: F.pad(x, (3, 3, 3, 3), mode=mode), bwd, 0, args.repeats)
 
     convs = [
         # name, input shape, weight shape, kwargs

@@ -441,6 +441,24 @@ def test_integer_division_by_zero_raises(name, dtype):
     assert BINARY[name](a, b + 1).cpu().tolist() == BINARY[name](a.cpu(), b.cpu() + 1).tolist()
 
 
+@pytest.mark.parametrize("name", ["remainder", "fmod"])
+def test_integer_modulo_by_a_host_zero_raises_at_the_call(name):
+    """A zero divisor the host holds (a Python number, a CPU scalar tensor)
+    raises at the call, as on CPU, without touching the stream."""
+    fn = getattr(torch, name)
+    a = torch.tensor([5, 6, 7], device="neuron")
+    for divisor in (0, torch.tensor(0)):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a.cpu(), divisor)
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a, divisor)
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            getattr(a.clone(), name + "_")(divisor)
+    assert a.cpu().tolist() == [5, 6, 7]  # nothing sticky was left on the stream
+    assert fn(a, 4).cpu().tolist() == fn(a.cpu(), 4).tolist()
+    assert fn(a.double(), 0).cpu().isnan().all()  # floating: NaN, as on CPU
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64],
                          ids=ids([torch.int8, torch.int16, torch.int32, torch.int64]))
 def test_integer_extremes_wrap_like_cpu(dtype):

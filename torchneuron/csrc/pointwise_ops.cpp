@@ -35,6 +35,16 @@ void check_alpha(const PointwiseCall& call, at::ScalarType compute) {
   at::native::alpha_check(compute, call.scalars[0].toScalar());
 }
 
+// Integer fmod/remainder by a divisor the host holds (a Python number, a CPU
+// scalar tensor) that is zero raises at the call, as on CPU; a divisor on the
+// device is only seen by the kernel (reported at the next synchronisation).
+void check_host_divisor(const PointwiseCall& call, at::ScalarType compute) {
+  if (!at::isIntegralType(compute, /*includeBool=*/true) || call.inputs.size() < 2) return;
+  const at::Tensor& divisor = call.inputs[1];
+  if (divisor.defined() && divisor.is_cpu() && divisor.numel() == 1)
+    TORCH_CHECK(divisor.item().toLong() != 0, "ZeroDivisionError");
+}
+
 // sub(a, b, alpha) is add(a, b, -alpha).
 void prepare_sub(PointwiseCall& call) {
   at::native::sub_check(call.inputs[0], call.inputs[1]);
@@ -264,9 +274,10 @@ const PointwiseOp kPointwiseOps[] = {
     {"floor_divide floor_divide_.Tensor floor_divide.out", NRT_OP_DIV_FLOOR, D::Arithmetic, kNumeric,
      nullptr, kExactScalar},
     {"remainder.Tensor remainder_.Tensor remainder.Tensor_out", NRT_OP_REMAINDER, D::Arithmetic,
-     kNumeric},
+     kNumeric, nullptr, 0, check_host_divisor},
     {"remainder.Scalar_Tensor", NRT_OP_REMAINDER, D::Arithmetic, kNumeric, nullptr, kScalarOperands},
-    {"fmod.Tensor fmod_.Tensor fmod.Tensor_out", NRT_OP_FMOD, D::Arithmetic, kNumeric},
+    {"fmod.Tensor fmod_.Tensor fmod.Tensor_out", NRT_OP_FMOD, D::Arithmetic, kNumeric, nullptr, 0,
+     check_host_divisor},
     {"pow.Tensor_Tensor pow_.Tensor pow.Tensor_Tensor_out", NRT_OP_POW, D::Arithmetic, kNumeric},
     {"pow.Tensor_Scalar pow_.Scalar pow.Tensor_Scalar_out", NRT_OP_POW, D::Arithmetic, kNumeric,
      prepare_pow_scalar, kScalarOperands},

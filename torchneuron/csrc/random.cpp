@@ -235,11 +235,13 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 }
 
 // normal() with tensor mean and/or std: out = mean + std * z in one op, on
-// the shape PyTorch gives each overload. A std < 0 inside a tensor is found
-// by the kernel and raised at the next synchronisation.
+// the shape PyTorch gives each overload. A std < 0 inside a tensor raises
+// at the call, as on CPU and CUDA (whose check also reads the minimum back).
 at::Tensor& normal_into(at::Tensor& out, const at::Tensor* mean_t, double mean, const at::Tensor* std_t,
                         double std, std::optional<at::Generator> gen) {
   if (!std_t) TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (std_t)
+    TORCH_CHECK(std_t->numel() == 0 || std_t->min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
   check_floating(out, "normal");
   if (out.numel() == 0) return out;
   RandomOp op(NRT_OP_NORMAL, 1);

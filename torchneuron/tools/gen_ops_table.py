@@ -34,7 +34,8 @@ FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index")
             ("nonzero", "index"), ("shape", "shape"), ("sort", "shape"), ("random", "random"),
             ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core"),
             ("composite", "index"), ("gemm", "gemm"), ("nn_", "nn"), ("attention", "attention"),
-            ("optim", "optim"), ("conv", "vision"), ("pool", "vision"), ("upsample", "vision")]
+            ("optim", "optim"), ("conv", "vision"), ("pool", "vision"), ("upsample", "vision"),
+            ("pad", "vision")]
 
 
 def run_suite(report: str) -> int:

@@ -82,6 +82,23 @@
  *   LOGIT_BACKWARD [grad_in, grad_out, x]  scalars [eps]: grad_out / (x (1 - x));
  *                       0 outside [eps, 1 - eps] when eps >= 0, NaN outside
  *                       [0, 1] otherwise
+ *
+ * Recurrent cells: one time step after the GEMMs (ATen's fused cell ops).
+ * Gates are [batch, k * hidden] views (any strides), biases [k * hidden]
+ * or absent, states [batch, hidden]; the gate blocks are LSTM (i, f, g, o),
+ * GRU (r, z, n).
+ *   LSTM_CELL  [hy, cy, workspace, input_gates, hidden_gates, cx, b_ih?, b_hh?]
+ *              gates = input_gates + hidden_gates + b_ih + b_hh; i, f, o
+ *              sigmoid, g tanh of their blocks; cy = f cx + i g,
+ *              hy = o tanh(cy); workspace [batch, 4 hidden] = (i, f, g, o)
+ *   LSTM_CELL_BACKWARD [grad_gates, grad_cx, grad_hy?, grad_cy?, cx, cy, workspace]
+ *              grad_gates [batch, 4 hidden] (of the summed gates before
+ *              the nonlinearities); an absent gradient counts as zeros
+ *   GRU_CELL   [hy, workspace, input_gates, hidden_gates, hx, b_ih?, b_hh?]
+ *              r, z = sigmoid(input + hidden gates + biases),
+ *              hn = hidden_n + b_hn, n = tanh(input_n + b_in + r hn),
+ *              hy = n + z (hx - n); workspace [batch, 5 hidden] = (r, z, n, hx, hn)
+ *   GRU_CELL_BACKWARD [grad_input_gates, grad_hidden_gates, grad_hx, grad_hy, workspace]
  */
 #ifndef NEURONRT_OPS_NN_H
 #define NEURONRT_OPS_NN_H
@@ -111,6 +128,10 @@
   X(BINARY_CROSS_ENTROPY_BACKWARD, binary_cross_entropy_backward)    \
   X(XLOGY, xlogy)                                                    \
   X(LOGIT, logit)                                                    \
-  X(LOGIT_BACKWARD, logit_backward)
+  X(LOGIT_BACKWARD, logit_backward)                                  \
+  X(LSTM_CELL, lstm_cell)                                            \
+  X(LSTM_CELL_BACKWARD, lstm_cell_backward)                          \
+  X(GRU_CELL, gru_cell)                                              \
+  X(GRU_CELL_BACKWARD, gru_cell_backward)
 
 #endif

@@ -54,6 +54,16 @@
  *                        is its output; output_padding only enlarges it).
  *   CONV2D_WEIGHT_GRAD   [w, I, O]: w = gradient of sum(O * CONV2D(I, w))
  *                        wrt w, summed over the batch.
+ *
+ * Padding of the last three dims of [planes, D, H, W] views (1-d and 2-d
+ * padding have D = H = 1 or D = 1); scalars [mode, pad_d, pad_h, pad_w]:
+ * mode 0 reflect (without repeating the edge), 1 replicate; a
+ * pad is the count added before the first element (negative crops); the
+ * padded sizes are the out view's. Output index o of a dim reads input
+ * index o - pad mapped into the dim by the mode.
+ *   PAD                  [out, in] any dtype, one for both
+ *   PAD_BACKWARD         [grad_in, grad_out] floating: grad_in = the sum
+ *                        of grad_out over the outputs that read each input
  */
 #ifndef NEURONRT_OPS_VISION_H
 #define NEURONRT_OPS_VISION_H
@@ -72,6 +82,8 @@
   X(UPSAMPLE_BILINEAR2D_BACKWARD, upsample_bilinear2d_backward)  \
   X(CONV2D, conv2d)                                              \
   X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
-  X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)
+  X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)                      \
+  X(PAD, pad)                                                    \
+  X(PAD_BACKWARD, pad_backward)
 
 #endif
