@@ -162,6 +162,46 @@ def causal_fill(x):
     return out
 
 
+@nki.jit
+def layer_norm_bn_stats(x, eps):
+    """Row layer norm (no affine) with bn_stats / bn_aggr over 512-wide chunks."""
+    rows, cols = x.shape
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(rows)[:, None]
+    i_f = nl.arange(cols)[None, :]
+    i_c = nl.arange(512)[None, :]
+    tile = nl.load(x[i_p, i_f])
+    chunks = (cols + 511) // 512
+    stats = nl.ndarray((rows, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for c in nl.affine_range(chunks):
+        stats[i_p, 6 * c + nl.arange(6)[None, :]] = nisa.bn_stats(
+            tile[i_p, c * 512 + i_c], mask=(c * 512 + i_c < cols))
+    mean_var = nisa.bn_aggr(stats)
+    rstd = nl.rsqrt(mean_var[i_p, 1] + eps)
+    nl.store(out[i_p, i_f], value=(tile - mean_var[i_p, 0]) * rstd)
+    return out
+
+
+@nki.jit
+def rms_norm_matmul(x, w, eps):
+    """(x / rms(x)) @ w for x [128, K], w [K, N]: the norm feeds the Tensor engine."""
+    M, K = x.shape
+    _, N = w.shape
+    out = nl.ndarray((M, N), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_m, i_k = nl.mgrid[0:M, 0:K]
+    xt = nl.load(x[i_m, i_k])
+    inv = nl.rsqrt(nl.sum(xt * xt, axis=1) * (1.0 / K) + eps)
+    xn = xt * inv
+    acc = nl.zeros((M, N), nl.float32, buffer=nl.psum)
+    i_kp = nl.arange(128)[:, None]
+    i_n = nl.arange(N)[None, :]
+    for k in nl.affine_range(K // 128):
+        xnT = nl.copy(nisa.nc_transpose(xn[i_m, k * 128 + nl.arange(128)[None, :]]))
+        acc += nisa.nc_matmul(xnT, nl.load(w[k * 128 + i_kp, i_n]))
+    nl.store(out[i_m, nl.arange(N)[None, :]], value=acc)
+    return out
+
+
 # ---- tests --------------------------------------------------------------------
 
 def test_install_gives_the_modules():
@@ -226,6 +266,21 @@ def test_layer_norm():
     x, g, b = rand(64, 48, seed=8), rand(48, seed=9), rand(48, seed=10)
     got = layer_norm(x.to("neuron"), g.to("neuron"), b.to("neuron"), 1e-5).cpu()
     ref = torch.nn.functional.layer_norm(x, (48,), g, b, eps=1e-5)
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cols", [300, 1100])
+def test_layer_norm_bn_stats(cols):
+    x = rand(96, cols, seed=13) * 2 + 0.5
+    got = layer_norm_bn_stats(x.to("neuron"), 1e-5).cpu()
+    torch.testing.assert_close(got, torch.nn.functional.layer_norm(x, (cols,), eps=1e-5),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_rms_norm_fused_with_matmul():
+    x, w = rand(128, 256, seed=14), rand(256, 192, seed=15)
+    got = rms_norm_matmul(x.to("neuron"), w.to("neuron"), 1e-6).cpu()
+    ref = (x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)) @ w
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
 
 

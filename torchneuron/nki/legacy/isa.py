@@ -10,7 +10,8 @@ legacy.language). Index expressions feed ``iota`` and ``affine_select``.
 from torchneuron.nki import isa as _cur
 from torchneuron.nki import language as _nl
 from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
-    Engine, gpsimd_engine, scalar_engine, tensor_engine, unknown_engine, vector_engine)
+    Engine, NkiValidationError, engine, get_nc_version, gpsimd_engine, nc_version,
+    scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
 from torchneuron.nki.legacy.language import _expand
 from torchneuron.nki.tensor import NkiTensor
@@ -193,6 +194,54 @@ def memset(shape, value, dtype, mask=None, engine=None, **_):
     out = _nl.ndarray(tuple(shape), dtype, buffer=_nl.sbuf)
     _cur.memset(clip(out, mask_box(mask)), value, engine=engine)
     return out
+
+
+@_with_mask
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
+                       dtype=None, **_):
+    """A new SBUF tile: the scan op1(op0(data0[j], prev), data1[j]) from initial."""
+    out = _sbuf(_nl._tile_shape(data0), dtype, data0, data1)
+    return _cur.tensor_tensor_scan(out, data0, data1, initial, op0, op1, reverse0=reverse0,
+                                   reverse1=reverse1)
+
+
+@_with_mask
+def bn_stats(data, dtype=None, **_):
+    """A new [P, 6] SBUF tile of bn_stats tuples of data."""
+    return _cur.bn_stats(_sbuf((data.shape[0], 6), dtype, data), data)
+
+
+@_with_mask
+def bn_aggr(data, dtype=None, **_):
+    """A new [P, 2] SBUF tile: (mean, variance) from bn_stats tuples."""
+    return _cur.bn_aggr(_sbuf((data.shape[0], 2), dtype, data), data)
+
+
+@_with_mask
+def max8(src, dtype=None, **_):
+    """A new [P, 8] SBUF tile: the 8 largest values per partition, descending."""
+    return _cur.max8(_sbuf((src.shape[0], 8), dtype, src), src)
+
+
+@_with_mask
+def nc_find_index8(data, vals, dtype=None, **_):
+    """A new [P, 8] uint32 tile: where each of vals first occurs in data."""
+    out = _nl.ndarray((data.shape[0], 8), _nl.as_dtype(dtype or _nl.uint32), buffer=_nl.sbuf)
+    return _cur.nc_find_index8(out, data, vals)
+
+
+@_with_mask
+def nc_match_replace8(data, vals, imm, dst_idx=None, dtype=None, **_):
+    """A new tile: data with the first occurrences of vals replaced by imm."""
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.nc_match_replace8(out, data, vals, imm, dst_idx=dst_idx)
+
+
+@_with_mask
+def tensor_partition_reduce(op, data, dtype=None, **_):
+    """A new [1, F...] SBUF tile: op-reduction of data across partitions."""
+    out = _sbuf((1,) + tuple(data.shape[1:]), dtype, data)
+    return _cur.tensor_partition_reduce(out, op, data)
 
 
 def dma_copy(dst, src, mask=None, **_):
