@@ -18,6 +18,7 @@ import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 import torchneuron.nki.typing as nt
+from torchneuron.nki.legacy import language as legacy_nl
 
 MARK = "# <- here"
 bf16, f32 = nl.bfloat16, nl.float32
@@ -84,6 +85,12 @@ def returns_a_tile(a):  # <- here
 
 def misannotated(a: nt.tensor[64, 512]):  # <- here
     nisa.memset(sb(4, 4), 0)
+
+
+def triangle():
+    """i_p < i_f: a legacy mask that bounds two axes at once (not a box)."""
+    i = legacy_nl.arange(4)
+    return i[:, None] < i[None, :]
 
 
 ISA = "nki.isa."
@@ -249,6 +256,14 @@ RULES = [
      lambda a: nl.load_transpose2d(a)),  # <- here
     ("pmax", NDARRAY,
      lambda a: nl.shared_identity_matrix(256)),  # <- here
+    # Vector-engine statistics and top-8
+    ("bn_stats_fmax", ISA + "bn_stats",
+     lambda a: nisa.bn_stats(sb(128, 6), sb(128, 513))),  # <- here
+    ("max8_size", ISA + "max8",
+     lambda a: nisa.max8(sb(128, 8), sb(128, 7))),  # <- here
+    # the legacy dialect's masks select a box
+    ("mask", None,
+     lambda a: legacy_nl.load(a, mask=triangle())),  # <- here
 ]
 
 

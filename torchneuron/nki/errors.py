@@ -19,3 +19,8 @@ class NkiError(ValueError):
         self.instruction = instruction
         self.filename = filename
         self.line = line
+
+
+class NkiValidationError(NkiError):
+    """The ISA reference's name for a broken rule: every rule error the
+    tracer and the simulator raise is one (and so also an NkiError)."""

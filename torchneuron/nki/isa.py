@@ -44,6 +44,8 @@ def _engine(engine, default):
         return default
     if isinstance(engine, Engine):
         return engine.code
+    if int(engine) < 0:  # nisa.engine.unknown: the instruction's usual engine
+        return default
     return int(engine)
 
 
@@ -334,4 +336,11 @@ def dma_copy(dst, src, **_):
     return dst
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")]
+from torchneuron.nki.isa_vector import (  # noqa: E402,F401  (nisa.<name>)
+    bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8, tensor_partition_reduce,
+    tensor_tensor_scan)
+from torchneuron.nki.isa_enums import (  # noqa: E402,F401
+    NkiValidationError, engine, get_nc_version, nc_version)
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
+           and n not in ("isa_vector", "isa_enums")]

@@ -389,6 +389,9 @@ def mean(x, axis, dtype=None, keepdims=False, **_):
     return out
 
 
+sum.alu_name, max.alu_name, min.alu_name, prod.alu_name = "add", "maximum", "minimum", "multiply"
+
+
 def where(condition, x, y, dtype=None, **_):
     """x where condition is nonzero, else y, as a new SBUF tile."""
     ref = condition
@@ -438,6 +441,7 @@ def device_print(*args, **kwargs):
 
 from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
     all, average, rms_norm, softmax, var)
+from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t on tiles)
 
 # The public names: what `from nki.language import *` gives and the API table
 # of docs/nki.md lists (elementwise, unary, ... are helpers of the nl ops).

@@ -59,9 +59,28 @@ class ActivationFunction:
         return f"nl.{self.name}"
 
 
+def _numpy_ops():
+    import numpy as np
+
+    return {np.add: "add", np.subtract: "subtract", np.multiply: "multiply",
+            np.divide: "divide", np.maximum: "maximum", np.minimum: "minimum",
+            np.max: "maximum", np.min: "minimum", np.sum: "add", np.prod: "multiply",
+            np.power: "power", np.equal: "equal", np.greater: "greater", np.less: "less"}
+
+
 def alu_code(op):
+    """The ALU code of an op: nl.add, a reduction (nl.max is maximum, the
+    legacy spelling) or the NumPy function of the same meaning."""
     if isinstance(op, AluOp):
         return op.code
     if isinstance(op, str):
         return ALU_CODES[op]
-    raise TypeError(op)
+    name = getattr(op, "alu_name", None)
+    if name is None:
+        try:
+            name = _numpy_ops().get(op)
+        except TypeError:
+            name = None
+    if name is None:
+        raise TypeError(op)
+    return ALU_CODES[name]

@@ -77,6 +77,11 @@ class NkiTensor:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        if not all(isinstance(i, (int, slice, DynamicSlice)) or i is Ellipsis for i in index):
+            from torchneuron.nki.legacy import index as legacy_index
+
+            if legacy_index.has_index_expr(index):
+                return legacy_index.index_tensor(self, index)
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)
             fill = self.ndim - (len(index) - 1)
@@ -134,9 +139,9 @@ class NkiTensor:
         return self._with(new_shape, new_strides, offset, partition)
 
     def __setitem__(self, index, value):
-        from torchneuron.nki import language as nl
+        from torchneuron.nki.tile_operators import assign
 
-        nl.store(self[index], value)
+        assign(self[index], value)
 
     # ---- view methods -----------------------------------------------------
 

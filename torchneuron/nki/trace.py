@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from torchneuron.nki.errors import NkiError
+from torchneuron.nki.errors import NkiError, NkiValidationError
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -23,6 +23,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 DMA_COPY, MATMUL, TRANSPOSE, ACTIVATION, TENSOR_TENSOR, TENSOR_SCALAR = range(6)
 SCALAR_TENSOR_TENSOR, TENSOR_REDUCE, TENSOR_COPY, COPY_PREDICATED, MEMSET = range(6, 11)
 IOTA, AFFINE_SELECT = 11, 12
+TENSOR_TENSOR_SCAN, BN_STATS, BN_AGGR, MAX8, FIND_INDEX8, MATCH_REPLACE8 = range(13, 19)
+PARTITION_REDUCE = 19
 TENSOR_ENGINE, VECTOR_ENGINE, SCALAR_ENGINE, GPSIMD_ENGINE, DMA_ENGINE = range(5)
 ENGINE_NAMES = ["Tensor", "Vector", "Scalar", "GpSimd", "DMA"]
 SBUF, PSUM, HBM = 0, 1, 2
@@ -140,7 +142,8 @@ class Tracer:
             name = "nki.language.ndarray"
         else:
             filename, line, name = None, None, None
-        return NkiError(message, rule=rule, instruction=name, filename=filename, line=line)
+        return NkiValidationError(message, rule=rule, instruction=name, filename=filename,
+                                  line=line)
 
 
 _state = threading.local()
@@ -177,4 +180,4 @@ class active:
 def fail(message, rule, name=None):
     """Raises an NkiError at the kernel's current line."""
     filename, line = caller_location()
-    raise NkiError(message, rule=rule, instruction=name, filename=filename, line=line)
+    raise NkiValidationError(message, rule=rule, instruction=name, filename=filename, line=line)

@@ -96,6 +96,14 @@ typedef enum nrt_nc_opcode {
   NRT_NC_MEMSET,
   NRT_NC_IOTA,
   NRT_NC_AFFINE_SELECT,
+  /* Vector-engine scans, statistics and top-8 (runtime/src/nc/exec_vector.c). */
+  NRT_NC_TENSOR_TENSOR_SCAN, /* dst[j] = op1(op0(data0[j], dst[j-1]), data1[j]); ap[3] initial */
+  NRT_NC_BN_STATS,           /* dst[P, 6] = (count, mean, var*count) of even and odd elements */
+  NRT_NC_BN_AGGR,            /* dst[P, 2] = (mean, var) of bn_stats tuples */
+  NRT_NC_MAX8,               /* dst[P, 8] = the 8 largest values, descending */
+  NRT_NC_FIND_INDEX8,        /* dst[P, 8] = index of the first occurrence of ap[2]'s values */
+  NRT_NC_MATCH_REPLACE8,     /* dst = data with those occurrences replaced by imm[0]; ap[3] indices */
+  NRT_NC_PARTITION_REDUCE,   /* dst[1, F] = func[0]-reduction of data[P, F] across partitions (GpSimd) */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 

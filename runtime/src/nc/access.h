@@ -32,5 +32,8 @@ void nc_scatter_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const u
 /* tensor_engine.c */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
 void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
+/* exec_vector.c: the scan, statistics and top-8 instructions, one partition
+ * at a time (a, b, c: scratch rows of the largest operand). */
+void nc_exec_vector_ext(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include "nc/nc_internal.h"
+#include "nc/numerics.h"
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
@@ -25,6 +26,13 @@ static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
     [NRT_NC_MEMSET] = {"dst"},
     [NRT_NC_IOTA] = {"dst", "pattern"},
     [NRT_NC_AFFINE_SELECT] = {"dst", "pattern", "on_true_tile"},
+    [NRT_NC_TENSOR_TENSOR_SCAN] = {"dst", "data0", "data1", "initial"},
+    [NRT_NC_BN_STATS] = {"dst", "data"},
+    [NRT_NC_BN_AGGR] = {"dst", "data"},
+    [NRT_NC_MAX8] = {"dst", "data"},
+    [NRT_NC_FIND_INDEX8] = {"dst", "data", "vals"},
+    [NRT_NC_MATCH_REPLACE8] = {"dst", "data", "vals", "dst_idx"},
+    [NRT_NC_PARTITION_REDUCE] = {"dst", "data"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -112,6 +120,7 @@ static int is_scalar_operand(const nrt_nc_inst *inst, int k) {
     case NRT_NC_ACTIVATION: return k >= 2;
     case NRT_NC_TENSOR_SCALAR: return k >= 2;
     case NRT_NC_SCALAR_TENSOR_TENSOR: return k == 2;
+    case NRT_NC_TENSOR_TENSOR_SCAN: return k == 3;
     default: return 0;
   }
 }
@@ -246,6 +255,11 @@ static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diag
     }
     if (k > 0 && b == NRT_NC_PSUM) psum_inputs++;
   }
+  if (inst->opcode == NRT_NC_TENSOR_TENSOR_SCAN && inst->ap[1].tensor >= 0 &&
+      inst->ap[2].tensor >= 0 && buffer_of(p, &inst->ap[1]) == NRT_NC_PSUM &&
+      buffer_of(p, &inst->ap[2]) == NRT_NC_PSUM)
+    return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
+                   "tensor_tensor_scan cannot read both data0 and data1 from PSUM");
   if (inst->opcode == NRT_NC_TENSOR_TENSOR && psum_inputs == 2)
     return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
                    "tensor_tensor cannot read both inputs from PSUM");
@@ -259,9 +273,92 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
   else if (ok && op == NRT_NC_MATMUL) ok = e == NRT_NC_ENGINE_TENSOR;
   else if (ok && op == NRT_NC_TRANSPOSE) ok = e == NRT_NC_ENGINE_TENSOR || e == NRT_NC_ENGINE_VECTOR;
   else if (ok && op == NRT_NC_ACTIVATION) ok = e == NRT_NC_ENGINE_SCALAR;
+  else if (ok && op == NRT_NC_PARTITION_REDUCE) ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
   return nc_fail(diag, i, -1, "engine", INVALID, "this instruction cannot run on engine %d", e);
+}
+
+/* bn_stats / bn_aggr / the top-8 family: fixed output widths, the input
+ * size limits of the ISA reference, and the same partitions throughout. */
+static nrt_status check_vector_ext(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int op = inst->opcode;
+  if (src->tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID, "%s needs its data operand", operand_name(inst, 1));
+  int64_t n = nc_ap_free_elems(src), want;
+  if (op == NRT_NC_BN_STATS) {
+    want = 6;
+    if (n > 512)
+      return nc_fail(diag, i, src->tensor, "bn_stats_fmax", INVALID,
+                     "bn_stats takes at most nl.tile_size.bn_stats_fmax = 512 elements per "
+                     "partition, got %lld", (long long)n);
+  } else if (op == NRT_NC_BN_AGGR) {
+    want = 2;
+    if (n % 3)
+      return nc_fail(diag, i, src->tensor, "shape_mismatch", INVALID,
+                     "bn_aggr reads (count, mean, variance*count) tuples: %lld elements per "
+                     "partition is not a multiple of 3", (long long)n);
+  } else {
+    want = op == NRT_NC_MATCH_REPLACE8 ? n : 8;
+    if (n < 8 || n > 16384)
+      return nc_fail(diag, i, src->tensor, "max8_size", INVALID,
+                     "%s takes 8 to 16384 elements per partition, got %lld",
+                     op == NRT_NC_MAX8 ? "max8" : op == NRT_NC_FIND_INDEX8 ? "nc_find_index8"
+                                                                          : "nc_match_replace8",
+                     (long long)n);
+  }
+  if (nc_ap_free_elems(dst) != want || dst->partitions != src->partitions)
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "dst must be [%d, %lld], got [%d, %lld]", src->partitions, (long long)want,
+                   dst->partitions, (long long)nc_ap_free_elems(dst));
+  for (int k = 2; k < NRT_NC_MAX_APS; k++) {
+    const nrt_nc_ap *ap = &inst->ap[k];
+    if (ap->tensor < 0) continue;
+    if (ap->partitions != src->partitions || nc_ap_free_elems(ap) != 8)
+      return nc_fail(diag, i, ap->tensor, "shape_mismatch", INVALID,
+                     "%s must be [%d, 8], got [%d, %lld]", operand_name(inst, k), src->partitions,
+                     ap->partitions, (long long)nc_ap_free_elems(ap));
+  }
+  if ((op == NRT_NC_FIND_INDEX8 && dst->dtype != NRT_NC_UINT32 && dst->dtype != NRT_NC_INT32) ||
+      (op == NRT_NC_MATCH_REPLACE8 && inst->ap[3].tensor >= 0 &&
+       inst->ap[3].dtype != NRT_NC_UINT32 && inst->ap[3].dtype != NRT_NC_INT32))
+    return nc_fail(diag, i, dst->tensor, "dtype", INVALID, "indices are written as uint32 / int32");
+  for (int k = 1; k < NRT_NC_MAX_APS; k++) {
+    const nrt_nc_ap *ap = &inst->ap[k];
+    if (ap->tensor >= 0 && (first_partition(p, ap) != first_partition(p, dst) ||
+                            ap->partition_step != dst->partition_step))
+      return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
+                     "%s is on other partitions than dst; the Vector engine reads and writes the "
+                     "same partitions", operand_name(inst, k));
+  }
+  return NRT_SUCCESS;
+}
+
+/* tensor_partition_reduce: data [P, F] into dst [1, F] with add, max, min
+ * or a bitwise op (the ops of the ISA reference). */
+static nrt_status check_partition_reduce(const nrt_nc_program_t p, int32_t i,
+                                         nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int32_t op = inst->func[0];
+  if (src->tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID, "tensor_partition_reduce needs data");
+  if (op != NRT_NC_ALU_ADD && op != NRT_NC_ALU_MAXIMUM && op != NRT_NC_ALU_MINIMUM &&
+      op != NRT_NC_ALU_BITWISE_AND && op != NRT_NC_ALU_BITWISE_OR && op != NRT_NC_ALU_BITWISE_XOR)
+    return nc_fail(diag, i, -1, "operand", INVALID,
+                   "tensor_partition_reduce reduces with add, maximum, minimum or a bitwise op");
+  if (nc_alu_is_bitwise(op) && (is_float_dtype(src->dtype) || is_float_dtype(dst->dtype)))
+    return nc_fail(diag, i, src->tensor, "dtype", INVALID,
+                   "bitwise partition reductions work on integer tiles");
+  if (dst->partitions != 1 || nc_ap_free_elems(dst) != nc_ap_free_elems(src))
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "dst must be [1, %lld] (one partition), got [%d, %lld]",
+                   (long long)nc_ap_free_elems(src), dst->partitions,
+                   (long long)nc_ap_free_elems(dst));
+  return NRT_SUCCESS;
 }
 
 static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
@@ -289,6 +386,13 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
       break;
     case NRT_NC_TRANSPOSE:
       if ((s = check_transpose(p, i, diag))) return s;
+      break;
+    case NRT_NC_BN_STATS: case NRT_NC_BN_AGGR: case NRT_NC_MAX8: case NRT_NC_FIND_INDEX8:
+    case NRT_NC_MATCH_REPLACE8:
+      if ((s = check_vector_ext(p, i, diag))) return s;
+      break;
+    case NRT_NC_PARTITION_REDUCE:
+      if ((s = check_partition_reduce(p, i, diag))) return s;
       break;
     default:
       if ((s = check_elementwise(p, i, diag))) return s;

@@ -53,6 +53,14 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
     }
     case NRT_NC_TENSOR_REDUCE: return max2(MIN_II, (double)nc_ap_free_elems(&inst->ap[1]));
     case NRT_NC_IOTA: case NRT_NC_AFFINE_SELECT: return 150 + n;
+    /* The scan is costed as tensor_tensor (two inputs per element). */
+    case NRT_NC_TENSOR_TENSOR_SCAN: return max2(MIN_II, 2 * n);
+    /* bn_aggr: max(MIN_II, 13 * N / 3) Vector cycles (ISA reference). */
+    /* Across partitions (no published formula): every element once, spread
+     * over GpSimd's 8 cores (Trainium architecture guide), one per cycle. */
+    case NRT_NC_PARTITION_REDUCE:
+      return max2(MIN_II, (double)inst->ap[1].partitions * (double)nc_ap_free_elems(&inst->ap[1]) / 8.0);
+    case NRT_NC_BN_AGGR: return max2(MIN_II, 13.0 * (double)nc_ap_free_elems(&inst->ap[1]) / 3.0);
     default: return max2(MIN_II, (double)max_free(inst));
   }
 }

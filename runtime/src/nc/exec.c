@@ -316,7 +316,7 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_MEMSET: exec_memset(core, inst, s); break;
     case NRT_NC_IOTA: exec_iota(core, inst, s); break;
     case NRT_NC_AFFINE_SELECT: exec_affine_select(core, inst, s); break;
-    default: break;
+    default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
 

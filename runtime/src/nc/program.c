@@ -62,6 +62,7 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
   }
   if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR))
     return 2; /* reduce_res */
+  if (k == 3 && inst->opcode == NRT_NC_MATCH_REPLACE8) return 2; /* the indices */
   return 1;
 }
 

@@ -1,0 +1,255 @@
+"""neuronxcc.nki.isa: the legacy dialect's instructions, which return their result.
+
+``nisa.activation(op=nl.exp, data=x)`` allocates the result tile and records
+the same instruction as the current dialect's destination-first
+``nisa.activation(dst, nl.exp, x)``; every hardware rule is the current
+dialect's. ``mask=`` clips the operands to the mask's box (see
+legacy.language). Index expressions feed ``iota`` and ``affine_select``.
+"""
+
+from torchneuron.nki import isa as _cur
+from torchneuron.nki import language as _nl
+from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
+    Engine, NkiValidationError, engine, get_nc_version, gpsimd_engine, nc_version,
+    scalar_engine, tensor_engine, unknown_engine, vector_engine)
+from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
+from torchneuron.nki.legacy.language import _expand
+from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.trace import fail
+
+
+def _sbuf(shape, dtype, *tiles):
+    return _nl.ndarray(tuple(shape), _nl._result_dtype(dtype, *tiles), buffer=_nl.sbuf)
+
+
+def _with_mask(build):
+    """build(box-clipped operands...) runs on the mask's box; the result is full-size."""
+
+    def call(*args, mask=None, **kwargs):
+        box = mask_box(mask)
+        args = [clip(a, box) for a in args]
+        kwargs = {k: clip(v, box) for k, v in kwargs.items()}
+        return _expand(build(*args, **kwargs), box)
+
+    call.__name__ = build.__name__
+    call.__doc__ = build.__doc__
+    return call
+
+
+@_with_mask
+def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, **_):
+    """A new PSUM tile [M, N] (fp32) = stationary[K, M].T @ moving[K, N];
+    ``psum_tile += nisa.nc_matmul(...)`` accumulates into psum_tile."""
+    if is_transpose:
+        return nc_transpose(moving)
+    out = _nl.ndarray((stationary.free_size(), moving.free_size()), _nl.float32,
+                      buffer=_nl.psum)
+    return _cur.nc_matmul(out, stationary, moving, accumulate=False)
+
+
+@_with_mask
+def nc_transpose(data, dtype=None, engine=None, **_):
+    """A new tile data.T: in PSUM from the Tensor engine (the default), in
+    SBUF from the Vector engine (<= 32x32)."""
+    on_vector = engine is vector_engine
+    out = _nl.ndarray((data.free_size(), data.shape[0]),
+                      _nl.as_dtype(dtype) if dtype is not None else
+                      (data.dtype if on_vector else _nl.float32),
+                      buffer=_nl.sbuf if on_vector else _nl.psum)
+    flat = data if data.ndim == 2 else data.reshape(data.shape[0], data.free_size())
+    return _cur.nc_transpose(out, flat, engine=engine)
+
+
+@_with_mask
+def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None,
+               **_):
+    """A new SBUF tile op(data * scale + bias)."""
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                           reduce_res=reduce_res)
+
+
+@_with_mask
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None, **_):
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                           reduce_res=reduce_res)
+
+
+@_with_mask
+def tensor_tensor(data1, data2, op, dtype=None, engine=None, **_):
+    """A new SBUF tile data1 op data2."""
+    out = _sbuf(_nl._tile_shape(data1), dtype, data1, data2)
+    return _cur.tensor_tensor(out, data1, data2, op, engine=engine)
+
+
+@_with_mask
+def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  dtype=None, engine=None, **_):
+    """A new SBUF tile (data op0 operand0) op1 operand1."""
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.tensor_scalar(out, data, op0, operand0, reverse0=reverse0, op1=op1,
+                              operand1=operand1, reverse1=reverse1, engine=engine)
+
+
+@_with_mask
+def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         dtype=None, **_):
+    out = _sbuf(_nl._tile_shape(data), dtype, data, operand1)
+    return _cur.scalar_tensor_tensor(out, data, op0, operand0, op1, operand1,
+                                     reverse0=reverse0, reverse1=reverse1)
+
+
+@_with_mask
+def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None,
+                         **_):
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.tensor_scalar_reduce(out, data, op0, operand0, reduce_op, reduce_res,
+                                     reverse0=reverse0)
+
+
+@_with_mask
+def tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None, **_):
+    """A new SBUF tile: op-reduction of data over ``axis`` (trailing free axes)."""
+    axes = {a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    shape = [1 if d in axes else s for d, s in enumerate(data.shape)
+             if keepdims or d not in axes]
+    while len(shape) < 2:
+        shape.append(1)
+    out = _sbuf(shape, dtype, data)
+    return _cur.tensor_reduce(out, op, data, sorted(axes), negate=negate, engine=engine)
+
+
+@_with_mask
+def tensor_copy(src, dtype=None, engine=None, **_):
+    """A new SBUF tile equal to src (converted to dtype)."""
+    out = _sbuf(_nl._tile_shape(src), dtype, src)
+    return _cur.tensor_copy(out, src, engine=engine)
+
+
+def tensor_copy_predicated(src, dst, predicate, mask=None, reverse_pred=False, **_):
+    """dst = src where predicate (the legacy form writes dst in place)."""
+    box = mask_box(mask)
+    src, dst, predicate = clip(src, box), clip(dst, box), clip(predicate, box)
+    if reverse_pred:
+        predicate = _nl.logical_not(predicate)
+    _cur.tensor_copy_predicated(dst, src, predicate)
+
+
+@_with_mask
+def reciprocal(data, dtype=None, **_):
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.reciprocal(out, data)
+
+
+def _affine(expr, name):
+    """(offset, channel_multiplier, pattern) of a 2-axis affine index expression."""
+    if not isinstance(expr, IndexExpr):
+        fail(f"{name} takes an index expression of nl.arange / nl.mgrid axes", "operand",
+             f"nki.isa.{name}")
+    n = max(expr.ndim, 2)
+    extents = (1,) * (n - expr.ndim) + expr.extents
+    shift = n - expr.ndim
+    coefs = {a + shift: c for a, c in expr.coefs.items()}
+    pattern = [[coefs.get(a, 0), extents[a]] for a in range(1, n)]
+    return expr.const, coefs.get(0, 0), pattern, extents
+
+
+def iota(expr, dtype, mask=None, **_):
+    """A new SBUF tile holding the index expression's values (GpSimd iota)."""
+    if mask is not None:
+        fail("iota with a mask: compute the full tile and mask its users", "mask",
+             "nki.isa.iota")
+    offset, multiplier, pattern, extents = _affine(expr, "iota")
+    out = _nl.ndarray(extents, dtype, buffer=_nl.sbuf)
+    if _nl.as_dtype(dtype) is _nl.int32:
+        return _cur.iota(out, pattern, offset=offset, channel_multiplier=multiplier)
+    values = _nl.ndarray(extents, _nl.int32, buffer=_nl.sbuf)
+    _cur.iota(values, pattern, offset=offset, channel_multiplier=multiplier)
+    return _cur.tensor_copy(out, values)
+
+
+_COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
+
+
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_):
+    """A new SBUF tile: on_true_tile where the affine predicate (i_p >= i_f,
+    ...) holds, else on_false_value."""
+    if not isinstance(pred, Mask) or len(pred.terms) != 1:
+        fail("affine_select takes one comparison of index expressions (e.g. i_p >= i_f)",
+             "operand", "nki.isa.affine_select")
+    if mask is not None:
+        fail("affine_select with a mask: fold the bound into the predicate's tile", "mask",
+             "nki.isa.affine_select")
+    expr, op = pred.terms[0]
+    offset, multiplier, pattern, _ = _affine(expr, "affine_select")
+    out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
+    return _cur.affine_select(out, pattern, multiplier, on_true_tile, on_false_value,
+                              cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
+
+
+def memset(shape, value, dtype, mask=None, engine=None, **_):
+    """A new SBUF tile of shape filled with value."""
+    out = _nl.ndarray(tuple(shape), dtype, buffer=_nl.sbuf)
+    _cur.memset(clip(out, mask_box(mask)), value, engine=engine)
+    return out
+
+
+@_with_mask
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False,
+                       dtype=None, **_):
+    """A new SBUF tile: the scan op1(op0(data0[j], prev), data1[j]) from initial."""
+    out = _sbuf(_nl._tile_shape(data0), dtype, data0, data1)
+    return _cur.tensor_tensor_scan(out, data0, data1, initial, op0, op1, reverse0=reverse0,
+                                   reverse1=reverse1)
+
+
+@_with_mask
+def bn_stats(data, dtype=None, **_):
+    """A new [P, 6] SBUF tile of bn_stats tuples of data."""
+    return _cur.bn_stats(_sbuf((data.shape[0], 6), dtype, data), data)
+
+
+@_with_mask
+def bn_aggr(data, dtype=None, **_):
+    """A new [P, 2] SBUF tile: (mean, variance) from bn_stats tuples."""
+    return _cur.bn_aggr(_sbuf((data.shape[0], 2), dtype, data), data)
+
+
+@_with_mask
+def max8(src, dtype=None, **_):
+    """A new [P, 8] SBUF tile: the 8 largest values per partition, descending."""
+    return _cur.max8(_sbuf((src.shape[0], 8), dtype, src), src)
+
+
+@_with_mask
+def nc_find_index8(data, vals, dtype=None, **_):
+    """A new [P, 8] uint32 tile: where each of vals first occurs in data."""
+    out = _nl.ndarray((data.shape[0], 8), _nl.as_dtype(dtype or _nl.uint32), buffer=_nl.sbuf)
+    return _cur.nc_find_index8(out, data, vals)
+
+
+@_with_mask
+def nc_match_replace8(data, vals, imm, dst_idx=None, dtype=None, **_):
+    """A new tile: data with the first occurrences of vals replaced by imm."""
+    out = _sbuf(_nl._tile_shape(data), dtype, data)
+    return _cur.nc_match_replace8(out, data, vals, imm, dst_idx=dst_idx)
+
+
+@_with_mask
+def tensor_partition_reduce(op, data, dtype=None, **_):
+    """A new [1, F...] SBUF tile: op-reduction of data across partitions."""
+    out = _sbuf((1,) + tuple(data.shape[1:]), dtype, data)
+    return _cur.tensor_partition_reduce(out, op, data)
+
+
+def dma_copy(dst, src, mask=None, **_):
+    """dst = src through a DMA (HBM <-> SBUF, HBM <-> HBM, SBUF <-> SBUF)."""
+    box = mask_box(mask)
+    _cur.dma_copy(clip(dst, box), clip(src, box))
+
+
+__all__ = sorted(n for n, v in globals().items()
+                 if not n.startswith("_") and (callable(v) or isinstance(v, Engine))
+                 and n not in ("IndexExpr", "Mask", "NkiTensor", "clip", "mask_box", "fail"))

@@ -1,0 +1,227 @@
+"""neuronxcc.nki.language: the legacy dialect's nl, on top of torchneuron.nki.language.
+
+The names are the current ``nl``'s, plus ``arange`` / ``mgrid`` index
+expressions and ``mask=`` on every tile-producing call: the inputs are
+clipped to the mask's box, and a result computed on a box is placed at the
+box's position in a tile of the full shape (the rest of the tile is
+undefined, as on hardware). ``par_dim`` marks the partition dim of an
+``ndarray`` shape: dims before it are block dims, each block its own tile
+(allocated when first indexed, so blocks live and die separately as the
+compiler's rotating buffers do).
+"""
+
+import functools
+
+from torchneuron.nki import isa as _cur_isa
+from torchneuron.nki import language as _cur
+from torchneuron.nki import trace as _trace
+from torchneuron.nki.legacy.index import (  # noqa: F401  (nl.arange, nl.mgrid)
+    IndexedView, IndexExpr, Mask, arange, clip, mask_box, mgrid)
+from torchneuron.nki.ops import ActivationFunction, AluOp
+from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.trace import fail
+
+for _name in _cur.__all__:
+    globals()[_name] = getattr(_cur, _name)
+
+
+def _expand(result, box):
+    """A result computed on the box, placed in a tile of the full shape."""
+    if not box or not isinstance(result, NkiTensor):
+        return result
+    full, index, grown = list(result.shape), [], False
+    for a, size in enumerate(result.shape):
+        lo, hi, extent = box.get(a, (0, size, size))
+        if size == hi - lo and size != extent:
+            full[a], grown = extent, True
+            index.append(slice(lo, hi))
+        else:
+            index.append(slice(None))
+    if not grown:
+        return result
+    buffer = _cur.psum if result.storage.buffer == _trace.PSUM else _cur.sbuf
+    out = _cur.ndarray(tuple(full), result.dtype, buffer=buffer)
+    _cur_isa.tensor_copy(out[tuple(index)], result)
+    return out
+
+
+def masked(fn):
+    """fn with the legacy mask= argument (and IndexedView operands)."""
+
+    @functools.wraps(fn)
+    def call(*args, mask=None, **kwargs):
+        box = mask_box(mask)
+        args = [clip(a, box) for a in args]
+        kwargs = {k: clip(v, box) for k, v in kwargs.items()}
+        return _expand(fn(*args, **kwargs), box)
+
+    return call
+
+
+class _LegacyAlu(AluOp):
+    def __call__(self, x, y, dtype=None, mask=None, **_):
+        return masked(lambda a, b: _cur.elementwise(self, a, b, dtype=dtype))(x, y, mask=mask)
+
+
+class _LegacyActivation(ActivationFunction):
+    def __call__(self, x, dtype=None, mask=None, **_):
+        return masked(lambda a: _cur.unary(self, a, dtype=dtype))(x, mask=mask)
+
+
+for _name in list(globals()):
+    _value = globals()[_name]
+    if type(_value) is AluOp:
+        globals()[_name] = _LegacyAlu(_value.name)
+    elif type(_value) is ActivationFunction:
+        globals()[_name] = _LegacyActivation(_value.name)
+
+
+class _LegacyCopy(_LegacyActivation):
+    """nl.copy: the identity activation as an op, a tile copy when called."""
+
+    def __call__(self, x, dtype=None, mask=None, **_):
+        return masked(lambda a: _cur.copy(a, dtype=dtype))(x, mask=mask)
+
+
+copy = _LegacyCopy("copy")
+identity = copy
+
+for _name in ("transpose", "matmul", "sum", "max", "min", "prod", "mean", "where",
+              "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
+              "broadcast_to", "load_transpose2d"):
+    globals()[_name] = masked(getattr(_cur, _name))
+
+
+# ---- allocation with block dims ----------------------------------------------
+
+class ParDim(int):
+    """nl.par_dim(n): the partition dim of an ndarray shape (block dims come before it)."""
+
+
+def par_dim(size):
+    return ParDim(size)
+
+
+class BlockTensor:
+    """An ndarray with block dims: each block is a separate on-chip tile."""
+
+    def __init__(self, blocks, tile_shape, dtype, buffer, name=None):
+        self.blocks = tuple(blocks)
+        self.tile_shape = tuple(int(s) for s in tile_shape)
+        self.dtype = _cur.as_dtype(dtype)
+        self._buffer = buffer
+        self._tiles = {}
+
+    @property
+    def shape(self):
+        return self.blocks + self.tile_shape
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def buffer(self):
+        return self._buffer.name
+
+    def _tile(self, block):
+        for b, n in zip(block, self.blocks):
+            if not 0 <= b < n:
+                fail(f"block index {block} is out of range for block dims {self.blocks}",
+                     "out_of_bounds")
+        tile = self._tiles.get(block)
+        if tile is None:
+            tile = _cur.ndarray(self.tile_shape, self.dtype, buffer=self._buffer)
+            self._tiles[block] = tile
+        return tile
+
+    def _split(self, index):
+        index = index if isinstance(index, tuple) else (index,)
+        k = len(self.blocks)
+        block = []
+        for i in index[:k]:
+            if isinstance(i, (IndexExpr, slice)) or i is Ellipsis:
+                fail("block dims are indexed with ints (loop variables), one block at a time",
+                     "index")
+            block.append(int(i) + (self.blocks[len(block)] if int(i) < 0 else 0))
+        if len(block) < k:
+            fail(f"index all {k} block dims before the tile's dims", "index")
+        return self._tile(tuple(block)), index[k:]
+
+    def __getitem__(self, index):
+        tile, rest = self._split(index)
+        return tile[rest] if rest else tile
+
+    def __setitem__(self, index, value):
+        tile, rest = self._split(index)
+        if rest:
+            tile[rest] = value
+        else:
+            tile[...] = value
+
+
+def ndarray(shape, dtype, buffer=None, name=None, **kwargs):
+    """A new tensor; a shape with nl.par_dim after other dims has block dims."""
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    at = next((i for i, s in enumerate(shape) if isinstance(s, ParDim)), 0)
+    if at == 0:
+        return _cur.ndarray(shape, dtype, buffer=buffer, name=name, **kwargs)
+    buffer = _cur.sbuf if buffer is None else buffer
+    if not _cur.is_on_chip(buffer):
+        fail("block dims (dims before nl.par_dim) exist for SBUF and PSUM tensors only",
+             "buffer", "nki.language.ndarray")
+    return BlockTensor(shape[:at], shape[at:], dtype, buffer, name)
+
+
+def _filled(value):
+    def make(shape, dtype, buffer=None, name=None, **kwargs):
+        t = ndarray(shape, dtype, buffer=buffer, name=name)
+        if isinstance(t, BlockTensor):
+            import itertools
+
+            for block in itertools.product(*(range(n) for n in t.blocks)):
+                _cur_isa.memset(t[block], value)
+        else:
+            _cur_isa.memset(t, value)
+        return t
+
+    return make
+
+
+zeros = _filled(0)
+ones = _filled(1)
+
+
+def full(shape, fill_value, dtype, buffer=None, name=None, **kwargs):
+    return _filled(fill_value)(shape, dtype, buffer=buffer, name=name)
+
+
+# ---- movement with masks -----------------------------------------------------
+
+def load(src, mask=None, dtype=None, **_):
+    """A new SBUF tile holding src; under a mask only the masked box is read."""
+    box = mask_box(mask)
+    shape = _cur._tile_shape(src) if isinstance(src, NkiTensor) else tuple(src.shape)
+    tile = _cur.ndarray(shape, dtype or src.dtype, buffer=_cur.sbuf)
+    _cur_isa.dma_copy(clip(tile, box), clip(src, box))
+    return tile
+
+
+def store(dst, value, mask=None, **_):
+    """Writes value to dst; under a mask only the masked box is written."""
+    box = mask_box(mask)
+    _cur.store(clip(dst, box), clip(value, box))
+
+
+def program_id(axis=0):
+    return _cur.program_id(axis)
+
+
+def spmd_dim(*sizes, **_):
+    """Accepted in launch grids for compatibility: the product of the sizes."""
+    import math
+
+    return math.prod(int(s) for s in sizes)
+
+
+__all__ = sorted(set(_cur.__all__) | {"arange", "mgrid", "par_dim", "spmd_dim"})
