@@ -12,6 +12,13 @@ static float scalar_or_imm(const nc_core *core, const nrt_nc_ap *ap, int64_t p, 
   return nc_load(ap->dtype, nc_row(core, ap, p));
 }
 
+/* Out of line on purpose: the scan is a serial chain, and inlining nc_alu
+ * twice in its loop let -O3 unswitch on both ALU ops (one loop copy per
+ * pair of ops), which took cc1 minutes and gigabytes for no speed. */
+__attribute__((noinline)) static float scan_alu(int32_t op, float x, float y) {
+  return nc_alu(op, x, y);
+}
+
 static void exec_scan(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
@@ -21,8 +28,8 @@ static void exec_scan(const nc_core *core, const nrt_nc_inst *inst, float *a, fl
     nc_gather_f32(core, &inst->ap[1], p, a);
     nc_gather_f32(core, &inst->ap[2], p, b);
     for (int64_t j = 0; j < n; j++) {
-      float x = rev0 ? nc_alu(inst->func[0], prev, a[j]) : nc_alu(inst->func[0], a[j], prev);
-      prev = rev1 ? nc_alu(inst->func[1], b[j], x) : nc_alu(inst->func[1], x, b[j]);
+      float x = rev0 ? scan_alu(inst->func[0], prev, a[j]) : scan_alu(inst->func[0], a[j], prev);
+      prev = rev1 ? scan_alu(inst->func[1], b[j], x) : scan_alu(inst->func[1], x, b[j]);
       a[j] = prev;
     }
     nc_scatter_f32(core, dst, p, a);
