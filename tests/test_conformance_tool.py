@@ -1,0 +1,108 @@
+"""torchneuron.tools.conformance on a device-generic test file written in the
+style of PyTorch's own (instantiate_device_type_tests), run for real on
+neuron and on the CPU: pairing of twins, the neuron-only failures, failures
+the CPU shares, a crash that the runner resumes after, skips, collection
+errors and the fallback report."""
+
+import json
+import textwrap
+
+import torch
+import torchneuron
+
+from torchneuron.tools import conformance
+from torchneuron.tools.conformance_causes import cause_of, normalise
+
+GENERIC = textwrap.dedent('''
+    import os
+    import torch
+    from torch.testing._internal.common_utils import TestCase
+    from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
+
+    def on_neuron(device):
+        return torch.device(device).type != "cpu"
+
+    class TestGeneric(TestCase):
+        @dtypes(torch.float32, torch.int64)
+        def test_a_add(self, device, dtype):
+            x = torch.arange(6, device=device).to(dtype)
+            self.assertEqual((x + x).cpu(), torch.arange(6).to(dtype) * 2)
+
+        def test_b_fails_everywhere(self, device):
+            self.assertEqual(torch.tensor([1.0], device=device), torch.tensor([2.0], device=device))
+
+        def test_c_result_differs_on_neuron(self, device):
+            # Stands in for a kernel bug: only the neuron twin sees a wrong value.
+            expected = 3.0 if on_neuron(device) else 2.0
+            self.assertEqual(torch.tensor([1.0], device=device) * 2, torch.tensor([expected], device=device))
+
+        def test_d_crashes_on_neuron(self, device):
+            if on_neuron(device):
+                os.abort()
+
+        def test_e_skipped(self, device):
+            self.skipTest("nothing to see")
+
+        def test_f_after_the_crash(self, device):
+            # Runs on neuron only if the runner resumed after test_d.
+            self.assertEqual(torch.ones(3, device=device).sum().item(), 3.0)
+
+        def test_g_fallback(self, device):
+            # An op without a neuron kernel still passes, through the fallback.
+            x = torch.tensor([3.0, 4.0], device=device)
+            self.assertEqual(torch.special.i1e(x).cpu(), torch.special.i1e(x.cpu()))
+
+    instantiate_device_type_tests(TestGeneric, globals())
+''')
+
+
+def test_report_of_a_generic_file(tmp_path, capsys):
+    (tmp_path / "test_generic.py").write_text(GENERIC)
+    (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
+    out = tmp_path / "report.json"
+    rc = conformance.main(["--pytorch-tests", str(tmp_path), "--files", "test_generic.py",
+                           "test_broken.py", "--json", str(out), "--timeout", "120"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    generic, broken = json.loads(out.read_text())
+
+    counts = generic["counts"]
+    # test_a x2 dtypes, test_f (resumed after the crash), test_g.
+    assert counts["passed"] == 4, counts
+    assert counts["failed on CPU too"] == 1
+    assert counts["skipped"] == 1
+    assert counts["failed (ours)"] == 2
+    by_test = {f["test"].split("::")[-1]: f for f in generic["failures"]}
+    assert set(by_test) == {"test_c_result_differs_on_neuron_neuron",
+                            "test_d_crashes_on_neuron_neuron"}
+    assert by_test["test_c_result_differs_on_neuron_neuron"]["cpu"] == "passed"
+    assert by_test["test_c_result_differs_on_neuron_neuron"]["cause"] == \
+        "a result differs from the expected value"
+    assert by_test["test_d_crashes_on_neuron_neuron"]["cause"] == "the process crashed"
+    assert any("died in" in n and "test_d_crashes_on_neuron_neuron" in n for n in generic["notes"])
+    # Whatever test_g's op does in this process (fallback or, one day, a
+    # native kernel), the subprocess reports the same.
+    torchneuron.clear_op_tracking()
+    torch.special.i1e(torch.tensor([3.0, 4.0], device="neuron")).cpu()
+    assert set(torchneuron.get_fallback_ops()) <= set(generic["fallback_ops"])
+    assert any("did not run" in n for n in broken["notes"])
+    assert "total" in printed and "the process crashed" in printed
+
+
+def test_twins_pair_by_device_neutral_name():
+    neuron = "test_x.py::TestFooPRIVATEUSE1::test_cpu_kernel_neuron_float32"
+    cpu = "test_x.py::TestFooCPU::test_cpu_kernel_cpu_float32"
+    assert conformance.pair_key(neuron) == conformance.pair_key(cpu)
+    # A "cpu" inside the test's own name is not the device suffix.
+    assert "cpu_kernel" in conformance.pair_key(neuron)
+    assert conformance.pair_key("t.py::TestFooCPU::test_a_cpu") != \
+        conformance.pair_key("t.py::TestFooCPU::test_b_cpu")
+
+
+def test_causes_group_across_dtypes_and_shapes():
+    a = cause_of("failed", "RuntimeError: index 17 is out of bounds for dimension 0 with size 4")
+    b = cause_of("failed", "RuntimeError: index 3 is out of bounds for dimension 1 with size 2")
+    assert a == b == normalise("RuntimeError: index N is out of bounds for dimension N with size N")
+    assert cause_of("failed", "TypeError: complex64 is not supported") == \
+        "complex dtypes are not supported on neuron yet"
+    assert cause_of("xpassed", "") .startswith("passed unexpectedly")

@@ -1,0 +1,76 @@
+"""pytest plugin for torchneuron.tools.conformance: one JSON line per test,
+written as each test starts and ends, so a run that crashes or hangs still
+tells which tests finished and which one was running.
+
+Loaded with ``-p torchneuron.tools.conformance_plugin``; it does nothing
+unless TORCHNEURON_CONFORMANCE_LOG names the file to append to.
+TORCHNEURON_CONFORMANCE_SKIP may name a file of node ids (one a line) to
+deselect: the runner's way to resume a file after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+_LOG = os.environ.get("TORCHNEURON_CONFORMANCE_LOG")
+_SKIP = os.environ.get("TORCHNEURON_CONFORMANCE_SKIP")
+
+
+def _write(record: dict) -> None:
+    # Opened per record: a crash loses at most the line being written.
+    with open(_LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _message(report) -> str:
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
+        return str(longrepr[2])
+    crash = getattr(longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    return str(longrepr).strip().splitlines()[-1] if str(longrepr).strip() else ""
+
+
+def pytest_collection_modifyitems(config, items):
+    if not _SKIP or not os.path.exists(_SKIP):
+        return
+    with open(_SKIP, encoding="utf-8") as f:
+        skip = {line.strip() for line in f if line.strip()}
+    kept = [item for item in items if item.nodeid not in skip]
+    config.hook.pytest_deselected(items=[item for item in items if item.nodeid in skip])
+    items[:] = kept
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _LOG:
+        _write({"event": "start", "nodeid": nodeid})
+
+
+def pytest_runtest_logreport(report):
+    if not _LOG:
+        return
+    # One outcome per test: the call, or the setup/teardown that failed or skipped.
+    if report.when != "call" and report.outcome == "passed":
+        return
+    outcome = report.outcome
+    if hasattr(report, "wasxfail"):
+        outcome = "xpassed" if report.outcome == "passed" else "xfailed"
+    _write({"event": "report", "nodeid": report.nodeid, "when": report.when,
+            "outcome": outcome, "message": _message(report)[:2000]})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _LOG:
+        return
+    fallback_ops: dict[str, int] = {}
+    try:
+        import torchneuron
+
+        fallback_ops = dict(torchneuron.get_fallback_ops())
+    except Exception:  # the CPU side may run without the backend
+        pass
+    _write({"event": "finish", "exitstatus": int(exitstatus), "fallback_ops": fallback_ops})
