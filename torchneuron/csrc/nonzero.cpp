@@ -133,9 +133,12 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   NEURON_TRACK_OP("aten::bincount");
   c10::DeviceGuard guard(self.device());
   at::Tensor weights = weights_opt.value_or(at::Tensor());
+  // The dtype first, as the CPU's dispatch over integral types rejects it.
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount\" not implemented for '", c10::toString(self.scalar_type()),
+                              "' on neuron");
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
-  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
-              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
   TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == self.size(0)),
               "weights should be 1-d and have the same length as input");
   check_devices("bincount", self, {weights});

@@ -108,7 +108,7 @@ void launch(nrt_op_code code, at::TensorIteratorBase& iter, c10::ArrayRef<c10::I
 
 at::TensorIterator build_iterator(const PointwiseCall& call) {
   at::TensorIteratorConfig config;
-  config.set_check_mem_overlap(true).allow_cpu_scalars(true);
+  config.set_check_mem_overlap(call.check_overlap).allow_cpu_scalars(true);
   const at::Tensor& out = call.outputs[0];
   switch (call.dtypes) {
     case PointwiseDtypes::Arithmetic:
@@ -299,6 +299,7 @@ class PointwiseCore {
   // an output was given).
   c10::SmallVector<at::Tensor, 2> run(PointwiseCall& call) const {
     if (call.outputs.empty()) call.outputs.resize(num_returns_);
+    call.check_overlap = !(op_.flags & kOverlapAllowed);
     if (op_.prepare) op_.prepare(call);
     for (size_t k = 0; k < call.inputs.size(); k++) {
       if (call.inputs[k]->defined() || !call.input_scalars[k]) continue;

@@ -56,6 +56,7 @@ struct PointwiseCall {
   c10::SmallVector<TensorRef, 2> outputs;      // given outputs (undefined: allocate)
   std::optional<at::ScalarType> dtype;         // Select: the result dtype
   std::string_view name;                       // the overload's name, for messages
+  bool check_overlap = true;                   // see kOverlapAllowed
 };
 
 using PointwisePrepare = void (*)(PointwiseCall& call);
@@ -73,6 +74,9 @@ enum PointwiseFlags : uint8_t {
   // Scalar operands must fit the compute dtype, as Scalar::to<T> demands
   // (clamp's bounds, masked_fill's value).
   kCheckScalarFits = 4,
+  // The output may overlap itself (an expanded tensor written in place), as
+  // PyTorch's CPU threshold allows: the op is idempotent.
+  kOverlapAllowed = 8,
 };
 
 struct PointwiseOp {

@@ -389,8 +389,8 @@ const PointwiseOp kPointwiseOps[] = {
     {"softplus softplus.out", NRT_OP_SOFTPLUS, D::SameAsInput, kFloat},
     {"softplus_backward softplus_backward.grad_input", NRT_OP_SOFTPLUS_BACKWARD, D::Arithmetic,
      kFloat},
-    {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric, nullptr, 0,
-     check_scalars_fit},
+    {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric, nullptr,
+     kOverlapAllowed, check_scalars_fit},
     {"threshold_backward threshold_backward.grad_input", NRT_OP_THRESHOLD_BACKWARD, D::Arithmetic,
      kNumeric},
 

@@ -269,7 +269,15 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
     first = typed_scalar<acc_t>(start);
     delta = typed_scalar<acc_t>(step);
   });
-  if (out.numel() != size) out.resize_({size});
+  if (out.numel() != size) {
+    if (out.numel() > 0)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+                 out.numel(), " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. The out tensor will "
+                 "be resized to a tensor of shape (", size, ",).");
+    out.resize_({size});
+  }
+  at::assert_no_internal_overlap(out);
   launch_1d(NRT_OP_ARANGE, out, {first, delta});
   return out;
 }
@@ -294,6 +302,7 @@ at::Tensor& range_out(const at::Scalar& start, const at::Scalar& end, const at::
     delta = typed_scalar<acc_t>(step);
   });
   if (out.numel() != size) out.resize_({size});
+  at::assert_no_internal_overlap(out);
   launch_1d(NRT_OP_ARANGE, out, {first, delta});
   return out;
 }
@@ -310,6 +319,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
     first = typed_scalar<scalar_t>(start);
     last = typed_scalar<scalar_t>(end);
   });
+  at::assert_no_internal_overlap(out);  // as the CPU's iterator checks
   launch_1d(NRT_OP_LINSPACE, out, {first, last});
   return out;
 }
@@ -326,6 +336,7 @@ at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
     first = typed_scalar<scalar_t>(start);
     last = typed_scalar<scalar_t>(end);
   });
+  at::assert_no_internal_overlap(out);  // as the CPU's iterator checks
   launch_1d(NRT_OP_LOGSPACE, out, {first, last, float_scalar(base)});
   return out;
 }

@@ -5,6 +5,7 @@
 // checks follow PyTorch's meta functions and CPU wrappers; the work is the
 // runtime's SORT/TOPK/KTHVALUE/UNIQUE_* ops. unique's output size depends
 // on the data, so it synchronises once to read the number of runs.
+#include <ATen/native/Resize.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
@@ -155,6 +156,25 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, i
                                                        at::Tensor& indices) {
   NEURON_TRACK_OP("aten::nanmedian.dim_values");
   select_along_dim("nanmedian()", self, 0, dim, keepdim, kNanIgnored, values, indices);
+  return {values, indices};
+}
+
+// mode(out=): PyTorch's composite mode.values accepts only CPU, CUDA and
+// XPU tensors. The mode itself is computed by aten::mode (the CPU fallback
+// until it has a kernel here, and counted as one); the outputs are checked
+// and resized as the CPU's out= variant does.
+std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                              at::Tensor& values, at::Tensor& indices) {
+  NEURON_TRACK_OP("aten::mode.values");
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "mode(): expected values to have ",
+              self.scalar_type(), " dtype, but got: ", values.scalar_type());
+  TORCH_CHECK(indices.scalar_type() == at::kLong,
+              "mode(): expected indices to have Long dtype, but got: ", indices.scalar_type());
+  auto [v, i] = at::mode(self, dim, keepdim);
+  at::native::resize_output(values, v.sizes());
+  at::native::resize_output(indices, i.sizes());
+  values.copy_(v);
+  indices.copy_(i);
   return {values, indices};
 }
 
@@ -311,6 +331,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("kthvalue.values", kthvalue_out);
   m.impl("median.dim_values", median_dim_out);
   m.impl("nanmedian.dim_values", nanmedian_dim_out);
+  m.impl("mode.values", mode_out);
   m.impl("median", median);
   m.impl("nanmedian", nanmedian);
   m.impl("_unique2", unique2);

@@ -1,0 +1,112 @@
+"""Behaviours PyTorch's own device-generic tests check and neuron got wrong
+(issue 20's list): overlap checks on out= factories, the spurious one on
+threshold_, the arange resize warning, bincount's error type, mode(out=).
+Each is compared with the CPU doing the same thing."""
+
+import warnings
+
+import pytest
+import torch
+
+import torchneuron
+
+OVERLAP = "more than one element of the written-to tensor refers to a single memory location"
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    torchneuron.clear_op_tracking()
+    yield
+
+
+def no_fallback():
+    assert torchneuron.get_fallback_ops() == {}
+
+
+def test_threshold_inplace_on_an_expanded_tensor_runs_like_cpu():
+    for device in ("cpu", "neuron"):
+        x = torch.zeros(1, device=device).expand(3)
+        torch.nn.functional.threshold_(x, 0.5, 1.0)
+        assert x.cpu().tolist() == [1.0, 1.0, 1.0]
+    # Other in-place ops still refuse a self-overlapping output, as on CPU.
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            torch.zeros(1, device=device).expand(3).add_(1)
+    no_fallback()
+
+
+@pytest.mark.parametrize("factory", [
+    lambda out: torch.linspace(0, 1, 5, out=out),
+    lambda out: torch.logspace(0, 1, 5, out=out),
+    lambda out: torch.arange(0, 5, out=out),
+    lambda out: torch.range(0, 4, out=out),
+])
+def test_out_factories_refuse_an_expanded_out(factory):
+    for device in ("cpu", "neuron"):
+        out = torch.empty(1, device=device).expand(5)
+        with pytest.raises(RuntimeError, match=OVERLAP), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            factory(out)
+    no_fallback()
+
+
+def test_linspace_single_step_into_an_expanded_out_fills_like_cpu():
+    outs = [torch.zeros(1, device=d).expand(1) for d in ("cpu", "neuron")]
+    for out in outs:
+        torch.linspace(3, 7, 1, out=out)
+    assert outs[1].cpu().tolist() == outs[0].tolist() == [3.0]
+
+
+def _arange_warnings(device, out_numel):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = torch.empty(out_numel, device=device)
+        torch.arange(0, 5, out=out)
+        assert out.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    # Without the "(Triggered internally at <source file>)" tail.
+    return [str(w.message).split(" (Triggered internally")[0] for w in caught
+            if "number of elements" in str(w.message)]
+
+
+@pytest.mark.parametrize("out_numel", [0, 2, 5, 9])
+def test_arange_out_resize_warns_like_cpu(out_numel):
+    cpu, neuron = _arange_warnings("cpu", out_numel), _arange_warnings("neuron", out_numel)
+    assert neuron == cpu
+    assert len(neuron) == (1 if out_numel not in (0, 5) else 0)
+    no_fallback()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bool])
+def test_bincount_of_a_non_integer_dtype_is_not_implemented_like_cpu(dtype):
+    for device in ("cpu", "neuron"):
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            torch.bincount(torch.tensor([1, 0], device=device).to(dtype))
+
+
+def test_bincount_checks_dimensions_after_the_dtype():
+    for device in ("cpu", "neuron"):
+        with pytest.raises(RuntimeError, match="1-d non-negative integral"):
+            torch.bincount(torch.zeros(2, 2, dtype=torch.long, device=device))
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_mode_out_matches_cpu(dim, keepdim):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 4, (5, 7), generator=g)
+    values, indices = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
+    torch.mode(x, dim, keepdim, out=(values, indices))
+    nv = torch.empty(0, dtype=torch.long, device="neuron")
+    ni = torch.empty(0, dtype=torch.long, device="neuron")
+    result = torch.mode(x.to("neuron"), dim, keepdim, out=(nv, ni))
+    assert result.values is nv and result.indices is ni
+    assert torch.equal(nv.cpu(), values) and torch.equal(ni.cpu(), indices)
+
+
+def test_mode_out_rejects_wrong_out_dtypes():
+    x = torch.tensor([1, 2, 2, 3], device="neuron")
+    with pytest.raises(RuntimeError, match="expected values to have Long dtype"):
+        torch.mode(x, out=(torch.empty(0, device="neuron"), torch.empty(0, dtype=torch.long, device="neuron")))
+    with pytest.raises(RuntimeError, match="expected indices to have Long dtype"):
+        torch.mode(x, out=(torch.empty(0, dtype=torch.long, device="neuron"),
+                           torch.empty(0, dtype=torch.int32, device="neuron")))
