@@ -110,3 +110,25 @@ def test_mode_out_rejects_wrong_out_dtypes():
     with pytest.raises(RuntimeError, match="expected indices to have Long dtype"):
         torch.mode(x, out=(torch.empty(0, dtype=torch.long, device="neuron"),
                            torch.empty(0, dtype=torch.int32, device="neuron")))
+
+
+def test_more_index_tensors_than_the_runtime_takes_run_through_the_fallback():
+    # Six index tensors (the runtime's index walk takes five): the op runs
+    # through the counted CPU fallback instead of failing.
+    x = torch.arange(2 ** 7, dtype=torch.float32).reshape([2] * 7)
+    idx = (torch.tensor([0, 1, 1]),) * 6
+    nidx = tuple(t.to("neuron") for t in idx)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.equal(x.to("neuron")[nidx].cpu(), x[idx])
+        for accumulate in (False, True):
+            expected = x.clone().index_put_(idx, torch.full((3, 2), 5.0), accumulate=accumulate)
+            got = x.to("neuron").index_put_(nidx, torch.full((3, 2), 5.0, device="neuron"),
+                                            accumulate=accumulate)
+            assert torch.equal(got.cpu(), expected)
+    ops = torchneuron.get_fallback_ops()
+    assert ops.get("aten::index.Tensor") == 1 and ops.get("aten::_index_put_impl_") == 2
+    # Five still run natively.
+    torchneuron.clear_op_tracking()
+    assert torch.equal(x.to("neuron")[nidx[:5]].cpu(), x[idx[:5]])
+    no_fallback()

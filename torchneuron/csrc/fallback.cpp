@@ -186,6 +186,11 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void run_through_fallback(const char* name, const char* overload, torch::jit::Stack* stack) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  neuron_fallback(op, stack);
+}
+
 std::optional<FallbackMode> parse_fallback_mode(const std::string& text) {
   if (text == "warn") return FallbackMode::Warn;
   if (text == "error") return FallbackMode::Error;

@@ -1,6 +1,8 @@
 // The CPU fallback for ops with no neuron kernel.
 #pragma once
 
+#include <ATen/core/stack.h>
+
 #include <optional>
 #include <string>
 
@@ -18,5 +20,11 @@ FallbackMode fallback_mode();
 // Throws if TORCHNEURON_FALLBACK was malformed (and no mode was set since):
 // the device's first use reports it, as the runtime reports its variables.
 void check_fallback_environment();
+
+// Runs op `name`.`overload` (arguments on `stack`, results left there)
+// through the CPU fallback, counted, warned and refusable like any other:
+// for a native kernel that meets a case its runtime op cannot take (more
+// index tensors than the runtime's limit) and must not fail the call.
+void run_through_fallback(const char* name, const char* overload, torch::jit::Stack* stack);
 
 }  // namespace torchneuron

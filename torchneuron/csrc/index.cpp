@@ -34,6 +34,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "fallback.h"
 #include "index_error.h"
 #include "index_launch.h"
 #include "op_tracking.h"
@@ -516,6 +517,11 @@ at::Tensor index(const at::Tensor& self, const c10::List<std::optional<at::Tenso
   NEURON_TRACK_OP("aten::index.Tensor");
   c10::DeviceGuard guard(self.device());
   IndexAccess a = advanced_access(self, indices, "index");
+  if (a.indices.size() > NRT_INDEX_MAX_TENSORS) {
+    torch::jit::Stack stack{self, indices};
+    run_through_fallback("aten::index", "Tensor", &stack);
+    return stack.back().toTensor();
+  }
   at::Tensor out = at::empty(a.shape, self.options());
   if (out.numel() > 0) launch_gather(NRT_OP_INDEX, out, out.strides(), a);
   return out;
@@ -531,6 +537,11 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);
   IndexAccess a = advanced_access(self, indices, "index");
+  if (a.indices.size() > NRT_INDEX_MAX_TENSORS) {
+    torch::jit::Stack stack{self, indices, out};
+    run_through_fallback("aten::index", "Tensor_out", &stack);
+    return out;
+  }
   for (const at::Tensor& index : a.indices) at::assert_no_overlap(out, index);
   at::native::resize_output(out, a.shape);
   if (out.numel() > 0) launch_gather(NRT_OP_INDEX, out, out.strides(), a);
@@ -558,6 +569,11 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   for (const std::optional<at::Tensor>& index : indices)
     if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
   IndexAccess a = advanced_access(self, indices, "index_put_");
+  if (a.indices.size() > NRT_INDEX_MAX_TENSORS) {
+    torch::jit::Stack stack{self, indices, values, accumulate, unsafe};
+    run_through_fallback("aten::_index_put_impl_", "", &stack);
+    return self;
+  }
   TORCH_CHECK(at::is_expandable_to(values.sizes(), a.shape), "shape mismatch: value tensor of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(a.shape));
   if (c10::multiply_integers(a.shape) == 0) return self;
