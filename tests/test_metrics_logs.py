@@ -169,6 +169,7 @@ from torchneuron import _C
 lib = torch.library.Library("tn_log_test", "DEF")
 lib.define("twice(Tensor x) -> Tensor")
 lib.impl("twice", lambda x: x * 2, "CPU")
+lib.impl("twice", lambda x: x * 2, "Meta")
 
 a = torch.ones(4, 8, device="neuron")
 b = (a + a).to(torch.float16)
@@ -182,6 +183,9 @@ _C._open_stream_gate(gate)
 torch.neuron.synchronize()
 f = torch.compile(lambda t: (t * 3).sin() + 1, backend="neuron")
 f(a)
+# A node with no lowering runs eagerly inside the compiled graph.
+g = torch.compile(lambda t: torch.ops.tn_log_test.twice(t * 3) + 1, backend="neuron")
+g(a)
 print("done")
 """
 
@@ -218,6 +222,13 @@ def test_op_log_shows_fused_groups_and_compiled_programs(child):
     assert "fused group of 3 ops on neuron:0 stream 0: add mul relu" in lines, lines
     assert any(line.startswith("compiled program of ") and " on neuron:0 stream 0" in line
                for line in lines), lines
+    # The eager node of the second graph, and the copies its fallback makes,
+    # say where they ran; the first graph's program and eager ops do not.
+    tagged = [line for line in lines if " in compiled graph " in line]
+    assert tagged and all(line.endswith("(node twice)") for line in tagged), lines
+    assert any(line.startswith("tn_log_test::twice fallback (float32[4, 8]) in compiled graph ")
+               for line in tagged), lines
+    assert not any(line.startswith(("compiled program", "aten::add.Tensor")) for line in tagged), lines
 
 
 def test_debug_level_shows_the_runtimes_messages(child):
@@ -231,9 +242,9 @@ def test_metrics_file_is_written_at_exit(child):
         rows = list(csv.reader(f))
     assert rows[0] == ["counter", "value"]
     written = {name: int(value) for name, value in rows[1:]}
-    assert written["ops.fallback"] == 1, written
+    assert written["ops.fallback"] == 2, written
     assert written["ops.fused"] >= 3, written
-    assert written["compile.graphs"] == 1, written
+    assert written["compile.graphs"] == 2, written
     assert written["ops.native"] > 0 and written["runtime.kernels_launched"] > 0
 
 

@@ -27,6 +27,8 @@ class PlanError(ValueError):
     """A plan (from the disk cache) that does not fit its graph."""
 
 
+# TORCHNEURON_LOG_OPS is read once, when the extension loads.
+_OP_LOG = _C._op_log_enabled()
 _BINARY = {ADD: "+", SUB: "-", MUL: "*", FLOORDIV: "//", MOD: "%"}
 
 
@@ -275,7 +277,14 @@ class CompiledGraph:
             elif kind == "eager":
                 n = step[1]
                 a, kw = _map_args(n, env, self.slots)
-                env[self.slots[n]] = _as_traced(n, n.target(*a, **kw))
+                if _OP_LOG:  # its op lines name the graph
+                    _C._op_log_set_graph(f"{self.name} (node {n.name})")
+                    try:
+                        env[self.slots[n]] = _as_traced(n, n.target(*a, **kw))
+                    finally:
+                        _C._op_log_set_graph("")
+                else:
+                    env[self.slots[n]] = _as_traced(n, n.target(*a, **kw))
                 _metrics.count("compile.eager_nodes")
             elif kind == "host_op":
                 n = step[1]

@@ -148,6 +148,8 @@ void register_graph_bindings(py::module_& m) {
   m.def("_graph_program_info", &program_info);
   m.def("_graph_program_plan_text", &program_plan_text, py::arg("handle"), py::arg("symbols") = py::none());
   m.def("_graph_program_run", &program_run);
+  m.def("_op_log_enabled", &op_log_enabled);
+  m.def("_op_log_set_graph", &set_op_log_graph);
   m.def("_graph_counters", [] {
     nrt_program_counters c{};
     nrt_program_get_counters(&c);

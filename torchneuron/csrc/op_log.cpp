@@ -96,6 +96,8 @@ void describe(std::ostringstream& out, const c10::IValue& v) {
   }
 }
 
+thread_local std::string current_graph;
+
 std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   auto name = fn.operator_name();
   if (!name) return nullptr;
@@ -114,6 +116,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
     sep = ", ";
   }
   line << ")";
+  if (!current_graph.empty()) line << " in compiled graph " << current_graph;
   nrt_log_op_line(line.str().c_str());
   return nullptr;
 }
@@ -130,6 +133,8 @@ const bool registered = [] {
 }  // namespace
 
 bool op_log_enabled() { return registered; }
+
+void set_op_log_graph(std::string name) { current_graph = std::move(name); }
 
 void log_program_launch(nrt_program_t program, c10::DeviceIndex device, int64_t stream_id) {
   nrt_program_info info{};
