@@ -46,6 +46,9 @@ def cases():
     yield "topk 16M f32 k=100", (f32,), lambda x: torch.topk(x, 100)
     yield "topk 4096x4096 f32 k=16", (square,), lambda x: torch.topk(x, 16, 1)
     yield "median 4096x4096 f32 dim=1", (square,), lambda x: torch.median(x, 1)
+    small_ints = i64.view(4096, 4096) % 50
+    yield "mode 4096x4096 int64 (50 values) dim=1", (small_ints,), lambda x: torch.mode(x, 1)
+    yield "mode 4096x4096 f32 dim=0", (square,), lambda x: torch.mode(x, 0)
     yield "unique 16M int64 inverse+counts", (i64,), \
         lambda x: torch.unique(x, return_inverse=True, return_counts=True)
     yield "cat 2 x 8M f32 dim=0", tuple(halves), lambda *xs: torch.cat(xs, 0)

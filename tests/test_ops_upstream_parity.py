@@ -1,6 +1,7 @@
 """Behaviours PyTorch's own device-generic tests check and neuron got wrong
 (issue 20's list): overlap checks on out= factories, the spurious one on
-threshold_, the arange resize warning, bincount's error type, mode(out=).
+threshold_, the arange resize warning, bincount's error type, more index tensors than
+the runtime takes (mode(out=) is in test_ops_mode.py).
 Each is compared with the CPU doing the same thing."""
 
 import warnings
@@ -87,29 +88,6 @@ def test_bincount_checks_dimensions_after_the_dtype():
     for device in ("cpu", "neuron"):
         with pytest.raises(RuntimeError, match="1-d non-negative integral"):
             torch.bincount(torch.zeros(2, 2, dtype=torch.long, device=device))
-
-
-@pytest.mark.parametrize("keepdim", [False, True])
-@pytest.mark.parametrize("dim", [0, 1, -1])
-def test_mode_out_matches_cpu(dim, keepdim):
-    g = torch.Generator().manual_seed(3)
-    x = torch.randint(0, 4, (5, 7), generator=g)
-    values, indices = torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long)
-    torch.mode(x, dim, keepdim, out=(values, indices))
-    nv = torch.empty(0, dtype=torch.long, device="neuron")
-    ni = torch.empty(0, dtype=torch.long, device="neuron")
-    result = torch.mode(x.to("neuron"), dim, keepdim, out=(nv, ni))
-    assert result.values is nv and result.indices is ni
-    assert torch.equal(nv.cpu(), values) and torch.equal(ni.cpu(), indices)
-
-
-def test_mode_out_rejects_wrong_out_dtypes():
-    x = torch.tensor([1, 2, 2, 3], device="neuron")
-    with pytest.raises(RuntimeError, match="expected values to have Long dtype"):
-        torch.mode(x, out=(torch.empty(0, device="neuron"), torch.empty(0, dtype=torch.long, device="neuron")))
-    with pytest.raises(RuntimeError, match="expected indices to have Long dtype"):
-        torch.mode(x, out=(torch.empty(0, dtype=torch.long, device="neuron"),
-                           torch.empty(0, dtype=torch.int32, device="neuron")))
 
 
 def test_more_index_tensors_than_the_runtime_takes_run_through_the_fallback():

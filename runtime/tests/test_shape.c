@@ -440,6 +440,60 @@ static void test_kthvalue_matches_reference(void) {
     }
 }
 
+/* ---- MODE ---------------------------------------------------------------------------------------- */
+
+/* The mode by counting, O(n^2): the most frequent value, the smallest of
+ * equally frequent ones, at its last index; each NaN counts once (it equals
+ * nothing), so NaN wins only a slice of NaNs, at the first of them. */
+static int64_t ref_mode_index(nrt_dtype t, const char *base, int64_t n) {
+  size_t size = nrt_dtype_size(t);
+  int64_t best = -1, best_count = 0;
+  for (int64_t i = 0; i < n; i++) {
+    ref_key v = ref_key_of(t, base + i * (int64_t)size);
+    int64_t count = 0, last = i;
+    for (int64_t j = 0; j < n && !v.is_nan; j++)
+      if (ref_compare(v, ref_key_of(t, base + j * (int64_t)size)) == 0) count++, last = j;
+    if (v.is_nan) count = 1;
+    int better = best < 0 || count > best_count ||
+                 (count == best_count && ref_compare(v, ref_key_of(t, base + best * (int64_t)size)) < 0);
+    if (better) best = last, best_count = count;
+  }
+  return best;
+}
+
+static void test_mode_matches_reference(void) {
+  for (size_t d = 0; d < NUM_DTYPES; d++) {
+    nrt_dtype t = all_dtypes[d];
+    size_t size = nrt_dtype_size(t);
+    int64_t rows = 7, n = 45, in_shape[2] = {n, rows}, out_shape[2] = {1, rows};
+    void *in = dev_alloc((size_t)(rows * n) * size), *values = dev_alloc((size_t)rows * size);
+    void *indices = dev_alloc((size_t)rows * 8);
+    fill_random(t, host(in), rows * n, 4);
+    /* The mode along dim 0 of an (n, rows) tensor: slices are strided. */
+    nrt_tensor_view ops[3] = {contiguous(values, t, 2, out_shape),
+                              contiguous(indices, NRT_INT64, 2, out_shape),
+                              contiguous(in, t, 2, in_shape)};
+    int64_t scalars[1] = {0};
+    nrt_op op = make_op(NRT_OP_MODE, 2, 3, ops, 1, scalars);
+    CHECK_OK(nrt_op_execute(&op));
+    char *column = malloc((size_t)n * size);
+    for (int64_t r = 0; r < rows; r++) {
+      for (int64_t i = 0; i < n; i++)
+        memcpy(column + i * (int64_t)size, (char *)host(in) + (i * rows + r) * (int64_t)size, size);
+      int64_t want = ref_mode_index(t, column, n);
+      CHECK(((int64_t *)host(indices))[r] == want);
+      CHECK(same_bits((char *)host(values) + r * (int64_t)size, column + want * (int64_t)size, size));
+    }
+    free(column);
+    /* A wrong output shape is refused, naming the op. */
+    int64_t bad_shape[2] = {2, rows};
+    ops[0] = contiguous(values, t, 2, bad_shape);
+    op = make_op(NRT_OP_MODE, 2, 3, ops, 1, scalars);
+    CHECK(nrt_op_execute(&op) == NRT_ERROR_INVALID_ARGUMENT);
+    nrt_free(in), nrt_free(values), nrt_free(indices);
+  }
+}
+
 /* ---- CAT ---------------------------------------------------------------------------------------- */
 
 /* Cats k inputs of shape (2, s_j, 3) along dim 1 (or (s_j, 2, 3) along 0 ...),
@@ -738,6 +792,7 @@ int main(void) {
   RUN(test_sort_rows_matches_reference);
   RUN(test_topk_matches_reference);
   RUN(test_kthvalue_matches_reference);
+  RUN(test_mode_matches_reference);
   RUN(test_cat_matches_reference);
   RUN(test_cat_large_fast_path);
   RUN(test_roll_matches_reference);

@@ -5,7 +5,6 @@
 // checks follow PyTorch's meta functions and CPU wrappers; the work is the
 // runtime's SORT/TOPK/KTHVALUE/UNIQUE_* ops. unique's output size depends
 // on the data, so it synchronises once to read the number of runs.
-#include <ATen/native/Resize.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
@@ -159,22 +158,40 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, i
   return {values, indices};
 }
 
-// mode(out=): PyTorch's composite mode.values accepts only CPU, CUDA and
-// XPU tensors. The mode itself is computed by aten::mode (the CPU fallback
-// until it has a kernel here, and counted as one); the outputs are checked
-// and resized as the CPU's out= variant does.
-std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim,
-                                              at::Tensor& values, at::Tensor& indices) {
-  NEURON_TRACK_OP("aten::mode.values");
+// mode: the most frequent value along dim (the runtime's MODE has the CPU's
+// rules for ties and NaN), resized as PyTorch's reductions with indices are.
+void mode_along_dim(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
+                    at::Tensor& indices) {
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "mode(): expected values to have ",
               self.scalar_type(), " dtype, but got: ", values.scalar_type());
   TORCH_CHECK(indices.scalar_type() == at::kLong,
               "mode(): expected indices to have Long dtype, but got: ", indices.scalar_type());
-  auto [v, i] = at::mode(self, dim, keepdim);
-  at::native::resize_output(values, v.sizes());
-  at::native::resize_output(indices, i.sizes());
-  values.copy_(v);
-  indices.copy_(i);
+  dim = wrap_dim(dim, self);
+  at::native::zero_numel_check_dims(self, dim, "mode()");
+  check_device(values, self.device(), "mode()");
+  check_device(indices, self.device(), "mode()");
+  at::assert_no_overlap(self, values);
+  at::native::_reduction_with_indices_allocate_or_resize_output(values, indices, self, dim,
+                                                                keepdim);
+  launch_with_indices(NRT_OP_MODE, values, indices, self, {int_scalar(dim)});
+  if (!keepdim && self.dim() > 0) {
+    values.squeeze_(dim);
+    indices.squeeze_(dim);
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::mode");
+  at::Tensor values = at::empty({0}, self.options());
+  at::Tensor indices = at::empty({0}, self.options().dtype(at::kLong));
+  mode_along_dim(self, dim, keepdim, values, indices);
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> mode_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                              at::Tensor& values, at::Tensor& indices) {
+  NEURON_TRACK_OP("aten::mode.values");
+  mode_along_dim(self, dim, keepdim, values, indices);
   return {values, indices};
 }
 
@@ -331,6 +348,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("kthvalue.values", kthvalue_out);
   m.impl("median.dim_values", median_dim_out);
   m.impl("nanmedian.dim_values", nanmedian_dim_out);
+  m.impl("mode", mode);
   m.impl("mode.values", mode_out);
   m.impl("median", median);
   m.impl("nanmedian", nanmedian);

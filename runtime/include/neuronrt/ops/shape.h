@@ -43,6 +43,10 @@
  *              otherwise k is (n - 1) / 2 + 1 (median);
  *              2: NaNs are ignored, k is (non-NaN count - 1) / 2 + 1, and
  *              an all-NaN slice gives its first NaN (nanmedian).
+ *   MODE       operands [values, indices (int64), in]  scalars [dim]
+ *              values/indices have size 1 along dim: the most frequent
+ *              value of each slice, the smallest of equally frequent ones,
+ *              and its last index; NaN equals nothing, -0.0 == 0.0.
  *   SORT_ROWS  operands [values (n, m), indices (int64, n), in (n, m)]
  *              the rows of in in stable lexicographic order (elements
  *              ordered as SORT ascending); values are the sorted rows,
@@ -76,6 +80,7 @@
   X(TOPK, topk)                   \
   X(KTHVALUE, kthvalue)           \
   X(UNIQUE_SCAN, unique_scan)     \
-  X(UNIQUE_COLLECT, unique_collect)
+  X(UNIQUE_COLLECT, unique_collect) \
+  X(MODE, mode)
 
 #endif
