@@ -67,11 +67,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", default="", help="run the rows whose name contains this")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     neuron_sync = torch.neuron.synchronize
     print(f"{'op':34s} {'cpu ms':>9s} {'neuron ms':>10s} {'ratio':>7s}")
     for name, inputs, fn in cases():
+        if args.only not in name:
+            continue
         if inputs == (None,):  # factories take the device
             cpu_args, dev_args = ("cpu",), ("neuron",)
         else:
