@@ -93,19 +93,8 @@ nrt_status rt_kernel_mode(const nrt_op *op) {
   const nrt_tensor_view *values = &op->operands[0], *indices = &op->operands[1],
                         *in = &op->operands[2];
   int64_t dim = rt_scalar_int(op, 0);
-  if (in->ndim == 0 ? dim != 0 : dim < 0 || dim >= in->ndim)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %lld out of range for %d dims", name,
-                   (long long)dim, in->ndim);
-  int shapes_ok = values->ndim == in->ndim && indices->ndim == in->ndim &&
-                  values->dtype == in->dtype && indices->dtype == NRT_INT64;
-  for (int d = 0; shapes_ok && d < in->ndim; d++) {
-    int64_t want = d == dim ? 1 : in->shape[d];
-    shapes_ok = values->shape[d] == want && indices->shape[d] == want;
-  }
-  if (!shapes_ok)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
-                   "%s: values/indices must have the input's shape with 1 along dim, the "
-                   "input's dtype and int64", name);
+  st = rt_check_selection(op, dim, 1);
+  if (st) return st;
   mode_job j;
   j.n = in->ndim == 0 ? 1 : in->shape[dim];
   if (j.n > (int64_t)UINT32_MAX)

@@ -226,21 +226,9 @@ static nrt_status run_select(const nrt_op *op, int topk) {
   j.largest = topk && rt_scalar_int(op, 2) != 0;
   j.nan_mode = topk ? 0 : (int)rt_scalar_int(op, 2);
   j.topk = topk;
-  if (in->ndim == 0 ? dim != 0 : dim < 0 || dim >= in->ndim)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %lld out of range for %d dims", name,
-                   (long long)dim, in->ndim);
+  st = rt_check_selection(op, dim, topk ? j.k : 1);
+  if (st) return st;
   j.n = in->ndim == 0 ? 1 : in->shape[dim];
-  int64_t out_len = topk ? j.k : 1;
-  int shapes_ok = values->ndim == in->ndim && indices->ndim == in->ndim &&
-                  values->dtype == in->dtype && indices->dtype == NRT_INT64;
-  for (int d = 0; shapes_ok && d < in->ndim; d++) {
-    int64_t want = d == dim ? out_len : in->shape[d];
-    shapes_ok = values->shape[d] == want && indices->shape[d] == want;
-  }
-  if (!shapes_ok)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
-                   "%s: values/indices must have the input's shape with %lld along dim, "
-                   "the input's dtype and int64", name, (long long)out_len);
   if (j.nan_mode < 0 || j.nan_mode > 2)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad NaN mode %d", name, j.nan_mode);
   int64_t kmin = topk ? 0 : 1;

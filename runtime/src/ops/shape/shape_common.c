@@ -91,3 +91,23 @@ nrt_status rt_check_arity(const nrt_op *op, int operands, int min_scalars) {
                    op->num_scalars);
   return NRT_SUCCESS;
 }
+
+nrt_status rt_check_selection(const nrt_op *op, int64_t dim, int64_t out_len) {
+  const char *name = nrt_op_name(op->code);
+  const nrt_tensor_view *values = &op->operands[0], *indices = &op->operands[1],
+                        *in = &op->operands[2];
+  if (in->ndim == 0 ? dim != 0 : dim < 0 || dim >= in->ndim)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: dim %lld out of range for %d dims", name,
+                   (long long)dim, in->ndim);
+  int ok = values->ndim == in->ndim && indices->ndim == in->ndim && values->dtype == in->dtype &&
+           indices->dtype == NRT_INT64;
+  for (int d = 0; ok && d < in->ndim; d++) {
+    int64_t want = d == dim ? out_len : in->shape[d];
+    ok = values->shape[d] == want && indices->shape[d] == want;
+  }
+  if (!ok)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: values/indices must have the input's shape with %lld along dim, "
+                   "the input's dtype and int64", name, (long long)out_len);
+  return NRT_SUCCESS;
+}

@@ -24,6 +24,11 @@ int64_t rt_slices_offset(const rt_slices *s, int k, int64_t r);
  * empty views are ignored). */
 int rt_view_is_contiguous(const nrt_tensor_view *v);
 
+/* Checks the operands [values, indices, in] of a selection along dim
+ * (TOPK, KTHVALUE, MODE): dim in range for in, values in's dtype and
+ * indices int64, both of in's shape with out_len along dim. */
+nrt_status rt_check_selection(const nrt_op *op, int64_t dim, int64_t out_len);
+
 /* v narrowed along dim to [start, start + length). */
 nrt_tensor_view rt_view_narrow(const nrt_tensor_view *v, int dim, int64_t start, int64_t length);
 
