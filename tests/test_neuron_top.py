@@ -331,7 +331,7 @@ def _ops_of(screen, pid):
     """The OPS column of the process's first device row, or None."""
     for line in screen.splitlines():
         words = line.split()
-        if words[:2] == [str(pid), "neuron:0"]:
+        if words[:2] == [str(pid), "neuron:0"] and len(words) > 10:
             # PID DEVICE allocated unit reserved unit OPS/S FALLBACKS/S QUEUE BUSY OPS
             return int(words[10])
     return None

@@ -32,19 +32,21 @@
 static atomic_uint_fast64_t fallbacks;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t publish_mu = PTHREAD_MUTEX_INITIALIZER; /* the seqlock's one writer */
-static nrt_top_header *page;    /* the mapped file, set once under publish_mu */
+/* Set once before the publisher starts (which orders them before its use);
+ * other threads use them only once `named` says the publisher has. */
+static nrt_top_header *page;    /* the mapped file */
 static nrt_top_header *staging; /* the next publication, built here, then copied */
 static size_t page_bytes;
 static char page_path[PATH_MAX], tmp_path[PATH_MAX]; /* its name, and its name until published */
 static pid_t owner;              /* the process that made the page (not a forked child) */
 static atomic_int stopped;       /* set at exit: the file is gone */
-static int named;                /* under publish_mu: the file has its name */
+static int named;                /* under publish_mu: the publisher named the file */
 
 void nrt_top_note_fallback(void) { atomic_fetch_add_explicit(&fallbacks, 1, memory_order_relaxed); }
 
 const char *nrt_top_page_path(void) {
   pthread_mutex_lock(&publish_mu);
-  const char *path = page && named && !atomic_load(&stopped) ? page_path : "";
+  const char *path = named && !atomic_load(&stopped) ? page_path : "";
   pthread_mutex_unlock(&publish_mu);
   return path;
 }
@@ -90,7 +92,7 @@ static void publish_locked(void) {
 
 int nrt_top_publish_now(void) {
   pthread_mutex_lock(&publish_mu);
-  int published = page && !atomic_load(&stopped);
+  int published = named && !atomic_load(&stopped);
   if (published) publish_locked();
   pthread_mutex_unlock(&publish_mu);
   return published ? 0 : -1;
@@ -104,12 +106,12 @@ static void *publisher_main(void *arg) {
   pthread_mutex_lock(&publish_mu);
   if (!atomic_load(&stopped)) publish_locked();
   named = !atomic_load(&stopped) && rename(tmp_path, page_path) == 0;
-  if (!named) page = NULL; /* publish_now and page_path say none */
-  int failed = !named;
+  int failed = !named, err = errno;
   pthread_mutex_unlock(&publish_mu);
   if (failed) {
-    rt_log(NRT_LOG_INFO, "neuron-top page not published: cannot rename %s: %s", tmp_path,
-           strerror(errno));
+    if (!atomic_load(&stopped))
+      rt_log(NRT_LOG_INFO, "neuron-top page not published: cannot rename %s: %s", tmp_path,
+             strerror(err));
     unlink(tmp_path);
     return NULL;
   }
@@ -230,19 +232,18 @@ static void start_once_fn(void) {
     owner = pid;
     fill_identity(map, devices, ticks);
     fill_identity(next, devices, ticks);
-    pthread_mutex_lock(&publish_mu);
+    /* No lock here: callers may hold the stream table's lock, which the
+     * publisher takes under publish_mu. */
     page = map;
     staging = next;
-    pthread_mutex_unlock(&publish_mu);
     ok = atexit(remove_page) == 0 && pthread_create(&thread, &attr, publisher_main, NULL) == 0;
     pthread_attr_destroy(&attr);
   }
   if (ok) return;
   rt_log(NRT_LOG_INFO, "neuron-top page not published: cannot create it in %s", dir);
-  pthread_mutex_lock(&publish_mu);
-  atomic_store(&stopped, 1);
+  atomic_store(&stopped, 1); /* no publisher: nothing reads page */
   page = NULL;
-  pthread_mutex_unlock(&publish_mu);
+  staging = NULL;
   if (map) {
     unlink(tmp_path);
     munmap(map, bytes);

@@ -165,6 +165,15 @@ def take(directory: str, interval: float) -> dict:
     return snapshot(pages, notes + more, previous, directory, interval)
 
 
+def _screen_size():
+    """The terminal's size now (it may have been resized); COLUMNS and
+    LINES only when stdout is not a terminal."""
+    try:
+        return os.get_terminal_size(sys.stdout.fileno())
+    except (OSError, ValueError):
+        return shutil.get_terminal_size()
+
+
 def _live(directory: str, interval: float) -> None:
     """Redraws every interval until q or Ctrl-C (plain ANSI: home, clear)."""
     keys = sys.stdin.isatty()
@@ -182,7 +191,7 @@ def _live(directory: str, interval: float) -> None:
             pages, notes = top_page.scan(directory)
             snap = snapshot(pages, notes, previous, directory, interval)
             previous = {p.key: p for p in pages}
-            size = shutil.get_terminal_size()
+            size = _screen_size()
             lines = render(snap, size.columns)[:size.lines - 1]
             lines.append("q quits")
             out.write("\x1b[H\x1b[2J" + "\n".join(lines))
