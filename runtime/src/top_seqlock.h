@@ -3,9 +3,10 @@
  *
  * The writer makes the counter odd, stores the words, makes it even again;
  * a reader's copy is consistent when it read the same even value before
- * and after copying. Words are copied with relaxed atomic accesses (plain
- * moves on x86 and arm64) so that the race the counter detects is not
- * undefined behaviour. Lengths are in 8-byte words, the page's alignment.
+ * and after copying. Words are copied with release stores and acquire
+ * loads (plain moves on x86; no fences, which ThreadSanitizer cannot
+ * follow), so that the race the counter detects is not undefined
+ * behaviour. Lengths are in 8-byte words, the page's alignment.
  */
 #ifndef NEURONRT_TOP_SEQLOCK_H
 #define NEURONRT_TOP_SEQLOCK_H
@@ -17,8 +18,8 @@
 static inline void rt_seqlock_write(uint64_t *seq, uint64_t *dst, const uint64_t *src, size_t n) {
   uint64_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
   __atomic_store_n(seq, s + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE); /* odd before any word changes */
-  for (size_t i = 0; i < n; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+  /* Release: odd before any word changes. */
+  for (size_t i = 0; i < n; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELEASE);
   __atomic_store_n(seq, s + 2, __ATOMIC_RELEASE); /* every word before even */
 }
 
@@ -27,8 +28,8 @@ static inline void rt_seqlock_write(uint64_t *seq, uint64_t *dst, const uint64_t
 static inline int rt_seqlock_read(const uint64_t *seq, uint64_t *dst, const uint64_t *src, size_t n) {
   uint64_t before = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
   if (before & 1) return 0;
-  for (size_t i = 0; i < n; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the words before the second look */
+  /* Acquire: every word read before the second look. */
+  for (size_t i = 0; i < n; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_ACQUIRE);
   return __atomic_load_n(seq, __ATOMIC_RELAXED) == before;
 }
 
