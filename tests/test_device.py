@@ -69,6 +69,7 @@ INVALID_CONFIGS = {
     "unknown_target": ("NEURON_PLATFORM_TARGET_OVERRIDE", "inf2", {}),
     "launch_blocking_junk": ("NEURON_LAUNCH_BLOCKING", "yes", {}),
     "pin_threads_junk": ("TORCHNEURON_PIN_THREADS", "yes", {}),
+    "top_junk": ("TORCHNEURON_TOP", "yes", {}),
 }
 
 # The kernel threads' cores after a product large enough to use them all:

@@ -69,6 +69,7 @@ static volatile int forked_child;
 static int launch_blocking;
 static int kernel_threads;
 static int pin_kernel_threads = 1;
+static int top_enabled = 1;
 static int32_t device_count;
 static nrt_device_properties device_props[NRT_MAX_DEVICES];
 static _Thread_local int32_t current_device;
@@ -245,11 +246,27 @@ static nrt_status parse_pin_threads(void) {
   return NRT_SUCCESS;
 }
 
+/* TORCHNEURON_TOP: 1 (default) or 0, whether the process publishes a
+ * neuron-top page (top.c). */
+static nrt_status parse_top(void) {
+  const char *text = getenv("TORCHNEURON_TOP");
+  if (!text || !*text) return NRT_SUCCESS;
+  if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+    return config_fail("TORCHNEURON_TOP='%s' must be 0 or 1", text);
+  top_enabled = text[0] == '1';
+  return NRT_SUCCESS;
+}
+
+int rt_top_enabled(void) { return top_enabled; }
+
 static void mark_forked_child(void) {
   if (atomic_load(&started)) forked_child = 1;
 }
 
-void rt_mark_started(void) { atomic_store(&started, 1); }
+void rt_mark_started(void) {
+  atomic_store(&started, 1);
+  rt_top_start(); /* a process using a device is shown by neuron-top */
+}
 
 static nrt_status configure(void) {
   const generation *gen;
@@ -258,7 +275,7 @@ static nrt_status configure(void) {
   nrt_status s;
   if ((s = parse_target(&gen)) || (s = parse_lnc(gen, &lnc)) ||
       (s = parse_cores(gen, lnc, cores, &count)) || (s = parse_launch_blocking()) ||
-      (s = parse_num_threads()) || (s = parse_pin_threads()))
+      (s = parse_num_threads()) || (s = parse_pin_threads()) || (s = parse_top()))
     return s;
   const char *isa_error = rt_isa_config_error(); /* TORCHNEURON_ISA, read in cpu_isa.c */
   if (isa_error) return config_fail("%s", isa_error);

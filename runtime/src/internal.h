@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "neuronrt/nrt.h"
+#include "neuronrt/top.h"
 
 #if defined(__GNUC__)
 #define RT_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -50,6 +51,16 @@ void rt_stream_wait_passed(nrt_stream_t stream, uint64_t seq);
 /* For tests: streams created from now on keep their rings at most depth
  * commands deep (a power of two, 2..8192; anything else restores 8192). */
 void rt_stream_limit_ring_depth(uint64_t depth);
+
+/* stream.c, for neuron-top (top.c): fn(activity, arg) for each stream of
+ * the device that ever had work, in id order. Holds the stream table's
+ * lock meanwhile. */
+void rt_stream_activity(int32_t device, void (*fn)(const nrt_top_stream *, void *), void *arg);
+/* device.c: TORCHNEURON_TOP (1 unless set to 0). */
+int rt_top_enabled(void);
+/* top.c: publishes the neuron-top page from now on (once; the runtime has
+ * started). Never fails the caller: without a page the runtime runs on. */
+void rt_top_start(void);
 
 /* host_backing.c: bytes the host can still back with memory (available
  * memory, and the memory cgroup's limit less its usage), UINT64_MAX if

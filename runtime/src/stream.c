@@ -123,6 +123,11 @@ struct nrt_stream {
   _Alignas(64) atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
   uint64_t completed_seen; /* under mu: `completed` as last read by a producer */
   _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
+  /* For neuron-top (top.c), written by the worker only, read by the
+   * publisher: work commands run, and the busy time in one word (see
+   * mark_busy). On the line the worker writes at every completion anyway. */
+  atomic_uint_fast64_t ops_run;
+  atomic_int_fast64_t busy_mark;
   atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
   rt_adaptive *adaptive;        /* the worker's fusion planner, made with the worker */
   /* Blocks freed for this stream (stream_free_log.h), a ring under free_mu. */
@@ -474,22 +479,49 @@ static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
   return (uint64_t)m;
 }
 
+/* Busy time for neuron-top, kept in one word so that the publisher reads
+ * it without a lock: while idle, busy_mark is the busy time so far (>= 0);
+ * while busy, that minus the clock at which the period began (< 0, as the
+ * busy time so far is less than the clock). The total at time t is then
+ * mark >= 0 ? mark : t + mark. The worker reads the clock only when it
+ * runs out of work and when work arrives again, never per command. */
+static void mark_busy(nrt_stream_t s) {
+  int_fast64_t mark = atomic_load_explicit(&s->busy_mark, memory_order_relaxed);
+  atomic_store_explicit(&s->busy_mark, mark - (int_fast64_t)rt_now_ns(), memory_order_relaxed);
+}
+
+static void mark_idle(nrt_stream_t s) {
+  int_fast64_t mark = atomic_load_explicit(&s->busy_mark, memory_order_relaxed);
+  atomic_store_explicit(&s->busy_mark, mark + (int_fast64_t)rt_now_ns(), memory_order_relaxed);
+}
+
+/* One writer: a load and a plain store, no locked add. */
+static void count_ops_run(nrt_stream_t s, uint64_t n) {
+  atomic_store_explicit(&s->ops_run, atomic_load_explicit(&s->ops_run, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
 static void *worker_main(void *arg) {
   nrt_stream_t s = arg;
   rt_keep_to_caller_core(); /* away from the kernel pool's helpers */
   if (s->priority < 0) /* best effort: favour high-priority workers */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -5);
   uint64_t done = atomic_load(&s->completed);
+  mark_busy(s); /* started by a submission */
   for (;;) {
-    if (!spin_until(has_work, s, done)) {
-      pthread_mutex_lock(&s->mu);
-      s->worker_sleeping = 1;
-      while (atomic_load(&s->submitted) == done && !s->stopping)
-        pthread_cond_wait(&s->work_cv, &s->mu);
-      s->worker_sleeping = 0;
-      int stop = atomic_load(&s->submitted) == done; /* stopping and drained */
-      pthread_mutex_unlock(&s->mu);
-      if (stop) break;
+    if (!has_work(s, done)) {
+      mark_idle(s);
+      if (!spin_until(has_work, s, done)) {
+        pthread_mutex_lock(&s->mu);
+        s->worker_sleeping = 1;
+        while (atomic_load(&s->submitted) == done && !s->stopping)
+          pthread_cond_wait(&s->work_cv, &s->mu);
+        s->worker_sleeping = 0;
+        int stop = atomic_load(&s->submitted) == done; /* stopping and drained */
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+      }
+      mark_busy(s);
     }
     /* Loaded after the count: a command committed after a growth is only
      * in the new ring, and the count's acquire makes that ring visible. */
@@ -500,12 +532,14 @@ static void *worker_main(void *arg) {
       uint64_t fused = run_fused(s, done, &last);
       if (fused) {
         done += fused;
+        count_ops_run(s, fused);
         publish_completion(s, last, done);
         continue;
       }
     }
     if (__builtin_expect(c->prof.launch_id != 0, 0)) execute_profiled(s, c);
     else execute(s, c);
+    if (c->kind == CMD_OP || c->kind == CMD_COPY || c->kind == CMD_HOST_TASK) count_ops_run(s, 1);
     publish_completion(s, c, ++done);
   }
   return NULL;
@@ -1068,6 +1102,38 @@ nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, siz
   count_copy(host_dst != dst, host_src != src, bytes);
   if (dst_pageable || src_pageable || nrt_launch_blocking()) return wait_for(stream, seq);
   return NRT_SUCCESS;
+}
+
+/* ---- neuron-top ---------------------------------------------------------- */
+
+void rt_stream_activity(int32_t device, void (*fn)(const nrt_top_stream *, void *), void *arg) {
+  /* One pass under the table lock: a stream in the table is alive (destroy
+   * takes it out under this lock first). Streams never used are left out. */
+  pthread_mutex_lock(&table_mu);
+  int64_t next_created_id = streams_of[device].next_created_id;
+  for (int64_t id = 0; id < MAX_STREAMS_PER_DEVICE; id++) {
+    nrt_stream_t s = atomic_load_explicit(&streams_of[device].table[id], memory_order_relaxed);
+    if (!s) {
+      if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
+      continue;
+    }
+    uint64_t submitted = atomic_load_explicit(&s->submitted, memory_order_acquire);
+    if (!submitted) continue;
+    uint64_t completed = atomic_load_explicit(&s->completed, memory_order_acquire);
+    int_fast64_t mark = atomic_load_explicit(&s->busy_mark, memory_order_relaxed);
+    /* The clock after the mark: an open period began before it. */
+    int_fast64_t busy = mark >= 0 ? mark : (int_fast64_t)rt_now_ns() + mark;
+    nrt_top_stream t = {
+        .id = s->id,
+        .priority = s->priority,
+        .queued = submitted > completed ? submitted - completed : 0,
+        .submitted = submitted,
+        .ops = atomic_load_explicit(&s->ops_run, memory_order_relaxed),
+        .busy_ns = busy > 0 ? (uint64_t)busy : 0,
+    };
+    fn(&t, arg);
+  }
+  pthread_mutex_unlock(&table_mu);
 }
 
 /* ---- profile records -------------------------------------------------- */

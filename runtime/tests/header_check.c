@@ -6,6 +6,7 @@
 #include "neuronrt/graph.h"
 #include "neuronrt/host_error.h"
 #include "neuronrt/cache_inspect.h"
+#include "neuronrt/top.h"
 
 int nrt_header_check_dummy(void);
 int nrt_header_check_dummy(void) { return NRT_OP_COUNT; }

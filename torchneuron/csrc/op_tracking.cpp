@@ -3,6 +3,8 @@
 #include <deque>
 #include <mutex>
 
+#include "neuronrt/top.h"
+
 namespace torchneuron {
 namespace {
 
@@ -31,6 +33,7 @@ std::atomic<int64_t>* native_op_counter(const char* name) {
 }
 
 void count_fallback_op(const std::string& name) {
+  nrt_top_note_fallback();  // neuron-top's count, never reset by clear_op_totals
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.fallback[name]++;
