@@ -151,6 +151,9 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     [P, 1] tile; with reduce_res, the row sums of the result go there."""
     name = "nki.isa.activation"
     _tile(dst, "dst", name), _tile(data, "data", name)
+    if getattr(op, "name", None) == "prelu":
+        fail("nl.prelu takes its negative slope from relu_param, which only "
+             "nisa.activate2 has", "operand", name)
     if reduce_res is not None and reduce_op not in (None,) and alu_code(reduce_op) != 1:
         fail("activation reduces with nl.add only", "operand", name)
     bias_rec = _rec(_tile(bias, "bias", name), name) if bias is not None else trace.NO_AP
@@ -339,8 +342,11 @@ def dma_copy(dst, src, **_):
 from torchneuron.nki.isa_vector import (  # noqa: E402,F401  (nisa.<name>)
     bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8, tensor_partition_reduce,
     tensor_tensor_scan)
+from torchneuron.nki.isa_select import (  # noqa: E402,F401
+    activate2, dma_transpose, nonzero_with_count, range_select, select_reduce,
+    tensor_scalar_cumulative)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
-    NkiValidationError, engine, get_nc_version, nc_version)
+    NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode, reduce_cmd)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums")]
+           and n not in ("isa_vector", "isa_enums", "isa_select")]

@@ -236,6 +236,20 @@ class _Copy(ActivationFunction):
 copy = _Copy("copy")
 
 
+class _Prelu(ActivationFunction):
+    """nl.prelu: x where x >= 0, else alpha * x; as an op it takes its slope
+    from activate2's relu_param."""
+
+    def __call__(self, x, alpha=0.0, dtype=None, **_):
+        """A new SBUF tile prelu(x) with negative slope alpha (one activate2)."""
+        out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+        nisa.activate2(out, self, x, 0.0, 0.0, None, None, relu_param=alpha)
+        return out
+
+
+prelu = _Prelu("prelu")
+
+
 def transpose(x, dtype=None, **_):
     """A new SBUF tile x.T (via the Tensor engine and PSUM)."""
     p, f = x.shape[0], x.free_size()

@@ -11,6 +11,7 @@ typedef struct nc_core {
   void *const *hbm;
   uint8_t *sbuf, *psum;
   int64_t sbuf_partition_bytes, psum_partition_bytes;
+  float *regs; /* reduce registers: [engine][partition], zero when a run starts */
 } nc_core;
 
 /* Address of free element (0,0,0,0) of partition p of ap. */
@@ -35,5 +36,8 @@ void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scra
 /* exec_vector.c: the scan, statistics and top-8 instructions, one partition
  * at a time (a, b, c: scratch rows of the largest operand). */
 void nc_exec_vector_ext(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c);
+/* exec_select.c: activate2, the cumulative op, the selects, nonzero_with_count
+ * and dma_transpose. */
+void nc_exec_select(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
 
 #endif

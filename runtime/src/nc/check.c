@@ -33,6 +33,12 @@ static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
     [NRT_NC_FIND_INDEX8] = {"dst", "data", "vals"},
     [NRT_NC_MATCH_REPLACE8] = {"dst", "data", "vals", "dst_idx"},
     [NRT_NC_PARTITION_REDUCE] = {"dst", "data"},
+    [NRT_NC_ACTIVATE2] = {"dst", "data", "imm0", "imm1", "reduce_res"},
+    [NRT_NC_SCALAR_CUMULATIVE] = {"dst", "src", "imm0"},
+    [NRT_NC_SELECT_REDUCE] = {"dst", "predicate", "on_true", "on_false", "reduce_res"},
+    [NRT_NC_RANGE_SELECT] = {"dst", "on_true_tile", "bound0", "bound1", "reduce_res"},
+    [NRT_NC_NONZERO_WITH_COUNT] = {"dst", "src"},
+    [NRT_NC_DMA_TRANSPOSE] = {"dst", "src"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -225,7 +231,6 @@ static nrt_status check_transpose(const nrt_nc_program_t p, int32_t i, nrt_nc_di
 /* Which buffers the engine of an instruction may touch. */
 static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
-  int psum_inputs = 0;
   for (int k = 0; k < NRT_NC_MAX_APS; k++) {
     const nrt_nc_ap *ap = &inst->ap[k];
     if (ap->tensor < 0) continue;
@@ -253,16 +258,18 @@ static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diag
       return nc_fail(diag, i, ap->tensor, "gpsimd_no_psum", INVALID,
                      "the GpSimd engine cannot access PSUM (%s)", name);
     }
-    if (k > 0 && b == NRT_NC_PSUM) psum_inputs++;
   }
   if (inst->opcode == NRT_NC_TENSOR_TENSOR_SCAN && inst->ap[1].tensor >= 0 &&
       inst->ap[2].tensor >= 0 && buffer_of(p, &inst->ap[1]) == NRT_NC_PSUM &&
       buffer_of(p, &inst->ap[2]) == NRT_NC_PSUM)
     return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
                    "tensor_tensor_scan cannot read both data0 and data1 from PSUM");
-  if (inst->opcode == NRT_NC_TENSOR_TENSOR && psum_inputs == 2)
+  if ((inst->opcode == NRT_NC_TENSOR_TENSOR || inst->opcode == NRT_NC_SELECT_REDUCE) &&
+      inst->ap[1].tensor >= 0 && inst->ap[2].tensor >= 0 &&
+      buffer_of(p, &inst->ap[1]) == NRT_NC_PSUM && buffer_of(p, &inst->ap[2]) == NRT_NC_PSUM)
     return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
-                   "tensor_tensor cannot read both inputs from PSUM");
+                   "%s cannot read both inputs from PSUM",
+                   inst->opcode == NRT_NC_TENSOR_TENSOR ? "tensor_tensor" : "select_reduce");
   return NRT_SUCCESS;
 }
 
@@ -273,7 +280,10 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
   else if (ok && op == NRT_NC_MATMUL) ok = e == NRT_NC_ENGINE_TENSOR;
   else if (ok && op == NRT_NC_TRANSPOSE) ok = e == NRT_NC_ENGINE_TENSOR || e == NRT_NC_ENGINE_VECTOR;
   else if (ok && op == NRT_NC_ACTIVATION) ok = e == NRT_NC_ENGINE_SCALAR;
-  else if (ok && op == NRT_NC_PARTITION_REDUCE) ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && (op == NRT_NC_PARTITION_REDUCE || op == NRT_NC_NONZERO_WITH_COUNT))
+    ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op == NRT_NC_ACTIVATE2) ok = e == NRT_NC_ENGINE_SCALAR || e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op == NRT_NC_DMA_TRANSPOSE) ok = e == NRT_NC_ENGINE_DMA;
   else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
@@ -393,6 +403,12 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
       break;
     case NRT_NC_PARTITION_REDUCE:
       if ((s = check_partition_reduce(p, i, diag))) return s;
+      break;
+    case NRT_NC_DMA_TRANSPOSE:
+      return nc_check_select(p, i, diag);
+    case NRT_NC_ACTIVATE2: case NRT_NC_SCALAR_CUMULATIVE: case NRT_NC_SELECT_REDUCE:
+    case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT:
+      if ((s = nc_check_select(p, i, diag))) return s;
       break;
     default:
       if ((s = check_elementwise(p, i, diag))) return s;

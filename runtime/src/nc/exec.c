@@ -316,6 +316,10 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_MEMSET: exec_memset(core, inst, s); break;
     case NRT_NC_IOTA: exec_iota(core, inst, s); break;
     case NRT_NC_AFFINE_SELECT: exec_affine_select(core, inst, s); break;
+    case NRT_NC_ACTIVATE2: case NRT_NC_SCALAR_CUMULATIVE: case NRT_NC_SELECT_REDUCE:
+    case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT: case NRT_NC_DMA_TRANSPOSE:
+      nc_exec_select(core, inst, s->a, s->b);
+      break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
@@ -346,7 +350,8 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
       if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
     }
   core_memory mem;
-  float *rows = malloc((size_t)row * 4 * sizeof(float));
+  int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
+  float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float));
   if (!rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
                                g->partitions * g->psum_partition_bytes, &mem)) {
     free(rows);
@@ -354,7 +359,8 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
   }
   nc_core core = {.program = p, .hbm = hbm, .sbuf = mem.sbuf, .psum = mem.psum,
                   .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                  .psum_partition_bytes = g->psum_partition_bytes};
+                  .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
+  memset(core.regs, 0, (size_t)regs * sizeof(float));
   scratch s = {.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
   for (int32_t i = 0; i < p->num_insts; i++) {
     for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&core, p->fill_list[f]);

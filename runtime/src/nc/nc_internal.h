@@ -32,6 +32,10 @@ nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const 
 /* check.c: every per-instruction rule. */
 nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 
+/* check_select.c: the rules of activate2, the cumulative op, the selects,
+ * nonzero_with_count and dma_transpose. */
+nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);
 
