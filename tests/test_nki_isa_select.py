@@ -414,3 +414,33 @@ def test_engines_and_costs():
     assert est.instructions["Vector"] >= 4
     assert est.instructions["GpSimd"] >= 1
     assert est.busy_us["Scalar"] > 0 and est.busy_us["GpSimd"] > 0
+
+
+def test_activation_and_tensor_scalar_reduce_fold_into_the_registers():
+    """A row sum over chunks: activation (Scalar) and tensor_scalar_reduce
+    (Vector) with reset_reduce, then reduce; idle keeps a chunk's own sum."""
+    @nki.jit
+    def k(x):
+        rows = x.shape[0]
+        outs = [nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm) for _ in range(3)]
+        t = nl.load(x)
+        act = nl.ndarray(x.shape, nl.float32)
+        vec = nl.ndarray(x.shape, nl.float32)
+        sums = [nl.ndarray((rows, 1), nl.float32) for _ in range(3)]
+        for c in range(3):
+            cmd = nisa.reduce_cmd.reset_reduce if c == 0 else nisa.reduce_cmd.reduce
+            part = slice(32 * c, 32 * (c + 1))
+            nisa.activation(act[:, part], nl.exp, t[:, part], reduce_res=sums[0], reduce_cmd=cmd)
+            nisa.tensor_scalar_reduce(vec[:, part], t[:, part], nl.multiply, 2.0, nl.maximum,
+                                      sums[1], reduce_cmd=cmd)
+        nisa.activation(act[:, 0:32], nl.exp, t[:, 0:32], reduce_res=sums[2])  # idle
+        for o, s in zip(outs, sums):
+            nl.store(o, s)
+        return tuple(outs)
+
+    x = torch.randn(16, 96)
+    total, vmax, first = (o.cpu() for o in k(x.to("neuron")))
+    torch.testing.assert_close(total, torch.exp(x).sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vmax, (2 * x).amax(1, keepdim=True), rtol=0, atol=0)
+    torch.testing.assert_close(first, torch.exp(x[:, :32]).sum(1, keepdim=True), rtol=1e-5,
+                               atol=1e-5)

@@ -9,29 +9,14 @@ it (runtime/src/nc/exec_select.c).
 """
 
 from torchneuron.nki import trace
-from torchneuron.nki.isa import _alu, _emit, _engine, _mark_written, _rec, _scalar_operand, _tile
+from torchneuron.nki.isa import (
+    _alu, _emit, _engine, _mark_written, _rec, _reduce_flags, _scalar_operand, _tile)
 from torchneuron.nki.isa_enums import reduce_cmd as _reduce_cmd
 from torchneuron.nki.ops import ActivationFunction
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
 _FP32_MIN = -3.4028234663852886e38
-
-_REDUCE_FLAGS = {
-    _reduce_cmd.idle: 0,
-    _reduce_cmd.reset: trace.FLAG_REDUCE_RESET,
-    _reduce_cmd.reduce: trace.FLAG_REDUCE_FOLD,
-    _reduce_cmd.reset_reduce: trace.FLAG_REDUCE_RESET | trace.FLAG_REDUCE_FOLD,
-    _reduce_cmd.load_reduce: trace.FLAG_REDUCE_LOAD | trace.FLAG_REDUCE_FOLD,
-}
-
-
-def _reduce_flags(cmd, name):
-    try:
-        return _REDUCE_FLAGS[_reduce_cmd(cmd)]
-    except (ValueError, KeyError, TypeError):
-        fail(f"reduce_cmd must be a nisa.reduce_cmd, got {cmd!r}", "operand", name)
-
 
 def _optional(t, what, name):
     return _rec(_tile(t, what, name), name) if t is not None else trace.NO_AP

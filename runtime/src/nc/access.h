@@ -39,5 +39,10 @@ void nc_exec_vector_ext(const nc_core *core, const nrt_nc_inst *inst, float *a, 
 /* exec_select.c: activate2, the cumulative op, the selects, nonzero_with_count
  * and dma_transpose. */
 void nc_exec_select(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+/* Applies the instruction's reduce_cmd flags to the reduce register of dst's
+ * partition p, whose results reduce (op) to row; returns what reduce_res
+ * receives (the register after folding, or row when idle). */
+float nc_reduce_command(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
+                        float row);
 
 #endif

@@ -178,8 +178,10 @@ static void exec_tensor_scalar(const nc_core *core, const nrt_nc_inst *inst, scr
     alu_scalar(inst->func[0], s->a, s0, (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, s->a, n);
     alu_scalar(inst->func[1], s->a, s1, (inst->flags & NRT_NC_FLAG_REVERSE1) != 0, s->a, n);
     nc_scatter_f32(core, dst, p, s->a);
-    if (inst->ap[4].tensor >= 0)
-      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(inst->func[2], s->a, n));
+    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
+      float r = nc_reduce_command(core, inst, p, inst->func[2], reduce_row(inst->func[2], s->a, n));
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    }
   }
 }
 
@@ -214,8 +216,10 @@ static void exec_activation(const nc_core *core, const nrt_nc_inst *inst, scratc
       for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
     }
     nc_scatter_f32(core, dst, p, a);
-    if (inst->ap[4].tensor >= 0)
-      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(NRT_NC_ALU_ADD, a, n));
+    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
+      float r = nc_reduce_command(core, inst, p, NRT_NC_ALU_ADD, reduce_row(NRT_NC_ALU_ADD, a, n));
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    }
   }
 }
 

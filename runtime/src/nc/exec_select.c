@@ -23,9 +23,7 @@ static float *lane_register(const nc_core *core, const nrt_nc_inst *inst, int64_
   return core->regs + (int64_t)inst->engine * lanes + lane;
 }
 
-/* Applies reduce_cmd for one partition whose results reduce to row; returns
- * what reduce_res receives (the register after folding, or row when idle). */
-static float reduce_command(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
+float nc_reduce_command(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
                             float row) {
   uint32_t f = inst->flags;
   if (!(f & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_LOAD | NRT_NC_FLAG_REDUCE_FOLD)))
@@ -46,7 +44,7 @@ static float reduce_row(int32_t op, const float *a, int64_t n) {
 
 static void write_reduce_res(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
                              const float *row, int64_t n) {
-  float r = reduce_command(core, inst, p, op, reduce_row(op, row, n));
+  float r = nc_reduce_command(core, inst, p, op, reduce_row(op, row, n));
   if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
 }
 
