@@ -273,6 +273,11 @@ RULES = [
      lambda a: nisa.dma_transpose(nl.ndarray((512, 128), f32, buffer=nl.shared_hbm), a)),  # <- here
     ("dma_transpose_axes", ISA + "dma_transpose",
      lambda a: nisa.dma_transpose(bf(8, 4, 4), a.reshape(4, 4, 4096))),  # <- here
+    # random numbers
+    ("rand2_range", ISA + "rand2",
+     lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here
+    ("rng_state_size", ISA + "rand_set_state",
+     lambda a: nisa.rand_set_state(sb(128, 6, dtype=nl.uint32))),  # <- here
     # the legacy dialect's masks select a box
     ("mask", None,
      lambda a: legacy_nl.load(a, mask=triangle())),  # <- here

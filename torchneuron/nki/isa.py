@@ -367,8 +367,10 @@ from torchneuron.nki.isa_vector import (  # noqa: E402,F401  (nisa.<name>)
 from torchneuron.nki.isa_select import (  # noqa: E402,F401
     activate2, dma_transpose, nonzero_with_count, range_select, select_reduce,
     tensor_scalar_cumulative)
+from torchneuron.nki.isa_rng import (  # noqa: E402,F401
+    dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
     NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums", "isa_select")]
+           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng")]

@@ -455,6 +455,8 @@ def device_print(*args, **kwargs):
 
 from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
     all, average, rms_norm, softmax, var)
+from torchneuron.nki.language_random import (  # noqa: E402,F401
+    dropout, rand, random_seed)
 from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t on tiles)
 
 # The public names: what `from nki.language import *` gives and the API table
@@ -469,4 +471,4 @@ __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
     "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
     "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
-    "device_print", "NkiTensor"})
+    "device_print", "NkiTensor", "rand", "random_seed", "dropout"})

@@ -12,7 +12,11 @@ typedef struct nc_core {
   uint8_t *sbuf, *psum;
   int64_t sbuf_partition_bytes, psum_partition_bytes;
   float *regs; /* reduce registers: [engine][partition], zero when a run starts */
+  uint32_t *rng; /* generator states: [engine][partition][NC_RNG_WORDS] */
 } nc_core;
+
+/* uint32 words of generator state per lane (Vector's 4 XORWOW streams). */
+#define NC_RNG_WORDS 24
 
 /* Address of free element (0,0,0,0) of partition p of ap. */
 uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p);
@@ -39,6 +43,11 @@ void nc_exec_vector_ext(const nc_core *core, const nrt_nc_inst *inst, float *a, 
 /* exec_select.c: activate2, the cumulative op, the selects, nonzero_with_count
  * and dma_transpose. */
 void nc_exec_select(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+/* exec_rng.c: rng, rand2, dropout and the generator state instructions;
+ * every lane seeded with 0 (nc_rng_init, at the start of a run). */
+void nc_exec_rng(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+void nc_rng_init(const nc_core *core);
+int nc_rng_streams(int32_t engine);
 /* Applies the instruction's reduce_cmd flags to the reduce register of dst's
  * partition p, whose results reduce (op) to row; returns what reduce_res
  * receives (the register after folding, or row when idle). */

@@ -12,7 +12,7 @@
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
-static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
+static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
     [NRT_NC_DMA_COPY] = {"dst", "src"},
     [NRT_NC_MATMUL] = {"dst", "stationary", "moving"},
     [NRT_NC_TRANSPOSE] = {"dst", "data"},
@@ -39,6 +39,12 @@ static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
     [NRT_NC_RANGE_SELECT] = {"dst", "on_true_tile", "bound0", "bound1", "reduce_res"},
     [NRT_NC_NONZERO_WITH_COUNT] = {"dst", "src"},
     [NRT_NC_DMA_TRANSPOSE] = {"dst", "src"},
+    [NRT_NC_RNG] = {"dst"},
+    [NRT_NC_RAND2] = {"dst", "min", "max"},
+    [NRT_NC_DROPOUT] = {"dst", "data", "prob"},
+    [NRT_NC_RNG_SEED] = {"src_seeds"},
+    [NRT_NC_RNG_SET_STATE] = {"src_seeds"},
+    [NRT_NC_RNG_GET_STATE] = {"dst"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -284,6 +290,8 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
     ok = e == NRT_NC_ENGINE_GPSIMD;
   else if (ok && op == NRT_NC_ACTIVATE2) ok = e == NRT_NC_ENGINE_SCALAR || e == NRT_NC_ENGINE_GPSIMD;
   else if (ok && op == NRT_NC_DMA_TRANSPOSE) ok = e == NRT_NC_ENGINE_DMA;
+  else if (ok && (op == NRT_NC_RNG || op == NRT_NC_RNG_SET_STATE || op == NRT_NC_RNG_GET_STATE))
+    ok = e == NRT_NC_ENGINE_VECTOR || e == NRT_NC_ENGINE_GPSIMD;
   else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
@@ -374,7 +382,7 @@ static nrt_status check_partition_reduce(const nrt_nc_program_t p, int32_t i,
 static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
   nrt_status s;
-  if (inst->opcode < 0 || inst->opcode >= NRT_NC_OPCODE_COUNT)
+  if (inst->opcode < 0 || inst->opcode >= NC_OPCODE_END)
     return nc_fail(diag, i, -1, "opcode", INVALID, "unknown opcode %d", inst->opcode);
   if ((s = check_engine(inst, i, diag))) return s;
   if (inst->ap[0].tensor < 0)
@@ -409,6 +417,10 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
     case NRT_NC_ACTIVATE2: case NRT_NC_SCALAR_CUMULATIVE: case NRT_NC_SELECT_REDUCE:
     case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT:
       if ((s = nc_check_select(p, i, diag))) return s;
+      break;
+    case NRT_NC_RNG: case NRT_NC_RAND2: case NRT_NC_DROPOUT: case NRT_NC_RNG_SEED:
+    case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
+      if ((s = nc_check_rng(p, i, diag))) return s;
       break;
     default:
       if ((s = check_elementwise(p, i, diag))) return s;

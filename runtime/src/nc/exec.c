@@ -324,6 +324,10 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT: case NRT_NC_DMA_TRANSPOSE:
       nc_exec_select(core, inst, s->a, s->b);
       break;
+    case NRT_NC_RNG: case NRT_NC_RAND2: case NRT_NC_DROPOUT: case NRT_NC_RNG_SEED:
+    case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
+      nc_exec_rng(core, inst, s->a, s->b);
+      break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
@@ -355,7 +359,7 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
     }
   core_memory mem;
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
-  float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float));
+  float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
   if (!rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
                                g->partitions * g->psum_partition_bytes, &mem)) {
     free(rows);
@@ -365,6 +369,8 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
                   .sbuf_partition_bytes = g->sbuf_partition_bytes,
                   .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
   memset(core.regs, 0, (size_t)regs * sizeof(float));
+  core.rng = (uint32_t *)(core.regs + regs);
+  nc_rng_init(&core);
   scratch s = {.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
   for (int32_t i = 0; i < p->num_insts; i++) {
     for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&core, p->fill_list[f]);
