@@ -444,3 +444,39 @@ def test_activation_and_tensor_scalar_reduce_fold_into_the_registers():
     torch.testing.assert_close(vmax, (2 * x).amax(1, keepdim=True), rtol=0, atol=0)
     torch.testing.assert_close(first, torch.exp(x[:, :32]).sum(1, keepdim=True), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_legacy_value_returning_forms():
+    from torchneuron.nki.legacy import isa as lisa
+    from torchneuron.nki.legacy import language as lnl
+
+    @nki.jit
+    def k(x, xb, pred, lo, hi):
+        rows, cols = x.shape
+        sel_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        rng_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        drop_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        tr_out = nl.ndarray((cols, rows), nl.bfloat16, buffer=nl.shared_hbm)
+        t = lnl.load(x)
+        sel = nl.ndarray(x.shape, nl.float32)
+        lisa.select_reduce(dst=sel, predicate=lnl.load(pred), on_true=t, on_false=0.0)
+        lnl.store(sel_out, sel)
+        lnl.store(rng_out, lisa.range_select(on_true_tile=t, comp_op0=nl.greater_equal,
+                                             comp_op1=nl.less, bound0=lnl.load(lo),
+                                             bound1=lnl.load(hi), on_false_value=-1.0))
+        lnl.store(drop_out, lisa.dropout(t, prob=0.0))
+        lnl.store(tr_out, lisa.dma_transpose(xb))
+        return sel_out, rng_out, drop_out, tr_out
+
+    x = torch.randn(16, 32)
+    pred = (torch.rand(16, 32) > 0.5).to(torch.uint8)
+    lo = torch.full((16, 1), 4.0)
+    hi = torch.arange(16.0)[:, None] + 5
+    xb = torch.randn(16, 32).to(torch.bfloat16)
+    sel, rs, drop, tr = (t.cpu() for t in k(*(a.to("neuron") for a in (x, xb, pred, lo, hi))))
+    torch.testing.assert_close(sel, torch.where(pred.bool(), x, torch.tensor(0.0)), rtol=0, atol=0)
+    j = torch.arange(32.0)[None, :]
+    torch.testing.assert_close(rs, torch.where((j >= lo) & (j < hi), x, torch.tensor(-1.0)),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(drop, x, rtol=0, atol=0)
+    torch.testing.assert_close(tr, xb.T.contiguous(), rtol=0, atol=0)
