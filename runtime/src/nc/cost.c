@@ -12,6 +12,7 @@
  *                 max(64, N) as activation / tensor_scalar (assumed: no
  *                 published formula); select_reduce as tensor_tensor;
  *                 dma_transpose as a DMA of its bytes (assumed)
+ *   rng, rand2, dropout, the generator state   max(64, N) (assumed)
  * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
  * 1.3 us latency. Engines run in parallel, in program order each, ordered
  * across engines only by data: a read waits for the last write of its
