@@ -261,6 +261,23 @@ RULES = [
      lambda a: nisa.bn_stats(sb(128, 6), sb(128, 513))),  # <- here
     ("max8_size", ISA + "max8",
      lambda a: nisa.max8(sb(128, 8), sb(128, 7))),  # <- here
+    # selects, cumulative ops, activate2, dma_transpose
+    ("activate2_ops", ISA + "activate2",
+     lambda a: nisa.activate2(sb(128, 8), nl.exp, sb(128, 8), 1.0, 1.0, nl.add, nl.add)),  # <- here
+    ("cumulative_ops", ISA + "tensor_scalar_cumulative",
+     lambda a: nisa.tensor_scalar_cumulative(sb(128, 8), sb(128, 8), nl.add, nl.divide, 1.0)),  # <- here
+    ("range_select_ops", ISA + "range_select",
+     lambda a: nisa.range_select(sb(128, 8), sb(128, 8), nl.add, nl.less, sb(128, 1),  # <- here
+                                 sb(128, 1))),
+    ("dma_transpose_dtype", ISA + "dma_transpose",
+     lambda a: nisa.dma_transpose(nl.ndarray((512, 128), f32, buffer=nl.shared_hbm), a)),  # <- here
+    ("dma_transpose_axes", ISA + "dma_transpose",
+     lambda a: nisa.dma_transpose(bf(8, 4, 4), a.reshape(4, 4, 4096))),  # <- here
+    # random numbers
+    ("rand2_range", ISA + "rand2",
+     lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here
+    ("rng_state_size", ISA + "rand_set_state",
+     lambda a: nisa.rand_set_state(sb(128, 6, dtype=nl.uint32))),  # <- here
     # the legacy dialect's masks select a box
     ("mask", None,
      lambda a: legacy_nl.load(a, mask=triangle())),  # <- here

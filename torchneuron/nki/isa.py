@@ -8,6 +8,7 @@ the traced program is created and reports them with this call's line.
 import numpy as np
 
 from torchneuron.nki import trace
+from torchneuron.nki.isa_enums import reduce_cmd
 from torchneuron.nki.ops import ActivationFunction, alu_code
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
@@ -103,6 +104,22 @@ def _emit(name, opcode, engine, dst, aps, **kw):
     _mark_written(dst)
 
 
+_REDUCE_FLAGS = {
+    reduce_cmd.idle: 0,
+    reduce_cmd.reset: trace.FLAG_REDUCE_RESET,
+    reduce_cmd.reduce: trace.FLAG_REDUCE_FOLD,
+    reduce_cmd.reset_reduce: trace.FLAG_REDUCE_RESET | trace.FLAG_REDUCE_FOLD,
+    reduce_cmd.load_reduce: trace.FLAG_REDUCE_LOAD | trace.FLAG_REDUCE_FOLD,
+}
+
+
+def _reduce_flags(cmd, name):
+    try:
+        return _REDUCE_FLAGS[reduce_cmd(cmd)]
+    except (ValueError, KeyError, TypeError):
+        fail(f"reduce_cmd must be a nisa.reduce_cmd, got {cmd!r}", "operand", name)
+
+
 # ---- Tensor engine ----------------------------------------------------------
 
 def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, **_):
@@ -148,17 +165,22 @@ def _activation_code(op, name):
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
                reduce_cmd=None, **_):
     """dst = op(data * scale + bias); scale is a number or [P, 1] tile, bias a
-    [P, 1] tile; with reduce_res, the row sums of the result go there."""
+    [P, 1] tile; with reduce_res, the row sums of the result go there (or,
+    per reduce_cmd, the Scalar engine's reduce registers they fold into)."""
     name = "nki.isa.activation"
     _tile(dst, "dst", name), _tile(data, "data", name)
+    if getattr(op, "name", None) == "prelu":
+        fail("nl.prelu takes its negative slope from relu_param, which only "
+             "nisa.activate2 has", "operand", name)
     if reduce_res is not None and reduce_op not in (None,) and alu_code(reduce_op) != 1:
         fail("activation reduces with nl.add only", "operand", name)
     bias_rec = _rec(_tile(bias, "bias", name), name) if bias is not None else trace.NO_AP
     scale_rec, scale_imm = _scalar_operand(scale, name, "scale")
     red = _rec(_tile(reduce_res, "reduce_res", name), name) if reduce_res is not None else trace.NO_AP
+    flags = _reduce_flags(reduce_cmd if reduce_cmd is not None else 0, name)
     _emit(name, trace.ACTIVATION, trace.SCALAR_ENGINE, dst,
           [_rec(dst, name), _rec(data, name), bias_rec, scale_rec, red],
-          func=(_activation_code(op, name),), imm=(scale_imm,))
+          func=(_activation_code(op, name),), flags=flags, imm=(scale_imm,))
     if reduce_res is not None:
         _mark_written(reduce_res)
     return dst
@@ -204,15 +226,18 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return dst
 
 
-def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False, **_):
-    """dst = data op0 operand0, and reduce_res[P, 1] = reduce_op over each row."""
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+                         reduce_cmd=reduce_cmd.idle, **_):
+    """dst = data op0 operand0, and reduce_res[P, 1] = reduce_op over each row
+    (or, per reduce_cmd, the Vector engine's reduce registers it folds into)."""
     name = "nki.isa.tensor_scalar_reduce"
     _tile(dst, "dst", name), _tile(data, "data", name), _tile(reduce_res, "reduce_res", name)
     r0, i0 = _scalar_operand(operand0, name, "operand0")
     _emit(name, trace.TENSOR_SCALAR, trace.VECTOR_ENGINE, dst,
           [_rec(dst, name), _rec(data, name), r0, trace.NO_AP, _rec(reduce_res, name)],
           func=(_alu(op0, name), 0, _alu(reduce_op, name)),
-          flags=trace.FLAG_REVERSE0 if reverse0 else 0, imm=(i0, 0.0))
+          flags=(trace.FLAG_REVERSE0 if reverse0 else 0) | _reduce_flags(reduce_cmd, name),
+          imm=(i0, 0.0))
     _mark_written(reduce_res)
     return dst
 
@@ -339,8 +364,13 @@ def dma_copy(dst, src, **_):
 from torchneuron.nki.isa_vector import (  # noqa: E402,F401  (nisa.<name>)
     bn_aggr, bn_stats, max8, nc_find_index8, nc_match_replace8, tensor_partition_reduce,
     tensor_tensor_scan)
+from torchneuron.nki.isa_select import (  # noqa: E402,F401
+    activate2, dma_transpose, nonzero_with_count, range_select, select_reduce,
+    tensor_scalar_cumulative)
+from torchneuron.nki.isa_rng import (  # noqa: E402,F401
+    dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
-    NkiValidationError, engine, get_nc_version, nc_version)
+    NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums")]
+           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng")]

@@ -36,3 +36,40 @@ def get_nc_version():
     import torchneuron  # noqa: F401  (registers torch.neuron)
 
     return _BY_TARGET[torch.neuron.get_device_properties(0).target]
+
+
+class _IsaEnum(enum.IntEnum):
+    def __repr__(self):  # as a kernel spells it (signatures in docs/nki.md)
+        return f"nisa.{type(self).__name__}.{self.name}"
+
+
+class reduce_cmd(_IsaEnum):
+    """What an instruction does with its engine's reduce registers (one fp32
+    per partition lane, kept across instructions): ``idle`` leaves them (a
+    reduce_res gets this instruction's reduction alone), ``reset`` sets them
+    to the reduce op's identity, ``reduce`` folds this instruction's results
+    into them, ``reset_reduce`` both, ``load_reduce`` starts from a value."""
+
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(_IsaEnum):
+    """Descriptor generation for DMAs; the simulator's DMAs cost the same in
+    every mode."""
+
+    none = 0
+    swdge = 1
+    hwdge = 2
+    unknown = 3
+
+
+class oob_mode(_IsaEnum):
+    """Out-of-bounds handling of indirect DMAs (accepted; every access the
+    simulator sees is checked at creation)."""
+
+    error = 0
+    skip = 1

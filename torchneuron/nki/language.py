@@ -236,6 +236,20 @@ class _Copy(ActivationFunction):
 copy = _Copy("copy")
 
 
+class _Prelu(ActivationFunction):
+    """nl.prelu: x where x >= 0, else alpha * x; as an op it takes its slope
+    from activate2's relu_param."""
+
+    def __call__(self, x, alpha=0.0, dtype=None, **_):
+        """A new SBUF tile prelu(x) with negative slope alpha (one activate2)."""
+        out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
+        nisa.activate2(out, self, x, 0.0, 0.0, None, None, relu_param=alpha)
+        return out
+
+
+prelu = _Prelu("prelu")
+
+
 def transpose(x, dtype=None, **_):
     """A new SBUF tile x.T (via the Tensor engine and PSUM)."""
     p, f = x.shape[0], x.free_size()
@@ -441,6 +455,8 @@ def device_print(*args, **kwargs):
 
 from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; they use the above)
     all, average, rms_norm, softmax, var)
+from torchneuron.nki.language_random import (  # noqa: E402,F401
+    dropout, rand, random_seed)
 from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t on tiles)
 
 # The public names: what `from nki.language import *` gives and the API table
@@ -455,4 +471,4 @@ __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
     "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
     "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
-    "device_print", "NkiTensor"})
+    "device_print", "NkiTensor", "rand", "random_seed", "dropout"})

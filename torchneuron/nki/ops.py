@@ -20,7 +20,7 @@ ACTIVATION_CODES = {
     "gelu_apprx_tanh": 7, "silu": 8, "softplus": 9, "sqrt": 10, "rsqrt": 11, "reciprocal": 12,
     "square": 13, "abs": 14, "sign": 15, "sin": 16, "cos": 17, "arctan": 18, "erf": 19,
     "negative": 20, "tan": 21, "ceil": 22, "floor": 23, "trunc": 24, "gelu_apprx_sigmoid": 25,
-    "gelu_dx": 26, "gelu_apprx_sigmoid_dx": 27, "silu_dx": 28, "erf_dx": 29,
+    "gelu_dx": 26, "gelu_apprx_sigmoid_dx": 27, "silu_dx": 28, "erf_dx": 29, "prelu": 30,
 }
 
 REDUCE_IDENTITY = {"add": 0.0, "maximum": float("-inf"), "minimum": float("inf"),

@@ -29,7 +29,7 @@ def _kind(obj) -> str | None:
     from torchneuron.nki import dtypes, isa, language, ops, typing
 
     if isinstance(obj, ops.ActivationFunction):
-        copies = type(obj) is not ops.ActivationFunction  # nl.copy also copies a tile
+        copies = obj.name == "copy"  # nl.copy also copies a tile
         return "activation function" + ("; a tile copy when called" if copies else "")
     kinds = [(ops.AluOp, "ALU op"), (dtypes.NkiDtype, "dtype"), (language.Buffer, "buffer"),
              (isa.Engine, "engine"), (typing.TensorType, "annotation")]
@@ -53,6 +53,9 @@ def _summary(name, obj) -> str:
 
     if isinstance(obj, ops.AluOp):
         return f"`{name}(x, y, dtype=None)` as a new tile, or `op=nl.{name}` in an instruction"
+    if isinstance(obj, ops.ActivationFunction) and name == "prelu":
+        return ("`prelu(x, alpha=0.0, dtype=None)` as a new tile, or `op=nl.prelu` in "
+                "nisa.activate2 (slope: relu_param)")
     if isinstance(obj, ops.ActivationFunction):
         return f"`{name}(x, dtype=None)` as a new tile, or `op=nl.{name}` in an activation"
     if obj is range or not (inspect.isfunction(obj) or inspect.isclass(obj)):

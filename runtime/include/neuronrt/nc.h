@@ -104,6 +104,22 @@ typedef enum nrt_nc_opcode {
   NRT_NC_FIND_INDEX8,        /* dst[P, 8] = index of the first occurrence of ap[2]'s values */
   NRT_NC_MATCH_REPLACE8,     /* dst = data with those occurrences replaced by imm[0]; ap[3] indices */
   NRT_NC_PARTITION_REDUCE,   /* dst[1, F] = func[0]-reduction of data[P, F] across partitions (GpSimd) */
+  /* Selects, cumulative ops and activate2 (runtime/src/nc/exec_select.c). The
+   * flags REDUCE_* pick what happens to the engine's per-partition reduce
+   * registers (nki.isa.reduce_cmd); reduce_res, when present, receives them. */
+  NRT_NC_ACTIVATE2,          /* ap1 data, ap2 imm0 [P,1] (else imm0), ap3 imm1 (else imm1), ap4
+                              * reduce_res: func[0](((data op0 imm0) op1 imm1)) with op0 = func[1],
+                              * op1 = func[2]; imm2 prelu slope; axes: the reduce ALU op */
+  NRT_NC_SCALAR_CUMULATIVE,  /* ap1 src, ap2 imm0 [P,1] (else imm0): reg = func[1](func[0](src[j],
+                              * imm0), reg); dst[j] = reg; imm1 the load_reduce value */
+  NRT_NC_SELECT_REDUCE,      /* ap1 predicate, ap2 on_true, ap3 on_false [P,1] (else imm0), ap4
+                              * reduce_res (max); REVERSE0 inverts the predicate */
+  NRT_NC_RANGE_SELECT,       /* ap1 on_true, ap2 bound0 [P,1], ap3 bound1 [P,1], ap4 reduce_res:
+                              * on_true where func[0](j + imm0, bound0) and func[1](j + imm0,
+                              * bound1), else imm1; reduce func[2] */
+  NRT_NC_NONZERO_WITH_COUNT, /* GpSimd, partitions 0, 16, ..., 112 of ap1 src [P, T]: dst[P, T+1] =
+                              * indices of nonzeros + imm0, then imm1 padding, then the count */
+  NRT_NC_DMA_TRANSPOSE,      /* DMA: dst[F, P] = src[P, F] (same dtype) */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 
@@ -171,6 +187,7 @@ typedef enum nrt_nc_act {
   NRT_NC_ACT_GELU_APPRX_SIGMOID_DX,
   NRT_NC_ACT_SILU_DX,
   NRT_NC_ACT_ERF_DX,
+  NRT_NC_ACT_PRELU, /* x >= 0 ? x : slope * x (slope: activate2's relu_param) */
   NRT_NC_ACT_COUNT
 } nrt_nc_act;
 
@@ -178,6 +195,13 @@ typedef enum nrt_nc_act {
 #define NRT_NC_FLAG_REVERSE0 2u
 #define NRT_NC_FLAG_REVERSE1 4u
 #define NRT_NC_FLAG_NEGATE 8u
+/* nki.isa.reduce_cmd for the engines' reduce registers: RESET sets them to
+ * the reduce op's identity (LOAD: to imm[1]) before the instruction, REDUCE
+ * folds this instruction's results into them. Neither: reduce_res gets the
+ * reduction of this instruction's results alone and the registers stay. */
+#define NRT_NC_FLAG_REDUCE_RESET 16u
+#define NRT_NC_FLAG_REDUCE_LOAD 32u
+#define NRT_NC_FLAG_REDUCE_FOLD 64u
 
 #define NRT_NC_MAX_FREE_DIMS 4
 #define NRT_NC_MAX_APS 5

@@ -11,7 +11,12 @@ typedef struct nc_core {
   void *const *hbm;
   uint8_t *sbuf, *psum;
   int64_t sbuf_partition_bytes, psum_partition_bytes;
+  float *regs; /* reduce registers: [engine][partition], zero when a run starts */
+  uint32_t *rng; /* generator states: [engine][partition][NC_RNG_WORDS] */
 } nc_core;
+
+/* uint32 words of generator state per lane (Vector's 4 XORWOW streams). */
+#define NC_RNG_WORDS 24
 
 /* Address of free element (0,0,0,0) of partition p of ap. */
 uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p);
@@ -35,5 +40,18 @@ void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scra
 /* exec_vector.c: the scan, statistics and top-8 instructions, one partition
  * at a time (a, b, c: scratch rows of the largest operand). */
 void nc_exec_vector_ext(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c);
+/* exec_select.c: activate2, the cumulative op, the selects, nonzero_with_count
+ * and dma_transpose. */
+void nc_exec_select(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+/* exec_rng.c: rng, rand2, dropout and the generator state instructions;
+ * every lane seeded with 0 (nc_rng_init, at the start of a run). */
+void nc_exec_rng(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+void nc_rng_init(const nc_core *core);
+int nc_rng_streams(int32_t engine);
+/* Applies the instruction's reduce_cmd flags to the reduce register of dst's
+ * partition p, whose results reduce (op) to row; returns what reduce_res
+ * receives (the register after folding, or row when idle). */
+float nc_reduce_command(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
+                        float row);
 
 #endif

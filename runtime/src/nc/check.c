@@ -12,7 +12,7 @@
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
-static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
+static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
     [NRT_NC_DMA_COPY] = {"dst", "src"},
     [NRT_NC_MATMUL] = {"dst", "stationary", "moving"},
     [NRT_NC_TRANSPOSE] = {"dst", "data"},
@@ -33,6 +33,18 @@ static const char *const operand_names[NRT_NC_OPCODE_COUNT][NRT_NC_MAX_APS] = {
     [NRT_NC_FIND_INDEX8] = {"dst", "data", "vals"},
     [NRT_NC_MATCH_REPLACE8] = {"dst", "data", "vals", "dst_idx"},
     [NRT_NC_PARTITION_REDUCE] = {"dst", "data"},
+    [NRT_NC_ACTIVATE2] = {"dst", "data", "imm0", "imm1", "reduce_res"},
+    [NRT_NC_SCALAR_CUMULATIVE] = {"dst", "src", "imm0"},
+    [NRT_NC_SELECT_REDUCE] = {"dst", "predicate", "on_true", "on_false", "reduce_res"},
+    [NRT_NC_RANGE_SELECT] = {"dst", "on_true_tile", "bound0", "bound1", "reduce_res"},
+    [NRT_NC_NONZERO_WITH_COUNT] = {"dst", "src"},
+    [NRT_NC_DMA_TRANSPOSE] = {"dst", "src"},
+    [NRT_NC_RNG] = {"dst"},
+    [NRT_NC_RAND2] = {"dst", "min", "max"},
+    [NRT_NC_DROPOUT] = {"dst", "data", "prob"},
+    [NRT_NC_RNG_SEED] = {"src_seeds"},
+    [NRT_NC_RNG_SET_STATE] = {"src_seeds"},
+    [NRT_NC_RNG_GET_STATE] = {"dst"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -225,7 +237,6 @@ static nrt_status check_transpose(const nrt_nc_program_t p, int32_t i, nrt_nc_di
 /* Which buffers the engine of an instruction may touch. */
 static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
-  int psum_inputs = 0;
   for (int k = 0; k < NRT_NC_MAX_APS; k++) {
     const nrt_nc_ap *ap = &inst->ap[k];
     if (ap->tensor < 0) continue;
@@ -253,16 +264,18 @@ static nrt_status check_buffers(const nrt_nc_program_t p, int32_t i, nrt_nc_diag
       return nc_fail(diag, i, ap->tensor, "gpsimd_no_psum", INVALID,
                      "the GpSimd engine cannot access PSUM (%s)", name);
     }
-    if (k > 0 && b == NRT_NC_PSUM) psum_inputs++;
   }
   if (inst->opcode == NRT_NC_TENSOR_TENSOR_SCAN && inst->ap[1].tensor >= 0 &&
       inst->ap[2].tensor >= 0 && buffer_of(p, &inst->ap[1]) == NRT_NC_PSUM &&
       buffer_of(p, &inst->ap[2]) == NRT_NC_PSUM)
     return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
                    "tensor_tensor_scan cannot read both data0 and data1 from PSUM");
-  if (inst->opcode == NRT_NC_TENSOR_TENSOR && psum_inputs == 2)
+  if ((inst->opcode == NRT_NC_TENSOR_TENSOR || inst->opcode == NRT_NC_SELECT_REDUCE) &&
+      inst->ap[1].tensor >= 0 && inst->ap[2].tensor >= 0 &&
+      buffer_of(p, &inst->ap[1]) == NRT_NC_PSUM && buffer_of(p, &inst->ap[2]) == NRT_NC_PSUM)
     return nc_fail(diag, i, inst->ap[1].tensor, "tensor_tensor_psum_inputs", INVALID,
-                   "tensor_tensor cannot read both inputs from PSUM");
+                   "%s cannot read both inputs from PSUM",
+                   inst->opcode == NRT_NC_TENSOR_TENSOR ? "tensor_tensor" : "select_reduce");
   return NRT_SUCCESS;
 }
 
@@ -273,7 +286,12 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
   else if (ok && op == NRT_NC_MATMUL) ok = e == NRT_NC_ENGINE_TENSOR;
   else if (ok && op == NRT_NC_TRANSPOSE) ok = e == NRT_NC_ENGINE_TENSOR || e == NRT_NC_ENGINE_VECTOR;
   else if (ok && op == NRT_NC_ACTIVATION) ok = e == NRT_NC_ENGINE_SCALAR;
-  else if (ok && op == NRT_NC_PARTITION_REDUCE) ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && (op == NRT_NC_PARTITION_REDUCE || op == NRT_NC_NONZERO_WITH_COUNT))
+    ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op == NRT_NC_ACTIVATE2) ok = e == NRT_NC_ENGINE_SCALAR || e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op == NRT_NC_DMA_TRANSPOSE) ok = e == NRT_NC_ENGINE_DMA;
+  else if (ok && (op == NRT_NC_RNG || op == NRT_NC_RNG_SET_STATE || op == NRT_NC_RNG_GET_STATE))
+    ok = e == NRT_NC_ENGINE_VECTOR || e == NRT_NC_ENGINE_GPSIMD;
   else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
@@ -364,7 +382,7 @@ static nrt_status check_partition_reduce(const nrt_nc_program_t p, int32_t i,
 static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
   nrt_status s;
-  if (inst->opcode < 0 || inst->opcode >= NRT_NC_OPCODE_COUNT)
+  if (inst->opcode < 0 || inst->opcode >= NC_OPCODE_END)
     return nc_fail(diag, i, -1, "opcode", INVALID, "unknown opcode %d", inst->opcode);
   if ((s = check_engine(inst, i, diag))) return s;
   if (inst->ap[0].tensor < 0)
@@ -393,6 +411,16 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
       break;
     case NRT_NC_PARTITION_REDUCE:
       if ((s = check_partition_reduce(p, i, diag))) return s;
+      break;
+    case NRT_NC_DMA_TRANSPOSE:
+      return nc_check_select(p, i, diag);
+    case NRT_NC_ACTIVATE2: case NRT_NC_SCALAR_CUMULATIVE: case NRT_NC_SELECT_REDUCE:
+    case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT:
+      if ((s = nc_check_select(p, i, diag))) return s;
+      break;
+    case NRT_NC_RNG: case NRT_NC_RAND2: case NRT_NC_DROPOUT: case NRT_NC_RNG_SEED:
+    case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
+      if ((s = nc_check_rng(p, i, diag))) return s;
       break;
     default:
       if ((s = check_elementwise(p, i, diag))) return s;

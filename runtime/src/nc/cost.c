@@ -8,6 +8,11 @@
  *   tensor_tensor about 2N (N when one input is in PSUM)
  *   tensor_reduce N of the input
  *   iota, affine_select   150 + N (GpSimd)
+ *   activate2, tensor_scalar_cumulative, range_select, nonzero_with_count
+ *                 max(64, N) as activation / tensor_scalar (assumed: no
+ *                 published formula); select_reduce as tensor_tensor;
+ *                 dma_transpose as a DMA of its bytes (assumed)
+ *   rng, rand2, dropout, the generator state   max(64, N) (assumed)
  * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
  * 1.3 us latency. Engines run in parallel, in program order each, ordered
  * across engines only by data: a read waits for the last write of its
@@ -45,7 +50,9 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
       double c = max2(MIN_II, inst->engine == NRT_NC_ENGINE_TENSOR ? f : n);
       return inst->ap[1].dtype == NRT_NC_FLOAT32 && inst->engine == NRT_NC_ENGINE_TENSOR ? 4 * c : c;
     }
-    case NRT_NC_TENSOR_TENSOR: case NRT_NC_SCALAR_TENSOR_TENSOR: case NRT_NC_COPY_PREDICATED: {
+    /* select_reduce streams two tiles (predicate, on_true) like tensor_tensor. */
+    case NRT_NC_TENSOR_TENSOR: case NRT_NC_SCALAR_TENSOR_TENSOR: case NRT_NC_COPY_PREDICATED:
+    case NRT_NC_SELECT_REDUCE: {
       int in_psum = 0;
       for (int k = 1; k < NRT_NC_MAX_APS; k++)
         if (inst->ap[k].tensor >= 0 && p->tensors[inst->ap[k].tensor].buffer == NRT_NC_PSUM) in_psum = 1;

@@ -178,8 +178,10 @@ static void exec_tensor_scalar(const nc_core *core, const nrt_nc_inst *inst, scr
     alu_scalar(inst->func[0], s->a, s0, (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, s->a, n);
     alu_scalar(inst->func[1], s->a, s1, (inst->flags & NRT_NC_FLAG_REVERSE1) != 0, s->a, n);
     nc_scatter_f32(core, dst, p, s->a);
-    if (inst->ap[4].tensor >= 0)
-      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(inst->func[2], s->a, n));
+    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
+      float r = nc_reduce_command(core, inst, p, inst->func[2], reduce_row(inst->func[2], s->a, n));
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    }
   }
 }
 
@@ -214,8 +216,10 @@ static void exec_activation(const nc_core *core, const nrt_nc_inst *inst, scratc
       for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
     }
     nc_scatter_f32(core, dst, p, a);
-    if (inst->ap[4].tensor >= 0)
-      nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), reduce_row(NRT_NC_ALU_ADD, a, n));
+    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
+      float r = nc_reduce_command(core, inst, p, NRT_NC_ALU_ADD, reduce_row(NRT_NC_ALU_ADD, a, n));
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    }
   }
 }
 
@@ -316,6 +320,14 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_MEMSET: exec_memset(core, inst, s); break;
     case NRT_NC_IOTA: exec_iota(core, inst, s); break;
     case NRT_NC_AFFINE_SELECT: exec_affine_select(core, inst, s); break;
+    case NRT_NC_ACTIVATE2: case NRT_NC_SCALAR_CUMULATIVE: case NRT_NC_SELECT_REDUCE:
+    case NRT_NC_RANGE_SELECT: case NRT_NC_NONZERO_WITH_COUNT: case NRT_NC_DMA_TRANSPOSE:
+      nc_exec_select(core, inst, s->a, s->b);
+      break;
+    case NRT_NC_RNG: case NRT_NC_RAND2: case NRT_NC_DROPOUT: case NRT_NC_RNG_SEED:
+    case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
+      nc_exec_rng(core, inst, s->a, s->b);
+      break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
@@ -346,7 +358,8 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
       if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
     }
   core_memory mem;
-  float *rows = malloc((size_t)row * 4 * sizeof(float));
+  int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
+  float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
   if (!rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
                                g->partitions * g->psum_partition_bytes, &mem)) {
     free(rows);
@@ -354,7 +367,10 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
   }
   nc_core core = {.program = p, .hbm = hbm, .sbuf = mem.sbuf, .psum = mem.psum,
                   .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                  .psum_partition_bytes = g->psum_partition_bytes};
+                  .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
+  memset(core.regs, 0, (size_t)regs * sizeof(float));
+  core.rng = (uint32_t *)(core.regs + regs);
+  nc_rng_init(&core);
   scratch s = {.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
   for (int32_t i = 0; i < p->num_insts; i++) {
     for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&core, p->fill_list[f]);

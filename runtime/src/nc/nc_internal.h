@@ -6,6 +6,21 @@
 #include <stdint.h>
 #include "internal.h"
 
+/* Random numbers (exec_rng.c): opcodes after the public ones. The tracer
+ * emits them by number like every opcode (torchneuron/nki/trace.py); they
+ * belong in neuronrt/nc.h's enum, and move there with its next change (the
+ * header every extension source includes). Each engine lane has XORWOW
+ * generators (GpSimd 1, Vector 4 streams), kept across instructions. */
+enum {
+  NRT_NC_RNG = NRT_NC_OPCODE_COUNT, /* dst = 32 random bits per element (low bits if narrower) */
+  NRT_NC_RAND2,                     /* dst = uniform in [ap1 or imm0, ap2 or imm1) */
+  NRT_NC_DROPOUT,                   /* ap1 data, ap2 prob [P,1] (else imm0): 0 where u < prob */
+  NRT_NC_RNG_SEED,                  /* ap0 seed [1,1] (read): seeds every lane of the engine */
+  NRT_NC_RNG_SET_STATE,             /* ap0 states [P, 6 * streams] uint32 (read) */
+  NRT_NC_RNG_GET_STATE,             /* dst [P, 6 * streams] uint32 = the lanes' states */
+  NC_OPCODE_END
+};
+
 struct nrt_nc_program {
   atomic_int refs;
   int32_t num_insts, num_tensors;
@@ -31,6 +46,13 @@ nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const 
 
 /* check.c: every per-instruction rule. */
 nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
+
+/* check_select.c: the rules of activate2, the cumulative op, the selects,
+ * nonzero_with_count and dma_transpose. */
+nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+
+/* check_rng.c: the rules of rng, rand2, dropout and the generator state. */
+nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);

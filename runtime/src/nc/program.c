@@ -55,12 +55,17 @@ int64_t nc_ap_free_elems(const nrt_nc_ap *ap) {
 
 int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (inst->ap[k].tensor < 0) return 0;
+  if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
+    return 1; /* the seed / state source */
   if (k == 0) {
     int reads_dst = (inst->opcode == NRT_NC_MATMUL && (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
-                    inst->opcode == NRT_NC_COPY_PREDICATED;
+                    inst->opcode == NRT_NC_COPY_PREDICATED ||
+                    inst->opcode == NRT_NC_NONZERO_WITH_COUNT; /* keeps other partitions */
     return reads_dst ? 3 : 2;
   }
-  if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR))
+  if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR ||
+                 inst->opcode == NRT_NC_ACTIVATE2 || inst->opcode == NRT_NC_SELECT_REDUCE ||
+                 inst->opcode == NRT_NC_RANGE_SELECT))
     return 2; /* reduce_res */
   if (k == 3 && inst->opcode == NRT_NC_MATCH_REPLACE8) return 2; /* the indices */
   return 1;

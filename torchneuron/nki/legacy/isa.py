@@ -10,8 +10,8 @@ legacy.language). Index expressions feed ``iota`` and ``affine_select``.
 from torchneuron.nki import isa as _cur
 from torchneuron.nki import language as _nl
 from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
-    Engine, NkiValidationError, engine, get_nc_version, gpsimd_engine, nc_version,
-    scalar_engine, tensor_engine, unknown_engine, vector_engine)
+    Engine, NkiValidationError, dge_mode, engine, get_nc_version, gpsimd_engine, nc_version,
+    oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
 from torchneuron.nki.legacy.language import _expand
 from torchneuron.nki.tensor import NkiTensor
@@ -242,6 +242,45 @@ def tensor_partition_reduce(op, data, dtype=None, **_):
     """A new [1, F...] SBUF tile: op-reduction of data across partitions."""
     out = _sbuf((1,) + tuple(data.shape[1:]), dtype, data)
     return _cur.tensor_partition_reduce(out, op, data)
+
+
+@_with_mask
+def dropout(data, prob, dtype=None, **_):
+    """A new SBUF tile: data with elements zeroed with probability prob."""
+    out = _nl.ndarray(_nl._tile_shape(data), data.dtype, buffer=_nl.sbuf)
+    _cur.dropout(out, data, prob)
+    return out if dtype is None or _nl.as_dtype(dtype) == data.dtype else _nl.copy(out, dtype=dtype)
+
+
+@_with_mask
+def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, dtype=None,
+                 **_):
+    """A new SBUF tile: on_true_tile where both comparisons of the free index
+    (+ range_start) with bound0 / bound1 hold, else on_false_value."""
+    out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
+    extra = {} if on_false_value is None else {"on_false_value": on_false_value}
+    return _cur.range_select(out, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+                             reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
+                             range_start=range_start, **extra)
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=None, reverse_pred=False, mask=None, **_):
+    """dst = where(predicate, on_true, on_false), the row max in reduce_res
+    (the legacy form also writes a given dst)."""
+    box = mask_box(mask)
+    return _cur.select_reduce(clip(dst, box), clip(predicate, box), clip(on_true, box),
+                              on_false, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                              reduce_op=reduce_op, reverse_pred=reverse_pred)
+
+
+def dma_transpose(src, axes=None, mask=None, dtype=None, **_):
+    """A new SBUF tile src.T, moved by DMA (2-D, 2-byte dtypes)."""
+    if mask is not None:
+        fail("dma_transpose takes no mask here", "mask", "nki.isa.dma_transpose")
+    out = _nl.ndarray((src.shape[-1], src.shape[0]), src.dtype, buffer=_nl.sbuf)
+    return _cur.dma_transpose(out, src, axes=axes)
 
 
 def dma_copy(dst, src, mask=None, **_):

@@ -1,0 +1,482 @@
+"""nki.isa's activate2 (and nl.prelu), tensor_scalar_cumulative, select_reduce,
+range_select, nonzero_with_count and dma_transpose against NumPy / torch,
+with their rules and engines."""
+
+import numpy as np
+import pytest
+import torch
+
+import torchneuron  # noqa: F401
+import torchneuron.nki as nki
+import torchneuron.nki.isa as nisa
+import torchneuron.nki.language as nl
+from torchneuron.nki import NkiError
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _rule(kernel, *args):
+    with pytest.raises(NkiError) as info:
+        nki.simulate(nki.jit(kernel))(*args)
+    return info.value.rule
+
+
+def _np_alu(name):
+    return {None: lambda x, s: x, "add": np.add, "subtract": np.subtract,
+            "multiply": np.multiply}[name]
+
+
+# ---- activate2 and nl.prelu ----------------------------------------------------------
+
+@nki.jit
+def activate2_kernel(x, s, fn, op0, op1, imm0_tile, imm1, reverse0, reverse1, reduce_op):
+    rows = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    red_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    imm0 = nl.load(s) if imm0_tile else 0.75
+    res = nl.ndarray(x.shape, nl.float32)
+    red = nl.ndarray((rows, 1), nl.float32)
+    nisa.activate2(res, fn, t, imm0, imm1, op0, op1, reverse0=reverse0, reverse1=reverse1,
+                   reduce_op=reduce_op, reduce_res=red)
+    nl.store(out, res), nl.store(red_out, red)
+    return out, red_out
+
+
+@pytest.mark.parametrize("fn,np_fn", [(nl.exp, np.exp), (nl.tanh, np.tanh), (nl.copy, None)])
+@pytest.mark.parametrize("op0,op1", [("multiply", "add"), ("multiply", "subtract"),
+                                     ("subtract", None), (None, None)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_activate2(fn, np_fn, op0, op1, reverse):
+    x = rng(1).uniform(-1, 1, (32, 24)).astype(np.float32)
+    s = rng(2).uniform(0.5, 1.5, (32, 1)).astype(np.float32)
+    ops = {None: None, "add": nl.add, "subtract": nl.subtract, "multiply": nl.multiply}
+    got, red = nki.simulate(activate2_kernel)(x, s, fn, ops[op0], ops[op1], True, -0.25, reverse,
+                                              reverse, nl.maximum)
+    f0, f1 = _np_alu(op0), _np_alu(op1)
+    v = f0(s, x) if reverse and op0 else f0(x, s)
+    v = f1(np.float32(-0.25), v) if reverse and op1 else f1(v, np.float32(-0.25))
+    ref = np_fn(v) if np_fn else v
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(red[:, 0], ref.max(axis=1), rtol=2e-6, atol=2e-6)
+
+
+def test_activate2_immediate_and_row_sum():
+    x = rng(3).standard_normal((16, 40)).astype(np.float32)
+    got, red = nki.simulate(activate2_kernel)(x, x[:, :1], nl.sigmoid, nl.multiply, nl.add, False,
+                                              0.5, False, False, nl.add)
+    ref = 1 / (1 + np.exp(-(x * 0.75 + 0.5)))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(red[:, 0], ref.sum(axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1, -0.5])
+def test_prelu_matches_leaky_relu_on_neuron(alpha):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.prelu(nl.load(x), alpha))
+        return out
+
+    x = torch.randn(64, 80)
+    got = k(x.to("neuron")).cpu()
+    torch.testing.assert_close(got, torch.nn.functional.leaky_relu(x, alpha), rtol=0, atol=0)
+
+
+def test_prelu_through_activate2_with_scale():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.shared_hbm)
+        r = nl.ndarray(x.shape, nl.bfloat16)
+        nisa.activate2(r, nl.prelu, nl.load(x), 2.0, 0.0, nl.multiply, None, relu_param=0.25)
+        nl.store(out, r)
+        return out
+
+    x = torch.randn(8, 64)
+    ref = torch.nn.functional.prelu(2 * x, torch.tensor([0.25])).to(torch.bfloat16)
+    torch.testing.assert_close(k(x.to("neuron")).cpu(), ref, rtol=0, atol=0)
+
+
+def test_activate2_rules():
+    def ops(x):
+        t = nl.load(x)
+        nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.exp, t, 1.0, 1.0, nl.add, nl.add)
+
+    def engine(x):
+        t = nl.load(x)
+        nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.exp, t, 1.0, 1.0, nl.multiply, nl.add,
+                       engine=nisa.vector_engine)
+
+    def reduce_on_gpsimd(x):
+        t = nl.load(x)
+        nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.exp, t, 1.0, 1.0, nl.multiply, nl.add,
+                       reduce_res=nl.ndarray((4, 1), nl.float32), engine=nisa.gpsimd_engine)
+
+    def imm_shape(x):
+        t = nl.load(x)
+        nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.exp, t, t, 1.0, nl.multiply, nl.add)
+
+    def prelu_in_activation(x):
+        nisa.activation(nl.ndarray((4, 8), nl.float32), nl.prelu, nl.load(x))
+
+    x = np.zeros((4, 8), np.float32)
+    assert _rule(ops, x) == "activate2_ops"
+    assert _rule(engine, x) == "engine"
+    assert _rule(reduce_on_gpsimd, x) == "engine"
+    assert _rule(imm_shape, x) == "operand_shape"
+    assert _rule(prelu_in_activation, x) == "operand"
+
+
+# ---- tensor_scalar_cumulative ---------------------------------------------------------
+
+def cumulative_reference(x, op0, imm0, op1, start):
+    out = np.empty_like(x)
+    reg = np.full(x.shape[0], start, np.float32)
+    for j in range(x.shape[1]):
+        reg = op1(op0(x[:, j], imm0), reg).astype(np.float32)
+        out[:, j] = reg
+    return out
+
+
+@pytest.mark.parametrize("op1,np1,start", [(nl.add, np.add, 0.0), (nl.multiply, np.multiply, 1.0),
+                                           (nl.maximum, np.maximum, -np.inf),
+                                           (nl.minimum, np.minimum, np.inf),
+                                           (nl.subtract, np.subtract, 0.0)])
+def test_tensor_scalar_cumulative(op1, np1, start):
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        r = nl.ndarray(x.shape, nl.float32)
+        nisa.tensor_scalar_cumulative(r, nl.load(x), nl.multiply, op1, 0.5)
+        nl.store(out, r)
+        return out
+
+    x = rng(4).uniform(0.5, 1.5, (16, 30)).astype(np.float32)
+    ref = cumulative_reference(x, np.multiply, np.float32(0.5), np1, start)
+    np.testing.assert_allclose(nki.simulate(k)(x), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_cumulative_sum_in_chunks_continues_the_register():
+    """Chunk 1 resets, later chunks reduce on: the whole row's cumsum (torch)."""
+    @nki.jit
+    def k(x, load):
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        r = nl.ndarray(x.shape, nl.float32)
+        first = nisa.reduce_cmd.load_reduce if load else nisa.reduce_cmd.reset_reduce
+        for c in range(4):
+            cmd = first if c == 0 else nisa.reduce_cmd.reduce
+            nisa.tensor_scalar_cumulative(r[:, 50 * c:50 * (c + 1)], t[:, 50 * c:50 * (c + 1)],
+                                          nl.add, nl.add, 0.0, imm1=10.0, reduce_cmd=cmd)
+        nl.store(out, r)
+        return out
+
+    x = torch.randn(32, 200)
+    torch.testing.assert_close(k(x.to("neuron"), False).cpu(), torch.cumsum(x, 1), rtol=1e-4,
+                               atol=1e-4)
+    torch.testing.assert_close(k(x.to("neuron"), True).cpu(), torch.cumsum(x, 1) + 10, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_cumulative_rules():
+    def bad_op1(x):
+        nisa.tensor_scalar_cumulative(nl.ndarray((4, 8), nl.float32), nl.load(x), nl.add,
+                                      nl.divide, 1.0)
+
+    def bad_op0(x):
+        nisa.tensor_scalar_cumulative(nl.ndarray((4, 8), nl.float32), nl.load(x), nl.equal,
+                                      nl.add, 1.0)
+
+    def int32(x):
+        nisa.tensor_scalar_cumulative(nl.ndarray((4, 8), nl.int32), nl.load(x), nl.add, nl.add,
+                                      1.0)
+
+    def no_imm1(x):
+        nisa.tensor_scalar_cumulative(nl.ndarray((4, 8), nl.float32), nl.load(x), nl.add, nl.add,
+                                      1.0, reduce_cmd=nisa.reduce_cmd.load_reduce)
+
+    x = np.zeros((4, 8), np.float32)
+    assert _rule(bad_op1, x) == "cumulative_ops"
+    assert _rule(bad_op0, x) == "cumulative_ops"
+    assert _rule(int32, x) == "dtype"
+    assert _rule(no_imm1, x) == "operand"
+
+
+# ---- select_reduce and range_select ---------------------------------------------------
+
+@nki.jit
+def select_kernel(pred, x, other, reverse, other_tile):
+    rows = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    red_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+    res = nl.ndarray(x.shape, nl.float32)
+    red = nl.ndarray((rows, 1), nl.float32)
+    on_false = nl.load(other) if other_tile else -2.5
+    nisa.select_reduce(res, nl.load(pred), nl.load(x), on_false, reduce_res=red,
+                       reverse_pred=reverse)
+    nl.store(out, res), nl.store(red_out, red)
+    return out, red_out
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("other_tile", [False, True])
+@pytest.mark.parametrize("pred_dtype", [np.uint8, np.int16])
+def test_select_reduce(reverse, other_tile, pred_dtype):
+    x = rng(5).standard_normal((24, 36)).astype(np.float32)
+    pred = rng(6).integers(0, 3, (24, 36)).astype(pred_dtype)
+    other = rng(7).standard_normal((24, 1)).astype(np.float32)
+    got, red = nki.simulate(select_kernel)(pred, x, other, reverse, other_tile)
+    keep = (pred == 0) if reverse else (pred != 0)
+    ref = np.where(keep, x, other if other_tile else np.float32(-2.5))
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(red[:, 0], ref.max(axis=1))
+
+
+@nki.jit
+def causal_kernel(x, lo, hi, start):
+    rows = x.shape[0]
+    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+    red_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+    res = nl.ndarray(x.shape, nl.float32)
+    red = nl.ndarray((rows, 1), nl.float32)
+    nisa.range_select(res, nl.load(x), nl.greater_equal, nl.less, nl.load(lo), nl.load(hi),
+                      reduce_res=red, range_start=start)
+    nl.store(out, res), nl.store(red_out, red)
+    return out, red_out
+
+
+def test_range_select_causal_window():
+    x = rng(8).standard_normal((32, 64)).astype(np.float32)
+    lo = np.zeros((32, 1), np.float32)
+    hi = (np.arange(32, dtype=np.float32) + 1)[:, None]  # row r keeps columns j + 8 < r + 1
+    got, red = nki.simulate(causal_kernel)(x, lo, hi, 8.0)
+    j = np.arange(64)[None, :] + 8
+    ref = np.where((j >= lo) & (j < hi), x, np.float32(-3.4028234663852886e38))
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(red[:, 0], ref.max(axis=1))
+
+
+def test_reduce_registers_carry_the_max_across_instructions():
+    """select_reduce over two halves: reset_reduce, then reduce: the row max."""
+    @nki.jit
+    def k(pred, x):
+        out = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.shared_hbm)
+        p, t = nl.load(pred), nl.load(x)
+        res = nl.ndarray(x.shape, nl.float32)
+        red = nl.ndarray((x.shape[0], 1), nl.float32)
+        half = x.shape[1] // 2
+        nisa.select_reduce(res[:, :half], p[:, :half], t[:, :half], -100.0, reduce_res=red,
+                           reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.select_reduce(res[:, half:], p[:, half:], t[:, half:], -100.0, reduce_res=red,
+                           reduce_cmd=nisa.reduce_cmd.reduce)
+        nl.store(out, red)
+        return out
+
+    x = torch.randn(16, 40)
+    pred = (torch.rand(16, 40) > 0.3).to(torch.uint8)
+    ref = torch.where(pred.bool(), x, torch.tensor(-100.0)).amax(1, keepdim=True)
+    torch.testing.assert_close(k(pred.to("neuron"), x.to("neuron")).cpu(), ref, rtol=0, atol=0)
+
+
+def test_select_and_range_rules():
+    def float_pred(x):
+        t = nl.load(x)
+        nisa.select_reduce(nl.ndarray((4, 8), nl.float32), t, t, 0.0)
+
+    def int32_on_true(x):
+        p = nl.ndarray((4, 8), nl.uint8)
+        nisa.memset(p, 1)
+        nisa.select_reduce(nl.ndarray((4, 8), nl.int32), p, nl.ndarray((4, 8), nl.int32), 0.0)
+
+    def both_psum(x):
+        p = nl.ndarray((4, 8), nl.uint8, buffer=nl.psum)
+        v = nl.ndarray((4, 8), nl.float32, buffer=nl.psum)
+        nisa.memset(p, 1), nisa.memset(v, 1.0)
+        nisa.select_reduce(nl.ndarray((4, 8), nl.float32), p, v, 0.0)
+
+    def shape(x):
+        p = nl.ndarray((4, 4), nl.uint8)
+        nisa.memset(p, 1)
+        nisa.select_reduce(nl.ndarray((4, 8), nl.float32), p, nl.load(x), 0.0)
+
+    def not_a_comparison(x):
+        b = nl.zeros((4, 1), nl.float32)
+        nisa.range_select(nl.ndarray((4, 8), nl.float32), nl.load(x), nl.add, nl.less, b, b)
+
+    def bound_shape(x):
+        t = nl.load(x)
+        nisa.range_select(nl.ndarray((4, 8), nl.float32), t, nl.less, nl.less, t, t)
+
+    x = np.zeros((4, 8), np.float32)
+    assert _rule(float_pred, x) == "dtype"
+    assert _rule(int32_on_true, x) == "dtype"
+    assert _rule(both_psum, x) == "tensor_tensor_psum_inputs"
+    assert _rule(shape, x) == "shape_mismatch"
+    assert _rule(not_a_comparison, x) == "range_select_ops"
+    assert _rule(bound_shape, x) == "operand_shape"
+
+
+# ---- nonzero_with_count (GpSimd) ------------------------------------------------------
+
+def test_nonzero_with_count_on_every_16th_partition():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((x.shape[0], x.shape[1] + 1), nl.int32, buffer=nl.shared_hbm)
+        r = nl.ndarray((x.shape[0], x.shape[1] + 1), nl.int32)
+        nisa.memset(r, -7)
+        nisa.nonzero_with_count(r, nl.load(x), index_offset=100, padding_val=-1)
+        nl.store(out, r)
+        return out
+
+    x = rng(9).standard_normal((128, 20)).astype(np.float32)
+    x[rng(10).random((128, 20)) < 0.5] = 0.0
+    x[16] = 0.0  # no nonzeros at all
+    got = nki.simulate(k)(x)
+    for p in range(128):
+        if p % 16:
+            assert (got[p] == -7).all()
+            continue
+        idx = np.flatnonzero(x[p])
+        ref = np.full(21, -1, np.int32)
+        ref[:len(idx)] = idx + 100
+        ref[20] = len(idx)
+        np.testing.assert_array_equal(got[p], ref)
+
+
+def test_nonzero_with_count_rules():
+    def short(x):
+        nisa.nonzero_with_count(nl.ndarray((16, 8), nl.int32), nl.load(x))
+
+    def floats(x):
+        nisa.nonzero_with_count(nl.ndarray((16, 9), nl.float32), nl.load(x))
+
+    x = np.zeros((16, 8), np.float32)
+    assert _rule(short, x) == "shape_mismatch"
+    assert _rule(floats, x) == "dtype"
+
+
+# ---- dma_transpose --------------------------------------------------------------------
+
+@pytest.mark.parametrize("through_sbuf", [False, True])
+def test_dma_transpose_is_exact(through_sbuf):
+    @nki.jit
+    def k(x):
+        rows, cols = x.shape
+        out = nl.ndarray((cols, rows), x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((cols, rows), x.dtype)
+        if through_sbuf:
+            nisa.dma_transpose(t, nl.load(x))
+        else:
+            nisa.dma_transpose(t, x)
+        nl.store(out, t)
+        return out
+
+    x = torch.randn(64, 100).to(torch.bfloat16)
+    torch.testing.assert_close(k(x.to("neuron")).cpu(), x.T.contiguous(), rtol=0, atol=0)
+
+
+def test_dma_transpose_rules():
+    def fp32(x):
+        nisa.dma_transpose(nl.ndarray((8, 4), nl.float32), x)
+
+    def three_d(x):
+        nisa.dma_transpose(nl.ndarray((8, 2, 2), nl.bfloat16), x.reshape(2, 2, 8))
+
+    def wrong_dst(x):
+        nisa.dma_transpose(nl.ndarray((4, 8), nl.float16), x)
+
+    x = np.zeros((4, 8), np.float32)
+    assert _rule(fp32, x) == "dma_transpose_dtype"
+    assert _rule(three_d, x.astype(np.float16)) == "dma_transpose_axes"
+    assert _rule(wrong_dst, x.astype(np.float16)) == "shape_mismatch"
+
+
+# ---- engines and costs ----------------------------------------------------------------
+
+def test_engines_and_costs():
+    def k(x, h):
+        t = nl.load(x)
+        b = nl.zeros((128, 1), nl.float32)
+        nisa.activate2(nl.ndarray((128, 64), nl.float32), nl.exp, t, 1.0, 0.0, nl.multiply, nl.add)
+        nisa.tensor_scalar_cumulative(nl.ndarray((128, 64), nl.float32), t, nl.add, nl.add, 0.0)
+        p = nl.ndarray((128, 64), nl.uint8)
+        nisa.memset(p, 1)
+        nisa.select_reduce(nl.ndarray((128, 64), nl.float32), p, t, 0.0)
+        nisa.range_select(nl.ndarray((128, 64), nl.float32), t, nl.less, nl.less, b, b)
+        nisa.nonzero_with_count(nl.ndarray((128, 65), nl.int32), t)
+        nisa.dma_transpose(nl.ndarray((64, 128), nl.float16), h)
+
+    est = nki.benchmark(nki.jit(k))(np.zeros((128, 64), np.float32),
+                                    np.zeros((128, 64), np.float16))
+    assert est.instructions["Scalar"] == 1
+    assert est.instructions["Vector"] >= 4
+    assert est.instructions["GpSimd"] >= 1
+    assert est.busy_us["Scalar"] > 0 and est.busy_us["GpSimd"] > 0
+
+
+def test_activation_and_tensor_scalar_reduce_fold_into_the_registers():
+    """A row sum over chunks: activation (Scalar) and tensor_scalar_reduce
+    (Vector) with reset_reduce, then reduce; idle keeps a chunk's own sum."""
+    @nki.jit
+    def k(x):
+        rows = x.shape[0]
+        outs = [nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm) for _ in range(3)]
+        t = nl.load(x)
+        act = nl.ndarray(x.shape, nl.float32)
+        vec = nl.ndarray(x.shape, nl.float32)
+        sums = [nl.ndarray((rows, 1), nl.float32) for _ in range(3)]
+        for c in range(3):
+            cmd = nisa.reduce_cmd.reset_reduce if c == 0 else nisa.reduce_cmd.reduce
+            part = slice(32 * c, 32 * (c + 1))
+            nisa.activation(act[:, part], nl.exp, t[:, part], reduce_res=sums[0], reduce_cmd=cmd)
+            nisa.tensor_scalar_reduce(vec[:, part], t[:, part], nl.multiply, 2.0, nl.maximum,
+                                      sums[1], reduce_cmd=cmd)
+        nisa.activation(act[:, 0:32], nl.exp, t[:, 0:32], reduce_res=sums[2])  # idle
+        for o, s in zip(outs, sums):
+            nl.store(o, s)
+        return tuple(outs)
+
+    x = torch.randn(16, 96)
+    total, vmax, first = (o.cpu() for o in k(x.to("neuron")))
+    torch.testing.assert_close(total, torch.exp(x).sum(1, keepdim=True), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(vmax, (2 * x).amax(1, keepdim=True), rtol=0, atol=0)
+    torch.testing.assert_close(first, torch.exp(x[:, :32]).sum(1, keepdim=True), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_legacy_value_returning_forms():
+    from torchneuron.nki.legacy import isa as lisa
+    from torchneuron.nki.legacy import language as lnl
+
+    @nki.jit
+    def k(x, xb, pred, lo, hi):
+        rows, cols = x.shape
+        sel_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        rng_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        drop_out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
+        tr_out = nl.ndarray((cols, rows), nl.bfloat16, buffer=nl.shared_hbm)
+        t = lnl.load(x)
+        sel = nl.ndarray(x.shape, nl.float32)
+        lisa.select_reduce(dst=sel, predicate=lnl.load(pred), on_true=t, on_false=0.0)
+        lnl.store(sel_out, sel)
+        lnl.store(rng_out, lisa.range_select(on_true_tile=t, comp_op0=nl.greater_equal,
+                                             comp_op1=nl.less, bound0=lnl.load(lo),
+                                             bound1=lnl.load(hi), on_false_value=-1.0))
+        lnl.store(drop_out, lisa.dropout(t, prob=0.0))
+        lnl.store(tr_out, lisa.dma_transpose(xb))
+        return sel_out, rng_out, drop_out, tr_out
+
+    x = torch.randn(16, 32)
+    pred = (torch.rand(16, 32) > 0.5).to(torch.uint8)
+    lo = torch.full((16, 1), 4.0)
+    hi = torch.arange(16.0)[:, None] + 5
+    xb = torch.randn(16, 32).to(torch.bfloat16)
+    sel, rs, drop, tr = (t.cpu() for t in k(*(a.to("neuron") for a in (x, xb, pred, lo, hi))))
+    torch.testing.assert_close(sel, torch.where(pred.bool(), x, torch.tensor(0.0)), rtol=0, atol=0)
+    j = torch.arange(32.0)[None, :]
+    torch.testing.assert_close(rs, torch.where((j >= lo) & (j < hi), x, torch.tensor(-1.0)),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(drop, x, rtol=0, atol=0)
+    torch.testing.assert_close(tr, xb.T.contiguous(), rtol=0, atol=0)

@@ -1,0 +1,137 @@
+"""nki.isa's activate2, tensor_scalar_cumulative, select_reduce, range_select
+(Vector / Scalar), nonzero_with_count (GpSimd) and dma_transpose (DMA).
+
+Several fold their results into the engine's reduce registers, one fp32 per
+partition lane kept across instructions: ``reduce_cmd`` says whether an
+instruction resets them, folds into them or leaves them alone
+(``nisa.reduce_cmd``). The simulator checks each instruction's rules and runs
+it (runtime/src/nc/exec_select.c).
+"""
+
+from torchneuron.nki import trace
+from torchneuron.nki.isa import (
+    _alu, _emit, _engine, _mark_written, _rec, _reduce_flags, _scalar_operand, _tile)
+from torchneuron.nki.isa_enums import reduce_cmd as _reduce_cmd
+from torchneuron.nki.ops import ActivationFunction
+from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.trace import fail
+
+_FP32_MIN = -3.4028234663852886e38
+
+def _optional(t, what, name):
+    return _rec(_tile(t, what, name), name) if t is not None else trace.NO_AP
+
+
+def _op_or_bypass(op, name):
+    return 0 if op is None else _alu(op, name)
+
+
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
+              reverse1=False, reduce_op=None, reduce_res=None, reduce_cmd=_reduce_cmd.idle,
+              engine=None, **_):
+    """dst = op((data op0 imm0) op1 imm1) on the Scalar engine; imm0 / imm1
+    are numbers or [P, 1] tiles, relu_param the slope of nl.prelu; the
+    results reduce (reduce_op) into reduce_res and the reduce registers."""
+    name = "nki.isa.activate2"
+    _tile(dst, "dst", name), _tile(data, "data", name)
+    if not isinstance(op, ActivationFunction):
+        fail(f"{op!r} is not an activation function (nl.exp, nl.prelu, ...)", "operand", name)
+    if isinstance(relu_param, NkiTensor):
+        fail("relu_param must be a number here (a per-partition slope tile is not modelled)",
+             "operand", name)
+    r0, i0 = _scalar_operand(imm0, name, "imm0")
+    r1, i1 = _scalar_operand(imm1, name, "imm1")
+    flags = (trace.FLAG_REVERSE0 if reverse0 else 0) | (trace.FLAG_REVERSE1 if reverse1 else 0)
+    flags |= _reduce_flags(reduce_cmd, name)
+    red_op = _alu(reduce_op if reduce_op is not None else "add", name)
+    _emit(name, trace.ACTIVATE2, _engine(engine, trace.SCALAR_ENGINE), dst,
+          [_rec(dst, name), _rec(data, name), r0, r1, _optional(reduce_res, "reduce_res", name)],
+          func=(op.code, _op_or_bypass(op0, name), _op_or_bypass(op1, name)), flags=flags,
+          axes=red_op, imm=(i0, i1, float(relu_param)))
+    if reduce_res is not None:
+        _mark_written(reduce_res)
+    return dst
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None,
+                             reduce_cmd=_reduce_cmd.reset_reduce, reverse0=False, **_):
+    """dst[:, j] = reg = op1(op0(src[:, j], imm0), reg) along each partition;
+    reg starts at op1's identity (reset_reduce), at imm1 (load_reduce) or
+    where the previous instruction left the Vector engine's register (reduce)."""
+    name = "nki.isa.tensor_scalar_cumulative"
+    _tile(dst, "dst", name), _tile(src, "src", name)
+    r0, i0 = _scalar_operand(imm0, name, "imm0")
+    flags = _reduce_flags(reduce_cmd, name) | (trace.FLAG_REVERSE0 if reverse0 else 0)
+    if flags & trace.FLAG_REDUCE_LOAD and imm1 is None:
+        fail("reduce_cmd=load_reduce starts from imm1, which is missing", "operand", name)
+    _emit(name, trace.SCALAR_CUMULATIVE, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(src, name), r0], func=(_alu(op0, name), _alu(op1, name)),
+          flags=flags, imm=(i0, float(imm1) if imm1 is not None else 0.0))
+    return dst
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None,
+                  reduce_cmd=_reduce_cmd.idle, reduce_op=None, reverse_pred=False, **_):
+    """dst = where(predicate, on_true, on_false) (predicate an 8/16-bit
+    integer tile, on_false a number or [P, 1] tile); reduce_res[P, 1] gets
+    the maximum of each row of dst."""
+    name = "nki.isa.select_reduce"
+    for what, t in (("dst", dst), ("predicate", predicate), ("on_true", on_true)):
+        _tile(t, what, name)
+    if reduce_op is not None and _alu(reduce_op, name) != _alu("maximum", name):
+        fail("select_reduce reduces with nl.maximum only", "operand", name)
+    r3, i3 = _scalar_operand(on_false, name, "on_false")
+    flags = _reduce_flags(reduce_cmd, name) | (trace.FLAG_REVERSE0 if reverse_pred else 0)
+    _emit(name, trace.SELECT_REDUCE, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(predicate, name), _rec(on_true, name), r3,
+           _optional(reduce_res, "reduce_res", name)], flags=flags, imm=(i3,))
+    if reduce_res is not None:
+        _mark_written(reduce_res)
+    return dst
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
+                 reduce_cmd=_reduce_cmd.idle, reduce_res=None, reduce_op=None, range_start=0.0,
+                 on_false_value=_FP32_MIN, **_):
+    """dst[:, j] = on_true_tile[:, j] where comp_op0(j + range_start, bound0)
+    and comp_op1(j + range_start, bound1) (bounds are [P, 1] tiles), else
+    on_false_value (fp32's lowest by default); reduce_res[P, 1] gets the
+    reduce_op (maximum) of each row of dst."""
+    name = "nki.isa.range_select"
+    for what, t in (("dst", dst), ("on_true_tile", on_true_tile), ("bound0", bound0),
+                    ("bound1", bound1)):
+        _tile(t, what, name)
+    flags = _reduce_flags(reduce_cmd, name)
+    red = _alu(reduce_op if reduce_op is not None else "maximum", name)
+    _emit(name, trace.RANGE_SELECT, trace.VECTOR_ENGINE, dst,
+          [_rec(dst, name), _rec(on_true_tile, name), _rec(bound0, name), _rec(bound1, name),
+           _optional(reduce_res, "reduce_res", name)],
+          func=(_alu(comp_op0, name), _alu(comp_op1, name), red), flags=flags,
+          imm=(float(range_start), float(on_false_value)))
+    if reduce_res is not None:
+        _mark_written(reduce_res)
+    return dst
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, **_):
+    """On partitions 0, 16, ..., 112 of src [P, T] (one per GpSimd core):
+    dst[p, :N] = the indices of the N nonzero elements + index_offset,
+    dst[p, N:T] = padding_val, dst[p, T] = N. Other partitions of dst keep
+    their values."""
+    name = "nki.isa.nonzero_with_count"
+    _tile(dst, "dst", name), _tile(src, "src", name)
+    _emit(name, trace.NONZERO_WITH_COUNT, trace.GPSIMD_ENGINE, dst,
+          [_rec(dst, name), _rec(src, name)], imm=(int(index_offset), int(padding_val)))
+    return dst
+
+
+def dma_transpose(dst, src, axes=None, **_):
+    """dst[F, P] = src[P, F] by DMA (HBM or SBUF; 2-byte dtypes, no
+    conversion). Only the 2-D form (axes (1, 0)) is simulated."""
+    name = "nki.isa.dma_transpose"
+    _tile(dst, "dst", name), _tile(src, "src", name)
+    if src.ndim != 2 or dst.ndim != 2 or (axes is not None and tuple(axes) != (1, 0)):
+        fail(f"only the 2-D dma_transpose (axes (1, 0)) is simulated; got a {src.ndim}-D "
+             f"source with axes {axes}", "dma_transpose_axes", name)
+    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)])
+    return dst
