@@ -66,9 +66,9 @@ def test_aminmax_out_and_errors():
     assert torch.equal(mn.cpu(), want.min) and torch.equal(mx.cpu(), want.max)
     for call in (lambda d: torch.aminmax(torch.ones(0, 3, device=d)),
                  lambda d: torch.aminmax(torch.ones(0, 3, device=d), dim=0)):
-        with pytest.raises(RuntimeError) as cpu:
+        with pytest.raises((RuntimeError, IndexError)) as cpu:
             call("cpu")
-        with pytest.raises(RuntimeError) as got:
+        with pytest.raises(type(cpu.value)) as got:
             call(DEV)
         assert str(got.value).split("\n")[0] == str(cpu.value).split("\n")[0]
 

@@ -40,6 +40,15 @@ def bits_equal(actual, expected):
         assert torch.equal(actual, expected)
 
 
+def values_equal(actual, expected):
+    """Same values (0 == -0: PyTorch's CPU shrinks give +0 on their vector
+    path and -0 on the scalar tail, so the sign of a zero is not defined)."""
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    nan = expected.isnan()
+    assert torch.equal(actual.isnan(), nan) and torch.equal(actual[~nan], expected[~nan])
+
+
 def close(actual, expected, dtype):
     tol = {torch.float32: 2e-6, torch.float64: 1e-13}.get(dtype, 1e-2)
     torch.testing.assert_close(actual.cpu(), expected, rtol=tol, atol=tol, equal_nan=True)
@@ -61,7 +70,7 @@ def floats(shape, dtype):
     x = torch.randn(shape, dtype=torch.float64) * 4
     flat = x.view(-1)
     k = min(flat.numel(), len(SPECIAL))
-    flat[:k] = torch.tensor(SPECIAL[:k], dtype=torch.float64)[torch.randperm(len(SPECIAL))[:k]]
+    flat[:k] = torch.tensor(SPECIAL, dtype=torch.float64)[torch.randperm(len(SPECIAL))[:k]]
     return x.to(dtype)
 
 
@@ -136,8 +145,9 @@ def test_gcd_lcm_bit_exact(name, dtype):
     for a, b in operand_pairs(dtype, integer_values):
         if name == "lcm" and dtype in (torch.int32, torch.int64) and a.numel() and b.numel():
             # the CPU traps (SIGFPE) on INT_MIN / -1 inside lcm: keep those pairs out
+            a, b = torch.broadcast_tensors(a, b)
             bad = (torch.gcd(a, b) == -1) & ((a == torch.iinfo(dtype).min) | (b == torch.iinfo(dtype).min))
-            assert not bad.any()
+            a = torch.where(bad, torch.ones_like(a), a)
         bits_equal(fn(a.to(DEV), b.to(DEV)), fn(a, b))
     if dtype != torch.uint8:
         info = torch.iinfo(dtype)
@@ -185,14 +195,14 @@ def test_shrinks_and_their_gradients(name, dtype):
     fn = getattr(F, name)
     for lambd in (0.5, 0.0, 2.25):
         for a, _ in operand_pairs(dtype, floats):
-            bits_equal(fn(a.to(DEV), lambd), fn(a, lambd))
+            values_equal(fn(a.to(DEV), lambd), fn(a, lambd))
     base = floats((6, 8), dtype).t()
     x = base.clone().requires_grad_()
     xd = base.to(DEV).requires_grad_()
     w = torch.randn(base.shape, dtype=dtype)
     (fn(x, 1.0) * w).sum().backward()
     (fn(xd, 1.0) * w.to(DEV)).sum().backward()
-    bits_equal(xd.grad, x.grad)
+    values_equal(xd.grad, x.grad)
 
 
 def test_shrink_argument_errors_and_out():
@@ -201,9 +211,9 @@ def test_shrink_argument_errors_and_out():
         F.softshrink(x.to(DEV), -1.0)
     out = torch.empty(5, 4, device=DEV).t()
     torch.ops.aten.hardshrink.out(x.to(DEV), 0.3, out=out)
-    bits_equal(out, F.hardshrink(x, 0.3))
+    values_equal(out, F.hardshrink(x, 0.3))
     mod = torch.nn.Softshrink(0.7)
-    bits_equal(mod(x.to(DEV)), mod(x))
+    values_equal(mod(x.to(DEV)), mod(x))
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
@@ -216,9 +226,14 @@ def test_glu_and_its_gradient(dtype):
         y, yd = F.glu(x, dim), F.glu(xd, dim)
         torch.testing.assert_close(yd.detach().cpu(), y.detach(), rtol=tol, atol=tol, equal_nan=True)
         w = torch.randn(y.shape, dtype=dtype)
-        (y * w).sum().backward()
         (yd * w.to(DEV)).sum().backward()
-        torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=tol, atol=tol, equal_nan=True)
+        if dtype in (torch.bfloat16, torch.float16):
+            # the CPU's 16-bit gradient rounds sigmoid(b) before 1 - s (which then
+            # cancels); ours keeps it in float32: compare with a float64 gradient
+            x = base.double().requires_grad_()
+            y = F.glu(x, dim)
+        (y * w.to(y.dtype)).sum().backward()
+        torch.testing.assert_close(xd.grad.cpu(), x.grad.to(dtype), rtol=tol, atol=tol, equal_nan=True)
     t = torch.randn(6, 8, dtype=dtype).t()  # non-contiguous halves
     torch.testing.assert_close(F.glu(t.to(DEV), 0).cpu(), F.glu(t, 0), rtol=tol, atol=tol)
     for bad, exc in [(lambda d: F.glu(torch.ones(3, 5, device=d)), RuntimeError),

@@ -30,7 +30,7 @@ std::vector<int64_t> aminmax_dims(const at::Tensor& self, std::optional<int64_t>
   }
   const int64_t d = c10::maybe_wrap_dim(*dim, self.dim());
   if (self.numel() == 0 && self.dim() > 0)
-    TORCH_CHECK(self.size(d) != 0, "aminmax: Expected reduction dim ", d, " to have non-zero size.");
+    TORCH_CHECK_INDEX(self.size(d) != 0, "aminmax: Expected reduction dim ", d, " to have non-zero size.");
   return {d};
 }
 

@@ -213,10 +213,13 @@ RT_DEFINE_TABLE_KERNEL16(glu, RT_FLOAT_TABLE)
     RT_STORE(T, data[0] + i * strides[0], g * s);                      \
     RT_STORE(T, data[1] + i * strides[1], g * a * s * ((T)1 - s));     \
   }
+/* The gradient takes 1 - s, which cancels for large b: s is computed as
+ * the CPU computes it (libm exp), not by the vectorised approximation. */
+#define SIGMOID_F(v) (1.0f / (1.0f + expf(-(v))))
 RT_SIMD_VOID(glu_backward_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
              (data, strides, n, ctx)) {
   (void)ctx;
-  DEFINE_GLU_BACKWARD_BODY(float, rt_vm_sigmoidf)
+  DEFINE_GLU_BACKWARD_BODY(float, SIGMOID_F)
 }
 static void glu_backward_f64(char **data, const int64_t *strides, int64_t n, void *ctx) {
   (void)ctx;

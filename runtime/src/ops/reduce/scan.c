@@ -83,11 +83,12 @@ typedef struct scan_plan {
 RT_REDUCE_INT_TYPES(INT_SCANS)
 RT_REDUCE_FLOAT_TYPES(FLOAT_SCANS)
 
-/* log(e^a + e^b) as PyTorch's _log_add_exp_helper: NaN in the new term
- * propagates, two equal infinities give the running value. */
+/* log(e^acc + e^v) as PyTorch's CPU scan combines them
+ * (_log_add_exp_helper(v, acc)): a NaN on either side propagates, two
+ * equal infinities give the new value. */
 static inline double log_add_exp(double acc, double v) {
-  double lo = v != v ? v : acc < v ? acc : v, hi = v != v ? v : acc > v ? acc : v;
-  return lo != hi || isfinite(lo) ? log1p(exp(lo - hi)) + hi : acc;
+  double lo = acc != acc ? acc : acc < v ? acc : v, hi = acc != acc ? acc : v < acc ? acc : v;
+  return lo != hi || isfinite(lo) ? log1p(exp(lo - hi)) + hi : v;
 }
 #define LOGCUMSUMEXP_SCAN(DT, SUF, T, C, LOAD) DEFINE_SCAN(logcumsumexp_##SUF, T, double, (double)(LOAD), log_add_exp, -INFINITY)
 RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_SCAN)
