@@ -8,6 +8,18 @@ shown too); ratio = CPU time / neuron time (above 1.0 neuron is faster).
 PyTorch CPU runs with --cpu-threads threads (default 2).
 
     python benchmarks/special_ops.py [--repeats N] [--cpu-threads T] [--quick]
+
+Rows below 1.0 (first measurement, --quick, AMD EPYC with 2 cores shared
+with other jobs, so noisy): logaddexp(2), nextafter, sinc and frexp call
+scalar libm functions per element (log1p, exp2, nextafter, sin, frexp)
+where the CPU uses SLEEF vector math; float32 logaddexp already uses the
+vectorisable vmath exp/log, so its ~0.3x says the NaN/infinity selects
+keep the loop from vectorising (to check). gcd runs PyTorch's Euclid loop
+per element, as the CPU does (0.8x). The shrinks, glu and its gradient are
+plain selects and products that should vectorise: their low ratios
+(0.02-0.7x, softshrink's best run 0.35 ms against a 3.6 ms median) were
+measured beside a running test suite and need a quiet rerun before any
+conclusion.
 """
 
 import argparse
