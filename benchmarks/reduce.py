@@ -2,7 +2,7 @@
 
 16M-element float32 and bfloat16 inputs, reduced fully, along the last dim
 and along dim 0 of a [4096, 4096] view: sum, amax, logsumexp (and a few
-more with --all). Each time is the median of several runs measured in this
+more with --all, aminmax and nansum among them). Each time is the median of several runs measured in this
 process (the best run is printed too: on a shared machine it shows what
 each side does undisturbed); GB/s counts the input bytes read once; a
 ratio is CPU time / neuron time (above 1.0 means neuron is faster).
@@ -41,6 +41,11 @@ def main() -> None:
             "norm": lambda x, d: torch.linalg.vector_norm(x, dim=d),
             "argmax": lambda x, d: x.argmax(d),
             "cumsum": lambda x, d: x.cumsum(0 if d is None else d),
+            # composed of native kernels: aminmax is amin + amax (two passes
+            # where the CPU makes one), nansum is where(isnan) + sum
+            "aminmax": lambda x, d: torch.aminmax(x) if d is None else torch.aminmax(x, dim=d),
+            "nansum": lambda x, d: x.nansum() if d is None else x.nansum(d),
+            "logcumsumexp": lambda x, d: x.logcumsumexp(0 if d is None else d),
         })
     layouts = {"full": None, "last dim": 1, "dim 0": 0}
 

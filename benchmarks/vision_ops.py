@@ -1,5 +1,5 @@
 """Vision ops on neuron versus PyTorch CPU: pooling, upsampling, padding,
-convolution.
+unfold/fold, convolution.
 
 ResNet-like shapes ([32, 64, 56, 56] 3x3 convolution, the stem's max pool)
 and a small CNN's layers, forward and forward+backward, NCHW and
@@ -87,6 +87,13 @@ def main() -> None:
         for mode in ("reflect", "replicate"):
             case(f"pad {mode} 3 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
                  lambda x, mode=mode: F.pad(x, (3, 3, 3, 3), mode=mode), bwd, 0, args.repeats)
+        # unfold's backward is fold and fold's is unfold: the fwd+bwd rows time both kernels
+        case(f"unfold 3x3 pad 1 [{n // 4},64,56,56] {tag}", img(n // 4, 64, 56, 56),
+             lambda x: F.unfold(x, 3, padding=1), bwd, 0, args.repeats)
+        case(f"fold 3x3 pad 1 -> [{n // 4},64,56,56] {tag}", img(n // 4, 64 * 9, 56 * 56),
+             lambda x: F.fold(x, (56, 56), 3, padding=1), bwd, 0, args.repeats)
+        case(f"unfold 4x4/4 patches [{n},3,224,224] {tag}", img(n, 3, 224, 224),
+             lambda x: F.unfold(x, 4, stride=4), bwd, 0, args.repeats)
 
     convs = [
         # name, input shape, weight shape, kwargs

@@ -573,6 +573,18 @@ def test_one_hot():
         F.one_hot(nd(torch.tensor([1, -1])))
 
 
+@pytest.mark.parametrize("values,num_classes", [([3, 4, 1, 0], 3), ([3, 4, -1, 0], -1), ([3, -4, 1], 6),
+                                                ([1, 2], 0), ([0, 5], -3)])
+def test_one_hot_bad_classes_raise_at_the_call(values, num_classes):
+    # as on the CPU (whose kernel reads min and max back): no synchronisation
+    # needed to see the error
+    with pytest.raises(RuntimeError) as cpu:
+        F.one_hot(torch.tensor(values), num_classes)
+    with pytest.raises(RuntimeError) as got:
+        F.one_hot(nd(torch.tensor(values)), num_classes)
+    assert str(got.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
 def test_bincount(dtype):
     x = torch.randint(0, 9, (50,)).to(dtype)

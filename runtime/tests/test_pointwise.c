@@ -306,6 +306,67 @@ static void test_integer_arithmetic_wraps(void) {
   }
 }
 
+/* gcd / lcm: PyTorch's Euclid on magnitudes wrapped to the type (so
+ * |INT_MIN| stays INT_MIN), written over int64 for the dtype in ref_type;
+ * the result of values away from the minimum is also checked against
+ * the mathematical gcd (binary gcd on magnitudes). */
+static nrt_dtype ref_type;
+static int64_t ref_gcd(int64_t a, int64_t b) {
+  a = wrap_to(ref_type, a < 0 ? (int64_t)(0 - (uint64_t)a) : a);
+  b = wrap_to(ref_type, b < 0 ? (int64_t)(0 - (uint64_t)b) : b);
+  while (a != 0) {
+    int64_t c = a;
+    a = a == -1 ? 0 : b % a;
+    b = c;
+  }
+  return b;
+}
+static int64_t ref_lcm(int64_t a, int64_t b) {
+  int64_t g = ref_gcd(a, b);
+  if (g == 0) return 0;
+  int64_t q = g == -1 ? (int64_t)(0 - (uint64_t)a) : a / g;
+  int64_t narrow = ref_type == NRT_UINT8 || ref_type == NRT_INT8 || ref_type == NRT_INT16;
+  int64_t p = narrow ? q * b : wrap_to(ref_type, (int64_t)((uint64_t)q * (uint64_t)b));
+  return p < 0 ? (int64_t)(0 - (uint64_t)p) : p;
+}
+static uint64_t binary_gcd(uint64_t a, uint64_t b) {
+  if (a == 0) return b;
+  if (b == 0) return a;
+  int shift = __builtin_ctzll(a | b);
+  a >>= __builtin_ctzll(a);
+  while (b) {
+    b >>= __builtin_ctzll(b);
+    if (a > b) { uint64_t t = a; a = b; b = t; }
+    b -= a;
+  }
+  return a << shift;
+}
+
+static void test_gcd_lcm_match_euclid(void) {
+  const nrt_dtype types[] = {NRT_UINT8, NRT_INT8, NRT_INT16, NRT_INT32, NRT_INT64};
+  enum { N = 301 };
+  int64_t av[N], bv[N];
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    nrt_dtype t = ref_type = types[k];
+    int64_t lo = t == NRT_UINT8 ? 0 : t == NRT_INT8 ? INT8_MIN : t == NRT_INT16 ? INT16_MIN
+                                    : t == NRT_INT32 ? INT32_MIN : INT64_MIN;
+    for (int i = 0; i < N; i++) {
+      av[i] = wrap_to(t, (int64_t)next_random() % 1000 * (i % 3 ? 6 : 1));
+      bv[i] = wrap_to(t, (int64_t)next_random() % 1000 * (i % 2 ? 4 : 1));
+      uint64_t ma = av[i] < 0 ? 0 - (uint64_t)av[i] : (uint64_t)av[i], mb = bv[i] < 0 ? 0 - (uint64_t)bv[i] : (uint64_t)bv[i];
+      if (t == NRT_UINT8 || (av[i] != lo && bv[i] != lo)) /* away from |INT_MIN|: the twin is the gcd */
+        CHECK((uint64_t)ref_gcd(av[i], bv[i]) == binary_gcd(ma, mb));
+    }
+    av[0] = lo, bv[0] = 0; /* the extremes: |INT_MIN| wraps */
+    av[1] = lo, bv[1] = lo;
+    av[2] = lo, bv[2] = 6;
+    av[3] = 0, bv[3] = 0;
+    av[4] = lo, bv[4] = 7; /* int64: gcd -1, and lcm's INT_MIN / -1 */
+    check_int_binary(NRT_OP_GCD, t, ref_gcd, av, bv, N);
+    check_int_binary(NRT_OP_LCM, t, ref_lcm, av, bv, N);
+  }
+}
+
 static void test_add_alpha_wraps(void) {
   enum { N = 300 };
   int64_t av[N], bv[N];
@@ -789,6 +850,7 @@ int main(void) {
   RUN(test_vmath_special_values);
   RUN(test_integer_arithmetic_wraps);
   RUN(test_add_alpha_wraps);
+  RUN(test_gcd_lcm_match_euclid);
   RUN(test_integer_division_by_zero_fails);
   RUN(test_shifts_past_the_width);
   RUN(test_integer_pow);

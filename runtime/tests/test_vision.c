@@ -467,6 +467,90 @@ static void test_upsampling_matches_index_formulas(void) {
         }
 }
 
+/* ---- im2col / col2im -------------------------------------------------------------------- */
+
+typedef struct patch_case {
+  int64_t n, c, h, w, kh, kw, dh, dw, ph, pw, sh, sw;
+} patch_case;
+
+static void patch_scalars(nrt_op *op, const patch_case *p) {
+  scalar(op, p->kh), scalar(op, p->kw), scalar(op, p->dh), scalar(op, p->dw);
+  scalar(op, p->ph), scalar(op, p->pw), scalar(op, p->sh), scalar(op, p->sw);
+}
+
+/* IM2COL against the definition (each tap of each window, zero outside),
+ * then COL2IM against the same walk scattering the columns back. */
+static void check_patches(const patch_case *p, nrt_dtype t, int cl) {
+  const int64_t oh = out_size(p->h, p->kh, p->sh, p->ph, p->dh), ow = out_size(p->w, p->kw, p->sw, p->pw, p->dw);
+  const int64_t rows = p->c * p->kh * p->kw;
+  tensor img = make(t, p->n, p->c, p->h, p->w, cl), cols = make(t, p->n, rows, oh, ow, 0);
+  fill(&img);
+  nrt_op op = new_op(NRT_OP_IM2COL, 1);
+  add(&op, &cols), add(&op, &img);
+  patch_scalars(&op, p);
+  CHECK_OK(nrt_op_execute(&op));
+  double *want = calloc((size_t)(p->n * rows * oh * ow), sizeof(double));
+  double *back = calloc((size_t)(p->n * p->c * p->h * p->w), sizeof(double));
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t c = 0; c < p->c; c++)
+      for (int64_t i = 0; i < p->kh; i++)
+        for (int64_t j = 0; j < p->kw; j++)
+          for (int64_t y = 0; y < oh; y++)
+            for (int64_t x = 0; x < ow; x++) {
+              int64_t h = y * p->sh - p->ph + i * p->dh, w = x * p->sw - p->pw + j * p->dw;
+              int64_t row = (c * p->kh + i) * p->kw + j;
+              int inside = h >= 0 && h < p->h && w >= 0 && w < p->w;
+              want[((n * rows + row) * oh + y) * ow + x] = inside ? val(&img, n, c, h, w) : 0.0;
+            }
+  CHECK(close_to(&cols, want, 0.0));
+  fill(&cols); /* now COL2IM of fresh columns */
+  for (int64_t n = 0; n < p->n; n++)
+    for (int64_t row = 0; row < rows; row++)
+      for (int64_t y = 0; y < oh; y++)
+        for (int64_t x = 0; x < ow; x++) {
+          int64_t c = row / (p->kh * p->kw), i = row / p->kw % p->kh, j = row % p->kw;
+          int64_t h = y * p->sh - p->ph + i * p->dh, w = x * p->sw - p->pw + j * p->dw;
+          if (h >= 0 && h < p->h && w >= 0 && w < p->w)
+            back[((n * p->c + c) * p->h + h) * p->w + w] += val(&cols, n, row, y, x);
+        }
+  op = new_op(NRT_OP_COL2IM, 1);
+  add(&op, &img), add(&op, &cols);
+  patch_scalars(&op, p);
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(close_to(&img, back, t == NRT_BFLOAT16 ? tol_of(t) : 0.0)); /* multiples of 1/64: exact sums */
+  free(want), free(back);
+  release(&img), release(&cols);
+}
+
+static void test_patches_match_window_walks(void) {
+  static const patch_case cases[] = {
+      {2, 3, 6, 5, 2, 3, 1, 1, 0, 0, 1, 1}, {1, 2, 7, 7, 3, 3, 2, 2, 1, 1, 2, 2},
+      {1, 1, 5, 9, 1, 4, 1, 2, 0, 3, 3, 1}, {1, 4, 3, 3, 3, 3, 1, 1, 2, 2, 1, 1},
+      {3, 8, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1},
+  };
+  const nrt_dtype dtypes[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+    for (size_t d = 0; d < 3; d++)
+      for (int cl = 0; cl < 2; cl++) check_patches(&cases[k], dtypes[d], cl);
+  /* IM2COL copies any dtype; COL2IM sums floating dtypes only */
+  tensor img = make(NRT_INT64, 1, 1, 3, 3, 0), cols = make(NRT_INT64, 1, 4, 2, 2, 0);
+  patch_case p = {1, 1, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1};
+  nrt_op op = new_op(NRT_OP_IM2COL, 1);
+  add(&op, &cols), add(&op, &img);
+  patch_scalars(&op, &p);
+  CHECK_OK(nrt_op_execute(&op));
+  op = new_op(NRT_OP_COL2IM, 1);
+  add(&op, &img), add(&op, &cols);
+  patch_scalars(&op, &p);
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_UNSUPPORTED);
+  tensor wrong = make(NRT_INT64, 1, 4, 3, 2, 0); /* 3 window rows for 2 */
+  op = new_op(NRT_OP_IM2COL, 1);
+  add(&op, &wrong), add(&op, &img);
+  patch_scalars(&op, &p);
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  release(&img), release(&cols), release(&wrong);
+}
+
 /* ---- validation ------------------------------------------------------------------------- */
 
 static void test_bad_descriptors_fail_cleanly(void) {
@@ -493,6 +577,7 @@ int main(void) {
   RUN(test_conv_matches_direct_loops);
   RUN(test_pooling_matches_window_walks);
   RUN(test_upsampling_matches_index_formulas);
+  RUN(test_patches_match_window_walks);
   RUN(test_bad_descriptors_fail_cleanly);
   return CHECK_MAIN_RESULT();
 }

@@ -160,8 +160,9 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return out;
 }
 
-// Class values outside [0, num_classes) surface as the scatter's IndexError
-// at the next synchronisation (as on CUDA), unless num_classes is inferred.
+// The class values are read back (one synchronisation, as PyTorch's CPU
+// kernel reads min and max): a negative class, or one not below an explicit
+// num_classes, raises at the call as on the CPU.
 at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
   NEURON_TRACK_OP("aten::one_hot");
   c10::DeviceGuard guard(self.device());
@@ -172,13 +173,12 @@ at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
     shape.push_back(num_classes);
     return at::empty(shape, self.options());
   }
-  if (num_classes == -1) {
-    auto [lo, hi] = integer_bounds(self, "one_hot");
-    TORCH_CHECK(lo >= 0, "Class values must be non-negative.");
+  auto [lo, hi] = integer_bounds(self, "one_hot");
+  TORCH_CHECK(lo >= 0, "Class values must be non-negative.");
+  if (num_classes == -1)
     num_classes = hi + 1;
-  } else {
-    TORCH_CHECK(num_classes >= 1, "num_classes should be positive");
-  }
+  else
+    TORCH_CHECK(num_classes > hi, "Class values must be smaller than num_classes.");
   shape.push_back(num_classes);
   at::Tensor out = at::zeros(shape, self.options());
   at::Tensor index = self.unsqueeze(-1);

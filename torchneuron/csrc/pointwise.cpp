@@ -486,8 +486,8 @@ const std::vector<std::pair<std::string, UnboxedFactory>>& unboxed_signatures() 
 }  // namespace
 
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
-                     const std::vector<c10::IValue>& scalars) {
-  launch(code, iter, scalars, LaunchPlan{iter.common_dtype(), iter.noutputs()});
+                     const std::vector<c10::IValue>& scalars, std::optional<at::ScalarType> compute) {
+  launch(code, iter, scalars, LaunchPlan{compute.value_or(iter.common_dtype()), iter.noutputs()});
 }
 
 namespace {

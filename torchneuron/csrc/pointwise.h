@@ -93,8 +93,9 @@ struct PointwiseOp {
 void register_pointwise_ops(torch::Library& m, const PointwiseOp* ops, size_t count);
 
 // Launches a built iterator as op `code` with the given scalar attributes,
-// computing in the iterator's common dtype.
+// computing in `compute`, by default the iterator's common dtype.
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
-                     const std::vector<c10::IValue>& scalars);
+                     const std::vector<c10::IValue>& scalars,
+                     std::optional<at::ScalarType> compute = std::nullopt);
 
 }  // namespace torchneuron

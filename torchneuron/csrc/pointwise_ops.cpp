@@ -227,6 +227,18 @@ void check_hardtanh(PointwiseCall& call) {
                 "hardtanh with uint8 type requires min_val and max_val to be nonnegative");
 }
 
+void check_softshrink(PointwiseCall& call) {
+  const double lambd = call.scalars[0].toScalar().toDouble();
+  TORCH_CHECK(lambd >= 0, "lambda must be greater or equal to 0, but found to be ", lambd, ".");
+}
+
+// ---- special math ----------------------------------------------------------
+
+void check_heaviside(PointwiseCall& call) {
+  TORCH_CHECK(call.inputs[0]->dtype() == call.inputs[1]->dtype(),
+              "heaviside is not yet implemented for tensors with different dtypes");
+}
+
 // ---- where, masked_fill ----------------------------------------------------
 
 void check_condition(const at::Tensor& condition) {
@@ -393,6 +405,22 @@ const PointwiseOp kPointwiseOps[] = {
      kOverlapAllowed, check_scalars_fit},
     {"threshold_backward threshold_backward.grad_input", NRT_OP_THRESHOLD_BACKWARD, D::Arithmetic,
      kNumeric},
+
+    {"hardshrink hardshrink.out", NRT_OP_HARDSHRINK, D::SameAsInput, kFloat},
+    {"softshrink softshrink.out", NRT_OP_SOFTSHRINK, D::SameAsInput, kFloat, check_softshrink},
+    {"hardshrink_backward hardshrink_backward.grad_input softshrink_backward softshrink_backward.grad_input",
+     NRT_OP_SHRINK_BACKWARD, D::Arithmetic, kFloat},
+
+    // special math
+    {"sinc sinc_ sinc.out", NRT_OP_SINC, D::FloatResult, kFloat},
+    {"special_entr special_entr.out", NRT_OP_ENTR, D::FloatResult, kFloat},
+    {"logaddexp logaddexp.out", NRT_OP_LOGADDEXP, D::Arithmetic, kFloat},
+    {"logaddexp2 logaddexp2.out", NRT_OP_LOGADDEXP2, D::Arithmetic, kFloat},
+    {"special_xlog1py special_xlog1py.out", NRT_OP_XLOG1PY, D::FloatResult, kFloat},
+    {"nextafter nextafter_ nextafter.out", NRT_OP_NEXTAFTER, D::Arithmetic, kFloat},
+    {"heaviside heaviside_ heaviside.out", NRT_OP_HEAVISIDE, D::Arithmetic, kAll, check_heaviside},
+    {"gcd gcd_ gcd.out", NRT_OP_GCD, D::Arithmetic, kInts},
+    {"lcm lcm_ lcm.out", NRT_OP_LCM, D::Arithmetic, kInts},
 
     // comparisons, logical and bitwise ops
     {"eq.Tensor eq_.Tensor eq.Tensor_out", NRT_OP_EQ, D::Comparison, kAll},

@@ -755,9 +755,45 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::S
   return result;
 }
 
+// logcumsumexp (PyTorch's composite calls _logcumsumexp): floating only,
+// the result in the input's dtype, as the CPU kernel.
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::_logcumsumexp.out");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
+                              at::toString(self.scalar_type()), "'");
+  TORCH_CHECK(result.scalar_type() == self.scalar_type(), "logcumsumexp: expected out to have dtype ",
+              self.scalar_type(), ", got ", result.scalar_type());
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  c10::DeviceGuard guard(self.device());
+  at::native::resize_output(result, self.sizes());
+  if (result.numel() == 0) return result;
+  at::Tensor target = at::get_overlap_status(result, self) == at::MemOverlapStatus::No ? result : at::empty_like(self);
+  at::assert_no_internal_overlap(target);
+  nrt_op op{};
+  op.code = NRT_OP_LOGCUMSUMEXP;
+  op.num_outputs = 1;
+  op.num_operands = 2;
+  op.operands[0] = to_view(target, "logcumsumexp");
+  op.operands[1] = to_view(self, "logcumsumexp");
+  op.compute_dtype = op.operands[1].dtype;
+  op.num_scalars = 1;
+  op.scalars[0].i = d;
+  launch(self.device().index(), op);
+  if (!target.is_same(result)) result.copy_(target);
+  return result;
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+  NEURON_TRACK_OP("aten::_logcumsumexp");
+  at::Tensor result = at::empty({0}, self.options());
+  return logcumsumexp_out(self, dim, result);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_logcumsumexp", logcumsumexp);
+  m.impl("_logcumsumexp.out", logcumsumexp_out);
   m.impl("sum", sum_all);
   m.impl("sum.dim_IntList", sum_dim);
   m.impl("sum.IntList_out", sum_dim_out);

@@ -35,7 +35,7 @@ FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index")
             ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core"),
             ("composite", "index"), ("gemm", "gemm"), ("nn_", "nn"), ("attention", "attention"),
             ("optim", "optim"), ("conv", "vision"), ("pool", "vision"), ("upsample", "vision"),
-            ("pad", "vision")]
+            ("pad", "vision"), ("im2col", "vision")]
 
 
 def run_suite(report: str) -> int:

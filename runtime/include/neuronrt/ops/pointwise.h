@@ -109,11 +109,44 @@
 #define NRT_TERNARY_OPS(X) \
   X(WHERE, where) X(LERP_TENSOR, lerp_tensor) X(ADDCMUL, addcmul) X(ADDCDIV, addcdiv) X(CLAMP, clamp)
 
+/* Special math, results in the compute dtype:
+ *   SINC ENTR (out, x)          float: sin(pi x) / (pi x) (1 at 0);
+ *                               -x log x (0 at 0, -inf below, NaN kept)
+ *   HARDSHRINK SOFTSHRINK (out, x) float; scalars [lambd]: 0 on
+ *                               [-lambd, lambd], else x (HARDSHRINK) or x
+ *                               moved toward 0 by lambd (SOFTSHRINK)
+ *   SHRINK_BACKWARD (grad_in, grad_out, x) float; scalars [lambd]: 0 where
+ *                               x is in [-lambd, lambd], else grad_out
+ *                               (SOFTSHRINK's 0 is x * 0: signed, NaN kept)
+ *   LOGADDEXP LOGADDEXP2 (out, a, b)  float: log(e^a + e^b), base 2 alike
+ *   XLOG1PY (out, a, b)         float: a log1p(b); 0 at a = 0 unless b is NaN
+ *   NEXTAFTER (out, a, b)       float: the next value after a toward b, in
+ *                               the compute dtype itself (16-bit types step
+ *                               their own bits)
+ *   HEAVISIDE (out, a, b)       any dtype: a == 0 ? b : a > 0
+ *   GCD LCM (out, a, b)         integral: PyTorch's Euclid on |a|, |b|
+ *                               (wrapping: INT_MIN stays negative); LCM
+ *                               |a / gcd * b|, 0 when gcd is 0
+ *   GLU (out, a, b)             float: a * sigmoid(b) (the halves of glu's
+ *                               input, as two views)
+ *   GLU_BACKWARD (grad_a, grad_b, grad_out, a, b) float: grad_a =
+ *                               grad_out s, grad_b = grad_out a s (1 - s),
+ *                               s = sigmoid(b)
+ *   FREXP (mantissa, exponent, x) float: x = mantissa * 2^exponent with
+ *                               |mantissa| in [0.5, 1) (C's frexp); the
+ *                               exponent is computed as int32 */
+#define NRT_SPECIAL_OPS(X)                                                                  \
+  X(SINC, sinc) X(ENTR, entr) X(HARDSHRINK, hardshrink) X(SOFTSHRINK, softshrink)           \
+  X(SHRINK_BACKWARD, shrink_backward) X(LOGADDEXP, logaddexp) X(LOGADDEXP2, logaddexp2)     \
+  X(XLOG1PY, xlog1py) X(NEXTAFTER, nextafter) X(HEAVISIDE, heaviside) X(GCD, gcd) X(LCM, lcm)  \
+  X(GLU, glu) X(GLU_BACKWARD, glu_backward) X(FREXP, frexp)
+
 #define NRT_POINTWISE_OPS(X) \
   NRT_UNARY_FLOAT_OPS(X)     \
   NRT_UNARY_OPS(X)           \
   NRT_ACTIVATION_OPS(X)      \
   NRT_BINARY_OPS(X)          \
-  NRT_TERNARY_OPS(X)
+  NRT_TERNARY_OPS(X)         \
+  NRT_SPECIAL_OPS(X)
 
 #endif

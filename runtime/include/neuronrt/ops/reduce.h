@@ -37,6 +37,9 @@
  * Scans. Operands [out, in] of one shape; scalars [dim]. out[..., i, ...]
  * combines in[..., 0..i, ...] along dim, in order, accumulating as above:
  *   CUMSUM, CUMPROD
+ *   LOGCUMSUMEXP         floating: log(sum exp) of the prefix, combined
+ *                        pairwise as PyTorch's CPU scan does (equal
+ *                        infinities stay themselves, NaN propagates)
  */
 #ifndef NEURONRT_OPS_REDUCE_H
 #define NEURONRT_OPS_REDUCE_H
@@ -56,6 +59,7 @@
   X(NORM, norm)                    \
   X(LOGSUMEXP, logsumexp)          \
   X(CUMSUM, cumsum)                \
-  X(CUMPROD, cumprod)
+  X(CUMPROD, cumprod)              \
+  X(LOGCUMSUMEXP, logcumsumexp)
 
 #endif

@@ -64,6 +64,17 @@
  *   PAD                  [out, in] any dtype, one for both
  *   PAD_BACKWARD         [grad_in, grad_out] floating: grad_in = the sum
  *                        of grad_out over the outputs that read each input
+ *
+ * Sliding-window patches (nn.Unfold / nn.Fold): an image [N, C, H, W] and
+ * its columns [N, C*kH*kW, OH, OW] (row (c*kH + i)*kW + j holds tap (i, j)
+ * of channel c for every window), both of one dtype and any strides;
+ * scalars [kH, kW, dH, dW, pH, pW, sH, sW]. Window (oh, ow)'s tap (i, j)
+ * is pixel (oh*sH - pH + i*dH, ow*sW - pW + j*dW), zero outside the image;
+ * OH = (H + 2 pH - dH (kH - 1) - 1) / sH + 1, OW alike.
+ *   IM2COL               [cols, image] any dtype: copies the taps
+ *   COL2IM               [image, cols] floating or bool (or): each pixel
+ *                        = the sum of the column entries of its taps
+ *                        (IM2COL's adjoint)
  */
 #ifndef NEURONRT_OPS_VISION_H
 #define NEURONRT_OPS_VISION_H
@@ -84,6 +95,8 @@
   X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
   X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)                      \
   X(PAD, pad)                                                    \
-  X(PAD_BACKWARD, pad_backward)
+  X(PAD_BACKWARD, pad_backward)                                  \
+  X(IM2COL, im2col)                                              \
+  X(COL2IM, col2im)
 
 #endif

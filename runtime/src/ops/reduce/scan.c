@@ -1,4 +1,4 @@
-/* Scans along one dimension: CUMSUM and CUMPROD.
+/* Scans along one dimension: CUMSUM, CUMPROD and LOGCUMSUMEXP.
  *
  * Each line along the scan dimension is accumulated strictly in order, in
  * float64 (floating inputs) or wrapping int64 (integer inputs), as
@@ -83,6 +83,16 @@ typedef struct scan_plan {
 RT_REDUCE_INT_TYPES(INT_SCANS)
 RT_REDUCE_FLOAT_TYPES(FLOAT_SCANS)
 
+/* log(e^acc + e^v) as PyTorch's CPU scan combines them
+ * (_log_add_exp_helper(v, acc)): a NaN on either side propagates, two
+ * equal infinities give the new value. */
+static inline double log_add_exp(double acc, double v) {
+  double lo = acc != acc ? acc : acc < v ? acc : v, hi = acc != acc ? acc : v < acc ? acc : v;
+  return lo != hi || isfinite(lo) ? log1p(exp(lo - hi)) + hi : v;
+}
+#define LOGCUMSUMEXP_SCAN(DT, SUF, T, C, LOAD) DEFINE_SCAN(logcumsumexp_##SUF, T, double, (double)(LOAD), log_add_exp, -INFINITY)
+RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_SCAN)
+
 typedef struct scan_fns {
   void (*line)(const scan_plan *, const char *, char *);
   void (*tile)(const scan_plan *, const char *, char *, int64_t);
@@ -91,6 +101,8 @@ typedef struct scan_fns {
 #define CUMPROD_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cumprod_##SUF##_line, cumprod_##SUF##_tile},
 static const scan_fns cumsum_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMSUM_ENTRY)};
 static const scan_fns cumprod_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMPROD_ENTRY)};
+#define LOGCUMSUMEXP_ENTRY(DT, SUF, T, C, LOAD) [DT] = {logcumsumexp_##SUF##_line, logcumsumexp_##SUF##_tile},
+static const scan_fns logcumsumexp_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_ENTRY)};
 
 static void offsets(const scan_plan *p, int64_t i, int64_t *in, int64_t *out) {
   *in = *out = 0;
@@ -187,3 +199,8 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
 
 nrt_status rt_kernel_cumsum(const nrt_op *op) { return run_scan(op, cumsum_fns); }
 nrt_status rt_kernel_cumprod(const nrt_op *op) { return run_scan(op, cumprod_fns); }
+nrt_status rt_kernel_logcumsumexp(const nrt_op *op) {
+  if (op->num_operands == 2 && !nrt_dtype_is_floating(op->operands[1].dtype))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "logcumsumexp: floating dtypes only");
+  return run_scan(op, logcumsumexp_fns);
+}

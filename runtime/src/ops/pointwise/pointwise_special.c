@@ -1,0 +1,259 @@
+/* Special pointwise math (NRT_SPECIAL_OPS in neuronrt/ops/pointwise.h):
+ * sinc, entr, the shrink activations, logaddexp(2), xlog1py, nextafter,
+ * heaviside, gcd and lcm.
+ *
+ * Formulas follow PyTorch's CPU kernels branch by branch (special values
+ * included). float32 logaddexp uses the vectorisable exp and log of
+ * vmath.h, with log1p(z) = log(u) z / (u - 1), u = 1 + z (exact to a few
+ * ulp, where log(1 + z) alone loses every digit for small z). nextafter of
+ * float16/bfloat16 steps the 16-bit representation itself, as c10 does
+ * (computing it in float32 and rounding would return the input). gcd and
+ * lcm are PyTorch's Euclid on |a|, |b| with its integer wrapping spelt out:
+ * |INT_MIN| stays INT_MIN, and lcm's INT_MIN / -1 wraps instead of trapping.
+ */
+#include <tgmath.h>
+#include "ops/pointwise/pointwise.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/vmath.h"
+
+#define DEFINE_FLOAT_KERNEL(NAME) RT_DEFINE_TABLE_KERNEL(NAME, RT_FLOAT_TABLE)
+#define PI_F 3.14159265358979323846f
+#define PI_D 3.14159265358979323846
+#define INV_LN2 1.44269504088896340736 /* 1 / ln 2 */
+#define LN2 0.69314718055994530942
+
+/* ---- unary ------------------------------------------------------------- */
+
+#define SINC(T, PI) (x == 0 ? (T)1 : sin((PI) * x) / ((PI) * x))
+RT_UNARY_LOOP(sinc_f32, float, float, SINC(float, PI_F))
+RT_UNARY_LOOP(sinc_f64, double, double, SINC(double, PI_D))
+DEFINE_FLOAT_KERNEL(sinc)
+
+#define ENTR(T) (x != x ? x : x > 0 ? -x * log(x) : x == 0 ? (T)0 : -(T)INFINITY)
+RT_UNARY_LOOP(entr_f32, float, float, ENTR(float))
+RT_UNARY_LOOP(entr_f64, double, double, ENTR(double))
+DEFINE_FLOAT_KERNEL(entr)
+
+/* scalars [lambd]; NaN is outside every interval, so it passes through. */
+#define INSIDE(v, T) ((v) >= -(T)sc->f[0] && (v) <= (T)sc->f[0])
+RT_UNARY_LOOP(hardshrink_f32, float, float, INSIDE(x, float) ? 0.0f : x)
+RT_UNARY_LOOP(hardshrink_f64, double, double, INSIDE(x, double) ? 0.0 : x)
+DEFINE_FLOAT_KERNEL(hardshrink)
+
+/* Inside the interval x * 0: -0 for negative x, NaN stays NaN, as on CPU. */
+#define SOFTSHRINK(T) (x > (T)sc->f[0] ? x - (T)sc->f[0] : x < -(T)sc->f[0] ? x + (T)sc->f[0] : x * (T)0)
+RT_UNARY_LOOP(softshrink_f32, float, float, SOFTSHRINK(float))
+RT_UNARY_LOOP(softshrink_f64, double, double, SOFTSHRINK(double))
+DEFINE_FLOAT_KERNEL(softshrink)
+
+/* (grad_in, grad_out, x): a is grad_out, b the forward input. */
+RT_BINARY_LOOP(shrink_backward_f32, float, float, INSIDE(b, float) ? 0.0f : a)
+RT_BINARY_LOOP(shrink_backward_f64, double, double, INSIDE(b, double) ? 0.0 : a)
+RT_BINARY_LOOPS16(shrink_backward, INSIDE(b, float) ? 0.0f : a)
+RT_DEFINE_TABLE_KERNEL16(shrink_backward, RT_FLOAT_TABLE)
+
+/* ---- logaddexp, logaddexp2, xlog1py -------------------------------------- */
+
+/* log1p(z) for z in [0, 1], vectorisable. */
+RT_VM_INLINE float log1p_unit(float z) {
+  float u = 1.0f + z;
+  return u == 1.0f ? z : rt_vm_logf(u) * z / (u - 1.0f);
+}
+
+/* Equal infinities give themselves (their difference would be NaN). */
+#define LOGADDEXP_F32(SCALE_IN, SCALE_OUT) \
+  (a == b && fabsf(a) == INFINITY ? a      \
+                                  : fmaxf(a, b) + log1p_unit(rt_vm_expf(-fabsf(a - b) * (SCALE_IN))) * (SCALE_OUT))
+#define MAX_NAN(a, b) ((a) != (a) || (b) != (b) ? (a) + (b) : (a) > (b) ? (a) : (b))
+RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(1.0f, 1.0f))
+RT_BINARY_LOOP(logaddexp_f64, double, double,
+               a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp(-fabs(a - b))))
+DEFINE_FLOAT_KERNEL(logaddexp)
+
+RT_BINARY_LOOP(logaddexp2_f32, float, float,
+               a != a || b != b ? a + b : LOGADDEXP_F32((float)LN2, (float)INV_LN2))
+RT_BINARY_LOOP(logaddexp2_f64, double, double,
+               a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp2(-fabs(a - b))) * INV_LN2)
+DEFINE_FLOAT_KERNEL(logaddexp2)
+
+#define XLOG1PY(T) (b != b ? (T)NAN : a == 0 ? (T)0 : a * log1p(b))
+RT_BINARY_LOOP(xlog1py_f32, float, float, XLOG1PY(float))
+RT_BINARY_LOOP(xlog1py_f64, double, double, XLOG1PY(double))
+DEFINE_FLOAT_KERNEL(xlog1py)
+
+/* ---- nextafter ------------------------------------------------------------ */
+
+RT_BINARY_LOOP(nextafter_f32, float, float, nextafter(a, b))
+RT_BINARY_LOOP(nextafter_f64, double, double, nextafter(a, b))
+
+/* One step of a 16-bit float's bits from `from` toward `to` (NaN_ABOVE:
+ * the magnitude bits above which a value is NaN); NaN operands give their
+ * sum, rounded to the type, as c10's arithmetic would. */
+static inline uint16_t nextafter16(uint16_t from, uint16_t to, uint16_t nan_above, float (*load)(uint16_t),
+                                   uint16_t (*store)(float)) {
+  const uint16_t sign = 0x8000, abs_from = from & 0x7fff, abs_to = to & 0x7fff;
+  if (abs_from > nan_above || abs_to > nan_above) return store(load(from) + load(to));
+  if (from == to) return from;
+  if (abs_from == 0) return abs_to == 0 ? to : (uint16_t)((to & sign) | 1u);
+  return abs_from > abs_to || ((from ^ to) & sign) ? (uint16_t)(from - 1u) : (uint16_t)(from + 1u);
+}
+static float load_bf16(uint16_t v) { return rt_bfloat16_to_float(v); }
+static uint16_t store_bf16(float v) { return rt_bfloat16_from_float(v); }
+static float load_f16(uint16_t v) { return rt_half_to_float(v); }
+static uint16_t store_f16(float v) { return rt_half_from_float(v); }
+RT_BINARY_LOOP(nextafter_bf16, uint16_t, uint16_t, nextafter16(a, b, 0x7f80, load_bf16, store_bf16))
+RT_BINARY_LOOP(nextafter_f16, uint16_t, uint16_t, nextafter16(a, b, 0x7c00, load_f16, store_f16))
+
+nrt_status rt_kernel_nextafter(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(nextafter);
+  const nrt_dtype t = op->compute_dtype;
+  if (!rt_is_16bit_float(t) || op->num_operands != 3) return rt_run_pointwise(op, loops, -1);
+  const nrt_dtype want[3] = {t, t, t}; /* every operand in the 16-bit type itself */
+  return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? nextafter_bf16 : nextafter_f16, want);
+}
+
+/* ---- heaviside ---------------------------------------------------------- */
+
+#define HEAVISIDE(T) (a == 0 ? b : (T)(a > 0))
+#define DEFINE_HEAVISIDE(ENUM, S, T) RT_BINARY_LOOP(heaviside_##S, T, T, HEAVISIDE(T))
+RT_NUMERIC_TYPES(DEFINE_HEAVISIDE)
+RT_BINARY_LOOP(heaviside_bool, uint8_t, uint8_t, (uint8_t)(a == 0 ? b : 1))
+
+nrt_status rt_kernel_heaviside(const nrt_op *op) {
+  static const rt_loop_table loops = {
+      [NRT_BOOL] = heaviside_bool, [NRT_UINT8] = heaviside_u8, [NRT_INT8] = heaviside_i8,
+      [NRT_INT16] = heaviside_i16, [NRT_INT32] = heaviside_i32, [NRT_INT64] = heaviside_i64,
+      [NRT_FLOAT32] = heaviside_f32, [NRT_FLOAT64] = heaviside_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+
+/* ---- gcd, lcm ----------------------------------------------------------------
+ * |v| wrapping in T (uint8 is its own magnitude). The remainder guards
+ * b % -1 (always 0), which traps for INT_MIN. */
+#define ABS_WRAP(T, v) ((v) < 0 ? RT_WRAP(T, 0 - RT_U64(v)) : (v))
+#define DEFINE_GCD(S, T)                                 \
+  static inline T gcd_##S(T a, T b) {                    \
+    a = ABS_WRAP(T, a);                                  \
+    b = ABS_WRAP(T, b);                                  \
+    while (a != 0) {                                     \
+      T c = a;                                           \
+      a = (T)(a == (T)-1 ? 0 : b % a);                   \
+      b = c;                                             \
+    }                                                    \
+    return b;                                            \
+  }
+DEFINE_GCD(i8, int8_t)
+DEFINE_GCD(i16, int16_t)
+DEFINE_GCD(i32, int32_t)
+DEFINE_GCD(i64, int64_t)
+static inline uint8_t gcd_u8(uint8_t a, uint8_t b) {
+  while (a != 0) {
+    uint8_t c = a;
+    a = (uint8_t)(b % a);
+    b = c;
+  }
+  return b;
+}
+
+/* Types narrower than int compute a / g * b and its magnitude in int (C++
+ * promotes them), then truncate; int32 and int64 wrap in their own type. */
+#define LCM_NARROW(S, T)                                                  \
+  static inline T lcm_##S(T a, T b) {                                     \
+    T g = gcd_##S(a, b);                                                  \
+    if (g == 0) return 0;                                                 \
+    int32_t p = (int32_t)a / (int32_t)g * (int32_t)b;                     \
+    return (T)(p < 0 ? -p : p);                                           \
+  }
+#define LCM_WIDE(S, T)                                                    \
+  static inline T lcm_##S(T a, T b) {                                     \
+    T g = gcd_##S(a, b);                                                  \
+    if (g == 0) return 0;                                                 \
+    T q = g == -1 ? RT_WRAP(T, 0 - RT_U64(a)) : (T)(a / g);               \
+    T p = RT_WRAP(T, RT_UW(q) * RT_UW(b));                                \
+    return ABS_WRAP(T, p);                                                \
+  }
+LCM_NARROW(u8, uint8_t)
+LCM_NARROW(i8, int8_t)
+LCM_NARROW(i16, int16_t)
+LCM_WIDE(i32, int32_t)
+LCM_WIDE(i64, int64_t)
+
+#define DEFINE_INTEGER_LOOPS(ENUM, S, T)               \
+  RT_BINARY_LOOP(gcd_loop_##S, T, T, gcd_##S(a, b))    \
+  RT_BINARY_LOOP(lcm_loop_##S, T, T, lcm_##S(a, b))
+RT_INTEGER_TYPES(DEFINE_INTEGER_LOOPS)
+#define INTEGER_TABLE(NAME)                                                          \
+  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16,        \
+   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64}
+
+nrt_status rt_kernel_gcd(const nrt_op *op) {
+  static const rt_loop_table loops = INTEGER_TABLE(gcd_loop);
+  return rt_run_pointwise(op, loops, -1);
+}
+
+nrt_status rt_kernel_lcm(const nrt_op *op) {
+  static const rt_loop_table loops = INTEGER_TABLE(lcm_loop);
+  return rt_run_pointwise(op, loops, -1);
+}
+
+/* ---- glu and its gradient ---------------------------------------------------
+ * a and b are the two halves of glu's input (views the shim cuts). */
+#define SIGMOID_D(v) (1.0 / (1.0 + exp(-(v))))
+RT_BINARY_LOOP(glu_f32, float, float, a * rt_vm_sigmoidf(b))
+RT_BINARY_LOOP(glu_f64, double, double, a * SIGMOID_D(b))
+RT_BINARY_LOOPS16(glu, a * rt_vm_sigmoidf(b))
+RT_DEFINE_TABLE_KERNEL16(glu, RT_FLOAT_TABLE)
+
+/* operands (grad_a, grad_b, grad_out, a, b) */
+#define DEFINE_GLU_BACKWARD_BODY(T, SIG)                               \
+  for (int64_t i = 0; i < n; i++) {                                    \
+    T g = RT_LOAD(T, data[2] + i * strides[2]);                        \
+    T a = RT_LOAD(T, data[3] + i * strides[3]);                        \
+    T s = SIG(RT_LOAD(T, data[4] + i * strides[4]));                   \
+    RT_STORE(T, data[0] + i * strides[0], g * s);                      \
+    RT_STORE(T, data[1] + i * strides[1], g * a * s * ((T)1 - s));     \
+  }
+/* The gradient takes 1 - s, which cancels for large b: s is computed as
+ * the CPU computes it (libm exp), not by the vectorised approximation. */
+#define SIGMOID_F(v) (1.0f / (1.0f + expf(-(v))))
+RT_SIMD_VOID(glu_backward_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
+             (data, strides, n, ctx)) {
+  (void)ctx;
+  DEFINE_GLU_BACKWARD_BODY(float, SIGMOID_F)
+}
+static void glu_backward_f64(char **data, const int64_t *strides, int64_t n, void *ctx) {
+  (void)ctx;
+  DEFINE_GLU_BACKWARD_BODY(double, SIGMOID_D)
+}
+
+nrt_status rt_kernel_glu_backward(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(glu_backward);
+  if (op->num_outputs != 2 || op->num_operands != 5)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "glu_backward: expects operands (grad_a, grad_b, grad_out, a, b)");
+  return rt_run_pointwise(op, loops, -1);
+}
+
+/* ---- frexp: operands (mantissa, exponent: int32, x) ---------------------------- */
+#define DEFINE_FREXP(NAME, T)                                                     \
+  static void NAME(char **data, const int64_t *strides, int64_t n, void *ctx) {  \
+    (void)ctx;                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                             \
+      int e = 0;                                                                  \
+      T m = frexp(RT_LOAD(T, data[2] + i * strides[2]), &e);                      \
+      RT_STORE(T, data[0] + i * strides[0], m);                                   \
+      RT_STORE(int32_t, data[1] + i * strides[1], (int32_t)e);                    \
+    }                                                                             \
+  }
+DEFINE_FREXP(frexp_f32, float)
+DEFINE_FREXP(frexp_f64, double)
+
+nrt_status rt_kernel_frexp(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(frexp);
+  if (op->num_outputs != 2 || op->num_operands != 3)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "frexp: expects operands (mantissa, exponent, x)");
+  rt_inner_loop loop = rt_pointwise_loop(op, loops);
+  if (!loop) return NRT_ERROR_UNSUPPORTED;
+  const nrt_dtype c = rt_compute_dtype(op->compute_dtype);
+  const nrt_dtype want[3] = {c, NRT_INT32, c};
+  return rt_run_pointwise_as(op, loop, want);
+}
