@@ -44,7 +44,12 @@ def _create(store, rank, size, timeout):
     def gloo(name):
         return dist.ProcessGroupGloo(dist.PrefixStore(f"neuron/{name}", store), rank, size, timeout)
 
-    return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size)
+    # Ranks all on this host move the bytes through a shared-memory segment
+    # (unless TORCHNEURON_DIST_SHM=0); the gloo groups carry the rest.
+    shm = os.environ.get("TORCHNEURON_DIST_SHM", "1") != "0"
+    return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size,
+                                   dist.PrefixStore("neuron/shm", store), shm,
+                                   int(timeout.total_seconds() * 1000))
 
 
 def _monitored_barrier(torch_monitored_barrier):
