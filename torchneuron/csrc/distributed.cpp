@@ -16,7 +16,9 @@
 // dense device copies queued on the same stream before and after. Sends and
 // receives carry checked headers (distributed_p2p.cpp); a group's tasks
 // reach gloo in the order the host issued them, whatever stream each is on
-// (distributed_order.h). A failure is NRT_ERROR_DISTRIBUTED on the stream,
+// (distributed_order.h). When every rank is on this host, all_reduce,
+// reduce, reduce_scatter, all_gather and broadcast go through a shared
+// segment instead (distributed_shm.cpp). A failure is NRT_ERROR_DISTRIBUTED on the stream,
 // raised as DistBackendError.
 #include <torch/extension.h>
 
