@@ -147,8 +147,11 @@ def _collectives(rank, store):
     dist.barrier()
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_collectives(tmp_path, world):
+@pytest.mark.parametrize("world,shm", [(2, "1"), (3, "1"), (2, "0")])
+def test_collectives(tmp_path, monkeypatch, world, shm):
+    """On the shared-memory path (ranks of one host) and, with
+    TORCHNEURON_DIST_SHM=0, on gloo alone."""
+    monkeypatch.setenv("TORCHNEURON_DIST_SHM", shm)
     _run(_collectives, tmp_path, world=world)
 
 
@@ -401,7 +404,9 @@ def _dead_peer(rank, store):
     os._exit(0)  # the group's peer is gone: skip its teardown
 
 
-def test_dead_peer_raises_within_the_timeout(tmp_path):
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_dead_peer_raises_within_the_timeout(tmp_path, monkeypatch, shm):
+    monkeypatch.setenv("TORCHNEURON_DIST_SHM", shm)
     _run(_dead_peer, tmp_path)
 
 

@@ -963,6 +963,57 @@ static void test_validation(void) {
   CHECK_OK(nrt_free(dev));
 }
 
+/* nrt_op_execute_host: operands in the host mask are host memory (the
+ * distributed backend's shared segment), read and written where they are;
+ * the others are device memory, checked as always. */
+static void test_host_operands(void) {
+  enum { N = 37 };
+  float *dev = dev_alloc(2 * N * sizeof(float));
+  float *host = malloc(2 * N * sizeof(float)), *back = malloc(N * sizeof(float));
+  for (int k = 0; k < 2 * N; k++) host[k] = (float)(k * 3 - 40);
+  /* host -> device, every other element of the host buffer */
+  nrt_op op = copy_op(view_1d(dev, NRT_FLOAT32, N, 1), view_1d(host, NRT_FLOAT32, N, 2));
+  CHECK_OK(nrt_op_execute_host(&op, 1u << 1));
+  /* dev[k] += 2 * host[k] (ADD with alpha), the host operand second */
+  nrt_op add;
+  memset(&add, 0, sizeof add);
+  add.code = NRT_OP_ADD;
+  add.compute_dtype = NRT_FLOAT32;
+  add.num_operands = 3;
+  add.num_outputs = 1;
+  add.num_scalars = 1;
+  add.scalars[0].is_float = 1;
+  add.scalars[0].f = 2.0;
+  add.operands[0] = view_1d(dev, NRT_FLOAT32, N, 1);
+  add.operands[1] = add.operands[0];
+  add.operands[2] = view_1d(host, NRT_FLOAT32, N, 1);
+  CHECK_OK(nrt_op_execute_host(&add, 1u << 2));
+  /* device -> host */
+  op = copy_op(view_1d(back, NRT_FLOAT32, N, 1), view_1d(dev, NRT_FLOAT32, N, 1));
+  CHECK_OK(nrt_op_execute_host(&op, 1u << 0));
+  int ok = 1;
+  for (int k = 0; k < N; k++) ok &= back[k] == host[2 * k] + 2.0f * host[k];
+  CHECK(ok);
+  /* Refused: a host pointer without its mask bit (not device memory), a
+   * NULL host operand, a mask naming missing or immediate operands. */
+  op = copy_op(view_1d(back, NRT_FLOAT32, N, 1), view_1d(dev, NRT_FLOAT32, N, 1));
+  CHECK_STATUS(nrt_op_execute_host(&op, 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "not entirely in neuron device memory") != NULL);
+  op = copy_op(view_1d(NULL, NRT_FLOAT32, N, 1), view_1d(dev, NRT_FLOAT32, N, 1));
+  CHECK_STATUS(nrt_op_execute_host(&op, 1u << 0), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "host operand 0 is NULL") != NULL);
+  op = copy_op(view_1d(back, NRT_FLOAT32, N, 1), view_1d(dev, NRT_FLOAT32, N, 1));
+  CHECK_STATUS(nrt_op_execute_host(&op, 1u << 2), NRT_ERROR_INVALID_ARGUMENT);
+  add.immediate_mask = 1u << 2;
+  add.operands[2].strides[0] = 0;
+  CHECK_STATUS(nrt_op_execute_host(&add, 1u << 2), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "both host memory and immediate") != NULL);
+  CHECK_STATUS(nrt_op_execute_host(NULL, 0), NRT_ERROR_INVALID_ARGUMENT);
+  free(host);
+  free(back);
+  CHECK_OK(nrt_free(dev));
+}
+
 static void test_names(void) {
   static const size_t sizes[NRT_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8};
   static const char *const names[NRT_DTYPE_COUNT] = {"bool",  "uint8",   "int8",     "int16",
@@ -1001,5 +1052,6 @@ int main(void) {
   RUN(test_copy_scalar_and_empty);
   RUN(test_copy_permuted_4d);
   RUN(test_validation);
+  RUN(test_host_operands);
   return CHECK_MAIN_RESULT();
 }

@@ -16,7 +16,9 @@
 // dense device copies queued on the same stream before and after. Sends and
 // receives carry checked headers (distributed_p2p.cpp); a group's tasks
 // reach gloo in the order the host issued them, whatever stream each is on
-// (distributed_order.h). A failure is NRT_ERROR_DISTRIBUTED on the stream,
+// (distributed_order.h). When every rank is on this host, all_reduce,
+// reduce, reduce_scatter, all_gather and broadcast go through a shared
+// segment instead (distributed_shm.cpp). A failure is NRT_ERROR_DISTRIBUTED on the stream,
 // raised as DistBackendError.
 #include <torch/extension.h>
 
@@ -33,6 +35,7 @@
 #include "distributed_order.h"
 #include "distributed_p2p.h"
 #include "distributed_ring.h"
+#include "distributed_shm.h"
 #include "neuronrt/host_error.h"
 #include "runtime_check.h"
 
@@ -222,13 +225,28 @@ class WorkList : public Work {
 class NeuronBackend : public c10d::Backend {
  public:
   NeuronBackend(c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
-                c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size)
-      : Backend(rank, size), gloo_(std::move(device_gloo)), ring_(std::move(ring_gloo)), cpu_(std::move(cpu_gloo)) {}
+                c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, std::shared_ptr<ShmCollectives> shm)
+      : Backend(rank, size),
+        gloo_(std::move(device_gloo)),
+        ring_(std::move(ring_gloo)),
+        cpu_(std::move(cpu_gloo)),
+        shm_(std::move(shm)) {}
 
   const std::string getBackendName() const override { return "neuron"; }
 
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     if (all_cpu(tensors)) return cpu_->broadcast(tensors, opts);
+    if (shm_) {
+      auto dense = dense_copies(tensors);
+      int root = static_cast<int>(opts.rootRank);
+      auto work = enqueue("broadcast", OpType::BROADCAST, concat(tensors, dense), tensors,
+                          [shm = shm_, dense, root]() {
+                            shm->agree("broadcast", ShmCollectives::kBroadcast, dense, -1, root);
+                            for (const auto& t : dense) shm->broadcast(t, root);
+                          });
+      copy_back(tensors, dense);
+      return work;
+    }
     auto o = opts;
     return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [g = gloo_, tensors, o]() mutable {
       agree(*g, "broadcast", tensors);
@@ -253,6 +271,8 @@ class NeuronBackend : public c10d::Backend {
                                      const c10d::AllgatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->allgather(outputs, inputs, opts);
     std::vector<at::Tensor> flat = flatten(outputs);
+    if (shm_ && inputs.size() == 1 && outputs.size() == 1)
+      return gather_through_shm("all_gather", OpType::ALLGATHER, outputs[0], inputs[0], flat);
     auto o = opts;
     return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
@@ -267,6 +287,16 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                            const c10d::AllgatherOptions& opts) override {
     if (!is_neuron(input)) return cpu_->_allgather_base(output, input, opts);
+    if (shm_) {
+      TORCH_CHECK(output.numel() == input.numel() * getSize(), "neuron backend: all_gather_into_tensor: the output has ",
+                  output.numel(), " elements, not the input's ", input.numel(), " times the group's ", getSize());
+      at::Tensor dense = output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+      std::vector<at::Tensor> outs;
+      for (int r = 0; r < getSize(); r++) outs.push_back(dense.view(-1).narrow(0, r * input.numel(), input.numel()));
+      auto work = gather_through_shm("all_gather_into_tensor", OpType::_ALLGATHER_BASE, outs, input, {output});
+      if (!dense.is_same(output)) output.copy_(dense);
+      return work;
+    }
     auto o = opts;
     at::Tensor out_t = output, in_t = input;
     return enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
@@ -609,16 +639,23 @@ class NeuronBackend : public c10d::Backend {
       at::Tensor flat = in_place ? t.view(-1) : t.contiguous().view(-1);
       if (!in_place && flat.data_ptr() == t.data_ptr()) flat = flat.clone();
       flats.push_back(flat);
-      scratch.push_back(at::empty({(t.numel() + size - 1) / size}, t.options()));
+      if (!shm_) scratch.push_back(at::empty({(t.numel() + size - 1) / size}, t.options()));
     }
     keep = flats;
     keep.insert(keep.end(), scratch.begin(), scratch.end());
     double factor = premul_factor(op);
     bool avg = op == c10d::ReduceOp::AVG;
-    auto body = [g = gloo_, ring = ring_, what, flats, scratch, op, factor, avg, size]() {
-      agree(*g, what, flats);
+    auto body = [g = gloo_, ring = ring_, shm = shm_, what, flats, scratch, op, factor, avg, size]() {
+      if (shm)
+        shm->agree(what, ShmCollectives::kAllReduce, flats, static_cast<int64_t>(op.op_), -1);
+      else
+        agree(*g, what, flats);
       for (size_t i = 0; i < flats.size(); i++) {
         if (factor != 1.0) scale_by(flats[i], factor, false);
+        if (shm) {
+          shm->all_reduce(flats[i], op);  // AVG divides too
+          continue;
+        }
         ring_allreduce(*ring, flats[i], scratch[i], op);
         if (avg) scale_by(flats[i], size, true);
       }
@@ -640,13 +677,21 @@ class NeuronBackend : public c10d::Backend {
                 ": the input's dtype differs from the output's");
     const int size = getSize();
     const int64_t chunk = output.numel();
-    at::Tensor scratch = at::empty({chunk}, output.options());
+    at::Tensor scratch = shm_ ? at::Tensor() : at::empty({chunk}, output.options());
     double factor = premul_factor(op);
     bool avg = op == c10d::ReduceOp::AVG;
     at::Tensor mine = work_flat.narrow(0, getRank() * chunk, chunk);
-    auto work = enqueue(what, type, {work_flat, scratch}, {output},
-                        [g = gloo_, ring = ring_, what, work_flat, scratch, mine, chunk, op, factor, avg,
+    auto work = enqueue(what, type, shm_ ? std::vector<at::Tensor>{work_flat} : std::vector<at::Tensor>{work_flat, scratch},
+                        {output},
+                        [g = gloo_, ring = ring_, shm = shm_, what, work_flat, scratch, mine, chunk, op, factor, avg,
                          size]() {
+                          if (shm) {
+                            shm->agree(what, ShmCollectives::kReduceScatter, {work_flat}, static_cast<int64_t>(op.op_),
+                                       -1);
+                            if (factor != 1.0) scale_by(work_flat, factor, false);
+                            shm->reduce_scatter(work_flat, chunk, op);  // AVG divides too
+                            return;
+                          }
                           agree(*g, what, {work_flat});
                           if (factor != 1.0) scale_by(work_flat, factor, false);
                           if (size > 1) ring_reduce_scatter(*ring, work_flat, scratch, chunk, op);
@@ -656,7 +701,42 @@ class NeuronBackend : public c10d::Backend {
     return work;
   }
 
+  // Dense device copies of tensors that are not (queued on the stream), the
+  // tensors themselves otherwise.
+  static std::vector<at::Tensor> dense_copies(const std::vector<at::Tensor>& ts) {
+    std::vector<at::Tensor> d;
+    for (const auto& t : ts) d.push_back(t.is_contiguous() ? t : t.contiguous());
+    return d;
+  }
+  // Results land in the tensors that were copied, after the collective.
+  static void copy_back(const std::vector<at::Tensor>& ts, const std::vector<at::Tensor>& dense) {
+    for (size_t i = 0; i < ts.size(); i++)
+      if (!dense[i].is_same(ts[i])) const_cast<at::Tensor&>(ts[i]).copy_(dense[i]);
+  }
+
+  // all_gather through the shared segment: outs[r] receives rank r's input.
+  c10::intrusive_ptr<Work> gather_through_shm(const char* what, OpType type, const std::vector<at::Tensor>& outs,
+                                              const at::Tensor& input, std::vector<at::Tensor> results) {
+    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "neuron backend: ", what, ": ", outs.size(),
+                " outputs for a group of ", getSize());
+    for (const auto& t : outs)
+      TORCH_CHECK(t.numel() == input.numel() && t.scalar_type() == input.scalar_type() && is_neuron(t),
+                  "neuron backend: ", what, ": every output must be a neuron tensor with the input's size and dtype");
+    auto in = dense_copies({input});
+    auto dense = dense_copies(outs);
+    for (size_t i = 0; i < outs.size(); i++)
+      if (!dense[i].is_same(outs[i])) dense[i] = at::empty_like(outs[i], at::MemoryFormat::Contiguous);
+    std::vector<at::Tensor> keep = concat(concat(in, dense), results);
+    auto work = enqueue(what, type, keep, results, [shm = shm_, what, dense, in = in[0]]() {
+      shm->agree(what, ShmCollectives::kAllGather, {in}, -1, -1);
+      shm->all_gather(dense, in);
+    });
+    copy_back(outs, dense);
+    return work;
+  }
+
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
+  std::shared_ptr<ShmCollectives> shm_;  // one-host groups, unless disabled
   std::unique_ptr<P2PBatch> batch_;  // while coalescing
   std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
 };
@@ -667,8 +747,16 @@ class NeuronBackend : public c10d::Backend {
 void register_distributed_bindings(py::module_& m) {
   m.def("_neuron_c10d_backend",
         [](c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
-           c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size) -> c10::intrusive_ptr<c10d::Backend> {
+           c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, c10::intrusive_ptr<c10d::Store> store,
+           bool use_shm, int64_t timeout_ms) -> c10::intrusive_ptr<c10d::Backend> {
+          std::shared_ptr<torchneuron::ShmCollectives> shm;
+          if (use_shm) {
+            auto segment = torchneuron::ShmSegment::connect(store, rank, size, std::chrono::milliseconds(timeout_ms));
+            if (segment) shm = std::make_shared<torchneuron::ShmCollectives>(std::move(segment));
+          }
           return c10::make_intrusive<torchneuron::NeuronBackend>(std::move(device_gloo), std::move(ring_gloo),
-                                                                 std::move(cpu_gloo), rank, size);
+                                                                 std::move(cpu_gloo), rank, size, std::move(shm));
         });
+  m.def("_neuron_c10d_shm_collectives", &torchneuron::ShmCollectives::count,
+        "Collectives this process ran through a shared-memory segment (tests).");
 }

@@ -54,23 +54,18 @@ double premul_factor(const c10d::ReduceOp& op) {
   return s->tensor_factor.defined() ? s->tensor_factor.to(at::kCPU).item<double>() : s->double_factor;
 }
 
-void reduce_into(const at::Tensor& into, const at::Tensor& from, const c10d::ReduceOp& op) {
-  if (into.numel() == 0) return;
-  const char* name = "all_reduce";
+nrt_op reduction_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   nrt_op o{};
-  o.compute_dtype = to_runtime_dtype(into.scalar_type(), name);
+  o.compute_dtype = to_runtime_dtype(dtype, what);
   o.num_operands = 3;
   o.num_outputs = 1;
-  o.operands[0] = to_view(into, name);
-  o.operands[1] = o.operands[0];
-  o.operands[2] = to_view(from, name);
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::AVG:
     case c10d::ReduceOp::PREMUL_SUM:
       o.code = NRT_OP_ADD;
       o.num_scalars = 1;
-      o.scalars[0] = one_of(at::isFloatingType(into.scalar_type()));
+      o.scalars[0] = one_of(at::isFloatingType(dtype));
       break;
     case c10d::ReduceOp::PRODUCT: o.code = NRT_OP_MUL; break;
     case c10d::ReduceOp::MIN: o.code = NRT_OP_MINIMUM; break;
@@ -80,6 +75,16 @@ void reduce_into(const at::Tensor& into, const at::Tensor& from, const c10d::Red
     case c10d::ReduceOp::BXOR: o.code = NRT_OP_BITWISE_XOR; break;
     default: TORCH_CHECK(false, "neuron backend: unknown ReduceOp ", static_cast<int>(op.op_));
   }
+  return o;
+}
+
+void reduce_into(const at::Tensor& into, const at::Tensor& from, const c10d::ReduceOp& op) {
+  if (into.numel() == 0) return;
+  const char* name = "all_reduce";
+  nrt_op o = reduction_op(op, into.scalar_type(), name);
+  o.operands[0] = to_view(into, name);
+  o.operands[1] = o.operands[0];
+  o.operands[2] = to_view(from, name);
   run(o);
 }
 

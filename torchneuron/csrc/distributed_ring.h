@@ -8,11 +8,17 @@
 #include <ATen/Tensor.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "neuronrt/nrt.h"
+
 namespace torchneuron {
 
 // The CPU tensor over a neuron tensor's memory (the same bytes: device
 // memory is host memory in the simulator).
 at::Tensor cpu_view(const at::Tensor& t);
+
+// The runtime op of a reduction (code, compute dtype, scalars), operands
+// [into, a, b] left for the caller: into = a (op) b.
+nrt_op reduction_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what);
 
 // The runtime kernel of a reduction: into = into (op) from, both dense
 // device tensors of one dtype and shape. AVG reduces as SUM (the caller

@@ -8,8 +8,10 @@ through gloo. ``init_process_group()`` without a backend picks ``"neuron"``
 for neuron tensors and gloo for CPU ones. A rank whose current device is
 still the default uses device ``LOCAL_RANK`` (modulo the visible devices)
 when the launcher sets it; ``init_process_group(device_id=...)`` or
-``torch.neuron.set_device`` before it choose otherwise. The bytes travel
-through gloo (TCP); reductions are rings whose chunks are reduced by the
+``torch.neuron.set_device`` before it choose otherwise. When all ranks run
+on this host, the bytes of the main collectives go through a private
+shared-memory segment (``TORCHNEURON_DIST_SHM=0`` turns it off); otherwise
+through gloo (TCP), reductions as rings whose chunks are reduced by the
 runtime's kernels. The C++ side is ``torchneuron/csrc/distributed.cpp``.
 """
 
@@ -44,7 +46,12 @@ def _create(store, rank, size, timeout):
     def gloo(name):
         return dist.ProcessGroupGloo(dist.PrefixStore(f"neuron/{name}", store), rank, size, timeout)
 
-    return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size)
+    # Ranks all on this host move the bytes through a shared-memory segment
+    # (unless TORCHNEURON_DIST_SHM=0); the gloo groups carry the rest.
+    shm = os.environ.get("TORCHNEURON_DIST_SHM", "1") != "0"
+    return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size,
+                                   dist.PrefixStore("neuron/shm", store), shm,
+                                   int(timeout.total_seconds() * 1000))
 
 
 def _monitored_barrier(torch_monitored_barrier):

@@ -89,6 +89,13 @@ int64_t nrt_view_numel(const nrt_tensor_view *view);
  * tests and for the runtime's own workers; views must be device memory. */
 nrt_status nrt_op_execute(const nrt_op *op);
 
+/* nrt_op_execute where the operands whose bit is set in host_mask hold host
+ * addresses (memory the caller has mapped, large enough for the view), not
+ * device ones: for data outside every device, such as the shared-memory
+ * segment between the processes of the distributed backend. The other
+ * operands are checked as nrt_op_execute checks them. */
+nrt_status nrt_op_execute_host(const nrt_op *op, uint32_t host_mask);
+
 #ifdef __cplusplus
 }
 #endif

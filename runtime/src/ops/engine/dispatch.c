@@ -25,8 +25,9 @@ int64_t nrt_view_numel(const nrt_tensor_view *view) {
 /* Checks one view: rank, non-negative sizes, and that every element lies in
  * the device arena that holds its first element. Extents are computed with
  * overflow checks: a wrapped extent could pass the arena check while the
- * elements in between lie anywhere. */
-static nrt_status validate_view(const char *op, int index, const nrt_tensor_view *v) {
+ * elements in between lie anywhere. A host view (nrt_op_execute_host) is
+ * memory the caller vouches for: its shape is checked, not where it lies. */
+static nrt_status validate_view(const char *op, int index, const nrt_tensor_view *v, int host) {
   if ((unsigned)v->dtype >= NRT_DTYPE_COUNT)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d has an invalid dtype", op, index);
   if (v->ndim < 0 || v->ndim > NRT_MAX_DIMS)
@@ -52,6 +53,9 @@ static nrt_status validate_view(const char *op, int index, const nrt_tensor_view
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                      "%s: operand %d is too large (its size or extent overflows 64 bits)", op, index);
   }
+  if (host)
+    return v->data ? NRT_SUCCESS
+                   : rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: host operand %d is NULL", op, index);
   int32_t first_dev, last_dev;
   uintptr_t base = (uintptr_t)v->data;
   if (nrt_pointer_get_device((const void *)(base + (uintptr_t)lo), &first_dev) != NRT_SUCCESS ||
@@ -63,7 +67,7 @@ static nrt_status validate_view(const char *op, int index, const nrt_tensor_view
   return NRT_SUCCESS;
 }
 
-nrt_status rt_op_validate(const nrt_op *op) {
+static nrt_status validate_op(const nrt_op *op, uint32_t host_mask) {
   if ((unsigned)op->code >= NRT_OP_COUNT)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "unknown op code %d", (int)op->code);
   const char *name = op_names[op->code];
@@ -86,14 +90,18 @@ nrt_status rt_op_validate(const nrt_op *op) {
         if (v->strides[d] != 0 || v->shape[d] < 0)
           return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                          "%s: immediate operand %d must be broadcast (stride 0)", name, i);
-    } else if ((s = validate_view(name, i, v))) {
+    } else if ((s = validate_view(name, i, v, (host_mask >> i) & 1))) {
       return s;
     }
   }
   return NRT_SUCCESS;
 }
 
-nrt_status rt_op_run(const nrt_op *op) {
+nrt_status rt_op_validate(const nrt_op *op) { return validate_op(op, 0); }
+
+/* Runs op with device addresses translated, host operands (host_mask) as
+ * they are. */
+static nrt_status run_op(const nrt_op *op, uint32_t host_mask) {
   nrt_op local = *op;
   uint64_t immediate_values[NRT_MAX_OPERANDS]; /* storage of immediate operands */
   for (int i = 0; i < local.num_operands; i++) {
@@ -101,11 +109,27 @@ nrt_status rt_op_run(const nrt_op *op) {
     if (local.immediate_mask & (1u << i)) {
       rt_convert_scalar(v->dtype, &local.immediates[i], &immediate_values[i]);
       v->data = &immediate_values[i];
-    } else if (v->data) {
+    } else if (v->data && !((host_mask >> i) & 1)) {
       v->data = nrt_device_to_host(v->data);
     }
   }
   return kernels[local.code](&local);
+}
+
+nrt_status rt_op_run(const nrt_op *op) { return run_op(op, 0); }
+
+nrt_status nrt_op_execute_host(const nrt_op *op, uint32_t host_mask) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!op) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_op_execute_host: NULL op");
+  if (op->num_operands >= 0 && op->num_operands <= NRT_MAX_OPERANDS && (host_mask >> op->num_operands))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the host mask names missing operands",
+                   nrt_op_name(op->code));
+  if (host_mask & op->immediate_mask)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: an operand cannot be both host memory and immediate",
+                   nrt_op_name(op->code));
+  if ((s = validate_op(op, host_mask))) return s;
+  return run_op(op, host_mask);
 }
 
 nrt_status nrt_op_execute(const nrt_op *op) {

@@ -1,0 +1,81 @@
+// The shared-memory segment of a process group whose ranks all run on one
+// host (distributed_shm.cpp moves the collectives' bytes through it).
+//
+// Ranks find out that they share a host through the group's store: each
+// publishes its host id (boot id, pid and network namespaces, user), and
+// the segment is made only when every id is the same. Rank 0 creates it as
+// an unlinked memfd (mode 0600, no name in any file system) and publishes
+// its pid and descriptor number; the others open it through
+// /proc/<pid>/fd/<n>, which only the same user (or root) may do, check that
+// it belongs to their user, is private and has the expected size, map it,
+// and say so through the store. Unless every rank mapped it, every rank
+// gives it up (the group uses gloo alone). No socket is opened.
+//
+// Layout: a control page (one line per rank: its barrier counter, which
+// is also a futex word, and its failure flag; two header slots per rank
+// for the collectives' descriptions), then two data buffers per rank.
+// Barriers spin briefly, then sleep on the futex in slices, checking the
+// group's timeout, the peers' failure flags and whether a peer process
+// has exited (pidfd): a dead or hung peer is an error, never a hang.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace torchneuron {
+
+// What a rank says about the collective it is about to run; every rank
+// checks every other's before any peer byte lands in device memory.
+struct ShmHeader {
+  int64_t kind, numel, dtype, count, op, root;
+};
+
+class ShmSegment {
+ public:
+  // The segment of the group, or nullptr when its ranks are not all on this
+  // host or any rank could not map it (every rank then gets nullptr).
+  static std::unique_ptr<ShmSegment> connect(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                             std::chrono::milliseconds timeout);
+  ~ShmSegment();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Bytes of each data buffer.
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  // Data buffer `which` (0 or 1) of rank r.
+  char* buffer(int r, int which) const;
+
+  // Publishes this rank's header for collective number seq.
+  void publish(uint64_t seq, const ShmHeader& h);
+  // Rank r's header for collective number seq (after a barrier).
+  ShmHeader header(int r, uint64_t seq) const;
+
+  // Waits until every rank has reached this barrier. Throws (and marks
+  // this rank failed, which fails the peers' waits at once) on a timeout,
+  // a peer that exited, or a peer that failed.
+  void barrier();
+
+ private:
+  ShmSegment() = default;
+  struct Line;
+  Line* line(int r) const;
+  void wait_for(int peer, uint32_t gen, std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void fail(const std::string& why);
+  void check_failed_peers();
+
+  int rank_ = 0, size_ = 0;
+  size_t buffer_bytes_ = 0, total_ = 0;
+  char* base_ = nullptr;
+  uint32_t gen_ = 0;  // barriers passed
+  std::chrono::milliseconds timeout_{0};
+  std::vector<int> pids_, pidfds_;
+  std::string broken_;  // why the segment failed; later collectives fail at once
+};
+
+}  // namespace torchneuron
