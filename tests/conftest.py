@@ -3,7 +3,9 @@
 - ``run_python`` / ``run_python_many``: fresh interpreters (for environment
   variables read once at start-up, forks and crashes), in parallel when
   there are several, since ``import torch`` costs about 1.5 s each.
-- ``no_fallback``: asserts that the ops run inside it had native kernels.
+- ``no_fallback``: asserts that the ops run inside it had native kernels;
+  the ``native_only`` fixture wraps a whole test in it (seeded), for files
+  that mark every test with ``pytestmark = pytest.mark.usefixtures("native_only")``.
 - ``gates``: closes and reliably reopens stream gates, the test hook that
   holds a stream's queue so that tests can observe queued, unfinished work.
 - An autouse fixture puts the current device, streams and fallback mode back
@@ -97,6 +99,14 @@ def no_fallback():
     torchneuron.clear_op_tracking()
     yield
     assert torchneuron.get_fallback_ops() == {}, "ops fell back to the CPU"
+
+
+@pytest.fixture
+def native_only():
+    """A seeded test whose every op must have run natively."""
+    torch.manual_seed(0)
+    with no_fallback():
+        yield
 
 
 @pytest.fixture

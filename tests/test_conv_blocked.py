@@ -26,12 +26,7 @@ from thread_count_support import outputs_by_thread_count
 DEV = "neuron"
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def nchw(t):

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from conftest import check_output, run_python
 from test_distributed import _init, _run
 
 pytestmark = pytest.mark.timeout(300)
@@ -147,3 +148,15 @@ def test_shm_mismatch_and_switch(tmp_path, monkeypatch, shm):
     TORCHNEURON_DIST_SHM=0 keeps every collective on gloo."""
     monkeypatch.setenv("TORCHNEURON_DIST_SHM", shm)
     _run(_mismatch_and_switch, tmp_path, shm == "1")
+
+
+def test_malformed_switch_names_the_variable(tmp_path):
+    script = f"""
+import torch, torch.distributed as dist
+try:
+    dist.init_process_group("neuron", init_method="file://{tmp_path / 'store'}", rank=0, world_size=1)
+except ValueError as e:
+    print("raised:", e)
+"""
+    out = check_output(run_python(script, env={"TORCHNEURON_DIST_SHM": "yes"}))
+    assert "raised: TORCHNEURON_DIST_SHM='yes' must be 0 or 1" in out, out

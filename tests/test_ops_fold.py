@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchneuron
 
 DEV = "neuron"
 
@@ -28,12 +27,7 @@ def grid(shape, dtype=torch.float64):
     return (torch.randint(-64, 65, shape) / 64).to(dtype)
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 @pytest.mark.parametrize("shape,k,d,p,s", CASES, ids=[str(c[0]) for c in CASES])

@@ -5,17 +5,12 @@ non-contiguous, keepdim, 0-d, zero-size, out=, and the documented NaN rule."""
 import pytest
 import torch
 
-import torchneuron
 
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
           torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def sample(shape, dtype, seed, high=5):

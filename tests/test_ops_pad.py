@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchneuron
 
 DEV = "neuron"
 
@@ -25,12 +24,7 @@ CASES = [  # (input shape, pads)
 ]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])

@@ -8,19 +8,13 @@ No op may fall back to the CPU.
 import pytest
 import torch
 
-import torchneuron
 
 DEV = "neuron"
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def values(shape, dtype, nan=True):

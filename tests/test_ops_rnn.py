@@ -20,12 +20,7 @@ DEV = "neuron"
 TOL = {torch.float32: (1e-4, 1e-5), torch.float64: (1e-10, 1e-10)}
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def twins(module, dtype):

@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchneuron
 
 DEV = "neuron"
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
@@ -19,12 +18,7 @@ INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1.0, -1.0, 1e-30, -2.5, 3e5]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def bits_equal(actual, expected):

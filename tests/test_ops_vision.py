@@ -26,12 +26,7 @@ DEV = "neuron"
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    torch.manual_seed(0)
-    torchneuron.clear_op_tracking()
-    yield
-    assert torchneuron.get_fallback_ops() == {}
+pytestmark = pytest.mark.usefixtures("native_only")
 
 
 def contiguous(t):

@@ -48,7 +48,10 @@ def _create(store, rank, size, timeout):
 
     # Ranks all on this host move the bytes through a shared-memory segment
     # (unless TORCHNEURON_DIST_SHM=0); the gloo groups carry the rest.
-    shm = os.environ.get("TORCHNEURON_DIST_SHM", "1") != "0"
+    shm_text = os.environ.get("TORCHNEURON_DIST_SHM", "1")
+    if shm_text not in ("0", "1"):
+        raise ValueError(f"TORCHNEURON_DIST_SHM={shm_text!r} must be 0 or 1")
+    shm = shm_text == "1"
     return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size,
                                    dist.PrefixStore("neuron/shm", store), shm,
                                    int(timeout.total_seconds() * 1000))
