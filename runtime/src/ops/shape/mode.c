@@ -23,16 +23,6 @@ typedef struct mode_job {
   atomic_int out_of_memory;
 } mode_job;
 
-static int is_nan(nrt_dtype dtype, const char *p) {
-  switch (dtype) {
-    case NRT_FLOAT16: return (*(const uint16_t *)p & 0x7fffu) > 0x7c00u;
-    case NRT_BFLOAT16: return (*(const uint16_t *)p & 0x7fffu) > 0x7f80u;
-    case NRT_FLOAT32: return *(const float *)p != *(const float *)p;
-    case NRT_FLOAT64: return *(const double *)p != *(const double *)p;
-    default: return 0;
-  }
-}
-
 /* The index (into the slice) of the mode, from its sorted (key, index)
  * pairs: the last element of the first longest run. */
 #define DEFINE_MODE_OF(K, SUFFIX)                                                   \
@@ -43,7 +33,7 @@ static int is_nan(nrt_dtype dtype, const char *p) {
     for (int64_t i = 0; i < j->n; i++) {                                           \
       run++;                                                                       \
       int ends = i + 1 == j->n || keys[i + 1] != keys[i] ||                        \
-                 is_nan(j->dtype, in + (int64_t)idx[i] * j->in_stride);            \
+                 rt_elem_is_nan(j->dtype, in + (int64_t)idx[i] * j->in_stride);            \
       if (!ends) continue;                                                         \
       if (run > best_len) best_len = run, best = idx[i];                           \
       run = 0;                                                                     \

@@ -125,16 +125,9 @@ DEFINE_HEAP(uint64_t, 64)
 
 static int64_t first_nan(const select_job *j, const char *in, int64_t *nan_count) {
   int64_t first = -1, count = 0;
+  if (!nrt_dtype_is_floating(j->dtype)) return -1;
   for (int64_t i = 0; i < j->n; i++) {
-    const char *p = in + i * j->in_stride;
-    int nan;
-    switch (j->dtype) {
-      case NRT_FLOAT16: nan = (*(const uint16_t *)p & 0x7fffu) > 0x7c00u; break;
-      case NRT_BFLOAT16: nan = (*(const uint16_t *)p & 0x7fffu) > 0x7f80u; break;
-      case NRT_FLOAT32: nan = *(const float *)p != *(const float *)p; break;
-      case NRT_FLOAT64: nan = *(const double *)p != *(const double *)p; break;
-      default: return -1;
-    }
+    int nan = rt_elem_is_nan(j->dtype, in + i * j->in_stride);
     if (nan && first < 0) first = i;
     count += nan;
   }

@@ -16,6 +16,17 @@
 #include <stdint.h>
 #include "neuronrt/op.h"
 
+/* 1 if the element at p (of dtype) is a NaN; 0 for every integer dtype. */
+static inline int rt_elem_is_nan(nrt_dtype dtype, const char *p) {
+  switch (dtype) {
+    case NRT_FLOAT16: return (*(const uint16_t *)p & 0x7fffu) > 0x7c00u;
+    case NRT_BFLOAT16: return (*(const uint16_t *)p & 0x7fffu) > 0x7f80u;
+    case NRT_FLOAT32: return *(const float *)p != *(const float *)p;
+    case NRT_FLOAT64: return *(const double *)p != *(const double *)p;
+    default: return 0;
+  }
+}
+
 static inline int rt_key_is_wide(nrt_dtype dtype) {
   return dtype == NRT_INT64 || dtype == NRT_FLOAT64;
 }
