@@ -64,6 +64,7 @@ def main():
     tokens = args.steps * args.batch * cfg.block_size * world
     if rank == 0:
         print(f"{backend} on {args.device}: {world} ranks, {tokens / elapsed:,.0f} tokens/s", flush=True)
+    dist.barrier()  # no rank tears its connections down while a peer still uses them
     dist.destroy_process_group()
 
 

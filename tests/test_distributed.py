@@ -427,6 +427,12 @@ def test_ddp_example_under_torchrun_matches_gloo_on_cpu():
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                os.path.join(root, "examples", "ddp_train.py"), "--steps", "3"] + extra
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=root)
+        if extra and out.returncode != 0 and "terminate called" in out.stderr:
+            # The reference is PyTorch's own gloo on the CPU, whose teardown
+            # has aborted at exit once in CI (not reproducible in 27 runs
+            # here, loaded or not); give the oracle one more try. The neuron
+            # run gets none.
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=root)
         assert out.returncode == 0, out.stdout + out.stderr
         runs[bool(extra)] = sorted(re.findall(r"rank (\d)/2 step +(\d+) loss ([0-9.]+)", out.stdout))
     assert len(runs[False]) == 4 and runs[False] == runs[True], runs
