@@ -6,7 +6,8 @@ every kernel the streams ran, linked to the CPU op that launched it, with a
 roofline estimate of its time on the configured Trainium target
 (``NEURON_PLATFORM_TARGET_OVERRIDE``). :func:`summary` turns that into a
 table per op: calls, host time, measured device time, estimated device time
-and whether the estimate is compute- or memory-bound.
+and whether the estimate is compute-, memory- or link-bound (collectives:
+their transfers over NeuronLink, or EFA between hosts).
 
 The estimate is a model, not a measurement: bytes moved against the
 target's HBM bandwidth and work against its Tensor/Vector/Scalar engine
@@ -39,12 +40,17 @@ class OpEstimate:
     device_us: float = 0.0
     estimated_us: float = 0.0
     memory_bound_us: float = 0.0  # the part of estimated_us that is memory-bound
+    link_bound_us: float = 0.0  # the part spent in collectives' transfers
 
     @property
     def bound(self) -> str:
+        """What most of the estimated time is bound by: "compute", "memory"
+        or "link" (a collective's transfers over NeuronLink or EFA)."""
         if self.estimated_us <= 0:
             return "-"
-        return "memory" if self.memory_bound_us * 2 >= self.estimated_us else "compute"
+        compute_us = self.estimated_us - self.memory_bound_us - self.link_bound_us
+        parts = {"link": self.link_bound_us, "memory": self.memory_bound_us, "compute": compute_us}
+        return max(parts, key=parts.get)
 
 
 def records():
@@ -102,6 +108,8 @@ def estimates(prof) -> list[OpEstimate]:
         row.estimated_us += r["estimated_us"]
         if r["bound"] == "memory":
             row.memory_bound_us += r["estimated_us"]
+        elif r["bound"] == "link":
+            row.link_bound_us += r["estimated_us"]
     return sorted(rows.values(), key=lambda r: (-r.estimated_us, -r.host_us, r.op))
 
 

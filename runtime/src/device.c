@@ -34,9 +34,13 @@ typedef struct generation {
   uint32_t sbuf_partition_bytes;
   uint64_t tensor_hz, vector_hz, scalar_hz, gpsimd_hz;
   uint64_t dma_bytes_per_s;
+  uint64_t link_bytes_per_s_per_chip; /* NeuronLink, chip to chip */
+  uint64_t efa_bytes_per_s_per_chip;  /* the instance's EFA over its 16 chips */
 } generation;
 
-/* Published figures (AWS Neuron documentation, instance pages). */
+/* Published figures (AWS Neuron documentation, instance pages). EFA:
+ * trn1.32xlarge 800 Gbps, trn2.48xlarge 3.2 Tbps, each over 16 chips; the
+ * Trn3 pages give no EFA figure, so trn3 assumes trn2's. */
 static const generation generations[] = {
     {.name = "trn1", .core_name = "NeuronCore-v2", .target = NRT_TARGET_TRN1,
      .physical_cores_per_chip = 2, .default_lnc = 1, .max_lnc = 1,
@@ -44,21 +48,24 @@ static const generation generations[] = {
      .sbuf_partition_bytes = 192 * KIB,
      .tensor_hz = 1400000000ull, .vector_hz = 1400000000ull,
      .scalar_hz = 1400000000ull, .gpsimd_hz = 1400000000ull,
-     .dma_bytes_per_s = 272000000000ull},
+     .dma_bytes_per_s = 272000000000ull,
+     .link_bytes_per_s_per_chip = 384000000000ull, .efa_bytes_per_s_per_chip = 6250000000ull},
     {.name = "trn2", .core_name = "NeuronCore-v3", .target = NRT_TARGET_TRN2,
      .physical_cores_per_chip = 8, .default_lnc = 2, .max_lnc = 2,
      .hbm_bytes_per_chip = 96 * GIB, .hbm_bytes_per_s_per_chip = 2900000000000ull,
      .sbuf_partition_bytes = 224 * KIB,
      .tensor_hz = 2400000000ull, .vector_hz = 960000000ull,
      .scalar_hz = 1200000000ull, .gpsimd_hz = 1200000000ull,
-     .dma_bytes_per_s = 368000000000ull},
+     .dma_bytes_per_s = 368000000000ull,
+     .link_bytes_per_s_per_chip = 1280000000000ull, .efa_bytes_per_s_per_chip = 25000000000ull},
     {.name = "trn3", .core_name = "NeuronCore-v4", .target = NRT_TARGET_TRN3,
      .physical_cores_per_chip = 8, .default_lnc = 2, .max_lnc = 2,
      .hbm_bytes_per_chip = 144 * GIB, .hbm_bytes_per_s_per_chip = 4800000000000ull,
      .sbuf_partition_bytes = 256 * KIB,
      .tensor_hz = 2400000000ull, .vector_hz = 960000000ull,
      .scalar_hz = 1200000000ull, .gpsimd_hz = 1200000000ull,
-     .dma_bytes_per_s = 528000000000ull},
+     .dma_bytes_per_s = 528000000000ull,
+     .link_bytes_per_s_per_chip = 2560000000000ull, .efa_bytes_per_s_per_chip = 25000000000ull},
 };
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -304,6 +311,8 @@ static nrt_status configure(void) {
     p->scalar_engine_hz = gen->scalar_hz;
     p->gpsimd_engine_hz = gen->gpsimd_hz;
     p->dma_bytes_per_s = gen->dma_bytes_per_s;
+    p->link_bytes_per_s = gen->link_bytes_per_s_per_chip / (uint64_t)per_chip;
+    p->efa_bytes_per_s = gen->efa_bytes_per_s_per_chip / (uint64_t)per_chip;
   }
   device_count = count;
   rt_log(NRT_LOG_INFO, "%d simulated %s device%s, %s of device memory each", count, gen->name,

@@ -80,7 +80,7 @@ void rt_profile_set_estimate(nrt_profile_record *r, int32_t device, nrt_roofline
   if (!props) return;
   if (est->est_ns <= 0) nrt_roofline_finish(props, est);
   else if (est->bound == NRT_BOUND_UNKNOWN) /* a sum of parts: times already added */
-    est->bound = est->memory_ns >= est->compute_ns ? NRT_BOUND_MEMORY : NRT_BOUND_COMPUTE;
+    est->bound = nrt_roofline_bound(est);
   r->est_ns = est->est_ns;
   r->bytes = est->bytes;
   r->flops = est->work[NRT_ROOFLINE_TENSOR];
@@ -113,6 +113,8 @@ void rt_profile_add_estimate(const nrt_roofline *est) {
   for (int e = 0; e < NRT_ROOFLINE_ENGINE_COUNT; e++) sum->work[e] += est->work[e];
   sum->memory_ns += est->memory_ns;
   sum->compute_ns += est->compute_ns;
+  sum->link_bytes += est->link_bytes;
+  sum->link_ns += est->link_ns;
   sum->est_ns += est->est_ns;
   ctx->has_est = 1;
 }

@@ -113,9 +113,14 @@ void nrt_roofline_finish(const nrt_device_properties *props, nrt_roofline *r) {
     }
   }
   r->est_ns = r->memory_ns > r->compute_ns ? r->memory_ns : r->compute_ns;
-  r->bound = r->est_ns <= 0 ? NRT_BOUND_UNKNOWN
-             : r->memory_ns >= r->compute_ns ? NRT_BOUND_MEMORY
-                                             : NRT_BOUND_COMPUTE;
+  if (r->link_ns > r->est_ns) r->est_ns = r->link_ns;
+  r->bound = nrt_roofline_bound(r);
+}
+
+int32_t nrt_roofline_bound(const nrt_roofline *r) {
+  if (r->est_ns <= 0) return NRT_BOUND_UNKNOWN;
+  if (r->link_ns > 0 && r->link_ns >= r->memory_ns && r->link_ns >= r->compute_ns) return NRT_BOUND_LINK;
+  return r->memory_ns >= r->compute_ns ? NRT_BOUND_MEMORY : NRT_BOUND_COMPUTE;
 }
 
 nrt_status nrt_roofline_op(int32_t device, const nrt_op *op, nrt_roofline *out) {
@@ -134,5 +139,8 @@ const char *nrt_roofline_engine_name(int32_t engine) {
 }
 
 const char *nrt_bound_name(int32_t bound) {
-  return bound == NRT_BOUND_MEMORY ? "memory" : bound == NRT_BOUND_COMPUTE ? "compute" : "unknown";
+  return bound == NRT_BOUND_MEMORY    ? "memory"
+         : bound == NRT_BOUND_COMPUTE ? "compute"
+         : bound == NRT_BOUND_LINK    ? "link"
+                                      : "unknown";
 }

@@ -26,17 +26,21 @@ typedef struct expected_gen {
   uint64_t chip_hbm_bytes_per_s;
   uint32_t sbuf_partition_bytes;
   uint64_t tensor_hz, vector_hz, scalar_hz, gpsimd_hz, dma_bytes_per_s;
+  uint64_t chip_link_bytes_per_s, chip_efa_bytes_per_s;
 } expected_gen;
 
 static const expected_gen TRN1 = {"trn1", "NeuronCore-v2", NRT_TARGET_TRN1, 32 * GIB,
                                   820000000000ull, 192 * KIB, 1400000000ull, 1400000000ull,
-                                  1400000000ull, 1400000000ull, 272000000000ull};
+                                  1400000000ull, 1400000000ull, 272000000000ull,
+                                  384000000000ull, 6250000000ull};
 static const expected_gen TRN2 = {"trn2", "NeuronCore-v3", NRT_TARGET_TRN2, 96 * GIB,
                                   2900000000000ull, 224 * KIB, 2400000000ull, 960000000ull,
-                                  1200000000ull, 1200000000ull, 368000000000ull};
+                                  1200000000ull, 1200000000ull, 368000000000ull,
+                                  1280000000000ull, 25000000000ull};
 static const expected_gen TRN3 = {"trn3", "NeuronCore-v4", NRT_TARGET_TRN3, 144 * GIB,
                                   4800000000000ull, 256 * KIB, 2400000000ull, 960000000ull,
-                                  1200000000ull, 1200000000ull, 528000000000ull};
+                                  1200000000ull, 1200000000ull, 528000000000ull,
+                                  2560000000000ull, 25000000000ull};
 
 /* Checks every property of device d. cores_per_chip is the number of
  * logical cores of one chip (the HBM share), hbm_bytes the enforced
@@ -65,6 +69,8 @@ static void check_device(int32_t d, const expected_gen *g, int32_t lnc, int32_t 
   CHECK(p.scalar_engine_hz == g->scalar_hz);
   CHECK(p.gpsimd_engine_hz == g->gpsimd_hz);
   CHECK(p.dma_bytes_per_s == g->dma_bytes_per_s);
+  CHECK(p.link_bytes_per_s == g->chip_link_bytes_per_s / (uint64_t)cores_per_chip);
+  CHECK(p.efa_bytes_per_s == g->chip_efa_bytes_per_s / (uint64_t)cores_per_chip);
 }
 
 static void check_count(int32_t expected) {

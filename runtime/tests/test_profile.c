@@ -91,6 +91,55 @@ typedef struct seen {
   nrt_profile_record r[16];
 } seen;
 
+/* The link term: ring bytes over the device's link share plus the steps'
+ * latency; EFA's share once the ranks span hosts; bad input fails. */
+static void test_collective_estimates(void) {
+  nrt_device_properties p;
+  CHECK_OK(nrt_device_get_properties(0, &p));
+  CHECK(p.link_bytes_per_s > 0 && p.efa_bytes_per_s > 0 && p.efa_bytes_per_s < p.link_bytes_per_s);
+  const double mib = 1 << 20;
+  nrt_roofline r;
+  memset(&r, 0, sizeof r);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 4, 1, 64 * mib, 4, &r));
+  nrt_roofline_finish(&p, &r);
+  double sent = 2 * 64 * mib * 3 / 4;
+  CHECK(close_to(r.link_bytes, sent));
+  CHECK(close_to(r.link_ns, sent / (double)p.link_bytes_per_s * 1e9 + 6 * 2000.0));
+  CHECK(close_to(r.work[NRT_ROOFLINE_VECTOR], 64 * mib / 4 * 3 / 4));
+  CHECK(close_to(r.est_ns, fmax(r.link_ns, fmax(r.memory_ns, r.compute_ns))));
+  CHECK(r.bound == NRT_BOUND_LINK && strcmp(nrt_bound_name(r.bound), "link") == 0);
+
+  /* Two hosts: the same bytes at EFA's share, EFA's step latency. */
+  nrt_roofline x;
+  memset(&x, 0, sizeof x);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 4, 2, 64 * mib, 4, &x));
+  CHECK(close_to(x.link_ns, sent / (double)p.efa_bytes_per_s * 1e9 + 6 * 10000.0));
+
+  /* all_gather moves (n - 1) / n of the gathered output in n - 1 steps;
+   * send/receive the message in one; a barrier nothing in log2 rounds. */
+  memset(&x, 0, sizeof x);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_GATHER, 8, 1, mib, 0, &x));
+  CHECK(close_to(x.link_bytes, mib * 7 / 8) && x.work[NRT_ROOFLINE_VECTOR] == 0);
+  CHECK(close_to(x.link_ns, mib * 7 / 8 / (double)p.link_bytes_per_s * 1e9 + 7 * 2000.0));
+  memset(&x, 0, sizeof x);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_SEND_RECV, 2, 1, mib, 0, &x));
+  CHECK(close_to(x.link_ns, mib / (double)p.link_bytes_per_s * 1e9 + 2000.0));
+  memset(&x, 0, sizeof x);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_BARRIER, 5, 1, 0, 0, &x));
+  CHECK(x.link_bytes == 0 && close_to(x.link_ns, 3 * 2000.0));
+  /* One rank: nothing leaves the device. */
+  memset(&x, 0, sizeof x);
+  CHECK_OK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 1, 1, mib, 4, &x));
+  CHECK(x.link_ns == 0 && x.bytes == 0);
+
+  CHECK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_COUNT, 2, 1, mib, 0, &x) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(nrt_last_error(), "unknown collective") != NULL);
+  CHECK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 2, 3, mib, 4, &x) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 0, 1, mib, 4, &x) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(nrt_roofline_add_collective(&p, NRT_COLLECTIVE_ALL_REDUCE, 2, 1, -1, 4, &x) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(nrt_roofline_add_collective(NULL, NRT_COLLECTIVE_ALL_REDUCE, 2, 1, mib, 4, &x) == NRT_ERROR_INVALID_ARGUMENT);
+}
+
 static void keep(const nrt_profile_record *r, void *arg) {
   seen *s = arg;
   if (s->n < 16) s->r[s->n] = *r;
@@ -162,6 +211,7 @@ static void test_records_of_launches(void) {
 
 int main(void) {
   RUN(test_roofline_follows_its_formula);
+  RUN(test_collective_estimates);
   RUN(test_records_of_launches);
   return CHECK_MAIN_RESULT();
 }

@@ -27,11 +27,13 @@
 
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "device_state.h"
+#include "distributed_estimate.h"
 #include "distributed_order.h"
 #include "distributed_p2p.h"
 #include "distributed_ring.h"
@@ -158,6 +160,7 @@ struct Task {
   std::shared_ptr<TaskOrder> order;
   uint64_t ticket = 0;
   bool ran = false;
+  std::optional<nrt_roofline> estimate = std::nullopt;  // for the profiler, when it was on at the launch
 };
 
 nrt_status run_task(void* arg) {
@@ -165,6 +168,7 @@ nrt_status run_task(void* arg) {
   std::string why;
   task->order->await(task->ticket);
   task->ran = true;
+  if (task->estimate) nrt_profile_add_task_estimate(&*task->estimate);
   try {
     task->body();
     task->order->finish(task->ticket);
@@ -225,12 +229,14 @@ class WorkList : public Work {
 class NeuronBackend : public c10d::Backend {
  public:
   NeuronBackend(c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
-                c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, std::shared_ptr<ShmCollectives> shm)
+                c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, std::shared_ptr<ShmCollectives> shm,
+                int hosts)
       : Backend(rank, size),
         gloo_(std::move(device_gloo)),
         ring_(std::move(ring_gloo)),
         cpu_(std::move(cpu_gloo)),
-        shm_(std::move(shm)) {}
+        shm_(std::move(shm)),
+        hosts_(hosts) {}
 
   const std::string getBackendName() const override { return "neuron"; }
 
@@ -582,10 +588,13 @@ class NeuronBackend : public c10d::Backend {
         break;
       }
     nrt_stream_t stream = current_stream(device);
+    std::optional<nrt_roofline> estimate;
+    if (nrt_profile_active()) estimate = collective_estimate(type, device, getSize(), hosts_, keep, outputs);
     if (!shared) shared = std::make_shared<Shared>();
     if (!shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &shared->done));
     auto* task = new Task{std::move(body), std::move(keep), shared, std::string("neuron backend ") + name,
                           order_, order_->take()};
+    task->estimate = estimate;
     NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
     NRT_CHECK(nrt_event_record(shared->done, stream));
     return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
@@ -737,6 +746,7 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
   std::shared_ptr<ShmCollectives> shm_;  // one-host groups, unless disabled
+  int hosts_;                            // the group's ranks run on this many hosts
   std::unique_ptr<P2PBatch> batch_;  // while coalescing
   std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
 };
@@ -748,14 +758,15 @@ void register_distributed_bindings(py::module_& m) {
   m.def("_neuron_c10d_backend",
         [](c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
            c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, c10::intrusive_ptr<c10d::Store> store,
-           bool use_shm, int64_t timeout_ms) -> c10::intrusive_ptr<c10d::Backend> {
+           bool use_shm, int64_t timeout_ms, int hosts) -> c10::intrusive_ptr<c10d::Backend> {
           std::shared_ptr<torchneuron::ShmCollectives> shm;
           if (use_shm) {
             auto segment = torchneuron::ShmSegment::connect(store, rank, size, std::chrono::milliseconds(timeout_ms));
             if (segment) shm = std::make_shared<torchneuron::ShmCollectives>(std::move(segment));
           }
           return c10::make_intrusive<torchneuron::NeuronBackend>(std::move(device_gloo), std::move(ring_gloo),
-                                                                 std::move(cpu_gloo), rank, size, std::move(shm));
+                                                                 std::move(cpu_gloo), rank, size, std::move(shm),
+                                                                 hosts);
         });
   m.def("_neuron_c10d_shm_collectives", &torchneuron::ShmCollectives::count,
         "Collectives this process ran through a shared-memory segment (tests).");

@@ -59,6 +59,8 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["scalar_engine_hz"] = p.scalar_engine_hz;
   d["gpsimd_engine_hz"] = p.gpsimd_engine_hz;
   d["dma_bytes_per_s"] = p.dma_bytes_per_s;
+  d["link_bytes_per_s"] = p.link_bytes_per_s;
+  d["efa_bytes_per_s"] = p.efa_bytes_per_s;
   return d;
 }
 

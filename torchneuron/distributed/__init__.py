@@ -17,6 +17,7 @@ runtime's kernels. The C++ side is ``torchneuron/csrc/distributed.cpp``.
 
 import datetime
 import os
+import socket
 
 import torch
 import torch.distributed as dist
@@ -54,7 +55,18 @@ def _create(store, rank, size, timeout):
     shm = shm_text == "1"
     return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size,
                                    dist.PrefixStore("neuron/shm", store), shm,
-                                   int(timeout.total_seconds() * 1000))
+                                   int(timeout.total_seconds() * 1000),
+                                   _count_hosts(dist.PrefixStore("neuron/hosts", store), rank, size))
+
+
+def _count_hosts(store, rank, size):
+    """The hosts the group's ranks run on (the profiler's collective
+    estimates cross EFA when there are several): a host is a kernel boot
+    and a network namespace (the multi-host tests' hosts are namespaces)."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        me = f"{socket.gethostname()}|{f.read().strip()}|{os.readlink('/proc/self/ns/net')}"
+    store.set(str(rank), me)
+    return len({store.get(str(r)).decode() for r in range(size)})
 
 
 def _monitored_barrier(torch_monitored_barrier):

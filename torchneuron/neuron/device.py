@@ -120,6 +120,8 @@ class NeuronDeviceProperties:
     scalar_engine_hz: int
     gpsimd_engine_hz: int
     dma_bytes_per_s: int
+    link_bytes_per_s: int  # NeuronLink share (chip to chip)
+    efa_bytes_per_s: int  # EFA share (instance to instance)
 
     def __repr__(self):
         gib = self.total_memory / 2**30

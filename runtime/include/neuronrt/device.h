@@ -47,6 +47,8 @@ typedef struct nrt_device_properties {
   uint64_t scalar_engine_hz;
   uint64_t gpsimd_engine_hz;
   uint64_t dma_bytes_per_s;    /* per-core DMA bandwidth */
+  uint64_t link_bytes_per_s;   /* NeuronLink share of this device (chip to chip) */
+  uint64_t efa_bytes_per_s;    /* EFA share of this device (instance to instance) */
 } nrt_device_properties;
 
 /* Initialises the runtime from the environment. Idempotent and thread-safe;

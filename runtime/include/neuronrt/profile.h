@@ -38,9 +38,10 @@ typedef enum nrt_profile_kind {
 } nrt_profile_kind;
 
 typedef enum nrt_bound {
-  NRT_BOUND_UNKNOWN = 0, /* no estimate (host tasks, collectives) */
+  NRT_BOUND_UNKNOWN = 0, /* no estimate (host tasks other than collectives) */
   NRT_BOUND_MEMORY,
-  NRT_BOUND_COMPUTE
+  NRT_BOUND_COMPUTE,
+  NRT_BOUND_LINK         /* a collective's transfers over NeuronLink or EFA */
 } nrt_bound;
 
 #define NRT_PROFILE_NAME_MAX 96
