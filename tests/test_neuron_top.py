@@ -118,6 +118,7 @@ def test_once_json_shows_the_trainer_with_its_numbers_moving(trainer, top_dir, c
         assert dev["name"] == "neuron:0" and [d["name"] for d in proc["devices"]] == ["neuron:0"]
         assert 0 < dev["allocated_bytes"] <= dev["reserved_bytes"] < dev["capacity_bytes"]
         assert dev["ops_per_s"] > 0 and 0 < dev["busy"]
+        assert 0 < dev["fallbacks"] <= proc["fallbacks"] and dev["fallbacks_per_s"] > 0
         assert dev["streams_in_use"] >= 1 and dev["streams"][0]["id"] == 0
         stream = dev["streams"][0]
         assert stream["ops_per_s"] > 0 and 0 < stream["busy"] <= 1
@@ -155,18 +156,18 @@ def _start_ticks_of_self():
 
 
 def _valid_page(pid=None, start=None, devices=2):
-    """A well-formed version-1 page of a (by default: this, live) process."""
+    """A well-formed version-2 page of a (by default: this, live) process."""
     pid = os.getpid() if pid is None else pid
     start = _start_ticks_of_self() if start is None else start
     page_bytes = 104 + devices * top_page.DEVICE_BYTES
     data = bytearray(page_bytes)
-    struct.pack_into("=8s8IQqQQ8sQQQ", data, 0, top_page.MAGIC, 1, top_page.BYTE_ORDER, 104,
+    struct.pack_into("=8s8IQqQQ8sQQQ", data, 0, top_page.MAGIC, 2, top_page.BYTE_ORDER, 104,
                      top_page.DEVICE_BYTES, 48, 16, devices, os.getuid(), page_bytes, pid, start,
                      100_000_000, b"trn2", 4, 123_456_789, 7)
     for d in range(devices):
         offset = 104 + d * top_page.DEVICE_BYTES
-        struct.pack_into("=6Q2I", data, offset, 1 << 20, 2 << 20, 1 << 34, 50, 1, 10**6, 1, 1)
-        struct.pack_into("=qqQQQQ", data, offset + 56, 0, 0, 1, 51, 50, 10**6)
+        struct.pack_into("=7Q2I", data, offset, 1 << 20, 2 << 20, 1 << 34, 50, 1, 10**6, 3, 1, 1)
+        struct.pack_into("=qqQQQQ", data, offset + 64, 0, 0, 1, 51, 50, 10**6)
     return bytes(data)
 
 
@@ -174,6 +175,7 @@ def test_parse_accepts_the_valid_page():
     page = top_page.parse(_valid_page())
     assert page.pid == os.getpid() and page.target == "trn2" and page.fallbacks == 7
     assert [d.streams[0].ops for d in page.devices] == [50, 50]
+    assert [d.fallbacks for d in page.devices] == [3, 3]
 
 
 def test_parse_rejects_every_truncation_and_random_damage_with_a_page_error():
@@ -198,7 +200,7 @@ def test_parse_rejects_every_truncation_and_random_damage_with_a_page_error():
 
 @pytest.mark.parametrize("field,value,reason", [
     (0, b"NRTTOQ\0\0", "bad magic"),
-    (8, struct.pack("=I", 2), "layout version 2"),
+    (8, struct.pack("=I", 1), "layout version 1"),
     (12, struct.pack("=I", 0x04030201), "byte order"),
     (20, struct.pack("=I", 999), "record sizes"),
     (32, struct.pack("=I", 100000), "100000 devices"),
@@ -206,7 +208,7 @@ def test_parse_rejects_every_truncation_and_random_damage_with_a_page_error():
     (48, struct.pack("=q", -1), "pid -1"),
     (72, b"tr\x01n\0\0\0\0", "garbled target"),
     (80, struct.pack("=Q", 5), "being written"),
-    (104 + 52, struct.pack("=I", 17), "lists 17"),
+    (104 + 60, struct.pack("=I", 17), "lists 17"),
 ])
 def test_parse_names_what_is_wrong(field, value, reason):
     data = bytearray(_valid_page())

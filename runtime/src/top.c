@@ -29,7 +29,7 @@
 #include "internal.h"
 #include "top_seqlock.h"
 
-static atomic_uint_fast64_t fallbacks;
+static atomic_uint_fast64_t fallbacks, device_fallbacks[NRT_MAX_DEVICES];
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t publish_mu = PTHREAD_MUTEX_INITIALIZER; /* the seqlock's one writer */
 /* Set once before the publisher starts (which orders them before its use);
@@ -42,7 +42,11 @@ static pid_t owner;              /* the process that made the page (not a forked
 static atomic_int stopped;       /* set at exit: the file is gone */
 static int named;                /* under publish_mu: the publisher named the file */
 
-void nrt_top_note_fallback(void) { atomic_fetch_add_explicit(&fallbacks, 1, memory_order_relaxed); }
+void nrt_top_note_fallback(int32_t device) {
+  atomic_fetch_add_explicit(&fallbacks, 1, memory_order_relaxed);
+  if (device >= 0 && device < NRT_MAX_DEVICES)
+    atomic_fetch_add_explicit(&device_fallbacks[device], 1, memory_order_relaxed);
+}
 
 const char *nrt_top_page_path(void) {
   pthread_mutex_lock(&publish_mu);
@@ -79,6 +83,7 @@ static void publish_locked(void) {
       d->reserved_bytes = (uint64_t)stats.reserved_bytes[NRT_POOL_ALL].current;
     }
     d->capacity_bytes = rt_device_props((int32_t)i)->hbm_bytes;
+    d->fallbacks = atomic_load_explicit(&device_fallbacks[i], memory_order_relaxed);
     device_fill fill = {d};
     rt_stream_activity((int32_t)i, add_stream, &fill);
   }

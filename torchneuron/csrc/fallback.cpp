@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 
+#include "device_state.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -168,6 +169,22 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// The neuron device of the op's first neuron tensor argument (a tensor
+// list's too) or device option (a factory's), or -1.
+int fallback_device(const c10::FunctionSchema& schema, const torch::jit::Stack& stack) {
+  const size_t n = schema.arguments().size();
+  for (size_t i = stack.size() - n; i < stack.size(); i++) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && is_neuron(v.toTensor())) return v.toTensor().device().index();
+    if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1)
+      return v.toDevice().has_index() ? v.toDevice().index() : current_device();
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList().vec())
+        if (is_neuron(t)) return t.device().index();
+  }
+  return -1;
+}
+
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::string name = op_name(op.schema());
   FallbackMode current = fallback_mode();
@@ -176,7 +193,7 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "forbids running it on the CPU.");
   bool view = returns_view(op.schema());
   if (!view) check_written_arguments(op.schema(), *stack, name);
-  count_fallback_op(name);
+  count_fallback_op(name, fallback_device(op.schema(), *stack));
   if (current == FallbackMode::Warn) warn_once(name);
   if (view)
     run_view_op(op, stack, name);

@@ -32,8 +32,8 @@ std::atomic<int64_t>* native_op_counter(const char* name) {
   return &r.native.back().second;
 }
 
-void count_fallback_op(const std::string& name) {
-  nrt_top_note_fallback();  // neuron-top's count, never reset by clear_op_totals
+void count_fallback_op(const std::string& name, int device) {
+  nrt_top_note_fallback(device);  // neuron-top's count, never reset by clear_op_totals
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.fallback[name]++;

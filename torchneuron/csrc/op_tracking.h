@@ -16,7 +16,8 @@ namespace torchneuron {
 
 // Returns the counter of a native op (created once per call site).
 std::atomic<int64_t>* native_op_counter(const char* name);
-void count_fallback_op(const std::string& name);
+// Counts a fallback of the op on device's tensors (-1: none known).
+void count_fallback_op(const std::string& name, int device);
 
 // Calls served natively / by the fallback since load or the last
 // clear_op_totals (torchneuron.metrics.clear_all).

@@ -2,7 +2,8 @@
 
 Per process and device: memory allocated and reserved, ops per second
 (kernels, each member of a fused group, copies and host tasks run),
-fallbacks per second (the process's ATen calls through the CPU fallback),
+fallbacks per second (ATen calls on the device's tensors run through the
+CPU fallback; the process's total too, in the JSON),
 and per stream the commands queued and how busy its worker was. Each
 process publishes a page (see ``torchneuron/tools/top_page.py``); rates are
 the difference of two readings over the time between their publications.
@@ -57,6 +58,8 @@ def _device_row(device, before, seconds, ns) -> dict:
         "capacity_bytes": device.capacity_bytes,
         "ops": device.ops,
         "ops_per_s": _rate(device.ops, before.ops, seconds) if before else None,
+        "fallbacks": device.fallbacks,
+        "fallbacks_per_s": _rate(device.fallbacks, before.fallbacks, seconds) if before else None,
         "queued": device.queued,
         # The sum of its streams' shares: above 1 when streams overlap.
         "busy": _fraction(device.busy_ns, before.busy_ns, ns) if before else None,
@@ -128,14 +131,14 @@ def render(snap: dict, width: int = 200) -> list:
         first = True
         for dev in proc["devices"] or [None]:
             pid = str(proc["pid"]) if first else ""
-            fallbacks = _num(proc["fallbacks_per_s"]) if first else ""
             command = proc["command"] if first else ""
             if dev is None:
-                lines.append(_COLUMNS.format(pid, "-", "", "", "", fallbacks, "", "", "", command))
+                lines.append(_COLUMNS.format(pid, "-", "", "", "", _num(proc["fallbacks_per_s"]), "", "", "",
+                                             command))
                 break
             lines.append(_COLUMNS.format(
                 pid, dev["name"], _size(dev["allocated_bytes"]), _size(dev["reserved_bytes"]),
-                _num(dev["ops_per_s"]), fallbacks, dev["queued"], _pct(dev["busy"]),
+                _num(dev["ops_per_s"]), _num(dev["fallbacks_per_s"]), dev["queued"], _pct(dev["busy"]),
                 dev["ops"], command))
             for s in dev["streams"]:
                 label = f"stream {s['id']}" + (" (high)" if s["priority"] < 0 else "")

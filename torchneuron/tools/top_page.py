@@ -15,7 +15,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-VERSION = 1
+VERSION = 2
 MAGIC = b"NRTTOP\0\0"
 BYTE_ORDER = 0x01020304
 MAX_STREAMS = 16
@@ -29,7 +29,7 @@ READ_TRIES = 5
 _HEADER = struct.Struct("=8s8IQqQQ8sQQQ")
 _SEQ_OFFSET = 80
 _STREAM = struct.Struct("=qqQQQQ")
-_DEVICE = struct.Struct("=6Q2I")
+_DEVICE = struct.Struct("=7Q2I")
 DEVICE_BYTES = _DEVICE.size + MAX_STREAMS * _STREAM.size
 
 
@@ -56,6 +56,7 @@ class Device:
     ops: int
     queued: int
     busy_ns: int
+    fallbacks: int
     streams_in_use: int
     streams: list = field(default_factory=list)
 
@@ -102,7 +103,7 @@ def parse(data: bytes) -> Page:
         raise PageError(f"layout version {version}; this neuron-top reads version {VERSION}")
     if (header_bytes, device_bytes, stream_bytes, max_streams) != (
             _HEADER.size, DEVICE_BYTES, _STREAM.size, MAX_STREAMS):
-        raise PageError("record sizes do not match layout version 1")
+        raise PageError(f"record sizes do not match layout version {VERSION}")
     if device_count > MAX_DEVICES:
         raise PageError(f"{device_count} devices (at most {MAX_DEVICES})")
     if page_bytes != _HEADER.size + device_count * DEVICE_BYTES:
@@ -119,14 +120,14 @@ def parse(data: bytes) -> Page:
     devices = []
     for index in range(device_count):
         offset = _HEADER.size + index * DEVICE_BYTES
-        (allocated, reserved, capacity, ops, queued, busy, in_use, listed) = \
+        (allocated, reserved, capacity, ops, queued, busy, device_fallbacks, in_use, listed) = \
             _DEVICE.unpack_from(data, offset)
         if listed > MAX_STREAMS or listed > in_use:
             raise PageError(f"neuron:{index} lists {listed} of {in_use} streams")
         streams = [Stream(*_STREAM.unpack_from(data, offset + _DEVICE.size + i * _STREAM.size))
                    for i in range(listed)]
-        devices.append(Device(index, allocated, reserved, capacity, ops, queued, busy, in_use,
-                              streams))
+        devices.append(Device(index, allocated, reserved, capacity, ops, queued, busy,
+                              device_fallbacks, in_use, streams))
     return Page(pid, start_ticks, uid, interval_ns, name.decode(), seq, published_ns, fallbacks,
                 devices)
 

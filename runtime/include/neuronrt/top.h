@@ -13,7 +13,7 @@
  * process's page stays until a reader finds its pid gone or its start time
  * different, and removes it. TORCHNEURON_TOP=0 publishes nothing.
  *
- * Layout (version 1, native byte order, every field 8-byte aligned): the
+ * Layout (version 2, native byte order, every field 8-byte aligned): the
  * header, then device_count device records of device_bytes each. A reader
  * takes a consistent copy when `seq` is even and unchanged across the copy.
  */
@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define NRT_TOP_MAGIC "NRTTOP\0\0"
-#define NRT_TOP_VERSION 1u
+#define NRT_TOP_VERSION 2u
 #define NRT_TOP_BYTE_ORDER 0x01020304u
 #define NRT_TOP_MAX_STREAMS 16 /* streams listed per device; the device's totals count all */
 #define NRT_TOP_INTERVAL_MS 100
@@ -48,6 +48,7 @@ typedef struct nrt_top_device {
   uint64_t ops;             /* the sum of ops over all its streams */
   uint64_t queued;          /* ... of queued */
   uint64_t busy_ns;         /* ... of busy_ns (streams overlap: can grow faster than time) */
+  uint64_t fallbacks;       /* ATen calls on its tensors run through the CPU fallback */
   uint32_t streams;         /* streams whose worker has started */
   uint32_t listed;          /* entries of stream[] filled (the lowest ids) */
   nrt_top_stream stream[NRT_TOP_MAX_STREAMS];
@@ -74,9 +75,10 @@ typedef struct nrt_top_header {
   uint64_t fallbacks;       /* ATen calls run through the CPU fallback (never reset) */
 } nrt_top_header;
 
-/* Counts one ATen call run through the CPU fallback (the shim's; one
- * relaxed atomic add). */
-void nrt_top_note_fallback(void);
+/* Counts one ATen call run through the CPU fallback on device's tensors
+ * (the shim's; relaxed atomic adds). A device out of range (-1: none
+ * known) counts in the process's total alone. */
+void nrt_top_note_fallback(int32_t device);
 
 /* The page's path, or "" while none is published (for tests). */
 const char *nrt_top_page_path(void);
