@@ -155,17 +155,17 @@ def _start_ticks_of_self():
     return top_page.start_ticks(os.getpid())
 
 
-def _valid_page(pid=None, start=None, devices=2):
+def _valid_page(pid=None, start=None, devices=2, pid_namespace=None):
     """A well-formed version-2 page of a (by default: this, live) process."""
     pid = os.getpid() if pid is None else pid
     start = _start_ticks_of_self() if start is None else start
-    page_bytes = 104 + devices * top_page.DEVICE_BYTES
+    page_bytes = 112 + devices * top_page.DEVICE_BYTES
     data = bytearray(page_bytes)
-    struct.pack_into("=8s8IQqQQ8sQQQ", data, 0, top_page.MAGIC, 2, top_page.BYTE_ORDER, 104,
+    struct.pack_into("=8s8IQqQQ8sQQQQ", data, 0, top_page.MAGIC, 2, top_page.BYTE_ORDER, 112,
                      top_page.DEVICE_BYTES, 48, 16, devices, os.getuid(), page_bytes, pid, start,
-                     100_000_000, b"trn2", 4, 123_456_789, 7)
+                     100_000_000, b"trn2", pid_namespace or top_page.own_pid_namespace(), 4, 123_456_789, 7)
     for d in range(devices):
-        offset = 104 + d * top_page.DEVICE_BYTES
+        offset = 112 + d * top_page.DEVICE_BYTES
         struct.pack_into("=7Q2I", data, offset, 1 << 20, 2 << 20, 1 << 34, 50, 1, 10**6, 3, 1, 1)
         struct.pack_into("=qqQQQQ", data, offset + 64, 0, 0, 1, 51, 50, 10**6)
     return bytes(data)
@@ -207,8 +207,8 @@ def test_parse_rejects_every_truncation_and_random_damage_with_a_page_error():
     (40, struct.pack("=Q", 12), "does not match"),
     (48, struct.pack("=q", -1), "pid -1"),
     (72, b"tr\x01n\0\0\0\0", "garbled target"),
-    (80, struct.pack("=Q", 5), "being written"),
-    (104 + 60, struct.pack("=I", 17), "lists 17"),
+    (88, struct.pack("=Q", 5), "being written"),
+    (112 + 60, struct.pack("=I", 17), "lists 17"),
 ])
 def test_parse_names_what_is_wrong(field, value, reason):
     data = bytearray(_valid_page())
@@ -301,6 +301,28 @@ def test_scan_removes_a_damaged_page_of_a_dead_process_and_refuses_an_open_direc
     pages, notes = top_page.scan(str(d))
     assert pages == [] and "only you may use" in notes[0]
     assert top_page.scan(str(tmp_path / "missing")) == ([], [])
+
+
+def test_scan_leaves_pages_of_another_pid_namespace_alone(tmp_path):
+    """A container sharing the directory: its pids mean nothing here, so its
+    pages (even one whose pid runs no process here) are skipped, never
+    removed; a damaged page whose header still names the namespace too."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    d = tmp_path / "pages"
+    d.mkdir(mode=0o700)
+    other = top_page.own_pid_namespace() + 1
+    page = _valid_page(pid=dead.pid, start=1, pid_namespace=other)
+    _write(d / f"{dead.pid}-1.page", page)
+    _write(d / f"{dead.pid}-2.page", page[:200])  # truncated, its header intact
+    pages, notes = top_page.scan(str(d))
+    assert pages == [] and notes == [f"skipped {dead.pid}-1.page: a process of another PID namespace",
+                                     f"skipped {dead.pid}-2.page: a process of another PID namespace"]
+    assert sorted(os.listdir(d)) == [f"{dead.pid}-1.page", f"{dead.pid}-2.page"]
+    # The same page from this namespace is a dead process's: removed.
+    _write(d / f"{dead.pid}-1.page", _valid_page(pid=dead.pid, start=1))
+    pages, notes = top_page.scan(str(d))
+    assert notes[0] == f"removed the page of exited process {dead.pid}"
 
 
 def test_neuron_top_survives_garbage_in_its_directory(tmp_path, capsys):

@@ -213,6 +213,8 @@ static void fill_identity(nrt_top_header *h, uint32_t devices, uint64_t ticks) {
   h->start_ticks = ticks;
   h->interval_ns = (uint64_t)NRT_TOP_INTERVAL_MS * 1000000u;
   if (devices) snprintf(h->target, sizeof h->target, "%s", rt_device_props(0)->target_name);
+  struct stat ns;
+  h->pid_namespace = stat("/proc/self/ns/pid", &ns) == 0 ? (uint64_t)ns.st_ino : 0;
 }
 
 static void start_once_fn(void) {

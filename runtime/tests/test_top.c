@@ -139,6 +139,8 @@ static int case_layout_and_counts(void) {
   CHECK(h->pid == getpid() && h->uid == getuid() && h->start_ticks == start_ticks_of_self());
   CHECK(h->interval_ns == NRT_TOP_INTERVAL_MS * 1000000ull && strcmp(h->target, "trn2") == 0);
   CHECK(h->seq % 2 == 0 && h->seq >= 4); /* the first publication, then ours */
+  struct stat ns;
+  CHECK(stat("/proc/self/ns/pid", &ns) == 0 && h->pid_namespace == (uint64_t)ns.st_ino);
   nrt_top_device *d = (nrt_top_device *)(h + 1);
   CHECK(d[0].allocated_bytes == 3 << 20 && d[0].reserved_bytes >= d[0].allocated_bytes);
   CHECK(d[0].capacity_bytes > d[0].reserved_bytes);

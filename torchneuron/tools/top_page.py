@@ -26,8 +26,8 @@ READ_TRIES = 5
 
 # Native byte order, no padding: the C structs have none (every field is
 # aligned to its size), so these sizes are theirs.
-_HEADER = struct.Struct("=8s8IQqQQ8sQQQ")
-_SEQ_OFFSET = 80
+_HEADER = struct.Struct("=8s8IQqQQ8sQQQQ")
+_SEQ_OFFSET = 88
 _STREAM = struct.Struct("=qqQQQQ")
 _DEVICE = struct.Struct("=7Q2I")
 DEVICE_BYTES = _DEVICE.size + MAX_STREAMS * _STREAM.size
@@ -72,6 +72,7 @@ class Page:
     uid: int
     interval_ns: int
     target: str
+    pid_namespace: int
     seq: int
     published_ns: int
     fallbacks: int
@@ -93,8 +94,8 @@ def parse(data: bytes) -> Page:
     if len(data) < _HEADER.size:
         raise PageError(f"truncated: {len(data)} bytes, the header alone is {_HEADER.size}")
     (magic, version, byte_order, header_bytes, device_bytes, stream_bytes, max_streams,
-     device_count, uid, page_bytes, pid, start_ticks, interval_ns, target, seq, published_ns,
-     fallbacks) = _HEADER.unpack_from(data)
+     device_count, uid, page_bytes, pid, start_ticks, interval_ns, target, pid_namespace, seq,
+     published_ns, fallbacks) = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise PageError("not a neuron-top page (bad magic)")
     if byte_order != BYTE_ORDER:
@@ -128,8 +129,8 @@ def parse(data: bytes) -> Page:
                    for i in range(listed)]
         devices.append(Device(index, allocated, reserved, capacity, ops, queued, busy,
                               device_fallbacks, in_use, streams))
-    return Page(pid, start_ticks, uid, interval_ns, name.decode(), seq, published_ns, fallbacks,
-                devices)
+    return Page(pid, start_ticks, uid, interval_ns, name.decode(), pid_namespace, seq, published_ns,
+                fallbacks, devices)
 
 
 def read(path: str) -> Page:
@@ -213,11 +214,43 @@ def _remove(path: str, notes: list, what: str) -> None:
         notes.append(f"could not remove {what}: {err.strerror}")
 
 
+_NAMESPACE_OFFSET = 80
+
+
+def own_pid_namespace() -> int:
+    """The inode of this process's PID namespace (0 when unknown)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _pid_namespace_of(path: str):
+    """The PID namespace a page at path names in its header, or None when
+    its header cannot say (too short, not a page)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, _NAMESPACE_OFFSET + 8, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(head) < _NAMESPACE_OFFSET + 8 or head[:8] != MAGIC:
+        return None
+    return struct.unpack_from("=Q", head, _NAMESPACE_OFFSET)[0]
+
+
 def scan(directory: str):
     """(pages of live processes, notes): every page in directory that reads
     cleanly and whose process still runs, sorted by pid; a note for each
-    page skipped or removed."""
+    page skipped or removed. Pages of another PID namespace (a container
+    sharing the directory) are skipped, never removed: their pids mean
+    nothing here."""
     notes, pages = [], []
+    own_namespace = own_pid_namespace()
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
@@ -233,6 +266,10 @@ def scan(directory: str):
         parts = _name_parts(name)
         if parts is None:
             notes.append(f"skipped {name}: not a page name (<pid>-<start>.page)")
+            continue
+        namespace = _pid_namespace_of(path)
+        if namespace is not None and own_namespace and namespace not in (own_namespace, 0):
+            notes.append(f"skipped {name}: a process of another PID namespace")
             continue
         running = start_ticks(parts[0]) == parts[1]
         try:

@@ -10,8 +10,9 @@
  * publisher thread copies the runtime's counters into it every
  * NRT_TOP_INTERVAL_MS under a seqlock; the launch path is untouched. The
  * file is removed at exit (exit() or a return from main); a killed
- * process's page stays until a reader finds its pid gone or its start time
- * different, and removes it. TORCHNEURON_TOP=0 publishes nothing.
+ * process's page stays until a reader in the same PID namespace finds its
+ * pid gone or its start time different, and removes it (readers in other
+ * namespaces, sharing the directory, cannot tell and leave it). TORCHNEURON_TOP=0 publishes nothing.
  *
  * Layout (version 2, native byte order, every field 8-byte aligned): the
  * header, then device_count device records of device_bytes each. A reader
@@ -69,6 +70,7 @@ typedef struct nrt_top_header {
   uint64_t start_ticks;     /* the process's start time, /proc/<pid>/stat field 22 */
   uint64_t interval_ns;     /* how often the page is published */
   char target[8];           /* "trn2" */
+  uint64_t pid_namespace;   /* inode of /proc/self/ns/pid: pid and start mean something only there */
   /* Written under the seqlock. */
   uint64_t seq;             /* odd while a publication is in progress */
   uint64_t published_ns;    /* CLOCK_MONOTONIC at the publication */
