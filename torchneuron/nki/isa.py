@@ -369,8 +369,10 @@ from torchneuron.nki.isa_select import (  # noqa: E402,F401
     tensor_scalar_cumulative)
 from torchneuron.nki.isa_rng import (  # noqa: E402,F401
     dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed)
+from torchneuron.nki.isa_gather import (  # noqa: E402,F401
+    exponential, local_gather, nc_n_gather, nc_stream_shuffle, sequence_bounds, topk)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
     NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng")]
+           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather")]

@@ -328,6 +328,10 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
       nc_exec_rng(core, inst, s->a, s->b);
       break;
+    case NRT_NC_TOPK: case NRT_NC_EXPONENTIAL: case NRT_NC_LOCAL_GATHER: case NRT_NC_N_GATHER:
+    case NRT_NC_SEQUENCE_BOUNDS: case NRT_NC_STREAM_SHUFFLE:
+      nc_exec_gather(core, inst, s->a, s->b, s->c, s->d);
+      break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
@@ -355,6 +359,9 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
   for (int32_t i = 0; i < p->num_insts; i++)
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int64_t n = nc_ap_free_elems(&p->insts[i].ap[k]) + 16;
+      int32_t op = p->insts[i].opcode;
+      /* A whole 16- or 32-partition group of rows at once (and topk's sort keys). */
+      if (op == NRT_NC_TOPK || op == NRT_NC_LOCAL_GATHER || op == NRT_NC_STREAM_SHUFFLE) n = 32 * n;
       if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
     }
   core_memory mem;
