@@ -67,6 +67,13 @@ def psum_capacity(a):
         nisa.tensor_copy(p, p)
 
 
+def register_as_loop_bound(a):
+    r = nisa.register_alloc()
+    nisa.register_load(r, a[0:1, 0:1])
+    for _ in range(r):  # <- here
+        pass
+
+
 def psum_accumulate(a):
     s, acc = bf(128, 128), pnew(128, 256)
     nisa.nc_matmul(acc[:, 0:128], s, s)
@@ -303,6 +310,16 @@ RULES = [
      lambda a: nisa.sequence_bounds(sb(2, 2, 8), sb(2, 8))),  # <- here
     ("shuffle_mask", ISA + "nc_stream_shuffle",
      lambda a: nisa.nc_stream_shuffle(sb(32, 8), sb(32, 8), [0] * 31)),  # <- here
+    # DMA compute and the virtual registers
+    ("dma_compute_sources", ISA + "dma_compute",
+     lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add)),  # <- here
+    ("dma_compute_scales", ISA + "dma_compute",
+     lambda a: nisa.dma_compute(a, [a, a], [1.0, 0.5], nl.add)),  # <- here
+    ("register_unset", ISA + "register_store",
+     lambda a: nisa.register_store(a[0:1, 0:1], nisa.register_alloc())),  # <- here
+    ("register_operand", ISA + "register_load",
+     lambda a: nisa.register_load(nisa.register_alloc(), a)),  # <- here
+    ("dynamic_register", ISA + "VirtualRegister", register_as_loop_bound),
     # the legacy dialect's masks select a box
     ("mask", None,
      lambda a: legacy_nl.load(a, mask=triangle())),  # <- here

@@ -84,8 +84,14 @@ static int is_int_dtype(int32_t dtype) { return dtype <= NRT_NC_INT32; }
 
 static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t n = nc_ap_free_elems(dst);
   for (int64_t p = 0; p < dst->partitions; p++) {
-    if (dst->dtype == src->dtype) { /* bit-exact */
+    if (inst->flags & NRT_NC_FLAG_ACCUMULATE) { /* a DMA's read-modify-write: dst + src in fp32 */
+      nc_gather_f32(core, dst, p, s->a);
+      nc_gather_f32(core, src, p, s->b);
+      for (int64_t j = 0; j < n; j++) s->a[j] += s->b[j];
+      nc_scatter_f32(core, dst, p, s->a);
+    } else if (dst->dtype == src->dtype) { /* bit-exact */
       nc_gather_raw(core, src, p, (uint8_t *)s->a);
       nc_scatter_raw(core, dst, p, (const uint8_t *)s->a);
     } else {

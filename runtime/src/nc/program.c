@@ -58,7 +58,8 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
     return 1; /* the seed / state source */
   if (k == 0) {
-    int reads_dst = (inst->opcode == NRT_NC_MATMUL && (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
+    int reads_dst = ((inst->opcode == NRT_NC_MATMUL || inst->opcode == NRT_NC_DMA_COPY) &&
+                     (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
                     inst->opcode == NRT_NC_COPY_PREDICATED ||
                     inst->opcode == NRT_NC_NONZERO_WITH_COUNT || /* keeps other partitions */
                     inst->opcode == NRT_NC_TOPK ||               /* keeps unwritten columns */
