@@ -310,6 +310,9 @@ RULES = [
      lambda a: nisa.sequence_bounds(sb(2, 2, 8), sb(2, 8))),  # <- here
     ("shuffle_mask", ISA + "nc_stream_shuffle",
      lambda a: nisa.nc_stream_shuffle(sb(32, 8), sb(32, 8), [0] * 31)),  # <- here
+    ("matmul_perf_mode", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (s := bf(128, 128)), s,  # <- here
+                              perf_mode=nisa.matmul_perf_mode.double_row)),
     # DMA compute and the virtual registers
     ("dma_compute_sources", ISA + "dma_compute",
      lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add)),  # <- here

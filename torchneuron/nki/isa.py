@@ -122,11 +122,16 @@ def _reduce_flags(cmd, name):
 
 # ---- Tensor engine ----------------------------------------------------------
 
-def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, **_):
+def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, perf_mode=None,
+              **_):
     """dst[M, N] (PSUM, fp32) = stationary[K, M].T @ moving[K, N]. With
     accumulate=None the first write to a PSUM region overwrites and later
-    writes add; True / False force it."""
+    writes add; True / False force it. perf_mode double_row is not
+    simulated (an error, never a silent plain matmul)."""
     name = "nki.isa.nc_matmul"
+    if perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)) != "none":
+        fail(f"perf_mode={perf_mode!r} (fp8 double-row packing) is not simulated; use the "
+             "default mode", "matmul_perf_mode", name)
     for what, t in (("dst", dst), ("stationary", stationary), ("moving", moving)):
         _tile(t, what, name)
     if is_transpose:
@@ -416,7 +421,8 @@ from torchneuron.nki.isa_gather import (  # noqa: E402,F401
 from torchneuron.nki.isa_register import (  # noqa: E402,F401
     VirtualRegister, register_alloc, register_load, register_move, register_store)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
-    NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode)
+    NkiValidationError, dge_mode, dma_engine, engine, get_nc_version, matmul_perf_mode,
+    nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
            and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather", "isa_register")]
