@@ -59,7 +59,8 @@ typedef enum nrt_nc_engine {
 
 /* Operand conventions (ap[0] is always the destination; an operand with
  * tensor == -1 is absent or, where noted, an immediate in imm[]):
- *   DMA_COPY        ap1 src
+ *   DMA_COPY        ap1 src; flags ACCUMULATE: dst = dst + src in fp32 (a DMA's
+ *                   read-modify-write)
  *   MATMUL          ap1 stationary [K,M], ap2 moving [K,N]; dst [M,N] in PSUM;
  *                   flags ACCUMULATE adds to dst, otherwise overwrites
  *   TRANSPOSE       ap1 src [P,F]; dst [F,P]
