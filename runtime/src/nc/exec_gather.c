@@ -25,6 +25,29 @@ static int descending_u64(const void *x, const void *y) {
   return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* Moves the k largest of v[0..n) to the front (in no order): quickselect
+ * with a median-of-three pivot, so a top-k costs O(n) plus sorting k. */
+static void select_largest(uint64_t *v, int64_t n, int64_t k) {
+  int64_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+    uint64_t pivot = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+    int64_t i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] > pivot) i++;
+      while (v[j] < pivot) j--;
+      if (i <= j) {
+        uint64_t t = v[i];
+        v[i++] = v[j];
+        v[j--] = t;
+      }
+    }
+    if (k - 1 <= j) hi = j;
+    else if (k - 1 >= i) lo = i;
+    else return;
+  }
+}
+
 /* Per 16-partition group: the k largest of the n snake elements (ties: the
  * lower index first), written back in snake order. */
 static void exec_topk(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,
@@ -41,7 +64,8 @@ static void exec_topk(const nc_core *core, const nrt_nc_inst *inst, float *a, fl
       uint16_t bits = rows[(i % 16) * cols + i / 16];
       order[i] = ((uint64_t)bf16_key(bits) << 32) | (uint64_t)(0xffffffffu - (uint32_t)i);
     }
-    qsort(order, (size_t)n, sizeof *order, descending_u64);
+    select_largest(order, n, k);
+    qsort(order, (size_t)k, sizeof *order, descending_u64);
     for (int64_t r = 0; r < 16; r++) {
       uint16_t *vrow = (uint16_t *)c;
       uint32_t *irow = (uint32_t *)d;
