@@ -381,3 +381,30 @@ def test_matmul_accumulate_into_partly_written_psum_is_refused():
         return out
 
     _expect("psum_accumulate", k, np.zeros((128, 128), np.float32))
+
+
+def test_legacy_gathers_bounds_and_shuffle():
+    """local_gather and sequence_bounds return tiles; nc_stream_shuffle(src, dst, mask)
+    writes dst in place."""
+
+    @nki.jit
+    def kernel(src, index, ids, wide):
+        gathered = nl.ndarray((16, 8), dtype=src.dtype, buffer=nl.shared_hbm)
+        bounds = nl.ndarray((1, 2, 8), dtype=ids.dtype, buffer=nl.shared_hbm)
+        shuffled = nl.ndarray((32, 4), dtype=src.dtype, buffer=nl.shared_hbm)
+        nl.store(gathered, nisa.local_gather(nl.load(src), nl.load(index), 2, 4))
+        nl.store(bounds, nisa.sequence_bounds(segment_ids=nl.load(ids)))
+        t = nl.load(wide[0:32, 0:4])
+        out = nl.ndarray((32, 4), dtype=src.dtype, buffer=nl.sbuf)
+        nisa.nc_stream_shuffle(t, out, [31 - i for i in range(32)])
+        nl.store(shuffled, out)
+        return gathered, bounds, shuffled
+
+    src = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    index = np.array([[0, 6]] * 32, np.uint16)  # element offsets, E = 2
+    ids = np.array([[1, 1, 2, 0, 3, 3, 3, 4]], np.float32)
+    gathered, bounds, shuffled = nki.simulate_kernel(kernel, src[:16], index[:16], ids, src)
+    # indices partition first: index[0, 0], index[1, 0], ... -> 0, 0, 0, 0 (first 4)
+    np.testing.assert_array_equal(gathered, np.tile(src[:16, 0:2], (1, 4)))
+    np.testing.assert_array_equal(bounds[0], [[0, 0, 2, 8, 4, 4, 4, 7], [2, 2, 3, -1, 7, 7, 7, 8]])
+    np.testing.assert_array_equal(shuffled, src[0:32, 0:4][::-1])

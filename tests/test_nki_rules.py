@@ -21,7 +21,7 @@ import torchneuron.nki.typing as nt
 from torchneuron.nki.legacy import language as legacy_nl
 
 MARK = "# <- here"
-bf16, f32 = nl.bfloat16, nl.float32
+bf16, f32, u32 = nl.bfloat16, nl.float32, nl.uint32
 
 
 def sb(*shape, dtype=f32):
@@ -65,6 +65,13 @@ def psum_capacity(a):
     nisa.memset(banks[8], 0)  # <- here
     for p in banks:
         nisa.tensor_copy(p, p)
+
+
+def register_as_loop_bound(a):
+    r = nisa.register_alloc()
+    nisa.register_load(r, a[0:1, 0:1])
+    for _ in range(r):  # <- here
+        pass
 
 
 def psum_accumulate(a):
@@ -278,6 +285,44 @@ RULES = [
      lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here
     ("rng_state_size", ISA + "rand_set_state",
      lambda a: nisa.rand_set_state(sb(128, 6, dtype=nl.uint32))),  # <- here
+    # top-k, gathers, segment bounds, shuffles, exponential
+    ("topk_partitions", ISA + "topk",
+     lambda a: nisa.topk(bf(8, 8), sb(8, 8, dtype=u32), bf(8, 4), 16)),  # <- here
+    ("topk_n", ISA + "topk",
+     lambda a: nisa.topk(bf(16, 4), sb(16, 4, dtype=u32), bf(16, 4), 4)),  # <- here
+    ("topk_k", ISA + "topk",
+     lambda a: nisa.topk(bf(16, 32), sb(16, 32, dtype=u32), bf(16, 2), 16)),  # <- here
+    ("nc_version", ISA + "exponential",  # NeuronCore-v4 only; the default device is trn2
+     lambda a: nisa.exponential(sb(128, 8), sb(128, 8))),  # <- here
+    ("reduce_init", ISA + "exponential",
+     lambda a: nisa.exponential(sb(128, 8), sb(128, 8), reduce_init=1.0)),  # <- here
+    ("reduce_cmd", ISA + "exponential",
+     lambda a: nisa.exponential(sb(128, 8), sb(128, 8), reduce_cmd=nisa.reduce_cmd.reset)),  # <- here
+    ("local_gather_partitions", ISA + "local_gather",
+     lambda a: nisa.local_gather(sb(8, 32), sb(8, 64), sb(8, 4, dtype=nl.uint16))),  # <- here
+    ("num_elem_per_idx", ISA + "local_gather",
+     lambda a: nisa.local_gather(sb(16, 192), sb(16, 64), sb(16, 4, dtype=nl.uint16),  # <- here
+                                 num_elem_per_idx=3)),
+    ("num_valid_indices", ISA + "local_gather",
+     lambda a: nisa.local_gather(sb(16, 65), sb(16, 64), sb(16, 4, dtype=nl.uint16),  # <- here
+                                 num_valid_indices=65)),
+    ("sequence_bounds_partitions", ISA + "sequence_bounds",
+     lambda a: nisa.sequence_bounds(sb(2, 2, 8), sb(2, 8))),  # <- here
+    ("shuffle_mask", ISA + "nc_stream_shuffle",
+     lambda a: nisa.nc_stream_shuffle(sb(32, 8), sb(32, 8), [0] * 31)),  # <- here
+    ("matmul_perf_mode", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (s := bf(128, 128)), s,  # <- here
+                              perf_mode=nisa.matmul_perf_mode.double_row)),
+    # DMA compute and the virtual registers
+    ("dma_compute_sources", ISA + "dma_compute",
+     lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add)),  # <- here
+    ("dma_compute_scales", ISA + "dma_compute",
+     lambda a: nisa.dma_compute(a, [a, a], [1.0, 0.5], nl.add)),  # <- here
+    ("register_unset", ISA + "register_store",
+     lambda a: nisa.register_store(a[0:1, 0:1], nisa.register_alloc())),  # <- here
+    ("register_operand", ISA + "register_load",
+     lambda a: nisa.register_load(nisa.register_alloc(), a)),  # <- here
+    ("dynamic_register", ISA + "VirtualRegister", register_as_loop_bound),
     # the legacy dialect's masks select a box
     ("mask", None,
      lambda a: legacy_nl.load(a, mask=triangle())),  # <- here

@@ -122,11 +122,16 @@ def _reduce_flags(cmd, name):
 
 # ---- Tensor engine ----------------------------------------------------------
 
-def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, **_):
+def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, perf_mode=None,
+              **_):
     """dst[M, N] (PSUM, fp32) = stationary[K, M].T @ moving[K, N]. With
     accumulate=None the first write to a PSUM region overwrites and later
-    writes add; True / False force it."""
+    writes add; True / False force it. perf_mode double_row is not
+    simulated (an error, never a silent plain matmul)."""
     name = "nki.isa.nc_matmul"
+    if perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)) != "none":
+        fail(f"perf_mode={perf_mode!r} (fp8 double-row packing) is not simulated; use the "
+             "default mode", "matmul_perf_mode", name)
     for what, t in (("dst", dst), ("stationary", stationary), ("moving", moving)):
         _tile(t, what, name)
     if is_transpose:
@@ -349,15 +354,57 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 
 # ---- DMA ---------------------------------------------------------------------
 
-def dma_copy(dst, src, **_):
+def dma_copy(dst, src, dst_rmw_op=None, **_):
     """Copies src to dst (HBM<->SBUF, HBM<->HBM, SBUF<->SBUF), converting the
-    dtype; an HBM side is split into rows to match an on-chip side."""
+    dtype; an HBM side is split into rows to match an on-chip side. With
+    ``dst_rmw_op=nl.add`` the DMA reads dst back: dst = dst + src in fp32."""
     name = "nki.isa.dma_copy"
     _tile(dst, "dst", name), _tile(src, "src", name)
+    flags = 0
+    if dst_rmw_op is not None:
+        if _alu(dst_rmw_op, name) != alu_code("add"):
+            fail(f"dst_rmw_op must be nl.add (the only read-modify-write a DMA does), got "
+                 f"{dst_rmw_op!r}", "operand", name)
+        flags = trace.FLAG_ACCUMULATE
     rows = dst.rows() if dst.on_chip else (src.rows() if src.on_chip else None)
     dst_rec = dst.record(name=name, partitions=None if dst.on_chip else rows)[0]
     src_rec = src.record(name=name, partitions=None if src.on_chip else rows)[0]
-    _emit(name, trace.DMA_COPY, trace.DMA_ENGINE, dst, [dst_rec, src_rec])
+    _emit(name, trace.DMA_COPY, trace.DMA_ENGINE, dst, [dst_rec, src_rec], flags=flags)
+    return dst
+
+
+def dma_compute(dst, srcs, scales, reduce_op, **_):
+    """dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ... in the DMA
+    engines' fp32, rounded once into dst (HBM or SBUF; up to 16 sources of
+    dst's element count). Only nl.add and scales of 1.0 exist. Simulated as
+    a chain of DMAs through an fp32 buffer: one DMA per source plus the
+    final one, each costed as a DMA."""
+    name = "nki.isa.dma_compute"
+    _tile(dst, "dst", name)
+    srcs, scales = list(srcs), list(scales)
+    if not 1 <= len(srcs) <= 16:
+        fail(f"dma_compute takes 1 to 16 sources, got {len(srcs)}", "dma_compute_sources", name)
+    if len(scales) != len(srcs) or any(float(x) != 1.0 for x in scales):
+        fail(f"dma_compute needs one scale of 1.0 per source (the only scale the DMA engines "
+             f"apply), got {scales}", "dma_compute_scales", name)
+    if _alu(reduce_op, name) != alu_code("add"):
+        fail(f"dma_compute reduces with nl.add only, got {reduce_op!r}", "operand", name)
+    for k, t in enumerate(srcs):
+        _tile(t, f"srcs[{k}]", name)
+        if t.free_size() * t.shape[0] != dst.free_size() * dst.shape[0]:
+            fail(f"srcs[{k}] has {t.free_size() * t.shape[0]} elements but dst "
+                 f"{dst.free_size() * dst.shape[0]}", "shape_mismatch", name)
+    from torchneuron.nki import language as nl
+    aliased = any(t.storage is dst.storage for t in srcs[1:])  # read after dst is written
+    if len(srcs) == 1 or (dst.dtype is nl.float32 and not aliased):
+        acc = dst
+    else:
+        acc = nl.ndarray(dst.shape, nl.float32, buffer=nl.private_hbm)
+    dma_copy(acc, srcs[0])
+    for t in srcs[1:]:
+        dma_copy(acc, t, dst_rmw_op=nl.add)
+    if acc is not dst:
+        dma_copy(dst, acc)
     return dst
 
 
@@ -369,8 +416,13 @@ from torchneuron.nki.isa_select import (  # noqa: E402,F401
     tensor_scalar_cumulative)
 from torchneuron.nki.isa_rng import (  # noqa: E402,F401
     dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed)
+from torchneuron.nki.isa_gather import (  # noqa: E402,F401
+    exponential, local_gather, nc_n_gather, nc_stream_shuffle, sequence_bounds, topk)
+from torchneuron.nki.isa_register import (  # noqa: E402,F401
+    VirtualRegister, register_alloc, register_load, register_move, register_store)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
-    NkiValidationError, dge_mode, engine, get_nc_version, nc_version, oob_mode)
+    NkiValidationError, dge_mode, dma_engine, engine, get_nc_version, matmul_perf_mode,
+    nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng")]
+           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather", "isa_register")]

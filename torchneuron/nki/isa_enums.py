@@ -73,3 +73,24 @@ class oob_mode(_IsaEnum):
 
     error = 0
     skip = 1
+
+
+class matmul_perf_mode(str, enum.Enum):
+    """nc_matmul's Tensor-engine mode: ``none``, or ``double_row`` (two fp8
+    pairs per cycle, the contraction split over partitions and a first free
+    dim of 2), which the simulator does not model and refuses."""
+
+    none = "none"
+    double_row = "double_row"
+
+    def __repr__(self):
+        return f"nisa.matmul_perf_mode.{self.name}"
+
+
+class dma_engine(_IsaEnum):
+    """Which DMA moves the data: the shared DMA queues (``dma``) or GpSimd's
+    internal one (``gpsimd_dma``); the simulator costs both as the shared
+    queues."""
+
+    dma = 0
+    gpsimd_dma = 1

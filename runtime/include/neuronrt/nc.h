@@ -59,7 +59,8 @@ typedef enum nrt_nc_engine {
 
 /* Operand conventions (ap[0] is always the destination; an operand with
  * tensor == -1 is absent or, where noted, an immediate in imm[]):
- *   DMA_COPY        ap1 src
+ *   DMA_COPY        ap1 src; flags ACCUMULATE: dst = dst + src in fp32 (a DMA's
+ *                   read-modify-write)
  *   MATMUL          ap1 stationary [K,M], ap2 moving [K,N]; dst [M,N] in PSUM;
  *                   flags ACCUMULATE adds to dst, otherwise overwrites
  *   TRANSPOSE       ap1 src [P,F]; dst [F,P]
@@ -120,6 +121,31 @@ typedef enum nrt_nc_opcode {
   NRT_NC_NONZERO_WITH_COUNT, /* GpSimd, partitions 0, 16, ..., 112 of ap1 src [P, T]: dst[P, T+1] =
                               * indices of nonzeros + imm0, then imm1 padding, then the count */
   NRT_NC_DMA_TRANSPOSE,      /* DMA: dst[F, P] = src[P, F] (same dtype) */
+  /* Random numbers (runtime/src/nc/exec_rng.c). Each engine lane has XORWOW
+   * generators (GpSimd 1, Vector 4 streams), kept across instructions. */
+  NRT_NC_RNG,                /* dst = 32 random bits per element (low bits if narrower) */
+  NRT_NC_RAND2,              /* dst = uniform in [ap1 or imm0, ap2 or imm1) */
+  NRT_NC_DROPOUT,            /* ap1 data, ap2 prob [P,1] (else imm0): 0 where u < prob */
+  NRT_NC_RNG_SEED,           /* ap0 seed [1,1] (read): seeds every lane of the engine */
+  NRT_NC_RNG_SET_STATE,      /* ap0 states [P, 6 * streams] uint32 (read) */
+  NRT_NC_RNG_GET_STATE,      /* dst [P, 6 * streams] uint32 = the lanes' states */
+  /* Top-k, gathers, shuffles, segment bounds, exponential
+   * (runtime/src/nc/exec_gather.c). */
+  NRT_NC_TOPK,               /* GpSimd: per 16-partition group, the k = free(ap0) largest of the
+                              * first imm0 elements of ap1 (bf16, snake order: element i at
+                              * partition i % 16, column i / 16); ap0 values, ap2 uint32 indices,
+                              * result j at partition j % 16, column j / 16; ascending, or
+                              * descending with REVERSE0 */
+  NRT_NC_EXPONENTIAL,        /* Vector: dst = exp(ap1 - (ap2 [P,1] or imm0)); ap4 reduce_res (sum),
+                              * reduce flags with imm1 the load_reduce value */
+  NRT_NC_LOCAL_GATHER,       /* GpSimd: per 16-partition group, indices ap2 (uint16) flattened
+                              * partition-first, the first imm1 of them; dst[p, v*E + e] =
+                              * ap1[p, index[v] + e], E = imm0 */
+  NRT_NC_N_GATHER,           /* GpSimd: dst[p, j] = ap1[p, ap2[p, j]] (flattened free dims) */
+  NRT_NC_SEQUENCE_BOUNDS,    /* GpSimd: dst[1, 2, n] = (start, end) of each element's segment of
+                              * ap1[1, n]; id 0 is padding: (n, -1) */
+  NRT_NC_STREAM_SHUFFLE,     /* Vector: per 32-partition quadrant, dst partition i = src partition
+                              * mask[i] (6 bits each, 8 per imm[q], 63: unchanged) */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 

@@ -48,6 +48,11 @@ void nc_exec_select(const nc_core *core, const nrt_nc_inst *inst, float *a, floa
 void nc_exec_rng(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
 void nc_rng_init(const nc_core *core);
 int nc_rng_streams(int32_t engine);
+/* exec_gather.c: topk, exponential, local_gather, nc_n_gather,
+ * sequence_bounds and nc_stream_shuffle (a..d: scratch rows; the executor
+ * sizes them for a 32-partition group of the largest operand). */
+void nc_exec_gather(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,
+                    float *d);
 /* Applies the instruction's reduce_cmd flags to the reduce register of dst's
  * partition p, whose results reduce (op) to row; returns what reduce_res
  * receives (the register after folding, or row when idle). */

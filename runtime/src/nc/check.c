@@ -45,6 +45,12 @@ static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
     [NRT_NC_RNG_SEED] = {"src_seeds"},
     [NRT_NC_RNG_SET_STATE] = {"src_seeds"},
     [NRT_NC_RNG_GET_STATE] = {"dst"},
+    [NRT_NC_TOPK] = {"val_dst", "src", "idx_dst"},
+    [NRT_NC_EXPONENTIAL] = {"dst", "src", "max_value", "operand", "reduce_res"},
+    [NRT_NC_LOCAL_GATHER] = {"dst", "src_buffer", "index"},
+    [NRT_NC_N_GATHER] = {"dst", "data", "indices"},
+    [NRT_NC_SEQUENCE_BOUNDS] = {"dst", "segment_ids"},
+    [NRT_NC_STREAM_SHUFFLE] = {"dst", "src"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -292,6 +298,9 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
   else if (ok && op == NRT_NC_DMA_TRANSPOSE) ok = e == NRT_NC_ENGINE_DMA;
   else if (ok && (op == NRT_NC_RNG || op == NRT_NC_RNG_SET_STATE || op == NRT_NC_RNG_GET_STATE))
     ok = e == NRT_NC_ENGINE_VECTOR || e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && (op == NRT_NC_TOPK || op == NRT_NC_LOCAL_GATHER || op == NRT_NC_N_GATHER ||
+                   op == NRT_NC_SEQUENCE_BOUNDS))
+    ok = e == NRT_NC_ENGINE_GPSIMD;
   else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
@@ -421,6 +430,12 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
     case NRT_NC_RNG: case NRT_NC_RAND2: case NRT_NC_DROPOUT: case NRT_NC_RNG_SEED:
     case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
       if ((s = nc_check_rng(p, i, diag))) return s;
+      break;
+    case NRT_NC_STREAM_SHUFFLE: /* its own partition-start rule */
+      return nc_check_gather(p, i, diag);
+    case NRT_NC_TOPK: case NRT_NC_EXPONENTIAL: case NRT_NC_LOCAL_GATHER: case NRT_NC_N_GATHER:
+    case NRT_NC_SEQUENCE_BOUNDS:
+      if ((s = nc_check_gather(p, i, diag))) return s;
       break;
     default:
       if ((s = check_elementwise(p, i, diag))) return s;

@@ -13,6 +13,13 @@
  *                 published formula); select_reduce as tensor_tensor;
  *                 dma_transpose as a DMA of its bytes (assumed)
  *   rng, rand2, dropout, the generator state   max(64, N) (assumed)
+ *   topk          4 n + k GpSimd cycles (ISA reference, nki.isa.topk)
+ *   local_gather  150 + V E / C, C = ((28 + 4 E) / (4 E)) / min(4 / dtype size, E)
+ *                 (ISA reference; V indices of E elements)
+ *   nc_n_gather   150 per 512-element group + N (assumed, as iota: one group of
+ *                 the underlying instruction per 512 elements, per the reference)
+ *   sequence_bounds   150 + 2 N (assumed: a forward and a backward sweep)
+ *   exponential, nc_stream_shuffle   max(64, N) as activation / tensor_copy (assumed)
  * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
  * 1.3 us latency. Engines run in parallel, in program order each, ordered
  * across engines only by data: a read waits for the last write of its
@@ -68,6 +75,14 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
     case NRT_NC_PARTITION_REDUCE:
       return max2(MIN_II, (double)inst->ap[1].partitions * (double)nc_ap_free_elems(&inst->ap[1]) / 8.0);
     case NRT_NC_BN_AGGR: return max2(MIN_II, 13.0 * (double)nc_ap_free_elems(&inst->ap[1]) / 3.0);
+    case NRT_NC_TOPK: return 4.0 * inst->imm[0] + n;
+    case NRT_NC_LOCAL_GATHER: {
+      double e = inst->imm[0], v = inst->imm[1], size = (double)nrt_nc_dtype_size(inst->ap[1].dtype);
+      double per = 4.0 / size < e ? 4.0 / size : e;
+      return 150.0 + v * e / (((28.0 + 4.0 * e) / (4.0 * e)) / per);
+    }
+    case NRT_NC_N_GATHER: return 150.0 * (double)((nc_ap_free_elems(&inst->ap[0]) + 511) / 512) + n;
+    case NRT_NC_SEQUENCE_BOUNDS: return 150.0 + n;
     default: return max2(MIN_II, (double)max_free(inst));
   }
 }

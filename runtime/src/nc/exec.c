@@ -84,8 +84,14 @@ static int is_int_dtype(int32_t dtype) { return dtype <= NRT_NC_INT32; }
 
 static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t n = nc_ap_free_elems(dst);
   for (int64_t p = 0; p < dst->partitions; p++) {
-    if (dst->dtype == src->dtype) { /* bit-exact */
+    if (inst->flags & NRT_NC_FLAG_ACCUMULATE) { /* a DMA's read-modify-write: dst + src in fp32 */
+      nc_gather_f32(core, dst, p, s->a);
+      nc_gather_f32(core, src, p, s->b);
+      for (int64_t j = 0; j < n; j++) s->a[j] += s->b[j];
+      nc_scatter_f32(core, dst, p, s->a);
+    } else if (dst->dtype == src->dtype) { /* bit-exact */
       nc_gather_raw(core, src, p, (uint8_t *)s->a);
       nc_scatter_raw(core, dst, p, (const uint8_t *)s->a);
     } else {
@@ -328,6 +334,10 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_RNG_SET_STATE: case NRT_NC_RNG_GET_STATE:
       nc_exec_rng(core, inst, s->a, s->b);
       break;
+    case NRT_NC_TOPK: case NRT_NC_EXPONENTIAL: case NRT_NC_LOCAL_GATHER: case NRT_NC_N_GATHER:
+    case NRT_NC_SEQUENCE_BOUNDS: case NRT_NC_STREAM_SHUFFLE:
+      nc_exec_gather(core, inst, s->a, s->b, s->c, s->d);
+      break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }
@@ -355,6 +365,9 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
   for (int32_t i = 0; i < p->num_insts; i++)
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int64_t n = nc_ap_free_elems(&p->insts[i].ap[k]) + 16;
+      int32_t op = p->insts[i].opcode;
+      /* A whole 16- or 32-partition group of rows at once (and topk's sort keys). */
+      if (op == NRT_NC_TOPK || op == NRT_NC_LOCAL_GATHER || op == NRT_NC_STREAM_SHUFFLE) n = 32 * n;
       if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
     }
   core_memory mem;

@@ -6,20 +6,8 @@
 #include <stdint.h>
 #include "internal.h"
 
-/* Random numbers (exec_rng.c): opcodes after the public ones. The tracer
- * emits them by number like every opcode (torchneuron/nki/trace.py); they
- * belong in neuronrt/nc.h's enum, and move there with its next change (the
- * header every extension source includes). Each engine lane has XORWOW
- * generators (GpSimd 1, Vector 4 streams), kept across instructions. */
-enum {
-  NRT_NC_RNG = NRT_NC_OPCODE_COUNT, /* dst = 32 random bits per element (low bits if narrower) */
-  NRT_NC_RAND2,                     /* dst = uniform in [ap1 or imm0, ap2 or imm1) */
-  NRT_NC_DROPOUT,                   /* ap1 data, ap2 prob [P,1] (else imm0): 0 where u < prob */
-  NRT_NC_RNG_SEED,                  /* ap0 seed [1,1] (read): seeds every lane of the engine */
-  NRT_NC_RNG_SET_STATE,             /* ap0 states [P, 6 * streams] uint32 (read) */
-  NRT_NC_RNG_GET_STATE,             /* dst [P, 6 * streams] uint32 = the lanes' states */
-  NC_OPCODE_END
-};
+/* One past the last opcode. */
+#define NC_OPCODE_END NRT_NC_OPCODE_COUNT
 
 struct nrt_nc_program {
   atomic_int refs;
@@ -27,6 +15,7 @@ struct nrt_nc_program {
   nrt_nc_inst *insts;     /* free dims normalised to exactly 4 (leading count-1 dims) */
   nrt_nc_tensor *tensors; /* on-chip placements filled in */
   nrt_nc_geometry geometry;
+  int32_t target; /* nrt_target: the generation whose rules apply */
   /* Liveness: the instruction at which each tensor is first touched, and
    * whether fresh memory must be filled (it is read before fully written). */
   int32_t *first_use;
@@ -53,6 +42,10 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
 
 /* check_rng.c: the rules of rng, rand2, dropout and the generator state. */
 nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+
+/* check_gather.c: the rules of topk, exponential, the gathers,
+ * sequence_bounds and nc_stream_shuffle. */
+nrt_status nc_check_gather(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);

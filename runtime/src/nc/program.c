@@ -58,9 +58,12 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
     return 1; /* the seed / state source */
   if (k == 0) {
-    int reads_dst = (inst->opcode == NRT_NC_MATMUL && (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
+    int reads_dst = ((inst->opcode == NRT_NC_MATMUL || inst->opcode == NRT_NC_DMA_COPY) &&
+                     (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
                     inst->opcode == NRT_NC_COPY_PREDICATED ||
-                    inst->opcode == NRT_NC_NONZERO_WITH_COUNT; /* keeps other partitions */
+                    inst->opcode == NRT_NC_NONZERO_WITH_COUNT || /* keeps other partitions */
+                    inst->opcode == NRT_NC_TOPK ||               /* keeps unwritten columns */
+                    inst->opcode == NRT_NC_STREAM_SHUFFLE;       /* keeps mask-255 partitions */
     return reads_dst ? 3 : 2;
   }
   if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR ||
@@ -68,6 +71,8 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
                  inst->opcode == NRT_NC_RANGE_SELECT))
     return 2; /* reduce_res */
   if (k == 3 && inst->opcode == NRT_NC_MATCH_REPLACE8) return 2; /* the indices */
+  if (k == 2 && inst->opcode == NRT_NC_TOPK) return 3;            /* idx_dst, partly written */
+  if (k == 4 && inst->opcode == NRT_NC_EXPONENTIAL) return 2;     /* reduce_res */
   return 1;
 }
 
@@ -153,6 +158,7 @@ nrt_status nrt_nc_program_create(const nrt_nc_inst *insts, int32_t num_insts,
   p->num_insts = num_insts;
   p->num_tensors = num_tensors;
   p->geometry = *geometry;
+  p->target = (int32_t)props->target;
   memcpy(p->insts, insts, ni * sizeof *insts);
   memcpy(p->tensors, tensors, nt * sizeof *tensors);
   for (int32_t i = 0; i < num_insts && !s; i++)

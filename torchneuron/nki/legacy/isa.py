@@ -289,6 +289,34 @@ def dma_copy(dst, src, mask=None, **_):
     _cur.dma_copy(clip(dst, box), clip(src, box))
 
 
+@_with_mask
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, **_):
+    """A new SBUF tile [P, V * E] of src_buffer's dtype: per 16-partition group,
+    E elements at each of the group's first V indices (nisa.local_gather)."""
+    v = index.free_size() * 16 if num_valid_indices is None else int(num_valid_indices)
+    out = _nl.ndarray((src_buffer.shape[0], v * int(num_elem_per_idx)), src_buffer.dtype,
+                      buffer=_nl.sbuf)
+    return _cur.local_gather(out, src_buffer, index, num_elem_per_idx=num_elem_per_idx,
+                             num_valid_indices=v)
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, mask=None, **_):
+    """dst partition i = src partition shuffle_mask[i] in each 32-partition
+    quadrant (the legacy form takes src first and writes dst in place)."""
+    if mask is not None:
+        fail("nc_stream_shuffle takes no mask here", "mask", "nki.isa.nc_stream_shuffle")
+    _cur.nc_stream_shuffle(dst, src, shuffle_mask)
+
+
+def sequence_bounds(segment_ids, dtype=None, **_):
+    """A new SBUF tile [1, 2, n]: each element's segment start and end
+    (nisa.sequence_bounds), in dtype (default: segment_ids' dtype)."""
+    out = _nl.ndarray((1, 2, segment_ids.free_size()),
+                      _nl.as_dtype(dtype) if dtype is not None else segment_ids.dtype,
+                      buffer=_nl.sbuf)
+    return _cur.sequence_bounds(out, segment_ids)
+
+
 __all__ = sorted(n for n, v in globals().items()
                  if not n.startswith("_") and (callable(v) or isinstance(v, Engine))
                  and n not in ("IndexExpr", "Mask", "NkiTensor", "clip", "mask_box", "fail"))
