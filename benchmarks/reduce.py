@@ -2,13 +2,14 @@
 
 16M-element float32 and bfloat16 inputs, reduced fully, along the last dim
 and along dim 0 of a [4096, 4096] view: sum, amax, logsumexp (and a few
-more with --all, aminmax and nansum among them). Each time is the median of several runs measured in this
+more with --all: aminmax, nansum, cummax and cummin among them; --ops picks
+some by name). Each time is the median of several runs measured in this
 process (the best run is printed too: on a shared machine it shows what
 each side does undisturbed); GB/s counts the input bytes read once; a
 ratio is CPU time / neuron time (above 1.0 means neuron is faster).
 PyTorch CPU runs with 2 threads unless --cpu-threads says otherwise.
 
-    python benchmarks/reduce.py [--repeats N] [--all] [--cpu-threads T]
+    python benchmarks/reduce.py [--repeats N] [--all] [--ops a,b] [--cpu-threads T]
 """
 
 import argparse
@@ -25,7 +26,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cpu-threads", type=int, default=2)
-    parser.add_argument("--all", action="store_true", help="also mean, var, norm, argmax, cumsum")
+    parser.add_argument("--all", action="store_true", help="also mean, var, norm, argmax, cumsum, ...")
+    parser.add_argument("--ops", default="", help="comma-separated names: only these (implies --all)")
     args = parser.parse_args()
     torch.set_num_threads(args.cpu_threads)
 
@@ -34,19 +36,26 @@ def main() -> None:
         "amax": lambda x, d: x.amax() if d is None else x.amax(d),
         "logsumexp": lambda x, d: x.logsumexp(tuple(range(x.dim())) if d is None else d),
     }
-    if args.all:
+    if args.all or args.ops:
         ops.update({
             "mean": lambda x, d: x.mean() if d is None else x.mean(d),
             "var": lambda x, d: x.var() if d is None else x.var(d),
             "norm": lambda x, d: torch.linalg.vector_norm(x, dim=d),
             "argmax": lambda x, d: x.argmax(d),
             "cumsum": lambda x, d: x.cumsum(0 if d is None else d),
-            # composed of native kernels: aminmax is amin + amax (two passes
-            # where the CPU makes one), nansum is where(isnan) + sum
+            # one native pass each (the CPU also makes one)
             "aminmax": lambda x, d: torch.aminmax(x) if d is None else torch.aminmax(x, dim=d),
             "nansum": lambda x, d: x.nansum() if d is None else x.nansum(d),
             "logcumsumexp": lambda x, d: x.logcumsumexp(0 if d is None else d),
+            "cummax": lambda x, d: x.cummax(0 if d is None else d),
+            "cummin": lambda x, d: x.cummin(0 if d is None else d),
         })
+    if args.ops:
+        wanted = args.ops.split(",")
+        unknown = set(wanted) - set(ops)
+        if unknown:
+            parser.error(f"unknown ops {sorted(unknown)}; known: {sorted(ops)}")
+        ops = {name: ops[name] for name in wanted}
     layouts = {"full": None, "last dim": 1, "dim 0": 0}
 
     print(f"16M elements as [4096, 4096]; CPU threads: {args.cpu_threads}; "

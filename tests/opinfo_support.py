@@ -146,8 +146,15 @@ def overloads_of(name: str) -> list[str]:
     return [f"aten::{name}" + ("" if o == "default" else f".{o}") for o in packet.overloads()]
 
 
+# Ops whose every overload is CompositeExplicitAutograd and whose device work
+# is one helper op (what a backend registers): the helper is their primary op.
+DEVICE_HELPERS = {"cummax": "_cummax_helper", "cummin": "_cummin_helper"}
+
+
 def candidate_names(op) -> list[str]:
     names = [op.aten_name, op.name.replace(".", "_")]
+    if op.aten_name in DEVICE_HELPERS:
+        names.append(DEVICE_HELPERS[op.aten_name])
     for fn in (op.method_variant, op.inplace_variant):  # Tensor methods: ATen names
         name = getattr(fn, "__name__", None)
         if name and name != "<lambda>":

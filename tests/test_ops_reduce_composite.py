@@ -1,12 +1,14 @@
-"""aminmax, nansum, nanmean and trace (composed of native kernels) and
-logcumsumexp (a native scan) on neuron against PyTorch CPU: whole tensor
-and per dim, keepdim, out=, non-contiguous and 0-d inputs, NaN and
-infinities, every dtype the CPU kernels take; min/max are compared exactly.
-No op may fall back to the CPU.
+"""aminmax, nansum and trace (each one native reduction pass), nanmean
+(PyTorch's composite of nansum) and logcumsumexp (a native scan) on neuron
+against PyTorch CPU: whole tensor and per dim, keepdim, out=, non-contiguous,
+broadcast, zero-size and 0-d inputs, NaN and infinities, every dtype the CPU
+kernels take; min/max are compared exactly. No op may fall back to the CPU.
 """
 
 import pytest
 import torch
+
+import torchneuron
 
 
 DEV = "neuron"
@@ -106,6 +108,50 @@ def test_trace(dtype):
         torch.trace(torch.ones(3, device=DEV))
     with pytest.raises(NotImplementedError):
         torch.trace(torch.ones(2, 2, dtype=torch.bool, device=DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int16, torch.float64], ids=str)
+def test_aminmax_paths(dtype):
+    # row runs longer than the lanes (NaN in the lanes, in the tail, or
+    # none), column blocks, a broadcast input and a sliced one
+    x = values((6, 203), dtype, nan=False)
+    if dtype.is_floating_point:
+        x[1, 5] = float("nan")
+        x[2, 202] = float("nan")
+        x[3, 7] = float("-inf")
+    for t in (x, x.t(), x[:, ::4], values((1, 50), dtype, nan=False).expand(9, 50)):
+        for kwargs in ({}, {"dim": 0}, {"dim": 1, "keepdim": True}):
+            got, want = torch.aminmax(t.to(DEV), **kwargs), torch.aminmax(t, **kwargs)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g.cpu(), w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_single_pass(op_tracking):
+    x = torch.randn(5, 6, device=DEV)
+    torch.aminmax(x, dim=1)
+    torch.nansum(x)
+    torch.trace(x[:, :5])
+    ran = torchneuron.get_executed_ops()
+    assert not {"aten::amin", "aten::amax", "aten::isnan", "aten::where.self", "aten::sum"} & set(ran), ran
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_nansum_edges(dtype):
+    tol = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-6
+    nan = float("nan")
+    x = torch.tensor([[nan, nan, nan], [1.5, nan, -2.0], [0.25, 0.5, 1.0]], dtype=dtype)
+    for t in (x, x.t(), x[:, ::2], torch.tensor([[nan, 3.0]], dtype=dtype).expand(4, 2)):
+        for kwargs in ({}, {"dim": 0}, {"dim": 1}, {"dim": 1, "dtype": torch.float64}):
+            torch.testing.assert_close(torch.nansum(t.to(DEV), **kwargs).cpu(), torch.nansum(t, **kwargs),
+                                       rtol=tol, atol=tol)
+    for shape, dim in (((0, 3), 0), ((0, 3), 1), ((4, 0), 1)):
+        e = torch.ones(shape, dtype=dtype)
+        got, want = torch.nansum(e.to(DEV), dim), torch.nansum(e, dim)
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+    long = torch.randn(5000, dtype=torch.float64)
+    long[::7] = nan
+    got = torch.nansum(long.to(dtype).to(DEV))
+    torch.testing.assert_close(got.cpu(), torch.nansum(long.to(dtype)), rtol=tol, atol=tol * 50)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -464,6 +464,30 @@ static void check_op(nrt_op_code code, ref_kind kind, const geometry *g, nrt_dty
   free_tensor(&in);
 }
 
+/* AMINMAX on g: both outputs against AMIN's and AMAX's twins. */
+static void check_aminmax(const geometry *g, nrt_dtype t) {
+  tensor in = input_of(g, t);
+  fill_values(&in, 0);
+  tensor outs[2] = {output_of(g, t), output_of(g, t)};
+  nrt_status s = run_op(NRT_OP_AMINMAX, 2, outs, &in, 0, NULL);
+  if (reduces_empty(g) && numel_of(&outs[0].view) > 0) {
+    CHECK(s == NRT_ERROR_INVALID_ARGUMENT);
+  } else {
+    CHECK_OK(s);
+    ref_acc *lo = reference(&in, &outs[0].view, R_MIN, 0), *hi = reference(&in, &outs[0].view, R_MAX, 0);
+    int64_t bad = 0;
+    for (int64_t j = 0; j < numel_of(&outs[0].view); j++)
+      bad += !same_result(&outs[0], j, lo[j].best, (int64_t)lo[j].best, 0) ||
+             !same_result(&outs[1], j, hi[j].best, (int64_t)hi[j].best, 0);
+    if (bad) fprintf(stderr, "  aminmax on %s (%s): %lld wrong\n", g->name, nrt_dtype_name(t), (long long)bad);
+    CHECK(bad == 0);
+    free(lo);
+    free(hi);
+  }
+  for (int k = 0; k < 2; k++) free_tensor(&outs[k]);
+  free_tensor(&in);
+}
+
 static const nrt_dtype all_dtypes[] = {NRT_BOOL,    NRT_UINT8,    NRT_INT8,    NRT_INT16,
                                        NRT_INT32,   NRT_INT64,    NRT_FLOAT16, NRT_BFLOAT16,
                                        NRT_FLOAT32, NRT_FLOAT64};
@@ -479,6 +503,8 @@ static void test_exact_reductions(void) {
       nrt_dtype wide = is_float(t) ? t : NRT_INT64;
       if (skip_large(g, t)) continue;
       check_op(NRT_OP_SUM, R_SUM, g, t, wide, 1, 0, NULL, 0);
+      check_op(NRT_OP_NANSUM, R_SUM, g, t, wide, 1, 0, NULL, 0); /* no NaN here: the sum */
+      check_aminmax(g, t);
       check_op(NRT_OP_PROD, R_PROD, g, t, wide, 1, 0, NULL, 0);
       check_op(NRT_OP_COUNT_NONZERO, R_NONZERO, g, t, NRT_INT64, 1, 0, NULL, 0);
       check_op(NRT_OP_ANY, R_ANY, g, t, NRT_BOOL, 1, 0, NULL, 0);
@@ -584,6 +610,16 @@ static void test_nan_and_infinity(void) {
     CHECK(isnan(reduce_vector(NRT_OP_ARGMAX, t, 5, with_nan, &at, 0, NULL)) && at == 1);
     CHECK(isnan(reduce_vector(NRT_OP_ARGMIN, t, 5, with_nan, &at, 0, NULL)) && at == 1);
     CHECK(isnan(reduce_vector(NRT_OP_LOGSUMEXP, t, 5, with_nan, NULL, 0, NULL)));
+    CHECK(reduce_vector(NRT_OP_NANSUM, t, 5, with_nan, NULL, 0, NULL) == 7);
+    {
+      tensor in = vector_of(t, 5, with_nan);
+      int64_t one = 1;
+      tensor outs[2] = {make_tensor(t, 1, &one, NULL, 1), make_tensor(t, 1, &one, NULL, 1)};
+      CHECK_OK(run_op(NRT_OP_AMINMAX, 2, outs, &in, 0, NULL));
+      CHECK(isnan(read_value(t, outs[0].host)) && isnan(read_value(t, outs[1].host)));
+      for (int k = 0; k < 2; k++) free_tensor(&outs[k]);
+      free_tensor(&in);
+    }
     const double inf_p = INFINITY, zero = 0;
     CHECK(isnan(reduce_vector(NRT_OP_NORM, t, 5, with_nan, NULL, 1, &inf_p)));
     CHECK(reduce_vector(NRT_OP_NORM, t, 5, with_nan, NULL, 1, &zero) == 5);
@@ -675,6 +711,37 @@ static void check_scan(nrt_op_code code, const geometry *g, int dim, nrt_dtype i
   free_tensor(&in);
 }
 
+/* CUMMAX/CUMMIN against a twin that walks each line with PyTorch's CPU rule
+ * (a NaN or a value >= (max) / <= (min) the running one takes over), on
+ * inputs with many ties and, for floats, NaNs. */
+static void check_extreme_scan(nrt_op_code code, const geometry *g, int dim, nrt_dtype t) {
+  tensor in = input_of(g, t);
+  fill_values(&in, 0);
+  int64_t n = numel_of(&in.view);
+  if (is_float(t))
+    for (int64_t i = 3; i < n; i += 11) write_value(t, element(&in, i), NAN);
+  tensor outs[2] = {make_tensor(t, g->ndim, g->shape, NULL, n), make_tensor(NRT_INT64, g->ndim, g->shape, NULL, n)};
+  CHECK_OK(run_op(code, 2, outs, &in, 1, (double[]){dim}));
+  int64_t bad = 0, len = g->ndim ? g->shape[dim] : 1, inner = 1;
+  for (int d = dim + 1; d < g->ndim; d++) inner *= g->shape[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t pos = (i / inner) % len, at = 0;
+    double best = read_value(t, element(&in, i - pos * inner));
+    for (int64_t k = 0; k <= pos; k++) {
+      double v = read_value(t, element(&in, i - (pos - k) * inner));
+      if (v != v || (best == best && (code == NRT_OP_CUMMAX ? v >= best : v <= best))) best = v, at = k;
+    }
+    int ok = same_result(&outs[0], i, best, (int64_t)best, 0) && *(int64_t *)element(&outs[1], i) == at;
+    if (!ok && bad++ < 3)
+      fprintf(stderr, "  %s on %s dim %d (%s): element %lld: got %g at %lld, want %g at %lld\n", nrt_op_name(code),
+              g->name, dim, nrt_dtype_name(t), (long long)i, read_value(t, element(&outs[0], i)),
+              (long long)*(int64_t *)element(&outs[1], i), best, (long long)at);
+  }
+  CHECK(bad == 0);
+  for (int k = 0; k < 2; k++) free_tensor(&outs[k]);
+  free_tensor(&in);
+}
+
 static void test_scans(void) {
   static const int scan_geometries[] = {0, 1, 3, 6, 8, 15, 18};
   for (size_t gi = 0; gi < sizeof scan_geometries / sizeof scan_geometries[0]; gi++) {
@@ -684,6 +751,8 @@ static void test_scans(void) {
         nrt_dtype t = all_dtypes[ti], wide = is_float(t) ? t : NRT_INT64;
         check_scan(NRT_OP_CUMSUM, g, dim, t, wide);
         check_scan(NRT_OP_CUMPROD, g, dim, t, wide);
+        check_extreme_scan(NRT_OP_CUMMAX, g, dim, t);
+        check_extreme_scan(NRT_OP_CUMMIN, g, dim, t);
       }
   }
   check_scan(NRT_OP_CUMSUM, &geometries[1], 1, NRT_INT32, NRT_INT8);

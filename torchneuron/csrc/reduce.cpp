@@ -18,6 +18,7 @@
 #include <ATen/ops/all_meta.h>
 #include <ATen/ops/amax_meta.h>
 #include <ATen/ops/amin_meta.h>
+#include <ATen/ops/aminmax_meta.h>
 #include <ATen/ops/any_meta.h>
 #include <ATen/ops/argmax_meta.h>
 #include <ATen/ops/argmin_meta.h>
@@ -148,7 +149,7 @@ at::Tensor reduction_result(const at::Tensor& self, const DimMask& mask, bool ke
   return *out;
 }
 
-// ---- sum, mean, prod -------------------------------------------------------
+// ---- sum, nansum, trace, mean, prod ---------------------------------------
 
 at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& mask) {
   launch_reduction(NRT_OP_SUM, input_for(self, result.scalar_type()), mask, {result});
@@ -180,6 +181,52 @@ at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) 
   Outputs<at::meta::structured_sum_dim_IntList, 1> out;
   out.meta(self, std::nullopt, false, dtype);
   return sum_into(out[0], self, every_dim());
+}
+
+// nansum: integers have no NaN and take sum's path, as on the CPU; floating
+// inputs one NANSUM pass (NaN read as zero).
+at::Tensor& nansum_into(at::Tensor& result, const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  DimMask mask = dims_mask(dim, self.dim());
+  at::native::resize_output(result, at::native::shape_from_dim_mask(self, mask, keepdim));
+  launch_reduction(NRT_OP_NANSUM, input_for(self, result.scalar_type()), mask, {result});
+  return result;
+}
+
+at::Tensor& nansum_out(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype, at::Tensor& result) {
+  NEURON_TRACK_OP("aten::nansum.out");
+  c10::DeviceGuard guard(self.device());
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return at::sum_out(result, self, dim, keepdim, dtype);
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  TORCH_CHECK(!dtype || *dtype == result.scalar_type(), "Expected the dtype for input and out to match, but got ",
+              *dtype, " for input's dtype and ", result.scalar_type(), " for out's dtype.");
+  TORCH_CHECK(result.device() == self.device(), "Expected out tensor to have device ", self.device(), ", but got ",
+              result.device(), " instead");
+  return nansum_into(result, self, dim, keepdim);
+}
+
+at::Tensor nansum(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim, std::optional<at::ScalarType> dtype) {
+  NEURON_TRACK_OP("aten::nansum");
+  c10::DeviceGuard guard(self.device());
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/true)) return at::sum(self, dim, keepdim, dtype);
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  at::Tensor result = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
+  return nansum_into(result, self, dim, keepdim);
+}
+
+// trace: one SUM pass over the diagonal view; integers summed into int64,
+// floating types in their own dtype, as the CPU's result dtypes.
+at::Tensor trace(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::trace");
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "trace: complex inputs are not supported on neuron");
+  c10::DeviceGuard guard(self.device());
+  at::ScalarType dtype = at::isIntegralType(self.scalar_type(), false) ? at::kLong : self.scalar_type();
+  at::Tensor result = at::empty({}, self.options().dtype(dtype));
+  if (self.numel() == 0) return result.zero_();
+  return sum_into(result, self.diagonal(), every_dim());
 }
 
 // Mean of float16/bfloat16 accumulates in float (here float64) and rounds
@@ -280,6 +327,30 @@ at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, 
   NEURON_TRACK_OP("aten::amin.out");
   extreme<at::meta::structured_amin>(NRT_OP_AMIN, self, dim, keepdim, &result);
   return result;
+}
+
+// aminmax: both extremes in one AMINMAX pass (PyTorch's meta function checks
+// the arguments and states the outputs).
+std::tuple<at::Tensor, at::Tensor> aminmax_into(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                const at::Tensor* min, const at::Tensor* max) {
+  TORCH_CHECK(!self.is_complex(), "aminmax(): does not support complex input");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_aminmax, 2> out({min ? *min : at::Tensor(), max ? *max : at::Tensor()});
+  out.meta(self, dim, keepdim);
+  launch_reduction(NRT_OP_AMINMAX, self, dim ? one_dim(*dim, self.dim()) : every_dim(), {out[0], out[1]});
+  return {out[0], out[1]};
+}
+
+std::tuple<at::Tensor, at::Tensor> aminmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+  NEURON_TRACK_OP("aten::aminmax");
+  return aminmax_into(self, dim, keepdim, nullptr, nullptr);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                                                 at::Tensor& min, at::Tensor& max) {
+  NEURON_TRACK_OP("aten::aminmax.out");
+  aminmax_into(self, dim, keepdim, &min, &max);
+  return {min, max};
 }
 
 // max() / min() over everything (no identity: empty input is an error).
@@ -783,6 +854,53 @@ at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& re
   return result;
 }
 
+// cummax / cummin: PyTorch's composite (cummax_out) checks, resizes and
+// handles 0-d and empty inputs, then calls this helper with values of the
+// input's dtype and int64 indices of its shape.
+void cum_extreme_helper(nrt_op_code code, const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                        int64_t dim) {
+  const char* name = nrt_op_name(code);
+  TORCH_CHECK(values.scalar_type() == self.scalar_type() && indices.scalar_type() == at::kLong, name,
+              ": expected values of dtype ", self.scalar_type(), " and int64 indices, got ", values.scalar_type(),
+              " and ", indices.scalar_type());
+  TORCH_CHECK(values.sizes() == self.sizes() && indices.sizes() == self.sizes(), name,
+              ": values and indices must have the input's shape ", self.sizes());
+  TORCH_CHECK(values.device() == self.device() && indices.device() == self.device(), name,
+              ": expected all tensors on ", self.device());
+  if (self.numel() == 0) return;
+  c10::DeviceGuard guard(self.device());
+  auto separate = [&](at::Tensor& t) {
+    return at::get_overlap_status(t, self) == at::MemOverlapStatus::No ? t : at::empty_like(t);
+  };
+  at::Tensor v = separate(values), i = separate(indices);
+  at::assert_no_internal_overlap(v);
+  at::assert_no_internal_overlap(i);
+  at::assert_no_overlap(v, i);
+  nrt_op op{};
+  op.code = code;
+  op.num_outputs = 2;
+  op.num_operands = 3;
+  op.operands[0] = to_view(v, name);
+  op.operands[1] = to_view(i, name);
+  op.operands[2] = to_view(self, name);
+  op.compute_dtype = op.operands[2].dtype;
+  op.num_scalars = 1;
+  op.scalars[0].i = at::maybe_wrap_dim(dim, self.dim());
+  launch(self.device().index(), op);
+  if (!v.is_same(values)) values.copy_(v);
+  if (!i.is_same(indices)) indices.copy_(i);
+}
+
+void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  NEURON_TRACK_OP("aten::_cummax_helper");
+  cum_extreme_helper(NRT_OP_CUMMAX, self, values, indices, dim);
+}
+
+void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+  NEURON_TRACK_OP("aten::_cummin_helper");
+  cum_extreme_helper(NRT_OP_CUMMIN, self, values, indices, dim);
+}
+
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
   NEURON_TRACK_OP("aten::_logcumsumexp");
   at::Tensor result = at::empty({0}, self.options());
@@ -794,6 +912,13 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_logcumsumexp", logcumsumexp);
   m.impl("_logcumsumexp.out", logcumsumexp_out);
+  m.impl("_cummax_helper", cummax_helper);
+  m.impl("_cummin_helper", cummin_helper);
+  m.impl("aminmax", aminmax);
+  m.impl("aminmax.out", aminmax_out);
+  m.impl("nansum", nansum);
+  m.impl("nansum.out", nansum_out);
+  m.impl("trace", trace);
   m.impl("sum", sum_all);
   m.impl("sum.dim_IntList", sum_dim);
   m.impl("sum.IntList_out", sum_dim_out);

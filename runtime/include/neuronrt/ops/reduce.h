@@ -18,10 +18,12 @@
  * float32 -> float64); other conversions are the caller's job.
  *
  *   SUM, PROD            [out, in]   any dtype; integer out for integer in
+ *   NANSUM               [out, in]   SUM with NaN read as zero
  *   MEAN                 [out, in]   floating in: sum / count
  *   COUNT_NONZERO        [out, in]   out int64
  *   ANY, ALL             [out, in]   out bool or uint8 (x != 0, NaN is true)
  *   AMAX, AMIN           [out, in]   out has the input's dtype; NaN wins
+ *   AMINMAX              [min, max, in]   both in one pass, as AMIN and AMAX
  *   ARGMAX, ARGMIN       [indices, in] or [values, indices, in]: indices
  *                        int64 count in row-major order over the reduced
  *                        dims only; ties and NaN take the first occurrence
@@ -40,12 +42,18 @@
  *   LOGCUMSUMEXP         floating: log(sum exp) of the prefix, combined
  *                        pairwise as PyTorch's CPU scan does (equal
  *                        infinities stay themselves, NaN propagates)
+ *   CUMMAX, CUMMIN       [values, indices, in]: values in the input's dtype,
+ *                        indices int64; as PyTorch's CPU: a later element
+ *                        equal to the running extreme takes over (the last
+ *                        index of a tie), a NaN takes over from anything
+ *                        and only a later NaN replaces it
  */
 #ifndef NEURONRT_OPS_REDUCE_H
 #define NEURONRT_OPS_REDUCE_H
 
 #define NRT_REDUCE_OPS(X)          \
   X(SUM, sum)                      \
+  X(NANSUM, nansum)                \
   X(MEAN, mean)                    \
   X(PROD, prod)                    \
   X(COUNT_NONZERO, count_nonzero)  \
@@ -53,6 +61,7 @@
   X(ALL, all)                      \
   X(AMAX, amax)                    \
   X(AMIN, amin)                    \
+  X(AMINMAX, aminmax)              \
   X(ARGMAX, argmax)                \
   X(ARGMIN, argmin)                \
   X(VAR, var)                      \
@@ -60,6 +69,8 @@
   X(LOGSUMEXP, logsumexp)          \
   X(CUMSUM, cumsum)                \
   X(CUMPROD, cumprod)              \
-  X(LOGCUMSUMEXP, logcumsumexp)
+  X(LOGCUMSUMEXP, logcumsumexp)    \
+  X(CUMMAX, cummax)                \
+  X(CUMMIN, cummin)
 
 #endif

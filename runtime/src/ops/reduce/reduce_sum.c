@@ -1,5 +1,5 @@
 /* Folds: reductions whose accumulator is one value combined by an
- * associative operation. SUM, MEAN, PROD and COUNT_NONZERO accumulate in
+ * associative operation. SUM, NANSUM (NaN read as zero), MEAN, PROD and COUNT_NONZERO accumulate in
  * float64 (floating inputs) or in int64 with wrap-around (integer inputs,
  * as unsigned 64-bit arithmetic to keep overflow defined); ANY and ALL in
  * one byte.
@@ -139,6 +139,7 @@ RT_INLINE double bf16_pair_sum(const rt_bfloat16 *x, int64_t n) {
 /* Reads of an element (v, already in its compute type by LOAD) per fold. */
 #define INT_VALUE(LOAD) ((uint64_t)(int64_t)(LOAD))
 #define NONZERO(LOAD) ((LOAD) != 0)
+#define NAN_AS_ZERO(LOAD) ((LOAD) != (LOAD) ? 0 : (LOAD))
 
 #define INT_FOLDS(DT, SUF, T, C, LOAD)                                                              \
   DEFINE_FOLD(sum_##SUF, T, uint64_t, uint64_t, INT_VALUE(LOAD), ADD, 0, 0)                         \
@@ -148,7 +149,9 @@ RT_INLINE double bf16_pair_sum(const rt_bfloat16 *x, int64_t n) {
 #define FLOAT_FOLDS(DT, SUF, T, C, LOAD)                                                            \
   DEFINE_FOLD(sum_##SUF, T, double, C, LOAD, ADD, 0, DT == NRT_BFLOAT16)                            \
   DEFINE_FOLD(sum_wide_##SUF, T, double, double, LOAD, ADD, 0, 0)                                   \
-  DEFINE_FOLD(prod_##SUF, T, double, double, LOAD, MUL, 1, 0)
+  DEFINE_FOLD(prod_##SUF, T, double, double, LOAD, MUL, 1, 0)                                      \
+  DEFINE_FOLD(nansum_##SUF, T, double, C, NAN_AS_ZERO(LOAD), ADD, 0, 0)                             \
+  DEFINE_FOLD(nansum_wide_##SUF, T, double, double, NAN_AS_ZERO(LOAD), ADD, 0, 0)
 #define LOGICAL_FOLDS(DT, SUF, T, C, LOAD)                                                          \
   DEFINE_FOLD(nonzero_##SUF, T, uint64_t, uint64_t, NONZERO(LOAD), ADD, 0, 0)                       \
   DEFINE_FOLD(any_##SUF, T, uint8_t, uint8_t, NONZERO(LOAD), OR, 0, 0)                              \
@@ -165,6 +168,11 @@ RT_REDUCE_ALL_TYPES(LOGICAL_FOLDS)
 #define ALL_ENTRY(DT, SUF, T, C, LOAD) [DT] = all_##SUF,
 static const rt_reduce_block_table sum_blocks = {RT_REDUCE_ALL_TYPES(SUM_ENTRY)};
 static const rt_reduce_block_table sum_wide_blocks = {RT_REDUCE_FLOAT_TYPES(SUM_WIDE_ENTRY)};
+/* Integers have no NaN: their NANSUM is SUM. */
+#define NANSUM_ENTRY(DT, SUF, T, C, LOAD) [DT] = nansum_##SUF,
+#define NANSUM_WIDE_ENTRY(DT, SUF, T, C, LOAD) [DT] = nansum_wide_##SUF,
+static const rt_reduce_block_table nansum_blocks = {RT_REDUCE_INT_TYPES(SUM_ENTRY) RT_REDUCE_FLOAT_TYPES(NANSUM_ENTRY)};
+static const rt_reduce_block_table nansum_wide_blocks = {RT_REDUCE_FLOAT_TYPES(NANSUM_WIDE_ENTRY)};
 static const rt_reduce_block_table prod_blocks = {RT_REDUCE_ALL_TYPES(PROD_ENTRY)};
 static const rt_reduce_block_table nonzero_blocks = {RT_REDUCE_ALL_TYPES(NONZERO_ENTRY)};
 static const rt_reduce_block_table any_blocks = {RT_REDUCE_ALL_TYPES(ANY_ENTRY)};
@@ -204,7 +212,7 @@ static void mean_finish(rt_acc acc, int64_t n, int64_t count, char *const *resul
   for (int64_t j = 0; j < n; j++) out[j] = a[j] / (double)count;
 }
 
-typedef enum fold_kind { FOLD_SUM, FOLD_MEAN, FOLD_PROD, FOLD_NONZERO, FOLD_ANY, FOLD_ALL } fold_kind;
+typedef enum fold_kind { FOLD_SUM, FOLD_NANSUM, FOLD_MEAN, FOLD_PROD, FOLD_NONZERO, FOLD_ANY, FOLD_ALL } fold_kind;
 
 static nrt_status run_fold(const nrt_op *op, fold_kind kind) {
   nrt_status s = rt_reduce_check_operands(op, 1, 1);
@@ -216,14 +224,17 @@ static nrt_status run_fold(const nrt_op *op, fold_kind kind) {
   const rt_reduce_block_fn *blocks = NULL;
   switch (kind) {
     case FOLD_SUM:
+    case FOLD_NANSUM:
     case FOLD_MEAN:
     case FOLD_PROD:
       if (float_in != nrt_dtype_is_floating(out) || (kind == FOLD_MEAN && !float_in))
         return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: cannot reduce %s into %s", name,
                        nrt_dtype_name(in), nrt_dtype_name(out));
-      blocks = kind == FOLD_PROD ? prod_blocks
-               : out == NRT_FLOAT64 && in != NRT_FLOAT64 ? sum_wide_blocks
-                                                        : sum_blocks;
+      int wide = out == NRT_FLOAT64 && in != NRT_FLOAT64;
+      blocks = kind == FOLD_PROD     ? prod_blocks
+               : kind == FOLD_NANSUM ? (wide ? nansum_wide_blocks : nansum_blocks)
+               : wide                ? sum_wide_blocks
+                                     : sum_blocks;
       r.result_dtype[0] = float_in ? NRT_FLOAT64 : NRT_INT64;
       if (kind == FOLD_PROD) {
         r.init = float_in ? float_prod_init : int_prod_init;
@@ -259,6 +270,7 @@ static nrt_status run_fold(const nrt_op *op, fold_kind kind) {
 }
 
 nrt_status rt_kernel_sum(const nrt_op *op) { return run_fold(op, FOLD_SUM); }
+nrt_status rt_kernel_nansum(const nrt_op *op) { return run_fold(op, FOLD_NANSUM); }
 nrt_status rt_kernel_mean(const nrt_op *op) { return run_fold(op, FOLD_MEAN); }
 nrt_status rt_kernel_prod(const nrt_op *op) { return run_fold(op, FOLD_PROD); }
 nrt_status rt_kernel_count_nonzero(const nrt_op *op) { return run_fold(op, FOLD_NONZERO); }

@@ -1,4 +1,5 @@
-/* Scans along one dimension: CUMSUM, CUMPROD and LOGCUMSUMEXP.
+/* Scans along one dimension: CUMSUM, CUMPROD, LOGCUMSUMEXP, and CUMMAX and
+ * CUMMIN (values and indices).
  *
  * Each line along the scan dimension is accumulated strictly in order, in
  * float64 (floating inputs) or wrapping int64 (integer inputs), as
@@ -19,19 +20,21 @@
 
 typedef struct scan_plan {
   const char *x;
-  char *out;
+  char *out, *idx;                /* idx: CUMMAX/CUMMIN's indices, else NULL */
   nrt_dtype acc_dtype, out_dtype;
-  int64_t len, in_step, out_step; /* the scan dimension (bytes) */
-  int ndim;                       /* other dims, outermost first */
-  int64_t shape[NRT_MAX_DIMS], in[NRT_MAX_DIMS], out_strides[NRT_MAX_DIMS];
-  int64_t cols, col_in, col_out; /* column mode: lines advancing together */
-  void (*line)(const struct scan_plan *p, const char *x, char *out);
-  void (*tile)(const struct scan_plan *p, const char *x, char *out, int64_t w);
+  int64_t len, in_step, out_step, idx_step; /* the scan dimension (bytes) */
+  int ndim;                                 /* other dims, outermost first */
+  int64_t shape[NRT_MAX_DIMS], in[NRT_MAX_DIMS], out_strides[NRT_MAX_DIMS], idx_strides[NRT_MAX_DIMS];
+  int64_t cols, col_in, col_out, col_idx; /* column mode: lines advancing together */
+  void (*line)(const struct scan_plan *p, const char *x, char *out, char *idx);
+  void (*tile)(const struct scan_plan *p, const char *x, char *out, char *idx, int64_t w);
 } scan_plan;
 
 /* One line, and a tile of w lines whose starts are col_in bytes apart. */
 #define DEFINE_SCAN(NAME, T, A, LOAD, OP, IDENT)                                                    \
-  RT_SIMD_VOID(NAME##_line, (const scan_plan *p, const char *x, char *out), (p, x, out)) {          \
+  RT_SIMD_VOID(NAME##_line, (const scan_plan *p, const char *x, char *out, char *idx),             \
+               (p, x, out, idx)) {                                                                  \
+    (void)idx;                                                                                      \
     A buffer[SCAN_CHUNK];                                                                           \
     A acc = (IDENT);                                                                                \
     rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
@@ -47,8 +50,9 @@ typedef struct scan_plan {
       store(pair, strides, n, NULL);                                                                \
     }                                                                                               \
   }                                                                                                 \
-  RT_SIMD_VOID(NAME##_tile, (const scan_plan *p, const char *x, char *out, int64_t w),              \
-                            (p, x, out, w)) {                                                       \
+  RT_SIMD_VOID(NAME##_tile, (const scan_plan *p, const char *x, char *out, char *idx, int64_t w),   \
+               (p, x, out, idx, w)) {                                                               \
+    (void)idx;                                                                                      \
     A acc[SCAN_TILE];                                                                               \
     rt_inner_loop store = rt_convert_loops[p->out_dtype][p->acc_dtype];                             \
     for (int64_t j = 0; j < w; j++) acc[j] = (IDENT);                                               \
@@ -93,9 +97,71 @@ static inline double log_add_exp(double acc, double v) {
 #define LOGCUMSUMEXP_SCAN(DT, SUF, T, C, LOAD) DEFINE_SCAN(logcumsumexp_##SUF, T, double, (double)(LOAD), log_add_exp, -INFINITY)
 RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_SCAN)
 
+/* Running extremes, kept in the input's storage type T (values are copied,
+ * never converted) and compared as C. TAKES(e, m): does the later element e
+ * replace the running extreme m? PyTorch's CPU rule: e is NaN, or m is not
+ * NaN and e >= m (<= for the minimum), so the last of equal values wins. */
+#define CUMMAX_TAKES(e, m) (((e) != (e)) | (((m) == (m)) & ((e) >= (m))))
+#define CUMMIN_TAKES(e, m) (((e) != (e)) | (((m) == (m)) & ((e) <= (m))))
+#define DEFINE_EXTREME_SCAN(NAME, T, C, LOAD, TAKES)                                                \
+  RT_SIMD_VOID(NAME##_line, (const scan_plan *p, const char *x, char *out, char *idx),             \
+               (p, x, out, idx)) {                                                                  \
+    T v = *(const T *)x, best = v;                                                                  \
+    C m = (LOAD);                                                                                   \
+    int64_t at = 0;                                                                                 \
+    for (int64_t i = 0; i < p->len; i++) {                                                          \
+      v = *(const T *)(x + i * p->in_step);                                                         \
+      C e = (LOAD);                                                                                 \
+      if (TAKES(e, m)) {                                                                            \
+        best = v;                                                                                   \
+        m = e;                                                                                      \
+        at = i;                                                                                     \
+      }                                                                                             \
+      *(T *)(out + i * p->out_step) = best;                                                         \
+      *(int64_t *)(idx + i * p->idx_step) = at;                                                     \
+    }                                                                                               \
+  }                                                                                                 \
+  RT_SIMD_VOID(NAME##_tile, (const scan_plan *p, const char *x, char *out, char *idx, int64_t w),   \
+               (p, x, out, idx, w)) {                                                               \
+    C best[SCAN_TILE];                                                                              \
+    T keep[SCAN_TILE];                                                                              \
+    int64_t at[SCAN_TILE];                                                                          \
+    for (int64_t j = 0; j < w; j++) {                                                               \
+      T v = *(const T *)(x + j * p->col_in);                                                        \
+      keep[j] = v;                                                                                  \
+      best[j] = (LOAD);                                                                             \
+      at[j] = 0;                                                                                    \
+    }                                                                                               \
+    for (int64_t i = 0; i < p->len; i++) {                                                          \
+      const char *row = x + i * p->in_step;                                                         \
+      for (int64_t j = 0; j < w; j++) {                                                             \
+        T v = *(const T *)(row + j * p->col_in);                                                    \
+        C e = (LOAD);                                                                               \
+        int take = TAKES(e, best[j]);                                                               \
+        best[j] = take ? e : best[j];                                                               \
+        keep[j] = take ? v : keep[j];                                                               \
+        at[j] = take ? i : at[j];                                                                   \
+      }                                                                                             \
+      char *o = out + i * p->out_step, *ix = idx + i * p->idx_step;                                \
+      if (p->col_out == (int64_t)sizeof(T) && p->col_idx == (int64_t)sizeof(int64_t)) {             \
+        memcpy(o, keep, (size_t)w * sizeof(T));                                                     \
+        memcpy(ix, at, (size_t)w * sizeof(int64_t));                                                \
+      } else {                                                                                      \
+        for (int64_t j = 0; j < w; j++) {                                                           \
+          *(T *)(o + j * p->col_out) = keep[j];                                                     \
+          *(int64_t *)(ix + j * p->col_idx) = at[j];                                                \
+        }                                                                                           \
+      }                                                                                             \
+    }                                                                                               \
+  }
+#define EXTREME_SCANS(DT, SUF, T, C, LOAD)                                                          \
+  DEFINE_EXTREME_SCAN(cummax_##SUF, T, C, LOAD, CUMMAX_TAKES)                                       \
+  DEFINE_EXTREME_SCAN(cummin_##SUF, T, C, LOAD, CUMMIN_TAKES)
+RT_REDUCE_ALL_TYPES(EXTREME_SCANS)
+
 typedef struct scan_fns {
-  void (*line)(const scan_plan *, const char *, char *);
-  void (*tile)(const scan_plan *, const char *, char *, int64_t);
+  void (*line)(const scan_plan *, const char *, char *, char *);
+  void (*tile)(const scan_plan *, const char *, char *, char *, int64_t);
 } scan_fns;
 #define CUMSUM_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cumsum_##SUF##_line, cumsum_##SUF##_tile},
 #define CUMPROD_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cumprod_##SUF##_line, cumprod_##SUF##_tile},
@@ -103,23 +169,28 @@ static const scan_fns cumsum_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMSUM_
 static const scan_fns cumprod_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMPROD_ENTRY)};
 #define LOGCUMSUMEXP_ENTRY(DT, SUF, T, C, LOAD) [DT] = {logcumsumexp_##SUF##_line, logcumsumexp_##SUF##_tile},
 static const scan_fns logcumsumexp_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_ENTRY)};
+#define CUMMAX_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cummax_##SUF##_line, cummax_##SUF##_tile},
+#define CUMMIN_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cummin_##SUF##_line, cummin_##SUF##_tile},
+static const scan_fns cummax_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMMAX_ENTRY)};
+static const scan_fns cummin_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMMIN_ENTRY)};
 
-static void offsets(const scan_plan *p, int64_t i, int64_t *in, int64_t *out) {
-  *in = *out = 0;
+static void offsets(const scan_plan *p, int64_t i, int64_t *in, int64_t *out, int64_t *idx) {
+  *in = *out = *idx = 0;
   for (int d = p->ndim - 1; d >= 0; d--) {
     int64_t pos = i % p->shape[d];
     i /= p->shape[d];
     *in += pos * p->in[d];
     *out += pos * p->out_strides[d];
+    *idx += pos * p->idx_strides[d];
   }
 }
 
 static void run_lines(int64_t begin, int64_t end, void *arg) {
   const scan_plan *p = arg;
   for (int64_t l = begin; l < end; l++) {
-    int64_t in, out;
-    offsets(p, l, &in, &out);
-    p->line(p, p->x + in, p->out + out);
+    int64_t in, out, idx;
+    offsets(p, l, &in, &out, &idx);
+    p->line(p, p->x + in, p->out + out, p->idx ? p->idx + idx : NULL);
   }
 }
 
@@ -127,20 +198,23 @@ static void run_tiles(int64_t begin, int64_t end, void *arg) {
   const scan_plan *p = arg;
   int64_t col_tiles = (p->cols + SCAN_TILE - 1) / SCAN_TILE;
   for (int64_t t = begin; t < end; t++) {
-    int64_t in, out, c0 = (t % col_tiles) * SCAN_TILE;
+    int64_t in, out, idx, c0 = (t % col_tiles) * SCAN_TILE;
     int64_t w = p->cols - c0 < SCAN_TILE ? p->cols - c0 : SCAN_TILE;
-    offsets(p, t / col_tiles, &in, &out);
-    p->tile(p, p->x + in + c0 * p->col_in, p->out + out + c0 * p->col_out, w);
+    offsets(p, t / col_tiles, &in, &out, &idx);
+    p->tile(p, p->x + in + c0 * p->col_in, p->out + out + c0 * p->col_out,
+            p->idx ? p->idx + idx + c0 * p->col_idx : NULL, w);
   }
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 
-static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
+/* with_index: operands [values, indices, in], values in the input's dtype. */
+static nrt_status run_scan(const nrt_op *op, const scan_fns *fns, int with_index) {
   const char *name = nrt_op_name(op->code);
-  nrt_status s = rt_reduce_check_operands(op, 1, 1);
+  nrt_status s = rt_reduce_check_operands(op, 1 + with_index, 1 + with_index);
   if (s) return s;
-  const nrt_tensor_view *out = &op->operands[0], *in = &op->operands[1];
+  const nrt_tensor_view *out = &op->operands[0], *in = &op->operands[op->num_outputs];
+  const nrt_tensor_view *idx = with_index ? &op->operands[1] : NULL;
   if (op->num_scalars < 1) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects scalar [dim]", name);
   int64_t dim = op->scalars[0].is_float ? (int64_t)op->scalars[0].f : op->scalars[0].i;
   int rank = in->ndim > 0 ? in->ndim : 1;
@@ -149,6 +223,13 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
                    (long long)dim, in->ndim);
   if (out->ndim != in->ndim || memcmp(out->shape, in->shape, (size_t)in->ndim * sizeof in->shape[0]))
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output and input shapes differ", name);
+  if (idx && (idx->ndim != in->ndim || memcmp(idx->shape, in->shape, (size_t)in->ndim * sizeof in->shape[0])))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices and input shapes differ", name);
+  if (idx && (out->dtype != in->dtype || idx->dtype != NRT_INT64))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: values must have the input's dtype %s and indices int64", name,
+                   nrt_dtype_name(in->dtype));
+  if (!fns[in->dtype].line)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: unsupported dtype %s", name, nrt_dtype_name(in->dtype));
   int float_in = nrt_dtype_is_floating(in->dtype);
   if (float_in != nrt_dtype_is_floating(out->dtype))
     return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: cannot scan %s into %s", name,
@@ -156,11 +237,12 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
   if (nrt_view_numel(in) == 0) return NRT_SUCCESS;
   int64_t in_elem = (int64_t)nrt_dtype_size(in->dtype), out_elem = (int64_t)nrt_dtype_size(out->dtype);
   scan_plan p = {
-      .x = in->data, .out = out->data,
+      .x = in->data, .out = out->data, .idx = idx ? idx->data : NULL,
       .acc_dtype = float_in ? NRT_FLOAT64 : NRT_INT64, .out_dtype = out->dtype,
       .len = in->ndim ? in->shape[dim] : 1,
       .in_step = in->ndim ? in->strides[dim] * in_elem : 0,
       .out_step = out->ndim ? out->strides[dim] * out_elem : 0,
+      .idx_step = idx && idx->ndim ? idx->strides[dim] * 8 : 0,
       .line = fns[in->dtype].line, .tile = fns[in->dtype].tile,
   };
   /* The other dims, outermost first; the one with the smallest input
@@ -171,6 +253,7 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
     p.shape[p.ndim] = in->shape[d];
     p.in[p.ndim] = in->strides[d] * in_elem;
     p.out_strides[p.ndim] = out->strides[d] * out_elem;
+    p.idx_strides[p.ndim] = idx ? idx->strides[d] * 8 : 0;
     if (col < 0 || abs64(p.in[p.ndim]) < abs64(p.in[col])) col = p.ndim;
     p.ndim++;
   }
@@ -178,10 +261,12 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
     p.cols = p.shape[col];
     p.col_in = p.in[col];
     p.col_out = p.out_strides[col];
+    p.col_idx = p.idx_strides[col];
     for (int d = col; d + 1 < p.ndim; d++) {
       p.shape[d] = p.shape[d + 1];
       p.in[d] = p.in[d + 1];
       p.out_strides[d] = p.out_strides[d + 1];
+      p.idx_strides[d] = p.idx_strides[d + 1];
     }
     p.ndim--;
     int64_t tiles = (p.cols + SCAN_TILE - 1) / SCAN_TILE;
@@ -197,10 +282,12 @@ static nrt_status run_scan(const nrt_op *op, const scan_fns *fns) {
   return NRT_SUCCESS;
 }
 
-nrt_status rt_kernel_cumsum(const nrt_op *op) { return run_scan(op, cumsum_fns); }
-nrt_status rt_kernel_cumprod(const nrt_op *op) { return run_scan(op, cumprod_fns); }
+nrt_status rt_kernel_cumsum(const nrt_op *op) { return run_scan(op, cumsum_fns, 0); }
+nrt_status rt_kernel_cumprod(const nrt_op *op) { return run_scan(op, cumprod_fns, 0); }
+nrt_status rt_kernel_cummax(const nrt_op *op) { return run_scan(op, cummax_fns, 1); }
+nrt_status rt_kernel_cummin(const nrt_op *op) { return run_scan(op, cummin_fns, 1); }
 nrt_status rt_kernel_logcumsumexp(const nrt_op *op) {
   if (op->num_operands == 2 && !nrt_dtype_is_floating(op->operands[1].dtype))
     return rt_fail(NRT_ERROR_UNSUPPORTED, "logcumsumexp: floating dtypes only");
-  return run_scan(op, logcumsumexp_fns);
+  return run_scan(op, logcumsumexp_fns, 0);
 }
