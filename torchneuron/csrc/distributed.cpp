@@ -17,9 +17,9 @@
 // receives carry checked headers (distributed_p2p.cpp); a group's tasks
 // reach gloo in the order the host issued them, whatever stream each is on
 // (distributed_order.h). When every rank is on this host, all_reduce,
-// reduce, reduce_scatter, all_gather and broadcast go through a shared
-// segment instead (distributed_shm.cpp). A failure is NRT_ERROR_DISTRIBUTED on the stream,
-// raised as DistBackendError.
+// reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather and
+// scatter go through a shared segment instead (distributed_shm.cpp). A
+// failure is NRT_ERROR_DISTRIBUTED on the stream, raised as DistBackendError.
 #include <torch/extension.h>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -96,6 +96,20 @@ StagedLists stage_lists(const std::vector<std::vector<at::Tensor>>& lists, bool 
 void unstage_lists(StagedLists& s) {
   for (auto& list : s.staged)
     for (auto& x : list) unstage(x);
+}
+
+// Dense tensors' bytes, for gloo's collectives that only move them (gloo
+// knows fewer dtypes than we do).
+std::vector<at::Tensor> bytes_of(const std::vector<at::Tensor>& dense) {
+  std::vector<at::Tensor> b;
+  for (const auto& t : dense) b.push_back(t.reshape({-1}).view(at::kByte));
+  return b;
+}
+
+std::vector<std::vector<at::Tensor>> bytes_of_lists(const std::vector<std::vector<at::Tensor>>& dense) {
+  std::vector<std::vector<at::Tensor>> b;
+  for (const auto& list : dense) b.push_back(bytes_of(list));
+  return b;
 }
 
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -410,19 +424,49 @@ class NeuronBackend : public c10d::Backend {
     even(input, ins);
     TORCH_CHECK(static_cast<int>(outs.size()) == size && static_cast<int>(ins.size()) == size,
                 "neuron backend: all_to_all_single: split lists must have one entry per rank");
+    for (const auto* sp : {&ins, &outs}) {
+      const at::Tensor& t = sp == &ins ? input : output;
+      for (int64_t v : *sp) TORCH_CHECK(v >= 0, "neuron backend: all_to_all_single: a negative split, ", v);
+      TORCH_CHECK(std::accumulate(sp->begin(), sp->end(), int64_t{0}) == t.size(0), "neuron backend: ",
+                  "all_to_all_single: the ", sp == &ins ? "input" : "output", " splits add up to ",
+                  std::accumulate(sp->begin(), sp->end(), int64_t{0}), " rows, not the tensor's ", t.size(0));
+    }
+    TORCH_CHECK(is_neuron(output) && output.scalar_type() == input.scalar_type() &&
+                    row_elements(output) == row_elements(input),
+                "neuron backend: all_to_all_single: the output must be a neuron tensor of the input's dtype and row "
+                "size");
+    if (shm_) return all_to_all_through_shm(output, input, outs, ins);
     auto o = opts;
     at::Tensor out_t = output, in_t = input;
     return enqueue("all_to_all_single", OpType::ALLTOALL_BASE, {input, output}, {output},
                    [g = gloo_, out_t, in_t, outs, ins, o, size, rank]() mutable {
-                     at::Tensor mine = at::tensor(ins, at::kLong), all = at::empty({size * size}, at::kLong);
+                     // Every rank's input and output splits and its row's elements: every
+                     // rank checks the whole matrix, so that a mismatch fails all of them.
+                     std::vector<int64_t> said = ins;
+                     said.insert(said.end(), outs.begin(), outs.end());
+                     said.push_back(row_elements(in_t));
+                     const int stride = 2 * size + 1;
+                     at::Tensor mine = at::tensor(said, at::kLong), all = at::empty({size * stride}, at::kLong);
                      g->_allgather_base(all, mine)->wait();
                      auto* v = all.data_ptr<int64_t>();
-                     for (int r = 0; r < size; r++)
-                       TORCH_CHECK(v[r * size + rank] == outs[r], "splits disagree: rank ", r, " sends ",
-                                   v[r * size + rank], " rows to rank ", rank, ", which expects ", outs[r]);
+                     for (int q = 0; q < size; q++) {
+                       for (int s = 0; s < size; s++) {
+                         const int64_t sends = v[q * stride + s], expects = v[s * stride + size + q];
+                         TORCH_CHECK(sends == expects, "splits disagree: rank ", q, " sends ", sends,
+                                     " rows to rank ", s, ", which expects ", expects);
+                       }
+                       TORCH_CHECK(v[q * stride + 2 * size] == said[2 * size], "ranks disagree: rank ", q,
+                                   " passes rows of ", v[q * stride + 2 * size], " elements, rank ", rank, " of ",
+                                   said[2 * size]);
+                     }
                      auto in = stage(in_t, true, false);
                      auto out = stage(out_t, false, true);
-                     g->alltoall_base(out.dense, in.dense, outs, ins, o)->wait();
+                     // As bytes: gloo's all-to-all knows fewer dtypes than we do (no int16).
+                     auto bytes = [row = said[2 * size]](const at::Tensor& t) {
+                       return t.reshape({t.size(0), row}).view(at::kByte);
+                     };
+                     at::Tensor out_bytes = bytes(out.dense), in_bytes = bytes(in.dense);
+                     g->alltoall_base(out_bytes, in_bytes, outs, ins, o)->wait();
                      unstage(out);
                    });
   }
@@ -454,13 +498,18 @@ class NeuronBackend : public c10d::Backend {
                                   const c10d::GatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->gather(outputs, inputs, opts);
     std::vector<at::Tensor> flat = flatten(outputs);
+    if (shm_ && inputs.size() == 1 && outputs.size() <= 1)
+      return gather_to_root_through_shm(outputs.empty() ? flat : outputs[0], inputs[0],
+                                        static_cast<int>(opts.rootRank));
     auto o = opts;
     return enqueue("gather", OpType::GATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "gather", inputs);
                      auto in = denses(stage_all(inputs, true, false));
                      auto out = stage_lists(outputs, false, true);
-                     g->gather(out.dense, in, o)->wait();
+                     auto out_bytes = bytes_of_lists(out.dense);  // gloo lacks some dtypes (int16)
+                     auto in_bytes = bytes_of(in);
+                     g->gather(out_bytes, in_bytes, o)->wait();
                      unstage_lists(out);
                    });
   }
@@ -468,6 +517,9 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                    const c10d::ScatterOptions& opts) override {
     if (all_cpu(outputs)) return cpu_->scatter(outputs, inputs, opts);
+    if (shm_ && outputs.size() == 1 && inputs.size() <= 1)
+      return scatter_through_shm(outputs[0], inputs.empty() ? std::vector<at::Tensor>{} : inputs[0],
+                                 static_cast<int>(opts.rootRank));
     auto o = opts;
     return enqueue("scatter", OpType::SCATTER, concat(outputs, flatten(inputs)), outputs,
                    [g = gloo_, outputs, inputs, o]() mutable {
@@ -475,7 +527,9 @@ class NeuronBackend : public c10d::Backend {
                      auto out = stage_all(outputs, false, true);
                      auto in = stage_lists(inputs, true, false);
                      auto out_dense = denses(out);
-                     g->scatter(out_dense, in.dense, o)->wait();
+                     auto out_bytes = bytes_of(out_dense);  // gloo lacks some dtypes (int16)
+                     auto in_bytes = bytes_of_lists(in.dense);
+                     g->scatter(out_bytes, in_bytes, o)->wait();
                      unstage_all(out);
                    });
   }
@@ -621,6 +675,13 @@ class NeuronBackend : public c10d::Backend {
                   " of ", numel, " elements of ", describe(dtype));
   }
 
+  // Elements of a row (everything but the first dimension).
+  static int64_t row_elements(const at::Tensor& t) {
+    int64_t row = 1;
+    for (int64_t d = 1; d < t.dim(); d++) row *= t.size(d);
+    return row;
+  }
+
   static std::string describe(int64_t dtype) {
     return dtype < 0 ? std::string("no dtype") : std::string(c10::toString(static_cast<at::ScalarType>(dtype)));
   }
@@ -741,6 +802,75 @@ class NeuronBackend : public c10d::Backend {
       shm->all_gather(dense, in);
     });
     copy_back(outs, dense);
+    return work;
+  }
+
+  // Checks that a rank's list of per-rank tensors (gather's outputs,
+  // scatter's inputs) is one neuron tensor per rank like `like` on the
+  // root and nothing elsewhere.
+  void check_root_list(const char* what, const std::vector<at::Tensor>& list, const at::Tensor& like, int root) {
+    TORCH_CHECK(root >= 0 && root < getSize(), "neuron backend: ", what, ": root ", root,
+                " is not a rank of a group of ", getSize());
+    if (getRank() != root) {
+      TORCH_CHECK(list.empty(), "neuron backend: ", what, ": only the root (rank ", root, ") passes a list");
+      return;
+    }
+    TORCH_CHECK(static_cast<int>(list.size()) == getSize(), "neuron backend: ", what, ": the root passes ",
+                list.size(), " tensors for a group of ", getSize());
+    for (const auto& t : list)
+      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() && is_neuron(t),
+                  "neuron backend: ", what, ": every tensor of the root's list must be a neuron tensor of ",
+                  like.numel(), " elements of ", like.scalar_type());
+  }
+
+  // Dense tensors for outputs: the outputs themselves when dense, else
+  // fresh ones (copied back after with copy_back).
+  static std::vector<at::Tensor> dense_outputs(const std::vector<at::Tensor>& outs) {
+    std::vector<at::Tensor> d;
+    for (const auto& t : outs) d.push_back(t.is_contiguous() ? t : at::empty_like(t, at::MemoryFormat::Contiguous));
+    return d;
+  }
+
+  c10::intrusive_ptr<Work> all_to_all_through_shm(const at::Tensor& output, const at::Tensor& input,
+                                                  std::vector<int64_t> outs, std::vector<int64_t> ins) {
+    const char* what = "all_to_all_single";
+    const int64_t row = row_elements(input);
+    at::Tensor in = input.contiguous(), out = dense_outputs({output})[0];
+    auto work = enqueue(what, OpType::ALLTOALL_BASE, {in, out, output}, {output},
+                        [shm = shm_, in, out, outs, ins, row]() {
+                          shm->agree(ShmCollectives::kAllToAll, static_cast<int64_t>(in.scalar_type()), 1, row, -1,
+                                     -1);
+                          shm->all_to_all(out, in, outs, ins, row);
+                        });
+    copy_back({output}, {out});
+    return work;
+  }
+
+  c10::intrusive_ptr<Work> gather_to_root_through_shm(const std::vector<at::Tensor>& outs, const at::Tensor& input,
+                                                      int root) {
+    check_root_list("gather", outs, input, root);
+    at::Tensor in = input.contiguous();
+    auto dense = dense_outputs(outs);
+    auto work = enqueue("gather", OpType::GATHER, concat(concat({in}, dense), outs), outs,
+                        [shm = shm_, in, dense, root]() {
+                          shm->agree("gather", ShmCollectives::kGather, {in}, -1, root);
+                          shm->gather(dense, in, root);
+                        });
+    copy_back(outs, dense);
+    return work;
+  }
+
+  c10::intrusive_ptr<Work> scatter_through_shm(const at::Tensor& output, const std::vector<at::Tensor>& ins,
+                                               int root) {
+    check_root_list("scatter", ins, output, root);
+    auto dense_in = dense_copies(ins);
+    at::Tensor out = dense_outputs({output})[0];
+    auto work = enqueue("scatter", OpType::SCATTER, concat(concat({out, output}, dense_in), ins), {output},
+                        [shm = shm_, out, dense_in, root]() {
+                          shm->agree("scatter", ShmCollectives::kScatter, {out}, -1, root);
+                          shm->scatter(out, dense_in, root);
+                        });
+    copy_back({output}, {out});
     return work;
   }
 

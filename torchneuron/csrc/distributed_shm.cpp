@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "distributed_ring.h"
@@ -95,17 +96,25 @@ const char* kind_name(int64_t kind) {
     case ShmCollectives::kReduceScatter: return "reduce_scatter";
     case ShmCollectives::kAllGather: return "all_gather";
     case ShmCollectives::kBroadcast: return "broadcast";
+    case ShmCollectives::kAllToAll: return "all_to_all";
+    case ShmCollectives::kGather: return "gather";
+    case ShmCollectives::kScatter: return "scatter";
     default: return "an unknown collective";
   }
 }
 
 }  // namespace
 
-void ShmCollectives::agree(const char* what, Kind kind, const std::vector<at::Tensor>& tensors, int64_t op,
+void ShmCollectives::agree(const char* /*what*/, Kind kind, const std::vector<at::Tensor>& tensors, int64_t op,
                            int64_t root) {
-  ShmHeader mine{kind, 0, tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type()),
-                 static_cast<int64_t>(tensors.size()), op, root};
-  for (const auto& t : tensors) mine.numel += t.numel();
+  int64_t numel = 0;
+  for (const auto& t : tensors) numel += t.numel();
+  agree(kind, tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type()),
+        static_cast<int64_t>(tensors.size()), numel, op, root);
+}
+
+void ShmCollectives::agree(Kind kind, int64_t dtype, int64_t count, int64_t numel, int64_t op, int64_t root) {
+  const ShmHeader mine{kind, numel, dtype, count, op, root};
   const uint64_t seq = seq_++;
   seg_->publish(seq, mine);
   seg_->barrier();
@@ -116,10 +125,10 @@ void ShmCollectives::agree(const char* what, Kind kind, const std::vector<at::Te
                 " runs ", kind_name(h.kind), " (op ", h.op, ", root ", h.root, "), rank ", seg_->rank(), " ",
                 kind_name(mine.kind), " (op ", mine.op, ", root ", mine.root, ")");
     TORCH_CHECK(h.numel == mine.numel && h.dtype == mine.dtype && h.count == mine.count, "ranks disagree: rank ",
-                r, " passes ", h.count, " tensor(s) of ", h.numel, " elements of ", describe(h.dtype), ", rank ",
-                seg_->rank(), " ", mine.count, " of ", mine.numel, " elements of ", describe(mine.dtype));
+                r, " passes ", h.count, " tensor(s) of ", h.numel, " elements", kind == kAllToAll ? " per row" : "",
+                " of ", describe(h.dtype), ", rank ", seg_->rank(), " ", mine.count, " of ", mine.numel, " elements",
+                kind == kAllToAll ? " per row" : "", " of ", describe(mine.dtype));
   }
-  (void)what;
 }
 
 void ShmCollectives::all_reduce(const at::Tensor& flat, const c10d::ReduceOp& op) {
@@ -203,6 +212,95 @@ void ShmCollectives::broadcast(const at::Tensor& t, int root) {
     if (seg_->rank() == root) copy(buf, true, x.at(lo), false, x.dtype, m);
     seg_->barrier();
     if (seg_->rank() != root) copy(x.at(lo), false, buf, true, x.dtype, m);
+  }
+}
+
+// all_to_all: one step publishes every rank's splits, then each step
+// moves up to a slot (a buffer / size) of every pair's rows: rank r's piece
+// for rank s lies in slot s of r's buffer.
+void ShmCollectives::all_to_all(const at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                                const std::vector<int64_t>& in_splits, int64_t row) {
+  const char* what = "all_to_all_single";
+  const int P = seg_->size(), r = seg_->rank();
+  const Span x(in, what), y(out, what);
+  const size_t list_bytes = sizeof(int64_t) * P;
+  TORCH_CHECK(2 * list_bytes <= seg_->buffer_bytes(), "all_to_all: a group of ", P, " ranks is too large");
+  // Every rank's splits, read after the barrier: splits[q] is rank q's
+  // input splits followed by its output splits.
+  char* mine = seg_->buffer(r, next_buffer());
+  std::memcpy(mine, in_splits.data(), list_bytes);
+  std::memcpy(mine + list_bytes, out_splits.data(), list_bytes);
+  seg_->barrier();
+  std::vector<std::vector<int64_t>> splits(P, std::vector<int64_t>(2 * P));
+  for (int q = 0; q < P; q++) std::memcpy(splits[q].data(), seg_->buffer(q, which_), 2 * list_bytes);
+  int64_t longest = 0;  // rows of the longest piece between two ranks
+  for (int q = 0; q < P; q++)
+    for (int s = 0; s < P; s++) {
+      const int64_t sends = splits[q][s], expects = splits[s][P + q];
+      TORCH_CHECK(sends == expects && sends >= 0, "splits disagree: rank ", q, " sends ", sends, " rows to rank ", s,
+                  ", which expects ", expects);
+      if (q != s) longest = std::max(longest, sends);
+    }
+  std::vector<int64_t> in_at(P + 1, 0), out_at(P + 1, 0);  // element offsets, from this rank's own splits
+  for (int s = 0; s < P; s++) {
+    in_at[s + 1] = in_at[s] + in_splits[s] * row;
+    out_at[s + 1] = out_at[s] + out_splits[s] * row;
+  }
+  copy(y.at(out_at[r]), false, x.at(in_at[r]), false, x.dtype, in_splits[r] * row);
+  const int64_t slot = std::max<int64_t>(1, static_cast<int64_t>(seg_->buffer_bytes()) / x.elem / P);
+  const int64_t steps = (longest * row + slot - 1) / slot;
+  auto piece = [&](int64_t total, int64_t k) { return std::max<int64_t>(0, std::min(slot, total - k * slot)); };
+  for (int64_t k = 0; k < steps; k++) {
+    const int w = next_buffer();
+    for (int s = 0; s < P; s++)
+      if (s != r)
+        copy(seg_->buffer(r, w) + s * slot * x.elem, true, x.at(in_at[s] + k * slot), false, x.dtype,
+             piece(in_at[s + 1] - in_at[s], k));
+    seg_->barrier();
+    for (int q = 0; q < P; q++)
+      if (q != r)
+        copy(y.at(out_at[q] + k * slot), false, seg_->buffer(q, w) + r * slot * x.elem, true, x.dtype,
+             piece(out_at[q + 1] - out_at[q], k));
+  }
+}
+
+void ShmCollectives::gather(const std::vector<at::Tensor>& outs, const at::Tensor& input, int root) {
+  const char* what = "gather";
+  const int P = seg_->size(), r = seg_->rank();
+  const Span in(input, what);
+  std::vector<Span> out;
+  for (const auto& t : outs) out.emplace_back(t, what);
+  const int64_t n = input.numel(), cap = static_cast<int64_t>(seg_->buffer_bytes()) / in.elem;
+  if (r == root) copy(out[r].data, false, in.data, false, in.dtype, n);
+  for (int64_t lo = 0; lo < n; lo += cap) {
+    const int64_t m = std::min(cap, n - lo);
+    const int w = next_buffer();
+    if (r != root) copy(seg_->buffer(r, w), true, in.at(lo), false, in.dtype, m);
+    seg_->barrier();
+    if (r == root)
+      for (int q = 0; q < P; q++)
+        if (q != r) copy(out[q].at(lo), false, seg_->buffer(q, w), true, in.dtype, m);
+  }
+}
+
+// scatter: root's buffer holds a slot (a buffer / size) per rank.
+void ShmCollectives::scatter(const at::Tensor& out, const std::vector<at::Tensor>& ins, int root) {
+  const char* what = "scatter";
+  const int P = seg_->size(), r = seg_->rank();
+  const Span y(out, what);
+  std::vector<Span> in;
+  for (const auto& t : ins) in.emplace_back(t, what);
+  const int64_t n = out.numel();
+  const int64_t slot = std::max<int64_t>(1, static_cast<int64_t>(seg_->buffer_bytes()) / y.elem / P);
+  if (r == root) copy(y.data, false, in[r].data, false, y.dtype, n);
+  for (int64_t lo = 0; lo < n; lo += slot) {
+    const int64_t m = std::min(slot, n - lo);
+    char* buf = seg_->buffer(root, next_buffer());
+    if (r == root)
+      for (int q = 0; q < P; q++)
+        if (q != r) copy(buf + q * slot * y.elem, true, in[q].at(lo), false, y.dtype, m);
+    seg_->barrier();
+    if (r != root) copy(y.at(lo), false, buf + r * slot * y.elem, true, y.dtype, m);
   }
 }
 

@@ -33,11 +33,14 @@ class ShmCollectives {
  public:
   explicit ShmCollectives(std::unique_ptr<ShmSegment> segment) : seg_(std::move(segment)) {}
 
-  enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast };
+  enum Kind : int64_t { kAllReduce = 1, kReduceScatter, kAllGather, kBroadcast, kAllToAll, kGather, kScatter };
 
   // The first barrier of a collective and the check of every rank's header
   // (tensors: this rank's, numel summed). op < 0 and root < 0 when unused.
   void agree(const char* what, Kind kind, const std::vector<at::Tensor>& tensors, int64_t op, int64_t root);
+  // The same with the header's fields given (numel: what every rank must
+  // pass alike, such as all_to_all's elements per row).
+  void agree(Kind kind, int64_t dtype, int64_t count, int64_t numel, int64_t op, int64_t root);
 
   // flat (every rank's) reduced into flat; AVG divides by the group's size.
   void all_reduce(const at::Tensor& flat, const c10d::ReduceOp& op);
@@ -49,6 +52,17 @@ class ShmCollectives {
   void all_gather(const std::vector<at::Tensor>& outs, const at::Tensor& input);
   // t receives root's t.
   void broadcast(const at::Tensor& t, int root);
+  // all_to_all_single on dense 1-d tensors of rows of `row` elements: this
+  // rank's input rows in_splits[s] go to rank s, which receives them as its
+  // output rows out_splits[rank]. Every rank first publishes its splits and
+  // checks the whole matrix (every rank's sends against every receiver's
+  // expectations), so that a mismatch is the same error everywhere.
+  void all_to_all(const at::Tensor& out, const at::Tensor& in, const std::vector<int64_t>& out_splits,
+                  const std::vector<int64_t>& in_splits, int64_t row);
+  // outs[r] (on root; empty elsewhere) receives rank r's input.
+  void gather(const std::vector<at::Tensor>& outs, const at::Tensor& input, int root);
+  // out receives root's ins[rank] (ins empty except on root).
+  void scatter(const at::Tensor& out, const std::vector<at::Tensor>& ins, int root);
 
   // Collectives run through a segment in this process (for tests).
   static int64_t count() { return count_.load(); }
