@@ -64,12 +64,6 @@ static int32_t buffer_of(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
   return p->tensors[ap->tensor].buffer;
 }
 
-/* Absolute first partition of an on-chip pattern. */
-static int64_t first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
-  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
-  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
-}
-
 /* Shape and bounds of one access pattern against its tensor. */
 static nrt_status check_ap(const nrt_nc_program_t p, int32_t i, int k, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
@@ -122,7 +116,7 @@ static nrt_status check_ap(const nrt_nc_program_t p, int32_t i, int k, nrt_nc_di
 static nrt_status check_partition_start(const nrt_nc_program_t p, int32_t i, int k,
                                         nrt_nc_diagnostic *diag) {
   const nrt_nc_ap *ap = &p->insts[i].ap[k];
-  int64_t start = first_partition(p, ap);
+  int64_t start = nc_first_partition(p, ap);
   int n = ap->partitions;
   int ok = n > 64 ? start == 0 : n > 32 ? (start == 0 || start == 64) : start % 32 == 0;
   if (ok) return NRT_SUCCESS;
@@ -174,13 +168,13 @@ static nrt_status check_elementwise(const nrt_nc_program_t p, int32_t i, nrt_nc_
                      ap->partitions, (long long)nc_ap_free_elems(ap), dst->partitions,
                      (long long)dst_free);
     }
-    if (first_partition(p, ap) != first_partition(p, dst) ||
+    if (nc_first_partition(p, ap) != nc_first_partition(p, dst) ||
         ap->partition_step != dst->partition_step)
       return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
                      "%s is on partitions from %lld (step %lld) but dst from %lld (step %lld); "
                      "this engine reads and writes the same partitions", name,
-                     (long long)first_partition(p, ap), (long long)ap->partition_step,
-                     (long long)first_partition(p, dst), (long long)dst->partition_step);
+                     (long long)nc_first_partition(p, ap), (long long)ap->partition_step,
+                     (long long)nc_first_partition(p, dst), (long long)dst->partition_step);
   }
   return NRT_SUCCESS;
 }
@@ -355,7 +349,7 @@ static nrt_status check_vector_ext(const nrt_nc_program_t p, int32_t i, nrt_nc_d
     return nc_fail(diag, i, dst->tensor, "dtype", INVALID, "indices are written as uint32 / int32");
   for (int k = 1; k < NRT_NC_MAX_APS; k++) {
     const nrt_nc_ap *ap = &inst->ap[k];
-    if (ap->tensor >= 0 && (first_partition(p, ap) != first_partition(p, dst) ||
+    if (ap->tensor >= 0 && (nc_first_partition(p, ap) != nc_first_partition(p, dst) ||
                             ap->partition_step != dst->partition_step))
       return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
                      "%s is on other partitions than dst; the Vector engine reads and writes the "
@@ -473,5 +467,19 @@ nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
     nrt_status s = check_inst(p, i, diag);
     if (s) return s;
   }
+  return NRT_SUCCESS;
+}
+
+nrt_status nc_check_per_partition(const nrt_nc_program_t p, int32_t i, int k, const char *name,
+                                  nrt_nc_diagnostic *diag) {
+  const nrt_nc_ap *ap = &p->insts[i].ap[k], *dst = &p->insts[i].ap[0];
+  if (ap->tensor < 0) return NRT_SUCCESS;
+  if (ap->partitions != dst->partitions || nc_ap_free_elems(ap) != 1)
+    return nc_fail(diag, i, ap->tensor, "operand_shape", NRT_ERROR_INVALID_ARGUMENT,
+                   "%s must be a [%d, 1] tile (one value per partition), got [%d, %lld]", name,
+                   dst->partitions, ap->partitions, (long long)nc_ap_free_elems(ap));
+  if (nc_first_partition(p, ap) != nc_first_partition(p, dst))
+    return nc_fail(diag, i, ap->tensor, "same_partitions", NRT_ERROR_INVALID_ARGUMENT,
+                   "%s is on other partitions than dst", name);
   return NRT_SUCCESS;
 }

@@ -6,11 +6,6 @@
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
-static int64_t first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
-  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
-  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
-}
-
 static const char *const target_names[] = {"", "trn1 (NeuronCore-v2)", "trn2 (NeuronCore-v3)",
                                            "trn3 (NeuronCore-v4)"};
 
@@ -43,7 +38,7 @@ static nrt_status same_rows(const nrt_nc_program_t p, int32_t i, int k, const ch
   if (ap->partitions != dst->partitions)
     return nc_fail(diag, i, ap->tensor, "shape_mismatch", INVALID,
                    "%s has %d partitions but dst %d", name, ap->partitions, dst->partitions);
-  if (first_partition(p, ap) != first_partition(p, dst) || ap->partition_step != dst->partition_step)
+  if (nc_first_partition(p, ap) != nc_first_partition(p, dst) || ap->partition_step != dst->partition_step)
     return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
                    "%s is on other partitions than dst", name);
   return NRT_SUCCESS;
@@ -86,20 +81,6 @@ static nrt_status check_topk(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
 
 static int is_float(int32_t dtype) { return dtype >= NRT_NC_FLOAT8_E4M3; }
 
-static nrt_status per_partition_operand(const nrt_nc_program_t p, int32_t i, int k,
-                                        const char *name, nrt_nc_diagnostic *diag) {
-  const nrt_nc_ap *ap = &p->insts[i].ap[k], *dst = &p->insts[i].ap[0];
-  if (ap->tensor < 0) return NRT_SUCCESS;
-  if (ap->partitions != dst->partitions || nc_ap_free_elems(ap) != 1)
-    return nc_fail(diag, i, ap->tensor, "operand_shape", INVALID,
-                   "%s must be a [%d, 1] tile (one value per partition), got [%d, %lld]", name,
-                   dst->partitions, ap->partitions, (long long)nc_ap_free_elems(ap));
-  if (first_partition(p, ap) != first_partition(p, dst))
-    return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
-                   "%s is on other partitions than dst", name);
-  return NRT_SUCCESS;
-}
-
 static nrt_status check_exponential(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
@@ -120,8 +101,8 @@ static nrt_status check_exponential(const nrt_nc_program_t p, int32_t i, nrt_nc_
   if ((s = same_rows(p, i, 1, "src", diag))) return s;
   if (inst->ap[2].tensor >= 0 && inst->ap[2].dtype != NRT_NC_FLOAT32)
     return nc_fail(diag, i, inst->ap[2].tensor, "dtype", INVALID, "max_value is float32");
-  if ((s = per_partition_operand(p, i, 2, "max_value", diag)) ||
-      (s = per_partition_operand(p, i, 4, "reduce_res", diag)))
+  if ((s = nc_check_per_partition(p, i, 2, "max_value", diag)) ||
+      (s = nc_check_per_partition(p, i, 4, "reduce_res", diag)))
     return s;
   if (inst->ap[4].tensor >= 0 && !is_float(inst->ap[4].dtype))
     return nc_fail(diag, i, inst->ap[4].tensor, "dtype", INVALID,
@@ -240,7 +221,7 @@ static nrt_status check_stream_shuffle(const nrt_nc_program_t p, int32_t i,
   int64_t most = dst->partitions > src->partitions ? dst->partitions : src->partitions;
   int64_t active = (most + 31) / 32 * 32;
   for (int k = 0; k < 2; k++) {
-    int64_t start = first_partition(p, &inst->ap[k]);
+    int64_t start = nc_first_partition(p, &inst->ap[k]);
     if (inst->ap[k].partition_step != 1 || !shuffle_start_ok(start, active))
       return nc_fail(diag, i, inst->ap[k].tensor, "partition_start", INVALID,
                      "nc_stream_shuffle with %lld active partitions: %s must start at %s on "

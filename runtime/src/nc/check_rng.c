@@ -7,26 +7,6 @@
 
 static int is_int(int32_t dtype) { return dtype >= NRT_NC_UINT8 && dtype <= NRT_NC_INT32; }
 
-static int64_t first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
-  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
-  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
-}
-
-/* A per-partition operand k of dst's partitions ([P, 1]), or absent. */
-static nrt_status per_partition(const nrt_nc_program_t p, int32_t i, int k, const char *name,
-                                nrt_nc_diagnostic *diag) {
-  const nrt_nc_ap *ap = &p->insts[i].ap[k], *dst = &p->insts[i].ap[0];
-  if (ap->tensor < 0) return NRT_SUCCESS;
-  if (ap->partitions != dst->partitions || nc_ap_free_elems(ap) != 1)
-    return nc_fail(diag, i, ap->tensor, "operand_shape", INVALID,
-                   "%s must be a [%d, 1] tile (one value per partition), got [%d, %lld]", name,
-                   dst->partitions, ap->partitions, (long long)nc_ap_free_elems(ap));
-  if (first_partition(p, ap) != first_partition(p, dst))
-    return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
-                   "%s is on other partitions than dst", name);
-  return NRT_SUCCESS;
-}
-
 nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
   const nrt_nc_ap *dst = &inst->ap[0];
@@ -41,8 +21,8 @@ nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *
       if (inst->ap[1].tensor < 0 && inst->ap[2].tensor < 0 && !(inst->imm[0] < inst->imm[1]))
         return nc_fail(diag, i, -1, "rand2_range", INVALID,
                        "rand2 needs min < max, got [%g, %g]", inst->imm[0], inst->imm[1]);
-      if ((s = per_partition(p, i, 1, "min", diag))) return s;
-      return per_partition(p, i, 2, "max", diag);
+      if ((s = nc_check_per_partition(p, i, 1, "min", diag))) return s;
+      return nc_check_per_partition(p, i, 2, "max", diag);
     case NRT_NC_DROPOUT: {
       const nrt_nc_ap *data = &inst->ap[1];
       if (data->tensor < 0) return nc_fail(diag, i, -1, "operand", INVALID, "dropout needs data");
@@ -51,7 +31,7 @@ nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *
                        "data has %d x %lld elements but dst %d x %lld", data->partitions,
                        (long long)nc_ap_free_elems(data), dst->partitions,
                        (long long)nc_ap_free_elems(dst));
-      if (first_partition(p, data) != first_partition(p, dst))
+      if (nc_first_partition(p, data) != nc_first_partition(p, dst))
         return nc_fail(diag, i, data->tensor, "same_partitions", INVALID,
                        "data is on other partitions than dst");
       if (dst->dtype != data->dtype)
@@ -60,7 +40,7 @@ nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *
       if (is_int(data->dtype) && inst->ap[2].tensor >= 0 && inst->ap[2].dtype != NRT_NC_FLOAT32)
         return nc_fail(diag, i, inst->ap[2].tensor, "dtype", INVALID,
                        "the drop probability of an integer tile is float32");
-      return per_partition(p, i, 2, "prob", diag);
+      return nc_check_per_partition(p, i, 2, "prob", diag);
     }
     case NRT_NC_RNG_SEED:
       if (dst->partitions != 1 || nc_ap_free_elems(dst) != 1 || nrt_nc_dtype_size(dst->dtype) != 4)

@@ -6,11 +6,6 @@
 
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
-static int64_t first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
-  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
-  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
-}
-
 /* Operand k is absent, or has dst's shape (per_partition 0) or one value
  * per partition (per_partition 1), on dst's partitions. */
 static nrt_status check_operand(const nrt_nc_program_t p, int32_t i, int k, const char *name,
@@ -23,7 +18,7 @@ static nrt_status check_operand(const nrt_nc_program_t p, int32_t i, int k, cons
     return nc_fail(diag, i, ap->tensor, per_partition ? "operand_shape" : "shape_mismatch", INVALID,
                    "%s must be [%d, %lld], got [%d, %lld]", name, dst->partitions, (long long)want,
                    ap->partitions, (long long)nc_ap_free_elems(ap));
-  if (first_partition(p, ap) != first_partition(p, dst) || ap->partition_step != dst->partition_step)
+  if (nc_first_partition(p, ap) != nc_first_partition(p, dst) || ap->partition_step != dst->partition_step)
     return nc_fail(diag, i, ap->tensor, "same_partitions", INVALID,
                    "%s is on other partitions than dst; the engine reads and writes the same "
                    "partitions", name);
@@ -130,7 +125,7 @@ static nrt_status check_nonzero(const nrt_nc_program_t p, int32_t i, nrt_nc_diag
   if (!is_32bit_int(dst->dtype))
     return nc_fail(diag, i, dst->tensor, "dtype", INVALID,
                    "nonzero_with_count writes int32 / uint32 indices");
-  if (first_partition(p, src) != first_partition(p, dst))
+  if (nc_first_partition(p, src) != nc_first_partition(p, dst))
     return nc_fail(diag, i, src->tensor, "same_partitions", INVALID,
                    "src and dst must start at the same partition (each GpSimd core reads and "
                    "writes its own first partition)");

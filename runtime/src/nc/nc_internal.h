@@ -33,6 +33,17 @@ struct nrt_nc_program {
 nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const char *rule,
                    nrt_status status, const char *fmt, ...) RT_PRINTF(6, 7);
 
+/* Absolute first partition of an on-chip access pattern. */
+static inline int64_t nc_first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
+  const nrt_nc_tensor *t = &p->tensors[ap->tensor];
+  return (t->fixed ? t->partition_base : 0) + ap->partition_start;
+}
+
+/* check.c: operand k, if present, is one value per partition ([P, 1]) on
+ * dst's partitions (rules operand_shape, same_partitions). */
+nrt_status nc_check_per_partition(const nrt_nc_program_t p, int32_t i, int k, const char *name,
+                                  nrt_nc_diagnostic *diag);
+
 /* check.c: every per-instruction rule. */
 nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 
