@@ -12,6 +12,7 @@
 #include <string.h>
 #include "nc/access.h"
 #include "nc/numerics.h"
+#include "nc/operand.h"
 
 /* Monotone 17-bit key of a bfloat16 for a descending sort: larger values
  * get larger keys, NaN above everything (as max8 treats it). */
@@ -88,18 +89,13 @@ static void exec_topk(const nc_core *core, const nrt_nc_inst *inst, float *a, fl
   }
 }
 
-static float operand_or_imm(const nc_core *core, const nrt_nc_ap *ap, int64_t p, double imm) {
-  if (ap->tensor < 0) return (float)imm;
-  return nc_load(ap->dtype, nc_row(core, ap, p));
-}
-
 static void exec_exponential(const nc_core *core, const nrt_nc_inst *inst, float *a) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
   int reduce = inst->ap[4].tensor >= 0 ||
                (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_LOAD | NRT_NC_FLAG_REDUCE_FOLD));
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float m = operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
+    float m = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
     nc_gather_f32(core, &inst->ap[1], p, a);
     for (int64_t j = 0; j < n; j++) a[j] = rt_vm_expf(a[j] - m);
     nc_scatter_f32(core, dst, p, a);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "nc/access.h"
 #include "nc/numerics.h"
+#include "nc/operand.h"
 
 int nc_rng_streams(int32_t engine) { return engine == NRT_NC_ENGINE_VECTOR ? 4 : 1; }
 
@@ -62,11 +63,6 @@ static void draw(const nc_core *core, const nrt_nc_inst *inst, int64_t p, uint32
 
 static float uniform01(uint32_t bits) { return (float)(bits >> 8) * (1.0f / 16777216.0f); }
 
-static float operand_or_imm(const nc_core *core, const nrt_nc_ap *ap, int64_t p, double imm) {
-  if (ap->tensor < 0) return (float)imm;
-  return nc_load(ap->dtype, nc_row(core, ap, p));
-}
-
 static void exec_rng(const nc_core *core, const nrt_nc_inst *inst, float *a) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
@@ -86,8 +82,8 @@ static void exec_rand2(const nc_core *core, const nrt_nc_inst *inst, float *a) {
   int64_t n = nc_ap_free_elems(dst);
   uint32_t *bits = (uint32_t *)a;
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float lo = operand_or_imm(core, &inst->ap[1], p, inst->imm[0]);
-    float hi = operand_or_imm(core, &inst->ap[2], p, inst->imm[1]);
+    float lo = nc_operand_or_imm(core, &inst->ap[1], p, inst->imm[0]);
+    float hi = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[1]);
     draw(core, inst, p, bits, n);
     for (int64_t j = 0; j < n; j++) a[j] = lo + uniform01(bits[j]) * (hi - lo);
     nc_scatter_f32(core, dst, p, a);
@@ -99,7 +95,7 @@ static void exec_dropout(const nc_core *core, const nrt_nc_inst *inst, float *a,
   int64_t n = nc_ap_free_elems(dst);
   uint32_t *bits = (uint32_t *)b;
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float prob = operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
+    float prob = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
     nc_gather_f32(core, &inst->ap[1], p, a);
     draw(core, inst, p, bits, n);
     for (int64_t j = 0; j < n; j++)

@@ -8,11 +8,7 @@
 #include <string.h>
 #include "nc/access.h"
 #include "nc/numerics.h"
-
-static float operand_or_imm(const nc_core *core, const nrt_nc_ap *ap, int64_t p, double imm) {
-  if (ap->tensor < 0) return (float)imm;
-  return nc_load(ap->dtype, nc_row(core, ap, p));
-}
+#include "nc/operand.h"
 
 /* The reduce register of the lane that partition p of dst sits on. */
 static float *lane_register(const nc_core *core, const nrt_nc_inst *inst, int64_t p) {
@@ -60,8 +56,8 @@ static void exec_activate2(const nc_core *core, const nrt_nc_inst *inst, float *
   int rev0 = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, rev1 = (inst->flags & NRT_NC_FLAG_REVERSE1) != 0;
   float slope = (float)inst->imm[2];
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float s0 = operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
-    float s1 = operand_or_imm(core, &inst->ap[3], p, inst->imm[1]);
+    float s0 = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
+    float s1 = nc_operand_or_imm(core, &inst->ap[3], p, inst->imm[1]);
     nc_gather_f32(core, &inst->ap[1], p, a);
     for (int64_t j = 0; j < n; j++) {
       float v = a[j];
@@ -82,7 +78,7 @@ static void exec_cumulative(const nc_core *core, const nrt_nc_inst *inst, float 
   int32_t op0 = inst->func[0], op1 = inst->func[1];
   uint32_t f = inst->flags;
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float s0 = operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
+    float s0 = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
     float *reg = lane_register(core, inst, p);
     float acc = (f & NRT_NC_FLAG_REDUCE_LOAD) ? (float)inst->imm[1]
                 : (f & NRT_NC_FLAG_REDUCE_FOLD) && !(f & NRT_NC_FLAG_REDUCE_RESET) ? *reg
@@ -103,7 +99,7 @@ static void exec_select_reduce(const nc_core *core, const nrt_nc_inst *inst, flo
   int64_t n = nc_ap_free_elems(dst);
   int invert = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0;
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float other = operand_or_imm(core, &inst->ap[3], p, inst->imm[0]);
+    float other = nc_operand_or_imm(core, &inst->ap[3], p, inst->imm[0]);
     nc_gather_f32(core, &inst->ap[1], p, a);
     nc_gather_f32(core, &inst->ap[2], p, b);
     for (int64_t j = 0; j < n; j++) a[j] = ((a[j] != 0.0f) != invert) ? b[j] : other;
@@ -118,8 +114,8 @@ static void exec_range_select(const nc_core *core, const nrt_nc_inst *inst, floa
   int64_t n = nc_ap_free_elems(dst);
   float start = (float)inst->imm[0], other = (float)inst->imm[1];
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float b0 = operand_or_imm(core, &inst->ap[2], p, 0.0);
-    float b1 = operand_or_imm(core, &inst->ap[3], p, 0.0);
+    float b0 = nc_operand_or_imm(core, &inst->ap[2], p, 0.0);
+    float b1 = nc_operand_or_imm(core, &inst->ap[3], p, 0.0);
     nc_gather_f32(core, &inst->ap[1], p, a);
     for (int64_t j = 0; j < n; j++) {
       float index = (float)j + start;
