@@ -19,8 +19,8 @@ std::optional<nrt_roofline> collective_estimate(c10d::OpType type, int device, i
   using c10d::OpType;
   const double out = bytes_of(outputs), n = ranks;
   // The whole buffer as one rank sees it (nrt_roofline_add_collective).
-  // keep holds the inputs besides the outputs (and, for some paths,
-  // staging copies of the outputs, which the output-based sizes avoid).
+  // Sizes come from the outputs where they have the whole buffer: keep
+  // also holds staging copies on some paths.
   int32_t kind;
   double bytes;
   bool reduces = false;
@@ -33,8 +33,8 @@ std::optional<nrt_roofline> collective_estimate(c10d::OpType type, int device, i
       kind = NRT_COLLECTIVE_REDUCE_SCATTER, bytes = out * n, reduces = true;
       break;
     case OpType::ALLTOALL: case OpType::ALLTOALL_BASE: kind = NRT_COLLECTIVE_ALL_TO_ALL, bytes = out; break;
-    case OpType::GATHER:  // every rank's input, gathered at the root
-      kind = NRT_COLLECTIVE_GATHER, bytes = (bytes_of(keep) - out) * n;
+    case OpType::GATHER:  // every rank's input (keep's first tensor on both paths), gathered at the root
+      kind = NRT_COLLECTIVE_GATHER, bytes = keep.empty() ? 0 : static_cast<double>(keep[0].nbytes()) * n;
       break;
     case OpType::SCATTER: kind = NRT_COLLECTIVE_SCATTER, bytes = out * n; break;
     case OpType::SEND: case OpType::RECV: kind = NRT_COLLECTIVE_SEND_RECV, bytes = bytes_of(keep); break;
