@@ -253,6 +253,31 @@ def test_float32_chain_bitwise_and_metrics():
     assert counter("compile.graphs") == c["compile.graphs"]
 
 
+def chain_sigmoid(x, y):
+    """benchmarks/compile.py's chain, plus a broadcast row and a transposed input."""
+    z = x * 1.5
+    z = z + 0.25
+    z = torch.relu(z)
+    z = z * z
+    z = z - 0.5
+    z = torch.sigmoid(z) + torch.tanh(y)
+    z = z * 3
+    return z.clamp(0, 2) * torch.exp(-x.abs()) - torch.nn.functional.gelu(y)
+
+
+def test_float32_chain_runs_the_register_loop_bitwise():
+    # Rows of 300 (more than one 256-element block); NaN, inf and -0 among the values.
+    x = rand(37, 300, seed=3)
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0], device=x.device)
+    y = rand(300, 37, seed=4).t()  # transposed: gathered element by element
+    want = chain_sigmoid(x, y)
+    before = counter("fuse.register_loops")
+    got = compiled(chain_sigmoid)(x, y)
+    assert torch.equal(got.cpu().view(torch.int32), want.cpu().view(torch.int32))
+    assert counter("compile.fused_kernels") > 0 and counter("compile.eager_nodes") == 0
+    assert counter("fuse.register_loops") > before
+
+
 def test_bfloat16_chain():
     x, y = rand(32, 80, dtype=torch.bfloat16, seed=3), rand(32, 80, dtype=torch.bfloat16, seed=4)
 

@@ -30,6 +30,10 @@ relaxed atomic adds where the event happens, so they are always on.
 ``sync.stream`` / ``sync.device`` / ``sync.event``
     calls that waited for a stream, a whole device (``torch.neuron.synchronize``)
     or an event.
+``fuse.register_loops``
+    runs of fused groups (adaptive eager, compiled steps, GEMM epilogue and
+    row blocks) evaluated by the register-level loop: all float32 ops of
+    its vocabulary, the whole expression per block of 256 elements.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

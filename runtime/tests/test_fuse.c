@@ -12,6 +12,8 @@
 #include <string.h>
 #include "check.h"
 #include "fuse/replay.h"
+#include "fuse/tape.h"
+#include "neuronrt/metrics.h"
 #include "neuronrt/fuse.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -600,6 +602,144 @@ static void test_a_group_that_would_differ_on_tiles_is_refused(void) {
   nrt_free(out.data);
 }
 
+/* ---- the register-level loop (fuse/tape.h) ------------------------------------ */
+
+/* Random float32 groups of the tape's ops over 2-d shapes (broadcast and
+ * permuted inputs, NaN and inf among the values): the group takes the
+ * tape, and its results, and those of the tape's scalar twin, are bitwise
+ * those of the ops one by one (NaNs: see same_floats). */
+/* Bitwise equal float32 tensors, except that two NaNs match whatever their
+ * sign and payload: where two NaNs meet in one op, which one propagates
+ * depends on the operand order the compiler picked for a commutative
+ * instruction (as between a kernel's own vector body and scalar tail). */
+static int same_floats(const nrt_tensor_view *a, const nrt_tensor_view *b, int64_t n) {
+  const float *x = host(a->data), *y = host(b->data);
+  for (int64_t e = 0; e < n; e++)
+    if (memcmp(&x[e], &y[e], 4) != 0 && !(x[e] != x[e] && y[e] != y[e])) return 0;
+  return 1;
+}
+
+static void test_float32_groups_take_the_register_loop(void) {
+  static const nrt_op_code unary[] = {NRT_OP_EXP,  NRT_OP_TANH, NRT_OP_SIGMOID, NRT_OP_NEG,
+                                      NRT_OP_ABS,  NRT_OP_GELU, NRT_OP_SILU,    NRT_OP_SQRT,
+                                      NRT_OP_RECIPROCAL, NRT_OP_RELU, NRT_OP_LOG, NRT_OP_HARDTANH};
+  static const nrt_op_code binary[] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_DIV, NRT_OP_MAXIMUM,
+                                       NRT_OP_MINIMUM, NRT_OP_SIGMOID_BACKWARD,
+                                       NRT_OP_THRESHOLD_BACKWARD};
+  static const int64_t sizes[] = {1, 3, 17, 255, 256, 257, 1000};
+  int taped = 0;
+  uint64_t loops_before = nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS);
+  for (int trial = 0; trial < 120; trial++) {
+    built b;
+    memset(&b, 0, sizeof b);
+    b.ndim = 2;
+    b.shape[0] = sizes[pick(7)], b.shape[1] = sizes[pick(7)];
+    b.num_inputs = 1 + pick(3);
+    for (int k = 0; k < b.num_inputs; k++) b.inputs[k] = random_input(NRT_FLOAT32, 2, b.shape);
+    int insts = 1 + pick(10);
+    while (b.num_insts < insts) {
+      nrt_fuse_inst in;
+      memset(&in, 0, sizeof in);
+      in.compute_dtype = NRT_FLOAT32;
+      in.num_outputs = 1;
+      if (pick(2)) {
+        in.code = unary[pick((int)(sizeof unary / sizeof unary[0]))];
+        in.num_operands = 2;
+        in.operands[1] = float_operand(&b, 0);
+      } else {
+        in.code = binary[pick((int)(sizeof binary / sizeof binary[0]))];
+        in.num_operands = 3;
+        in.operands[1] = float_operand(&b, 0);
+        in.operands[2] = float_operand(&b, 1);
+      }
+      if (in.code == NRT_OP_ADD || in.code == NRT_OP_THRESHOLD_BACKWARD) {
+        in.num_scalars = 1;
+        in.scalars[0] = (nrt_scalar){.is_float = 1, .f = (double)pick(7) / 2.0 - 1.5};
+      } else if (in.code == NRT_OP_HARDTANH) {
+        in.num_scalars = 2;
+        in.scalars[0] = (nrt_scalar){.is_float = 0, .i = -1};
+        in.scalars[1] = (nrt_scalar){.is_float = 1, .f = 2.5};
+      }
+      in.operands[0] = new_register(&b, NRT_FLOAT32);
+      b.insts[b.num_insts++] = in;
+    }
+    int64_t n = numel_of(2, b.shape);
+    nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
+    run_unfused(&b, regs);
+    int32_t out_regs[2] = {b.num_registers - 1, pick(b.num_registers)};
+    nrt_tensor_view outs[2];
+    for (int j = 0; j < 2; j++) outs[j] = dense(NRT_FLOAT32, 2, b.shape);
+    nrt_fuse_group_desc d = {.ndim = 2, .num_inputs = b.num_inputs, .inputs = b.inputs,
+                             .num_registers = b.num_registers, .registers = b.registers,
+                             .num_insts = b.num_insts, .insts = b.insts, .num_outputs = 2,
+                             .outputs = outs, .output_registers = out_regs};
+    memcpy(d.shape, b.shape, sizeof d.shape);
+    nrt_fuse_group_t g;
+    CHECK_OK(nrt_fuse_group_create(&d, &g));
+    CHECK(g->tape.num_ops == b.num_insts);
+    taped += g->tape.num_ops > 0;
+    for (int twin = 0; twin < 2; twin++) {
+      for (int j = 0; j < 2; j++) memset(host(outs[j].data), 0xa5, (size_t)n * 4);
+      if (twin) {
+        rt_fuse_box box = {.rows = b.shape[0], .cols = b.shape[1]};
+        for (int k = 0; k < b.num_inputs; k++) {
+          box.in[k] = host(b.inputs[k].data);
+          box.in_rs[k] = b.inputs[k].strides[0], box.in_cs[k] = b.inputs[k].strides[1];
+        }
+        for (int j = 0; j < 2; j++) {
+          box.out[j] = host(outs[j].data);
+          box.out_rs[j] = outs[j].strides[0], box.out_cs[j] = outs[j].strides[1];
+        }
+        rt_fuse_tape_run_reference(g, &box);
+      } else {
+        CHECK_OK(nrt_fuse_group_execute(g));
+      }
+      for (int j = 0; j < 2; j++) {
+        int ok = same_floats(&outs[j], &regs[out_regs[j]], n);
+        CHECK(ok);
+        if (!ok)
+          fprintf(stderr, "  trial %d (%s): output %d differs, %d ops, %lld x %lld\n", trial,
+                  twin ? "scalar twin" : "block loop", j, b.num_insts, (long long)b.shape[0],
+                  (long long)b.shape[1]);
+        for (int64_t e = 0; !ok && e < n; e++) {
+          uint32_t got, want;
+          memcpy(&got, (char *)host(outs[j].data) + e * 4, 4);
+          memcpy(&want, (char *)host(regs[out_regs[j]].data) + e * 4, 4);
+          float fg, fw;
+          memcpy(&fg, &got, 4), memcpy(&fw, &want, 4);
+          if (got != want && !(fg != fg && fw != fw)) {
+            fprintf(stderr, "    element %lld: %08x, one by one %08x\n", (long long)e, got, want);
+            for (int i = 0; i < b.num_insts; i++) fprintf(stderr, "    inst %d %s\n", i, nrt_op_name(b.insts[i].code));
+            break;
+          }
+        }
+      }
+    }
+    nrt_fuse_group_destroy(g);
+    for (int r = 0; r < b.num_registers; r++) nrt_free(regs[r].data);
+    for (int j = 0; j < 2; j++) nrt_free(outs[j].data);
+    for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
+  }
+  CHECK(taped == 120);
+  CHECK(nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS) >= loops_before + 120);
+}
+
+/* A float64 register keeps a group on the instruction-by-instruction path. */
+static void test_other_dtypes_keep_the_kernels(void) {
+  chain c;
+  make_chain(&c, NRT_INT32, 4, 8);
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK(g->tape.num_ops == 0);
+  nrt_fuse_group_destroy(g);
+  free_chain(&c);
+  make_chain(&c, NRT_FLOAT32, 4, 8);
+  CHECK_OK(nrt_fuse_group_create(&c.desc, &g));
+  CHECK(g->tape.num_ops == 3);
+  nrt_fuse_group_destroy(g);
+  free_chain(&c);
+}
+
 int main(void) {
   RUN(test_random_groups_match_ops_one_by_one);
   RUN(test_malformed_groups_are_refused_with_a_reason);
@@ -608,5 +748,7 @@ int main(void) {
   RUN(test_zero_size_and_0d_groups);
   RUN(test_in_place_over_a_transposed_layout);
   RUN(test_a_group_that_would_differ_on_tiles_is_refused);
+  RUN(test_float32_groups_take_the_register_loop);
+  RUN(test_other_dtypes_keep_the_kernels);
   return CHECK_MAIN_RESULT();
 }

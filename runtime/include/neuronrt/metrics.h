@@ -31,7 +31,8 @@ extern "C" {
   X(ALLOC_OOMS, "allocator.ooms")                           \
   X(STREAM_SYNCS, "sync.stream")                            \
   X(DEVICE_SYNCS, "sync.device")                            \
-  X(EVENT_SYNCS, "sync.event")
+  X(EVENT_SYNCS, "sync.event")                              \
+  X(FUSE_REGISTER_LOOPS, "fuse.register_loops")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include "internal.h"
 #include "neuronrt/fuse.h"
+#include "fuse/tape.h"
 
 /* Elements of a tile: every register of a tile (at most 8 bytes an
  * element) stays in L1/L2 for a few registers, and a tile is long enough
@@ -57,6 +58,9 @@ struct nrt_fuse_group {
   /* Immediates in their dtype, as rt_op_run lays them out. */
   uint64_t immediates[NRT_FUSE_MAX_INSTS][NRT_MAX_OPERANDS];
   char name[NRT_HOST_TASK_NAME_MAX];
+  /* The register-level loop (tape.h); tape.num_ops 0: instruction by
+   * instruction through the kernels' loops. */
+  rt_fuse_tape tape;
 };
 
 /* group.c: whether code may be an instruction (the pointwise vocabulary

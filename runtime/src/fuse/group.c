@@ -198,6 +198,8 @@ nrt_status rt_fuse_group_init(struct nrt_fuse_group *g, const nrt_fuse_group_des
       if (in->operands[k].kind == NRT_FUSE_IMMEDIATE)
         rt_convert_scalar(in->operands[k].dtype, &in->operands[k].value, &g->immediates[i][k]);
   }
+  rt_fuse_tape_build(g);
+  if (g->tape.num_ops) g->scratch_bytes = rt_fuse_tape_scratch_bytes(&g->tape);
   return check_single_values(g);
 }
 

@@ -10,7 +10,8 @@
  * calls its op's own kernel on [rows, cols] views, or, once the kernel's
  * loop is captured, that loop directly (replay.h): registers are
  * contiguous blocks of a per-thread scratch, inputs are views into the
- * tensors. Then each output receives its register.
+ * tensors. Then each output receives its register. A group with a tape
+ * (tape.h) runs each tile through its register-level loop instead.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -141,6 +142,10 @@ static nrt_status kernel_inst(const struct nrt_fuse_group *g, int i, const rt_fu
  * that failed (num_insts: a store) with its status in *status. */
 static int run_block(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch,
                      rt_fuse_replay *states, atomic_int *limit, nrt_status *status) {
+  if (g->tape.num_ops) {
+    rt_fuse_tape_run(g, b, scratch);
+    return -1;
+  }
   for (int i = 0; i < g->num_insts && (!limit || i < atomic_load_explicit(limit, memory_order_relaxed));
        i++) {
     rt_fuse_replay *st = states ? &states[i] : NULL;
@@ -208,6 +213,7 @@ static void run_tiles(int64_t begin, int64_t end, void *arg) {
 
 nrt_status rt_fuse_run(const struct nrt_fuse_group *g) {
   if (g->numel == 0) return NRT_SUCCESS;
+  if (g->tape.num_ops) rt_metric_add(NRT_METRIC_FUSE_REGISTER_LOOPS, 1);
   vm_run run = {.g = g, .failed_inst = 0, .status = NRT_SUCCESS};
   atomic_init(&run.fail_inst, g->num_insts + 1);
   pthread_mutex_init(&run.mu, NULL);
@@ -262,6 +268,7 @@ nrt_status rt_fuse_run_box(const struct nrt_fuse_group *g, const rt_fuse_box *bo
   if (!scratch)
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", g->name,
                    rt_format_size(thread_bytes(g)).s);
+  if (g->tape.num_ops) rt_metric_add(NRT_METRIC_FUSE_REGISTER_LOOPS, 1);
   rt_fuse_replay *states = thread_states(g, scratch);
   rt_fuse_replay_begin(g, states);
   if (box->rows * box->cols <= RT_FUSE_TILE && !g->replays) states = NULL; /* one tile */

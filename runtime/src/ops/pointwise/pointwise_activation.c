@@ -10,6 +10,7 @@
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/vmath.h"
+#include "ops/pointwise/float_exprs.h"
 
 #define SQRT1_2 0.70710678118654752440
 #define GELU_PDF_SCALE 0.39894228040143267794 /* 1 / sqrt(2 pi) */
@@ -43,7 +44,7 @@ RT_VM_INLINE float tanh_softplusf(float x) {
 
 /* ---- forward ------------------------------------------------------------ */
 
-DEFINE_UNARY(leaky_relu, x > 0 ? x : x * S(float, 0), x > 0 ? x : x * S(double, 0))
+DEFINE_UNARY(leaky_relu, RT_EXPR_LEAKY_RELU, x > 0 ? x : x * S(double, 0))
 
 /* scalars [alpha, scale, input_scale] */
 #define ELU(T) (x <= 0 ? expm1(x * S(T, 2)) * (S(T, 0) * S(T, 1)) : x * S(T, 1))
@@ -61,10 +62,10 @@ DEFINE_UNARY(elu, ELU(float), ELU(double))
     return rt_run_pointwise(op, loops, -1);                     \
   }
 
-DEFINE_UNARY_TABLE16(gelu, rt_vm_geluf(x), 0.5 * x * erfc(-x * SQRT1_2))
-DEFINE_UNARY_TABLE16(gelu_tanh, rt_vm_gelu_tanhf(x),
+DEFINE_UNARY_TABLE16(gelu, RT_EXPR_F32_GELU, 0.5 * x * erfc(-x * SQRT1_2))
+DEFINE_UNARY_TABLE16(gelu_tanh, RT_EXPR_F32_GELU_TANH,
                      x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
-DEFINE_UNARY_TABLE16(silu, rt_vm_siluf(x), x / (1.0 + exp(-x)))
+DEFINE_UNARY_TABLE16(silu, RT_EXPR_F32_SILU, x / (1.0 + exp(-x)))
 DEFINE_UNARY(mish, x * tanh_softplusf(x), x * tanh(log1p(exp(x))))
 
 /* x * relu6(x + 3) / 6; NaN passes both clamps. */
@@ -117,7 +118,7 @@ DEFINE_BACKWARD(leaky_relu_backward, b > 0 ? a : a * S(float, 0), b > 0 ? a : a 
 DEFINE_BACKWARD(elu_backward, ELU_BACKWARD(float), ELU_BACKWARD(double))
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-DEFINE_BACKWARD(gelu_backward, a * rt_vm_gelu_gradf(b),
+DEFINE_BACKWARD(gelu_backward, RT_EXPR_F32_GELU_BACKWARD,
                 a * (0.5 * erfc(-b * SQRT1_2) + b * (GELU_PDF_SCALE * exp(-0.5 * b * b))))
 
 /* d/dx x/2 (1 + tanh(u)), u = beta (x + kappa x^3) */
@@ -133,7 +134,7 @@ DEFINE_BACKWARD(gelu_tanh_backward, GELU_TANH_BACKWARD(float, rt_vm_tanhf),
 /* s (1 + x (1 - s)), s = sigmoid(x) */
 #define SILU_BACKWARD(T, SIG) (a * SIG(b) * ((T)1 + b * ((T)1 - SIG(b))))
 #define SIGMOID_D(v) (1.0 / (1.0 + exp(-(v))))
-DEFINE_BACKWARD(silu_backward, SILU_BACKWARD(float, rt_vm_sigmoidf), SILU_BACKWARD(double, SIGMOID_D))
+DEFINE_BACKWARD(silu_backward, RT_EXPR_F32_SILU_BACKWARD, SILU_BACKWARD(double, SIGMOID_D))
 
 /* tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x) */
 #define TANH_SOFTPLUS_D(v) tanh(log1p(exp(v)))
@@ -150,8 +151,8 @@ DEFINE_BACKWARD(hardswish_backward, HARDSWISH_BACKWARD(float), HARDSWISH_BACKWAR
 DEFINE_BACKWARD(hardsigmoid_backward, HARDSIGMOID_BACKWARD(float), HARDSIGMOID_BACKWARD(double))
 
 /* b is the forward result y: sigmoid' = (1 - y) y, tanh' = 1 - y^2 */
-DEFINE_BACKWARD(sigmoid_backward, a * (1.0f - b) * b, a * (1.0 - b) * b)
-DEFINE_BACKWARD(tanh_backward, a * (1.0f - b * b), a * (1.0 - b * b))
+DEFINE_BACKWARD(sigmoid_backward, RT_EXPR_F32_SIGMOID_BACKWARD, a * (1.0 - b) * b)
+DEFINE_BACKWARD(tanh_backward, RT_EXPR_F32_TANH_BACKWARD, a * (1.0 - b * b))
 
 /* scalars [min, max] */
 #define HARDTANH_BACKWARD(T) (b <= S(T, 0) || b >= S(T, 1) ? (T)0 : a)
@@ -170,7 +171,7 @@ THRESHOLD_BACKWARD_INT(int8)
 THRESHOLD_BACKWARD_INT(int16)
 THRESHOLD_BACKWARD_INT(int32)
 THRESHOLD_BACKWARD_INT(int64)
-RT_BINARY_LOOP(threshold_backward_f32, float, float, b <= S(float, 0) ? 0.0f : a)
+RT_BINARY_LOOP(threshold_backward_f32, float, float, RT_EXPR_F32_THRESHOLD_BACKWARD)
 RT_BINARY_LOOP(threshold_backward_f64, double, double, b <= S(double, 0) ? 0.0 : a)
 RT_BINARY_LOOPS16(threshold_backward, b <= S(float, 0) ? 0.0f : a)
 

@@ -10,6 +10,7 @@
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/scalar_types.h"
+#include "ops/pointwise/float_exprs.h"
 
 #define ARITH_TABLE(NAME)                                                    \
   {[NRT_BOOL] = NAME##_bool, [NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, \
@@ -31,7 +32,7 @@ static inline float round_bf16(float v) { return rt_bfloat16_to_float(rt_bfloat1
 static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_float(v)); }
 
 /* ---- ADD: a + alpha * b; MUL ------------------------------------------ */
-DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), a + (__typeof__(a))sc->f[0] * b)
+DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), RT_EXPR_ADD)
 RT_BINARY_LOOP(add_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | ((b != 0) & (sc->i[0] != 0))))
 RT_BINARY_LOOPS16(add, a + (float)sc->f[0] * b)
 
@@ -52,12 +53,12 @@ nrt_status rt_kernel_add(const nrt_op *op) {
  * a's and its scalar tail b's, and the float32 loops of the unfused kernel
  * and of a fused tile picked different operands with AVX-512, so a result
  * depended on its position or on fusion. */
-DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), a != a ? a : a * b)
+DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), RT_EXPR_MUL)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
 RT_BINARY_LOOPS16(mul, a != a ? a : a * b)
 RT_DEFINE_TABLE_KERNEL16(mul, ARITH_TABLE)
 
-RT_BINARY_LOOP(div_f32, float, float, a / b)
+RT_BINARY_LOOP(div_f32, float, float, RT_EXPR_DIV)
 RT_BINARY_LOOP(div_f64, double, double, a / b)
 RT_BINARY_LOOPS16(div, a / b)
 RT_DEFINE_TABLE_KERNEL16(div, RT_FLOAT_TABLE)
@@ -257,15 +258,14 @@ RT_BINARY_LOOP(lerp_f64, double, double, LERP(double, sc->f[0]))
 RT_DEFINE_TABLE_KERNEL(lerp, RT_FLOAT_TABLE)
 
 /* ---- maximum / minimum (NaN wins), fmax / fmin (NaN loses) -------------- */
-#define MAX_PROPAGATING(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) > (b) ? (a) : (b))
-#define MIN_PROPAGATING(a, b) ((a) != (a) ? (a) : (b) != (b) ? (b) : (a) < (b) ? (a) : (b))
+/* maximum and minimum: RT_EXPR_MAXIMUM / RT_EXPR_MINIMUM (float_exprs.h) */
 #define MAX_IGNORING(a, b) ((a) != (a) ? (b) : (b) != (b) ? (a) : (a) > (b) ? (a) : (b))
 #define MIN_IGNORING(a, b) ((a) != (a) ? (b) : (b) != (b) ? (a) : (a) < (b) ? (a) : (b))
 
-DEFINE_NUMERIC(maximum, a > b ? a : b, MAX_PROPAGATING(a, b))
+DEFINE_NUMERIC(maximum, a > b ? a : b, RT_EXPR_MAXIMUM)
 RT_BINARY_LOOP(maximum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | (b != 0)))
 RT_DEFINE_TABLE_KERNEL(maximum, ARITH_TABLE)
-DEFINE_NUMERIC(minimum, a < b ? a : b, MIN_PROPAGATING(a, b))
+DEFINE_NUMERIC(minimum, a < b ? a : b, RT_EXPR_MINIMUM)
 RT_BINARY_LOOP(minimum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
 RT_DEFINE_TABLE_KERNEL(minimum, ARITH_TABLE)
 DEFINE_NUMERIC(fmax, a > b ? a : b, MAX_IGNORING(a, b))

@@ -10,6 +10,7 @@
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/vmath.h"
+#include "ops/pointwise/float_exprs.h"
 
 /* ---- erfinv -------------------------------------------------------------
  * No libm has it. A start from Giles' single-precision approximation
@@ -57,13 +58,13 @@ static double erfinv_d(double y) {
 #define UNARY_FLOAT_MATH(X)                                              \
   X(exp2, exp2f(x), exp2(x))                                             \
   X(expm1, expm1f(x), expm1(x))                                          \
-  X(log, rt_vm_logf(x), log(x))                                          \
+  X(log, RT_EXPR_F32_LOG, log(x))                                          \
   X(log2, log2f(x), log2(x))                                             \
   X(log10, log10f(x), log10(x))                                          \
   X(log1p, log1pf(x), log1p(x))                                          \
-  X(sqrt, sqrtf(x), sqrt(x))                                             \
-  X(rsqrt, 1.0f / sqrtf(x), 1.0 / sqrt(x))                               \
-  X(reciprocal, 1.0f / x, 1.0 / x)                                       \
+  X(sqrt, RT_EXPR_F32_SQRT, sqrt(x))                                             \
+  X(rsqrt, RT_EXPR_F32_RSQRT, 1.0 / sqrt(x))                               \
+  X(reciprocal, RT_EXPR_F32_RECIPROCAL, 1.0 / x)                                       \
   X(sin, sinf(x), sin(x))                                                \
   X(cos, cosf(x), cos(x))                                                \
   X(tan, tanf(x), tan(x))                                                \
@@ -72,14 +73,14 @@ static double erfinv_d(double y) {
   X(atan, atanf(x), atan(x))                                             \
   X(sinh, sinhf(x), sinh(x))                                             \
   X(cosh, coshf(x), cosh(x))                                             \
-  X(tanh, rt_vm_tanhf(x), tanh(x))                                       \
+  X(tanh, RT_EXPR_F32_TANH, tanh(x))                                       \
   X(asinh, asinhf(x), asinh(x))                                          \
   X(acosh, acoshf(x), acosh(x))                                          \
   X(atanh, atanhf(x), atanh(x))                                          \
-  X(erf, rt_vm_erff(x), erf(x))                                          \
+  X(erf, RT_EXPR_F32_ERF, erf(x))                                          \
   X(erfc, erfcf(x), erfc(x))                                             \
   X(erfinv, (float)erfinv_d(x), erfinv_d(x))                             \
-  X(sigmoid, rt_vm_sigmoidf(x), 1.0 / (1.0 + exp(-x)))                   \
+  X(sigmoid, RT_EXPR_F32_SIGMOID, 1.0 / (1.0 + exp(-x)))                   \
   X(frac, x - truncf(x), x - trunc(x))
 
 #define DEFINE_UNARY_FLOAT(NAME, F32, F64)                                          \
@@ -94,7 +95,7 @@ UNARY_FLOAT_MATH(DEFINE_UNARY_FLOAT)
 /* exp of float16/bfloat16 by table (RT_DEFINE_TABLE16), exact. */
 static double exp_d(double x) { return exp(x); }
 RT_DEFINE_TABLE16(exp, exp_d)
-RT_UNARY_LOOP(exp_f32, float, float, rt_vm_expf(x))
+RT_UNARY_LOOP(exp_f32, float, float, RT_EXPR_F32_EXP)
 RT_UNARY_LOOP(exp_f64, double, double, exp(x))
 nrt_status rt_kernel_exp(const nrt_op *op) {
   static const rt_loop_table loops = {[NRT_FLOAT32] = exp_f32, [NRT_FLOAT64] = exp_f64};
@@ -130,10 +131,10 @@ nrt_status rt_kernel_exp(const nrt_op *op) {
   RT_UNARY_LOOP(NAME##_f32, float, float, FLOAT)                 \
   RT_UNARY_LOOP(NAME##_f64, double, double, FLOAT)
 
-DEFINE_NUMERIC(neg, -RT_UW(x), -RT_UW(x), -x)
+DEFINE_NUMERIC(neg, -RT_UW(x), -RT_UW(x), RT_EXPR_NEG)
 DEFINE_KERNEL(neg, NUMERIC_TABLE, -1)
 
-DEFINE_NUMERIC(abs, x < 0 ? -RT_UW(x) : RT_UW(x), x, fabs(x))
+DEFINE_NUMERIC(abs, x < 0 ? -RT_UW(x) : RT_UW(x), x, RT_EXPR_ABS)
 DEFINE_KERNEL(abs, NUMERIC_TABLE, -1)
 
 /* sign(NaN) is 0, as PyTorch's (0 < x) - (x < 0) gives. */
@@ -142,7 +143,7 @@ RT_UNARY_LOOP(sign_bool, uint8_t, uint8_t, x)
 DEFINE_KERNEL(sign, ALL_TABLE, -1)
 
 /* relu keeps NaN (x < 0 is false for it), as clamp_min(x, 0) does. */
-DEFINE_NUMERIC(relu, x < 0 ? 0 : x, x, x < 0 ? 0 : x)
+DEFINE_NUMERIC(relu, x < 0 ? 0 : x, x, RT_EXPR_RELU)
 DEFINE_KERNEL(relu, NUMERIC_TABLE, -1)
 
 DEFINE_NUMERIC(floor, x, x, floor(x))
@@ -201,11 +202,9 @@ DEFINE_KERNEL(nan_to_num, ALL_TABLE, -1)
  * Scalar::to does (truncation for integers). */
 #define AT_LEAST(T, LO) (x < (T)(LO) ? (T)(LO) : x)
 #define CLAMP_SCALARS(T, LO, HI) (AT_LEAST(T, LO) > (T)(HI) ? (T)(HI) : AT_LEAST(T, LO))
-#define CLAMP_FLOAT_SCALARS(T) \
-  (sc->f[0] != sc->f[0] || sc->f[1] != sc->f[1] ? (T)NAN : CLAMP_SCALARS(T, sc->f[0], sc->f[1]))
 DEFINE_NUMERIC(hardtanh, CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
                CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
-               CLAMP_FLOAT_SCALARS(__typeof__(x)))
+               RT_EXPR_HARDTANH)
 DEFINE_KERNEL(hardtanh, NUMERIC_TABLE, -1)
 
 /* threshold: x <= threshold ? value : x; scalars [threshold, value]. */

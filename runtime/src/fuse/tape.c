@@ -1,0 +1,319 @@
+/* See tape.h. */
+#include <tgmath.h> /* first: fabs(x) in float_exprs.h is fabsf, as in the kernel files */
+#include "fuse/tape.h"
+
+#include <string.h>
+#include "fuse/fuse_group.h"
+#include "ops/engine/convert.h"
+#include "ops/engine/elementwise.h"
+#include "ops/engine/vmath.h"
+#include "ops/pointwise/float_exprs.h"
+
+/* The tape's vocabulary: op code, scalars it reads, float32 expression. */
+#define TAPE_UNARY(X)                                                                   \
+  X(NEG, 0, RT_EXPR_NEG) X(ABS, 0, RT_EXPR_ABS) X(RELU, 0, RT_EXPR_RELU)                \
+  X(HARDTANH, 2, RT_EXPR_HARDTANH) X(LEAKY_RELU, 1, RT_EXPR_LEAKY_RELU)                 \
+  X(EXP, 0, RT_EXPR_F32_EXP) X(LOG, 0, RT_EXPR_F32_LOG) X(TANH, 0, RT_EXPR_F32_TANH)    \
+  X(ERF, 0, RT_EXPR_F32_ERF) X(SIGMOID, 0, RT_EXPR_F32_SIGMOID)                         \
+  X(SQRT, 0, RT_EXPR_F32_SQRT) X(RSQRT, 0, RT_EXPR_F32_RSQRT)                           \
+  X(RECIPROCAL, 0, RT_EXPR_F32_RECIPROCAL) X(GELU, 0, RT_EXPR_F32_GELU)                 \
+  X(GELU_TANH, 0, RT_EXPR_F32_GELU_TANH) X(SILU, 0, RT_EXPR_F32_SILU)
+
+#define TAPE_BINARY(X)                                                                  \
+  X(ADD, 1, RT_EXPR_ADD) X(MUL, 0, RT_EXPR_MUL) X(DIV, 0, RT_EXPR_DIV)                  \
+  X(MAXIMUM, 0, RT_EXPR_MAXIMUM) X(MINIMUM, 0, RT_EXPR_MINIMUM)                         \
+  X(SIGMOID_BACKWARD, 0, RT_EXPR_F32_SIGMOID_BACKWARD)                                  \
+  X(TANH_BACKWARD, 0, RT_EXPR_F32_TANH_BACKWARD)                                        \
+  X(THRESHOLD_BACKWARD, 1, RT_EXPR_F32_THRESHOLD_BACKWARD)                              \
+  X(SILU_BACKWARD, 0, RT_EXPR_F32_SILU_BACKWARD) X(GELU_BACKWARD, 0, RT_EXPR_F32_GELU_BACKWARD)
+
+#define TAPE_ENUM_(CODE, NS, EXPR) T_##CODE,
+/* T_MOVE: a float32 -> float32 copy (NRT_OP_COPY), bits unchanged. */
+typedef enum rt_tape_code { T_MOVE, TAPE_UNARY(TAPE_ENUM_) TAPE_BINARY(TAPE_ENUM_) T_COUNT } rt_tape_code;
+#undef TAPE_ENUM_
+
+/* The tape code of an instruction's op, its source count and the scalars
+ * it reads; 0 when the tape has no such op. */
+static int tape_code(nrt_op_code code, int *code_out, int *arity, int *scalars) {
+#define TAPE_MAP_(CODE, NS, EXPR, N) \
+  case NRT_OP_##CODE:                \
+    *code_out = T_##CODE;            \
+    *arity = N;                      \
+    *scalars = NS;                   \
+    return 1;
+#define TAPE_MAP1_(CODE, NS, EXPR) TAPE_MAP_(CODE, NS, EXPR, 1)
+#define TAPE_MAP2_(CODE, NS, EXPR) TAPE_MAP_(CODE, NS, EXPR, 2)
+  switch (code) {
+    TAPE_UNARY(TAPE_MAP1_)
+    TAPE_BINARY(TAPE_MAP2_)
+    case NRT_OP_COPY:
+      *code_out = T_MOVE, *arity = 1, *scalars = 0;
+      return 1;
+    default:
+      return 0;
+  }
+#undef TAPE_MAP1_
+#undef TAPE_MAP2_
+#undef TAPE_MAP_
+}
+
+/* ---- building ---------------------------------------------------------------- */
+
+void rt_fuse_tape_build(struct nrt_fuse_group *g) {
+  rt_fuse_tape *t = &g->tape;
+  t->num_ops = 0;
+  for (int k = 0; k < g->num_inputs; k++)
+    if (g->inputs[k].dtype != NRT_FLOAT32) return;
+  for (int r = 0; r < g->num_registers; r++)
+    if (g->registers[r] != NRT_FLOAT32) return;
+  /* Each register's last reader (outputs: past the end; -1: none). */
+  int last_use[NRT_FUSE_MAX_REGISTERS];
+  for (int r = 0; r < g->num_registers; r++) last_use[r] = -1;
+  for (int i = 0; i < g->num_insts; i++)
+    for (int k = g->insts[i].num_outputs; k < g->insts[i].num_operands; k++)
+      if (g->insts[i].operands[k].kind == NRT_FUSE_REGISTER) last_use[g->insts[i].operands[k].index] = i;
+  for (int j = 0; j < g->num_outputs; j++) last_use[g->output_registers[j]] = g->num_insts;
+
+  int slot_of[NRT_FUSE_MAX_REGISTERS], free_slots[NRT_FUSE_MAX_REGISTERS], num_free = 0, num_slots = 0;
+  for (int i = 0; i < g->num_insts; i++) {
+    const nrt_fuse_inst *in = &g->insts[i];
+    rt_tape_op *op = &t->ops[i];
+    int code, arity, scalars;
+    if (!tape_code(in->code, &code, &arity, &scalars) || in->compute_dtype != NRT_FLOAT32 ||
+        in->num_outputs != 1 || in->num_operands != 1 + arity || in->num_scalars < scalars)
+      return;
+    memset(op, 0, sizeof *op);
+    op->code = (uint8_t)code;
+    op->num_src = (uint8_t)arity;
+    for (int s = 0; s < scalars; s++) {
+      const nrt_scalar *v = &in->scalars[s];
+      op->scalars[s] = v->is_float ? v->f : (double)v->i; /* rt_scalars_from_op */
+    }
+    for (int k = 1; k <= arity; k++) {
+      const nrt_fuse_ref *ref = &in->operands[k];
+      rt_tape_src *src = &op->src[k - 1];
+      if (ref->kind == NRT_FUSE_REGISTER) {
+        src->kind = RT_TAPE_SLOT;
+        src->index = (uint8_t)slot_of[ref->index];
+      } else if (ref->kind == NRT_FUSE_INPUT) {
+        src->kind = RT_TAPE_INPUT;
+        src->index = (uint8_t)ref->index;
+      } else {
+        if (code == T_MOVE) return; /* a constant register: leave it to the kernels */
+        /* As the loop capture converts an immediate to the loop's dtype. */
+        src->kind = RT_TAPE_IMM;
+        if ((unsigned)ref->dtype >= NRT_DTYPE_COUNT || !rt_convert_loops[NRT_FLOAT32][ref->dtype]) return;
+        char *pair[2] = {(char *)&src->imm, (char *)&g->immediates[i][k]};
+        int64_t strides[2] = {0, 0};
+        rt_convert_loops[NRT_FLOAT32][ref->dtype](pair, strides, 1, NULL);
+      }
+    }
+    /* The result's slot first, so that it is none of the sources'. */
+    int dst = in->operands[0].index;
+    slot_of[dst] = num_free ? free_slots[--num_free] : num_slots++;
+    op->dst = (uint8_t)slot_of[dst];
+    for (int k = 1; k <= arity; k++) {
+      const nrt_fuse_ref *ref = &in->operands[k];
+      int dup = k == 2 && in->operands[1].kind == NRT_FUSE_REGISTER && in->operands[1].index == ref->index;
+      if (ref->kind == NRT_FUSE_REGISTER && last_use[ref->index] == i && !dup)
+        free_slots[num_free++] = slot_of[ref->index];
+    }
+    if (last_use[dst] < 0) free_slots[num_free++] = slot_of[dst]; /* never read */
+  }
+  for (int j = 0; j < g->num_outputs; j++) t->out_slot[j] = (uint8_t)slot_of[g->output_registers[j]];
+  t->input_slot0 = num_slots;
+  t->num_slots = num_slots + g->num_inputs;
+  t->num_ops = g->num_insts;
+}
+
+size_t rt_fuse_tape_scratch_bytes(const rt_fuse_tape *t) {
+  return (size_t)t->num_slots * RT_TAPE_BLOCK * sizeof(float);
+}
+
+/* ---- the block loop ------------------------------------------------------------- */
+
+/* The scalars as the expressions read them (sc->f[k]). */
+typedef struct tape_scalars {
+  double f[2];
+} tape_scalars;
+
+#define UNARY_CASE_(CODE, NS, EXPR)                                          \
+  case T_##CODE:                                                             \
+    if (sa) {                                                                \
+      for (int64_t j = 0; j < n; j++) {                                      \
+        float x = pa[j];                                                     \
+        d[j] = (float)(EXPR);                                                \
+      }                                                                      \
+    } else {                                                                 \
+      float x = pa[0];                                                       \
+      float v = (float)(EXPR);                                               \
+      for (int64_t j = 0; j < n; j++) d[j] = v;                              \
+    }                                                                        \
+    break;
+
+#define BINARY_CASE_(CODE, NS, EXPR)                                         \
+  case T_##CODE:                                                             \
+    if (sa && sb) {                                                          \
+      for (int64_t j = 0; j < n; j++) {                                      \
+        float a = pa[j], b = pb[j];                                          \
+        d[j] = (float)(EXPR);                                                \
+      }                                                                      \
+    } else if (sa) {                                                         \
+      const float bv = pb[0];                                                \
+      for (int64_t j = 0; j < n; j++) {                                      \
+        float a = pa[j], b = bv;                                             \
+        d[j] = (float)(EXPR);                                                \
+      }                                                                      \
+    } else if (sb) {                                                         \
+      const float av = pa[0];                                                \
+      for (int64_t j = 0; j < n; j++) {                                      \
+        float a = av, b = pb[j];                                             \
+        d[j] = (float)(EXPR);                                                \
+      }                                                                      \
+    } else {                                                                 \
+      float a = pa[0], b = pb[0];                                            \
+      float v = (float)(EXPR);                                               \
+      for (int64_t j = 0; j < n; j++) d[j] = v;                              \
+    }                                                                        \
+    break;
+
+/* Every op of the tape over n elements (n <= RT_TAPE_BLOCK): slots are the
+ * block registers, in[k] input k's elements (stride in_step[k]: 1, or 0
+ * for one value). */
+RT_SIMD_VOID(tape_block, (const rt_fuse_tape *t, float *slots, const float *const *in,
+                          const uint8_t *in_step, int64_t n),
+             (t, slots, in, in_step, n)) {
+  for (int i = 0; i < t->num_ops; i++) {
+    const rt_tape_op *op = &t->ops[i];
+    float *restrict d = slots + (size_t)op->dst * RT_TAPE_BLOCK;
+    const float *src[2];
+    int step[2];
+    for (int k = 0; k < 2; k++) {
+      const rt_tape_src *s = &op->src[k];
+      if (s->kind == RT_TAPE_SLOT) {
+        src[k] = slots + (size_t)s->index * RT_TAPE_BLOCK, step[k] = 1;
+      } else if (s->kind == RT_TAPE_INPUT) {
+        src[k] = in[s->index], step[k] = in_step[s->index];
+      } else {
+        src[k] = &s->imm, step[k] = 0;
+      }
+    }
+    const float *restrict pa = src[0];
+    const float *restrict pb = src[1];
+    int sa = step[0], sb = step[1];
+    (void)sb;
+    const tape_scalars sc_copy = {{op->scalars[0], op->scalars[1]}};
+    const tape_scalars *sc = &sc_copy;
+    switch (op->code) {
+      case T_MOVE:
+        if (sa) {
+          memcpy(d, pa, (size_t)n * sizeof(float));
+        } else {
+          for (int64_t j = 0; j < n; j++) d[j] = pa[0];
+        }
+        break;
+      TAPE_UNARY(UNARY_CASE_)
+      TAPE_BINARY(BINARY_CASE_)
+      default:
+        break;
+    }
+  }
+}
+
+/* Whether every tensor of b steps by cols elements from row to row: the
+ * block is then one row of rows * cols elements. */
+static int box_is_flat(const struct nrt_fuse_group *g, const rt_fuse_box *b) {
+  for (int k = 0; k < g->num_inputs; k++)
+    if (b->in_rs[k] != b->cols * b->in_cs[k]) return 0;
+  for (int j = 0; j < g->num_outputs; j++)
+    if (b->out_rs[j] != b->cols * b->out_cs[j]) return 0;
+  return 1;
+}
+
+void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch) {
+  const rt_fuse_tape *t = &g->tape;
+  float *slots = (float *)scratch;
+  int64_t rows = b->rows, cols = b->cols;
+  if (rows > 1 && box_is_flat(g, b)) cols *= rows, rows = 1;
+  const float *in[NRT_FUSE_MAX_INPUTS];
+  uint8_t in_step[NRT_FUSE_MAX_INPUTS];
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t c0 = 0; c0 < cols; c0 += RT_TAPE_BLOCK) {
+      int64_t n = cols - c0 < RT_TAPE_BLOCK ? cols - c0 : RT_TAPE_BLOCK;
+      for (int k = 0; k < g->num_inputs; k++) {
+        int64_t cs = b->in_cs[k];
+        const float *p = (const float *)b->in[k] + r * b->in_rs[k] + c0 * cs;
+        if (cs == 0 || cs == 1 || n == 1) {
+          in[k] = p, in_step[k] = (uint8_t)(cs != 0 && n > 1);
+        } else { /* strided: gathered into its slot */
+          float *gather = slots + (size_t)(t->input_slot0 + k) * RT_TAPE_BLOCK;
+          for (int64_t j = 0; j < n; j++) gather[j] = p[j * cs];
+          in[k] = gather, in_step[k] = 1;
+        }
+      }
+      tape_block(t, slots, in, in_step, n);
+      for (int j = 0; j < g->num_outputs; j++) {
+        const float *v = slots + (size_t)t->out_slot[j] * RT_TAPE_BLOCK;
+        int64_t cs = b->out_cs[j];
+        float *o = (float *)b->out[j] + r * b->out_rs[j] + c0 * cs;
+        if (cs == 1) {
+          memcpy(o, v, (size_t)n * sizeof(float));
+        } else {
+          for (int64_t e = 0; e < n; e++) o[e * cs] = v[e];
+        }
+      }
+    }
+  }
+}
+
+/* ---- the scalar twin ------------------------------------------------------------ */
+
+#define UNARY_SCALAR_(CODE, NS, EXPR) \
+  case T_##CODE: {                    \
+    float x = a_value;                \
+    v[op->dst] = (float)(EXPR);       \
+    break;                            \
+  }
+#define BINARY_SCALAR_(CODE, NS, EXPR) \
+  case T_##CODE: {                     \
+    float a = a_value, b = b_value;    \
+    v[op->dst] = (float)(EXPR);        \
+    break;                             \
+  }
+
+static float scalar_source(const rt_tape_src *s, const float *v, const float *const *in) {
+  return s->kind == RT_TAPE_SLOT ? v[s->index] : s->kind == RT_TAPE_INPUT ? *in[s->index] : s->imm;
+}
+
+/* Not vectorised: the twin stays one element at a time at every level. */
+__attribute__((optimize("no-tree-vectorize"))) void rt_fuse_tape_run_reference(
+    const struct nrt_fuse_group *g, const rt_fuse_box *b) {
+  const rt_fuse_tape *t = &g->tape;
+  float v[NRT_FUSE_MAX_REGISTERS + NRT_FUSE_MAX_INPUTS];
+  const float *in[NRT_FUSE_MAX_INPUTS];
+  for (int64_t r = 0; r < b->rows; r++)
+    for (int64_t c = 0; c < b->cols; c++) {
+      for (int k = 0; k < g->num_inputs; k++)
+        in[k] = (const float *)b->in[k] + r * b->in_rs[k] + c * b->in_cs[k];
+      for (int i = 0; i < t->num_ops; i++) {
+        const rt_tape_op *op = &t->ops[i];
+        float a_value = scalar_source(&op->src[0], v, in);
+        float b_value = op->num_src > 1 ? scalar_source(&op->src[1], v, in) : 0.0f;
+        const tape_scalars sc_copy = {{op->scalars[0], op->scalars[1]}};
+        const tape_scalars *sc = &sc_copy;
+        (void)sc;
+        (void)b_value;
+        switch (op->code) {
+          case T_MOVE:
+            v[op->dst] = a_value;
+            break;
+          TAPE_UNARY(UNARY_SCALAR_)
+          TAPE_BINARY(BINARY_SCALAR_)
+          default:
+            break;
+        }
+      }
+      for (int j = 0; j < g->num_outputs; j++)
+        ((float *)b->out[j])[r * b->out_rs[j] + c * b->out_cs[j]] = v[t->out_slot[j]];
+    }
+}
