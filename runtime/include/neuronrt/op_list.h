@@ -17,6 +17,7 @@
 #include "neuronrt/ops/attention.h"
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
+#include "neuronrt/ops/linalg.h"
 #include "neuronrt/ops/nn.h"
 #include "neuronrt/ops/optim.h"
 #include "neuronrt/ops/pointwise.h"
@@ -38,6 +39,7 @@
   NRT_ATTENTION_OPS(X)  \
   NRT_OPTIM_OPS(X)      \
   NRT_VISION_OPS(X)     \
-  NRT_AMP_OPS(X)
+  NRT_AMP_OPS(X)        \
+  NRT_LINALG_OPS(X)
 
 #endif

@@ -1,0 +1,59 @@
+"""Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
+CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
+measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
+cholesky and solve_triangular on batches of small matrices and on single
+large ones, float32 and float64.
+
+Each time is the median of --repeats alternating runs (best shown too);
+ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
+runs with --cpu-threads threads (default 2).
+
+    python benchmarks/linalg.py [--repeats N] [--cpu-threads T] [--quick]
+"""
+
+import argparse
+
+import torch
+import torchneuron  # noqa: F401
+
+from timing import interleaved
+
+
+def spd(a):
+    return a @ a.mT + a.shape[-1] * torch.eye(a.shape[-1], dtype=a.dtype)
+
+
+OPS = {
+    "solve": (lambda a, b: torch.linalg.solve(a, b), lambda a: a),
+    "inv": (lambda a, b: torch.linalg.inv(a), lambda a: a),
+    "det": (lambda a, b: torch.linalg.det(a), lambda a: a),
+    "cholesky": (lambda a, b: torch.linalg.cholesky(a), spd),
+    "solve_triangular": (lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), lambda a: a),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.cpu_threads)
+    shapes = [(512, 8), (64, 32), (8, 128), (1, 512)] + ([] if args.quick else [(1, 1024)])
+    print(f"{'op':<18}{'dtype':<9}{'batch x n':<12}{'neuron ms':>10}{'best':>8}{'cpu ms':>9}{'best':>8}{'ratio':>7}")
+    for dtype in (torch.float32, torch.float64):
+        for name, (fn, prepare) in OPS.items():
+            for batch, n in shapes:
+                g = torch.Generator().manual_seed(0)
+                a = torch.randn(batch, n, n, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)
+                a = prepare(a)
+                b = torch.randn(batch, n, 8, generator=g, dtype=dtype)
+                na, nb = a.to("neuron"), b.to("neuron")
+                with torch.no_grad():
+                    dm, db, cm, cb = interleaved(lambda: fn(na, nb), lambda: fn(a, b), args.repeats)
+                print(f"{name:<18}{str(dtype)[6:]:<9}{f'{batch}x{n}':<12}{dm * 1e3:10.3f}{db * 1e3:8.3f}"
+                      f"{cm * 1e3:9.3f}{cb * 1e3:8.3f}{cm / dm:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

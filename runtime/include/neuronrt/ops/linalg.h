@@ -1,0 +1,40 @@
+/* Dense linear algebra (see op_list.h): LU with partial pivoting, row
+ * interchanges, triangular solves and Cholesky, on float32 or float64
+ * matrices in any strides, batched over any leading dims. Every operand has
+ * the same batch dims (the shim expands broadcast operands with stride 0).
+ * Decompositions work in place on an output that holds the input on entry,
+ * so the shim's copy of the input is also the result's storage.
+ *
+ *   LINALG_LU_FACTOR        outputs [LU (..., m, n), pivots (..., min(m, n)) int32,
+ *                                    info (...) int32]
+ *       P A = L U as LAPACK's getrf: in column k the row with the largest
+ *       |a| (the first of equals) is swapped into place; pivots are 1-based
+ *       row numbers; L (unit diagonal, not stored) below the diagonal of LU
+ *       and U on and above it. info is 0, or the first k (1-based) with
+ *       U[k-1, k-1] == 0 (the factorisation still completes).
+ *   LINALG_LU_PIVOT         outputs [X (..., n, k)]  inputs [pivots (..., p) int32]
+ *                           scalars [reverse]
+ *       Swaps rows i and pivots[i] - 1 of X for i = 0 .. p-1 (p-1 .. 0 when
+ *       reverse): applies P^T (forward) or P (reverse) of a factorisation.
+ *       A pivot outside [1, n] is an error, not a wild write.
+ *   LINALG_TRIANGULAR_SOLVE outputs [X (..., n, k)]  inputs [A (..., n, n)]
+ *                           scalars [upper, unitriangular]
+ *       X holds B on entry; solves A X = B reading only A's upper or lower
+ *       triangle, and not its diagonal when unitriangular (taken as ones).
+ *       A transposed view of A solves A^T X = B.
+ *   LINALG_CHOLESKY         outputs [L (..., n, n), info (...) int32]
+ *       L holds A on entry; reads its lower triangle and writes the lower
+ *       factor L L^T = A, zeroing the strict upper triangle. info is 0, or
+ *       the order (1-based) of the first leading minor that is not positive
+ *       definite, where the factorisation stops.
+ */
+#ifndef NEURONRT_OPS_LINALG_H
+#define NEURONRT_OPS_LINALG_H
+
+#define NRT_LINALG_OPS(X)                           \
+  X(LINALG_LU_FACTOR, linalg_lu_factor)             \
+  X(LINALG_LU_PIVOT, linalg_lu_pivot)               \
+  X(LINALG_TRIANGULAR_SOLVE, linalg_triangular_solve) \
+  X(LINALG_CHOLESKY, linalg_cholesky)
+
+#endif

@@ -1,0 +1,158 @@
+/* Row-major dense routines for one element type, included once per type
+ * with LA_T (float or double) and LA_NAME(x) (the name with a type suffix)
+ * defined. Matrices are packed into row-major scratch so that every inner
+ * loop runs along a contiguous row and vectorises; arithmetic stays in the
+ * element type, as LAPACK's does. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include "ops/engine/thread_pool.h"
+
+/* dst (rows x cols, row-major) = the matrix at src with element strides rs, cs. */
+static inline void LA_NAME(pack)(const char *src, int64_t rows, int64_t cols, int64_t rs,
+                                 int64_t cs, LA_T *dst) {
+  const LA_T *s = (const LA_T *)src;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = s[i * rs + j * cs];
+}
+
+static inline void LA_NAME(unpack)(const LA_T *src, int64_t rows, int64_t cols, char *dst,
+                                   int64_t rs, int64_t cs) {
+  LA_T *d = (LA_T *)dst;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) d[i * rs + j * cs] = src[i * cols + j];
+}
+
+/* y[0..n) -= a * x[0..n) */
+static inline void LA_NAME(axpy_neg)(LA_T *restrict y, LA_T a, const LA_T *restrict x, int64_t n) {
+  for (int64_t j = 0; j < n; j++) y[j] -= a * x[j];
+}
+
+/* Dot product with eight running sums, so the loop vectorises without
+ * reassociation flags; the order is fixed, so results do not depend on
+ * anything but the inputs. */
+static inline LA_T LA_NAME(dot)(const LA_T *x, const LA_T *y, int64_t n) {
+  LA_T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int t = 0; t < 8; t++) acc[t] += x[i + t] * y[i + t];
+  LA_T s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; i++) s += x[i] * y[i];
+  return s;
+}
+
+/* The trailing update A22 -= L21 U12 of a blocked LU, rows [begin, end)
+ * of A22 (rows j0 + begin .. of a). */
+typedef struct LA_NAME(lu_update) {
+  LA_T *a;
+  int64_t n, k0, kb;
+} LA_NAME(lu_update);
+
+static void LA_NAME(lu_update_rows)(int64_t begin, int64_t end, void *ctx) {
+  const LA_NAME(lu_update) *u = ctx;
+  const int64_t n = u->n, j0 = u->k0 + u->kb;
+  for (int64_t i = j0 + begin; i < j0 + end; i++) {
+    LA_T *row = u->a + i * n;
+    for (int64_t p = u->k0; p < j0; p++) {
+      const LA_T l = row[p];
+      if (l != 0) LA_NAME(axpy_neg)(row + j0, l, u->a + p * n + j0, n - j0);
+    }
+  }
+}
+
+/* P A = L U in place on a (m x n, row-major), as LAPACK's getrf: blocked,
+ * right-looking, partial pivoting by the first largest |a|. Writes
+ * min(m, n) 1-based pivots; returns info. */
+static inline int32_t LA_NAME(lu)(LA_T *a, int64_t m, int64_t n, int32_t *piv) {
+  const int64_t kmax = m < n ? m : n, nb = 48;
+  int32_t info = 0;
+  for (int64_t k0 = 0; k0 < kmax; k0 += nb) {
+    const int64_t kb = kmax - k0 < nb ? kmax - k0 : nb, j0 = k0 + kb;
+    for (int64_t k = k0; k < j0; k++) { /* the panel, unblocked */
+      int64_t p = k;
+      LA_T best = fabs(a[k * n + k]);
+      for (int64_t i = k + 1; i < m; i++)
+        if (fabs(a[i * n + k]) > best) best = fabs(a[i * n + k]), p = i;
+      piv[k] = (int32_t)(p + 1);
+      const LA_T pivot = a[p * n + k];
+      if (pivot != 0) {
+        if (p != k)
+          for (int64_t j = 0; j < n; j++) {
+            LA_T t = a[k * n + j];
+            a[k * n + j] = a[p * n + j];
+            a[p * n + j] = t;
+          }
+        for (int64_t i = k + 1; i < m; i++) a[i * n + k] /= pivot;
+      } else if (info == 0) {
+        info = (int32_t)(k + 1);
+      }
+      for (int64_t i = k + 1; i < m; i++) {
+        const LA_T l = a[i * n + k];
+        if (l != 0) LA_NAME(axpy_neg)(a + i * n + k + 1, l, a + k * n + k + 1, j0 - k - 1);
+      }
+    }
+    if (j0 >= n) continue;
+    for (int64_t k = k0; k < j0; k++) /* U12 = L11^-1 A12 */
+      for (int64_t i = k + 1; i < j0; i++) {
+        const LA_T l = a[i * n + k];
+        if (l != 0) LA_NAME(axpy_neg)(a + i * n + j0, l, a + k * n + j0, n - j0);
+      }
+    if (j0 >= m) continue;
+    LA_NAME(lu_update) u = {a, n, k0, kb};
+    const int64_t row_work = kb * (n - j0);
+    rt_parallel_for(m - j0, 32768 / row_work + 1, LA_NAME(lu_update_rows), &u);
+  }
+  return info;
+}
+
+/* L L^T = A in place on a (n x n, row-major, lower triangle read): returns
+ * info, the order of the first leading minor that is not positive definite. */
+static inline int32_t LA_NAME(cholesky)(LA_T *a, int64_t n) {
+  for (int64_t j = 0; j < n; j++) {
+    LA_T *rj = a + j * n;
+    const LA_T s = rj[j] - LA_NAME(dot)(rj, rj, j);
+    if (!(s > 0)) {
+      rj[j] = s;
+      return (int32_t)(j + 1);
+    }
+    const LA_T d = sqrt(s);
+    rj[j] = d;
+    for (int64_t i = j + 1; i < n; i++) {
+      LA_T *ri = a + i * n;
+      ri[j] = (ri[j] - LA_NAME(dot)(ri, rj, j)) / d;
+    }
+  }
+  return 0;
+}
+
+/* Solves A X = B in place on x (n x k, row-major); A (n x n) is read at
+ * element strides rs, cs, its upper or lower triangle only. */
+static inline void LA_NAME(trsm)(const char *a_bytes, int64_t rs, int64_t cs, int64_t n, LA_T *x,
+                                 int64_t k, int upper, int unit) {
+  const LA_T *a = (const LA_T *)a_bytes;
+  if (!upper) {
+    for (int64_t i = 0; i < n; i++) {
+      LA_T *xi = x + i * k;
+      for (int64_t j = 0; j < i; j++) {
+        const LA_T l = a[i * rs + j * cs];
+        if (l != 0) LA_NAME(axpy_neg)(xi, l, x + j * k, k);
+      }
+      if (!unit) {
+        const LA_T d = a[i * rs + i * cs];
+        for (int64_t c = 0; c < k; c++) xi[c] /= d;
+      }
+    }
+  } else {
+    for (int64_t i = n - 1; i >= 0; i--) {
+      LA_T *xi = x + i * k;
+      for (int64_t j = i + 1; j < n; j++) {
+        const LA_T u = a[i * rs + j * cs];
+        if (u != 0) LA_NAME(axpy_neg)(xi, u, x + j * k, k);
+      }
+      if (!unit) {
+        const LA_T d = a[i * rs + i * cs];
+        for (int64_t c = 0; c < k; c++) xi[c] /= d;
+      }
+    }
+  }
+}
