@@ -1,12 +1,13 @@
 /* Row-major dense routines for one element type, included once per type
- * with LA_T (float or double) and LA_NAME(x) (the name with a type suffix)
- * defined. Matrices are packed into row-major scratch so that every inner
+ * with LA_T (float or double), LA_DTYPE (its nrt_dtype) and LA_NAME(x) (the
+ * name with a type suffix) defined. Matrices are packed into row-major scratch so that every inner
  * loop runs along a contiguous row and vectorises; arithmetic stays in the
  * element type, as LAPACK's does. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "ops/engine/thread_pool.h"
+#include "ops/gemm/gemm.h"
 
 /* dst (rows x cols, row-major) = the matrix at src with element strides rs, cs. */
 static inline void LA_NAME(pack)(const char *src, int64_t rows, int64_t cols, int64_t rs,
@@ -60,6 +61,22 @@ static void LA_NAME(lu_update_rows)(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
+/* The same trailing update as one GEMM, A22 = A22 - L21 U12, on the
+ * runtime's blocked kernels (all three blocks are disjoint parts of a). */
+static inline nrt_status LA_NAME(gemm_update)(LA_T *a, int64_t m, int64_t n, int64_t k0, int64_t kb) {
+  const int64_t j0 = k0 + kb;
+  rt_gemm_args g;
+  memset(&g, 0, sizeof g);
+  g.batch = 1, g.m = m - j0, g.n = n - j0, g.k = kb, g.kslices = 1;
+  g.ab_dtype = g.c_dtype = LA_DTYPE;
+  g.a = a + j0 * n + k0, g.a_rs = n, g.a_cs = 1;
+  g.b = a + k0 * n + j0, g.b_rs = n, g.b_cs = 1;
+  g.c = a + j0 * n + j0, g.c_rs = n, g.c_cs = 1;
+  g.cin = g.c, g.cin_rs = n, g.cin_cs = 1;
+  g.alpha = -1.0, g.beta = 1.0;
+  return rt_gemm(&g);
+}
+
 /* P A = L U in place on a (m x n, row-major), as LAPACK's getrf: blocked,
  * right-looking, partial pivoting by the first largest |a|. Writes
  * min(m, n) 1-based pivots; returns info. */
@@ -98,6 +115,10 @@ static inline int32_t LA_NAME(lu)(LA_T *a, int64_t m, int64_t n, int32_t *piv) {
         if (l != 0) LA_NAME(axpy_neg)(a + i * n + j0, l, a + k * n + j0, n - j0);
       }
     if (j0 >= m) continue;
+    if ((double)(m - j0) * (double)(n - j0) * (double)kb >= 262144.0 &&
+        LA_NAME(gemm_update)(a, m, n, k0, kb) == NRT_SUCCESS)
+      continue;
+    /* Small updates, or no memory for the GEMM's packing: row by row. */
     LA_NAME(lu_update) u = {a, n, k0, kb};
     const int64_t row_work = kb * (n - j0);
     rt_parallel_for(m - j0, 32768 / row_work + 1, LA_NAME(lu_update_rows), &u);
