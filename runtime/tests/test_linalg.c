@@ -7,7 +7,8 @@
  * checked by their residual (P L U - A, L L^T - A, A X - B) as LAPACK's
  * own tests do. Cases: float32 and float64, row- and column-major storage,
  * sizes across the LU's 48-column panels, wide and tall LU, batches (with a
- * broadcast A), singular and indefinite inputs (info), zero sizes, a bad
+ * broadcast A), triangular solves with few right-hand sides (dot form) and
+ * many (row form, one and two column blocks), singular and indefinite inputs (info), zero sizes, a bad
  * pivot, wrong dtypes and shapes.
  */
 #include <math.h>
@@ -281,7 +282,8 @@ static void test_triangular_solve(void) {
   for (int upper = 0; upper < 2; upper++)
     for (int unit = 0; unit < 2; unit++)
       for (int cm = 0; cm < 2; cm++) {
-        trsm_case(NRT_FLOAT32, 3, 20, 5, upper, unit, cm, 0);
+        trsm_case(NRT_FLOAT32, 3, 20, 5, upper, unit, cm, 0);  /* few columns: dot form */
+        trsm_case(NRT_FLOAT32, 2, 30, 20, upper, unit, cm, 0); /* row form */
         trsm_case(NRT_FLOAT64, 2, 33, 1, upper, unit, cm, cm);
         trsm_case(NRT_FLOAT64, 1, 40, 300, upper, unit, cm, 0); /* two column blocks */
       }

@@ -177,3 +177,20 @@ static inline void LA_NAME(trsm)(const char *a_bytes, int64_t rs, int64_t cs, in
     }
   }
 }
+
+/* Solves A x = b in place on one contiguous vector x, A (n x n) row-major:
+ * the dot-product form, for few right-hand sides, where the row form's
+ * axpys would be a handful of elements long. */
+static inline void LA_NAME(trsv)(const LA_T *a, int64_t n, LA_T *x, int upper, int unit) {
+  if (!upper) {
+    for (int64_t i = 0; i < n; i++) {
+      const LA_T v = x[i] - LA_NAME(dot)(a + i * n, x, i);
+      x[i] = unit ? v : v / a[i * n + i];
+    }
+  } else {
+    for (int64_t i = n - 1; i >= 0; i--) {
+      const LA_T v = x[i] - LA_NAME(dot)(a + i * n + i + 1, x + i + 1, n - 1 - i);
+      x[i] = unit ? v : v / a[i * n + i];
+    }
+  }
+}

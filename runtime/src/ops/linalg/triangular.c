@@ -4,14 +4,16 @@
  * packs its block of X into row-major scratch, where substitution runs
  * along contiguous rows, and reads A in place at its own strides (each
  * element of A is read once per block, against n/2 multiply-adds per row
- * of the block). */
+ * of the block). With few right-hand sides (vectors, mostly) the rows
+ * would be too short to vectorise: A is packed row-major too and each
+ * column is solved by dot products along A's rows. */
 #include <stdlib.h>
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
 #include "ops/linalg/dense.h"
 
-enum { COLUMN_BLOCK = 256 };
+enum { COLUMN_BLOCK = 256, FEW_COLUMNS = 8 };
 
 typedef struct solve_job {
   const nrt_tensor_view *x, *a;
@@ -25,9 +27,11 @@ static void solve_range(int64_t begin, int64_t end, void *ctx) {
   const nrt_tensor_view *x = job->x, *a = job->a;
   const int f64 = x->dtype == NRT_FLOAT64;
   const int64_t n = job->n, width = job->k < COLUMN_BLOCK ? job->k : COLUMN_BLOCK;
-  void *scratch = malloc((size_t)(n * width) * (f64 ? sizeof(double) : sizeof(float)) + 1);
+  const int few = job->k <= FEW_COLUMNS;
+  const int64_t elems = n * width + (few ? n * n : 0);
+  void *scratch = malloc((size_t)elems * (f64 ? sizeof(double) : sizeof(float)) + 1);
   if (!scratch) {
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, n * width * (f64 ? 8 : 4));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, elems * (f64 ? 8 : 4));
     return;
   }
   const int64_t xrs = x->strides[x->ndim - 2], xcs = x->strides[x->ndim - 1];
@@ -38,6 +42,22 @@ static void solve_range(int64_t begin, int64_t end, void *ctx) {
     const int64_t w = job->k - c0 < COLUMN_BLOCK ? job->k - c0 : COLUMN_BLOCK;
     char *xb = la_batch_at(x, 2, b) + c0 * xcs * (int64_t)esize;
     const char *ab = la_batch_at(a, 2, b);
+    if (few) { /* X^T and A row-major; one column at a time */
+      if (f64) {
+        double *xt = scratch, *ar = xt + n * w;
+        la_pack_f64(xb, w, n, xcs, xrs, xt);
+        la_pack_f64(ab, n, n, ars, acs, ar);
+        for (int64_t c = 0; c < w; c++) la_trsv_f64(ar, n, xt + c * n, job->upper, job->unit);
+        la_unpack_f64(xt, w, n, xb, xcs, xrs);
+      } else {
+        float *xt = scratch, *ar = xt + n * w;
+        la_pack_f32(xb, w, n, xcs, xrs, xt);
+        la_pack_f32(ab, n, n, ars, acs, ar);
+        for (int64_t c = 0; c < w; c++) la_trsv_f32(ar, n, xt + c * n, job->upper, job->unit);
+        la_unpack_f32(xt, w, n, xb, xcs, xrs);
+      }
+      continue;
+    }
     if (f64) {
       la_pack_f64(xb, n, w, xrs, xcs, scratch);
       la_trsm_f64(ab, ars, acs, n, scratch, w, job->upper, job->unit);
