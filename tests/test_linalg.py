@@ -40,25 +40,27 @@ def close(actual, expected, dtype=None):
 
 
 def layouts(a):
-    """a as it is, transposed-contiguous (column-major) and strided."""
-    yield a
-    yield a.mT.contiguous().mT
+    """(CPU, neuron) pairs of a as it is, column-major and strided (every
+    other element of a wider matrix), the neuron one laid out the same."""
+    yield a, a.to("neuron")
+    yield a.mT.contiguous().mT, a.mT.contiguous().to("neuron").mT
     wide = torch.zeros(*a.shape[:-1], a.shape[-1] * 2, dtype=a.dtype)
     wide[..., ::2] = a
-    yield wide[..., ::2]
+    yield wide[..., ::2], wide.to("neuron")[..., ::2]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1), (5, 5), (64, 64), (3, 7, 7), (2, 3, 6, 4), (4, 6)])
 def test_lu_factor_and_unpack_match_cpu(dtype, shape):
     a = rand(*shape, dtype=dtype, seed=1)
-    for x in layouts(a):
-        lu, piv, info = torch.linalg.lu_factor_ex(x.to("neuron"))
+    for x, nx in layouts(a):
+        assert nx.stride() == x.stride()
+        lu, piv, info = torch.linalg.lu_factor_ex(nx)
         clu, cpiv, cinfo = torch.linalg.lu_factor_ex(x)
         close(lu, clu)
         assert torch.equal(piv.cpu(), cpiv) and torch.equal(info.cpu(), cinfo)
         assert lu.stride() == clu.stride()
-        p, l, u = torch.linalg.lu(x.to("neuron"))
+        p, l, u = torch.linalg.lu(nx)
         cp, cl, cu = torch.linalg.lu(x)
         close(p, cp), close(l, cl), close(u, cu)
 
@@ -103,8 +105,8 @@ def test_solve_matrix_vector_broadcast_and_left_false(dtype):
         (a, rand(3, 2, 5, dtype=dtype, seed=10), False),
     ]
     for A, B, left in cases:
-        for x in layouts(A):
-            close(torch.linalg.solve(x.to("neuron"), B.to("neuron"), left=left),
+        for x, nx in layouts(A):
+            close(torch.linalg.solve(nx, B.to("neuron"), left=left),
                   torch.linalg.solve(x, B, left=left))
 
 
@@ -112,8 +114,7 @@ def test_solve_matrix_vector_broadcast_and_left_false(dtype):
 def test_inv_det_slogdet_logdet(dtype):
     a = rand(4, 7, 7, dtype=dtype, seed=11)
     a[1] = -a[1]  # odd n: a negative determinant
-    for x in layouts(a):
-        n = x.to("neuron")
+    for x, n in layouts(a):
         close(torch.linalg.inv(n), torch.linalg.inv(x))
         close(torch.linalg.det(n), torch.linalg.det(x), dtype)
         s, l = torch.linalg.slogdet(n)
@@ -135,8 +136,8 @@ def test_inv_det_slogdet_logdet(dtype):
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_family(dtype, upper):
     a = spd(3, 9, 9, dtype=dtype, seed=12)
-    for x in layouts(a):
-        close(torch.linalg.cholesky(x.to("neuron"), upper=upper), torch.linalg.cholesky(x, upper=upper))
+    for x, nx in layouts(a):
+        close(torch.linalg.cholesky(nx, upper=upper), torch.linalg.cholesky(x, upper=upper))
     f = torch.linalg.cholesky(a, upper=upper)
     b = rand(3, 9, 4, dtype=dtype, seed=13)
     close(torch.cholesky_solve(b.to("neuron"), f.to("neuron"), upper=upper),
@@ -160,8 +161,7 @@ def test_solve_triangular_and_triangular_solve(dtype):
     br = rand(2, 3, 6, dtype=dtype, seed=16)
     for upper in (False, True):
         for unit in (False, True):
-            for x in layouts(a):
-                n = x.to("neuron")
+            for x, n in layouts(a):
                 close(torch.linalg.solve_triangular(n, b.to("neuron"), upper=upper, unitriangular=unit),
                       torch.linalg.solve_triangular(x, b, upper=upper, unitriangular=unit))
                 close(torch.linalg.solve_triangular(n, br.to("neuron"), upper=upper, left=False,

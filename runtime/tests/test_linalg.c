@@ -30,17 +30,20 @@ typedef struct mats {
   nrt_tensor_view view;
 } mats;
 
-static mats make_mats(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int col_major) {
+/* layout 0: row-major, 1: column-major, 2: every other element of a
+ * row-major matrix twice as wide (neither rows nor columns contiguous). */
+static mats make_mats(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int layout) {
   mats a;
   memset(&a, 0, sizeof a);
-  CHECK_OK(nrt_malloc(0, (size_t)(batch * m * n) * nrt_dtype_size(d) + 8, &a.dev));
+  const int64_t spread = layout == 2 ? 2 : 1;
+  CHECK_OK(nrt_malloc(0, (size_t)(batch * m * n * spread) * nrt_dtype_size(d) + 8, &a.dev));
   a.view.data = a.dev;
   a.view.dtype = d;
   a.view.ndim = 3;
   a.view.shape[0] = batch, a.view.shape[1] = m, a.view.shape[2] = n;
-  a.view.strides[0] = m * n;
-  a.view.strides[1] = col_major ? 1 : n;
-  a.view.strides[2] = col_major ? m : 1;
+  a.view.strides[0] = m * n * spread;
+  a.view.strides[1] = layout == 1 ? 1 : n * spread;
+  a.view.strides[2] = layout == 1 ? m : spread;
   return a;
 }
 
@@ -235,7 +238,7 @@ static void test_lu_pivot(void) {
 
 static void trsm_case(nrt_dtype d, int64_t batch, int64_t n, int64_t k, int upper, int unit,
                       int col_major, int broadcast_a) {
-  mats a = make_mats(d, broadcast_a ? 1 : batch, n, n, col_major), x = make_mats(d, batch, n, k, !col_major);
+  mats a = make_mats(d, broadcast_a ? 1 : batch, n, n, col_major), x = make_mats(d, batch, n, k, col_major != 1);
   mats b0 = make_mats(NRT_FLOAT64, batch, n, k, 0);
   for (int64_t b = 0; b < (broadcast_a ? 1 : batch); b++)
     for (int64_t i = 0; i < n; i++)
@@ -281,7 +284,7 @@ static void trsm_case(nrt_dtype d, int64_t batch, int64_t n, int64_t k, int uppe
 static void test_triangular_solve(void) {
   for (int upper = 0; upper < 2; upper++)
     for (int unit = 0; unit < 2; unit++)
-      for (int cm = 0; cm < 2; cm++) {
+      for (int cm = 0; cm < 3; cm++) {
         trsm_case(NRT_FLOAT32, 3, 20, 5, upper, unit, cm, 0);  /* few columns: dot form */
         trsm_case(NRT_FLOAT32, 2, 30, 20, upper, unit, cm, 0); /* row form */
         trsm_case(NRT_FLOAT64, 2, 33, 1, upper, unit, cm, cm);

@@ -178,19 +178,37 @@ static inline void LA_NAME(trsm)(const char *a_bytes, int64_t rs, int64_t cs, in
   }
 }
 
-/* Solves A x = b in place on one contiguous vector x, A (n x n) row-major:
- * the dot-product form, for few right-hand sides, where the row form's
- * axpys would be a handful of elements long. */
-static inline void LA_NAME(trsv)(const LA_T *a, int64_t n, LA_T *x, int upper, int unit) {
+/* Solves A x = b in place on one contiguous vector x, A (n x n) with rows
+ * contiguous (row stride lda): the dot-product form, for few right-hand
+ * sides, where the row form's axpys would be a handful of elements long. */
+static inline void LA_NAME(trsv_rows)(const LA_T *a, int64_t lda, int64_t n, LA_T *x, int upper,
+                                      int unit) {
   if (!upper) {
     for (int64_t i = 0; i < n; i++) {
-      const LA_T v = x[i] - LA_NAME(dot)(a + i * n, x, i);
-      x[i] = unit ? v : v / a[i * n + i];
+      const LA_T v = x[i] - LA_NAME(dot)(a + i * lda, x, i);
+      x[i] = unit ? v : v / a[i * lda + i];
     }
   } else {
     for (int64_t i = n - 1; i >= 0; i--) {
-      const LA_T v = x[i] - LA_NAME(dot)(a + i * n + i + 1, x + i + 1, n - 1 - i);
-      x[i] = unit ? v : v / a[i * n + i];
+      const LA_T v = x[i] - LA_NAME(dot)(a + i * lda + i + 1, x + i + 1, n - 1 - i);
+      x[i] = unit ? v : v / a[i * lda + i];
+    }
+  }
+}
+
+/* The same with A's columns contiguous (column stride lda), as PyTorch's
+ * LU factors are: each solved x[j] is subtracted along column j. */
+static inline void LA_NAME(trsv_cols)(const LA_T *a, int64_t lda, int64_t n, LA_T *x, int upper,
+                                      int unit) {
+  if (!upper) {
+    for (int64_t j = 0; j < n; j++) {
+      if (!unit) x[j] /= a[j * lda + j];
+      LA_NAME(axpy_neg)(x + j + 1, x[j], a + j * lda + j + 1, n - 1 - j);
+    }
+  } else {
+    for (int64_t j = n - 1; j >= 0; j--) {
+      if (!unit) x[j] /= a[j * lda + j];
+      LA_NAME(axpy_neg)(x, x[j], a + j * lda, j);
     }
   }
 }

@@ -5,8 +5,9 @@
  * along contiguous rows, and reads A in place at its own strides (each
  * element of A is read once per block, against n/2 multiply-adds per row
  * of the block). With few right-hand sides (vectors, mostly) the rows
- * would be too short to vectorise: A is packed row-major too and each
- * column is solved by dot products along A's rows. */
+ * would be too short to vectorise: each column is solved by dot products
+ * along A's rows or by axpys along its columns, whichever is contiguous (A
+ * is packed row-major when neither is). */
 #include <stdlib.h>
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
@@ -42,18 +43,32 @@ static void solve_range(int64_t begin, int64_t end, void *ctx) {
     const int64_t w = job->k - c0 < COLUMN_BLOCK ? job->k - c0 : COLUMN_BLOCK;
     char *xb = la_batch_at(x, 2, b) + c0 * xcs * (int64_t)esize;
     const char *ab = la_batch_at(a, 2, b);
-    if (few) { /* X^T and A row-major; one column at a time */
+    if (few) { /* X^T packed; A read in place when its rows or columns are contiguous */
       if (f64) {
         double *xt = scratch, *ar = xt + n * w;
         la_pack_f64(xb, w, n, xcs, xrs, xt);
-        la_pack_f64(ab, n, n, ars, acs, ar);
-        for (int64_t c = 0; c < w; c++) la_trsv_f64(ar, n, xt + c * n, job->upper, job->unit);
+        for (int64_t c = 0; c < w; c++) {
+          double *xc = xt + c * n;
+          if (acs == 1) la_trsv_rows_f64((const double *)ab, ars, n, xc, job->upper, job->unit);
+          else if (ars == 1) la_trsv_cols_f64((const double *)ab, acs, n, xc, job->upper, job->unit);
+          else {
+            if (c == 0) la_pack_f64(ab, n, n, ars, acs, ar);
+            la_trsv_rows_f64(ar, n, n, xc, job->upper, job->unit);
+          }
+        }
         la_unpack_f64(xt, w, n, xb, xcs, xrs);
       } else {
         float *xt = scratch, *ar = xt + n * w;
         la_pack_f32(xb, w, n, xcs, xrs, xt);
-        la_pack_f32(ab, n, n, ars, acs, ar);
-        for (int64_t c = 0; c < w; c++) la_trsv_f32(ar, n, xt + c * n, job->upper, job->unit);
+        for (int64_t c = 0; c < w; c++) {
+          float *xc = xt + c * n;
+          if (acs == 1) la_trsv_rows_f32((const float *)ab, ars, n, xc, job->upper, job->unit);
+          else if (ars == 1) la_trsv_cols_f32((const float *)ab, acs, n, xc, job->upper, job->unit);
+          else {
+            if (c == 0) la_pack_f32(ab, n, n, ars, acs, ar);
+            la_trsv_rows_f32(ar, n, n, xc, job->upper, job->unit);
+          }
+        }
         la_unpack_f32(xt, w, n, xb, xcs, xrs);
       }
       continue;
