@@ -77,51 +77,60 @@ static void exec_quantize(const nc_core *core, const nrt_nc_inst *inst, float *a
   }
 }
 
+/* Values of every code of a format and of every E8M0 byte: decoding by
+ * table keeps ldexpf out of the inner loop. */
+static void code_table(const nc_mx_format *f, float *out) {
+  for (uint32_t c = 0; c < (1u << f->bits); c++) out[c] = nc_mx_decode(f, c);
+}
+
 /* Partition p of a packed pattern, dequantized with its block's scales:
- * out[i * n + col] = value i of element col (n = free size). */
+ * value i of element col goes to out[i * ld + col]. */
 static void dequant_row(const nc_core *core, const nrt_nc_ap *data, const nrt_nc_ap *scale,
-                        int64_t p, uint8_t *raw, uint8_t *bytes, float *out) {
+                        int64_t p, const float *codes, const float *scales, uint8_t *raw,
+                        uint8_t *bytes, float *out, int64_t ld) {
   const nc_mx_format *f = nc_mx_format_of(data->dtype);
-  int64_t n = nc_ap_free_elems(data);
+  int64_t n = nc_ap_free_elems(data), size = (int64_t)nrt_nc_dtype_size(data->dtype);
+  uint32_t mask = (1u << f->bits) - 1;
   nc_gather_raw(core, data, p, raw);
   nc_gather_raw(core, scale, scale_row(p / 8), bytes);
   for (int64_t col = 0; col < n; col++) {
     uint32_t word = 0;
-    memcpy(&word, raw + col * (int64_t)nrt_nc_dtype_size(data->dtype),
-           nrt_nc_dtype_size(data->dtype));
-    float s = nc_e8m0_decode(bytes[col]);
-    for (int i = 0; i < 4; i++) out[i * n + col] = nc_mx_unpack(f, word, i) * s;
+    memcpy(&word, raw + col * size, (size_t)size);
+    float s = scales[bytes[col]];
+    for (int i = 0; i < 4; i++) out[i * ld + col] = codes[(word >> (f->bits * i)) & mask] * s;
   }
 }
 
-/* acc [M, N] in a; each partition's dequantized rows after it. */
+void nc_tensor_engine_gemm(int64_t k, int64_t m, int64_t n, const float *a, const float *b,
+                           float *c, int64_t ldc); /* tensor_engine.c */
+
+/* 32 partitions (128 rows of k) at a time: the dequantized operands of a
+ * chunk and the [M, N] accumulator fit one scratch row. k runs over
+ * (partition, value) in order, so the fp32 sums are those of one pass. */
+#define MX_CHUNK 32
+
 static void exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *a) {
   const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
   int64_t m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
-  float *acc = a, *sf = acc + m * n, *mf = sf + 4 * m;
-  uint8_t *raw = (uint8_t *)(void *)(mf + 4 * n), *bytes = raw + 4 * (m > n ? m : n);
-  memset(acc, 0, (size_t)(m * n) * sizeof(float));
-  for (int64_t p = 0; p < st->partitions; p++) {
-    dequant_row(core, st, &inst->ap[3], p, raw, bytes, sf);
-    dequant_row(core, mv, &inst->ap[4], p, raw, bytes, mf);
-    for (int i = 0; i < 4; i++)
-      for (int64_t r = 0; r < m; r++) {
-        float s = sf[i * m + r];
-        float *row = acc + r * n;
-        const float *x = mf + i * n;
-        for (int64_t col = 0; col < n; col++) row[col] += s * x[col];
-      }
-  }
-  float *old = (float *)(void *)bytes + m + n; /* past the scale bytes, aligned enough */
-  old = (float *)(void *)(((uintptr_t)old + 15) & ~(uintptr_t)15);
+  float *acc = a, *sf = acc + m * n, *mf = sf + 4 * MX_CHUNK * m;
+  uint8_t *raw = (uint8_t *)(void *)(mf + 4 * MX_CHUNK * n), *bytes = raw + 4 * (m > n ? m : n);
   for (int64_t r = 0; r < m; r++) {
-    float *row = acc + r * n;
-    if (inst->flags & NRT_NC_FLAG_ACCUMULATE) {
-      nc_gather_f32(core, dst, r, old);
-      for (int64_t col = 0; col < n; col++) row[col] += old[col];
-    }
-    nc_scatter_f32(core, dst, r, row);
+    if (inst->flags & NRT_NC_FLAG_ACCUMULATE) nc_gather_f32(core, dst, r, acc + r * n);
+    else memset(acc + r * n, 0, (size_t)n * sizeof(float));
   }
+  float st_codes[256], mv_codes[256], scales[256];
+  code_table(nc_mx_format_of(st->dtype), st_codes);
+  code_table(nc_mx_format_of(mv->dtype), mv_codes);
+  for (int b = 0; b < 256; b++) scales[b] = nc_e8m0_decode((uint8_t)b);
+  for (int64_t p0 = 0; p0 < st->partitions; p0 += MX_CHUNK) {
+    int64_t rows = st->partitions - p0 < MX_CHUNK ? st->partitions - p0 : MX_CHUNK;
+    for (int64_t p = 0; p < rows; p++) {
+      dequant_row(core, st, &inst->ap[3], p0 + p, st_codes, scales, raw, bytes, sf + 4 * p * m, m);
+      dequant_row(core, mv, &inst->ap[4], p0 + p, mv_codes, scales, raw, bytes, mf + 4 * p * n, n);
+    }
+    nc_tensor_engine_gemm(4 * rows, m, n, sf, mf, acc, n);
+  }
+  for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, acc + r * n);
 }
 
 void nc_exec_mx(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,

@@ -76,11 +76,6 @@ static inline float nc_mx_decode(const nc_mx_format *f, uint32_t bits) {
   return sign * ldexpf((float)(man | (1u << f->mbits)), (int)field - bias - f->mbits);
 }
 
-/* Value i (0..3) of a packed word. */
-static inline float nc_mx_unpack(const nc_mx_format *f, uint32_t word, int i) {
-  return nc_mx_decode(f, (word >> (f->bits * i)) & ((1u << f->bits) - 1));
-}
-
 /* E8M0 scale byte: 2^(b - 127), 255 NaN. */
 static inline float nc_e8m0_decode(uint8_t b) {
   return b == 255 ? NAN : ldexpf(1.0f, (int)b - 127);
