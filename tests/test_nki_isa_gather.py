@@ -111,23 +111,33 @@ def test_topk_rules():
     assert _rule(in_psum, a) == "gpsimd_no_psum"
 
 
-def test_topk_needs_trn2():
+def test_topk_range_select_and_nonzero_with_count_need_trn2():
     code = """
         import numpy as np, torchneuron.nki as nki, torchneuron.nki.isa as nisa
         import torchneuron.nki.language as nl
 
-        @nki.jit
-        def k(a):
+        def topk(a):
             nisa.topk(nl.zeros((16, 8), nl.bfloat16), nl.zeros((16, 8), nl.uint32),
                       nl.zeros((16, 8), nl.bfloat16), 16)
 
-        try:
-            nki.simulate(k)(np.zeros((1, 1), np.float32))
-        except nki.NkiError as e:
-            print(e.rule)
+        def range_select(a):
+            b = nl.zeros((4, 1), nl.float32)
+            nisa.range_select(nl.ndarray((4, 8), nl.float32), nl.zeros((4, 8), nl.float32),
+                              nl.greater_equal, nl.less, b, b)
+
+        def nonzero(a):
+            nisa.nonzero_with_count(nl.ndarray((16, 9), nl.int32), nl.zeros((16, 8), nl.int32))
+
+        for body in (topk, range_select, nonzero):
+            try:
+                nki.simulate(nki.jit(body))(np.zeros((1, 1), np.float32))
+                print("ran")
+            except nki.NkiError as e:
+                print(e.rule, e.instruction)
     """
     out = check_output(run_python(code, {"NEURON_PLATFORM_TARGET_OVERRIDE": "trn1"}))
-    assert out.split() == ["nc_version"]
+    assert out.split() == ["nc_version", "nki.isa.topk", "nc_version", "nki.isa.range_select",
+                           "nc_version", "nki.isa.nonzero_with_count"]
 
 
 # ---- nc_n_gather and local_gather --------------------------------------------------------

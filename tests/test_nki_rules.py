@@ -21,7 +21,8 @@ import torchneuron.nki.typing as nt
 from torchneuron.nki.legacy import language as legacy_nl
 
 MARK = "# <- here"
-bf16, f32, u32 = nl.bfloat16, nl.float32, nl.uint32
+bf16, f32, u32, u8 = nl.bfloat16, nl.float32, nl.uint32, nl.uint8
+fp8x4 = nl.float8_e4m3fn_x4
 
 
 def sb(*shape, dtype=f32):
@@ -313,6 +314,35 @@ RULES = [
     ("matmul_perf_mode", ISA + "nc_matmul",
      lambda a: nisa.nc_matmul(pnew(128, 128), (s := bf(128, 128)), s,  # <- here
                               perf_mode=nisa.matmul_perf_mode.double_row)),
+    # MX block-scaled formats (NeuronCore-v4; rules other than nc_version show on every device)
+    ("packed_dtype", ISA + "tensor_copy",
+     lambda a: nisa.tensor_copy(new(32, 4), new(32, 4, dtype=fp8x4))),  # <- here
+    ("mx_sbuf", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(32, 4, dtype=fp8x4), pnew(32, 16, dtype=bf16), new(4, 4, dtype=u8))),  # <- here
+    ("dtype", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(32, 4, dtype=fp8x4), new(32, 16), new(4, 4, dtype=u8))),  # <- here
+    ("mx_partitions", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(16, 4, dtype=fp8x4), new(16, 16, dtype=bf16), new(4, 4, dtype=u8))),  # <- here
+    ("mx_free_size", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(32, 4, dtype=fp8x4), new(32, 18, dtype=bf16), new(4, 4, dtype=u8))),  # <- here
+    ("mx_scale_shape", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(32, 4, dtype=fp8x4), new(32, 16, dtype=bf16), new(2, 4, dtype=u8))),  # <- here
+    ("nc_version", ISA + "quantize_mx",
+     lambda a: nisa.quantize_mx(new(32, 4, dtype=fp8x4), new(32, 16, dtype=bf16), new(4, 4, dtype=u8))),  # <- here
+    ("mx_tile_position", ISA + "nc_matmul_mx",
+     lambda a: nisa.nc_matmul_mx(pnew(32, 64), new(32, 32, dtype=fp8x4), new(32, 64, dtype=fp8x4),  # <- here
+                                 new(4, 32, dtype=u8), new(4, 64, dtype=u8),
+                                 tile_position=(16, 0), tile_size=(32, 128))),
+    ("nc_version", ISA + "nc_matmul_mx",
+     lambda a: nisa.nc_matmul_mx(pnew(32, 64), new(32, 32, dtype=fp8x4), new(32, 64, dtype=fp8x4),  # <- here
+                                 new(4, 32, dtype=u8), new(4, 64, dtype=u8))),
+    # device scalars
+    ("scalar_operand", ISA + "scalar_load",
+     lambda a: nisa.scalar_load(new(1, 1))),  # <- here
+    ("scalar_comparison", ISA + "scalar_store",
+     lambda a: nisa.scalar_store(w := new(1, 1, dtype=nl.int32), nisa.scalar_load(w) < 3)),  # <- here
+    ("dynamic_scalar", ISA + "NkiScalar",
+     lambda a: range(nisa.scalar_load(new(1, 1, dtype=nl.int32)))),  # <- here
     # DMA compute and the virtual registers
     ("dma_compute_sources", ISA + "dma_compute",
      lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add)),  # <- here

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "check.h"
 #include "nc/numerics.h"
+#include "nc/numerics_mx.h"
 
 void nc_tensor_engine_force_reference(int on);
 
@@ -379,6 +380,47 @@ static void test_manual_placements_are_reserved(void) {
   nrt_nc_program_destroy(prog);
 }
 
+
+/* Brute-force nearest finite code of x (ties to the even code, saturating):
+ * the oracle of nc_mx_encode, from nc_mx_decode's values of every code. */
+static uint32_t mx_oracle(const nc_mx_format *f, float x) {
+  uint32_t sign = signbit(x) ? 1u << (f->bits - 1) : 0u;
+  if (isnan(x)) return f->nan_code >= 0 ? sign | (uint32_t)f->nan_code : 0u;
+  /* Past twice the largest value every distance is exact and the largest wins. */
+  double top = (double)nc_mx_decode(f, f->max_code), a = fmin(fabs((double)x), 2 * top);
+  double best = INFINITY;
+  uint32_t code = 0;
+  for (uint32_t c = 0; c <= f->max_code; c++) {
+    double d = fabs((double)nc_mx_decode(f, c) - a);
+    if (d < best || (d == best && (c & 1u) == 0)) {
+      best = d;
+      code = c;
+    }
+  }
+  return sign | code;
+}
+
+static void test_mx_numerics(void) {
+  const nc_mx_format *formats[] = {&NC_MX_E4M3FN, &NC_MX_E5M2, &NC_MX_E2M1FN};
+  CHECK(nc_mx_decode(&NC_MX_E4M3FN, 0x7e) == 448.0f && isnan(nc_mx_decode(&NC_MX_E4M3FN, 0xff)));
+  CHECK(nc_mx_decode(&NC_MX_E4M3FN, 0x01) == ldexpf(1.0f, -9));
+  CHECK(nc_mx_decode(&NC_MX_E5M2, 0x7b) == 57344.0f && isinf(nc_mx_decode(&NC_MX_E5M2, 0xfc)));
+  CHECK(nc_mx_decode(&NC_MX_E2M1FN, 0x7) == 6.0f && nc_mx_decode(&NC_MX_E2M1FN, 0x9) == -0.5f);
+  CHECK(nc_mx_emax(&NC_MX_E4M3FN) == 8 && nc_mx_emax(&NC_MX_E5M2) == 15 &&
+        nc_mx_emax(&NC_MX_E2M1FN) == 2);
+  CHECK(isnan(nc_e8m0_decode(255)) && nc_e8m0_decode(127) == 1.0f &&
+        nc_e8m0_decode(0) == ldexpf(1.0f, -127));
+  /* Every float16 and every bfloat16 value (the inputs quantize_mx reads). */
+  int bad = 0;
+  for (int k = 0; k < 3; k++)
+    for (uint32_t bits = 0; bits < 0x10000; bits++) {
+      float h = rt_half_to_float((uint16_t)bits), b = rt_bfloat16_to_float((uint16_t)bits);
+      if (nc_mx_encode(formats[k], h) != mx_oracle(formats[k], h)) bad++;
+      if (nc_mx_encode(formats[k], b) != mx_oracle(formats[k], b)) bad++;
+    }
+  CHECK(bad == 0);
+}
+
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
@@ -387,6 +429,7 @@ int main(void) {
   RUN(test_capacity_and_reuse);
   RUN(test_fresh_memory_is_nan);
   RUN(test_numerics);
+  RUN(test_mx_numerics);
   RUN(test_launch_on_device_memory);
   RUN(test_launch_errors_are_sticky);
   RUN(test_manual_placements_are_reserved);

@@ -5,6 +5,11 @@ where one exists, the matching torch and NumPy dtype. float8 and tfloat32
 exist only on chip or in NumPy-free HBM buffers; bfloat16 has no NumPy dtype,
 so NumPy-mode results in bfloat16 come back as float32 arrays holding the
 bfloat16 values.
+
+The packed MX dtypes (``float8_e4m3fn_x4``, ``float8_e5m2_x4``,
+``float4_e2m1fn_x4``) hold four values per element (value i in byte i, or in
+bits 4i..4i+3 for fp4); NumPy-mode results in them come back as their raw
+uint32 / uint16 words, and ``torchneuron.nki.mx`` packs and unpacks them.
 """
 
 import numpy as np
@@ -42,13 +47,18 @@ float16 = NkiDtype("float16", 9, 2, True, torch.float16, np.dtype(np.float16))
 bfloat16 = NkiDtype("bfloat16", 10, 2, True, torch.bfloat16, None)
 tfloat32 = NkiDtype("tfloat32", 11, 4, True, None, None)
 float32 = NkiDtype("float32", 12, 4, True, torch.float32, np.dtype(np.float32))
+# Packed: the NumPy dtype is that of the raw words (never used to infer a dtype).
+float8_e4m3fn_x4 = NkiDtype("float8_e4m3fn_x4", 13, 4, True, None, np.dtype(np.uint32))
+float8_e5m2_x4 = NkiDtype("float8_e5m2_x4", 14, 4, True, None, np.dtype(np.uint32))
+float4_e2m1fn_x4 = NkiDtype("float4_e2m1fn_x4", 15, 2, True, None, np.dtype(np.uint16))
 
+PACKED = [float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4]
 ALL = [bool_, uint8, int8, uint16, int16, uint32, int32, float8_e4m3, float8_e5m2, float16,
-       bfloat16, tfloat32, float32]
+       bfloat16, tfloat32, float32] + PACKED
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool"] = bool_
 _BY_TORCH = {d.torch: d for d in ALL if d.torch is not None}
-_BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None}
+_BY_NUMPY = {d.numpy: d for d in ALL if d.numpy is not None and d not in PACKED}
 
 
 def by_name(name):

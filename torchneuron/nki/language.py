@@ -11,8 +11,9 @@ import math
 from torchneuron.nki import isa as nisa
 from torchneuron.nki import trace
 from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
-    NkiDtype, bfloat16, bool_, float8_e4m3, float8_e5m2, float16, float32, int8, int16, int32,
-    tfloat32, uint8, uint16, uint32, as_dtype)
+    NkiDtype, bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn_x4, float8_e5m2,
+    float8_e5m2_x4, float16, float32, int8, int16, int32, tfloat32, uint8, uint16, uint32,
+    as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
 from torchneuron.nki.slicing import ds  # noqa: F401  (nl.ds)
 from torchneuron.nki.tensor import NkiTensor
@@ -464,6 +465,7 @@ from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t 
 __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float8_e4m3",
     "float8_e5m2", "float16", "bfloat16", "tfloat32", "float32", "DType",
+    "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
     "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "MemoryRegion",
     "is_hbm", "is_sbuf", "is_psum", "is_on_chip", "tile_size", "identity",
     "affine_range", "sequential_range", "static_range", "par_dim", "program_id",

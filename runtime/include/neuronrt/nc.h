@@ -43,6 +43,12 @@ typedef enum nrt_nc_dtype {
   NRT_NC_BFLOAT16,
   NRT_NC_TFLOAT32, /* 4 bytes, mantissa rounded to 10 bits */
   NRT_NC_FLOAT32,
+  /* Packed MX element types (nki.isa.quantize_mx / nc_matmul_mx only; other
+   * instructions may only copy them bit-exactly). Element i of a word is
+   * logical value i of four consecutive values along the free dim. */
+  NRT_NC_FLOAT8_E4M3FN_X4, /* 4 bytes: byte i = float8_e4m3fn (bias 7, max 448, no inf) */
+  NRT_NC_FLOAT8_E5M2_X4,   /* 4 bytes: byte i = float8_e5m2 */
+  NRT_NC_FLOAT4_E2M1FN_X4, /* 2 bytes: bits 4i..4i+3 = float4_e2m1fn (bias 1, max 6) */
   NRT_NC_DTYPE_COUNT
 } nrt_nc_dtype;
 
@@ -146,6 +152,24 @@ typedef enum nrt_nc_opcode {
                               * ap1[1, n]; id 0 is padding: (n, -1) */
   NRT_NC_STREAM_SHUFFLE,     /* Vector: per 32-partition quadrant, dst partition i = src partition
                               * mask[i] (6 bits each, 8 per imm[q], 63: unchanged) */
+  /* MX block-scaled formats (runtime/src/nc/exec_mx.c), NeuronCore-v4. A
+   * block is 8 partitions x 4 values (one packed element) sharing one E8M0
+   * scale byte (2^(b - 127), 255 NaN). Block (g, j) of a tile with P
+   * partitions (g = partition / 8) has its scale at partition
+   * (g / 4) * 32 + g % 4 of the scale pattern, column j: four scale rows at
+   * the same offset in each 32-partition quadrant. */
+  NRT_NC_QUANTIZE_MX,        /* Vector: ap1 src [P, 4F] fp16/bf16 -> ap0 dst [P, F] fp8 x4, ap2
+                              * dst_scale uint8; scale 2^(floor(log2 amax) - emax + 1) */
+  NRT_NC_MATMUL_MX,          /* Tensor: ap0 dst [M, N] fp32 PSUM = sum over partitions p and
+                              * values i of st[p, m, i] * mv[p, n, i], each times its block's
+                              * scale; ap1 stationary [K, M] x4, ap2 moving [K, N] x4, ap3
+                              * stationary_scale, ap4 moving_scale; flags ACCUMULATE;
+                              * imm0 tile start row, imm1 tile rows (row tiling) */
+  /* nki.isa.NkiScalar arithmetic (runtime/src/nc/exec_mx.c): exact 32-bit
+   * two's-complement integers, wrapping on overflow. */
+  NRT_NC_SCALAR_INT,         /* Vector: ap0 dst [1,1] int32 = ap1 [1,1] int32 func[0] (ap2 [1,1]
+                              * int32 or imm0); add / subtract / multiply wrap, comparisons give
+                              * 0 or 1; REVERSE0 swaps the operands */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 

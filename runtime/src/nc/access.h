@@ -53,6 +53,10 @@ int nc_rng_streams(int32_t engine);
  * sizes them for a 32-partition group of the largest operand). */
 void nc_exec_gather(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,
                     float *d);
+/* exec_mx.c: quantize_mx and nc_matmul_mx; NkiScalar arithmetic. */
+void nc_exec_mx(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,
+                float *d);
+void nc_exec_scalar_int(const nc_core *core, const nrt_nc_inst *inst);
 /* Applies the instruction's reduce_cmd flags to the reduce register of dst's
  * partition p, whose results reduce (op) to row; returns what reduce_res
  * receives (the register after folding, or row when idle). */

@@ -51,6 +51,9 @@ static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
     [NRT_NC_N_GATHER] = {"dst", "data", "indices"},
     [NRT_NC_SEQUENCE_BOUNDS] = {"dst", "segment_ids"},
     [NRT_NC_STREAM_SHUFFLE] = {"dst", "src"},
+    [NRT_NC_QUANTIZE_MX] = {"dst", "src", "dst_scale"},
+    [NRT_NC_MATMUL_MX] = {"dst", "stationary", "moving", "stationary_scale", "moving_scale"},
+    [NRT_NC_SCALAR_INT] = {"dst", "scalar", "operand"},
 };
 
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
@@ -295,6 +298,7 @@ static nrt_status check_engine(const nrt_nc_inst *inst, int32_t i, nrt_nc_diagno
   else if (ok && (op == NRT_NC_TOPK || op == NRT_NC_LOCAL_GATHER || op == NRT_NC_N_GATHER ||
                    op == NRT_NC_SEQUENCE_BOUNDS))
     ok = e == NRT_NC_ENGINE_GPSIMD;
+  else if (ok && op == NRT_NC_MATMUL_MX) ok = e == NRT_NC_ENGINE_TENSOR;
   else if (ok && op >= NRT_NC_TENSOR_TENSOR_SCAN) ok = e == NRT_NC_ENGINE_VECTOR;
   else if (ok) ok = e != NRT_NC_ENGINE_TENSOR && e != NRT_NC_ENGINE_DMA;
   if (ok) return NRT_SUCCESS;
@@ -393,6 +397,7 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
   for (int k = 0; k < NRT_NC_MAX_APS; k++)
     if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
   if ((s = check_buffers(p, i, diag))) return s;
+  if ((s = nc_check_packed(p, i, diag))) return s;
   switch (inst->opcode) {
     case NRT_NC_DMA_COPY:
       if (inst->ap[1].tensor < 0 || nc_ap_free_elems(&inst->ap[1]) != nc_ap_free_elems(&inst->ap[0]) ||
@@ -431,6 +436,11 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
     case NRT_NC_SEQUENCE_BOUNDS:
       if ((s = nc_check_gather(p, i, diag))) return s;
       break;
+    case NRT_NC_QUANTIZE_MX: case NRT_NC_MATMUL_MX:
+      if ((s = nc_check_mx(p, i, diag))) return s;
+      break;
+    case NRT_NC_SCALAR_INT: /* one word; no partition-start rule */
+      return nc_check_scalar_int(p, i, diag);
     default:
       if ((s = check_elementwise(p, i, diag))) return s;
       break;

@@ -154,7 +154,10 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
   nrt_status s;
   switch (inst->opcode) {
     case NRT_NC_DMA_TRANSPOSE: return check_dma_transpose(p, i, diag);
-    case NRT_NC_NONZERO_WITH_COUNT: return check_nonzero(p, i, diag);
+    case NRT_NC_NONZERO_WITH_COUNT:
+      if ((s = check_nonzero(p, i, diag))) return s;
+      /* Generation rules last, so that the others show on every device. */
+      return nc_needs_target(p, i, "nonzero_with_count", NRT_TARGET_TRN2, diag);
     case NRT_NC_ACTIVATE2:
       if ((s = check_activate2(p, i, diag))) return s;
       break;
@@ -186,5 +189,7 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
   for (int k = 1; k < NRT_NC_MAX_APS; k++)
     if ((s = check_operand(p, i, k, names[inst->opcode - NRT_NC_ACTIVATE2][k], row[k], diag)))
       return s;
+  if (inst->opcode == NRT_NC_RANGE_SELECT)
+    return nc_needs_target(p, i, "range_select", NRT_TARGET_TRN2, diag);
   return NRT_SUCCESS;
 }

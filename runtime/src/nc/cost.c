@@ -20,6 +20,9 @@
  *                 the underlying instruction per 512 elements, per the reference)
  *   sequence_bounds   150 + 2 N (assumed: a forward and a backward sweep)
  *   exponential, nc_stream_shuffle   max(64, N) as activation / tensor_copy (assumed)
+ *   quantize_mx   max(64, N of src) as tensor_copy (assumed)
+ *   nc_matmul_mx  max(min(64, N_stationary), N_moving) as a bf16 matmul (assumed)
+ *   NkiScalar arithmetic   64 (MIN_II, assumed)
  * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
  * 1.3 us latency. Engines run in parallel, in program order each, ordered
  * across engines only by data: a read waits for the last write of its
@@ -83,6 +86,15 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
     }
     case NRT_NC_N_GATHER: return 150.0 * (double)((nc_ap_free_elems(&inst->ap[0]) + 511) / 512) + n;
     case NRT_NC_SEQUENCE_BOUNDS: return 150.0 + n;
+    /* nc_matmul_mx: as a bf16 nc_matmul of the same free sizes (assumed: each
+     * PE row takes a packed element, 4 values, per cycle; the Trainium3
+     * architecture page gives 2,517 MXFP8/MXFP4 vs 671 BF16 TFLOPS). */
+    case NRT_NC_MATMUL_MX: {
+      double m = (double)nc_ap_free_elems(&inst->ap[1]), mv = (double)nc_ap_free_elems(&inst->ap[2]);
+      return max2(m < 64 ? m : 64, mv);
+    }
+    /* quantize_mx: one pass over src, max(64, N) like tensor_copy (assumed). */
+    case NRT_NC_QUANTIZE_MX: return max2(MIN_II, (double)nc_ap_free_elems(&inst->ap[1]));
     default: return max2(MIN_II, (double)max_free(inst));
   }
 }

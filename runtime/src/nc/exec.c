@@ -338,6 +338,8 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
     case NRT_NC_SEQUENCE_BOUNDS: case NRT_NC_STREAM_SHUFFLE:
       nc_exec_gather(core, inst, s->a, s->b, s->c, s->d);
       break;
+    case NRT_NC_QUANTIZE_MX: case NRT_NC_MATMUL_MX: nc_exec_mx(core, inst, s->a, s->b, s->c, s->d); break;
+    case NRT_NC_SCALAR_INT: nc_exec_scalar_int(core, inst); break;
     default: nc_exec_vector_ext(core, inst, s->a, s->b, s->c); break;
   }
 }

@@ -58,6 +58,15 @@ nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *
  * sequence_bounds and nc_stream_shuffle. */
 nrt_status nc_check_gather(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
+/* check_mx.c: the rules of quantize_mx and nc_matmul_mx; where packed MX
+ * dtypes may appear (rule packed_dtype); and the generation rule
+ * (nc_version: the instruction exists from nrt_target `since` on). */
+nrt_status nc_check_mx(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+nrt_status nc_check_scalar_int(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+nrt_status nc_check_packed(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+nrt_status nc_needs_target(const nrt_nc_program_t p, int32_t i, const char *name, int32_t since,
+                           nrt_nc_diagnostic *diag);
+
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);
 

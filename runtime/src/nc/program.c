@@ -15,8 +15,10 @@ size_t nrt_nc_dtype_size(int32_t dtype) {
   switch (dtype) {
     case NRT_NC_BOOL: case NRT_NC_UINT8: case NRT_NC_INT8:
     case NRT_NC_FLOAT8_E4M3: case NRT_NC_FLOAT8_E5M2: return 1;
-    case NRT_NC_UINT16: case NRT_NC_INT16: case NRT_NC_FLOAT16: case NRT_NC_BFLOAT16: return 2;
-    case NRT_NC_UINT32: case NRT_NC_INT32: case NRT_NC_TFLOAT32: case NRT_NC_FLOAT32: return 4;
+    case NRT_NC_UINT16: case NRT_NC_INT16: case NRT_NC_FLOAT16: case NRT_NC_BFLOAT16:
+    case NRT_NC_FLOAT4_E2M1FN_X4: return 2;
+    case NRT_NC_UINT32: case NRT_NC_INT32: case NRT_NC_TFLOAT32: case NRT_NC_FLOAT32:
+    case NRT_NC_FLOAT8_E4M3FN_X4: case NRT_NC_FLOAT8_E5M2_X4: return 4;
     default: return 0;
   }
 }
@@ -58,7 +60,8 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
     return 1; /* the seed / state source */
   if (k == 0) {
-    int reads_dst = ((inst->opcode == NRT_NC_MATMUL || inst->opcode == NRT_NC_DMA_COPY) &&
+    int reads_dst = ((inst->opcode == NRT_NC_MATMUL || inst->opcode == NRT_NC_DMA_COPY ||
+                      inst->opcode == NRT_NC_MATMUL_MX) &&
                      (inst->flags & NRT_NC_FLAG_ACCUMULATE)) ||
                     inst->opcode == NRT_NC_COPY_PREDICATED ||
                     inst->opcode == NRT_NC_NONZERO_WITH_COUNT || /* keeps other partitions */
@@ -73,6 +76,7 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (k == 3 && inst->opcode == NRT_NC_MATCH_REPLACE8) return 2; /* the indices */
   if (k == 2 && inst->opcode == NRT_NC_TOPK) return 3;            /* idx_dst, partly written */
   if (k == 4 && inst->opcode == NRT_NC_EXPONENTIAL) return 2;     /* reduce_res */
+  if (k == 2 && inst->opcode == NRT_NC_QUANTIZE_MX) return 3;     /* dst_scale, some rows */
   return 1;
 }
 

@@ -168,6 +168,21 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
     for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
 }
 
+/* c[m][n] (rows ldc apart) += sum over k of a[k][m] * b[k][n], fp32 with
+ * in-order fused multiply-adds, on the same blocked kernels as nc_matmul
+ * (exec_mx.c's nc_matmul_mx, whose k is partitions x 4 values). */
+void nc_tensor_engine_gemm(int64_t k, int64_t m, int64_t n, const float *a, const float *b,
+                           float *c, int64_t ldc);
+void nc_tensor_engine_gemm(int64_t k, int64_t m, int64_t n, const float *a, const float *b,
+                           float *c, int64_t ldc) {
+  pthread_once(&select_once, select_kernel);
+  matmul_job job = {.k = k, .m = m, .n = n, .a = a, .b = b, .c = c, .ldc = ldc,
+                    .reference = force_reference};
+  int64_t row_blocks = (m + MR - 1) / MR;
+  if (m * n * k >= (int64_t)1 << 18) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
+  else matmul_rows(0, row_blocks, &job);
+}
+
 void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scratch) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t rows = src->partitions, cols = nc_ap_free_elems(src);
