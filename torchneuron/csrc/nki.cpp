@@ -50,6 +50,23 @@ void program_run_host(uintptr_t handle, const std::vector<uintptr_t>& pointers) 
   NRT_CHECK(nrt_nc_program_run(program_of(handle), hbm.data()));
 }
 
+// The programs of a grid, interleaved at their collective calls.
+void programs_run_host(const std::vector<uintptr_t>& handles,
+                       const std::vector<std::vector<uintptr_t>>& pointers) {
+  TORCH_CHECK(handles.size() == pointers.size(), "NKI: one pointer list per program");
+  std::vector<nrt_nc_program_t> programs(handles.size());
+  std::vector<std::vector<void*>> hbm(handles.size());
+  std::vector<void* const*> lists(handles.size());
+  for (size_t k = 0; k < handles.size(); k++) {
+    programs[k] = program_of(handles[k]);
+    for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
+    lists[k] = hbm[k].data();
+  }
+  py::gil_scoped_release no_gil;
+  NRT_CHECK(nrt_nc_programs_run(programs.data(), static_cast<int32_t>(programs.size()),
+                                lists.data()));
+}
+
 // tensors[i] is the neuron tensor bound to HBM tensor i (None for on-chip).
 // name labels an error while the program runs (reported at the next
 // synchronisation, as for any kernel).
@@ -66,6 +83,37 @@ void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor
   }
   NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data(),
                                   name.c_str()));
+}
+
+std::vector<void*> device_pointers(const std::vector<std::optional<at::Tensor>>& tensors,
+                                   c10::DeviceIndex device) {
+  std::vector<void*> hbm(tensors.size(), nullptr);
+  for (size_t i = 0; i < tensors.size(); i++) {
+    if (!tensors[i]) continue;
+    const at::Tensor& t = *tensors[i];
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device,
+                "NKI kernel: every tensor argument must be on neuron:", device, ", got ", t.device());
+    TORCH_CHECK(t.is_contiguous(), "NKI kernel: HBM tensors must be contiguous");
+    hbm[i] = t.numel() ? const_cast<void*>(t.const_data_ptr()) : nullptr;
+  }
+  return hbm;
+}
+
+void programs_launch(const std::vector<uintptr_t>& handles,
+                     const std::vector<std::vector<std::optional<at::Tensor>>>& tensors,
+                     c10::DeviceIndex device, const std::string& name) {
+  TORCH_CHECK(handles.size() == tensors.size(), "NKI: one tensor list per program");
+  std::vector<nrt_nc_program_t> programs(handles.size());
+  std::vector<std::vector<void*>> hbm(handles.size());
+  std::vector<void* const*> lists(handles.size());
+  for (size_t k = 0; k < handles.size(); k++) {
+    programs[k] = program_of(handles[k]);
+    hbm[k] = device_pointers(tensors[k], device);
+    lists[k] = hbm[k].data();
+  }
+  NRT_CHECK(nrt_nc_programs_launch(current_stream(device), programs.data(),
+                                   static_cast<int32_t>(programs.size()), lists.data(),
+                                   name.c_str()));
 }
 
 py::dict program_estimate(uintptr_t handle) {
@@ -112,6 +160,8 @@ void register_nki_bindings(py::module_& m) {
         [](uintptr_t handle) { nrt_nc_program_destroy(tn::program_of(handle)); });
   m.def("_nki_program_run_host", &tn::program_run_host);
   m.def("_nki_program_launch", &tn::program_launch);
+  m.def("_nki_programs_run_host", &tn::programs_run_host);
+  m.def("_nki_programs_launch", &tn::programs_launch);
   m.def("_nki_program_estimate", &tn::program_estimate);
   m.def("_nki_placement", &tn::placement);
   m.def("_nki_inject_run_failures", &nrt_nc_inject_run_failures);

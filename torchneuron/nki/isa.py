@@ -422,9 +422,11 @@ from torchneuron.nki.isa_register import (  # noqa: E402,F401
     VirtualRegister, register_alloc, register_load, register_move, register_store)
 from torchneuron.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
 from torchneuron.nki.isa_scalar import NkiScalar, scalar_load, scalar_store  # noqa: E402,F401
+from torchneuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
     NkiValidationError, dge_mode, dma_engine, engine, get_nc_version, matmul_perf_mode,
     nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
-           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather", "isa_register", "isa_mx", "isa_scalar")]
+           and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather", "isa_register", "isa_mx", "isa_scalar",
+                         "isa_cores")]

@@ -12,7 +12,10 @@ the runtime has checked, placed and estimated, and runs it:
   NumPy in gives NumPy out, CPU tensors give CPU tensors.
 
 ``kernel[2](...)`` launches two programs (``nl.program_id(0)`` = 0, 1) that
-share their ``shared_hbm`` outputs.
+share their ``shared_hbm`` outputs. They run interleaved: each up to its
+next collective call (``nki.collectives``, ``nisa.core_barrier``,
+``nisa.sendrecv``), program 0 first, where all of them meet; programs whose
+calls differ in number or kind are refused before anything runs.
 """
 
 import functools
@@ -183,6 +186,29 @@ class Kernel:
         return _run_host(self, grid, args, kwargs)
 
 
+def _check_calls(kernel, programs):
+    """The grid's programs make the same collective calls in the same order
+    (else they would deadlock on hardware)."""
+    calls = [p.tracer.collective_calls for p in programs]
+    for pid, mine in enumerate(calls[1:], 1):
+        for k in range(max(len(calls[0]), len(mine))):
+            a = calls[0][k] if k < len(calls[0]) else None
+            b = mine[k] if k < len(mine) else None
+            if a is not None and b is not None and a[0] == b[0]:
+                continue
+
+            def where(call, who):
+                if call is None:
+                    return f"program {who} ends without it"
+                return f"program {who} is at {call[0]} ({call[1][0]}:{call[1][1]})"
+
+            at = a if a is not None else b
+            raise NkiError(f"{kernel.label}: the programs of the grid disagree at collective "
+                           f"call {k} ({where(a, 0)}; {where(b, pid)}): on hardware this would "
+                           "deadlock", rule="collective_mismatch", filename=at[1][0],
+                           line=at[1][1])
+
+
 def _order(args, kwargs):
     return list(args) + list(kwargs.values())
 
@@ -202,8 +228,10 @@ def _run_device(kernel, grid, args, kwargs):
     kwargs = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
     shared = None
     results = None
-    for pid in range(grid):
-        program = kernel.specialise(args, kwargs, pid, grid, index)
+    programs = [kernel.specialise(args, kwargs, pid, grid, index) for pid in range(grid)]
+    _check_calls(kernel, programs)
+    launches = []
+    for program in programs:
         bound = [None] * len(program.storages)
         for storage in program.storages:
             if storage.kind == "arg":
@@ -216,9 +244,13 @@ def _run_device(kernel, grid, args, kwargs):
         shared_iter = iter(shared)
         for s in outs:
             bound[s.index] = next(shared_iter) if s.kind == "shared" else _new_device_tensor(s, device)
-        _C._nki_program_launch(program.handle, bound, index, kernel.label)
+        launches.append(bound)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else bound[s.index])
+    if grid == 1:
+        _C._nki_program_launch(programs[0].handle, launches[0], index, kernel.label)
+    else:
+        _C._nki_programs_launch([p.handle for p in programs], launches, index, kernel.label)
     # A kernel may write its arguments: non-contiguous ones ran on a copy,
     # which goes back in stream order.
     for original, used in zip(given, _order(args, kwargs)):
@@ -263,8 +295,10 @@ def _run_host(kernel, grid, args, kwargs):
     kwargs = {k: hostify(v) for k, v in kwargs.items()}
     shared = None
     results = None
-    for pid in range(grid):
-        program = kernel.specialise(args, kwargs, pid, grid, 0)
+    programs = [kernel.specialise(args, kwargs, pid, grid, 0) for pid in range(grid)]
+    _check_calls(kernel, programs)
+    runs = []
+    for pid, program in enumerate(programs):
         pointers = [0] * len(program.storages)
         for storage in program.storages:
             if storage.kind == "arg":
@@ -280,10 +314,19 @@ def _run_host(kernel, grid, args, kwargs):
             buf = next(shared_iter) if s.kind == "shared" else _new_host_buffer(s)
             keep[(pid, s.index)] = buf
             pointers[s.index] = buf.ctypes.data
-        _C._nki_program_run_host(program.handle, pointers)
+        runs.append(pointers)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else
                                  _HostOutput(s, keep[(pid, s.index)]))
+    if grid == 1:
+        _C._nki_program_run_host(programs[0].handle, runs[0])
+    else:
+        try:
+            _C._nki_programs_run_host([p.handle for p in programs], runs)
+        except torch.OutOfMemoryError:
+            raise
+        except (RuntimeError, ValueError) as e:  # the programs disagreed when they met
+            raise NkiError(f"{kernel.label}: {e}", rule="collective") from None
     # Inputs a kernel wrote to (copies of non-CPU tensors) are written back.
     for new, old in zip(args + list(kwargs.values()), originals[0] + list(originals[1].values())):
         if isinstance(old, torch.Tensor) and old.device.type != "cpu":

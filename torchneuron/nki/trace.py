@@ -30,6 +30,7 @@ DMA_TRANSPOSE = 25
 RNG, RAND2, DROPOUT, RNG_SEED, RNG_SET_STATE, RNG_GET_STATE = range(26, 32)
 TOPK, EXPONENTIAL, LOCAL_GATHER, N_GATHER, SEQUENCE_BOUNDS, STREAM_SHUFFLE = range(32, 38)
 QUANTIZE_MX, MATMUL_MX, SCALAR_INT = 38, 39, 40
+COLLECTIVE = 41
 TENSOR_ENGINE, VECTOR_ENGINE, SCALAR_ENGINE, GPSIMD_ENGINE, DMA_ENGINE = range(5)
 ENGINE_NAMES = ["Tensor", "Vector", "Scalar", "GpSimd", "DMA"]
 SBUF, PSUM, HBM = 0, 1, 2
@@ -116,6 +117,8 @@ class Tracer:
         self.num_programs = num_programs
         self.storages = []
         self.instructions = []
+        # (kind, location) of each collective call, in program order.
+        self.collective_calls = []
 
     def new_storage(self, buffer, dtype, shape, kind, location, address=None):
         s = Storage(len(self.storages), buffer, dtype, shape, kind, location, address)

@@ -170,6 +170,9 @@ typedef enum nrt_nc_opcode {
   NRT_NC_SCALAR_INT,         /* Vector: ap0 dst [1,1] int32 = ap1 [1,1] int32 func[0] (ap2 [1,1]
                               * int32 or imm0); add / subtract / multiply wrap, comparisons give
                               * 0 or 1; REVERSE0 swaps the operands */
+  NRT_NC_COLLECTIVE,         /* DMA, across the programs of a group run (nrt_nc_programs_run):
+                              * consecutive ones with the same call number imm3 are one call,
+                              * where every program of the group meets (see nrt_nc_collective) */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 
@@ -336,6 +339,47 @@ nrt_status nrt_nc_program_placement(nrt_nc_program_t program, int32_t tensor,
  * tensor i for HBM tensors (ignored for on-chip ones); each must hold the
  * tensor's bytes. */
 nrt_status nrt_nc_program_run(nrt_nc_program_t program, void *const *hbm);
+
+/* A collective instruction (NRT_NC_COLLECTIVE). Every program of a group
+ * run stops at its next call (its consecutive collective instructions of one
+ * call number imm[3]); when all have arrived, with the same call number and
+ * kind func[2], every instruction's source ap1 (if any) is read ("staged",
+ * slot = its index in the call) and then every destination ap0 (if any) is
+ * written: action func[0] COPY takes the staged slot imm[2] of program imm[1]
+ * (same dtype and element count); REDUCE folds, with ALU op func[1] in fp32,
+ * slot imm[2] of every program in the bit mask imm[0], lowest first;
+ * PAIR_REDUCE writes op func[1] of slots imm[2] and imm[2] + 1 of program
+ * imm[1]; NONE writes nothing (a barrier, or a source only). The _V actions
+ * move a run-time count of elements of flat buffers from program imm[1],
+ * whose data is slot imm[2] and whose uint32 metadata [rows, programs] is
+ * slot imm[2] + 1 (row 0 send counts, 1 send displacements, 2 receive
+ * counts, 3 receive displacements, by rank): GATHER_V lands the sender's one
+ * chunk (column 0) at position func[1] * (dst elements / imm[0]); ALLTOALL_V
+ * the chunk for this program after the earlier ALLTOALL_V instructions'
+ * chunks of the call. flags: NRT_NC_COLLECTIVE_RDISPLS (land at this
+ * program's row 3 instead), NRT_NC_COLLECTIVE_RCOUNTS (check row 2). */
+typedef enum nrt_nc_collective_action {
+  NRT_NC_COLLECTIVE_NONE = 0,
+  NRT_NC_COLLECTIVE_COPY,
+  NRT_NC_COLLECTIVE_REDUCE,
+  NRT_NC_COLLECTIVE_PAIR_REDUCE,
+  NRT_NC_COLLECTIVE_GATHER_V,
+  NRT_NC_COLLECTIVE_ALLTOALL_V
+} nrt_nc_collective_action;
+#define NRT_NC_COLLECTIVE_RDISPLS 1u
+#define NRT_NC_COLLECTIVE_RCOUNTS 2u
+
+/* Runs the programs of one launch grid on the calling thread, interleaved:
+ * each runs up to its next collective call, in program order, then the call
+ * runs across all of them. hbm[k] binds program k's HBM tensors. Programs
+ * that disagree on their calls (count, order or kind) fail with
+ * NRT_ERROR_INVALID_ARGUMENT before the mismatched call writes anything. */
+nrt_status nrt_nc_programs_run(const nrt_nc_program_t *programs, int32_t count,
+                               void *const *const *hbm);
+
+/* As nrt_nc_programs_run, queued on stream like nrt_nc_program_launch. */
+nrt_status nrt_nc_programs_launch(nrt_stream_t stream, const nrt_nc_program_t *programs,
+                                  int32_t count, void *const *const *hbm, const char *name);
 
 /* Queues the program on stream with hbm[i] device addresses of the stream's
  * device (checked to lie in its memory with the tensor's size). Like a

@@ -391,6 +391,12 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
   nrt_status s;
   if (inst->opcode < 0 || inst->opcode >= NC_OPCODE_END)
     return nc_fail(diag, i, -1, "opcode", INVALID, "unknown opcode %d", inst->opcode);
+  if (inst->opcode == NRT_NC_COLLECTIVE) {
+    for (int k = 0; k < NRT_NC_MAX_APS; k++)
+      if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
+    if ((s = check_buffers(p, i, diag))) return s;
+    return nc_check_collective(p, i, diag);
+  }
   if ((s = check_engine(inst, i, diag))) return s;
   if (inst->ap[0].tensor < 0)
     return nc_fail(diag, i, -1, "operand", INVALID, "the instruction has no destination");

@@ -29,6 +29,14 @@
  * tensor, a write for the last access, and a tile whose memory reuses an
  * earlier tile's waits for that tile's last access. DMAs spread over 16
  * queues that share the bandwidth. These are estimates, not measurements.
+ *
+ * Collectives (assumed; no published per-call cost): a call is a barrier,
+ * so its instructions start after everything before them and everything
+ * after waits for the call; each costs a DMA of the bytes it receives (a
+ * reduction receives every member's contribution) plus the DMA fixed
+ * latency, plus COLLECTIVE_SYNC_NS of semaphore handshake for the call's
+ * first instruction. Every core of the group is assumed to arrive at once
+ * (each program's estimate is its own core's).
  */
 #include <stdlib.h>
 #include "nc/nc_internal.h"
@@ -36,6 +44,8 @@
 #define DMA_QUEUES 16
 #define DMA_FIXED_NS 1300.0
 #define MIN_II 64.0
+/* One cross-core semaphore round trip (assumed: about a DMA's fixed latency). */
+#define COLLECTIVE_SYNC_NS 1300.0
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
@@ -110,6 +120,19 @@ static double engine_hz(const nrt_device_properties *props, int32_t engine) {
 
 static int64_t dma_bytes(const nrt_nc_inst *inst) {
   const nrt_nc_ap *dst = &inst->ap[0];
+  if (inst->opcode == NRT_NC_COLLECTIVE) {
+    if (dst->tensor < 0 || inst->func[0] == NRT_NC_COLLECTIVE_NONE) return 0;
+    int64_t members = 1;
+    if (inst->func[0] == NRT_NC_COLLECTIVE_REDUCE)
+      members = __builtin_popcountll((unsigned long long)inst->imm[0]);
+    if (inst->func[0] == NRT_NC_COLLECTIVE_PAIR_REDUCE) members = 2;
+    int64_t bytes = (int64_t)dst->partitions * nc_ap_free_elems(dst) *
+                    (int64_t)nrt_nc_dtype_size(dst->dtype);
+    /* _v: counts are known only at run time; assume an even split. */
+    if (inst->func[0] >= NRT_NC_COLLECTIVE_GATHER_V) return bytes / (int64_t)inst->imm[0];
+    return members * (int64_t)dst->partitions * nc_ap_free_elems(dst) *
+           (int64_t)nrt_nc_dtype_size(dst->dtype);
+  }
   return (int64_t)dst->partitions * nc_ap_free_elems(dst) * (int64_t)nrt_nc_dtype_size(dst->dtype);
 }
 
@@ -133,11 +156,16 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
   }
   double engine_free[NRT_NC_ENGINE_COUNT] = {0}, queue_free[DMA_QUEUES] = {0}, bandwidth_free = 0;
   double dma_bytes_per_ns = (double)props->dma_bytes_per_s * 1e-9;
+  double fence = 0; /* the end of the last collective call */
   nrt_nc_estimate *e = &p->estimate;
   *e = (nrt_nc_estimate){0};
   for (int32_t i = 0; i < p->num_insts; i++) {
     const nrt_nc_inst *inst = &p->insts[i];
-    double ready = 0;
+    double ready = fence;
+    int collective = inst->opcode == NRT_NC_COLLECTIVE;
+    int call_start = collective && (i == 0 || p->insts[i - 1].opcode != NRT_NC_COLLECTIVE ||
+                                    p->insts[i - 1].imm[3] != inst->imm[3]);
+    if (collective) ready = max2(ready, e->total_ns);
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int32_t t = inst->ap[k].tensor;
       if (t < 0) continue;
@@ -165,7 +193,7 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
       double xfer_start = max2(start, bandwidth_free);
       bandwidth_free = xfer_start + transfer;
       queue_free[q] = bandwidth_free;
-      end = bandwidth_free + DMA_FIXED_NS;
+      end = bandwidth_free + DMA_FIXED_NS + (call_start ? COLLECTIVE_SYNC_NS : 0);
       e->busy_ns[NRT_NC_ENGINE_DMA] += transfer;
       e->dma_bytes += bytes;
       queue = NRT_NC_ENGINE_DMA + q;
@@ -181,6 +209,7 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
     p->end_ns[i] = end;
     p->queue[i] = queue;
     e->total_ns = max2(e->total_ns, end);
+    if (collective) fence = max2(fence, end);
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int32_t t = inst->ap[k].tensor;
       if (t < 0) continue;

@@ -356,7 +356,17 @@ static int injected_failure(void) {
   return 0;
 }
 
-nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
+/* One program's run in progress: its core, memory and next instruction. */
+struct nc_run {
+  nc_core core;
+  core_memory mem;
+  float *rows;
+  scratch s;
+  int32_t pc;
+};
+
+nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out) {
+  *out = NULL;
   if (injected_failure())
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program "
                    "(injected failure)");
@@ -372,26 +382,60 @@ nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
       if (op == NRT_NC_TOPK || op == NRT_NC_LOCAL_GATHER || op == NRT_NC_STREAM_SHUFFLE) n = 32 * n;
       if (p->insts[i].ap[k].tensor >= 0 && n > row) row = n;
     }
-  core_memory mem;
+  nc_run *r = calloc(1, sizeof *r);
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
   float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
-  if (!rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
-                               g->partitions * g->psum_partition_bytes, &mem)) {
+  if (!r || !rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
+                                     g->partitions * g->psum_partition_bytes, &r->mem)) {
     free(rows);
+    free(r);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program");
   }
-  nc_core core = {.program = p, .hbm = hbm, .sbuf = mem.sbuf, .psum = mem.psum,
-                  .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                  .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
-  memset(core.regs, 0, (size_t)regs * sizeof(float));
-  core.rng = (uint32_t *)(core.regs + regs);
-  nc_rng_init(&core);
-  scratch s = {.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
-  for (int32_t i = 0; i < p->num_insts; i++) {
-    for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&core, p->fill_list[f]);
-    exec_inst(&core, &p->insts[i], &s);
-  }
-  memory_release(&mem);
-  free(rows);
+  r->rows = rows;
+  r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
+                      .sbuf_partition_bytes = g->sbuf_partition_bytes,
+                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
+  memset(r->core.regs, 0, (size_t)regs * sizeof(float));
+  r->core.rng = (uint32_t *)(r->core.regs + regs);
+  nc_rng_init(&r->core);
+  r->s = (scratch){.a = rows, .b = rows + row, .c = rows + 2 * row, .d = rows + 3 * row};
+  *out = r;
   return NRT_SUCCESS;
+}
+
+/* Fresh tiles whose lifetime begins at instruction i are filled. */
+static void fill_at(nc_run *r, int32_t i) {
+  const struct nrt_nc_program *p = r->core.program;
+  for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&r->core, p->fill_list[f]);
+}
+
+int32_t nc_run_to_sync(nc_run *r) {
+  const struct nrt_nc_program *p = r->core.program;
+  while (r->pc < p->num_insts) {
+    int32_t i = r->pc;
+    fill_at(r, i);
+    if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
+    exec_inst(&r->core, &p->insts[i], &r->s);
+    r->pc++;
+  }
+  return -1;
+}
+
+void nc_run_fill_call(nc_run *r, int32_t count) {
+  for (int32_t k = 1; k < count; k++) fill_at(r, r->pc + k);
+}
+
+void nc_run_advance(nc_run *r, int32_t count) { r->pc += count; }
+
+const nc_core *nc_run_core(const nc_run *r) { return &r->core; }
+
+void nc_run_end(nc_run *r) {
+  if (!r) return;
+  memory_release(&r->mem);
+  free(r->rows);
+  free(r);
+}
+
+nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm) {
+  return nc_execute_group(&p, 1, &hbm);
 }

@@ -79,6 +79,23 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
 /* exec.c: runs the program over hbm host addresses. */
 nrt_status nc_execute(const nrt_nc_program_t p, void *const *hbm);
 
+/* exec.c: a program's run, stopping at collective calls. */
+typedef struct nc_run nc_run;
+nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out);
+/* Runs to the next collective instruction (returns its index) or the end (-1). */
+int32_t nc_run_to_sync(nc_run *r);
+/* Fresh-tile fills of the rest of a call of count instructions; then past it. */
+void nc_run_fill_call(nc_run *r, int32_t count);
+void nc_run_advance(nc_run *r, int32_t count);
+const struct nc_core *nc_run_core(const nc_run *r);
+void nc_run_end(nc_run *r);
+
+/* collective.c: runs count programs interleaved at their collective calls. */
+nrt_status nc_execute_group(const nrt_nc_program_t *programs, int32_t count,
+                            void *const *const *hbm);
+/* check_collective.c: the local rules of a collective instruction. */
+nrt_status nc_check_collective(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+
 /* The element range an access pattern touches, in elements from its base
  * (min and max element index, inclusive; free part only). */
 void nc_ap_free_extent(const nrt_nc_ap *ap, int64_t *lo, int64_t *hi);

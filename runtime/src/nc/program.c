@@ -217,7 +217,50 @@ nrt_status nrt_nc_program_run(nrt_nc_program_t p, void *const *hbm) {
   return nc_execute(p, hbm);
 }
 
+nrt_status nrt_nc_programs_run(const nrt_nc_program_t *programs, int32_t count,
+                               void *const *const *hbm) {
+  if (!programs || !hbm || count < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_run: no programs");
+  for (int32_t k = 0; k < count; k++) {
+    const nrt_nc_program_t p = programs[k];
+    if (!p) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_run: NULL program");
+    for (int32_t t = 0; t < p->num_tensors; t++)
+      if (p->tensors[t].buffer == NRT_NC_HBM && p->tensors[t].bytes > 0 && (!hbm[k] || !hbm[k][t]))
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                       "nrt_nc_programs_run: HBM tensor %d of program %d is unbound", t, k);
+  }
+  return nc_execute_group(programs, count, hbm);
+}
+
 /* ---- asynchronous launch ----------------------------------------------- */
+
+typedef struct group_task {
+  int32_t count;
+  nrt_nc_program_t *programs;
+  void ***hbm; /* per program, host aliases */
+} group_task;
+
+static nrt_status run_group_task(void *arg) {
+  group_task *task = arg;
+  if (__builtin_expect(rt_profile_current != NULL, 0))
+    for (int32_t k = 0; k < task->count; k++) {
+      nrt_roofline est;
+      rt_profile_nki_estimate(&task->programs[k]->estimate, &est);
+      rt_profile_add_estimate(&est);
+    }
+  return nc_execute_group(task->programs, task->count, (void *const *const *)task->hbm);
+}
+
+static void release_group_task(void *arg) {
+  group_task *task = arg;
+  for (int32_t k = 0; k < task->count; k++) {
+    if (task->programs[k]) program_release(task->programs[k]);
+    free(task->hbm[k]);
+  }
+  free(task->programs);
+  free(task->hbm);
+  free(task);
+}
 
 typedef struct launch_task {
   nrt_nc_program_t program;
@@ -236,6 +279,9 @@ static nrt_status run_task(void *arg) {
   return nc_execute(task->program, task->hbm);
 }
 
+static nrt_status bind_device_hbm(nrt_stream_t stream, nrt_nc_program_t p, void *const *hbm,
+                                  void **out);
+
 static void release_task(void *arg) {
   launch_task *task = arg;
   program_release(task->program);
@@ -247,9 +293,65 @@ nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *
   nrt_status s = rt_ensure_init();
   if (s) return s;
   if (!stream || !p) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_program_launch: NULL argument");
-  int32_t device = nrt_stream_device(stream);
   launch_task *task = calloc(1, sizeof *task + (size_t)p->num_tensors * sizeof(void *));
   if (!task) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching an NKI program");
+  if ((s = bind_device_hbm(stream, p, hbm, task->hbm))) {
+    free(task);
+    return s;
+  }
+  task->program = p;
+  atomic_fetch_add(&p->refs, 1);
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_NKI, name ? name : "NKI program", run_task,
+                                  release_task, task);
+}
+
+nrt_status nrt_nc_programs_launch(nrt_stream_t stream, const nrt_nc_program_t *programs,
+                                  int32_t count, void *const *const *hbm, const char *name) {
+  nrt_status s = rt_ensure_init();
+  if (s) return s;
+  if (!stream || !programs || !hbm || count < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_launch: NULL argument");
+  group_task *task = calloc(1, sizeof *task);
+  if (task) {
+    task->programs = calloc((size_t)count, sizeof *task->programs);
+    task->hbm = calloc((size_t)count, sizeof *task->hbm);
+  }
+  if (!task || !task->programs || !task->hbm) {
+    if (task) {
+      free(task->programs);
+      free(task->hbm);
+    }
+    free(task);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching NKI programs");
+  }
+  task->count = count;
+  for (int32_t k = 0; k < count && !s; k++) {
+    nrt_nc_program_t p = programs[k];
+    if (!p) {
+      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_launch: NULL program");
+      break;
+    }
+    task->hbm[k] = calloc((size_t)(p->num_tensors ? p->num_tensors : 1), sizeof(void *));
+    if (!task->hbm[k]) {
+      s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching NKI programs");
+      break;
+    }
+    if ((s = bind_device_hbm(stream, p, hbm[k], task->hbm[k]))) break;
+    task->programs[k] = p;
+    atomic_fetch_add(&p->refs, 1);
+  }
+  if (s) {
+    release_group_task(task);
+    return s;
+  }
+  return rt_launch_host_task_kind(stream, NRT_PROFILE_NKI, name ? name : "NKI programs",
+                                  run_group_task, release_group_task, task);
+}
+
+/* Host aliases of hbm[t], each checked to be memory of the stream's device. */
+static nrt_status bind_device_hbm(nrt_stream_t stream, nrt_nc_program_t p, void *const *hbm,
+                                  void **out) {
+  int32_t device = nrt_stream_device(stream);
   for (int32_t t = 0; t < p->num_tensors; t++) {
     const nrt_nc_tensor *tensor = &p->tensors[t];
     if (tensor->buffer != NRT_NC_HBM || tensor->bytes == 0) continue;
@@ -258,15 +360,11 @@ nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *
     if (!ptr || nrt_pointer_get_device(ptr, &first_dev) != NRT_SUCCESS ||
         nrt_pointer_get_device(ptr + tensor->bytes - 1, &last_dev) != NRT_SUCCESS ||
         first_dev != device || last_dev != device) {
-      free(task);
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                      "NKI launch: HBM tensor %d (%lld bytes) is not memory of neuron:%d", t,
                      (long long)tensor->bytes, device);
     }
-    task->hbm[t] = nrt_device_to_host(ptr);
+    out[t] = nrt_device_to_host(ptr);
   }
-  task->program = p;
-  atomic_fetch_add(&p->refs, 1);
-  return rt_launch_host_task_kind(stream, NRT_PROFILE_NKI, name ? name : "NKI program", run_task,
-                                  release_task, task);
+  return NRT_SUCCESS;
 }
