@@ -938,6 +938,9 @@ void register_distributed_bindings(py::module_& m) {
         });
   m.def("_neuron_c10d_shm_collectives", &torchneuron::ShmCollectives::count,
         "Collectives this process ran through a shared-memory segment (tests).");
+  m.def("_neuron_c10d_shm_barrier_wait", [] {
+    return std::make_pair(torchneuron::shm_barrier_wait_ns(), torchneuron::shm_barriers());
+  }, "(nanoseconds waited for later peers, barriers passed) in this process's shared-memory segments.");
   m.def("_neuron_c10d_shm_messages", &torchneuron::shm_messages,
         "Sends and receives this process ran through a shared-memory segment (tests).");
 }

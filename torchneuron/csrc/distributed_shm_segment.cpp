@@ -84,7 +84,12 @@ inline void cpu_relax() {
 #endif
 }
 
+std::atomic<int64_t> barrier_wait_ns{0}, barriers{0};
+
 }  // namespace
+
+int64_t shm_barrier_wait_ns() { return barrier_wait_ns.load(); }
+int64_t shm_barriers() { return barriers.load(); }
 
 // A rank's line of the control page.
 struct ShmSegment::Line {
@@ -298,9 +303,12 @@ void ShmSegment::barrier() {
   Line* me = line(rank_);
   me->arrived.store(gen);
   if (me->sleepers.load()) futex(&me->arrived, FUTEX_WAKE, INT_MAX, nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto start = std::chrono::steady_clock::now(), deadline = start + timeout_;
   for (int r = 0; r < size_; r++)
     if (r != rank_) wait_for(r, gen, deadline);
+  barrier_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                         .count();
+  barriers++;
 }
 
 }  // namespace torchneuron

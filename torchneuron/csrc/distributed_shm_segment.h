@@ -39,6 +39,12 @@ struct ShmHeader {
   int64_t kind, numel, dtype, count, op, root;
 };
 
+// Nanoseconds this process's segments spent waiting in barriers for a
+// later peer, and barriers passed (for benchmarks: how much of a
+// collective's time is its ranks' skew).
+int64_t shm_barrier_wait_ns();
+int64_t shm_barriers();
+
 class ShmSegment {
  public:
   // The segment of the group, or nullptr when its ranks are not all on this
