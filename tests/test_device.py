@@ -88,6 +88,9 @@ PINNING_CONFIGS = {
     "pin_default": {"TORCHNEURON_NUM_THREADS": "2"},
     "pin_off": {"TORCHNEURON_NUM_THREADS": "2", "TORCHNEURON_PIN_THREADS": "0"},
     "pin_more_threads_than_cores": {"TORCHNEURON_NUM_THREADS": "256"},
+    # torchrun's second of two ranks on this host: half the cores, the second half
+    "local_rank_1_of_2": {"LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHNEURON_NUM_THREADS": ""},
+    "local_rank_1_of_2_threads_given": {"LOCAL_WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHNEURON_NUM_THREADS": "2"},
 }
 
 
@@ -332,6 +335,23 @@ def test_kernel_pool_helper_and_stream_worker_keep_to_cores_of_their_own_by_defa
         "the stream worker on the process's first core, its one helper on the second; "
         "the Python thread floats"
     )
+
+
+def test_ranks_of_one_host_split_the_cores(children):
+    """Under a launcher with several ranks per host (LOCAL_WORLD_SIZE), a
+    rank's kernel threads are its share of the cores and keep to its own
+    slice (rank 1 of 2: the second half); TORCHNEURON_NUM_THREADS still
+    decides when given."""
+    lines = [ast.literal_eval(line) for line in check_output(children["local_rank_1_of_2"]).splitlines()]
+    cores = lines[0]
+    share = len(cores) // 2
+    if share < 2:  # one thread: nothing to pin (it floats)
+        assert lines[1:] == [], lines
+    else:
+        assert sorted(lines[1:]) == [[c] for c in cores[share:2 * share]], lines
+    given = [ast.literal_eval(line) for line in check_output(children["local_rank_1_of_2_threads_given"]).splitlines()]
+    if len(cores) >= 2:
+        assert sorted(given[1:]) == [[cores[0]], [cores[1]]], given
 
 
 def test_kernel_threads_float_when_pinning_is_off_or_cores_are_too_few(children):

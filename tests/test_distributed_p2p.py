@@ -117,7 +117,11 @@ def _p2p(rank, store):
     os._exit(0)  # the peer is gone: skip the group's teardown
 
 
-def test_batch_isend_irecv_isend_irecv_and_monitored_barrier(tmp_path):
+@pytest.mark.parametrize("shm", ["1", "0"])
+def test_batch_isend_irecv_isend_irecv_and_monitored_barrier(tmp_path, monkeypatch, shm):
+    """Through the shared segment (one host) and, with
+    TORCHNEURON_DIST_SHM=0, through gloo (what groups across hosts use)."""
+    monkeypatch.setenv("TORCHNEURON_DIST_SHM", shm)
     _run(_p2p, tmp_path)
 
 

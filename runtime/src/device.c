@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "cpu_isa.h"
 #include "internal.h"
+#include "kernel_threads.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
 #define KIB 1024u
@@ -75,6 +76,7 @@ static atomic_int started; /* threads or memory exist: forking is no longer safe
 static volatile int forked_child;
 static int launch_blocking;
 static int kernel_threads;
+static int core_offset; /* the first of this process's cores its kernel threads keep to */
 static int pin_kernel_threads = 1;
 static int top_enabled = 1;
 static int32_t device_count;
@@ -226,8 +228,21 @@ static nrt_status parse_launch_blocking(void) {
   return config_fail("NEURON_LAUNCH_BLOCKING='%s' must be 0 or 1", text);
 }
 
-/* TORCHNEURON_NUM_THREADS: kernel threads per process (default: the cores
- * this process may run on). */
+/* Ranks a launcher started on this host (torchrun's LOCAL_WORLD_SIZE) and
+ * this one's index among them (LOCAL_RANK), when both are sane. */
+static int local_ranks(int *local_rank) {
+  const char *size = getenv("LOCAL_WORLD_SIZE"), *rank = getenv("LOCAL_RANK");
+  long long n, r;
+  if (!size || !rank || !parse_int(size, 1, 65536, &n) || !parse_int(rank, 0, n - 1, &r)) return 1;
+  *local_rank = (int)r;
+  return (int)n;
+}
+
+/* TORCHNEURON_NUM_THREADS: kernel threads per process. Default: the cores
+ * this process may run on, divided among the ranks a launcher started on
+ * this host, each rank keeping to its own slice of them: two ranks that
+ * each used every core would crowd each other's kernels (torchrun's
+ * OMP_NUM_THREADS=1 does the same for PyTorch on the CPU). */
 static nrt_status parse_num_threads(void) {
   const char *text = getenv("TORCHNEURON_NUM_THREADS");
   long long v;
@@ -235,7 +250,17 @@ static nrt_status parse_num_threads(void) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   kernel_threads = online > 0 ? (int)online : 1;
   if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) kernel_threads = CPU_COUNT(&allowed);
-  if (!text || !*text) return NRT_SUCCESS;
+  core_offset = 0;
+  if (!text || !*text) {
+    int local_rank = 0, ranks = local_ranks(&local_rank);
+    if (ranks > 1) {
+      int share = kernel_threads / ranks;
+      if (share < 1) share = 1;
+      if ((local_rank + 1) * share <= kernel_threads) core_offset = local_rank * share;
+      kernel_threads = share;
+    }
+    return NRT_SUCCESS;
+  }
   if (!parse_int(text, 1, 256, &v))
     return config_fail("TORCHNEURON_NUM_THREADS='%s' must be a whole number from 1 to 256", text);
   kernel_threads = (int)v;
@@ -353,6 +378,8 @@ int32_t rt_device_count(void) { return device_count; }
 int rt_kernel_threads(void) { return kernel_threads > 0 ? kernel_threads : 1; }
 
 int rt_pin_kernel_threads(void) { return pin_kernel_threads; }
+
+int rt_kernel_core_offset(void) { return core_offset; }
 
 const nrt_device_properties *rt_device_props(int32_t device) {
   return &device_props[device];

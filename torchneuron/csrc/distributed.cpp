@@ -17,8 +17,9 @@
 // receives carry checked headers (distributed_p2p.cpp); a group's tasks
 // reach gloo in the order the host issued them, whatever stream each is on
 // (distributed_order.h). When every rank is on this host, all_reduce,
-// reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather and
-// scatter go through a shared segment instead (distributed_shm.cpp). A
+// reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather,
+// scatter and the sends and receives go through a shared segment instead
+// (distributed_shm.cpp, distributed_shm_p2p.cpp). A
 // failure is NRT_ERROR_DISTRIBUTED on the stream, raised as DistBackendError.
 #include <torch/extension.h>
 
@@ -38,6 +39,7 @@
 #include "distributed_p2p.h"
 #include "distributed_ring.h"
 #include "distributed_shm.h"
+#include "distributed_shm_p2p.h"
 #include "neuronrt/host_error.h"
 #include "runtime_check.h"
 
@@ -369,14 +371,15 @@ class NeuronBackend : public c10d::Backend {
     auto batch = std::move(batch_);
     if (!batch->cpu_works.empty()) return c10::make_intrusive<WorkList>(getRank(), std::move(batch->cpu_works));
     if (batch->ops.empty()) return barrier_free_work();
-    std::vector<at::Tensor> keep, received;
+    std::vector<at::Tensor> keep = batch->originals, received;
     for (const auto& op : batch->ops) {
       keep.push_back(op.tensor);
       if (!op.send) received.push_back(op.tensor);
     }
-    return enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
-                   [g = gloo_, ops = std::move(batch->ops)]() mutable { run_p2p_staged(*g, ops); },
-                   /*blocking=*/false, batch->shared);
+    auto work = enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
+                        p2p_body(std::move(batch->ops)), /*blocking=*/false, batch->shared);
+    copy_back(batch->received, batch->received_dense);
+    return work;
   }
 
   // The coalesced forms (FSDP2): one collective after another on the same
@@ -537,17 +540,21 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     if (batch_) return hold(tensors, true, dst, tag);
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
-    return enqueue("send", OpType::SEND, tensors, {}, [g = gloo_, ops = p2p_ops(tensors, true, dst, tag)]() {
-      run_p2p_staged(*g, ops);
-    });
+    auto ops = p2p_ops(tensors, true, dst, tag);
+    std::vector<at::Tensor> keep = tensors;
+    if (shm_) keep = concat(keep, dense_p2p(ops));
+    return enqueue("send", OpType::SEND, keep, {}, p2p_body(std::move(ops)));
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     if (batch_) return hold(tensors, false, src, tag);
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
-    return enqueue("recv", OpType::RECV, tensors, tensors, [g = gloo_, ops = p2p_ops(tensors, false, src, tag)]() {
-      run_p2p_staged(*g, ops);
-    });
+    auto ops = p2p_ops(tensors, false, src, tag);
+    std::vector<at::Tensor> keep = tensors, dense;
+    if (shm_) keep = concat(keep, dense = dense_p2p(ops));
+    auto work = enqueue("recv", OpType::RECV, keep, tensors, p2p_body(std::move(ops)));
+    if (shm_) copy_back(tensors, dense);
+    return work;
   }
 
   c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override {
@@ -569,6 +576,9 @@ class NeuronBackend : public c10d::Backend {
   // The sends and receives of one coalescing block, queued at its end.
   struct P2PBatch {
     std::vector<P2POp> ops;
+    // Through the segment: the ops' tensors are dense copies (queued at the
+    // call) of the tensors given, and the received ones are copied back.
+    std::vector<at::Tensor> originals, received, received_dense;
     std::vector<c10::intrusive_ptr<Work>> cpu_works;  // CPU tensors' (gloo's own, already posted)
     std::shared_ptr<Shared> shared = std::make_shared<Shared>();
   };
@@ -586,6 +596,14 @@ class NeuronBackend : public c10d::Backend {
     }
     TORCH_CHECK(batch_->cpu_works.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
     auto ops = p2p_ops(tensors, is_send, peer, tag);
+    if (shm_) {
+      auto dense = dense_p2p(ops);
+      batch_->originals.push_back(tensors[0]);
+      if (!is_send) {
+        batch_->received.push_back(tensors[0]);
+        batch_->received_dense.push_back(dense[0]);
+      }
+    }
     batch_->ops.insert(batch_->ops.end(), ops.begin(), ops.end());
     if (!batch_->shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &batch_->shared->done));
     return c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
@@ -598,6 +616,26 @@ class NeuronBackend : public c10d::Backend {
     std::vector<P2POp> ops;
     for (const auto& t : tensors) ops.push_back(P2POp{is_send, t, peer, tag});
     return ops;
+  }
+
+  // Through the segment, sends and receives take dense device tensors:
+  // replaces each op's tensor by a dense copy queued on the stream now (a
+  // receive's copied back by the caller after the task: a copy of its own
+  // values, so that a refused message leaves it as it was) and returns them.
+  std::vector<at::Tensor> dense_p2p(std::vector<P2POp>& ops) {
+    std::vector<at::Tensor> dense;
+    for (auto& op : ops) {
+      op.tensor = op.tensor.contiguous();
+      dense.push_back(op.tensor);
+    }
+    return dense;
+  }
+
+  // The host task of sends and receives: through the segment when the
+  // group has one (the tensors dense already), else through gloo.
+  std::function<void()> p2p_body(std::vector<P2POp> ops) {
+    if (shm_) return [shm = shm_, ops = std::move(ops)]() { run_p2p_shm(shm->segment(), ops); };
+    return [g = gloo_, ops = std::move(ops)]() { run_p2p_staged(*g, ops); };
   }
 
   // A Work for nothing at all (an empty coalesced list): done at once.
@@ -900,4 +938,9 @@ void register_distributed_bindings(py::module_& m) {
         });
   m.def("_neuron_c10d_shm_collectives", &torchneuron::ShmCollectives::count,
         "Collectives this process ran through a shared-memory segment (tests).");
+  m.def("_neuron_c10d_shm_barrier_wait", [] {
+    return std::make_pair(torchneuron::shm_barrier_wait_ns(), torchneuron::shm_barriers());
+  }, "(nanoseconds waited for later peers, barriers passed) in this process's shared-memory segments.");
+  m.def("_neuron_c10d_shm_messages", &torchneuron::shm_messages,
+        "Sends and receives this process ran through a shared-memory segment (tests).");
 }

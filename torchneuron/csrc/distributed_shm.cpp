@@ -46,8 +46,9 @@ struct Span {
   char* at(int64_t i) const { return data + i * elem; }
 };
 
-// dst = src, n elements; either side may be the segment's (host) memory.
-void copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, int64_t n) {
+}  // namespace
+
+void shm_copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, int64_t n) {
   if (n <= 0) return;
   nrt_op o{};
   o.code = NRT_OP_COPY;
@@ -56,6 +57,12 @@ void copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, i
   o.operands[0] = view(dst, dtype, n);
   o.operands[1] = view(src, dtype, n);
   NRT_CHECK(nrt_op_execute_host(&o, (dst_host ? 1u : 0u) | (src_host ? 2u : 0u)));
+}
+
+namespace {
+
+void copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, int64_t n) {
+  shm_copy(dst, dst_host, src, src_host, dtype, n);
 }
 
 // into (device) = into (op) from (the segment's), n elements.

@@ -26,8 +26,14 @@
 #include <vector>
 
 #include "distributed_shm_segment.h"
+#include "neuronrt/op.h"
 
 namespace torchneuron {
+
+// dst = src, n elements of dtype, through the runtime's copy kernel
+// (threaded); either side may be the segment's host memory (the flags),
+// the other a device address.
+void shm_copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, int64_t n);
 
 class ShmCollectives {
  public:
@@ -66,6 +72,10 @@ class ShmCollectives {
 
   // Collectives run through a segment in this process (for tests).
   static int64_t count() { return count_.load(); }
+
+  // The segment, for point-to-point messages (distributed_shm_p2p.h),
+  // which take their turn in the group's task order like the collectives.
+  ShmSegment& segment() { return *seg_; }
 
  private:
   int next_buffer() { return which_ ^= 1; }

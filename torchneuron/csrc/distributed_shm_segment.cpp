@@ -26,6 +26,10 @@ constexpr uint64_t kMagic = 0x6e6575726f6e7368ull;  // "neuronsh"
 // in the caches of a step's few passes.
 constexpr size_t kBufferBytes = size_t{4} << 20;
 constexpr size_t kLine = 64;
+// Bytes of a mailbox slot: a message's chunk. Two per ordered pair of ranks
+// (the memfd's pages are only allocated when touched).
+constexpr size_t kMailSlotBytes = size_t{256} << 10;
+constexpr size_t kMailboxBytes = 4096 + ShmSegment::kMailSlots * kMailSlotBytes;
 constexpr int kSpins = 2000;   // polls before yielding the core
 constexpr int kYields = 20;    // yields before sleeping on the futex
 constexpr auto kSlice = std::chrono::milliseconds(20);  // a sleep, between liveness checks
@@ -34,6 +38,7 @@ struct Control {
   uint64_t magic;
   uint64_t size;
   uint64_t buffer_bytes;
+  uint64_t mail_slot_bytes;
 };
 
 std::string read_file(const char* path) {
@@ -79,16 +84,24 @@ inline void cpu_relax() {
 #endif
 }
 
+std::atomic<int64_t> barrier_wait_ns{0}, barriers{0};
+
 }  // namespace
+
+int64_t shm_barrier_wait_ns() { return barrier_wait_ns.load(); }
+int64_t shm_barriers() { return barriers.load(); }
 
 // A rank's line of the control page.
 struct ShmSegment::Line {
   std::atomic<uint32_t> arrived;   // barriers this rank has reached (a futex word)
   std::atomic<uint32_t> sleepers;  // peers asleep on `arrived`
   std::atomic<uint32_t> failed;    // this rank gave up on the group
+  std::atomic<uint32_t> bell;      // rung when mail for this rank moved (a futex word)
+  std::atomic<uint32_t> bell_sleepers;
 };
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
               "futex words must be plain lock-free 32-bit words");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "mailbox counters are shared between processes");
 
 std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                  std::chrono::milliseconds timeout) {
@@ -110,7 +123,7 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
   seg->size_ = size;
   seg->buffer_bytes_ = kBufferBytes;
   seg->timeout_ = timeout;
-  seg->total_ = control_bytes(size) + 2 * kBufferBytes * size;
+  seg->total_ = control_bytes(size) + 2 * kBufferBytes * size + kMailboxBytes * size * size;
   int fd = -1;
   bool ok = false;
   if (rank == 0) {
@@ -124,6 +137,7 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
       c->magic = kMagic;
       c->size = static_cast<uint64_t>(size);
       c->buffer_bytes = kBufferBytes;
+      c->mail_slot_bytes = kMailSlotBytes;
       ok = true;
     }
     store->set("segment", ok ? std::to_string(getpid()) + " " + std::to_string(fd) : std::string("-"));
@@ -141,7 +155,8 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
         if (p != MAP_FAILED) {
           seg->base_ = static_cast<char*>(p);
           auto* c = reinterpret_cast<const Control*>(p);
-          ok = c->magic == kMagic && c->size == static_cast<uint64_t>(size) && c->buffer_bytes == kBufferBytes;
+          ok = c->magic == kMagic && c->size == static_cast<uint64_t>(size) && c->buffer_bytes == kBufferBytes &&
+               c->mail_slot_bytes == kMailSlotBytes;
         }
       }
     }
@@ -185,6 +200,61 @@ ShmHeader ShmSegment::header(int r, uint64_t seq) const {
   return h;
 }
 
+ShmSegment::Mailbox* ShmSegment::mailbox(int src, int dst) const {
+  return reinterpret_cast<Mailbox*>(base_ + control_bytes(size_) + 2 * buffer_bytes_ * size_ +
+                                    kMailboxBytes * (static_cast<size_t>(src) * size_ + dst));
+}
+
+char* ShmSegment::mail_slot(int src, int dst, uint64_t k) const {
+  return reinterpret_cast<char*>(mailbox(src, dst)) + 4096 + (k % kMailSlots) * kMailSlotBytes;
+}
+
+size_t ShmSegment::mail_slot_bytes() const { return kMailSlotBytes; }
+
+void ShmSegment::ring(int r) {
+  Line* l = line(r);
+  l->bell.fetch_add(1, std::memory_order_acq_rel);
+  if (l->bell_sleepers.load()) futex(&l->bell, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+uint32_t ShmSegment::bell() const { return line(rank_)->bell.load(std::memory_order_acquire); }
+
+void ShmSegment::check_usable() const {
+  TORCH_CHECK(broken_.empty(), "the shared-memory channel failed earlier: ", broken_);
+}
+
+void ShmSegment::check_alive(int peer) {
+  struct pollfd pfd = {pidfds_[peer], POLLIN, 0};
+  if (pidfds_[peer] >= 0 && poll(&pfd, 1, 0) > 0)
+    fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
+         ") exited; the shared-memory channel is closed");
+}
+
+void ShmSegment::idle(int round, uint32_t seen, const std::vector<int>& peers,
+                      std::chrono::steady_clock::time_point deadline) {
+  Line* me = line(rank_);
+  if (round < kSpins) {
+    cpu_relax();
+    return;
+  }
+  if (round < kSpins + kYields) {
+    sched_yield();
+    return;
+  }
+  check_failed_peers();
+  for (int p : peers) check_alive(p);
+  auto now = std::chrono::steady_clock::now();
+  if (now >= deadline)
+    fail("timed out after " + std::to_string(timeout_.count()) + " ms waiting for a message to or from rank " +
+         (peers.empty() ? std::string("?") : std::to_string(peers[0])) + " (shared-memory channel)");
+  auto left = std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now),
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(kSlice));
+  struct timespec ts = {static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};
+  me->bell_sleepers.fetch_add(1);
+  if (me->bell.load() == seen) futex(&me->bell, FUTEX_WAIT, seen, &ts);
+  me->bell_sleepers.fetch_sub(1);
+}
+
 void ShmSegment::fail(const std::string& why) {
   broken_ = why;
   line(rank_)->failed.store(1);
@@ -212,10 +282,7 @@ void ShmSegment::wait_for(int peer, uint32_t gen, std::chrono::steady_clock::tim
   for (;;) {
     if (reached()) return;
     check_failed_peers();
-    struct pollfd pfd = {pidfds_[peer], POLLIN, 0};
-    if (pidfds_[peer] >= 0 && poll(&pfd, 1, 0) > 0)
-      fail("rank " + std::to_string(peer) + " (pid " + std::to_string(pids_[peer]) +
-           ") exited; the shared-memory channel is closed");
+    check_alive(peer);
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
       fail("timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " + std::to_string(peer) +
@@ -231,14 +298,17 @@ void ShmSegment::wait_for(int peer, uint32_t gen, std::chrono::steady_clock::tim
 }
 
 void ShmSegment::barrier() {
-  TORCH_CHECK(broken_.empty(), "the shared-memory channel failed earlier: ", broken_);
+  check_usable();
   const uint32_t gen = ++gen_;
   Line* me = line(rank_);
   me->arrived.store(gen);
   if (me->sleepers.load()) futex(&me->arrived, FUTEX_WAKE, INT_MAX, nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto start = std::chrono::steady_clock::now(), deadline = start + timeout_;
   for (int r = 0; r < size_; r++)
     if (r != rank_) wait_for(r, gen, deadline);
+  barrier_wait_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                         .count();
+  barriers++;
 }
 
 }  // namespace torchneuron

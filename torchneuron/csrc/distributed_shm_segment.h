@@ -12,8 +12,11 @@
 // gives it up (the group uses gloo alone). No socket is opened.
 //
 // Layout: a control page (one line per rank: its barrier counter, which
-// is also a futex word, and its failure flag; two header slots per rank
-// for the collectives' descriptions), then two data buffers per rank.
+// is also a futex word, its failure flag and its mail bell; two header
+// slots per rank for the collectives' descriptions), then two data buffers
+// per rank, then a mailbox per ordered pair of ranks for point-to-point
+// messages (distributed_shm_p2p.cpp): its two counters (chunks posted by
+// the sender, taken by the receiver) and two slots.
 // Barriers spin briefly, then sleep on the futex in slices, checking the
 // group's timeout, the peers' failure flags and whether a peer process
 // has exited (pidfd): a dead or hung peer is an error, never a hang.
@@ -35,6 +38,12 @@ namespace torchneuron {
 struct ShmHeader {
   int64_t kind, numel, dtype, count, op, root;
 };
+
+// Nanoseconds this process's segments spent waiting in barriers for a
+// later peer, and barriers passed (for benchmarks: how much of a
+// collective's time is its ranks' skew).
+int64_t shm_barrier_wait_ns();
+int64_t shm_barriers();
 
 class ShmSegment {
  public:
@@ -61,13 +70,39 @@ class ShmSegment {
   // a peer that exited, or a peer that failed.
   void barrier();
 
+  // The mailbox of messages from rank src to rank dst. Each counter has
+  // one writer: posted the sender, taken the receiver.
+  struct Mailbox {
+    std::atomic<uint64_t> posted, taken;
+  };
+  static constexpr int kMailSlots = 2;
+  Mailbox* mailbox(int src, int dst) const;
+  // The slot of chunk k of the pair's messages.
+  char* mail_slot(int src, int dst, uint64_t k) const;
+  size_t mail_slot_bytes() const;
+  // Wakes rank r's waits for mail (after a post or a take for it).
+  void ring(int r);
+  // This rank's bell: read it before looking at the mailboxes, then pass
+  // it to idle, so that a ring in between is not slept through.
+  uint32_t bell() const;
+  // One idle round of a wait for mail: spins, then yields, then sleeps on
+  // the bell in slices. Throws (failing the segment) when a peer of
+  // `peers` has exited, any peer failed, or the deadline passed.
+  void idle(int round, uint32_t seen, const std::vector<int>& peers,
+            std::chrono::steady_clock::time_point deadline);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // Throws when the segment failed earlier.
+  void check_usable() const;
+  // Marks the segment failed (this rank and, at once, its peers) and throws.
+  [[noreturn]] void fail(const std::string& why);
+
  private:
   ShmSegment() = default;
   struct Line;
   Line* line(int r) const;
   void wait_for(int peer, uint32_t gen, std::chrono::steady_clock::time_point deadline);
-  [[noreturn]] void fail(const std::string& why);
   void check_failed_peers();
+  void check_alive(int peer);
 
   int rank_ = 0, size_ = 0;
   size_t buffer_bytes_ = 0, total_ = 0;

@@ -6,6 +6,7 @@
  * helper polls briefly for the next generation, then sleeps; the caller
  * polls briefly for the helpers' last ranges. */
 #include "ops/engine/thread_pool.h"
+#include "kernel_threads.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -117,11 +118,12 @@ static void *helper_main(void *arg) {
  * thread waiting 10 ms per 10 ms block). */
 static int helper_cores(int wanted, int *cores) {
   cpu_set_t allowed;
+  const int skip = rt_kernel_core_offset(); /* the slices of the host's other ranks */
   if (!rt_pin_kernel_threads() || wanted < 2 || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
-      CPU_COUNT(&allowed) < wanted)
+      CPU_COUNT(&allowed) < skip + wanted)
     return 0;
-  for (int cpu = 0, found = 0; cpu < CPU_SETSIZE && found < wanted; cpu++)
-    if (CPU_ISSET(cpu, &allowed)) cores[found++] = cpu;
+  for (int cpu = 0, seen = 0, found = 0; cpu < CPU_SETSIZE && found < wanted; cpu++)
+    if (CPU_ISSET(cpu, &allowed) && seen++ >= skip) cores[found++] = cpu;
   return 1;
 }
 
