@@ -754,9 +754,9 @@ def test_row_regions_norms_and_softmax():
 def test_layer_norm_gelu_block_is_one_chunked_row_region():
     """benchmarks/compile.py's layer norm + GELU block: the norm and its
     GELU epilogue form one row region that runs chunk by chunk of rows
-    (each chunk's GELU reads the norm's rows from cache; the next chunk's
-    inputs are prefetched meanwhile), never step after step; bitwise as
-    eager neuron, no eager node."""
+    (one pass of the thread pool, the GELU reading each chunk of the
+    norm's rows right after they are written), never step after step;
+    bitwise as eager neuron, no eager node."""
     x = rand(96, 1024, seed=41)
     w, b = 1 + 0.1 * rand(1024, seed=42), 0.1 * rand(1024, seed=43)
 
