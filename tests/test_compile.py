@@ -751,6 +751,32 @@ def test_row_regions_norms_and_softmax():
     assert rows()[-1]["row_regions"] >= 1, rows()
 
 
+def test_layer_norm_gelu_block_is_one_chunked_row_region():
+    """benchmarks/compile.py's layer norm + GELU block: the norm and its
+    GELU epilogue form one row region that runs chunk by chunk of rows
+    (one pass of the thread pool, the GELU reading each chunk of the
+    norm's rows right after they are written), never step after step;
+    bitwise as eager neuron, no eager node."""
+    x = rand(96, 1024, seed=41)
+    w, b = 1 + 0.1 * rand(1024, seed=42), 0.1 * rand(1024, seed=43)
+
+    def ln_gelu(x, w, b):
+        return F.gelu(F.layer_norm(x, (x.shape[-1],), w, b))
+
+    want = ln_gelu(x, w, b)
+    fn = compiled(ln_gelu)
+    with torch.no_grad():
+        for calls in (1, 2, 3):
+            got = fn(x, w, b)
+            torch.neuron.synchronize()
+            assert torch.equal(got.cpu().view(torch.int32), want.cpu().view(torch.int32))
+            c = counters()
+            assert c["compile.row_regions_chunked"] == calls, c
+            assert c["compile.row_regions_alone"] == 0, c
+    assert c["compile.eager_nodes"] == 0 and c["compile.launches"] == 3, c
+    assert rows()[-1]["row_regions"] == 1, rows()
+
+
 def test_training_mlp_compiled_vs_eager_vs_cpu():
     """Three SGD steps: compiled neuron, eager neuron and CPU agree.
     Tolerances: compiled against eager neuron rtol=atol=2e-5; against the

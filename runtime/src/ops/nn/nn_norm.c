@@ -168,7 +168,7 @@ static void block_sum_range(int64_t begin, int64_t end, void *ctx) {
 
 /* A vector of n ones (fill 1) or zeros (fill 0) in c, for absent weights. */
 static void *filled_vector(nrt_dtype c, int64_t n, double fill) {
-  void *v = malloc((size_t)(n > 0 ? n : 1) * nrt_dtype_size(c));
+  void *v = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * nrt_dtype_size(c) + 63) & ~(size_t)63);
   if (!v) return NULL;
   for (int64_t j = 0; j < n; j++) {
     if (c == NRT_FLOAT64)
