@@ -50,8 +50,9 @@
  *   SORT_ROWS  operands [values (n, m), indices (int64, n), in (n, m)]
  *              the rows of in in stable lexicographic order (elements
  *              ordered as SORT ascending); values are the sorted rows,
- *              indices their row numbers in in. Rows holding NaN are in
- *              the order PyTorch's CPU unique(dim=) leaves them (its
+ *              indices their row numbers in in. scalars [cpu_order]
+ *              (optional, 0 by default): 1 puts rows holding NaN in the
+ *              order PyTorch's CPU unique(dim=) leaves them (its
  *              std::sort, where NaN orders neither way).
  *   UNIQUE_SCAN     operands [count (int64 0-d), inverse (int64, n), in (n) or
  *                   (n, m), perm (int64, n)]  scalars [has_inverse, has_perm]

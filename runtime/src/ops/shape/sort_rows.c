@@ -3,9 +3,9 @@
  * then by the first leaves rows ordered by their first column, ties by the
  * second, and so on, with fully equal rows in their original order: an LSD
  * sort whose digits are columns. Each column pass gathers the column in
- * the current row order, makes its sort keys and radix sorts them. Rows
- * holding NaN take the order of the CPU's sort instead
- * (sort_rows_cpu_order.h): there NaN is no key, it ends each comparison. */
+ * the current row order, makes its sort keys and radix sorts them. With the
+ * cpu_order scalar, rows holding NaN take the order of the CPU's unique
+ * sort instead (sort_rows_cpu_order.h), where NaN orders neither way. */
 #include <stdlib.h>
 #include <string.h>
 #include "ops/shape/shape_common.h"
@@ -68,7 +68,7 @@ nrt_status rt_kernel_sort_rows(const nrt_op *op) {
     scratch_free(&s);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sort_rows: out of host memory for scratch");
   }
-  if (rt_rows_have_nan(in)) {
+  if (op->num_scalars > 0 && rt_scalar_int(op, 0) && rt_rows_have_nan(in)) {
     if (rt_sort_rows_cpu_order(in, s.perm, n)) {
       scratch_free(&s);
       return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sort_rows: out of host memory for scratch");
