@@ -600,6 +600,28 @@ def test_unique_dim_matches_cpu(dtype, dim):
                      torch.unique_consecutive(c, dim=dim, return_inverse=True, return_counts=True))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_unique_dim_with_nan_rows_matches_cpu(dtype):
+    """A NaN orders neither way in the CPU's row sort and equals nothing: the
+    rows come out in the order of its std::sort (insertion sort up to 16
+    rows, introsort beyond), which the device reproduces."""
+    nan = float("nan")
+    small = torch.tensor([[nan, 1.], [0, 1], [nan, 1], [0, 1], [1, nan], [0, 0]])
+    column = torch.tensor([[nan], [1.], [nan], [0.], [1.], [nan], [-1.]])
+    g = torch.Generator().manual_seed(5)
+    large = torch.randint(0, 3, (300, 3), generator=g).float()  # introsort, then heap sort past its depth
+    large[torch.randint(0, 300, (40,), generator=g), torch.randint(0, 3, (40,), generator=g)] = nan
+    for t in (small, column, large, large[:40], large[:17]):
+        t = t.to(dtype)
+        for dim in (0, 1) if t.shape[1] > 1 else (0,):
+            check_unique(torch.unique(t.to(DEV), dim=dim, return_inverse=True, return_counts=True),
+                         torch.unique(t, dim=dim, return_inverse=True, return_counts=True))
+    # a column-major input: the rows are read through their strides
+    t = small.t().contiguous().t().to(dtype)
+    check_unique(torch.unique(t.to(DEV), dim=0, return_inverse=True, return_counts=True),
+                 torch.unique(t, dim=0, return_inverse=True, return_counts=True))
+
+
 def test_unique_dim_of_zero_size_inputs_and_long_rows():
     check_unique(torch.unique(torch.empty(0, 3).to(DEV), dim=0, return_inverse=True, return_counts=True),
                  torch.unique(torch.empty(0, 3), dim=0, return_inverse=True, return_counts=True))

@@ -147,7 +147,7 @@ static const struct {
     [BUFFER_ID] = {"buffer 77 of"},          [NEG_BUFFER_ID] = {"buffer -2 of"},
     [IMM_BUFFER] = {"an immediate names buffer"}, [TOO_MANY_OPERANDS] = {"9 operands"},
     [TOO_MANY_OUTPUTS] = {"3 outputs of 2"}, [TOO_MANY_SCALARS] = {"9 scalars"},
-    [TOO_MANY_DIMS] = {"17 dimensions"},     [BAD_EXPR] = {"pops an empty stack"},
+    [TOO_MANY_DIMS] = {"26 dimensions"},     [BAD_EXPR] = {"pops an empty stack"},
     [BAD_SYMBOL] = {"names symbol 3 of 1"},  [BAD_KIND] = {"unknown kind"},
     [TEMP_SLOT] = {"a temporary with slot"}, [MASK_RANGE] = {"immediate mask"},
     [OUTPUT_IMMEDIATE] = {"an output is immediate"}, [BAD_IS_FLOAT] = {"is_float"},
@@ -183,7 +183,7 @@ static uint8_t *chain_graph(int variant, size_t *size) {
   if (variant == BUFFER_ID) ops[1].buffer = 77;
   if (variant == NEG_BUFFER_ID) ops[1].buffer = -2;
   if (variant == IMM_BUFFER) ops[2].buffer = (int32_t)x;
-  if (variant == TOO_MANY_DIMS) ops[1].ndim = 17;
+  if (variant == TOO_MANY_DIMS) ops[1].ndim = NRT_MAX_DIMS + 1;
   if (variant == BAD_IS_FLOAT) ops[2].value.is_float = 2;
   uint32_t nops = variant == TOO_MANY_OPERANDS ? 9 : 3;
   for (uint32_t k = 3; k < nops; k++) ops[k] = ops[1];

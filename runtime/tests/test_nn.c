@@ -163,6 +163,167 @@ static int close_to(const tensor *got, const double *ref, nrt_dtype t) {
   return 1;
 }
 
+/* ---- embedding bags, renorm, histc ------------------------------------------------ */
+
+/* The bag twin: bag b is indices [offsets[b], end); rows equal to padding
+ * are skipped; sum (weighted), mean or max (strict >, first wins). */
+static void bag_twin(int mode, const tensor *w, const int64_t *idx, int64_t n, const int64_t *off, int64_t bags,
+                     int64_t pad, const double *psw, double *out, int64_t *size, int64_t *arg) {
+  int64_t d = w->view.shape[1];
+  for (int64_t b = 0; b < bags; b++) {
+    int64_t end = b + 1 < bags ? off[b + 1] : n, count = 0;
+    for (int64_t j = 0; j < d; j++) out[b * d + j] = 0, arg[b * d + j] = 0;
+    for (int64_t i = off[b]; i < end; i++) {
+      if (idx[i] == pad) continue;
+      for (int64_t j = 0; j < d; j++) {
+        double x = get(w, idx[i] * d + j);
+        if (mode == 2) {
+          if (count == 0 || x > out[b * d + j]) out[b * d + j] = x, arg[b * d + j] = idx[i];
+        } else {
+          out[b * d + j] += (psw ? psw[i] : 1.0) * x;
+        }
+      }
+      count++;
+    }
+    if (mode == 1 && count > 0)
+      for (int64_t j = 0; j < d; j++) out[b * d + j] /= (double)count;
+    size[b] = count;
+  }
+}
+
+static void check_embedding_bag(int mode, nrt_dtype t, int transposed, int with_psw) {
+  enum { V = 7, D = 5, N = 13, B = 5 };
+  const int64_t offsets[B] = {0, 3, 3, 8, 9}, pad = 4;
+  int64_t idx[N];
+  for (int64_t i = 0; i < N; i++) idx[i] = (int64_t)(uniform() * V);
+  tensor w = transposed ? make(t, 2, (int64_t[]){V, D}, (int64_t[]){1, V}, 0) : make(t, 2, (int64_t[]){V, D}, NULL, 0);
+  for (int64_t i = 0; i < V * D; i++) set(&w, i, (double)(int64_t)(uniform() * 17) - 8);
+  tensor ix = make1(NRT_INT64, N), of = make1(NRT_INT64, B), ps = make1(t, N);
+  double psw[N];
+  for (int64_t i = 0; i < N; i++) set(&ix, i, (double)idx[i]), set(&ps, i, (double)(i % 5) - 2), psw[i] = get(&ps, i);
+  for (int64_t b = 0; b < B; b++) set(&of, b, (double)offsets[b]);
+  tensor out = make(t, 2, (int64_t[]){B, D}, NULL, 0), o2b = make1(NRT_INT64, N), size = make1(NRT_INT64, B);
+  tensor arg = mode == 2 ? make(NRT_INT64, 2, (int64_t[]){B, D}, NULL, 0) : make1(NRT_INT64, B);
+  nrt_tensor_view ops[8] = {out.view, o2b.view, size.view, arg.view, w.view, ix.view, of.view,
+                            with_psw ? ps.view : absent()};
+  nrt_scalar sc[3] = {is(mode), is(pad), is(0)};
+  CHECK_OK(run(NRT_OP_EMBEDDING_BAG, 4, 8, ops, 3, sc));
+  double want[B * D];
+  int64_t want_size[B], want_arg[B * D];
+  bag_twin(mode, &w, idx, N, offsets, B, pad, with_psw ? psw : NULL, want, want_size, want_arg);
+  CHECK(close_to(&out, want, t));
+  for (int64_t b = 0; b < B; b++) {
+    CHECK(get(&size, b) == (double)want_size[b]);
+    for (int64_t j = 0; mode == 2 && j < D; j++) CHECK(get(&arg, b * D + j) == (double)want_arg[b * D + j]);
+  }
+  /* backward: grad_weight[r] = sum over the bag's entries of grad[b] scaled
+   * (psw, 1 / count for mean), or grad[b, j] at the max's row */
+  tensor grad = make(t, 2, (int64_t[]){B, D}, NULL, 0), gw = make(t, 2, (int64_t[]){V, D}, NULL, 0);
+  fill(&grad, -2, 2);
+  nrt_tensor_view bops[7] = {gw.view, grad.view, ix.view, o2b.view, size.view, arg.view,
+                             with_psw ? ps.view : absent()};
+  nrt_scalar bsc[3] = {is(mode), is(pad), is(0)};
+  CHECK_OK(run(NRT_OP_EMBEDDING_BAG_BACKWARD, 1, 7, bops, 3, bsc));
+  double gwant[V * D] = {0};
+  for (int64_t b = 0; b < B; b++) {
+    int64_t end = b + 1 < B ? offsets[b + 1] : N;
+    if (mode == 2) {
+      for (int64_t j = 0; j < D && want_size[b] > 0; j++) gwant[want_arg[b * D + j] * D + j] += get(&grad, b * D + j);
+      continue;
+    }
+    for (int64_t i = offsets[b]; i < end; i++) {
+      if (idx[i] == pad) continue;
+      double s = (with_psw ? psw[i] : 1.0) / (mode == 1 ? (double)want_size[b] : 1.0);
+      for (int64_t j = 0; j < D; j++) gwant[idx[i] * D + j] += s * get(&grad, b * D + j);
+    }
+  }
+  CHECK(close_to(&gw, gwant, t));
+  if (with_psw) {
+    tensor gp = make1(t, N);
+    nrt_tensor_view pops[5] = {gp.view, grad.view, w.view, ix.view, o2b.view};
+    nrt_scalar psc[2] = {is(0), is(pad)};
+    CHECK_OK(run(NRT_OP_EMBEDDING_BAG_PSW_BACKWARD, 1, 5, pops, 2, psc));
+    double pwant[N] = {0};
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t i = offsets[b]; i < (b + 1 < B ? offsets[b + 1] : N); i++)
+        for (int64_t j = 0; j < D && idx[i] != pad; j++) pwant[i] += get(&grad, b * D + j) * get(&w, idx[i] * D + j);
+    CHECK(close_to(&gp, pwant, t));
+    release(&gp);
+  }
+  /* bad data: an index out of range, offsets not starting at 0 */
+  set(&ix, 6, V);
+  CHECK_STATUS(run(NRT_OP_EMBEDDING_BAG, 4, 8, ops, 3, sc), NRT_ERROR_INDEX_OUT_OF_RANGE);
+  set(&ix, 6, 0);
+  set(&of, 0, 1);
+  CHECK_STATUS(run(NRT_OP_EMBEDDING_BAG, 4, 8, ops, 3, sc), NRT_ERROR_INDEX_OUT_OF_RANGE);
+  tensor *all[] = {&w, &ix, &of, &ps, &out, &o2b, &size, &arg, &grad, &gw};
+  for (size_t k = 0; k < sizeof all / sizeof *all; k++) release(all[k]);
+}
+
+static void test_embedding_bag_matches_twin(void) {
+  nrt_dtype types[3] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
+  for (int ti = 0; ti < 3; ti++)
+    for (int mode = 0; mode < 3; mode++)
+      for (int transposed = 0; transposed < 2; transposed++) {
+        check_embedding_bag(mode, types[ti], transposed, 0);
+        if (mode == 0) check_embedding_bag(mode, types[ti], transposed, 1);
+      }
+}
+
+static void test_renorm_matches_twin(void) {
+  const double ps[4] = {1, 2, 3, INFINITY};
+  for (int pi = 0; pi < 4; pi++)
+    for (int ti = 0; ti < 2; ti++) {
+      nrt_dtype t = ti ? NRT_FLOAT64 : NRT_FLOAT32;
+      /* slices along dim 0 of a [6, 4, 5] view whose dim 0 is innermost in memory */
+      tensor x = make(t, 3, (int64_t[]){6, 4, 5}, (int64_t[]){1, 30, 6}, 0), out = make(t, 3, (int64_t[]){6, 4, 5}, NULL, 0);
+      fill(&x, -2, 2);
+      nrt_tensor_view ops[2] = {out.view, x.view};
+      nrt_scalar sc[2] = {fs(ps[pi]), fs(3.0)};
+      CHECK_OK(run(NRT_OP_RENORM, 1, 2, ops, 2, sc));
+      double want[120];
+      for (int64_t s = 0; s < 6; s++) {
+        double acc = 0;
+        for (int64_t k = 0; k < 20; k++) {
+          double a = fabs(get(&x, s * 20 + k));
+          acc = isinf(ps[pi]) ? (a > acc ? a : acc) : acc + pow(a, ps[pi]);
+        }
+        double norm = isinf(ps[pi]) ? acc : pow(acc, 1 / ps[pi]);
+        double f = norm > 3.0 ? 3.0 / (norm + 1e-7) : 1.0;
+        for (int64_t k = 0; k < 20; k++) want[s * 20 + k] = get(&x, s * 20 + k) * f;
+      }
+      CHECK(close_to(&out, want, t));
+      nrt_scalar bad[2] = {fs(0), fs(3.0)};
+      CHECK_STATUS(run(NRT_OP_RENORM, 1, 2, ops, 2, bad), NRT_ERROR_INVALID_ARGUMENT);
+      release(&x), release(&out);
+    }
+}
+
+static void test_histc_matches_twin(void) {
+  for (int ti = 0; ti < 2; ti++) {
+    nrt_dtype t = ti ? NRT_FLOAT64 : NRT_FLOAT32;
+    /* quarters in [-6, 6), a NaN, read with a stride of 2; bins of width 1 over [-5, 5] */
+    tensor x = make(t, 1, (int64_t[]){200}, (int64_t[]){2}, 400), h = make1(t, 10);
+    for (int64_t i = 0; i < 200; i++) set(&x, i, (double)((int64_t)(uniform() * 48) - 24) / 4);
+    set(&x, 7, NAN);
+    set(&x, 8, 5.0);
+    nrt_tensor_view ops[2] = {h.view, x.view};
+    nrt_scalar sc[3] = {is(10), fs(-5), fs(5)};
+    CHECK_OK(run(NRT_OP_HISTC, 1, 2, ops, 3, sc));
+    double want[10] = {0};
+    for (int64_t i = 0; i < 200; i++) {
+      double v = get(&x, i);
+      if (!(v >= -5 && v <= 5)) continue;
+      int64_t b = (int64_t)floor(v + 5);
+      want[b > 9 ? 9 : b] += 1; /* max falls in the last bin */
+    }
+    CHECK(close_to(&h, want, t));
+    nrt_scalar bad[3] = {is(10), fs(5), fs(-5)};
+    CHECK_STATUS(run(NRT_OP_HISTC, 1, 2, ops, 3, bad), NRT_ERROR_INVALID_ARGUMENT);
+    release(&x), release(&h);
+  }
+}
+
 /* ---- softmax ------------------------------------------------------------------- */
 
 /* [outer, n, inner]: contiguous, or with n the strided (outermost) dim. */
@@ -698,6 +859,9 @@ int main(int argc, char **argv) {
   RUN(test_pointwise_losses_match_twin);
   RUN(test_binary_cross_entropy_rejects_values_outside_unit_interval);
   RUN(test_bad_operands_fail_cleanly);
+  RUN(test_embedding_bag_matches_twin);
+  RUN(test_renorm_matches_twin);
+  RUN(test_histc_matches_twin);
   RUN(test_thread_count_independence);
   return CHECK_MAIN_RESULT();
 }

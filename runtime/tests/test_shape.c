@@ -344,6 +344,33 @@ static void test_sort_rows_matches_reference(void) {
   check_sort_rows(NRT_INT32, 20000, 2, 0);
 }
 
+/* cpu_order: rows holding NaN in the order PyTorch's CPU unique(dim=0) gave
+ * them (torch 2.13 on Linux, recorded here): a NaN orders neither way. */
+static void check_sort_rows_cpu_order(int64_t n, int64_t m, const float *rows, const int64_t *want) {
+  int64_t shape[2] = {n, m};
+  void *in = dev_alloc((size_t)(n * m) * 4), *values = dev_alloc((size_t)(n * m) * 4), *indices = dev_alloc((size_t)n * 8);
+  memcpy(host(in), rows, (size_t)(n * m) * 4);
+  nrt_tensor_view ops[3] = {contiguous(values, NRT_FLOAT32, 2, shape), contiguous(indices, NRT_INT64, 1, shape),
+                            contiguous(in, NRT_FLOAT32, 2, shape)};
+  int64_t cpu_order[1] = {1};
+  nrt_op op = make_op(NRT_OP_SORT_ROWS, 2, 3, ops, 1, cpu_order);
+  CHECK_OK(nrt_op_execute(&op));
+  for (int64_t i = 0; i < n; i++) CHECK(((int64_t *)host(indices))[i] == want[i]);
+  nrt_free(in), nrt_free(values), nrt_free(indices);
+}
+
+static void test_sort_rows_cpu_order_with_nan(void) {
+  const float rows6[12] = {NAN, 1, 0, 1, NAN, 1, 0, 1, 1, NAN, 0, 0};
+  const int64_t want6[6] = {5, 0, 1, 2, 3, 4};
+  check_sort_rows_cpu_order(6, 2, rows6, want6);
+  const float rows7[7] = {NAN, 1, NAN, 0, 1, NAN, -1};
+  const int64_t want7[7] = {0, 1, 2, 3, 4, 5, 6}; /* insertion sort: nothing passes a NaN */
+  check_sort_rows_cpu_order(7, 1, rows7, want7);
+  const float rows5[10] = {2, NAN, 1, 1, 2, NAN, 0, 3, 2, 0};
+  const int64_t want5[5] = {3, 1, 0, 2, 4};
+  check_sort_rows_cpu_order(5, 2, rows5, want5);
+}
+
 /* ---- TOPK and KTHVALUE ---------------------------------------------------------------------- */
 
 static void check_topk(nrt_dtype t, int64_t n, int64_t k, int largest) {
@@ -790,6 +817,7 @@ int main(void) {
   RUN(test_sort_matches_reference);
   RUN(test_sort_rejects_bad_descriptors);
   RUN(test_sort_rows_matches_reference);
+  RUN(test_sort_rows_cpu_order_with_nan);
   RUN(test_topk_matches_reference);
   RUN(test_kthvalue_matches_reference);
   RUN(test_mode_matches_reference);

@@ -271,8 +271,8 @@ class GraphBuilder:
         if compute_dtype is None:
             compute_dtype = outputs[0].dtype if outputs and outputs[0] is not None else torch.float32
         for v in list(outputs) + list(inputs):
-            if isinstance(v, View) and len(v.shape) > 16:
-                raise Unsupported(f"{code}: more than 16 dimensions")
+            if isinstance(v, View) and len(v.shape) > 25:
+                raise Unsupported(f"{code}: more than 25 dimensions")
         self.nodes.append(Node(code, compute_dtype, list(outputs), list(inputs),
                                [scalar_record(s) for s in scalars], fx_name))
 

@@ -313,7 +313,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_slices(const at::Tensor& s
   if (!consecutive) {
     at::Tensor sorted = at::empty(rows.sizes(), rows.options());
     perm = at::empty({rows.size(0)}, self.options().dtype(at::kLong));
-    launch(self.device().index(), make_op(NRT_OP_SORT_ROWS, {&sorted, &perm, &rows}, 2, {}));
+    // rows holding NaN in the CPU's order (its sort, where NaN orders neither way)
+    launch(self.device().index(), make_op(NRT_OP_SORT_ROWS, {&sorted, &perm, &rows}, 2, {int_scalar(1)}));
     rows = sorted;
   }
   auto [values, inverse, counts] =

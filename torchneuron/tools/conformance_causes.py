@@ -18,7 +18,7 @@ CAUSES: list[tuple[str, str]] = [
      "complex dtypes are not supported on neuron yet"),
     (r"\buint(16|32|64)\b|UInt(16|32|64)",
      "uint16/uint32/uint64 are not supported on neuron yet"),
-    (r"NRT_MAX_DIMS|more than 16 dim", "more than 16 dimensions"),
+    (r"NRT_MAX_DIMS|more than (16|25) dim", "more than 25 dimensions"),
     (r"CPU fallback", "an op that cannot run through the CPU fallback"),
     (r"process died", "the process crashed"),
     (r"Tensor-likes are not (close|equal)|Scalars are not (close|equal)",

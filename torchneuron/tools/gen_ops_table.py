@@ -35,7 +35,8 @@ FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index")
             ("copy", "core"), ("tensor_ops", "core"), ("allocator", "core"),
             ("composite", "index"), ("gemm", "gemm"), ("nn_", "nn"), ("attention", "attention"),
             ("optim", "optim"), ("conv", "vision"), ("pool", "vision"), ("upsample", "vision"),
-            ("pad", "vision"), ("im2col", "vision")]
+            ("pad", "vision"), ("im2col", "vision"), ("embedding_bag", "nn"), ("renorm", "nn"),
+            ("histc", "reduce")]
 
 
 def run_suite(report: str) -> int:

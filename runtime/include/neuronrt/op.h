@@ -34,7 +34,9 @@ size_t nrt_dtype_size(nrt_dtype dtype);
 const char *nrt_dtype_name(nrt_dtype dtype);
 int nrt_dtype_is_floating(nrt_dtype dtype);
 
-#define NRT_MAX_DIMS 16
+/* 25 dims, as CUDA's kernels take (MAX_TENSORINFO_DIMS): PyTorch's own
+ * tests go that far. */
+#define NRT_MAX_DIMS 25
 #define NRT_MAX_OPERANDS 8
 #define NRT_MAX_SCALARS 8
 

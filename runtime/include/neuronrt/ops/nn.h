@@ -99,6 +99,37 @@
  *              hn = hidden_n + b_hn, n = tanh(input_n + b_in + r hn),
  *              hy = n + z (hx - n); workspace [batch, 5 hidden] = (r, z, n, hx, hn)
  *   GRU_CELL_BACKWARD [grad_input_gates, grad_hidden_gates, grad_hx, grad_hy, workspace]
+ *
+ * Embedding bags (ATen's _embedding_bag). weight [V, D] floating; indices
+ * [N] and offsets int32/int64; bag b takes indices [offsets[b], offsets[b+1])
+ * (the last bag runs to N unless include_last_offset, where offsets has B + 1
+ * entries). Indices equal to padding_idx are skipped and not counted.
+ *   EMBEDDING_BAG [out [B, D], offset2bag int64 [N], bag_size int64 [B],
+ *                  max_indices int64 ([B, D] for max, else [B]), weight,
+ *                  indices, offsets, per_sample_weights? [N] (sum only)]
+ *                 scalars [mode (0 sum, 1 mean, 2 max), padding_idx,
+ *                 include_last_offset]: out = sum (times the sample
+ *                 weights), mean or max of the bag's rows (0 for an empty
+ *                 bag); bag_size = rows counted; max_indices = the row that
+ *                 gave each max (bag_size again outside max mode);
+ *                 offset2bag[i] = the bag of index i (-1 for none). Offsets
+ *                 not starting at 0, decreasing or past N and indices out of
+ *                 [0, V) fail.
+ *   EMBEDDING_BAG_BACKWARD [grad_weight [V, D], grad [B, D], indices,
+ *                  offset2bag, bag_size, max_indices, per_sample_weights?]
+ *                 scalars [mode, padding_idx, scale_grad_by_freq]
+ *   EMBEDDING_BAG_PSW_BACKWARD [grad_psw [N], grad [B, D], weight, indices,
+ *                  offset2bag]  scalars [mode (sum only), padding_idx]:
+ *                 grad_psw[i] = grad[bag(i)] . weight[indices[i]]
+ *
+ * Renorm.
+ *   RENORM [out, x]  scalars [p > 0, maxnorm >= 0, embedding?]: the slices
+ *                    along dim 0 (the caller moves the renormed dim there),
+ *                    each scaled by maxnorm / (norm + 1e-7) where its p-norm
+ *                    exceeds maxnorm. renorm rounds that factor to x's
+ *                    dtype; with embedding = 1 (embedding_renorm_) the norm
+ *                    is rounded to x's dtype too, the factor computed in
+ *                    double
  */
 #ifndef NEURONRT_OPS_NN_H
 #define NEURONRT_OPS_NN_H
@@ -132,6 +163,10 @@
   X(LSTM_CELL, lstm_cell)                                            \
   X(LSTM_CELL_BACKWARD, lstm_cell_backward)                          \
   X(GRU_CELL, gru_cell)                                              \
-  X(GRU_CELL_BACKWARD, gru_cell_backward)
+  X(GRU_CELL_BACKWARD, gru_cell_backward)                            \
+  X(EMBEDDING_BAG, embedding_bag)                                    \
+  X(EMBEDDING_BAG_BACKWARD, embedding_bag_backward)                  \
+  X(EMBEDDING_BAG_PSW_BACKWARD, embedding_bag_psw_backward)          \
+  X(RENORM, renorm)
 
 #endif

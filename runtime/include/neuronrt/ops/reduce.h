@@ -47,6 +47,12 @@
  *                        equal to the running extreme takes over (the last
  *                        index of a tie), a NaN takes over from anything
  *                        and only a later NaN replaces it
+ *
+ * Histogram.
+ *   HISTC  [hist [bins], x]  floating x of any shape, hist of its dtype;
+ *          scalars [bins, min, max] (finite, min < max): counts of x in
+ *          equal-width bins over [min, max], as PyTorch's CPU bins them;
+ *          NaN and elements outside the range are not counted
  */
 #ifndef NEURONRT_OPS_REDUCE_H
 #define NEURONRT_OPS_REDUCE_H
@@ -71,6 +77,7 @@
   X(CUMPROD, cumprod)              \
   X(LOGCUMSUMEXP, logcumsumexp)    \
   X(CUMMAX, cummax)                \
-  X(CUMMIN, cummin)
+  X(CUMMIN, cummin)                \
+  X(HISTC, histc)
 
 #endif

@@ -50,7 +50,10 @@
  *   SORT_ROWS  operands [values (n, m), indices (int64, n), in (n, m)]
  *              the rows of in in stable lexicographic order (elements
  *              ordered as SORT ascending); values are the sorted rows,
- *              indices their row numbers in in.
+ *              indices their row numbers in in. scalars [cpu_order]
+ *              (optional, 0 by default): 1 puts rows holding NaN in the
+ *              order PyTorch's CPU unique(dim=) leaves them (its
+ *              std::sort, where NaN orders neither way).
  *   UNIQUE_SCAN     operands [count (int64 0-d), inverse (int64, n), in (n) or
  *                   (n, m), perm (int64, n)]  scalars [has_inverse, has_perm]
  *              splits in into runs of equal items (elements, or rows of a

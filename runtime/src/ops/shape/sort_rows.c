@@ -3,11 +3,14 @@
  * then by the first leaves rows ordered by their first column, ties by the
  * second, and so on, with fully equal rows in their original order: an LSD
  * sort whose digits are columns. Each column pass gathers the column in
- * the current row order, makes its sort keys and radix sorts them. */
+ * the current row order, makes its sort keys and radix sorts them. With the
+ * cpu_order scalar, rows holding NaN take the order of the CPU's unique
+ * sort instead (sort_rows_cpu_order.h), where NaN orders neither way. */
 #include <stdlib.h>
 #include <string.h>
 #include "ops/shape/shape_common.h"
 #include "ops/shape/sort_keys.h"
+#include "ops/shape/sort_rows_cpu_order.h"
 
 #define PARALLEL_ROWS (1 << 17)
 
@@ -65,8 +68,15 @@ nrt_status rt_kernel_sort_rows(const nrt_op *op) {
     scratch_free(&s);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sort_rows: out of host memory for scratch");
   }
-  for (int64_t i = 0; i < n; i++) s.perm[i] = (uint32_t)i;
-  for (int64_t c = m - 1; c >= 0; c--) sort_by_column(in, c, &s, n);
+  if (op->num_scalars > 0 && rt_scalar_int(op, 0) && rt_rows_have_nan(in)) {
+    if (rt_sort_rows_cpu_order(in, s.perm, n)) {
+      scratch_free(&s);
+      return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "sort_rows: out of host memory for scratch");
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) s.perm[i] = (uint32_t)i;
+    for (int64_t c = m - 1; c >= 0; c--) sort_by_column(in, c, &s, n);
+  }
   const char *src = in->data;
   char *dst = values->data;
   for (int64_t i = 0; i < n; i++) {
