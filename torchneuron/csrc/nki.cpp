@@ -67,24 +67,6 @@ void programs_run_host(const std::vector<uintptr_t>& handles,
                                 lists.data()));
 }
 
-// tensors[i] is the neuron tensor bound to HBM tensor i (None for on-chip).
-// name labels an error while the program runs (reported at the next
-// synchronisation, as for any kernel).
-void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor>>& tensors,
-                    c10::DeviceIndex device, const std::string& name) {
-  std::vector<void*> hbm(tensors.size(), nullptr);
-  for (size_t i = 0; i < tensors.size(); i++) {
-    if (!tensors[i]) continue;
-    const at::Tensor& t = *tensors[i];
-    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device,
-                "NKI kernel: every tensor argument must be on neuron:", device, ", got ", t.device());
-    TORCH_CHECK(t.is_contiguous(), "NKI kernel: HBM tensors must be contiguous");
-    hbm[i] = t.numel() ? const_cast<void*>(t.const_data_ptr()) : nullptr;
-  }
-  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data(),
-                                  name.c_str()));
-}
-
 std::vector<void*> device_pointers(const std::vector<std::optional<at::Tensor>>& tensors,
                                    c10::DeviceIndex device) {
   std::vector<void*> hbm(tensors.size(), nullptr);
@@ -97,6 +79,16 @@ std::vector<void*> device_pointers(const std::vector<std::optional<at::Tensor>>&
     hbm[i] = t.numel() ? const_cast<void*>(t.const_data_ptr()) : nullptr;
   }
   return hbm;
+}
+
+// tensors[i] is the neuron tensor bound to HBM tensor i (None for on-chip).
+// name labels an error while the program runs (reported at the next
+// synchronisation, as for any kernel).
+void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor>>& tensors,
+                    c10::DeviceIndex device, const std::string& name) {
+  std::vector<void*> hbm = device_pointers(tensors, device);
+  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data(),
+                                  name.c_str()));
 }
 
 void programs_launch(const std::vector<uintptr_t>& handles,

@@ -182,18 +182,11 @@ static nrt_status check_elementwise(const nrt_nc_program_t p, int32_t i, nrt_nc_
   return NRT_SUCCESS;
 }
 
-static int is_float_dtype(int32_t dtype) { return dtype >= NRT_NC_FLOAT8_E4M3; }
-
-static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
-  const nrt_nc_inst *inst = &p->insts[i];
-  const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
-  if (st->tensor < 0 || mv->tensor < 0)
-    return nc_fail(diag, i, -1, "operand", INVALID, "nc_matmul needs stationary and moving");
-  int64_t m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
-  if (st->partitions != mv->partitions)
-    return nc_fail(diag, i, mv->tensor, "matmul_contraction", INVALID,
-                   "the contraction dim is the partition dim of both operands: stationary has "
-                   "%d partitions, moving %d", st->partitions, mv->partitions);
+/* The Tensor engine's tile limits, shared by nc_matmul and nc_matmul_mx:
+ * stationary free size <= 128, moving free size <= 512, dst [M, N]. */
+nrt_status nc_check_gemm_sizes(nrt_nc_diagnostic *diag, int32_t i, const nrt_nc_ap *dst,
+                               const nrt_nc_ap *st, const nrt_nc_ap *mv) {
+  const int64_t m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
   if (m > 128)
     return nc_fail(diag, i, st->tensor, "gemm_stationary_fmax", INVALID,
                    "stationary free size %lld exceeds nl.tile_size.gemm_stationary_fmax = 128",
@@ -206,6 +199,22 @@ static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagn
     return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
                    "dst must be [%lld, %lld] (stationary free x moving free), got [%d, %lld]",
                    (long long)m, (long long)n, dst->partitions, (long long)nc_ap_free_elems(dst));
+  return NRT_SUCCESS;
+}
+
+static int is_float_dtype(int32_t dtype) { return dtype >= NRT_NC_FLOAT8_E4M3; }
+
+static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
+  if (st->tensor < 0 || mv->tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID, "nc_matmul needs stationary and moving");
+  if (st->partitions != mv->partitions)
+    return nc_fail(diag, i, mv->tensor, "matmul_contraction", INVALID,
+                   "the contraction dim is the partition dim of both operands: stationary has "
+                   "%d partitions, moving %d", st->partitions, mv->partitions);
+  nrt_status sizes = nc_check_gemm_sizes(diag, i, dst, st, mv);
+  if (sizes != NRT_SUCCESS) return sizes;
   if (!is_float_dtype(st->dtype) || !is_float_dtype(mv->dtype))
     return nc_fail(diag, i, st->tensor, "dtype", INVALID,
                    "the Tensor engine multiplies floating-point tiles only");

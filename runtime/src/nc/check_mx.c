@@ -121,18 +121,7 @@ static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagn
                    "nc_matmul_mx's operands have %d partitions; blocks of 8 partitions need a "
                    "multiple of 32 (at most 128)", st->partitions);
   int64_t m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
-  if (m > 128)
-    return nc_fail(diag, i, st->tensor, "gemm_stationary_fmax", INVALID,
-                   "stationary free size %lld exceeds nl.tile_size.gemm_stationary_fmax = 128",
-                   (long long)m);
-  if (n > 512)
-    return nc_fail(diag, i, mv->tensor, "gemm_moving_fmax", INVALID,
-                   "moving free size %lld exceeds nl.tile_size.gemm_moving_fmax = 512",
-                   (long long)n);
-  if (dst->partitions != m || nc_ap_free_elems(dst) != n)
-    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
-                   "dst must be [%lld, %lld] (stationary free x moving free), got [%d, %lld]",
-                   (long long)m, (long long)n, dst->partitions, (long long)nc_ap_free_elems(dst));
+  if ((s = nc_check_gemm_sizes(diag, i, dst, st, mv))) return s;
   if (dst->dtype != NRT_NC_FLOAT32)
     return nc_fail(diag, i, dst->tensor, "psum_dtype", INVALID,
                    "nc_matmul_mx accumulates in fp32: dst must be float32");

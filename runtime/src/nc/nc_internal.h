@@ -32,6 +32,10 @@ struct nrt_nc_program {
 /* A diagnostic-carrying failure: fills diag and the thread's message. */
 nrt_status nc_fail(nrt_nc_diagnostic *diag, int32_t inst, int32_t tensor, const char *rule,
                    nrt_status status, const char *fmt, ...) RT_PRINTF(6, 7);
+/* check.c: the Tensor engine's tile limits (free sizes, dst shape), rules
+ * gemm_stationary_fmax, gemm_moving_fmax and shape_mismatch. */
+nrt_status nc_check_gemm_sizes(nrt_nc_diagnostic *diag, int32_t i, const nrt_nc_ap *dst,
+                               const nrt_nc_ap *st, const nrt_nc_ap *mv);
 
 /* Absolute first partition of an on-chip access pattern. */
 static inline int64_t nc_first_partition(const nrt_nc_program_t p, const nrt_nc_ap *ap) {
