@@ -84,13 +84,13 @@ static void test_disagreeing_programs_fail(void) {
   float in[R * C] = {0}, out[R * C];
   void *h[] = {in, out};
   void *const *hbm[] = {h, h};
-  CHECK(nrt_nc_programs_run(p, 2, hbm) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_nc_programs_run(p, 2, hbm), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "deadlock") && strstr(nrt_last_error(), "core_barrier"));
   /* A receive from a peer whose slot sends nothing. */
   nrt_nc_inst recv = collective(NRT_NC_COLLECTIVE_COPY, 1, -1, 0, 1, 0);
   recv.func[2] = 1;
   nrt_nc_program_t q[2] = {create(&recv, 1), create(&barrier, 1)};
-  CHECK(nrt_nc_programs_run(q, 2, hbm) == NRT_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(nrt_nc_programs_run(q, 2, hbm), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "sends nothing") != NULL);
   for (int k = 0; k < 2; k++) nrt_nc_program_destroy(p[k]), nrt_nc_program_destroy(q[k]);
 }
