@@ -13,6 +13,7 @@
 #include <string.h>
 #include "ops/index/combine.h"
 #include "ops/engine/thread_pool.h"
+#include "ops/index/index_walk.h"
 
 typedef struct embedding_job {
   const nrt_tensor_view *gw, *grad, *indices;
@@ -26,14 +27,8 @@ typedef struct embedding_job {
 } embedding_job;
 
 static inline int64_t index_at(const nrt_tensor_view *v, int64_t i) {
-  const char *p = (const char *)v->data + i * v->strides[0] * (int64_t)nrt_dtype_size(v->dtype);
-  switch (v->dtype) {
-    case NRT_INT64: return *(const int64_t *)p;
-    case NRT_INT32: return *(const int32_t *)p;
-    case NRT_INT16: return *(const int16_t *)p;
-    case NRT_INT8: return *(const int8_t *)p;
-    default: return *(const uint8_t *)p;
-  }
+  return rt_index_load((const char *)v->data + i * v->strides[0] * (int64_t)nrt_dtype_size(v->dtype),
+                       v->dtype);
 }
 
 static void zero_rows(const nrt_tensor_view *gw, int64_t r0, int64_t r1) {

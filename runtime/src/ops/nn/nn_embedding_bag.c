@@ -14,18 +14,13 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "ops/nn/nn_common.h"
+#include "ops/index/index_walk.h"
 
 enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 
 static inline int64_t bag_int_at(const nrt_tensor_view *v, int64_t i) {
-  const char *p = (const char *)v->data + i * v->strides[0] * (int64_t)nrt_dtype_size(v->dtype);
-  switch (v->dtype) {
-    case NRT_INT64: return *(const int64_t *)p;
-    case NRT_INT32: return *(const int32_t *)p;
-    case NRT_INT16: return *(const int16_t *)p;
-    case NRT_INT8: return *(const int8_t *)p;
-    default: return *(const uint8_t *)p;
-  }
+  return rt_index_load((const char *)v->data + i * v->strides[0] * (int64_t)nrt_dtype_size(v->dtype),
+                       v->dtype);
 }
 
 static inline int64_t *bag_i64(const nrt_tensor_view *v, int64_t i, int64_t j) {
