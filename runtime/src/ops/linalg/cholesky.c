@@ -30,19 +30,13 @@ static void chol_range(int64_t begin, int64_t end, void *ctx) {
     char *a = la_batch_at(l, 2, b);
     int32_t info;
     if (f64) {
-      double *w = scratch;
-      la_pack_f64(a, n, n, rs, cs, w);
-      info = la_cholesky_f64(w, n);
-      for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i + 1; j < n; j++) w[i * n + j] = 0;
-      la_unpack_f64(w, n, n, a, rs, cs);
+      la_pack_f64(a, n, n, rs, cs, scratch);
+      info = la_cholesky_lower_f64(scratch, n);
+      la_unpack_f64(scratch, n, n, a, rs, cs);
     } else {
-      float *w = scratch;
-      la_pack_f32(a, n, n, rs, cs, w);
-      info = la_cholesky_f32(w, n);
-      for (int64_t i = 0; i < n; i++)
-        for (int64_t j = i + 1; j < n; j++) w[i * n + j] = 0;
-      la_unpack_f32(w, n, n, a, rs, cs);
+      la_pack_f32(a, n, n, rs, cs, scratch);
+      info = la_cholesky_lower_f32(scratch, n);
+      la_unpack_f32(scratch, n, n, a, rs, cs);
     }
     *(int32_t *)la_batch_at(job->info, 0, b) = info;
   }

@@ -146,6 +146,15 @@ static inline int32_t LA_NAME(cholesky)(LA_T *a, int64_t n) {
   return 0;
 }
 
+/* The factor as LINALG_CHOLESKY returns it: L with its strict upper
+ * triangle zeroed. */
+static inline int32_t LA_NAME(cholesky_lower)(LA_T *a, int64_t n) {
+  const int32_t info = LA_NAME(cholesky)(a, n);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = i + 1; j < n; j++) a[i * n + j] = 0;
+  return info;
+}
+
 /* Solves A X = B in place on x (n x k, row-major); A (n x n) is read at
  * element strides rs, cs, its upper or lower triangle only. */
 static inline void LA_NAME(trsm)(const char *a_bytes, int64_t rs, int64_t cs, int64_t n, LA_T *x,
