@@ -24,6 +24,7 @@
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
 #include "neuronrt/ops/shape.h"
+#include "neuronrt/ops/special.h"
 #include "neuronrt/ops/vision.h"
 
 #define NRT_OP_LIST(X) \
@@ -40,6 +41,7 @@
   NRT_OPTIM_OPS(X)      \
   NRT_VISION_OPS(X)     \
   NRT_AMP_OPS(X)        \
-  NRT_LINALG_OPS(X)
+  NRT_LINALG_OPS(X)     \
+  NRT_SPECIAL_FUNCTION_OPS(X)
 
 #endif
