@@ -421,6 +421,7 @@ const PointwiseOp kPointwiseOps[] = {
     {"heaviside heaviside_ heaviside.out", NRT_OP_HEAVISIDE, D::Arithmetic, kAll, check_heaviside},
     {"gcd gcd_ gcd.out", NRT_OP_GCD, D::Arithmetic, kInts},
     {"lcm lcm_ lcm.out", NRT_OP_LCM, D::Arithmetic, kInts},
+    {"_prelu_kernel", NRT_OP_PRELU, D::Arithmetic, kFloat},
 
     // comparisons, logical and bitwise ops
     {"eq.Tensor eq_.Tensor eq.Tensor_out", NRT_OP_EQ, D::Comparison, kAll},

@@ -1,7 +1,8 @@
 // Pointwise ops whose operands are not the table's (pointwise_ops.cpp):
 // glu and its gradient read the two halves of one tensor, frexp writes a
-// mantissa and an int32 exponent. Each builds a TensorIterator over the
-// right views and launches one runtime op (GLU, GLU_BACKWARD, FREXP in
+// mantissa and an int32 exponent, prelu's gradient writes two outputs.
+// Each builds a TensorIterator over the right views and launches one
+// runtime op (GLU, GLU_BACKWARD, FREXP, PRELU_BACKWARD in
 // neuronrt/ops/pointwise.h). Checks and messages are PyTorch's.
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
@@ -94,6 +95,26 @@ std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tenso
   return {mantissa, exponent};
 }
 
+// The gradients of _prelu_kernel, both of the broadcast shape (autograd
+// sums the weight's over the dims prelu expanded it along).
+std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                                                         const at::Tensor& weight) {
+  NEURON_TRACK_OP("aten::_prelu_kernel_backward");
+  c10::DeviceGuard guard(self.device());
+  at::Tensor grad_self, grad_weight;
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(grad_self)
+                  .add_output(grad_weight)
+                  .add_const_input(grad_output)
+                  .add_const_input(self)
+                  .add_const_input(weight)
+                  .build();
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"prelu_backward_cpu\" not implemented for '",
+              at::toString(self.scalar_type()), "'");
+  launch_iterator(NRT_OP_PRELU_BACKWARD, iter, {});
+  return {iter.output(0), iter.output(1)};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -102,6 +123,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("glu_backward", TORCH_FN(glu_backward));
   m.impl("glu_backward.grad_input", TORCH_FN(glu_backward_out));
   m.impl("frexp.Tensor_out", TORCH_FN(frexp_out));
+  m.impl("_prelu_kernel_backward", TORCH_FN(prelu_kernel_backward));
 }
 
 }  // namespace torchneuron

@@ -134,12 +134,17 @@
  *                               s = sigmoid(b)
  *   FREXP (mantissa, exponent, x) float: x = mantissa * 2^exponent with
  *                               |mantissa| in [0.5, 1) (C's frexp); the
- *                               exponent is computed as int32 */
+ *                               exponent is computed as int32
+ *   PRELU (out, x, w)           float: x > 0 ? x : w x (w broadcast to x)
+ *   PRELU_BACKWARD (grad_x, grad_w, grad_out, x, w) float: grad_x =
+ *                               x > 0 ? grad_out : w grad_out, grad_w =
+ *                               x > 0 ? 0 : x grad_out, per element */
 #define NRT_SPECIAL_OPS(X)                                                                  \
   X(SINC, sinc) X(ENTR, entr) X(HARDSHRINK, hardshrink) X(SOFTSHRINK, softshrink)           \
   X(SHRINK_BACKWARD, shrink_backward) X(LOGADDEXP, logaddexp) X(LOGADDEXP2, logaddexp2)     \
   X(XLOG1PY, xlog1py) X(NEXTAFTER, nextafter) X(HEAVISIDE, heaviside) X(GCD, gcd) X(LCM, lcm)  \
-  X(GLU, glu) X(GLU_BACKWARD, glu_backward) X(FREXP, frexp)
+  X(GLU, glu) X(GLU_BACKWARD, glu_backward) X(FREXP, frexp) X(PRELU, prelu)                \
+  X(PRELU_BACKWARD, prelu_backward)
 
 #define NRT_POINTWISE_OPS(X) \
   NRT_UNARY_FLOAT_OPS(X)     \

@@ -1,6 +1,6 @@
 /* Special pointwise math (NRT_SPECIAL_OPS in neuronrt/ops/pointwise.h):
  * sinc, entr, the shrink activations, logaddexp(2), xlog1py, nextafter,
- * heaviside, gcd and lcm.
+ * heaviside, gcd and lcm, glu, prelu and frexp.
  *
  * Formulas follow PyTorch's CPU kernels branch by branch (special values
  * included). float32 logaddexp uses the vectorisable exp and log of
@@ -230,6 +230,39 @@ nrt_status rt_kernel_glu_backward(const nrt_op *op) {
   static const rt_loop_table loops = RT_FLOAT_TABLE(glu_backward);
   if (op->num_outputs != 2 || op->num_operands != 5)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "glu_backward: expects operands (grad_a, grad_b, grad_out, a, b)");
+  return rt_run_pointwise(op, loops, -1);
+}
+
+/* ---- prelu and its gradient ---------------------------------------------------
+ * The weight arrives broadcast to the input's shape (the shim's iterator).
+ * x > 0 ? x : w x, so NaN takes the w x branch and stays NaN, as on CPU. */
+#define PRELU(T) (a > (T)0 ? a : b * a)
+RT_BINARY_LOOP(prelu_f32, float, float, PRELU(float))
+RT_BINARY_LOOP(prelu_f64, double, double, PRELU(double))
+RT_BINARY_LOOPS16(prelu, PRELU(float))
+RT_DEFINE_TABLE_KERNEL16(prelu, RT_FLOAT_TABLE)
+
+/* operands (grad_x, grad_w, grad_out, x, w): grad_x = x > 0 ? g : w g,
+ * grad_w = x > 0 ? 0 : x g (per element; the shim sums it over the
+ * broadcast dims). */
+#define DEFINE_PRELU_BACKWARD(NAME, T)                                           \
+  static void NAME(char **data, const int64_t *strides, int64_t n, void *ctx) { \
+    (void)ctx;                                                                   \
+    for (int64_t i = 0; i < n; i++) {                                            \
+      const T g = RT_LOAD(T, data[2] + i * strides[2]);                          \
+      const T x = RT_LOAD(T, data[3] + i * strides[3]);                          \
+      const T w = RT_LOAD(T, data[4] + i * strides[4]);                          \
+      RT_STORE(T, data[0] + i * strides[0], x > (T)0 ? g : w * g);               \
+      RT_STORE(T, data[1] + i * strides[1], x > (T)0 ? (T)0 : x * g);            \
+    }                                                                            \
+  }
+DEFINE_PRELU_BACKWARD(prelu_backward_f32, float)
+DEFINE_PRELU_BACKWARD(prelu_backward_f64, double)
+
+nrt_status rt_kernel_prelu_backward(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(prelu_backward);
+  if (op->num_outputs != 2 || op->num_operands != 5)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "prelu_backward: expects operands (grad_x, grad_w, grad_out, x, w)");
   return rt_run_pointwise(op, loops, -1);
 }
 
