@@ -1,5 +1,6 @@
 """bucketize, repeat_interleave with a repeats tensor, channel_shuffle,
-index_reduce (composed of native kernels in the shim) and prelu (a native
+index_reduce, max_unpool2d/3d (composed of native kernels in the shim) and
+prelu (a native
 pointwise op and its two-output gradient) against PyTorch CPU, with the
 CPU's errors. No op may fall back.
 """
@@ -134,3 +135,46 @@ def test_prelu_forward_and_backward(dtype):
         yn.backward(g.to(DEV))
         torch.testing.assert_close(xn.grad.cpu(), xc.grad, equal_nan=True, **tol)
         torch.testing.assert_close(wn.grad.cpu(), wc.grad, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("batch", [(2,), ()])
+def test_max_unpool2d_and_gradient(batch):
+    x = torch.randn(*batch, 3, 6, 8)
+    pooled, indices = F.max_pool2d(x, 2, return_indices=True)
+    expected = F.max_unpool2d(pooled, indices, 2, output_size=(7, 9))
+    got = F.max_unpool2d(pooled.to(DEV), indices.to(DEV), 2, output_size=(7, 9))
+    assert torch.equal(got.cpu(), expected)
+    p = pooled.clone().requires_grad_()
+    pn = pooled.to(DEV).requires_grad_()
+    g = torch.randn(expected.shape)
+    F.max_unpool2d(p, indices, 2).backward(g[..., :6, :8])
+    F.max_unpool2d(pn, indices.to(DEV), 2).backward(g[..., :6, :8].to(DEV))
+    assert torch.equal(pn.grad.cpu(), p.grad)
+    if batch:
+        cl = pooled.to(memory_format=torch.channels_last)
+        got = F.max_unpool2d(cl.to(DEV), indices.to(DEV), 2)
+        ref = F.max_unpool2d(cl, indices, 2)
+        assert got.stride() == ref.stride() and torch.equal(got.cpu(), ref)
+
+
+def test_max_unpool3d():
+    x = torch.randn(2, 3, 4, 6, 4, dtype=torch.float64)
+    pooled, indices = F.max_pool3d(x, 2, return_indices=True)
+    expected = F.max_unpool3d(pooled, indices, 2)
+    assert torch.equal(F.max_unpool3d(pooled.to(DEV), indices.to(DEV), 2).cpu(), expected)
+    assert torch.equal(F.max_unpool3d(pooled[0].to(DEV), indices[0].to(DEV), 2).cpu(), expected[0])
+
+
+def test_max_unpool_errors():
+    pooled, indices = F.max_pool2d(torch.randn(1, 2, 4, 4), 2, return_indices=True)
+    unpool2d = torch.ops.aten.max_unpool2d
+    same_error(lambda y, i: unpool2d(y, i, [4, 4]), pooled, indices.int())
+    same_error(lambda y, i: unpool2d(y, i, [4, 4]), pooled, indices[:, :1])
+    same_error(lambda y, i: unpool2d(y, i, [4]), pooled, indices)
+    same_error(lambda y, i: unpool2d(y, i, [4, 4]), pooled[0, 0], indices[0, 0])
+    p3, i3 = F.max_pool3d(torch.randn(1, 2, 4, 4, 4), 2, return_indices=True)
+    unpool3d = torch.ops.aten.max_unpool3d
+    same_error(lambda y, i: unpool3d(y, i, [4, 4], [2, 2, 2], [0, 0, 0]), p3, i3)
+    same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [2, 2], [0, 0, 0]), p3, i3)
+    same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [0, 2, 2], [0, 0, 0]), p3, i3)
+    same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [2, 2, 2], [0, 0, 0]), p3[0, 0], i3[0, 0])
