@@ -1,8 +1,7 @@
 """bucketize, repeat_interleave with a repeats tensor, channel_shuffle,
 index_reduce, max_unpool2d/3d (composed of native kernels in the shim) and
-prelu (a native
-pointwise op and its two-output gradient) against PyTorch CPU, with the
-CPU's errors. No op may fall back.
+prelu (a native pointwise op and its two-output gradient) against PyTorch
+CPU, with the CPU's errors. No op may fall back.
 """
 
 import pytest

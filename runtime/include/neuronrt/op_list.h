@@ -15,6 +15,7 @@
 
 #include "neuronrt/ops/amp.h"
 #include "neuronrt/ops/attention.h"
+#include "neuronrt/ops/distance.h"
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
 #include "neuronrt/ops/linalg.h"
@@ -42,6 +43,7 @@
   NRT_VISION_OPS(X)     \
   NRT_AMP_OPS(X)        \
   NRT_LINALG_OPS(X)     \
-  NRT_SPECIAL_FUNCTION_OPS(X)
+  NRT_SPECIAL_FUNCTION_OPS(X) \
+  NRT_DISTANCE_OPS(X)
 
 #endif
