@@ -1,7 +1,7 @@
 """bucketize, repeat_interleave with a repeats tensor, channel_shuffle,
-index_reduce, max_unpool2d/3d (composed of native kernels in the shim) and
-prelu (a native pointwise op and its two-output gradient) against PyTorch
-CPU, with the CPU's errors. No op may fall back.
+index_reduce, max_unpool2d/3d, rrelu_with_noise (composed of native kernels
+in the shim) and prelu (a native pointwise op and its two-output gradient)
+against PyTorch CPU, with the CPU's errors. No op may fall back.
 """
 
 import pytest
@@ -177,3 +177,40 @@ def test_max_unpool_errors():
     same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [2, 2], [0, 0, 0]), p3, i3)
     same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [0, 2, 2], [0, 0, 0]), p3, i3)
     same_error(lambda y, i: unpool3d(y, i, [4, 4, 4], [2, 2, 2], [0, 0, 0]), p3[0, 0], i3[0, 0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_rrelu_with_noise(dtype):
+    x = torch.randn(64, 33).to(dtype).to(DEV)
+    x[0, 0] = 0.0
+    noise = torch.empty_like(x)
+    out = torch.ops.aten.rrelu_with_noise(x, noise, 0.1, 0.3, True)
+    xc, nc, oc = x.cpu().double(), noise.cpu().double(), out.cpu().double()
+    assert torch.equal(nc == 1, xc > 0)
+    negative = xc <= 0
+    assert bool(((nc[negative] >= 0.1) & (nc[negative] <= 0.3)).all())
+    assert nc[negative].std() > 0.03  # really drawn, not one value
+    torch.testing.assert_close(oc, (xc * nc).to(dtype).double())
+    g1, g2 = torch.Generator(DEV).manual_seed(5), torch.Generator(DEV).manual_seed(5)
+    a = torch.ops.aten.rrelu_with_noise(x, torch.empty_like(x), 0.1, 0.3, True, g1)
+    b = torch.ops.aten.rrelu_with_noise(x, torch.empty_like(x), 0.1, 0.3, True, g2)
+    assert torch.equal(a.cpu(), b.cpu())
+    kept = torch.full_like(x, 7.0)
+    evaluated = torch.ops.aten.rrelu_with_noise(x, kept, 0.1, 0.3, False)
+    torch.testing.assert_close(evaluated.cpu(), F.leaky_relu(x.cpu(), 0.2))
+    assert bool((kept.cpu() == 7).all())
+    inplace = x.clone()
+    n2 = torch.empty_like(x)
+    torch.ops.aten.rrelu_with_noise_(inplace, n2, 0.1, 0.3, True)
+    torch.testing.assert_close(inplace.cpu(), (x.cpu() * n2.cpu()))
+    leaf = x.clone().requires_grad_()
+    F.rrelu(leaf, training=True).sum().backward()
+    assert bool(((leaf.grad.cpu() == 1) == (x.cpu() > 0)).all())
+
+
+def test_rrelu_errors():
+    op = torch.ops.aten.rrelu_with_noise
+    same_error(lambda a, n: op(a, n, 0.1, 0.3, True), torch.randn(3, 4), torch.empty(3, 3))
+    same_error(lambda a, n: op(a, n, 0.5, 0.3, True), torch.randn(3, 4), torch.empty(3, 4))
+    same_error(lambda a, n: op(a, n, 0.1, 0.3, True), torch.ones(3, 4, dtype=torch.int32),
+               torch.ones(3, 4, dtype=torch.int32))

@@ -1,0 +1,70 @@
+"""Ops added for the eager-conformance issue, on neuron versus PyTorch CPU
+in the same run, turn by turn: cdist/pdist (forward and backward), prelu
+(forward and backward), bucketize, repeat_interleave with a repeats tensor,
+channel_shuffle, index_reduce and max_unpool2d.
+
+Each time is the median of several runs (best shown too); ratio = CPU time
+/ neuron time (above 1.0 neuron is faster). PyTorch CPU runs with
+--cpu-threads threads (default 2).
+
+    python benchmarks/composite_ops.py [--repeats N] [--cpu-threads T]
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+import torchneuron  # noqa: F401
+
+from timing import median_and_best as seconds
+
+
+def case(name, make, fn, repeats, grad=False):
+    results = []
+    for dev in ("neuron", "cpu"):
+        inputs = [t.to(dev).requires_grad_(grad and t.is_floating_point()) for t in make()]
+        sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
+
+        def run():
+            out = fn(*inputs)
+            if grad:
+                out.sum().backward()
+        results.append(seconds(run, sync, repeats))
+    (nm, nb), (cm, cb) = results
+    print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{cm / nm:7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.cpu_threads)
+    torch.manual_seed(0)
+    r = args.repeats
+    print(f"CPU threads: {args.cpu_threads}; median of {r} (best shown too); ratio = CPU / neuron")
+    print(f"{'case':<44}{'neuron ms':>9}{'best':>9}{'cpu ms':>9}{'best':>9}{'ratio':>7}")
+    pts = lambda: [torch.randn(8, 256, 64), torch.randn(8, 256, 64)]  # noqa: E731
+    case("cdist p=1 [8,256,64]x[8,256,64]", pts, lambda a, b: torch.cdist(a, b, p=1), r)
+    case("cdist p=2 no-mm, fwd+bwd", pts, lambda a, b: torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist"),
+         r, grad=True)
+    case("cdist p=inf fwd+bwd", pts, lambda a, b: torch.cdist(a, b, p=float("inf")), r, grad=True)
+    case("pdist p=2 [512,32] fwd+bwd", lambda: [torch.randn(512, 32)], torch.pdist, r, grad=True)
+    case("prelu [32,64,56,56] fwd+bwd", lambda: [torch.randn(32, 64, 56, 56), torch.rand(64)], F.prelu, r, grad=True)
+    case("bucketize 4M into 1023 edges", lambda: [torch.randn(1 << 22), torch.linspace(-3, 3, 1023)],
+         torch.bucketize, r)
+    case("repeat_interleave 64K repeats", lambda: [torch.randint(0, 32, (1 << 16,))], torch.repeat_interleave, r)
+    case("channel_shuffle [32,64,56,56] g=4", lambda: [torch.randn(32, 64, 56, 56)],
+         lambda x: F.channel_shuffle(x, 4), r)
+    case("index_reduce amax [4096,256] <- [16384,256]",
+         lambda: [torch.randn(4096, 256), torch.randint(0, 4096, (16384,)), torch.randn(16384, 256)],
+         lambda x, i, s: x.index_reduce(0, i, s, "amax"), r)
+
+    def unpool_inputs():
+        pooled, idx = F.max_pool2d(torch.randn(32, 64, 56, 56), 2, return_indices=True)
+        return [pooled, idx]
+    case("max_unpool2d [32,64,28,28] -> 56x56", unpool_inputs, lambda y, i: F.max_unpool2d(y, i, 2), r)
+
+
+if __name__ == "__main__":
+    main()
