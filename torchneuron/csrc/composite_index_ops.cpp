@@ -1,7 +1,8 @@
 // Index-shaped ops composed of native kernels, with the CPU's checks and
 // messages: bucketize (searchsorted with the operands swapped),
-// repeat_interleave of a repeats tensor (cumsum, then a searchsorted of
-// 0..total-1 into it), channel_shuffle (a view, a transpose and one copy)
+// repeat_interleave of a repeats tensor (the running count of the repeats'
+// cumulative ends: cumsum, bincount, cumsum), channel_shuffle (a view, a
+// transpose and one copy)
 // and index_reduce (scatter_reduce with the index expanded along dim).
 // No element loop here: every step is a native neuron kernel.
 #include <ATen/ATen.h>
@@ -53,8 +54,9 @@ at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymIn
   const int64_t total = summary[1].item<int64_t>();
   if (output_size.has_value())
     TORCH_CHECK(output_size->expect_int() == total, "allocated size does not match required size");
-  const at::Tensor positions = at::arange(total, ends.options());
-  return at::searchsorted(ends, positions, /*out_int32=*/repeats.scalar_type() == at::kInt, /*right=*/true);
+  // result[j] = how many ends are <= j: a count of the ends, accumulated.
+  const at::Tensor counts = at::bincount(ends, {}, total + 1);
+  return counts.cumsum(0, repeats.scalar_type()).narrow(0, 0, total);
 }
 
 at::Tensor channel_shuffle(const at::Tensor& self, c10::SymInt groups_sym) {
