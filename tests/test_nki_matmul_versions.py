@@ -50,3 +50,23 @@ def test_cost_model_ranks_the_tutorial_versions():
     # Hoisting and blocking cut the bytes moved; the last version moves them in fewer DMAs.
     assert ests[0].dma_bytes > ests[1].dma_bytes > ests[2].dma_bytes
     assert ests[3].instructions["DMA"] < ests[2].instructions["DMA"]
+
+
+def test_timeline_gives_every_instruction_and_sums_to_the_engine_totals(tmp_path):
+    lhsT, rhs = _operands(256, 128, 512)
+    est = nki.benchmark(matmul_basic_tiled)(lhsT, rhs)
+    rows = est.timeline()
+    assert [r["index"] for r in rows] == list(range(len(rows)))
+    assert sum(est.instructions.values()) == len(rows)
+    for engine in ("Tensor", "Vector"):
+        mine = [r for r in rows if r["engine"] == engine]
+        assert len(mine) == est.instructions[engine]
+        assert sum(r["end_us"] - r["start_us"] for r in mine) == pytest.approx(est.busy_us[engine])
+    assert all(r["lane"].startswith("DMA queue") for r in rows if r["engine"] == "DMA")
+    assert max(r["end_us"] for r in rows) == pytest.approx(est.latency_us)
+    assert all(r["source"].startswith(os.path.join("examples", "nki")) or "matmul_versions" in
+               r["source"] for r in rows)
+    # A matmul waits for both of its loads (data dependence across engines).
+    first_mm = next(r for r in rows if r["name"] == "nc_matmul")
+    loads = [r for r in rows[:first_mm["index"]] if r["engine"] == "DMA"]
+    assert first_mm["start_us"] >= max(r["end_us"] for r in loads)
