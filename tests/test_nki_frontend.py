@@ -313,6 +313,25 @@ def test_the_configured_generation_sets_geometry_and_bandwidth():
         assert math.isclose(float(out[target][0][3]), 128 * 512 * 4 / (gbps * 1e3), rel_tol=1e-6)
 
 
+def test_dma_under_2_kib_per_partition_is_overhead_bound():
+    # The DMA bandwidth guide: a transfer needs >= 2 KiB per partition; a
+    # smaller one occupies the bandwidth as long as a 2 KiB one would.
+    @nki.jit
+    def store(a, cols, rows):
+        t = nl.ndarray((rows, cols), nl.float32)
+        nisa.memset(t, 0)
+        out = nl.ndarray((rows, cols), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, t)
+        return out
+
+    a = np.zeros(1, np.float32)
+    dma = {(cols, rows): nki.benchmark(store)(a, cols, rows).busy_us["DMA"]
+           for cols, rows in ((128, 128), (512, 128), (1024, 128), (128, 32))}
+    assert dma[128, 128] == pytest.approx(dma[512, 128], rel=1e-9)  # 512 B rows cost as 2 KiB
+    assert dma[1024, 128] == pytest.approx(2 * dma[512, 128], rel=1e-9)  # bytes / bandwidth above
+    assert dma[128, 32] == pytest.approx(dma[512, 128] / 4, rel=1e-9)  # per partition moved
+
+
 def test_engines_overlap_unless_data_orders_them():
     @nki.jit
     def k(a, dependent):

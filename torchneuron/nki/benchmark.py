@@ -44,6 +44,25 @@ class Estimate:
         return (f"Estimate({self.target}: latency {self.latency_us:.2f} us (estimated); "
                 f"busy us: {busy})")
 
+    def timeline(self, program=0):
+        """Per-instruction estimate of one program (grid index): a list in
+        program order of dicts with the instruction's name, engine, lane
+        (the engine, or "DMA queue q"), start_us, end_us and source line."""
+        prog, est = self._programs[program]
+        rows = []
+        for i, inst in enumerate(prog.tracer.instructions):
+            queue = est["queue"][i]
+            filename, line = inst.location
+            rows.append({
+                "index": i, "name": inst.name.rsplit(".", 1)[-1],
+                "engine": trace.ENGINE_NAMES[min(queue, _DMA_QUEUE)],
+                "lane": (trace.ENGINE_NAMES[queue] if queue < _DMA_QUEUE
+                         else f"DMA queue {queue - _DMA_QUEUE}"),
+                "start_us": est["start_ns"][i] / 1e3, "end_us": est["end_ns"][i] / 1e3,
+                "source": f"{filename}:{line}",
+            })
+        return rows
+
     def trace_events(self):
         """Chrome trace events: one process per program, one thread per
         engine (DMA queues numbered after the engines)."""

@@ -24,7 +24,10 @@
  *   nc_matmul_mx  max(min(64, N_stationary), N_moving) as a bf16 matmul (assumed)
  *   NkiScalar arithmetic   64 (MIN_II, assumed)
  * at the engine's clock, and DMA bytes / per-core DMA bandwidth plus a fixed
- * 1.3 us latency. Engines run in parallel, in program order each, ordered
+ * 1.3 us latency. A DMA moving under 2 KiB per partition is overhead-bound
+ * (NKI DMA bandwidth guide: each packet pays a setup cost, payloads of at
+ * least 2 KiB per partition are needed): it occupies the bandwidth as long
+ * as a 2 KiB-per-partition transfer would. Engines run in parallel, in program order each, ordered
  * across engines only by data: a read waits for the last write of its
  * tensor, a write for the last access, and a tile whose memory reuses an
  * earlier tile's waits for that tile's last access. DMAs spread over 16
@@ -44,6 +47,8 @@
 #define DMA_QUEUES 16
 #define DMA_FIXED_NS 1300.0
 #define MIN_II 64.0
+/* Payload per partition below which a DMA is overhead-bound (DMA bandwidth guide). */
+#define DMA_MIN_EFFICIENT_ROW_BYTES 2048.0
 /* One cross-core semaphore round trip (assumed: about a DMA's fixed latency). */
 #define COLLECTIVE_SYNC_NS 1300.0
 
@@ -189,6 +194,10 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
         if (queue_free[k] < queue_free[q]) q = k;
       int64_t bytes = dma_bytes(inst);
       double transfer = (double)bytes / dma_bytes_per_ns;
+      int32_t rows = inst->ap[0].partitions > 0 ? inst->ap[0].partitions : 1;
+      double row_bytes = (double)bytes / rows;
+      if (!collective && bytes > 0 && row_bytes < DMA_MIN_EFFICIENT_ROW_BYTES)
+        transfer *= DMA_MIN_EFFICIENT_ROW_BYTES / row_bytes;
       start = max2(ready, queue_free[q]);
       double xfer_start = max2(start, bandwidth_free);
       bandwidth_free = xfer_start + transfer;

@@ -140,15 +140,32 @@ static int force_reference;
 void nc_tensor_engine_force_reference(int on);
 void nc_tensor_engine_force_reference(int on) { force_reference = on; }
 
+/* Partition rows [begin, end) of both operands, converted to fp32. */
+typedef struct operand_job {
+  const nc_core *core;
+  const nrt_nc_ap *st, *mv;
+  float *a, *b;
+  int64_t m, n;
+} operand_job;
+
+static void gather_operands(int64_t begin, int64_t end, void *ctx) {
+  const operand_job *job = ctx;
+  for (int64_t p = begin; p < end; p++) {
+    nc_gather_f32(job->core, job->st, p, job->a + p * job->m);
+    nc_gather_f32(job->core, job->mv, p, job->b + p * job->n);
+  }
+}
+
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch) {
   pthread_once(&select_once, select_kernel);
   const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
   int64_t k = st->partitions, m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
   float *a = scratch, *b = a + MAX_K * MAX_M, *c = b + MAX_K * MAX_N;
-  for (int64_t p = 0; p < k; p++) {
-    nc_gather_f32(core, st, p, a + p * m);
-    nc_gather_f32(core, mv, p, b + p * n);
-  }
+  int big = m * n * k >= (int64_t)1 << 18; /* small products are not worth waking the pool for */
+  operand_job ops = {.core = core, .st = st, .mv = mv, .a = a, .b = b, .m = m, .n = n};
+  /* Converting the operands is a serial share of the time unless it is split too. */
+  if (big) rt_parallel_for(k, 16, gather_operands, &ops);
+  else gather_operands(0, k, &ops);
   int accumulate = (inst->flags & NRT_NC_FLAG_ACCUMULATE) != 0;
   /* PSUM rows are one partition apart: accumulate in place when possible. */
   int in_place = contiguous_f32_rows(dst, n) && (dst->partitions == 1 || dst->partition_step == 1);
@@ -161,8 +178,7 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   matmul_job job = {.k = k, .m = m, .n = n, .a = a, .b = b, .c = out, .ldc = ldc,
                     .reference = force_reference};
   int64_t row_blocks = (m + MR - 1) / MR;
-  /* Small products are not worth waking the pool for. */
-  if (m * n * k >= (int64_t)1 << 18) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
+  if (big) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
   else matmul_rows(0, row_blocks, &job);
   if (!in_place)
     for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
