@@ -8,17 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from cpu_parity import same_error
+
 DEV = "neuron"
 pytestmark = pytest.mark.usefixtures("native_only")
-
-
-def same_error(fn, *cpu_args):
-    """fn raises on neuron what it raises on the CPU (type and message)."""
-    with pytest.raises(Exception) as cpu:
-        fn(*cpu_args)
-    with pytest.raises(type(cpu.value)) as ours:
-        fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in cpu_args])
-    assert str(ours.value).split("\n")[0] == str(cpu.value).split("\n")[0]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16])

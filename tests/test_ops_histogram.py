@@ -7,6 +7,8 @@ import warnings
 import pytest
 import torch
 
+from cpu_parity import same_error
+
 DEV = "neuron"
 pytestmark = pytest.mark.usefixtures("native_only")
 NAN, INF = float("nan"), float("inf")
@@ -41,14 +43,6 @@ def test_histogram(dtype):
     hist, bin_edges = torch.empty(0, dtype=dtype, device=DEV), torch.empty(0, dtype=dtype, device=DEV)
     torch.histogram(finite.to(DEV), 4, out=(hist, bin_edges))
     compare(torch.histogram(finite, 4), (hist, bin_edges))
-
-
-def same_error(fn, *args):
-    with pytest.raises(Exception) as cpu:
-        fn(*args)
-    with pytest.raises(type(cpu.value)) as ours:
-        fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
-    assert str(ours.value).split("\n")[0] == str(cpu.value).split("\n")[0]
 
 
 def test_histogram_errors():

@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from cpu_parity import same_error
+
 DEV = "neuron"
 pytestmark = pytest.mark.usefixtures("native_only")
 REDUCTIONS = ["none", "mean", "sum"]
@@ -50,14 +52,6 @@ def test_multilabel_margin_loss(reduction, dtype):
     run_both(lambda a, b: F.multilabel_margin_loss(a, b, reduction=reduction), x[0, 0], torch.tensor(0))
     loss, is_target = torch.ops.aten.multilabel_margin_loss_forward(x.to(DEV), t.to(DEV), 1)
     assert torch.equal(is_target.cpu(), torch.ops.aten.multilabel_margin_loss_forward(x, t, 1)[1])
-
-
-def same_error(fn, *args):
-    with pytest.raises(Exception) as cpu:
-        fn(*args)
-    with pytest.raises(type(cpu.value)) as ours:
-        fn(*[a.to(DEV) if isinstance(a, torch.Tensor) else a for a in args])
-    assert str(ours.value).split("\n")[0] == str(cpu.value).split("\n")[0]
 
 
 def test_errors():

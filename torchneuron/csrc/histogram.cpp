@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "op_tracking.h"
+#include "structured_outputs.h"
 
 namespace torchneuron {
 namespace {
@@ -92,11 +93,7 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self,
 
 std::tuple<at::Tensor&, at::Tensor&> copy_pair(const std::tuple<at::Tensor, at::Tensor>& result, at::Tensor& hist,
                                                at::Tensor& bin_edges) {
-  at::native::resize_output(hist, std::get<0>(result).sizes());
-  at::native::resize_output(bin_edges, std::get<1>(result).sizes());
-  hist.copy_(std::get<0>(result));
-  bin_edges.copy_(std::get<1>(result));
-  return {hist, bin_edges};
+  return {assign_out(hist, std::get<0>(result)), assign_out(bin_edges, std::get<1>(result))};
 }
 
 std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self, int64_t bins,
@@ -132,9 +129,7 @@ at::Tensor cholesky(const at::Tensor& self, bool upper) {
 }
 
 at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
-  const at::Tensor factor = torchneuron::cholesky(self, upper);
-  at::native::resize_output(out, factor.sizes());
-  return out.copy_(factor);
+  return assign_out(out, torchneuron::cholesky(self, upper));
 }
 
 }  // namespace

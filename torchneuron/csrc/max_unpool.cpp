@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "structured_outputs.h"
 
 namespace torchneuron {
 namespace {
@@ -80,16 +81,12 @@ at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::
 
 at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
                              at::Tensor& out) {
-  const at::Tensor result = max_unpool2d(self, indices, output_size);
-  at::native::resize_output(out, result.sizes());
-  return out.copy_(result);
+  return assign_out(out, max_unpool2d(self, indices, output_size));
 }
 
 at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& out) {
-  const at::Tensor result = max_unpool3d(self, indices, output_size, stride, padding);
-  at::native::resize_output(out, result.sizes());
-  return out.copy_(result);
+  return assign_out(out, max_unpool3d(self, indices, output_size, stride, padding));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "structured_outputs.h"
 
 namespace torchneuron {
 namespace {
@@ -99,18 +100,15 @@ at::Tensor multi_margin_loss_backward(const at::Tensor& grad_output, const at::T
 at::Tensor& multi_margin_loss_out(const at::Tensor& input, const at::Tensor& target, const at::Scalar& p,
                                   const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
                                   at::Tensor& out) {
-  const at::Tensor result = torchneuron::multi_margin_loss(input, target, p, margin, weight, reduction);
-  at::native::resize_output(out, result.sizes());
-  return out.copy_(result);
+  return assign_out(out, torchneuron::multi_margin_loss(input, target, p, margin, weight, reduction));
 }
 
 at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
                                            const at::Tensor& target, const at::Scalar& p, const at::Scalar& margin,
                                            const std::optional<at::Tensor>& weight, int64_t reduction,
                                            at::Tensor& grad_input) {
-  const at::Tensor result = torchneuron::multi_margin_loss_backward(grad_output, input, target, p, margin, weight, reduction);
-  at::native::resize_output(grad_input, result.sizes());
-  return grad_input.copy_(result);
+  return assign_out(grad_input,
+                    torchneuron::multi_margin_loss_backward(grad_output, input, target, p, margin, weight, reduction));
 }
 
 // The targets of each sample: the classes (clamped, so -1 gathers class 0)
@@ -169,19 +167,14 @@ std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at
                                                                         const at::Tensor& target, int64_t reduction,
                                                                         at::Tensor& output, at::Tensor& is_target) {
   const auto [loss, targets] = torchneuron::multilabel_margin_loss_forward(input, target, reduction);
-  at::native::resize_output(output, loss.sizes());
-  at::native::resize_output(is_target, targets.sizes());
-  output.copy_(loss);
-  is_target.copy_(targets);
-  return {output, is_target};
+  return {assign_out(output, loss), assign_out(is_target, targets)};
 }
 
 at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
                                                 const at::Tensor& target, int64_t reduction,
                                                 const at::Tensor& is_target, at::Tensor& grad_input) {
-  const at::Tensor result = torchneuron::multilabel_margin_loss_backward(grad_output, input, target, reduction, is_target);
-  at::native::resize_output(grad_input, result.sizes());
-  return grad_input.copy_(result);
+  return assign_out(grad_input,
+                    torchneuron::multilabel_margin_loss_backward(grad_output, input, target, reduction, is_target));
 }
 
 }  // namespace

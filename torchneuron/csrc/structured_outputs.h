@@ -61,4 +61,11 @@ class Outputs final : public Meta {
   bool inplace_;
 };
 
+// out= of an op computed functionally: out resized as PyTorch resizes out=
+// tensors (with its warning), then given the result's values.
+inline at::Tensor& assign_out(at::Tensor& out, const at::Tensor& result) {
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 }  // namespace torchneuron

@@ -17,20 +17,9 @@ static int64_t degree(double n) {
 
 static double odd_sign(int64_t n, double v) { return n % 2 == 0 ? v : -v; }
 
-static double chebyshev_t(double x, int64_t n) {
-  if (fabs(x) == 1.0) return x > 0 ? 1.0 : odd_sign(n, 1.0);
-  if (n > 6 && fabs(x) < 1.0) return cos((double)n * acos(x));
-  if (n == 0) return 1.0;
-  double p = 1.0, q = x;
-  for (int64_t k = 1; k < n; k++) {
-    const double r = 2.0 * x * q - p;
-    p = q, q = r;
-  }
-  return q;
-}
-
-/* The second-kind-like recurrences share T's with other starting values. */
-static double recur2(double x, double first, int64_t n) {
+/* The Chebyshev recurrence p_(k+1) = 2 x p_k - p_(k-1) from p_0 = 1 and
+ * p_1 = first (T: x, U: 2x, V: 2x - 1, W: 2x + 1). */
+static double chebyshev_recurrence(double x, double first, int64_t n) {
   if (n == 0) return 1.0;
   double p = 1.0, q = first;
   for (int64_t k = 1; k < n; k++) {
@@ -40,6 +29,12 @@ static double recur2(double x, double first, int64_t n) {
   return q;
 }
 
+static double chebyshev_t(double x, int64_t n) {
+  if (fabs(x) == 1.0) return x > 0 ? 1.0 : odd_sign(n, 1.0);
+  if (n > 6 && fabs(x) < 1.0) return cos((double)n * acos(x));
+  return chebyshev_recurrence(x, x, n);
+}
+
 static double chebyshev_u(double x, int64_t n) {
   const double n1 = (double)n + 1.0;
   if (fabs(x) == 1.0) return x > 0 ? n1 : odd_sign(n, n1);
@@ -47,7 +42,7 @@ static double chebyshev_u(double x, int64_t n) {
     const double t = acos(x);
     return sin(t) != 0.0 ? sin(n1 * t) / sin(t) : n1 * cos(n1 * t) / x;
   }
-  return recur2(x, 2.0 * x, n);
+  return chebyshev_recurrence(x, 2.0 * x, n);
 }
 
 static double chebyshev_v(double x, int64_t n) {
@@ -58,7 +53,7 @@ static double chebyshev_v(double x, int64_t n) {
     if (sin(t / 2.0) != 1.0) return cos(((double)n + 0.5) * t) / cos(t / 2.0);
     return odd_sign(n, m);
   }
-  return recur2(x, 2.0 * x - 1.0, n);
+  return chebyshev_recurrence(x, 2.0 * x - 1.0, n);
 }
 
 static double chebyshev_w(double x, int64_t n) {
@@ -69,7 +64,7 @@ static double chebyshev_w(double x, int64_t n) {
     if (cos(t / 2.0) != 1.0) return sin(((double)n + 0.5) * t) / sin(t / 2.0);
     return x > 0 ? m : odd_sign(n, 1.0);
   }
-  return recur2(x, 2.0 * x + 1.0, n);
+  return chebyshev_recurrence(x, 2.0 * x + 1.0, n);
 }
 
 static double hermite_h(double x, int64_t n) {
