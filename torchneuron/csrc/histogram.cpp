@@ -100,12 +100,14 @@ std::tuple<at::Tensor&, at::Tensor&> histogram_bin_ct_out(const at::Tensor& self
                                                           std::optional<at::ArrayRef<double>> range,
                                                           const std::optional<at::Tensor>& weight, bool density,
                                                           at::Tensor& hist, at::Tensor& bin_edges) {
+  NEURON_TRACK_OP("aten::histogram.bin_ct_out");
   return copy_pair(histogram_bin_ct(self, bins, range, weight, density), hist, bin_edges);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> histogram_bins_tensor_out(const at::Tensor& self, const at::Tensor& bins,
                                                                const std::optional<at::Tensor>& weight, bool density,
                                                                at::Tensor& hist, at::Tensor& bin_edges) {
+  NEURON_TRACK_OP("aten::histogram.bins_tensor_out");
   return copy_pair(histogram_bins_tensor(self, bins, weight, density), hist, bin_edges);
 }
 
@@ -129,6 +131,7 @@ at::Tensor cholesky(const at::Tensor& self, bool upper) {
 }
 
 at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::cholesky.out");
   return assign_out(out, torchneuron::cholesky(self, upper));
 }
 

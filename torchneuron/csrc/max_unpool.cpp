@@ -81,11 +81,13 @@ at::Tensor max_unpool3d(const at::Tensor& self, const at::Tensor& indices, c10::
 
 at::Tensor& max_unpool2d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
                              at::Tensor& out) {
+  NEURON_TRACK_OP("aten::max_unpool2d.out");
   return assign_out(out, max_unpool2d(self, indices, output_size));
 }
 
 at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, c10::SymIntArrayRef output_size,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::max_unpool3d.out");
   return assign_out(out, max_unpool3d(self, indices, output_size, stride, padding));
 }
 

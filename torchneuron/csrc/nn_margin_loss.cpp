@@ -100,6 +100,7 @@ at::Tensor multi_margin_loss_backward(const at::Tensor& grad_output, const at::T
 at::Tensor& multi_margin_loss_out(const at::Tensor& input, const at::Tensor& target, const at::Scalar& p,
                                   const at::Scalar& margin, const std::optional<at::Tensor>& weight, int64_t reduction,
                                   at::Tensor& out) {
+  NEURON_TRACK_OP("aten::multi_margin_loss.out");
   return assign_out(out, torchneuron::multi_margin_loss(input, target, p, margin, weight, reduction));
 }
 
@@ -107,6 +108,7 @@ at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad_output, const 
                                            const at::Tensor& target, const at::Scalar& p, const at::Scalar& margin,
                                            const std::optional<at::Tensor>& weight, int64_t reduction,
                                            at::Tensor& grad_input) {
+  NEURON_TRACK_OP("aten::multi_margin_loss_backward.grad_input");
   return assign_out(grad_input,
                     torchneuron::multi_margin_loss_backward(grad_output, input, target, p, margin, weight, reduction));
 }
@@ -166,6 +168,7 @@ at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad_output, const 
 std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& input,
                                                                         const at::Tensor& target, int64_t reduction,
                                                                         at::Tensor& output, at::Tensor& is_target) {
+  NEURON_TRACK_OP("aten::multilabel_margin_loss_forward.output");
   const auto [loss, targets] = torchneuron::multilabel_margin_loss_forward(input, target, reduction);
   return {assign_out(output, loss), assign_out(is_target, targets)};
 }
@@ -173,6 +176,7 @@ std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at
 at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& input,
                                                 const at::Tensor& target, int64_t reduction,
                                                 const at::Tensor& is_target, at::Tensor& grad_input) {
+  NEURON_TRACK_OP("aten::multilabel_margin_loss_backward.grad_input");
   return assign_out(grad_input,
                     torchneuron::multilabel_margin_loss_backward(grad_output, input, target, reduction, is_target));
 }
