@@ -130,6 +130,21 @@
  *                    dtype; with embedding = 1 (embedding_renorm_) the norm
  *                    is rounded to x's dtype too, the factor computed in
  *                    double
+ *
+ * CTC loss (Graves et al. 2006), log space, float32 or float64 data.
+ * log_probs [T, N, C] (any strides); targets a 1-d int32/int64 view holding
+ * every item's labels; meta a contiguous int64 [N, 3] of (input length <= T,
+ * target length L, offset of the item's first label in targets);
+ * log_alpha [N, T, S] with S >= 2 max L + 1.
+ *   CTC_LOSS [nll [N], log_alpha, log_probs, targets, meta]  scalars [blank]
+ *            nll = -log p(target | input) (+inf when no path exists, 0 for
+ *            an empty input and target); log_alpha the forward variables,
+ *            -inf past an item's states or input length. A label outside
+ *            [0, C) fails with NRT_ERROR_INDEX_OUT_OF_RANGE.
+ *   CTC_LOSS_BACKWARD [grad [T, N, C], grad_out [N], log_probs, targets,
+ *            meta, nll, log_alpha]  scalars [blank, zero_infinity]
+ *            d(grad_out . nll)/d log_probs; 0 past an item's input length
+ *            and, with zero_infinity, for items whose nll is +inf
  */
 #ifndef NEURONRT_OPS_NN_H
 #define NEURONRT_OPS_NN_H
@@ -167,6 +182,8 @@
   X(EMBEDDING_BAG, embedding_bag)                                    \
   X(EMBEDDING_BAG_BACKWARD, embedding_bag_backward)                  \
   X(EMBEDDING_BAG_PSW_BACKWARD, embedding_bag_psw_backward)          \
-  X(RENORM, renorm)
+  X(RENORM, renorm)                                                  \
+  X(CTC_LOSS, ctc_loss)                                              \
+  X(CTC_LOSS_BACKWARD, ctc_loss_backward)
 
 #endif
