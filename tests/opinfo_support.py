@@ -96,6 +96,9 @@ _VISION_3D = Known("3-d upsampling and adaptive pooling still fall back (the vis
 _BILINEAR_AA = Known("antialiased bilinear upsampling still falls back", "aten::_upsample_bilinear2d_aa")
 _BILINEAR_UINT8 = Known("uint8 bilinear upsampling (the CPU's integer-weight path) is not native yet",
                         '"upsample_bilinear2d" not implemented for')
+_LOGSUMEXP_16BIT = Known("bfloat16 logsumexp: neuron computes in float32 and rounds once; the CPU rounds each "
+                         "step (max, exp, sum, log, add) to bfloat16, so a sum of several terms can end a "
+                         "bfloat16 ulp away", "Scalars are not close")
 _LINEAR_16BIT = Known("16-bit (bi)linear upsampling computes in float32; the CPU rounds its weights and "
                       "every step to the 16-bit dtype", "Tensor-likes are not close")
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
@@ -112,6 +115,7 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("nn.functional.upsample_bilinear", torch.uint8): _BILINEAR_UINT8,
     **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear")
        for d in (torch.float16, torch.bfloat16)},
+    ("masked.logsumexp", torch.bfloat16): _LOGSUMEXP_16BIT,
     ("norm.nuc", torch.float32): _NUC,
     ("norm.nuc", torch.float64): _NUC,
 }
@@ -243,7 +247,7 @@ def is_implicit_composite(qualified: str) -> bool:
 class Scope:
     op: Any
     primary: list[str]  # the primary op's overloads that have a neuron kernel
-    how: str  # "named" or "traced"
+    how: str  # "named", "traced" or "composed"
 
 
 def primary_registered(op, registered: set[str]) -> tuple[list[str], str]:
@@ -256,6 +260,10 @@ def primary_registered(op, registered: set[str]) -> tuple[list[str], str]:
     traced = list(dict.fromkeys(trace_backend_ops(op)))
     main = [o for o in traced if base_name(o) not in INFRASTRUCTURE_OPS] or traced
     if len({base_name(o) for o in main}) != 1:
+        # A composite of several ops (softmin is neg and softmax) is in scope
+        # when every op it reaches is native.
+        if main and all(o in registered for o in main):
+            return main, "composed"
         return [], "traced"
     return [o for o in main if o in registered], "traced"
 
