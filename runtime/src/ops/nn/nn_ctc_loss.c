@@ -7,13 +7,21 @@
  * forward variables alpha run over time, the backward ones (beta) are
  * never stored whole: the gradient of step t needs only alpha_t (read back
  * from log_alpha) and beta_t, so the backward pass walks time downwards
- * with two rows of beta. Every recursion runs in double; log_alpha holds
- * the double values rounded to the data's dtype. The batch items are
+ * with two rows of beta. A step of either recursion is one pass over a row
+ * of states with no dependence between states (the previous row is read
+ * shifted by one and two), vectorised across the states; float32 data
+ * computes in float with the runtime's vector exponential and logarithm (as
+ * the CPU computes float32 in float), float64 in double. The gradient's
+ * per-class sums of alpha beta are taken against the row's maximum, so that
+ * the exponentials vectorise too; a class more than the float range below
+ * that maximum contributes nothing a float can hold. The batch items are
  * independent and each is computed by one thread, so nothing depends on the
  * thread count.
  */
 #include <stdatomic.h>
 #include <stdint.h>
+#include "ops/engine/elementwise.h"
+#include "ops/engine/vmath.h"
 #include "ops/nn/nn_common.h"
 
 typedef struct ctc_job {
@@ -50,14 +58,6 @@ static int64_t target_at(const ctc_job *job, int64_t k) {
   return v->dtype == NRT_INT64 ? ((const int64_t *)v->data)[off] : (int64_t)((const int32_t *)v->data)[off];
 }
 
-/* log(exp(a) + exp(b) + exp(c)), exact -inf when all three are -inf. */
-static double log_sum3(double a, double b, double c) {
-  double m = a > b ? a : b;
-  if (c > m) m = c;
-  if (m == -INFINITY) return -INFINITY;
-  return log(exp(a - m) + exp(b - m) + exp(c - m)) + m;
-}
-
 static double log_add(double a, double b) {
   double m = a > b ? a : b;
   if (m == -INFINITY) return -INFINITY;
@@ -66,8 +66,55 @@ static double log_add(double a, double b) {
 
 typedef struct ctc_item {
   int64_t input_length, target_length, target_offset;
-  int64_t *label; /* l'(s) for s < 2 L + 1 */
+  int64_t *label;      /* l'(s) for s < 2 L + 1 */
+  unsigned char *skip; /* s may be reached from s - 2 (l'(s) != l'(s - 2)); 0 for the 2 past the end */
 } ctc_item;
+
+/* The steps of the recursions over one row of `states` states, for compute
+ * type R. The rows are padded: prev[-1] = prev[-2] = -inf (forward) and
+ * next[states] = next[states + 1] = -inf (backward).
+ *   alpha: cur[s] = lse(prev[s], prev[s - 1], skip[s] ? prev[s - 2] : -inf) + lp[s]
+ *   beta:  cur[s] = lse(next[s], next[s + 1], skip[s + 2] ? next[s + 2] : -inf) + lp[s]
+ * lse of three -inf is -inf. */
+#define CTC_STEPS(R, EXP, LOG, SUF)                                                                          \
+  static inline __attribute__((always_inline)) R lse3_##SUF(R a1, R a2, R a3) {                            \
+    R m = a1 > a2 ? a1 : a2;                                                                               \
+    m = a3 > m ? a3 : m;                                                                                   \
+    R base = m == -INFINITY ? (R)0 : m;                                                                    \
+    R sum = EXP(a1 - base) + EXP(a2 - base) + EXP(a3 - base);                                              \
+    return m == -INFINITY ? (R)-INFINITY : LOG(sum) + base;                                                \
+  }                                                                                                        \
+  RT_SIMD_VOID(alpha_step_##SUF,                                                                           \
+               (const R *restrict prev, R *restrict cur, const R *restrict lp, const unsigned char *skip,   \
+                int64_t states),                                                                           \
+               (prev, cur, lp, skip, states)) {                                                            \
+    for (int64_t s = 0; s < states; s++)                                                                   \
+      cur[s] = lse3_##SUF(prev[s], prev[s - 1], skip[s] ? prev[s - 2] : (R)-INFINITY) + lp[s];             \
+  }                                                                                                        \
+  RT_SIMD_VOID(beta_step_##SUF,                                                                            \
+               (const R *restrict next, R *restrict cur, const R *restrict lp, const unsigned char *skip,   \
+                int64_t states),                                                                           \
+               (next, cur, lp, skip, states)) {                                                            \
+    for (int64_t s = 0; s < states; s++)                                                                   \
+      cur[s] = lse3_##SUF(next[s], next[s + 1], skip[s + 2] ? next[s + 2] : (R)-INFINITY) + lp[s];         \
+  }                                                                                                        \
+  /* ab[s] = exp(ab[s] - max) in place; returns max (-inf: all zero). */                                   \
+  RT_SIMD_RETURNS(R, exp_against_max_##SUF, (R *restrict ab, int64_t n), (ab, n)) {                         \
+    R m = -INFINITY;                                                                                       \
+    for (int64_t s = 0; s < n; s++) m = ab[s] > m ? ab[s] : m;                                             \
+    R base = m == -INFINITY ? (R)0 : m;                                                                    \
+    for (int64_t s = 0; s < n; s++) ab[s] = ab[s] == -INFINITY ? (R)0 : EXP(ab[s] - base);                 \
+    return m;                                                                                              \
+  }                                                                                                        \
+  /* g[c] = (exp(lp[c]) - exp(lcab[c] + nll - lp[c])) gr */                                                \
+  RT_SIMD_VOID(grad_row_##SUF,                                                                             \
+               (const R *restrict lp, const R *restrict lcab, R *restrict g, R nll, R gr, int64_t C),       \
+               (lp, lcab, g, nll, gr, C)) {                                                                \
+    for (int64_t c = 0; c < C; c++) g[c] = (EXP(lp[c]) - EXP(lcab[c] + nll - lp[c])) * gr;                 \
+  }
+
+CTC_STEPS(float, rt_vm_expf, rt_vm_logf, f)
+CTC_STEPS(double, exp, log, d)
 
 /* Reads item n's lengths and builds its extended target; 0 when a label is
  * out of range (recorded). */
@@ -90,105 +137,120 @@ static int load_item(ctc_job *job, int64_t n, ctc_item *it) {
     }
     it->label[s] = c;
   }
+  const int64_t states = 2 * it->target_length + 1;
+  for (int64_t s = 0; s < states + 2; s++)
+    it->skip[s] = s > 1 && s < states && it->label[s] != it->label[s - 2];
   return 1;
 }
 
-static void forward_item(ctc_job *job, int64_t n, const ctc_item *it, double *prev, double *cur) {
-  const int64_t T = job->T, S = job->S, L = it->target_length, states = 2 * L + 1;
-  const int64_t Tn = it->input_length;
-  const nrt_tensor_view *la = job->log_alpha;
-  const int64_t row0 = n * la->strides[0];
-  for (int64_t s = 0; s < states; s++) prev[s] = -INFINITY;
-  if (Tn > 0) {
-    prev[0] = lp_at(job, 0, n, job->blank);
-    if (L > 0) prev[1] = lp_at(job, 0, n, it->label[1]);
+/* Forward and backward passes of one batch item in compute type R. The
+ * scratch rows hold states + 4 values; rows a and b alternate. */
+#define CTC_ITEM(R, SUF)                                                                                     \
+  static void forward_item_##SUF(ctc_job *job, int64_t n, const ctc_item *it, R *row_a, R *row_b, R *lpr) { \
+    const int64_t T = job->T, S = job->S, L = it->target_length, states = 2 * L + 1;                        \
+    const int64_t Tn = it->input_length;                                                                    \
+    const nrt_tensor_view *la = job->log_alpha;                                                             \
+    const int64_t row0 = n * la->strides[0];                                                                \
+    R *prev = row_a + 2, *cur = row_b + 2;                                                                  \
+    prev[-2] = prev[-1] = cur[-2] = cur[-1] = (R)-INFINITY;                                                 \
+    for (int64_t s = 0; s < states; s++) prev[s] = (R)-INFINITY;                                            \
+    if (Tn > 0) {                                                                                           \
+      prev[0] = (R)lp_at(job, 0, n, job->blank);                                                            \
+      if (L > 0) prev[1] = (R)lp_at(job, 0, n, it->label[1]);                                               \
+    }                                                                                                       \
+    for (int64_t t = 0; t < T; t++) {                                                                       \
+      if (t > 0 && t < Tn) {                                                                                \
+        for (int64_t s = 0; s < states; s++) lpr[s] = (R)lp_at(job, t, n, it->label[s]);                    \
+        alpha_step_##SUF(prev, cur, lpr, it->skip, states);                                                 \
+        R *swap = prev;                                                                                     \
+        prev = cur;                                                                                         \
+        cur = swap;                                                                                         \
+      }                                                                                                     \
+      /* Row t of log_alpha: -inf past the item's states or input. */                                       \
+      for (int64_t s = 0; s < S; s++)                                                                       \
+        write_at(la, row0 + t * la->strides[1] + s * la->strides[2],                                        \
+                 t < Tn && s < states ? (double)prev[s] : -INFINITY);                                       \
+    }                                                                                                       \
+    double nll;                                                                                             \
+    if (Tn == 0)                                                                                            \
+      nll = L == 0 ? -0.0 : INFINITY;                                                                       \
+    else                                                                                                    \
+      nll = -(L == 0 ? (double)prev[0] : log_add((double)prev[states - 1], (double)prev[states - 2]));     \
+    write_at(job->nll, n * job->nll->strides[0], nll);                                                      \
+  }                                                                                                         \
+                                                                                                            \
+  static void backward_item_##SUF(ctc_job *job, int64_t n, const ctc_item *it, R *row_a, R *row_b,         \
+                                  R *lpr, R *ab, R *lcab, R *grow_buf) {                                    \
+    const int64_t T = job->T, C = job->C, L = it->target_length, states = 2 * L + 1;                        \
+    const int64_t Tn = it->input_length;                                                                    \
+    const nrt_tensor_view *g = job->grad, *la = job->log_alpha;                                             \
+    const double nll = read_at(job->nll, n * job->nll->strides[0]);                                         \
+    const double gr = read_at(job->grad_out, n * job->grad_out->strides[0]);                                \
+    const int zero = job->zero_infinity && nll == INFINITY;                                                 \
+    R *next = row_a, *cur = row_b;                                                                          \
+    next[states] = next[states + 1] = cur[states] = cur[states + 1] = (R)-INFINITY;                         \
+    for (int64_t t = T - 1; t >= 0; t--) {                                                                  \
+      const int64_t grow = t * g->strides[0] + n * g->strides[1];                                           \
+      if (t >= Tn || zero) {                                                                                \
+        for (int64_t c = 0; c < C; c++) write_at(g, grow + c * g->strides[2], 0.0);                         \
+        continue;                                                                                           \
+      }                                                                                                     \
+      for (int64_t s = 0; s < states; s++) lpr[s] = (R)lp_at(job, t, n, it->label[s]);                      \
+      if (t == Tn - 1) {                                                                                    \
+        for (int64_t s = 0; s < states; s++) cur[s] = (R)-INFINITY;                                         \
+        cur[states - 1] = lpr[states - 1];                                                                  \
+        if (L > 0) cur[states - 2] = lpr[states - 2];                                                       \
+      } else {                                                                                              \
+        beta_step_##SUF(next, cur, lpr, it->skip, states);                                                  \
+      }                                                                                                     \
+      /* Per class, log of the summed alpha beta of the states carrying it. */                              \
+      const int64_t arow = n * la->strides[0] + t * la->strides[1];                                         \
+      for (int64_t s = 0; s < states; s++) ab[s] = (R)read_at(la, arow + s * la->strides[2]) + cur[s];      \
+      R m = exp_against_max_##SUF(ab, states);                                                              \
+      for (int64_t c = 0; c < C; c++) lcab[c] = 0;                                                          \
+      for (int64_t s = 0; s < states; s++) lcab[it->label[s]] += ab[s];                                     \
+      for (int64_t c = 0; c < C; c++) lcab[c] = lcab[c] > 0 ? (R)log((double)lcab[c]) + m : (R)-INFINITY;   \
+      for (int64_t c = 0; c < C; c++) grow_buf[c] = (R)lp_at(job, t, n, c);                                 \
+      grad_row_##SUF(grow_buf, lcab, grow_buf + C, (R)nll, (R)gr, C);                                       \
+      for (int64_t c = 0; c < C; c++) write_at(g, grow + c * g->strides[2], (double)grow_buf[C + c]);       \
+      R *swap = next;                                                                                       \
+      next = cur;                                                                                           \
+      cur = swap;                                                                                           \
+    }                                                                                                       \
   }
-  for (int64_t t = 0; t < T; t++) {
-    if (t > 0 && t < Tn) {
-      for (int64_t s = 0; s < states; s++) {
-        double a1 = prev[s], a2 = s > 0 ? prev[s - 1] : -INFINITY;
-        double a3 = s > 1 && it->label[s] != it->label[s - 2] ? prev[s - 2] : -INFINITY;
-        cur[s] = log_sum3(a1, a2, a3) + lp_at(job, t, n, it->label[s]);
-      }
-      double *swap = prev;
-      prev = cur;
-      cur = swap;
-    }
-    /* Row t of log_alpha: the states of step t, -inf past them or past
-     * the input's length. */
-    for (int64_t s = 0; s < S; s++)
-      write_at(la, row0 + t * la->strides[1] + s * la->strides[2],
-               t < Tn && s < states ? prev[s] : -INFINITY);
-  }
-  double nll;
-  if (Tn == 0)
-    nll = L == 0 ? 0.0 : INFINITY;
-  else
-    nll = -(L == 0 ? prev[0] : log_add(prev[states - 1], prev[states - 2]));
-  write_at(job->nll, n * job->nll->strides[0], nll);
-}
 
-static void backward_item(ctc_job *job, int64_t n, const ctc_item *it, double *next, double *cur,
-                          double *lcab) {
-  const int64_t T = job->T, C = job->C, L = it->target_length, states = 2 * L + 1;
-  const int64_t Tn = it->input_length;
-  const nrt_tensor_view *g = job->grad, *la = job->log_alpha;
-  const double nll = read_at(job->nll, n * job->nll->strides[0]);
-  const double gr = read_at(job->grad_out, n * job->grad_out->strides[0]);
-  const int zero = job->zero_infinity && nll == INFINITY;
-  for (int64_t t = T - 1; t >= 0; t--) {
-    const int64_t grow = t * g->strides[0] + n * g->strides[1];
-    if (t >= Tn || zero) {
-      for (int64_t c = 0; c < C; c++) write_at(g, grow + c * g->strides[2], 0.0);
-      continue;
-    }
-    if (t == Tn - 1) {
-      for (int64_t s = 0; s < states; s++) cur[s] = -INFINITY;
-      cur[states - 1] = lp_at(job, t, n, job->blank);
-      if (L > 0) cur[states - 2] = lp_at(job, t, n, it->label[states - 2]);
-    } else {
-      for (int64_t s = 0; s < states; s++) {
-        double b1 = next[s], b2 = s + 1 < states ? next[s + 1] : -INFINITY;
-        double b3 = s + 2 < states && it->label[s] != it->label[s + 2] ? next[s + 2] : -INFINITY;
-        cur[s] = log_sum3(b1, b2, b3) + lp_at(job, t, n, it->label[s]);
-      }
-    }
-    /* log of the summed alpha beta over the states carrying each class. */
-    for (int64_t c = 0; c < C; c++) lcab[c] = -INFINITY;
-    const int64_t arow = n * la->strides[0] + t * la->strides[1];
-    for (int64_t s = 0; s < states; s++) {
-      double ab = read_at(la, arow + s * la->strides[2]) + cur[s];
-      lcab[it->label[s]] = log_add(lcab[it->label[s]], ab);
-    }
-    for (int64_t c = 0; c < C; c++) {
-      double lp = lp_at(job, t, n, c);
-      write_at(g, grow + c * g->strides[2], (exp(lp) - exp(lcab[c] + nll - lp)) * gr);
-    }
-    double *swap = next;
-    next = cur;
-    cur = swap;
-  }
-}
+CTC_ITEM(float, f)
+CTC_ITEM(double, d)
 
 static void ctc_range(int64_t begin, int64_t end, void *ctx) {
   ctc_job *job = ctx;
   const int backward = job->grad != NULL;
-  /* Scratch: the extended target, two rows of states and (backward) one
-   * log-sum per class. */
-  size_t words = (size_t)(3 * job->S + (backward ? job->C : 0));
-  void *scratch = malloc(words * sizeof(double));
+  /* Scratch, in doubles: the extended target, its skip flags, two padded
+   * rows of states, the gathered log-probabilities (a row of states or of
+   * classes), and (backward) alpha beta, the per-class sums and a row of
+   * the gradient and its log-probabilities. */
+  const int64_t S = job->S, C = job->C, wide = S > C ? S : C;
+  const int64_t words = S + (S + 2 + 7) / 8 + 2 * (S + 4) + wide + S + 3 * C;
+  double *scratch = malloc((size_t)words * sizeof(double));
   if (scratch == NULL) {
     atomic_store(&job->out_of_memory, 1);
     return;
   }
-  ctc_item it = {.label = (int64_t *)scratch};
-  double *row_a = (double *)scratch + job->S, *row_b = row_a + job->S, *lcab = row_b + job->S;
+  ctc_item it = {.label = (int64_t *)(void *)scratch, .skip = (unsigned char *)(scratch + S)};
+  double *row_a = scratch + S + (S + 2 + 7) / 8, *row_b = row_a + S + 4, *lpr = row_b + S + 4;
+  double *ab = lpr + wide, *lcab = ab + S, *grow = lcab + C;
+  const int single = job->dtype == NRT_FLOAT32;
   for (int64_t n = begin; n < end; n++) {
     if (!load_item(job, n, &it)) continue;
-    if (backward)
-      backward_item(job, n, &it, row_a, row_b, lcab);
+    if (backward && single)
+      backward_item_f(job, n, &it, (float *)row_a, (float *)row_b, (float *)lpr, (float *)ab, (float *)lcab,
+                      (float *)grow);
+    else if (backward)
+      backward_item_d(job, n, &it, row_a, row_b, lpr, ab, lcab, grow);
+    else if (single)
+      forward_item_f(job, n, &it, (float *)row_a, (float *)row_b, (float *)lpr);
     else
-      forward_item(job, n, &it, row_a, row_b);
+      forward_item_d(job, n, &it, row_a, row_b, lpr);
   }
   free(scratch);
 }
