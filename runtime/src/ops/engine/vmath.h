@@ -171,7 +171,11 @@ RT_VM_INLINE float rt_vm_sigmoidf(float x) {
   float d = 1.0f + e;
   float c = (1.0f - d) + e; /* 1 + e = d + c exactly (Fast2Sum) */
   float q = (x >= 0.0f ? 1.0f : e) / d;
-  float r = q - q * (c / d); /* num / (d + c), to first order in c */
+  /* 1 / d for the correction, without a second division: q itself for
+   * x >= 0, and 1 - q for x < 0 since 1 / (1 + e) = 1 - e / (1 + e). The
+   * correction is below half an ulp of q, so its few-ulp error is lost. */
+  float inv = x >= 0.0f ? q : 1.0f - q;
+  float r = q - q * (c * inv); /* num / (d + c), to first order in c */
   /* NaN in, that NaN out: the arithmetic's NaN sign would depend on the
    * operand order the compiler picked, which differs between the
    * vectorised loop and its scalar tail (fused tiles must match). */
