@@ -544,17 +544,21 @@ static void test_zero_size_and_0d_groups(void) {
   free_chain(&c);
 }
 
-/* In place (the output is input 0's storage) over a transposed layout. */
-static void test_in_place_over_a_transposed_layout(void) {
+/* In place (the output is input 0's storage), contiguous (the tape's last
+ * op must not write over the input it still reads) and over a transposed
+ * layout. */
+static void check_in_place(int transposed) {
   chain c;
   make_chain(&c, NRT_FLOAT32, 300, 70);
-  /* View every tensor as its transpose: [70, 300], strides (1, 70). */
-  nrt_tensor_view *all[] = {&c.x, &c.y, &c.out};
-  for (int k = 0; k < 3; k++) {
-    all[k]->shape[0] = 70, all[k]->shape[1] = 300;
-    all[k]->strides[0] = 1, all[k]->strides[1] = 70;
+  if (transposed) {
+    /* View every tensor as its transpose: [70, 300], strides (1, 70). */
+    nrt_tensor_view *all[] = {&c.x, &c.y, &c.out};
+    for (int k = 0; k < 3; k++) {
+      all[k]->shape[0] = 70, all[k]->shape[1] = 300;
+      all[k]->strides[0] = 1, all[k]->strides[1] = 70;
+    }
+    c.desc.shape[0] = 70, c.desc.shape[1] = 300;
   }
-  c.desc.shape[0] = 70, c.desc.shape[1] = 300;
   float *x = host(c.x.data), *y = host(c.y.data);
   float want[300 * 70];
   for (int i = 0; i < 300 * 70; i++) {
@@ -573,6 +577,11 @@ static void test_in_place_over_a_transposed_layout(void) {
   nrt_fuse_group_destroy(g);
   c.out.data = NULL;
   free_chain(&c);
+}
+
+static void test_in_place_over_a_transposed_layout(void) {
+  check_in_place(0);
+  check_in_place(1);
 }
 
 /* bfloat16 floor division by a divisor broadcast along the last dim only:

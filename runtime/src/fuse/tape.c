@@ -179,13 +179,14 @@ typedef struct tape_scalars {
 
 /* Every op of the tape over n elements (n <= RT_TAPE_BLOCK): slots are the
  * block registers, in[k] input k's elements (stride in_step[k]: 1, or 0
- * for one value). */
+ * for one value). last_dst, when not NULL, is where the last op writes
+ * instead of its slot (the output, saving a copy through the slot). */
 RT_SIMD_VOID(tape_block, (const rt_fuse_tape *t, float *slots, const float *const *in,
-                          const uint8_t *in_step, int64_t n),
-             (t, slots, in, in_step, n)) {
+                          const uint8_t *in_step, int64_t n, float *last_dst),
+             (t, slots, in, in_step, n, last_dst)) {
   for (int i = 0; i < t->num_ops; i++) {
     const rt_tape_op *op = &t->ops[i];
-    float *restrict d = slots + (size_t)op->dst * RT_TAPE_BLOCK;
+    float *restrict d = i == t->num_ops - 1 && last_dst ? last_dst : slots + (size_t)op->dst * RT_TAPE_BLOCK;
     const float *src[2];
     int step[2];
     for (int k = 0; k < 2; k++) {
@@ -230,6 +231,38 @@ static int box_is_flat(const struct nrt_fuse_group *g, const rt_fuse_box *b) {
   return 1;
 }
 
+/* The output the last op may write directly in this block, or -1: the
+ * only output of its slot, contiguous, and overlapping none of the block's
+ * inputs (an in-place group writes over the input it still reads). */
+static int direct_output_of(const struct nrt_fuse_group *g, const rt_fuse_box *b, int64_t n, int64_t r,
+                            int64_t c0) {
+  const rt_fuse_tape *t = &g->tape;
+  if (t->num_ops == 0) return -1;
+  const int slot = t->ops[t->num_ops - 1].dst;
+  int found = -1;
+  for (int j = 0; j < g->num_outputs; j++) {
+    if (t->out_slot[j] != slot) continue;
+    if (found >= 0 || b->out_cs[j] != 1) return -1;
+    found = j;
+  }
+  if (found < 0) return -1;
+  const char *lo = (const char *)((const float *)b->out[found] + r * b->out_rs[found] + c0);
+  const char *hi = lo + n * (int64_t)sizeof(float);
+  for (int k = 0; k < g->num_inputs; k++) {
+    /* input k's elements of this block span [first, last] */
+    int64_t cs = b->in_cs[k];
+    const char *first = (const char *)((const float *)b->in[k] + r * b->in_rs[k] + c0 * cs);
+    const char *last = first + (n - 1) * cs * (int64_t)sizeof(float);
+    if (cs < 0) {
+      const char *swap = first;
+      first = last;
+      last = swap;
+    }
+    if (first < hi && last + sizeof(float) > lo) return -1;
+  }
+  return found;
+}
+
 void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch) {
   const rt_fuse_tape *t = &g->tape;
   float *slots = (float *)scratch;
@@ -251,8 +284,12 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
           in[k] = gather, in_step[k] = 1;
         }
       }
-      tape_block(t, slots, in, in_step, n);
+      float *direct = NULL;
+      int direct_output = direct_output_of(g, b, n, r, c0);
+      if (direct_output >= 0) direct = (float *)b->out[direct_output] + r * b->out_rs[direct_output] + c0;
+      tape_block(t, slots, in, in_step, n, direct);
       for (int j = 0; j < g->num_outputs; j++) {
+        if (j == direct_output) continue;
         const float *v = slots + (size_t)t->out_slot[j] * RT_TAPE_BLOCK;
         int64_t cs = b->out_cs[j];
         float *o = (float *)b->out[j] + r * b->out_rs[j] + c0 * cs;
