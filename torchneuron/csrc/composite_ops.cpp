@@ -2,6 +2,8 @@
 // element loop here; each step launches a native kernel.
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
 #include "op_tracking.h"
@@ -50,10 +52,36 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
   return self;
 }
 
+// The angle of a real number: pi for negative values, NaN for NaN, 0
+// otherwise (-0 included), in the input's floating dtype or the default
+// one for integers and bools, as the CPU computes it. (Complex numbers are
+// not device dtypes: their angle is not reached here.)
+at::Tensor angle(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::angle");
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "angle: complex tensors are not supported on neuron");
+  const at::ScalarType dtype =
+      at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? c10::typeMetaToScalarType(at::get_default_dtype())
+                                                                 : self.scalar_type();
+  const at::Tensor x = self.to(dtype);
+  return at::where(x.lt(0), c10::pi<double>, at::where(x.isnan(), x, at::zeros({}, x.options())));
+}
+
+at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::angle.out");
+  const at::Tensor result = torchneuron::angle(self);
+  TORCH_CHECK(at::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unfold_backward", unfold_backward);
+  m.impl("angle", angle);
+  m.impl("angle.out", angle_out);
   m.impl("masked_scatter_", masked_scatter_);
 }
 
