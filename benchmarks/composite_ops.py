@@ -1,7 +1,9 @@
 """Ops added for the eager-conformance issue, on neuron versus PyTorch CPU
 in the same run, turn by turn: cdist/pdist (forward and backward), prelu
 (forward and backward), bucketize, repeat_interleave with a repeats tensor,
-channel_shuffle, index_reduce and max_unpool2d.
+channel_shuffle, index_reduce, max_unpool2d, ctc_loss (forward and
+backward), histogramdd, segment_reduce (forward and backward) and
+grid_sample (2-d and 3-d, forward and backward).
 
 Each time is the median of several runs (best shown too); ratio = CPU time
 / neuron time (above 1.0 neuron is faster). PyTorch CPU runs with
@@ -74,6 +76,28 @@ def main() -> None:
         pooled, idx = F.max_pool2d(torch.randn(32, 64, 56, 56), 2, return_indices=True)
         return [pooled, idx]
     case("max_unpool2d [32,64,28,28] -> 56x56", unpool_inputs, lambda y, i: F.max_unpool2d(y, i, 2), r)
+
+    # CTC: 16 utterances of 200 steps over 32 classes, targets of 20-50 labels
+    T, N, C = 200, 16, 32
+    lengths_in = [T - 5 * n for n in range(N)]
+    lengths_tg = [20 + 2 * n for n in range(N)]
+    case("ctc_loss T=200 N=16 C=32 L<=50 fwd+bwd",
+         lambda: [torch.randn(T, N, C).log_softmax(2), torch.randint(1, C, (N, 50))],
+         lambda lp, tg: F.ctc_loss(lp, tg, lengths_in, lengths_tg), r, grad=True)
+    case("histogramdd [1M,3] into 16^3 bins", lambda: [torch.randn(1 << 20, 3)],
+         lambda x: torch.histogramdd(x, [16, 16, 16]).hist, r)
+    img2 = lambda: [torch.randn(8, 32, 64, 64), torch.rand(8, 64, 64, 2) * 2 - 1]  # noqa: E731
+    case("grid_sample bilinear [8,32,64,64] fwd+bwd", img2,
+         lambda x, g: F.grid_sample(x, g, align_corners=False), r, grad=True)
+    case("grid_sample bicubic reflection [8,32,64,64]", img2,
+         lambda x, g: F.grid_sample(x, g, mode="bicubic", padding_mode="reflection", align_corners=False), r)
+    case("grid_sample 3-d [2,16,16,32,32] fwd+bwd",
+         lambda: [torch.randn(2, 16, 16, 32, 32), torch.rand(2, 16, 32, 32, 3) * 2 - 1],
+         lambda x, g: F.grid_sample(x, g, align_corners=True), r, grad=True)
+    seg_lengths = torch.full((4096,), 256)
+    for reduce in ("sum", "max"):
+        case(f"segment_reduce {reduce} [1M,4] in 4096 fwd+bwd", lambda: [torch.randn(1 << 20, 4)],
+             lambda x, red=reduce: torch.segment_reduce(x, red, lengths=seg_lengths.to(x.device)), r, grad=True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@
 #include "neuronrt/ops/pointwise.h"
 #include "neuronrt/ops/random.h"
 #include "neuronrt/ops/reduce.h"
+#include "neuronrt/ops/sampling.h"
 #include "neuronrt/ops/shape.h"
 #include "neuronrt/ops/special.h"
 #include "neuronrt/ops/vision.h"
@@ -44,6 +45,7 @@
   NRT_AMP_OPS(X)        \
   NRT_LINALG_OPS(X)     \
   NRT_SPECIAL_FUNCTION_OPS(X) \
-  NRT_DISTANCE_OPS(X)
+  NRT_DISTANCE_OPS(X) \
+  NRT_SAMPLING_OPS(X)
 
 #endif
