@@ -214,7 +214,15 @@ CPU's ISA, we keep ours, and the tests check it against an exact reference
   does). The CPU's scalar path (small or strided tensors) rounds alpha·b to
   the 16-bit type before adding; its vectorised path does not, like ours.
 - **16-bit (bi)linear upsampling** computes in float32 and rounds once; the
-  CPU rounds its weights and every step to the 16-bit type.
+  CPU rounds its weights and every step to the 16-bit type. So does 16-bit
+  **grid_sample**, whose CPU float16 result on a large image holds NaN.
+- **grid_sample with non-finite grid values** follows PyTorch's CUDA kernel:
+  NaN clips to 0 under border and reflection padding, and under zeros
+  padding such a point reads nothing (0); the CPU's vectorised 2-d kernel
+  gives NaN there.
+- **segment_reduce's max/min backward** shares a tied extreme's gradient
+  equally among the ties whatever its sign; the CPU divides only positive
+  gradients (it finds the ties by testing the gradient's sign).
 - **int32/int64 INT_MIN / -1** (division, floor division, remainder, fmod)
   wraps to INT_MIN with remainder 0, as the narrower integer types do on the
   CPU; the CPU's own int32/int64 kernels trap (SIGFPE) and kill the process.
