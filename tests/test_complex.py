@@ -264,12 +264,72 @@ def _rotary_cpu_or_dev(device, dtype=torch.float32):
     return out.detach(), xq.grad
 
 
-def test_llama_rotary_embedding_matches_cpu():
-    # Values and gradients as the CPU's. (polar and the complex mul have no
-    # native kernels yet: they run through the counted fallback.)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+def test_llama_rotary_embedding_matches_cpu_with_no_fallback():
+    # polar + view_as_complex + mul + view_as_real, forward and backward.
+    with no_fallback():
         out, grad = _rotary_cpu_or_dev(DEV)
     eout, egrad = _rotary_cpu_or_dev("cpu")
     torch.testing.assert_close(out.cpu(), eout)
     torch.testing.assert_close(grad.cpu(), egrad)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_mul_native(dtype):
+    tol = {} if dtype == torch.complex128 else {"rtol": 2e-6, "atol": 1e-6}
+    a = _values(dtype, 3, 4)
+    b = _values(dtype, 4).flip(0) * (0.5 - 1j)
+    cases = [(a, b), (a.t(), (a * 2).t()), (a[:, :1], b), (a[0, 0], a), (a[:0], b)]
+    with no_fallback():
+        for x, y in cases:
+            got = x.to(DEV) * y.to(DEV)
+            torch.testing.assert_close(got.cpu(), x * y, equal_nan=True, **tol)
+        # a conjugate operand (resolved by PyTorch's conjugate fallback)
+        torch.testing.assert_close((a.to(DEV) * a.to(DEV).conj()).cpu(), a * a.conj(),
+                                   equal_nan=True, **tol)
+    # backward through the product
+    x = torch.randn(2, 3, dtype=dtype).requires_grad_()
+    y = torch.randn(3, dtype=dtype).requires_grad_()
+    dx, dy = x.detach().to(DEV).requires_grad_(), y.detach().to(DEV).requires_grad_()
+    g = torch.randn(2, 3, dtype=dtype)  # finite: inf/NaN products are checked above
+    (x * y).backward(g)
+    with no_fallback():
+        (dx * dy).backward(g.to(DEV))
+    torch.testing.assert_close(dx.grad.cpu(), x.grad, **tol)
+    torch.testing.assert_close(dy.grad.cpu(), y.grad, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polar_native(dtype):
+    torch.manual_seed(0)
+    r = torch.rand(3, 4, dtype=dtype) * 3
+    theta = (torch.rand(4, dtype=dtype) - 0.5) * 10
+    tol = {} if dtype == torch.float64 else {"rtol": 2e-6, "atol": 2e-6}
+    with no_fallback():
+        torch.testing.assert_close(torch.polar(r.to(DEV), theta.to(DEV)).cpu(), torch.polar(r, theta), **tol)
+        torch.testing.assert_close(torch.polar(r.t().to(DEV), r.t().to(DEV)).cpu(), torch.polar(r.t(), r.t()), **tol)
+        out = torch.empty(0, dtype=torch.polar(r, theta).dtype, device=DEV)
+        torch.polar(r.to(DEV), theta.to(DEV), out=out)
+        torch.testing.assert_close(out.cpu(), torch.polar(r, theta), **tol)
+        assert torch.polar(r[:0].to(DEV), theta.to(DEV)).shape == (0, 4)
+    # mixed dtypes: the CPU's error (through the fallback)
+    with pytest.raises(RuntimeError) as cpu_err:
+        torch.polar(r, theta.to(torch.float64 if dtype == torch.float32 else torch.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as dev_err:
+            torch.polar(r.to(DEV), theta.to(torch.float64 if dtype == torch.float32 else torch.float32).to(DEV))
+    assert str(dev_err.value) == str(cpu_err.value)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_sum_native(dtype):
+    x = torch.randn(3, 4, 5, dtype=dtype)
+    tol = {} if dtype == torch.complex128 else {"rtol": 1e-5, "atol": 1e-5}
+    with no_fallback():
+        d = x.to(DEV)
+        for dims, keep in [((1,), False), ((-1, 0), True), ((), False), (None, False)]:
+            torch.testing.assert_close(torch.sum(d, dims, keepdim=keep).cpu(),
+                                       torch.sum(x, dims, keepdim=keep), **tol)
+        torch.testing.assert_close(d.transpose(0, 2).sum(1).cpu(), x.transpose(0, 2).sum(1), **tol)
+        torch.testing.assert_close(d.conj().sum(0).cpu(), x.conj().sum(0), **tol)
+        torch.testing.assert_close(d[:0].sum(0).cpu(), x[:0].sum(0))

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "complex_ops.h"
 #include "fallback.h"
 #include "index_launch.h"  // to_nrt_scalar
 #include "op_tracking.h"
@@ -253,6 +254,7 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
+    if (name_ == "mul.Tensor" && try_native_complex_mul(stack)) return;
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);

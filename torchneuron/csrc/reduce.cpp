@@ -157,6 +157,20 @@ at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& 
   return result;
 }
 
+// A complex sum is the sum of the real and imaginary planes: the real
+// reduction over view_as_real (the same dims, named non-negative so that the
+// trailing (real, imaginary) dim stays out of them).
+at::Tensor complex_sum(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+  std::vector<int64_t> dims;
+  if (dim && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+  }
+  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
+  return at::view_as_complex(at::sum(planes, dims, keepdim));
+}
+
 at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype) {
   NEURON_TRACK_OP("aten::sum.dim_IntList");
@@ -908,6 +922,29 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
   return logcumsumexp_out(self, dim, result);
 }
 
+// sum.dim_IntList of a complex neuron tensor (no dtype= or the same one,
+// not a 0-d tensor) on the real planes; any other storage-dtype call goes to
+// the fallback, the rest to sum_dim.
+at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                              std::optional<at::ScalarType> dtype) {
+  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
+      !self.is_neg()) {
+    NEURON_TRACK_OP("aten::sum.dim_IntList");
+    c10::DeviceGuard guard(self.device());
+    return complex_sum(self, dim, keepdim);
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack;
+    stack.emplace_back(self);
+    stack.emplace_back(dim);
+    stack.emplace_back(keepdim);
+    stack.emplace_back(dtype);
+    run_through_fallback("aten::sum", "dim_IntList", &stack);
+    return stack.back().toTensor();
+  }
+  return sum_dim(self, dim, keepdim, dtype);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -921,7 +958,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
   m.impl("trace", native_or_fallback("trace", trace));
   m.impl("sum", native_or_fallback("sum", sum_all));
-  m.impl("sum.dim_IntList", native_or_fallback("sum.dim_IntList", sum_dim));
+  m.impl("sum.dim_IntList", sum_dim_or_complex);
   m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
   m.impl("mean", native_or_fallback("mean", mean_all));
   m.impl("mean.dim", native_or_fallback("mean.dim", mean_dim));

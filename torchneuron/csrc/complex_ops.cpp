@@ -1,0 +1,97 @@
+// Complex ops composed from the runtime's real kernels, on the real and
+// imaginary parts (view_as_real of each operand, one plane per part): the
+// complex product as four real products and two sums, polar as cos/sin and
+// products. Every step is a native neuron op; nothing here touches elements.
+// The cases they do not cover (a CPU scalar operand, mixed dtypes, type
+// promotion) keep to the counted CPU fallback.
+#include "complex_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "fallback.h"
+#include "op_tracking.h"
+
+namespace torchneuron {
+namespace {
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// The real (part 0) or imaginary (part 1) plane of a complex tensor.
+at::Tensor plane(const at::Tensor& t, int64_t part) { return at::view_as_real(t).select(-1, part); }
+
+// out = a * b for complex a, b of one dtype (out of their broadcast shape).
+void complex_mul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::mul_out(re, ar, br);
+  re.sub_(at::mul(ai, bi));
+  at::mul_out(im, ar, bi);
+  im.add_(at::mul(ai, br));
+}
+
+bool plain_complex(const at::Tensor& t, at::ScalarType dtype) {
+  return is_neuron(t) && t.scalar_type() == dtype && !t.is_conj() && !t.is_neg();
+}
+
+}  // namespace
+
+bool try_native_complex_mul(torch::jit::Stack* stack) {
+  if (stack->size() < 2 || !(*stack)[stack->size() - 2].isTensor() ||
+      !(*stack)[stack->size() - 1].isTensor())
+    return false;
+  const at::Tensor a = (*stack)[stack->size() - 2].toTensor();
+  const at::Tensor b = (*stack)[stack->size() - 1].toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(b, a.scalar_type()) ||
+      !plain_complex(a, a.scalar_type()) || a.device() != b.device())
+    return false;
+  NEURON_TRACK_OP("aten::mul.Tensor(complex)");
+  c10::DeviceGuard guard(a.device());
+  at::Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), a.options());
+  if (out.numel() > 0) complex_mul_into(out, a, b);
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+namespace {
+
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  at::ScalarType real = abs.scalar_type();
+  bool native = is_neuron(abs) && is_neuron(angle) && is_neuron(out) &&
+                (real == at::kFloat || real == at::kDouble) && angle.scalar_type() == real &&
+                out.scalar_type() == c10::toComplexType(real) && !out.is_conj() && !out.is_neg() &&
+                abs.device() == angle.device() && abs.device() == out.device();
+  if (!native) {
+    torch::jit::Stack stack{abs, angle, out};
+    run_through_fallback("aten::polar", "out", &stack);
+    return out;
+  }
+  NEURON_TRACK_OP("aten::polar.out");
+  c10::DeviceGuard guard(out.device());
+  std::vector<int64_t> shape = at::infer_size(abs.sizes(), angle.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, abs);
+  at::assert_no_partial_overlap(out, angle);
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::Tensor wide_angle = angle.expand(shape), wide_abs = abs.expand(shape);
+  at::cos_out(re, wide_angle);
+  re.mul_(wide_abs);
+  at::sin_out(im, wide_angle);
+  im.mul_(wide_abs);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("polar.out", polar_out); }
+
+}  // namespace torchneuron
