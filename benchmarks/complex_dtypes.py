@@ -1,5 +1,6 @@
 """The storage dtypes (complex64/128, uint16/32/64) on neuron against
-PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops.
+PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
+and the complex mul / polar / sum composed from native real kernels.
 
     .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7]
 
@@ -35,6 +36,14 @@ def cases():
     yield "flip complex64 2048^2 dim=1", (square,), lambda x: x.flip(1)
     yield "uint32 -> float64 4M", (u32,), lambda x: x.to(torch.float64)
     yield "zeros complex128 4M", (None,), lambda d: torch.zeros(N, dtype=torch.complex128, device=d)
+    # composed from native real kernels (complex_ops.cpp, reduce.cpp)
+    half = c64[: N // 2]
+    yield "mul complex64 2M x 2M", (half, c64[N // 2:]), lambda a, b: a * b
+    yield "mul complex64 [2048,1024] x [1024] bcast", (half.view(2048, 1024), c64[:1024]), \
+        lambda a, b: a * b
+    r, theta = f32[: N // 2].abs(), f32[N // 2:]
+    yield "polar float32 2M", (r, theta), lambda a, b: torch.polar(a, b)
+    yield "sum complex64 2048^2 dim=1", (square,), lambda x: x.sum(1)
 
 
 def main():
