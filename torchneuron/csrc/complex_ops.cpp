@@ -60,6 +60,39 @@ bool try_native_complex_mul(torch::jit::Stack* stack) {
   return true;
 }
 
+bool try_native_complex_add(torch::jit::Stack* stack, bool subtract) {
+  // add.Tensor / sub.Tensor: (self, other, alpha)
+  if (stack->size() < 3) return false;
+  const c10::IValue* args = stack->data() + (stack->size() - 3);
+  if (!args[0].isTensor() || !args[1].isTensor() || !args[2].isScalar()) return false;
+  const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
+  const c10::Scalar alpha = args[2].toScalar();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type()) ||
+      !plain_complex(b, a.scalar_type()) || a.device() != b.device() || alpha.isComplex())
+    return false;
+  NEURON_TRACK_OP(subtract ? "aten::sub.Tensor(complex)" : "aten::add.Tensor(complex)");
+  c10::DeviceGuard guard(a.device());
+  // The (real, imaginary) planes add as real tensors: one native op.
+  at::Tensor sum = subtract ? at::sub(at::view_as_real(a), at::view_as_real(b), alpha)
+                            : at::add(at::view_as_real(a), at::view_as_real(b), alpha);
+  at::Tensor out = at::view_as_complex(sum);
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+bool try_native_complex_neg(torch::jit::Stack* stack) {
+  if (stack->empty() || !stack->back().isTensor()) return false;
+  const at::Tensor a = stack->back().toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
+  NEURON_TRACK_OP("aten::neg(complex)");
+  c10::DeviceGuard guard(a.device());
+  at::Tensor out = at::view_as_complex(at::neg(at::view_as_real(a)));
+  torch::jit::drop(*stack, 1);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
 namespace {
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {

@@ -10,5 +10,9 @@ namespace torchneuron {
 // product natively, replaces the arguments with it and returns true;
 // otherwise leaves the stack alone and returns false.
 bool try_native_complex_mul(torch::jit::Stack* stack);
+// The same for add.Tensor / sub.Tensor (self, other, alpha) with a real alpha.
+bool try_native_complex_add(torch::jit::Stack* stack, bool subtract);
+// The same for neg (self).
+bool try_native_complex_neg(torch::jit::Stack* stack);
 
 }  // namespace torchneuron

@@ -255,6 +255,10 @@ class PointwiseCore {
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
     if (name_ == "mul.Tensor" && try_native_complex_mul(stack)) return;
+    if ((name_ == "add.Tensor" || name_ == "sub.Tensor") &&
+        try_native_complex_add(stack, name_ == "sub.Tensor"))
+      return;
+    if (name_ == "neg" && try_native_complex_neg(stack)) return;
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
