@@ -362,3 +362,19 @@ def test_complex_neg_native(dtype):
     with no_fallback():
         for x in [a, a.t(), a[1, 2], a[:0]]:
             assert_same((-x.to(DEV)).cpu(), -x)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_abs_angle_eq_ne_native(dtype):
+    a = _values(dtype, 3, 4)
+    b = a.clone()
+    b[0, 3] = 5 + 5j
+    b[2, 1] = complex(a[2, 1].real.item(), 9.0)  # equal real part, different imaginary
+    tol = {} if dtype == torch.complex128 else {"rtol": 2e-6, "atol": 1e-6}
+    with no_fallback():
+        for x in [a, a.t(), a[1, 2], a[:0]]:
+            torch.testing.assert_close(torch.abs(x.to(DEV)).cpu(), torch.abs(x), equal_nan=True, **tol)
+            torch.testing.assert_close(torch.angle(x.to(DEV)).cpu(), torch.angle(x), equal_nan=True, **tol)
+        for x, y in [(a, b), (a.t(), b.t()), (a, b[1]), (a[0, 0], b), (a[:0], b[0])]:
+            assert_same((x.to(DEV) == y.to(DEV)).cpu(), x == y)
+            assert_same((x.to(DEV) != y.to(DEV)).cpu(), x != y)

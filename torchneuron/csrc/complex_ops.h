@@ -14,5 +14,9 @@ bool try_native_complex_mul(torch::jit::Stack* stack);
 bool try_native_complex_add(torch::jit::Stack* stack, bool subtract);
 // The same for neg (self).
 bool try_native_complex_neg(torch::jit::Stack* stack);
+// abs (hypot of the planes) or angle (atan2 of the planes): a real result.
+bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle);
+// eq.Tensor / ne.Tensor of two complex tensors of one dtype.
+bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
 
 }  // namespace torchneuron

@@ -259,6 +259,12 @@ class PointwiseCore {
         try_native_complex_add(stack, name_ == "sub.Tensor"))
       return;
     if (name_ == "neg" && try_native_complex_neg(stack)) return;
+    if ((name_ == "abs" || name_ == "angle") &&
+        try_native_complex_unary_real(stack, name_ == "angle"))
+      return;
+    if ((name_ == "eq.Tensor" || name_ == "ne.Tensor") &&
+        try_native_complex_compare(stack, name_ == "ne.Tensor"))
+      return;
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
