@@ -378,3 +378,47 @@ def test_complex_abs_angle_eq_ne_native(dtype):
         for x, y in [(a, b), (a.t(), b.t()), (a, b[1]), (a[0, 0], b), (a[:0], b[0])]:
             assert_same((x.to(DEV) == y.to(DEV)).cpu(), x == y)
             assert_same((x.to(DEV) != y.to(DEV)).cpu(), x != y)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_mean_native(dtype):
+    x = torch.randn(3, 4, 5, dtype=dtype)
+    tol = {} if dtype == torch.complex128 else {"rtol": 1e-5, "atol": 1e-5}
+    with no_fallback():
+        d = x.to(DEV)
+        for dims, keep in [((1,), False), ((-1, 0), True), (None, False)]:
+            torch.testing.assert_close(torch.mean(d, dims, keepdim=keep).cpu(),
+                                       torch.mean(x, dims, keepdim=keep), **tol)
+        torch.testing.assert_close(d.transpose(0, 2).mean(1).cpu(), x.transpose(0, 2).mean(1), **tol)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_mm_bmm_matmul_native(dtype):
+    torch.manual_seed(0)
+    a = torch.randn(2, 5, 6, dtype=dtype)
+    b = torch.randn(2, 6, 3, dtype=dtype)
+    tol = {} if dtype == torch.complex128 else {"rtol": 1e-5, "atol": 1e-5}
+    with no_fallback():
+        torch.testing.assert_close((a[0].to(DEV) @ b[0].to(DEV)).cpu(), a[0] @ b[0], **tol)
+        torch.testing.assert_close(torch.mm(a[0].t().to(DEV), a[1].to(DEV)).cpu(), a[0].t() @ a[1], **tol)
+        torch.testing.assert_close(torch.bmm(a.to(DEV), b.to(DEV)).cpu(), torch.bmm(a, b), **tol)
+        torch.testing.assert_close(torch.matmul(a.to(DEV), b[0].to(DEV)).cpu(), torch.matmul(a, b[0]), **tol)
+        assert torch.mm(a[0, :0].to(DEV), b[0].to(DEV)).shape == (0, 3)
+    # backward through mm (conjugate-transposed operands on the way)
+    x = a[0].clone().requires_grad_()
+    y = b[0].clone().requires_grad_()
+    dx, dy = x.detach().to(DEV).requires_grad_(), y.detach().to(DEV).requires_grad_()
+    g = torch.randn(5, 3, dtype=dtype)
+    (x @ y).backward(g)
+    with no_fallback():
+        (dx @ dy).backward(g.to(DEV))
+    torch.testing.assert_close(dx.grad.cpu(), x.grad, **tol)
+    torch.testing.assert_close(dy.grad.cpu(), y.grad, **tol)
+    # a size mismatch: the CPU's error
+    with pytest.raises(RuntimeError) as cpu_err:
+        torch.mm(a[0], a[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError) as dev_err:
+            torch.mm(a[0].to(DEV), a[0].to(DEV))
+    assert str(dev_err.value) == str(cpu_err.value)

@@ -124,6 +124,36 @@ bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal) {
   return true;
 }
 
+std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a_in, const at::Tensor& b_in,
+                                                bool batched) {
+  const int64_t nd = batched ? 3 : 2;
+  if (!a_in.defined() || !b_in.defined() || !a_in.is_complex() || !is_neuron(a_in) ||
+      !is_neuron(b_in) || b_in.scalar_type() != a_in.scalar_type())
+    return std::nullopt;
+  // Conjugate operands (autograd's gradients) are materialised natively.
+  const at::Tensor a = a_in.resolve_conj().resolve_neg(), b = b_in.resolve_conj().resolve_neg();
+  if (a.device() != b.device() || a.dim() != nd ||
+      b.dim() != nd || a.size(-1) != b.size(-2) || (batched && a.size(0) != b.size(0)))
+    return std::nullopt;  // the fallback gives the CPU's result or error
+  NEURON_TRACK_OP(batched ? "aten::bmm(complex)" : "aten::mm(complex)");
+  c10::DeviceGuard guard(a.device());
+  // Four real products of the planes (each a native GEMM).
+  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
+  auto prod = [&](const at::Tensor& x, const at::Tensor& y) {
+    return batched ? at::bmm(x, y) : at::mm(x, y);
+  };
+  std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end());
+  shape.back() = b.size(-1);
+  at::Tensor out = at::empty(shape, a.options());
+  if (out.numel() == 0) return out;
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  re.copy_(prod(ar, br));
+  re.sub_(prod(ai, bi));
+  im.copy_(prod(ar, bi));
+  im.add_(prod(ai, br));
+  return out;
+}
+
 namespace {
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {

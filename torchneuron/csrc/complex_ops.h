@@ -1,7 +1,10 @@
 // Complex ops composed from native real kernels (complex_ops.cpp).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
+
+#include <optional>
 
 namespace torchneuron {
 
@@ -18,5 +21,9 @@ bool try_native_complex_neg(torch::jit::Stack* stack);
 bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle);
 // eq.Tensor / ne.Tensor of two complex tensors of one dtype.
 bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
+// mm (batched: bmm) of two neuron complex tensors of one dtype as four real
+// GEMMs on the planes; nothing when the case is not that one.
+std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,
+                                                bool batched);
 
 }  // namespace torchneuron

@@ -21,6 +21,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "complex_ops.h"
 #include "storage_fallback.h"
 #include "op_tracking.h"
 #include "shape_common.h"
@@ -446,12 +447,25 @@ at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
   return dot_impl("vdot", self, other);
 }
 
+// mm / bmm: complex operands of one dtype on four real GEMMs; other
+// storage-dtype calls through the fallback; the rest native.
+template <bool Batched>
+at::Tensor mm_or_complex(const at::Tensor& self, const at::Tensor& mat2) {
+  if (auto out = try_native_complex_mm(self, mat2, Batched)) return *out;
+  if (is_storage_dtype(self.scalar_type()) || is_storage_dtype(mat2.scalar_type())) {
+    torch::jit::Stack stack{self, mat2};
+    run_through_fallback(Batched ? "aten::bmm" : "aten::mm", "", &stack);
+    return stack.back().toTensor();
+  }
+  return Batched ? torchneuron::bmm(self, mat2) : torchneuron::mm(self, mat2);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", native_or_fallback("mm", mm));
+  m.impl("mm", mm_or_complex<false>);
   m.impl("mm.out", native_or_fallback("mm.out", mm_out));
-  m.impl("bmm", native_or_fallback("bmm", bmm));
+  m.impl("bmm", mm_or_complex<true>);
   m.impl("bmm.out", native_or_fallback("bmm.out", bmm_out));
   m.impl("addmm", native_or_fallback("addmm", addmm));
   m.impl("addmm.out", native_or_fallback("addmm.out", addmm_out));

@@ -945,6 +945,34 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
   return sum_dim(self, dim, keepdim, dtype);
 }
 
+// mean.dim of a complex neuron tensor: the real mean of its planes.
+at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype) {
+  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
+      !self.is_neg()) {
+    NEURON_TRACK_OP("aten::mean.dim");
+    c10::DeviceGuard guard(self.device());
+    std::vector<int64_t> dims;
+    if (dim && !dim->empty()) {
+      for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+    } else {
+      for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+    }
+    at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
+    return at::view_as_complex(at::mean(planes, dims, keepdim));
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack;
+    stack.emplace_back(self);
+    stack.emplace_back(dim);
+    stack.emplace_back(keepdim);
+    stack.emplace_back(dtype);
+    run_through_fallback("aten::mean", "dim", &stack);
+    return stack.back().toTensor();
+  }
+  return mean_dim(self, dim, keepdim, dtype);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -961,7 +989,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.dim_IntList", sum_dim_or_complex);
   m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
   m.impl("mean", native_or_fallback("mean", mean_all));
-  m.impl("mean.dim", native_or_fallback("mean.dim", mean_dim));
+  m.impl("mean.dim", mean_dim_or_complex);
   m.impl("mean.out", native_or_fallback("mean.out", mean_dim_out));
   m.impl("prod", native_or_fallback("prod", prod_all));
   m.impl("prod.dim_int", native_or_fallback("prod.dim_int", prod_dim));
