@@ -307,16 +307,21 @@ def test_copy_onto_itself_is_a_no_op():
 
 
 def test_unsupported_dtype_is_a_clear_error_naming_it():
-    complex_host = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    # Complex and wide unsigned dtypes are neuron dtypes now (test_complex.py,
+    # test_uint_wide.py); float8 is not.
+    f8_host = torch.tensor([1.0, 3.0]).to(torch.float8_e4m3fn)
     for attempt in (
-        lambda: complex_host.to("neuron"),
-        lambda: complex_host.neuron(),
-        lambda: torch.zeros(2, device="neuron").to(torch.complex64),
-        lambda: torch.empty(2, dtype=torch.complex64, device="neuron"),
-        lambda: torch.zeros(4, device="neuron").view(torch.complex64).cpu(),
+        lambda: f8_host.to("neuron"),
+        lambda: f8_host.neuron(),
+        lambda: torch.zeros(2, device="neuron").to(torch.float8_e4m3fn),
+        lambda: torch.empty(2, dtype=torch.float8_e4m3fn, device="neuron"),
     ):
-        with pytest.raises(NotImplementedError, match="ComplexFloat"):
+        with pytest.raises(NotImplementedError, match="Float8_e4m3fn"):
             attempt()
+    complex_host = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
+    assert torch.equal(complex_host.to("neuron").cpu(), complex_host)
+    assert torch.equal(torch.zeros(4, device="neuron").view(torch.complex64).cpu(),
+                       torch.zeros(2, dtype=torch.complex64))
 
 
 def test_copy_between_neuron_and_another_device_type_is_an_error():

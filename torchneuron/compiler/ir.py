@@ -26,7 +26,12 @@ MAX_EXPR_TERMS = 64
 # nrt_buffer_kind
 INPUT, OUTPUT, TEMP = 0, 1, 2
 
-# nrt_dtype, in the runtime's order (neuronrt/op.h).
+# nrt_dtype, in the runtime's order (neuronrt/op.h). The storage dtypes the
+# runtime appends after float64 (uint16/32/64, complex64/128) are left out on
+# purpose: few runtime ops take them (the graph loader refuses the rest), so a
+# graph that meets one is Unsupported and runs eagerly, where the counted CPU
+# fallback serves what has no native kernel. Codes 0-9 are unchanged, so the
+# plan format (PLAN_VERSION) is too.
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
           torch.float16, torch.bfloat16, torch.float32, torch.float64]
 DTYPE_CODE = {d: i for i, d in enumerate(DTYPES)}

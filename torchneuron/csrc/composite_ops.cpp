@@ -54,11 +54,14 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
 
 // The angle of a real number: pi for negative values, NaN for NaN, 0
 // otherwise (-0 included), in the input's floating dtype or the default
-// one for integers and bools, as the CPU computes it. (Complex numbers are
-// not device dtypes: their angle is not reached here.)
+// one for integers and bools, as the CPU computes it. A complex number's
+// angle is atan2 of its imaginary and real planes (view_as_real).
 at::Tensor angle(const at::Tensor& self) {
   NEURON_TRACK_OP("aten::angle");
-  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "angle: complex tensors are not supported on neuron");
+  if (self.is_complex()) {
+    const at::Tensor planes = at::view_as_real(self.resolve_conj().resolve_neg());
+    return at::atan2(planes.select(-1, 1), planes.select(-1, 0));
+  }
   const at::ScalarType dtype =
       at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? c10::typeMetaToScalarType(at::get_default_dtype())
                                                                  : self.scalar_type();

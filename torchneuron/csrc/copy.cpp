@@ -1,9 +1,12 @@
 // copy_ in every direction: host->device, device->host, device->device on
 // one device and across devices, with dtype conversion, broadcasting and any
 // strides. Bytes move with nrt_memcpy_async; conversion and restriding run
-// on the device as COPY ops, so nothing here touches elements.
+// on the device as COPY ops, so nothing here touches elements. As on the
+// CPU, a conjugate or negative bit that differs between source and
+// destination is applied to the stored values (COPY's flags scalar).
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -30,12 +33,22 @@ bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
   return true;
 }
 
-void launch_copy(c10::DeviceIndex device, const at::Tensor& dst, const at::Tensor& src) {
+// COPY's flags (neuronrt/ops: bit 0 conjugates, bit 1 negates the result).
+int64_t copy_flags(const at::Tensor& dst, const at::Tensor& src) {
+  return (dst.is_conj() != src.is_conj() ? 1 : 0) | (dst.is_neg() != src.is_neg() ? 2 : 0);
+}
+
+void launch_copy(c10::DeviceIndex device, const at::Tensor& dst, const at::Tensor& src,
+                 int64_t flags) {
   nrt_op op{};
   op.code = NRT_OP_COPY;
   op.num_operands = 2;
   op.operands[0] = to_view(dst, "copy_");
   op.operands[1] = to_view(src, "copy_");
+  if (flags) {
+    op.num_scalars = 1;
+    op.scalars[0].i = flags;
+  }
   launch(device, op);
 }
 
@@ -55,23 +68,25 @@ at::Tensor dense_host_source(const at::Tensor& src) {
 void copy_host_to_device(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   c10::DeviceGuard guard(dst.device());
   nrt_stream_t stream = current_stream(dst.device().index());
-  if (same_dense_layout(dst, src)) {
+  if (!copy_flags(dst, src) && same_dense_layout(dst, src)) {
     NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), src.const_data_ptr(), nbytes_of(src)));
   } else {
     at::Tensor host = dense_host_source(src);
     at::Tensor staging = at::empty_strided(host.sizes(), host.strides(),
                                            host.options().device(dst.device()));
     NRT_CHECK(nrt_memcpy_async(stream, staging.data_ptr(), host.const_data_ptr(), nbytes_of(host)));
-    launch_copy(dst.device().index(), dst, staging.expand(dst.sizes()));
+    // host may have resolved src's bits (contiguous() of a conjugate view).
+    launch_copy(dst.device().index(), dst, staging.expand(dst.sizes()), copy_flags(dst, host));
   }
   if (!non_blocking) synchronize(stream);
 }
 
-void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking,
+                         int64_t flags) {
   c10::DeviceGuard guard(src.device());
   nrt_stream_t stream = current_stream(src.device().index());
   bool async = non_blocking && is_pinned(dst.const_data_ptr());
-  if (same_dense_layout(dst, src)) {
+  if (!flags && same_dense_layout(dst, src)) {
     NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), src.const_data_ptr(), nbytes_of(dst)));
     if (!async) synchronize(stream);
     return;
@@ -82,7 +97,7 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   bool dst_dense = dst.is_non_overlapping_and_dense();
   at::Tensor staging = dst_dense ? at::empty_strided(dst.sizes(), dst.strides(), staging_options)
                                  : at::empty(dst.sizes(), staging_options);
-  launch_copy(src.device().index(), staging, src);
+  launch_copy(src.device().index(), staging, src, flags);
   if (dst_dense) {
     NRT_CHECK(nrt_memcpy_async(stream, dst.data_ptr(), staging.const_data_ptr(), nbytes_of(dst)));
     if (!async) synchronize(stream);
@@ -91,14 +106,18 @@ void copy_device_to_host(const at::Tensor& dst, const at::Tensor& src, bool non_
   at::Tensor host = at::empty(dst.sizes(), dst.options());
   NRT_CHECK(nrt_memcpy_async(stream, host.data_ptr(), staging.const_data_ptr(), nbytes_of(host)));
   synchronize(stream);
+  // host holds dst's stored values: with dst's bits, the CPU copies them as
+  // they are.
+  host._set_conj(dst.is_conj());
+  host._set_neg(dst.is_neg());
   dst.copy_(host);
 }
 
-void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
+void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src, int64_t flags) {
   c10::DeviceIndex dst_device = dst.device().index(), src_device = src.device().index();
   if (dst_device == src_device) {
     c10::DeviceGuard guard(dst.device());
-    launch_copy(dst_device, dst, src);
+    launch_copy(dst_device, dst, src, flags);
     return;
   }
   // Across devices the copy runs on dst's stream, after the work queued on
@@ -114,7 +133,7 @@ void copy_device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   if (!status) status = nrt_stream_wait_event(dst_stream, src_ready);
   if (!status) {
     try {
-      launch_copy(dst_device, dst, src);
+      launch_copy(dst_device, dst, src, flags);
     } catch (...) {
       nrt_event_destroy(src_ready);
       nrt_event_destroy(copy_done);
@@ -148,18 +167,21 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
               " are not supported; go through the CPU");
   // Same-dtype copies would move bytes without a kernel; refuse dtypes the
   // device does not have here too, with a message naming the dtype.
-  (void)to_runtime_dtype(self.scalar_type(), "copy_");
-  (void)to_runtime_dtype(src.scalar_type(), "copy_");
-  if (self.numel() == 0 || same_elements(self, src)) return self;
+  (void)to_storage_dtype(self.scalar_type(), "copy_");
+  (void)to_storage_dtype(src.scalar_type(), "copy_");
+  if (!self.is_complex() && src.is_complex())
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  int64_t flags = copy_flags(self, src);
+  if (self.numel() == 0 || (!flags && same_elements(self, src))) return self;
   at::Tensor source = src.sizes() == self.sizes() ? src : src.expand(self.sizes());
   if (is_neuron(self) && is_neuron(source)) {
     at::assert_no_internal_overlap(self);
     at::assert_no_partial_overlap(self, source);
-    copy_device_to_device(self, source);
+    copy_device_to_device(self, source, flags);
   } else if (is_neuron(self)) {
     copy_host_to_device(self, source, non_blocking);
   } else {
-    copy_device_to_host(self, source, non_blocking);
+    copy_device_to_host(self, source, non_blocking, flags);
   }
   return self;
 }
@@ -181,8 +203,37 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 }  // namespace
 
+// conj_physical: a COPY whose flags conjugate (real dtypes: a plain copy).
+// conj_physical() itself is composite and only reaches here for complex
+// tensors without the conjugate bit.
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::conj_physical.out");
+  TORCH_CHECK(is_neuron(self) && is_neuron(out) && self.device() == out.device(),
+              "conj_physical: expected self and out on the same neuron device, got ",
+              self.device(), " and ", out.device());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "result type ", self.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, self);
+  copy_device_to_device(out, self, copy_flags(out, self) ^ (self.is_complex() ? 1 : 0));
+  return out;
+}
+
+at::Tensor& conj_physical_(at::Tensor& self) {
+  NEURON_TRACK_OP("aten::conj_physical_");
+  if (!self.is_complex() || self.numel() == 0) return self;
+  at::assert_no_internal_overlap(self);
+  c10::DeviceGuard guard(self.device());
+  launch_copy(self.device().index(), self, self, 1);
+  return self;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copy_", neuron_copy_);
+  m.impl("conj_physical.out", conj_physical_out);
+  m.impl("conj_physical_", conj_physical_);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
 }

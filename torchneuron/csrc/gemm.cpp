@@ -21,6 +21,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "complex_ops.h"
+#include "storage_fallback.h"
 #include "op_tracking.h"
 #include "shape_common.h"
 #include "tensor_view.h"
@@ -445,31 +447,44 @@ at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
   return dot_impl("vdot", self, other);
 }
 
+// mm / bmm: complex operands of one dtype on four real GEMMs; other
+// storage-dtype calls through the fallback; the rest native.
+template <bool Batched>
+at::Tensor mm_or_complex(const at::Tensor& self, const at::Tensor& mat2) {
+  if (auto out = try_native_complex_mm(self, mat2, Batched)) return *out;
+  if (is_storage_dtype(self.scalar_type()) || is_storage_dtype(mat2.scalar_type())) {
+    torch::jit::Stack stack{self, mat2};
+    run_through_fallback(Batched ? "aten::bmm" : "aten::mm", "", &stack);
+    return stack.back().toTensor();
+  }
+  return Batched ? torchneuron::bmm(self, mat2) : torchneuron::mm(self, mat2);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", mm);
-  m.impl("mm.out", mm_out);
-  m.impl("bmm", bmm);
-  m.impl("bmm.out", bmm_out);
-  m.impl("addmm", addmm);
-  m.impl("addmm.out", addmm_out);
-  m.impl("addmm_", addmm_);
-  m.impl("baddbmm", baddbmm);
-  m.impl("baddbmm.out", baddbmm_out);
-  m.impl("baddbmm_", baddbmm_);
-  m.impl("addbmm", addbmm);
-  m.impl("addbmm.out", addbmm_out);
-  m.impl("addbmm_", addbmm_);
-  m.impl("addmv", addmv);
-  m.impl("addmv.out", addmv_out);
-  m.impl("addmv_", addmv_);
-  m.impl("mv", mv);
-  m.impl("mv.out", mv_out);
-  m.impl("dot", dot);
-  m.impl("vdot", vdot);
-  m.impl("_addmm_activation", addmm_activation);
-  m.impl("_addmm_activation.out", addmm_activation_out);
+  m.impl("mm", mm_or_complex<false>);
+  m.impl("mm.out", native_or_fallback("mm.out", mm_out));
+  m.impl("bmm", mm_or_complex<true>);
+  m.impl("bmm.out", native_or_fallback("bmm.out", bmm_out));
+  m.impl("addmm", native_or_fallback("addmm", addmm));
+  m.impl("addmm.out", native_or_fallback("addmm.out", addmm_out));
+  m.impl("addmm_", native_or_fallback("addmm_", addmm_));
+  m.impl("baddbmm", native_or_fallback("baddbmm", baddbmm));
+  m.impl("baddbmm.out", native_or_fallback("baddbmm.out", baddbmm_out));
+  m.impl("baddbmm_", native_or_fallback("baddbmm_", baddbmm_));
+  m.impl("addbmm", native_or_fallback("addbmm", addbmm));
+  m.impl("addbmm.out", native_or_fallback("addbmm.out", addbmm_out));
+  m.impl("addbmm_", native_or_fallback("addbmm_", addbmm_));
+  m.impl("addmv", native_or_fallback("addmv", addmv));
+  m.impl("addmv.out", native_or_fallback("addmv.out", addmv_out));
+  m.impl("addmv_", native_or_fallback("addmv_", addmv_));
+  m.impl("mv", native_or_fallback("mv", mv));
+  m.impl("mv.out", native_or_fallback("mv.out", mv_out));
+  m.impl("dot", native_or_fallback("dot", dot));
+  m.impl("vdot", native_or_fallback("vdot", vdot));
+  m.impl("_addmm_activation", native_or_fallback("_addmm_activation", addmm_activation));
+  m.impl("_addmm_activation.out", native_or_fallback("_addmm_activation.out", addmm_activation_out));
 }
 
 }  // namespace torchneuron

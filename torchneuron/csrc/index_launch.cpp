@@ -40,7 +40,7 @@ nrt_tensor_view view_over(const at::Tensor& t, at::IntArrayRef shape, at::IntArr
   TORCH_INTERNAL_ASSERT(shape.size() == strides.size());
   nrt_tensor_view v{};
   v.data = const_cast<void*>(t.const_data_ptr());
-  v.dtype = to_runtime_dtype(t.scalar_type(), op);
+  v.dtype = to_storage_dtype(t.scalar_type(), op);
   v.ndim = static_cast<int32_t>(shape.size());
   for (size_t d = 0; d < shape.size(); d++) {
     v.shape[d] = shape[d];
@@ -115,7 +115,7 @@ void launch_scatter(nrt_op_code code, const IndexAccess& a, const ScatterSource&
   add_operand(op, view_over(a.target, a.shape, a.target_strides, name));
   if (source.value) {
     nrt_tensor_view v{};
-    v.dtype = to_runtime_dtype(a.target->scalar_type(), name);
+    v.dtype = to_storage_dtype(a.target->scalar_type(), name);
     v.ndim = static_cast<int32_t>(a.shape.size());
     for (size_t d = 0; d < a.shape.size(); d++) v.shape[d] = a.shape[d];
     op.immediate_mask = 1u << 1;

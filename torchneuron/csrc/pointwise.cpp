@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "complex_ops.h"
+#include "fallback.h"
 #include "index_launch.h"  // to_nrt_scalar
 #include "op_tracking.h"
 #include "runtime_check.h"
@@ -235,6 +237,40 @@ class PointwiseCore {
     num_returns_ = schema.returns().size();
   }
 
+  // True if an argument has a dtype no table kernel computes in (complex,
+  // wide unsigned: tensor_view.h's storage dtypes) or is a complex number:
+  // such calls run through the counted CPU fallback, not a refusal.
+  static bool needs_fallback(const c10::IValue& v) {
+    if (v.isTensor()) return v.toTensor().defined() && is_storage_dtype(v.toTensor().scalar_type());
+    if (v.isComplexDouble()) return true;
+    return false;
+  }
+  static bool needs_fallback(const at::Tensor& t) { return t.defined() && is_storage_dtype(t.scalar_type()); }
+  static bool needs_fallback(const std::optional<at::Tensor>& t) { return t && needs_fallback(*t); }
+  static bool needs_fallback(const c10::Scalar& v) { return v.isComplex(); }
+  static bool needs_fallback(const std::optional<c10::Scalar>& v) { return v && v->isComplex(); }
+  template <class Other>
+  static bool needs_fallback(const Other&) { return false; }
+
+  // Runs this overload through the CPU fallback (arguments on stack).
+  void fallback(torch::jit::Stack* stack) const {
+    if (name_ == "mul.Tensor" && try_native_complex_mul(stack)) return;
+    if ((name_ == "add.Tensor" || name_ == "sub.Tensor") &&
+        try_native_complex_add(stack, name_ == "sub.Tensor"))
+      return;
+    if (name_ == "neg" && try_native_complex_neg(stack)) return;
+    if ((name_ == "abs" || name_ == "angle") &&
+        try_native_complex_unary_real(stack, name_ == "angle"))
+      return;
+    if ((name_ == "eq.Tensor" || name_ == "ne.Tensor") &&
+        try_native_complex_compare(stack, name_ == "ne.Tensor"))
+      return;
+    size_t dot = name_.find('.');
+    std::string base = "aten::" + name_.substr(0, dot);
+    std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
+    run_through_fallback(base.c_str(), variant.c_str(), stack);
+  }
+
   size_t num_args() const { return roles_.size(); }
   size_t num_returns() const { return num_returns_; }
 
@@ -355,6 +391,8 @@ class BoxedPointwise final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t num_args = core_->num_args();
     const c10::IValue* args = stack->data() + (stack->size() - num_args);
+    for (size_t i = 0; i < num_args; i++)
+      if (PointwiseCore::needs_fallback(args[i])) return core_->fallback(stack);
     PointwiseCall call = core_->start();
     for (size_t i = 0; i < num_args; i++) core_->add(call, i, args[i]);
     c10::SmallVector<at::Tensor, 2> allocated = core_->run(call);
@@ -369,12 +407,39 @@ class BoxedPointwise final : public c10::OperatorKernel {
   std::shared_ptr<const PointwiseCore> core_;
 };
 
+// An unboxed argument as the fallback's stack holds it.
+template <class T>
+c10::IValue to_ivalue(const T& v) {
+  return c10::IValue(v);
+}
+inline c10::IValue to_ivalue(std::string_view v) { return c10::IValue(std::string(v)); }
+inline c10::IValue to_ivalue(std::optional<std::string_view> v) {
+  return v ? c10::IValue(std::string(*v)) : c10::IValue();
+}
+
 // Unboxed kernels for the common signatures: called with C++ references,
 // they never copy the caller's tensors (see TensorRef). Returns the new
 // result, or the written argument (self of an in-place op, out of out=).
 template <class Ret, class... Args>
 torch::CppFunction unboxed_kernel(std::shared_ptr<const PointwiseCore> core, Ret (*)(Args...)) {
   return torch::CppFunction([core](Args... args) -> Ret {
+    if ((PointwiseCore::needs_fallback(args) || ...)) {
+      torch::jit::Stack stack;
+      (stack.emplace_back(to_ivalue(args)), ...);
+      core->fallback(&stack);
+      if constexpr (std::is_same_v<Ret, at::Tensor>) {
+        return stack.back().toTensor();
+      } else {
+        at::Tensor* written = nullptr;
+        (
+            [&](auto& arg) {
+              if constexpr (std::is_same_v<decltype(arg), at::Tensor&>)
+                if (!written) written = &arg;
+            }(args),
+            ...);
+        return *written;
+      }
+    }
     PointwiseCall call = core->start();
     size_t i = 0;
     (core->add(call, i++, args), ...);

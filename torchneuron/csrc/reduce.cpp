@@ -38,6 +38,7 @@
 #include <limits>
 
 #include "op_tracking.h"
+#include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
 
@@ -154,6 +155,20 @@ at::Tensor reduction_result(const at::Tensor& self, const DimMask& mask, bool ke
 at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& mask) {
   launch_reduction(NRT_OP_SUM, input_for(self, result.scalar_type()), mask, {result});
   return result;
+}
+
+// A complex sum is the sum of the real and imaginary planes: the real
+// reduction over view_as_real (the same dims, named non-negative so that the
+// trailing (real, imaginary) dim stays out of them).
+at::Tensor complex_sum(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+  std::vector<int64_t> dims;
+  if (dim && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+  }
+  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
+  return at::view_as_complex(at::sum(planes, dims, keepdim));
 }
 
 at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
@@ -907,76 +922,127 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
   return logcumsumexp_out(self, dim, result);
 }
 
+// sum.dim_IntList of a complex neuron tensor (no dtype= or the same one,
+// not a 0-d tensor) on the real planes; any other storage-dtype call goes to
+// the fallback, the rest to sum_dim.
+at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                              std::optional<at::ScalarType> dtype) {
+  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
+      !self.is_neg()) {
+    NEURON_TRACK_OP("aten::sum.dim_IntList");
+    c10::DeviceGuard guard(self.device());
+    return complex_sum(self, dim, keepdim);
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack;
+    stack.emplace_back(self);
+    stack.emplace_back(dim);
+    stack.emplace_back(keepdim);
+    stack.emplace_back(dtype);
+    run_through_fallback("aten::sum", "dim_IntList", &stack);
+    return stack.back().toTensor();
+  }
+  return sum_dim(self, dim, keepdim, dtype);
+}
+
+// mean.dim of a complex neuron tensor: the real mean of its planes.
+at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype) {
+  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
+      !self.is_neg()) {
+    NEURON_TRACK_OP("aten::mean.dim");
+    c10::DeviceGuard guard(self.device());
+    std::vector<int64_t> dims;
+    if (dim && !dim->empty()) {
+      for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+    } else {
+      for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+    }
+    at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
+    return at::view_as_complex(at::mean(planes, dims, keepdim));
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack;
+    stack.emplace_back(self);
+    stack.emplace_back(dim);
+    stack.emplace_back(keepdim);
+    stack.emplace_back(dtype);
+    run_through_fallback("aten::mean", "dim", &stack);
+    return stack.back().toTensor();
+  }
+  return mean_dim(self, dim, keepdim, dtype);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("_logcumsumexp", logcumsumexp);
-  m.impl("_logcumsumexp.out", logcumsumexp_out);
-  m.impl("_cummax_helper", cummax_helper);
-  m.impl("_cummin_helper", cummin_helper);
-  m.impl("aminmax", aminmax);
-  m.impl("aminmax.out", aminmax_out);
-  m.impl("nansum", nansum);
-  m.impl("nansum.out", nansum_out);
-  m.impl("trace", trace);
-  m.impl("sum", sum_all);
-  m.impl("sum.dim_IntList", sum_dim);
-  m.impl("sum.IntList_out", sum_dim_out);
-  m.impl("mean", mean_all);
-  m.impl("mean.dim", mean_dim);
-  m.impl("mean.out", mean_dim_out);
-  m.impl("prod", prod_all);
-  m.impl("prod.dim_int", prod_dim);
-  m.impl("prod.int_out", prod_dim_out);
-  m.impl("amax", amax);
-  m.impl("amax.out", amax_out);
-  m.impl("amin", amin);
-  m.impl("amin.out", amin_out);
-  m.impl("max", max_all);
-  m.impl("max.unary_out", max_unary_out);
-  m.impl("max.dim", max_dim);
-  m.impl("max.dim_max", max_dim_out);
-  m.impl("min", min_all);
-  m.impl("min.unary_out", min_unary_out);
-  m.impl("min.dim", min_dim);
-  m.impl("min.dim_min", min_dim_out);
-  m.impl("argmax", argmax);
-  m.impl("argmax.out", argmax_out);
-  m.impl("argmin", argmin);
-  m.impl("argmin.out", argmin_out);
-  m.impl("var.correction", var_correction);
-  m.impl("var.correction_out", var_correction_out);
-  m.impl("std.correction", std_correction);
-  m.impl("std.correction_out", std_correction_out);
-  m.impl("var_mean.correction", var_mean_correction);
-  m.impl("std_mean.correction", std_mean_correction);
-  m.impl("linalg_vector_norm", linalg_vector_norm);
-  m.impl("linalg_vector_norm.out", linalg_vector_norm_out);
-  m.impl("norm.ScalarOpt_dim", norm_dim);
-  m.impl("norm.out", norm_dim_out);
-  m.impl("norm.ScalarOpt_dim_dtype", norm_dim_dtype);
-  m.impl("norm.dtype_out", norm_dim_dtype_out);
-  m.impl("logsumexp", logsumexp);
-  m.impl("logsumexp.out", logsumexp_out);
-  m.impl("any", any_all);
-  m.impl("any.all_out", any_all_out);
-  m.impl("any.dim", any_dim);
-  m.impl("any.out", any_dim_out);
-  m.impl("any.dims", any_dims);
-  m.impl("any.dims_out", any_dims_out);
-  m.impl("all", all_all);
-  m.impl("all.all_out", all_all_out);
-  m.impl("all.dim", all_dim);
-  m.impl("all.out", all_dim_out);
-  m.impl("all.dims", all_dims);
-  m.impl("all.dims_out", all_dims_out);
-  m.impl("count_nonzero.dim_IntList", count_nonzero_dims);
-  m.impl("cumsum", cumsum);
-  m.impl("cumsum_", cumsum_);
-  m.impl("cumsum.out", cumsum_out);
-  m.impl("cumprod", cumprod);
-  m.impl("cumprod_", cumprod_);
-  m.impl("cumprod.out", cumprod_out);
+  m.impl("_logcumsumexp", native_or_fallback("_logcumsumexp", logcumsumexp));
+  m.impl("_logcumsumexp.out", native_or_fallback("_logcumsumexp.out", logcumsumexp_out));
+  m.impl("_cummax_helper", native_or_fallback("_cummax_helper", cummax_helper));
+  m.impl("_cummin_helper", native_or_fallback("_cummin_helper", cummin_helper));
+  m.impl("aminmax", native_or_fallback("aminmax", aminmax));
+  m.impl("aminmax.out", native_or_fallback("aminmax.out", aminmax_out));
+  m.impl("nansum", native_or_fallback("nansum", nansum));
+  m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
+  m.impl("trace", native_or_fallback("trace", trace));
+  m.impl("sum", native_or_fallback("sum", sum_all));
+  m.impl("sum.dim_IntList", sum_dim_or_complex);
+  m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
+  m.impl("mean", native_or_fallback("mean", mean_all));
+  m.impl("mean.dim", mean_dim_or_complex);
+  m.impl("mean.out", native_or_fallback("mean.out", mean_dim_out));
+  m.impl("prod", native_or_fallback("prod", prod_all));
+  m.impl("prod.dim_int", native_or_fallback("prod.dim_int", prod_dim));
+  m.impl("prod.int_out", native_or_fallback("prod.int_out", prod_dim_out));
+  m.impl("amax", native_or_fallback("amax", amax));
+  m.impl("amax.out", native_or_fallback("amax.out", amax_out));
+  m.impl("amin", native_or_fallback("amin", amin));
+  m.impl("amin.out", native_or_fallback("amin.out", amin_out));
+  m.impl("max", native_or_fallback("max", max_all));
+  m.impl("max.unary_out", native_or_fallback("max.unary_out", max_unary_out));
+  m.impl("max.dim", native_or_fallback("max.dim", max_dim));
+  m.impl("max.dim_max", native_or_fallback("max.dim_max", max_dim_out));
+  m.impl("min", native_or_fallback("min", min_all));
+  m.impl("min.unary_out", native_or_fallback("min.unary_out", min_unary_out));
+  m.impl("min.dim", native_or_fallback("min.dim", min_dim));
+  m.impl("min.dim_min", native_or_fallback("min.dim_min", min_dim_out));
+  m.impl("argmax", native_or_fallback("argmax", argmax));
+  m.impl("argmax.out", native_or_fallback("argmax.out", argmax_out));
+  m.impl("argmin", native_or_fallback("argmin", argmin));
+  m.impl("argmin.out", native_or_fallback("argmin.out", argmin_out));
+  m.impl("var.correction", native_or_fallback("var.correction", var_correction));
+  m.impl("var.correction_out", native_or_fallback("var.correction_out", var_correction_out));
+  m.impl("std.correction", native_or_fallback("std.correction", std_correction));
+  m.impl("std.correction_out", native_or_fallback("std.correction_out", std_correction_out));
+  m.impl("var_mean.correction", native_or_fallback("var_mean.correction", var_mean_correction));
+  m.impl("std_mean.correction", native_or_fallback("std_mean.correction", std_mean_correction));
+  m.impl("linalg_vector_norm", native_or_fallback("linalg_vector_norm", linalg_vector_norm));
+  m.impl("linalg_vector_norm.out", native_or_fallback("linalg_vector_norm.out", linalg_vector_norm_out));
+  m.impl("norm.ScalarOpt_dim", native_or_fallback("norm.ScalarOpt_dim", norm_dim));
+  m.impl("norm.out", native_or_fallback("norm.out", norm_dim_out));
+  m.impl("norm.ScalarOpt_dim_dtype", native_or_fallback("norm.ScalarOpt_dim_dtype", norm_dim_dtype));
+  m.impl("norm.dtype_out", native_or_fallback("norm.dtype_out", norm_dim_dtype_out));
+  m.impl("logsumexp", native_or_fallback("logsumexp", logsumexp));
+  m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
+  m.impl("any", native_or_fallback("any", any_all));
+  m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
+  m.impl("any.dim", native_or_fallback("any.dim", any_dim));
+  m.impl("any.out", native_or_fallback("any.out", any_dim_out));
+  m.impl("any.dims", native_or_fallback("any.dims", any_dims));
+  m.impl("any.dims_out", native_or_fallback("any.dims_out", any_dims_out));
+  m.impl("all", native_or_fallback("all", all_all));
+  m.impl("all.all_out", native_or_fallback("all.all_out", all_all_out));
+  m.impl("all.dim", native_or_fallback("all.dim", all_dim));
+  m.impl("all.out", native_or_fallback("all.out", all_dim_out));
+  m.impl("all.dims", native_or_fallback("all.dims", all_dims));
+  m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
+  m.impl("count_nonzero.dim_IntList", native_or_fallback("count_nonzero.dim_IntList", count_nonzero_dims));
+  m.impl("cumsum", native_or_fallback("cumsum", cumsum));
+  m.impl("cumsum_", native_or_fallback("cumsum_", cumsum_));
+  m.impl("cumsum.out", native_or_fallback("cumsum.out", cumsum_out));
+  m.impl("cumprod", native_or_fallback("cumprod", cumprod));
+  m.impl("cumprod_", native_or_fallback("cumprod_", cumprod_));
+  m.impl("cumprod.out", native_or_fallback("cumprod.out", cumprod_out));
 }
 
 }  // namespace torchneuron

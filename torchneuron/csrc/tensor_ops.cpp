@@ -9,8 +9,12 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <cstring>
 
 #include "allocator.h"
 #include "device_state.h"
@@ -32,14 +36,17 @@ c10::Device target_device(std::optional<c10::Device> device) {
   return c10::Device(kNeuron, index);
 }
 
-// Also refuses dtypes the runtime has no kernels for (complex, float8, ...):
-// a tensor that no op could touch is better refused where it is created.
+// Also refuses dtypes the device cannot hold (float8, quantized, ...): a
+// tensor that no op could touch is better refused where it is created. The
+// storage dtypes (complex, wide unsigned) are held: copies, fills and views
+// are native, other ops run natively where a kernel takes them and through
+// the counted CPU fallback otherwise.
 void check_factory_options(std::optional<at::ScalarType> dtype, std::optional<c10::Layout> layout,
                            std::optional<bool> pin_memory, const char* op) {
   TORCH_CHECK(!layout || *layout == at::kStrided, op, ": neuron tensors must be strided, got ",
               *layout);
   TORCH_CHECK(!pin_memory || !*pin_memory, op, ": only CPU tensors can be pinned");
-  (void)to_runtime_dtype(c10::dtype_or_default(dtype), op);
+  (void)to_storage_dtype(c10::dtype_or_default(dtype), op);
 }
 
 at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -93,6 +100,17 @@ at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
 at::Tensor reshape_alias(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride) {
   NEURON_TRACK_OP("aten::_reshape_alias");
   return at::native::_reshape_alias(self, size, stride);
+}
+
+// view_as_real and view_as_complex: metadata only, the same storage.
+at::Tensor view_as_real(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::view_as_real");
+  return at::native::view_as_real(self);
+}
+
+at::Tensor view_as_complex(const at::Tensor& self) {
+  NEURON_TRACK_OP("aten::view_as_complex");
+  return at::native::view_as_complex(self);
 }
 
 at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
@@ -159,19 +177,36 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   NEURON_TRACK_OP("aten::fill_.Scalar");
-  TORCH_CHECK(!value.isComplex(), "fill_: complex values are not supported on neuron");
   if (self.numel() == 0) return self;
   nrt_op op{};
   op.code = NRT_OP_FILL;
   op.num_operands = 1;
   op.operands[0] = to_view(self, "fill_");
-  check_scalar_fits(value, self.scalar_type());
+  check_scalar_fits(value, self.scalar_type());  // a complex value into a real tensor: the CPU's error
+  // The value as the tensor sees it: a conjugate or negative view stores the
+  // conjugate or negation of what it shows.
+  at::Scalar stored = value;
+  if (self.is_conj() && value.isComplex()) stored = std::conj(value.toComplexDouble());
+  if (self.is_neg()) stored = value.isComplex() ? at::Scalar(-stored.toComplexDouble())
+                            : value.isFloatingPoint() ? at::Scalar(-value.toDouble())
+                                                      : at::Scalar(-value.toLong());
   op.num_scalars = 1;
-  op.scalars[0].is_float = value.isFloatingPoint();
-  if (value.isFloatingPoint())
-    op.scalars[0].f = value.toDouble();
-  else
-    op.scalars[0].i = value.toLong();
+  if (stored.isComplex()) {
+    c10::complex<double> c = stored.toComplexDouble();
+    op.num_scalars = 2;
+    op.scalars[0].is_float = 1;
+    op.scalars[0].f = c.real();
+    op.scalars[1].is_float = 1;
+    op.scalars[1].f = c.imag();
+  } else if (stored.isFloatingPoint()) {
+    op.scalars[0].is_float = 1;
+    op.scalars[0].f = stored.toDouble();
+  } else if (stored.isIntegral(/*includeBool=*/false) && stored.isUnsigned()) {
+    uint64_t u = stored.to<uint64_t>();  // above INT64_MAX too: the bits carry over
+    std::memcpy(&op.scalars[0].i, &u, sizeof u);
+  } else {
+    op.scalars[0].i = stored.toLong();
+  }
   c10::DeviceGuard guard(self.device());
   launch(self.device().index(), op);
   return self;
@@ -232,6 +267,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("unfold", unfold);
+  m.impl("view_as_complex", view_as_complex);
+  m.impl("view_as_real", view_as_real);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
   m.impl("set_.source_Storage", set_storage);

@@ -1,6 +1,7 @@
 #include "tensor_view.h"
 
 #include <ATen/Dispatch.h>
+#include <ATen/Dispatch_v2.h>
 
 #include "device_state.h"
 #include "runtime_check.h"
@@ -35,12 +36,33 @@ nrt_dtype to_runtime_dtype(at::ScalarType type, const char* op) {
   }
 }
 
+bool is_storage_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kComplexFloat: case at::kComplexDouble: case at::kUInt16: case at::kUInt32:
+    case at::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+nrt_dtype to_storage_dtype(at::ScalarType type, const char* op) {
+  switch (type) {
+    case at::kUInt16: return NRT_UINT16;
+    case at::kUInt32: return NRT_UINT32;
+    case at::kUInt64: return NRT_UINT64;
+    case at::kComplexFloat: return NRT_COMPLEX64;
+    case at::kComplexDouble: return NRT_COMPLEX128;
+    default: return to_runtime_dtype(type, op);
+  }
+}
+
 nrt_tensor_view to_view(const at::Tensor& tensor, const char* op) {
   TORCH_CHECK(tensor.dim() <= NRT_MAX_DIMS, op, ": tensors with more than ", NRT_MAX_DIMS,
               " dimensions are not supported on the neuron device (got ", tensor.dim(), ")");
   nrt_tensor_view view;
   view.data = tensor.numel() == 0 ? nullptr : const_cast<void*>(tensor.const_data_ptr());
-  view.dtype = to_runtime_dtype(tensor.scalar_type(), op);
+  view.dtype = to_storage_dtype(tensor.scalar_type(), op);
   view.ndim = static_cast<int32_t>(tensor.dim());
   for (int64_t d = 0; d < tensor.dim(); d++) {
     view.shape[d] = tensor.size(d);
@@ -50,11 +72,31 @@ nrt_tensor_view to_view(const at::Tensor& tensor, const char* op) {
 }
 
 void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {
-  AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, dtype, "check_scalar_fits",
-                             [&] { (void)value.to<scalar_t>(); });
+  AT_DISPATCH_V2(dtype, "check_scalar_fits", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool,
+                 AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
 }
 
 void launch(c10::DeviceIndex device, const nrt_op& op) {
+  static const auto storage_name = [](nrt_dtype d) -> const char* {
+    switch (d) {
+      case NRT_UINT16: return "UInt16";
+      case NRT_UINT32: return "UInt32";
+      case NRT_UINT64: return "UInt64";
+      case NRT_COMPLEX64: return "ComplexFloat";
+      case NRT_COMPLEX128: return "ComplexDouble";
+      default: return nrt_dtype_name(d);
+    }
+  };
+  if (!nrt_op_accepts_dtype(op.code, op.compute_dtype))
+    TORCH_CHECK_NOT_IMPLEMENTED(false, nrt_op_name(op.code), ": dtype ",
+                                storage_name(op.compute_dtype),
+                                " is not supported on the neuron device");
+  for (int k = 0; k < op.num_operands; k++)
+    TORCH_CHECK_NOT_IMPLEMENTED(nrt_op_accepts_dtype(op.code, op.operands[k].dtype),
+                                nrt_op_name(op.code), ": dtype ",
+                                storage_name(op.operands[k].dtype),
+                                " is not supported on the neuron device");
   NRT_CHECK(nrt_launch(current_stream(device), &op));
 }
 

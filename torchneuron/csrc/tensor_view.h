@@ -30,13 +30,25 @@ class TensorRef {
 
 // True if the runtime's kernels handle this dtype.
 bool has_runtime_dtype(at::ScalarType type);
-// Throws an error naming op and dtype if the runtime has no such dtype.
+// Throws an error naming op and dtype if the runtime has no such dtype. The
+// storage dtypes (complex64/128, uint16/32/64) count as missing here: only
+// the ops that take them (nrt_op_accepts_dtype) use to_storage_dtype.
 nrt_dtype to_runtime_dtype(at::ScalarType type, const char* op);
-// The view of a neuron tensor (device address of its first element).
+// True for complex64, complex128, uint16, uint32 and uint64: dtypes neuron
+// tensors hold and move, but that most kernels do not compute in.
+bool is_storage_dtype(at::ScalarType type);
+// Every dtype a neuron tensor may have, storage dtypes included.
+nrt_dtype to_storage_dtype(at::ScalarType type, const char* op);
+// The view of a neuron tensor (device address of its first element). Any
+// dtype a neuron tensor may have: launch() refuses an op whose runtime
+// kernel does not take it, before it runs.
 nrt_tensor_view to_view(const at::Tensor& tensor, const char* op);
 // Rejects a scalar that does not fit dtype, with PyTorch's own message.
 void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype);
-// Launches a filled-in descriptor on the current stream of device.
+// Launches a filled-in descriptor on the current stream of device. An
+// operand of a dtype the op's runtime kernel does not take is refused with
+// NotImplementedError (as a missing dtype was refused before the storage
+// dtypes existed), before anything runs.
 void launch(c10::DeviceIndex device, const nrt_op& op);
 
 }  // namespace torchneuron

@@ -27,12 +27,22 @@ typedef enum nrt_dtype {
   NRT_BFLOAT16,
   NRT_FLOAT32,
   NRT_FLOAT64,
+  /* Storage dtypes: added after the others so that the values above (kept
+   * in compiled graphs) do not move. Complex values are (real, imaginary)
+   * pairs of float32 / float64, as std::complex lays them out. Only the ops
+   * nrt_op_accepts_dtype() names take these; every other op refuses them. */
+  NRT_UINT16,
+  NRT_UINT32,
+  NRT_UINT64,
+  NRT_COMPLEX64,
+  NRT_COMPLEX128,
   NRT_DTYPE_COUNT
 } nrt_dtype;
 
 size_t nrt_dtype_size(nrt_dtype dtype);
 const char *nrt_dtype_name(nrt_dtype dtype);
 int nrt_dtype_is_floating(nrt_dtype dtype);
+int nrt_dtype_is_complex(nrt_dtype dtype);
 
 /* 25 dims, as CUDA's kernels take (MAX_TENSORINFO_DIMS): PyTorch's own
  * tests go that far. */
@@ -83,6 +93,12 @@ typedef struct nrt_op {
 } nrt_op;
 
 const char *nrt_op_name(nrt_op_code code);
+
+/* 1 if op `code` has a kernel for operands of this dtype. The ten original
+ * dtypes are every op's business (each kernel checks its own); the storage
+ * dtypes (uint16 and up) reach only the ops that handle them, and the
+ * runtime refuses any other op with such an operand before it runs. */
+int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype);
 
 /* Number of elements of a view (product of its shape). */
 int64_t nrt_view_numel(const nrt_tensor_view *view);

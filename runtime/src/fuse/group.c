@@ -31,6 +31,9 @@ static nrt_status check_tensor(const nrt_fuse_group_desc *d, const char *what, i
   if (v->ndim != d->ndim || memcmp(v->shape, d->shape, (size_t)d->ndim * sizeof d->shape[0]))
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "fused group: %s %d: its shape differs from the group's",
                    what, index);
+  if ((unsigned)v->dtype < NRT_DTYPE_COUNT && v->dtype >= NRT_UINT16)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "fused group: %s %d: dtype %s cannot be fused", what,
+                   index, nrt_dtype_name(v->dtype));
   nrt_op probe;
   memset(&probe, 0, sizeof probe);
   probe.code = NRT_OP_COPY;
@@ -55,6 +58,9 @@ static nrt_status check_insts(const nrt_fuse_group_desc *d, uint8_t *written) {
     if ((unsigned)in->compute_dtype >= NRT_DTYPE_COUNT)
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                      "fused group: instruction %d (%s): invalid compute dtype", i, name);
+    if (!nrt_op_accepts_dtype(in->code, in->compute_dtype))
+      return rt_fail(NRT_ERROR_UNSUPPORTED, "fused group: instruction %d (%s): dtype %s is not supported",
+                     i, name, nrt_dtype_name(in->compute_dtype));
     if (in->num_operands < 1 || in->num_operands > NRT_MAX_OPERANDS || in->num_outputs < 1 ||
         in->num_outputs > in->num_operands || in->num_scalars < 0 ||
         in->num_scalars > NRT_MAX_SCALARS)
@@ -81,6 +87,11 @@ static nrt_status check_insts(const nrt_fuse_group_desc *d, uint8_t *written) {
                          "fused group: instruction %d (%s): immediate operand %d has an invalid "
                          "dtype",
                          i, name, k);
+        if (!nrt_op_accepts_dtype(in->code, r->dtype))
+          return rt_fail(NRT_ERROR_UNSUPPORTED,
+                         "fused group: instruction %d (%s): immediate operand %d: dtype %s is not "
+                         "supported",
+                         i, name, k, nrt_dtype_name(r->dtype));
       } else {
         return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                        "fused group: instruction %d (%s): operand %d has an invalid kind %d", i,
@@ -230,6 +241,9 @@ nrt_status nrt_fuse_group_create(const nrt_fuse_group_desc *d, nrt_fuse_group_t 
   for (int r = 0; r < d->num_registers; r++)
     if ((unsigned)d->registers[r] >= NRT_DTYPE_COUNT)
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "fused group: register %d has an invalid dtype", r);
+    else if (d->registers[r] >= NRT_UINT16)
+      return rt_fail(NRT_ERROR_UNSUPPORTED, "fused group: register %d: dtype %s cannot be fused", r,
+                     nrt_dtype_name(d->registers[r]));
   int32_t device = -1;
   for (int k = 0; k < d->num_inputs + d->num_outputs; k++) {
     int is_in = k < d->num_inputs;

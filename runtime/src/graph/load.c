@@ -274,6 +274,17 @@ static nrt_status read_nodes(reader *r, struct nrt_graph *g) {
     for (int k = 0; k < (int)nops && !s; k++)
       s = read_operand(r, g, i, k, (n->immediate_mask >> k) & 1u, &g->operands[n->first_operand + (uint32_t)k]);
     if (s) break;
+    /* The storage dtypes reach only the ops that take them (op.h). */
+    for (int k = 0; k < (int)nops && !s && code < NRT_OP_COUNT; k++) {
+      nrt_dtype dt = g->operands[n->first_operand + (uint32_t)k].dtype;
+      if (!nrt_op_accepts_dtype((nrt_op_code)code, dt))
+        s = BAD("node %u (%s) operand %d: dtype %s is not supported by this op", i,
+                rt_gnode_name(code), k, nrt_dtype_name(dt));
+    }
+    if (!s && code < NRT_OP_COUNT && !nrt_op_accepts_dtype((nrt_op_code)code, n->compute_dtype))
+      s = BAD("node %u (%s): compute dtype %s is not supported by this op", i, rt_gnode_name(code),
+              nrt_dtype_name(n->compute_dtype));
+    if (s) break;
     /* Inputs first: a node cannot read a temporary only it writes. */
     int32_t writes = rt_gnode_writes(n);
     for (int k = writes; k < (int)nops && !s; k++) {

@@ -4,9 +4,12 @@
  * destination type says which of those it wants (c10's rules: half and
  * bfloat16 convert from float, so int64 and double reach them through float;
  * integers convert from floating values by truncation, uint8 through int64,
- * int8 and int16 through int32, as PyTorch on x86 does). The generator below
- * writes the 100 loops, each with a contiguous fast path the compiler can
- * vectorise.
+ * int8 and int16 through int32, as PyTorch on x86 does). The wide unsigned
+ * integers convert from floating values through int64 (uint64 at or above
+ * 2^63 directly). Complex sources read as their real part (bool: either part
+ * nonzero); complex destinations take a real source with imaginary part 0.
+ * The generator below writes the 225 loops, each with a contiguous fast path
+ * the compiler can vectorise.
  */
 #include <string.h>
 #include "ops/engine/convert.h"
@@ -24,7 +27,12 @@
   X(float16, rt_half, 1)             \
   X(bfloat16, rt_bfloat16, 1)        \
   X(float32, float, 1)               \
-  X(float64, double, 1)
+  X(float64, double, 1)              \
+  X(uint16, uint16_t, 0)             \
+  X(uint32, uint32_t, 0)             \
+  X(uint64, uint64_t, 0)             \
+  X(complex64, rt_complex64, 1)      \
+  X(complex128, rt_complex128, 1)
 
 /* How each source reads as float / double / int64 / bool. */
 #define INT_READS(name, T)                                               \
@@ -37,6 +45,9 @@ INT_READS(int8, int8_t)
 INT_READS(int16, int16_t)
 INT_READS(int32, int32_t)
 INT_READS(int64, int64_t)
+INT_READS(uint16, uint16_t)
+INT_READS(uint32, uint32_t)
+INT_READS(uint64, uint64_t)
 static inline float f32_of_bool(uint8_t v) { return v != 0; }
 static inline double f64_of_bool(uint8_t v) { return v != 0; }
 static inline int64_t i64_of_bool(uint8_t v) { return v != 0; }
@@ -55,6 +66,36 @@ static inline float f32_of_float64(double v) { return (float)v; }
 static inline double f64_of_float64(double v) { return v; }
 static inline int64_t i64_of_float64(double v) { return rt_int64_from_double(v); }
 static inline int bool_of_float64(double v) { return v != 0.0; }
+static inline float f32_of_complex64(rt_complex64 v) { return v.re; }
+static inline double f64_of_complex64(rt_complex64 v) { return (double)v.re; }
+static inline int64_t i64_of_complex64(rt_complex64 v) { return rt_int64_from_double(v.re); }
+static inline int bool_of_complex64(rt_complex64 v) { return v.re != 0.0f || v.im != 0.0f; }
+static inline float f32_of_complex128(rt_complex128 v) { return (float)v.re; }
+static inline double f64_of_complex128(rt_complex128 v) { return v.re; }
+static inline int64_t i64_of_complex128(rt_complex128 v) { return rt_int64_from_double(v.re); }
+static inline int bool_of_complex128(rt_complex128 v) { return v.re != 0.0 || v.im != 0.0; }
+
+/* The imaginary part of each source: 0 for the real dtypes. */
+#define REAL_IMAG(name, T)                                             \
+  static inline float im32_of_##name(T v) { (void)v; return 0.0f; }     \
+  static inline double im64_of_##name(T v) { (void)v; return 0.0; }
+REAL_IMAG(bool, uint8_t)
+REAL_IMAG(uint8, uint8_t)
+REAL_IMAG(int8, int8_t)
+REAL_IMAG(int16, int16_t)
+REAL_IMAG(int32, int32_t)
+REAL_IMAG(int64, int64_t)
+REAL_IMAG(float16, rt_half)
+REAL_IMAG(bfloat16, rt_bfloat16)
+REAL_IMAG(float32, float)
+REAL_IMAG(float64, double)
+REAL_IMAG(uint16, uint16_t)
+REAL_IMAG(uint32, uint32_t)
+REAL_IMAG(uint64, uint64_t)
+static inline float im32_of_complex64(rt_complex64 v) { return v.im; }
+static inline double im64_of_complex64(rt_complex64 v) { return (double)v.im; }
+static inline float im32_of_complex128(rt_complex128 v) { return (float)v.im; }
+static inline double im64_of_complex128(rt_complex128 v) { return v.im; }
 
 /* How each destination is produced from a source of name S. */
 #define TO_bool(S, v) ((uint8_t)bool_of_##S(v))
@@ -67,6 +108,11 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
 #define TO_int16(S, v) (S##_IS_FLOAT ? (int16_t)rt_int32_from_double(f64_of_##S(v)) : (int16_t)i64_of_##S(v))
 #define TO_int8(S, v) (S##_IS_FLOAT ? (int8_t)rt_int32_from_double(f64_of_##S(v)) : (int8_t)i64_of_##S(v))
 #define TO_uint8(S, v) ((uint8_t)i64_of_##S(v))
+#define TO_uint16(S, v) ((uint16_t)i64_of_##S(v))
+#define TO_uint32(S, v) ((uint32_t)i64_of_##S(v))
+#define TO_uint64(S, v) (S##_IS_FLOAT ? rt_uint64_from_double(f64_of_##S(v)) : (uint64_t)i64_of_##S(v))
+#define TO_complex64(S, v) ((rt_complex64){f32_of_##S(v), im32_of_##S(v)})
+#define TO_complex128(S, v) ((rt_complex128){f64_of_##S(v), im64_of_##S(v)})
 
 #define bool_IS_FLOAT 0
 #define uint8_IS_FLOAT 0
@@ -78,6 +124,11 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
 #define bfloat16_IS_FLOAT 1
 #define float32_IS_FLOAT 1
 #define float64_IS_FLOAT 1
+#define uint16_IS_FLOAT 0
+#define uint32_IS_FLOAT 0
+#define uint64_IS_FLOAT 0
+#define complex64_IS_FLOAT 1
+#define complex128_IS_FLOAT 1
 
 #define CONVERT_LOOP(D, DT, S, ST)                                               \
   RT_SIMD_VOID(convert_##D##_from_##S, (char **data, const int64_t *strides,     \
@@ -89,13 +140,13 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
     if (strides[0] == (int64_t)sizeof(DT) && strides[1] == (int64_t)sizeof(ST)) { \
       DT *restrict d = (DT *)dst;                                                \
       const ST *restrict s = (const ST *)src;                                    \
-      for (int64_t i = 0; i < n; i++) d[i] = (DT)TO_##D(S, s[i]);                \
+      for (int64_t i = 0; i < n; i++) d[i] = TO_##D(S, s[i]);                        \
       return;                                                                    \
     }                                                                            \
     for (int64_t i = 0; i < n; i++) {                                            \
       ST v;                                                                      \
       memcpy(&v, src + i * strides[1], sizeof v);                                \
-      DT r = (DT)TO_##D(S, v);                                                   \
+      DT r = TO_##D(S, v);                                                         \
       memcpy(dst + i * strides[0], &r, sizeof r);                                \
     }                                                                            \
   }
@@ -110,14 +161,21 @@ static inline int bool_of_float64(double v) { return v != 0.0; }
   CONVERT_LOOP(D, DT, float16, rt_half)                                          \
   CONVERT_LOOP(D, DT, bfloat16, rt_bfloat16)                                     \
   CONVERT_LOOP(D, DT, float32, float)                                            \
-  CONVERT_LOOP(D, DT, float64, double)
+  CONVERT_LOOP(D, DT, float64, double)                                           \
+  CONVERT_LOOP(D, DT, uint16, uint16_t)                                          \
+  CONVERT_LOOP(D, DT, uint32, uint32_t)                                          \
+  CONVERT_LOOP(D, DT, uint64, uint64_t)                                          \
+  CONVERT_LOOP(D, DT, complex64, rt_complex64)                                   \
+  CONVERT_LOOP(D, DT, complex128, rt_complex128)
 RT_DTYPES(LOOPS_FOR_DST)
 
 #define TABLE_ROW(D, DT, DF)                                                     \
   {convert_##D##_from_bool, convert_##D##_from_uint8, convert_##D##_from_int8,    \
    convert_##D##_from_int16, convert_##D##_from_int32, convert_##D##_from_int64,  \
    convert_##D##_from_float16, convert_##D##_from_bfloat16,                       \
-   convert_##D##_from_float32, convert_##D##_from_float64},
+   convert_##D##_from_float32, convert_##D##_from_float64,                        \
+   convert_##D##_from_uint16, convert_##D##_from_uint32, convert_##D##_from_uint64, \
+   convert_##D##_from_complex64, convert_##D##_from_complex128},
 const rt_inner_loop rt_convert_loops[NRT_DTYPE_COUNT][NRT_DTYPE_COUNT] = {RT_DTYPES(TABLE_ROW)};
 
 void rt_convert_scalar(nrt_dtype dtype, const nrt_scalar *value, void *out) {

@@ -67,6 +67,24 @@ static nrt_status validate_view(const char *op, int index, const nrt_tensor_view
   return NRT_SUCCESS;
 }
 
+/* The ops with kernels for the storage dtypes (uint16 and up, op.h). */
+int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
+  if ((unsigned)dtype < NRT_UINT16) return 1;
+  if ((unsigned)dtype >= NRT_DTYPE_COUNT) return 0;
+  switch (code) {
+    case NRT_OP_COPY: /* conversions between every pair */
+    case NRT_OP_FILL:
+    case NRT_OP_CAT: /* byte moves and COPY */
+    case NRT_OP_ROLL:
+      return 1;
+    case NRT_OP_GATHER: /* elements of up to 8 bytes */
+    case NRT_OP_INDEX_SELECT:
+      return nrt_dtype_size(dtype) <= 8;
+    default:
+      return 0;
+  }
+}
+
 static nrt_status validate_op(const nrt_op *op, uint32_t host_mask) {
   if ((unsigned)op->code >= NRT_OP_COUNT)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "unknown op code %d", (int)op->code);
@@ -78,9 +96,16 @@ static nrt_status validate_op(const nrt_op *op, uint32_t host_mask) {
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bad output count %d", name, op->num_outputs);
   if (op->immediate_mask >> op->num_operands)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: immediate mask names missing operands", name);
+  if (!nrt_op_accepts_dtype(op->code, op->compute_dtype))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not supported on the neuron device",
+                   name, nrt_dtype_name(op->compute_dtype));
   for (int i = 0; i < op->num_operands; i++) {
     const nrt_tensor_view *v = &op->operands[i];
     nrt_status s;
+    if ((unsigned)v->dtype < NRT_DTYPE_COUNT && !nrt_op_accepts_dtype(op->code, v->dtype))
+      return rt_fail(NRT_ERROR_UNSUPPORTED,
+                     "%s: operand %d: dtype %s is not supported on the neuron device", name, i,
+                     nrt_dtype_name(v->dtype));
     if (op->immediate_mask & (1u << i)) {
       if (i < op->num_outputs)
         return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: output %d cannot be immediate", name, i);
@@ -103,12 +128,12 @@ nrt_status rt_op_validate(const nrt_op *op) { return validate_op(op, 0); }
  * they are. */
 static nrt_status run_op(const nrt_op *op, uint32_t host_mask) {
   nrt_op local = *op;
-  uint64_t immediate_values[NRT_MAX_OPERANDS]; /* storage of immediate operands */
+  uint64_t immediate_values[NRT_MAX_OPERANDS][2]; /* storage of immediate operands (16 bytes: complex128) */
   for (int i = 0; i < local.num_operands; i++) {
     nrt_tensor_view *v = &local.operands[i];
     if (local.immediate_mask & (1u << i)) {
-      rt_convert_scalar(v->dtype, &local.immediates[i], &immediate_values[i]);
-      v->data = &immediate_values[i];
+      rt_convert_scalar(v->dtype, &local.immediates[i], immediate_values[i]);
+      v->data = immediate_values[i];
     } else if (v->data && !((host_mask >> i) & 1)) {
       v->data = nrt_device_to_host(v->data);
     }

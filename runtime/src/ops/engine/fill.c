@@ -1,11 +1,13 @@
-/* FILL: every element of dst becomes the scalar, converted to dst's dtype. */
+/* FILL: every element of dst becomes the scalar, converted to dst's dtype.
+ * A complex dst takes an optional second scalar, the imaginary part (a
+ * float); without it the imaginary part is 0. */
 #include <string.h>
 #include "internal.h"
 #include "ops/engine/convert.h"
 #include "ops/engine/iterate.h"
 
 typedef struct fill_value {
-  unsigned char bytes[8];
+  unsigned char bytes[16];
   size_t size;
 } fill_value;
 
@@ -25,16 +27,33 @@ FILL_LOOP(8, uint8_t)
 FILL_LOOP(16, uint16_t)
 FILL_LOOP(32, uint32_t)
 FILL_LOOP(64, uint64_t)
+typedef struct fill_bits128 {
+  uint64_t lo, hi;
+} fill_bits128;
+FILL_LOOP(128, fill_bits128)
 
 nrt_status rt_kernel_fill(const nrt_op *op) {
-  if (op->num_operands != 1 || op->num_scalars != 1)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "fill: expects 1 operand and 1 scalar");
   const nrt_tensor_view *dst = &op->operands[0];
+  int complex = nrt_dtype_is_complex(dst->dtype);
+  if (op->num_operands != 1 || op->num_scalars < 1 || op->num_scalars > 1 + complex)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "fill: expects 1 operand and 1 scalar (2 for a complex operand)");
   fill_value value;
+  memset(&value, 0, sizeof value);
   value.size = nrt_dtype_size(dst->dtype);
   rt_convert_scalar(dst->dtype, &op->scalars[0], value.bytes);
+  if (complex && op->num_scalars == 2) {
+    const nrt_scalar *im = &op->scalars[1];
+    double v = im->is_float ? im->f : (double)im->i;
+    if (dst->dtype == NRT_COMPLEX64) {
+      float f = (float)v;
+      memcpy(value.bytes + 4, &f, sizeof f);
+    } else {
+      memcpy(value.bytes + 8, &v, sizeof v);
+    }
+  }
   rt_inner_loop loop = value.size == 1 ? fill_8 : value.size == 2 ? fill_16
-                       : value.size == 4 ? fill_32 : fill_64;
+                       : value.size == 4 ? fill_32 : value.size == 8 ? fill_64 : fill_128;
   rt_iterate(1, dst, loop, &value);
   return NRT_SUCCESS;
 }

@@ -14,6 +14,13 @@
 
 typedef uint16_t rt_half;
 typedef uint16_t rt_bfloat16;
+/* Complex elements: real then imaginary part, as std::complex stores them. */
+typedef struct rt_complex64 {
+  float re, im;
+} rt_complex64;
+typedef struct rt_complex128 {
+  double re, im;
+} rt_complex128;
 
 static inline uint32_t rt_f32_bits(float f) {
   uint32_t x;
@@ -70,6 +77,14 @@ static inline float rt_bfloat16_to_float(rt_bfloat16 b) {
 static inline int64_t rt_int64_from_double(double d) {
   if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return INT64_MIN;
   return (int64_t)d;
+}
+
+/* x86's answer for doubles at or above 2^63 (which int64 cannot hold);
+ * below, through int64, as for the other integers. */
+static inline uint64_t rt_uint64_from_double(double d) {
+  if (d >= 9223372036854775808.0)
+    return d < 18446744073709551616.0 ? (uint64_t)d : (uint64_t)INT64_MIN;
+  return (uint64_t)rt_int64_from_double(d);
 }
 
 static inline int32_t rt_int32_from_double(double d) {

@@ -1,0 +1,72 @@
+"""The storage dtypes (complex64/128, uint16/32/64) on neuron against
+PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
+and the complex mul / polar / sum composed from native real kernels.
+
+    .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7]
+
+Neuron and CPU runs alternate (timing.interleaved); each line prints the
+medians and the ratio CPU time / neuron time (above 1.0: neuron faster).
+CPU runs with --threads intra-op threads; neuron's kernel pool has its own
+TORCHNEURON_NUM_THREADS (default: all cores)."""
+
+import argparse
+
+import torch
+
+import torchneuron  # noqa: F401  (registers the device)
+from timing import interleaved
+
+N = 4 * 1024 * 1024
+
+
+def cases():
+    g = torch.Generator().manual_seed(0)
+    f32 = torch.randn(N, generator=g)
+    c64 = torch.randn(N, dtype=torch.complex64, generator=g)
+    c128 = c64.to(torch.complex128)
+    u32 = torch.randint(0, 2**31, (N,), generator=g).to(torch.uint32)
+    square = c64.view(2048, 2048)
+    yield "float32 -> complex64 4M", (f32,), lambda x: x.to(torch.complex64)
+    yield "complex64 -> complex128 4M", (c64,), lambda x: x.to(torch.complex128)
+    yield "complex128 -> float32 (real) 4M", (c128,), lambda x: x.real.to(torch.float32)
+    yield "conj_physical complex64 4M", (c64,), lambda x: torch.conj_physical(x)
+    yield "resolve_conj complex64 2048^2 .t()", (square,), lambda x: x.t().conj().resolve_conj()
+    yield "contiguous complex128 2048^2 .t()", (c128.view(2048, 2048),), lambda x: x.t().contiguous()
+    yield "cat 2 x 2M complex64 dim=0", (c64[: N // 2], c64[N // 2:]), lambda a, b: torch.cat([a, b])
+    yield "flip complex64 2048^2 dim=1", (square,), lambda x: x.flip(1)
+    yield "uint32 -> float64 4M", (u32,), lambda x: x.to(torch.float64)
+    yield "zeros complex128 4M", (None,), lambda d: torch.zeros(N, dtype=torch.complex128, device=d)
+    # composed from native real kernels (complex_ops.cpp, reduce.cpp)
+    half = c64[: N // 2]
+    yield "mul complex64 2M x 2M", (half, c64[N // 2:]), lambda a, b: a * b
+    yield "mul complex64 [2048,1024] x [1024] bcast", (half.view(2048, 1024), c64[:1024]), \
+        lambda a, b: a * b
+    r, theta = f32[: N // 2].abs(), f32[N // 2:]
+    yield "polar float32 2M", (r, theta), lambda a, b: torch.polar(a, b)
+    yield "sum complex64 2048^2 dim=1", (square,), lambda x: x.sum(1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{'op':38s} {'cpu ms':>9s} {'neuron ms':>10s} {'ratio':>7s}")
+    for name, inputs, fn in cases():
+        if inputs == (None,):
+            cpu_args, dev_args = ("cpu",), ("neuron",)
+        else:
+            cpu_args = inputs
+            dev_args = tuple(t.to("neuron") for t in inputs)
+        torchneuron.clear_op_tracking()
+        dev_med, _, cpu_med, _ = interleaved(lambda: fn(*dev_args), lambda: fn(*cpu_args),
+                                             args.repeats)
+        fell_back = torchneuron.get_fallback_ops()
+        note = f"  (fallback: {sorted(fell_back)})" if fell_back else ""
+        print(f"{name:38s} {cpu_med * 1e3:9.2f} {dev_med * 1e3:10.2f} "
+              f"{cpu_med / dev_med:7.2f}{note}")
+
+
+if __name__ == "__main__":
+    main()

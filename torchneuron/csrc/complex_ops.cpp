@@ -1,0 +1,191 @@
+// Complex ops composed from the runtime's real kernels, on the real and
+// imaginary parts (view_as_real of each operand, one plane per part): the
+// complex product as four real products and two sums, polar as cos/sin and
+// products. Every step is a native neuron op; nothing here touches elements.
+// The cases they do not cover (a CPU scalar operand, mixed dtypes, type
+// promotion) keep to the counted CPU fallback.
+#include "complex_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "fallback.h"
+#include "op_tracking.h"
+
+namespace torchneuron {
+namespace {
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// The real (part 0) or imaginary (part 1) plane of a complex tensor.
+at::Tensor plane(const at::Tensor& t, int64_t part) { return at::view_as_real(t).select(-1, part); }
+
+// out = a * b for complex a, b of one dtype (out of their broadcast shape).
+void complex_mul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::mul_out(re, ar, br);
+  re.sub_(at::mul(ai, bi));
+  at::mul_out(im, ar, bi);
+  im.add_(at::mul(ai, br));
+}
+
+bool plain_complex(const at::Tensor& t, at::ScalarType dtype) {
+  return is_neuron(t) && t.scalar_type() == dtype && !t.is_conj() && !t.is_neg();
+}
+
+}  // namespace
+
+bool try_native_complex_mul(torch::jit::Stack* stack) {
+  if (stack->size() < 2 || !(*stack)[stack->size() - 2].isTensor() ||
+      !(*stack)[stack->size() - 1].isTensor())
+    return false;
+  const at::Tensor a = (*stack)[stack->size() - 2].toTensor();
+  const at::Tensor b = (*stack)[stack->size() - 1].toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(b, a.scalar_type()) ||
+      !plain_complex(a, a.scalar_type()) || a.device() != b.device())
+    return false;
+  NEURON_TRACK_OP("aten::mul.Tensor(complex)");
+  c10::DeviceGuard guard(a.device());
+  at::Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), a.options());
+  if (out.numel() > 0) complex_mul_into(out, a, b);
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+bool try_native_complex_add(torch::jit::Stack* stack, bool subtract) {
+  // add.Tensor / sub.Tensor: (self, other, alpha)
+  if (stack->size() < 3) return false;
+  const c10::IValue* args = stack->data() + (stack->size() - 3);
+  if (!args[0].isTensor() || !args[1].isTensor() || !args[2].isScalar()) return false;
+  const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
+  const c10::Scalar alpha = args[2].toScalar();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type()) ||
+      !plain_complex(b, a.scalar_type()) || a.device() != b.device() || alpha.isComplex())
+    return false;
+  NEURON_TRACK_OP(subtract ? "aten::sub.Tensor(complex)" : "aten::add.Tensor(complex)");
+  c10::DeviceGuard guard(a.device());
+  // The (real, imaginary) planes add as real tensors: one native op.
+  at::Tensor sum = subtract ? at::sub(at::view_as_real(a), at::view_as_real(b), alpha)
+                            : at::add(at::view_as_real(a), at::view_as_real(b), alpha);
+  at::Tensor out = at::view_as_complex(sum);
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+bool try_native_complex_neg(torch::jit::Stack* stack) {
+  if (stack->empty() || !stack->back().isTensor()) return false;
+  const at::Tensor a = stack->back().toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
+  NEURON_TRACK_OP("aten::neg(complex)");
+  c10::DeviceGuard guard(a.device());
+  at::Tensor out = at::view_as_complex(at::neg(at::view_as_real(a)));
+  torch::jit::drop(*stack, 1);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle) {
+  if (stack->empty() || !stack->back().isTensor()) return false;
+  const at::Tensor a = stack->back().toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
+  NEURON_TRACK_OP(angle ? "aten::angle(complex)" : "aten::abs(complex)");
+  c10::DeviceGuard guard(a.device());
+  at::Tensor re = plane(a, 0), im = plane(a, 1);
+  at::Tensor out = angle ? at::atan2(im, re) : at::hypot(re, im);
+  torch::jit::drop(*stack, 1);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal) {
+  if (stack->size() < 2) return false;
+  const c10::IValue* args = stack->data() + (stack->size() - 2);
+  if (!args[0].isTensor() || !args[1].isTensor()) return false;
+  const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
+  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type()) ||
+      !plain_complex(b, a.scalar_type()) || a.device() != b.device())
+    return false;
+  NEURON_TRACK_OP(not_equal ? "aten::ne.Tensor(complex)" : "aten::eq.Tensor(complex)");
+  c10::DeviceGuard guard(a.device());
+  // Equal when both parts are: per-plane comparisons, then over the last dim.
+  at::Tensor ra = at::view_as_real(a), rb = at::view_as_real(b);
+  at::Tensor out = not_equal ? at::ne(ra, rb).any(-1) : at::eq(ra, rb).all(-1);
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a_in, const at::Tensor& b_in,
+                                                bool batched) {
+  const int64_t nd = batched ? 3 : 2;
+  if (!a_in.defined() || !b_in.defined() || !a_in.is_complex() || !is_neuron(a_in) ||
+      !is_neuron(b_in) || b_in.scalar_type() != a_in.scalar_type())
+    return std::nullopt;
+  // Conjugate operands (autograd's gradients) are materialised natively.
+  const at::Tensor a = a_in.resolve_conj().resolve_neg(), b = b_in.resolve_conj().resolve_neg();
+  if (a.device() != b.device() || a.dim() != nd ||
+      b.dim() != nd || a.size(-1) != b.size(-2) || (batched && a.size(0) != b.size(0)))
+    return std::nullopt;  // the fallback gives the CPU's result or error
+  NEURON_TRACK_OP(batched ? "aten::bmm(complex)" : "aten::mm(complex)");
+  c10::DeviceGuard guard(a.device());
+  // Four real products of the planes (each a native GEMM).
+  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
+  auto prod = [&](const at::Tensor& x, const at::Tensor& y) {
+    return batched ? at::bmm(x, y) : at::mm(x, y);
+  };
+  std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end());
+  shape.back() = b.size(-1);
+  at::Tensor out = at::empty(shape, a.options());
+  if (out.numel() == 0) return out;
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  re.copy_(prod(ar, br));
+  re.sub_(prod(ai, bi));
+  im.copy_(prod(ar, bi));
+  im.add_(prod(ai, br));
+  return out;
+}
+
+namespace {
+
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  at::ScalarType real = abs.scalar_type();
+  bool native = is_neuron(abs) && is_neuron(angle) && is_neuron(out) &&
+                (real == at::kFloat || real == at::kDouble) && angle.scalar_type() == real &&
+                out.scalar_type() == c10::toComplexType(real) && !out.is_conj() && !out.is_neg() &&
+                abs.device() == angle.device() && abs.device() == out.device();
+  if (!native) {
+    torch::jit::Stack stack{abs, angle, out};
+    run_through_fallback("aten::polar", "out", &stack);
+    return out;
+  }
+  NEURON_TRACK_OP("aten::polar.out");
+  c10::DeviceGuard guard(out.device());
+  std::vector<int64_t> shape = at::infer_size(abs.sizes(), angle.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, abs);
+  at::assert_no_partial_overlap(out, angle);
+  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::Tensor wide_angle = angle.expand(shape), wide_abs = abs.expand(shape);
+  at::cos_out(re, wide_angle);
+  re.mul_(wide_abs);
+  at::sin_out(im, wide_angle);
+  im.mul_(wide_abs);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("polar.out", polar_out); }
+
+}  // namespace torchneuron

@@ -1,0 +1,29 @@
+// Complex ops composed from native real kernels (complex_ops.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <optional>
+
+namespace torchneuron {
+
+// mul.Tensor's arguments (self, other) on the stack: if both are neuron
+// complex tensors of one dtype without conjugate/negative bits, computes the
+// product natively, replaces the arguments with it and returns true;
+// otherwise leaves the stack alone and returns false.
+bool try_native_complex_mul(torch::jit::Stack* stack);
+// The same for add.Tensor / sub.Tensor (self, other, alpha) with a real alpha.
+bool try_native_complex_add(torch::jit::Stack* stack, bool subtract);
+// The same for neg (self).
+bool try_native_complex_neg(torch::jit::Stack* stack);
+// abs (hypot of the planes) or angle (atan2 of the planes): a real result.
+bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle);
+// eq.Tensor / ne.Tensor of two complex tensors of one dtype.
+bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
+// mm (batched: bmm) of two neuron complex tensors of one dtype as four real
+// GEMMs on the planes; nothing when the case is not that one.
+std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,
+                                                bool batched);
+
+}  // namespace torchneuron

@@ -1,0 +1,77 @@
+// Routing calls that meet a storage dtype (complex, wide unsigned: see
+// tensor_view.h) to the counted CPU fallback, for registrations whose
+// kernels compute only in the runtime's ten dtypes. Register
+//   m.impl("sum.dim_IntList", native_or_fallback("sum.dim_IntList", sum_dim));
+// and a call with a complex or wide-unsigned tensor (or dtype= argument, or
+// complex number) runs the CPU kernel through the fallback instead of being
+// refused; every other call goes to the native kernel unchanged.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/core/stack.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "fallback.h"
+#include "tensor_view.h"
+
+namespace torchneuron {
+namespace storage_fallback_detail {
+
+inline bool storage_arg(const at::Tensor& t) { return t.defined() && is_storage_dtype(t.scalar_type()); }
+inline bool storage_arg(const std::optional<at::Tensor>& t) { return t && storage_arg(*t); }
+inline bool storage_arg(const c10::Scalar& s) { return s.isComplex(); }
+inline bool storage_arg(const std::optional<c10::Scalar>& s) { return s && s->isComplex(); }
+inline bool storage_arg(const std::optional<at::ScalarType>& t) { return t && is_storage_dtype(*t); }
+template <class T>
+bool storage_arg(const T&) {
+  return false;
+}
+
+template <class T>
+void note_written(std::vector<at::Tensor*>& written, T&& arg) {
+  if constexpr (std::is_same_v<T, at::Tensor&>) written.push_back(&arg);
+}
+
+template <class Ret>
+Ret result_from(torch::jit::Stack& stack, const std::vector<at::Tensor*>& written) {
+  if constexpr (std::is_same_v<Ret, at::Tensor>) {
+    return stack.back().toTensor();
+  } else if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+    return *written.at(0);
+  } else if constexpr (std::is_same_v<Ret, std::tuple<at::Tensor, at::Tensor>>) {
+    size_t n = stack.size();
+    return {stack[n - 2].toTensor(), stack[n - 1].toTensor()};
+  } else if constexpr (std::is_same_v<Ret, std::tuple<at::Tensor&, at::Tensor&>>) {
+    return {*written.at(0), *written.at(1)};
+  } else {
+    static_assert(sizeof(Ret) == 0, "native_or_fallback: unsupported return type");
+  }
+}
+
+}  // namespace storage_fallback_detail
+
+template <class Ret, class... Args>
+torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args...)) {
+  std::string full = overload_name;
+  size_t dot = full.find('.');
+  std::string name = "aten::" + full.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  return torch::CppFunction([fn, name, overload](Args... args) -> Ret {
+    using namespace storage_fallback_detail;
+    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
+    torch::jit::Stack stack;
+    (stack.emplace_back(args), ...);
+    run_through_fallback(name.c_str(), overload.c_str(), &stack);
+    if constexpr (std::is_void_v<Ret>) return;
+    std::vector<at::Tensor*> written;
+    (note_written<Args>(written, std::forward<Args>(args)), ...);
+    if constexpr (!std::is_void_v<Ret>) return result_from<Ret>(stack, written);
+  });
+}
+
+}  // namespace torchneuron
