@@ -697,6 +697,7 @@ def test_gemm_epilogues_forward_and_backward(dtype):
             return x + self.mlp(x)              # the residual add follows the second GEMM
 
     torch.manual_seed(0)
+    torchneuron.clear_op_tracking()
     block = Residual()
 
     def step(model, x):
