@@ -119,6 +119,13 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear")
        for d in (torch.float16, torch.bfloat16)},
     ("masked.logsumexp", torch.bfloat16): _LOGSUMEXP_16BIT,
+    ("view_as_complex", torch.float16): Known("complex32 (ComplexHalf) is not a device dtype yet",
+                                              "dtype ComplexHalf is not supported"),
+    ("polar", torch.float32): Known("polar's gradient reaches complex sgn and a complex-by-real mul of another "
+                                    "shape, which still run through the counted fallback", "aten::sgn"),
+    ("masked_fill", "error_inputs"): Known("a complex fill value reaches the counted fallback, which raises the "
+                                           "CPU's error, instead of being refused before it",
+                                           "CPU fallback ran for ['aten::masked_fill"),
     **{(name, d): _GRID_16BIT for name in ("nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d")
        for d in (torch.float16, torch.bfloat16)},
     ("norm.nuc", torch.float32): _NUC,
