@@ -53,6 +53,23 @@
  *          scalars [bins, min, max] (finite, min < max): counts of x in
  *          equal-width bins over [min, max], as PyTorch's CPU bins them;
  *          NaN and elements outside the range are not counted
+ *
+ * Segment reductions (torch.segment_reduce). data is [outer, rows, inner]
+ * (any strides), float32 or float64; offsets a contiguous int64
+ * [outer, segments + 1] whose segment s spans rows [offsets[s],
+ * offsets[s + 1]); per-segment tensors are [outer, segments, inner].
+ * scalars [reduce (0 sum, 1 mean, 2 prod, 3 max, 4 min), has_initial,
+ * initial].
+ *   SEGMENT_REDUCE [out, data, offsets]: every segment starts from initial
+ *            (else 0, 1, -inf or +inf; mean divides sum + initial by the
+ *            length and is initial, else NaN, when empty); NaN wins max
+ *            and min. Offsets that do not ascend within [0, rows] fail with
+ *            NRT_ERROR_INDEX_OUT_OF_RANGE.
+ *   SEGMENT_REDUCE_BACKWARD [grad_data, grad, output, data, offsets]: sum
+ *            copies, mean divides by the length, max and min share among
+ *            the rows equal to the extreme, prod is output / x (with one
+ *            zero in the segment: that row gets the product of the others,
+ *            the rest 0); rows outside every segment get 0.
  */
 #ifndef NEURONRT_OPS_REDUCE_H
 #define NEURONRT_OPS_REDUCE_H
@@ -78,6 +95,8 @@
   X(LOGCUMSUMEXP, logcumsumexp)    \
   X(CUMMAX, cummax)                \
   X(CUMMIN, cummin)                \
-  X(HISTC, histc)
+  X(HISTC, histc)                  \
+  X(SEGMENT_REDUCE, segment_reduce) \
+  X(SEGMENT_REDUCE_BACKWARD, segment_reduce_backward)
 
 #endif
