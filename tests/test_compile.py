@@ -418,6 +418,27 @@ def test_op_without_lowering_runs_eagerly_and_warns_once(monkeypatch):
     assert counter("compile.eager_nodes") >= 3 * r[0]["eager_nodes"]
 
 
+def test_complex_nodes_run_eagerly_between_compiled_segments():
+    # Complex tensors live on the device but the graph compiler has no
+    # complex kernels: those nodes run eagerly, the real work around them
+    # stays compiled, and nothing fails to compile.
+    x = rand(4, 8, seed=16)
+
+    def f(x):
+        z = (x * 2).to(torch.complex64)
+        return torch.view_as_real(z * z).sum(-1) + x.exp()
+
+    want = f(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = compiled(f)(x)
+    torch.testing.assert_close(got.cpu(), want.cpu())
+    r = rows()
+    assert r[-1]["eager_nodes"] > 0, r
+    assert any("_to_copy" in op or "mul" in op for op in r[-1]["eager_ops"]), r
+    assert counter("compile.fused_kernels") + counter("compile.launches") > 0, counters()
+
+
 # ---- graph breaks, fullgraph, mixed code, no_grad, autocast ---------------------
 
 

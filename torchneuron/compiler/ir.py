@@ -45,7 +45,7 @@ def dtype_code(dtype):
     try:
         return DTYPE_CODE[dtype]
     except KeyError:
-        raise Unsupported(f"dtype {dtype} is not a neuron device dtype") from None
+        raise Unsupported(f"dtype {dtype} has no compiled kernels (the node runs eagerly)") from None
 
 
 def sym_expr(value):
@@ -242,11 +242,13 @@ class GraphBuilder:
         self.num_outputs = 0
 
     def input(self, dtype, numel):
+        dtype_code(dtype)  # Unsupported now, while the node can still run eagerly
         self.buffers.append([INPUT, dtype, self.num_inputs, numel])
         self.num_inputs += 1
         return len(self.buffers) - 1
 
     def temp(self, dtype, numel):
+        dtype_code(dtype)
         self.buffers.append([TEMP, dtype, 0, numel])
         return len(self.buffers) - 1
 
@@ -275,9 +277,12 @@ class GraphBuilder:
             raise Unsupported(f"{code}: more than 8 scalars")
         if compute_dtype is None:
             compute_dtype = outputs[0].dtype if outputs and outputs[0] is not None else torch.float32
+        dtype_code(compute_dtype)
         for v in list(outputs) + list(inputs):
             if isinstance(v, View) and len(v.shape) > 25:
                 raise Unsupported(f"{code}: more than 25 dimensions")
+            if isinstance(v, (View, Immediate)):
+                dtype_code(v.dtype)
         self.nodes.append(Node(code, compute_dtype, list(outputs), list(inputs),
                                [scalar_record(s) for s in scalars], fx_name))
 
