@@ -9,7 +9,7 @@ Each time is the median of several runs (best shown too); ratio = CPU time
 / neuron time (above 1.0 neuron is faster). PyTorch CPU runs with
 --cpu-threads threads (default 2).
 
-    python benchmarks/composite_ops.py [--repeats N] [--cpu-threads T]
+    python benchmarks/composite_ops.py [--repeats N] [--cpu-threads T] [--only NAME]
 
 Below 1.0 on the 2-core AMD EPYC (first measurement, 2026-12-05): cdist
 (0.44-0.65x) sums every pair in float64 from rows converted one at a time
@@ -20,9 +20,10 @@ repeat_interleave (0.43x) and max_unpool2d (0.69x) are three native steps
 each where the CPU makes one pass; channel_shuffle (0.44x) is one strided
 copy whose 5-d view our copy kernel walks slowly. Each is a kernel of its
 own to write when it matters. Second session: histogramdd (0.6-0.7x) is
-searchsorted per dimension and one accumulating index_put, and
-segment_reduce (0.25-0.4x) is 6 to 10 native steps each way, where the CPU
-has one dedicated pass; both are composites written for completeness.
+searchsorted per dimension and one accumulating index_put, where the CPU
+has one dedicated pass (a composite written for completeness). Third
+session: segment_reduce runs on its own kernel (0.35x as a composite, now
+1.7-2.2x).
 """
 
 import argparse
@@ -34,7 +35,12 @@ import torchneuron  # noqa: F401
 from timing import median_and_best as seconds
 
 
+ONLY = None  # --only: run the cases whose name contains this
+
+
 def case(name, make, fn, repeats, grad=False):
+    if ONLY and ONLY not in name:
+        return
     results = []
     for dev in ("neuron", "cpu"):
         inputs = [t.to(dev).requires_grad_(grad and t.is_floating_point()) for t in make()]
@@ -53,7 +59,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--only", help="run only the cases whose name contains this")
     args = parser.parse_args()
+    global ONLY
+    ONLY = args.only
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     r = args.repeats

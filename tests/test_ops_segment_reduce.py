@@ -84,3 +84,14 @@ def test_segment_reduce_errors():
     # integer data: the CPU names its kernel ("_segment_reduce_cpu"), neuron the op
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
         torch.segment_reduce(d.long().to(DEV), "sum", lengths=torch.tensor([6], device=DEV))
+
+
+@pytest.mark.parametrize("offsets", [[0, 5, 2], [0, 5, 9], [-1, 3, 6]])
+def test_offsets_out_of_order_or_range_are_a_device_error(offsets):
+    # The CPU reads such offsets unchecked; the device kernel refuses them,
+    # asynchronously, as an index error naming the op.
+    d = torch.arange(6.0, device=DEV)
+    with pytest.raises(RuntimeError, match="segment_reduce: offsets must ascend within \\[0, 6\\]"):
+        torch.segment_reduce(d, "sum", offsets=torch.tensor(offsets, device=DEV)).cpu()
+    torch.neuron.clear_error()
+    assert torch.segment_reduce(d, "sum", offsets=torch.tensor([0, 2, 6], device=DEV)).cpu().tolist() == [1.0, 14.0]
