@@ -52,10 +52,16 @@ typedef struct rt_vm_exp_parts {
  * n that occur) and n = round(x / ln 2) through the 1.5 * 2^23 shifter;
  * e^r = 1 + r + r^2 P(r) on [-ln2/2, ln2/2]; 2^n is split in two powers of
  * two so that subnormal results round once. */
+RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc);
+
 RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_of(float x, float lo) {
-  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
   float xc = x > 89.0f ? 89.0f : x; /* NaN passes */
-  xc = xc < lo ? lo : xc;
+  return rt_vm_exp_parts_clamped(xc < lo ? lo : xc);
+}
+
+/* The same for x already in [lo, 89] (or NaN). */
+RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc) {
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
   float t = xc * 1.44269504088896341f + shifter;
   float n = t - shifter;
   int32_t ni = (int32_t)(rt_vm_bits(t) - rt_vm_bits(shifter)); /* n, without a float->int cast */
@@ -167,10 +173,17 @@ RT_VM_INLINE float rt_vm_tanhf(float x) {
 /* Logistic sigmoid; at most 2 ulp. 1 / (1 + e^-x), and e^x / (1 + e^x) for
  * negative x so that the tail keeps its precision instead of flushing. */
 RT_VM_INLINE float rt_vm_sigmoidf(float x) {
-  float e = rt_vm_expf(-fabsf(x));
+  /* -|x| <= 0 needs no upper clamp: GCC turns each clamp into compares
+   * and blends over duplicated paths, a third of the loop. */
+  float nx = -fabsf(x);
+  rt_vm_exp_parts p = rt_vm_exp_parts_clamped(nx < -104.0f ? -104.0f : nx);
+  float e = (p.y * p.scale1) * p.scale2;
   float d = 1.0f + e;
   float c = (1.0f - d) + e; /* 1 + e = d + c exactly (Fast2Sum) */
-  float q = (x >= 0.0f ? 1.0f : e) / d;
+  /* The numerator, 1 or e, by a bit mask: written as a select, GCC
+   * divides both and selects, two divisions per element. */
+  uint32_t pos = 0u - (uint32_t)(x >= 0.0f);
+  float q = rt_vm_float((rt_vm_bits(1.0f) & pos) | (rt_vm_bits(e) & ~pos)) / d;
   /* 1 / d for the correction, without a second division: q itself for
    * x >= 0, and 1 - q for x < 0 since 1 / (1 + e) = 1 - e / (1 + e). The
    * correction is below half an ulp of q, so its few-ulp error is lost. */
