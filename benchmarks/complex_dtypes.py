@@ -1,6 +1,7 @@
 """The storage dtypes (complex64/128, uint16/32/64) on neuron against
 PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
-and the complex mul / polar / sum composed from native real kernels.
+and the complex mul / polar / sum / div / exp / log / sqrt / trigonometric
+functions composed from native real kernels.
 
     .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7]
 
@@ -44,6 +45,13 @@ def cases():
     r, theta = f32[: N // 2].abs(), f32[N // 2:]
     yield "polar float32 2M", (r, theta), lambda a, b: torch.polar(a, b)
     yield "sum complex64 2048^2 dim=1", (square,), lambda x: x.sum(1)
+    # complex math on the planes (complex_math.cpp)
+    yield "div complex64 2M / 2M", (half, c64[N // 2:]), lambda a, b: a / b
+    yield "exp complex64 2M", (half,), torch.exp
+    yield "log complex64 2M", (half,), torch.log
+    yield "sqrt complex64 2M", (half,), torch.sqrt
+    yield "tanh complex64 2M", (half,), torch.tanh
+    yield "sin complex128 2M", (c128[: N // 2],), torch.sin
 
 
 def main():

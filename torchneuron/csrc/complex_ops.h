@@ -5,6 +5,7 @@
 #include <ATen/core/stack.h>
 
 #include <optional>
+#include <string>
 
 namespace torchneuron {
 
@@ -21,6 +22,12 @@ bool try_native_complex_neg(torch::jit::Stack* stack);
 bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle);
 // eq.Tensor / ne.Tensor of two complex tensors of one dtype.
 bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
+// exp, log, log2, log10, sqrt, rsqrt, reciprocal, sin, cos, tan, sinh,
+// cosh, tanh, sigmoid and div (functional, out= and in-place overloads,
+// `name` as the pointwise table spells it: "exp", "exp.out", "exp_",
+// "div.Tensor", ...) of plain neuron complex tensors of one dtype, on the
+// planes (complex_math.cpp); false, stack untouched, for anything else.
+bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack);
 // mm (batched: bmm) of two neuron complex tensors of one dtype as four real
 // GEMMs on the planes; nothing when the case is not that one.
 std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,

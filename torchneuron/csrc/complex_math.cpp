@@ -1,0 +1,268 @@
+// Complex elementwise math composed from the runtime's real kernels on the
+// (real, imaginary) planes: division (Smith's scaled form), reciprocal,
+// exp, log/log2/log10, sqrt/rsqrt, sin/cos/tan, sinh/cosh/tanh, sigmoid.
+// Each formula is the textbook one, with the cases where it would overflow
+// or divide zero by zero taken apart (tanh's large real part, sqrt of 0, a
+// real argument's zero imaginary part). Every step is a native op on a
+// float32 or float64 plane; nothing here touches elements.
+//
+// The functional, out= and in-place overloads all come here from the
+// pointwise table's fallback path (pointwise.cpp) when every tensor is a
+// plain neuron complex tensor of one dtype; anything else (a complex
+// scalar, mixed dtypes, conjugate bits) keeps to the counted CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include "complex_ops.h"
+#include "op_tracking.h"
+
+namespace torchneuron {
+namespace {
+
+struct Planes {
+  at::Tensor re, im;
+};
+
+at::Tensor plane(const at::Tensor& t, int64_t part) { return at::view_as_real(t).select(-1, part); }
+
+Planes planes_of(const at::Tensor& z) { return {plane(z, 0), plane(z, 1)}; }
+
+// (a + bi) / (c + di) in Smith's form, as the CPU computes it (numpy's
+// algorithm): the ratio of the smaller to the larger of |c| and |d| keeps
+// the products in range, and the quotient is a product with the inverse
+// denominator. Dividing by 0 gives a / 0 and b / 0 (infinities or NaN).
+Planes divide(const Planes& x, const Planes& y) {
+  const at::Tensor &a = x.re, &b = x.im, &c = y.re, &d = y.im;
+  const at::Tensor abs_c = c.abs(), abs_d = d.abs();
+  const at::Tensor c_larger = abs_c.ge(abs_d), zero = abs_c.eq(0).logical_and_(abs_d.eq(0));
+  // |c| >= |d|: rat = d / c, scale = 1 / (c + d rat)
+  const at::Tensor rat1 = d / c, scl1 = (c + d * rat1).reciprocal();
+  // |d| > |c|: rat = c / d, scale = 1 / (d + c rat)
+  const at::Tensor rat2 = c / d, scl2 = (d + c * rat2).reciprocal();
+  at::Tensor re = at::where(c_larger, (a + b * rat1) * scl1, (a * rat2 + b) * scl2);
+  at::Tensor im = at::where(c_larger, (b - a * rat1) * scl1, (b * rat2 - a) * scl2);
+  return {at::where(zero, a / abs_c, re), at::where(zero, b / abs_d, im)};
+}
+
+Planes exp_of(const Planes& z) {
+  const at::Tensor m = z.re.exp();
+  // exp(x + 0i) = exp(x) + 0i even where exp(x) is infinite
+  return {m * z.im.cos(), at::where(z.im.eq(0), z.im, m * z.im.sin())};
+}
+
+Planes log_of(const Planes& z, double scale) {
+  at::Tensor re = at::hypot(z.re, z.im).log(), im = at::atan2(z.im, z.re);
+  if (scale != 1.0) re = re * scale, im = im * scale;
+  return {re, im};
+}
+
+// The principal square root: t = sqrt((|z| + |a|) / 2); for a >= 0 it is
+// t + i b / (2t), below |b| / (2t) + i copysign(t, b). sqrt(0) is 0 with
+// b's sign.
+Planes sqrt_of(const Planes& z) {
+  const at::Tensor t = ((at::hypot(z.re, z.im) + z.re.abs()) * 0.5).sqrt();
+  const at::Tensor half = z.im / (t * 2);
+  const at::Tensor nonneg = z.re.ge(0);
+  const at::Tensor zero = t.eq(0);
+  at::Tensor re = at::where(nonneg, t, half.abs());
+  at::Tensor im = at::where(nonneg, half, at::copysign(t, z.im));
+  return {at::where(zero, at::zeros_like(t), re), at::where(zero, z.im, im)};
+}
+
+Planes sinh_cosh(const Planes& z, bool cosh) {
+  const at::Tensor sh = z.re.sinh(), ch = z.re.cosh(), s = z.im.sin(), c = z.im.cos();
+  // sinh(a + bi) = sinh a cos b + i cosh a sin b; cosh = cosh a cos b + i sinh a sin b
+  at::Tensor re = (cosh ? ch : sh) * c;
+  at::Tensor im = at::where(z.im.eq(0), z.im * (cosh ? sh : ch).sign(), (cosh ? sh : ch) * s);
+  return {re, im};
+}
+
+// tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); beyond |a| = 20
+// tanh a is +-1 in float64 as in float32, and the formula's sinh and cosh
+// would overflow.
+Planes tanh_of(const Planes& z) {
+  const at::Tensor a2 = z.re * 2, b2 = z.im * 2;
+  const at::Tensor den = a2.cosh() + b2.cos();
+  const at::Tensor large = z.re.abs().gt(20);
+  at::Tensor re = at::where(large, z.re.sign(), a2.sinh() / den);
+  at::Tensor im = at::where(large, at::zeros_like(z.im).copysign(z.im), b2.sin() / den);
+  return {re, im};
+}
+
+Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
+Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
+
+Planes reciprocal_of(const Planes& z) {
+  return divide({at::ones_like(z.re), at::zeros_like(z.im)}, z);
+}
+
+using Unary = std::function<Planes(const Planes&)>;
+
+const std::unordered_map<std::string, Unary>& unary_table() {
+  static const std::unordered_map<std::string, Unary> table = {
+      {"exp", exp_of},
+      {"log", [](const Planes& z) { return log_of(z, 1.0); }},
+      {"log2", [](const Planes& z) { return log_of(z, 1.4426950408889634); }},
+      {"log10", [](const Planes& z) { return log_of(z, 0.43429448190325182); }},
+      {"sqrt", sqrt_of},
+      {"rsqrt", [](const Planes& z) { return reciprocal_of(sqrt_of(z)); }},
+      {"reciprocal", reciprocal_of},
+      {"sinh", [](const Planes& z) { return sinh_cosh(z, false); }},
+      {"cosh", [](const Planes& z) { return sinh_cosh(z, true); }},
+      {"tanh", tanh_of},
+      // sin z = -i sinh(i z), cos z = cosh(i z), tan z = -i tanh(i z)
+      {"sin", [](const Planes& z) { return times_minus_i(sinh_cosh(times_i(z), false)); }},
+      {"cos", [](const Planes& z) { return sinh_cosh(times_i(z), true); }},
+      {"tan", [](const Planes& z) { return times_minus_i(tanh_of(times_i(z))); }},
+      {"sigmoid",
+       [](const Planes& z) {
+         const Planes e = exp_of({-z.re, -z.im});
+         return divide({at::ones_like(e.re), at::zeros_like(e.im)}, {e.re + 1, e.im});
+       }},
+  };
+  return table;
+}
+
+Planes multiply(const Planes& x, const Planes& y) {
+  return {x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
+}
+
+Planes conj_of(const Planes& z) { return {z.re, -z.im}; }
+
+// Binary ops: (x, y, alpha), alpha the real scale of add/sub's other.
+using Binary = std::function<Planes(const Planes&, const Planes&, double)>;
+
+const std::unordered_map<std::string, Binary>& binary_table() {
+  static const std::unordered_map<std::string, Binary> table = {
+      {"div", [](const Planes& x, const Planes& y, double) { return divide(x, y); }},
+      {"mul", [](const Planes& x, const Planes& y, double) { return multiply(x, y); }},
+      {"add", [](const Planes& x, const Planes& y, double alpha) {
+         return alpha == 1.0 ? Planes{x.re + y.re, x.im + y.im} : Planes{x.re + y.re * alpha, x.im + y.im * alpha};
+       }},
+      {"sub", [](const Planes& x, const Planes& y, double alpha) {
+         return alpha == 1.0 ? Planes{x.re - y.re, x.im - y.im} : Planes{x.re - y.re * alpha, x.im - y.im * alpha};
+       }},
+      // autograd's complex gradients: grad * conj(f'(z)), f' from the output y
+      {"sigmoid_backward", [](const Planes& g, const Planes& y, double) {
+         return multiply(g, conj_of(multiply({1 - y.re, -y.im}, y)));
+       }},
+      {"tanh_backward", [](const Planes& g, const Planes& y, double) {
+         const Planes y2 = multiply(y, y);
+         return multiply(g, conj_of({1 - y2.re, -y2.im}));
+       }},
+  };
+  return table;
+}
+
+bool plain(const at::Tensor& t, at::ScalarType dtype, c10::Device device) {
+  return t.defined() && t.device() == device && t.scalar_type() == dtype && !t.is_conj() && !t.is_neg();
+}
+
+// Writes the planes into a complex tensor of their broadcast shape: out
+// (resized as out= resizes) when given, else a new one.
+at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at::Tensor* out) {
+  const std::vector<int64_t> shape = at::infer_size(p.re.sizes(), p.im.sizes());
+  at::Tensor result = out ? *out : at::empty(shape, options);
+  if (out) at::native::resize_output(result, shape);
+  if (result.numel() > 0) {
+    plane(result, 0).copy_(p.re.expand(shape));
+    plane(result, 1).copy_(p.im.expand(shape));
+  }
+  return result;
+}
+
+}  // namespace
+
+bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) {
+  // name as the pointwise table spells it: "exp", "exp.out", "exp_",
+  // "div.Tensor", "div.out", "div_.Tensor", "add.Tensor", ...
+  const size_t dot = name.find('.');
+  std::string base = name.substr(0, dot);
+  const std::string variant = dot == std::string::npos ? "" : name.substr(dot + 1);
+  const bool inplace = !base.empty() && base.back() == '_';
+  if (inplace) base.pop_back();
+  const bool has_out = variant == "out" || variant == "grad_input";
+  const Unary* unary = nullptr;
+  const Binary* binary = nullptr;
+  if (auto u = unary_table().find(base); u != unary_table().end()) {
+    if (!(variant.empty() || has_out)) return false;
+    unary = &u->second;
+  } else if (auto b = binary_table().find(base); b != binary_table().end()) {
+    if (!(variant.empty() || variant == "Tensor" || variant == "Scalar" || has_out)) return false;
+    binary = &b->second;
+  } else {
+    return false;
+  }
+  const bool alpha = base == "add" || base == "sub";
+  // .Scalar: the other operand is a real number (a complex one keeps to
+  // the fallback), taken as that number + 0i as the CPU takes it.
+  const bool scalar_other = variant == "Scalar";
+  const size_t tensors = unary ? 1 : 2;
+  const size_t nargs = tensors + (alpha ? 1 : 0) + (has_out ? 1 : 0);
+  if (stack->size() < nargs) return false;
+  const c10::IValue* args = stack->data() + (stack->size() - nargs);
+  for (size_t k = 0; k < tensors; k++) {
+    if (scalar_other && k == 1) {
+      if (!args[k].isScalar() || args[k].toScalar().isComplex()) return false;
+    } else if (!args[k].isTensor()) {
+      return false;
+    }
+  }
+  if (has_out && !args[nargs - 1].isTensor()) return false;
+  if (alpha && (!args[tensors].isScalar() || args[tensors].toScalar().isComplex())) return false;
+  const at::Tensor self = args[0].toTensor();
+  if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1) return false;
+  const at::ScalarType dtype = self.scalar_type();
+  std::vector<at::Tensor> inputs;
+  for (size_t k = 0; k < tensors; k++) {
+    if (scalar_other && k == 1) {
+      inputs.push_back(at::scalar_tensor(c10::complex<double>(args[k].toScalar().toDouble(), 0.0),
+                                         self.options()));
+      continue;
+    }
+    const at::Tensor t = args[k].toTensor();
+    if (k == 1 && t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && !t.is_complex()) {
+      // a Python number (mul.Scalar comes here as mul.Tensor): real, + 0i
+      inputs.push_back(at::scalar_tensor(c10::complex<double>(t.item<double>(), 0.0), self.options()));
+      continue;
+    }
+    if (!t.defined() || t.device() != self.device() || t.scalar_type() != dtype) return false;
+    inputs.push_back(t);
+  }
+  at::Tensor target;  // where the result goes: out=, or self in place
+  if (has_out) target = args[nargs - 1].toTensor();
+  if (inplace) target = self;
+  if (target.defined() &&
+      (target.device() != self.device() || target.scalar_type() != dtype || target.is_conj() || target.is_neg()))
+    return false;
+  if (inplace && !unary && at::infer_size(self.sizes(), inputs[1].sizes()) != self.sizes().vec())
+    return false;  // the fallback raises the CPU's broadcast error
+  static const std::unordered_map<std::string, std::string> tracked = [] {
+    std::unordered_map<std::string, std::string> m;
+    for (const auto& kv : unary_table()) m[kv.first] = "aten::" + kv.first + "(complex)";
+    for (const auto& kv : binary_table()) m[kv.first] = "aten::" + kv.first + "(complex)";
+    return m;
+  }();
+  // (NEURON_TRACK_OP's counter is per call site; the name varies here.)
+  native_op_counter(tracked.at(base).c_str())->fetch_add(1, std::memory_order_relaxed);
+  native_op_total.fetch_add(1, std::memory_order_relaxed);
+  c10::DeviceGuard guard(self.device());
+  // Conjugate and negative bits (autograd's gradients carry them) are
+  // materialised natively first.
+  for (at::Tensor& t : inputs) t = t.resolve_conj().resolve_neg();
+  const Planes result =
+      unary ? (*unary)(planes_of(inputs[0]))
+            : (*binary)(planes_of(inputs[0]), planes_of(inputs[1]), alpha ? args[tensors].toScalar().toDouble() : 1.0);
+  at::Tensor out = assemble(result, self.options(), target.defined() ? &target : nullptr);
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::move(out));
+  return true;
+}
+
+}  // namespace torchneuron
