@@ -294,6 +294,26 @@ def test_in_place_ops_and_views_of_one_storage(gates):
     assert counters[GROUPS] >= 1, counters
 
 
+def strided_planes_program(q, x, y):
+    # The real and imaginary planes of complex tensors: outputs with element
+    # stride 2 (not dense), a broadcast operand whose stride-0 dim comes
+    # first. The run walks the outputs' rows (a walk down their columns gave
+    # the same values at a cache miss per element).
+    o = torch.empty_like(x)
+    re, ar, ai = o[:, ::2], x[:, ::2], x[:, 1::2]
+    br, bi = y[0, ::2], y[0, 1::2]
+    torch.mul(ar, br, out=re)
+    re.sub_(ai * bi)
+    re.mul_(0.5)
+    return dict(o=o, re_copy=re * 1)
+
+
+def test_strided_outputs_with_a_broadcast_operand(gates):
+    planes = inputs_of(((256, 512), F32), ((1, 512), F32))
+    _, counters = run_both(gates, planes, strided_planes_program, cpu=True)
+    assert counters[GROUPS] >= 1, counters
+
+
 def transposed_alias_program(q, x, y):
     x.add_(1)
     xt = x.t()

@@ -248,6 +248,41 @@ static int add_op(rt_adaptive *a, const nrt_op *op, uint64_t seq) {
   return 1;
 }
 
+/* The dims of a (not dense) output, outermost first: by descending stride,
+ * ties kept in order, so that the walk's inner dim is the one the output
+ * steps through fastest (the iteration engine orders unfused ops so too).
+ * A strided output whose dims came the other way round (the shim may list
+ * a broadcast input's stride-0 dim last) would otherwise be walked down
+ * its columns, a cache miss per element. */
+static void output_order(const nrt_tensor_view *y, int *perm) {
+  for (int d = 0; d < y->ndim; d++) {
+    int at = d;
+    int64_t sd = y->strides[d] < 0 ? -y->strides[d] : y->strides[d];
+    while (at > 0) {
+      int64_t sp = y->strides[perm[at - 1]] < 0 ? -y->strides[perm[at - 1]] : y->strides[perm[at - 1]];
+      if (sp >= sd) break;
+      perm[at] = perm[at - 1];
+      at--;
+    }
+    perm[at] = d;
+  }
+}
+
+/* op with the dims of every operand of its shape taken in perm's order. */
+static void permute_op(const nrt_op *op, const int *perm, int ndim, nrt_op *out) {
+  *out = *op;
+  const nrt_tensor_view *y = &op->operands[0];
+  for (int k = 0; k < op->num_operands; k++) {
+    const nrt_tensor_view *v = &op->operands[k];
+    if (v->ndim != ndim || memcmp(v->shape, y->shape, (size_t)ndim * sizeof v->shape[0])) continue;
+    nrt_tensor_view *w = &out->operands[k];
+    for (int d = 0; d < ndim; d++) {
+      w->shape[d] = v->shape[perm[d]];
+      w->strides[d] = v->strides[perm[d]];
+    }
+  }
+}
+
 int rt_adaptive_plan(rt_adaptive *a, nrt_op *const *ops, int n, uint64_t first_seq,
                      nrt_stream_t s) {
   const nrt_tensor_view *y0 = &ops[0]->operands[0];
@@ -265,16 +300,21 @@ int rt_adaptive_plan(rt_adaptive *a, nrt_op *const *ops, int n, uint64_t first_s
     n = fit;
     a->ndim = space.ndim;
     memcpy(a->shape, space.shape, sizeof a->shape);
-  } else {
+  }
+  int perm[NRT_MAX_DIMS], permuted = 0;
+  if (!shared) {
+    output_order(y0, perm);
+    for (int d = 0; d < y0->ndim; d++) permuted |= perm[d] != d;
     a->ndim = y0->ndim;
-    memcpy(a->shape, y0->shape, sizeof a->shape);
+    for (int d = 0; d < y0->ndim; d++) a->shape[d] = y0->shape[perm[d]];
   }
   a->num_inputs = a->num_written = a->num_registers = a->num_insts = a->elided = 0;
   int m = 0;
   for (; m < n; m++) {
     nrt_op viewed;
     if (shared) rt_space_express(&space, ops[m], &viewed);
-    if (!add_op(a, shared ? &viewed : ops[m], first_seq + (uint64_t)m)) break;
+    else if (permuted) permute_op(ops[m], perm, a->ndim, &viewed);
+    if (!add_op(a, shared || permuted ? &viewed : ops[m], first_seq + (uint64_t)m)) break;
   }
   if (m < 2) return 0;
 
