@@ -502,3 +502,42 @@ def test_complex_math_backward(dtype):
         f(xd, yd).backward(g.to(DEV))
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
     torch.testing.assert_close(yd.grad.cpu(), yc.grad, **tol)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_sum_and_mean_of_everything_native(dtype):
+    x = _math_values(dtype)
+    d = x.to(DEV)
+    tol = {} if dtype == torch.complex128 else {"rtol": 1e-5, "atol": 1e-5}
+    with no_fallback():
+        torch.testing.assert_close(d.sum().cpu(), x.sum(), **tol)
+        torch.testing.assert_close(d.mean().cpu(), x.mean(), **tol)
+        torch.testing.assert_close(d.t().conj().sum().cpu(), x.t().conj().sum(), **tol)
+        assert_same(d[1, 2].sum().cpu(), x[1, 2].sum())  # a 0-d tensor is its own sum
+        assert_same(d[1, 2].mean().cpu(), x[1, 2].mean())
+        assert_same(d[:0].sum().cpu(), x[:0].sum())
+        # the sum of a complex loss's gradient path
+        w = d.clone().requires_grad_()
+        (w * w.conj()).real.sum().backward()
+    torch.testing.assert_close(w.grad.cpu(), 2 * x, **tol)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("real", [torch.float32, torch.float64, torch.int64])
+def test_complex_with_real_tensors_promotes_natively(dtype, real):
+    x = _math_values(dtype)
+    r = torch.arange(1, 25).reshape(4, 6).to(real)
+    want_type = torch.result_type(x, r)
+    with no_fallback():
+        for op in (torch.mul, torch.add, torch.sub, torch.div):
+            got = op(x.to(DEV), r.to(DEV))
+            assert got.dtype == want_type
+            torch.testing.assert_close(got.cpu(), op(x, r), equal_nan=True)
+            torch.testing.assert_close(op(r.to(DEV), x.to(DEV)).cpu(), op(r, x), equal_nan=True)
+        d = x.to(DEV)
+        if want_type == dtype:
+            d.mul_(r.to(DEV)[0])
+            torch.testing.assert_close(d.cpu(), x * r[0], equal_nan=True)
+    # a real tensor cannot hold the complex result: the CPU's error
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        r.to(DEV).float().mul_(x.to(DEV))

@@ -216,31 +216,49 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   }
   if (has_out && !args[nargs - 1].isTensor()) return false;
   if (alpha && (!args[tensors].isScalar() || args[tensors].toScalar().isComplex())) return false;
-  const at::Tensor self = args[0].toTensor();
-  if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1) return false;
-  const at::ScalarType dtype = self.scalar_type();
+  // The operands: neuron tensors (one of them complex), a real Python
+  // number, or a real .Scalar. The result's dtype is PyTorch's promotion of
+  // them; every tensor is converted to it (natively), a number becomes
+  // number + 0i, as the CPU takes them.
+  const at::Tensor first = args[0].toTensor();
+  if (!first.defined() || first.device().type() != c10::DeviceType::PrivateUse1) return false;
+  const c10::Device device = first.device();
+  at::ScalarType dtype;
+  if (unary) {
+    dtype = first.scalar_type();
+  } else if (scalar_other) {
+    dtype = at::result_type(first, args[1].toScalar());
+  } else {
+    const at::Tensor second = args[1].toTensor();
+    if (!second.defined()) return false;
+    dtype = at::result_type(first, second);
+  }
+  if (dtype != at::kComplexFloat && dtype != at::kComplexDouble) return false;
+  const at::TensorOptions options = first.options().dtype(dtype);
   std::vector<at::Tensor> inputs;
   for (size_t k = 0; k < tensors; k++) {
     if (scalar_other && k == 1) {
-      inputs.push_back(at::scalar_tensor(c10::complex<double>(args[k].toScalar().toDouble(), 0.0),
-                                         self.options()));
+      inputs.push_back(at::scalar_tensor(c10::complex<double>(args[k].toScalar().toDouble(), 0.0), options));
       continue;
     }
     const at::Tensor t = args[k].toTensor();
-    if (k == 1 && t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && !t.is_complex()) {
-      // a Python number (mul.Scalar comes here as mul.Tensor): real, + 0i
-      inputs.push_back(at::scalar_tensor(c10::complex<double>(t.item<double>(), 0.0), self.options()));
+    if (k == 1 && t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // a Python number (mul.Scalar comes here as mul.Tensor); a complex
+      // one keeps to the fallback
+      if (t.is_complex()) return false;
+      inputs.push_back(at::scalar_tensor(c10::complex<double>(t.item<double>(), 0.0), options));
       continue;
     }
-    if (!t.defined() || t.device() != self.device() || t.scalar_type() != dtype) return false;
+    if (t.device() != device) return false;  // the fallback raises the CPU's error
     inputs.push_back(t);
   }
+  const at::Tensor& self = first;
   at::Tensor target;  // where the result goes: out=, or self in place
   if (has_out) target = args[nargs - 1].toTensor();
   if (inplace) target = self;
   if (target.defined() &&
-      (target.device() != self.device() || target.scalar_type() != dtype || target.is_conj() || target.is_neg()))
-    return false;
+      (target.device() != device || target.scalar_type() != dtype || target.is_conj() || target.is_neg()))
+    return false;  // a cast the CPU refuses, or one it does: the fallback
   if (inplace && !unary && at::infer_size(self.sizes(), inputs[1].sizes()) != self.sizes().vec())
     return false;  // the fallback raises the CPU's broadcast error
   static const std::unordered_map<std::string, std::string> tracked = [] {
@@ -255,11 +273,11 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   c10::DeviceGuard guard(self.device());
   // Conjugate and negative bits (autograd's gradients carry them) are
   // materialised natively first.
-  for (at::Tensor& t : inputs) t = t.resolve_conj().resolve_neg();
+  for (at::Tensor& t : inputs) t = t.to(dtype).resolve_conj().resolve_neg();
   const Planes result =
       unary ? (*unary)(planes_of(inputs[0]))
             : (*binary)(planes_of(inputs[0]), planes_of(inputs[1]), alpha ? args[tensors].toScalar().toDouble() : 1.0);
-  at::Tensor out = assemble(result, self.options(), target.defined() ? &target : nullptr);
+  at::Tensor out = assemble(result, options, target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(out));
   return true;

@@ -945,6 +945,48 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
   return sum_dim(self, dim, keepdim, dtype);
 }
 
+// sum / mean of a whole complex tensor: its planes reduced over every dim
+// but the (real, imaginary) one; a 0-d tensor is its own sum and mean.
+at::Tensor complex_all(const at::Tensor& self, bool mean) {
+  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
+  if (self.dim() == 0) return at::view_as_complex(planes.clone());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
+  return at::view_as_complex(mean ? at::mean(planes, dims) : at::sum(planes, dims));
+}
+
+bool plain_complex_reduction(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg();
+}
+
+at::Tensor sum_all_or_complex(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (plain_complex_reduction(self, dtype)) {
+    NEURON_TRACK_OP("aten::sum(complex)");
+    c10::DeviceGuard guard(self.device());
+    return complex_all(self, /*mean=*/false);
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack{self, dtype};
+    run_through_fallback("aten::sum", "", &stack);
+    return stack.back().toTensor();
+  }
+  return sum_all(self, dtype);
+}
+
+at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (plain_complex_reduction(self, dtype)) {
+    NEURON_TRACK_OP("aten::mean(complex)");
+    c10::DeviceGuard guard(self.device());
+    return complex_all(self, /*mean=*/true);
+  }
+  if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
+    torch::jit::Stack stack{self, dtype};
+    run_through_fallback("aten::mean", "", &stack);
+    return stack.back().toTensor();
+  }
+  return mean_all(self, dtype);
+}
+
 // mean.dim of a complex neuron tensor: the real mean of its planes.
 at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
@@ -985,10 +1027,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nansum", native_or_fallback("nansum", nansum));
   m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
   m.impl("trace", native_or_fallback("trace", trace));
-  m.impl("sum", native_or_fallback("sum", sum_all));
+  m.impl("sum", sum_all_or_complex);
   m.impl("sum.dim_IntList", sum_dim_or_complex);
   m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
-  m.impl("mean", native_or_fallback("mean", mean_all));
+  m.impl("mean", mean_all_or_complex);
   m.impl("mean.dim", mean_dim_or_complex);
   m.impl("mean.out", native_or_fallback("mean.out", mean_dim_out));
   m.impl("prod", native_or_fallback("prod", prod_all));
