@@ -280,7 +280,10 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
           in[k] = p, in_step[k] = (uint8_t)(cs != 0 && n > 1);
         } else { /* strided: gathered into its slot */
           float *gather = slots + (size_t)(t->input_slot0 + k) * RT_TAPE_BLOCK;
-          for (int64_t j = 0; j < n; j++) gather[j] = p[j * cs];
+          if (cs == 2) /* a complex tensor's plane: a constant stride the compiler vectorises */
+            for (int64_t j = 0; j < n; j++) gather[j] = p[2 * j];
+          else
+            for (int64_t j = 0; j < n; j++) gather[j] = p[j * cs];
           in[k] = gather, in_step[k] = 1;
         }
       }
@@ -295,6 +298,8 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
         float *o = (float *)b->out[j] + r * b->out_rs[j] + c0 * cs;
         if (cs == 1) {
           memcpy(o, v, (size_t)n * sizeof(float));
+        } else if (cs == 2) {
+          for (int64_t e = 0; e < n; e++) o[2 * e] = v[e];
         } else {
           for (int64_t e = 0; e < n; e++) o[e * cs] = v[e];
         }
