@@ -55,6 +55,15 @@
  *   CONV2D_WEIGHT_GRAD   [w, I, O]: w = gradient of sum(O * CONV2D(I, w))
  *                        wrt w, summed over the batch.
  *
+ * Volumetric convolution: the same three ops over 5-d views, an image
+ * I [N, C, D, H, W], a column side O [N, K, OD, OH, OW] and a weight
+ * w [K, C / groups, kD, kH, kW], any strides. scalars [stride, padding,
+ * dilation, groups]: each of the first three packs its (D, H, W) values as
+ * three 21-bit fields, D highest (d << 42 | h << 21 | w).
+ *   CONV3D               [O, I, w (, bias [K])]
+ *   CONV3D_INPUT_GRAD    [I, O, w (, bias [C])]
+ *   CONV3D_WEIGHT_GRAD   [w, I, O]
+ *
  * Padding of the last three dims of [planes, D, H, W] views (1-d and 2-d
  * padding have D = H = 1 or D = 1); scalars [mode, pad_d, pad_h, pad_w]:
  * mode 0 reflect (without repeating the edge), 1 replicate; a
@@ -94,6 +103,9 @@
   X(CONV2D, conv2d)                                              \
   X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
   X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)                      \
+  X(CONV3D, conv3d)                                              \
+  X(CONV3D_INPUT_GRAD, conv3d_input_grad)                        \
+  X(CONV3D_WEIGHT_GRAD, conv3d_weight_grad)                      \
   X(PAD, pad)                                                    \
   X(PAD_BACKWARD, pad_backward)                                  \
   X(IM2COL, im2col)                                              \
