@@ -29,6 +29,20 @@
  *   ADAPTIVE_AVG_POOL2D  [out, in]: mean over the adaptive windows.
  *   ADAPTIVE_AVG_POOL2D_BACKWARD  [grad_in, grad_out].
  *
+ * Volumetric pooling: the same over 5-d views [N, C, D, H, W] (any strides,
+ * floating dtypes, sums in double); indices are positions (d * H + h) * W
+ * + w in a plane. Kernel, stride, padding and dilation scalars pack their
+ * (D, H, W) values as three 21-bit fields, D highest.
+ *   MAX_POOL3D           [out, indices: int64, in]; scalars [kernel,
+ *                        stride, padding, dilation] (packed)
+ *   ADAPTIVE_MAX_POOL3D  [out, indices, in]
+ *   MAX_POOL3D_BACKWARD  [grad_in, grad_out, indices] (both max pools)
+ *   AVG_POOL3D           [out, in]; scalars [kernel, stride, padding
+ *                        (packed), count_include_pad, divisor_override]
+ *   AVG_POOL3D_BACKWARD  [grad_in, grad_out], scalars as AVG_POOL3D
+ *   ADAPTIVE_AVG_POOL3D  [out, in]
+ *   ADAPTIVE_AVG_POOL3D_BACKWARD  [grad_in, grad_out]
+ *
  * Upsampling. scalars [scale_h, scale_w, flag]: a scale > 0 is the user's
  * scale factor (the source step is 1 / scale), otherwise in / out.
  *   UPSAMPLE_NEAREST2D   [out, in] any dtype of one size; flag = exact:
@@ -96,6 +110,13 @@
   X(AVG_POOL2D_BACKWARD, avg_pool2d_backward)                    \
   X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d)                    \
   X(ADAPTIVE_AVG_POOL2D_BACKWARD, adaptive_avg_pool2d_backward)  \
+  X(MAX_POOL3D, max_pool3d)                                      \
+  X(ADAPTIVE_MAX_POOL3D, adaptive_max_pool3d)                    \
+  X(MAX_POOL3D_BACKWARD, max_pool3d_backward)                    \
+  X(AVG_POOL3D, avg_pool3d)                                      \
+  X(AVG_POOL3D_BACKWARD, avg_pool3d_backward)                    \
+  X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d)                    \
+  X(ADAPTIVE_AVG_POOL3D_BACKWARD, adaptive_avg_pool3d_backward)  \
   X(UPSAMPLE_NEAREST2D, upsample_nearest2d)                      \
   X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
   X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
