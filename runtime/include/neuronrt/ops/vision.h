@@ -54,6 +54,12 @@
  *   UPSAMPLE_NEAREST2D_BACKWARD   [grad_in, grad_out] floating: sums.
  *   UPSAMPLE_BILINEAR2D  [out, in] floating; flag = align_corners.
  *   UPSAMPLE_BILINEAR2D_BACKWARD  [grad_in, grad_out].
+ * The 3-d ones take 5-d views [N, C, D, H, W] and scalars [scale_d,
+ * scale_h, scale_w, flag], the same rules per dim:
+ *   UPSAMPLE_NEAREST3D   [out, in] floating or uint8; flag = exact
+ *   UPSAMPLE_NEAREST3D_BACKWARD   [grad_in, grad_out] floating
+ *   UPSAMPLE_TRILINEAR3D [out, in] floating; flag = align_corners
+ *   UPSAMPLE_TRILINEAR3D_BACKWARD [grad_in, grad_out]
  *
  * Convolution, in terms of an image I [N, C, H, W] and a column side
  * O [N, K, OH, OW] tied by the weight w [K, C / groups, kH, kW]: output
@@ -121,6 +127,10 @@
   X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
   X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
   X(UPSAMPLE_BILINEAR2D_BACKWARD, upsample_bilinear2d_backward)  \
+  X(UPSAMPLE_NEAREST3D, upsample_nearest3d)                      \
+  X(UPSAMPLE_NEAREST3D_BACKWARD, upsample_nearest3d_backward)    \
+  X(UPSAMPLE_TRILINEAR3D, upsample_trilinear3d)                  \
+  X(UPSAMPLE_TRILINEAR3D_BACKWARD, upsample_trilinear3d_backward) \
   X(CONV2D, conv2d)                                              \
   X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
   X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)                      \
