@@ -192,3 +192,38 @@ def test_pool3d_does_not_depend_on_thread_count():
         print(h.hexdigest())
     """)
     assert len(outputs_by_thread_count(script)) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+def test_max_pool3d_integers_match_cpu(dtype):
+    lo, hi = (0, 256) if dtype == torch.uint8 else (-100, 100)
+    x = torch.randint(lo, hi, (2, 3, 5, 6, 7), dtype=dtype)
+    if dtype == torch.int64:
+        x[0, 0, 0, 0, :2] = torch.tensor([2**62 + 1, 2**62])  # differ below double precision
+    for args in MAX_POOLS:
+        for layout in (contiguous, channels_last, transposed):
+            got = F.max_pool3d(layout(x), **{**args, "return_indices": True})
+            want = F.max_pool3d(x, **{**args, "return_indices": True})
+            assert got[0].dtype == dtype
+            assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+
+
+def test_avg_pool3d_int64_matches_cpu():
+    x = torch.randint(-1000, 1000, (2, 3, 5, 6, 7), dtype=torch.int64)  # negative sums truncate toward zero
+    for args in AVG_POOLS:
+        for layout in (contiguous, channels_last, sliced):
+            got = F.avg_pool3d(layout(x), **args)
+            assert got.dtype == torch.int64 and torch.equal(got.cpu(), F.avg_pool3d(x, **args))
+    out = torch.empty(0, device=DEV, dtype=torch.int64)
+    torch.ops.aten.avg_pool3d.out(x.to(DEV), [2, 2, 2], [1, 1, 1], [1, 1, 1], False, False, 3, out=out)
+    assert torch.equal(out.cpu(), torch.ops.aten.avg_pool3d(x, [2, 2, 2], [1, 1, 1], [1, 1, 1], False, False, 3))
+
+
+def test_pool3d_unsupported_dtypes_raise_like_cpu():
+    for fn, dtype in ((lambda t: F.max_pool3d(t, 2), torch.bool), (lambda t: F.avg_pool3d(t, 2), torch.int32),
+                      (lambda t: F.adaptive_max_pool3d(t, 2), torch.int64)):
+        x = torch.zeros(1, 1, 4, 4, 4, dtype=dtype)
+        with pytest.raises(NotImplementedError) as cpu:
+            fn(x)
+        with pytest.raises(NotImplementedError, match=str(cpu.value).split(" not implemented")[0]):
+            fn(x.to(DEV))

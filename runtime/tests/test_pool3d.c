@@ -24,6 +24,8 @@ ORACLE_CODE static double get(nrt_dtype t, const void *p) {
     case NRT_BFLOAT16: return rt_bfloat16_to_float(*(const uint16_t *)p);
     case NRT_FLOAT32: return *(const float *)p;
     case NRT_INT64: return (double)*(const int64_t *)p;
+    case NRT_INT32: return *(const int32_t *)p;
+    case NRT_UINT8: return *(const uint8_t *)p;
     default: return *(const double *)p;
   }
 }
@@ -33,6 +35,8 @@ ORACLE_CODE static void set(nrt_dtype t, void *p, double v) {
     case NRT_BFLOAT16: *(uint16_t *)p = rt_bfloat16_from_float((float)v); break;
     case NRT_FLOAT32: *(float *)p = (float)v; break;
     case NRT_INT64: *(int64_t *)p = (int64_t)v; break;
+    case NRT_INT32: *(int32_t *)p = (int32_t)v; break;
+    case NRT_UINT8: *(uint8_t *)p = (uint8_t)v; break;
     default: *(double *)p = v; break;
   }
 }
@@ -295,6 +299,70 @@ static void test_adaptive_pools_match_window_walks(void) {
       for (int cl = 0; cl < 2; cl++) check_adaptive(types[ti], cl, shapes[i][0], shapes[i][1]);
 }
 
+/* Integer pools: max pooling of uint8 / int32 / int64 (values and
+ * indices) and int64 average pooling (an integer sum divided with
+ * truncation toward zero), against the window walks in int64. */
+ORACLE_CODE static void check_int_pools(const pool_case *g, nrt_dtype t, int cl) {
+  int64_t o[3], P = g->n * g->c;
+  for (int d = 0; d < 3; d++) o[d] = out_size(g->in[d], g->k[d], g->s[d], g->p[d], g->dl[d], g->ceil_mode);
+  tensor x = make(t, g->n, g->c, g->in[0], g->in[1], g->in[2], cl);
+  tensor y = make(t, g->n, g->c, o[0], o[1], o[2], cl), ind = make(NRT_INT64, g->n, g->c, o[0], o[1], o[2], !cl);
+  for (int64_t pl = 0; pl < P; pl++)
+    for (int64_t d = 0; d < g->in[0]; d++)
+      for (int64_t h = 0; h < g->in[1]; h++)
+        for (int64_t w = 0; w < g->in[2]; w++)
+          set(t, at(&x, pl, d, h, w), t == NRT_UINT8 ? floor((rnd() + 1) * 127.5) : round(rnd() * 1000));
+  int64_t on = P * o[0] * o[1] * o[2], k = 0;
+  double *want = calloc((size_t)on + 1, sizeof(double)), *want_i = calloc((size_t)on + 1, sizeof(double));
+  double *want_avg = calloc((size_t)on + 1, sizeof(double));
+  for (int64_t pl = 0; pl < P; pl++)
+    for (int64_t a = 0; a < o[0]; a++)
+      for (int64_t b = 0; b < o[1]; b++)
+        for (int64_t e = 0; e < o[2]; e++, k++) {
+          int64_t best = 0, bi = -1, sum = 0, inside = 0, padded = 1;
+          int64_t start[3] = {a * g->s[0] - g->p[0], b * g->s[1] - g->p[1], e * g->s[2] - g->p[2]};
+          for (int d = 0; d < 3; d++) {
+            int64_t stop = start[d] + g->k[d] < g->in[d] + g->p[d] ? start[d] + g->k[d] : g->in[d] + g->p[d];
+            padded *= stop - start[d];
+          }
+          for (int64_t i = 0; i < g->k[0]; i++)
+            for (int64_t jj = 0; jj < g->k[1]; jj++)
+              for (int64_t l = 0; l < g->k[2]; l++) {
+                int64_t id = start[0] + i * g->dl[0], ih = start[1] + jj * g->dl[1], iw = start[2] + l * g->dl[2];
+                if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1] || iw < 0 || iw >= g->in[2]) continue;
+                int64_t v = (int64_t)get(t, at(&x, pl, id, ih, iw));
+                if (bi < 0 || v > best) best = v, bi = (id * g->in[1] + ih) * g->in[2] + iw;
+                sum += v, inside++;
+              }
+          int64_t div = g->divisor ? g->divisor : g->include_pad ? padded : inside;
+          want[k] = (double)best, want_i[k] = (double)bi, want_avg[k] = (double)(sum / div);
+        }
+  nrt_op op = new_op(NRT_OP_MAX_POOL3D, 2);
+  add(&op, &y), add(&op, &ind), add(&op, &x);
+  scalar(&op, pack(g->k)), scalar(&op, pack(g->s)), scalar(&op, pack(g->p)), scalar(&op, pack(g->dl));
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(close_to(&y, want, 0) && close_to(&ind, want_i, 0));
+  op = new_op(NRT_OP_AVG_POOL3D, 1);
+  add(&op, &y), add(&op, &x);
+  scalar(&op, pack(g->k)), scalar(&op, pack(g->s)), scalar(&op, pack(g->p));
+  scalar(&op, g->include_pad), scalar(&op, g->divisor);
+  if (t != NRT_INT64) {
+    CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_UNSUPPORTED); /* int64 only, as the CPU */
+  } else if (g->dl[0] == 1 && g->dl[1] == 1 && g->dl[2] == 1) {
+    CHECK_OK(nrt_op_execute(&op));
+    CHECK(close_to(&y, want_avg, 0));
+  }
+  free(want), free(want_i), free(want_avg);
+  nrt_free(x.v.data), nrt_free(y.v.data), nrt_free(ind.v.data);
+}
+
+static void test_integer_pools_match_window_walks(void) {
+  const nrt_dtype types[] = {NRT_UINT8, NRT_INT32, NRT_INT64};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int ti = 0; ti < 3; ti++)
+      for (int cl = 0; cl < 2; cl++) check_int_pools(&cases[i], types[ti], cl);
+}
+
 static void test_bad_descriptors_fail_cleanly(void) {
   tensor x = make(NRT_FLOAT32, 1, 1, 2, 2, 2, 0), y = make(NRT_FLOAT32, 1, 1, 1, 1, 1, 0);
   tensor ind = make(NRT_INT64, 1, 1, 1, 1, 1, 0);
@@ -314,6 +382,7 @@ static void test_bad_descriptors_fail_cleanly(void) {
 int main(void) {
   RUN(test_pools_match_window_walks);
   RUN(test_adaptive_pools_match_window_walks);
+  RUN(test_integer_pools_match_window_walks);
   RUN(test_bad_descriptors_fail_cleanly);
   return CHECK_MAIN_RESULT();
 }

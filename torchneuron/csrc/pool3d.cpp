@@ -4,7 +4,8 @@
 // (neuronrt/ops/vision.h). The structured ops run PyTorch's meta functions;
 // max_pool3d_with_indices and _adaptive_avg_pool3d, which are not
 // structured, repeat the CPU kernels' checks with ATen's own shape helpers
-// (ATen/native/Pool.h). Floating dtypes; NCDHW and channels_last_3d.
+// (ATen/native/Pool.h). Floating dtypes (and, as on the CPU, integers for
+// max_pool3d and int64 for avg_pool3d forward); NCDHW and channels_last_3d.
 #include <ATen/ATen.h>
 #include <ATen/native/Pool.h>
 #include <ATen/ops/adaptive_max_pool3d_backward_meta.h>
@@ -91,7 +92,10 @@ std::vector<int64_t> pooled_sizes(const at::Tensor& input, int64_t t, int64_t h,
 
 void max_pool3d_into(const at::Tensor& self, const MaxPool3dShape& s, const at::Tensor& out,
                      const at::Tensor& indices) {
-  check_floating(self, "max_pool3d_with_indices");
+  // as on the CPU: floating and integer dtypes (not bool)
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) ||
+                                  at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"max_pool3d\" not implemented for '", self.scalar_type(), "'");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_MAX_POOL3D, 2);
   vol(vol(vol(b, out), indices), self);
@@ -201,7 +205,9 @@ void avg_pool_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef stride,
 void avg_pool3d_into(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                      at::IntArrayRef padding, bool count_include_pad, std::optional<int64_t> divisor_override,
                      const at::Tensor& out) {
-  check_floating(self, "avg_pool3d");
+  // as on the CPU: floating dtypes and int64
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kLong,
+                              "\"avg_pool3d_out_frame\" not implemented for '", self.scalar_type(), "'");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_AVG_POOL3D, 1);
   vol(vol(b, out), self);
@@ -271,7 +277,7 @@ using AdaptiveMaxMeta = at::meta::structured_adaptive_max_pool3d;
 using AdaptiveMaxBackwardMeta = at::meta::structured_adaptive_max_pool3d_backward;
 
 void adaptive_max3d_into(const at::Tensor& self, const at::Tensor& out, const at::Tensor& indices) {
-  check_floating(self, "adaptive_max_pool3d");
+  check_floating(self, "adaptive_max_pool3d_cpu");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_ADAPTIVE_MAX_POOL3D, 2);
   vol(vol(vol(b, out), indices), self);

@@ -8,8 +8,11 @@
  * the kernels walk them plane by plane ([N*C] planes of [D, H, W], any
  * strides). A plane's gradient only receives its own plane's outputs, so
  * backward work splits by plane as well and every sum has one order:
- * results do not depend on the thread count. Values are read as double
- * (exact for every floating dtype) and sums accumulate in double. */
+ * results do not depend on the thread count. Floating values are read as
+ * double (exact for every floating dtype) and sums accumulate in double.
+ * As on the CPU, MAX_POOL3D also takes the integer dtypes (compared as
+ * int64, exactly) and AVG_POOL3D int64 (an int64 sum, wrapping, divided
+ * with truncation toward zero). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -63,6 +66,30 @@ static inline void p3_st(nrt_dtype t, char *base, int64_t i, double v) {
   }
 }
 
+static inline int p3_is_int(nrt_dtype t) {
+  return t == NRT_UINT8 || t == NRT_INT8 || t == NRT_INT16 || t == NRT_INT32 || t == NRT_INT64;
+}
+
+static inline int64_t p3_ldi(nrt_dtype t, const char *base, int64_t i) {
+  switch (t) {
+    case NRT_UINT8: return ((const uint8_t *)base)[i];
+    case NRT_INT8: return ((const int8_t *)base)[i];
+    case NRT_INT16: return ((const int16_t *)base)[i];
+    case NRT_INT32: return ((const int32_t *)base)[i];
+    default: return ((const int64_t *)base)[i];
+  }
+}
+
+static inline void p3_sti(nrt_dtype t, char *base, int64_t i, int64_t v) {
+  switch (t) {
+    case NRT_UINT8: ((uint8_t *)base)[i] = (uint8_t)v; break;
+    case NRT_INT8: ((int8_t *)base)[i] = (int8_t)v; break;
+    case NRT_INT16: ((int16_t *)base)[i] = (int16_t)v; break;
+    case NRT_INT32: ((int32_t *)base)[i] = (int32_t)v; break;
+    default: ((int64_t *)base)[i] = v; break;
+  }
+}
+
 static p3_vol p3_vol_of(const nrt_tensor_view *v) {
   p3_vol x = {.data = v->data, .n = v->shape[0], .c = v->shape[1], .d = v->shape[2], .h = v->shape[3],
               .w = v->shape[4], .sn = v->strides[0], .sc = v->strides[1], .sd = v->strides[2],
@@ -78,6 +105,11 @@ static inline int64_t p3_at(const p3_vol *v, int64_t plane, int64_t d, int64_t h
 static inline double p3_divisor(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
   if (j->divisor > 0) return (double)j->divisor;
   return (double)(j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size);
+}
+
+static inline int64_t p3_divisor_int(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
+  if (j->divisor > 0) return j->divisor;
+  return j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size;
 }
 
 /* ---- forward ---------------------------------------------------------------- */
@@ -125,6 +157,51 @@ static void p3_avg_planes(int64_t begin, int64_t end, void *ctx) {
               for (int64_t e = 0; e < ww->count; e++)
                 sum += p3_ld(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
           p3_st(j->t, out->data, p3_at(out, pl, od, oh, ow), sum / p3_divisor(j, od, oh, ow));
+        }
+}
+
+static void p3_max_planes_int(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          int64_t best = 0, best_at = -1;
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++) {
+                int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
+                int64_t iw = ww->first + e * j->step[2];
+                int64_t v = p3_ldi(j->t, in->data, p3_at(in, pl, id, ih, iw));
+                if (best_at < 0 || v > best) {
+                  best = v;
+                  best_at = (id * in->h + ih) * in->w + iw;
+                }
+              }
+          if (best_at < 0) best_at = 0;
+          p3_sti(j->t, out->data, p3_at(out, pl, od, oh, ow), best);
+          ((int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)] = best_at;
+        }
+}
+
+static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          uint64_t sum = 0; /* wraps as the CPU's int64 sum does in practice */
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++)
+                sum += (uint64_t)p3_ldi(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
+          /* the divisor is positive (checked); C truncates toward zero, as the CPU's int64 division */
+          int64_t div = p3_divisor_int(j, od, oh, ow), q = div > 0 ? (int64_t)sum / div : 0;
+          p3_sti(j->t, out->data, p3_at(out, pl, od, oh, ow), q);
         }
 }
 
@@ -254,9 +331,10 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
   j.img = p3_vol_of(&op->operands[ii]);
   j.pooled = p3_vol_of(&op->operands[pi]);
   j.t = op->operands[ii].dtype;
-  if (!rt_is_float_dtype(j.t) || op->operands[pi].dtype != j.t)
-    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: expects one floating dtype, got %s and %s", name,
-                   nrt_dtype_name(j.t), nrt_dtype_name(op->operands[pi].dtype));
+  int int_ok = (which == OP_MAX && p3_is_int(j.t)) || (which == OP_AVG && j.t == NRT_INT64);
+  if ((!rt_is_float_dtype(j.t) && !int_ok) || op->operands[pi].dtype != j.t)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: expects one floating dtype (or integer for the forward pools), got %s and %s",
+                   name, nrt_dtype_name(j.t), nrt_dtype_name(op->operands[pi].dtype));
   if (xi >= 0) {
     if (op->operands[xi].dtype != NRT_INT64)
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", name);
@@ -314,7 +392,10 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
   }
   int64_t work = (out[0] * out[1] * out[2]) + (backward ? in[0] * in[1] * in[2] : 0);
   int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
-  rt_range_fn fn = which == OP_MAX || which == OP_AMAX ? p3_max_planes
+  int is_int = p3_is_int(j.t);
+  rt_range_fn fn = which == OP_MAX && is_int               ? p3_max_planes_int
+                   : which == OP_AVG && is_int             ? p3_avg_planes_int
+                   : which == OP_MAX || which == OP_AMAX   ? p3_max_planes
                    : which == OP_MAX_BW                 ? p3_max_backward_planes
                    : which == OP_AVG || which == OP_AAVG ? p3_avg_planes
                                                          : p3_avg_backward_planes;
