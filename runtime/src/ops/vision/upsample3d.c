@@ -7,7 +7,7 @@
  * float32 or float64, for trilinear). Work splits by plane ([N*C] planes of
  * [D, H, W], any strides); a backward plane sums its own gradients in
  * output order into a double buffer, so results do not depend on the
- * thread count. */
+ * thread count. The nearest forward copies the chosen elements' bits. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -137,6 +137,31 @@ static inline double u3_sample(const u3_job *j, int64_t pl, int64_t od, int64_t 
   return v;
 }
 
+/* Nearest forward: a copy of the chosen source elements' bits, with the
+ * plane and row offsets hoisted out of the inner loop. */
+#define U3_NEAREST_COPY(T)                                                                  \
+  for (int64_t pl = begin; pl < end; pl++) {                                               \
+    const T *src = (const T *)in->data + pl / in->c * in->sn + pl % in->c * in->sc;        \
+    T *dst = (T *)out->data + pl / out->c * out->sn + pl % out->c * out->sc;               \
+    for (int64_t od = 0; od < out->d; od++)                                                \
+      for (int64_t oh = 0; oh < out->h; oh++) {                                            \
+        const T *row = src + j->i0[0][od] * in->sd + j->i0[1][oh] * in->sh;                \
+        T *orow = dst + od * out->sd + oh * out->sh;                                       \
+        for (int64_t ow = 0; ow < out->w; ow++) orow[ow * out->sw] = row[j->i0[2][ow] * in->sw]; \
+      }                                                                                    \
+  }
+
+static void u3_nearest_planes(int64_t begin, int64_t end, void *ctx) {
+  u3_job *j = ctx;
+  const u3_vol *in = &j->img, *out = &j->out;
+  switch (nrt_dtype_size(j->t)) {
+    case 1: U3_NEAREST_COPY(uint8_t) break;
+    case 2: U3_NEAREST_COPY(uint16_t) break;
+    case 4: U3_NEAREST_COPY(uint32_t) break;
+    default: U3_NEAREST_COPY(uint64_t) break;
+  }
+}
+
 static void u3_forward_planes(int64_t begin, int64_t end, void *ctx) {
   u3_job *j = ctx;
   const u3_vol *out = &j->out;
@@ -236,7 +261,8 @@ static nrt_status u3_run(const nrt_op *op, int linear, int backward) {
     int64_t planes = j.img.n * j.img.c;
     int64_t work = out[0] * out[1] * out[2] * (linear ? 8 : 1) + (backward ? in[0] * in[1] * in[2] : 0);
     int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
-    if (planes > 0) rt_parallel_for(planes, grain, backward ? u3_backward_planes : u3_forward_planes, &j);
+    if (planes > 0) rt_parallel_for(planes, grain,
+                      backward ? u3_backward_planes : linear ? u3_forward_planes : u3_nearest_planes, &j);
     if (atomic_load(&j.out_of_memory))
       status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
   }
