@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "conv3d.h"
 #include "op_tracking.h"
 #include "vision_common.h"
 
@@ -73,7 +74,7 @@ void launch_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, 
 
 void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(input.dim() == 3 || input.dim() == 4, op,
-                              ": only 1-d and 2-d convolutions are supported on the neuron device, got a ",
+                              ": only 1-d, 2-d and 3-d convolutions are supported on the neuron device, got a ",
                               input.dim(), "-d input");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"", op, "\" not implemented for '",
                               input.scalar_type(), "' on the neuron device");
@@ -94,6 +95,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                                     at::IntArrayRef output_padding, int64_t groups) {
   NEURON_TRACK_OP("aten::convolution_overrideable");
   c10::DeviceGuard guard(input.device());
+  if (input.dim() == 5)
+    return convolution3d(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   check_input(input, weight, "convolution");
   ConvArgs a{stride, padding, dilation, groups, input.dim() == 3};
   std::vector<int64_t> sizes =
@@ -114,6 +117,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
     int64_t groups, std::array<bool, 3> output_mask) {
   NEURON_TRACK_OP("aten::convolution_backward_overrideable");
   c10::DeviceGuard guard(input.device());
+  if (input.dim() == 5)
+    return convolution3d_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+                                  groups, output_mask);
   check_input(input, weight, "convolution_backward");
   TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: grad_output must match the input's rank and dtype");

@@ -29,6 +29,20 @@
  *   ADAPTIVE_AVG_POOL2D  [out, in]: mean over the adaptive windows.
  *   ADAPTIVE_AVG_POOL2D_BACKWARD  [grad_in, grad_out].
  *
+ * Volumetric pooling: the same over 5-d views [N, C, D, H, W] (any strides,
+ * floating dtypes, sums in double); indices are positions (d * H + h) * W
+ * + w in a plane. Kernel, stride, padding and dilation scalars pack their
+ * (D, H, W) values as three 21-bit fields, D highest.
+ *   MAX_POOL3D           [out, indices: int64, in]; scalars [kernel,
+ *                        stride, padding, dilation] (packed)
+ *   ADAPTIVE_MAX_POOL3D  [out, indices, in]
+ *   MAX_POOL3D_BACKWARD  [grad_in, grad_out, indices] (both max pools)
+ *   AVG_POOL3D           [out, in]; scalars [kernel, stride, padding
+ *                        (packed), count_include_pad, divisor_override]
+ *   AVG_POOL3D_BACKWARD  [grad_in, grad_out], scalars as AVG_POOL3D
+ *   ADAPTIVE_AVG_POOL3D  [out, in]
+ *   ADAPTIVE_AVG_POOL3D_BACKWARD  [grad_in, grad_out]
+ *
  * Upsampling. scalars [scale_h, scale_w, flag]: a scale > 0 is the user's
  * scale factor (the source step is 1 / scale), otherwise in / out.
  *   UPSAMPLE_NEAREST2D   [out, in] any dtype of one size; flag = exact:
@@ -40,6 +54,12 @@
  *   UPSAMPLE_NEAREST2D_BACKWARD   [grad_in, grad_out] floating: sums.
  *   UPSAMPLE_BILINEAR2D  [out, in] floating; flag = align_corners.
  *   UPSAMPLE_BILINEAR2D_BACKWARD  [grad_in, grad_out].
+ * The 3-d ones take 5-d views [N, C, D, H, W] and scalars [scale_d,
+ * scale_h, scale_w, flag], the same rules per dim:
+ *   UPSAMPLE_NEAREST3D   [out, in] floating or uint8; flag = exact
+ *   UPSAMPLE_NEAREST3D_BACKWARD   [grad_in, grad_out] floating
+ *   UPSAMPLE_TRILINEAR3D [out, in] floating; flag = align_corners
+ *   UPSAMPLE_TRILINEAR3D_BACKWARD [grad_in, grad_out]
  *
  * Convolution, in terms of an image I [N, C, H, W] and a column side
  * O [N, K, OH, OW] tied by the weight w [K, C / groups, kH, kW]: output
@@ -54,6 +74,15 @@
  *                        is its output; output_padding only enlarges it).
  *   CONV2D_WEIGHT_GRAD   [w, I, O]: w = gradient of sum(O * CONV2D(I, w))
  *                        wrt w, summed over the batch.
+ *
+ * Volumetric convolution: the same three ops over 5-d views, an image
+ * I [N, C, D, H, W], a column side O [N, K, OD, OH, OW] and a weight
+ * w [K, C / groups, kD, kH, kW], any strides. scalars [stride, padding,
+ * dilation, groups]: each of the first three packs its (D, H, W) values as
+ * three 21-bit fields, D highest (d << 42 | h << 21 | w).
+ *   CONV3D               [O, I, w (, bias [K])]
+ *   CONV3D_INPUT_GRAD    [I, O, w (, bias [C])]
+ *   CONV3D_WEIGHT_GRAD   [w, I, O]
  *
  * Padding of the last three dims of [planes, D, H, W] views (1-d and 2-d
  * padding have D = H = 1 or D = 1); scalars [mode, pad_d, pad_h, pad_w]:
@@ -87,13 +116,27 @@
   X(AVG_POOL2D_BACKWARD, avg_pool2d_backward)                    \
   X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d)                    \
   X(ADAPTIVE_AVG_POOL2D_BACKWARD, adaptive_avg_pool2d_backward)  \
+  X(MAX_POOL3D, max_pool3d)                                      \
+  X(ADAPTIVE_MAX_POOL3D, adaptive_max_pool3d)                    \
+  X(MAX_POOL3D_BACKWARD, max_pool3d_backward)                    \
+  X(AVG_POOL3D, avg_pool3d)                                      \
+  X(AVG_POOL3D_BACKWARD, avg_pool3d_backward)                    \
+  X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d)                    \
+  X(ADAPTIVE_AVG_POOL3D_BACKWARD, adaptive_avg_pool3d_backward)  \
   X(UPSAMPLE_NEAREST2D, upsample_nearest2d)                      \
   X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
   X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
   X(UPSAMPLE_BILINEAR2D_BACKWARD, upsample_bilinear2d_backward)  \
+  X(UPSAMPLE_NEAREST3D, upsample_nearest3d)                      \
+  X(UPSAMPLE_NEAREST3D_BACKWARD, upsample_nearest3d_backward)    \
+  X(UPSAMPLE_TRILINEAR3D, upsample_trilinear3d)                  \
+  X(UPSAMPLE_TRILINEAR3D_BACKWARD, upsample_trilinear3d_backward) \
   X(CONV2D, conv2d)                                              \
   X(CONV2D_INPUT_GRAD, conv2d_input_grad)                        \
   X(CONV2D_WEIGHT_GRAD, conv2d_weight_grad)                      \
+  X(CONV3D, conv3d)                                              \
+  X(CONV3D_INPUT_GRAD, conv3d_input_grad)                        \
+  X(CONV3D_WEIGHT_GRAD, conv3d_weight_grad)                      \
   X(PAD, pad)                                                    \
   X(PAD_BACKWARD, pad_backward)                                  \
   X(IM2COL, im2col)                                              \

@@ -1,0 +1,414 @@
+/* Volumetric convolution: CONV3D, CONV3D_INPUT_GRAD and CONV3D_WEIGHT_GRAD
+ * (see neuronrt/ops/vision.h), by vol2col / col2vol and the convolution's
+ * matrix products (conv_gemm.h, the project's GEMM).
+ *
+ * Operands are 5-d views [N, C, D, H, W] with any strides (NCDHW,
+ * channels_last_3d, sliced). float32 computes in float32, float64 in
+ * float64, bfloat16 and float16 in float32, rounded once on the way out.
+ *
+ * Work is split into tasks with disjoint outputs whose shapes depend on the
+ * problem only, and every output element is summed by one task in a fixed
+ * order, so results do not depend on the thread count:
+ *   forward        by (image, group, tile of output positions): the tile's
+ *                  columns [taps][positions], one product per tile;
+ *   input gradient by (image, group): the tiles' columns in order, each
+ *                  scattered into a private copy of the group's planes;
+ *   weight grad.   by (group, part): a fixed number of parts of the
+ *                  (image, tile) sequence, each into a private copy of the
+ *                  group's weight rows, summed in part order at the end.
+ * The plain reference twin is the definition loop in runtime/tests. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "ops/conv/conv_gemm.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/thread_pool.h"
+#include "ops/shape/shape_common.h"
+#include "ops/vision/vision_common.h"
+
+/* A [N, C, D, H, W] operand. */
+typedef struct vol {
+  char *data;
+  int64_t n, c, d, h, w;
+  int64_t sn, sc, sd, sh, sw;
+} vol;
+
+typedef enum c3_role { C3_FORWARD, C3_INPUT_GRAD, C3_WEIGHT_GRAD } c3_role;
+
+typedef struct c3_job {
+  vol img, out; /* I (input or its gradient) and O (output or its gradient) */
+  const nrt_tensor_view *w;
+  nrt_dtype t;
+  int is_f64;
+  int64_t k[3], s[3], p[3], dl[3], groups;
+  int64_t cg, kg, kk, opos; /* image / output channels per group, taps, output positions */
+  int64_t nt, tiles;        /* positions per tile, tiles per image */
+  int64_t parts;            /* weight-gradient parts per group */
+  const char *bias;
+  int64_t bias_stride;
+  void *wmat; /* the weight as a dense [K][kk] matrix of the compute type */
+  void *acc;  /* weight-gradient accumulators [groups][parts][kg][kk] */
+  atomic_int failed;
+} c3_job;
+
+/* ---- element access ---------------------------------------------------------- */
+
+static inline double c3_ld(nrt_dtype t, const char *base, int64_t i) {
+  switch (t) {
+    case NRT_FLOAT32: return ((const float *)base)[i];
+    case NRT_FLOAT64: return ((const double *)base)[i];
+    case NRT_BFLOAT16: return rt_bfloat16_to_float(((const uint16_t *)base)[i]);
+    default: return rt_half_to_float(((const uint16_t *)base)[i]);
+  }
+}
+
+static inline void c3_st(nrt_dtype t, char *base, int64_t i, double v) {
+  switch (t) {
+    case NRT_FLOAT32: ((float *)base)[i] = (float)v; break;
+    case NRT_FLOAT64: ((double *)base)[i] = v; break;
+    case NRT_BFLOAT16: ((uint16_t *)base)[i] = rt_bfloat16_from_float((float)v); break;
+    default: ((uint16_t *)base)[i] = rt_half_from_float((float)v); break;
+  }
+}
+
+static vol vol_of(const nrt_tensor_view *v) {
+  vol x = {.data = v->data, .n = v->shape[0], .c = v->shape[1], .d = v->shape[2], .h = v->shape[3],
+           .w = v->shape[4], .sn = v->strides[0], .sc = v->strides[1], .sd = v->strides[2],
+           .sh = v->strides[3], .sw = v->strides[4]};
+  return x;
+}
+
+/* The products in the compute type; a failure (out of memory) flags the job. */
+static void c3_gemm(c3_job *j, int64_t m, int64_t n, int64_t k, void *a, int64_t a_rs, int64_t a_cs, void *b,
+                    int64_t b_rs, int64_t b_cs, void *c, int64_t c_rs, int accumulate) {
+  int rc;
+  if (j->is_f64)
+    rc = rt_conv_gemm_f64(m, n, k, (rt_matrix_f64){a, a_rs, a_cs}, (rt_matrix_f64){b, b_rs, b_cs},
+                          (rt_matrix_f64){c, c_rs, 1}, accumulate);
+  else
+    rc = rt_conv_gemm_f32(m, n, k, (rt_matrix_f32){a, a_rs, a_cs}, (rt_matrix_f32){b, b_rs, b_cs},
+                          (rt_matrix_f32){c, c_rs, 1}, accumulate);
+  if (rc) atomic_store(&j->failed, 1);
+}
+
+static inline size_t c3_asize(const c3_job *j) { return j->is_f64 ? sizeof(double) : sizeof(float); }
+
+static inline double c3_get(const c3_job *j, const void *buf, int64_t i) {
+  return j->is_f64 ? ((const double *)buf)[i] : ((const float *)buf)[i];
+}
+
+static inline void c3_set(const c3_job *j, void *buf, int64_t i, double v) {
+  if (j->is_f64)
+    ((double *)buf)[i] = v;
+  else
+    ((float *)buf)[i] = (float)v;
+}
+
+static inline void c3_add(const c3_job *j, void *buf, int64_t i, double v) {
+  if (j->is_f64)
+    ((double *)buf)[i] += v;
+  else
+    ((float *)buf)[i] += (float)v;
+}
+
+/* Tap r of a group's weight row: (channel, a, b, e) in that order. The
+ * image pixel tap r of output position q reads, or -1 outside the image. */
+static inline int64_t c3_pixel(const c3_job *j, int64_t n, int64_t g, int64_t r, int64_t q) {
+  int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
+  int64_t c = g * j->cg + r / (j->k[0] * j->k[1] * j->k[2]);
+  int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
+  int64_t id = od * j->s[0] - j->p[0] + a * j->dl[0];
+  int64_t ih = oh * j->s[1] - j->p[1] + b * j->dl[1];
+  int64_t iw = ow * j->s[2] - j->p[2] + e * j->dl[2];
+  if (id < 0 || id >= j->img.d || ih < 0 || ih >= j->img.h || iw < 0 || iw >= j->img.w) return -1;
+  return n * j->img.sn + c * j->img.sc + id * j->img.sd + ih * j->img.sh + iw * j->img.sw;
+}
+
+/* Output element (n, channel k, position q) of O. */
+static inline int64_t c3_out_at(const c3_job *j, int64_t n, int64_t k, int64_t q) {
+  int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
+  return n * j->out.sn + k * j->out.sc + od * j->out.sd + oh * j->out.sh + ow * j->out.sw;
+}
+
+/* col[r][u] = tap r of position q0 + u, for u < m (row stride m). */
+static void c3_vol2col(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *col) {
+  for (int64_t r = 0; r < j->kk; r++)
+    for (int64_t u = 0; u < m; u++) {
+      int64_t at = c3_pixel(j, n, g, r, q0 + u);
+      c3_set(j, col, r * m + u, at < 0 ? 0.0 : c3_ld(j->t, j->img.data, at));
+    }
+}
+
+/* buf[k][u] = O[n, g*kg + k, q0 + u]. */
+static void c3_gather_out(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *buf) {
+  for (int64_t k = 0; k < j->kg; k++)
+    for (int64_t u = 0; u < m; u++)
+      c3_set(j, buf, k * m + u, c3_ld(j->t, j->out.data, c3_out_at(j, n, g * j->kg + k, q0 + u)));
+}
+
+/* ---- tasks ------------------------------------------------------------------- */
+
+static void c3_forward_tasks(int64_t begin, int64_t end, void *ctx) {
+  c3_job *j = ctx;
+  size_t as = c3_asize(j);
+  void *col = malloc((size_t)(j->kk * j->nt) * as + 1), *res = malloc((size_t)(j->kg * j->nt) * as + 1);
+  if (!col || !res) {
+    atomic_store(&j->failed, 1);
+    free(col), free(res);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t tile = task % j->tiles, g = task / j->tiles % j->groups, n = task / (j->tiles * j->groups);
+    int64_t q0 = tile * j->nt, m = j->opos - q0 < j->nt ? j->opos - q0 : j->nt;
+    if (j->kk > 0) {
+      c3_vol2col(j, n, g, q0, m, col);
+      c3_gemm(j, j->kg, m, j->kk, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, j->kk, 1, col, m, 1, res, m, 0);
+    }
+    for (int64_t k = 0; k < j->kg; k++) {
+      int64_t ch = g * j->kg + k;
+      double b = j->bias ? c3_ld(j->t, j->bias, ch * j->bias_stride) : 0.0;
+      for (int64_t u = 0; u < m; u++) {
+        double v = j->kk > 0 ? c3_get(j, res, k * m + u) : 0.0;
+        /* float32 rounding of the sum with the bias, as the 2-d kernels */
+        c3_st(j->t, j->out.data, c3_out_at(j, n, ch, q0 + u), j->is_f64 ? v + b : (double)((float)v + (float)b));
+      }
+    }
+  }
+  free(col), free(res);
+}
+
+static void c3_input_grad_tasks(int64_t begin, int64_t end, void *ctx) {
+  c3_job *j = ctx;
+  size_t as = c3_asize(j);
+  int64_t plane = j->img.d * j->img.h * j->img.w;
+  void *col = malloc((size_t)(j->kk * j->nt) * as + 1), *go = malloc((size_t)(j->kg * j->nt) * as + 1);
+  void *acc = malloc((size_t)(j->cg * plane) * as + 1);
+  if (!col || !go || !acc) {
+    atomic_store(&j->failed, 1);
+    free(col), free(go), free(acc);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t g = task % j->groups, n = task / j->groups;
+    memset(acc, 0, (size_t)(j->cg * plane) * as);
+    for (int64_t tile = 0; j->kk > 0 && j->kg > 0 && tile < j->tiles; tile++) {
+      int64_t q0 = tile * j->nt, m = j->opos - q0 < j->nt ? j->opos - q0 : j->nt;
+      c3_gather_out(j, n, g, q0, m, go);
+      /* col[kk][m] = W_g^T [kk][kg] * go [kg][m] */
+      c3_gemm(j, j->kk, m, j->kg, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, 1, j->kk, go, m, 1, col, m, 0);
+      for (int64_t r = 0; r < j->kk; r++) {
+        int64_t c = r / (j->k[0] * j->k[1] * j->k[2]);
+        int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
+        for (int64_t u = 0; u < m; u++) {
+          int64_t q = q0 + u;
+          int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
+          int64_t id = od * j->s[0] - j->p[0] + a * j->dl[0];
+          int64_t ih = oh * j->s[1] - j->p[1] + b * j->dl[1];
+          int64_t iw = ow * j->s[2] - j->p[2] + e * j->dl[2];
+          if (id < 0 || id >= j->img.d || ih < 0 || ih >= j->img.h || iw < 0 || iw >= j->img.w) continue;
+          c3_add(j, acc, c * plane + (id * j->img.h + ih) * j->img.w + iw, c3_get(j, col, r * m + u));
+        }
+      }
+    }
+    for (int64_t c = 0; c < j->cg; c++) {
+      int64_t ch = g * j->cg + c;
+      double b = j->bias ? c3_ld(j->t, j->bias, ch * j->bias_stride) : 0.0;
+      for (int64_t x = 0; x < plane; x++) {
+        int64_t iw = x % j->img.w, ih = x / j->img.w % j->img.h, id = x / (j->img.w * j->img.h);
+        double v = c3_get(j, acc, c * plane + x);
+        c3_st(j->t, j->img.data, n * j->img.sn + ch * j->img.sc + id * j->img.sd + ih * j->img.sh + iw * j->img.sw,
+              j->is_f64 ? v + b : (double)((float)v + (float)b));
+      }
+    }
+  }
+  free(col), free(go), free(acc);
+}
+
+/* Part p of a group covers items [p * items / parts, (p + 1) * items / parts)
+ * of the (image, tile) sequence. */
+static void c3_weight_grad_tasks(int64_t begin, int64_t end, void *ctx) {
+  c3_job *j = ctx;
+  size_t as = c3_asize(j);
+  void *col = malloc((size_t)(j->kk * j->nt) * as + 1), *go = malloc((size_t)(j->kg * j->nt) * as + 1);
+  if (!col || !go) {
+    atomic_store(&j->failed, 1);
+    free(col), free(go);
+    return;
+  }
+  int64_t items = j->img.n * j->tiles;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t part = task % j->parts, g = task / j->parts;
+    void *acc = (char *)j->acc + (size_t)(task * j->kg * j->kk) * as;
+    memset(acc, 0, (size_t)(j->kg * j->kk) * as);
+    int64_t i0 = part * items / j->parts, i1 = (part + 1) * items / j->parts;
+    for (int64_t it = i0; it < i1; it++) {
+      int64_t n = it / j->tiles, tile = it % j->tiles;
+      int64_t q0 = tile * j->nt, m = j->opos - q0 < j->nt ? j->opos - q0 : j->nt;
+      c3_vol2col(j, n, g, q0, m, col);
+      c3_gather_out(j, n, g, q0, m, go);
+      /* acc[kg][kk] += go [kg][m] * col^T [m][kk] */
+      c3_gemm(j, j->kg, j->kk, m, go, m, 1, col, 1, m, acc, j->kk, 1);
+    }
+  }
+  free(col), free(go);
+}
+
+/* ---- setup ------------------------------------------------------------------- */
+
+#define C3_TILE_BUDGET (1 << 18) /* column elements of a tile */
+#define C3_PARTS 8
+#define C3_PARTS_BUDGET (1 << 23) /* weight-gradient accumulator elements */
+
+static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
+  const char *name = nrt_op_name(op->code);
+  int with_bias = role != C3_WEIGHT_GRAD && op->num_operands == 4;
+  if ((op->num_operands != 3 && !with_bias) || op->num_outputs != 1 || op->num_scalars < 4)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects 3 operands (4 with a bias), one output and 4 scalars",
+                   name);
+  for (int i = 0; i < 3; i++)
+    if (op->operands[i].ndim != 5)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d must be a 5-d [N, C, D, H, W] view, got %d dims",
+                     name, i, op->operands[i].ndim);
+  nrt_dtype t = op->operands[0].dtype;
+  for (int i = 1; i < op->num_operands; i++)
+    if (op->operands[i].dtype != t)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must share one dtype", name);
+  if (!rt_is_float_dtype(t))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not supported", name, nrt_dtype_name(t));
+  memset(j, 0, sizeof *j);
+  atomic_init(&j->failed, 0);
+  j->t = t;
+  j->is_f64 = t == NRT_FLOAT64;
+  int oi = role == C3_FORWARD ? 0 : role == C3_INPUT_GRAD ? 1 : 2;
+  int ii = role == C3_FORWARD ? 1 : role == C3_INPUT_GRAD ? 0 : 1;
+  j->w = &op->operands[role == C3_WEIGHT_GRAD ? 0 : 2];
+  j->img = vol_of(&op->operands[ii]);
+  j->out = vol_of(&op->operands[oi]);
+  /* scalars [stride, padding, dilation, groups]; the first three pack the
+   * (D, H, W) values as three 21-bit fields, D highest */
+  for (int s = 0; s < 3; s++) {
+    int64_t packed = rt_scalar_int(op, s), *dst = s == 0 ? j->s : s == 1 ? j->p : j->dl;
+    if (packed < 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: scalar %d is not a packed triple", name, s);
+    for (int d = 0; d < 3; d++) dst[d] = (packed >> (21 * (2 - d))) & ((1 << 21) - 1);
+  }
+  j->groups = rt_scalar_int(op, 3);
+  for (int d = 0; d < 3; d++) {
+    j->k[d] = j->w->shape[2 + d];
+    if (j->s[d] <= 0 || j->dl[d] <= 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: stride and dilation must be positive", name);
+  }
+  if (j->groups <= 0 || j->img.n != j->out.n || j->out.c != j->w->shape[0] || j->out.c % j->groups != 0 ||
+      j->img.c != j->w->shape[1] * j->groups)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: weight [%lld, %lld, ...] with %lld groups does not fit %lld image and %lld output channels",
+                   name, (long long)j->w->shape[0], (long long)j->w->shape[1], (long long)j->groups,
+                   (long long)j->img.c, (long long)j->out.c);
+  int64_t in[3] = {j->img.d, j->img.h, j->img.w}, on[3] = {j->out.d, j->out.h, j->out.w};
+  for (int d = 0; d < 3; d++) {
+    int64_t span = in[d] + 2 * j->p[d] - j->dl[d] * (j->k[d] - 1) - 1;
+    int64_t most = span < 0 ? 0 : span / j->s[d] + 1;
+    if (on[d] > most)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %lld output positions along dim %d, at most %lld fit", name,
+                     (long long)on[d], 2 + d, (long long)most);
+  }
+  if (with_bias) {
+    const nrt_tensor_view *b = &op->operands[3];
+    int64_t want = role == C3_FORWARD ? j->out.c : j->img.c;
+    if (b->ndim != 1 || b->shape[0] != want)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bias must be 1-d of size %lld", name, (long long)want);
+    j->bias = b->data;
+    j->bias_stride = b->strides[0];
+  }
+  j->cg = j->w->shape[1];
+  j->kg = j->out.c / j->groups;
+  j->kk = j->cg * j->k[0] * j->k[1] * j->k[2];
+  j->opos = j->out.d * j->out.h * j->out.w;
+  int64_t nt = C3_TILE_BUDGET / (j->kk > 0 ? j->kk : 1);
+  nt = nt < 16 ? 16 : nt > 1024 ? 1024 : nt;
+  j->nt = j->opos < nt ? j->opos : nt;
+  j->tiles = j->nt > 0 ? (j->opos + j->nt - 1) / j->nt : 0;
+  if (role != C3_WEIGHT_GRAD) {
+    /* the weight as a dense [K][kk] matrix of the compute type */
+    int64_t K = j->out.c;
+    j->wmat = malloc((size_t)(K * j->kk) * c3_asize(j) + 1);
+    if (!j->wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
+    const nrt_tensor_view *w = j->w;
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t r = 0; r < j->kk; r++) {
+        int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
+        int64_t c = r / (j->k[0] * j->k[1] * j->k[2]);
+        int64_t at = k * w->strides[0] + c * w->strides[1] + a * w->strides[2] + b * w->strides[3] + e * w->strides[4];
+        c3_set(j, j->wmat, k * j->kk + r, c3_ld(j->t, w->data, at));
+      }
+  }
+  return NRT_SUCCESS;
+}
+
+static nrt_status c3_finish(const nrt_op *op, c3_job *j) {
+  free(j->wmat);
+  free(j->acc);
+  if (atomic_load(&j->failed))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for column buffers", nrt_op_name(op->code));
+  return NRT_SUCCESS;
+}
+
+static int64_t c3_grain(double work_per_task) {
+  return work_per_task >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work_per_task > 1 ? work_per_task : 1));
+}
+
+nrt_status rt_kernel_conv3d(const nrt_op *op) {
+  c3_job j;
+  nrt_status s = c3_prepare(op, C3_FORWARD, &j);
+  if (s) return s;
+  int64_t tasks = j.out.n * j.groups * j.tiles;
+  if (tasks > 0) rt_parallel_for(tasks, c3_grain((double)(j.nt * j.kg * (j.kk + 1))), c3_forward_tasks, &j);
+  return c3_finish(op, &j);
+}
+
+nrt_status rt_kernel_conv3d_input_grad(const nrt_op *op) {
+  c3_job j;
+  nrt_status s = c3_prepare(op, C3_INPUT_GRAD, &j);
+  if (s) return s;
+  int64_t tasks = j.img.n * j.groups;
+  if (tasks > 0 && j.cg > 0)
+    rt_parallel_for(tasks, c3_grain((double)(j.opos * j.kg * (j.kk + 1))), c3_input_grad_tasks, &j);
+  return c3_finish(op, &j);
+}
+
+nrt_status rt_kernel_conv3d_weight_grad(const nrt_op *op) {
+  c3_job j;
+  nrt_status s = c3_prepare(op, C3_WEIGHT_GRAD, &j);
+  if (s) return s;
+  int64_t items = j.img.n * j.tiles, wsize = j.out.c * j.kk;
+  int64_t parts = C3_PARTS;
+  if (parts > items) parts = items;
+  while (parts > 1 && parts * wsize > C3_PARTS_BUDGET) parts--;
+  if (parts < 1) parts = 1;
+  j.parts = parts;
+  size_t as = c3_asize(&j);
+  j.acc = calloc((size_t)(wsize * parts) + 1, as);
+  if (!j.acc)
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the accumulators", nrt_op_name(op->code));
+  if (wsize > 0 && items > 0) rt_parallel_for(j.groups * parts, 1, c3_weight_grad_tasks, &j);
+  /* sum the parts of each group in order, and store */
+  const nrt_tensor_view *w = j.w;
+  for (int64_t g = 0; g < j.groups; g++)
+    for (int64_t k = 0; k < j.kg; k++)
+      for (int64_t r = 0; r < j.kk; r++) {
+        double v = 0.0;
+        if (items > 0)
+          for (int64_t p = 0; p < parts; p++) {
+            double x = c3_get(&j, j.acc, ((g * parts + p) * j.kg + k) * j.kk + r);
+            v = j.is_f64 ? v + x : (double)((float)v + (float)x);
+          }
+        int64_t e = r % j.k[2], b = r / j.k[2] % j.k[1], a = r / (j.k[2] * j.k[1]) % j.k[0];
+        int64_t c = r / (j.k[0] * j.k[1] * j.k[2]);
+        c3_st(j.t, w->data,
+              (g * j.kg + k) * w->strides[0] + c * w->strides[1] + a * w->strides[2] + b * w->strides[3] +
+                  e * w->strides[4],
+              v);
+      }
+  return c3_finish(op, &j);
+}

@@ -1,0 +1,419 @@
+/* Volumetric pooling: MAX_POOL3D, ADAPTIVE_MAX_POOL3D, MAX_POOL3D_BACKWARD,
+ * AVG_POOL3D, AVG_POOL3D_BACKWARD, ADAPTIVE_AVG_POOL3D and
+ * ADAPTIVE_AVG_POOL3D_BACKWARD (see neuronrt/ops/vision.h).
+ *
+ * Every window is separable: per dim and output position, the first input
+ * position it covers, the number of taps inside the input, the tap step
+ * and its size for the divisor. The windows are computed once per call;
+ * the kernels walk them plane by plane ([N*C] planes of [D, H, W], any
+ * strides). A plane's gradient only receives its own plane's outputs, so
+ * backward work splits by plane as well and every sum has one order:
+ * results do not depend on the thread count. Floating values are read as
+ * double (exact for every floating dtype) and sums accumulate in double.
+ * As on the CPU, MAX_POOL3D also takes the integer dtypes (compared as
+ * int64, exactly) and AVG_POOL3D int64 (an int64 sum, wrapping, divided
+ * with truncation toward zero). */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+#include "ops/engine/scalar_types.h"
+#include "ops/engine/thread_pool.h"
+#include "ops/shape/shape_common.h"
+#include "ops/vision/vision_common.h"
+
+typedef struct p3_win {
+  int64_t first, count, size;
+} p3_win;
+
+typedef struct p3_vol {
+  char *data;
+  int64_t n, c, d, h, w;
+  int64_t sn, sc, sd, sh, sw;
+} p3_vol;
+
+typedef enum p3_kind { P3_MAX, P3_AVG } p3_kind;
+
+typedef struct p3_job {
+  p3_vol img;    /* the [D, H, W] side: input, or grad_input */
+  p3_vol pooled; /* the [OD, OH, OW] side: output, or grad_output */
+  p3_vol ind;    /* int64 indices (max pools) */
+  nrt_dtype t;
+  p3_win *win[3];
+  int64_t step[3];
+  int64_t divisor; /* > 0: divisor_override */
+  const char *name;
+  atomic_llong bad_index; /* -1, or the first index outside the plane seen */
+  atomic_int out_of_memory;
+} p3_job;
+
+static inline double p3_ld(nrt_dtype t, const char *base, int64_t i) {
+  switch (t) {
+    case NRT_FLOAT32: return ((const float *)base)[i];
+    case NRT_FLOAT64: return ((const double *)base)[i];
+    case NRT_BFLOAT16: return rt_bfloat16_to_float(((const uint16_t *)base)[i]);
+    default: return rt_half_to_float(((const uint16_t *)base)[i]);
+  }
+}
+
+static inline void p3_st(nrt_dtype t, char *base, int64_t i, double v) {
+  switch (t) {
+    case NRT_FLOAT32: ((float *)base)[i] = (float)v; break;
+    case NRT_FLOAT64: ((double *)base)[i] = v; break;
+    case NRT_BFLOAT16: ((uint16_t *)base)[i] = rt_bfloat16_from_float((float)v); break;
+    default: ((uint16_t *)base)[i] = rt_half_from_float((float)v); break;
+  }
+}
+
+static inline int p3_is_int(nrt_dtype t) {
+  return t == NRT_UINT8 || t == NRT_INT8 || t == NRT_INT16 || t == NRT_INT32 || t == NRT_INT64;
+}
+
+static inline int64_t p3_ldi(nrt_dtype t, const char *base, int64_t i) {
+  switch (t) {
+    case NRT_UINT8: return ((const uint8_t *)base)[i];
+    case NRT_INT8: return ((const int8_t *)base)[i];
+    case NRT_INT16: return ((const int16_t *)base)[i];
+    case NRT_INT32: return ((const int32_t *)base)[i];
+    default: return ((const int64_t *)base)[i];
+  }
+}
+
+static inline void p3_sti(nrt_dtype t, char *base, int64_t i, int64_t v) {
+  switch (t) {
+    case NRT_UINT8: ((uint8_t *)base)[i] = (uint8_t)v; break;
+    case NRT_INT8: ((int8_t *)base)[i] = (int8_t)v; break;
+    case NRT_INT16: ((int16_t *)base)[i] = (int16_t)v; break;
+    case NRT_INT32: ((int32_t *)base)[i] = (int32_t)v; break;
+    default: ((int64_t *)base)[i] = v; break;
+  }
+}
+
+static p3_vol p3_vol_of(const nrt_tensor_view *v) {
+  p3_vol x = {.data = v->data, .n = v->shape[0], .c = v->shape[1], .d = v->shape[2], .h = v->shape[3],
+              .w = v->shape[4], .sn = v->strides[0], .sc = v->strides[1], .sd = v->strides[2],
+              .sh = v->strides[3], .sw = v->strides[4]};
+  return x;
+}
+
+static inline int64_t p3_at(const p3_vol *v, int64_t plane, int64_t d, int64_t h, int64_t w) {
+  return plane / v->c * v->sn + plane % v->c * v->sc + d * v->sd + h * v->sh + w * v->sw;
+}
+
+/* The divisor of output (od, oh, ow) of an average pool. */
+static inline double p3_divisor(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
+  if (j->divisor > 0) return (double)j->divisor;
+  return (double)(j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size);
+}
+
+static inline int64_t p3_divisor_int(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
+  if (j->divisor > 0) return j->divisor;
+  return j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static void p3_max_planes(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          double best = -INFINITY;
+          int64_t best_at = -1;
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++) {
+                int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
+                int64_t iw = ww->first + e * j->step[2];
+                double v = p3_ld(j->t, in->data, p3_at(in, pl, id, ih, iw));
+                /* as the CPU: a larger value or any NaN (so the last NaN) takes over */
+                if (best_at < 0 || v > best || isnan(v)) {
+                  best = v;
+                  best_at = (id * in->h + ih) * in->w + iw;
+                }
+              }
+          /* a window with no taps inside the input (not produced by PyTorch's sizes) */
+          if (best_at < 0) best_at = 0;
+          p3_st(j->t, out->data, p3_at(out, pl, od, oh, ow), best);
+          ((int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)] = best_at;
+        }
+}
+
+static void p3_avg_planes(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          double sum = 0.0;
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++)
+                sum += p3_ld(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
+          p3_st(j->t, out->data, p3_at(out, pl, od, oh, ow), sum / p3_divisor(j, od, oh, ow));
+        }
+}
+
+static void p3_max_planes_int(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          int64_t best = 0, best_at = -1;
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++) {
+                int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
+                int64_t iw = ww->first + e * j->step[2];
+                int64_t v = p3_ldi(j->t, in->data, p3_at(in, pl, id, ih, iw));
+                if (best_at < 0 || v > best) {
+                  best = v;
+                  best_at = (id * in->h + ih) * in->w + iw;
+                }
+              }
+          if (best_at < 0) best_at = 0;
+          p3_sti(j->t, out->data, p3_at(out, pl, od, oh, ow), best);
+          ((int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)] = best_at;
+        }
+}
+
+static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  for (int64_t pl = begin; pl < end; pl++)
+    for (int64_t od = 0; od < out->d; od++)
+      for (int64_t oh = 0; oh < out->h; oh++)
+        for (int64_t ow = 0; ow < out->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          uint64_t sum = 0; /* wraps as the CPU's int64 sum does in practice */
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++)
+                sum += (uint64_t)p3_ldi(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
+          /* the divisor is positive (checked); C truncates toward zero, as the CPU's int64 division */
+          int64_t div = p3_divisor_int(j, od, oh, ow), q = div > 0 ? (int64_t)sum / div : 0;
+          p3_sti(j->t, out->data, p3_at(out, pl, od, oh, ow), q);
+        }
+}
+
+/* ---- backward --------------------------------------------------------------- */
+
+static void p3_store_plane(p3_job *j, int64_t pl, const double *acc) {
+  const p3_vol *g = &j->img;
+  for (int64_t d = 0; d < g->d; d++)
+    for (int64_t h = 0; h < g->h; h++)
+      for (int64_t w = 0; w < g->w; w++) p3_st(j->t, g->data, p3_at(g, pl, d, h, w), acc[(d * g->h + h) * g->w + w]);
+}
+
+static void p3_max_backward_planes(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *gi = &j->img, *go = &j->pooled;
+  int64_t plane = gi->d * gi->h * gi->w;
+  double *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof(double));
+  if (!acc) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  for (int64_t pl = begin; pl < end; pl++) {
+    memset(acc, 0, (size_t)plane * sizeof(double));
+    for (int64_t od = 0; od < go->d; od++)
+      for (int64_t oh = 0; oh < go->h; oh++)
+        for (int64_t ow = 0; ow < go->w; ow++) {
+          int64_t i = ((const int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)];
+          if (i < 0 || i >= plane) {
+            long long none = -1;
+            atomic_compare_exchange_strong(&j->bad_index, &none, (long long)i);
+            continue;
+          }
+          acc[i] += p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow));
+        }
+    p3_store_plane(j, pl, acc);
+  }
+  free(acc);
+}
+
+static void p3_avg_backward_planes(int64_t begin, int64_t end, void *ctx) {
+  p3_job *j = ctx;
+  const p3_vol *gi = &j->img, *go = &j->pooled;
+  int64_t plane = gi->d * gi->h * gi->w;
+  double *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof(double));
+  if (!acc) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  for (int64_t pl = begin; pl < end; pl++) {
+    memset(acc, 0, (size_t)plane * sizeof(double));
+    for (int64_t od = 0; od < go->d; od++)
+      for (int64_t oh = 0; oh < go->h; oh++)
+        for (int64_t ow = 0; ow < go->w; ow++) {
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          double g = p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow)) / p3_divisor(j, od, oh, ow);
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t b = 0; b < wh->count; b++)
+              for (int64_t e = 0; e < ww->count; e++)
+                acc[((wd->first + a) * gi->h + wh->first + b) * gi->w + ww->first + e] += g;
+        }
+    p3_store_plane(j, pl, acc);
+  }
+  free(acc);
+}
+
+/* ---- windows ---------------------------------------------------------------- */
+
+/* Windows of a kernel k, stride s, padding p, dilation dl over an input of
+ * size n; avg: taps clipped to the input, size clipped to the padded input
+ * (include_pad) or to the input. */
+static void p3_windows(p3_win *w, int64_t out, int64_t n, int64_t k, int64_t s, int64_t p, int64_t dl, int avg,
+                       int include_pad) {
+  for (int64_t o = 0; o < out; o++) {
+    int64_t start = o * s - p;
+    if (avg) {
+      int64_t stop = start + k < n + p ? start + k : n + p;
+      int64_t lo = start > 0 ? start : 0, hi = stop < n ? stop : n;
+      w[o].first = lo;
+      w[o].count = hi > lo ? hi - lo : 0;
+      w[o].size = include_pad ? stop - start : w[o].count;
+    } else {
+      int64_t i0 = start >= 0 ? 0 : (-start + dl - 1) / dl, i1 = k;
+      while (i1 > i0 && start + (i1 - 1) * dl >= n) i1--;
+      w[o].first = start + i0 * dl;
+      w[o].count = i1 > i0 ? i1 - i0 : 0;
+      w[o].size = w[o].count;
+    }
+  }
+}
+
+static void p3_adaptive_windows(p3_win *w, int64_t out, int64_t n) {
+  for (int64_t o = 0; o < out; o++) {
+    int64_t lo = o * n / out, hi = ((o + 1) * n + out - 1) / out;
+    w[o].first = lo;
+    w[o].count = hi - lo;
+    w[o].size = hi - lo;
+  }
+}
+
+/* ---- ops -------------------------------------------------------------------- */
+
+typedef enum p3_op { OP_MAX, OP_AMAX, OP_MAX_BW, OP_AVG, OP_AVG_BW, OP_AAVG, OP_AAVG_BW } p3_op;
+
+static int64_t p3_unpack(int64_t packed, int d) { return (packed >> (21 * (2 - d))) & ((1 << 21) - 1); }
+
+static nrt_status p3_run(const nrt_op *op, p3_op which) {
+  const char *name = nrt_op_name(op->code);
+  int max_pool = which == OP_MAX || which == OP_AMAX || which == OP_MAX_BW;
+  int outputs = which == OP_MAX || which == OP_AMAX ? 2 : 1;
+  int operands = max_pool ? 3 : 2;
+  int scalars = which == OP_MAX ? 4 : which == OP_AVG || which == OP_AVG_BW ? 5 : 0;
+  if (op->num_operands != operands || op->num_outputs != outputs || op->num_scalars < scalars)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects %d operands, %d outputs and %d scalars", name, operands,
+                   outputs, scalars);
+  for (int i = 0; i < operands; i++)
+    if (op->operands[i].ndim != 5)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operand %d must be a 5-d [N, C, D, H, W] view, got %d dims",
+                     name, i, op->operands[i].ndim);
+  p3_job j;
+  memset(&j, 0, sizeof j);
+  atomic_init(&j.bad_index, -1);
+  atomic_init(&j.out_of_memory, 0);
+  j.name = name;
+  int backward = which == OP_MAX_BW || which == OP_AVG_BW || which == OP_AAVG_BW;
+  /* operand roles: [out, (ind,) in] or [grad_in, grad_out (, ind)] */
+  int ii = backward ? 0 : outputs, pi = backward ? 1 : 0, xi = which == OP_MAX_BW ? 2 : which == OP_MAX || which == OP_AMAX ? 1 : -1;
+  j.img = p3_vol_of(&op->operands[ii]);
+  j.pooled = p3_vol_of(&op->operands[pi]);
+  j.t = op->operands[ii].dtype;
+  int int_ok = (which == OP_MAX && p3_is_int(j.t)) || (which == OP_AVG && j.t == NRT_INT64);
+  if ((!rt_is_float_dtype(j.t) && !int_ok) || op->operands[pi].dtype != j.t)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: expects one floating dtype (or integer for the forward pools), got %s and %s",
+                   name, nrt_dtype_name(j.t), nrt_dtype_name(op->operands[pi].dtype));
+  if (xi >= 0) {
+    if (op->operands[xi].dtype != NRT_INT64)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must be int64", name);
+    j.ind = p3_vol_of(&op->operands[xi]);
+    for (int d = 0; d < 5; d++)
+      if (op->operands[xi].shape[d] != op->operands[pi].shape[d])
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: indices must have the pooled side's shape", name);
+  }
+  if (j.img.n != j.pooled.n || j.img.c != j.pooled.c)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the two sides must have the same batch and channels", name);
+  int64_t in[3] = {j.img.d, j.img.h, j.img.w}, out[3] = {j.pooled.d, j.pooled.h, j.pooled.w};
+  int64_t planes = j.img.n * j.img.c;
+  for (int d = 0; d < 3; d++) j.step[d] = 1;
+  if (which == OP_MAX || which == OP_AVG || which == OP_AVG_BW) {
+    int64_t k[3], s[3], p[3], dl[3] = {1, 1, 1};
+    for (int i = 0; i < (which == OP_MAX ? 4 : 3); i++)
+      if (rt_scalar_int(op, i) < 0)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: scalar %d is not a packed triple", name, i);
+    for (int d = 0; d < 3; d++) {
+      k[d] = p3_unpack(rt_scalar_int(op, 0), d);
+      s[d] = p3_unpack(rt_scalar_int(op, 1), d);
+      p[d] = p3_unpack(rt_scalar_int(op, 2), d);
+      if (which == OP_MAX) dl[d] = p3_unpack(rt_scalar_int(op, 3), d);
+      if (k[d] <= 0 || s[d] <= 0 || dl[d] <= 0)
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: kernel, stride and dilation must be positive", name);
+      j.step[d] = dl[d];
+    }
+    int include_pad = 0;
+    if (which != OP_MAX) {
+      include_pad = rt_scalar_int(op, 3) != 0;
+      j.divisor = rt_scalar_int(op, 4);
+      if (j.divisor < 0) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: divisor must be positive", name);
+    }
+    for (int d = 0; d < 3; d++) {
+      j.win[d] = malloc((size_t)(out[d] > 0 ? out[d] : 1) * sizeof(p3_win));
+      if (!j.win[d]) {
+        for (int e = 0; e < d; e++) free(j.win[e]);
+        return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+      }
+      p3_windows(j.win[d], out[d], in[d], k[d], s[d], p[d], dl[d], which != OP_MAX, include_pad);
+    }
+  } else if (which == OP_AMAX || which == OP_AAVG || which == OP_AAVG_BW) {
+    for (int d = 0; d < 3; d++) {
+      if (out[d] > 0 && in[d] <= 0) {
+        for (int e = 0; e < d; e++) free(j.win[e]);
+        return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: an empty input dim cannot be pooled", name);
+      }
+      j.win[d] = malloc((size_t)(out[d] > 0 ? out[d] : 1) * sizeof(p3_win));
+      if (!j.win[d]) {
+        for (int e = 0; e < d; e++) free(j.win[e]);
+        return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+      }
+      p3_adaptive_windows(j.win[d], out[d], in[d]);
+    }
+  }
+  int64_t work = (out[0] * out[1] * out[2]) + (backward ? in[0] * in[1] * in[2] : 0);
+  int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+  int is_int = p3_is_int(j.t);
+  rt_range_fn fn = which == OP_MAX && is_int               ? p3_max_planes_int
+                   : which == OP_AVG && is_int             ? p3_avg_planes_int
+                   : which == OP_MAX || which == OP_AMAX   ? p3_max_planes
+                   : which == OP_MAX_BW                 ? p3_max_backward_planes
+                   : which == OP_AVG || which == OP_AAVG ? p3_avg_planes
+                                                         : p3_avg_backward_planes;
+  if (planes > 0) rt_parallel_for(planes, grain, fn, &j);
+  for (int d = 0; d < 3; d++) free(j.win[d]);
+  if (atomic_load(&j.out_of_memory))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
+  long long bad = atomic_load(&j.bad_index);
+  if (bad != -1)
+    return rt_fail(NRT_ERROR_INDEX_OUT_OF_RANGE, "%s: index %lld is out of range for a plane of %lld elements", name,
+                   bad, (long long)(in[0] * in[1] * in[2]));
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_kernel_max_pool3d(const nrt_op *op) { return p3_run(op, OP_MAX); }
+nrt_status rt_kernel_adaptive_max_pool3d(const nrt_op *op) { return p3_run(op, OP_AMAX); }
+nrt_status rt_kernel_max_pool3d_backward(const nrt_op *op) { return p3_run(op, OP_MAX_BW); }
+nrt_status rt_kernel_avg_pool3d(const nrt_op *op) { return p3_run(op, OP_AVG); }
+nrt_status rt_kernel_avg_pool3d_backward(const nrt_op *op) { return p3_run(op, OP_AVG_BW); }
+nrt_status rt_kernel_adaptive_avg_pool3d(const nrt_op *op) { return p3_run(op, OP_AAVG); }
+nrt_status rt_kernel_adaptive_avg_pool3d_backward(const nrt_op *op) { return p3_run(op, OP_AAVG_BW); }
