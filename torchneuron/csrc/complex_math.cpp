@@ -160,9 +160,6 @@ const std::unordered_map<std::string, Binary>& binary_table() {
   return table;
 }
 
-bool plain(const at::Tensor& t, at::ScalarType dtype, c10::Device device) {
-  return t.defined() && t.device() == device && t.scalar_type() == dtype && !t.is_conj() && !t.is_neg();
-}
 
 // Writes the planes into a complex tensor of their broadcast shape: out
 // (resized as out= resizes) when given, else a new one.
