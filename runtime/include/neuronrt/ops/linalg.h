@@ -27,6 +27,21 @@
  *       factor L L^T = A, zeroing the strict upper triangle. info is 0, or
  *       the order (1-based) of the first leading minor that is not positive
  *       definite, where the factorisation stops.
+ *   LINALG_GEQRF            outputs [A (..., m, n), tau (..., min(m, n))]
+ *       A = Q R by Householder reflections as LAPACK's geqrf: A holds the
+ *       input on entry, R on and above the diagonal on exit and the
+ *       reflector vectors v_j (v_j[j] = 1 not stored) below it; Q = H_0 H_1
+ *       ... H_{k-1}, H_j = I - tau_j v_j v_j^T, each chosen so that
+ *       R[j, j] = -sign(a) ||x|| (tau_j = 0 when nothing is below the
+ *       diagonal to annihilate). Blocked (compact WY) with the trailing
+ *       updates on the runtime's GEMM for large matrices.
+ *   LINALG_ORMQR            outputs [C (..., m, c)]  inputs [V (..., m, p), tau (..., k)]
+ *                           scalars [transpose]
+ *       C holds the input on entry; overwritten by Q C, or Q^T C when
+ *       transpose, where Q = H_0 ... H_{k-1} (order m) is given as geqrf
+ *       leaves it: reflector j in column j of V below the diagonal (the
+ *       diagonal and above are not read), k <= min(m, p). The right-hand
+ *       forms (C Q, C Q^T) are these on the transposed view C^T.
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -35,6 +50,8 @@
   X(LINALG_LU_FACTOR, linalg_lu_factor)             \
   X(LINALG_LU_PIVOT, linalg_lu_pivot)               \
   X(LINALG_TRIANGULAR_SOLVE, linalg_triangular_solve) \
-  X(LINALG_CHOLESKY, linalg_cholesky)
+  X(LINALG_CHOLESKY, linalg_cholesky)                 \
+  X(LINALG_GEQRF, linalg_geqrf)                       \
+  X(LINALG_ORMQR, linalg_ormqr)
 
 #endif
