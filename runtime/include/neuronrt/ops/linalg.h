@@ -42,6 +42,14 @@
  *       leaves it: reflector j in column j of V below the diagonal (the
  *       diagonal and above are not read), k <= min(m, p). The right-hand
  *       forms (C Q, C Q^T) are these on the transposed view C^T.
+ *   LINALG_EIGH             outputs [W (..., n), V (..., n, n)]  scalars [upper, compute_v]
+ *       Symmetric eigendecomposition A = V diag(W) V^T by cyclic Jacobi
+ *       rotations (accurate to the last bits of the smallest eigenvalues,
+ *       O(n^3) per sweep: meant for small and moderate n). V holds A on
+ *       entry, of which only the lower (or upper) triangle is read; W gets
+ *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
+ *       and V the orthonormal eigenvectors in its columns when compute_v
+ *       (V is scratch otherwise). Signs of the columns are not LAPACK's.
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -52,6 +60,7 @@
   X(LINALG_TRIANGULAR_SOLVE, linalg_triangular_solve) \
   X(LINALG_CHOLESKY, linalg_cholesky)                 \
   X(LINALG_GEQRF, linalg_geqrf)                       \
-  X(LINALG_ORMQR, linalg_ormqr)
+  X(LINALG_ORMQR, linalg_ormqr)                       \
+  X(LINALG_EIGH, linalg_eigh)
 
 #endif
