@@ -1,7 +1,7 @@
 """Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
-cholesky, solve_triangular, qr (reduced: geqrf + Q) and geqrf on batches of small matrices and on single
+cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh (n <= 128) on batches of small matrices and on single
 large ones, float32 and float64.
 
 Each time is the median of --repeats alternating runs (best shown too);
@@ -31,7 +31,13 @@ OPS = {
     "solve_triangular": (lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), lambda a: a),
     "qr": (lambda a, b: torch.linalg.qr(a), lambda a: a),
     "geqrf": (lambda a, b: torch.geqrf(a), lambda a: a),
+    "eigh": (lambda a, b: torch.linalg.eigh(a), lambda a: a + a.mT),
+    "eigvalsh": (lambda a, b: torch.linalg.eigvalsh(a), lambda a: a + a.mT),
 }
+
+# The largest n an op is measured at: eigh is a cyclic Jacobi, O(n^3) per
+# sweep, meant for small matrices.
+MAX_N = {"eigh": 128, "eigvalsh": 128}
 
 
 def main() -> None:
@@ -49,6 +55,8 @@ def main() -> None:
             if args.only and name not in args.only.split(","):
                 continue
             for batch, n in shapes:
+                if n > MAX_N.get(name, n):
+                    continue
                 g = torch.Generator().manual_seed(0)
                 a = torch.randn(batch, n, n, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)
                 a = prepare(a)
