@@ -1,14 +1,14 @@
 """Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
-cholesky and solve_triangular on batches of small matrices and on single
+cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh (n <= 128) on batches of small matrices and on single
 large ones, float32 and float64.
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
 runs with --cpu-threads threads (default 2).
 
-    python benchmarks/linalg.py [--repeats N] [--cpu-threads T] [--quick]
+    python benchmarks/linalg.py [--repeats N] [--cpu-threads T] [--quick] [--only qr,geqrf]
 """
 
 import argparse
@@ -29,7 +29,15 @@ OPS = {
     "det": (lambda a, b: torch.linalg.det(a), lambda a: a),
     "cholesky": (lambda a, b: torch.linalg.cholesky(a), spd),
     "solve_triangular": (lambda a, b: torch.linalg.solve_triangular(a, b, upper=False), lambda a: a),
+    "qr": (lambda a, b: torch.linalg.qr(a), lambda a: a),
+    "geqrf": (lambda a, b: torch.geqrf(a), lambda a: a),
+    "eigh": (lambda a, b: torch.linalg.eigh(a), lambda a: a + a.mT),
+    "eigvalsh": (lambda a, b: torch.linalg.eigvalsh(a), lambda a: a + a.mT),
 }
+
+# The largest n an op is measured at: eigh is a cyclic Jacobi, O(n^3) per
+# sweep, meant for small matrices.
+MAX_N = {"eigh": 128, "eigvalsh": 128}
 
 
 def main() -> None:
@@ -37,13 +45,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="", help="comma-separated op names (default: all)")
     args = parser.parse_args()
     torch.set_num_threads(args.cpu_threads)
     shapes = [(512, 8), (64, 32), (8, 128), (1, 512)] + ([] if args.quick else [(1, 1024)])
     print(f"{'op':<18}{'dtype':<9}{'batch x n':<12}{'neuron ms':>10}{'best':>8}{'cpu ms':>9}{'best':>8}{'ratio':>7}")
     for dtype in (torch.float32, torch.float64):
         for name, (fn, prepare) in OPS.items():
+            if args.only and name not in args.only.split(","):
+                continue
             for batch, n in shapes:
+                if n > MAX_N.get(name, n):
+                    continue
                 g = torch.Generator().manual_seed(0)
                 a = torch.randn(batch, n, n, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)
                 a = prepare(a)

@@ -27,6 +27,29 @@
  *       factor L L^T = A, zeroing the strict upper triangle. info is 0, or
  *       the order (1-based) of the first leading minor that is not positive
  *       definite, where the factorisation stops.
+ *   LINALG_GEQRF            outputs [A (..., m, n), tau (..., min(m, n))]
+ *       A = Q R by Householder reflections as LAPACK's geqrf: A holds the
+ *       input on entry, R on and above the diagonal on exit and the
+ *       reflector vectors v_j (v_j[j] = 1 not stored) below it; Q = H_0 H_1
+ *       ... H_{k-1}, H_j = I - tau_j v_j v_j^T, each chosen so that
+ *       R[j, j] = -sign(a) ||x|| (tau_j = 0 when nothing is below the
+ *       diagonal to annihilate). Blocked (compact WY) with the trailing
+ *       updates on the runtime's GEMM for large matrices.
+ *   LINALG_ORMQR            outputs [C (..., m, c)]  inputs [V (..., m, p), tau (..., k)]
+ *                           scalars [transpose]
+ *       C holds the input on entry; overwritten by Q C, or Q^T C when
+ *       transpose, where Q = H_0 ... H_{k-1} (order m) is given as geqrf
+ *       leaves it: reflector j in column j of V below the diagonal (the
+ *       diagonal and above are not read), k <= min(m, p). The right-hand
+ *       forms (C Q, C Q^T) are these on the transposed view C^T.
+ *   LINALG_EIGH             outputs [W (..., n), V (..., n, n)]  scalars [upper, compute_v]
+ *       Symmetric eigendecomposition A = V diag(W) V^T by cyclic Jacobi
+ *       rotations (accurate to the last bits of the smallest eigenvalues,
+ *       O(n^3) per sweep: meant for small and moderate n). V holds A on
+ *       entry, of which only the lower (or upper) triangle is read; W gets
+ *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
+ *       and V the orthonormal eigenvectors in its columns when compute_v
+ *       (V is scratch otherwise). Signs of the columns are not LAPACK's.
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -35,6 +58,9 @@
   X(LINALG_LU_FACTOR, linalg_lu_factor)             \
   X(LINALG_LU_PIVOT, linalg_lu_pivot)               \
   X(LINALG_TRIANGULAR_SOLVE, linalg_triangular_solve) \
-  X(LINALG_CHOLESKY, linalg_cholesky)
+  X(LINALG_CHOLESKY, linalg_cholesky)                 \
+  X(LINALG_GEQRF, linalg_geqrf)                       \
+  X(LINALG_ORMQR, linalg_ormqr)                       \
+  X(LINALG_EIGH, linalg_eigh)
 
 #endif

@@ -1,0 +1,344 @@
+/* The Householder QR kernels (LINALG_GEQRF, LINALG_ORMQR) against a
+ * reference twin and residuals.
+ *
+ * Twin: textbook unblocked Householder QR in double (one reflector at a
+ * time, LAPACK's sign rule beta = -sign(alpha) ||x||), and Q formed
+ * explicitly from its reflectors. The kernels block 32 reflectors at a time
+ * and run the block updates on the GEMM, so values are compared with a
+ * tolerance; factorisations are also checked by their residuals as
+ * LAPACK's tests do: ||Q R - A|| / (||A|| max(m, n) eps) and
+ * ||Q^T Q - I|| / (m eps). Cases: float32 and float64, row-, column-major
+ * and strided storage, sizes across the block size and the blocked
+ * threshold, wide and tall, batches, Q C and Q^T C, a broadcast reflector
+ * operand, zero sizes, wrong dtypes and shapes.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+
+static uint64_t rng_state = 11;
+static double urand(void) {
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* A batch of m x n matrices of dtype d in device memory, row- or
+ * column-major, seen as a 3-d view (batch, m, n). */
+typedef struct mats {
+  void *dev;
+  nrt_tensor_view view;
+} mats;
+
+/* layout 0: row-major, 1: column-major, 2: every other element of a
+ * row-major matrix twice as wide (neither rows nor columns contiguous). */
+static mats make_mats(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int layout) {
+  mats a;
+  memset(&a, 0, sizeof a);
+  const int64_t spread = layout == 2 ? 2 : 1;
+  CHECK_OK(nrt_malloc(0, (size_t)(batch * m * n * spread) * nrt_dtype_size(d) + 8, &a.dev));
+  a.view.data = a.dev;
+  a.view.dtype = d;
+  a.view.ndim = 3;
+  a.view.shape[0] = batch, a.view.shape[1] = m, a.view.shape[2] = n;
+  a.view.strides[0] = m * n * spread;
+  a.view.strides[1] = layout == 1 ? 1 : n * spread;
+  a.view.strides[2] = layout == 1 ? m : spread;
+  return a;
+}
+
+static char *elem(const mats *a, int64_t b, int64_t i, int64_t j) {
+  const nrt_tensor_view *v = &a->view;
+  int64_t off = b * v->strides[0] + i * v->strides[1] + (v->ndim > 2 ? j * v->strides[2] : 0);
+  return (char *)nrt_device_to_host(a->dev) + off * (int64_t)nrt_dtype_size(v->dtype);
+}
+static double get(const mats *a, int64_t b, int64_t i, int64_t j) {
+  char *p = elem(a, b, i, j);
+  switch (a->view.dtype) {
+    case NRT_FLOAT32: return *(float *)p;
+    case NRT_INT32: return *(int32_t *)p;
+    default: return *(double *)p;
+  }
+}
+static void put(mats *a, int64_t b, int64_t i, int64_t j, double x) {
+  char *p = elem(a, b, i, j);
+  switch (a->view.dtype) {
+    case NRT_FLOAT32: *(float *)p = (float)x; break;
+    case NRT_INT32: *(int32_t *)p = (int32_t)x; break;
+    default: *(double *)p = x; break;
+  }
+}
+
+static double eps_of(nrt_dtype d) { return d == NRT_FLOAT32 ? 1.2e-7 : 2.3e-16; }
+
+static nrt_op op_of(nrt_op_code code, int outputs, int operands, const nrt_tensor_view *v) {
+  nrt_op op;
+  memset(&op, 0, sizeof op);
+  op.code = code;
+  op.num_outputs = outputs;
+  op.num_operands = operands;
+  for (int k = 0; k < operands; k++) op.operands[k] = v[k];
+  return op;
+}
+
+/* ---- the twin ---------------------------------------------------------------- */
+
+/* Unblocked Householder QR in double on a (m x n, row-major), tau[min(m, n)]. */
+static void twin_geqrf(double *a, int64_t m, int64_t n, double *tau) {
+  for (int64_t k = 0; k < m && k < n; k++) {
+    double xs = 0;
+    for (int64_t i = k + 1; i < m; i++) xs += a[i * n + k] * a[i * n + k];
+    tau[k] = 0;
+    if (xs == 0) continue;
+    const double alpha = a[k * n + k], norm = sqrt(alpha * alpha + xs);
+    const double beta = signbit(alpha) ? norm : -norm;
+    tau[k] = (beta - alpha) / beta;
+    for (int64_t i = k + 1; i < m; i++) a[i * n + k] /= alpha - beta;
+    a[k * n + k] = beta;
+    for (int64_t j = k + 1; j < n; j++) {
+      double w = a[k * n + j];
+      for (int64_t i = k + 1; i < m; i++) w += a[i * n + k] * a[i * n + j];
+      a[k * n + j] -= tau[k] * w;
+      for (int64_t i = k + 1; i < m; i++) a[i * n + j] -= tau[k] * a[i * n + k] * w;
+    }
+  }
+}
+
+/* q (m x m) = H_0 ... H_{k-1} from reflectors in the columns of a (m x n). */
+static void twin_q(const double *a, int64_t m, int64_t n, int64_t k, const double *tau, double *q) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < m; j++) q[i * m + j] = i == j;
+  for (int64_t r = k - 1; r >= 0; r--) /* q = H_r q */
+    for (int64_t j = 0; j < m; j++) {
+      double w = q[r * m + j];
+      for (int64_t i = r + 1; i < m; i++) w += a[i * n + r] * q[i * m + j];
+      q[r * m + j] -= tau[r] * w;
+      for (int64_t i = r + 1; i < m; i++) q[i * m + j] -= tau[r] * a[i * n + r] * w;
+    }
+}
+
+/* ---- geqrf and ormqr ----------------------------------------------------------- */
+
+static void qr_case(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int layout) {
+  const int64_t k = m < n ? m : n;
+  mats a = make_mats(d, batch, m, n, layout), orig = make_mats(NRT_FLOAT64, batch, m, n, 0);
+  mats tau = make_mats(d, batch, k, 1, 0);
+  tau.view.ndim = 2;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        put(&a, b, i, j, urand() * 2 - 1);
+        put(&orig, b, i, j, get(&a, b, i, j));
+      }
+  nrt_tensor_view v[2] = {a.view, tau.view};
+  nrt_op op = op_of(NRT_OP_LINALG_GEQRF, 2, 2, v);
+  CHECK_OK(nrt_op_execute(&op));
+
+  /* Q (m x m) through the kernel: Q I, and Q^T applied to Q for the
+   * orthogonality check; C = the original A for Q^T A = R. */
+  mats q = make_mats(d, batch, m, m, layout == 1), qtq = make_mats(d, batch, m, m, 0);
+  mats qta = make_mats(d, batch, m, n, 0);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < m; i++) {
+      for (int64_t j = 0; j < m; j++) put(&q, b, i, j, i == j);
+      for (int64_t j = 0; j < n; j++) put(&qta, b, i, j, get(&orig, b, i, j));
+    }
+  nrt_tensor_view ov[3] = {q.view, a.view, tau.view};
+  op = op_of(NRT_OP_LINALG_ORMQR, 1, 3, ov);
+  op.num_scalars = 1;
+  op.scalars[0].i = 0;
+  CHECK_OK(nrt_op_execute(&op));
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) put(&qtq, b, i, j, get(&q, b, i, j));
+  op.operands[0] = qtq.view, op.scalars[0].i = 1;
+  CHECK_OK(nrt_op_execute(&op));
+  op.operands[0] = qta.view;
+  CHECK_OK(nrt_op_execute(&op));
+
+  double *t = malloc((size_t)(m * n) * sizeof(double) + 8), *tt = malloc((size_t)k * sizeof(double) + 8);
+  double *tq = malloc((size_t)(m * m) * sizeof(double) + 8);
+  double worst_value = 0, worst_q = 0, worst_res = 0, worst_orth = 0, worst_qta = 0;
+  for (int64_t b = 0; b < batch; b++) {
+    double anorm = 0;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        t[i * n + j] = get(&orig, b, i, j);
+        anorm = fmax(anorm, fabs(t[i * n + j]));
+      }
+    twin_geqrf(t, m, n, tt);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) worst_value = fmax(worst_value, fabs(t[i * n + j] - get(&a, b, i, j)));
+    for (int64_t i = 0; i < k; i++) worst_value = fmax(worst_value, fabs(tt[i] - get(&tau, b, i, 0)));
+    twin_q(t, m, n, k, tt, tq);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) worst_q = fmax(worst_q, fabs(tq[i * m + j] - get(&q, b, i, j)));
+    /* ||Q R - A||, R from the kernel's upper triangle, Q from the kernel. */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t p = 0; p <= j && p < k; p++) s += get(&q, b, i, p) * get(&a, b, p, j);
+        worst_res = fmax(worst_res, fabs(s - get(&orig, b, i, j)) / (anorm * (double)(m > n ? m : n)));
+        /* Q^T A is R: upper triangle equal, zero below. */
+        const double r = i <= j ? get(&a, b, i, j) : 0;
+        worst_qta = fmax(worst_qta, fabs(get(&qta, b, i, j) - r) / (anorm * (double)(m > n ? m : n)));
+      }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++)
+        worst_orth = fmax(worst_orth, fabs(get(&qtq, b, i, j) - (i == j)) / (double)m);
+  }
+  const double eps = eps_of(d), tol = 30 * eps;
+  const double vtol = eps * (double)(m > n ? m : n) * 64;
+  if (!(worst_value <= vtol && worst_q <= vtol && worst_res <= tol && worst_orth <= tol && worst_qta <= tol))
+    fprintf(stderr, "  qr %s batch %lld %lld x %lld layout %d: value %g Q %g |QR-A| %g |QtQ-I| %g |QtA-R| %g\n",
+            nrt_dtype_name(d), (long long)batch, (long long)m, (long long)n, layout, worst_value, worst_q,
+            worst_res / eps, worst_orth / eps, worst_qta / eps);
+  CHECK(worst_value <= vtol);
+  CHECK(worst_q <= vtol);
+  CHECK(worst_res <= tol);
+  CHECK(worst_orth <= tol);
+  CHECK(worst_qta <= tol);
+  free(t), free(tt), free(tq);
+  nrt_free(a.dev), nrt_free(orig.dev), nrt_free(tau.dev), nrt_free(q.dev), nrt_free(qtq.dev), nrt_free(qta.dev);
+}
+
+static void test_qr_matches_twin(void) {
+  const int64_t sizes[][2] = {{1, 1}, {2, 1}, {1, 3}, {5, 5}, {17, 9}, {9, 17}, {32, 32}, {33, 33},
+                              {100, 100}, {130, 70}, {70, 130}, {200, 65}};
+  for (int s = 0; s < 12; s++)
+    for (int layout = 0; layout < 3; layout++) {
+      qr_case(NRT_FLOAT32, 3, sizes[s][0], sizes[s][1], layout);
+      qr_case(NRT_FLOAT64, 2, sizes[s][0], sizes[s][1], layout);
+    }
+  qr_case(NRT_FLOAT64, 1, 300, 300, 1); /* one matrix: the block updates split across threads */
+  qr_case(NRT_FLOAT32, 1, 260, 200, 0);
+}
+
+/* A zero column below the diagonal gives tau 0 (no reflection, R keeps the
+ * sign of a), and a column that is zero everywhere too. */
+static void test_qr_zero_columns(void) {
+  mats a = make_mats(NRT_FLOAT64, 1, 3, 3, 0), tau = make_mats(NRT_FLOAT64, 1, 3, 1, 0);
+  tau.view.ndim = 2;
+  const double m[3][3] = {{-2, 1, 0}, {0, 3, 0}, {0, 4, 0}};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) put(&a, 0, i, j, m[i][j]);
+  nrt_tensor_view v[2] = {a.view, tau.view};
+  nrt_op op = op_of(NRT_OP_LINALG_GEQRF, 2, 2, v);
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(get(&tau, 0, 0, 0) == 0 && get(&a, 0, 0, 0) == -2);
+  CHECK(fabs(get(&a, 0, 1, 1) + 5) < 1e-15); /* -sign(3) * 5 */
+  CHECK(fabs(get(&tau, 0, 1, 0) - 1.6) < 1e-15);
+  CHECK(get(&tau, 0, 2, 0) == 0 && get(&a, 0, 2, 2) == 0);
+  nrt_free(a.dev), nrt_free(tau.dev);
+}
+
+/* A random C, Q C and Q^T C against the twin's explicit Q, with fewer
+ * reflectors than rows, one reflector operand broadcast over the batch and
+ * C column-major. */
+static void ormqr_case(nrt_dtype d, int64_t batch, int64_t m, int64_t p, int64_t k, int64_t cols, int trans) {
+  mats v = make_mats(d, 1, m, p, 0), tau = make_mats(d, 1, k, 1, 0), c = make_mats(d, batch, m, cols, 1);
+  mats c0 = make_mats(NRT_FLOAT64, batch, m, cols, 0);
+  tau.view.ndim = 2;
+  double *tv = malloc((size_t)(m * p) * sizeof(double) + 8), *tt = malloc((size_t)p * sizeof(double) + 8);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < p; j++) tv[i * p + j] = urand() * 2 - 1;
+  twin_geqrf(tv, m, p, tt);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < p; j++) {
+      put(&v, 0, i, j, i > j ? tv[i * p + j] : 1e30); /* above and on the diagonal: not read */
+      tv[i * p + j] = get(&v, 0, i, j);
+    }
+  for (int64_t j = 0; j < k; j++) {
+    put(&tau, 0, j, 0, tt[j]);
+    tt[j] = get(&tau, 0, j, 0);
+  }
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        put(&c, b, i, j, urand() * 2 - 1);
+        put(&c0, b, i, j, get(&c, b, i, j));
+      }
+  nrt_tensor_view ov[3] = {c.view, v.view, tau.view};
+  ov[1].shape[0] = batch, ov[1].strides[0] = 0;
+  ov[2].shape[0] = batch, ov[2].strides[0] = 0;
+  nrt_op op = op_of(NRT_OP_LINALG_ORMQR, 1, 3, ov);
+  op.num_scalars = 1;
+  op.scalars[0].i = trans;
+  CHECK_OK(nrt_op_execute(&op));
+  double *q = malloc((size_t)(m * m) * sizeof(double) + 8);
+  twin_q(tv, m, p, k, tt, q);
+  double worst = 0;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < cols; j++) {
+        double s = 0;
+        for (int64_t r = 0; r < m; r++) s += (trans ? q[r * m + i] : q[i * m + r]) * get(&c0, b, r, j);
+        worst = fmax(worst, fabs(s - get(&c, b, i, j)));
+      }
+  const double tol = eps_of(d) * (double)m * 16;
+  if (!(worst <= tol))
+    fprintf(stderr, "  ormqr %s batch %lld m %lld p %lld k %lld cols %lld trans %d: %g\n", nrt_dtype_name(d),
+            (long long)batch, (long long)m, (long long)p, (long long)k, (long long)cols, trans, worst);
+  CHECK(worst <= tol);
+  free(tv), free(tt), free(q);
+  nrt_free(v.dev), nrt_free(tau.dev), nrt_free(c.dev), nrt_free(c0.dev);
+}
+
+static void test_ormqr(void) {
+  for (int trans = 0; trans < 2; trans++) {
+    ormqr_case(NRT_FLOAT64, 3, 7, 5, 5, 4, trans);
+    ormqr_case(NRT_FLOAT32, 2, 7, 5, 3, 9, trans);
+    ormqr_case(NRT_FLOAT64, 2, 150, 90, 90, 120, trans); /* blocked, a partial last block */
+    ormqr_case(NRT_FLOAT32, 1, 150, 150, 70, 150, trans);
+    ormqr_case(NRT_FLOAT64, 1, 40, 40, 40, 1, trans);
+  }
+}
+
+static void test_qr_refusals(void) {
+  mats a = make_mats(NRT_FLOAT64, 2, 4, 3, 0), tau = make_mats(NRT_FLOAT64, 2, 3, 1, 0);
+  mats c = make_mats(NRT_FLOAT64, 2, 4, 2, 0), ia = make_mats(NRT_INT32, 2, 4, 3, 0);
+  tau.view.ndim = 2;
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t i = 0; i < 4; i++)
+      for (int64_t j = 0; j < 3; j++) put(&a, b, i, j, urand());
+  nrt_tensor_view v[2] = {a.view, tau.view};
+  nrt_op op = op_of(NRT_OP_LINALG_GEQRF, 2, 2, v);
+  op.operands[1].shape[1] = 2; /* tau too short */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[1].shape[1] = 3;
+  op.operands[0] = ia.view; /* integer A */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_UNSUPPORTED);
+  op.operands[0] = a.view;
+  op.operands[1].shape[0] = 1; /* batch mismatch */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  /* Zero rows: nothing to do, tau empty. */
+  op = op_of(NRT_OP_LINALG_GEQRF, 2, 2, v);
+  op.operands[0].shape[1] = 0, op.operands[1].shape[1] = 0;
+  CHECK_OK(nrt_op_execute(&op));
+
+  nrt_tensor_view ov[3] = {c.view, a.view, tau.view};
+  op = op_of(NRT_OP_LINALG_ORMQR, 1, 3, ov);
+  op.num_scalars = 1;
+  CHECK_OK(nrt_op_execute(&op));
+  op.operands[1].shape[1] = 5; /* V's rows differ from C's */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[1].shape[1] = 4;
+  op.operands[2].shape[1] = 4; /* more reflectors than V's columns */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[2].shape[1] = 3;
+  op.operands[2].dtype = NRT_FLOAT32; /* tau's dtype */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.num_scalars = 0;
+  op.operands[2].dtype = NRT_FLOAT64;
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  nrt_free(a.dev), nrt_free(tau.dev), nrt_free(c.dev), nrt_free(ia.dev);
+}
+
+int main(void) {
+  RUN(test_qr_matches_twin);
+  RUN(test_qr_zero_columns);
+  RUN(test_ormqr);
+  RUN(test_qr_refusals);
+  return CHECK_MAIN_RESULT();
+}
