@@ -17,69 +17,7 @@
 #include <string.h>
 #include "check.h"
 
-static uint64_t rng_state = 11;
-static double urand(void) {
-  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-/* A batch of m x n matrices of dtype d in device memory, row- or
- * column-major, seen as a 3-d view (batch, m, n). */
-typedef struct mats {
-  void *dev;
-  nrt_tensor_view view;
-} mats;
-
-/* layout 0: row-major, 1: column-major, 2: every other element of a
- * row-major matrix twice as wide (neither rows nor columns contiguous). */
-static mats make_mats(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int layout) {
-  mats a;
-  memset(&a, 0, sizeof a);
-  const int64_t spread = layout == 2 ? 2 : 1;
-  CHECK_OK(nrt_malloc(0, (size_t)(batch * m * n * spread) * nrt_dtype_size(d) + 8, &a.dev));
-  a.view.data = a.dev;
-  a.view.dtype = d;
-  a.view.ndim = 3;
-  a.view.shape[0] = batch, a.view.shape[1] = m, a.view.shape[2] = n;
-  a.view.strides[0] = m * n * spread;
-  a.view.strides[1] = layout == 1 ? 1 : n * spread;
-  a.view.strides[2] = layout == 1 ? m : spread;
-  return a;
-}
-
-static char *elem(const mats *a, int64_t b, int64_t i, int64_t j) {
-  const nrt_tensor_view *v = &a->view;
-  int64_t off = b * v->strides[0] + i * v->strides[1] + (v->ndim > 2 ? j * v->strides[2] : 0);
-  return (char *)nrt_device_to_host(a->dev) + off * (int64_t)nrt_dtype_size(v->dtype);
-}
-static double get(const mats *a, int64_t b, int64_t i, int64_t j) {
-  char *p = elem(a, b, i, j);
-  switch (a->view.dtype) {
-    case NRT_FLOAT32: return *(float *)p;
-    case NRT_INT32: return *(int32_t *)p;
-    default: return *(double *)p;
-  }
-}
-static void put(mats *a, int64_t b, int64_t i, int64_t j, double x) {
-  char *p = elem(a, b, i, j);
-  switch (a->view.dtype) {
-    case NRT_FLOAT32: *(float *)p = (float)x; break;
-    case NRT_INT32: *(int32_t *)p = (int32_t)x; break;
-    default: *(double *)p = x; break;
-  }
-}
-
-static double eps_of(nrt_dtype d) { return d == NRT_FLOAT32 ? 1.2e-7 : 2.3e-16; }
-
-static nrt_op op_of(nrt_op_code code, int outputs, int operands, const nrt_tensor_view *v) {
-  nrt_op op;
-  memset(&op, 0, sizeof op);
-  op.code = code;
-  op.num_outputs = outputs;
-  op.num_operands = operands;
-  for (int k = 0; k < operands; k++) op.operands[k] = v[k];
-  return op;
-}
+#include "linalg_mats.h"
 
 /* ---- LU ------------------------------------------------------------------ */
 
