@@ -41,12 +41,18 @@ Planes divide(const Planes& x, const Planes& y) {
   const at::Tensor &a = x.re, &b = x.im, &c = y.re, &d = y.im;
   const at::Tensor abs_c = c.abs(), abs_d = d.abs();
   const at::Tensor c_larger = abs_c.ge(abs_d), zero = abs_c.eq(0).logical_and_(abs_d.eq(0));
-  // |c| >= |d|: rat = d / c, scale = 1 / (c + d rat)
-  const at::Tensor rat1 = d / c, scl1 = (c + d * rat1).reciprocal();
-  // |d| > |c|: rat = c / d, scale = 1 / (d + c rat)
-  const at::Tensor rat2 = c / d, scl2 = (d + c * rat2).reciprocal();
-  at::Tensor re = at::where(c_larger, (a + b * rat1) * scl1, (a * rat2 + b) * scl2);
-  at::Tensor im = at::where(c_larger, (b - a * rat1) * scl1, (b * rat2 - a) * scl2);
+  // Both branches as one: with (p, q) = (c, d) where |c| >= |d| and (d, c)
+  // elsewhere, rat = q / p and scale = 1 / (p + q rat); then
+  //   |c| >= |d|: re = (a + b rat) scale, im = (b - a rat) scale
+  //   |d| >  |c|: re = (b + a rat) scale, im = -(a - b rat) scale
+  // which are the branches' own roundings (a sum commutes, a difference
+  // negates exactly): half the steps of computing both and selecting.
+  const at::Tensor p = at::where(c_larger, c, d), q = at::where(c_larger, d, c);
+  const at::Tensor u = at::where(c_larger, a, b), v = at::where(c_larger, b, a);
+  const at::Tensor rat = q / p, scale = (p + q * rat).reciprocal();
+  at::Tensor re = (u + v * rat) * scale;
+  at::Tensor im = (v - u * rat) * scale;
+  im = at::where(c_larger, im, -im);
   return {at::where(zero, a / abs_c, re), at::where(zero, b / abs_d, im)};
 }
 
