@@ -29,9 +29,7 @@ struct Planes {
   at::Tensor re, im;
 };
 
-at::Tensor plane(const at::Tensor& t, int64_t part) { return at::view_as_real(t).select(-1, part); }
-
-Planes planes_of(const at::Tensor& z) { return {plane(z, 0), plane(z, 1)}; }
+Planes planes_of(const at::Tensor& z) { return {complex_plane(z, 0), complex_plane(z, 1)}; }
 
 // (a + bi) / (c + di) in Smith's form, as the CPU computes it (numpy's
 // algorithm): the ratio of the smaller to the larger of |c| and |d| keeps
@@ -174,8 +172,8 @@ at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at:
   at::Tensor result = out ? *out : at::empty(shape, options);
   if (out) at::native::resize_output(result, shape);
   if (result.numel() > 0) {
-    plane(result, 0).copy_(p.re.expand(shape));
-    plane(result, 1).copy_(p.im.expand(shape));
+    complex_plane(result, 0).copy_(p.re.expand(shape));
+    complex_plane(result, 1).copy_(p.im.expand(shape));
   }
   return result;
 }

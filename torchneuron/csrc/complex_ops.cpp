@@ -23,13 +23,10 @@ bool is_neuron(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
-// The real (part 0) or imaginary (part 1) plane of a complex tensor.
-at::Tensor plane(const at::Tensor& t, int64_t part) { return at::view_as_real(t).select(-1, part); }
-
 // out = a * b for complex a, b of one dtype (out of their broadcast shape).
 void complex_mul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
-  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
-  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::Tensor ar = complex_plane(a, 0), ai = complex_plane(a, 1), br = complex_plane(b, 0), bi = complex_plane(b, 1);
+  at::Tensor re = complex_plane(out, 0), im = complex_plane(out, 1);
   at::mul_out(re, ar, br);
   re.sub_(at::mul(ai, bi));
   at::mul_out(im, ar, bi);
@@ -99,7 +96,7 @@ bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle) {
   if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
   NEURON_TRACK_OP(angle ? "aten::angle(complex)" : "aten::abs(complex)");
   c10::DeviceGuard guard(a.device());
-  at::Tensor re = plane(a, 0), im = plane(a, 1);
+  at::Tensor re = complex_plane(a, 0), im = complex_plane(a, 1);
   at::Tensor out = angle ? at::atan2(im, re) : at::hypot(re, im);
   torch::jit::drop(*stack, 1);
   torch::jit::push(*stack, std::move(out));
@@ -138,7 +135,7 @@ std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a_in, const at
   NEURON_TRACK_OP(batched ? "aten::bmm(complex)" : "aten::mm(complex)");
   c10::DeviceGuard guard(a.device());
   // Four real products of the planes (each a native GEMM).
-  at::Tensor ar = plane(a, 0), ai = plane(a, 1), br = plane(b, 0), bi = plane(b, 1);
+  at::Tensor ar = complex_plane(a, 0), ai = complex_plane(a, 1), br = complex_plane(b, 0), bi = complex_plane(b, 1);
   auto prod = [&](const at::Tensor& x, const at::Tensor& y) {
     return batched ? at::bmm(x, y) : at::mm(x, y);
   };
@@ -146,7 +143,7 @@ std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a_in, const at
   shape.back() = b.size(-1);
   at::Tensor out = at::empty(shape, a.options());
   if (out.numel() == 0) return out;
-  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::Tensor re = complex_plane(out, 0), im = complex_plane(out, 1);
   re.copy_(prod(ar, br));
   re.sub_(prod(ai, bi));
   im.copy_(prod(ar, bi));
@@ -175,7 +172,7 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   at::assert_no_internal_overlap(out);
   at::assert_no_partial_overlap(out, abs);
   at::assert_no_partial_overlap(out, angle);
-  at::Tensor re = plane(out, 0), im = plane(out, 1);
+  at::Tensor re = complex_plane(out, 0), im = complex_plane(out, 1);
   at::Tensor wide_angle = angle.expand(shape), wide_abs = abs.expand(shape);
   at::cos_out(re, wide_angle);
   re.mul_(wide_abs);

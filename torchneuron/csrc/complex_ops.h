@@ -2,12 +2,19 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/core/stack.h>
 
 #include <optional>
 #include <string>
 
 namespace torchneuron {
+
+// The real (part 0) or imaginary (part 1) plane of a complex tensor: a
+// strided real view of its storage.
+inline at::Tensor complex_plane(const at::Tensor& t, int64_t part) {
+  return at::view_as_real(t).select(-1, part);
+}
 
 // mul.Tensor's arguments (self, other) on the stack: if both are neuron
 // complex tensors of one dtype without conjugate/negative bits, computes the

@@ -157,18 +157,20 @@ at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& 
   return result;
 }
 
-// A complex sum is the sum of the real and imaginary planes: the real
+// A complex sum or mean is that of the real and imaginary planes: the real
 // reduction over view_as_real (the same dims, named non-negative so that the
-// trailing (real, imaginary) dim stays out of them).
-at::Tensor complex_sum(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+// trailing (real, imaginary) dim stays out of them; no dims: every one). A
+// 0-d tensor reduced over everything is itself.
+at::Tensor complex_reduce(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim, bool mean) {
+  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
   std::vector<int64_t> dims;
   if (dim && !dim->empty()) {
     for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
   } else {
+    if (self.dim() == 0) return at::view_as_complex(planes.clone());
     for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
   }
-  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
-  return at::view_as_complex(at::sum(planes, dims, keepdim));
+  return at::view_as_complex(mean ? at::mean(planes, dims, keepdim) : at::sum(planes, dims, keepdim));
 }
 
 at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
@@ -931,7 +933,7 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
       !self.is_neg()) {
     NEURON_TRACK_OP("aten::sum.dim_IntList");
     c10::DeviceGuard guard(self.device());
-    return complex_sum(self, dim, keepdim);
+    return complex_reduce(self, dim, keepdim, /*mean=*/false);
   }
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack;
@@ -945,16 +947,6 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
   return sum_dim(self, dim, keepdim, dtype);
 }
 
-// sum / mean of a whole complex tensor: its planes reduced over every dim
-// but the (real, imaginary) one; a 0-d tensor is its own sum and mean.
-at::Tensor complex_all(const at::Tensor& self, bool mean) {
-  at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
-  if (self.dim() == 0) return at::view_as_complex(planes.clone());
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
-  return at::view_as_complex(mean ? at::mean(planes, dims) : at::sum(planes, dims));
-}
-
 bool plain_complex_reduction(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg();
 }
@@ -963,7 +955,7 @@ at::Tensor sum_all_or_complex(const at::Tensor& self, std::optional<at::ScalarTy
   if (plain_complex_reduction(self, dtype)) {
     NEURON_TRACK_OP("aten::sum(complex)");
     c10::DeviceGuard guard(self.device());
-    return complex_all(self, /*mean=*/false);
+    return complex_reduce(self, {}, /*keepdim=*/false, /*mean=*/false);
   }
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack{self, dtype};
@@ -977,7 +969,7 @@ at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarT
   if (plain_complex_reduction(self, dtype)) {
     NEURON_TRACK_OP("aten::mean(complex)");
     c10::DeviceGuard guard(self.device());
-    return complex_all(self, /*mean=*/true);
+    return complex_reduce(self, {}, /*keepdim=*/false, /*mean=*/true);
   }
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack{self, dtype};
@@ -994,14 +986,7 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
       !self.is_neg()) {
     NEURON_TRACK_OP("aten::mean.dim");
     c10::DeviceGuard guard(self.device());
-    std::vector<int64_t> dims;
-    if (dim && !dim->empty()) {
-      for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
-    } else {
-      for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
-    }
-    at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
-    return at::view_as_complex(at::mean(planes, dims, keepdim));
+    return complex_reduce(self, dim, keepdim, /*mean=*/true);
   }
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack;
