@@ -23,8 +23,13 @@ from timing import median_and_best as seconds
 
 
 
+ONLY = None  # --only: run the cases whose name contains this text
+
+
 def case(name, make, fn, backward, flops, repeats):
     """Times fn on both devices; with backward, forward + backward of sum(fn * g)."""
+    if ONLY and ONLY not in name:
+        return
     results = []
     for dev in ("neuron", "cpu"):
         inputs = [t.to(dev) for t in make()]
@@ -58,7 +63,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="smaller ResNet batch (8)")
+    parser.add_argument("--only", default=None, help="run only the cases whose name contains this text")
     args = parser.parse_args()
+    global ONLY
+    ONLY = args.only
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     n = 8 if args.quick else 32
@@ -84,6 +92,13 @@ def main() -> None:
              lambda x: F.interpolate(x, scale_factor=2), bwd, 0, args.repeats)
         case(f"upsample bilinear x2 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
              lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), bwd, 0, args.repeats)
+        case(f"upsample bicubic x2 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
+             lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), bwd, 0, args.repeats)
+        # image preprocessing: antialiased downscaling of a batch of photos
+        for filt in ("bilinear", "bicubic"):
+            case(f"resize {filt} aa 512->224 [{n // 4},3,512,512] {tag}", img(n // 4, 3, 512, 512),
+                 lambda x, filt=filt: F.interpolate(x, size=(224, 224), mode=filt, antialias=True), bwd, 0,
+                 args.repeats)
         for mode in ("reflect", "replicate"):
             case(f"pad {mode} 3 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
                  lambda x, mode=mode: F.pad(x, (3, 3, 3, 3), mode=mode), bwd, 0, args.repeats)

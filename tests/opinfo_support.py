@@ -91,16 +91,17 @@ _BN_16BIT = Known("float16/bfloat16 batch norm in training: both devices compute
                   "round to the neighbouring 16-bit value (the OpInfo allows atol 1e-5); and " + _BN_CPU_OUT,
                   "Tensor-likes are not close")
 _BN_OUT = Known(_BN_CPU_OUT, "name='_transformed'): Tensor-likes are not close")
-_BILINEAR_AA = Known("antialiased bilinear upsampling still falls back", "aten::_upsample_bilinear2d_aa")
-_BILINEAR_UINT8 = Known("uint8 bilinear upsampling (the CPU's integer-weight path) is not native yet",
-                        '"upsample_bilinear2d" not implemented for')
+_RESAMPLE_UINT8 = Known("uint8 bilinear, bicubic and antialiased resampling (the CPU's fixed-point "
+                        "integer-weight kernels) run through the counted CPU fallback",
+                        "CPU fallback ran for ['aten::")
 _LOGSUMEXP_16BIT = Known("bfloat16 logsumexp: neuron computes in float32 and rounds once; the CPU rounds each "
                          "step (max, exp, sum, log, add) to bfloat16, so a sum of several terms can end a "
                          "bfloat16 ulp away", "Scalars are not close")
 _GRID_16BIT = Known("16-bit grid sampling: neuron computes in float32 and rounds once; the CPU computes in the "
                     "16-bit dtype step by step (on a 345x456 image its float16 result holds 11262 NaN where "
                     "float32 arithmetic on the same inputs gives none)", "Tensor-likes are not close")
-_LINEAR_16BIT = Known("16-bit (bi/tri)linear upsampling computes in float32; the CPU rounds its weights and "
+_LINEAR_16BIT = Known("16-bit (bi/tri)linear and bicubic upsampling computes in float32 (equal to the CPU's "
+                      "float32 result rounded once: tests/test_ops_resample.py); the CPU rounds its weights and "
                       "every step to the 16-bit dtype", "Tensor-likes are not close")
 _ADAPTIVE_AVG3D_16BIT = Known("16-bit 3-d adaptive average pooling sums in double and rounds once (equal to the "
                               "CPU's float32 result rounded); the CPU sums in the 16-bit dtype step by step",
@@ -114,11 +115,12 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
        for d in (torch.float16, torch.bfloat16)},
     **{(name, d): _BN_OUT for name in ("native_batch_norm", "_native_batch_norm_legit")
        for d in (torch.float32, torch.float64)},
-    ("nn.functional.interpolate.bilinear", None): _BILINEAR_AA,
-    ("nn.functional.interpolate.bilinear", torch.uint8): _BILINEAR_UINT8,
-    ("nn.functional.upsample_bilinear", torch.uint8): _BILINEAR_UINT8,
+    **{(name, torch.uint8): _RESAMPLE_UINT8 for name in ("nn.functional.interpolate.bilinear",
+                                                         "nn.functional.interpolate.bicubic",
+                                                         "nn.functional.upsample_bilinear", "_upsample_bilinear2d_aa")},
     **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear",
-                                             "nn.functional.interpolate.trilinear")
+                                             "nn.functional.interpolate.trilinear",
+                                             "nn.functional.interpolate.bicubic")
        for d in (torch.float16, torch.bfloat16)},
     **{(name, d): _ADAPTIVE_AVG3D_16BIT for name in ("nn.functional.adaptive_avg_pool3d",
                                                      "nn.functional.interpolate.area")

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace torchneuron {
 
@@ -26,5 +27,14 @@ void check_fallback_environment();
 // for a native kernel that meets a case its runtime op cannot take (more
 // index tensors than the runtime's limit) and must not fail the call.
 void run_through_fallback(const char* name, const char* overload, torch::jit::Stack* stack);
+
+// The same with the arguments given in order; returns the stack of results.
+template <class... Args>
+torch::jit::Stack call_through_fallback(const char* name, const char* overload, Args&&... args) {
+  torch::jit::Stack stack;
+  (stack.emplace_back(std::forward<Args>(args)), ...);
+  run_through_fallback(name, overload, &stack);
+  return stack;
+}
 
 }  // namespace torchneuron

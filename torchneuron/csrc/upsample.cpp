@@ -21,6 +21,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "fallback.h"
 #include "op_tracking.h"
 #include "vision_common.h"
 
@@ -58,6 +59,8 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
 // backward op, from the meta class and the argument lists.
 #define UPSAMPLE_FORWARD_(fn, Meta, mode, one_d, PARAMS, ARGS, ALIGN, SH, SW)                   \
   at::Tensor fn(const at::Tensor& self, PARAMS) {                                               \
+    if (mode == Mode::Linear && !at::isFloatingType(self.scalar_type()))                        \
+      return call_through_fallback("aten::" #fn, "", self, ARGS).back().toTensor();                  \
     NEURON_TRACK_OP("aten::" #fn);                                                              \
     c10::DeviceGuard guard(self.device());                                                      \
     Outputs<at::meta::structured_##Meta, 1> o;                                                  \
@@ -66,6 +69,10 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     return o[0];                                                                                \
   }                                                                                             \
   at::Tensor& fn##_out(const at::Tensor& self, PARAMS, at::Tensor& out) {                       \
+    if (mode == Mode::Linear && !at::isFloatingType(self.scalar_type())) {                      \
+      call_through_fallback("aten::" #fn, "out", self, ARGS, out);                                   \
+      return out;                                                                               \
+    }                                                                                           \
     NEURON_TRACK_OP("aten::" #fn ".out");                                                       \
     c10::DeviceGuard guard(self.device());                                                      \
     Outputs<at::meta::structured_##Meta, 1> o({out});                                           \

@@ -54,6 +54,19 @@
  *   UPSAMPLE_NEAREST2D_BACKWARD   [grad_in, grad_out] floating: sums.
  *   UPSAMPLE_BILINEAR2D  [out, in] floating; flag = align_corners.
  *   UPSAMPLE_BILINEAR2D_BACKWARD  [grad_in, grad_out].
+ *   UPSAMPLE_BICUBIC2D   [out, in] floating; flag = align_corners: Keys'
+ *                        cubic (a = -0.75) over the 4 x 4 source pixels
+ *                        around PyTorch's source position, indices clamped
+ *                        into the image; the width first, then the height.
+ *   UPSAMPLE_BICUBIC2D_BACKWARD   [grad_in, grad_out]: its adjoint.
+ *   UPSAMPLE_AA2D        [out, in] floating; scalars [scale_h, scale_w,
+ *                        align_corners, filter]: antialiased resampling
+ *                        (PyTorch's _upsample_<filter>2d_aa, PIL's
+ *                        filters) with filter 0 bilinear (triangle), 1
+ *                        bicubic (Keys, a = -0.5), 2 Lanczos (a = 3); the
+ *                        support widens by the downscaling factor and each
+ *                        output's weights are normalised to sum 1.
+ *   UPSAMPLE_AA2D_BACKWARD        [grad_in, grad_out], scalars as forward.
  * The 3-d ones take 5-d views [N, C, D, H, W] and scalars [scale_d,
  * scale_h, scale_w, flag], the same rules per dim:
  *   UPSAMPLE_NEAREST3D   [out, in] floating or uint8; flag = exact
@@ -127,6 +140,10 @@
   X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
   X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
   X(UPSAMPLE_BILINEAR2D_BACKWARD, upsample_bilinear2d_backward)  \
+  X(UPSAMPLE_BICUBIC2D, upsample_bicubic2d)                      \
+  X(UPSAMPLE_BICUBIC2D_BACKWARD, upsample_bicubic2d_backward)    \
+  X(UPSAMPLE_AA2D, upsample_aa2d)                                \
+  X(UPSAMPLE_AA2D_BACKWARD, upsample_aa2d_backward)              \
   X(UPSAMPLE_NEAREST3D, upsample_nearest3d)                      \
   X(UPSAMPLE_NEAREST3D_BACKWARD, upsample_nearest3d_backward)    \
   X(UPSAMPLE_TRILINEAR3D, upsample_trilinear3d)                  \
