@@ -84,6 +84,10 @@ def main() -> None:
              lambda x: F.max_pool2d(x, 3, 2, 1), bwd, 0, args.repeats)
         case(f"max_pool2d 3x3/2 [{n},64,112,112] CL {tag}", img(n, 64, 112, 112, fmt=cl),
              lambda x: F.max_pool2d(x, 3, 2, 1), bwd, 0, args.repeats)
+        case(f"fractional_max_pool2d 2 ratio 0.7 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
+             lambda x: F.fractional_max_pool2d(x, 2, output_ratio=(0.7, 0.7),
+                                               _random_samples=torch.full((x.shape[0], 64, 2), 0.5, device=x.device)),
+             bwd, 0, args.repeats)
         case(f"avg_pool2d 2x2/2 [{n},128,56,56] {tag}", img(n, 128, 56, 56),
              lambda x: F.avg_pool2d(x, 2), bwd, 0, args.repeats)
         case(f"adaptive_avg_pool2d 7 [{n},512,14,14] {tag}", img(n, 512, 14, 14),

@@ -42,6 +42,15 @@
  *   AVG_POOL3D_BACKWARD  [grad_in, grad_out], scalars as AVG_POOL3D
  *   ADAPTIVE_AVG_POOL3D  [out, in]
  *   ADAPTIVE_AVG_POOL3D_BACKWARD  [grad_in, grad_out]
+ *   FRACTIONAL_MAX_POOL  [out, indices: int64, in, samples [N, C, S]] over
+ *                        5-d views (a 2-d image has D = 1 and S = 2
+ *                        samples per plane, (w, h); S = 3 is (d, h, w));
+ *                        scalars [kD, kH, kW]. Windows start at PyTorch's
+ *                        pseudo-random sequence floor((o + u) a) -
+ *                        floor(u a), a = (in - k) / (out - 1), the last
+ *                        at in - k, computed in the samples' dtype;
+ *                        indices and NaN rule as MAX_POOL3D. The backward
+ *                        is MAX_POOL2D_BACKWARD / MAX_POOL3D_BACKWARD.
  *
  * Upsampling. scalars [scale_h, scale_w, flag]: a scale > 0 is the user's
  * scale factor (the source step is 1 / scale), otherwise in / out.
@@ -136,6 +145,7 @@
   X(AVG_POOL3D_BACKWARD, avg_pool3d_backward)                    \
   X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d)                    \
   X(ADAPTIVE_AVG_POOL3D_BACKWARD, adaptive_avg_pool3d_backward)  \
+  X(FRACTIONAL_MAX_POOL, fractional_max_pool)                    \
   X(UPSAMPLE_NEAREST2D, upsample_nearest2d)                      \
   X(UPSAMPLE_NEAREST2D_BACKWARD, upsample_nearest2d_backward)    \
   X(UPSAMPLE_BILINEAR2D, upsample_bilinear2d)                    \
