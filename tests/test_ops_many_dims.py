@@ -68,3 +68,28 @@ def test_op_on_many_dims_matches_cpu(ndim, name):
         got = fn(make(x.to(DEV)))
         assert got.shape == expected.shape and got.dtype == expected.dtype
         torch.testing.assert_close(got.cpu(), expected)
+
+
+COPIES = {
+    "clone": lambda t: t.clone(),
+    "contiguous": lambda t: t.contiguous(),
+    "to_double": lambda t: t.double(),
+    "fill_": lambda t: t.clone().fill_(2.5),
+    "zeros_like": lambda t: torch.zeros_like(t),
+    "expand_copy": lambda t: t.expand(*t.shape).clone(),
+    "broadcast_copy": lambda t: torch.empty_like(t).copy_(t.narrow(0, 0, 1)),
+}
+
+
+@pytest.mark.parametrize("ndim", [26, 32, 40])
+@pytest.mark.parametrize("name", sorted(COPIES))
+def test_copies_and_fills_beyond_the_runtime_dims(ndim, name):
+    # Past NRT_MAX_DIMS, copies and fills still run natively: their size-1
+    # dims drop and the dims both sides step through alike merge.
+    fn = COPIES[name]
+    x = many_dims(ndim, seed=ndim)
+    for make in (lambda t: t, permuted):
+        expected = fn(make(x))
+        got = fn(make(x.to(DEV)))
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)

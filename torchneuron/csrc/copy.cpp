@@ -43,8 +43,11 @@ void launch_copy(c10::DeviceIndex device, const at::Tensor& dst, const at::Tenso
   nrt_op op{};
   op.code = NRT_OP_COPY;
   op.num_operands = 2;
-  op.operands[0] = to_view(dst, "copy_");
-  op.operands[1] = to_view(src, "copy_");
+  if (dst.dim() > NRT_MAX_DIMS || src.dim() > NRT_MAX_DIMS)
+    elementwise_views(dst, src.sizes() == dst.sizes() ? src : src.expand(dst.sizes()), &op.operands[0],
+                      &op.operands[1], "copy_");
+  else
+    op.operands[0] = to_view(dst, "copy_"), op.operands[1] = to_view(src, "copy_");
   if (flags) {
     op.num_scalars = 1;
     op.scalars[0].i = flags;

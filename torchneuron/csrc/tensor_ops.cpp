@@ -181,7 +181,8 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   nrt_op op{};
   op.code = NRT_OP_FILL;
   op.num_operands = 1;
-  op.operands[0] = to_view(self, "fill_");
+  nrt_tensor_view unused;
+  elementwise_views(self, self, &op.operands[0], &unused, "fill_");
   check_scalar_fits(value, self.scalar_type());  // a complex value into a real tensor: the CPU's error
   // The value as the tensor sees it: a conjugate or negative view stores the
   // conjugate or negation of what it shows.

@@ -1,5 +1,7 @@
 #include "tensor_view.h"
 
+#include <vector>
+
 #include <ATen/Dispatch.h>
 #include <ATen/Dispatch_v2.h>
 
@@ -69,6 +71,41 @@ nrt_tensor_view to_view(const at::Tensor& tensor, const char* op) {
     view.strides[d] = tensor.stride(d);
   }
   return view;
+}
+
+void elementwise_views(const at::Tensor& a, const at::Tensor& b, nrt_tensor_view* va, nrt_tensor_view* vb,
+                       const char* op) {
+  TORCH_CHECK(a.sizes() == b.sizes(), op, ": elementwise views need one shape");
+  if (a.dim() <= NRT_MAX_DIMS) {
+    *va = to_view(a, op);
+    *vb = to_view(b, op);
+    return;
+  }
+  std::vector<int64_t> size, sa, sb;
+  for (int64_t d = 0; d < a.dim(); d++) {
+    if (a.size(d) == 1) continue;
+    if (!size.empty() && sa.back() == a.stride(d) * a.size(d) && sb.back() == b.stride(d) * b.size(d)) {
+      size.back() *= a.size(d);
+      sa.back() = a.stride(d), sb.back() = b.stride(d);
+    } else {
+      size.push_back(a.size(d)), sa.push_back(a.stride(d)), sb.push_back(b.stride(d));
+    }
+  }
+  TORCH_CHECK(size.size() <= NRT_MAX_DIMS, op, ": tensors with more than ", NRT_MAX_DIMS,
+              " dimensions are not supported on the neuron device (got ", a.dim(), ", ", size.size(),
+              " after merging)");
+  const at::Tensor* t[2] = {&a, &b};
+  nrt_tensor_view* v[2] = {va, vb};
+  const std::vector<int64_t>* strides[2] = {&sa, &sb};
+  for (int k = 0; k < 2; k++) {
+    v[k]->data = t[k]->numel() == 0 ? nullptr : const_cast<void*>(t[k]->const_data_ptr());
+    v[k]->dtype = to_storage_dtype(t[k]->scalar_type(), op);
+    v[k]->ndim = static_cast<int32_t>(size.size());
+    for (size_t d = 0; d < size.size(); d++) {
+      v[k]->shape[d] = size[d];
+      v[k]->strides[d] = (*strides[k])[d];
+    }
+  }
 }
 
 void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {

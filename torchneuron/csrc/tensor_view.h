@@ -43,6 +43,13 @@ nrt_dtype to_storage_dtype(at::ScalarType type, const char* op);
 // dtype a neuron tensor may have: launch() refuses an op whose runtime
 // kernel does not take it, before it runs.
 nrt_tensor_view to_view(const at::Tensor& tensor, const char* op);
+
+// The views of a and b (one shape) for an elementwise op (a copy, a fill)
+// with their size-1 dims dropped and neighbouring dims merged where both
+// step alike: how a tensor with more dims than the runtime's NRT_MAX_DIMS
+// still reaches it. Raises to_view's error if even that leaves too many.
+void elementwise_views(const at::Tensor& a, const at::Tensor& b, nrt_tensor_view* va, nrt_tensor_view* vb,
+                       const char* op);
 // Rejects a scalar that does not fit dtype, with PyTorch's own message.
 void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype);
 // Launches a filled-in descriptor on the current stream of device. An
