@@ -29,51 +29,12 @@ def _np_alu(name):
 
 
 # ---- activate2 and nl.prelu ----------------------------------------------------------
-
-@nki.jit
-def activate2_kernel(x, s, fn, op0, op1, imm0_tile, imm1, reverse0, reverse1, reduce_op):
-    rows = x.shape[0]
-    out = nl.ndarray(x.shape, nl.float32, buffer=nl.shared_hbm)
-    red_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    imm0 = nl.load(s) if imm0_tile else 0.75
-    res = nl.ndarray(x.shape, nl.float32)
-    red = nl.ndarray((rows, 1), nl.float32)
-    nisa.activate2(res, fn, t, imm0, imm1, op0, op1, reverse0=reverse0, reverse1=reverse1,
-                   reduce_op=reduce_op, reduce_res=red)
-    nl.store(out, res), nl.store(red_out, red)
-    return out, red_out
-
-
-@pytest.mark.parametrize("fn,np_fn", [(nl.exp, np.exp), (nl.tanh, np.tanh), (nl.copy, None)])
-@pytest.mark.parametrize("op0,op1", [("multiply", "add"), ("multiply", "subtract"),
-                                     ("subtract", None), (None, None)])
-@pytest.mark.parametrize("reverse", [False, True])
-def test_activate2(fn, np_fn, op0, op1, reverse):
-    x = rng(1).uniform(-1, 1, (32, 24)).astype(np.float32)
-    s = rng(2).uniform(0.5, 1.5, (32, 1)).astype(np.float32)
-    ops = {None: None, "add": nl.add, "subtract": nl.subtract, "multiply": nl.multiply}
-    got, red = nki.simulate(activate2_kernel)(x, s, fn, ops[op0], ops[op1], True, -0.25, reverse,
-                                              reverse, nl.maximum)
-    f0, f1 = _np_alu(op0), _np_alu(op1)
-    v = f0(s, x) if reverse and op0 else f0(x, s)
-    v = f1(np.float32(-0.25), v) if reverse and op1 else f1(v, np.float32(-0.25))
-    ref = np_fn(v) if np_fn else v
-    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
-    np.testing.assert_allclose(red[:, 0], ref.max(axis=1), rtol=2e-6, atol=2e-6)
-
-
-def test_activate2_immediate_and_row_sum():
-    x = rng(3).standard_normal((16, 40)).astype(np.float32)
-    got, red = nki.simulate(activate2_kernel)(x, x[:, :1], nl.sigmoid, nl.multiply, nl.add, False,
-                                              0.5, False, False, nl.add)
-    ref = 1 / (1 + np.exp(-(x * 0.75 + 0.5)))
-    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(red[:, 0], ref.sum(axis=1), rtol=1e-5)
-
+# activate2 is NeuronCore-v4 only: its numerics run on trn3 in test_nki_trn3.py; here
+# nl.prelu's trn2 lowering and the rules other than nc_version.
 
 @pytest.mark.parametrize("alpha", [0.0, 0.1, -0.5])
 def test_prelu_matches_leaky_relu_on_neuron(alpha):
+    """On trn2 nl.prelu lowers to tensor_scalar + scalar_tensor_tensor (no activate2)."""
     @nki.jit
     def k(x):
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
@@ -83,20 +44,6 @@ def test_prelu_matches_leaky_relu_on_neuron(alpha):
     x = torch.randn(64, 80)
     got = k(x.to("neuron")).cpu()
     torch.testing.assert_close(got, torch.nn.functional.leaky_relu(x, alpha), rtol=0, atol=0)
-
-
-def test_prelu_through_activate2_with_scale():
-    @nki.jit
-    def k(x):
-        out = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.shared_hbm)
-        r = nl.ndarray(x.shape, nl.bfloat16)
-        nisa.activate2(r, nl.prelu, nl.load(x), 2.0, 0.0, nl.multiply, None, relu_param=0.25)
-        nl.store(out, r)
-        return out
-
-    x = torch.randn(8, 64)
-    ref = torch.nn.functional.prelu(2 * x, torch.tensor([0.25])).to(torch.bfloat16)
-    torch.testing.assert_close(k(x.to("neuron")).cpu(), ref, rtol=0, atol=0)
 
 
 def test_activate2_rules():
@@ -377,20 +324,53 @@ def test_dma_transpose_is_exact(through_sbuf):
     torch.testing.assert_close(k(x.to("neuron")).cpu(), x.T.contiguous(), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("shape,axes", [((16, 6, 40), (2, 1, 0)), ((8, 3, 5, 24), (3, 1, 2, 0))])
+@pytest.mark.parametrize("through_sbuf", [False, True])
+def test_dma_transpose_3d_and_4d(shape, axes, through_sbuf):
+    """The reference's 3-D (2, 1, 0) and 4-D (3, 1, 2, 0) permutations, from
+    HBM or SBUF, bit for bit as torch.permute (int16 data: no conversion)."""
+    @nki.jit
+    def k(x):
+        out_shape = tuple(x.shape[a] for a in axes)
+        out = nl.ndarray(out_shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(out_shape, x.dtype)
+        nisa.dma_transpose(t, nl.load(x) if through_sbuf else x, axes=axes)
+        nl.store(out, t)
+        return out
+
+    x = torch.randint(-30000, 30000, shape, dtype=torch.int16)
+    torch.testing.assert_close(k(x), x.permute(*axes).contiguous(), rtol=0, atol=0)
+    h = torch.randn(shape).to(torch.float16)
+    torch.testing.assert_close(k(h.to("neuron")).cpu(), h.permute(*axes).contiguous(),
+                               rtol=0, atol=0)
+
+
 def test_dma_transpose_rules():
     def fp32(x):
         nisa.dma_transpose(nl.ndarray((8, 4), nl.float32), x)
 
-    def three_d(x):
-        nisa.dma_transpose(nl.ndarray((8, 2, 2), nl.bfloat16), x.reshape(2, 2, 8))
+    def other_axes(x):
+        nisa.dma_transpose(nl.ndarray((2, 2, 8), nl.float16), x.reshape(2, 2, 8), axes=(1, 0, 2))
+
+    def five_d(x):
+        nisa.dma_transpose(nl.ndarray((2, 2, 2, 2, 2), nl.float16), x.reshape(2, 2, 2, 2, 2))
 
     def wrong_dst(x):
         nisa.dma_transpose(nl.ndarray((4, 8), nl.float16), x)
 
+    def wrong_3d_dst(x):
+        nisa.dma_transpose(nl.ndarray((2, 8, 2), nl.float16), x.reshape(2, 2, 8))
+
+    def hwdge(x):
+        nisa.dma_transpose(nl.ndarray((8, 4), nl.float16), x, dge_mode=nisa.dge_mode.hwdge)
+
     x = np.zeros((4, 8), np.float32)
     assert _rule(fp32, x) == "dma_transpose_dtype"
-    assert _rule(three_d, x.astype(np.float16)) == "dma_transpose_axes"
+    assert _rule(other_axes, x.astype(np.float16)) == "dma_transpose_axes"
+    assert _rule(five_d, x.astype(np.float16)) == "dma_transpose_axes"
     assert _rule(wrong_dst, x.astype(np.float16)) == "shape_mismatch"
+    assert _rule(wrong_3d_dst, x.astype(np.float16)) == "shape_mismatch"
+    assert _rule(hwdge, x.astype(np.float16)) == "dma_transpose_hwdge"
 
 
 # ---- engines and costs ----------------------------------------------------------------
@@ -399,7 +379,7 @@ def test_engines_and_costs():
     def k(x, h):
         t = nl.load(x)
         b = nl.zeros((128, 1), nl.float32)
-        nisa.activate2(nl.ndarray((128, 64), nl.float32), nl.exp, t, 1.0, 0.0, nl.multiply, nl.add)
+        nisa.activation(nl.ndarray((128, 64), nl.float32), nl.exp, t)
         nisa.tensor_scalar_cumulative(nl.ndarray((128, 64), nl.float32), t, nl.add, nl.add, 0.0)
         p = nl.ndarray((128, 64), nl.uint8)
         nisa.memset(p, 1)

@@ -408,3 +408,22 @@ def test_legacy_gathers_bounds_and_shuffle():
     np.testing.assert_array_equal(gathered, np.tile(src[:16, 0:2], (1, 4)))
     np.testing.assert_array_equal(bounds[0], [[0, 0, 2, 8, 4, 4, 4, 7], [2, 2, 3, -1, 7, 7, 7, 8]])
     np.testing.assert_array_equal(shuffled, src[0:32, 0:4][::-1])
+
+
+def test_nc_matmul_double_row():
+    """perf_mode=double_row through the legacy value-returning nc_matmul: fp8
+    [K, 2, M] x [K, 2, N], exact small values, against torch."""
+    @nki.jit
+    def k(s_in, m_in):
+        out = nl.ndarray((s_in.shape[2], m_in.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nl.load(s_in, dtype=nl.float8_e4m3)
+        m = nl.load(m_in, dtype=nl.float8_e5m2)
+        r = nisa.nc_matmul(s, m, perf_mode="double_row")
+        nl.store(out, value=nl.copy(r, dtype=nl.float32))
+        return out
+
+    g = torch.Generator().manual_seed(5)
+    s = torch.randint(-8, 9, (64, 2, 16), generator=g).float() * 0.25
+    m = torch.randint(-8, 9, (64, 2, 96), generator=g).float() * 0.25
+    torch.testing.assert_close(k(s, m), s.reshape(128, 16).T @ m.reshape(128, 96),
+                               rtol=0, atol=0)

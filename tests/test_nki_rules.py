@@ -23,6 +23,7 @@ from torchneuron.nki.legacy import language as legacy_nl
 MARK = "# <- here"
 bf16, f32, u32, u8 = nl.bfloat16, nl.float32, nl.uint32, nl.uint8
 fp8x4 = nl.float8_e4m3fn_x4
+fp8 = nl.float8_e4m3
 
 
 def sb(*shape, dtype=f32):
@@ -280,10 +281,16 @@ RULES = [
     ("dma_transpose_dtype", ISA + "dma_transpose",
      lambda a: nisa.dma_transpose(nl.ndarray((512, 128), f32, buffer=nl.shared_hbm), a)),  # <- here
     ("dma_transpose_axes", ISA + "dma_transpose",
-     lambda a: nisa.dma_transpose(bf(8, 4, 4), a.reshape(4, 4, 4096))),  # <- here
+     lambda a: nisa.dma_transpose(bf(4, 4, 4096), a.reshape(4, 4, 4096), axes=(1, 0, 2))),  # <- here
+    ("dma_transpose_hwdge", ISA + "dma_transpose",
+     lambda a: nisa.dma_transpose(bf(512, 128), a, dge_mode=nisa.dge_mode.hwdge)),  # <- here
     # random numbers
     ("rand2_range", ISA + "rand2",
      lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here
+    ("nc_version", ISA + "rand2",  # NeuronCore-v4 only; the default device is trn2
+     lambda a: nisa.rand2(sb(128, 8), 0.0, 1.0)),  # <- here
+    ("nc_version", ISA + "activate2",  # NeuronCore-v4 only
+     lambda a: nisa.activate2(sb(128, 8), nl.exp, sb(128, 8), 1.0, 0.0, nl.multiply, nl.add)),  # <- here
     ("rng_state_size", ISA + "rand_set_state",
      lambda a: nisa.rand_set_state(sb(128, 6, dtype=nl.uint32))),  # <- here
     # top-k, gathers, segment bounds, shuffles, exponential
@@ -313,7 +320,16 @@ RULES = [
      lambda a: nisa.nc_stream_shuffle(sb(32, 8), sb(32, 8), [0] * 31)),  # <- here
     ("matmul_perf_mode", ISA + "nc_matmul",
      lambda a: nisa.nc_matmul(pnew(128, 128), (s := bf(128, 128)), s,  # <- here
+                              perf_mode="quad_row")),
+    ("double_row_dtype", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (s := bf(128, 2, 128)), s,  # <- here
                               perf_mode=nisa.matmul_perf_mode.double_row)),
+    ("double_row_layout", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(64, 128), (s := sb(128, 4, 32, dtype=fp8)), s,  # <- here
+                              perf_mode=nisa.matmul_perf_mode.double_row)),
+    ("double_row_mode", ISA + "nc_matmul",
+     lambda a: nisa.nc_matmul(pnew(128, 128), (s := sb(128, 2, 128, dtype=fp8)), s,  # <- here
+                              perf_mode=nisa.matmul_perf_mode.double_row, is_transpose=True)),
     # MX block-scaled formats (NeuronCore-v4; rules other than nc_version show on every device)
     ("packed_dtype", ISA + "tensor_copy",
      lambda a: nisa.tensor_copy(new(32, 4), new(32, 4, dtype=fp8x4))),  # <- here

@@ -52,9 +52,12 @@ float8_e4m3fn_x4 = NkiDtype("float8_e4m3fn_x4", 13, 4, True, None, np.dtype(np.u
 float8_e5m2_x4 = NkiDtype("float8_e5m2_x4", 14, 4, True, None, np.dtype(np.uint32))
 float4_e2m1fn_x4 = NkiDtype("float4_e2m1fn_x4", 15, 2, True, None, np.dtype(np.uint16))
 
+# The OCP MX scale format: byte b = 2^(b - 127), 255 NaN (no sign, no zero).
+float8_e8m0fnu = NkiDtype("float8_e8m0fnu", 16, 1, True, torch.float8_e8m0fnu, None)
+
 PACKED = [float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4]
 ALL = [bool_, uint8, int8, uint16, int16, uint32, int32, float8_e4m3, float8_e5m2, float16,
-       bfloat16, tfloat32, float32] + PACKED
+       bfloat16, tfloat32, float32] + PACKED + [float8_e8m0fnu]
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool"] = bool_
 _BY_TORCH = {d.torch: d for d in ALL if d.torch is not None}

@@ -122,18 +122,47 @@ def _reduce_flags(cmd, name):
 
 # ---- Tensor engine ----------------------------------------------------------
 
+def _perf_mode(perf_mode, name):
+    from torchneuron.nki.isa_enums import matmul_perf_mode
+    if perf_mode is None:
+        return matmul_perf_mode.none
+    try:
+        return matmul_perf_mode(getattr(perf_mode, "value", perf_mode))
+    except ValueError:
+        fail(f"perf_mode must be a nisa.matmul_perf_mode (none or double_row), got "
+             f"{perf_mode!r}", "matmul_perf_mode", name)
+
+
+def _check_double_row(stationary, moving, is_transpose, tile_position, tile_size, name):
+    """The layout rules of perf_mode=double_row that only the shapes show."""
+    if is_transpose:
+        fail("perf_mode=double_row cannot be combined with the Tensor engine's transpose mode",
+             "double_row_mode", name)
+    if tile_size and len(tile_size) == 2 and tile_size[1] != 128 or \
+            tile_position and len(tile_position) == 2 and tile_position[1] != 0:
+        fail("perf_mode=double_row cannot be combined with column tiling (tile_size column "
+             "128, tile_position column 0)", "double_row_mode", name)
+    for what, t in (("stationary", stationary), ("moving", moving)):
+        if t.ndim < 3 or t.shape[1] != 2:
+            fail(f"perf_mode=double_row: {what} must be [K, 2, ...] (the contraction split over "
+                 f"the partitions and a most major free dim of 2; pad an odd contraction with "
+                 f"zeros), got {list(t.shape)}", "double_row_layout", name)
+
+
 def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, perf_mode=None,
-              **_):
+              tile_position=(), tile_size=(), **_):
     """dst[M, N] (PSUM, fp32) = stationary[K, M].T @ moving[K, N]. With
     accumulate=None the first write to a PSUM region overwrites and later
-    writes add; True / False force it. perf_mode double_row is not
-    simulated (an error, never a silent plain matmul)."""
+    writes add; True / False force it. perf_mode=nisa.matmul_perf_mode.double_row
+    (trn2 on) takes fp8 stationary [K, 2, M] and moving [K, 2, N] and
+    contracts over both the K partitions and the dim of 2 (2K terms) at the
+    time of a K-term matmul."""
     name = "nki.isa.nc_matmul"
-    if perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)) != "none":
-        fail(f"perf_mode={perf_mode!r} (fp8 double-row packing) is not simulated; use the "
-             "default mode", "matmul_perf_mode", name)
     for what, t in (("dst", dst), ("stationary", stationary), ("moving", moving)):
         _tile(t, what, name)
+    double_row = _perf_mode(perf_mode, name).value == "double_row"
+    if double_row:
+        _check_double_row(stationary, moving, is_transpose, tile_position, tile_size, name)
     if is_transpose:
         return nc_transpose(dst, moving)
     if accumulate is None:
@@ -142,7 +171,8 @@ def nc_matmul(dst, stationary, moving, accumulate=None, is_transpose=False, perf
             fail("accumulate=None on a PSUM region that is only partly written: the first-write "
                  "rule is ambiguous; pass accumulate=True or False", "psum_accumulate", name)
         accumulate = state == "all"
-    flags = trace.FLAG_ACCUMULATE if accumulate else 0
+    flags = (trace.FLAG_ACCUMULATE if accumulate else 0) | \
+        (trace.FLAG_DOUBLE_ROW if double_row else 0)
     _emit(name, trace.MATMUL, trace.TENSOR_ENGINE, dst,
           [_rec(dst, name), _rec(stationary, name), _rec(moving, name)], flags=flags)
     return dst

@@ -76,9 +76,9 @@ class oob_mode(_IsaEnum):
 
 
 class matmul_perf_mode(str, enum.Enum):
-    """nc_matmul's Tensor-engine mode: ``none``, or ``double_row`` (two fp8
-    pairs per cycle, the contraction split over partitions and a first free
-    dim of 2), which the simulator does not model and refuses."""
+    """nc_matmul's Tensor-engine mode: ``none``, or ``double_row`` (trn2 on:
+    fp8 operands [K, 2, M] / [K, 2, N], each PE multiplying two pairs per
+    cycle, so a 2K-term contraction at the time of a K-term one)."""
 
     none = "none"
     double_row = "double_row"

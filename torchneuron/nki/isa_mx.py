@@ -17,8 +17,8 @@ from torchneuron.nki.trace import fail
 
 def quantize_mx(dst, src, dst_scale, **_):
     """Quantize a float16 / bfloat16 src [P, 4 F] (P a multiple of 32) into
-    dst [P, F] of float8_e4m3fn_x4 / float8_e5m2_x4 and uint8 E8M0 scales in
-    dst_scale (one per block of 8 partitions x 4 values; the scale is
+    dst [P, F] of float8_e4m3fn_x4 / float8_e5m2_x4 and E8M0 scales in
+    dst_scale (float8_e8m0fnu, or uint8 holding the same bytes; one per block of 8 partitions x 4 values; the scale is
     2^(floor(log2 amax) - emax + 1), twice the OCP sample algorithm's, so
     the largest value never saturates; values round to nearest even)."""
     name = "nki.isa.quantize_mx"
@@ -51,7 +51,7 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     [K, N] (packed float8_e4m3fn_x4 / float8_e5m2_x4 / float4_e2m1fn_x4; the
     contraction runs over the K partitions and the 4 values of each element),
     every value times its block's E8M0 scale from stationary_scale [.., M] /
-    moving_scale [.., N]. accumulate as for nc_matmul; tile_position /
+    moving_scale [.., N] (float8_e8m0fnu or uint8). accumulate as for nc_matmul; tile_position /
     tile_size pick a row tile of 32, 64 or 128 PE rows."""
     name = "nki.isa.nc_matmul_mx"
     for what, t in (("dst", dst), ("stationary", stationary), ("moving", moving),

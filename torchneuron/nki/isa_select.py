@@ -29,25 +29,36 @@ def _op_or_bypass(op, name):
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False,
               reverse1=False, reduce_op=None, reduce_res=None, reduce_cmd=_reduce_cmd.idle,
               engine=None, **_):
-    """dst = op((data op0 imm0) op1 imm1) on the Scalar engine; imm0 / imm1
-    are numbers or [P, 1] tiles, relu_param the slope of nl.prelu; the
-    results reduce (reduce_op) into reduce_res and the reduce registers."""
+    """dst = op((data op0 imm0) op1 imm1) on the Scalar engine (trn3 only);
+    imm0 / imm1 are numbers or [P, 1] tiles, relu_param the slope of
+    nl.prelu (a number or a [P, 1] tile); the results reduce (reduce_op)
+    into reduce_res and the reduce registers."""
     name = "nki.isa.activate2"
     _tile(dst, "dst", name), _tile(data, "data", name)
     if not isinstance(op, ActivationFunction):
         fail(f"{op!r} is not an activation function (nl.exp, nl.prelu, ...)", "operand", name)
-    if isinstance(relu_param, NkiTensor):
-        fail("relu_param must be a number here (a per-partition slope tile is not modelled)",
-             "operand", name)
     r0, i0 = _scalar_operand(imm0, name, "imm0")
     r1, i1 = _scalar_operand(imm1, name, "imm1")
     flags = (trace.FLAG_REVERSE0 if reverse0 else 0) | (trace.FLAG_REVERSE1 if reverse1 else 0)
     flags |= _reduce_flags(reduce_cmd, name)
     red_op = _alu(reduce_op if reduce_op is not None else "add", name)
+    if isinstance(relu_param, NkiTensor):
+        if reduce_res is not None:
+            # The simulator's instruction record has five operand slots.
+            fail("relu_param as a [P, 1] tile together with reduce_res is not simulated; pass "
+                 "relu_param as a number, or reduce in a separate instruction", "operand", name)
+        last, slope, flags = _rec(relu_param, name), 0.0, flags | trace.FLAG_RELU_TILE
+    else:
+        try:
+            slope = float(relu_param)
+        except (TypeError, ValueError):
+            fail(f"relu_param must be a number or a [P, 1] tile, got {type(relu_param).__name__}",
+                 "operand", name)
+        last = _optional(reduce_res, "reduce_res", name)
     _emit(name, trace.ACTIVATE2, _engine(engine, trace.SCALAR_ENGINE), dst,
-          [_rec(dst, name), _rec(data, name), r0, r1, _optional(reduce_res, "reduce_res", name)],
+          [_rec(dst, name), _rec(data, name), r0, r1, last],
           func=(op.code, _op_or_bypass(op0, name), _op_or_bypass(op1, name)), flags=flags,
-          axes=red_op, imm=(i0, i1, float(relu_param)))
+          axes=red_op, imm=(i0, i1, slope))
     if reduce_res is not None:
         _mark_written(reduce_res)
     return dst
@@ -125,13 +136,30 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, **_):
     return dst
 
 
-def dma_transpose(dst, src, axes=None, **_):
-    """dst[F, P] = src[P, F] by DMA (HBM or SBUF; 2-byte dtypes, no
-    conversion). Only the 2-D form (axes (1, 0)) is simulated."""
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(dst, src, axes=None, dge_mode=None, **_):
+    """dst = src with its axes permuted by DMA (HBM or SBUF; 2-byte dtypes, no
+    conversion): 2-D [P, F] -> [F, P] (axes (1, 0)), 3-D [A, B, C] -> [C, B, A]
+    (axes (2, 1, 0)), 4-D [A, B, C, D] -> [D, B, C, A] (axes (3, 1, 2, 0)),
+    the only permutations the reference lists. dge_mode=hwdge adds its
+    rules: src.shape[0] == 16 and src.shape[-1] a multiple of 128."""
     name = "nki.isa.dma_transpose"
     _tile(dst, "dst", name), _tile(src, "src", name)
-    if src.ndim != 2 or dst.ndim != 2 or (axes is not None and tuple(axes) != (1, 0)):
-        fail(f"only the 2-D dma_transpose (axes (1, 0)) is simulated; got a {src.ndim}-D "
-             f"source with axes {axes}", "dma_transpose_axes", name)
-    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)])
+    want = _DMA_TRANSPOSE_AXES.get(src.ndim)
+    if want is None or (axes is not None and tuple(axes) != want):
+        fail(f"dma_transpose permutes a 2-, 3- or 4-D src with axes (1, 0), (2, 1, 0) or "
+             f"(3, 1, 2, 0) respectively; got a {src.ndim}-D src with axes {axes}",
+             "dma_transpose_axes", name)
+    shape = tuple(src.shape[a] for a in want)
+    if tuple(dst.shape) != shape:
+        fail(f"dma_transpose of a {list(src.shape)} src with axes {want} needs dst "
+             f"{list(shape)}, got {list(dst.shape)}", "shape_mismatch", name)
+    if str(getattr(dge_mode, "name", dge_mode)) == "hwdge" and \
+            (src.shape[0] != 16 or src.shape[-1] % 128):
+        fail(f"a hardware-DGE dma_transpose needs src.shape[0] == 16 and src.shape[-1] a "
+             f"multiple of 128, got {list(src.shape)}", "dma_transpose_hwdge", name)
+    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)],
+          imm=(float(src.shape[-1]),))
     return dst

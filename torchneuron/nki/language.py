@@ -12,8 +12,8 @@ from torchneuron.nki import isa as nisa
 from torchneuron.nki import trace
 from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     NkiDtype, bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn_x4, float8_e5m2,
-    float8_e5m2_x4, float16, float32, int8, int16, int32, tfloat32, uint8, uint16, uint32,
-    as_dtype)
+    float8_e5m2_x4, float8_e8m0fnu, float16, float32, int8, int16, int32, tfloat32, uint8,
+    uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
 from torchneuron.nki.slicing import ds  # noqa: F401  (nl.ds)
 from torchneuron.nki.tensor import NkiTensor
@@ -242,9 +242,19 @@ class _Prelu(ActivationFunction):
     from activate2's relu_param."""
 
     def __call__(self, x, alpha=0.0, dtype=None, **_):
-        """A new SBUF tile prelu(x) with negative slope alpha (one activate2)."""
+        """A new SBUF tile prelu(x) with negative slope alpha (a number or a
+        [P, 1] tile): one activate2 on trn3; on trn1 / trn2, which lack
+        activate2, max(x, 0) + alpha * min(x, 0) in two Vector instructions
+        (the same values; a zero result may differ in sign)."""
         out = ndarray(_tile_shape(x), _result_dtype(dtype, x))
-        nisa.activate2(out, self, x, 0.0, 0.0, None, None, relu_param=alpha)
+        if nisa.get_nc_version() >= nisa.nc_version.gen4:
+            nisa.activate2(out, self, x, 0.0, 0.0, None, None, relu_param=alpha)
+            return out
+        neg = ndarray(_tile_shape(x), float32)
+        g = globals()
+        nisa.tensor_scalar(neg, x, g["minimum"], 0.0, op1=g["multiply"], operand1=alpha)
+        nisa.scalar_tensor_tensor(out, data=x, op0=g["maximum"], operand0=0.0, op1=g["add"],
+                                  operand1=neg)
         return out
 
 
@@ -465,7 +475,7 @@ from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t 
 __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float8_e4m3",
     "float8_e5m2", "float16", "bfloat16", "tfloat32", "float32", "DType",
-    "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
+    "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4", "float8_e8m0fnu",
     "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "MemoryRegion",
     "is_hbm", "is_sbuf", "is_psum", "is_on_chip", "tile_size", "identity",
     "affine_range", "sequential_range", "static_range", "par_dim", "program_id",

@@ -8,10 +8,19 @@ from torchneuron.nki.trace import fail
 
 
 def rand(shape, dtype=None, **_):
-    """A new SBUF tile of uniform random values in [0, 1) (rand2, fp32 rounded
-    to dtype, float32 by default)."""
+    """A new SBUF tile of uniform random values in [0, 1) (fp32 rounded to
+    dtype, float32 by default): one rand2 on trn3; on trn1 / trn2, which
+    lack rand2, the same numbers from the same Vector-engine generators as
+    rng bits, shifted right by 8 and times 2^-24 (three Vector
+    instructions)."""
     out = nl.ndarray(tuple(shape), nl.as_dtype(dtype) if dtype is not None else nl.float32)
-    nisa.rand2(out, 0.0, 1.0)
+    if nisa.get_nc_version() >= nisa.nc_version.gen4:
+        nisa.rand2(out, 0.0, 1.0)
+        return out
+    bits = nl.ndarray(tuple(shape), nl.uint32)
+    nisa.rng(bits)
+    nisa.tensor_scalar(bits, bits, nl.right_shift, 8)
+    nisa.tensor_scalar(out, bits, nl.multiply, 1.0 / 16777216.0)
     return out
 
 

@@ -36,6 +36,8 @@ ENGINE_NAMES = ["Tensor", "Vector", "Scalar", "GpSimd", "DMA"]
 SBUF, PSUM, HBM = 0, 1, 2
 FLAG_ACCUMULATE, FLAG_REVERSE0, FLAG_REVERSE1, FLAG_NEGATE = 1, 2, 4, 8
 FLAG_REDUCE_RESET, FLAG_REDUCE_LOAD, FLAG_REDUCE_FOLD = 16, 32, 64
+FLAG_DOUBLE_ROW = 128  # nc_matmul perf_mode=double_row
+FLAG_RELU_TILE = 256  # activate2's relu_param is a [P, 1] tile (operand 4)
 
 _AP = np.dtype([("tensor", "<i4"), ("dtype", "<i4"), ("partition_start", "<i4"),
                 ("partitions", "<i4"), ("partition_step", "<i8"), ("offset", "<i8"),

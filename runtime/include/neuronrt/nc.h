@@ -49,6 +49,9 @@ typedef enum nrt_nc_dtype {
   NRT_NC_FLOAT8_E4M3FN_X4, /* 4 bytes: byte i = float8_e4m3fn (bias 7, max 448, no inf) */
   NRT_NC_FLOAT8_E5M2_X4,   /* 4 bytes: byte i = float8_e5m2 */
   NRT_NC_FLOAT4_E2M1FN_X4, /* 2 bytes: bits 4i..4i+3 = float4_e2m1fn (bias 1, max 6) */
+  /* OCP MX scale: 1 byte b = 2^(b - 127), 255 NaN; no sign, no zero. Stores
+   * round to the nearest power of two (ties up, as torch.float8_e8m0fnu). */
+  NRT_NC_FLOAT8_E8M0FNU,
   NRT_NC_DTYPE_COUNT
 } nrt_nc_dtype;
 
@@ -116,7 +119,8 @@ typedef enum nrt_nc_opcode {
    * registers (nki.isa.reduce_cmd); reduce_res, when present, receives them. */
   NRT_NC_ACTIVATE2,          /* ap1 data, ap2 imm0 [P,1] (else imm0), ap3 imm1 (else imm1), ap4
                               * reduce_res: func[0](((data op0 imm0) op1 imm1)) with op0 = func[1],
-                              * op1 = func[2]; imm2 prelu slope; axes: the reduce ALU op */
+                              * op1 = func[2]; imm2 prelu slope (flag RELU_TILE: ap4 is a [P,1]
+                              * slope tile instead of reduce_res); axes: the reduce ALU op */
   NRT_NC_SCALAR_CUMULATIVE,  /* ap1 src, ap2 imm0 [P,1] (else imm0): reg = func[1](func[0](src[j],
                               * imm0), reg); dst[j] = reg; imm1 the load_reduce value */
   NRT_NC_SELECT_REDUCE,      /* ap1 predicate, ap2 on_true, ap3 on_false [P,1] (else imm0), ap4
@@ -126,7 +130,9 @@ typedef enum nrt_nc_opcode {
                               * bound1), else imm1; reduce func[2] */
   NRT_NC_NONZERO_WITH_COUNT, /* GpSimd, partitions 0, 16, ..., 112 of ap1 src [P, T]: dst[P, T+1] =
                               * indices of nonzeros + imm0, then imm1 padding, then the count */
-  NRT_NC_DMA_TRANSPOSE,      /* DMA: dst[F, P] = src[P, F] (same dtype) */
+  NRT_NC_DMA_TRANSPOSE,      /* DMA, same dtype: src [P, M..., L] (imm0 = L, the last logical
+                              * dim; 0: the whole free size) to dst [L, M..., P]; 2-D: dst[F, P]
+                              * = src[P, F]; 3-D axes (2, 1, 0); 4-D axes (3, 1, 2, 0) */
   /* Random numbers (runtime/src/nc/exec_rng.c). Each engine lane has XORWOW
    * generators (GpSimd 1, Vector 4 streams), kept across instructions. */
   NRT_NC_RNG,                /* dst = 32 random bits per element (low bits if narrower) */
@@ -255,6 +261,14 @@ typedef enum nrt_nc_act {
 #define NRT_NC_FLAG_REDUCE_RESET 16u
 #define NRT_NC_FLAG_REDUCE_LOAD 32u
 #define NRT_NC_FLAG_REDUCE_FOLD 64u
+/* nc_matmul perf_mode=double_row (NeuronCore-v3 on): fp8 operands
+ * stationary [K, 2, M] and moving [K, 2, N] (free elements 2M and 2N, the
+ * most major free dim of size 2); the contraction runs over the K
+ * partitions and that dim, 2K terms, partition-major (term 2p + j). */
+#define NRT_NC_FLAG_DOUBLE_ROW 128u
+/* activate2: ap4 is relu_param, a [P, 1] tile of per-partition prelu slopes
+ * (read), instead of reduce_res; the reduce registers still work. */
+#define NRT_NC_FLAG_RELU_TILE 256u
 
 #define NRT_NC_MAX_FREE_DIMS 4
 #define NRT_NC_MAX_APS 5

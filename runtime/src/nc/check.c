@@ -59,6 +59,8 @@ static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
 
 static const char *operand_name(const nrt_nc_inst *inst, int k) {
+  if (inst->opcode == NRT_NC_ACTIVATE2 && k == 4 && (inst->flags & NRT_NC_FLAG_RELU_TILE))
+    return "relu_param";
   const char *name = operand_names[inst->opcode][k];
   return name ? name : "operand";
 }
@@ -202,7 +204,53 @@ nrt_status nc_check_gemm_sizes(nrt_nc_diagnostic *diag, int32_t i, const nrt_nc_
   return NRT_SUCCESS;
 }
 
-static int is_float_dtype(int32_t dtype) { return dtype >= NRT_NC_FLOAT8_E4M3; }
+/* Floats the engines compute with (float8_e8m0fnu is a scale format only:
+ * stored and loaded by value, never a Tensor-engine operand). */
+static int is_float_dtype(int32_t dtype) {
+  return dtype >= NRT_NC_FLOAT8_E4M3 && dtype != NRT_NC_FLOAT8_E8M0FNU;
+}
+
+static int is_fp8(int32_t dtype) {
+  return dtype == NRT_NC_FLOAT8_E4M3 || dtype == NRT_NC_FLOAT8_E5M2;
+}
+
+/* nc_matmul perf_mode=double_row (Trainium2 architecture guide, "Double FP8
+ * Matmul Performance"; nki.isa.nc_matmul): NeuronCore-v3 on, fp8 operands
+ * (e4m3 / e5m2, mixed allowed), stationary [K, 2, M <= 128] and moving
+ * [K, 2, N <= 512] with K <= 128 partitions, dst [M, N] fp32. The tracer
+ * checks the size-2 major free dim; the records here only show 2M and 2N
+ * free elements. */
+static nrt_status check_double_row(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
+  if (!is_fp8(st->dtype) || !is_fp8(mv->dtype))
+    return nc_fail(diag, i, is_fp8(st->dtype) ? mv->tensor : st->tensor, "double_row_dtype",
+                   INVALID, "perf_mode=double_row multiplies float8_e4m3 / float8_e5m2 "
+                   "operands only");
+  int64_t m2 = nc_ap_free_elems(st), n2 = nc_ap_free_elems(mv);
+  if (m2 % 2 || n2 % 2)
+    return nc_fail(diag, i, m2 % 2 ? st->tensor : mv->tensor, "double_row_layout", INVALID,
+                   "perf_mode=double_row: stationary [K, 2, M] and moving [K, 2, N] hold an "
+                   "even number of elements per partition, got %lld and %lld",
+                   (long long)m2, (long long)n2);
+  int64_t m = m2 / 2, n = n2 / 2;
+  if (m > 128)
+    return nc_fail(diag, i, st->tensor, "gemm_stationary_fmax", INVALID,
+                   "double_row stationary [K, 2, %lld]: M exceeds "
+                   "nl.tile_size.gemm_stationary_fmax = 128", (long long)m);
+  if (n > 512)
+    return nc_fail(diag, i, mv->tensor, "gemm_moving_fmax", INVALID,
+                   "double_row moving [K, 2, %lld]: N exceeds nl.tile_size.gemm_moving_fmax = 512",
+                   (long long)n);
+  if (dst->partitions != m || nc_ap_free_elems(dst) != n)
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "double_row dst must be [%lld, %lld] (M x N), got [%d, %lld]", (long long)m,
+                   (long long)n, dst->partitions, (long long)nc_ap_free_elems(dst));
+  if (dst->dtype != NRT_NC_FLOAT32)
+    return nc_fail(diag, i, dst->tensor, "psum_dtype", INVALID,
+                   "nc_matmul accumulates in fp32: dst must be float32");
+  return nc_needs_target(p, i, "nc_matmul perf_mode=double_row", NRT_TARGET_TRN2, diag);
+}
 
 static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
@@ -213,6 +261,7 @@ static nrt_status check_matmul(const nrt_nc_program_t p, int32_t i, nrt_nc_diagn
     return nc_fail(diag, i, mv->tensor, "matmul_contraction", INVALID,
                    "the contraction dim is the partition dim of both operands: stationary has "
                    "%d partitions, moving %d", st->partitions, mv->partitions);
+  if (inst->flags & NRT_NC_FLAG_DOUBLE_ROW) return check_double_row(p, i, diag);
   nrt_status sizes = nc_check_gemm_sizes(diag, i, dst, st, mv);
   if (sizes != NRT_SUCCESS) return sizes;
   if (!is_float_dtype(st->dtype) || !is_float_dtype(mv->dtype))

@@ -61,8 +61,9 @@ static nrt_status scale_shape(const nrt_nc_program_t p, int32_t i, int k, int32_
                               int64_t cols, const char *name, nrt_nc_diagnostic *diag) {
   const nrt_nc_ap *ap = &p->insts[i].ap[k];
   if (ap->tensor < 0) return nc_fail(diag, i, -1, "operand", INVALID, "%s is missing", name);
-  if (ap->dtype != NRT_NC_UINT8)
-    return nc_fail(diag, i, ap->tensor, "dtype", INVALID, "%s must be uint8 (E8M0 bytes)", name);
+  if (ap->dtype != NRT_NC_FLOAT8_E8M0FNU && ap->dtype != NRT_NC_UINT8)
+    return nc_fail(diag, i, ap->tensor, "dtype", INVALID,
+                   "%s must be float8_e8m0fnu (or uint8 holding E8M0 bytes)", name);
   int32_t blocks = partitions / 8, rows = (blocks - 1) / 4 * 32 + (blocks - 1) % 4 + 1;
   if (ap->partitions < rows || nc_ap_free_elems(ap) != cols)
     return nc_fail(diag, i, ap->tensor, "mx_scale_shape", INVALID,

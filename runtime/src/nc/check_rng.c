@@ -22,7 +22,10 @@ nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *
         return nc_fail(diag, i, -1, "rand2_range", INVALID,
                        "rand2 needs min < max, got [%g, %g]", inst->imm[0], inst->imm[1]);
       if ((s = nc_check_per_partition(p, i, 1, "min", diag))) return s;
-      return nc_check_per_partition(p, i, 2, "max", diag);
+      if ((s = nc_check_per_partition(p, i, 2, "max", diag))) return s;
+      /* NeuronCore-v4 on (nki.isa.rand2); last, so the other rules show on
+       * every device. */
+      return nc_needs_target(p, i, "rand2", NRT_TARGET_TRN3, diag);
     case NRT_NC_DROPOUT: {
       const nrt_nc_ap *data = &inst->ap[1];
       if (data->tensor < 0) return nc_fail(diag, i, -1, "operand", INVALID, "dropout needs data");

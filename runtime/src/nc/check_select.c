@@ -49,7 +49,12 @@ static nrt_status check_activate2(const nrt_nc_program_t p, int32_t i, nrt_nc_di
                    "activate2's (op0, op1) must be (multiply, add), (multiply, subtract), "
                    "(multiply, bypass), (add, bypass), (subtract, bypass) or (bypass, bypass); "
                    "got ALU ops %d, %d", op0, op1);
-  int reduces = inst->ap[4].tensor >= 0 ||
+  int relu_tile = (inst->flags & NRT_NC_FLAG_RELU_TILE) != 0;
+  if (relu_tile) {
+    nrt_status s = check_operand(p, i, 4, "relu_param", 1, diag);
+    if (s) return s;
+  }
+  int reduces = (!relu_tile && inst->ap[4].tensor >= 0) ||
                 (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD));
   if (reduces && !is_min_max_add(inst->axes))
     return nc_fail(diag, i, -1, "activate2_ops", INVALID,
@@ -141,10 +146,17 @@ static nrt_status check_dma_transpose(const nrt_nc_program_t p, int32_t i, nrt_n
                    "dma_transpose moves 2-byte elements (bf16, fp16, int16, uint16) without "
                    "conversion: src and dst share one such dtype");
   int64_t f = nc_ap_free_elems(src);
-  if (dst->partitions != f || nc_ap_free_elems(dst) != src->partitions)
+  double last_imm = inst->imm[0];
+  if (!(last_imm >= 0 && last_imm <= (double)f) || (last_imm > 0 && f % (int64_t)last_imm))
+    return nc_fail(diag, i, src->tensor, "dma_transpose_axes", INVALID,
+                   "dma_transpose: the last dim %g does not divide src's %lld elements per "
+                   "partition", last_imm, (long long)f);
+  int64_t last = last_imm > 0 ? (int64_t)last_imm : f, mid = f / last;
+  if (dst->partitions != last || nc_ap_free_elems(dst) != mid * src->partitions)
     return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
-                   "transposing [%d, %lld] needs dst [%lld, %d], got [%d, %lld]", src->partitions,
-                   (long long)f, (long long)f, src->partitions, dst->partitions,
+                   "transposing [%d, %lld x %lld] needs dst [%lld, %lld x %d], got [%d, %lld]",
+                   src->partitions, (long long)mid, (long long)last, (long long)last,
+                   (long long)mid, src->partitions, dst->partitions,
                    (long long)nc_ap_free_elems(dst));
   return NRT_SUCCESS;
 }
@@ -191,5 +203,8 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
       return s;
   if (inst->opcode == NRT_NC_RANGE_SELECT)
     return nc_needs_target(p, i, "range_select", NRT_TARGET_TRN2, diag);
+  /* "Available only on NeuronCore-v4 and newer" (nki.isa.activate2). */
+  if (inst->opcode == NRT_NC_ACTIVATE2)
+    return nc_needs_target(p, i, "activate2", NRT_TARGET_TRN3, diag);
   return NRT_SUCCESS;
 }

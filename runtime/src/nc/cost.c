@@ -66,6 +66,11 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
   switch (inst->opcode) {
     case NRT_NC_MATMUL: {
       double m = (double)nc_ap_free_elems(&inst->ap[1]), mv = (double)nc_ap_free_elems(&inst->ap[2]);
+      /* double_row: the 2K-term contraction takes the time of a K-term one
+       * (Trainium2 architecture guide: "the same amount of time as the
+       * regular BF16/FP16 LoadStationary/MultiplyMoving ... with a 128
+       * contraction dimension"), so the cost is that of [K, M] x [K, N]. */
+      if (inst->flags & NRT_NC_FLAG_DOUBLE_ROW) return max2(m / 2 < 64 ? m / 2 : 64, mv / 2);
       double c = max2(m < 64 ? m : 64, mv);
       int fp32 = inst->ap[1].dtype == NRT_NC_FLOAT32 || inst->ap[2].dtype == NRT_NC_FLOAT32;
       return fp32 ? 4 * c : c;

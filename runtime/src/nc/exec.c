@@ -379,7 +379,9 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
                    "(injected failure)");
   const nrt_nc_geometry *g = &p->geometry;
   /* Scratch rows hold one partition of the largest operand; the Tensor
-   * engine needs 128 x 512 fp32 for each of stationary, moving and result. */
+   * engine takes four rows from the first on (tensor_engine.c): a double_row
+   * matmul's 256 x 128 stationary, 256 x 512 moving and 128 x 512 result
+   * in fp32. */
   int64_t row = 3 * 128 * 512;
   for (int32_t i = 0; i < p->num_insts; i++)
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {

@@ -63,6 +63,24 @@ static inline int64_t nc_sat_int(float f, int64_t lo, int64_t hi) {
   return (int64_t)r;
 }
 
+/* float8_e8m0fnu: byte b is 2^(b - 127), 255 NaN. */
+static inline float nc_e8m0_to_float(uint8_t b) {
+  return b == 255 ? NAN : ldexpf(1.0f, (int)b - 127);
+}
+
+/* To the nearest power of two by the magnitude (the sign is dropped); a tie
+ * (mantissa exactly 1.5) goes up, except that a subnormal input needs more
+ * than half to leave 2^-127; NaN, infinity and anything that rounds past
+ * 2^127 give 255 (NaN). The same bytes as torch's float8_e8m0fnu cast. */
+static inline uint8_t nc_e8m0_from_float(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  uint32_t exp = (bits >> 23) & 0xffu, man = bits & 0x7fffffu;
+  if (exp == 0xffu) return 255;
+  if ((man & 0x400000u) && (exp != 0 || (man & 0x3fffffu))) exp++;
+  return exp > 254 ? 255 : (uint8_t)exp;
+}
+
 static inline float nc_load(int32_t dtype, const uint8_t *p) {
   switch (dtype) {
     case NRT_NC_BOOL: case NRT_NC_UINT8: return (float)*p;
@@ -75,6 +93,7 @@ static inline float nc_load(int32_t dtype, const uint8_t *p) {
     case NRT_NC_FLOAT8_E5M2: return nc_fp8_to_float(*p, 5, 2);
     case NRT_NC_FLOAT16: { uint16_t v; memcpy(&v, p, 2); return rt_half_to_float(v); }
     case NRT_NC_BFLOAT16: { uint16_t v; memcpy(&v, p, 2); return rt_bfloat16_to_float(v); }
+    case NRT_NC_FLOAT8_E8M0FNU: return nc_e8m0_to_float(*p);
     default: { float v; memcpy(&v, p, 4); return v; }
   }
 }
@@ -93,6 +112,7 @@ static inline void nc_store(int32_t dtype, uint8_t *p, float f) {
     case NRT_NC_FLOAT16: { uint16_t v = rt_half_from_float(f); memcpy(p, &v, 2); break; }
     case NRT_NC_BFLOAT16: { uint16_t v = rt_bfloat16_from_float(f); memcpy(p, &v, 2); break; }
     case NRT_NC_TFLOAT32: { float v = nc_tf32_round(f); memcpy(p, &v, 4); break; }
+    case NRT_NC_FLOAT8_E8M0FNU: *p = nc_e8m0_from_float(f); break;
     default: memcpy(p, &f, 4); break;
   }
 }

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "neuronrt/nc.h"
+#include "nc/numerics.h"
 
 typedef struct nc_mx_format {
   int ebits, mbits, bits;
@@ -77,8 +78,6 @@ static inline float nc_mx_decode(const nc_mx_format *f, uint32_t bits) {
 }
 
 /* E8M0 scale byte: 2^(b - 127), 255 NaN. */
-static inline float nc_e8m0_decode(uint8_t b) {
-  return b == 255 ? NAN : ldexpf(1.0f, (int)b - 127);
-}
+static inline float nc_e8m0_decode(uint8_t b) { return nc_e8m0_to_float(b); }
 
 #endif

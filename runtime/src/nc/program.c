@@ -14,7 +14,7 @@
 size_t nrt_nc_dtype_size(int32_t dtype) {
   switch (dtype) {
     case NRT_NC_BOOL: case NRT_NC_UINT8: case NRT_NC_INT8:
-    case NRT_NC_FLOAT8_E4M3: case NRT_NC_FLOAT8_E5M2: return 1;
+    case NRT_NC_FLOAT8_E4M3: case NRT_NC_FLOAT8_E5M2: case NRT_NC_FLOAT8_E8M0FNU: return 1;
     case NRT_NC_UINT16: case NRT_NC_INT16: case NRT_NC_FLOAT16: case NRT_NC_BFLOAT16:
     case NRT_NC_FLOAT4_E2M1FN_X4: return 2;
     case NRT_NC_UINT32: case NRT_NC_INT32: case NRT_NC_TFLOAT32: case NRT_NC_FLOAT32:
@@ -69,6 +69,8 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
                     inst->opcode == NRT_NC_STREAM_SHUFFLE;       /* keeps mask-255 partitions */
     return reads_dst ? 3 : 2;
   }
+  if (k == 4 && inst->opcode == NRT_NC_ACTIVATE2 && (inst->flags & NRT_NC_FLAG_RELU_TILE))
+    return 1; /* relu_param */
   if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR ||
                  inst->opcode == NRT_NC_ACTIVATE2 || inst->opcode == NRT_NC_SELECT_REDUCE ||
                  inst->opcode == NRT_NC_RANGE_SELECT))

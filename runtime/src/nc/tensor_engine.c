@@ -160,12 +160,18 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   pthread_once(&select_once, select_kernel);
   const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
   int64_t k = st->partitions, m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
-  float *a = scratch, *b = a + MAX_K * MAX_M, *c = b + MAX_K * MAX_N;
-  int big = m * n * k >= (int64_t)1 << 18; /* small products are not worth waking the pool for */
+  /* double_row: partition p's row of stationary is [2, M] (and moving's
+   * [2, N]); gathered as it is, row p holds terms 2p and 2p + 1 of a 2K-term
+   * contraction, which the same kernels run partition-major (the order in
+   * which a PE adds its pair of products before passing the sum on). */
+  int pairs = (inst->flags & NRT_NC_FLAG_DOUBLE_ROW) != 0;
+  float *a = scratch, *b = a + 2 * MAX_K * MAX_M, *c = b + 2 * MAX_K * MAX_N;
   operand_job ops = {.core = core, .st = st, .mv = mv, .a = a, .b = b, .m = m, .n = n};
+  if (pairs) k *= 2, m /= 2, n /= 2;
+  int big = m * n * k >= (int64_t)1 << 18; /* small products are not worth waking the pool for */
   /* Converting the operands is a serial share of the time unless it is split too. */
-  if (big) rt_parallel_for(k, 16, gather_operands, &ops);
-  else gather_operands(0, k, &ops);
+  if (big) rt_parallel_for(st->partitions, 16, gather_operands, &ops);
+  else gather_operands(0, st->partitions, &ops);
   int accumulate = (inst->flags & NRT_NC_FLAG_ACCUMULATE) != 0;
   /* PSUM rows are one partition apart: accumulate in place when possible. */
   int in_place = contiguous_f32_rows(dst, n) && (dst->partitions == 1 || dst->partition_step == 1);

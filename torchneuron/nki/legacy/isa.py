@@ -38,14 +38,17 @@ def _with_mask(build):
 
 @_with_mask
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, **_):
+              is_transpose=False, perf_mode=None, **_):
     """A new PSUM tile [M, N] (fp32) = stationary[K, M].T @ moving[K, N];
-    ``psum_tile += nisa.nc_matmul(...)`` accumulates into psum_tile."""
-    if is_transpose:
+    ``psum_tile += nisa.nc_matmul(...)`` accumulates into psum_tile. With
+    perf_mode double_row the operands are fp8 [K, 2, M] and [K, 2, N]."""
+    if is_transpose and perf_mode is None:
         return nc_transpose(moving)
-    out = _nl.ndarray((stationary.free_size(), moving.free_size()), _nl.float32,
-                      buffer=_nl.psum)
-    return _cur.nc_matmul(out, stationary, moving, accumulate=False)
+    pairs = 2 if str(getattr(perf_mode, "value", perf_mode)) == "double_row" else 1
+    out = _nl.ndarray((stationary.free_size() // pairs, moving.free_size() // pairs),
+                      _nl.float32, buffer=_nl.psum)
+    return _cur.nc_matmul(out, stationary, moving, accumulate=False, perf_mode=perf_mode,
+                          is_transpose=is_transpose)
 
 
 @_with_mask
