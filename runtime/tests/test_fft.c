@@ -4,7 +4,8 @@
  * float64. The error bound is relative to the norm of the result, as FFT
  * libraries state theirs: ||X - X_ref|| <= 2 eps (log2(n) + 1) ||X_ref||
  * (the largest seen is about 0.15 of that). Also
- * strided batches (the axis not last, non-unit strides), in-place C2C, equal
+ * strided batches (the axis not last, non-unit strides), column passes
+ * (blocks of lines gathered together), in-place C2C, equal
  * lines giving equal bits (lines are split over threads), the
  * normalization scale, and the refusals. */
 #include <math.h>
@@ -207,6 +208,35 @@ static void test_batch_in_place_and_scale(void) {
   nrt_free(a.dev), nrt_free(b.dev);
 }
 
+/* A column pass (the axis far apart, the lines adjacent): the kernel
+ * gathers blocks of lines; each column against the twin, out of place and
+ * in place, float32 and float64, forward and inverse. */
+static void test_column_blocks(void) {
+  const int64_t n = 60, cols = 37;
+  long double xr[60], xi[60], yr[60], yi[60];
+  double gr[60], gi[60];
+  for (int di = 0; di < 2; di++) {
+    const nrt_dtype d = di ? NRT_FLOAT64 : NRT_FLOAT32;
+    for (int in_place = 0; in_place <= 1; in_place++)
+      for (int forward = 0; forward <= 1; forward++) {
+        buf a = make_buf(d, n * cols * 2), b = make_buf(d, n * cols * 2);
+        for (int64_t i = 0; i < n * cols * 2; i++) bset(&a, i, urand()), bset(&b, i, bget(&a, i));
+        const int64_t shape[3] = {n, cols, 2}, strides[3] = {cols * 2, 2, 1};
+        nrt_op op = fft_op(NRT_OP_FFT_C2C, view(&b, 3, shape, strides), view(in_place ? &b : &a, 3, shape, strides), 0,
+                           forward, 0.5);
+        CHECK_OK(nrt_op_execute(&op));
+        for (int64_t c = 0; c < cols; c++) {
+          for (int64_t k = 0; k < n; k++) xr[k] = bget(&a, k * cols * 2 + c * 2), xi[k] = bget(&a, k * cols * 2 + c * 2 + 1);
+          twin_dft(xr, xi, n, forward ? -1 : 1, yr, yi);
+          for (int64_t k = 0; k < n; k++) yr[k] *= 0.5L, yi[k] *= 0.5L;
+          for (int64_t k = 0; k < n; k++) gr[k] = bget(&b, k * cols * 2 + c * 2), gi[k] = bget(&b, k * cols * 2 + c * 2 + 1);
+          check_close(yr, yi, gr, gi, n, d, n, "c2c column blocks");
+        }
+        nrt_free(a.dev), nrt_free(b.dev);
+      }
+  }
+}
+
 static void test_refusals(void) {
   buf a = make_buf(NRT_FLOAT32, 64), b = make_buf(NRT_FLOAT32, 64);
   const int64_t cs[2] = {8, 2}, cst[2] = {2, 1}, rs[1] = {8}, rst[1] = {1}, bad[2] = {8, 3};
@@ -231,6 +261,7 @@ static void test_refusals(void) {
 int main(void) {
   RUN(test_lengths);
   RUN(test_batch_in_place_and_scale);
+  RUN(test_column_blocks);
   RUN(test_refusals);
   return CHECK_MAIN_RESULT();
 }
