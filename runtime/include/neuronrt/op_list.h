@@ -16,6 +16,7 @@
 #include "neuronrt/ops/amp.h"
 #include "neuronrt/ops/attention.h"
 #include "neuronrt/ops/distance.h"
+#include "neuronrt/ops/fft.h"
 #include "neuronrt/ops/gemm.h"
 #include "neuronrt/ops/index.h"
 #include "neuronrt/ops/linalg.h"
@@ -46,6 +47,7 @@
   NRT_LINALG_OPS(X)     \
   NRT_SPECIAL_FUNCTION_OPS(X) \
   NRT_DISTANCE_OPS(X) \
+  NRT_FFT_OPS(X) \
   NRT_SAMPLING_OPS(X)
 
 #endif
