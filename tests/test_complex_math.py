@@ -368,14 +368,21 @@ def test_prod_and_scans_backward(dtype):
     xc = x.clone().requires_grad_()
     f(xc).real.backward()
     xd = x.to(DEV).requires_grad_()
-    # prod's and cumprod's backward test for zeros (complex eq.Scalar and a
-    # complex-by-bool mul): those still run through the counted fallback;
-    # the gradient's values are the CPU's
+    # cumprod's backward still reaches the counted fallback (a complex
+    # op on its zero test); the gradient's values are the CPU's
     f(xd).real.backward()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    def g(a):
+        return (a.cumsum(1) * cot.to(a.device)).sum() + (a.prod(1) * cot1.to(a.device)).sum() + a.prod()
+
     xd = x.to(DEV).requires_grad_()
     with no_fallback():
-        (xd.cumsum(1) * cot.to(DEV)).sum().real.backward()
+        g(xd).real.backward()
     xc = x.clone().requires_grad_()
-    (xc.cumsum(1) * cot).sum().real.backward()
+    g(xc).real.backward()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    # eq / ne with a number (what prod's backward asks)
+    with no_fallback():
+        for v in (0, 1.5, 1 - 2j):
+            assert torch.equal((x.to(DEV) == v).cpu(), x == v)
+            assert torch.equal((x.to(DEV).conj() != v).cpu(), x.conj() != v)

@@ -196,6 +196,28 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   // name as the pointwise table spells it: "exp", "exp.out", "exp_",
   // "div.Tensor", "div.out", "div_.Tensor", "add.Tensor", ...
   if (name.rfind("pow", 0) == 0) return cmath::try_native_complex_pow(name, stack);
+  if (name == "eq.Scalar" || name == "ne.Scalar") {
+    // a complex tensor against a number (prod's and cumprod's backward test
+    // for zeros): equal when both parts are
+    if (stack->size() < 2) return false;
+    const c10::IValue* args = stack->data() + (stack->size() - 2);
+    if (!args[0].isTensor() || !args[1].isScalar()) return false;
+    const at::Tensor self = args[0].toTensor();
+    if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1)
+      return false;
+    const c10::Scalar s = args[1].toScalar();
+    const c10::complex<double> v = s.isComplex() ? s.toComplexDouble() : c10::complex<double>(s.toDouble(), 0.0);
+    native_op_counter(name == "eq.Scalar" ? "aten::eq.Scalar(complex)" : "aten::ne.Scalar(complex)")
+        ->fetch_add(1, std::memory_order_relaxed);
+    native_op_total.fetch_add(1, std::memory_order_relaxed);
+    c10::DeviceGuard guard(self.device());
+    const Planes z = planes_of(self.resolve_conj().resolve_neg());
+    at::Tensor out = name == "eq.Scalar" ? z.re.eq(v.real()).logical_and_(z.im.eq(v.imag()))
+                                         : z.re.ne(v.real()).logical_or_(z.im.ne(v.imag()));
+    torch::jit::drop(*stack, 2);
+    torch::jit::push(*stack, std::move(out));
+    return true;
+  }
   const size_t dot = name.find('.');
   std::string base = name.substr(0, dot);
   const std::string variant = dot == std::string::npos ? "" : name.substr(dot + 1);
