@@ -1,7 +1,8 @@
 """The storage dtypes (complex64/128, uint16/32/64) on neuron against
 PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
 and the complex mul / polar / sum / div / exp / log / sqrt / trigonometric
-functions composed from native real kernels.
+functions composed from native real kernels, and the inverse functions, pow,
+prod, cumsum and cumprod on the planes.
 
     .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7]
 
@@ -52,6 +53,19 @@ def cases():
     yield "sqrt complex64 2M", (half,), torch.sqrt
     yield "tanh complex64 2M", (half,), torch.tanh
     yield "sin complex128 2M", (c128[: N // 2],), torch.sin
+    # inverse functions, pow, prod and scans (complex_math_{inverse,pow,scan}.cpp)
+    quarter = c64[: N // 4]
+    yield "asin complex64 1M", (quarter,), torch.asin
+    yield "acosh complex64 1M", (quarter,), torch.acosh
+    yield "atanh complex64 1M", (quarter,), torch.atanh
+    yield "log1p complex64 1M", (quarter,), torch.log1p
+    yield "expm1 complex64 1M", (quarter,), torch.expm1
+    yield "pow complex64 1M ** 2.5", (quarter,), lambda x: x ** 2.5
+    yield "pow complex64 1M ** 1M", (quarter, c64[N // 4: N // 2]), torch.pow
+    yield "prod complex64 [1024,1024] dim=1", (quarter.view(1024, 1024),), lambda x: x.prod(1)
+    yield "cumsum complex64 [1024,1024] dim=1", (quarter.view(1024, 1024),), lambda x: x.cumsum(1)
+    yield "cumprod complex64 [1024,1024] dim=1", (quarter.view(1024, 1024) * 0.1 + 1,), \
+        lambda x: x.cumprod(1)
 
 
 def main():

@@ -246,7 +246,9 @@ def test_op_without_native_kernel_falls_back_with_cpu_values(dtype):
     assert_same(got_scalar.cpu(), x * (1 - 2j))
     assert_same(real_times_complex.cpu(), torch.ones(3, 4) * 1j)
     counted = torchneuron.get_fallback_ops()
-    assert "aten::asinh" in counted and "aten::log1p" in counted and "aten::mul.Tensor" in counted
+    # asinh and log1p are native now (test_complex_math.py); a complex
+    # scalar's product keeps to the CPU for its bits
+    assert "aten::asinh" not in counted and "aten::log1p" not in counted and "aten::mul.Tensor" in counted
 
 
 def _rotary_cpu_or_dev(device, dtype=torch.float32):

@@ -19,15 +19,12 @@
 #include <string>
 #include <unordered_map>
 
+#include "complex_math.h"
 #include "complex_ops.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
-namespace {
-
-struct Planes {
-  at::Tensor re, im;
-};
+namespace cmath {
 
 Planes planes_of(const at::Tensor& z) { return {complex_plane(z, 0), complex_plane(z, 1)}; }
 
@@ -79,6 +76,20 @@ Planes sqrt_of(const Planes& z) {
   return {at::where(zero, at::zeros_like(t), re), at::where(zero, z.im, im)};
 }
 
+Planes reciprocal_of(const Planes& z) {
+  return divide({at::ones_like(z.re), at::zeros_like(z.im)}, z);
+}
+
+Planes multiply(const Planes& x, const Planes& y) {
+  return {x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
+}
+
+}  // namespace cmath
+
+namespace {
+
+using namespace cmath;
+
 Planes sinh_cosh(const Planes& z, bool cosh) {
   const at::Tensor sh = z.re.sinh(), ch = z.re.cosh(), s = z.im.sin(), c = z.im.cos();
   // sinh(a + bi) = sinh a cos b + i cosh a sin b; cosh = cosh a cos b + i sinh a sin b
@@ -102,10 +113,6 @@ Planes tanh_of(const Planes& z) {
 Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
 Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
 
-Planes reciprocal_of(const Planes& z) {
-  return divide({at::ones_like(z.re), at::zeros_like(z.im)}, z);
-}
-
 using Unary = std::function<Planes(const Planes&)>;
 
 const std::unordered_map<std::string, Unary>& unary_table() {
@@ -124,6 +131,15 @@ const std::unordered_map<std::string, Unary>& unary_table() {
       {"sin", [](const Planes& z) { return times_minus_i(sinh_cosh(times_i(z), false)); }},
       {"cos", [](const Planes& z) { return sinh_cosh(times_i(z), true); }},
       {"tan", [](const Planes& z) { return times_minus_i(tanh_of(times_i(z))); }},
+      {"asin", asin_of},
+      {"acos", acos_of},
+      {"atan", atan_of},
+      {"asinh", asinh_of},
+      {"acosh", acosh_of},
+      {"atanh", atanh_of},
+      {"log1p", log1p_of},
+      {"expm1", expm1_of},
+      {"sgn", sgn_of},
       {"sigmoid",
        [](const Planes& z) {
          const Planes e = exp_of({-z.re, -z.im});
@@ -131,10 +147,6 @@ const std::unordered_map<std::string, Unary>& unary_table() {
        }},
   };
   return table;
-}
-
-Planes multiply(const Planes& x, const Planes& y) {
-  return {x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
 }
 
 Planes conj_of(const Planes& z) { return {z.re, -z.im}; }
@@ -183,6 +195,29 @@ at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at:
 bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) {
   // name as the pointwise table spells it: "exp", "exp.out", "exp_",
   // "div.Tensor", "div.out", "div_.Tensor", "add.Tensor", ...
+  if (name.rfind("pow", 0) == 0) return cmath::try_native_complex_pow(name, stack);
+  if (name == "eq.Scalar" || name == "ne.Scalar") {
+    // a complex tensor against a number (prod's and cumprod's backward test
+    // for zeros): equal when both parts are
+    if (stack->size() < 2) return false;
+    const c10::IValue* args = stack->data() + (stack->size() - 2);
+    if (!args[0].isTensor() || !args[1].isScalar()) return false;
+    const at::Tensor self = args[0].toTensor();
+    if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1)
+      return false;
+    const c10::Scalar s = args[1].toScalar();
+    const c10::complex<double> v = s.isComplex() ? s.toComplexDouble() : c10::complex<double>(s.toDouble(), 0.0);
+    native_op_counter(name == "eq.Scalar" ? "aten::eq.Scalar(complex)" : "aten::ne.Scalar(complex)")
+        ->fetch_add(1, std::memory_order_relaxed);
+    native_op_total.fetch_add(1, std::memory_order_relaxed);
+    c10::DeviceGuard guard(self.device());
+    const Planes z = planes_of(self.resolve_conj().resolve_neg());
+    at::Tensor out = name == "eq.Scalar" ? z.re.eq(v.real()).logical_and_(z.im.eq(v.imag()))
+                                         : z.re.ne(v.real()).logical_or_(z.im.ne(v.imag()));
+    torch::jit::drop(*stack, 2);
+    torch::jit::push(*stack, std::move(out));
+    return true;
+  }
   const size_t dot = name.find('.');
   std::string base = name.substr(0, dot);
   const std::string variant = dot == std::string::npos ? "" : name.substr(dot + 1);

@@ -35,6 +35,15 @@ bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
 // "div.Tensor", ...) of plain neuron complex tensors of one dtype, on the
 // planes (complex_math.cpp); false, stack untouched, for anything else.
 bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack);
+// prod (dim: prod.dim_int, none: over everything) and cumsum / cumprod of
+// a neuron complex tensor on the planes (complex_math_scan.cpp), out= when
+// `out` is given (self for the in-place scans); nothing when the case is
+// not that one (a dtype= conversion, an out= of another dtype or device).
+std::optional<at::Tensor> try_native_complex_prod(const at::Tensor& self, std::optional<int64_t> dim,
+                                                  bool keepdim, std::optional<at::ScalarType> dtype,
+                                                  const at::Tensor* out);
+std::optional<at::Tensor> try_native_complex_scan(bool cumprod, const at::Tensor& self, int64_t dim,
+                                                  std::optional<at::ScalarType> dtype, const at::Tensor* out);
 // mm (batched: bmm) of two neuron complex tensors of one dtype as four real
 // GEMMs on the planes; nothing when the case is not that one.
 std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,

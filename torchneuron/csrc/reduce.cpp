@@ -38,6 +38,7 @@
 #include <limits>
 
 #include "op_tracking.h"
+#include "complex_ops.h"
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
@@ -1002,6 +1003,31 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
 
 }  // namespace
 
+
+// Complex prod / cumsum / cumprod on the planes (complex_math_scan.cpp)
+// first; any other storage-dtype call to the fallback, the rest native.
+template <class Ret, class... Args, class Try>
+torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
+  std::string full = overload_name;
+  size_t dot = full.find('.');
+  std::string name = "aten::" + full.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  return torch::CppFunction([fn, name, overload, try_complex](Args... args) -> Ret {
+    using namespace storage_fallback_detail;
+    std::vector<at::Tensor*> written;
+    (note_written<Args>(written, std::forward<Args>(args)), ...);
+    if (std::optional<at::Tensor> r = try_complex(args...)) {
+      if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
+      else return *written.at(0);
+    }
+    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
+    torch::jit::Stack stack;
+    (stack.emplace_back(args), ...);
+    run_through_fallback(name.c_str(), overload.c_str(), &stack);
+    return result_from<Ret>(stack, written);
+  });
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_logcumsumexp", native_or_fallback("_logcumsumexp", logcumsumexp));
   m.impl("_logcumsumexp.out", native_or_fallback("_logcumsumexp.out", logcumsumexp_out));
@@ -1018,9 +1044,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mean", mean_all_or_complex);
   m.impl("mean.dim", mean_dim_or_complex);
   m.impl("mean.out", native_or_fallback("mean.out", mean_dim_out));
-  m.impl("prod", native_or_fallback("prod", prod_all));
-  m.impl("prod.dim_int", native_or_fallback("prod.dim_int", prod_dim));
-  m.impl("prod.int_out", native_or_fallback("prod.int_out", prod_dim_out));
+  m.impl("prod", complex_first("prod", prod_all, [](const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+           return try_native_complex_prod(self, std::nullopt, false, dtype, nullptr);
+         }));
+  m.impl("prod.dim_int", complex_first("prod.dim_int", prod_dim,
+                                       [](const at::Tensor& self, int64_t dim, bool keepdim,
+                                          std::optional<at::ScalarType> dtype) {
+                                         return try_native_complex_prod(self, dim, keepdim, dtype, nullptr);
+                                       }));
+  m.impl("prod.int_out", complex_first("prod.int_out", prod_dim_out,
+                                       [](const at::Tensor& self, int64_t dim, bool keepdim,
+                                          std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                         return try_native_complex_prod(self, dim, keepdim, dtype, &out);
+                                       }));
   m.impl("amax", native_or_fallback("amax", amax));
   m.impl("amax.out", native_or_fallback("amax.out", amax_out));
   m.impl("amin", native_or_fallback("amin", amin));
@@ -1064,12 +1100,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all.dims", native_or_fallback("all.dims", all_dims));
   m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
   m.impl("count_nonzero.dim_IntList", native_or_fallback("count_nonzero.dim_IntList", count_nonzero_dims));
-  m.impl("cumsum", native_or_fallback("cumsum", cumsum));
-  m.impl("cumsum_", native_or_fallback("cumsum_", cumsum_));
-  m.impl("cumsum.out", native_or_fallback("cumsum.out", cumsum_out));
-  m.impl("cumprod", native_or_fallback("cumprod", cumprod));
-  m.impl("cumprod_", native_or_fallback("cumprod_", cumprod_));
-  m.impl("cumprod.out", native_or_fallback("cumprod.out", cumprod_out));
+  m.impl("cumsum", complex_first("cumsum", cumsum,
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(false, self, dim, dtype, nullptr); }));
+  m.impl("cumsum_", complex_first("cumsum_", cumsum_,
+                                    [](at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(false, self, dim, dtype, &self); }));
+  m.impl("cumsum.out", complex_first("cumsum.out", cumsum_out,
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) { return try_native_complex_scan(false, self, dim, dtype, &out); }));
+  m.impl("cumprod", complex_first("cumprod", cumprod,
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(true, self, dim, dtype, nullptr); }));
+  m.impl("cumprod_", complex_first("cumprod_", cumprod_,
+                                    [](at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(true, self, dim, dtype, &self); }));
+  m.impl("cumprod.out", complex_first("cumprod.out", cumprod_out,
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) { return try_native_complex_scan(true, self, dim, dtype, &out); }));
 }
 
 }  // namespace torchneuron

@@ -1,0 +1,44 @@
+// Internal to the complex_math*.cpp files: a complex tensor as its two real
+// planes, and the plane formulas the files share. Every step is a native op
+// on a float32 or float64 plane; nothing touches elements.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <string>
+
+namespace torchneuron {
+namespace cmath {
+
+struct Planes {
+  at::Tensor re, im;
+};
+
+Planes planes_of(const at::Tensor& z);
+Planes multiply(const Planes& x, const Planes& y);
+Planes divide(const Planes& x, const Planes& y);
+Planes exp_of(const Planes& z);
+Planes log_of(const Planes& z, double scale);
+Planes sqrt_of(const Planes& z);
+Planes reciprocal_of(const Planes& z);
+
+// complex_math_inverse.cpp: the inverse trigonometric and hyperbolic
+// functions on their principal branches, log1p, expm1 and sgn.
+Planes asin_of(const Planes& z);
+Planes acos_of(const Planes& z);
+Planes atan_of(const Planes& z);
+Planes asinh_of(const Planes& z);
+Planes acosh_of(const Planes& z);
+Planes atanh_of(const Planes& z);
+Planes log1p_of(const Planes& z);
+Planes expm1_of(const Planes& z);
+Planes sgn_of(const Planes& z);
+
+// complex_math_pow.cpp: the pow overloads ("pow.Tensor_Tensor",
+// "pow_.Scalar", "pow.Scalar_out", ... as the pointwise table spells them)
+// when the result is complex; false, stack untouched, otherwise.
+bool try_native_complex_pow(const std::string& name, torch::jit::Stack* stack);
+
+}  // namespace cmath
+}  // namespace torchneuron
