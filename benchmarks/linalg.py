@@ -1,8 +1,8 @@
 """Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
-cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh (n <= 128) on batches of small matrices and on single
-large ones, float32 and float64.
+cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh
+(n <= 128) and svd and svdvals (n <= 128) on batches of small matrices and on single large ones, float32 and float64.
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
@@ -33,11 +33,13 @@ OPS = {
     "geqrf": (lambda a, b: torch.geqrf(a), lambda a: a),
     "eigh": (lambda a, b: torch.linalg.eigh(a), lambda a: a + a.mT),
     "eigvalsh": (lambda a, b: torch.linalg.eigvalsh(a), lambda a: a + a.mT),
+    "svd": (lambda a, b: torch.linalg.svd(a, full_matrices=False), lambda a: a),
+    "svdvals": (lambda a, b: torch.linalg.svdvals(a), lambda a: a),
 }
 
 # The largest n an op is measured at: eigh is a cyclic Jacobi, O(n^3) per
-# sweep, meant for small matrices.
-MAX_N = {"eigh": 128, "eigvalsh": 128}
+# sweep, meant for small matrices; so is svd's one-sided Jacobi.
+MAX_N = {"eigh": 128, "eigvalsh": 128, "svd": 128, "svdvals": 128}
 
 
 def main() -> None:

@@ -50,6 +50,28 @@
  *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
  *       and V the orthonormal eigenvectors in its columns when compute_v
  *       (V is scratch otherwise). Signs of the columns are not LAPACK's.
+ *   LINALG_SVD              outputs [S (..., k), U (..., m, ku), Vh (..., kv, n)]
+ *                           inputs [A (..., m, n)]  scalars [full_matrices]
+ *       A = U diag(S) Vh, k = min(m, n), by Householder QR of A (or A^T
+ *       when wide) and one-sided Jacobi rotations of R's columns, computed
+ *       in double for both dtypes (svd.c). S descends, as LAPACK returns
+ *       it; ku = kv = k, or ku = m and kv = n when full_matrices. U and Vh
+ *       are optional (1 output S and the input A: singular values only).
+ *       Columns of zero singular values are completed to an orthonormal
+ *       basis; signs are not LAPACK's. A non-finite A gives NaN results.
+ *   LINALG_LSTSQ            outputs [X (..., max(m, n), k), info (...) int32,
+ *                                    rank (...) int64, S (..., min(m, n))]
+ *                           inputs [A (..., m, n)]  scalars [driver, rcond]
+ *       Least squares min ||A X - B|| as LAPACK's drivers (0 gels, 1 gelsy,
+ *       2 gelsd, 3 gelss; lstsq.c): X holds B in its first m rows on entry
+ *       and the solution in its first n rows on exit; when m > n (gels, or
+ *       the SVD drivers at full rank) rows n..m-1 hold values whose squares
+ *       sum to each column's residual. gels needs full rank (info = the
+ *       1-based index of a zero on R's diagonal; X is then left as it was);
+ *       the others give the minimum-norm solution of the effective rank
+ *       #{s_i > rcond s_1} (rcond < 0: the dtype's eps) and write it to
+ *       rank and, for gelsd and gelss, the singular values to S. info, rank
+ *       and S may be empty (not written).
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -61,6 +83,8 @@
   X(LINALG_CHOLESKY, linalg_cholesky)                 \
   X(LINALG_GEQRF, linalg_geqrf)                       \
   X(LINALG_ORMQR, linalg_ormqr)                       \
-  X(LINALG_EIGH, linalg_eigh)
+  X(LINALG_EIGH, linalg_eigh)                         \
+  X(LINALG_SVD, linalg_svd)                           \
+  X(LINALG_LSTSQ, linalg_lstsq)
 
 #endif

@@ -1,0 +1,269 @@
+/* LINALG_LSTSQ against a plain reference twin and by the least-squares
+ * optimality conditions, as LAPACK's tests check them.
+ *
+ * Twin: the normal equations A^T A x = A^T b solved by plain Gaussian
+ * elimination in double (well-conditioned full-rank tall A), and for wide
+ * full-rank A the minimum-norm x = A^T (A A^T)^-1 b. Checked for every
+ * driver: the solution against the twin, the residual rows (their sum of
+ * squares is ||A x - b||^2), rank and singular values where the driver
+ * gives them, gels' info on an exactly rank-deficient A, the minimum-norm
+ * solution of a rank-deficient A for the SVD drivers (A^T (A x - b) = 0 and
+ * x orthogonal to A's null space), layouts, batches and refusals. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+
+#include "linalg_mats.h"
+
+/* Solves g x = r (n x n, row-major; both destroyed) by Gaussian
+ * elimination with partial pivoting; x in r. */
+static void plain_solve(double *g, double *r, int64_t n) {
+  for (int64_t c = 0; c < n; c++) {
+    int64_t p = c;
+    for (int64_t i = c + 1; i < n; i++)
+      if (fabs(g[i * n + c]) > fabs(g[p * n + c])) p = i;
+    for (int64_t j = 0; j < n; j++) {
+      const double t = g[c * n + j];
+      g[c * n + j] = g[p * n + j], g[p * n + j] = t;
+    }
+    const double t = r[c];
+    r[c] = r[p], r[p] = t;
+    for (int64_t i = c + 1; i < n; i++) {
+      const double f = g[i * n + c] / g[c * n + c];
+      for (int64_t j = c; j < n; j++) g[i * n + j] -= f * g[c * n + j];
+      r[i] -= f * r[c];
+    }
+  }
+  for (int64_t i = n - 1; i >= 0; i--) {
+    for (int64_t j = i + 1; j < n; j++) r[i] -= g[i * n + j] * r[j];
+    r[i] /= g[i * n + i];
+  }
+}
+
+/* x (n) for one column b (m) of a (m x n, row-major): least squares
+ * (m >= n) or minimum norm (m < n), full rank. */
+static void plain_lstsq(const double *a, const double *b, int64_t m, int64_t n, double *x) {
+  const int64_t p = m >= n ? n : m;
+  double *g = malloc((size_t)(p * p) * sizeof(double) + 8), *r = malloc((size_t)p * sizeof(double) + 8);
+  for (int64_t i = 0; i < p; i++) {
+    for (int64_t j = 0; j < p; j++) {
+      double s = 0;
+      if (m >= n)
+        for (int64_t t = 0; t < m; t++) s += a[t * n + i] * a[t * n + j];
+      else
+        for (int64_t t = 0; t < n; t++) s += a[i * n + t] * a[j * n + t];
+      g[i * p + j] = s;
+    }
+    double s = 0;
+    if (m >= n)
+      for (int64_t t = 0; t < m; t++) s += a[t * n + i] * b[t];
+    else
+      s = b[i];
+    r[i] = s;
+  }
+  plain_solve(g, r, p);
+  if (m >= n)
+    memcpy(x, r, (size_t)n * sizeof(double));
+  else
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0;
+      for (int64_t i = 0; i < m; i++) s += a[i * n + j] * r[i];
+      x[j] = s;
+    }
+  free(g), free(r);
+}
+
+typedef struct lstsq_out {
+  mats a, x, info, rank, s;
+} lstsq_out;
+
+static lstsq_out run_lstsq(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int64_t k, int layout, int driver,
+                           const double *av, const double *bv, double rcond) {
+  const int64_t M = m > n ? m : n, N = m < n ? m : n;
+  lstsq_out o;
+  o.a = make_mats(d, batch, m, n, layout);
+  o.x = make_mats(d, batch, M, k, layout);
+  o.info = make_mats(NRT_INT32, batch, 1, 1, 0);
+  o.rank = make_mats(NRT_INT64, batch, 1, 1, 0);
+  o.s = make_mats(d, batch, N, 1, 0);
+  o.info.view.ndim = 1, o.rank.view.ndim = 1, o.s.view.ndim = 2;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) put(&o.a, b, i, j, av[(b * m + i) * n + j]);
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < k; j++) put(&o.x, b, i, j, i < m ? bv[(b * m + i) * k + j] : 0);
+  }
+  nrt_tensor_view ov[5] = {o.x.view, o.info.view, o.rank.view, o.s.view, o.a.view};
+  nrt_op op = op_of(NRT_OP_LINALG_LSTSQ, 4, 5, ov);
+  op.num_scalars = 2;
+  op.scalars[0].i = driver;
+  op.scalars[1].f = rcond;
+  CHECK_OK(nrt_op_execute(&op));
+  return o;
+}
+
+static void free_out(lstsq_out *o) {
+  nrt_free(o->a.dev), nrt_free(o->x.dev), nrt_free(o->info.dev), nrt_free(o->rank.dev), nrt_free(o->s.dev);
+}
+
+static int64_t rank_at(const lstsq_out *o, int64_t b) {
+  return *(int64_t *)((char *)nrt_device_to_host(o->rank.dev) + b * 8);
+}
+
+static void full_rank_case(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int64_t k, int layout, int driver) {
+  const int64_t M = m > n ? m : n;
+  double *a = malloc((size_t)(batch * m * n) * sizeof(double)), *bb = malloc((size_t)(batch * m * k) * sizeof(double));
+  for (int64_t i = 0; i < batch * m * n; i++) a[i] = urand() * 2 - 1;
+  for (int64_t b = 0; b < batch; b++) /* well conditioned: a dominant diagonal */
+    for (int64_t i = 0; i < (m < n ? m : n); i++) a[(b * m + i) * n + i] += 3;
+  for (int64_t i = 0; i < batch * m * k; i++) bb[i] = urand() * 2 - 1;
+  if (d == NRT_FLOAT32) /* the values the kernel sees */
+    for (int64_t i = 0; i < batch * m * n; i++) a[i] = (float)a[i];
+  if (d == NRT_FLOAT32)
+    for (int64_t i = 0; i < batch * m * k; i++) bb[i] = (float)bb[i];
+  lstsq_out o = run_lstsq(d, batch, m, n, k, layout, driver, a, bb, -1);
+  double *col = malloc((size_t)m * sizeof(double)), *x = malloc((size_t)n * sizeof(double));
+  double worst = 0, worst_res = 0;
+  for (int64_t b = 0; b < batch; b++) {
+    CHECK(get(&o.info, b, 0, 0) == 0);
+    if (driver) CHECK(rank_at(&o, b) == (m < n ? m : n));
+    for (int64_t j = 0; j < k; j++) {
+      for (int64_t i = 0; i < m; i++) col[i] = bb[(b * m + i) * k + j];
+      plain_lstsq(a + b * m * n, col, m, n, x);
+      double xn = 1, err = 0, r2 = 0, rows2 = 0;
+      for (int64_t i = 0; i < n; i++) {
+        xn = fmax(xn, fabs(x[i]));
+        err = fmax(err, fabs(get(&o.x, b, i, j) - x[i]));
+      }
+      worst = fmax(worst, err / xn);
+      if (m > n) {
+        for (int64_t i = 0; i < m; i++) {
+          double r = -col[i];
+          for (int64_t p = 0; p < n; p++) r += a[(b * m + i) * n + p] * x[p];
+          r2 += r * r;
+        }
+        for (int64_t i = n; i < M; i++) rows2 += get(&o.x, b, i, j) * get(&o.x, b, i, j);
+        worst_res = fmax(worst_res, fabs(rows2 - r2) / fmax(r2, 1));
+      }
+    }
+  }
+  const double tol = 200 * eps_of(d) * (double)M;
+  if (!(worst <= tol && worst_res <= tol))
+    fprintf(stderr, "  lstsq %s driver %d batch %lld %lldx%lld k %lld layout %d: x %g res %g\n", nrt_dtype_name(d),
+            driver, (long long)batch, (long long)m, (long long)n, (long long)k, layout, worst / eps_of(d),
+            worst_res / eps_of(d));
+  CHECK(worst <= tol);
+  if (driver == 0 || driver >= 2) CHECK(worst_res <= tol);
+  free(a), free(bb), free(col), free(x);
+  free_out(&o);
+}
+
+static void test_lstsq_full_rank(void) {
+  const int64_t dims[][2] = {{1, 1}, {4, 4}, {9, 4}, {4, 9}, {30, 12}, {12, 30}, {5, 1}, {1, 5}};
+  for (int c = 0; c < 8; c++)
+    for (int driver = 0; driver < 4; driver++)
+      for (int layout = 0; layout < 3; layout++) {
+        full_rank_case(NRT_FLOAT64, 2, dims[c][0], dims[c][1], 3, layout, driver);
+        full_rank_case(NRT_FLOAT32, 2, dims[c][0], dims[c][1], 2, layout, driver);
+      }
+}
+
+/* A = P Q (m x r times r x n): rank r. gels reports it through info; the
+ * SVD drivers find rank r and the minimum-norm solution: A^T (A x - b) = 0
+ * and x in A's row space (x = A^T y for some y; checked as x orthogonal to
+ * the null space through ||x - pinv-projection||, via Q's rows). */
+static void test_lstsq_rank_deficient(void) {
+  const int64_t m = 8, n = 6, r = 3, k = 2;
+  double *p = malloc(m * r * sizeof(double)), *q = malloc(r * n * sizeof(double));
+  double *a = malloc(m * n * sizeof(double)), *bb = malloc(m * k * sizeof(double));
+  for (int64_t i = 0; i < m * r; i++) p[i] = urand() * 2 - 1;
+  for (int64_t i = 0; i < r * n; i++) q[i] = urand() * 2 - 1;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double s = 0;
+      for (int64_t t = 0; t < r; t++) s += p[i * r + t] * q[t * n + j];
+      a[i * n + j] = s;
+    }
+  for (int64_t i = 0; i < m * k; i++) bb[i] = urand() * 2 - 1;
+  for (int driver = 1; driver < 4; driver++) {
+    lstsq_out o = run_lstsq(NRT_FLOAT64, 1, m, n, k, 0, driver, a, bb, 1e-10);
+    CHECK(rank_at(&o, 0) == r);
+    if (driver >= 2) CHECK(get(&o.s, 0, r, 0) < 1e-12 * get(&o.s, 0, 0, 0));
+    double worst_normal = 0, worst_row = 0;
+    for (int64_t j = 0; j < k; j++) {
+      double res[8];
+      for (int64_t i = 0; i < m; i++) {
+        res[i] = -bb[i * k + j];
+        for (int64_t t = 0; t < n; t++) res[i] += a[i * n + t] * get(&o.x, 0, t, j);
+      }
+      for (int64_t t = 0; t < n; t++) { /* A^T (A x - b) = 0 */
+        double s = 0;
+        for (int64_t i = 0; i < m; i++) s += a[i * n + t] * res[i];
+        worst_normal = fmax(worst_normal, fabs(s));
+      }
+      /* x in the row space of Q: x - Q^T (Q Q^T)^-1 Q x = 0 */
+      double g[9], y[3];
+      for (int64_t s1 = 0; s1 < r; s1++) {
+        y[s1] = 0;
+        for (int64_t t = 0; t < n; t++) y[s1] += q[s1 * n + t] * get(&o.x, 0, t, j);
+        for (int64_t s2 = 0; s2 < r; s2++) {
+          g[s1 * r + s2] = 0;
+          for (int64_t t = 0; t < n; t++) g[s1 * r + s2] += q[s1 * n + t] * q[s2 * n + t];
+        }
+      }
+      plain_solve(g, y, r);
+      for (int64_t t = 0; t < n; t++) {
+        double proj = 0;
+        for (int64_t s1 = 0; s1 < r; s1++) proj += q[s1 * n + t] * y[s1];
+        worst_row = fmax(worst_row, fabs(get(&o.x, 0, t, j) - proj));
+      }
+    }
+    CHECK(worst_normal <= 1e-10);
+    CHECK(worst_row <= 1e-10);
+    free_out(&o);
+  }
+  /* gels: an exact zero column makes R's diagonal zero there. */
+  for (int64_t i = 0; i < m; i++) a[i * n + 2] = 0;
+  lstsq_out o = run_lstsq(NRT_FLOAT64, 1, m, n, k, 1, 0, a, bb, -1);
+  CHECK(get(&o.info, 0, 0, 0) == 3);
+  CHECK(get(&o.x, 0, 0, 0) == bb[0]); /* B left as it was */
+  free_out(&o);
+  free(p), free(q), free(a), free(bb);
+}
+
+static void test_lstsq_refusals(void) {
+  double a[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13}, b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  lstsq_out o = run_lstsq(NRT_FLOAT64, 1, 4, 3, 2, 0, 3, a, b, -1);
+  nrt_tensor_view ov[5] = {o.x.view, o.info.view, o.rank.view, o.s.view, o.a.view};
+  nrt_op op = op_of(NRT_OP_LINALG_LSTSQ, 4, 5, ov);
+  op.num_scalars = 2;
+  op.scalars[0].i = 4; /* no such driver */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.scalars[0].i = 3;
+  op.operands[0].shape[1] = 3; /* X needs max(m, n) = 4 rows */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[0].shape[1] = 4;
+  op.operands[2].dtype = NRT_INT32; /* rank is int64 */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[2].dtype = NRT_INT64;
+  op.operands[3].shape[1] = 2; /* S holds min(m, n) */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[3].shape[1] = 3;
+  op.operands[4].dtype = NRT_INT32;
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_UNSUPPORTED);
+  op.operands[4].dtype = NRT_FLOAT64;
+  op.num_scalars = 1;
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.num_scalars = 2;
+  CHECK_OK(nrt_op_execute(&op));
+  free_out(&o);
+}
+
+int main(void) {
+  RUN(test_lstsq_full_rank);
+  RUN(test_lstsq_rank_deficient);
+  RUN(test_lstsq_refusals);
+  return CHECK_MAIN_RESULT();
+}
