@@ -26,6 +26,16 @@ def many_dims(ndim, seed=0):
     return torch.randint(-5, 6, sizes, generator=g).float()
 
 
+def check_matches_cpu(fn, ndim):
+    """fn on a many_dims tensor and on its permutation, neuron against CPU."""
+    x = many_dims(ndim, seed=ndim)
+    for make in (lambda t: t, permuted):
+        expected = fn(make(x))
+        got = fn(make(x.to(DEV)))
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        torch.testing.assert_close(got.cpu(), expected)
+
+
 def permuted(t, seed=1):
     perm = torch.randperm(t.dim(), generator=torch.Generator().manual_seed(seed)).tolist()
     return t.permute(perm)
@@ -61,13 +71,7 @@ OPS = {
 @pytest.mark.parametrize("ndim", [17, 20, 25])
 @pytest.mark.parametrize("name", sorted(OPS))
 def test_op_on_many_dims_matches_cpu(ndim, name):
-    fn = OPS[name]
-    x = many_dims(ndim, seed=ndim)
-    for make in (lambda t: t, permuted):
-        expected = fn(make(x))
-        got = fn(make(x.to(DEV)))
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        torch.testing.assert_close(got.cpu(), expected)
+    check_matches_cpu(OPS[name], ndim)
 
 
 COPIES = {
@@ -86,10 +90,4 @@ COPIES = {
 def test_copies_and_fills_beyond_the_runtime_dims(ndim, name):
     # Past NRT_MAX_DIMS, copies and fills still run natively: their size-1
     # dims drop and the dims both sides step through alike merge.
-    fn = COPIES[name]
-    x = many_dims(ndim, seed=ndim)
-    for make in (lambda t: t, permuted):
-        expected = fn(make(x))
-        got = fn(make(x.to(DEV)))
-        assert got.shape == expected.shape and got.dtype == expected.dtype
-        torch.testing.assert_close(got.cpu(), expected)
+    check_matches_cpu(COPIES[name], ndim)

@@ -83,7 +83,7 @@ static void fmp_planes(int64_t begin, int64_t end, void *arg) {
     const char *u = (const char *)sm->data + (n * sm->strides[0] + c * sm->strides[1]) * (int64_t)es;
     double us[3];
     for (int s = 0; s < j->dims; s++) us[s] = fmp_load(t, u + s * sm->strides[2] * (int64_t)es);
-    double ud = j->dims == 3 ? us[0] : 0, uh = j->dims == 3 ? us[1] : us[1], uw = j->dims == 3 ? us[2] : us[0];
+    double ud = j->dims == 3 ? us[0] : 0, uh = us[1], uw = j->dims == 3 ? us[2] : us[0];
     if (j->dims == 3)
       fmp_starts(t, ud, D, OD, j->k[0], sd);
     else
