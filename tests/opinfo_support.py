@@ -114,16 +114,11 @@ _ADAPTIVE_AVG3D_16BIT = Known("16-bit 3-d adaptive average pooling sums in doubl
 _EIGH_SIGNS = Known("eigenvectors are unique only up to sign: neuron's Jacobi eigh picks other column signs "
                     "than LAPACK's syevd (eigenvalues, residuals and |columns| match: tests/test_linalg_eigh.py)",
                     "The failure occurred for item [1]")
-_FFT_C2R_GRAD = Known("the gradient of a complex-to-real FFT doubles part of the one-sided gradient with a "
-                      "complex mul_ by 2, which still runs through the counted fallback (complex times a real "
-                      "number)", "CPU fallback ran for ['aten::mul.out']")
 _IHFFTN_OUT = Known("PyTorch's ihfftn/ihfft2 out= over one dim calls conj_physical_out with its arguments "
                     "swapped (the conjugate of the untouched out is written into the temporary), so out is "
                     "left uninitialised on every device, the CPU included", "out= SampleInput")
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{(name, None): _IHFFTN_OUT for name in ("fft.ihfft2", "fft.ihfftn")},
-    **{(name, torch.float32): _FFT_C2R_GRAD for name in ("fft.irfft", "fft.irfft2", "fft.irfftn", "fft.hfft",
-                                                        "fft.hfft2", "fft.hfftn")},
     **{(name, d): _BN_16BIT for name in ("native_batch_norm", "_native_batch_norm_legit",
                                           "_batch_norm_with_update", "nn.functional.batch_norm")
        for d in (torch.float16, torch.bfloat16)},

@@ -146,7 +146,7 @@ def test_inverse_functions_against_mpmath(dtype, name):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
-@pytest.mark.parametrize("name", [n for n in INVERSE if n != "sgn"])  # sgn's backward: not yet native
+@pytest.mark.parametrize("name", INVERSE)
 def test_inverse_functions_backward(dtype, name):
     tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.complex64 else {}
     g = torch.Generator().manual_seed(3)
@@ -278,11 +278,9 @@ def test_pow_backward(dtype):
     cot = torch.randn(3, 4, dtype=dtype, generator=g)
 
     def f(a, b):
-        # (a tensor exponent's gradient, torch.pow(a, b), reaches complex
-        # where/eq.Scalar: not native yet)
         # (a complex exponent's gradient multiplies by a complex number, which
         # keeps to the CPU for its bits)
-        return a ** 2 + a ** 2.5 + a ** 3 + b ** -1
+        return a ** 2 + a ** 2.5 + a ** 3 + b ** -1 + torch.pow(a, b)
 
     xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
     f(xc, wc).backward(cot)

@@ -257,8 +257,14 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   // them; every tensor is converted to it (natively), a number becomes
   // number + 0i, as the CPU takes them.
   const at::Tensor first = args[0].toTensor();
-  if (!first.defined() || first.device().type() != c10::DeviceType::PrivateUse1) return false;
-  const c10::Device device = first.device();
+  if (!first.defined()) return false;
+  // A Python number may come first: mul_.Scalar(self, 2) runs as
+  // mul.out(2, self, out=self).
+  const bool first_is_number = first.unsafeGetTensorImpl()->is_wrapped_number();
+  const at::Tensor& on_device = first_is_number && !unary && !scalar_other ? args[1].toTensor() : first;
+  if (!on_device.defined() || on_device.device().type() != c10::DeviceType::PrivateUse1) return false;
+  if (first_is_number && inplace) return false;
+  const c10::Device device = on_device.device();
   at::ScalarType dtype;
   if (unary) {
     dtype = first.scalar_type();
@@ -278,7 +284,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
       continue;
     }
     const at::Tensor t = args[k].toTensor();
-    if (k == 1 && t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    if (t.unsafeGetTensorImpl()->is_wrapped_number() && !(k == 0 && unary)) {
       // a Python number (mul.Scalar comes here as mul.Tensor); a complex
       // one keeps to the fallback
       if (t.is_complex()) return false;
@@ -306,7 +312,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   // (NEURON_TRACK_OP's counter is per call site; the name varies here.)
   native_op_counter(tracked.at(base).c_str())->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);
-  c10::DeviceGuard guard(self.device());
+  c10::DeviceGuard guard(device);
   // Conjugate and negative bits (autograd's gradients carry them) are
   // materialised natively first.
   for (at::Tensor& t : inputs) t = t.to(dtype).resolve_conj().resolve_neg();

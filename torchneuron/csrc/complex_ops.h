@@ -35,6 +35,10 @@ bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
 // "div.Tensor", ...) of plain neuron complex tensors of one dtype, on the
 // planes (complex_math.cpp); false, stack untouched, for anything else.
 bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack);
+// where.self / where.self_out / masked_fill(_).Scalar / masked_fill(_).Tensor
+// (names as the pointwise table spells them) when the result is a neuron
+// complex tensor (complex_select.cpp); false, stack untouched, otherwise.
+bool try_native_complex_select(const std::string& name, torch::jit::Stack* stack);
 // prod (dim: prod.dim_int, none: over everything) and cumsum / cumprod of
 // a neuron complex tensor on the planes (complex_math_scan.cpp), out= when
 // `out` is given (self for the in-place scans); nothing when the case is

@@ -260,6 +260,7 @@ class PointwiseCore {
       return;
     if (name_ == "neg" && try_native_complex_neg(stack)) return;
     if (try_native_complex_math(name_, stack)) return;
+    if (try_native_complex_select(name_, stack)) return;
     if ((name_ == "abs" || name_ == "angle") &&
         try_native_complex_unary_real(stack, name_ == "angle"))
       return;
