@@ -137,9 +137,6 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("masked.logsumexp", torch.bfloat16): _LOGSUMEXP_16BIT,
     ("view_as_complex", torch.float16): Known("complex32 (ComplexHalf) is not a device dtype yet",
                                               "dtype ComplexHalf is not supported"),
-    ("polar", torch.float32): Known("polar's gradient reaches a complex-by-real mul of another shape (0-d, "
-                                    "broadcast), which still runs through the counted fallback",
-                                    "CPU fallback ran for ['aten::mul.Tensor']"),
     ("masked_fill", "error_inputs"): Known("a complex fill value reaches the counted fallback, which raises the "
                                            "CPU's error, instead of being refused before it",
                                            "CPU fallback ran for ['aten::masked_fill"),

@@ -5,6 +5,7 @@ view_as_real / view_as_complex, the conjugate and negative bits. These run
 natively (no fallback). Ops without a native complex kernel run through the
 counted CPU fallback and give the CPU's values."""
 
+import math
 import warnings
 
 import pytest
@@ -241,14 +242,44 @@ def test_op_without_native_kernel_falls_back_with_cpu_values(dtype):
         got_exp = torch.log1p(x.to(DEV)[:, 1:])
         got_scalar = x.to(DEV) * (1 - 2j)
         real_times_complex = torch.ones(3, 4, device=DEV) * 1j
+        got_sinc = torch.sinc(x.to(DEV))
     torch.testing.assert_close(got.cpu(), torch.asinh(x), equal_nan=True)
     torch.testing.assert_close(got_exp.cpu(), torch.log1p(x[:, 1:]), equal_nan=True)
     assert_same(got_scalar.cpu(), x * (1 - 2j))
     assert_same(real_times_complex.cpu(), torch.ones(3, 4) * 1j)
+    assert_same(got_sinc.cpu(), torch.sinc(x))
     counted = torchneuron.get_fallback_ops()
-    # asinh and log1p are native now (test_complex_math.py); a complex
-    # scalar's product keeps to the CPU for its bits
-    assert "aten::asinh" not in counted and "aten::log1p" not in counted and "aten::mul.Tensor" in counted
+    # asinh, log1p and products with complex numbers are native now
+    # (test_complex_math.py, test_complex_numbers_native); complex sinc is not
+    assert counted == {"aten::sinc": 1}
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_complex_numbers_native(dtype):
+    """Products, sums and quotients with Python complex numbers run natively.
+    The number is cast to the result's dtype as the CPU casts it; a product
+    is the textbook (ac - bd) + (ad + bc)i with each step rounded, which is
+    what the CPU's vectorised loop computes (its scalar tail, the last
+    len % vector-width elements, contracts steps into FMAs: within an ulp)."""
+    inf, nan = math.inf, math.nan
+    special = [complex(inf, 0), complex(0, inf), complex(inf, inf), complex(nan, 0), complex(1e30, 1e30),
+               complex(-inf, 1), complex(1e-45, 3), complex(-0.0, 0.0)]
+    x = torch.cat([torch.tensor(special, dtype=dtype), _values(dtype, 37)])
+    r = torch.randn(x.shape, dtype=torch.float32)
+    for c in (1 - 2j, 1j, 0.3 + 0.7j, complex(1e-30, -1e30)):
+        with no_fallback():
+            got = [x.to(DEV) * c, c * x.to(DEV), x.to(DEV) + c, x.to(DEV) - c, x.to(DEV) / c, r.to(DEV) * c,
+                   torch.ops.aten.mul.Scalar(x.to(DEV), c)]
+            inplace = x.to(DEV)
+            inplace *= c
+        want = [x * c, c * x, x + c, x - c, x / c, r * c, torch.ops.aten.mul.Scalar(x, c)]
+        for g, w in zip(got + [inplace], want + [x * c]):
+            torch.testing.assert_close(g.cpu(), w, equal_nan=True)
+        k = torch.tensor(c, dtype=dtype)
+        textbook = torch.complex(x.real * k.real - x.imag * k.imag, x.real * k.imag + x.imag * k.real)
+        assert_same(got[0].cpu(), textbook)
+        assert_same(inplace.cpu(), textbook)
+        assert_same(got[2].cpu(), torch.complex(x.real + k.real, x.imag + k.imag))
 
 
 def _rotary_cpu_or_dev(device, dtype=torch.float32):

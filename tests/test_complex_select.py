@@ -204,3 +204,51 @@ def test_complex_gradients_native(dtype, fn):
             assert gd is None
         else:
             torch.testing.assert_close(gd.cpu(), gc, equal_nan=True, **tol)
+
+
+WIDE_UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
+
+
+def _sparse_values(dtype, *shape):
+    g = torch.Generator().manual_seed(4)
+    v = torch.randint(0, 3, shape, generator=g) * torch.randint(0, 2, shape, generator=g)
+    x = v.to(dtype)
+    if dtype.is_complex and x.numel() > 3:
+        x.view(-1)[1] = complex(0.0, 2.0)   # a zero real part is still nonzero
+        x.view(-1)[2] = complex(math.nan, 0.0)  # NaN is nonzero
+        x.view(-1)[3] = complex(-0.0, -0.0)  # negative zeros are zero
+    return x
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_nonzero_and_masked_select_of_complex(dtype):
+    x = _sparse_values(dtype, 5, 7)
+    m = _mask(5, 7)
+    strided = _sparse_values(dtype, 6, 9)[::2, 1::2]
+    with no_fallback():
+        xd = x.to(DEV)
+        got = [torch.nonzero(xd), torch.argwhere(xd), torch.nonzero_static(xd, size=40, fill_value=-7),
+               torch.nonzero(strided.to(DEV)), torch.nonzero(xd[:0]), *torch.where(xd)]
+        picked = [xd.masked_select(m.to(DEV)), strided.to(DEV).masked_select(_mask(3, 4).to(DEV)),
+                  xd[0].masked_select(m.to(DEV))]  # the mask broadcasts self up
+        out = torch.empty(0, dtype=dtype, device=DEV)
+        torch.masked_select(xd, m.to(DEV), out=out)
+    want = [torch.nonzero(x), torch.argwhere(x), torch.nonzero_static(x, size=40, fill_value=-7),
+            torch.nonzero(strided), torch.nonzero(x[:0]), *torch.where(x)]
+    for g, w in zip(got, want):
+        assert torch.equal(g.cpu(), w)
+    for g, w in zip(picked + [out], [x.masked_select(m), strided.masked_select(_mask(3, 4)),
+                                     x[0].masked_select(m), x.masked_select(m)]):
+        _same(g, w)
+
+
+@pytest.mark.parametrize("dtype", WIDE_UNSIGNED)
+def test_nonzero_and_masked_select_refuse_wide_unsigned_as_the_cpu_does(dtype):
+    x = torch.tensor([[0, 1], [2, 0]]).to(dtype)
+    m = torch.ones(2, 2, dtype=torch.bool)
+    for fn in (torch.nonzero, torch.argwhere, lambda t: torch.nonzero_static(t, size=3),
+               lambda t: t.masked_select(m.to(t.device))):
+        with pytest.raises(NotImplementedError, match="not implemented for 'UInt"):
+            fn(x)
+        with pytest.raises(NotImplementedError, match="not implemented for 'UInt"):
+            fn(x.to(DEV))

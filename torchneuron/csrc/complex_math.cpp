@@ -7,9 +7,10 @@
 // float32 or float64 plane; nothing here touches elements.
 //
 // The functional, out= and in-place overloads all come here from the
-// pointwise table's fallback path (pointwise.cpp) when every tensor is a
-// plain neuron complex tensor of one dtype; anything else (a complex
-// scalar, mixed dtypes, conjugate bits) keeps to the counted CPU fallback.
+// pointwise table's fallback path (pointwise.cpp) with neuron tensors and
+// Python numbers (real or complex) whose promoted dtype is complex; anything
+// else (a complex alpha, an out= of another dtype) keeps to the counted CPU
+// fallback.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -236,8 +237,8 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     return false;
   }
   const bool alpha = base == "add" || base == "sub";
-  // .Scalar: the other operand is a real number (a complex one keeps to
-  // the fallback), taken as that number + 0i as the CPU takes it.
+  // .Scalar: the other operand is a number (a real one taken as
+  // number + 0i), cast to the result's dtype as the CPU casts it.
   const bool scalar_other = variant == "Scalar";
   const size_t tensors = unary ? 1 : 2;
   const size_t nargs = tensors + (alpha ? 1 : 0) + (has_out ? 1 : 0);
@@ -245,7 +246,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   const c10::IValue* args = stack->data() + (stack->size() - nargs);
   for (size_t k = 0; k < tensors; k++) {
     if (scalar_other && k == 1) {
-      if (!args[k].isScalar() || args[k].toScalar().isComplex()) return false;
+      if (!args[k].isScalar()) return false;
     } else if (!args[k].isTensor()) {
       return false;
     }
@@ -280,15 +281,14 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   std::vector<at::Tensor> inputs;
   for (size_t k = 0; k < tensors; k++) {
     if (scalar_other && k == 1) {
-      inputs.push_back(at::scalar_tensor(c10::complex<double>(args[k].toScalar().toDouble(), 0.0), options));
+      inputs.push_back(at::scalar_tensor(args[k].toScalar().toComplexDouble(), options));
       continue;
     }
     const at::Tensor t = args[k].toTensor();
     if (t.unsafeGetTensorImpl()->is_wrapped_number() && !(k == 0 && unary)) {
-      // a Python number (mul.Scalar comes here as mul.Tensor); a complex
-      // one keeps to the fallback
-      if (t.is_complex()) return false;
-      inputs.push_back(at::scalar_tensor(c10::complex<double>(t.item<double>(), 0.0), options));
+      // a Python number (mul.Scalar comes here as mul.Tensor), cast to the
+      // result's dtype part by part as the CPU casts it
+      inputs.push_back(at::scalar_tensor(t.item<c10::complex<double>>(), options));
       continue;
     }
     if (t.device() != device) return false;  // the fallback raises the CPU's error

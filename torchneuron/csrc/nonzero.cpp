@@ -21,6 +21,16 @@
 namespace torchneuron {
 namespace {
 
+// The kernels read the computing dtypes. A complex tensor is nonzero where
+// `x != 0` is, a native comparison (either part; NaN counts). uint16/32/64
+// are refused as the CPU refuses them.
+at::Tensor computing_form(const at::Tensor& x, const char* name) {
+  if (!is_storage_dtype(x.scalar_type())) return x;
+  TORCH_CHECK_NOT_IMPLEMENTED(x.is_complex(), "\"", name, "\" not implemented for '",
+                              c10::toString(x.scalar_type()), "'");
+  return x.ne(0);
+}
+
 // Launches NONZERO_COUNT(x): int64 [1 + chunks] counts on x's device.
 at::Tensor count_nonzero_chunks(const at::Tensor& x, const char* name) {
   at::Tensor counts = at::empty({1 + NRT_NONZERO_CHUNKS}, x.options().dtype(at::kLong));
@@ -55,14 +65,15 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long ",
               "but got scalar type", out.scalar_type());
   check_devices("nonzero", self, {out});
+  const at::Tensor x = computing_form(self, "nonzero");
   at::Tensor counts;
   int64_t n = 0;
-  if (self.numel() > 0) {
-    counts = count_nonzero_chunks(self, "nonzero");
+  if (x.numel() > 0) {
+    counts = count_nonzero_chunks(x, "nonzero");
     n = read_int64s(counts, 1)[0];
   }
-  at::native::resize_output(out, {n, self.dim()});
-  if (n > 0 && self.dim() > 0) launch_nonzero(out, self, counts, 0);
+  at::native::resize_output(out, {n, x.dim()});
+  if (n > 0 && x.dim() > 0) launch_nonzero(out, x, counts, 0);
   return out;
 }
 
@@ -80,7 +91,7 @@ at::Tensor& nonzero_static_out(const at::Tensor& self, int64_t size, int64_t fil
               "but got scalar type", out.scalar_type());
   check_devices("nonzero_static", self, {out});
   at::native::resize_output(out, {size, self.dim()});
-  if (out.numel() > 0) launch_nonzero(out, self, at::Tensor(), fill_value);
+  if (out.numel() > 0) launch_nonzero(out, computing_form(self, "nonzero_static"), at::Tensor(), fill_value);
   return out;
 }
 
@@ -100,6 +111,17 @@ at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, self);
   at::assert_no_overlap(out, mask);
+  if (is_storage_dtype(self.scalar_type())) {
+    TORCH_CHECK_NOT_IMPLEMENTED(self.is_complex(), "\"masked_select\" not implemented for '",
+                                c10::toString(self.scalar_type()), "'");
+    // The kernel moves elements of the computing dtypes: a complex tensor's
+    // (re, im) pairs, selected as real pairs.
+    const at::Tensor pairs = at::masked_select(at::view_as_real(self.resolve_conj().resolve_neg()),
+                                               mask.unsqueeze(-1));
+    at::native::resize_output(out, {pairs.numel() / 2});
+    out.copy_(at::view_as_complex(pairs.view({-1, 2})));
+    return out;
+  }
   auto [mask_b, self_b] = at::expand_outplace(mask, self);
   at::Tensor counts;
   int64_t n = 0;
