@@ -15,6 +15,7 @@
 #include "nc/access.h"
 #include "nc/numerics.h"
 #include "ops/engine/elementwise.h"
+#include "ops/engine/thread_pool.h"
 
 #define CORE_CACHE 4
 
@@ -83,9 +84,62 @@ static float scalar_operand(const nc_core *core, const nrt_nc_ap *ap, int64_t p,
 
 static int is_int_dtype(int32_t dtype) { return dtype <= NRT_NC_INT32; }
 
+/* Whether partition rows of ap are n contiguous elements. */
+static int contiguous_rows(const nrt_nc_ap *ap, int64_t n) {
+  return ap->count[3] == n && ap->stride[3] == 1;
+}
+
+/* A copy's partitions [begin, end): bytes moved directly (same dtype,
+ * contiguous rows), through a row of raw elements (same dtype) or converted
+ * through a row of fp32 (rows of at most COPY_ROW elements). */
+#define COPY_ROW 2048
+enum { COPY_DIRECT, COPY_RAW, COPY_CONVERT };
+typedef struct copy_job {
+  const nc_core *core;
+  const nrt_nc_ap *dst, *src;
+  int64_t n;
+  int mode;
+} copy_job;
+
+static void copy_rows(int64_t begin, int64_t end, void *ctx) {
+  const copy_job *job = ctx;
+  float row[COPY_ROW]; /* 4-byte elements at most */
+  size_t bytes = (size_t)job->n * nrt_nc_dtype_size(job->dst->dtype);
+  for (int64_t p = begin; p < end; p++) {
+    if (job->mode == COPY_DIRECT) {
+      memmove(nc_row(job->core, job->dst, p), nc_row(job->core, job->src, p), bytes);
+    } else if (job->mode == COPY_RAW) {
+      nc_gather_raw(job->core, job->src, p, (uint8_t *)row);
+      nc_scatter_raw(job->core, job->dst, p, (const uint8_t *)row);
+    } else {
+      nc_gather_f32(job->core, job->src, p, row);
+      nc_scatter_f32(job->core, job->dst, p, row);
+    }
+  }
+}
+
 static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
+  const nrt_nc_tensor *td = &core->program->tensors[dst->tensor];
+  const nrt_nc_tensor *ts = &core->program->tensors[src->tensor];
+  int same = dst->dtype == src->dtype;
+  int direct = same && contiguous_rows(dst, n) && contiguous_rows(src, n);
+  if (!(inst->flags & NRT_NC_FLAG_ACCUMULATE) && (direct || n <= COPY_ROW) &&
+      nrt_nc_dtype_size(dst->dtype) <= 4 && nrt_nc_dtype_size(src->dtype) <= 4) {
+    /* Partitions in parallel only when dst and src cannot overlap: one is on
+     * chip and the other in HBM, or two distinct on-chip tensors (both live,
+     * so placed apart); HBM arguments may alias each other. Otherwise in
+     * partition order, as below (memmove for rows that overlap themselves). */
+    int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
+                   (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
+    int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
+    copy_job job = {.core = core, .dst = dst, .src = src, .n = n,
+                    .mode = direct ? COPY_DIRECT : same ? COPY_RAW : COPY_CONVERT};
+    if (disjoint && bytes >= ((int64_t)1 << 16)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
+    else copy_rows(0, dst->partitions, &job);
+    return;
+  }
   for (int64_t p = 0; p < dst->partitions; p++) {
     if (inst->flags & NRT_NC_FLAG_ACCUMULATE) { /* a DMA's read-modify-write: dst + src in fp32 */
       nc_gather_f32(core, dst, p, s->a);
