@@ -10,6 +10,8 @@
 
 void nc_tensor_engine_force_reference(int on);
 long nc_tensor_engine_pair_products(void);
+long nc_tensor_engine_pack_hits(void);
+long nc_tensor_engine_pack_misses(void);
 
 static nrt_nc_ap ap2d(int32_t tensor, int32_t dtype, int32_t partitions, int64_t pstep,
                       int64_t free, int64_t offset) {
@@ -161,7 +163,7 @@ static void test_matmul_matches_reference(void) {
       {256, 128, 512, 0x0003, 0, 1}, /* a denormal operand: tile 0 on the fp32 path */
       {256, 128, 512, 0x1d80, 0, 1}, /* 2^-68: products could be denormal */
       {256, 128, 512, 0x6000, 0, 1}, /* 2^65: products could overflow */
-      {256, 128, 512, 0, 1, 0},      /* NaN accumulator (fresh PSUM): fp32 path */
+      {256, 128, 512, 0, 1, 2},      /* NaN accumulator (fresh PSUM): reference blocks */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     size_t b = (size_t)cases[i].m * cases[i].n * 4;
@@ -179,6 +181,69 @@ static void test_matmul_matches_reference(void) {
   }
   (void)bytes;
   free(fast), free(ref), free(twin);
+}
+
+/* The cached packing of a moving tile: two matmuls read it (the second hits
+ * the cache), a DMA overwrites it, a third matmul must see the new values. */
+static void run_moving_reuse(int reference, float *out) {
+  enum { K = 128, M = 128, N = 512 };
+  nrt_nc_tensor t[] = {hbm(K * 2 * M * 2), hbm(K * N * 2), hbm(K * N * 2), hbm(3 * M * N * 4),
+                       tile(NRT_NC_SBUF, K, 2 * M * 2), tile(NRT_NC_SBUF, K, N * 2),
+                       tile(NRT_NC_PSUM, M, N * 4), tile(NRT_NC_PSUM, M, N * 4),
+                       tile(NRT_NC_PSUM, M, N * 4), tile(NRT_NC_SBUF, M, 3 * N * 4)};
+  nrt_nc_inst in[12];
+  int ni = 0;
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(4, NRT_NC_BFLOAT16, K, 1, 2 * M, 0);
+  in[ni++].ap[1] = ap2d(0, NRT_NC_BFLOAT16, K, 2 * M, 2 * M, 0);
+  for (int step = 0; step < 3; step++) {
+    if (step != 1) { /* load B (step 0), then overwrite the tile with B2 (step 2) */
+      in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+      in[ni].ap[0] = ap2d(5, NRT_NC_BFLOAT16, K, 1, N, 0);
+      in[ni++].ap[1] = ap2d(step ? 2 : 1, NRT_NC_BFLOAT16, K, N, N, 0);
+    }
+    in[ni] = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+    in[ni].ap[0] = ap2d(6 + step, NRT_NC_FLOAT32, M, 1, N, 0);
+    in[ni].ap[1] = ap2d(4, NRT_NC_BFLOAT16, K, 1, M, step == 1 ? M : 0);
+    in[ni++].ap[2] = ap2d(5, NRT_NC_BFLOAT16, K, 1, N, 0);
+  }
+  for (int step = 0; step < 3; step++) {
+    in[ni] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+    in[ni].ap[0] = ap2d(9, NRT_NC_FLOAT32, M, 1, N, step * N);
+    in[ni++].ap[1] = ap2d(6 + step, NRT_NC_FLOAT32, M, 1, N, 0);
+  }
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(3, NRT_NC_FLOAT32, M, 3 * N, 3 * N, 0);
+  in[ni++].ap[1] = ap2d(9, NRT_NC_FLOAT32, M, 1, 3 * N, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, ni, t, 10, &prog, &diag));
+  uint16_t *a = malloc(K * 2 * M * 2), *b = malloc(K * N * 2), *b2 = malloc(K * N * 2);
+  for (int i = 0; i < K * 2 * M; i++) a[i] = rt_bfloat16_from_float(sinf((float)i * 0.3f));
+  for (int i = 0; i < K * N; i++) b[i] = rt_bfloat16_from_float(cosf((float)i * 0.7f));
+  for (int i = 0; i < K * N; i++) b2[i] = rt_bfloat16_from_float(sinf((float)i * 1.3f + 0.5f));
+  void *ptrs[] = {a, b, b2, out, NULL, NULL, NULL, NULL, NULL, NULL};
+  nc_tensor_engine_force_reference(reference);
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  nc_tensor_engine_force_reference(0);
+  nrt_nc_program_destroy(prog);
+  free(a), free(b), free(b2);
+}
+
+static void test_moving_pack_cache(void) {
+  size_t bytes = 3 * 128 * 512 * 4;
+  float *fast = malloc(bytes), *ref = malloc(bytes);
+  long hits = nc_tensor_engine_pack_hits(), misses = nc_tensor_engine_pack_misses();
+  run_moving_reuse(0, fast);
+  if (rt_isa_avx512_bf16()) {
+    CHECK(nc_tensor_engine_pack_hits() - hits == 1);     /* the second matmul */
+    CHECK(nc_tensor_engine_pack_misses() - misses == 2); /* the first and, after the DMA, the third */
+  }
+  run_moving_reuse(1, ref);
+  CHECK(memcmp(fast, ref, bytes) == 0);
+  /* The third product used B2, not the stale packing of B. */
+  CHECK(memcmp(fast, fast + 2 * 128 * 512, 128 * 512 * 4) != 0);
+  free(fast), free(ref);
 }
 
 /* nc_matmul perf_mode=double_row: fp8 stationary [128, 2, 128] x moving
@@ -528,6 +593,7 @@ static void test_mx_numerics(void) {
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
+  RUN(test_moving_pack_cache);
   RUN(test_double_row_matches_reference);
   RUN(test_rules);
   RUN(test_malformed_records);

@@ -448,8 +448,10 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   nc_run *r = calloc(1, sizeof *r);
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
   float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
-  if (!r || !rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
-                                     g->partitions * g->psum_partition_bytes, &r->mem)) {
+  uint64_t *gen = calloc((size_t)p->num_tensors + 1, sizeof *gen);
+  if (!r || !rows || !gen || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
+                                             g->partitions * g->psum_partition_bytes, &r->mem)) {
+    free(gen);
     free(rows);
     free(r);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program");
@@ -457,7 +459,15 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   r->rows = rows;
   r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
                       .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
+                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row,
+                      .gen = gen};
+  /* Packed operands are cached by tensor and write generation, which is
+   * sound only if a tile's memory changes through its own writes: not with
+   * manually placed on-chip tensors, which may overlap live ones. */
+  int fixed = 0;
+  for (int32_t t = 0; t < p->num_tensors; t++)
+    fixed |= p->tensors[t].buffer != NRT_NC_HBM && p->tensors[t].fixed;
+  if (!fixed) r->core.packs = nc_pack_cache_new();
   memset(r->core.regs, 0, (size_t)regs * sizeof(float));
   r->core.rng = (uint32_t *)(r->core.regs + regs);
   nc_rng_init(&r->core);
@@ -469,7 +479,17 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
 /* Fresh tiles whose lifetime begins at instruction i are filled. */
 static void fill_at(nc_run *r, int32_t i) {
   const struct nrt_nc_program *p = r->core.program;
-  for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&r->core, p->fill_list[f]);
+  for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) {
+    fill_fresh(&r->core, p->fill_list[f]);
+    r->core.gen[p->fill_list[f]]++;
+  }
+}
+
+/* Instruction i has written its destination operands. */
+static void bump_written(nc_run *r, int32_t i) {
+  const nrt_nc_inst *inst = &r->core.program->insts[i];
+  for (int k = 0; k < NRT_NC_MAX_APS; k++)
+    if (inst->ap[k].tensor >= 0 && (nc_operand_role(inst, k) & 2)) r->core.gen[inst->ap[k].tensor]++;
 }
 
 int32_t nc_run_to_sync(nc_run *r) {
@@ -479,6 +499,7 @@ int32_t nc_run_to_sync(nc_run *r) {
     fill_at(r, i);
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
     exec_inst(&r->core, &p->insts[i], &r->s);
+    bump_written(r, i);
     r->pc++;
   }
   return -1;
@@ -488,13 +509,18 @@ void nc_run_fill_call(nc_run *r, int32_t count) {
   for (int32_t k = 1; k < count; k++) fill_at(r, r->pc + k);
 }
 
-void nc_run_advance(nc_run *r, int32_t count) { r->pc += count; }
+void nc_run_advance(nc_run *r, int32_t count) {
+  for (int32_t k = 0; k < count; k++) bump_written(r, r->pc + k); /* a collective's dsts */
+  r->pc += count;
+}
 
 const nc_core *nc_run_core(const nc_run *r) { return &r->core; }
 
 void nc_run_end(nc_run *r) {
   if (!r) return;
   memory_release(&r->mem);
+  nc_pack_cache_free(r->core.packs);
+  free(r->core.gen);
   free(r->rows);
   free(r);
 }

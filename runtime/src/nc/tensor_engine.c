@@ -13,6 +13,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include "ops/engine/thread_pool.h"
@@ -112,20 +113,24 @@ __attribute__((target("avx2,fma"))) static void block_avx2(int64_t k_count, cons
  * multiple of 2^-126 and below 2^128) and every accumulator value is zero
  * or a finite multiple of 2^-126 (exponent >= -103); then every sum is
  * zero or at least 2^-126 in magnitude, never denormal, and the bits are
- * those of the fp32 reference loop. Otherwise the fp32 path runs.
+ * those of the fp32 reference loop. Otherwise the fp32 path runs (operands
+ * out of range: the whole product) or the reference twin (an accumulator
+ * out of range: that block; each result element depends only on its own
+ * accumulator).
  *
  * Packed layouts (uint32 pairs, hi = step 2q, lo = step 2q + 1): stationary
  * in blocks of MR columns, a[(mb * kp + q) * MR + m % MR]; moving in panels
  * of NR columns, b[(nb * kp + q) * NR + n % NR]; zero-padded to whole
  * blocks. */
-typedef void (*pair_block_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
-                              int64_t ldc, int64_t mr, int64_t nr);
+typedef int (*pair_block_fn)(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
+                             int64_t ldc, int64_t mr, int64_t nr);
 
 static float pair_hi(uint32_t w) { return rt_f32_from_bits(w & 0xffff0000u); }
 static float pair_lo(uint32_t w) { return rt_f32_from_bits(w << 16); }
 
-/* The reference twin of the pair kernel (and its edge blocks). */
-static void pair_block_reference(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
+/* The reference twin of the pair kernel (and its edge blocks): plain fmaf,
+ * so any accumulator is fine; returns 1. */
+static int pair_block_reference(int64_t kp, const uint32_t *a, const uint32_t *b, float *c,
                                  int64_t ldc, int64_t mr, int64_t nr) {
   for (int64_t m = 0; m < mr; m++)
     for (int64_t n = 0; n < nr; n++) {
@@ -137,20 +142,30 @@ static void pair_block_reference(int64_t kp, const uint32_t *a, const uint32_t *
       }
       c[m * ldc + n] = acc;
     }
+  return 1;
 }
 
 static pair_block_fn pair_block;           /* NULL: no pair kernel on this host */
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx512f,avx512bf16"))) static void pair_block_avx512(
+/* Returns 0, writing nothing, if an accumulator value of the block is
+ * denormal, infinite, NaN or nonzero below 2^-103 (exponent field under 24):
+ * the caller then runs the reference twin on the block. */
+__attribute__((target("avx512f,avx512bf16"))) static int pair_block_avx512(
     int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, int64_t mr,
     int64_t nr) {
   (void)mr, (void)nr; /* always MR x NR */
+  const __m512i mag = _mm512_set1_epi32(0x7fffffff), base = _mm512_set1_epi32(24 << 23);
+  const __m512i span = _mm512_set1_epi32((255 - 24) << 23);
   __m512 acc[MR][2];
-  for (int m = 0; m < MR; m++) {
-    acc[m][0] = _mm512_loadu_ps(c + m * ldc);
-    acc[m][1] = _mm512_loadu_ps(c + m * ldc + 16);
-  }
+  __mmask16 unsafe = 0;
+  for (int m = 0; m < MR; m++)
+    for (int h = 0; h < 2; h++) {
+      acc[m][h] = _mm512_loadu_ps(c + m * ldc + 16 * h);
+      __m512i v = _mm512_and_si512(_mm512_castps_si512(acc[m][h]), mag);
+      unsafe |= _mm512_test_epi32_mask(v, v) & _mm512_cmpge_epu32_mask(_mm512_sub_epi32(v, base), span);
+    }
+  if (unsafe) return 0;
   for (int64_t q = 0; q < kp; q++, a += MR, b += NR) {
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
     for (int m = 0; m < MR; m++) {
@@ -163,6 +178,7 @@ __attribute__((target("avx512f,avx512bf16"))) static void pair_block_avx512(
     _mm512_storeu_ps(c + m * ldc, acc[m][0]);
     _mm512_storeu_ps(c + m * ldc + 16, acc[m][1]);
   }
+  return 1;
 }
 
 /* Packs rows r0 (step 2q) and r1 (step 2q + 1) of n bf16 values into pairs
@@ -205,25 +221,6 @@ __attribute__((target("avx512f"))) static int pack_pairs_avx512(const uint16_t *
   return bad != 0 || scalar_bad;
 }
 
-/* Nonzero if some of n fp32 accumulator values is denormal, infinite, NaN
- * or nonzero below 2^-103 (exponent field under 24). */
-__attribute__((target("avx512f"))) static int acc_unsafe_avx512(const float *c, int64_t n) {
-  const __m512i mag = _mm512_set1_epi32(0x7fffffff), base = _mm512_set1_epi32(24 << 23);
-  const __m512i span = _mm512_set1_epi32((255 - 24) << 23);
-  __mmask16 bad = 0;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    __m512i m = _mm512_and_si512(_mm512_loadu_si512((const void *)(c + j)), mag);
-    bad |= _mm512_test_epi32_mask(m, m) & _mm512_cmpge_epu32_mask(_mm512_sub_epi32(m, base), span);
-  }
-  int scalar_bad = 0;
-  for (; j < n; j++) {
-    uint32_t m = rt_f32_bits(c[j]) & 0x7fffffffu;
-    scalar_bad |= m && m - (24u << 23) >= ((255u - 24u) << 23);
-  }
-  return bad != 0 || scalar_bad;
-}
-
 /* The pair kernel is used only if it gives the reference twin's bits on
  * this host, including cancellation to zero, signed zeros and overflow. */
 static int pair_kernel_agrees(void) {
@@ -239,8 +236,7 @@ static int pair_kernel_agrees(void) {
     c0[i] = c1[i] = init[i % 6];
   }
   pair_block_reference(KP, a, b, c0, NR, MR, NR);
-  pair_block_avx512(KP, a, b, c1, NR, MR, NR);
-  return memcmp(c0, c1, sizeof c0) == 0;
+  return pair_block_avx512(KP, a, b, c1, NR, MR, NR) && memcmp(c0, c1, sizeof c0) == 0;
 }
 #endif
 
@@ -289,9 +285,14 @@ void nc_tensor_engine_force_reference(int on);
 void nc_tensor_engine_force_reference(int on) { force_reference = on; }
 
 /* For tests: how many products the pair path has run. */
-static atomic_long pair_products;
+static atomic_long pair_products, pack_hits, pack_misses;
 long nc_tensor_engine_pair_products(void);
 long nc_tensor_engine_pair_products(void) { return atomic_load(&pair_products); }
+/* For tests: products whose moving packing came from / went into the cache. */
+long nc_tensor_engine_pack_hits(void);
+long nc_tensor_engine_pack_hits(void) { return atomic_load(&pack_hits); }
+long nc_tensor_engine_pack_misses(void);
+long nc_tensor_engine_pack_misses(void) { return atomic_load(&pack_misses); }
 
 /* Partition rows [begin, end) of both operands, converted to fp32. */
 typedef struct operand_job {
@@ -309,6 +310,49 @@ static void gather_operands(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
+/* The packed moving tiles of a run: a moving tile usually serves several
+ * matmuls (one per stationary block), so its packing is kept, keyed by the
+ * access pattern and the tile's write generation (nc_core.gen). Eight
+ * entries, replaced in turn; caches are pooled across runs so that their
+ * memory stays faulted in. */
+#define PACK_ENTRIES 8
+#define PACK_WORDS (MAX_K / 2 * MAX_N)
+typedef struct pack_entry {
+  int valid;
+  nrt_nc_ap ap;
+  uint64_t gen;
+  uint32_t *words; /* PACK_WORDS, allocated on first use */
+} pack_entry;
+
+struct nc_pack_cache {
+  pack_entry e[PACK_ENTRIES];
+  int next;
+  struct nc_pack_cache *pooled;
+};
+
+static pthread_mutex_t pack_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct nc_pack_cache *pack_pool;
+
+struct nc_pack_cache *nc_pack_cache_new(void) {
+  pthread_mutex_lock(&pack_pool_mu);
+  struct nc_pack_cache *c = pack_pool;
+  if (c) pack_pool = c->pooled;
+  pthread_mutex_unlock(&pack_pool_mu);
+  if (!c) c = calloc(1, sizeof *c);
+  if (!c) return NULL; /* no caching */
+  for (int i = 0; i < PACK_ENTRIES; i++) c->e[i].valid = 0;
+  c->next = 0;
+  return c;
+}
+
+void nc_pack_cache_free(struct nc_pack_cache *c) {
+  if (!c) return;
+  pthread_mutex_lock(&pack_pool_mu);
+  c->pooled = pack_pool;
+  pack_pool = c;
+  pthread_mutex_unlock(&pack_pool_mu);
+}
+
 /* The pair path's packing (rows 2q, 2q + 1 of both operands, q in a range)
  * and its blocks. */
 typedef struct pair_job {
@@ -318,7 +362,8 @@ typedef struct pair_job {
   int64_t m, n, kp;
   float *c;
   int64_t ldc;
-  int reference;
+  int reference, zero; /* zero: start from 0 (no accumulate), blocks cleared here */
+  int pack_moving;      /* 0: b already holds moving's packing (cached) */
   atomic_int unsafe;
 } pair_job;
 
@@ -340,6 +385,7 @@ static void pack_operands(int64_t begin, int64_t end, void *ctx) {
     const uint16_t *r0 = bf16_row(job->core, job->st, 2 * q, job->m, t0);
     const uint16_t *r1 = bf16_row(job->core, job->st, 2 * q + 1, job->m, t1);
     unsafe |= pack_pairs_avx512(r0, r1, job->m, job->a + q * MR, MR, job->kp * MR);
+    if (!job->pack_moving) continue;
     r0 = bf16_row(job->core, job->mv, 2 * q, job->n, t0);
     r1 = bf16_row(job->core, job->mv, 2 * q + 1, job->n, t1);
     unsafe |= pack_pairs_avx512(r0, r1, job->n, job->b + q * NR, NR, job->kp * NR);
@@ -355,8 +401,11 @@ static void pair_rows(int64_t begin, int64_t end, void *ctx) {
       int64_t m0 = mb * MR, mr = job->m - m0 < MR ? job->m - m0 : MR;
       int64_t nr = job->n - n0 < NR ? job->n - n0 : NR;
       pair_block_fn fn = (mr == MR && nr == NR && !job->reference) ? pair_block : pair_block_reference;
-      fn(job->kp, job->a + mb * job->kp * MR, job->b + (n0 / NR) * job->kp * NR,
-         job->c + m0 * job->ldc + n0, job->ldc, mr, nr);
+      const uint32_t *a = job->a + mb * job->kp * MR, *b = job->b + (n0 / NR) * job->kp * NR;
+      float *c = job->c + m0 * job->ldc + n0;
+      if (job->zero)
+        for (int64_t r = 0; r < mr; r++) memset(c + r * job->ldc, 0, (size_t)nr * sizeof(float));
+      if (!fn(job->kp, a, b, c, job->ldc, mr, nr)) pair_block_reference(job->kp, a, b, c, job->ldc, mr, nr);
     }
 }
 
@@ -370,14 +419,42 @@ static int try_pairs(const nc_core *core, const nrt_nc_ap *st, const nrt_nc_ap *
       mv->dtype != NRT_NC_BFLOAT16 || k % 2 != 0)
     return 0;
   pair_job job = {.core = core, .st = st, .mv = mv, .a = a, .b = b, .m = m, .n = n, .kp = k / 2,
-                  .c = out, .ldc = ldc, .reference = force_reference == 2};
+                  .c = out, .ldc = ldc, .reference = force_reference == 2,
+                  .zero = !accumulate, .pack_moving = 1};
   atomic_init(&job.unsafe, 0);
+  /* A cached packing of moving (only packings of safe values are kept). */
+  struct nc_pack_cache *cache = core->packs;
+  pack_entry *fill = NULL;
+  if (cache) {
+    uint64_t gen = core->gen[mv->tensor];
+    for (int i = 0; i < PACK_ENTRIES && job.pack_moving; i++) {
+      pack_entry *e = &cache->e[i];
+      if (e->valid && e->gen == gen && memcmp(&e->ap, mv, sizeof *mv) == 0)
+        job.b = e->words, job.pack_moving = 0;
+    }
+    if (job.pack_moving) {
+      fill = &cache->e[cache->next];
+      if (!fill->words) fill->words = malloc(PACK_WORDS * sizeof(uint32_t));
+      if (fill->words) {
+        cache->next = (cache->next + 1) % PACK_ENTRIES;
+        fill->valid = 0;
+        job.b = fill->words;
+      } else {
+        fill = NULL;
+      }
+    }
+  }
   if (big) rt_parallel_for(job.kp, 8, pack_operands, &job);
   else pack_operands(0, job.kp, &job);
   if (atomic_load(&job.unsafe)) return 0;
-  if (accumulate)
-    for (int64_t r = 0; r < m; r++)
-      if (acc_unsafe_avx512(out + r * ldc, n)) return 0;
+  if (fill) {
+    fill->ap = *mv;
+    fill->gen = core->gen[mv->tensor];
+    fill->valid = 1;
+    atomic_fetch_add_explicit(&pack_misses, 1, memory_order_relaxed);
+  } else if (!job.pack_moving) {
+    atomic_fetch_add_explicit(&pack_hits, 1, memory_order_relaxed);
+  }
   int64_t row_blocks = (m + MR - 1) / MR;
   if (big) rt_parallel_for(row_blocks, 1, pair_rows, &job);
   else pair_rows(0, row_blocks, &job);
@@ -408,16 +485,17 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   int in_place = contiguous_f32_rows(dst, n) && (dst->partitions == 1 || dst->partition_step == 1);
   float *out = in_place ? (float *)(void *)nc_row(core, dst, 0) : c;
   int64_t ldc = in_place ? core->psum_partition_bytes / 4 : n;
-  for (int64_t r = 0; r < m; r++) {
-    if (!accumulate) memset(out + r * ldc, 0, (size_t)n * sizeof(float));
-    else if (!in_place) nc_gather_f32(core, dst, r, out + r * ldc);
-  }
+  if (accumulate && !in_place)
+    for (int64_t r = 0; r < m; r++) nc_gather_f32(core, dst, r, out + r * ldc);
+  /* The pair path clears its own blocks when not accumulating. */
   if (!pairs && try_pairs(core, st, mv, k, m, n, out, ldc, accumulate, (uint32_t *)(void *)a,
                           (uint32_t *)(void *)b, big)) {
     if (!in_place)
       for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
     return;
   }
+  if (!accumulate)
+    for (int64_t r = 0; r < m; r++) memset(out + r * ldc, 0, (size_t)n * sizeof(float));
   /* Converting the operands is a serial share of the time unless it is split too. */
   if (big) rt_parallel_for(st->partitions, 16, gather_operands, &ops);
   else gather_operands(0, st->partitions, &ops);
