@@ -159,6 +159,64 @@ def test_activate2_relu_param_tile():
     torch.testing.assert_close(k(x, alpha), ref, rtol=0, atol=0)
 
 
+@nki.jit
+def prelu_reduce_kernel(x, alpha, s0, s1, reduce_op, reduce_cmd, out_dtype):
+    """Every operand slot in use: data, imm0 and imm1 tiles, reduce_res, relu_param."""
+    rows = x.shape[0]
+    out = nl.ndarray(x.shape, out_dtype, buffer=nl.shared_hbm)
+    red_out = nl.ndarray((rows, 1), nl.float32, buffer=nl.shared_hbm)
+    r = nl.ndarray(x.shape, out_dtype)
+    red = nl.ndarray((rows, 1), nl.float32)
+    nisa.activate2(r, nl.prelu, nl.load(x), nl.load(s0), nl.load(s1), nl.multiply, nl.add,
+                   relu_param=nl.load(alpha), reduce_op=reduce_op, reduce_res=red,
+                   reduce_cmd=reduce_cmd)
+    nl.store(out, r), nl.store(red_out, red)
+    return out, red_out
+
+
+@trn3
+@pytest.mark.parametrize("reduce_op,np_red", [(nl.add, np.sum), (nl.maximum, np.max),
+                                              (nl.minimum, np.min)])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_activate2_relu_param_tile_with_reduce_res(reduce_op, np_red, bf16):
+    """A [P, 1] relu_param tile together with reduce_res: reduce_res gets the
+    reduction of the fp32 results (before dst's rounding), in element order."""
+    x = rng(4).standard_normal((32, 40)).astype(np.float32)
+    alpha = np.linspace(-1, 1, 32, dtype=np.float32).reshape(32, 1)
+    s0 = rng(5).uniform(0.5, 1.5, (32, 1)).astype(np.float32)
+    s1 = rng(6).standard_normal((32, 1)).astype(np.float32)
+    dt = nl.bfloat16 if bf16 else nl.float32
+    got, red = nki.simulate(prelu_reduce_kernel)(x, alpha, s0, s1, reduce_op,
+                                                 nisa.reduce_cmd.idle, dt)
+    v = x * s0 + s1
+    ref = np.where(v >= 0, v, alpha * v).astype(np.float32)
+    want = torch.from_numpy(ref).to(torch.bfloat16).float().numpy() if bf16 else ref
+    np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+    if reduce_op is nl.add:  # in order along the row, fp32
+        acc = np.zeros(32, np.float32)
+        for j in range(ref.shape[1]):
+            acc = acc + ref[:, j]
+        np.testing.assert_array_equal(red[:, 0], acc)
+    else:
+        np.testing.assert_array_equal(red[:, 0], np_red(ref, axis=1))
+
+
+@trn3
+def test_activate2_relu_param_tile_with_reduce_res_and_registers():
+    """reset_reduce with reduce_res: reduce_res receives the register, which
+    holds this instruction's row sums; the neuron device gives the same."""
+    x = torch.randn(16, 24)
+    alpha = torch.full((16, 1), 0.2)
+    s0, s1 = torch.full((16, 1), 0.5), torch.full((16, 1), -0.5)
+    got, red = prelu_reduce_kernel(x.to("neuron"), alpha.to("neuron"), s0.to("neuron"),
+                                   s1.to("neuron"), nl.add, nisa.reduce_cmd.reset_reduce,
+                                   nl.float32)
+    v = x * 0.5 - 0.5
+    ref = torch.where(v >= 0, v, alpha * v)
+    torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+    torch.testing.assert_close(red.cpu()[:, 0], ref.sum(dim=1), rtol=1e-6, atol=1e-6)
+
+
 @trn3
 @pytest.mark.parametrize("alpha", [0.0, 0.1, -0.5])
 def test_prelu_is_one_activate2_on_trn3(alpha):
@@ -199,14 +257,21 @@ def test_relu_param_tile_rules():
         nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.prelu, t, 1.0, 0.0, nl.multiply, None,
                        relu_param=t)
 
-    def with_reduce_res(x):
+    def other_partitions(x):
+        t = nl.load(x)
+        slopes = nl.zeros((8, 1), nl.float32)
+        nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.prelu, t, 1.0, 0.0, nl.multiply, None,
+                       relu_param=slopes[4:8], reduce_res=nl.ndarray((4, 1), nl.float32))
+
+    def reduce_res_not_per_partition(x):
         t = nl.load(x)
         nisa.activate2(nl.ndarray((4, 8), nl.float32), nl.prelu, t, 1.0, 0.0, nl.multiply, None,
                        relu_param=nl.zeros((4, 1), nl.float32),
-                       reduce_res=nl.ndarray((4, 1), nl.float32))
+                       reduce_res=nl.ndarray((4, 2), nl.float32))
 
     x = np.zeros((4, 8), np.float32)
-    for body, rule in ((wrong_shape, "operand_shape"), (with_reduce_res, "operand")):
+    for body, rule in ((wrong_shape, "operand_shape"), (other_partitions, "same_partitions"),
+                       (reduce_res_not_per_partition, "operand_shape")):
         with pytest.raises(NkiError) as info:
             nki.simulate(nki.jit(body))(x)
         assert info.value.rule == rule

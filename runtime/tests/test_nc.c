@@ -6,8 +6,12 @@
 #include "check.h"
 #include "nc/numerics.h"
 #include "nc/numerics_mx.h"
+#include "cpu_isa.h"
 
 void nc_tensor_engine_force_reference(int on);
+long nc_tensor_engine_pair_products(void);
+long nc_tensor_engine_pack_hits(void);
+long nc_tensor_engine_pack_misses(void);
 
 static nrt_nc_ap ap2d(int32_t tensor, int32_t dtype, int32_t partitions, int64_t pstep,
                       int64_t free, int64_t offset) {
@@ -81,8 +85,11 @@ static void test_add_program(void) {
   free(a), free(b), free(out);
 }
 
-/* Matmul with K accumulation through PSUM, optimised against reference. */
-static void run_matmul(int reference, int64_t k_total, int m, int n, float *out) {
+/* Matmul with K accumulation through PSUM, optimised against reference.
+ * special: if nonzero, stationary's element 5 (bf16 bits); first_acc: the
+ * first matmul accumulates into the fresh PSUM tile (all-ones bits, NaN). */
+static void run_matmul_with(int reference, int64_t k_total, int m, int n, float *out,
+                            uint16_t special, int first_acc) {
   int kt = (int)((k_total + 127) / 128);
   nrt_nc_tensor t[] = {hbm(k_total * m * 2), hbm(k_total * n * 2), hbm((int64_t)m * n * 4),
                        tile(NRT_NC_SBUF, 128, (int64_t)kt * m * 2),
@@ -99,7 +106,7 @@ static void run_matmul(int reference, int64_t k_total, int m, int n, float *out)
     in[ni].ap[0] = ap2d(4, NRT_NC_BFLOAT16, (int32_t)rows, 1, n, (int64_t)k * n);
     in[ni++].ap[1] = ap2d(1, NRT_NC_BFLOAT16, (int32_t)rows, n, n, (int64_t)k * 128 * n);
     in[ni] = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
-    in[ni].flags = k ? NRT_NC_FLAG_ACCUMULATE : 0;
+    in[ni].flags = k || first_acc ? NRT_NC_FLAG_ACCUMULATE : 0;
     in[ni].ap[0] = ap2d(5, NRT_NC_FLOAT32, m, 1, n, 0);
     in[ni].ap[1] = ap2d(3, NRT_NC_BFLOAT16, (int32_t)rows, 1, m, (int64_t)k * m);
     in[ni++].ap[2] = ap2d(4, NRT_NC_BFLOAT16, (int32_t)rows, 1, n, (int64_t)k * n);
@@ -116,10 +123,16 @@ static void run_matmul(int reference, int64_t k_total, int m, int n, float *out)
   uint16_t *a = malloc((size_t)k_total * m * 2), *b = malloc((size_t)k_total * n * 2);
   for (int64_t i = 0; i < k_total * m; i++) a[i] = rt_bfloat16_from_float(sinf((float)i));
   for (int64_t i = 0; i < k_total * n; i++) b[i] = rt_bfloat16_from_float(cosf((float)i * 0.7f));
+  if (special) a[5] = special;
   void *ptrs[] = {a, b, out, NULL, NULL, NULL, NULL};
   nc_tensor_engine_force_reference(reference);
   CHECK_OK(nrt_nc_program_run(prog, ptrs));
   nc_tensor_engine_force_reference(0);
+  if (first_acc || special) { /* only the bits of the paths are compared */
+    nrt_nc_program_destroy(prog);
+    free(a), free(b);
+    return;
+  }
   double worst = 0;
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
@@ -134,13 +147,102 @@ static void run_matmul(int reference, int64_t k_total, int m, int n, float *out)
   free(a), free(b);
 }
 
+/* Every path gives the bits of the fp32 reference loop: the fp32 blocks,
+ * the bf16 pair kernel (reference 0 with bf16 operands in its range) and
+ * its reference twin (2), and the fallbacks from the pair path (odd K, a
+ * denormal or out-of-range operand, a NaN accumulator). */
 static void test_matmul_matches_reference(void) {
   int m = 128, n = 512;
-  float *fast = malloc((size_t)m * n * 4), *ref = malloc((size_t)m * n * 4);
-  run_matmul(0, 300, m, n, fast);
-  run_matmul(1, 300, m, n, ref);
-  CHECK(memcmp(fast, ref, (size_t)m * n * 4) == 0);
-  run_matmul(0, 77, 45, 70, fast); /* edge blocks */
+  size_t bytes = (size_t)m * n * 4;
+  float *fast = malloc(bytes), *ref = malloc(bytes), *twin = malloc(bytes);
+  /* pairs: K tiles that take the pair path (special lands in tile 0). */
+  struct { int64_t k; int m, n; uint16_t special; int first_acc, pairs; } cases[] = {
+      {300, 128, 512, 0, 0, 3},      /* pair path, K tiles 128, 128, 44 */
+      {256, 45, 70, 0, 0, 2},        /* edge blocks on the pair path */
+      {77, 45, 70, 0, 0, 0},         /* odd K: fp32 path */
+      {256, 128, 512, 0x0003, 0, 1}, /* a denormal operand: tile 0 on the fp32 path */
+      {256, 128, 512, 0x1d80, 0, 1}, /* 2^-68: products could be denormal */
+      {256, 128, 512, 0x6000, 0, 1}, /* 2^65: products could overflow */
+      {256, 128, 512, 0, 1, 2},      /* NaN accumulator (fresh PSUM): reference blocks */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t b = (size_t)cases[i].m * cases[i].n * 4;
+    long before = nc_tensor_engine_pair_products();
+    run_matmul_with(0, cases[i].k, cases[i].m, cases[i].n, fast, cases[i].special, cases[i].first_acc);
+    run_matmul_with(1, cases[i].k, cases[i].m, cases[i].n, ref, cases[i].special, cases[i].first_acc);
+    run_matmul_with(2, cases[i].k, cases[i].m, cases[i].n, twin, cases[i].special, cases[i].first_acc);
+    long used = nc_tensor_engine_pair_products() - before;
+    /* Hosts with AVX512_BF16 (at the AVX-512 level) take the pair path in
+     * the fast and twin runs, never in the reference run. */
+    if (rt_isa_avx512_bf16()) CHECK(used == 2 * cases[i].pairs);
+    else CHECK(used == 0);
+    CHECK(memcmp(fast, ref, b) == 0);
+    CHECK(memcmp(twin, ref, b) == 0);
+  }
+  (void)bytes;
+  free(fast), free(ref), free(twin);
+}
+
+/* The cached packing of a moving tile: two matmuls read it (the second hits
+ * the cache), a DMA overwrites it, a third matmul must see the new values. */
+static void run_moving_reuse(int reference, float *out) {
+  enum { K = 128, M = 128, N = 512 };
+  nrt_nc_tensor t[] = {hbm(K * 2 * M * 2), hbm(K * N * 2), hbm(K * N * 2), hbm(3 * M * N * 4),
+                       tile(NRT_NC_SBUF, K, 2 * M * 2), tile(NRT_NC_SBUF, K, N * 2),
+                       tile(NRT_NC_PSUM, M, N * 4), tile(NRT_NC_PSUM, M, N * 4),
+                       tile(NRT_NC_PSUM, M, N * 4), tile(NRT_NC_SBUF, M, 3 * N * 4)};
+  nrt_nc_inst in[12];
+  int ni = 0;
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(4, NRT_NC_BFLOAT16, K, 1, 2 * M, 0);
+  in[ni++].ap[1] = ap2d(0, NRT_NC_BFLOAT16, K, 2 * M, 2 * M, 0);
+  for (int step = 0; step < 3; step++) {
+    if (step != 1) { /* load B (step 0), then overwrite the tile with B2 (step 2) */
+      in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+      in[ni].ap[0] = ap2d(5, NRT_NC_BFLOAT16, K, 1, N, 0);
+      in[ni++].ap[1] = ap2d(step ? 2 : 1, NRT_NC_BFLOAT16, K, N, N, 0);
+    }
+    in[ni] = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+    in[ni].ap[0] = ap2d(6 + step, NRT_NC_FLOAT32, M, 1, N, 0);
+    in[ni].ap[1] = ap2d(4, NRT_NC_BFLOAT16, K, 1, M, step == 1 ? M : 0);
+    in[ni++].ap[2] = ap2d(5, NRT_NC_BFLOAT16, K, 1, N, 0);
+  }
+  for (int step = 0; step < 3; step++) {
+    in[ni] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+    in[ni].ap[0] = ap2d(9, NRT_NC_FLOAT32, M, 1, N, step * N);
+    in[ni++].ap[1] = ap2d(6 + step, NRT_NC_FLOAT32, M, 1, N, 0);
+  }
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(3, NRT_NC_FLOAT32, M, 3 * N, 3 * N, 0);
+  in[ni++].ap[1] = ap2d(9, NRT_NC_FLOAT32, M, 1, 3 * N, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, ni, t, 10, &prog, &diag));
+  uint16_t *a = malloc(K * 2 * M * 2), *b = malloc(K * N * 2), *b2 = malloc(K * N * 2);
+  for (int i = 0; i < K * 2 * M; i++) a[i] = rt_bfloat16_from_float(sinf((float)i * 0.3f));
+  for (int i = 0; i < K * N; i++) b[i] = rt_bfloat16_from_float(cosf((float)i * 0.7f));
+  for (int i = 0; i < K * N; i++) b2[i] = rt_bfloat16_from_float(sinf((float)i * 1.3f + 0.5f));
+  void *ptrs[] = {a, b, b2, out, NULL, NULL, NULL, NULL, NULL, NULL};
+  nc_tensor_engine_force_reference(reference);
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  nc_tensor_engine_force_reference(0);
+  nrt_nc_program_destroy(prog);
+  free(a), free(b), free(b2);
+}
+
+static void test_moving_pack_cache(void) {
+  size_t bytes = 3 * 128 * 512 * 4;
+  float *fast = malloc(bytes), *ref = malloc(bytes);
+  long hits = nc_tensor_engine_pack_hits(), misses = nc_tensor_engine_pack_misses();
+  run_moving_reuse(0, fast);
+  if (rt_isa_avx512_bf16()) {
+    CHECK(nc_tensor_engine_pack_hits() - hits == 1);     /* the second matmul */
+    CHECK(nc_tensor_engine_pack_misses() - misses == 2); /* the first and, after the DMA, the third */
+  }
+  run_moving_reuse(1, ref);
+  CHECK(memcmp(fast, ref, bytes) == 0);
+  /* The third product used B2, not the stale packing of B. */
+  CHECK(memcmp(fast, fast + 2 * 128 * 512, 128 * 512 * 4) != 0);
   free(fast), free(ref);
 }
 
@@ -491,6 +593,7 @@ static void test_mx_numerics(void) {
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
+  RUN(test_moving_pack_cache);
   RUN(test_double_row_matches_reference);
   RUN(test_rules);
   RUN(test_malformed_records);

@@ -43,20 +43,17 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     flags |= _reduce_flags(reduce_cmd, name)
     red_op = _alu(reduce_op if reduce_op is not None else "add", name)
     if isinstance(relu_param, NkiTensor):
-        if reduce_res is not None:
-            # The simulator's instruction record has five operand slots.
-            fail("relu_param as a [P, 1] tile together with reduce_res is not simulated; pass "
-                 "relu_param as a number, or reduce in a separate instruction", "operand", name)
-        last, slope, flags = _rec(relu_param, name), 0.0, flags | trace.FLAG_RELU_TILE
+        relu, slope, flags = _rec(relu_param, name), 0.0, flags | trace.FLAG_RELU_TILE
     else:
         try:
             slope = float(relu_param)
         except (TypeError, ValueError):
             fail(f"relu_param must be a number or a [P, 1] tile, got {type(relu_param).__name__}",
                  "operand", name)
-        last = _optional(reduce_res, "reduce_res", name)
+        relu = trace.NO_AP
     _emit(name, trace.ACTIVATE2, _engine(engine, trace.SCALAR_ENGINE), dst,
-          [_rec(dst, name), _rec(data, name), r0, r1, last],
+          [_rec(dst, name), _rec(data, name), r0, r1, _optional(reduce_res, "reduce_res", name),
+           relu],
           func=(op.code, _op_or_bypass(op0, name), _op_or_bypass(op1, name)), flags=flags,
           axes=red_op, imm=(i0, i1, slope))
     if reduce_res is not None:

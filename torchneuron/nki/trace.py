@@ -37,14 +37,15 @@ SBUF, PSUM, HBM = 0, 1, 2
 FLAG_ACCUMULATE, FLAG_REVERSE0, FLAG_REVERSE1, FLAG_NEGATE = 1, 2, 4, 8
 FLAG_REDUCE_RESET, FLAG_REDUCE_LOAD, FLAG_REDUCE_FOLD = 16, 32, 64
 FLAG_DOUBLE_ROW = 128  # nc_matmul perf_mode=double_row
-FLAG_RELU_TILE = 256  # activate2's relu_param is a [P, 1] tile (operand 4)
+FLAG_RELU_TILE = 256  # activate2's relu_param is a [P, 1] tile (operand 5)
+MAX_APS = 6  # operand slots of an instruction record (NRT_NC_MAX_APS)
 
 _AP = np.dtype([("tensor", "<i4"), ("dtype", "<i4"), ("partition_start", "<i4"),
                 ("partitions", "<i4"), ("partition_step", "<i8"), ("offset", "<i8"),
                 ("num_free", "<i4"), ("reserved", "<i4"), ("stride", "<i8", (4,)),
                 ("count", "<i8", (4,))])
 _INST = np.dtype([("opcode", "<i4"), ("engine", "<i4"), ("func", "<i4", (3,)), ("flags", "<u4"),
-                  ("axes", "<i4"), ("reserved", "<i4"), ("ap", _AP, (5,)), ("imm", "<f8", (4,))])
+                  ("axes", "<i4"), ("reserved", "<i4"), ("ap", _AP, (MAX_APS,)), ("imm", "<f8", (4,))])
 _TENSOR = np.dtype([("buffer", "<i4"), ("partitions", "<i4"), ("bytes", "<i8"), ("fixed", "<i4"),
                     ("partition_base", "<i4"), ("byte_offset", "<i8")])
 NO_AP = (-1, 0, 0, 1, 0, 0, 0, 0, (0, 0, 0, 0), (1, 1, 1, 1))
@@ -128,7 +129,7 @@ class Tracer:
         return s
 
     def emit(self, name, opcode, engine, aps, func=(0, 0, 0), flags=0, axes=0, imm=(0, 0, 0, 0)):
-        aps = list(aps) + [NO_AP] * (5 - len(aps))
+        aps = list(aps) + [NO_AP] * (MAX_APS - len(aps))
         imm = tuple(float(v) for v in imm) + (0.0,) * (4 - len(imm))
         func = tuple(func) + (0,) * (3 - len(func))
         record = (opcode, engine, func, flags, axes, 0, aps, imm)

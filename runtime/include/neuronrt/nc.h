@@ -119,8 +119,8 @@ typedef enum nrt_nc_opcode {
    * registers (nki.isa.reduce_cmd); reduce_res, when present, receives them. */
   NRT_NC_ACTIVATE2,          /* ap1 data, ap2 imm0 [P,1] (else imm0), ap3 imm1 (else imm1), ap4
                               * reduce_res: func[0](((data op0 imm0) op1 imm1)) with op0 = func[1],
-                              * op1 = func[2]; imm2 prelu slope (flag RELU_TILE: ap4 is a [P,1]
-                              * slope tile instead of reduce_res); axes: the reduce ALU op */
+                              * op1 = func[2]; imm2 prelu slope (flag RELU_TILE: ap5 is a [P,1]
+                              * slope tile); axes: the reduce ALU op */
   NRT_NC_SCALAR_CUMULATIVE,  /* ap1 src, ap2 imm0 [P,1] (else imm0): reg = func[1](func[0](src[j],
                               * imm0), reg); dst[j] = reg; imm1 the load_reduce value */
   NRT_NC_SELECT_REDUCE,      /* ap1 predicate, ap2 on_true, ap3 on_false [P,1] (else imm0), ap4
@@ -266,12 +266,12 @@ typedef enum nrt_nc_act {
  * most major free dim of size 2); the contraction runs over the K
  * partitions and that dim, 2K terms, partition-major (term 2p + j). */
 #define NRT_NC_FLAG_DOUBLE_ROW 128u
-/* activate2: ap4 is relu_param, a [P, 1] tile of per-partition prelu slopes
- * (read), instead of reduce_res; the reduce registers still work. */
+/* activate2: ap5 is relu_param, a [P, 1] tile of per-partition prelu slopes
+ * (read) instead of the immediate imm2. */
 #define NRT_NC_FLAG_RELU_TILE 256u
 
 #define NRT_NC_MAX_FREE_DIMS 4
-#define NRT_NC_MAX_APS 5
+#define NRT_NC_MAX_APS 6
 
 typedef struct nrt_nc_ap {
   int32_t tensor; /* index into the program's tensor table, -1: none */

@@ -13,7 +13,16 @@ typedef struct nc_core {
   int64_t sbuf_partition_bytes, psum_partition_bytes;
   float *regs; /* reduce registers: [engine][partition], zero when a run starts */
   uint32_t *rng; /* generator states: [engine][partition][NC_RNG_WORDS] */
+  /* Write generation of each tensor: bumped by every instruction that
+   * writes it (and its fresh fill), so a value derived from a tile's
+   * contents stays valid while the generation does. */
+  uint64_t *gen;
+  struct nc_pack_cache *packs; /* tensor_engine.c; NULL: no caching */
 } nc_core;
+
+/* tensor_engine.c: the packed-operand cache of a run. */
+struct nc_pack_cache *nc_pack_cache_new(void);
+void nc_pack_cache_free(struct nc_pack_cache *c);
 
 /* uint32 words of generator state per lane (Vector's 4 XORWOW streams). */
 #define NC_RNG_WORDS 24

@@ -59,8 +59,7 @@ static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
 static const char *const buffer_names[] = {"SBUF", "PSUM", "HBM"};
 
 static const char *operand_name(const nrt_nc_inst *inst, int k) {
-  if (inst->opcode == NRT_NC_ACTIVATE2 && k == 4 && (inst->flags & NRT_NC_FLAG_RELU_TILE))
-    return "relu_param";
+  if (inst->opcode == NRT_NC_ACTIVATE2 && k == 5) return "relu_param";
   const char *name = operand_names[inst->opcode][k];
   return name ? name : "operand";
 }

@@ -50,11 +50,10 @@ static nrt_status check_activate2(const nrt_nc_program_t p, int32_t i, nrt_nc_di
                    "(multiply, bypass), (add, bypass), (subtract, bypass) or (bypass, bypass); "
                    "got ALU ops %d, %d", op0, op1);
   int relu_tile = (inst->flags & NRT_NC_FLAG_RELU_TILE) != 0;
-  if (relu_tile) {
-    nrt_status s = check_operand(p, i, 4, "relu_param", 1, diag);
-    if (s) return s;
-  }
-  int reduces = (!relu_tile && inst->ap[4].tensor >= 0) ||
+  if (relu_tile != (inst->ap[5].tensor >= 0))
+    return nc_fail(diag, i, -1, "operand", INVALID,
+                   "activate2's relu_param tile (operand 5) and its flag RELU_TILE disagree");
+  int reduces = inst->ap[4].tensor >= 0 ||
                 (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD));
   if (reduces && !is_min_max_add(inst->axes))
     return nc_fail(diag, i, -1, "activate2_ops", INVALID,
@@ -186,17 +185,17 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
   }
   /* Element-wise operands: which ones are per-partition scalars. */
   static const char per_partition[][NRT_NC_MAX_APS] = {
-      {0, 0, 1, 1, 1}, /* activate2: data, imm0, imm1, reduce_res */
+      {0, 0, 1, 1, 1, 1}, /* activate2: data, imm0, imm1, reduce_res, relu_param */
       {0, 0, 1, 0, 0}, /* cumulative: src, imm0 */
       {0, 0, 0, 1, 1}, /* select_reduce: predicate, on_true, on_false, reduce_res */
       {0, 0, 1, 1, 1}, /* range_select: on_true, bound0, bound1, reduce_res */
   };
   const char *row = per_partition[inst->opcode - NRT_NC_ACTIVATE2];
   static const char *const names[][NRT_NC_MAX_APS] = {
-      {"dst", "data", "imm0", "imm1", "reduce_res"},
-      {"dst", "src", "imm0", "", ""},
-      {"dst", "predicate", "on_true", "on_false", "reduce_res"},
-      {"dst", "on_true_tile", "bound0", "bound1", "reduce_res"},
+      {"dst", "data", "imm0", "imm1", "reduce_res", "relu_param"},
+      {"dst", "src", "imm0", "", "", ""},
+      {"dst", "predicate", "on_true", "on_false", "reduce_res", ""},
+      {"dst", "on_true_tile", "bound0", "bound1", "reduce_res", ""},
   };
   for (int k = 1; k < NRT_NC_MAX_APS; k++)
     if ((s = check_operand(p, i, k, names[inst->opcode - NRT_NC_ACTIVATE2][k], row[k], diag)))

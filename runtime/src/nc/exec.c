@@ -15,6 +15,7 @@
 #include "nc/access.h"
 #include "nc/numerics.h"
 #include "ops/engine/elementwise.h"
+#include "ops/engine/thread_pool.h"
 
 #define CORE_CACHE 4
 
@@ -83,9 +84,62 @@ static float scalar_operand(const nc_core *core, const nrt_nc_ap *ap, int64_t p,
 
 static int is_int_dtype(int32_t dtype) { return dtype <= NRT_NC_INT32; }
 
+/* Whether partition rows of ap are n contiguous elements. */
+static int contiguous_rows(const nrt_nc_ap *ap, int64_t n) {
+  return ap->count[3] == n && ap->stride[3] == 1;
+}
+
+/* A copy's partitions [begin, end): bytes moved directly (same dtype,
+ * contiguous rows), through a row of raw elements (same dtype) or converted
+ * through a row of fp32 (rows of at most COPY_ROW elements). */
+#define COPY_ROW 2048
+enum { COPY_DIRECT, COPY_RAW, COPY_CONVERT };
+typedef struct copy_job {
+  const nc_core *core;
+  const nrt_nc_ap *dst, *src;
+  int64_t n;
+  int mode;
+} copy_job;
+
+static void copy_rows(int64_t begin, int64_t end, void *ctx) {
+  const copy_job *job = ctx;
+  float row[COPY_ROW]; /* 4-byte elements at most */
+  size_t bytes = (size_t)job->n * nrt_nc_dtype_size(job->dst->dtype);
+  for (int64_t p = begin; p < end; p++) {
+    if (job->mode == COPY_DIRECT) {
+      memmove(nc_row(job->core, job->dst, p), nc_row(job->core, job->src, p), bytes);
+    } else if (job->mode == COPY_RAW) {
+      nc_gather_raw(job->core, job->src, p, (uint8_t *)row);
+      nc_scatter_raw(job->core, job->dst, p, (const uint8_t *)row);
+    } else {
+      nc_gather_f32(job->core, job->src, p, row);
+      nc_scatter_f32(job->core, job->dst, p, row);
+    }
+  }
+}
+
 static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
+  const nrt_nc_tensor *td = &core->program->tensors[dst->tensor];
+  const nrt_nc_tensor *ts = &core->program->tensors[src->tensor];
+  int same = dst->dtype == src->dtype;
+  int direct = same && contiguous_rows(dst, n) && contiguous_rows(src, n);
+  if (!(inst->flags & NRT_NC_FLAG_ACCUMULATE) && (direct || n <= COPY_ROW) &&
+      nrt_nc_dtype_size(dst->dtype) <= 4 && nrt_nc_dtype_size(src->dtype) <= 4) {
+    /* Partitions in parallel only when dst and src cannot overlap: one is on
+     * chip and the other in HBM, or two distinct on-chip tensors (both live,
+     * so placed apart); HBM arguments may alias each other. Otherwise in
+     * partition order, as below (memmove for rows that overlap themselves). */
+    int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
+                   (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
+    int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
+    copy_job job = {.core = core, .dst = dst, .src = src, .n = n,
+                    .mode = direct ? COPY_DIRECT : same ? COPY_RAW : COPY_CONVERT};
+    if (disjoint && bytes >= ((int64_t)1 << 16)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
+    else copy_rows(0, dst->partitions, &job);
+    return;
+  }
   for (int64_t p = 0; p < dst->partitions; p++) {
     if (inst->flags & NRT_NC_FLAG_ACCUMULATE) { /* a DMA's read-modify-write: dst + src in fp32 */
       nc_gather_f32(core, dst, p, s->a);
@@ -394,8 +448,10 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   nc_run *r = calloc(1, sizeof *r);
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
   float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
-  if (!r || !rows || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
-                                     g->partitions * g->psum_partition_bytes, &r->mem)) {
+  uint64_t *gen = calloc((size_t)p->num_tensors + 1, sizeof *gen);
+  if (!r || !rows || !gen || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
+                                             g->partitions * g->psum_partition_bytes, &r->mem)) {
+    free(gen);
     free(rows);
     free(r);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running an NKI program");
@@ -403,7 +459,15 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   r->rows = rows;
   r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
                       .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row};
+                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row,
+                      .gen = gen};
+  /* Packed operands are cached by tensor and write generation, which is
+   * sound only if a tile's memory changes through its own writes: not with
+   * manually placed on-chip tensors, which may overlap live ones. */
+  int fixed = 0;
+  for (int32_t t = 0; t < p->num_tensors; t++)
+    fixed |= p->tensors[t].buffer != NRT_NC_HBM && p->tensors[t].fixed;
+  if (!fixed) r->core.packs = nc_pack_cache_new();
   memset(r->core.regs, 0, (size_t)regs * sizeof(float));
   r->core.rng = (uint32_t *)(r->core.regs + regs);
   nc_rng_init(&r->core);
@@ -415,7 +479,17 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
 /* Fresh tiles whose lifetime begins at instruction i are filled. */
 static void fill_at(nc_run *r, int32_t i) {
   const struct nrt_nc_program *p = r->core.program;
-  for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) fill_fresh(&r->core, p->fill_list[f]);
+  for (int32_t f = p->fill_start[i]; f < p->fill_start[i + 1]; f++) {
+    fill_fresh(&r->core, p->fill_list[f]);
+    r->core.gen[p->fill_list[f]]++;
+  }
+}
+
+/* Instruction i has written its destination operands. */
+static void bump_written(nc_run *r, int32_t i) {
+  const nrt_nc_inst *inst = &r->core.program->insts[i];
+  for (int k = 0; k < NRT_NC_MAX_APS; k++)
+    if (inst->ap[k].tensor >= 0 && (nc_operand_role(inst, k) & 2)) r->core.gen[inst->ap[k].tensor]++;
 }
 
 int32_t nc_run_to_sync(nc_run *r) {
@@ -425,6 +499,7 @@ int32_t nc_run_to_sync(nc_run *r) {
     fill_at(r, i);
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
     exec_inst(&r->core, &p->insts[i], &r->s);
+    bump_written(r, i);
     r->pc++;
   }
   return -1;
@@ -434,13 +509,18 @@ void nc_run_fill_call(nc_run *r, int32_t count) {
   for (int32_t k = 1; k < count; k++) fill_at(r, r->pc + k);
 }
 
-void nc_run_advance(nc_run *r, int32_t count) { r->pc += count; }
+void nc_run_advance(nc_run *r, int32_t count) {
+  for (int32_t k = 0; k < count; k++) bump_written(r, r->pc + k); /* a collective's dsts */
+  r->pc += count;
+}
 
 const nc_core *nc_run_core(const nc_run *r) { return &r->core; }
 
 void nc_run_end(nc_run *r) {
   if (!r) return;
   memory_release(&r->mem);
+  nc_pack_cache_free(r->core.packs);
+  free(r->core.gen);
   free(r->rows);
   free(r);
 }

@@ -41,9 +41,7 @@ static float reduce_row(int32_t op, const float *a, int64_t n) {
 static void write_reduce_res(const nc_core *core, const nrt_nc_inst *inst, int64_t p, int32_t op,
                              const float *row, int64_t n) {
   float r = nc_reduce_command(core, inst, p, op, reduce_row(op, row, n));
-  int res = inst->ap[4].tensor >= 0 &&
-            !(inst->opcode == NRT_NC_ACTIVATE2 && (inst->flags & NRT_NC_FLAG_RELU_TILE));
-  if (res) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+  if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
 }
 
 /* Out of line so that -O3 does not unswitch the loop on every op pair
@@ -58,7 +56,7 @@ static void exec_activate2(const nc_core *core, const nrt_nc_inst *inst, float *
   int rev0 = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, rev1 = (inst->flags & NRT_NC_FLAG_REVERSE1) != 0;
   int relu_tile = (inst->flags & NRT_NC_FLAG_RELU_TILE) != 0;
   for (int64_t p = 0; p < dst->partitions; p++) {
-    float slope = relu_tile ? nc_operand_or_imm(core, &inst->ap[4], p, 0.0) : (float)inst->imm[2];
+    float slope = relu_tile ? nc_operand_or_imm(core, &inst->ap[5], p, 0.0) : (float)inst->imm[2];
     float s0 = nc_operand_or_imm(core, &inst->ap[2], p, inst->imm[0]);
     float s1 = nc_operand_or_imm(core, &inst->ap[3], p, inst->imm[1]);
     nc_gather_f32(core, &inst->ap[1], p, a);
@@ -69,7 +67,7 @@ static void exec_activate2(const nc_core *core, const nrt_nc_inst *inst, float *
       a[j] = inst->func[0] == NRT_NC_ACT_PRELU ? (v >= 0.0f ? v : slope * v) : nc_act(inst->func[0], v);
     }
     nc_scatter_f32(core, dst, p, a);
-    if ((!relu_tile && inst->ap[4].tensor >= 0) ||
+    if (inst->ap[4].tensor >= 0 ||
         (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD)))
       write_reduce_res(core, inst, p, inst->axes, a, n);
   }

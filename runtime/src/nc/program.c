@@ -69,8 +69,6 @@ int nc_operand_role(const nrt_nc_inst *inst, int k) {
                     inst->opcode == NRT_NC_STREAM_SHUFFLE;       /* keeps mask-255 partitions */
     return reads_dst ? 3 : 2;
   }
-  if (k == 4 && inst->opcode == NRT_NC_ACTIVATE2 && (inst->flags & NRT_NC_FLAG_RELU_TILE))
-    return 1; /* relu_param */
   if (k == 4 && (inst->opcode == NRT_NC_ACTIVATION || inst->opcode == NRT_NC_TENSOR_SCALAR ||
                  inst->opcode == NRT_NC_ACTIVATE2 || inst->opcode == NRT_NC_SELECT_REDUCE ||
                  inst->opcode == NRT_NC_RANGE_SELECT))
