@@ -72,6 +72,11 @@
  *       #{s_i > rcond s_1} (rcond < 0: the dtype's eps) and write it to
  *       rank and, for gelsd and gelss, the singular values to S. info, rank
  *       and S may be empty (not written).
+ *   LINALG_MATRIX_EXP       outputs [E (..., n, n)]  inputs [A (..., n, n)]
+ *       E = exp(A) by scaling and squaring with the diagonal Pade
+ *       approximant of degree 3, 5, 7, 9 or 13 chosen by ||A||_1 (Higham
+ *       2005; matrix_exp.c), computed in double for both dtypes, the
+ *       products on the runtime's GEMM. A non-finite A gives NaN.
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -85,6 +90,7 @@
   X(LINALG_ORMQR, linalg_ormqr)                       \
   X(LINALG_EIGH, linalg_eigh)                         \
   X(LINALG_SVD, linalg_svd)                           \
-  X(LINALG_LSTSQ, linalg_lstsq)
+  X(LINALG_LSTSQ, linalg_lstsq)                       \
+  X(LINALG_MATRIX_EXP, linalg_matrix_exp)
 
 #endif
