@@ -1,8 +1,8 @@
 """Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
-cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh
-(n <= 128), svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
+cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
+svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
 right-hand sides, each driver; the SVD-based drivers n <= 128), matrix_exp,
 ldl_factor and ldl_solve (n <= 512) on batches of small matrices and on single
 large ones, float32 and float64.
@@ -48,11 +48,12 @@ OPS = {
     "ldl_solve": (lambda f, b: torch.linalg.ldl_solve(f[0], f[1], b), "ldl"),
 }
 
-# The largest n an op is measured at: eigh is a cyclic Jacobi, O(n^3) per
-# sweep, meant for small matrices; so is svd's one-sided Jacobi.
+# The largest n an op is measured at: svd's one-sided Jacobi is O(n^3) per
+# sweep, meant for small matrices (eigh is a Jacobi below n = 64 and a
+# tridiagonal QL from there).
 # lstsq's gelsy, gelsd and gelss solve through the same SVD; ldl is an
 # unblocked Bunch-Kaufman.
-MAX_N = {"eigh": 128, "eigvalsh": 128, "svd": 128, "svdvals": 128, "lstsq_gelsy": 128, "lstsq_gelsd": 128,
+MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsy": 128, "lstsq_gelsd": 128,
          "lstsq_gelss": 128, "ldl_factor": 512, "ldl_solve": 512}
 
 

@@ -43,9 +43,10 @@
  *       diagonal and above are not read), k <= min(m, p). The right-hand
  *       forms (C Q, C Q^T) are these on the transposed view C^T.
  *   LINALG_EIGH             outputs [W (..., n), V (..., n, n)]  scalars [upper, compute_v]
- *       Symmetric eigendecomposition A = V diag(W) V^T by cyclic Jacobi
- *       rotations (accurate to the last bits of the smallest eigenvalues,
- *       O(n^3) per sweep: meant for small and moderate n). V holds A on
+ *       Symmetric eigendecomposition A = V diag(W) V^T: below n = 64 by
+ *       cyclic Jacobi rotations (accurate to the last bits of the smallest
+ *       eigenvalues, O(n^3) per sweep), from n = 64 by Householder
+ *       tridiagonalisation and implicit QL in double (eigh.c). V holds A on
  *       entry, of which only the lower (or upper) triangle is read; W gets
  *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
  *       and V the orthonormal eigenvectors in its columns when compute_v
