@@ -1,8 +1,11 @@
 """Dense linear algebra on neuron (runtime/src/ops/linalg/) versus PyTorch
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
-cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh
-(n <= 128) and svd and svdvals (n <= 128) on batches of small matrices and on single large ones, float32 and float64.
+cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
+svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
+right-hand sides, each driver; the SVD-based drivers n <= 128), matrix_exp,
+ldl_factor and ldl_solve (n <= 512) on batches of small matrices and on single
+large ones, float32 and float64.
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
@@ -35,11 +38,23 @@ OPS = {
     "eigvalsh": (lambda a, b: torch.linalg.eigvalsh(a), lambda a: a + a.mT),
     "svd": (lambda a, b: torch.linalg.svd(a, full_matrices=False), lambda a: a),
     "svdvals": (lambda a, b: torch.linalg.svdvals(a), lambda a: a),
+    "lstsq_gels": (lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), None),
+    "lstsq_gelsy": (lambda a, b: torch.linalg.lstsq(a, b, driver="gelsy"), None),
+    "lstsq_gelsd": (lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd"), None),
+    "lstsq_gelss": (lambda a, b: torch.linalg.lstsq(a, b, driver="gelss"), None),
+    "matrix_exp": (lambda a, b: torch.linalg.matrix_exp(a), lambda a: a / a.shape[-1]),
+    "ldl_factor": (lambda a, b: torch.linalg.ldl_factor(a), lambda a: a + a.mT - 2 * a.shape[-1] * torch.eye(
+        a.shape[-1], dtype=a.dtype)),
+    "ldl_solve": (lambda f, b: torch.linalg.ldl_solve(f[0], f[1], b), "ldl"),
 }
 
-# The largest n an op is measured at: eigh is a cyclic Jacobi, O(n^3) per
-# sweep, meant for small matrices; so is svd's one-sided Jacobi.
-MAX_N = {"eigh": 128, "eigvalsh": 128, "svd": 128, "svdvals": 128}
+# The largest n an op is measured at: svd's one-sided Jacobi is O(n^3) per
+# sweep, meant for small matrices (eigh is a Jacobi below n = 64 and a
+# tridiagonal QL from there).
+# lstsq's gelsy, gelsd and gelss solve through the same SVD; ldl is an
+# unblocked Bunch-Kaufman.
+MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsy": 128, "lstsq_gelsd": 128,
+         "lstsq_gelss": 128, "ldl_factor": 512, "ldl_solve": 512}
 
 
 def main() -> None:
@@ -61,9 +76,16 @@ def main() -> None:
                     continue
                 g = torch.Generator().manual_seed(0)
                 a = torch.randn(batch, n, n, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)
-                a = prepare(a)
                 b = torch.randn(batch, n, 8, generator=g, dtype=dtype)
-                na, nb = a.to("neuron"), b.to("neuron")
+                if prepare is None:  # least squares: tall 2n x n systems
+                    a = torch.cat([a, torch.randn(batch, n, n, generator=g, dtype=dtype)], -2)
+                    b = torch.randn(batch, 2 * n, 8, generator=g, dtype=dtype)
+                elif prepare == "ldl":  # solve with a factorisation made beforehand (on the CPU)
+                    a = torch.linalg.ldl_factor(a + a.mT - 2 * n * torch.eye(n, dtype=dtype))
+                else:
+                    a = prepare(a)
+                na = tuple(t.to("neuron") for t in a) if isinstance(a, tuple) else a.to("neuron")
+                nb = b.to("neuron")
                 with torch.no_grad():
                     dm, db, cm, cb = interleaved(lambda: fn(na, nb), lambda: fn(a, b), args.repeats)
                 print(f"{name:<18}{str(dtype)[6:]:<9}{f'{batch}x{n}':<12}{dm * 1e3:10.3f}{db * 1e3:8.3f}"

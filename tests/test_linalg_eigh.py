@@ -1,5 +1,5 @@
 """Symmetric eigendecomposition natively on neuron (runtime LINALG_EIGH,
-cyclic Jacobi): linalg.eigh and linalg.eigvalsh against the CPU's LAPACK,
+cyclic Jacobi below n = 64, tridiagonal QL from there): linalg.eigh and linalg.eigvalsh against the CPU's LAPACK,
 float32 and float64, UPLO "L"/"U" (the other triangle holds garbage),
 batched, row- and column-major and strided inputs, zero-size, out=, the
 CPU's errors, and backward through PyTorch's formula. Eigenvectors are
@@ -50,7 +50,7 @@ def check_decomposition(w, v, cw, cv, a):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (3, 6, 6), (2, 2, 4, 4), (40, 40)])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (3, 6, 6), (2, 2, 4, 4), (40, 40), (64, 64), (2, 100, 100)])
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_eigh_matches_cpu(dtype, shape, uplo):
     a = sym(*shape, dtype=dtype, seed=1)

@@ -1,5 +1,6 @@
-/* LINALG_EIGH (cyclic Jacobi) against matrices of known spectrum and by
- * residuals, as LAPACK's tests do.
+/* LINALG_EIGH (cyclic Jacobi below n = 64, tridiagonal QL from there: the
+ * n = 80 cases) against matrices of known spectrum and by residuals, as
+ * LAPACK's tests do.
  *
  * Twin: A = Q diag(w) Q^T built in double from a chosen ascending w
  * (with a repeated value and a negative one) and Q a product of random

@@ -1,9 +1,10 @@
 // Symmetric eigendecomposition on neuron: _linalg_eigh (linalg.eigh,
-// linalg.eigvalsh) on the runtime's LINALG_EIGH (cyclic Jacobi, see
-// neuronrt/ops/linalg.h). Shapes, strides, dtype and UPLO checks come from
-// PyTorch's structured meta function; eigenvalues ascend as LAPACK returns
-// them. Eigenvectors are unique only up to sign (and within repeated
-// eigenvalues), and their signs are not LAPACK's. Complex inputs run
+// linalg.eigvalsh) on the runtime's LINALG_EIGH (cyclic Jacobi, or from
+// n = 64 tridiagonal QL, see neuronrt/ops/linalg.h). Shapes, strides,
+// dtype and UPLO checks come from PyTorch's structured meta function;
+// eigenvalues ascend as LAPACK returns them. Eigenvectors are unique
+// only up to sign (and within repeated eigenvalues), and their signs are
+// not LAPACK's. Complex inputs run
 // through the counted CPU fallback. Autograd comes from PyTorch's formula
 // (linalg_eigh_backward), which calls native ops.
 #include <ATen/ATen.h>

@@ -43,9 +43,10 @@
  *       diagonal and above are not read), k <= min(m, p). The right-hand
  *       forms (C Q, C Q^T) are these on the transposed view C^T.
  *   LINALG_EIGH             outputs [W (..., n), V (..., n, n)]  scalars [upper, compute_v]
- *       Symmetric eigendecomposition A = V diag(W) V^T by cyclic Jacobi
- *       rotations (accurate to the last bits of the smallest eigenvalues,
- *       O(n^3) per sweep: meant for small and moderate n). V holds A on
+ *       Symmetric eigendecomposition A = V diag(W) V^T: below n = 64 by
+ *       cyclic Jacobi rotations (accurate to the last bits of the smallest
+ *       eigenvalues, O(n^3) per sweep), from n = 64 by Householder
+ *       tridiagonalisation and implicit QL in double (eigh.c). V holds A on
  *       entry, of which only the lower (or upper) triangle is read; W gets
  *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
  *       and V the orthonormal eigenvectors in its columns when compute_v
@@ -72,6 +73,26 @@
  *       #{s_i > rcond s_1} (rcond < 0: the dtype's eps) and write it to
  *       rank and, for gelsd and gelss, the singular values to S. info, rank
  *       and S may be empty (not written).
+ *   LINALG_MATRIX_EXP       outputs [E (..., n, n)]  inputs [A (..., n, n)]
+ *       E = exp(A) by scaling and squaring with the diagonal Pade
+ *       approximant of degree 3, 5, 7, 9 or 13 chosen by ||A||_1 (Higham
+ *       2005; matrix_exp.c), computed in double for both dtypes, the
+ *       products on the runtime's GEMM. A non-finite A gives NaN.
+ *   LINALG_LDL_FACTOR       outputs [LD (..., n, n), pivots (..., n) int32, info (...) int32]
+ *       A = L D L^T (L carrying the interchanges) as LAPACK's sytrf with uplo 'L' (Bunch-Kaufman
+ *       diagonal pivoting with 1x1 and 2x2 blocks; ldl.c): LD holds A on
+ *       entry, of which only the lower triangle is read; on exit L below
+ *       the diagonal (unit diagonal not stored), D's diagonal and 2x2
+ *       off-diagonal entries in place, zeros above. pivots in LAPACK's
+ *       convention: k (1-based) for a 1x1 block at k whose rows k and
+ *       pivots[k] were interchanged, equal negative -p for both rows of a
+ *       2x2 block whose second row was interchanged with p. info is 0, or
+ *       the first k with a zero D block (the factorisation completes).
+ *       info may be empty (not written).
+ *   LINALG_LDL_SOLVE        outputs [X (..., n, k)]  inputs [LD (..., n, n), pivots (..., n) int32]
+ *       X holds B on entry; solves A X = B for A factored as
+ *       LINALG_LDL_FACTOR leaves it (as sytrs). Pivots that no
+ *       factorisation writes are an error, not a wild access.
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -85,6 +106,9 @@
   X(LINALG_ORMQR, linalg_ormqr)                       \
   X(LINALG_EIGH, linalg_eigh)                         \
   X(LINALG_SVD, linalg_svd)                           \
-  X(LINALG_LSTSQ, linalg_lstsq)
+  X(LINALG_LSTSQ, linalg_lstsq)                       \
+  X(LINALG_MATRIX_EXP, linalg_matrix_exp)             \
+  X(LINALG_LDL_FACTOR, linalg_ldl_factor)             \
+  X(LINALG_LDL_SOLVE, linalg_ldl_solve)
 
 #endif

@@ -1,8 +1,15 @@
 /* LINALG_EIGH (layout in neuronrt/ops/linalg.h): each matrix is packed
  * from its lower or upper triangle into full symmetric row-major scratch,
- * diagonalised by cyclic Jacobi (eigh_t.h), and its eigenpairs written back
- * sorted by ascending eigenvalue. Batches split across the kernel threads. */
+ * diagonalised, and its eigenpairs written back sorted by ascending
+ * eigenvalue. Below EIGH_QL_MIN rows by cyclic Jacobi (eigh_t.h: accurate
+ * to the last bits of small eigenvalues, but O(n^3) per sweep); from there
+ * by Householder reduction to tridiagonal form and implicit QL iterations
+ * (tridiag_ql below, in double for both dtypes; normwise backward stable as
+ * LAPACK's syevd, and falling back to Jacobi should an eigenvalue not
+ * converge). Batches split across the kernel threads. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
@@ -17,6 +24,153 @@
 #include "ops/linalg/eigh_t.h"
 #undef LA_T
 #undef LA_NAME
+
+#define EIGH_QL_MIN 64
+
+/* Eigenvalues (d) and, when want_v, eigenvectors (rows of zt: zt = V^T) of
+ * the symmetric a (n x n, row-major, full; destroyed), with e, row and v
+ * (n each) as scratch. Returns 0, or -1 if an eigenvalue took over 60
+ * iterations.
+ * Reduction: for k = 0 .. n-3, the reflector H_k = I - beta v v^T (v over
+ * rows k+1..n-1, kept in column k below the diagonal) maps a's column k
+ * below the diagonal onto (alpha, 0, ...), alpha = -sign(x_0) ||x||, and
+ * the trailing block becomes H_k A22 H_k = A22 - v w^T - w v^T with
+ * w = p - (beta / 2)(v^T p) v, p = beta A22 v. Then A = Q T Q^T with
+ * Q = H_0 ... H_{n-3}, so zt starts as Q^T = H_{n-3} ... H_0.
+ * QL: for each l, while some e[m] (m >= l, the first) is not negligible
+ * next to |d[m]| + |d[m+1]|, one implicit QL sweep from m up to l with the
+ * shift of the leading 2x2 block's eigenvalue nearer d[l], its plane
+ * rotations applied to rows i, i+1 of zt. */
+static int tridiag_ql(double *a, int64_t n, double *d, double *e, double *zt, double *row, double *v,
+                      int want_v) {
+  const double eps = 2.220446049250313e-16;
+  for (int64_t k = 0; k + 2 < n; k++) {
+    const double x0 = a[(k + 1) * n + k];
+    double tail = 0;
+    for (int64_t i = k + 2; i < n; i++) tail += a[i * n + k] * a[i * n + k];
+    if (tail == 0) {
+      e[k] = x0;
+      row[k] = 0; /* beta_k */
+      continue;
+    }
+    const double norm = sqrt(x0 * x0 + tail), alpha = x0 >= 0 ? -norm : norm;
+    const double v0 = x0 - alpha, beta = 2.0 / (v0 * v0 + tail);
+    a[(k + 1) * n + k] = v0;
+    e[k] = alpha;
+    row[k] = beta;
+    const int64_t lo = k + 1;
+    double *p = d; /* d is free until the end of the reduction */
+    for (int64_t i = lo; i < n; i++) v[i] = a[i * n + k]; /* contiguous copy of v */
+    double vp = 0;
+    for (int64_t i = lo; i < n; i++) {
+      double sum = 0;
+      const double *ai = a + i * n;
+      for (int64_t j = lo; j < n; j++) sum += ai[j] * v[j];
+      p[i] = beta * sum;
+      vp += v[i] * p[i];
+    }
+    const double kk = 0.5 * beta * vp;
+    for (int64_t i = lo; i < n; i++) p[i] -= kk * v[i]; /* w */
+    for (int64_t i = lo; i < n; i++) {
+      const double vi = v[i], wi = p[i];
+      double *ai = a + i * n;
+      for (int64_t j = lo; j < n; j++) ai[j] -= vi * p[j] + wi * v[j];
+    }
+  }
+  if (n >= 2) e[n - 2] = a[(n - 1) * n + n - 2];
+  e[n - 1] = 0;
+  for (int64_t i = 0; i < n; i++) d[i] = a[i * n + i];
+  if (want_v) {
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) zt[i * n + j] = i == j;
+    double *acc = malloc((size_t)n * sizeof(double) + 8);
+    if (!acc) return -1;
+    for (int64_t k = 0; k + 2 < n; k++) { /* zt <- H_k zt, rows k+1..n-1 */
+      const double beta = row[k];
+      if (beta == 0) continue;
+      memset(acc, 0, (size_t)n * sizeof(double));
+      for (int64_t i = k + 1; i < n; i++) {
+        const double vi = a[i * n + k];
+        const double *zi = zt + i * n;
+        for (int64_t j = 0; j < n; j++) acc[j] += vi * zi[j];
+      }
+      for (int64_t i = k + 1; i < n; i++) {
+        const double f = beta * a[i * n + k];
+        double *zi = zt + i * n;
+        for (int64_t j = 0; j < n; j++) zi[j] -= f * acc[j];
+      }
+    }
+    free(acc);
+  }
+  for (int64_t l = 0; l < n; l++) {
+    int iter = 0;
+    for (;;) {
+      int64_t m = l;
+      for (; m + 1 < n; m++)
+        if (fabs(e[m]) <= eps * (fabs(d[m]) + fabs(d[m + 1]))) break;
+      if (m == l) break;
+      if (++iter > 60) return -1;
+      double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
+      double r = hypot(g, 1.0);
+      g = d[m] - d[l] + e[l] / (g + (g >= 0 ? r : -r));
+      double s = 1, c = 1, shift = 0;
+      int split = 0;
+      for (int64_t i = m - 1; i >= l; i--) {
+        const double f = s * e[i], b = c * e[i];
+        r = hypot(f, g);
+        e[i + 1] = r;
+        if (r == 0) { /* underflow: the matrix splits here */
+          d[i + 1] -= shift;
+          e[m] = 0;
+          split = 1;
+          break;
+        }
+        s = f / r;
+        c = g / r;
+        g = d[i + 1] - shift;
+        r = (d[i] - g) * s + 2.0 * c * b;
+        shift = s * r;
+        d[i + 1] = g + shift;
+        g = c * r - b;
+        if (want_v) {
+          double *zi = zt + i * n, *zn = zt + (i + 1) * n;
+          for (int64_t j = 0; j < n; j++) {
+            const double y = zi[j], x = zn[j];
+            zn[j] = s * y + c * x;
+            zi[j] = c * y - s * x;
+          }
+        }
+      }
+      if (split) continue;
+      d[l] -= shift;
+      e[l] = g;
+      e[m] = 0;
+    }
+  }
+  return 0;
+}
+
+/* The eigenpairs of a (n x n, full symmetric, type T) by tridiag_ql: the
+ * eigenvalues onto a's diagonal and V^T into vt, as la_jacobi leaves them.
+ * Returns 0, or -1 (a untouched) without memory or convergence. */
+#define EIGH_QL(T)                                                                                   \
+  static int eigh_ql_##T(T *a, int64_t n, T *vt, int want_v) {                                      \
+    double *w = malloc((size_t)(2 * n * n + 4 * n) * sizeof(double) + 8);                           \
+    if (!w) return -1;                                                                              \
+    double *x = w, *zt = x + n * n, *d = zt + n * n, *e = d + n, *row = e + n;                       \
+    for (int64_t i = 0; i < n * n; i++) x[i] = (double)a[i];                                        \
+    if (tridiag_ql(x, n, d, e, zt, row, row + n, want_v) != 0) {                                    \
+      free(w);                                                                                      \
+      return -1;                                                                                    \
+    }                                                                                               \
+    for (int64_t i = 0; i < n; i++) a[i * (n + 1)] = (T)d[i];                                       \
+    if (want_v)                                                                                     \
+      for (int64_t i = 0; i < n * n; i++) vt[i] = (T)zt[i];                                         \
+    free(w);                                                                                        \
+    return 0;                                                                                       \
+  }
+EIGH_QL(float)
+EIGH_QL(double)
 
 typedef struct eigh_job {
   const nrt_tensor_view *w, *v;
@@ -34,7 +188,8 @@ typedef struct eigh_job {
         const int64_t hi = i > j ? i : j, lo = i > j ? j : i; /* lower: (hi, lo) */         \
         a[i * n + j] = job->upper ? src[lo * rs + hi * cs] : src[hi * rs + lo * cs];         \
       }                                                                                      \
-    la_jacobi_##SUFFIX(a, n, vt, job->want_v);                                               \
+    if (n < EIGH_QL_MIN || eigh_ql_##T(a, n, vt, job->want_v) != 0)                          \
+      la_jacobi_##SUFFIX(a, n, vt, job->want_v);                                             \
     for (int64_t i = 0; i < n; i++) order[i] = i;                                            \
     for (int64_t i = 1; i < n; i++) { /* insertion sort: stable, ascending */               \
       const int64_t x = order[i];                                                            \
