@@ -63,6 +63,7 @@ def _streams(rank, store):
         a = torch.ones(256, 256, device=dev)
         b = a @ a  # current stream
         side = torch.neuron.Stream()
+        side.wait_stream(torch.neuron.current_stream())  # for a, made on the current stream
         with torch.neuron.stream(side):
             c = a + 41  # another stream
         torch.neuron.current_stream().synchronize()
