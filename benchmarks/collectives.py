@@ -12,9 +12,9 @@ buffer per rank, all_gather, reduce_scatter and all_to_all (n-1)/n of the
 whole) per size, medians of repeats taken turn by turn (shm, neuron on
 gloo, gloo CPU, shm, ...), and the ratios; then the demo GPT's DDP training
 step on 2 ranks (examples/ddp_train.py under torchrun) on neuron with and
-without the segment, with every rank's kernel threads on every core (the
-runtime's former default under torchrun), and on CPU with gloo, turn by
-turn.
+without the segment, with the collectives on the caller's stream
+(TORCHNEURON_DIST_OWN_STREAM=0, as before each group had streams of its
+own), and on CPU with gloo, turn by turn.
 """
 
 import argparse
@@ -129,10 +129,10 @@ def main():
         print(f"| {op} | {size_name(nbytes)} | {shm:.3f} | {tcp:.3f} | {cpu_bus:.3f} | {shm / cpu_bus:.2f} "
               f"| {shm / tcp:.2f} |")
     if not args.no_ddp:
-        # "all cores": every rank's kernel threads on every core, as before
-        # the runtime split the cores among a host's ranks
+        # "caller": the collectives on the caller's stream, as before the
+        # group had streams of its own (no overlap with the backward)
         runs = {"shm": ([], {"TORCHNEURON_DIST_SHM": "1"}), "tcp": ([], {"TORCHNEURON_DIST_SHM": "0"}),
-                "all cores": ([], {"TORCHNEURON_DIST_SHM": "1", "TORCHNEURON_NUM_THREADS": str(os.cpu_count())}),
+                "caller": ([], {"TORCHNEURON_DIST_SHM": "1", "TORCHNEURON_DIST_OWN_STREAM": "0"}),
                 "cpu": (["--device", "cpu", "--backend", "gloo"], {})}
         tps = {p: [] for p in runs}
         for _ in range(args.ddp_rounds):  # turn by turn
@@ -141,9 +141,9 @@ def main():
         med = {p: statistics.median(v) for p, v in tps.items()}
         print(f"\nDDP training step, demo GPT, {WORLD} ranks, medians of {args.ddp_rounds} runs: neuron shm "
               f"{med['shm']:,.0f} tokens/s, neuron gloo {med['tcp']:,.0f}, gloo CPU {med['cpu']:,.0f}; "
-              f"shm / gloo CPU {med['shm'] / med['cpu']:.2f}, shm / neuron gloo {med['shm'] / med['tcp']:.2f}; every "
-              f"rank on all cores (TORCHNEURON_NUM_THREADS={os.cpu_count()}, the former default) "
-              f"{med['all cores']:,.0f}, / gloo CPU {med['all cores'] / med['cpu']:.2f}")
+              f"shm / gloo CPU {med['shm'] / med['cpu']:.2f}, shm / neuron gloo {med['shm'] / med['tcp']:.2f}; the "
+              f"collectives on the caller's stream (TORCHNEURON_DIST_OWN_STREAM=0, as before) "
+              f"{med['caller']:,.0f}, shm / that {med['shm'] / med['caller']:.2f}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,10 @@ neuron (the "neuron" backend) and on the CPU (gloo), turn by turn in one
 run. For neuron's DDP step it splits the collectives' time: the time the
 segment's barriers waited for the later rank (the ranks' skew), and what
 the same all-reduces cost back to back without compute in between (the
-copies and reductions). --profile prints rank 0's top ops of a neuron DDP
+copies and reductions). The neuron DDP step runs twice: with the
+group's collectives on its own stream (as NCCL's; they overlap the rest of
+the backward), and on the caller's stream as before
+(TORCHNEURON_DIST_OWN_STREAM=0, a second group). --profile prints rank 0's top ops of a neuron DDP
 step (torch.profiler).
 
     python benchmarks/ddp_breakdown.py [--steps 10] [--rounds 3] [--profile]
@@ -93,15 +96,21 @@ def rank_main(rank, store, steps, rounds, profile, queue):
     dist.init_process_group("neuron", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     torch.neuron.set_device(0)
     gloo = dist.new_group(backend="gloo")
-    groups = {"neuron": dist.group.WORLD, "cpu": gloo}
+    os.environ["TORCHNEURON_DIST_OWN_STREAM"] = "0"
+    on_caller = dist.new_group(backend="neuron")
+    del os.environ["TORCHNEURON_DIST_OWN_STREAM"]
+    groups = {"neuron": ("neuron", dist.group.WORLD), "neuron, caller's stream": ("neuron", on_caller),
+              "cpu": ("cpu", gloo)}
     times = {(d, m): [] for d in groups for m in ("alone", "ddp")}
     times["wait"], times["collectives"], times["bare"] = [], [], []
     for _ in range(rounds):  # turn by turn
-        for device, group in groups.items():
+        for name, (device, group) in groups.items():
             for mode in ("alone", "ddp"):
+                if mode == "alone" and name != device:
+                    continue  # the same as neuron's
                 t, (model, _, _, extra) = steps_time(rank, device, mode == "ddp", steps, group)
-                times[device, mode].append(t)
-                if device == "neuron" and mode == "ddp":
+                times[name, mode].append(t)
+                if name == "neuron" and mode == "ddp":
                     times["wait"].append(extra["wait"])
                     times["collectives"].append(extra["collectives"])
                     times["bare"].append(bare_all_reduces(model, device))
@@ -118,7 +127,7 @@ def rank_main(rank, store, steps, rounds, profile, queue):
         if rank == 0:
             print(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=25), flush=True)
     if rank == 0:
-        queue.put({k: statistics.median(v) for k, v in times.items()})
+        queue.put({k: statistics.median(v) for k, v in times.items() if v})
     dist.barrier(group=gloo)
     dist.destroy_process_group()
 
@@ -138,9 +147,9 @@ def main():
     print(f"host: {cpu.group(1) if cpu else '?'}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
           f"{WORLD} ranks; ms per step, medians of {args.rounds} rounds of {args.steps} steps, turn by turn")
     print("\n| device | alone | DDP | DDP - alone |\n|---|---:|---:|---:|")
-    for device in ("neuron", "cpu"):
-        a, b = med[device, "alone"] * 1e3, med[device, "ddp"] * 1e3
-        print(f"| {device} | {a:.1f} | {b:.1f} | {b - a:.1f} |")
+    for name in ("neuron", "neuron, caller's stream", "cpu"):
+        a, b = med[name.split(",")[0], "alone"] * 1e3, med[name, "ddp"] * 1e3
+        print(f"| {name} | {a:.1f} | {b:.1f} | {b - a:.1f} |")
     print(f"\nneuron DDP, per step: {med['collectives']:.1f} collectives through the segment; their barriers "
           f"waited {med['wait'] * 1e3:.1f} ms for the later rank; an all_reduce of every gradient at once, "
           f"back to back: {med['bare'] * 1e3:.2f} ms")

@@ -165,9 +165,9 @@ def _ordering(rank, store):
     x = torch.ones(1 << 16, device=dev)
     for _ in range(5):
         x = x * 2 + 1  # 63 after five steps
-    work = dist.all_reduce(x, async_op=True)
-    y = x * 10  # queued behind the collective on the same stream
+    work = dist.all_reduce(x, async_op=True)  # on the group's stream, as NCCL's
     work.wait()  # the current stream waits; the host does not
+    y = x * 10  # queued behind the collective on the current stream
     assert y[0].item() == 63 * WORLD * 10
     assert work.is_completed() and work.is_success()
     # Another stream waits through wait().

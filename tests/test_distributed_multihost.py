@@ -63,14 +63,14 @@ def hosts():
             _ip("netns", "del", ns)
 
 
-def _torchrun(ns, node, nproc, args):
+def _torchrun(ns, node, nproc, args, script=os.path.join(ROOT, "examples", "ddp_train.py")):
     """Starts torchrun for host `node` in namespace ns, in a session of its
     own (killed as a whole), stdout and stderr together."""
     env = dict(os.environ, GLOO_SOCKET_IFNAME=IFNAME, OMP_NUM_THREADS="1")
     cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", "torch.distributed.run",
            "--nnodes", "2", "--nproc-per-node", str(nproc), "--node-rank", str(node),
            "--master-addr", ADDRESSES[0], "--master-port", str(PORT),
-           os.path.join(ROOT, "examples", "ddp_train.py"), *args]
+           script, *args]
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -136,4 +136,99 @@ def test_a_dead_host_makes_the_other_raise(hosts):
         _kill(procs)
     out = "".join(seen) + rest
     assert procs[0].returncode != 0, out
-    assert re.search(r"DistBackendError: neuron backend \w+: .*(Connection closed|reset|[Tt]imed out)", out), out
+    # raised where the caller's stream waited for the group's stream
+    assert re.search(r"DistBackendError: (waited on an event whose work failed: )?neuron backend \w+: "
+                     r".*(Connection closed|reset|[Tt]imed out)", out), out
+
+
+# The hierarchical path (a segment per host, gloo between the hosts'
+# leaders): all_reduce of every op the two share, in float32, bfloat16 and
+# int64, sizes past a segment buffer, non-contiguous, against gloo on CPU
+# tensors in the same run (a gloo subgroup over the same ranks); then
+# 4 and 16 MiB all_reduce timed against a neuron group without the
+# hierarchy (TORCHNEURON_DIST_HIER=0: a gloo ring over all ranks) and gloo
+# on CPU, turn by turn, printed (the test asserts nothing about time).
+HIER_SCRIPT = r"""
+import os, statistics, time
+import torch, torch.distributed as dist
+import torchneuron
+from torchneuron import _C
+
+dist.init_process_group("neuron")
+rank, world = dist.get_rank(), dist.get_world_size()
+gloo = dist.new_group(backend="gloo")
+dev = torch.device("neuron", 0)
+before = _C._neuron_c10d_hier_collectives()
+checked = 0
+for dtype in (torch.float32, torch.bfloat16, torch.int64):
+    for n in (1, 1000, (4 << 20) // 4 + 333):
+        base = (torch.arange(n, dtype=torch.int64) * 7 + rank) % 5 + 1
+        ops = [dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN]
+        if n < 2000:
+            ops.append(dist.ReduceOp.PRODUCT)
+        if dtype == torch.int64:
+            ops += [dist.ReduceOp.BAND, dist.ReduceOp.BOR, dist.ReduceOp.BXOR]
+        for op in ops:
+            x = base.to(dtype).to(dev)
+            dist.all_reduce(x, op=op)
+            want = base.to(dtype if dtype != torch.bfloat16 else torch.float32)
+            dist.all_reduce(want, op=op, group=gloo)
+            assert torch.equal(x.cpu(), want.to(dtype)), (dtype, n, op)
+            checked += 1
+        if dtype.is_floating_point:
+            x = base.to(dtype).to(dev)
+            dist.all_reduce(x, op=dist.ReduceOp.AVG)
+            want = base.double()
+            dist.all_reduce(want, group=gloo)
+            assert torch.equal(x.cpu(), (want / world).to(dtype)), (dtype, n, "avg")
+            checked += 1
+m = ((torch.arange(35, dtype=torch.float32) + rank) % 3).reshape(5, 7)
+x = m.to(dev).t()  # non-contiguous
+dist.all_reduce(x)
+want = m.clone()
+dist.all_reduce(want, group=gloo)
+assert torch.equal(x.cpu(), want.t())
+checked += 1
+ran = _C._neuron_c10d_hier_collectives() - before
+print(f"rank {rank}/{world} hier checked {checked} ran {ran}", flush=True)
+
+os.environ["TORCHNEURON_DIST_HIER"] = "0"
+flat = dist.new_group(backend="neuron")
+os.environ["TORCHNEURON_DIST_HIER"] = "1"
+for mib in (4, 16):
+    n = (mib << 20) // 4
+    t = {"hier": torch.ones(n, device=dev), "flat": torch.ones(n, device=dev), "cpu": torch.ones(n)}
+    groups = {"hier": None, "flat": flat, "cpu": gloo}
+    times = {k: [] for k in t}
+    for round in range(5):
+        for k in t:
+            dist.barrier(group=gloo)
+            start = time.perf_counter()
+            dist.all_reduce(t[k], group=groups[k])
+            if k != "cpu":
+                torch.neuron.synchronize()
+            times[k].append(time.perf_counter() - start)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    print(f"rank {rank}/{world} bench {mib} MiB all_reduce ms: hier {med['hier']:.2f} "
+          f"flat {med['flat']:.2f} gloo_cpu {med['cpu']:.2f}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_hierarchical_all_reduce_on_two_hosts_matches_gloo_on_cpu(hosts, tmp_path):
+    script = tmp_path / "hier.py"
+    script.write_text(HIER_SCRIPT)
+    procs = [_torchrun(ns, node, NPROC, [], script=str(script)) for node, ns in enumerate(hosts)]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=300)[0])
+    finally:
+        _kill(procs)
+    out = "\n".join(outputs)
+    assert all(p.returncode == 0 for p in procs), out
+    lines = re.findall(rf"rank (\d)/{2 * NPROC} hier checked (\d+) ran (\d+)", out)
+    assert sorted(int(r) for r, _, _ in lines) == list(range(2 * NPROC)), out
+    for _, checked, ran in lines:
+        assert int(checked) > 0 and int(ran) == int(checked), out  # every one went through the hierarchy
+    print("".join(line + "\n" for line in out.splitlines() if " bench " in line))

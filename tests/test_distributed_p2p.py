@@ -41,10 +41,10 @@ def _p2p(rank, store):
     ]
     if rank == 1:
         ops = ops[3:] + ops[:3]  # the order within a batch does not matter
-    works = dist.batch_isend_irecv(ops)
-    after = got + 0  # queued behind the batch on the stream
+    works = dist.batch_isend_irecv(ops)  # on the group's stream, as NCCL's
     for w in works:
-        w.wait()
+        w.wait()  # the current stream waits for the batch
+    after = got + 0  # queued behind the batch on the current stream
     assert torch.equal(after.cpu(), torch.arange(1 << 20, dtype=torch.float32) + peer)
     want = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.bfloat16) * (peer + 1)
     assert torch.equal(strided.cpu(), want)

@@ -1,40 +1,55 @@
 // The c10d backend "neuron" (torchneuron/distributed): collectives on neuron
-// tensors, ordered on the tensors' current neuron stream like NCCL's on a
-// CUDA stream. Each collective is a host task on that stream: it runs after
-// the work queued before it, the work queued after it waits for it, and the
-// calling thread returns at once. The bytes travel through an inner gloo
-// group (TCP, or whatever gloo's device is); device memory is host memory in
-// the simulator, so gloo reads and writes it in place through CPU views (a
-// non-contiguous tensor through a dense copy). A Work's wait() makes the
-// caller's current stream wait for the collective (barrier's blocks the
-// host, as a barrier must). CPU tensors go straight to a second inner gloo
-// group, so that the two kinds never interleave on one connection.
+// tensors, run like NCCL's on a stream of the group's own. Each collective
+// is a host task on the group's stream of the tensors' device, which first
+// waits (an event) for the caller's current stream: it sees the work queued
+// before it there, runs while the caller's streams go on, and the calling
+// thread returns at once. The staging copies before and after it are queued
+// on the group's stream too, and the caller's tensors are marked as used
+// there (record_stream), so that memory the caller frees meanwhile is not
+// handed out again before the collective is done. A Work's wait() (and so
+// async_op=False) makes the caller's current stream wait for the
+// collective's event; its future is a device future whose wait() does the
+// same (DDP's reducer waits on it). barrier's wait() blocks the host, as a
+// barrier must. The bytes travel through an inner gloo group (TCP, or
+// whatever gloo's device is); device memory is host memory in the
+// simulator, so gloo reads and writes it in place through CPU views (a
+// non-contiguous tensor through a dense copy). CPU tensors go straight to a
+// second inner gloo group, so that the two kinds never interleave on one
+// connection.
 //
 // Reductions (all_reduce, reduce, reduce_scatter) run as rings over a third
 // gloo group's send and recv, each received chunk reduced by the runtime's
 // kernels (distributed_ring.cpp); non-contiguous tensors are staged through
-// dense device copies queued on the same stream before and after. Sends and
-// receives carry checked headers (distributed_p2p.cpp); a group's tasks
-// reach gloo in the order the host issued them, whatever stream each is on
-// (distributed_order.h). When every rank is on this host, all_reduce,
-// reduce, reduce_scatter, all_gather, broadcast, all_to_all, gather,
-// scatter and the sends and receives go through a shared segment instead
-// (distributed_shm.cpp, distributed_shm_p2p.cpp). A
-// failure is NRT_ERROR_DISTRIBUTED on the stream, raised as DistBackendError.
+// dense device copies. Sends and receives carry checked headers
+// (distributed_p2p.cpp); a group's tasks reach gloo in the order the host
+// issued them (distributed_order.h). When every rank is on this host,
+// all_reduce, reduce, reduce_scatter, all_gather, broadcast, all_to_all,
+// gather, scatter and the sends and receives go through a shared segment
+// instead (distributed_shm.cpp, distributed_shm_p2p.cpp); when the group
+// spans hosts with several ranks on a host, all_reduce goes through a
+// segment per host and gloo between the hosts' leaders
+// (distributed_hier.cpp). A failure is NRT_ERROR_DISTRIBUTED on the group's
+// stream, which the caller's stream inherits when it waits for the
+// collective; raised as DistBackendError.
 #include <torch/extension.h>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "allocator.h"
 #include "device_state.h"
 #include "distributed_estimate.h"
+#include "distributed_hier.h"
 #include "distributed_order.h"
 #include "distributed_p2p.h"
 #include "distributed_ring.h"
@@ -132,12 +147,24 @@ struct Shared {
 class NeuronWork : public Work {
  public:
   NeuronWork(int rank, OpType type, std::shared_ptr<Shared> shared, std::vector<at::Tensor> outputs,
-             bool blocking)
-      : Work(rank, type), shared_(std::move(shared)), outputs_(std::move(outputs)), blocking_(blocking) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
-    // Stream semantics, as NCCL's: the result is usable by work queued
-    // after it on the stream; the future says so at once.
-    future_->markCompleted(c10::IValue(outputs_));
+             bool blocking, c10::DeviceIndex device)
+      : Work(rank, type), shared_(std::move(shared)), outputs_(std::move(outputs)), blocking_(blocking),
+        device_(device) {
+    // A future of the device's kind, as NCCL's is a CUDA future: it is
+    // complete at once, and wait()ing for it (DDP's reducer does) makes the
+    // waiter's current stream wait for events recorded on the group's stream
+    // after the collective (complete()).
+    std::vector<c10::Device> devices{c10::Device(c10::DeviceType::PrivateUse1, device)};
+    for (const auto& t : outputs_)
+      if (is_neuron(t) && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+        devices.push_back(t.device());
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
+  }
+
+  // Called while the group's stream is the device's current one, after the
+  // collective and its copies back were queued there.
+  void complete() {
+    if (!future_->completed()) future_->markCompleted(c10::IValue(outputs_));
   }
 
   bool isCompleted() override { return nrt_event_query(shared_->done) != NRT_ERROR_NOT_READY; }
@@ -145,11 +172,13 @@ class NeuronWork : public Work {
 
   // A failure is the stream's error, raised by the next synchronising call
   // (here too for a blocking collective), whenever the task happened to run.
+  // Otherwise the caller's current stream waits for the collective's event:
+  // the host does not block.
   bool wait(std::chrono::milliseconds /*timeout*/) override {
     if (blocking_) {
       NRT_CHECK(nrt_event_synchronize(shared_->done));
     } else {
-      NRT_CHECK(nrt_stream_wait_event(current_stream(current_device()), shared_->done));
+      NRT_CHECK(nrt_stream_wait_event(current_stream(device_), shared_->done));
     }
     return true;
   }
@@ -157,13 +186,17 @@ class NeuronWork : public Work {
   void synchronize() override { wait(kNoTimeout); }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  nrt_event_t done() const { return shared_->done; }
 
  private:
   std::shared_ptr<Shared> shared_;
   std::vector<at::Tensor> outputs_;
   bool blocking_;
+  c10::DeviceIndex device_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
+
+using NeuronWorkPtr = c10::intrusive_ptr<NeuronWork>;
 
 // A collective's host task: the body (staging and the gloo call), the
 // tensors it must keep alive until it has run, where its error goes, and
@@ -246,18 +279,33 @@ class NeuronBackend : public c10d::Backend {
  public:
   NeuronBackend(c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
                 c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, std::shared_ptr<ShmCollectives> shm,
-                int hosts)
+                int hosts, std::shared_ptr<Hierarchy> hier)
       : Backend(rank, size),
         gloo_(std::move(device_gloo)),
         ring_(std::move(ring_gloo)),
         cpu_(std::move(cpu_gloo)),
         shm_(std::move(shm)),
-        hosts_(hosts) {}
+        hosts_(hosts),
+        hier_(std::move(hier)) {
+    // TORCHNEURON_DIST_OWN_STREAM=0: the collectives run on the caller's
+    // current stream instead (as before the group had streams of its own;
+    // for comparisons).
+    const char* own = std::getenv("TORCHNEURON_DIST_OWN_STREAM");
+    TORCH_CHECK(!own || std::string(own) == "0" || std::string(own) == "1", "TORCHNEURON_DIST_OWN_STREAM=", own,
+                " must be 0 or 1");
+    own_stream_ = !own || std::string(own) == "1";
+  }
+
+  // The group's streams finish their queued work first.
+  ~NeuronBackend() override {
+    for (const auto& ds : streams_) (void)nrt_stream_destroy(ds.second);
+  }
 
   const std::string getBackendName() const override { return "neuron"; }
 
   c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
     if (all_cpu(tensors)) return cpu_->broadcast(tensors, opts);
+    Issue issue(*this, device_of(tensors), tensors);
     if (shm_) {
       auto dense = dense_copies(tensors);
       int root = static_cast<int>(opts.rootRank);
@@ -267,48 +315,52 @@ class NeuronBackend : public c10d::Backend {
                             for (const auto& t : dense) shm->broadcast(t, root);
                           });
       copy_back(tensors, dense);
-      return work;
+      return issue.finish(work);
     }
     auto o = opts;
-    return enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [g = gloo_, tensors, o]() mutable {
+    return issue.finish(enqueue("broadcast", OpType::BROADCAST, tensors, tensors, [g = gloo_, tensors, o]() mutable {
       agree(*g, "broadcast", tensors);
       auto s = stage_all(tensors, true, true);
       auto dense = denses(s);
       g->broadcast(dense, o)->wait();
       unstage_all(s);
-    });
+    }));
   }
 
   c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     if (all_cpu(tensors)) return cpu_->allreduce(tensors, opts);
-    return reduce_all("all_reduce", OpType::ALLREDUCE, tensors, opts.reduceOp, -1);
+    Issue issue(*this, device_of(tensors), tensors);
+    return issue.finish(reduce_all("all_reduce", OpType::ALLREDUCE, tensors, opts.reduceOp, -1));
   }
 
   c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     if (all_cpu(tensors)) return cpu_->reduce(tensors, opts);
-    return reduce_all("reduce", OpType::REDUCE, tensors, opts.reduceOp, static_cast<int>(opts.rootRank));
+    Issue issue(*this, device_of(tensors), tensors);
+    return issue.finish(reduce_all("reduce", OpType::REDUCE, tensors, opts.reduceOp, static_cast<int>(opts.rootRank)));
   }
 
   c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                      const c10d::AllgatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->allgather(outputs, inputs, opts);
     std::vector<at::Tensor> flat = flatten(outputs);
+    Issue issue(*this, device_of(inputs), concat(inputs, flat));
     if (shm_ && inputs.size() == 1 && outputs.size() == 1)
-      return gather_through_shm("all_gather", OpType::ALLGATHER, outputs[0], inputs[0], flat);
+      return issue.finish(gather_through_shm("all_gather", OpType::ALLGATHER, outputs[0], inputs[0], flat));
     auto o = opts;
-    return enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat,
+    return issue.finish(enqueue("all_gather", OpType::ALLGATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "all_gather", inputs);
                      auto in = denses(stage_all(inputs, true, false));
                      auto out = stage_lists(outputs, false, true);
                      g->allgather(out.dense, in, o)->wait();
                      unstage_lists(out);
-                   });
+                   }));
   }
 
   c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                            const c10d::AllgatherOptions& opts) override {
     if (!is_neuron(input)) return cpu_->_allgather_base(output, input, opts);
+    Issue issue(*this, input.device().index(), {input, output});
     if (shm_) {
       TORCH_CHECK(output.numel() == input.numel() * getSize(), "neuron backend: all_gather_into_tensor: the output has ",
                   output.numel(), " elements, not the input's ", input.numel(), " times the group's ", getSize());
@@ -317,33 +369,35 @@ class NeuronBackend : public c10d::Backend {
       for (int r = 0; r < getSize(); r++) outs.push_back(dense.view(-1).narrow(0, r * input.numel(), input.numel()));
       auto work = gather_through_shm("all_gather_into_tensor", OpType::_ALLGATHER_BASE, outs, input, {output});
       if (!dense.is_same(output)) output.copy_(dense);
-      return work;
+      return issue.finish(work);
     }
     auto o = opts;
     at::Tensor out_t = output, in_t = input;
-    return enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
+    return issue.finish(enqueue("all_gather_into_tensor", OpType::_ALLGATHER_BASE, {input, output}, {output},
                    [g = gloo_, out_t, in_t, o]() mutable {
                      agree(*g, "all_gather_into_tensor", {in_t});
                      auto in = stage(in_t, true, false);
                      auto out = stage(out_t, false, true);
                      g->_allgather_base(out.dense, in.dense, o)->wait();
                      unstage(out);
-                   });
+                   }));
   }
 
   c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                 const c10d::ReduceScatterOptions& opts) override {
     if (!is_neuron(input)) return cpu_->_reduce_scatter_base(output, input, opts);
+    Issue issue(*this, input.device().index(), {input, output});
     TORCH_CHECK(input.numel() == output.numel() * getSize(), "neuron backend: reduce_scatter_tensor: the input has ",
                 input.numel(), " elements, not the output's ", output.numel(), " times the group's ", getSize());
-    return scatter_reduced("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, output,
-                           input.contiguous().view(-1).clone(), opts.reduceOp);
+    return issue.finish(scatter_reduced("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, output,
+                                        input.contiguous().view(-1).clone(), opts.reduceOp));
   }
 
   c10::intrusive_ptr<Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                           std::vector<std::vector<at::Tensor>>& inputs,
                                           const c10d::ReduceScatterOptions& opts) override {
     if (all_cpu(outputs)) return cpu_->reduce_scatter(outputs, inputs, opts);
+    Issue issue(*this, device_of(outputs), concat(outputs, flatten(inputs)));
     TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()),
                 "neuron backend: reduce_scatter takes one output and a list of one input per rank");
     std::vector<at::Tensor> flat;
@@ -351,7 +405,7 @@ class NeuronBackend : public c10d::Backend {
       TORCH_CHECK(t.numel() == outputs[0].numel(), "neuron backend: reduce_scatter: inputs differ from the output in size");
       flat.push_back(t.reshape(-1));
     }
-    return scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp);
+    return issue.finish(scatter_reduced("reduce_scatter", OpType::REDUCE_SCATTER, outputs[0], at::cat(flat), opts.reduceOp));
   }
 
   // Coalescing (torch.distributed._coalescing_manager, batch_isend_irecv):
@@ -371,7 +425,8 @@ class NeuronBackend : public c10d::Backend {
     auto batch = std::move(batch_);
     if (!batch->cpu_works.empty()) return c10::make_intrusive<WorkList>(getRank(), std::move(batch->cpu_works));
     if (batch->ops.empty()) return barrier_free_work();
-    std::vector<at::Tensor> keep = batch->originals, received;
+    Issue issue(*this, batch->device, {});
+    std::vector<at::Tensor> keep = concat(batch->used, batch->originals), received;
     for (const auto& op : batch->ops) {
       keep.push_back(op.tensor);
       if (!op.send) received.push_back(op.tensor);
@@ -379,7 +434,7 @@ class NeuronBackend : public c10d::Backend {
     auto work = enqueue("batch_isend_irecv", OpType::COALESCED, keep, received,
                         p2p_body(std::move(batch->ops)), /*blocking=*/false, batch->shared);
     copy_back(batch->received, batch->received_dense);
-    return work;
+    return issue.finish(work, batch->held);
   }
 
   // The coalesced forms (FSDP2): one collective after another on the same
@@ -415,6 +470,14 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& out_splits,
                                          std::vector<int64_t>& in_splits, const c10d::AllToAllOptions& opts) override {
     if (!is_neuron(input)) return cpu_->alltoall_base(output, input, out_splits, in_splits, opts);
+    Issue issue(*this, input.device().index(), {input, output});
+    return issue.finish(all_to_all_single(output, input, out_splits, in_splits, opts));
+  }
+
+  // all_to_all_single on the group's stream (the caller made it current).
+  NeuronWorkPtr all_to_all_single(const at::Tensor& output, const at::Tensor& input,
+                                  const std::vector<int64_t>& out_splits, const std::vector<int64_t>& in_splits,
+                                  const c10d::AllToAllOptions& opts) {
     const int size = getSize(), rank = getRank();
     std::vector<int64_t> outs = out_splits, ins = in_splits;
     auto even = [&](const at::Tensor& t, std::vector<int64_t>& sp) {
@@ -479,6 +542,7 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                     const c10d::AllToAllOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->alltoall(outputs, inputs, opts);
+    Issue issue(*this, device_of(inputs), concat(inputs, outputs));
     TORCH_CHECK(static_cast<int>(outputs.size()) == getSize() && static_cast<int>(inputs.size()) == getSize(),
                 "neuron backend: all_to_all: one input and one output per rank");
     std::vector<at::Tensor> flat_in, flat_out;
@@ -488,24 +552,25 @@ class NeuronBackend : public c10d::Backend {
     at::Tensor in = at::cat(flat_in), out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(),
                                                                          int64_t{0})},
                                                         outputs[0].options());
-    auto work = alltoall_base(out, in, out_splits, in_splits, opts);
+    auto work = all_to_all_single(out, in, out_splits, in_splits, opts);
     int64_t at = 0;
     for (auto& t : outputs) {
       t.copy_(out.narrow(0, at, t.numel()).view(t.sizes()));
       at += t.numel();
     }
-    return work;
+    return issue.finish(work);
   }
 
   c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::GatherOptions& opts) override {
     if (all_cpu(inputs)) return cpu_->gather(outputs, inputs, opts);
     std::vector<at::Tensor> flat = flatten(outputs);
+    Issue issue(*this, device_of(inputs), concat(inputs, flat));
     if (shm_ && inputs.size() == 1 && outputs.size() <= 1)
-      return gather_to_root_through_shm(outputs.empty() ? flat : outputs[0], inputs[0],
-                                        static_cast<int>(opts.rootRank));
+      return issue.finish(gather_to_root_through_shm(outputs.empty() ? flat : outputs[0], inputs[0],
+                                                     static_cast<int>(opts.rootRank)));
     auto o = opts;
-    return enqueue("gather", OpType::GATHER, concat(inputs, flat), flat,
+    return issue.finish(enqueue("gather", OpType::GATHER, concat(inputs, flat), flat,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "gather", inputs);
                      auto in = denses(stage_all(inputs, true, false));
@@ -514,17 +579,18 @@ class NeuronBackend : public c10d::Backend {
                      auto in_bytes = bytes_of(in);
                      g->gather(out_bytes, in_bytes, o)->wait();
                      unstage_lists(out);
-                   });
+                   }));
   }
 
   c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                    const c10d::ScatterOptions& opts) override {
     if (all_cpu(outputs)) return cpu_->scatter(outputs, inputs, opts);
+    Issue issue(*this, device_of(outputs), concat(outputs, flatten(inputs)));
     if (shm_ && outputs.size() == 1 && inputs.size() <= 1)
-      return scatter_through_shm(outputs[0], inputs.empty() ? std::vector<at::Tensor>{} : inputs[0],
-                                 static_cast<int>(opts.rootRank));
+      return issue.finish(scatter_through_shm(outputs[0], inputs.empty() ? std::vector<at::Tensor>{} : inputs[0],
+                                              static_cast<int>(opts.rootRank)));
     auto o = opts;
-    return enqueue("scatter", OpType::SCATTER, concat(outputs, flatten(inputs)), outputs,
+    return issue.finish(enqueue("scatter", OpType::SCATTER, concat(outputs, flatten(inputs)), outputs,
                    [g = gloo_, outputs, inputs, o]() mutable {
                      agree(*g, "scatter", outputs);
                      auto out = stage_all(outputs, false, true);
@@ -534,34 +600,37 @@ class NeuronBackend : public c10d::Backend {
                      auto in_bytes = bytes_of_lists(in.dense);
                      g->scatter(out_bytes, in_bytes, o)->wait();
                      unstage_all(out);
-                   });
+                   }));
   }
 
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
     if (batch_) return hold(tensors, true, dst, tag);
     if (all_cpu(tensors)) return cpu_->send(tensors, dst, tag);
+    Issue issue(*this, device_of(tensors), tensors);
     auto ops = p2p_ops(tensors, true, dst, tag);
     std::vector<at::Tensor> keep = tensors;
     if (shm_) keep = concat(keep, dense_p2p(ops));
-    return enqueue("send", OpType::SEND, keep, {}, p2p_body(std::move(ops)));
+    return issue.finish(enqueue("send", OpType::SEND, keep, {}, p2p_body(std::move(ops))));
   }
 
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
     if (batch_) return hold(tensors, false, src, tag);
     if (all_cpu(tensors)) return cpu_->recv(tensors, src, tag);
+    Issue issue(*this, device_of(tensors), tensors);
     auto ops = p2p_ops(tensors, false, src, tag);
     std::vector<at::Tensor> keep = tensors, dense;
     if (shm_) keep = concat(keep, dense = dense_p2p(ops));
     auto work = enqueue("recv", OpType::RECV, keep, tensors, p2p_body(std::move(ops)));
     if (shm_) copy_back(tensors, dense);
-    return work;
+    return issue.finish(work);
   }
 
   c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override {
     // After the work queued on the current stream, and the host waits.
     auto o = opts;
-    return enqueue("barrier", OpType::BARRIER, {}, {}, [g = gloo_, o]() mutable { g->barrier(o)->wait(); },
-                   /*blocking=*/true);
+    Issue issue(*this, current_device(), {});
+    return issue.finish(enqueue("barrier", OpType::BARRIER, {}, {},
+                                [g = gloo_, o]() mutable { g->barrier(o)->wait(); }, /*blocking=*/true));
   }
 
   // monitored_barrier: the host waits for the work queued on the current
@@ -569,6 +638,7 @@ class NeuronBackend : public c10d::Backend {
   // that did not arrive within the timeout.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     NRT_CHECK(nrt_stream_synchronize(current_stream(current_device())));
+    for (nrt_stream_t s : comm_streams()) NRT_CHECK(nrt_stream_synchronize(s));
     cpu_->monitoredBarrier(opts, wait_all_ranks);
   }
 
@@ -581,6 +651,9 @@ class NeuronBackend : public c10d::Backend {
     std::vector<at::Tensor> originals, received, received_dense;
     std::vector<c10::intrusive_ptr<Work>> cpu_works;  // CPU tensors' (gloo's own, already posted)
     std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+    c10::DeviceIndex device = -1;       // of the neuron tensors
+    std::vector<NeuronWorkPtr> held;    // their Works, completed at the end
+    std::vector<at::Tensor> used;       // the tensors given (kept until the batch has run)
   };
 
   // A send or receive inside a coalescing block: its Work is the batch's,
@@ -595,6 +668,14 @@ class NeuronBackend : public c10d::Backend {
       return work;
     }
     TORCH_CHECK(batch_->cpu_works.empty(), "neuron backend: batch_isend_irecv: mixes CPU and neuron tensors");
+    c10::DeviceIndex device = tensors[0].device().index();
+    TORCH_CHECK(batch_->device < 0 || batch_->device == device,
+                "neuron backend: batch_isend_irecv: the tensors must be on one device");
+    batch_->device = device;
+    // The dense copies below are queued on the group's stream, after the
+    // caller's work.
+    Issue issue(*this, device, tensors);
+    batch_->used.push_back(tensors[0]);
     auto ops = p2p_ops(tensors, is_send, peer, tag);
     if (shm_) {
       auto dense = dense_p2p(ops);
@@ -606,8 +687,10 @@ class NeuronBackend : public c10d::Backend {
     }
     batch_->ops.insert(batch_->ops.end(), ops.begin(), ops.end());
     if (!batch_->shared->done) NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &batch_->shared->done));
-    return c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
-                                           std::vector<at::Tensor>{tensors[0]}, false);
+    auto work = c10::make_intrusive<NeuronWork>(getRank(), is_send ? OpType::SEND : OpType::RECV, batch_->shared,
+                                                std::vector<at::Tensor>{tensors[0]}, false, device);
+    batch_->held.push_back(work);
+    return work;
   }
 
   std::vector<P2POp> p2p_ops(const std::vector<at::Tensor>& tensors, bool is_send, int peer, int tag) {
@@ -640,7 +723,8 @@ class NeuronBackend : public c10d::Backend {
 
   // A Work for nothing at all (an empty coalesced list): done at once.
   c10::intrusive_ptr<Work> barrier_free_work() {
-    return enqueue("nothing", OpType::COALESCED, {}, {}, [] {});
+    Issue issue(*this, current_device(), {});
+    return issue.finish(enqueue("nothing", OpType::COALESCED, {}, {}, [] {}));
   }
 
   static bool all_cpu(const std::vector<at::Tensor>& ts) {
@@ -669,16 +753,11 @@ class NeuronBackend : public c10d::Backend {
   }
 
   // Queues body on the current stream of the tensors' device (the current
-  // device when there are none).
-  c10::intrusive_ptr<Work> enqueue(const char* name, OpType type, std::vector<at::Tensor> keep,
-                                   std::vector<at::Tensor> outputs, std::function<void()> body,
-                                   bool blocking = false, std::shared_ptr<Shared> shared = nullptr) {
-    c10::DeviceIndex device = current_device();
-    for (const auto& t : keep)
-      if (is_neuron(t)) {
-        device = t.device().index();
-        break;
-      }
+  // device when there are none): the group's stream, made current by the
+  // caller's Issue, whose finish() records the Work's event.
+  NeuronWorkPtr enqueue(const char* name, OpType type, std::vector<at::Tensor> keep, std::vector<at::Tensor> outputs,
+                        std::function<void()> body, bool blocking = false, std::shared_ptr<Shared> shared = nullptr) {
+    c10::DeviceIndex device = device_of(keep);
     nrt_stream_t stream = current_stream(device);
     std::optional<nrt_roofline> estimate;
     if (nrt_profile_active()) estimate = collective_estimate(type, device, getSize(), hosts_, keep, outputs);
@@ -688,9 +767,79 @@ class NeuronBackend : public c10d::Backend {
                           order_, order_->take()};
     task->estimate = estimate;
     NRT_CHECK(nrt_launch_host_task(stream, task->name.c_str(), run_task, release_task, task));
-    NRT_CHECK(nrt_event_record(shared->done, stream));
-    return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking);
+    return c10::make_intrusive<NeuronWork>(getRank(), type, std::move(shared), std::move(outputs), blocking, device);
   }
+
+  // The device of the first neuron tensor (the current device if none).
+  static c10::DeviceIndex device_of(const std::vector<at::Tensor>& ts) {
+    for (const auto& t : ts)
+      if (is_neuron(t)) return t.device().index();
+    return current_device();
+  }
+
+  // The group's own stream on a device, made on first use with a high
+  // priority (as NCCL's): all the group's collectives on that device run
+  // there, in the order the host issued them.
+  nrt_stream_t comm_stream(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    for (const auto& [d, s] : streams_)
+      if (d == device) return s;
+    nrt_stream_t s = nullptr;
+    NRT_CHECK(nrt_stream_create(device, NRT_STREAM_PRIORITY_HIGH, &s));
+    streams_.emplace_back(device, s);
+    return s;
+  }
+
+  std::vector<nrt_stream_t> comm_streams() {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    std::vector<nrt_stream_t> all;
+    for (const auto& ds : streams_) all.push_back(ds.second);
+    return all;
+  }
+
+  // The issue of one collective on the group's stream of a device. Made
+  // first, it queues there a wait for the caller's current stream (the
+  // collective sees the work queued before it), marks the caller's tensors
+  // as used on the group's stream (record_stream: the caching allocator
+  // hands their memory out again only after the group's stream has passed
+  // the point where the caller freed them), and makes the group's stream
+  // current, so that staging copies, the collective's task and copies back
+  // are queued there and its temporaries allocated from its pool.
+  // finish() records the Work's event after all of it and completes its
+  // future there; the caller's stream is current again once the scope ends.
+  class Issue {
+   public:
+    Issue(NeuronBackend& pg, c10::DeviceIndex device, const std::vector<at::Tensor>& used) {
+      nrt_stream_t caller = current_stream(device);
+      comm_ = pg.own_stream_ ? pg.comm_stream(device) : caller;
+      if (caller != comm_) {
+        nrt_event_t ready = nullptr;
+        NRT_CHECK(nrt_event_create(NRT_EVENT_DEFAULT, &ready));
+        nrt_status s = nrt_event_record(ready, caller);
+        if (s == NRT_SUCCESS) s = nrt_stream_wait_event(comm_, ready);
+        nrt_event_destroy(ready);  // the queued wait holds its own reference
+        NRT_CHECK(s);
+      }
+      c10::Stream comm = to_c10(comm_);
+      for (const auto& t : used)
+        if (is_neuron(t) && t.has_storage()) record_stream(t.storage().data_ptr(), comm);
+      previous_ = exchange_stream(comm);
+    }
+    ~Issue() { exchange_stream(*previous_); }
+    Issue(const Issue&) = delete;
+    Issue& operator=(const Issue&) = delete;
+
+    NeuronWorkPtr finish(NeuronWorkPtr work, const std::vector<NeuronWorkPtr>& also = {}) {
+      NRT_CHECK(nrt_event_record(work->done(), comm_));
+      work->complete();
+      for (const auto& w : also) w->complete();
+      return work;
+    }
+
+   private:
+    nrt_stream_t comm_ = nullptr;
+    std::optional<c10::Stream> previous_;
+  };
 
   // Every rank's tensors of a collective must agree in element count and
   // dtype; a mismatch let through would make gloo abort the process (or a
@@ -737,23 +886,43 @@ class NeuronBackend : public c10d::Backend {
   // all_reduce (root < 0) or reduce to root: a ring over each tensor's dense
   // copy (the tensor itself when it is contiguous and every rank keeps the
   // result).
-  c10::intrusive_ptr<Work> reduce_all(const char* what, OpType type, const std::vector<at::Tensor>& tensors,
+  NeuronWorkPtr reduce_all(const char* what, OpType type, const std::vector<at::Tensor>& tensors,
                                       const c10d::ReduceOp& op, int root) {
     std::vector<at::Tensor> flats, scratch, keep;
     const int size = getSize();
+    // all_reduce across hosts with several ranks on a host: hierarchical.
+    std::shared_ptr<Hierarchy> hier = root < 0 ? hier_ : nullptr;
     for (const auto& t : tensors) {
       check_reduce(op, t, what);
       bool in_place = t.is_contiguous() && root < 0;
       at::Tensor flat = in_place ? t.view(-1) : t.contiguous().view(-1);
       if (!in_place && flat.data_ptr() == t.data_ptr()) flat = flat.clone();
       flats.push_back(flat);
-      if (!shm_) scratch.push_back(at::empty({(t.numel() + size - 1) / size}, t.options()));
+      if (hier)
+        scratch.push_back(hier->leader() ? at::empty({(t.numel() + hier->hosts() - 1) / hier->hosts()}, t.options())
+                                         : at::Tensor());
+      else if (!shm_)
+        scratch.push_back(at::empty({(t.numel() + size - 1) / size}, t.options()));
     }
     keep = flats;
-    keep.insert(keep.end(), scratch.begin(), scratch.end());
+    for (const auto& t : scratch)
+      if (t.defined()) keep.push_back(t);
     double factor = premul_factor(op);
     bool avg = op == c10d::ReduceOp::AVG;
-    auto body = [g = gloo_, ring = ring_, shm = shm_, what, flats, scratch, op, factor, avg, size]() {
+    auto body = [g = gloo_, ring = ring_, shm = shm_, hier, what, flats, scratch, op, factor, avg, size]() {
+      if (hier) {
+        agree(*g, what, flats);
+        // Within and between hosts the values are summed (AVG divides once
+        // at the end; PREMUL_SUM's factor is applied first).
+        bool sum = avg || op == c10d::ReduceOp::PREMUL_SUM;
+        const c10d::ReduceOp combine = sum ? c10d::ReduceOp(c10d::ReduceOp::SUM) : op;
+        for (size_t i = 0; i < flats.size(); i++) {
+          if (factor != 1.0) scale_by(flats[i], factor, false);
+          hier->all_reduce(flats[i], scratch[i], combine);
+          if (avg) scale_by(flats[i], size, true);
+        }
+        return;
+      }
       if (shm)
         shm->agree(what, ShmCollectives::kAllReduce, flats, static_cast<int64_t>(op.op_), -1);
       else
@@ -778,7 +947,7 @@ class NeuronBackend : public c10d::Backend {
 
   // reduce_scatter: work is every rank's input, flat; chunk `rank` of the
   // reduced whole goes to output.
-  c10::intrusive_ptr<Work> scatter_reduced(const char* what, OpType type, const at::Tensor& output,
+  NeuronWorkPtr scatter_reduced(const char* what, OpType type, const at::Tensor& output,
                                            const at::Tensor& work_flat, const c10d::ReduceOp& op) {
     check_reduce(op, output, what);
     TORCH_CHECK(work_flat.scalar_type() == output.scalar_type(), "neuron backend: ", what,
@@ -823,7 +992,7 @@ class NeuronBackend : public c10d::Backend {
   }
 
   // all_gather through the shared segment: outs[r] receives rank r's input.
-  c10::intrusive_ptr<Work> gather_through_shm(const char* what, OpType type, const std::vector<at::Tensor>& outs,
+  NeuronWorkPtr gather_through_shm(const char* what, OpType type, const std::vector<at::Tensor>& outs,
                                               const at::Tensor& input, std::vector<at::Tensor> results) {
     TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "neuron backend: ", what, ": ", outs.size(),
                 " outputs for a group of ", getSize());
@@ -869,7 +1038,7 @@ class NeuronBackend : public c10d::Backend {
     return d;
   }
 
-  c10::intrusive_ptr<Work> all_to_all_through_shm(const at::Tensor& output, const at::Tensor& input,
+  NeuronWorkPtr all_to_all_through_shm(const at::Tensor& output, const at::Tensor& input,
                                                   std::vector<int64_t> outs, std::vector<int64_t> ins) {
     const char* what = "all_to_all_single";
     const int64_t row = row_elements(input);
@@ -884,7 +1053,7 @@ class NeuronBackend : public c10d::Backend {
     return work;
   }
 
-  c10::intrusive_ptr<Work> gather_to_root_through_shm(const std::vector<at::Tensor>& outs, const at::Tensor& input,
+  NeuronWorkPtr gather_to_root_through_shm(const std::vector<at::Tensor>& outs, const at::Tensor& input,
                                                       int root) {
     check_root_list("gather", outs, input, root);
     at::Tensor in = input.contiguous();
@@ -898,7 +1067,7 @@ class NeuronBackend : public c10d::Backend {
     return work;
   }
 
-  c10::intrusive_ptr<Work> scatter_through_shm(const at::Tensor& output, const std::vector<at::Tensor>& ins,
+  NeuronWorkPtr scatter_through_shm(const at::Tensor& output, const std::vector<at::Tensor>& ins,
                                                int root) {
     check_root_list("scatter", ins, output, root);
     auto dense_in = dense_copies(ins);
@@ -915,8 +1084,12 @@ class NeuronBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gloo_, ring_, cpu_;
   std::shared_ptr<ShmCollectives> shm_;  // one-host groups, unless disabled
   int hosts_;                            // the group's ranks run on this many hosts
+  std::shared_ptr<Hierarchy> hier_;      // groups spanning hosts with several ranks on a host
   std::unique_ptr<P2PBatch> batch_;  // while coalescing
   std::shared_ptr<TaskOrder> order_ = std::make_shared<TaskOrder>();
+  bool own_stream_ = true;  // the group's collectives on streams of its own
+  std::mutex streams_mutex_;
+  std::vector<std::pair<c10::DeviceIndex, nrt_stream_t>> streams_;  // the group's streams
 };
 
 }  // namespace
@@ -926,16 +1099,37 @@ void register_distributed_bindings(py::module_& m) {
   m.def("_neuron_c10d_backend",
         [](c10::intrusive_ptr<c10d::Backend> device_gloo, c10::intrusive_ptr<c10d::Backend> ring_gloo,
            c10::intrusive_ptr<c10d::Backend> cpu_gloo, int rank, int size, c10::intrusive_ptr<c10d::Store> store,
-           bool use_shm, int64_t timeout_ms, int hosts) -> c10::intrusive_ptr<c10d::Backend> {
+           bool use_shm, int64_t timeout_ms, int hosts, c10::intrusive_ptr<c10d::Store> host_store,
+           c10::intrusive_ptr<c10d::Store> hier_store, int local_rank, int local_size,
+           py::object leaders) -> c10::intrusive_ptr<c10d::Backend> {
+          const std::chrono::milliseconds timeout(timeout_ms);
           std::shared_ptr<torchneuron::ShmCollectives> shm;
-          if (use_shm) {
-            auto segment = torchneuron::ShmSegment::connect(store, rank, size, std::chrono::milliseconds(timeout_ms));
+          std::shared_ptr<torchneuron::Hierarchy> hier;
+          if (use_shm && hosts == 1) {
+            auto segment = torchneuron::ShmSegment::connect(store, rank, size, timeout);
             if (segment) shm = std::make_shared<torchneuron::ShmCollectives>(std::move(segment));
+          } else if (use_shm && hosts > 1 && local_size > 0) {
+            // Across hosts: a segment per host (host_store is the host's
+            // own), used only if every host's ranks could map theirs.
+            std::shared_ptr<torchneuron::ShmCollectives> local;
+            bool ok = true;
+            if (local_size > 1) {
+              auto segment = torchneuron::ShmSegment::connect(host_store, local_rank, local_size, timeout);
+              ok = static_cast<bool>(segment);
+              if (segment) local = std::make_shared<torchneuron::ShmCollectives>(std::move(segment));
+            }
+            hier_store->set(std::to_string(rank), std::vector<uint8_t>{static_cast<uint8_t>(ok ? '1' : '0')});
+            for (int r = 0; r < size && ok; r++) ok = hier_store->get(std::to_string(r)) == std::vector<uint8_t>{'1'};
+            c10::intrusive_ptr<c10d::Backend> lead;
+            if (!leaders.is_none()) lead = leaders.cast<c10::intrusive_ptr<c10d::Backend>>();
+            if (ok) hier = std::make_shared<torchneuron::Hierarchy>(std::move(local), std::move(lead), hosts);
           }
           return c10::make_intrusive<torchneuron::NeuronBackend>(std::move(device_gloo), std::move(ring_gloo),
                                                                  std::move(cpu_gloo), rank, size, std::move(shm),
-                                                                 hosts);
+                                                                 hosts, std::move(hier));
         });
+  m.def("_neuron_c10d_hier_collectives", &torchneuron::Hierarchy::count,
+        "Collectives this process ran through the hierarchical path across hosts (tests).");
   m.def("_neuron_c10d_shm_collectives", &torchneuron::ShmCollectives::count,
         "Collectives this process ran through a shared-memory segment (tests).");
   m.def("_neuron_c10d_shm_barrier_wait", [] {

@@ -8,11 +8,16 @@ through gloo. ``init_process_group()`` without a backend picks ``"neuron"``
 for neuron tensors and gloo for CPU ones. A rank whose current device is
 still the default uses device ``LOCAL_RANK`` (modulo the visible devices)
 when the launcher sets it; ``init_process_group(device_id=...)`` or
-``torch.neuron.set_device`` before it choose otherwise. When all ranks run
-on this host, the bytes of the main collectives go through a private
-shared-memory segment (``TORCHNEURON_DIST_SHM=0`` turns it off); otherwise
-through gloo (TCP), reductions as rings whose chunks are reduced by the
-runtime's kernels. The C++ side is ``torchneuron/csrc/distributed.cpp``.
+``torch.neuron.set_device`` before it choose otherwise. Each group runs
+its collectives on a neuron stream of its own, which first waits for the
+caller's current stream; a Work's ``wait()`` makes the caller's current
+stream wait for it. When all ranks run on this host, the bytes of the main
+collectives go through a private shared-memory segment
+(``TORCHNEURON_DIST_SHM=0`` turns it off); otherwise through gloo (TCP),
+reductions as rings whose chunks are reduced by the runtime's kernels, and
+all_reduce hierarchically when a host has several ranks (a segment per
+host, gloo between the hosts' leaders; ``TORCHNEURON_DIST_HIER=0`` turns it
+off). The C++ side is ``torchneuron/csrc/distributed.cpp``.
 """
 
 import datetime
@@ -53,20 +58,44 @@ def _create(store, rank, size, timeout):
     if shm_text not in ("0", "1"):
         raise ValueError(f"TORCHNEURON_DIST_SHM={shm_text!r} must be 0 or 1")
     shm = shm_text == "1"
+    hier_text = os.environ.get("TORCHNEURON_DIST_HIER", "1")
+    if hier_text not in ("0", "1"):
+        raise ValueError(f"TORCHNEURON_DIST_HIER={hier_text!r} must be 0 or 1")
+    ids = _host_ids(dist.PrefixStore("neuron/hosts", store), rank, size)
+    hosts = len(set(ids))
+    # A group that spans hosts with several ranks on a host reduces
+    # hierarchically: a segment among each host's ranks, a gloo group among
+    # the hosts' leaders (each host's lowest rank), then the segment again.
+    local = [r for r in range(size) if ids[r] == ids[rank]]
+    crowded = any(ids.count(i) > 1 for i in set(ids))
+    hier = shm and hier_text == "1" and hosts > 1 and crowded
+    leaders = None
+    if hier and rank == local[0]:
+        firsts = sorted({min(r for r in range(size) if ids[r] == i) for i in set(ids)})
+        leaders = dist.ProcessGroupGloo(dist.PrefixStore("neuron/leaders", store), firsts.index(rank), hosts, timeout)
+    host_index = min(local)
     return _C._neuron_c10d_backend(gloo("device"), gloo("ring"), gloo("cpu"), rank, size,
                                    dist.PrefixStore("neuron/shm", store), shm,
-                                   int(timeout.total_seconds() * 1000),
-                                   _count_hosts(dist.PrefixStore("neuron/hosts", store), rank, size))
+                                   int(timeout.total_seconds() * 1000), hosts,
+                                   dist.PrefixStore(f"neuron/shm/host{host_index}", store),
+                                   dist.PrefixStore("neuron/hier", store), local.index(rank),
+                                   len(local) if hier else 0, leaders)
 
 
-def _count_hosts(store, rank, size):
-    """The hosts the group's ranks run on (the profiler's collective
-    estimates cross EFA when there are several): a host is a kernel boot
-    and a network namespace (the multi-host tests' hosts are namespaces)."""
+def _host_ids(store, rank, size):
+    """Each rank's host (the profiler's collective estimates cross EFA when
+    there are several, and groups that span hosts reduce hierarchically): a
+    host is a kernel boot and a network namespace (the multi-host tests'
+    hosts are namespaces)."""
     with open("/proc/sys/kernel/random/boot_id") as f:
         me = f"{socket.gethostname()}|{f.read().strip()}|{os.readlink('/proc/self/ns/net')}"
     store.set(str(rank), me)
-    return len({store.get(str(r)).decode() for r in range(size)})
+    return [store.get(str(r)).decode() for r in range(size)]
+
+
+def _count_hosts(store, rank, size):
+    """The hosts the group's ranks run on."""
+    return len(set(_host_ids(store, rank, size)))
 
 
 def _monitored_barrier(torch_monitored_barrier):
