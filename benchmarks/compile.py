@@ -17,7 +17,10 @@
     for a second neuron model.)
 (b) An 8-op float32 pointwise chain on 4M elements and a layer-norm + GELU
     block on (4096, 1024), compiled by neuron and by Inductor (CPU), against
-    eager neuron and eager CPU (inference, no autograd).
+    eager neuron and eager CPU (inference, no autograd). Neuron compiled runs
+    its fused groups' generated code (docs/compile.md); "neuron tape" is the
+    same graph compiled with TORCHNEURON_CODEGEN=0 (the register-level tape,
+    the generated code's reference twin), a fifth side of the same turns.
 (c) Host cost of a compiled graph: 50 small pointwise nodes on a tiny
     tensor, time per call over many calls synchronised at the end, beside
     one eager op launch (a tiny add), the same 50 ops eager, and the same
@@ -288,6 +291,27 @@ def kept(fn, n):
     return lambda: results.append(fn())
 
 
+def tape_compiled(fn, args):
+    """fn compiled by neuron without generated code (TORCHNEURON_CODEGEN=0
+    while it compiles, no plan cache shared with the other side), called
+    once; a copy of fn, so that Dynamo compiles it anew."""
+    import types
+    twin = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__ + "_tape")
+    compiled = torch.compile(twin, backend="neuron", options={"cache": False})
+    os.environ["TORCHNEURON_CODEGEN"] = "0"
+    try:
+        compiled(*args)
+        torch.neuron.synchronize()
+    finally:
+        del os.environ["TORCHNEURON_CODEGEN"]
+    return compiled
+
+
+def codegen_counters():
+    from torchneuron import metrics
+    return {k: metrics.get_counter_value("fuse.codegen." + k) for k in ("kernels", "cache_hits", "runs", "fallbacks")}
+
+
 def kernel_case(name, fn, make, exact, samples, block):
     log(f"{name}:")
     cpu_args = make()
@@ -295,10 +319,17 @@ def kernel_case(name, fn, make, exact, samples, block):
     neuron_c = torch.compile(fn, backend="neuron")
     inductor = torch.compile(fn, backend="inductor")
     with torch.no_grad():
+        before = codegen_counters()
         start = time.perf_counter()
         got = neuron_c(*dev_args)
         torch.neuron.synchronize()
         t_nc = time.perf_counter() - start
+        after = codegen_counters()
+        made = {k: after[k] - before[k] for k in after}
+        log(f"  generated code at the first call: {made['kernels']} compiled, {made['cache_hits']} from the "
+            f"disk cache, {made['runs']} runs, {made['fallbacks']} fallbacks")
+        tape = tape_compiled(fn, dev_args)
+        tape_same = torch.equal(tape(*dev_args).cpu(), got.cpu())
         start = time.perf_counter()
         ind = inductor(*cpu_args)
         t_ind = time.perf_counter() - start
@@ -312,12 +343,18 @@ def kernel_case(name, fn, make, exact, samples, block):
         err_cpu = (got.cpu() - ref).abs().max().item()
         err_ind = (ind - ref).abs().max().item()
         check += f"; vs CPU {err_cpu:.1e} (Inductor vs CPU {err_ind:.1e})"
+        check += "; tape " + ("bitwise = generated" if tape_same else "DIFFERS from generated")
         log(f"  first call: neuron compiled {t_nc:.2f} s, Inductor {t_ind:.2f} s; {check}")
         n = block + 2
         sides = [(kept(lambda: neuron_c(*dev_args), n), True), (kept(lambda: fn(*dev_args), n), True),
-                 (kept(lambda: fn(*cpu_args), n), False), (kept(lambda: inductor(*cpu_args), n), False)]
+                 (kept(lambda: fn(*cpu_args), n), False), (kept(lambda: inductor(*cpu_args), n), False),
+                 (kept(lambda: tape(*dev_args), n), True)]
+        runs = codegen_counters()["runs"]
         results = rotating_blocks(sides, samples, block)
-    med = dict(zip(["neuron compiled", "neuron eager", "CPU eager", "Inductor"], (r[0] for r in results)))
+        if made["kernels"] + made["cache_hits"] and codegen_counters()["runs"] == runs:
+            check += "; generated code did NOT run"
+    med = dict(zip(["neuron compiled", "neuron eager", "CPU eager", "Inductor", "neuron tape"],
+                   (r[0] for r in results)))
     for k, v in med.items():
         log(f"  {k}: {ms(v)} ms")
     return {"name": name, "med": med, "check": check}
@@ -447,13 +484,14 @@ def main():
                   f"{c['compile.eager_nodes']} eager nodes, {c['compile.graphs']} new graphs")
     if kernel_rows:
         print("\n(b) Pointwise chain and layer-norm + GELU (inference), ms per call\n")
-        print("| case | neuron compiled | neuron eager | CPU eager | Inductor (CPU) | compiled / Inductor "
-              "| compiled / neuron eager | check |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        print("| case | neuron compiled | neuron tape | neuron eager | CPU eager | Inductor (CPU) "
+              "| compiled / Inductor | tape / Inductor | compiled / neuron eager | check |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in kernel_rows:
             m = r["med"]
-            print(f"| {r['name']} | {ms(m['neuron compiled'])} | {ms(m['neuron eager'])} | {ms(m['CPU eager'])} "
-                  f"| {ms(m['Inductor'])} | {m['neuron compiled'] / m['Inductor']:.2f} "
+            print(f"| {r['name']} | {ms(m['neuron compiled'])} | {ms(m['neuron tape'])} | {ms(m['neuron eager'])} "
+                  f"| {ms(m['CPU eager'])} | {ms(m['Inductor'])} | {m['neuron compiled'] / m['Inductor']:.2f} "
+                  f"| {m['neuron tape'] / m['Inductor']:.2f} "
                   f"| {m['neuron compiled'] / m['neuron eager']:.2f} | {r['check']} |")
     if host:
         rows_ = host["rows"]
