@@ -4,7 +4,7 @@
  * TORCHNEURON_CC. It runs with the kernels' floating-point flags: ISO C11
  * (so no contraction of a multiply and an add; -ffp-contract=off says so
  * for compilers whose default differs), -fno-trapping-math,
- * -fno-math-errno, -O3, and the -march of the ISA level the process runs
+ * -fno-math-errno, -O2 with the vectoriser, and the -march of the ISA level the process runs
  * at (the kernels' RT_SIMD_* clones are compiled for the same levels).
  *
  * The shared object is cached under TORCHNEURON_CACHE_DIR (default
@@ -110,7 +110,12 @@ static int find_compiler(const char *cc, char *path, size_t len) {
 static int compile_flags(int32_t isa, const char **flags) {
   int n = 0;
   flags[n++] = "-std=c11";
-  flags[n++] = "-O3";
+  /* -O2 with the vectoriser (dynamic cost model): the loops of -O3 at
+   * 0.07 s of compiler CPU per kernel instead of 0.11, as fast. No flag
+   * here changes a result; the floating-point ones are the kernels'. */
+  flags[n++] = "-O2";
+  flags[n++] = "-ftree-vectorize";
+  flags[n++] = "-fvect-cost-model=dynamic";
   flags[n++] = "-ffp-contract=off";
   flags[n++] = "-fno-trapping-math";
   flags[n++] = "-fno-math-errno";
