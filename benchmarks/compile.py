@@ -38,6 +38,14 @@ eager, and the first-step times of neuron compiled / Inductor and / aot_eager.
     python benchmarks/compile.py            # everything
     python benchmarks/compile.py --quick    # fewer samples
     python benchmarks/compile.py --case gpt --case kernels --case host
+
+(d) --case chain-cpu (only when asked): the pointwise chain's CPU time per
+    call, one thread per side (run with TORCHNEURON_NUM_THREADS=1 and
+    --cpu-threads 1): neuron compiled (generated code), neuron tape and
+    Inductor, alternating in rounds of 5 calls, time.process_time(). On a
+    loaded host wall-clock medians swing by 2x; CPU time does not.
+
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/compile.py --case chain-cpu --cpu-threads 1
 """
 
 import argparse
@@ -56,7 +64,7 @@ import warnings
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--quick", action="store_true", help="fewer samples and steps (a smoke run)")
 ap.add_argument("--samples", type=int, default=None, help="blocks per side (default 7, quick 3)")
-ap.add_argument("--case", action="append", choices=["gpt", "kernels", "host"], default=None,
+ap.add_argument("--case", action="append", choices=["gpt", "kernels", "host", "chain-cpu"], default=None,
                 help="run only this part (repeatable)")
 ap.add_argument("--gpt", action="append", choices=["demo", "wide"], default=None,
                 help="GPT sizes to run (default both)")
@@ -370,6 +378,40 @@ def kernel_cases(samples, block):
     return out
 
 
+def chain_cpu_case(rounds=15, calls=5):
+    x = torch.randn(2048, 2048, generator=torch.Generator().manual_seed(0))
+    dx = x.to("neuron")
+    gen = torch.compile(chain, backend="neuron")
+    ind = torch.compile(chain, backend="inductor")
+    with torch.no_grad():
+        gen(dx)
+        torch.neuron.synchronize()
+        tape = tape_compiled(chain, [dx])
+        ind(x)
+        same = torch.equal(gen(dx).cpu(), tape(dx).cpu())
+        sides = {"neuron compiled (generated code)": lambda: gen(dx), "neuron compiled (tape)": lambda: tape(dx),
+                 "Inductor (CPU)": lambda: ind(x)}
+        res = {k: [] for k in sides}
+        keep = []
+        runs = codegen_counters()["runs"]
+        for _ in range(rounds):
+            for k, f in sides.items():
+                t0 = time.process_time()
+                for _ in range(calls):
+                    keep.append(f())
+                torch.neuron.synchronize()
+                res[k].append((time.process_time() - t0) / calls)
+                keep.clear()
+        ran = codegen_counters()["runs"] > runs
+    print(f"\n(d) 8-op chain on 2048x2048 float32, CPU ms per call ({rounds} rounds of {calls} calls; "
+          f"neuron kernel threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default')}, "
+          f"PyTorch threads {torch.get_num_threads()}; generated = tape bitwise: {same}; generated code ran: {ran})\n")
+    print("| side | best | median |")
+    print("|---|---:|---:|")
+    for k, v in res.items():
+        print(f"| {k} | {min(v) * 1e3:.2f} | {statistics.median(v) * 1e3:.2f} |")
+
+
 # ------------------------------------------------------------------ (c) host cost
 
 def fifty(x):
@@ -436,6 +478,9 @@ def main():
     samples = args.samples or (3 if args.quick else 7)
     block = 1 if args.quick else 2
     parts = args.case or ["gpt", "kernels", "host"]
+    if parts == ["chain-cpu"]:
+        chain_cpu_case()
+        return
     start = time.perf_counter()
     warm_backends()
     gpt_rows, kernel_rows, host = [], [], None
