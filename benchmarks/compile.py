@@ -492,6 +492,8 @@ def main():
         kernel_rows = kernel_cases(samples, block)
     if "host" in parts:
         host = host_case(args.quick)
+    if "chain-cpu" in parts:
+        chain_cpu_case()
 
     print(f"\n{header}")
     load = os.getloadavg()[0]
