@@ -17,7 +17,10 @@
     for a second neuron model.)
 (b) An 8-op float32 pointwise chain on 4M elements and a layer-norm + GELU
     block on (4096, 1024), compiled by neuron and by Inductor (CPU), against
-    eager neuron and eager CPU (inference, no autograd).
+    eager neuron and eager CPU (inference, no autograd). Neuron compiled runs
+    its fused groups' generated code (docs/compile.md); "neuron tape" is the
+    same graph compiled with TORCHNEURON_CODEGEN=0 (the register-level tape,
+    the generated code's reference twin), a fifth side of the same turns.
 (c) Host cost of a compiled graph: 50 small pointwise nodes on a tiny
     tensor, time per call over many calls synchronised at the end, beside
     one eager op launch (a tiny add), the same 50 ops eager, and the same
@@ -35,6 +38,14 @@ eager, and the first-step times of neuron compiled / Inductor and / aot_eager.
     python benchmarks/compile.py            # everything
     python benchmarks/compile.py --quick    # fewer samples
     python benchmarks/compile.py --case gpt --case kernels --case host
+
+(d) --case chain-cpu (only when asked): the pointwise chain's CPU time per
+    call, one thread per side (run with TORCHNEURON_NUM_THREADS=1 and
+    --cpu-threads 1): neuron compiled (generated code), neuron tape and
+    Inductor, alternating in rounds of 5 calls, time.process_time(). On a
+    loaded host wall-clock medians swing by 2x; CPU time does not.
+
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/compile.py --case chain-cpu --cpu-threads 1
 """
 
 import argparse
@@ -53,7 +64,7 @@ import warnings
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--quick", action="store_true", help="fewer samples and steps (a smoke run)")
 ap.add_argument("--samples", type=int, default=None, help="blocks per side (default 7, quick 3)")
-ap.add_argument("--case", action="append", choices=["gpt", "kernels", "host"], default=None,
+ap.add_argument("--case", action="append", choices=["gpt", "kernels", "host", "chain-cpu"], default=None,
                 help="run only this part (repeatable)")
 ap.add_argument("--gpt", action="append", choices=["demo", "wide"], default=None,
                 help="GPT sizes to run (default both)")
@@ -288,6 +299,27 @@ def kept(fn, n):
     return lambda: results.append(fn())
 
 
+def tape_compiled(fn, args):
+    """fn compiled by neuron without generated code (TORCHNEURON_CODEGEN=0
+    while it compiles, no plan cache shared with the other side), called
+    once; a copy of fn, so that Dynamo compiles it anew."""
+    import types
+    twin = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__ + "_tape")
+    compiled = torch.compile(twin, backend="neuron", options={"cache": False})
+    os.environ["TORCHNEURON_CODEGEN"] = "0"
+    try:
+        compiled(*args)
+        torch.neuron.synchronize()
+    finally:
+        del os.environ["TORCHNEURON_CODEGEN"]
+    return compiled
+
+
+def codegen_counters():
+    from torchneuron import metrics
+    return {k: metrics.get_counter_value("fuse.codegen." + k) for k in ("kernels", "cache_hits", "runs", "fallbacks")}
+
+
 def kernel_case(name, fn, make, exact, samples, block):
     log(f"{name}:")
     cpu_args = make()
@@ -295,10 +327,17 @@ def kernel_case(name, fn, make, exact, samples, block):
     neuron_c = torch.compile(fn, backend="neuron")
     inductor = torch.compile(fn, backend="inductor")
     with torch.no_grad():
+        before = codegen_counters()
         start = time.perf_counter()
         got = neuron_c(*dev_args)
         torch.neuron.synchronize()
         t_nc = time.perf_counter() - start
+        after = codegen_counters()
+        made = {k: after[k] - before[k] for k in after}
+        log(f"  generated code at the first call: {made['kernels']} compiled, {made['cache_hits']} from the "
+            f"disk cache, {made['runs']} runs, {made['fallbacks']} fallbacks")
+        tape = tape_compiled(fn, dev_args)
+        tape_same = torch.equal(tape(*dev_args).cpu(), got.cpu())
         start = time.perf_counter()
         ind = inductor(*cpu_args)
         t_ind = time.perf_counter() - start
@@ -312,12 +351,18 @@ def kernel_case(name, fn, make, exact, samples, block):
         err_cpu = (got.cpu() - ref).abs().max().item()
         err_ind = (ind - ref).abs().max().item()
         check += f"; vs CPU {err_cpu:.1e} (Inductor vs CPU {err_ind:.1e})"
+        check += "; tape " + ("bitwise = generated" if tape_same else "DIFFERS from generated")
         log(f"  first call: neuron compiled {t_nc:.2f} s, Inductor {t_ind:.2f} s; {check}")
         n = block + 2
         sides = [(kept(lambda: neuron_c(*dev_args), n), True), (kept(lambda: fn(*dev_args), n), True),
-                 (kept(lambda: fn(*cpu_args), n), False), (kept(lambda: inductor(*cpu_args), n), False)]
+                 (kept(lambda: fn(*cpu_args), n), False), (kept(lambda: inductor(*cpu_args), n), False),
+                 (kept(lambda: tape(*dev_args), n), True)]
+        runs = codegen_counters()["runs"]
         results = rotating_blocks(sides, samples, block)
-    med = dict(zip(["neuron compiled", "neuron eager", "CPU eager", "Inductor"], (r[0] for r in results)))
+        if made["kernels"] + made["cache_hits"] and codegen_counters()["runs"] == runs:
+            check += "; generated code did NOT run"
+    med = dict(zip(["neuron compiled", "neuron eager", "CPU eager", "Inductor", "neuron tape"],
+                   (r[0] for r in results)))
     for k, v in med.items():
         log(f"  {k}: {ms(v)} ms")
     return {"name": name, "med": med, "check": check}
@@ -331,6 +376,40 @@ def kernel_cases(samples, block):
                            lambda: [torch.randn(4096, 1024, generator=g), 1 + 0.1 * torch.randn(1024, generator=g),
                                     0.1 * torch.randn(1024, generator=g)], False, samples, block))
     return out
+
+
+def chain_cpu_case(rounds=15, calls=5):
+    x = torch.randn(2048, 2048, generator=torch.Generator().manual_seed(0))
+    dx = x.to("neuron")
+    gen = torch.compile(chain, backend="neuron")
+    ind = torch.compile(chain, backend="inductor")
+    with torch.no_grad():
+        gen(dx)
+        torch.neuron.synchronize()
+        tape = tape_compiled(chain, [dx])
+        ind(x)
+        same = torch.equal(gen(dx).cpu(), tape(dx).cpu())
+        sides = {"neuron compiled (generated code)": lambda: gen(dx), "neuron compiled (tape)": lambda: tape(dx),
+                 "Inductor (CPU)": lambda: ind(x)}
+        res = {k: [] for k in sides}
+        keep = []
+        runs = codegen_counters()["runs"]
+        for _ in range(rounds):
+            for k, f in sides.items():
+                t0 = time.process_time()
+                for _ in range(calls):
+                    keep.append(f())
+                torch.neuron.synchronize()
+                res[k].append((time.process_time() - t0) / calls)
+                keep.clear()
+        ran = codegen_counters()["runs"] > runs
+    print(f"\n(d) 8-op chain on 2048x2048 float32, CPU ms per call ({rounds} rounds of {calls} calls; "
+          f"neuron kernel threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default')}, "
+          f"PyTorch threads {torch.get_num_threads()}; generated = tape bitwise: {same}; generated code ran: {ran})\n")
+    print("| side | best | median |")
+    print("|---|---:|---:|")
+    for k, v in res.items():
+        print(f"| {k} | {min(v) * 1e3:.2f} | {statistics.median(v) * 1e3:.2f} |")
 
 
 # ------------------------------------------------------------------ (c) host cost
@@ -399,6 +478,9 @@ def main():
     samples = args.samples or (3 if args.quick else 7)
     block = 1 if args.quick else 2
     parts = args.case or ["gpt", "kernels", "host"]
+    if parts == ["chain-cpu"]:
+        chain_cpu_case()
+        return
     start = time.perf_counter()
     warm_backends()
     gpt_rows, kernel_rows, host = [], [], None
@@ -410,6 +492,8 @@ def main():
         kernel_rows = kernel_cases(samples, block)
     if "host" in parts:
         host = host_case(args.quick)
+    if "chain-cpu" in parts:
+        chain_cpu_case()
 
     print(f"\n{header}")
     load = os.getloadavg()[0]
@@ -447,13 +531,14 @@ def main():
                   f"{c['compile.eager_nodes']} eager nodes, {c['compile.graphs']} new graphs")
     if kernel_rows:
         print("\n(b) Pointwise chain and layer-norm + GELU (inference), ms per call\n")
-        print("| case | neuron compiled | neuron eager | CPU eager | Inductor (CPU) | compiled / Inductor "
-              "| compiled / neuron eager | check |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        print("| case | neuron compiled | neuron tape | neuron eager | CPU eager | Inductor (CPU) "
+              "| compiled / Inductor | tape / Inductor | compiled / neuron eager | check |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in kernel_rows:
             m = r["med"]
-            print(f"| {r['name']} | {ms(m['neuron compiled'])} | {ms(m['neuron eager'])} | {ms(m['CPU eager'])} "
-                  f"| {ms(m['Inductor'])} | {m['neuron compiled'] / m['Inductor']:.2f} "
+            print(f"| {r['name']} | {ms(m['neuron compiled'])} | {ms(m['neuron tape'])} | {ms(m['neuron eager'])} "
+                  f"| {ms(m['CPU eager'])} | {ms(m['Inductor'])} | {m['neuron compiled'] / m['Inductor']:.2f} "
+                  f"| {m['neuron tape'] / m['Inductor']:.2f} "
                   f"| {m['neuron compiled'] / m['neuron eager']:.2f} | {r['check']} |")
     if host:
         rows_ = host["rows"]

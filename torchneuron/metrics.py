@@ -34,6 +34,17 @@ relaxed atomic adds where the event happens, so they are always on.
     runs of fused groups (adaptive eager, compiled steps, GEMM epilogue and
     row blocks) evaluated by the register-level loop: all float32 ops of
     its vocabulary, the whole expression per block of 256 elements.
+``fuse.codegen.kernels`` / ``fuse.codegen.cache_hits``
+    generated kernels of compiled programs' fused groups (one C function
+    per tape, see docs/compile.md) compiled by the C compiler, and loaded
+    from the disk cache instead.
+``fuse.codegen.runs``
+    runs of fused groups by their generated code (also counted in
+    ``fuse.register_loops``).
+``fuse.codegen.fallbacks``
+    groups left to the tape because their generated code could not be had
+    (no compiler, a compile error, an unusable cache directory, a probe
+    mismatch) or did not fit the run.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

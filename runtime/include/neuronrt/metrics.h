@@ -32,7 +32,11 @@ extern "C" {
   X(STREAM_SYNCS, "sync.stream")                            \
   X(DEVICE_SYNCS, "sync.device")                            \
   X(EVENT_SYNCS, "sync.event")                              \
-  X(FUSE_REGISTER_LOOPS, "fuse.register_loops")
+  X(FUSE_REGISTER_LOOPS, "fuse.register_loops")            \
+  X(FUSE_CODEGEN_KERNELS, "fuse.codegen.kernels")           \
+  X(FUSE_CODEGEN_CACHE_HITS, "fuse.codegen.cache_hits")     \
+  X(FUSE_CODEGEN_RUNS, "fuse.codegen.runs")                 \
+  X(FUSE_CODEGEN_FALLBACKS, "fuse.codegen.fallbacks")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

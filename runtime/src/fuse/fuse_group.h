@@ -61,6 +61,9 @@ struct nrt_fuse_group {
   /* The register-level loop (tape.h); tape.num_ops 0: instruction by
    * instruction through the kernels' loops. */
   rt_fuse_tape tape;
+  /* The tape's generated code (codegen.h), or NULL: set by the graph
+   * executor for compiled programs; rt_fuse_group_init clears it. */
+  const struct rt_gen_kernel *gen;
 };
 
 /* group.c: whether code may be an instruction (the pointwise vocabulary

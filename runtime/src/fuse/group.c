@@ -178,6 +178,7 @@ void rt_fuse_group_name(struct nrt_fuse_group *g) {
 
 nrt_status rt_fuse_group_init(struct nrt_fuse_group *g, const nrt_fuse_group_desc *d) {
   g->replays = NULL;
+  g->gen = NULL;
   g->num_inputs = d->num_inputs;
   g->num_outputs = d->num_outputs;
   g->num_registers = d->num_registers;

@@ -57,6 +57,26 @@ static int tape_code(nrt_op_code code, int *code_out, int *arity, int *scalars) 
 #undef TAPE_MAP_
 }
 
+const char *rt_fuse_tape_expr(int code, int *arity) {
+#define TAPE_NAME1_(CODE, NS, EXPR) \
+  case T_##CODE:                    \
+    *arity = 1;                     \
+    return #EXPR;
+#define TAPE_NAME2_(CODE, NS, EXPR) \
+  case T_##CODE:                    \
+    *arity = 2;                     \
+    return #EXPR;
+  switch (code) {
+    TAPE_UNARY(TAPE_NAME1_)
+    TAPE_BINARY(TAPE_NAME2_)
+    default:
+      *arity = 1; /* T_MOVE */
+      return NULL;
+  }
+#undef TAPE_NAME1_
+#undef TAPE_NAME2_
+}
+
 /* ---- building ---------------------------------------------------------------- */
 
 void rt_fuse_tape_build(struct nrt_fuse_group *g) {

@@ -58,6 +58,11 @@ struct rt_fuse_box;
  * to 0 when one of them is outside the tape's vocabulary. */
 void rt_fuse_tape_build(struct nrt_fuse_group *g);
 
+/* The name of the float_exprs.h macro that op code computes (its source
+ * count in *arity), or NULL for a copy: for generated code (codegen.h),
+ * which evaluates the very same text. */
+const char *rt_fuse_tape_expr(int code, int *arity);
+
 /* Bytes of a thread's block registers. */
 size_t rt_fuse_tape_scratch_bytes(const rt_fuse_tape *t);
 

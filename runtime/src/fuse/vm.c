@@ -21,6 +21,7 @@
 #include "ops/engine/iterate.h"
 #include "ops/engine/thread_pool.h"
 #include "fuse/replay.h"
+#include "fuse/codegen.h"
 
 void rt_fuse_plan_tiles(rt_fuse_walk *w) {
   if (w->ndim == 0) {
@@ -143,7 +144,10 @@ static nrt_status kernel_inst(const struct nrt_fuse_group *g, int i, const rt_fu
 static int run_block(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch,
                      rt_fuse_replay *states, atomic_int *limit, nrt_status *status) {
   if (g->tape.num_ops) {
-    rt_fuse_tape_run(g, b, scratch);
+    if (g->gen)
+      rt_fuse_codegen_run(g, b, scratch);
+    else
+      rt_fuse_tape_run(g, b, scratch);
     return -1;
   }
   for (int i = 0; i < g->num_insts && (!limit || i < atomic_load_explicit(limit, memory_order_relaxed));
@@ -214,6 +218,7 @@ static void run_tiles(int64_t begin, int64_t end, void *arg) {
 nrt_status rt_fuse_run(const struct nrt_fuse_group *g) {
   if (g->numel == 0) return NRT_SUCCESS;
   if (g->tape.num_ops) rt_metric_add(NRT_METRIC_FUSE_REGISTER_LOOPS, 1);
+  if (g->gen) rt_metric_add(NRT_METRIC_FUSE_CODEGEN_RUNS, 1);
   vm_run run = {.g = g, .failed_inst = 0, .status = NRT_SUCCESS};
   atomic_init(&run.fail_inst, g->num_insts + 1);
   pthread_mutex_init(&run.mu, NULL);
@@ -269,6 +274,7 @@ nrt_status rt_fuse_run_box(const struct nrt_fuse_group *g, const rt_fuse_box *bo
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its registers (%s)", g->name,
                    rt_format_size(thread_bytes(g)).s);
   if (g->tape.num_ops) rt_metric_add(NRT_METRIC_FUSE_REGISTER_LOOPS, 1);
+  if (g->gen) rt_metric_add(NRT_METRIC_FUSE_CODEGEN_RUNS, 1);
   rt_fuse_replay *states = thread_states(g, scratch);
   rt_fuse_replay_begin(g, states);
   if (box->rows * box->cols <= RT_FUSE_TILE && !g->replays) states = NULL; /* one tile */

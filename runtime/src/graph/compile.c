@@ -3,9 +3,13 @@
  * decision holds for every binding; temporaries that only a group's own
  * members touch live in its registers (elided); the other temporaries get
  * lifetimes, in steps, for the memory planner. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "fuse/codegen.h"
 #include "fuse/fuse_group.h"
 #include "graph/program.h"
 
@@ -337,6 +341,65 @@ static nrt_status build_steps(compiler *c, struct nrt_program *p, int fuse) {
   return NRT_SUCCESS;
 }
 
+/* The generated code of each fused group's tape (fuse/codegen.h), made now
+ * so that no launch waits for a compiler; the compilers of a program's
+ * groups run side by side (one per core). A group without a tape, or whose
+ * code cannot be had, runs as before. */
+typedef struct codegen_work {
+  const struct nrt_graph *g;
+  rt_fused **groups;
+  int32_t count;
+  atomic_int next;
+} codegen_work;
+
+static int collect_fused(rt_step *steps, int32_t num_steps, rt_fused **out, int32_t at) {
+  for (int32_t s = 0; s < num_steps; s++) {
+    if (steps[s].kind == RT_STEP_ROWS) at = collect_fused(steps[s].members, steps[s].num_members, out, at);
+    if (steps[s].fused) {
+      if (out) out[at] = steps[s].fused;
+      at++;
+    }
+  }
+  return at;
+}
+
+static void *codegen_worker(void *arg) {
+  codegen_work *w = arg;
+  struct nrt_fuse_group *tmp = malloc(sizeof *tmp);
+  if (!tmp) return NULL;
+  for (int32_t i; (i = atomic_fetch_add(&w->next, 1)) < w->count;) {
+    rt_fused *f = w->groups[i];
+    nrt_dtype dtypes[NRT_FUSE_MAX_INPUTS];
+    for (int k = 0; k < f->num_inputs; k++) dtypes[k] = w->g->operands[f->input_operand[k]].dtype;
+    rt_fuse_tape_for(tmp, f->num_inputs, dtypes, f->num_registers, f->registers, f->num_insts, f->insts,
+                     f->num_outputs, f->output_registers);
+    memcpy(tmp->name, f->name, sizeof tmp->name);
+    f->gen = rt_fuse_codegen_get(tmp);
+  }
+  free(tmp);
+  return NULL;
+}
+
+static void generate_code(struct nrt_program *p) {
+  if (!rt_fuse_codegen_enabled()) return;
+  int32_t n = collect_fused(p->steps, p->num_steps, NULL, 0);
+  if (n == 0) return;
+  codegen_work w = {.g = p->graph, .groups = malloc((size_t)n * sizeof(rt_fused *)), .count = n};
+  if (!w.groups) return;
+  collect_fused(p->steps, p->num_steps, w.groups, 0);
+  atomic_init(&w.next, 0);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int helpers = (int)(cores < 1 ? 0 : cores > 8 ? 7 : cores - 1);
+  if (helpers > n - 1) helpers = n - 1;
+  pthread_t threads[8];
+  int started = 0;
+  for (; started < helpers; started++)
+    if (pthread_create(&threads[started], NULL, codegen_worker, &w)) break;
+  codegen_worker(&w);
+  for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+  free(w.groups);
+}
+
 /* Checks each NKI node's program against the NeuronCore's rules (for
  * device 0's generation) and keeps it for the launches. */
 static nrt_status create_nki_programs(struct nrt_program *p) {
@@ -417,6 +480,7 @@ nrt_status nrt_program_compile(nrt_graph_t g, const nrt_program_options *options
   if ((s = build_steps(&c, p, fuse)) || (fuse && (s = rt_program_plan_rows(p))) ||
       (s = create_nki_programs(p)))
     goto done;
+  generate_code(p);
   for (int32_t st = 0; st < p->num_steps; st++)
     for (uint32_t k = 0; k < p->steps[st].num_nodes; k++) node_step[rt_step_node(&p->steps[st], k)] = st;
   /* Lifetimes: the steps from the first to the last that touch the buffer

@@ -29,6 +29,9 @@ typedef struct rt_fused {
   int32_t output_registers[NRT_FUSE_MAX_OUTPUTS];
   char name[NRT_HOST_TASK_NAME_MAX];
   struct rt_fuse_replays *replays; /* its captured loops, shared by its runs (may be NULL) */
+  /* Its tape's generated code (fuse/codegen.h), made when the program is
+   * compiled; NULL: the tape (or the kernels) run it. Not owned. */
+  const struct rt_gen_kernel *gen;
 } rt_fused;
 
 typedef struct rt_step {
