@@ -48,6 +48,21 @@ std::optional<at::Tensor> try_native_complex_prod(const at::Tensor& self, std::o
                                                   const at::Tensor* out);
 std::optional<at::Tensor> try_native_complex_scan(bool cumprod, const at::Tensor& self, int64_t dim,
                                                   std::optional<at::ScalarType> dtype, const at::Tensor* out);
+// Reductions of a neuron complex tensor composed from native ones
+// (complex_reduce.cpp); nothing, for the fallback, in any other case:
+// var/std (the planes' variances summed, as the CPU computes them), the
+// vector norm (of |z|), trace (the diagonal's sum), any and count_nonzero
+// (of z != 0), dot and vdot (the sum of the products).
+std::optional<at::Tensor> try_native_complex_var(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim,
+                                                 bool take_sqrt);
+std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self, const at::Scalar& ord,
+                                                         at::OptionalIntArrayRef dim, bool keepdim,
+                                                         std::optional<at::ScalarType> dtype);
+std::optional<at::Tensor> try_native_complex_trace(const at::Tensor& self);
+std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self);
+std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims);
+std::optional<at::Tensor> try_native_complex_dot(const at::Tensor& self, const at::Tensor& other, bool conj_self);
 // mm (batched: bmm) of two neuron complex tensors of one dtype as four real
 // GEMMs on the planes; nothing when the case is not that one.
 std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,

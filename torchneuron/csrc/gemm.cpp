@@ -479,10 +479,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", native_or_fallback("addmv", addmv));
   m.impl("addmv.out", native_or_fallback("addmv.out", addmv_out));
   m.impl("addmv_", native_or_fallback("addmv_", addmv_));
-  m.impl("mv", native_or_fallback("mv", mv));
+  m.impl("mv", complex_first("mv", mv, [](const at::Tensor& self, const at::Tensor& vec) -> std::optional<at::Tensor> {
+           if (vec.dim() != 1) return std::nullopt;
+           if (auto out = try_native_complex_mm(self, vec.unsqueeze(1), false)) return out->squeeze(1);
+           return std::nullopt;
+         }));
   m.impl("mv.out", native_or_fallback("mv.out", mv_out));
-  m.impl("dot", native_or_fallback("dot", dot));
-  m.impl("vdot", native_or_fallback("vdot", vdot));
+  m.impl("dot", complex_first("dot", dot, [](const at::Tensor& self, const at::Tensor& other) {
+           return try_native_complex_dot(self, other, false);
+         }));
+  m.impl("vdot", complex_first("vdot", vdot, [](const at::Tensor& self, const at::Tensor& other) {
+           return try_native_complex_dot(self, other, true);
+         }));
   m.impl("_addmm_activation", native_or_fallback("_addmm_activation", addmm_activation));
   m.impl("_addmm_activation.out", native_or_fallback("_addmm_activation.out", addmm_activation_out));
 }

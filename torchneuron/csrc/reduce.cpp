@@ -1004,30 +1004,6 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
 }  // namespace
 
 
-// Complex prod / cumsum / cumprod on the planes (complex_math_scan.cpp)
-// first; any other storage-dtype call to the fallback, the rest native.
-template <class Ret, class... Args, class Try>
-torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
-  std::string full = overload_name;
-  size_t dot = full.find('.');
-  std::string name = "aten::" + full.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-  return torch::CppFunction([fn, name, overload, try_complex](Args... args) -> Ret {
-    using namespace storage_fallback_detail;
-    std::vector<at::Tensor*> written;
-    (note_written<Args>(written, std::forward<Args>(args)), ...);
-    if (std::optional<at::Tensor> r = try_complex(args...)) {
-      if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
-      else return *written.at(0);
-    }
-    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
-    torch::jit::Stack stack;
-    (stack.emplace_back(args), ...);
-    run_through_fallback(name.c_str(), overload.c_str(), &stack);
-    return result_from<Ret>(stack, written);
-  });
-}
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_logcumsumexp", native_or_fallback("_logcumsumexp", logcumsumexp));
   m.impl("_logcumsumexp.out", native_or_fallback("_logcumsumexp.out", logcumsumexp_out));
@@ -1037,7 +1013,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("aminmax.out", native_or_fallback("aminmax.out", aminmax_out));
   m.impl("nansum", native_or_fallback("nansum", nansum));
   m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
-  m.impl("trace", native_or_fallback("trace", trace));
+  m.impl("trace", complex_first("trace", trace, try_native_complex_trace));
   m.impl("sum", sum_all_or_complex);
   m.impl("sum.dim_IntList", sum_dim_or_complex);
   m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
@@ -1073,13 +1049,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("argmax.out", native_or_fallback("argmax.out", argmax_out));
   m.impl("argmin", native_or_fallback("argmin", argmin));
   m.impl("argmin.out", native_or_fallback("argmin.out", argmin_out));
-  m.impl("var.correction", native_or_fallback("var.correction", var_correction));
+  m.impl("var.correction", complex_first("var.correction", var_correction,
+                                         [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+                                           return try_native_complex_var(self, dim, correction, keepdim, false);
+                                         }));
   m.impl("var.correction_out", native_or_fallback("var.correction_out", var_correction_out));
-  m.impl("std.correction", native_or_fallback("std.correction", std_correction));
+  m.impl("std.correction", complex_first("std.correction", std_correction,
+                                         [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                            const std::optional<at::Scalar>& correction, bool keepdim) {
+                                           return try_native_complex_var(self, dim, correction, keepdim, true);
+                                         }));
   m.impl("std.correction_out", native_or_fallback("std.correction_out", std_correction_out));
   m.impl("var_mean.correction", native_or_fallback("var_mean.correction", var_mean_correction));
   m.impl("std_mean.correction", native_or_fallback("std_mean.correction", std_mean_correction));
-  m.impl("linalg_vector_norm", native_or_fallback("linalg_vector_norm", linalg_vector_norm));
+  m.impl("linalg_vector_norm", complex_first("linalg_vector_norm", linalg_vector_norm, try_native_complex_vector_norm));
   m.impl("linalg_vector_norm.out", native_or_fallback("linalg_vector_norm.out", linalg_vector_norm_out));
   m.impl("norm.ScalarOpt_dim", native_or_fallback("norm.ScalarOpt_dim", norm_dim));
   m.impl("norm.out", native_or_fallback("norm.out", norm_dim_out));
@@ -1087,7 +1071,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.dtype_out", native_or_fallback("norm.dtype_out", norm_dim_dtype_out));
   m.impl("logsumexp", native_or_fallback("logsumexp", logsumexp));
   m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
-  m.impl("any", native_or_fallback("any", any_all));
+  m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
   m.impl("any.dim", native_or_fallback("any.dim", any_dim));
   m.impl("any.out", native_or_fallback("any.out", any_dim_out));
@@ -1099,7 +1083,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("all.out", native_or_fallback("all.out", all_dim_out));
   m.impl("all.dims", native_or_fallback("all.dims", all_dims));
   m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
-  m.impl("count_nonzero.dim_IntList", native_or_fallback("count_nonzero.dim_IntList", count_nonzero_dims));
+  m.impl("count_nonzero.dim_IntList",
+         complex_first("count_nonzero.dim_IntList", count_nonzero_dims, try_native_complex_count_nonzero));
   m.impl("cumsum", complex_first("cumsum", cumsum,
                                     [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(false, self, dim, dtype, nullptr); }));
   m.impl("cumsum_", complex_first("cumsum_", cumsum_,

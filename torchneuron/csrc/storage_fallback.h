@@ -11,6 +11,7 @@
 #include <ATen/core/stack.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -71,6 +72,32 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
     std::vector<at::Tensor*> written;
     (note_written<Args>(written, std::forward<Args>(args)), ...);
     if constexpr (!std::is_void_v<Ret>) return result_from<Ret>(stack, written);
+  });
+}
+
+// The same, with a native complex path tried first: try_complex takes the
+// op's arguments and returns its result (for an out= overload, anything
+// engaged: the out argument is returned) or nothing, and then a storage-dtype
+// call goes to the fallback and the rest to the native kernel.
+template <class Ret, class... Args, class Try>
+torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
+  std::string full = overload_name;
+  size_t dot = full.find('.');
+  std::string name = "aten::" + full.substr(0, dot);
+  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
+  return torch::CppFunction([fn, name, overload, try_complex](Args... args) -> Ret {
+    using namespace storage_fallback_detail;
+    std::vector<at::Tensor*> written;
+    (note_written<Args>(written, std::forward<Args>(args)), ...);
+    if (std::optional<at::Tensor> r = try_complex(args...)) {
+      if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
+      else return *written.at(0);
+    }
+    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
+    torch::jit::Stack stack;
+    (stack.emplace_back(args), ...);
+    run_through_fallback(name.c_str(), overload.c_str(), &stack);
+    return result_from<Ret>(stack, written);
   });
 }
 

@@ -1,0 +1,114 @@
+"""Reductions and products of complex tensors composed from native ops
+(complex_reduce.cpp): var/std, the vector norm, trace, any, count_nonzero,
+dot/vdot and mv, against PyTorch CPU, with no fallback."""
+
+import pytest
+import torch
+import torchneuron
+
+from conftest import no_fallback
+
+DEV = "neuron"
+CDTYPES = [torch.complex64, torch.complex128]
+
+
+@pytest.fixture(autouse=True)
+def _clear_tracking():
+    yield
+    torchneuron.clear_op_tracking()
+
+
+def _tol(dtype):
+    return {"rtol": 2e-5, "atol": 2e-5} if dtype == torch.complex64 else {"rtol": 1e-12, "atol": 1e-12}
+
+
+def _z(dtype, *shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=torch.complex128, generator=g).to(dtype)
+
+
+def _layouts(dtype):
+    yield "contiguous", _z(dtype, 4, 6)
+    yield "transposed", _z(dtype, 6, 4).t()
+    yield "sliced", _z(dtype, 8, 12)[::2, 1::2]
+    yield "conj", _z(dtype, 4, 6).conj()
+    yield "zero_size", _z(dtype, 0, 6)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("fn", ["var", "std"])
+def test_var_and_std(dtype, fn):
+    for name, x in _layouts(dtype):
+        for kwargs in ({}, {"dim": 1}, {"dim": (0, 1), "keepdim": True}, {"dim": 0, "correction": 0}):
+            if name == "zero_size" and kwargs.get("dim") == 1:
+                continue
+            want = getattr(torch, fn)(x, **kwargs)
+            with no_fallback():
+                got = getattr(torch, fn)(x.to(DEV), **kwargs)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, kwargs)
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("ord", [2, 1, float("inf"), 0, 3.5])
+def test_vector_norm(dtype, ord):
+    for name, x in _layouts(dtype):
+        for kwargs in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+            try:
+                want = torch.linalg.vector_norm(x, ord, **kwargs)
+            except RuntimeError as cpu_error:  # inf/-inf over an empty dim: no identity
+                with pytest.raises(RuntimeError, match="does not have an identity"):
+                    torch.linalg.vector_norm(x.to(DEV), ord, **kwargs)
+                assert "identity" in str(cpu_error)
+                continue
+            with no_fallback():
+                got = torch.linalg.vector_norm(x.to(DEV), ord, **kwargs)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+    x = _z(torch.complex64, 5)
+    with no_fallback():
+        got = torch.linalg.vector_norm(x.to(DEV), dtype=torch.complex128)
+    torch.testing.assert_close(got.cpu(), torch.linalg.vector_norm(x, dtype=torch.complex128))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_trace_any_count_nonzero(dtype):
+    for name, x in _layouts(dtype):
+        x = x.clone()
+        if x.numel():
+            x[0, 0] = 0
+            x[-1, :] = 0
+        xd = x.to(DEV)
+        with no_fallback():
+            got = [torch.trace(xd), xd.any(), torch.count_nonzero(xd), torch.count_nonzero(xd, dim=1),
+                   torch.zeros_like(xd).any()]
+        want = [torch.trace(x), x.any(), torch.count_nonzero(x), torch.count_nonzero(x, dim=1),
+                torch.zeros_like(x).any()]
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            torch.testing.assert_close(g.cpu(), w, **({} if not w.is_complex() else _tol(dtype)))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_dot_vdot_mv(dtype):
+    a, b = _z(dtype, 50), _z(dtype, 100, seed=1)[::2]
+    m = _z(dtype, 7, 50, seed=2)
+    with no_fallback():
+        got = [torch.dot(a.to(DEV), b.to(DEV)), torch.vdot(a.to(DEV), b.to(DEV)),
+               torch.dot(a.conj().to(DEV), b.to(DEV)), torch.mv(m.to(DEV), a.to(DEV)),
+               torch.mv(m.t().contiguous().t().to(DEV), b.to(DEV)), torch.dot(a[:0].to(DEV), b[:0].to(DEV))]
+    want = [torch.dot(a, b), torch.vdot(a, b), torch.dot(a.conj(), b), torch.mv(m, a), torch.mv(m, b),
+            torch.dot(a[:0], b[:0])]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w, **_tol(dtype))
+
+
+def test_errors_match_the_cpu():
+    a = _z(torch.complex64, 4)
+    for fn in (lambda t: torch.dot(t, t[:3]), lambda t: torch.dot(t, t.to(torch.complex128)),
+               lambda t: torch.trace(t), lambda t: torch.mv(t, t)):
+        with pytest.raises(RuntimeError) as cpu:
+            fn(a)
+        with pytest.raises(type(cpu.value)):
+            fn(a.to(DEV))
