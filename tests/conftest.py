@@ -12,11 +12,14 @@
   after every test, so that a failing test does not leak state.
 """
 
+import atexit
 import concurrent.futures
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 
@@ -42,6 +45,14 @@ DTYPES = [
 
 _OWN_ENV_PREFIXES = ("NEURON_", "TORCHNEURON_", "TORCH_DEVICE_BACKEND_AUTOLOAD")
 
+# The suite's compile plans and generated kernels go to a private directory
+# of this process (removed at exit), not to the user's ~/.cache/torchneuron;
+# child interpreters share it. A test of the cache sets its own.
+if "TORCHNEURON_CACHE_DIR" not in os.environ:
+    os.environ["TORCHNEURON_CACHE_DIR"] = tempfile.mkdtemp(prefix="torchneuron-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["TORCHNEURON_CACHE_DIR"], ignore_errors=True)
+_SHARED_ENV = ("TORCHNEURON_CACHE_DIR",)
+
 
 def dtype_id(dtype):
     return str(dtype).removeprefix("torch.")
@@ -49,7 +60,7 @@ def dtype_id(dtype):
 
 def _child_env(env):
     """The parent's environment without our own settings, plus env."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES) or k in _SHARED_ENV}
     clean.update(env or {})
     return clean
 
