@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 pytestmark = pytest.mark.usefixtures("native_only")
 
@@ -92,15 +93,6 @@ def test_out_and_zero_size():
         w, v = torch.linalg.eigh(z.to("neuron"))
         cw, cv = torch.linalg.eigh(z)
         assert w.shape == cw.shape and v.shape == cv.shape
-
-
-def raises_like_cpu(fn, *args, **kwargs):
-    with pytest.raises(Exception) as cpus:
-        fn(*args, **kwargs)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") for a in args], **kwargs)
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 def test_errors_like_cpu():

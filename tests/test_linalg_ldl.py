@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-11)}
@@ -142,15 +143,6 @@ def test_solve_broadcasts_a_single_factorisation():
     assert got.shape == (2, 7, 3)
     for i in range(2):
         torch.testing.assert_close(got[i], torch.linalg.ldl_solve(LD[0], piv[0], b[i]), **TOL[torch.float64])
-
-
-def raises_like_cpu(fn, *args):
-    with pytest.raises(Exception) as cpus:
-        fn(*args)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") for a in args])
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 @pytest.mark.usefixtures("native_only")

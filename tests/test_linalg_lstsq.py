@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 DTYPES = [torch.float32, torch.float64]
 DRIVERS = [None, "gels", "gelsy", "gelsd", "gelss"]
@@ -139,15 +140,6 @@ def test_out_dtypes_like_cpu():
             for g, w in zip(results[1], results[0]):
                 assert g.dtype == w.dtype and g.shape == w.shape
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
-
-
-def raises_like_cpu(fn, *args, **kwargs):
-    with pytest.raises(Exception) as cpus:
-        fn(*args, **kwargs)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") for a in args], **kwargs)
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 @pytest.mark.usefixtures("native_only")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-10, atol=1e-12)}
@@ -63,15 +64,6 @@ def test_nonfinite_gives_nan_like_cpu():
         a = torch.tensor([[1.0, bad], [0.0, 1.0]], dtype=torch.float64)
         got = torch.linalg.matrix_exp(a.to("neuron")).cpu()
         assert torch.equal(got.isnan(), torch.linalg.matrix_exp(a).isnan())
-
-
-def raises_like_cpu(fn, *args):
-    with pytest.raises(Exception) as cpus:
-        fn(*args)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") for a in args])
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 @pytest.mark.usefixtures("native_only")

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 pytestmark = pytest.mark.usefixtures("native_only")
 
@@ -132,15 +133,6 @@ def test_zero_size():
         qr, tau = torch.geqrf(n)
         cqr, ctau = torch.geqrf(a)
         assert qr.shape == cqr.shape and tau.shape == ctau.shape
-
-
-def raises_like_cpu(fn, *args, **kwargs):
-    with pytest.raises(Exception) as cpus:
-        fn(*[a if not isinstance(a, torch.Tensor) else a for a in args], **kwargs)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 def test_errors_like_cpu():

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_parity import raises_like_cpu
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float64: dict(rtol=1e-11, atol=1e-12)}
@@ -136,15 +137,6 @@ def test_out_and_compute_uv_false():
     for t, c in zip(got, want):
         assert t.shape == c.shape
     torch.testing.assert_close(got[1].cpu(), want[1], **TOL[torch.float64])
-
-
-def raises_like_cpu(fn, *args, **kwargs):
-    with pytest.raises(Exception) as cpus:
-        fn(*args, **kwargs)
-    with pytest.raises(Exception) as ours:
-        fn(*[a.to("neuron") for a in args], **kwargs)
-    assert type(ours.value) is type(cpus.value), (ours.value, cpus.value)
-    assert str(ours.value) == str(cpus.value)
 
 
 def test_errors_like_cpu():
