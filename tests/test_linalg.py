@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import torchneuron
+from linalg_cases import layouts
 
 pytestmark = pytest.mark.usefixtures("native_only")
 
@@ -37,16 +38,6 @@ def close(actual, expected, dtype=None):
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **TOL.get(dtype, {}))
-
-
-def layouts(a):
-    """(CPU, neuron) pairs of a as it is, column-major and strided (every
-    other element of a wider matrix), the neuron one laid out the same."""
-    yield a, a.to("neuron")
-    yield a.mT.contiguous().mT, a.mT.contiguous().to("neuron").mT
-    wide = torch.zeros(*a.shape[:-1], a.shape[-1] * 2, dtype=a.dtype)
-    wide[..., ::2] = a
-    yield wide[..., ::2], wide.to("neuron")[..., ::2]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

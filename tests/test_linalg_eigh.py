@@ -12,6 +12,7 @@ import torch
 
 import torchneuron
 from cpu_parity import raises_like_cpu
+from linalg_cases import layouts
 
 pytestmark = pytest.mark.usefixtures("native_only")
 
@@ -23,14 +24,6 @@ def sym(*shape, dtype=torch.float64, seed=0):
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(*shape, generator=g, dtype=torch.float64)
     return (a + a.mT).to(dtype)
-
-
-def layouts(a):
-    yield a, a.to("neuron")
-    yield a.mT.contiguous().mT, a.mT.contiguous().to("neuron").mT
-    wide = torch.zeros(*a.shape[:-1], a.shape[-1] * 2, dtype=a.dtype)
-    wide[..., ::2] = a
-    yield wide[..., ::2], wide.to("neuron")[..., ::2]
 
 
 def check_decomposition(w, v, cw, cv, a):

@@ -14,22 +14,10 @@ import torch
 
 import torchneuron
 from cpu_parity import raises_like_cpu
+from linalg_cases import rand, layouts
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-10, atol=1e-11)}
-
-
-def rand(*shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
-
-
-def layouts(a):
-    yield a, a.to("neuron")
-    yield a.mT.contiguous().mT, a.mT.contiguous().to("neuron").mT
-    wide = torch.zeros(*a.shape[:-1], a.shape[-1] * 2, dtype=a.dtype)
-    wide[..., ::2] = a
-    yield wide[..., ::2], wide.to("neuron")[..., ::2]
 
 
 def check_factor(got, want, dtype):

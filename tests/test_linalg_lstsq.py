@@ -12,15 +12,11 @@ import torch
 
 import torchneuron
 from cpu_parity import raises_like_cpu
+from linalg_cases import rand
 
 DTYPES = [torch.float32, torch.float64]
 DRIVERS = [None, "gels", "gelsy", "gelsd", "gelss"]
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float64: dict(rtol=1e-9, atol=1e-10)}
-
-
-def rand(*shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
 
 
 def check_same(got, want, dtype):

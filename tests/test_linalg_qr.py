@@ -12,17 +12,13 @@ import torch
 
 import torchneuron
 from cpu_parity import raises_like_cpu
+from linalg_cases import rand, layouts
 
 pytestmark = pytest.mark.usefixtures("native_only")
 
 DTYPES = [torch.float32, torch.float64]
 TOL = {torch.float32: dict(rtol=5e-4, atol=5e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 SHAPES = [(1, 1), (5, 5), (7, 3), (3, 7), (2, 6, 4), (2, 3, 4, 6), (70, 70), (90, 40)]
-
-
-def rand(*shape, dtype=torch.float64, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
 
 
 def close(actual, expected, strides=True):
@@ -32,15 +28,6 @@ def close(actual, expected, strides=True):
     if strides and expected.numel() > 1:
         assert actual.stride() == expected.stride(), (actual.stride(), expected.stride())
     torch.testing.assert_close(actual.cpu(), expected, **TOL[expected.dtype])
-
-
-def layouts(a):
-    """(CPU, neuron) pairs of a as it is, column-major and strided."""
-    yield a, a.to("neuron")
-    yield a.mT.contiguous().mT, a.mT.contiguous().to("neuron").mT
-    wide = torch.zeros(*a.shape[:-1], a.shape[-1] * 2, dtype=a.dtype)
-    wide[..., ::2] = a
-    yield wide[..., ::2], wide.to("neuron")[..., ::2]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
