@@ -10,6 +10,7 @@ Each test spawns its ranks (torch.multiprocessing, a file:// store in the
 test's directory); a rank's failure is reported with its traceback."""
 
 import os
+import socket
 import traceback
 
 import pytest
@@ -233,6 +234,25 @@ def test_default_backend_for_neuron_tensors(tmp_path, backend):
     """init_process_group() without a backend picks "neuron" for neuron
     tensors; a "cpu:gloo,neuron:neuron" group sends each kind its way."""
     _run(_default_backend, tmp_path, backend)
+
+
+def _tcp_and_device_id(rank, store, port):
+    dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            device_id=torch.device("neuron", 0))
+    x = torch.full((4,), float(rank + 1), device="neuron")
+    dist.all_reduce(x)
+    assert x.cpu().tolist() == [3.0] * 4
+    dist.barrier()
+
+
+def test_tcp_init_method_and_device_id(tmp_path):
+    """init_process_group with a tcp:// rendezvous (torch's TCPStore, the
+    only listening socket) and a device_id binding the group to a neuron
+    device."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _run(_tcp_and_device_id, tmp_path, port)
 
 
 # ---- DDP ------------------------------------------------------------------------------------
