@@ -316,13 +316,7 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
         const float *v = slots + (size_t)t->out_slot[j] * RT_TAPE_BLOCK;
         int64_t cs = b->out_cs[j];
         float *o = (float *)b->out[j] + r * b->out_rs[j] + c0 * cs;
-        if (cs == 1) {
-          memcpy(o, v, (size_t)n * sizeof(float));
-        } else if (cs == 2) {
-          for (int64_t e = 0; e < n; e++) o[2 * e] = v[e];
-        } else {
-          for (int64_t e = 0; e < n; e++) o[e * cs] = v[e];
-        }
+        rt_tape_store_row(o, v, n, cs);
       }
     }
   }

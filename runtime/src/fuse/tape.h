@@ -21,6 +21,7 @@
 #define NEURONRT_FUSE_TAPE_H
 
 #include <stdint.h>
+#include <string.h>
 #include "neuronrt/fuse.h"
 
 /* Elements of a block: 1 KB per live float32 value. */
@@ -53,6 +54,18 @@ typedef struct rt_fuse_tape {
 
 struct nrt_fuse_group;
 struct rt_fuse_box;
+
+/* Stores n block values v to a row of an output whose elements are cs
+ * floats apart (the planes of a complex tensor: 2). */
+static inline void rt_tape_store_row(float *o, const float *v, int64_t n, int64_t cs) {
+  if (cs == 1) {
+    memcpy(o, v, (size_t)n * sizeof(float));
+  } else if (cs == 2) {
+    for (int64_t e = 0; e < n; e++) o[2 * e] = v[e];
+  } else {
+    for (int64_t e = 0; e < n; e++) o[e * cs] = v[e];
+  }
+}
 
 /* Fills g->tape from g's instructions (already checked), or sets num_ops
  * to 0 when one of them is outside the tape's vocabulary. */
