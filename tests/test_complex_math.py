@@ -384,3 +384,49 @@ def test_prod_and_scans_backward(dtype):
         for v in (0, 1.5, 1 - 2j):
             assert torch.equal((x.to(DEV) == v).cpu(), x == v)
             assert torch.equal((x.to(DEV).conj() != v).cpu(), x.conj() != v)
+
+
+# ------------------------------------------------------------ sinc, exp2
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", ["sinc", "exp2"])
+def test_sinc_and_exp2_native(dtype, name):
+    fn = getattr(torch, name)
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(5, 7, dtype=torch.complex128, generator=g) * 3).to(dtype)
+    # zero (sinc's removable point, both zero signs), the axes, integers
+    x.view(-1)[:8] = torch.tensor([0, complex(-0.0, 0.0), 1, -2, 1j, -0.5j, 3 + 0j, 0.25 - 0.75j], dtype=dtype)
+    d = x.to(DEV)
+    tol = _tol(dtype)
+    with no_fallback():
+        got = fn(d).cpu()
+        torch.testing.assert_close(fn(d.t()).cpu(), fn(x.t()), **tol)
+        torch.testing.assert_close(fn(d.conj()).cpu(), fn(x.conj()), **tol)
+        out = torch.empty(0, dtype=dtype, device=DEV)
+        fn(d, out=out)
+        inplace = d.clone()
+        getattr(inplace, name + "_")()
+    torch.testing.assert_close(got, fn(x), **tol)
+    torch.testing.assert_close(out.cpu(), fn(x), **tol)
+    torch.testing.assert_close(inplace.cpu(), fn(x), **tol)
+    if name == "sinc":
+        assert got.view(-1)[0] == 1 and got.view(-1)[1] == 1
+    # the signs of exact zeros are the CPU's (the quotient's branch order)
+    expected = torch.view_as_real(fn(x))
+    exact_zero = expected == 0
+    assert torch.equal(torch.view_as_real(got)[exact_zero].signbit(), expected[exact_zero].signbit())
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("name", ["sinc", "exp2"])
+def test_sinc_and_exp2_backward(dtype, name):
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.complex64 else {}
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(3, 4, dtype=dtype, generator=g) + 0.2j
+    cot = torch.randn(3, 4, dtype=dtype, generator=g)
+    xc = x.clone().requires_grad_()
+    getattr(torch, name)(xc).backward(cot)
+    xd = x.to(DEV).requires_grad_()
+    with no_fallback():
+        getattr(torch, name)(xd).backward(cot.to(DEV))
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)

@@ -1,6 +1,7 @@
 // Complex elementwise math composed from the runtime's real kernels on the
 // (real, imaginary) planes: division (Smith's scaled form), reciprocal,
-// exp, log/log2/log10, sqrt/rsqrt, sin/cos/tan, sinh/cosh/tanh, sigmoid.
+// exp/exp2, log/log2/log10, sqrt/rsqrt, sin/cos/tan, sinh/cosh/tanh, sinc,
+// sigmoid.
 // Each formula is the textbook one, with the cases where it would overflow
 // or divide zero by zero taken apart (tanh's large real part, sqrt of 0, a
 // real argument's zero imaginary part). Every step is a native op on a
@@ -40,15 +41,16 @@ Planes divide(const Planes& x, const Planes& y) {
   // Both branches as one: with (p, q) = (c, d) where |c| >= |d| and (d, c)
   // elsewhere, rat = q / p and scale = 1 / (p + q rat); then
   //   |c| >= |d|: re = (a + b rat) scale, im = (b - a rat) scale
-  //   |d| >  |c|: re = (b + a rat) scale, im = -(a - b rat) scale
-  // which are the branches' own roundings (a sum commutes, a difference
-  // negates exactly): half the steps of computing both and selecting.
+  //   |d| >  |c|: re = (b + a rat) scale, im = (b rat - a) scale
+  // which are the branches' own roundings (a sum commutes; the difference
+  // is taken in the branch's order, so an exact zero keeps the CPU's sign):
+  // half the steps of computing both and selecting.
   const at::Tensor p = at::where(c_larger, c, d), q = at::where(c_larger, d, c);
   const at::Tensor u = at::where(c_larger, a, b), v = at::where(c_larger, b, a);
   const at::Tensor rat = q / p, scale = (p + q * rat).reciprocal();
   at::Tensor re = (u + v * rat) * scale;
-  at::Tensor im = (v - u * rat) * scale;
-  im = at::where(c_larger, im, -im);
+  const at::Tensor u_rat = u * rat;
+  at::Tensor im = at::where(c_larger, v - u_rat, u_rat - v) * scale;
   return {at::where(zero, a / abs_c, re), at::where(zero, b / abs_d, im)};
 }
 
@@ -114,11 +116,26 @@ Planes tanh_of(const Planes& z) {
 Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
 Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
 
+Planes sin_of(const Planes& z) { return times_minus_i(sinh_cosh(times_i(z), false)); }
+
+// sinc z = sin(pi z) / (pi z), and 1 at z = 0, as the CPU defines it (pi z
+// scales both parts by pi).
+Planes sinc_of(const Planes& z) {
+  const double pi = 3.14159265358979323846;
+  const Planes product{z.re * pi, z.im * pi};
+  const Planes q = divide(sin_of(product), product);
+  const at::Tensor zero = z.re.eq(0).logical_and_(z.im.eq(0));
+  return {at::where(zero, at::ones_like(q.re), q.re), at::where(zero, at::zeros_like(q.im), q.im)};
+}
+
 using Unary = std::function<Planes(const Planes&)>;
 
 const std::unordered_map<std::string, Unary>& unary_table() {
   static const std::unordered_map<std::string, Unary> table = {
       {"exp", exp_of},
+      // 2^z = exp(ln 2 z), the CPU's identity (there is no complex exp2)
+      {"exp2", [](const Planes& z) { return exp_of({z.re * 0.69314718055994531, z.im * 0.69314718055994531}); }},
+      {"sinc", sinc_of},
       {"log", [](const Planes& z) { return log_of(z, 1.0); }},
       {"log2", [](const Planes& z) { return log_of(z, 1.4426950408889634); }},
       {"log10", [](const Planes& z) { return log_of(z, 0.43429448190325182); }},
@@ -129,7 +146,7 @@ const std::unordered_map<std::string, Unary>& unary_table() {
       {"cosh", [](const Planes& z) { return sinh_cosh(z, true); }},
       {"tanh", tanh_of},
       // sin z = -i sinh(i z), cos z = cosh(i z), tan z = -i tanh(i z)
-      {"sin", [](const Planes& z) { return times_minus_i(sinh_cosh(times_i(z), false)); }},
+      {"sin", sin_of},
       {"cos", [](const Planes& z) { return sinh_cosh(times_i(z), true); }},
       {"tan", [](const Planes& z) { return times_minus_i(tanh_of(times_i(z))); }},
       {"asin", asin_of},
