@@ -13,6 +13,7 @@
 #include "memory_history.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -134,6 +135,6 @@ void record_stream_op(at::Tensor& self, c10::Stream stream) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("record_stream", record_stream_op); }
+NEURON_LIBRARY_IMPL(aten, m) { m.impl("record_stream", record_stream_op); }
 
 }  // namespace torchneuron

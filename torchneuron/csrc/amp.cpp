@@ -12,6 +12,7 @@
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -74,7 +75,7 @@ at::Tensor& update_scale_(at::Tensor& scale, at::Tensor& growth_tracker, const a
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_amp_foreach_non_finite_check_and_unscale_", torchneuron::non_finite_check_and_unscale_);
   m.impl("_amp_update_scale_", torchneuron::update_scale_);
 }

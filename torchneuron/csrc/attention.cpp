@@ -23,6 +23,7 @@
 #include "generator.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -251,7 +252,7 @@ namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torchneuron::fused_sdp_choice)
 }  // namespace at::native
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", torchneuron::sdpa_forward);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", torchneuron::sdpa_backward);
 }

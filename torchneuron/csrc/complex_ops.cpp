@@ -15,6 +15,7 @@
 
 #include "fallback.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -183,6 +184,6 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("polar.out", polar_out); }
+NEURON_LIBRARY_IMPL(aten, m) { m.impl("polar.out", polar_out); }
 
 }  // namespace torchneuron

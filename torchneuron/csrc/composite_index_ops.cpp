@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -137,7 +138,7 @@ at::Tensor index_reduce(const at::Tensor& self, int64_t dim, const at::Tensor& i
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("bucketize.Tensor", bucketize);
   m.impl("bucketize.Tensor_out", bucketize_out);
   m.impl("bucketize.Scalar", bucketize_scalar);

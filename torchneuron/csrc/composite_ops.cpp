@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -81,7 +82,7 @@ at::Tensor& angle_out(const at::Tensor& self, at::Tensor& out) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("unfold_backward", unfold_backward);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);

@@ -15,6 +15,7 @@
 #include "conv3d.h"
 #include "op_tracking.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -150,7 +151,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   return {grad_input, grad_weight, grad_bias};
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
 }

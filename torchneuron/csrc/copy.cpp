@@ -15,6 +15,7 @@
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -43,11 +44,22 @@ void launch_copy(c10::DeviceIndex device, const at::Tensor& dst, const at::Tenso
   nrt_op op{};
   op.code = NRT_OP_COPY;
   op.num_operands = 2;
-  if (dst.dim() > NRT_MAX_DIMS || src.dim() > NRT_MAX_DIMS)
-    elementwise_views(dst, src.sizes() == dst.sizes() ? src : src.expand(dst.sizes()), &op.operands[0],
-                      &op.operands[1], "copy_");
-  else
+  if (dst.dim() > NRT_MAX_DIMS || src.dim() > NRT_MAX_DIMS) {
+    const at::Tensor s = src.sizes() == dst.sizes() ? src : src.expand(dst.sizes());
+    try {
+      elementwise_views(dst, s, &op.operands[0], &op.operands[1], "copy_");
+    } catch (const DimsLimitError&) {
+      // Too many dims even merged: one copy per index of the first dim
+      // that is not size 1 (the copy is what the fallback moves data with,
+      // so it cannot fall back itself).
+      int64_t d = 0;
+      while (dst.size(d) == 1) d++;
+      for (int64_t i = 0; i < dst.size(d); i++) launch_copy(device, dst.select(d, i), s.select(d, i), flags);
+      return;
+    }
+  } else {
     op.operands[0] = to_view(dst, "copy_"), op.operands[1] = to_view(src, "copy_");
+  }
   if (flags) {
     op.num_scalars = 1;
     op.scalars[0].i = flags;
@@ -233,7 +245,7 @@ at::Tensor& conj_physical_(at::Tensor& self) {
   return self;
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("copy_", neuron_copy_);
   m.impl("conj_physical.out", conj_physical_out);
   m.impl("conj_physical_", conj_physical_);

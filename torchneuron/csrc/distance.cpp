@@ -11,6 +11,7 @@
 
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -117,7 +118,7 @@ at::Tensor pdist_backward(const at::Tensor& grad, const at::Tensor& self, double
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_cdist_forward", cdist_forward);
   m.impl("_cdist_backward", cdist_backward);
   m.impl("_pdist_forward", pdist_forward);

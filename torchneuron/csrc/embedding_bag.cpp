@@ -14,6 +14,7 @@
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -184,7 +185,7 @@ at::Tensor embedding_bag_per_sample_weights_backward(const at::Tensor& grad, con
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_embedding_bag", embedding_bag);
   m.impl("_embedding_bag_forward_only", embedding_bag_forward_only);
   m.impl("_embedding_bag_backward", embedding_bag_backward);

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -23,6 +24,6 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("equal", torchneuron::equal);
 }

@@ -203,6 +203,8 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) { neuron_fallback(op, stack); }
+
 void run_through_fallback(const char* name, const char* overload, torch::jit::Stack* stack) {
   const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
   neuron_fallback(op, stack);

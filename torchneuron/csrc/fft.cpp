@@ -21,6 +21,7 @@
 
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -203,7 +204,7 @@ at::Tensor& fft_c2r_out(const at::Tensor& self, at::IntArrayRef dim, int64_t nor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_fft_c2c", fft_c2c);
   m.impl("_fft_c2c.out", fft_c2c_out);
   m.impl("_fft_r2c", fft_r2c);

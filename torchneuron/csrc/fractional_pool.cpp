@@ -16,6 +16,7 @@
 #include "op_tracking.h"
 #include "vision3d_common.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -182,7 +183,7 @@ at::Tensor fractional_max_pool3d_backward(const at::Tensor& grad_output, const a
   return fractional_max_pool3d_backward_out(grad_output, self, k, output_size, indices, grad_input);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("fractional_max_pool2d", fractional_max_pool2d);
   m.impl("fractional_max_pool2d.output", fractional_max_pool2d_out);
   m.impl("fractional_max_pool2d_backward", fractional_max_pool2d_backward);

@@ -26,6 +26,7 @@
 #include "op_tracking.h"
 #include "shape_common.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -103,8 +104,7 @@ void run_gemm(GemmCall& call) {
   const at::Tensor& cin = call.cin_t;
   if (out.numel() == 0) return;
   at::ScalarType dtype = a.scalar_type();
-  TORCH_CHECK_NOT_IMPLEMENTED(gemm_dtype(dtype), call.name, ": dtype ", dtype,
-                              " is not supported on the neuron device");
+  if (!gemm_dtype(dtype)) throw_dtype_limit(call.name, c10::toString(dtype));
   TORCH_CHECK(b.scalar_type() == dtype, call.name,
               ": expected m1 and m2 to have the same dtype, but got: ", dtype, " != ",
               b.scalar_type());
@@ -462,7 +462,7 @@ at::Tensor mm_or_complex(const at::Tensor& self, const at::Tensor& mat2) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("mm", mm_or_complex<false>);
   m.impl("mm.out", native_or_fallback("mm.out", mm_out));
   m.impl("bmm", mm_or_complex<true>);

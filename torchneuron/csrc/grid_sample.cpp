@@ -13,6 +13,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -113,7 +114,7 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_3d_backward(const at::Tensor& gr
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("grid_sampler_2d", TORCH_FN(grid_sampler_2d));
   m.impl("grid_sampler_3d", TORCH_FN(grid_sampler_3d));
   m.impl("grid_sampler_2d_backward", TORCH_FN(grid_sampler_2d_backward));

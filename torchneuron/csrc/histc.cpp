@@ -13,6 +13,7 @@
 #include "index_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -71,7 +72,7 @@ at::Tensor& histc_out(const at::Tensor& self, int64_t bins, const at::Scalar& mi
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("histc", histc);
   m.impl("histc.out", histc_out);
 }

@@ -16,6 +16,7 @@
 
 #include "op_tracking.h"
 #include "structured_outputs.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -256,7 +257,7 @@ at::Tensor& cholesky_out(const at::Tensor& self, bool upper, at::Tensor& out) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("histogram.bin_ct", histogram_bin_ct);
   m.impl("histogram.bin_ct_out", histogram_bin_ct_out);
   m.impl("histogram.bins_tensor", histogram_bins_tensor);

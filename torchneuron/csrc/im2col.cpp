@@ -11,6 +11,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -108,7 +109,7 @@ at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef output_size, at::I
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("im2col", TORCH_FN(im2col));
   m.impl("im2col.out", TORCH_FN(im2col_out));
   m.impl("col2im", TORCH_FN(col2im));

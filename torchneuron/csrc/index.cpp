@@ -40,6 +40,7 @@
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -125,8 +126,7 @@ void index_select_into(const at::Tensor& self, int64_t dim, const at::Tensor& in
   if (out.numel() == 0) return;
   const char* name = "index_select";
   const int64_t nd = std::max<int64_t>(self.dim(), 1);
-  TORCH_CHECK(nd <= NRT_MAX_DIMS, name, ": tensors with more than ", NRT_MAX_DIMS,
-              " dimensions are not supported on the neuron device (got ", nd, ")");
+  if (nd > NRT_MAX_DIMS) throw_dims_limit(name, nd);
   int64_t shape[NRT_MAX_DIMS], out_strides[NRT_MAX_DIMS], self_strides[NRT_MAX_DIMS],
       index_strides[NRT_MAX_DIMS];
   for (int64_t d = 0; d < nd; d++) {
@@ -687,7 +687,7 @@ at::Tensor searchsorted_scalar(const at::Tensor& sorted, const at::Scalar& self,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("index_select", index_select);
   m.impl("index_select.out", index_select_out);
   m.impl("gather", gather);

@@ -4,6 +4,7 @@
 #include <ATen/WrapDimUtils.h>
 
 #include "runtime_check.h"
+#include "runtime_limits.h"
 #include "tensor_view.h"
 
 namespace torchneuron {
@@ -35,8 +36,7 @@ IndexAccess dim_access(const at::Tensor& target, int64_t dim, std::vector<int64_
 
 nrt_tensor_view view_over(const at::Tensor& t, at::IntArrayRef shape, at::IntArrayRef strides,
                           const char* op) {
-  TORCH_CHECK(shape.size() <= NRT_MAX_DIMS, op, ": tensors with more than ", NRT_MAX_DIMS,
-              " dimensions are not supported on the neuron device (got ", shape.size(), ")");
+  if (shape.size() > NRT_MAX_DIMS) throw_dims_limit(op, static_cast<int64_t>(shape.size()));
   TORCH_INTERNAL_ASSERT(shape.size() == strides.size());
   nrt_tensor_view v{};
   v.data = const_cast<void*>(t.const_data_ptr());

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -117,7 +118,7 @@ at::Tensor isin_st(const at::Scalar& element, const at::Tensor& tests, bool assu
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("isin.Tensor_Tensor", torchneuron::isin_tt);
   m.impl("isin.Tensor_Tensor_out", torchneuron::isin_tt_out);
   m.impl("isin.Tensor_Scalar", torchneuron::isin_ts);

@@ -29,6 +29,7 @@
 #include "op_tracking.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -36,8 +37,10 @@ namespace {
 using Tensor = at::Tensor;
 
 void check_real(const Tensor& t, const char* api) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, api,
-              ": neuron supports float32 and float64 matrices, got ", t.scalar_type());
+  // other dtypes (complex, integers, 16-bit) run through the fallback,
+  // which computes them or raises the CPU's error
+  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble)
+    throw_dtype_limit(api, c10::toString(t.scalar_type()));
 }
 
 // t with its batch dims expanded to `batch` (stride 0 where broadcast).
@@ -502,7 +505,7 @@ Tensor cholesky_inverse(const Tensor& factor, bool upper) {
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("linalg_lu_factor_ex", lu_factor_ex);
   m.impl("linalg_lu_factor_ex.out", lu_factor_ex_out);

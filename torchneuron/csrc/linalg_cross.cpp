@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -58,7 +59,7 @@ at::Tensor linalg_cross(const at::Tensor& self, const at::Tensor& other, int64_t
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("linalg_cross", linalg_cross);
   m.impl("linalg_cross.out", linalg_cross_out);
 }

@@ -20,6 +20,7 @@
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -61,7 +62,7 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, c10::string_view uplo, bool com
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("_linalg_eigh", native_or_fallback("_linalg_eigh", eigh));
   m.impl("_linalg_eigh.eigenvalues", native_or_fallback("_linalg_eigh.eigenvalues", eigh_out));

@@ -21,6 +21,7 @@
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -118,7 +119,7 @@ Tensor& ldl_solve_out(const Tensor& LD, const Tensor& pivots, const Tensor& B, b
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("linalg_ldl_factor_ex", TORCH_FN(ldl_factor_ex));
   m.impl("linalg_ldl_factor_ex.out", TORCH_FN(ldl_factor_ex_out));

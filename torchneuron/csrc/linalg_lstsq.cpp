@@ -29,6 +29,7 @@
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -187,7 +188,7 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("linalg_lstsq", TORCH_FN(lstsq));
   m.impl("linalg_lstsq.out", TORCH_FN(lstsq_out));

@@ -17,6 +17,7 @@
 #include "op_tracking.h"
 #include "storage_fallback.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -39,7 +40,7 @@ Tensor neuron_matrix_exp(const Tensor& A) {
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("linalg_matrix_exp", native_or_fallback("linalg_matrix_exp", neuron_matrix_exp));
 }

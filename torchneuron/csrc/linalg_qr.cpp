@@ -22,6 +22,7 @@
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -237,7 +238,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, c10::string_view mode) {
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("geqrf", native_or_fallback("geqrf", geqrf));
   m.impl("geqrf.a", native_or_fallback("geqrf.a", geqrf_out));

@@ -21,6 +21,7 @@
 #include "op_tracking.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -101,7 +102,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrice
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
   m.impl("_linalg_svd", TORCH_FN(svd));
   m.impl("_linalg_svd.U", TORCH_FN(svd_out));

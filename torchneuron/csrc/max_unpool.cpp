@@ -11,6 +11,7 @@
 
 #include "op_tracking.h"
 #include "structured_outputs.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -93,7 +94,7 @@ at::Tensor& max_unpool3d_out(const at::Tensor& self, const at::Tensor& indices, 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("max_unpool2d", max_unpool2d);
   m.impl("max_unpool2d.out", max_unpool2d_out);
   m.impl("max_unpool3d", max_unpool3d);

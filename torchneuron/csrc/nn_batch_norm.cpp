@@ -18,6 +18,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -214,7 +215,7 @@ Tensor3 batch_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
   m.impl("native_batch_norm.out", TORCH_FN(native_batch_norm_out));
   m.impl("_native_batch_norm_legit", TORCH_FN(legit));

@@ -20,6 +20,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -154,7 +155,7 @@ at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad_out, const at::Tensor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_ctc_loss", TORCH_FN(ctc_loss));
   m.impl("_ctc_loss.Tensor", TORCH_FN(ctc_loss_tensor));
   m.impl("_ctc_loss_backward", TORCH_FN(ctc_loss_backward));

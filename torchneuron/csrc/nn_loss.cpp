@@ -26,6 +26,7 @@
 #include "op_tracking.h"
 #include "pointwise.h"
 #include "structured_outputs.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -452,7 +453,7 @@ const PointwiseOp kLossHelpers[] = {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   register_pointwise_ops(m, kLossHelpers, sizeof kLossHelpers / sizeof kLossHelpers[0]);
   m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
   m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));

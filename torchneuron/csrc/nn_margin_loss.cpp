@@ -15,6 +15,7 @@
 
 #include "op_tracking.h"
 #include "structured_outputs.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -183,7 +184,7 @@ at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad_output, c
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("multi_margin_loss", multi_margin_loss);
   m.impl("multi_margin_loss.out", multi_margin_loss_out);
   m.impl("multi_margin_loss_backward", multi_margin_loss_backward);

@@ -19,6 +19,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -228,7 +229,7 @@ Tensor3 group_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("native_layer_norm", TORCH_FN(layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
   m.impl("_fused_rms_norm", TORCH_FN(rms_norm));

@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -62,7 +63,7 @@ at::Tensor& rrelu_with_noise_(at::Tensor& self, at::Tensor& noise, const at::Sca
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("rrelu_with_noise", rrelu_with_noise);
   m.impl("rrelu_with_noise_", rrelu_with_noise_);
   m.impl("rrelu_with_noise.out", rrelu_with_noise_out);

@@ -20,6 +20,7 @@
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "structured_outputs.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -145,7 +146,7 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Te
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_softmax", TORCH_FN(softmax));
   m.impl("_softmax.out", TORCH_FN(softmax_out));
   m.impl("_log_softmax", TORCH_FN(log_softmax));

@@ -17,6 +17,7 @@
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -213,7 +214,7 @@ at::Tensor one_hot(const at::Tensor& self, int64_t num_classes) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzero_out);
   m.impl("nonzero_static", nonzero_static);

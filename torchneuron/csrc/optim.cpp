@@ -10,6 +10,7 @@
 
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -196,7 +197,7 @@ void fused_sgd_tensor_lr(at::TensorList self, at::TensorList grads,
 }  // namespace
 }  // namespace torchneuron
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_fused_adam_", torchneuron::fused_adam<false>);
   m.impl("_fused_adam_.tensor_lr", torchneuron::fused_adam_tensor_lr<false>);
   m.impl("_fused_adamw_", torchneuron::fused_adam<true>);

@@ -12,6 +12,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -144,6 +145,6 @@ PAD_OPS(DEFINE_PAD)
   m.impl(#op "_backward", TORCH_FN(op##_backward));         \
   m.impl(#op "_backward.grad_input", TORCH_FN(op##_backward_out));
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { PAD_OPS(REGISTER_PAD) }
+NEURON_LIBRARY_IMPL(aten, m) { PAD_OPS(REGISTER_PAD) }
 
 }  // namespace torchneuron

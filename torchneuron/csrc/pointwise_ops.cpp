@@ -15,6 +15,7 @@
 
 #include "tensor_view.h"  // check_scalar_fits
 #include "pointwise.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -465,7 +466,7 @@ const PointwiseOp kPointwiseOps[] = {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   register_pointwise_ops(m, kPointwiseOps, sizeof kPointwiseOps / sizeof kPointwiseOps[0]);
 }
 

@@ -13,6 +13,7 @@
 
 #include "op_tracking.h"
 #include "pointwise.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -117,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor> prelu_kernel_backward(const at::Tensor& grad_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("glu", TORCH_FN(glu));
   m.impl("glu.out", TORCH_FN(glu_out));
   m.impl("glu_backward", TORCH_FN(glu_backward));

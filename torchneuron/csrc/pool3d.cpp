@@ -18,6 +18,7 @@
 #include "op_tracking.h"
 #include "vision3d_common.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -386,7 +387,7 @@ at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at:
   return grad_input;
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("max_pool3d_with_indices", max_pool3d_with_indices);
   m.impl("max_pool3d_with_indices.out", max_pool3d_with_indices_out);
   m.impl("max_pool3d_with_indices_backward", max_pool3d_with_indices_backward);

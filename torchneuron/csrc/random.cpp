@@ -22,6 +22,7 @@
 #include "op_tracking.h"
 #include "pointwise.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -462,7 +463,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n_sample, bool replacemen
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("normal.Tensor_float", normal_tensor_float);

@@ -42,6 +42,7 @@
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -1004,7 +1005,7 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
 }  // namespace
 
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_logcumsumexp", native_or_fallback("_logcumsumexp", logcumsumexp));
   m.impl("_logcumsumexp.out", native_or_fallback("_logcumsumexp.out", logcumsumexp_out));
   m.impl("_cummax_helper", native_or_fallback("_cummax_helper", cummax_helper));

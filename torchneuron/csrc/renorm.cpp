@@ -15,6 +15,7 @@
 #include "index_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -108,7 +109,7 @@ at::Tensor& embedding_renorm_(at::Tensor& self, const at::Tensor& indices, doubl
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("embedding_renorm_", embedding_renorm_);
   m.impl("renorm", renorm);
   m.impl("renorm.out", renorm_out);

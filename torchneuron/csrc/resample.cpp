@@ -21,6 +21,7 @@
 #include "fallback.h"
 #include "op_tracking.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -127,7 +128,7 @@ RESAMPLE_OPS_(_upsample_lanczos2d_aa, kAaLanczos)
   m.impl(#fn "_backward", fn##_backward);                \
   m.impl(#fn "_backward.grad_input", fn##_backward_out);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   REGISTER_(m, upsample_bicubic2d)
   REGISTER_(m, _upsample_bilinear2d_aa)
   REGISTER_(m, _upsample_bicubic2d_aa)

@@ -19,6 +19,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -168,7 +169,7 @@ at::Tensor segment_reduce_backward(const at::Tensor& grad, const at::Tensor& out
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("segment_reduce", TORCH_FN(segment_reduce));
   m.impl("_segment_reduce_backward", TORCH_FN(segment_reduce_backward));
 }

@@ -23,6 +23,7 @@
 
 #include "op_tracking.h"
 #include "shape_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -358,7 +359,7 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
   m.impl("flip", flip);

@@ -19,6 +19,7 @@
 
 #include "op_tracking.h"
 #include "shape_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -341,7 +342,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_dim_consecutive(const at::
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("sort.stable", sort);
   m.impl("sort.values_stable", sort_out);
   m.impl("topk", topk);

@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "pointwise.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -71,7 +72,7 @@ const PointwiseOp kSpecialOps[] = {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   register_pointwise_ops(m, kSpecialOps, sizeof kSpecialOps / sizeof kSpecialOps[0]);
 }
 

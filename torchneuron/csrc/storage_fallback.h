@@ -4,7 +4,8 @@
 //   m.impl("sum.dim_IntList", native_or_fallback("sum.dim_IntList", sum_dim));
 // and a call with a complex or wide-unsigned tensor (or dtype= argument, or
 // complex number) runs the CPU kernel through the fallback instead of being
-// refused; every other call goes to the native kernel unchanged.
+// refused; every other call goes to the native kernel, and to the fallback
+// if that meets one of the runtime's limits (runtime_limits.h).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "fallback.h"
+#include "runtime_limits.h"
 #include "tensor_view.h"
 
 namespace torchneuron {
@@ -64,9 +66,22 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
   std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
   return torch::CppFunction([fn, name, overload](Args... args) -> Ret {
     using namespace storage_fallback_detail;
-    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
+    if (!(storage_arg(args) || ...)) {
+      if constexpr (limits_detail::guardable_v<Ret, Args...>) {
+        try {
+          return fn(args...);
+        } catch (const DimsLimitError&) {
+          if (limits_detail::in_limit_fallback) throw;
+        } catch (const DtypeLimitError&) {
+          if (limits_detail::in_limit_fallback) throw;
+        }
+      } else {
+        return fn(std::forward<Args>(args)...);
+      }
+    }
     torch::jit::Stack stack;
     (stack.emplace_back(args), ...);
+    limits_detail::FallbackScope scope;
     run_through_fallback(name.c_str(), overload.c_str(), &stack);
     if constexpr (std::is_void_v<Ret>) return;
     std::vector<at::Tensor*> written;
@@ -93,9 +108,22 @@ torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), 
       if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
       else return *written.at(0);
     }
-    if (!(storage_arg(args) || ...)) return fn(std::forward<Args>(args)...);
+    if (!(storage_arg(args) || ...)) {
+      if constexpr (limits_detail::guardable_v<Ret, Args...>) {
+        try {
+          return fn(args...);
+        } catch (const DimsLimitError&) {
+          if (limits_detail::in_limit_fallback) throw;
+        } catch (const DtypeLimitError&) {
+          if (limits_detail::in_limit_fallback) throw;
+        }
+      } else {
+        return fn(std::forward<Args>(args)...);
+      }
+    }
     torch::jit::Stack stack;
     (stack.emplace_back(args), ...);
+    limits_detail::FallbackScope scope;
     run_through_fallback(name.c_str(), overload.c_str(), &stack);
     return result_from<Ret>(stack, written);
   });

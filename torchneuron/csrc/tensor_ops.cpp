@@ -21,6 +21,7 @@
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 
@@ -259,7 +260,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);

@@ -6,6 +6,7 @@
 #include <ATen/Dispatch_v2.h>
 
 #include "device_state.h"
+#include "runtime_limits.h"
 #include "runtime_check.h"
 
 namespace torchneuron {
@@ -33,8 +34,7 @@ nrt_dtype to_runtime_dtype(at::ScalarType type, const char* op) {
     case at::kFloat: return NRT_FLOAT32;
     case at::kDouble: return NRT_FLOAT64;
     default:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": dtype ", type,
-                                  " is not supported on the neuron device");
+      throw_dtype_limit(op, c10::toString(type));
   }
 }
 
@@ -60,8 +60,7 @@ nrt_dtype to_storage_dtype(at::ScalarType type, const char* op) {
 }
 
 nrt_tensor_view to_view(const at::Tensor& tensor, const char* op) {
-  TORCH_CHECK(tensor.dim() <= NRT_MAX_DIMS, op, ": tensors with more than ", NRT_MAX_DIMS,
-              " dimensions are not supported on the neuron device (got ", tensor.dim(), ")");
+  if (tensor.dim() > NRT_MAX_DIMS) throw_dims_limit(op, tensor.dim());
   nrt_tensor_view view;
   view.data = tensor.numel() == 0 ? nullptr : const_cast<void*>(tensor.const_data_ptr());
   view.dtype = to_storage_dtype(tensor.scalar_type(), op);
@@ -91,9 +90,8 @@ void elementwise_views(const at::Tensor& a, const at::Tensor& b, nrt_tensor_view
       size.push_back(a.size(d)), sa.push_back(a.stride(d)), sb.push_back(b.stride(d));
     }
   }
-  TORCH_CHECK(size.size() <= NRT_MAX_DIMS, op, ": tensors with more than ", NRT_MAX_DIMS,
-              " dimensions are not supported on the neuron device (got ", a.dim(), ", ", size.size(),
-              " after merging)");
+  if (size.size() > NRT_MAX_DIMS)
+    throw_dims_limit(op, a.dim(), c10::str(", ", size.size(), " after merging"));
   const at::Tensor* t[2] = {&a, &b};
   nrt_tensor_view* v[2] = {va, vb};
   const std::vector<int64_t>* strides[2] = {&sa, &sb};
@@ -126,14 +124,10 @@ void launch(c10::DeviceIndex device, const nrt_op& op) {
     }
   };
   if (!nrt_op_accepts_dtype(op.code, op.compute_dtype))
-    TORCH_CHECK_NOT_IMPLEMENTED(false, nrt_op_name(op.code), ": dtype ",
-                                storage_name(op.compute_dtype),
-                                " is not supported on the neuron device");
+    throw_dtype_limit(nrt_op_name(op.code), storage_name(op.compute_dtype));
   for (int k = 0; k < op.num_operands; k++)
-    TORCH_CHECK_NOT_IMPLEMENTED(nrt_op_accepts_dtype(op.code, op.operands[k].dtype),
-                                nrt_op_name(op.code), ": dtype ",
-                                storage_name(op.operands[k].dtype),
-                                " is not supported on the neuron device");
+    if (!nrt_op_accepts_dtype(op.code, op.operands[k].dtype))
+      throw_dtype_limit(nrt_op_name(op.code), storage_name(op.operands[k].dtype));
   NRT_CHECK(nrt_launch(current_stream(device), &op));
 }
 

@@ -24,6 +24,7 @@
 #include "fallback.h"
 #include "op_tracking.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -145,7 +146,7 @@ UPSAMPLE_BACKWARD_(upsample_linear1d_backward, upsample_linear1d_backward, Mode:
   m.impl(#fn, fn);               \
   m.impl(#fn "." suffix, fn##_out);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   REGISTER_(m, upsample_nearest2d, "out")
   REGISTER_(m, upsample_nearest2d_backward, "grad_input")
   REGISTER_(m, _upsample_nearest_exact2d, "out")

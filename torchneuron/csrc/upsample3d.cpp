@@ -17,6 +17,7 @@
 #include "op_tracking.h"
 #include "vision3d_common.h"
 #include "vision_common.h"
+#include "runtime_limits.h"
 
 namespace torchneuron {
 namespace {
@@ -104,7 +105,7 @@ UPSAMPLE3D_BACKWARD_(upsample_trilinear3d_backward, Mode::Linear,
   m.impl(#fn, fn);               \
   m.impl(#fn "." suffix, fn##_out);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+NEURON_LIBRARY_IMPL(aten, m) {
   REGISTER_(m, upsample_nearest3d, "out")
   REGISTER_(m, upsample_nearest3d_backward, "grad_input")
   REGISTER_(m, _upsample_nearest_exact3d, "out")
