@@ -137,10 +137,10 @@ static void u8_axis_free(u8_axis *ax) {
   free(ax->w);
 }
 
+/* clamp(acc >> p, 0, 255); the shift of a negative sum stays negative. */
 static inline uint8_t u8_round(int32_t acc, int p) {
-  if (acc < 0) return 0;
-  acc >>= p;
-  return (uint8_t)(acc > 255 ? 255 : acc);
+  int32_t v = acc >> p;
+  return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
 typedef struct u8_pass {
@@ -150,34 +150,102 @@ typedef struct u8_pass {
 
 #define U8_CHUNK 512
 
-/* Along the width, one [n, c, h] row per task (planes). */
+/* Along the width, one [n, c, h] row per task (planes). The tables are
+ * read through restrict locals: the uint8 stores may otherwise alias them. */
 static void u8_width_planes(int64_t begin, int64_t end, void *arg) {
   const u8_pass *j = arg;
   const rt_image *s = &j->src, *d = &j->dst;
   const u8_axis *ax = j->ax;
-  int32_t bias = 1 << (ax->prec - 1);
+  const int64_t *restrict lo = ax->lo, *restrict count = ax->count;
+  const int16_t *restrict wts = ax->w;
+  const int64_t k = ax->k, outs = ax->out, sw = s->sw, dw = d->sw, H = s->h, C = s->c;
+  const int prec = ax->prec;
+  const int32_t bias = 1 << (prec - 1);
   for (int64_t r = begin; r < end; r++) {
-    int64_t h = r % s->h, c = r / s->h % s->c, n = r / s->h / s->c;
-    const uint8_t *in = (const uint8_t *)s->data + n * s->sn + c * s->sc + h * s->sh;
-    uint8_t *out = (uint8_t *)d->data + n * d->sn + c * d->sc + h * d->sh;
-    for (int64_t o = 0; o < ax->out; o++) {
-      const int16_t *w = ax->w + o * ax->k;
-      const uint8_t *x = in + ax->lo[o] * s->sw;
+    int64_t h = r % H, c = r / H % C, n = r / H / C;
+    const uint8_t *restrict in = (const uint8_t *)s->data + n * s->sn + c * s->sc + h * s->sh;
+    uint8_t *restrict out = (uint8_t *)d->data + n * d->sn + c * d->sc + h * d->sh;
+    if (sw == 1 && k == 2) {
+      for (int64_t o = 0; o < outs; o++) {
+        const uint8_t *x = in + lo[o];
+        const int16_t *w = wts + o * 2;
+        int32_t acc = bias + (int32_t)w[0] * x[0] + (count[o] > 1 ? (int32_t)w[1] * x[1] : 0);
+        out[o * dw] = u8_round(acc, prec);
+      }
+      continue;
+    }
+    if (sw == 1 && r + 3 < end && h + 3 < H) {
+      /* Four rows of the plane share each output's taps. */
+      const int64_t sh = s->sh, dh = d->sh;
+      for (int64_t o = 0; o < outs; o++) {
+        const int16_t *w = wts + o * k;
+        const uint8_t *x = in + lo[o];
+        int64_t m = count[o];
+        int32_t a0 = bias, a1 = bias, a2 = bias, a3 = bias;
+        for (int64_t t = 0; t < m; t++) {
+          int32_t wt = w[t];
+          a0 += wt * x[t];
+          a1 += wt * x[t + sh];
+          a2 += wt * x[t + 2 * sh];
+          a3 += wt * x[t + 3 * sh];
+        }
+        out[o * dw] = u8_round(a0, prec);
+        out[o * dw + dh] = u8_round(a1, prec);
+        out[o * dw + 2 * dh] = u8_round(a2, prec);
+        out[o * dw + 3 * dh] = u8_round(a3, prec);
+      }
+      r += 3;
+      continue;
+    }
+    for (int64_t o = 0; o < outs; o++) {
+      const int16_t *w = wts + o * k;
+      const uint8_t *x = in + lo[o] * sw;
+      int64_t m = count[o];
       int32_t acc = bias;
-      if (s->sw == 1)
-        for (int64_t t = 0; t < ax->count[o]; t++) acc += (int32_t)w[t] * x[t];
+      if (sw == 1)
+        for (int64_t t = 0; t < m; t++) acc += (int32_t)w[t] * x[t];
       else
-        for (int64_t t = 0; t < ax->count[o]; t++) acc += (int32_t)w[t] * x[t * s->sw];
-      out[o * d->sw] = u8_round(acc, ax->prec);
+        for (int64_t t = 0; t < m; t++) acc += (int32_t)w[t] * x[t * sw];
+      out[o * dw] = u8_round(acc, prec);
     }
   }
 }
+
+/* Pixels of NC channels (a compile-time count) with unit channel stride. */
+#define U8_WIDTH_PIXELS_FIXED_(NC)                                                                 \
+  static void u8_width_pixels_##NC(const u8_pass *j, int64_t r) {                                 \
+    const rt_image *s = &j->src, *d = &j->dst;                                                    \
+    const u8_axis *ax = j->ax;                                                                    \
+    const int64_t *restrict lo = ax->lo, *restrict count = ax->count;                            \
+    const int16_t *restrict wts = ax->w;                                                          \
+    const int64_t k = ax->k, outs = ax->out, sw = s->sw, dw = d->sw;                              \
+    const int prec = ax->prec;                                                                    \
+    const int32_t bias = 1 << (prec - 1);                                                         \
+    int64_t h = r % s->h, n = r / s->h;                                                           \
+    const uint8_t *restrict in = (const uint8_t *)s->data + n * s->sn + h * s->sh;                \
+    uint8_t *restrict out = (uint8_t *)d->data + n * d->sn + h * d->sh;                           \
+    for (int64_t o = 0; o < outs; o++) {                                                          \
+      const int16_t *w = wts + o * k;                                                             \
+      const uint8_t *x = in + lo[o] * sw;                                                         \
+      int32_t acc[NC];                                                                            \
+      for (int c = 0; c < NC; c++) acc[c] = bias;                                                 \
+      for (int64_t t = 0; t < count[o]; t++, x += sw)                                             \
+        for (int c = 0; c < NC; c++) acc[c] += (int32_t)w[t] * x[c];                              \
+      for (int c = 0; c < NC; c++) out[o * dw + c] = u8_round(acc[c], prec);                      \
+    }                                                                                             \
+  }
+U8_WIDTH_PIXELS_FIXED_(3)
+U8_WIDTH_PIXELS_FIXED_(4)
 
 /* Along the width, one [n, h] row of pixels per task (channels inner). */
 static void u8_width_pixels(int64_t begin, int64_t end, void *arg) {
   const u8_pass *j = arg;
   const rt_image *s = &j->src, *d = &j->dst;
   const u8_axis *ax = j->ax;
+  if (s->sc == 1 && d->sc == 1 && (s->c == 3 || s->c == 4)) {
+    for (int64_t r = begin; r < end; r++) (s->c == 3 ? u8_width_pixels_3 : u8_width_pixels_4)(j, r);
+    return;
+  }
   int32_t bias = 1 << (ax->prec - 1), acc[U8_CHUNK];
   for (int64_t r = begin; r < end; r++) {
     int64_t h = r % s->h, n = r / s->h;
