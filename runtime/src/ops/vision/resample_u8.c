@@ -19,9 +19,11 @@
  * Every output element is computed alone in integers, so the result does
  * not depend on the thread count. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "ops/engine/elementwise.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/shape/shape_common.h"
 #include "ops/vision/vision_common.h"
@@ -146,11 +148,14 @@ static inline uint8_t u8_round(int32_t acc, int p) {
 typedef struct u8_pass {
   rt_image src, dst;
   const u8_axis *ax;
+  int64_t lane_chans; /* tiles: channels per row in a tile (1: planes) */
+  atomic_int out_of_memory;
 } u8_pass;
 
 #define U8_CHUNK 512
 
-/* Along the width, one [n, c, h] row per task (planes). The tables are
+/* Two-tap tables (bilinear without antialias), where the tiles' copy costs
+ * more than it saves. Along the width, one [n, c, h] row per task (planes). The tables are
  * read through restrict locals: the uint8 stores may otherwise alias them. */
 static void u8_width_planes(int64_t begin, int64_t end, void *arg) {
   const u8_pass *j = arg;
@@ -237,7 +242,8 @@ static void u8_width_planes(int64_t begin, int64_t end, void *arg) {
 U8_WIDTH_PIXELS_FIXED_(3)
 U8_WIDTH_PIXELS_FIXED_(4)
 
-/* Along the width, one [n, h] row of pixels per task (channels inner). */
+/* Along the width, one [n, h] row of pixels per task (channels inner: two
+ * taps, or more channels than a tile has lanes). */
 static void u8_width_pixels(int64_t begin, int64_t end, void *arg) {
   const u8_pass *j = arg;
   const rt_image *s = &j->src, *d = &j->dst;
@@ -271,6 +277,89 @@ static void u8_width_pixels(int64_t begin, int64_t end, void *arg) {
   }
 }
 
+/* Along the width by tiles: a tile is U8_LANES lanes, each a row of one
+ * plane (planes) or one channel of a row of pixels (channels inner, up to
+ * U8_LANES / C rows), copied transposed (input position major) so that
+ * each output's taps add whole vectors of lanes. The same integer sums as
+ * the kernels above, in the same order. */
+#define U8_LANES 64
+
+/* a[i] holds bytes (i, 0..7) of an 8 x 8 block (little endian); afterwards
+ * a[j] holds bytes (0..7, j). */
+static inline void u8_transpose8(uint64_t a[8]) {
+  for (int i = 0; i < 8; i += 2) {
+    uint64_t t = ((a[i] >> 8) ^ a[i + 1]) & 0x00FF00FF00FF00FFull;
+    a[i + 1] ^= t;
+    a[i] ^= t << 8;
+  }
+  for (int i = 0; i < 8; i += (i % 4 == 1) ? 3 : 1) {
+    uint64_t t = ((a[i] >> 16) ^ a[i + 2]) & 0x0000FFFF0000FFFFull;
+    a[i + 2] ^= t;
+    a[i] ^= t << 16;
+  }
+  for (int i = 0; i < 4; i++) {
+    uint64_t t = ((a[i] >> 32) ^ a[i + 4]) & 0x00000000FFFFFFFFull;
+    a[i + 4] ^= t;
+    a[i] ^= t << 32;
+  }
+}
+
+RT_SIMD_VOID(u8_width_tiles, (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
+  u8_pass *j = arg;
+  const rt_image *s = &j->src, *d = &j->dst;
+  const u8_axis *ax = j->ax;
+  const int64_t *restrict lo = ax->lo, *restrict count = ax->count;
+  const int16_t *restrict wts = ax->w;
+  const int64_t k = ax->k, outs = ax->out, W = s->w, sw = s->sw, dw = d->sw;
+  const int64_t C = j->lane_chans, R = U8_LANES / C, tiles = (s->h + R - 1) / R;
+  const int prec = ax->prec;
+  const int32_t bias = 1 << (prec - 1);
+  uint8_t *tile = calloc((size_t)(W * U8_LANES), 1);
+  if (!tile) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  const uint8_t *src = (const uint8_t *)s->data;
+  uint8_t *dst = (uint8_t *)d->data;
+  int64_t ib[U8_LANES], ob[U8_LANES];
+  int32_t acc[U8_LANES];
+  for (int64_t t = begin; t < end; t++) {
+    int64_t g = t / tiles, h0 = t % tiles * R, rows = s->h - h0 < R ? s->h - h0 : R, L = rows * C;
+    for (int64_t l = 0; l < L; l++) {
+      int64_t q = l / C, n = C == 1 ? g / s->c : g, ch = C == 1 ? g % s->c : l % C;
+      ib[l] = n * s->sn + ch * s->sc + (h0 + q) * s->sh;
+      ob[l] = n * d->sn + ch * d->sc + (h0 + q) * d->sh;
+    }
+    int64_t w = 0;
+    if (sw == 1) {
+      /* Rows of unit stride: 8 x 8 byte blocks transposed in registers (lanes past L repeat lane 0). */
+      for (int64_t l = L; l < U8_LANES; l++) ib[l] = ib[0];
+      for (; w + 8 <= W; w += 8)
+        for (int64_t l0 = 0; l0 < U8_LANES; l0 += 8) {
+          uint64_t a[8];
+          for (int i = 0; i < 8; i++) memcpy(&a[i], src + ib[l0 + i] + w, 8);
+          u8_transpose8(a);
+          for (int b = 0; b < 8; b++) memcpy(tile + (w + b) * U8_LANES + l0, &a[b], 8);
+        }
+    }
+    for (; w < W; w++) {
+      uint8_t *row = tile + w * U8_LANES;
+      for (int64_t l = 0; l < L; l++) row[l] = src[ib[l] + w * sw];
+    }
+    for (int64_t o = 0; o < outs; o++) {
+      const int16_t *wo = wts + o * k;
+      for (int l = 0; l < U8_LANES; l++) acc[l] = bias;
+      for (int64_t u = 0; u < count[o]; u++) {
+        const uint8_t *restrict row = tile + (lo[o] + u) * U8_LANES;
+        int32_t wt = wo[u];
+        for (int l = 0; l < U8_LANES; l++) acc[l] += wt * row[l];
+      }
+      for (int64_t l = 0; l < L; l++) dst[ob[l] + o * dw] = u8_round(acc[l], prec);
+    }
+  }
+  free(tile);
+}
+
 /* Along the height: output row oh is a weighted sum of input rows. A task
  * is one [n, c, oh] row of W elements, or with dense channels_last rows one
  * [n, oh] row of W * C. */
@@ -279,7 +368,7 @@ typedef struct u8_rows {
   int dense; /* rows of W * C elements with unit stride */
 } u8_rows;
 
-static void u8_height(int64_t begin, int64_t end, void *arg) {
+RT_SIMD_VOID(u8_height, (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   const u8_rows *jr = arg;
   const rt_image *s = &jr->pass.src, *d = &jr->pass.dst;
   const u8_axis *ax = jr->pass.ax;
@@ -350,7 +439,7 @@ nrt_status rt_resample_u8(const nrt_op *op, int filter) {
   int align = rt_scalar_int(op, 2) != 0;
   int need_w = in.w != out.w, need_h = in.h != out.h;
   if (!need_w && !need_h) {
-    u8_pass job = {in, out, NULL};
+    u8_pass job = {.src = in, .dst = out, .lane_chans = 1};
     rt_parallel_for(in.n * in.c * in.h, u8_grain(in.w), u8_copy, &job);
     return NRT_SUCCESS;
   }
@@ -378,22 +467,33 @@ nrt_status rt_resample_u8(const nrt_op *op, int filter) {
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its tables", name);
   }
   rt_image cur = in;
+  int oom = 0;
   if (need_w) {
-    u8_pass job = {cur, mid, &aw};
+    u8_pass job = {.src = cur, .dst = mid, .ax = &aw, .lane_chans = 1};
+    atomic_init(&job.out_of_memory, 0);
     int64_t taps = aw.k;
-    if (rt_image_channels_inner(&cur) && rt_image_channels_inner(&mid))
-      rt_parallel_for(in.n * in.h, u8_grain(out.w * in.c * taps), u8_width_pixels, &job);
-    else
+    int pixels = rt_image_channels_inner(&cur) && rt_image_channels_inner(&mid);
+    if (taps <= 2 && !pixels) {
       rt_parallel_for(in.n * in.c * in.h, u8_grain(out.w * taps), u8_width_planes, &job);
+    } else if (taps > 2 && (!pixels || in.c <= U8_LANES)) {
+      job.lane_chans = pixels ? in.c : 1;
+      int64_t rows = U8_LANES / job.lane_chans, tiles = (in.h + rows - 1) / rows;
+      rt_parallel_for((pixels ? in.n : in.n * in.c) * tiles, u8_grain(U8_LANES * out.w * taps), u8_width_tiles,
+                      &job);
+    } else {
+      rt_parallel_for(in.n * in.h, u8_grain(out.w * in.c * taps), u8_width_pixels, &job);
+    }
+    oom = atomic_load(&job.out_of_memory);
     cur = mid;
   }
-  if (need_h) {
-    u8_rows job = {{cur, out, &ah}, u8_dense(&cur, &out)};
+  if (need_h && !oom) {
+    u8_rows job = {.pass = {.src = cur, .dst = out, .ax = &ah, .lane_chans = 1}, .dense = u8_dense(&cur, &out)};
     int64_t rows = in.n * (job.dense ? 1 : in.c) * out.h, len = job.dense ? out.w * in.c : out.w;
     rt_parallel_for(rows, u8_grain(len * ah.k), u8_height, &job);
   }
   u8_axis_free(&aw);
   u8_axis_free(&ah);
   free(tmp);
+  if (oom) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for its tiles", name);
   return NRT_SUCCESS;
 }
