@@ -280,7 +280,8 @@ ORACLE_CODE static void u8_twin_pass(const uint8_t *src, uint8_t *dst, int64_t P
 ORACLE_CODE static void check_u8(int kind, int align, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW,
                                  double sh, double sw, int cl) {
   const int64_t N = 2, P = N * C;
-  image x = make(NRT_UINT8, N, C, H, W, cl), y = make(NRT_UINT8, N, C, OH, OW, !cl);
+  /* cl: 0 NCHW -> channels_last, 1 the reverse, 2 channels_last both sides */
+  image x = make(NRT_UINT8, N, C, H, W, cl != 0), y = make(NRT_UINT8, N, C, OH, OW, cl != 1);
   uint8_t *plain = malloc((size_t)(P * H * W)), *mid = malloc((size_t)(P * H * OW)),
           *want = malloc((size_t)(P * OH * OW));
   for (int64_t p = 0; p < P; p++)
@@ -318,12 +319,14 @@ static void test_uint8_matches_the_fixed_point_twin(void) {
   const int64_t sizes[][2] = {{11, 13}, {3, 4}, {1, 1}, {7, 2}, {7, 9}, {40, 3}, {2, 9}};
   for (int kind = 0; kind <= 4; kind++)
     for (int align = 0; align < 2; align++)
-      for (int cl = 0; cl < 2; cl++)
+      for (int cl = 0; cl < 3; cl++)
         for (int s = 0; s < 7; s++)
           for (int64_t c = 1; c <= 5; c += 2) check_u8(kind, align, c, 7, 9, sizes[s][0], sizes[s][1], 0, 0, cl);
   for (int kind = 0; kind <= 4; kind++) {
     check_u8(kind, 0, 3, 7, 9, 15, 3, 2.2, 0.35, 1);
     check_u8(kind, 0, 4, 96, 120, 8, 10, 0, 0, 1); /* 12x down: many taps */
+    check_u8(kind, 0, 3, 70, 45, 9, 130, 0, 0, 2); /* tiles past 64 rows, 8-byte blocks */
+    check_u8(kind, 1, 1, 70, 45, 9, 130, 0, 0, 0);
   }
 }
 

@@ -277,11 +277,11 @@ static void u8_width_pixels(int64_t begin, int64_t end, void *arg) {
   }
 }
 
-/* Along the width by tiles: a tile is U8_LANES lanes, each a row of one
- * plane (planes) or one channel of a row of pixels (channels inner, up to
- * U8_LANES / C rows), copied transposed (input position major) so that
- * each output's taps add whole vectors of lanes. The same integer sums as
- * the kernels above, in the same order. */
+/* Along the width by tiles: a tile holds U8_LANES rows of one plane
+ * (planes, E = 1) or of one image's pixels (channels inner with unit
+ * channel stride, E = C <= 4 channels per position), copied transposed
+ * (element position major, the rows as lanes), so that each output's taps
+ * add whole vectors of lanes. The same integer sums as the kernels above. */
 #define U8_LANES 64
 
 /* a[i] holds bytes (i, 0..7) of an 8 x 8 block (little endian); afterwards
@@ -310,11 +310,13 @@ RT_SIMD_VOID(u8_width_tiles, (int64_t begin, int64_t end, void *arg), (begin, en
   const u8_axis *ax = j->ax;
   const int64_t *restrict lo = ax->lo, *restrict count = ax->count;
   const int16_t *restrict wts = ax->w;
-  const int64_t k = ax->k, outs = ax->out, W = s->w, sw = s->sw, dw = d->sw;
-  const int64_t C = j->lane_chans, R = U8_LANES / C, tiles = (s->h + R - 1) / R;
+  const int64_t k = ax->k, outs = ax->out, E = j->lane_chans, WE = s->w * E, sw = s->sw, dw = d->sw;
+  const int64_t dc = E > 1 ? d->sc : 0, tiles = (s->h + U8_LANES - 1) / U8_LANES;
+  /* Elements of a row in order: unit stride over W * E bytes. */
+  const int dense = E == 1 ? sw == 1 : (s->sc == 1 && sw == E);
   const int prec = ax->prec;
   const int32_t bias = 1 << (prec - 1);
-  uint8_t *tile = calloc((size_t)(W * U8_LANES), 1);
+  uint8_t *tile = calloc((size_t)(WE * U8_LANES), 1);
   if (!tile) {
     atomic_store(&j->out_of_memory, 1);
     return;
@@ -324,37 +326,40 @@ RT_SIMD_VOID(u8_width_tiles, (int64_t begin, int64_t end, void *arg), (begin, en
   int64_t ib[U8_LANES], ob[U8_LANES];
   int32_t acc[U8_LANES];
   for (int64_t t = begin; t < end; t++) {
-    int64_t g = t / tiles, h0 = t % tiles * R, rows = s->h - h0 < R ? s->h - h0 : R, L = rows * C;
-    for (int64_t l = 0; l < L; l++) {
-      int64_t q = l / C, n = C == 1 ? g / s->c : g, ch = C == 1 ? g % s->c : l % C;
+    int64_t g = t / tiles, h0 = t % tiles * U8_LANES;
+    int64_t L = s->h - h0 < U8_LANES ? s->h - h0 : U8_LANES;
+    int64_t n = E == 1 ? g / s->c : g, ch = E == 1 ? g % s->c : 0;
+    for (int64_t l = 0; l < U8_LANES; l++) {
+      int64_t q = l < L ? l : 0; /* lanes past L repeat row 0 */
       ib[l] = n * s->sn + ch * s->sc + (h0 + q) * s->sh;
       ob[l] = n * d->sn + ch * d->sc + (h0 + q) * d->sh;
     }
-    int64_t w = 0;
-    if (sw == 1) {
-      /* Rows of unit stride: 8 x 8 byte blocks transposed in registers (lanes past L repeat lane 0). */
-      for (int64_t l = L; l < U8_LANES; l++) ib[l] = ib[0];
-      for (; w + 8 <= W; w += 8)
+    int64_t x = 0;
+    if (dense)
+      /* 8 x 8 byte blocks transposed in registers. */
+      for (; x + 8 <= WE; x += 8)
         for (int64_t l0 = 0; l0 < U8_LANES; l0 += 8) {
           uint64_t a[8];
-          for (int i = 0; i < 8; i++) memcpy(&a[i], src + ib[l0 + i] + w, 8);
+          for (int i = 0; i < 8; i++) memcpy(&a[i], src + ib[l0 + i] + x, 8);
           u8_transpose8(a);
-          for (int b = 0; b < 8; b++) memcpy(tile + (w + b) * U8_LANES + l0, &a[b], 8);
+          for (int b = 0; b < 8; b++) memcpy(tile + (x + b) * U8_LANES + l0, &a[b], 8);
         }
-    }
-    for (; w < W; w++) {
-      uint8_t *row = tile + w * U8_LANES;
-      for (int64_t l = 0; l < L; l++) row[l] = src[ib[l] + w * sw];
+    for (; x < WE; x++) {
+      uint8_t *row = tile + x * U8_LANES;
+      int64_t off = x / E * sw + x % E * (E > 1 ? s->sc : 0);
+      for (int64_t l = 0; l < L; l++) row[l] = src[ib[l] + off];
     }
     for (int64_t o = 0; o < outs; o++) {
       const int16_t *wo = wts + o * k;
-      for (int l = 0; l < U8_LANES; l++) acc[l] = bias;
-      for (int64_t u = 0; u < count[o]; u++) {
-        const uint8_t *restrict row = tile + (lo[o] + u) * U8_LANES;
-        int32_t wt = wo[u];
-        for (int l = 0; l < U8_LANES; l++) acc[l] += wt * row[l];
+      for (int64_t e = 0; e < E; e++) {
+        for (int l = 0; l < U8_LANES; l++) acc[l] = bias;
+        for (int64_t u = 0; u < count[o]; u++) {
+          const uint8_t *restrict row = tile + ((lo[o] + u) * E + e) * U8_LANES;
+          int32_t wt = wo[u];
+          for (int l = 0; l < U8_LANES; l++) acc[l] += wt * row[l];
+        }
+        for (int64_t l = 0; l < L; l++) dst[ob[l] + o * dw + e * dc] = u8_round(acc[l], prec);
       }
-      for (int64_t l = 0; l < L; l++) dst[ob[l] + o * dw] = u8_round(acc[l], prec);
     }
   }
   free(tile);
@@ -475,10 +480,10 @@ nrt_status rt_resample_u8(const nrt_op *op, int filter) {
     int pixels = rt_image_channels_inner(&cur) && rt_image_channels_inner(&mid);
     if (taps <= 2 && !pixels) {
       rt_parallel_for(in.n * in.c * in.h, u8_grain(out.w * taps), u8_width_planes, &job);
-    } else if (taps > 2 && (!pixels || in.c <= U8_LANES)) {
+    } else if (!pixels || (in.c <= 4 && cur.sc == 1 && mid.sc == 1)) {
       job.lane_chans = pixels ? in.c : 1;
-      int64_t rows = U8_LANES / job.lane_chans, tiles = (in.h + rows - 1) / rows;
-      rt_parallel_for((pixels ? in.n : in.n * in.c) * tiles, u8_grain(U8_LANES * out.w * taps), u8_width_tiles,
+      int64_t tiles = (in.h + U8_LANES - 1) / U8_LANES;
+      rt_parallel_for((pixels ? in.n : in.n * in.c) * tiles, u8_grain(U8_LANES * in.c * out.w * taps), u8_width_tiles,
                       &job);
     } else {
       rt_parallel_for(in.n * in.h, u8_grain(out.w * in.c * taps), u8_width_pixels, &job);
