@@ -1,29 +1,35 @@
 """Vision ops on neuron versus PyTorch CPU: pooling, upsampling, padding,
-unfold/fold, convolution.
+unfold/fold, convolution, uint8 image resizing.
 
 ResNet-like shapes ([32, 64, 56, 56] 3x3 convolution, the stem's max pool)
 and a small CNN's layers, forward and forward+backward, NCHW and
 channels_last. Each time is the median of several runs measured in this
 process (the best run is printed too: on a shared machine it shows what each
 side does undisturbed); a ratio is CPU time / neuron time (above 1.0 means
-neuron is faster). PyTorch CPU runs with 2 threads unless --cpu-threads says
+neuron is faster). The uint8 resize rows alternate neuron and CPU runs
+(turn by turn, timing.interleaved, at least 9 each; with --cpu-time in CPU
+seconds of the process per call instead of wall-clock). PyTorch CPU runs with 2 threads unless --cpu-threads says
 otherwise; GFLOP/s counts 2 * MACs of the convolution (3x for fwd+bwd).
 
-    python benchmarks/vision_ops.py [--repeats N] [--cpu-threads T] [--quick]
+    python benchmarks/vision_ops.py [--repeats N] [--cpu-threads T] [--quick] [--only TEXT] [--cpu-time]
 """
 
 import argparse
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
+from timing import interleaved
 from timing import median_and_best as seconds
 
 
 
 
 ONLY = None  # --only: run the cases whose name contains this text
+CPU_TIME = False  # --cpu-time: the uint8 resize rows in CPU seconds per call
 
 
 def case(name, make, fn, backward, flops, repeats):
@@ -54,6 +60,37 @@ def case(name, make, fn, backward, flops, repeats):
     print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{gflops}{cm / nm:7.2f}")
 
 
+def interleaved_cpu_time(fn_dev, fn_cpu, repeats):
+    """As timing.interleaved, in CPU seconds of the whole process (every thread) per call: on a loaded
+    host this leaves out the time each side waits for a core."""
+    fn_dev()
+    torch.neuron.synchronize()
+    fn_cpu()
+    dev, cpu = [], []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn_dev()
+        torch.neuron.synchronize()
+        dev.append(time.process_time() - start)
+        start = time.process_time()
+        fn_cpu()
+        cpu.append(time.process_time() - start)
+    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+
+
+def case_turns(name, make, fn, repeats):
+    """Forward only, neuron and CPU runs alternating (turn by turn)."""
+    if ONLY and ONLY not in name:
+        return
+    x = make()
+    xd = x.to("neuron")
+    if CPU_TIME:
+        nm, nb, cm, cb = interleaved_cpu_time(lambda: fn(xd), lambda: fn(x), repeats)
+    else:
+        nm, nb, cm, cb = interleaved(lambda: fn(xd), lambda: fn(x), repeats)
+    print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{'':7}{cm / nm:7.2f}")
+
+
 def conv_flops(n, c, k, oh, ow, kh, kw, groups=1):
     return 2.0 * n * k * oh * ow * (c // groups) * kh * kw
 
@@ -64,9 +101,12 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="smaller ResNet batch (8)")
     parser.add_argument("--only", default=None, help="run only the cases whose name contains this text")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the uint8 resize rows in CPU seconds of the process (all threads)")
     args = parser.parse_args()
-    global ONLY
+    global ONLY, CPU_TIME
     ONLY = args.only
+    CPU_TIME = args.cpu_time
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     n = 8 if args.quick else 32
@@ -103,6 +143,16 @@ def main() -> None:
             case(f"resize {filt} aa 512->224 [{n // 4},3,512,512] {tag}", img(n // 4, 3, 512, 512),
                  lambda x, filt=filt: F.interpolate(x, size=(224, 224), mode=filt, antialias=True), bwd, 0,
                  args.repeats)
+        if not bwd:
+            # uint8 photos resized for a classifier (the CPU's fixed-point kernels; forward only), turn by turn
+            for fmt, ftag in ((torch.contiguous_format, ""), (cl, " CL")):
+                for filt, aa in (("bilinear", False), ("bilinear", True), ("bicubic", False), ("bicubic", True)):
+                    case_turns(f"u8 {filt}{' aa' if aa else ''} 512->224 [8,3,512,512]{ftag}",
+                               lambda fmt=fmt: torch.randint(0, 256, (8, 3, 512, 512), dtype=torch.uint8)
+                               .contiguous(memory_format=fmt),
+                               lambda x, filt=filt, aa=aa: F.interpolate(x, size=(224, 224), mode=filt,
+                                                                         antialias=aa),
+                               max(args.repeats, 9))
         for mode in ("reflect", "replicate"):
             case(f"pad {mode} 3 [{n},64,56,56] {tag}", img(n, 64, 56, 56),
                  lambda x, mode=mode: F.pad(x, (3, 3, 3, 3), mode=mode), bwd, 0, args.repeats)

@@ -96,9 +96,6 @@ _BN_16BIT = Known("float16/bfloat16 batch norm in training: both devices compute
                   "round to the neighbouring 16-bit value (the OpInfo allows atol 1e-5); and " + _BN_CPU_OUT,
                   "Tensor-likes are not close")
 _BN_OUT = Known(_BN_CPU_OUT, "name='_transformed'): Tensor-likes are not close")
-_RESAMPLE_UINT8 = Known("uint8 bilinear, bicubic and antialiased resampling (the CPU's fixed-point "
-                        "integer-weight kernels) run through the counted CPU fallback",
-                        "CPU fallback ran for ['aten::")
 _LOGSUMEXP_16BIT = Known("bfloat16 logsumexp: neuron computes in float32 and rounds once; the CPU rounds each "
                          "step (max, exp, sum, log, add) to bfloat16, so a sum of several terms can end a "
                          "bfloat16 ulp away", "Scalars are not close")
@@ -131,9 +128,6 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
        for d in (torch.float16, torch.bfloat16)},
     **{(name, d): _BN_OUT for name in ("native_batch_norm", "_native_batch_norm_legit")
        for d in (torch.float32, torch.float64)},
-    **{(name, torch.uint8): _RESAMPLE_UINT8 for name in ("nn.functional.interpolate.bilinear",
-                                                         "nn.functional.interpolate.bicubic",
-                                                         "nn.functional.upsample_bilinear", "_upsample_bilinear2d_aa")},
     **{(name, d): _LINEAR_16BIT for name in ("nn.functional.interpolate.linear", "nn.functional.upsample_bilinear",
                                              "nn.functional.interpolate.trilinear",
                                              "nn.functional.interpolate.bicubic")

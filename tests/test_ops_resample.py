@@ -3,9 +3,9 @@ upsample_bicubic2d and _upsample_{bilinear,bicubic,lanczos}2d_aa, forward
 and backward, by size and by scale factor, up and down, align_corners on
 and off; NCHW, channels_last, sliced and transposed layouts; empty
 batches; out= and grad_input=; float32, float64, bfloat16 and float16 where
-the CPU has them. uint8 images (which the CPU resamples in fixed point) run
-through the counted CPU fallback. Every other test asserts that no op fell
-back to the CPU."""
+the CPU has them. uint8 images (the CPU's fixed point) are tested in
+test_ops_resample_u8.py. Every test asserts that no op fell back to the
+CPU."""
 
 import textwrap
 
@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torchneuron
 from thread_count_support import outputs_by_thread_count
 
 DEV = "neuron"
@@ -126,18 +125,6 @@ def test_resample_3d_input_empty_batch_and_out():
         gi = torch.empty(0, device=DEV)
         op.grad_input(g.to(DEV), [7, 3], [1, 2, 5, 6], True, None, None, grad_input=gi)
         torch.testing.assert_close(gi.cpu(), op(g, [7, 3], [1, 2, 5, 6], True, None, None))
-
-
-@pytest.mark.parametrize("mode", [dict(mode="bicubic"), dict(mode="bilinear"), dict(mode="bilinear", antialias=True),
-                                  dict(mode="bicubic", antialias=True)])
-def test_uint8_runs_through_the_counted_fallback(mode):
-    x = torch.randint(0, 256, (2, 3, 9, 10), dtype=torch.uint8)
-    before = dict(torchneuron.get_fallback_ops())
-    out = F.interpolate(x.to(DEV), size=(5, 13), **mode)
-    assert out.device.type == DEV and out.dtype == torch.uint8
-    assert torch.equal(out.cpu(), F.interpolate(x, size=(5, 13), **mode))
-    after = torchneuron.get_fallback_ops()
-    assert sum(after.values()) > sum(before.values())
 
 
 def test_resample_errors_match_cpu():

@@ -3,9 +3,9 @@
 // out= forms (runtime ops UPSAMPLE_BICUBIC2D and UPSAMPLE_AA2D).
 //
 // Structured ops: PyTorch's meta functions check the arguments and size
-// the outputs. The runtime computes in the floating dtypes; uint8 images
-// (which the CPU resamples in fixed point) go through the counted CPU
-// fallback rather than failing.
+// the outputs. The runtime computes in the floating dtypes and resamples
+// uint8 images forward in the CPU's fixed point (resample_u8.c); the CPU has
+// no uint8 backward, and neither do we (its error, raised here).
 #include <ATen/ATen.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_backward_meta.h>
 #include <ATen/ops/_upsample_bicubic2d_aa_meta.h>
@@ -34,20 +34,33 @@ using OptScale = std::optional<double>;
 // The filter scalar of UPSAMPLE_AA2D, or -1 for bicubic (UPSAMPLE_BICUBIC2D).
 constexpr int64_t kBicubic = -1, kAaBilinear = 0, kAaBicubic = 1, kAaLanczos = 2;
 
-bool runtime_dtype(const at::Tensor& t) {
+bool runtime_dtype(const at::Tensor& t, bool backward = false) {
   switch (t.scalar_type()) {
     case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kHalf:
       return true;
+    case at::kByte:
+      return !backward;
     default:
       return false;
   }
 }
 
+// The CPU's error for a uint8 gradient (its backward kernels dispatch over
+// the floating dtypes only).
+void refuse_u8_backward(const at::Tensor& grad_output, int64_t filter) {
+  if (grad_output.scalar_type() != at::kByte) return;
+  const char* name = filter == kBicubic      ? "upsample_bicubic2d_backward"
+                     : filter == kAaBilinear ? "upsample_bilinear2d_aa_backward_cpu"
+                     : filter == kAaBicubic  ? "upsample_bicubic2d_aa_backward_cpu"
+                                             : "upsample_lanczos2d_aa_backward_cpu";
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for 'Byte'");
+}
+
 void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
          OptScale scale_h, OptScale scale_w) {
   // As the CPU: its antialiased weights exist for float and double only.
-  TORCH_CHECK_NOT_IMPLEMENTED(filter == kBicubic || (at::isFloatingType(src.scalar_type()) &&
-                                                        src.element_size() >= 4),
+  TORCH_CHECK_NOT_IMPLEMENTED(filter == kBicubic || src.scalar_type() == at::kByte ||
+                                  (at::isFloatingType(src.scalar_type()) && src.element_size() >= 4),
                               "\"compute_index_ranges_weights\" not implemented for '", src.scalar_type(), "'");
   if (dst.numel() == 0 || src.numel() == 0) return;
   nrt_op_code code = filter == kBicubic
@@ -93,7 +106,8 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
   at::Tensor fn##_backward(const at::Tensor& grad_output, at::IntArrayRef output_size,                  \
                            at::IntArrayRef input_size, bool align_corners, OptScale scales_h,            \
                            OptScale scales_w) {                                                          \
-    if (!runtime_dtype(grad_output))                                                                     \
+    refuse_u8_backward(grad_output, filter);                                                             \
+    if (!runtime_dtype(grad_output, true))                                                               \
       return call_through_fallback("aten::" #fn "_backward", "", grad_output, BWD_ARGS_).back().toTensor();   \
     NEURON_TRACK_OP("aten::" #fn "_backward");                                                           \
     c10::DeviceGuard guard(grad_output.device());                                                        \
@@ -105,7 +119,8 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
   at::Tensor& fn##_backward_out(const at::Tensor& grad_output, at::IntArrayRef output_size,             \
                                 at::IntArrayRef input_size, bool align_corners, OptScale scales_h,       \
                                 OptScale scales_w, at::Tensor& grad_input) {                             \
-    if (!runtime_dtype(grad_output)) {                                                                   \
+    refuse_u8_backward(grad_output, filter);                                                             \
+    if (!runtime_dtype(grad_output, true)) {                                                             \
       call_through_fallback("aten::" #fn "_backward", "grad_input", grad_output, BWD_ARGS_, grad_input);      \
       return grad_input;                                                                                 \
     }                                                                                                    \

@@ -41,6 +41,12 @@ void check_floating(const at::Tensor& t, const char* op) {
                               t.scalar_type(), "' on the neuron device");
 }
 
+// (Bi)linear forward runs natively for the floating dtypes and, in 2-d, for
+// uint8 (the CPU's fixed-point rule, runtime/src/ops/vision/resample_u8.c).
+bool linear_native(const at::Tensor& self, bool one_d) {
+  return at::isFloatingType(self.scalar_type()) || (!one_d && self.scalar_type() == at::kByte);
+}
+
 // One launch: dst and src are the op's output and input (grad_input and
 // grad_output when backward); scale_h is 0 for 1-d ops.
 void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
@@ -48,7 +54,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
   if (dst.numel() == 0 || src.numel() == 0) return;
   nrt_op_code code = mode == Mode::Linear ? (backward ? NRT_OP_UPSAMPLE_BILINEAR2D_BACKWARD : NRT_OP_UPSAMPLE_BILINEAR2D)
                                           : (backward ? NRT_OP_UPSAMPLE_NEAREST2D_BACKWARD : NRT_OP_UPSAMPLE_NEAREST2D);
-  if (mode == Mode::Linear || backward) check_floating(dst, nrt_op_name(code));
+  if (backward || (mode == Mode::Linear && !linear_native(src, one_d))) check_floating(dst, nrt_op_name(code));
   OpBuilder b(code, 1);
   b.image(dst, one_d).image(src, one_d);
   b.real(one_d ? 0.0 : scale_or_zero(scale_h)).real(scale_or_zero(scale_w));
@@ -60,7 +66,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
 // backward op, from the meta class and the argument lists.
 #define UPSAMPLE_FORWARD_(fn, Meta, mode, one_d, PARAMS, ARGS, ALIGN, SH, SW)                   \
   at::Tensor fn(const at::Tensor& self, PARAMS) {                                               \
-    if (mode == Mode::Linear && !at::isFloatingType(self.scalar_type()))                        \
+    if (mode == Mode::Linear && !linear_native(self, one_d))                                    \
       return call_through_fallback("aten::" #fn, "", self, ARGS).back().toTensor();                  \
     NEURON_TRACK_OP("aten::" #fn);                                                              \
     c10::DeviceGuard guard(self.device());                                                      \
@@ -70,7 +76,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     return o[0];                                                                                \
   }                                                                                             \
   at::Tensor& fn##_out(const at::Tensor& self, PARAMS, at::Tensor& out) {                       \
-    if (mode == Mode::Linear && !at::isFloatingType(self.scalar_type())) {                      \
+    if (mode == Mode::Linear && !linear_native(self, one_d)) {                                  \
       call_through_fallback("aten::" #fn, "out", self, ARGS, out);                                   \
       return out;                                                                               \
     }                                                                                           \

@@ -76,6 +76,13 @@
  *                        support widens by the downscaling factor and each
  *                        output's weights are normalised to sum 1.
  *   UPSAMPLE_AA2D_BACKWARD        [grad_in, grad_out], scalars as forward.
+ * UPSAMPLE_BILINEAR2D, UPSAMPLE_BICUBIC2D and UPSAMPLE_AA2D (all filters)
+ * also take uint8 [out, in] (forward only), computed in PyTorch's CPU
+ * fixed point: per axis int16 weights (the double weights, taps outside
+ * the image added onto the border one, scaled by 2^p, p < 22 the largest
+ * with round(max weight * 2^(p+1)) < 2^15), the width resampled first into
+ * uint8, then the height, each output clamp((2^(p-1) + sum w x) >> p, 0,
+ * 255); an axis whose size is unchanged is skipped.
  * The 3-d ones take 5-d views [N, C, D, H, W] and scalars [scale_d,
  * scale_h, scale_w, flag], the same rules per dim:
  *   UPSAMPLE_NEAREST3D   [out, in] floating or uint8; flag = exact

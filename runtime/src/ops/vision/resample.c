@@ -166,7 +166,22 @@ static nrt_status resample(const nrt_op *op, int kind_given, int backward) {
   return NRT_SUCCESS;
 }
 
-nrt_status rt_kernel_upsample_bicubic2d(const nrt_op *op) { return resample(op, RS_BICUBIC, 0); }
+static int rs_is_u8(const nrt_op *op) { return op->num_operands >= 1 && op->operands[0].dtype == NRT_UINT8; }
+
+nrt_status rt_kernel_upsample_bicubic2d(const nrt_op *op) {
+  return rs_is_u8(op) ? rt_resample_u8(op, RT_U8_CUBIC) : resample(op, RS_BICUBIC, 0);
+}
 nrt_status rt_kernel_upsample_bicubic2d_backward(const nrt_op *op) { return resample(op, RS_BICUBIC, 1); }
-nrt_status rt_kernel_upsample_aa2d(const nrt_op *op) { return resample(op, -1, 0); }
+nrt_status rt_kernel_upsample_aa2d(const nrt_op *op) {
+  if (rs_is_u8(op)) {
+    nrt_status s = rt_check_arity(op, 2, 4);
+    if (s) return s;
+    int64_t f = rt_scalar_int(op, 3);
+    if (f < RS_AA_BILINEAR || f > RS_AA_LANCZOS)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: unknown filter %lld", nrt_op_name(op->code), (long long)f);
+    return rt_resample_u8(op, f == RS_AA_BILINEAR ? RT_U8_AA_LINEAR
+                              : f == RS_AA_BICUBIC ? RT_U8_AA_CUBIC : RT_U8_AA_LANCZOS);
+  }
+  return resample(op, -1, 0);
+}
 nrt_status rt_kernel_upsample_aa2d_backward(const nrt_op *op) { return resample(op, -1, 1); }

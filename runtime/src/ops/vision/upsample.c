@@ -251,5 +251,8 @@ static nrt_status upsample(const nrt_op *op, upsample_mode mode, int backward) {
 
 nrt_status rt_kernel_upsample_nearest2d(const nrt_op *op) { return upsample(op, NEAREST, 0); }
 nrt_status rt_kernel_upsample_nearest2d_backward(const nrt_op *op) { return upsample(op, NEAREST, 1); }
-nrt_status rt_kernel_upsample_bilinear2d(const nrt_op *op) { return upsample(op, BILINEAR, 0); }
+nrt_status rt_kernel_upsample_bilinear2d(const nrt_op *op) {
+  if (op->num_operands >= 1 && op->operands[0].dtype == NRT_UINT8) return rt_resample_u8(op, RT_U8_LINEAR);
+  return upsample(op, BILINEAR, 0);
+}
 nrt_status rt_kernel_upsample_bilinear2d_backward(const nrt_op *op) { return upsample(op, BILINEAR, 1); }

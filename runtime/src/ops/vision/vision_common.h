@@ -56,4 +56,9 @@ static inline int rt_is_float_dtype(nrt_dtype t) {
 /* Elements handled per parallel task before splitting is worthwhile. */
 #define RT_VISION_GRAIN 16384
 
+/* uint8 resampling in fixed point (resample_u8.c), PyTorch's CPU rule, for
+ * the ops [out, in] with scalars [scale_h, scale_w, align_corners, ...]. */
+enum { RT_U8_LINEAR = 0, RT_U8_CUBIC = 1, RT_U8_AA_LINEAR = 2, RT_U8_AA_CUBIC = 3, RT_U8_AA_LANCZOS = 4 };
+nrt_status rt_resample_u8(const nrt_op *op, int filter);
+
 #endif
