@@ -21,8 +21,9 @@ from torchneuron.nki import collectives, isa, language, typing
 from torchneuron.nki.benchmark import Estimate, benchmark
 from torchneuron.nki.errors import NkiError
 from torchneuron.nki.jit import Kernel, jit, simulate, simulate_kernel
+from torchneuron.nki.ranks import distributed
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.torch_ops import nki_op, wrap_nki
 
 __all__ = ["Estimate", "collectives", "Kernel", "NkiError", "NkiTensor", "benchmark", "isa", "jit", "language",
-           "nki_op", "simulate", "simulate_kernel", "typing", "wrap_nki"]
+           "nki_op", "simulate", "simulate_kernel", "typing", "wrap_nki", "distributed"]
