@@ -129,6 +129,14 @@ def k_rank_ids(a):
     return out
 
 
+@nki.jit
+def k_all_to_all_v(a, meta):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(a), 0.0))
+    ncc.all_to_all_v([a], [out], PAIR, meta, recv_counts_known=True)
+    return out
+
+
 def _every(x):
     """Every rank's CPU tensor x, by torch.distributed (gloo)."""
     got = [torch.empty_like(x) for _ in range(dist.get_world_size())]
@@ -201,6 +209,24 @@ def _collectives(rank, store, device):
         want[2 * rank + p] = 1.0
         assert torch.equal(got[p], want)
     assert not tn.get_fallback_ops(), tn.get_fallback_ops()
+
+    # all_to_all_v (host: the metadata is uint32, which torch tensors here are
+    # not): run-time counts, against all_to_all_single with the same splits.
+    import numpy as np
+
+    sends = [[2, 5], [3, 1]]  # rank r sends sends[r][d] elements to rank d
+    mine = np.arange(16, dtype=np.float32).reshape(1, 16) * (rank + 1) + 0.5
+    meta = np.zeros((3, 2), np.uint32)
+    meta[0] = sends[rank]
+    meta[1] = [0, sends[rank][0]]  # displacements: consecutive, as torch's splits
+    meta[2] = [sends[0][rank], sends[1][rank]]
+    got = nki.distributed(k_all_to_all_v)(mine, meta)
+    n_in, n_out = sum(sends[rank]), sends[0][rank] + sends[1][rank]
+    want = torch.zeros(n_out)
+    dist.all_to_all_single(want, torch.from_numpy(mine[0, :n_in]).clone(),
+                           output_split_sizes=[sends[0][rank], sends[1][rank]],
+                           input_split_sizes=sends[rank])
+    assert np.array_equal(got[0, :n_out], want.numpy()) and (got[0, n_out:] == 0).all()
 
 
 @pytest.mark.parametrize("device", ["neuron", "cpu"])
