@@ -304,3 +304,16 @@ def _rules(rank, store, device):
 @pytest.mark.parametrize("device", ["cpu", "neuron"])
 def test_ranks_that_disagree_fail_on_every_rank(device, tmp_path):
     _run(_rules, tmp_path, device)
+
+
+def test_the_example_runs():
+    """examples/nki/allreduce_ranks.py (it spawns its own two ranks and
+    checks its results against torch.distributed)."""
+    import os
+    import subprocess
+    import sys
+
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "nki", "allreduce_ranks.py")
+    done = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sum over 4 NKI ranks = 10.0" in done.stdout
