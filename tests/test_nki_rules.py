@@ -284,6 +284,8 @@ RULES = [
      lambda a: nisa.dma_transpose(bf(4, 4, 4096), a.reshape(4, 4, 4096), axes=(1, 0, 2))),  # <- here
     ("dma_transpose_hwdge", ISA + "dma_transpose",
      lambda a: nisa.dma_transpose(bf(512, 128), a, dge_mode=nisa.dge_mode.hwdge)),  # <- here
+    ("dma_transpose_indirect", ISA + "dma_transpose",  # the index tile is not uint32
+     lambda a: nisa.dma_transpose(bf(512, 16), a[sb(16, 1)])),  # <- here
     # random numbers
     ("rand2_range", ISA + "rand2",
      lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here

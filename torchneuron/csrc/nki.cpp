@@ -3,8 +3,16 @@
 // asynchronous launches on neuron tensors, and the cost model's estimate.
 // Programs cross into Python as integer handles owned by a Python object.
 #include <torch/extension.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "device_state.h"
+#include "neuronrt/host_error.h"
+#include "neuronrt/nc_dist.h"
 #include "runtime_check.h"
 
 namespace torchneuron {
@@ -108,6 +116,100 @@ void programs_launch(const std::vector<uintptr_t>& handles,
                                    name.c_str()));
 }
 
+// ---- across the ranks of a process group ---------------------------------
+// A distributed run's messages (runtime/include/neuronrt/nc.h,
+// nrt_nc_exchange) travel as an all-gather of their lengths, then of the
+// messages padded to the longest, on a gloo backend of NKI's own (created
+// by torchneuron/nki/ranks.py, with the group's timeout: a rank that never
+// arrives is an error after it, not a hang).
+struct Exchange {
+  c10::intrusive_ptr<c10d::Backend> backend;
+};
+
+nrt_status exchange_messages(void* ctx, const void* send, size_t bytes, void** recv,
+                             size_t* recv_bytes) {
+  auto* ex = static_cast<Exchange*>(ctx);
+  try {
+    int size = ex->backend->getSize();
+    std::vector<at::Tensor> mine{at::full({1}, static_cast<int64_t>(bytes), at::kLong)};
+    std::vector<std::vector<at::Tensor>> lengths(1);
+    for (int q = 0; q < size; q++) lengths[0].push_back(at::empty({1}, at::kLong));
+    ex->backend->allgather(lengths, mine)->wait();
+    int64_t longest = 1;
+    for (const at::Tensor& t : lengths[0]) longest = std::max(longest, t.item<int64_t>());
+    std::vector<at::Tensor> message{at::zeros({longest}, at::kByte)};
+    if (bytes) std::memcpy(message[0].data_ptr(), send, bytes);
+    std::vector<std::vector<at::Tensor>> all(1);
+    for (int q = 0; q < size; q++) all[0].push_back(at::empty({longest}, at::kByte));
+    ex->backend->allgather(all, message)->wait();
+    for (int q = 0; q < size; q++) {
+      size_t n = static_cast<size_t>(lengths[0][q].item<int64_t>());
+      recv[q] = std::malloc(n ? n : 1);
+      if (!recv[q]) {
+        for (int r = 0; r < q; r++) std::free(recv[r]);
+        return nrt_host_error(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in an NKI collective");
+      }
+      std::memcpy(recv[q], all[0][q].data_ptr(), n);
+      recv_bytes[q] = n;
+    }
+    return NRT_SUCCESS;
+  } catch (const std::exception& e) {
+    std::string text = std::string("NKI collective across ranks: the exchange failed: ") + e.what();
+    return nrt_host_error(NRT_ERROR_INVALID_ARGUMENT, text.c_str());
+  }
+}
+
+void release_exchange(void* ctx) { delete static_cast<Exchange*>(ctx); }
+
+nrt_nc_exchange make_exchange(const c10::intrusive_ptr<c10d::Backend>& backend) {
+  TORCH_CHECK(backend, "NKI: no process group backend");
+  return nrt_nc_exchange{exchange_messages, release_exchange, new Exchange{backend},
+                         static_cast<int32_t>(backend->getRank()),
+                         static_cast<int32_t>(backend->getSize())};
+}
+
+void programs_run_host_dist(const std::vector<uintptr_t>& handles,
+                            const std::vector<std::vector<uintptr_t>>& pointers,
+                            const c10::intrusive_ptr<c10d::Backend>& backend) {
+  TORCH_CHECK(handles.size() == pointers.size(), "NKI: one pointer list per program");
+  std::vector<nrt_nc_program_t> programs(handles.size());
+  std::vector<std::vector<void*>> hbm(handles.size());
+  std::vector<void* const*> lists(handles.size());
+  for (size_t k = 0; k < handles.size(); k++) {
+    programs[k] = program_of(handles[k]);
+    for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
+    lists[k] = hbm[k].data();
+  }
+  nrt_nc_exchange ex = make_exchange(backend);
+  nrt_status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = nrt_nc_programs_run_dist(programs.data(), static_cast<int32_t>(programs.size()),
+                                      lists.data(), &ex);
+  }
+  release_exchange(ex.ctx);
+  NRT_CHECK(status);
+}
+
+void programs_launch_dist(const std::vector<uintptr_t>& handles,
+                          const std::vector<std::vector<std::optional<at::Tensor>>>& tensors,
+                          c10::DeviceIndex device, const std::string& name,
+                          const c10::intrusive_ptr<c10d::Backend>& backend) {
+  TORCH_CHECK(handles.size() == tensors.size(), "NKI: one tensor list per program");
+  std::vector<nrt_nc_program_t> programs(handles.size());
+  std::vector<std::vector<void*>> hbm(handles.size());
+  std::vector<void* const*> lists(handles.size());
+  for (size_t k = 0; k < handles.size(); k++) {
+    programs[k] = program_of(handles[k]);
+    hbm[k] = device_pointers(tensors[k], device);
+    lists[k] = hbm[k].data();
+  }
+  nrt_nc_exchange ex = make_exchange(backend);  // owned by the launch from here on
+  NRT_CHECK(nrt_nc_programs_launch_dist(current_stream(device), programs.data(),
+                                        static_cast<int32_t>(programs.size()), lists.data(),
+                                        name.c_str(), &ex));
+}
+
 py::dict program_estimate(uintptr_t handle) {
   nrt_nc_program_t program = program_of(handle);
   size_t n = static_cast<size_t>(nrt_nc_program_num_insts(program));
@@ -154,6 +256,8 @@ void register_nki_bindings(py::module_& m) {
   m.def("_nki_program_launch", &tn::program_launch);
   m.def("_nki_programs_run_host", &tn::programs_run_host);
   m.def("_nki_programs_launch", &tn::programs_launch);
+  m.def("_nki_programs_run_host_dist", &tn::programs_run_host_dist);
+  m.def("_nki_programs_launch_dist", &tn::programs_launch_dist);
   m.def("_nki_program_estimate", &tn::program_estimate);
   m.def("_nki_placement", &tn::placement);
   m.def("_nki_inject_run_failures", &nrt_nc_inject_run_failures);

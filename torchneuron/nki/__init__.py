@@ -17,12 +17,13 @@ and call them with ``neuron`` tensors (asynchronous, on the current stream)
 or NumPy arrays (simulated on the host). docs/nki.md is the user guide.
 """
 
-from torchneuron.nki import collectives, isa, language, typing
+from torchneuron.nki import collectives, isa, language, lnc, typing
 from torchneuron.nki.benchmark import Estimate, benchmark
 from torchneuron.nki.errors import NkiError
 from torchneuron.nki.jit import Kernel, jit, simulate, simulate_kernel
+from torchneuron.nki.ranks import distributed
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.torch_ops import nki_op, wrap_nki
 
-__all__ = ["Estimate", "collectives", "Kernel", "NkiError", "NkiTensor", "benchmark", "isa", "jit", "language",
-           "nki_op", "simulate", "simulate_kernel", "typing", "wrap_nki"]
+__all__ = ["Estimate", "collectives", "Kernel", "NkiError", "NkiTensor", "benchmark", "isa", "jit", "language", "lnc",
+           "nki_op", "simulate", "simulate_kernel", "typing", "wrap_nki", "distributed"]

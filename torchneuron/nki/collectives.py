@@ -24,7 +24,8 @@ __all__ = ["ReplicaGroup", "all_gather", "all_gather_v", "all_reduce", "all_to_a
 # The call kinds, numbered as runtime/src/nc/collective.c names them.
 KINDS = {"core_barrier": 1, "sendrecv": 2, "all_reduce": 3, "all_gather": 4, "reduce_scatter": 5,
          "all_to_all": 6, "collective_permute": 7, "all_gather_v": 8, "all_to_all_v": 9,
-         "collective_permute_implicit": 10, "collective_permute_implicit_reduce": 11}
+         "collective_permute_implicit": 10, "collective_permute_implicit_reduce": 11,
+         "sendrecv_compute": 12}
 NONE, COPY, REDUCE, PAIR_REDUCE, GATHER_V, ALLTOALL_V = range(6)
 RDISPLS, RCOUNTS = 1, 2
 # Reduction masks are carried in a double: at most 52 programs in a grid with collectives.
@@ -68,8 +69,9 @@ class ReplicaGroup:
 
 
 def rank_id():
-    """The rank of the current program: its program id in the launch grid."""
-    return trace.current().program_id
+    """The rank of the current program: its program id in the launch grid
+    (under nki.distributed, the group rank times the grid plus the program id)."""
+    return trace.current().rank
 
 
 def _my_group(replica_group, name):
@@ -77,9 +79,9 @@ def _my_group(replica_group, name):
     tracer = trace.current()
     if not isinstance(replica_group, ReplicaGroup):
         replica_group = ReplicaGroup(replica_group)
-    n = tracer.num_programs
+    n = tracer.world
     if n > MAX_RANKS:
-        fail(f"collectives run on grids of at most {MAX_RANKS} programs, this one has {n}",
+        fail(f"collectives run on at most {MAX_RANKS} ranks, this launch has {n}",
              "replica_group", name)
     seen = set()
     for g in replica_group.groups:
@@ -87,13 +89,13 @@ def _my_group(replica_group, name):
             fail(f"{replica_group} has an empty rank list", "replica_group", name)
         for r in g:
             if not 0 <= r < n:
-                fail(f"{replica_group} names rank {r}, but the grid has ranks 0..{n - 1}",
+                fail(f"{replica_group} names rank {r}, but the launch has ranks 0..{n - 1}",
                      "replica_group", name)
             if r in seen:
                 fail(f"{replica_group} names rank {r} twice (a rank is in at most one list)",
                      "replica_group", name)
             seen.add(r)
-    me = tracer.program_id
+    me = tracer.rank
     for g in replica_group.groups:
         if me in g:
             return g, g.index(me)
@@ -262,7 +264,7 @@ def collective_permute(srcs, dsts, source_target_pairs, **_):
     if s.shape != d.shape:
         fail(f"src {s.shape} and dst {d.shape} differ", "shape_mismatch", name)
     tracer = trace.current()
-    n = tracer.num_programs
+    n = tracer.world
     sources, targets = set(), set()
     for pair in source_target_pairs:
         a, b = (int(x) for x in pair)
@@ -274,7 +276,7 @@ def collective_permute(srcs, dsts, source_target_pairs, **_):
         sources.add(a)
         targets.add(b)
     entries = [(NONE, None, s, 0, 0, 0, 0)]
-    me = tracer.program_id
+    me = tracer.rank
     entries += [(COPY, d, None, int(a), 0, 0, 0) for a, b in source_target_pairs if int(b) == me]
     emit_call("collective_permute", entries, name)
 
@@ -287,7 +289,7 @@ def _v_operands(srcs, dsts, metadata_tensor, recv_counts_known, has_rdispls, nam
     if len(srcs) != 1:
         fail("the _v collectives take exactly one src and one dst", "operand", name)
     m = metadata_tensor
-    n = trace.current().num_programs
+    n = trace.current().world
     rows = 4 if has_rdispls else (3 if recv_counts_known else 2)
     if not isinstance(m, NkiTensor) or m.on_chip or m.dtype != dtypes.uint32 or m.ndim != 2 \
             or m.shape[1] != n or m.shape[0] < rows:

@@ -45,5 +45,6 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None,
                  "replica_group", name)
     collectives.emit_call("sendrecv", [
         (collectives.NONE, None, src, 0, 0, 0, 0),
-        (collectives.COPY, dst, None, int(recv_from_rank), 0, 0, 0)], name)
+        (collectives.COPY, dst, None, trace.current().rank_base + int(recv_from_rank), 0, 0, 0)],
+        name)
     return dst

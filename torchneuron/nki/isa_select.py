@@ -8,12 +8,12 @@ instruction resets them, folds into them or leaves them alone
 it (runtime/src/nc/exec_select.c).
 """
 
-from torchneuron.nki import trace
+from torchneuron.nki import dtypes, trace
 from torchneuron.nki.isa import (
     _alu, _emit, _engine, _mark_written, _rec, _reduce_flags, _scalar_operand, _tile)
 from torchneuron.nki.isa_enums import reduce_cmd as _reduce_cmd
 from torchneuron.nki.ops import ActivationFunction
-from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.tensor import IndirectTensor, NkiTensor
 from torchneuron.nki.trace import fail
 
 _FP32_MIN = -3.4028234663852886e38
@@ -136,13 +136,17 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, **_):
 _DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
-def dma_transpose(dst, src, axes=None, dge_mode=None, **_):
+def dma_transpose(dst, src, axes=None, dge_mode=None, oob_mode=None, **_):
     """dst = src with its axes permuted by DMA (HBM or SBUF; 2-byte dtypes, no
     conversion): 2-D [P, F] -> [F, P] (axes (1, 0)), 3-D [A, B, C] -> [C, B, A]
     (axes (2, 1, 0)), 4-D [A, B, C, D] -> [D, B, C, A] (axes (3, 1, 2, 0)),
     the only permutations the reference lists. dge_mode=hwdge adds its
-    rules: src.shape[0] == 16 and src.shape[-1] a multiple of 128."""
+    rules: src.shape[0] == 16 and src.shape[-1] a multiple of 128. The
+    indirect form (src = hbm_tensor[indices, ...] with a uint32 SBUF index
+    tile, software DGE) transposes the rows the indices name."""
     name = "nki.isa.dma_transpose"
+    if isinstance(src, IndirectTensor):
+        return _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name)
     _tile(dst, "dst", name), _tile(src, "src", name)
     want = _DMA_TRANSPOSE_AXES.get(src.ndim)
     if want is None or (axes is not None and tuple(axes) != want):
@@ -159,4 +163,53 @@ def dma_transpose(dst, src, axes=None, dge_mode=None, **_):
              f"multiple of 128, got {list(src.shape)}", "dma_transpose_hwdge", name)
     _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)],
           imm=(float(src.shape[-1]),))
+    return dst
+
+
+def _mode_name(mode):
+    return None if mode is None else str(getattr(mode, "name", mode))
+
+
+def _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name):
+    """The indirect (software-DGE) dma_transpose: gathered = the rows of
+    src.base named by src.indices (partition first), then transposed as the
+    direct form. The reference's constraints are rule dma_transpose_indirect."""
+    rule = "dma_transpose_indirect"
+    _tile(dst, "dst", name)
+    idx = src.indices
+    if _mode_name(dge_mode) not in (None, "unknown", "swdge"):
+        fail(f"the indirect dma_transpose runs on software DGE (dge_mode unknown or swdge), got "
+             f"{_mode_name(dge_mode)}", rule, name)
+    if src.base.on_chip:
+        fail("the indirect dma_transpose reads its src from HBM", rule, name)
+    if not isinstance(idx, NkiTensor) or not idx.on_chip or idx.storage.buffer != trace.SBUF \
+            or idx.ndim != 2 or idx.dtype != dtypes.uint32:
+        fail(f"the indices are a 2-D uint32 SBUF tile, got a {idx.ndim}-D {idx.dtype} tile in "
+             f"{idx.storage.buffer}", rule, name)
+    rows, cols = idx.shape
+    if not (16 <= rows <= 128 and rows % 16 == 0):
+        fail(f"indices.shape[0] must be 16..128 and a multiple of 16, got {rows}", rule, name)
+    if cols > 1 and rows != 128:
+        fail(f"indices of {cols} columns need exactly 128 partitions, got {rows}", rule, name)
+    shape = src.shape
+    if shape[-1] > 128:
+        fail(f"the indirect dma_transpose moves rows of at most 128 elements (src.shape[-1]), got "
+             f"{shape[-1]}", rule, name)
+    if len(shape) == 4 and shape[1] != 1 and shape[2] != 1:
+        fail(f"a 4-D indirect src needs src.shape[1] or src.shape[2] == 1, got {list(shape)}",
+             rule, name)
+    want = _DMA_TRANSPOSE_AXES.get(len(shape))
+    if want is None or (axes is not None and tuple(axes) != want):
+        fail(f"dma_transpose permutes a 2-, 3- or 4-D src with axes (1, 0), (2, 1, 0) or "
+             f"(3, 1, 2, 0) respectively; got a {len(shape)}-D src with axes {axes}",
+             "dma_transpose_axes", name)
+    out = tuple(shape[a] for a in want)
+    if tuple(dst.shape) != out:
+        fail(f"dma_transpose of a {list(shape)} src with axes {want} needs dst {list(out)}, got "
+             f"{list(dst.shape)}", "shape_mismatch", name)
+    skip = _mode_name(oob_mode) == "skip"
+    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst,
+          [_rec(dst, name), _rec(src.row, name), _rec(idx, name)], flags=1 | (2 if skip else 0),
+          imm=(float(shape[-1]), float(shape[0]), float(src.base.shape[0]),
+               float(src.base.strides[0])))
     return dst

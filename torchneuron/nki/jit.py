@@ -107,17 +107,19 @@ class Kernel:
 
     # ---- specialisation ---------------------------------------------------
 
-    def specialise(self, args, kwargs, program_id=0, num_programs=1, device=0):
-        key = (program_id, num_programs, device, tuple(_arg_key(a) for a in args),
+    def specialise(self, args, kwargs, program_id=0, num_programs=1, device=0, ranks=(0, None)):
+        """ranks: (rank of program 0, ranks of the launch) for the collectives
+        (nki.distributed); (0, None) for the grid alone."""
+        key = (program_id, num_programs, device, tuple(ranks), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         program = self.cache.get(key)
         if program is None:
-            program = self._trace(args, kwargs, program_id, num_programs, device)
+            program = self._trace(args, kwargs, program_id, num_programs, device, ranks)
             self.cache[key] = program
         return program
 
-    def _trace(self, args, kwargs, program_id, num_programs, device):
-        tracer = trace.Tracer(program_id, num_programs)
+    def _trace(self, args, kwargs, program_id, num_programs, device, ranks=(0, None)):
+        tracer = trace.Tracer(program_id, num_programs, *ranks)
         self.trace_count += 1
         arg_storages = []
         location = (self.fn.__code__.co_filename, self.fn.__code__.co_firstlineno)
@@ -177,19 +179,21 @@ class Kernel:
 
     # ---- running ----------------------------------------------------------
 
-    def _launch(self, grid, *args, **kwargs):
+    def _launch(self, grid, *args, _ranks=None, **kwargs):
         values = list(args) + list(kwargs.values())
         on_device = any(isinstance(v, torch.Tensor) and v.device.type == _NEURON for v in values)
         simulate = self.mode == "simulate" or os.environ.get("NKI_SIMULATOR", "0") not in ("", "0")
         if on_device and not simulate:
-            return _run_device(self, grid, args, kwargs)
-        return _run_host(self, grid, args, kwargs)
+            return _run_device(self, grid, args, kwargs, _ranks)
+        return _run_host(self, grid, args, kwargs, _ranks)
 
 
-def _check_calls(kernel, programs):
+def _check_calls(kernel, programs, calls=None, who="program"):
     """The grid's programs make the same collective calls in the same order
-    (else they would deadlock on hardware)."""
-    calls = [p.tracer.collective_calls for p in programs]
+    (else they would deadlock on hardware). calls: each program's list of
+    (kind, location), if not the programs' own (every rank's, under
+    nki.distributed); who names them in the message."""
+    calls = [p.tracer.collective_calls for p in programs] if calls is None else calls
     for pid, mine in enumerate(calls[1:], 1):
         for k in range(max(len(calls[0]), len(mine))):
             a = calls[0][k] if k < len(calls[0]) else None
@@ -199,11 +203,12 @@ def _check_calls(kernel, programs):
 
             def where(call, who):
                 if call is None:
-                    return f"program {who} ends without it"
-                return f"program {who} is at {call[0]} ({call[1][0]}:{call[1][1]})"
+                    return f"{kind} {who} ends without it"
+                return f"{kind} {who} is at {call[0]} ({call[1][0]}:{call[1][1]})"
 
+            kind = who
             at = a if a is not None else b
-            raise NkiError(f"{kernel.label}: the programs of the grid disagree at collective "
+            raise NkiError(f"{kernel.label}: the {who}s of the launch disagree at collective "
                            f"call {k} ({where(a, 0)}; {where(b, pid)}): on hardware this would "
                            "deadlock", rule="collective_mismatch", filename=at[1][0],
                            line=at[1][1])
@@ -213,7 +218,24 @@ def _order(args, kwargs):
     return list(args) + list(kwargs.values())
 
 
-def _run_device(kernel, grid, args, kwargs):
+def _specialise_all(kernel, grid, args, kwargs, index, ranks):
+    """The grid's programs, checked to agree on their collective calls (with
+    every rank's, under nki.distributed)."""
+    if ranks is None:
+        programs = [kernel.specialise(args, kwargs, pid, grid, index) for pid in range(grid)]
+        _check_calls(kernel, programs)
+        return programs
+    where = (ranks.rank * grid, ranks.size * grid)
+    try:
+        programs = [kernel.specialise(args, kwargs, pid, grid, index, where) for pid in range(grid)]
+    except Exception as e:
+        ranks.agree(kernel, grid, None, failure=e)  # the other ranks stop too
+        raise
+    ranks.agree(kernel, grid, programs)
+    return programs
+
+
+def _run_device(kernel, grid, args, kwargs, ranks=None):
     if any(isinstance(v, np.ndarray) for v in _order(args, kwargs)):
         raise ValueError("an NKI kernel called with neuron tensors cannot also take NumPy arrays "
                          "(move them to the device, or run everything on the simulator with "
@@ -228,8 +250,7 @@ def _run_device(kernel, grid, args, kwargs):
     kwargs = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
     shared = None
     results = None
-    programs = [kernel.specialise(args, kwargs, pid, grid, index) for pid in range(grid)]
-    _check_calls(kernel, programs)
+    programs = _specialise_all(kernel, grid, args, kwargs, index, ranks)
     launches = []
     for program in programs:
         bound = [None] * len(program.storages)
@@ -247,7 +268,10 @@ def _run_device(kernel, grid, args, kwargs):
         launches.append(bound)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else bound[s.index])
-    if grid == 1:
+    if ranks is not None:
+        _C._nki_programs_launch_dist([p.handle for p in programs], launches, index, kernel.label,
+                                     ranks.run_backend)
+    elif grid == 1:
         _C._nki_program_launch(programs[0].handle, launches[0], index, kernel.label)
     else:
         _C._nki_programs_launch([p.handle for p in programs], launches, index, kernel.label)
@@ -278,7 +302,7 @@ def _host_array(value):
     return arr, arr.ctypes.data
 
 
-def _run_host(kernel, grid, args, kwargs):
+def _run_host(kernel, grid, args, kwargs, ranks=None):
     as_torch = any(isinstance(v, torch.Tensor) for v in _order(args, kwargs))
     originals = (list(args), dict(kwargs))
     keep = {}
@@ -295,8 +319,7 @@ def _run_host(kernel, grid, args, kwargs):
     kwargs = {k: hostify(v) for k, v in kwargs.items()}
     shared = None
     results = None
-    programs = [kernel.specialise(args, kwargs, pid, grid, 0) for pid in range(grid)]
-    _check_calls(kernel, programs)
+    programs = _specialise_all(kernel, grid, args, kwargs, 0, ranks)
     runs = []
     for pid, program in enumerate(programs):
         pointers = [0] * len(program.storages)
@@ -318,11 +341,15 @@ def _run_host(kernel, grid, args, kwargs):
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else
                                  _HostOutput(s, keep[(pid, s.index)]))
-    if grid == 1:
+    if grid == 1 and ranks is None:
         _C._nki_program_run_host(programs[0].handle, runs[0])
     else:
         try:
-            _C._nki_programs_run_host([p.handle for p in programs], runs)
+            if ranks is None:
+                _C._nki_programs_run_host([p.handle for p in programs], runs)
+            else:
+                _C._nki_programs_run_host_dist([p.handle for p in programs], runs,
+                                               ranks.run_backend)
         except torch.OutOfMemoryError:
             raise
         except (RuntimeError, ValueError) as e:  # the programs disagreed when they met

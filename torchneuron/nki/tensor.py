@@ -77,6 +77,8 @@ class NkiTensor:
     def __getitem__(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        if index and isinstance(index[0], NkiTensor):
+            return IndirectTensor(self, index[0], index[1:])
         if not all(isinstance(i, (int, slice, DynamicSlice)) or i is Ellipsis for i in index):
             from torchneuron.nki.legacy import index as legacy_index
 
@@ -323,3 +325,28 @@ class NkiTensor:
 
 def is_tensor(x):
     return isinstance(x, NkiTensor)
+
+
+class IndirectTensor:
+    """``tensor[indices, ...]`` with an on-chip index tile: the rows of
+    tensor's first dim named by the indices (read while the kernel runs,
+    partition first: index[p, j] is row j * P + p of the view), the other
+    dims indexed as given. Only the instructions that document an indirect
+    form take it (nki.isa.dma_transpose); ``row`` is the view of row 0."""
+
+    def __init__(self, base, indices, rest):
+        if base.ndim < 2:
+            fail("an indirect (index-tile) access needs a tensor of at least 2 dims", "index")
+        self.base = base
+        self.indices = indices
+        self.row = base[(slice(0, 1),) + tuple(rest)]
+        count = indices.shape[0] * (math.prod(indices.shape[1:]) if indices.ndim > 1 else 1)
+        self.shape = (count,) + tuple(self.row.shape[1:])
+        self.dtype = base.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"IndirectTensor(shape={self.shape}, dtype={self.dtype}, rows of {self.base!r})"

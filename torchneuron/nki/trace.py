@@ -115,13 +115,22 @@ class Instruction:
 class Tracer:
     """The program being recorded for one (kernel, specialisation, program id)."""
 
-    def __init__(self, program_id, num_programs):
+    def __init__(self, program_id, num_programs, rank_base=0, world=None):
         self.program_id = program_id
         self.num_programs = num_programs
+        # The collectives' rank of this program is rank_base + program_id, of
+        # world ranks (the grid alone, or every rank's grid of a process
+        # group: torchneuron/nki/ranks.py).
+        self.rank_base = rank_base
+        self.world = num_programs if world is None else world
         self.storages = []
         self.instructions = []
         # (kind, location) of each collective call, in program order.
         self.collective_calls = []
+
+    @property
+    def rank(self):
+        return self.rank_base + self.program_id
 
     def new_storage(self, buffer, dtype, shape, kind, location, address=None):
         s = Storage(len(self.storages), buffer, dtype, shape, kind, location, address)

@@ -1,5 +1,5 @@
 """Generate the API table of docs/nki.md: every public name of nki.language,
-nki.isa, nki.typing and nki.collectives, what kind of object it is and the first line of its
+nki.isa, nki.typing, nki.collectives and nki.lnc, what kind of object it is and the first line of its
 docstring, from the code itself.
 
     python -m torchneuron.tools.gen_nki_table            # rewrites the table
@@ -73,11 +73,11 @@ def _summary(name, obj) -> str:
 
 def rows() -> list[tuple[str, str, str]]:
     """(qualified name, kind, summary) of every public name, sorted per module."""
-    from torchneuron.nki import collectives, isa, language, typing
+    from torchneuron.nki import collectives, isa, language, lnc, typing
 
     out = []
     for prefix, module in (("nl", language), ("nisa", isa), ("nt", typing),
-                           ("ncc", collectives)):
+                           ("ncc", collectives), ("nki.lnc", lnc)):
         for name in sorted(module.__all__):
             obj = getattr(module, name)
             kind = _kind(obj)

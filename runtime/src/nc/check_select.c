@@ -4,6 +4,8 @@
  */
 #include "nc/nc_internal.h"
 
+/* dma_transpose flags (torchneuron/nki/isa_select.py). */
+#define NC_DMA_TRANSPOSE_INDIRECT 1u
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
 /* Operand k is absent, or has dst's shape (per_partition 0) or one value
@@ -145,17 +147,44 @@ static nrt_status check_dma_transpose(const nrt_nc_program_t p, int32_t i, nrt_n
                    "dma_transpose moves 2-byte elements (bf16, fp16, int16, uint16) without "
                    "conversion: src and dst share one such dtype");
   int64_t f = nc_ap_free_elems(src);
+  int32_t parts = src->partitions;
+  if (inst->flags & NC_DMA_TRANSPOSE_INDIRECT) {
+    /* src is row 0 of the gathered rows (one partition of the HBM tensor),
+     * imm1 the rows gathered, imm2 the tensor's rows, imm3 its row step;
+     * ap2 the uint32 SBUF index tile. */
+    const nrt_nc_ap *idx = &inst->ap[2];
+    if (idx->tensor < 0 || idx->dtype != NRT_NC_UINT32 ||
+        p->tensors[idx->tensor].buffer != NRT_NC_SBUF)
+      return nc_fail(diag, i, idx->tensor, "dma_transpose_indirect", INVALID,
+                     "the indirect dma_transpose needs a uint32 SBUF index tile");
+    if (p->tensors[src->tensor].buffer != NRT_NC_HBM || src->partitions != 1)
+      return nc_fail(diag, i, src->tensor, "dma_transpose_indirect", INVALID,
+                     "the indirect dma_transpose reads rows of an HBM tensor");
+    int64_t count = (int64_t)inst->imm[1];
+    if (!(inst->imm[1] >= 1 && inst->imm[2] >= 1 && inst->imm[3] >= 0) ||
+        count != (int64_t)idx->partitions * nc_ap_free_elems(idx) || count > 128 * 128)
+      return nc_fail(diag, i, idx->tensor, "dma_transpose_indirect", INVALID,
+                     "the indirect dma_transpose gathers one row per index (%g rows, %lld "
+                     "indices)", inst->imm[1],
+                     (long long)idx->partitions * nc_ap_free_elems(idx));
+    parts = (int32_t)count;
+    nrt_status s = nc_needs_target(p, i, "dma_transpose (indirect)", NRT_TARGET_TRN2, diag);
+    if (s) return s;
+  } else if (inst->ap[2].tensor >= 0) {
+    return nc_fail(diag, i, inst->ap[2].tensor, "operand", INVALID,
+                   "only the indirect dma_transpose takes indices");
+  }
   double last_imm = inst->imm[0];
   if (!(last_imm >= 0 && last_imm <= (double)f) || (last_imm > 0 && f % (int64_t)last_imm))
     return nc_fail(diag, i, src->tensor, "dma_transpose_axes", INVALID,
                    "dma_transpose: the last dim %g does not divide src's %lld elements per "
                    "partition", last_imm, (long long)f);
   int64_t last = last_imm > 0 ? (int64_t)last_imm : f, mid = f / last;
-  if (dst->partitions != last || nc_ap_free_elems(dst) != mid * src->partitions)
+  if (dst->partitions != last || nc_ap_free_elems(dst) != mid * parts)
     return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
                    "transposing [%d, %lld x %lld] needs dst [%lld, %lld x %d], got [%d, %lld]",
-                   src->partitions, (long long)mid, (long long)last, (long long)last,
-                   (long long)mid, src->partitions, dst->partitions,
+                   parts, (long long)mid, (long long)last, (long long)last,
+                   (long long)mid, parts, dst->partitions,
                    (long long)nc_ap_free_elems(dst));
   return NRT_SUCCESS;
 }

@@ -9,6 +9,7 @@
  * the call, as on hardware where the transfers read before the barrier
  * releases the writers.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nc/access.h"
@@ -18,7 +19,7 @@
 static const char *const kind_names[] = {
     "?", "core_barrier", "sendrecv", "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
     "collective_permute", "all_gather_v", "all_to_all_v", "collective_permute_implicit",
-    "collective_permute_implicit_reduce"};
+    "collective_permute_implicit_reduce", "sendrecv_compute"};
 
 static const char *kind_name(int32_t kind) {
   int n = (int)(sizeof kind_names / sizeof *kind_names);
@@ -35,6 +36,7 @@ typedef struct call_site {
   const nrt_nc_inst *insts; /* the call's first instruction */
   int32_t count;
   staged *slots;
+  int owned; /* slots and their bytes are this process's (else in a received message) */
 } call_site;
 
 static int64_t ap_elems(const nrt_nc_ap *ap) { return (int64_t)ap->partitions * nc_ap_free_elems(ap); }
@@ -111,9 +113,11 @@ static nrt_status check_call(const call_site *sites, int32_t n, int32_t call) {
   return NRT_SUCCESS;
 }
 
+/* Stages the sources of this process's n programs (sites[0 .. n)). */
 static nrt_status stage(nc_run *const *runs, call_site *sites, int32_t n) {
   for (int32_t k = 0; k < n; k++) {
     const nc_core *core = nc_run_core(runs[k]);
+    sites[k].owned = 1;
     sites[k].slots = calloc((size_t)sites[k].count, sizeof(staged));
     if (!sites[k].slots) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
     for (int32_t j = 0; j < sites[k].count; j++) {
@@ -231,10 +235,13 @@ static nrt_status write_v(const nc_core *core, const nrt_nc_inst *inst, const ca
   return NRT_SUCCESS;
 }
 
-static nrt_status run_call(nc_run *const *runs, call_site *sites, int32_t n) {
-  nrt_status s = stage(runs, sites, n);
-  for (int32_t k = 0; k < n && !s; k++) {
-    const nc_core *core = nc_run_core(runs[k]);
+/* Writes the destinations of this process's n programs, global ranks
+ * base .. base + n - 1 of the total sites. */
+static nrt_status write_call(nc_run *const *runs, const call_site *sites, int32_t total,
+                             int32_t base, int32_t n) {
+  nrt_status s = NRT_SUCCESS;
+  for (int32_t k = base; k < base + n && !s; k++) {
+    const nc_core *core = nc_run_core(runs[k - base]);
     int64_t cursor = 0;
     for (int32_t j = 0; j < sites[k].count && !s; j++) {
       const nrt_nc_inst *inst = &sites[k].insts[j];
@@ -243,19 +250,22 @@ static nrt_status run_call(nc_run *const *runs, call_site *sites, int32_t n) {
         case NRT_NC_COLLECTIVE_COPY:
           write_copy(core, &inst->ap[0], &sites[(int32_t)inst->imm[1]].slots[(int32_t)inst->imm[2]]);
           break;
-        case NRT_NC_COLLECTIVE_REDUCE: s = write_reduce(core, inst, sites, n); break;
+        case NRT_NC_COLLECTIVE_REDUCE: s = write_reduce(core, inst, sites, total); break;
         case NRT_NC_COLLECTIVE_PAIR_REDUCE: s = write_pair_reduce(core, inst, sites); break;
-        default: s = write_v(core, inst, sites, n, k, &cursor); break;
+        default: s = write_v(core, inst, sites, total, k, &cursor); break;
       }
     }
   }
-  for (int32_t k = 0; k < n; k++) {
-    if (!sites[k].slots) continue;
-    for (int32_t j = 0; j < sites[k].count; j++) free(sites[k].slots[j].bytes);
-    free(sites[k].slots);
-    sites[k].slots = NULL;
-  }
   return s;
+}
+
+static void release_sites(call_site *sites, int32_t total) {
+  for (int32_t k = 0; k < total; k++) {
+    if (sites[k].slots && sites[k].owned)
+      for (int32_t j = 0; j < sites[k].count; j++) free(sites[k].slots[j].bytes);
+    free(sites[k].slots);
+    sites[k] = (call_site){0};
+  }
 }
 
 /* Every program is at a call with the same number and kind, or all ended. */
@@ -284,29 +294,255 @@ static nrt_status check_arrival(const nrt_nc_program_t *programs, const int32_t 
   return NRT_SUCCESS;
 }
 
-nrt_status nc_execute_group(const nrt_nc_program_t *programs, int32_t n, void *const *const *hbm) {
+/* ---- across processes: the messages of nrt_nc_exchange ------------------------
+ *
+ * A message: int32 {state, call, kind, programs}, then per state:
+ * FAILED: the error text; AT_CALL: per program, int32 count, its count
+ * instruction records, and per instruction int64 elements, int32 dtype,
+ * int32 present and the staged bytes. Every item is padded to 8 bytes, so
+ * records and data in a received message are aligned where they lie. */
+enum { AT_CALL = 0, ENDED = 1, FAILED = 2 };
+
+typedef struct msg_out {
+  uint8_t *buf;
+  size_t len, cap;
+  int oom;
+} msg_out;
+
+static void put(msg_out *w, const void *data, size_t n) {
+  size_t padded = (n + 7) & ~(size_t)7;
+  if (w->oom) return;
+  if (w->len + padded > w->cap) {
+    size_t cap = w->cap ? w->cap : 256;
+    while (cap < w->len + padded) cap *= 2;
+    uint8_t *b = realloc(w->buf, cap);
+    if (!b) {
+      w->oom = 1;
+      return;
+    }
+    w->buf = b;
+    w->cap = cap;
+  }
+  if (n) memcpy(w->buf + w->len, data, n);
+  memset(w->buf + w->len + n, 0, padded - n);
+  w->len += padded;
+}
+
+typedef struct msg_in {
+  const uint8_t *buf;
+  size_t len, at;
+} msg_in;
+
+static const void *take(msg_in *r, size_t n) {
+  size_t padded = (n + 7) & ~(size_t)7;
+  if (r->at > r->len || padded > r->len - r->at) return NULL;
+  const void *p = r->buf + r->at;
+  r->at += padded;
+  return p;
+}
+
+static void put_header(msg_out *w, int32_t state, int32_t call, int32_t kind, int32_t n) {
+  int32_t h[4] = {state, call, kind, n};
+  put(w, h, sizeof h);
+}
+
+static void put_sites(msg_out *w, const call_site *sites, int32_t n) {
+  for (int32_t k = 0; k < n; k++) {
+    put(w, &sites[k].count, sizeof(int32_t));
+    put(w, sites[k].insts, (size_t)sites[k].count * sizeof(nrt_nc_inst));
+    for (int32_t j = 0; j < sites[k].count; j++) {
+      const staged *st = &sites[k].slots[j];
+      int64_t elems = st->bytes ? st->elems : 0;
+      int32_t meta[2] = {st->dtype, st->bytes != NULL};
+      put(w, &elems, sizeof elems);
+      put(w, meta, sizeof meta);
+      put(w, st->bytes, st->bytes ? (size_t)elems * nrt_nc_dtype_size(st->dtype) : 0);
+    }
+  }
+}
+
+/* Process q's programs' sites from its message (pointing into it). */
+static nrt_status take_sites(msg_in *r, call_site *sites, int32_t n, int32_t q) {
+  for (int32_t k = 0; k < n; k++) {
+    const int32_t *count = take(r, sizeof(int32_t));
+    const nrt_nc_inst *insts = count && *count > 0 ? take(r, (size_t)*count * sizeof(nrt_nc_inst)) : NULL;
+    if (!insts) goto malformed;
+    sites[k] = (call_site){.insts = insts, .count = *count};
+    sites[k].slots = calloc((size_t)*count, sizeof(staged));
+    if (!sites[k].slots) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
+    for (int32_t j = 0; j < *count; j++) {
+      const int64_t *elems = take(r, sizeof(int64_t));
+      const int32_t *meta = take(r, 2 * sizeof(int32_t));
+      if (!elems || !meta || *elems < 0) goto malformed;
+      if (!meta[1]) continue;
+      size_t bytes = (size_t)*elems * nrt_nc_dtype_size(meta[0]);
+      const uint8_t *data = take(r, bytes);
+      if (!data && bytes) goto malformed;
+      sites[k].slots[j] = (staged){.bytes = (uint8_t *)data, .elems = *elems, .dtype = meta[0]};
+      if (!bytes) sites[k].slots[j].bytes = (uint8_t *)r->buf; /* present, empty */
+    }
+  }
+  return NRT_SUCCESS;
+malformed:
+  return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d's message "
+                 "is malformed", q);
+}
+
+/* One round of a distributed run: sends this process's state and reads
+ * every process's. On success *all_ended tells whether every process ended;
+ * otherwise the sites of every process are filled (this one's staged). */
+static nrt_status exchange_round(const nrt_nc_exchange *ex, int32_t n, call_site *sites,
+                                 nrt_status mine, int local_done, int *all_ended,
+                                 void ***messages) {
+  int32_t procs = ex->processes, me = ex->process;
+  call_site *local = &sites[me * n];
+  msg_out w = {0};
+  if (mine) {
+    const char *text = nrt_last_error();
+    put_header(&w, FAILED, 0, 0, n);
+    put(&w, text, strlen(text) + 1);
+  } else if (local_done) {
+    put_header(&w, ENDED, 0, 0, n);
+  } else {
+    put_header(&w, AT_CALL, (int32_t)local[0].insts->imm[3], local[0].insts->func[2], n);
+    put_sites(&w, local, n);
+  }
+  if (w.oom) {
+    /* Still take part in the round, with the shortest message. */
+    free(w.buf);
+    w = (msg_out){0};
+    put_header(&w, FAILED, 0, 0, n);
+    put(&w, "out of host memory", 19);
+    if (w.oom) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
+    mine = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
+  }
+  void **recv = calloc((size_t)procs, sizeof *recv);
+  size_t *recv_bytes = calloc((size_t)procs, sizeof *recv_bytes);
+  nrt_status s = recv && recv_bytes ? NRT_SUCCESS
+                                    : rt_fail(NRT_ERROR_OUT_OF_MEMORY,
+                                              "out of host memory in a collective");
+  /* The error text survives the exchange (it may reset the thread's message). */
+  char failure[512] = "";
+  if (mine) snprintf(failure, sizeof failure, "%s", nrt_last_error());
+  if (!s) s = ex->fn(ex->ctx, w.buf, w.len, recv, recv_bytes);
+  free(w.buf);
+  int32_t states[3] = {0, 0, 0};
+  int32_t first[3] = {-1, -1, -1};
+  const int32_t *head0 = NULL;
+  for (int32_t q = 0; q < procs && !s; q++) {
+    msg_in r = {recv[q], recv_bytes[q], 0};
+    const int32_t *h = take(&r, 4 * sizeof(int32_t));
+    if (!h || h[0] < AT_CALL || h[0] > FAILED || h[3] != n) {
+      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d runs %d "
+                  "programs of the grid, process %d runs %d", me, n, q, h ? h[3] : -1);
+      break;
+    }
+    states[h[0]]++;
+    if (first[h[0]] < 0) first[h[0]] = q;
+    if (h[0] == FAILED && q != me && !mine) {
+      const char *text = take(&r, 1);
+      int room = text ? (int)(recv_bytes[q] - 16 < 400 ? recv_bytes[q] - 16 : 400) : 1;
+      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d stopped: %.*s",
+                  q, room, text ? text : "?");
+      break;
+    }
+    if (h[0] != AT_CALL) continue;
+    if (!head0) {
+      head0 = h;
+    } else if (h[1] != head0[1] || h[2] != head0[2]) {
+      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                  "collective deadlock: process %d is at collective call %d (%s) while process "
+                  "%d is at call %d (%s)", first[AT_CALL], head0[1], kind_name(head0[2]), q,
+                  h[1], kind_name(h[2]));
+      break;
+    }
+    if (q != me) s = take_sites(&r, &sites[q * n], n, q);
+  }
+  if (!s && mine) s = rt_fail(mine, "%s", failure);
+  if (!s && states[AT_CALL] && states[ENDED])
+    s = rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                "collective deadlock: process %d waits at collective call %d (%s), but process "
+                "%d ended without reaching it", first[AT_CALL], head0[1], kind_name(head0[2]),
+                first[ENDED]);
+  *all_ended = !s && states[ENDED] == procs;
+  free(recv_bytes);
+  *messages = recv;
+  return s;
+}
+
+static void free_messages(void **messages, int32_t procs) {
+  for (int32_t q = 0; messages && q < procs; q++) free(messages[q]);
+  free(messages);
+}
+
+nrt_status nc_execute_group_ex(const nrt_nc_program_t *programs, int32_t n,
+                               void *const *const *hbm, const nrt_nc_exchange *ex) {
+  int32_t procs = ex ? ex->processes : 1, base = ex ? ex->process * n : 0, total = n * procs;
   nc_run **runs = calloc((size_t)n, sizeof *runs);
   int32_t *at = calloc((size_t)n, sizeof *at);
-  call_site *sites = calloc((size_t)n, sizeof *sites);
+  call_site *sites = calloc((size_t)total, sizeof *sites);
   nrt_status s = runs && at && sites ? NRT_SUCCESS
                                      : rt_fail(NRT_ERROR_OUT_OF_MEMORY,
                                                "out of host memory running NKI programs");
+  if (!sites) { /* nothing to run or exchange with */
+    free(runs);
+    free(at);
+    return s;
+  }
   for (int32_t k = 0; k < n && !s; k++) s = nc_run_begin(programs[k], hbm[k], &runs[k]);
-  while (!s) {
-    for (int32_t k = 0; k < n; k++) at[k] = nc_run_to_sync(runs[k]);
+  for (;;) {
     int done = 0;
-    if ((s = check_arrival(programs, at, n, &done)) || done) break;
-    for (int32_t k = 0; k < n; k++)
-      sites[k] = (call_site){.insts = &programs[k]->insts[at[k]],
-                             .count = call_length(programs[k], at[k])};
-    if ((s = check_call(sites, n, (int32_t)sites[0].insts->imm[3]))) break;
-    for (int32_t k = 0; k < n; k++) nc_run_fill_call(runs[k], sites[k].count);
-    if ((s = run_call(runs, sites, n))) break;
-    for (int32_t k = 0; k < n; k++) nc_run_advance(runs[k], sites[k].count);
+    if (!s) {
+      for (int32_t k = 0; k < n; k++) at[k] = nc_run_to_sync(runs[k]);
+      s = check_arrival(programs, at, n, &done);
+    }
+    call_site *local = &sites[base];
+    if (!s && !done) {
+      for (int32_t k = 0; k < n; k++) {
+        local[k] = (call_site){.insts = &programs[k]->insts[at[k]],
+                               .count = call_length(programs[k], at[k])};
+        nc_run_fill_call(runs[k], local[k].count);
+      }
+      s = stage(runs, local, n);
+    }
+    if (!ex) {
+      if (!s && !done) s = check_call(sites, n, (int32_t)sites[0].insts->imm[3]);
+    } else {
+      /* A process that failed says so, and every process stops together. */
+      void **messages = NULL;
+      int ended = 0;
+      nrt_status e = exchange_round(ex, n, sites, s, done, &ended, &messages);
+      if (!e && !ended) e = check_call(sites, total, (int32_t)local[0].insts->imm[3]);
+      if (e || ended) {
+        release_sites(sites, total);
+        free_messages(messages, procs);
+        s = e;
+        break;
+      }
+      if (!s) {
+        s = write_call(runs, sites, total, base, n); /* a failure goes out next round */
+        for (int32_t k = 0; k < n && !s; k++) nc_run_advance(runs[k], local[k].count);
+      }
+      release_sites(sites, total);
+      free_messages(messages, procs);
+      continue;
+    }
+    if (s || done) {
+      release_sites(sites, total);
+      break;
+    }
+    s = write_call(runs, sites, n, 0, n);
+    for (int32_t k = 0; k < n && !s; k++) nc_run_advance(runs[k], sites[k].count);
+    release_sites(sites, total);
+    if (s) break;
   }
   for (int32_t k = 0; runs && k < n; k++) nc_run_end(runs[k]);
   free(runs);
   free(at);
   free(sites);
   return s;
+}
+
+nrt_status nc_execute_group(const nrt_nc_program_t *programs, int32_t n, void *const *const *hbm) {
+  return nc_execute_group_ex(programs, n, hbm, NULL);
 }

@@ -157,16 +157,39 @@ static uint8_t *element(const nc_core *core, const nrt_nc_ap *ap, int64_t p, int
   return nc_row(core, ap, p) + off * (int64_t)nrt_nc_dtype_size(ap->dtype);
 }
 
+/* The indirect form's index of gathered row r: the index tile read
+ * partition first (row r = column r / P, partition r % P). */
+static uint32_t gathered_index(const nc_core *core, const nrt_nc_ap *idx, int64_t r, uint8_t *buf) {
+  int64_t parts = idx->partitions, cols = nc_ap_free_elems(idx);
+  nc_gather_raw(core, idx, r % parts, buf);
+  uint32_t v;
+  memcpy(&v, buf + (size_t)((r / parts) % (cols ? cols : 1)) * 4, 4);
+  return v;
+}
+
 static void exec_dma_transpose(const nc_core *core, const nrt_nc_inst *inst, float *a) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t f = nc_ap_free_elems(src);
   /* src [P, M, L] (M the middle dims, flattened) to dst [L, M, P]: element
-   * (p, m, l) goes to partition l, free index m * P + p. */
-  int64_t last = inst->imm[0] > 0 ? (int64_t)inst->imm[0] : f, parts = src->partitions;
+   * (p, m, l) goes to partition l, free index m * P + p. The indirect form
+   * reads row p of src from the HBM row its index names; an index past the
+   * tensor's rows leaves that row's elements of dst as they were. */
+  int indirect = (inst->flags & 1u) != 0;
+  int64_t last = inst->imm[0] > 0 ? (int64_t)inst->imm[0] : f,
+          parts = indirect ? (int64_t)inst->imm[1] : src->partitions;
   size_t size = nrt_nc_dtype_size(src->dtype);
   uint8_t *row = (uint8_t *)a;
+  uint8_t *index_row = row + (size_t)(f ? f : 1) * size;
   for (int64_t p = 0; p < parts; p++) {
-    nc_gather_raw(core, src, p, row);
+    if (indirect) {
+      uint32_t at = gathered_index(core, &inst->ap[2], p, index_row);
+      if ((double)at >= inst->imm[2]) continue;
+      nrt_nc_ap one = *src;
+      one.offset += (int64_t)at * (int64_t)inst->imm[3];
+      nc_gather_raw(core, &one, 0, row);
+    } else {
+      nc_gather_raw(core, src, p, row);
+    }
     for (int64_t j = 0; j < f; j++)
       memcpy(element(core, dst, j % last, (j / last) * parts + p), row + (size_t)j * size, size);
   }

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "internal.h"
+#include "neuronrt/nc_dist.h"
 
 /* One past the last opcode. */
 #define NC_OPCODE_END NRT_NC_OPCODE_COUNT
@@ -97,6 +98,9 @@ void nc_run_end(nc_run *r);
 /* collective.c: runs count programs interleaved at their collective calls. */
 nrt_status nc_execute_group(const nrt_nc_program_t *programs, int32_t count,
                             void *const *const *hbm);
+/* The same across processes (ex may be NULL: this process alone). */
+nrt_status nc_execute_group_ex(const nrt_nc_program_t *programs, int32_t count,
+                               void *const *const *hbm, const nrt_nc_exchange *ex);
 /* check_collective.c: the local rules of a collective instruction. */
 nrt_status nc_check_collective(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 

@@ -217,8 +217,22 @@ nrt_status nrt_nc_program_run(nrt_nc_program_t p, void *const *hbm) {
   return nc_execute(p, hbm);
 }
 
+static nrt_status check_exchange(const nrt_nc_exchange *ex, const char *who) {
+  if (ex && (!ex->fn || ex->processes < 1 || ex->process < 0 || ex->process >= ex->processes))
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: process %d of %d, exchange %s", who,
+                   ex->process, ex->processes, ex->fn ? "set" : "NULL");
+  return NRT_SUCCESS;
+}
+
 nrt_status nrt_nc_programs_run(const nrt_nc_program_t *programs, int32_t count,
                                void *const *const *hbm) {
+  return nrt_nc_programs_run_dist(programs, count, hbm, NULL);
+}
+
+nrt_status nrt_nc_programs_run_dist(const nrt_nc_program_t *programs, int32_t count,
+                                    void *const *const *hbm, const nrt_nc_exchange *ex) {
+  nrt_status s = check_exchange(ex, "nrt_nc_programs_run");
+  if (s) return s;
   if (!programs || !hbm || count < 1)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_run: no programs");
   for (int32_t k = 0; k < count; k++) {
@@ -229,13 +243,15 @@ nrt_status nrt_nc_programs_run(const nrt_nc_program_t *programs, int32_t count,
         return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                        "nrt_nc_programs_run: HBM tensor %d of program %d is unbound", t, k);
   }
-  return nc_execute_group(programs, count, hbm);
+  return nc_execute_group_ex(programs, count, hbm, ex);
 }
 
 /* ---- asynchronous launch ----------------------------------------------- */
 
 typedef struct group_task {
   int32_t count;
+  int has_exchange;
+  nrt_nc_exchange exchange;
   nrt_nc_program_t *programs;
   void ***hbm; /* per program, host aliases */
 } group_task;
@@ -248,11 +264,13 @@ static nrt_status run_group_task(void *arg) {
       rt_profile_nki_estimate(&task->programs[k]->estimate, &est);
       rt_profile_add_estimate(&est);
     }
-  return nc_execute_group(task->programs, task->count, (void *const *const *)task->hbm);
+  return nc_execute_group_ex(task->programs, task->count, (void *const *const *)task->hbm,
+                             task->has_exchange ? &task->exchange : NULL);
 }
 
 static void release_group_task(void *arg) {
   group_task *task = arg;
+  if (task->has_exchange && task->exchange.release) task->exchange.release(task->exchange.ctx);
   for (int32_t k = 0; k < task->count; k++) {
     if (task->programs[k]) program_release(task->programs[k]);
     free(task->hbm[k]);
@@ -307,10 +325,24 @@ nrt_status nrt_nc_program_launch(nrt_stream_t stream, nrt_nc_program_t p, void *
 
 nrt_status nrt_nc_programs_launch(nrt_stream_t stream, const nrt_nc_program_t *programs,
                                   int32_t count, void *const *const *hbm, const char *name) {
+  return nrt_nc_programs_launch_dist(stream, programs, count, hbm, name, NULL);
+}
+
+/* The task owns exchange's ctx from here on: released with the task, or
+ * now if the launch fails. */
+nrt_status nrt_nc_programs_launch_dist(nrt_stream_t stream, const nrt_nc_program_t *programs,
+                                       int32_t count, void *const *const *hbm, const char *name,
+                                       const nrt_nc_exchange *exchange) {
   nrt_status s = rt_ensure_init();
-  if (s) return s;
-  if (!stream || !programs || !hbm || count < 1)
+  if (!s) s = check_exchange(exchange, "nrt_nc_programs_launch");
+  if (s) {
+    if (exchange && exchange->release) exchange->release(exchange->ctx);
+    return s;
+  }
+  if (!stream || !programs || !hbm || count < 1) {
+    if (exchange && exchange->release) exchange->release(exchange->ctx);
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_launch: NULL argument");
+  }
   group_task *task = calloc(1, sizeof *task);
   if (task) {
     task->programs = calloc((size_t)count, sizeof *task->programs);
@@ -322,9 +354,14 @@ nrt_status nrt_nc_programs_launch(nrt_stream_t stream, const nrt_nc_program_t *p
       free(task->hbm);
     }
     free(task);
+    if (exchange && exchange->release) exchange->release(exchange->ctx);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching NKI programs");
   }
   task->count = count;
+  if (exchange) {
+    task->has_exchange = 1;
+    task->exchange = *exchange;
+  }
   for (int32_t k = 0; k < count && !s; k++) {
     nrt_nc_program_t p = programs[k];
     if (!p) {

@@ -1,0 +1,198 @@
+/* Group runs spread over processes (nrt_nc_programs_run_dist), with two
+ * threads standing for two processes and an in-memory all-gather as the
+ * exchange: a reduction then a swap across the "processes" (the same
+ * numbers as one process running both programs), and a process whose
+ * program ends without the call the other waits at: both fail with the
+ * same deadlock error instead of hanging. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "check.h"
+#include "neuronrt/nc_dist.h"
+
+enum { R = 8, C = 16, PROCS = 2 };
+
+typedef struct shared {
+  pthread_mutex_t lock;
+  pthread_cond_t turn;
+  int arrived;
+  long generation;
+  void *slot[2][PROCS]; /* double-buffered by round parity */
+  size_t bytes[2][PROCS];
+} shared;
+
+typedef struct endpoint {
+  shared *sh;
+  int me;
+  long round;
+} endpoint;
+
+static nrt_status gather(void *ctx, const void *send, size_t bytes, void **recv, size_t *recv_bytes) {
+  endpoint *e = ctx;
+  shared *sh = e->sh;
+  int parity = (int)(e->round & 1);
+  void *copy = malloc(bytes ? bytes : 1);
+  if (!copy) return NRT_ERROR_OUT_OF_MEMORY;
+  memcpy(copy, send, bytes);
+  pthread_mutex_lock(&sh->lock);
+  free(sh->slot[parity][e->me]);
+  sh->slot[parity][e->me] = copy;
+  sh->bytes[parity][e->me] = bytes;
+  long gen = sh->generation;
+  if (++sh->arrived == PROCS) {
+    sh->arrived = 0;
+    sh->generation++;
+    pthread_cond_broadcast(&sh->turn);
+  } else {
+    while (sh->generation == gen) pthread_cond_wait(&sh->turn, &sh->lock);
+  }
+  for (int q = 0; q < PROCS; q++) {
+    recv[q] = malloc(sh->bytes[parity][q] ? sh->bytes[parity][q] : 1);
+    memcpy(recv[q], sh->slot[parity][q], sh->bytes[parity][q]);
+    recv_bytes[q] = sh->bytes[parity][q];
+  }
+  pthread_mutex_unlock(&sh->lock);
+  e->round++;
+  return NRT_SUCCESS;
+}
+
+static nrt_nc_ap hbm_ap(int32_t tensor) {
+  nrt_nc_ap ap = {.tensor = tensor, .dtype = NRT_NC_FLOAT32, .partitions = R,
+                  .partition_step = C, .num_free = 1};
+  ap.stride[0] = 1;
+  ap.count[0] = C;
+  return ap;
+}
+
+static nrt_nc_inst collective(int32_t action, int32_t dst, int32_t src, double mask, double peer,
+                              double call, int32_t kind) {
+  nrt_nc_inst inst = {.opcode = NRT_NC_COLLECTIVE, .engine = NRT_NC_ENGINE_DMA};
+  for (int k = 0; k < NRT_NC_MAX_APS; k++) inst.ap[k] = (nrt_nc_ap){.tensor = -1};
+  if (dst >= 0) inst.ap[0] = hbm_ap(dst);
+  if (src >= 0) inst.ap[1] = hbm_ap(src);
+  inst.func[0] = action;
+  inst.func[1] = NRT_NC_ALU_ADD;
+  inst.func[2] = kind;
+  inst.imm[0] = mask;
+  inst.imm[1] = peer;
+  inst.imm[3] = call;
+  return inst;
+}
+
+static nrt_nc_program_t create(const nrt_nc_inst *insts, int32_t ni) {
+  nrt_nc_geometry g;
+  nrt_device_properties props;
+  CHECK_OK(nrt_nc_geometry_of_device(0, &g));
+  CHECK_OK(nrt_device_get_properties(0, &props));
+  nrt_nc_tensor t[] = {{.buffer = NRT_NC_HBM, .bytes = R * C * 4},
+                       {.buffer = NRT_NC_HBM, .bytes = R * C * 4}};
+  nrt_nc_program_t p = NULL;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(nrt_nc_program_create(insts, ni, t, 2, &g, &props, &p, &diag));
+  return p;
+}
+
+typedef struct job {
+  nrt_nc_program_t program;
+  void **hbm;
+  endpoint end;
+  nrt_status status;
+  char error[512];
+} job;
+
+static void *run(void *arg) {
+  job *j = arg;
+  void *const *hbm[] = {j->hbm};
+  nrt_nc_exchange ex = {.fn = gather, .ctx = &j->end, .process = j->end.me, .processes = PROCS};
+  j->status = nrt_nc_programs_run_dist(&j->program, 1, hbm, &ex);
+  snprintf(j->error, sizeof j->error, "%s", j->status ? nrt_last_error() : "");
+  return NULL;
+}
+
+static void run_both(job *jobs) {
+  shared sh = {.lock = PTHREAD_MUTEX_INITIALIZER, .turn = PTHREAD_COND_INITIALIZER};
+  pthread_t t[PROCS];
+  for (int k = 0; k < PROCS; k++) {
+    jobs[k].end = (endpoint){.sh = &sh, .me = k};
+    CHECK(pthread_create(&t[k], NULL, run, &jobs[k]) == 0);
+  }
+  for (int k = 0; k < PROCS; k++) pthread_join(t[k], NULL);
+  for (int b = 0; b < 2; b++)
+    for (int q = 0; q < PROCS; q++) free(sh.slot[b][q]);
+}
+
+/* Process k runs rank k: out = the sum of both ins (call 0), then in = the
+ * other rank's out (call 1), read before its own in is written. */
+static void test_reduce_then_swap_across_processes(void) {
+  float in[2][R * C], out[2][R * C];
+  for (int i = 0; i < R * C; i++) in[0][i] = (float)i, in[1][i] = 0.5f * (float)i + 1;
+  job jobs[PROCS];
+  void *hbm[PROCS][2];
+  for (int k = 0; k < PROCS; k++) {
+    nrt_nc_inst insts[3] = {collective(NRT_NC_COLLECTIVE_REDUCE, 1, 0, 3, 0, 0, 3),
+                            collective(NRT_NC_COLLECTIVE_NONE, -1, 1, 0, 0, 1, 7),
+                            collective(NRT_NC_COLLECTIVE_COPY, 0, -1, 0, 1 - k, 1, 7)};
+    hbm[k][0] = in[k];
+    hbm[k][1] = out[k];
+    jobs[k] = (job){.program = create(insts, 3), .hbm = hbm[k]};
+  }
+  run_both(jobs);
+  CHECK_OK(jobs[0].status);
+  CHECK_OK(jobs[1].status);
+  int bad = 0;
+  for (int i = 0; i < R * C; i++) {
+    float sum = (float)i + (0.5f * (float)i + 1);
+    bad += out[0][i] != sum || out[1][i] != sum || in[0][i] != sum || in[1][i] != sum;
+  }
+  CHECK(bad == 0);
+  for (int k = 0; k < PROCS; k++) nrt_nc_program_destroy(jobs[k].program);
+}
+
+/* Process 1's program makes no call: both processes fail, naming it. */
+static void test_a_process_that_ends_early_stops_both(void) {
+  nrt_nc_inst barrier = collective(NRT_NC_COLLECTIVE_NONE, -1, -1, 0, 0, 0, 1);
+  nrt_nc_inst copy = {.opcode = NRT_NC_DMA_COPY, .engine = NRT_NC_ENGINE_DMA};
+  for (int k = 0; k < NRT_NC_MAX_APS; k++) copy.ap[k] = (nrt_nc_ap){.tensor = -1};
+  copy.ap[0] = hbm_ap(1);
+  copy.ap[1] = hbm_ap(0);
+  float in[R * C] = {0}, out[2][R * C];
+  void *hbm[PROCS][2] = {{in, out[0]}, {in, out[1]}};
+  job jobs[PROCS] = {{.program = create(&barrier, 1), .hbm = hbm[0]},
+                     {.program = create(&copy, 1), .hbm = hbm[1]}};
+  run_both(jobs);
+  for (int k = 0; k < PROCS; k++) {
+    CHECK(jobs[k].status == NRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(jobs[k].error, "process 0 waits at collective call 0 (core_barrier), but "
+                                "process 1 ended") != NULL);
+    nrt_nc_program_destroy(jobs[k].program);
+  }
+}
+
+/* Sizes that disagree (rank 1 receives from rank 0 more than it sends):
+ * both fail with the same message when they meet. */
+static void test_sizes_that_disagree_stop_both(void) {
+  float in[2][R * C] = {{0}}, out[2][R * C];
+  job jobs[PROCS];
+  void *hbm[PROCS][2];
+  for (int k = 0; k < PROCS; k++) {
+    nrt_nc_inst insts[2] = {collective(NRT_NC_COLLECTIVE_NONE, -1, 0, 0, 0, 0, 7),
+                            collective(NRT_NC_COLLECTIVE_COPY, 1, -1, 0, 1 - k, 0, 7)};
+    if (k == 0) insts[0].ap[1].partitions = R / 2; /* rank 0 sends half */
+    hbm[k][0] = in[k];
+    hbm[k][1] = out[k];
+    jobs[k] = (job){.program = create(insts, 2), .hbm = hbm[k]};
+  }
+  run_both(jobs);
+  for (int k = 0; k < PROCS; k++) {
+    CHECK(jobs[k].status == NRT_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(jobs[k].error, "program 1 receives 128 elements of dtype") != NULL);
+    nrt_nc_program_destroy(jobs[k].program);
+  }
+}
+
+int main(void) {
+  RUN(test_reduce_then_swap_across_processes);
+  RUN(test_a_process_that_ends_early_stops_both);
+  RUN(test_sizes_that_disagree_stop_both);
+  return CHECK_MAIN_RESULT();
+}
