@@ -19,13 +19,32 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include "ops/engine/elementwise.h"
 #include "ops/linalg/dense.h"
 #include "ops/linalg/qr.h"
+
+/* out[(c - c0) * ldo] = t * (column c of at, rows rk..rk+len) . v for c in
+ * [c0, c1): the Level-2 half of the pivoted QR, one dot product per column
+ * with eight running sums in a fixed order, compiled per ISA level. */
+RT_SIMD_VOID(la_qrcp_dots, (const double *at, int64_t m, int64_t rk, int64_t c0, int64_t c1, const double *v,
+                            int64_t len, double t, double *out, int64_t ldo),
+             (at, m, rk, c0, c1, v, len, t, out, ldo)) {
+  for (int64_t c = c0; c < c1; c++) {
+    const double *x = at + c * m + rk;
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= len; i += 8)
+      for (int q = 0; q < 8; q++) acc[q] += x[i + q] * v[i + q];
+    double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < len; i++) s += x[i] * v[i];
+    out[(c - c0) * ldo] = t * s;
+  }
+}
 
 /* Scratch (doubles) for la_geqp3 on an m x n matrix with panel nb. */
 static inline int64_t la_geqp3_scratch(int64_t m, int64_t n, int64_t nb) {
   (void)m;
-  return 2 * n + nb * (n > 1 ? n : 1) + nb + n;
+  return 2 * n + nb * (n > 1 ? n : 1) + 2 * nb + n;
 }
 
 /* at holds A^T (n x m, row-major: A column-major, each column of A one
@@ -36,7 +55,8 @@ static inline void la_geqp3(double *at, int64_t m, int64_t n, double *tau, int64
                             double *scratch) {
   const int64_t kmax = m < n ? m : n;
   double *vn1 = scratch, *vn2 = vn1 + n, *f = vn2 + n, *aux = f + nb * (n > 1 ? n : 1);
-  int64_t *redo = (int64_t *)(aux + nb); /* n entries: columns whose norm is recomputed */
+  double *vrow = aux + nb;                  /* V[rk, 0:j] */
+  int64_t *redo = (int64_t *)(vrow + nb); /* n entries: columns whose norm is recomputed */
   const double tol3z = sqrt(2.220446049250313e-16);
 #define COL(c) (at + (c) * m) /* column c of A */
   for (int64_t j = 0; j < n; j++) {
@@ -78,17 +98,25 @@ static inline void la_geqp3(double *at, int64_t m, int64_t n, double *tau, int64
       const double t = tau[rk];
       /* F(rk+1:, j) = tau A[rk:, rk+1:]^T v - tau F(rk+1:, 0:j) V[rk:, 0:j]^T v */
       for (int64_t p = 0; p < j; p++) aux[p] = -t * la_dot_f64(COL(k + p) + rk, v, len);
-      for (int64_t c = rk + 1; c < n; c++) {
-        double s = t != 0 ? t * la_dot_f64(COL(c) + rk, v, len) : 0;
-        const double *fc = &F(c, 0);
-        for (int64_t p = 0; p < j; p++) s += fc[p] * aux[p];
-        F(c, j) = s;
+      if (rk + 1 < n) {
+        if (t != 0)
+          la_qrcp_dots(at, m, rk, rk + 1, n, v, len, t, &F(rk + 1, j), nb);
+        else
+          for (int64_t c = rk + 1; c < n; c++) F(c, j) = 0;
       }
+      if (j > 0)
+        for (int64_t c = rk + 1; c < n; c++) {
+          const double *fc = &F(c, 0);
+          double s = F(c, j);
+          for (int64_t p = 0; p < j; p++) s += fc[p] * aux[p];
+          F(c, j) = s;
+        }
       /* Row rk of R: a[rk, rk+1:] -= V[rk, 0:j+1] F(rk+1:, 0:j+1)^T. */
+      for (int64_t p = 0; p < j; p++) vrow[p] = COL(k + p)[rk];
       for (int64_t c = rk + 1; c < n; c++) {
         const double *fc = &F(c, 0);
         double s = fc[j]; /* V[rk, j] = 1 */
-        for (int64_t p = 0; p < j; p++) s += COL(k + p)[rk] * fc[p];
+        for (int64_t p = 0; p < j; p++) s += vrow[p] * fc[p];
         COL(c)[rk] -= s;
       }
       /* Downdate the partial norms from the new row of R. */
