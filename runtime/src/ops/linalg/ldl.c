@@ -268,10 +268,10 @@ static void factor_range(int64_t begin, int64_t end, void *ctx) {
 }
 
 /* X (n x k, row-major) <- A^-1 X for A = P L D L^T P^T given as
- * bunch_kaufman leaves it (l: its lower triangle, row-major). Pivots were
- * checked. */
+ * bunch_kaufman leaves it (l: its lower triangle, column-major, so that
+ * both sweeps read L's columns contiguously). Pivots were checked. */
 static void ldl_solve_one(const double *l, const int32_t *piv, int64_t n, double *x, int64_t k) {
-#define L(i, j) l[(i) * n + (j)]
+#define L(i, j) l[(j) * n + (i)]
 #define SWAP_ROWS(r, s)                                                          \
   do {                                                                            \
     if ((r) != (s))                                                               \
@@ -367,8 +367,8 @@ static void solve_range(int64_t begin, int64_t end, void *ctx) {
       la_fail_at(&job->failure, NRT_ERROR_INVALID_ARGUMENT, b, 0);
       continue;
     }
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j <= i; j++) l[i * n + j] = ld_at(p, v->dtype, i * rs + j * cs);
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = j; i < n; i++) l[j * n + i] = ld_at(p, v->dtype, i * rs + j * cs);
     for (int64_t i = 0; i < n; i++)
       for (int64_t c = 0; c < k; c++) x[i * k + c] = ld_at(xp, xv->dtype, i * xrs + c * xcs);
     ldl_solve_one(l, piv, n, x, k);
