@@ -3,9 +3,9 @@ CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
 cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
 svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
-right-hand sides, each driver; the SVD-based drivers n <= 128), matrix_exp,
-ldl_factor and ldl_solve (n <= 512) on batches of small matrices and on single
-large ones, float32 and float64.
+right-hand sides, each driver; the SVD-based gelsd and gelss n <= 128; gelsy
+is a pivoted QR), matrix_exp, ldl_factor (blocked from n = 96) and ldl_solve
+on batches of small matrices and on single large ones, float32 and float64.
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
@@ -51,10 +51,8 @@ OPS = {
 # The largest n an op is measured at: svd's one-sided Jacobi is O(n^3) per
 # sweep, meant for small matrices (eigh is a Jacobi below n = 64 and a
 # tridiagonal QL from there).
-# lstsq's gelsy, gelsd and gelss solve through the same SVD; ldl is an
-# unblocked Bunch-Kaufman.
-MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsy": 128, "lstsq_gelsd": 128,
-         "lstsq_gelss": 128, "ldl_factor": 512, "ldl_solve": 512}
+# lstsq's gelsd and gelss solve through the same SVD.
+MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
 
 
 def main() -> None:

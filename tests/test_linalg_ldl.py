@@ -161,3 +161,37 @@ def test_ops_ran_natively(op_tracking):
     ops = torchneuron.get_executed_ops()
     assert "aten::linalg_ldl_factor_ex" in ops and "aten::linalg_ldl_solve" in ops
     assert torchneuron.get_fallback_ops() == {}
+
+
+@pytest.mark.usefixtures("native_only")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(96, 96), (2, 130, 130), (300, 300)])
+def test_blocked_factor_matches_cpu(dtype, shape):
+    # n >= 96 takes the blocked Bunch-Kaufman (panels, GEMM trailing updates):
+    # pivots equal to the CPU's sytrf, LD to rounding, then a solve with it.
+    a = rand(*shape, dtype=torch.float64, seed=21)
+    a = (a + a.mT).to(dtype)
+    for ca, na in list(layouts(a))[:2]:
+        want = torch.linalg.ldl_factor_ex(ca)
+        got = torch.linalg.ldl_factor_ex(na)
+        assert torch.equal(got.pivots.cpu(), want.pivots)
+        assert (want.pivots < 0).any()
+        assert torch.equal(got.info.cpu(), want.info)
+        tol = dict(rtol=2e-3, atol=2e-3) if dtype == torch.float32 else dict(rtol=1e-8, atol=1e-9)
+        torch.testing.assert_close(got.LD.cpu(), want.LD, **tol)
+    b = rand(*shape[:-1], 3, dtype=torch.float64, seed=22).to(dtype)
+    x = torch.linalg.ldl_solve(got.LD, got.pivots, b.to("neuron")).cpu()
+    res = (a.double() @ x.double() - b.double()).abs().max() / (a.double().abs().max() * x.double().abs().max())
+    assert res < (1e-4 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.usefixtures("native_only")
+def test_blocked_singular_info_like_cpu():
+    a = rand(120, 120, seed=23)
+    a = a + a.mT
+    a[50, :] = 0
+    a[:, 50] = 0
+    want = torch.linalg.ldl_factor_ex(a)
+    got = torch.linalg.ldl_factor_ex(a.to("neuron"))
+    assert torch.equal(got.info.cpu(), want.info) and want.info.item() > 0
+    assert torch.equal(got.pivots.cpu(), want.pivots)

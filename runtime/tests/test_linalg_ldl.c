@@ -10,7 +10,8 @@
  * [[0, 1, 2], [1, 0, 3], [2, 3, 0]] pivots [-3, -3, 3]; a diagonally
  * dominant matrix pivots [1, 2, ..., n]; zero gives info 1. Solve: the
  * residual ||A X - B|| against A, batched right-hand sides. Refusals and
- * invalid pivots. */
+ * invalid pivots. The blocked factorisation (n >= 96) against a plain
+ * right-looking twin: equal pivots and info, LD within rounding. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -152,6 +153,113 @@ static void test_ldl_factor_rebuilds(void) {
   }
 }
 
+/* Plain twin of the unblocked diagonal pivoting (LAPACK's sytf2, lower):
+ * right-looking, the whole trailing matrix updated after every step, kept
+ * symmetric in full (both triangles) so that rows and columns are swapped
+ * plainly. LD and pivots as the kernel writes them. */
+static int32_t plain_sytf2(double *a, int64_t n, int32_t *piv) {
+  const double alpha = (1 + sqrt(17.0)) / 8;
+  int32_t info = 0;
+  for (int64_t k = 0; k < n;) {
+    int64_t imax = k, kp = k, kstep = 1;
+    double colmax = 0;
+    for (int64_t i = k + 1; i < n; i++)
+      if (fabs(a[i * n + k]) > colmax) colmax = fabs(a[i * n + k]), imax = i;
+    const double absakk = fabs(a[k * n + k]);
+    if ((absakk == 0 && colmax == 0) || isnan(absakk)) {
+      if (!info) info = (int32_t)(k + 1);
+      piv[k] = (int32_t)(k + 1);
+      k++;
+      continue;
+    }
+    if (absakk < alpha * colmax) {
+      double rowmax = 0;
+      for (int64_t j = k; j < n; j++)
+        if (j != imax) rowmax = fmax(rowmax, fabs(a[imax * n + j]));
+      if (absakk >= alpha * colmax * (colmax / rowmax))
+        kp = k;
+      else if (fabs(a[imax * n + imax]) >= alpha * rowmax)
+        kp = imax;
+      else
+        kp = imax, kstep = 2;
+    }
+    const int64_t kk = k + kstep - 1;
+    if (kp != kk) { /* swap rows and columns kk, kp of the trailing matrix (columns k.. and rows k..) */
+      for (int64_t j = k; j < n; j++) {
+        const double t = a[kk * n + j];
+        a[kk * n + j] = a[kp * n + j], a[kp * n + j] = t;
+      }
+      for (int64_t i = k; i < n; i++) {
+        const double t = a[i * n + kk];
+        a[i * n + kk] = a[i * n + kp], a[i * n + kp] = t;
+      }
+    }
+    if (kstep == 1) {
+      const double d = a[k * n + k];
+      for (int64_t i = k + 1; i < n; i++)
+        for (int64_t j = k + 1; j < n; j++) a[i * n + j] -= a[i * n + k] * a[k * n + j] / d;
+      for (int64_t i = k + 1; i < n; i++) a[i * n + k] /= d, a[k * n + i] = 0;
+      piv[k] = (int32_t)(kp + 1);
+    } else {
+      const double d11 = a[k * n + k], d21 = a[(k + 1) * n + k], d22 = a[(k + 1) * n + k + 1];
+      const double det = d11 * d22 - d21 * d21;
+      for (int64_t i = k + 2; i < n; i++) { /* L(i, k:k+2) = A(i, k:k+2) D^-1 */
+        const double x0 = a[i * n + k], x1 = a[i * n + k + 1];
+        const double l0 = (x0 * d22 - x1 * d21) / det, l1 = (x1 * d11 - x0 * d21) / det;
+        for (int64_t j = k + 2; j < n; j++) a[i * n + j] -= l0 * a[k * n + j] + l1 * a[(k + 1) * n + j];
+        a[i * n + k] = l0, a[i * n + k + 1] = l1;
+      }
+      for (int64_t i = k + 2; i < n; i++) a[k * n + i] = a[(k + 1) * n + i] = 0;
+      a[k * n + k + 1] = 0;
+      piv[k] = piv[k + 1] = (int32_t)(-(kp + 1));
+    }
+    k += kstep;
+  }
+  return info;
+}
+
+/* The blocked factorisation (n >= 96: several panels, 2x2 pivots and
+ * interchanges across panel boundaries) against the plain twin: the same
+ * pivots and info, LD within rounding. Also singular matrices. */
+static void test_ldl_blocked_twin(void) {
+  static const int64_t sizes[] = {96, 131, 200};
+  static const double diags[] = {0.0, 0.3, -5.0};
+  for (int di = 0; di < 2; di++) {
+    const nrt_dtype d = di ? NRT_FLOAT32 : NRT_FLOAT64;
+    for (int si = 0; si < 3; si++)
+      for (int gi = 0; gi < 3; gi++) {
+        const int64_t n = sizes[si], batch = 2;
+        double *av = random_symmetric(batch, n, diags[gi]);
+        for (int64_t t = 0; t < batch * n * n; t++) av[t] = di ? (double)(float)av[t] : av[t];
+        if (gi == 1) /* a zero row and column in the second matrix: info */
+          for (int64_t i = 0; i < n; i++) av[(n + i) * n + 40] = av[(n + 40) * n + i] = 0;
+        ldl_out o = run_factor(d, batch, n, (si + gi) % 3, av);
+        double *a = malloc((size_t)(n * n) * sizeof(double) + 8);
+        int32_t *piv = malloc((size_t)n * sizeof(int32_t) + 8);
+        for (int64_t b = 0; b < batch; b++) {
+          memcpy(a, av + b * n * n, (size_t)(n * n) * sizeof(double));
+          const int32_t info = plain_sytf2(a, n, piv);
+          CHECK(get(&o.info, b, 0, 0) == info);
+          if (gi == 1 && b == 1) CHECK(info > 0);
+          int same = 1;
+          for (int64_t i = 0; i < n; i++) same &= (int32_t)get(&o.piv, b, i, 0) == piv[i];
+          CHECK(same);
+          double err = 0, big = 1;
+          for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j <= i; j++) {
+              big = fmax(big, fabs(a[i * n + j]));
+              err = fmax(err, fabs(get(&o.ld, b, i, j) - a[i * n + j]));
+            }
+          const double tol = (di ? 2e-3 : 1e-9) * big;
+          if (!(err <= tol)) fprintf(stderr, "blocked ldl n %lld diag %g dtype %d: error %g\n", (long long)n, diags[gi], di, err);
+          CHECK(err <= tol);
+        }
+        free(a), free(piv), free(av);
+        free_out(&o);
+      }
+  }
+}
+
 static void test_ldl_known(void) {
   const double a[9] = {0, 1, 2, 1, 0, 3, 2, 3, 0};
   ldl_out o = run_factor(NRT_FLOAT64, 1, 3, 0, a);
@@ -253,6 +361,7 @@ static void test_ldl_refusals(void) {
 
 int main(void) {
   RUN(test_ldl_factor_rebuilds);
+  RUN(test_ldl_blocked_twin);
   RUN(test_ldl_known);
   RUN(test_ldl_solve);
   RUN(test_ldl_refusals);

@@ -8,7 +8,10 @@
  * squares is ||A x - b||^2), rank and singular values where the driver
  * gives them, gels' info on an exactly rank-deficient A, the minimum-norm
  * solution of a rank-deficient A for the SVD drivers (A^T (A x - b) = 0 and
- * x orthogonal to A's null space), layouts, batches and refusals. */
+ * x orthogonal to A's null space), layouts, batches and refusals.
+ * gelsy against a plain twin of its own method (unblocked pivoted QR,
+ * the condition estimate, the minimum-norm truncated solution) on larger,
+ * rank-deficient, graded, tall and wide matrices: equal rank and solution. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -233,6 +236,172 @@ static void test_lstsq_rank_deficient(void) {
   free(p), free(q), free(a), free(bb);
 }
 
+/* gelsy's plain twin: unblocked QR with column pivoting whose column norms
+ * are recomputed exactly at every step (no downdating, no panels), the
+ * rank by the same incremental condition estimate written out from its
+ * definition (the extreme eigenpairs of a 2 x 2 matrix by the quadratic
+ * formula, unscaled), and the minimum-norm solution of the truncated system
+ * [R11 R12] P^T x = (Q^T b)[0:r] through the r x r normal equations:
+ * x = P R1^T (R1 R1^T)^-1 c. One right-hand side b (m); x (n). */
+static double twin_ice(int want_max, double sest, double alpha, double gamma, double *s, double *c) {
+  const double p = sest * sest + alpha * alpha, q = alpha * gamma, r = gamma * gamma;
+  const double tr = p + r, det = sest * sest * gamma * gamma;
+  const double disc = sqrt(fmax(0, tr * tr / 4 - det));
+  const double hi = tr / 2 + disc; /* the small root as det / hi: no cancellation */
+  const double lam = want_max ? hi : (hi > 0 ? det / hi : 0);
+  double vs = q, vc = lam - p;
+  if (fabs(vs) + fabs(vc) < fabs(lam - r) + fabs(q)) vs = lam - r, vc = q;
+  double nv = hypot(vs, vc);
+  if (nv == 0) vs = 1, vc = 0, nv = 1;
+  *s = vs / nv, *c = vc / nv;
+  return sqrt(lam);
+}
+
+static int64_t plain_gelsy(const double *a0, const double *b0, int64_t m, int64_t n, double rcond, double *x) {
+  const int64_t N = m < n ? m : n;
+  double *a = malloc((size_t)(m * n) * sizeof(double) + 8), *b = malloc((size_t)m * sizeof(double) + 8);
+  int64_t *perm = malloc((size_t)n * sizeof(int64_t) + 8);
+  memcpy(a, a0, (size_t)(m * n) * sizeof(double));
+  memcpy(b, b0, (size_t)m * sizeof(double));
+  for (int64_t j = 0; j < n; j++) perm[j] = j;
+  for (int64_t k = 0; k < N; k++) {
+    int64_t pv = k;
+    double best = -1;
+    for (int64_t j = k; j < n; j++) {
+      double s = 0;
+      for (int64_t i = k; i < m; i++) s += a[i * n + j] * a[i * n + j];
+      if (s > best) best = s, pv = j;
+    }
+    for (int64_t i = 0; i < m; i++) {
+      const double t = a[i * n + k];
+      a[i * n + k] = a[i * n + pv], a[i * n + pv] = t;
+    }
+    const int64_t tp = perm[k];
+    perm[k] = perm[pv], perm[pv] = tp;
+    /* Householder v = x - beta e1 on column k, rows k..m-1, applied to
+     * columns k..n-1 and to b. */
+    double norm = 0;
+    for (int64_t i = k; i < m; i++) norm += a[i * n + k] * a[i * n + k];
+    norm = sqrt(norm);
+    if (norm == 0) continue;
+    const double beta = a[k * n + k] > 0 ? -norm : norm;
+    double *v = malloc((size_t)m * sizeof(double) + 8);
+    for (int64_t i = k; i < m; i++) v[i] = a[i * n + k];
+    v[k] -= beta;
+    double vv = 0;
+    for (int64_t i = k; i < m; i++) vv += v[i] * v[i];
+    for (int64_t j = k; j < n; j++) {
+      double s = 0;
+      for (int64_t i = k; i < m; i++) s += v[i] * a[i * n + j];
+      for (int64_t i = k; i < m; i++) a[i * n + j] -= 2 * s / vv * v[i];
+    }
+    double s = 0;
+    for (int64_t i = k; i < m; i++) s += v[i] * b[i];
+    for (int64_t i = k; i < m; i++) b[i] -= 2 * s / vv * v[i];
+    free(v);
+  }
+  int64_t r = 0;
+  if (N > 0 && a[0] != 0) {
+    double *xmin = calloc((size_t)n + 1, sizeof(double)), *xmax = calloc((size_t)n + 1, sizeof(double));
+    double smax = fabs(a[0]), smin = smax;
+    xmin[0] = xmax[0] = 1;
+    for (r = 1; r < N; r++) {
+      double amin = 0, amax = 0, s1, c1, s2, c2;
+      for (int64_t p = 0; p < r; p++) amin += xmin[p] * a[p * n + r], amax += xmax[p] * a[p * n + r];
+      const double lo = twin_ice(0, smin, amin, a[r * n + r], &s1, &c1);
+      const double hi = twin_ice(1, smax, amax, a[r * n + r], &s2, &c2);
+      if (!(hi * rcond <= lo)) break;
+      for (int64_t p = 0; p < r; p++) xmin[p] *= s1, xmax[p] *= s2;
+      xmin[r] = c1, xmax[r] = c2, smin = lo, smax = hi;
+    }
+    free(xmin), free(xmax);
+  }
+  memset(x, 0, (size_t)n * sizeof(double));
+  if (r > 0) {
+    double *g = malloc((size_t)(r * r) * sizeof(double) + 8), *y = malloc((size_t)r * sizeof(double) + 8);
+    for (int64_t i = 0; i < r; i++) {
+      for (int64_t j = 0; j < r; j++) {
+        double s = 0;
+        for (int64_t t = 0; t < n; t++) s += (t >= i ? a[i * n + t] : 0) * (t >= j ? a[j * n + t] : 0);
+        g[i * r + j] = s;
+      }
+      y[i] = b[i];
+    }
+    plain_solve(g, y, r);
+    for (int64_t t = 0; t < n; t++) {
+      double s = 0;
+      for (int64_t i = 0; i < r && i <= t; i++) s += a[i * n + t] * y[i];
+      x[perm[t]] = s;
+    }
+    free(g), free(y);
+  }
+  free(a), free(b), free(perm);
+  return r;
+}
+
+/* gelsy against its twin on matrices large enough for several panels and
+ * the blocked trailing updates: full rank, rank-deficient (a product of
+ * thin factors), graded columns cut by rcond, tall and wide. */
+static void test_gelsy_twin(void) {
+  const int64_t cases[][3] = {{100, 80, 50}, {80, 100, 60}, {70, 70, 70}, {200, 40, 40}, {40, 130, 40},
+                              {150, 150, 149}, {90, 110, 90}, {33, 33, 7}};
+  for (int c = 0; c < 8; c++) {
+    const int64_t m = cases[c][0], n = cases[c][1], r = cases[c][2], k = 3;
+    double *p = malloc((size_t)(m * r) * sizeof(double)), *q = malloc((size_t)(r * n) * sizeof(double));
+    double *a = malloc((size_t)(m * n) * sizeof(double)), *bb = malloc((size_t)(m * k) * sizeof(double));
+    for (int64_t i = 0; i < m * r; i++) p[i] = urand() * 2 - 1;
+    for (int64_t i = 0; i < r * n; i++) q[i] = urand() * 2 - 1;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double s = 0;
+        for (int64_t t = 0; t < r; t++) s += p[i * r + t] * q[t * n + j];
+        a[i * n + j] = s;
+      }
+    for (int64_t i = 0; i < m * k; i++) bb[i] = urand() * 2 - 1;
+    for (int layout = 0; layout < 2; layout++) {
+      lstsq_out o = run_lstsq(NRT_FLOAT64, 1, m, n, k, layout, 1, a, bb, 1e-10);
+      double *col = malloc((size_t)m * sizeof(double)), *x = malloc((size_t)n * sizeof(double));
+      double worst = 0;
+      for (int64_t j = 0; j < k; j++) {
+        for (int64_t i = 0; i < m; i++) col[i] = bb[i * k + j];
+        const int64_t rt = plain_gelsy(a, col, m, n, 1e-10, x);
+        CHECK(rt == r);
+        double xn = 1e-300;
+        for (int64_t i = 0; i < n; i++) xn = fmax(xn, fabs(x[i]));
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(get(&o.x, 0, i, j) - x[i]) / xn);
+      }
+      CHECK(rank_at(&o, 0) == r);
+      if (!(worst <= 1e-8)) fprintf(stderr, "  gelsy %lldx%lld rank %lld: rel err %g\n", (long long)m, (long long)n, (long long)r, worst);
+      CHECK(worst <= 1e-8);
+      free(col), free(x);
+      free_out(&o);
+    }
+    free(p), free(q), free(a), free(bb);
+  }
+  /* Graded columns: rank set by rcond through the condition estimate. */
+  const int64_t m = 60, n = 45, k = 2;
+  double *a = malloc((size_t)(m * n) * sizeof(double)), *bb = malloc((size_t)(m * k) * sizeof(double));
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) a[i * n + j] = (urand() * 2 - 1) * pow(0.6, (double)j);
+  for (int64_t i = 0; i < m * k; i++) bb[i] = urand() * 2 - 1;
+  const double rconds[] = {1e-2, 1e-5, 1e-8, 0.3};
+  for (int t = 0; t < 4; t++) {
+    lstsq_out o = run_lstsq(NRT_FLOAT64, 1, m, n, k, 0, 1, a, bb, rconds[t]);
+    double *col = malloc((size_t)m * sizeof(double)), *x = malloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < m; i++) col[i] = bb[i * k];
+    const int64_t rt = plain_gelsy(a, col, m, n, rconds[t], x);
+    CHECK(rank_at(&o, 0) == rt);
+    CHECK(rt > 0 && rt < n);
+    double worst = 0, xn = 1e-300;
+    for (int64_t i = 0; i < n; i++) xn = fmax(xn, fabs(x[i]));
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(get(&o.x, 0, i, 0) - x[i]) / xn);
+    CHECK(worst <= 1e-7);
+    free(col), free(x);
+    free_out(&o);
+  }
+  free(a), free(bb);
+}
+
 static void test_lstsq_refusals(void) {
   double a[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13}, b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   lstsq_out o = run_lstsq(NRT_FLOAT64, 1, 4, 3, 2, 0, 3, a, b, -1);
@@ -264,6 +433,7 @@ static void test_lstsq_refusals(void) {
 int main(void) {
   RUN(test_lstsq_full_rank);
   RUN(test_lstsq_rank_deficient);
+  RUN(test_gelsy_twin);
   RUN(test_lstsq_refusals);
   return CHECK_MAIN_RESULT();
 }

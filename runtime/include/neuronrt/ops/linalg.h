@@ -70,9 +70,11 @@
  *       sum to each column's residual. gels needs full rank (info = the
  *       1-based index of a zero on R's diagonal; X is then left as it was);
  *       the others give the minimum-norm solution of the effective rank
- *       #{s_i > rcond s_1} (rcond < 0: the dtype's eps) and write it to
- *       rank and, for gelsd and gelss, the singular values to S. info, rank
- *       and S may be empty (not written).
+ *       and write it to rank: gelsy the rank of a column-pivoted QR by
+ *       incremental condition estimation of R (as LAPACK's gelsy), gelsd
+ *       and gelss #{s_i > rcond s_1} from the SVD, with the singular
+ *       values in S (rcond < 0: the dtype's eps). info, rank and S may be
+ *       empty (not written).
  *   LINALG_MATRIX_EXP       outputs [E (..., n, n)]  inputs [A (..., n, n)]
  *       E = exp(A) by scaling and squaring with the diagonal Pade
  *       approximant of degree 3, 5, 7, 9 or 13 chosen by ||A||_1 (Higham

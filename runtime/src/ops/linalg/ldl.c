@@ -18,6 +18,14 @@
  *   -(imax + 1) (2x2). LD gets L below the diagonal (unit diagonal not
  *   stored; zero at (k+1, k) of a 2x2 block, where D's off-diagonal entry
  *   is), D's diagonal on it, and zeros above.
+ * From n = LDL_BLOCKED_MIN on, the same pivots come from a blocked form (as
+ * LAPACK's lasyf): panels of up to LDL_BLOCK columns are factored
+ * left-looking, each new column (and, when needed, column imax for rowmax)
+ * brought up to date from the panel's L and W = L D columns before its
+ * pivot is chosen; the panel's interchanges are applied to its own earlier
+ * rows meanwhile, the trailing lower triangle gets A22 -= L21 W21^T as
+ * GEMMs by block rows, and then the interchanges are undone in the panel's
+ * earlier columns to leave sytf2's storage.
  * Solve: X <- P and L^-1 forward, D^-1 per block, L^-T and P back.
  * Arithmetic in double for both dtypes; one matrix per thread. */
 #include <math.h>
@@ -26,6 +34,9 @@
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
+#include "ops/linalg/qr.h"
+
+enum { LDL_BLOCK = 32, LDL_BLOCKED_MIN = 96, LDL_ROW_BLOCK = 128 };
 
 typedef struct ldl_job {
   const nrt_tensor_view *ld, *piv, *info, *x;
@@ -116,12 +127,121 @@ static int32_t bunch_kaufman(double *a, int64_t n, int32_t *piv) {
   return info;
 }
 
+/* The blocked form of bunch_kaufman (same contract, same pivots up to
+ * rounding); wt is scratch for (LDL_BLOCK + 1) x n doubles. The upper
+ * triangle of a is scratch too. */
+static int32_t bunch_kaufman_blocked(double *a, int64_t n, int32_t *piv, double *wt) {
+  const double alpha = (1.0 + sqrt(17.0)) / 8.0;
+  const int64_t nb = LDL_BLOCK;
+#define A(i, j) a[(i) * n + (j)]
+#define W(p, i) wt[(p) * n + (i)] /* W(i, p) of the panel, stored transposed */
+  int32_t info = 0;
+  for (int64_t k0 = 0; k0 < n;) {
+    int64_t k = k0;
+    while (k < n && k - k0 < nb) {
+      const int64_t j = k - k0;
+      /* W(k:n, j) = A(k:n, k) - L(k:n, panel) W(k, panel)^T */
+      for (int64_t i = k; i < n; i++) {
+        double s = A(i, k);
+        const double *li = a + i * n + k0;
+        for (int64_t p = 0; p < j; p++) s -= li[p] * W(p, k);
+        W(j, i) = s;
+      }
+      int64_t kstep = 1, kp = k, imax = k;
+      const double absakk = fabs(W(j, k));
+      double colmax = 0;
+      for (int64_t i = k + 1; i < n; i++)
+        if (fabs(W(j, i)) > colmax) colmax = fabs(W(j, i)), imax = i;
+      const int zero = (absakk == 0 && colmax == 0) || isnan(absakk);
+      if (zero) {
+        if (info == 0) info = (int32_t)(k + 1);
+      } else if (!(absakk >= alpha * colmax) && imax > k) {
+        /* W(k:n, j+1) = column imax of the updated trailing matrix */
+        for (int64_t i = k; i < n; i++) {
+          double s = i < imax ? A(imax, i) : A(i, imax);
+          const double *li = a + i * n + k0;
+          for (int64_t p = 0; p < j; p++) s -= li[p] * W(p, imax);
+          W(j + 1, i) = s;
+        }
+        double rowmax = 0;
+        for (int64_t i = k; i < n; i++)
+          if (i != imax) rowmax = fmax(rowmax, fabs(W(j + 1, i)));
+        if (absakk >= alpha * colmax * (colmax / rowmax)) {
+          kp = k;
+        } else if (fabs(W(j + 1, imax)) >= alpha * rowmax) {
+          kp = imax;
+          memcpy(&W(j, k), &W(j + 1, k), (size_t)(n - k) * sizeof(double));
+        } else {
+          kp = imax;
+          kstep = 2;
+        }
+      }
+      const int64_t kk = k + kstep - 1;
+      if (kp != kk) {
+        /* The trailing matrix (not yet updated by the panel): column kp takes
+         * column kk's entries; column kk itself comes from W. */
+        A(kp, kp) = A(kk, kk);
+        for (int64_t c = kk + 1; c < kp; c++) A(kp, c) = A(c, kk);
+        for (int64_t i = kp + 1; i < n; i++) A(i, kp) = A(i, kk);
+        /* Rows kk and kp of the panel's L and W so far. */
+        for (int64_t c = k0; c < kk; c++) swap_d(&A(kk, c), &A(kp, c));
+        for (int64_t p = 0; p < j + kstep; p++) swap_d(&W(p, kk), &W(p, kp));
+      }
+      if (kstep == 1) {
+        for (int64_t i = k; i < n; i++) A(i, k) = W(j, i);
+        if (!zero) {
+          const double r = 1.0 / A(k, k);
+          for (int64_t i = k + 1; i < n; i++) A(i, k) *= r;
+        }
+        piv[k] = (int32_t)(kp + 1);
+      } else {
+        double d21 = W(j, k + 1);
+        const double d11 = W(j + 1, k + 1) / d21, d22 = W(j, k) / d21;
+        const double t = 1.0 / (d11 * d22 - 1.0);
+        d21 = t / d21;
+        for (int64_t i = k + 2; i < n; i++) {
+          A(i, k) = d21 * (d11 * W(j, i) - W(j + 1, i));
+          A(i, k + 1) = d21 * (d22 * W(j + 1, i) - W(j, i));
+        }
+        A(k, k) = W(j, k), A(k + 1, k) = W(j, k + 1), A(k + 1, k + 1) = W(j + 1, k + 1);
+        piv[k] = piv[k + 1] = (int32_t)(-(kp + 1));
+      }
+      k += kstep;
+    }
+    const int64_t kb = k - k0;
+    /* Trailing lower triangle: A(i, c) -= L(i, panel) W(c, panel)^T for
+     * k <= c <= i, by block rows (each GEMM also writes the upper part of
+     * its diagonal block, which is scratch). */
+    for (int64_t i0 = k; i0 < n; i0 += LDL_ROW_BLOCK) {
+      const int64_t i1 = n - i0 < LDL_ROW_BLOCK ? n : i0 + LDL_ROW_BLOCK;
+      la_gemm_f64(i1 - i0, i1 - k, kb, -1, a + i0 * n + k0, n, 1, wt + k, n, 1, a + i0 * n + k, n);
+    }
+    /* sytf2's storage: undo, last first, each interchange in the panel
+     * columns before its block. */
+    for (int64_t q = k - 1; q >= k0;) {
+      const int64_t jj = q;
+      int64_t jp = piv[q], start = q;
+      if (jp < 0) jp = -jp, start = q - 1;
+      jp -= 1;
+      if (jp != jj)
+        for (int64_t c = k0; c < start; c++) swap_d(&A(jj, c), &A(jp, c));
+      q = start - 1;
+    }
+    k0 = k;
+  }
+#undef W
+#undef A
+  return info;
+}
+
 static void factor_range(int64_t begin, int64_t end, void *ctx) {
   ldl_job *job = ctx;
   const int64_t n = job->n;
-  double *a = malloc((size_t)(n * n) * sizeof(double) + 8);
+  const int blocked = n >= LDL_BLOCKED_MIN;
+  const int64_t elems = n * n + (blocked ? (LDL_BLOCK + 1) * n : 0);
+  double *a = malloc((size_t)elems * sizeof(double) + 8);
   if (!a) {
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(n * n) * sizeof(double)));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)elems * sizeof(double)));
     return;
   }
   const nrt_tensor_view *v = job->ld, *pv = job->piv;
@@ -130,13 +250,13 @@ static void factor_range(int64_t begin, int64_t end, void *ctx) {
     char *p = la_batch_at(v, 2, b);
     int32_t *pp = (int32_t *)la_batch_at(pv, 1, b);
     for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j <= i; j++) a[i * n + j] = ld_at(p, v->dtype, i * rs + j * cs);
+      for (int64_t j = 0; j < n; j++) a[i * n + j] = j <= i ? ld_at(p, v->dtype, i * rs + j * cs) : 0;
     int32_t piv[64], *pw = n <= 64 ? piv : malloc((size_t)n * sizeof(int32_t));
     if (!pw) {
       la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, b, (int64_t)((size_t)n * sizeof(int32_t)));
       break;
     }
-    const int32_t info = bunch_kaufman(a, n, pw);
+    const int32_t info = blocked ? bunch_kaufman_blocked(a, n, pw, a + n * n) : bunch_kaufman(a, n, pw);
     for (int64_t i = 0; i < n; i++) {
       pp[i * ps] = pw[i];
       for (int64_t j = 0; j < n; j++) st_at(p, v->dtype, i * rs + j * cs, j <= i ? a[i * n + j] : 0);
@@ -148,10 +268,10 @@ static void factor_range(int64_t begin, int64_t end, void *ctx) {
 }
 
 /* X (n x k, row-major) <- A^-1 X for A = P L D L^T P^T given as
- * bunch_kaufman leaves it (l: its lower triangle, row-major). Pivots were
- * checked. */
+ * bunch_kaufman leaves it (l: its lower triangle, column-major, so that
+ * both sweeps read L's columns contiguously). Pivots were checked. */
 static void ldl_solve_one(const double *l, const int32_t *piv, int64_t n, double *x, int64_t k) {
-#define L(i, j) l[(i) * n + (j)]
+#define L(i, j) l[(j) * n + (i)]
 #define SWAP_ROWS(r, s)                                                          \
   do {                                                                            \
     if ((r) != (s))                                                               \
@@ -247,8 +367,8 @@ static void solve_range(int64_t begin, int64_t end, void *ctx) {
       la_fail_at(&job->failure, NRT_ERROR_INVALID_ARGUMENT, b, 0);
       continue;
     }
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j <= i; j++) l[i * n + j] = ld_at(p, v->dtype, i * rs + j * cs);
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = j; i < n; i++) l[j * n + i] = ld_at(p, v->dtype, i * rs + j * cs);
     for (int64_t i = 0; i < n; i++)
       for (int64_t c = 0; c < k; c++) x[i * k + c] = ld_at(xp, xv->dtype, i * xrs + c * xcs);
     ldl_solve_one(l, piv, n, x, k);

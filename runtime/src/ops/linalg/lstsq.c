@@ -5,7 +5,17 @@
  *          output keep (Q^T B)[n:m], whose squares sum to the residual) or
  *          A^T = Q R (m < n: the minimum-norm X = Q [R^-T B; 0]); a zero on
  *          R's diagonal is info = its 1-based index, as LAPACK reports it;
- *   gelsy, gelsd, gelss   the minimum-norm solution of the effective rank
+ *   gelsy  QR with column pivoting A P = Q R (qrcp.h, on A column-major,
+ *          blocked, its trailing updates GEMMs), the effective rank r from R by
+ *          incremental condition estimation (the largest r whose leading
+ *          triangle R11 has estimated condition below 1 / rcond, as LAPACK's
+ *          gelsy defines it), then the minimum-norm solution of
+ *          [R11 R12] P^T x = (Q^T B)[0:r]: directly by back substitution
+ *          when r = n, otherwise through the complete orthogonal
+ *          factorisation [R11 R12] = [L 0] Z (a Householder QR of the
+ *          transpose, Z^T = Q2) as x = P Z^T [L^-1 (Q^T B)[0:r]; 0]; r is
+ *          written, rows n..m-1 of the output keep (Q^T B)[n:m];
+ *   gelsd, gelss   the minimum-norm solution of the effective rank
  *          r = #{s_i > rcond s_1} from the SVD (svd_t.h) A = U diag(s) V^T:
  *          X = V_r diag(1/s_r) U_r^T B; r and (gelsd, gelss) s are written;
  *          when m > n and r = n, row n holds the residual norm of each
@@ -17,6 +27,8 @@
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
+#include "ops/linalg/dense.h"
+#include "ops/linalg/qrcp.h"
 #include "ops/linalg/svd_t.h"
 
 enum { LSTSQ_GELS = 0, LSTSQ_GELSY = 1, LSTSQ_GELSD = 2, LSTSQ_GELSS = 3 };
@@ -42,10 +54,14 @@ static inline void st(char *p, nrt_dtype d, int64_t off, double v) {
 static int64_t lstsq_elems(int64_t m, int64_t n, int64_t k, int driver) {
   const int64_t M = m > n ? m : n, N = m > n ? n : m, nb = LA_QR_BLOCK;
   int64_t e = m * n + M * k + N * k;
-  if (driver == LSTSQ_GELS)
+  if (driver == LSTSQ_GELS) {
     e += N * N + N + la_geqrf_scratch_f64(M, N, nb) + nb * nb + nb * (k > 1 ? k : 1);
-  else
+  } else if (driver == LSTSQ_GELSY) {
+    const int64_t g = la_geqrf_scratch_f64(n, N, nb), o = nb * nb + nb * (k > 1 ? k : 1);
+    e += n * k + 2 * N + n + la_geqp3_scratch(m, n, nb) + 2 * n + m * N + n * N + (g > o ? g : o);
+  } else {
     e += N + m * N + N * n + la_svd_scratch(m, n, 0, 1);
+  }
   return e;
 }
 
@@ -81,6 +97,56 @@ static int32_t gels_one(const lstsq_job *job, double *a, double *c, double *scra
     for (int64_t j = 0; j < k; j++) c[i * k + j] = 0;
   la_ormqr_f64(a, M, N, tau, /*trans=*/0, c, k, nb, qs); /* X = Q [Y; 0] */
   return 0;
+}
+
+/* gelsy on a (A column-major: n x m row-major, destroyed) and c (max(m, n)
+ * x k, B in its first m rows; X in its first n on return). Returns the
+ * effective rank. */
+static int64_t gelsy_one(const lstsq_job *job, double *a, double *c, double *y, double *scratch) {
+  const int64_t m = job->m, n = job->n, k = job->k, N = m < n ? m : n, nb = LA_QR_BLOCK;
+  double *tau = scratch, *tau2 = tau + N, *permd = tau2 + N, *qs = permd + n;
+  double *ice = qs + la_geqp3_scratch(m, n, nb), *v = ice + 2 * n, *t = v + m * N, *ws = t + n * N;
+  int64_t *perm = (int64_t *)permd;
+#define R(i, j) a[(j) * m + (i)] /* R[i][j], i <= j; v_j[i] for i > j */
+  la_geqp3(a, m, n, tau, perm, nb, qs);
+  const double rc = job->rcond < 0 ? (job->a->dtype == NRT_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07)
+                                   : job->rcond;
+  const int64_t r = la_ice_rank(a, 1, m, N, rc, ice);
+  if (r == 0) {
+    memset(c, 0, (size_t)(n * k) * sizeof(double));
+    return 0;
+  }
+  /* c[0:r] = (Q^T B)[0:r]: only the first r reflectors reach those rows. */
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < r; j++) v[i * r + j] = i == j ? 1 : i < j ? 0 : R(i, j);
+  la_ormqr_f64(v, m, r, tau, /*trans=*/1, c, k, nb, ws);
+  if (r == n) { /* R x = c[0:n], R upper n x n */
+    for (int64_t i = n - 1; i >= 0; i--) {
+      double *ci = c + i * k;
+      for (int64_t p = i + 1; p < n; p++) la_axpy_neg_f64(ci, R(i, p), c + p * k, k);
+      const double d = R(i, i);
+      for (int64_t j = 0; j < k; j++) ci[j] /= d;
+    }
+  } else { /* [R11 R12]^T = Q2 [L^T; 0]: x' = Q2 [L^-1 c[0:r]; 0] */
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < r; i++) t[j * r + i] = j < i ? 0 : R(i, j);
+    la_geqrf_f64(t, n, r, tau2, nb, ws);
+    for (int64_t i = 0; i < r; i++) { /* L = R2^T lower: forward substitution */
+      double *ci = c + i * k;
+      for (int64_t p = 0; p < i; p++) la_axpy_neg_f64(ci, t[p * r + i], c + p * k, k);
+      const double d = t[i * r + i];
+      for (int64_t j = 0; j < k; j++) ci[j] /= d;
+    }
+    memset(c + r * k, 0, (size_t)((n - r) * k) * sizeof(double));
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t j = i; j < r; j++) t[i * r + j] = j == i; /* explicit reflectors for ormqr */
+    la_ormqr_f64(t, n, r, tau2, /*trans=*/0, c, k, nb, ws);
+  }
+#undef R
+  /* Undo the column permutation: x[perm[i]] = x'[i]. */
+  for (int64_t i = 0; i < n; i++) memcpy(y + perm[i] * k, c + i * k, (size_t)k * sizeof(double));
+  memcpy(c, y, (size_t)(n * k) * sizeof(double));
+  return r;
 }
 
 /* Returns the effective rank; s gets the singular values. */
@@ -135,11 +201,12 @@ static void lstsq_range(int64_t begin, int64_t end, void *ctx) {
   const nrt_dtype dt = av->dtype;
   const int64_t ars = av->strides[av->ndim - 2], acs = av->strides[av->ndim - 1];
   const int64_t xrs = xv->strides[xv->ndim - 2], xcs = xv->strides[xv->ndim - 1];
-  double *a = buf, *c = a + m * n, *y = c + M * k, *rest = y + N * k;
+  double *a = buf, *c = a + m * n, *y = c + M * k, *rest = y + (job->driver == LSTSQ_GELSY ? n : N) * k;
   for (int64_t b = begin; b < end; b++) {
     const char *ap = la_batch_at(av, 2, b);
     char *xp = la_batch_at(xv, 2, b);
-    const int tr = job->driver == LSTSQ_GELS && m < n; /* gels factors A^T when wide */
+    /* gels factors A^T when wide; gelsy works on A column-major */
+    const int tr = (job->driver == LSTSQ_GELS && m < n) || job->driver == LSTSQ_GELSY;
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) a[tr ? j * m + i : i * n + j] = ld(ap, dt, i * ars + j * acs);
     for (int64_t i = 0; i < M; i++)
@@ -147,6 +214,9 @@ static void lstsq_range(int64_t begin, int64_t end, void *ctx) {
     int32_t info = 0;
     if (job->driver == LSTSQ_GELS) {
       info = gels_one(job, a, c, rest);
+    } else if (job->driver == LSTSQ_GELSY) {
+      const int64_t r = gelsy_one(job, a, c, y, rest);
+      if (job->rank) ((int64_t *)la_batch_at(job->rank, 0, b))[0] = r;
     } else {
       double *s = rest;
       const int64_t r = svd_solve_one(job, a, c, y, s, rest + N, order);
