@@ -198,10 +198,11 @@ void rt_fuse_codegen_request(const struct nrt_fuse_group *g, rt_gen_cell *cell) 
   j->next = NULL;
   atomic_fetch_add_explicit(&cell->refs, 1, memory_order_relaxed);
   pthread_mutex_lock(&lock);
-  if (!ensure_worker()) {
+  if (!ensure_worker()) { /* no thread: compile it now, unless exiting */
+    int exiting = stopping;
     pthread_mutex_unlock(&lock);
     free_job(j);
-    if (!stopping && (k = rt_fuse_codegen_get(g))) rt_gen_cell_set(cell, k);
+    if (!exiting && (k = rt_fuse_codegen_get(g))) rt_gen_cell_set(cell, k);
     return;
   }
   if (tail)
