@@ -264,8 +264,8 @@ def gpt_case(size, samples, block):
     for t in sides.values():
         for _ in range(2):
             t.step()
-    wait_for_kernels()
         sync(t.device)
+    wait_for_kernels()
     order = ["neuron compiled", "neuron eager", "CPU eager", "Inductor"]
     metrics.clear_all()
     results = rotating_blocks([(sides[k].step, sides[k].device == "neuron") for k in order], samples, block)
