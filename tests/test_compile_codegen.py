@@ -14,6 +14,15 @@ torch.compile(backend="neuron").
 - Failures fall back to the tape, counted: TORCHNEURON_CC=/bin/false, a
   compiler that does not exist, a cache directory another user owns (or a
   read-only one when not root).
+- The background compile (codegen_async.c): a group runs its tape until
+  its kernel is ready, then the kernel, with the same bits; a process that
+  exits while a compile runs stops the compiler and leaves no files; a
+  forked child finishes the parent's queue; TORCHNEURON_CODEGEN=sync
+  compiles with the graph.
+
+Kernels are compiled in the background, so the tests that assert runs of
+generated code call the compiled function once, wait for the kernels
+(torchneuron.compiler.wait_for_kernels) and call it again.
 
 Every test runs with TORCHNEURON_CACHE_DIR in a fresh temporary directory
 (nothing is written under ~/.cache).
@@ -79,9 +88,11 @@ def same_bits(a, b):
     assert torch.equal(a.view(torch.int32)[~nan], b.view(torch.int32)[~nan])
 
 
-def run_compiled(fn, *args, codegen=True, monkeypatch=None):
-    """fn compiled afresh (Dynamo and the plan caches reset), called once."""
-    from torchneuron.compiler import cache
+def run_compiled(fn, *args, codegen=True, monkeypatch=None, warm_args=None):
+    """fn compiled afresh (Dynamo and the plan caches reset); with codegen,
+    called once (on warm_args if given: a function that updates its
+    arguments), then again on args once its kernels are ready."""
+    from torchneuron.compiler import cache, wait_for_kernels
 
     torch._dynamo.reset()
     cache.clear_memory()
@@ -89,7 +100,12 @@ def run_compiled(fn, *args, codegen=True, monkeypatch=None):
         monkeypatch.setenv("TORCHNEURON_CODEGEN", "0")
     try:
         with torch.no_grad():
-            out = torch.compile(fn, backend="neuron")(*args)
+            compiled = torch.compile(fn, backend="neuron")
+            if codegen:
+                compiled(*(args if warm_args is None else warm_args))
+                torch.neuron.synchronize()
+                assert wait_for_kernels(timeout=240) == 0
+            out = compiled(*args)
         torch.neuron.synchronize()
     finally:
         if not codegen:
@@ -213,7 +229,7 @@ def test_in_place_update_of_an_argument(monkeypatch):
         want_out = update_in_place(want_x, y)
     runs = counter("fuse.codegen.runs")
     dx = x.to(DEV)
-    got = run_compiled(update_in_place, dx, y.to(DEV))
+    got = run_compiled(update_in_place, dx, y.to(DEV), warm_args=(x.to(DEV), y.to(DEV)))
     assert counter("fuse.codegen.runs") > runs
     torch.testing.assert_close(dx.cpu(), want_x, rtol=2e-5, atol=2e-5, equal_nan=True)
     torch.testing.assert_close(got.cpu(), want_out, rtol=2e-5, atol=2e-5, equal_nan=True)
@@ -229,6 +245,7 @@ CHILD = """
 import hashlib, torch, torchneuron
 import torch.nn.functional as F
 from torchneuron import metrics
+from torchneuron.compiler import wait_for_kernels
 def f(x, w):
     y = x * 1.5 + w
     y = torch.sigmoid(y) * y
@@ -237,11 +254,15 @@ g = torch.Generator().manual_seed(0)
 x = torch.randn(1024, 1000, generator=g).to("neuron")
 w = torch.randn(1000, generator=g).to("neuron")
 with torch.no_grad():
-    out = torch.compile(f, backend="neuron")(x, w).cpu()
+    compiled = torch.compile(f, backend="neuron")
+    first = compiled(x, w).cpu()  # on the tape while the kernels compile
+    assert wait_for_kernels(240) == 0
+    out = compiled(x, w).cpu()
     eager = f(x, w).cpu()
+assert torch.equal(first.view(torch.int32), out.view(torch.int32)), "tape and kernel differ"
 assert torch.equal(out.view(torch.int32), eager.view(torch.int32)), "differs from eager"
 print("digest", hashlib.sha256(out.numpy().tobytes()).hexdigest())
-for name in ("kernels", "cache_hits", "runs", "fallbacks"):
+for name in ("kernels", "cache_hits", "runs", "fallbacks", "background"):
     print(name, metrics.get_counter_value("fuse.codegen." + name))
 """
 
@@ -259,8 +280,10 @@ def test_disk_cache_across_processes_and_damaged_entries(fresh):
     entries = glob.glob(str(fresh / "kernels" / "*.so"))
     assert len(entries) == first["kernels"]
     assert (os.stat(fresh / "kernels").st_mode & 0o777) == 0o700
+    assert first["background"] == first["kernels"]
     second = child(env)
-    assert second["kernels"] == 0 and second["cache_hits"] == first["kernels"]
+    # Cache hits load while the graph compiles: nothing goes to the worker.
+    assert second["kernels"] == 0 and second["cache_hits"] == first["kernels"] and second["background"] == 0
     assert second["digest"] == first["digest"]
     for damage in ("garble", "truncate", "empty"):
         for path in entries:
@@ -312,6 +335,9 @@ def test_no_working_compiler_falls_back_to_the_tape(cc, monkeypatch, fresh):
     assert counter("fuse.codegen.fallbacks") >= 1
     assert counter("fuse.codegen.runs") == 0 and counter("fuse.codegen.kernels") == 0
     assert counter("fuse.register_loops") >= 1  # the tape ran
+    # /bin/false fails in the background worker; a missing compiler at once.
+    assert counter("fuse.codegen.background") == (1 if cc == "/bin/false" else 0)
+    assert counter("fuse.codegen.pending") == 0
     with torch.no_grad():
         same_bits(got, fn(x, y))
     assert not glob.glob(str(fresh / "kernels" / "*.so"))
@@ -335,3 +361,127 @@ def test_unusable_cache_directory_falls_back(monkeypatch, fresh):
         if os.geteuid() == 0:
             os.chown(kernels, 0, 0)
         kernels.chmod(0o700)
+
+
+# ---- the background compile --------------------------------------------------
+
+def compiler_script(path, body):
+    """An executable shell script standing for the C compiler (its own path,
+    so its kernels are keyed apart from every other test's)."""
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_tape_until_the_kernel_is_ready_then_the_kernel(monkeypatch, fresh, tmp_path):
+    from torchneuron.compiler import cache, wait_for_kernels
+
+    gate = tmp_path / "gate"
+    cc = compiler_script(tmp_path / "gated-cc", f'while [ ! -e "{gate}" ]; do sleep 0.05; done\nexec cc "$@"\n')
+    monkeypatch.setenv("TORCHNEURON_CC", cc)
+    fn = fallback_case(6)
+    x, y = rand(33, 410, seed=13).to(DEV), rand(33, 410, seed=14).to(DEV)
+    torch._dynamo.reset()
+    cache.clear_memory()
+    compiled = torch.compile(fn, backend="neuron")
+    with torch.no_grad():
+        before = compiled(x, y)
+        torch.neuron.synchronize()
+        # The compiler waits for the gate: the group ran its tape.
+        assert counter("fuse.codegen.pending") == 1 and counter("fuse.codegen.background") == 1
+        assert counter("fuse.codegen.runs") == 0 and counter("fuse.register_loops") >= 1
+        assert wait_for_kernels(timeout=0.05) == 1
+        gate.touch()
+        assert wait_for_kernels(timeout=240) == 0
+        assert counter("fuse.codegen.kernels") == 1 and counter("fuse.codegen.fallbacks") == 0
+        after = compiled(x, y)
+        torch.neuron.synchronize()
+        eager = fn(x, y)
+    assert counter("fuse.codegen.runs") >= 1
+    same_bits(before, after)
+    same_bits(after, eager)
+
+
+def test_sync_mode_compiles_with_the_graph(monkeypatch):
+    monkeypatch.setenv("TORCHNEURON_CODEGEN", "sync")
+    from torchneuron.compiler import cache
+
+    torch._dynamo.reset()
+    cache.clear_memory()
+    fn = fallback_case(7)
+    x, y = rand(20, 300, seed=15).to(DEV), rand(20, 300, seed=16).to(DEV)
+    with torch.no_grad():
+        got = torch.compile(fn, backend="neuron")(x, y)
+        torch.neuron.synchronize()
+        eager = fn(x, y)
+    assert counter("fuse.codegen.runs") >= 1 and counter("fuse.codegen.background") == 0
+    assert counter("fuse.codegen.pending") == 0
+    same_bits(got, eager)
+
+
+SLOW_CHILD = """
+import os, torch, torchneuron
+from torchneuron import metrics
+def f(x, y):
+    return torch.sigmoid(x * 1.25 + y) * 0.5 - y
+x = torch.randn(64, 300).to("neuron")
+y = torch.randn(64, 300).to("neuron")
+with torch.no_grad():
+    out = torch.compile(f, backend="neuron")(x, y)
+    torch.neuron.synchronize()
+    eager = f(x, y)
+assert torch.equal(out.cpu().view(torch.int32), eager.cpu().view(torch.int32))
+for _ in range(400):  # until the compiler runs
+    if os.path.exists(os.environ["PID_FILE"]):
+        break
+    import time; time.sleep(0.05)
+print("pending", metrics.get_counter_value("fuse.codegen.pending"))
+print("runs", metrics.get_counter_value("fuse.codegen.runs"))
+"""
+
+
+def test_exit_while_compiling_stops_the_compiler(fresh, tmp_path):
+    pid_file = tmp_path / "compiler.pid"
+    # A compiler that never finishes (its child, sleep, is in its process group).
+    cc = compiler_script(tmp_path / "slow-cc", f'echo $$ > "{pid_file}"\nsleep 600\n')
+    env = {"TORCHNEURON_CACHE_DIR": str(fresh), "TORCHNEURON_CC": cc, "PID_FILE": str(pid_file)}
+    result = run_python(SLOW_CHILD, env=env, timeout=120)  # a hang fails by the timeout
+    out = check_output(result)
+    assert "pending 1" in out and "runs 0" in out
+    assert "unavailable" not in result.stderr  # stopping it is not a failure to report
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    # Nothing left in the cache directory: no source, object or log.
+    assert os.listdir(fresh / "kernels") == []
+
+
+FORK_CHILD = """
+import os, sys, torch, torchneuron
+from torchneuron import metrics
+from torchneuron.compiler import wait_for_kernels
+def f(x, y):
+    return torch.sigmoid(x * 1.75 + y) * 0.25 - y
+x = torch.randn(16, 300).to("neuron")
+y = torch.randn(16, 300).to("neuron")
+with torch.no_grad():
+    torch.compile(f, backend="neuron")(x, y)
+    torch.neuron.synchronize()
+assert metrics.get_counter_value("fuse.codegen.pending") == 1
+pid = os.fork()
+if pid == 0:
+    # The parent's worker is not here: the child's own finishes the queue.
+    left = wait_for_kernels(240)
+    ok = left == 0 and metrics.get_counter_value("fuse.codegen.kernels") == 1
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+print("parent", wait_for_kernels(240), metrics.get_counter_value("fuse.codegen.kernels"))
+"""
+
+
+def test_fork_while_compiling(fresh, tmp_path):
+    cc = compiler_script(tmp_path / "slowish-cc", 'sleep 1\nexec cc "$@"\n')
+    env = {"TORCHNEURON_CACHE_DIR": str(fresh), "TORCHNEURON_CC": cc}
+    out = check_output(run_python(FORK_CHILD, env=env, timeout=240))
+    assert "child 0" in out and "parent 0 1" in out

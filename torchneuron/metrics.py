@@ -45,6 +45,12 @@ relaxed atomic adds where the event happens, so they are always on.
     groups left to the tape because their generated code could not be had
     (no compiler, a compile error, an unusable cache directory, a probe
     mismatch) or did not fit the run.
+``fuse.codegen.background``
+    generated kernels queued to the background compile worker (those
+    neither this process nor the disk cache had when their graph was
+    compiled; ``torchneuron.compiler.wait_for_kernels()`` waits for them).
+``fuse.codegen.pending``
+    not a total: the background compiles queued or running now.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

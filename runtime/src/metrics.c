@@ -3,6 +3,7 @@
  * orders nothing, it only has to add up. */
 #include <stdatomic.h>
 #include "internal.h"
+#include "fuse/codegen.h"
 
 static atomic_uint_fast64_t counters[NRT_METRIC_COUNT];
 
@@ -20,6 +21,8 @@ const char *nrt_metric_name(nrt_metric metric) {
 
 uint64_t nrt_metric_value(nrt_metric metric) {
   if ((unsigned)metric >= NRT_METRIC_COUNT) return 0;
+  /* Not a total: the background compiles queued or running now. */
+  if (metric == NRT_METRIC_FUSE_CODEGEN_PENDING) return (uint64_t)rt_fuse_codegen_pending();
   return atomic_load_explicit(&counters[metric], memory_order_relaxed);
 }
 

@@ -8,6 +8,8 @@
  * The cache is a temporary directory, removed at the end.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include "fuse/codegen.h"
 #include "fuse/fuse_group.h"
 #include "neuronrt/fuse.h"
+#include "neuronrt/graph.h"
 #include "neuronrt/metrics.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -500,6 +503,103 @@ static void test_failures_fall_back_to_the_tape(void) {
   remove_cache();
 }
 
+/* The background compile (codegen_async.c): a miss is queued and the cell
+ * stays empty until the worker publishes the kernel; a readers' thread
+ * polling the cell meanwhile sees NULL or the whole kernel (it runs it);
+ * a hit in this process or on disk fills the cell at once; a failing
+ * compiler leaves the cell empty, counted. */
+typedef struct reader {
+  rt_gen_cell *cell;
+  const struct nrt_fuse_group *g;
+  atomic_int stop;
+  int saw_null, saw_kernel, bad;
+} reader;
+
+static void *read_cell(void *arg) {
+  reader *r = arg;
+  float in[3][8], o[2][8];
+  for (int i = 0; i < 3; i++)
+    for (int e = 0; e < 8; e++) in[i][e] = (float)(e - 3) * 0.5f;
+  const float *ip[3] = {in[0], in[1], in[2]};
+  float *op[2] = {o[0], o[1]};
+  while (!atomic_load(&r->stop)) {
+    const rt_gen_kernel *k = rt_gen_cell_kernel(r->cell);
+    if (!k) {
+      r->saw_null = 1;
+      continue;
+    }
+    r->saw_kernel = 1;
+    if (rt_fuse_codegen_match(k, r->g) != k) r->bad = 1;
+    k->fn(8, ip, op); /* a half-made kernel would crash here */
+    break;
+  }
+  return NULL;
+}
+
+static void test_background_compile(void) {
+  fresh_cache();
+  desc d;
+  chain_group(&d);
+  struct nrt_fuse_group *g = build(&d, "chain");
+  rt_fuse_codegen_forget();
+  uint64_t queued = metric(NRT_METRIC_FUSE_CODEGEN_BACKGROUND), kernels = metric(NRT_METRIC_FUSE_CODEGEN_KERNELS);
+  rt_gen_cell *cell = rt_gen_cell_new();
+  CHECK(cell != NULL);
+  reader r = {.cell = cell, .g = g};
+  atomic_init(&r.stop, 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, read_cell, &r) == 0);
+  rt_fuse_codegen_request(g, cell);
+  CHECK(metric(NRT_METRIC_FUSE_CODEGEN_BACKGROUND) == queued + 1);
+  CHECK(nrt_program_wait_for_kernels(240) == 0);
+  CHECK(rt_fuse_codegen_pending() == 0 && metric(NRT_METRIC_FUSE_CODEGEN_PENDING) == 0);
+  const rt_gen_kernel *k = rt_gen_cell_kernel(cell);
+  CHECK(k != NULL);
+  CHECK(metric(NRT_METRIC_FUSE_CODEGEN_KERNELS) == kernels + 1);
+  atomic_store(&r.stop, 1);
+  pthread_join(t, NULL);
+  CHECK(!r.bad);
+  if (k) check_layouts(g, k, "background");
+  /* This process has it: set at once, nothing queued. */
+  rt_gen_cell *again = rt_gen_cell_new();
+  rt_fuse_codegen_request(g, again);
+  CHECK(rt_gen_cell_kernel(again) == k);
+  /* A new process's view: from the disk cache at once. */
+  rt_fuse_codegen_forget();
+  uint64_t hits = metric(NRT_METRIC_FUSE_CODEGEN_CACHE_HITS);
+  rt_gen_cell *disk = rt_gen_cell_new();
+  rt_fuse_codegen_request(g, disk);
+  CHECK(rt_gen_cell_kernel(disk) != NULL);
+  CHECK(metric(NRT_METRIC_FUSE_CODEGEN_CACHE_HITS) == hits + 1);
+  CHECK(metric(NRT_METRIC_FUSE_CODEGEN_BACKGROUND) == queued + 1);
+  /* The program may go first: its reference released while queued. */
+  rt_fuse_codegen_forget();
+  remove_cache();
+  fresh_cache();
+  rt_gen_cell *orphan = rt_gen_cell_new();
+  rt_fuse_codegen_request(g, orphan);
+  rt_gen_cell_release(orphan);
+  CHECK(nrt_program_wait_for_kernels(240) == 0);
+  /* A failing compiler: the cell stays empty, counted. */
+  rt_fuse_codegen_forget();
+  setenv("TORCHNEURON_CC", "/bin/false", 1);
+  uint64_t fallbacks = metric(NRT_METRIC_FUSE_CODEGEN_FALLBACKS);
+  rt_gen_cell *failing = rt_gen_cell_new();
+  rt_fuse_codegen_request(g, failing);
+  CHECK(nrt_program_wait_for_kernels(240) == 0);
+  CHECK(rt_gen_cell_kernel(failing) == NULL);
+  CHECK(metric(NRT_METRIC_FUSE_CODEGEN_FALLBACKS) == fallbacks + 1);
+  unsetenv("TORCHNEURON_CC");
+  /* The wait's timeout: nothing pending returns at once. */
+  CHECK(nrt_program_wait_for_kernels(0) == 0);
+  rt_gen_cell_release(cell);
+  rt_gen_cell_release(again);
+  rt_gen_cell_release(disk);
+  rt_gen_cell_release(failing);
+  free(g);
+  remove_cache();
+}
+
 int main(void) {
   unsetenv("TORCHNEURON_CC");
   unsetenv("TORCHNEURON_CODEGEN");
@@ -508,5 +608,6 @@ int main(void) {
   RUN(test_threads_through_the_vm);
   RUN(test_disk_cache_and_damaged_entries);
   RUN(test_failures_fall_back_to_the_tape);
+  RUN(test_background_compile);
   return CHECK_MAIN_RESULT();
 }

@@ -144,6 +144,12 @@ void register_graph_bindings(py::module_& m);
 void register_graph_bindings(py::module_& m) {
   using namespace torchneuron;
   m.def("_graph_program_compile", &program_compile);
+  // Waits for the background compiles of generated kernels (timeout in
+  // seconds, negative: no limit); the compiles still pending.
+  m.def("_graph_wait_for_kernels", [](double timeout) {
+    py::gil_scoped_release no_gil;
+    return nrt_program_wait_for_kernels(timeout);
+  });
   m.def("_graph_text", &graph_text);
   m.def("_graph_program_info", &program_info);
   m.def("_graph_program_plan_text", &program_plan_text, py::arg("handle"), py::arg("symbols") = py::none());

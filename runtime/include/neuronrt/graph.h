@@ -121,6 +121,14 @@ typedef struct nrt_program_options {
 
 nrt_status nrt_program_compile(nrt_graph_t graph, const nrt_program_options *options,
                                nrt_program_t *out);
+
+/* The generated kernels of compiled programs' fused groups are compiled
+ * in the background (TORCHNEURON_CODEGEN=sync: while the program is
+ * compiled); each group runs its tape until its kernel is ready, with the
+ * same results. Waits until no such compile is queued or running, or
+ * timeout_seconds have passed (negative: no limit); returns the compiles
+ * still pending. */
+int32_t nrt_program_wait_for_kernels(double timeout_seconds);
 void nrt_program_destroy(nrt_program_t program);
 
 typedef struct nrt_program_info {

@@ -36,7 +36,9 @@ extern "C" {
   X(FUSE_CODEGEN_KERNELS, "fuse.codegen.kernels")           \
   X(FUSE_CODEGEN_CACHE_HITS, "fuse.codegen.cache_hits")     \
   X(FUSE_CODEGEN_RUNS, "fuse.codegen.runs")                 \
-  X(FUSE_CODEGEN_FALLBACKS, "fuse.codegen.fallbacks")
+  X(FUSE_CODEGEN_FALLBACKS, "fuse.codegen.fallbacks")       \
+  X(FUSE_CODEGEN_BACKGROUND, "fuse.codegen.background")     \
+  X(FUSE_CODEGEN_PENDING, "fuse.codegen.pending")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

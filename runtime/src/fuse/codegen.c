@@ -17,6 +17,12 @@ int rt_fuse_codegen_enabled(void) {
   return !(v && !strcmp(v, "0"));
 }
 
+int rt_fuse_codegen_mode(void) {
+  const char *v = getenv("TORCHNEURON_CODEGEN");
+  if (v && !strcmp(v, "0")) return 0;
+  return v && !strcmp(v, "sync") ? 2 : 1;
+}
+
 void rt_fuse_tape_for(struct nrt_fuse_group *g, int32_t num_inputs, const nrt_dtype *input_dtypes,
                       int32_t num_registers, const nrt_dtype *registers, int32_t num_insts,
                       const nrt_fuse_inst *insts, int32_t num_outputs, const int32_t *output_registers) {
@@ -227,9 +233,11 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 static rt_gen_kernel *kernels; /* every kernel loaded, newest first */
 static atomic_int warned;
+static atomic_int quiet;
 
 /* Counts a fallback; the first is logged as a warning, later ones at debug. */
 static void fell_back(const char *name, const char *why) {
+  if (atomic_load(&quiet)) return;
   rt_metric_add(NRT_METRIC_FUSE_CODEGEN_FALLBACKS, 1);
   int first = atomic_exchange(&warned, 1) == 0;
   rt_log(first ? NRT_LOG_WARNING : NRT_LOG_DEBUG,
@@ -285,7 +293,8 @@ static int probe(const rt_gen_kernel *k, const struct nrt_fuse_group *g) {
   return 1;
 }
 
-const rt_gen_kernel *rt_fuse_codegen_get(const struct nrt_fuse_group *g) {
+static const rt_gen_kernel *get(const struct nrt_fuse_group *g, int may_compile, int *missed) {
+  *missed = 0;
   if (!g->tape.num_ops || !rt_fuse_codegen_enabled()) return NULL;
   const char *name = g->name[0] ? g->name : "a fused group";
   /* The symbol names the source it is in (hashed with a placeholder). */
@@ -324,10 +333,10 @@ const rt_gen_kernel *rt_fuse_codegen_get(const struct nrt_fuse_group *g) {
   char why[512] = "";
   int from_cache = 0;
   uint64_t key[2];
-  rt_gen_fn fn = rt_jit_load(source, sym, isa, key, &from_cache, why, sizeof why);
+  rt_gen_fn fn = rt_jit_load(source, sym, isa, key, &from_cache, may_compile, missed, why, sizeof why);
   free(source);
   if (!fn) {
-    fell_back(name, why);
+    if (!*missed) fell_back(name, why);
     return NULL;
   }
   k = calloc(1, sizeof *k);
@@ -354,6 +363,17 @@ const rt_gen_kernel *rt_fuse_codegen_get(const struct nrt_fuse_group *g) {
   pthread_mutex_unlock(&kernels_lock);
   return k;
 }
+
+const rt_gen_kernel *rt_fuse_codegen_get(const struct nrt_fuse_group *g) {
+  int missed;
+  return get(g, 1, &missed);
+}
+
+const rt_gen_kernel *rt_fuse_codegen_lookup(const struct nrt_fuse_group *g, int *missed) {
+  return get(g, 0, missed);
+}
+
+void rt_fuse_codegen_quiet(void) { atomic_store(&quiet, 1); }
 
 void rt_fuse_codegen_forget(void) {
   pthread_mutex_lock(&kernels_lock);

@@ -49,6 +49,49 @@ typedef struct rt_gen_kernel {
 struct nrt_fuse_group;
 struct rt_fuse_box;
 
+/* Where a compiled program's group finds its kernel (codegen_async.c):
+ * NULL until the kernel is compiled, loaded and probe-checked, then the
+ * kernel, published once with a release store and read with an acquire
+ * load, so a run sees the tape or a complete kernel, never a part of one.
+ * Reference counted: the program holds one reference, a queued
+ * background compile another, so either may go first. */
+typedef struct rt_gen_cell {
+  _Atomic(const struct rt_gen_kernel *) kernel;
+  _Atomic int refs;
+} rt_gen_cell;
+
+/* A new cell (one reference), or NULL when out of memory. */
+rt_gen_cell *rt_gen_cell_new(void);
+void rt_gen_cell_release(rt_gen_cell *c);
+/* The cell's kernel, or NULL (NULL cell: NULL). */
+const struct rt_gen_kernel *rt_gen_cell_kernel(const rt_gen_cell *c);
+void rt_gen_cell_set(rt_gen_cell *c, const struct rt_gen_kernel *k);
+
+/* TORCHNEURON_CODEGEN: 0 off, 1 in the background (default), 2 "sync"
+ * (compiled while the graph is compiled, as before). */
+int rt_fuse_codegen_mode(void);
+
+/* Fills cell with g's kernel: at once when this process has it or the
+ * disk cache does (cheap), else queues g's compile to the background
+ * worker (one low-priority thread), which sets the cell when the kernel
+ * is compiled, loaded and probe-checked; until then the group runs its
+ * tape. Failures degrade to the tape, counted, as rt_fuse_codegen_get. */
+void rt_fuse_codegen_request(const struct nrt_fuse_group *g, rt_gen_cell *cell);
+
+/* Waits until no background compile is queued or running, or timeout
+ * seconds (negative: no limit) have passed; the compiles still pending. */
+int32_t rt_fuse_codegen_wait(double timeout);
+/* Background compiles queued or running now. */
+int32_t rt_fuse_codegen_pending(void);
+
+/* codegen.c: g's kernel from this process's kernels or the disk cache
+ * only: NULL with *missed 1 when it would have to be compiled (NULL with
+ * *missed 0: no tape, off, or failed, counted). */
+const rt_gen_kernel *rt_fuse_codegen_lookup(const struct nrt_fuse_group *g, int *missed);
+/* codegen.c: fallbacks are neither counted nor logged from now on (the
+ * process is exiting and its compiles are being stopped). */
+void rt_fuse_codegen_quiet(void);
+
 /* Whether generated code is wanted (TORCHNEURON_CODEGEN is not "0"). */
 int rt_fuse_codegen_enabled(void);
 
@@ -85,9 +128,20 @@ void rt_fuse_codegen_run(const struct nrt_fuse_group *g, const struct rt_fuse_bo
 
 /* jit.c: compiles source (defining sym) with the C compiler, caches the
  * shared object on disk and loads it; the function, or NULL with the
- * reason in why. *from_cache: 1 if it came from the disk cache. */
+ * reason in why. *from_cache: 1 if it came from the disk cache. With
+ * may_compile 0 it only looks in the disk cache: NULL and *missed 1 when
+ * the kernel is not there (any other failure leaves *missed 0). */
 rt_gen_fn rt_jit_load(const char *source, const char *sym, int32_t isa, uint64_t key_out[2],
-                      int *from_cache, char *why, size_t why_len);
+                      int *from_cache, int may_compile, int *missed, char *why, size_t why_len);
+
+/* jit.c: the compilers the calling thread runs are the background
+ * worker's (a process group each, stopped by rt_jit_stop_compilers). */
+void rt_jit_track_thread(void);
+/* jit.c: stops the worker's running compiler (SIGTERM to its process
+ * group) and refuses to start others. */
+void rt_jit_stop_compilers(void);
+/* jit.c: in a forked child, forgets the parent's compiler. */
+void rt_jit_after_fork_child(void);
 
 /* jit.c: 128 bits of hash of bytes (two 64-bit hashes). */
 void rt_jit_hash(const void *data, size_t len, uint64_t h[2]);

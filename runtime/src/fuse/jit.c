@@ -35,6 +35,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 #include "cpu_isa.h"
 #include "fuse/codegen.h"
@@ -273,6 +275,31 @@ static int write_all(int fd, const void *data, size_t len) {
   return 1;
 }
 
+/* The compiler run by the background worker (codegen_async.c), so that
+ * process exit can stop it: its pid (which is also its process group, so
+ * the compiler's own children go with it), 0 when none runs. Set and
+ * cleared under child_lock, and cleared before the child is reaped, so a
+ * signal never reaches a reused pid. */
+static pthread_mutex_t child_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t child_pid;
+static int child_stop;                  /* under child_lock: no further compiler may run */
+static _Thread_local int tracked;       /* this thread's compilers are the worker's */
+
+void rt_jit_track_thread(void) { tracked = 1; }
+
+void rt_jit_stop_compilers(void) {
+  pthread_mutex_lock(&child_lock);
+  child_stop = 1;
+  /* SIGTERM lets the compiler driver remove its own temporary files. */
+  if (child_pid > 0) kill(-child_pid, SIGTERM);
+  pthread_mutex_unlock(&child_lock);
+}
+
+void rt_jit_after_fork_child(void) {
+  pthread_mutex_init(&child_lock, NULL);
+  child_pid = 0; /* the parent's compiler is not this process's child */
+}
+
 /* Runs the compiler; 1 on success, else 0 with its first message lines. */
 static int run_compiler(const char *cc, const char *const *flags, const char *src, const char *obj,
                         const char *log, char *why, size_t why_len) {
@@ -293,12 +320,35 @@ static int run_compiler(const char *cc, const char *const *flags, const char *sr
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (tracked) { /* a process group of its own, so that exit can stop it whole */
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  }
   pid_t pid;
-  int err = posix_spawnp(&pid, cc, &actions, NULL, (char *const *)argv, environ);
+  int err;
+  if (tracked) pthread_mutex_lock(&child_lock);
+  if (tracked && child_stop)
+    err = ECANCELED;
+  else
+    err = posix_spawnp(&pid, cc, &actions, &attr, (char *const *)argv, environ);
+  if (tracked) {
+    if (!err) child_pid = pid;
+    pthread_mutex_unlock(&child_lock);
+  }
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (err) {
     reason(why, why_len, "cannot run the compiler %s: %s", cc, strerror(err));
     return 0;
+  }
+  if (tracked) { /* wait without reaping, forget the pid, then reap */
+    siginfo_t info;
+    while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) continue;
+    pthread_mutex_lock(&child_lock);
+    child_pid = 0;
+    pthread_mutex_unlock(&child_lock);
   }
   int status = 0;
   pid_t w;
@@ -381,8 +431,9 @@ static int compile_entry(const char dir[PATH_MAX / 2], const char *final_path, c
 }
 
 rt_gen_fn rt_jit_load(const char *source, const char *sym, int32_t isa, uint64_t key_out[2], int *from_cache,
-                      char *why, size_t why_len) {
+                      int may_compile, int *missed, char *why, size_t why_len) {
   *from_cache = 0;
+  *missed = 0;
   const char *cc_env = getenv("TORCHNEURON_CC");
   int default_cc = !(cc_env && *cc_env);
   const char *cc = default_cc ? RT_CODEGEN_CC : cc_env;
@@ -450,6 +501,12 @@ rt_gen_fn rt_jit_load(const char *source, const char *sym, int32_t isa, uint64_t
       return NULL;
     }
     snprintf(path, sizeof path, "%.2000s/kernel.so", dir);
+  }
+  if (!handle && !may_compile) { /* only a look in the cache */
+    *missed = 1;
+    reason(why, why_len, "not in the cache");
+    if (!use_disk) rmdir(dir);
+    return NULL;
   }
   if (!handle) {
     if (compile_entry(dir, path, cc, flags, source, key, why, why_len)) {

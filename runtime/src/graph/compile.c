@@ -258,6 +258,7 @@ static rt_step *epilogue_host(const compiler *c, struct nrt_program *p, const gr
 static void free_step(rt_step *st) {
   if (st->fused) {
     free(st->fused->insts);
+    rt_gen_cell_release(st->fused->gen);
     rt_fuse_replays_destroy(st->fused->replays);
     free(st->fused);
   }
@@ -341,14 +342,17 @@ static nrt_status build_steps(compiler *c, struct nrt_program *p, int fuse) {
   return NRT_SUCCESS;
 }
 
-/* The generated code of each fused group's tape (fuse/codegen.h), made now
- * so that no launch waits for a compiler; the compilers of a program's
- * groups run side by side (one per core). A group without a tape, or whose
- * code cannot be had, runs as before. */
+/* The generated code of each fused group's tape (fuse/codegen.h). By
+ * default a kernel that is not in this process or the disk cache is
+ * compiled in the background (codegen_async.c) and the group runs its tape
+ * until it is ready; with TORCHNEURON_CODEGEN=sync the kernels are made
+ * now, the compilers of a program's groups side by side (one per core). A
+ * group without a tape, or whose code cannot be had, runs as before. */
 typedef struct codegen_work {
   const struct nrt_graph *g;
   rt_fused **groups;
   int32_t count;
+  int background;
   atomic_int next;
 } codegen_work;
 
@@ -374,20 +378,32 @@ static void *codegen_worker(void *arg) {
     rt_fuse_tape_for(tmp, f->num_inputs, dtypes, f->num_registers, f->registers, f->num_insts, f->insts,
                      f->num_outputs, f->output_registers);
     memcpy(tmp->name, f->name, sizeof tmp->name);
-    f->gen = rt_fuse_codegen_get(tmp);
+    if (!tmp->tape.num_ops) continue;
+    if (!(f->gen = rt_gen_cell_new())) continue;
+    if (w->background)
+      rt_fuse_codegen_request(tmp, f->gen);
+    else
+      rt_gen_cell_set(f->gen, rt_fuse_codegen_get(tmp));
   }
   free(tmp);
   return NULL;
 }
 
 static void generate_code(struct nrt_program *p) {
-  if (!rt_fuse_codegen_enabled()) return;
+  int mode = rt_fuse_codegen_mode();
+  if (!mode) return;
   int32_t n = collect_fused(p->steps, p->num_steps, NULL, 0);
   if (n == 0) return;
-  codegen_work w = {.g = p->graph, .groups = malloc((size_t)n * sizeof(rt_fused *)), .count = n};
+  codegen_work w = {.g = p->graph, .groups = malloc((size_t)n * sizeof(rt_fused *)), .count = n,
+                    .background = mode == 1};
   if (!w.groups) return;
   collect_fused(p->steps, p->num_steps, w.groups, 0);
   atomic_init(&w.next, 0);
+  if (w.background) { /* only cache look-ups here: no helpers */
+    codegen_worker(&w);
+    free(w.groups);
+    return;
+  }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int helpers = (int)(cores < 1 ? 0 : cores > 8 ? 7 : cores - 1);
   if (helpers > n - 1) helpers = n - 1;

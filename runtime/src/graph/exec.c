@@ -169,7 +169,7 @@ nrt_status rt_run_fill_group(const rt_fused *f, const nrt_fuse_group_desc *d, in
   if ((s = rt_fuse_group_init(fast, d))) return s;
   memcpy(fast->name, f->name, sizeof fast->name);
   fast->replays = f->replays;
-  fast->gen = rt_fuse_codegen_match(f->gen, fast);
+  fast->gen = rt_fuse_codegen_match(rt_gen_cell_kernel(f->gen), fast);
   *out = fast;
   return NRT_SUCCESS;
 }

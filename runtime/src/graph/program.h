@@ -29,9 +29,11 @@ typedef struct rt_fused {
   int32_t output_registers[NRT_FUSE_MAX_OUTPUTS];
   char name[NRT_HOST_TASK_NAME_MAX];
   struct rt_fuse_replays *replays; /* its captured loops, shared by its runs (may be NULL) */
-  /* Its tape's generated code (fuse/codegen.h), made when the program is
-   * compiled; NULL: the tape (or the kernels) run it. Not owned. */
-  const struct rt_gen_kernel *gen;
+  /* Where its tape's generated code (fuse/codegen.h) is published when
+   * ready (compiled in the background after the program is); NULL, or a
+   * cell with no kernel yet: the tape (or the kernels) run it. One
+   * reference owned. */
+  struct rt_gen_cell *gen;
 } rt_fused;
 
 typedef struct rt_step {
