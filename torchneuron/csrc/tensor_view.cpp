@@ -55,7 +55,11 @@ nrt_dtype to_storage_dtype(at::ScalarType type, const char* op) {
     case at::kUInt64: return NRT_UINT64;
     case at::kComplexFloat: return NRT_COMPLEX64;
     case at::kComplexDouble: return NRT_COMPLEX128;
-    default: return to_runtime_dtype(type, op);
+    default:
+      // a dtype no neuron tensor may hold (ComplexHalf, float8): there is
+      // nothing to fall back with (a copy of it cannot reach the host)
+      if (has_runtime_dtype(type)) return to_runtime_dtype(type, op);
+      TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": dtype ", type, " is not supported on the neuron device");
   }
 }
 
