@@ -3,11 +3,15 @@
  * exchange: a reduction then a swap across the "processes" (the same
  * numbers as one process running both programs), and a process whose
  * program ends without the call the other waits at: both fail with the
- * same deadlock error instead of hanging. */
+ * same deadlock error instead of hanging. Like a real transport whose peer
+ * exited, the exchange fails (NRT_ERROR_DISTRIBUTED) for a process waiting
+ * on one that has already returned, so a failure that stops a process
+ * before its exchange (out of memory) cannot hang the other. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "neuronrt/host_error.h"
 #include "neuronrt/nc_dist.h"
 
 enum { R = 8, C = 16, PROCS = 2 };
@@ -16,6 +20,7 @@ typedef struct shared {
   pthread_mutex_t lock;
   pthread_cond_t turn;
   int arrived;
+  int departed; /* processes whose run returned: a closed connection */
   long generation;
   void *slot[2][PROCS]; /* double-buffered by round parity */
   size_t bytes[2][PROCS];
@@ -44,7 +49,12 @@ static nrt_status gather(void *ctx, const void *send, size_t bytes, void **recv,
     sh->generation++;
     pthread_cond_broadcast(&sh->turn);
   } else {
-    while (sh->generation == gen) pthread_cond_wait(&sh->turn, &sh->lock);
+    while (sh->generation == gen && !sh->departed) pthread_cond_wait(&sh->turn, &sh->lock);
+    if (sh->generation == gen) { /* a peer left without this round */
+      sh->arrived--;
+      pthread_mutex_unlock(&sh->lock);
+      return nrt_host_error(NRT_ERROR_DISTRIBUTED, "a peer process left the group");
+    }
   }
   for (int q = 0; q < PROCS; q++) {
     recv[q] = malloc(sh->bytes[parity][q] ? sh->bytes[parity][q] : 1);
@@ -106,6 +116,10 @@ static void *run(void *arg) {
   nrt_nc_exchange ex = {.fn = gather, .ctx = &j->end, .process = j->end.me, .processes = PROCS};
   j->status = nrt_nc_programs_run_dist(&j->program, 1, hbm, &ex);
   snprintf(j->error, sizeof j->error, "%s", j->status ? nrt_last_error() : "");
+  pthread_mutex_lock(&j->end.sh->lock);
+  j->end.sh->departed++;
+  pthread_cond_broadcast(&j->end.sh->turn);
+  pthread_mutex_unlock(&j->end.sh->lock);
   return NULL;
 }
 
