@@ -153,3 +153,9 @@ def test_error_mode_refuses_instead_of_falling_back():
             wide().to(DEV).sum(-1)
     finally:
         torchneuron.set_fallback_mode(mode)
+
+
+def test_every_registration_is_guarded():
+    # A kernel the guard cannot wrap (a tensor taken by value, a lambda with
+    # captures) would raise at a limit instead of falling back: none today.
+    assert torchneuron._C._unguarded_registrations() == []

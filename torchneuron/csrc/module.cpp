@@ -16,6 +16,7 @@
 #include "generator.h"
 #include "op_tracking.h"
 #include "runtime_check.h"
+#include "runtime_limits.h"
 #include "neuronrt/adaptive_eager.h"
 #include "neuronrt/isa.h"
 
@@ -185,6 +186,7 @@ PYBIND11_MODULE(_C, m) {
         [](const std::string& mode) { tn::set_fallback_mode(tn::fallback_mode_named(mode)); });
   m.def("_get_fallback_mode", &tn::fallback_mode_name);
   m.def("_get_fallback_ops", &tn::fallback_ops);
+  m.def("_unguarded_registrations", &tn::limits_detail::unguarded_registrations);
   m.def("_get_executed_ops", &tn::executed_ops);
   m.def("_clear_op_tracking", &tn::clear_op_tracking);
   m.def("_stream_priority", [](c10::DeviceIndex d, int64_t id) {

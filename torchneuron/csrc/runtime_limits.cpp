@@ -25,6 +25,24 @@ LazyOp::LazyOp(const std::string& overload_name) {
   overload_ = dot == std::string::npos ? "" : overload_name.substr(dot + 1);
 }
 
+namespace {
+std::mutex unguarded_lock;
+std::vector<std::string>& unguarded() {
+  static std::vector<std::string> names;  // filled during static registration
+  return names;
+}
+}  // namespace
+
+void note_unguarded(const std::string& overload_name) {
+  std::lock_guard<std::mutex> hold(unguarded_lock);
+  unguarded().push_back(overload_name);
+}
+
+std::vector<std::string> unguarded_registrations() {
+  std::lock_guard<std::mutex> hold(unguarded_lock);
+  return unguarded();
+}
+
 const c10::OperatorHandle& LazyOp::get() {
   std::call_once(once_, [this] { op_ = c10::Dispatcher::singleton().findSchemaOrThrow(name_.c_str(), overload_.c_str()); });
   return *op_;

@@ -25,6 +25,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace torchneuron {
 
@@ -84,24 +85,42 @@ constexpr bool guardable_v = !(owns_tensors_v<Args> || ...) && !(std::is_rvalue_
                              !(std::is_same_v<std::decay_t<Args>, c10::DispatchKeySet> || ...) &&
                              c10::impl::can_box_all<Args...>::value;
 
+// native(), or fallback() when native() meets a runtime limit outside a
+// fallback (the one place that decides what counts as a limit). fallback
+// sets its own FallbackScope.
+template <class Ret, class Native, class Fallback>
+Ret native_unless_limit(Native&& native, Fallback&& fallback) {
+  try {
+    return native();
+  } catch (const DimsLimitError&) {
+    if (in_limit_fallback) throw;
+  } catch (const DtypeLimitError&) {
+    if (in_limit_fallback) throw;
+  }
+  return fallback();
+}
+
+// Registrations left unguarded (listed by torchneuron._C._unguarded_registrations
+// so that a test notices a new one): such a kernel that meets a limit raises.
+void note_unguarded(const std::string& overload_name);
+std::vector<std::string> unguarded_registrations();
+
 template <class Ret, class... Args>
 torch::CppFunction guard(const std::string& overload_name, Ret (*fn)(Args...)) {
   if constexpr (!guardable_v<Ret, Args...>) {
+    note_unguarded(overload_name);
     return torch::CppFunction(fn);
   } else {
     auto op = std::make_shared<LazyOp>(overload_name);
     return torch::CppFunction([fn, op](Args... args) -> Ret {
-      try {
-        return fn(args...);
-      } catch (const DimsLimitError&) {
-        if (in_limit_fallback) throw;
-      } catch (const DtypeLimitError&) {
-        if (in_limit_fallback) throw;
-      }
-      FallbackScope scope;
-      return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
-          c10::BoxedKernel::makeFromFunction<&fallback_kernel>(), op->get(),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), args...);
+      return native_unless_limit<Ret>([&]() -> Ret { return fn(args...); },
+                                      [&]() -> Ret {
+                                        FallbackScope scope;
+                                        return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
+                                            c10::BoxedKernel::makeFromFunction<&fallback_kernel>(),
+                                            op->get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                            args...);
+                                      });
     });
   }
 }
@@ -144,6 +163,7 @@ class GuardedLibrary {
     if constexpr (std::is_convertible_v<std::decay_t<F>, Pointer>) {
       return impl(name, static_cast<Pointer>(f));
     } else {
+      limits_detail::note_unguarded(std::string(name));
       lib_.impl(name, std::forward<F>(f));
       return *this;
     }

@@ -66,27 +66,24 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
   std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
   return torch::CppFunction([fn, name, overload](Args... args) -> Ret {
     using namespace storage_fallback_detail;
-    if (!(storage_arg(args) || ...)) {
-      if constexpr (limits_detail::guardable_v<Ret, Args...>) {
-        try {
-          return fn(args...);
-        } catch (const DimsLimitError&) {
-          if (limits_detail::in_limit_fallback) throw;
-        } catch (const DtypeLimitError&) {
-          if (limits_detail::in_limit_fallback) throw;
-        }
+    auto fallback = [&]() -> Ret {
+      torch::jit::Stack stack;
+      (stack.emplace_back(args), ...);
+      limits_detail::FallbackScope scope;
+      run_through_fallback(name.c_str(), overload.c_str(), &stack);
+      if constexpr (std::is_void_v<Ret>) {
+        return;
       } else {
-        return fn(std::forward<Args>(args)...);
+        std::vector<at::Tensor*> written;
+        (note_written<Args>(written, std::forward<Args>(args)), ...);
+        return result_from<Ret>(stack, written);
       }
-    }
-    torch::jit::Stack stack;
-    (stack.emplace_back(args), ...);
-    limits_detail::FallbackScope scope;
-    run_through_fallback(name.c_str(), overload.c_str(), &stack);
-    if constexpr (std::is_void_v<Ret>) return;
-    std::vector<at::Tensor*> written;
-    (note_written<Args>(written, std::forward<Args>(args)), ...);
-    if constexpr (!std::is_void_v<Ret>) return result_from<Ret>(stack, written);
+    };
+    if ((storage_arg(args) || ...)) return fallback();
+    if constexpr (limits_detail::guardable_v<Ret, Args...>)
+      return limits_detail::native_unless_limit<Ret>([&]() -> Ret { return fn(args...); }, fallback);
+    else
+      return fn(std::forward<Args>(args)...);
   });
 }
 
@@ -108,24 +105,18 @@ torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), 
       if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
       else return *written.at(0);
     }
-    if (!(storage_arg(args) || ...)) {
-      if constexpr (limits_detail::guardable_v<Ret, Args...>) {
-        try {
-          return fn(args...);
-        } catch (const DimsLimitError&) {
-          if (limits_detail::in_limit_fallback) throw;
-        } catch (const DtypeLimitError&) {
-          if (limits_detail::in_limit_fallback) throw;
-        }
-      } else {
-        return fn(std::forward<Args>(args)...);
-      }
-    }
-    torch::jit::Stack stack;
-    (stack.emplace_back(args), ...);
-    limits_detail::FallbackScope scope;
-    run_through_fallback(name.c_str(), overload.c_str(), &stack);
-    return result_from<Ret>(stack, written);
+    auto fallback = [&]() -> Ret {
+      torch::jit::Stack stack;
+      (stack.emplace_back(args), ...);
+      limits_detail::FallbackScope scope;
+      run_through_fallback(name.c_str(), overload.c_str(), &stack);
+      return result_from<Ret>(stack, written);
+    };
+    if ((storage_arg(args) || ...)) return fallback();
+    if constexpr (limits_detail::guardable_v<Ret, Args...>)
+      return limits_detail::native_unless_limit<Ret>([&]() -> Ret { return fn(args...); }, fallback);
+    else
+      return fn(std::forward<Args>(args)...);
   });
 }
 
