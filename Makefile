@@ -40,9 +40,10 @@ test-c: build
 
 # Two workers (-n), each taking whole files (--dist loadfile), so that a
 # file's module fixtures run once and tests that share fixed resources
-# (the multi-host test's network namespaces) stay in one process.
+# (the multi-host test's network namespaces) stay in one process. The
+# slowest tests are listed, to watch CI's time.
 test-py: build
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile --durations=15
 
 test: test-c test-py
 
