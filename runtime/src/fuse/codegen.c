@@ -102,6 +102,12 @@ static void put_source(text *t, const rt_tape_src *s, int writer) {
     put(t, "rt_vm_float(0x%08xu)", float_bits(s->imm)); /* every bit as the tape holds it */
 }
 
+/* The generated loops' block (the values that cross segments are arrays
+ * of it, 2 KiB each, in L1): on the 8-op chain on a Zen 4, 512 elements
+ * took 3.5% less time than 256 (the tape's block), 128 5% more and 1024
+ * 15% more. */
+#define GEN_BLOCK 512
+
 /* Whether expr calls a vmath.h function (a long inlined body). */
 static int is_heavy(const char *expr) {
   static const char *const heavy[] = {"RT_EXPR_F32_EXP",       "RT_EXPR_F32_LOG",  "RT_EXPR_F32_TANH",
@@ -255,9 +261,9 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
   const char *at = blocked ? "c0 + j" : "j";
   if (blocked) {
     for (int i = 0; i < tp->num_ops; i++)
-      if (crosses[i]) put(&t, "  float t%d[%d] __attribute__((aligned(64)));\n", i, RT_TAPE_BLOCK);
-    put(&t, "  for (int64_t c0 = 0; c0 < n; c0 += %d) {\n", RT_TAPE_BLOCK);
-    put(&t, "  const int64_t m = n - c0 < %d ? n - c0 : %d;\n", RT_TAPE_BLOCK, RT_TAPE_BLOCK);
+      if (crosses[i]) put(&t, "  float t%d[%d] __attribute__((aligned(64)));\n", i, GEN_BLOCK);
+    put(&t, "  for (int64_t c0 = 0; c0 < n; c0 += %d) {\n", GEN_BLOCK);
+    put(&t, "  const int64_t m = n - c0 < %d ? n - c0 : %d;\n", GEN_BLOCK, GEN_BLOCK);
   }
   for (int sg = 0; sg < segs; sg++)
     for (int tame = tame_op[sg] >= 0; tame >= 0; tame--) {
