@@ -419,7 +419,8 @@ def chain_cpu_case(rounds=15, calls=5):
         ran = codegen_counters()["runs"] > runs
     print(f"\n(d) 8-op chain on 2048x2048 float32, CPU ms per call ({rounds} rounds of {calls} calls; "
           f"neuron kernel threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default')}, "
-          f"PyTorch threads {torch.get_num_threads()}; generated = tape bitwise: {same}; generated code ran: {ran})\n")
+          f"PyTorch threads {torch.get_num_threads()}; neuron ISA level {torch.neuron.isa_levels()['active']}; "
+          f"generated = tape bitwise: {same}; generated code ran: {ran})\n")
     print("| side | best | median |")
     print("|---|---:|---:|")
     for k, v in res.items():

@@ -180,6 +180,36 @@ def test_every_tape_op_bitwise(name, monkeypatch):
     torch.testing.assert_close(got[1:].cpu(), cpu[1:], rtol=2e-5, atol=2e-5, equal_nan=True)
 
 
+def benchmark_chain(x):
+    """benchmarks/compile.py's 8-op chain, and a sigmoid of an input."""
+    y = torch.relu(x * 1.5 + 0.25)
+    y = torch.sigmoid(y * y - 0.5) * 3
+    return y.clamp(0, 2), torch.sigmoid(x).clamp(0.1, 0.9) + torch.relu(x)
+
+
+def test_tame_sigmoid_blocks_and_selects_bitwise(native_only):
+    """Blocks whose sigmoid inputs all have |x| <= 86 run the tame twin
+    (codegen.c), the others the general sigmoid; relu and clamp are emitted
+    as bit-mask selects: bitwise eager either way."""
+    x = rand(64, 530, seed=11)  # chain values within 86 but for the specials of row 0
+    flat = x.view(-1)
+    flat[3000] = 6.5  # the chain gives 99.5 in this block
+    flat[9000] = 90.0  # a sigmoid of an input beyond 86 (and the chain's)
+    flat[20000] = -87.0
+    flat[25000] = float("nan")
+    dx = x.to(DEV)
+    runs = counter("fuse.codegen.runs")
+    got = run_compiled(benchmark_chain, dx)
+    assert counter("fuse.codegen.runs") > runs
+    assert counter("fuse.codegen.fallbacks") == 0
+    with torch.no_grad():
+        eager = benchmark_chain(dx)
+        cpu = benchmark_chain(x)
+    for g, e, c in zip(got, eager, cpu):
+        same_bits(g, e)  # eager neuron is the tape's bits (the fusion contract)
+        torch.testing.assert_close(g.cpu(), c, rtol=2e-5, atol=2e-5, equal_nan=True)
+
+
 def pointwise(x, w, c):
     y = x * 1.5 + w
     y = torch.sigmoid(y) * y
