@@ -131,6 +131,8 @@ def test_scatters(dtype):
             _same(torch.scatter(b, 1, perm.to(DEV), value), torch.scatter(base, 1, perm, value))
             _close(torch.scatter(b, 0, sidx.to(DEV), src.to(DEV), reduce="add"), torch.scatter(base, 0, sidx, src, reduce="add"))
             _close(torch.scatter_add(b, 0, sidx.to(DEV), src.to(DEV)), torch.scatter_add(base, 0, sidx, src))
+            _same(torch.gather(b, 1, perm.int().to(DEV)), torch.gather(base, 1, perm.int()))  # int32 indices
+            _close(torch.scatter_add(b, 0, sidx.int().to(DEV), src.to(DEV)), torch.scatter_add(base, 0, sidx.int(), src))
             for reduce in ("sum", "mean"):
                 # mean: finite values only (the CPU divides by a complex count, which makes an
                 # infinite part's partner NaN; neuron divides each part: docs/conformance.md)

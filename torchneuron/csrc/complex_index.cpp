@@ -40,6 +40,10 @@ bool neuron_complex(const at::Tensor& t) {
 }
 
 bool on(const at::Tensor& t, const at::Tensor& self) { return t.defined() && t.device() == self.device(); }
+// gather's and scatter's index dtypes
+bool long_or_int(const at::Tensor& index) {
+  return index.scalar_type() == at::kLong || index.scalar_type() == at::kInt;
+}
 
 // An output (or in-place self) the real view can write.
 bool writable(const at::Tensor& out, const at::Tensor& self) {
@@ -100,7 +104,7 @@ Opt try_complex_index_select_out(const at::Tensor& self, int64_t dim, const at::
 }
 
 Opt try_complex_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
-  if (!neuron_complex(self) || !on(index, self) || index.scalar_type() != at::kLong ||
+  if (!neuron_complex(self) || !on(index, self) || !long_or_int(index) ||
       std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(self.dim(), 1))
     return std::nullopt;
   NEURON_TRACK_OP("aten::gather(complex)");
@@ -217,7 +221,7 @@ std::optional<at::Tensor> start_scatter(const at::Tensor& self, at::Tensor& out)
 }
 
 bool scatter_args(const at::Tensor& self, const at::Tensor& index, const at::Tensor* src) {
-  if (!neuron_complex(self) || !on(index, self) || index.scalar_type() != at::kLong) return false;
+  if (!neuron_complex(self) || !on(index, self) || !long_or_int(index)) return false;
   if (std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(self.dim(), 1)) return false;
   if (src && (!on(*src, self) || src->scalar_type() != self.scalar_type() ||
               std::max<int64_t>(src->dim(), 1) != std::max<int64_t>(self.dim(), 1)))
