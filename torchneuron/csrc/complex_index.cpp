@@ -40,6 +40,13 @@ bool neuron_complex(const at::Tensor& t) {
 }
 
 bool on(const at::Tensor& t, const at::Tensor& self) { return t.defined() && t.device() == self.device(); }
+// A complex64 element is 8 bytes: ops that only move elements move it as
+// an int64 of the same shape and strides (one element, not a pair of
+// floats, per index: several times faster than the real view).
+bool as_bits(const at::Tensor& t) { return t.scalar_type() == at::kComplexFloat; }
+at::Tensor bits_in(const at::Tensor& t) { return t.resolve_conj().resolve_neg().view(at::kLong); }
+at::Tensor from_bits(const at::Tensor& t) { return t.view(at::kComplexFloat); }
+
 // gather's and scatter's index dtypes
 bool long_or_int(const at::Tensor& index) {
   return index.scalar_type() == at::kLong || index.scalar_type() == at::kInt;
@@ -89,6 +96,7 @@ Opt try_complex_index_select(const at::Tensor& self, int64_t dim, const at::Tens
   if (self.dim() == 0 && index.numel() != 1) return std::nullopt;
   NEURON_TRACK_OP("aten::index_select(complex)");
   c10::DeviceGuard guard(self.device());
+  if (as_bits(self)) return from_bits(at::index_select(bits_in(self), dim, index));
   const int64_t d = wrap(dim, self);
   at::Tensor r = at::index_select(real_in(self), d, index);
   std::vector<int64_t> sizes = self.sizes().vec();
@@ -109,6 +117,7 @@ Opt try_complex_gather(const at::Tensor& self, int64_t dim, const at::Tensor& in
     return std::nullopt;
   NEURON_TRACK_OP("aten::gather(complex)");
   c10::DeviceGuard guard(self.device());
+  if (as_bits(self)) return from_bits(at::gather(bits_in(self), dim, index, sparse_grad));
   at::Tensor r = at::gather(real_in(self), wrap(dim, self), pair_index(index), sparse_grad);
   return to_complex(r, index.sizes());
 }
@@ -126,6 +135,7 @@ Opt try_complex_take(const at::Tensor& self, const at::Tensor& index) {
   if (self.numel() == 0 && index.numel() > 0) return std::nullopt;  // the CPU's error
   NEURON_TRACK_OP("aten::take(complex)");
   c10::DeviceGuard guard(self.device());
+  if (as_bits(self)) return from_bits(at::take(bits_in(self), index));
   // element i of the flat complex tensor is elements 2i, 2i+1 of the flat
   // real one; a negative i counts from the end, and so do 2i and 2i+1
   const at::Tensor parts = at::arange(2, index.options());
@@ -147,6 +157,7 @@ Opt try_complex_index(const at::Tensor& self, const c10::List<std::optional<at::
     if (i.has_value() && i->defined() && i->device() != self.device() && !i->device().is_cpu()) return std::nullopt;
   NEURON_TRACK_OP("aten::index.Tensor(complex)");
   c10::DeviceGuard guard(self.device());
+  if (as_bits(self)) return from_bits(at::index(bits_in(self), indices));
   // the pair dim is last and never indexed: it stays last in the result
   at::Tensor r = at::index(at::view_as_real(self.resolve_conj().resolve_neg()), indices);
   return at::view_as_complex(r.contiguous());
@@ -166,6 +177,7 @@ Opt try_complex_flip(const at::Tensor& self, at::IntArrayRef dims) {
   c10::DeviceGuard guard(self.device());
   at::dim_list_to_bitset(dims, self.dim());  // the CPU's checks: range, repeats
   if (self.dim() == 0) return self.resolve_conj().resolve_neg().clone();
+  if (as_bits(self)) return from_bits(at::flip(bits_in(self), dims));
   std::vector<int64_t> wrapped;
   for (int64_t d : dims) wrapped.push_back(at::maybe_wrap_dim(d, self.dim()));
   return to_complex(at::flip(real_in(self), wrapped), self.sizes());
@@ -238,7 +250,11 @@ Opt try_complex_scatter_src_out(const at::Tensor& self, int64_t dim, const at::T
   std::optional<at::Tensor> view = start_scatter(self, out);
   if (!view) return std::nullopt;
   NEURON_TRACK_OP("aten::scatter.src_out(complex)");
-  if (index.numel() > 0) view->scatter_(wrap(dim, self), pair_index(index), real_in(src));
+  if (index.numel() == 0) return out;
+  if (as_bits(self))
+    out.view(at::kLong).scatter_(dim, index, bits_in(src));
+  else
+    view->scatter_(wrap(dim, self), pair_index(index), real_in(src));
   return out;
 }
 
@@ -340,7 +356,11 @@ Opt try_complex_index_copy_out(const at::Tensor& self, int64_t dim, const at::Te
   std::optional<at::Tensor> view = start_scatter(self, out);
   if (!view) return std::nullopt;
   NEURON_TRACK_OP("aten::index_copy.out(complex)");
-  if (index.numel() > 0) view->index_copy_(wrap(dim, self), index, real_in(source));
+  if (index.numel() == 0) return out;
+  if (as_bits(self))
+    out.view(at::kLong).index_copy_(dim, index, bits_in(source));
+  else
+    view->index_copy_(wrap(dim, self), index, real_in(source));
   return out;
 }
 
@@ -402,6 +422,11 @@ Opt try_complex_index_put_(at::Tensor& self, const c10::List<std::optional<at::T
   NEURON_TRACK_OP("aten::_index_put_impl_(complex)");
   c10::DeviceGuard guard(self.device());
   const at::Tensor v = host_scalar ? values.to(self.device()) : values;
+  if (as_bits(self) && !accumulate) {
+    at::Tensor bits = self.view(at::kLong);
+    at::_index_put_impl_(bits, indices, bits_in(v), false, unsafe);
+    return self;
+  }
   at::Tensor view = at::view_as_real(self);
   at::_index_put_impl_(view, indices, at::view_as_real(v.resolve_conj().resolve_neg()), accumulate, unsafe);
   return self;
