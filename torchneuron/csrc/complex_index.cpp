@@ -310,7 +310,12 @@ Opt try_complex_scatter_add_out(const at::Tensor& self, int64_t dim, const at::T
   std::optional<at::Tensor> view = start_scatter(self, out);
   if (!view) return std::nullopt;
   NEURON_TRACK_OP("aten::scatter_add.out(complex)");
-  if (index.numel() > 0) view->scatter_add_(wrap(dim, self), pair_index(index), real_in(src));
+  if (index.numel() == 0) return out;
+  // plane by plane: two real scatters with the index as it is (the pair
+  // dim in the index costs the kernel more than a second launch)
+  const int64_t d = wrap(dim, self);
+  const at::Tensor i = index.dim() == 0 ? index.reshape({1}) : index, parts = real_in(src);
+  for (int64_t part = 0; part < 2; part++) view->select(-1, part).scatter_add_(d, i, parts.select(-1, part));
   return out;
 }
 
