@@ -47,6 +47,22 @@ bool as_bits(const at::Tensor& t) { return t.scalar_type() == at::kComplexFloat;
 at::Tensor bits_in(const at::Tensor& t) { return t.resolve_conj().resolve_neg().view(at::kLong); }
 at::Tensor from_bits(const at::Tensor& t) { return t.view(at::kComplexFloat); }
 
+// complex128 (no integer that wide) into a new tensor of `sizes` plane by
+// plane: f(out plane, self plane) for the real and the imaginary part. The
+// planes keep self's shape, so f takes the op's own dims and index; two
+// launches cost the runtime's index kernels less than a pair dim does.
+template <class F>
+at::Tensor by_planes(at::IntArrayRef sizes, const at::Tensor& self, F f) {
+  at::Tensor out = at::empty(sizes, self.options());
+  const at::Tensor src = at::view_as_real(self.resolve_conj().resolve_neg());
+  const at::Tensor dst = at::view_as_real(out);
+  for (int64_t part = 0; part < 2; part++) {
+    at::Tensor o = dst.select(-1, part);
+    f(o, src.select(-1, part));
+  }
+  return out;
+}
+
 // gather's and scatter's index dtypes
 bool long_or_int(const at::Tensor& index) {
   return index.scalar_type() == at::kLong || index.scalar_type() == at::kInt;
@@ -97,11 +113,9 @@ Opt try_complex_index_select(const at::Tensor& self, int64_t dim, const at::Tens
   NEURON_TRACK_OP("aten::index_select(complex)");
   c10::DeviceGuard guard(self.device());
   if (as_bits(self)) return from_bits(at::index_select(bits_in(self), dim, index));
-  const int64_t d = wrap(dim, self);
-  at::Tensor r = at::index_select(real_in(self), d, index);
   std::vector<int64_t> sizes = self.sizes().vec();
-  if (self.dim() > 0) sizes[d] = index.numel();
-  return to_complex(r, sizes);
+  if (self.dim() > 0) sizes[wrap(dim, self)] = index.numel();
+  return by_planes(sizes, self, [&](at::Tensor& o, const at::Tensor& s) { at::index_select_out(o, s, dim, index); });
 }
 
 Opt try_complex_index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
@@ -118,8 +132,8 @@ Opt try_complex_gather(const at::Tensor& self, int64_t dim, const at::Tensor& in
   NEURON_TRACK_OP("aten::gather(complex)");
   c10::DeviceGuard guard(self.device());
   if (as_bits(self)) return from_bits(at::gather(bits_in(self), dim, index, sparse_grad));
-  at::Tensor r = at::gather(real_in(self), wrap(dim, self), pair_index(index), sparse_grad);
-  return to_complex(r, index.sizes());
+  return by_planes(index.sizes(), self,
+                   [&](at::Tensor& o, const at::Tensor& s) { at::gather_out(o, s, dim, index, sparse_grad); });
 }
 
 Opt try_complex_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
