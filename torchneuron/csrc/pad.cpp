@@ -82,8 +82,11 @@ at::Tensor empty_planes(const at::Tensor& like, at::IntArrayRef sizes, int dims)
   shape.insert(shape.end() - dims, 2);
   return at::empty(shape, like.options().dtype(c10::toRealValueType(like.scalar_type())));
 }
+// Each part's plane copied on its own: one copy with the pair innermost
+// reads the source a whole plane apart per element (several times slower).
 void store_planes(at::Tensor& out, const at::Tensor& planes, int dims) {
-  at::view_as_real(out).copy_(planes.movedim(out.dim() - dims, -1));
+  const at::Tensor dst = at::view_as_real(out);
+  for (int64_t part = 0; part < 2; part++) dst.select(-1, part).copy_(planes.select(out.dim() - dims, part));
 }
 
 at::Tensor& pad_out(const char* name, PadMode mode, int dims, const at::Tensor& self, at::IntArrayRef padding,
