@@ -202,6 +202,10 @@ Opt try_complex_triangle(bool upper, const at::Tensor& self, int64_t diagonal) {
   if (!neuron_complex(self) || self.dim() < 2) return std::nullopt;
   NEURON_TRACK_OP(upper ? "aten::triu(complex)" : "aten::tril(complex)");
   c10::DeviceGuard guard(self.device());
+  if (as_bits(self)) {
+    const at::Tensor bits = bits_in(self);
+    return from_bits(upper ? at::triu(bits, diagonal) : at::tril(bits, diagonal));
+  }
   at::Tensor out = at::empty(self.sizes(), self.options());
   at::Tensor dst = at::view_as_real(out).movedim(-1, 0);
   const at::Tensor src = real_in(self).movedim(-1, 0);
@@ -223,7 +227,7 @@ Opt try_complex_triangle_(bool upper, at::Tensor& self, int64_t diagonal) {
   if (!neuron_complex(self) || self.dim() < 2 || !writable(self, self)) return std::nullopt;
   NEURON_TRACK_OP(upper ? "aten::triu_(complex)" : "aten::tril_(complex)");
   c10::DeviceGuard guard(self.device());
-  at::Tensor view = at::view_as_real(self).movedim(-1, 0);
+  at::Tensor view = as_bits(self) ? self.view(at::kLong) : at::view_as_real(self).movedim(-1, 0);
   if (upper)
     view.triu_(diagonal);
   else
