@@ -12,6 +12,12 @@
 // part. Every step is a native neuron op; the results of movement are the
 // CPU's bit for bit.
 //
+// The pair as a dim costs the runtime's index kernels per element, so two
+// other layouts take over where they are faster: a complex64 element (8
+// bytes) moves as an int64 of the same shape and strides (as_bits), and
+// complex128 index_select/gather and every scatter_add run plane by plane,
+// two real launches with the op's own index (by_planes).
+//
 // Each try_* returns nothing, leaving the call to the registration's usual
 // path (the counted CPU fallback for a complex tensor, which computes or
 // raises the CPU's own error), for anything off the plain path: an argument
