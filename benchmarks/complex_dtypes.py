@@ -2,9 +2,10 @@
 PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
 and the complex mul / polar / sum / div / exp / log / sqrt / trigonometric
 functions composed from native real kernels, and the inverse functions, pow,
-prod, cumsum and cumprod on the planes.
+prod, cumsum and cumprod on the planes, and the indexing and padding ops on
+the real view (index_select, gather, index_put, scatter_add, pad, tril).
 
-    .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7]
+    .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7] [--only index,pad]
 
 Neuron and CPU runs alternate (timing.interleaved); each line prints the
 medians and the ratio CPU time / neuron time (above 1.0: neuron faster).
@@ -66,16 +67,35 @@ def cases():
     yield "cumsum complex64 [1024,1024] dim=1", (quarter.view(1024, 1024),), lambda x: x.cumsum(1)
     yield "cumprod complex64 [1024,1024] dim=1", (quarter.view(1024, 1024) * 0.1 + 1,), \
         lambda x: x.cumprod(1)
+    # indexing and padding on the real view (complex_index.cpp, pad.cpp)
+    rows = torch.randint(0, 2048, (1024,), generator=g)
+    yield "index_select complex64 2048^2 1024 rows", (square, rows), lambda x, i: x.index_select(0, i)
+    yield "index_select complex128 2048^2 1024 cols", (c128.view(2048, 2048), rows), \
+        lambda x, i: x.index_select(1, i)
+    gidx = torch.randint(0, 2048, (2048, 512), generator=g)
+    yield "gather complex64 2048^2 [2048,512] dim=1", (square, gidx), lambda x, i: x.gather(1, i)
+    yield "index_put_ accumulate complex64 2048^2 1024 rows", (square, rows, c64[: 1024 * 2048].view(1024, 2048)), \
+        lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True)
+    yield "scatter_add complex64 2048^2 dim=1", (square, gidx, c64[: 2048 * 512].view(2048, 512)), \
+        lambda x, i, v: x.scatter_add(1, i, v)
+    images = c64[: 16 * 256 * 256].view(16, 256, 256)
+    yield "reflection pad complex64 [16,256,256] 2-d by 3", (images,), \
+        lambda x: torch.nn.functional.pad(x, (3, 3, 3, 3), mode="reflect")
+    yield "tril complex64 2048^2", (square,), torch.tril
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--only", default="", help="comma-separated substrings: run the matching rows only")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{'op':38s} {'cpu ms':>9s} {'neuron ms':>10s} {'ratio':>7s}")
+    only = [s for s in args.only.split(",") if s]
     for name, inputs, fn in cases():
+        if only and not any(s in name for s in only):
+            continue
         if inputs == (None,):
             cpu_args, dev_args = ("cpu",), ("neuron",)
         else:

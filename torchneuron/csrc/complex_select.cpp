@@ -78,7 +78,11 @@ bool try_masked_fill(torch::jit::Stack* stack, bool inplace) {
     return false;
   const c10::Device device = self.device();
   if (!on_device(mask, device) || mask.scalar_type() != at::kBool) return false;
-  if (at::infer_size(self.sizes(), mask.sizes()) != self.sizes().vec()) return false;  // the CPU's error
+  // the functional form broadcasts self with the mask; in place, a larger
+  // mask is the CPU's error
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+  const bool same_shape = shape == self.sizes().vec();
+  if (inplace && !same_shape) return false;
   c10::DeviceGuard guard(device);
   // the value's two parts, as numbers or as 0-d neuron tensors
   std::optional<c10::Scalar> re_number, im_number;
@@ -102,7 +106,9 @@ bool try_masked_fill(torch::jit::Stack* stack, bool inplace) {
     NEURON_TRACK_OP("aten::masked_fill_(complex)");
   else
     NEURON_TRACK_OP("aten::masked_fill(complex)");
-  at::Tensor result = inplace ? self : self.clone(at::MemoryFormat::Preserve);
+  at::Tensor result = inplace       ? self
+                      : same_shape ? self.clone(at::MemoryFormat::Preserve)
+                                   : self.expand(shape).contiguous();
   at::Tensor re = complex_plane(result, 0), im = complex_plane(result, 1);
   if (re_number) {
     re.masked_fill_(mask, *re_number);

@@ -34,6 +34,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "complex_index.h"
 #include "fallback.h"
 #include "index_error.h"
 #include "index_launch.h"
@@ -688,26 +689,30 @@ at::Tensor searchsorted_scalar(const at::Tensor& sorted, const at::Scalar& self,
 }  // namespace
 
 NEURON_LIBRARY_IMPL(aten, m) {
-  m.impl("index_select", index_select);
-  m.impl("index_select.out", index_select_out);
-  m.impl("gather", gather);
-  m.impl("gather.out", gather_out);
-  m.impl("scatter.src_out", scatter_src_out);
-  m.impl("scatter.value_out", scatter_value_out);
-  m.impl("scatter.reduce_out", scatter_reduce_out);
-  m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
-  m.impl("scatter_add.out", scatter_add_out);
-  m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
-  m.impl("index_add.out", index_add_out);
-  m.impl("index_copy.out", index_copy_out);
-  m.impl("index_fill_.int_Scalar", index_fill_scalar_);
-  m.impl("index_fill_.int_Tensor", index_fill_tensor_);
-  m.impl("take", take);
-  m.impl("take.out", take_out);
-  m.impl("put_", put_);
-  m.impl("index.Tensor", index);
-  m.impl("index.Tensor_out", index_out);
-  m.impl("_index_put_impl_", index_put_impl_);
+  m.impl("index_select", complex_path_first("index_select", index_select, try_complex_index_select));
+  m.impl("index_select.out", complex_path_first("index_select.out", index_select_out, try_complex_index_select_out));
+  m.impl("gather", complex_path_first("gather", gather, try_complex_gather));
+  m.impl("gather.out", complex_path_first("gather.out", gather_out, try_complex_gather_out));
+  m.impl("scatter.src_out", complex_path_first("scatter.src_out", scatter_src_out, try_complex_scatter_src_out));
+  m.impl("scatter.value_out", complex_path_first("scatter.value_out", scatter_value_out, try_complex_scatter_value_out));
+  m.impl("scatter.reduce_out", complex_path_first("scatter.reduce_out", scatter_reduce_out, try_complex_scatter_reduce_out));
+  m.impl("scatter.value_reduce_out",
+         complex_path_first("scatter.value_reduce_out", scatter_value_reduce_out, try_complex_scatter_value_reduce_out));
+  m.impl("scatter_add.out", complex_path_first("scatter_add.out", scatter_add_out, try_complex_scatter_add_out));
+  m.impl("scatter_reduce.two_out",
+         complex_path_first("scatter_reduce.two_out", scatter_reduce_two_out, try_complex_scatter_reduce_two_out));
+  m.impl("index_add.out", complex_path_first("index_add.out", index_add_out, try_complex_index_add_out));
+  m.impl("index_copy.out", complex_path_first("index_copy.out", index_copy_out, try_complex_index_copy_out));
+  m.impl("index_fill_.int_Scalar",
+         complex_path_first("index_fill_.int_Scalar", index_fill_scalar_, try_complex_index_fill_scalar_));
+  m.impl("index_fill_.int_Tensor",
+         complex_path_first("index_fill_.int_Tensor", index_fill_tensor_, try_complex_index_fill_tensor_));
+  m.impl("take", complex_path_first("take", take, try_complex_take));
+  m.impl("take.out", complex_path_first("take.out", take_out, try_complex_take_out));
+  m.impl("put_", complex_path_first("put_", put_, try_complex_put_));
+  m.impl("index.Tensor", complex_path_first("index.Tensor", index, try_complex_index));
+  m.impl("index.Tensor_out", complex_path_first("index.Tensor_out", index_out, try_complex_index_out));
+  m.impl("_index_put_impl_", complex_path_first("_index_put_impl_", index_put_impl_, try_complex_index_put_));
   m.impl("embedding_dense_backward", embedding_dense_backward);
   m.impl("searchsorted.Tensor", searchsorted);
   m.impl("searchsorted.Tensor_out", searchsorted_out);

@@ -71,6 +71,24 @@ void launch_pad(nrt_op_code code, PadMode mode, const PadGeometry& g, const at::
              int_scalar(g.begin[2])});
 }
 
+// A complex tensor is padded as its real view (view_as_real) with the
+// (re, im) pair moved just before the padded dims, where it folds into the
+// planes: `rank - dims` is that place, in the complex tensor's dims.
+at::Tensor complex_planes(const at::Tensor& t, int dims) {
+  return at::view_as_real(t.resolve_conj().resolve_neg()).movedim(-1, t.dim() - dims).contiguous();
+}
+at::Tensor empty_planes(const at::Tensor& like, at::IntArrayRef sizes, int dims) {
+  std::vector<int64_t> shape = sizes.vec();
+  shape.insert(shape.end() - dims, 2);
+  return at::empty(shape, like.options().dtype(c10::toRealValueType(like.scalar_type())));
+}
+// Each part's plane copied on its own: one copy with the pair innermost
+// reads the source a whole plane apart per element (several times slower).
+void store_planes(at::Tensor& out, const at::Tensor& planes, int dims) {
+  const at::Tensor dst = at::view_as_real(out);
+  for (int64_t part = 0; part < 2; part++) dst.select(-1, part).copy_(planes.select(out.dim() - dims, part));
+}
+
 at::Tensor& pad_out(const char* name, PadMode mode, int dims, const at::Tensor& self, at::IntArrayRef padding,
                     at::Tensor& out) {
   PadGeometry g = pad_geometry(name, self, padding, dims, mode);
@@ -79,6 +97,13 @@ at::Tensor& pad_out(const char* name, PadMode mode, int dims, const at::Tensor& 
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(out, g.out_shape);
   if (out.numel() == 0) return out;
+  if (self.is_complex() && self.scalar_type() != at::kComplexHalf && !out.is_conj() && !out.is_neg()) {
+    at::Tensor x = complex_planes(self, dims), y = empty_planes(self, g.out_shape, dims);
+    g.planes *= 2;
+    launch_pad(NRT_OP_PAD, mode, g, y, x, name, true);
+    store_planes(out, y, dims);
+    return out;
+  }
   at::Tensor x = self.contiguous();
   at::Tensor y = out.is_contiguous() ? out : at::empty(g.out_shape, self.options());
   launch_pad(NRT_OP_PAD, mode, g, y, x, name, true);
@@ -91,11 +116,21 @@ at::Tensor& pad_backward_out(const char* name, PadMode mode, int dims, const at:
   PadGeometry g = pad_geometry(name, self, padding, dims, mode);
   TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(g.out_shape), name, ": expected grad_output of shape ",
               at::IntArrayRef(g.out_shape), ", got ", grad_output.sizes());
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(grad_output.scalar_type()), "\"", name,
+  const bool complex = grad_output.is_complex() && grad_output.scalar_type() != at::kComplexHalf &&
+                       grad_input.scalar_type() == grad_output.scalar_type() && !grad_input.is_conj() &&
+                       !grad_input.is_neg();
+  TORCH_CHECK_NOT_IMPLEMENTED(complex || at::isFloatingType(grad_output.scalar_type()), "\"", name,
                               "\" not implemented for '", grad_output.scalar_type(), "'");
   c10::DeviceGuard guard(self.device());
   at::native::resize_output(grad_input, self.sizes());
   if (grad_input.numel() == 0) return grad_input;
+  if (complex) {
+    at::Tensor gy = complex_planes(grad_output, dims), gx = empty_planes(grad_output, self.sizes(), dims);
+    g.planes *= 2;
+    launch_pad(NRT_OP_PAD_BACKWARD, mode, g, gx, gy, name, false);
+    store_planes(grad_input, gx, dims);
+    return grad_input;
+  }
   at::Tensor gy = grad_output.contiguous();
   at::Tensor gx = grad_input.is_contiguous() ? grad_input : at::empty(self.sizes(), grad_input.options());
   launch_pad(NRT_OP_PAD_BACKWARD, mode, g, gx, gy, name, false);

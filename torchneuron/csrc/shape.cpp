@@ -21,6 +21,7 @@
 #include <map>
 #include <vector>
 
+#include "complex_index.h"
 #include "op_tracking.h"
 #include "shape_common.h"
 #include "runtime_limits.h"
@@ -362,14 +363,25 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
 NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
-  m.impl("flip", flip);
+  m.impl("flip", complex_path_first("flip", flip, try_complex_flip));
   m.impl("roll", roll_dims);
-  m.impl("tril", triangle<at::meta::structured_tril, NRT_OP_TRIL>);
-  m.impl("tril_", triangle_<at::meta::structured_tril, NRT_OP_TRIL>);
-  m.impl("tril.out", triangle_out<at::meta::structured_tril, NRT_OP_TRIL>);
-  m.impl("triu", triangle<at::meta::structured_triu, NRT_OP_TRIU>);
-  m.impl("triu_", triangle_<at::meta::structured_triu, NRT_OP_TRIU>);
-  m.impl("triu.out", triangle_out<at::meta::structured_triu, NRT_OP_TRIU>);
+  // complex tensors: the pair dim moved in front of the matrices (complex_index.cpp)
+  m.impl("tril", complex_path_first("tril", triangle<at::meta::structured_tril, NRT_OP_TRIL>,
+                                    [](const at::Tensor& s, int64_t k) { return try_complex_triangle(false, s, k); }));
+  m.impl("tril_", complex_path_first("tril_", triangle_<at::meta::structured_tril, NRT_OP_TRIL>,
+                                     [](at::Tensor& s, int64_t k) { return try_complex_triangle_(false, s, k); }));
+  m.impl("tril.out", complex_path_first("tril.out", triangle_out<at::meta::structured_tril, NRT_OP_TRIL>,
+                                        [](const at::Tensor& s, int64_t k, at::Tensor& out) {
+                                          return try_complex_triangle_out(false, s, k, out);
+                                        }));
+  m.impl("triu", complex_path_first("triu", triangle<at::meta::structured_triu, NRT_OP_TRIU>,
+                                    [](const at::Tensor& s, int64_t k) { return try_complex_triangle(true, s, k); }));
+  m.impl("triu_", complex_path_first("triu_", triangle_<at::meta::structured_triu, NRT_OP_TRIU>,
+                                     [](at::Tensor& s, int64_t k) { return try_complex_triangle_(true, s, k); }));
+  m.impl("triu.out", complex_path_first("triu.out", triangle_out<at::meta::structured_triu, NRT_OP_TRIU>,
+                                        [](const at::Tensor& s, int64_t k, at::Tensor& out) {
+                                          return try_complex_triangle_out(true, s, k, out);
+                                        }));
   m.impl("tril_indices", tril_indices);
   m.impl("triu_indices", triu_indices);
   m.impl("arange.start_out", arange_out);
