@@ -354,3 +354,40 @@ def test_the_example_runs():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sum over 4 NKI ranks = 10.0" in done.stdout
 
+
+# ---- the estimate (one process: nki.benchmark with ranks=) ----------------------
+
+
+def test_benchmark_costs_the_link_between_processes(tmp_path):
+    """An all_reduce over two ranks: within one process (grid 2) nothing
+    crosses a link; as rank 0 of two processes the peer's 32 KiB cross
+    NeuronLink (or EFA, slower), shown in the result and on the trace's
+    link lane."""
+    import json
+
+    import numpy as np
+
+    x = np.ones((128, 64), np.float32)
+    both = np.ones((2, 128, 64), np.float32)
+    local = nki.benchmark(k_grid_reduce)(both, [[0, 1]], grid=2)
+    assert local.link_bytes == 0 and local.link_us == 0
+    ranked = {}
+    for link in ("neuronlink", "efa"):
+        est = nki.benchmark(k_all_reduce, ranks=2, link=link,
+                            save_trace=str(tmp_path / f"{link}.json"))(x, nl.add)
+        assert est.link_bytes == 128 * 64 * 4, link
+        assert est.dma_bytes == 2 * 128 * 64 * 4 + 128 * 64 * 4  # load, store, own share
+        lanes = {row["lane"] for row in est.timeline()}
+        name = {"neuronlink": "link (NeuronLink)", "efa": "link (EFA)"}[link]
+        assert name in lanes
+        events = json.load(open(tmp_path / f"{link}.json"))["traceEvents"]
+        assert any(e.get("args", {}).get("name") == name for e in events)
+        ranked[link] = est
+    # Rank 1's view moves the same bytes; EFA is slower than NeuronLink,
+    # and both are slower than the same reduction between the cores of one
+    # process.
+    assert nki.benchmark(k_all_reduce, ranks=2, rank=1)(x, nl.add).link_bytes == 128 * 64 * 4
+    assert ranked["efa"].link_us > ranked["neuronlink"].link_us > 0
+    assert ranked["efa"].latency_us > ranked["neuronlink"].latency_us > local.latency_us
+    with pytest.raises(ValueError, match="link"):
+        nki.benchmark(k_all_reduce, ranks=2, link="ethernet")

@@ -267,6 +267,8 @@ py::dict program_estimate(uintptr_t handle) {
   d["busy_ns"] = busy;
   d["instructions"] = count;
   d["dma_bytes"] = est.dma_bytes;
+  d["link_bytes"] = est.link_bytes;
+  d["link_ns"] = est.link_ns;
   d["start_ns"] = start;
   d["end_ns"] = end;
   d["queue"] = queue;
