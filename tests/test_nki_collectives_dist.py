@@ -6,7 +6,9 @@ tensors (gloo), exactly (values are small integers and halves, so every
 reduction order gives the same bits); the (rank, core) numbering on grids of
 two programs per rank; and the rules: ranks that disagree are refused on
 every rank before anything runs, sizes that disagree stop every rank when
-they meet, and a rank that fails to trace stops the others (no hang)."""
+they meet, a rank that fails to trace stops the others, a rank that never
+launches is named after arrival_timeout, and a rank whose stream skips the
+kernel stops the others at its first call (no hang)."""
 
 import pytest
 import torch
@@ -261,6 +263,13 @@ def k_bad_group(a, groups):
     return out
 
 
+@nki.jit
+def k_alone(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.load(a))
+    return out
+
+
 def _rules(rank, store, device):
     _init(rank, store)
     dev = torch.device(device)
@@ -295,6 +304,33 @@ def _rules(rank, store, device):
         with pytest.raises((RuntimeError, ValueError), match="collective call 0 \\(all_gather\\)"):
             nki.distributed(k_other)(y).cpu()
         torch.neuron.clear_error()  # the stream's sticky error, reported once
+    if device == "cpu":
+        # A rank that never launches: the other stops after arrival_timeout,
+        # naming it and the kernel; arriving later, it hears so at once.
+        if rank == 0:
+            with pytest.raises(NkiError, match=r"rank 1 of 2 did not arrive at k_other\[1\] "
+                               r"\(launch \d+ of the group's NKI kernels\) within 0.5 s") as e:
+                nki.distributed(k_other, arrival_timeout=0.5)(x)
+            assert e.value.rule == "collective_arrival"
+        dist.barrier()
+        if rank == 1:
+            with pytest.raises(NkiError, match="rank 1 of 2 did not arrive at k_other") as e:
+                nki.distributed(k_other)(x)
+            assert e.value.rule == "collective_arrival"
+        dist.barrier()
+    else:
+        # A rank whose stream skips the kernel after an earlier error: the
+        # other stops at the kernel's first call, naming it (not a hang).
+        if rank == 1:
+            from torchneuron import _C
+
+            _C._nki_inject_run_failures(1)
+            k_alone(x)  # fails on the stream: the stream's error is sticky
+        with pytest.raises((RuntimeError, ValueError)) as e:
+            nki.distributed(k_other)(x).cpu()
+        if rank == 0:
+            assert "process 1 stopped: did not run the NKI kernel" in str(e.value), e.value
+        torch.neuron.clear_error()
     # Still in step afterwards.
     want = torch.empty(256, 64)
     dist.all_gather_into_tensor(want, _values(rank))
@@ -317,3 +353,41 @@ def test_the_example_runs():
     done = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sum over 4 NKI ranks = 10.0" in done.stdout
+
+
+# ---- the estimate (one process: nki.benchmark with ranks=) ----------------------
+
+
+def test_benchmark_costs_the_link_between_processes(tmp_path):
+    """An all_reduce over two ranks: within one process (grid 2) nothing
+    crosses a link; as rank 0 of two processes the peer's 32 KiB cross
+    NeuronLink (or EFA, slower), shown in the result and on the trace's
+    link lane."""
+    import json
+
+    import numpy as np
+
+    x = np.ones((128, 64), np.float32)
+    both = np.ones((2, 128, 64), np.float32)
+    local = nki.benchmark(k_grid_reduce)(both, [[0, 1]], grid=2)
+    assert local.link_bytes == 0 and local.link_us == 0
+    ranked = {}
+    for link in ("neuronlink", "efa"):
+        est = nki.benchmark(k_all_reduce, ranks=2, link=link,
+                            save_trace=str(tmp_path / f"{link}.json"))(x, nl.add)
+        assert est.link_bytes == 128 * 64 * 4, link
+        assert est.dma_bytes == 2 * 128 * 64 * 4 + 128 * 64 * 4  # load, store, own share
+        lanes = {row["lane"] for row in est.timeline()}
+        name = {"neuronlink": "link (NeuronLink)", "efa": "link (EFA)"}[link]
+        assert name in lanes
+        events = json.load(open(tmp_path / f"{link}.json"))["traceEvents"]
+        assert any(e.get("args", {}).get("name") == name for e in events)
+        ranked[link] = est
+    # Rank 1's view moves the same bytes; EFA is slower than NeuronLink,
+    # and both are slower than the same reduction between the cores of one
+    # process.
+    assert nki.benchmark(k_all_reduce, ranks=2, rank=1)(x, nl.add).link_bytes == 128 * 64 * 4
+    assert ranked["efa"].link_us > ranked["neuronlink"].link_us > 0
+    assert ranked["efa"].latency_us > ranked["neuronlink"].latency_us > local.latency_us
+    with pytest.raises(ValueError, match="link"):
+        nki.benchmark(k_all_reduce, ranks=2, link="ethernet")

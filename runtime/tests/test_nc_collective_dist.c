@@ -1,13 +1,18 @@
 /* Group runs spread over processes (nrt_nc_programs_run_dist), with two
  * threads standing for two processes and an in-memory all-gather as the
  * exchange: a reduction then a swap across the "processes" (the same
- * numbers as one process running both programs), and a process whose
- * program ends without the call the other waits at: both fail with the
- * same deadlock error instead of hanging. Like a real transport whose peer
- * exited, the exchange fails (NRT_ERROR_DISTRIBUTED) for a process waiting
- * on one that has already returned, so a failure that stops a process
- * before its exchange (out of memory) cannot hang the other. */
+ * numbers as one process running both programs), a process whose program
+ * ends without the call the other waits at (both fail with the same
+ * deadlock error instead of hanging), and processes that fail on their own
+ * (out of host memory; a launch that never runs): the peer stops with
+ * "process N stopped". Every process must take part in every round: a
+ * process still waiting in a round after its peer's run returned is a bug
+ * (the runtime left it waiting, as a real transport would until its
+ * timeout), reported with exit code 3 (the fault-injection sweep counts it
+ * as bad). The exchange then fails that round (NRT_ERROR_DISTRIBUTED), as a
+ * transport whose peer exited does, so the test ends either way. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
@@ -21,6 +26,7 @@ typedef struct shared {
   pthread_cond_t turn;
   int arrived;
   int departed; /* processes whose run returned: a closed connection */
+  int stranded; /* a process was left waiting by one whose run returned */
   long generation;
   void *slot[2][PROCS]; /* double-buffered by round parity */
   size_t bytes[2][PROCS];
@@ -30,6 +36,7 @@ typedef struct endpoint {
   shared *sh;
   int me;
   long round;
+  void *held[PROCS]; /* the last round's messages, the exchange's storage */
 } endpoint;
 
 static nrt_status gather(void *ctx, const void *send, size_t bytes, void **recv, size_t *recv_bytes) {
@@ -52,13 +59,16 @@ static nrt_status gather(void *ctx, const void *send, size_t bytes, void **recv,
     while (sh->generation == gen && !sh->departed) pthread_cond_wait(&sh->turn, &sh->lock);
     if (sh->generation == gen) { /* a peer left without this round */
       sh->arrived--;
+      sh->stranded = 1;
       pthread_mutex_unlock(&sh->lock);
       return nrt_host_error(NRT_ERROR_DISTRIBUTED, "a peer process left the group");
     }
   }
   for (int q = 0; q < PROCS; q++) {
-    recv[q] = malloc(sh->bytes[parity][q] ? sh->bytes[parity][q] : 1);
-    memcpy(recv[q], sh->slot[parity][q], sh->bytes[parity][q]);
+    free(e->held[q]);
+    e->held[q] = malloc(sh->bytes[parity][q] ? sh->bytes[parity][q] : 1);
+    memcpy(e->held[q], sh->slot[parity][q], sh->bytes[parity][q]);
+    recv[q] = e->held[q];
     recv_bytes[q] = sh->bytes[parity][q];
   }
   pthread_mutex_unlock(&sh->lock);
@@ -105,6 +115,7 @@ static nrt_nc_program_t create(const nrt_nc_inst *insts, int32_t ni) {
 typedef struct job {
   nrt_nc_program_t program;
   void **hbm;
+  const char *skip; /* not NULL: this process does not run, it fails a round with this */
   endpoint end;
   nrt_status status;
   char error[512];
@@ -114,7 +125,8 @@ static void *run(void *arg) {
   job *j = arg;
   void *const *hbm[] = {j->hbm};
   nrt_nc_exchange ex = {.fn = gather, .ctx = &j->end, .process = j->end.me, .processes = PROCS};
-  j->status = nrt_nc_programs_run_dist(&j->program, 1, hbm, &ex);
+  j->status = j->skip ? nrt_nc_exchange_fail(&ex, 1, j->skip)
+                     : nrt_nc_programs_run_dist(&j->program, 1, hbm, &ex);
   snprintf(j->error, sizeof j->error, "%s", j->status ? nrt_last_error() : "");
   pthread_mutex_lock(&j->end.sh->lock);
   j->end.sh->departed++;
@@ -133,6 +145,14 @@ static void run_both(job *jobs) {
   for (int k = 0; k < PROCS; k++) pthread_join(t[k], NULL);
   for (int b = 0; b < 2; b++)
     for (int q = 0; q < PROCS; q++) free(sh.slot[b][q]);
+  for (int k = 0; k < PROCS; k++)
+    for (int q = 0; q < PROCS; q++) free(jobs[k].end.held[q]);
+  if (sh.stranded) {
+    fprintf(stderr, "FAIL: a process was left waiting in a round by a peer whose run returned "
+                    "(statuses %d, %d: %s | %s)\n", jobs[0].status, jobs[1].status,
+            jobs[0].error, jobs[1].error);
+    exit(3);
+  }
 }
 
 /* Process k runs rank k: out = the sum of both ins (call 0), then in = the
@@ -174,8 +194,10 @@ static void test_a_process_that_ends_early_stops_both(void) {
   job jobs[PROCS] = {{.program = create(&barrier, 1), .hbm = hbm[0]},
                      {.program = create(&copy, 1), .hbm = hbm[1]}};
   run_both(jobs);
+  /* Statuses first: a process that failed on its own (out of memory, in the
+   * fault-injection sweep) is reported as such, before the peer's message. */
+  for (int k = 0; k < PROCS; k++) CHECK_STATUS(jobs[k].status, NRT_ERROR_INVALID_ARGUMENT);
   for (int k = 0; k < PROCS; k++) {
-    CHECK(jobs[k].status == NRT_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(jobs[k].error, "process 0 waits at collective call 0 (core_barrier), but "
                                 "process 1 ended") != NULL);
     nrt_nc_program_destroy(jobs[k].program);
@@ -197,16 +219,55 @@ static void test_sizes_that_disagree_stop_both(void) {
     jobs[k] = (job){.program = create(insts, 2), .hbm = hbm[k]};
   }
   run_both(jobs);
+  for (int k = 0; k < PROCS; k++) CHECK_STATUS(jobs[k].status, NRT_ERROR_INVALID_ARGUMENT);
   for (int k = 0; k < PROCS; k++) {
-    CHECK(jobs[k].status == NRT_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(jobs[k].error, "program 1 receives 128 elements of dtype") != NULL);
     nrt_nc_program_destroy(jobs[k].program);
   }
+}
+
+/* The reduce-then-swap programs, process k's. */
+static nrt_nc_program_t reduce_then_swap(int k) {
+  nrt_nc_inst insts[3] = {collective(NRT_NC_COLLECTIVE_REDUCE, 1, 0, 3, 0, 0, 3),
+                          collective(NRT_NC_COLLECTIVE_NONE, -1, 1, 0, 0, 1, 7),
+                          collective(NRT_NC_COLLECTIVE_COPY, 0, -1, 0, 1 - k, 1, 7)};
+  return create(insts, 3);
+}
+
+/* One process runs out of host memory as its run starts (whichever takes
+ * the injected failure): it reports that, and the other stops at once with
+ * "process N stopped: out of host memory ...". Then a process that never
+ * runs the kernel (nrt_nc_exchange_fail, as a launch that failed or a
+ * stream that skips it): the other stops with its reason. */
+static void test_a_process_that_fails_alone_stops_the_other(void) {
+  float in[2][R * C] = {{0}}, out[2][R * C];
+  void *hbm[PROCS][2] = {{in[0], out[0]}, {in[1], out[1]}};
+  job jobs[PROCS];
+  for (int k = 0; k < PROCS; k++) jobs[k] = (job){.program = reduce_then_swap(k), .hbm = hbm[k]};
+  nrt_nc_inject_run_failures(1);
+  run_both(jobs);
+  nrt_nc_inject_run_failures(0);
+  int oom = jobs[0].status == NRT_ERROR_OUT_OF_MEMORY ? 0 : 1, other = 1 - oom;
+  CHECK_STATUS(jobs[oom].status, NRT_ERROR_OUT_OF_MEMORY);
+  CHECK_STATUS(jobs[other].status, NRT_ERROR_INVALID_ARGUMENT);
+  char want[64];
+  snprintf(want, sizeof want, "process %d stopped: ", oom);
+  CHECK(strstr(jobs[other].error, want) != NULL);
+  CHECK(strstr(jobs[other].error, "out of host memory") != NULL);
+
+  jobs[0].skip = "its stream skipped the kernel";
+  jobs[1].skip = NULL;
+  run_both(jobs);
+  CHECK_OK(jobs[0].status);
+  CHECK_STATUS(jobs[1].status, NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(jobs[1].error, "process 0 stopped: its stream skipped the kernel") != NULL);
+  for (int k = 0; k < PROCS; k++) nrt_nc_program_destroy(jobs[k].program);
 }
 
 int main(void) {
   RUN(test_reduce_then_swap_across_processes);
   RUN(test_a_process_that_ends_early_stops_both);
   RUN(test_sizes_that_disagree_stop_both);
+  RUN(test_a_process_that_fails_alone_stops_the_other);
   return CHECK_MAIN_RESULT();
 }

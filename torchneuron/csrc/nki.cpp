@@ -117,13 +117,18 @@ void programs_launch(const std::vector<uintptr_t>& handles,
 }
 
 // ---- across the ranks of a process group ---------------------------------
-// A distributed run's messages (runtime/include/neuronrt/nc.h,
+// A distributed run's messages (runtime/include/neuronrt/nc_dist.h,
 // nrt_nc_exchange) travel as an all-gather of their lengths, then of the
 // messages padded to the longest, on a gloo backend of NKI's own (created
 // by torchneuron/nki/ranks.py, with the group's timeout: a rank that never
-// arrives is an error after it, not a hang).
+// arrives is an error after it, not a hang). The received messages stay in
+// the all-gather's own tensors until the next round, so nothing is
+// allocated once a round has been delivered.
 struct Exchange {
   c10::intrusive_ptr<c10d::Backend> backend;
+  std::vector<at::Tensor> mine;                  // this rank's length
+  std::vector<std::vector<at::Tensor>> lengths;  // every rank's
+  std::vector<std::vector<at::Tensor>> all;      // the last round's messages
 };
 
 nrt_status exchange_messages(void* ctx, const void* send, size_t bytes, void** recv,
@@ -131,26 +136,18 @@ nrt_status exchange_messages(void* ctx, const void* send, size_t bytes, void** r
   auto* ex = static_cast<Exchange*>(ctx);
   try {
     int size = ex->backend->getSize();
-    std::vector<at::Tensor> mine{at::full({1}, static_cast<int64_t>(bytes), at::kLong)};
-    std::vector<std::vector<at::Tensor>> lengths(1);
-    for (int q = 0; q < size; q++) lengths[0].push_back(at::empty({1}, at::kLong));
-    ex->backend->allgather(lengths, mine)->wait();
-    int64_t longest = 1;
-    for (const at::Tensor& t : lengths[0]) longest = std::max(longest, t.item<int64_t>());
+    ex->mine[0].fill_(static_cast<int64_t>(bytes));
+    ex->backend->allgather(ex->lengths, ex->mine)->wait();
+    int64_t longest = 8;
+    for (const at::Tensor& t : ex->lengths[0]) longest = std::max(longest, t.item<int64_t>());
+    ex->all.assign(1, {});
     std::vector<at::Tensor> message{at::zeros({longest}, at::kByte)};
     if (bytes) std::memcpy(message[0].data_ptr(), send, bytes);
-    std::vector<std::vector<at::Tensor>> all(1);
-    for (int q = 0; q < size; q++) all[0].push_back(at::empty({longest}, at::kByte));
-    ex->backend->allgather(all, message)->wait();
+    for (int q = 0; q < size; q++) ex->all[0].push_back(at::empty({longest}, at::kByte));
+    ex->backend->allgather(ex->all, message)->wait();
     for (int q = 0; q < size; q++) {
-      size_t n = static_cast<size_t>(lengths[0][q].item<int64_t>());
-      recv[q] = std::malloc(n ? n : 1);
-      if (!recv[q]) {
-        for (int r = 0; r < q; r++) std::free(recv[r]);
-        return nrt_host_error(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in an NKI collective");
-      }
-      std::memcpy(recv[q], all[0][q].data_ptr(), n);
-      recv_bytes[q] = n;
+      recv[q] = ex->all[0][q].data_ptr();
+      recv_bytes[q] = static_cast<size_t>(ex->lengths[0][q].item<int64_t>());
     }
     return NRT_SUCCESS;
   } catch (const std::exception& e) {
@@ -163,23 +160,55 @@ void release_exchange(void* ctx) { delete static_cast<Exchange*>(ctx); }
 
 nrt_nc_exchange make_exchange(const c10::intrusive_ptr<c10d::Backend>& backend) {
   TORCH_CHECK(backend, "NKI: no process group backend");
-  return nrt_nc_exchange{exchange_messages, release_exchange, new Exchange{backend},
+  auto* ex = new Exchange{backend, {at::zeros({1}, at::kLong)}, {{}}, {}};
+  for (int q = 0; q < backend->getSize(); q++) ex->lengths[0].push_back(at::empty({1}, at::kLong));
+  return nrt_nc_exchange{exchange_messages, release_exchange, ex,
                          static_cast<int32_t>(backend->getRank()),
                          static_cast<int32_t>(backend->getSize())};
+}
+
+// A failure here, before the run, still takes part in the run's first round
+// (nrt_nc_exchange_fail), so the other ranks stop instead of waiting: at
+// once on the host, queued on the stream for neuron tensors.
+void fail_round(const c10::intrusive_ptr<c10d::Backend>& backend, int32_t count,
+                const std::string& why, nrt_stream_t stream) {
+  nrt_nc_exchange ex = make_exchange(backend);
+  py::gil_scoped_release no_gil;
+  if (stream) {
+    nrt_nc_exchange_fail_launch(stream, &ex, count, why.c_str());  // owns ex.ctx
+  } else {
+    nrt_nc_exchange_fail(&ex, count, why.c_str());
+    release_exchange(ex.ctx);
+  }
+}
+
+template <typename Prepare>
+void prepare_or_fail(const c10::intrusive_ptr<c10d::Backend>& backend, size_t count,
+                     c10::DeviceIndex device, Prepare prepare) {
+  try {
+    prepare();
+  } catch (const std::exception& e) {
+    fail_round(backend, static_cast<int32_t>(std::max<size_t>(count, 1)),
+               std::string("its launch failed: ") + e.what(),
+               device >= 0 ? current_stream(device) : nullptr);
+    throw;
+  }
 }
 
 void programs_run_host_dist(const std::vector<uintptr_t>& handles,
                             const std::vector<std::vector<uintptr_t>>& pointers,
                             const c10::intrusive_ptr<c10d::Backend>& backend) {
-  TORCH_CHECK(handles.size() == pointers.size(), "NKI: one pointer list per program");
   std::vector<nrt_nc_program_t> programs(handles.size());
   std::vector<std::vector<void*>> hbm(handles.size());
   std::vector<void* const*> lists(handles.size());
-  for (size_t k = 0; k < handles.size(); k++) {
-    programs[k] = program_of(handles[k]);
-    for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
-    lists[k] = hbm[k].data();
-  }
+  prepare_or_fail(backend, handles.size(), -1, [&] {
+    TORCH_CHECK(handles.size() == pointers.size(), "NKI: one pointer list per program");
+    for (size_t k = 0; k < handles.size(); k++) {
+      programs[k] = program_of(handles[k]);
+      for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
+      lists[k] = hbm[k].data();
+    }
+  });
   nrt_nc_exchange ex = make_exchange(backend);
   nrt_status status;
   {
@@ -195,19 +224,30 @@ void programs_launch_dist(const std::vector<uintptr_t>& handles,
                           const std::vector<std::vector<std::optional<at::Tensor>>>& tensors,
                           c10::DeviceIndex device, const std::string& name,
                           const c10::intrusive_ptr<c10d::Backend>& backend) {
-  TORCH_CHECK(handles.size() == tensors.size(), "NKI: one tensor list per program");
   std::vector<nrt_nc_program_t> programs(handles.size());
   std::vector<std::vector<void*>> hbm(handles.size());
   std::vector<void* const*> lists(handles.size());
-  for (size_t k = 0; k < handles.size(); k++) {
-    programs[k] = program_of(handles[k]);
-    hbm[k] = device_pointers(tensors[k], device);
-    lists[k] = hbm[k].data();
-  }
+  nrt_stream_t stream = nullptr;
+  prepare_or_fail(backend, handles.size(), device, [&] {
+    TORCH_CHECK(handles.size() == tensors.size(), "NKI: one tensor list per program");
+    for (size_t k = 0; k < handles.size(); k++) {
+      programs[k] = program_of(handles[k]);
+      hbm[k] = device_pointers(tensors[k], device);
+      lists[k] = hbm[k].data();
+    }
+    stream = current_stream(device);
+  });
   nrt_nc_exchange ex = make_exchange(backend);  // owned by the launch from here on
-  NRT_CHECK(nrt_nc_programs_launch_dist(current_stream(device), programs.data(),
-                                        static_cast<int32_t>(programs.size()), lists.data(),
-                                        name.c_str(), &ex));
+  nrt_status status;
+  {
+    // A launch that fails takes part in the run's first round at once
+    // (runtime/src/nc/program.c): not with the GIL held.
+    py::gil_scoped_release no_gil;
+    status = nrt_nc_programs_launch_dist(stream, programs.data(),
+                                         static_cast<int32_t>(programs.size()), lists.data(),
+                                         name.c_str(), &ex);
+  }
+  NRT_CHECK(status);
 }
 
 py::dict program_estimate(uintptr_t handle) {
@@ -227,6 +267,8 @@ py::dict program_estimate(uintptr_t handle) {
   d["busy_ns"] = busy;
   d["instructions"] = count;
   d["dma_bytes"] = est.dma_bytes;
+  d["link_bytes"] = est.link_bytes;
+  d["link_ns"] = est.link_ns;
   d["start_ns"] = start;
   d["end_ns"] = end;
   d["queue"] = queue;
@@ -258,6 +300,12 @@ void register_nki_bindings(py::module_& m) {
   m.def("_nki_programs_launch", &tn::programs_launch);
   m.def("_nki_programs_run_host_dist", &tn::programs_run_host_dist);
   m.def("_nki_programs_launch_dist", &tn::programs_launch_dist);
+  // One FAILED round for a launch across ranks that failed before its run
+  // (device >= 0: queued on that device's current stream).
+  m.def("_nki_exchange_fail", [](const c10::intrusive_ptr<c10d::Backend>& backend, int32_t count,
+                                 const std::string& why, c10::DeviceIndex device) {
+    tn::fail_round(backend, count, why, device >= 0 ? tn::current_stream(device) : nullptr);
+  });
   m.def("_nki_program_estimate", &tn::program_estimate);
   m.def("_nki_placement", &tn::placement);
   m.def("_nki_inject_run_failures", &nrt_nc_inject_run_failures);

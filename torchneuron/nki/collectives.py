@@ -174,7 +174,24 @@ def emit_call(kind, entries, name):
     for action, dst, src, peer, slot, mask, op, *flags in entries:
         tracer.emit(name, trace.COLLECTIVE, trace.DMA_ENGINE, [_rec(dst, name), _rec(src, name)],
                     func=(action, op, KINDS[kind]), flags=flags[0] if flags else 0,
-                    imm=(mask, peer, slot, call))
+                    imm=(mask, peer, slot, call),
+                    remote=_remote(tracer, action, dst, peer, mask))
+
+
+REMOTE_EFA = 0x10000  # runtime/include/neuronrt/nc.h, NRT_NC_REMOTE_EFA
+
+
+def _remote(tracer, action, dst, peer, mask):
+    """The cost model's count of an instruction's contributions from other
+    processes' ranks (nrt_nc_inst.remote), with the link they cross."""
+    if dst is None or action == NONE:
+        return 0
+    if action == REDUCE:
+        m = int(mask)
+        n = sum(1 for r in range(tracer.world) if (m >> r) & 1 and tracer.is_remote(r))
+    else:
+        n = (2 if action == PAIR_REDUCE else 1) if tracer.is_remote(int(peer)) else 0
+    return n | (REMOTE_EFA if n and tracer.link == "efa" else 0)
 
 
 def _mask(ranks):

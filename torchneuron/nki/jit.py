@@ -18,6 +18,7 @@ next collective call (``nki.collectives``, ``nisa.core_barrier``,
 calls differ in number or kind are refused before anything runs.
 """
 
+import contextlib
 import functools
 import gc
 import os
@@ -248,9 +249,29 @@ def _run_device(kernel, grid, args, kwargs, ranks=None):
     given = _order(args, kwargs)
     args = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
     kwargs = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    programs = _specialise_all(kernel, grid, args, kwargs, index, ranks)
+    with _failing_run(ranks, grid, index):
+        launches, results = _bind_device(programs, args, kwargs, device)
+    if ranks is not None:
+        _C._nki_programs_launch_dist([p.handle for p in programs], launches, index, kernel.label,
+                                     ranks.run_backend)
+    elif grid == 1:
+        _C._nki_program_launch(programs[0].handle, launches[0], index, kernel.label)
+    else:
+        _C._nki_programs_launch([p.handle for p in programs], launches, index, kernel.label)
+    # A kernel may write its arguments: non-contiguous ones ran on a copy,
+    # which goes back in stream order.
+    for original, used in zip(given, _order(args, kwargs)):
+        if isinstance(original, torch.Tensor) and used is not original:
+            original.copy_(used)
+    return results
+
+
+def _bind_device(programs, args, kwargs, device):
+    """Each program's HBM tensors (arguments, and new outputs: shared ones
+    once for the grid) and the kernel's results."""
     shared = None
     results = None
-    programs = _specialise_all(kernel, grid, args, kwargs, index, ranks)
     launches = []
     for program in programs:
         bound = [None] * len(program.storages)
@@ -268,19 +289,21 @@ def _run_device(kernel, grid, args, kwargs, ranks=None):
         launches.append(bound)
         if results is None:
             results = _structure(program.result, lambda s: None if s is None else bound[s.index])
-    if ranks is not None:
-        _C._nki_programs_launch_dist([p.handle for p in programs], launches, index, kernel.label,
-                                     ranks.run_backend)
-    elif grid == 1:
-        _C._nki_program_launch(programs[0].handle, launches[0], index, kernel.label)
-    else:
-        _C._nki_programs_launch([p.handle for p in programs], launches, index, kernel.label)
-    # A kernel may write its arguments: non-contiguous ones ran on a copy,
-    # which goes back in stream order.
-    for original, used in zip(given, _order(args, kwargs)):
-        if isinstance(original, torch.Tensor) and used is not original:
-            original.copy_(used)
-    return results
+    return launches, results
+
+
+@contextlib.contextmanager
+def _failing_run(ranks, grid, device=-1):
+    """Under nki.distributed, an error between the ranks' agreement and the
+    launch still takes part in the run's first round (as a FAILED message),
+    so the other ranks stop with it instead of waiting for this one."""
+    try:
+        yield
+    except BaseException as e:
+        if ranks is not None:
+            _C._nki_exchange_fail(ranks.run_backend, grid,
+                                  f"its launch failed: {type(e).__name__}: {e}"[:240], device)
+        raise
 
 
 def _new_device_tensor(storage, device):
@@ -320,27 +343,28 @@ def _run_host(kernel, grid, args, kwargs, ranks=None):
     shared = None
     results = None
     programs = _specialise_all(kernel, grid, args, kwargs, 0, ranks)
-    runs = []
-    for pid, program in enumerate(programs):
-        pointers = [0] * len(program.storages)
-        for storage in program.storages:
-            if storage.kind == "arg":
-                pos = storage.arg_position
-                value = args[pos] if isinstance(pos, int) else kwargs[pos]
-                pointers[storage.index] = value.data_ptr() if isinstance(value, torch.Tensor) \
-                    else value.ctypes.data
-        outs = program.outputs()
-        if shared is None:
-            shared = [_new_host_buffer(s) for s in outs if s.kind == "shared"]
-        shared_iter = iter(shared)
-        for s in outs:
-            buf = next(shared_iter) if s.kind == "shared" else _new_host_buffer(s)
-            keep[(pid, s.index)] = buf
-            pointers[s.index] = buf.ctypes.data
-        runs.append(pointers)
-        if results is None:
-            results = _structure(program.result, lambda s: None if s is None else
-                                 _HostOutput(s, keep[(pid, s.index)]))
+    with _failing_run(ranks, grid):
+        runs = []
+        for pid, program in enumerate(programs):
+            pointers = [0] * len(program.storages)
+            for storage in program.storages:
+                if storage.kind == "arg":
+                    pos = storage.arg_position
+                    value = args[pos] if isinstance(pos, int) else kwargs[pos]
+                    pointers[storage.index] = value.data_ptr() if isinstance(value, torch.Tensor) \
+                        else value.ctypes.data
+            outs = program.outputs()
+            if shared is None:
+                shared = [_new_host_buffer(s) for s in outs if s.kind == "shared"]
+            shared_iter = iter(shared)
+            for s in outs:
+                buf = next(shared_iter) if s.kind == "shared" else _new_host_buffer(s)
+                keep[(pid, s.index)] = buf
+                pointers[s.index] = buf.ctypes.data
+            runs.append(pointers)
+            if results is None:
+                results = _structure(program.result, lambda s: None if s is None else
+                                     _HostOutput(s, keep[(pid, s.index)]))
     if grid == 1 and ranks is None:
         _C._nki_program_run_host(programs[0].handle, runs[0])
     else:

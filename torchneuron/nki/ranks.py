@@ -19,13 +19,22 @@ between the ranks (the runtime's nrt_nc_exchange: where each rank's
 programs are, their call's records and staged sources) through a gloo
 backend of NKI's own on the group's store; every rank checks the same
 facts, so sizes that disagree stop every rank with the same error (rule
-``collective``). A rank that never calls the kernel is an error after the
-timeout (the group's default, 30 minutes, or ``timeout=``).
+``collective``).
+
+A rank that never calls the kernel (its Python code took another branch)
+is found at the launch: the ranks first meet on the group's store, and a
+rank that waited ``arrival_timeout`` seconds (default
+``TORCHNEURON_NKI_ARRIVAL_TIMEOUT``, else 300 s, never longer than the
+group's timeout) for the others stops every rank that arrived (and the late
+one, when it arrives) with NkiError naming the ranks that did not arrive and
+the kernel (rule ``collective_arrival``). The runs' own messages wait up to
+the group's timeout (30 minutes by default, or ``timeout=``).
 """
 
 import atexit
 import datetime
 import hashlib
+import os
 import pickle
 
 import torch
@@ -57,6 +66,48 @@ class _Ranks:
                                                    self.rank, self.size, timeout)
         self.run_backend = dist.ProcessGroupGloo(dist.PrefixStore(prefix + "/run", store),
                                                  self.rank, self.size, timeout)
+        self.timeout = timeout.total_seconds()
+        self.arrivals = dist.PrefixStore(prefix + "/arrive", store)
+        self.launches = 0
+
+    def arrive(self, kernel, grid, arrival_timeout):
+        """Every rank arrives at this launch (the group's next) within
+        arrival_timeout seconds, else NkiError on every rank that did (rule
+        collective_arrival), naming the ranks that did not. Launch n's
+        outcome is decided once, on the store: the last rank to arrive sets
+        it to "go", a rank that waited too long to what it waited for (a
+        compare-and-set: whichever comes first holds, so every rank, a late
+        one too, reads the same)."""
+        label = f"{kernel.fn.__qualname__}[{grid}]"
+        n = self.launches
+        self.launches += 1
+        key = f"{n}/"
+        self.arrivals.set(key + f"rank{self.rank}", label)
+        if self.arrivals.add(key + "count", 1) == self.size:
+            verdict = self.arrivals.compare_set(key + "status", "", "go")
+        else:
+            try:
+                self.arrivals.wait([key + "status"], datetime.timedelta(seconds=arrival_timeout))
+                verdict = self.arrivals.get(key + "status")
+            except RuntimeError:  # the wait timed out (DistStoreError)
+                missing = [r for r in range(self.size)
+                           if not self.arrivals.check([key + f"rank{r}"])]
+                who = ", ".join(str(r) for r in missing) or "?"
+                text = (f"rank{'s' if len(missing) > 1 else ''} {who} of {self.size} did not "
+                        f"arrive at {label} (launch {n} of the group's NKI kernels) within "
+                        f"{arrival_timeout:g} s; rank {self.rank} waited")
+                verdict = self.arrivals.compare_set(key + "status", "", text)
+        verdict = verdict.decode() if isinstance(verdict, bytes) else str(verdict)
+        if verdict != "go":
+            raise NkiError(f"{kernel.label}: nki.distributed: {verdict}",
+                           rule="collective_arrival")
+        if self.rank == 0 and n > 0:  # every rank has read launch n - 1's outcome
+            previous = f"{n - 1}/"
+            try:
+                for name in ["count", "status"] + [f"rank{r}" for r in range(self.size)]:
+                    self.arrivals.delete_key(previous + name)
+            except (RuntimeError, NotImplementedError):
+                pass
 
     def gather(self, value):
         """Every rank's value (pickled), in rank order."""
@@ -115,12 +166,23 @@ class DistributedKernel:
     """A kernel launched on every rank of a process group (see the module
     docstring): ``nki.distributed(kernel)[grid](...)``."""
 
-    def __init__(self, kernel, group=None, timeout=None):
+    def __init__(self, kernel, group=None, timeout=None, arrival_timeout=None):
         from torchneuron.nki.jit import Kernel
 
         self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
         self.group = group
         self.timeout = timeout
+        self.arrival_timeout = arrival_timeout
+
+    def _arrival_timeout(self, ranks):
+        t = self.arrival_timeout
+        if t is None:
+            t = float(os.environ.get("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", "") or 300.0)
+        if isinstance(t, datetime.timedelta):
+            t = t.total_seconds()
+        if not t > 0:
+            raise ValueError(f"nki.distributed: arrival_timeout must be positive, got {t}")
+        return min(float(t), ranks.timeout)
 
     def _ranks(self):
         if not dist.is_initialized():
@@ -144,18 +206,25 @@ class DistributedKernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
         if len(grid) != 1 or int(grid[0]) < 1:
             raise ValueError(f"NKI kernels launch on a 1-D grid of programs, got {grid}")
-        return lambda *args, **kwargs: self.kernel._launch(int(grid[0]), *args,
-                                                           _ranks=self._ranks(), **kwargs)
+        def launch(*args, **kwargs):
+            ranks = self._ranks()
+            ranks.arrive(self.kernel, int(grid[0]), self._arrival_timeout(ranks))
+            return self.kernel._launch(int(grid[0]), *args, _ranks=ranks, **kwargs)
+
+        return launch
 
     def __call__(self, *args, **kwargs):
         return self[1](*args, **kwargs)
 
 
-def distributed(kernel, group=None, timeout=None):
+def distributed(kernel, group=None, timeout=None, arrival_timeout=None):
     """The kernel launched by every rank of ``group`` (default: the default
     process group), its collectives spanning the ranks: rank
-    ``group_rank * grid + program_id`` (see torchneuron/nki/ranks.py)."""
-    return DistributedKernel(kernel, group, timeout)
+    ``group_rank * grid + program_id`` (see torchneuron/nki/ranks.py).
+    timeout: seconds the runs' messages wait (the group's by default);
+    arrival_timeout: seconds a rank waits at the launch for the others
+    (TORCHNEURON_NKI_ARRIVAL_TIMEOUT, else 300, at most timeout)."""
+    return DistributedKernel(kernel, group, timeout, arrival_timeout)
 
 
 def forget():

@@ -45,7 +45,7 @@ _AP = np.dtype([("tensor", "<i4"), ("dtype", "<i4"), ("partition_start", "<i4"),
                 ("num_free", "<i4"), ("reserved", "<i4"), ("stride", "<i8", (4,)),
                 ("count", "<i8", (4,))])
 _INST = np.dtype([("opcode", "<i4"), ("engine", "<i4"), ("func", "<i4", (3,)), ("flags", "<u4"),
-                  ("axes", "<i4"), ("reserved", "<i4"), ("ap", _AP, (MAX_APS,)), ("imm", "<f8", (4,))])
+                  ("axes", "<i4"), ("remote", "<i4"), ("ap", _AP, (MAX_APS,)), ("imm", "<f8", (4,))])
 _TENSOR = np.dtype([("buffer", "<i4"), ("partitions", "<i4"), ("bytes", "<i8"), ("fixed", "<i4"),
                     ("partition_base", "<i4"), ("byte_offset", "<i8")])
 NO_AP = (-1, 0, 0, 1, 0, 0, 0, 0, (0, 0, 0, 0), (1, 1, 1, 1))
@@ -115,9 +115,12 @@ class Instruction:
 class Tracer:
     """The program being recorded for one (kernel, specialisation, program id)."""
 
-    def __init__(self, program_id, num_programs, rank_base=0, world=None):
+    def __init__(self, program_id, num_programs, rank_base=0, world=None, link="neuronlink"):
         self.program_id = program_id
         self.num_programs = num_programs
+        # What joins this process's ranks to the others' (the cost model's
+        # link for collectives across processes): "neuronlink" or "efa".
+        self.link = link
         # The collectives' rank of this program is rank_base + program_id, of
         # world ranks (the grid alone, or every rank's grid of a process
         # group: torchneuron/nki/ranks.py).
@@ -132,16 +135,21 @@ class Tracer:
     def rank(self):
         return self.rank_base + self.program_id
 
+    def is_remote(self, rank):
+        """Whether a collectives rank is another process's (nki.distributed)."""
+        return not self.rank_base <= rank < self.rank_base + self.num_programs
+
     def new_storage(self, buffer, dtype, shape, kind, location, address=None):
         s = Storage(len(self.storages), buffer, dtype, shape, kind, location, address)
         self.storages.append(s)
         return s
 
-    def emit(self, name, opcode, engine, aps, func=(0, 0, 0), flags=0, axes=0, imm=(0, 0, 0, 0)):
+    def emit(self, name, opcode, engine, aps, func=(0, 0, 0), flags=0, axes=0, imm=(0, 0, 0, 0),
+             remote=0):
         aps = list(aps) + [NO_AP] * (MAX_APS - len(aps))
         imm = tuple(float(v) for v in imm) + (0.0,) * (4 - len(imm))
         func = tuple(func) + (0,) * (3 - len(func))
-        record = (opcode, engine, func, flags, axes, 0, aps, imm)
+        record = (opcode, engine, func, flags, axes, remote, aps, imm)
         self.instructions.append(Instruction(name, caller_location(), record))
 
     def pack(self):

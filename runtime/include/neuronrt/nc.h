@@ -292,10 +292,18 @@ typedef struct nrt_nc_inst {
   int32_t func[3];
   uint32_t flags;
   int32_t axes;
-  int32_t reserved;
+  /* NRT_NC_COLLECTIVE, for the cost model only: how many of the
+   * instruction's contributions (members of a reduction, the peer of a
+   * copy; 2 for a pair reduction) come from ranks in other processes
+   * (nki.distributed), plus NRT_NC_REMOTE_EFA when those cross instances
+   * (EFA) rather than chips (NeuronLink). 0 otherwise. */
+  int32_t remote;
   nrt_nc_ap ap[NRT_NC_MAX_APS];
   double imm[4];
 } nrt_nc_inst;
+
+#define NRT_NC_REMOTE_EFA 0x10000
+#define NRT_NC_REMOTE_COUNT(remote) ((remote) & 0xffff)
 
 /* A tensor of the program. On chip: shape [partitions, bytes per partition];
  * placed automatically unless fixed, in which case partition_base and
@@ -413,8 +421,14 @@ typedef struct nrt_nc_estimate {
   double total_ns;
   double busy_ns[NRT_NC_ENGINE_COUNT];
   int64_t instructions[NRT_NC_ENGINE_COUNT];
-  int64_t dma_bytes;
+  int64_t dma_bytes;  /* moved by the core's DMA (collectives: from this process's ranks) */
+  int64_t link_bytes; /* collectives: received from ranks in other processes */
+  double link_ns;     /* the link's busy time for them (NeuronLink or EFA) */
 } nrt_nc_estimate;
+
+/* The queue number (nrt_nc_program_estimate's queue array) of collective
+ * instructions that receive from other processes: the link's lane. */
+#define NRT_NC_LINK_QUEUE (NRT_NC_ENGINE_DMA + 16)
 
 /* Totals; and, when the arrays are not NULL, every instruction's start and
  * end time and the engine queue that ran it (DMA queues are numbered from

@@ -26,17 +26,23 @@ static const char *kind_name(int32_t kind) {
   return kind >= 0 && kind < n ? kind_names[kind] : "?";
 }
 
+/* A program's staged source: in a call's message (see below), where it is
+ * written with the source's offset in the message, which the reader turns
+ * into a pointer in place. */
 typedef struct staged {
-  uint8_t *bytes; /* partition-major, packed */
+  union {
+    uint8_t *bytes;  /* partition-major, packed; NULL: no source */
+    uint64_t offset; /* as sent */
+  };
   int64_t elems;
   int32_t dtype;
+  int32_t present;
 } staged;
 
 typedef struct call_site {
   const nrt_nc_inst *insts; /* the call's first instruction */
   int32_t count;
-  staged *slots;
-  int owned; /* slots and their bytes are this process's (else in a received message) */
+  staged *slots; /* count of them, in the call's message */
 } call_site;
 
 static int64_t ap_elems(const nrt_nc_ap *ap) { return (int64_t)ap->partitions * nc_ap_free_elems(ap); }
@@ -110,30 +116,6 @@ static nrt_status check_call(const call_site *sites, int32_t n, int32_t call) {
         }
       }
     }
-  return NRT_SUCCESS;
-}
-
-/* Stages the sources of this process's n programs (sites[0 .. n)). */
-static nrt_status stage(nc_run *const *runs, call_site *sites, int32_t n) {
-  for (int32_t k = 0; k < n; k++) {
-    const nc_core *core = nc_run_core(runs[k]);
-    sites[k].owned = 1;
-    sites[k].slots = calloc((size_t)sites[k].count, sizeof(staged));
-    if (!sites[k].slots) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
-    for (int32_t j = 0; j < sites[k].count; j++) {
-      const nrt_nc_ap *src = &sites[k].insts[j].ap[1];
-      if (src->tensor < 0) continue;
-      size_t size = nrt_nc_dtype_size(src->dtype);
-      int64_t row = nc_ap_free_elems(src);
-      staged *st = &sites[k].slots[j];
-      st->bytes = malloc((size_t)(ap_elems(src) ? ap_elems(src) : 1) * size);
-      if (!st->bytes) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
-      st->elems = ap_elems(src);
-      st->dtype = src->dtype;
-      for (int64_t p = 0; p < src->partitions; p++)
-        nc_gather_raw(core, src, p, st->bytes + (size_t)(p * row) * size);
-    }
-  }
   return NRT_SUCCESS;
 }
 
@@ -259,15 +241,6 @@ static nrt_status write_call(nc_run *const *runs, const call_site *sites, int32_
   return s;
 }
 
-static void release_sites(call_site *sites, int32_t total) {
-  for (int32_t k = 0; k < total; k++) {
-    if (sites[k].slots && sites[k].owned)
-      for (int32_t j = 0; j < sites[k].count; j++) free(sites[k].slots[j].bytes);
-    free(sites[k].slots);
-    sites[k] = (call_site){0};
-  }
-}
-
 /* Every program is at a call with the same number and kind, or all ended. */
 static nrt_status check_arrival(const nrt_nc_program_t *programs, const int32_t *at, int32_t n,
                                 int *all_done) {
@@ -294,93 +267,137 @@ static nrt_status check_arrival(const nrt_nc_program_t *programs, const int32_t 
   return NRT_SUCCESS;
 }
 
-/* ---- across processes: the messages of nrt_nc_exchange ------------------------
+/* ---- the messages ------------------------------------------------------------
  *
- * A message: int32 {state, call, kind, programs}, then per state:
- * FAILED: the error text; AT_CALL: per program, int32 count, its count
- * instruction records, and per instruction int64 elements, int32 dtype,
- * int32 present and the staged bytes. Every item is padded to 8 bytes, so
- * records and data in a received message are aligned where they lie. */
+ * Every call's sources travel in one message per process (in a run of one
+ * process too, which stages its sources the same way): int32 {state, call,
+ * kind, programs}, then per state
+ *   AT_CALL: per program int64 count, its count instruction records, count
+ *            staged records (offsets in the message) and the staged bytes;
+ *   ENDED:   nothing;
+ *   FAILED:  int32 {status, 0} and the error text (NUL-terminated).
+ * Every item is a multiple of 8 bytes, so records and data lie aligned in
+ * a message that starts aligned. Reading a message allocates nothing: the
+ * sites point into it. So every process reaches the same verdict on a
+ * round, and a process that fails on its own (out of host memory) says so
+ * in the next round it takes part in, never skipping one. */
 enum { AT_CALL = 0, ENDED = 1, FAILED = 2 };
+enum { HEADER = 4 * sizeof(int32_t), FAILED_HEAD = 6 * sizeof(int32_t), FAILED_TEXT = 400 };
+_Static_assert(sizeof(nrt_nc_inst) % 8 == 0 && sizeof(staged) % 8 == 0,
+               "records in a message stay aligned");
 
-typedef struct msg_out {
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* A FAILED message, built where it needs no allocation. */
+typedef struct failed_msg {
+  int32_t h[FAILED_HEAD / sizeof(int32_t)]; /* header, status, 0 */
+  char text[FAILED_TEXT + 8];
+} failed_msg;
+
+static size_t failed_message(failed_msg *m, int32_t programs, nrt_status status, const char *text) {
+  memset(m, 0, sizeof *m);
+  m->h[0] = FAILED;
+  m->h[3] = programs;
+  m->h[4] = (int32_t)status;
+  snprintf(m->text, FAILED_TEXT, "%s", text && *text ? text : "(no message)");
+  return sizeof m->h + pad8(strlen(m->text) + 1);
+}
+
+/* The message this process sends at a call: grown when a call needs more,
+ * kept for the next. */
+typedef struct outbox {
   uint8_t *buf;
-  size_t len, cap;
-  int oom;
-} msg_out;
+  size_t cap, len;
+} outbox;
 
-static void put(msg_out *w, const void *data, size_t n) {
-  size_t padded = (n + 7) & ~(size_t)7;
-  if (w->oom) return;
-  if (w->len + padded > w->cap) {
-    size_t cap = w->cap ? w->cap : 256;
-    while (cap < w->len + padded) cap *= 2;
-    uint8_t *b = realloc(w->buf, cap);
-    if (!b) {
-      w->oom = 1;
-      return;
-    }
-    w->buf = b;
-    w->cap = cap;
-  }
-  if (n) memcpy(w->buf + w->len, data, n);
-  memset(w->buf + w->len + n, 0, padded - n);
-  w->len += padded;
-}
-
-typedef struct msg_in {
-  const uint8_t *buf;
-  size_t len, at;
-} msg_in;
-
-static const void *take(msg_in *r, size_t n) {
-  size_t padded = (n + 7) & ~(size_t)7;
-  if (r->at > r->len || padded > r->len - r->at) return NULL;
-  const void *p = r->buf + r->at;
-  r->at += padded;
-  return p;
-}
-
-static void put_header(msg_out *w, int32_t state, int32_t call, int32_t kind, int32_t n) {
-  int32_t h[4] = {state, call, kind, n};
-  put(w, h, sizeof h);
-}
-
-static void put_sites(msg_out *w, const call_site *sites, int32_t n) {
+static size_t call_message_size(const call_site *local, int32_t n) {
+  size_t total = HEADER;
   for (int32_t k = 0; k < n; k++) {
-    put(w, &sites[k].count, sizeof(int32_t));
-    put(w, sites[k].insts, (size_t)sites[k].count * sizeof(nrt_nc_inst));
-    for (int32_t j = 0; j < sites[k].count; j++) {
-      const staged *st = &sites[k].slots[j];
-      int64_t elems = st->bytes ? st->elems : 0;
-      int32_t meta[2] = {st->dtype, st->bytes != NULL};
-      put(w, &elems, sizeof elems);
-      put(w, meta, sizeof meta);
-      put(w, st->bytes, st->bytes ? (size_t)elems * nrt_nc_dtype_size(st->dtype) : 0);
+    total += 8 + (size_t)local[k].count * (sizeof(nrt_nc_inst) + sizeof(staged));
+    for (int32_t j = 0; j < local[k].count; j++) {
+      const nrt_nc_ap *src = &local[k].insts[j].ap[1];
+      if (src->tensor >= 0) total += pad8((size_t)ap_elems(src) * nrt_nc_dtype_size(src->dtype));
     }
   }
+  return total;
 }
 
-/* Process q's programs' sites from its message (pointing into it). */
-static nrt_status take_sites(msg_in *r, call_site *sites, int32_t n, int32_t q) {
+/* Stages the sources of this process's n programs, at their call, in o. */
+static nrt_status build_call(outbox *o, nc_run *const *runs, const call_site *local, int32_t n) {
+  size_t need = call_message_size(local, n);
+  if (need > o->cap) {
+    free(o->buf); /* nothing in it is kept: no copy */
+    o->buf = malloc(need);
+    o->cap = o->buf ? need : 0;
+    if (!o->buf) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
+  }
+  uint8_t *w = o->buf;
+  int32_t h[4] = {AT_CALL, (int32_t)local[0].insts->imm[3], local[0].insts->func[2], n};
+  memcpy(w, h, sizeof h);
+  size_t at = HEADER;
   for (int32_t k = 0; k < n; k++) {
-    const int32_t *count = take(r, sizeof(int32_t));
-    const nrt_nc_inst *insts = count && *count > 0 ? take(r, (size_t)*count * sizeof(nrt_nc_inst)) : NULL;
-    if (!insts) goto malformed;
-    sites[k] = (call_site){.insts = insts, .count = *count};
-    sites[k].slots = calloc((size_t)*count, sizeof(staged));
-    if (!sites[k].slots) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
-    for (int32_t j = 0; j < *count; j++) {
-      const int64_t *elems = take(r, sizeof(int64_t));
-      const int32_t *meta = take(r, 2 * sizeof(int32_t));
-      if (!elems || !meta || *elems < 0) goto malformed;
-      if (!meta[1]) continue;
-      size_t bytes = (size_t)*elems * nrt_nc_dtype_size(meta[0]);
-      const uint8_t *data = take(r, bytes);
-      if (!data && bytes) goto malformed;
-      sites[k].slots[j] = (staged){.bytes = (uint8_t *)data, .elems = *elems, .dtype = meta[0]};
-      if (!bytes) sites[k].slots[j].bytes = (uint8_t *)r->buf; /* present, empty */
+    const nc_core *core = nc_run_core(runs[k]);
+    int64_t count = local[k].count;
+    memcpy(w + at, &count, 8);
+    at += 8;
+    memcpy(w + at, local[k].insts, (size_t)count * sizeof(nrt_nc_inst));
+    at += (size_t)count * sizeof(nrt_nc_inst);
+    size_t table = at;
+    at += (size_t)count * sizeof(staged);
+    for (int32_t j = 0; j < count; j++) {
+      const nrt_nc_ap *src = &local[k].insts[j].ap[1];
+      staged st = {.dtype = src->dtype};
+      if (src->tensor >= 0) {
+        size_t size = nrt_nc_dtype_size(src->dtype), bytes = (size_t)ap_elems(src) * size;
+        int64_t row = nc_ap_free_elems(src);
+        st.present = 1;
+        st.elems = ap_elems(src);
+        st.offset = at;
+        for (int64_t p = 0; p < src->partitions; p++)
+          nc_gather_raw(core, src, p, w + at + (size_t)(p * row) * size);
+        memset(w + at + bytes, 0, pad8(bytes) - bytes);
+        at += pad8(bytes);
+      }
+      memcpy(w + table + (size_t)j * sizeof(staged), &st, sizeof st);
     }
+  }
+  o->len = at;
+  return NRT_SUCCESS;
+}
+
+/* Process q's programs' sites, viewing its message (offsets become
+ * pointers, in place). Allocates nothing. */
+static nrt_status view_sites(uint8_t *buf, size_t len, call_site *sites, int32_t n, int32_t q) {
+  size_t at = HEADER;
+  for (int32_t k = 0; k < n; k++) {
+    int64_t count;
+    if (at > len || len - at < 8) goto malformed;
+    memcpy(&count, buf + at, 8);
+    at += 8;
+    if (count < 1 || (uint64_t)count > (len - at) / (sizeof(nrt_nc_inst) + sizeof(staged)))
+      goto malformed;
+    const nrt_nc_inst *insts = (const nrt_nc_inst *)(buf + at);
+    at += (size_t)count * sizeof(nrt_nc_inst);
+    staged *slots = (staged *)(buf + at);
+    at += (size_t)count * sizeof(staged);
+    for (int32_t j = 0; j < count; j++) {
+      staged *st = &slots[j];
+      const nrt_nc_ap *src = &insts[j].ap[1];
+      if (st->present != (src->tensor >= 0)) goto malformed;
+      if (!st->present) {
+        st->bytes = NULL;
+        continue;
+      }
+      size_t size = nrt_nc_dtype_size(src->dtype);
+      /* The data lie in order after the table. */
+      if (!size || st->dtype != src->dtype || st->elems < 0 || (uint64_t)st->elems > len ||
+          st->elems != ap_elems(src) || st->offset != at ||
+          pad8((size_t)st->elems * size) > len - at)
+        goto malformed;
+      st->bytes = buf + at;
+      at += pad8((size_t)st->elems * size);
+    }
+    sites[k] = (call_site){.insts = insts, .count = (int32_t)count, .slots = slots};
   }
   return NRT_SUCCESS;
 malformed:
@@ -388,67 +405,38 @@ malformed:
                  "is malformed", q);
 }
 
-/* One round of a distributed run: sends this process's state and reads
- * every process's. On success *all_ended tells whether every process ended;
- * otherwise the sites of every process are filled (this one's staged). */
-static nrt_status exchange_round(const nrt_nc_exchange *ex, int32_t n, call_site *sites,
-                                 nrt_status mine, int local_done, int *all_ended,
-                                 void ***messages) {
+/* Every process's message of a round, read alike on every process: on
+ * success *all_ended tells whether every process ended; otherwise every
+ * process's sites are filled. mine: this process's failure (its text in
+ * failure), which it returns once it has read the round. */
+static nrt_status read_round(const nrt_nc_exchange *ex, int32_t n, call_site *sites, void **recv,
+                             const size_t *recv_bytes, nrt_status mine, const char *failure,
+                             int *all_ended) {
   int32_t procs = ex->processes, me = ex->process;
-  call_site *local = &sites[me * n];
-  msg_out w = {0};
-  if (mine) {
-    const char *text = nrt_last_error();
-    put_header(&w, FAILED, 0, 0, n);
-    put(&w, text, strlen(text) + 1);
-  } else if (local_done) {
-    put_header(&w, ENDED, 0, 0, n);
-  } else {
-    put_header(&w, AT_CALL, (int32_t)local[0].insts->imm[3], local[0].insts->func[2], n);
-    put_sites(&w, local, n);
-  }
-  if (w.oom) {
-    /* Still take part in the round, with the shortest message. */
-    free(w.buf);
-    w = (msg_out){0};
-    put_header(&w, FAILED, 0, 0, n);
-    put(&w, "out of host memory", 19);
-    if (w.oom) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
-    mine = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory in a collective");
-  }
-  void **recv = calloc((size_t)procs, sizeof *recv);
-  size_t *recv_bytes = calloc((size_t)procs, sizeof *recv_bytes);
-  nrt_status s = recv && recv_bytes ? NRT_SUCCESS
-                                    : rt_fail(NRT_ERROR_OUT_OF_MEMORY,
-                                              "out of host memory in a collective");
-  /* The error text survives the exchange (it may reset the thread's message). */
-  char failure[512] = "";
-  if (mine) snprintf(failure, sizeof failure, "%s", nrt_last_error());
-  if (!s) s = ex->fn(ex->ctx, w.buf, w.len, recv, recv_bytes);
-  free(w.buf);
-  int32_t states[3] = {0, 0, 0};
-  int32_t first[3] = {-1, -1, -1};
-  const int32_t *head0 = NULL;
+  int32_t states[3] = {0, 0, 0}, first[3] = {-1, -1, -1};
+  int32_t head0[4] = {0};
+  nrt_status s = NRT_SUCCESS;
+  *all_ended = 0;
   for (int32_t q = 0; q < procs && !s; q++) {
-    msg_in r = {recv[q], recv_bytes[q], 0};
-    const int32_t *h = take(&r, 4 * sizeof(int32_t));
-    if (!h || h[0] < AT_CALL || h[0] > FAILED || h[3] != n) {
+    int32_t h[4] = {-1, 0, 0, -1};
+    if (recv[q] && recv_bytes[q] >= HEADER) memcpy(h, recv[q], sizeof h);
+    if (h[0] < AT_CALL || h[0] > FAILED || h[3] != n) {
       s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d runs %d "
-                  "programs of the grid, process %d runs %d", me, n, q, h ? h[3] : -1);
+                  "programs of the grid, process %d runs %d", me, n, q, h[3]);
       break;
     }
     states[h[0]]++;
     if (first[h[0]] < 0) first[h[0]] = q;
     if (h[0] == FAILED && q != me && !mine) {
-      const char *text = take(&r, 1);
-      int room = text ? (int)(recv_bytes[q] - 16 < 400 ? recv_bytes[q] - 16 : 400) : 1;
-      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d stopped: %.*s",
-                  q, room, text ? text : "?");
+      size_t room = recv_bytes[q] > FAILED_HEAD ? recv_bytes[q] - FAILED_HEAD : 0;
+      const char *text = (const char *)recv[q] + FAILED_HEAD;
+      s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "collective across processes: process %d stopped: "
+                  "%.*s", q, (int)(room < FAILED_TEXT ? room : FAILED_TEXT), room ? text : "?");
       break;
     }
     if (h[0] != AT_CALL) continue;
-    if (!head0) {
-      head0 = h;
+    if (first[AT_CALL] == q) {
+      memcpy(head0, h, sizeof h);
     } else if (h[1] != head0[1] || h[2] != head0[2]) {
       s = rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                   "collective deadlock: process %d is at collective call %d (%s) while process "
@@ -456,7 +444,7 @@ static nrt_status exchange_round(const nrt_nc_exchange *ex, int32_t n, call_site
                   h[1], kind_name(h[2]));
       break;
     }
-    if (q != me) s = take_sites(&r, &sites[q * n], n, q);
+    if (!mine) s = view_sites(recv[q], recv_bytes[q], &sites[q * n], n, q);
   }
   if (!s && mine) s = rt_fail(mine, "%s", failure);
   if (!s && states[AT_CALL] && states[ENDED])
@@ -465,81 +453,129 @@ static nrt_status exchange_round(const nrt_nc_exchange *ex, int32_t n, call_site
                 "%d ended without reaching it", first[AT_CALL], head0[1], kind_name(head0[2]),
                 first[ENDED]);
   *all_ended = !s && states[ENDED] == procs;
-  free(recv_bytes);
-  *messages = recv;
   return s;
 }
 
-static void free_messages(void **messages, int32_t procs) {
-  for (int32_t q = 0; messages && q < procs; q++) free(messages[q]);
-  free(messages);
+/* One round as a process that failed (status, text) before it could do
+ * anything else, with no allocation: the message and the receive arrays
+ * are on the stack. Returns the exchange's status. */
+static nrt_status __attribute__((noinline))
+fail_round(const nrt_nc_exchange *ex, int32_t programs, nrt_status status, const char *text) {
+  failed_msg m;
+  void *recv[NRT_NC_MAX_PROCESSES];
+  size_t recv_bytes[NRT_NC_MAX_PROCESSES];
+  size_t len = failed_message(&m, programs, status, text);
+  return ex->fn(ex->ctx, &m, len, recv, recv_bytes);
+}
+
+nrt_status nrt_nc_exchange_fail(const nrt_nc_exchange *ex, int32_t programs, const char *why) {
+  if (!ex || !ex->fn || ex->processes < 1 || ex->processes > NRT_NC_MAX_PROCESSES || programs < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_exchange_fail: no exchange or programs");
+  return fail_round(ex, programs, NRT_ERROR_INVALID_ARGUMENT, why);
+}
+
+/* What a group run holds from its first round to its last. */
+typedef struct group_state {
+  nc_run **runs;
+  int32_t *at;
+  call_site *sites; /* every process's programs, global rank order */
+  void **recv;      /* the round's messages, owned by the exchange */
+  size_t *recv_bytes;
+  outbox out;
+} group_state;
+
+static void group_state_free(group_state *g, int32_t n) {
+  for (int32_t k = 0; g->runs && k < n; k++) nc_run_end(g->runs[k]);
+  free(g->runs);
+  free(g->at);
+  free(g->sites);
+  free(g->recv);
+  free(g->recv_bytes);
+  free(g->out.buf);
+}
+
+/* One round of a run across processes: sends this process's message (its
+ * call's, ENDED, or FAILED with s's text) and reads every process's. */
+static nrt_status exchange_round(const nrt_nc_exchange *ex, int32_t n, group_state *g,
+                                 nrt_status s, int done, int *all_ended) {
+  failed_msg fail;
+  int32_t ended[4] = {ENDED, 0, 0, n};
+  const void *send = g->out.buf;
+  size_t len = g->out.len;
+  /* The error text survives the exchange (which may reset the thread's message). */
+  if (s) {
+    len = failed_message(&fail, n, s, nrt_last_error());
+    send = &fail;
+  } else if (done) {
+    send = ended;
+    len = sizeof ended;
+  }
+  memset(g->recv, 0, (size_t)ex->processes * sizeof *g->recv);
+  memset(g->recv_bytes, 0, (size_t)ex->processes * sizeof *g->recv_bytes);
+  nrt_status e = ex->fn(ex->ctx, send, len, g->recv, g->recv_bytes);
+  if (e) return e; /* the transport failed: it fails every process's round */
+  return read_round(ex, n, g->sites, g->recv, g->recv_bytes, s, s ? fail.text : NULL, all_ended);
 }
 
 nrt_status nc_execute_group_ex(const nrt_nc_program_t *programs, int32_t n,
                                void *const *const *hbm, const nrt_nc_exchange *ex) {
   int32_t procs = ex ? ex->processes : 1, base = ex ? ex->process * n : 0, total = n * procs;
-  nc_run **runs = calloc((size_t)n, sizeof *runs);
-  int32_t *at = calloc((size_t)n, sizeof *at);
-  call_site *sites = calloc((size_t)total, sizeof *sites);
-  nrt_status s = runs && at && sites ? NRT_SUCCESS
-                                     : rt_fail(NRT_ERROR_OUT_OF_MEMORY,
-                                               "out of host memory running NKI programs");
-  if (!sites) { /* nothing to run or exchange with */
-    free(runs);
-    free(at);
+  group_state g = {0};
+  g.runs = calloc((size_t)n, sizeof *g.runs);
+  g.at = calloc((size_t)n, sizeof *g.at);
+  g.sites = calloc((size_t)total, sizeof *g.sites);
+  if (ex) {
+    g.recv = calloc((size_t)procs, sizeof *g.recv);
+    g.recv_bytes = calloc((size_t)procs, sizeof *g.recv_bytes);
+  }
+  nrt_status s = NRT_SUCCESS;
+  if (!g.runs || !g.at || !g.sites || (ex && (!g.recv || !g.recv_bytes))) {
+    group_state_free(&g, n);
+    s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory running NKI programs");
+    if (ex) { /* the peers still hear of it, in the round they wait in */
+      char why[FAILED_TEXT];
+      snprintf(why, sizeof why, "%s", nrt_last_error());
+      fail_round(ex, n, s, why);
+      s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s", why);
+    }
     return s;
   }
-  for (int32_t k = 0; k < n && !s; k++) s = nc_run_begin(programs[k], hbm[k], &runs[k]);
+  for (int32_t k = 0; k < n && !s; k++) s = nc_run_begin(programs[k], hbm[k], &g.runs[k]);
+  call_site *local = &g.sites[base];
   for (;;) {
     int done = 0;
     if (!s) {
-      for (int32_t k = 0; k < n; k++) at[k] = nc_run_to_sync(runs[k]);
-      s = check_arrival(programs, at, n, &done);
+      for (int32_t k = 0; k < n; k++) g.at[k] = nc_run_to_sync(g.runs[k]);
+      s = check_arrival(programs, g.at, n, &done);
     }
-    call_site *local = &sites[base];
     if (!s && !done) {
       for (int32_t k = 0; k < n; k++) {
-        local[k] = (call_site){.insts = &programs[k]->insts[at[k]],
-                               .count = call_length(programs[k], at[k])};
-        nc_run_fill_call(runs[k], local[k].count);
+        local[k] = (call_site){.insts = &programs[k]->insts[g.at[k]],
+                               .count = call_length(programs[k], g.at[k])};
+        nc_run_fill_call(g.runs[k], local[k].count);
       }
-      s = stage(runs, local, n);
+      s = build_call(&g.out, g.runs, local, n);
     }
     if (!ex) {
-      if (!s && !done) s = check_call(sites, n, (int32_t)sites[0].insts->imm[3]);
+      if (s || done) break;
+      s = view_sites(g.out.buf, g.out.len, g.sites, n, 0);
+      if (!s) s = check_call(g.sites, n, (int32_t)g.sites[0].insts->imm[3]);
     } else {
       /* A process that failed says so, and every process stops together. */
-      void **messages = NULL;
       int ended = 0;
-      nrt_status e = exchange_round(ex, n, sites, s, done, &ended, &messages);
-      if (!e && !ended) e = check_call(sites, total, (int32_t)local[0].insts->imm[3]);
+      nrt_status e = exchange_round(ex, n, &g, s, done, &ended);
+      if (!e && !ended) e = check_call(g.sites, total, (int32_t)local[0].insts->imm[3]);
       if (e || ended) {
-        release_sites(sites, total);
-        free_messages(messages, procs);
         s = e;
         break;
       }
-      if (!s) {
-        s = write_call(runs, sites, total, base, n); /* a failure goes out next round */
-        for (int32_t k = 0; k < n && !s; k++) nc_run_advance(runs[k], local[k].count);
-      }
-      release_sites(sites, total);
-      free_messages(messages, procs);
-      continue;
     }
-    if (s || done) {
-      release_sites(sites, total);
-      break;
-    }
-    s = write_call(runs, sites, n, 0, n);
-    for (int32_t k = 0; k < n && !s; k++) nc_run_advance(runs[k], sites[k].count);
-    release_sites(sites, total);
     if (s) break;
+    s = write_call(g.runs, g.sites, total, base, n); /* across processes: a failure goes out next round */
+    for (int32_t k = 0; k < n && !s; k++) nc_run_advance(g.runs[k], local[k].count);
+    if (s && !ex) break;
   }
-  for (int32_t k = 0; runs && k < n; k++) nc_run_end(runs[k]);
-  free(runs);
-  free(at);
-  free(sites);
+  group_state_free(&g, n);
   return s;
 }
 

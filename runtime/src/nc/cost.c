@@ -40,6 +40,16 @@
  * latency, plus COLLECTIVE_SYNC_NS of semaphore handshake for the call's
  * first instruction. Every core of the group is assumed to arrive at once
  * (each program's estimate is its own core's).
+ *
+ * Across processes (nki.distributed; inst->remote): the contributions that
+ * come from other processes' ranks travel over the device's share of the
+ * target's NeuronLink (props->link_bytes_per_s: trn1 384, trn2 1280, trn3
+ * 2560 GB/s per chip, published) or of the instance's EFA
+ * (props->efa_bytes_per_s), one transfer at a time on the link, each plus a
+ * step latency (LINK_STEP_NS / EFA_STEP_NS, the assumptions the profiler's
+ * roofline uses for the process-group backend), in parallel with the
+ * on-chip part; the call's handshake is a step on the link instead of the
+ * on-chip semaphore.
  */
 #include <stdlib.h>
 #include "nc/nc_internal.h"
@@ -51,6 +61,10 @@
 #define DMA_MIN_EFFICIENT_ROW_BYTES 2048.0
 /* One cross-core semaphore round trip (assumed: about a DMA's fixed latency). */
 #define COLLECTIVE_SYNC_NS 1300.0
+/* One step (a transfer's synchronisation and setup) between processes:
+ * assumed, as runtime/src/roofline_collective.c (not published). */
+#define LINK_STEP_NS 2000.0
+#define EFA_STEP_NS 10000.0
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
@@ -146,6 +160,19 @@ static int64_t dma_bytes(const nrt_nc_inst *inst) {
   return (int64_t)dst->partitions * nc_ap_free_elems(dst) * (int64_t)nrt_nc_dtype_size(dst->dtype);
 }
 
+/* The part of a collective instruction's bytes that comes from other
+ * processes' ranks. */
+static int64_t remote_bytes(const nrt_nc_inst *inst, int64_t bytes) {
+  int32_t remote = NRT_NC_REMOTE_COUNT(inst->remote);
+  if (inst->opcode != NRT_NC_COLLECTIVE || remote <= 0 || bytes <= 0) return 0;
+  int64_t members = 1;
+  if (inst->func[0] == NRT_NC_COLLECTIVE_REDUCE)
+    members = __builtin_popcountll((unsigned long long)inst->imm[0]);
+  if (inst->func[0] == NRT_NC_COLLECTIVE_PAIR_REDUCE) members = 2;
+  if (remote > members) remote = (int32_t)members;
+  return bytes / (members ? members : 1) * remote;
+}
+
 /* Whether two on-chip tensors' placements share memory. */
 static int overlaps(const nrt_nc_tensor *a, const nrt_nc_tensor *b) {
   return a->buffer == b->buffer && a->partition_base < b->partition_base + b->partitions &&
@@ -166,7 +193,9 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
   }
   double engine_free[NRT_NC_ENGINE_COUNT] = {0}, queue_free[DMA_QUEUES] = {0}, bandwidth_free = 0;
   double dma_bytes_per_ns = (double)props->dma_bytes_per_s * 1e-9;
-  double fence = 0; /* the end of the last collective call */
+  double link_free = 0; /* the link to other processes, one transfer at a time */
+  double fence = 0;     /* the end of the last collective call */
+  double call_step = 0; /* the current call's handshake with other processes */
   nrt_nc_estimate *e = &p->estimate;
   *e = (nrt_nc_estimate){0};
   for (int32_t i = 0; i < p->num_insts; i++) {
@@ -197,8 +226,16 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
       int q = 0;
       for (int k = 1; k < DMA_QUEUES; k++)
         if (queue_free[k] < queue_free[q]) q = k;
-      int64_t bytes = dma_bytes(inst);
+      int64_t all_bytes = dma_bytes(inst), far = remote_bytes(inst, all_bytes);
+      int64_t bytes = all_bytes - far;
       double transfer = (double)bytes / dma_bytes_per_ns;
+      if (call_start) { /* the call's handshake: on the link if it leaves the process */
+        call_step = 0;
+        for (int32_t j = i; j < p->num_insts && p->insts[j].opcode == NRT_NC_COLLECTIVE &&
+                            p->insts[j].imm[3] == inst->imm[3]; j++)
+          if (NRT_NC_REMOTE_COUNT(p->insts[j].remote) > 0)
+            call_step = (p->insts[j].remote & NRT_NC_REMOTE_EFA) ? EFA_STEP_NS : LINK_STEP_NS;
+      }
       int32_t rows = inst->ap[0].partitions > 0 ? inst->ap[0].partitions : 1;
       double row_bytes = (double)bytes / rows;
       if (!collective && bytes > 0 && row_bytes < DMA_MIN_EFFICIENT_ROW_BYTES)
@@ -207,10 +244,22 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
       double xfer_start = max2(start, bandwidth_free);
       bandwidth_free = xfer_start + transfer;
       queue_free[q] = bandwidth_free;
-      end = bandwidth_free + DMA_FIXED_NS + (call_start ? COLLECTIVE_SYNC_NS : 0);
+      double sync = call_start ? (call_step > 0 ? call_step : COLLECTIVE_SYNC_NS) : 0;
+      end = bandwidth_free + DMA_FIXED_NS + sync;
       e->busy_ns[NRT_NC_ENGINE_DMA] += transfer;
       e->dma_bytes += bytes;
       queue = NRT_NC_ENGINE_DMA + q;
+      if (far > 0) {
+        int efa = (inst->remote & NRT_NC_REMOTE_EFA) != 0;
+        double rate = (double)(efa ? props->efa_bytes_per_s : props->link_bytes_per_s) * 1e-9;
+        double over_link = rate > 0 ? (double)far / rate : 0;
+        double link_start = max2(start, link_free);
+        link_free = link_start + over_link;
+        end = max2(end, link_free + (efa ? EFA_STEP_NS : LINK_STEP_NS) + sync);
+        e->link_bytes += far;
+        e->link_ns += over_link;
+        queue = NRT_NC_LINK_QUEUE;
+      }
     } else {
       double duration = engine_cycles(p, inst) / engine_hz(props, inst->engine) * 1e9;
       start = max2(ready, engine_free[inst->engine]);

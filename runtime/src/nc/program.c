@@ -218,7 +218,8 @@ nrt_status nrt_nc_program_run(nrt_nc_program_t p, void *const *hbm) {
 }
 
 static nrt_status check_exchange(const nrt_nc_exchange *ex, const char *who) {
-  if (ex && (!ex->fn || ex->processes < 1 || ex->process < 0 || ex->process >= ex->processes))
+  if (ex && (!ex->fn || ex->processes < 1 || ex->processes > NRT_NC_MAX_PROCESSES ||
+             ex->process < 0 || ex->process >= ex->processes))
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: process %d of %d, exchange %s", who,
                    ex->process, ex->processes, ex->fn ? "set" : "NULL");
   return NRT_SUCCESS;
@@ -251,6 +252,8 @@ nrt_status nrt_nc_programs_run_dist(const nrt_nc_program_t *programs, int32_t co
 typedef struct group_task {
   int32_t count;
   int has_exchange;
+  int ran;          /* the stream ran it (else the peers hear it will not) */
+  char failure[256]; /* why it was not launched, if it was not */
   nrt_nc_exchange exchange;
   nrt_nc_program_t *programs;
   void ***hbm; /* per program, host aliases */
@@ -258,6 +261,7 @@ typedef struct group_task {
 
 static nrt_status run_group_task(void *arg) {
   group_task *task = arg;
+  task->ran = 1;
   if (__builtin_expect(rt_profile_current != NULL, 0))
     for (int32_t k = 0; k < task->count; k++) {
       nrt_roofline est;
@@ -270,6 +274,18 @@ static nrt_status run_group_task(void *arg) {
 
 static void release_group_task(void *arg) {
   group_task *task = arg;
+  if (task->has_exchange && !task->ran) {
+    /* A run across processes that will not run here (its launch failed,
+     * or the stream skips it after an earlier error): the peers, waiting
+     * in its first round, hear so now. The thread's error is kept. */
+    char kept[512];
+    snprintf(kept, sizeof kept, "%s", nrt_last_error());
+    nrt_nc_exchange_fail(&task->exchange, task->count,
+                         task->failure[0] ? task->failure
+                                          : "did not run the NKI kernel (its stream had failed "
+                                            "before it, or its launch failed)");
+    rt_set_error(kept);
+  }
   if (task->has_exchange && task->exchange.release) task->exchange.release(task->exchange.ctx);
   for (int32_t k = 0; k < task->count; k++) {
     if (task->programs[k]) program_release(task->programs[k]);
@@ -328,6 +344,61 @@ nrt_status nrt_nc_programs_launch(nrt_stream_t stream, const nrt_nc_program_t *p
   return nrt_nc_programs_launch_dist(stream, programs, count, hbm, name, NULL);
 }
 
+/* A launch across processes that failed before its run could be queued:
+ * its one FAILED round, queued on the stream like the run would have been
+ * (the exchange's transport carries the stream's runs in order, so the
+ * round must not overtake one of them). Run or skipped, it takes part. */
+typedef struct fail_task {
+  nrt_nc_exchange exchange;
+  int32_t count;
+  int done;
+  char why[256];
+} fail_task;
+
+static nrt_status run_fail_task(void *arg) {
+  fail_task *t = arg;
+  t->done = 1;
+  nrt_nc_exchange_fail(&t->exchange, t->count, t->why);
+  return NRT_SUCCESS; /* the launch reported its own error */
+}
+
+static void release_fail_task(void *arg) {
+  fail_task *t = arg;
+  if (!t->done) {
+    char kept[512];
+    snprintf(kept, sizeof kept, "%s", nrt_last_error());
+    nrt_nc_exchange_fail(&t->exchange, t->count, t->why);
+    rt_set_error(kept);
+  }
+  if (t->exchange.release) t->exchange.release(t->exchange.ctx);
+  free(t);
+}
+
+nrt_status nrt_nc_exchange_fail_launch(nrt_stream_t stream, const nrt_nc_exchange *exchange,
+                                       int32_t count, const char *why) {
+  if (!exchange || check_exchange(exchange, "nrt_nc_exchange_fail_launch") || count < 1) {
+    if (exchange && exchange->release) exchange->release(exchange->ctx);
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_exchange_fail_launch: no exchange");
+  }
+  char kept[512];
+  snprintf(kept, sizeof kept, "%s", nrt_last_error());
+  fail_task *t = calloc(1, sizeof *t);
+  nrt_status s = NRT_SUCCESS;
+  if (!t || !stream) { /* last resort: at once, on this thread */
+    s = nrt_nc_exchange_fail(exchange, count, why);
+    if (exchange->release) exchange->release(exchange->ctx);
+    free(t);
+  } else {
+    t->exchange = *exchange;
+    t->count = count;
+    snprintf(t->why, sizeof t->why, "%s", why ? why : "its launch failed");
+    s = rt_launch_host_task_kind(stream, NRT_PROFILE_NKI, "NKI launch failure", run_fail_task,
+                                 release_fail_task, t);
+  }
+  rt_set_error(kept);
+  return s;
+}
+
 /* The task owns exchange's ctx from here on: released with the task, or
  * now if the launch fails. */
 nrt_status nrt_nc_programs_launch_dist(nrt_stream_t stream, const nrt_nc_program_t *programs,
@@ -340,8 +411,12 @@ nrt_status nrt_nc_programs_launch_dist(nrt_stream_t stream, const nrt_nc_program
     return s;
   }
   if (!stream || !programs || !hbm || count < 1) {
-    if (exchange && exchange->release) exchange->release(exchange->ctx);
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_launch: NULL argument");
+    s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_nc_programs_launch: NULL argument");
+    if (exchange && count >= 1)
+      nrt_nc_exchange_fail_launch(stream, exchange, count, "its launch failed");
+    else if (exchange && exchange->release)
+      exchange->release(exchange->ctx);
+    return s;
   }
   group_task *task = calloc(1, sizeof *task);
   if (task) {
@@ -354,8 +429,10 @@ nrt_status nrt_nc_programs_launch_dist(nrt_stream_t stream, const nrt_nc_program
       free(task->hbm);
     }
     free(task);
-    if (exchange && exchange->release) exchange->release(exchange->ctx);
-    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching NKI programs");
+    s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory launching NKI programs");
+    if (exchange)
+      nrt_nc_exchange_fail_launch(stream, exchange, count, "its launch failed: out of host memory");
+    return s;
   }
   task->count = count;
   if (exchange) {
@@ -378,6 +455,7 @@ nrt_status nrt_nc_programs_launch_dist(nrt_stream_t stream, const nrt_nc_program
     atomic_fetch_add(&p->refs, 1);
   }
   if (s) {
+    snprintf(task->failure, sizeof task->failure, "its launch failed: %s", nrt_last_error());
     release_group_task(task);
     return s;
   }
