@@ -457,12 +457,8 @@ def test_complex_mm_bmm_matmul_native(dtype):
     assert str(dev_err.value) == str(cpu_err.value)
 
 
-@pytest.fixture(autouse=True)
-def _clear_tracking():
-    """Fallback counts this file provokes on purpose stay out of the files
-    that run after it in the same worker."""
-    yield
-    torchneuron.clear_op_tracking()
+# Fallback counts a test provokes on purpose stay out of the tests after it.
+pytestmark = pytest.mark.usefixtures("op_tracking")
 
 
 COMPLEX_MATH = ["exp", "log", "log2", "log10", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan",

@@ -6,16 +6,14 @@ import pytest
 import torch
 import torchneuron
 
+from complex_samples import CDTYPES, complex_randn
 from conftest import no_fallback
 
 DEV = "neuron"
-CDTYPES = [torch.complex64, torch.complex128]
 
 
-@pytest.fixture(autouse=True)
-def _clear_tracking():
-    yield
-    torchneuron.clear_op_tracking()
+# Fallback counts a test provokes on purpose stay out of the tests after it.
+pytestmark = pytest.mark.usefixtures("op_tracking")
 
 
 def _tol(dtype):
@@ -23,8 +21,7 @@ def _tol(dtype):
 
 
 def _z(dtype, *shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, dtype=torch.complex128, generator=g).to(dtype)
+    return complex_randn(dtype, *shape, seed=seed)
 
 
 def _layouts(dtype):

@@ -9,25 +9,18 @@ import pytest
 import torch
 import torchneuron
 
+from complex_samples import CDTYPES, complex_randn
 from conftest import no_fallback
 
 DEV = "neuron"
-CDTYPES = [torch.complex64, torch.complex128]
 
 
-@pytest.fixture(autouse=True)
-def _clear_tracking():
-    yield
-    torchneuron.clear_op_tracking()
+# Fallback counts a test provokes on purpose stay out of the tests after it.
+pytestmark = pytest.mark.usefixtures("op_tracking")
 
 
 def _z(dtype, *shape, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    z = torch.randn(*shape, dtype=torch.complex128, generator=g).to(dtype)
-    if z.numel() > 2:
-        z.view(-1)[0] = complex(math.nan, -0.0)
-        z.view(-1)[1] = complex(-math.inf, 0.0)
-    return z
+    return complex_randn(dtype, *shape, seed=seed, inf_imag=0.0)
 
 
 def _mask(*shape, seed=1):

@@ -130,9 +130,5 @@ def test_other_ops_fall_back_with_cpu_results(dtype):
     assert "aten::mul.Tensor" in counted and "aten::eq.Tensor" in counted
 
 
-@pytest.fixture(autouse=True)
-def _clear_tracking():
-    """Fallback counts this file provokes on purpose stay out of the files
-    that run after it in the same worker."""
-    yield
-    torchneuron.clear_op_tracking()
+# Fallback counts a test provokes on purpose stay out of the tests after it.
+pytestmark = pytest.mark.usefixtures("op_tracking")
