@@ -80,17 +80,7 @@ torch::CppFunction complex_path_first(const std::string& overload_name, Ret (*fn
         return *written.at(0);
       }
     }
-    try {
-      return fn(args...);
-    } catch (const DimsLimitError&) {
-      if (limits_detail::in_limit_fallback) throw;
-    } catch (const DtypeLimitError&) {
-      if (limits_detail::in_limit_fallback) throw;
-    }
-    limits_detail::FallbackScope scope;
-    return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
-        c10::BoxedKernel::makeFromFunction<&fallback_kernel>(), op->get(),
-        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), args...);
+    return limits_detail::guarded_call<Ret, Args...>(*op, fn, args...);
   });
 }
 

@@ -105,6 +105,24 @@ Ret native_unless_limit(Native&& native, Fallback&& fallback) {
 void note_unguarded(const std::string& overload_name);
 std::vector<std::string> unguarded_registrations();
 
+template <class T>
+struct non_deduced {  // keeps a parameter out of template argument deduction
+  using type = T;
+};
+
+// One guarded call of fn: op is fn's aten op, for the boxed fallback.
+template <class Ret, class... Args>
+Ret guarded_call(LazyOp& op, Ret (*fn)(Args...), typename non_deduced<Args>::type... args) {
+  static_assert(guardable_v<Ret, Args...>, "guarded_call: arguments must be borrowed");
+  return native_unless_limit<Ret>([&]() -> Ret { return fn(args...); },
+                                  [&]() -> Ret {
+                                    FallbackScope scope;
+                                    return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
+                                        c10::BoxedKernel::makeFromFunction<&fallback_kernel>(), op.get(),
+                                        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), args...);
+                                  });
+}
+
 template <class Ret, class... Args>
 torch::CppFunction guard(const std::string& overload_name, Ret (*fn)(Args...)) {
   if constexpr (!guardable_v<Ret, Args...>) {
@@ -112,16 +130,7 @@ torch::CppFunction guard(const std::string& overload_name, Ret (*fn)(Args...)) {
     return torch::CppFunction(fn);
   } else {
     auto op = std::make_shared<LazyOp>(overload_name);
-    return torch::CppFunction([fn, op](Args... args) -> Ret {
-      return native_unless_limit<Ret>([&]() -> Ret { return fn(args...); },
-                                      [&]() -> Ret {
-                                        FallbackScope scope;
-                                        return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
-                                            c10::BoxedKernel::makeFromFunction<&fallback_kernel>(),
-                                            op->get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                            args...);
-                                      });
-    });
+    return torch::CppFunction([fn, op](Args... args) -> Ret { return guarded_call<Ret, Args...>(*op, fn, args...); });
   }
 }
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -58,32 +59,48 @@ Ret result_from(torch::jit::Stack& stack, const std::vector<at::Tensor*>& writte
 
 }  // namespace storage_fallback_detail
 
+namespace storage_fallback_detail {
+
+// A call that took no native complex path: the fallback for a storage-dtype
+// argument, else the native kernel, and the fallback if that meets one of
+// the runtime's limits.
+template <class Ret, class... Args>
+Ret native_else_fallback(const std::string& name, const std::string& overload, Ret (*fn)(Args...),
+                         typename limits_detail::non_deduced<Args>::type... args) {
+  auto fallback = [&]() -> Ret {
+    torch::jit::Stack stack;
+    (stack.emplace_back(args), ...);
+    limits_detail::FallbackScope scope;
+    run_through_fallback(name.c_str(), overload.c_str(), &stack);
+    if constexpr (std::is_void_v<Ret>) {
+      return;
+    } else {
+      std::vector<at::Tensor*> written;
+      (note_written<Args>(written, std::forward<Args>(args)), ...);
+      return result_from<Ret>(stack, written);
+    }
+  };
+  if ((storage_arg(args) || ...)) return fallback();
+  if constexpr (limits_detail::guardable_v<Ret, Args...>)
+    return limits_detail::native_unless_limit<Ret>([&]() -> Ret { return fn(args...); }, fallback);
+  else
+    return fn(std::forward<Args>(args)...);
+}
+
+// "sum.dim_IntList" -> ("aten::sum", "dim_IntList")
+inline std::pair<std::string, std::string> split_overload(const std::string& full) {
+  const size_t dot = full.find('.');
+  return {"aten::" + full.substr(0, dot), dot == std::string::npos ? "" : full.substr(dot + 1)};
+}
+
+}  // namespace storage_fallback_detail
+
 template <class Ret, class... Args>
 torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args...)) {
-  std::string full = overload_name;
-  size_t dot = full.find('.');
-  std::string name = "aten::" + full.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-  return torch::CppFunction([fn, name, overload](Args... args) -> Ret {
-    using namespace storage_fallback_detail;
-    auto fallback = [&]() -> Ret {
-      torch::jit::Stack stack;
-      (stack.emplace_back(args), ...);
-      limits_detail::FallbackScope scope;
-      run_through_fallback(name.c_str(), overload.c_str(), &stack);
-      if constexpr (std::is_void_v<Ret>) {
-        return;
-      } else {
-        std::vector<at::Tensor*> written;
-        (note_written<Args>(written, std::forward<Args>(args)), ...);
-        return result_from<Ret>(stack, written);
-      }
-    };
-    if ((storage_arg(args) || ...)) return fallback();
-    if constexpr (limits_detail::guardable_v<Ret, Args...>)
-      return limits_detail::native_unless_limit<Ret>([&]() -> Ret { return fn(args...); }, fallback);
-    else
-      return fn(std::forward<Args>(args)...);
+  auto [name, overload] = storage_fallback_detail::split_overload(overload_name);
+  return torch::CppFunction([fn, name = name, overload = overload](Args... args) -> Ret {
+    return storage_fallback_detail::native_else_fallback<Ret, Args...>(name, overload, fn,
+                                                                       std::forward<Args>(args)...);
   });
 }
 
@@ -93,30 +110,19 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
 // call goes to the fallback and the rest to the native kernel.
 template <class Ret, class... Args, class Try>
 torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
-  std::string full = overload_name;
-  size_t dot = full.find('.');
-  std::string name = "aten::" + full.substr(0, dot);
-  std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-  return torch::CppFunction([fn, name, overload, try_complex](Args... args) -> Ret {
+  auto [name, overload] = storage_fallback_detail::split_overload(overload_name);
+  return torch::CppFunction([fn, name = name, overload = overload, try_complex](Args... args) -> Ret {
     using namespace storage_fallback_detail;
-    std::vector<at::Tensor*> written;
-    (note_written<Args>(written, std::forward<Args>(args)), ...);
     if (std::optional<at::Tensor> r = try_complex(args...)) {
-      if constexpr (std::is_same_v<Ret, at::Tensor>) return *r;
-      else return *written.at(0);
+      if constexpr (std::is_same_v<Ret, at::Tensor>) {
+        return *r;
+      } else {
+        std::vector<at::Tensor*> written;
+        (note_written<Args>(written, std::forward<Args>(args)), ...);
+        return *written.at(0);
+      }
     }
-    auto fallback = [&]() -> Ret {
-      torch::jit::Stack stack;
-      (stack.emplace_back(args), ...);
-      limits_detail::FallbackScope scope;
-      run_through_fallback(name.c_str(), overload.c_str(), &stack);
-      return result_from<Ret>(stack, written);
-    };
-    if ((storage_arg(args) || ...)) return fallback();
-    if constexpr (limits_detail::guardable_v<Ret, Args...>)
-      return limits_detail::native_unless_limit<Ret>([&]() -> Ret { return fn(args...); }, fallback);
-    else
-      return fn(std::forward<Args>(args)...);
+    return native_else_fallback<Ret, Args...>(name, overload, fn, std::forward<Args>(args)...);
   });
 }
 
