@@ -90,9 +90,11 @@ at::Tensor real_out(const at::Tensor& t) {
   at::Tensor r = at::view_as_real(t);
   return t.dim() == 0 ? r.unsqueeze(0) : r;
 }
+// A 0-d index as one element, matching real_in/real_out's 0-d rule.
+at::Tensor at_least_1d(const at::Tensor& index) { return index.dim() == 0 ? index.reshape({1}) : index; }
 // An index tensor of self's rank (gather, scatter) with the trailing pair dim.
 at::Tensor pair_index(const at::Tensor& index) {
-  at::Tensor i = index.dim() == 0 ? index.reshape({1}) : index;
+  at::Tensor i = at_least_1d(index);
   std::vector<int64_t> sizes = i.sizes().vec();
   sizes.push_back(2);
   return i.unsqueeze(-1).expand(sizes);
@@ -108,6 +110,14 @@ at::Tensor& store(at::Tensor& out, const at::Tensor& result) {
   return out;
 }
 int64_t wrap(int64_t dim, const at::Tensor& self) { return at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1)); }
+// f(plane, part) on the real and imaginary planes of a real view, with the
+// matching part of a complex value: fills with a complex value fill each
+// part's plane with that part.
+template <class F>
+void per_part(const at::Tensor& real_view, c10::complex<double> value, F f) {
+  f(real_view.select(-1, 0), value.real());
+  f(real_view.select(-1, 1), value.imag());
+}
 
 }  // namespace
 
@@ -290,11 +300,9 @@ Opt try_complex_scatter_value_out(const at::Tensor& self, int64_t dim, const at:
   if (!view) return std::nullopt;
   NEURON_TRACK_OP("aten::scatter.value_out(complex)");
   if (index.numel() > 0) {
-    const c10::complex<double> v = value.toComplexDouble();
     const int64_t d = wrap(dim, self);
-    const at::Tensor i = index.dim() == 0 ? index.reshape({1}) : index;
-    view->select(-1, 0).scatter_(d, i, v.real());
-    view->select(-1, 1).scatter_(d, i, v.imag());
+    const at::Tensor i = at_least_1d(index);
+    per_part(*view, value.toComplexDouble(), [&](at::Tensor plane, double part) { plane.scatter_(d, i, part); });
   }
   return out;
 }
@@ -318,11 +326,10 @@ Opt try_complex_scatter_value_reduce_out(const at::Tensor& self, int64_t dim, co
   if (!view) return std::nullopt;
   NEURON_TRACK_OP("aten::scatter.value_reduce_out(complex)");
   if (index.numel() > 0) {
-    const c10::complex<double> v = value.toComplexDouble();
     const int64_t d = wrap(dim, self);
-    const at::Tensor i = index.dim() == 0 ? index.reshape({1}) : index;
-    view->select(-1, 0).scatter_(d, i, v.real(), reduce);
-    view->select(-1, 1).scatter_(d, i, v.imag(), reduce);
+    const at::Tensor i = at_least_1d(index);
+    per_part(*view, value.toComplexDouble(),
+             [&](at::Tensor plane, double part) { plane.scatter_(d, i, part, reduce); });
   }
   return out;
 }
@@ -338,7 +345,7 @@ Opt try_complex_scatter_add_out(const at::Tensor& self, int64_t dim, const at::T
   // plane by plane: two real scatters with the index as it is (the pair
   // dim in the index costs the kernel more than a second launch)
   const int64_t d = wrap(dim, self);
-  const at::Tensor i = index.dim() == 0 ? index.reshape({1}) : index, parts = real_in(src);
+  const at::Tensor i = at_least_1d(index), parts = real_in(src);
   for (int64_t part = 0; part < 2; part++) view->select(-1, part).scatter_add_(d, i, parts.select(-1, part));
   return out;
 }
@@ -399,11 +406,9 @@ Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tens
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
   c10::DeviceGuard guard(self.device());
-  const c10::complex<double> v = value.toComplexDouble();
   const int64_t d = wrap(dim, self);
-  at::Tensor view = real_out(self);
-  view.select(-1, 0).index_fill_(d, index, v.real());
-  view.select(-1, 1).index_fill_(d, index, v.imag());
+  per_part(real_out(self), value.toComplexDouble(),
+           [&](at::Tensor plane, double part) { plane.index_fill_(d, index, part); });
   return self;
 }
 
