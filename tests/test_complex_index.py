@@ -253,3 +253,21 @@ def test_errors_and_refusals():
     with no_fallback():
         got = torch.index_add(y.to(DEV), 0, torch.tensor([1], device=DEV), y[:1].to(DEV), alpha=2 - 1j)
     _close(got, want)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES, ids=str)
+def test_out_of_range_index_is_an_index_error_naming_the_op(dtype):
+    """A bad index found by the kernel on the real view or the int64 view is
+    the same IndexError as for a real tensor, at the call or the next sync."""
+    x = _z(dtype, 4, 5).to(DEV)
+    bad = torch.tensor([9], device=DEV)
+    cases = {
+        "index_select": lambda: x.index_select(1, bad),
+        "gather": lambda: x.gather(1, bad.view(1, 1).expand(4, 1)),
+        "index_copy": lambda: x.clone().index_copy_(1, bad, x[:, :1]),
+    }
+    for name, op in cases.items():
+        with pytest.raises(IndexError, match=f"^{name}: index 9 is out of bounds"):
+            op()
+            torch.neuron.synchronize()
+        torch.neuron.clear_error()
