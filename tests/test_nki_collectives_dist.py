@@ -391,3 +391,24 @@ def test_benchmark_costs_the_link_between_processes(tmp_path):
     assert ranked["efa"].latency_us > ranked["neuronlink"].latency_us > local.latency_us
     with pytest.raises(ValueError, match="link"):
         nki.benchmark(k_all_reduce, ranks=2, link="ethernet")
+
+
+def test_arrival_timeout_is_checked(monkeypatch):
+    """The launch-time wait: the argument or the variable, at most the
+    group's timeout; a bad value is an error naming it."""
+    from types import SimpleNamespace
+
+    from torchneuron.nki.ranks import DistributedKernel
+
+    group = SimpleNamespace(timeout=60.0)
+    k = lambda x: x  # noqa: E731  never traced: only the timeout is read
+    monkeypatch.delenv("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", raising=False)
+    assert DistributedKernel(k)._arrival_timeout(group) == 60.0  # 300 s capped
+    assert DistributedKernel(k, arrival_timeout=2)._arrival_timeout(group) == 2.0
+    monkeypatch.setenv("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", "5")
+    assert DistributedKernel(k)._arrival_timeout(group) == 5.0
+    monkeypatch.setenv("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TORCHNEURON_NKI_ARRIVAL_TIMEOUT must be a number"):
+        DistributedKernel(k)._arrival_timeout(group)
+    with pytest.raises(ValueError, match="arrival_timeout must be positive"):
+        DistributedKernel(k, arrival_timeout=0)._arrival_timeout(group)

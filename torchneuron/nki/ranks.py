@@ -177,7 +177,12 @@ class DistributedKernel:
     def _arrival_timeout(self, ranks):
         t = self.arrival_timeout
         if t is None:
-            t = float(os.environ.get("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", "") or 300.0)
+            text = os.environ.get("TORCHNEURON_NKI_ARRIVAL_TIMEOUT", "")
+            try:
+                t = float(text) if text else 300.0
+            except ValueError:
+                raise ValueError("TORCHNEURON_NKI_ARRIVAL_TIMEOUT must be a number of seconds, "
+                                 f"got {text!r}") from None
         if isinstance(t, datetime.timedelta):
             t = t.total_seconds()
         if not t > 0:
