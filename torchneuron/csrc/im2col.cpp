@@ -29,7 +29,7 @@ Patches patches_of(at::IntArrayRef kernel_size, at::IntArrayRef dilation, at::In
   return {kernel_size[0], kernel_size[1], dilation[0], dilation[1], padding[0], padding[1], stride[0], stride[1]};
 }
 
-// The CPU kernels' dtypes: floating and bool.
+// The CPU kernels' dtypes: floating and bool (and complex, by_parts below).
 void check_patch_dtype(const at::Tensor& self, const char* cpu_name) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kBool, "\"",
                               cpu_name, "\" not implemented for '", at::toString(self.scalar_type()), "'");
@@ -43,11 +43,32 @@ void launch_patches(nrt_op_code code, const Patches& p, const at::Tensor& first,
              int_scalar(p.pw), int_scalar(p.sh), int_scalar(p.sw)});
 }
 
+// Complex patches: both ops are linear, so each part is moved (and, for
+// col2im, summed) on its own by the real kernels, and written through the
+// parts of out.
+template <typename RealOp>
+at::Tensor& by_parts(const at::Tensor& self, at::Tensor& out, const char* name, RealOp real_op) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": expected out to have dtype ", self.scalar_type(),
+              ", got ", out.scalar_type());
+  const at::Tensor z = self.resolve_conj().resolve_neg();
+  const at::Tensor re = real_op(at::real(z)), im = real_op(at::imag(z));
+  at::native::resize_output(out, re.sizes());
+  at::Tensor target = out.is_conj() || out.is_neg() ? at::empty(re.sizes(), out.options()) : out;
+  at::real(target).copy_(re);
+  at::imag(target).copy_(im);
+  if (!target.is_same(out)) out.copy_(target);
+  return out;
+}
+
 at::Tensor& im2col_out(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                        at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
   NEURON_TRACK_OP("aten::im2col.out");
   const Patches p = patches_of(kernel_size, dilation, padding, stride);
   at::native::im2col_shape_check(self, at::Tensor(), p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh, p.sw);
+  if (self.is_complex())
+    return by_parts(self, out, "im2col", [&](const at::Tensor& part) {
+      return at::im2col(part, kernel_size, dilation, padding, stride);
+    });
   check_patch_dtype(self, "im2col_out_cpu");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "im2col: expected out to have dtype ", self.scalar_type(),
               ", got ", out.scalar_type());
@@ -82,6 +103,10 @@ at::Tensor& col2im_out(const at::Tensor& self, c10::SymIntArrayRef output_size_s
   const Patches p = patches_of(kernel_size, dilation, padding, stride);
   const int64_t h = output_size[0], w = output_size[1];
   at::native::col2im_shape_check(self, at::Tensor(), h, w, p.kh, p.kw, p.dh, p.dw, p.ph, p.pw, p.sh, p.sw);
+  if (self.is_complex())
+    return by_parts(self, out, "col2im", [&](const at::Tensor& part) {
+      return at::col2im(part, output_size, kernel_size, dilation, padding, stride);
+    });
   check_patch_dtype(self, "col2im_out_cpu");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "col2im: expected out to have dtype ", self.scalar_type(),
               ", got ", out.scalar_type());

@@ -11,6 +11,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <vector>
+
 #include "fallback.h"
 #include "index_launch.h"
 #include "op_tracking.h"
@@ -26,14 +28,28 @@ void check_renorm(const at::Tensor& self, const at::Scalar& p, const at::Scalar&
   TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
   TORCH_CHECK(maxnorm.toDouble() >= 0.0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
   TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
+}
+
+// A complex slice's norm is the norm of its moduli and its factor is real,
+// maxnorm / (norm + 1e-7) where the norm exceeds maxnorm (the CPU's rule),
+// so the result is z times the factor: real kernels, then one complex mul.
+void complex_renorm(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm,
+                    const at::Tensor& out) {
+  std::vector<int64_t> reduce;
+  for (int64_t d = 0; d < self.dim(); d++)
+    if (d != dim) reduce.push_back(d);
+  const at::Tensor norm = at::linalg_vector_norm(at::abs(self), p, reduce, /*keepdim=*/true);
+  const at::Tensor factor = at::where(norm > maxnorm, at::full_like(norm, maxnorm).div_(norm + 1e-7), 1.0);
+  at::mul_out(const_cast<at::Tensor&>(out), self, factor);
 }
 
 void launch_renorm(const at::Tensor& self, const at::Scalar& p, int64_t dim, const at::Scalar& maxnorm,
                    const at::Tensor& out, bool embedding = false) {
   if (self.numel() == 0) return;
   dim = c10::maybe_wrap_dim(dim, self.dim());
+  if (self.is_complex()) return complex_renorm(self, p, dim, maxnorm, out);
   nrt_op op{};
   op.code = NRT_OP_RENORM;
   op.num_outputs = 1;

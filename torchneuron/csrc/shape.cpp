@@ -309,6 +309,21 @@ at::Tensor& range_out(const at::Scalar& start, const at::Scalar& end, const at::
   return out;
 }
 
+// A complex linspace is the real linspace of each part (the CPU too computes
+// start + step * i part by part, in the part's precision), written through
+// the real view of out.
+void complex_linspace(const at::Scalar& start, const at::Scalar& end, int64_t steps, const at::Tensor& out,
+                      const char* name) {
+  TORCH_CHECK(!out.is_conj() && !out.is_neg(), name, ": out must not have the conjugate or negative bit set");
+  const c10::complex<double> first = start.toComplexDouble(), last = end.toComplexDouble();
+  const at::Tensor parts = at::view_as_real(out);
+  const at::Scalar ends[2][2] = {{first.real(), last.real()}, {first.imag(), last.imag()}};
+  for (int64_t part = 0; part < 2; part++) {
+    at::Tensor plane = parts.select(-1, part);
+    at::linspace_out(plane, ends[part][0], ends[part][1], steps);
+  }
+}
+
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps,
                          at::Tensor& out) {
   NEURON_TRACK_OP("aten::linspace.out");
@@ -316,6 +331,11 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 1) return out.fill_(start);
   if (steps == 0) return out;
+  if (out.is_complex()) {
+    at::assert_no_internal_overlap(out);
+    complex_linspace(start, end, steps, out, "linspace");
+    return out;
+  }
   nrt_scalar first{}, last{};
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "linspace", [&] {
     first = typed_scalar<scalar_t>(start);
@@ -331,6 +351,17 @@ at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
   NEURON_TRACK_OP("aten::logspace.out");
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.numel() != steps) out.resize_({steps});
+  if (out.is_complex()) {
+    // base ** z = exp(z log(base)), log on its principal branch (a negative
+    // base has a complex logarithm), as the CPU's complex pow.
+    const c10::complex<double> log_base = std::log(c10::complex<double>(base, 0.0));
+    if (steps == 1) return out.fill_(std::exp(start.toComplexDouble() * log_base));
+    if (steps == 0) return out;
+    at::assert_no_internal_overlap(out);
+    complex_linspace(start, end, steps, out, "logspace");
+    out.mul_(log_base).exp_();
+    return out;
+  }
   if (steps == 1) return out.fill_(std::pow(base, start.to<double>()));
   if (steps == 0) return out;
   nrt_scalar first{}, last{};
