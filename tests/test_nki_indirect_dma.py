@@ -296,3 +296,30 @@ def test_indirect_rules():
     assert _rule(rmw_skip, x, idx) == "indirect_rmw_oob"
     assert _rule(rmw_multiply, x, idx) == "operand"
     assert _rule(row_size, x, idx) == "shape_mismatch"
+
+
+def test_a_malformed_indirect_record_is_refused_at_creation():
+    """The simulator's own checks (runtime/src/nc/check_indirect.c) stand
+    behind the front end's: a record naming more rows than the tensor holds,
+    or without its index tile, is an error, never a wild access."""
+    from torchneuron.nki import trace
+
+    def emit(rows, with_indices):
+        @nki.jit
+        def k(x, idx):
+            i = nl.load(idx)
+            t = nl.ndarray((16, 32), nl.float32, buffer=nl.sbuf)
+            ap = [t.record()[0], x[0:1, :].record()[0]] + ([i.record()[0]] if with_indices else [])
+            trace.current().emit("nki.isa.dma_copy", trace.DMA_COPY, trace.DMA_ENGINE, ap,
+                                 flags=trace.FLAG_INDIRECT_SRC, imm=(rows, 32))
+            return nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
+
+        try:
+            nki.simulate(k)(np.zeros((64, 32), np.float32), np.zeros((16, 1), np.int32))
+        except NkiError as e:
+            return e.rule
+        return None
+
+    assert emit(64, True) is None  # rows 0..63: the whole tensor
+    assert emit(65, True) == "indirect_dma"  # row 64 would lie past the tensor
+    assert emit(64, False) == "indirect_dma"
