@@ -412,3 +412,33 @@ def test_arrival_timeout_is_checked(monkeypatch):
         DistributedKernel(k)._arrival_timeout(group)
     with pytest.raises(ValueError, match="arrival_timeout must be positive"):
         DistributedKernel(k, arrival_timeout=0)._arrival_timeout(group)
+
+
+def _profiled_link(rank, store):
+    """An all_gather between the two processes under torch.profiler: the
+    peer's half crosses NeuronLink, slower than this rank's own half moves
+    by DMA, so the NKI kernel's record is link-bound, as nki.benchmark's
+    link_us says."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from torchneuron import profiler as tn_profiler
+
+    _init(rank, store)
+    x = _values(rank).to("neuron")
+    est = nki.benchmark(k_all_gather, ranks=2, rank=rank)(x)
+    assert est.link_us > max(est.busy_us.values()), est  # the link term dominates
+    nki.distributed(k_all_gather)(x)  # warm-up: trace and agree
+    torch.neuron.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):
+        got = nki.distributed(k_all_gather)(x)
+        torch.neuron.synchronize()
+    records = [r for r in tn_profiler.records() if r["kind"] == "NKI kernel"]
+    assert records and records[-1]["bound"] == "link", records
+    assert records[-1]["estimated_us"] == pytest.approx(est.latency_us, rel=1e-3)
+    want = torch.empty(256, 64)
+    dist.all_gather_into_tensor(want, x.cpu())
+    assert torch.equal(got.cpu(), want)
+
+
+def test_the_profiler_roofline_shows_the_link_of_nki_collectives(tmp_path):
+    _run(_profiled_link, tmp_path)

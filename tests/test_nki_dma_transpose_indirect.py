@@ -74,6 +74,14 @@ def test_out_of_range_indices_leave_their_rows():
     assert torch.equal(got, want)
 
 
+def test_out_of_range_indices_are_an_error_by_default():
+    x = torch.arange(40 * 16, dtype=torch.int16).reshape(40, 16)
+    idx = torch.tensor([[3], [40]] * 8, dtype=torch.int64)
+    with pytest.raises(NkiError, match=r"nki.isa.dma_transpose: \[oob_mode\].*index 40 ") as e:
+        gather_transpose(x, idx.numpy().astype(np.uint32), False)
+    assert e.value.rule == "oob_mode"
+
+
 def test_the_indirect_form_is_a_trn2_instruction():
     from conftest import check_output, run_python
 

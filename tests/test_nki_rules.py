@@ -286,6 +286,23 @@ RULES = [
      lambda a: nisa.dma_transpose(bf(512, 128), a, dge_mode=nisa.dge_mode.hwdge)),  # <- here
     ("dma_transpose_indirect", ISA + "dma_transpose",  # the index tile is not uint32
      lambda a: nisa.dma_transpose(bf(512, 16), a[sb(16, 1)])),  # <- here
+    # indirect dma_copy (a gather / scatter of HBM rows by an SBUF index tile)
+    ("indirect_indices", ISA + "dma_copy",  # float indices
+     lambda a: nl.load(a[sb(128, 1)])),  # <- here
+    ("indirect_dma", ISA + "dma_copy",  # HBM to HBM
+     lambda a: nisa.dma_copy(nl.ndarray((128, 512), f32, buffer=nl.shared_hbm),  # <- here
+                             a[sb(128, 1, dtype=nl.int32)])),
+    ("indirect_dge", ISA + "dma_copy",
+     lambda a: nisa.dma_copy(sb(128, 512), a[sb(128, 1, dtype=nl.int32)],  # <- here
+                             dge_mode=nisa.dge_mode.hwdge)),
+    ("indirect_rmw_oob", ISA + "dma_copy",
+     lambda a: nisa.dma_copy(a[sb(128, 1, dtype=nl.int32)], sb(128, 512),  # <- here
+                             dst_rmw_op=nl.add, oob_mode=nisa.oob_mode.skip)),
+    ("oob_mode", ISA + "dma_copy",  # at run time: row 1000 of 128
+     lambda a: nl.load(a[nl.full((128, 1), 1000, nl.int32)])),  # <- here
+    ("unique_indices", ISA + "dma_copy",  # at run time: every index is 0
+     lambda a: nisa.dma_copy(a[sb(128, 1, dtype=nl.int32)], sb(128, 512),  # <- here
+                             dst_rmw_op=nl.add)),
     # random numbers
     ("rand2_range", ISA + "rand2",
      lambda a: nisa.rand2(sb(128, 8), 1.0, 1.0)),  # <- here

@@ -130,12 +130,14 @@ void rt_profile_nki_estimate(const nrt_nc_estimate *e, nrt_roofline *out) {
                     : k == NRT_NC_ENGINE_SCALAR ? NRT_ROOFLINE_SCALAR
                                                 : NRT_ROOFLINE_VECTOR;
     }
+  /* Collectives across processes: what went over NeuronLink / EFA and the
+   * link's busy time (nki.benchmark's link_bytes / link_us). */
+  out->link_bytes = (double)e->link_bytes;
+  out->link_ns = e->link_ns;
   /* The cost model's schedule, not the roofline's max: it knows the
    * dependencies and latencies of the program. */
   out->est_ns = e->total_ns;
-  out->bound = out->est_ns <= 0 ? NRT_BOUND_UNKNOWN
-               : out->memory_ns >= out->compute_ns ? NRT_BOUND_MEMORY
-                                                   : NRT_BOUND_COMPUTE;
+  out->bound = nrt_roofline_bound(out);
 }
 
 const char *nrt_profile_kind_name(int32_t kind) {

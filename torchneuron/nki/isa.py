@@ -384,11 +384,20 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 
 # ---- DMA ---------------------------------------------------------------------
 
-def dma_copy(dst, src, dst_rmw_op=None, **_):
+def dma_copy(dst, src, dst_rmw_op=None, oob_mode=None, dge_mode=None, unique_indices=True, **_):
     """Copies src to dst (HBM<->SBUF, HBM<->HBM, SBUF<->SBUF), converting the
     dtype; an HBM side is split into rows to match an on-chip side. With
-    ``dst_rmw_op=nl.add`` the DMA reads dst back: dst = dst + src in fp32."""
+    ``dst_rmw_op=nl.add`` the DMA reads dst back: dst = dst + src in fp32.
+    An indexed HBM side (``x[idx]`` or ``x.ap(..., vector_offset=idx)``, idx
+    an SBUF [P, 1] int32 / uint32 tile) gathers or scatters rows
+    (software DGE; torchneuron/nki/indirect.py has its rules)."""
     name = "nki.isa.dma_copy"
+    from torchneuron.nki.tensor import IndirectTensor
+
+    if isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor):
+        from torchneuron.nki.indirect import indirect_copy
+
+        return indirect_copy(dst, src, dst_rmw_op, oob_mode, dge_mode, unique_indices, name)
     _tile(dst, "dst", name), _tile(src, "src", name)
     flags = 0
     if dst_rmw_op is not None:

@@ -58,8 +58,10 @@ class reduce_cmd(_IsaEnum):
 
 
 class dge_mode(_IsaEnum):
-    """Descriptor generation for DMAs; the simulator's DMAs cost the same in
-    every mode."""
+    """Descriptor generation for DMAs: an indirect dma_copy (a gather or
+    scatter with an index tile) needs software DGE (swdge, or unknown: the
+    compiler picks it), whose GpSimd descriptor time the cost model adds;
+    direct DMAs cost the same in every mode."""
 
     none = 0
     swdge = 1
@@ -68,8 +70,9 @@ class dge_mode(_IsaEnum):
 
 
 class oob_mode(_IsaEnum):
-    """Out-of-bounds handling of indirect DMAs (accepted; every access the
-    simulator sees is checked at creation)."""
+    """Out-of-bounds handling of indirect DMAs: an index past the indexed
+    tensor's rows fails the run (error, an NkiError of rule oob_mode) or
+    skips its row (skip); direct accesses are checked at creation."""
 
     error = 0
     skip = 1

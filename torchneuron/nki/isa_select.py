@@ -210,6 +210,5 @@ def _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name):
     skip = _mode_name(oob_mode) == "skip"
     _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst,
           [_rec(dst, name), _rec(src.row, name), _rec(idx, name)], flags=1 | (2 if skip else 0),
-          imm=(float(shape[-1]), float(shape[0]), float(src.base.shape[0]),
-               float(src.base.strides[0])))
+          imm=(float(shape[-1]), float(shape[0]), float(src.bound), float(src.step)))
     return dst

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import gc
 import os
+import re
 
 import numpy as np
 import torch
@@ -366,7 +367,13 @@ def _run_host(kernel, grid, args, kwargs, ranks=None):
                 results = _structure(program.result, lambda s: None if s is None else
                                      _HostOutput(s, keep[(pid, s.index)]))
     if grid == 1 and ranks is None:
-        _C._nki_program_run_host(programs[0].handle, runs[0])
+        try:
+            _C._nki_program_run_host(programs[0].handle, runs[0])
+        except (IndexError, ValueError) as e:
+            fault = _run_fault(kernel, programs, e)
+            if fault is None:
+                raise
+            raise fault from None
     else:
         try:
             if ranks is None:
@@ -377,6 +384,9 @@ def _run_host(kernel, grid, args, kwargs, ranks=None):
         except torch.OutOfMemoryError:
             raise
         except (RuntimeError, ValueError) as e:  # the programs disagreed when they met
+            fault = _run_fault(kernel, programs, e)
+            if fault is not None:
+                raise fault from None
             raise NkiError(f"{kernel.label}: {e}", rule="collective") from None
     # Inputs a kernel wrote to (copies of non-CPU tensors) are written back.
     for new, old in zip(args + list(kwargs.values()), originals[0] + list(originals[1].values())):
@@ -384,6 +394,23 @@ def _run_host(kernel, grid, args, kwargs, ranks=None):
             old.copy_(new)
     return _structure(results, lambda r: None if r is None else
                       _host_result(r.storage, r.buffer, as_torch))
+
+
+_FAULT = re.compile(r"NKI instruction (\d+): \[(\w+)\] ([^\n]*)")
+
+
+def _run_fault(kernel, programs, error):
+    """An instruction's failure at run time (an indirect DMA's index out of
+    bounds: runtime/src/nc/exec_indirect.c) as the NkiError of the kernel
+    line that made the instruction, or None for other errors."""
+    match = _FAULT.search(str(error))
+    instructions = programs[0].tracer.instructions
+    if match is None or int(match.group(1)) >= len(instructions):
+        return None
+    instruction = instructions[int(match.group(1))]
+    filename, line = instruction.location
+    return NkiError(f"{kernel.label}: {match.group(3)}", rule=match.group(2),
+                    instruction=instruction.name, filename=filename, line=line)
 
 
 class _HostOutput:

@@ -250,12 +250,18 @@ class NkiTensor:
         return NkiTensor(self.storage, dtype, shape, strides + [1], self.offset * old // new,
                          self.partition)
 
-    def ap(self, pattern, offset=0, dtype=None):
+    def ap(self, pattern, offset=0, dtype=None, vector_offset=None, indirect_dim=0):
         """A raw access pattern on the base storage: ``pattern`` is a list of
         [stride, count] pairs (on chip the first is [partition step,
         partitions]); ``offset`` counts elements from the storage's start (on
-        chip: partition * elements per partition + element in partition)."""
+        chip: partition * elements per partition + element in partition).
+        With ``vector_offset`` (an SBUF index tile [P, 1]) an HBM pattern is
+        indirect: row p starts ``vector_offset[p]`` rows (pattern[0][0]
+        elements each) past offset (an IndirectTensor, for dma_copy)."""
         dtype = dtypes.as_dtype(dtype) if dtype is not None else self.storage.dtype
+        if vector_offset is not None:
+            return IndirectTensor.from_pattern(self, pattern, offset, vector_offset, indirect_dim,
+                                               dtype)
         shape = [int(c) for _, c in pattern]
         strides = [int(s) for s, _ in pattern]
         if self.on_chip:
@@ -331,22 +337,74 @@ class IndirectTensor:
     """``tensor[indices, ...]`` with an on-chip index tile: the rows of
     tensor's first dim named by the indices (read while the kernel runs,
     partition first: index[p, j] is row j * P + p of the view), the other
-    dims indexed as given. Only the instructions that document an indirect
-    form take it (nki.isa.dma_transpose); ``row`` is the view of row 0."""
+    dims indexed as given (slices, or the legacy dialect's index
+    expressions). Only the instructions that document an indirect form take
+    it: nki.isa.dma_copy (so nl.load / nl.store / nl.atomic_rmw) and
+    nki.isa.dma_transpose. ``row`` is the view of row 0, ``bound`` the
+    number of rows an index may name and ``step`` the elements between
+    rows."""
 
-    def __init__(self, base, indices, rest):
-        if base.ndim < 2:
+    on_chip = False
+
+    def __init__(self, base, indices, rest, row=None, bound=None, step=None):
+        if base.ndim < 2 and row is None:
             fail("an indirect (index-tile) access needs a tensor of at least 2 dims", "index")
         self.base = base
         self.indices = indices
-        self.row = base[(slice(0, 1),) + tuple(rest)]
-        count = indices.shape[0] * (math.prod(indices.shape[1:]) if indices.ndim > 1 else 1)
+        if row is None:
+            from torchneuron.nki.legacy import index as legacy_index
+
+            if legacy_index.has_index_expr(tuple(rest)):  # x[idx, i_f]: i_f spans the free dims
+                row = legacy_index.index_tensor(base, (0,) + tuple(rest))
+                if not isinstance(row, NkiTensor):
+                    fail("the index expressions of an indirect access leave the tensor",
+                         "out_of_bounds")
+                if row.shape[0] != 1:
+                    fail("beside an index tile, index expressions span the free axes only (the "
+                         "first axis is the index tile's)", "index")
+            else:
+                row = base[(slice(0, 1),) + tuple(rest)]
+        self.row = row
+        self.bound = base.shape[0] if bound is None else int(bound)
+        self.step = base.strides[0] if step is None else int(step)
+        count = indices.shape[0] * (math.prod(indices.shape[1:]) if indices.ndim > 1 else 1) \
+            if isinstance(indices, NkiTensor) else 0
         self.shape = (count,) + tuple(self.row.shape[1:])
-        self.dtype = base.dtype
+        self.dtype = row.dtype
+
+    @classmethod
+    def from_pattern(cls, tensor, pattern, offset, indices, indirect_dim, dtype):
+        """``tensor.ap(pattern, offset, vector_offset=indices, indirect_dim=0)``
+        of an HBM tensor: row p starts at offset + indices[p] * pattern[0][0]
+        and walks pattern[1:]."""
+        name = "NkiTensor.ap"
+        if tensor.on_chip:
+            fail("a vector_offset (indirect) access pattern indexes an HBM tensor", "indirect_dma",
+                 name)
+        if int(indirect_dim) != 0:
+            fail(f"indirect_dim must be 0 (the pattern's first dim, the rows), got {indirect_dim}",
+                 "indirect_dma", name)
+        if len(pattern) < 2:
+            fail("an indirect access pattern needs [[row step, rows], [stride, count], ...]",
+                 "indirect_dma", name)
+        step = int(pattern[0][0])
+        rest = [(int(st), int(c)) for st, c in pattern[1:]]
+        row = NkiTensor(tensor.storage, dtype, [1] + [c for _, c in rest],
+                        [step] + [st for st, _ in rest], int(offset), 0)
+        extent = sum(st * (c - 1) for st, c in rest if st > 0)
+        elems = tensor.storage.nbytes // dtype.itemsize
+        bound = (elems - int(offset) - extent - 1) // step + 1 if step > 0 else 1
+        if step <= 0 or bound < 1:
+            fail(f"the access pattern {pattern} at offset {offset} does not fit the tensor's "
+                 f"{elems} elements with a positive row step", "indirect_dma", name)
+        return cls(tensor, indices, (), row=row, bound=min(bound, 2 ** 31), step=step)
 
     @property
     def ndim(self):
         return len(self.shape)
+
+    def free_size(self):
+        return self.row.size
 
     def __repr__(self):
         return f"IndirectTensor(shape={self.shape}, dtype={self.dtype}, rows of {self.base!r})"

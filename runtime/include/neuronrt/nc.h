@@ -69,7 +69,8 @@ typedef enum nrt_nc_engine {
 /* Operand conventions (ap[0] is always the destination; an operand with
  * tensor == -1 is absent or, where noted, an immediate in imm[]):
  *   DMA_COPY        ap1 src; flags ACCUMULATE: dst = dst + src in fp32 (a DMA's
- *                   read-modify-write)
+ *                   read-modify-write); flags INDIRECT_*: ap2 an index tile
+ *                   (a gather or scatter of rows, NRT_NC_FLAG_INDIRECT_SRC)
  *   MATMUL          ap1 stationary [K,M], ap2 moving [K,N]; dst [M,N] in PSUM;
  *                   flags ACCUMULATE adds to dst, otherwise overwrites
  *   TRANSPOSE       ap1 src [P,F]; dst [F,P]
@@ -269,6 +270,19 @@ typedef enum nrt_nc_act {
 /* activate2: ap5 is relu_param, a [P, 1] tile of per-partition prelu slopes
  * (read) instead of the immediate imm2. */
 #define NRT_NC_FLAG_RELU_TILE 256u
+/* dma_copy's indirect forms (software DGE): ap2 is an index tile [P, 1]
+ * (int32 / uint32, in SBUF) and the HBM side's ap is its row 0 ([1, F]):
+ * row p of the transfer is row index[p] of the imm0 rows, imm1 elements
+ * apart. INDIRECT_SRC gathers rows into an SBUF dst, INDIRECT_DST scatters
+ * an SBUF src into rows (with ACCUMULATE: adds, duplicates included). An
+ * index past the rows fails the run (OOB_SKIP: skips that row); with
+ * UNIQUE_INDICES a read-modify-write scatter whose indices repeat fails the
+ * run (the kernel promised unique indices). */
+#define NRT_NC_FLAG_INDIRECT_SRC 512u
+#define NRT_NC_FLAG_INDIRECT_DST 1024u
+#define NRT_NC_FLAG_OOB_SKIP 2048u
+#define NRT_NC_FLAG_UNIQUE_INDICES 4096u
+#define NRT_NC_FLAG_INDIRECT (NRT_NC_FLAG_INDIRECT_SRC | NRT_NC_FLAG_INDIRECT_DST)
 
 #define NRT_NC_MAX_FREE_DIMS 4
 #define NRT_NC_MAX_APS 6

@@ -18,6 +18,9 @@ typedef struct nc_core {
    * contents stays valid while the generation does. */
   uint64_t *gen;
   struct nc_pack_cache *packs; /* tensor_engine.c; NULL: no caching */
+  /* The run's failure: an instruction that finds its run-time input invalid
+   * (an indirect DMA's index out of bounds) sets it, and the run stops. */
+  nrt_status *fault;
 } nc_core;
 
 /* tensor_engine.c: the packed-operand cache of a run. */
@@ -42,6 +45,10 @@ void nc_scatter_bits(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const 
 /* Elements of partition p packed as bytes of the pattern's dtype, unconverted. */
 void nc_gather_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, uint8_t *out);
 void nc_scatter_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const uint8_t *in);
+
+/* exec_indirect.c: dma_copy's gather / scatter form (NRT_NC_FLAG_INDIRECT_*);
+ * a and b are scratch rows of the largest operand. */
+void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
 
 /* tensor_engine.c */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);

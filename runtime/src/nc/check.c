@@ -13,7 +13,7 @@
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
 static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
-    [NRT_NC_DMA_COPY] = {"dst", "src"},
+    [NRT_NC_DMA_COPY] = {"dst", "src", "indices"},
     [NRT_NC_MATMUL] = {"dst", "stationary", "moving"},
     [NRT_NC_TRANSPOSE] = {"dst", "data"},
     [NRT_NC_ACTIVATION] = {"dst", "data", "bias", "scale", "reduce_res"},
@@ -463,6 +463,8 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
   if ((s = nc_check_packed(p, i, diag))) return s;
   switch (inst->opcode) {
     case NRT_NC_DMA_COPY:
+      if ((inst->flags & NRT_NC_FLAG_INDIRECT) || inst->ap[2].tensor >= 0)
+        return nc_check_indirect_copy(p, i, diag);
       if (inst->ap[1].tensor < 0 || nc_ap_free_elems(&inst->ap[1]) != nc_ap_free_elems(&inst->ap[0]) ||
           inst->ap[1].partitions != inst->ap[0].partitions)
         return nc_fail(diag, i, inst->ap[0].tensor, "shape_mismatch", INVALID,

@@ -546,7 +546,8 @@ nrt_status nc_execute_group_ex(const nrt_nc_program_t *programs, int32_t n,
     int done = 0;
     if (!s) {
       for (int32_t k = 0; k < n; k++) g.at[k] = nc_run_to_sync(g.runs[k]);
-      s = check_arrival(programs, g.at, n, &done);
+      for (int32_t k = 0; k < n && !s; k++) s = nc_run_fault(g.runs[k]);
+      if (!s) s = check_arrival(programs, g.at, n, &done);
     }
     if (!s && !done) {
       for (int32_t k = 0; k < n; k++) {

@@ -12,6 +12,9 @@
  *                 max(64, N) as activation / tensor_scalar (assumed: no
  *                 published formula); select_reduce as tensor_tensor;
  *                 dma_transpose as a DMA of its bytes (assumed)
+ *   indirect dma_copy   a DMA of its rows, each its own descriptor (so the
+ *                 2 KiB-per-row rule below applies per row), after the GpSimd
+ *                 engine generates the descriptors (software DGE, SWDGE_*)
  *   rng, rand2, dropout, the generator state   max(64, N) (assumed)
  *   topk          4 n + k GpSimd cycles (ISA reference, nki.isa.topk)
  *   local_gather  150 + V E / C, C = ((28 + 4 E) / (4 E)) / min(4 / dtype size, E)
@@ -65,6 +68,13 @@
  * assumed, as runtime/src/roofline_collective.c (not published). */
 #define LINK_STEP_NS 2000.0
 #define EFA_STEP_NS 10000.0
+/* Software DGE (an indirect dma_copy): the GpSimd engine writes the
+ * descriptors, one per row, while the instruction runs (ISA reference,
+ * nki.isa.dma_copy). Reading the indices from SBUF costs about 140 cycles
+ * (ISA reference, tensor_copy_dynamic_src's dynamic-index overhead); one
+ * cycle per descriptor is assumed (no published figure). */
+#define SWDGE_INDEX_READ_CYCLES 140.0
+#define SWDGE_DESCRIPTOR_CYCLES 1.0
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
@@ -157,7 +167,16 @@ static int64_t dma_bytes(const nrt_nc_inst *inst) {
     return members * (int64_t)dst->partitions * nc_ap_free_elems(dst) *
            (int64_t)nrt_nc_dtype_size(dst->dtype);
   }
+  if (inst->opcode == NRT_NC_DMA_COPY && (inst->flags & NRT_NC_FLAG_INDIRECT_DST))
+    dst = &inst->ap[1]; /* a scatter moves the whole SBUF tile (its dst is row 0) */
   return (int64_t)dst->partitions * nc_ap_free_elems(dst) * (int64_t)nrt_nc_dtype_size(dst->dtype);
+}
+
+/* GpSimd cycles of an indirect dma_copy's software descriptor generation:
+ * reading the index tile, then one descriptor per row. */
+static double swdge_cycles(const nrt_nc_inst *inst) {
+  if (inst->opcode != NRT_NC_DMA_COPY || !(inst->flags & NRT_NC_FLAG_INDIRECT)) return 0;
+  return SWDGE_INDEX_READ_CYCLES + SWDGE_DESCRIPTOR_CYCLES * (double)inst->ap[2].partitions;
 }
 
 /* The part of a collective instruction's bytes that comes from other
@@ -236,7 +255,16 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
           if (NRT_NC_REMOTE_COUNT(p->insts[j].remote) > 0)
             call_step = (p->insts[j].remote & NRT_NC_REMOTE_EFA) ? EFA_STEP_NS : LINK_STEP_NS;
       }
-      int32_t rows = inst->ap[0].partitions > 0 ? inst->ap[0].partitions : 1;
+      double dge = swdge_cycles(inst) / (double)props->gpsimd_engine_hz * 1e9;
+      if (dge > 0) { /* the descriptors come first, from the GpSimd engine */
+        double dge_start = max2(ready, engine_free[NRT_NC_ENGINE_GPSIMD]);
+        ready = engine_free[NRT_NC_ENGINE_GPSIMD] = dge_start + dge;
+        e->busy_ns[NRT_NC_ENGINE_GPSIMD] += dge;
+      }
+      /* Each row is a descriptor of its own: an indirect one's rows are the tile's. */
+      const nrt_nc_ap *row_ap = (inst->flags & NRT_NC_FLAG_INDIRECT_DST) && !collective
+                                    ? &inst->ap[1] : &inst->ap[0];
+      int32_t rows = row_ap->partitions > 0 ? row_ap->partitions : 1;
       double row_bytes = (double)bytes / rows;
       if (!collective && bytes > 0 && row_bytes < DMA_MIN_EFFICIENT_ROW_BYTES)
         transfer *= DMA_MIN_EFFICIENT_ROW_BYTES / row_bytes;

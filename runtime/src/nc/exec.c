@@ -375,7 +375,11 @@ static void exec_affine_select(const nc_core *core, const nrt_nc_inst *inst, scr
 
 static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   switch (inst->opcode) {
-    case NRT_NC_DMA_COPY: case NRT_NC_TENSOR_COPY: exec_copy(core, inst, s); break;
+    case NRT_NC_DMA_COPY:
+      if (inst->flags & NRT_NC_FLAG_INDIRECT) nc_exec_indirect_copy(core, inst, s->a, s->b);
+      else exec_copy(core, inst, s);
+      break;
+    case NRT_NC_TENSOR_COPY: exec_copy(core, inst, s); break;
     case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;
     case NRT_NC_TRANSPOSE: nc_exec_transpose(core, inst, s->a); break;
     case NRT_NC_ACTIVATION: exec_activation(core, inst, s); break;
@@ -424,6 +428,7 @@ struct nc_run {
   float *rows;
   scratch s;
   int32_t pc;
+  nrt_status fault; /* set by an instruction that failed at run time */
 };
 
 nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out) {
@@ -460,7 +465,7 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
                       .sbuf_partition_bytes = g->sbuf_partition_bytes,
                       .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row,
-                      .gen = gen};
+                      .gen = gen, .fault = &r->fault};
   /* Packed operands are cached by tensor and write generation, which is
    * sound only if a tile's memory changes through its own writes: not with
    * manually placed on-chip tensors, which may overlap live ones. */
@@ -499,11 +504,14 @@ int32_t nc_run_to_sync(nc_run *r) {
     fill_at(r, i);
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
     exec_inst(&r->core, &p->insts[i], &r->s);
+    if (r->fault) return -1; /* the run stops at the failed instruction */
     bump_written(r, i);
     r->pc++;
   }
   return -1;
 }
+
+nrt_status nc_run_fault(const nc_run *r) { return r ? r->fault : NRT_SUCCESS; }
 
 void nc_run_fill_call(nc_run *r, int32_t count) {
   for (int32_t k = 1; k < count; k++) fill_at(r, r->pc + k);

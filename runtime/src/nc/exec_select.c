@@ -173,13 +173,25 @@ static void exec_dma_transpose(const nc_core *core, const nrt_nc_inst *inst, flo
   /* src [P, M, L] (M the middle dims, flattened) to dst [L, M, P]: element
    * (p, m, l) goes to partition l, free index m * P + p. The indirect form
    * reads row p of src from the HBM row its index names; an index past the
-   * tensor's rows leaves that row's elements of dst as they were. */
+   * tensor's rows fails the run (oob_mode=error) or, with oob_mode=skip,
+   * leaves that row's elements of dst as they were. */
   int indirect = (inst->flags & 1u) != 0;
   int64_t last = inst->imm[0] > 0 ? (int64_t)inst->imm[0] : f,
           parts = indirect ? (int64_t)inst->imm[1] : src->partitions;
   size_t size = nrt_nc_dtype_size(src->dtype);
   uint8_t *row = (uint8_t *)a;
   uint8_t *index_row = row + (size_t)(f ? f : 1) * size;
+  for (int64_t p = 0; indirect && !(inst->flags & 2u) && p < parts; p++) { /* oob_mode=error */
+    uint32_t at = gathered_index(core, &inst->ap[2], p, index_row);
+    if ((double)at >= inst->imm[2]) {
+      *core->fault = rt_fail(NRT_ERROR_INDEX_OUT_OF_RANGE,
+                             "NKI instruction %d: [oob_mode] index %u (row %lld of the gathered "
+                             "rows) is out of bounds for the %g rows of the indexed tensor "
+                             "(oob_mode=error; oob_mode=skip skips it)",
+                             (int)(inst - core->program->insts), at, (long long)p, inst->imm[2]);
+      return;
+    }
+  }
   for (int64_t p = 0; p < parts; p++) {
     if (indirect) {
       uint32_t at = gathered_index(core, &inst->ap[2], p, index_row);

@@ -55,6 +55,8 @@ nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 /* check_select.c: the rules of activate2, the cumulative op, the selects,
  * nonzero_with_count and dma_transpose. */
 nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+/* check_indirect.c: dma_copy's gather / scatter form (NRT_NC_FLAG_INDIRECT_*). */
+nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
 /* check_rng.c: the rules of rng, rand2, dropout and the generator state. */
 nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
@@ -89,6 +91,8 @@ typedef struct nc_run nc_run;
 nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out);
 /* Runs to the next collective instruction (returns its index) or the end (-1). */
 int32_t nc_run_to_sync(nc_run *r);
+/* The failure that stopped a run (nc_run_to_sync returned -1 early), or success. */
+nrt_status nc_run_fault(const nc_run *r);
 /* Fresh-tile fills of the rest of a call of count instructions; then past it. */
 void nc_run_fill_call(nc_run *r, int32_t count);
 void nc_run_advance(nc_run *r, int32_t count);

@@ -14,7 +14,7 @@ from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
 from torchneuron.nki.legacy.language import _expand
-from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.tensor import IndirectTensor, NkiTensor
 from torchneuron.nki.trace import fail
 
 
@@ -286,10 +286,16 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, **_):
     return _cur.dma_transpose(out, src, axes=axes)
 
 
-def dma_copy(dst, src, mask=None, **_):
-    """dst = src through a DMA (HBM <-> SBUF, HBM <-> HBM, SBUF <-> SBUF)."""
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None, **_):
+    """dst = src through a DMA (HBM <-> SBUF, HBM <-> HBM, SBUF <-> SBUF);
+    dst_rmw_op=np.add adds into dst; a side indexed by a tile of indices
+    (``in_tensor[idx_tile, iy]``) gathers or scatters rows (indirect DMA)."""
     box = mask_box(mask)
-    _cur.dma_copy(clip(dst, box), clip(src, box))
+    if box and (isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor)):
+        fail("masks on an indirect access (tensor[index_tile, ...]) are not supported",
+             "indirect_dma", "nki.isa.dma_copy")
+    _cur.dma_copy(clip(dst, box), clip(src, box), dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
+                  dge_mode=dge_mode, unique_indices=False)
 
 
 @_with_mask
