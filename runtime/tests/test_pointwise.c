@@ -525,6 +525,54 @@ static void test_float_unary_matches_twins(void) {
   check_float_unary(NRT_OP_FRAC, ref_frac, n);
 }
 
+/* The eager sigmoid's tame twin (pointwise_unary.c: contiguous blocks of
+ * 512 whose every |x| <= 86): bitwise rt_vm_sigmoidf over every 2053rd bit
+ * pattern of the domain (both signs, all tame blocks), its edges, and tame
+ * blocks each holding one value outside it (86 plus an ulp, NaN, an
+ * infinity, 1e30, -87.5, -100) - out of place and in place. */
+static void test_sigmoid_tame_blocks_match_bitwise(void) {
+  const uint32_t top = 0x42ac0000u; /* 86.0f */
+  const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
+  const float edges[] = {86.0f, -86.0f, nextafterf(86.0f, 0.0f), -nextafterf(86.0f, 0.0f), 9.2736185f,
+                         -9.2736185f, 0.0f, -0.0f, 1e-45f, -1e-45f, 1.1754944e-38f, 0.5f, -0.5f, 1.0f};
+  /* -87.5 and -100 have subnormal sigmoids, which the twin cannot give */
+  const float wild[] = {nextafterf(86.0f, 100.0f), -nextafterf(86.0f, 100.0f), NAN, -INFINITY, 1e30f,
+                        -87.5f, -100.0f};
+  const int nw = (int)(sizeof wild / sizeof wild[0]);
+  const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), n = 2 * sweep + ne + nw * 512;
+  float *values = malloc((size_t)n * sizeof *values);
+  int64_t at = 0;
+  for (int64_t i = 0; i < sweep; i++) {
+    uint32_t u = (uint32_t)(i * step);
+    memcpy(&values[at++], &u, 4);
+    u |= 0x80000000u;
+    memcpy(&values[at++], &u, 4);
+  }
+  for (int64_t i = 0; i < ne; i++) values[at++] = edges[i];
+  while (at < n) values[at] = (float)((at % 1700) - 850) / 10.0f, at++;
+  for (int i = 0; i < nw; i++) values[n - nw * 512 + 100 + 512 * i] = wild[i];
+  void *a = dev_alloc(n * 4), *o = dev_alloc(n * 4);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    void *dst = inplace ? a : o;
+    memcpy(host(a), values, (size_t)n * 4);
+    nrt_tensor_view views[2] = {view_1d(dst, NRT_FLOAT32, n, 1), view_1d(a, NRT_FLOAT32, n, 1)};
+    nrt_op op = make_op(NRT_OP_SIGMOID, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    for (int64_t i = 0; i < n; i++) {
+      float got = ((float *)host(dst))[i], want = rt_vm_sigmoidf(values[i]);
+      if (memcmp(&got, &want, 4)) {
+        fprintf(stderr, "  sigmoid(%a) = %a, want %a (in place: %d)\n", (double)values[i], (double)got,
+                (double)want, inplace);
+        CHECK(0);
+        break;
+      }
+    }
+  }
+  free(values);
+  nrt_free(a);
+  nrt_free(o);
+}
+
 /* bfloat16 in and out: computed in float32, rounded once. */
 static void test_bfloat16_computes_in_float32(void) {
   enum { N = 4097 };
@@ -855,6 +903,7 @@ int main(void) {
   RUN(test_shifts_past_the_width);
   RUN(test_integer_pow);
   RUN(test_float_unary_matches_twins);
+  RUN(test_sigmoid_tame_blocks_match_bitwise);
   RUN(test_bfloat16_computes_in_float32);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);

@@ -149,5 +149,6 @@ void rt_jit_hash(const void *data, size_t len, uint64_t h[2]);
 /* Embedded header texts (generated at build time from the sources). */
 extern const unsigned char rt_embedded_vmath_h[];
 extern const unsigned char rt_embedded_float_exprs_h[];
+extern const unsigned char rt_embedded_vmath_sigmoid_tame_h[];
 
 #endif

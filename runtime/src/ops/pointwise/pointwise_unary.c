@@ -10,6 +10,7 @@
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/vmath.h"
+#include "ops/engine/vmath_sigmoid_tame.h"
 #include "ops/pointwise/float_exprs.h"
 
 /* ---- erfinv -------------------------------------------------------------
@@ -80,7 +81,6 @@ static double erfinv_d(double y) {
   X(erf, RT_EXPR_F32_ERF, erf(x))                                          \
   X(erfc, erfcf(x), erfc(x))                                             \
   X(erfinv, (float)erfinv_d(x), erfinv_d(x))                             \
-  X(sigmoid, RT_EXPR_F32_SIGMOID, 1.0 / (1.0 + exp(-x)))                   \
   X(frac, x - truncf(x), x - trunc(x))
 
 #define DEFINE_UNARY_FLOAT(NAME, F32, F64)                                          \
@@ -91,6 +91,47 @@ static double erfinv_d(double y) {
     return rt_run_pointwise(op, loops, -1);                                         \
   }
 UNARY_FLOAT_MATH(DEFINE_UNARY_FLOAT)
+
+/* float32 sigmoid: per block of contiguous values whose largest |x| is
+ * at most 86 (by bits: NaN and infinity compare above every finite value),
+ * the tame twin, as the generated code of fused groups does; the same bits
+ * as rt_vm_sigmoidf (RT_EXPR_F32_SIGMOID), which the other blocks and
+ * strided runs use. The block is the generated code's: its values stay in
+ * L1 between the check and the loop. */
+#define SIGMOID_BLOCK 512
+RT_SIMD_VOID(sigmoid_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
+             (data, strides, n, ctx)) {
+  (void)ctx;
+  if (strides[0] != (int64_t)sizeof(float) || strides[1] != (int64_t)sizeof(float)) {
+    for (int64_t i = 0; i < n; i++) {
+      float x = RT_LOAD(float, data[1] + i * strides[1]);
+      RT_STORE(float, data[0] + i * strides[0], RT_EXPR_F32_SIGMOID);
+    }
+    return;
+  }
+  float *o = (float *)data[0];
+  const float *in = (const float *)data[1]; /* may be o itself (in place) */
+  for (int64_t c0 = 0; c0 < n; c0 += SIGMOID_BLOCK) {
+    const int64_t m = n - c0 < SIGMOID_BLOCK ? n - c0 : SIGMOID_BLOCK;
+    uint32_t big = 0;
+    for (int64_t j = 0; j < m; j++) {
+      const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
+      big = u > big ? u : big;
+    }
+    if (big <= RT_VM_SIGMOID_TAME_BITS)
+      for (int64_t j = 0; j < m; j++) o[c0 + j] = rt_vm_sigmoidf_tame(in[c0 + j]);
+    else
+      for (int64_t j = 0; j < m; j++) {
+        float x = in[c0 + j];
+        o[c0 + j] = RT_EXPR_F32_SIGMOID;
+      }
+  }
+}
+RT_UNARY_LOOP(sigmoid_f64, double, double, 1.0 / (1.0 + exp(-x)))
+nrt_status rt_kernel_sigmoid(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = sigmoid_f32, [NRT_FLOAT64] = sigmoid_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
 
 /* exp of float16/bfloat16 by table (RT_DEFINE_TABLE16), exact. */
 static double exp_d(double x) { return exp(x); }
