@@ -1062,15 +1062,33 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                            return try_native_complex_var(self, dim, correction, keepdim, true);
                                          }));
   m.impl("std.correction_out", native_or_fallback("std.correction_out", std_correction_out));
-  m.impl("var_mean.correction", native_or_fallback("var_mean.correction", var_mean_correction));
-  m.impl("std_mean.correction", native_or_fallback("std_mean.correction", std_mean_correction));
+  m.impl("var_mean.correction", complex_first("var_mean.correction", var_mean_correction,
+                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
+                                                return try_native_complex_var_mean(self, dim, correction, keepdim,
+                                                                                   false);
+                                              }));
+  m.impl("std_mean.correction", complex_first("std_mean.correction", std_mean_correction,
+                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
+                                                return try_native_complex_var_mean(self, dim, correction, keepdim,
+                                                                                   true);
+                                              }));
   m.impl("linalg_vector_norm", complex_first("linalg_vector_norm", linalg_vector_norm, try_native_complex_vector_norm));
   m.impl("linalg_vector_norm.out", native_or_fallback("linalg_vector_norm.out", linalg_vector_norm_out));
-  m.impl("norm.ScalarOpt_dim", native_or_fallback("norm.ScalarOpt_dim", norm_dim));
+  m.impl("norm.ScalarOpt_dim", complex_first("norm.ScalarOpt_dim", norm_dim,
+                                              [](const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                 at::IntArrayRef dim, bool keepdim) {
+                                                return try_native_complex_norm(self, p, dim, keepdim, std::nullopt);
+                                              }));
   m.impl("norm.out", native_or_fallback("norm.out", norm_dim_out));
-  m.impl("norm.ScalarOpt_dim_dtype", native_or_fallback("norm.ScalarOpt_dim_dtype", norm_dim_dtype));
+  m.impl("norm.ScalarOpt_dim_dtype", complex_first("norm.ScalarOpt_dim_dtype", norm_dim_dtype,
+                                                    [](const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                       at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
+                                                      return try_native_complex_norm(self, p, dim, keepdim, dtype);
+                                                    }));
   m.impl("norm.dtype_out", native_or_fallback("norm.dtype_out", norm_dim_dtype_out));
-  m.impl("logsumexp", native_or_fallback("logsumexp", logsumexp));
+  m.impl("logsumexp", complex_first("logsumexp", logsumexp, try_native_complex_logsumexp));
   m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
