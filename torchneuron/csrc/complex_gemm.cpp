@@ -131,8 +131,10 @@ std::optional<at::Tensor> try_native_complex_gemm(ComplexGemm kind, const at::Te
   const bool clash = may_overlap(result, a) || may_overlap(result, b) ||
                      (c.defined() && !same_view(result, c) && may_overlap(result, c));
   at::Tensor target = clash ? at::empty(*shape, a.options()) : result;
-  const at::Tensor ar = complex_plane(a, 0), ai = complex_plane(a, 1);
-  const at::Tensor br = complex_plane(b, 0), bi = complex_plane(b, 1);
+  // Each operand's planes copied dense once: the GEMM reads them four
+  // times, and strided rows (every other float) cost it more than the copy.
+  const at::Tensor ar = complex_plane(a, 0).contiguous(), ai = complex_plane(a, 1).contiguous();
+  const at::Tensor br = complex_plane(b, 0).contiguous(), bi = complex_plane(b, 1).contiguous();
   const at::Tensor re = complex_plane(target, 0), im = complex_plane(target, 1);
   // With beta 0 the plane itself stands in for self: the real op does not read it.
   const at::Tensor cre = c.defined() ? complex_plane(c, 0) : re, cim = c.defined() ? complex_plane(c, 1) : im;
