@@ -157,3 +157,29 @@ def test_logsumexp(dtype):
                 got = torch.logsumexp(x.to(DEV), dim, keepdim)
             assert got.dtype == want.dtype and got.shape == want.shape, (name, dim)
             torch.testing.assert_close(got.cpu(), want, equal_nan=True, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_all_and_any_over_dims(dtype):
+    for name, x in _layouts(dtype):
+        x = x.clone()
+        if x.numel():
+            x[0, :] = 0
+            x[1, 2] = 0
+        xd = x.to(DEV)
+        for fn, args in (("all", ()), ("all", (1,)), ("all", (0, True)), ("any", (1,)), ("any", (0, True))):
+            if name == "zero_size" and args[:1] == (1,):
+                continue
+            want = getattr(x, fn)(*args)
+            with no_fallback():
+                got = getattr(xd, fn)(*args)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, fn, args)
+            assert torch.equal(got.cpu(), want), (name, fn, args)
+        with no_fallback():
+            dims = [torch.all(xd, dim=(0, 1)), torch.any(xd, dim=(0, 1), keepdim=True)]
+        for g, w in zip(dims, [torch.all(x, dim=(0, 1)), torch.any(x, dim=(0, 1), keepdim=True)]):
+            assert torch.equal(g.cpu(), w)
+        if x.numel():  # a 0-d tensor
+            with no_fallback():
+                got = x[1, 1].to(DEV).all(0)
+            assert torch.equal(got.cpu(), x[1, 1].all(0))

@@ -79,6 +79,8 @@ std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self,
                                                          std::optional<at::ScalarType> dtype);
 std::optional<at::Tensor> try_native_complex_trace(const at::Tensor& self);
 std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self);
+// z != 0 of a neuron complex tensor (all/any over dims reduce it).
+std::optional<at::Tensor> try_native_complex_nonzero(const at::Tensor& self);
 std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims);
 std::optional<at::Tensor> try_native_complex_dot(const at::Tensor& self, const at::Tensor& other, bool conj_self);
 // Complex matrix products as four real GEMMs on the planes

@@ -99,6 +99,12 @@ std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self) {
   return self.ne(0).any();
 }
 
+std::optional<at::Tensor> try_native_complex_nonzero(const at::Tensor& self) {
+  if (!neuron_complex(self)) return std::nullopt;
+  c10::DeviceGuard guard(self.device());
+  return self.ne(0);
+}
+
 std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
   if (!neuron_complex(self)) return std::nullopt;
   NEURON_TRACK_OP("aten::count_nonzero.dim_IntList(complex)");

@@ -1092,15 +1092,32 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
-  m.impl("any.dim", native_or_fallback("any.dim", any_dim));
+  m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->any(dim, keepdim)) : std::nullopt;
+         }));
   m.impl("any.out", native_or_fallback("any.out", any_dim_out));
-  m.impl("any.dims", native_or_fallback("any.dims", any_dims));
+  m.impl("any.dims", complex_first("any.dims", any_dims,
+                                   [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+                                     return nz ? std::optional<at::Tensor>(at::any(*nz, dim, keepdim)) : std::nullopt;
+                                   }));
   m.impl("any.dims_out", native_or_fallback("any.dims_out", any_dims_out));
-  m.impl("all", native_or_fallback("all", all_all));
+  m.impl("all", complex_first("all", all_all, [](const at::Tensor& self) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
+         }));
   m.impl("all.all_out", native_or_fallback("all.all_out", all_all_out));
-  m.impl("all.dim", native_or_fallback("all.dim", all_dim));
+  m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->all(dim, keepdim)) : std::nullopt;
+         }));
   m.impl("all.out", native_or_fallback("all.out", all_dim_out));
-  m.impl("all.dims", native_or_fallback("all.dims", all_dims));
+  m.impl("all.dims", complex_first("all.dims", all_dims,
+                                   [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+                                     return nz ? std::optional<at::Tensor>(at::all(*nz, dim, keepdim)) : std::nullopt;
+                                   }));
   m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
   m.impl("count_nonzero.dim_IntList",
          complex_first("count_nonzero.dim_IntList", count_nonzero_dims, try_native_complex_count_nonzero));
