@@ -183,3 +183,17 @@ def test_all_and_any_over_dims(dtype):
             with no_fallback():
                 got = x[1, 1].to(DEV).all(0)
             assert torch.equal(got.cpu(), x[1, 1].all(0))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_sum_and_mean_of_a_0d_tensor(dtype):
+    for z in (_z(dtype, 3)[1].clone(), torch.tensor(complex(-0.0, -0.0), dtype=dtype), _z(dtype, 3)[2].conj()):
+        for fn in ("sum", "mean"):
+            for kwargs in ({"dim": 0}, {"dim": -1, "keepdim": True}, {"dim": []}, {}):
+                want = getattr(torch, fn)(z, **kwargs)
+                with no_fallback():
+                    got = getattr(torch, fn)(z.to(DEV), **kwargs)
+                assert got.dtype == want.dtype and got.shape == want.shape, (fn, kwargs)
+                torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+    with pytest.raises(IndexError):
+        torch.sum(_z(dtype, 3)[0].to(DEV), dim=1)

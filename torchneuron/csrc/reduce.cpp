@@ -164,6 +164,11 @@ at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& 
 // trailing (real, imaginary) dim stays out of them; no dims: every one). A
 // 0-d tensor reduced over everything is itself.
 at::Tensor complex_reduce(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim, bool mean) {
+  // a 0-d tensor as one element of a 1-d one: its planes' dim 0 is the pair
+  if (self.dim() == 0) {
+    if (dim) for (int64_t d : *dim) (void)at::maybe_wrap_dim(d, int64_t{0});  // the CPU's IndexError
+    return complex_reduce(self.reshape({1}), at::IntArrayRef{0}, false, mean);
+  }
   at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
   std::vector<int64_t> dims;
   if (dim && !dim->empty()) {
@@ -931,8 +936,7 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 // the fallback, the rest to sum_dim.
 at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                               std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
-      !self.is_neg()) {
+  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
     NEURON_TRACK_OP("aten::sum.dim_IntList");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/false);
@@ -984,8 +988,7 @@ at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarT
 // mean.dim of a complex neuron tensor: the real mean of its planes.
 at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
-      !self.is_neg()) {
+  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
     NEURON_TRACK_OP("aten::mean.dim");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/true);
