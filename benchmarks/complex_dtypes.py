@@ -3,7 +3,9 @@ PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
 and the complex mul / polar / sum / div / exp / log / sqrt / trigonometric
 functions composed from native real kernels, and the inverse functions, pow,
 prod, cumsum and cumprod on the planes, and the indexing and padding ops on
-the real view (index_select, gather, index_put, scatter_add, pad, tril).
+the real view (index_select, gather, index_put, scatter_add, pad, tril), the
+GEMM family (mm, addmm, baddbmm, addmv), isnan, logical_and, lerp and
+logsumexp.
 
     .venv/bin/python benchmarks/complex_dtypes.py [--threads 2] [--repeats 7] [--only index,pad]
 
@@ -82,6 +84,21 @@ def cases():
     yield "reflection pad complex64 [16,256,256] 2-d by 3", (images,), \
         lambda x: torch.nn.functional.pad(x, (3, 3, 3, 3), mode="reflect")
     yield "tril complex64 2048^2", (square,), torch.tril
+    # the GEMM family as four real GEMMs on the planes (complex_gemm.cpp)
+    m512 = c64[: 512 * 512].view(512, 512)
+    yield "mm complex64 512^2 @ 512^2", (m512, c64[-512 * 512:].view(512, 512)), torch.mm
+    yield "mm complex128 512^2 @ 512^2", (m512.to(torch.complex128), c128[-512 * 512:].view(512, 512)), torch.mm
+    yield "addmm complex64 512^2 beta=0.5 alpha=2j", (c64[N // 2: N // 2 + 512 * 512].view(512, 512), m512,
+                                                      c64[-512 * 512:].view(512, 512)), \
+        lambda s, a, b: torch.addmm(s, a, b, beta=0.5, alpha=2j)
+    batch = c64[: 16 * 128 * 128].view(16, 128, 128)
+    yield "baddbmm complex64 16x128^2", (batch, batch, c64[-16 * 128 * 128:].view(16, 128, 128)), torch.baddbmm
+    yield "addmv complex64 2048^2 @ 2048", (c64[:2048], square, c64[-2048:]), torch.addmv
+    # predicates, logical ops, lerp and logsumexp (complex_predicates.cpp, complex_lerp.cpp, complex_reduce.cpp)
+    yield "isnan complex64 2M", (half,), torch.isnan
+    yield "logical_and complex64 2M", (half, c64[N // 2:]), torch.logical_and
+    yield "lerp complex64 2M weight 0.3", (half, c64[N // 2:]), lambda a, b: torch.lerp(a, b, 0.3)
+    yield "logsumexp complex64 [1024,1024] dim=1", (quarter.view(1024, 1024),), lambda x: torch.logsumexp(x, 1)
 
 
 def main():

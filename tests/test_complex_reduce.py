@@ -109,3 +109,91 @@ def test_errors_match_the_cpu():
             fn(a)
         with pytest.raises(type(cpu.value)):
             fn(a.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("fn", ["var_mean", "std_mean"])
+def test_var_mean_and_std_mean(dtype, fn):
+    for name, x in _layouts(dtype):
+        for kwargs in ({}, {"dim": 1}, {"dim": (0, 1), "keepdim": True}, {"dim": 0, "correction": 0}):
+            if name == "zero_size" and kwargs.get("dim") == 1:
+                continue
+            want = getattr(torch, fn)(x, **kwargs)
+            with no_fallback():
+                got = getattr(torch, fn)(x.to(DEV), **kwargs)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape, (name, kwargs)
+                torch.testing.assert_close(g.cpu(), w, equal_nan=True, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_norm(dtype):
+    for name, x in _layouts(dtype):
+        for args, kwargs in (((), {}), ((1,), {"dim": 1}), ((float("inf"),), {"dim": 0, "keepdim": True}),
+                             ((3.0,), {"dim": (0, 1)}), ((2,), {"dim": 1, "dtype": torch.complex128})):
+            try:
+                want = torch.norm(x, *args, **kwargs)
+            except RuntimeError:  # an empty dim with no identity
+                continue
+            with no_fallback():
+                got = torch.norm(x.to(DEV), *args, **kwargs)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, args, kwargs)
+            torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_logsumexp(dtype):
+    big = _z(dtype, 4, 6) * 300  # exp overflows without the shift
+    big.view(-1)[0] = complex(-float("inf"), 1.0)
+    layouts = list(_layouts(dtype)) + [("large", big), ("zero_dim", _z(dtype, 3)[1].clone())]
+    for name, x in layouts:
+        for dim, keepdim in ((1, False), ((0, 1), True), (0, False), (-1, True)):
+            if x.dim() == 0:
+                dim = 0
+            if name == "zero_size" and dim == 1:
+                continue
+            want = torch.logsumexp(x, dim, keepdim)
+            with no_fallback():
+                got = torch.logsumexp(x.to(DEV), dim, keepdim)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, dim)
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, **_tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_all_and_any_over_dims(dtype):
+    for name, x in _layouts(dtype):
+        x = x.clone()
+        if x.numel():
+            x[0, :] = 0
+            x[1, 2] = 0
+        xd = x.to(DEV)
+        for fn, args in (("all", ()), ("all", (1,)), ("all", (0, True)), ("any", (1,)), ("any", (0, True))):
+            if name == "zero_size" and args[:1] == (1,):
+                continue
+            want = getattr(x, fn)(*args)
+            with no_fallback():
+                got = getattr(xd, fn)(*args)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, fn, args)
+            assert torch.equal(got.cpu(), want), (name, fn, args)
+        with no_fallback():
+            dims = [torch.all(xd, dim=(0, 1)), torch.any(xd, dim=(0, 1), keepdim=True)]
+        for g, w in zip(dims, [torch.all(x, dim=(0, 1)), torch.any(x, dim=(0, 1), keepdim=True)]):
+            assert torch.equal(g.cpu(), w)
+        if x.numel():  # a 0-d tensor
+            with no_fallback():
+                got = x[1, 1].to(DEV).all(0)
+            assert torch.equal(got.cpu(), x[1, 1].all(0))
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_sum_and_mean_of_a_0d_tensor(dtype):
+    for z in (_z(dtype, 3)[1].clone(), torch.tensor(complex(-0.0, -0.0), dtype=dtype), _z(dtype, 3)[2].conj()):
+        for fn in ("sum", "mean"):
+            for kwargs in ({"dim": 0}, {"dim": -1, "keepdim": True}, {"dim": []}, {}):
+                want = getattr(torch, fn)(z, **kwargs)
+                with no_fallback():
+                    got = getattr(torch, fn)(z.to(DEV), **kwargs)
+                assert got.dtype == want.dtype and got.shape == want.shape, (fn, kwargs)
+                torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+    with pytest.raises(IndexError):
+        torch.sum(_z(dtype, 3)[0].to(DEV), dim=1)

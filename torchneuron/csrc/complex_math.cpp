@@ -1,7 +1,7 @@
 // Complex elementwise math composed from the runtime's real kernels on the
 // (real, imaginary) planes: division (Smith's scaled form), reciprocal,
 // exp/exp2, log/log2/log10, sqrt/rsqrt, sin/cos/tan, sinh/cosh/tanh, sinc,
-// sigmoid.
+// sigmoid, silu; rsub as sub with its operands swapped.
 // Each formula is the textbook one, with the cases where it would overflow
 // or divide zero by zero taken apart (tanh's large real part, sqrt of 0, a
 // real argument's zero imaginary part). Every step is a native op on a
@@ -158,6 +158,12 @@ const std::unordered_map<std::string, Unary>& unary_table() {
       {"log1p", log1p_of},
       {"expm1", expm1_of},
       {"sgn", sgn_of},
+      // silu z = z / (1 + exp(-z)), the CPU's complex form
+      {"silu",
+       [](const Planes& z) {
+         const Planes e = exp_of({-z.re, -z.im});
+         return divide(z, {e.re + 1, e.im});
+       }},
       {"sigmoid",
        [](const Planes& z) {
          const Planes e = exp_of({-z.re, -z.im});
@@ -214,6 +220,15 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   // name as the pointwise table spells it: "exp", "exp.out", "exp_",
   // "div.Tensor", "div.out", "div_.Tensor", "add.Tensor", ...
   if (name.rfind("pow", 0) == 0) return cmath::try_native_complex_pow(name, stack);
+  if (name == "rsub.Tensor") {
+    // rsub(self, other, alpha) = other - alpha * self: sub with the
+    // operands swapped (rsub.Scalar arrives here with other a Python number)
+    if (stack->size() < 3) return false;
+    std::swap((*stack)[stack->size() - 3], (*stack)[stack->size() - 2]);
+    if (try_native_complex_math("sub.Tensor", stack)) return true;
+    std::swap((*stack)[stack->size() - 3], (*stack)[stack->size() - 2]);
+    return false;
+  }
   if (name == "eq.Scalar" || name == "ne.Scalar") {
     // a complex tensor against a number (prod's and cumprod's backward test
     // for zeros): equal when both parts are

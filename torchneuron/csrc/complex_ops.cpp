@@ -1,7 +1,8 @@
 // Complex ops composed from the runtime's real kernels, on the real and
 // imaginary parts (view_as_real of each operand, one plane per part): the
 // complex product as four real products and two sums, polar as cos/sin and
-// products. Every step is a native neuron op; nothing here touches elements.
+// products, torch.complex as two plane copies. Every step is a native
+// neuron op; nothing here touches elements.
 // The cases they do not cover (a CPU scalar operand, mixed dtypes, type
 // promotion) keep to the counted CPU fallback.
 #include "complex_ops.h"
@@ -122,36 +123,6 @@ bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal) {
   return true;
 }
 
-std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a_in, const at::Tensor& b_in,
-                                                bool batched) {
-  const int64_t nd = batched ? 3 : 2;
-  if (!a_in.defined() || !b_in.defined() || !a_in.is_complex() || !is_neuron(a_in) ||
-      !is_neuron(b_in) || b_in.scalar_type() != a_in.scalar_type())
-    return std::nullopt;
-  // Conjugate operands (autograd's gradients) are materialised natively.
-  const at::Tensor a = a_in.resolve_conj().resolve_neg(), b = b_in.resolve_conj().resolve_neg();
-  if (a.device() != b.device() || a.dim() != nd ||
-      b.dim() != nd || a.size(-1) != b.size(-2) || (batched && a.size(0) != b.size(0)))
-    return std::nullopt;  // the fallback gives the CPU's result or error
-  NEURON_TRACK_OP(batched ? "aten::bmm(complex)" : "aten::mm(complex)");
-  c10::DeviceGuard guard(a.device());
-  // Four real products of the planes (each a native GEMM).
-  at::Tensor ar = complex_plane(a, 0), ai = complex_plane(a, 1), br = complex_plane(b, 0), bi = complex_plane(b, 1);
-  auto prod = [&](const at::Tensor& x, const at::Tensor& y) {
-    return batched ? at::bmm(x, y) : at::mm(x, y);
-  };
-  std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end());
-  shape.back() = b.size(-1);
-  at::Tensor out = at::empty(shape, a.options());
-  if (out.numel() == 0) return out;
-  at::Tensor re = complex_plane(out, 0), im = complex_plane(out, 1);
-  re.copy_(prod(ar, br));
-  re.sub_(prod(ai, bi));
-  im.copy_(prod(ar, bi));
-  im.add_(prod(ai, br));
-  return out;
-}
-
 namespace {
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
@@ -182,8 +153,36 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
   return out;
 }
 
+// torch.complex: the parts copied into out's planes, broadcast.
+at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& out) {
+  at::ScalarType part = real.scalar_type();
+  bool native = is_neuron(real) && is_neuron(imag) && is_neuron(out) &&
+                (part == at::kFloat || part == at::kDouble) && imag.scalar_type() == part &&
+                out.scalar_type() == c10::toComplexType(part) && !out.is_conj() && !out.is_neg() &&
+                real.device() == imag.device() && real.device() == out.device();
+  if (!native) {
+    torch::jit::Stack stack{real, imag, out};
+    run_through_fallback("aten::complex", "out", &stack);
+    return out;
+  }
+  NEURON_TRACK_OP("aten::complex.out");
+  c10::DeviceGuard guard(out.device());
+  std::vector<int64_t> shape = at::infer_size(real.sizes(), imag.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  at::assert_no_internal_overlap(out);
+  at::assert_no_partial_overlap(out, real);
+  at::assert_no_partial_overlap(out, imag);
+  complex_plane(out, 0).copy_(real.expand(shape));
+  complex_plane(out, 1).copy_(imag.expand(shape));
+  return out;
+}
+
 }  // namespace
 
-NEURON_LIBRARY_IMPL(aten, m) { m.impl("polar.out", polar_out); }
+NEURON_LIBRARY_IMPL(aten, m) {
+  m.impl("polar.out", polar_out);
+  m.impl("complex.out", complex_out);
+}
 
 }  // namespace torchneuron

@@ -6,6 +6,7 @@
 #include <ATen/core/stack.h>
 
 #include <optional>
+#include <tuple>
 #include <string>
 
 namespace torchneuron {
@@ -35,6 +36,14 @@ bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
 // "div.Tensor", ...) of plain neuron complex tensors of one dtype, on the
 // planes (complex_math.cpp); false, stack untouched, for anything else.
 bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack);
+// isnan, isinf, logical_not/and/or/xor (names as the pointwise table spells
+// them: "isnan", "logical_and_", "logical_or.out", ...) when an operand or
+// the result is a neuron complex tensor (complex_predicates.cpp); false,
+// stack untouched, otherwise.
+bool try_native_complex_predicate(const std::string& name, torch::jit::Stack* stack);
+// lerp.Scalar / lerp.Tensor (functional, out=, in place) of neuron complex
+// tensors of one dtype (complex_lerp.cpp); false, stack untouched, otherwise.
+bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack);
 // where.self / where.self_out / masked_fill(_).Scalar / masked_fill(_).Tensor
 // (names as the pointwise table spells them) when the result is a neuron
 // complex tensor (complex_select.cpp); false, stack untouched, otherwise.
@@ -56,15 +65,35 @@ std::optional<at::Tensor> try_native_complex_scan(bool cumprod, const at::Tensor
 std::optional<at::Tensor> try_native_complex_var(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                  const std::optional<at::Scalar>& correction, bool keepdim,
                                                  bool take_sqrt);
+std::optional<std::tuple<at::Tensor, at::Tensor>> try_native_complex_var_mean(
+    const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim,
+    bool take_sqrt);
+// norm.ScalarOpt_dim(_dtype): the vector norm; logsumexp shifted by the
+// largest real part, as the CPU computes it.
+std::optional<at::Tensor> try_native_complex_norm(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                  at::IntArrayRef dim, bool keepdim,
+                                                  std::optional<at::ScalarType> dtype);
+std::optional<at::Tensor> try_native_complex_logsumexp(const at::Tensor& self, at::IntArrayRef dims, bool keepdim);
 std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self, const at::Scalar& ord,
                                                          at::OptionalIntArrayRef dim, bool keepdim,
                                                          std::optional<at::ScalarType> dtype);
 std::optional<at::Tensor> try_native_complex_trace(const at::Tensor& self);
 std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self);
+// z != 0 of a neuron complex tensor (all/any over dims reduce it).
+std::optional<at::Tensor> try_native_complex_nonzero(const at::Tensor& self);
 std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims);
 std::optional<at::Tensor> try_native_complex_dot(const at::Tensor& self, const at::Tensor& other, bool conj_self);
-// mm (batched: bmm) of two neuron complex tensors of one dtype as four real
-// GEMMs on the planes; nothing when the case is not that one.
+// Complex matrix products as four real GEMMs on the planes
+// (complex_gemm.cpp). The kind names the product: Mm (2-d @ 2-d), Bmm
+// (batched), BatchSum (addbmm's sum of the batch's products), Mv (2-d @
+// 1-d). result = beta * self + alpha * a @ b, self absent for mm/bmm/mv;
+// into out when given (in place: out is self). Nothing when the call is
+// not one of neuron complex tensors of one dtype with fitting shapes.
+enum class ComplexGemm { Mm, Bmm, BatchSum, Mv };
+std::optional<at::Tensor> try_native_complex_gemm(ComplexGemm kind, const at::Tensor* self, const at::Tensor& a,
+                                                  const at::Tensor& b, const at::Scalar& beta,
+                                                  const at::Scalar& alpha, const at::Tensor* out, bool inplace);
+// mm (batched: bmm) of two neuron complex tensors of one dtype.
 std::optional<at::Tensor> try_native_complex_mm(const at::Tensor& a, const at::Tensor& b,
                                                 bool batched);
 

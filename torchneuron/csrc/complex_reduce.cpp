@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "complex_ops.h"
 #include "op_tracking.h"
 
@@ -37,6 +40,15 @@ std::optional<at::Tensor> try_native_complex_var(const at::Tensor& self, at::Opt
   return take_sqrt ? v.sqrt_() : v;
 }
 
+std::optional<std::tuple<at::Tensor, at::Tensor>> try_native_complex_var_mean(
+    const at::Tensor& self, at::OptionalIntArrayRef dim, const std::optional<at::Scalar>& correction, bool keepdim,
+    bool take_sqrt) {
+  std::optional<at::Tensor> v = try_native_complex_var(self, dim, correction, keepdim, take_sqrt);
+  if (!v) return std::nullopt;
+  c10::DeviceGuard guard(self.device());
+  return std::make_tuple(*v, at::mean(self.resolve_conj().resolve_neg(), dim, keepdim));
+}
+
 std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self, const at::Scalar& ord,
                                                          at::OptionalIntArrayRef dim, bool keepdim,
                                                          std::optional<at::ScalarType> dtype) {
@@ -45,6 +57,32 @@ std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self,
   c10::DeviceGuard guard(self.device());
   const at::Tensor z = dtype ? self.to(*dtype) : self;
   return at::linalg_vector_norm(z.abs(), ord, dim, keepdim, std::nullopt);
+}
+
+std::optional<at::Tensor> try_native_complex_norm(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                  at::IntArrayRef dim, bool keepdim,
+                                                  std::optional<at::ScalarType> dtype) {
+  // norm's p=None is 2; the vector norm of the same dims is norm's value
+  return try_native_complex_vector_norm(self, p.value_or(2), dim, keepdim, dtype);
+}
+
+std::optional<at::Tensor> try_native_complex_logsumexp(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  const int64_t rank = std::max<int64_t>(self.dim(), 1);
+  if (!neuron_complex(self) || (dims.empty() && self.dim() > 0)) return std::nullopt;
+  for (int64_t d : dims)
+    if (d < -rank || d >= rank) return std::nullopt;  // the fallback raises the CPU's error
+  NEURON_TRACK_OP("aten::logsumexp(complex)");
+  c10::DeviceGuard guard(self.device());
+  // a 0-d tensor as one element of a 1-d one (the complex sums take a dim)
+  if (self.dim() == 0) return try_native_complex_logsumexp(self.reshape({1}), {0}, false);
+  const at::Tensor z = self.resolve_conj().resolve_neg();
+  if (z.numel() == 0) return at::sum(z.exp(), dims, keepdim).log();
+  // As the CPU: shift by the largest real part (an infinite one by 0), so
+  // that the exponentials stay in range.
+  at::Tensor shift = at::amax(complex_plane(z, 0), dims, /*keepdim=*/true);
+  shift.masked_fill_(shift.abs().eq(INFINITY), 0);
+  at::Tensor result = at::sum((z - shift).exp(), dims, /*keepdim=*/true).log().add_(shift);
+  return keepdim ? result : result.squeeze(dims);
 }
 
 std::optional<at::Tensor> try_native_complex_trace(const at::Tensor& self) {
@@ -59,6 +97,12 @@ std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self) {
   NEURON_TRACK_OP("aten::any(complex)");
   c10::DeviceGuard guard(self.device());
   return self.ne(0).any();
+}
+
+std::optional<at::Tensor> try_native_complex_nonzero(const at::Tensor& self) {
+  if (!neuron_complex(self)) return std::nullopt;
+  c10::DeviceGuard guard(self.device());
+  return self.ne(0);
 }
 
 std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {

@@ -460,31 +460,52 @@ at::Tensor mm_or_complex(const at::Tensor& self, const at::Tensor& mat2) {
   return Batched ? torchneuron::bmm(self, mat2) : torchneuron::mm(self, mat2);
 }
 
+// The complex forms' native paths (complex_gemm.cpp), in the argument
+// order of each overload: the product into out=, beta * self + alpha *
+// product functional, into out=, and in place.
+template <ComplexGemm K>
+std::optional<at::Tensor> product_out(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  return try_native_complex_gemm(K, nullptr, a, b, 0, 1, &out, false);
+}
+template <ComplexGemm K>
+std::optional<at::Tensor> add_product_of(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                                         const at::Scalar& beta, const at::Scalar& alpha) {
+  return try_native_complex_gemm(K, &self, a, b, beta, alpha, nullptr, false);
+}
+template <ComplexGemm K>
+std::optional<at::Tensor> add_product_out(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                                          const at::Scalar& beta, const at::Scalar& alpha, const at::Tensor& out) {
+  return try_native_complex_gemm(K, &self, a, b, beta, alpha, &out, false);
+}
+template <ComplexGemm K>
+std::optional<at::Tensor> add_product_in_place(const at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                                               const at::Scalar& beta, const at::Scalar& alpha) {
+  return try_native_complex_gemm(K, &self, a, b, beta, alpha, &self, true);
+}
+
 }  // namespace
 
 NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("mm", mm_or_complex<false>);
-  m.impl("mm.out", native_or_fallback("mm.out", mm_out));
+  m.impl("mm.out", complex_first("mm.out", mm_out, product_out<ComplexGemm::Mm>));
   m.impl("bmm", mm_or_complex<true>);
-  m.impl("bmm.out", native_or_fallback("bmm.out", bmm_out));
-  m.impl("addmm", native_or_fallback("addmm", addmm));
-  m.impl("addmm.out", native_or_fallback("addmm.out", addmm_out));
-  m.impl("addmm_", native_or_fallback("addmm_", addmm_));
-  m.impl("baddbmm", native_or_fallback("baddbmm", baddbmm));
-  m.impl("baddbmm.out", native_or_fallback("baddbmm.out", baddbmm_out));
-  m.impl("baddbmm_", native_or_fallback("baddbmm_", baddbmm_));
-  m.impl("addbmm", native_or_fallback("addbmm", addbmm));
-  m.impl("addbmm.out", native_or_fallback("addbmm.out", addbmm_out));
-  m.impl("addbmm_", native_or_fallback("addbmm_", addbmm_));
-  m.impl("addmv", native_or_fallback("addmv", addmv));
-  m.impl("addmv.out", native_or_fallback("addmv.out", addmv_out));
-  m.impl("addmv_", native_or_fallback("addmv_", addmv_));
-  m.impl("mv", complex_first("mv", mv, [](const at::Tensor& self, const at::Tensor& vec) -> std::optional<at::Tensor> {
-           if (vec.dim() != 1) return std::nullopt;
-           if (auto out = try_native_complex_mm(self, vec.unsqueeze(1), false)) return out->squeeze(1);
-           return std::nullopt;
+  m.impl("bmm.out", complex_first("bmm.out", bmm_out, product_out<ComplexGemm::Bmm>));
+  m.impl("addmm", complex_first("addmm", addmm, add_product_of<ComplexGemm::Mm>));
+  m.impl("addmm.out", complex_first("addmm.out", addmm_out, add_product_out<ComplexGemm::Mm>));
+  m.impl("addmm_", complex_first("addmm_", addmm_, add_product_in_place<ComplexGemm::Mm>));
+  m.impl("baddbmm", complex_first("baddbmm", baddbmm, add_product_of<ComplexGemm::Bmm>));
+  m.impl("baddbmm.out", complex_first("baddbmm.out", baddbmm_out, add_product_out<ComplexGemm::Bmm>));
+  m.impl("baddbmm_", complex_first("baddbmm_", baddbmm_, add_product_in_place<ComplexGemm::Bmm>));
+  m.impl("addbmm", complex_first("addbmm", addbmm, add_product_of<ComplexGemm::BatchSum>));
+  m.impl("addbmm.out", complex_first("addbmm.out", addbmm_out, add_product_out<ComplexGemm::BatchSum>));
+  m.impl("addbmm_", complex_first("addbmm_", addbmm_, add_product_in_place<ComplexGemm::BatchSum>));
+  m.impl("addmv", complex_first("addmv", addmv, add_product_of<ComplexGemm::Mv>));
+  m.impl("addmv.out", complex_first("addmv.out", addmv_out, add_product_out<ComplexGemm::Mv>));
+  m.impl("addmv_", complex_first("addmv_", addmv_, add_product_in_place<ComplexGemm::Mv>));
+  m.impl("mv", complex_first("mv", mv, [](const at::Tensor& self, const at::Tensor& vec) {
+           return try_native_complex_gemm(ComplexGemm::Mv, nullptr, self, vec, 0, 1, nullptr, false);
          }));
-  m.impl("mv.out", native_or_fallback("mv.out", mv_out));
+  m.impl("mv.out", complex_first("mv.out", mv_out, product_out<ComplexGemm::Mv>));
   m.impl("dot", complex_first("dot", dot, [](const at::Tensor& self, const at::Tensor& other) {
            return try_native_complex_dot(self, other, false);
          }));

@@ -261,6 +261,8 @@ class PointwiseCore {
     if (name_ == "neg" && try_native_complex_neg(stack)) return;
     if (try_native_complex_math(name_, stack)) return;
     if (try_native_complex_select(name_, stack)) return;
+    if (try_native_complex_predicate(name_, stack)) return;
+    if (name_.rfind("lerp", 0) == 0 && try_native_complex_lerp(name_, stack)) return;
     if ((name_ == "abs" || name_ == "angle") &&
         try_native_complex_unary_real(stack, name_ == "angle"))
       return;

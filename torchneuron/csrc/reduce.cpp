@@ -164,6 +164,11 @@ at::Tensor& sum_into(at::Tensor& result, const at::Tensor& self, const DimMask& 
 // trailing (real, imaginary) dim stays out of them; no dims: every one). A
 // 0-d tensor reduced over everything is itself.
 at::Tensor complex_reduce(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim, bool mean) {
+  // a 0-d tensor as one element of a 1-d one: its planes' dim 0 is the pair
+  if (self.dim() == 0) {
+    if (dim) for (int64_t d : *dim) (void)at::maybe_wrap_dim(d, int64_t{0});  // the CPU's IndexError
+    return complex_reduce(self.reshape({1}), at::IntArrayRef{0}, false, mean);
+  }
   at::Tensor planes = at::view_as_real(self.is_conj() ? self.resolve_conj() : self);
   std::vector<int64_t> dims;
   if (dim && !dim->empty()) {
@@ -931,8 +936,7 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 // the fallback, the rest to sum_dim.
 at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                               std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
-      !self.is_neg()) {
+  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
     NEURON_TRACK_OP("aten::sum.dim_IntList");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/false);
@@ -984,8 +988,7 @@ at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarT
 // mean.dim of a complex neuron tensor: the real mean of its planes.
 at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && self.dim() > 0 && (!dtype || *dtype == self.scalar_type()) &&
-      !self.is_neg()) {
+  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
     NEURON_TRACK_OP("aten::mean.dim");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/true);
@@ -1062,27 +1065,62 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                            return try_native_complex_var(self, dim, correction, keepdim, true);
                                          }));
   m.impl("std.correction_out", native_or_fallback("std.correction_out", std_correction_out));
-  m.impl("var_mean.correction", native_or_fallback("var_mean.correction", var_mean_correction));
-  m.impl("std_mean.correction", native_or_fallback("std_mean.correction", std_mean_correction));
+  m.impl("var_mean.correction", complex_first("var_mean.correction", var_mean_correction,
+                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
+                                                return try_native_complex_var_mean(self, dim, correction, keepdim,
+                                                                                   false);
+                                              }));
+  m.impl("std_mean.correction", complex_first("std_mean.correction", std_mean_correction,
+                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                 const std::optional<at::Scalar>& correction, bool keepdim) {
+                                                return try_native_complex_var_mean(self, dim, correction, keepdim,
+                                                                                   true);
+                                              }));
   m.impl("linalg_vector_norm", complex_first("linalg_vector_norm", linalg_vector_norm, try_native_complex_vector_norm));
   m.impl("linalg_vector_norm.out", native_or_fallback("linalg_vector_norm.out", linalg_vector_norm_out));
-  m.impl("norm.ScalarOpt_dim", native_or_fallback("norm.ScalarOpt_dim", norm_dim));
+  m.impl("norm.ScalarOpt_dim", complex_first("norm.ScalarOpt_dim", norm_dim,
+                                              [](const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                 at::IntArrayRef dim, bool keepdim) {
+                                                return try_native_complex_norm(self, p, dim, keepdim, std::nullopt);
+                                              }));
   m.impl("norm.out", native_or_fallback("norm.out", norm_dim_out));
-  m.impl("norm.ScalarOpt_dim_dtype", native_or_fallback("norm.ScalarOpt_dim_dtype", norm_dim_dtype));
+  m.impl("norm.ScalarOpt_dim_dtype", complex_first("norm.ScalarOpt_dim_dtype", norm_dim_dtype,
+                                                    [](const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                                       at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
+                                                      return try_native_complex_norm(self, p, dim, keepdim, dtype);
+                                                    }));
   m.impl("norm.dtype_out", native_or_fallback("norm.dtype_out", norm_dim_dtype_out));
-  m.impl("logsumexp", native_or_fallback("logsumexp", logsumexp));
+  m.impl("logsumexp", complex_first("logsumexp", logsumexp, try_native_complex_logsumexp));
   m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
-  m.impl("any.dim", native_or_fallback("any.dim", any_dim));
+  m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->any(dim, keepdim)) : std::nullopt;
+         }));
   m.impl("any.out", native_or_fallback("any.out", any_dim_out));
-  m.impl("any.dims", native_or_fallback("any.dims", any_dims));
+  m.impl("any.dims", complex_first("any.dims", any_dims,
+                                   [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+                                     return nz ? std::optional<at::Tensor>(at::any(*nz, dim, keepdim)) : std::nullopt;
+                                   }));
   m.impl("any.dims_out", native_or_fallback("any.dims_out", any_dims_out));
-  m.impl("all", native_or_fallback("all", all_all));
+  m.impl("all", complex_first("all", all_all, [](const at::Tensor& self) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
+         }));
   m.impl("all.all_out", native_or_fallback("all.all_out", all_all_out));
-  m.impl("all.dim", native_or_fallback("all.dim", all_dim));
+  m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+           return nz ? std::optional<at::Tensor>(nz->all(dim, keepdim)) : std::nullopt;
+         }));
   m.impl("all.out", native_or_fallback("all.out", all_dim_out));
-  m.impl("all.dims", native_or_fallback("all.dims", all_dims));
+  m.impl("all.dims", complex_first("all.dims", all_dims,
+                                   [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+                                     return nz ? std::optional<at::Tensor>(at::all(*nz, dim, keepdim)) : std::nullopt;
+                                   }));
   m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
   m.impl("count_nonzero.dim_IntList",
          complex_first("count_nonzero.dim_IntList", count_nonzero_dims, try_native_complex_count_nonzero));

@@ -106,15 +106,16 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
 
 // The same, with a native complex path tried first: try_complex takes the
 // op's arguments and returns its result (for an out= overload, anything
-// engaged: the out argument is returned) or nothing, and then a storage-dtype
-// call goes to the fallback and the rest to the native kernel.
+// engaged: the out argument is returned; for a pair, the pair) or nothing,
+// and then a storage-dtype call goes to the fallback and the rest to the
+// native kernel.
 template <class Ret, class... Args, class Try>
 torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
   auto [name, overload] = storage_fallback_detail::split_overload(overload_name);
   return torch::CppFunction([fn, name = name, overload = overload, try_complex](Args... args) -> Ret {
     using namespace storage_fallback_detail;
-    if (std::optional<at::Tensor> r = try_complex(args...)) {
-      if constexpr (std::is_same_v<Ret, at::Tensor>) {
+    if (auto r = try_complex(args...)) {
+      if constexpr (std::is_same_v<Ret, at::Tensor> || std::is_same_v<Ret, std::tuple<at::Tensor, at::Tensor>>) {
         return *r;
       } else {
         std::vector<at::Tensor*> written;

@@ -1,0 +1,99 @@
+// lerp of complex tensors on the planes, in the CPU's two forms: with
+// d = end - self, self + w d where |w| < 0.5 and end - d (1 - w) elsewhere
+// (the form that is exact at the end it is near). A Python-number weight
+// picks its form once; a tensor weight picks per element. Every step is a
+// native op on a float32 or float64 plane; nothing here touches elements.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <cmath>
+#include <string>
+
+#include "complex_math.h"
+#include "complex_ops.h"
+#include "op_tracking.h"
+
+namespace torchneuron {
+namespace {
+
+using cmath::Planes;
+
+bool neuron_of(const at::Tensor& t, at::ScalarType dtype, c10::Device device) {
+  return t.defined() && t.scalar_type() == dtype && t.device() == device;
+}
+
+Planes sub(const Planes& x, const Planes& y) { return {x.re - y.re, x.im - y.im}; }
+Planes add(const Planes& x, const Planes& y) { return {x.re + y.re, x.im + y.im}; }
+
+// d w for a number w
+Planes scale(const Planes& d, c10::complex<double> w) {
+  return {d.re * w.real() - d.im * w.imag(), d.re * w.imag() + d.im * w.real()};
+}
+
+Planes planes_of(const at::Tensor& z) { return cmath::planes_of(z.resolve_conj().resolve_neg()); }
+
+}  // namespace
+
+bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) {
+  // lerp.Scalar, lerp_.Scalar, lerp.Scalar_out, lerp.Tensor, lerp_.Tensor, lerp.Tensor_out
+  const bool inplace = name.rfind("lerp_", 0) == 0;
+  const bool tensor_weight = name.find(".Tensor") != std::string::npos;
+  const bool has_out = name.size() > 4 && name.compare(name.size() - 4, 4, "_out") == 0;
+  const size_t nargs = has_out ? 4 : 3;
+  if (stack->size() < nargs) return false;
+  const c10::IValue* args = stack->data() + (stack->size() - nargs);
+  if (!args[0].isTensor() || !args[1].isTensor()) return false;
+  const at::Tensor self = args[0].toTensor(), end = args[1].toTensor();
+  if (!self.defined() || !self.is_complex() || self.scalar_type() == at::kComplexHalf ||
+      self.device().type() != c10::DeviceType::PrivateUse1)
+    return false;
+  const at::ScalarType dtype = self.scalar_type();
+  const c10::Device device = self.device();
+  if (!neuron_of(end, dtype, device)) return false;  // the CPU's dtype errors come from the fallback
+  at::Tensor weight;
+  c10::complex<double> w_number;
+  if (tensor_weight) {
+    if (!args[2].isTensor() || !neuron_of(args[2].toTensor(), dtype, device)) return false;
+    weight = args[2].toTensor();
+  } else {
+    if (!args[2].isScalar()) return false;
+    w_number = args[2].toScalar().toComplexDouble();
+  }
+  at::Tensor target;
+  if (has_out) target = args[3].toTensor();
+  if (inplace) target = self;
+  if (target.defined() && (!neuron_of(target, dtype, device) || target.is_conj() || target.is_neg())) return false;
+  std::vector<int64_t> shape = at::infer_size(self.sizes(), end.sizes());
+  if (weight.defined()) shape = at::infer_size(shape, weight.sizes());
+  if (inplace && shape != self.sizes().vec()) return false;  // the CPU's broadcast error
+  native_op_counter("aten::lerp(complex)")->fetch_add(1, std::memory_order_relaxed);
+  native_op_total.fetch_add(1, std::memory_order_relaxed);
+  c10::DeviceGuard guard(device);
+  const Planes s = planes_of(self), e = planes_of(end);
+  const Planes d = sub(e, s);
+  Planes r;
+  if (weight.defined()) {
+    const Planes w = planes_of(weight);
+    const Planes near_self = add(s, cmath::multiply(w, d));
+    const Planes near_end = sub(e, cmath::multiply(d, {1 - w.re, -w.im}));
+    const at::Tensor small = at::hypot(w.re, w.im).lt(0.5);
+    r = {at::where(small, near_self.re, near_end.re), at::where(small, near_self.im, near_end.im)};
+  } else {
+    // the number as the dtype holds it, as the CPU casts it
+    c10::complex<double> w = w_number;
+    if (dtype == at::kComplexFloat) w = c10::complex<double>(static_cast<c10::complex<float>>(w_number));
+    r = std::abs(w) < 0.5 ? add(s, scale(d, w)) : sub(e, scale(d, c10::complex<double>(1.0) - w));
+  }
+  at::Tensor result = target.defined() ? target : at::empty(shape, self.options());
+  if (has_out) at::native::resize_output(result, shape);
+  if (result.numel() > 0) {  // r is complete before self (in place) is written
+    complex_plane(result, 0).copy_(r.re.expand(shape));
+    complex_plane(result, 1).copy_(r.im.expand(shape));
+  }
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::move(result));
+  return true;
+}
+
+}  // namespace torchneuron
