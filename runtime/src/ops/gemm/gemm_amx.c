@@ -124,5 +124,5 @@ void rt_gemm_amx_a_layout(uint32_t *a, int mr, int64_t panels, int64_t k2) {
 
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
-    .kc = 512, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_a_layout = rt_gemm_amx_a_layout};
+    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_a_layout = rt_gemm_amx_a_layout};
 #endif
