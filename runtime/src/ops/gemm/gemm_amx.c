@@ -94,6 +94,14 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
     for (int64_t q = 0; q < w; q++) memcpy(bt + q * AMX_NR, bs + q * ldb, AMX_NR * 4);
     AMX_STEP(at, AMX_KP, bt, AMX_NR);
   }
+  if (alpha == 1 && beta == 0) { /* acc * 1 is acc: straight to C */
+    _tile_stored(0, c, ldc * 4);
+    _tile_stored(1, c + 16, ldc * 4);
+    _tile_stored(2, c + 16 * ldc, ldc * 4);
+    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+    MEMORY_BARRIER();
+    return;
+  }
   float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
   _tile_stored(0, out, AMX_NR * 4);
   _tile_stored(1, out + 16, AMX_NR * 4);
