@@ -396,6 +396,16 @@ static void test_kernels_follow_isa_level(void) {
     CHECK(has_kernel(compute, "avx512_") == (rt_isa() >= NRT_ISA_AVX512));
   }
   CHECK(has_kernel(NRT_BFLOAT16, "avx512bf16_") == rt_isa_avx512_bf16());
+  /* AMX first when there, never under a forced TORCHNEURON_ISA. */
+  const rt_gemm_kernel *const *bf16;
+  int nbf16 = rt_gemm_kernels(NRT_BFLOAT16, &bf16);
+  CHECK(has_kernel(NRT_BFLOAT16, "amxbf16_") == rt_isa_amx_bf16());
+  if (rt_isa_amx_bf16()) CHECK(nbf16 >= 1 && strncmp(bf16[0]->name, "amxbf16_", 8) == 0);
+  const char *forced = getenv("TORCHNEURON_ISA");
+  if (forced && *forced) CHECK(!has_kernel(NRT_BFLOAT16, "amxbf16_"));
+  printf("bfloat16 kernels:");
+  for (int i = 0; i < nbf16; i++) printf(" %s", bf16[i]->name);
+  printf("\n");
 }
 
 static const int64_t shapes[][3] = {
