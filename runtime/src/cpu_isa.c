@@ -4,6 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #include "cpu_isa.h"
 #include "internal.h"
 
@@ -12,6 +17,8 @@ atomic_int rt_isa_decided = -1;
 static pthread_once_t decide_once = PTHREAD_ONCE_INIT;
 static nrt_isa host_best = NRT_ISA_BASELINE;
 static int host_bf16;
+static int host_amx_bf16; /* AMX-TILE and AMX-BF16, and Linux lets us use the tiles */
+static int isa_forced;    /* TORCHNEURON_ISA was given */
 static char config_error[256]; /* empty when TORCHNEURON_ISA is fine */
 
 static const char *const names[NRT_ISA_COUNT] = {"baseline", "avx2", "avx512"};
@@ -28,6 +35,22 @@ int rt_isa_parse(const char *text, nrt_isa *level) {
     }
   return 0;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* AMX's tile data is an XSAVE component Linux (5.16+) hands out only on
+ * request: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). The
+ * permission is per process (threads created before or after share it);
+ * a refusal (older kernel, seccomp) leaves the AVX512-BF16 kernels. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+static int detect_amx_bf16(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  const unsigned amx_bf16 = 1u << 22, amx_tile = 1u << 24;
+  if ((d & (amx_bf16 | amx_tile)) != (amx_bf16 | amx_tile)) return 0;
+  return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+#endif
 
 /* The x86-64 levels as the compiler's variants assume them (GCC names the
  * levels; elsewhere the features the hand-written kernels use). The checks
@@ -46,6 +69,7 @@ static void detect_host(void) {
 #endif
   host_best = v4 ? NRT_ISA_AVX512 : v3 ? NRT_ISA_AVX2 : NRT_ISA_BASELINE;
   host_bf16 = v4 && __builtin_cpu_supports("avx512bf16");
+  host_amx_bf16 = host_bf16 && detect_amx_bf16();
 #endif
 }
 
@@ -54,6 +78,7 @@ static void decide(void) {
   nrt_isa level = host_best;
   const char *text = getenv("TORCHNEURON_ISA");
   if (text && *text) {
+    isa_forced = 1;
     nrt_isa want;
     if (!rt_isa_parse(text, &want))
       snprintf(config_error, sizeof config_error,
@@ -80,6 +105,10 @@ nrt_isa rt_isa_host_best(void) {
 }
 
 int rt_isa_avx512_bf16(void) { return rt_isa() >= NRT_ISA_AVX512 && host_bf16; }
+
+int rt_isa_amx_bf16(void) {
+  return rt_isa() >= NRT_ISA_AVX512 && host_amx_bf16 && !isa_forced;
+}
 
 const char *rt_isa_config_error(void) {
   pthread_once(&decide_once, decide);

@@ -29,6 +29,13 @@ nrt_isa rt_isa_host_best(void);
  * (dot products of bfloat16 pairs), which x86-64-v4 does not include. */
 int rt_isa_avx512_bf16(void);
 
+/* Nonzero when the CPU has AMX-TILE and AMX-BF16 (tile dot products of
+ * bfloat16 pairs), Linux granted this process the tile state, the AVX-512
+ * level is in use, and TORCHNEURON_ISA is not set: a forced level (even
+ * avx512) runs the vector kernels only, so that every level's kernels
+ * stay testable on an AMX host. */
+int rt_isa_amx_bf16(void);
+
 /* The message of a bad TORCHNEURON_ISA (naming the variable), or NULL.
  * The device configuration reports it at first use; until the error is
  * fixed, rt_isa is the baseline. */

@@ -396,6 +396,16 @@ static void test_kernels_follow_isa_level(void) {
     CHECK(has_kernel(compute, "avx512_") == (rt_isa() >= NRT_ISA_AVX512));
   }
   CHECK(has_kernel(NRT_BFLOAT16, "avx512bf16_") == rt_isa_avx512_bf16());
+  /* AMX first when there, never under a forced TORCHNEURON_ISA. */
+  const rt_gemm_kernel *const *bf16;
+  int nbf16 = rt_gemm_kernels(NRT_BFLOAT16, &bf16);
+  CHECK(has_kernel(NRT_BFLOAT16, "amxbf16_") == rt_isa_amx_bf16());
+  if (rt_isa_amx_bf16()) CHECK(nbf16 >= 1 && strncmp(bf16[0]->name, "amxbf16_", 8) == 0);
+  const char *forced = getenv("TORCHNEURON_ISA");
+  if (forced && *forced) CHECK(!has_kernel(NRT_BFLOAT16, "amxbf16_"));
+  printf("bfloat16 kernels:");
+  for (int i = 0; i < nbf16; i++) printf(" %s", bf16[i]->name);
+  printf("\n");
 }
 
 static const int64_t shapes[][3] = {
@@ -576,6 +586,35 @@ ORACLE_CODE static void ukr_bf16_twin(int mr, int nr, int64_t k2, const uint32_t
     }
 }
 
+/* TDPBF16PS as measured on an AMX Xeon (see gemm_amx.c): per C element
+ * and tile step of 16 k pairs, the low (even k) products and the high
+ * ones are summed apart, each in k order from +0 with a rounding per
+ * step, then acc += (even + odd); subnormal inputs are zero and every
+ * subnormal result is flushed. Pairs past k2 are the kernel's zero
+ * padding (they can turn a -0 partial sum into +0). */
+ORACLE_CODE static float amx_step_sum(float acc, int64_t k2, int64_t s0, const uint32_t *a, int64_t a_step,
+                                      const uint32_t *b, int64_t b_step) {
+  float even = 0, odd = 0;
+  for (int64_t q = s0; q < s0 + 16; q++) {
+    uint32_t x = q < k2 ? a[q * a_step] : 0, y = q < k2 ? b[q * b_step] : 0;
+    even = daz(fmaf(bf16_value(x), bf16_value(y), even));
+    odd = daz(fmaf(bf16_value(x >> 16), bf16_value(y >> 16), odd));
+  }
+  return daz(acc + daz(even + odd));
+}
+
+/* The twin of the AMX kernel, a k-major as for ukr_bf16_twin. */
+ORACLE_CODE static void ukr_bf16_amx_twin(int mr, int nr, int64_t k2, const uint32_t *a, const uint32_t *b,
+                                          float *c, int64_t ldc, float alpha, float beta) {
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      float acc = 0;
+      for (int64_t s0 = 0; s0 < k2; s0 += 16) acc = amx_step_sum(acc, k2, s0, a + i, mr, b + j, nr);
+      float r = acc * alpha, *cp = c + i * ldc + j;
+      *cp = beta == 0 ? r : fmaf(*cp, beta, r);
+    }
+}
+
 /* A bfloat16 of a random sign and mantissa whose exponent field is drawn
  * from [lo, hi] (0: zero or subnormal). */
 static uint32_t random_bf16(int lo, int hi) {
@@ -594,7 +633,7 @@ static void test_bf16_microkernel_twin(void) {
    * (subnormal inputs, products and sums, which the instruction flushes);
    * the full range (overflow to infinity, inf - inf = NaN). */
   static const int ranges[][2] = {{118, 134}, {0, 40}, {0, 254}};
-  static const int64_t k2s[] = {1, 2, 3, 8, 37, 256};
+  static const int64_t k2s[] = {1, 2, 3, 8, 15, 16, 17, 37, 256};
   static const float scalars[][2] = {{1, 0}, {0.75f, -1.25f}, {-2, 0.5f}};
   for (int kx = 0; kx < count; kx++) {
     const rt_gemm_kernel *kern = list[kx];
@@ -608,8 +647,17 @@ static void test_bf16_microkernel_twin(void) {
           for (int64_t q = 0; q < k2 * mr; q++) a[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int64_t q = 0; q < k2 * nr; q++) b[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int q = 0; q < mr * ldc; q++) c[q] = want[q] = (float)((int)(rng() % 2001) - 1000) / 997.0f;
-          kern->bf16(k2, a, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
-          ukr_bf16_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
+          if (kern->bf16_a_layout) { /* AMX: its own A layout, its own sums */
+            uint32_t *al = malloc((size_t)(k2 * mr) * 4);
+            memcpy(al, a, (size_t)(k2 * mr) * 4);
+            kern->bf16_a_layout(al, mr, 1, k2);
+            kern->bf16(k2, al, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
+            ukr_bf16_amx_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
+            free(al);
+          } else {
+            kern->bf16(k2, a, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
+            ukr_bf16_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
+          }
           int bad = 0;
           for (int i = 0; i < mr && !bad; i++)
             for (int j = 0; j < ldc && !bad; j++) {
@@ -625,6 +673,73 @@ static void test_bf16_microkernel_twin(void) {
           free(a), free(b), free(c), free(want);
         }
   }
+}
+
+/* Through rt_gemm on AMX: every layout of A and B, batched, m, n, k off
+ * the tile sizes, one and several k blocks, against the exact model (the
+ * k blocks of the plan, each summed in tile steps, added in order). */
+static void test_amx_gemm_exact_model(void) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  if (count == 0 || !list[0]->bf16_a_layout) {
+    fprintf(stderr, "skip test_amx_gemm_exact_model: this CPU (or TORCHNEURON_ISA) has no AMX-BF16 kernel\n");
+    return;
+  }
+  const rt_gemm_kernel *kern = list[0];
+  static const int64_t shapes[][4] = {{1, 37, 45, 70}, {3, 5, 33, 31}, {2, 64, 96, 512},
+                                      {1, 70, 40, 1000}, {2, 33, 65, 17}, {1, 96, 64, 1}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+    for (int layout = 0; layout < 4; layout++) {
+      const int64_t batch = shapes[sh][0], m = shapes[sh][1], n = shapes[sh][2], k = shapes[sh][3];
+      const int ta = layout & 1, tb = layout >> 1, k2 = (int)((k + 1) / 2);
+      uint16_t *a = malloc((size_t)(batch * m * k) * 2), *b = malloc((size_t)(batch * k * n) * 2);
+      float *c = malloc((size_t)(batch * m * n) * 4);
+      uint32_t *aw = malloc((size_t)(m * k2) * 4), *bw = malloc((size_t)(k2 * n) * 4);
+      for (int64_t q = 0; q < batch * m * k; q++) a[q] = (uint16_t)random_bf16(q % 13 ? 110 : 0, 140);
+      for (int64_t q = 0; q < batch * k * n; q++) b[q] = (uint16_t)random_bf16(q % 11 ? 110 : 0, 140);
+      rt_gemm_args g = {.batch = batch, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
+                        .c_dtype = NRT_FLOAT32, .a = a, .a_bs = m * k, .a_rs = ta ? 1 : k, .a_cs = ta ? m : 1,
+                        .b = b, .b_bs = k * n, .b_rs = tb ? 1 : n, .b_cs = tb ? k : 1,
+                        .c = c, .c_bs = m * n, .c_rs = n, .c_cs = 1, .alpha = 1, .kernel = sh % 2 ? kern : NULL};
+      CHECK_OK(rt_gemm(&g));
+      /* The plan's k blocks: equal, at most kc, whole pairs. */
+      const int64_t blocks = (k + kern->kc - 1) / kern->kc, kc = ((k + blocks - 1) / blocks + 1) / 2 * 2;
+      int bad = 0;
+      for (int64_t t = 0; t < batch && !bad; t++) {
+        const uint16_t *at = a + t * m * k, *bt = b + t * k * n;
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t q = 0; q < k2; q++) {
+            uint32_t lo = at[ta ? 2 * q * m + i : i * k + 2 * q];
+            uint32_t hi = 2 * q + 1 < k ? at[ta ? (2 * q + 1) * m + i : i * k + 2 * q + 1] : 0;
+            aw[i * k2 + q] = lo | hi << 16;
+          }
+        for (int64_t q = 0; q < k2; q++)
+          for (int64_t j = 0; j < n; j++) {
+            uint32_t lo = bt[tb ? j * k + 2 * q : 2 * q * n + j];
+            uint32_t hi = 2 * q + 1 < k ? bt[tb ? j * k + 2 * q + 1 : (2 * q + 1) * n + j] : 0;
+            bw[q * n + j] = lo | hi << 16;
+          }
+        for (int64_t i = 0; i < m && !bad; i++)
+          for (int64_t j = 0; j < n && !bad; j++) {
+            float total = 0;
+            for (int64_t q0 = 0; q0 < k2; q0 += kc / 2) {
+              const int64_t q1 = q0 + kc / 2 < k2 ? q0 + kc / 2 : k2;
+              float acc = 0;
+              for (int64_t s0 = q0; s0 < q1; s0 += 16) acc = amx_step_sum(acc, q1, s0, aw + i * k2, 1, bw + j, n);
+              total = q0 == 0 ? acc : total + acc;
+            }
+            float got = c[t * m * n + i * n + j];
+            if (memcmp(&got, &total, 4) != 0) {
+              fprintf(stderr, "amx gemm %lldx%lldx%lld batch %lld layout %d at (%lld,%lld,%lld): got %a want %a\n",
+                      (long long)m, (long long)n, (long long)k, (long long)batch, layout, (long long)t,
+                      (long long)i, (long long)j, got, total);
+              bad = 1;
+            }
+          }
+      }
+      CHECK(!bad);
+      free(a), free(b), free(c), free(aw), free(bw);
+    }
 }
 
 /* Through rt_gemm: bfloat16 subnormal inputs count as zero in the pair
@@ -835,6 +950,7 @@ int main(int argc, char **argv) {
   RUN(test_b_read_in_place);
   RUN(test_bfloat16_pair_packing);
   RUN(test_bf16_microkernel_twin);
+  RUN(test_amx_gemm_exact_model);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);

@@ -24,6 +24,10 @@ static void case_level(const char *want_name) {
   CHECK(rt_isa() == want);
   /* AVX512-BF16 kernels only at the AVX-512 level. */
   if (want < NRT_ISA_AVX512) CHECK(!rt_isa_avx512_bf16());
+  /* AMX only at the host's own level: a forced level, even avx512, is the
+   * vector kernels. */
+  const char *forced = getenv("TORCHNEURON_ISA");
+  if (forced && *forced) CHECK(!rt_isa_amx_bf16());
 }
 
 /* A rejected value: every call fails with a message naming the variable. */
@@ -92,12 +96,15 @@ static void test_host_level_matches_cpu_features(void) {
   CHECK(best == NRT_ISA_BASELINE);
 #endif
   CHECK(rt_isa_avx512_bf16() == (rt_isa() >= NRT_ISA_AVX512 && host_has_avx512_bf16()));
+  if (rt_isa_amx_bf16()) CHECK(rt_isa_avx512_bf16());
   printf("neuron ISA paths: host supports");
   for (int i = best; i >= 0; i--) printf(" %s", rt_isa_name((nrt_isa)i));
   /* The bfloat16 pair products (GEMM, conv) of the avx512 level. */
   printf("%s\n", rt_isa_host_best() >= NRT_ISA_AVX512 && host_has_avx512_bf16()
                      ? "; avx512_bf16 pair products at avx512"
                      : "; no avx512_bf16 (its bfloat16 pair products are not tested here)");
+  printf("neuron ISA paths: %s\n", rt_isa_amx_bf16() ? "amx_bf16 tile products (when TORCHNEURON_ISA is unset)"
+                                                      : "no amx_bf16 tile products (CPU, kernel or TORCHNEURON_ISA)");
 }
 
 /* Unset or empty: the host's best; each supported level when asked for. */

@@ -259,6 +259,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
             rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);              \
+            if (kern->bf16_a_layout)                                                            \
+              kern->bf16_a_layout((uint32_t *)(void *)ap, (int)mr, ceil_div(mcur, mr), KP(kcur)); \
             /* B's panels: packed (kc x nr each, one after another) or in place. */             \
             const PT *bpc = pl->b_inplace ? (const PT *)sb.base + (kb0 + pc) * g->b_rs + j0       \
                                           : bbase + pc / kdiv * bld + bj0 * KP(kcur);           \

@@ -14,7 +14,8 @@
  * float64. On CPUs with AVX512_BF16, bfloat16 products use its pair
  * dot-product instruction: still float32 accumulation of exact products,
  * but with subnormal inputs and results flushed to zero, as oneDNN's
- * bfloat16 GEMM (PyTorch's CPU path) does. alpha, the accumulation over k blocks and beta * Cin are applied
+ * bfloat16 GEMM (PyTorch's CPU path) does. With AMX (TDPBF16PS), the
+ * same, summed as gemm_amx.c describes. alpha, the accumulation over k blocks and beta * Cin are applied
  * in that type and the result is rounded to C's dtype once. beta == 0 never
  * reads Cin (NaN there does not propagate). Integer dtypes accumulate in
  * 64 bits and wrap as PyTorch's integer arithmetic does.
@@ -120,7 +121,16 @@ typedef struct rt_gemm_kernel {
   rt_gemm_ukr_f32 f32;
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
+  /* bfloat16 kernels whose A panels are not k-major (AMX): rearranges
+   * `panels` packed A panels of mr rows x k2 words in place, once per
+   * packing; NULL when the kernel reads them as packed. */
+  void (*bf16_a_layout)(uint32_t *a, int mr, int64_t panels, int64_t k2);
 } rt_gemm_kernel;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The AMX bfloat16 kernel (gemm_amx.c), listed when rt_isa_amx_bf16(). */
+extern const rt_gemm_kernel rt_gemm_kernel_amx_bf16;
+#endif
 
 /* The kernels for compute dtype (NRT_FLOAT32, NRT_FLOAT64 or NRT_BFLOAT16)
  * that this CPU runs, best first; for float32 and float64 the last one is

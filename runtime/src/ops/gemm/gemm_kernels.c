@@ -133,7 +133,7 @@ static const rt_gemm_kernel k_f64_portable = {
     .name = "portable_4x4", .compute = NRT_FLOAT64, .mr = 4, .nr = 4, .mc = 64, .kc = 256,
     .b_elems = 1 << 20, .f64 = ukr_f64_portable};
 
-static const rt_gemm_kernel *table_f32[3], *table_f64[3], *table_bf16[1];
+static const rt_gemm_kernel *table_f32[3], *table_f64[3], *table_bf16[2];
 static int table_count, table_bf16_count;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
@@ -143,6 +143,7 @@ static void build_table(void) {
   if (rt_isa() >= NRT_ISA_AVX512) {
     table_f32[n] = &k_f32_avx512;
     table_f64[n++] = &k_f64_avx512;
+    if (rt_isa_amx_bf16()) table_bf16[table_bf16_count++] = &rt_gemm_kernel_amx_bf16;
     if (rt_isa_avx512_bf16()) table_bf16[table_bf16_count++] = &k_bf16_avx512;
   }
   if (rt_isa() >= NRT_ISA_AVX2) {

@@ -1,0 +1,174 @@
+/* The bfloat16 micro-kernel on AMX tiles (TDPBF16PS), for Intel Xeons
+ * from Sapphire Rapids on.
+ *
+ * A 32 x 32 float32 tile of C lives in four 16 x 16 accumulator tiles
+ * (tmm0-3); each step loads two A tiles (16 rows x 16 k pairs, tmm4-5) and
+ * two B tiles (16 k pairs x 16 columns, tmm6-7) and issues four TDPBF16PS.
+ * B tiles read the packed B panel where it lies: its rows are k pairs of
+ * nr words, the layout AMX wants. A tiles want each row's k pairs
+ * contiguous, which the k-major packed A panel is not, so the A block is
+ * rearranged once after packing (rt_gemm_amx_a_layout), not per call.
+ *
+ * What TDPBF16PS computes (measured on this kernel's first host, a Xeon
+ * with amx_bf16, by a throwaway driver against candidate models; the
+ * twin in tests/test_gemm.c holds the kernel to it bit for bit): for each
+ * C element and one instruction over 16 k pairs, the even (low) products
+ * and the odd (high) products are summed separately, each in k order
+ * from zero with one rounding per step (round to nearest even); then
+ * C += (even + odd), rounded twice. Subnormal inputs count as zero and
+ * subnormal results are flushed to zero at every step.
+ */
+#include <string.h>
+#include "ops/gemm/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "cpu_isa.h"
+
+#define AMX_MR 32
+#define AMX_NR 32
+#define AMX_KP 16 /* k pairs per tile step */
+
+/* LDTILECFG's 64-byte operand: palette 1, eight tiles of 16 rows x 64
+ * bytes. */
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+/* The configuration is loaded on every call, not once per thread: other
+ * code on the same thread (oneDNN, under PyTorch's CPU ops) loads its own
+ * shapes, and LDTILECFG costs little next to a call's tile products. Each
+ * call ends with TILERELEASE, so that an idle pool thread holds no tile
+ * state (8 KiB more for every context switch to save). */
+__attribute__((target("amx-tile"))) static void configure_tiles(void) {
+  tile_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  _tile_loadconfig(&cfg);
+}
+
+/* GCC's tile load and store intrinsics are asm statements that do not
+ * tell the compiler they read or write memory: a barrier before tile
+ * loads and after tile stores keeps the buffers' writes and reads in
+ * place. */
+#define MEMORY_BARRIER() __asm__ volatile("" ::: "memory")
+
+/* Four accumulators += the products of one step: A tiles at a (rows 0-15)
+ * and a + 16 * a_ld (rows 16-31), B tiles at b (columns 0-15) and b + 16. */
+#define AMX_STEP(a, a_ld, b, b_ld)                          \
+  do {                                                      \
+    MEMORY_BARRIER();                                       \
+    _tile_loadd(4, (a), (a_ld) * 4);                        \
+    _tile_loadd(5, (a) + 16 * (a_ld), (a_ld) * 4);          \
+    _tile_loadd(6, (b), (b_ld) * 4);                        \
+    _tile_loadd(7, (b) + 16, (b_ld) * 4);                   \
+    _tile_dpbf16ps(0, 4, 6);                                \
+    _tile_dpbf16ps(1, 4, 7);                                \
+    _tile_dpbf16ps(2, 5, 6);                                \
+    _tile_dpbf16ps(3, 5, 7);                                \
+  } while (0)
+
+/* rt_gemm_ukr_bf16 with a in the layout of rt_gemm_amx_a_layout: for
+ * each step of 16 k pairs, 32 rows of w words (w = 16, or what is left of
+ * k2 in the last step). A last short step is copied into zero-padded
+ * tiles. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+    float alpha, float beta) {
+  configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
+  for (int64_t s = 0; s < steps; s++)
+    AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
+  if (w) {
+    uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
+    uint32_t bt[AMX_KP * AMX_NR] __attribute__((aligned(64)));
+    const uint32_t *as = a + steps * AMX_KP * AMX_MR, *bs = b + steps * AMX_KP * ldb;
+    memset(at, 0, sizeof at);
+    memset(bt, 0, sizeof bt);
+    for (int r = 0; r < AMX_MR; r++) memcpy(at + r * AMX_KP, as + r * w, (size_t)w * 4);
+    for (int64_t q = 0; q < w; q++) memcpy(bt + q * AMX_NR, bs + q * ldb, AMX_NR * 4);
+    AMX_STEP(at, AMX_KP, bt, AMX_NR);
+  }
+  if (alpha == 1 && beta == 0) { /* acc * 1 is acc: straight to C */
+    _tile_stored(0, c, ldc * 4);
+    _tile_stored(1, c + 16, ldc * 4);
+    _tile_stored(2, c + 16 * ldc, ldc * 4);
+    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+    MEMORY_BARRIER();
+    _tile_release();
+    return;
+  }
+  float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
+  _tile_stored(0, out, AMX_NR * 4);
+  _tile_stored(1, out + 16, AMX_NR * 4);
+  _tile_stored(2, out + 16 * AMX_NR, AMX_NR * 4);
+  _tile_stored(3, out + 16 * AMX_NR + 16, AMX_NR * 4);
+  MEMORY_BARRIER();
+  _tile_release();
+  /* alpha and beta as the AVX512-BF16 kernel applies them. */
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int i = 0; i < AMX_MR; i++)
+    for (int v = 0; v < AMX_NR; v += 16) {
+      float *cp = c + i * ldc + v;
+      __m512 r = _mm512_mul_ps(_mm512_load_ps(out + i * AMX_NR + v), va);
+      _mm512_storeu_ps(cp, beta == 0 ? r : _mm512_fmadd_ps(_mm512_loadu_ps(cp), vb, r));
+    }
+}
+
+/* One whole step: src is 16 k pairs x 32 rows (k-major), dst 32 rows x 16
+ * pairs; two 16 x 16 word transposes in registers (pairs of words, then
+ * of 64-bit halves, then 128-bit lanes), instead of 512 scalar moves. */
+__attribute__((target("avx512f"))) static void transpose_step(uint32_t *dst, const uint32_t *src) {
+  for (int half = 0; half < 2; half++) {
+    __m512i r[16], t[16], u[16];
+    for (int q = 0; q < 16; q++) r[q] = _mm512_loadu_si512(src + q * AMX_MR + half * 16);
+    for (int i = 0; i < 16; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    /* Lane L of u[4i + j] holds column 4L + j of rows 4i..4i+3. */
+    for (int i = 0; i < 16; i += 4) {
+      u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    uint32_t *out = dst + half * 16 * AMX_KP;
+    for (int j = 0; j < 4; j++) {
+      __m512i x01 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), y01 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+      __m512i x23 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE), y23 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+      _mm512_storeu_si512(out + (0 + j) * AMX_KP, _mm512_shuffle_i32x4(x01, y01, 0x88));
+      _mm512_storeu_si512(out + (4 + j) * AMX_KP, _mm512_shuffle_i32x4(x01, y01, 0xDD));
+      _mm512_storeu_si512(out + (8 + j) * AMX_KP, _mm512_shuffle_i32x4(x23, y23, 0x88));
+      _mm512_storeu_si512(out + (12 + j) * AMX_KP, _mm512_shuffle_i32x4(x23, y23, 0xDD));
+    }
+  }
+}
+
+void rt_gemm_amx_a_layout(uint32_t *a, int mr, int64_t panels, int64_t k2) {
+  uint32_t tmp[AMX_MR * AMX_KP];
+  for (int64_t p = 0; p < panels; p++, a += (int64_t)mr * k2)
+    for (int64_t s = 0; s < k2; s += AMX_KP) {
+      const int64_t w = k2 - s < AMX_KP ? k2 - s : AMX_KP;
+      uint32_t *step = a + s * mr; /* the step's w x mr words, k-major */
+      memcpy(tmp, step, (size_t)(w * mr) * 4);
+      if (w == AMX_KP && mr == AMX_MR) {
+        transpose_step(step, tmp);
+        continue;
+      }
+      for (int r = 0; r < mr; r++)
+        for (int64_t q = 0; q < w; q++) step[r * w + q] = tmp[q * mr + r];
+    }
+}
+
+const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
+    .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
+    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_a_layout = rt_gemm_amx_a_layout};
+#endif
