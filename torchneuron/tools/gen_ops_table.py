@@ -25,10 +25,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
-          "float32", "float64"]
+          "float32", "float64", "complex64", "complex128"]
 SHORT = {"bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32",
          "int64": "i64", "float16": "f16", "bfloat16": "bf16", "float32": "f32",
-         "float64": "f64"}
+         "float64": "f64", "complex64": "c64", "complex128": "c128"}
 # Registration source file (stem prefix) -> family.
 FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index"),
             ("nonzero", "index"), ("shape", "shape"), ("sort", "shape"), ("random", "random"),
@@ -42,7 +42,8 @@ FAMILIES = [("pointwise", "pointwise"), ("reduce", "reduce"), ("index", "index")
 def run_suite(report: str) -> int:
     env = dict(os.environ, TORCHNEURON_CONFORMANCE_REPORT=report)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore",
-           str(REPO / "tests" / "test_opinfo_conformance.py")]
+           str(REPO / "tests" / "test_opinfo_conformance.py"),
+           str(REPO / "tests" / "test_opinfo_conformance_complex.py")]
     print("running:", " ".join(cmd), file=sys.stderr)
     return subprocess.call(cmd, env=env, cwd=REPO, stdout=sys.stderr)
 
@@ -83,6 +84,8 @@ def _probe_tensor(dtype, device, seed):
         t = torch.randint(0, 2, (4, 4), generator=g).bool()
     elif dtype.is_floating_point:
         t = (torch.randn(4, 4, generator=g) * 2).to(dtype)
+    elif dtype.is_complex:
+        t = torch.randn(4, 4, generator=g, dtype=dtype) * 2
     else:  # small non-negative integers: valid shifts, counts and classes
         t = torch.randint(0, 4, (4, 4), generator=g).to(dtype)
     return t.to(device)
