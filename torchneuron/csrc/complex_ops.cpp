@@ -156,6 +156,16 @@ at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor
 // torch.complex: the parts copied into out's planes, broadcast.
 at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& out) {
   at::ScalarType part = real.scalar_type();
+  if (is_neuron(real) && is_neuron(imag) && is_neuron(out)) {
+    // The CPU's dtype checks and messages (complex_check_dtype), raised here.
+    TORCH_CHECK(part == at::kHalf || part == at::kFloat || part == at::kDouble,
+                "Expected both inputs to be Half, Float or Double tensors but got ", part, " and ",
+                imag.scalar_type());
+    TORCH_CHECK(imag.scalar_type() == part, "Expected object of scalar type ", part, " but got scalar type ",
+                imag.scalar_type(), " for second argument");
+    TORCH_CHECK(out.scalar_type() == c10::toComplexType(part), "Expected object of scalar type ",
+                c10::toComplexType(part), " but got scalar type ", out.scalar_type(), " for argument 'out'");
+  }
   bool native = is_neuron(real) && is_neuron(imag) && is_neuron(out) &&
                 (part == at::kFloat || part == at::kDouble) && imag.scalar_type() == part &&
                 out.scalar_type() == c10::toComplexType(part) && !out.is_conj() && !out.is_neg() &&
