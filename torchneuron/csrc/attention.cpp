@@ -24,6 +24,7 @@
 #include "op_tracking.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 namespace {
@@ -88,19 +89,6 @@ at::Tensor empty_like_layout(const at::Tensor& like, at::IntArrayRef sizes, at::
   std::vector<int64_t> inverse(order.size());
   for (size_t d = 0; d < order.size(); d++) inverse[order[d]] = static_cast<int64_t>(d);
   return at::empty(permuted, opts).permute(inverse);
-}
-
-nrt_scalar float_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
-}
-
-nrt_scalar int_scalar(int64_t v) {
-  nrt_scalar s{};
-  s.i = v;
-  return s;
 }
 
 struct AttentionOp {

@@ -9,6 +9,7 @@
 
 #include "neuronrt/nrt.h"
 #include "tensor_view.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 
@@ -55,20 +56,6 @@ inline nrt_tensor_view vector_view(const at::Tensor& t, const char* name) {
   if (!t.defined() || t.numel() == 0) return absent_view();
   if (t.dim() == 1) return to_view(t, name);
   return contiguous_view(t, {t.numel()}, name);
-}
-
-inline nrt_scalar int_scalar(int64_t v) {
-  nrt_scalar s{};
-  s.i = v;
-  s.f = static_cast<double>(v);
-  return s;
-}
-
-inline nrt_scalar float_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
 }
 
 // Fills in and launches op `code` on the device of `device_of`.

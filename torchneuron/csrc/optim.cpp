@@ -11,24 +11,12 @@
 #include "op_tracking.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 namespace {
 
 constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
-
-nrt_scalar float_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
-}
-
-nrt_scalar int_scalar(int64_t v) {
-  nrt_scalar s{};
-  s.i = v;
-  return s;
-}
 
 // [lr, grad_scale, found_inf] as float64 on `device`, from whichever are
 // tensors; undefined when none is. Sets the CONTROL flags it provides.

@@ -23,24 +23,12 @@
 #include "pointwise.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 namespace {
 
 constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
-
-nrt_scalar float_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
-}
-
-nrt_scalar int_scalar(int64_t v) {
-  nrt_scalar s{};
-  s.i = v;
-  return s;
-}
 
 // One random op under construction: operands and the parameters that
 // follow [seed, offset].

@@ -43,6 +43,7 @@
 #include "structured_outputs.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 namespace {
@@ -51,13 +52,6 @@ using at::native::DimMask;
 using c10::OptionalIntArrayRef;
 
 // ---- launching -------------------------------------------------------------
-
-nrt_scalar real_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
-}
 
 // The input PyTorch would reduce: converted to the result dtype unless the
 // runtime reads it exactly as it is.
@@ -520,9 +514,9 @@ void var_into(const char* fname, const at::Tensor& self, OptionalIntArrayRef dim
                "reduction factor (input numel divided by output numel).");
   at::Tensor in = input_for(self, var.scalar_type());
   if (mean)
-    launch_reduction(NRT_OP_VAR, in, mask, {var, *mean}, {real_scalar(c), real_scalar(take_sqrt)});
+    launch_reduction(NRT_OP_VAR, in, mask, {var, *mean}, {float_scalar(c), float_scalar(take_sqrt)});
   else
-    launch_reduction(NRT_OP_VAR, in, mask, {var}, {real_scalar(c), real_scalar(take_sqrt)});
+    launch_reduction(NRT_OP_VAR, in, mask, {var}, {float_scalar(c), float_scalar(take_sqrt)});
 }
 
 void check_var_input(const at::Tensor& self, const char* what) {
@@ -604,7 +598,7 @@ std::tuple<at::Tensor, at::Tensor> std_mean_correction(const at::Tensor& self,
 
 void norm_into(at::Tensor& result, const at::Tensor& self, double ord, const DimMask& mask) {
   launch_reduction(NRT_OP_NORM, input_for(self, result.scalar_type()), mask, {result},
-                   {real_scalar(ord)});
+                   {float_scalar(ord)});
 }
 
 DimMask vector_norm_mask(OptionalIntArrayRef dim, int64_t ndim) {

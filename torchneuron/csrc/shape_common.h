@@ -9,6 +9,7 @@
 #include <array>
 
 #include "tensor_view.h"
+#include "op_scalars.h"
 
 namespace torchneuron {
 
@@ -71,19 +72,6 @@ inline bool is_neuron(const at::Tensor& t) {
 inline void check_device(const at::Tensor& t, const c10::Device& device, const char* op) {
   TORCH_CHECK(t.device() == device, op, ": expected all tensors to be on ", device,
               ", but found one on ", t.device());
-}
-
-inline nrt_scalar int_scalar(int64_t v) {
-  nrt_scalar s{};
-  s.i = v;
-  return s;
-}
-
-inline nrt_scalar float_scalar(double v) {
-  nrt_scalar s{};
-  s.is_float = 1;
-  s.f = v;
-  return s;
 }
 
 // An op descriptor over the given tensors (outputs first) and scalars.
