@@ -73,6 +73,8 @@ def train(model, device: str, data, lr: float, label: str, warmup_steps: int = 3
     """Trains model (already on device) on the (x, y) batches; returns the
     losses and the tokens per second over the steps after `warmup_steps`."""
     opt = model.configure_optimizer(lr)
+    # A run no longer than the warm-up is timed whole (first steps included).
+    warmup_steps = min(warmup_steps, len(data) - 1)
     bar = Progress(len(data), label)
     losses = []
     sync = torch.neuron.synchronize if device == "neuron" else (lambda: None)
@@ -107,6 +109,8 @@ def main():
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU comparison run")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile run")
     args = ap.parse_args()
+    if args.steps < 1:
+        ap.error("--steps must be at least 1")
 
     print(f"accelerator: {torch.accelerator.current_accelerator()}, "
           f"{torch.neuron.device_count()} x {torch.neuron.get_device_name(0)}; "

@@ -215,3 +215,16 @@ def test_cnn_training_matches_cpu():
     with torch.no_grad():
         torch.testing.assert_close(neuron_model.eval()(x.to("neuron")).cpu(), cpu_model.eval()(x),
                                    rtol=1e-4, atol=1e-4)
+
+
+def test_demo_times_a_run_no_longer_than_its_warmup(corpus):
+    # examples/train_gpt.py --steps 2: throughput over the whole run, not a crash.
+    from train_gpt import train
+    tok, data = corpus
+    cfg = GPTConfig(vocab_size=tok.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=32)
+    torch.manual_seed(0)
+    model = GPT(cfg).to("neuron")
+    for n in (1, 2):
+        steps = batches(data, batch_size=2, block_size=cfg.block_size, steps=n, seed=3)
+        losses, tokens_per_s = train(model, "neuron", steps, lr=1e-3, label="t")
+        assert losses.shape == (n,) and torch.isfinite(losses).all() and tokens_per_s > 0
