@@ -5,11 +5,11 @@ idx_tile, i_f], value=...)``, indices from ``nisa.iota``, ``nisa.dma_copy(
 against torch."""
 
 import numpy as np
-import pytest
 import torch
 
 import torchneuron.nki.legacy as legacy
-from torchneuron.nki import NkiError
+
+from nki_testing import expect_rule
 
 legacy.install()
 import neuronxcc.nki as nki  # noqa: E402
@@ -104,9 +104,7 @@ def test_load_and_store_by_iota_indices():
 def test_dma_copy_out_of_bounds_error_and_skip():
     data = torch.randn(128, 512)
     assert torch.equal(copy_rows(data, 2, False), data[0::2])
-    with pytest.raises(NkiError, match=r"\[oob_mode\].*index 129 ") as e:  # 3 * 43
-        copy_rows(data, 3, False)
-    assert e.value.rule == "oob_mode"
+    expect_rule("oob_mode", copy_rows, data, 3, False, match=r"\[oob_mode\].*index 129 ")  # 3 * 43
     got = copy_rows(data, 3, True)
     want = torch.full((64, 512), -1.0)
     want[:43] = data[0::3]
@@ -145,10 +143,7 @@ def test_legacy_indirect_rules():
         nl.atomic_rmw(data, value=1.0, op=np.add)
         return nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
 
-    with pytest.raises(NkiError) as e:
-        nki.simulate_kernel(masked, np.zeros((128, 512), np.float32),
-                            np.zeros((64, 1), np.int32))
-    assert e.value.rule == "indirect_dma"
-    with pytest.raises(NkiError) as e:
-        nki.simulate_kernel(not_indirect, np.zeros((128, 512), np.float32))
-    assert e.value.rule == "indirect_dma"
+    expect_rule("indirect_dma", nki.simulate_kernel, masked, np.zeros((128, 512), np.float32),
+                np.zeros((64, 1), np.int32))
+    expect_rule("indirect_dma", nki.simulate_kernel, not_indirect,
+                np.zeros((128, 512), np.float32))
