@@ -267,9 +267,9 @@ def test_indirect_rules():
     def ap_on_chip(x, idx):
         nisa.dma_copy(tile(), tile().ap([[32, 16], [1, 32]], vector_offset=nl.load(idx)))
 
-    def ap_dim(x, idx):
+    def ap_dim(x, idx):  # x is 2-D (tests/test_nki_indirect_offsets.py: other dims)
         nisa.dma_copy(tile(), x.ap([[32, 16], [1, 32]], vector_offset=nl.load(idx),
-                                   indirect_dim=1))
+                                   indirect_dim=2))
 
     assert rule_of_body(hwdge, x, idx) == "indirect_dge"
     assert rule_of_body(both, x, idx) == "indirect_dma"
