@@ -49,10 +49,14 @@ def _profiled_collectives(rank, store):
         "neuron backend all_gather_into_tensor": _expected(props, n * MIB, n * MIB * (n - 1) / n, n - 1),
         "neuron backend barrier": _expected(props, 0, 0, math.ceil(math.log2(n))),
     }
+    sent = {"neuron backend all_reduce": 2 * MIB * (n - 1) / n,  # the ring's bytes per rank
+            "neuron backend all_gather_into_tensor": n * MIB * (n - 1) / n,
+            "neuron backend barrier": 0}
     for name, (us, bound) in expect.items():
         assert name in recs, sorted(recs)
         r = recs[name]
         assert r["bound"] == bound, (name, r)
+        assert r["link_bytes"] == pytest.approx(sent[name], rel=1e-9), (name, r)
         assert r["estimated_us"] == pytest.approx(us, rel=1e-9), (name, r)
         assert r["device_us"] > 0
     assert recs["neuron backend all_reduce"]["bound"] == "link"  # on every target, at this size

@@ -435,6 +435,7 @@ def _profiled_link(rank, store):
     records = [r for r in tn_profiler.records() if r["kind"] == "NKI kernel"]
     assert records and records[-1]["bound"] == "link", records
     assert records[-1]["estimated_us"] == pytest.approx(est.latency_us, rel=1e-3)
+    assert records[-1]["link_bytes"] == est.link_bytes == 128 * 64 * 4  # the peer's half
     want = torch.empty(256, 64)
     dist.all_gather_into_tensor(want, x.cpu())
     assert torch.equal(got.cpu(), want)

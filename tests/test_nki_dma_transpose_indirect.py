@@ -12,7 +12,8 @@ import torchneuron
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
+
+from nki_testing import expect_rule, rule_of_body
 
 
 @nki.jit
@@ -77,9 +78,8 @@ def test_out_of_range_indices_leave_their_rows():
 def test_out_of_range_indices_are_an_error_by_default():
     x = torch.arange(40 * 16, dtype=torch.int16).reshape(40, 16)
     idx = torch.tensor([[3], [40]] * 8, dtype=torch.int64)
-    with pytest.raises(NkiError, match=r"nki.isa.dma_transpose: \[oob_mode\].*index 40 ") as e:
-        gather_transpose(x, idx.numpy().astype(np.uint32), False)
-    assert e.value.rule == "oob_mode"
+    expect_rule("oob_mode", gather_transpose, x, idx.numpy().astype(np.uint32), False,
+                match=r"nki.isa.dma_transpose: \[oob_mode\].*index 40 ")
 
 
 def test_the_indirect_form_is_a_trn2_instruction():
@@ -107,17 +107,6 @@ def test_the_indirect_form_is_a_trn2_instruction():
 
 
 # ---- rules ----------------------------------------------------------------------
-
-
-def _rule(body, x, idx):
-    @nki.jit
-    def k(x, idx):
-        body(x, idx)
-        return nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
-
-    with pytest.raises(NkiError) as e:
-        nki.simulate(k)(x, idx)
-    return e.value.rule
 
 
 def test_indirect_rules():
@@ -159,19 +148,19 @@ def test_indirect_rules():
     def not_a_tile(x, idx):
         nisa.dma_transpose(3.0, x[nl.load(idx)])
 
-    assert _rule(hwdge, x, idx) == "dma_transpose_indirect"
-    assert _rule(from_sbuf, x, idx) == "dma_transpose_indirect"
-    assert _rule(hbm_indices, x, idx) == "dma_transpose_indirect"
-    assert _rule(int32_indices, x, idx) == "dma_transpose_indirect"
-    assert _rule(eight_indices, x, idx) == "dma_transpose_indirect"
-    assert _rule(two_columns_of_16, x, idx) == "dma_transpose_indirect"
-    assert _rule(wide_rows, x, idx) == "dma_transpose_indirect"
-    assert _rule(four_d, x, idx) == "dma_transpose_indirect"
-    assert _rule(wrong_dst, x, idx) == "shape_mismatch"
-    assert _rule(not_a_tile, x, idx) == "operand"
+    assert rule_of_body(hwdge, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(from_sbuf, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(hbm_indices, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(int32_indices, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(eight_indices, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(two_columns_of_16, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(wide_rows, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(four_d, x, idx) == "dma_transpose_indirect"
+    assert rule_of_body(wrong_dst, x, idx) == "shape_mismatch"
+    assert rule_of_body(not_a_tile, x, idx) == "operand"
     x32 = np.zeros((64, 32), np.float32)
 
     def fp32_src(x, idx):
         nisa.dma_transpose(nl.ndarray((32, 16), nl.float32), x[nl.load(idx)])
 
-    assert _rule(fp32_src, x32, idx) == "dma_transpose_dtype"
+    assert rule_of_body(fp32_src, x32, idx) == "dma_transpose_dtype"

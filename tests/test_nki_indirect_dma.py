@@ -14,6 +14,8 @@ import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 from torchneuron.nki import NkiError
 
+from nki_testing import expect_rule, rule_of_body
+
 
 def _oob(skip):
     return nisa.oob_mode.skip if skip else nisa.oob_mode.error
@@ -154,13 +156,11 @@ def test_scatter_add_with_unique_indices():
 
 def test_out_of_bounds_index_is_an_error_naming_the_kernel_line():
     x = torch.randn(10, 4)
-    with pytest.raises(NkiError, match=r"test_nki_indirect_dma.py:\d+: nki.isa.dma_copy: "
-                                       r"\[oob_mode\].*index 10 \(partition 1") as e:
-        gather(x, _idx([2, 10, 3]), False, 0.0)
-    assert e.value.rule == "oob_mode"
-    with pytest.raises(NkiError, match=r"index -1 ") as e:  # int32 indices below 0 are out too
-        gather(x, _idx([-1, 0]), False, 0.0)
-    assert e.value.rule == "oob_mode"
+    expect_rule("oob_mode", gather, x, _idx([2, 10, 3]), False, 0.0,
+                match=r"test_nki_indirect_dma.py:\d+: nki.isa.dma_copy: "
+                      r"\[oob_mode\].*index 10 \(partition 1")
+    # int32 indices below 0 are out too
+    expect_rule("oob_mode", gather, x, _idx([-1, 0]), False, 0.0, match=r"index -1 ")
 
 
 def test_out_of_bounds_rows_are_skipped():
@@ -177,9 +177,8 @@ def test_out_of_bounds_rows_are_skipped():
 
 
 def test_repeated_indices_declared_unique_are_an_error():
-    with pytest.raises(NkiError, match=r"\[unique_indices\].*index 2 repeats") as e:
-        scatter(torch.zeros(4, 2), _idx([2, 0, 2]), torch.ones(3, 2), False, True, True)
-    assert e.value.rule == "unique_indices"
+    expect_rule("unique_indices", scatter, torch.zeros(4, 2), _idx([2, 0, 2]), torch.ones(3, 2),
+                False, True, True, match=r"\[unique_indices\].*index 2 repeats")
 
 
 def test_out_of_bounds_on_the_device_raises_at_the_next_synchronize():
@@ -222,17 +221,6 @@ def test_an_indirect_gather_costs_descriptor_generation_on_gpsimd():
 
 
 # ---- rules ---------------------------------------------------------------------------
-
-
-def _rule(body, x, idx):
-    @nki.jit
-    def k(x, idx):
-        body(x, idx)
-        return nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
-
-    with pytest.raises(NkiError) as e:
-        nki.simulate(k)(x, idx)
-    return e.value.rule
 
 
 def test_indirect_rules():
@@ -279,23 +267,23 @@ def test_indirect_rules():
     def ap_on_chip(x, idx):
         nisa.dma_copy(tile(), tile().ap([[32, 16], [1, 32]], vector_offset=nl.load(idx)))
 
-    def ap_dim(x, idx):
+    def ap_dim(x, idx):  # x is 2-D (tests/test_nki_indirect_offsets.py: other dims)
         nisa.dma_copy(tile(), x.ap([[32, 16], [1, 32]], vector_offset=nl.load(idx),
-                                   indirect_dim=1))
+                                   indirect_dim=2))
 
-    assert _rule(hwdge, x, idx) == "indirect_dge"
-    assert _rule(both, x, idx) == "indirect_dma"
-    assert _rule(from_sbuf, x, idx) == "indirect_dma"
-    assert _rule(to_hbm, x, idx) == "indirect_dma"
-    assert _rule(ap_on_chip, x, idx) == "indirect_dma"
-    assert _rule(ap_dim, x, idx) == "indirect_dma"
-    assert _rule(hbm_indices, x, idx) == "indirect_indices"
-    assert _rule(float_indices, x, idx) == "indirect_indices"
-    assert _rule(two_columns, x, idx) == "indirect_indices"
-    assert _rule(count, x, idx) == "indirect_indices"
-    assert _rule(rmw_skip, x, idx) == "indirect_rmw_oob"
-    assert _rule(rmw_multiply, x, idx) == "operand"
-    assert _rule(row_size, x, idx) == "shape_mismatch"
+    assert rule_of_body(hwdge, x, idx) == "indirect_dge"
+    assert rule_of_body(both, x, idx) == "indirect_dma"
+    assert rule_of_body(from_sbuf, x, idx) == "indirect_dma"
+    assert rule_of_body(to_hbm, x, idx) == "indirect_dma"
+    assert rule_of_body(ap_on_chip, x, idx) == "indirect_dma"
+    assert rule_of_body(ap_dim, x, idx) == "indirect_dma"
+    assert rule_of_body(hbm_indices, x, idx) == "indirect_indices"
+    assert rule_of_body(float_indices, x, idx) == "indirect_indices"
+    assert rule_of_body(two_columns, x, idx) == "indirect_indices"
+    assert rule_of_body(count, x, idx) == "indirect_indices"
+    assert rule_of_body(rmw_skip, x, idx) == "indirect_rmw_oob"
+    assert rule_of_body(rmw_multiply, x, idx) == "operand"
+    assert rule_of_body(row_size, x, idx) == "shape_mismatch"
 
 
 def test_a_malformed_indirect_record_is_refused_at_creation():

@@ -8,16 +8,10 @@ import torchneuron  # noqa: F401
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
 
+from nki_testing import rule_of_body
 
-def _rule(body):
-    def kernel(a):
-        body(a)
-
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(np.zeros((4, 4), np.float32))
-    return info.value.rule
+HBM = np.zeros((4, 4), np.float32)  # the kernel argument of the rule tests
 
 
 def rng(seed=0):
@@ -74,11 +68,14 @@ def test_dma_compute_with_dst_among_the_sources():
 
 
 def test_dma_rules():
-    assert _rule(lambda a: nisa.dma_copy(a, a, dst_rmw_op=nl.multiply)) == "operand"
-    assert _rule(lambda a: nisa.dma_compute(a, [a, a], [1.0, 2.0], nl.add)) == "dma_compute_scales"
-    assert _rule(lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add)) == "dma_compute_sources"
-    assert _rule(lambda a: nisa.dma_compute(a, [a, a], [1.0, 1.0], nl.maximum)) == "operand"
-    assert _rule(lambda a: nisa.dma_compute(a, [a[0:2]], [1.0], nl.add)) == "shape_mismatch"
+    for body, rule in [
+        (lambda a: nisa.dma_copy(a, a, dst_rmw_op=nl.multiply), "operand"),
+        (lambda a: nisa.dma_compute(a, [a, a], [1.0, 2.0], nl.add), "dma_compute_scales"),
+        (lambda a: nisa.dma_compute(a, [a] * 17, [1.0] * 17, nl.add), "dma_compute_sources"),
+        (lambda a: nisa.dma_compute(a, [a, a], [1.0, 1.0], nl.maximum), "operand"),
+        (lambda a: nisa.dma_compute(a, [a[0:2]], [1.0], nl.add), "shape_mismatch"),
+    ]:
+        assert rule_of_body(body, HBM) == rule
 
 
 # ---- virtual registers -------------------------------------------------------------------------
@@ -129,25 +126,27 @@ def test_a_constant_register_is_a_trace_time_int():
 
 
 def test_register_rules():
-    assert _rule(lambda a: nisa.register_store(a[0:1, 0:1], nisa.register_alloc())) == \
-        "register_unset"
-    assert _rule(lambda a: nisa.register_load(nisa.register_alloc(), a)) == "register_operand"
-    assert _rule(lambda a: nisa.register_load(nisa.register_alloc(),
-                                              nl.zeros((1, 1), nl.float32, buffer=nl.psum))) == \
-        "register_operand"
-    assert _rule(lambda a: nisa.register_move(nisa.register_alloc(), 1.5)) == "operand"
-    assert _rule(lambda a: nisa.register_move(3, 1)) == "operand"
+    for body, rule in [
+        (lambda a: nisa.register_store(a[0:1, 0:1], nisa.register_alloc()), "register_unset"),
+        (lambda a: nisa.register_load(nisa.register_alloc(), a), "register_operand"),
+        (lambda a: nisa.register_load(nisa.register_alloc(),
+                                     nl.zeros((1, 1), nl.float32, buffer=nl.psum)),
+         "register_operand"),
+        (lambda a: nisa.register_move(nisa.register_alloc(), 1.5), "operand"),
+        (lambda a: nisa.register_move(3, 1), "operand"),
+    ]:
+        assert rule_of_body(body, HBM) == rule
 
     def loaded_as_loop_bound(a):
         r = nisa.register_alloc()
         nisa.register_load(r, a[0:1, 0:1])
         range(r)
 
-    assert _rule(loaded_as_loop_bound) == "dynamic_register"
+    assert rule_of_body(loaded_as_loop_bound, HBM) == "dynamic_register"
 
     def wrong_width(a):
         r = nisa.register_alloc()
         nisa.register_load(r, a[0:1, 0:1])
         nisa.register_store(nl.ndarray((1, 1), nl.int16), r)
 
-    assert _rule(wrong_width) == "register_operand"
+    assert rule_of_body(wrong_width, HBM) == "register_operand"

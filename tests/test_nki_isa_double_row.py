@@ -9,9 +9,9 @@ import torch
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
 
 from conftest import check_output, run_python
+from nki_testing import rule_of_body
 
 DOUBLE_ROW = nisa.matmul_perf_mode.double_row
 
@@ -111,15 +111,6 @@ def test_double_row_accumulates_in_psum_and_matches_two_plain_matmuls():
 
 # ---- rules ---------------------------------------------------------------------------
 
-def _rule(body):
-    def kernel(a):
-        body(a)
-
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(np.zeros((1, 1), np.float32))
-    return info.value.rule
-
-
 def f8(*shape, dtype=nl.float8_e4m3):
     return nl.zeros(shape, dtype)
 
@@ -129,27 +120,27 @@ def pnew(*shape):
 
 
 def test_double_row_rules():
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 128), nl.zeros((128, 2, 128), nl.bfloat16),
-                                          f8(128, 2, 128), perf_mode=DOUBLE_ROW)) \
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 128), nl.zeros((128, 2, 128), nl.bfloat16),
+                                              f8(128, 2, 128), perf_mode=DOUBLE_ROW)) \
         == "double_row_dtype"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 256), f8(128, 256), f8(128, 256),
-                                          perf_mode=DOUBLE_ROW)) == "double_row_layout"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(64, 128), f8(128, 4, 32), f8(128, 4, 32),
-                                          perf_mode=DOUBLE_ROW)) == "double_row_layout"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
-                                          perf_mode=DOUBLE_ROW, is_transpose=True)) \
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 256), f8(128, 256), f8(128, 256),
+                                              perf_mode=DOUBLE_ROW)) == "double_row_layout"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(64, 128), f8(128, 4, 32), f8(128, 4, 32),
+                                              perf_mode=DOUBLE_ROW)) == "double_row_layout"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
+                                              perf_mode=DOUBLE_ROW, is_transpose=True)) \
         == "double_row_mode"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
-                                          perf_mode=DOUBLE_ROW, tile_position=(0, 64),
-                                          tile_size=(128, 64))) == "double_row_mode"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 512), f8(128, 2, 128), f8(128, 2, 1024),
-                                          perf_mode=DOUBLE_ROW)) == "gemm_moving_fmax"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 256), f8(128, 2, 128),
-                                          perf_mode=DOUBLE_ROW)) == "gemm_stationary_fmax"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 256), f8(128, 2, 128), f8(128, 2, 128),
-                                          perf_mode=DOUBLE_ROW)) == "shape_mismatch"
-    assert _rule(lambda a: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
-                                          perf_mode="quad_row")) == "matmul_perf_mode"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
+                                              perf_mode=DOUBLE_ROW, tile_position=(0, 64),
+                                              tile_size=(128, 64))) == "double_row_mode"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 512), f8(128, 2, 128), f8(128, 2, 1024),
+                                              perf_mode=DOUBLE_ROW)) == "gemm_moving_fmax"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 256), f8(128, 2, 128),
+                                              perf_mode=DOUBLE_ROW)) == "gemm_stationary_fmax"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 256), f8(128, 2, 128), f8(128, 2, 128),
+                                              perf_mode=DOUBLE_ROW)) == "shape_mismatch"
+    assert rule_of_body(lambda: nisa.nc_matmul(pnew(128, 128), f8(128, 2, 128), f8(128, 2, 128),
+                                              perf_mode="quad_row")) == "matmul_perf_mode"
 
 
 def test_double_row_needs_trn2():

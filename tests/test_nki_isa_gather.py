@@ -13,22 +13,13 @@ import torchneuron  # noqa: F401
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
 
 from conftest import check_output, run_python
+from nki_testing import rule_of_body
 
 
 def rng(seed=0):
     return np.random.default_rng(seed)
-
-
-def _rule(body, *args):
-    def kernel(a):
-        body(a)  # a lambda's value (a tile) is not the kernel's result
-
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(*args)
-    return info.value.rule
 
 
 # ---- topk ---------------------------------------------------------------------------
@@ -105,10 +96,10 @@ def test_topk_rules():
                   nl.zeros((16, 4), nl.bfloat16, buffer=nl.psum), 16)
 
     a = np.zeros((1, 1), np.float32)
-    assert _rule(wrong_dtype, a) == "dtype"
-    assert _rule(wrong_index_dtype, a) == "dtype"
-    assert _rule(too_few_columns, a) == "topk_n"
-    assert _rule(in_psum, a) == "gpsimd_no_psum"
+    assert rule_of_body(wrong_dtype, a) == "dtype"
+    assert rule_of_body(wrong_index_dtype, a) == "dtype"
+    assert rule_of_body(too_few_columns, a) == "topk_n"
+    assert rule_of_body(in_psum, a) == "gpsimd_no_psum"
 
 
 def test_topk_range_select_and_nonzero_with_count_need_trn2():
@@ -170,13 +161,13 @@ def test_nc_n_gather_out_of_range_reads_nan():
 
 
 def test_nc_n_gather_rules():
-    a = np.zeros((1, 1), np.float32)
-    assert _rule(lambda a: nisa.nc_n_gather(nl.zeros((4, 4), nl.float32), nl.zeros((4, 8), nl.float32),
-                                            nl.zeros((4, 4), nl.int32)), a) == "dtype"
-    assert _rule(lambda a: nisa.nc_n_gather(nl.zeros((4, 4), nl.float16), nl.zeros((4, 8), nl.float32),
-                                            nl.zeros((4, 4), nl.uint32)), a) == "dtype"
-    assert _rule(lambda a: nisa.nc_n_gather(nl.zeros((4, 5), nl.float32), nl.zeros((4, 8), nl.float32),
-                                            nl.zeros((4, 4), nl.uint32)), a) == "shape_mismatch"
+    def gather(dst_dtype, dst_cols, index_dtype):
+        return lambda: nisa.nc_n_gather(nl.zeros((4, dst_cols), dst_dtype),
+                                        nl.zeros((4, 8), nl.float32), nl.zeros((4, 4), index_dtype))
+
+    assert rule_of_body(gather(nl.float32, 4, nl.int32)) == "dtype"
+    assert rule_of_body(gather(nl.float16, 4, nl.uint32)) == "dtype"
+    assert rule_of_body(gather(nl.float32, 5, nl.uint32)) == "shape_mismatch"
 
 
 @nki.jit
@@ -226,16 +217,15 @@ def test_local_gather_default_takes_every_index():
 
 
 def test_local_gather_rules():
-    a = np.zeros((1, 1), np.float32)
-    assert _rule(lambda a: nisa.local_gather(nl.zeros((16, 4), nl.float32), nl.zeros((16, 8), nl.float32),
-                                             nl.zeros((16, 1), nl.uint32)), a) == "dtype"
-    assert _rule(lambda a: nisa.local_gather(nl.zeros((16, 4), nl.float16), nl.zeros((16, 8), nl.float32),
-                                             nl.zeros((16, 1), nl.uint16)), a) == "dtype"
-    assert _rule(lambda a: nisa.local_gather(nl.zeros((16, 8), nl.float32), nl.zeros((16, 8), nl.float32),
-                                             nl.zeros((16, 1), nl.uint16)), a) == "shape_mismatch"
-    assert _rule(lambda a: nisa.local_gather(nl.zeros((16, 8), nl.float32), nl.zeros((16, 8), nl.float32),
-                                             nl.zeros((16, 1), nl.uint16), num_elem_per_idx=1.5),
-                 a) == "operand"
+    def gather(dst_dtype, dst_cols, index_dtype, **kwargs):
+        return lambda: nisa.local_gather(nl.zeros((16, dst_cols), dst_dtype),
+                                         nl.zeros((16, 8), nl.float32),
+                                         nl.zeros((16, 1), index_dtype), **kwargs)
+
+    assert rule_of_body(gather(nl.float32, 4, nl.uint32)) == "dtype"
+    assert rule_of_body(gather(nl.float16, 4, nl.uint16)) == "dtype"
+    assert rule_of_body(gather(nl.float32, 8, nl.uint16)) == "shape_mismatch"
+    assert rule_of_body(gather(nl.float32, 8, nl.uint16, num_elem_per_idx=1.5)) == "operand"
 
 
 # ---- sequence_bounds -----------------------------------------------------------------------
@@ -272,11 +262,11 @@ def test_sequence_bounds_against_numpy(dtype, seed):
 
 
 def test_sequence_bounds_rules():
-    a = np.zeros((1, 1), np.float32)
-    assert _rule(lambda a: nisa.sequence_bounds(nl.zeros((1, 2, 8), nl.float16),
-                                                nl.zeros((1, 8), nl.float32)), a) == "dtype"
-    assert _rule(lambda a: nisa.sequence_bounds(nl.zeros((1, 2, 7), nl.float32),
-                                                nl.zeros((1, 8), nl.float32)), a) == "shape_mismatch"
+    assert rule_of_body(lambda: nisa.sequence_bounds(nl.zeros((1, 2, 8), nl.float16),
+                                                     nl.zeros((1, 8), nl.float32))) == "dtype"
+    assert rule_of_body(lambda: nisa.sequence_bounds(nl.zeros((1, 2, 7), nl.float32),
+                                                     nl.zeros((1, 8), nl.float32))) == \
+        "shape_mismatch"
 
 
 # ---- nc_stream_shuffle ----------------------------------------------------------------------
@@ -326,18 +316,17 @@ def test_nc_stream_shuffle_between_quadrants_and_dtypes():
 
 
 def test_nc_stream_shuffle_rules():
-    a = np.zeros((1, 1), np.float32)
-    ident = list(range(32))
-    assert _rule(lambda a: nisa.nc_stream_shuffle(nl.zeros((32, 4), nl.float16),
-                                                  nl.zeros((32, 4), nl.float32), ident), a) == "dtype"
-    assert _rule(lambda a: nisa.nc_stream_shuffle(nl.zeros((16, 4), nl.float32),
-                                                  nl.zeros((8, 4), nl.float32), ident), a) == "shuffle_mask"
-    assert _rule(lambda a: nisa.nc_stream_shuffle(nl.zeros((128, 4), nl.float32)[32:96],
-                                                  nl.zeros((64, 4), nl.float32), ident),
-                 a) == "partition_start"
-    assert _rule(lambda a: nisa.nc_stream_shuffle(nl.zeros((32, 4), nl.float32),
-                                                  nl.zeros((32, 4), nl.float32), [40] * 32),
-                 a) == "shuffle_mask"
+    def shuffle(dst, src, mask=tuple(range(32))):  # dst, src: (rows, dtype) of SBUF tiles
+        return lambda: nisa.nc_stream_shuffle(nl.zeros((dst[0], 4), dst[1]),
+                                              nl.zeros((src[0], 4), src[1]), list(mask))
+
+    f16, f32 = nl.float16, nl.float32
+    assert rule_of_body(shuffle((32, f16), (32, f32))) == "dtype"
+    assert rule_of_body(shuffle((16, f32), (8, f32))) == "shuffle_mask"
+    assert rule_of_body(lambda: nisa.nc_stream_shuffle(nl.zeros((128, 4), f32)[32:96],
+                                                       nl.zeros((64, 4), f32), list(range(32)))) \
+        == "partition_start"
+    assert rule_of_body(shuffle((32, f32), (32, f32), [40] * 32)) == "shuffle_mask"
 
 
 # ---- exponential (NeuronCore-v4: run on a trn3 device) ---------------------------------------

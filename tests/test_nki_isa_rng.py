@@ -9,7 +9,8 @@ import torchneuron  # noqa: F401
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
+
+from nki_testing import rule_of
 
 
 def xorwow_rows(state, n, streams):
@@ -125,12 +126,6 @@ def test_dropout_extremes_on_neuron(prob):
     torch.testing.assert_close(k(x.to("neuron")).cpu(), ref, rtol=0, atol=0)
 
 
-def _rule(kernel, *args):
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(*args)
-    return info.value.rule
-
-
 def test_rng_rules():
     def float_bits(x):
         nisa.rng(nl.ndarray((4, 8), nl.float32))
@@ -158,14 +153,14 @@ def test_rng_rules():
         nisa.rng(nl.ndarray((4, 8), nl.uint32), engine=nisa.scalar_engine)
 
     x = np.zeros((4, 8), np.float32)
-    assert _rule(float_bits, x) == "dtype"
-    assert _rule(empty_range, x) == "rand2_range"
-    assert _rule(state_size, x) == "rng_state_size"
-    assert _rule(state_dtype, x) == "dtype"
-    assert _rule(seed_shape, x) == "rng_state_size"
-    assert _rule(dropout_dtype, x) == "dtype"
-    assert _rule(prob_shape, x) == "operand_shape"
-    assert _rule(rand2_on_gpsimd, x) == "engine"
+    assert rule_of(float_bits, x) == "dtype"
+    assert rule_of(empty_range, x) == "rand2_range"
+    assert rule_of(state_size, x) == "rng_state_size"
+    assert rule_of(state_dtype, x) == "dtype"
+    assert rule_of(seed_shape, x) == "rng_state_size"
+    assert rule_of(dropout_dtype, x) == "dtype"
+    assert rule_of(prob_shape, x) == "operand_shape"
+    assert rule_of(rand2_on_gpsimd, x) == "engine"
 
 
 def test_language_rand_random_seed_and_dropout():

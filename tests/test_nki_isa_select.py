@@ -10,17 +10,12 @@ import torchneuron  # noqa: F401
 import torchneuron.nki as nki
 import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
-from torchneuron.nki import NkiError
+
+from nki_testing import rule_of
 
 
 def rng(seed=0):
     return np.random.default_rng(seed)
-
-
-def _rule(kernel, *args):
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(*args)
-    return info.value.rule
 
 
 def _np_alu(name):
@@ -69,11 +64,11 @@ def test_activate2_rules():
         nisa.activation(nl.ndarray((4, 8), nl.float32), nl.prelu, nl.load(x))
 
     x = np.zeros((4, 8), np.float32)
-    assert _rule(ops, x) == "activate2_ops"
-    assert _rule(engine, x) == "engine"
-    assert _rule(reduce_on_gpsimd, x) == "engine"
-    assert _rule(imm_shape, x) == "operand_shape"
-    assert _rule(prelu_in_activation, x) == "operand"
+    assert rule_of(ops, x) == "activate2_ops"
+    assert rule_of(engine, x) == "engine"
+    assert rule_of(reduce_on_gpsimd, x) == "engine"
+    assert rule_of(imm_shape, x) == "operand_shape"
+    assert rule_of(prelu_in_activation, x) == "operand"
 
 
 # ---- tensor_scalar_cumulative ---------------------------------------------------------
@@ -145,10 +140,10 @@ def test_cumulative_rules():
                                       1.0, reduce_cmd=nisa.reduce_cmd.load_reduce)
 
     x = np.zeros((4, 8), np.float32)
-    assert _rule(bad_op1, x) == "cumulative_ops"
-    assert _rule(bad_op0, x) == "cumulative_ops"
-    assert _rule(int32, x) == "dtype"
-    assert _rule(no_imm1, x) == "operand"
+    assert rule_of(bad_op1, x) == "cumulative_ops"
+    assert rule_of(bad_op0, x) == "cumulative_ops"
+    assert rule_of(int32, x) == "dtype"
+    assert rule_of(no_imm1, x) == "operand"
 
 
 # ---- select_reduce and range_select ---------------------------------------------------
@@ -257,12 +252,12 @@ def test_select_and_range_rules():
         nisa.range_select(nl.ndarray((4, 8), nl.float32), t, nl.less, nl.less, t, t)
 
     x = np.zeros((4, 8), np.float32)
-    assert _rule(float_pred, x) == "dtype"
-    assert _rule(int32_on_true, x) == "dtype"
-    assert _rule(both_psum, x) == "tensor_tensor_psum_inputs"
-    assert _rule(shape, x) == "shape_mismatch"
-    assert _rule(not_a_comparison, x) == "range_select_ops"
-    assert _rule(bound_shape, x) == "operand_shape"
+    assert rule_of(float_pred, x) == "dtype"
+    assert rule_of(int32_on_true, x) == "dtype"
+    assert rule_of(both_psum, x) == "tensor_tensor_psum_inputs"
+    assert rule_of(shape, x) == "shape_mismatch"
+    assert rule_of(not_a_comparison, x) == "range_select_ops"
+    assert rule_of(bound_shape, x) == "operand_shape"
 
 
 # ---- nonzero_with_count (GpSimd) ------------------------------------------------------
@@ -300,8 +295,8 @@ def test_nonzero_with_count_rules():
         nisa.nonzero_with_count(nl.ndarray((16, 9), nl.float32), nl.load(x))
 
     x = np.zeros((16, 8), np.float32)
-    assert _rule(short, x) == "shape_mismatch"
-    assert _rule(floats, x) == "dtype"
+    assert rule_of(short, x) == "shape_mismatch"
+    assert rule_of(floats, x) == "dtype"
 
 
 # ---- dma_transpose --------------------------------------------------------------------
@@ -365,12 +360,12 @@ def test_dma_transpose_rules():
         nisa.dma_transpose(nl.ndarray((8, 4), nl.float16), x, dge_mode=nisa.dge_mode.hwdge)
 
     x = np.zeros((4, 8), np.float32)
-    assert _rule(fp32, x) == "dma_transpose_dtype"
-    assert _rule(other_axes, x.astype(np.float16)) == "dma_transpose_axes"
-    assert _rule(five_d, x.astype(np.float16)) == "dma_transpose_axes"
-    assert _rule(wrong_dst, x.astype(np.float16)) == "shape_mismatch"
-    assert _rule(wrong_3d_dst, x.astype(np.float16)) == "shape_mismatch"
-    assert _rule(hwdge, x.astype(np.float16)) == "dma_transpose_hwdge"
+    assert rule_of(fp32, x) == "dma_transpose_dtype"
+    assert rule_of(other_axes, x.astype(np.float16)) == "dma_transpose_axes"
+    assert rule_of(five_d, x.astype(np.float16)) == "dma_transpose_axes"
+    assert rule_of(wrong_dst, x.astype(np.float16)) == "shape_mismatch"
+    assert rule_of(wrong_3d_dst, x.astype(np.float16)) == "shape_mismatch"
+    assert rule_of(hwdge, x.astype(np.float16)) == "dma_transpose_hwdge"
 
 
 # ---- engines and costs ----------------------------------------------------------------

@@ -10,6 +10,8 @@ import torchneuron.nki.isa as nisa
 import torchneuron.nki.language as nl
 from torchneuron.nki import NkiError
 
+from nki_testing import rule_of
+
 
 def rng(seed=0):
     return np.random.default_rng(seed)
@@ -188,24 +190,18 @@ def test_tensor_partition_reduce_rules():
     def two_rows(x):
         nisa.tensor_partition_reduce(nl.ndarray((2, 8), nl.float32), nl.add, nl.load(x))
 
-    assert _rule(float_bits, np.zeros((4, 8), np.float32)) == "dtype"
-    assert _rule(two_rows, np.zeros((4, 8), np.float32)) == "shape_mismatch"
+    assert rule_of(float_bits, np.zeros((4, 8), np.float32)) == "dtype"
+    assert rule_of(two_rows, np.zeros((4, 8), np.float32)) == "shape_mismatch"
 
 
 # ---- rules --------------------------------------------------------------------------
-
-def _rule(kernel, *args):
-    with pytest.raises(NkiError) as info:
-        nki.simulate(nki.jit(kernel))(*args)
-    return info.value.rule
-
 
 def test_bn_stats_fmax_rule():
     def k(x):
         s = nl.ndarray((4, 6), nl.float32)
         nisa.bn_stats(s, nl.load(x))
 
-    assert _rule(k, np.zeros((4, 513), np.float32)) == "bn_stats_fmax"
+    assert rule_of(k, np.zeros((4, 513), np.float32)) == "bn_stats_fmax"
 
 
 def test_bn_aggr_needs_tuples():
@@ -213,7 +209,7 @@ def test_bn_aggr_needs_tuples():
         s = nl.ndarray((4, 2), nl.float32)
         nisa.bn_aggr(s, nl.load(x))
 
-    assert _rule(k, np.zeros((4, 7), np.float32)) == "shape_mismatch"
+    assert rule_of(k, np.zeros((4, 7), np.float32)) == "shape_mismatch"
 
 
 def test_max8_size_and_dst_shape_rules():
@@ -223,8 +219,8 @@ def test_max8_size_and_dst_shape_rules():
     def wide(x):
         nisa.max8(nl.ndarray((4, 9), nl.float32), nl.load(x))
 
-    assert _rule(small, np.zeros((4, 7), np.float32)) == "max8_size"
-    assert _rule(wide, np.zeros((4, 64), np.float32)) == "shape_mismatch"
+    assert rule_of(small, np.zeros((4, 7), np.float32)) == "max8_size"
+    assert rule_of(wide, np.zeros((4, 64), np.float32)) == "shape_mismatch"
 
 
 def test_find_index8_writes_integers():
@@ -234,7 +230,7 @@ def test_find_index8_writes_integers():
         nisa.max8(v, t)
         nisa.nc_find_index8(nl.ndarray((4, 8), nl.float32), t, v)
 
-    assert _rule(k, np.zeros((4, 64), np.float32)) == "dtype"
+    assert rule_of(k, np.zeros((4, 64), np.float32)) == "dtype"
 
 
 def test_scan_cannot_read_both_inputs_from_psum():
@@ -245,7 +241,7 @@ def test_scan_cannot_read_both_inputs_from_psum():
         nisa.tensor_copy(p1, t), nisa.tensor_copy(p2, t)
         nisa.tensor_tensor_scan(nl.ndarray((4, 8), nl.float32), p1, p2, 0.0, nl.add, nl.add)
 
-    assert _rule(k, np.zeros((4, 8), np.float32)) == "tensor_tensor_psum_inputs"
+    assert rule_of(k, np.zeros((4, 8), np.float32)) == "tensor_tensor_psum_inputs"
 
 
 def test_new_instructions_run_on_the_vector_engine():

@@ -7,7 +7,8 @@ import torch
 
 import torchneuron  # noqa: F401  (the neuron device)
 import torchneuron.nki.legacy as legacy
-from torchneuron.nki import NkiError
+
+from nki_testing import expect_rule
 
 legacy.install()
 import neuronxcc.nki as nki  # noqa: E402
@@ -318,13 +319,6 @@ def test_benchmark_latency_percentiles():
 
 # ---- rules ------------------------------------------------------------------------
 
-def _expect(rule, kernel, *args):
-    with pytest.raises(NkiError) as info:
-        nki.simulate_kernel(kernel, *args)
-    assert info.value.rule == rule, info.value
-    return info.value
-
-
 def test_unmasked_tail_is_out_of_bounds():
     @nki.jit
     def k(a):
@@ -333,7 +327,7 @@ def test_unmasked_tail_is_out_of_bounds():
         nl.store(out[i_p, i_f], value=nl.load(a[i_p, i_f]))
         return out
 
-    err = _expect("out_of_bounds", k, np.zeros((100, 4), np.float32))
+    err = expect_rule("out_of_bounds", nki.simulate_kernel, k, np.zeros((100, 4), np.float32))
     assert "mask it" in str(err)
 
 
@@ -345,7 +339,7 @@ def test_mask_must_bound_single_axes():
         nl.store(out[i_p, i_f], value=nl.load(a[i_p, i_f], mask=(i_p < i_f)))
         return out
 
-    _expect("mask", k, np.zeros((8, 8), np.float32))
+    expect_rule("mask", nki.simulate_kernel, k, np.zeros((8, 8), np.float32))
 
 
 def test_non_affine_index_is_refused():
@@ -354,7 +348,7 @@ def test_non_affine_index_is_refused():
         i_p, i_f = nl.mgrid[0:8, 0:8]
         nl.load(a[i_p, i_f // 2])
 
-    _expect("index", k, np.zeros((8, 8), np.float32))
+    expect_rule("index", nki.simulate_kernel, k, np.zeros((8, 8), np.float32))
 
 
 def test_partition_dim_indexed_by_first_axis_only():
@@ -366,7 +360,7 @@ def test_partition_dim_indexed_by_first_axis_only():
         nl.store(out, value=nl.copy(t[i_f, i_p]))
         return out
 
-    _expect("index", k, np.zeros((8, 8), np.float32))
+    expect_rule("index", nki.simulate_kernel, k, np.zeros((8, 8), np.float32))
 
 
 def test_matmul_accumulate_into_partly_written_psum_is_refused():
@@ -380,7 +374,7 @@ def test_matmul_accumulate_into_partly_written_psum_is_refused():
         nl.store(out, value=acc)
         return out
 
-    _expect("psum_accumulate", k, np.zeros((128, 128), np.float32))
+    expect_rule("psum_accumulate", nki.simulate_kernel, k, np.zeros((128, 128), np.float32))
 
 
 def test_legacy_gathers_bounds_and_shuffle():

@@ -5,11 +5,11 @@ idx_tile, i_f], value=...)``, indices from ``nisa.iota``, ``nisa.dma_copy(
 against torch."""
 
 import numpy as np
-import pytest
 import torch
 
 import torchneuron.nki.legacy as legacy
-from torchneuron.nki import NkiError
+
+from nki_testing import expect_rule
 
 legacy.install()
 import neuronxcc.nki as nki  # noqa: E402
@@ -104,9 +104,7 @@ def test_load_and_store_by_iota_indices():
 def test_dma_copy_out_of_bounds_error_and_skip():
     data = torch.randn(128, 512)
     assert torch.equal(copy_rows(data, 2, False), data[0::2])
-    with pytest.raises(NkiError, match=r"\[oob_mode\].*index 129 ") as e:  # 3 * 43
-        copy_rows(data, 3, False)
-    assert e.value.rule == "oob_mode"
+    expect_rule("oob_mode", copy_rows, data, 3, False, match=r"\[oob_mode\].*index 129 ")  # 3 * 43
     got = copy_rows(data, 3, True)
     want = torch.full((64, 512), -1.0)
     want[:43] = data[0::3]
@@ -131,24 +129,64 @@ def test_atomic_rmw_histogram():
     assert torch.equal(got[:, 0], torch.bincount(bins[:, 0], minlength=32).int())
 
 
-def test_legacy_indirect_rules():
-    @nki.jit
-    def masked(data, idx):
-        out = nl.ndarray((64, 512), data.dtype, buffer=nl.shared_hbm)
-        i_p, i_f = nl.mgrid[0:64, 0:512]
-        t = nl.load(data[nl.load(idx), i_f], mask=(i_f < 100))
-        nl.store(out, value=t)
-        return out
+@nki.jit
+def masked_gather(data, idx, rows, cols):
+    """out = -1, then out[p, :cols] = data[idx[p], :cols] for p < rows (a masked gather)."""
+    out = nl.ndarray((64, 512), data.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:64, 0:512]
+    t = nl.full((64, 512), -1.0, dtype=data.dtype)
+    nisa.dma_copy(dst=t[i_p, i_f], src=data[nl.load(idx), i_f],
+                  mask=(i_p < rows) & (i_f < cols))
+    nl.store(out, value=t)
+    return out
 
+
+@nki.jit
+def masked_scatter(data, idx, values, rows, cols):
+    """out = data, then out[idx[p], :cols] = values[p, :cols] for p < rows."""
+    out = nl.ndarray(data.shape, data.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(data))
+    i_p, i_f = nl.mgrid[0:64, 0:512]
+    nl.store(out[nl.load(idx)[i_p, 0], i_f], value=nl.load(values),
+             mask=(i_p < rows) & (i_f < cols))
+    return out
+
+
+@nki.jit
+def masked_histogram(bins, counts, rows):
+    """counts[b] += 1 for the first `rows` bins only (a masked atomic_rmw)."""
+    out = nl.ndarray(counts.shape, counts.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(counts))
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(1)[None, :]
+    ones = nl.full((128, 1), 1, dtype=nl.int32)
+    nl.atomic_rmw(out[nl.load(bins), i_f], value=ones, op=np.add, mask=(i_p < rows))
+    return out
+
+
+def test_masks_on_indirect_accesses_keep_a_box_of_partitions_and_elements():
+    g = torch.Generator().manual_seed(4)
+    data = torch.randn(128, 512, generator=g)
+    idx = torch.randint(0, 128, (64, 1), generator=g, dtype=torch.int32)
+    got = masked_gather(data, idx, 40, 100)
+    want = torch.full((64, 512), -1.0)
+    want[:40, :100] = data[idx[:40, 0].long(), :100]
+    assert torch.equal(got, want)
+    rows = torch.randperm(128, generator=g)[:64].to(torch.int32).reshape(64, 1)
+    values = torch.randn(64, 512, generator=g)
+    want = data.clone()
+    want[rows[:50, 0].long(), :300] = values[:50, :300]
+    assert torch.equal(masked_scatter(data, rows, values, 50, 300), want)
+    bins = torch.randint(0, 32, (128, 1), generator=g, dtype=torch.int32)
+    got = masked_histogram(bins, torch.zeros(32, 1, dtype=torch.int32), 70)
+    assert torch.equal(got[:, 0], torch.bincount(bins[:70, 0], minlength=32).int())
+
+
+def test_legacy_indirect_rules():
     @nki.jit
     def not_indirect(data):
         nl.atomic_rmw(data, value=1.0, op=np.add)
         return nl.ndarray((1, 1), nl.float32, buffer=nl.shared_hbm)
 
-    with pytest.raises(NkiError) as e:
-        nki.simulate_kernel(masked, np.zeros((128, 512), np.float32),
-                            np.zeros((64, 1), np.int32))
-    assert e.value.rule == "indirect_dma"
-    with pytest.raises(NkiError) as e:
-        nki.simulate_kernel(not_indirect, np.zeros((128, 512), np.float32))
-    assert e.value.rule == "indirect_dma"
+    expect_rule("indirect_dma", nki.simulate_kernel, not_indirect,
+                np.zeros((128, 512), np.float32))

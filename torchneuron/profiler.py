@@ -59,11 +59,13 @@ def records():
     copy, fused group or member, program or step, NKI kernel or host task,
     with ``correlation`` (the launching CPU op's id: ``event.id`` of that
     op in ``prof.events()``), ``kind``, ``name``, ``device_us`` (measured
-    on the simulator), ``estimated_us`` and ``bound``."""
+    on the simulator), ``estimated_us``, ``bound``, ``bytes`` (the HBM
+    traffic the estimate counted) and ``link_bytes`` (a collective's bytes
+    over NeuronLink or EFA, 0 for the rest)."""
     return [
         {"correlation": c, "kind": k, "name": n, "device_us": d / 1000.0,
-         "estimated_us": e / 1000.0, "bound": b}
-        for c, k, n, d, e, b in _C._profile_last_records()
+         "estimated_us": e / 1000.0, "bound": b, "bytes": nbytes, "link_bytes": link}
+        for c, k, n, d, e, b, nbytes, link in _C._profile_last_records()
     ]
 
 

@@ -83,6 +83,7 @@ void rt_profile_set_estimate(nrt_profile_record *r, int32_t device, nrt_roofline
     est->bound = nrt_roofline_bound(est);
   r->est_ns = est->est_ns;
   r->bytes = est->bytes;
+  r->link_bytes = est->link_bytes;
   r->flops = est->work[NRT_ROOFLINE_TENSOR];
   r->bound = est->bound;
   r->engine = est->engine;

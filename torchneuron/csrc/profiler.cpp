@@ -230,6 +230,7 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     a.addMetadataQuoted("engine", nrt_roofline_engine_name(r.engine));
     a.addMetadata("bytes", r.bytes);
     a.addMetadata("flops", r.flops);
+    if (r.link_bytes > 0) a.addMetadata("link bytes", r.link_bytes);
   }
 
   libkineto::TraceSpan span_{0, 0, "neuron"};
@@ -273,14 +274,17 @@ void register_profiler_bindings(py::module_& m);
 void register_profiler_bindings(py::module_& m) {
   m.def("_profile_active", [] { return nrt_profile_active() != 0; });
   m.def("_roofline_target", [] { return torchneuron::target_name(); });
-  // (correlation, kind, name, device ns, estimated ns, bound) per record of
-  // the trace processed last.
+  // (correlation, kind, name, device ns, estimated ns, bound, bytes, link
+  // bytes) per record of the trace processed last.
   m.def("_profile_last_records", [] {
-    std::vector<std::tuple<uint64_t, std::string, std::string, double, double, std::string>> out;
+    std::vector<std::tuple<uint64_t, std::string, std::string, double, double, std::string, double,
+                           double>>
+        out;
     std::lock_guard<std::mutex> lock(torchneuron::last_mu);
     for (const nrt_profile_record& r : torchneuron::last_records)
       out.emplace_back(r.correlation, nrt_profile_kind_name(r.kind), r.name,
-                       double(r.end_ns - r.start_ns), r.est_ns, nrt_bound_name(r.bound));
+                       double(r.end_ns - r.start_ns), r.est_ns, nrt_bound_name(r.bound), r.bytes,
+                       r.link_bytes);
     return out;
   });
 }

@@ -390,7 +390,9 @@ def dma_copy(dst, src, dst_rmw_op=None, oob_mode=None, dge_mode=None, unique_ind
     ``dst_rmw_op=nl.add`` the DMA reads dst back: dst = dst + src in fp32.
     An indexed HBM side (``x[idx]`` or ``x.ap(..., vector_offset=idx)``, idx
     an SBUF [P, 1] int32 / uint32 tile) gathers or scatters rows
-    (software DGE; torchneuron/nki/indirect.py has its rules)."""
+    (software DGE); a side ``x.ap(..., scalar_offset=w)`` starts where a
+    word read while the kernel runs says (torchneuron/nki/indirect.py has
+    their rules)."""
     name = "nki.isa.dma_copy"
     from torchneuron.nki.tensor import IndirectTensor
 

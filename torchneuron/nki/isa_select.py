@@ -176,6 +176,10 @@ def _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name):
     direct form. The reference's constraints are rule dma_transpose_indirect."""
     rule = "dma_transpose_indirect"
     _tile(dst, "dst", name)
+    if src.scalar or src.row.shape[0] != 1:
+        fail("the indirect dma_transpose gathers rows of the first dim by an index tile "
+             "(indirect_dim=0, the reference's form); a scalar_offset or another indexed dim "
+             "is not simulated for it", rule, name)
     idx = src.indices
     if _mode_name(dge_mode) not in (None, "unknown", "swdge"):
         fail(f"the indirect dma_transpose runs on software DGE (dge_mode unknown or swdge), got "

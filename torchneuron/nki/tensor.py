@@ -11,6 +11,7 @@ indexes as the slice start:start + size does, but is never clipped.
 """
 
 import math
+import numbers
 
 from torchneuron.nki import dtypes
 from torchneuron.nki.slicing import DynamicSlice
@@ -250,15 +251,23 @@ class NkiTensor:
         return NkiTensor(self.storage, dtype, shape, strides + [1], self.offset * old // new,
                          self.partition)
 
-    def ap(self, pattern, offset=0, dtype=None, vector_offset=None, indirect_dim=0):
+    def ap(self, pattern, offset=0, dtype=None, vector_offset=None, indirect_dim=0,
+           scalar_offset=None):
         """A raw access pattern on the base storage: ``pattern`` is a list of
         [stride, count] pairs (on chip the first is [partition step,
         partitions]); ``offset`` counts elements from the storage's start (on
         chip: partition * elements per partition + element in partition).
         With ``vector_offset`` (an SBUF index tile [P, 1]) an HBM pattern is
-        indirect: row p starts ``vector_offset[p]`` rows (pattern[0][0]
-        elements each) past offset (an IndirectTensor, for dma_copy)."""
+        indirect: on ``indirect_dim`` 0, partition p is the row
+        ``vector_offset[p]`` (pattern[0][0] elements each) past offset; on
+        another dim d, partition p keeps its place and moves
+        ``vector_offset[p]`` steps of dim d. ``scalar_offset`` (an int, a
+        register, an NkiScalar or an SBUF [1, 1] word) moves the whole
+        pattern that many steps of ``indirect_dim`` (an IndirectTensor when
+        the value exists only while the kernel runs)."""
         dtype = dtypes.as_dtype(dtype) if dtype is not None else self.storage.dtype
+        if vector_offset is not None and scalar_offset is not None:
+            fail("at most one of scalar_offset and vector_offset", "indirect_dma", "NkiTensor.ap")
         if vector_offset is not None:
             return IndirectTensor.from_pattern(self, pattern, offset, vector_offset, indirect_dim,
                                                dtype)
@@ -267,8 +276,12 @@ class NkiTensor:
         if self.on_chip:
             row = self.storage.nbytes // dtype.itemsize
             partition, offset = divmod(int(offset), row) if row else (0, 0)
-            return NkiTensor(self.storage, dtype, shape, strides, offset, partition)
-        return NkiTensor(self.storage, dtype, shape, strides, offset, 0)
+            view = NkiTensor(self.storage, dtype, shape, strides, offset, partition)
+        else:
+            view = NkiTensor(self.storage, dtype, shape, strides, offset, 0)
+        if scalar_offset is None:
+            return view
+        return IndirectTensor.moved(self, view, scalar_offset, indirect_dim)
 
     # ---- access patterns for the simulator --------------------------------
 
@@ -340,13 +353,15 @@ class IndirectTensor:
     dims indexed as given (slices, or the legacy dialect's index
     expressions). Only the instructions that document an indirect form take
     it: nki.isa.dma_copy (so nl.load / nl.store / nl.atomic_rmw) and
-    nki.isa.dma_transpose. ``row`` is the view of row 0, ``bound`` the
-    number of rows an index may name and ``step`` the elements between
-    rows."""
+    nki.isa.dma_transpose. ``row`` is the view of row 0 ([1, ...]; or
+    [P, ...] stepping partitions when a dim other than the first is
+    indexed), ``bound`` the number of values an index may take and
+    ``step`` the elements between them. ``scalar``: one word (an access
+    pattern's scalar_offset) moves the whole view ``row``."""
 
     on_chip = False
 
-    def __init__(self, base, indices, rest, row=None, bound=None, step=None):
+    def __init__(self, base, indices, rest, row=None, bound=None, step=None, scalar=False):
         if base.ndim < 2 and row is None:
             fail("an indirect (index-tile) access needs a tensor of at least 2 dims", "index")
         self.base = base
@@ -367,37 +382,130 @@ class IndirectTensor:
         self.row = row
         self.bound = base.shape[0] if bound is None else int(bound)
         self.step = base.strides[0] if step is None else int(step)
-        count = indices.shape[0] * (math.prod(indices.shape[1:]) if indices.ndim > 1 else 1) \
-            if isinstance(indices, NkiTensor) else 0
-        self.shape = (count,) + tuple(self.row.shape[1:])
+        self.scalar = scalar
+        if scalar:
+            self.shape = tuple(row.shape)
+        else:
+            count = indices.shape[0] * (math.prod(indices.shape[1:]) if indices.ndim > 1 else 1) \
+                if isinstance(indices, NkiTensor) else 0
+            self.shape = (count,) + tuple(self.row.shape[1:])
         self.dtype = row.dtype
+
+    @staticmethod
+    def _dim_step(tensor, dim, dtype, name):
+        """Elements of dtype between consecutive positions of tensor's dim."""
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < tensor.ndim:
+            fail(f"indirect_dim must be a dim of the {tensor.ndim}-D tensor, got {dim!r}",
+                 "indirect_dma", name)
+        nbytes = tensor.strides[dim] * tensor.dtype.itemsize
+        if nbytes <= 0 or nbytes % dtype.itemsize:
+            fail(f"dim {dim} of the tensor is not a whole number of {dtype} elements apart",
+                 "indirect_dma", name)
+        return nbytes // dtype.itemsize
+
+    @staticmethod
+    def _bound(tensor, view, step, dim, name, pattern):
+        """How many values an offset may take so that every partition's access
+        stays inside the tensor (HBM) or its partition (on chip); at most the
+        size of the indexed dim."""
+        elems = view.storage.nbytes // view.dtype.itemsize
+        hi = view.offset + sum(st * (c - 1) for st, c in zip(view.strides[1:], view.shape[1:])
+                               if st > 0)
+        if not view.on_chip and view.shape and view.strides[0] > 0:
+            hi += view.strides[0] * (view.shape[0] - 1)
+        bound = (elems - 1 - hi) // step + 1 if step > 0 else 0
+        if bound < 1:
+            fail(f"the access pattern {pattern} does not fit the tensor's {elems} elements "
+                 "even at offset 0", "indirect_dma", name)
+        return min(bound, tensor.shape[dim] if dim is not None else bound, 2 ** 31)
 
     @classmethod
     def from_pattern(cls, tensor, pattern, offset, indices, indirect_dim, dtype):
-        """``tensor.ap(pattern, offset, vector_offset=indices, indirect_dim=0)``
-        of an HBM tensor: row p starts at offset + indices[p] * pattern[0][0]
-        and walks pattern[1:]."""
+        """``tensor.ap(pattern, offset, vector_offset=indices, indirect_dim=d)``
+        of an HBM tensor: on d = 0, row p starts at offset + indices[p] *
+        pattern[0][0] and walks pattern[1:]; on another d, partition p
+        starts at offset + p * pattern[0][0] + indices[p] * (dim d's step)."""
         name = "NkiTensor.ap"
         if tensor.on_chip:
             fail("a vector_offset (indirect) access pattern indexes an HBM tensor", "indirect_dma",
                  name)
-        if int(indirect_dim) != 0:
-            fail(f"indirect_dim must be 0 (the pattern's first dim, the rows), got {indirect_dim}",
-                 "indirect_dma", name)
         if len(pattern) < 2:
             fail("an indirect access pattern needs [[row step, rows], [stride, count], ...]",
                  "indirect_dma", name)
+        dim = indirect_dim
+        if dim != 0:
+            step = cls._dim_step(tensor, dim, dtype, name)
+            view = NkiTensor(tensor.storage, dtype, [int(c) for _, c in pattern],
+                             [int(st) for st, _ in pattern], int(offset), 0)
+            bound = cls._bound(tensor, view, step, dim, name, pattern)
+            return cls(tensor, indices, (), row=view, bound=bound, step=step)
         step = int(pattern[0][0])
         rest = [(int(st), int(c)) for st, c in pattern[1:]]
         row = NkiTensor(tensor.storage, dtype, [1] + [c for _, c in rest],
                         [step] + [st for st, _ in rest], int(offset), 0)
-        extent = sum(st * (c - 1) for st, c in rest if st > 0)
-        elems = tensor.storage.nbytes // dtype.itemsize
-        bound = (elems - int(offset) - extent - 1) // step + 1 if step > 0 else 1
-        if step <= 0 or bound < 1:
-            fail(f"the access pattern {pattern} at offset {offset} does not fit the tensor's "
-                 f"{elems} elements with a positive row step", "indirect_dma", name)
-        return cls(tensor, indices, (), row=row, bound=min(bound, 2 ** 31), step=step)
+        if step <= 0:
+            fail(f"an indirect access pattern steps rows forward (pattern[0][0] > 0), got "
+                 f"{pattern}", "indirect_dma", name)
+        bound = cls._bound(tensor, row, step, None, name, pattern)
+        return cls(tensor, indices, (), row=row, bound=bound, step=step)
+
+    @classmethod
+    def moved(cls, tensor, view, offset, indirect_dim):
+        """``tensor.ap(..., scalar_offset=offset, indirect_dim=d)``: view moved
+        offset steps of dim d. A value known now (an int, a constant
+        register) moves it here; a value read while the kernel runs (an SBUF
+        [1, 1] word, a loaded register, an NkiScalar) gives an
+        IndirectTensor that one dma_copy moves."""
+        name = "NkiTensor.ap"
+        from torchneuron.nki.isa_register import VirtualRegister
+        from torchneuron.nki.isa_scalar import NkiScalar
+
+        dim = indirect_dim
+        step = cls._dim_step(tensor, dim, view.dtype, name)
+        if view.on_chip and dim == 0:
+            fail("a scalar_offset on an SBUF / PSUM tensor moves a free dim (indirect_dim >= 1): "
+                 "dim 0 is the partitions", "indirect_dma", name)
+        if isinstance(offset, VirtualRegister) and offset.constant is not None:
+            offset = offset.constant
+        if isinstance(offset, numbers.Integral) and not isinstance(offset, bool):
+            return view._with(view.shape, view.strides, offset=view.offset + int(offset) * step)
+        if isinstance(offset, VirtualRegister):
+            if offset.word is None:
+                fail("the register was never given a value", "register_unset", name)
+            word = offset.word
+        elif isinstance(offset, NkiScalar):
+            word = offset._word(name)
+        else:
+            word = offset
+        if not isinstance(word, NkiTensor) or word.storage.buffer != SBUF or \
+                word.size != 1 or word.dtype not in (dtypes.int32, dtypes.uint32):
+            what = (f"a {list(word.shape)} {word.dtype} tensor in {word.buffer}"
+                    if isinstance(word, NkiTensor) else type(word).__name__)
+            fail(f"scalar_offset is an int, a register, an NkiScalar or an int32 / uint32 SBUF "
+                 f"word [1, 1], got {what}", "indirect_indices", name)
+        if view.on_chip and word.dtype is not dtypes.int32:
+            fail("a scalar_offset on an SBUF or PSUM operand must be int32 (the reference "
+                 "rejects a wider one there)", "indirect_indices", name)
+        word = word if word.ndim == 2 else word.reshape(1, 1)
+        bound = cls._bound(tensor, view, step, dim, name, [[st, c] for st, c in
+                                                          zip(view.strides, view.shape)])
+        return cls(tensor, word, (), row=view, bound=bound, step=step, scalar=True)
+
+    def __getitem__(self, index):
+        """A box of the view (the legacy dialect's masks): slices of the
+        partitions (the indices too) and of the free dims."""
+        if not isinstance(index, tuple) or not all(isinstance(i, slice) for i in index):
+            fail("an indirect view takes slices only", "index")
+        if self.scalar:
+            return IndirectTensor(self.base, self.indices, (), row=self.row[index],
+                                  bound=self.bound, step=self.step, scalar=True)
+        index = index + (slice(None),) * (len(self.shape) - len(index))
+        if self.indices.ndim != 2 or self.indices.shape[1] != 1:
+            fail("a box of an indirect view needs [P, 1] indices", "index")
+        part = index[0]
+        row = self.row[((part if self.row.shape[0] > 1 else slice(None)),) + index[1:]]
+        return IndirectTensor(self.base, self.indices[part], (), row=row, bound=self.bound,
+                              step=self.step)
 
     @property
     def ndim(self):

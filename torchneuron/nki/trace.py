@@ -40,6 +40,7 @@ FLAG_DOUBLE_ROW = 128  # nc_matmul perf_mode=double_row
 FLAG_RELU_TILE = 256  # activate2's relu_param is a [P, 1] tile (operand 5)
 # dma_copy's indirect form (operand 2 the index tile; NRT_NC_FLAG_INDIRECT_* in nc.h)
 FLAG_INDIRECT_SRC, FLAG_INDIRECT_DST, FLAG_OOB_SKIP, FLAG_UNIQUE_INDICES = 512, 1024, 2048, 4096
+FLAG_SCALAR_OFFSET, FLAG_HWDGE = 8192, 16384  # operand 2 one word; descriptors by hardware DGE
 MAX_APS = 6  # operand slots of an instruction record (NRT_NC_MAX_APS)
 
 _AP = np.dtype([("tensor", "<i4"), ("dtype", "<i4"), ("partition_start", "<i4"),

@@ -283,6 +283,16 @@ typedef enum nrt_nc_act {
 #define NRT_NC_FLAG_OOB_SKIP 2048u
 #define NRT_NC_FLAG_UNIQUE_INDICES 4096u
 #define NRT_NC_FLAG_INDIRECT (NRT_NC_FLAG_INDIRECT_SRC | NRT_NC_FLAG_INDIRECT_DST)
+/* With INDIRECT_*, the indexed side's ap may instead be [P, F] with a
+ * partition step: partition p then starts at offset + p * partition_step +
+ * index[p] * imm1 (an index on a dim other than the first). SCALAR_OFFSET:
+ * ap2 is one int32 / uint32 word (an access pattern's scalar_offset) that
+ * moves the whole indexed side (any buffer, any partitions) by word * imm1
+ * elements, the word lying in [0, imm0); the copy is otherwise a plain
+ * dma_copy. HWDGE: the descriptors come from the hardware DGE block, not
+ * the GpSimd engine (costed without GpSimd time). */
+#define NRT_NC_FLAG_SCALAR_OFFSET 8192u
+#define NRT_NC_FLAG_HWDGE 16384u
 
 #define NRT_NC_MAX_FREE_DIMS 4
 #define NRT_NC_MAX_APS 6

@@ -61,6 +61,7 @@ typedef struct nrt_profile_record {
   int32_t engine;          /* nrt_roofline_engine of the compute term */
   double est_ns;           /* estimated time on the target, 0 when unknown */
   double bytes, flops;     /* what the estimate counted */
+  double link_bytes;       /* of a collective: bytes over NeuronLink / EFA (0: none) */
   char name[NRT_PROFILE_NAME_MAX];
 } nrt_profile_record;
 

@@ -49,6 +49,9 @@ void nc_scatter_raw(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const u
 /* exec_indirect.c: dma_copy's gather / scatter form (NRT_NC_FLAG_INDIRECT_*);
  * a and b are scratch rows of the largest operand. */
 void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b);
+/* A scalar_offset copy: *moved is inst as a plain dma_copy with the word
+ * read and applied; 0 when nothing moves (skipped, or the run failed). */
+int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_inst *moved);
 
 /* tensor_engine.c */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);

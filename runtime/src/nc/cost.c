@@ -167,16 +167,22 @@ static int64_t dma_bytes(const nrt_nc_inst *inst) {
     return members * (int64_t)dst->partitions * nc_ap_free_elems(dst) *
            (int64_t)nrt_nc_dtype_size(dst->dtype);
   }
-  if (inst->opcode == NRT_NC_DMA_COPY && (inst->flags & NRT_NC_FLAG_INDIRECT_DST))
+  if (inst->opcode == NRT_NC_DMA_COPY && (inst->flags & NRT_NC_FLAG_INDIRECT_DST) &&
+      !(inst->flags & NRT_NC_FLAG_SCALAR_OFFSET))
     dst = &inst->ap[1]; /* a scatter moves the whole SBUF tile (its dst is row 0) */
   return (int64_t)dst->partitions * nc_ap_free_elems(dst) * (int64_t)nrt_nc_dtype_size(dst->dtype);
 }
 
 /* GpSimd cycles of an indirect dma_copy's software descriptor generation:
- * reading the index tile, then one descriptor per row. */
+ * reading the index tile (or scalar_offset word), then one descriptor per
+ * row. A scalar_offset copy on hardware DGE leaves the GpSimd engine free. */
 static double swdge_cycles(const nrt_nc_inst *inst) {
-  if (inst->opcode != NRT_NC_DMA_COPY || !(inst->flags & NRT_NC_FLAG_INDIRECT)) return 0;
-  return SWDGE_INDEX_READ_CYCLES + SWDGE_DESCRIPTOR_CYCLES * (double)inst->ap[2].partitions;
+  if (inst->opcode != NRT_NC_DMA_COPY || !(inst->flags & NRT_NC_FLAG_INDIRECT) ||
+      (inst->flags & NRT_NC_FLAG_HWDGE))
+    return 0;
+  int32_t rows = (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) ? inst->ap[0].partitions
+                                                           : inst->ap[2].partitions;
+  return SWDGE_INDEX_READ_CYCLES + SWDGE_DESCRIPTOR_CYCLES * (double)rows;
 }
 
 /* The part of a collective instruction's bytes that comes from other
@@ -262,7 +268,8 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
         e->busy_ns[NRT_NC_ENGINE_GPSIMD] += dge;
       }
       /* Each row is a descriptor of its own: an indirect one's rows are the tile's. */
-      const nrt_nc_ap *row_ap = (inst->flags & NRT_NC_FLAG_INDIRECT_DST) && !collective
+      const nrt_nc_ap *row_ap = (inst->flags & NRT_NC_FLAG_INDIRECT_DST) && !collective &&
+                                        !(inst->flags & NRT_NC_FLAG_SCALAR_OFFSET)
                                     ? &inst->ap[1] : &inst->ap[0];
       int32_t rows = row_ap->partitions > 0 ? row_ap->partitions : 1;
       double row_bytes = (double)bytes / rows;

@@ -376,8 +376,14 @@ static void exec_affine_select(const nc_core *core, const nrt_nc_inst *inst, scr
 static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   switch (inst->opcode) {
     case NRT_NC_DMA_COPY:
-      if (inst->flags & NRT_NC_FLAG_INDIRECT) nc_exec_indirect_copy(core, inst, s->a, s->b);
-      else exec_copy(core, inst, s);
+      if (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) {
+        nrt_nc_inst moved;
+        if (nc_scalar_offset_copy(core, inst, &moved)) exec_copy(core, &moved, s);
+      } else if (inst->flags & NRT_NC_FLAG_INDIRECT) {
+        nc_exec_indirect_copy(core, inst, s->a, s->b);
+      } else {
+        exec_copy(core, inst, s);
+      }
       break;
     case NRT_NC_TENSOR_COPY: exec_copy(core, inst, s); break;
     case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;

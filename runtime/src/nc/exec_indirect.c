@@ -7,6 +7,10 @@
  * skips its row (oob_mode=skip). Rows move in partition order, so of two
  * plain writes to one row the later partition's lands, and a
  * read-modify-write adds every duplicate's contribution in turn.
+ *
+ * An access pattern's scalar_offset (NRT_NC_FLAG_SCALAR_OFFSET) is the
+ * one-word case: the word, checked the same way, moves the indexed side's
+ * start and the copy runs as a plain dma_copy.
  */
 #include <stdio.h>
 #include <string.h>
@@ -92,9 +96,28 @@ void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *
   int64_t count = (int64_t)inst->imm[0], step = (int64_t)inst->imm[1];
   for (int64_t p = 0; p < parts; p++) {
     if (at[p] < 0 || at[p] >= count) continue; /* oob_mode=skip */
-    nrt_nc_ap one = *rows;
-    one.offset += at[p] * step;
+    nrt_nc_ap one = *rows; /* [1, F], or [P, F] stepping partitions (another dim indexed) */
+    one.offset += at[p] * step + (rows->partitions > 1 ? p * rows->partition_step : 0);
+    one.partitions = 1;
     if (scatter) move_row(core, inst, &one, 0, tile, p, a, b);
     else move_row(core, inst, tile, p, &one, 0, a, b);
   }
+}
+
+int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_inst *moved) {
+  int64_t v = index_of(core, &inst->ap[2], 0), count = (int64_t)inst->imm[0];
+  if (v < 0 || v >= count) {
+    if (inst->flags & NRT_NC_FLAG_OOB_SKIP) return 0; /* the whole transfer is skipped */
+    char what[200];
+    snprintf(what, sizeof what, "scalar_offset %lld is out of bounds: the indexed dim allows "
+             "0..%lld (oob_mode=error; oob_mode=skip skips the transfer)",
+             (long long)v, (long long)count - 1);
+    fail(core, inst, NRT_ERROR_INDEX_OUT_OF_RANGE, "oob_mode", what);
+    return 0;
+  }
+  *moved = *inst;
+  moved->ap[(inst->flags & NRT_NC_FLAG_INDIRECT_DST) ? 0 : 1].offset += v * (int64_t)inst->imm[1];
+  moved->ap[2].tensor = -1;
+  moved->flags &= ~(NRT_NC_FLAG_INDIRECT | NRT_NC_FLAG_SCALAR_OFFSET | NRT_NC_FLAG_OOB_SKIP);
+  return 1;
 }

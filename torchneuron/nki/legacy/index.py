@@ -16,7 +16,7 @@ that box only: a masked load of a tail tile never reads outside the tensor.
 
 import operator
 
-from torchneuron.nki.tensor import NkiTensor
+from torchneuron.nki.tensor import IndirectTensor, NkiTensor
 from torchneuron.nki.trace import fail
 
 
@@ -347,7 +347,7 @@ def clip(value, box):
     """The part of a tile (or IndexedView) inside the mask box."""
     if isinstance(value, IndexedView):
         return value.resolve(box)
-    if not isinstance(value, NkiTensor) or not box:
+    if not isinstance(value, (NkiTensor, IndirectTensor)) or not box:
         return value
     index = []
     for a, size in enumerate(value.shape):

@@ -14,7 +14,7 @@ from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
 from torchneuron.nki.legacy.language import _expand
-from torchneuron.nki.tensor import IndirectTensor, NkiTensor
+from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
 
@@ -291,9 +291,6 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None,
     dst_rmw_op=np.add adds into dst; a side indexed by a tile of indices
     (``in_tensor[idx_tile, iy]``) gathers or scatters rows (indirect DMA)."""
     box = mask_box(mask)
-    if box and (isinstance(dst, IndirectTensor) or isinstance(src, IndirectTensor)):
-        fail("masks on an indirect access (tensor[index_tile, ...]) are not supported",
-             "indirect_dma", "nki.isa.dma_copy")
     _cur.dma_copy(clip(dst, box), clip(src, box), dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                   dge_mode=dge_mode, unique_indices=False)
 

@@ -18,8 +18,8 @@ from torchneuron.nki import trace as _trace
 from torchneuron.nki.legacy.index import (  # noqa: F401  (nl.arange, nl.mgrid)
     IndexedView, IndexExpr, Mask, arange, clip, mask_box, mgrid)
 from torchneuron.nki.ops import ActivationFunction, AluOp
-from torchneuron.nki.indirect import atomic_rmw  # noqa: F401  (nl.atomic_rmw)
-from torchneuron.nki.tensor import IndirectTensor, NkiTensor
+from torchneuron.nki import indirect as _indirect
+from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
 for _name in _cur.__all__:
@@ -199,17 +199,12 @@ def full(shape, fill_value, dtype, buffer=None, name=None, **kwargs):
 
 # ---- movement with masks -----------------------------------------------------
 
-def _no_mask_on_indirect(box, *views):
-    if box and any(isinstance(v, IndirectTensor) for v in views):
-        fail("masks on an indirect access (tensor[index_tile, ...]) are not supported",
-             "indirect_dma")
-
-
 def load(src, mask=None, dtype=None, **_):
     """A new SBUF tile holding src; under a mask only the masked box is read.
-    src may be indexed by a tile of indices (a gather of rows: indirect DMA)."""
+    src may be indexed by a tile of indices (a gather of rows: indirect DMA;
+    the mask then keeps a box of partitions, with their indices, and of
+    free elements)."""
     box = mask_box(mask)
-    _no_mask_on_indirect(box, src)
     shape = _cur._tile_shape(src) if isinstance(src, NkiTensor) else tuple(src.shape)
     tile = _cur.ndarray(shape, dtype or src.dtype, buffer=_cur.sbuf)
     _cur_isa.dma_copy(clip(tile, box), clip(src, box))
@@ -220,8 +215,16 @@ def store(dst, value, mask=None, **_):
     """Writes value to dst; under a mask only the masked box is written. dst
     may be indexed by a tile of indices (a scatter of rows: indirect DMA)."""
     box = mask_box(mask)
-    _no_mask_on_indirect(box, dst)
     _cur.store(clip(dst, box), clip(value, box))
+
+
+def atomic_rmw(dst, value, op, mask=None, **_):
+    """dst = op(dst, value) on the HBM rows an index tile names, atomically
+    (every repeated index adds); under a mask only the masked box."""
+    box = mask_box(mask)
+    if box and isinstance(value, NkiTensor):
+        value = clip(value, box)
+    return _indirect.atomic_rmw(clip(dst, box), value, op)
 
 
 def program_id(axis=0):
