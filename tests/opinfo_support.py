@@ -127,9 +127,9 @@ _MATRIX_EXP_16BIT = Known("16-bit matrix_exp computes in float32 and rounds once
                           "the dtype's range); the CPU's 16-bit kernel returns NaN for every sample, even where the "
                           "result fits (tests/test_linalg_matrix_exp.py)", "Tensor-likes are not close")
 # Complex cases that still reach the counted CPU fallback (issue 20's open
-# complex work), listed by OpInfo; each case's problems must all be
-# fallbacks (a wrong value still fails it), and a case that runs natively
-# fails until its name leaves the list.
+# complex work: linear algebra), listed by OpInfo; each case's problems
+# must all be fallbacks (a wrong value still fails it), and a case that
+# runs natively fails until its name leaves the list.
 _COMPLEX_LINALG = Known("complex linear algebra (factorisations, solves, SVD, eigh, det, inverses) runs through "
                         "the counted CPU fallback", "CPU fallback ran for")
 COMPLEX_LINALG_FALLBACKS = {
@@ -140,19 +140,8 @@ COMPLEX_LINALG_FALLBACKS = {
     "linalg.svd", "linalg.svdvals", "lu", "lu_solve", "lu_unpack", "matrix_exp", "norm.nuc", "ormqr", "qr",
     "svd", "triangular_solve",
 }
-_COMPLEX_FALLBACK = Known("for complex tensors this op, or some of its forms (out=, in place, an in-place call "
-                          "whose broadcast the CPU refuses, 0-d and empty inputs, its backward), still runs through "
-                          "the counted CPU fallback", "CPU fallback ran for")
-COMPLEX_FALLBACKS = {
-    "abs", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmm.decomposed", "addmv", "all", "any",
-    "baddbmm", "div.no_rounding_mode", "eq", "lerp", "linalg.vecdot", "linalg.vector_norm", "logaddexp",
-    "logical_and", "logical_or", "logical_xor", "logsumexp", "masked_fill", "mean", "mul", "ne", "neg", "norm",
-    "norm.fro", "norm.inf", "pow", "std", "sub", "true_divide", "var",
-}
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{(name, d): _COMPLEX_LINALG for name in COMPLEX_LINALG_FALLBACKS for d in (torch.complex64, torch.complex128)},
-    **{(name, d): _COMPLEX_FALLBACK for name in COMPLEX_FALLBACKS for d in (torch.complex64, torch.complex128)},
-    ("float_power", torch.complex128): _COMPLEX_FALLBACK,
     **{(name, None): _IHFFTN_OUT for name in ("fft.ihfft2", "fft.ihfftn")},
     **{(name, d): _BN_16BIT for name in ("native_batch_norm", "_native_batch_norm_legit",
                                           "_batch_norm_with_update", "nn.functional.batch_norm")

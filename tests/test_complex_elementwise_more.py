@@ -11,16 +11,12 @@ import pytest
 import torch
 import torchneuron  # noqa: F401
 
-from complex_samples import CDTYPES, complex_randn
+from complex_samples import CDTYPES, assert_close_to_cpu, complex_randn, layouts
 from conftest import no_fallback
 
 DEV = "neuron"
 
 pytestmark = pytest.mark.usefixtures("op_tracking")
-
-
-def _tol(dtype):
-    return {"rtol": 2e-5, "atol": 2e-5} if dtype == torch.complex64 else {"rtol": 1e-12, "atol": 1e-12}
 
 
 def _with_zeros_and_specials(dtype, *shape, seed=0):
@@ -35,22 +31,7 @@ def _with_zeros_and_specials(dtype, *shape, seed=0):
 
 
 def _layouts(dtype):
-    z = _with_zeros_and_specials(dtype, 4, 6)
-    yield "contiguous", z
-    yield "transposed", _with_zeros_and_specials(dtype, 6, 4).t()
-    yield "sliced", _with_zeros_and_specials(dtype, 8, 12)[::2, 1::2]
-    yield "conj", z.conj()
-    yield "neg", torch._neg_view(z)
-    yield "zero_size", z[:0]
-    yield "zero_dim", z[0, 1].clone()
-
-
-def _same(got, want, dtype=None):
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
-    if want.is_complex():
-        torch.testing.assert_close(got.cpu(), want, equal_nan=True, **_tol(dtype or want.dtype))
-    else:
-        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    return layouts(dtype, _with_zeros_and_specials)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -60,7 +41,7 @@ def test_predicates(dtype, fn):
         want = getattr(torch, fn)(x)
         with no_fallback():
             got = getattr(torch, fn)(x.to(DEV))
-        _same(got, want)
+        assert_close_to_cpu(got, want)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -80,8 +61,8 @@ def test_logical_binary(dtype, fn):
             with no_fallback():
                 got = op(x.to(DEV), y.to(DEV))
                 flipped = op(y.to(DEV), x.to(DEV))
-            _same(got, want)
-            _same(flipped, op(y, x))
+            assert_close_to_cpu(got, want)
+            assert_close_to_cpu(flipped, op(y, x))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -94,17 +75,17 @@ def test_logical_out_and_in_place(dtype):
             want = getattr(torch, fn)(x, y, out=torch.empty(0, dtype=out_dtype))
             with no_fallback():
                 getattr(torch, fn)(x.to(DEV), y.to(DEV), out=out)
-            _same(out, want, dtype)
+            assert_close_to_cpu(out, want, dtype)
         inplace = x.to(DEV)
         with no_fallback():
             getattr(inplace, fn + "_")(y.to(DEV))
-        _same(inplace, getattr(x.clone(), fn + "_")(y), dtype)
+        assert_close_to_cpu(inplace, getattr(x.clone(), fn + "_")(y), dtype)
     out = torch.empty(0, dtype=torch.bool, device=DEV)
     with no_fallback():
         torch.logical_not(x.to(DEV), out=out)
         not_in_place = x.to(DEV).logical_not_()
-    _same(out, torch.logical_not(x))
-    _same(not_in_place, x.clone().logical_not_(), dtype)
+    assert_close_to_cpu(out, torch.logical_not(x))
+    assert_close_to_cpu(not_in_place, x.clone().logical_not_(), dtype)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -124,7 +105,7 @@ def test_rsub(dtype):
                 continue
             with no_fallback():
                 got = fn(x.to(DEV), None if other is None else other.to(DEV))
-            _same(got, want, dtype)
+            assert_close_to_cpu(got, want, dtype)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -139,9 +120,9 @@ def test_silu(dtype):
             torch.nn.functional.silu(in_place, inplace=True)
             out = torch.empty(0, dtype=dtype, device=DEV)
             torch.ops.aten.silu.out(finite.to(DEV), out=out)
-        _same(got, want, dtype)
-        _same(in_place, want, dtype)
-        _same(out, want, dtype)
+        assert_close_to_cpu(got, want, dtype)
+        assert_close_to_cpu(in_place, want, dtype)
+        assert_close_to_cpu(out, want, dtype)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -160,7 +141,7 @@ def test_lerp(dtype):
             wd = w.to(DEV) if isinstance(w, torch.Tensor) else w
             with no_fallback():
                 got = torch.lerp(x.to(DEV), end.to(DEV), wd)
-            _same(got, want, dtype)
+            assert_close_to_cpu(got, want, dtype)
     x = complex_randn(dtype, 4, 6, seed=3)
     for w in (0.75 - 0.1j, weight):
         want = torch.lerp(x, end, w)
@@ -170,8 +151,8 @@ def test_lerp(dtype):
         with no_fallback():
             torch.lerp(x.to(DEV), end.to(DEV), wd, out=out)
             in_place.lerp_(end.to(DEV), wd)
-        _same(out, want, dtype)
-        _same(in_place, want, dtype)
+        assert_close_to_cpu(out, want, dtype)
+        assert_close_to_cpu(in_place, want, dtype)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -186,8 +167,8 @@ def test_complex_constructor(dtype):
         with no_fallback():
             got = torch.complex(r.to(DEV), i.to(DEV))
             torch.complex(r.to(DEV), i.to(DEV), out=out)
-        _same(got, want, dtype)
-        _same(out, want, dtype)
+        assert_close_to_cpu(got, want, dtype)
+        assert_close_to_cpu(out, want, dtype)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -203,7 +184,7 @@ def test_gradients(dtype):
         with no_fallback():
             fn(*dev).backward(g.to(DEV))
         for d, c in zip(dev, cpu):
-            _same(d.grad, c.grad, dtype)
+            assert_close_to_cpu(d.grad, c.grad, dtype)
 
 
 def test_errors_match_the_cpu():

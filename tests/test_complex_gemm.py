@@ -20,10 +20,6 @@ def _tol(dtype):
     return {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.complex64 else {"rtol": 1e-11, "atol": 1e-11}
 
 
-def _z(dtype, *shape, seed=0):
-    return complex_randn(dtype, *shape, seed=seed)
-
-
 def _strided(x):
     """x's values in a transposed, non-contiguous layout."""
     return x.transpose(-1, -2).contiguous().transpose(-1, -2) if x.dim() >= 2 else x.repeat(2)[::2]
@@ -49,7 +45,7 @@ def _check(got, want, dtype):
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_add_product_functional(dtype, op):
     fn, s_shape, a_shape, b_shape = CASES[op]
-    s, a, b = _z(dtype, *s_shape), _z(dtype, *a_shape, seed=1), _z(dtype, *b_shape, seed=2)
+    s, a, b = complex_randn(dtype, *s_shape), complex_randn(dtype, *a_shape, seed=1), complex_randn(dtype, *b_shape, seed=2)
     layouts = {
         "contiguous": (s, a, b),
         "strided": (_strided(s), _strided(a), _strided(b)),
@@ -70,7 +66,7 @@ def test_add_product_functional(dtype, op):
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_add_product_out_and_in_place(dtype, op):
     fn, s_shape, a_shape, b_shape = CASES[op]
-    s, a, b = _z(dtype, *s_shape), _z(dtype, *a_shape, seed=1), _z(dtype, *b_shape, seed=2)
+    s, a, b = complex_randn(dtype, *s_shape), complex_randn(dtype, *a_shape, seed=1), complex_randn(dtype, *b_shape, seed=2)
     for kw in SCALARS:
         want = fn(s, a, b, **kw)
         out = torch.empty(0, dtype=dtype, device=DEV)
@@ -85,7 +81,7 @@ def test_add_product_out_and_in_place(dtype, op):
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_beta_zero_ignores_nan_self(dtype):
     s = torch.full((5, 3), complex(math.nan, math.nan), dtype=dtype)
-    a, b = _z(dtype, 5, 4, seed=1), _z(dtype, 4, 3, seed=2)
+    a, b = complex_randn(dtype, 5, 4, seed=1), complex_randn(dtype, 4, 3, seed=2)
     with no_fallback():
         got = torch.addmm(s.to(DEV), a.to(DEV), b.to(DEV), beta=0)
     _check(got, torch.addmm(s, a, b, beta=0), dtype)
@@ -102,7 +98,7 @@ def test_zero_size(dtype, op):
     cases = [(empty_rows, a_rows, b_shape), (s_shape, a_shape[:-1] + (0,), b_shape[:-2] + (0,) + b_shape[-1:]
                                             if len(b_shape) > 1 else (0,))]
     for si, ai, bi in cases:
-        s, a, b = _z(dtype, *si), _z(dtype, *ai, seed=1), _z(dtype, *bi, seed=2)
+        s, a, b = complex_randn(dtype, *si), complex_randn(dtype, *ai, seed=1), complex_randn(dtype, *bi, seed=2)
         want = fn(s, a, b, beta=2, alpha=3)
         with no_fallback():
             got = fn(s.to(DEV), a.to(DEV), b.to(DEV), beta=2, alpha=3)
@@ -111,8 +107,8 @@ def test_zero_size(dtype, op):
 
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_products_out_and_aliasing(dtype):
-    a, b, v = _z(dtype, 6, 5), _z(dtype, 5, 7, seed=1), _z(dtype, 5, seed=2)
-    ba, bb = _z(dtype, 3, 6, 5, seed=3), _z(dtype, 3, 5, 7, seed=4)
+    a, b, v = complex_randn(dtype, 6, 5), complex_randn(dtype, 5, 7, seed=1), complex_randn(dtype, 5, seed=2)
+    ba, bb = complex_randn(dtype, 3, 6, 5, seed=3), complex_randn(dtype, 3, 5, 7, seed=4)
     outs = [torch.empty(0, dtype=dtype, device=DEV) for _ in range(3)]
     with no_fallback():
         torch.mm(a.to(DEV), b.to(DEV), out=outs[0])
@@ -121,7 +117,7 @@ def test_products_out_and_aliasing(dtype):
     for got, want in zip(outs, [a @ b, torch.bmm(ba, bb), a @ v]):
         _check(got, want, dtype)
     # self as an operand as well as the result: x.addmm_(x, x)
-    x = _z(dtype, 4, 4, seed=5)
+    x = complex_randn(dtype, 4, 4, seed=5)
     want = x.clone().addmm_(x, x, beta=0.5, alpha=2j)
     xd = x.to(DEV)
     with no_fallback():
@@ -131,8 +127,8 @@ def test_products_out_and_aliasing(dtype):
 
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_addmm_backward(dtype):
-    s, a, b = _z(dtype, 5, 3), _z(dtype, 5, 4, seed=1), _z(dtype, 4, 3, seed=2)
-    g = _z(dtype, 5, 3, seed=3)
+    s, a, b = complex_randn(dtype, 5, 3), complex_randn(dtype, 5, 4, seed=1), complex_randn(dtype, 4, 3, seed=2)
+    g = complex_randn(dtype, 5, 3, seed=3)
     leaves = [t.clone().requires_grad_() for t in (s, a, b)]
     torch.addmm(*leaves, beta=0.5 - 1j, alpha=2j).backward(g)
     dev = [t.to(DEV).requires_grad_() for t in (s, a, b)]
@@ -143,7 +139,7 @@ def test_addmm_backward(dtype):
 
 
 def test_errors_match_the_cpu():
-    s, a, b = _z(torch.complex64, 5, 3), _z(torch.complex64, 5, 4), _z(torch.complex64, 3, 3)
+    s, a, b = complex_randn(torch.complex64, 5, 3), complex_randn(torch.complex64, 5, 4), complex_randn(torch.complex64, 3, 3)
     for fn in (lambda s, a, b: torch.addmm(s, a, b), lambda s, a, b: torch.addmm(s, a, a.t()),
                lambda s, a, b: torch.addmm(s, a, b.to(torch.complex128)),
                lambda s, a, b: s.addmm_(a, a.t())):

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 import torchneuron
 
-from complex_samples import CDTYPES, complex_randn
+from complex_samples import CDTYPES, assert_same, complex_randn
 from conftest import no_fallback
 
 DEV = "neuron"
@@ -23,11 +23,6 @@ pytestmark = pytest.mark.usefixtures("op_tracking")
 
 def _z(dtype, *shape, seed=0):
     return complex_randn(dtype, *shape, seed=seed, inf_imag=2.5)
-
-
-def _same(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
 
 
 def _close(got, want):
@@ -60,30 +55,30 @@ def test_gathers(dtype):
     with no_fallback():
         for name, x in _inputs(dtype):
             xd = x.to(DEV)
-            _same(torch.index_select(xd, 1, idx.to(DEV)), torch.index_select(x, 1, idx))
-            _same(torch.gather(xd, 0, gidx.to(DEV)), torch.gather(x, 0, gidx))
-            _same(torch.take(xd, tidx.to(DEV)), torch.take(x, tidx))
-            _same(xd[rows.to(DEV), cols.to(DEV)], x[rows, cols])
-            _same(xd[:, cols.to(DEV)], x[:, cols])
-            _same(xd[mask.to(DEV)], x[mask])
-            _same(xd[1:, None, [0, 2]], x[1:, None, [0, 2]])
-            _same(torch.flip(xd, (0, -1)), torch.flip(x, (0, -1)))
-            _same(torch.tril(xd, -1), torch.tril(x, -1))
-            _same(torch.triu(xd, 2), torch.triu(x, 2))
-            _same(torch.masked_select(xd, mask.to(DEV)), torch.masked_select(x, mask))
+            assert_same(torch.index_select(xd, 1, idx.to(DEV)), torch.index_select(x, 1, idx))
+            assert_same(torch.gather(xd, 0, gidx.to(DEV)), torch.gather(x, 0, gidx))
+            assert_same(torch.take(xd, tidx.to(DEV)), torch.take(x, tidx))
+            assert_same(xd[rows.to(DEV), cols.to(DEV)], x[rows, cols])
+            assert_same(xd[:, cols.to(DEV)], x[:, cols])
+            assert_same(xd[mask.to(DEV)], x[mask])
+            assert_same(xd[1:, None, [0, 2]], x[1:, None, [0, 2]])
+            assert_same(torch.flip(xd, (0, -1)), torch.flip(x, (0, -1)))
+            assert_same(torch.tril(xd, -1), torch.tril(x, -1))
+            assert_same(torch.triu(xd, 2), torch.triu(x, 2))
+            assert_same(torch.masked_select(xd, mask.to(DEV)), torch.masked_select(x, mask))
         # batched, 0-d and zero-size
         b = _z(dtype, 2, 3, 4)
-        _same(torch.triu(b.to(DEV)), torch.triu(b))
-        _same(torch.flip(b.to(DEV), (1,)), torch.flip(b, (1,)))
+        assert_same(torch.triu(b.to(DEV)), torch.triu(b))
+        assert_same(torch.flip(b.to(DEV), (1,)), torch.flip(b, (1,)))
         s = torch.tensor(1 - 2j, dtype=dtype)
-        _same(torch.index_select(s.to(DEV), 0, torch.tensor([0], device=DEV)), torch.index_select(s, 0, torch.tensor([0])))
-        _same(torch.gather(s.to(DEV), 0, torch.tensor(0, device=DEV)), torch.gather(s, 0, torch.tensor(0)))
-        _same(torch.take(s.to(DEV), torch.tensor([0, 0], device=DEV)), torch.take(s, torch.tensor([0, 0])))
-        _same(torch.flip(s.to(DEV), ()), torch.flip(s, ()))
+        assert_same(torch.index_select(s.to(DEV), 0, torch.tensor([0], device=DEV)), torch.index_select(s, 0, torch.tensor([0])))
+        assert_same(torch.gather(s.to(DEV), 0, torch.tensor(0, device=DEV)), torch.gather(s, 0, torch.tensor(0)))
+        assert_same(torch.take(s.to(DEV), torch.tensor([0, 0], device=DEV)), torch.take(s, torch.tensor([0, 0])))
+        assert_same(torch.flip(s.to(DEV), ()), torch.flip(s, ()))
         e = _z(dtype, 0, 4)
-        _same(torch.index_select(e.to(DEV), 1, idx[1:3].to(DEV)), torch.index_select(e, 1, idx[1:3]))
-        _same(torch.tril(e.to(DEV)), torch.tril(e))
-        _same(torch.take(e.to(DEV), torch.tensor([], dtype=torch.long, device=DEV)), torch.take(e, torch.tensor([], dtype=torch.long)))
+        assert_same(torch.index_select(e.to(DEV), 1, idx[1:3].to(DEV)), torch.index_select(e, 1, idx[1:3]))
+        assert_same(torch.tril(e.to(DEV)), torch.tril(e))
+        assert_same(torch.take(e.to(DEV), torch.tensor([], dtype=torch.long, device=DEV)), torch.take(e, torch.tensor([], dtype=torch.long)))
         # out= and in place
         x = _z(dtype, 5, 6)
         outs = [torch.empty(0, dtype=dtype, device=DEV) for _ in range(5)]
@@ -92,16 +87,16 @@ def test_gathers(dtype):
         torch.take(x.to(DEV), tidx.to(DEV), out=outs[2])
         torch.tril(x.to(DEV), 1, out=outs[3])
         torch.index_select(x.to(DEV), 0, idx.to(DEV), out=outs[4])
-        _same(outs[0], torch.index_select(x, 0, idx))
-        _same(outs[1], torch.gather(x, 1, gidx))
-        _same(outs[2], torch.take(x, tidx))
-        _same(outs[3], torch.tril(x, 1))
+        assert_same(outs[0], torch.index_select(x, 0, idx))
+        assert_same(outs[1], torch.gather(x, 1, gidx))
+        assert_same(outs[2], torch.take(x, tidx))
+        assert_same(outs[3], torch.tril(x, 1))
         t = x.to(DEV)
         t.triu_(-1)
-        _same(t, x.triu(-1))
+        assert_same(t, x.triu(-1))
         t = x.t().to(DEV).t()  # a strided in-place target
         t.tril_()
-        _same(t, x.tril())
+        assert_same(t, x.tril())
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -119,11 +114,11 @@ def test_scatters(dtype):
     with no_fallback():
         for name, base in _inputs(dtype) + [("strided_t", _z(dtype, 6, 5).t())]:
             b = base.to(DEV)
-            _same(torch.scatter(b, 0, perm.to(DEV), src.to(DEV)), torch.scatter(base, 0, perm, src))
-            _same(torch.scatter(b, 1, perm.to(DEV), value), torch.scatter(base, 1, perm, value))
+            assert_same(torch.scatter(b, 0, perm.to(DEV), src.to(DEV)), torch.scatter(base, 0, perm, src))
+            assert_same(torch.scatter(b, 1, perm.to(DEV), value), torch.scatter(base, 1, perm, value))
             _close(torch.scatter(b, 0, sidx.to(DEV), src.to(DEV), reduce="add"), torch.scatter(base, 0, sidx, src, reduce="add"))
             _close(torch.scatter_add(b, 0, sidx.to(DEV), src.to(DEV)), torch.scatter_add(base, 0, sidx, src))
-            _same(torch.gather(b, 1, perm.int().to(DEV)), torch.gather(base, 1, perm.int()))  # int32 indices
+            assert_same(torch.gather(b, 1, perm.int().to(DEV)), torch.gather(base, 1, perm.int()))  # int32 indices
             _close(torch.scatter_add(b, 0, sidx.int().to(DEV), src.to(DEV)), torch.scatter_add(base, 0, sidx.int(), src))
             for reduce in ("sum", "mean"):
                 # mean: finite values only (the CPU divides by a complex count, which makes an
@@ -132,11 +127,11 @@ def test_scatters(dtype):
                 for include_self in (True, False):
                     _close(torch.scatter_reduce(s.to(DEV), 1, sidx.to(DEV), v.to(DEV), reduce, include_self=include_self),
                            torch.scatter_reduce(s, 1, sidx, v, reduce, include_self=include_self))
-            _same(torch.index_copy(b, 1, iidx.to(DEV), isrc.to(DEV)), torch.index_copy(base, 1, iidx, isrc))
+            assert_same(torch.index_copy(b, 1, iidx.to(DEV), isrc.to(DEV)), torch.index_copy(base, 1, iidx, isrc))
             _close(torch.index_add(b, 1, torch.tensor([4, 0, 4], device=DEV), isrc.to(DEV), alpha=2),
                    torch.index_add(base, 1, torch.tensor([4, 0, 4]), isrc, alpha=2))
-            _same(b.index_fill(1, iidx.to(DEV), value), base.index_fill(1, iidx, value))
-            _same(b.index_fill(0, iidx[:2].to(DEV), torch.tensor(value, dtype=dtype, device=DEV)),
+            assert_same(b.index_fill(1, iidx.to(DEV), value), base.index_fill(1, iidx, value))
+            assert_same(b.index_fill(0, iidx[:2].to(DEV), torch.tensor(value, dtype=dtype, device=DEV)),
                   base.index_fill(0, iidx[:2], torch.tensor(value, dtype=dtype)))
             for acc in (False, True):
                 t, w = b.clone(), base.clone()
@@ -145,8 +140,8 @@ def test_scatters(dtype):
             t, w = b.clone(), base.clone()
             t[rows.to(DEV), cols.to(DEV)] = src[0, :3].to(DEV)
             w[rows, cols] = src[0, :3]
-            _same(t[0], w[0])
-            _same(t[3, :5], w[3, :5])
+            assert_same(t[0], w[0])
+            assert_same(t[3, :5], w[3, :5])
             t, w = b.clone(), base.clone()
             _close(t.index_put_((rows.to(DEV), cols.to(DEV)), src[0, :3].to(DEV), accumulate=True),
                    w.index_put_((rows, cols), src[0, :3], accumulate=True))
@@ -154,10 +149,10 @@ def test_scatters(dtype):
             t, w = b.clone(), base.clone()
             t[mask.to(DEV)] = value
             w[mask] = value
-            _same(t, w)
-            _same(b.masked_scatter(mask.to(DEV), _z(dtype, 30, seed=8).to(DEV)), base.masked_scatter(mask, _z(dtype, 30, seed=8)))
+            assert_same(t, w)
+            assert_same(b.masked_scatter(mask.to(DEV), _z(dtype, 30, seed=8).to(DEV)), base.masked_scatter(mask, _z(dtype, 30, seed=8)))
             # functional masked_fill broadcasts self with a larger mask
-            _same(b[0].masked_fill(mask.to(DEV), value), base[0].masked_fill(mask, value))
+            assert_same(b[0].masked_fill(mask.to(DEV), value), base[0].masked_fill(mask, value))
         # in place on a strided target, out=, 0-d and zero-size
         t, w = _z(dtype, 6, 5).t().to(DEV), _z(dtype, 6, 5).t()
         t.scatter_add_(0, sidx.to(DEV), src.to(DEV))
@@ -171,17 +166,17 @@ def test_scatters(dtype):
         _close(t, w)
         out = torch.empty(0, dtype=dtype, device=DEV)
         torch.scatter(x.to(DEV), 0, perm.to(DEV), src.to(DEV), out=out)
-        _same(out, torch.scatter(x, 0, perm, src))
+        assert_same(out, torch.scatter(x, 0, perm, src))
         torch.index_add(x.to(DEV), 0, iidx.to(DEV), _z(dtype, 3, 6).to(DEV), out=out)
         _close(out, torch.index_add(x, 0, iidx, _z(dtype, 3, 6)))
         s = torch.tensor(1 + 1j, dtype=dtype)
-        _same(torch.scatter(s.to(DEV), 0, torch.tensor(0, device=DEV), torch.tensor(2j, dtype=dtype, device=DEV)),
+        assert_same(torch.scatter(s.to(DEV), 0, torch.tensor(0, device=DEV), torch.tensor(2j, dtype=dtype, device=DEV)),
               torch.scatter(s, 0, torch.tensor(0), torch.tensor(2j, dtype=dtype)))
-        _same(s.to(DEV).index_fill(0, torch.tensor([0], device=DEV), value), s.index_fill(0, torch.tensor([0]), value))
+        assert_same(s.to(DEV).index_fill(0, torch.tensor([0], device=DEV), value), s.index_fill(0, torch.tensor([0]), value))
         e = _z(dtype, 0, 6)
-        _same(torch.scatter_add(e.to(DEV), 0, torch.empty(0, 6, dtype=torch.long, device=DEV), e.to(DEV)),
+        assert_same(torch.scatter_add(e.to(DEV), 0, torch.empty(0, 6, dtype=torch.long, device=DEV), e.to(DEV)),
               torch.scatter_add(e, 0, torch.empty(0, 6, dtype=torch.long), e))
-        _same(torch.index_copy(x.to(DEV), 0, torch.tensor([], dtype=torch.long, device=DEV), e.to(DEV)),
+        assert_same(torch.index_copy(x.to(DEV), 0, torch.tensor([], dtype=torch.long, device=DEV), e.to(DEV)),
               torch.index_copy(x, 0, torch.tensor([], dtype=torch.long), e))
 
 
@@ -191,16 +186,16 @@ def test_pad(dtype):
     with no_fallback():
         for x in (_z(dtype, 2, 3, 5), _z(dtype, 2, 3, 10)[..., ::2], _z(dtype, 2, 3, 5).conj()):
             for mode in ("reflect", "replicate", "circular"):
-                _same(F.pad(x.to(DEV), (2, 1), mode=mode), F.pad(x, (2, 1), mode=mode))
-            _same(F.pad(x.to(DEV), (1, 2, 0, 1)), F.pad(x, (1, 2, 0, 1)))
-            _same(F.pad(x.to(DEV), (1, -2), value=2.5), F.pad(x, (1, -2), value=2.5))
+                assert_same(F.pad(x.to(DEV), (2, 1), mode=mode), F.pad(x, (2, 1), mode=mode))
+            assert_same(F.pad(x.to(DEV), (1, 2, 0, 1)), F.pad(x, (1, 2, 0, 1)))
+            assert_same(F.pad(x.to(DEV), (1, -2), value=2.5), F.pad(x, (1, -2), value=2.5))
         x4 = _z(dtype, 1, 2, 4, 5)
         for mode in ("reflect", "replicate", "circular"):
-            _same(F.pad(x4.to(DEV), (1, 2, 2, 1), mode=mode), F.pad(x4, (1, 2, 2, 1), mode=mode))
+            assert_same(F.pad(x4.to(DEV), (1, 2, 2, 1), mode=mode), F.pad(x4, (1, 2, 2, 1), mode=mode))
         x5 = _z(dtype, 1, 1, 3, 3, 4)
         for mode in ("reflect", "replicate"):
-            _same(F.pad(x5.to(DEV), (1, 1, 1, 2, 2, 0), mode=mode), F.pad(x5, (1, 1, 1, 2, 2, 0), mode=mode))
-        _same(torch.constant_pad_nd(x4.to(DEV), (1, 1), value=1 - 2j), torch.constant_pad_nd(x4, (1, 1), value=1 - 2j))
+            assert_same(F.pad(x5.to(DEV), (1, 1, 1, 2, 2, 0), mode=mode), F.pad(x5, (1, 1, 1, 2, 2, 0), mode=mode))
+        assert_same(torch.constant_pad_nd(x4.to(DEV), (1, 1), value=1 - 2j), torch.constant_pad_nd(x4, (1, 1), value=1 - 2j))
         for mode in ("reflect", "replicate"):
             a = _z(dtype, 2, 3, 5).requires_grad_()
             ad = a.detach().to(DEV).requires_grad_()

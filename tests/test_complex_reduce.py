@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchneuron
 
-from complex_samples import CDTYPES, complex_randn
+from complex_samples import CDTYPES, complex_randn, tol
 from conftest import no_fallback
 
 DEV = "neuron"
@@ -16,20 +16,12 @@ DEV = "neuron"
 pytestmark = pytest.mark.usefixtures("op_tracking")
 
 
-def _tol(dtype):
-    return {"rtol": 2e-5, "atol": 2e-5} if dtype == torch.complex64 else {"rtol": 1e-12, "atol": 1e-12}
-
-
-def _z(dtype, *shape, seed=0):
-    return complex_randn(dtype, *shape, seed=seed)
-
-
 def _layouts(dtype):
-    yield "contiguous", _z(dtype, 4, 6)
-    yield "transposed", _z(dtype, 6, 4).t()
-    yield "sliced", _z(dtype, 8, 12)[::2, 1::2]
-    yield "conj", _z(dtype, 4, 6).conj()
-    yield "zero_size", _z(dtype, 0, 6)
+    yield "contiguous", complex_randn(dtype, 4, 6)
+    yield "transposed", complex_randn(dtype, 6, 4).t()
+    yield "sliced", complex_randn(dtype, 8, 12)[::2, 1::2]
+    yield "conj", complex_randn(dtype, 4, 6).conj()
+    yield "zero_size", complex_randn(dtype, 0, 6)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -47,7 +39,7 @@ def test_var_and_std(dtype, fn):
             assert len(got) == len(want)
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.shape == w.shape, (name, kwargs)
-                torch.testing.assert_close(g.cpu(), w, equal_nan=True, **_tol(dtype))
+                torch.testing.assert_close(g.cpu(), w, equal_nan=True, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -65,8 +57,8 @@ def test_vector_norm(dtype, ord):
             with no_fallback():
                 got = torch.linalg.vector_norm(x.to(DEV), ord, **kwargs)
             assert got.dtype == want.dtype and got.shape == want.shape
-            torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
-    x = _z(torch.complex64, 5)
+            torch.testing.assert_close(got.cpu(), want, **tol(dtype))
+    x = complex_randn(torch.complex64, 5)
     with no_fallback():
         got = torch.linalg.vector_norm(x.to(DEV), dtype=torch.complex128)
     torch.testing.assert_close(got.cpu(), torch.linalg.vector_norm(x, dtype=torch.complex128))
@@ -87,13 +79,13 @@ def test_trace_any_count_nonzero(dtype):
                 torch.zeros_like(x).any()]
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape
-            torch.testing.assert_close(g.cpu(), w, **({} if not w.is_complex() else _tol(dtype)))
+            torch.testing.assert_close(g.cpu(), w, **({} if not w.is_complex() else tol(dtype)))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_dot_vdot_mv(dtype):
-    a, b = _z(dtype, 50), _z(dtype, 100, seed=1)[::2]
-    m = _z(dtype, 7, 50, seed=2)
+    a, b = complex_randn(dtype, 50), complex_randn(dtype, 100, seed=1)[::2]
+    m = complex_randn(dtype, 7, 50, seed=2)
     with no_fallback():
         got = [torch.dot(a.to(DEV), b.to(DEV)), torch.vdot(a.to(DEV), b.to(DEV)),
                torch.dot(a.conj().to(DEV), b.to(DEV)), torch.mv(m.to(DEV), a.to(DEV)),
@@ -102,11 +94,11 @@ def test_dot_vdot_mv(dtype):
             torch.dot(a[:0], b[:0])]
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
-        torch.testing.assert_close(g.cpu(), w, **_tol(dtype))
+        torch.testing.assert_close(g.cpu(), w, **tol(dtype))
 
 
 def test_errors_match_the_cpu():
-    a = _z(torch.complex64, 4)
+    a = complex_randn(torch.complex64, 4)
     for fn in (lambda t: torch.dot(t, t[:3]), lambda t: torch.dot(t, t.to(torch.complex128)),
                lambda t: torch.trace(t), lambda t: torch.mv(t, t)):
         with pytest.raises(RuntimeError) as cpu:
@@ -127,14 +119,14 @@ def test_norm(dtype):
             with no_fallback():
                 got = torch.norm(x.to(DEV), *args, **kwargs)
             assert got.dtype == want.dtype and got.shape == want.shape, (name, args, kwargs)
-            torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+            torch.testing.assert_close(got.cpu(), want, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_logsumexp(dtype):
-    big = _z(dtype, 4, 6) * 300  # exp overflows without the shift
+    big = complex_randn(dtype, 4, 6) * 300  # exp overflows without the shift
     big.view(-1)[0] = complex(-float("inf"), 1.0)
-    layouts = list(_layouts(dtype)) + [("large", big), ("zero_dim", _z(dtype, 3)[1].clone())]
+    layouts = list(_layouts(dtype)) + [("large", big), ("zero_dim", complex_randn(dtype, 3)[1].clone())]
     for name, x in layouts:
         for dim, keepdim in ((1, False), ((0, 1), True), (0, False), (-1, True)):
             if x.dim() == 0:
@@ -145,7 +137,7 @@ def test_logsumexp(dtype):
             with no_fallback():
                 got = torch.logsumexp(x.to(DEV), dim, keepdim)
             assert got.dtype == want.dtype and got.shape == want.shape, (name, dim)
-            torch.testing.assert_close(got.cpu(), want, equal_nan=True, **_tol(dtype))
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol(dtype))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -176,13 +168,13 @@ def test_all_and_any_over_dims(dtype):
 
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_sum_and_mean_of_a_0d_tensor(dtype):
-    for z in (_z(dtype, 3)[1].clone(), torch.tensor(complex(-0.0, -0.0), dtype=dtype), _z(dtype, 3)[2].conj()):
+    for z in (complex_randn(dtype, 3)[1].clone(), torch.tensor(complex(-0.0, -0.0), dtype=dtype), complex_randn(dtype, 3)[2].conj()):
         for fn in ("sum", "mean"):
             for kwargs in ({"dim": 0}, {"dim": -1, "keepdim": True}, {"dim": []}, {}):
                 want = getattr(torch, fn)(z, **kwargs)
                 with no_fallback():
                     got = getattr(torch, fn)(z.to(DEV), **kwargs)
                 assert got.dtype == want.dtype and got.shape == want.shape, (fn, kwargs)
-                torch.testing.assert_close(got.cpu(), want, **_tol(dtype))
+                torch.testing.assert_close(got.cpu(), want, **tol(dtype))
     with pytest.raises(IndexError):
-        torch.sum(_z(dtype, 3)[0].to(DEV), dim=1)
+        torch.sum(complex_randn(dtype, 3)[0].to(DEV), dim=1)

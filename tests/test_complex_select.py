@@ -9,7 +9,7 @@ import pytest
 import torch
 import torchneuron
 
-from complex_samples import CDTYPES, complex_randn
+from complex_samples import CDTYPES, assert_same, complex_randn
 from conftest import no_fallback
 
 DEV = "neuron"
@@ -26,11 +26,6 @@ def _z(dtype, *shape, seed=0):
 def _mask(*shape, seed=1):
     g = torch.Generator().manual_seed(seed)
     return torch.rand(*shape, generator=g) > 0.5
-
-
-def _same(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -51,7 +46,7 @@ def test_where(dtype, case):
     want = torch.where(c, a, b)
     with no_fallback():
         got = torch.where(c.to(DEV), a.to(DEV), b.to(DEV))
-    _same(got, want)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -62,9 +57,9 @@ def test_where_promotes_and_takes_cpu_scalars(dtype):
         got_real = torch.where(c.to(DEV), r.to(DEV), a.to(DEV))  # float64 x complex64 -> complex128
         got_number = torch.where(c.to(DEV), a.to(DEV), 0.0)
         got_complex_number = torch.where(c.to(DEV), a.to(DEV), torch.tensor(2 - 1j, dtype=dtype))
-    _same(got_real, torch.where(c, r, a))
-    _same(got_number, torch.where(c, a, 0.0))
-    _same(got_complex_number, torch.where(c, a, torch.tensor(2 - 1j, dtype=dtype)))
+    assert_same(got_real, torch.where(c, r, a))
+    assert_same(got_number, torch.where(c, a, 0.0))
+    assert_same(got_complex_number, torch.where(c, a, torch.tensor(2 - 1j, dtype=dtype)))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -75,13 +70,13 @@ def test_where_out(dtype):
     with no_fallback():
         got = torch.where(c.to(DEV), a.to(DEV), b.to(DEV), out=out)
     assert got is out
-    _same(out, want)
+    assert_same(out, want)
     # a non-contiguous out of the right shape is written in place
     base = torch.zeros(3, 8, dtype=dtype, device=DEV)
     view = base[:, ::2]
     with no_fallback():
         torch.where(c.to(DEV), a.to(DEV), b.to(DEV), out=view)
-    _same(view, want)
+    assert_same(view, want)
     assert torch.equal(base[:, 1::2].cpu(), torch.zeros(3, 4, dtype=dtype))
 
 
@@ -103,11 +98,11 @@ def test_masked_fill_scalar(dtype, value, inplace):
     with no_fallback():
         got = xd.masked_fill_(m.to(DEV), value) if inplace else xd.masked_fill(m.to(DEV), value)
     want = x.clone().masked_fill_(m, value)
-    _same(got, want)
+    assert_same(got, want)
     if inplace:
         assert got is xd
     else:
-        _same(xd, x)
+        assert_same(xd, x)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -123,7 +118,7 @@ def test_masked_fill_tensor_value(dtype, kind):
     vd = v if kind == "cpu_0d" else v.to(DEV)
     with no_fallback():
         got = x.to(DEV).masked_fill(m.to(DEV), vd)
-    _same(got, x.masked_fill(m, v))
+    assert_same(got, x.masked_fill(m, v))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -136,7 +131,7 @@ def test_masked_fill_broadcast_strided_zero_size(dtype):
         xd.masked_fill_(m.to(DEV), complex(3, 3))
         empty = torch.empty(0, 4, dtype=dtype, device=DEV).masked_fill(torch.ones(0, 4, dtype=torch.bool,
                                                                                   device=DEV), 1.0)
-    _same(xd, x.clone().masked_fill_(m, complex(3, 3)))
+    assert_same(xd, x.clone().masked_fill_(m, complex(3, 3)))
     assert empty.shape == (0, 4)
 
 
@@ -161,7 +156,7 @@ def test_mul_by_python_number_first(dtype):
     want = x.clone()
     want[:, 1:4] *= 2
     want[:, 4:] += 0.5
-    _same(xd, want)
+    assert_same(xd, want)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -232,7 +227,7 @@ def test_nonzero_and_masked_select_of_complex(dtype):
         assert torch.equal(g.cpu(), w)
     for g, w in zip(picked + [out], [x.masked_select(m), strided.masked_select(_mask(3, 4)),
                                      x[0].masked_select(m), x.masked_select(m)]):
-        _same(g, w)
+        assert_same(g, w)
 
 
 @pytest.mark.parametrize("dtype", WIDE_UNSIGNED)

@@ -4,7 +4,7 @@ complex dtype, its samples through every variant against the CPU with no
 fallback, and its gradients (Wirtinger calculus, as PyTorch defines it) at
 complex64, else complex128, where the op has a complex backward. Complex
 ops that still reach the CPU fallback are KNOWN_ISSUES entries
-(opinfo_support.COMPLEX_FALLBACKS, COMPLEX_LINALG_FALLBACKS), strict like
+(opinfo_support.COMPLEX_LINALG_FALLBACKS), strict like
 every entry: making one native fails its case until the entry goes."""
 
 import pytest

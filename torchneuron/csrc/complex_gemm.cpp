@@ -102,8 +102,12 @@ std::optional<at::Tensor> try_native_complex_gemm(ComplexGemm kind, const at::Te
     return std::nullopt;  // a cast the CPU refuses or makes: the fallback
   const std::optional<std::vector<int64_t>> shape = product_shape(kind, a_in, b_in);
   if (!shape) return std::nullopt;
-  if (self && !(inplace ? self->sizes() == at::IntArrayRef(*shape) : at::is_expandable_to(self->sizes(), *shape)))
-    return std::nullopt;
+  // In place, self must be the product's shape (the CPU's error, raised
+  // here), except for addbmm_, which the CPU widens to it.
+  const bool widen = self && inplace && self->sizes() != at::IntArrayRef(*shape);
+  TORCH_CHECK(!widen || kind == ComplexGemm::BatchSum, "Bad in-place call: input tensor size ", self->sizes(),
+              " and output tensor size ", at::IntArrayRef(*shape), " should match");
+  if (self && !at::is_expandable_to(self->sizes(), *shape)) return std::nullopt;  // expand's error: the fallback
   // (NEURON_TRACK_OP's counter is per call site; the name varies here.)
   native_op_counter(tracked_name(kind, self != nullptr))->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);
@@ -118,12 +122,16 @@ std::optional<at::Tensor> try_native_complex_gemm(ComplexGemm kind, const at::Te
   at::Tensor c;
   double beta_re = 0.0;
   if (self && !is_zero(beta)) {
-    c = self->resolve_conj().resolve_neg();
+    // (widened: self's old values, before self is resized)
+    c = widen ? self->expand(*shape).clone() : self->resolve_conj().resolve_neg();
     beta_re = beta.real();
     if (beta.imag() != 0) c = at::mul(c, c10::Scalar(beta)), beta_re = 1.0;
   }
   at::Tensor result = out ? *out : at::empty(*shape, a.options());
-  if (out) at::native::resize_output(result, *shape);
+  if (widen)
+    result.resize_(*shape);  // as the CPU's resize_as_, without out='s warning
+  else if (out)
+    at::native::resize_output(result, *shape);
   if (result.numel() == 0) return result;
   // An out that shares memory with an operand (other than being self
   // exactly) would be read after its real plane is written: compute in a

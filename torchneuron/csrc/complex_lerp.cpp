@@ -12,6 +12,7 @@
 
 #include "complex_math.h"
 #include "complex_ops.h"
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -64,9 +65,9 @@ bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) 
   if (has_out) target = args[3].toTensor();
   if (inplace) target = self;
   if (target.defined() && (!neuron_of(target, dtype, device) || target.is_conj() || target.is_neg())) return false;
+  if (inplace) check_inplace_broadcast(self.sizes(), {end.sizes(), weight.defined() ? weight.sizes() : self.sizes()});
   std::vector<int64_t> shape = at::infer_size(self.sizes(), end.sizes());
   if (weight.defined()) shape = at::infer_size(shape, weight.sizes());
-  if (inplace && shape != self.sizes().vec()) return false;  // the CPU's broadcast error
   native_op_counter("aten::lerp(complex)")->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);
   c10::DeviceGuard guard(device);

@@ -23,6 +23,7 @@
 
 #include "complex_math.h"
 #include "complex_ops.h"
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -188,6 +189,7 @@ const std::unordered_map<std::string, Binary>& binary_table() {
       {"sub", [](const Planes& x, const Planes& y, double alpha) {
          return alpha == 1.0 ? Planes{x.re - y.re, x.im - y.im} : Planes{x.re - y.re * alpha, x.im - y.im * alpha};
        }},
+      {"logaddexp", [](const Planes& x, const Planes& y, double) { return logaddexp_of(x, y); }},
       // autograd's complex gradients: grad * conj(f'(z)), f' from the output y
       {"sigmoid_backward", [](const Planes& g, const Planes& y, double) {
          return multiply(g, conj_of(multiply({1 - y.re, -y.im}, y)));
@@ -333,8 +335,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   if (target.defined() &&
       (target.device() != device || target.scalar_type() != dtype || target.is_conj() || target.is_neg()))
     return false;  // a cast the CPU refuses, or one it does: the fallback
-  if (inplace && !unary && at::infer_size(self.sizes(), inputs[1].sizes()) != self.sizes().vec())
-    return false;  // the fallback raises the CPU's broadcast error
+  if (inplace && !unary) check_inplace_broadcast(self.sizes(), {inputs[1].sizes()});
   static const std::unordered_map<std::string, std::string> tracked = [] {
     std::unordered_map<std::string, std::string> m;
     for (const auto& kv : unary_table()) m[kv.first] = "aten::" + kv.first + "(complex)";

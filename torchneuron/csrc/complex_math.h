@@ -35,6 +35,9 @@ Planes log1p_of(const Planes& z);
 Planes expm1_of(const Planes& z);
 Planes sgn_of(const Planes& z);
 
+// complex_math_logaddexp.cpp: log(exp x + exp y), as the CPU computes it.
+Planes logaddexp_of(const Planes& x, const Planes& y);
+
 // complex_math_pow.cpp: the pow overloads ("pow.Tensor_Tensor",
 // "pow_.Scalar", "pow.Scalar_out", ... as the pointwise table spells them)
 // when the result is complex; false, stack untouched, otherwise.

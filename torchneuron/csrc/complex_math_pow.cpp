@@ -19,6 +19,7 @@
 
 #include "complex_math.h"
 #include "complex_ops.h"
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -115,8 +116,7 @@ bool try_native_complex_pow(const std::string& name, torch::jit::Stack* stack) {
   if (target.defined() &&
       (target.device() != t.device() || target.scalar_type() != dtype || target.is_conj() || target.is_neg()))
     return false;  // a cast the CPU refuses, or one it does: the fallback
-  if (inplace && !other_number && at::infer_size(t.sizes(), args[1].toTensor().sizes()) != t.sizes().vec())
-    return false;  // the fallback raises the CPU's broadcast error
+  if (inplace && !other_number) check_inplace_broadcast(t.sizes(), {args[1].toTensor().sizes()});
   NEURON_TRACK_OP("aten::pow(complex)");
   c10::DeviceGuard guard(t.device());
   const at::TensorOptions options = t.options().dtype(dtype);

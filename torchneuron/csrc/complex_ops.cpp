@@ -80,49 +80,6 @@ bool try_native_complex_add(torch::jit::Stack* stack, bool subtract) {
   return true;
 }
 
-bool try_native_complex_neg(torch::jit::Stack* stack) {
-  if (stack->empty() || !stack->back().isTensor()) return false;
-  const at::Tensor a = stack->back().toTensor();
-  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
-  NEURON_TRACK_OP("aten::neg(complex)");
-  c10::DeviceGuard guard(a.device());
-  at::Tensor out = at::view_as_complex(at::neg(at::view_as_real(a)));
-  torch::jit::drop(*stack, 1);
-  torch::jit::push(*stack, std::move(out));
-  return true;
-}
-
-bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle) {
-  if (stack->empty() || !stack->back().isTensor()) return false;
-  const at::Tensor a = stack->back().toTensor();
-  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type())) return false;
-  NEURON_TRACK_OP(angle ? "aten::angle(complex)" : "aten::abs(complex)");
-  c10::DeviceGuard guard(a.device());
-  at::Tensor re = complex_plane(a, 0), im = complex_plane(a, 1);
-  at::Tensor out = angle ? at::atan2(im, re) : at::hypot(re, im);
-  torch::jit::drop(*stack, 1);
-  torch::jit::push(*stack, std::move(out));
-  return true;
-}
-
-bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal) {
-  if (stack->size() < 2) return false;
-  const c10::IValue* args = stack->data() + (stack->size() - 2);
-  if (!args[0].isTensor() || !args[1].isTensor()) return false;
-  const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
-  if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type()) ||
-      !plain_complex(b, a.scalar_type()) || a.device() != b.device())
-    return false;
-  NEURON_TRACK_OP(not_equal ? "aten::ne.Tensor(complex)" : "aten::eq.Tensor(complex)");
-  c10::DeviceGuard guard(a.device());
-  // Equal when both parts are: per-plane comparisons, then over the last dim.
-  at::Tensor ra = at::view_as_real(a), rb = at::view_as_real(b);
-  at::Tensor out = not_equal ? at::ne(ra, rb).any(-1) : at::eq(ra, rb).all(-1);
-  torch::jit::drop(*stack, 2);
-  torch::jit::push(*stack, std::move(out));
-  return true;
-}
-
 namespace {
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {

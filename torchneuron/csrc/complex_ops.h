@@ -24,12 +24,14 @@ inline at::Tensor complex_plane(const at::Tensor& t, int64_t part) {
 bool try_native_complex_mul(torch::jit::Stack* stack);
 // The same for add.Tensor / sub.Tensor (self, other, alpha) with a real alpha.
 bool try_native_complex_add(torch::jit::Stack* stack, bool subtract);
-// The same for neg (self).
-bool try_native_complex_neg(torch::jit::Stack* stack);
-// abs (hypot of the planes) or angle (atan2 of the planes): a real result.
-bool try_native_complex_unary_real(torch::jit::Stack* stack, bool angle);
-// eq.Tensor / ne.Tensor of two complex tensors of one dtype.
-bool try_native_complex_compare(torch::jit::Stack* stack, bool not_equal);
+// neg, abs and angle (hypot and atan2 of the planes: a real result), eq
+// and ne of two complex tensors of one dtype, each in the forms the
+// pointwise table spells ("neg", "neg_", "neg.out", "abs.out",
+// "eq.Tensor", "eq_.Tensor", "eq.Tensor_out", ...; abs_ raises the CPU's
+// error) (complex_neg_abs_compare.cpp).
+bool try_native_complex_neg(const std::string& name, torch::jit::Stack* stack);
+bool try_native_complex_unary_real(const std::string& name, torch::jit::Stack* stack);
+bool try_native_complex_compare(const std::string& name, torch::jit::Stack* stack);
 // exp, log, log2, log10, sqrt, rsqrt, reciprocal, sin, cos, tan, sinh,
 // cosh, tanh, sigmoid and div (functional, out= and in-place overloads,
 // `name` as the pointwise table spells it: "exp", "exp.out", "exp_",
@@ -44,6 +46,9 @@ bool try_native_complex_predicate(const std::string& name, torch::jit::Stack* st
 // lerp.Scalar / lerp.Tensor (functional, out=, in place) of neuron complex
 // tensors of one dtype (complex_lerp.cpp); false, stack untouched, otherwise.
 bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack);
+// addcmul / addcdiv (functional, out=, in place) of neuron complex tensors
+// of one dtype (complex_addc.cpp); false, stack untouched, otherwise.
+bool try_native_complex_addc(const std::string& name, torch::jit::Stack* stack);
 // where.self / where.self_out / masked_fill(_).Scalar / masked_fill(_).Tensor
 // (names as the pointwise table spells them) when the result is a neuron
 // complex tensor (complex_select.cpp); false, stack untouched, otherwise.

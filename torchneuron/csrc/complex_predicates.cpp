@@ -12,6 +12,7 @@
 #include <string>
 
 #include "complex_ops.h"
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -84,8 +85,7 @@ bool try_native_complex_predicate(const std::string& name, torch::jit::Stack* st
   if (target.defined() && (target.is_conj() || target.is_neg())) return false;
   const at::Tensor a = args[0].toTensor();
   const at::Tensor b = operands == 2 ? args[1].toTensor() : at::Tensor();
-  if (inplace && b.defined() && at::infer_size(a.sizes(), b.sizes()) != a.sizes().vec())
-    return false;  // the fallback raises the CPU's broadcast error
+  if (inplace && b.defined()) check_inplace_broadcast(a.sizes(), {b.sizes()});
   // (NEURON_TRACK_OP's counter is per call site; the name varies here.)
   native_op_counter(("aten::" + base + "(complex)").c_str())->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);

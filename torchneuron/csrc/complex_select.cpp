@@ -13,6 +13,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "complex_ops.h"
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 
 namespace torchneuron {
@@ -78,11 +79,9 @@ bool try_masked_fill(torch::jit::Stack* stack, bool inplace) {
     return false;
   const c10::Device device = self.device();
   if (!on_device(mask, device) || mask.scalar_type() != at::kBool) return false;
-  // the functional form broadcasts self with the mask; in place, a larger
-  // mask is the CPU's error
+  // the functional form broadcasts self with the mask
   const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
   const bool same_shape = shape == self.sizes().vec();
-  if (inplace && !same_shape) return false;
   c10::DeviceGuard guard(device);
   // the value's two parts, as numbers or as 0-d neuron tensors
   std::optional<c10::Scalar> re_number, im_number;
@@ -102,6 +101,8 @@ bool try_masked_fill(torch::jit::Stack* stack, bool inplace) {
   } else {
     return false;
   }
+  // in place, a larger mask is the CPU's error (after the value's own)
+  if (inplace) check_inplace_broadcast(self.sizes(), {mask.sizes()});
   if (inplace)
     NEURON_TRACK_OP("aten::masked_fill_(complex)");
   else

@@ -258,16 +258,19 @@ class PointwiseCore {
     if ((name_ == "add.Tensor" || name_ == "sub.Tensor") &&
         try_native_complex_add(stack, name_ == "sub.Tensor"))
       return;
-    if (name_ == "neg" && try_native_complex_neg(stack)) return;
+    if ((name_ == "neg" || name_ == "neg_" || name_ == "neg.out") && try_native_complex_neg(name_, stack)) return;
     if (try_native_complex_math(name_, stack)) return;
     if (try_native_complex_select(name_, stack)) return;
     if (try_native_complex_predicate(name_, stack)) return;
     if (name_.rfind("lerp", 0) == 0 && try_native_complex_lerp(name_, stack)) return;
-    if ((name_ == "abs" || name_ == "angle") &&
-        try_native_complex_unary_real(stack, name_ == "angle"))
+    if ((name_.rfind("addcmul", 0) == 0 || name_.rfind("addcdiv", 0) == 0) && try_native_complex_addc(name_, stack))
       return;
-    if ((name_ == "eq.Tensor" || name_ == "ne.Tensor") &&
-        try_native_complex_compare(stack, name_ == "ne.Tensor"))
+    if ((name_ == "abs" || name_ == "abs_" || name_ == "abs.out" || name_ == "angle" || name_ == "angle.out") &&
+        try_native_complex_unary_real(name_, stack))
+      return;
+    if ((name_ == "eq.Tensor" || name_ == "eq_.Tensor" || name_ == "eq.Tensor_out" || name_ == "ne.Tensor" ||
+         name_ == "ne_.Tensor" || name_ == "ne.Tensor_out") &&
+        try_native_complex_compare(name_, stack))
       return;
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);

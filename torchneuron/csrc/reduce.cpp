@@ -39,6 +39,7 @@
 
 #include "op_tracking.h"
 #include "complex_ops.h"
+#include "complex_out.h"
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
@@ -999,6 +1000,16 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
   return mean_dim(self, dim, keepdim, dtype);
 }
 
+// all/any's out= forms of a complex self: z != 0 reduced, into a bool out.
+template <class Reduce>
+std::optional<at::Tensor> complex_nonzero_into(const at::Tensor& self, at::Tensor& out, Reduce reduce) {
+  return complex_into_out(self, at::kBool, out, [&]() -> std::optional<at::Tensor> {
+    std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
+    if (!nz) return std::nullopt;
+    return reduce(*nz);
+  });
+}
+
 }  // namespace
 
 
@@ -1014,10 +1025,26 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("trace", complex_first("trace", trace, try_native_complex_trace));
   m.impl("sum", sum_all_or_complex);
   m.impl("sum.dim_IntList", sum_dim_or_complex);
-  m.impl("sum.IntList_out", native_or_fallback("sum.IntList_out", sum_dim_out));
+  m.impl("sum.IntList_out", complex_first("sum.IntList_out", sum_dim_out,
+                                          [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                             std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                            return complex_into_out(self, self.scalar_type(), out, [&] {
+                                              return plain_complex_reduction(self, dtype)
+                                                         ? std::optional<at::Tensor>(sum_dim_or_complex(self, dim, keepdim, dtype))
+                                                         : std::nullopt;
+                                            });
+                                          }));
   m.impl("mean", mean_all_or_complex);
   m.impl("mean.dim", mean_dim_or_complex);
-  m.impl("mean.out", native_or_fallback("mean.out", mean_dim_out));
+  m.impl("mean.out", complex_first("mean.out", mean_dim_out,
+                                   [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                     return complex_into_out(self, self.scalar_type(), out, [&] {
+                                       return plain_complex_reduction(self, dtype)
+                                                  ? std::optional<at::Tensor>(mean_dim_or_complex(self, dim, keepdim, dtype))
+                                                  : std::nullopt;
+                                     });
+                                   }));
   m.impl("prod", complex_first("prod", prod_all, [](const at::Tensor& self, std::optional<at::ScalarType> dtype) {
            return try_native_complex_prod(self, std::nullopt, false, dtype, nullptr);
          }));
@@ -1052,13 +1079,27 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                             const std::optional<at::Scalar>& correction, bool keepdim) {
                                            return try_native_complex_var(self, dim, correction, keepdim, false);
                                          }));
-  m.impl("var.correction_out", native_or_fallback("var.correction_out", var_correction_out));
+  m.impl("var.correction_out", complex_first("var.correction_out", var_correction_out,
+                                             [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                const std::optional<at::Scalar>& correction, bool keepdim,
+                                                at::Tensor& out) {
+                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
+                                                 return try_native_complex_var(self, dim, correction, keepdim, false);
+                                               });
+                                             }));
   m.impl("std.correction", complex_first("std.correction", std_correction,
                                          [](const at::Tensor& self, OptionalIntArrayRef dim,
                                             const std::optional<at::Scalar>& correction, bool keepdim) {
                                            return try_native_complex_var(self, dim, correction, keepdim, true);
                                          }));
-  m.impl("std.correction_out", native_or_fallback("std.correction_out", std_correction_out));
+  m.impl("std.correction_out", complex_first("std.correction_out", std_correction_out,
+                                             [](const at::Tensor& self, OptionalIntArrayRef dim,
+                                                const std::optional<at::Scalar>& correction, bool keepdim,
+                                                at::Tensor& out) {
+                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
+                                                 return try_native_complex_var(self, dim, correction, keepdim, true);
+                                               });
+                                             }));
   m.impl("var_mean.correction", complex_first("var_mean.correction", var_mean_correction,
                                               [](const at::Tensor& self, OptionalIntArrayRef dim,
                                                  const std::optional<at::Scalar>& correction, bool keepdim) {
@@ -1072,50 +1113,97 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                                                                    true);
                                               }));
   m.impl("linalg_vector_norm", complex_first("linalg_vector_norm", linalg_vector_norm, try_native_complex_vector_norm));
-  m.impl("linalg_vector_norm.out", native_or_fallback("linalg_vector_norm.out", linalg_vector_norm_out));
+  m.impl("linalg_vector_norm.out",
+         complex_first("linalg_vector_norm.out", linalg_vector_norm_out,
+                       [](const at::Tensor& self, const at::Scalar& ord, OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                         return complex_into_out(self, c10::toRealValueType(dtype.value_or(self.scalar_type())), out,
+                                                 [&] { return try_native_complex_vector_norm(self, ord, dim, keepdim, dtype); });
+                       }));
   m.impl("norm.ScalarOpt_dim", complex_first("norm.ScalarOpt_dim", norm_dim,
                                               [](const at::Tensor& self, const std::optional<at::Scalar>& p,
                                                  at::IntArrayRef dim, bool keepdim) {
                                                 return try_native_complex_norm(self, p, dim, keepdim, std::nullopt);
                                               }));
-  m.impl("norm.out", native_or_fallback("norm.out", norm_dim_out));
+  m.impl("norm.out", complex_first("norm.out", norm_dim_out,
+                                   [](const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                                      bool keepdim, at::Tensor& out) {
+                                     return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
+                                       return try_native_complex_norm(self, p, dim, keepdim, std::nullopt);
+                                     });
+                                   }));
   m.impl("norm.ScalarOpt_dim_dtype", complex_first("norm.ScalarOpt_dim_dtype", norm_dim_dtype,
                                                     [](const at::Tensor& self, const std::optional<at::Scalar>& p,
                                                        at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
                                                       return try_native_complex_norm(self, p, dim, keepdim, dtype);
                                                     }));
-  m.impl("norm.dtype_out", native_or_fallback("norm.dtype_out", norm_dim_dtype_out));
+  m.impl("norm.dtype_out", complex_first("norm.dtype_out", norm_dim_dtype_out,
+                                         [](const at::Tensor& self, const std::optional<at::Scalar>& p,
+                                            at::IntArrayRef dim, bool keepdim, at::ScalarType dtype, at::Tensor& out) {
+                                           return complex_into_out(self, c10::toRealValueType(dtype), out, [&] {
+                                             return try_native_complex_norm(self, p, dim, keepdim, dtype);
+                                           });
+                                         }));
   m.impl("logsumexp", complex_first("logsumexp", logsumexp, try_native_complex_logsumexp));
-  m.impl("logsumexp.out", native_or_fallback("logsumexp.out", logsumexp_out));
+  m.impl("logsumexp.out", complex_first("logsumexp.out", logsumexp_out,
+                                        [](const at::Tensor& self, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+                                          return complex_into_out(self, self.scalar_type(), out, [&] {
+                                            return try_native_complex_logsumexp(self, dims, keepdim);
+                                          });
+                                        }));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
-  m.impl("any.all_out", native_or_fallback("any.all_out", any_all_out));
+  m.impl("any.all_out", complex_first("any.all_out", any_all_out, [](const at::Tensor& self, at::Tensor& out) {
+           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.any(); });
+         }));
   m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->any(dim, keepdim)) : std::nullopt;
          }));
-  m.impl("any.out", native_or_fallback("any.out", any_dim_out));
+  m.impl("any.out", complex_first("any.out", any_dim_out,
+                                  [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+                                    return complex_nonzero_into(self, out,
+                                                                [&](const at::Tensor& nz) { return nz.any(dim, keepdim); });
+                                  }));
   m.impl("any.dims", complex_first("any.dims", any_dims,
                                    [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
                                      std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
                                      return nz ? std::optional<at::Tensor>(at::any(*nz, dim, keepdim)) : std::nullopt;
                                    }));
-  m.impl("any.dims_out", native_or_fallback("any.dims_out", any_dims_out));
+  m.impl("any.dims_out", complex_first("any.dims_out", any_dims_out,
+                                       [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                          at::Tensor& out) {
+                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                           return at::any(nz, dim, keepdim);
+                                         });
+                                       }));
   m.impl("all", complex_first("all", all_all, [](const at::Tensor& self) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
          }));
-  m.impl("all.all_out", native_or_fallback("all.all_out", all_all_out));
+  m.impl("all.all_out", complex_first("all.all_out", all_all_out, [](const at::Tensor& self, at::Tensor& out) {
+           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.all(); });
+         }));
   m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->all(dim, keepdim)) : std::nullopt;
          }));
-  m.impl("all.out", native_or_fallback("all.out", all_dim_out));
+  m.impl("all.out", complex_first("all.out", all_dim_out,
+                                  [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+                                    return complex_nonzero_into(self, out,
+                                                                [&](const at::Tensor& nz) { return nz.all(dim, keepdim); });
+                                  }));
   m.impl("all.dims", complex_first("all.dims", all_dims,
                                    [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
                                      std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
                                      return nz ? std::optional<at::Tensor>(at::all(*nz, dim, keepdim)) : std::nullopt;
                                    }));
-  m.impl("all.dims_out", native_or_fallback("all.dims_out", all_dims_out));
+  m.impl("all.dims_out", complex_first("all.dims_out", all_dims_out,
+                                       [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                          at::Tensor& out) {
+                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                           return at::all(nz, dim, keepdim);
+                                         });
+                                       }));
   m.impl("count_nonzero.dim_IntList",
          complex_first("count_nonzero.dim_IntList", count_nonzero_dims, try_native_complex_count_nonzero));
   m.impl("cumsum", complex_first("cumsum", cumsum,
