@@ -75,3 +75,22 @@ def test_products_accumulate_in_float32_through_a_window():
     w.view(-1)[:256] = 1
     got = F.conv2d(x.to("neuron"), w.to("neuron")).cpu()
     assert got.shape == (1, 1, 1, 1) and got.item() == 2.0
+
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", [sliced, transposed])
+def test_strided_output_gradient(dtype, layout):
+    """A sliced or transposed grad_output: the weight gradient's tiles of
+    several small images copy it run by run of an output row."""
+    x = torch.randn(16, 32, 6, 6).to(dtype)
+    w = (torch.randn(24, 32, 3, 3) / 17).to(dtype)
+    g = torch.randn(16, 24, 6, 6).to(dtype)
+    xc, wc = x.float().clone().requires_grad_(), w.float().clone().requires_grad_()
+    F.conv2d(xc, wc, padding=1).backward(g.float())
+    xd, wd, gd = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_(), layout(g)
+    assert not gd.is_contiguous()
+    F.conv2d(xd, wd, padding=1).backward(gd)
+    tol = dict(rtol=2e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(wd.grad.cpu().float(), wc.grad.to(dtype).float(), **tol)
+    torch.testing.assert_close(xd.grad.cpu().float(), xc.grad.to(dtype).float(), **tol)

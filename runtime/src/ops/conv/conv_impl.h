@@ -102,6 +102,8 @@ static int VF(im2col_padded_)(const conv_job *j, int64_t n, int64_t g, int64_t q
             /* Blocks of a fixed size: short rows, where a memcpy call costs
              * more than the copy. */
             int64_t u = 0;
+            for (; u + 16 <= seg; u += 16)
+              for (int v = 0; v < 16; v++) d[u + v] = s[u + v];
             for (; u + 8 <= seg; u += 8)
               for (int v = 0; v < 8; v++) d[u + v] = s[u + v];
             for (; u < seg; u++) d[u] = s[u];
@@ -397,8 +399,17 @@ static void VF(wgrad_tiles_)(int64_t begin, int64_t end, void *arg) {
           for (int64_t k = 0; k < kg; k++) {
             const T *ok = (const T *)out->data + (s.n0 + b) * out->sn + (g * kg + k) * out->sc;
             COL *tk = tile + k * nt + b * s.nq;
-            for (int64_t t = 0, q = s.q0; t < s.nq; t++, q++)
-              tk[t] = LDCOL(ok[q / out->w * out->sh + q % out->w * out->sw]);
+            /* By runs within an output row: no division per element. */
+            for (int64_t t = 0, q = s.q0; t < s.nq;) {
+              int64_t ow = q % out->w, seg = s.nq - t < out->w - ow ? s.nq - t : out->w - ow;
+              const T *src = ok + q / out->w * out->sh + ow * out->sw;
+              if (out->sw == 1)
+                for (int64_t u = 0; u < seg; u++) tk[t + u] = LDCOL(src[u]);
+              else
+                for (int64_t u = 0; u < seg; u++) tk[t + u] = LDCOL(src[u * out->sw]);
+              t += seg;
+              q += seg;
+            }
           }
         go = (COLMAT){tile, nt, 1};
       }
