@@ -32,6 +32,10 @@ GEOMETRIES = [
     ((2, 96, 7, 7), (40, 96, 1, 1), {}),  # 1x1: the image is its own column matrix
     ((2, 80, 5, 5), (6, 80, 1, 1), dict(stride=2, padding=1)),  # strided 1x1: plain im2col
     ((1, 96, 7, 7), (160, 96, 3, 3), dict(padding=1)),  # one tile, large weight: staged weight gradient
+    # whole output rows of width 8, 16 and 32: fixed-size row copies (row stride 2, dilation)
+    ((2, 16, 15, 16), (8, 16, 3, 3), dict(stride=(2, 1), padding=1)),
+    ((2, 16, 12, 12), (8, 16, 3, 3), dict(dilation=2)),
+    ((2, 8, 32, 32), (8, 8, 3, 3), dict(padding=1)),
 ]
 
 

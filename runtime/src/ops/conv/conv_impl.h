@@ -92,6 +92,23 @@ static int VF(im2col_padded_)(const conv_job *j, int64_t n, int64_t g, int64_t q
     for (int64_t i = 0; i < j->kh; i++)
       for (int64_t jj = 0; jj < j->kw; jj++) {
         COL *dst = col + ((c * j->kh + i) * j->kw + jj) * ld;
+        if (j->sw == 1 && (OW == 8 || OW == 16 || OW == 32) && q0 % OW == 0 && nt % OW == 0) {
+          /* Whole rows of a common small width: one fixed-size copy each. */
+          const COL *s = pad + (q0 / OW * j->sh - j->ph + i * j->dh - r0) * pcol + jj * j->dw;
+          int64_t rows = nt / OW, step = j->sh * pcol;
+#define CONV_ROWS_(W)                                                        \
+  for (int64_t r = 0; r < rows; r++)                                         \
+    for (int v = 0; v < (W); v++) dst[r * (W) + v] = s[r * step + v];
+          if (OW == 8) {
+            CONV_ROWS_(8)
+          } else if (OW == 16) {
+            CONV_ROWS_(16)
+          } else {
+            CONV_ROWS_(32)
+          }
+#undef CONV_ROWS_
+          continue;
+        }
         int64_t oh = q0 / OW, ow = q0 % OW;
         for (int64_t t = 0; t < nt; oh++, ow = 0) {
           int64_t seg = nt - t < OW - ow ? nt - t : OW - ow;
