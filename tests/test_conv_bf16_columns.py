@@ -98,3 +98,24 @@ def test_strided_output_gradient(dtype, layout):
     tol = dict(rtol=2e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(wd.grad.cpu().float(), wc.grad.to(dtype).float(), **tol)
     torch.testing.assert_close(xd.grad.cpu().float(), xc.grad.to(dtype).float(), **tol)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_strided_weight(stride):
+    """A weight that is a view with gaps: converted into the column dtype's
+    weight matrix (and flipped for the stride-1 input gradient)."""
+    x = torch.randn(3, 16, 9, 9).to(torch.bfloat16)
+    w = (torch.randn(24, 16, 3, 3) / 12).to(torch.bfloat16)
+    g = torch.randn(F.conv2d(x.float(), w.float(), stride=stride, padding=1).shape).to(torch.bfloat16)
+    xc, wc = x.float().requires_grad_(), w.float().requires_grad_()
+    want = F.conv2d(xc, wc, stride=stride, padding=1)
+    want.backward(g.float())
+    wd = sliced(w).requires_grad_()
+    assert not wd.is_contiguous()
+    xd = x.to("neuron").requires_grad_()
+    got = F.conv2d(xd, wd, stride=stride, padding=1)
+    got.backward(g.to("neuron"))
+    tol = dict(rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(got.cpu().float(), want.to(torch.bfloat16).float(), **tol)
+    torch.testing.assert_close(xd.grad.cpu().float(), xc.grad.to(torch.bfloat16).float(), **tol)
+    torch.testing.assert_close(wd.grad.cpu().float(), wc.grad.to(torch.bfloat16).float(), **tol)
