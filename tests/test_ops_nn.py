@@ -168,6 +168,23 @@ def test_softmax_propagates_nan_and_infinity_like_cpu():
         check(lambda t: fn(t, 1), [x], [dev(x)])
 
 
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax], ids=["softmax", "log_softmax"])
+def test_bfloat16_rows_match_cpu_with_special_values(fn):
+    """The contiguous bfloat16 row path (one pass converting and taking the
+    maximum, next row prefetched): rows of 771 (vector body and tail) and
+    5 (tail only), a row with NaN, one of -inf, one with +inf."""
+    for n in (771, 5):
+        x = (torch.randn(9, n) * 6).to(torch.bfloat16)
+        x[2, n // 2] = float("nan")
+        x[4] = -float("inf")
+        x[6, n - 1] = float("inf")
+        got = fn(x.to("neuron"), -1).cpu()
+        want = fn(x, -1)
+        torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2, equal_nan=True)
+        assert torch.equal(got.isnan(), want.isnan())
+    assert torchneuron.get_fallback_ops() == {}
+
+
 # ---- layer norm and RMS norm ----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

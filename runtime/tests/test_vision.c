@@ -225,6 +225,8 @@ static const conv_case conv_cases[] = {
     {1, 40, 12, 12, 70, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* K blocks in the product */
     {17, 4, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1},  /* small images batched per tile, a ragged last block */
     {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},   /* empty batch */
+    {4, 16, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1}, /* 144 taps, rows of 8: bfloat16 columns, whole-row copies */
+    {2, 8, 15, 16, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1}, /* rows of 16 at row stride 2 */
 };
 
 static void test_conv_matches_direct_loops(void) {

@@ -5,7 +5,9 @@
  * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
  * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
  * and the input gradient without dilation (as flipped forwards, one per
- * stride phase). Everything else (float64, float16, channels_last,
+ * stride phase). On CPUs with AMX, bfloat16 of 64 taps or more takes
+ * bfloat16 columns into the GEMM's AMX kernel instead (bf16_columns).
+ * Everything else (float64, float16, channels_last,
  * depthwise, dilated input gradients, other CPUs) runs here, by im2col /
  * col2im and matrix products (conv_gemm.h, the project's GEMM):
  *
@@ -25,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_isa.h"
 #include "ops/conv/conv_blocked.h"
 #include "ops/conv/conv_gemm.h"
 #include "ops/engine/elementwise.h"
@@ -62,6 +65,11 @@ typedef struct conv_job {
 static inline void conv_gemm_f32(conv_job *j, int64_t m, int64_t n, int64_t k, rt_matrix_f32 a, rt_matrix_f32 b,
                                  rt_matrix_f32 c, int accumulate) {
   if (rt_conv_gemm_f32(m, n, k, a, b, c, accumulate)) atomic_store(&j->out_of_memory, 1);
+}
+
+static inline void conv_gemm_bf16(conv_job *j, int64_t m, int64_t n, int64_t k, rt_matrix_bf16 a, rt_matrix_bf16 b,
+                                  rt_matrix_f32 c, int accumulate) {
+  if (rt_conv_gemm_bf16(m, n, k, a, b, c, accumulate)) atomic_store(&j->out_of_memory, 1);
 }
 
 static inline void conv_gemm_f64(conv_job *j, int64_t m, int64_t n, int64_t k, rt_matrix_f64 a, rt_matrix_f64 b,
@@ -125,6 +133,21 @@ static int positions_flat(const rt_image *im) { return im->h == 1 || im->sh == i
 #define GEMM conv_gemm_f32
 #define MAT rt_matrix_f32
 #include "ops/conv/conv_impl.h"
+/* bfloat16 columns straight into the bfloat16 GEMM (AMX tiles), sums in
+ * float32; not depthwise, which keeps the float32 loops above. */
+#define T uint16_t
+#define A float
+#define T_IS_A 0
+#define COL uint16_t
+#define COLMAT rt_matrix_bf16
+#define LDCOL(x) (x)
+#define COL_IS_T 1
+#define CONV_COLUMNS_ONLY
+#define SUFFIX _bf16mm
+#define GEMM conv_gemm_bf16
+#define MAT rt_matrix_f32
+#include "ops/conv/conv_impl.h"
+#undef CONV_COLUMNS_ONLY
 #undef LD
 #undef ST
 #define LD(x) rt_ld_f16(x)
@@ -146,7 +169,9 @@ typedef struct conv_kernels {
   const void *(*weight_matrix)(const nrt_tensor_view *, int64_t, void *, int64_t *, int);
   void (*store_weight)(const void *, const nrt_tensor_view *, int64_t, int);
   size_t a_size; /* bytes of the accumulation type */
+  size_t col_size; /* bytes of a column (and GEMM input) element */
   int t_is_a;
+  int t_is_col; /* images, outputs and weights are read in place as columns */
 } conv_kernels;
 
 #define KERNELS_(s, A_, same)                                                                        \
@@ -162,11 +187,25 @@ typedef struct conv_kernels {
                                           dw_planes_##s,     dw_rows_##s,       dw_wgrad_##s,          \
                                           dw_wgrad_rows_##s,                                         \
                                           sum_parts_##s,     weight_matrix##s,  store_weight##s,       \
-                                          sizeof(A_),        same};
+                                          sizeof(A_),        sizeof(A_),       same, same};
 KERNELS_(_f32, float, 1)
 KERNELS_(_f64, double, 1)
 KERNELS_(_bf16, float, 0)
 KERNELS_(_f16, float, 0)
+
+static const void *weight_matrix_bf16mm_any(const nrt_tensor_view *w, int64_t kk, void *buf, int64_t *rs,
+                                            int taps_outer) {
+  return weight_matrix__bf16mm(w, kk, buf, rs, taps_outer);
+}
+static void store_weight_bf16mm_any(const void *dw, const nrt_tensor_view *w, int64_t kk, int taps_outer) {
+  store_weight__bf16mm(dw, w, kk, taps_outer);
+}
+static const conv_kernels kernels_bf16mm = {
+    .forward_tiles = forward_tiles__bf16mm, .grad_cols = grad_cols__bf16mm, .grad_planes = grad_planes__bf16mm,
+    .wgrad_cols = wgrad_cols__bf16mm, .wgrad_blocks = wgrad_blocks__bf16mm, .wgrad_tiles = wgrad_tiles__bf16mm,
+    .sum_parts = sum_parts__bf16mm, .weight_matrix = weight_matrix_bf16mm_any,
+    .store_weight = store_weight_bf16mm_any, .a_size = sizeof(float), .col_size = sizeof(uint16_t), .t_is_a = 0,
+    .t_is_col = 1};
 
 static const conv_kernels *kernels_for(nrt_dtype t) {
   switch (t) {
@@ -192,6 +231,21 @@ static const conv_kernels *kernels_for(nrt_dtype t) {
 #define PARTS_BUDGET (1 << 22)
 
 typedef enum conv_role { FORWARD, INPUT_GRAD, WEIGHT_GRAD } conv_role;
+
+/* bfloat16 takes bfloat16 columns into the GEMM's AMX kernel where there is
+ * one: about twice the blocked AVX512_BF16 path's speed from 64 taps on
+ * (benchmarks/conv.py); fewer taps (an RGB input layer) leave the tiles
+ * mostly empty and stay blocked, and depthwise keeps its direct loops. */
+#define BF16_COLUMNS_MIN_TAPS 64
+static int bf16_columns(const conv_job *j) {
+  return rt_isa_amx_bf16() && j->kk >= BF16_COLUMNS_MIN_TAPS && !(j->cg == 1 && j->kg == 1);
+}
+
+/* The blocked implicit GEMM (conv_blocked.h) runs the shape, unless the
+ * kernels chosen are the bfloat16 columns'. */
+static int use_blocked(const conv_kernels *k, const rt_conv_shape *cs, nrt_dtype dtype) {
+  return k != &kernels_bf16mm && rt_conv_blocked_usable(cs, dtype);
+}
 
 /* Checks the op and fills the geometry of job. Operand order by role:
  * FORWARD [O, I, w (, bias)], INPUT_GRAD [I, O, w (, bias)], WEIGHT_GRAD
@@ -249,8 +303,9 @@ static nrt_status prepare(const nrt_op *op, conv_role role, conv_job *j, const c
   j->kg = j->out.c / j->groups;
   j->kk = j->cg * j->kh * j->kw;
   j->ohw = j->out.h * j->out.w;
-  j->direct_out = (*k)->t_is_a && positions_flat(&j->out);
-  j->pointwise = (*k)->t_is_a && j->kh == 1 && j->kw == 1 && j->sh == 1 && j->sw == 1 && j->ph == 0 &&
+  if (*k == &kernels_bf16 && bf16_columns(j)) *k = &kernels_bf16mm;
+  j->direct_out = (*k)->t_is_col && positions_flat(&j->out);
+  j->pointwise = (*k)->t_is_col && j->kh == 1 && j->kw == 1 && j->sh == 1 && j->sw == 1 && j->ph == 0 &&
                  j->pw == 0 && j->img.h == j->out.h && j->img.w == j->out.w && positions_flat(&j->img);
   return NRT_SUCCESS;
 }
@@ -347,7 +402,7 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[2];
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
   rt_conv_shape cs = shape_of(&j);
-  if (rt_conv_blocked_usable(&cs, w->dtype))
+  if (use_blocked(k, &cs, w->dtype))
     return rt_conv_blocked_forward(&cs, w->dtype, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
@@ -376,7 +431,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   cs.out = j->img;
   cs.ph = j->dh * (j->kh - 1) - j->ph;
   cs.pw = j->dw * (j->kw - 1) - j->pw;
-  if (rt_conv_blocked_usable(&cs, w->dtype))
+  if (use_blocked(k, &cs, w->dtype))
     return rt_conv_blocked_forward(&cs, w->dtype, w, 1, j->bias, j->bias_stride, 0, nrt_op_name(op->code));
   void *wbuf = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
@@ -393,11 +448,11 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   f.ohw = f.out.h * f.out.w;
   f.ph = j->dh * (j->kh - 1) - j->ph;
   f.pw = j->dw * (j->kw - 1) - j->pw;
-  f.direct_out = k->t_is_a && positions_flat(&f.out);
+  f.direct_out = k->t_is_col && positions_flat(&f.out);
   f.taps_outer = use_taps_outer(&f);
-  f.pointwise = k->t_is_a && j->kh == 1 && j->kw == 1 && f.ph == 0 && f.pw == 0 && f.img.h == f.out.h &&
+  f.pointwise = k->t_is_col && j->kh == 1 && j->kw == 1 && f.ph == 0 && f.pw == 0 && f.img.h == f.out.h &&
                 f.img.w == f.out.w && positions_flat(&f.img);
-  size_t a = k->a_size;
+  size_t a = k->col_size; /* weight matrix elements */
   for (int64_t g = 0; g < j->groups; g++)
     for (int64_t kk = 0; kk < j->kg; kk++)
       for (int64_t c = 0; c < j->cg; c++)
@@ -482,7 +537,7 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
     rt_conv_shape cs = shape_of(&j);
     cs.img = j.out;
     cs.out = j.img;
-    if (rt_conv_blocked_usable(&cs, w->dtype)) return input_grad_phases(op, &j);
+    if (use_blocked(k, &cs, w->dtype)) return input_grad_phases(op, &j);
   }
   if (input_grad_as_forward(&j)) return input_grad_forward(op, &j, k);
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
@@ -515,7 +570,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
   rt_conv_shape cs = shape_of(&j);
-  if (rt_conv_blocked_usable(&cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
+  if (use_blocked(k, &cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
   if (is_depthwise(&j)) {
     j.wgrad = malloc((size_t)(j.out.c * j.kk) * k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
@@ -547,7 +602,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (j.chunk < 1) j.chunk = 1;
   j.col = malloc((size_t)(j.chunk * per_image + 1) * k->a_size);
   if (!j.wgrad || !j.col) return oom(op, j.wgrad, j.col, NULL);
-  j.omat = (char *)j.col + (size_t)(j.pointwise ? 0 : j.chunk * j.groups * j.kk * j.ohw) * k->a_size;
+  j.omat = (char *)j.col + (size_t)(j.pointwise ? 0 : j.chunk * j.groups * j.kk * j.ohw) * k->col_size;
   j.mb = j.kg < 96 ? j.kg : 96;
   j.nb = j.kk < 512 ? j.kk : 512;
   int64_t blocks = j.groups * ((j.kg + j.mb - 1) / j.mb) * ((j.kk + j.nb - 1) / j.nb);

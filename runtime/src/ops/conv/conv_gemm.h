@@ -23,6 +23,12 @@ typedef struct rt_matrix_f64 {
   int64_t rs, cs;
 } rt_matrix_f64;
 
+/* bfloat16 operands (bits), multiplied into a float32 C. */
+typedef struct rt_matrix_bf16 {
+  uint16_t *data;
+  int64_t rs, cs;
+} rt_matrix_bf16;
+
 /* C[m, n] = sum_k A[m, k] * B[k, n], plus C's old value when accumulate.
  * A and B are read only; C must not overlap them. Returns 0, or -1 when
  * the product's buffers could not be allocated. */
@@ -30,5 +36,9 @@ int rt_conv_gemm_f32(int64_t m, int64_t n, int64_t k, rt_matrix_f32 a, rt_matrix
                      int accumulate);
 int rt_conv_gemm_f64(int64_t m, int64_t n, int64_t k, rt_matrix_f64 a, rt_matrix_f64 b, rt_matrix_f64 c,
                      int accumulate);
+/* The same with bfloat16 A and B and a float32 C: the GEMM's bfloat16
+ * kernels (AMX where present), float32 accumulation. */
+int rt_conv_gemm_bf16(int64_t m, int64_t n, int64_t k, rt_matrix_bf16 a, rt_matrix_bf16 b, rt_matrix_f32 c,
+                      int accumulate);
 
 #endif
