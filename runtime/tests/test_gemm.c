@@ -647,13 +647,20 @@ static void test_bf16_microkernel_twin(void) {
           for (int64_t q = 0; q < k2 * mr; q++) a[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int64_t q = 0; q < k2 * nr; q++) b[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int q = 0; q < mr * ldc; q++) c[q] = want[q] = (float)((int)(rng() % 2001) - 1000) / 997.0f;
-          if (kern->bf16_a_layout) { /* AMX: its own A layout, its own sums */
+          if (kern->bf16_pack_a) { /* AMX: its own A layout, its own sums */
+            /* The same words as a row-major bfloat16 matrix, packed by the kernel. */
+            uint16_t *ar = malloc((size_t)(k2 * mr) * 4);
             uint32_t *al = malloc((size_t)(k2 * mr) * 4);
-            memcpy(al, a, (size_t)(k2 * mr) * 4);
-            kern->bf16_a_layout(al, mr, 1, k2);
+            for (int i = 0; i < mr; i++)
+              for (int64_t q = 0; q < k2; q++)
+                ar[i * 2 * k2 + 2 * q] = (uint16_t)a[q * mr + i], ar[i * 2 * k2 + 2 * q + 1] = (uint16_t)(a[q * mr + i] >> 16);
+            const rt_gemm_src src = {.base = (const char *)ar, .dtype = NRT_BFLOAT16, .s_r = 2 * k2, .s_k = 1, .k = 2 * k2};
+            kern->bf16_pack_a(al, &src, 0, mr, 0, 2 * k2);
+            if (kern->begin) kern->begin();
             kern->bf16(k2, al, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
+            if (kern->end) kern->end();
             ukr_bf16_amx_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
-            free(al);
+            free(al), free(ar);
           } else {
             kern->bf16(k2, a, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
             ukr_bf16_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
@@ -681,7 +688,7 @@ static void test_bf16_microkernel_twin(void) {
 static void test_amx_gemm_exact_model(void) {
   const rt_gemm_kernel *const *list;
   int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
-  if (count == 0 || !list[0]->bf16_a_layout) {
+  if (count == 0 || !list[0]->bf16_pack_a) {
     fprintf(stderr, "skip test_amx_gemm_exact_model: this CPU (or TORCHNEURON_ISA) has no AMX-BF16 kernel\n");
     return;
   }
