@@ -169,6 +169,25 @@ __attribute__((target("avx512f,avx512bw"))) static void copy_step(uint32_t *dst,
   for (; r < AMX_MR; r++) _mm512_mask_storeu_epi32(dst + r * w, wm, _mm512_setzero_si512());
 }
 
+/* A whole step of a k-major bfloat16 A (rows contiguous, k stride s_k):
+ * 32 k values of 32 rows paired into 16 k pairs x 32 rows of words, the
+ * k-major layout transpose_step takes; one permute per 16 words. Word j
+ * of a permute's output takes row j/2 (+16 for the second half) of the
+ * even k (indices < 32) or of the odd k (indices >= 32). */
+static const uint16_t pair_lo[32] __attribute__((aligned(64))) = {
+    0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+static const uint16_t pair_hi[32] __attribute__((aligned(64))) = {
+    16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+__attribute__((target("avx512f,avx512bw"))) static void pair_step(uint32_t *tmp, const uint16_t *src, int64_t s_k) {
+  const __m512i lo = _mm512_load_si512(pair_lo), hi = _mm512_load_si512(pair_hi);
+  for (int q = 0; q < AMX_KP; q++) {
+    const __m512i even = _mm512_loadu_si512(src + 2 * q * s_k), odd = _mm512_loadu_si512(src + (2 * q + 1) * s_k);
+    _mm512_store_si512(tmp + q * AMX_MR, _mm512_permutex2var_epi16(even, lo, odd));
+    _mm512_store_si512(tmp + q * AMX_MR + 16, _mm512_permutex2var_epi16(even, hi, odd));
+  }
+}
+
 /* bf16_pack_a: panels of 32 rows as rt_gemm_pack_panels_bf16x2 packs
  * them (k2 = ceil(kc / 2) words a row), each in steps of 16 k pairs, a
  * step's 32 rows one after another (w words each, w < 16 only in the
@@ -177,8 +196,9 @@ __attribute__((target("avx512f,avx512bw"))) static void copy_step(uint32_t *dst,
 static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_t rows, int64_t kk0,
                        int64_t kc) {
   const int64_t k2 = (kc + 1) / 2, slice = kk0 / src->k, p0 = kk0 % src->k;
-  const int by_rows = src->s_k == 1 && p0 + kc <= src->k && rt_isa() >= NRT_ISA_AVX512;
-  const uint16_t *base = (const uint16_t *)(const void *)src->base + slice * src->s_slice + p0;
+  const int one_slice = p0 + kc <= src->k && rt_isa() >= NRT_ISA_AVX512;
+  const int by_rows = one_slice && src->s_k == 1, by_k = one_slice && src->s_r == 1 && !by_rows;
+  const uint16_t *base = (const uint16_t *)(const void *)src->base + slice * src->s_slice + p0 * src->s_k;
   uint32_t tmp[AMX_KP * AMX_MR] __attribute__((aligned(64)));
   for (int64_t q0 = 0; q0 < rows; q0 += AMX_MR, dst += AMX_MR * k2) {
     const int64_t n = rows - q0 < AMX_MR ? rows - q0 : AMX_MR;
@@ -187,6 +207,11 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
       uint32_t *step = dst + s * AMX_MR;
       if (by_rows) {
         copy_step(step, base + (r0 + q0) * src->s_r + 2 * s, src->s_r, n, vals);
+        continue;
+      }
+      if (by_k && n == AMX_MR && vals == 2 * AMX_KP) {
+        pair_step(tmp, base + r0 + q0 + 2 * s * src->s_k, src->s_k);
+        transpose_step(step, tmp);
         continue;
       }
       rt_gemm_pack_bf16x2(tmp, AMX_MR, src, r0 + q0, n, kk0 + 2 * s, vals);
