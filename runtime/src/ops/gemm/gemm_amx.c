@@ -90,8 +90,17 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
   _tile_zero(2);
   _tile_zero(3);
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
-  for (int64_t s = 0; s < steps; s++)
+  for (int64_t s = 0; s < steps; s++) {
+    /* B's rows two steps ahead into L1: a B panel too large for L2 comes
+     * from L3 on its first use, and tile loads stalled on it. */
+    const uint32_t *bn = b + (s + 2) * AMX_KP * ldb;
+    if (s + 2 < steps)
+      for (int q = 0; q < AMX_KP; q++) {
+        __builtin_prefetch(bn + q * ldb);
+        __builtin_prefetch(bn + q * ldb + 16);
+      }
     AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
+  }
   if (w) {
     uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
     uint32_t bt[AMX_KP * AMX_NR] __attribute__((aligned(64)));
