@@ -1,6 +1,9 @@
 /* Times rt_gemm on one bfloat16 product with a named micro-kernel:
- *   gemm_kernel_time M N K KERNEL REPS
+ *   gemm_kernel_time M N K KERNEL REPS [LAYOUT [OUT]]
  * prints the best of REPS calls in seconds (after one warm-up call).
+ * LAYOUT is nn (default), nt (B stored transposed, as linear's weight) or
+ * tn (A stored transposed, as a weight gradient's); OUT is bfloat16
+ * (default) or float32, the dtype of C.
  * benchmarks/gemm_kernels.py runs it turn by turn against PyTorch CPU, to
  * compare kernels (AMX, AVX512-BF16) without the Python extension. */
 #include <stdint.h>
@@ -17,12 +20,15 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s M N K KERNEL REPS\n", argv[0]);
+  if (argc < 6 || argc > 8) {
+    fprintf(stderr, "usage: %s M N K KERNEL REPS [nn|nt|tn [bfloat16|float32]]\n", argv[0]);
     return 2;
   }
   const int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
   const int reps = atoi(argv[5]);
+  const char *layout = argc > 6 ? argv[6] : "nn";
+  const int out_f32 = argc > 7 && strcmp(argv[7], "float32") == 0;
+  const int ta = strcmp(layout, "tn") == 0, tb = strcmp(layout, "nt") == 0;
   const rt_gemm_kernel *const *list, *kern = NULL;
   int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
   for (int i = 0; i < count; i++)
@@ -31,14 +37,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "no bfloat16 kernel '%s' on this CPU, or bad sizes\n", argv[4]);
     return 1;
   }
-  uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2), *c = malloc((size_t)(m * n) * 2);
+  uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2), *c = malloc((size_t)(m * n) * 4);
   if (!a || !b || !c) return 1;
   /* Values in [1, 2): no subnormals, no overflow. */
   for (int64_t i = 0; i < m * k; i++) a[i] = (uint16_t)(0x3f80 + rand() % 128);
   for (int64_t i = 0; i < k * n; i++) b[i] = (uint16_t)(0x3f80 + rand() % 128);
   rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
-                    .c_dtype = NRT_BFLOAT16, .a = a, .a_rs = k, .a_cs = 1, .b = b, .b_rs = n,
-                    .b_cs = 1, .c = c, .c_rs = n, .c_cs = 1, .alpha = 1, .kernel = kern};
+                    .c_dtype = out_f32 ? NRT_FLOAT32 : NRT_BFLOAT16, .a = a, .a_rs = ta ? 1 : k,
+                    .a_cs = ta ? m : 1, .b = b, .b_rs = tb ? 1 : n, .b_cs = tb ? k : 1, .c = c,
+                    .c_rs = n, .c_cs = 1, .alpha = 1, .kernel = kern};
   if (rt_gemm(&g) != NRT_SUCCESS) return 1;
   double best = 1e30;
   for (int r = 0; r < reps; r++) {

@@ -552,6 +552,44 @@ static void test_bfloat16_pair_packing(void) {
       }
 }
 
+/* float16 packing converts every one of the 65536 values exactly
+ * (subnormals included; NaN stays NaN), from both layouts, with whole and
+ * partial panels and the zero padding. */
+static void test_float16_packing_exact(void) {
+  uint16_t *h = malloc(65536 * 2);
+  float *dst = malloc((size_t)(256 + 32) * 256 * 4);
+  for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+  static const int Rs[] = {12, 32, 6};
+  for (int layout = 0; layout < 2; layout++)
+    for (size_t ri = 0; ri < sizeof Rs / sizeof Rs[0]; ri++)
+      for (int z = 0; z < 2; z++) {
+        const int R = Rs[ri];
+        const int64_t rows = z ? 13 : 256;
+        /* value (row r, k p) is h[r * 256 + p] in both layouts */
+        rt_gemm_src src_t = {.base = (const char *)h, .dtype = NRT_FLOAT16, .s_r = 256, .s_k = 1, .k = 256};
+        if (layout) { /* the same values stored k-major: transpose h first */
+          static uint16_t ht[65536];
+          for (int r = 0; r < 256; r++)
+            for (int p = 0; p < 256; p++) ht[p * 256 + r] = h[r * 256 + p];
+          src_t.base = (const char *)ht, src_t.s_r = 1, src_t.s_k = 256;
+        }
+        rt_gemm_pack_panels_f32(dst, R, &src_t, 0, rows, 0, 256);
+        int bad = 0;
+        for (int64_t r = 0; r < (rows + R - 1) / R * R && !bad; r++)
+          for (int64_t p = 0; p < 256 && !bad; p++) {
+            float got = dst[r / R * R * 256 + p * R + r % R];
+            float want = r < rows ? half_value(h[r * 256 + p]) : 0.0f;
+            if (memcmp(&got, &want, 4) != 0 && !(isnan(got) && isnan(want))) {
+              fprintf(stderr, "float16 pack layout %d R %d rows %lld at (%lld,%lld): got %a want %a\n", layout, R,
+                      (long long)rows, (long long)r, (long long)p, got, want);
+              bad = 1;
+            }
+          }
+        CHECK(!bad);
+      }
+  free(h), free(dst);
+}
+
 /* ---- the AVX512_BF16 micro-kernel against its bit-exact twin ------------- */
 
 /* One VDPBF16PS lane, as the instruction is defined (Intel SDM; checked
@@ -647,13 +685,20 @@ static void test_bf16_microkernel_twin(void) {
           for (int64_t q = 0; q < k2 * mr; q++) a[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int64_t q = 0; q < k2 * nr; q++) b[q] = random_bf16(ranges[r][0], ranges[r][1]) | random_bf16(ranges[r][0], ranges[r][1]) << 16;
           for (int q = 0; q < mr * ldc; q++) c[q] = want[q] = (float)((int)(rng() % 2001) - 1000) / 997.0f;
-          if (kern->bf16_a_layout) { /* AMX: its own A layout, its own sums */
+          if (kern->bf16_pack_a) { /* AMX: its own A layout, its own sums */
+            /* The same words as a row-major bfloat16 matrix, packed by the kernel. */
+            uint16_t *ar = malloc((size_t)(k2 * mr) * 4);
             uint32_t *al = malloc((size_t)(k2 * mr) * 4);
-            memcpy(al, a, (size_t)(k2 * mr) * 4);
-            kern->bf16_a_layout(al, mr, 1, k2);
+            for (int i = 0; i < mr; i++)
+              for (int64_t q = 0; q < k2; q++)
+                ar[i * 2 * k2 + 2 * q] = (uint16_t)a[q * mr + i], ar[i * 2 * k2 + 2 * q + 1] = (uint16_t)(a[q * mr + i] >> 16);
+            const rt_gemm_src src = {.base = (const char *)ar, .dtype = NRT_BFLOAT16, .s_r = 2 * k2, .s_k = 1, .k = 2 * k2};
+            kern->bf16_pack_a(al, &src, 0, mr, 0, 2 * k2);
+            if (kern->begin) kern->begin();
             kern->bf16(k2, al, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
+            if (kern->end) kern->end();
             ukr_bf16_amx_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
-            free(al);
+            free(al), free(ar);
           } else {
             kern->bf16(k2, a, b, nr, c, ldc, scalars[sc][0], scalars[sc][1]);
             ukr_bf16_twin(mr, nr, k2, a, b, want, ldc, scalars[sc][0], scalars[sc][1]);
@@ -681,7 +726,7 @@ static void test_bf16_microkernel_twin(void) {
 static void test_amx_gemm_exact_model(void) {
   const rt_gemm_kernel *const *list;
   int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
-  if (count == 0 || !list[0]->bf16_a_layout) {
+  if (count == 0 || !list[0]->bf16_pack_a) {
     fprintf(stderr, "skip test_amx_gemm_exact_model: this CPU (or TORCHNEURON_ISA) has no AMX-BF16 kernel\n");
     return;
   }
@@ -949,6 +994,7 @@ int main(int argc, char **argv) {
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
   RUN(test_bfloat16_pair_packing);
+  RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);
   RUN(test_bf16_subnormal_inputs);

@@ -18,8 +18,11 @@
  *       for each column panel (nr): for each row panel (mr): micro-kernel
  *
  * C is updated in place when it is stored in the compute type with unit
- * column stride ("direct"); otherwise a float32/float64 workspace for the
- * unit accumulates the k blocks and is written out once, converted. A
+ * column stride ("direct"); otherwise each register tile is converted
+ * and written out from L1 when k is one block, or a float32/float64
+ * workspace for the unit accumulates the k blocks and is written out
+ * once, converted. Kernels with thread state (AMX tiles) get begin/end
+ * around each unit's micro-kernel calls. A
  * transposed C is handled by computing C^T = B^T A^T.
  */
 #include "ops/gemm/gemm.h"
@@ -141,21 +144,31 @@ typedef struct gemm_plan {
 DEFINE_MERGE(float, f32)
 DEFINE_MERGE(double, f64)
 
-/* One row of a float32 workspace written to C: c[j] = w[j] + beta * in[j]
- * (in NULL: just w), rounded once to C's dtype. */
+/* A block of a float32 workspace (rows x n, row stride ld) written to C:
+ * c = w + beta * in (in NULL: just w), rounded once to C's dtype. One call
+ * per block, not per row: per register tile it is called for 32 x 32
+ * values, and the unit-stride loops are the ones the compiler vectorises. */
 static inline float f32_id(float v) { return v; }
-#define DEFINE_FLUSH_ROW(NAME, ST, TO, FROM)                                                   \
-  RT_SIMD_VOID(NAME, (ST *c, int64_t cs, const float *w, const ST *in, int64_t ics,            \
-                      float beta, int64_t n), (c, cs, w, in, ics, beta, n)) {                  \
-    if (!in) {                                                                                 \
-      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j]);                                   \
-    } else {                                                                                   \
-      for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j] + beta * FROM(in[j * ics]));         \
+#define DEFINE_FLUSH(NAME, ST, TO, FROM)                                                       \
+  RT_SIMD_VOID(NAME, (ST *c, int64_t c_rs, int64_t cs, const float *w, int64_t ld, const ST *in, \
+                      int64_t i_rs, int64_t ics, float beta, int64_t rows, int64_t n),         \
+               (c, c_rs, cs, w, ld, in, i_rs, ics, beta, rows, n)) {                           \
+    for (int64_t i = 0; i < rows; i++, c += c_rs, w += ld) {                                   \
+      const ST *ir = in ? in + i * i_rs : NULL;                                                \
+      if (cs == 1 && !ir) {                                                                    \
+        for (int64_t j = 0; j < n; j++) c[j] = TO(w[j]);                                       \
+      } else if (cs == 1 && ics == 1) {                                                        \
+        for (int64_t j = 0; j < n; j++) c[j] = TO(w[j] + beta * FROM(ir[j]));                  \
+      } else if (!ir) {                                                                        \
+        for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j]);                                  \
+      } else {                                                                                 \
+        for (int64_t j = 0; j < n; j++) c[j * cs] = TO(w[j] + beta * FROM(ir[j * ics]));       \
+      }                                                                                        \
     }                                                                                          \
   }
-DEFINE_FLUSH_ROW(flush_row_f32, float, f32_id, f32_id)
-DEFINE_FLUSH_ROW(flush_row_bf16, rt_bfloat16, rt_bfloat16_from_float, rt_bfloat16_to_float)
-DEFINE_FLUSH_ROW(flush_row_f16, rt_half, rt_half_from_float, rt_half_to_float)
+DEFINE_FLUSH(flush_f32, float, f32_id, f32_id)
+DEFINE_FLUSH(flush_bf16, rt_bfloat16, rt_bfloat16_from_float, rt_bfloat16_to_float)
+DEFINE_FLUSH(flush_f16, rt_half, rt_half_from_float, rt_half_to_float)
 
 /* Writes a unit's workspace (mrows x ncols, row stride ld) to C at (t, i0,
  * j0): C = ws + beta * Cin, rounded once to C's dtype. */
@@ -164,22 +177,21 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
   const rt_gemm_args *g = &pl->g;
   float beta = (float)g->beta;
   int64_t cb = (int64_t)nrt_dtype_size(g->c_dtype);
-  for (int64_t i = 0; i < mrows; i++) {
-    const float *w = ws + i * ld;
-    char *crow = (char *)g->c + (t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs) * cb;
-    const char *irow =
-        g->cin ? (const char *)g->cin + (t * g->cin_bs + (i0 + i) * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
-    switch (g->c_dtype) {
-      case NRT_BFLOAT16:
-        flush_row_bf16((rt_bfloat16 *)crow, g->c_cs, w, (const rt_bfloat16 *)irow, g->cin_cs, beta, ncols);
-        break;
-      case NRT_FLOAT16:
-        flush_row_f16((rt_half *)crow, g->c_cs, w, (const rt_half *)irow, g->cin_cs, beta, ncols);
-        break;
-      default:
-        flush_row_f32((float *)crow, g->c_cs, w, (const float *)irow, g->cin_cs, beta, ncols);
-        break;
-    }
+  char *c = (char *)g->c + (t * g->c_bs + i0 * g->c_rs + j0 * g->c_cs) * cb;
+  const char *in = g->cin ? (const char *)g->cin + (t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
+  switch (g->c_dtype) {
+    case NRT_BFLOAT16:
+      flush_bf16((rt_bfloat16 *)c, g->c_rs, g->c_cs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, g->cin_cs,
+                 beta, mrows, ncols);
+      break;
+    case NRT_FLOAT16:
+      flush_f16((rt_half *)c, g->c_rs, g->c_cs, ws, ld, (const rt_half *)in, g->cin_rs, g->cin_cs, beta,
+                mrows, ncols);
+      break;
+    default:
+      flush_f32((float *)c, g->c_rs, g->c_cs, ws, ld, (const float *)in, g->cin_rs, g->cin_cs, beta, mrows,
+                ncols);
+      break;
   }
 }
 
@@ -225,9 +237,13 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
     PT *ap = scratch(BUF_A, mcpad * KP(pl->kc) * (int64_t)sizeof(PT));                          \
     const int b_packed = !pl->bsh && !pl->b_inplace; /* B packed here, per unit */             \
     PT *bp = b_packed ? scratch(BUF_B, (pl->kb / kdiv + 1) * ncpad * (int64_t)sizeof(PT)) : NULL; \
-    CT *ws = pl->direct ? NULL : scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)); \
+    /* One k block and C not direct: each register tile is written out as    \
+     * soon as computed, from L1, instead of through a workspace. */          \
+    const int tile_flush = !pl->direct && pl->ktot <= pl->kc;                                   \
+    const int use_ws = !pl->direct && !tile_flush;                                              \
+    CT *ws = use_ws ? scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)) : NULL; \
     CT *tile = scratch(BUF_TILE, mr * nr * (int64_t)sizeof(CT));                                \
-    if (!ap || (b_packed && !bp) || !tile || (!pl->direct && !ws)) {                            \
+    if (!ap || (b_packed && !bp) || !tile || (use_ws && !ws)) {                                 \
       __atomic_store_n(&pl->failed, 1, __ATOMIC_RELAXED);                                       \
       return;                                                                                   \
     }                                                                                           \
@@ -235,12 +251,13 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
       const int64_t tj = u / pl->m_blocks, ib0 = u % pl->m_blocks;                              \
       const int64_t t = tj / pl->n_blocks, jb = tj % pl->n_blocks;                              \
       int64_t nib = min64(u1, (tj + 1) * pl->m_blocks) - u;                                     \
-      if (!pl->direct) nib = min64(nib, pl->ws_blocks);                                         \
+      if (use_ws) nib = min64(nib, pl->ws_blocks);                                              \
       const int64_t j0 = jb * pl->nc, ncur = min64(pl->nc, g->n - j0);                          \
       const rt_gemm_src sa = {.base = (const char *)g->a + t * g->a_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
+      if (kern->begin) kern->begin();                                                           \
       for (int64_t kb0 = pl->bsh ? pl->kb0 : 0; kb0 < (pl->bsh ? pl->kb0 + 1 : pl->ktot); kb0 += pl->kb) { \
         const int64_t kbcur = min64(pl->kb, pl->ktot - kb0);                                    \
         /* The B chunk: shared (packed already; one chunk of all k) or this unit's. */          \
@@ -253,14 +270,15 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
         for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                          \
           const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                      \
           CT *cunit = pl->direct ? (CT *)g->c + t * g->c_bs + i0 * g->c_rs + j0 : NULL;           \
-          CT *wunit = pl->direct ? NULL : ws + (ib - ib0) * mcpad * ncpad;                       \
+          CT *wunit = use_ws ? ws + (ib - ib0) * mcpad * ncpad : NULL;                           \
           const CT *iunit = g->cin ? (const CT *)g->cin + t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs : NULL; \
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
-            rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);              \
-            if (kern->bf16_a_layout)                                                            \
-              kern->bf16_a_layout((uint32_t *)(void *)ap, (int)mr, ceil_div(mcur, mr), KP(kcur)); \
+            if (kern->bf16_pack_a)                                                              \
+              kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0, mcur, kb0 + pc, kcur);         \
+            else                                                                                \
+              rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);            \
             /* B's panels: packed (kc x nr each, one after another) or in place. */             \
             const PT *bpc = pl->b_inplace ? (const PT *)sb.base + (kb0 + pc) * g->b_rs + j0       \
                                           : bbase + pc / kdiv * bld + bj0 * KP(kcur);           \
@@ -270,7 +288,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
                 const PT *apan = ap + ir * KP(kcur), *bpan = bpc + jr * bstep;                  \
-                if (!pl->direct) {                                                              \
+                if (tile_flush) {                                                               \
+                  UKR(KP(kcur), apan, bpan, ldb, tile, nr, alpha, 0);                           \
+                  flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
+                  continue;                                                                     \
+                }                                                                               \
+                if (use_ws) {                                                                   \
                   UKR(KP(kcur), apan, bpan, ldb, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1); \
                   continue;                                                                     \
                 }                                                                               \
@@ -304,11 +327,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
           }                                                                                     \
         }                                                                                       \
       }                                                                                         \
+      if (kern->end) kern->end();                                                               \
       /* A block is final after the last k chunk (of the last shared-B phase). */              \
       const int final = !pl->bsh || pl->kb0 + pl->kb >= pl->ktot;                               \
       for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                            \
         const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                        \
-        if (!pl->direct) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur); \
+        if (use_ws) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur); \
         if (final) finish_block(pl, t, i0, mcur, j0, ncur);                                     \
       }                                                                                         \
       u += nib;                                                                                 \

@@ -94,6 +94,8 @@ nrt_status rt_gemm_args_of_op(const nrt_op *op, rt_gemm_args *out);
 
 /* ---- micro-kernels (gemm_kernels.c) ------------------------------------- */
 
+struct rt_gemm_src; /* a packing source, below */
+
 /* The register tile: for i < mr, j < nr
  *   c[i*ldc + j] = alpha * sum_{p < k} a[p*mr + i] * b[p*ldb + j] + beta * c[i*ldc + j]
  * where beta == 0 does not read c. a is a packed panel; b a packed panel
@@ -121,10 +123,17 @@ typedef struct rt_gemm_kernel {
   rt_gemm_ukr_f32 f32;
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
-  /* bfloat16 kernels whose A panels are not k-major (AMX): rearranges
-   * `panels` packed A panels of mr rows x k2 words in place, once per
-   * packing; NULL when the kernel reads them as packed. */
-  void (*bf16_a_layout)(uint32_t *a, int mr, int64_t panels, int64_t k2);
+  /* bfloat16 kernels whose A panels are not k-major (AMX): packs A as
+   * rt_gemm_pack_panels_bf16x2 does (same panels, same size) but straight
+   * into the kernel's own layout; NULL when the kernel reads the k-major
+   * panels. */
+  void (*bf16_pack_a)(uint32_t *dst, const struct rt_gemm_src *src, int64_t r0, int64_t rows,
+                      int64_t kk0, int64_t kc);
+  /* Kernels with per-thread state (AMX tiles): begin() before a run of
+   * micro-kernel calls on a thread, end() after it, with no other code
+   * that may use that state in between; NULL when there is none. */
+  void (*begin)(void);
+  void (*end)(void);
 } rt_gemm_kernel;
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -6,8 +6,9 @@
  * two B tiles (16 k pairs x 16 columns, tmm6-7) and issues four TDPBF16PS.
  * B tiles read the packed B panel where it lies: its rows are k pairs of
  * nr words, the layout AMX wants. A tiles want each row's k pairs
- * contiguous, which the k-major packed A panel is not, so the A block is
- * rearranged once after packing (rt_gemm_amx_a_layout), not per call.
+ * contiguous, so A is packed straight into that layout (pack_a_amx): for
+ * a row-major A a 64-byte copy per row and step, otherwise k-major pairs
+ * of one step transposed in registers.
  *
  * What TDPBF16PS computes (measured on this kernel's first host, a Xeon
  * with amx_bf16, by a throwaway driver against candidate models; the
@@ -37,24 +38,30 @@ typedef struct {
   uint8_t rows[16];
 } tile_config;
 
-/* The configuration is loaded on every call, not once per thread: other
- * code on the same thread (oneDNN, under PyTorch's CPU ops) loads its own
- * shapes, and LDTILECFG costs little next to a call's tile products. Each
- * call ends with TILERELEASE, so that an idle pool thread holds no tile
- * state (8 KiB more for every context switch to save). */
-__attribute__((target("amx-tile"))) static void configure_tiles(void) {
+/* GCC's tile load and store intrinsics are asm statements that do not
+ * tell the compiler they read or write memory: a barrier before tile
+ * loads (and LDTILECFG) and after tile stores keeps the buffers' writes
+ * and reads in place. */
+#define MEMORY_BARRIER() __asm__ volatile("" ::: "memory")
+
+/* The configuration is loaded once per run of micro-kernel calls (the
+ * driver's begin/end around a unit of work), not per call: LDTILECFG
+ * waits for the tiles in flight, and per call it took a third of the
+ * kernel's time at k = 256. Not once per thread either: other code on the
+ * same thread (oneDNN, under PyTorch's CPU ops) loads its own shapes
+ * between our calls. end() releases the tiles, so that an idle pool
+ * thread holds no tile state (8 KiB more for every context switch). */
+__attribute__((target("amx-tile"))) static void tiles_begin(void) {
   tile_config cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.palette = 1;
   for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  MEMORY_BARRIER();
   _tile_loadconfig(&cfg);
 }
 
-/* GCC's tile load and store intrinsics are asm statements that do not
- * tell the compiler they read or write memory: a barrier before tile
- * loads and after tile stores keeps the buffers' writes and reads in
- * place. */
-#define MEMORY_BARRIER() __asm__ volatile("" ::: "memory")
+__attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(); }
+
 
 /* Four accumulators += the products of one step: A tiles at a (rows 0-15)
  * and a + 16 * a_ld (rows 16-31), B tiles at b (columns 0-15) and b + 16. */
@@ -71,21 +78,29 @@ __attribute__((target("amx-tile"))) static void configure_tiles(void) {
     _tile_dpbf16ps(3, 5, 7);                                \
   } while (0)
 
-/* rt_gemm_ukr_bf16 with a in the layout of rt_gemm_amx_a_layout: for
- * each step of 16 k pairs, 32 rows of w words (w = 16, or what is left of
- * k2 in the last step). A last short step is copied into zero-padded
- * tiles. */
+/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx: for each step of
+ * 16 k pairs, 32 rows of w words (w = 16, or what is left of k2 in the
+ * last step). A last short step is copied into zero-padded tiles. Runs
+ * between tiles_begin() and tiles_end(). */
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
     int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
     float alpha, float beta) {
-  configure_tiles();
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
-  for (int64_t s = 0; s < steps; s++)
+  for (int64_t s = 0; s < steps; s++) {
+    /* B's rows two steps ahead into L1: a B panel too large for L2 comes
+     * from L3 on its first use, and tile loads stalled on it. */
+    const uint32_t *bn = b + (s + 2) * AMX_KP * ldb;
+    if (s + 2 < steps)
+      for (int q = 0; q < AMX_KP; q++) {
+        __builtin_prefetch(bn + q * ldb);
+        __builtin_prefetch(bn + q * ldb + 16);
+      }
     AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
+  }
   if (w) {
     uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
     uint32_t bt[AMX_KP * AMX_NR] __attribute__((aligned(64)));
@@ -102,7 +117,6 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
     _tile_stored(2, c + 16 * ldc, ldc * 4);
     _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
     MEMORY_BARRIER();
-    _tile_release();
     return;
   }
   float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
@@ -111,7 +125,6 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
   _tile_stored(2, out + 16 * AMX_NR, AMX_NR * 4);
   _tile_stored(3, out + 16 * AMX_NR + 16, AMX_NR * 4);
   MEMORY_BARRIER();
-  _tile_release();
   /* alpha and beta as the AVX512-BF16 kernel applies them. */
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int i = 0; i < AMX_MR; i++)
@@ -152,23 +165,77 @@ __attribute__((target("avx512f"))) static void transpose_step(uint32_t *dst, con
   }
 }
 
-void rt_gemm_amx_a_layout(uint32_t *a, int mr, int64_t panels, int64_t k2) {
-  uint32_t tmp[AMX_MR * AMX_KP];
-  for (int64_t p = 0; p < panels; p++, a += (int64_t)mr * k2)
+/* One step of a row-major bfloat16 A (k contiguous): rows n of `vals`
+ * values (<= 32, an odd last one paired with 0) from src (row stride
+ * s_r) to w = ceil(vals / 2) words per row at dst; rows n..31 zero. */
+__attribute__((target("avx512f,avx512bw"))) static void copy_step(uint32_t *dst, const uint16_t *src,
+                                                                  int64_t s_r, int64_t n, int64_t vals) {
+  const int64_t w = (vals + 1) / 2;
+  const __mmask32 m = (__mmask32)(vals >= 32 ? 0xffffffffu : (1u << vals) - 1);
+  const __mmask16 wm = (__mmask16)(w >= 16 ? 0xffff : (1u << w) - 1);
+  int64_t r = 0;
+  for (; r < n; r++) _mm512_mask_storeu_epi32(dst + r * w, wm, _mm512_maskz_loadu_epi16(m, src + r * s_r));
+  for (; r < AMX_MR; r++) _mm512_mask_storeu_epi32(dst + r * w, wm, _mm512_setzero_si512());
+}
+
+/* A whole step of a k-major bfloat16 A (rows contiguous, k stride s_k):
+ * 32 k values of 32 rows paired into 16 k pairs x 32 rows of words, the
+ * k-major layout transpose_step takes; one permute per 16 words. Word j
+ * of a permute's output takes row j/2 (+16 for the second half) of the
+ * even k (indices < 32) or of the odd k (indices >= 32). */
+static const uint16_t pair_lo[32] __attribute__((aligned(64))) = {
+    0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+static const uint16_t pair_hi[32] __attribute__((aligned(64))) = {
+    16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+__attribute__((target("avx512f,avx512bw"))) static void pair_step(uint32_t *tmp, const uint16_t *src, int64_t s_k) {
+  const __m512i lo = _mm512_load_si512(pair_lo), hi = _mm512_load_si512(pair_hi);
+  for (int q = 0; q < AMX_KP; q++) {
+    const __m512i even = _mm512_loadu_si512(src + 2 * q * s_k), odd = _mm512_loadu_si512(src + (2 * q + 1) * s_k);
+    _mm512_store_si512(tmp + q * AMX_MR, _mm512_permutex2var_epi16(even, lo, odd));
+    _mm512_store_si512(tmp + q * AMX_MR + 16, _mm512_permutex2var_epi16(even, hi, odd));
+  }
+}
+
+/* bf16_pack_a: panels of 32 rows as rt_gemm_pack_panels_bf16x2 packs
+ * them (k2 = ceil(kc / 2) words a row), each in steps of 16 k pairs, a
+ * step's 32 rows one after another (w words each, w < 16 only in the
+ * last step). Row-major A (within one slice) is copied row by row; any
+ * other layout is packed a step at a time k-major (in L1) and transposed. */
+static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_t rows, int64_t kk0,
+                       int64_t kc) {
+  const int64_t k2 = (kc + 1) / 2, slice = kk0 / src->k, p0 = kk0 % src->k;
+  const int one_slice = p0 + kc <= src->k && rt_isa() >= NRT_ISA_AVX512;
+  const int by_rows = one_slice && src->s_k == 1, by_k = one_slice && src->s_r == 1 && !by_rows;
+  const uint16_t *base = (const uint16_t *)(const void *)src->base + slice * src->s_slice + p0 * src->s_k;
+  uint32_t tmp[AMX_KP * AMX_MR] __attribute__((aligned(64)));
+  for (int64_t q0 = 0; q0 < rows; q0 += AMX_MR, dst += AMX_MR * k2) {
+    const int64_t n = rows - q0 < AMX_MR ? rows - q0 : AMX_MR;
     for (int64_t s = 0; s < k2; s += AMX_KP) {
-      const int64_t w = k2 - s < AMX_KP ? k2 - s : AMX_KP;
-      uint32_t *step = a + s * mr; /* the step's w x mr words, k-major */
-      memcpy(tmp, step, (size_t)(w * mr) * 4);
-      if (w == AMX_KP && mr == AMX_MR) {
+      const int64_t w = k2 - s < AMX_KP ? k2 - s : AMX_KP, vals = kc - 2 * s < 2 * AMX_KP ? kc - 2 * s : 2 * AMX_KP;
+      uint32_t *step = dst + s * AMX_MR;
+      if (by_rows) {
+        copy_step(step, base + (r0 + q0) * src->s_r + 2 * s, src->s_r, n, vals);
+        continue;
+      }
+      if (by_k && n == AMX_MR && vals == 2 * AMX_KP) {
+        pair_step(tmp, base + r0 + q0 + 2 * s * src->s_k, src->s_k);
         transpose_step(step, tmp);
         continue;
       }
-      for (int r = 0; r < mr; r++)
-        for (int64_t q = 0; q < w; q++) step[r * w + q] = tmp[q * mr + r];
+      rt_gemm_pack_bf16x2(tmp, AMX_MR, src, r0 + q0, n, kk0 + 2 * s, vals);
+      if (w == AMX_KP) {
+        transpose_step(step, tmp);
+        continue;
+      }
+      for (int r = 0; r < AMX_MR; r++)
+        for (int64_t q = 0; q < w; q++) step[r * w + q] = tmp[q * AMX_MR + r];
     }
+  }
 }
 
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
-    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_a_layout = rt_gemm_amx_a_layout};
+    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
+    .begin = tiles_begin, .end = tiles_end};
 #endif

@@ -159,9 +159,62 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pair_panels_avx
   }
 }
 
-/* 0: avx2, 1: avx512f, 2: avx512bw+vl; the AVX-512 level has all three. */
+/* 0: avx2 (and f16c), 1: avx512f, 2: avx512bw+vl; the AVX-512 level has all three. */
 static int cpu_has(int which) { return rt_isa() >= (which ? NRT_ISA_AVX512 : NRT_ISA_AVX2); }
+
+/* float16 to float32 with F16C (VCVTPH2PS: exact, subnormals included,
+ * whatever MXCSR says; only a signalling NaN comes out quieted). */
+__attribute__((target("avx2,f16c"))) static void f32_of_f16_f16c(float *d, const uint16_t *s, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(d + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + j))));
+  for (; j < n; j++) d[j] = rt_half_to_float(s[j]);
+}
+
+/* float16 rows contiguous along k: 8 rows at a time converted into an L1
+ * buffer, then transposed as float32. */
+__attribute__((target("avx2,f16c"))) static void pack_f16_rows_f16c(float *dst, int R, const uint16_t *src,
+                                                                    int64_t rows, int64_t len, int64_t s_r) {
+  float buf[8 * PACK_CHUNK];
+  for (int64_t p0 = 0; p0 < len; p0 += PACK_CHUNK) {
+    const int64_t pn = len - p0 < PACK_CHUNK ? len - p0 : PACK_CHUNK;
+    for (int64_t r = 0; r < rows; r += 8) {
+      const int64_t r8 = r + 8 <= rows ? r : rows - 8; /* the last group overlaps the one before */
+      for (int i = 0; i < 8; i++) f32_of_f16_f16c(buf + i * PACK_CHUNK, src + (r8 + i) * s_r + p0, pn);
+      transpose8_f32(dst + p0 * R + r8, R, buf, PACK_CHUNK, pn);
+    }
+    for (int64_t p = 0; p < pn; p++)
+      for (int64_t i = rows; i < R; i++) dst[(p0 + p) * R + i] = 0;
+  }
+}
+
+/* float16 k-major (rows contiguous): per k, up to 32 rows converted in two
+ * masked moves, zero padding included (as copy_rows_avx512). */
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) static void pack_f16_kmajor_avx512(
+    float *dst, int R, const uint16_t *src, int64_t rows, int64_t len, int64_t s_k) {
+  for (int64_t p = 0; p < len; p++)
+    for (int r = 0; r < R; r += 16) {
+      const int64_t have = rows - r < 0 ? 0 : rows - r > 16 ? 16 : rows - r;
+      const __mmask16 m = (__mmask16)((1u << have) - 1), w = (__mmask16)(R - r >= 16 ? 0xffff : (1u << (R - r)) - 1);
+      _mm512_mask_storeu_ps(dst + p * R + r, w, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + p * s_k + r)));
+    }
+}
 #endif
+
+/* float16 segments: with F16C where the layout allows, else portable. */
+static void pack_f16_segment(float *dst, int R, const rt_half *src, int64_t rows, int64_t len,
+                             int64_t s_r, int64_t s_k) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (s_r == 1 && R <= 32 && cpu_has(2)) {
+    pack_f16_kmajor_avx512(dst, R, (const uint16_t *)src, rows, len, s_k);
+    return;
+  }
+  if (s_k == 1 && s_r != 1 && rows >= 8 && cpu_has(0)) {
+    pack_f16_rows_f16c(dst, R, (const uint16_t *)src, rows, len, s_r);
+    return;
+  }
+#endif
+  pack_f32_from_f16(dst, R, src, rows, len, s_r, s_k);
+}
 
 /* float32 segments: rows contiguous along k (row-major A, transposed B) are
  * transposed 8 rows at a time where the CPU has AVX2; k-major ones
@@ -208,7 +261,7 @@ void rt_gemm_pack_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int
   pack_f32_from_bf16(dst + (off) * R, R, (const rt_bfloat16 *)(at), rows, len, src->s_r, src->s_k)
     case NRT_BFLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_BF16_) break;
 #define SEG_F16_(off, at, len) \
-  pack_f32_from_f16(dst + (off) * R, R, (const rt_half *)(at), rows, len, src->s_r, src->s_k)
+  pack_f16_segment(dst + (off) * R, R, (const rt_half *)(at), rows, len, src->s_r, src->s_k)
     case NRT_FLOAT16: FOR_EACH_SEGMENT(src, r0, kk0, kc, 2, SEG_F16_) break;
     default: break; /* rt_gemm admits no other dtype here */
   }
