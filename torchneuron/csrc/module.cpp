@@ -4,7 +4,10 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <execinfo.h>
+#include <unistd.h>
 #include <chrono>
+#include <exception>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -138,7 +141,20 @@ void register_profiler_bindings(py::module_& m);  // profiler.cpp
 void register_memory_history_bindings(py::module_& m);  // memory_history.cpp
 void register_distributed_bindings(py::module_& m);  // distributed.cpp
 
+namespace {
+std::terminate_handler previous_terminate = nullptr;
+void report_terminate() {
+  static const char msg[] = "torchneuron: std::terminate was called; native backtrace:\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), 2);
+  if (previous_terminate) previous_terminate();
+  abort();
+}
+}  // namespace
+
 PYBIND11_MODULE(_C, m) {
+  previous_terminate = std::set_terminate(report_terminate);
   namespace tn = torchneuron;
   m.doc() = "TorchNeuron's bindings to the neuron runtime";
   m.def("_init", [] {
