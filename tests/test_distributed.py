@@ -9,6 +9,7 @@ with gloo, step by step.
 Each test spawns its ranks (torch.multiprocessing, a file:// store in the
 test's directory); a rank's failure is reported with its traceback."""
 
+import gc
 import os
 import socket
 import traceback
@@ -54,6 +55,12 @@ def _entry(rank, fn, store, errors, args, world):
     except Exception:  # noqa: BLE001 - reported to the parent
         errors[rank] = traceback.format_exc()
     finally:
+        # Objects in reference cycles (a DDP module and its reducer) may hold
+        # the last reference to a process group: collected only while the
+        # interpreter finalizes, the group's gloo threads would then run
+        # Python callbacks after finalization began, which aborts the rank
+        # ("terminate called without an active exception"). Collect them now.
+        gc.collect()
         if dist.is_initialized():
             dist.destroy_process_group()
 
