@@ -70,13 +70,7 @@ bool try_native_complex_addc(const std::string& name, torch::jit::Stack* stack) 
   const Planes p = divide ? cmath::divide(scaled, planes_of(t2)) : cmath::multiply(scaled, planes_of(t2));
   const Planes s = planes_of(self);
   const Planes r{s.re + p.re, s.im + p.im};
-  const std::vector<int64_t> shape = at::infer_size(r.re.sizes(), r.im.sizes());
-  at::Tensor result = target.defined() ? target : at::empty(shape, self.options());
-  if (has_out) at::native::resize_output(result, shape);
-  if (result.numel() > 0) {  // r is complete before self (in place) is written
-    complex_plane(result, 0).copy_(r.re.expand(shape));
-    complex_plane(result, 1).copy_(r.im.expand(shape));
-  }
+  at::Tensor result = cmath::assemble(r, self.options(), target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(result));
   return true;

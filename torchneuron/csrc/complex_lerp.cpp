@@ -66,8 +66,9 @@ bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) 
   if (inplace) target = self;
   if (target.defined() && (!neuron_of(target, dtype, device) || target.is_conj() || target.is_neg())) return false;
   if (inplace) check_inplace_broadcast(self.sizes(), {end.sizes(), weight.defined() ? weight.sizes() : self.sizes()});
-  std::vector<int64_t> shape = at::infer_size(self.sizes(), end.sizes());
-  if (weight.defined()) shape = at::infer_size(shape, weight.sizes());
+  // Shapes that do not broadcast get the CPU's error here, before any work.
+  const std::vector<int64_t> shape = at::infer_size(self.sizes(), end.sizes());
+  if (weight.defined()) (void)at::infer_size(shape, weight.sizes());
   native_op_counter("aten::lerp(complex)")->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);
   c10::DeviceGuard guard(device);
@@ -86,12 +87,7 @@ bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) 
     if (dtype == at::kComplexFloat) w = c10::complex<double>(static_cast<c10::complex<float>>(w_number));
     r = std::abs(w) < 0.5 ? add(s, scale(d, w)) : sub(e, scale(d, c10::complex<double>(1.0) - w));
   }
-  at::Tensor result = target.defined() ? target : at::empty(shape, self.options());
-  if (has_out) at::native::resize_output(result, shape);
-  if (result.numel() > 0) {  // r is complete before self (in place) is written
-    complex_plane(result, 0).copy_(r.re.expand(shape));
-    complex_plane(result, 1).copy_(r.im.expand(shape));
-  }
+  at::Tensor result = cmath::assemble(r, self.options(), target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(result));
   return true;

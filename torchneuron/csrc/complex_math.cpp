@@ -88,6 +88,19 @@ Planes multiply(const Planes& x, const Planes& y) {
   return {x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
 }
 
+// Writes the planes into a complex tensor of their broadcast shape: out
+// (resized as out= resizes) when given, else a new one.
+at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at::Tensor* out) {
+  const std::vector<int64_t> shape = at::infer_size(p.re.sizes(), p.im.sizes());
+  at::Tensor result = out ? *out : at::empty(shape, options);
+  if (out) at::native::resize_output(result, shape);
+  if (result.numel() > 0) {
+    complex_plane(result, 0).copy_(p.re.expand(shape));
+    complex_plane(result, 1).copy_(p.im.expand(shape));
+  }
+  return result;
+}
+
 }  // namespace cmath
 
 namespace {
@@ -203,18 +216,6 @@ const std::unordered_map<std::string, Binary>& binary_table() {
 }
 
 
-// Writes the planes into a complex tensor of their broadcast shape: out
-// (resized as out= resizes) when given, else a new one.
-at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at::Tensor* out) {
-  const std::vector<int64_t> shape = at::infer_size(p.re.sizes(), p.im.sizes());
-  at::Tensor result = out ? *out : at::empty(shape, options);
-  if (out) at::native::resize_output(result, shape);
-  if (result.numel() > 0) {
-    complex_plane(result, 0).copy_(p.re.expand(shape));
-    complex_plane(result, 1).copy_(p.im.expand(shape));
-  }
-  return result;
-}
 
 }  // namespace
 

@@ -23,6 +23,11 @@ Planes log_of(const Planes& z, double scale);
 Planes sqrt_of(const Planes& z);
 Planes reciprocal_of(const Planes& z);
 
+// Writes the planes into a complex tensor of their broadcast shape: out
+// (resized as out= resizes) when given, else a new one. The planes are
+// complete before out (which may be an input, in place) is written.
+at::Tensor assemble(const Planes& p, const at::TensorOptions& options, const at::Tensor* out);
+
 // complex_math_inverse.cpp: the inverse trigonometric and hyperbolic
 // functions on their principal branches, log1p, expm1 and sgn.
 Planes asin_of(const Planes& z);

@@ -136,13 +136,7 @@ bool try_native_complex_pow(const std::string& name, torch::jit::Stack* stack) {
     const at::Tensor e = args[1].toTensor().to(dtype).resolve_conj().resolve_neg();
     result = pow_general(planes_of(base), planes_of(e));
   }
-  const std::vector<int64_t> shape = at::infer_size(result.re.sizes(), result.im.sizes());
-  at::Tensor out = target.defined() ? target : at::empty(shape, options);
-  if (target.defined()) at::native::resize_output(out, shape);
-  if (out.numel() > 0) {
-    complex_plane(out, 0).copy_(result.re.expand(shape));
-    complex_plane(out, 1).copy_(result.im.expand(shape));
-  }
+  at::Tensor out = assemble(result, options, target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(out));
   return true;
