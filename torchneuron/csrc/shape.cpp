@@ -387,7 +387,10 @@ at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   return out;
 }
 
-at::Tensor& eye_out(int64_t n, at::Tensor& out) { return eye_m_out(n, n, out); }
+at::Tensor& eye_out(int64_t n, at::Tensor& out) {
+  NEURON_TRACK_OP("aten::eye.out");
+  return eye_m_out(n, n, out);
+}
 
 }  // namespace
 

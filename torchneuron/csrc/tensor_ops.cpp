@@ -161,17 +161,20 @@ at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t st
 }
 
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  NEURON_TRACK_OP("aten::set_.source_Storage");
   int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
   return set_storage_offset(self, std::move(source), 0, {numel}, {});
 }
 
 at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  NEURON_TRACK_OP("aten::set_.source_Tensor");
   if (self.is_same(source)) return self;
   return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(),
                             source.strides());
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  NEURON_TRACK_OP("aten::set_");
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
   return set_storage_offset(self, std::move(empty), 0, {0}, {});
 }
@@ -246,6 +249,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 // CUDA tensors are, so the swap is as safe as it is for CUDA; the override
 // point is the one c10 documents for PrivateUse1 backends.
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  NEURON_TRACK_OP("aten::_has_compatible_shallow_copy_type");
   if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
   constexpr auto dense_backends = c10::DispatchKeySet(
       {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
