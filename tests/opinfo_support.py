@@ -158,9 +158,6 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     ("masked.logsumexp", torch.bfloat16): _LOGSUMEXP_16BIT,
     **{(name, torch.float16): Known("complex32 (ComplexHalf) is not a device dtype yet",
                                     "dtype ComplexHalf is not supported") for name in ("view_as_complex", "complex")},
-    ("masked_fill", "error_inputs"): Known("a complex fill value reaches the counted fallback, which raises the "
-                                           "CPU's error, instead of being refused before it",
-                                           "CPU fallback ran for ['aten::masked_fill"),
     **{(name, d): _GRID_16BIT for name in ("nn.functional.grid_sample", "grid_sampler_2d", "grid_sampler_3d")
        for d in (torch.float16, torch.bfloat16)},
     ("svd", torch.float32): _SVD_SIGNS,

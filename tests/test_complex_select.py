@@ -145,6 +145,34 @@ def test_masked_fill_errors_match_cpu():
         x.to(DEV).masked_fill_(_mask(3, 4).to(DEV), torch.ones(2, dtype=torch.complex64, device=DEV))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
+@pytest.mark.parametrize("value", [1j, 2 + 0j, "tensor 1j", "tensor 3+0j", "cpu tensor 1j", "tensor [1j]"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_masked_fill_of_a_real_tensor_with_a_complex_value(dtype, value, inplace):
+    # A complex value converts to self's dtype as on the CPU: an imaginary
+    # part is the overflow error, a zero one fills with the real part; natively.
+    def call(device):
+        x = torch.arange(6).reshape(2, 3).to(dtype).to(device)
+        m = torch.tensor([True, False, True], device=device)
+        v = value
+        if isinstance(value, str):
+            number = complex(value.split()[-1].strip("[]"))
+            v = torch.tensor([number] if "[" in value else number)
+            v = v if value.startswith("cpu") else v.to(device)
+        try:
+            return x.masked_fill_(m, v) if inplace else x.masked_fill(m, v)
+        except RuntimeError as e:
+            return str(e)
+
+    expected = call("cpu")
+    with no_fallback():
+        got = call(DEV)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert torch.equal(got.cpu(), expected)
+
+
 @pytest.mark.parametrize("dtype", CDTYPES)
 def test_mul_by_python_number_first(dtype):
     # mul_.Scalar runs as mul.out(2, self, out=self): the number comes first

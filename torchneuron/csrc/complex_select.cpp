@@ -8,6 +8,7 @@
 // Autograd's complex formulas reach these (pow's and angle's backward mask
 // the points where the derivative is undefined; sgn's masks zeros).
 #include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -68,12 +69,40 @@ bool try_where(torch::jit::Stack* stack, bool has_out) {
   return true;
 }
 
+// masked_fill of a real tensor with a complex value: the value converts to
+// self's dtype as the CPU converts it (c10's checked conversion: an
+// imaginary part is an overflow error), then the real fill runs natively.
+bool masked_fill_real_with_complex(torch::jit::Stack* stack, const at::Tensor& self, const at::Tensor& mask,
+                                   const c10::IValue& value, bool inplace) {
+  c10::Scalar number;
+  if (value.isScalar()) {
+    number = value.toScalar();
+  } else {
+    const at::Tensor t = value.toTensor();
+    TORCH_CHECK(t.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+                t.dim(), " dimension(s).");
+    number = t.item();  // the CPU reads the value on the host too
+  }
+  at::Scalar converted;
+  AT_DISPATCH_V2(self.scalar_type(), "masked_fill", AT_WRAP([&] { converted = number.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES), at::kHalf, at::kBFloat16, at::kBool, AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  at::Tensor result = inplace ? self.masked_fill_(mask, converted) : self.masked_fill(mask, converted);
+  torch::jit::drop(*stack, 3);
+  torch::jit::push(*stack, std::move(result));
+  return true;
+}
+
 // masked_fill(_).Scalar / .Tensor (self, mask, value).
 bool try_masked_fill(torch::jit::Stack* stack, bool inplace) {
   if (stack->size() < 3) return false;
   const c10::IValue* args = stack->data() + (stack->size() - 3);
   if (!args[0].isTensor() || !args[1].isTensor()) return false;
   const at::Tensor self = args[0].toTensor(), mask = args[1].toTensor();
+  const bool complex_value = (args[2].isScalar() && args[2].toScalar().isComplex()) ||
+                             (args[2].isTensor() && args[2].toTensor().defined() && args[2].toTensor().is_complex());
+  if (self.defined() && !self.is_complex() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+      on_device(mask, self.device()) && complex_value)
+    return masked_fill_real_with_complex(stack, self, mask, args[2], inplace);
   if (!self.defined() || !self.is_complex() || self.scalar_type() == at::kComplexHalf ||
       self.device().type() != c10::DeviceType::PrivateUse1 || self.is_conj() || self.is_neg())
     return false;
