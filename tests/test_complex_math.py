@@ -351,6 +351,35 @@ def test_scans_native(dtype, op):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
+def test_logcumsumexp_native_follows_the_cpus_branch(dtype):
+    # The scan runs in order as the CPU's does: the imaginary part (which
+    # branch of log) depends on the order terms join, so a long line with
+    # imaginary parts far outside (-pi, pi] must still match to rounding.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 400, dtype=dtype, generator=g) * 12
+    d = x.to(DEV)
+    tol = {"rtol": 1e-5, "atol": 1e-4} if dtype == torch.complex64 else {"rtol": 1e-12, "atol": 1e-11}
+    with no_fallback():
+        for dim in (0, 1, -1):
+            torch.testing.assert_close(torch.logcumsumexp(d, dim).cpu(), torch.logcumsumexp(x, dim), **tol)
+        torch.testing.assert_close(torch.logcumsumexp(d.t(), 1).cpu(), torch.logcumsumexp(x.t(), 1), **tol)
+        torch.testing.assert_close(torch.logcumsumexp(d.conj(), 1).cpu(), torch.logcumsumexp(x.conj(), 1), **tol)
+        torch.testing.assert_close(torch.logcumsumexp(d[1, 2], 0).cpu(), torch.logcumsumexp(x[1, 2], 0))
+        assert torch.logcumsumexp(d[:0], 1).shape == (0, 400)
+        out = torch.empty(0, dtype=dtype, device=DEV)
+        torch.logcumsumexp(d, 1, out=out)
+        torch.testing.assert_close(out.cpu(), torch.logcumsumexp(x, 1), **tol)
+    # the CPU's special values: -inf and +inf runs, a NaN that poisons the rest
+    inf, nan = float("inf"), float("nan")
+    special = torch.tensor([complex(-inf, 1), complex(-inf, 2), 1 + 1j, complex(inf, 1), complex(inf, 2),
+                            complex(nan, 0), 3 + 1j], dtype=dtype)
+    with no_fallback():
+        got = torch.logcumsumexp(special.to(DEV), 0).cpu()
+    torch.testing.assert_close(got, torch.logcumsumexp(special, 0), equal_nan=True)
+    assert torchneuron.get_executed_ops().get("aten::_logcumsumexp.out", 0) >= 1
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
 def test_prod_and_scans_backward(dtype):
     tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.complex64 else {}
     x = _scan_values(dtype, 4, 6)

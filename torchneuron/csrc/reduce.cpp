@@ -845,12 +845,13 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::S
   return result;
 }
 
-// logcumsumexp (PyTorch's composite calls _logcumsumexp): floating only,
-// the result in the input's dtype, as the CPU kernel.
+// logcumsumexp (PyTorch's composite calls _logcumsumexp): floating and
+// complex (64/128), the result in the input's dtype, as the CPU kernel.
 at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& result) {
   NEURON_TRACK_OP("aten::_logcumsumexp.out");
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"logcumsumexp_out_cpu\" not implemented for '",
-                              at::toString(self.scalar_type()), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kComplexFloat ||
+                                  self.scalar_type() == at::kComplexDouble,
+                              "\"logcumsumexp_out_cpu\" not implemented for '", at::toString(self.scalar_type()), "'");
   TORCH_CHECK(result.scalar_type() == self.scalar_type(), "logcumsumexp: expected out to have dtype ",
               self.scalar_type(), ", got ", result.scalar_type());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
@@ -918,6 +919,17 @@ void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indic
 void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
   NEURON_TRACK_OP("aten::_cummin_helper");
   cum_extreme_helper(NRT_OP_CUMMIN, self, values, indices, dim);
+}
+
+// A complex neuron input (and out) the native scan takes; anything else
+// with a complex dtype (a conjugate view, an out on another device) is the
+// fallback's.
+bool complex_scan_input(const at::Tensor& self, const at::Tensor* out) {
+  auto ok = [&](const at::Tensor& t) {
+    return t.defined() && (t.scalar_type() == at::kComplexFloat || t.scalar_type() == at::kComplexDouble) &&
+           t.device() == self.device() && !t.is_conj() && !t.is_neg();
+  };
+  return self.device().type() == c10::DeviceType::PrivateUse1 && ok(self) && (!out || ok(*out));
 }
 
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
@@ -1014,8 +1026,14 @@ std::optional<at::Tensor> complex_nonzero_into(const at::Tensor& self, at::Tenso
 
 
 NEURON_LIBRARY_IMPL(aten, m) {
-  m.impl("_logcumsumexp", native_or_fallback("_logcumsumexp", logcumsumexp));
-  m.impl("_logcumsumexp.out", native_or_fallback("_logcumsumexp.out", logcumsumexp_out));
+  m.impl("_logcumsumexp", complex_first("_logcumsumexp", logcumsumexp, [](const at::Tensor& self, int64_t dim) {
+           return complex_scan_input(self, nullptr) ? std::optional<at::Tensor>(torchneuron::logcumsumexp(self, dim)) : std::nullopt;
+         }));
+  m.impl("_logcumsumexp.out",
+         complex_first("_logcumsumexp.out", logcumsumexp_out, [](const at::Tensor& self, int64_t dim, at::Tensor& out) {
+           return complex_scan_input(self, &out) ? std::optional<at::Tensor>(torchneuron::logcumsumexp_out(self, dim, out))
+                                                 : std::nullopt;
+         }));
   m.impl("_cummax_helper", native_or_fallback("_cummax_helper", cummax_helper));
   m.impl("_cummin_helper", native_or_fallback("_cummin_helper", cummin_helper));
   m.impl("aminmax", native_or_fallback("aminmax", aminmax));

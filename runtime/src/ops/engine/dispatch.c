@@ -80,6 +80,8 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_GATHER: /* elements of up to 8 bytes */
     case NRT_OP_INDEX_SELECT:
       return nrt_dtype_size(dtype) <= 8;
+    case NRT_OP_LOGCUMSUMEXP: /* a sequential scan whose branch of log must be the CPU's */
+      return nrt_dtype_is_complex(dtype);
     default:
       return 0;
   }

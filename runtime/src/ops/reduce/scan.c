@@ -10,6 +10,8 @@
  * together, so the loops vectorise across lines. Lines never split, so the
  * thread count cannot change a result.
  */
+#include <complex.h>
+
 #include "internal.h"
 #include "ops/engine/convert.h"
 #include "ops/reduce/reduce.h"
@@ -97,6 +99,55 @@ static inline double log_add_exp(double acc, double v) {
 #define LOGCUMSUMEXP_SCAN(DT, SUF, T, C, LOAD) DEFINE_SCAN(logcumsumexp_##SUF, T, double, (double)(LOAD), log_add_exp, -INFINITY)
 RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_SCAN)
 
+/* Complex logcumsumexp, in PyTorch's CPU accumulation type (complex double)
+ * and with its log-add-exp (_log_add_exp_helper(v, acc)): the operands
+ * ordered by real part, a NaN part on either side wins and gives NaN + NaN i;
+ * equal infinite real parts give the lower operand (-inf: e^z is 0 at any
+ * angle) or log(e^lo + e^hi) (+inf); otherwise hi + log1p(e^(lo - hi)),
+ * with c10's complex log1p. The line runs strictly in order, because the
+ * imaginary part (which branch of the logarithm) depends on the order in
+ * which terms join: a tree scan lands 2 pi k away from the CPU. */
+static inline int cnan(double complex z) { return isnan(creal(z)) || isnan(cimag(z)); }
+
+static double complex c10_log1p(double complex z) {
+  double x = creal(z), y = cimag(z), theta = atan2(y, x + 1.0);
+  if (cabs(z) < 0.5) {
+    double r = x * (2.0 + x) + y * y; /* |1 + z|^2 - 1 without cancellation */
+    return r == 0 ? CMPLX(x, theta) : CMPLX(0.5 * log1p(r), theta);
+  }
+  return CMPLX(log(hypot(x + 1.0, y)), theta);
+}
+
+static double complex log_add_exp_complex(double complex acc, double complex v) {
+  double complex lo, hi;
+  if (cnan(acc)) return CMPLX(NAN, NAN);
+  if (cnan(v)) return CMPLX(NAN, NAN);
+  if (creal(v) < creal(acc)) lo = v, hi = acc;
+  else lo = acc, hi = v;
+  if (!isfinite(creal(lo)) && creal(lo) == creal(hi))
+    return creal(lo) < 0 ? lo : clog(cexp(lo) + cexp(hi));
+  return c10_log1p(cexp(lo - hi)) + hi;
+}
+
+#define COMPLEX_LCSE(SUF, R)                                                                        \
+  static void logcumsumexp_##SUF##_line(const scan_plan *p, const char *x, char *out, char *idx) {  \
+    (void)idx;                                                                                      \
+    double complex acc = CMPLX(-INFINITY, 0.0);                                                     \
+    for (int64_t i = 0; i < p->len; i++) {                                                          \
+      const R *v = (const R *)(x + i * p->in_step);                                                 \
+      acc = log_add_exp_complex(acc, CMPLX((double)v[0], (double)v[1]));                            \
+      R *o = (R *)(out + i * p->out_step);                                                          \
+      o[0] = (R)creal(acc);                                                                         \
+      o[1] = (R)cimag(acc);                                                                         \
+    }                                                                                               \
+  }                                                                                                 \
+  static void logcumsumexp_##SUF##_tile(const scan_plan *p, const char *x, char *out, char *idx,    \
+                                        int64_t w) {                                                \
+    for (int64_t j = 0; j < w; j++) logcumsumexp_##SUF##_line(p, x + j * p->col_in, out + j * p->col_out, idx); \
+  }
+COMPLEX_LCSE(c64, float)
+COMPLEX_LCSE(c128, double)
+
 /* Running extremes, kept in the input's storage type T (values are copied,
  * never converted) and compared as C. TAKES(e, m): does the later element e
  * replace the running extreme m? PyTorch's CPU rule: e is NaN, or m is not
@@ -168,7 +219,9 @@ typedef struct scan_fns {
 static const scan_fns cumsum_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMSUM_ENTRY)};
 static const scan_fns cumprod_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMPROD_ENTRY)};
 #define LOGCUMSUMEXP_ENTRY(DT, SUF, T, C, LOAD) [DT] = {logcumsumexp_##SUF##_line, logcumsumexp_##SUF##_tile},
-static const scan_fns logcumsumexp_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_ENTRY)};
+static const scan_fns logcumsumexp_fns[NRT_DTYPE_COUNT] = {
+    RT_REDUCE_FLOAT_TYPES(LOGCUMSUMEXP_ENTRY)[NRT_COMPLEX64] = {logcumsumexp_c64_line, logcumsumexp_c64_tile},
+    [NRT_COMPLEX128] = {logcumsumexp_c128_line, logcumsumexp_c128_tile}};
 #define CUMMAX_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cummax_##SUF##_line, cummax_##SUF##_tile},
 #define CUMMIN_ENTRY(DT, SUF, T, C, LOAD) [DT] = {cummin_##SUF##_line, cummin_##SUF##_tile},
 static const scan_fns cummax_fns[NRT_DTYPE_COUNT] = {RT_REDUCE_ALL_TYPES(CUMMAX_ENTRY)};
@@ -287,7 +340,11 @@ nrt_status rt_kernel_cumprod(const nrt_op *op) { return run_scan(op, cumprod_fns
 nrt_status rt_kernel_cummax(const nrt_op *op) { return run_scan(op, cummax_fns, 1); }
 nrt_status rt_kernel_cummin(const nrt_op *op) { return run_scan(op, cummin_fns, 1); }
 nrt_status rt_kernel_logcumsumexp(const nrt_op *op) {
-  if (op->num_operands == 2 && !nrt_dtype_is_floating(op->operands[1].dtype))
-    return rt_fail(NRT_ERROR_UNSUPPORTED, "logcumsumexp: floating dtypes only");
+  if (op->num_operands == 2 && !nrt_dtype_is_floating(op->operands[1].dtype) &&
+      !nrt_dtype_is_complex(op->operands[1].dtype))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "logcumsumexp: floating and complex dtypes only");
+  if (op->num_operands == 2 && nrt_dtype_is_complex(op->operands[1].dtype) &&
+      op->operands[0].dtype != op->operands[1].dtype)
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "logcumsumexp: a complex scan writes the input's dtype");
   return run_scan(op, logcumsumexp_fns, 0);
 }
