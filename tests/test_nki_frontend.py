@@ -169,7 +169,7 @@ def test_view_indexing_rules():
         shapes["permute"] = t.permute(0, 2, 1).shape
         shapes["broadcast"] = t[:, 0:1, :].broadcast_to((128, 6, 8)).strides
         shapes["view"] = t.view(nl.bfloat16).shape
-        shapes["ap"] = t.ap([[1, 64], [8, 4]], offset=2).shape
+        shapes["ap"] = t.ap([[32, 64], [8, 4]], offset=2).shape
         nisa.memset(t, 0)
 
     k(np.zeros((6, 10), np.float32))

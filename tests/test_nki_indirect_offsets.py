@@ -151,12 +151,12 @@ def store_at(base, which, src):
 @nki.jit
 def columns_on_chip(x, which, width):
     """out = x[:, w : w + width], the window chosen in SBUF (dim 1 of the tile;
-    on chip the pattern's first pair steps partitions)."""
+    on chip the pattern's first pair steps whole partitions of f elements)."""
     p, f = x.shape
     out = nl.ndarray((p, width), x.dtype, buffer=nl.shared_hbm)
     t = nl.load(x)
     w = nl.ndarray((p, width), x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(w, t.ap([[1, p], [1, width]], offset=0, scalar_offset=nl.load(which),
+    nisa.dma_copy(w, t.ap([[f, p], [1, width]], offset=0, scalar_offset=nl.load(which),
                           indirect_dim=1))
     nl.store(out, w)
     return out
@@ -231,12 +231,12 @@ def test_dynamic_offset_rules():
         nisa.dma_copy(tile(), pattern(x, scalar_offset=w))
 
     def partition_dim_on_chip(x, w):
-        nisa.dma_copy(tile(), nl.load(x[0]).ap([[1, 16], [1, 8]], offset=0,
+        nisa.dma_copy(tile(), nl.load(x[0]).ap([[8, 16], [1, 8]], offset=0,
                                               scalar_offset=nl.load(w), indirect_dim=0))
 
     def uint32_word_on_chip(x, w):
         word = nl.load(w, dtype=nl.uint32)
-        nisa.dma_copy(tile((16, 4)), nl.load(x[0]).ap([[1, 16], [1, 4]], offset=0,
+        nisa.dma_copy(tile((16, 4)), nl.load(x[0]).ap([[8, 16], [1, 4]], offset=0,
                                                        scalar_offset=word, indirect_dim=1))
 
     def no_dge(x, w):

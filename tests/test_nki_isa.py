@@ -356,7 +356,7 @@ def test_views_in_instructions():
         swapped = nl.ndarray((8, 4, 3), nl.float32)
         nisa.tensor_copy(swapped, cube.permute(0, 2, 1))
         raw = nl.ndarray((4, 3), nl.float32)
-        nisa.tensor_copy(raw, x.ap([[1, 4], [4, 3]], offset=1))  # rows 0-3, columns 1::4
+        nisa.tensor_copy(raw, x.ap([[12, 4], [4, 3]], offset=1))  # rows 0-3, columns 1::4
         as_bits = nl.ndarray((8, 12), nl.int32)
         nisa.tensor_copy(as_bits, x.view(nl.int32))
         return (hbm_out(wide), hbm_out(evens), hbm_out(picked), hbm_out(swapped),

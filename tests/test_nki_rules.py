@@ -111,7 +111,7 @@ RULES = [
     ("pmax", NDARRAY,
      lambda a: nl.ndarray((256, 4), f32)),  # <- here
     ("pmax", ISA + "memset",
-     lambda a: nisa.memset(sb(128, 4).ap([[1, 256], [1, 2]]), 0)),  # <- here
+     lambda a: nisa.memset(sb(128, 4).ap([[4, 256], [1, 2]]), 0)),  # <- here
     ("psum_fmax", NDARRAY,
      lambda a: nl.ndarray((128, 1024), f32, nl.psum)),  # <- here
     ("gemm_stationary_fmax", ISA + "nc_matmul",
@@ -154,13 +154,17 @@ RULES = [
      lambda a: nisa.memset(nl.ndarray((64, 4), f32, address=(100, 0)), 0)),  # <- here
     # Bounds, shapes and operands
     ("out_of_bounds", ISA + "tensor_copy",  # past the end of each partition
-     lambda a: nisa.tensor_copy(new(128, 8), sb(128, 4).ap([[1, 128], [1, 8]]))),  # <- here
+     lambda a: nisa.tensor_copy(new(128, 8), sb(128, 4).ap([[4, 128], [1, 8]]))),  # <- here
     ("out_of_bounds", ISA + "memset",  # past the tile's last partition
-     lambda a: nisa.memset(sb(64, 4).ap([[1, 32], [1, 4]], offset=48 * 4), 0)),  # <- here
+     lambda a: nisa.memset(sb(64, 4).ap([[4, 32], [1, 4]], offset=48 * 4), 0)),  # <- here
     ("out_of_bounds", ISA + "dma_copy",  # past the end of an HBM tensor
      lambda a: nisa.dma_copy(new(128, 512), a.ap([[512, 128], [1, 512]], offset=8))),  # <- here
     ("out_of_bounds", None,  # an index
      lambda a: a[200]),  # <- here
+    ("ap_partition_step", "NkiTensor.ap",  # a partition step, not its 4 elements
+     lambda a: sb(128, 4).ap([[1, 128], [1, 4]])),  # <- here
+    ("ap_partition_step", "NkiTensor.ap",  # every other partition
+     lambda a: sb(128, 4).ap([[8, 64], [1, 4]])),  # <- here
     ("max_free_dims", ISA + "memset",
      lambda a: nisa.memset(new(2, 4, 4, 4, 4, 4)[:, ::2, ::2, ::2, ::2, ::2], 0)),  # <- here
     ("max_free_dims", ISA + "iota",

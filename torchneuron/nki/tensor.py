@@ -33,6 +33,21 @@ def _coalesce(dims):
     return out
 
 
+def _partition_step(step, partitions, row):
+    """The partition step of an on-chip access pattern whose first pair is
+    [step, partitions] with step in elements, as NKI writes it: the element
+    count of one partition (``row``, in the pattern's dtype). NeuronCore
+    v2-v4 read partitions contiguously, so no other step is accepted."""
+    if partitions <= 1:
+        return 1
+    if step != row:
+        hint = f" ({step // row} partitions apart)" if row and step % row == 0 and step > row else ""
+        fail(f"the first [step, num] pair of an on-chip access pattern walks partitions, which are "
+             f"read contiguously: its step counts elements and must be the {row} elements of one "
+             f"partition, got {step}{hint}", "ap_partition_step", "NkiTensor.ap")
+    return 1
+
+
 class NkiTensor:
     __slots__ = ("storage", "dtype", "shape", "strides", "offset", "partition")
 
@@ -254,9 +269,11 @@ class NkiTensor:
     def ap(self, pattern, offset=0, dtype=None, vector_offset=None, indirect_dim=0,
            scalar_offset=None):
         """A raw access pattern on the base storage: ``pattern`` is a list of
-        [stride, count] pairs (on chip the first is [partition step,
-        partitions]); ``offset`` counts elements from the storage's start (on
-        chip: partition * elements per partition + element in partition).
+        [stride, count] pairs in elements of the storage seen as one flat
+        array (on chip the first is [elements per partition, partitions]:
+        partitions are read contiguously); ``offset`` counts elements from the
+        storage's start (on chip: partition * elements per partition + element
+        in partition).
         With ``vector_offset`` (an SBUF index tile [P, 1]) an HBM pattern is
         indirect: on ``indirect_dim`` 0, partition p is the row
         ``vector_offset[p]`` (pattern[0][0] elements each) past offset; on
@@ -275,6 +292,7 @@ class NkiTensor:
         strides = [int(s) for s, _ in pattern]
         if self.on_chip:
             row = self.storage.nbytes // dtype.itemsize
+            strides[0] = _partition_step(strides[0], shape[0] if shape else 1, row)
             partition, offset = divmod(int(offset), row) if row else (0, 0)
             view = NkiTensor(self.storage, dtype, shape, strides, offset, partition)
         else:
