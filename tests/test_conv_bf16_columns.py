@@ -119,3 +119,29 @@ def test_strided_weight(stride):
     torch.testing.assert_close(got.cpu().float(), want.to(torch.bfloat16).float(), **tol)
     torch.testing.assert_close(xd.grad.cpu().float(), xc.grad.to(torch.bfloat16).float(), **tol)
     torch.testing.assert_close(wd.grad.cpu().float(), wc.grad.to(torch.bfloat16).float(), **tol)
+
+
+def test_counters_name_the_path_each_convolution_took():
+    # conv.amx_columns proves the AMX GEMM path ran (and only on AMX hosts);
+    # each role of a training step counts once.
+    import os
+
+    import torchneuron.metrics as metrics
+
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split() for line in f if line.startswith("flags")), [])
+    # TORCHNEURON_ISA pins a vector level, which keeps convolutions off AMX
+    amx = "amx_bf16" in flags and "amx_tile" in flags and not os.environ.get("TORCHNEURON_ISA")
+    x = torch.randn(2, 32, 12, 12, dtype=torch.bfloat16, device="neuron", requires_grad=True)
+    w = torch.randn(16, 32, 3, 3, dtype=torch.bfloat16, device="neuron", requires_grad=True)
+    metrics.clear_all()
+    F.conv2d(x, w, padding=1).sum().backward()
+    torch.neuron.synchronize()
+    counts = {k: metrics.get_counter_value("conv." + k) for k in ("blocked", "columns", "amx_columns")}
+    assert sum(counts.values()) == 3, counts  # forward, input gradient, weight gradient
+    assert counts["amx_columns"] == (3 if amx else 0), counts
+    metrics.clear_all()
+    F.conv2d(x.detach().float(), w.detach().float(), padding=1)
+    torch.neuron.synchronize()
+    assert metrics.get_counter_value("conv.amx_columns") == 0
+    assert metrics.get_counter_value("conv.blocked") + metrics.get_counter_value("conv.columns") == 1

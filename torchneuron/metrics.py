@@ -51,6 +51,11 @@ relaxed atomic adds where the event happens, so they are always on.
     compiled; ``torchneuron.compiler.wait_for_kernels()`` waits for them).
 ``fuse.codegen.pending``
     not a total: the background compiles queued or running now.
+``conv.blocked`` / ``conv.columns`` / ``conv.amx_columns``
+    2-d convolutions (forward, input gradient and weight gradient each
+    count) by the path they ran: the blocked implicit GEMM; columns (im2col)
+    into the GEMM, depthwise included; bfloat16 columns into the GEMM's AMX
+    kernels (AMX hosts, 64 taps or more, not depthwise).
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

@@ -38,7 +38,10 @@ extern "C" {
   X(FUSE_CODEGEN_RUNS, "fuse.codegen.runs")                 \
   X(FUSE_CODEGEN_FALLBACKS, "fuse.codegen.fallbacks")       \
   X(FUSE_CODEGEN_BACKGROUND, "fuse.codegen.background")     \
-  X(FUSE_CODEGEN_PENDING, "fuse.codegen.pending")
+  X(FUSE_CODEGEN_PENDING, "fuse.codegen.pending")          \
+  X(CONV_BLOCKED, "conv.blocked")                           \
+  X(CONV_COLUMNS, "conv.columns")                           \
+  X(CONV_AMX_COLUMNS, "conv.amx_columns")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

@@ -242,9 +242,18 @@ static int bf16_columns(const conv_job *j) {
 }
 
 /* The blocked implicit GEMM (conv_blocked.h) runs the shape, unless the
- * kernels chosen are the bfloat16 columns'. */
+ * kernels chosen are the bfloat16 columns'. Each convolution (any role)
+ * asks once, so the conv.* counters say which path every one took: blocked,
+ * columns into the GEMM, or bfloat16 columns into the AMX GEMM. */
 static int use_blocked(const conv_kernels *k, const rt_conv_shape *cs, nrt_dtype dtype) {
-  return k != &kernels_bf16mm && rt_conv_blocked_usable(cs, dtype);
+  int blocked = k != &kernels_bf16mm && rt_conv_blocked_usable(cs, dtype);
+  if (blocked) rt_metric_add(NRT_METRIC_CONV_BLOCKED, 1);
+  return blocked;
+}
+
+/* Counts a convolution that runs on columns (not blocked). */
+static void count_columns(const conv_kernels *k) {
+  rt_metric_add(k == &kernels_bf16mm ? NRT_METRIC_CONV_AMX_COLUMNS : NRT_METRIC_CONV_COLUMNS, 1);
 }
 
 /* Checks the op and fills the geometry of job. Operand order by role:
@@ -404,6 +413,7 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   rt_conv_shape cs = shape_of(&j);
   if (use_blocked(k, &cs, w->dtype))
     return rt_conv_blocked_forward(&cs, w->dtype, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
+  count_columns(k);
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   if (!wbuf) return oom(op, NULL, NULL, NULL);
   j.taps_outer = use_taps_outer(&j);
@@ -433,6 +443,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   cs.pw = j->dw * (j->kw - 1) - j->pw;
   if (use_blocked(k, &cs, w->dtype))
     return rt_conv_blocked_forward(&cs, w->dtype, w, 1, j->bias, j->bias_stride, 0, nrt_op_name(op->code));
+  count_columns(k);
   void *wbuf = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   void *flipped = malloc((size_t)(j->out.c * j->kk) * k->a_size);
   if (!wbuf || !flipped) return oom(op, wbuf, flipped, NULL);
@@ -540,6 +551,7 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
     if (use_blocked(k, &cs, w->dtype)) return input_grad_phases(op, &j);
   }
   if (input_grad_as_forward(&j)) return input_grad_forward(op, &j, k);
+  count_columns(k);
   void *wbuf = malloc((size_t)(j.out.c * j.kk) * k->a_size);
   int64_t per_image = j.groups * j.kk * j.ohw;
   j.chunk = per_image > 0 ? CHUNK_BUDGET / per_image : j.img.n;
@@ -571,6 +583,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
   rt_conv_shape cs = shape_of(&j);
   if (use_blocked(k, &cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
+  count_columns(k);
   if (is_depthwise(&j)) {
     j.wgrad = malloc((size_t)(j.out.c * j.kk) * k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
