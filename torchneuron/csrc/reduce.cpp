@@ -24,6 +24,7 @@
 #include <ATen/ops/argmin_meta.h>
 #include <ATen/ops/cumprod_meta.h>
 #include <ATen/ops/cumsum_meta.h>
+#include <ATen/ops/hash_tensor_meta.h>
 #include <ATen/ops/linalg_vector_norm_meta.h>
 #include <ATen/ops/max_meta.h>
 #include <ATen/ops/mean_meta.h>
@@ -232,6 +233,65 @@ at::Tensor nansum(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
   TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
   at::Tensor result = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
   return nansum_into(result, self, dim, keepdim);
+}
+
+// hash_tensor (mode 0, the only one): every element widened to its 64-bit
+// float or integer form, and those bits XORed over the reduced dims. The
+// XOR is a tree of native bitwise_xor passes over halves of the reduced
+// length (log2 n launches); any order gives the same bits.
+at::Tensor xor_rows(at::Tensor bits) {
+  int64_t n = bits.size(-1);
+  if (n == 0) return at::zeros(bits.sizes().slice(0, bits.dim() - 1), bits.options());
+  while (n > 1) {
+    const int64_t half = n / 2;
+    at::Tensor folded = bits.narrow(-1, 0, half).bitwise_xor(bits.narrow(-1, half, half));
+    if (n % 2) folded.narrow(-1, 0, 1).bitwise_xor_(bits.narrow(-1, n - 1, 1));
+    bits = folded;
+    n = half;
+  }
+  return bits.select(-1, 0);
+}
+
+std::optional<at::Tensor> hash_tensor_native(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode,
+                                             at::Tensor* out) {
+  if (is_storage_dtype(self.scalar_type())) return std::nullopt;  // the CPU's error, or its result
+  NEURON_TRACK_OP(out ? "aten::hash_tensor.out" : "aten::hash_tensor");
+  c10::DeviceGuard guard(self.device());
+  Outputs<at::meta::structured_hash_tensor, 1> result(out ? std::array<at::Tensor, 1>{*out}
+                                                          : std::array<at::Tensor, 1>{});
+  result.meta(self, dim, keepdim, mode);
+  TORCH_CHECK(mode == 0, "Unknown hash_tensor mode: ", mode);
+  const bool floating = at::isFloatingType(self.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(floating || at::isIntegralType(self.scalar_type(), /*includeBool=*/true),
+                              "\"xor_sum_cpu\" not implemented for '", at::toString(self.scalar_type()), "'");
+  at::Tensor bits = self.to(floating ? at::kDouble : at::kLong);
+  if (floating) bits = bits.view(at::kLong);
+  const int64_t ndim = self.dim();
+  DimMask mask = dims_mask(dim, ndim);
+  std::vector<int64_t> kept, reduced;
+  for (int64_t d = 0; d < ndim; d++) (mask[d] ? reduced : kept).push_back(d);
+  std::vector<int64_t> order = kept, kept_sizes;
+  order.insert(order.end(), reduced.begin(), reduced.end());
+  int64_t length = 1;
+  for (int64_t d : kept) kept_sizes.push_back(self.size(d));
+  for (int64_t d : reduced) length *= self.size(d);
+  kept_sizes.push_back(length);
+  at::Tensor h = xor_rows(bits.permute(order).reshape(kept_sizes));
+  at::Tensor& target = result[0];
+  if (target.numel() > 0) target.view(at::kLong).copy_(h.reshape(target.sizes()));
+  return target;
+}
+
+// The registrations' native kernels: reached only when hash_tensor_native
+// declined, i.e. for a storage dtype, which the fallback takes first.
+at::Tensor hash_tensor_plain(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
+  std::optional<at::Tensor> r = hash_tensor_native(self, dim, keepdim, mode, nullptr);
+  TORCH_CHECK(r, "hash_tensor: dtype ", self.scalar_type(), " is not supported on the neuron device");
+  return *r;
+}
+at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
+  hash_tensor_native(self, dim, keepdim, mode, &out);
+  return out;
 }
 
 // trace: one SUM pass over the diagonal view; integers summed into int64,
@@ -1038,6 +1098,15 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_cummin_helper", native_or_fallback("_cummin_helper", cummin_helper));
   m.impl("aminmax", native_or_fallback("aminmax", aminmax));
   m.impl("aminmax.out", native_or_fallback("aminmax.out", aminmax_out));
+  m.impl("hash_tensor", complex_first("hash_tensor", hash_tensor_plain,
+                                      [](const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
+                                        return hash_tensor_native(self, dim, keepdim, mode, nullptr);
+                                      }));
+  m.impl("hash_tensor.out",
+         complex_first("hash_tensor.out", hash_tensor_out,
+                       [](const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
+                         return hash_tensor_native(self, dim, keepdim, mode, &out);
+                       }));
   m.impl("nansum", native_or_fallback("nansum", nansum));
   m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
   m.impl("trace", complex_first("trace", trace, try_native_complex_trace));
