@@ -19,6 +19,13 @@
 
 #define CORE_CACHE 4
 
+/* Partition rows lie one cache line more than their capacity apart. At
+ * exactly 192 KiB (or 16 KiB for PSUM), a multiple of 4 KiB, the same
+ * element of every partition would map to the same L1 set (and to a few
+ * L2 sets), so an instruction over 128 partitions would evict its own
+ * lines from one partition to the next. */
+#define PARTITION_PAD 64
+
 typedef struct core_memory {
   uint8_t *sbuf, *psum;
   int64_t sbuf_bytes, psum_bytes;
@@ -70,7 +77,7 @@ static void fill_fresh(const nc_core *core, int32_t t) {
   const nrt_nc_tensor *tensor = &core->program->tensors[t];
   int sbuf = tensor->buffer == NRT_NC_SBUF;
   uint8_t *mem = sbuf ? core->sbuf : core->psum;
-  int64_t pbytes = sbuf ? core->sbuf_partition_bytes : core->psum_partition_bytes;
+  int64_t pbytes = sbuf ? core->sbuf_pitch : core->psum_pitch;
   for (int32_t p = 0; p < tensor->partitions; p++)
     memset(mem + (tensor->partition_base + p) * pbytes + tensor->byte_offset, 0xff,
            (size_t)tensor->bytes);
@@ -460,8 +467,10 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
   float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
   uint64_t *gen = calloc((size_t)p->num_tensors + 1, sizeof *gen);
-  if (!r || !rows || !gen || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
-                                             g->partitions * g->psum_partition_bytes, &r->mem)) {
+  int64_t sbuf_pitch = g->sbuf_partition_bytes + PARTITION_PAD;
+  int64_t psum_pitch = g->psum_partition_bytes + PARTITION_PAD;
+  if (!r || !rows || !gen ||
+      !memory_acquire(g->partitions * sbuf_pitch, g->partitions * psum_pitch, &r->mem)) {
     free(gen);
     free(rows);
     free(r);
@@ -469,8 +478,7 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   }
   r->rows = rows;
   r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
-                      .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row,
+                      .sbuf_pitch = sbuf_pitch, .psum_pitch = psum_pitch, .regs = rows + 4 * row,
                       .gen = gen, .fault = &r->fault};
   /* Packed operands are cached by tensor and write generation, which is
    * sound only if a tile's memory changes through its own writes: not with
