@@ -19,20 +19,40 @@ __attribute__((noinline)) static float scan_alu(int32_t op, float x, float y) {
   return nc_alu(op, x, y);
 }
 
+/* Whether a run of n floats at src can be read element by element while
+ * the run at dst is written: the same run, or none of it shared. */
+static int reads_before_writes(const float *src, const float *dst, int64_t n) {
+  return src == dst || src + n <= dst || dst + n <= src;
+}
+
 static void exec_scan(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
   int rev0 = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, rev1 = (inst->flags & NRT_NC_FLAG_REVERSE1) != 0;
+  /* Contiguous fp32 rows are read and written where they lie (a scan of
+   * small chunks is otherwise mostly copying); the same chain of ops. */
+  int in_place = nc_f32_contiguous(dst) && nc_f32_contiguous(&inst->ap[1]) &&
+                 nc_f32_contiguous(&inst->ap[2]);
   for (int64_t p = 0; p < dst->partitions; p++) {
     float prev = scalar_or_imm(core, &inst->ap[3], p, inst->imm[0]);
-    nc_gather_f32(core, &inst->ap[1], p, a);
-    nc_gather_f32(core, &inst->ap[2], p, b);
-    for (int64_t j = 0; j < n; j++) {
-      float x = rev0 ? scan_alu(inst->func[0], prev, a[j]) : scan_alu(inst->func[0], a[j], prev);
-      prev = rev1 ? scan_alu(inst->func[1], b[j], x) : scan_alu(inst->func[1], x, b[j]);
-      a[j] = prev;
+    const float *x0 = a, *x1 = b;
+    float *out = a;
+    if (in_place) {
+      out = (float *)(void *)nc_row(core, dst, p);
+      x0 = (const float *)(const void *)nc_row(core, &inst->ap[1], p);
+      x1 = (const float *)(const void *)nc_row(core, &inst->ap[2], p);
     }
-    nc_scatter_f32(core, dst, p, a);
+    if (!in_place || !reads_before_writes(x0, out, n) || !reads_before_writes(x1, out, n)) {
+      nc_gather_f32(core, &inst->ap[1], p, a);
+      nc_gather_f32(core, &inst->ap[2], p, b);
+      x0 = a, x1 = b, out = a;
+    }
+    for (int64_t j = 0; j < n; j++) {
+      float x = rev0 ? scan_alu(inst->func[0], prev, x0[j]) : scan_alu(inst->func[0], x0[j], prev);
+      prev = rev1 ? scan_alu(inst->func[1], x1[j], x) : scan_alu(inst->func[1], x, x1[j]);
+      out[j] = prev;
+    }
+    if (out == a) nc_scatter_f32(core, dst, p, a);
   }
 }
 
