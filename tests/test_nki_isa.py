@@ -256,6 +256,41 @@ def test_tensor_reduce_over_trailing_axes_with_negate():
     np.testing.assert_allclose(prod, x.prod(2), rtol=1e-5)
 
 
+def chained_extreme(x, is_max):
+    """nc_alu's maximum / minimum chain along rows: a NaN sticks, ties go to the later value."""
+    acc = np.full(x.shape[0], -np.inf if is_max else np.inf, np.float32)
+    for j in range(x.shape[1]):
+        keep = (acc != acc) | ((acc > x[:, j]) if is_max else (acc < x[:, j]))
+        acc = np.where(keep, acc, x[:, j])
+    return acc
+
+
+@pytest.mark.parametrize("cols", [5, 16, 37, 512])
+def test_tensor_reduce_max_min_bits_with_nan_zeros_and_infinities(cols):
+    # Rows of every kind the vectorised reduction must hand back to the chain:
+    # a NaN (first, middle, last), zeros of both signs as the result, all -inf / +inf.
+    @nki.jit
+    def k(a):
+        x = nl.load(a)
+        hi, lo = nl.ndarray((a.shape[0], 1), nl.float32), nl.ndarray((a.shape[0], 1), nl.float32)
+        nisa.tensor_reduce(hi, nl.maximum, x, axis=1)
+        nisa.tensor_reduce(lo, nl.minimum, x, axis=1)
+        return hbm_out(hi), hbm_out(lo)
+
+    a = randn(12, cols)
+    a[0, 0] = a[1, cols // 2] = a[2, -1] = np.nan
+    a[3] = -np.abs(a[3]); a[3, ::3] = 0.0; a[3, 1::3] = -0.0   # max is a zero
+    a[4] = np.abs(a[4]); a[4, ::2] = -0.0; a[4, -1] = 0.0       # min is a zero
+    a[5] = -np.inf
+    a[6] = np.inf
+    a[7, -1] = 1e30; a[8, 0] = -1e30                             # extreme at the ends
+    a[9] = 3.0                                                   # all equal
+    hi, lo = k(a)
+    for got, is_max in ((hi[:, 0], True), (lo[:, 0], False)):
+        want = chained_extreme(a, is_max)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_tensor_copy_and_dma_are_bit_exact_for_matching_dtypes():
     @nki.jit
     def k(a):

@@ -190,11 +190,55 @@ static void alu_scalar(int32_t op, const float *a, float s, int reverse, float *
   }
 }
 
+/* Maximum (or minimum) of a row as nc_alu's chain from -inf (+inf) gives
+ * it: a NaN sticks, and among equal values the later one wins, which only
+ * shows for zeros of both signs. Without a NaN and with a nonzero result,
+ * every element equal to the result has its bits, so any order of max
+ * (min) operations gives them: the vector twin below returns 0 unless the
+ * row is of that kind, and the chain runs instead. */
+static float extreme_chain(int32_t op, const float *a, int64_t n) {
+  float acc = nc_reduce_init(op);
+  if (op == NRT_NC_ALU_MAXIMUM)
+    for (int64_t j = 0; j < n; j++) acc = acc != acc || acc > a[j] ? acc : a[j];
+  else
+    for (int64_t j = 0; j < n; j++) acc = acc != acc || acc < a[j] ? acc : a[j];
+  return acc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "cpu_isa.h"
+
+__attribute__((target("avx512f"))) static int extreme_avx512(int32_t op, const float *a, int64_t n,
+                                                            float *out) {
+  if (n < 16) return 0;
+  int is_max = op == NRT_NC_ALU_MAXIMUM;
+  __m512 m = _mm512_loadu_ps(a);
+  __mmask16 nan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q);
+  for (int64_t j = 16; j < n; j += 16) {
+    /* The last block overlaps the one before: max and min do not mind. */
+    __m512 x = _mm512_loadu_ps(a + (j + 16 <= n ? j : n - 16));
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    m = is_max ? _mm512_max_ps(m, x) : _mm512_min_ps(m, x);
+  }
+  float r = is_max ? _mm512_reduce_max_ps(m) : _mm512_reduce_min_ps(m);
+  if (nan || r == 0.0f) return 0;
+  *out = r;
+  return 1;
+}
+#endif
+
 static float reduce_row(int32_t op, const float *a, int64_t n) {
   float acc = nc_reduce_init(op);
   if (op == NRT_NC_ALU_ADD) {
     for (int64_t j = 0; j < n; j++) acc += a[j];
     return acc;
+  }
+  if (op == NRT_NC_ALU_MAXIMUM || op == NRT_NC_ALU_MINIMUM) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (rt_isa() >= NRT_ISA_AVX512 && extreme_avx512(op, a, n, &acc)) return acc;
+#endif
+    return extreme_chain(op, a, n);
   }
   for (int64_t j = 0; j < n; j++) acc = nc_alu(op, acc, a[j]);
   return acc;
