@@ -198,6 +198,36 @@ def test_activation_scale_tile_bias_and_reduce():
     np.testing.assert_allclose(sums2[:, 0], np.tanh(2 * a).sum(1), rtol=1e-5, atol=1e-5)
 
 
+def sequential_row_sums(x):
+    acc = np.zeros(x.shape[0], np.float32)
+    for j in range(x.shape[1]):
+        acc = acc + x[:, j]
+    return acc
+
+
+def test_activation_reduce_sums_each_row_in_order():
+    # Partitions' sums are taken 16 rows at a time (40 = 2 x 16 + 8); a
+    # reduce_res inside the input's own tile takes the one-row-at-a-time path.
+    @nki.jit
+    def k(a, b):
+        x, bias = nl.load(a), nl.load(b)
+        t = nl.ndarray(a.shape, nl.float32)
+        sums = nl.ndarray((a.shape[0], 1), nl.float32)
+        nisa.activation(t, nl.exp, x, bias=bias, reduce_op=nl.add, reduce_res=sums)
+        rows, cols = a.shape
+        buf = nl.ndarray((rows, cols + 1), nl.float32)
+        nisa.tensor_copy(buf[:, 0:cols], x)
+        u = nl.ndarray(a.shape, nl.float32)
+        nisa.activation(u, nl.copy, buf[:, 0:cols], scale=3.0, reduce_op=nl.add, reduce_res=buf[:, cols:cols + 1])
+        return hbm_out(t), hbm_out(sums), hbm_out(u), hbm_out(buf[:, cols:cols + 1])
+
+    a, b = randn(40, 300), randn(40, 1)
+    t, sums, u, own = k(a, b)
+    np.testing.assert_allclose(t, np.exp(a + b), rtol=1e-5)
+    np.testing.assert_array_equal(sums[:, 0].view(np.uint32), sequential_row_sums(t).view(np.uint32))
+    np.testing.assert_array_equal(own[:, 0].view(np.uint32), sequential_row_sums(u).view(np.uint32))
+
+
 def test_tensor_scalar_with_tile_operands_and_reduce():
     @nki.jit
     def k(a, c):

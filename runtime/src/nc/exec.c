@@ -69,6 +69,9 @@ static void memory_release(core_memory *m) {
   }
 }
 
+/* Floats in each scratch row at least (nc_run_begin). */
+#define SCRATCH_MIN_ROW (3 * 128 * 512)
+
 typedef struct scratch {
   float *a, *b, *c, *d; /* one partition's elements each */
 } scratch;
@@ -317,26 +320,60 @@ RT_SIMD_VOID(exp_row, (float *restrict a, int64_t n, float scale, float bias), (
   for (int64_t j = 0; j < n; j++) a[j] = rt_vm_expf(a[j] * scale + bias);
 }
 
+/* Row sums of activation's reduce_res, each in index order from +0 as
+ * reduce_row adds (a serial chain: one add's latency per element). Up to
+ * SUM_GROUP partitions' rows are kept and summed together, chains
+ * interleaved, when nothing those partitions read can be the destination
+ * of an earlier one's sum (distinct tensors, none placed by hand). */
+#define SUM_GROUP 16
+
+static void row_sums(const float *rows, int64_t n, int64_t count, float *out) {
+  float acc[SUM_GROUP];
+  for (int64_t g = 0; g < count; g++) acc[g] = nc_reduce_init(NRT_NC_ALU_ADD);
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t g = 0; g < count; g++) acc[g] += rows[g * n + j];
+  for (int64_t g = 0; g < count; g++) out[g] = acc[g];
+}
+
+static int sums_can_wait(const nc_core *core, const nrt_nc_inst *inst) {
+  int32_t t = inst->ap[4].tensor;
+  if (t < 0) return 1;
+  if (core->program->tensors[t].fixed) return 0;
+  for (int k = 0; k < 4; k++)
+    if (inst->ap[k].tensor == t) return 0;
+  return 1;
+}
+
 static void exec_activation(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
   int32_t fn = inst->func[0];
-  for (int64_t p = 0; p < dst->partitions; p++) {
-    float bias = scalar_operand(core, &inst->ap[2], p, 0.0);
-    float scale = scalar_operand(core, &inst->ap[3], p, inst->imm[0]);
-    float *a = s->a;
-    nc_gather_f32(core, &inst->ap[1], p, a);
-    if (fn == NRT_NC_ACT_EXP) {
-      exp_row(a, n, scale, bias);
-    } else if (fn == NRT_NC_ACT_COPY) {
-      for (int64_t j = 0; j < n; j++) a[j] = a[j] * scale + bias;
-    } else {
-      for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
+  int reduce = inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD));
+  int64_t group = reduce && n * SUM_GROUP <= SCRATCH_MIN_ROW && sums_can_wait(core, inst) ? SUM_GROUP : 1;
+  for (int64_t p0 = 0; p0 < dst->partitions; p0 += group) {
+    int64_t count = dst->partitions - p0 < group ? dst->partitions - p0 : group;
+    for (int64_t g = 0; g < count; g++) {
+      int64_t p = p0 + g;
+      float bias = scalar_operand(core, &inst->ap[2], p, 0.0);
+      float scale = scalar_operand(core, &inst->ap[3], p, inst->imm[0]);
+      float *a = group > 1 ? s->b + g * n : s->a;
+      nc_gather_f32(core, &inst->ap[1], p, a);
+      if (fn == NRT_NC_ACT_EXP) {
+        exp_row(a, n, scale, bias);
+      } else if (fn == NRT_NC_ACT_COPY) {
+        for (int64_t j = 0; j < n; j++) a[j] = a[j] * scale + bias;
+      } else {
+        for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
+      }
+      nc_scatter_f32(core, dst, p, a);
     }
-    nc_scatter_f32(core, dst, p, a);
-    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
-      float r = nc_reduce_command(core, inst, p, NRT_NC_ALU_ADD, reduce_row(NRT_NC_ALU_ADD, a, n));
-      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    if (!reduce) continue;
+    float sums[SUM_GROUP];
+    if (group > 1) row_sums(s->b, n, count, sums);
+    else sums[0] = reduce_row(NRT_NC_ALU_ADD, s->a, n);
+    for (int64_t g = 0; g < count; g++) {
+      float r = nc_reduce_command(core, inst, p0 + g, NRT_NC_ALU_ADD, sums[g]);
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p0 + g), r);
     }
   }
 }
@@ -498,7 +535,7 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
    * engine takes four rows from the first on (tensor_engine.c): a double_row
    * matmul's 256 x 128 stationary, 256 x 512 moving and 128 x 512 result
    * in fp32. */
-  int64_t row = 3 * 128 * 512;
+  int64_t row = SCRATCH_MIN_ROW;
   for (int32_t i = 0; i < p->num_insts; i++)
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int64_t n = nc_ap_free_elems(&p->insts[i].ap[k]) + 16;
