@@ -21,6 +21,12 @@ uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p) {
   return mem + partition * pbytes + t->byte_offset + ap->offset * size;
 }
 
+int64_t nc_row_step(const nc_core *core, const nrt_nc_ap *ap) {
+  const nrt_nc_tensor *t = &core->program->tensors[ap->tensor];
+  if (t->buffer == NRT_NC_HBM) return ap->partition_step * (int64_t)nrt_nc_dtype_size(ap->dtype);
+  return ap->partition_step * (t->buffer == NRT_NC_SBUF ? core->sbuf_pitch : core->psum_pitch);
+}
+
 typedef void (*run_fn)(int32_t dtype, uint8_t *ptr, int64_t step, int64_t n, void *buf);
 
 static void walk(const nc_core *core, const nrt_nc_ap *ap, int64_t p, run_fn fn, void *buf,

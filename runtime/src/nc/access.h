@@ -40,6 +40,9 @@ uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p);
 void nc_gather_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, float *out);
 void nc_scatter_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const float *in);
 
+/* Bytes from partition p's row of ap to partition p + 1's (nc_row). */
+int64_t nc_row_step(const nc_core *core, const nrt_nc_ap *ap);
+
 /* Whether every partition row of ap is one run of contiguous fp32 values,
  * which an instruction can then read or write where it lies (nc_row). */
 int nc_f32_contiguous(const nrt_nc_ap *ap);
