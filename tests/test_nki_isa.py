@@ -198,6 +198,36 @@ def test_activation_scale_tile_bias_and_reduce():
     np.testing.assert_allclose(sums2[:, 0], np.tanh(2 * a).sum(1), rtol=1e-5, atol=1e-5)
 
 
+def sequential_row_sums(x):
+    acc = np.zeros(x.shape[0], np.float32)
+    for j in range(x.shape[1]):
+        acc = acc + x[:, j]
+    return acc
+
+
+def test_activation_reduce_sums_each_row_in_order():
+    # Partitions' sums are taken 16 rows at a time (40 = 2 x 16 + 8); a
+    # reduce_res inside the input's own tile takes the one-row-at-a-time path.
+    @nki.jit
+    def k(a, b):
+        x, bias = nl.load(a), nl.load(b)
+        t = nl.ndarray(a.shape, nl.float32)
+        sums = nl.ndarray((a.shape[0], 1), nl.float32)
+        nisa.activation(t, nl.exp, x, bias=bias, reduce_op=nl.add, reduce_res=sums)
+        rows, cols = a.shape
+        buf = nl.ndarray((rows, cols + 1), nl.float32)
+        nisa.tensor_copy(buf[:, 0:cols], x)
+        u = nl.ndarray(a.shape, nl.float32)
+        nisa.activation(u, nl.copy, buf[:, 0:cols], scale=3.0, reduce_op=nl.add, reduce_res=buf[:, cols:cols + 1])
+        return hbm_out(t), hbm_out(sums), hbm_out(u), hbm_out(buf[:, cols:cols + 1])
+
+    a, b = randn(40, 300), randn(40, 1)
+    t, sums, u, own = k(a, b)
+    np.testing.assert_allclose(t, np.exp(a + b), rtol=1e-5)
+    np.testing.assert_array_equal(sums[:, 0].view(np.uint32), sequential_row_sums(t).view(np.uint32))
+    np.testing.assert_array_equal(own[:, 0].view(np.uint32), sequential_row_sums(u).view(np.uint32))
+
+
 def test_tensor_scalar_with_tile_operands_and_reduce():
     @nki.jit
     def k(a, c):
@@ -254,6 +284,41 @@ def test_tensor_reduce_over_trailing_axes_with_negate():
     np.testing.assert_array_equal(last, -x.max(2))
     np.testing.assert_array_equal(kept, x.min(2, keepdims=True))
     np.testing.assert_allclose(prod, x.prod(2), rtol=1e-5)
+
+
+def chained_extreme(x, is_max):
+    """nc_alu's maximum / minimum chain along rows: a NaN sticks, ties go to the later value."""
+    acc = np.full(x.shape[0], -np.inf if is_max else np.inf, np.float32)
+    for j in range(x.shape[1]):
+        keep = (acc != acc) | ((acc > x[:, j]) if is_max else (acc < x[:, j]))
+        acc = np.where(keep, acc, x[:, j])
+    return acc
+
+
+@pytest.mark.parametrize("cols", [5, 16, 37, 512])
+def test_tensor_reduce_max_min_bits_with_nan_zeros_and_infinities(cols):
+    # Rows of every kind the vectorised reduction must hand back to the chain:
+    # a NaN (first, middle, last), zeros of both signs as the result, all -inf / +inf.
+    @nki.jit
+    def k(a):
+        x = nl.load(a)
+        hi, lo = nl.ndarray((a.shape[0], 1), nl.float32), nl.ndarray((a.shape[0], 1), nl.float32)
+        nisa.tensor_reduce(hi, nl.maximum, x, axis=1)
+        nisa.tensor_reduce(lo, nl.minimum, x, axis=1)
+        return hbm_out(hi), hbm_out(lo)
+
+    a = randn(12, cols)
+    a[0, 0] = a[1, cols // 2] = a[2, -1] = np.nan
+    a[3] = -np.abs(a[3]); a[3, ::3] = 0.0; a[3, 1::3] = -0.0   # max is a zero
+    a[4] = np.abs(a[4]); a[4, ::2] = -0.0; a[4, -1] = 0.0       # min is a zero
+    a[5] = -np.inf
+    a[6] = np.inf
+    a[7, -1] = 1e30; a[8, 0] = -1e30                             # extreme at the ends
+    a[9] = 3.0                                                   # all equal
+    hi, lo = k(a)
+    for got, is_max in ((hi[:, 0], True), (lo[:, 0], False)):
+        want = chained_extreme(a, is_max)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_tensor_copy_and_dma_are_bit_exact_for_matching_dtypes():

@@ -63,6 +63,50 @@ def test_scan_is_a_cumulative_sum_on_neuron_tensors():
 
 
 @nki.jit
+def scan_layouts_kernel(a, b, layout):
+    """The scan with its destination on top of its first input (the same
+    columns, or shifted one column on) or a strided / bf16 input."""
+    rows, cols = a.shape
+    out = nl.ndarray((rows, cols), nl.float32, buffer=nl.shared_hbm)
+    y = nl.load(b)
+    if layout == "strided":
+        wide = nl.ndarray((rows, 2 * cols), nl.float32)
+        nisa.tensor_copy(wide[:, 0:2 * cols:2], nl.load(a))
+        nisa.tensor_copy(wide[:, 1:2 * cols:2], y)
+        res = nl.ndarray((rows, cols), nl.float32)
+        nisa.tensor_tensor_scan(res, wide[:, 0:2 * cols:2], y, 0.25, nl.multiply, nl.add)
+        nl.store(out, res)
+        return out
+    if layout == "bf16":
+        x = nl.ndarray((rows, cols), nl.bfloat16)
+        nisa.tensor_copy(x, nl.load(a))
+        res = nl.ndarray((rows, cols), nl.float32)
+        nisa.tensor_tensor_scan(res, x, y, 0.25, nl.multiply, nl.add)
+        nl.store(out, res)
+        return out
+    buf = nl.ndarray((rows, cols + 1), nl.float32)
+    nisa.tensor_copy(buf[:, 0:cols], nl.load(a))
+    shift = 1 if layout == "shifted" else 0
+    nisa.tensor_tensor_scan(buf[:, shift:shift + cols], buf[:, 0:cols], y, 0.25, nl.multiply, nl.add)
+    nl.store(out, buf[:, shift:shift + cols])
+    return out
+
+
+@pytest.mark.parametrize("layout", ["same", "shifted", "strided", "bf16"])
+def test_scan_reads_its_inputs_before_writing(layout):
+    # Contiguous fp32 rows are scanned where they lie (the multiply-add chain
+    # without the ALU dispatch); a destination that overlaps an input at
+    # another offset must still see the input's old values.
+    a = rng(4).uniform(0.5, 1.0, (16, 40)).astype(np.float32)
+    b = rng(5).standard_normal((16, 40)).astype(np.float32)
+    got = nki.simulate(scan_layouts_kernel)(a, b, layout)
+    x = torch.from_numpy(a).to(torch.bfloat16).float().numpy() if layout == "bf16" else a
+    ref = scan_reference(x, b, np.full((16, 1), 0.25, np.float32), np.multiply, np.add, False, False)
+    # float32 multiply, then add: the same two roundings, so the same bits.
+    np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+
+
+@nki.jit
 def bn_kernel(x, chunk):
     rows, cols = x.shape
     out = nl.ndarray((rows, 2), nl.float32, buffer=nl.shared_hbm)

@@ -16,9 +16,15 @@ uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p) {
   if (t->buffer == NRT_NC_HBM)
     return (uint8_t *)core->hbm[ap->tensor] + (ap->offset + p * ap->partition_step) * size;
   uint8_t *mem = t->buffer == NRT_NC_SBUF ? core->sbuf : core->psum;
-  int64_t pbytes = t->buffer == NRT_NC_SBUF ? core->sbuf_partition_bytes : core->psum_partition_bytes;
+  int64_t pbytes = t->buffer == NRT_NC_SBUF ? core->sbuf_pitch : core->psum_pitch;
   int64_t partition = t->partition_base + ap->partition_start + p * ap->partition_step;
   return mem + partition * pbytes + t->byte_offset + ap->offset * size;
+}
+
+int64_t nc_row_step(const nc_core *core, const nrt_nc_ap *ap) {
+  const nrt_nc_tensor *t = &core->program->tensors[ap->tensor];
+  if (t->buffer == NRT_NC_HBM) return ap->partition_step * (int64_t)nrt_nc_dtype_size(ap->dtype);
+  return ap->partition_step * (t->buffer == NRT_NC_SBUF ? core->sbuf_pitch : core->psum_pitch);
 }
 
 typedef void (*run_fn)(int32_t dtype, uint8_t *ptr, int64_t step, int64_t n, void *buf);
@@ -117,6 +123,11 @@ static void store_raw_run(int32_t dtype, uint8_t *ptr, int64_t step, int64_t n, 
     return;
   }
   for (int64_t j = 0; j < n; j++) memcpy(ptr + j * step, in + (size_t)j * size, size);
+}
+
+int nc_f32_contiguous(const nrt_nc_ap *ap) {
+  return ap->dtype == NRT_NC_FLOAT32 && ap->count[0] == 1 && ap->count[1] == 1 &&
+         ap->count[2] == 1 && (ap->stride[3] == 1 || ap->count[3] == 1);
 }
 
 void nc_gather_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, float *out) {

@@ -10,7 +10,9 @@ typedef struct nc_core {
   const struct nrt_nc_program *program;
   void *const *hbm;
   uint8_t *sbuf, *psum;
-  int64_t sbuf_partition_bytes, psum_partition_bytes;
+  /* Bytes from one partition's row to the next: a little more than the
+   * capacity (exec.c, PARTITION_PAD). */
+  int64_t sbuf_pitch, psum_pitch;
   float *regs; /* reduce registers: [engine][partition], zero when a run starts */
   uint32_t *rng; /* generator states: [engine][partition][NC_RNG_WORDS] */
   /* Write generation of each tensor: bumped by every instruction that
@@ -37,6 +39,13 @@ uint8_t *nc_row(const nc_core *core, const nrt_nc_ap *ap, int64_t p);
  * to the pattern's dtype). */
 void nc_gather_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, float *out);
 void nc_scatter_f32(const nc_core *core, const nrt_nc_ap *ap, int64_t p, const float *in);
+
+/* Bytes from partition p's row of ap to partition p + 1's (nc_row). */
+int64_t nc_row_step(const nc_core *core, const nrt_nc_ap *ap);
+
+/* Whether every partition row of ap is one run of contiguous fp32 values,
+ * which an instruction can then read or write where it lies (nc_row). */
+int nc_f32_contiguous(const nrt_nc_ap *ap);
 
 /* Raw bits of partition p as int32 (integers by value, floats by pattern). */
 void nc_gather_bits(const nc_core *core, const nrt_nc_ap *ap, int64_t p, int32_t *out);

@@ -19,6 +19,13 @@
 
 #define CORE_CACHE 4
 
+/* Partition rows lie one cache line more than their capacity apart. At
+ * exactly 192 KiB (or 16 KiB for PSUM), a multiple of 4 KiB, the same
+ * element of every partition would map to the same L1 set (and to a few
+ * L2 sets), so an instruction over 128 partitions would evict its own
+ * lines from one partition to the next. */
+#define PARTITION_PAD 64
+
 typedef struct core_memory {
   uint8_t *sbuf, *psum;
   int64_t sbuf_bytes, psum_bytes;
@@ -62,6 +69,9 @@ static void memory_release(core_memory *m) {
   }
 }
 
+/* Floats in each scratch row at least (nc_run_begin). */
+#define SCRATCH_MIN_ROW (3 * 128 * 512)
+
 typedef struct scratch {
   float *a, *b, *c, *d; /* one partition's elements each */
 } scratch;
@@ -70,7 +80,7 @@ static void fill_fresh(const nc_core *core, int32_t t) {
   const nrt_nc_tensor *tensor = &core->program->tensors[t];
   int sbuf = tensor->buffer == NRT_NC_SBUF;
   uint8_t *mem = sbuf ? core->sbuf : core->psum;
-  int64_t pbytes = sbuf ? core->sbuf_partition_bytes : core->psum_partition_bytes;
+  int64_t pbytes = sbuf ? core->sbuf_pitch : core->psum_pitch;
   for (int32_t p = 0; p < tensor->partitions; p++)
     memset(mem + (tensor->partition_base + p) * pbytes + tensor->byte_offset, 0xff,
            (size_t)tensor->bytes);
@@ -183,11 +193,55 @@ static void alu_scalar(int32_t op, const float *a, float s, int reverse, float *
   }
 }
 
+/* Maximum (or minimum) of a row as nc_alu's chain from -inf (+inf) gives
+ * it: a NaN sticks, and among equal values the later one wins, which only
+ * shows for zeros of both signs. Without a NaN and with a nonzero result,
+ * every element equal to the result has its bits, so any order of max
+ * (min) operations gives them: the vector twin below returns 0 unless the
+ * row is of that kind, and the chain runs instead. */
+static float extreme_chain(int32_t op, const float *a, int64_t n) {
+  float acc = nc_reduce_init(op);
+  if (op == NRT_NC_ALU_MAXIMUM)
+    for (int64_t j = 0; j < n; j++) acc = acc != acc || acc > a[j] ? acc : a[j];
+  else
+    for (int64_t j = 0; j < n; j++) acc = acc != acc || acc < a[j] ? acc : a[j];
+  return acc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include "cpu_isa.h"
+
+__attribute__((target("avx512f"))) static int extreme_avx512(int32_t op, const float *a, int64_t n,
+                                                            float *out) {
+  if (n < 16) return 0;
+  int is_max = op == NRT_NC_ALU_MAXIMUM;
+  __m512 m = _mm512_loadu_ps(a);
+  __mmask16 nan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q);
+  for (int64_t j = 16; j < n; j += 16) {
+    /* The last block overlaps the one before: max and min do not mind. */
+    __m512 x = _mm512_loadu_ps(a + (j + 16 <= n ? j : n - 16));
+    nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    m = is_max ? _mm512_max_ps(m, x) : _mm512_min_ps(m, x);
+  }
+  float r = is_max ? _mm512_reduce_max_ps(m) : _mm512_reduce_min_ps(m);
+  if (nan || r == 0.0f) return 0;
+  *out = r;
+  return 1;
+}
+#endif
+
 static float reduce_row(int32_t op, const float *a, int64_t n) {
   float acc = nc_reduce_init(op);
   if (op == NRT_NC_ALU_ADD) {
     for (int64_t j = 0; j < n; j++) acc += a[j];
     return acc;
+  }
+  if (op == NRT_NC_ALU_MAXIMUM || op == NRT_NC_ALU_MINIMUM) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (rt_isa() >= NRT_ISA_AVX512 && extreme_avx512(op, a, n, &acc)) return acc;
+#endif
+    return extreme_chain(op, a, n);
   }
   for (int64_t j = 0; j < n; j++) acc = nc_alu(op, acc, a[j]);
   return acc;
@@ -266,26 +320,60 @@ RT_SIMD_VOID(exp_row, (float *restrict a, int64_t n, float scale, float bias), (
   for (int64_t j = 0; j < n; j++) a[j] = rt_vm_expf(a[j] * scale + bias);
 }
 
+/* Row sums of activation's reduce_res, each in index order from +0 as
+ * reduce_row adds (a serial chain: one add's latency per element). Up to
+ * SUM_GROUP partitions' rows are kept and summed together, chains
+ * interleaved, when nothing those partitions read can be the destination
+ * of an earlier one's sum (distinct tensors, none placed by hand). */
+#define SUM_GROUP 16
+
+static void row_sums(const float *rows, int64_t n, int64_t count, float *out) {
+  float acc[SUM_GROUP];
+  for (int64_t g = 0; g < count; g++) acc[g] = nc_reduce_init(NRT_NC_ALU_ADD);
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t g = 0; g < count; g++) acc[g] += rows[g * n + j];
+  for (int64_t g = 0; g < count; g++) out[g] = acc[g];
+}
+
+static int sums_can_wait(const nc_core *core, const nrt_nc_inst *inst) {
+  int32_t t = inst->ap[4].tensor;
+  if (t < 0) return 1;
+  if (core->program->tensors[t].fixed) return 0;
+  for (int k = 0; k < 4; k++)
+    if (inst->ap[k].tensor == t) return 0;
+  return 1;
+}
+
 static void exec_activation(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
   int32_t fn = inst->func[0];
-  for (int64_t p = 0; p < dst->partitions; p++) {
-    float bias = scalar_operand(core, &inst->ap[2], p, 0.0);
-    float scale = scalar_operand(core, &inst->ap[3], p, inst->imm[0]);
-    float *a = s->a;
-    nc_gather_f32(core, &inst->ap[1], p, a);
-    if (fn == NRT_NC_ACT_EXP) {
-      exp_row(a, n, scale, bias);
-    } else if (fn == NRT_NC_ACT_COPY) {
-      for (int64_t j = 0; j < n; j++) a[j] = a[j] * scale + bias;
-    } else {
-      for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
+  int reduce = inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD));
+  int64_t group = reduce && n * SUM_GROUP <= SCRATCH_MIN_ROW && sums_can_wait(core, inst) ? SUM_GROUP : 1;
+  for (int64_t p0 = 0; p0 < dst->partitions; p0 += group) {
+    int64_t count = dst->partitions - p0 < group ? dst->partitions - p0 : group;
+    for (int64_t g = 0; g < count; g++) {
+      int64_t p = p0 + g;
+      float bias = scalar_operand(core, &inst->ap[2], p, 0.0);
+      float scale = scalar_operand(core, &inst->ap[3], p, inst->imm[0]);
+      float *a = group > 1 ? s->b + g * n : s->a;
+      nc_gather_f32(core, &inst->ap[1], p, a);
+      if (fn == NRT_NC_ACT_EXP) {
+        exp_row(a, n, scale, bias);
+      } else if (fn == NRT_NC_ACT_COPY) {
+        for (int64_t j = 0; j < n; j++) a[j] = a[j] * scale + bias;
+      } else {
+        for (int64_t j = 0; j < n; j++) a[j] = nc_act(fn, a[j] * scale + bias);
+      }
+      nc_scatter_f32(core, dst, p, a);
     }
-    nc_scatter_f32(core, dst, p, a);
-    if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD))) {
-      float r = nc_reduce_command(core, inst, p, NRT_NC_ALU_ADD, reduce_row(NRT_NC_ALU_ADD, a, n));
-      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p), r);
+    if (!reduce) continue;
+    float sums[SUM_GROUP];
+    if (group > 1) row_sums(s->b, n, count, sums);
+    else sums[0] = reduce_row(NRT_NC_ALU_ADD, s->a, n);
+    for (int64_t g = 0; g < count; g++) {
+      float r = nc_reduce_command(core, inst, p0 + g, NRT_NC_ALU_ADD, sums[g]);
+      if (inst->ap[4].tensor >= 0) nc_store(inst->ap[4].dtype, nc_row(core, &inst->ap[4], p0 + g), r);
     }
   }
 }
@@ -447,7 +535,7 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
    * engine takes four rows from the first on (tensor_engine.c): a double_row
    * matmul's 256 x 128 stationary, 256 x 512 moving and 128 x 512 result
    * in fp32. */
-  int64_t row = 3 * 128 * 512;
+  int64_t row = SCRATCH_MIN_ROW;
   for (int32_t i = 0; i < p->num_insts; i++)
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int64_t n = nc_ap_free_elems(&p->insts[i].ap[k]) + 16;
@@ -460,8 +548,10 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   int64_t regs = (int64_t)NRT_NC_ENGINE_COUNT * g->partitions;
   float *rows = malloc((size_t)(row * 4 + regs) * sizeof(float) + (size_t)regs * NC_RNG_WORDS * 4);
   uint64_t *gen = calloc((size_t)p->num_tensors + 1, sizeof *gen);
-  if (!r || !rows || !gen || !memory_acquire(g->partitions * g->sbuf_partition_bytes,
-                                             g->partitions * g->psum_partition_bytes, &r->mem)) {
+  int64_t sbuf_pitch = g->sbuf_partition_bytes + PARTITION_PAD;
+  int64_t psum_pitch = g->psum_partition_bytes + PARTITION_PAD;
+  if (!r || !rows || !gen ||
+      !memory_acquire(g->partitions * sbuf_pitch, g->partitions * psum_pitch, &r->mem)) {
     free(gen);
     free(rows);
     free(r);
@@ -469,8 +559,7 @@ nrt_status nc_run_begin(const nrt_nc_program_t p, void *const *hbm, nc_run **out
   }
   r->rows = rows;
   r->core = (nc_core){.program = p, .hbm = hbm, .sbuf = r->mem.sbuf, .psum = r->mem.psum,
-                      .sbuf_partition_bytes = g->sbuf_partition_bytes,
-                      .psum_partition_bytes = g->psum_partition_bytes, .regs = rows + 4 * row,
+                      .sbuf_pitch = sbuf_pitch, .psum_pitch = psum_pitch, .regs = rows + 4 * row,
                       .gen = gen, .fault = &r->fault};
   /* Packed operands are cached by tensor and write generation, which is
    * sound only if a tile's memory changes through its own writes: not with

@@ -19,19 +19,59 @@ __attribute__((noinline)) static float scan_alu(int32_t op, float x, float y) {
   return nc_alu(op, x, y);
 }
 
-static void exec_scan(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b) {
-  const nrt_nc_ap *dst = &inst->ap[0];
-  int64_t n = nc_ap_free_elems(dst);
+/* One partition's chain: out[j] = op1(op0(x0[j], prev), x1[j]) (operands
+ * swapped by the reverse flags). The linear recurrence (multiply, then add;
+ * two roundings, no contraction in C11) runs without the ALU dispatch. */
+static void scan_row(const nrt_nc_inst *inst, const float *x0, const float *x1, float *out,
+                     int64_t n, float prev) {
   int rev0 = (inst->flags & NRT_NC_FLAG_REVERSE0) != 0, rev1 = (inst->flags & NRT_NC_FLAG_REVERSE1) != 0;
+  if (inst->func[0] == NRT_NC_ALU_MULTIPLY && inst->func[1] == NRT_NC_ALU_ADD && !rev0 && !rev1) {
+    for (int64_t j = 0; j < n; j++) {
+      float x = x0[j] * prev;
+      prev = x + x1[j];
+      out[j] = prev;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    float x = rev0 ? scan_alu(inst->func[0], prev, x0[j]) : scan_alu(inst->func[0], x0[j], prev);
+    prev = rev1 ? scan_alu(inst->func[1], x1[j], x) : scan_alu(inst->func[1], x, x1[j]);
+    out[j] = prev;
+  }
+}
+
+/* Whether a run of n floats at src can be read element by element while
+ * the run at dst is written: the same run, or none of it shared. */
+static int reads_before_writes(const float *src, const float *dst, int64_t n) {
+  return src == dst || src + n <= dst || dst + n <= src;
+}
+
+static void exec_scan(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b) {
+  const nrt_nc_ap *dst = &inst->ap[0], *src0 = &inst->ap[1], *src1 = &inst->ap[2];
+  int64_t n = nc_ap_free_elems(dst);
+  /* Contiguous fp32 rows are read and written where they lie (a scan of
+   * small chunks is otherwise mostly copying), one row step apart. */
+  int in_place = nc_f32_contiguous(dst) && nc_f32_contiguous(src0) && nc_f32_contiguous(src1);
+  uint8_t *row_d = NULL, *row_0 = NULL, *row_1 = NULL;
+  int64_t step_d = 0, step_0 = 0, step_1 = 0;
+  if (in_place) {
+    row_d = nc_row(core, dst, 0), row_0 = nc_row(core, src0, 0), row_1 = nc_row(core, src1, 0);
+    step_d = nc_row_step(core, dst), step_0 = nc_row_step(core, src0), step_1 = nc_row_step(core, src1);
+  }
   for (int64_t p = 0; p < dst->partitions; p++) {
     float prev = scalar_or_imm(core, &inst->ap[3], p, inst->imm[0]);
-    nc_gather_f32(core, &inst->ap[1], p, a);
-    nc_gather_f32(core, &inst->ap[2], p, b);
-    for (int64_t j = 0; j < n; j++) {
-      float x = rev0 ? scan_alu(inst->func[0], prev, a[j]) : scan_alu(inst->func[0], a[j], prev);
-      prev = rev1 ? scan_alu(inst->func[1], b[j], x) : scan_alu(inst->func[1], x, b[j]);
-      a[j] = prev;
+    if (in_place) {
+      float *out = (float *)(void *)(row_d + p * step_d);
+      const float *x0 = (const float *)(const void *)(row_0 + p * step_0);
+      const float *x1 = (const float *)(const void *)(row_1 + p * step_1);
+      if (reads_before_writes(x0, out, n) && reads_before_writes(x1, out, n)) {
+        scan_row(inst, x0, x1, out, n, prev);
+        continue;
+      }
     }
+    nc_gather_f32(core, src0, p, a);
+    nc_gather_f32(core, src1, p, b);
+    scan_row(inst, a, b, a, n, prev);
     nc_scatter_f32(core, dst, p, a);
   }
 }

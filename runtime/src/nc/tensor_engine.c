@@ -484,7 +484,7 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   /* PSUM rows are one partition apart: accumulate in place when possible. */
   int in_place = contiguous_f32_rows(dst, n) && (dst->partitions == 1 || dst->partition_step == 1);
   float *out = in_place ? (float *)(void *)nc_row(core, dst, 0) : c;
-  int64_t ldc = in_place ? core->psum_partition_bytes / 4 : n;
+  int64_t ldc = in_place ? core->psum_pitch / 4 : n;
   if (accumulate && !in_place)
     for (int64_t r = 0; r < m; r++) nc_gather_f32(core, dst, r, out + r * ldc);
   /* The pair path clears its own blocks when not accumulating. */
