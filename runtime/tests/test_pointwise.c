@@ -111,6 +111,26 @@ static void test_vmath_within_stated_ulp(void) {
   }
 }
 
+/* rt_vm_expf_tame gives rt_vm_expf's bits on its whole domain: every 61st
+ * float of [-86, 88] and the values at and next to both bounds; below the
+ * bound (subnormal results) it does not, which is why callers check. */
+static void test_expf_tame_matches_bitwise(void) {
+  uint32_t lo = rt_vm_bits(-RT_VM_EXP_TAME_LO), hi = rt_vm_bits(RT_VM_EXP_TAME_HI); /* magnitudes */
+  int64_t mismatches = 0, checked = 0;
+  for (uint32_t u = 0; u <= hi; u += 61, checked += 2) { /* [0, 88] */
+    float x = rt_vm_float(u), y = -rt_vm_float(u <= lo ? u : lo);
+    mismatches += rt_vm_bits(rt_vm_expf_tame(x)) != rt_vm_bits(rt_vm_expf(x));
+    mismatches += rt_vm_bits(rt_vm_expf_tame(y)) != rt_vm_bits(rt_vm_expf(y));
+  }
+  const float edges[] = {RT_VM_EXP_TAME_LO, nextafterf(RT_VM_EXP_TAME_LO, 0.0f), RT_VM_EXP_TAME_HI,
+                         nextafterf(RT_VM_EXP_TAME_HI, 0.0f), -0.0f, 0.0f, FLT_TRUE_MIN, -FLT_TRUE_MIN,
+                         -0.34657359f, 0.34657359f, -85.9999f, -62.383f};
+  for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++, checked++)
+    mismatches += rt_vm_bits(rt_vm_expf_tame(edges[k])) != rt_vm_bits(rt_vm_expf(edges[k]));
+  CHECK(checked > 20000000 && mismatches == 0);
+  CHECK(rt_vm_bits(rt_vm_expf_tame(-100.0f)) != rt_vm_bits(rt_vm_expf(-100.0f)));
+}
+
 static void test_vmath_special_values(void) {
   CHECK(rt_vm_expf(-INFINITY) == 0.0f && rt_vm_expf(INFINITY) == INFINITY && isnan(rt_vm_expf(NAN)));
   CHECK(rt_vm_expf(88.8f) == INFINITY && rt_vm_expf(-104.0f) == 0.0f);
@@ -896,6 +916,7 @@ static void test_unsupported_dtypes_fail(void) {
 int main(void) {
   RUN(test_vmath_within_stated_ulp);
   RUN(test_vmath_special_values);
+  RUN(test_expf_tame_matches_bitwise);
   RUN(test_integer_arithmetic_wraps);
   RUN(test_add_alpha_wraps);
   RUN(test_gcd_lcm_match_euclid);

@@ -59,12 +59,12 @@ RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_of(float x, float lo) {
   return rt_vm_exp_parts_clamped(xc < lo ? lo : xc);
 }
 
-/* The same for x already in [lo, 89] (or NaN). */
-RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc) {
+/* e^x = y 2^n for x in [lo, 89] (or NaN): returns y, sets *ni = n. */
+RT_VM_INLINE float rt_vm_exp_reduced(float xc, int32_t *ni) {
   const float shifter = 12582912.0f; /* 1.5 * 2^23 */
   float t = xc * 1.44269504088896341f + shifter;
   float n = t - shifter;
-  int32_t ni = (int32_t)(rt_vm_bits(t) - rt_vm_bits(shifter)); /* n, without a float->int cast */
+  *ni = (int32_t)(rt_vm_bits(t) - rt_vm_bits(shifter)); /* n, without a float->int cast */
   float r = fmaf(n, 2.12194440e-4f, xc - n * 0.693359375f); /* n ln2_hi is exact */
   /* P(r) ~ (e^r - 1 - r) / r^2 */
   float p = 0.0013814610429108143f;
@@ -72,9 +72,15 @@ RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc) {
   p = fmaf(p, r, 0.04166838899254799f);
   p = fmaf(p, r, 0.1666652113199234f);
   p = fmaf(p, r, 0.4999999403953552f);
+  return 1.0f + fmaf(r * r, p, r);
+}
+
+/* The same for x already in [lo, 89] (or NaN). */
+RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc) {
+  int32_t ni;
+  float y = rt_vm_exp_reduced(xc, &ni);
   int32_t n1 = ni >> 1, n2 = ni - n1;
-  rt_vm_exp_parts parts = {1.0f + fmaf(r * r, p, r), rt_vm_float((uint32_t)(n1 + 127) << 23),
-                           rt_vm_float((uint32_t)(n2 + 127) << 23)};
+  rt_vm_exp_parts parts = {y, rt_vm_float((uint32_t)(n1 + 127) << 23), rt_vm_float((uint32_t)(n2 + 127) << 23)};
   return parts;
 }
 
@@ -82,6 +88,20 @@ RT_VM_INLINE rt_vm_exp_parts rt_vm_exp_parts_clamped(float xc) {
 RT_VM_INLINE float rt_vm_expf(float x) {
   rt_vm_exp_parts p = rt_vm_exp_parts_of(x, -104.0f);
   return (p.y * p.scale1) * p.scale2;
+}
+
+/* rt_vm_expf's bits for x in [RT_VM_EXP_TAME_LO, RT_VM_EXP_TAME_HI] (no
+ * NaN), in fewer instructions: there n = round(x / ln 2) lies in [-124, 127]
+ * and y in [0.70, 1.42], so y 2^n is a normal float and adding n to y's
+ * exponent field gives it exactly, as the two exact scalings do (their
+ * split and the clamp exist for the extremes only). Softmax rows whose
+ * values span less than 86 take it (nn_softmax.c). */
+#define RT_VM_EXP_TAME_LO (-86.0f)
+#define RT_VM_EXP_TAME_HI 88.0f
+RT_VM_INLINE float rt_vm_expf_tame(float x) {
+  int32_t ni;
+  float y = rt_vm_exp_reduced(x, &ni);
+  return rt_vm_float(rt_vm_bits(y) + ((uint32_t)ni << 23));
 }
 
 /* Some composite functions below (the erfc tail, GELU's tanh form) work in

@@ -29,26 +29,45 @@ typedef struct sm_job {
 } sm_job;
 
 /* Row and column loops for compute type C (SUF f: float, d: double). */
-#define DEFINE_SOFTMAX(C, SUF, EXP, LOG, NEG_INF)                                                  \
+#define DEFINE_SOFTMAX(C, SUF, EXP, EXP_TAME, TAME_LO, LOG, NEG_INF)                               \
   RT_SIMD_VOID(fwd_row_##SUF, (const C *restrict x, C *restrict y, int64_t n, int is_log),        \
                               (x, y, n, is_log)) {                                                \
-    C lanes[RT_LANES];                                                                            \
-    for (int k = 0; k < RT_LANES; k++) lanes[k] = NEG_INF;                                        \
+    C lanes[RT_LANES], low[RT_LANES], nonfinite[RT_LANES];                                        \
+    for (int k = 0; k < RT_LANES; k++) lanes[k] = NEG_INF, low[k] = -(NEG_INF), nonfinite[k] = 0; \
     int64_t i = 0;                                                                                \
     for (; i + RT_LANES <= n; i += RT_LANES)                                                      \
-      RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) lanes[k] =                                  \
-          x[i + k] > lanes[k] ? x[i + k] : lanes[k];                                              \
-    for (int k = 0; i < n; i++, k++) lanes[k] = x[i] > lanes[k] ? x[i] : lanes[k];                \
+      RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {                                           \
+        lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];                                     \
+        low[k] = x[i + k] < low[k] ? x[i + k] : low[k];                                           \
+        nonfinite[k] += x[i + k] * 0; /* NaN once any value is NaN or infinite */                 \
+      }                                                                                           \
+    for (int k = 0; i < n; i++, k++) {                                                            \
+      lanes[k] = x[i] > lanes[k] ? x[i] : lanes[k];                                               \
+      low[k] = x[i] < low[k] ? x[i] : low[k];                                                     \
+      nonfinite[k] += x[i] * 0;                                                                   \
+    }                                                                                             \
     for (int w = RT_LANES / 2; w > 0; w /= 2)                                                     \
-      for (int k = 0; k < w; k++) lanes[k] = lanes[k + w] > lanes[k] ? lanes[k + w] : lanes[k];   \
+      for (int k = 0; k < w; k++) {                                                               \
+        lanes[k] = lanes[k + w] > lanes[k] ? lanes[k + w] : lanes[k];                             \
+        low[k] = low[k + w] < low[k] ? low[k + w] : low[k];                                       \
+        nonfinite[k] += nonfinite[k + w];                                                         \
+      }                                                                                           \
     const C m = lanes[0];                                                                         \
+    /* every x - m in [TAME_LO, 0]: the exponential's tame twin, same bits */                     \
+    const int tame = nonfinite[0] == 0 && low[0] - m >= (TAME_LO);                                \
     double total;                                                                                 \
-    if (is_log) {                                                                                    \
-      NN_SUM_NARROW(C, n, total, EXP(x[j] - m));                                                         \
+    if (is_log) {                                                                                 \
+      if (tame)                                                                                   \
+        NN_SUM_NARROW(C, n, total, EXP_TAME(x[j] - m));                                           \
+      else                                                                                        \
+        NN_SUM_NARROW(C, n, total, EXP(x[j] - m));                                                \
       const C lsum = (C)LOG((C)total);                                                            \
       for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - lsum;                                   \
     } else {                                                                                      \
-      NN_SUM_NARROW(C, n, total, (y[j] = EXP(x[j] - m)));                                                \
+      if (tame)                                                                                   \
+        NN_SUM_NARROW(C, n, total, (y[j] = EXP_TAME(x[j] - m)));                                  \
+      else                                                                                        \
+        NN_SUM_NARROW(C, n, total, (y[j] = EXP(x[j] - m)));                                       \
       const C inv = (C)(1.0 / total);                                                             \
       for (int64_t j = 0; j < n; j++) y[j] *= inv;                                                \
     }                                                                                             \
@@ -125,8 +144,8 @@ typedef struct sm_job {
     }                                                                                             \
   }
 
-DEFINE_SOFTMAX(float, f, rt_vm_expf, logf, -INFINITY)
-DEFINE_SOFTMAX(double, d, exp, log, -(double)INFINITY)
+DEFINE_SOFTMAX(float, f, rt_vm_expf, rt_vm_expf_tame, RT_VM_EXP_TAME_LO, logf, -INFINITY)
+DEFINE_SOFTMAX(double, d, exp, exp, -(double)INFINITY, log, -(double)INFINITY)
 
 /* The forward row of contiguous bfloat16 input and output: the same float
  * arithmetic as fwd_row_f on the converted row (bitwise the same result),
@@ -137,30 +156,45 @@ DEFINE_SOFTMAX(double, d, exp, log, -(double)INFINITY)
 RT_SIMD_VOID(fwd_row_bf16, (const rt_bfloat16 *restrict x, rt_bfloat16 *restrict y, float *restrict tmp,
                             int64_t n, int is_log), (x, y, tmp, n, is_log)) {
   float *restrict xf = tmp + n;
-  float lanes[RT_LANES];
-  for (int k = 0; k < RT_LANES; k++) lanes[k] = -INFINITY;
+  float lanes[RT_LANES], low[RT_LANES], nonfinite[RT_LANES];
+  for (int k = 0; k < RT_LANES; k++) lanes[k] = -INFINITY, low[k] = INFINITY, nonfinite[k] = 0;
   int64_t i = 0;
-  /* The conversion and the maximum in one pass over the row. */
+  /* The conversion, the extremes and a finiteness check in one pass. */
   for (; i + RT_LANES <= n; i += RT_LANES)
     RT_LANE_LOOP for (int k = 0; k < RT_LANES; k++) {
       float v = rt_bfloat16_to_float(x[i + k]);
       xf[i + k] = v;
       lanes[k] = v > lanes[k] ? v : lanes[k];
+      low[k] = v < low[k] ? v : low[k];
+      nonfinite[k] += v * 0;
     }
   for (int k = 0; i < n; i++, k++) {
     xf[i] = rt_bfloat16_to_float(x[i]);
     lanes[k] = xf[i] > lanes[k] ? xf[i] : lanes[k];
+    low[k] = xf[i] < low[k] ? xf[i] : low[k];
+    nonfinite[k] += xf[i] * 0;
   }
   for (int w = RT_LANES / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; k++) lanes[k] = lanes[k + w] > lanes[k] ? lanes[k + w] : lanes[k];
+    for (int k = 0; k < w; k++) {
+      lanes[k] = lanes[k + w] > lanes[k] ? lanes[k + w] : lanes[k];
+      low[k] = low[k + w] < low[k] ? low[k + w] : low[k];
+      nonfinite[k] += nonfinite[k + w];
+    }
   const float m = lanes[0];
+  const int tame = nonfinite[0] == 0 && low[0] - m >= RT_VM_EXP_TAME_LO;
   double total;
   if (is_log) {
-    NN_SUM_NARROW(float, n, total, rt_vm_expf(xf[j] - m));
+    if (tame)
+      NN_SUM_NARROW(float, n, total, rt_vm_expf_tame(xf[j] - m));
+    else
+      NN_SUM_NARROW(float, n, total, rt_vm_expf(xf[j] - m));
     const float lsum = logf((float)total);
     for (int64_t j = 0; j < n; j++) y[j] = rt_bfloat16_from_float((xf[j] - m) - lsum);
   } else {
-    NN_SUM_NARROW(float, n, total, (tmp[j] = rt_vm_expf(xf[j] - m)));
+    if (tame)
+      NN_SUM_NARROW(float, n, total, (tmp[j] = rt_vm_expf_tame(xf[j] - m)));
+    else
+      NN_SUM_NARROW(float, n, total, (tmp[j] = rt_vm_expf(xf[j] - m)));
     const float inv = (float)(1.0 / total);
     for (int64_t j = 0; j < n; j++) y[j] = rt_bfloat16_from_float(tmp[j] * inv);
   }
