@@ -80,6 +80,11 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_GATHER: /* elements of up to 8 bytes */
     case NRT_OP_INDEX_SELECT:
       return nrt_dtype_size(dtype) <= 8;
+    case NRT_OP_LINALG_LU_FACTOR: /* complex matrices (linalg.h) */
+    case NRT_OP_LINALG_LU_PIVOT:
+    case NRT_OP_LINALG_TRIANGULAR_SOLVE:
+    case NRT_OP_LINALG_CHOLESKY:
+      return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     default:
       return 0;
   }
