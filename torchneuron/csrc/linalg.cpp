@@ -235,8 +235,10 @@ Tensor pivots_sign(const Tensor& pivots, at::ScalarType dtype) {
 void det_into(const Tensor& A, Tensor& result, Tensor& LU, Tensor& pivots) {
   check_float_or_complex(A, "linalg.det");
   const Tensor info = at::empty({0}, A.options().dtype(at::kInt));
-  // det(A^T) = det(A): a contiguous A is factored as A^T, which copies plainly.
-  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() ? A.mT() : A);
+  // det(A^T) = det(A): a contiguous real A is factored as A^T, which copies
+  // plainly. Not a complex one: the backward formula solves with LU as the
+  // factorisation of A (A^H would do for it, A^T does not), as on the CPU.
+  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() && !A.is_complex() ? A.mT() : A);
   at::mul_out(result, pivots_sign(pivots, A.scalar_type()), at::prod(LU.diagonal(0, -2, -1), -1));
 }
 
@@ -261,7 +263,7 @@ std::tuple<Tensor, Tensor, Tensor> det(const Tensor& A) {
 void slogdet_into(const Tensor& A, Tensor& sign, Tensor& logabsdet, Tensor& LU, Tensor& pivots) {
   check_float_or_complex(A, "linalg.slogdet");
   const Tensor info = at::empty({0}, A.options().dtype(at::kInt));
-  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() ? A.mT() : A);
+  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() && !A.is_complex() ? A.mT() : A);
   const Tensor diag = LU.diagonal(0, -2, -1);
   at::mul_out(sign, diag.sgn().prod(-1), pivots_sign(pivots, A.scalar_type()));
   at::sum_out(logabsdet, diag.abs().log_(), -1);
