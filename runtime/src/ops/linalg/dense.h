@@ -37,6 +37,7 @@
 #define LA_CPLX 1
 #define LA_CX(re, im) CMPLXF(re, im)
 #define LA_DTYPE NRT_COMPLEX64
+#define LA_RDTYPE NRT_FLOAT32
 #define LA_NAME(x) la_##x##_c64
 #include "ops/linalg/dense_t.h"
 #undef LA_T
@@ -44,6 +45,7 @@
 #undef LA_CPLX
 #undef LA_CX
 #undef LA_DTYPE
+#undef LA_RDTYPE
 #undef LA_NAME
 
 #define LA_T double _Complex
@@ -51,6 +53,7 @@
 #define LA_CPLX 1
 #define LA_CX(re, im) CMPLX(re, im)
 #define LA_DTYPE NRT_COMPLEX128
+#define LA_RDTYPE NRT_FLOAT64
 #define LA_NAME(x) la_##x##_c128
 #include "ops/linalg/dense_t.h"
 #undef LA_T
@@ -58,6 +61,7 @@
 #undef LA_CPLX
 #undef LA_CX
 #undef LA_DTYPE
+#undef LA_RDTYPE
 #undef LA_NAME
 
 /* The routines the LU, Cholesky and triangular-solve kernels call, for one

@@ -9,6 +9,7 @@
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ops/engine/thread_pool.h"
 #include "ops/gemm/gemm.h"
@@ -116,7 +117,7 @@ static void LA_NAME(lu_update_rows)(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-#if !LA_CPLX /* the runtime's GEMM is real */
+#if !LA_CPLX
 /* The same trailing update as one GEMM, A22 = A22 - L21 U12, on the
  * runtime's blocked kernels (all three blocks are disjoint parts of a). */
 static inline nrt_status LA_NAME(gemm_update)(LA_T *a, int64_t m, int64_t n, int64_t k0, int64_t kb) {
@@ -132,6 +133,39 @@ static inline nrt_status LA_NAME(gemm_update)(LA_T *a, int64_t m, int64_t n, int
   g.alpha = -1.0, g.beta = 1.0;
   return rt_gemm(&g);
 }
+#else
+/* The same for complex on the runtime's real GEMM: T = L21 U12 as four
+ * real products of the parts (element stride 2 reaches a part), then
+ * A22 -= T, so a is untouched unless all four succeed. t holds
+ * (m - j0) x (n - j0) elements. */
+static inline nrt_status LA_NAME(gemm_update)(LA_T *a, int64_t m, int64_t n, int64_t k0, int64_t kb,
+                                              LA_T *t) {
+  const int64_t j0 = k0 + kb, rows = m - j0, cols = n - j0;
+  const LA_R *l = (const LA_R *)(a + j0 * n + k0), *u = (const LA_R *)(a + k0 * n + j0);
+  /* re T = re L re U - im L im U, im T = re L im U + im L re U: the part
+   * (0 re, 1 im) of T, L and U, alpha and beta of each product */
+  static const struct { int t, l, u; double alpha, beta; } terms[4] = {
+      {0, 0, 0, 1, 0}, {0, 1, 1, -1, 1}, {1, 0, 1, 1, 0}, {1, 1, 0, 1, 1}};
+  for (int q = 0; q < 4; q++) {
+    rt_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.batch = 1, g.m = rows, g.n = cols, g.k = kb, g.kslices = 1;
+    g.ab_dtype = g.c_dtype = LA_RDTYPE;
+    g.a = l + terms[q].l, g.a_rs = 2 * n, g.a_cs = 2;
+    g.b = u + terms[q].u, g.b_rs = 2 * n, g.b_cs = 2;
+    g.c = (LA_R *)t + terms[q].t, g.c_rs = 2 * cols, g.c_cs = 2;
+    g.cin = terms[q].beta != 0 ? g.c : NULL, g.cin_rs = 2 * cols, g.cin_cs = 2;
+    g.alpha = terms[q].alpha, g.beta = terms[q].beta;
+    const nrt_status s = rt_gemm(&g);
+    if (s != NRT_SUCCESS) return s;
+  }
+  for (int64_t i = 0; i < rows; i++) {
+    LA_T *row = a + (j0 + i) * n + j0;
+    const LA_T *ti = t + i * cols;
+    for (int64_t j = 0; j < cols; j++) row[j] -= ti[j];
+  }
+  return NRT_SUCCESS;
+}
 #endif
 
 /* P A = L U in place on a (m x n, row-major), as LAPACK's getrf: blocked,
@@ -141,6 +175,9 @@ static inline int32_t LA_NAME(lu)(void *a_, int64_t m, int64_t n, int32_t *piv) 
   LA_T *a = a_;
   const int64_t kmax = m < n ? m : n, nb = 48;
   int32_t info = 0;
+#if LA_CPLX
+  LA_T *product = NULL; /* the trailing update's L21 U12, for the GEMMs */
+#endif
   for (int64_t k0 = 0; k0 < kmax; k0 += nb) {
     const int64_t kb = kmax - k0 < nb ? kmax - k0 : nb, j0 = k0 + kb;
     for (int64_t k = k0; k < j0; k++) { /* the panel, unblocked */
@@ -182,12 +219,20 @@ static inline int32_t LA_NAME(lu)(void *a_, int64_t m, int64_t n, int32_t *piv) 
     if ((double)(m - j0) * (double)(n - j0) * (double)kb >= 262144.0 &&
         LA_NAME(gemm_update)(a, m, n, k0, kb) == NRT_SUCCESS)
       continue;
+#else
+    if ((double)(m - j0) * (double)(n - j0) * (double)kb >= 65536.0) {
+      if (!product) product = malloc((size_t)(m * n) * sizeof(LA_T));
+      if (product && LA_NAME(gemm_update)(a, m, n, k0, kb, product) == NRT_SUCCESS) continue;
+    }
 #endif
     /* Small updates, or no memory for the GEMM's packing: row by row. */
     LA_NAME(lu_update) u = {a, n, k0, kb};
     const int64_t row_work = kb * (n - j0);
     rt_parallel_for(m - j0, 32768 / row_work + 1, LA_NAME(lu_update_rows), &u);
   }
+#if LA_CPLX
+  free(product);
+#endif
   return info;
 }
 
