@@ -1,6 +1,7 @@
 """Complex linear algebra on the native kernels (runtime/src/ops/linalg/,
-torchneuron/csrc/linalg.cpp): the LU family, triangular solves and the
-Cholesky family at complex64 and complex128 against PyTorch CPU (LAPACK),
+torchneuron/csrc/linalg.cpp, linalg_qr.cpp): the LU family, triangular
+solves, the Cholesky family and Householder QR (geqrf, householder_product,
+ormqr, qr) at complex64 and complex128 against PyTorch CPU (LAPACK),
 on batched, transposed, sliced and conjugate (conj bit) inputs, with no CPU
 fallback; gradients through PyTorch's formulas run natively too."""
 
@@ -196,3 +197,47 @@ def test_gradients_run_natively():
         losses(*dev_inputs).backward()
     for got, want in zip(dev_inputs, cpu_inputs):
         close(got.grad, want.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_householder_qr_family_matches_cpu(dtype):
+    # R's diagonal is real and Q's reflectors are LAPACK's (complex tau), so
+    # the factors themselves match the CPU's, not only their product.
+    for shape in ((3, 6, 4), (2, 4, 6), (5, 5), (40, 30)):
+        for name, a in (("plain", complex_randn(dtype, *shape)), ("conj", complex_randn(dtype, *shape).conj()),
+                        ("transposed", complex_randn(dtype, *shape[:-2], shape[-1], shape[-2]).mT)):
+            with no_fallback():
+                v, tau = torch.geqrf(a.to(DEV))
+                qr = [torch.linalg.qr(a.to(DEV), mode=mode) for mode in ("reduced", "complete", "r")]
+            want_v, want_tau = torch.geqrf(a)
+            close(v, want_v, dtype)
+            close(tau, want_tau, dtype)
+            for (q, r), mode in zip(qr, ("reduced", "complete", "r")):
+                want_q, want_r = torch.linalg.qr(a, mode=mode)
+                close(q, want_q, dtype)
+                close(r, want_r, dtype)
+            m, n = shape[-2:]
+            if m >= n:
+                with no_fallback():
+                    q = torch.linalg.householder_product(v, tau)
+                close(q, torch.linalg.householder_product(want_v, want_tau), dtype)
+            for left in (True, False):
+                for transpose in (False, True):
+                    c = complex_randn(dtype, *shape[:-2], m, 3, seed=4)
+                    c = c if left else c.mT
+                    with no_fallback():
+                        got = torch.ormqr(v, tau, c.to(DEV), left=left, transpose=transpose)
+                    close(got, torch.ormqr(want_v, want_tau, c, left=left, transpose=transpose), dtype)
+
+
+def test_qr_gradients_run_natively():
+    dtype = torch.complex128
+    a = complex_randn(dtype, 2, 5, 3)
+    cpu = a.clone().requires_grad_()
+    dev = a.to(DEV).requires_grad_()
+    q, r = torch.linalg.qr(cpu)
+    (q.abs().sum() + r.abs().sum()).backward()
+    with no_fallback():
+        q, r = torch.linalg.qr(dev)
+        (q.abs().sum() + r.abs().sum()).backward()
+    close(dev.grad, cpu.grad, dtype)

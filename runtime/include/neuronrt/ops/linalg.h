@@ -1,6 +1,7 @@
 /* Dense linear algebra (see op_list.h): LU with partial pivoting, row
- * interchanges, triangular solves and Cholesky, on float32, float64,
- * complex64 or complex128 matrices (the other ops: float32 or float64) in
+ * interchanges, triangular solves, Cholesky and Householder QR (GEQRF,
+ * ORMQR) on float32, float64, complex64 or complex128 matrices (the other
+ * ops: float32 or float64) in
  * any strides, batched over any leading dims. Every operand has
  * the same batch dims (the shim expands broadcast operands with stride 0).
  * Decompositions work in place on an output that holds the input on entry,
@@ -35,14 +36,15 @@
  *       A = Q R by Householder reflections as LAPACK's geqrf: A holds the
  *       input on entry, R on and above the diagonal on exit and the
  *       reflector vectors v_j (v_j[j] = 1 not stored) below it; Q = H_0 H_1
- *       ... H_{k-1}, H_j = I - tau_j v_j v_j^T, each chosen so that
- *       R[j, j] = -sign(a) ||x|| (tau_j = 0 when nothing is below the
- *       diagonal to annihilate). Blocked (compact WY) with the trailing
+ *       ... H_{k-1}, H_j = I - tau_j v_j v_j^H, each chosen so that
+ *       R[j, j] = -sign(re a) ||x|| (tau_j = 0 when nothing is below the
+ *       diagonal to annihilate and, for complex, a is real; otherwise a
+ *       complex tau_j makes R's diagonal real, as LAPACK's zlarfg). Blocked (compact WY) with the trailing
  *       updates on the runtime's GEMM for large matrices.
  *   LINALG_ORMQR            outputs [C (..., m, c)]  inputs [V (..., m, p), tau (..., k)]
- *                           scalars [transpose]
- *       C holds the input on entry; overwritten by Q C, or Q^T C when
- *       transpose, where Q = H_0 ... H_{k-1} (order m) is given as geqrf
+ *                           scalars [transpose, conj (optional, 0)]
+ *       C holds the input on entry; overwritten by Q C, or Q^H C when
+ *       transpose (conj(Q) in place of Q with conj), where Q = H_0 ... H_{k-1} (order m) is given as geqrf
  *       leaves it: reflector j in column j of V below the diagonal (the
  *       diagonal and above are not read), k <= min(m, p). The right-hand
  *       forms (C Q, C Q^T) are these on the transposed view C^T.

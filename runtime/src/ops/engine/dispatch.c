@@ -84,6 +84,8 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_LINALG_LU_PIVOT:
     case NRT_OP_LINALG_TRIANGULAR_SOLVE:
     case NRT_OP_LINALG_CHOLESKY:
+    case NRT_OP_LINALG_GEQRF:
+    case NRT_OP_LINALG_ORMQR:
       return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     default:
       return 0;
