@@ -1,9 +1,9 @@
 """Complex linear algebra on the native kernels (runtime/src/ops/linalg/,
-torchneuron/csrc/linalg.cpp, linalg_qr.cpp): the LU family, triangular
-solves, the Cholesky family and Householder QR (geqrf, householder_product,
-ormqr, qr) at complex64 and complex128 against PyTorch CPU (LAPACK),
-on batched, transposed, sliced and conjugate (conj bit) inputs, with no CPU
-fallback; gradients through PyTorch's formulas run natively too."""
+torchneuron/csrc/linalg.cpp, linalg_qr.cpp, linalg_matrix_exp.cpp): the LU
+family, triangular solves, the Cholesky family, Householder QR (geqrf,
+householder_product, ormqr, qr) and matrix_exp at complex64 and complex128
+against PyTorch CPU (LAPACK), on batched, transposed, sliced and conjugate
+(conj bit) inputs, with no CPU fallback; gradients through PyTorch's formulas run natively too."""
 
 import pytest
 import torch
@@ -241,3 +241,36 @@ def test_qr_gradients_run_natively():
         q, r = torch.linalg.qr(dev)
         (q.abs().sum() + r.abs().sum()).backward()
     close(dev.grad, cpu.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_matrix_exp_matches_cpu(dtype):
+    # Every degree of the Pade approximant (by the 1-norm) and scaling and
+    # squaring; batched, transposed and conjugate inputs.
+    for scale in (0.005, 0.2, 1.0, 2.0, 8.0, 60.0):
+        for name, a in (("batched", complex_randn(dtype, 3, 6, 6)), ("transposed", complex_randn(dtype, 2, 5, 5).mT),
+                        ("conj", complex_randn(dtype, 5, 5).conj())):
+            a = a * scale / 6
+            with no_fallback():
+                got = torch.linalg.matrix_exp(a.to(DEV)).cpu()
+            exact = torch.linalg.matrix_exp(a.to(torch.complex128))
+            if dtype == torch.complex128:
+                close(got, torch.linalg.matrix_exp(a), dtype)
+            else:
+                # computed in complex128 and rounded once: within a few
+                # complex64 roundings of the exact result, and no further
+                # from it than the CPU's complex64 kernel
+                err = (got.to(torch.complex128) - exact).abs().max() / exact.abs().max()
+                cpu_err = (torch.linalg.matrix_exp(a).to(torch.complex128) - exact).abs().max() / exact.abs().max()
+                assert err <= 2.5e-7 and err <= cpu_err + 1e-7, (name, scale, err.item(), cpu_err.item())
+    with no_fallback():
+        assert torch.linalg.matrix_exp(complex_randn(dtype, 0, 3, 3).to(DEV)).shape == (0, 3, 3)
+
+
+def test_matrix_exp_gradient_runs_natively():
+    a = complex_randn(torch.complex128, 4, 4)
+    cpu, dev = a.clone().requires_grad_(), a.to(DEV).requires_grad_()
+    torch.linalg.matrix_exp(cpu).abs().sum().backward()
+    with no_fallback():
+        torch.linalg.matrix_exp(dev).abs().sum().backward()
+    close(dev.grad, cpu.grad, torch.complex128)

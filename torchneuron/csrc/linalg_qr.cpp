@@ -19,6 +19,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "linalg_complex_native.h"
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
@@ -240,25 +241,6 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, c10::string_view mode) {
   out.meta(A, mode);
   qr_into(A, mode, out[0], out[1]);
   return {out[0], out[1]};
-}
-
-bool complex_arg(const Tensor& t) { return t.defined() && t.is_complex(); }
-template <class T>
-bool complex_arg(const T&) {
-  return false;
-}
-
-// The registration: a call with a complex tensor runs natively; the other
-// storage dtypes (wide unsigned) reach the fallback, which raises the CPU's
-// error; the rest run natively (and fall back at a runtime limit).
-template <class Ret, class... Args>
-torch::CppFunction complex_native(const char* overload_name, Ret (*fn)(Args...)) {
-  auto [name, overload] = storage_fallback_detail::split_overload(overload_name);
-  return torch::CppFunction([fn, name = name, overload = overload](Args... args) -> Ret {
-    if ((complex_arg(args) || ...)) return fn(std::forward<Args>(args)...);
-    return storage_fallback_detail::native_else_fallback<Ret, Args...>(name, overload, fn,
-                                                                       std::forward<Args>(args)...);
-  });
 }
 
 }  // namespace
