@@ -274,3 +274,25 @@ def test_matrix_exp_gradient_runs_natively():
     with no_fallback():
         torch.linalg.matrix_exp(dev).abs().sum().backward()
     close(dev.grad, cpu.grad, torch.complex128)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES + [torch.float64])
+def test_negative_and_conjugate_views_reach_the_solves(dtype):
+    # linalg_solve_triangular receives negative (neg bit) and conjugate views
+    # as they are: the shim folds or resolves them (a neg-bit A was read as
+    # its storage before). Real float64 too.
+    if dtype.is_complex:
+        a, b = well_conditioned(dtype, 2, n=5).triu(), complex_randn(dtype, 2, 5, 3, seed=2)
+    else:
+        a = torch.randn(2, 5, 5, dtype=dtype).triu() + 5 * torch.eye(5, dtype=dtype)
+        b = torch.randn(2, 5, 3, dtype=dtype)
+    views = [("neg", torch._neg_view)] + ([("conj", torch.conj), ("neg_conj", lambda t: torch._neg_view(t.conj()))]
+                                          if dtype.is_complex else [])
+    for name, view in views:
+        for b_view in (lambda t: t, torch._neg_view):
+            for left in (True, False):
+                rhs = b if left else b.mT
+                with no_fallback():
+                    got = torch.linalg.solve_triangular(view(a.to(DEV)), b_view(rhs.to(DEV)), upper=True, left=left)
+                want = torch.linalg.solve_triangular(view(a), b_view(rhs.clone()), upper=True, left=left)
+                close(got, want, torch.complex128 if dtype == torch.float64 else dtype)

@@ -62,12 +62,14 @@ at::IntArrayRef batch_of(const Tensor& t, int tail) { return t.sizes().slice(0, 
 // Solves A X = B (conj(A) X = B when conj) in place on X (which holds B),
 // A's upper or lower triangle. A conjugate view of X holds conj(X) in its
 // storage, and conj(X) = conj(A)^-1 conj(B): it is solved there with the
-// conjugation flipped, as is a conjugate view of A.
+// conjugation flipped, as is a conjugate view of A. A negative view of X
+// holds -X, the solution for -B, which its storage holds: nothing to do;
+// a negative view of A is resolved (the kernel reads storage).
 void triangular_solve_into(const Tensor& X_in, const Tensor& A_in, bool upper, bool unit, bool conj,
                            const char* name) {
   if (X_in.numel() == 0) return;
   const Tensor X = X_in.is_conj() ? X_in.conj() : X_in;
-  const Tensor A = A_in.is_conj() ? A_in.conj() : A_in;
+  const Tensor A = (A_in.is_conj() ? A_in.conj() : A_in).resolve_neg();
   conj = (conj != X_in.is_conj()) != A_in.is_conj();
   const Tensor A_b = expand_batch(A, batch_of(X, 2), 2);
   launch_nn(NRT_OP_LINALG_TRIANGULAR_SOLVE, X, 1, {to_view(X, name), to_view(A_b, name)},

@@ -20,7 +20,8 @@
 #if LA_CPLX
 static inline LA_R LA_NAME(norm2)(const LA_T *x, int64_t len, int64_t s) {
   double big = 0;
-  for (int64_t i = 0; i < len; i++) big = fmax(big, fmax(fabs((double)__real__ x[i * s]), fabs((double)__imag__ x[i * s])));
+  for (int64_t i = 0; i < len; i++)
+    big = fmax(big, fmax(fabs((double)__real__ x[i * s]), fabs((double)__imag__ x[i * s])));
   if (big == 0 || isnan(big) || isinf(big)) return (LA_R)big;
   const double inv = sizeof(LA_R) == sizeof(float) || (big > 1e-140 && big < 1e140) ? 1.0 : 1.0 / big;
   double acc = 0;
