@@ -5,13 +5,16 @@ cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
 svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
 right-hand sides, each driver; the SVD-based gelsd and gelss n <= 128; gelsy
 is a pivoted QR), matrix_exp, ldl_factor (blocked from n = 96) and ldl_solve
-on batches of small matrices and on single large ones, float32 and float64.
+on batches of small matrices and on single large ones, float32 and float64
+(--dtypes complex64,complex128 for the complex kernels: solve, inv, det,
+cholesky, solve_triangular).
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
 runs with --cpu-threads threads (default 2).
 
     python benchmarks/linalg.py [--repeats N] [--cpu-threads T] [--quick] [--only qr,geqrf]
+                                [--dtypes float32,float64]
 """
 
 import argparse
@@ -23,7 +26,7 @@ from timing import interleaved
 
 
 def spd(a):
-    return a @ a.mT + a.shape[-1] * torch.eye(a.shape[-1], dtype=a.dtype)
+    return a @ a.mH + a.shape[-1] * torch.eye(a.shape[-1], dtype=a.dtype)
 
 
 OPS = {
@@ -61,11 +64,12 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="", help="comma-separated op names (default: all)")
+    parser.add_argument("--dtypes", default="float32,float64", help="comma-separated dtypes")
     args = parser.parse_args()
     torch.set_num_threads(args.cpu_threads)
     shapes = [(512, 8), (64, 32), (8, 128), (1, 512)] + ([] if args.quick else [(1, 1024)])
     print(f"{'op':<18}{'dtype':<9}{'batch x n':<12}{'neuron ms':>10}{'best':>8}{'cpu ms':>9}{'best':>8}{'ratio':>7}")
-    for dtype in (torch.float32, torch.float64):
+    for dtype in (getattr(torch, d) for d in args.dtypes.split(",")):
         for name, (fn, prepare) in OPS.items():
             if args.only and name not in args.only.split(","):
                 continue

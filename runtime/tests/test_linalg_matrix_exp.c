@@ -7,7 +7,9 @@
  * squarings, sizes that stay in loops and that reach the GEMM, float32 and
  * float64, the three layouts, batches (each matrix as alone); closed forms (a diagonal matrix, a
  * rotation generator, a nilpotent matrix, zero); NaN for non-finite input;
- * refusals. */
+ * refusals. Complex64 and complex128 against the same Taylor twin in
+ * complex long double, across the degrees and squarings, both layouts. */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -205,11 +207,119 @@ static void test_expm_refusals(void) {
   nrt_free(a.dev), nrt_free(e.dev);
 }
 
+/* ---- complex ------------------------------------------------------------- */
+
+static void cplain_mul(const long double complex *a, const long double complex *b, long double complex *c,
+                       int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      long double complex s = 0;
+      for (int64_t p = 0; p < n; p++) s += a[i * n + p] * b[p * n + j];
+      c[i * n + j] = s;
+    }
+}
+
+/* The twin: the real twin's Taylor series with squarings, in complex long double. */
+static void cplain_expm(const double complex *a, int64_t n, double complex *r) {
+  const int64_t nn = n * n;
+  long double complex *x = malloc((size_t)(4 * nn) * sizeof(long double complex));
+  long double complex *term = x + nn, *sum = term + nn, *t = sum + nn;
+  long double norm = 0;
+  for (int64_t j = 0; j < n; j++) {
+    long double s = 0;
+    for (int64_t i = 0; i < n; i++) s += cabsl(a[i * n + j]);
+    if (s > norm) norm = s;
+  }
+  int s = 0;
+  while (norm > 0.25L) norm /= 2, s++;
+  for (int64_t q = 0; q < nn; q++) {
+    x[q] = ldexpl(1.0L, -s) * a[q];
+    term[q] = sum[q] = (q % (n + 1) == 0);
+  }
+  for (int k = 1; k < 60; k++) {
+    cplain_mul(term, x, t, n);
+    for (int64_t q = 0; q < nn; q++) term[q] = t[q] / k, sum[q] += term[q];
+  }
+  for (int q = 0; q < s; q++) {
+    cplain_mul(sum, sum, t, n);
+    memcpy(sum, t, (size_t)nn * sizeof(long double complex));
+  }
+  for (int64_t q = 0; q < nn; q++) r[q] = (double complex)sum[q];
+  free(x);
+}
+
+static void test_complex_expm_against_twin(void) {
+  const double norms[] = {0.01, 0.2, 0.9, 2.0, 5.0, 40.0}; /* degrees 3 .. 13, then squarings */
+  const nrt_dtype dtypes[2] = {NRT_COMPLEX64, NRT_COMPLEX128};
+  for (int di = 0; di < 2; di++)
+    for (int ni = 0; ni < 6; ni++)
+      for (int layout = 0; layout < 2; layout++) {
+        const nrt_dtype d = dtypes[di];
+        const int64_t n = 7, batch = 2;
+        mats a = make_mats(d, batch, n, n, layout), e = make_mats(d, batch, n, n, 1 - layout);
+        double complex *av = malloc((size_t)(n * n) * sizeof(double complex)),
+                       *want = malloc((size_t)(n * n) * sizeof(double complex));
+        double worst = 0;
+        for (int64_t b = 0; b < batch; b++) {
+          double colmax = 0;
+          for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t i = 0; i < n; i++) {
+              const double re = urand() * 2 - 1;
+              av[i * n + j] = CMPLX(re, urand() * 2 - 1);
+              s += cabs(av[i * n + j]);
+            }
+            colmax = fmax(colmax, s);
+          }
+          for (int64_t q = 0; q < n * n; q++) av[q] *= norms[ni] / colmax;
+          for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+              char *p = elem(&a, b, i, j);
+              if (d == NRT_COMPLEX64) {
+                *(float complex *)p = (float complex)av[i * n + j];
+                av[i * n + j] = *(float complex *)p; /* as stored */
+              } else {
+                *(double complex *)p = av[i * n + j];
+              }
+            }
+        }
+        nrt_tensor_view ov[2] = {e.view, a.view};
+        nrt_op op = op_of(NRT_OP_LINALG_MATRIX_EXP, 1, 2, ov);
+        CHECK_OK(nrt_op_execute(&op));
+        for (int64_t b = 0; b < batch; b++) {
+          for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+              const char *p = elem(&a, b, i, j);
+              av[i * n + j] = d == NRT_COMPLEX64 ? (double complex)(*(const float complex *)p)
+                                                 : *(const double complex *)p;
+            }
+          cplain_expm(av, n, want);
+          double scale = 0;
+          for (int64_t q = 0; q < n * n; q++) scale = fmax(scale, cabs(want[q]));
+          for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+              const char *p = elem(&e, b, i, j);
+              const double complex got = d == NRT_COMPLEX64 ? (double complex)(*(const float complex *)p)
+                                                            : *(const double complex *)p;
+              worst = fmax(worst, cabs(got - want[i * n + j]) / scale);
+            }
+        }
+        /* computed in complex128 whatever the dtype: complex64 is one rounding away */
+        const double tol = d == NRT_COMPLEX64 ? 2e-7 : 1e-13;
+        if (!(worst <= tol))
+          fprintf(stderr, "  cexpm %s norm %g layout %d: %g\n", nrt_dtype_name(d), norms[ni], layout, worst);
+        CHECK(worst <= tol);
+        free(av), free(want);
+        nrt_free(a.dev), nrt_free(e.dev);
+      }
+}
+
 int main(void) {
   RUN(test_expm_against_twin);
   RUN(test_expm_closed_forms);
   RUN(test_expm_nonfinite_and_batch);
   RUN(test_expm_batch_split_independent);
   RUN(test_expm_refusals);
+  RUN(test_complex_expm_against_twin);
   return CHECK_MAIN_RESULT();
 }

@@ -10,8 +10,12 @@
  * ||Q^T Q - I|| / (m eps). Cases: float32 and float64, row-, column-major
  * and strided storage, sizes across the block size and the blocked
  * threshold, wide and tall, batches, Q C and Q^T C, a broadcast reflector
- * operand, zero sizes, wrong dtypes and shapes.
+ * operand, zero sizes, wrong dtypes and shapes. Complex64 and complex128:
+ * against a textbook complex twin (LAPACK's zlarfg: complex tau, real
+ * beta), with Q formed by ORMQR (Q, Q^H and conj(Q)) checked by Q R = A,
+ * Q^H Q = I and Q^H A = R.
  */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -273,10 +277,131 @@ static void test_qr_refusals(void) {
   nrt_free(a.dev), nrt_free(tau.dev), nrt_free(c.dev), nrt_free(ia.dev);
 }
 
+/* ---- complex ------------------------------------------------------------- */
+
+static double complex cget(const mats *a, int64_t b, int64_t i, int64_t j) {
+  char *p = elem(a, b, i, j);
+  return a->view.dtype == NRT_COMPLEX64 ? (double complex)(*(float complex *)p) : *(double complex *)p;
+}
+static void cput(mats *a, int64_t b, int64_t i, int64_t j, double complex x) {
+  char *p = elem(a, b, i, j);
+  if (a->view.dtype == NRT_COMPLEX64) *(float complex *)p = (float complex)x;
+  else *(double complex *)p = x;
+}
+
+/* The twin: unblocked complex Householder QR in double as LAPACK's zgeqr2
+ * (H = I - tau v v^H; H^H applied to the columns after each reflector). */
+static void twin_zgeqrf(double complex *a, int64_t m, int64_t n, double complex *tau) {
+  for (int64_t k = 0; k < (m < n ? m : n); k++) {
+    double xnorm = 0;
+    for (int64_t i = k + 1; i < m; i++) xnorm = hypot(xnorm, cabs(a[i * n + k]));
+    const double complex alpha = a[k * n + k];
+    if (xnorm == 0 && cimag(alpha) == 0) {
+      tau[k] = 0;
+      continue;
+    }
+    double beta = hypot(cabs(alpha), xnorm);
+    if (!signbit(creal(alpha))) beta = -beta;
+    tau[k] = CMPLX((beta - creal(alpha)) / beta, -cimag(alpha) / beta);
+    for (int64_t i = k + 1; i < m; i++) a[i * n + k] /= alpha - beta;
+    a[k * n + k] = beta;
+    for (int64_t j = k + 1; j < n; j++) { /* column j -= conj(tau) v (v^H column j) */
+      double complex w = a[k * n + j];
+      for (int64_t i = k + 1; i < m; i++) w += conj(a[i * n + k]) * a[i * n + j];
+      w *= conj(tau[k]);
+      a[k * n + j] -= w;
+      for (int64_t i = k + 1; i < m; i++) a[i * n + j] -= a[i * n + k] * w;
+    }
+  }
+}
+
+static void cqr_case(nrt_dtype d, int64_t m, int64_t n, int col_major) {
+  const int64_t k = m < n ? m : n;
+  mats a = make_mats(d, 1, m, n, col_major), tau = make_mats(d, 1, k, 1, 0);
+  tau.view.ndim = 2;
+  double complex *orig = malloc((size_t)(m * n) * sizeof(double complex) + 16);
+  double complex *t = malloc((size_t)(m * n) * sizeof(double complex) + 16);
+  double complex *tt = malloc((size_t)(k + 1) * sizeof(double complex));
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      const double re = urand() * 2 - 1;
+      cput(&a, 0, i, j, CMPLX(re, urand() * 2 - 1));
+      orig[i * n + j] = t[i * n + j] = cget(&a, 0, i, j);
+    }
+  nrt_tensor_view v[2] = {a.view, tau.view};
+  nrt_op op = op_of(NRT_OP_LINALG_GEQRF, 2, 2, v);
+  CHECK_OK(nrt_op_execute(&op));
+  twin_zgeqrf(t, m, n, tt);
+  double worst_value = 0;
+  int real_diagonal = 1;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) worst_value = fmax(worst_value, cabs(t[i * n + j] - cget(&a, 0, i, j)));
+  for (int64_t j = 0; j < k; j++) {
+    worst_value = fmax(worst_value, cabs(tt[j] - cget(&tau, 0, j, 0)));
+    real_diagonal &= cimag(cget(&a, 0, j, j)) == 0;
+  }
+  /* Q (m x m) as Q I, conj(Q) I and Q^H A by ORMQR. */
+  mats q = make_mats(d, 3, m, m, 0), qa = make_mats(d, 1, m, n, 0);
+  for (int64_t b = 0; b < 3; b++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) cput(&q, b, i, j, i == j);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) cput(&qa, 0, i, j, orig[i * n + j]);
+  for (int b = 0; b < 3; b++) {
+    nrt_tensor_view ov[3] = {q.view, a.view, tau.view};
+    ov[0].shape[0] = 1, ov[0].data = (char *)q.dev + b * q.view.strides[0] * (int64_t)nrt_dtype_size(d);
+    if (b == 2) ov[0] = qa.view;
+    nrt_op o = op_of(NRT_OP_LINALG_ORMQR, 1, 3, ov);
+    o.num_scalars = 2;
+    o.scalars[0].i = b == 2, o.scalars[1].i = b == 1;
+    CHECK_OK(nrt_op_execute(&o));
+  }
+  double worst_residual = 0, worst_orth = 0, worst_conj = 0, worst_qha = 0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < m; j++) {
+      double complex s = 0;
+      for (int64_t r = 0; r < m; r++) s += conj(cget(&q, 0, r, i)) * cget(&q, 0, r, j);
+      worst_orth = fmax(worst_orth, cabs(s - (double)(i == j)));
+      worst_conj = fmax(worst_conj, cabs(cget(&q, 1, i, j) - conj(cget(&q, 0, i, j))));
+    }
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double complex s = 0;
+      for (int64_t r = 0; r <= (j < k - 1 ? j : k - 1); r++) s += cget(&q, 0, i, r) * cget(&a, 0, r, j);
+      worst_residual = fmax(worst_residual, cabs(s - orig[i * n + j]));
+      const double complex want = i <= j ? cget(&a, 0, i, j) : 0; /* Q^H A = R */
+      worst_qha = fmax(worst_qha, cabs(cget(&qa, 0, i, j) - want));
+    }
+  const double tol = (d == NRT_COMPLEX64 ? 1.2e-7 : 2.3e-16) * (double)(m > n ? m : n) * 32;
+  if (!(worst_value <= tol && worst_residual <= tol && worst_orth <= tol && worst_conj == 0 &&
+        worst_qha <= tol && real_diagonal))
+    fprintf(stderr, "  cqr %s %lld x %lld cm %d: value %g residual %g orth %g conj %g qha %g real %d\n",
+            nrt_dtype_name(d), (long long)m, (long long)n, col_major, worst_value, worst_residual, worst_orth,
+            worst_conj, worst_qha, real_diagonal);
+  CHECK(worst_value <= tol);
+  CHECK(worst_residual <= tol);
+  CHECK(worst_orth <= tol);
+  CHECK(worst_conj == 0);
+  CHECK(worst_qha <= tol);
+  CHECK(real_diagonal);
+  free(orig), free(t), free(tt);
+  nrt_free(a.dev), nrt_free(tau.dev), nrt_free(q.dev), nrt_free(qa.dev);
+}
+
+static void test_complex_qr_matches_twin(void) {
+  const int64_t sizes[][2] = {{1, 1}, {4, 4}, {9, 5}, {5, 9}, {40, 33}};
+  for (int s = 0; s < 5; s++)
+    for (int cm = 0; cm < 2; cm++) {
+      cqr_case(NRT_COMPLEX64, sizes[s][0], sizes[s][1], cm);
+      cqr_case(NRT_COMPLEX128, sizes[s][0], sizes[s][1], cm);
+    }
+}
+
 int main(void) {
   RUN(test_qr_matches_twin);
   RUN(test_qr_zero_columns);
   RUN(test_ormqr);
   RUN(test_qr_refusals);
+  RUN(test_complex_qr_matches_twin);
   return CHECK_MAIN_RESULT();
 }

@@ -6,6 +6,11 @@
 // lays them out; the arithmetic runs in C. Transposed solves pass transposed
 // views (the kernels read any strides) instead of copying.
 //
+// Complex matrices run on the same kernels (L L^H for Cholesky, adjoint
+// solves as transposed views solved with conj(A)); a conjugate view (conj
+// bit) is passed as its plain storage with the conjugation folded into the
+// solve, never materialised.
+//
 // Autograd comes from PyTorch's formulas for these ATen ops, which call
 // back into them, so backward runs on the same kernels.
 #include <ATen/ATen.h>
@@ -36,11 +41,13 @@ namespace {
 
 using Tensor = at::Tensor;
 
-void check_real(const Tensor& t, const char* api) {
-  // other dtypes (complex, integers, 16-bit) run through the fallback,
-  // which computes them or raises the CPU's error
-  if (t.scalar_type() != at::kFloat && t.scalar_type() != at::kDouble)
-    throw_dtype_limit(api, c10::toString(t.scalar_type()));
+// float32, float64, complex64 or complex128: other dtypes (integers,
+// 16-bit) run through the fallback, which computes them or raises the
+// CPU's error.
+void check_float_or_complex(const Tensor& t, const char* api) {
+  const auto type = t.scalar_type();
+  if (type != at::kFloat && type != at::kDouble && type != at::kComplexFloat && type != at::kComplexDouble)
+    throw_dtype_limit(api, c10::toString(type));
 }
 
 // t with its batch dims expanded to `batch` (stride 0 where broadcast).
@@ -52,12 +59,21 @@ Tensor expand_batch(const Tensor& t, at::IntArrayRef batch, int tail) {
 
 at::IntArrayRef batch_of(const Tensor& t, int tail) { return t.sizes().slice(0, t.dim() - tail); }
 
-// Solves A X = B in place on X (which holds B), A's upper or lower triangle.
-void triangular_solve_into(const Tensor& X, const Tensor& A, bool upper, bool unit, const char* name) {
-  if (X.numel() == 0) return;
+// Solves A X = B (conj(A) X = B when conj) in place on X (which holds B),
+// A's upper or lower triangle. A conjugate view of X holds conj(X) in its
+// storage, and conj(X) = conj(A)^-1 conj(B): it is solved there with the
+// conjugation flipped, as is a conjugate view of A. A negative view of X
+// holds -X, the solution for -B, which its storage holds: nothing to do;
+// a negative view of A is resolved (the kernel reads storage).
+void triangular_solve_into(const Tensor& X_in, const Tensor& A_in, bool upper, bool unit, bool conj,
+                           const char* name) {
+  if (X_in.numel() == 0) return;
+  const Tensor X = X_in.is_conj() ? X_in.conj() : X_in;
+  const Tensor A = (A_in.is_conj() ? A_in.conj() : A_in).resolve_neg();
+  conj = (conj != X_in.is_conj()) != A_in.is_conj();
   const Tensor A_b = expand_batch(A, batch_of(X, 2), 2);
   launch_nn(NRT_OP_LINALG_TRIANGULAR_SOLVE, X, 1, {to_view(X, name), to_view(A_b, name)},
-            {int_scalar(upper), int_scalar(unit)});
+            {int_scalar(upper), int_scalar(unit), int_scalar(conj && X.is_complex())});
 }
 
 // Applies the row interchanges of pivots to X: P^T X (forward) or P X.
@@ -71,7 +87,7 @@ void pivot_into(const Tensor& X, const Tensor& pivots, bool reverse, const char*
 
 void lu_factor_into(const Tensor& A, const Tensor& LU, const Tensor& pivots, const Tensor& info) {
   const char* name = "linalg_lu_factor_ex";
-  check_real(A, "linalg.lu_factor");
+  check_float_or_complex(A, "linalg.lu_factor");
   if (!LU.is_same(A)) LU.copy_(A);
   launch_nn(NRT_OP_LINALG_LU_FACTOR, LU, 3,
             {to_view(LU, name), to_view(pivots, name), to_view(info, name)});
@@ -104,7 +120,7 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& A, bool pivot, boo
 void lu_solve_into(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint,
                    const Tensor& result) {
   const char* name = "linalg_lu_solve";
-  check_real(LU, "linalg.lu_solve");
+  check_float_or_complex(LU, "linalg.lu_solve");
   if (result.numel() == 0) return;
   if (!result.is_same(B)) {
     // B may share memory with the result only when it is the result.
@@ -114,17 +130,20 @@ void lu_solve_into(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool
       result.copy_(B);
     }
   }
-  // X A = B is A^T X^T = B^T: a left solve with the adjoint flipped, on X^T.
+  // op(A) X = B with op(A) = A or A^H (conj(A^T)). X op(A) = B is
+  // op(A)^T X^T = B^T: a left solve on X^T with the transposition flipped
+  // and the conjugation kept.
   const Tensor X = left ? result : result.mT();
-  const bool adj = left ? adjoint : !adjoint;
+  const bool transpose = left ? adjoint : !adjoint;
+  const bool conj = adjoint;
   const Tensor LU_b = expand_batch(LU, batch_of(X, 2), 2);
-  if (!adj) {  // L U X = P^T B
+  if (!transpose) {  // L U X = P^T B (conjugated: conj(L) conj(U) X = P^T B)
     pivot_into(X, pivots, /*reverse=*/false, name);
-    triangular_solve_into(X, LU_b, /*upper=*/false, /*unit=*/true, name);
-    triangular_solve_into(X, LU_b, /*upper=*/true, /*unit=*/false, name);
-  } else {  // U^T L^T P^T X = B
-    triangular_solve_into(X, LU_b.mT(), /*upper=*/false, /*unit=*/false, name);
-    triangular_solve_into(X, LU_b.mT(), /*upper=*/true, /*unit=*/true, name);
+    triangular_solve_into(X, LU_b, /*upper=*/false, /*unit=*/true, conj, name);
+    triangular_solve_into(X, LU_b, /*upper=*/true, /*unit=*/false, conj, name);
+  } else {  // U^T L^T P^T X = B (conjugated: U^H L^H P^T X = B)
+    triangular_solve_into(X, LU_b.mT(), /*upper=*/false, /*unit=*/false, conj, name);
+    triangular_solve_into(X, LU_b.mT(), /*upper=*/true, /*unit=*/true, conj, name);
     pivot_into(X, pivots, /*reverse=*/true, name);
   }
 }
@@ -150,7 +169,7 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 
 void solve_ex_into(const Tensor& A, const Tensor& B, bool left, bool check_errors, Tensor& result,
                    Tensor& LU, Tensor& pivots, Tensor& info) {
-  check_real(A, "linalg.solve");
+  check_float_or_complex(A, "linalg.solve");
   // LU is A's own factorisation, as on the CPU: the backward formula solves
   // with its adjoint.
   at::linalg_lu_factor_ex_out(LU, pivots, info, A);
@@ -183,7 +202,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> solve_ex(const Tensor& A, const Tenso
 }
 
 void inv_ex_into(const Tensor& A, bool check_errors, Tensor& inverse, Tensor& info) {
-  check_real(A, "linalg.inv");
+  check_float_or_complex(A, "linalg.inv");
   inverse.zero_();
   inverse.diagonal(0, -2, -1).fill_(1.);
   at::linalg_solve_ex_out(inverse, info, A, inverse, /*left=*/true);
@@ -216,10 +235,12 @@ Tensor pivots_sign(const Tensor& pivots, at::ScalarType dtype) {
 }
 
 void det_into(const Tensor& A, Tensor& result, Tensor& LU, Tensor& pivots) {
-  check_real(A, "linalg.det");
+  check_float_or_complex(A, "linalg.det");
   const Tensor info = at::empty({0}, A.options().dtype(at::kInt));
-  // det(A^T) = det(A): a contiguous A is factored as A^T, which copies plainly.
-  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() ? A.mT() : A);
+  // det(A^T) = det(A): a contiguous real A is factored as A^T, which copies
+  // plainly. Not a complex one: the backward formula solves with LU as the
+  // factorisation of A (A^H would do for it, A^T does not), as on the CPU.
+  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() && !A.is_complex() ? A.mT() : A);
   at::mul_out(result, pivots_sign(pivots, A.scalar_type()), at::prod(LU.diagonal(0, -2, -1), -1));
 }
 
@@ -242,9 +263,9 @@ std::tuple<Tensor, Tensor, Tensor> det(const Tensor& A) {
 }
 
 void slogdet_into(const Tensor& A, Tensor& sign, Tensor& logabsdet, Tensor& LU, Tensor& pivots) {
-  check_real(A, "linalg.slogdet");
+  check_float_or_complex(A, "linalg.slogdet");
   const Tensor info = at::empty({0}, A.options().dtype(at::kInt));
-  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() ? A.mT() : A);
+  at::linalg_lu_factor_ex_out(LU, pivots, const_cast<Tensor&>(info), A.is_contiguous() && !A.is_complex() ? A.mT() : A);
   const Tensor diag = LU.diagonal(0, -2, -1);
   at::mul_out(sign, diag.sgn().prod(-1), pivots_sign(pivots, A.scalar_type()));
   at::sum_out(logabsdet, diag.abs().log_(), -1);
@@ -271,7 +292,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> slogdet(const Tensor& A) {
 
 void lu_unpack_into(const Tensor& LU, const Tensor& pivots, bool unpack_data, bool unpack_pivots, Tensor& P,
                     Tensor& L, Tensor& U) {
-  check_real(LU, "torch.lu_unpack");
+  check_float_or_complex(LU, "torch.lu_unpack");
   const int64_t m = LU.size(-2), n = LU.size(-1), k = std::min(m, n);
   if (unpack_data) {
     at::tril_out(L, LU.narrow(-1, 0, k), -1);
@@ -336,7 +357,7 @@ std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& A, bool pivot) {
 void solve_triangular_into(const Tensor& A_in, const Tensor& B, bool upper, bool left, bool unit,
                            const Tensor& out) {
   const char* name = "linalg_solve_triangular";
-  check_real(A_in, "linalg.solve_triangular");
+  check_float_or_complex(A_in, "linalg.solve_triangular");
   if (out.numel() == 0) return;
   const Tensor A = at::get_overlap_status(out, A_in) != at::MemOverlapStatus::No ? A_in.clone() : A_in;
   if (!out.is_same(B)) {
@@ -348,7 +369,7 @@ void solve_triangular_into(const Tensor& A_in, const Tensor& B, bool upper, bool
   }
   // X A = B is A^T X^T = B^T, and A^T's triangle is the other one.
   const Tensor X = left ? out : out.mT();
-  triangular_solve_into(X, left ? A : A.mT(), left ? upper : !upper, unit, name);
+  triangular_solve_into(X, left ? A : A.mT(), left ? upper : !upper, unit, /*conj=*/false, name);
 }
 
 std::vector<int64_t> solve_triangular_shape(const Tensor& A, const Tensor& B) {
@@ -389,13 +410,14 @@ void triangular_solve_legacy_into(const Tensor& B, const Tensor& A, bool upper, 
       "torch.linalg.solve_triangular has its arguments reversed and does not return a copy of one of the inputs.\n",
       "X = torch.triangular_solve(B, A).solution\n", "should be replaced with\n",
       "X = torch.linalg.solve_triangular(A, B).");
-  check_real(A, "triangular_solve");
+  check_float_or_complex(A, "triangular_solve");
   if (X.numel() == 0 && M.numel() == 0) return;
   auto [B_b, A_b] = at::native::_linalg_broadcast_batch_dims(B, A, "triangular_solve");
   M.copy_(A_b);
   if (X.numel() == 0) return;
   X.copy_(B_b);
-  triangular_solve_into(X, transpose ? M.mT() : M, transpose ? !upper : upper, unit, "triangular_solve");
+  triangular_solve_into(X, transpose ? M.mT() : M, transpose ? !upper : upper, unit, /*conj=*/false,
+                        "triangular_solve");
 }
 
 std::tuple<Tensor&, Tensor&> triangular_solve_out(const Tensor& B, const Tensor& A, bool upper, bool transpose,
@@ -422,7 +444,7 @@ std::tuple<Tensor, Tensor> triangular_solve(const Tensor& B, const Tensor& A, bo
 
 void cholesky_into(const Tensor& A, bool upper, bool check_errors, Tensor& L, Tensor& info) {
   const char* name = "linalg_cholesky_ex";
-  check_real(A, "linalg.cholesky");
+  check_float_or_complex(A, "linalg.cholesky");
   if (L.numel() == 0) {
     info.zero_();
     return;
@@ -453,18 +475,19 @@ std::tuple<Tensor, Tensor> cholesky_ex(const Tensor& A, bool upper, bool check_e
   return {out[0], out[1]};
 }
 
-// X = (F F^T)^-1 B in place, F the lower factor (or U^T for an upper one).
+// X = (F F^H)^-1 B in place, F the lower factor (or U^H for an upper one):
+// F is read as factor.mT(), conjugated when upper.
 void cholesky_solve_in_place(const Tensor& X, const Tensor& factor, bool upper) {
   const char* name = "cholesky_solve";
-  const Tensor lower = upper ? factor.mT() : factor;  // A = lower lower^T
-  triangular_solve_into(X, lower, /*upper=*/false, /*unit=*/false, name);
-  triangular_solve_into(X, lower.mT(), /*upper=*/true, /*unit=*/false, name);
+  const Tensor lower = upper ? factor.mT() : factor;  // A = F F^H, F = conj(lower) when upper
+  triangular_solve_into(X, lower, /*upper=*/false, /*unit=*/false, /*conj=*/upper, name);
+  triangular_solve_into(X, lower.mT(), /*upper=*/true, /*unit=*/false, /*conj=*/!upper, name);
 }
 
 Tensor cholesky_solve_helper(const Tensor& B, const Tensor& A, bool upper) {
   NEURON_TRACK_OP("aten::_cholesky_solve_helper");
   c10::DeviceGuard guard(A.device());
-  check_real(A, "cholesky_solve");
+  check_float_or_complex(A, "cholesky_solve");
   Tensor X = at::native::cloneBatchedColumnMajor(B);
   if (X.numel() == 0) return X;
   cholesky_solve_in_place(X, A, upper);
@@ -472,7 +495,7 @@ Tensor cholesky_solve_helper(const Tensor& B, const Tensor& A, bool upper) {
 }
 
 void cholesky_inverse_into(const Tensor& factor, bool upper, Tensor& out) {
-  check_real(factor, "cholesky_inverse");
+  check_float_or_complex(factor, "cholesky_inverse");
   TORCH_CHECK(factor.dim() >= 2, "cholesky_inverse: The input tensor must have at least 2 dimensions.");
   at::native::squareCheckInputs(factor, "cholesky_inverse");
   out.zero_();

@@ -4,8 +4,8 @@
 // degree the 1-norm selects, Higham 2005; see neuronrt/ops/linalg.h). The
 // argument checks are PyTorch's own helpers, in the CPU's order; the result
 // is contiguous, as the CPU's. float16 and bfloat16 are computed in float32
-// (native conversions) and rounded back; complex inputs run through the
-// counted CPU fallback. Autograd comes from PyTorch's formula
+// (native conversions) and rounded back; complex64/complex128 are computed
+// in complex128. Autograd comes from PyTorch's formula
 // (linalg_matrix_exp_differential: the exponential of a 2n x 2n block
 // matrix), which calls back into this kernel.
 #include <ATen/ATen.h>
@@ -15,6 +15,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "linalg_complex_native.h"
 #include "storage_fallback.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
@@ -42,5 +43,5 @@ Tensor neuron_matrix_exp(const Tensor& A) {
 
 NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
-  m.impl("linalg_matrix_exp", native_or_fallback("linalg_matrix_exp", neuron_matrix_exp));
+  m.impl("linalg_matrix_exp", complex_native("linalg_matrix_exp", neuron_matrix_exp));
 }

@@ -7,8 +7,8 @@
 // reflectors to an identity with ORMQR, and the right-hand forms of ormqr
 // are the left-hand ones on the transposed view.
 //
-// Complex inputs run through the counted CPU fallback (the kernels are
-// real). Autograd comes from PyTorch's formulas (linalg_qr_backward,
+// Complex matrices run on the same kernels (H = I - tau v v^H, as LAPACK's
+// zgeqrf; transpose means Q^H). Autograd comes from PyTorch's formulas (linalg_qr_backward,
 // householder_product_backward, ormqr's), which call native ops.
 #include <ATen/ATen.h>
 #include <ATen/native/LinearAlgebraUtils.h>
@@ -19,6 +19,7 @@
 
 #include "nn_launch.h"
 #include "op_tracking.h"
+#include "linalg_complex_native.h"
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
@@ -32,7 +33,10 @@ using Tensor = at::Tensor;
 // The CPU dispatches on the dtype and names its kernel: other dtypes are a
 // NotImplementedError with that name.
 void check_kernel_dtype(const Tensor& t, const char* cpu_kernel) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, "\"",
+  const auto type = t.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(type == at::kFloat || type == at::kDouble || type == at::kComplexFloat ||
+                                  type == at::kComplexDouble,
+                              "\"",
                               cpu_kernel, "\" not implemented for '", toString(t.scalar_type()), "'");
 }
 
@@ -41,12 +45,15 @@ Tensor column_major_empty(at::IntArrayRef shape, const at::TensorOptions& option
                            options);
 }
 
-// C = Q C or Q^T C in place, Q = H_0 ... H_{k-1} from reflectors in the
-// columns of V (geqrf's layout) and tau (..., k).
-void apply_q_into(const Tensor& C, const Tensor& V, const Tensor& tau, bool transpose, const char* name) {
+// C = Q C or Q^H C in place (conj(Q) for Q with conj), Q = H_0 ... H_{k-1}
+// from reflectors in the columns of V (geqrf's layout) and tau (..., k).
+// The kernel reads storage: conjugate views of V and tau are resolved.
+void apply_q_into(const Tensor& C, const Tensor& V, const Tensor& tau, bool transpose, const char* name,
+                  bool conj = false) {
   if (C.numel() == 0 || tau.size(-1) == 0) return;
-  launch_nn(NRT_OP_LINALG_ORMQR, C, 1, {to_view(C, name), to_view(V, name), to_view(tau, name)},
-            {int_scalar(transpose)});
+  const Tensor V_ = V.resolve_conj(), tau_ = tau.resolve_conj();
+  launch_nn(NRT_OP_LINALG_ORMQR, C, 1, {to_view(C, name), to_view(V_, name), to_view(tau_, name)},
+            {int_scalar(transpose), int_scalar(conj && C.is_complex())});
 }
 
 // Overwrites Q (..., m, c) with the first c columns of H_0 ... H_{k-1}.
@@ -179,8 +186,9 @@ Tensor ormqr_compute(const Tensor& input, const Tensor& tau, const Tensor& other
   at::native::checkSameDevice(api, other, input, "other");
   check_kernel_dtype(input, "ormqr_cpu");
   Tensor C = at::native::cloneBatchedColumnMajor(other);
-  // C Q = (Q^T C^T)^T and C Q^T = (Q C^T)^T: the left form on C^T.
-  apply_q_into(left ? C : C.mT(), input, tau, left ? transpose : !transpose, "ormqr");
+  // C Q = (Q^T C^T)^T and C Q^H = (conj(Q) C^T)^T, Q^T = conj(Q)^H: the
+  // left form of conj(Q) on C^T (conj(Q) = Q for real).
+  apply_q_into(left ? C : C.mT(), input, tau, left ? transpose : !transpose, "ormqr", /*conj=*/!left);
   return C;
 }
 
@@ -240,14 +248,14 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, c10::string_view mode) {
 
 NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
-  m.impl("geqrf", native_or_fallback("geqrf", geqrf));
-  m.impl("geqrf.a", native_or_fallback("geqrf.a", geqrf_out));
+  m.impl("geqrf", complex_native("geqrf", geqrf));
+  m.impl("geqrf.a", complex_native("geqrf.a", geqrf_out));
   m.impl("linalg_householder_product",
-         native_or_fallback("linalg_householder_product", householder_product));
+         complex_native("linalg_householder_product", householder_product));
   m.impl("linalg_householder_product.out",
-         native_or_fallback("linalg_householder_product.out", householder_product_out));
-  m.impl("ormqr", native_or_fallback("ormqr", ormqr));
-  m.impl("ormqr.out", native_or_fallback("ormqr.out", ormqr_out));
-  m.impl("linalg_qr", native_or_fallback("linalg_qr", qr));
-  m.impl("linalg_qr.out", native_or_fallback("linalg_qr.out", qr_out));
+         complex_native("linalg_householder_product.out", householder_product_out));
+  m.impl("ormqr", complex_native("ormqr", ormqr));
+  m.impl("ormqr.out", complex_native("ormqr.out", ormqr_out));
+  m.impl("linalg_qr", complex_native("linalg_qr", qr));
+  m.impl("linalg_qr.out", complex_native("linalg_qr.out", qr_out));
 }

@@ -1,6 +1,8 @@
 /* Dense linear algebra (see op_list.h): LU with partial pivoting, row
- * interchanges, triangular solves and Cholesky, on float32 or float64
- * matrices in any strides, batched over any leading dims. Every operand has
+ * interchanges, triangular solves, Cholesky and Householder QR (GEQRF,
+ * ORMQR) on float32, float64, complex64 or complex128 matrices (the other
+ * ops: float32 or float64) in
+ * any strides, batched over any leading dims. Every operand has
  * the same batch dims (the shim expands broadcast operands with stride 0).
  * Decompositions work in place on an output that holds the input on entry,
  * so the shim's copy of the input is also the result's storage.
@@ -8,7 +10,8 @@
  *   LINALG_LU_FACTOR        outputs [LU (..., m, n), pivots (..., min(m, n)) int32,
  *                                    info (...) int32]
  *       P A = L U as LAPACK's getrf: in column k the row with the largest
- *       |a| (the first of equals) is swapped into place; pivots are 1-based
+ *       |a| (|re| + |im| for complex, as LAPACK; the first of equals) is
+ *       swapped into place; pivots are 1-based
  *       row numbers; L (unit diagonal, not stored) below the diagonal of LU
  *       and U on and above it. info is 0, or the first k (1-based) with
  *       U[k-1, k-1] == 0 (the factorisation still completes).
@@ -18,27 +21,30 @@
  *       reverse): applies P^T (forward) or P (reverse) of a factorisation.
  *       A pivot outside [1, n] is an error, not a wild write.
  *   LINALG_TRIANGULAR_SOLVE outputs [X (..., n, k)]  inputs [A (..., n, n)]
- *                           scalars [upper, unitriangular]
+ *                           scalars [upper, unitriangular, conj (optional, 0)]
  *       X holds B on entry; solves A X = B reading only A's upper or lower
- *       triangle, and not its diagonal when unitriangular (taken as ones).
- *       A transposed view of A solves A^T X = B.
+ *       triangle, and not its diagonal when unitriangular (taken as ones);
+ *       with conj, conj(A) X = B. A transposed view of A solves A^T X = B
+ *       (and with conj, A^H X = B).
  *   LINALG_CHOLESKY         outputs [L (..., n, n), info (...) int32]
  *       L holds A on entry; reads its lower triangle and writes the lower
- *       factor L L^T = A, zeroing the strict upper triangle. info is 0, or
+ *       factor L L^T = A (L L^H = A for complex; the imaginary parts of the
+ *       diagonal are not read), zeroing the strict upper triangle. info is 0, or
  *       the order (1-based) of the first leading minor that is not positive
  *       definite, where the factorisation stops.
  *   LINALG_GEQRF            outputs [A (..., m, n), tau (..., min(m, n))]
  *       A = Q R by Householder reflections as LAPACK's geqrf: A holds the
  *       input on entry, R on and above the diagonal on exit and the
  *       reflector vectors v_j (v_j[j] = 1 not stored) below it; Q = H_0 H_1
- *       ... H_{k-1}, H_j = I - tau_j v_j v_j^T, each chosen so that
- *       R[j, j] = -sign(a) ||x|| (tau_j = 0 when nothing is below the
- *       diagonal to annihilate). Blocked (compact WY) with the trailing
+ *       ... H_{k-1}, H_j = I - tau_j v_j v_j^H, each chosen so that
+ *       R[j, j] = -sign(re a) ||x|| (tau_j = 0 when nothing is below the
+ *       diagonal to annihilate and, for complex, a is real; otherwise a
+ *       complex tau_j makes R's diagonal real, as LAPACK's zlarfg). Blocked (compact WY) with the trailing
  *       updates on the runtime's GEMM for large matrices.
  *   LINALG_ORMQR            outputs [C (..., m, c)]  inputs [V (..., m, p), tau (..., k)]
- *                           scalars [transpose]
- *       C holds the input on entry; overwritten by Q C, or Q^T C when
- *       transpose, where Q = H_0 ... H_{k-1} (order m) is given as geqrf
+ *                           scalars [transpose, conj (optional, 0)]
+ *       C holds the input on entry; overwritten by Q C, or Q^H C when
+ *       transpose (conj(Q) in place of Q with conj), where Q = H_0 ... H_{k-1} (order m) is given as geqrf
  *       leaves it: reflector j in column j of V below the diagonal (the
  *       diagonal and above are not read), k <= min(m, p). The right-hand
  *       forms (C Q, C Q^T) are these on the transposed view C^T.

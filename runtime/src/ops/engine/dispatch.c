@@ -82,6 +82,14 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
       return nrt_dtype_size(dtype) <= 8;
     case NRT_OP_LOGCUMSUMEXP: /* a sequential scan whose branch of log must be the CPU's */
       return nrt_dtype_is_complex(dtype);
+    case NRT_OP_LINALG_LU_FACTOR: /* complex matrices (linalg.h) */
+    case NRT_OP_LINALG_LU_PIVOT:
+    case NRT_OP_LINALG_TRIANGULAR_SOLVE:
+    case NRT_OP_LINALG_CHOLESKY:
+    case NRT_OP_LINALG_GEQRF:
+    case NRT_OP_LINALG_ORMQR:
+    case NRT_OP_LINALG_MATRIX_EXP:
+      return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     default:
       return 0;
   }

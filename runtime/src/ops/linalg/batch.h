@@ -39,12 +39,19 @@ static inline nrt_status la_check_batch(const char *op, const char *what, const 
   return NRT_SUCCESS;
 }
 
+/* floating: 0 int32, 1 float32 or float64, LA_OR_COMPLEX those or complex64/128. */
+enum { LA_OR_COMPLEX = 2 };
 static inline nrt_status la_check_dtype(const char *op, const char *what, const nrt_tensor_view *v,
                                         int floating) {
-  int ok = floating ? (v->dtype == NRT_FLOAT32 || v->dtype == NRT_FLOAT64) : v->dtype == NRT_INT32;
+  const int real = v->dtype == NRT_FLOAT32 || v->dtype == NRT_FLOAT64;
+  const int cplx = v->dtype == NRT_COMPLEX64 || v->dtype == NRT_COMPLEX128;
+  int ok = floating == LA_OR_COMPLEX ? real || cplx : floating ? real : v->dtype == NRT_INT32;
   if (!ok)
     return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: %s must be %s, got %s", op, what,
-                   floating ? "float32 or float64" : "int32", nrt_dtype_name(v->dtype));
+                   floating == LA_OR_COMPLEX ? "float32, float64, complex64 or complex128"
+                   : floating                ? "float32 or float64"
+                                             : "int32",
+                   nrt_dtype_name(v->dtype));
   return NRT_SUCCESS;
 }
 

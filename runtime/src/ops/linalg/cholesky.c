@@ -1,7 +1,7 @@
 /* LINALG_CHOLESKY (layout in neuronrt/ops/linalg.h): each matrix packed
  * into row-major scratch, where the dot-product form of the factorisation
  * reads contiguous row prefixes, then written back with the strict upper
- * triangle zeroed. */
+ * triangle zeroed. Complex matrices factor as L L^H. */
 #include <stdlib.h>
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
@@ -18,26 +18,18 @@ static void chol_range(int64_t begin, int64_t end, void *ctx) {
   chol_job *job = ctx;
   const nrt_tensor_view *l = job->l;
   const int64_t n = job->n;
-  const int f64 = l->dtype == NRT_FLOAT64;
-  const size_t esize = f64 ? sizeof(double) : sizeof(float);
-  void *scratch = malloc((size_t)(n * n) * esize + 1);
+  const la_dense_ops *la = la_dense_ops_of(l->dtype);
+  void *scratch = malloc((size_t)(n * n) * la->esize + 1);
   if (!scratch) {
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(n * n) * esize));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(n * n) * la->esize));
     return;
   }
   const int64_t rs = l->strides[l->ndim - 2], cs = l->strides[l->ndim - 1];
   for (int64_t b = begin; b < end; b++) {
     char *a = la_batch_at(l, 2, b);
-    int32_t info;
-    if (f64) {
-      la_pack_f64(a, n, n, rs, cs, scratch);
-      info = la_cholesky_lower_f64(scratch, n);
-      la_unpack_f64(scratch, n, n, a, rs, cs);
-    } else {
-      la_pack_f32(a, n, n, rs, cs, scratch);
-      info = la_cholesky_lower_f32(scratch, n);
-      la_unpack_f32(scratch, n, n, a, rs, cs);
-    }
+    la->pack(a, n, n, rs, cs, scratch);
+    const int32_t info = la->cholesky_lower(scratch, n);
+    la->unpack(scratch, n, n, a, rs, cs);
     *(int32_t *)la_batch_at(job->info, 0, b) = info;
   }
   free(scratch);
@@ -50,7 +42,7 @@ nrt_status rt_kernel_linalg_cholesky(const nrt_op *op) {
   const nrt_tensor_view *l = &op->operands[0], *info = &op->operands[1];
   if (l->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: L must have 2 or more dims", name);
   nrt_status s;
-  if ((s = la_check_dtype(name, "L", l, 1)) || (s = la_check_dtype(name, "info", info, 0)) ||
+  if ((s = la_check_dtype(name, "L", l, LA_OR_COMPLEX)) || (s = la_check_dtype(name, "info", info, 0)) ||
       (s = la_check_batch(name, "info", info, 0, l, 2)))
     return s;
   const int64_t n = l->shape[l->ndim - 1];

@@ -22,30 +22,22 @@ static void factor_range(int64_t begin, int64_t end, void *ctx) {
   factor_job *job = ctx;
   const nrt_tensor_view *lu = job->lu;
   const int64_t m = job->m, n = job->n, k = job->k;
-  const int f64 = lu->dtype == NRT_FLOAT64;
-  const size_t esize = f64 ? sizeof(double) : sizeof(float);
-  void *scratch = malloc((size_t)(m * n) * esize + 1);
+  const la_dense_ops *la = la_dense_ops_of(lu->dtype);
+  void *scratch = malloc((size_t)(m * n) * la->esize + 1);
   int32_t *piv = malloc((size_t)k * sizeof(int32_t) + 1);
   if (!scratch || !piv) {
     free(scratch);
     free(piv);
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(m * n) * esize));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(m * n) * la->esize));
     return;
   }
   const int64_t rs = lu->strides[lu->ndim - 2], cs = lu->strides[lu->ndim - 1];
   const int64_t ps = job->piv->strides[job->piv->ndim - 1];
   for (int64_t b = begin; b < end; b++) {
     char *a = la_batch_at(lu, 2, b);
-    int32_t info;
-    if (f64) {
-      la_pack_f64(a, m, n, rs, cs, scratch);
-      info = la_lu_f64(scratch, m, n, piv);
-      la_unpack_f64(scratch, m, n, a, rs, cs);
-    } else {
-      la_pack_f32(a, m, n, rs, cs, scratch);
-      info = la_lu_f32(scratch, m, n, piv);
-      la_unpack_f32(scratch, m, n, a, rs, cs);
-    }
+    la->pack(a, m, n, rs, cs, scratch);
+    const int32_t info = la->lu(scratch, m, n, piv);
+    la->unpack(scratch, m, n, a, rs, cs);
     int32_t *pout = (int32_t *)la_batch_at(job->piv, 1, b);
     for (int64_t i = 0; i < k; i++) pout[i * ps] = piv[i];
     *(int32_t *)la_batch_at(job->info, 0, b) = info;
@@ -70,7 +62,7 @@ nrt_status rt_kernel_linalg_lu_factor(const nrt_op *op) {
   const nrt_tensor_view *lu = &op->operands[0], *piv = &op->operands[1], *info = &op->operands[2];
   if (lu->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: LU must have 2 or more dims", name);
   nrt_status s;
-  if ((s = la_check_dtype(name, "LU", lu, 1)) || (s = la_check_dtype(name, "pivots", piv, 0)) ||
+  if ((s = la_check_dtype(name, "LU", lu, LA_OR_COMPLEX)) || (s = la_check_dtype(name, "pivots", piv, 0)) ||
       (s = la_check_dtype(name, "info", info, 0)) || (s = la_check_batch(name, "pivots", piv, 1, lu, 2)) ||
       (s = la_check_batch(name, "info", info, 0, lu, 2)))
     return s;
@@ -116,7 +108,7 @@ static void pivot_range(int64_t begin, int64_t end, void *ctx) {
       if (r == i) continue;
       char *ri = base + i * rs, *rr = base + r * rs;
       for (int64_t c = 0; c < job->cols; c++) {
-        char tmp[8];
+        char tmp[16];
         memcpy(tmp, ri + c * cs, esize);
         memcpy(ri + c * cs, rr + c * cs, esize);
         memcpy(rr + c * cs, tmp, esize);
@@ -134,7 +126,7 @@ nrt_status rt_kernel_linalg_lu_pivot(const nrt_op *op) {
   nrt_status s;
   if ((s = la_check_dtype(name, "pivots", piv, 0)) || (s = la_check_batch(name, "pivots", piv, 1, x, 2)))
     return s;
-  if (x->dtype == NRT_BOOL || nrt_dtype_size(x->dtype) > 8)
+  if (x->dtype == NRT_BOOL || nrt_dtype_size(x->dtype) > 16)
     return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: X of dtype %s", name, nrt_dtype_name(x->dtype));
   const int64_t n = x->shape[x->ndim - 2], p = piv->shape[piv->ndim - 1];
   if (p > n)

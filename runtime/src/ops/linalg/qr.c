@@ -30,8 +30,7 @@ static void geqrf_range(int64_t begin, int64_t end, void *ctx) {
   geqrf_job *job = ctx;
   const nrt_tensor_view *av = job->a;
   const int64_t m = job->m, n = job->n, k = job->k, nb = LA_QR_BLOCK;
-  const int f64 = av->dtype == NRT_FLOAT64;
-  const size_t esize = f64 ? sizeof(double) : sizeof(float);
+  const size_t esize = nrt_dtype_size(av->dtype);
   const int64_t elems = m * n + k + la_geqrf_scratch_f64(m, n, nb);
   char *buf = malloc((size_t)elems * esize + 8);
   if (!buf) {
@@ -43,19 +42,21 @@ static void geqrf_range(int64_t begin, int64_t end, void *ctx) {
   for (int64_t b = begin; b < end; b++) {
     char *a = la_batch_at(av, 2, b);
     char *tau = la_batch_at(job->tau, 1, b);
-    if (f64) {
-      double *s = (double *)buf, *t = s + m * n;
-      la_pack_f64(a, m, n, rs, cs, s);
-      la_geqrf_f64(s, m, n, t, nb, t + k);
-      la_unpack_f64(s, m, n, a, rs, cs);
-      for (int64_t i = 0; i < k; i++) ((double *)tau)[i * ts] = t[i];
-    } else {
-      float *s = (float *)buf, *t = s + m * n;
-      la_pack_f32(a, m, n, rs, cs, s);
-      la_geqrf_f32(s, m, n, t, nb, t + k);
-      la_unpack_f32(s, m, n, a, rs, cs);
-      for (int64_t i = 0; i < k; i++) ((float *)tau)[i * ts] = t[i];
+#define GEQRF_ONE(sfx, T)                                               \
+  do {                                                                  \
+    T *s = (T *)buf, *t = s + m * n;                                    \
+    la_pack_##sfx(a, m, n, rs, cs, s);                                  \
+    la_geqrf_##sfx(s, m, n, t, nb, t + k);                              \
+    la_unpack_##sfx(s, m, n, a, rs, cs);                                \
+    for (int64_t i = 0; i < k; i++) ((T *)tau)[i * ts] = t[i];          \
+  } while (0)
+    switch (av->dtype) {
+      case NRT_FLOAT64: GEQRF_ONE(f64, double); break;
+      case NRT_COMPLEX64: GEQRF_ONE(c64, float _Complex); break;
+      case NRT_COMPLEX128: GEQRF_ONE(c128, double _Complex); break;
+      default: GEQRF_ONE(f32, float); break;
     }
+#undef GEQRF_ONE
   }
   free(buf);
 }
@@ -67,7 +68,7 @@ nrt_status rt_kernel_linalg_geqrf(const nrt_op *op) {
   const nrt_tensor_view *a = &op->operands[0], *tau = &op->operands[1];
   if (a->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: A must have 2 or more dims", name);
   nrt_status s;
-  if ((s = la_check_dtype(name, "A", a, 1)) || (s = la_check_batch(name, "tau", tau, 1, a, 2)))
+  if ((s = la_check_dtype(name, "A", a, LA_OR_COMPLEX)) || (s = la_check_batch(name, "tau", tau, 1, a, 2)))
     return s;
   if (tau->dtype != a->dtype)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: tau is %s, A is %s", name, nrt_dtype_name(tau->dtype),
@@ -88,13 +89,14 @@ nrt_status rt_kernel_linalg_geqrf(const nrt_op *op) {
 typedef struct ormqr_job {
   const nrt_tensor_view *c, *v, *tau;
   int64_t m, cols, k;
-  int trans;
+  int trans, conj;
   la_failure failure;
 } ormqr_job;
 
 /* The reflectors of matrix b as ormqr reads them: v (m x k, row-major)
- * with the unit diagonal and zeros above it, and tau. */
-#define PACK_REFLECTORS(T)                                                       \
+ * with the unit diagonal and zeros above it, and tau; conjugated for
+ * conj(Q) (H_j's conjugate is made of conj(v_j) and conj(tau_j)). */
+#define PACK_REFLECTORS(sfx, T)                                                  \
   do {                                                                           \
     T *vv = (T *)v, *tt = (T *)t;                                                \
     const char *src = la_batch_at(job->v, 2, b);                                 \
@@ -103,14 +105,17 @@ typedef struct ormqr_job {
         vv[i * k + j] = i == j ? 1 : i < j ? 0 : ((const T *)src)[i * vrs + j * vcs]; \
     const T *ts = (const T *)la_batch_at(job->tau, 1, b);                        \
     for (int64_t j = 0; j < k; j++) tt[j] = ts[j * tst];                         \
+    if (job->conj) {                                                             \
+      for (int64_t i = 0; i < m * k; i++) vv[i] = la_conj_##sfx(vv[i]);          \
+      for (int64_t j = 0; j < k; j++) tt[j] = la_conj_##sfx(tt[j]);              \
+    }                                                                            \
   } while (0)
 
 static void ormqr_range(int64_t begin, int64_t end, void *ctx) {
   ormqr_job *job = ctx;
   const nrt_tensor_view *cv = job->c;
   const int64_t m = job->m, cols = job->cols, k = job->k, nb = LA_QR_BLOCK;
-  const int f64 = cv->dtype == NRT_FLOAT64;
-  const size_t esize = f64 ? sizeof(double) : sizeof(float);
+  const size_t esize = nrt_dtype_size(cv->dtype);
   const int64_t elems = m * cols + m * k + k + nb * nb + nb * (cols > 1 ? cols : 1) + 1;
   char *buf = malloc((size_t)elems * esize + 8);
   if (!buf) {
@@ -124,17 +129,20 @@ static void ormqr_range(int64_t begin, int64_t end, void *ctx) {
   const int64_t tst = job->tau->strides[job->tau->ndim - 1];
   for (int64_t b = begin; b < end; b++) {
     char *dst = la_batch_at(cv, 2, b);
-    if (f64) {
-      PACK_REFLECTORS(double);
-      la_pack_f64(dst, m, cols, rs, cs, (double *)c);
-      la_ormqr_f64((double *)v, m, k, (double *)t, job->trans, (double *)c, cols, nb, (double *)w);
-      la_unpack_f64((double *)c, m, cols, dst, rs, cs);
-    } else {
-      PACK_REFLECTORS(float);
-      la_pack_f32(dst, m, cols, rs, cs, (float *)c);
-      la_ormqr_f32((float *)v, m, k, (float *)t, job->trans, (float *)c, cols, nb, (float *)w);
-      la_unpack_f32((float *)c, m, cols, dst, rs, cs);
+#define ORMQR_ONE(sfx, T)                                                               \
+  do {                                                                                  \
+    PACK_REFLECTORS(sfx, T);                                                            \
+    la_pack_##sfx(dst, m, cols, rs, cs, (T *)c);                                        \
+    la_ormqr_##sfx((T *)v, m, k, (T *)t, job->trans, (T *)c, cols, nb, (T *)w);         \
+    la_unpack_##sfx((T *)c, m, cols, dst, rs, cs);                                      \
+  } while (0)
+    switch (cv->dtype) {
+      case NRT_FLOAT64: ORMQR_ONE(f64, double); break;
+      case NRT_COMPLEX64: ORMQR_ONE(c64, float _Complex); break;
+      case NRT_COMPLEX128: ORMQR_ONE(c128, double _Complex); break;
+      default: ORMQR_ONE(f32, float); break;
     }
+#undef ORMQR_ONE
   }
   free(buf);
 }
@@ -146,7 +154,7 @@ nrt_status rt_kernel_linalg_ormqr(const nrt_op *op) {
   const nrt_tensor_view *c = &op->operands[0], *v = &op->operands[1], *tau = &op->operands[2];
   if (c->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: C must have 2 or more dims", name);
   nrt_status s;
-  if ((s = la_check_dtype(name, "C", c, 1)) || (s = la_check_batch(name, "V", v, 2, c, 2)) ||
+  if ((s = la_check_dtype(name, "C", c, LA_OR_COMPLEX)) || (s = la_check_batch(name, "V", v, 2, c, 2)) ||
       (s = la_check_batch(name, "tau", tau, 1, c, 2)))
     return s;
   if (v->dtype != c->dtype || tau->dtype != c->dtype)
@@ -162,7 +170,8 @@ nrt_status rt_kernel_linalg_ormqr(const nrt_op *op) {
                    (long long)m, (long long)v->shape[v->ndim - 1]);
   const int64_t batch = la_batch_count(c, 2);
   if (batch == 0 || k == 0 || cols == 0) return NRT_SUCCESS;
-  ormqr_job job = {c, v, tau, m, cols, k, op->scalars[0].i != 0, {NRT_SUCCESS, 0, 0}};
+  const int conj = op->num_scalars > 1 && op->scalars[1].i != 0;
+  ormqr_job job = {c, v, tau, m, cols, k, op->scalars[0].i != 0, conj, {NRT_SUCCESS, 0, 0}};
   rt_parallel_for(batch, la_grain(4.0 * m * cols * k), ormqr_range, &job);
   return report_oom(name, &job.failure);
 }

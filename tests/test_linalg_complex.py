@@ -1,0 +1,298 @@
+"""Complex linear algebra on the native kernels (runtime/src/ops/linalg/,
+torchneuron/csrc/linalg.cpp, linalg_qr.cpp, linalg_matrix_exp.cpp): the LU
+family, triangular solves, the Cholesky family, Householder QR (geqrf,
+householder_product, ormqr, qr) and matrix_exp at complex64 and complex128
+against PyTorch CPU (LAPACK), on batched, transposed, sliced and conjugate
+(conj bit) inputs, with no CPU fallback; gradients through PyTorch's formulas run natively too."""
+
+import pytest
+import torch
+
+from complex_samples import CDTYPES, complex_randn
+from conftest import no_fallback
+
+DEV = "neuron"
+
+pytestmark = pytest.mark.usefixtures("op_tracking")
+
+
+def tol(dtype):
+    # Solves and factorisations of well-conditioned matrices: a few
+    # roundings times the order, looser than elementwise ops.
+    return {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.complex64 else {"rtol": 1e-10, "atol": 1e-10}
+
+
+def close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    torch.testing.assert_close(got.cpu(), want, **tol(dtype))
+
+
+def well_conditioned(dtype, *batch, n, seed=0):
+    """Random complex matrices with a dominant diagonal (condition number
+    a few units): the CPU's and the kernels' pivots agree."""
+    return complex_randn(dtype, *batch, n, n, seed=seed) + 2 * n ** 0.5 * torch.eye(n, dtype=dtype)
+
+
+def square_layouts(dtype, n=5):
+    """(name, matrices) in the layouts the kernels read without a copy."""
+    yield "contiguous", well_conditioned(dtype, 3, n=n)
+    yield "transposed", well_conditioned(dtype, 3, n=n, seed=1).mT
+    yield "sliced", well_conditioned(dtype, 6, n=2 * n, seed=2)[::2, ::2, ::2] + 2 * n ** 0.5 * torch.eye(n)
+    yield "conj", well_conditioned(dtype, 2, n=n, seed=3).conj()
+    yield "zero_batch", well_conditioned(dtype, 0, n=n)
+    yield "empty", well_conditioned(dtype, 2, n=0)
+    yield "blocked", well_conditioned(dtype, n=70, seed=4)  # past the LU's 48-column panels
+
+
+def hermitian_pd(dtype, *batch, n, seed=0):
+    a = complex_randn(dtype, *batch, n, n, seed=seed)
+    return a @ a.mH + n * torch.eye(n, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_lu_family_matches_cpu(dtype):
+    for name, a in square_layouts(dtype):
+        with no_fallback():
+            d = a.to(DEV)
+            lu, piv, info = torch.linalg.lu_factor_ex(d)
+            p, l, u = torch.linalg.lu(d)
+            det = torch.linalg.det(d)
+            sign, logabs = torch.linalg.slogdet(d)
+            inv, inv_info = torch.linalg.inv_ex(d)
+        want_lu, want_piv, want_info = torch.linalg.lu_factor_ex(a)
+        close(lu, want_lu, dtype)
+        assert torch.equal(piv.cpu(), want_piv), name
+        assert torch.equal(info.cpu(), want_info), name
+        for got, want in zip((p, l, u), torch.linalg.lu(a)):
+            close(got, want, dtype)
+        want_sign, want_logabs = torch.linalg.slogdet(a)
+        close(sign, want_sign, dtype)
+        assert sign.dtype == dtype and logabs.dtype == want_logabs.dtype
+        close(logabs, want_logabs, dtype)
+        torch.testing.assert_close(det.cpu(), torch.linalg.det(a), rtol=tol(dtype)["rtol"], atol=0,
+                                   equal_nan=True)  # the 70 x 70 overflows complex64 on both
+        close(inv, torch.linalg.inv(a), dtype)
+        assert torch.equal(inv_info.cpu(), torch.zeros_like(inv_info.cpu())), name
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_wide_and_tall_lu_and_unpack(dtype):
+    for shape in ((2, 4, 7), (2, 7, 4)):
+        a = complex_randn(dtype, *shape)
+        with no_fallback():
+            lu, piv = torch.linalg.lu_factor(a.to(DEV))
+            p, l, u = torch.lu_unpack(lu, piv)
+        want_lu, want_piv = torch.linalg.lu_factor(a)
+        close(lu, want_lu, dtype)
+        assert torch.equal(piv.cpu(), want_piv)
+        for got, want in zip((p, l, u), torch.lu_unpack(want_lu, want_piv)):
+            close(got, want, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_singular_lu_reports_info(dtype):
+    a = complex_randn(dtype, 2, 4, 4)
+    a[1, :, 2] = 0  # column 2 of the second matrix: U[2, 2] == 0
+    with no_fallback():
+        _, _, info = torch.linalg.lu_factor_ex(a.to(DEV))
+        det = torch.linalg.det(a.to(DEV))
+    assert torch.equal(info.cpu(), torch.linalg.lu_factor_ex(a)[2])
+    assert det[1].item() == 0
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_lu_solve_matches_cpu(dtype, left, adjoint):
+    a = well_conditioned(dtype, 3, n=6)
+    b = complex_randn(dtype, 3, 6, 4, seed=5)
+    if not left:
+        b = b.mT
+    lu, piv = torch.linalg.lu_factor(a)
+    for name, rhs in (("plain", b), ("conj", b.conj()), ("broadcast", b[:1])):
+        with no_fallback():
+            got = torch.linalg.lu_solve(lu.to(DEV), piv.to(DEV), rhs.to(DEV), left=left, adjoint=adjoint)
+        close(got, torch.linalg.lu_solve(lu, piv, rhs, left=left, adjoint=adjoint), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_solve_matches_cpu(dtype):
+    a = well_conditioned(dtype, 2, n=5)
+    for name, b in (("matrix", complex_randn(dtype, 2, 5, 3)), ("vector", complex_randn(dtype, 5)),
+                    ("many_columns", complex_randn(dtype, 2, 5, 300))):
+        for left in (True, False):
+            if not left and b.dim() == 1:
+                continue
+            rhs = b if left else b.mT
+            with no_fallback():
+                got = torch.linalg.solve(a.to(DEV), rhs.to(DEV), left=left)
+            close(got, torch.linalg.solve(a, rhs, left=left), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("upper", [True, False])
+def test_triangular_solves_match_cpu(dtype, upper):
+    full = well_conditioned(dtype, 2, n=6)
+    b = complex_randn(dtype, 2, 6, 3, seed=7)
+    for name, a in (("plain", full), ("conj", full.conj()), ("transposed", full.mT), ("adjoint", full.mH)):
+        for left in (True, False):
+            for unit in (False, True):
+                rhs = b if left else b.mT
+                with no_fallback():
+                    got = torch.linalg.solve_triangular(a.to(DEV), rhs.to(DEV), upper=upper, left=left,
+                                                        unitriangular=unit)
+                want = torch.linalg.solve_triangular(a, rhs, upper=upper, left=left, unitriangular=unit)
+                close(got, want, dtype)
+        for transpose in (False, True):
+            with no_fallback():
+                x, m = torch.triangular_solve(b.to(DEV), a.to(DEV), upper=upper, transpose=transpose)
+            want_x, want_m = torch.triangular_solve(b, a, upper=upper, transpose=transpose)
+            close(x, want_x, dtype)
+            close(m, want_m, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_family_matches_cpu(dtype, upper):
+    for name, a in (("batched", hermitian_pd(dtype, 3, n=5)), ("conj", hermitian_pd(dtype, 2, n=4).conj()),
+                    ("transposed", hermitian_pd(dtype, 2, n=4).mT), ("empty", hermitian_pd(dtype, 2, n=0))):
+        b = complex_randn(dtype, *a.shape[:-1], 2, seed=9)
+        f = torch.linalg.cholesky(a, upper=upper)
+        with no_fallback():
+            got_f, info = torch.linalg.cholesky_ex(a.to(DEV), upper=upper)
+            got_inv = torch.cholesky_inverse(f.to(DEV), upper=upper)
+            got_x = torch.cholesky_solve(b.to(DEV), f.to(DEV), upper=upper)
+        close(got_f, f, dtype)
+        assert not info.cpu().any(), name
+        close(got_inv, torch.cholesky_inverse(f, upper=upper), dtype)
+        close(got_x, torch.cholesky_solve(b, f, upper=upper), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_cholesky_info_on_indefinite_input(dtype):
+    a = hermitian_pd(dtype, 3, n=4)
+    a[1, 2, 2] = -100  # the third leading minor of the second matrix is not positive
+    with no_fallback():
+        _, info = torch.linalg.cholesky_ex(a.to(DEV))
+    assert torch.equal(info.cpu(), torch.linalg.cholesky_ex(a)[1])
+    assert info[1].item() == 3
+
+
+def test_gradients_run_natively():
+    dtype = torch.complex128
+    a = well_conditioned(dtype, 2, n=4)
+    b = complex_randn(dtype, 2, 4, 2, seed=3)
+    h = hermitian_pd(dtype, n=4)
+
+    def losses(a, b, h):
+        x = torch.linalg.solve(a, b)
+        t = torch.linalg.solve_triangular(a.triu(), b, upper=True)
+        return (x.abs().sum() + torch.linalg.det(a).abs().sum() + torch.linalg.slogdet(a)[1].sum()
+                + t.abs().sum() + torch.linalg.cholesky(h).abs().sum() + torch.linalg.inv(a).abs().sum())
+
+    cpu_inputs = [t.clone().requires_grad_() for t in (a, b, h)]
+    losses(*cpu_inputs).backward()
+    dev_inputs = [t.to(DEV).requires_grad_() for t in (a, b, h)]
+    with no_fallback():
+        losses(*dev_inputs).backward()
+    for got, want in zip(dev_inputs, cpu_inputs):
+        close(got.grad, want.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_householder_qr_family_matches_cpu(dtype):
+    # R's diagonal is real and Q's reflectors are LAPACK's (complex tau), so
+    # the factors themselves match the CPU's, not only their product.
+    for shape in ((3, 6, 4), (2, 4, 6), (5, 5), (40, 30)):
+        for name, a in (("plain", complex_randn(dtype, *shape)), ("conj", complex_randn(dtype, *shape).conj()),
+                        ("transposed", complex_randn(dtype, *shape[:-2], shape[-1], shape[-2]).mT)):
+            with no_fallback():
+                v, tau = torch.geqrf(a.to(DEV))
+                qr = [torch.linalg.qr(a.to(DEV), mode=mode) for mode in ("reduced", "complete", "r")]
+            want_v, want_tau = torch.geqrf(a)
+            close(v, want_v, dtype)
+            close(tau, want_tau, dtype)
+            for (q, r), mode in zip(qr, ("reduced", "complete", "r")):
+                want_q, want_r = torch.linalg.qr(a, mode=mode)
+                close(q, want_q, dtype)
+                close(r, want_r, dtype)
+            m, n = shape[-2:]
+            if m >= n:
+                with no_fallback():
+                    q = torch.linalg.householder_product(v, tau)
+                close(q, torch.linalg.householder_product(want_v, want_tau), dtype)
+            for left in (True, False):
+                for transpose in (False, True):
+                    c = complex_randn(dtype, *shape[:-2], m, 3, seed=4)
+                    c = c if left else c.mT
+                    with no_fallback():
+                        got = torch.ormqr(v, tau, c.to(DEV), left=left, transpose=transpose)
+                    close(got, torch.ormqr(want_v, want_tau, c, left=left, transpose=transpose), dtype)
+
+
+def test_qr_gradients_run_natively():
+    dtype = torch.complex128
+    a = complex_randn(dtype, 2, 5, 3)
+    cpu = a.clone().requires_grad_()
+    dev = a.to(DEV).requires_grad_()
+    q, r = torch.linalg.qr(cpu)
+    (q.abs().sum() + r.abs().sum()).backward()
+    with no_fallback():
+        q, r = torch.linalg.qr(dev)
+        (q.abs().sum() + r.abs().sum()).backward()
+    close(dev.grad, cpu.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_matrix_exp_matches_cpu(dtype):
+    # Every degree of the Pade approximant (by the 1-norm) and scaling and
+    # squaring; batched, transposed and conjugate inputs.
+    for scale in (0.005, 0.2, 1.0, 2.0, 8.0, 60.0):
+        for name, a in (("batched", complex_randn(dtype, 3, 6, 6)), ("transposed", complex_randn(dtype, 2, 5, 5).mT),
+                        ("conj", complex_randn(dtype, 5, 5).conj())):
+            a = a * scale / 6
+            with no_fallback():
+                got = torch.linalg.matrix_exp(a.to(DEV)).cpu()
+            exact = torch.linalg.matrix_exp(a.to(torch.complex128))
+            if dtype == torch.complex128:
+                close(got, torch.linalg.matrix_exp(a), dtype)
+            else:
+                # computed in complex128 and rounded once: within a few
+                # complex64 roundings of the exact result, and no further
+                # from it than the CPU's complex64 kernel
+                err = (got.to(torch.complex128) - exact).abs().max() / exact.abs().max()
+                cpu_err = (torch.linalg.matrix_exp(a).to(torch.complex128) - exact).abs().max() / exact.abs().max()
+                assert err <= 2.5e-7 and err <= cpu_err + 1e-7, (name, scale, err.item(), cpu_err.item())
+    with no_fallback():
+        assert torch.linalg.matrix_exp(complex_randn(dtype, 0, 3, 3).to(DEV)).shape == (0, 3, 3)
+
+
+def test_matrix_exp_gradient_runs_natively():
+    a = complex_randn(torch.complex128, 4, 4)
+    cpu, dev = a.clone().requires_grad_(), a.to(DEV).requires_grad_()
+    torch.linalg.matrix_exp(cpu).abs().sum().backward()
+    with no_fallback():
+        torch.linalg.matrix_exp(dev).abs().sum().backward()
+    close(dev.grad, cpu.grad, torch.complex128)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES + [torch.float64])
+def test_negative_and_conjugate_views_reach_the_solves(dtype):
+    # linalg_solve_triangular receives negative (neg bit) and conjugate views
+    # as they are: the shim folds or resolves them (a neg-bit A was read as
+    # its storage before). Real float64 too.
+    if dtype.is_complex:
+        a, b = well_conditioned(dtype, 2, n=5).triu(), complex_randn(dtype, 2, 5, 3, seed=2)
+    else:
+        a = torch.randn(2, 5, 5, dtype=dtype).triu() + 5 * torch.eye(5, dtype=dtype)
+        b = torch.randn(2, 5, 3, dtype=dtype)
+    views = [("neg", torch._neg_view)] + ([("conj", torch.conj), ("neg_conj", lambda t: torch._neg_view(t.conj()))]
+                                          if dtype.is_complex else [])
+    for name, view in views:
+        for b_view in (lambda t: t, torch._neg_view):
+            for left in (True, False):
+                rhs = b if left else b.mT
+                with no_fallback():
+                    got = torch.linalg.solve_triangular(view(a.to(DEV)), b_view(rhs.to(DEV)), upper=True, left=left)
+                want = torch.linalg.solve_triangular(view(a), b_view(rhs.clone()), upper=True, left=left)
+                close(got, want, torch.complex128 if dtype == torch.float64 else dtype)
