@@ -3,7 +3,9 @@
  * prints the best of REPS calls in seconds (after one warm-up call).
  * LAYOUT is nn (default), nt (B stored transposed, as linear's weight) or
  * tn (A stored transposed, as a weight gradient's); OUT is bfloat16
- * (default) or float32, the dtype of C.
+ * (default) or float32, the dtype of C. The kernel thread pool has one
+ * thread unless TORCHNEURON_NUM_THREADS is set (then the runtime is
+ * initialised, as the Python extension does, and the pool has that many).
  * benchmarks/gemm_kernels.py runs it turn by turn against PyTorch CPU, to
  * compare kernels (AMX, AVX512-BF16) without the Python extension. */
 #include <stdint.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "neuronrt/device.h"
 #include "ops/gemm/gemm.h"
 
 static double now(void) {
@@ -24,6 +27,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s M N K KERNEL REPS [nn|nt|tn [bfloat16|float32]]\n", argv[0]);
     return 2;
   }
+  if (getenv("TORCHNEURON_NUM_THREADS") && nrt_init() != NRT_SUCCESS) return 1;
   const int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
   const int reps = atoi(argv[5]);
   const char *layout = argc > 6 ? argv[6] : "nn";

@@ -181,6 +181,10 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
   const char *in = g->cin ? (const char *)g->cin + (t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
   switch (g->c_dtype) {
     case NRT_BFLOAT16:
+      if (g->c_cs == 1 && (!in || g->cin_cs == 1) &&
+          rt_gemm_flush_bf16_rows((rt_bfloat16 *)c, g->c_rs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, beta,
+                                  mrows, ncols))
+        break;
       flush_bf16((rt_bfloat16 *)c, g->c_rs, g->c_cs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, g->cin_cs,
                  beta, mrows, ncols);
       break;
