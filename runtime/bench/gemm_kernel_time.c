@@ -5,7 +5,9 @@
  * tn (A stored transposed, as a weight gradient's); OUT is bfloat16
  * (default) or float32, the dtype of C. The kernel thread pool has one
  * thread unless TORCHNEURON_NUM_THREADS is set (then the runtime is
- * initialised, as the Python extension does, and the pool has that many).
+ * initialised, as the Python extension does, and the pool has that many;
+ * the timing thread keeps to the core the pool's helpers leave free, as a
+ * stream worker does).
  * benchmarks/gemm_kernels.py runs it turn by turn against PyTorch CPU, to
  * compare kernels (AMX, AVX512-BF16) without the Python extension. */
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include "neuronrt/device.h"
+#include "ops/engine/thread_pool.h"
 #include "ops/gemm/gemm.h"
 
 static double now(void) {
@@ -27,7 +30,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s M N K KERNEL REPS [nn|nt|tn [bfloat16|float32]]\n", argv[0]);
     return 2;
   }
-  if (getenv("TORCHNEURON_NUM_THREADS") && nrt_init() != NRT_SUCCESS) return 1;
+  if (getenv("TORCHNEURON_NUM_THREADS")) {
+    if (nrt_init() != NRT_SUCCESS) return 1;
+    rt_keep_to_caller_core();
+  }
   const int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
   const int reps = atoi(argv[5]);
   const char *layout = argc > 6 ? argv[6] : "nn";
