@@ -46,6 +46,7 @@
 #define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
 #define MIN_PACK_TASKS 8          /* ... fewer when that leaves fewer tasks than this */
 #define B_IN_PLACE_MAX (1 << 18)  /* bytes of B per batch item read unpacked, at most */
+#define BIG_B_BYTES (2 << 20)     /* one k block of packed B larger than this (L2) sets big_b_mc */
 #define SHARED_A_MAX (1 << 21)    /* packed elements of A shared by all threads, when columns are split */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -481,10 +482,14 @@ static int plan_shared_b(gemm_plan *pl) {
   int64_t per_item = ceil_div(UNITS_TARGET, g->batch);
   int64_t rpanels = ceil_div(g->m, mr), cpanels = pl->npad / nr;
   int64_t mb = min64(ceil_div(rpanels, MIN_UNIT_PANELS), per_item);
+  /* A unit sweeps B's panels once per k block: what must stay in L2 is one k block of B. */
+  const double b_block_bytes = (double)ceil_div(pl->kc, kdiv) * (double)pl->npad *
+                               (double)(kdiv == 2 ? 4 : (int64_t)nrt_dtype_size(kern->compute));
+  if (kern->big_b_mc && b_block_bytes > BIG_B_BYTES) mb = min64(mb, ceil_div(g->m, kern->big_b_mc));
   if (mb < ceil_div(g->m, kern->mc)) mb = ceil_div(g->m, kern->mc);
   pl->mc = round_up(ceil_div(g->m, mb), mr);
   pl->m_blocks = ceil_div(g->m, pl->mc);
-  /* Each column block repacks A: split columns only when rows give few units. */
+  /* Split columns only when rows give few units (A is then packed once and shared). */
   int64_t nb = 2 * pl->m_blocks > per_item ? 1
                                            : min64(ceil_div(per_item, pl->m_blocks),
                                                    ceil_div(cpanels, MIN_UNIT_PANELS));

@@ -120,6 +120,11 @@ typedef struct rt_gemm_kernel {
   int mr, nr;        /* register tile */
   int mc, kc;        /* cache blocks: A block mc x kc (L2), B micro-panel kc x nr (L1) */
   int64_t b_elems;   /* packed B chunk budget (elements): k chunk x nc lies within it */
+  /* Rows of a unit of work at least, when all of B is packed and shared
+   * and one k block of it is larger than L2 (each B panel then comes from
+   * L3 on its first use in a unit, and serves mc / mr row panels); 0: no
+   * minimum. */
+  int big_b_mc;
   rt_gemm_ukr_f32 f32;
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;

@@ -236,6 +236,6 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
 
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
-    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
+    .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
     .begin = tiles_begin, .end = tiles_end};
 #endif
