@@ -59,6 +59,17 @@ SHAPES = [
     ("wide dW fc (2048x1024)^T @ 2048x256", 1, 1024, 2048, 256, "tn"),
     ("wide dW pr (2048x256)^T @ 2048x1024", 1, 256, 2048, 1024, "tn"),
     ("wide dW at (2048x256)^T @ 2048x256", 1, 256, 2048, 256, "tn"),
+    # gpt training at width 128 (2048 tokens, MLP 512; benchmarks/train.py's GPT 2L 128w): forward,
+    # grad input, grad weight. Reported as their own group, outside the overall geometric mean
+    # (which stays comparable with earlier runs).
+    ("small qkv   2048x128 @ (384x128)^T", 1, 2048, 128, 384, "nt"),
+    ("small fc    2048x128 @ (512x128)^T", 1, 2048, 128, 512, "nt"),
+    ("small proj  2048x128 @ (128x128)^T", 1, 2048, 128, 128, "nt"),
+    ("small mproj 2048x512 @ (128x512)^T", 1, 2048, 512, 128, "nt"),
+    ("small dx qkv 2048x384 @ 384x128", 1, 2048, 384, 128, "nn"),
+    ("small dx fc  2048x128 @ 128x512", 1, 2048, 128, 512, "nn"),
+    ("small dW qkv (2048x384)^T @ 2048x128", 1, 384, 2048, 128, "tn"),
+    ("small dW fc  (2048x128)^T @ 2048x512", 1, 128, 2048, 512, "tn"),
     ("attn bmm 12x(128x64 @ 64x128)", 12, 128, 64, 128, "nn"),
     ("attn bmm 12x(128x128 @ 128x64)", 12, 128, 128, 64, "nn"),
     ("matrix-vector 4096x4096 @ 4096x1", 1, 4096, 4096, 1, "nn"),
@@ -120,7 +131,10 @@ def main() -> None:
             else:
                 t_dev, b_dev, t_cpu, b_cpu = interleaved(lambda: da @ db, lambda: a @ b, reps)
             name = str(dtype).replace("torch.", "")
-            ratios.setdefault(name, []).append(t_cpu / t_dev)
+            if label.startswith("small"):
+                ratios.setdefault(name + " gpt-small training", []).append(t_cpu / t_dev)
+            else:
+                ratios.setdefault(name, []).append(t_cpu / t_dev)
             if label.startswith("wide"):
                 ratios.setdefault(name + " gpt-wide training", []).append(t_cpu / t_dev)
             print(f"{label:<40}{name:<10}{flops / t_dev / 1e9:>12.1f}{flops / t_cpu / 1e9:>10.1f}"

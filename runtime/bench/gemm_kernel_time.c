@@ -1,9 +1,15 @@
-/* Times rt_gemm on one bfloat16 product with a named micro-kernel:
+/* Times rt_gemm on one bfloat16 (or float32) product with a named micro-kernel:
  *   gemm_kernel_time M N K KERNEL REPS [LAYOUT [OUT]]
  * prints the best of REPS calls in seconds (after one warm-up call).
  * LAYOUT is nn (default), nt (B stored transposed, as linear's weight) or
  * tn (A stored transposed, as a weight gradient's); OUT is bfloat16
- * (default) or float32, the dtype of C.
+ * (default) or float32, the dtype of C. A KERNEL that names no bfloat16
+ * kernel but a float32 one (avx512_12x32, avx2_6x16) times a float32
+ * product (float32 A, B and C). The kernel thread pool has one
+ * thread unless TORCHNEURON_NUM_THREADS is set (then the runtime is
+ * initialised, as the Python extension does, and the pool has that many;
+ * the timing thread keeps to the core the pool's helpers leave free, as a
+ * stream worker does).
  * benchmarks/gemm_kernels.py runs it turn by turn against PyTorch CPU, to
  * compare kernels (AMX, AVX512-BF16) without the Python extension. */
 #include <stdint.h>
@@ -11,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "neuronrt/device.h"
+#include "ops/engine/thread_pool.h"
 #include "ops/gemm/gemm.h"
 
 static double now(void) {
@@ -24,26 +32,40 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s M N K KERNEL REPS [nn|nt|tn [bfloat16|float32]]\n", argv[0]);
     return 2;
   }
+  if (getenv("TORCHNEURON_NUM_THREADS")) {
+    if (nrt_init() != NRT_SUCCESS) return 1;
+    rt_keep_to_caller_core();
+  }
   const int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
   const int reps = atoi(argv[5]);
   const char *layout = argc > 6 ? argv[6] : "nn";
   const int out_f32 = argc > 7 && strcmp(argv[7], "float32") == 0;
   const int ta = strcmp(layout, "tn") == 0, tb = strcmp(layout, "nt") == 0;
+  /* A bfloat16 kernel by that name, else a float32 one (float32 in and out). */
   const rt_gemm_kernel *const *list, *kern = NULL;
-  int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
-  for (int i = 0; i < count; i++)
-    if (strstr(list[i]->name, argv[4])) kern = list[i];
+  int f32 = 0;
+  for (int pass = 0; pass < 2 && !kern; pass++) {
+    int count = rt_gemm_kernels(pass ? NRT_FLOAT32 : NRT_BFLOAT16, &list);
+    for (int i = 0; i < count; i++)
+      if (strstr(list[i]->name, argv[4])) kern = list[i], f32 = pass;
+  }
   if (!kern || m <= 0 || n <= 0 || k <= 0 || reps <= 0) {
-    fprintf(stderr, "no bfloat16 kernel '%s' on this CPU, or bad sizes\n", argv[4]);
+    fprintf(stderr, "no bfloat16 or float32 kernel '%s' on this CPU, or bad sizes\n", argv[4]);
     return 1;
   }
-  uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2), *c = malloc((size_t)(m * n) * 4);
+  const size_t es = f32 ? 4 : 2;
+  uint16_t *a = malloc((size_t)(m * k) * es), *b = malloc((size_t)(k * n) * es), *c = malloc((size_t)(m * n) * 4);
   if (!a || !b || !c) return 1;
-  /* Values in [1, 2): no subnormals, no overflow. */
+  /* Values in [1, 2): no subnormals, no overflow (float32: the same values). */
   for (int64_t i = 0; i < m * k; i++) a[i] = (uint16_t)(0x3f80 + rand() % 128);
   for (int64_t i = 0; i < k * n; i++) b[i] = (uint16_t)(0x3f80 + rand() % 128);
-  rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
-                    .c_dtype = out_f32 ? NRT_FLOAT32 : NRT_BFLOAT16, .a = a, .a_rs = ta ? 1 : k,
+  if (f32) { /* widen in place, from the end */
+    uint32_t *aw = (uint32_t *)(void *)a, *bw = (uint32_t *)(void *)b;
+    for (int64_t i = m * k - 1; i >= 0; i--) aw[i] = (uint32_t)a[i] << 16;
+    for (int64_t i = k * n - 1; i >= 0; i--) bw[i] = (uint32_t)b[i] << 16;
+  }
+  rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = f32 ? NRT_FLOAT32 : NRT_BFLOAT16,
+                    .c_dtype = out_f32 || f32 ? NRT_FLOAT32 : NRT_BFLOAT16, .a = a, .a_rs = ta ? 1 : k,
                     .a_cs = ta ? m : 1, .b = b, .b_rs = tb ? 1 : n, .b_cs = tb ? k : 1, .c = c,
                     .c_rs = n, .c_cs = 1, .alpha = 1, .kernel = kern};
   if (rt_gemm(&g) != NRT_SUCCESS) return 1;

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "cpu_isa.h"
 #include "child.h"
+#include "ops/engine/scalar_types.h"
 #include "ops/gemm/gemm.h"
 
 /* ---- element access (independent of the runtime's converters) ---------- */
@@ -787,6 +788,60 @@ static void test_amx_gemm_exact_model(void) {
     }
 }
 
+/* The AVX512-BF16 flush of bfloat16 C (gemm_round.c) rounds every float32
+ * as rt_bfloat16_from_float: ties to even, subnormals kept (the
+ * instruction alone reads them as zero), NaN as 0x7fc0 (the instruction
+ * alone keeps the payload), with and without beta * Cin, whole 32-wide
+ * rows and ragged ones. */
+static void test_bf16_flush_rounding(void) {
+  const int64_t rows = 5, n = 77, ld = 80, c_rs = 83;
+  float *w = malloc((size_t)(rows * ld) * 4);
+  uint16_t *in = malloc((size_t)(rows * c_rs) * 2), *c = malloc((size_t)(rows * c_rs) * 2);
+  static const uint32_t specials[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0xff812345u, 0x7f800000u,
+                                      0xff800000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,
+                                      0x00008000u, 0x00018000u, 0x00800000u, 0x3f808000u, 0x3f818000u,
+                                      0x3f807fffu, 0x7f7fffffu, 0x00000000u, 0x80000000u, 0x0000ffffu};
+  const int nspec = (int)(sizeof specials / sizeof specials[0]);
+  if (!rt_gemm_flush_bf16_rows(c, c_rs, w, ld, NULL, 0, 0, 0, 0)) {
+    fprintf(stderr, "skip test_bf16_flush_rounding: this CPU (or TORCHNEURON_ISA level) has no AVX512-BF16\n");
+    free(w), free(in), free(c);
+    return;
+  }
+  for (int round = 0; round < 40; round++) {
+    /* Mostly ordinary values; a special one in some 32-value groups only,
+     * so that both the vector and the fallback paths write. */
+    for (int64_t q = 0; q < rows * ld; q++) {
+      uint32_t x = (uint32_t)rng();
+      if (rng() % 4 == 0) x = (x & 0x8000ffffu) | (uint32_t)(100 + rng() % 60) << 23;
+      if ((q / 32 + round) % 3 == 0 && rng() % 8 == 0) x = specials[rng() % (uint64_t)nspec];
+      memcpy(&w[q], &x, 4);
+    }
+    for (int64_t q = 0; q < rows * c_rs; q++) in[q] = (uint16_t)rng();
+    const int with_in = round % 2, width = round % 4 < 2 ? 32 : (int)n;
+    const float beta = round % 3 ? 0.75f : -3.0f;
+    memset(c, 0xa5, (size_t)(rows * c_rs) * 2);
+    CHECK(rt_gemm_flush_bf16_rows(c, c_rs, w, ld, with_in ? in : NULL, c_rs, beta, rows, width));
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < c_rs; j++) {
+        uint16_t want = 0xa5a5;
+        if (j < width) {
+          float v = w[i * ld + j];
+          if (with_in) v = v + beta * rt_bfloat16_to_float(in[i * c_rs + j]);
+          want = rt_bfloat16_from_float(v);
+        }
+        if (c[i * c_rs + j] != want) {
+          fprintf(stderr, "bf16 flush (in %d, width %d) at (%lld,%lld): %08x -> %04x, want %04x\n", with_in,
+                  width, (long long)i, (long long)j, *(const uint32_t *)(const void *)&w[i * ld + j],
+                  c[i * c_rs + j], want);
+          CHECK(0);
+          free(w), free(in), free(c);
+          return;
+        }
+      }
+  }
+  free(w), free(in), free(c);
+}
+
 /* Through rt_gemm: bfloat16 subnormal inputs count as zero in the pair
  * kernels and exactly in the float32 ones (each against its own exact
  * oracle: products of the normal inputs only, or of all). */
@@ -998,6 +1053,7 @@ int main(int argc, char **argv) {
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);
   RUN(test_bf16_subnormal_inputs);
+  RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);
   RUN(test_zero_sizes);
   RUN(test_bad_arguments);

@@ -3,8 +3,9 @@
  *
  * Work is cut into units (batch item, column block of nc, row block of mc).
  * When all of B, packed, fits SHARED_B_MAX (every training-sized product),
- * the pool first packs B once into one shared buffer (split by panel), then
- * the threads claim units one at a time from an atomic counter: no thread
+ * the pool first packs B once into one shared buffer (split by panel), and
+ * A too when columns are split into several blocks (each would repack it),
+ * then the threads claim units one at a time from an atomic counter: no thread
  * packs B twice, and units are small enough (about UNITS_TARGET per
  * product) that two threads finish together even on a loaded machine.
  * Larger products share units out in contiguous ranges instead; a range
@@ -45,6 +46,8 @@
 #define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
 #define MIN_PACK_TASKS 8          /* ... fewer when that leaves fewer tasks than this */
 #define B_IN_PLACE_MAX (1 << 18)  /* bytes of B per batch item read unpacked, at most */
+#define BIG_B_BYTES (2 << 20)     /* one k block of packed B larger than this (L2) sets big_b_mc */
+#define SHARED_A_MAX (1 << 21)    /* packed elements of A shared by all threads, when columns are split */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -74,7 +77,7 @@ static void *alloc_aligned(int64_t bytes) {
 
 /* Packing buffers are kept per thread between calls: a fresh multi-MiB
  * buffer per call costs page faults comparable to the product itself. */
-enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_COUNT };
+enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_SHARED_A, BUF_COUNT };
 typedef struct scratch_buf {
   void *p;
   int64_t bytes;
@@ -129,6 +132,12 @@ typedef struct gemm_plan {
   void *bsh;
   int64_t bsh_item, npad, kb0;
   int64_t group; /* B panels per packing task */
+  /* With shared B and several column blocks: A packed once per k chunk and
+   * shared too (each column block would repack it), row block ib and k
+   * block pc of item t at ash + ((t*m_blocks + ib)*akblocks + pc/kc) *
+   * ablock; or NULL. */
+  void *ash;
+  int64_t akblocks, ablock;
   int64_t next_unit; /* the next unit to claim (atomic) */
 } gemm_plan;
 
@@ -181,6 +190,10 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
   const char *in = g->cin ? (const char *)g->cin + (t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
   switch (g->c_dtype) {
     case NRT_BFLOAT16:
+      if (g->c_cs == 1 && (!in || g->cin_cs == 1) &&
+          rt_gemm_flush_bf16_rows((rt_bfloat16 *)c, g->c_rs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, beta,
+                                  mrows, ncols))
+        break;
       flush_bf16((rt_bfloat16 *)c, g->c_rs, g->c_cs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, g->cin_cs,
                  beta, mrows, ncols);
       break;
@@ -275,7 +288,10 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
-            if (kern->bf16_pack_a)                                                              \
+            const PT *apk = pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
+            if (pl->ash)                                                                        \
+              ; /* packed already */                                                            \
+            else if (kern->bf16_pack_a)                                                         \
               kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0, mcur, kb0 + pc, kcur);         \
             else                                                                                \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0, mcur, kb0 + pc, kcur);            \
@@ -287,7 +303,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
-                const PT *apan = ap + ir * KP(kcur), *bpan = bpc + jr * bstep;                  \
+                const PT *apan = apk + ir * KP(kcur), *bpan = bpc + jr * bstep;                 \
                 if (tile_flush) {                                                               \
                   UKR(KP(kcur), apan, bpan, ldb, tile, nr, alpha, 0);                           \
                   flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
@@ -355,6 +371,26 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
       PT *dst = (PT *)pl->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
       rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(pl->group * nr, g->n - jr),     \
                                 pl->kb0 + pc, kcur);                                            \
+    }                                                                                           \
+  }                                                                                             \
+                                                                                                \
+  /* Shared A (with shared B): packs tasks [p0, p1) (batch item, row block, k block). */        \
+  static void pack_shared_a_##SUF(int64_t p0, int64_t p1, void *ctx) {                          \
+    gemm_plan *pl = ctx;                                                                        \
+    const rt_gemm_args *g = &pl->g;                                                             \
+    const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
+    const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
+    for (int64_t task = p0; task < p1; task++) {                                                \
+      const int64_t pc = task % kblocks * pl->kc, rest = task / kblocks;                        \
+      const int64_t ib = rest % pl->m_blocks, t = rest / pl->m_blocks;                          \
+      const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0), kcur = min64(pl->kc, kbcur - pc); \
+      const rt_gemm_src sa = {.base = (const char *)g->a + t * g->a_bs * ab, .dtype = g->ab_dtype, \
+                              .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
+      PT *dst = (PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock; \
+      if (pl->kern->bf16_pack_a)                                                                \
+        pl->kern->bf16_pack_a((uint32_t *)(void *)dst, &sa, i0, mcur, pl->kb0 + pc, kcur);      \
+      else                                                                                      \
+        rt_gemm_pack_panels_##SUF(dst, pl->kern->mr, &sa, i0, mcur, pl->kb0 + pc, kcur);        \
     }                                                                                           \
   }                                                                                             \
                                                                                                 \
@@ -446,10 +482,14 @@ static int plan_shared_b(gemm_plan *pl) {
   int64_t per_item = ceil_div(UNITS_TARGET, g->batch);
   int64_t rpanels = ceil_div(g->m, mr), cpanels = pl->npad / nr;
   int64_t mb = min64(ceil_div(rpanels, MIN_UNIT_PANELS), per_item);
+  /* A unit sweeps B's panels once per k block: what must stay in L2 is one k block of B. */
+  const double b_block_bytes = (double)ceil_div(pl->kc, kdiv) * (double)pl->npad *
+                               (double)(kdiv == 2 ? 4 : (int64_t)nrt_dtype_size(kern->compute));
+  if (kern->big_b_mc && b_block_bytes > BIG_B_BYTES) mb = min64(mb, ceil_div(g->m, kern->big_b_mc));
   if (mb < ceil_div(g->m, kern->mc)) mb = ceil_div(g->m, kern->mc);
   pl->mc = round_up(ceil_div(g->m, mb), mr);
   pl->m_blocks = ceil_div(g->m, pl->mc);
-  /* Each column block repacks A: split columns only when rows give few units. */
+  /* Split columns only when rows give few units (A is then packed once and shared). */
   int64_t nb = 2 * pl->m_blocks > per_item ? 1
                                            : min64(ceil_div(per_item, pl->m_blocks),
                                                    ceil_div(cpanels, MIN_UNIT_PANELS));
@@ -570,6 +610,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   const int kind = pl.kern->compute == NRT_FLOAT64 ? 0 : pl.kern->compute == NRT_BFLOAT16 ? 2 : 1;
   static const rt_range_fn run[3] = {run_units_f64, run_units_f32, run_units_bf16x2};
   static const rt_range_fn pack_b[3] = {pack_shared_f64, pack_shared_f32, pack_shared_bf16x2};
+  static const rt_range_fn pack_a[3] = {pack_shared_a_f64, pack_shared_a_f32, pack_shared_a_bf16x2};
   static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
   static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
@@ -583,6 +624,15 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   } else {
     pl.bsh = scratch(BUF_SHARED_B, pl.bsh_item * g->batch * packed_size[kind]);
     if (!pl.bsh) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+    /* Several column blocks would each pack the same A: pack it once. */
+    const int64_t kdiv = kind == 2 ? 2 : 1;
+    pl.akblocks = ceil_div(pl.kb, pl.kc);
+    pl.ablock = round_up(pl.mc, pl.kern->mr) * ceil_div(pl.kc, kdiv);
+    const int64_t ash_elems = g->batch * pl.m_blocks * pl.akblocks * pl.ablock;
+    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX) {
+      pl.ash = scratch(BUF_SHARED_A, ash_elems * packed_size[kind]);
+      if (!pl.ash) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+    }
     for (pl.kb0 = 0; pl.kb0 < pl.ktot && !pl.failed; pl.kb0 += pl.kb) {
       int64_t kblocks = ceil_div(min64(pl.kb, pl.ktot - pl.kb0), pl.kc);
       /* Groups of panels small enough that every thread packs a share. */
@@ -592,6 +642,10 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
       /* Ranges of at least ~16K packed elements. */
       int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
       rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
+      if (pl.ash) {
+        int64_t atasks = g->batch * pl.m_blocks * kblocks;
+        rt_parallel_for(atasks, parallel ? 1 : atasks, pack_a[kind], &pl);
+      }
       claim_all_units(&pl, claim[kind], parallel);
     }
   }

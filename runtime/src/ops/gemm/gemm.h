@@ -120,6 +120,11 @@ typedef struct rt_gemm_kernel {
   int mr, nr;        /* register tile */
   int mc, kc;        /* cache blocks: A block mc x kc (L2), B micro-panel kc x nr (L1) */
   int64_t b_elems;   /* packed B chunk budget (elements): k chunk x nc lies within it */
+  /* Rows of a unit of work at least, when all of B is packed and shared
+   * and one k block of it is larger than L2 (each B panel then comes from
+   * L3 on its first use in a unit, and serves mc / mr row panels); 0: no
+   * minimum. */
+  int big_b_mc;
   rt_gemm_ukr_f32 f32;
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
@@ -178,6 +183,13 @@ void rt_gemm_pack_panels_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, in
 
 /* Products with n == 1 (after transposition): y = alpha * A x + beta * yin. */
 nrt_status rt_gemv(const rt_gemm_args *args);
+
+/* rows x n float32 values (row stride ld) to bfloat16 C (row stride c_rs,
+ * unit column stride): c = w + beta * in (in NULL: just w; else unit column
+ * stride, row stride i_rs), rounded as rt_bfloat16_from_float. Returns 0,
+ * writing nothing, when the CPU lacks AVX512-BF16 (gemm_round.c). */
+int rt_gemm_flush_bf16_rows(uint16_t *c, int64_t c_rs, const float *w, int64_t ld, const uint16_t *in,
+                            int64_t i_rs, float beta, int64_t rows, int64_t n);
 
 /* Integer products, plain loops. */
 nrt_status rt_gemm_integer(const rt_gemm_args *args);

@@ -92,13 +92,13 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
   for (int64_t s = 0; s < steps; s++) {
     /* B's rows two steps ahead into L1: a B panel too large for L2 comes
-     * from L3 on its first use, and tile loads stalled on it. */
+     * from L3 on its first use, and tile loads stalled on it. B is packed
+     * (ldb = AMX_NR), so a step's rows are 2 KiB in one piece: one loop of
+     * line addresses, where a prefetch per row and half row kept 32
+     * offsets in vector registers (vmovq each) for want of integer ones. */
     const uint32_t *bn = b + (s + 2) * AMX_KP * ldb;
     if (s + 2 < steps)
-      for (int q = 0; q < AMX_KP; q++) {
-        __builtin_prefetch(bn + q * ldb);
-        __builtin_prefetch(bn + q * ldb + 16);
-      }
+      for (int q = 0; q < AMX_KP * AMX_NR; q += 16) __builtin_prefetch(bn + q);
     AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
   }
   if (w) {
@@ -236,6 +236,6 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
 
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
-    .kc = 1024, .b_elems = 1 << 22, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
+    .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
     .begin = tiles_begin, .end = tiles_end};
 #endif
