@@ -8,61 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LA_T float
-#define LA_R float
-#define LA_CPLX 0
-#define LA_DTYPE NRT_FLOAT32
-#define LA_NAME(x) la_##x##_f32
-#include "ops/linalg/dense_t.h"
-#undef LA_T
-#undef LA_R
-#undef LA_CPLX
-#undef LA_DTYPE
-#undef LA_NAME
-
-#define LA_T double
-#define LA_R double
-#define LA_CPLX 0
-#define LA_DTYPE NRT_FLOAT64
-#define LA_NAME(x) la_##x##_f64
-#include "ops/linalg/dense_t.h"
-#undef LA_T
-#undef LA_R
-#undef LA_CPLX
-#undef LA_DTYPE
-#undef LA_NAME
-
-#define LA_T float _Complex
-#define LA_R float
-#define LA_CPLX 1
-#define LA_CX(re, im) CMPLXF(re, im)
-#define LA_DTYPE NRT_COMPLEX64
-#define LA_RDTYPE NRT_FLOAT32
-#define LA_NAME(x) la_##x##_c64
-#include "ops/linalg/dense_t.h"
-#undef LA_T
-#undef LA_R
-#undef LA_CPLX
-#undef LA_CX
-#undef LA_DTYPE
-#undef LA_RDTYPE
-#undef LA_NAME
-
-#define LA_T double _Complex
-#define LA_R double
-#define LA_CPLX 1
-#define LA_CX(re, im) CMPLX(re, im)
-#define LA_DTYPE NRT_COMPLEX128
-#define LA_RDTYPE NRT_FLOAT64
-#define LA_NAME(x) la_##x##_c128
-#include "ops/linalg/dense_t.h"
-#undef LA_T
-#undef LA_R
-#undef LA_CPLX
-#undef LA_CX
-#undef LA_DTYPE
-#undef LA_RDTYPE
-#undef LA_NAME
+#define LA_TEMPLATE "ops/linalg/dense_t.h"
+#include "ops/linalg/instantiate.h"
+#undef LA_TEMPLATE
 
 /* The routines the LU, Cholesky and triangular-solve kernels call, for one
  * element type: matrices are untyped scratch, as the kernels allocate it. */
