@@ -5,6 +5,7 @@
 #ifndef NEURONRT_TESTS_LINALG_MATS_H
 #define NEURONRT_TESTS_LINALG_MATS_H
 
+#include <complex.h>
 #include <stdint.h>
 #include <string.h>
 #include "check.h"
@@ -59,6 +60,18 @@ static void put(mats *a, int64_t b, int64_t i, int64_t j, double x) {
     case NRT_INT32: *(int32_t *)p = (int32_t)x; break;
     default: *(double *)p = x; break;
   }
+}
+
+/* Complex elements (complex64 or complex128 matrices), read and written as
+ * complex double; inline, so files without complex cases do not warn. */
+static inline double complex cget(const mats *a, int64_t b, int64_t i, int64_t j) {
+  char *p = elem(a, b, i, j);
+  return a->view.dtype == NRT_COMPLEX64 ? (double complex)(*(float complex *)p) : *(double complex *)p;
+}
+static inline void cput(mats *a, int64_t b, int64_t i, int64_t j, double complex x) {
+  char *p = elem(a, b, i, j);
+  if (a->view.dtype == NRT_COMPLEX64) *(float complex *)p = (float complex)x;
+  else *(double complex *)p = x;
 }
 
 static double eps_of(nrt_dtype d) { return d == NRT_FLOAT32 ? 1.2e-7 : 2.3e-16; }

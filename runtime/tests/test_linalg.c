@@ -305,15 +305,6 @@ static void test_cholesky(void) {
 
 /* ---- complex ------------------------------------------------------------- */
 
-static double complex cget(const mats *a, int64_t b, int64_t i, int64_t j) {
-  char *p = elem(a, b, i, j);
-  return a->view.dtype == NRT_COMPLEX64 ? (double complex)(*(float complex *)p) : *(double complex *)p;
-}
-static void cput(mats *a, int64_t b, int64_t i, int64_t j, double complex x) {
-  char *p = elem(a, b, i, j);
-  if (a->view.dtype == NRT_COMPLEX64) *(float complex *)p = (float complex)x;
-  else *(double complex *)p = x;
-}
 static double complex crand(void) {
   const double re = urand() * 2 - 1;
   return CMPLX(re, urand() * 2 - 1);

@@ -279,15 +279,6 @@ static void test_qr_refusals(void) {
 
 /* ---- complex ------------------------------------------------------------- */
 
-static double complex cget(const mats *a, int64_t b, int64_t i, int64_t j) {
-  char *p = elem(a, b, i, j);
-  return a->view.dtype == NRT_COMPLEX64 ? (double complex)(*(float complex *)p) : *(double complex *)p;
-}
-static void cput(mats *a, int64_t b, int64_t i, int64_t j, double complex x) {
-  char *p = elem(a, b, i, j);
-  if (a->view.dtype == NRT_COMPLEX64) *(float complex *)p = (float complex)x;
-  else *(double complex *)p = x;
-}
 
 /* The twin: unblocked complex Householder QR in double as LAPACK's zgeqr2
  * (H = I - tau v v^H; H^H applied to the columns after each reflector). */

@@ -284,13 +284,17 @@ std::optional<at::Tensor> hash_tensor_native(const at::Tensor& self, at::IntArra
 
 // The registrations' native kernels: reached only when hash_tensor_native
 // declined, i.e. for a storage dtype, which the fallback takes first.
-at::Tensor hash_tensor_plain(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
-  std::optional<at::Tensor> r = hash_tensor_native(self, dim, keepdim, mode, nullptr);
+at::Tensor hash_tensor_checked(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode,
+                               at::Tensor* out) {
+  std::optional<at::Tensor> r = hash_tensor_native(self, dim, keepdim, mode, out);
   TORCH_CHECK(r, "hash_tensor: dtype ", self.scalar_type(), " is not supported on the neuron device");
   return *r;
 }
+at::Tensor hash_tensor_plain(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode) {
+  return hash_tensor_checked(self, dim, keepdim, mode, nullptr);
+}
 at::Tensor& hash_tensor_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
-  hash_tensor_native(self, dim, keepdim, mode, &out);
+  hash_tensor_checked(self, dim, keepdim, mode, &out);
   return out;
 }
 
