@@ -3,8 +3,10 @@
 Tests elsewhere prove an op ran natively by finding its name there, and
 docs/ops.md is generated from the same counts, so a kernel that forgets
 NEURON_TRACK_OP is invisible to both. This probes each registered overload
-once, in float32 on generic inputs (the generator's own probe), and lists
-the kernels that ran with no fallback yet did not count themselves.
+once, in float32 and in complex64 on generic inputs (the generator's own
+probe), and lists the kernels that ran with no fallback yet did not count
+themselves. A native complex path counts as "aten::<overload>(complex)" or
+under the op's base name, which the generator accepts too.
 """
 
 import pytest
@@ -22,13 +24,14 @@ def _takes_a_tensor(qualified: str) -> bool:
     return any("Tensor" in str(arg.type) for arg in schema.arguments)
 
 
-def test_every_registration_that_runs_counts_itself():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+def test_every_registration_that_runs_counts_itself(dtype):
     gen_ops_table.UNTRACKED.clear()
     probed = 0
     for qualified in sorted(gen_ops_table.registrations()):
         if not gen_ops_table.overload_exists(qualified):
             continue
-        gen_ops_table.probe(qualified, torch.float32, random_values=True)
+        gen_ops_table.probe(qualified, dtype, random_values=True)
         probed += 1
     torch.neuron.synchronize()
     silent = sorted(q for q in gen_ops_table.UNTRACKED if _takes_a_tensor(q))

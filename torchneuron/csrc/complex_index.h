@@ -70,8 +70,11 @@ template <class Ret, class... Args, class Try>
 torch::CppFunction complex_path_first(const std::string& overload_name, Ret (*fn)(Args...), Try try_complex) {
   static_assert(limits_detail::guardable_v<Ret, Args...>, "complex_path_first: arguments must be borrowed");
   auto op = std::make_shared<limits_detail::LazyOp>(overload_name);
-  return torch::CppFunction([fn, op, try_complex](Args... args) -> Ret {
+  auto count = std::make_shared<ComplexPathCount>(overload_name);
+  return torch::CppFunction([fn, op, try_complex, count](Args... args) -> Ret {
+    const int64_t mark = count->mark();
     if (ComplexTry r = try_complex(args...)) {
+      count->served(mark);
       if constexpr (std::is_same_v<Ret, at::Tensor>) {
         return std::move(*r);
       } else {

@@ -29,6 +29,34 @@ std::map<std::string, int64_t> executed_ops();
 std::map<std::string, int64_t> fallback_ops();
 void clear_op_tracking();
 
+// The count of "aten::<overload>(complex)", for a wrapper whose native
+// complex path may or may not count that name itself: mark() before the
+// path runs, served() after it succeeded counts the call once either way.
+// The counter is created on first use, so overloads whose complex path
+// never runs add no name to the registry.
+class ComplexPathCount {
+ public:
+  explicit ComplexPathCount(std::string overload) : name_("aten::" + overload + "(complex)") {}
+  int64_t mark() const {
+    std::atomic<int64_t>* c = counter_.load(std::memory_order_acquire);
+    return c ? c->load(std::memory_order_relaxed) : 0;
+  }
+  void served(int64_t mark) const {
+    std::atomic<int64_t>* c = counter_.load(std::memory_order_acquire);
+    if (!c) {
+      c = native_op_counter(name_.c_str());
+      counter_.store(c, std::memory_order_release);
+    }
+    if (c->load(std::memory_order_relaxed) != mark) return;  // the path counted itself
+    c->fetch_add(1, std::memory_order_relaxed);
+    native_op_total.fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::string name_;
+  mutable std::atomic<std::atomic<int64_t>*> counter_{nullptr};
+};
+
 }  // namespace torchneuron
 
 #define NEURON_TRACK_OP(name)                                                      \

@@ -231,7 +231,8 @@ bool is_operand(Role role) {
 class PointwiseCore {
  public:
   PointwiseCore(const PointwiseOp& op, const std::string& overload, const c10::FunctionSchema& schema)
-      : op_(op), name_(overload), counter_(native_op_counter(("aten::" + overload).c_str())) {
+      : op_(op), name_(overload), counter_(native_op_counter(("aten::" + overload).c_str())),
+        complex_count_(overload) {
     for (const c10::Argument& arg : schema.arguments())
       roles_.push_back(role_of(arg, op.flags & kScalarOperands));
     num_returns_ = schema.returns().size();
@@ -254,28 +255,31 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
-    if (name_ == "mul.Tensor" && try_native_complex_mul(stack)) return;
-    if ((name_ == "add.Tensor" || name_ == "sub.Tensor") &&
-        try_native_complex_add(stack, name_ == "sub.Tensor"))
-      return;
-    if ((name_ == "neg" || name_ == "neg_" || name_ == "neg.out") && try_native_complex_neg(name_, stack)) return;
-    if (try_native_complex_math(name_, stack)) return;
-    if (try_native_complex_select(name_, stack)) return;
-    if (try_native_complex_predicate(name_, stack)) return;
-    if (name_.rfind("lerp", 0) == 0 && try_native_complex_lerp(name_, stack)) return;
-    if ((name_.rfind("addcmul", 0) == 0 || name_.rfind("addcdiv", 0) == 0) && try_native_complex_addc(name_, stack))
-      return;
-    if ((name_ == "abs" || name_ == "abs_" || name_ == "abs.out" || name_ == "angle" || name_ == "angle.out") &&
-        try_native_complex_unary_real(name_, stack))
-      return;
-    if ((name_ == "eq.Tensor" || name_ == "eq_.Tensor" || name_ == "eq.Tensor_out" || name_ == "ne.Tensor" ||
-         name_ == "ne_.Tensor" || name_ == "ne.Tensor_out") &&
-        try_native_complex_compare(name_, stack))
-      return;
+    const int64_t mark = complex_count_.mark();
+    if (try_native_complex(stack)) return complex_count_.served(mark);
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
     run_through_fallback(base.c_str(), variant.c_str(), stack);
+  }
+
+  // The native complex kernels of this overload, tried in turn.
+  bool try_native_complex(torch::jit::Stack* stack) const {
+    auto is = [&](std::initializer_list<const char*> names) {
+      for (const char* n : names)
+        if (name_ == n) return true;
+      return false;
+    };
+    auto starts = [&](const char* prefix) { return name_.rfind(prefix, 0) == 0; };
+    return (is({"mul.Tensor"}) && try_native_complex_mul(stack)) ||
+           (is({"add.Tensor", "sub.Tensor"}) && try_native_complex_add(stack, name_ == "sub.Tensor")) ||
+           (is({"neg", "neg_", "neg.out"}) && try_native_complex_neg(name_, stack)) ||
+           try_native_complex_math(name_, stack) || try_native_complex_select(name_, stack) ||
+           try_native_complex_predicate(name_, stack) || (starts("lerp") && try_native_complex_lerp(name_, stack)) ||
+           ((starts("addcmul") || starts("addcdiv")) && try_native_complex_addc(name_, stack)) ||
+           (is({"abs", "abs_", "abs.out", "angle", "angle.out"}) && try_native_complex_unary_real(name_, stack)) ||
+           (is({"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "ne.Tensor", "ne_.Tensor", "ne.Tensor_out"}) &&
+            try_native_complex_compare(name_, stack));
   }
 
   size_t num_args() const { return roles_.size(); }
@@ -386,6 +390,7 @@ class PointwiseCore {
   PointwiseOp op_;
   std::string name_;
   std::atomic<int64_t>* counter_;
+  ComplexPathCount complex_count_;  // this overload's native complex path
   c10::SmallVector<Role, 8> roles_;
   size_t num_returns_ = 1;
 };

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "fallback.h"
+#include "op_tracking.h"
 #include "runtime_limits.h"
 #include "tensor_view.h"
 
@@ -112,9 +113,12 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
 template <class Ret, class... Args, class Try>
 torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), Try try_complex) {
   auto [name, overload] = storage_fallback_detail::split_overload(overload_name);
-  return torch::CppFunction([fn, name = name, overload = overload, try_complex](Args... args) -> Ret {
+  auto count = std::make_shared<ComplexPathCount>(overload_name);
+  return torch::CppFunction([fn, name = name, overload = overload, try_complex, count](Args... args) -> Ret {
     using namespace storage_fallback_detail;
+    const int64_t mark = count->mark();
     if (auto r = try_complex(args...)) {
+      count->served(mark);
       if constexpr (std::is_same_v<Ret, at::Tensor> || std::is_same_v<Ret, std::tuple<at::Tensor, at::Tensor>>) {
         return *r;
       } else {
