@@ -1,0 +1,195 @@
+/* Convolution of integers (see conv_integer.h): direct loops over planes,
+ * one instantiation of conv_integer_impl.h per dtype.
+ *
+ * The loops are their own reference: every output element is the plain
+ * sum of its taps (runtime/tests/test_conv_integer.c checks them against
+ * the definition). Integer convolution is rare in models; it is native so
+ * that it stays exact and on the device, not to be fast. */
+#include "ops/conv/conv_integer.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include "ops/engine/elementwise.h"
+#include "ops/engine/thread_pool.h"
+#include "ops/vision/vision_common.h"
+
+/* A [N, C, D, H, W] operand. */
+typedef struct ci_vol {
+  char *data;
+  int64_t n, c, d, h, w;
+  int64_t sn, sc, sd, sh, sw;
+} ci_vol;
+
+typedef struct ci_job {
+  ci_vol img, out;
+  nrt_tensor_view w;
+  const char *bias;
+  int64_t bias_stride;
+  int64_t k[3], s[3], p[3], dl[3];
+  int64_t cg, kg; /* image and output channels per group */
+  atomic_int failed;
+} ci_job;
+
+/* Output positions [d0, d1) x [h0, h1) x [w0, w1) that a tap reads inside
+ * the image. */
+typedef struct ci_range {
+  int64_t d0, d1, h0, h1, w0, w1;
+} ci_range;
+
+static ci_vol vol_of(const nrt_tensor_view *v) {
+  ci_vol x = {.data = v->data, .n = v->shape[0], .c = v->shape[1], .d = v->shape[2], .h = v->shape[3],
+              .w = v->shape[4], .sn = v->strides[0], .sc = v->strides[1], .sd = v->strides[2],
+              .sh = v->strides[3], .sw = v->strides[4]};
+  return x;
+}
+
+static inline int64_t ci_weight_at(const ci_job *j, int64_t k, int64_t c, int64_t a, int64_t b, int64_t e) {
+  const int64_t *st = j->w.strides;
+  return k * st[0] + c * st[1] + a * st[2] + b * st[3] + e * st[4];
+}
+
+/* Positions u in [0, count) with 0 <= start + u * step < size: [*u0, *u1). */
+static inline void ci_valid(int64_t start, int64_t step, int64_t size, int64_t count, int64_t *u0, int64_t *u1) {
+  int64_t lo = start >= 0 ? 0 : (-start + step - 1) / step;
+  int64_t hi = start >= size ? 0 : (size - start + step - 1) / step;
+  *u0 = lo < count ? lo : count;
+  *u1 = hi < count ? hi : count;
+  if (*u1 < *u0) *u1 = *u0;
+}
+
+/* The output positions tap (a, b, e) reaches in the image; 0 when none. */
+static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e, ci_range *r) {
+  ci_valid(a * j->dl[0] - j->p[0], j->s[0], j->img.d, j->out.d, &r->d0, &r->d1);
+  ci_valid(b * j->dl[1] - j->p[1], j->s[1], j->img.h, j->out.h, &r->h0, &r->h1);
+  ci_valid(e * j->dl[2] - j->p[2], j->s[2], j->img.w, j->out.w, &r->w0, &r->w1);
+  return r->d1 > r->d0 && r->h1 > r->h0 && r->w1 > r->w0;
+}
+
+#define T uint8_t
+#define ACC uint32_t
+#define WIDEN(x) ((uint32_t)(x))
+#define SUFFIX _u8
+#include "ops/conv/conv_integer_impl.h"
+#define T int8_t
+#define ACC uint32_t
+#define WIDEN(x) ((uint32_t)(int32_t)(x))
+#define SUFFIX _i8
+#include "ops/conv/conv_integer_impl.h"
+#define T int16_t
+#define ACC uint32_t
+#define WIDEN(x) ((uint32_t)(int32_t)(x))
+#define SUFFIX _i16
+#include "ops/conv/conv_integer_impl.h"
+#define T int32_t
+#define ACC uint32_t
+#define WIDEN(x) ((uint32_t)(x))
+#define SUFFIX _i32
+#include "ops/conv/conv_integer_impl.h"
+#define T int64_t
+#define ACC uint64_t
+#define WIDEN(x) ((uint64_t)(x))
+#define SUFFIX _i64
+#include "ops/conv/conv_integer_impl.h"
+
+typedef struct ci_kernels {
+  nrt_dtype dtype;
+  rt_range_fn forward, input_grad;
+} ci_kernels;
+
+static const ci_kernels ci_table[] = {
+    {NRT_UINT8, ci_forward__u8, ci_input_grad__u8},   {NRT_INT8, ci_forward__i8, ci_input_grad__i8},
+    {NRT_INT16, ci_forward__i16, ci_input_grad__i16}, {NRT_INT32, ci_forward__i32, ci_input_grad__i32},
+    {NRT_INT64, ci_forward__i64, ci_input_grad__i64},
+};
+
+static const ci_kernels *kernels_for(nrt_dtype dtype) {
+  for (size_t i = 0; i < sizeof ci_table / sizeof ci_table[0]; i++)
+    if (ci_table[i].dtype == dtype) return &ci_table[i];
+  return NULL;
+}
+
+int rt_conv_integer_dtype(nrt_dtype dtype) { return kernels_for(dtype) != NULL; }
+
+nrt_tensor_view rt_conv_int_lift(const nrt_tensor_view *v) {
+  nrt_tensor_view x = *v;
+  x.ndim = 5;
+  x.shape[0] = v->shape[0];
+  x.shape[1] = v->shape[1];
+  x.shape[2] = 1;
+  x.strides[2] = 0;
+  for (int d = 2; d < 4; d++) {
+    x.shape[d + 1] = v->shape[d];
+    x.strides[d + 1] = v->strides[d];
+  }
+  return x;
+}
+
+static nrt_status check(const rt_conv_int *c, const char *name, ci_job *j) {
+  const nrt_tensor_view *views[3] = {&c->img, &c->out, &c->w};
+  for (int i = 0; i < 3; i++) {
+    if (views[i]->ndim != 5)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must be 5-d [N, C, D, H, W] views, got %d dims",
+                     name, views[i]->ndim);
+    if (views[i]->dtype != c->img.dtype || (c->bias && c->bias->dtype != c->img.dtype))
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: operands must share one dtype", name);
+  }
+  if (!kernels_for(c->img.dtype))
+    return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: dtype %s is not supported", name, nrt_dtype_name(c->img.dtype));
+  j->img = vol_of(&c->img);
+  j->out = vol_of(&c->out);
+  j->w = c->w;
+  for (int d = 0; d < 3; d++) {
+    j->k[d] = c->w.shape[2 + d];
+    j->s[d] = c->s[d];
+    j->p[d] = c->p[d];
+    j->dl[d] = c->dl[d];
+    if (j->s[d] <= 0 || j->dl[d] <= 0 || j->p[d] < 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                     "%s: stride and dilation must be positive and padding non-negative", name);
+  }
+  const nrt_tensor_view *w = &c->w;
+  if (c->groups <= 0 || j->img.n != j->out.n || j->out.c != w->shape[0] || j->out.c % c->groups != 0 ||
+      j->img.c != w->shape[1] * c->groups)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
+                   "%s: weight [%lld, %lld, ...] with %lld groups does not fit %lld image and %lld output channels",
+                   name, (long long)w->shape[0], (long long)w->shape[1], (long long)c->groups,
+                   (long long)j->img.c, (long long)j->out.c);
+  int64_t in[3] = {j->img.d, j->img.h, j->img.w}, on[3] = {j->out.d, j->out.h, j->out.w};
+  for (int d = 0; d < 3; d++) {
+    int64_t span = in[d] + 2 * j->p[d] - j->dl[d] * (j->k[d] - 1) - 1;
+    int64_t most = span < 0 ? 0 : span / j->s[d] + 1;
+    if (on[d] > most)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: %lld output positions along dim %d, at most %lld fit", name,
+                     (long long)on[d], 2 + d, (long long)most);
+  }
+  if (c->bias) {
+    int64_t want = c->input_grad ? j->img.c : j->out.c;
+    if (c->bias->ndim != 1 || c->bias->shape[0] != want)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: bias must be 1-d of size %lld", name, (long long)want);
+    j->bias = c->bias->data;
+    j->bias_stride = c->bias->strides[0];
+  }
+  j->cg = w->shape[1];
+  j->kg = j->out.c / c->groups;
+  return NRT_SUCCESS;
+}
+
+nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
+  ci_job j = {0};
+  atomic_init(&j.failed, 0);
+  nrt_status s = check(c, name, &j);
+  if (s) return s;
+  const ci_kernels *k = kernels_for(c->img.dtype);
+  const ci_vol *dst = c->input_grad ? &j.img : &j.out, *src = c->input_grad ? &j.out : &j.img;
+  int64_t planes = dst->n * dst->c, plane = dst->d * dst->h * dst->w;
+  if (planes * plane == 0) return NRT_SUCCESS;
+  /* multiply-adds per task: every position of the source plane, once per
+   * tap and channel of the group */
+  double work = (double)(src->d * src->h * src->w) * (double)(j.k[0] * j.k[1] * j.k[2]) *
+                (double)(c->input_grad ? j.kg : j.cg) + (double)plane;
+  int64_t grain = work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work > 1 ? work : 1));
+  rt_parallel_for(planes, grain, c->input_grad ? k->input_grad : k->forward, &j);
+  if (atomic_load(&j.failed))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a plane's sums", name);
+  return NRT_SUCCESS;
+}
