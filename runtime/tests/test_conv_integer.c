@@ -5,12 +5,15 @@
  * and truncated to the dtype, which is what PyTorch's CPU computes. Values
  * span each dtype's whole range, so sums wrap. Operands are NCDHW or
  * channels-last (by strides), with bias, groups, stride, padding and
- * dilation, through CONV3D and, for depth-1 cases, CONV2D with 4-d views.
+ * dilation, through CONV3D and, for depth-1 cases, CONV2D with 4-d views;
+ * each case runs the kernels the op chooses (columns when a group has
+ * several output channels) and the direct loops, their reference twin.
  * Also checks that bad descriptors fail cleanly. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "ops/conv/conv_integer.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
 static uint64_t rnd(void) {
@@ -193,6 +196,22 @@ ORACLE_CODE static void check_case(const ci_case *g, nrt_dtype t, int cl, int wi
   op = make_op(two_d ? NRT_OP_CONV2D_INPUT_GRAD : NRT_OP_CONV3D_INPUT_GRAD, g, bwd, with_bias ? 4 : 3);
   CHECK_OK(nrt_op_execute(&op));
   CHECK(equal_to(&gx, want_gx));
+  if (!two_d) { /* the reference twin, called directly on host views */
+    memset(nrt_device_to_host(y.v.data), 0, (size_t)y.numel * nrt_dtype_size(t));
+    memset(nrt_device_to_host(gx.v.data), 0, (size_t)gx.numel * nrt_dtype_size(t));
+    for (int role = 0; role < 2; role++) {
+      rt_conv_int c = {.img = role ? gx.v : x.v, .out = role ? gy.v : y.v, .w = w.v, .groups = g->groups,
+                       .input_grad = role, .reference = 1};
+      nrt_tensor_view bias = role ? bx.v : b.v;
+      nrt_tensor_view *views[4] = {&c.img, &c.out, &c.w, &bias};
+      for (int i = 0; i < 4; i++) views[i]->data = nrt_device_to_host(views[i]->data);
+      c.bias = with_bias ? &bias : NULL;
+      for (int d = 0; d < 3; d++) c.s[d] = g->s[d], c.p[d] = g->p[d], c.dl[d] = g->dl[d];
+      CHECK_OK(rt_conv_integer(&c, "reference"));
+    }
+    CHECK(equal_to(&y, want_y));
+    CHECK(equal_to(&gx, want_gx));
+  }
   free(want_y), free(want_gx);
   nrt_free(x.v.data), nrt_free(y.v.data), nrt_free(gy.v.data), nrt_free(gx.v.data);
   nrt_free(w.v.data), nrt_free(b.v.data), nrt_free(bx.v.data);
@@ -208,6 +227,10 @@ static const ci_case cases[] = {
     {2, 3, 4, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
     {1, 4, 6, 2, {6, 5, 8}, {2, 3, 2}, {2, 1, 3}, {0, 2, 1}, {1, 2, 1}},
     {2, 4, 4, 4, {4, 4, 4}, {3, 1, 2}, {1, 2, 1}, {2, 0, 1}, {2, 1, 1}},
+    /* several tiles of positions, register blocks of output channels and
+     * blocks of image channels (27 taps: 3 channels per input-gradient task) */
+    {1, 8, 9, 1, {4, 5, 20}, {3, 3, 3}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}},
+    {2, 6, 10, 2, {1, 13, 11}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}},
 };
 
 static void test_matches_wrapping_definition(void) {

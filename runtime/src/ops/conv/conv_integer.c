@@ -1,10 +1,9 @@
-/* Convolution of integers (see conv_integer.h): direct loops over planes,
- * one instantiation of conv_integer_impl.h per dtype.
- *
- * The loops are their own reference: every output element is the plain
- * sum of its taps (runtime/tests/test_conv_integer.c checks them against
- * the definition). Integer convolution is rare in models; it is native so
- * that it stays exact and on the device, not to be fast. */
+/* Convolution of integers (see conv_integer.h), one instantiation of
+ * conv_integer_impl.h per dtype: the forward by columns and register
+ * blocks when a group has several output channels, direct loops over
+ * planes otherwise (depthwise) and for the input gradient. The direct
+ * forward is the columns' reference twin (rt_conv_int.reference);
+ * runtime/tests/test_conv_integer.c checks both against the definition. */
 #include "ops/conv/conv_integer.h"
 
 #include <stdatomic.h>
@@ -27,6 +26,9 @@ typedef struct ci_job {
   int64_t bias_stride;
   int64_t k[3], s[3], p[3], dl[3];
   int64_t cg, kg; /* image and output channels per group */
+  int64_t groups, opos, tiles; /* columns: output positions, tiles of CI_NT per image */
+  int64_t cb;                  /* columns' input gradient: image channels per task */
+  void *wmat;                  /* columns: the weight as an ACC matrix [K][taps] */
   atomic_int failed;
 } ci_job;
 
@@ -65,41 +67,65 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
   return r->d1 > r->d0 && r->h1 > r->h0 && r->w1 > r->w0;
 }
 
+/* Output positions per column tile (and per register block). */
+#define CI_NT 64
+
+/* 8- and 16-bit dtypes sum in 16 bits (their bits are those of any wider
+ * wrapping sum), products computed in unsigned int (no promotion to a
+ * signed int that could overflow). */
+#define MUL16(a, b) ((uint16_t)((uint32_t)(a) * (uint32_t)(b)))
+#define MUL_PLAIN(a, b) ((a) * (b))
+
 #define T uint8_t
-#define ACC uint32_t
-#define WIDEN(x) ((uint32_t)(x))
+#define ACC uint16_t
+#define MUL MUL16
 #define SUFFIX _u8
+#define KB 4
+#define WIDEN(x) ((ACC)(x)) /* conversion to unsigned: sign-extends modulo 2^bits */
 #include "ops/conv/conv_integer_impl.h"
 #define T int8_t
-#define ACC uint32_t
-#define WIDEN(x) ((uint32_t)(int32_t)(x))
+#define ACC uint16_t
+#define MUL MUL16
 #define SUFFIX _i8
+#define KB 4
+#define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
 #define T int16_t
-#define ACC uint32_t
-#define WIDEN(x) ((uint32_t)(int32_t)(x))
+#define ACC uint16_t
+#define MUL MUL16
 #define SUFFIX _i16
+#define KB 4
+#define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
 #define T int32_t
 #define ACC uint32_t
-#define WIDEN(x) ((uint32_t)(x))
+#define MUL MUL_PLAIN
 #define SUFFIX _i32
+#define KB 4
+#define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
 #define T int64_t
 #define ACC uint64_t
-#define WIDEN(x) ((uint64_t)(x))
+#define MUL MUL_PLAIN
 #define SUFFIX _i64
+#define KB 2
+#define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
 
 typedef struct ci_kernels {
   nrt_dtype dtype;
-  rt_range_fn forward, input_grad;
+  rt_range_fn forward, input_grad, forward_cols, input_grad_cols;
+  void (*weight_matrix)(const ci_job *, void *), (*weight_transposed)(const ci_job *, void *);
+  size_t acc_size;
 } ci_kernels;
 
+#define CI_KERNELS(dtype, s, acc) \
+  {dtype,                 ci_forward_##s,        ci_input_grad_##s,          ci_forward_cols_##s, \
+   ci_input_grad_cols_##s, ci_weight_matrix_##s,  ci_weight_transposed_##s,   sizeof(acc)}
 static const ci_kernels ci_table[] = {
-    {NRT_UINT8, ci_forward__u8, ci_input_grad__u8},   {NRT_INT8, ci_forward__i8, ci_input_grad__i8},
-    {NRT_INT16, ci_forward__i16, ci_input_grad__i16}, {NRT_INT32, ci_forward__i32, ci_input_grad__i32},
-    {NRT_INT64, ci_forward__i64, ci_input_grad__i64},
+    CI_KERNELS(NRT_UINT8, _u8, uint16_t),  CI_KERNELS(NRT_INT8, _i8, uint16_t),
+    CI_KERNELS(NRT_INT16, _i16, uint16_t), CI_KERNELS(NRT_INT32, _i32, uint32_t),
+    CI_KERNELS(NRT_INT64, _i64, uint64_t),
 };
 
 static const ci_kernels *kernels_for(nrt_dtype dtype) {
@@ -171,6 +197,9 @@ static nrt_status check(const rt_conv_int *c, const char *name, ci_job *j) {
   }
   j->cg = w->shape[1];
   j->kg = j->out.c / c->groups;
+  j->groups = c->groups;
+  j->opos = j->out.d * j->out.h * j->out.w;
+  j->tiles = (j->opos + CI_NT - 1) / CI_NT;
   return NRT_SUCCESS;
 }
 
@@ -183,12 +212,34 @@ nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
   const ci_vol *dst = c->input_grad ? &j.img : &j.out, *src = c->input_grad ? &j.out : &j.img;
   int64_t planes = dst->n * dst->c, plane = dst->d * dst->h * dst->w;
   if (planes * plane == 0) return NRT_SUCCESS;
-  /* multiply-adds per task: every position of the source plane, once per
-   * tap and channel of the group */
-  double work = (double)(src->d * src->h * src->w) * (double)(j.k[0] * j.k[1] * j.k[2]) *
-                (double)(c->input_grad ? j.kg : j.cg) + (double)plane;
-  int64_t grain = work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work > 1 ? work : 1));
-  rt_parallel_for(planes, grain, c->input_grad ? k->input_grad : k->forward, &j);
+  int64_t taps = j.k[0] * j.k[1] * j.k[2];
+  if (!c->input_grad && !c->reference && j.kg >= 2) {
+    /* columns: a tile's columns serve every output channel of its group */
+    j.wmat = malloc((size_t)(j.out.c * j.cg * taps + 1) * k->acc_size);
+    if (!j.wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
+    k->weight_matrix(&j, j.wmat);
+    int64_t tasks = j.out.n * j.groups * j.tiles;
+    double work = (double)CI_NT * (double)(j.cg * taps) * (double)(j.kg + 1);
+    rt_parallel_for(tasks, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / work) + 1, k->forward_cols, &j);
+    free(j.wmat);
+  } else if (c->input_grad && !c->reference && j.kg >= 2) {
+    /* tasks of enough channels for about CI_NT (channel, tap) rows each */
+    j.cb = (CI_NT + taps - 1) / taps;
+    if (j.cb > j.cg) j.cb = j.cg;
+    j.wmat = malloc((size_t)(j.out.c * j.cg * taps + 1) * k->acc_size);
+    if (!j.wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
+    k->weight_transposed(&j, j.wmat);
+    int64_t tasks = j.img.n * j.groups * ((j.cg + j.cb - 1) / j.cb);
+    if (j.cg > 0) rt_parallel_for(tasks, 1, k->input_grad_cols, &j);
+    free(j.wmat);
+  } else {
+    /* multiply-adds per task: every position of the source plane, once per
+     * tap and channel of the group */
+    double work = (double)(src->d * src->h * src->w) * (double)taps * (double)(c->input_grad ? j.kg : j.cg) +
+                  (double)plane;
+    int64_t grain = work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work > 1 ? work : 1));
+    rt_parallel_for(planes, grain, c->input_grad ? k->input_grad : k->forward, &j);
+  }
   if (atomic_load(&j.failed))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a plane's sums", name);
   return NRT_SUCCESS;

@@ -5,7 +5,8 @@
  * PyTorch's CPU multiplies and sums integers in their own type with
  * wrap-around; any wider wrapping sum truncated to the type gives the same
  * bits, and integer sums do not depend on their order, so the loops are
- * free to accumulate in 32 bits (64 for int64) in any order. */
+ * free to accumulate in 16 bits (8- and 16-bit dtypes), 32 (int32) or 64
+ * (int64), in any order. */
 #ifndef NEURONRT_OPS_CONV_INTEGER_H
 #define NEURONRT_OPS_CONV_INTEGER_H
 
@@ -20,6 +21,7 @@ typedef struct rt_conv_int {
   const nrt_tensor_view *bias; /* [C] of the side written, or NULL */
   int64_t s[3], p[3], dl[3], groups;
   int input_grad;
+  int reference; /* direct loops whatever the shape (tests: the columns' twin) */
 } rt_conv_int;
 
 /* dtype is one the integer loops compute. */
