@@ -67,6 +67,10 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
   return r->d1 > r->d0 && r->h1 > r->h0 && r->w1 > r->w0;
 }
 
+/* Helpers of the RT_SIMD tasks, inlined so that each ISA's copy of a task
+ * compiles them for its own level. */
+#define CI_INLINE static inline __attribute__((always_inline))
+
 /* Output positions per column tile (and per register block). */
 #define CI_NT 64
 

@@ -128,7 +128,7 @@ static void VF(ci_weight_matrix_)(const ci_job *j, void *matrix) {
 /* col[r][t] (row stride CI_NT) = the image value tap r meets at output
  * position q0 + t of image n, group g; 0 in the padding and past m. By
  * runs within an output row: valid ranges per run, no test per element. */
-static void VF(ci_columns_)(const ci_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, ACC *restrict col) {
+CI_INLINE void VF(ci_columns_)(const ci_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, ACC *restrict col) {
   const ci_vol *im = &j->img, *out = &j->out;
   int64_t r = 0;
   for (int64_t c = 0; c < j->cg; c++) {
@@ -165,8 +165,7 @@ static void VF(ci_columns_)(const ci_job *j, int64_t n, int64_t g, int64_t q0, i
 
 /* acc[i][t] = sum_r w[i * kk + r] * col[r][t] for the kb (<= KB) weight
  * rows; rows past kb stay 0. */
-static inline void VF(ci_block_)(int64_t kk, const ACC *w, int64_t kb, const ACC *col,
-                                 ACC acc[KB][CI_NT]) {
+CI_INLINE void VF(ci_block_)(int64_t kk, const ACC *w, int64_t kb, const ACC *col, ACC acc[KB][CI_NT]) {
   for (int i = 0; i < KB; i++)
     for (int t = 0; t < CI_NT; t++) acc[i][t] = 0;
   for (int64_t r = 0; r < kk; r++) {
@@ -228,7 +227,7 @@ static void VF(ci_weight_transposed_)(const ci_job *j, void *matrix) {
 }
 
 /* go[k][t] (row stride CI_NT) = out[n, g * kg + k, position q0 + t]; 0 past m. */
-static void VF(ci_gather_out_)(const ci_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, ACC *restrict go) {
+CI_INLINE void VF(ci_gather_out_)(const ci_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, ACC *restrict go) {
   const ci_vol *out = &j->out;
   for (int64_t k = 0; k < j->kg; k++) {
     const T *src = (const T *)out->data + n * out->sn + (g * j->kg + k) * out->sc;
@@ -248,8 +247,8 @@ static void VF(ci_gather_out_)(const ci_job *j, int64_t n, int64_t g, int64_t q0
 
 /* Adds v[t] (t < m, positions q0 + t) to the plane where tap (a, b, e)
  * sends them, by runs within an output row. */
-static void VF(ci_scatter_)(const ci_job *j, int64_t a, int64_t b, int64_t e, int64_t q0, int64_t m,
-                            const ACC *restrict v, ACC *restrict plane) {
+CI_INLINE void VF(ci_scatter_)(const ci_job *j, int64_t a, int64_t b, int64_t e, int64_t q0, int64_t m,
+                              const ACC *restrict v, ACC *restrict plane) {
   const ci_vol *im = &j->img, *out = &j->out;
   int64_t ow = q0 % out->w, oh = q0 / out->w % out->h, od = q0 / (out->w * out->h);
   for (int64_t t = 0; t < m;) {
