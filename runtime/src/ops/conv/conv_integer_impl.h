@@ -1,25 +1,25 @@
 /* The integer convolution loops for one dtype; included by conv_integer.c
  * with T (storage), ACC (unsigned accumulator, at least T's width: wraps
  * without undefined behaviour), WIDEN(x) (T -> ACC, sign-extending),
- * MUL(a, b) (the ACC product, computed unsigned), KB (output channels
- * per register block: KB x CI_NT sums fill about half the vector
+ * MUL(a, b) (the ACC product, computed unsigned), KB (output channels per
+ * register block: KB x CI_NT sums take at most half of AVX-512's
  * registers) and SUFFIX defined.
  *
- * Direct loops (the reference, and the depthwise and input-gradient
- * kernels): a task is one plane (image, channel) of the side written,
- * summed into a private ACC buffer one row at a time: for each tap, the
- * rows of positions it reaches (valid ranges computed once per tap, no test
- * per element), scaled by the tap's weight. The forward reads img rows and
- * writes out planes; the input gradient reads out rows and scatters them
- * into img planes at the stride.
+ * Direct loops (the reference twin, and the kernels of groups with one
+ * output channel, such as depthwise): a task is one plane (image, channel)
+ * of the side written, summed into a private ACC buffer one row at a time:
+ * for each tap, the rows of positions it reaches (valid ranges computed
+ * once per tap, no test per element), scaled by the tap's weight. The
+ * forward reads img rows and writes out planes; the input gradient reads
+ * out rows and scatters them into img planes at the stride.
  *
- * Columns (the forward of several output channels per group): a task is a
- * tile of CI_NT output positions of one image and group; its columns
- * [taps][CI_NT] are built once in ACC, then every KB output channels
- * sum weight x columns in a register-sized block. The input gradient's
- * twin: a task is (image, block of image channels); per tile of output
- * positions, out's tile [kg][CI_NT] times the transposed weight gives the
- * block's (channel, tap) rows, scattered into its private planes. */
+ * Columns (groups of several output channels): a forward task is a tile of
+ * CI_NT output positions of one image and group; its columns [taps][CI_NT]
+ * are built once in ACC, then every KB output channels sum weight x
+ * columns in a register-sized block. An input-gradient task is (image,
+ * block of image channels): per tile of output positions, the transposed
+ * weight times out's tile [kg][CI_NT] gives the block's (channel, tap)
+ * rows, each scattered into its channel's private plane. */
 
 RT_SIMD_VOID(VF(ci_forward_), (int64_t begin, int64_t end, void *arg), (begin, end, arg)) {
   ci_job *j = arg;
