@@ -71,6 +71,21 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
  * compiles them for its own level. */
 #define CI_INLINE static inline __attribute__((always_inline))
 
+/* d[u * ds] = s[u] + bias (sums of type A) for u < n, truncated to T.
+ * Through restrict locals: a store of an 8-bit T may alias anything, and
+ * would otherwise reload the strides and bounds at every element. */
+#define CI_STORE_RUN(d, ds, s, bias, n, A)                                   \
+  do {                                                                       \
+    T *restrict d_ = (d);                                                    \
+    const A *restrict s_ = (s);                                              \
+    A b_ = (bias);                                                           \
+    int64_t ds_ = (ds), n_ = (n);                                            \
+    if (ds_ == 1)                                                            \
+      for (int64_t u_ = 0; u_ < n_; u_++) d_[u_] = (T)(A)(s_[u_] + b_);      \
+    else                                                                     \
+      for (int64_t u_ = 0; u_ < n_; u_++) d_[u_ * ds_] = (T)(A)(s_[u_] + b_); \
+  } while (0)
+
 /* Output positions per column tile (and per register block). */
 #define CI_NT 64
 
@@ -84,6 +99,7 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
 #define ACC uint16_t
 #define MUL MUL16
 #define SUFFIX _u8
+#define DACC uint32_t
 #define KB 4
 #define WIDEN(x) ((ACC)(x)) /* conversion to unsigned: sign-extends modulo 2^bits */
 #include "ops/conv/conv_integer_impl.h"
@@ -91,6 +107,7 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
 #define ACC uint16_t
 #define MUL MUL16
 #define SUFFIX _i8
+#define DACC uint32_t
 #define KB 4
 #define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
@@ -98,6 +115,7 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
 #define ACC uint16_t
 #define MUL MUL16
 #define SUFFIX _i16
+#define DACC uint32_t
 #define KB 4
 #define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
@@ -105,6 +123,7 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
 #define ACC uint32_t
 #define MUL MUL_PLAIN
 #define SUFFIX _i32
+#define DACC uint32_t
 #define KB 4
 #define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"
@@ -112,6 +131,7 @@ static inline int ci_tap_range(const ci_job *j, int64_t a, int64_t b, int64_t e,
 #define ACC uint64_t
 #define MUL MUL_PLAIN
 #define SUFFIX _i64
+#define DACC uint64_t
 #define KB 2
 #define WIDEN(x) ((ACC)(x))
 #include "ops/conv/conv_integer_impl.h"

@@ -1,7 +1,9 @@
 /* The integer convolution loops for one dtype; included by conv_integer.c
  * with T (storage), ACC (unsigned accumulator, at least T's width: wraps
  * without undefined behaviour), WIDEN(x) (T -> ACC, sign-extending),
- * MUL(a, b) (the ACC product, computed unsigned), KB (output channels per
+ * MUL(a, b) (the ACC product, computed unsigned), DACC (the direct
+ * loops' accumulator: 32 bits at least, whose vectors hold enough of a
+ * short row), KB (output channels per
  * register block: KB x CI_NT sums take at most half of AVX-512's
  * registers) and SUFFIX defined.
  *
@@ -25,7 +27,7 @@ RT_SIMD_VOID(VF(ci_forward_), (int64_t begin, int64_t end, void *arg), (begin, e
   ci_job *j = arg;
   const ci_vol *im = &j->img, *out = &j->out;
   int64_t plane = out->d * out->h * out->w;
-  ACC *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof *acc);
+  DACC *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof *acc);
   if (!acc) {
     atomic_store(&j->failed, 1);
     return;
@@ -38,30 +40,36 @@ RT_SIMD_VOID(VF(ci_forward_), (int64_t begin, int64_t end, void *arg), (begin, e
       for (int64_t a = 0; a < j->k[0]; a++)
         for (int64_t b = 0; b < j->k[1]; b++)
           for (int64_t e = 0; e < j->k[2]; e++) {
-            ACC wv = WIDEN(((const T *)j->w.data)[ci_weight_at(j, k, c, a, b, e)]);
+            DACC wv = (DACC)(((const T *)j->w.data)[ci_weight_at(j, k, c, a, b, e)]);
             ci_range r;
             if (!wv || !ci_tap_range(j, a, b, e, &r)) continue;
             int64_t step = j->s[2] * im->sw, m = r.w1 - r.w0;
             for (int64_t od = r.d0; od < r.d1; od++)
               for (int64_t oh = r.h0; oh < r.h1; oh++) {
                 const T *restrict x = src + (od * j->s[0] - j->p[0] + a * j->dl[0]) * im->sd +
-                             (oh * j->s[1] - j->p[1] + b * j->dl[1]) * im->sh +
-                             (r.w0 * j->s[2] - j->p[2] + e * j->dl[2]) * im->sw;
-                ACC *restrict row = acc + (od * out->h + oh) * out->w + r.w0;
-                if (step == 1)
-                  for (int64_t u = 0; u < m; u++) row[u] += MUL(wv, WIDEN(x[u]));
-                else
-                  for (int64_t u = 0; u < m; u++) row[u] += MUL(wv, WIDEN(x[u * step]));
+                                      (oh * j->s[1] - j->p[1] + b * j->dl[1]) * im->sh +
+                                      (r.w0 * j->s[2] - j->p[2] + e * j->dl[2]) * im->sw;
+                DACC *restrict row = acc + (od * out->h + oh) * out->w + r.w0;
+                if (step == 1) {
+                  /* blocks of 16: one vector of 32-bit sums, whatever T's
+                   * width (rows are short; a loop sized by T's width would
+                   * run its scalar tail) */
+                  int64_t u = 0;
+                  for (; u + 16 <= m; u += 16)
+                    for (int v = 0; v < 16; v++) row[u + v] += wv * (DACC)x[u + v];
+                  for (; u < m; u++) row[u] += wv * (DACC)x[u];
+                } else
+                  for (int64_t u = 0; u < m; u++) row[u] += wv * (DACC)x[u * step];
               }
           }
     }
-    ACC bias = j->bias ? WIDEN(((const T *)j->bias)[k * j->bias_stride]) : 0;
+    DACC bias = j->bias ? (DACC)(((const T *)j->bias)[k * j->bias_stride]) : 0;
     T *dst = (T *)out->data + n * out->sn + k * out->sc;
     for (int64_t od = 0; od < out->d; od++)
       for (int64_t oh = 0; oh < out->h; oh++) {
         T *d = dst + od * out->sd + oh * out->sh;
-        const ACC *s = acc + (od * out->h + oh) * out->w;
-        for (int64_t ow = 0; ow < out->w; ow++) d[ow * out->sw] = (T)(ACC)(s[ow] + bias);
+        const DACC *s = acc + (od * out->h + oh) * out->w;
+        CI_STORE_RUN(d, out->sw, s, bias, out->w, DACC);
       }
   }
   free(acc);
@@ -71,7 +79,7 @@ RT_SIMD_VOID(VF(ci_input_grad_), (int64_t begin, int64_t end, void *arg), (begin
   ci_job *j = arg;
   const ci_vol *im = &j->img, *out = &j->out;
   int64_t plane = im->d * im->h * im->w;
-  ACC *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof *acc);
+  DACC *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof *acc);
   if (!acc) {
     atomic_store(&j->failed, 1);
     return;
@@ -84,30 +92,30 @@ RT_SIMD_VOID(VF(ci_input_grad_), (int64_t begin, int64_t end, void *arg), (begin
       for (int64_t a = 0; a < j->k[0]; a++)
         for (int64_t b = 0; b < j->k[1]; b++)
           for (int64_t e = 0; e < j->k[2]; e++) {
-            ACC wv = WIDEN(((const T *)j->w.data)[ci_weight_at(j, k, c % j->cg, a, b, e)]);
+            DACC wv = (DACC)(((const T *)j->w.data)[ci_weight_at(j, k, c % j->cg, a, b, e)]);
             ci_range r;
             if (!wv || !ci_tap_range(j, a, b, e, &r)) continue;
             int64_t step = j->s[2], m = r.w1 - r.w0;
             for (int64_t od = r.d0; od < r.d1; od++)
               for (int64_t oh = r.h0; oh < r.h1; oh++) {
                 const T *restrict x = src + od * out->sd + oh * out->sh + r.w0 * out->sw;
-                ACC *restrict row = acc + ((od * j->s[0] - j->p[0] + a * j->dl[0]) * im->h +
+                DACC *restrict row = acc + ((od * j->s[0] - j->p[0] + a * j->dl[0]) * im->h +
                                   (oh * j->s[1] - j->p[1] + b * j->dl[1])) * im->w +
                            (r.w0 * j->s[2] - j->p[2] + e * j->dl[2]);
                 if (step == 1 && out->sw == 1)
-                  for (int64_t u = 0; u < m; u++) row[u] += MUL(wv, WIDEN(x[u]));
+                  for (int64_t u = 0; u < m; u++) row[u] += wv * (DACC)x[u];
                 else
-                  for (int64_t u = 0; u < m; u++) row[u * step] += MUL(wv, WIDEN(x[u * out->sw]));
+                  for (int64_t u = 0; u < m; u++) row[u * step] += wv * (DACC)x[u * out->sw];
               }
           }
     }
-    ACC bias = j->bias ? WIDEN(((const T *)j->bias)[c * j->bias_stride]) : 0;
+    DACC bias = j->bias ? (DACC)(((const T *)j->bias)[c * j->bias_stride]) : 0;
     T *dst = (T *)im->data + n * im->sn + c * im->sc;
     for (int64_t id = 0; id < im->d; id++)
       for (int64_t ih = 0; ih < im->h; ih++) {
         T *d = dst + id * im->sd + ih * im->sh;
-        const ACC *s = acc + (id * im->h + ih) * im->w;
-        for (int64_t iw = 0; iw < im->w; iw++) d[iw * im->sw] = (T)(ACC)(s[iw] + bias);
+        const DACC *s = acc + (id * im->h + ih) * im->w;
+        CI_STORE_RUN(d, im->sw, s, bias, im->w, DACC);
       }
   }
   free(acc);
@@ -203,7 +211,7 @@ RT_SIMD_VOID(VF(ci_forward_cols_), (int64_t begin, int64_t end, void *arg), (beg
           int64_t seg = m - t < out->w - ow ? m - t : out->w - ow;
           T *d = dst + od * out->sd + oh * out->sh + ow * out->sw;
           const ACC *sum = acc[i] + t;
-          for (int64_t u = 0; u < seg; u++) d[u * out->sw] = (T)(ACC)(sum[u] + bias);
+          CI_STORE_RUN(d, out->sw, sum, bias, seg, ACC);
           t += seg;
           ow = 0;
           if (++oh == out->h) oh = 0, od++;
@@ -308,7 +316,7 @@ RT_SIMD_VOID(VF(ci_input_grad_cols_), (int64_t begin, int64_t end, void *arg), (
         for (int64_t ih = 0; ih < im->h; ih++) {
           T *d = dst + id * im->sd + ih * im->sh;
           const ACC *sum = acc + c * plane + (id * im->h + ih) * im->w;
-          for (int64_t iw = 0; iw < im->w; iw++) d[iw * im->sw] = (T)(ACC)(sum[iw] + bias);
+          CI_STORE_RUN(d, im->sw, sum, bias, im->w, ACC);
         }
     }
   }
@@ -317,6 +325,7 @@ RT_SIMD_VOID(VF(ci_input_grad_cols_), (int64_t begin, int64_t end, void *arg), (
 
 #undef T
 #undef ACC
+#undef DACC
 #undef WIDEN
 #undef MUL
 #undef KB
