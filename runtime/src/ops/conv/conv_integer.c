@@ -1,8 +1,8 @@
 /* Convolution of integers (see conv_integer.h), one instantiation of
- * conv_integer_impl.h per dtype: the forward by columns and register
- * blocks when a group has several output channels, direct loops over
- * planes otherwise (depthwise) and for the input gradient. The direct
- * forward is the columns' reference twin (rt_conv_int.reference);
+ * conv_integer_impl.h per dtype: the forward and the input gradient by
+ * columns and register blocks when a group has several output channels,
+ * by direct loops over planes otherwise (depthwise). The direct loops are
+ * the columns' reference twin (rt_conv_int.reference);
  * runtime/tests/test_conv_integer.c checks both against the definition. */
 #include "ops/conv/conv_integer.h"
 
@@ -243,7 +243,7 @@ nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
     if (!j.wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
     k->weight_matrix(&j, j.wmat);
     int64_t tasks = j.out.n * j.groups * j.tiles;
-    double work = (double)CI_NT * (double)(j.cg * taps) * (double)(j.kg + 1);
+    double work = (double)CI_NT * (double)(j.cg * taps + 1) * (double)(j.kg + 1);
     rt_parallel_for(tasks, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / work) + 1, k->forward_cols, &j);
     free(j.wmat);
   } else if (c->input_grad && !c->reference && j.kg >= 2) {

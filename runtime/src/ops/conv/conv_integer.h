@@ -1,6 +1,6 @@
 /* Convolution of integers (int8, uint8, int16, int32, int64): the forward
  * and the input-gradient form (a transposed convolution's forward) of
- * CONV2D and CONV3D, as direct loops (conv_integer.c).
+ * CONV2D and CONV3D (conv_integer.c).
  *
  * PyTorch's CPU multiplies and sums integers in their own type with
  * wrap-around; any wider wrapping sum truncated to the type gives the same
