@@ -73,14 +73,16 @@ void launch_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, 
   b.launch(grad_weight);
 }
 
-void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op) {
+void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward) {
   TORCH_CHECK_NOT_IMPLEMENTED(input.dim() == 3 || input.dim() == 4, op,
                               ": only 1-d, 2-d and 3-d convolutions are supported on the neuron device, got a ",
                               input.dim(), "-d input");
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(input.scalar_type()), "\"", op, "\" not implemented for '",
-                              input.scalar_type(), "' on the neuron device");
+  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", op,
+                              "\" not implemented for '", input.scalar_type(), "' on the neuron device");
   TORCH_CHECK(weight.dim() == input.dim(), op, ": expected a ", input.dim(), "-d weight, got ", weight.dim(),
               " dims");
+  TORCH_CHECK(weight.scalar_type() == input.scalar_type(), "Input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
 }
 
 at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
@@ -98,7 +100,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   c10::DeviceGuard guard(input.device());
   if (input.dim() == 5)
     return convolution3d(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
-  check_input(input, weight, "convolution");
+  check_input(input, weight, "convolution", false);
   ConvArgs a{stride, padding, dilation, groups, input.dim() == 3};
   std::vector<int64_t> sizes =
       transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, output_padding, stride,
@@ -108,6 +110,9 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     TORCH_CHECK(s >= 0, "convolution: computed output size ", c10::IntArrayRef(sizes), " is too small");
   at::Tensor out = at::empty(sizes, input.options().memory_format(conv_memory_format(input, weight)));
   if (out.numel() == 0) return out;
+  if (bias.has_value() && bias->defined())
+    TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "convolution: bias dtype ", bias->scalar_type(),
+                " does not match the input's ", input.scalar_type());
   launch_conv(transposed ? NRT_OP_CONV2D_INPUT_GRAD : NRT_OP_CONV2D, out, input, weight, bias, a);
   return out;
 }
@@ -121,7 +126,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (input.dim() == 5)
     return convolution3d_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                                   groups, output_mask);
-  check_input(input, weight, "convolution_backward");
+  check_input(input, weight, "convolution_backward", true);
   TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: grad_output must match the input's rank and dtype");
   ConvArgs a{stride, padding, dilation, groups, input.dim() == 3};

@@ -10,6 +10,17 @@
 
 namespace torchneuron {
 
+// The dtypes convolution computes on the neuron device: the floating ones,
+// and for the forward only (integers have no gradient) the integer dtypes
+// PyTorch's CPU convolves, wrapping as its integer arithmetic does (every
+// geometry for each: the CPU computes transposed and dilated ones for int64
+// only).
+inline bool conv_dtype_supported(at::ScalarType t, bool backward) {
+  if (at::isFloatingType(t)) return true;
+  bool integer = t == at::kByte || t == at::kChar || t == at::kShort || t == at::kInt || t == at::kLong;
+  return integer && !backward;
+}
+
 at::Tensor convolution3d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups);

@@ -23,13 +23,15 @@
  * one task in a fixed order, so results do not depend on the thread count.
  * A 1x1 convolution with stride 1 and no padding reads the image in place;
  * the input gradient of a stride-1 convolution runs as a forward one;
- * depthwise convolutions run as direct loops (conv_depthwise_impl.h). */
+ * depthwise convolutions run as direct loops (conv_depthwise_impl.h).
+ * Integer dtypes (forward and input gradient) run conv_integer.c's loops. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_isa.h"
 #include "ops/conv/conv_blocked.h"
 #include "ops/conv/conv_gemm.h"
+#include "ops/conv/conv_integer.h"
 #include "ops/engine/elementwise.h"
 #include "ops/shape/shape_common.h"
 #include "ops/engine/thread_pool.h"
@@ -397,6 +399,30 @@ static nrt_status depthwise_forward(const nrt_op *op, conv_job *j, const conv_ke
 
 /* ---- kernels ---------------------------------------------------------------- */
 
+/* Integer dtypes take the direct loops of conv_integer.c, as 3-d
+ * convolutions of depth 1. Operands by role as prepare reads them. */
+static nrt_status conv2d_integer(const nrt_op *op, conv_role role) {
+  const char *name = nrt_op_name(op->code);
+  if ((op->num_operands != 3 && op->num_operands != 4) || op->num_outputs != 1 || op->num_scalars < 7)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects 3 operands (4 with a bias), one output and 7 scalars",
+                   name);
+  for (int i = 0; i < 3; i++) {
+    nrt_status s = rt_check_image(op, i, "every operand but the bias");
+    if (s) return s;
+  }
+  int oi = role == FORWARD ? 0 : 1;
+  rt_conv_int c = {.img = rt_conv_int_lift(&op->operands[1 - oi]),
+                   .out = rt_conv_int_lift(&op->operands[oi]),
+                   .w = rt_conv_int_lift(&op->operands[2]),
+                   .bias = op->num_operands == 4 ? &op->operands[3] : NULL,
+                   .s = {1, rt_scalar_int(op, 0), rt_scalar_int(op, 1)},
+                   .p = {0, rt_scalar_int(op, 2), rt_scalar_int(op, 3)},
+                   .dl = {1, rt_scalar_int(op, 4), rt_scalar_int(op, 5)},
+                   .groups = rt_scalar_int(op, 6),
+                   .input_grad = role == INPUT_GRAD};
+  return rt_conv_integer(&c, name);
+}
+
 static rt_conv_shape shape_of(const conv_job *j) {
   rt_conv_shape s = {.img = j->img, .out = j->out, .kh = j->kh, .kw = j->kw, .sh = j->sh, .sw = j->sw,
                      .ph = j->ph, .pw = j->pw, .dh = j->dh, .dw = j->dw, .groups = j->groups};
@@ -404,6 +430,7 @@ static rt_conv_shape shape_of(const conv_job *j) {
 }
 
 nrt_status rt_kernel_conv2d(const nrt_op *op) {
+  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return conv2d_integer(op, FORWARD);
   conv_job j;
   const conv_kernels *k;
   nrt_status s = prepare(op, FORWARD, &j, &k);
@@ -538,6 +565,7 @@ static nrt_status input_grad_phases(const nrt_op *op, const conv_job *j) {
 }
 
 nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
+  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return conv2d_integer(op, INPUT_GRAD);
   conv_job j;
   const conv_kernels *k;
   nrt_status s = prepare(op, INPUT_GRAD, &j, &k);

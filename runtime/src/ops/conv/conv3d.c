@@ -16,12 +16,14 @@
  *   weight grad.   by (group, part): a fixed number of parts of the
  *                  (image, tile) sequence, each into a private copy of the
  *                  group's weight rows, summed in part order at the end.
- * The plain reference twin is the definition loop in runtime/tests. */
+ * The plain reference twin is the definition loop in runtime/tests.
+ * Integer dtypes (forward and input gradient) run conv_integer.c's loops. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 #include "ops/conv/conv_gemm.h"
+#include "ops/conv/conv_integer.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/shape/shape_common.h"
@@ -260,6 +262,32 @@ static void c3_weight_grad_tasks(int64_t begin, int64_t end, void *ctx) {
 #define C3_PARTS 8
 #define C3_PARTS_BUDGET (1 << 23) /* weight-gradient accumulator elements */
 
+/* scalars [stride, padding, dilation, groups]; the first three pack the
+ * (D, H, W) values as three 21-bit fields, D highest */
+static nrt_status c3_geometry(const nrt_op *op, int64_t *stride, int64_t *padding, int64_t *dilation) {
+  for (int s = 0; s < 3; s++) {
+    int64_t packed = rt_scalar_int(op, s), *dst = s == 0 ? stride : s == 1 ? padding : dilation;
+    if (packed < 0)
+      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: scalar %d is not a packed triple", nrt_op_name(op->code), s);
+    for (int d = 0; d < 3; d++) dst[d] = (packed >> (21 * (2 - d))) & ((1 << 21) - 1);
+  }
+  return NRT_SUCCESS;
+}
+
+/* Integer dtypes take the direct loops of conv_integer.c. */
+static nrt_status c3_integer(const nrt_op *op, c3_role role) {
+  const char *name = nrt_op_name(op->code);
+  if ((op->num_operands != 3 && op->num_operands != 4) || op->num_outputs != 1 || op->num_scalars < 4)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects 3 operands (4 with a bias), one output and 4 scalars",
+                   name);
+  int oi = role == C3_FORWARD ? 0 : 1;
+  rt_conv_int c = {.img = op->operands[1 - oi], .out = op->operands[oi], .w = op->operands[2],
+                   .bias = op->num_operands == 4 ? &op->operands[3] : NULL, .groups = rt_scalar_int(op, 3),
+                   .input_grad = role == C3_INPUT_GRAD};
+  nrt_status s = c3_geometry(op, c.s, c.p, c.dl);
+  return s ? s : rt_conv_integer(&c, name);
+}
+
 static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
   const char *name = nrt_op_name(op->code);
   int with_bias = role != C3_WEIGHT_GRAD && op->num_operands == 4;
@@ -285,14 +313,8 @@ static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
   j->w = &op->operands[role == C3_WEIGHT_GRAD ? 0 : 2];
   j->img = vol_of(&op->operands[ii]);
   j->out = vol_of(&op->operands[oi]);
-  /* scalars [stride, padding, dilation, groups]; the first three pack the
-   * (D, H, W) values as three 21-bit fields, D highest */
-  for (int s = 0; s < 3; s++) {
-    int64_t packed = rt_scalar_int(op, s), *dst = s == 0 ? j->s : s == 1 ? j->p : j->dl;
-    if (packed < 0)
-      return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: scalar %d is not a packed triple", name, s);
-    for (int d = 0; d < 3; d++) dst[d] = (packed >> (21 * (2 - d))) & ((1 << 21) - 1);
-  }
+  nrt_status st = c3_geometry(op, j->s, j->p, j->dl);
+  if (st) return st;
   j->groups = rt_scalar_int(op, 3);
   for (int d = 0; d < 3; d++) {
     j->k[d] = j->w->shape[2 + d];
@@ -359,6 +381,7 @@ static int64_t c3_grain(double work_per_task) {
 }
 
 nrt_status rt_kernel_conv3d(const nrt_op *op) {
+  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return c3_integer(op, C3_FORWARD);
   c3_job j;
   nrt_status s = c3_prepare(op, C3_FORWARD, &j);
   if (s) return s;
@@ -368,6 +391,7 @@ nrt_status rt_kernel_conv3d(const nrt_op *op) {
 }
 
 nrt_status rt_kernel_conv3d_input_grad(const nrt_op *op) {
+  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return c3_integer(op, C3_INPUT_GRAD);
   c3_job j;
   nrt_status s = c3_prepare(op, C3_INPUT_GRAD, &j);
   if (s) return s;
