@@ -56,6 +56,11 @@ relaxed atomic adds where the event happens, so they are always on.
     count) by the path they ran: the blocked implicit GEMM; columns (im2col)
     into the GEMM, depthwise included; bfloat16 columns into the GEMM's AMX
     kernels (AMX hosts, 64 taps or more, not depthwise).
+``attention.bf16_tiles``
+    bfloat16 SDPA forward launches that ran on the GEMM's bfloat16
+    micro-kernel (AMX or AVX512-BF16 hosts at the avx512 level), rounding
+    the softmax weights to bfloat16 for the product with v as PyTorch CPU
+    does; the float32-tile path serves the rest.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

@@ -41,7 +41,8 @@ extern "C" {
   X(FUSE_CODEGEN_PENDING, "fuse.codegen.pending")          \
   X(CONV_BLOCKED, "conv.blocked")                           \
   X(CONV_COLUMNS, "conv.columns")                           \
-  X(CONV_AMX_COLUMNS, "conv.amx_columns")
+  X(CONV_AMX_COLUMNS, "conv.amx_columns")                   \
+  X(ATTENTION_BF16_TILES, "attention.bf16_tiles")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

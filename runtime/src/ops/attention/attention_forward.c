@@ -40,7 +40,7 @@ static inline int32_t clamp_col(int64_t x, int64_t n) {
  * when causal, and end at nq), raise the running max m, exponentiate, fold
  * the column sums into l, and give in alpha the factor exp(m_old - m_new)
  * for the rows of O. Dropout factors (NULL: none) apply after the sums. */
-RT_SIMD_VOID(softmax_block, (float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
+RT_SIMD_DEFINE(, , void, , rt_attn_softmax_block, (float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
                              int64_t first, int64_t nq, float scale, float *restrict m,
                              float *restrict l, float *restrict alpha),
                             (S, bias, Z, nk, ld, first, nq, scale, m, l, alpha)) {
@@ -87,7 +87,7 @@ RT_SIMD_VOID(softmax_block, (float *S, const float *bias, const float *Z, int64_
     }
 }
 
-RT_SIMD_VOID(scale_rows, (float *O, int64_t n, int64_t ld, const float *alpha), (O, n, ld, alpha)) {
+RT_SIMD_DEFINE(, , void, , rt_attn_scale_rows, (float *O, int64_t n, int64_t ld, const float *alpha), (O, n, ld, alpha)) {
   for (int64_t i = 0; i < n; i++)
     if (alpha[i] != 1.0f) {
       float *restrict o = O + i * ld;
@@ -136,9 +136,9 @@ static void forward_block(const forward_ctx *c, const forward_tiles *t, int64_t 
     rt_attn_gemm(nk, BQ, a->E, kd, ldk, t->qt, BQ, t->s, BQ, a->causal ? &win : NULL);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
-    softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
+    rt_attn_softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
                   a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
-    scale_rows(t->o, nq, Evp, t->alpha);
+    rt_attn_scale_rows(t->o, nq, Evp, t->alpha);
     rt_attn_gemm_at(nq, Evp, nk, t->s, BQ, vd, ldv, t->o, Evp, a->causal ? &qwin : NULL);
   }
   float *lse = (float *)c->lse->data;
@@ -192,6 +192,7 @@ nrt_status rt_kernel_sdpa_forward(const nrt_op *op) {
   if (c.lse->ndim != 3 || c.lse->dtype != NRT_FLOAT32 || c.lse->shape[0] != a->B ||
       c.lse->shape[1] != a->H || c.lse->shape[2] != a->L)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "sdpa_forward: lse must be float32 (B, H, L)");
+  if (rt_attn_forward_bf16(a, c.out, c.lse, &s)) return s;
   c.q_blocks = (a->L + RT_ATTN_BQ - 1) / RT_ATTN_BQ;
   int64_t tasks = a->B * a->H * c.q_blocks;
   if (tasks == 0) return NRT_SUCCESS;
