@@ -232,8 +232,8 @@ RULES = [
     ("return", None, returns_a_tile),
     ("annotation", "nki.typing.tensor", misannotated),
     # nki.language indexing and shapes
-    ("dynamic_start", NL + "ds",
-     lambda a: a[nl.ds(sb(1, 1), 4)]),  # <- here
+    ("dynamic_start", NL + "ds",  # two runtime starts in one access
+     lambda a: a[nl.ds(sb(1, 1, dtype=nl.int32), 4), nl.ds(sb(1, 1, dtype=nl.int32), 4)]),  # <- here
     ("out_of_bounds", NL + "ds",  # a window is never clipped
      lambda a: a[nl.ds(120, 16)]),  # <- here
     ("index", NL + "ds",
@@ -392,6 +392,13 @@ RULES = [
     ("register_operand", ISA + "register_load",
      lambda a: nisa.register_load(nisa.register_alloc(), a)),  # <- here
     ("dynamic_register", ISA + "VirtualRegister", register_as_loop_bound),
+    # compiled loops
+    ("loop", NL + "fori_loop",
+     lambda a: nl.fori_loop(0, 4, lambda i: None, step=0)),  # <- here
+    ("loop_operand", NL + "fori_loop",
+     lambda a: nl.fori_loop(0, 2.5, lambda i: None)),  # <- here
+    ("loop_limit", NL + "while_loop",  # at run time: the condition never clears
+     lambda a: nl.while_loop(nisa.register_alloc(1), lambda r: r)),  # <- here
     # the legacy dialect's masks select a box
     ("mask", None,
      lambda a: legacy_nl.load(a, mask=triangle())),  # <- here

@@ -5,11 +5,10 @@ An NkiScalar holds one integer computed on the device. scalar_load reads a
 (+, -, * with Python ints or other scalars, unary -) and comparisons record
 exact 32-bit instructions that wrap on overflow (100000 * 100000 is
 1410065408), and scalar_store writes the word out. The value exists only
-while the kernel runs: a scalar as a Python int, a loop bound
-(nl.fori_loop) or an access pattern's scalar_offset is not simulated (the
-simulator's programs are straight-line), and a comparison's result cannot be
-used, as the reference says for 32-bit scalars. int64 scalars are not
-simulated (the simulator has no 64-bit dtype).
+while the kernel runs: it bounds an nl.fori_loop, starts an nl.ds window or
+is an access pattern's scalar_offset, but is no Python int; a comparison's
+result cannot be used, as the reference says for 32-bit scalars. int64
+scalars are not simulated (the simulator has no 64-bit dtype).
 """
 
 import numbers
@@ -102,9 +101,9 @@ class NkiScalar:
     __hash__ = object.__hash__
 
     def __index__(self):
-        fail("an NkiScalar exists only while the kernel runs; as a Python int, a loop bound or "
-             "a dynamic offset it is not simulated (the simulator's programs are "
-             "straight-line)", "dynamic_scalar", _SCALAR)
+        fail("an NkiScalar exists only while the kernel runs, so it is no Python int (a "
+             "Python loop or if on it): bound an nl.fori_loop with it, or use it as an nl.ds "
+             "start or an access pattern's scalar_offset", "dynamic_scalar", _SCALAR)
 
     __int__ = __index__
     __bool__ = __index__

@@ -469,6 +469,7 @@ from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; the
 from torchneuron.nki.language_random import (  # noqa: E402,F401
     dropout, rand, random_seed)
 from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t on tiles)
+from torchneuron.nki.loops import fori_loop, while_loop  # noqa: E402,F401
 
 # The public names: what `from nki.language import *` gives and the API table
 # of docs/nki.md lists (elementwise, unary, ... are helpers of the nl ops).
@@ -483,4 +484,4 @@ __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
     "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
     "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
-    "device_print", "NkiTensor", "rand", "random_seed", "dropout"})
+    "device_print", "NkiTensor", "rand", "random_seed", "dropout", "fori_loop", "while_loop"})

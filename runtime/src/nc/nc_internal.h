@@ -74,6 +74,14 @@ nrt_status nc_check_packed(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
 nrt_status nc_needs_target(const nrt_nc_program_t p, int32_t i, const char *name, int32_t since,
                            nrt_nc_diagnostic *diag);
 
+/* branch.c: compiled loops (NRT_NC_BRANCH). The rules of a branch; the
+ * lifetimes that loops extend (a tile used before a loop and touched in its
+ * body lives to the loop's end); the trip count the cost model gives a
+ * loop head (known at trace time, else 1). */
+nrt_status nc_check_branch(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+void nc_extend_loop_lifetimes(const nrt_nc_program_t p, int32_t *last_use);
+int64_t nc_branch_trips(const nrt_nc_inst *inst);
+
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);
 

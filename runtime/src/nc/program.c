@@ -57,6 +57,7 @@ int64_t nc_ap_free_elems(const nrt_nc_ap *ap) {
 
 int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (inst->ap[k].tensor < 0) return 0;
+  if (inst->opcode == NRT_NC_BRANCH) return 1; /* compares its words */
   if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
     return 1; /* the seed / state source */
   if (k == 0) {
