@@ -392,6 +392,9 @@ RULES = [
     ("register_operand", ISA + "register_load",
      lambda a: nisa.register_load(nisa.register_alloc(), a)),  # <- here
     ("dynamic_register", ISA + "VirtualRegister", register_as_loop_bound),
+    ("int64_operand", ISA + "tensor_copy",  # no compute engine has 64-bit lanes
+     lambda a: nisa.tensor_copy(nl.ndarray((1, 1), nl.int64, buffer=nl.sbuf),  # <- here
+                                sb(1, 1, dtype=nl.int32))),
     # compiled loops
     ("loop", NL + "fori_loop",
      lambda a: nl.fori_loop(0, 4, lambda i: None, step=0)),  # <- here

@@ -526,11 +526,11 @@ class IndirectTensor:
         else:
             word = offset
         if not isinstance(word, NkiTensor) or word.storage.buffer != SBUF or \
-                word.size != 1 or word.dtype not in (dtypes.int32, dtypes.uint32):
+                word.size != 1 or word.dtype not in (dtypes.int32, dtypes.uint32, dtypes.int64):
             what = (f"a {list(word.shape)} {word.dtype} tensor in {word.buffer}"
                     if isinstance(word, NkiTensor) else type(word).__name__)
-            fail(f"scalar_offset is an int, a register, an NkiScalar or an int32 / uint32 SBUF "
-                 f"word [1, 1], got {what}", "indirect_indices", name)
+            fail(f"scalar_offset is an int, a register, an NkiScalar or an int32 / uint32 / int64 "
+                 f"SBUF word [1, 1], got {what}", "indirect_indices", name)
         if view.on_chip and word.dtype is not dtypes.int32:
             fail("a scalar_offset on an SBUF or PSUM operand must be int32 (the reference "
                  "rejects a wider one there)", "indirect_indices", name)

@@ -52,6 +52,10 @@ typedef enum nrt_nc_dtype {
   /* OCP MX scale: 1 byte b = 2^(b - 127), 255 NaN; no sign, no zero. Stores
    * round to the nearest power of two (ties up, as torch.float8_e8m0fnu). */
   NRT_NC_FLOAT8_E8M0FNU,
+  /* A 64-bit device scalar (nki.isa.NkiScalar of nl.int64): only [1, 1]
+   * words, moved by DMA bit-exactly, combined by SCALAR_INT (add, subtract,
+   * multiply) and read as an HBM access's scalar_offset. */
+  NRT_NC_INT64,
   NRT_NC_DTYPE_COUNT
 } nrt_nc_dtype;
 

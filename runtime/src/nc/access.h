@@ -61,6 +61,10 @@ void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *
 /* A scalar_offset copy: *moved is inst as a plain dma_copy with the word
  * read and applied; 0 when nothing moves (skipped, or the run failed). */
 int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_inst *moved);
+/* The same for any instruction whose ap2 is the word: the word lies in
+ * [0, count) and moves the indexed side by word * step elements. */
+int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t count,
+                          int64_t step, nrt_nc_inst *moved);
 
 /* tensor_engine.c */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);

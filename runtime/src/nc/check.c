@@ -466,6 +466,7 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
     if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
   if ((s = check_buffers(p, i, diag))) return s;
   if ((s = nc_check_packed(p, i, diag))) return s;
+  if ((s = nc_check_int64(p, i, diag))) return s;
   switch (inst->opcode) {
     case NRT_NC_DMA_COPY:
       if ((inst->flags & NRT_NC_FLAG_INDIRECT) || inst->ap[2].tensor >= 0)

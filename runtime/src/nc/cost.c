@@ -229,11 +229,13 @@ static int64_t dma_bytes(const nrt_nc_inst *inst) {
  * reading the index tile (or scalar_offset word), then one descriptor per
  * row. A scalar_offset copy on hardware DGE leaves the GpSimd engine free. */
 static double swdge_cycles(const nrt_nc_inst *inst) {
-  if (inst->opcode != NRT_NC_DMA_COPY || !(inst->flags & NRT_NC_FLAG_INDIRECT) ||
+  int transposed = inst->opcode == NRT_NC_DMA_TRANSPOSE && (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET);
+  if ((inst->opcode != NRT_NC_DMA_COPY && !transposed) || !(inst->flags & NRT_NC_FLAG_INDIRECT) ||
       (inst->flags & NRT_NC_FLAG_HWDGE))
     return 0;
-  int32_t rows = (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) ? inst->ap[0].partitions
-                                                           : inst->ap[2].partitions;
+  int32_t rows = transposed ? inst->ap[1].partitions /* a descriptor per src row */
+                 : (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) ? inst->ap[0].partitions
+                                                             : inst->ap[2].partitions;
   return SWDGE_INDEX_READ_CYCLES + SWDGE_DESCRIPTOR_CYCLES * (double)rows;
 }
 

@@ -19,6 +19,7 @@ size_t nrt_nc_dtype_size(int32_t dtype) {
     case NRT_NC_FLOAT4_E2M1FN_X4: return 2;
     case NRT_NC_UINT32: case NRT_NC_INT32: case NRT_NC_TFLOAT32: case NRT_NC_FLOAT32:
     case NRT_NC_FLOAT8_E4M3FN_X4: case NRT_NC_FLOAT8_E5M2_X4: return 4;
+    case NRT_NC_INT64: return 8;
     default: return 0;
   }
 }
