@@ -97,7 +97,8 @@ def misannotated(a: nt.tensor[64, 512]):  # <- here
 
 
 def triangle():
-    """i_p < i_f: a legacy mask that bounds two axes at once (not a box)."""
+    """i_p < i_f: a legacy mask that bounds two axes at once (not a box; only
+    loads, stores and element-wise ops take it)."""
     i = legacy_nl.arange(4)
     return i[:, None] < i[None, :]
 
@@ -404,7 +405,7 @@ RULES = [
      lambda a: nl.while_loop(nisa.register_alloc(1), lambda r: r)),  # <- here
     # the legacy dialect's masks select a box
     ("mask", None,
-     lambda a: legacy_nl.load(a, mask=triangle())),  # <- here
+     lambda a: legacy_nl.transpose(legacy_nl.load(a[0:4, 0:4]), mask=triangle())),  # <- here
 ]
 
 
