@@ -275,3 +275,30 @@ def test_runtime_ds_rules():
     # only the DMA instructions take a sliding (indirect) view
     assert rule_of_body(lambda x: nisa.tensor_copy(tile()[:, 0:2], tile()[:, nl.ds(word(), 2)]),
                         x) == "operand"
+
+
+def test_compiled_loops_on_a_grid_and_on_neuron_tensors():
+    import torch
+
+    import torchneuron
+
+    @nki.jit
+    def scaled_half(x, times):
+        """Program p of 2 adds its half of x to itself `times` times (a loop per core)."""
+        rows, cols = x.shape
+        half = rows // 2
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        p = nl.program_id(0)
+        t = nl.load(x[p * half:(p + 1) * half, :])
+        acc = nl.zeros((half, cols), nl.float32, buffer=nl.sbuf)
+        nl.fori_loop(0, _bound(times, "register"),
+                     lambda i: nisa.tensor_tensor(acc, acc, t, op=nl.add))
+        nl.store(out[p * half:(p + 1) * half, :], acc)
+        return out
+
+    x = torch.randint(-4, 4, (8, 16)).float()
+    times = torch.tensor([[3]], dtype=torch.int32)
+    torchneuron.clear_op_tracking()
+    got = scaled_half[2](x.to("neuron"), times.to("neuron")).cpu()
+    assert not torchneuron.get_fallback_ops()
+    assert torch.equal(got, x * 3)
