@@ -204,6 +204,65 @@ def test_software_dge_pays_for_a_scalar_offset_on_gpsimd_and_hardware_dge_does_n
     assert hard.busy_us.get("GpSimd", 0) == 0
 
 
+# ---- dma_transpose with a scalar_offset -----------------------------------------------
+
+
+@nki.jit
+def transpose_block(x, w, skip):
+    """out = x[w].T for x [E, P, F]: dma_transpose's src moved by the word w."""
+    e, p, f = x.shape
+    out = nl.ndarray((f, p), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((f, p), x.dtype, buffer=nl.sbuf)
+    nisa.memset(t, 0)
+    word = nl.ndarray((1, 1), w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(word, w)
+    nisa.dma_transpose(t, x.ap([[f, p], [1, f]], offset=0, scalar_offset=word, indirect_dim=0),
+                       oob_mode=_oob(skip))
+    nl.store(out, t)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32, np.int64])
+def test_dma_transpose_moves_its_src_by_a_scalar_offset(dtype):
+    x = _rng(20).standard_normal((4, 16, 24)).astype(np.float16)
+    for w in (0, 3):
+        got = nki.simulate(transpose_block)(x, np.array([[w]], dtype), False)
+        np.testing.assert_array_equal(got, x[w].T)
+
+
+def test_dma_transpose_scalar_offset_out_of_bounds_fails_or_skips():
+    x = _rng(21).standard_normal((4, 16, 24)).astype(np.float16)
+    skipped = nki.simulate(transpose_block)(x, np.array([[4]], np.int32), True)
+    np.testing.assert_array_equal(skipped, np.zeros((24, 16), np.float16))
+    with pytest.raises(nki.NkiError, match=r"\[oob_mode\].*scalar_offset 4 ") as e:
+        nki.simulate(transpose_block)(x, np.array([[4]], np.int32), False)
+    assert e.value.rule == "oob_mode"
+
+
+@nki.jit
+def transpose_window(x, start, width):
+    """An SBUF tile's columns [start, start + width), transposed: a runtime
+    nl.ds start moves dma_transpose's on-chip src."""
+    p, f = x.shape
+    out = nl.ndarray((width, p), x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    idx = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(idx, start)
+    u = nl.ndarray((width, p), x.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(u, t[:, nl.ds(idx, width)])
+    nl.store(out, u)
+    return out
+
+
+def test_dma_transpose_of_a_sliding_sbuf_window():
+    x = _rng(22).standard_normal((32, 40)).astype(np.float16)
+    got = nki.simulate(transpose_window)(x, np.array([[13]], np.int32), 16)
+    np.testing.assert_array_equal(got, x[:, 13:29].T)
+    # software DGE: the GpSimd engine reads the word and writes the descriptors
+    est = nki.benchmark(transpose_window)(x, np.array([[13]], np.int32), 16)
+    assert est.busy_us["GpSimd"] > 0
+
+
 # ---- rules ----------------------------------------------------------------------------
 
 
@@ -249,10 +308,14 @@ def test_dynamic_offset_rules():
     def outside_even_at_zero(x, w):
         nisa.dma_copy(tile(), x.ap([[8, 16], [1, 8]], offset=500, scalar_offset=nl.load(w)))
 
-    def transposed(x, w):
+    def transposed_without_dge(x, w):
         nisa.dma_transpose(tile((8, 16), nl.bfloat16),
                            x.ap([[8, 16], [1, 8]], offset=0, dtype=nl.bfloat16,
-                                scalar_offset=nl.load(w)))
+                                scalar_offset=nl.load(w)), dge_mode=nisa.dge_mode.none)
+
+    def transposed_into_a_moved_dst(x, w):
+        nisa.dma_transpose(x.ap([[16, 8], [1, 16]], offset=0, dtype=nl.bfloat16,
+                                scalar_offset=nl.load(w)), tile((16, 8), nl.bfloat16))
 
     def indices_per_partition(x, w):
         i = nl.ndarray((16, 1), nl.int32, buffer=nl.sbuf)
@@ -273,6 +336,7 @@ def test_dynamic_offset_rules():
     assert rule_of_body(no_dge, x, w) == "indirect_dge"
     assert rule_of_body(wrong_size, x, w) == "shape_mismatch"
     assert rule_of_body(outside_even_at_zero, x, w) == "indirect_dma"
-    assert rule_of_body(transposed, x, w) == "dma_transpose_indirect"
+    assert rule_of_body(transposed_without_dge, x, w) == "indirect_dge"
+    assert rule_of_body(transposed_into_a_moved_dst, x, w) == "indirect_dma"
     assert rule_of_body(indices_per_partition, x, w) == "indirect_indices"
     assert rule_of_body(pattern_partitions, x, w) == "shape_mismatch"

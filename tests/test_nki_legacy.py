@@ -331,12 +331,38 @@ def test_unmasked_tail_is_out_of_bounds():
     assert "mask it" in str(err)
 
 
-def test_mask_must_bound_single_axes():
+@nki.jit
+def lower_triangle_exp(a, base, shift):
+    """out = base, then out[p, f] = exp(a[p, f]) where p + shift >= f and f < 6:
+    a triangular mask (a comparison over two axes) with a box bound."""
+    rows, cols = a.shape
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    nl.store(out[i_p, i_f], value=nl.load(base[i_p, i_f]))
+    tri = (i_p + shift >= i_f) & (i_f < 6)
+    x = nl.load(a[i_p, i_f], mask=tri)
+    nl.store(out[i_p, i_f], value=nl.exp(x, mask=tri), mask=tri)
+    return out
+
+
+@pytest.mark.parametrize("shape,shift", [((8, 8), 0), ((16, 12), -3), ((5, 9), 2)])
+def test_a_triangular_mask_writes_only_its_elements(shape, shift):
+    a = torch.randn(shape)
+    base = torch.full(shape, -7.0)
+    got = torch.from_numpy(nki.simulate_kernel(lower_triangle_exp, a.numpy(), base.numpy(),
+                                               shift))
+    p, f = torch.meshgrid(torch.arange(shape[0]), torch.arange(shape[1]), indexing="ij")
+    keep = (p + shift >= f) & (f < 6)
+    torch.testing.assert_close(got, torch.where(keep, a.exp(), base))
+
+
+def test_a_mask_over_two_axes_is_refused_where_no_box_around_it_will_do():
     @nki.jit
     def k(a):
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray((8, 8), dtype=a.dtype, buffer=nl.shared_hbm)
         i_p, i_f = nl.mgrid[0:8, 0:8]
-        nl.store(out[i_p, i_f], value=nl.load(a[i_p, i_f], mask=(i_p < i_f)))
+        t = nl.load(a[i_p, i_f])
+        nl.store(out[i_p, i_f], value=nl.transpose(t, mask=(i_p < i_f)))
         return out
 
     expect_rule("mask", nki.simulate_kernel, k, np.zeros((8, 8), np.float32))

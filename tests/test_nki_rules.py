@@ -97,7 +97,8 @@ def misannotated(a: nt.tensor[64, 512]):  # <- here
 
 
 def triangle():
-    """i_p < i_f: a legacy mask that bounds two axes at once (not a box)."""
+    """i_p < i_f: a legacy mask that bounds two axes at once (not a box; only
+    loads, stores and element-wise ops take it)."""
     i = legacy_nl.arange(4)
     return i[:, None] < i[None, :]
 
@@ -232,8 +233,8 @@ RULES = [
     ("return", None, returns_a_tile),
     ("annotation", "nki.typing.tensor", misannotated),
     # nki.language indexing and shapes
-    ("dynamic_start", NL + "ds",
-     lambda a: a[nl.ds(sb(1, 1), 4)]),  # <- here
+    ("dynamic_start", NL + "ds",  # two runtime starts in one access
+     lambda a: a[nl.ds(sb(1, 1, dtype=nl.int32), 4), nl.ds(sb(1, 1, dtype=nl.int32), 4)]),  # <- here
     ("out_of_bounds", NL + "ds",  # a window is never clipped
      lambda a: a[nl.ds(120, 16)]),  # <- here
     ("index", NL + "ds",
@@ -392,9 +393,19 @@ RULES = [
     ("register_operand", ISA + "register_load",
      lambda a: nisa.register_load(nisa.register_alloc(), a)),  # <- here
     ("dynamic_register", ISA + "VirtualRegister", register_as_loop_bound),
+    ("int64_operand", ISA + "tensor_copy",  # no compute engine has 64-bit lanes
+     lambda a: nisa.tensor_copy(nl.ndarray((1, 1), nl.int64, buffer=nl.sbuf),  # <- here
+                                sb(1, 1, dtype=nl.int32))),
+    # compiled loops
+    ("loop", NL + "fori_loop",
+     lambda a: nl.fori_loop(0, 4, lambda i: None, step=0)),  # <- here
+    ("loop_operand", NL + "fori_loop",
+     lambda a: nl.fori_loop(0, 2.5, lambda i: None)),  # <- here
+    ("loop_limit", NL + "while_loop",  # at run time: the condition never clears
+     lambda a: nl.while_loop(nisa.register_alloc(1), lambda r: r)),  # <- here
     # the legacy dialect's masks select a box
     ("mask", None,
-     lambda a: legacy_nl.load(a, mask=triangle())),  # <- here
+     lambda a: legacy_nl.transpose(legacy_nl.load(a[0:4, 0:4]), mask=triangle())),  # <- here
 ]
 
 

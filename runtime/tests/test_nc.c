@@ -384,6 +384,74 @@ static void test_malformed_records(void) {
   expect_rule(&mm, with_psum, 2, "operand"); /* no moving operand */
 }
 
+/* A compiled loop: cnt += 3 while i < n (n read at run time), i += 1. */
+static void loop_program(nrt_nc_inst in[8], nrt_nc_tensor t[5], double trips) {
+  t[0] = hbm(4), t[1] = hbm(4);
+  for (int k = 2; k < 5; k++) t[k] = tile(NRT_NC_SBUF, 1, 4);
+  in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA); /* bound = n */
+  in[0].ap[0] = ap2d(4, NRT_NC_INT32, 1, 1, 1, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_INT32, 1, 1, 1, 0);
+  for (int k = 1; k <= 2; k++) { /* i = 0, cnt = 0 */
+    in[k] = inst_of(NRT_NC_MEMSET, NRT_NC_ENGINE_VECTOR);
+    in[k].ap[0] = ap2d(k + 1, NRT_NC_INT32, 1, 1, 1, 0);
+  }
+  in[3] = inst_of(NRT_NC_BRANCH, NRT_NC_ENGINE_VECTOR); /* exit when i >= bound */
+  in[3].ap[0] = ap2d(2, NRT_NC_INT32, 1, 1, 1, 0);
+  in[3].ap[1] = ap2d(4, NRT_NC_INT32, 1, 1, 1, 0);
+  in[3].func[0] = NRT_NC_ALU_GREATER_EQUAL;
+  in[3].imm[0] = 7, in[3].imm[2] = trips;
+  for (int k = 4; k <= 5; k++) { /* cnt += 3; i += 1 */
+    int32_t word = k == 4 ? 3 : 2;
+    in[k] = inst_of(NRT_NC_SCALAR_INT, NRT_NC_ENGINE_VECTOR);
+    in[k].ap[0] = in[k].ap[1] = ap2d(word, NRT_NC_INT32, 1, 1, 1, 0);
+    in[k].func[0] = NRT_NC_ALU_ADD;
+    in[k].imm[0] = k == 4 ? 3 : 1;
+  }
+  in[6] = inst_of(NRT_NC_BRANCH, NRT_NC_ENGINE_VECTOR); /* back to the head */
+  in[6].imm[0] = 3;
+  in[7] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA); /* out = cnt */
+  in[7].ap[0] = ap2d(1, NRT_NC_INT32, 1, 1, 1, 0);
+  in[7].ap[1] = ap2d(3, NRT_NC_INT32, 1, 1, 1, 0);
+}
+
+static void test_compiled_loops(void) {
+  nrt_nc_inst in[8];
+  nrt_nc_tensor t[5];
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  loop_program(in, t, 4);
+  CHECK_OK(create(in, 8, t, 5, &prog, &diag));
+  for (int32_t n = 0; n <= 6; n += 3) {
+    int32_t out = -1;
+    void *ptrs[] = {&n, &out, NULL, NULL, NULL};
+    CHECK_OK(nrt_nc_program_run(prog, ptrs));
+    CHECK(out == 3 * n);
+  }
+  /* The estimate runs the body its trip count (imm2) times. */
+  nrt_nc_estimate est;
+  CHECK_OK(nrt_nc_program_estimate(prog, &est, NULL, NULL, NULL));
+  CHECK(est.instructions[NRT_NC_ENGINE_VECTOR] == 2 + 2 * 4);
+  nrt_nc_program_destroy(prog);
+  /* Rules: a target inside the program, a forward jump only when it
+   * compares, a comparison, 32-bit integer words. */
+  loop_program(in, t, 4);
+  in[6].imm[0] = 99;
+  CHECK_STATUS(create(in, 8, t, 5, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "loop") == 0 && diag.inst == 6);
+  loop_program(in, t, 4);
+  in[6].imm[0] = 7;
+  CHECK_STATUS(create(in, 8, t, 5, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "loop") == 0);
+  loop_program(in, t, 4);
+  in[3].func[0] = NRT_NC_ALU_ADD;
+  CHECK_STATUS(create(in, 8, t, 5, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "loop") == 0);
+  loop_program(in, t, 4);
+  in[3].ap[1].dtype = NRT_NC_FLOAT32;
+  CHECK_STATUS(create(in, 8, t, 5, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "loop_operand") == 0);
+}
+
 static void test_capacity_and_reuse(void) {
   /* Ten live 32 KiB tiles do not fit a 224 KiB partition; tiles that die
    * in turn do. */
@@ -597,6 +665,7 @@ int main(void) {
   RUN(test_double_row_matches_reference);
   RUN(test_rules);
   RUN(test_malformed_records);
+  RUN(test_compiled_loops);
   RUN(test_capacity_and_reuse);
   RUN(test_fresh_memory_is_nan);
   RUN(test_numerics);

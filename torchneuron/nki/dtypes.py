@@ -55,9 +55,14 @@ float4_e2m1fn_x4 = NkiDtype("float4_e2m1fn_x4", 15, 2, True, None, np.dtype(np.u
 # The OCP MX scale format: byte b = 2^(b - 127), 255 NaN (no sign, no zero).
 float8_e8m0fnu = NkiDtype("float8_e8m0fnu", 16, 1, True, torch.float8_e8m0fnu, None)
 
+# The 64-bit NkiScalar's dtype (nki.isa.scalar_load takes nl.int32 or nl.int64):
+# [1, 1] words that DMAs copy, scalar arithmetic combines and an HBM access
+# reads as its scalar_offset; no compute instruction takes it.
+int64 = NkiDtype("int64", 17, 8, False, torch.int64, np.dtype(np.int64))
+
 PACKED = [float8_e4m3fn_x4, float8_e5m2_x4, float4_e2m1fn_x4]
 ALL = [bool_, uint8, int8, uint16, int16, uint32, int32, float8_e4m3, float8_e5m2, float16,
-       bfloat16, tfloat32, float32] + PACKED + [float8_e8m0fnu]
+       bfloat16, tfloat32, float32] + PACKED + [float8_e8m0fnu, int64]
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool"] = bool_
 _BY_TORCH = {d.torch: d for d in ALL if d.torch is not None}

@@ -5,9 +5,9 @@ A register holds a 32-bit scalar for the engine sequencers. A value moved in
 is a trace-time constant (usable as a Python int, e.g. a loop count); a value
 loaded from memory exists only when the kernel runs, so register_load is a
 DMA that snapshots the element into a [1, 1] SBUF word (the sequencer's read)
-and register_store copies that word out, its raw bits. Registers as runtime
-loop bounds or DMA offsets (nl.dynamic_range) are not simulated: the
-simulator's programs are straight-line.
+and register_store copies that word out, its raw bits. A loaded register
+bounds a compiled loop (nl.fori_loop, nl.while_loop's condition) or moves
+an access (nl.ds start, scalar_offset) while the kernel runs.
 """
 
 import numbers
@@ -30,7 +30,8 @@ class VirtualRegister:
     def __index__(self):
         if self.constant is None:
             fail("this register holds a value loaded while the kernel runs; only a constant "
-                 "(register_alloc(x) / register_move) is known at trace time",
+                 "(register_alloc(x) / register_move) is known at trace time (a runtime value "
+                 "bounds an nl.fori_loop, not a Python loop)",
                  "dynamic_register", "nki.isa.VirtualRegister")
         return self.constant
 

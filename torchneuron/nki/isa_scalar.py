@@ -5,11 +5,15 @@ An NkiScalar holds one integer computed on the device. scalar_load reads a
 (+, -, * with Python ints or other scalars, unary -) and comparisons record
 exact 32-bit instructions that wrap on overflow (100000 * 100000 is
 1410065408), and scalar_store writes the word out. The value exists only
-while the kernel runs: a scalar as a Python int, a loop bound
-(nl.fori_loop) or an access pattern's scalar_offset is not simulated (the
-simulator's programs are straight-line), and a comparison's result cannot be
-used, as the reference says for 32-bit scalars. int64 scalars are not
-simulated (the simulator has no 64-bit dtype).
+while the kernel runs: it bounds an nl.fori_loop, starts an nl.ds window or
+is an access pattern's scalar_offset, but is no Python int; a comparison's
+result cannot be used, as the reference says for 32-bit scalars.
+
+An int64 scalar (scalar_load of an nl.int64 tile) is 64 bits wide for good:
++, -, * with ints or int64 scalars wrap at 64 bits, a comparison is refused
+when traced, it is stored only into int64 tiles and moves HBM accesses
+(scalar_offset, nl.ds) but bounds no loop, as the reference's NkiScalar
+page says. Its words move by DMA, since no compute engine has 64-bit lanes.
 """
 
 import numbers
@@ -46,15 +50,26 @@ class NkiScalar:
 
         name = _SCALAR
         word = self._word(name)
+        wide = self.dtype is nl.int64
+        if comparison and wide:
+            fail("int64 NkiScalars do not compare (the reference rejects it: only +, - and * "
+                 "exist at 64 bits)", "scalar_comparison", name)
         if isinstance(other, NkiScalar):
+            if other.dtype is not self.dtype:
+                fail(f"an NkiScalar combines with one of its own width: {self.dtype} and "
+                     f"{other.dtype}", "scalar_operand", name)
             operand, imm = _rec(other._word(name), name), 0
         elif isinstance(other, numbers.Integral) and not isinstance(other, bool):
-            if not -2**31 <= int(other) < 2**31:
-                fail(f"{other} does not fit a 32-bit NkiScalar", "operand", name)
+            bits = 64 if wide else 32
+            if not -2**(bits - 1) <= int(other) < 2**(bits - 1):
+                fail(f"{other} does not fit a {bits}-bit NkiScalar", "operand", name)
+            if abs(int(other)) >= 2**53:  # the record's immediate is a double
+                fail(f"an immediate of an int64 NkiScalar is below 2**53 in magnitude, got "
+                     f"{other} (load a larger one from a tile)", "operand", name)
             operand, imm = trace.NO_AP, int(other)
         else:
             return NotImplemented
-        out = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        out = nl.ndarray((1, 1), self.dtype, buffer=nl.sbuf)
         _emit(name, trace.SCALAR_INT, trace.VECTOR_ENGINE, out,
               [_rec(out, name), _rec(word, name), operand], func=(alu_code(op),),
               flags=trace.FLAG_REVERSE0 if reverse else 0, imm=(imm,))
@@ -102,9 +117,9 @@ class NkiScalar:
     __hash__ = object.__hash__
 
     def __index__(self):
-        fail("an NkiScalar exists only while the kernel runs; as a Python int, a loop bound or "
-             "a dynamic offset it is not simulated (the simulator's programs are "
-             "straight-line)", "dynamic_scalar", _SCALAR)
+        fail("an NkiScalar exists only while the kernel runs, so it is no Python int (a "
+             "Python loop or if on it): bound an nl.fori_loop with it, or use it as an nl.ds "
+             "start or an access pattern's scalar_offset", "dynamic_scalar", _SCALAR)
 
     __int__ = __index__
     __bool__ = __index__
@@ -119,9 +134,9 @@ def _word_tile(t, what, name):
     _tile(t, what, name)
     if t.size != 1:
         fail(f"{what} must be a 1x1 tensor, got {list(t.shape)}", "scalar_operand", name)
-    if t.dtype is not nl.int32:
-        fail(f"{what} must be int32 (int64 scalars are not simulated; unsigned dtypes are not "
-             f"accepted), got {t.dtype}", "scalar_operand", name)
+    if t.dtype not in (nl.int32, nl.int64):
+        fail(f"{what} must be int32 or int64 (unsigned dtypes are not accepted), got {t.dtype}",
+             "scalar_operand", name)
     return t if t.ndim == 2 or t.on_chip else t.reshape(1, 1)
 
 
@@ -132,22 +147,28 @@ def scalar_load(src):
     from torchneuron.nki import language as nl
 
     src = _word_tile(src, "src", name)
-    word = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
-    if src.on_chip:
+    word = nl.ndarray((1, 1), src.dtype, buffer=nl.sbuf)
+    if src.on_chip and src.dtype is nl.int32:
         tensor_copy(word, src)
-    else:
+    else:  # int64 words move by DMA (no engine has 64-bit lanes)
         dma_copy(word, src)
-    return NkiScalar(word)
+    return NkiScalar(word, src.dtype)
 
 
 def scalar_store(dst, src):
-    """Writes the scalar src into dst, a 1x1 int32 tensor (SBUF, PSUM or HBM)."""
+    """Writes the scalar src into dst, a 1x1 tensor of its width (int32 or
+    int64; SBUF, PSUM or HBM)."""
     name = "nki.isa.scalar_store"
+    from torchneuron.nki import language as nl
+
     if not isinstance(src, NkiScalar):
         fail(f"src must be an NkiScalar, got {type(src).__name__}", "operand", name)
     dst = _word_tile(dst, "dst", name)
+    if dst.dtype is not src.dtype:
+        fail(f"dst must have the scalar's width: a {src.dtype} scalar into a {dst.dtype} tile "
+             "(store at the scalar's own width and convert in memory)", "scalar_operand", name)
     word = src._word(name)
-    if dst.on_chip:
+    if dst.on_chip and dst.dtype is nl.int32:
         tensor_copy(dst, word)
     else:
         dma_copy(dst, word)

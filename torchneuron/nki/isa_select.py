@@ -143,10 +143,47 @@ def dma_transpose(dst, src, axes=None, dge_mode=None, oob_mode=None, **_):
     the only permutations the reference lists. dge_mode=hwdge adds its
     rules: src.shape[0] == 16 and src.shape[-1] a multiple of 128. The
     indirect form (src = hbm_tensor[indices, ...] with a uint32 SBUF index
-    tile, software DGE) transposes the rows the indices name."""
+    tile, software DGE) transposes the rows the indices name. A src moved by
+    an access pattern's runtime scalar_offset (``x.ap(..., scalar_offset=w)``,
+    or an nl.ds with a runtime start) transposes the view where the word puts
+    it, read when the kernel runs, as dma_copy's scalar_offset."""
     name = "nki.isa.dma_transpose"
+    if isinstance(dst, IndirectTensor):
+        fail("dma_transpose writes a plain dst; only its src is indirect (an index tile or a "
+             "scalar_offset)", "indirect_dma", name)
+    if isinstance(src, IndirectTensor) and src.scalar:
+        return _dma_transpose_moved(dst, src, axes, dge_mode, oob_mode, name)
     if isinstance(src, IndirectTensor):
         return _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name)
+    _check_dma_transpose(dst, src, axes, dge_mode, name)
+    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)],
+          imm=(float(src.shape[-1]),))
+    return dst
+
+
+def _dma_transpose_moved(dst, src, axes, dge_mode, oob_mode, name):
+    """dma_transpose of a view moved by one scalar_offset word: the direct
+    form's rules on the view at offset 0, the word's on dma_copy's terms
+    (any DGE but none; oob_mode error or skip: the whole transfer)."""
+    mode = _mode_name(dge_mode)
+    if mode not in (None, "unknown", "swdge", "hwdge"):
+        fail(f"a scalar_offset (a start address read while the kernel runs) needs DGE: "
+             f"dge_mode unknown, swdge or hwdge, got {mode}", "indirect_dge", name)
+    if _mode_name(oob_mode) not in (None, "error", "skip"):
+        fail(f"oob_mode must be nisa.oob_mode.error or skip, got {oob_mode!r}", "operand", name)
+    view = src.row
+    _check_dma_transpose(dst, view, axes, dge_mode, name)
+    flags = trace.FLAG_SCALAR_OFFSET | trace.FLAG_INDIRECT_SRC | \
+        (trace.FLAG_OOB_SKIP if _mode_name(oob_mode) == "skip" else 0) | \
+        (trace.FLAG_HWDGE if mode == "hwdge" else 0)
+    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst,
+          [_rec(dst, name), _rec(view, name), _rec(src.indices, name)], flags=flags,
+          imm=(float(view.shape[-1]), 0.0, float(src.bound), float(src.step)))
+    return dst
+
+
+def _check_dma_transpose(dst, src, axes, dge_mode, name):
+    """The direct form's rules: axes, dst's shape, hardware DGE's shapes."""
     _tile(dst, "dst", name), _tile(src, "src", name)
     want = _DMA_TRANSPOSE_AXES.get(src.ndim)
     if want is None or (axes is not None and tuple(axes) != want):
@@ -161,9 +198,6 @@ def dma_transpose(dst, src, axes=None, dge_mode=None, oob_mode=None, **_):
             (src.shape[0] != 16 or src.shape[-1] % 128):
         fail(f"a hardware-DGE dma_transpose needs src.shape[0] == 16 and src.shape[-1] a "
              f"multiple of 128, got {list(src.shape)}", "dma_transpose_hwdge", name)
-    _emit(name, trace.DMA_TRANSPOSE, trace.DMA_ENGINE, dst, [_rec(dst, name), _rec(src, name)],
-          imm=(float(src.shape[-1]),))
-    return dst
 
 
 def _mode_name(mode):
@@ -176,10 +210,10 @@ def _dma_transpose_indirect(dst, src, axes, dge_mode, oob_mode, name):
     direct form. The reference's constraints are rule dma_transpose_indirect."""
     rule = "dma_transpose_indirect"
     _tile(dst, "dst", name)
-    if src.scalar or src.row.shape[0] != 1:
+    if src.row.shape[0] != 1:
         fail("the indirect dma_transpose gathers rows of the first dim by an index tile "
-             "(indirect_dim=0, the reference's form); a scalar_offset or another indexed dim "
-             "is not simulated for it", rule, name)
+             "(indirect_dim=0, the reference's form); another indexed dim is not simulated "
+             "for it", rule, name)
     idx = src.indices
     if _mode_name(dge_mode) not in (None, "unknown", "swdge"):
         fail(f"the indirect dma_transpose runs on software DGE (dge_mode unknown or swdge), got "

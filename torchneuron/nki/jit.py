@@ -21,6 +21,8 @@ calls differ in number or kind are refused before anything runs.
 import contextlib
 import functools
 import gc
+import math
+import operator
 import os
 import re
 
@@ -37,6 +39,23 @@ trace.check_layout(_C._nki_layout())
 
 _NEURON = "neuron"
 
+
+
+class Grid(int):
+    """The program count of a multi-axis launch grid (kernel[2, 3]: 6
+    programs), carrying its shape: program p has coordinates p in row-major
+    order, which nl.program_id(axis) reads. Everything else sees the count."""
+
+    def __new__(cls, shape):
+        grid = int.__new__(cls, math.prod(shape))
+        grid.shape = tuple(shape)
+        return grid
+
+    def __reduce__(self):
+        return (Grid, (self.shape,))
+
+    def __repr__(self):
+        return f"Grid{self.shape}"
 
 class Program:
     """A traced, checked program for one specialisation and program id."""
@@ -100,9 +119,14 @@ class Kernel:
 
     def __getitem__(self, grid):
         grid = grid if isinstance(grid, tuple) else (grid,)
-        if len(grid) != 1 or int(grid[0]) < 1:
-            raise ValueError(f"NKI kernels launch on a 1-D grid of programs, got {grid}")
-        return functools.partial(self._launch, int(grid[0]))
+        try:
+            sizes = tuple(operator.index(g) for g in grid)
+        except TypeError:
+            sizes = ()
+        if not sizes or any(s < 1 for s in sizes):
+            raise ValueError(f"an NKI launch grid is one or more positive ints "
+                             f"(kernel[4], kernel[2, 3]), got {grid}")
+        return functools.partial(self._launch, sizes[0] if len(sizes) == 1 else Grid(sizes))
 
     def __call__(self, *args, **kwargs):
         return self._launch(1, *args, **kwargs)
@@ -112,7 +136,8 @@ class Kernel:
     def specialise(self, args, kwargs, program_id=0, num_programs=1, device=0, ranks=(0, None)):
         """ranks: (rank of program 0, ranks of the launch) for the collectives
         (nki.distributed); (0, None) for the grid alone."""
-        key = (program_id, num_programs, device, tuple(ranks), tuple(_arg_key(a) for a in args),
+        key = (program_id, num_programs, getattr(num_programs, "shape", None), device,
+               tuple(ranks), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, _arg_key(v)) for k, v in kwargs.items())))
         program = self.cache.get(key)
         if program is None:

@@ -12,7 +12,7 @@ from torchneuron.nki import isa as nisa
 from torchneuron.nki import trace
 from torchneuron.nki.dtypes import (  # noqa: F401  (re-exported as nl.<dtype>)
     NkiDtype, bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn_x4, float8_e5m2,
-    float8_e5m2_x4, float8_e8m0fnu, float16, float32, int8, int16, int32, tfloat32, uint8,
+    float8_e5m2_x4, float8_e8m0fnu, float16, float32, int8, int16, int32, int64, tfloat32, uint8,
     uint16, uint32, as_dtype)
 from torchneuron.nki.ops import ACTIVATION_CODES, ALU_CODES, ActivationFunction, AluOp
 from torchneuron.nki.slicing import ds  # noqa: F401  (nl.ds)
@@ -101,16 +101,32 @@ def par_dim(size):
     return size
 
 
+def _grid_shape():
+    """The launch grid's shape: kernel[4] is (4,), kernel[2, 3] is (2, 3)."""
+    count = trace.current().num_programs
+    return getattr(count, "shape", (int(count),))
+
+
 def program_id(axis=0):
-    return trace.current().program_id if axis == 0 else 0
+    """This program's coordinate on a grid axis (row-major: on a [2, 3] grid,
+    program 4 is (1, 1)); 0 on an axis past the grid's."""
+    shape, pid = _grid_shape(), trace.current().program_id
+    if axis >= len(shape):
+        return 0
+    for size in shape[axis + 1:]:
+        pid //= size
+    return pid % shape[axis]
 
 
 def num_programs(axis=0):
-    return trace.current().num_programs if axis == 0 else 1
+    """The grid's size on an axis (1 past its axes)."""
+    shape = _grid_shape()
+    return shape[axis] if axis < len(shape) else 1
 
 
 def program_ndim():
-    return 1
+    """The number of axes of the launch grid."""
+    return len(_grid_shape())
 
 
 # ---- allocation --------------------------------------------------------------
@@ -469,11 +485,12 @@ from torchneuron.nki.language_stats import (  # noqa: E402,F401  (nl.<name>; the
 from torchneuron.nki.language_random import (  # noqa: E402,F401
     dropout, rand, random_seed)
 from torchneuron.nki import tile_operators  # noqa: E402,F401  (a + b, acc += t on tiles)
+from torchneuron.nki.loops import fori_loop, while_loop  # noqa: E402,F401
 
 # The public names: what `from nki.language import *` gives and the API table
 # of docs/nki.md lists (elementwise, unary, ... are helpers of the nl ops).
 __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
-    "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "float8_e4m3",
+    "bool_", "uint8", "int8", "uint16", "int16", "uint32", "int32", "int64", "float8_e4m3",
     "float8_e5m2", "float16", "bfloat16", "tfloat32", "float32", "DType",
     "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4", "float8_e8m0fnu",
     "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "MemoryRegion",
@@ -483,4 +500,4 @@ __all__ = sorted(set(ALU_CODES) | set(ACTIVATION_CODES) | {
     "empty_like", "load", "load_transpose2d", "shared_identity_matrix", "store", "copy",
     "transpose", "matmul", "broadcast_to", "expand_dims", "ds", "sum", "max", "min", "prod",
     "mean", "where", "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
-    "device_print", "NkiTensor", "rand", "random_seed", "dropout"})
+    "device_print", "NkiTensor", "rand", "random_seed", "dropout", "fori_loop", "while_loop"})

@@ -3,9 +3,14 @@
 ``t[:, nl.ds(j * 512, 512)]`` is ``t[:, j * 512:(j + 1) * 512]`` spelled by
 start and length, the form kernels use with loop variables. Unlike a Python
 slice, a window is never clipped: one that leaves the dimension is an error.
-The start must be known when the kernel is traced (an int, which loop
-variables are, since loops unroll); the simulator's access patterns are
-static, so a runtime start held in a tile is refused with its own rule.
+The start is an int (Python loop variables are, since those loops unroll)
+or, as the reference allows, a value that exists only while the kernel
+runs: a [1, 1] int32 / uint32 SBUF word, a loaded VirtualRegister or an
+NkiScalar (a compiled loop's index). Such a window slides when the kernel
+runs: the view is indirect (the access pattern's scalar_offset on that
+dim, NkiTensor.ap), which only the DMA instructions take (dma_copy, so
+nl.load / nl.store). One runtime start per access; the window stays inside
+the dim, checked at run time (oob_mode).
 """
 
 import operator
@@ -25,14 +30,30 @@ class DynamicSlice:
     def __repr__(self):
         return f"nl.ds({self.start!r}, {self.size!r})"
 
-    def bounds(self, dim_size, dim):
-        """(start, stop) inside a dimension of dim_size elements."""
+    def is_runtime(self):
+        """Whether the start exists only while the kernel runs."""
+        from torchneuron.nki.isa_register import VirtualRegister
+        from torchneuron.nki.isa_scalar import NkiScalar
         from torchneuron.nki.tensor import NkiTensor
 
-        if isinstance(self.start, NkiTensor):
-            fail("nl.ds with a start held in a tile (a runtime start) is not supported: the "
-                 "simulator's access patterns are fixed when the kernel is traced",
-                 "dynamic_start", "nki.language.ds")
+        if isinstance(self.start, VirtualRegister):
+            return self.start.constant is None
+        return isinstance(self.start, (NkiTensor, NkiScalar))
+
+    def window(self, dim_size, dim):
+        """The size of a window whose start is known only at run time."""
+        try:
+            size = operator.index(self.size)
+        except TypeError:
+            fail(f"nl.ds takes an integer size (the access pattern needs a static element "
+                 f"count), got {self!r}", "index", "nki.language.ds")
+        if not 1 <= size <= dim_size:
+            fail(f"nl.ds needs a size from 1 to the dimension's {dim_size} (dimension {dim}), got "
+                 f"{size}", "index", "nki.language.ds")
+        return size
+
+    def bounds(self, dim_size, dim):
+        """(start, stop) inside a dimension of dim_size elements."""
         try:
             start, size = operator.index(self.start), operator.index(self.size)
         except TypeError:

@@ -107,6 +107,9 @@ class NkiTensor:
         if len(index) > self.ndim:
             fail(f"too many indices ({len(index)}) for a {self.ndim}-D tensor", "index")
         index = index + (slice(None),) * (self.ndim - len(index))
+        runtime = [d for d, i in enumerate(index) if isinstance(i, DynamicSlice) and i.is_runtime()]
+        if runtime:
+            return self._sliding(index, runtime)
         shape, strides, offset, partition = [], [], self.offset, self.partition
         kept_int = []
         for d, (i, size, stride) in enumerate(zip(index, self.shape, self.strides)):
@@ -155,6 +158,33 @@ class NkiTensor:
             new_shape.append(1 if s is None else s)
             new_strides.append(st)
         return self._with(new_shape, new_strides, offset, partition)
+
+    def _sliding(self, index, runtime):
+        """``t[..., nl.ds(start, size), ...]`` with a start read while the
+        kernel runs: the window at 0, moved by the start as an access
+        pattern's scalar_offset on that dim."""
+        name = "nki.language.ds"
+        if len(runtime) > 1:
+            fail("one nl.ds with a runtime start per access (it is the access's one "
+                 "scalar_offset)", "dynamic_start", name)
+        d = runtime[0]
+        if self.on_chip and d == 0:
+            fail("a runtime nl.ds start moves a free dim of an on-chip tensor; dim 0 is the "
+                 "partitions", "dynamic_start", name)
+        ds = index[d]
+        size = ds.window(self.shape[d], d)
+        view = self[index[:d] + (slice(0, size),) + index[d + 1:]]
+        start = ds.start
+        if self.on_chip and isinstance(start, NkiTensor) and start.dtype is dtypes.uint32:
+            # an on-chip operand's offset word is int32 (nki.isa.scalar_load's page); a value
+            # past int32's range is past any on-chip dim, and stays out of bounds
+            from torchneuron.nki.isa import tensor_copy
+            from torchneuron.nki import language as nl
+
+            word = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+            tensor_copy(word, start if start.ndim == 2 else start.reshape(1, 1))
+            start = word
+        return IndirectTensor.moved(self, view, start, d, window=size)
 
     def __setitem__(self, index, value):
         from torchneuron.nki.tile_operators import assign
@@ -468,7 +498,7 @@ class IndirectTensor:
         return cls(tensor, indices, (), row=row, bound=bound, step=step)
 
     @classmethod
-    def moved(cls, tensor, view, offset, indirect_dim):
+    def moved(cls, tensor, view, offset, indirect_dim, window=None):
         """``tensor.ap(..., scalar_offset=offset, indirect_dim=d)``: view moved
         offset steps of dim d. A value known now (an int, a constant
         register) moves it here; a value read while the kernel runs (an SBUF
@@ -496,17 +526,19 @@ class IndirectTensor:
         else:
             word = offset
         if not isinstance(word, NkiTensor) or word.storage.buffer != SBUF or \
-                word.size != 1 or word.dtype not in (dtypes.int32, dtypes.uint32):
+                word.size != 1 or word.dtype not in (dtypes.int32, dtypes.uint32, dtypes.int64):
             what = (f"a {list(word.shape)} {word.dtype} tensor in {word.buffer}"
                     if isinstance(word, NkiTensor) else type(word).__name__)
-            fail(f"scalar_offset is an int, a register, an NkiScalar or an int32 / uint32 SBUF "
-                 f"word [1, 1], got {what}", "indirect_indices", name)
+            fail(f"scalar_offset is an int, a register, an NkiScalar or an int32 / uint32 / int64 "
+                 f"SBUF word [1, 1], got {what}", "indirect_indices", name)
         if view.on_chip and word.dtype is not dtypes.int32:
             fail("a scalar_offset on an SBUF or PSUM operand must be int32 (the reference "
                  "rejects a wider one there)", "indirect_indices", name)
         word = word if word.ndim == 2 else word.reshape(1, 1)
         bound = cls._bound(tensor, view, step, dim, name, [[st, c] for st, c in
                                                           zip(view.strides, view.shape)])
+        if window is not None:  # an nl.ds window stays inside its dim
+            bound = min(bound, tensor.shape[dim] - window + 1)
         return cls(tensor, word, (), row=view, bound=bound, step=step, scalar=True)
 
     def __getitem__(self, index):

@@ -52,6 +52,10 @@ typedef enum nrt_nc_dtype {
   /* OCP MX scale: 1 byte b = 2^(b - 127), 255 NaN; no sign, no zero. Stores
    * round to the nearest power of two (ties up, as torch.float8_e8m0fnu). */
   NRT_NC_FLOAT8_E8M0FNU,
+  /* A 64-bit device scalar (nki.isa.NkiScalar of nl.int64): only [1, 1]
+   * words, moved by DMA bit-exactly, combined by SCALAR_INT (add, subtract,
+   * multiply) and read as an HBM access's scalar_offset. */
+  NRT_NC_INT64,
   NRT_NC_DTYPE_COUNT
 } nrt_nc_dtype;
 
@@ -180,6 +184,12 @@ typedef enum nrt_nc_opcode {
   NRT_NC_COLLECTIVE,         /* DMA, across the programs of a group run (nrt_nc_programs_run):
                               * consecutive ones with the same call number imm3 are one call,
                               * where every program of the group meets (see nrt_nc_collective) */
+  /* Compiled loops (nl.fori_loop / nl.while_loop; runtime/src/nc/branch.c):
+   * the engine sequencers' compare-and-branch on 32-bit words. */
+  NRT_NC_BRANCH,             /* jump to instruction imm0 when word ap0 func[0] (a comparison)
+                              * word ap1 (or imm1) holds; always when ap0 is absent. ap0 / ap1
+                              * [1,1] int32 / uint32 (compared by value). imm2: the loop's trip
+                              * count when known at trace time (the cost model's), else -1 */
   NRT_NC_OPCODE_COUNT
 } nrt_nc_opcode;
 

@@ -61,6 +61,10 @@ void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *
 /* A scalar_offset copy: *moved is inst as a plain dma_copy with the word
  * read and applied; 0 when nothing moves (skipped, or the run failed). */
 int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_inst *moved);
+/* The same for any instruction whose ap2 is the word: the word lies in
+ * [0, count) and moves the indexed side by word * step elements. */
+int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t count,
+                          int64_t step, nrt_nc_inst *moved);
 
 /* tensor_engine.c */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
@@ -85,6 +89,12 @@ void nc_exec_gather(const nc_core *core, const nrt_nc_inst *inst, float *a, floa
 void nc_exec_mx(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b, float *c,
                 float *d);
 void nc_exec_scalar_int(const nc_core *core, const nrt_nc_inst *inst);
+
+/* branch.c: the next instruction after a loop branch, or -1 when the run
+ * fails (the fault is set): more than NC_LOOP_LIMIT backward jumps in one
+ * run (jumps_back counts them). */
+#define NC_LOOP_LIMIT (1LL << 22)
+int32_t nc_exec_branch(const nc_core *core, const nrt_nc_inst *inst, int64_t *jumps_back);
 /* Applies the instruction's reduce_cmd flags to the reduce register of dst's
  * partition p, whose results reduce (op) to row; returns what reduce_res
  * receives (the register after folding, or row when idle). */

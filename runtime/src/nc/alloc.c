@@ -160,6 +160,7 @@ nrt_status nc_place_tensors(nrt_nc_program_t p, nrt_nc_diagnostic *diag) {
       if (p->first_use[t] < 0) p->first_use[t] = i;
       last_use[t] = i;
     }
+  nc_extend_loop_lifetimes(p, last_use);
   arena arenas[2] = {
       {.live = live, .capacity = p->geometry.sbuf_partition_bytes},
       {.live = live + nt + 1, .capacity = p->geometry.psum_partition_bytes},

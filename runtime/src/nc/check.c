@@ -448,6 +448,11 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
   nrt_status s;
   if (inst->opcode < 0 || inst->opcode >= NC_OPCODE_END)
     return nc_fail(diag, i, -1, "opcode", INVALID, "unknown opcode %d", inst->opcode);
+  if (inst->opcode == NRT_NC_BRANCH) {
+    for (int k = 0; k < 2; k++)
+      if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
+    return nc_check_branch(p, i, diag);
+  }
   if (inst->opcode == NRT_NC_COLLECTIVE) {
     for (int k = 0; k < NRT_NC_MAX_APS; k++)
       if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
@@ -461,6 +466,7 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
     if (inst->ap[k].tensor >= 0 && (s = check_ap(p, i, k, diag))) return s;
   if ((s = check_buffers(p, i, diag))) return s;
   if ((s = nc_check_packed(p, i, diag))) return s;
+  if ((s = nc_check_int64(p, i, diag))) return s;
   switch (inst->opcode) {
     case NRT_NC_DMA_COPY:
       if ((inst->flags & NRT_NC_FLAG_INDIRECT) || inst->ap[2].tensor >= 0)

@@ -9,11 +9,12 @@
 #define INVALID NRT_ERROR_INVALID_ARGUMENT
 
 /* The furthest element the indexed side reaches with the largest index
- * (imm0 - 1): inside the tensor (HBM) or its partition (on chip), since
- * the executor trusts it and checks only the indices at run time. */
-static int reach_fits(const nrt_nc_program_t p, const nrt_nc_inst *inst, const nrt_nc_ap *rows) {
+ * (count - 1, step elements apart): inside the tensor (HBM) or its
+ * partition (on chip), since the executor trusts it and checks only the
+ * indices at run time. */
+static int reach_fits(const nrt_nc_program_t p, const nrt_nc_ap *rows, double count, double step) {
   const nrt_nc_tensor *t = &p->tensors[rows->tensor];
-  int64_t hi = rows->offset + ((int64_t)inst->imm[0] - 1) * (int64_t)inst->imm[1];
+  int64_t hi = rows->offset + ((int64_t)count - 1) * (int64_t)step;
   if (t->buffer == NRT_NC_HBM && rows->partitions > 1 && rows->partition_step > 0)
     hi += rows->partition_step * (rows->partitions - 1);
   for (int d = 0; d < rows->num_free; d++)
@@ -50,10 +51,11 @@ nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_di
   const nrt_nc_ap *rows = to_rows ? &inst->ap[0] : &inst->ap[1];
   const nrt_nc_ap *tile = to_rows ? &inst->ap[1] : &inst->ap[0];
   if (p->tensors[idx->tensor].buffer != NRT_NC_SBUF ||
-      (idx->dtype != NRT_NC_INT32 && idx->dtype != NRT_NC_UINT32) || nc_ap_free_elems(idx) != 1 ||
-      (scalar && idx->partitions != 1))
+      (idx->dtype != NRT_NC_INT32 && idx->dtype != NRT_NC_UINT32 &&
+       !(scalar && idx->dtype == NRT_NC_INT64)) ||
+      nc_ap_free_elems(idx) != 1 || (scalar && idx->partitions != 1))
     return nc_fail(diag, i, idx->tensor, "indirect_indices", INVALID,
-                   scalar ? "a scalar_offset is one int32 / uint32 SBUF word [1, 1]"
+                   scalar ? "a scalar_offset is one int32 / uint32 / int64 SBUF word [1, 1]"
                           : "the indices of an indirect dma_copy are an int32 / uint32 SBUF tile "
                             "[P, 1]");
   nrt_status s = NRT_SUCCESS;
@@ -79,7 +81,7 @@ nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_di
     return nc_fail(diag, i, rows->tensor, "indirect_dma", INVALID,
                    "an indirect dma_copy needs the indexed tensor's rows (%g) and row step (%g)",
                    inst->imm[0], inst->imm[1]);
-  if (!reach_fits(p, inst, rows))
+  if (!reach_fits(p, rows, inst->imm[0], inst->imm[1]))
     return nc_fail(diag, i, rows->tensor, "indirect_dma", INVALID,
                    "the %g rows an indirect dma_copy may index run past the end of the tensor",
                    inst->imm[0]);
@@ -87,5 +89,27 @@ nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_di
   if ((f & NRT_NC_FLAG_ACCUMULATE) && (f & NRT_NC_FLAG_OOB_SKIP))
     return nc_fail(diag, i, -1, "indirect_rmw_oob", INVALID,
                    "a read-modify-write dma_copy allows only oob_mode=error");
+  return NRT_SUCCESS;
+}
+
+/* dma_transpose's src moved by one scalar_offset word (ap2): imm2 the
+ * values the word may take, imm3 the elements one step moves. */
+nrt_status nc_check_transpose_offset(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *src = &inst->ap[1], *w = &inst->ap[2];
+  int on_chip = p->tensors[src->tensor].buffer != NRT_NC_HBM;
+  int wide_ok = !on_chip && (w->dtype == NRT_NC_UINT32 || w->dtype == NRT_NC_INT64);
+  if ((inst->flags & NRT_NC_FLAG_INDIRECT_DST) || w->tensor < 0)
+    return nc_fail(diag, i, -1, "indirect_dma", INVALID,
+                   "a dma_transpose's scalar_offset moves its src");
+  if (p->tensors[w->tensor].buffer != NRT_NC_SBUF || w->partitions != 1 ||
+      nc_ap_free_elems(w) != 1 || (w->dtype != NRT_NC_INT32 && !wide_ok))
+    return nc_fail(diag, i, w->tensor, "indirect_indices", INVALID,
+                   "a scalar_offset is one int32 / uint32 / int64 SBUF word [1, 1] (int32 on an "
+                   "SBUF or PSUM operand)");
+  if (!(inst->imm[2] >= 1 && inst->imm[3] >= 0) || !reach_fits(p, src, inst->imm[2], inst->imm[3]))
+    return nc_fail(diag, i, src->tensor, "indirect_dma", INVALID,
+                   "the %g values a scalar_offset may take move dma_transpose's src past its "
+                   "tensor", inst->imm[2]);
   return NRT_SUCCESS;
 }

@@ -146,15 +146,19 @@ nrt_status nc_check_mx(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *d
                                                   : check_matmul(p, i, diag);
 }
 
-/* NkiScalar arithmetic: [1, 1] int32 words, the integer ops of the reference. */
+/* NkiScalar arithmetic: [1, 1] int32 words, the integer ops of the
+ * reference; or int64 words (every operand), which only add, subtract and
+ * multiply (the reference rejects 64-bit comparisons). */
 nrt_status nc_check_scalar_int(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
   const nrt_nc_inst *inst = &p->insts[i];
   int32_t op = inst->func[0];
-  int ok = op == NRT_NC_ALU_ADD || op == NRT_NC_ALU_SUBTRACT || op == NRT_NC_ALU_MULTIPLY ||
-           (op >= NRT_NC_ALU_EQUAL && op <= NRT_NC_ALU_LESS_EQUAL);
+  int wide = inst->ap[0].dtype == NRT_NC_INT64;
+  int arith = op == NRT_NC_ALU_ADD || op == NRT_NC_ALU_SUBTRACT || op == NRT_NC_ALU_MULTIPLY;
+  int ok = arith || (!wide && op >= NRT_NC_ALU_EQUAL && op <= NRT_NC_ALU_LESS_EQUAL);
   if (!ok)
     return nc_fail(diag, i, -1, "operand", INVALID,
-                   "NkiScalar arithmetic is +, -, * and the comparisons (ALU op %d)", op);
+                   "NkiScalar arithmetic is +, -, * and (32-bit only) the comparisons (ALU op %d)",
+                   op);
   for (int k = 0; k < 3; k++) {
     const nrt_nc_ap *ap = &inst->ap[k];
     if (ap->tensor < 0) {
@@ -162,12 +166,39 @@ nrt_status nc_check_scalar_int(const nrt_nc_program_t p, int32_t i, nrt_nc_diagn
                                 k ? "an operand" : "a destination");
       continue;
     }
-    if (ap->dtype != NRT_NC_INT32)
-      return nc_fail(diag, i, ap->tensor, "dtype", INVALID, "an NkiScalar is an int32 word");
+    if (ap->dtype != (wide ? NRT_NC_INT64 : NRT_NC_INT32))
+      return nc_fail(diag, i, ap->tensor, "dtype", INVALID,
+                     "an NkiScalar's operands share its width: int32 or int64 words");
     if (ap->partitions != 1 || nc_ap_free_elems(ap) != 1)
       return nc_fail(diag, i, ap->tensor, "operand_shape", INVALID,
                      "an NkiScalar is one [1, 1] word, got [%d, %lld]", ap->partitions,
                      (long long)nc_ap_free_elems(ap));
   }
+  return NRT_SUCCESS;
+}
+
+/* int64 is the 64-bit NkiScalar's dtype (nki.isa.scalar_load / scalar_store,
+ * NKI 0.7): one [1, 1] word that DMA moves bit-exactly (int64 on both
+ * sides), SCALAR_INT combines and an HBM access reads as its scalar_offset.
+ * No compute engine has 64-bit lanes. */
+nrt_status nc_check_int64(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  int any = 0;
+  for (int k = 0; k < NRT_NC_MAX_APS; k++) any |= inst->ap[k].tensor >= 0 && inst->ap[k].dtype == NRT_NC_INT64;
+  if (!any || inst->opcode == NRT_NC_SCALAR_INT) return NRT_SUCCESS;
+  int ok = inst->opcode == NRT_NC_DMA_COPY || inst->opcode == NRT_NC_DMA_TRANSPOSE;
+  if (ok && (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET)) {
+    const nrt_nc_ap *moved = &inst->ap[(inst->flags & NRT_NC_FLAG_INDIRECT_DST) ? 0 : 1];
+    ok = inst->ap[0].dtype != NRT_NC_INT64 && inst->ap[1].dtype != NRT_NC_INT64 &&
+         p->tensors[moved->tensor].buffer == NRT_NC_HBM; /* the word moves an HBM access */
+  } else if (ok) {
+    ok = inst->opcode == NRT_NC_DMA_COPY && !(inst->flags & (NRT_NC_FLAG_INDIRECT | NRT_NC_FLAG_ACCUMULATE)) &&
+         inst->ap[0].dtype == NRT_NC_INT64 && inst->ap[1].dtype == NRT_NC_INT64 &&
+         inst->ap[0].partitions == 1 && nc_ap_free_elems(&inst->ap[0]) == 1;
+  }
+  if (!ok)
+    return nc_fail(diag, i, -1, "int64_operand", NRT_ERROR_INVALID_ARGUMENT,
+                   "int64 is a scalar's dtype: a [1, 1] word that a DMA copies (int64 on both "
+                   "sides), NkiScalar arithmetic combines, or an HBM access's scalar_offset");
   return NRT_SUCCESS;
 }

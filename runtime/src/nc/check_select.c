@@ -170,6 +170,9 @@ static nrt_status check_dma_transpose(const nrt_nc_program_t p, int32_t i, nrt_n
     parts = (int32_t)count;
     nrt_status s = nc_needs_target(p, i, "dma_transpose (indirect)", NRT_TARGET_TRN2, diag);
     if (s) return s;
+  } else if (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) {
+    nrt_status s = nc_check_transpose_offset(p, i, diag);
+    if (s) return s;
   } else if (inst->ap[2].tensor >= 0) {
     return nc_fail(diag, i, inst->ap[2].tensor, "operand", INVALID,
                    "only the indirect dma_transpose takes indices");

@@ -76,7 +76,59 @@
 #define SWDGE_INDEX_READ_CYCLES 140.0
 #define SWDGE_DESCRIPTOR_CYCLES 1.0
 
+/* Iterations of one loop entry that the estimate walks; later ones repeat
+ * the last walked iteration's time and work (a steady state), so a long
+ * compiled loop costs no more to estimate than a short one. */
+#define LOOP_WALKED_TRIPS 64
+
 static double max2(double a, double b) { return a > b ? a : b; }
+
+/* A loop head's clocks at its previous visit. */
+typedef struct loop_mark {
+  double total, busy[NRT_NC_ENGINE_COUNT];
+  int64_t instructions[NRT_NC_ENGINE_COUNT], dma_bytes;
+} loop_mark;
+
+static loop_mark mark_of(const nrt_nc_estimate *e) {
+  loop_mark m = {.total = e->total_ns, .dma_bytes = e->dma_bytes};
+  for (int k = 0; k < NRT_NC_ENGINE_COUNT; k++) {
+    m.busy[k] = e->busy_ns[k];
+    m.instructions[k] = e->instructions[k];
+  }
+  return m;
+}
+
+/* The estimate's clocks, which a skipped run of iterations moves forward. */
+typedef struct clocks {
+  double engine_free[NRT_NC_ENGINE_COUNT], queue_free[DMA_QUEUES], bandwidth_free, link_free, fence;
+  double *last_write, *last_access;
+} clocks;
+
+/* Adds `count` more iterations like the one since mark m: every clock moves
+ * by their time, every total by their work. */
+static void later(double *clock, double since, double shift) {
+  if (*clock > since) *clock += shift; /* set during the last iteration */
+}
+
+static void repeat_iterations(clocks *c, int32_t nt, nrt_nc_estimate *e, const loop_mark *m,
+                              int64_t count) {
+  double shift = (e->total_ns - m->total) * (double)count, since = m->total;
+  for (int k = 0; k < NRT_NC_ENGINE_COUNT; k++) {
+    later(&c->engine_free[k], since, shift);
+    e->busy_ns[k] += (e->busy_ns[k] - m->busy[k]) * (double)count;
+    e->instructions[k] += (e->instructions[k] - m->instructions[k]) * count;
+  }
+  for (int q = 0; q < DMA_QUEUES; q++) later(&c->queue_free[q], since, shift);
+  later(&c->bandwidth_free, since, shift);
+  later(&c->link_free, since, shift);
+  later(&c->fence, since, shift);
+  for (int32_t t = 0; t < nt; t++) {
+    later(&c->last_write[t], since, shift);
+    later(&c->last_access[t], since, shift);
+  }
+  e->dma_bytes += (e->dma_bytes - m->dma_bytes) * count;
+  e->total_ns += shift;
+}
 
 static int64_t max_free(const nrt_nc_inst *inst) {
   int64_t n = 1;
@@ -177,11 +229,13 @@ static int64_t dma_bytes(const nrt_nc_inst *inst) {
  * reading the index tile (or scalar_offset word), then one descriptor per
  * row. A scalar_offset copy on hardware DGE leaves the GpSimd engine free. */
 static double swdge_cycles(const nrt_nc_inst *inst) {
-  if (inst->opcode != NRT_NC_DMA_COPY || !(inst->flags & NRT_NC_FLAG_INDIRECT) ||
+  int transposed = inst->opcode == NRT_NC_DMA_TRANSPOSE && (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET);
+  if ((inst->opcode != NRT_NC_DMA_COPY && !transposed) || !(inst->flags & NRT_NC_FLAG_INDIRECT) ||
       (inst->flags & NRT_NC_FLAG_HWDGE))
     return 0;
-  int32_t rows = (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) ? inst->ap[0].partitions
-                                                           : inst->ap[2].partitions;
+  int32_t rows = transposed ? inst->ap[1].partitions /* a descriptor per src row */
+                 : (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) ? inst->ap[0].partitions
+                                                             : inst->ap[2].partitions;
   return SWDGE_INDEX_READ_CYCLES + SWDGE_DESCRIPTOR_CYCLES * (double)rows;
 }
 
@@ -207,25 +261,52 @@ static int overlaps(const nrt_nc_tensor *a, const nrt_nc_tensor *b) {
 
 nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *props) {
   int32_t nt = p->num_tensors;
-  double *last_write = calloc((size_t)(nt ? nt : 1), sizeof(double));
-  double *last_access = calloc((size_t)(nt ? nt : 1), sizeof(double));
+  int32_t ni = p->num_insts;
+  /* link_free: the link to other processes, one transfer at a time; fence:
+   * the end of the last collective call. */
+  clocks c = {.last_write = calloc((size_t)(nt ? nt : 1), sizeof(double)),
+              .last_access = calloc((size_t)(nt ? nt : 1), sizeof(double))};
   int32_t *started = calloc((size_t)(nt ? nt : 1), sizeof(int32_t));
-  if (!last_write || !last_access || !started) {
-    free(last_write);
-    free(last_access);
+  int64_t *visits = calloc((size_t)(ni ? ni : 1), sizeof(int64_t)); /* per loop head */
+  loop_mark *marks = calloc((size_t)(ni ? ni : 1), sizeof(loop_mark));
+  if (!c.last_write || !c.last_access || !started || !visits || !marks) {
+    free(c.last_write);
+    free(c.last_access);
     free(started);
+    free(visits);
+    free(marks);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "out of host memory estimating an NKI program");
   }
-  double engine_free[NRT_NC_ENGINE_COUNT] = {0}, queue_free[DMA_QUEUES] = {0}, bandwidth_free = 0;
+  double *last_write = c.last_write, *last_access = c.last_access;
+  double *engine_free = c.engine_free, *queue_free = c.queue_free;
   double dma_bytes_per_ns = (double)props->dma_bytes_per_s * 1e-9;
-  double link_free = 0; /* the link to other processes, one transfer at a time */
-  double fence = 0;     /* the end of the last collective call */
   double call_step = 0; /* the current call's handshake with other processes */
   nrt_nc_estimate *e = &p->estimate;
   *e = (nrt_nc_estimate){0};
-  for (int32_t i = 0; i < p->num_insts; i++) {
+  for (int32_t i = 0; i < ni; i++) {
     const nrt_nc_inst *inst = &p->insts[i];
-    double ready = fence;
+    if (inst->opcode == NRT_NC_BRANCH) { /* the sequencers' branch: not charged */
+      p->start_ns[i] = p->end_ns[i] = e->total_ns;
+      p->queue[i] = inst->engine;
+      int32_t target = (int32_t)inst->imm[0];
+      if (inst->ap[0].tensor < 0) { /* back to the head */
+        i = target - 1;
+        continue;
+      }
+      int64_t trips = nc_branch_trips(inst), walked = visits[i]++;
+      if (walked == LOOP_WALKED_TRIPS && trips > walked) {
+        repeat_iterations(&c, nt, e, &marks[i], trips - walked);
+        walked = trips;
+      }
+      if (walked < trips) {
+        marks[i] = mark_of(e);
+      } else { /* the loop is over; ready for its next entry */
+        visits[i] = 0;
+        i = target - 1;
+      }
+      continue;
+    }
+    double ready = c.fence;
     int collective = inst->opcode == NRT_NC_COLLECTIVE;
     int call_start = collective && (i == 0 || p->insts[i - 1].opcode != NRT_NC_COLLECTIVE ||
                                     p->insts[i - 1].imm[3] != inst->imm[3]);
@@ -276,11 +357,11 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
       if (!collective && bytes > 0 && row_bytes < DMA_MIN_EFFICIENT_ROW_BYTES)
         transfer *= DMA_MIN_EFFICIENT_ROW_BYTES / row_bytes;
       start = max2(ready, queue_free[q]);
-      double xfer_start = max2(start, bandwidth_free);
-      bandwidth_free = xfer_start + transfer;
-      queue_free[q] = bandwidth_free;
+      double xfer_start = max2(start, c.bandwidth_free);
+      c.bandwidth_free = xfer_start + transfer;
+      queue_free[q] = c.bandwidth_free;
       double sync = call_start ? (call_step > 0 ? call_step : COLLECTIVE_SYNC_NS) : 0;
-      end = bandwidth_free + DMA_FIXED_NS + sync;
+      end = c.bandwidth_free + DMA_FIXED_NS + sync;
       e->busy_ns[NRT_NC_ENGINE_DMA] += transfer;
       e->dma_bytes += bytes;
       queue = NRT_NC_ENGINE_DMA + q;
@@ -288,9 +369,9 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
         int efa = (inst->remote & NRT_NC_REMOTE_EFA) != 0;
         double rate = (double)(efa ? props->efa_bytes_per_s : props->link_bytes_per_s) * 1e-9;
         double over_link = rate > 0 ? (double)far / rate : 0;
-        double link_start = max2(start, link_free);
-        link_free = link_start + over_link;
-        end = max2(end, link_free + (efa ? EFA_STEP_NS : LINK_STEP_NS) + sync);
+        double link_start = max2(start, c.link_free);
+        c.link_free = link_start + over_link;
+        end = max2(end, c.link_free + (efa ? EFA_STEP_NS : LINK_STEP_NS) + sync);
         e->link_bytes += far;
         e->link_ns += over_link;
         queue = NRT_NC_LINK_QUEUE;
@@ -307,7 +388,7 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
     p->end_ns[i] = end;
     p->queue[i] = queue;
     e->total_ns = max2(e->total_ns, end);
-    if (collective) fence = max2(fence, end);
+    if (collective) c.fence = max2(c.fence, end);
     for (int k = 0; k < NRT_NC_MAX_APS; k++) {
       int32_t t = inst->ap[k].tensor;
       if (t < 0) continue;
@@ -318,5 +399,7 @@ nrt_status nc_estimate_program(nrt_nc_program_t p, const nrt_device_properties *
   free(last_write);
   free(last_access);
   free(started);
+  free(visits);
+  free(marks);
   return NRT_SUCCESS;
 }

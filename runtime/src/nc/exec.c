@@ -522,6 +522,7 @@ struct nc_run {
   float *rows;
   scratch s;
   int32_t pc;
+  int64_t jumps_back; /* loop iterations so far (branch.c's limit) */
   nrt_status fault; /* set by an instruction that failed at run time */
 };
 
@@ -598,6 +599,12 @@ int32_t nc_run_to_sync(nc_run *r) {
     int32_t i = r->pc;
     fill_at(r, i);
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
+    if (p->insts[i].opcode == NRT_NC_BRANCH) {
+      int32_t next = nc_exec_branch(&r->core, &p->insts[i], &r->jumps_back);
+      if (next < 0) return -1; /* the run stops at the branch */
+      r->pc = next;
+      continue;
+    }
     exec_inst(&r->core, &p->insts[i], &r->s);
     if (r->fault) return -1; /* the run stops at the failed instruction */
     bump_written(r, i);

@@ -21,8 +21,13 @@
 /* The row partition p of the index tile names (int32 indices below zero are
  * out of bounds like those past the rows). */
 static int64_t index_of(const nc_core *core, const nrt_nc_ap *idx, int64_t p) {
-  uint8_t raw[4];
+  uint8_t raw[8];
   nc_gather_raw(core, idx, p, raw);
+  if (idx->dtype == NRT_NC_INT64) { /* a 64-bit scalar_offset word */
+    int64_t v;
+    memcpy(&v, raw, 8);
+    return v;
+  }
   if (idx->dtype == NRT_NC_INT32) {
     int32_t v;
     memcpy(&v, raw, 4);
@@ -105,7 +110,12 @@ void nc_exec_indirect_copy(const nc_core *core, const nrt_nc_inst *inst, float *
 }
 
 int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_inst *moved) {
-  int64_t v = index_of(core, &inst->ap[2], 0), count = (int64_t)inst->imm[0];
+  return nc_scalar_offset_move(core, inst, (int64_t)inst->imm[0], (int64_t)inst->imm[1], moved);
+}
+
+int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t count,
+                          int64_t step, nrt_nc_inst *moved) {
+  int64_t v = index_of(core, &inst->ap[2], 0);
   if (v < 0 || v >= count) {
     if (inst->flags & NRT_NC_FLAG_OOB_SKIP) return 0; /* the whole transfer is skipped */
     char what[200];
@@ -116,7 +126,7 @@ int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_i
     return 0;
   }
   *moved = *inst;
-  moved->ap[(inst->flags & NRT_NC_FLAG_INDIRECT_DST) ? 0 : 1].offset += v * (int64_t)inst->imm[1];
+  moved->ap[(inst->flags & NRT_NC_FLAG_INDIRECT_DST) ? 0 : 1].offset += v * step;
   moved->ap[2].tensor = -1;
   moved->flags &= ~(NRT_NC_FLAG_INDIRECT | NRT_NC_FLAG_SCALAR_OFFSET | NRT_NC_FLAG_OOB_SKIP);
   return 1;

@@ -139,8 +139,30 @@ void nc_exec_mx(const nc_core *core, const nrt_nc_inst *inst, float *a, float *b
   else exec_matmul(core, inst, a);
 }
 
+/* 64-bit NkiScalar arithmetic: add, subtract, multiply, wrapping (unsigned
+ * math); imm0 holds an immediate that fits a double exactly (|x| < 2^53). */
+static void scalar_int64(const nc_core *core, const nrt_nc_inst *inst) {
+  int64_t a, b = (int64_t)inst->imm[0];
+  memcpy(&a, nc_row(core, &inst->ap[1], 0), 8);
+  if (inst->ap[2].tensor >= 0) memcpy(&b, nc_row(core, &inst->ap[2], 0), 8);
+  if (inst->flags & NRT_NC_FLAG_REVERSE0) {
+    int64_t t = a;
+    a = b;
+    b = t;
+  }
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  uint64_t r = inst->func[0] == NRT_NC_ALU_ADD        ? ua + ub
+               : inst->func[0] == NRT_NC_ALU_SUBTRACT ? ua - ub
+                                                      : ua * ub;
+  memcpy(nc_row(core, &inst->ap[0], 0), &r, 8);
+}
+
 /* NkiScalar arithmetic: wraps like the 32-bit device scalar (unsigned math). */
 void nc_exec_scalar_int(const nc_core *core, const nrt_nc_inst *inst) {
+  if (inst->ap[0].dtype == NRT_NC_INT64) {
+    scalar_int64(core, inst);
+    return;
+  }
   int32_t a, b = (int32_t)inst->imm[0];
   memcpy(&a, nc_row(core, &inst->ap[1], 0), 4);
   if (inst->ap[2].tensor >= 0) memcpy(&b, nc_row(core, &inst->ap[2], 0), 4);

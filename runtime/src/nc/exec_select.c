@@ -168,6 +168,12 @@ static uint32_t gathered_index(const nc_core *core, const nrt_nc_ap *idx, int64_
 }
 
 static void exec_dma_transpose(const nc_core *core, const nrt_nc_inst *inst, float *a) {
+  if (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) { /* src where the word puts it (imm2, imm3) */
+    nrt_nc_inst moved;
+    if (nc_scalar_offset_move(core, inst, (int64_t)inst->imm[2], (int64_t)inst->imm[3], &moved))
+      exec_dma_transpose(core, &moved, a);
+    return;
+  }
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t f = nc_ap_free_elems(src);
   /* src [P, M, L] (M the middle dims, flattened) to dst [L, M, P]: element

@@ -57,6 +57,8 @@ nrt_status nc_check_program(const nrt_nc_program_t p, nrt_nc_diagnostic *diag);
 nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 /* check_indirect.c: dma_copy's gather / scatter form (NRT_NC_FLAG_INDIRECT_*). */
 nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+/* check_indirect.c: dma_transpose's src moved by a scalar_offset word. */
+nrt_status nc_check_transpose_offset(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
 /* check_rng.c: the rules of rng, rand2, dropout and the generator state. */
 nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
@@ -71,8 +73,18 @@ nrt_status nc_check_gather(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
 nrt_status nc_check_mx(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 nrt_status nc_check_scalar_int(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 nrt_status nc_check_packed(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+/* check_mx.c: where int64 words may appear (rule int64_operand). */
+nrt_status nc_check_int64(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 nrt_status nc_needs_target(const nrt_nc_program_t p, int32_t i, const char *name, int32_t since,
                            nrt_nc_diagnostic *diag);
+
+/* branch.c: compiled loops (NRT_NC_BRANCH). The rules of a branch; the
+ * lifetimes that loops extend (a tile used before a loop and touched in its
+ * body lives to the loop's end); the trip count the cost model gives a
+ * loop head (known at trace time, else 1). */
+nrt_status nc_check_branch(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+void nc_extend_loop_lifetimes(const nrt_nc_program_t p, int32_t *last_use);
+int64_t nc_branch_trips(const nrt_nc_inst *inst);
 
 /* alloc.c: the bounds and bank alignment of a manually placed tensor t. */
 nrt_status nc_check_placement(const nrt_nc_program_t p, int32_t t, nrt_nc_diagnostic *diag);

@@ -19,6 +19,7 @@ size_t nrt_nc_dtype_size(int32_t dtype) {
     case NRT_NC_FLOAT4_E2M1FN_X4: return 2;
     case NRT_NC_UINT32: case NRT_NC_INT32: case NRT_NC_TFLOAT32: case NRT_NC_FLOAT32:
     case NRT_NC_FLOAT8_E4M3FN_X4: case NRT_NC_FLOAT8_E5M2_X4: return 4;
+    case NRT_NC_INT64: return 8;
     default: return 0;
   }
 }
@@ -57,6 +58,7 @@ int64_t nc_ap_free_elems(const nrt_nc_ap *ap) {
 
 int nc_operand_role(const nrt_nc_inst *inst, int k) {
   if (inst->ap[k].tensor < 0) return 0;
+  if (inst->opcode == NRT_NC_BRANCH) return 1; /* compares its words */
   if (k == 0 && (inst->opcode == NRT_NC_RNG_SEED || inst->opcode == NRT_NC_RNG_SET_STATE))
     return 1; /* the seed / state source */
   if (k == 0) {

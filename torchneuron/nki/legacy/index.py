@@ -9,9 +9,12 @@ coordinates to the tensor's elements, so it becomes an ordinary strided
 view (an NkiTensor) whose shape is the axes' extents.
 
 A mask (``i_p < n``, ``(i_p >= 2) & (i_f < 7)``) is a conjunction of
-comparisons of such expressions with constants; each comparison must bound
-one axis, so the mask selects a box of the tile. Masked instructions act on
-that box only: a masked load of a tail tile never reads outside the tensor.
+comparisons of such expressions with constants; a comparison that bounds
+one axis narrows the box of the tile the mask selects, and masked
+instructions act on that box only: a masked load of a tail tile never reads
+outside the tensor. A comparison over several axes (i_p >= i_f, a triangle)
+is not a box: loads, stores and element-wise ops take it (Mask.residual,
+legacy/language.py), the others refuse it.
 """
 
 import operator
@@ -202,14 +205,19 @@ class Mask:
     def __or__(self, other):
         fail("a mask is a conjunction of bounds (&); | cannot be expressed as a box", "mask")
 
-    def box(self):
-        """{axis: (lo, hi, extent)}: the tile box the mask selects."""
+    def box(self, triangles=False):
+        """{axis: (lo, hi, extent)}: the tile box the mask's one-axis bounds
+        select. A comparison over several axes (i_p < i_f: a triangle) is
+        refused unless the caller handles it (triangles=True; residual())."""
         box = {}
         for expr, op in self.terms:
             axes = list(expr.coefs)
+            if len(axes) > 1 and triangles:
+                continue
             if len(axes) != 1:
-                fail(f"each comparison of a mask must bound one index axis, got {expr!r} "
-                     f"{op} 0 (masks select a box of the tile)", "mask")
+                fail(f"each comparison of this mask must bound one index axis, got {expr!r} "
+                     f"{op} 0 (here masks select a box of the tile; comparisons over several "
+                     "axes are taken by loads, stores and element-wise ops)", "mask")
             axis = axes[0]
             c, k, extent = expr.coefs[axis], expr.const, expr.extents[axis]
             lo, hi, _ = box.get(axis, (0, extent, extent))
@@ -218,6 +226,10 @@ class Mask:
                 lo, hi = max(lo, i_lo), min(hi, i_hi)
             box[axis] = (lo, max(lo, hi), extent)
         return box
+
+    def residual(self):
+        """The comparisons over several axes (not a box)."""
+        return [(expr, op) for expr, op in self.terms if len(expr.coefs) > 1]
 
 
 def _solve(c, k, op):
@@ -234,13 +246,13 @@ def _solve(c, k, op):
     return -inf, (-bound) // (-c) + 1  # i <= floor(bound / c)
 
 
-def mask_box(mask):
+def mask_box(mask, triangles=False):
     if mask is None:
         return {}
     if not isinstance(mask, Mask):
         fail(f"mask must be a comparison of index expressions, got {type(mask).__name__}",
              "mask")
-    return mask.box()
+    return mask.box(triangles)
 
 
 class IndexedView:

@@ -10,6 +10,7 @@ undefined, as on hardware). ``par_dim`` marks the partition dim of an
 compiler's rotating buffers do).
 """
 
+import builtins
 import functools
 
 from torchneuron.nki import isa as _cur_isa
@@ -46,12 +47,15 @@ def _expand(result, box):
     return out
 
 
-def masked(fn):
-    """fn with the legacy mask= argument (and IndexedView operands)."""
+def masked(fn, triangles=False):
+    """fn with the legacy mask= argument (and IndexedView operands).
+    triangles: fn is element-wise, so a mask's comparisons over several axes
+    (i_p >= i_f) compute the box around them; the elements outside such a
+    comparison are undefined in the result, as the other masked-out ones."""
 
     @functools.wraps(fn)
     def call(*args, mask=None, **kwargs):
-        box = mask_box(mask)
+        box = mask_box(mask, triangles)
         args = [clip(a, box) for a in args]
         kwargs = {k: clip(v, box) for k, v in kwargs.items()}
         return _expand(fn(*args, **kwargs), box)
@@ -61,12 +65,13 @@ def masked(fn):
 
 class _LegacyAlu(AluOp):
     def __call__(self, x, y, dtype=None, mask=None, **_):
-        return masked(lambda a, b: _cur.elementwise(self, a, b, dtype=dtype))(x, y, mask=mask)
+        return masked(lambda a, b: _cur.elementwise(self, a, b, dtype=dtype),
+                      triangles=True)(x, y, mask=mask)
 
 
 class _LegacyActivation(ActivationFunction):
     def __call__(self, x, dtype=None, mask=None, **_):
-        return masked(lambda a: _cur.unary(self, a, dtype=dtype))(x, mask=mask)
+        return masked(lambda a: _cur.unary(self, a, dtype=dtype), triangles=True)(x, mask=mask)
 
 
 for _name in list(globals()):
@@ -81,7 +86,7 @@ class _LegacyCopy(_LegacyActivation):
     """nl.copy: the identity activation as an op, a tile copy when called."""
 
     def __call__(self, x, dtype=None, mask=None, **_):
-        return masked(lambda a: _cur.copy(a, dtype=dtype))(x, mask=mask)
+        return masked(lambda a: _cur.copy(a, dtype=dtype), triangles=True)(x, mask=mask)
 
 
 copy = _LegacyCopy("copy")
@@ -199,12 +204,35 @@ def full(shape, fill_value, dtype, buffer=None, name=None, **kwargs):
 
 # ---- movement with masks -----------------------------------------------------
 
+_COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
+
+
+def _triangle(mask, box, shape):
+    """A float32 SBUF tile of shape: 1 where every comparison over several
+    axes of mask holds (at the box's coordinates), else 0. GpSimd
+    affine_select, one per comparison, as masks are lowered to selects."""
+    pred = _cur.ndarray(shape, _cur.float32, buffer=_cur.sbuf)
+    _cur_isa.memset(pred, 1.0)
+    for expr, op in mask.residual():
+        if expr.ndim != len(shape):
+            fail(f"the mask's comparison {expr!r} {op} 0 spans {expr.ndim} axes; the tile has "
+                 f"{len(shape)}", "mask")
+        offset = expr.const + builtins.sum(c * box.get(a, (0,))[0] for a, c in expr.coefs.items())
+        pattern = [[expr.coefs.get(a, 0), shape[a]] for a in range(1, len(shape))]
+        out = _cur.ndarray(shape, _cur.float32, buffer=_cur.sbuf)
+        _cur_isa.affine_select(out, pattern, expr.coefs.get(0, 0), pred, 0.0,
+                               cmp_op=getattr(_cur, _COMPARE[op]), offset=offset)
+        pred = out
+    return pred
+
+
 def load(src, mask=None, dtype=None, **_):
-    """A new SBUF tile holding src; under a mask only the masked box is read.
-    src may be indexed by a tile of indices (a gather of rows: indirect DMA;
-    the mask then keeps a box of partitions, with their indices, and of
-    free elements)."""
-    box = mask_box(mask)
+    """A new SBUF tile holding src; under a mask only the masked box is read
+    (a comparison over several axes reads the box around it: the elements
+    outside it are undefined in the tile). src may be indexed by a tile of
+    indices (a gather of rows: indirect DMA; the mask then keeps a box of
+    partitions, with their indices, and of free elements)."""
+    box = mask_box(mask, triangles=True)
     shape = _cur._tile_shape(src) if isinstance(src, NkiTensor) else tuple(src.shape)
     tile = _cur.ndarray(shape, dtype or src.dtype, buffer=_cur.sbuf)
     _cur_isa.dma_copy(clip(tile, box), clip(src, box))
@@ -214,8 +242,23 @@ def load(src, mask=None, dtype=None, **_):
 def store(dst, value, mask=None, **_):
     """Writes value to dst; under a mask only the masked box is written. dst
     may be indexed by a tile of indices (a scatter of rows: indirect DMA)."""
-    box = mask_box(mask)
-    _cur.store(clip(dst, box), clip(value, box))
+    box = mask_box(mask, triangles=True)
+    triangle = mask.residual() if isinstance(mask, Mask) else []
+    dst, value = clip(dst, box), clip(value, box)
+    if not triangle:
+        _cur.store(dst, value)
+        return
+    # A comparison over several axes (i_p >= i_f): the box around it is read,
+    # the masked elements replaced, and the box written back, so the
+    # elements outside the mask keep what dst held.
+    if not isinstance(dst, NkiTensor) or not isinstance(value, NkiTensor):
+        fail("a store under a mask over several axes writes a tile to a plain tensor view",
+             "mask", "nki.language.store")
+    shape = tuple(value.shape)
+    merged = _cur.ndarray(shape, dst.dtype, buffer=_cur.sbuf)
+    _cur_isa.dma_copy(merged, dst)
+    _cur_isa.tensor_copy_predicated(merged, value, _triangle(mask, box, shape))
+    _cur_isa.dma_copy(dst, merged)
 
 
 def atomic_rmw(dst, value, op, mask=None, **_):
