@@ -84,7 +84,10 @@ std::tuple<Tensor&, Tensor&> eig_out(const Tensor& A, Tensor& W, Tensor& V) {
   auto [w, v] = decompose(A, dtype, true, "torch.linalg.eig");
   at::native::resize_output(W, w.sizes());
   W.copy_(w);
-  at::native::resize_output(V, v.sizes());
+  if (V.sizes() != v.sizes()) {  // resized batched column-major, as the CPU's
+    at::native::resize_output(V, v.mT().sizes());
+    V.transpose_(-2, -1);
+  }
   V.copy_(v);
   return {W, V};
 }

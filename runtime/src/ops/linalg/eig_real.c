@@ -117,6 +117,26 @@ static void deflate_pair(double *h, int64_t n, int64_t p, int64_t l, double *z, 
   w[p + 1] = h[(p + 1) * n + p + 1];
 }
 
+/* Whether h[k][k-1] (within the window ending at hi) is negligible: small
+ * next to its diagonal neighbours, and then (the criterion of Ahues and
+ * Tisseur that LAPACK's lahqr uses) small enough that setting it to zero
+ * perturbs the eigenvalues of the 2x2 block around it no more than
+ * rounding does. */
+static int negligible(const double *h, int64_t n, int64_t k, int64_t hi, double anorm) {
+  const double sub = fabs(h[k * n + k - 1]), hkk = h[k * n + k], hpp = h[(k - 1) * n + k - 1];
+  if (sub < DBL_MIN) return 1;
+  double tst = fabs(hpp) + fabs(hkk);
+  if (tst == 0) {
+    if (k >= 2) tst += fabs(h[(k - 1) * n + k - 2]);
+    if (k + 1 <= hi) tst += fabs(h[(k + 1) * n + k]);
+  }
+  if (tst == 0) tst = anorm;
+  if (sub > EPS * tst) return 0;
+  const double sup = fabs(h[(k - 1) * n + k]), ab = fmax(sub, sup), ba = fmin(sub, sup);
+  const double aa = fmax(fabs(hkk), fabs(hpp - hkk)), bb = fmin(fabs(hkk), fabs(hpp - hkk)), s = aa + ab;
+  return ba * (ab / s) <= fmax(DBL_MIN, EPS * (bb * (aa / s)));
+}
+
 /* Francis double-shift QR iterations on the Hessenberg h down to real
  * Schur form (the whole of h and z updated when z is not NULL, so that
  * h = z^T A z; else only the active window). Eigenvalues into w. Returns 0
@@ -130,14 +150,8 @@ static int schur(double *h, int64_t n, double *z, double _Complex *w) {
   int64_t hi = n - 1, its = 0;
   while (hi >= 0) {
     int64_t l = hi;
-    for (; l > 0; l--) {
-      double s = fabs(h[(l - 1) * n + l - 1]) + fabs(h[l * n + l]);
-      if (s == 0) s = anorm;
-      if (fabs(h[l * n + l - 1]) <= EPS * s || fabs(h[l * n + l - 1]) < DBL_MIN) {
-        h[l * n + l - 1] = 0;
-        break;
-      }
-    }
+    for (; l > 0 && !negligible(h, n, l, hi, anorm); l--) {}
+    if (l > 0) h[l * n + l - 1] = 0;
     if (l == hi) {
       w[hi] = h[hi * n + hi];
       hi--, its = 0;
@@ -162,6 +176,13 @@ static int schur(double *h, int64_t n, double *z, double _Complex *w) {
       const double a = h[(hi - 1) * n + hi - 1], b = h[(hi - 1) * n + hi], c = h[hi * n + hi - 1], d = h[hi * n + hi];
       s = a + d;
       t = a * d - b * c;
+      const double half = 0.5 * (a - d), q = half * half + b * c;
+      if (q >= 0) { /* real: twice the eigenvalue nearer d, as LAPACK's lahqr */
+        const double root = sqrt(q), e1 = d + half + root, e2 = d + half - root;
+        const double e = fabs(e1 - d) <= fabs(e2 - d) ? e1 : e2;
+        s = 2 * e;
+        t = e * e;
+      }
     }
     /* First column of (H - s1 I)(H - s2 I) = H^2 - s H + t I, then the
      * bulge chased down by 3-element reflectors (2 in the last step). */
