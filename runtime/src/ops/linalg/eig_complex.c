@@ -4,12 +4,18 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include "ops/linalg/dense.h"
 #include "ops/linalg/eig.h"
 
 #define EPS DBL_EPSILON
 #define BIG 1e100 /* back substitution rescales the vector above this */
 
 typedef double _Complex cplx;
+
+/* Products spelt out on the parts (dense_t.h): C's operator checks each
+ * for NaN through a library call. */
+#define MUL la_mul_c128
+#define CONJ la_conj_c128
 
 static double abs1(cplx x) { return fabs(creal(x)) + fabs(cimag(x)); }
 
@@ -33,19 +39,19 @@ static void hessenberg(cplx *a, int64_t n, cplx *z, cplx *u, cplx *s) {
     const double beta = 2.0 / ((ax0 + norm) * (ax0 + norm) + tail);
     memset(s, 0, (size_t)n * sizeof(cplx));
     for (int64_t i = k + 1; i < n; i++) /* s = u^H A, rows k+1.. */
-      for (int64_t j = k + 1; j < n; j++) s[j] += conj(u[i]) * a[i * n + j];
+      for (int64_t j = k + 1; j < n; j++) s[j] += MUL(CONJ(u[i]), a[i * n + j]);
     for (int64_t i = k + 1; i < n; i++) {
       const cplx f = beta * u[i];
-      for (int64_t j = k + 1; j < n; j++) a[i * n + j] -= f * s[j];
+      for (int64_t j = k + 1; j < n; j++) a[i * n + j] -= MUL(f, s[j]);
     }
     a[(k + 1) * n + k] = alpha;
     for (int64_t i = k + 2; i < n; i++) a[i * n + k] = 0;
     for (cplx *m = a; m; m = m == a ? z : NULL) /* m <- m H_k */
       for (int64_t r = 0; r < n; r++) {
         cplx *row = m + r * n, dot = 0;
-        for (int64_t j = k + 1; j < n; j++) dot += row[j] * u[j];
+        for (int64_t j = k + 1; j < n; j++) dot += MUL(row[j], u[j]);
         dot *= beta;
-        for (int64_t j = k + 1; j < n; j++) row[j] -= dot * conj(u[j]);
+        for (int64_t j = k + 1; j < n; j++) row[j] -= MUL(dot, CONJ(u[j]));
       }
   }
 }
@@ -111,15 +117,15 @@ static int schur(cplx *h, int64_t n, cplx *z, cplx *w) {
       givens(f, g, &c, &s);
       for (int64_t j = k > l ? k - 1 : l, last = full ? n - 1 : hi; j <= last; j++) {
         const cplx x = h[k * n + j], y = h[(k + 1) * n + j];
-        h[k * n + j] = c * x + s * y;
-        h[(k + 1) * n + j] = c * y - conj(s) * x;
+        h[k * n + j] = c * x + MUL(s, y);
+        h[(k + 1) * n + j] = c * y - MUL(CONJ(s), x);
       }
       if (k > l) h[(k + 1) * n + k - 1] = 0;
       for (cplx *m = h; m; m = m == h ? z : NULL) /* columns k, k+1 <- G^H from the right */
         for (int64_t i = full ? 0 : l, last = m == h ? (k + 2 < hi ? k + 2 : hi) : n - 1; i <= last; i++) {
           const cplx x = m[i * n + k], y = m[i * n + k + 1];
-          m[i * n + k] = c * x + conj(s) * y;
-          m[i * n + k + 1] = c * y - s * x;
+          m[i * n + k] = c * x + MUL(CONJ(s), y);
+          m[i * n + k + 1] = c * y - MUL(s, x);
         }
     }
   }
@@ -136,7 +142,7 @@ static void eigenvector(const cplx *t, const cplx *z, int64_t n, int64_t k, cplx
   x[k] = 1;
   for (int64_t i = k - 1; i >= 0; i--) {
     cplx r = 0;
-    for (int64_t j = i + 1; j <= k; j++) r -= t[i * n + j] * x[j];
+    for (int64_t j = i + 1; j <= k; j++) r -= MUL(t[i * n + j], x[j]);
     cplx d = t[i * n + i] - lambda;
     if (abs1(d) < smin) d = smin;
     const double rm = cabs(r), dm = cabs(d);
@@ -151,7 +157,7 @@ static void eigenvector(const cplx *t, const cplx *z, int64_t n, int64_t k, cplx
   int64_t at = 0;
   for (int64_t r = 0; r < n; r++) {
     cplx s = 0;
-    for (int64_t j = 0; j <= k; j++) s += z[r * n + j] * x[j];
+    for (int64_t j = 0; j <= k; j++) s += MUL(z[r * n + j], x[j]);
     v[r * n + k] = s;
     const double m = creal(s) * creal(s) + cimag(s) * cimag(s);
     norm += m;
