@@ -210,6 +210,38 @@ static void test_eig_triangular_keeps_order(void) {
   }
 }
 
+/* Balancing: a lower triangular matrix's eigenvalues come out in reverse
+ * (geev's permutations), and a matrix scaled by D = diag(2^e_i), e_i up to
+ * +-20, keeps its eigenvalues to the accuracy of the unscaled one, which
+ * the QR iteration alone would lose to ||D A D^-1|| ~ 2^40 ||A||. */
+static void test_eig_balancing(void) {
+  const int64_t n = 6;
+  mats a = make_mats(NRT_FLOAT64, 1, n, n, 0);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) put(&a, 0, i, j, j > i ? 0 : urand() * 2 - 1);
+  eig_out o = run_eig(&a, 1, NRT_SUCCESS);
+  for (int64_t i = 0; i < n; i++) CHECK(cabs(cget(&o.w, 0, i, 0) - get(&a, 0, n - 1 - i, n - 1 - i)) <= 1e-12);
+  free_out(&o);
+  nrt_free(a.dev);
+  const nrt_dtype dtypes[] = {NRT_FLOAT64, NRT_COMPLEX128};
+  for (int d = 0; d < 2; d++) {
+    const int64_t m = 8;
+    double complex *t = malloc(sizeof(double complex) * (size_t)(m * m)), *x = malloc(sizeof(double complex) * (size_t)(m * m));
+    double complex *lam = malloc(sizeof(double complex) * (size_t)m), *w = malloc(sizeof(double complex) * (size_t)m);
+    mats b = make_mats(dtypes[d], 1, m, m, 0);
+    schur_form(t, lam, m, d);
+    similar(x, t, m, d);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) aput(&b, 0, i, j, x[i * m + j] * ldexp(1.0, (int)(40 * i / (m - 1) - 40 * j / (m - 1))));
+    eig_out e = run_eig(&b, 1, NRT_SUCCESS);
+    for (int64_t i = 0; i < m; i++) w[i] = cget(&e.w, 0, i, 0);
+    CHECK(set_distance(w, lam, m) <= 1e-12);
+    free_out(&e);
+    nrt_free(b.dev);
+    free(t), free(x), free(lam), free(w);
+  }
+}
+
 /* A Jordan block (defective: one eigenvector) and a zero matrix converge,
  * with finite unit vectors. */
 static void test_eig_defective(void) {
@@ -266,6 +298,7 @@ static void test_eig_refusals(void) {
 int main(void) {
   RUN(test_eig_known_spectrum);
   RUN(test_eig_triangular_keeps_order);
+  RUN(test_eig_balancing);
   RUN(test_eig_defective);
   RUN(test_eig_refusals);
   return CHECK_MAIN_RESULT();

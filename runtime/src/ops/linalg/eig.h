@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 /* Doubles of scratch la_eig_real and la_eig_complex need for order n. */
-static inline int64_t la_eig_work(int64_t n) { return 2 * n * n + 8 * n + 8; }
+static inline int64_t la_eig_work(int64_t n) { return 2 * n * n + 10 * n + 8; }
 
 /* a (n x n, row-major; destroyed) -> w (n) and, when v is not NULL, the
  * eigenvectors in v's columns (n x n, row-major). work holds
@@ -28,6 +28,17 @@ static inline int64_t la_eig_work(int64_t n) { return 2 * n * n + 8 * n + 8; }
  * stalled, as geev's info). */
 int la_eig_real(double *a, int64_t n, double _Complex *w, double _Complex *v, double *work);
 int la_eig_complex(double _Complex *a, int64_t n, double _Complex *w, double _Complex *v, double *work);
+
+/* Balancing (eig_balance.c, as LAPACK's gebal/gebak with job 'B'): a
+ * (n x n doubles, width 1 real or 2 complex per entry) <- D^-1 P^T a P D;
+ * scale (n) records P and D and [ilo, ihi] the rows left to the QR.
+ * la_eig_unbalance carries eigenvectors of the balanced matrix (v's
+ * columns) back to a's. la_eig_normalise scales column col of v to unit
+ * 2-norm and, unless real, turns it so its largest component is real and
+ * positive. */
+void la_eig_balance(double *a, int64_t n, int width, double *scale, int64_t *ilo, int64_t *ihi);
+void la_eig_unbalance(double _Complex *v, int64_t n, const double *scale, int64_t ilo, int64_t ihi);
+void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int real);
 
 /* Iteration budget per deflation, as LAPACK's lahqr: 30 max(10, n). */
 static inline int64_t la_eig_max_iterations(int64_t n) { return 30 * (n > 10 ? n : 10); }

@@ -134,8 +134,8 @@ static int schur(cplx *h, int64_t n, cplx *z, cplx *w) {
 
 /* Eigenvector of the upper triangular t for its k-th eigenvalue, by back
  * substitution (singular pivots replaced by smin, the vector rescaled
- * before a component could pass BIG), carried back by z into column k of v
- * with unit 2-norm and its largest component real and positive. */
+ * before a component could pass BIG), carried back by z into column k of
+ * v (not normalised). */
 static void eigenvector(const cplx *t, const cplx *z, int64_t n, int64_t k, cplx *x, cplx *v) {
   const cplx lambda = t[k * n + k];
   const double smin = fmax(EPS * abs1(lambda), DBL_MIN * (double)n / EPS);
@@ -153,27 +153,23 @@ static void eigenvector(const cplx *t, const cplx *z, int64_t n, int64_t k, cplx
     }
     x[i] = r / d;
   }
-  double norm = 0, best = -1;
-  int64_t at = 0;
   for (int64_t r = 0; r < n; r++) {
     cplx s = 0;
     for (int64_t j = 0; j <= k; j++) s += MUL(z[r * n + j], x[j]);
     v[r * n + k] = s;
-    const double m = creal(s) * creal(s) + cimag(s) * cimag(s);
-    norm += m;
-    if (m > best) best = m, at = r;
   }
-  cplx f = norm > 0 ? 1.0 / sqrt(norm) : 1.0;
-  if (best > 0) f *= conj(v[at * n + k]) / sqrt(best);
-  for (int64_t r = 0; r < n; r++) v[r * n + k] *= f;
-  if (best > 0) v[at * n + k] = creal(v[at * n + k]);
 }
 
 int la_eig_complex(cplx *a, int64_t n, cplx *w, cplx *v, double *work) {
   cplx *z = v ? (cplx *)work : NULL, *u = (cplx *)work + n * n, *s = u + n, *x = s + n;
+  double *scale = (double *)(x + n);
+  int64_t ilo, ihi;
+  la_eig_balance((double *)a, n, 2, scale, &ilo, &ihi);
   hessenberg(a, n, z, u, s);
   const int info = schur(a, n, z, w);
   if (info != 0 || !v) return info;
   for (int64_t k = 0; k < n; k++) eigenvector(a, z, n, k, x, v);
+  la_eig_unbalance(v, n, scale, ilo, ihi);
+  for (int64_t k = 0; k < n; k++) la_eig_normalise(v, n, k, 0);
   return 0;
 }

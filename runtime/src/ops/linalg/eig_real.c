@@ -277,32 +277,21 @@ static void quasi_vector(const double *t, int64_t n, int64_t k, int64_t end, dou
   }
 }
 
-/* Column col of v (n x n, row-major) <- z[:, 0..end] x, normalised to unit
- * 2-norm; complex vectors rotated so that their largest component is real
- * and positive. */
+/* Column col of v (n x n, row-major) <- z[:, 0..end] x (real when real). */
 static void back_transform(const double *z, int64_t n, int64_t end, const double _Complex *x, double _Complex *v,
                            int64_t col, int real) {
-  double norm = 0, best = -1;
-  int64_t at = 0;
   for (int64_t r = 0; r < n; r++) {
     double _Complex s = 0;
     for (int64_t j = 0; j <= end; j++) s += z[r * n + j] * x[j];
-    if (real) s = creal(s);
-    v[r * n + col] = s;
-    const double m = creal(s) * creal(s) + cimag(s) * cimag(s);
-    norm += m;
-    if (m > best) best = m, at = r;
+    v[r * n + col] = real ? creal(s) : s;
   }
-  norm = sqrt(norm);
-  double _Complex f = norm > 0 ? 1.0 / norm : 1.0;
-  if (!real && best > 0) f *= conj(v[at * n + col]) / sqrt(best);
-  for (int64_t r = 0; r < n; r++) v[r * n + col] *= f;
-  if (!real && best > 0) v[at * n + col] = creal(v[at * n + col]);
 }
 
 int la_eig_real(double *a, int64_t n, double _Complex *w, double _Complex *v, double *work) {
-  double *z = v ? work : NULL, *u = work + n * n, *s = u + n;
-  double _Complex *x = (double _Complex *)(s + n);
+  double *z = v ? work : NULL, *u = work + n * n, *s = u + n, *scale = s + n;
+  double _Complex *x = (double _Complex *)(scale + n);
+  int64_t ilo, ihi;
+  la_eig_balance(a, n, 1, scale, &ilo, &ihi);
   hessenberg(a, n, z, u, s);
   const int info = schur(a, n, z, w);
   if (info != 0 || !v) return info;
@@ -311,7 +300,13 @@ int la_eig_real(double *a, int64_t n, double _Complex *w, double _Complex *v, do
     const int64_t end = pair ? k + 1 : k;
     quasi_vector(a, n, k, end, w[k], x);
     back_transform(z, n, end, x, v, k, !pair);
-    if (pair) {
+    k = end;
+  }
+  la_eig_unbalance(v, n, scale, ilo, ihi);
+  for (int64_t k = 0; k < n; k++) {
+    const int pair = k + 1 < n && a[(k + 1) * n + k] != 0;
+    la_eig_normalise(v, n, k, !pair);
+    if (pair) { /* the conjugate's vector: exactly the conjugate */
       for (int64_t r = 0; r < n; r++) v[r * n + k + 1] = conj(v[r * n + k]);
       k++;
     }
