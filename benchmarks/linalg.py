@@ -2,7 +2,7 @@
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
 cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
-eig and eigvals (n <= 128),
+eig and eigvals (n <= 512),
 svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
 right-hand sides, each driver; the SVD-based gelsd and gelss n <= 128; gelsy
 is a pivoted QR), matrix_exp, ldl_factor (blocked from n = 96) and ldl_solve
@@ -59,7 +59,7 @@ OPS = {
 # tridiagonal QL from there).
 # lstsq's gelsd and gelss solve through the same SVD. eig's unblocked
 # Hessenberg QR is O(n^3) in scalar loops.
-MAX_N = {"eig": 128, "eigvals": 128, "svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
+MAX_N = {"eig": 512, "eigvals": 512, "svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
 
 
 def main() -> None:

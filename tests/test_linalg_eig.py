@@ -7,7 +7,9 @@ geev's eigenvalue order follows its balancing and QR sweeps, and a real
 eigenvector's sign is arbitrary, so results are compared by invariants:
 eigenvalues as sets, the residual ||A V - V diag(w)||, unit columns, and
 columns of distinct eigenvalues equal to the CPU's up to a phase; the order
-is compared where geev keeps it (upper triangular and diagonal input)."""
+is compared where it is sure to be geev's (triangular and diagonal input;
+elsewhere it is the same on nearly all matrices, as the balancing, shifts and
+deflation are geev's, but rounding may converge another eigenvalue first)."""
 
 import pytest
 import torch
@@ -107,8 +109,10 @@ def test_real_matrices_with_complex_pairs(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_triangular_and_diagonal_keep_the_cpus_order(dtype):
-    for a in (rand(6, 6, dtype=dtype, seed=4).triu(), torch.diag_embed(rand(2, 5, dtype=dtype, seed=5))):
+def test_triangular_and_diagonal_give_the_cpus_order(dtype):
+    # geev's balancing permutes a lower triangular matrix's order into reverse
+    for a in (rand(6, 6, dtype=dtype, seed=4).triu(), rand(6, 6, dtype=dtype, seed=4).tril(),
+              torch.diag_embed(rand(2, 5, dtype=dtype, seed=5))):
         w, v = torch.linalg.eig(a.to("neuron"))
         cw, cv = torch.linalg.eig(a)
         torch.testing.assert_close(w.cpu(), cw, rtol=0, atol=10 * EPS[cw.dtype])

@@ -226,13 +226,15 @@ static void test_eig_balancing(void) {
   const nrt_dtype dtypes[] = {NRT_FLOAT64, NRT_COMPLEX128};
   for (int d = 0; d < 2; d++) {
     const int64_t m = 8;
-    double complex *t = malloc(sizeof(double complex) * (size_t)(m * m)), *x = malloc(sizeof(double complex) * (size_t)(m * m));
+    double complex *t = malloc(sizeof(double complex) * (size_t)(m * m));
+    double complex *x = malloc(sizeof(double complex) * (size_t)(m * m));
     double complex *lam = malloc(sizeof(double complex) * (size_t)m), *w = malloc(sizeof(double complex) * (size_t)m);
     mats b = make_mats(dtypes[d], 1, m, m, 0);
     schur_form(t, lam, m, d);
     similar(x, t, m, d);
     for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < m; j++) aput(&b, 0, i, j, x[i * m + j] * ldexp(1.0, (int)(40 * i / (m - 1) - 40 * j / (m - 1))));
+      for (int64_t j = 0; j < m; j++) /* D A D^-1, D = diag(2^(40 i / (m - 1))) */
+        aput(&b, 0, i, j, x[i * m + j] * ldexp(1.0, (int)(40 * i / (m - 1) - 40 * j / (m - 1))));
     eig_out e = run_eig(&b, 1, NRT_SUCCESS);
     for (int64_t i = 0; i < m; i++) w[i] = cget(&e.w, 0, i, 0);
     CHECK(set_distance(w, lam, m) <= 1e-12);

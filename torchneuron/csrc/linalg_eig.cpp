@@ -5,10 +5,11 @@
 // shifted QR, back substitution, in double; see neuronrt/ops/linalg.h).
 // Results are complex as the CPU's: eigenvalues contiguous, eigenvectors
 // batched column-major, each of unit norm with its largest component real
-// for complex eigenvalues (geev's normalisation; the phase of a real
-// eigenvector - its sign - is not LAPACK's). The order is the Schur form's,
-// as geev's, but geev balances (permutes) first, so only matrices it leaves
-// in place (triangular, diagonal) are sure to give the CPU's order. A
+// for complex eigenvalues (geev's normalisation). The order is the Schur
+// form's, as geev's: the balancing, shifts and deflation test are geev's,
+// so the order, and with it the eigenvectors, are the CPU's on nearly every
+// matrix (surely the order on triangular and diagonal ones); a real
+// matrix's eigenvectors may still differ in sign. A
 // non-finite input is refused for eigvals too (the CPU's LAPACK may fault
 // on it). Autograd comes from PyTorch's formula (linalg_eig_backward),
 // which calls native ops.

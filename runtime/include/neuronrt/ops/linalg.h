@@ -104,12 +104,12 @@
  *   LINALG_EIG              outputs [W (..., n) complex, info (...) int32, V (..., n, n) complex
  *                                    (optional)]  inputs [A (..., n, n)]
  *       General eigendecomposition A V = V diag(W) as LAPACK's geev
- *       (eig.h): Hessenberg reduction, shifted QR to Schur form (Francis
- *       double shifts for real A: exactly conjugate pairs, positive
- *       imaginary part first), eigenvectors by back substitution, in double
- *       for every dtype. W and V are complex64 for float32 or complex64 A,
- *       complex128 otherwise; each column of V has unit 2-norm, complex
- *       ones their largest component real. No balancing. info is 0, or
+ *       (eig.h): balancing, Hessenberg reduction, shifted QR to Schur form
+ *       (Francis double shifts for real A: exactly conjugate pairs,
+ *       positive imaginary part first), eigenvectors by back substitution,
+ *       in double for every dtype. W and V are complex64 for float32 or
+ *       complex64 A, complex128 otherwise; each column of V has unit
+ *       2-norm, complex ones their largest component real. info is 0, or
  *       1 + the row where the QR iteration did not converge (W and V NaN).
  */
 #ifndef NEURONRT_OPS_LINALG_H

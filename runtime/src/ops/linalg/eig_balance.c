@@ -131,7 +131,7 @@ void la_eig_unbalance(double _Complex *v, int64_t n, const double *scale, int64_
   }
 }
 
-void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int real) {
+void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int mode) {
   double norm = 0, best = -1;
   int64_t at = 0;
   for (int64_t r = 0; r < n; r++) {
@@ -141,7 +141,12 @@ void la_eig_normalise(double _Complex *v, int64_t n, int64_t col, int real) {
     if (m > best) best = m, at = r;
   }
   double _Complex f = norm > 0 ? 1.0 / sqrt(norm) : 1.0;
-  if (!real && best > 0) f *= conj(v[at * n + col]) / sqrt(best);
+  const int turn = mode != LA_EIG_REAL && best > 0;
+  if (turn) {
+    const double re = creal(v[at * n + col]), im = cimag(v[at * n + col]);
+    const double sign = mode == LA_EIG_SIGN_OF_REAL && re < 0 && fabs(re) > fabs(im) ? -1 : 1;
+    f *= sign * conj(v[at * n + col]) / sqrt(best);
+  }
   for (int64_t r = 0; r < n; r++) v[r * n + col] *= f;
-  if (!real && best > 0) v[at * n + col] = creal(v[at * n + col]);
+  if (turn) v[at * n + col] = creal(v[at * n + col]);
 }

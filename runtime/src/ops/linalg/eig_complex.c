@@ -170,6 +170,6 @@ int la_eig_complex(cplx *a, int64_t n, cplx *w, cplx *v, double *work) {
   if (info != 0 || !v) return info;
   for (int64_t k = 0; k < n; k++) eigenvector(a, z, n, k, x, v);
   la_eig_unbalance(v, n, scale, ilo, ihi);
-  for (int64_t k = 0; k < n; k++) la_eig_normalise(v, n, k, 0);
+  for (int64_t k = 0; k < n; k++) la_eig_normalise(v, n, k, LA_EIG_POSITIVE);
   return 0;
 }

@@ -91,30 +91,45 @@ static void rotate_cols(double *m, int64_t n, int64_t p, double cs, double sn, i
   }
 }
 
-/* The deflated 2x2 block at rows p, p+1 of the window starting at l: a
- * complex pair (positive imaginary part first) stays a 2x2 block; real
- * eigenvalues are split by the rotation whose first column is the
- * eigenvector of d + zz, making the block upper triangular. */
+/* The deflated 2x2 block at rows p, p+1 of the window starting at l,
+ * standardised as LAPACK's lanv2 leaves it, by a rotation G = [cs -sn;
+ * sn cs] (G^T block G, applied to the rest of h and to z): real eigenvalues
+ * split by the rotation whose first column is the eigenvector of d + zz,
+ * making the block upper triangular; a complex pair (positive imaginary
+ * part first) as [w b; c w] with equal diagonal entries, which the
+ * eigenvectors' start and so their phase (geev's) depend on. */
 static void deflate_pair(double *h, int64_t n, int64_t p, int64_t l, double *z, double _Complex *w) {
-  const double a = h[p * n + p], b = h[p * n + p + 1], c = h[(p + 1) * n + p], d = h[(p + 1) * n + p + 1];
+  const int full = z != NULL;
+  double *hp = h + p * n + p, *hq = h + (p + 1) * n + p;
+  const double a = hp[0], b = hp[1], c = hq[0], d = hq[1];
   const double half = 0.5 * (a - d), q = half * half + b * c;
-  if (q < 0) {
-    const double re = d + half, im = sqrt(-q);
-    w[p] = CMPLX(re, im);
-    w[p + 1] = CMPLX(re, -im);
-    return;
-  }
-  if (c != 0) {
+  double cs = 1, sn = 0;
+  if (q >= 0) {
+    if (c == 0) {
+      w[p] = a, w[p + 1] = d;
+      return;
+    }
     const double root = sqrt(q), zz = half + (half >= 0 ? root : -root), r = hypot(zz, c);
-    const double cs = zz / r, sn = c / r;
-    const int full = z != NULL;
+    cs = zz / r, sn = c / r;
+  } else if (a != d) {
+    const double sigma = b + c, tau = hypot(sigma, a - d);
+    cs = sqrt(0.5 * (1 + fabs(sigma) / tau));
+    sn = -(half / (tau * cs)) * (sigma >= 0 ? 1 : -1);
+  }
+  if (sn != 0) {
     rotate_rows(h, n, p, cs, sn, p, full ? n - 1 : p + 1);
     rotate_cols(h, n, p, cs, sn, full ? 0 : l, p + 1);
     if (z) rotate_cols(z, n, p, cs, sn, 0, n - 1);
-    h[(p + 1) * n + p] = 0;
   }
-  w[p] = h[p * n + p];
-  w[p + 1] = h[(p + 1) * n + p + 1];
+  if (q >= 0) {
+    hq[0] = 0;
+    w[p] = hp[0], w[p + 1] = hq[1];
+    return;
+  }
+  const double mean = 0.5 * (hp[0] + hq[1]), im = sqrt(fabs(hp[1])) * sqrt(fabs(hq[0]));
+  hp[0] = hq[1] = mean;
+  w[p] = CMPLX(mean, im);
+  w[p + 1] = CMPLX(mean, -im);
 }
 
 /* Whether h[k][k-1] (within the window ending at hi) is negligible: small
@@ -254,9 +269,12 @@ static void quasi_vector(const double *t, int64_t n, int64_t k, int64_t end, dou
   const double smin = fmax(EPS * (fabs(creal(lambda)) + fabs(cimag(lambda))), DBL_MIN * (double)n / EPS);
   if (end == k) {
     x[k] = 1;
+  } else if (fabs(t[k * n + end]) >= fabs(t[end * n + k])) { /* trevc's start on [w b; c w] */
+    x[k] = 1;
+    x[end] = CMPLX(0, cimag(lambda) / t[k * n + end]);
   } else {
-    x[k] = lambda - t[end * n + end];
-    x[end] = t[end * n + k];
+    x[k] = -cimag(lambda) / t[end * n + k];
+    x[end] = CMPLX(0, 1);
   }
   for (int64_t i = k - 1; i >= 0;) {
     double _Complex r = 0;
@@ -305,7 +323,7 @@ int la_eig_real(double *a, int64_t n, double _Complex *w, double _Complex *v, do
   la_eig_unbalance(v, n, scale, ilo, ihi);
   for (int64_t k = 0; k < n; k++) {
     const int pair = k + 1 < n && a[(k + 1) * n + k] != 0;
-    la_eig_normalise(v, n, k, !pair);
+    la_eig_normalise(v, n, k, pair ? LA_EIG_SIGN_OF_REAL : LA_EIG_REAL);
     if (pair) { /* the conjugate's vector: exactly the conjugate */
       for (int64_t r = 0; r < n; r++) v[r * n + k + 1] = conj(v[r * n + k]);
       k++;
