@@ -8,7 +8,7 @@ eigenvector's sign is arbitrary, so results are compared by invariants:
 eigenvalues as sets, the residual ||A V - V diag(w)||, unit columns, and
 columns of distinct eigenvalues equal to the CPU's up to a phase; the order
 is compared where it is sure to be geev's (triangular and diagonal input;
-elsewhere it is the same on nearly all matrices, as the balancing, shifts and
+elsewhere it is the same on most small matrices, as the balancing, shifts and
 deflation are geev's, but rounding may converge another eigenvalue first)."""
 
 import pytest

@@ -7,9 +7,9 @@
 // batched column-major, each of unit norm with its largest component real
 // for complex eigenvalues (geev's normalisation). The order is the Schur
 // form's, as geev's: the balancing, shifts and deflation test are geev's,
-// so the order, and with it the eigenvectors, are the CPU's on nearly every
-// matrix (surely the order on triangular and diagonal ones); a real
-// matrix's eigenvectors may still differ in sign. A
+// so the order, and with it the eigenvectors, are the CPU's on most small
+// matrices (surely the order on triangular and diagonal ones; less often as
+// n grows); a real matrix's eigenvectors may still differ in sign. A
 // non-finite input is refused for eigvals too (the CPU's LAPACK may fault
 // on it). Autograd comes from PyTorch's formula (linalg_eig_backward),
 // which calls native ops.
