@@ -2,12 +2,13 @@
 CPU (LAPACK through MKL or OpenBLAS, whichever this torch build carries),
 measured in the same run, turn by turn (timing.interleaved): solve, inv, det,
 cholesky, solve_triangular, qr (reduced: geqrf + Q), geqrf, eigh and eigvalsh,
+eig and eigvals (n <= 512),
 svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
 right-hand sides, each driver; the SVD-based gelsd and gelss n <= 128; gelsy
 is a pivoted QR), matrix_exp, ldl_factor (blocked from n = 96) and ldl_solve
 on batches of small matrices and on single large ones, float32 and float64
 (--dtypes complex64,complex128 for the complex kernels: solve, inv, det,
-cholesky, solve_triangular).
+cholesky, solve_triangular, eig, eigvals).
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
@@ -39,6 +40,8 @@ OPS = {
     "geqrf": (lambda a, b: torch.geqrf(a), lambda a: a),
     "eigh": (lambda a, b: torch.linalg.eigh(a), lambda a: a + a.mT),
     "eigvalsh": (lambda a, b: torch.linalg.eigvalsh(a), lambda a: a + a.mT),
+    "eig": (lambda a, b: torch.linalg.eig(a), lambda a: a),
+    "eigvals": (lambda a, b: torch.linalg.eigvals(a), lambda a: a),
     "svd": (lambda a, b: torch.linalg.svd(a, full_matrices=False), lambda a: a),
     "svdvals": (lambda a, b: torch.linalg.svdvals(a), lambda a: a),
     "lstsq_gels": (lambda a, b: torch.linalg.lstsq(a, b, driver="gels"), None),
@@ -54,8 +57,9 @@ OPS = {
 # The largest n an op is measured at: svd's one-sided Jacobi is O(n^3) per
 # sweep, meant for small matrices (eigh is a Jacobi below n = 64 and a
 # tridiagonal QL from there).
-# lstsq's gelsd and gelss solve through the same SVD.
-MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
+# lstsq's gelsd and gelss solve through the same SVD. eig's unblocked
+# Hessenberg QR is O(n^3) in scalar loops.
+MAX_N = {"eig": 512, "eigvals": 512, "svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
 
 
 def main() -> None:

@@ -243,16 +243,18 @@ def test_op_without_native_kernel_falls_back_with_cpu_values(dtype):
         got_scalar = x.to(DEV) * (1 - 2j)
         real_times_complex = torch.ones(3, 4, device=DEV) * 1j
         got_eig = torch.linalg.eigvals(x[1:, :2].to(DEV))  # finite rows: LAPACK faults on NaN
+        got_fallback = torch.nan_to_num(x.to(DEV), nan=1.5, posinf=2.0)
     torch.testing.assert_close(got.cpu(), torch.asinh(x), equal_nan=True)
     torch.testing.assert_close(got_exp.cpu(), torch.log1p(x[:, 1:]), equal_nan=True)
     assert_same(got_scalar.cpu(), x * (1 - 2j))
     assert_same(real_times_complex.cpu(), torch.ones(3, 4) * 1j)
     torch.testing.assert_close(got_eig.cpu(), torch.linalg.eigvals(x[1:, :2]))
+    assert_same(got_fallback.cpu(), torch.nan_to_num(x, nan=1.5, posinf=2.0))
     counted = torchneuron.get_fallback_ops()
-    # asinh, log1p and products with complex numbers are native now
-    # (test_complex_math.py, test_complex_numbers_native); a general complex
-    # eigendecomposition is not
-    assert counted == {"aten::_linalg_eigvals": 1}
+    # asinh, log1p, products with complex numbers (test_complex_math.py,
+    # test_complex_numbers_native) and eigvals (test_linalg_eig.py) are
+    # native; complex nan_to_num is not
+    assert counted == {"aten::nan_to_num": 1}
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)

@@ -101,6 +101,16 @@
  *       X holds B on entry; solves A X = B for A factored as
  *       LINALG_LDL_FACTOR leaves it (as sytrs). Pivots that no
  *       factorisation writes are an error, not a wild access.
+ *   LINALG_EIG              outputs [W (..., n) complex, info (...) int32, V (..., n, n) complex
+ *                                    (optional)]  inputs [A (..., n, n)]
+ *       General eigendecomposition A V = V diag(W) as LAPACK's geev
+ *       (eig.h): balancing, Hessenberg reduction, shifted QR to Schur form
+ *       (Francis double shifts for real A: exactly conjugate pairs,
+ *       positive imaginary part first), eigenvectors by back substitution,
+ *       in double for every dtype. W and V are complex64 for float32 or
+ *       complex64 A, complex128 otherwise; each column of V has unit
+ *       2-norm, complex ones their largest component real. info is 0, or
+ *       1 + the row where the QR iteration did not converge (W and V NaN).
  */
 #ifndef NEURONRT_OPS_LINALG_H
 #define NEURONRT_OPS_LINALG_H
@@ -117,6 +127,7 @@
   X(LINALG_LSTSQ, linalg_lstsq)                       \
   X(LINALG_MATRIX_EXP, linalg_matrix_exp)             \
   X(LINALG_LDL_FACTOR, linalg_ldl_factor)             \
-  X(LINALG_LDL_SOLVE, linalg_ldl_solve)
+  X(LINALG_LDL_SOLVE, linalg_ldl_solve)             \
+  X(LINALG_EIG, linalg_eig)
 
 #endif
