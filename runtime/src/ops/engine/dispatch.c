@@ -89,6 +89,8 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_LINALG_GEQRF:
     case NRT_OP_LINALG_ORMQR:
     case NRT_OP_LINALG_MATRIX_EXP:
+    case NRT_OP_LINALG_EIGH:
+    case NRT_OP_LINALG_SVD:
       return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     default:
       return 0;

@@ -14,16 +14,10 @@
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
 
-#define LA_T float
-#define LA_NAME(x) la_##x##_f32
-#include "ops/linalg/eigh_t.h"
-#undef LA_T
-#undef LA_NAME
-#define LA_T double
-#define LA_NAME(x) la_##x##_f64
-#include "ops/linalg/eigh_t.h"
-#undef LA_T
-#undef LA_NAME
+#include "ops/linalg/dense.h" /* la_mul_*, la_conj_*, la_re_* */
+#define LA_TEMPLATE "ops/linalg/eigh_t.h"
+#include "ops/linalg/instantiate.h"
+#undef LA_TEMPLATE
 
 #define EIGH_QL_MIN 64
 
@@ -172,6 +166,21 @@ static int tridiag_ql(double *a, int64_t n, double *d, double *e, double *zt, do
 EIGH_QL(float)
 EIGH_QL(double)
 
+/* The eigenpairs of one packed matrix, as la_jacobi leaves them. Complex
+ * matrices take Jacobi at every order (no Hermitian tridiagonal QL yet). */
+static void eigh_solve_f32(float *a, int64_t n, float *vt, int want_v) {
+  if (n < EIGH_QL_MIN || eigh_ql_float(a, n, vt, want_v) != 0) la_jacobi_f32(a, n, vt, want_v);
+}
+static void eigh_solve_f64(double *a, int64_t n, double *vt, int want_v) {
+  if (n < EIGH_QL_MIN || eigh_ql_double(a, n, vt, want_v) != 0) la_jacobi_f64(a, n, vt, want_v);
+}
+static void eigh_solve_c64(float _Complex *a, int64_t n, float _Complex *vt, int want_v) {
+  la_jacobi_c64(a, n, vt, want_v);
+}
+static void eigh_solve_c128(double _Complex *a, int64_t n, double _Complex *vt, int want_v) {
+  la_jacobi_c128(a, n, vt, want_v);
+}
+
 typedef struct eigh_job {
   const nrt_tensor_view *w, *v;
   int64_t n;
@@ -179,26 +188,31 @@ typedef struct eigh_job {
   la_failure failure;
 } eigh_job;
 
-#define EIGH_ONE(T, SUFFIX)                                                                  \
+/* One matrix of element type T (real part R, suffix SFX): packed full
+ * (Hermitian: the mirrored triangle conjugated, the diagonal's imaginary
+ * part ignored, as LAPACK's heevd), diagonalised, written back sorted. */
+#define EIGH_ONE(T, R, SFX)                                                              \
   do {                                                                                       \
     T *a = (T *)buf, *vt = a + n * n;                                                        \
     const T *src = (const T *)m;                                                             \
     for (int64_t i = 0; i < n; i++)                                                          \
       for (int64_t j = 0; j < n; j++) {                                                      \
         const int64_t hi = i > j ? i : j, lo = i > j ? j : i; /* lower: (hi, lo) */         \
-        a[i * n + j] = job->upper ? src[lo * rs + hi * cs] : src[hi * rs + lo * cs];         \
+        const T x = job->upper ? src[lo * rs + hi * cs] : src[hi * rs + lo * cs];            \
+        a[i * n + j] = (job->upper ? i > j : i < j) ? la_conj_##SFX(x) : x;                  \
       }                                                                                      \
-    if (n < EIGH_QL_MIN || eigh_ql_##T(a, n, vt, job->want_v) != 0)                          \
-      la_jacobi_##SUFFIX(a, n, vt, job->want_v);                                             \
+    for (int64_t i = 0; i < n; i++) a[i * (n + 1)] = la_re_##SFX(a[i * (n + 1)]);            \
+    eigh_solve_##SFX(a, n, vt, job->want_v);                                                 \
     for (int64_t i = 0; i < n; i++) order[i] = i;                                            \
     for (int64_t i = 1; i < n; i++) { /* insertion sort: stable, ascending */               \
       const int64_t x = order[i];                                                            \
       int64_t j = i;                                                                         \
-      for (; j > 0 && a[order[j - 1] * (n + 1)] > a[x * (n + 1)]; j--) order[j] = order[j - 1]; \
+      for (; j > 0 && la_re_##SFX(a[order[j - 1] * (n + 1)]) > la_re_##SFX(a[x * (n + 1)]); j--) \
+        order[j] = order[j - 1];                                                             \
       order[j] = x;                                                                          \
     }                                                                                        \
-    T *wout = (T *)la_batch_at(job->w, 1, b);                                                \
-    for (int64_t r = 0; r < n; r++) wout[r * ws] = a[order[r] * (n + 1)];                    \
+    R *wout = (R *)la_batch_at(job->w, 1, b);                                                \
+    for (int64_t r = 0; r < n; r++) wout[r * ws] = la_re_##SFX(a[order[r] * (n + 1)]);       \
     if (job->want_v) {                                                                       \
       T *dst = (T *)m;                                                                       \
       for (int64_t r = 0; r < n; r++)                                                        \
@@ -209,8 +223,8 @@ typedef struct eigh_job {
 static void eigh_range(int64_t begin, int64_t end, void *ctx) {
   eigh_job *job = ctx;
   const int64_t n = job->n;
-  const int f64 = job->v->dtype == NRT_FLOAT64;
-  const size_t esize = f64 ? sizeof(double) : sizeof(float);
+  const nrt_dtype dt = job->v->dtype;
+  const size_t esize = nrt_dtype_size(dt);
   char *buf = malloc((size_t)(2 * n * n) * esize + 8);
   int64_t *order = malloc((size_t)n * sizeof(int64_t) + 8);
   if (!buf || !order) {
@@ -223,10 +237,12 @@ static void eigh_range(int64_t begin, int64_t end, void *ctx) {
   const int64_t ws = job->w->strides[job->w->ndim - 1];
   for (int64_t b = begin; b < end; b++) {
     char *m = la_batch_at(v, 2, b);
-    if (f64)
-      EIGH_ONE(double, f64);
-    else
-      EIGH_ONE(float, f32);
+    switch (dt) {
+      case NRT_FLOAT64: EIGH_ONE(double, double, f64); break;
+      case NRT_COMPLEX64: EIGH_ONE(float _Complex, float, c64); break;
+      case NRT_COMPLEX128: EIGH_ONE(double _Complex, double, c128); break;
+      default: EIGH_ONE(float, float, f32); break;
+    }
   }
   free(buf), free(order);
 }
@@ -238,10 +254,11 @@ nrt_status rt_kernel_linalg_eigh(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[0], *v = &op->operands[1];
   if (v->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: V must have 2 or more dims", name);
   nrt_status s;
-  if ((s = la_check_dtype(name, "V", v, 1)) || (s = la_check_batch(name, "W", w, 1, v, 2))) return s;
-  if (w->dtype != v->dtype)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: W is %s, V is %s", name, nrt_dtype_name(w->dtype),
-                   nrt_dtype_name(v->dtype));
+  if ((s = la_check_dtype(name, "V", v, LA_OR_COMPLEX)) || (s = la_check_batch(name, "W", w, 1, v, 2))) return s;
+  const nrt_dtype wdt = v->dtype == NRT_COMPLEX64 ? NRT_FLOAT32 : v->dtype == NRT_COMPLEX128 ? NRT_FLOAT64 : v->dtype;
+  if (w->dtype != wdt)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: W is %s, expected %s for V of %s", name,
+                   nrt_dtype_name(w->dtype), nrt_dtype_name(wdt), nrt_dtype_name(v->dtype));
   const int64_t n = v->shape[v->ndim - 1];
   if (v->shape[v->ndim - 2] != n || w->shape[w->ndim - 1] != n)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: V must be square and W hold its %lld eigenvalues", name,

@@ -29,7 +29,7 @@
 #include "ops/linalg/batch.h"
 #include "ops/linalg/dense.h"
 #include "ops/linalg/qrcp.h"
-#include "ops/linalg/svd_t.h"
+#include "ops/linalg/svd.h"
 
 enum { LSTSQ_GELS = 0, LSTSQ_GELSY = 1, LSTSQ_GELSD = 2, LSTSQ_GELSS = 3 };
 
@@ -60,7 +60,7 @@ static int64_t lstsq_elems(int64_t m, int64_t n, int64_t k, int driver) {
     const int64_t g = la_geqrf_scratch_f64(n, N, nb), o = nb * nb + nb * (k > 1 ? k : 1);
     e += n * k + 2 * N + n + la_geqp3_scratch(m, n, nb) + 2 * n + m * N + n * N + (g > o ? g : o);
   } else {
-    e += N + m * N + N * n + la_svd_scratch(m, n, 0, 1);
+    e += N + m * N + N * n + la_svd_scratch_f64(m, n, 0, 1);
   }
   return e;
 }
@@ -154,7 +154,7 @@ static int64_t svd_solve_one(const lstsq_job *job, const double *a, double *c, d
                              double *scratch, int64_t *order) {
   const int64_t m = job->m, n = job->n, k = job->k, N = m < n ? m : n;
   double *u = scratch, *vt = u + m * N, *ws = vt + N * n;
-  la_svd(a, n, 1, m, n, 0, 1, job->tol, s, u, vt, ws, order);
+  la_svd_f64(a, n, 1, m, n, 0, 1, job->tol, s, u, vt, ws, order);
   const double rc = job->rcond < 0 ? (job->a->dtype == NRT_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07)
                                    : job->rcond;
   int64_t r = 0;
