@@ -141,9 +141,7 @@ _COND_COMPLEX64 = Known("complex64 linalg.cond: neuron's SVD computes in complex
                         "Tensor-likes are not close")
 _COMPLEX_LINALG = Known("complex linear algebra (factorisations, solves, SVD, eigh, det, inverses) runs through "
                         "the counted CPU fallback", "CPU fallback ran for")
-COMPLEX_LINALG_FALLBACKS = {
-    "linalg.ldl_factor_ex", "linalg.ldl_solve", "linalg.lstsq", "linalg.lstsq.grad_oriented",
-}
+COMPLEX_LINALG_FALLBACKS: set[str] = set()  # every complex linear-algebra OpInfo runs natively
 KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{(name, d): _COMPLEX_LINALG for name in COMPLEX_LINALG_FALLBACKS for d in (torch.complex64, torch.complex128)},
     **{(name, None): _IHFFTN_OUT for name in ("fft.ihfft2", "fft.ihfftn")},

@@ -447,3 +447,111 @@ def test_eigh_and_svd_gradients_run_natively():
         loss(*dev).backward()
     for got, want in zip(dev, cpu):
         close(got.grad, want.grad, dtype)
+
+
+DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq_inputs(dtype, driver):
+    yield "tall", complex_randn(dtype, 2, 7, 4, seed=21), complex_randn(dtype, 2, 7, 3, seed=22)
+    yield "wide", complex_randn(dtype, 2, 3, 6, seed=23), complex_randn(dtype, 2, 3, 2, seed=24)
+    yield "square_vector", complex_randn(dtype, 5, 5, seed=25), complex_randn(dtype, 5, seed=26)
+    yield "broadcast", complex_randn(dtype, 1, 6, 3, seed=27), complex_randn(dtype, 3, 6, 2, seed=28)
+    yield "transposed_conj", complex_randn(dtype, 2, 4, 8, seed=29).mT, complex_randn(dtype, 2, 8, 2, seed=30).conj()
+    yield "conj_a", complex_randn(dtype, 6, 4, seed=31).conj(), complex_randn(dtype, 6, 1, seed=32)
+    yield "zero_batch", complex_randn(dtype, 0, 4, 3), complex_randn(dtype, 0, 4, 2)
+    if driver in ("gels", "gelsy"):  # the CPU's MKL gelsd/gelss fail on no right-hand side
+        yield "zero_rhs", complex_randn(dtype, 4, 3, seed=33), complex_randn(dtype, 4, 0)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_lstsq_matches_cpu(dtype, driver):
+    # Solution, residuals (real), rank and singular values (real) as the
+    # CPU's zgels/zgelsy/zgelsd/zgelss return them.
+    for name, a, b in lstsq_inputs(dtype, driver):
+        with no_fallback():
+            got = torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver)
+        want = torch.linalg.lstsq(a, b, driver=driver)
+        for field, g, w in zip(("solution", "residuals", "rank", "singular_values"), got, want):
+            g = g.cpu()
+            assert g.dtype == w.dtype and g.shape == w.shape, (name, field, g.dtype, w.dtype, g.shape, w.shape)
+            if field == "rank":
+                assert torch.equal(g, w), (name, g, w)
+            else:
+                torch.testing.assert_close(g, w, **tol(dtype), msg=lambda m: f"{name} {field}: {m}")
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss"])
+def test_lstsq_rank_deficient_matches_cpu(dtype, driver):
+    # Rank 2 of 4 columns: the effective rank and the minimum-norm solution.
+    a = complex_randn(dtype, 2, 7, 2, seed=34) @ complex_randn(dtype, 2, 2, 4, seed=35)
+    b = complex_randn(dtype, 2, 7, 3, seed=36)
+    with no_fallback():
+        x, _, rank, s = torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver)
+        out = [torch.empty(0, dtype=t, device=DEV) for t in (dtype, a.real.dtype, torch.int64, a.real.dtype)]
+        torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver, out=out)
+    want_x, _, want_rank, want_s = torch.linalg.lstsq(a, b, driver=driver)
+    assert torch.equal(rank.cpu(), want_rank) and want_rank.tolist() == [2, 2]
+    close(x, want_x, dtype)
+    close(out[0], want_x, dtype)
+    assert torch.equal(out[2].cpu(), want_rank)
+    if s.numel():
+        close(s, want_s, dtype)
+
+
+def test_lstsq_gradient_runs_natively():
+    dtype = torch.complex128
+    a, b = complex_randn(dtype, 2, 6, 3, seed=37), complex_randn(dtype, 2, 6, 2, seed=38)
+    cpu = [t.clone().requires_grad_() for t in (a, b)]
+    torch.linalg.lstsq(*cpu).solution.abs().sum().backward()
+    dev = [t.to(DEV).requires_grad_() for t in (a, b)]
+    with no_fallback():
+        torch.linalg.lstsq(*dev).solution.abs().sum().backward()
+    for got, want in zip(dev, cpu):
+        close(got.grad, want.grad, dtype)
+
+
+def ldl_inputs(dtype, hermitian):
+    """Symmetric (hermitian=False) or Hermitian indefinite matrices; a zero
+    leading diagonal entry forces the 2x2 and interchanged pivots."""
+    a = complex_randn(dtype, 3, 6, 6, seed=39)
+    a = a + (a.mH if hermitian else a.mT)
+    a[:, 0, 0] = 0
+    yield "batched", a
+    yield "transposed", a.mT
+    yield "conj", a.conj()
+    b = complex_randn(dtype, 12, 12, seed=40)[::2, ::2]
+    yield "sliced", b + (b.mH if hermitian else b.mT)
+    c = complex_randn(dtype, 30, 30, seed=41)
+    yield "larger", c + (c.mH if hermitian else c.mT)
+    yield "zero_batch", complex_randn(dtype, 0, 3, 3)
+    yield "empty", complex_randn(dtype, 2, 0, 0)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_matches_cpu(dtype, hermitian):
+    # LD, pivots and info as LAPACK's sytrf/hetrf (uplo 'L'), and the solve
+    # as sytrs/hetrs, from the CPU's factors and from the device's.
+    for name, a in ldl_inputs(dtype, hermitian):
+        rhs = complex_randn(dtype, *a.shape[:-1], 2, seed=42)
+        with no_fallback():
+            ld, piv, info = torch.linalg.ldl_factor_ex(a.to(DEV), hermitian=hermitian)
+            x = torch.linalg.ldl_solve(ld, piv, rhs.to(DEV), hermitian=hermitian)
+        want_ld, want_piv, want_info = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+        close(ld, want_ld, dtype)
+        assert torch.equal(piv.cpu(), want_piv), name
+        assert torch.equal(info.cpu(), want_info), name
+        close(x, torch.linalg.ldl_solve(want_ld, want_piv, rhs, hermitian=hermitian), dtype)
+
+
+def test_ldl_singular_reports_info():
+    a = torch.zeros(2, 3, 3, dtype=torch.complex128)
+    a[1] = torch.eye(3)
+    with no_fallback():
+        _, piv, info = torch.linalg.ldl_factor_ex(a.to(DEV), hermitian=True)
+    want = torch.linalg.ldl_factor_ex(a, hermitian=True)
+    assert torch.equal(info.cpu(), want[2]) and info.tolist() == [1, 0]
+    assert torch.equal(piv.cpu(), want[1])
