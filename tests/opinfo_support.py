@@ -136,9 +136,6 @@ _MATRIX_EXP_16BIT = Known("16-bit matrix_exp computes in float32 and rounds once
 _COMPLEX_PHASES = Known("complex singular vectors and Hermitian eigenvectors are unique only up to a unit phase per "
                         "column: neuron's Jacobi SVD and eigh pick other phases than LAPACK's gesdd/heevd (values, "
                         "reconstructions and |columns| match: tests/test_linalg_complex.py)", "Tensor-likes are not close")
-_COND_COMPLEX64 = Known("complex64 linalg.cond: neuron's SVD computes in complex128 and rounds once (equal to the CPU's "
-                        "complex128 result); the CPU's complex64 LAPACK differs from it by about cond * eps",
-                        "Tensor-likes are not close")
 _COMPLEX_LINALG = Known("complex linear algebra (factorisations, solves, SVD, eigh, det, inverses) runs through "
                         "the counted CPU fallback", "CPU fallback ran for")
 COMPLEX_LINALG_FALLBACKS: set[str] = set()  # every complex linear-algebra OpInfo runs natively
@@ -167,7 +164,6 @@ KNOWN_ISSUES: dict[tuple[str, object], Known] = {
     **{("linalg.eigh", d): _EIGH_SIGNS for d in (torch.float32, torch.float64)},
     **{(name, d): _COMPLEX_PHASES for name in ("svd", "linalg.svd", "linalg.eigh")
        for d in (torch.complex64, torch.complex128)},
-    ("linalg.cond", torch.complex64): _COND_COMPLEX64,
     ("matrix_exp", torch.float32): _MATRIX_EXP_FLOAT32,
     ("matrix_exp", torch.complex64): _MATRIX_EXP_COMPLEX64,
     **{("matrix_exp", d): _MATRIX_EXP_16BIT for d in (torch.float16, torch.bfloat16)},
