@@ -6,8 +6,7 @@ svd and svdvals (n <= 128), lstsq (tall 2n x n systems with 8
 right-hand sides, each driver; the SVD-based gelsd and gelss n <= 128; gelsy
 is a pivoted QR), matrix_exp, ldl_factor (blocked from n = 96) and ldl_solve
 on batches of small matrices and on single large ones, float32 and float64
-(--dtypes complex64,complex128 for the complex kernels: every op above;
-eigh/eigvalsh complex only to n = 128, a Jacobi at every order).
+(--dtypes complex64,complex128 for the complex kernels: every op above).
 
 Each time is the median of --repeats alternating runs (best shown too);
 ratio = CPU time / neuron time (above 1.0 neuron is faster). PyTorch CPU
@@ -56,8 +55,6 @@ OPS = {
 # tridiagonal QL from there).
 # lstsq's gelsd and gelss solve through the same SVD.
 MAX_N = {"svd": 128, "svdvals": 128, "lstsq_gelsd": 128, "lstsq_gelss": 128}
-# Complex Hermitian eigh is a Jacobi at every order (no tridiagonal QL yet).
-COMPLEX_MAX_N = {"eigh": 128, "eigvalsh": 128}
 
 
 def main() -> None:
@@ -76,7 +73,7 @@ def main() -> None:
             if args.only and name not in args.only.split(","):
                 continue
             for batch, n in shapes:
-                if n > MAX_N.get(name, n) or (dtype.is_complex and n > COMPLEX_MAX_N.get(name, n)):
+                if n > MAX_N.get(name, n):
                     continue
                 g = torch.Generator().manual_seed(0)
                 a = torch.randn(batch, n, n, generator=g, dtype=dtype) + n * torch.eye(n, dtype=dtype)

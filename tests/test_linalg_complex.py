@@ -311,6 +311,8 @@ def hermitian_layouts(dtype, n=6):
     yield "empty", complex_randn(dtype, 2, 0, 0)
     c = complex_randn(dtype, 40, 40, seed=7)
     yield "larger", c + c.mH
+    d = complex_randn(dtype, 2, 80, 80, seed=43)
+    yield "tridiagonal_ql", d + d.mH  # from n = 64: Householder tridiagonal form and QL
 
 
 def check_eigh(a, w, v, dtype):

@@ -58,8 +58,10 @@
  *       and V the orthonormal eigenvectors in its columns when compute_v
  *       (V is scratch otherwise). Signs of the columns are not LAPACK's.
  *       Complex (Hermitian) V: A = V diag(W) V^H with W real (float32 for
- *       complex64), by complex Jacobi rotations at every n; the diagonal's
- *       imaginary parts are not read; column phases are not LAPACK's.
+ *       complex64): complex Jacobi rotations below n = 64, from there the
+ *       Householder reduction to a real tridiagonal form (as zhetrd) and
+ *       the same QL; the diagonal's imaginary parts are not read; column
+ *       phases are not LAPACK's.
  *   LINALG_SVD              outputs [S (..., k), U (..., m, ku), Vh (..., kv, n)]
  *                           inputs [A (..., m, n)]  scalars [full_matrices]
  *       A = U diag(S) Vh, k = min(m, n), by Householder QR of A (or A^T
