@@ -8,7 +8,9 @@ neuron's by 6e-8. Where neuron's float32 result and the CPU's differ beyond
 the tolerance, the same call is made on the sample converted to float64
 (on the CPU): every floating element of neuron's result must be within the
 tolerance of that, or no farther from it than the CPU's result is; integer
-results (pivots, infos) must equal the CPU's."""
+results (pivots, infos) must equal the CPU's. complex64 the same way with a
+complex128 referee, for the ops whose complex kernels compute in complex128
+(cond through the SVD, and LDL^T/LDL^H)."""
 
 from __future__ import annotations
 
@@ -16,15 +18,18 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 REFEREED = {"linalg.ldl_factor_ex", "linalg.ldl_factor"}
+REFEREED_COMPLEX64 = {"linalg.ldl_factor_ex", "linalg.ldl_factor", "linalg.cond"}
+_WIDER = {torch.float32: torch.float64, torch.complex64: torch.complex128}
 
 
 def applies(opinfo_id: str, variant: str, dtype: torch.dtype) -> bool:
-    return variant != "grad" and dtype == torch.float32 and opinfo_id in REFEREED
+    return variant != "grad" and ((dtype == torch.float32 and opinfo_id in REFEREED)
+                                  or (dtype == torch.complex64 and opinfo_id in REFEREED_COMPLEX64))
 
 
 def _float64(x):
-    return tree_map(lambda t: t.detach().to(torch.float64)
-                    if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, x)
+    return tree_map(lambda t: t.detach().to(_WIDER[t.dtype])
+                    if isinstance(t, torch.Tensor) and t.dtype in _WIDER else t, x)
 
 
 def check(op, sample, actual, expected, tol) -> str | None:
@@ -34,14 +39,14 @@ def check(op, sample, actual, expected, tol) -> str | None:
         return "float64 referee: the float64 call returned another structure"
     atol, rtol = tol
     for index, (a, e, r) in enumerate(zip(got, want, exact)):
-        if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+        if not isinstance(a, torch.Tensor) or not (a.is_floating_point() or a.is_complex()):
             if not (torch.equal(a, e) if isinstance(a, torch.Tensor) else a == e):
                 return f"float64 referee: item [{index}] differs from the CPU's"
             continue
-        error = (a.double() - r).abs()
+        error = (a.to(r.dtype) - r).abs()
         within = error <= atol + rtol * r.abs()
-        no_worse = error <= (e.double() - r).abs() + atol
+        no_worse = error <= (e.to(r.dtype) - r).abs() + atol
         if not bool((within | no_worse).all()):
             return (f"float64 referee: item [{index}] is {error.max().item():.3g} off the float64 result, "
-                    f"the CPU's {(e.double() - r).abs().max().item():.3g}")
+                    f"the CPU's {(e.to(r.dtype) - r).abs().max().item():.3g}")
     return None

@@ -1,7 +1,8 @@
 """Complex linear algebra on the native kernels (runtime/src/ops/linalg/,
-torchneuron/csrc/linalg.cpp, linalg_qr.cpp, linalg_matrix_exp.cpp): the LU
-family, triangular solves, the Cholesky family, Householder QR (geqrf,
-householder_product, ormqr, qr) and matrix_exp at complex64 and complex128
+torchneuron/csrc/linalg.cpp, linalg_qr.cpp, linalg_matrix_exp.cpp,
+linalg_eigh.cpp, linalg_svd.cpp): the LU family, triangular solves, the
+Cholesky family, Householder QR (geqrf, householder_product, ormqr, qr),
+matrix_exp, Hermitian eigh and the SVD family at complex64 and complex128
 against PyTorch CPU (LAPACK), on batched, transposed, sliced and conjugate
 (conj bit) inputs, with no CPU fallback; gradients through PyTorch's formulas run natively too."""
 
@@ -296,3 +297,263 @@ def test_negative_and_conjugate_views_reach_the_solves(dtype):
                     got = torch.linalg.solve_triangular(view(a.to(DEV)), b_view(rhs.to(DEV)), upper=True, left=left)
                 want = torch.linalg.solve_triangular(view(a), b_view(rhs.clone()), upper=True, left=left)
                 close(got, want, torch.complex128 if dtype == torch.float64 else dtype)
+
+
+def hermitian_layouts(dtype, n=6):
+    """(name, Hermitian matrices) in the layouts the eigh kernel reads."""
+    a = complex_randn(dtype, 3, n, n, seed=5)
+    yield "contiguous", a + a.mH
+    yield "transposed", (a + a.mH).mT
+    b = complex_randn(dtype, 2, 2 * n, 2 * n, seed=6)[:, ::2, ::2]
+    yield "sliced", b + b.mH
+    yield "conj", (a + a.mH).conj()
+    yield "zero_batch", complex_randn(dtype, 0, n, n)
+    yield "empty", complex_randn(dtype, 2, 0, 0)
+    c = complex_randn(dtype, 40, 40, seed=7)
+    yield "larger", c + c.mH
+    d = complex_randn(dtype, 2, 80, 80, seed=43)
+    yield "tridiagonal_ql", d + d.mH  # from n = 64: Householder tridiagonal form and QL
+
+
+def check_eigh(a, w, v, dtype):
+    """Eigenvalues as the CPU's; A V = V diag(w) and V^H V = I; |V| as the
+    CPU's (the eigenvalues are distinct: only each column's phase is free)."""
+    want_w, want_v = torch.linalg.eigh(a)
+    w, v = w.cpu(), v.cpu()
+    assert w.dtype == want_w.dtype and v.dtype == dtype
+    close(w, want_w, dtype)
+    if a.numel() == 0:
+        assert v.shape == want_v.shape
+        return
+    a = a.resolve_conj()
+    close(a @ v, v * w.to(dtype).unsqueeze(-2), dtype)
+    close(v.mH @ v, torch.eye(a.shape[-1], dtype=dtype).expand_as(v), dtype)
+    close(v.abs(), want_v.abs(), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_eigh_matches_cpu(dtype):
+    for name, a in hermitian_layouts(dtype):
+        for uplo in ("L", "U"):
+            with no_fallback():
+                w, v = torch.linalg.eigh(a.to(DEV), UPLO=uplo)
+                wo = torch.linalg.eigvalsh(a.to(DEV), UPLO=uplo)
+            check_eigh(a, w, v, dtype)
+            close(wo, torch.linalg.eigvalsh(a, UPLO=uplo), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_reads_one_triangle(dtype, uplo):
+    # A general matrix: only the UPLO triangle is read, and the imaginary
+    # parts of the diagonal are ignored, as LAPACK's heevd does.
+    a = complex_randn(dtype, 2, 5, 5, seed=8)
+    with no_fallback():
+        w, v = torch.linalg.eigh(a.to(DEV), UPLO=uplo)
+        wo = torch.empty(0, dtype=w.dtype, device=DEV)
+        vo = torch.empty(0, dtype=dtype, device=DEV)
+        torch.linalg.eigh(a.to(DEV), UPLO=uplo, out=(wo, vo))
+    h = a.tril() if uplo == "L" else a.triu()
+    h = h + h.mH
+    h.diagonal(0, -2, -1).copy_(a.diagonal(0, -2, -1).real)
+    close(w, torch.linalg.eigvalsh(a, UPLO=uplo), dtype)
+    check_eigh(h, w, v, dtype)
+    close(wo, w.cpu(), dtype)
+    close(vo, v.cpu(), dtype)
+
+
+def svd_inputs(dtype):
+    yield "tall", complex_randn(dtype, 3, 7, 4, seed=9)
+    yield "wide", complex_randn(dtype, 2, 3, 6, seed=10)
+    yield "square", complex_randn(dtype, 5, 5, seed=11)
+    yield "transposed", complex_randn(dtype, 2, 6, 4, seed=12).mT
+    yield "conj", complex_randn(dtype, 2, 5, 3, seed=13).conj()
+    yield "sliced", complex_randn(dtype, 2, 10, 8, seed=14)[:, ::2, ::2]
+    yield "larger", complex_randn(dtype, 40, 30, seed=15)
+    yield "zero_batch", complex_randn(dtype, 0, 3, 2)
+    yield "empty", complex_randn(dtype, 2, 0, 3)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_svd_matches_cpu(dtype):
+    # Singular values as the CPU's; U diag(S) Vh = A; U, Vh unitary; |U|
+    # and |Vh| (reduced: distinct singular values) as the CPU's, the phase
+    # of each singular pair being free.
+    for name, a in svd_inputs(dtype):
+        for full in (False, True):
+            with no_fallback():
+                u, s, vh = torch.linalg.svd(a.to(DEV), full_matrices=full)
+                sv = torch.linalg.svdvals(a.to(DEV))
+            want_u, want_s, want_vh = torch.linalg.svd(a, full_matrices=full)
+            u, s, vh = u.cpu(), s.cpu(), vh.cpu()
+            assert (u.shape, s.shape, vh.shape) == (want_u.shape, want_s.shape, want_vh.shape), name
+            close(s, want_s, dtype)
+            close(sv, want_s, dtype)
+            k = s.shape[-1]
+            m, n = a.shape[-2:]
+            if a.numel() == 0:
+                close(u, want_u, dtype)  # the identity, as the CPU's
+                close(vh, want_vh, dtype)
+                continue
+            close((u[..., :k] * s.to(dtype).unsqueeze(-2)) @ vh[..., :k, :], a.resolve_conj(), dtype)
+            close(u.mH @ u, torch.eye(u.shape[-1], dtype=dtype).expand(*u.shape[:-2], -1, -1), dtype)
+            close(vh @ vh.mH, torch.eye(vh.shape[-2], dtype=dtype).expand(*vh.shape[:-2], -1, -1), dtype)
+            close(u[..., :k].abs(), want_u[..., :k].abs(), dtype)
+            close(vh[..., :k, :].abs(), want_vh[..., :k, :].abs(), dtype)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_svd_composites_match_cpu(dtype):
+    # PyTorch's composites over _linalg_svd: nuclear and spectral norms,
+    # cond, pinv, matrix_rank, and a rank-deficient matrix's null space.
+    a = complex_randn(dtype, 2, 6, 4, seed=16)
+    low = complex_randn(dtype, 6, 2, seed=17) @ complex_randn(dtype, 2, 5, seed=18)
+    with no_fallback():
+        d, dl = a.to(DEV), low.to(DEV)
+        got = {"nuc": torch.linalg.matrix_norm(d, "nuc"), "norm_nuc": torch.norm(d, p="nuc", dim=(-2, -1)),
+               "two": torch.linalg.matrix_norm(d, 2), "cond": torch.linalg.cond(d), "pinv": torch.linalg.pinv(d),
+               "rank": torch.linalg.matrix_rank(dl), "svd": torch.svd(d)[1]}
+        u, s, vh = torch.linalg.svd(dl)
+    want = {"nuc": torch.linalg.matrix_norm(a, "nuc"), "norm_nuc": torch.norm(a, p="nuc", dim=(-2, -1)),
+            "two": torch.linalg.matrix_norm(a, 2), "cond": torch.linalg.cond(a.to(torch.complex128)).to(a.real.dtype),
+            "pinv": torch.linalg.pinv(a), "rank": torch.linalg.matrix_rank(low), "svd": torch.svd(a)[1]}
+    for key in got:
+        if key == "rank":
+            assert torch.equal(got[key].cpu(), want[key]) and int(want[key]) == 2
+        else:
+            close(got[key], want[key], dtype)
+    u, s, vh = u.cpu(), s.cpu(), vh.cpu()
+    close((u[:, :5] * s.to(dtype)) @ vh, low, dtype)
+    close(u.mH @ u, torch.eye(6, dtype=dtype), dtype)  # completed past rank 2
+    close(vh @ vh.mH, torch.eye(5, dtype=dtype), dtype)
+
+
+def test_eigh_and_svd_gradients_run_natively():
+    # Gauge-invariant losses (eigenvalues, |V|, singular values, |U|, |Vh|):
+    # PyTorch's linalg_eigh_backward and svd_backward on native ops.
+    dtype = torch.complex128
+    h = complex_randn(dtype, 2, 4, 4, seed=19)
+    h = h + h.mH
+    a = complex_randn(dtype, 2, 5, 3, seed=20)
+
+    def loss(h, a):
+        w, v = torch.linalg.eigh(h)
+        u, s, vh = torch.linalg.svd(a, full_matrices=False)
+        return ((w ** 2).sum() + v.abs().sum() + torch.linalg.eigvalsh(h).sum() + s.sum() + u.abs().sum()
+                + vh.abs().sum() + torch.linalg.svdvals(a).pow(2).sum())
+
+    cpu = [t.clone().requires_grad_() for t in (h, a)]
+    loss(*cpu).backward()
+    dev = [t.to(DEV).requires_grad_() for t in (h, a)]
+    with no_fallback():
+        loss(*dev).backward()
+    for got, want in zip(dev, cpu):
+        close(got.grad, want.grad, dtype)
+
+
+DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq_inputs(dtype, driver):
+    yield "tall", complex_randn(dtype, 2, 7, 4, seed=21), complex_randn(dtype, 2, 7, 3, seed=22)
+    yield "wide", complex_randn(dtype, 2, 3, 6, seed=23), complex_randn(dtype, 2, 3, 2, seed=24)
+    yield "square_vector", complex_randn(dtype, 5, 5, seed=25), complex_randn(dtype, 5, seed=26)
+    yield "broadcast", complex_randn(dtype, 1, 6, 3, seed=27), complex_randn(dtype, 3, 6, 2, seed=28)
+    yield "transposed_conj", complex_randn(dtype, 2, 4, 8, seed=29).mT, complex_randn(dtype, 2, 8, 2, seed=30).conj()
+    yield "conj_a", complex_randn(dtype, 6, 4, seed=31).conj(), complex_randn(dtype, 6, 1, seed=32)
+    yield "zero_batch", complex_randn(dtype, 0, 4, 3), complex_randn(dtype, 0, 4, 2)
+    if driver in ("gels", "gelsy"):  # the CPU's MKL gelsd/gelss fail on no right-hand side
+        yield "zero_rhs", complex_randn(dtype, 4, 3, seed=33), complex_randn(dtype, 4, 0)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_lstsq_matches_cpu(dtype, driver):
+    # Solution, residuals (real), rank and singular values (real) as the
+    # CPU's zgels/zgelsy/zgelsd/zgelss return them.
+    for name, a, b in lstsq_inputs(dtype, driver):
+        with no_fallback():
+            got = torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver)
+        want = torch.linalg.lstsq(a, b, driver=driver)
+        for field, g, w in zip(("solution", "residuals", "rank", "singular_values"), got, want):
+            g = g.cpu()
+            assert g.dtype == w.dtype and g.shape == w.shape, (name, field, g.dtype, w.dtype, g.shape, w.shape)
+            if field == "rank":
+                assert torch.equal(g, w), (name, g, w)
+            else:
+                torch.testing.assert_close(g, w, **tol(dtype), msg=lambda m: f"{name} {field}: {m}")
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("driver", ["gelsy", "gelsd", "gelss"])
+def test_lstsq_rank_deficient_matches_cpu(dtype, driver):
+    # Rank 2 of 4 columns: the effective rank and the minimum-norm solution.
+    a = complex_randn(dtype, 2, 7, 2, seed=34) @ complex_randn(dtype, 2, 2, 4, seed=35)
+    b = complex_randn(dtype, 2, 7, 3, seed=36)
+    with no_fallback():
+        x, _, rank, s = torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver)
+        out = [torch.empty(0, dtype=t, device=DEV) for t in (dtype, a.real.dtype, torch.int64, a.real.dtype)]
+        torch.linalg.lstsq(a.to(DEV), b.to(DEV), driver=driver, out=out)
+    want_x, _, want_rank, want_s = torch.linalg.lstsq(a, b, driver=driver)
+    assert torch.equal(rank.cpu(), want_rank) and want_rank.tolist() == [2, 2]
+    close(x, want_x, dtype)
+    close(out[0], want_x, dtype)
+    assert torch.equal(out[2].cpu(), want_rank)
+    if s.numel():
+        close(s, want_s, dtype)
+
+
+def test_lstsq_gradient_runs_natively():
+    dtype = torch.complex128
+    a, b = complex_randn(dtype, 2, 6, 3, seed=37), complex_randn(dtype, 2, 6, 2, seed=38)
+    cpu = [t.clone().requires_grad_() for t in (a, b)]
+    torch.linalg.lstsq(*cpu).solution.abs().sum().backward()
+    dev = [t.to(DEV).requires_grad_() for t in (a, b)]
+    with no_fallback():
+        torch.linalg.lstsq(*dev).solution.abs().sum().backward()
+    for got, want in zip(dev, cpu):
+        close(got.grad, want.grad, dtype)
+
+
+def ldl_inputs(dtype, hermitian):
+    """Symmetric (hermitian=False) or Hermitian indefinite matrices; a zero
+    leading diagonal entry forces the 2x2 and interchanged pivots."""
+    a = complex_randn(dtype, 3, 6, 6, seed=39)
+    a = a + (a.mH if hermitian else a.mT)
+    a[:, 0, 0] = 0
+    yield "batched", a
+    yield "transposed", a.mT
+    yield "conj", a.conj()
+    b = complex_randn(dtype, 12, 12, seed=40)[::2, ::2]
+    yield "sliced", b + (b.mH if hermitian else b.mT)
+    c = complex_randn(dtype, 30, 30, seed=41)
+    yield "larger", c + (c.mH if hermitian else c.mT)
+    yield "zero_batch", complex_randn(dtype, 0, 3, 3)
+    yield "empty", complex_randn(dtype, 2, 0, 0)
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_matches_cpu(dtype, hermitian):
+    # LD, pivots and info as LAPACK's sytrf/hetrf (uplo 'L'), and the solve
+    # as sytrs/hetrs, from the CPU's factors and from the device's.
+    for name, a in ldl_inputs(dtype, hermitian):
+        rhs = complex_randn(dtype, *a.shape[:-1], 2, seed=42)
+        with no_fallback():
+            ld, piv, info = torch.linalg.ldl_factor_ex(a.to(DEV), hermitian=hermitian)
+            x = torch.linalg.ldl_solve(ld, piv, rhs.to(DEV), hermitian=hermitian)
+        want_ld, want_piv, want_info = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+        close(ld, want_ld, dtype)
+        assert torch.equal(piv.cpu(), want_piv), name
+        assert torch.equal(info.cpu(), want_info), name
+        close(x, torch.linalg.ldl_solve(want_ld, want_piv, rhs, hermitian=hermitian), dtype)
+
+
+def test_ldl_singular_reports_info():
+    a = torch.zeros(2, 3, 3, dtype=torch.complex128)
+    a[1] = torch.eye(3)
+    with no_fallback():
+        _, piv, info = torch.linalg.ldl_factor_ex(a.to(DEV), hermitian=True)
+    want = torch.linalg.ldl_factor_ex(a, hermitian=True)
+    assert torch.equal(info.cpu(), want[2]) and info.tolist() == [1, 0]
+    assert torch.equal(piv.cpu(), want[1])

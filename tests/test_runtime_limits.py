@@ -111,11 +111,8 @@ def ix(z, *values):
 
 
 COMPLEX_FALLBACKS = {
-    # the LU, Cholesky, QR and matrix_exp families are native now
-    # (tests/test_linalg_complex.py); eigh, svd and ldl are not
-    "linalg.eigvalsh": lambda z: torch.linalg.eigvalsh(z @ z.mH + torch.eye(4, device=z.device)),
-    "linalg.svdvals": lambda z: torch.linalg.svdvals(z),
-    "linalg.ldl_factor": lambda z: torch.linalg.ldl_factor(z + z.mT + 8 * torch.eye(4, device=z.device))[0],
+    # complex linear algebra (LU, Cholesky, QR, matrix_exp, eigh, SVD,
+    # lstsq, LDL) is native now (tests/test_linalg_complex.py)
     # tril/triu, index_put, scatter, take and index_add are native now
     # (tests/test_complex_index.py); a complex scatter product is not
     "scatter_multiply": lambda z: z.scatter(0, ix(z, [1, 0, 3, 2]), z[:1], reduce="multiply"),

@@ -7,6 +7,7 @@
 
 #include <complex.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "check.h"
 
@@ -74,7 +75,28 @@ static inline void cput(mats *a, int64_t b, int64_t i, int64_t j, double complex
   else *(double complex *)p = x;
 }
 
-static double eps_of(nrt_dtype d) { return d == NRT_FLOAT32 ? 1.2e-7 : 2.3e-16; }
+/* q (n x n, row-major) = a product of n random complex Householder
+ * reflectors I - 2 v v^H / (v^H v): a random unitary matrix. */
+static inline void random_unitary(double complex *q, int64_t n) {
+  double complex *v = malloc((size_t)n * sizeof(double complex) + 16);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) q[i * n + j] = i == j;
+  for (int64_t r = 0; r < n; r++) {
+    double vv = 0;
+    for (int64_t i = 0; i < n; i++) {
+      v[i] = CMPLX(urand() * 2 - 1, urand() * 2 - 1);
+      vv += creal(v[i] * conj(v[i]));
+    }
+    for (int64_t j = 0; j < n; j++) {
+      double complex s = 0;
+      for (int64_t i = 0; i < n; i++) s += conj(v[i]) * q[i * n + j];
+      for (int64_t i = 0; i < n; i++) q[i * n + j] -= 2 * v[i] * s / vv;
+    }
+  }
+  free(v);
+}
+
+static double eps_of(nrt_dtype d) { return d == NRT_FLOAT32 || d == NRT_COMPLEX64 ? 1.2e-7 : 2.3e-16; }
 
 static nrt_op op_of(nrt_op_code code, int outputs, int operands, const nrt_tensor_view *v) {
   nrt_op op;

@@ -8,8 +8,11 @@
  * W against w, ||A V - V diag(W)|| / (||A|| n eps), ||V^T V - I|| / (n eps),
  * lower and upper triangles (the other holds garbage that must not be read),
  * row-, column-major and strided storage, batches, eigenvalues only,
- * zero sizes and refusals.
+ * zero sizes and refusals. Complex64/128: the same with A = Q diag(w) Q^H,
+ * Q random unitary, V^H V = I, and garbage in the unread triangle and the
+ * diagonal's imaginary parts.
  */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -106,6 +109,78 @@ static void test_eigh_known_spectrum(void) {
   eigh_case(NRT_FLOAT32, 2, 20, 1, 1, 0);
 }
 
+/* Hermitian: A = Q diag(w) Q^H, Q random unitary; the unread triangle and
+ * the diagonal's imaginary parts hold garbage (LAPACK's heevd ignores both). */
+static void eigh_complex_case(nrt_dtype d, int64_t batch, int64_t n, int layout, int upper, int want_v) {
+  const nrt_dtype rd = d == NRT_COMPLEX64 ? NRT_FLOAT32 : NRT_FLOAT64;
+  mats v = make_mats(d, batch, n, n, layout), a0 = make_mats(NRT_COMPLEX128, batch, n, n, 0);
+  mats w = make_mats(rd, batch, n, 1, 0);
+  w.view.ndim = 2;
+  double complex *q = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  double *ws = malloc((size_t)(batch * n) * sizeof(double) + 8);
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < n; i++) ws[b * n + i] = -3 + 6.0 * (double)i / (double)n;
+    if (n > 2) ws[b * n + 1] = ws[b * n + 2];
+    random_unitary(q, n);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double complex t = 0;
+        for (int64_t p = 0; p < n; p++) t += q[i * n + p] * ws[b * n + p] * conj(q[j * n + p]);
+        if (i == j) t = creal(t);
+        const int read = upper ? j >= i : j <= i;
+        cput(&v, b, i, j, !read ? CMPLX(1e30, -1e30) : i == j ? CMPLX(creal(t), 7.0) : t);
+        cput(&a0, b, i, j, t);
+      }
+  }
+  nrt_tensor_view ov[2] = {w.view, v.view};
+  nrt_op op = op_of(NRT_OP_LINALG_EIGH, 2, 2, ov);
+  op.num_scalars = 2;
+  op.scalars[0].i = upper, op.scalars[1].i = want_v;
+  CHECK_OK(nrt_op_execute(&op));
+  double worst_w = 0, worst_res = 0, worst_orth = 0;
+  int ascending = 1;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < n; i++) {
+      worst_w = fmax(worst_w, fabs(get(&w, b, i, 0) - ws[b * n + i]) / 3);
+      if (i) ascending &= get(&w, b, i - 1, 0) <= get(&w, b, i, 0);
+    }
+    if (!want_v) continue;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double complex s = 0, o = 0;
+        for (int64_t p = 0; p < n; p++) {
+          s += cget(&a0, b, i, p) * cget(&v, b, p, j);
+          o += conj(cget(&v, b, p, i)) * cget(&v, b, p, j);
+        }
+        worst_res = fmax(worst_res, cabs(s - cget(&v, b, i, j) * get(&w, b, j, 0)) / (3.0 * (double)n));
+        worst_orth = fmax(worst_orth, cabs(o - (i == j)) / (double)n);
+      }
+  }
+  const double eps = eps_of(d), tol = 30 * eps;
+  if (!(worst_w <= tol * (double)n && worst_res <= tol && worst_orth <= tol && ascending))
+    fprintf(stderr, "  eigh %s batch %lld n %lld layout %d upper %d v %d: W %g |AV-VW| %g |VhV-I| %g asc %d\n",
+            nrt_dtype_name(d), (long long)batch, (long long)n, layout, upper, want_v, worst_w / eps,
+            worst_res / eps, worst_orth / eps, ascending);
+  CHECK(ascending);
+  CHECK(worst_w <= tol * (double)n);
+  CHECK(worst_res <= tol);
+  CHECK(worst_orth <= tol);
+  free(q), free(ws);
+  nrt_free(v.dev), nrt_free(a0.dev), nrt_free(w.dev);
+}
+
+static void test_eigh_hermitian(void) {
+  const int64_t sizes[] = {1, 2, 3, 8, 33, 80};
+  for (int s = 0; s < 6; s++)
+    for (int layout = 0; layout < 3; layout++)
+      for (int upper = 0; upper < 2; upper++) {
+        eigh_complex_case(NRT_COMPLEX64, 2, sizes[s], layout, upper, 1);
+        eigh_complex_case(NRT_COMPLEX128, 2, sizes[s], layout, upper, 1);
+      }
+  eigh_complex_case(NRT_COMPLEX128, 2, 20, 0, 0, 0);
+  eigh_complex_case(NRT_COMPLEX64, 2, 20, 1, 1, 0);
+}
+
 static void test_eigh_refusals(void) {
   mats v = make_mats(NRT_FLOAT64, 2, 3, 3, 0), w = make_mats(NRT_FLOAT64, 2, 3, 1, 0);
   mats iv = make_mats(NRT_INT32, 2, 3, 3, 0);
@@ -120,6 +195,9 @@ static void test_eigh_refusals(void) {
   op.operands[1] = v.view;
   op.operands[0].dtype = NRT_FLOAT32;
   CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[1].dtype = NRT_COMPLEX128; /* complex V has real W of its precision */
+  CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
+  op.operands[1].dtype = NRT_FLOAT64;
   op.operands[0].dtype = NRT_FLOAT64;
   op.num_scalars = 1;
   CHECK_STATUS(nrt_op_execute(&op), NRT_ERROR_INVALID_ARGUMENT);
@@ -131,6 +209,7 @@ static void test_eigh_refusals(void) {
 
 int main(void) {
   RUN(test_eigh_known_spectrum);
+  RUN(test_eigh_hermitian);
   RUN(test_eigh_refusals);
   return CHECK_MAIN_RESULT();
 }

@@ -11,7 +11,11 @@
  * dominant matrix pivots [1, 2, ..., n]; zero gives info 1. Solve: the
  * residual ||A X - B|| against A, batched right-hand sides. Refusals and
  * invalid pivots. The blocked factorisation (n >= 96) against a plain
- * right-looking twin: equal pivots and info, LD within rounding. */
+ * right-looking twin: equal pivots and info, LD within rounding.
+ * Complex64/128, symmetric and Hermitian: rebuilt by the complex twin
+ * (L D L^T or L D L^H) against the input, zero upper triangle, and the
+ * solve's residual. */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -335,6 +339,144 @@ static void test_ldl_solve(void) {
   }
 }
 
+/* ---- complex ------------------------------------------------------------- */
+
+/* plain_rebuild for complex LD: A = ... L_k D L_k^T ... (L_k^H and a
+ * Hermitian D block when herm). */
+static void plain_rebuild_c(const double complex *ld, const int32_t *piv, int64_t n, int herm, double complex *a) {
+  double complex *t = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  double complex *lk = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  memset(a, 0, (size_t)(n * n) * sizeof(double complex));
+  int64_t starts[512], sizes[512], blocks = 0;
+  for (int64_t k = 0; k < n;) {
+    const int64_t s = piv[k] > 0 ? 1 : 2;
+    starts[blocks] = k, sizes[blocks++] = s;
+    a[k * n + k] = herm ? creal(ld[k * n + k]) : ld[k * n + k];
+    if (s == 2) {
+      a[(k + 1) * n + k + 1] = herm ? creal(ld[(k + 1) * n + k + 1]) : ld[(k + 1) * n + k + 1];
+      a[(k + 1) * n + k] = ld[(k + 1) * n + k];
+      a[k * n + k + 1] = herm ? conj(ld[(k + 1) * n + k]) : ld[(k + 1) * n + k];
+    }
+    k += s;
+  }
+  for (int64_t q = blocks - 1; q >= 0; q--) {
+    const int64_t k = starts[q], s = sizes[q];
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) lk[i * n + j] = i == j;
+    for (int64_t c = k; c < k + s; c++)
+      for (int64_t i = k + s; i < n; i++) lk[i * n + c] = ld[i * n + c];
+    for (int64_t i = 0; i < n; i++) /* a <- L_k a L_k^T (L_k^H) */
+      for (int64_t j = 0; j < n; j++) {
+        double complex v = 0;
+        for (int64_t p = 0; p < n; p++) v += lk[i * n + p] * a[p * n + j];
+        t[i * n + j] = v;
+      }
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double complex v = 0;
+        for (int64_t p = 0; p < n; p++) v += t[i * n + p] * (herm ? conj(lk[j * n + p]) : lk[j * n + p]);
+        a[i * n + j] = v;
+      }
+    const int64_t r = k + s - 1, p = (piv[k] > 0 ? piv[k] : -piv[k]) - 1;
+    if (p != r) {
+      for (int64_t j = 0; j < n; j++) {
+        const double complex x = a[r * n + j];
+        a[r * n + j] = a[p * n + j], a[p * n + j] = x;
+      }
+      for (int64_t i = 0; i < n; i++) {
+        const double complex x = a[i * n + r];
+        a[i * n + r] = a[i * n + p], a[i * n + p] = x;
+      }
+    }
+  }
+  free(t), free(lk);
+}
+
+/* Random symmetric or Hermitian matrices (diagonal shifted by diag; zero
+ * makes 2x2 pivots and interchanges likely) factored, rebuilt by the twin
+ * and compared with the input; then A X = B solved with the factors. The
+ * unread upper triangle (and, Hermitian, the diagonal's imaginary parts)
+ * hold garbage. */
+static void complex_ldl_case(nrt_dtype d, int64_t n, int layout, int herm, double diag) {
+  const int64_t batch = 2, k = 3;
+  mats ld = make_mats(d, batch, n, n, layout), pv = make_mats(NRT_INT32, batch, n, 1, 0);
+  mats info = make_mats(NRT_INT32, batch, 1, 1, 0), x = make_mats(d, batch, n, k, layout);
+  pv.view.ndim = 2, info.view.ndim = 1;
+  double complex *a = malloc((size_t)(batch * n * n) * sizeof(double complex) + 16);
+  double complex *bv = malloc((size_t)(batch * n * k) * sizeof(double complex) + 16);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j <= i; j++) {
+        double complex v = CMPLX(2 * urand() - 1, 2 * urand() - 1);
+        if (i == j) v = herm ? creal(v) + diag : v + diag;
+        cput(&ld, b, i, j, v);
+        v = cget(&ld, b, i, j); /* the values the kernel sees */
+        a[(b * n + i) * n + j] = v;
+        a[(b * n + j) * n + i] = herm ? conj(v) : v;
+        if (i != j) cput(&ld, b, j, i, CMPLX(1e30, 1e30));
+        else if (herm) cput(&ld, b, i, i, CMPLX(creal(v), 5.0));
+      }
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t c = 0; c < k; c++) {
+        cput(&x, b, i, c, CMPLX(2 * urand() - 1, 2 * urand() - 1));
+        bv[(b * n + i) * k + c] = cget(&x, b, i, c);
+      }
+  nrt_tensor_view fv[3] = {ld.view, pv.view, info.view};
+  nrt_op op = op_of(NRT_OP_LINALG_LDL_FACTOR, 3, 3, fv);
+  op.num_scalars = 1;
+  op.scalars[0].i = herm;
+  CHECK_OK(nrt_op_execute(&op));
+  nrt_tensor_view sv[3] = {x.view, ld.view, pv.view};
+  nrt_op sop = op_of(NRT_OP_LINALG_LDL_SOLVE, 1, 3, sv);
+  sop.num_scalars = 1;
+  sop.scalars[0].i = herm;
+  CHECK_OK(nrt_op_execute(&sop));
+  double complex *l = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  double complex *r = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  int32_t *piv = malloc((size_t)n * sizeof(int32_t) + 8);
+  double worst = 0, worst_x = 0;
+  for (int64_t b = 0; b < batch; b++) {
+    CHECK(get(&info, b, 0, 0) == 0);
+    double anorm = 0;
+    for (int64_t i = 0; i < n; i++) {
+      piv[i] = (int32_t)get(&pv, b, i, 0);
+      for (int64_t j = 0; j < n; j++) {
+        l[i * n + j] = cget(&ld, b, i, j);
+        anorm = fmax(anorm, cabs(a[(b * n + i) * n + j]));
+        if (j > i) CHECK(l[i * n + j] == 0);
+      }
+    }
+    plain_rebuild_c(l, piv, n, herm, r);
+    for (int64_t i = 0; i < n * n; i++) worst = fmax(worst, cabs(r[i] - a[b * n * n + i]) / (anorm * (double)n));
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t c = 0; c < k; c++) {
+        double complex v = -bv[(b * n + i) * k + c];
+        for (int64_t p = 0; p < n; p++) v += a[(b * n + i) * n + p] * cget(&x, b, p, c);
+        worst_x = fmax(worst_x, cabs(v) / (anorm * (double)n));
+      }
+  }
+  const double eps = eps_of(d);
+  if (!(worst <= 100 * eps && worst_x <= 1e4 * eps))
+    fprintf(stderr, "  ldl %s n %lld layout %d herm %d diag %g: rebuild %g solve %g\n", nrt_dtype_name(d),
+            (long long)n, layout, herm, diag, worst / eps, worst_x / eps);
+  CHECK(worst <= 100 * eps);
+  CHECK(worst_x <= 1e4 * eps); /* the residual scales with the condition number */
+  free(a), free(bv), free(l), free(r), free(piv);
+  nrt_free(ld.dev), nrt_free(pv.dev), nrt_free(info.dev), nrt_free(x.dev);
+}
+
+static void test_ldl_complex(void) {
+  static const int64_t sizes[] = {1, 2, 3, 7, 20, 45};
+  for (int s = 0; s < 6; s++)
+    for (int layout = 0; layout < 3; layout++)
+      for (int herm = 0; herm < 2; herm++) {
+        complex_ldl_case(NRT_COMPLEX128, sizes[s], layout, herm, 0.0);
+        complex_ldl_case(NRT_COMPLEX64, sizes[s], layout, herm, 0.0);
+        complex_ldl_case(NRT_COMPLEX128, sizes[s], layout, herm, 6.0);
+      }
+}
+
 static void test_ldl_refusals(void) {
   double a[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   ldl_out o = run_factor(NRT_FLOAT64, 1, 3, 0, a);
@@ -364,6 +506,7 @@ int main(void) {
   RUN(test_ldl_blocked_twin);
   RUN(test_ldl_known);
   RUN(test_ldl_solve);
+  RUN(test_ldl_complex);
   RUN(test_ldl_refusals);
   return CHECK_MAIN_RESULT();
 }

@@ -11,7 +11,11 @@
  * x orthogonal to A's null space), layouts, batches and refusals.
  * gelsy against a plain twin of its own method (unblocked pivoted QR,
  * the condition estimate, the minimum-norm truncated solution) on larger,
- * rank-deficient, graded, tall and wide matrices: equal rank and solution. */
+ * rank-deficient, graded, tall and wide matrices: equal rank and solution.
+ * Complex64/128: every driver against the closed-form minimum-norm
+ * solution of A = P Q (full rank and rank-deficient), rank and residual
+ * rows. */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -402,6 +406,151 @@ static void test_gelsy_twin(void) {
   free(a), free(bb);
 }
 
+/* ---- complex ------------------------------------------------------------- */
+
+/* Solves g x = r (n x n complex, row-major; both destroyed, k right-hand
+ * sides in r) by Gaussian elimination with partial pivoting; x in r. */
+static void plain_csolve(double complex *g, double complex *r, int64_t n, int64_t k) {
+  for (int64_t c = 0; c < n; c++) {
+    int64_t p = c;
+    for (int64_t i = c + 1; i < n; i++)
+      if (cabs(g[i * n + c]) > cabs(g[p * n + c])) p = i;
+    for (int64_t j = 0; j < n; j++) {
+      const double complex t = g[c * n + j];
+      g[c * n + j] = g[p * n + j], g[p * n + j] = t;
+    }
+    for (int64_t j = 0; j < k; j++) {
+      const double complex t = r[c * k + j];
+      r[c * k + j] = r[p * k + j], r[p * k + j] = t;
+    }
+    for (int64_t i = c + 1; i < n; i++) {
+      const double complex f = g[i * n + c] / g[c * n + c];
+      for (int64_t j = c; j < n; j++) g[i * n + j] -= f * g[c * n + j];
+      for (int64_t j = 0; j < k; j++) r[i * k + j] -= f * r[c * k + j];
+    }
+  }
+  for (int64_t i = n - 1; i >= 0; i--)
+    for (int64_t j = 0; j < k; j++) {
+      double complex v = r[i * k + j];
+      for (int64_t q = i + 1; q < n; q++) v -= g[i * n + q] * r[q * k + j];
+      r[i * k + j] = v / g[i * n + i];
+    }
+}
+
+/* A = P Q (P m x r, Q r x n, both of full rank r with a dominant
+ * diagonal): the minimum-norm least-squares solution is, in closed form,
+ * x = Q^H (Q Q^H)^-1 (P^H P)^-1 P^H b: the twin, by plain complex solves.
+ * Checked: x against it, rank (gelsy, gelsd, gelss), and the residual
+ * rows' sum of |.|^2 against ||A x - b||^2. */
+static void complex_case(nrt_dtype d, int64_t m, int64_t n, int64_t k, int64_t r, int layout, int driver) {
+  const int64_t M = m > n ? m : n, N = m < n ? m : n;
+  double complex *pm = malloc((size_t)(m * r) * sizeof(double complex) + 16);
+  double complex *qm = malloc((size_t)(r * n) * sizeof(double complex) + 16);
+  double complex *a = malloc((size_t)(m * n) * sizeof(double complex) + 16);
+  double complex *bv = malloc((size_t)(m * k) * sizeof(double complex) + 16);
+  double complex *g = malloc((size_t)(r * r) * sizeof(double complex) + 16);
+  double complex *y = malloc((size_t)(r * k) * sizeof(double complex) + 16);
+  double complex *x = malloc((size_t)(n * k) * sizeof(double complex) + 16);
+  for (int64_t i = 0; i < m * r; i++) pm[i] = CMPLX(urand() * 2 - 1, urand() * 2 - 1) + (i % r == i / r ? 3 : 0);
+  for (int64_t i = 0; i < r * n; i++) qm[i] = CMPLX(urand() * 2 - 1, urand() * 2 - 1) + (i % n == i / n ? 3 : 0);
+  for (int64_t i = 0; i < m * k; i++) bv[i] = CMPLX(urand() * 2 - 1, urand() * 2 - 1);
+  lstsq_out o;
+  o.a = make_mats(d, 1, m, n, layout);
+  o.x = make_mats(d, 1, M, k, layout);
+  o.info = make_mats(NRT_INT32, 1, 1, 1, 0);
+  o.rank = make_mats(NRT_INT64, 1, 1, 1, 0);
+  o.s = make_mats(d == NRT_COMPLEX64 ? NRT_FLOAT32 : NRT_FLOAT64, 1, N, 1, 0);
+  o.info.view.ndim = 1, o.rank.view.ndim = 1, o.s.view.ndim = 2;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double complex t = 0;
+      for (int64_t q = 0; q < r; q++) t += pm[i * r + q] * qm[q * n + j];
+      cput(&o.a, 0, i, j, t);
+      a[i * n + j] = cget(&o.a, 0, i, j); /* the values the kernel sees */
+    }
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < k; j++) {
+      cput(&o.x, 0, i, j, i < m ? bv[i * k + j] : 0);
+      if (i < m) bv[i * k + j] = cget(&o.x, 0, i, j);
+    }
+  nrt_tensor_view ov[5] = {o.x.view, o.info.view, o.rank.view, o.s.view, o.a.view};
+  nrt_op op = op_of(NRT_OP_LINALG_LSTSQ, 4, 5, ov);
+  op.num_scalars = 2;
+  op.scalars[0].i = driver;
+  op.scalars[1].f = -1;
+  CHECK_OK(nrt_op_execute(&op));
+  /* the twin: y = (P^H P)^-1 P^H b, then x = Q^H (Q Q^H)^-1 y */
+  for (int64_t i = 0; i < r; i++) {
+    for (int64_t j = 0; j < r; j++) {
+      double complex t = 0;
+      for (int64_t q = 0; q < m; q++) t += conj(pm[q * r + i]) * pm[q * r + j];
+      g[i * r + j] = t;
+    }
+    for (int64_t j = 0; j < k; j++) {
+      double complex t = 0;
+      for (int64_t q = 0; q < m; q++) t += conj(pm[q * r + i]) * bv[q * k + j];
+      y[i * k + j] = t;
+    }
+  }
+  plain_csolve(g, y, r, k);
+  for (int64_t i = 0; i < r; i++)
+    for (int64_t j = 0; j < r; j++) {
+      double complex t = 0;
+      for (int64_t q = 0; q < n; q++) t += qm[i * n + q] * conj(qm[j * n + q]);
+      g[i * r + j] = t;
+    }
+  plain_csolve(g, y, r, k);
+  double xn = 1, err = 0, worst_res = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < k; j++) {
+      double complex t = 0;
+      for (int64_t q = 0; q < r; q++) t += conj(qm[q * n + i]) * y[q * k + j];
+      x[i * k + j] = t;
+      xn = fmax(xn, cabs(t));
+    }
+  CHECK(get(&o.info, 0, 0, 0) == 0);
+  {
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < k; j++) err = fmax(err, cabs(cget(&o.x, 0, i, j) - x[i * k + j]));
+    if (driver) CHECK(rank_at(&o, 0) == r);
+    if (m > n && r == n && driver != 1)
+      for (int64_t j = 0; j < k; j++) {
+        double r2 = 0, rows2 = 0;
+        for (int64_t i = 0; i < m; i++) {
+          double complex v = -bv[i * k + j];
+          for (int64_t q = 0; q < n; q++) v += a[i * n + q] * x[q * k + j];
+          r2 += creal(v * conj(v));
+        }
+        for (int64_t i = n; i < M; i++) rows2 += creal(cget(&o.x, 0, i, j) * conj(cget(&o.x, 0, i, j)));
+        worst_res = fmax(worst_res, fabs(rows2 - r2) / fmax(r2, 1));
+      }
+  }
+  const double tol = 200 * eps_of(d) * (double)M;
+  if (!(err / xn <= tol && worst_res <= tol))
+    fprintf(stderr, "  lstsq %s driver %d %lldx%lld rank %lld k %lld layout %d: x %g res %g\n", nrt_dtype_name(d),
+            driver, (long long)m, (long long)n, (long long)r, (long long)k, layout, err / xn / eps_of(d),
+            worst_res / eps_of(d));
+  CHECK(err / xn <= tol);
+  CHECK(worst_res <= tol);
+  free(pm), free(qm), free(a), free(bv), free(g), free(y), free(x);
+  free_out(&o);
+}
+
+static void test_lstsq_complex(void) {
+  const int64_t dims[][2] = {{1, 1}, {4, 4}, {9, 4}, {4, 9}, {30, 12}, {12, 30}, {5, 1}, {1, 5}};
+  for (int c = 0; c < 8; c++)
+    for (int driver = 0; driver < 4; driver++)
+      for (int layout = 0; layout < 3; layout++) {
+        const int64_t m = dims[c][0], n = dims[c][1], N = m < n ? m : n;
+        complex_case(NRT_COMPLEX128, m, n, 3, N, layout, driver);
+        complex_case(NRT_COMPLEX64, m, n, 2, N, layout, driver);
+        if (N > 2 && driver) { /* rank-deficient (not exactly: gels would factor it) */
+          complex_case(NRT_COMPLEX128, m, n, 2, N / 2, layout, driver);
+          complex_case(NRT_COMPLEX64, m, n, 2, N - 1, layout, driver);
+        }
+      }
+}
+
 static void test_lstsq_refusals(void) {
   double a[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13}, b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   lstsq_out o = run_lstsq(NRT_FLOAT64, 1, 4, 3, 2, 0, 3, a, b, -1);
@@ -434,6 +583,7 @@ int main(void) {
   RUN(test_lstsq_full_rank);
   RUN(test_lstsq_rank_deficient);
   RUN(test_gelsy_twin);
+  RUN(test_lstsq_complex);
   RUN(test_lstsq_refusals);
   return CHECK_MAIN_RESULT();
 }

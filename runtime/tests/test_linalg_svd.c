@@ -7,11 +7,13 @@
  * ||A - U diag(S) Vh|| / (||A|| max(m, n) eps), ||U^T U - I|| and
  * ||Vh Vh^T - I|| / (n eps), for square, tall and wide matrices, reduced
  * and full, with and without vectors, row-, column-major and strided
- * storage, batches, zero sizes, non-finite input and refusals.
+ * storage, batches, zero sizes, non-finite input and refusals; complex64
+ * and complex128 the same way with P, Q random unitary (U^H U = I).
  *
  * Twin: a plain one-sided Jacobi on the columns of A itself (no QR, no
  * scaling, no blocking), whose sorted column norms must agree with S.
  */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -207,6 +209,99 @@ static void test_svd_against_twin(void) {
   nrt_free(a.dev), nrt_free(s.dev);
 }
 
+/* Complex: A = P diag(s) Q^H, P and Q random unitary; U^H U = I,
+ * Vh Vh^H = I, S real and descending. */
+static void svd_complex_case(nrt_dtype d, int64_t batch, int64_t m, int64_t n, int layout, int full, int want_uv,
+                             int64_t rank) {
+  const int64_t k = m < n ? m : n, uc = full ? m : k, vr = full ? n : k;
+  const nrt_dtype rd = d == NRT_COMPLEX64 ? NRT_FLOAT32 : NRT_FLOAT64;
+  mats a = make_mats(d, batch, m, n, layout), a0 = make_mats(NRT_COMPLEX128, batch, m, n, 0);
+  mats s = make_mats(rd, batch, k, 1, 0);
+  s.view.ndim = 2;
+  mats u = make_mats(d, batch, m, uc, layout == 1 ? 1 : 0), vh = make_mats(d, batch, vr, n, layout);
+  double complex *p = malloc((size_t)(m * m) * sizeof(double complex) + 16);
+  double complex *q = malloc((size_t)(n * n) * sizeof(double complex) + 16);
+  double *sv = malloc((size_t)(batch * k + 1) * sizeof(double));
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < k; i++) sv[b * k + i] = i < rank ? 3.0 - 2.5 * (double)i / (double)k : 0;
+    if (rank > 3) sv[b * k + 2] = sv[b * k + 1];
+    random_unitary(p, m);
+    random_unitary(q, n);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double complex t = 0;
+        for (int64_t r = 0; r < k; r++) t += p[i * m + r] * sv[b * k + r] * conj(q[j * n + r]);
+        cput(&a, b, i, j, t);
+        cput(&a0, b, i, j, cget(&a, b, i, j));
+      }
+  }
+  nrt_tensor_view ov[4] = {s.view, u.view, vh.view, a.view};
+  if (!want_uv) ov[1] = a.view;
+  nrt_op op = op_of(NRT_OP_LINALG_SVD, want_uv ? 3 : 1, want_uv ? 4 : 2, ov);
+  op.num_scalars = 1;
+  op.scalars[0].i = full;
+  CHECK_OK(nrt_op_execute(&op));
+  const double eps = eps_of(d), mx = (double)(m > n ? m : n);
+  double worst_s = 0, worst_res = 0, worst_u = 0, worst_v = 0;
+  int descending = 1;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < k; i++) {
+      worst_s = fmax(worst_s, fabs(get(&s, b, i, 0) - sv[b * k + i]) / 3);
+      if (i) descending &= get(&s, b, i - 1, 0) >= get(&s, b, i, 0);
+    }
+    if (!want_uv) continue;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double complex r = 0;
+        for (int64_t t = 0; t < k; t++) r += cget(&u, b, i, t) * get(&s, b, t, 0) * cget(&vh, b, t, j);
+        worst_res = fmax(worst_res, cabs(r - cget(&a0, b, i, j)) / (3 * mx));
+      }
+    for (int64_t i = 0; i < uc; i++)
+      for (int64_t j = 0; j < uc; j++) {
+        double complex o = 0;
+        for (int64_t t = 0; t < m; t++) o += conj(cget(&u, b, t, i)) * cget(&u, b, t, j);
+        worst_u = fmax(worst_u, cabs(o - (i == j)) / (double)m);
+      }
+    for (int64_t i = 0; i < vr; i++)
+      for (int64_t j = 0; j < vr; j++) {
+        double complex o = 0;
+        for (int64_t t = 0; t < n; t++) o += cget(&vh, b, i, t) * conj(cget(&vh, b, j, t));
+        worst_v = fmax(worst_v, cabs(o - (i == j)) / (double)n);
+      }
+  }
+  const double tol = 30 * eps;
+  if (!(worst_s <= tol * mx && worst_res <= tol && worst_u <= tol && worst_v <= tol && descending))
+    fprintf(stderr, "  svd %s batch %lld %lldx%lld layout %d full %d uv %d rank %lld: S %g res %g U %g V %g desc %d\n",
+            nrt_dtype_name(d), (long long)batch, (long long)m, (long long)n, layout, full, want_uv,
+            (long long)rank, worst_s / eps, worst_res / eps, worst_u / eps, worst_v / eps, descending);
+  CHECK(descending);
+  CHECK(worst_s <= tol * mx);
+  CHECK(worst_res <= tol);
+  CHECK(worst_u <= tol);
+  CHECK(worst_v <= tol);
+  free(p), free(q), free(sv);
+  nrt_free(a.dev), nrt_free(a0.dev), nrt_free(s.dev), nrt_free(u.dev), nrt_free(vh.dev);
+}
+
+static void test_svd_complex(void) {
+  const int64_t dims[][2] = {{1, 1}, {2, 2}, {3, 3}, {8, 8}, {5, 3}, {3, 5}, {40, 7}, {7, 40}, {1, 6}, {6, 1}};
+  for (int c = 0; c < 10; c++)
+    for (int layout = 0; layout < 3; layout++)
+      for (int full = 0; full < 2; full++) {
+        const int64_t m = dims[c][0], n = dims[c][1], k = m < n ? m : n;
+        svd_complex_case(NRT_COMPLEX64, 2, m, n, layout, full, 1, k);
+        svd_complex_case(NRT_COMPLEX128, 2, m, n, layout, full, 1, k);
+      }
+  for (int full = 0; full < 2; full++) { /* rank-deficient: completed null spaces */
+    svd_complex_case(NRT_COMPLEX128, 2, 9, 9, 0, full, 1, 4);
+    svd_complex_case(NRT_COMPLEX64, 2, 12, 6, 1, full, 1, 2);
+    svd_complex_case(NRT_COMPLEX128, 2, 6, 12, 2, full, 1, 3);
+    svd_complex_case(NRT_COMPLEX128, 1, 5, 7, 0, full, 1, 0);
+  }
+  svd_complex_case(NRT_COMPLEX128, 2, 20, 12, 0, 0, 0, 12);
+  svd_complex_case(NRT_COMPLEX64, 2, 12, 20, 1, 1, 0, 12);
+}
+
 static void test_svd_non_finite(void) {
   mats a = make_mats(NRT_FLOAT64, 1, 3, 3, 0), s = make_mats(NRT_FLOAT64, 1, 3, 1, 0);
   mats u = make_mats(NRT_FLOAT64, 1, 3, 3, 0), vh = make_mats(NRT_FLOAT64, 1, 3, 3, 0);
@@ -258,6 +353,7 @@ int main(void) {
   RUN(test_svd_known_values);
   RUN(test_svd_rank_deficient_and_scaled);
   RUN(test_svd_against_twin);
+  RUN(test_svd_complex);
   RUN(test_svd_non_finite);
   RUN(test_svd_refusals);
   return CHECK_MAIN_RESULT();

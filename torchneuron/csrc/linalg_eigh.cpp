@@ -4,8 +4,8 @@
 // dtype and UPLO checks come from PyTorch's structured meta function;
 // eigenvalues ascend as LAPACK returns them. Eigenvectors are unique
 // only up to sign (and within repeated eigenvalues), and their signs are
-// not LAPACK's. Complex inputs run
-// through the counted CPU fallback. Autograd comes from PyTorch's formula
+// not LAPACK's; Hermitian (complex) eigenvectors are unique up to a unit
+// phase, and theirs are not LAPACK's either. Autograd comes from PyTorch's formula
 // (linalg_eigh_backward), which calls native ops.
 #include <ATen/ATen.h>
 #include <ATen/native/LinearAlgebraUtils.h>
@@ -15,6 +15,7 @@
 
 #include <cctype>
 
+#include "linalg_complex_native.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "storage_fallback.h"
@@ -29,12 +30,14 @@ using Tensor = at::Tensor;
 
 void eigh_into(const Tensor& A, c10::string_view uplo, bool compute_v, Tensor& W, Tensor& V) {
   const char* name = "linalg_eigh";
-  TORCH_CHECK_NOT_IMPLEMENTED(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
-                              "\"linalg_eigh_cpu\" not implemented for '", toString(A.scalar_type()), "'");
+  const auto type = A.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      type == at::kFloat || type == at::kDouble || type == at::kComplexFloat || type == at::kComplexDouble,
+      "\"linalg_eigh_cpu\" not implemented for '", toString(type), "'");
   if (A.numel() == 0) return;
   const bool upper = std::toupper(static_cast<unsigned char>(uplo[0])) == 'U';
   // V holds A on entry; without vectors it is a column-major scratch copy.
-  Tensor work = compute_v ? V : at::native::cloneBatchedColumnMajor(A);
+  Tensor work = compute_v ? V : at::native::cloneBatchedColumnMajor(A.resolve_conj().resolve_neg());
   if (compute_v) work.copy_(A);
   launch_nn(NRT_OP_LINALG_EIGH, work, 2, {to_view(W, name), to_view(work, name)},
             {int_scalar(upper), int_scalar(compute_v)});
@@ -64,6 +67,6 @@ std::tuple<Tensor, Tensor> eigh(const Tensor& A, c10::string_view uplo, bool com
 
 NEURON_LIBRARY_IMPL(aten, m) {
   using namespace torchneuron;
-  m.impl("_linalg_eigh", native_or_fallback("_linalg_eigh", eigh));
-  m.impl("_linalg_eigh.eigenvalues", native_or_fallback("_linalg_eigh.eigenvalues", eigh_out));
+  m.impl("_linalg_eigh", complex_native("_linalg_eigh", eigh));
+  m.impl("_linalg_eigh.eigenvalues", complex_native("_linalg_eigh.eigenvalues", eigh_out));
 }

@@ -9,12 +9,11 @@
 // residuals when m > n and the driver is not gelsy (for gelsd and gelss
 // only when every matrix has full rank n), rank for every driver but gels,
 // singular_values for gelsd and gelss; the others are empty. gels on a
-// rank-deficient matrix raises the CPU's LinAlgError. Complex inputs run
-// through the counted CPU fallback. Autograd comes from PyTorch's formula
+// rank-deficient matrix raises the CPU's LinAlgError. Complex inputs follow
+// LAPACK's z-drivers (real residuals and singular values). Autograd comes from PyTorch's formula
 // for linalg_lstsq (through pinv), which calls native ops.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
-#include <ATen/core/stack.h>
 #include <ATen/native/LinearAlgebraUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -25,7 +24,6 @@
 #include <limits>
 #include <vector>
 
-#include "fallback.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
@@ -85,7 +83,8 @@ Lstsq lstsq_compute(const Tensor& A, const Tensor& B, std::optional<double> rcon
     else
       TORCH_CHECK(false, "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
   }
-  TORCH_CHECK(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
+  const auto type = A.scalar_type();
+  TORCH_CHECK(type == at::kFloat || type == at::kDouble || type == at::kComplexFloat || type == at::kComplexDouble,
               "This function doesn't handle types other than float and double");
 
   const int64_t nb = A.dim() - 2, m = A.size(-2), n = A.size(-1), k = B2.size(-1);
@@ -97,10 +96,11 @@ Lstsq lstsq_compute(const Tensor& A, const Tensor& B, std::optional<double> rcon
     s.insert(s.end(), tail);
     return s;
   };
-  const Tensor Ab = A.expand(with({m, n}));
+  const Tensor Ab = A.resolve_conj().resolve_neg().expand(with({m, n}));  // the kernel reads storage as is
   const Tensor Bb = B2.expand(with({m, k}));
-  const double eps = A.scalar_type() == at::kDouble ? std::numeric_limits<double>::epsilon()
-                                                    : std::numeric_limits<float>::epsilon();
+  const auto real_type = c10::toRealValueType(type);
+  const double eps = real_type == at::kDouble ? std::numeric_limits<double>::epsilon()
+                                              : std::numeric_limits<float>::epsilon();
   const double rc = rcond.has_value() ? *rcond : eps * static_cast<double>(M);
 
   // X (batch, max(m, n), k) column-major as LAPACK's B: B in its first m rows.
@@ -109,7 +109,8 @@ Lstsq lstsq_compute(const Tensor& A, const Tensor& B, std::optional<double> rcon
   const auto opts = A.options();
   Tensor info = code == kGels ? at::zeros(batch, opts.dtype(at::kInt)) : at::empty({0}, opts.dtype(at::kInt));
   Tensor rank = code != kGels ? at::zeros(batch, opts.dtype(at::kLong)) : at::empty({0}, opts.dtype(at::kLong));
-  Tensor S = code == kGelsd || code == kGelss ? at::empty(with({N}), opts) : at::empty({0}, opts);
+  const auto real_opts = opts.dtype(real_type);
+  Tensor S = code == kGelsd || code == kGelss ? at::empty(with({N}), real_opts) : at::empty({0}, real_opts);
   if (c10::multiply_integers(batch) > 0)
     launch_nn(NRT_OP_LINALG_LSTSQ, X, 4,
               {to_view(X, name), absent_or(info, name), absent_or(rank, name), absent_or(S, name), to_view(Ab, name)},
@@ -129,23 +130,19 @@ Lstsq lstsq_compute(const Tensor& A, const Tensor& B, std::optional<double> rcon
   bool residuals = m > n && code != kGelsy;
   if (residuals && (code == kGelsd || code == kGelss))
     residuals = r.rank.numel() == 0 || at::all(r.rank == n).item<bool>();
-  r.residuals = residuals ? X.narrow(-2, n, m - n).square().sum(-2) : at::empty({0}, opts);
+  if (!residuals) {
+    r.residuals = at::empty({0}, real_opts);
+  } else {
+    const Tensor tail = X.narrow(-2, n, m - n);
+    r.residuals = tail.is_complex() ? at::real(tail * tail.conj()).sum(-2) : tail.square().sum(-2);
+  }
   r.solution = X.narrow(-2, 0, n);
   if (vector_case) r.solution = r.solution.squeeze(-1);
   return r;
 }
 
-bool complex_input(const Tensor& A, const Tensor& B) { return A.is_complex() || B.is_complex(); }
-
 std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
                                                  Driver driver) {
-  if (complex_input(A, B)) {
-    torch::jit::Stack stack;
-    stack.emplace_back(A), stack.emplace_back(B), stack.emplace_back(rcond), stack.emplace_back(driver);
-    run_through_fallback("aten::linalg_lstsq", "", &stack);
-    const size_t s = stack.size();
-    return {stack[s - 4].toTensor(), stack[s - 3].toTensor(), stack[s - 2].toTensor(), stack[s - 1].toTensor()};
-  }
   NEURON_TRACK_OP("aten::linalg_lstsq");
   c10::DeviceGuard guard(A.device());
   Lstsq r = lstsq_compute(A, B, rcond, driver);
@@ -163,14 +160,6 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
                                                          std::optional<double> rcond, Driver driver,
                                                          Tensor& solution, Tensor& residuals, Tensor& rank,
                                                          Tensor& singular_values) {
-  if (complex_input(A, B)) {
-    torch::jit::Stack stack;
-    stack.emplace_back(A), stack.emplace_back(B), stack.emplace_back(rcond), stack.emplace_back(driver);
-    stack.emplace_back(solution), stack.emplace_back(residuals), stack.emplace_back(rank);
-    stack.emplace_back(singular_values);
-    run_through_fallback("aten::linalg_lstsq", "out", &stack);
-    return {solution, residuals, rank, singular_values};
-  }
   NEURON_TRACK_OP("aten::linalg_lstsq.out");
   c10::DeviceGuard guard(A.device());
   Lstsq r = lstsq_compute(A, B, rcond, driver);

@@ -7,7 +7,7 @@
 // the driver= refusal and the non-finite-input LinAlgError follow the CPU's
 // order and messages. Singular values descend as LAPACK returns them;
 // singular vectors are unique only up to sign, and their signs are not
-// LAPACK's. Complex inputs run through the counted CPU fallback. Autograd
+// LAPACK's (nor, for complex inputs, their unit phases). Autograd
 // comes from PyTorch's formula (svd_backward), which calls native ops.
 #include <ATen/ATen.h>
 #include <ATen/core/stack.h>
@@ -16,7 +16,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "fallback.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "structured_outputs.h"
@@ -45,35 +44,24 @@ void svd_into(const Tensor& A, bool full_matrices, bool compute_uv, Driver drive
   }
   TORCH_CHECK(!driver.has_value(),
               "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
-  TORCH_CHECK_NOT_IMPLEMENTED(A.scalar_type() == at::kFloat || A.scalar_type() == at::kDouble,
-                              "\"linalg_svd_cpu\" not implemented for '", toString(A.scalar_type()), "'");
+  const auto type = A.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      type == at::kFloat || type == at::kDouble || type == at::kComplexFloat || type == at::kComplexDouble,
+      "\"linalg_svd_cpu\" not implemented for '", toString(type), "'");
+  const Tensor plain = A.resolve_conj().resolve_neg();  // the kernel reads storage as is
   if (compute_uv)
-    launch_nn(NRT_OP_LINALG_SVD, A, 3, {to_view(S, name), to_view(U, name), to_view(Vh, name), to_view(A, name)},
+    launch_nn(NRT_OP_LINALG_SVD, plain, 3,
+              {to_view(S, name), to_view(U, name), to_view(Vh, name), to_view(plain, name)},
               {int_scalar(full_matrices)});
   else
-    launch_nn(NRT_OP_LINALG_SVD, A, 1, {to_view(S, name), to_view(A, name)}, {int_scalar(full_matrices)});
+    launch_nn(NRT_OP_LINALG_SVD, plain, 1, {to_view(S, name), to_view(plain, name)}, {int_scalar(full_matrices)});
   // A non-finite input gives NaN singular values; the CPU reports it as
   // LAPACK's info -4, batch element by batch element.
   const Tensor info = at::where(S.isnan().any(-1), -4, 0).to(at::kInt);
   at::_linalg_check_errors(info, "linalg.svd", /*is_matrix=*/A.dim() == 2);
 }
 
-bool complex_input(const Tensor& A) { return A.is_complex(); }
-
-// Complex inputs: the CPU kernel through the counted fallback.
-void svd_fallback(const char* overload, torch::jit::Stack* stack) {
-  run_through_fallback("aten::_linalg_svd", overload, stack);
-}
-
 std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices, bool compute_uv, Driver driver) {
-  if (complex_input(A)) {
-    torch::jit::Stack stack;
-    stack.emplace_back(A), stack.emplace_back(full_matrices), stack.emplace_back(compute_uv);
-    stack.emplace_back(driver);
-    svd_fallback("", &stack);
-    const size_t n = stack.size();
-    return {stack[n - 3].toTensor(), stack[n - 2].toTensor(), stack[n - 1].toTensor()};
-  }
   NEURON_TRACK_OP("aten::_linalg_svd");
   c10::DeviceGuard guard(A.device());
   Outputs<at::meta::structured__linalg_svd, 3> out;
@@ -84,13 +72,6 @@ std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices, bool
 
 std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrices, bool compute_uv, Driver driver,
                                               Tensor& U, Tensor& S, Tensor& Vh) {
-  if (complex_input(A)) {
-    torch::jit::Stack stack;
-    stack.emplace_back(A), stack.emplace_back(full_matrices), stack.emplace_back(compute_uv);
-    stack.emplace_back(driver), stack.emplace_back(U), stack.emplace_back(S), stack.emplace_back(Vh);
-    svd_fallback("U", &stack);
-    return {U, S, Vh};
-  }
   NEURON_TRACK_OP("aten::_linalg_svd.U");
   c10::DeviceGuard guard(A.device());
   Outputs<at::meta::structured__linalg_svd, 3> out({U, S, Vh});

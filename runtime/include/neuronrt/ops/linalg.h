@@ -1,7 +1,7 @@
 /* Dense linear algebra (see op_list.h): LU with partial pivoting, row
- * interchanges, triangular solves, Cholesky and Householder QR (GEQRF,
- * ORMQR) on float32, float64, complex64 or complex128 matrices (the other
- * ops: float32 or float64) in
+ * interchanges, triangular solves, Cholesky, Householder QR (GEQRF,
+ * ORMQR), matrix_exp, EIGH, SVD, LSTSQ and LDL on float32, float64,
+ * complex64 or complex128 matrices in
  * any strides, batched over any leading dims. Every operand has
  * the same batch dims (the shim expands broadcast operands with stride 0).
  * Decompositions work in place on an output that holds the input on entry,
@@ -57,6 +57,11 @@
  *       the eigenvalues in ascending order, as LAPACK's syevd returns them,
  *       and V the orthonormal eigenvectors in its columns when compute_v
  *       (V is scratch otherwise). Signs of the columns are not LAPACK's.
+ *       Complex (Hermitian) V: A = V diag(W) V^H with W real (float32 for
+ *       complex64): complex Jacobi rotations below n = 64, from there the
+ *       Householder reduction to a real tridiagonal form (as zhetrd) and
+ *       the same QL; the diagonal's imaginary parts are not read; column
+ *       phases are not LAPACK's.
  *   LINALG_SVD              outputs [S (..., k), U (..., m, ku), Vh (..., kv, n)]
  *                           inputs [A (..., m, n)]  scalars [full_matrices]
  *       A = U diag(S) Vh, k = min(m, n), by Householder QR of A (or A^T
@@ -66,6 +71,8 @@
  *       are optional (1 output S and the input A: singular values only).
  *       Columns of zero singular values are completed to an orthonormal
  *       basis; signs are not LAPACK's. A non-finite A gives NaN results.
+ *       Complex A: S real (float32 for complex64), U and Vh unitary,
+ *       computed in complex128; unit phases of the pairs are not LAPACK's.
  *   LINALG_LSTSQ            outputs [X (..., max(m, n), k), info (...) int32,
  *                                    rank (...) int64, S (..., min(m, n))]
  *                           inputs [A (..., m, n)]  scalars [driver, rcond]
@@ -80,7 +87,8 @@
  *       incremental condition estimation of R (as LAPACK's gelsy), gelsd
  *       and gelss #{s_i > rcond s_1} from the SVD, with the singular
  *       values in S (rcond < 0: the dtype's eps). info, rank and S may be
- *       empty (not written).
+ *       empty (not written). Complex A as LAPACK's z-drivers (Q^H, A^H;
+ *       S real), computed in complex128; gelsy's pivoted QR unblocked.
  *   LINALG_MATRIX_EXP       outputs [E (..., n, n)]  inputs [A (..., n, n)]
  *       E = exp(A) by scaling and squaring with the diagonal Pade
  *       approximant of degree 3, 5, 7, 9 or 13 chosen by ||A||_1 (Higham
@@ -96,11 +104,16 @@
  *       pivots[k] were interchanged, equal negative -p for both rows of a
  *       2x2 block whose second row was interchanged with p. info is 0, or
  *       the first k with a zero D block (the factorisation completes).
- *       info may be empty (not written).
+ *       info may be empty (not written). Optional scalar [hermitian]
+ *       (default 0): complex A = L D L^H as hetrf (|re| of diagonal
+ *       entries, whose imaginary parts are not read; D's diagonal real);
+ *       otherwise complex A = L D L^T as sytrf. Complex: unblocked, in
+ *       complex128.
  *   LINALG_LDL_SOLVE        outputs [X (..., n, k)]  inputs [LD (..., n, n), pivots (..., n) int32]
+ *                           scalars [hermitian (optional, 0)]
  *       X holds B on entry; solves A X = B for A factored as
- *       LINALG_LDL_FACTOR leaves it (as sytrs). Pivots that no
- *       factorisation writes are an error, not a wild access.
+ *       LINALG_LDL_FACTOR leaves it (as sytrs, or hetrs when hermitian).
+ *       Pivots that no factorisation writes are an error, not a wild access.
  *   LINALG_EIG              outputs [W (..., n) complex, info (...) int32, V (..., n, n) complex
  *                                    (optional)]  inputs [A (..., n, n)]
  *       General eigendecomposition A V = V diag(W) as LAPACK's geev

@@ -90,6 +90,11 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_LINALG_ORMQR:
     case NRT_OP_LINALG_MATRIX_EXP:
     case NRT_OP_LINALG_EIG:
+    case NRT_OP_LINALG_EIGH:
+    case NRT_OP_LINALG_SVD:
+    case NRT_OP_LINALG_LSTSQ:
+    case NRT_OP_LINALG_LDL_FACTOR:
+    case NRT_OP_LINALG_LDL_SOLVE:
       return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     default:
       return 0;

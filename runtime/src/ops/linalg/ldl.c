@@ -27,13 +27,16 @@
  * GEMMs by block rows, and then the interchanges are undone in the panel's
  * earlier columns to leave sytf2's storage.
  * Solve: X <- P and L^-1 forward, D^-1 per block, L^-T and P back.
- * Arithmetic in double for both dtypes; one matrix per thread. */
+ * Arithmetic in double for both dtypes; one matrix per thread. Complex
+ * matrices (ldl_complex.h): the same, unblocked, in complex128, symmetric
+ * (sytrf) or, with the hermitian scalar, Hermitian (hetrf). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
+#include "ops/linalg/ldl_complex.h"
 #include "ops/linalg/qr.h"
 
 enum { LDL_BLOCK = 32, LDL_BLOCKED_MIN = 96, LDL_ROW_BLOCK = 128 };
@@ -41,8 +44,21 @@ enum { LDL_BLOCK = 32, LDL_BLOCKED_MIN = 96, LDL_ROW_BLOCK = 128 };
 typedef struct ldl_job {
   const nrt_tensor_view *ld, *piv, *info, *x;
   int64_t n, k;
+  int herm; /* complex: L D L^H (hetrf) rather than L D L^T (sytrf) */
   la_failure failure;
 } ldl_job;
+
+/* Complex elements of either complex dtype, as complex128. */
+static inline ldl_c ldc_at(const char *p, nrt_dtype d, int64_t off) {
+  return d == NRT_COMPLEX128 ? ((const ldl_c *)p)[off] : (ldl_c)((const float _Complex *)p)[off];
+}
+static inline void stc_at(char *p, nrt_dtype d, int64_t off, ldl_c v) {
+  if (d == NRT_COMPLEX128)
+    ((ldl_c *)p)[off] = v;
+  else
+    ((float _Complex *)p)[off] = (float _Complex)v;
+}
+static inline int is_cplx(nrt_dtype d) { return d == NRT_COMPLEX64 || d == NRT_COMPLEX128; }
 
 static inline double ld_at(const char *p, nrt_dtype d, int64_t off) {
   return d == NRT_FLOAT64 ? ((const double *)p)[off] : (double)((const float *)p)[off];
@@ -234,8 +250,37 @@ static int32_t bunch_kaufman_blocked(double *a, int64_t n, int32_t *piv, double 
   return info;
 }
 
+static void factor_range_c(int64_t begin, int64_t end, ldl_job *job) {
+  const int64_t n = job->n;
+  ldl_c *a = malloc((size_t)(n * n) * sizeof(ldl_c) + (size_t)n * sizeof(int32_t) + 16);
+  if (!a) {
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(n * n) * sizeof(ldl_c)));
+    return;
+  }
+  int32_t *pw = (int32_t *)(a + n * n);
+  const nrt_tensor_view *v = job->ld, *pv = job->piv;
+  const int64_t rs = v->strides[v->ndim - 2], cs = v->strides[v->ndim - 1], ps = pv->strides[pv->ndim - 1];
+  for (int64_t b = begin; b < end; b++) {
+    char *p = la_batch_at(v, 2, b);
+    int32_t *pp = (int32_t *)la_batch_at(pv, 1, b);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) a[i * n + j] = j <= i ? ldc_at(p, v->dtype, i * rs + j * cs) : 0;
+    const int32_t info = ldl_factor_c(a, n, pw, job->herm);
+    for (int64_t i = 0; i < n; i++) {
+      pp[i * ps] = pw[i];
+      for (int64_t j = 0; j < n; j++) stc_at(p, v->dtype, i * rs + j * cs, j <= i ? a[i * n + j] : 0);
+    }
+    if (job->info) ((int32_t *)la_batch_at(job->info, 0, b))[0] = info;
+  }
+  free(a);
+}
+
 static void factor_range(int64_t begin, int64_t end, void *ctx) {
   ldl_job *job = ctx;
+  if (is_cplx(job->ld->dtype)) {
+    factor_range_c(begin, end, job);
+    return;
+  }
   const int64_t n = job->n;
   const int blocked = n >= LDL_BLOCKED_MIN;
   const int64_t elems = n * n + (blocked ? (LDL_BLOCK + 1) * n : 0);
@@ -345,8 +390,44 @@ static int pivots_valid(const int32_t *piv, int64_t n) {
   return 1;
 }
 
+static void solve_range_c(int64_t begin, int64_t end, ldl_job *job) {
+  const int64_t n = job->n, k = job->k;
+  ldl_c *l = malloc((size_t)(n * n + n * k) * sizeof(ldl_c) + (size_t)n * sizeof(int32_t) + 16);
+  if (!l) {
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)(n * n + n * k) * sizeof(ldl_c)));
+    return;
+  }
+  ldl_c *x = l + n * n;
+  int32_t *piv = (int32_t *)(x + n * k);
+  const nrt_tensor_view *v = job->ld, *pv = job->piv, *xv = job->x;
+  const int64_t rs = v->strides[v->ndim - 2], cs = v->strides[v->ndim - 1], ps = pv->strides[pv->ndim - 1];
+  const int64_t xrs = xv->strides[xv->ndim - 2], xcs = xv->strides[xv->ndim - 1];
+  for (int64_t b = begin; b < end; b++) {
+    const char *p = la_batch_at(v, 2, b);
+    const int32_t *pp = (const int32_t *)la_batch_at(pv, 1, b);
+    char *xp = la_batch_at(xv, 2, b);
+    for (int64_t i = 0; i < n; i++) piv[i] = pp[i * ps];
+    if (!pivots_valid(piv, n)) {
+      la_fail_at(&job->failure, NRT_ERROR_INVALID_ARGUMENT, b, 0);
+      continue;
+    }
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = j; i < n; i++) l[j * n + i] = ldc_at(p, v->dtype, i * rs + j * cs);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t c = 0; c < k; c++) x[i * k + c] = ldc_at(xp, xv->dtype, i * xrs + c * xcs);
+    ldl_solve_c(l, piv, n, x, k, job->herm);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t c = 0; c < k; c++) stc_at(xp, xv->dtype, i * xrs + c * xcs, x[i * k + c]);
+  }
+  free(l);
+}
+
 static void solve_range(int64_t begin, int64_t end, void *ctx) {
   ldl_job *job = ctx;
+  if (is_cplx(job->ld->dtype)) {
+    solve_range_c(begin, end, job);
+    return;
+  }
   const int64_t n = job->n, k = job->k;
   double *l = malloc((size_t)(n * n + n * k) * sizeof(double) + (size_t)n * sizeof(int32_t) + 8);
   if (!l) {
@@ -386,7 +467,7 @@ static const nrt_tensor_view *present(const nrt_tensor_view *v) {
 
 static nrt_status check_ld(const char *name, const nrt_tensor_view *ld, const nrt_tensor_view *piv) {
   nrt_status e;
-  if ((e = la_check_dtype(name, "LD", ld, 1))) return e;
+  if ((e = la_check_dtype(name, "LD", ld, LA_OR_COMPLEX))) return e;
   if (ld->ndim < 2 || ld->shape[ld->ndim - 1] != ld->shape[ld->ndim - 2])
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: LD must be a batch of square matrices", name);
   if ((e = la_check_dtype(name, "pivots", piv, 0)) || (e = la_check_batch(name, "pivots", piv, 1, ld, 2))) return e;
@@ -411,7 +492,8 @@ nrt_status rt_kernel_linalg_ldl_factor(const nrt_op *op) {
     for (int64_t b = 0; info && b < batch; b++) ((int32_t *)la_batch_at(info, 0, b))[0] = 0;
     return NRT_SUCCESS;
   }
-  ldl_job job = {ld, piv, info, NULL, n, 0, {NRT_SUCCESS, 0, 0}};
+  const int herm = op->num_scalars >= 1 && op->scalars[0].i != 0;
+  ldl_job job = {ld, piv, info, NULL, n, 0, herm, {NRT_SUCCESS, 0, 0}};
   rt_parallel_for(batch, la_grain((double)n * (double)n * (double)n / 3.0), factor_range, &job);
   if (job.failure.status != NRT_SUCCESS)
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %lld bytes of scratch", name,
@@ -432,7 +514,8 @@ nrt_status rt_kernel_linalg_ldl_solve(const nrt_op *op) {
                    nrt_dtype_name(ld->dtype), (long long)n);
   const int64_t batch = la_batch_count(ld, 2);
   if (batch == 0 || n == 0 || k == 0) return NRT_SUCCESS;
-  ldl_job job = {ld, piv, NULL, x, n, k, {NRT_SUCCESS, 0, 0}};
+  const int herm = op->num_scalars >= 1 && op->scalars[0].i != 0;
+  ldl_job job = {ld, piv, NULL, x, n, k, herm, {NRT_SUCCESS, 0, 0}};
   rt_parallel_for(batch, la_grain(2.0 * (double)n * (double)n * (double)k), solve_range, &job);
   if (job.failure.status == NRT_ERROR_INVALID_ARGUMENT)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: pivots of batch element %lld are not a Bunch-Kaufman factorisation's",

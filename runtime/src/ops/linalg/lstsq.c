@@ -1,6 +1,7 @@
 /* LINALG_LSTSQ (layout in neuronrt/ops/linalg.h): least squares
  * min ||A X - B|| with LAPACK's four drivers' contracts, each matrix in
- * double scratch whatever its dtype:
+ * double (complex128) scratch whatever its dtype (the drivers: lstsq_t.h;
+ * complex ones take Q^H, A^H and conjugates where these say T):
  *   gels   A = Q R (m >= n: X = R^-1 (Q^T B)[0:n], rows n..m-1 of the
  *          output keep (Q^T B)[n:m], whose squares sum to the residual) or
  *          A^T = Q R (m < n: the minimum-norm X = Q [R^-T B; 0]); a zero on
@@ -29,7 +30,7 @@
 #include "ops/linalg/batch.h"
 #include "ops/linalg/dense.h"
 #include "ops/linalg/qrcp.h"
-#include "ops/linalg/svd_t.h"
+#include "ops/linalg/svd.h"
 
 enum { LSTSQ_GELS = 0, LSTSQ_GELSY = 1, LSTSQ_GELSD = 2, LSTSQ_GELSS = 3 };
 
@@ -38,200 +39,109 @@ typedef struct lstsq_job {
   int64_t m, n, k;
   int driver;
   double rcond, tol;
+  double eps2; /* the default rcond: the real dtype's machine epsilon */
   la_failure failure;
 } lstsq_job;
 
-static inline double ld(const char *p, nrt_dtype d, int64_t off) {
-  return d == NRT_FLOAT64 ? ((const double *)p)[off] : (double)((const float *)p)[off];
-}
-static inline void st(char *p, nrt_dtype d, int64_t off, double v) {
-  if (d == NRT_FLOAT64)
-    ((double *)p)[off] = v;
-  else
-    ((float *)p)[off] = (float)v;
-}
+#define LA_T double
+#define LA_R double
+#define LA_CPLX 0
+#define LA_NAME(x) la_##x##_f64
+#include "ops/linalg/lstsq_t.h"
+#undef LA_T
+#undef LA_R
+#undef LA_CPLX
+#undef LA_NAME
+#define LA_T double _Complex
+#define LA_R double
+#define LA_CPLX 1
+#define LA_CX(re, im) CMPLX(re, im)
+#define LA_NAME(x) la_##x##_c128
+#include "ops/linalg/lstsq_t.h"
+#undef LA_T
+#undef LA_R
+#undef LA_CPLX
+#undef LA_CX
+#undef LA_NAME
 
-static int64_t lstsq_elems(int64_t m, int64_t n, int64_t k, int driver) {
-  const int64_t M = m > n ? m : n, N = m > n ? n : m, nb = LA_QR_BLOCK;
-  int64_t e = m * n + M * k + N * k;
-  if (driver == LSTSQ_GELS) {
-    e += N * N + N + la_geqrf_scratch_f64(M, N, nb) + nb * nb + nb * (k > 1 ? k : 1);
-  } else if (driver == LSTSQ_GELSY) {
-    const int64_t g = la_geqrf_scratch_f64(n, N, nb), o = nb * nb + nb * (k > 1 ? k : 1);
-    e += n * k + 2 * N + n + la_geqp3_scratch(m, n, nb) + 2 * n + m * N + n * N + (g > o ? g : o);
-  } else {
-    e += N + m * N + N * n + la_svd_scratch(m, n, 0, 1);
+/* One batch element: A and B read into scratch of type W (double or
+ * double _Complex) from storage type T, solved by the driver, X written
+ * back; S (real) in the precision of T. */
+#define LSTSQ_ONE(T, W, SFX)                                                                                 \
+  static void lstsq_one_##SFX##_##T(const lstsq_job *job, int64_t b, W *buf, int64_t *order) {            \
+    const int64_t m = job->m, n = job->n, k = job->k, M = m > n ? m : n, N = m < n ? m : n;                \
+    const nrt_tensor_view *av = job->a, *xv = job->x;                                                     \
+    const int64_t ars = av->strides[av->ndim - 2], acs = av->strides[av->ndim - 1];                       \
+    const int64_t xrs = xv->strides[xv->ndim - 2], xcs = xv->strides[xv->ndim - 1];                       \
+    W *a = buf, *c = a + m * n, *y = c + M * k, *rest = y + (job->driver == LSTSQ_GELSY ? n : N) * k;     \
+    const T *ap = (const T *)la_batch_at(av, 2, b);                                                       \
+    T *xp = (T *)la_batch_at(xv, 2, b);                                                                   \
+    /* gels factors A^H when wide; gelsy works on A column-major */                                      \
+    const int gels_wide = job->driver == LSTSQ_GELS && m < n, cm = job->driver == LSTSQ_GELSY;           \
+    for (int64_t i = 0; i < m; i++)                                                                       \
+      for (int64_t j = 0; j < n; j++) {                                                                   \
+        const W x = (W)ap[i * ars + j * acs];                                                             \
+        if (gels_wide)                                                                                    \
+          a[j * m + i] = la_conj_##SFX(x);                                                                \
+        else                                                                                              \
+          a[cm ? j * m + i : i * n + j] = x;                                                              \
+      }                                                                                                   \
+    for (int64_t i = 0; i < M; i++)                                                                       \
+      for (int64_t j = 0; j < k; j++) c[i * k + j] = i < m ? (W)xp[i * xrs + j * xcs] : 0;               \
+    int32_t info = 0;                                                                                     \
+    if (job->driver == LSTSQ_GELS) {                                                                      \
+      info = la_gels_one_##SFX(job, a, c, rest);                                                          \
+    } else if (job->driver == LSTSQ_GELSY) {                                                              \
+      const int64_t r = la_gelsy_one_##SFX(job, a, c, y, rest);                                           \
+      if (job->rank) ((int64_t *)la_batch_at(job->rank, 0, b))[0] = r;                                    \
+    } else {                                                                                              \
+      double *s = (double *)rest;                                                                         \
+      const int64_t r = la_svd_solve_one_##SFX(job, a, c, y, s, rest + N, order);                         \
+      if (job->rank) ((int64_t *)la_batch_at(job->rank, 0, b))[0] = r;                                    \
+      if (job->s) {                                                                                       \
+        const nrt_tensor_view *sv = job->s;                                                               \
+        char *sp = la_batch_at(sv, 1, b);                                                                 \
+        const int64_t ss = sv->strides[sv->ndim - 1];                                                     \
+        for (int64_t i = 0; i < N; i++) {                                                                 \
+          if (sv->dtype == NRT_FLOAT64)                                                                   \
+            ((double *)sp)[i * ss] = s[i];                                                                \
+          else                                                                                            \
+            ((float *)sp)[i * ss] = (float)s[i];                                                          \
+        }                                                                                                 \
+      }                                                                                                   \
+    }                                                                                                     \
+    if (job->info) ((int32_t *)la_batch_at(job->info, 0, b))[0] = info;                                   \
+    if (info) return; /* LAPACK leaves B as it was */                                                     \
+    for (int64_t i = 0; i < M; i++)                                                                       \
+      for (int64_t j = 0; j < k; j++) xp[i * xrs + j * xcs] = (T)c[i * k + j];                            \
   }
-  return e;
-}
-
-/* a holds A (m >= n) or A^T (m < n), row-major. Returns info (0, or the
- * 1-based index of a zero on R's diagonal). */
-static int32_t gels_one(const lstsq_job *job, double *a, double *c, double *scratch) {
-  const int64_t m = job->m, n = job->n, k = job->k, nb = LA_QR_BLOCK;
-  const int64_t M = m > n ? m : n, N = m > n ? n : m;
-  double *r = scratch, *tau = r + N * N, *qs = tau + N;
-  la_geqrf_f64(a, M, N, tau, nb, qs);
-  for (int64_t i = 0; i < N; i++) {
-    if (a[i * N + i] == 0) return (int32_t)(i + 1);
-    for (int64_t j = 0; j < N; j++) r[i * N + j] = j < i ? 0 : a[i * N + j];
-    for (int64_t j = i; j < N; j++) a[i * N + j] = j == i; /* explicit reflectors for ormqr */
-  }
-  if (m >= n) {
-    la_ormqr_f64(a, M, N, tau, /*trans=*/1, c, k, nb, qs); /* c <- Q^T B */
-    for (int64_t i = n - 1; i >= 0; i--) /* R X = c[0:n] */
-      for (int64_t j = 0; j < k; j++) {
-        double v = c[i * k + j];
-        for (int64_t p = i + 1; p < n; p++) v -= r[i * N + p] * c[p * k + j];
-        c[i * k + j] = v / r[i * N + i];
-      }
-    return 0;
-  }
-  for (int64_t i = 0; i < m; i++) /* R^T Y = B, in place in c's first m rows */
-    for (int64_t j = 0; j < k; j++) {
-      double v = c[i * k + j];
-      for (int64_t p = 0; p < i; p++) v -= r[p * N + i] * c[p * k + j];
-      c[i * k + j] = v / r[i * N + i];
-    }
-  for (int64_t i = m; i < n; i++)
-    for (int64_t j = 0; j < k; j++) c[i * k + j] = 0;
-  la_ormqr_f64(a, M, N, tau, /*trans=*/0, c, k, nb, qs); /* X = Q [Y; 0] */
-  return 0;
-}
-
-/* gelsy on a (A column-major: n x m row-major, destroyed) and c (max(m, n)
- * x k, B in its first m rows; X in its first n on return). Returns the
- * effective rank. */
-static int64_t gelsy_one(const lstsq_job *job, double *a, double *c, double *y, double *scratch) {
-  const int64_t m = job->m, n = job->n, k = job->k, N = m < n ? m : n, nb = LA_QR_BLOCK;
-  double *tau = scratch, *tau2 = tau + N, *permd = tau2 + N, *qs = permd + n;
-  double *ice = qs + la_geqp3_scratch(m, n, nb), *v = ice + 2 * n, *t = v + m * N, *ws = t + n * N;
-  int64_t *perm = (int64_t *)permd;
-#define R(i, j) a[(j) * m + (i)] /* R[i][j], i <= j; v_j[i] for i > j */
-  la_geqp3(a, m, n, tau, perm, nb, qs);
-  const double rc = job->rcond < 0 ? (job->a->dtype == NRT_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07)
-                                   : job->rcond;
-  const int64_t r = la_ice_rank(a, 1, m, N, rc, ice);
-  if (r == 0) {
-    memset(c, 0, (size_t)(n * k) * sizeof(double));
-    return 0;
-  }
-  /* c[0:r] = (Q^T B)[0:r]: only the first r reflectors reach those rows. */
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < r; j++) v[i * r + j] = i == j ? 1 : i < j ? 0 : R(i, j);
-  la_ormqr_f64(v, m, r, tau, /*trans=*/1, c, k, nb, ws);
-  if (r == n) { /* R x = c[0:n], R upper n x n */
-    for (int64_t i = n - 1; i >= 0; i--) {
-      double *ci = c + i * k;
-      for (int64_t p = i + 1; p < n; p++) la_axpy_neg_f64(ci, R(i, p), c + p * k, k);
-      const double d = R(i, i);
-      for (int64_t j = 0; j < k; j++) ci[j] /= d;
-    }
-  } else { /* [R11 R12]^T = Q2 [L^T; 0]: x' = Q2 [L^-1 c[0:r]; 0] */
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < r; i++) t[j * r + i] = j < i ? 0 : R(i, j);
-    la_geqrf_f64(t, n, r, tau2, nb, ws);
-    for (int64_t i = 0; i < r; i++) { /* L = R2^T lower: forward substitution */
-      double *ci = c + i * k;
-      for (int64_t p = 0; p < i; p++) la_axpy_neg_f64(ci, t[p * r + i], c + p * k, k);
-      const double d = t[i * r + i];
-      for (int64_t j = 0; j < k; j++) ci[j] /= d;
-    }
-    memset(c + r * k, 0, (size_t)((n - r) * k) * sizeof(double));
-    for (int64_t i = 0; i < r; i++)
-      for (int64_t j = i; j < r; j++) t[i * r + j] = j == i; /* explicit reflectors for ormqr */
-    la_ormqr_f64(t, n, r, tau2, /*trans=*/0, c, k, nb, ws);
-  }
-#undef R
-  /* Undo the column permutation: x[perm[i]] = x'[i]. */
-  for (int64_t i = 0; i < n; i++) memcpy(y + perm[i] * k, c + i * k, (size_t)k * sizeof(double));
-  memcpy(c, y, (size_t)(n * k) * sizeof(double));
-  return r;
-}
-
-/* Returns the effective rank; s gets the singular values. */
-static int64_t svd_solve_one(const lstsq_job *job, const double *a, double *c, double *y, double *s,
-                             double *scratch, int64_t *order) {
-  const int64_t m = job->m, n = job->n, k = job->k, N = m < n ? m : n;
-  double *u = scratch, *vt = u + m * N, *ws = vt + N * n;
-  la_svd(a, n, 1, m, n, 0, 1, job->tol, s, u, vt, ws, order);
-  const double rc = job->rcond < 0 ? (job->a->dtype == NRT_FLOAT64 ? 2.220446049250313e-16 : 1.1920928955078125e-07)
-                                   : job->rcond;
-  int64_t r = 0;
-  while (r < N && s[r] > rc * s[0]) r++;
-  for (int64_t i = 0; i < r; i++) /* y = diag(1/s_r) U_r^T B */
-    for (int64_t j = 0; j < k; j++) {
-      double v = 0;
-      for (int64_t p = 0; p < m; p++) v += u[p * N + i] * c[p * k + j];
-      y[i * k + j] = v / s[i];
-    }
-  const int residual_rows = m > n && r == n;
-  if (residual_rows)
-    for (int64_t j = 0; j < k; j++) { /* ||B - U_r U_r^T B|| per column, into row n */
-      double ss = 0;
-      for (int64_t p = 0; p < m; p++) {
-        double v = c[p * k + j];
-        for (int64_t i = 0; i < r; i++) v -= u[p * N + i] * y[i * k + j] * s[i];
-        ss += v * v;
-      }
-      c[n * k + j] = sqrt(ss);
-      for (int64_t p = n + 1; p < m; p++) c[p * k + j] = 0;
-    }
-  for (int64_t i = 0; i < n; i++) /* X = V_r y */
-    for (int64_t j = 0; j < k; j++) {
-      double v = 0;
-      for (int64_t p = 0; p < r; p++) v += vt[p * n + i] * y[p * k + j];
-      c[i * k + j] = v;
-    }
-  return r;
-}
+typedef float _Complex c64_t;
+typedef double _Complex c128_t;
+LSTSQ_ONE(float, double, f64)
+LSTSQ_ONE(double, double, f64)
+LSTSQ_ONE(c64_t, c128_t, c128)
+LSTSQ_ONE(c128_t, c128_t, c128)
 
 static void lstsq_range(int64_t begin, int64_t end, void *ctx) {
   lstsq_job *job = ctx;
-  const int64_t m = job->m, n = job->n, k = job->k, M = m > n ? m : n, N = m < n ? m : n;
-  const int64_t elems = lstsq_elems(m, n, k, job->driver);
-  double *buf = malloc((size_t)elems * sizeof(double) + 8);
+  const nrt_dtype dt = job->a->dtype;
+  const int cplx = dt == NRT_COMPLEX64 || dt == NRT_COMPLEX128;
+  const int64_t N = job->m < job->n ? job->m : job->n;
+  const size_t bytes = cplx ? (size_t)la_lstsq_elems_c128(job->m, job->n, job->k, job->driver) * sizeof(c128_t)
+                            : (size_t)la_lstsq_elems_f64(job->m, job->n, job->k, job->driver) * sizeof(double);
+  void *buf = malloc(bytes + 16);
   int64_t *order = malloc((size_t)N * sizeof(int64_t) + 8);
   if (!buf || !order) {
     free(buf), free(order);
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)elems * sizeof(double)));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)bytes);
     return;
   }
-  const nrt_tensor_view *av = job->a, *xv = job->x;
-  const nrt_dtype dt = av->dtype;
-  const int64_t ars = av->strides[av->ndim - 2], acs = av->strides[av->ndim - 1];
-  const int64_t xrs = xv->strides[xv->ndim - 2], xcs = xv->strides[xv->ndim - 1];
-  double *a = buf, *c = a + m * n, *y = c + M * k, *rest = y + (job->driver == LSTSQ_GELSY ? n : N) * k;
-  for (int64_t b = begin; b < end; b++) {
-    const char *ap = la_batch_at(av, 2, b);
-    char *xp = la_batch_at(xv, 2, b);
-    /* gels factors A^T when wide; gelsy works on A column-major */
-    const int tr = (job->driver == LSTSQ_GELS && m < n) || job->driver == LSTSQ_GELSY;
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) a[tr ? j * m + i : i * n + j] = ld(ap, dt, i * ars + j * acs);
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < k; j++) c[i * k + j] = i < m ? ld(xp, dt, i * xrs + j * xcs) : 0;
-    int32_t info = 0;
-    if (job->driver == LSTSQ_GELS) {
-      info = gels_one(job, a, c, rest);
-    } else if (job->driver == LSTSQ_GELSY) {
-      const int64_t r = gelsy_one(job, a, c, y, rest);
-      if (job->rank) ((int64_t *)la_batch_at(job->rank, 0, b))[0] = r;
-    } else {
-      double *s = rest;
-      const int64_t r = svd_solve_one(job, a, c, y, s, rest + N, order);
-      if (job->rank) ((int64_t *)la_batch_at(job->rank, 0, b))[0] = r;
-      if (job->s) {
-        const nrt_tensor_view *sv = job->s;
-        char *sp = la_batch_at(sv, 1, b);
-        for (int64_t i = 0; i < N; i++) st(sp, sv->dtype, i * sv->strides[sv->ndim - 1], s[i]);
-      }
+  for (int64_t b = begin; b < end; b++) switch (dt) {
+      case NRT_FLOAT64: lstsq_one_f64_double(job, b, buf, order); break;
+      case NRT_COMPLEX64: lstsq_one_c128_c64_t(job, b, buf, order); break;
+      case NRT_COMPLEX128: lstsq_one_c128_c128_t(job, b, buf, order); break;
+      default: lstsq_one_f64_float(job, b, buf, order); break;
     }
-    if (job->info) ((int32_t *)la_batch_at(job->info, 0, b))[0] = info;
-    if (info) continue; /* LAPACK leaves B as it was */
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < k; j++) st(xp, dt, i * xrs + j * xcs, c[i * k + j]);
-  }
   free(buf), free(order);
 }
 
@@ -254,7 +164,7 @@ nrt_status rt_kernel_linalg_lstsq(const nrt_op *op) {
   if (a->ndim < 2 || x->ndim != a->ndim)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: A and X must be batches of matrices of the same rank", name);
   nrt_status e;
-  if ((e = la_check_dtype(name, "A", a, 1)) || (e = la_check_batch(name, "X", x, 2, a, 2))) return e;
+  if ((e = la_check_dtype(name, "A", a, LA_OR_COMPLEX)) || (e = la_check_batch(name, "X", x, 2, a, 2))) return e;
   const int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = x->shape[x->ndim - 1];
   const int64_t M = m > n ? m : n, N = m < n ? m : n;
   if (x->dtype != a->dtype || x->shape[x->ndim - 2] != M)
@@ -264,9 +174,11 @@ nrt_status rt_kernel_linalg_lstsq(const nrt_op *op) {
     return e ? e : rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: info must be int32", name);
   if (rank && (rank->dtype != NRT_INT64 || (e = la_check_batch(name, "rank", rank, 0, a, 2))))
     return e ? e : rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: rank must be int64", name);
-  if (s && (s->dtype != a->dtype || (e = la_check_batch(name, "S", s, 1, a, 2)) || s->shape[s->ndim - 1] != N))
+  const int f64 = a->dtype == NRT_FLOAT64 || a->dtype == NRT_COMPLEX128;
+  const nrt_dtype sdt = f64 ? NRT_FLOAT64 : NRT_FLOAT32;
+  if (s && (s->dtype != sdt || (e = la_check_batch(name, "S", s, 1, a, 2)) || s->shape[s->ndim - 1] != N))
     return e ? e : rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: S must be %s with min(m, n) values", name,
-                           nrt_dtype_name(a->dtype));
+                           nrt_dtype_name(sdt));
   const int64_t batch = la_batch_count(a, 2);
   if (batch == 0) return NRT_SUCCESS;
   if (N == 0 || k == 0) { /* nothing to solve: X's first n rows are zero, rank 0, info 0 */
@@ -274,13 +186,16 @@ nrt_status rt_kernel_linalg_lstsq(const nrt_op *op) {
       if (rank) ((int64_t *)la_batch_at(rank, 0, b))[0] = 0;
       if (info) ((int32_t *)la_batch_at(info, 0, b))[0] = 0;
       char *xp = la_batch_at(x, 2, b);
+      const size_t es = nrt_dtype_size(x->dtype);
       for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < k; j++) st(xp, x->dtype, i * x->strides[x->ndim - 2] + j * x->strides[x->ndim - 1], 0);
+        for (int64_t j = 0; j < k; j++)
+          memset(xp + (i * x->strides[x->ndim - 2] + j * x->strides[x->ndim - 1]) * (int64_t)es, 0, es);
     }
     return NRT_SUCCESS;
   }
-  const double eps = a->dtype == NRT_FLOAT64 ? 1.1102230246251565e-16 : 5.960464477539063e-08;
-  lstsq_job job = {x, info, rank, s, a, m, n, k, driver, op->scalars[1].f, la_svd_tol(eps, N), {NRT_SUCCESS, 0, 0}};
+  const double eps = f64 ? 1.1102230246251565e-16 : 5.960464477539063e-08;
+  lstsq_job job = {x,      info, rank, s, a, m, n, k, driver, op->scalars[1].f, la_svd_tol(eps, N), 2 * eps,
+                   {NRT_SUCCESS, 0, 0}};
   rt_parallel_for(batch, la_grain(10.0 * (double)M * (double)N * (double)(N + k)), lstsq_range, &job);
   if (job.failure.status != NRT_SUCCESS)
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %lld bytes of scratch", name,

@@ -1,6 +1,6 @@
 /* LINALG_SVD (layout in neuronrt/ops/linalg.h): each matrix is read into
- * double scratch, decomposed by la_svd (svd_t.h: Householder QR, then
- * one-sided Jacobi on the columns of R, in double for both dtypes) and its
+ * double (complex128) scratch, decomposed by la_svd_f64 (la_svd_c128;
+ * svd_t.h: Householder QR, then one-sided Jacobi on the columns of R) and its
  * factors written back in the outputs' strides. Batches split across the
  * kernel threads; each matrix runs on one thread, so results do not depend
  * on the thread count. */
@@ -10,7 +10,7 @@
 #include "internal.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/linalg/batch.h"
-#include "ops/linalg/svd_t.h"
+#include "ops/linalg/svd.h"
 
 typedef struct svd_job {
   const nrt_tensor_view *s, *u, *vh, *a;
@@ -20,62 +20,74 @@ typedef struct svd_job {
   la_failure failure;
 } svd_job;
 
-static inline double load_at(const char *base, nrt_dtype d, int64_t off) {
-  return d == NRT_FLOAT64 ? ((const double *)base)[off] : (double)((const float *)base)[off];
-}
-
-static inline void store_at(char *base, nrt_dtype d, int64_t off, double x) {
-  if (d == NRT_FLOAT64)
-    ((double *)base)[off] = x;
-  else
-    ((float *)base)[off] = (float)x;
-}
-
-/* rows x cols row-major doubles into the matrix at base (element strides). */
-static void store_matrix(const double *src, int64_t rows, int64_t cols, char *base, nrt_dtype d, int64_t rs,
-                         int64_t cs) {
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t j = 0; j < cols; j++) store_at(base, d, i * rs + j * cs, src[i * cols + j]);
-}
-
-static int64_t svd_elems(int64_t m, int64_t n, int full, int want_uv) {
+static int64_t svd_elems(int64_t m, int64_t n, int full, int want_uv, int cplx) {
   const int64_t k = m < n ? m : n;
-  return m * n + k + (want_uv ? m * (full ? m : k) + (full ? n : k) * n : 0) + la_svd_scratch(m, n, full, want_uv);
+  return m * n + k + (want_uv ? m * (full ? m : k) + (full ? n : k) * n : 0) +
+         (cplx ? la_svd_scratch_c128(m, n, full, want_uv) : la_svd_scratch_f64(m, n, full, want_uv));
 }
 
-static void svd_one(const svd_job *job, int64_t bi, double *buf, int64_t *order) {
-  const nrt_tensor_view *av = job->a;
-  const nrt_dtype dt = av->dtype;
-  const int64_t m = job->m, n = job->n, k = m < n ? m : n;
-  const int full = job->full, want_uv = job->want_uv;
-  const int64_t uc = full ? m : k, vr = full ? n : k;
-  double *a = buf, *s = a + m * n, *u = s + k, *vt = u + (want_uv ? m * uc : 0);
-  double *scratch = vt + (want_uv ? vr * n : 0);
-  const char *ap = la_batch_at(av, 2, bi);
-  const int64_t ars = av->strides[av->ndim - 2], acs = av->strides[av->ndim - 1];
-  for (int64_t i = 0; i < m; i++)
-    for (int64_t j = 0; j < n; j++) a[i * n + j] = load_at(ap, dt, i * ars + j * acs);
-  la_svd(a, n, 1, m, n, full, want_uv, job->tol, s, u, vt, scratch, order);
-  const nrt_tensor_view *sv = job->s;
-  store_matrix(s, 1, k, la_batch_at(sv, 1, bi), sv->dtype, 0, sv->strides[sv->ndim - 1]);
-  if (!want_uv) return;
-  const nrt_tensor_view *uv = job->u, *vhv = job->vh;
-  store_matrix(u, m, uc, la_batch_at(uv, 2, bi), dt, uv->strides[uv->ndim - 2], uv->strides[uv->ndim - 1]);
-  store_matrix(vt, vr, n, la_batch_at(vhv, 2, bi), dt, vhv->strides[vhv->ndim - 2], vhv->strides[vhv->ndim - 1]);
-}
+/* One batch element in scratch of type W (double or double _Complex; the
+ * storage type is T), through la_svd_SFX. */
+#define SVD_ONE(T, W, SFX)                                                                                    \
+  static void svd_one_##SFX##_##T(const svd_job *job, int64_t bi, W *buf, int64_t *order) {               \
+    const nrt_tensor_view *av = job->a, *sv = job->s;                                                      \
+    const int64_t m = job->m, n = job->n, k = m < n ? m : n;                                               \
+    const int full = job->full, want_uv = job->want_uv;                                                    \
+    const int64_t uc = full ? m : k, vr = full ? n : k;                                                    \
+    W *a = buf, *sw = a + m * n, *u = sw + k, *vt = u + (want_uv ? m * uc : 0);                            \
+    W *scratch = vt + (want_uv ? vr * n : 0);                                                              \
+    double *s = (double *)sw;                                                                              \
+    const T *ap = (const T *)la_batch_at(av, 2, bi);                                                       \
+    const int64_t ars = av->strides[av->ndim - 2], acs = av->strides[av->ndim - 1];                        \
+    for (int64_t i = 0; i < m; i++)                                                                        \
+      for (int64_t j = 0; j < n; j++) a[i * n + j] = (W)ap[i * ars + j * acs];                             \
+    la_svd_##SFX(a, n, 1, m, n, full, want_uv, job->tol, s, u, vt, scratch, order);                        \
+    /* S is the real type of T: float for float and complex64. */                                        \
+    char *so = la_batch_at(sv, 1, bi);                                                                     \
+    const int64_t ss = sv->strides[sv->ndim - 1];                                                          \
+    for (int64_t i = 0; i < k; i++) {                                                                      \
+      if (sv->dtype == NRT_FLOAT64)                                                                        \
+        ((double *)so)[i * ss] = s[i];                                                                     \
+      else                                                                                                 \
+        ((float *)so)[i * ss] = (float)s[i];                                                               \
+    }                                                                                                      \
+    if (!want_uv) return;                                                                                  \
+    const nrt_tensor_view *uv = job->u, *vhv = job->vh;                                                    \
+    T *uo = (T *)la_batch_at(uv, 2, bi), *vo = (T *)la_batch_at(vhv, 2, bi);                               \
+    const int64_t urs = uv->strides[uv->ndim - 2], ucs = uv->strides[uv->ndim - 1];                        \
+    const int64_t vrs = vhv->strides[vhv->ndim - 2], vcs = vhv->strides[vhv->ndim - 1];                    \
+    for (int64_t i = 0; i < m; i++)                                                                        \
+      for (int64_t j = 0; j < uc; j++) uo[i * urs + j * ucs] = (T)u[i * uc + j];                          \
+    for (int64_t i = 0; i < vr; i++)                                                                       \
+      for (int64_t j = 0; j < n; j++) vo[i * vrs + j * vcs] = (T)vt[i * n + j];                           \
+  }
+typedef float _Complex c64_t;
+typedef double _Complex c128_t;
+SVD_ONE(float, double, f64)
+SVD_ONE(double, double, f64)
+SVD_ONE(c64_t, c128_t, c128)
+SVD_ONE(c128_t, c128_t, c128)
 
 static void svd_range(int64_t begin, int64_t end, void *ctx) {
   svd_job *job = ctx;
+  const nrt_dtype dt = job->a->dtype;
+  const int cplx = dt == NRT_COMPLEX64 || dt == NRT_COMPLEX128;
   const int64_t N = job->m > job->n ? job->n : job->m;
-  const int64_t elems = svd_elems(job->m, job->n, job->full, job->want_uv);
-  double *buf = malloc((size_t)elems * sizeof(double) + 8);
+  const size_t bytes = (size_t)svd_elems(job->m, job->n, job->full, job->want_uv, cplx) *
+                       (cplx ? sizeof(c128_t) : sizeof(double));
+  void *buf = malloc(bytes + 16);
   int64_t *order = malloc((size_t)N * sizeof(int64_t) + 8);
   if (!buf || !order) {
     free(buf), free(order);
-    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)((size_t)elems * sizeof(double)));
+    la_fail_at(&job->failure, NRT_ERROR_OUT_OF_MEMORY, begin, (int64_t)bytes);
     return;
   }
-  for (int64_t b = begin; b < end; b++) svd_one(job, b, buf, order);
+  for (int64_t b = begin; b < end; b++) switch (dt) {
+      case NRT_FLOAT64: svd_one_f64_double(job, b, buf, order); break;
+      case NRT_COMPLEX64: svd_one_c128_c64_t(job, b, buf, order); break;
+      case NRT_COMPLEX128: svd_one_c128_c128_t(job, b, buf, order); break;
+      default: svd_one_f64_float(job, b, buf, order); break;
+    }
   free(buf), free(order);
 }
 
@@ -90,12 +102,14 @@ nrt_status rt_kernel_linalg_svd(const nrt_op *op) {
   const nrt_tensor_view *u = want_uv ? &op->operands[1] : NULL, *vh = want_uv ? &op->operands[2] : NULL;
   if (a->ndim < 2) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: A must have 2 or more dims", name);
   nrt_status st;
-  if ((st = la_check_dtype(name, "A", a, 1)) || (st = la_check_batch(name, "S", s, 1, a, 2))) return st;
+  if ((st = la_check_dtype(name, "A", a, LA_OR_COMPLEX)) || (st = la_check_batch(name, "S", s, 1, a, 2)))
+    return st;
   const int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n;
   const int full = op->scalars[0].i != 0;
-  if (s->dtype != a->dtype || s->shape[s->ndim - 1] != k)
+  const nrt_dtype sdt = a->dtype == NRT_FLOAT64 || a->dtype == NRT_COMPLEX128 ? NRT_FLOAT64 : NRT_FLOAT32;
+  if (s->dtype != sdt || s->shape[s->ndim - 1] != k)
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: S must be %s with %lld values per matrix", name,
-                   nrt_dtype_name(a->dtype), (long long)k);
+                   nrt_dtype_name(sdt), (long long)k);
   if (want_uv) {
     if ((st = la_check_batch(name, "U", u, 2, a, 2)) || (st = la_check_batch(name, "Vh", vh, 2, a, 2))) return st;
     const int64_t uc = full ? m : k, vr = full ? n : k;
@@ -106,7 +120,7 @@ nrt_status rt_kernel_linalg_svd(const nrt_op *op) {
   }
   const int64_t batch = la_batch_count(a, 2);
   if (batch == 0 || k == 0) return NRT_SUCCESS; /* the shim fills the identity of an empty full SVD */
-  const double eps = a->dtype == NRT_FLOAT64 ? 1.1102230246251565e-16 : 5.960464477539063e-08;
+  const double eps = sdt == NRT_FLOAT64 ? 1.1102230246251565e-16 : 5.960464477539063e-08;
   svd_job job = {s, u, vh, a, m, n, full, want_uv, la_svd_tol(eps, k), {NRT_SUCCESS, 0, 0}};
   const double M = (double)(m > n ? m : n);
   rt_parallel_for(batch, la_grain(10.0 * M * (double)k * (double)k), svd_range, &job);
