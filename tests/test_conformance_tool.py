@@ -128,3 +128,8 @@ def test_causes_group_across_dtypes_and_shapes():
     assert cause_of("failed", "TypeError: complex64 is not supported") == \
         "complex dtypes are not supported on neuron yet"
     assert cause_of("xpassed", "") .startswith("passed unexpectedly")
+    # The rerun hint upstream appends names the test; its dtype is not the cause.
+    repro = ("\n\nTo execute this test, run the following from the base repo dir:\n"
+             "    python test/test_x.py TestXPRIVATEUSE1.test_y_neuron_complex64")
+    assert cause_of("failed", "AssertionError: RuntimeError not raised" + repro) == \
+        "an error is missing or worded differently"
