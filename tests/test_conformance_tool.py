@@ -15,6 +15,7 @@ from torchneuron.tools.conformance_causes import cause_of, normalise
 
 GENERIC = textwrap.dedent('''
     import os
+    import warnings
     import torch
     from torch.testing._internal.common_utils import TestCase
     from torch.testing._internal.common_device_type import dtypes, instantiate_device_type_tests
@@ -64,6 +65,12 @@ GENERIC = textwrap.dedent('''
             # Passes on neuron only if the error of test_h was cleared.
             self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
 
+        def test_j_counts_warnings(self, device):
+            # As test_indexing.py's byte-mask tests do: no filter may hide it.
+            with warnings.catch_warnings(record=True) as w:
+                torch.ones(2, device=device)[torch.tensor([1, 0], dtype=torch.uint8, device=device)]
+                self.assertEqual(len(w), 1)
+
     instantiate_device_type_tests(TestGeneric, globals())
     # Upstream names this class TestLaterNEURON, not TestLaterPRIVATEUSE1.
     instantiate_device_type_tests(TestLater, globals())
@@ -81,8 +88,8 @@ def test_report_of_a_generic_file(tmp_path, capsys):
     generic, broken = json.loads(out.read_text())
 
     counts = generic["counts"]
-    # test_a x2 dtypes, test_f (resumed after the crash), test_g, test_i.
-    assert counts["passed"] == 5, counts
+    # test_a x2 dtypes, test_f (resumed after the crash), test_g, test_i, test_j.
+    assert counts["passed"] == 6, counts
     assert counts["failed on CPU too"] == 1
     assert counts["skipped"] == 1
     assert counts["failed (ours)"] == 3
