@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+
+import pytest
 
 _LOG = os.environ.get("TORCHNEURON_CONFORMANCE_LOG")
 _SKIP = os.environ.get("TORCHNEURON_CONFORMANCE_SKIP")
@@ -61,6 +64,33 @@ def pytest_runtest_logreport(report):
         outcome = "xpassed" if report.outcome == "passed" else "xfailed"
     _write({"event": "report", "nodeid": report.nodeid, "when": report.when,
             "outcome": outcome, "message": _message(report)[:2000]})
+
+
+def _take_device_error() -> str | None:
+    """The asynchronous error left on the neuron device, cleared; None if none."""
+    torch = sys.modules.get("torch")
+    neuron = getattr(torch, "neuron", None) if torch is not None else None
+    if neuron is None or not hasattr(neuron, "clear_error"):
+        return None
+    try:
+        neuron.synchronize()
+    except Exception as exc:  # the sticky error of a kernel this test queued
+        neuron.clear_error()
+        return f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown of the test
+def pytest_runtest_teardown(item, nextitem):
+    # neuron reports an index out of range asynchronously, as CUDA does, and
+    # the error stays on the stream: every later test would fail with it.
+    # The test that queued the kernel fails in its teardown instead, and the
+    # error is cleared for the next test.
+    if not _LOG:
+        return
+    error = _take_device_error()
+    if error is not None:
+        raise RuntimeError(f"asynchronous device error left by the test: {error}")
 
 
 def pytest_sessionfinish(session, exitstatus):
