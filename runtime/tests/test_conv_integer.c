@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "tensor5d.h"
 #include "ops/conv/conv_integer.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1du;
@@ -42,33 +43,6 @@ ORACLE_CODE static uint64_t wrap(nrt_dtype t, uint64_t v) {
   char buf[8];
   set(t, buf, v);
   return get(t, buf);
-}
-
-typedef struct tensor {
-  nrt_tensor_view v;
-  int64_t numel;
-} tensor;
-
-/* [a, b, c, d, e]: contiguous, or channels-last (dim 1 innermost) when cl. */
-static tensor make(nrt_dtype t, const int64_t s[5], int cl) {
-  tensor x;
-  memset(&x, 0, sizeof x);
-  x.numel = s[0] * s[1] * s[2] * s[3] * s[4];
-  CHECK_OK(nrt_malloc(0, (size_t)(x.numel > 0 ? x.numel : 1) * nrt_dtype_size(t), &x.v.data));
-  x.v.dtype = t;
-  x.v.ndim = 5;
-  for (int d = 0; d < 5; d++) x.v.shape[d] = s[d];
-  if (cl) {
-    x.v.strides[1] = 1;
-    x.v.strides[4] = s[1];
-    x.v.strides[3] = s[1] * s[4];
-    x.v.strides[2] = s[1] * s[4] * s[3];
-    x.v.strides[0] = s[1] * s[4] * s[3] * s[2];
-  } else {
-    x.v.strides[4] = 1;
-    for (int d = 3; d >= 0; d--) x.v.strides[d] = x.v.strides[d + 1] * s[d + 1];
-  }
-  return x;
 }
 
 static tensor make_vector(nrt_dtype t, int64_t n) {
