@@ -44,6 +44,22 @@ static void known_spectrum(double *a, int64_t n, const double *w) {
   free(q), free(v);
 }
 
+/* The verdict of one eigh case: eigenvalues within 30 n eps of the known
+ * spectrum, residual and orthogonality within 30 eps, ascending order. */
+static void check_eigh_errors(nrt_dtype d, int64_t batch, int64_t n, int layout, int upper, int want_v,
+                              const char *vt, double worst_w, double worst_res, double worst_orth,
+                              int ascending) {
+  const double eps = eps_of(d), tol = 30 * eps;
+  if (!(worst_w <= tol * (double)n && worst_res <= tol && worst_orth <= tol && ascending))
+    fprintf(stderr, "  eigh %s batch %lld n %lld layout %d upper %d v %d: W %g |AV-VW| %g |%sV-I| %g asc %d\n",
+            nrt_dtype_name(d), (long long)batch, (long long)n, layout, upper, want_v, worst_w / eps,
+            worst_res / eps, vt, worst_orth / eps, ascending);
+  CHECK(ascending);
+  CHECK(worst_w <= tol * (double)n);
+  CHECK(worst_res <= tol);
+  CHECK(worst_orth <= tol);
+}
+
 static void eigh_case(nrt_dtype d, int64_t batch, int64_t n, int layout, int upper, int want_v) {
   mats v = make_mats(d, batch, n, n, layout), a0 = make_mats(NRT_FLOAT64, batch, n, n, 0);
   mats w = make_mats(d, batch, n, 1, 0);
@@ -84,15 +100,7 @@ static void eigh_case(nrt_dtype d, int64_t batch, int64_t n, int layout, int upp
         worst_orth = fmax(worst_orth, fabs(o - (i == j)) / (double)n);
       }
   }
-  const double eps = eps_of(d), tol = 30 * eps;
-  if (!(worst_w <= tol * (double)n && worst_res <= tol && worst_orth <= tol && ascending))
-    fprintf(stderr, "  eigh %s batch %lld n %lld layout %d upper %d v %d: W %g |AV-VW| %g |VtV-I| %g asc %d\n",
-            nrt_dtype_name(d), (long long)batch, (long long)n, layout, upper, want_v, worst_w / eps,
-            worst_res / eps, worst_orth / eps, ascending);
-  CHECK(ascending);
-  CHECK(worst_w <= tol * (double)n);
-  CHECK(worst_res <= tol);
-  CHECK(worst_orth <= tol);
+  check_eigh_errors(d, batch, n, layout, upper, want_v, "Vt", worst_w, worst_res, worst_orth, ascending);
   free(t), free(ws);
   nrt_free(v.dev), nrt_free(a0.dev), nrt_free(w.dev);
 }
@@ -156,15 +164,7 @@ static void eigh_complex_case(nrt_dtype d, int64_t batch, int64_t n, int layout,
         worst_orth = fmax(worst_orth, cabs(o - (i == j)) / (double)n);
       }
   }
-  const double eps = eps_of(d), tol = 30 * eps;
-  if (!(worst_w <= tol * (double)n && worst_res <= tol && worst_orth <= tol && ascending))
-    fprintf(stderr, "  eigh %s batch %lld n %lld layout %d upper %d v %d: W %g |AV-VW| %g |VhV-I| %g asc %d\n",
-            nrt_dtype_name(d), (long long)batch, (long long)n, layout, upper, want_v, worst_w / eps,
-            worst_res / eps, worst_orth / eps, ascending);
-  CHECK(ascending);
-  CHECK(worst_w <= tol * (double)n);
-  CHECK(worst_res <= tol);
-  CHECK(worst_orth <= tol);
+  check_eigh_errors(d, batch, n, layout, upper, want_v, "Vh", worst_w, worst_res, worst_orth, ascending);
   free(q), free(ws);
   nrt_free(v.dev), nrt_free(a0.dev), nrt_free(w.dev);
 }
