@@ -4,44 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
-
-enum { R = 8, C = 16 };
-
-static nrt_nc_ap hbm_ap(int32_t tensor) {
-  nrt_nc_ap ap = {.tensor = tensor, .dtype = NRT_NC_FLOAT32, .partitions = R,
-                  .partition_step = C, .num_free = 1};
-  ap.stride[0] = 1;
-  ap.count[0] = C;
-  return ap;
-}
-
-static nrt_nc_inst collective(int32_t action, int32_t dst, int32_t src, double mask, double peer,
-                              double call) {
-  nrt_nc_inst inst = {.opcode = NRT_NC_COLLECTIVE, .engine = NRT_NC_ENGINE_DMA};
-  for (int k = 0; k < NRT_NC_MAX_APS; k++) inst.ap[k] = (nrt_nc_ap){.tensor = -1};
-  if (dst >= 0) inst.ap[0] = hbm_ap(dst);
-  if (src >= 0) inst.ap[1] = hbm_ap(src);
-  inst.func[0] = action;
-  inst.func[1] = NRT_NC_ALU_ADD;
-  inst.func[2] = 3;
-  inst.imm[0] = mask;
-  inst.imm[1] = peer;
-  inst.imm[3] = call;
-  return inst;
-}
-
-static nrt_nc_program_t create(const nrt_nc_inst *insts, int32_t ni) {
-  nrt_nc_geometry g;
-  nrt_device_properties props;
-  CHECK_OK(nrt_nc_geometry_of_device(0, &g));
-  CHECK_OK(nrt_device_get_properties(0, &props));
-  nrt_nc_tensor t[] = {{.buffer = NRT_NC_HBM, .bytes = R * C * 4},
-                       {.buffer = NRT_NC_HBM, .bytes = R * C * 4}};
-  nrt_nc_program_t p = NULL;
-  nrt_nc_diagnostic diag;
-  CHECK_OK(nrt_nc_program_create(insts, ni, t, 2, &g, &props, &p, &diag));
-  return p;
-}
+#include "nc_collective_program.h"
 
 /* Each program: out = sum over both of in (call 0), then in = the peer's out
  * (call 1), in place of its own source: staged before written. */
@@ -50,9 +13,9 @@ static void test_reduce_then_swap(void) {
   for (int i = 0; i < R * C; i++) in[0][i] = (float)i, in[1][i] = 0.5f * (float)i + 1;
   nrt_nc_program_t p[2];
   for (int k = 0; k < 2; k++) {
-    nrt_nc_inst insts[3] = {collective(NRT_NC_COLLECTIVE_REDUCE, 1, 0, 3, 0, 0),
-                            collective(NRT_NC_COLLECTIVE_NONE, -1, 1, 0, 0, 1),
-                            collective(NRT_NC_COLLECTIVE_COPY, 0, -1, 0, 1 - k, 1)};
+    nrt_nc_inst insts[3] = {collective(NRT_NC_COLLECTIVE_REDUCE, 1, 0, 3, 0, 0, 3),
+                            collective(NRT_NC_COLLECTIVE_NONE, -1, 1, 0, 0, 1, 3),
+                            collective(NRT_NC_COLLECTIVE_COPY, 0, -1, 0, 1 - k, 1, 3)};
     insts[1].func[2] = insts[2].func[2] = 7;
     p[k] = create(insts, 3);
   }
@@ -74,7 +37,7 @@ static void test_reduce_then_swap(void) {
 
 /* Program 1 makes no call: program 0 would wait for ever. */
 static void test_disagreeing_programs_fail(void) {
-  nrt_nc_inst barrier = collective(NRT_NC_COLLECTIVE_NONE, -1, -1, 0, 0, 0);
+  nrt_nc_inst barrier = collective(NRT_NC_COLLECTIVE_NONE, -1, -1, 0, 0, 0, 3);
   barrier.func[2] = 1;
   nrt_nc_inst copy = {.opcode = NRT_NC_DMA_COPY, .engine = NRT_NC_ENGINE_DMA};
   for (int k = 0; k < NRT_NC_MAX_APS; k++) copy.ap[k] = (nrt_nc_ap){.tensor = -1};
@@ -87,7 +50,7 @@ static void test_disagreeing_programs_fail(void) {
   CHECK_STATUS(nrt_nc_programs_run(p, 2, hbm), NRT_ERROR_INVALID_ARGUMENT);
   CHECK(strstr(nrt_last_error(), "deadlock") && strstr(nrt_last_error(), "core_barrier"));
   /* A receive from a peer whose slot sends nothing. */
-  nrt_nc_inst recv = collective(NRT_NC_COLLECTIVE_COPY, 1, -1, 0, 1, 0);
+  nrt_nc_inst recv = collective(NRT_NC_COLLECTIVE_COPY, 1, -1, 0, 1, 0, 3);
   recv.func[2] = 1;
   nrt_nc_program_t q[2] = {create(&recv, 1), create(&barrier, 1)};
   CHECK_STATUS(nrt_nc_programs_run(q, 2, hbm), NRT_ERROR_INVALID_ARGUMENT);
