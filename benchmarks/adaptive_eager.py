@@ -48,7 +48,7 @@ import warnings
 import torch
 import torchneuron
 
-from timing import rotating_blocks
+from timing import host_line, rotating_blocks
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from gpt import GPT, GPTConfig, batches, load_corpus  # noqa: E402
@@ -98,25 +98,6 @@ def set_mode(on: bool) -> None:
 
 def counters() -> dict:
     return {name: METRICS.get_counter_value(name) or 0 for name in COUNTERS}
-
-
-def host_line() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    cores = os.cpu_count()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    usable_note = f" ({usable} usable by this process)" if usable != cores else ""
-    return (f"host: {model}, {cores} cores{usable_note}, load average {load:.1f} at the start; "
-            f"PyTorch CPU threads {torch.get_num_threads()}, neuron kernel threads "
-            f"{os.environ.get('TORCHNEURON_NUM_THREADS', 'default (the usable cores)')}")
 
 
 # ------------------------------------------------------------------ cases

@@ -29,6 +29,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from timing import cpu_model
+
 WORLD = 2
 
 
@@ -119,9 +121,7 @@ def main():
         queue = mp.get_context("spawn").SimpleQueue()
         mp.spawn(rank_main, args=(os.path.join(d, "store"), sizes, rounds, queue), nprocs=WORLD)
         rows = queue.get()
-    cpu = open("/proc/cpuinfo").read()
-    model = re.search(r"model name\s*:\s*(.*)", cpu)
-    print(f"host: {model.group(1) if model else '?'}, {os.cpu_count()} cores; {WORLD} ranks; medians of {rounds} "
+    print(f"host: {cpu_model()}, {os.cpu_count()} cores; {WORLD} ranks; medians of {rounds} "
           "rounds taken turn by turn")
     print("\n| collective | size | neuron shm GB/s | neuron gloo GB/s | gloo CPU GB/s | shm / gloo CPU "
           "| shm / neuron gloo |\n|---|---:|---:|---:|---:|---:|---:|")

@@ -85,7 +85,7 @@ import torch.nn.functional as F  # noqa: E402
 import torchneuron  # noqa: E402
 from torchneuron import metrics  # noqa: E402
 
-from timing import rotating_blocks  # noqa: E402
+from timing import host_line, rotating_blocks  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from gpt import GPT, GPTConfig, batches, load_corpus  # noqa: E402
@@ -97,24 +97,6 @@ if hasattr(torch._dynamo.config, "recompile_limit"):
     torch._dynamo.config.recompile_limit = 64
 if hasattr(torch._dynamo.config, "accumulated_recompile_limit"):
     torch._dynamo.config.accumulated_recompile_limit = 1024
-
-
-def host_line() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    cores = os.cpu_count()
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
-    usable_note = f" ({usable} usable by this process)" if usable != cores else ""
-    return (f"host: {model}, {cores} cores{usable_note}, load average {os.getloadavg()[0]:.1f} at the "
-            f"start; torch {torch.__version__}, PyTorch CPU threads {torch.get_num_threads()}, neuron "
-            f"kernel threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default (the usable cores)')}")
 
 
 def sync(device):

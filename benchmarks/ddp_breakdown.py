@@ -16,7 +16,6 @@ step (torch.profiler).
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from timing import cpu_model
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 
@@ -143,8 +144,7 @@ def main():
         mp.spawn(rank_main, args=(os.path.join(d, "store"), args.steps, args.rounds, args.profile, queue),
                  nprocs=WORLD)
         med = queue.get()
-    cpu = re.search(r"model name\s*:\s*(.*)", open("/proc/cpuinfo").read())
-    print(f"host: {cpu.group(1) if cpu else '?'}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+    print(f"host: {cpu_model()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
           f"{WORLD} ranks; ms per step, medians of {args.rounds} rounds of {args.steps} steps, turn by turn")
     print("\n| device | alone | DDP | DDP - alone |\n|---|---:|---:|---:|")
     for name in ("neuron", "neuron, caller's stream", "cpu"):

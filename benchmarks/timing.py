@@ -1,6 +1,7 @@
 """Timing helpers shared by the benchmark scripts (run them as scripts:
 their folder is then on sys.path)."""
 
+import os
 import statistics
 import time
 
@@ -102,3 +103,27 @@ def rotating_blocks(sides, samples: int, block: int = 4, settle: float = 0.05) -
             run(fn, on_neuron, block)
             side_times.append((time.perf_counter() - start) / block)
     return [(statistics.median(t), min(t)) for t in times]
+
+
+def cpu_model() -> str:
+    """The host's CPU model as /proc/cpuinfo names it (every figure quotes it)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def host_line() -> str:
+    """One line naming the host, its load and both sides' thread counts."""
+    import torch
+
+    cores = os.cpu_count()
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    usable_note = f" ({usable} usable by this process)" if usable != cores else ""
+    return (f"host: {cpu_model()}, {cores} cores{usable_note}, load average {os.getloadavg()[0]:.1f} at the "
+            f"start; torch {torch.__version__}, PyTorch CPU threads {torch.get_num_threads()}, neuron "
+            f"kernel threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default (the usable cores)')}")
