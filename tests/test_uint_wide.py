@@ -130,5 +130,47 @@ def test_other_ops_fall_back_with_cpu_results(dtype):
     assert "aten::mul.Tensor" in counted and "aten::eq.Tensor" in counted
 
 
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_ops_promoting_to_float_run_natively(dtype):
+    """An op whose inputs promote to a float dtype (the special functions and
+    unary math of integers: the default float; a float operand) converts the
+    wide unsigned input on the device, as the CPU's TensorIterator does, and
+    runs natively with the CPU's values."""
+    x = _values(dtype, 4, 3)
+    d = x.to(DEV)
+    small = (x.long() % 50).to(dtype)  # values the Bessel functions keep finite
+    calls = [
+        lambda t: torch.special.i1(t),
+        lambda t: torch.special.bessel_j0(t),
+        lambda t: torch.special.ndtr(t),
+        lambda t: torch.special.xlog1py(t, t),
+        lambda t: torch.special.erfcx(t),
+        lambda t: torch.sin(t),
+        lambda t: t * 0.5,
+        lambda t: t < 2.5,
+        lambda t: torch.atan2(t, torch.ones(3, dtype=torch.float64, device=t.device)),
+    ]
+    with no_fallback():
+        for fn in calls:
+            for a, b in ((d, x), (small.to(DEV), small)):
+                got, want = fn(a), fn(b)
+                if not torch.isfinite(want).all():
+                    continue  # i1 of 2**16 - 1 overflows: compared on the small values
+                assert got.dtype == want.dtype and got.device.type == DEV
+                torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        out = torch.empty(4, 3, dtype=torch.float64, device=DEV)
+        torch.special.ndtr(d, out=out)
+        torch.testing.assert_close(out.cpu(), torch.special.ndtr(x).double())
+    # written in place, or promoted with a signed integer: the CPU's error
+    for fn in (lambda t: t.sin_(), lambda t: t + torch.ones(3, dtype=torch.int64, device=t.device)):
+        with pytest.raises(RuntimeError) as cpu_err:
+            fn(x.clone())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(RuntimeError) as dev_err:
+                fn(d.clone())
+        assert str(dev_err.value) == str(cpu_err.value)
+
+
 # Fallback counts a test provokes on purpose stay out of the tests after it.
 pytestmark = pytest.mark.usefixtures("op_tracking")
