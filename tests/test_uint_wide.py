@@ -172,5 +172,28 @@ def test_ops_promoting_to_float_run_natively(dtype):
         assert str(dev_err.value) == str(cpu_err.value)
 
 
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_sort_and_unique_run_natively(dtype):
+    """sort/argsort and unique (sorted, with inverse and counts) in unsigned
+    order, above the signed range too; unique_consecutive."""
+    x = _values(dtype, 40)
+    x[5:9] = TOP[dtype]
+    x[10:12] = 7
+    if dtype == torch.uint64:
+        x.view(torch.int64)[3] = -(2**63) + 5  # 2**63 + 5: the bits of a negative int64
+    d = x.to(DEV)
+    with no_fallback():
+        for descending in (False, True):
+            got, want = torch.sort(d, descending=descending, stable=True), torch.sort(x, descending=descending,
+                                                                                      stable=True)
+            assert_same(got.values.cpu(), want.values)
+            assert_same(got.indices.cpu(), want.indices)
+        got, want = torch.unique(d, return_inverse=True, return_counts=True), torch.unique(
+            x, return_inverse=True, return_counts=True)
+        for g, w in zip(got, want):
+            assert_same(g.cpu(), w)
+        assert_same(torch.unique_consecutive(d.view(5, 8)).cpu(), torch.unique_consecutive(x.view(5, 8)))
+
+
 # Fallback counts a test provokes on purpose stay out of the tests after it.
 pytestmark = pytest.mark.usefixtures("op_tracking")

@@ -812,6 +812,67 @@ static void test_unique_scan_rejects_a_bad_permutation(void) {
   nrt_free(in), nrt_free(inverse), nrt_free(perm), nrt_free(count);
 }
 
+/* ---- uint16/32/64: SORT in unsigned order, UNIQUE_SCAN by bits ------------------------------------ */
+
+static int compare_u64_then_index(const void *pa, const void *pb) {
+  const pair64 *a = pa, *b = pb;
+  if (a->key != b->key) return a->key < b->key ? -1 : 1;
+  return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+static uint64_t load_unsigned(nrt_dtype t, const char *p) {
+  return t == NRT_UINT16 ? *(const uint16_t *)p : t == NRT_UINT32 ? *(const uint32_t *)p : *(const uint64_t *)p;
+}
+
+static void check_wide_unsigned(nrt_dtype t, int64_t n, int descending) {
+  size_t size = nrt_dtype_size(t);
+  int64_t shape[1] = {n}, none[1] = {0};
+  void *in = dev_alloc((size_t)n * size), *values = dev_alloc((size_t)n * size), *indices = dev_alloc((size_t)n * 8);
+  pair64 *ref = malloc((size_t)n * sizeof *ref);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t v = rng() % 7;                            /* ties */
+    v = v == 0 ? ~0ull : v == 1 ? 0 : v << (8 * size - 3); /* the top bit set: above every signed value */
+    if (size < 8) v &= (1ull << (8 * size)) - 1;
+    char *p = (char *)host(in) + i * (int64_t)size;
+    memcpy(p, &v, size); /* little-endian: the low bytes */
+    ref[i].key = descending ? ~load_unsigned(t, p) : load_unsigned(t, p), ref[i].idx = (uint32_t)i;
+  }
+  qsort(ref, (size_t)n, sizeof *ref, compare_u64_then_index);
+  nrt_tensor_view ops[3] = {contiguous(values, t, 1, shape), contiguous(indices, NRT_INT64, 1, shape),
+                            contiguous(in, t, 1, shape)};
+  int64_t scalars[2] = {0, descending};
+  nrt_op op = make_op(NRT_OP_SORT, 2, 3, ops, 2, scalars);
+  CHECK_OK(nrt_op_execute(&op));
+  int64_t bad = 0, runs = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const char *got = (const char *)host(values) + j * (int64_t)size;
+    bad += ((int64_t *)host(indices))[j] != ref[j].idx ||
+           !same_bits(got, (const char *)host(in) + ref[j].idx * (int64_t)size, size);
+    runs += j == 0 || load_unsigned(t, got) != load_unsigned(t, got - size);
+  }
+  CHECK(bad == 0);
+  /* the runs of the sorted values */
+  void *inverse = dev_alloc((size_t)n * 8), *count = dev_alloc(8);
+  nrt_tensor_view sops[4] = {view(count, NRT_INT64, 0, none, none), contiguous(inverse, NRT_INT64, 1, shape),
+                             contiguous(values, t, 1, shape), contiguous(indices, NRT_INT64, 1, shape)};
+  int64_t uscalars[2] = {1, 1};
+  op = make_op(NRT_OP_UNIQUE_SCAN, 2, 4, sops, 2, uscalars);
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(*(int64_t *)host(count) == runs);
+  free(ref);
+  nrt_free(in), nrt_free(values), nrt_free(indices), nrt_free(inverse), nrt_free(count);
+}
+
+static void test_sort_and_unique_of_wide_unsigned(void) {
+  const nrt_dtype types[] = {NRT_UINT16, NRT_UINT32, NRT_UINT64};
+  for (int k = 0; k < 3; k++)
+    for (int desc = 0; desc < 2; desc++) {
+      check_wide_unsigned(types[k], 1, desc);
+      check_wide_unsigned(types[k], 300, desc);
+      check_wide_unsigned(types[k], 70000, desc); /* one long slice */
+    }
+}
+
 int main(void) {
   RUN(test_radix_sort_matches_qsort);
   RUN(test_sort_matches_reference);
@@ -829,5 +890,6 @@ int main(void) {
   RUN(test_arange_linspace_match_formulas);
   RUN(test_unique_matches_reference);
   RUN(test_unique_scan_rejects_a_bad_permutation);
+  RUN(test_sort_and_unique_of_wide_unsigned);
   return CHECK_MAIN_RESULT();
 }
