@@ -174,13 +174,15 @@ def test_ops_promoting_to_float_run_natively(dtype):
 
 @pytest.mark.parametrize("dtype", UDTYPES)
 def test_sort_and_unique_run_natively(dtype):
-    """sort/argsort and unique (sorted, with inverse and counts) in unsigned
-    order, above the signed range too; unique_consecutive."""
+    """sort/argsort and unique (sorted, with inverse and counts; of elements
+    and of rows) in unsigned order, above the signed range too;
+    unique_consecutive."""
     x = _values(dtype, 40)
     x[5:9] = TOP[dtype]
     x[10:12] = 7
     if dtype == torch.uint64:
         x.view(torch.int64)[3] = -(2**63) + 5  # 2**63 + 5: the bits of a negative int64
+    x[35:40] = x[0:5]  # a repeated row of the 8 x 5 view
     d = x.to(DEV)
     with no_fallback():
         for descending in (False, True):
@@ -193,6 +195,11 @@ def test_sort_and_unique_run_natively(dtype):
         for g, w in zip(got, want):
             assert_same(g.cpu(), w)
         assert_same(torch.unique_consecutive(d.view(5, 8)).cpu(), torch.unique_consecutive(x.view(5, 8)))
+        for dim in (0, 1):  # rows (columns) as items
+            got = torch.unique(d.view(8, 5), dim=dim, return_inverse=True, return_counts=True)
+            want = torch.unique(x.view(8, 5), dim=dim, return_inverse=True, return_counts=True)
+            for g, w in zip(got, want):
+                assert_same(g.cpu(), w)
 
 
 # Fallback counts a test provokes on purpose stay out of the tests after it.

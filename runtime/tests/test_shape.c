@@ -79,7 +79,8 @@ static double bf16_value(uint16_t b) {
   return f;
 }
 
-/* A value to order by: integers exactly as int64, floats as double. */
+/* A value to order by: integers exactly as int64 (uint64 shifted by 2^63 into
+ * int64's range, order kept), floats as double. */
 typedef struct ref_key {
   int is_float, is_nan;
   double f;
@@ -95,6 +96,9 @@ static ref_key ref_key_of(nrt_dtype t, const char *p) {
     case NRT_INT16: k.i = *(const int16_t *)p; break;
     case NRT_INT32: k.i = *(const int32_t *)p; break;
     case NRT_INT64: k.i = *(const int64_t *)p; break;
+    case NRT_UINT16: k.i = *(const uint16_t *)p; break;
+    case NRT_UINT32: k.i = *(const uint32_t *)p; break;
+    case NRT_UINT64: k.i = (int64_t)(*(const uint64_t *)p ^ (1ull << 63)); break;
     case NRT_FLOAT16: k.is_float = 1, k.f = half_value(*(const uint16_t *)p); break;
     case NRT_BFLOAT16: k.is_float = 1, k.f = bf16_value(*(const uint16_t *)p); break;
     case NRT_FLOAT32: k.is_float = 1, k.f = *(const float *)p; break;
@@ -150,6 +154,13 @@ static void fill_random(nrt_dtype t, void *data, int64_t n, int range) {
       case NRT_INT16: *(int16_t *)p = (int16_t)(r == 0 ? INT16_MIN : v * 300); break;
       case NRT_INT32: *(int32_t *)p = (int32_t)(r == 0 ? INT32_MIN : r == 1 ? INT32_MAX : v * 70000); break;
       case NRT_INT64: *(int64_t *)p = r == 0 ? INT64_MIN : r == 1 ? INT64_MAX : v * 5000000000ll; break;
+      /* unsigned: the largest value and values with the top bit set (above every signed one) */
+      case NRT_UINT16: *(uint16_t *)p = (uint16_t)(r == 0 ? 0xffffu : r < 8 ? 0x8000u + (uint16_t)(v + range)
+                                                                  : (uint16_t)(v + range)); break;
+      case NRT_UINT32: *(uint32_t *)p = r == 0 ? 0xffffffffu : r < 8 ? 0x80000000u + (uint32_t)(v + range)
+                                                                   : (uint32_t)(v + range); break;
+      case NRT_UINT64: *(uint64_t *)p = r == 0 ? ~0ull : r < 8 ? (1ull << 63) + (uint64_t)(v + range)
+                                                          : (uint64_t)(v + range); break;
       case NRT_FLOAT16:
       case NRT_BFLOAT16: {
         static const uint16_t f16[] = {0x7e00, 0xfe01, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x8001};
@@ -812,65 +823,20 @@ static void test_unique_scan_rejects_a_bad_permutation(void) {
   nrt_free(in), nrt_free(inverse), nrt_free(perm), nrt_free(count);
 }
 
-/* ---- uint16/32/64: SORT in unsigned order, UNIQUE_SCAN by bits ------------------------------------ */
-
-static int compare_u64_then_index(const void *pa, const void *pb) {
-  const pair64 *a = pa, *b = pb;
-  if (a->key != b->key) return a->key < b->key ? -1 : 1;
-  return (a->idx > b->idx) - (a->idx < b->idx);
-}
-
-static uint64_t load_unsigned(nrt_dtype t, const char *p) {
-  return t == NRT_UINT16 ? *(const uint16_t *)p : t == NRT_UINT32 ? *(const uint32_t *)p : *(const uint64_t *)p;
-}
-
-static void check_wide_unsigned(nrt_dtype t, int64_t n, int descending) {
-  size_t size = nrt_dtype_size(t);
-  int64_t shape[1] = {n}, none[1] = {0};
-  void *in = dev_alloc((size_t)n * size), *values = dev_alloc((size_t)n * size), *indices = dev_alloc((size_t)n * 8);
-  pair64 *ref = malloc((size_t)n * sizeof *ref);
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t v = rng() % 7;                            /* ties */
-    v = v == 0 ? ~0ull : v == 1 ? 0 : v << (8 * size - 3); /* the top bit set: above every signed value */
-    if (size < 8) v &= (1ull << (8 * size)) - 1;
-    char *p = (char *)host(in) + i * (int64_t)size;
-    memcpy(p, &v, size); /* little-endian: the low bytes */
-    ref[i].key = descending ? ~load_unsigned(t, p) : load_unsigned(t, p), ref[i].idx = (uint32_t)i;
-  }
-  qsort(ref, (size_t)n, sizeof *ref, compare_u64_then_index);
-  nrt_tensor_view ops[3] = {contiguous(values, t, 1, shape), contiguous(indices, NRT_INT64, 1, shape),
-                            contiguous(in, t, 1, shape)};
-  int64_t scalars[2] = {0, descending};
-  nrt_op op = make_op(NRT_OP_SORT, 2, 3, ops, 2, scalars);
-  CHECK_OK(nrt_op_execute(&op));
-  int64_t bad = 0, runs = 0;
-  for (int64_t j = 0; j < n; j++) {
-    const char *got = (const char *)host(values) + j * (int64_t)size;
-    bad += ((int64_t *)host(indices))[j] != ref[j].idx ||
-           !same_bits(got, (const char *)host(in) + ref[j].idx * (int64_t)size, size);
-    runs += j == 0 || load_unsigned(t, got) != load_unsigned(t, got - size);
-  }
-  CHECK(bad == 0);
-  /* the runs of the sorted values */
-  void *inverse = dev_alloc((size_t)n * 8), *count = dev_alloc(8);
-  nrt_tensor_view sops[4] = {view(count, NRT_INT64, 0, none, none), contiguous(inverse, NRT_INT64, 1, shape),
-                             contiguous(values, t, 1, shape), contiguous(indices, NRT_INT64, 1, shape)};
-  int64_t uscalars[2] = {1, 1};
-  op = make_op(NRT_OP_UNIQUE_SCAN, 2, 4, sops, 2, uscalars);
-  CHECK_OK(nrt_op_execute(&op));
-  CHECK(*(int64_t *)host(count) == runs);
-  free(ref);
-  nrt_free(in), nrt_free(values), nrt_free(indices), nrt_free(inverse), nrt_free(count);
-}
+/* ---- uint16/32/64: SORT and SORT_ROWS in unsigned order, unique's runs by bits -------------------- */
 
 static void test_sort_and_unique_of_wide_unsigned(void) {
   const nrt_dtype types[] = {NRT_UINT16, NRT_UINT32, NRT_UINT64};
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 3; k++) {
     for (int desc = 0; desc < 2; desc++) {
-      check_wide_unsigned(types[k], 1, desc);
-      check_wide_unsigned(types[k], 300, desc);
-      check_wide_unsigned(types[k], 70000, desc); /* one long slice */
+      check_sort(types[k], 5, 45, 1, desc);
+      check_sort(types[k], 3, 1000, 0, desc);
+      check_sort(types[k], 1, 70000, 1, desc); /* one long slice */
     }
+    check_sort_rows(types[k], 200, 3, 0);
+    check_sort_rows(types[k], 200, 3, 1);
+    check_unique(types[k], 200, 1);
+  }
 }
 
 int main(void) {
