@@ -41,6 +41,7 @@ import opinfo_semantics as semantics
 # The dtypes the neuron runtime supports, in the order tables list them.
 RUNTIME_DTYPES = (
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.uint16, torch.uint32, torch.uint64,
     torch.float16, torch.bfloat16, torch.float32, torch.float64,
     torch.complex64, torch.complex128,
 )
