@@ -10,7 +10,22 @@ the tolerance, the same call is made on the sample converted to float64
 tolerance of that, or no farther from it than the CPU's result is; integer
 results (pivots, infos) must equal the CPU's. complex64 the same way with a
 complex128 referee, for the ops whose complex kernels compute in complex128
-(cond through the SVD, and LDL^T/LDL^H)."""
+(cond through the SVD, and LDL^T/LDL^H).
+
+Convolutions too. PyTorch CPU sends a 16-bit transposed convolution to
+oneDNN (float32 sums rounded once, as neuron) or, when an output_padding is
+not below its stride or the host lacks oneDNN's 16-bit support (float16
+without AVX512-FP16, as on AMD EPYC), to its slow path, which rounds every
+product and every col2im addition to the 16-bit dtype: there neuron is the
+closer to float64 and the CPU is what differs. Their float32 gradients are
+sums of up to thousands of products whose order (MKL's, oneDNN's or
+neuron's GEMM) differs by host; where a sum cancels (the OpInfo's
+conv_transpose3d sample sums 200 products of total magnitude 712 to -15.02)
+any order's rounding can exceed the tolerance. A convolution's results and
+gradients are bilinear sums, so the same call on the absolute values gives
+each element's sum of |products|, and a float32 element may be off float64
+by the tolerance plus GRAD_ROUNDING units of roundoff of that sum (any
+order's error bound is k units for k terms)."""
 
 from __future__ import annotations
 
@@ -19,10 +34,16 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 REFEREED = {"linalg.ldl_factor_ex", "linalg.ldl_factor"}
 REFEREED_COMPLEX64 = {"linalg.ldl_factor_ex", "linalg.ldl_factor", "linalg.cond"}
-_WIDER = {torch.float32: torch.float64, torch.complex64: torch.complex128}
+CONVOLUTIONS = {f"nn.functional.conv{kind}{d}d" for kind in ("", "_transpose") for d in (1, 2, 3)}
+GRAD_ROUNDING = 8  # units of float32 roundoff (2**-24) of an element's sum of |products|
+_WIDER = {torch.float32: torch.float64, torch.complex64: torch.complex128,
+          torch.float16: torch.float64, torch.bfloat16: torch.float64}
 
 
 def applies(opinfo_id: str, variant: str, dtype: torch.dtype) -> bool:
+    if opinfo_id in CONVOLUTIONS:
+        return (variant == "grad" and dtype == torch.float32) or (
+            variant != "grad" and dtype in (torch.float16, torch.bfloat16))
     return variant != "grad" and ((dtype == torch.float32 and opinfo_id in REFEREED)
                                   or (dtype == torch.complex64 and opinfo_id in REFEREED_COMPLEX64))
 
@@ -30,6 +51,48 @@ def applies(opinfo_id: str, variant: str, dtype: torch.dtype) -> bool:
 def _float64(x):
     return tree_map(lambda t: t.detach().to(_WIDER[t.dtype])
                     if isinstance(t, torch.Tensor) and t.dtype in _WIDER else t, x)
+
+
+def _grads(op, sample, seed, magnitude: bool):
+    """The grad variant's gradients (tests/opinfo_support.py: every floating
+    input a leaf, the same float32 cotangents) computed in float64; with
+    magnitude, of the absolute values (inputs and cotangents)."""
+    leaves = []
+
+    def leaf(t):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            t = t.detach().to(torch.float64)
+            t = (t.abs() if magnitude else t).requires_grad_(True)
+            leaves.append(t)
+        return t
+
+    i, a, k = tree_map(leaf, (sample.input, sample.args, sample.kwargs))
+    out = sample.output_process_fn_grad(op(i, *a, **k))
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    gen = torch.Generator().manual_seed(seed)
+    cotangents = [torch.randn(t.shape, generator=gen, dtype=torch.float32).to(torch.float64) for t in outs]
+    if magnitude:
+        cotangents = [c.abs() for c in cotangents]
+    return torch.autograd.grad(outs, leaves, cotangents, allow_unused=True)
+
+
+def check_grad(op, sample, actual, expected, tol, seed) -> str | None:
+    """float32 gradients of a bilinear op: each element within the tolerance
+    of float64 plus GRAD_ROUNDING roundoffs of its sum of |products|."""
+    reference, magnitude = _grads(op, sample, seed, False), _grads(op, sample, seed, True)
+    got, want = tree_flatten(actual)[0], tree_flatten(expected)[0]
+    if not (len(got) == len(want) == len(reference)):
+        return "float64 referee: the float64 gradients have another structure"
+    atol, rtol = tol
+    for index, (a, e, r, m) in enumerate(zip(got, want, reference, magnitude)):
+        error = (a.to(torch.float64) - r).abs()
+        bound = atol + rtol * r.abs() + GRAD_ROUNDING * 2.0 ** -24 * m
+        if not bool((error <= bound).all()):
+            worst = int((error - bound).argmax())
+            return (f"float64 referee: gradient [{index}] is {error.flatten()[worst].item():.3g} off the float64 "
+                    f"result where {bound.flatten()[worst].item():.3g} is allowed (the CPU's "
+                    f"{(e.to(torch.float64) - r).abs().flatten()[worst].item():.3g})")
+    return None
 
 
 def check(op, sample, actual, expected, tol) -> str | None:

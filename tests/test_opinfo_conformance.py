@@ -23,8 +23,10 @@ cases to those dtypes.
 """
 
 import pytest
+import torch
 
 import opinfo_conformance as conformance
+import opinfo_float64_referee as float64_referee
 import opinfo_support as support
 
 SCOPES = conformance.SCOPES
@@ -56,3 +58,26 @@ def test_error_inputs_rejected_like_cpu(scope):
     result = support.run_error_inputs(scope.op)
     conformance.save(result, "errors")
     conformance.judge(result, f"{result.opinfo} error inputs", support.known_issues(result.opinfo, "error_inputs"))
+
+
+@pytest.mark.parametrize("dtype,variant", [(torch.float32, "grad"), (torch.bfloat16, "function")])
+def test_float64_referee_rejects_a_wrong_convolution(dtype, variant):
+    """The convolution referee accepts the CPU's own result and rejects one
+    that is wrong by a small amount in one element."""
+    op = next(o for o in support.op_db if o.name == "nn.functional.conv_transpose3d")
+    name = support.opinfo_id(op)
+    assert float64_referee.applies(name, variant, dtype)
+    sample = next(iter(support.sample_inputs(op, dtype)))
+    tol = support.tolerances(op, dtype)
+    if variant == "grad":
+        _, (expected,) = support._grad_variant(op, sample).call(sample.input, sample.args, sample.kwargs)
+        check = lambda got: float64_referee.check_grad(op, sample, got, expected, tol, support.SEED)  # noqa: E731
+        wrong = [g.clone() for g in expected]
+        wrong[0].view(-1)[3] += 1e-3
+    else:
+        expected = op(sample.input, *sample.args, **sample.kwargs)
+        check = lambda got: float64_referee.check(op, sample, got, expected, tol)  # noqa: E731
+        wrong = expected.clone()
+        wrong.view(-1)[3] += 0.1 + 0.05 * wrong.view(-1)[3].abs()
+    assert check(expected) is None
+    assert "float64 referee" in (check(wrong) or "")

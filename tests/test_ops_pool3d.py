@@ -107,6 +107,8 @@ AVG_POOLS = [
     dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 1, 0), ceil_mode=True),
     dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
     dict(kernel_size=2, stride=1, divisor_override=3),
+    # a negative override, which the CPU takes (op_db's int64 sample has one)
+    dict(kernel_size=(2, 3, 2), stride=(2, 1, 1), padding=(1, 0, 1), ceil_mode=True, divisor_override=-2),
 ]
 
 

@@ -222,6 +222,21 @@ def test_uint8_channel_counts(channels, layout, mode):
 
 
 @pytest.mark.usefixtures("native_only")
+@pytest.mark.parametrize("channels", [1, 3, 4, 5])
+@pytest.mark.parametrize("mode", list(KINDS))
+def test_uint8_channels_last_on_both_devices(channels, mode):
+    # The CPU takes its AVX2 uint8 kernel for a channels_last image of 1..4 channels on AVX2 hosts:
+    # the same values as ours, and a channels_last result (1 channel: contiguous) on both devices.
+    x = image(2, channels, 9, 10, seed=channels).contiguous(memory_format=torch.channels_last)
+    for size in [(23, 17), (4, 3)]:
+        fn = interp(mode, size=size)
+        expected, actual = fn(x), fn(x.to(DEV))
+        assert torch.equal(actual.cpu(), expected)
+        assert actual.stride() == expected.stride()
+        assert torch.equal(expected, reference(x.contiguous(), size, KINDS[mode]))
+
+
+@pytest.mark.usefixtures("native_only")
 @pytest.mark.parametrize("mode", list(KINDS))
 def test_uint8_strong_scales(mode):
     # A 12x reduction (tens of taps, high weight precision) and a 9x enlargement.

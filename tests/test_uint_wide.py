@@ -130,5 +130,77 @@ def test_other_ops_fall_back_with_cpu_results(dtype):
     assert "aten::mul.Tensor" in counted and "aten::eq.Tensor" in counted
 
 
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_ops_promoting_to_float_run_natively(dtype):
+    """An op whose inputs promote to a float dtype (the special functions and
+    unary math of integers: the default float; a float operand) converts the
+    wide unsigned input on the device, as the CPU's TensorIterator does, and
+    runs natively with the CPU's values."""
+    x = _values(dtype, 4, 3)
+    d = x.to(DEV)
+    small = (x.long() % 50).to(dtype)  # values the Bessel functions keep finite
+    calls = [
+        lambda t: torch.special.i1(t),
+        lambda t: torch.special.bessel_j0(t),
+        lambda t: torch.special.ndtr(t),
+        lambda t: torch.special.xlog1py(t, t),
+        lambda t: torch.special.erfcx(t),
+        lambda t: torch.sin(t),
+        lambda t: t * 0.5,
+        lambda t: t < 2.5,
+        lambda t: torch.atan2(t, torch.ones(3, dtype=torch.float64, device=t.device)),
+    ]
+    with no_fallback():
+        for fn in calls:
+            for a, b in ((d, x), (small.to(DEV), small)):
+                got, want = fn(a), fn(b)
+                if not torch.isfinite(want).all():
+                    continue  # i1 of 2**16 - 1 overflows: compared on the small values
+                assert got.dtype == want.dtype and got.device.type == DEV
+                torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        out = torch.empty(4, 3, dtype=torch.float64, device=DEV)
+        torch.special.ndtr(d, out=out)
+        torch.testing.assert_close(out.cpu(), torch.special.ndtr(x).double())
+    # written in place, or promoted with a signed integer: the CPU's error
+    for fn in (lambda t: t.sin_(), lambda t: t + torch.ones(3, dtype=torch.int64, device=t.device)):
+        with pytest.raises(RuntimeError) as cpu_err:
+            fn(x.clone())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pytest.raises(RuntimeError) as dev_err:
+                fn(d.clone())
+        assert str(dev_err.value) == str(cpu_err.value)
+
+
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_sort_and_unique_run_natively(dtype):
+    """sort/argsort and unique (sorted, with inverse and counts; of elements
+    and of rows) in unsigned order, above the signed range too;
+    unique_consecutive."""
+    x = _values(dtype, 40)
+    x[5:9] = TOP[dtype]
+    x[10:12] = 7
+    if dtype == torch.uint64:
+        x.view(torch.int64)[3] = -(2**63) + 5  # 2**63 + 5: the bits of a negative int64
+    x[35:40] = x[0:5]  # a repeated row of the 8 x 5 view
+    d = x.to(DEV)
+    with no_fallback():
+        for descending in (False, True):
+            got, want = torch.sort(d, descending=descending, stable=True), torch.sort(x, descending=descending,
+                                                                                      stable=True)
+            assert_same(got.values.cpu(), want.values)
+            assert_same(got.indices.cpu(), want.indices)
+        got, want = torch.unique(d, return_inverse=True, return_counts=True), torch.unique(
+            x, return_inverse=True, return_counts=True)
+        for g, w in zip(got, want):
+            assert_same(g.cpu(), w)
+        assert_same(torch.unique_consecutive(d.view(5, 8)).cpu(), torch.unique_consecutive(x.view(5, 8)))
+        for dim in (0, 1):  # rows (columns) as items
+            got = torch.unique(d.view(8, 5), dim=dim, return_inverse=True, return_counts=True)
+            want = torch.unique(x.view(8, 5), dim=dim, return_inverse=True, return_counts=True)
+            for g, w in zip(got, want):
+                assert_same(g.cpu(), w)
+
+
 # Fallback counts a test provokes on purpose stay out of the tests after it.
 pytestmark = pytest.mark.usefixtures("op_tracking")

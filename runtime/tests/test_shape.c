@@ -79,7 +79,8 @@ static double bf16_value(uint16_t b) {
   return f;
 }
 
-/* A value to order by: integers exactly as int64, floats as double. */
+/* A value to order by: integers exactly as int64 (uint64 shifted by 2^63 into
+ * int64's range, order kept), floats as double. */
 typedef struct ref_key {
   int is_float, is_nan;
   double f;
@@ -95,6 +96,9 @@ static ref_key ref_key_of(nrt_dtype t, const char *p) {
     case NRT_INT16: k.i = *(const int16_t *)p; break;
     case NRT_INT32: k.i = *(const int32_t *)p; break;
     case NRT_INT64: k.i = *(const int64_t *)p; break;
+    case NRT_UINT16: k.i = *(const uint16_t *)p; break;
+    case NRT_UINT32: k.i = *(const uint32_t *)p; break;
+    case NRT_UINT64: k.i = (int64_t)(*(const uint64_t *)p ^ (1ull << 63)); break;
     case NRT_FLOAT16: k.is_float = 1, k.f = half_value(*(const uint16_t *)p); break;
     case NRT_BFLOAT16: k.is_float = 1, k.f = bf16_value(*(const uint16_t *)p); break;
     case NRT_FLOAT32: k.is_float = 1, k.f = *(const float *)p; break;
@@ -150,6 +154,13 @@ static void fill_random(nrt_dtype t, void *data, int64_t n, int range) {
       case NRT_INT16: *(int16_t *)p = (int16_t)(r == 0 ? INT16_MIN : v * 300); break;
       case NRT_INT32: *(int32_t *)p = (int32_t)(r == 0 ? INT32_MIN : r == 1 ? INT32_MAX : v * 70000); break;
       case NRT_INT64: *(int64_t *)p = r == 0 ? INT64_MIN : r == 1 ? INT64_MAX : v * 5000000000ll; break;
+      /* unsigned: the largest value and values with the top bit set (above every signed one) */
+      case NRT_UINT16: *(uint16_t *)p = (uint16_t)(r == 0 ? 0xffffu : r < 8 ? 0x8000u + (uint16_t)(v + range)
+                                                                  : (uint16_t)(v + range)); break;
+      case NRT_UINT32: *(uint32_t *)p = r == 0 ? 0xffffffffu : r < 8 ? 0x80000000u + (uint32_t)(v + range)
+                                                                   : (uint32_t)(v + range); break;
+      case NRT_UINT64: *(uint64_t *)p = r == 0 ? ~0ull : r < 8 ? (1ull << 63) + (uint64_t)(v + range)
+                                                          : (uint64_t)(v + range); break;
       case NRT_FLOAT16:
       case NRT_BFLOAT16: {
         static const uint16_t f16[] = {0x7e00, 0xfe01, 0x7c00, 0xfc00, 0x0000, 0x8000, 0x0001, 0x8001};
@@ -812,6 +823,22 @@ static void test_unique_scan_rejects_a_bad_permutation(void) {
   nrt_free(in), nrt_free(inverse), nrt_free(perm), nrt_free(count);
 }
 
+/* ---- uint16/32/64: SORT and SORT_ROWS in unsigned order, unique's runs by bits -------------------- */
+
+static void test_sort_and_unique_of_wide_unsigned(void) {
+  const nrt_dtype types[] = {NRT_UINT16, NRT_UINT32, NRT_UINT64};
+  for (int k = 0; k < 3; k++) {
+    for (int desc = 0; desc < 2; desc++) {
+      check_sort(types[k], 5, 45, 1, desc);
+      check_sort(types[k], 3, 1000, 0, desc);
+      check_sort(types[k], 1, 70000, 1, desc); /* one long slice */
+    }
+    check_sort_rows(types[k], 200, 3, 0);
+    check_sort_rows(types[k], 200, 3, 1);
+    check_unique(types[k], 200, 1);
+  }
+}
+
 int main(void) {
   RUN(test_radix_sort_matches_qsort);
   RUN(test_sort_matches_reference);
@@ -829,5 +856,6 @@ int main(void) {
   RUN(test_arange_linspace_match_formulas);
   RUN(test_unique_matches_reference);
   RUN(test_unique_scan_rejects_a_bad_permutation);
+  RUN(test_sort_and_unique_of_wide_unsigned);
   return CHECK_MAIN_RESULT();
 }

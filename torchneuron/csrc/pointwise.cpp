@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -255,6 +256,7 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
+    if (try_native_wide_unsigned(stack)) return;
     const int64_t mark = complex_count_.mark();
     if (try_native_complex(stack)) return complex_count_.served(mark);
     size_t dot = name_.find('.');
@@ -280,6 +282,63 @@ class PointwiseCore {
            (is({"abs", "abs_", "abs.out", "angle", "angle.out"}) && try_native_complex_unary_real(name_, stack)) ||
            (is({"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "ne.Tensor", "ne_.Tensor", "ne.Tensor_out"}) &&
             try_native_complex_compare(name_, stack));
+  }
+
+  // A wide unsigned (uint16/32/64) input of an op that promotes its inputs
+  // to a dtype the kernels compute in (uint16 * 0.5, special functions of
+  // integers: the default float) is converted to that dtype on the device,
+  // as the CPU's TensorIterator casts it, and the call runs natively. Not
+  // when such a tensor is written (in place, out=), an input is complex or
+  // the CPU refuses the promotion (uint16 with int64): those fall back.
+  bool try_native_wide_unsigned(torch::jit::Stack* stack) const {
+    if (!promotes(op_.dtypes)) return false;
+    c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    at::native::ResultTypeState state{};
+    bool wide = false;
+    try {
+      for (size_t i = 0; i < roles_.size(); i++) {
+        const c10::IValue& v = args[i];
+        if (v.isComplexDouble()) return false;
+        if (v.isScalar() && roles_[i] == Role::ScalarInput) state = at::native::update_result_type_state(v.toScalar(), state);
+        if (!v.isTensor() || !v.toTensor().defined()) continue;
+        const at::Tensor& t = v.toTensor();
+        if (t.is_complex()) return false;
+        if (!is_storage_dtype(t.scalar_type())) {
+          if (roles_[i] == Role::Input || roles_[i] == Role::OptionalInput)
+            state = at::native::update_result_type_state(t, state);
+          continue;
+        }
+        if (roles_[i] != Role::Input && roles_[i] != Role::OptionalInput) return false;
+        state = at::native::update_result_type_state(t, state);
+        wide = true;
+      }
+      if (!wide) return false;
+      at::ScalarType common = at::native::result_type(state);
+      if (op_.dtypes == PointwiseDtypes::FloatResult && at::isIntegralType(common, /*includeBool=*/true))
+        common = c10::typeMetaToScalarType(c10::get_default_dtype());
+      if (is_storage_dtype(common)) return false;
+      for (size_t i = 0; i < roles_.size(); i++)
+        if (args[i].isTensor() && args[i].toTensor().defined() && is_storage_dtype(args[i].toTensor().scalar_type()))
+          args[i] = args[i].toTensor().to(common);
+    } catch (const c10::Error&) {
+      return false;  // the promotion is refused: the fallback raises the CPU's error
+    }
+    run_boxed(stack);
+    return true;
+  }
+
+  // The native path on a stack of arguments (replaced by the results).
+  void run_boxed(torch::jit::Stack* stack) const {
+    const size_t num_args = roles_.size();
+    const c10::IValue* args = stack->data() + (stack->size() - num_args);
+    PointwiseCall call = start();
+    for (size_t i = 0; i < num_args; i++) add(call, i, args[i]);
+    c10::SmallVector<at::Tensor, 2> allocated = run(call);
+    c10::SmallVector<at::Tensor, 2> results;
+    for (size_t j = 0; j < num_returns_; j++)
+      results.push_back(allocated[j].defined() ? allocated[j] : *call.outputs[j]);
+    torch::jit::drop(*stack, num_args);  // the outputs were borrowed from here
+    for (at::Tensor& r : results) torch::jit::push(*stack, std::move(r));
   }
 
   size_t num_args() const { return roles_.size(); }
@@ -405,14 +464,7 @@ class BoxedPointwise final : public c10::OperatorKernel {
     const c10::IValue* args = stack->data() + (stack->size() - num_args);
     for (size_t i = 0; i < num_args; i++)
       if (PointwiseCore::needs_fallback(args[i])) return core_->fallback(stack);
-    PointwiseCall call = core_->start();
-    for (size_t i = 0; i < num_args; i++) core_->add(call, i, args[i]);
-    c10::SmallVector<at::Tensor, 2> allocated = core_->run(call);
-    c10::SmallVector<at::Tensor, 2> results;
-    for (size_t j = 0; j < core_->num_returns(); j++)
-      results.push_back(allocated[j].defined() ? allocated[j] : *call.outputs[j]);
-    torch::jit::drop(*stack, num_args);  // the outputs were borrowed from here
-    for (at::Tensor& r : results) torch::jit::push(*stack, std::move(r));
+    core_->run_boxed(stack);
   }
 
  private:

@@ -39,6 +39,8 @@ void rt_make_keys32(nrt_dtype dtype, const char *src, int64_t stride, int64_t n,
     case NRT_INT8: KEY_LOOP(uint32_t, (uint8_t)LOAD(int8_t, i) ^ 0x80u) break;
     case NRT_INT16: KEY_LOOP(uint32_t, (uint16_t)LOAD(int16_t, i) ^ 0x8000u) break;
     case NRT_INT32: KEY_LOOP(uint32_t, (uint32_t)LOAD(int32_t, i) ^ 0x80000000u) break;
+    case NRT_UINT16: KEY_LOOP(uint32_t, LOAD(uint16_t, i)) break;
+    case NRT_UINT32: KEY_LOOP(uint32_t, LOAD(uint32_t, i)) break;
     case NRT_FLOAT16: KEY_LOOP(uint32_t, key_f16_like(LOAD(uint16_t, i), 0x7c00u)) break;
     case NRT_BFLOAT16: KEY_LOOP(uint32_t, key_f16_like(LOAD(uint16_t, i), 0x7f80u)) break;
     case NRT_FLOAT32: KEY_LOOP(uint32_t, key_f32(LOAD(uint32_t, i))) break;
@@ -51,6 +53,8 @@ void rt_make_keys64(nrt_dtype dtype, const char *src, int64_t stride, int64_t n,
   uint64_t flip = descending ? ~0ull : 0;
   if (dtype == NRT_INT64) {
     KEY_LOOP(uint64_t, (uint64_t)LOAD(int64_t, i) ^ (1ull << 63))
+  } else if (dtype == NRT_UINT64) {
+    KEY_LOOP(uint64_t, LOAD(uint64_t, i))
   } else if (dtype == NRT_FLOAT64) {
     KEY_LOOP(uint64_t, key_f64(LOAD(uint64_t, i)))
   }
@@ -88,6 +92,8 @@ void rt_values_from_keys32(nrt_dtype dtype, const uint32_t *keys, const uint32_t
     case NRT_INT8: VALUES_LOOP(uint32_t, uint8_t, k ^ 0x80u) break;
     case NRT_INT16: VALUES_LOOP(uint32_t, uint16_t, k ^ 0x8000u) break;
     case NRT_INT32: VALUES_LOOP(uint32_t, uint32_t, k ^ 0x80000000u) break;
+    case NRT_UINT16: VALUES_LOOP(uint32_t, uint16_t, k) break;
+    case NRT_UINT32: VALUES_LOOP(uint32_t, uint32_t, k) break;
     case NRT_FLOAT16:
     case NRT_BFLOAT16: FLOAT_VALUES(uint32_t, uint16_t, 0x8000u, 0x8000u, 0xffffu) break;
     case NRT_FLOAT32: FLOAT_VALUES(uint32_t, uint32_t, 0x80000000u, 0x80000000u, 0xffffffffu) break;
@@ -102,6 +108,8 @@ void rt_values_from_keys64(nrt_dtype dtype, const uint64_t *keys, const uint32_t
   const uint64_t sign = 1ull << 63;
   if (dtype == NRT_INT64) {
     VALUES_LOOP(uint64_t, uint64_t, k ^ sign)
+  } else if (dtype == NRT_UINT64) {
+    VALUES_LOOP(uint64_t, uint64_t, k)
   } else if (dtype == NRT_FLOAT64) {
     FLOAT_VALUES(uint64_t, uint64_t, sign, sign, ~0ull)
   }

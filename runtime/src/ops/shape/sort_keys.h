@@ -6,8 +6,9 @@
  * to +0.0, negatives to their complement, positives above them, and every
  * NaN to the largest key (NaN is greater than any number, and all NaNs are
  * equal so a stable sort keeps them in index order). Descending order is
- * the complement of the key. Elements of up to 32 bits use 32-bit keys,
- * int64 and float64 64-bit keys. Slices are at most 2^32 - 1 long, so
+ * the complement of the key; unsigned integers (uint16/32/64) are their own
+ * keys. Elements of up to 32 bits use 32-bit keys, int64, uint64 and float64
+ * 64-bit keys. Slices are at most 2^32 - 1 long, so
  * indices are 32 bits.
  */
 #ifndef NEURONRT_OPS_SORT_KEYS_H
@@ -28,7 +29,7 @@ static inline int rt_elem_is_nan(nrt_dtype dtype, const char *p) {
 }
 
 static inline int rt_key_is_wide(nrt_dtype dtype) {
-  return dtype == NRT_INT64 || dtype == NRT_FLOAT64;
+  return dtype == NRT_INT64 || dtype == NRT_UINT64 || dtype == NRT_FLOAT64;
 }
 
 /* keys[i] = key of the element at src + i * stride (bytes), i in [0, n);

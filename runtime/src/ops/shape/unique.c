@@ -73,9 +73,12 @@ static starts_fn starts_for(nrt_dtype dtype) {
     case NRT_BOOL:
     case NRT_UINT8: return starts_u8;
     case NRT_INT8: return starts_i8;
-    case NRT_INT16: return starts_i16;
-    case NRT_INT32: return starts_i32;
-    case NRT_INT64: return starts_i64;
+    case NRT_INT16:
+    case NRT_UINT16: return starts_i16; /* integers: equal bits, equal items */
+    case NRT_INT32:
+    case NRT_UINT32: return starts_i32;
+    case NRT_INT64:
+    case NRT_UINT64: return starts_i64;
     case NRT_FLOAT16: return starts_f16;
     case NRT_BFLOAT16: return starts_bf16;
     case NRT_FLOAT32: return starts_f32;

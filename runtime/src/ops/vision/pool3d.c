@@ -42,7 +42,7 @@ typedef struct p3_job {
   nrt_dtype t;
   p3_win *win[3];
   int64_t step[3];
-  int64_t divisor; /* > 0: divisor_override */
+  int64_t divisor; /* != 0: divisor_override (any sign, as the CPU's) */
   const char *name;
   atomic_llong bad_index; /* -1, or the first index outside the plane seen */
   atomic_int out_of_memory;
@@ -103,12 +103,12 @@ static inline int64_t p3_at(const p3_vol *v, int64_t plane, int64_t d, int64_t h
 
 /* The divisor of output (od, oh, ow) of an average pool. */
 static inline double p3_divisor(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
-  if (j->divisor > 0) return (double)j->divisor;
+  if (j->divisor != 0) return (double)j->divisor;
   return (double)(j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size);
 }
 
 static inline int64_t p3_divisor_int(const p3_job *j, int64_t od, int64_t oh, int64_t ow) {
-  if (j->divisor > 0) return j->divisor;
+  if (j->divisor != 0) return j->divisor;
   return j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size;
 }
 
@@ -199,8 +199,10 @@ static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
             for (int64_t b = 0; b < wh->count; b++)
               for (int64_t e = 0; e < ww->count; e++)
                 sum += (uint64_t)p3_ldi(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
-          /* the divisor is positive (checked); C truncates toward zero, as the CPU's int64 division */
-          int64_t div = p3_divisor_int(j, od, oh, ow), q = div > 0 ? (int64_t)sum / div : 0;
+          /* C truncates toward zero, as the CPU's int64 division; -1 negates with wrapping (INT64_MIN / -1
+           * would trap); an empty window (divisor 0) gives 0 */
+          int64_t div = p3_divisor_int(j, od, oh, ow);
+          int64_t q = div == -1 ? (int64_t)(0 - sum) : div != 0 ? (int64_t)sum / div : 0;
           p3_sti(j->t, out->data, p3_at(out, pl, od, oh, ow), q);
         }
 }
@@ -365,8 +367,7 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
     int include_pad = 0;
     if (which != OP_MAX) {
       include_pad = rt_scalar_int(op, 3) != 0;
-      j.divisor = rt_scalar_int(op, 4);
-      if (j.divisor < 0) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: divisor must be positive", name);
+      j.divisor = rt_scalar_int(op, 4); /* 0: none (the shim rejects an override of 0, as the CPU) */
     }
     for (int d = 0; d < 3; d++) {
       j.win[d] = malloc((size_t)(out[d] > 0 ? out[d] : 1) * sizeof(p3_win));
