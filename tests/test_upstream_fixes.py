@@ -116,3 +116,52 @@ def test_log2_log10_divide_by_the_log_of_the_base(name, dtype):
     with no_fallback():
         actual = getattr(torch, name)(z.to(DEV))
     assert torch.equal(torch.view_as_real(actual.cpu()), torch.view_as_real(expected))
+
+
+# ---- errors the CPU raises ------------------------------------------------------
+
+def _error(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the type itself is compared
+        return type(e), str(e).split("\n")[0]
+    return None
+
+
+@pytest.mark.parametrize("op", [torch.neg, torch.abs])
+@pytest.mark.parametrize("dtypes", [(torch.complex64, torch.complex128), (torch.complex128, torch.complex64),
+                                    (torch.complex64, torch.int64), (torch.complex128, torch.bool)])
+def test_unary_out_of_another_dtype_raises_as_on_cpu(op, dtypes):
+    # test_type_promotion.py's test_unary_op_out_casting
+    def run(device):
+        t = torch.tensor([1 + 2j, -3j], dtype=dtypes[0], device=device)
+        return _error(lambda: op(t, out=torch.empty(0, dtype=dtypes[1], device=device)))
+
+    with no_fallback():
+        got = run(DEV)
+    assert got is not None and got == run("cpu")
+
+
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_unary_out_that_the_cpu_accepts_still_works(dtype):
+    z = torch.tensor([3 + 4j, -1j, 0j], dtype=dtype)
+    real = torch.float64 if dtype == torch.complex64 else torch.float32
+    cases = [(torch.neg, dtype), (torch.abs, dtype), (torch.abs, real), (torch.angle, torch.complex128)]
+    for op, out_dtype in cases:
+        expected = op(z, out=torch.empty(0, dtype=out_dtype))
+        with no_fallback():
+            out = torch.empty(0, dtype=out_dtype, device=DEV)
+            op(z.to(DEV), out=out)
+        torch.testing.assert_close(out.cpu(), expected)
+
+
+def test_unfold_backward_checks_step_then_size_as_on_cpu():
+    # test_shape_ops.py's test_unfold_backward_errors: ValueError for the step
+    for args in [([6], 0, 3, 0), ([6], 0, 3, -2), ([6], 0, -1, 1), ([6], 0, -1, 0), ([], 0, 1, 0)]:
+        def run(device, args=args):
+            grad = torch.randn(2, 3, device=device)
+            return _error(lambda: torch.ops.aten.unfold_backward(grad, *args))
+
+        with no_fallback():
+            got = run(DEV)
+        assert got is not None and got == run("cpu"), args
