@@ -165,3 +165,102 @@ def test_unfold_backward_checks_step_then_size_as_on_cpu():
         with no_fallback():
             got = run(DEV)
         assert got is not None and got == run("cpu"), args
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+@pytest.mark.parametrize("shape", [[], [3]])
+def test_index_put_without_indices_raises_runtime_error(shape, accumulate):
+    # test_indexing.py's test_index_put_accumulate_empty (the CPU fails in
+    # its own kernels' asserts here, a RuntimeError too)
+    x = torch.rand(shape, device=DEV)
+    with pytest.raises(RuntimeError) as info:
+        x.index_put([], torch.tensor([1.0], device=DEV), accumulate)
+    assert info.type is RuntimeError
+
+
+def test_boolean_mask_assignment_reports_the_shape_before_the_dtype():
+    # test_indexing.py's test_boolean_assignment_value_mismatch
+    for values, sliced in (([], False), ([1, 2, 3], False), ([1, 2, 3], True)):
+        def run(device, values=values, sliced=sliced):
+            a = torch.arange(0, 4, device=device)
+            a = a[:1] if sliced else a
+
+            def assign():
+                a[a > -1] = torch.tensor(values, dtype=torch.float32).to(device)
+
+            return _error(assign)
+
+        with no_fallback():
+            got = run(DEV)
+        assert got is not None and "shape mismatch" in got[1] and got == run("cpu")
+
+
+def test_boolean_mask_assignment_of_one_host_value_converts_as_on_cpu():
+    # PyTorch makes self[mask] = v a masked_fill_ when v is one host element
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-9, 9, (3, 4, 5), generator=g)
+    mask = torch.rand(4, 5, generator=g) > 0.5
+    for index, value in (((torch.tensor([True, False, True]),), torch.tensor(1.5)),
+                         ((slice(None), mask), torch.tensor([2.7])),
+                         ((x > 0,), torch.tensor(-7.9, dtype=torch.float64))):
+        expected = x.clone()
+        expected[index] = value
+        got = x.to(DEV)
+        dev_index = tuple(i.to(DEV) if isinstance(i, torch.Tensor) else i for i in index)
+        with no_fallback():
+            got[dev_index] = value
+        assert torch.equal(got.cpu(), expected)
+
+
+def test_boolean_mask_assignment_errors_as_on_cpu():
+    def run(device, assign):
+        x = torch.zeros(3, 4, 5, device=device)
+        return _error(lambda: assign(x, device))
+
+    cases = [
+        # a mask whose shape is not the indexed dims'
+        lambda x, d: x.__setitem__((slice(None), torch.ones(3, 5, dtype=torch.bool, device=d)), torch.tensor(1.0)),
+        # a value of another dtype with an integer index
+        lambda x, d: x.__setitem__(torch.tensor([0, 2], device=d), torch.tensor(1, dtype=torch.int64)),
+    ]
+    for assign in cases:
+        with no_fallback():
+            got = run(DEV, assign)
+        assert got is not None and got == run("cpu", assign)
+
+
+# ---- index_fill_ with a host index ---------------------------------------------
+
+FILL_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int8, torch.uint8, torch.bool,
+               torch.complex64, torch.complex128]
+
+
+def _fill_value(dtype):
+    if dtype == torch.bool:
+        return True
+    if dtype.is_complex:
+        return 1.5 - 2j
+    return 3 if not dtype.is_floating_point else 2.5
+
+
+@pytest.mark.parametrize("dtype", FILL_DTYPES)
+def test_index_fill_takes_an_index_on_the_host(dtype):
+    # test_sort_and_select.py fills a device tensor at torch.randint (host) positions
+    g = torch.Generator().manual_seed(0)
+    base = (torch.randn(4, 5, 6, generator=g) * 5).to(dtype)
+    value = _fill_value(dtype)
+    cases = [(0, torch.tensor([3, 0, 3])), (1, torch.tensor(2)), (-1, torch.tensor([], dtype=torch.long)),
+             (2, torch.tensor([3, -1]))]
+    for (dim, index), strided in itertools.product(cases, (False, True)):
+        x = base.transpose(0, 2) if strided else base
+        for v in (value, torch.tensor(value), torch.tensor(value, device=DEV)):
+            expected = x.index_fill(dim, index, v.cpu() if isinstance(v, torch.Tensor) else v)
+            with no_fallback():
+                got = x.to(DEV).index_fill(dim, index, v)
+            assert torch.equal(got.cpu(), expected), (dim, index, strided, v)
+
+
+def test_index_fill_of_a_0d_tensor_with_a_host_index():
+    with no_fallback():
+        got = torch.tensor(1.0, device=DEV).index_fill_(0, torch.tensor([0]), -4.0)
+    assert got.item() == -4.0 and got.dim() == 0
