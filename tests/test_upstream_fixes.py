@@ -13,6 +13,7 @@ import math
 import pytest
 import torch
 import torchneuron  # noqa: F401  (registers the neuron device)
+from torchneuron.tools.conformance_causes import cause_of, documented_exception
 
 from conftest import no_fallback
 
@@ -264,3 +265,26 @@ def test_index_fill_of_a_0d_tensor_with_a_host_index():
     with no_fallback():
         got = torch.tensor(1.0, device=DEV).index_fill_(0, torch.tensor([0]), -4.0)
     assert got.item() == -4.0 and got.dim() == 0
+
+
+# ---- the conformance report's classification -----------------------------------
+
+def test_sparse_and_quantized_failures_are_their_own_causes():
+    sparse = ("NotImplementedError: Could not run 'aten::_sparse_coo_tensor_with_dims_and_tensors' with "
+              "arguments from the 'Sparseneuron' backend. This could be because")
+    quantized = ("NotImplementedError: Could not run 'aten::_empty_affine_quantized' with arguments from the "
+                 "'Quantizedneuron' backend.")
+    assert cause_of("failed", sparse) == "sparse tensors are not supported on neuron"
+    assert cause_of("failed", quantized) == "quantized tensors are not supported on neuron"
+
+
+def test_documented_exceptions_need_the_test_and_its_message():
+    node = "test_indexing.py::TestIndexingPRIVATEUSE1::test_advancedindex_neuron_float64"
+    assert documented_exception(node, "AssertionError: IndexError not raised") is not None
+    assert documented_exception(
+        "test_indexing.py::NumpyTestsNEURON::test_trivial_fancy_out_of_bounds_neuron",
+        "AssertionError: IndexError not raised by __getitem__") is not None
+    # another failure of the same test is still ours, as is the message elsewhere
+    assert documented_exception(node, "AssertionError: Tensor-likes are not close!") is None
+    assert documented_exception("test_indexing.py::TestIndexingPRIVATEUSE1::test_index_neuron",
+                                "AssertionError: IndexError not raised") is None
