@@ -63,8 +63,7 @@ Planes divide(const Planes& x, const Planes& y) {
 // +-0 = 0 +-0i; inf sin(+-0) = NaN).
 Planes exp_of(const Planes& z) {
   const at::Tensor m = z.re.exp();
-  const at::Tensor y = at::where(z.re.isinf().logical_and_(z.im.isfinite().logical_not_()),
-                                 at::zeros_like(z.im).copysign_(z.im), z.im);
+  const at::Tensor y = at::where(z.re.isinf(), z.im.nan_to_num(0.0, 0.0, 0.0).copysign_(z.im), z.im);
   // exp(x + 0i) = exp(x) + 0i even where exp(x) is infinite
   return {m * y.cos(), at::where(z.im.eq(0), z.im, m * y.sin())};
 }
