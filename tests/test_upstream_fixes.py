@@ -1,8 +1,8 @@
 """What running PyTorch's own device-generic test files on neuron found
 (docs/conformance.md, "Upstream record"), checked here against the CPU
 without the upstream files: complex special values (C99 Annex G) and
-tan/tanh near their poles, the CPU's errors for neg/abs with an out= of the
-other complex dtype, unfold_backward's step and size, index_put_ without
+tan/tanh near their poles, the CPU's errors for complex neg/abs with an
+out= of another dtype, unfold_backward's step and size, index_put_ without
 indices and a boolean-mask assignment of the wrong shape, index_fill_ with
 an index tensor on the host, and how the conformance report classifies the
 failures that remain."""
