@@ -400,26 +400,41 @@ Opt try_complex_index_copy_out(const at::Tensor& self, int64_t dim, const at::Te
   return out;
 }
 
-Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  if (!neuron_complex(self) || !writable(self, self) || !on(index, self) || index.dim() > 1 ||
-      index.scalar_type() != at::kLong)
+// index_fill_ takes a host index as the real path does (index.cpp): it is
+// copied to the device once for both planes.
+namespace {
+bool fill_index_ok(const at::Tensor& index, const at::Tensor& self) {
+  return (on(index, self) || (index.defined() && index.device().is_cpu())) && index.dim() <= 1 &&
+         index.scalar_type() == at::kLong;
+}
+at::Tensor on_device(const at::Tensor& index, const at::Tensor& self) {
+  return index.device().is_cpu() ? index.to(self.device()) : index;
+}
+}  // namespace
+
+Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
+                                   const at::Scalar& value) {
+  if (!neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
   c10::DeviceGuard guard(self.device());
+  const at::Tensor index = on_device(host_or_device_index, self);
   const int64_t d = wrap(dim, self);
   per_part(real_out(self), value.toComplexDouble(),
            [&](at::Tensor plane, double part) { plane.index_fill_(d, index, part); });
   return self;
 }
 
-Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
-  if (!neuron_complex(self) || !writable(self, self) || !on(index, self) || index.dim() > 1 ||
-      index.scalar_type() != at::kLong || !value.defined() || value.dim() != 0)
+Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
+                                   const at::Tensor& value) {
+  if (!neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self) ||
+      !value.defined() || value.dim() != 0)
     return std::nullopt;
-  if (value.device().is_cpu()) return try_complex_index_fill_scalar_(self, dim, index, value.item());
+  if (value.device().is_cpu()) return try_complex_index_fill_scalar_(self, dim, host_or_device_index, value.item());
   if (value.device() != self.device()) return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Tensor(complex)");
   c10::DeviceGuard guard(self.device());
+  const at::Tensor index = on_device(host_or_device_index, self);
   const at::Tensor parts = at::view_as_real(value.to(self.scalar_type()).resolve_conj().resolve_neg());
   const int64_t d = wrap(dim, self);
   at::Tensor view = real_out(self);

@@ -18,6 +18,7 @@
 #include <torch/library.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
@@ -55,29 +56,41 @@ Planes divide(const Planes& x, const Planes& y) {
   return {at::where(zero, a / abs_c, re), at::where(zero, b / abs_d, im)};
 }
 
+// exp(x + iy) = e^x cis y, with C99 Annex G's values (the CPU's, from the C
+// library) where x is infinite and y is not finite: e^-inf cis y is 0 with
+// y's sign on the imaginary part, e^inf cis y is inf + i NaN. Both come out
+// of the same products when such a y is taken as a zero of its sign (0 cis
+// +-0 = 0 +-0i; inf sin(+-0) = NaN).
 Planes exp_of(const Planes& z) {
   const at::Tensor m = z.re.exp();
+  const at::Tensor y = at::where(z.re.isinf(), z.im.nan_to_num(0.0, 0.0, 0.0).copysign_(z.im), z.im);
   // exp(x + 0i) = exp(x) + 0i even where exp(x) is infinite
-  return {m * z.im.cos(), at::where(z.im.eq(0), z.im, m * z.im.sin())};
+  return {m * y.cos(), at::where(z.im.eq(0), z.im, m * y.sin())};
 }
 
-Planes log_of(const Planes& z, double scale) {
+// log z, divided by log_base for log2 and log10: the CPU divides both
+// parts by ln 2 or ln 10 (a product with the reciprocal rounds differently
+// in a third of the cases).
+Planes log_of(const Planes& z, double log_base) {
   at::Tensor re = at::hypot(z.re, z.im).log(), im = at::atan2(z.im, z.re);
-  if (scale != 1.0) re = re * scale, im = im * scale;
+  if (log_base != 1.0) re = re / log_base, im = im / log_base;
   return {re, im};
 }
 
 // The principal square root: t = sqrt((|z| + |a|) / 2); for a >= 0 it is
 // t + i b / (2t), below |b| / (2t) + i copysign(t, b). sqrt(0) is 0 with
-// b's sign.
+// b's sign. An infinite b gives inf + ib whatever a is (C99 Annex G, the
+// CPU's value; the formula's inf / inf would be NaN).
 Planes sqrt_of(const Planes& z) {
   const at::Tensor t = ((at::hypot(z.re, z.im) + z.re.abs()) * 0.5).sqrt();
   const at::Tensor half = z.im / (t * 2);
   const at::Tensor nonneg = z.re.ge(0);
-  const at::Tensor zero = t.eq(0);
+  const at::Tensor zero = t.eq(0), im_inf = z.im.isinf();
   at::Tensor re = at::where(nonneg, t, half.abs());
   at::Tensor im = at::where(nonneg, half, at::copysign(t, z.im));
-  return {at::where(zero, at::zeros_like(t), re), at::where(zero, z.im, im)};
+  re = at::where(zero, at::zeros_like(t), re);
+  im = at::where(zero.logical_or_(im_inf), z.im, im);
+  return {at::where(im_inf, std::numeric_limits<double>::infinity(), re), im};
 }
 
 Planes reciprocal_of(const Planes& z) {
@@ -115,16 +128,27 @@ Planes sinh_cosh(const Planes& z, bool cosh) {
   return {re, im};
 }
 
-// tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); beyond |a| = 20
-// tanh a is +-1 in float64 as in float32, and the formula's sinh and cosh
-// would overflow.
+// tanh(a + bi) = (sinh a cosh a + i sin b cos b) / (sinh^2 a + cos^2 b):
+// the denominator is a sum of squares, so it does not cancel near the
+// poles (a near 0, b near pi/2; tan's too, tan z = -i tanh iz) as
+// cosh 2a + cos 2b does. A zero part of z stays in the result (tanh of a
+// real or an imaginary number). Beyond |a| = 20 tanh a is +-1 in float64
+// as in float32 and sinh^2 a would overflow: there the imaginary part is
+// 4 sin b cos b e^-2|a| (a signed zero at infinite a); an infinite or NaN
+// b gives NaN unless a is infinite (C99 Annex G, the CPU's values).
 Planes tanh_of(const Planes& z) {
-  const at::Tensor a2 = z.re * 2, b2 = z.im * 2;
-  const at::Tensor den = a2.cosh() + b2.cos();
-  const at::Tensor large = z.re.abs().gt(20);
-  at::Tensor re = at::where(large, z.re.sign(), a2.sinh() / den);
-  at::Tensor im = at::where(large, at::zeros_like(z.im).copysign(z.im), b2.sin() / den);
-  return {re, im};
+  const at::Tensor &a = z.re, &b = z.im;
+  const at::Tensor sh = a.sinh(), s = b.sin(), c = b.cos();
+  const at::Tensor den = sh * sh + c * c, sc = s * c;
+  const at::Tensor re_near = at::where(a.eq(0), a, sh * a.cosh() / den);
+  const at::Tensor im_near = at::where(b.eq(0), b, sc / den);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const at::Tensor b_finite = b.isfinite(), a_inf = a.isinf();
+  const at::Tensor re_far = at::where(b_finite.logical_or(a_inf), at::ones_like(a).copysign_(a), nan);
+  const at::Tensor im_far = at::where(b_finite, sc * 4 * (a.abs() * -2).exp(),
+                                      at::where(a_inf, at::zeros_like(b).copysign_(b), nan));
+  const at::Tensor large = a.abs().gt(20);
+  return {at::where(large, re_far, re_near), at::where(large, im_far, im_near)};
 }
 
 Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
@@ -151,8 +175,8 @@ const std::unordered_map<std::string, Unary>& unary_table() {
       {"exp2", [](const Planes& z) { return exp_of({z.re * 0.69314718055994531, z.im * 0.69314718055994531}); }},
       {"sinc", sinc_of},
       {"log", [](const Planes& z) { return log_of(z, 1.0); }},
-      {"log2", [](const Planes& z) { return log_of(z, 1.4426950408889634); }},
-      {"log10", [](const Planes& z) { return log_of(z, 0.43429448190325182); }},
+      {"log2", [](const Planes& z) { return log_of(z, 0.69314718055994531); }},
+      {"log10", [](const Planes& z) { return log_of(z, 2.3025850929940457); }},
       {"sqrt", sqrt_of},
       {"rsqrt", [](const Planes& z) { return reciprocal_of(sqrt_of(z)); }},
       {"reciprocal", reciprocal_of},

@@ -19,7 +19,7 @@ Planes planes_of(const at::Tensor& z);
 Planes multiply(const Planes& x, const Planes& y);
 Planes divide(const Planes& x, const Planes& y);
 Planes exp_of(const Planes& z);
-Planes log_of(const Planes& z, double scale);
+Planes log_of(const Planes& z, double log_base);  // log z / log_base
 Planes sqrt_of(const Planes& z);
 Planes reciprocal_of(const Planes& z);
 

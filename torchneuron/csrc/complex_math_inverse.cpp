@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 
 #include "complex_math.h"
 
@@ -91,21 +92,30 @@ Planes acosh_of(const Planes& z) {
 
 Planes atanh_of(const Planes& z) {
   const at::Tensor &x = z.re, &y = z.im;
-  const at::Tensor one_minus = 1 - x, y2 = y * y;
-  // |(1 + z) / (1 - z)|^2 = 1 + 4x / ((1 - x)^2 + y^2);
-  // arg((1 + z) / (1 - z)) = atan2(2y, (1 - x)(1 + x) - y^2)
-  // (near x = +-1 the ratio's log1p argument nears -1 and cancels: there
-  // the real part is the difference of the two squared moduli's logs)
-  const at::Tensor den = one_minus * one_minus + y2, one_plus = 1 + x;
-  const at::Tensor re_near = at::where(x.abs().lt(0.5), at::log1p(x * 4 / den) * 0.25,
-                                       ((one_plus * one_plus + y2).log() - den.log()) * 0.25);
-  const Planes near{re_near, at::atan2(y * 2, one_minus * one_plus - y2) * 0.5};
+  const at::Tensor one_minus = 1 - x, one_plus = 1 + x, y2 = y * y;
+  // |(1 + z) / (1 - z)|^2 = 1 + 4x / ((1 - x)^2 + y^2), odd in x: the real
+  // part is sign(x) log1p(q) / 4 with q = 4|x| / ((1 - |x|)^2 + y^2) >= 0,
+  // which never cancels. Where q > 1 the two moduli differ by more than a
+  // factor 2 and their logs' difference loses nothing: that form (with
+  // hypot) stays finite where the denominator's squares underflow (x = 1,
+  // tiny y).
+  // arg((1 + z) / (1 - z)) = atan2(2y, (1 - x)(1 + x) - y^2).
+  const at::Tensor ax = x.abs(), ax_minus = 1 - ax;
+  const at::Tensor q = ax * 4 / (ax_minus * ax_minus + y2);
+  const at::Tensor re_abs = at::where(q.le(1), at::log1p(q) * 0.25,
+                                      (at::hypot(ax + 1, y).log() - at::hypot(ax_minus, y).log()) * 0.5);
+  const Planes near{re_abs.copysign(x), at::atan2(y * 2, one_minus * one_plus - y2) * 0.5};
   // far out atanh z = 1/z + i pi/2 sign(y), 1/z's terms dropped below the
-  // rounding past 1e15 (its real part kept: it is the whole real part)
+  // rounding past 1e15 (its real part kept: it is the whole real part). A
+  // NaN y, or a NaN x with a finite y, leaves the angle NaN (C99 Annex G:
+  // atanh(inf + i NaN) = 0 + i NaN, atanh(NaN + i inf) = 0 + i pi/2).
   const at::Tensor h = at::hypot(x, y);
   const at::Tensor inv_re = at::where(h.isinf(), at::zeros_like(x).copysign(x), x / h / h);
-  const Planes far{inv_re, at::full_like(y, kPi2).copysign(y)};
-  return select(large(z, 1e15), far, near);
+  const at::Tensor no_angle = y.isnan().logical_or_(x.isnan().logical_and_(y.isinf().logical_not_()));
+  const Planes far{inv_re, at::where(no_angle, std::numeric_limits<double>::quiet_NaN(),
+                                     at::full_like(y, kPi2).copysign(y))};
+  const Planes r = select(large(z, 1e15), far, near);
+  return {at::where(x.eq(0), x, r.re), r.im};  // atanh(iy) = i atan y: a zero x stays, even beside a NaN y
 }
 
 Planes atan_of(const Planes& w) { return times_minus_i(atanh_of(times_i(w))); }

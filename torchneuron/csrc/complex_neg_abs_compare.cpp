@@ -1,11 +1,12 @@
 // neg, abs, angle and eq/ne of complex tensors in their functional, out=
 // and in-place forms, on the real view: neg negates both planes, abs and
 // angle are hypot and atan2 of the planes, and two numbers are equal when
-// both parts are. Every step is a native neuron op; an out= of another
-// dtype gets the result through the native conversion copy, as the CPU
-// casts it. Calls these do not cover (a tensor on another device, an out=
-// the CPU refuses to cast into) return false for the counted fallback,
-// which raises the CPU's error.
+// both parts are. Every step is a native neuron op. abs and angle write
+// into an out= of another dtype through the native conversion copy, as the
+// CPU casts; neg, and abs into a complex out=, raise the CPU's error for
+// any dtype but self's. Calls these do not cover (a tensor on another
+// device, an out= the CPU refuses to cast into) return false for the
+// counted fallback, which raises the CPU's error.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -59,6 +60,14 @@ at::Tensor deliver(const at::Tensor& result, const at::Tensor* out) {
   return target;
 }
 
+// The CPU's unary ops that keep the dtype (neg, abs into a complex out=)
+// write only into an out= of self's dtype: complex64 and complex128 do not
+// mix, though either could hold the other's values.
+void check_out_dtype_is_self(const at::Tensor& out, const at::Tensor& self) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+              self.scalar_type());
+}
+
 void replace_args(torch::jit::Stack* stack, size_t nargs, at::Tensor result) {
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(result));
@@ -75,6 +84,8 @@ bool try_native_complex_neg(const std::string& name, torch::jit::Stack* stack) {
   const at::Tensor self = args[0].toTensor();
   const c10::Device device = self.device();
   if (f.inplace && !writable(self, device, self.scalar_type())) return false;
+  if (f.has_out && args[1].isTensor() && args[1].toTensor().device() == device)
+    check_out_dtype_is_self(args[1].toTensor(), self);
   if (f.has_out && (!args[1].isTensor() || !writable(args[1].toTensor(), device, self.scalar_type()))) return false;
   NEURON_TRACK_OP("aten::neg(complex)");
   c10::DeviceGuard guard(device);
@@ -98,8 +109,16 @@ bool try_native_complex_unary_real(const std::string& name, torch::jit::Stack* s
   const at::ScalarType real = c10::toRealValueType(self.scalar_type());
   // The CPU's refusal (abs_ would have to write a real number into a complex self).
   TORCH_CHECK(!f.inplace, "In-place ", f.base, " is not supported for complex tensors.");
-  if (f.has_out && (!args[1].isTensor() || !writable(args[1].toTensor(), self.device(), real))) return false;
   const bool angle = f.base == "angle";
+  if (f.has_out && args[1].isTensor() && args[1].toTensor().device() == self.device()) {
+    const at::Tensor& out = args[1].toTensor();
+    // abs into a complex out= is the CPU's plain unary op (angle's is not);
+    // otherwise the real result casts as the CPU casts it, or not at all.
+    if (!angle && out.is_complex()) check_out_dtype_is_self(out, self);
+    TORCH_CHECK(at::canCast(real, out.scalar_type()), "result type ", real,
+                " can't be cast to the desired output type ", out.scalar_type());
+  }
+  if (f.has_out && (!args[1].isTensor() || !writable(args[1].toTensor(), self.device(), real))) return false;
   NEURON_TRACK_OP(angle ? "aten::angle(complex)" : "aten::abs(complex)");
   c10::DeviceGuard guard(self.device());
   const at::Tensor z = self.resolve_conj().resolve_neg();

@@ -20,6 +20,9 @@ namespace {
 at::Tensor unfold_backward(const at::Tensor& grad, at::IntArrayRef input_sizes, int64_t dim,
                            int64_t size, int64_t step) {
   NEURON_TRACK_OP("aten::unfold_backward");
+  // The CPU's checks, in its order and with its exception types.
+  TORCH_CHECK_VALUE(step > 0, "step is ", step, " but must be > 0");
+  TORCH_CHECK(size >= 0, "size is ", size, " but must be >= 0");
   if (input_sizes.empty()) return grad.reshape({}).clone();  // a 0-d input: one window of one
   dim = at::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
   const bool reduced = grad.scalar_type() == at::kHalf || grad.scalar_type() == at::kBFloat16;

@@ -341,9 +341,15 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
   return out;
 }
 
-at::Tensor& index_fill_into(at::Tensor& self, int64_t dim, const at::Tensor& index, const ScatterSource& source) {
-  TORCH_CHECK_INDEX(index.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
-  TORCH_CHECK_INDEX(index.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
+// A host index is copied to the device, as advanced indexing takes host
+// index tensors: PyTorch's own device-generic tests fill a device tensor at
+// torch.randint positions built on the host (test_sort_and_select.py).
+at::Tensor& index_fill_into(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
+                            const ScatterSource& source) {
+  const at::Tensor& given = host_or_device_index;
+  TORCH_CHECK_INDEX(given.scalar_type() == at::kLong, "index_fill_(): Expected dtype int64 for index.");
+  TORCH_CHECK_INDEX(given.dim() <= 1, "index_fill_(): Index is supposed to be a vector");
+  const at::Tensor index = given.device().is_cpu() ? given.to(self.device()) : given;
   check_devices("index_fill_", self, {index, source.tensor});
   at::assert_no_partial_overlap(self, index);
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
@@ -549,6 +555,35 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
   return out;
 }
 
+// self[mask] = v for one boolean (or uint8) mask on self's device, the other
+// indices None, and a one-element host value: PyTorch makes this a
+// masked_fill_ with v converted to self's dtype (so a float value fills a
+// long tensor), and so does this. The mask, unsqueezed over the trailing
+// dims it does not cover, or undefined when the call is not of that form.
+at::Tensor masked_fill_mask(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                            const at::Tensor& values) {
+  if (values.numel() != 1 || !values.device().is_cpu()) return {};
+  at::Tensor mask;
+  int64_t covered = 0;
+  for (const std::optional<at::Tensor>& index : indices) {
+    if (!index.has_value() || !index->defined()) {
+      covered++;
+      continue;
+    }
+    const at::ScalarType t = index->scalar_type();
+    if ((t != at::kBool && t != at::kByte) || index->device() != self.device() || mask.defined()) return {};
+    mask = *index;
+    for (int64_t j = 0; j < mask.dim(); j++)
+      TORCH_CHECK_INDEX(mask.size(j) == self.size(covered + j), "The shape of the mask ", mask.sizes(), " at index ",
+                        j, " does not match the shape of the indexed tensor ", self.sizes(), " at index ",
+                        covered + j);
+    covered += mask.dim();
+  }
+  if (!mask.defined()) return {};
+  for (int64_t d = covered; d < self.dim(); d++) mask = mask.unsqueeze(-1);
+  return mask;
+}
+
 at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values, bool accumulate, bool unsafe) {
   NEURON_TRACK_OP("aten::_index_put_impl_");
@@ -559,9 +594,15 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes)
     TORCH_WARN("Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
                "performing this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(),
-              "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
-              " for the destination and ", values.scalar_type(), " for the source.");
+  if (!accumulate) {
+    const at::Tensor mask = masked_fill_mask(self, indices, values);
+    if (mask.defined()) return self.masked_fill_(mask, values.item());
+  }
+  // A RuntimeError as on the CPU (whose kernels fail on their own asserts
+  // here); `index` without indices raises IndexError on both.
+  bool any_index = false;
+  for (const std::optional<at::Tensor>& index : indices) any_index |= index.has_value() && index->defined();
+  TORCH_CHECK(any_index, "index_put_: expected at least one index tensor, got none");
   bool host_scalar = values.device().is_cpu() && values.dim() == 0;
   if (!host_scalar) {
     check_devices("index_put_", self, {values});
@@ -575,8 +616,12 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
     run_through_fallback("aten::_index_put_impl_", "", &stack);
     return self;
   }
+  // The CPU's order: the shape, then the dtype.
   TORCH_CHECK(at::is_expandable_to(values.sizes(), a.shape), "shape mismatch: value tensor of shape ",
               values.sizes(), " cannot be broadcast to indexing result of shape ", at::IntArrayRef(a.shape));
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
+              " for the destination and ", values.scalar_type(), " for the source.");
   if (c10::multiply_integers(a.shape) == 0) return self;
   ScatterSource source;
   if (host_scalar) {
