@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 import torchneuron
 from thread_count_support import outputs_by_thread_count
+from layouts import channels_last, sliced, transposed
 
 DEV = "neuron"
 
@@ -31,22 +32,6 @@ pytestmark = pytest.mark.usefixtures("native_only")
 
 def nchw(t):
     return t.to(DEV)
-
-
-def sliced(t):
-    """t's values on neuron as every other element along the last dim."""
-    big = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
-    big[..., ::2] = t
-    return big.to(DEV)[..., ::2]
-
-
-def transposed(t):
-    """t's values on neuron, its last two dims stored swapped."""
-    return t.transpose(-1, -2).contiguous().to(DEV).transpose(-1, -2)
-
-
-def channels_last(t):
-    return t.to(DEV).contiguous(memory_format=torch.channels_last)
 
 
 def tol(dtype, terms):

@@ -15,6 +15,7 @@ NotImplementedError, as on the CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
+from layouts import channels_last, sliced, transposed
 
 DEV = "neuron"
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
@@ -82,24 +83,6 @@ def test_wraps_like_cpu(case, dtype, with_bias):
     x, w = full_range(dtype, xs, gen), full_range(dtype, ws, gen)
     b = full_range(dtype, (bs,), gen) if with_bias else None
     check(fn, (x, w, b), kwargs)
-
-
-def channels_last(t):
-    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
-    return t.to(DEV).contiguous(memory_format=fmt) if fmt else t.to(DEV)
-
-
-def sliced(t):
-    """Every other element of a twice-as-wide tensor: strided innermost dim."""
-    big = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
-    big[..., ::2] = t
-    return big.to(DEV)[..., ::2]
-
-
-def transposed(t):
-    if t.dim() < 3:
-        return t.to(DEV)
-    return t.transpose(-1, -2).contiguous().to(DEV).transpose(-1, -2)
 
 
 @pytest.mark.parametrize("layout", [channels_last, sliced, transposed], ids=lambda f: f.__name__)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from thread_count_support import outputs_by_thread_count
+from layouts import contiguous, channels_last, sliced, transposed
 
 DEV = "neuron"
 
@@ -115,23 +116,6 @@ def reference(x, size, kind, align=False, scales=(None, None)):
 
 
 # ---- layouts and helpers -------------------------------------------------------------------------------
-
-def contiguous(t):
-    return t.to(DEV)
-
-
-def channels_last(t):
-    return t.to(DEV).contiguous(memory_format=torch.channels_last)
-
-
-def sliced(t):
-    big = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
-    big[..., ::2] = t
-    return big.to(DEV)[..., ::2]
-
-
-def transposed(t):
-    return t.transpose(-1, -2).contiguous().to(DEV).transpose(-1, -2)
 
 
 LAYOUTS = [contiguous, channels_last, sliced, transposed]

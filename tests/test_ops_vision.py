@@ -21,36 +21,13 @@ import torch.nn.functional as F
 
 import torchneuron
 from thread_count_support import outputs_by_thread_count
+from layouts import contiguous, channels_last, sliced, transposed
 
 DEV = "neuron"
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
 pytestmark = pytest.mark.usefixtures("native_only")
-
-
-def contiguous(t):
-    return t.to(DEV)
-
-
-def channels_last(t):
-    if t.dim() != 4:
-        return t.to(DEV)
-    return t.to(DEV).contiguous(memory_format=torch.channels_last)
-
-
-def sliced(t):
-    """t's values on neuron as every other element along the last dim."""
-    big = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
-    big[..., ::2] = t
-    return big.to(DEV)[..., ::2]
-
-
-def transposed(t):
-    """t's values on neuron, its last two dims stored swapped."""
-    if t.dim() < 2:
-        return t.to(DEV)
-    return t.transpose(-1, -2).contiguous().to(DEV).transpose(-1, -2)
 
 
 LAYOUTS = [contiguous, channels_last, sliced, transposed]
