@@ -43,6 +43,9 @@ typedef struct rt_attn {
  * checks shapes and dtypes; fails naming the op. */
 nrt_status rt_attn_parse(const nrt_op *op, int q_index, int mask_after, rt_attn *a);
 
+/* Element (b, h, 0, 0) of a 4-d view. */
+const char *rt_attn_item(const nrt_tensor_view *v, int64_t b, int64_t h);
+
 /* Row r, column c of a 4-d view at (b, h): loads rows [r0, r0 + nr) x
  * columns [0, nc) into dst (row-major, leading dimension ld), converting to
  * float; the padding columns [nc, ld) and rows up to pad_rows are zeroed. */
