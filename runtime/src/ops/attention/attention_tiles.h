@@ -116,6 +116,37 @@ void rt_attn_scale_rows(float *O, int64_t n, int64_t ld, const float *alpha);
 int rt_attn_forward_bf16(const rt_attn *a, const nrt_tensor_view *out, const nrt_tensor_view *lse,
                          nrt_status *status);
 
+/* The backward launches' gradients and their extra inputs
+ * (attention_backward.c); absent outputs are NULL. */
+typedef struct rt_attn_grads {
+  const nrt_tensor_view *grad_q, *grad_k, *grad_v, *grad_scores, *grad_out, *stats;
+} rt_attn_grads;
+
+/* One block of the backward in the key/value layout (row j: key k0 + j,
+ * column i: query q0 + i, row stride ld; row j's queries start at
+ * first + j and end at nq): S holds the scores and becomes
+ * dS = P (DP Z - D); PZ receives P Z, with P = exp(S scale + bias - lse).
+ * bias and Z: NULL for none. */
+void rt_attn_backward_block(float *S, const float *DP, const float *bias, const float *Z, float *PZ,
+                            int64_t nk, int64_t ld, int64_t first, int64_t nq, float scale,
+                            const float *restrict lse, const float *restrict delta);
+/* lse and D of query rows [q0, q0 + nq) of (b, h) from the float32 stats
+ * (B, H, L, 2); rows nq .. pad - 1 get 0. */
+void rt_attn_load_stats(const nrt_tensor_view *stats, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                        int64_t pad, float *lse, float *delta);
+
+/* The passes of the backward: SDPA_BACKWARD_KV's key blocks (grad_k,
+ * grad_v), SDPA_BACKWARD_Q's query blocks (grad_q, grad_scores), or one
+ * pass per key/value head (all three gradients). */
+typedef enum rt_attn_pass { RT_ATTN_PASS_KV, RT_ATTN_PASS_Q, RT_ATTN_PASS_HEADS } rt_attn_pass;
+
+/* A backward pass on the GEMM's bfloat16 micro-kernel
+ * (attention_backward_bf16.c) when q is bfloat16 and the CPU has one:
+ * returns 1 with *status set when it ran, 0 when the float32-tile path
+ * must. */
+int rt_attn_backward_bf16(const rt_attn *a, const rt_attn_grads *g, rt_attn_pass pass,
+                          nrt_status *status);
+
 /* A 64-byte aligned float buffer of n floats (NULL on failure). */
 float *rt_attn_alloc(int64_t n);
 
