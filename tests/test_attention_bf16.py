@@ -254,3 +254,35 @@ def test_avx2_level_takes_the_float32_tiles():
     """
     fwd, bwd, err = check_output(run_python(code, env={"TORCHNEURON_ISA": "avx2"})).split()
     assert (fwd, bwd) == ("0", "0") and float(err) < 3e-2, (fwd, bwd, err)
+
+
+def test_gradient_of_a_floating_mask():
+    # The query pass also writes the float32 score gradients (the mask's
+    # gradient) from its transposed tiles; a triangle of -inf in the mask
+    # gives weight 0 and gradient 0 there.
+    q, k, v = (randn(1, 2, n, 32, seed=s).to(torch.bfloat16) for s, n in ((1, 70), (2, 90), (3, 90)))
+    mask = randn(1, 2, 70, 90, seed=4).to(torch.bfloat16)
+    g = randn(1, 2, 70, 32, seed=5).to(torch.bfloat16)
+    for causal in (False, True):
+        exact = [t.grad for t in _mask_grads(q, k, v, g, mask, torch.float64, causal)]
+        metrics.clear_all()
+        got = [t.grad for t in _mask_grads(q, k, v, g, mask, "neuron", causal)]
+        torch.neuron.synchronize()
+        ran = metrics.get_counter_value("attention.bf16_backward_tiles")
+        assert ran == (2 if _bf16_kernel_expected() else 0), ran
+        for a, e in zip(got, exact):
+            assert a.dtype == torch.bfloat16
+            torch.testing.assert_close(a.cpu().double(), e, rtol=3e-2, atol=3e-2)
+
+
+def _mask_grads(q, k, v, g, mask, where, causal):
+    """q, k, v and mask as leaves (in float64, or bfloat16 on neuron) after
+    a backward pass; causal: -inf above the diagonal of the mask."""
+    to = (lambda t: t.double()) if where == torch.float64 else (lambda t: t.to(where))
+    leaves = [to(t).requires_grad_() for t in (q, k, v, mask)]
+    bias = leaves[3]
+    if causal:
+        keep = torch.ones(70, 90, dtype=torch.bool, device=bias.device).tril()
+        bias = bias.masked_fill(~keep, float("-inf"))
+    F.scaled_dot_product_attention(*leaves[:3], attn_mask=bias).backward(to(g))
+    return leaves
