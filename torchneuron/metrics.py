@@ -61,6 +61,11 @@ relaxed atomic adds where the event happens, so they are always on.
     micro-kernel (AMX or AVX512-BF16 hosts at the avx512 level), rounding
     the softmax weights to bfloat16 for the product with v as PyTorch CPU
     does; the float32-tile path serves the rest.
+``attention.bf16_backward_tiles``
+    passes of the bfloat16 SDPA backward (one per key/value pass, query
+    pass or one-pass-per-head launch) that ran on the same micro-kernel,
+    rounding the weights and the score gradients to bfloat16 for the
+    products as PyTorch CPU does.
 ``adaptive_eager.groups``
     fused groups the stream workers ran (adaptive eager execution).
 ``adaptive_eager.fused_ops``

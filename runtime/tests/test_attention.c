@@ -306,6 +306,7 @@ static const attn_case cases[] = {
     {"dropout_causal", NRT_FLOAT32, 2, 2, 1, 80, 100, 24, 40, 1, 0, 0.3, 0, 2e-5},
     {"head_dim_256_strided", NRT_FLOAT32, 1, 2, 1, 20, 70, 256, 256, 0, 0, 0, 1, 2e-5},
     {"single_query", NRT_FLOAT32, 3, 2, 2, 1, 129, 8, 8, 0, 1, 0.5, 1, 2e-5},
+    {"gqa_float_mask_dropout_bf16", NRT_BFLOAT16, 2, 4, 2, 70, 90, 80, 40, 0, 1, 0.2, 1, 2e-2},
 };
 
 static void test_cases_against_twin(void) {
@@ -376,6 +377,10 @@ static void test_grad_q_from_the_kv_pass_is_the_query_pass(void) {
       {"heads_causal_128", NRT_FLOAT32, 4, 4, 4, 128, 128, 32, 32, 1, 0, 0, 0, 0},
       {"heads_gqa_200_dropout", NRT_FLOAT32, 2, 8, 4, 200, 200, 32, 16, 0, 0, 0.2, 0, 0},
       {"heads_unequal_causal_bf16", NRT_BFLOAT16, 3, 3, 3, 70, 130, 24, 40, 1, 0, 0, 0, 0},
+      /* bfloat16 on hosts with its GEMM kernel: the same property */
+      {"gqa_dropout_causal_bf16", NRT_BFLOAT16, 1, 4, 2, 90, 50, 24, 40, 1, 0, 0.3, 1, 0},
+      {"heads_gqa_dropout_d80_bf16", NRT_BFLOAT16, 2, 8, 4, 130, 200, 80, 80, 0, 0, 0.2, 0, 0},
+      {"heads_strided_more_queries_bf16", NRT_BFLOAT16, 3, 4, 4, 150, 65, 32, 48, 1, 0, 0, 1, 0},
       {"heads_more_queries_causal", NRT_FLOAT32, 3, 3, 3, 150, 70, 24, 24, 1, 0, 0, 0, 0},
       {"heads_strided_f16", NRT_FLOAT16, 2, 4, 4, 65, 65, 32, 32, 0, 0, 0, 1, 0},
       {"heads_one_key_causal", NRT_FLOAT32, 4, 2, 2, 5, 1, 8, 8, 1, 0, 0, 0, 0},
@@ -406,8 +411,10 @@ static int write_thread_case(void) {
   /* the last: 8 heads, one pass per head with 1 thread, blocks with 3 */
   static const attn_case eight_heads = {"eight_heads", NRT_FLOAT32, 2, 4, 4, 130, 130, 32, 32,
                                         1, 0, 0.1, 0, 0};
-  const attn_case *picks[] = {&cases[1], &cases[4], &cases[5], &eight_heads};
-  for (int k = 0; k < 4; k++) {
+  static const attn_case eight_heads_bf16 = {"eight_heads_bf16", NRT_BFLOAT16, 2, 4, 4, 130, 200,
+                                             80, 48, 0, 0, 0.1, 0, 0};
+  const attn_case *picks[] = {&cases[1], &cases[4], &cases[5], &eight_heads, &eight_heads_bf16};
+  for (int k = 0; k < 5; k++) {
     const attn_case *c = picks[k];
     operands o;
     rng_state = 99;

@@ -42,7 +42,8 @@ extern "C" {
   X(CONV_BLOCKED, "conv.blocked")                           \
   X(CONV_COLUMNS, "conv.columns")                           \
   X(CONV_AMX_COLUMNS, "conv.amx_columns")                   \
-  X(ATTENTION_BF16_TILES, "attention.bf16_tiles")
+  X(ATTENTION_BF16_TILES, "attention.bf16_tiles")          \
+  X(ATTENTION_BF16_BACKWARD_TILES, "attention.bf16_backward_tiles")
 
 #define NRT_METRIC_ENUM_(e, name) NRT_METRIC_##e,
 typedef enum nrt_metric { NRT_METRIC_LIST(NRT_METRIC_ENUM_) NRT_METRIC_COUNT } nrt_metric;

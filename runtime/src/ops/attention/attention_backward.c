@@ -57,15 +57,13 @@ static inline int32_t clamp_col(int64_t x, int64_t n) {
 static const float no_bias[ROW_MAX] __attribute__((aligned(64)));
 static const float no_dropout[ROW_MAX] __attribute__((aligned(64))) = {[0 ... ROW_MAX - 1] = 1.0f};
 
-/* KV layout: row j is key k0 + j, column i is query q0 + i (lse and D per
- * column); row j's queries start at first + j (first = k0 - q0 when causal),
- * and end at nq. p = exp(s scale + bias - lse), pz = p z (into PZ), and
- * s becomes dS = p (dp z - D). bias and z rows: NULL for none. */
-RT_SIMD_VOID(backward_block_kv, (float *S, const float *DP, const float *bias, const float *Z,
-                                 float *PZ, int64_t nk, int64_t ld, int64_t first, int64_t nq,
-                                 float scale, const float *restrict lse,
-                                 const float *restrict delta),
-                                (S, DP, bias, Z, PZ, nk, ld, first, nq, scale, lse, delta)) {
+/* KV layout (rt_attn_backward_block): lse and D per column; first =
+ * k0 - q0 when causal. */
+RT_SIMD_DEFINE(, , void, , rt_attn_backward_block,
+               (float *S, const float *DP, const float *bias, const float *Z, float *PZ, int64_t nk,
+                int64_t ld, int64_t first, int64_t nq, float scale, const float *restrict lse,
+                const float *restrict delta),
+               (S, DP, bias, Z, PZ, nk, ld, first, nq, scale, lse, delta)) {
   int32_t hi = clamp_col(nq, ld);
   for (int64_t j = 0; j < nk; j++) {
     /* restrict: otherwise too many pointer pairs to check for overlap */
@@ -86,7 +84,7 @@ RT_SIMD_VOID(backward_block_kv, (float *S, const float *DP, const float *bias, c
 
 /* Q layout: row i is query q0 + i (lse[i], delta[i]), column j key k0 + j;
  * row i's keys end at last + i (last = q0 - k0 + 1 when causal) or nk. The
- * same formula as backward_block_kv, element for element. */
+ * same formula as rt_attn_backward_block, element for element. */
 RT_SIMD_VOID(backward_block_q, (float *S, const float *DP, const float *bias, const float *Z,
                                 int64_t nq, int64_t ld, int64_t last, int64_t nk, float scale,
                                 const float *lse, const float *delta),
@@ -121,11 +119,10 @@ static rt_attn_win causal_win(const rt_attn *a, int64_t q0, int64_t k0, int kind
   return w;
 }
 
-/* lse and D of query rows [q0, q0 + nq) of (b, h); padding rows get 0. */
-static void load_stats(const backward_ctx *c, int64_t b, int64_t h, int64_t q0, int64_t nq,
-                       int64_t pad, float *lse, float *delta) {
-  const int64_t *ss = c->stats->strides;
-  const float *base = (const float *)c->stats->data + b * ss[0] + h * ss[1];
+void rt_attn_load_stats(const nrt_tensor_view *stats, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                        int64_t pad, float *lse, float *delta) {
+  const int64_t *ss = stats->strides;
+  const float *base = (const float *)stats->data + b * ss[0] + h * ss[1];
   for (int64_t i = 0; i < nq; i++) {
     lse[i] = base[(q0 + i) * ss[2]];
     delta[i] = base[(q0 + i) * ss[2] + ss[3]];
@@ -196,7 +193,7 @@ static void kv_block(const backward_ctx *c, float **t, int64_t task) {
       rt_attn_load(a->q, b, h, q0, nq, a->E, t[KV_Q], Ep, 0);
       rt_attn_load_t(c->grad_out, b, h, q0, nq, a->Ev, t[KV_GT], BQ, 0);
       rt_attn_load(c->grad_out, b, h, q0, nq, a->Ev, t[KV_G], Evp, 0);
-      load_stats(c, b, h, q0, nq, BQ, t[KV_LSE], t[KV_D]);
+      rt_attn_load_stats(c->stats, b, h, q0, nq, BQ, t[KV_LSE], t[KV_D]);
       memset(t[KV_S], 0, (size_t)(nk * BQ) * sizeof(float));
       memset(t[KV_DP], 0, (size_t)(nk * BQ) * sizeof(float));
       rt_attn_win ws = causal_win(a, q0, k0, WIN_S), wkv = causal_win(a, q0, k0, WIN_KV);
@@ -206,7 +203,7 @@ static void kv_block(const backward_ctx *c, float **t, int64_t task) {
       w = a->causal ? &wkv : NULL;
       int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t[KV_BIAS], BQ, 1);
       if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[KV_Z], BQ, 1);
-      backward_block_kv(t[KV_S], t[KV_DP], has_bias ? t[KV_BIAS] : NULL,
+      rt_attn_backward_block(t[KV_S], t[KV_DP], has_bias ? t[KV_BIAS] : NULL,
                         a->dropout ? t[KV_Z] : NULL, t[KV_PZ], nk, BQ,
                         a->causal ? k0 - q0 : -RT_ATTN_NO_CAUSAL, nq, a->scale, t[KV_LSE], t[KV_D]);
       rt_attn_gemm(nk, Evp, nq, t[KV_PZ], BQ, t[KV_G], Evp, t[KV_DV], Evp, w);
@@ -283,7 +280,7 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, con
   gd = rt_attn_direct(c->grad_out, b, h, a->Ev, 1, &ldg);
   if (!gd) rt_attn_load(c->grad_out, b, h, 0, a->L, a->Ev, t[H_G], Evp, Lp), gd = t[H_G], ldg = Evp;
   rt_attn_load_t(c->grad_out, b, h, 0, a->L, a->Ev, t[H_GT], Lp, 0);
-  load_stats(c, b, h, 0, a->L, Lp, t[H_LSE], t[H_D]);
+  rt_attn_load_stats(c->stats, b, h, 0, a->L, Lp, t[H_LSE], t[H_D]);
   memset(t[H_DQ], 0, (size_t)(Lp * Ep) * sizeof(float));
   for (int64_t k0 = 0; k0 < a->S; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
@@ -300,7 +297,7 @@ static void head_query(const backward_ctx *c, float **t, const head_dims *d, con
       rt_attn_gemm(nk, BQ, a->Ev, vb, kv->ldv, t[H_GT] + q0, Lp, t[H_DP], BQ, w);
       w = a->causal ? &wkv : NULL;
       if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t[H_Z], BQ, 1);
-      backward_block_kv(t[H_S], t[H_DP], NULL, a->dropout ? t[H_Z] : NULL, t[H_PZ], nk, BQ,
+      rt_attn_backward_block(t[H_S], t[H_DP], NULL, a->dropout ? t[H_Z] : NULL, t[H_PZ], nk, BQ,
                         a->causal ? k0 - q0 : -RT_ATTN_NO_CAUSAL, nq, a->scale, t[H_LSE] + q0,
                         t[H_D] + q0);
       rt_attn_gemm(nk, Evp, nq, t[H_PZ], BQ, gd + q0 * ldg, ldg, t[H_DV] + k0 * Evp, Evp, w);
@@ -380,9 +377,15 @@ nrt_status rt_kernel_sdpa_backward_kv(const nrt_op *op) {
                                                  d.Sp * (2 * d.Ep + 2 * d.Evp));
   int one_pass = c.grad_q && !c.a.mask && head_bytes <= RT_ATTN_HEAD_BYTES_MAX &&
                  heads >= RT_ATTN_HEADS_PER_THREAD * rt_num_threads();
+  rt_attn_grads g = {c.grad_q, c.grad_k, c.grad_v, NULL, c.grad_out, c.stats};
+  nrt_status bs;
   if (one_pass) {
     /* enough heads to keep every thread busy: one pass per head */
-    rt_parallel_for(heads, 1, head_range, &c);
+    if (rt_attn_backward_bf16(&c.a, &g, RT_ATTN_PASS_HEADS, &bs)) {
+      c.failed = bs != NRT_SUCCESS;
+    } else {
+      rt_parallel_for(heads, 1, head_range, &c);
+    }
     /* if a thread could not allocate its buffers, the blocks below
      * rewrite every output */
     one_pass = !c.failed;
@@ -391,8 +394,13 @@ nrt_status rt_kernel_sdpa_backward_kv(const nrt_op *op) {
   if (!one_pass) {
     /* few heads: split keys, then queries, into blocks (same results) */
     c.blocks = (c.a.S + RT_ATTN_BK - 1) / RT_ATTN_BK;
-    if (c.blocks) rt_parallel_for(heads * c.blocks, 1, kv_range, &c);
+    if (rt_attn_backward_bf16(&c.a, &g, RT_ATTN_PASS_KV, &bs)) {
+      if (bs) return bs;
+    } else if (c.blocks) {
+      rt_parallel_for(heads * c.blocks, 1, kv_range, &c);
+    }
     if (c.grad_q && !c.failed) {
+      if (rt_attn_backward_bf16(&c.a, &g, RT_ATTN_PASS_Q, &bs)) return bs;
       c.blocks = (c.a.L + RT_ATTN_BQ - 1) / RT_ATTN_BQ;
       rt_parallel_for(c.a.B * c.a.H * c.blocks, 1, q_range, &c);
     }
@@ -417,7 +425,7 @@ static void q_block(const backward_ctx *c, float **t, int64_t task) {
   rt_attn_load(c->grad_out, b, h, q0, nq, a->Ev, t[Q_G], Evp, 0);
   memset(t[Q_DQ], 0, (size_t)(nq * Ep) * sizeof(float));
   float lse_row[RT_ATTN_BQ], d_row[RT_ATTN_BQ];
-  load_stats(c, b, h, q0, nq, BQ, lse_row, d_row);
+  rt_attn_load_stats(c->stats, b, h, q0, nq, BQ, lse_row, d_row);
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   if (c->grad_scores && kend < a->S) { /* keys no query of the block sees */
     memset(t[Q_S], 0, (size_t)(nq * BK) * sizeof(float));
@@ -478,6 +486,8 @@ nrt_status rt_kernel_sdpa_backward_q(const nrt_op *op) {
              gs->shape[1] != c.a.H || gs->shape[2] != c.a.L || gs->shape[3] != c.a.S))
     return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
                    "sdpa_backward_q: grad_scores must be float32 (B, H, L, S)");
+  rt_attn_grads g = {c.grad_q, NULL, NULL, c.grad_scores, c.grad_out, c.stats};
+  if (rt_attn_backward_bf16(&c.a, &g, RT_ATTN_PASS_Q, &s)) return s;
   c.blocks = (c.a.L + RT_ATTN_BQ - 1) / RT_ATTN_BQ;
   int64_t tasks = c.a.B * c.a.H * c.blocks;
   if (tasks == 0) return NRT_SUCCESS;

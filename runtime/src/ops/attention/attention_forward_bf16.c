@@ -17,12 +17,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ops/attention/attention_tiles.h"
-#include "ops/engine/elementwise.h"
-#include "ops/engine/scalar_types.h"
+#include "ops/attention/attention_bf16.h"
 #include "ops/engine/thread_pool.h"
-#include "ops/engine/vmath.h"
-#include "ops/gemm/gemm.h"
 
 typedef struct bf16_ctx {
   const rt_attn *a;
@@ -41,78 +37,31 @@ typedef struct bf16_tiles {
   float *s, *bias, *z, *o, *m, *l, *alpha;
 } bf16_tiles;
 
-static const char *item_base(const nrt_tensor_view *v, int64_t b, int64_t h) {
-  return (const char *)v->data + (b * v->strides[0] + h * v->strides[1]) * (int64_t)nrt_dtype_size(v->dtype);
-}
-
-/* A packing source over a (b, h) item of a 4-d view: rows along dim row_dim
- * (2 or 3), k along the other. */
-static rt_gemm_src src_of(const nrt_tensor_view *v, int64_t b, int64_t h, int row_dim) {
-  rt_gemm_src s = {item_base(v, b, h), v->dtype, v->strides[row_dim], v->strides[5 - row_dim], 0,
-                   v->shape[5 - row_dim]};
-  return s;
-}
-
-static void pack_a(const bf16_ctx *c, uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_t rows,
-                   int64_t kk0, int64_t kc) {
-  if (c->ker->bf16_pack_a)
-    for (int64_t q = 0; q < rows; q += c->ker->mr) {
-      int64_t n = rows - q < c->ker->mr ? rows - q : c->ker->mr;
-      c->ker->bf16_pack_a(dst + q * ((kc + 1) / 2), src, r0 + q, n, kk0, kc);
-    }
-  else
-    rt_gemm_pack_panels_bf16x2(dst, c->ker->mr, src, r0, rows, kk0, kc);
-}
-
-/* C (rows x cols, row stride ldc) = A panels times B panels (+ C when
- * accumulate), one register tile per call. */
-static void tile_product(const bf16_ctx *c, int64_t k2, const uint32_t *a, int64_t rows, const uint32_t *b,
-                         int64_t cols, float *C, int64_t ldc, int accumulate) {
-  const int mr = c->ker->mr, nr = c->ker->nr;
-  for (int64_t i = 0; i < rows; i += mr)
-    for (int64_t j = 0; j < cols; j += nr)
-      c->ker->bf16(k2, a + i * k2, b + j * k2, nr, C + i * ldc + j, ldc, 1.0f, accumulate ? 1.0f : 0.0f);
-}
-
-/* rt_bfloat16_from_float without its branch, so that a loop of it
- * vectorises: round to nearest even, NaN to the quiet NaN. */
-static inline __attribute__((always_inline)) uint16_t to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
-}
-
-/* n float32 weights to bfloat16 (a loop that vectorises). */
-RT_SIMD_VOID(weights_to_bf16, (const float *w, int64_t n, uint16_t *p), (w, n, p)) {
-  for (int64_t j = 0; j < n; j++) p[j] = to_bf16(w[j]);
-}
-
 static void bf16_block(const bf16_ctx *c, const bf16_tiles *t, int64_t task) {
   const rt_attn *a = c->a;
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
   int64_t qb = task % c->q_blocks, bh = task / c->q_blocks;
   int64_t b = bh / a->H, h = bh % a->H, hk = h / a->group;
   int64_t q0 = qb * BQ, nq = a->L - q0 < BQ ? a->L - q0 : BQ;
-  rt_gemm_src qs = src_of(a->q, b, h, 2), ks = src_of(a->k, b, hk, 2), vs = src_of(a->v, b, hk, 3);
+  rt_gemm_src qs = rt_attn_bf16_src(a->q, b, h, 2), ks = rt_attn_bf16_src(a->k, b, hk, 2), vs = rt_attn_bf16_src(a->v, b, hk, 3);
   rt_gemm_pack_panels_bf16x2(t->qb, c->ker->nr, &qs, q0, nq, 0, a->E);
   memset(t->o, 0, (size_t)(c->q_rows * c->ld_o) * sizeof(float));
   for (int64_t i = 0; i < BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0;
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
-    pack_a(c, t->ka, &ks, k0, nk, 0, a->E);
-    tile_product(c, c->k2_e, t->ka, nk, t->qb, nq, t->s, BQ, 0);
+    rt_attn_bf16_pack_a(c->ker, t->ka, &ks, k0, nk, 0, a->E);
+    rt_attn_bf16_product(c->ker, c->k2_e, t->ka, nk, t->qb, nq, t->s, BQ, 0);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
     rt_attn_softmax_block(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
                           a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l, t->alpha);
     rt_attn_scale_rows(t->o, nq, c->ld_o, t->alpha);
-    weights_to_bf16(t->s, nk * BQ, t->p);
+    rt_attn_bf16_round(t->s, nk * BQ, t->p);
     rt_gemm_src ps = {(const char *)t->p, NRT_BFLOAT16, 1, BQ, 0, nk}; /* P: rows are queries */
-    pack_a(c, t->pa, &ps, 0, nq, 0, nk);
+    rt_attn_bf16_pack_a(c->ker, t->pa, &ps, 0, nq, 0, nk);
     rt_gemm_pack_panels_bf16x2(t->vb, c->ker->nr, &vs, 0, a->Ev, k0, nk);
-    tile_product(c, (nk + 1) / 2, t->pa, nq, t->vb, a->Ev, t->o, c->ld_o, 1);
+    rt_attn_bf16_product(c->ker, (nk + 1) / 2, t->pa, nq, t->vb, a->Ev, t->o, c->ld_o, 1);
   }
   float *lse = (float *)c->lse->data;
   const int64_t *ls = c->lse->strides;
@@ -158,11 +107,8 @@ static void bf16_range(int64_t begin, int64_t end, void *arg) {
 
 int rt_attn_forward_bf16(const rt_attn *a, const nrt_tensor_view *out, const nrt_tensor_view *lse,
                          nrt_status *status) {
-  const rt_gemm_kernel *const *list;
-  if (a->q->dtype != NRT_BFLOAT16 || rt_gemm_kernels(NRT_BFLOAT16, &list) == 0) return 0;
-  const rt_gemm_kernel *ker = list[0];
-  /* one k block per product; S^T's columns in whole register tiles */
-  if (a->E > ker->kc || RT_ATTN_BQ % ker->nr) return 0;
+  const rt_gemm_kernel *ker = rt_attn_bf16_kernel(a);
+  if (!ker) return 0;
   bf16_ctx c = {0};
   c.a = a;
   c.ker = ker;

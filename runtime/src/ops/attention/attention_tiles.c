@@ -99,10 +99,12 @@ nrt_status rt_attn_parse(const nrt_op *op, int q_index, int mask_after, rt_attn 
 
 /* ---- loading and storing ---------------------------------------------------- */
 
+const char *rt_attn_item(const nrt_tensor_view *v, int64_t b, int64_t h) {
+  return (const char *)v->data + (b * v->strides[0] + h * v->strides[1]) * (int64_t)nrt_dtype_size(v->dtype);
+}
+
 static const char *elem_ptr(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r) {
-  return (const char *)v->data +
-         (b * v->strides[0] + h * v->strides[1] + r * v->strides[2]) *
-             (int64_t)nrt_dtype_size(v->dtype);
+  return rt_attn_item(v, b, h) + r * v->strides[2] * (int64_t)nrt_dtype_size(v->dtype);
 }
 
 /* n elements of dtype d at p (element stride st) as floats at out[c * os]. */

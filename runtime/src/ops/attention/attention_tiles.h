@@ -43,6 +43,9 @@ typedef struct rt_attn {
  * checks shapes and dtypes; fails naming the op. */
 nrt_status rt_attn_parse(const nrt_op *op, int q_index, int mask_after, rt_attn *a);
 
+/* Element (b, h, 0, 0) of a 4-d view. */
+const char *rt_attn_item(const nrt_tensor_view *v, int64_t b, int64_t h);
+
 /* Row r, column c of a 4-d view at (b, h): loads rows [r0, r0 + nr) x
  * columns [0, nc) into dst (row-major, leading dimension ld), converting to
  * float; the padding columns [nc, ld) and rows up to pad_rows are zeroed. */
@@ -112,6 +115,37 @@ void rt_attn_scale_rows(float *O, int64_t n, int64_t ld, const float *alpha);
  * it ran, 0 when the float32-tile path must. */
 int rt_attn_forward_bf16(const rt_attn *a, const nrt_tensor_view *out, const nrt_tensor_view *lse,
                          nrt_status *status);
+
+/* The backward launches' gradients and their extra inputs
+ * (attention_backward.c); absent outputs are NULL. */
+typedef struct rt_attn_grads {
+  const nrt_tensor_view *grad_q, *grad_k, *grad_v, *grad_scores, *grad_out, *stats;
+} rt_attn_grads;
+
+/* One block of the backward in the key/value layout (row j: key k0 + j,
+ * column i: query q0 + i, row stride ld; row j's queries start at
+ * first + j and end at nq): S holds the scores and becomes
+ * dS = P (DP Z - D); PZ receives P Z, with P = exp(S scale + bias - lse).
+ * bias and Z: NULL for none. */
+void rt_attn_backward_block(float *S, const float *DP, const float *bias, const float *Z, float *PZ,
+                            int64_t nk, int64_t ld, int64_t first, int64_t nq, float scale,
+                            const float *restrict lse, const float *restrict delta);
+/* lse and D of query rows [q0, q0 + nq) of (b, h) from the float32 stats
+ * (B, H, L, 2); rows nq .. pad - 1 get 0. */
+void rt_attn_load_stats(const nrt_tensor_view *stats, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                        int64_t pad, float *lse, float *delta);
+
+/* The passes of the backward: SDPA_BACKWARD_KV's key blocks (grad_k,
+ * grad_v), SDPA_BACKWARD_Q's query blocks (grad_q, grad_scores), or one
+ * pass per key/value head (all three gradients). */
+typedef enum rt_attn_pass { RT_ATTN_PASS_KV, RT_ATTN_PASS_Q, RT_ATTN_PASS_HEADS } rt_attn_pass;
+
+/* A backward pass on the GEMM's bfloat16 micro-kernel
+ * (attention_backward_bf16.c) when q is bfloat16 and the CPU has one:
+ * returns 1 with *status set when it ran, 0 when the float32-tile path
+ * must. */
+int rt_attn_backward_bf16(const rt_attn *a, const rt_attn_grads *g, rt_attn_pass pass,
+                          nrt_status *status);
 
 /* A 64-byte aligned float buffer of n floats (NULL on failure). */
 float *rt_attn_alloc(int64_t n);

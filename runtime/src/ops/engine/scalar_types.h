@@ -61,11 +61,11 @@ static inline float rt_half_to_float(rt_half h) {
   return rt_f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-static inline rt_bfloat16 rt_bfloat16_from_float(float f) {
+/* Without a branch (NaN is a select), so that a loop of it vectorises. */
+static inline __attribute__((always_inline)) rt_bfloat16 rt_bfloat16_from_float(float f) {
   uint32_t x = rt_f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (rt_bfloat16)(x >> 16);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (rt_bfloat16)((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
 }
 
 static inline float rt_bfloat16_to_float(rt_bfloat16 b) {
