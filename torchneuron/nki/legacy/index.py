@@ -198,9 +198,14 @@ class Mask:
         self.terms = terms
 
     def __and__(self, other):
+        if isinstance(other, bool) or type(other).__name__ == "bool_":
+            # a comparison of loop variables (traced to a bool): all or nothing
+            return self if other else False
         if not isinstance(other, Mask):
             fail("masks combine with & only with other masks", "mask")
         return Mask(self.terms + other.terms)
+
+    __rand__ = __and__
 
     def __or__(self, other):
         fail("a mask is a conjunction of bounds (&); | cannot be expressed as a box", "mask")

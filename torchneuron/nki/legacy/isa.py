@@ -13,7 +13,9 @@ from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
     Engine, NkiValidationError, dge_mode, engine, get_nc_version, gpsimd_engine, nc_version,
     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
-from torchneuron.nki.legacy.language import _expand
+from torchneuron.nki.legacy.language import _expand, reduce_masked
+from torchneuron.nki.legacy.masked_result import (
+    SKIP, normalize, partial_nothing, run_masked, skipped)
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import fail
 
@@ -26,10 +28,7 @@ def _with_mask(build):
     """build(box-clipped operands...) runs on the mask's box; the result is full-size."""
 
     def call(*args, mask=None, **kwargs):
-        box = mask_box(mask)
-        args = [clip(a, box) for a in args]
-        kwargs = {k: clip(v, box) for k, v in kwargs.items()}
-        return _expand(build(*args, **kwargs), box)
+        return run_masked(build, args, kwargs, mask, expand=_expand)
 
     call.__name__ = build.__name__
     call.__doc__ = build.__doc__
@@ -112,9 +111,19 @@ def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=Fa
                                      reverse0=reverse0)
 
 
-@_with_mask
-def tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None, **_):
-    """A new SBUF tile: op-reduction of data over ``axis`` (trailing free axes)."""
+def tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None,
+                  mask=None, **_):
+    """A new SBUF tile: op-reduction of data over ``axis`` (trailing free axes);
+    under a mask the masked-out elements take no part (legacy.language)."""
+    from torchneuron.nki.legacy.masked_result import alu_name
+
+    return reduce_masked(
+        lambda t: _tensor_reduce(op, t, axis, dtype=dtype, negate=negate, keepdims=keepdims,
+                                 engine=engine),
+        data, axis, keepdims, mask, alu_name(op, "nki.isa.tensor_reduce"))
+
+
+def _tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None):
     axes = {a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
     shape = [1 if d in axes else s for d, s in enumerate(data.shape)
              if keepdims or d not in axes]
@@ -133,6 +142,9 @@ def tensor_copy(src, dtype=None, engine=None, **_):
 
 def tensor_copy_predicated(src, dst, predicate, mask=None, reverse_pred=False, **_):
     """dst = src where predicate (the legacy form writes dst in place)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return
     box = mask_box(mask)
     src, dst, predicate = clip(src, box), clip(dst, box), clip(predicate, box)
     if reverse_pred:
@@ -161,11 +173,13 @@ def _affine(expr, name):
 
 def iota(expr, dtype, mask=None, **_):
     """A new SBUF tile holding the index expression's values (GpSimd iota)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("iota with a mask: compute the full tile and mask its users", "mask",
              "nki.isa.iota")
     offset, multiplier, pattern, extents = _affine(expr, "iota")
     out = _nl.ndarray(extents, dtype, buffer=_nl.sbuf)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
     if _nl.as_dtype(dtype) is _nl.int32:
         return _cur.iota(out, pattern, offset=offset, channel_multiplier=multiplier)
     values = _nl.ndarray(extents, _nl.int32, buffer=_nl.sbuf)
@@ -182,12 +196,14 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
     if not isinstance(pred, Mask) or len(pred.terms) != 1:
         fail("affine_select takes one comparison of index expressions (e.g. i_p >= i_f)",
              "operand", "nki.isa.affine_select")
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("affine_select with a mask: fold the bound into the predicate's tile", "mask",
              "nki.isa.affine_select")
     expr, op = pred.terms[0]
     offset, multiplier, pattern, _ = _affine(expr, "affine_select")
     out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
     return _cur.affine_select(out, pattern, multiplier, on_true_tile, on_false_value,
                               cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
 
@@ -195,6 +211,9 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
 def memset(shape, value, dtype, mask=None, engine=None, **_):
     """A new SBUF tile of shape filled with value."""
     out = _nl.ndarray(tuple(shape), dtype, buffer=_nl.sbuf)
+    mask = normalize(mask)
+    if mask is SKIP:
+        return partial_nothing(out)
     _cur.memset(clip(out, mask_box(mask)), value, engine=engine)
     return out
 
@@ -272,6 +291,9 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
                   reduce_op=None, reverse_pred=False, mask=None, **_):
     """dst = where(predicate, on_true, on_false), the row max in reduce_res
     (the legacy form also writes a given dst)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return dst
     box = mask_box(mask)
     return _cur.select_reduce(clip(dst, box), clip(predicate, box), clip(on_true, box),
                               on_false, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
@@ -280,9 +302,11 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
 
 def dma_transpose(src, axes=None, mask=None, dtype=None, **_):
     """A new SBUF tile src.T, moved by DMA (2-D, 2-byte dtypes)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("dma_transpose takes no mask here", "mask", "nki.isa.dma_transpose")
     out = _nl.ndarray((src.shape[-1], src.shape[0]), src.dtype, buffer=_nl.sbuf)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
     return _cur.dma_transpose(out, src, axes=axes)
 
 
@@ -290,6 +314,9 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None,
     """dst = src through a DMA (HBM <-> SBUF, HBM <-> HBM, SBUF <-> SBUF);
     dst_rmw_op=np.add adds into dst; a side indexed by a tile of indices
     (``in_tensor[idx_tile, iy]``) gathers or scatters rows (indirect DMA)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return
     box = mask_box(mask)
     _cur.dma_copy(clip(dst, box), clip(src, box), dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                   dge_mode=dge_mode, unique_indices=False)
@@ -309,9 +336,10 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
 def nc_stream_shuffle(src, dst, shuffle_mask, mask=None, **_):
     """dst partition i = src partition shuffle_mask[i] in each 32-partition
     quadrant (the legacy form takes src first and writes dst in place)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("nc_stream_shuffle takes no mask here", "mask", "nki.isa.nc_stream_shuffle")
-    _cur.nc_stream_shuffle(dst, src, shuffle_mask)
+    if normalize(mask) is not SKIP:
+        _cur.nc_stream_shuffle(dst, src, shuffle_mask)
 
 
 def sequence_bounds(segment_ids, dtype=None, **_):
