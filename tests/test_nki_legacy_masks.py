@@ -255,3 +255,55 @@ def test_a_masked_result_assigned_to_another_shape_is_refused():
         return out
 
     expect_rule("shape_mismatch", nki.simulate_kernel, k, np.zeros((4, 4), np.float32))
+
+
+# ---- operand masking of matmuls ------------------------------------------------
+
+@nki.jit
+def operand_masked_matmuls(lhsT, rhs, x, base):
+    """The reference's operand masking: each matmul operand indexed by its own
+    mask; masked-out elements take no part, free-axis bounds leave the
+    result's other rows / columns as they were."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((4, M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    a, b, xm, r0 = nl.load(lhsT), nl.load(rhs), nl.load(x), nl.load(base)
+    i_p = nl.arange(K)[:, None]
+    i_m = nl.arange(M)[None, :]
+    i_n = nl.arange(N)[None, :]
+    free = nl.ndarray((M, N), nl.float32, buffer=nl.psum)
+    free[...] = nl.copy(r0)
+    free[...] = nl.matmul(a[i_m < 5], b[i_n <= 6], transpose_x=True)
+    nl.store(out[0], nl.copy(free))
+    nl.store(out[1], nl.copy(nl.matmul(a[i_p < 3], b, transpose_x=True)))
+    nl.store(out[2], nl.copy(nisa.nc_matmul(a[i_p >= i_m], b)))
+    acc = nl.zeros((M, N), nl.float32, buffer=nl.psum)
+    acc += nl.matmul(xm[nl.arange(K)[None, :] < 4], b)  # x is [M, K]: a bound on K
+    nl.store(out[3], nl.copy(acc))
+    return out
+
+
+def test_operand_masked_matmuls_match_torch():
+    K, M, N = 8, 8, 12
+    a, b, base = rand(K, M, seed=10), rand(K, N, seed=11), rand(M, N, seed=12)
+    x = a.T.contiguous()
+    got = run(operand_masked_matmuls, a, b, x, base)
+    want0 = base.clone()
+    want0[:5, :7] = (a.T @ b)[:5, :7]
+    k, m = torch.meshgrid(torch.arange(K), torch.arange(M), indexing="ij")
+    torch.testing.assert_close(got[0], want0, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], a[:3].T @ b[:3], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[2], torch.where(k >= m, a, 0.0).T @ b, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[3], x[:, :4] @ b[:4], atol=1e-5, rtol=1e-5)
+
+
+def test_a_masked_operand_outside_a_matmul_is_refused():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        nl.store(out, nl.exp(t[nl.arange(4)[None, :] < 2]))
+        return out
+
+    err = expect_rule("mask", nki.simulate_kernel, k, np.zeros((4, 4), np.float32))
+    assert "matmul operand" in str(err)

@@ -35,12 +35,21 @@ def _with_mask(build):
     return call
 
 
-@_with_mask
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, perf_mode=None, **_):
+              is_transpose=False, perf_mode=None, mask=None, **_):
     """A new PSUM tile [M, N] (fp32) = stationary[K, M].T @ moving[K, N];
     ``psum_tile += nisa.nc_matmul(...)`` accumulates into psum_tile. With
-    perf_mode double_row the operands are fp8 [K, 2, M] and [K, 2, N]."""
+    perf_mode double_row the operands are fp8 [K, 2, M] and [K, 2, N].
+    Either operand may be masked (``stationary[i_f < 64]``)."""
+    from torchneuron.nki.legacy.operand_mask import masked_matmul
+
+    return masked_matmul(
+        lambda s, m: _nc_matmul(s, m, is_transpose=is_transpose, perf_mode=perf_mode,
+                                mask=mask), stationary, moving, 0)
+
+
+@_with_mask
+def _nc_matmul(stationary, moving, is_transpose=False, perf_mode=None):
     if is_transpose and perf_mode is None:
         return nc_transpose(moving)
     pairs = 2 if str(getattr(perf_mode, "value", perf_mode)) == "double_row" else 1

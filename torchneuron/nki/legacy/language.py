@@ -21,6 +21,7 @@ from torchneuron.nki.legacy.index import (  # noqa: F401  (nl.arange, nl.mgrid)
 from torchneuron.nki.legacy.masked_result import (
     SKIP, from_partition_0, normalize, partial, partial_nothing, reduction_identity, run_masked,
     skipped)
+from torchneuron.nki.legacy.operand_mask import masked_matmul
 from torchneuron.nki.ops import ActivationFunction, AluOp
 from torchneuron.nki import indirect as _indirect
 from torchneuron.nki.tensor import NkiTensor
@@ -147,9 +148,20 @@ class _LegacyCopy(_LegacyActivation):
 copy = _LegacyCopy("copy")
 identity = copy
 
-for _name in ("transpose", "matmul", "where", "logical_not", "invert", "all", "var", "softmax",
+for _name in ("transpose", "where", "logical_not", "invert", "all", "var", "softmax",
               "rms_norm", "broadcast_to", "load_transpose2d"):
     globals()[_name] = masked(getattr(_cur, _name))
+
+_matmul = masked(_cur.matmul)
+
+
+def matmul(x, y, transpose_x=False, mask=None, **kwargs):
+    """x @ y (x given as [K, M] with transpose_x) in a new PSUM tile; x and y
+    may be masked operands (``lhs_T[i_f < 64]``, legacy/operand_mask.py)."""
+    return masked_matmul(lambda a, b: _matmul(a, b, transpose_x=transpose_x, mask=mask,
+                                              **kwargs),
+                         x, y, 0 if transpose_x else 1)
+
 
 for _name, _op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"), ("prod", "multiply"),
                    ("mean", "mean"), ("average", "mean")):
