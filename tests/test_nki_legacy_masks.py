@@ -307,3 +307,32 @@ def test_a_masked_operand_outside_a_matmul_is_refused():
 
     err = expect_rule("mask", nki.simulate_kernel, k, np.zeros((4, 4), np.float32))
     assert "matmul operand" in str(err)
+
+
+@nki.jit
+def activation_reduce_triangle(a, bias, base):
+    """exp(2 a + bias) and its row sum where i_p >= i_f and i_p >= 2: the
+    other elements keep base, rows 0-1 of the sum keep -1."""
+    rows, cols = a.shape
+    out = nl.ndarray((rows, cols + 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, b, r = nl.load(a), nl.load(bias), nl.load(base)
+    sums = nl.full((rows, 1), -1.0, nl.float32)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    r[...] = nisa.activation(nl.exp, x, bias=b, scale=2.0, reduce_op=nl.add, reduce_res=sums,
+                             mask=(i_p >= i_f) & (i_p >= 2))
+    nl.store(out[:, 0:cols], r)
+    nl.store(out[:, cols:cols + 1], sums)
+    return out
+
+
+def test_activation_with_reduce_under_a_triangle():
+    rows, cols = 8, 6
+    a, bias, base = rand(rows, cols, seed=13), rand(rows, 1, seed=14), rand(rows, cols, seed=15)
+    got = run(activation_reduce_triangle, a, bias, base)
+    p, f = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    keep = (p >= f) & (p >= 2)
+    act = torch.exp(2 * a + bias)
+    torch.testing.assert_close(got[:, :cols], torch.where(keep, act, base))
+    sums = torch.where(keep, act, 0.0).sum(1)
+    sums[:2] = -1.0
+    torch.testing.assert_close(got[:, cols], sums)

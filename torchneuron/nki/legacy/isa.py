@@ -72,20 +72,58 @@ def nc_transpose(data, dtype=None, engine=None, **_):
     return _cur.nc_transpose(out, flat, engine=engine)
 
 
-@_with_mask
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None,
-               **_):
-    """A new SBUF tile op(data * scale + bias)."""
+               mask=None, **_):
+    """A new SBUF tile op(data * scale + bias); with reduce_op, reduce_res
+    gets each partition's reduction of it. Element-wise, so a mask may hold
+    comparisons over several axes: the elements outside are not written and
+    take no part in the reduction."""
+    mask = normalize(mask)
+    if reduce_res is not None and isinstance(mask, Mask) and mask.residual():
+        return _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype,
+                                         mask)
+    return run_masked(_activation, (op, data),
+                      dict(bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                           dtype=dtype), mask, triangles=reduce_res is None, expand=_expand,
+                      elementwise=True)
+
+
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None,
+                      mask=None, **_):
+    return activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                      reduce_res=reduce_res, dtype=dtype, mask=mask)
+
+
+def _activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None):
     out = _sbuf(_nl._tile_shape(data), dtype, data)
     return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
                            reduce_res=reduce_res)
 
 
-@_with_mask
-def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None, **_):
+def _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype, mask):
+    """activation with reduce under comparisons over several axes: the
+    activation in fp32 on the box (from partition 0), the masked-out
+    elements given the reduction's identity, a Vector reduce per partition;
+    the output and reduce_res written where the mask holds."""
+    from torchneuron.nki.legacy.language import _select_outside
+    from torchneuron.nki.legacy.masked_result import (
+        PartialTile, alu_name, from_partition_0, partial, reduction_identity)
+
+    box = mask_box(mask, triangles=True)
+    compute = from_partition_0(box, (data,), True)
+    d = clip(data, compute)
+    f32 = _nl.ndarray(_nl._tile_shape(d), _nl.float32, buffer=_nl.sbuf)
+    _cur.activation(f32, op, d, bias=clip(bias, compute), scale=scale)
+    identity = reduction_identity(alu_name(reduce_op, "nki.isa.activation"), _nl.float32)
+    kept = _select_outside(f32, mask.residual(), compute, identity)
+    rows = reduce_res.shape[0]
+    red = _nl.ndarray((rows, 1), _nl.float32, buffer=_nl.sbuf)
+    _cur.tensor_reduce(red[0:d.shape[0], :], reduce_op, kept, list(range(1, d.ndim)))
+    flat = reduce_res if reduce_res.ndim == 2 else reduce_res.reshape(rows, 1)
+    PartialTile(red, {0: box[0]} if 0 in box else {}, []).assign_into(flat)
     out = _sbuf(_nl._tile_shape(data), dtype, data)
-    return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
-                           reduce_res=reduce_res)
+    _cur.tensor_copy(clip(out, compute), f32)
+    return partial(out, box, mask.residual())
 
 
 @_with_mask
