@@ -336,3 +336,17 @@ def test_activation_with_reduce_under_a_triangle():
     sums = torch.where(keep, act, 0.0).sum(1)
     sums[:2] = -1.0
     torch.testing.assert_close(got[:, cols], sums)
+
+
+def test_index_expressions_on_block_dims_are_refused():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((2, nl.par_dim(4), 8), dtype=a.dtype, buffer=nl.sbuf)
+        buf[0] = nl.load(a)
+        i_b = nl.arange(2)[:, None, None]
+        nl.store(out, buf[i_b, 0:4, 0:8])
+        return out
+
+    err = expect_rule("index", nki.simulate_kernel, k, np.zeros((4, 8), np.float32))
+    assert "separate tile" in str(err)

@@ -401,3 +401,29 @@ def sequence_bounds(segment_ids, dtype=None, **_):
 __all__ = sorted(n for n, v in globals().items()
                  if not n.startswith("_") and (callable(v) or isinstance(v, Engine))
                  and n not in ("IndexExpr", "Mask", "NkiTensor", "clip", "mask_box", "fail"))
+
+
+def tensor_copy_dynamic_src(src, mask=None, dtype=None, engine=None, **_):
+    """A new SBUF tile: src, a free-dim window of an SBUF / PSUM tile whose
+    start is read while the kernel runs (``t[:, nl.ds(word, n)]``)."""
+    view = getattr(src, "row", src)
+    out = _nl.ndarray(_nl._tile_shape(view), dtype or view.dtype, buffer=_nl.sbuf)
+    mask = normalize(mask)
+    if mask is SKIP:
+        return partial_nothing(out)
+    if isinstance(mask, Mask):
+        fail("tensor_copy_dynamic_src takes no mask over index expressions here", "mask",
+             "nki.isa.tensor_copy_dynamic_src")
+    return _cur.tensor_copy_dynamic_src(out, src, engine=engine)
+
+
+def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=None, **_):
+    """dst = src, dst a free-dim window of an SBUF / PSUM tile whose start is
+    read while the kernel runs (the legacy form writes dst in place)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return dst
+    if isinstance(mask, Mask):
+        fail("tensor_copy_dynamic_dst takes no mask over index expressions here", "mask",
+             "nki.isa.tensor_copy_dynamic_dst")
+    return _cur.tensor_copy_dynamic_dst(dst, src, engine=engine)

@@ -217,7 +217,13 @@ class BlockTensor:
         block = []
         for i in index[:k]:
             if isinstance(i, (IndexExpr, slice)) or i is Ellipsis:
-                fail("block dims are indexed with ints (loop variables), one block at a time",
+                # The reference indexes block dims with loop variables only
+                # (a[i, j]): each block is its own physical tile, so an index
+                # expression or slice over them would be one access spanning
+                # several tiles, which no instruction makes.
+                fail("block dims are indexed with ints (loop variables), one block at a time: "
+                     "each block is a separate tile, so an index expression or slice cannot "
+                     "span them (fold the blocks into a free dim to access them together)",
                      "index")
             block.append(int(i) + (self.blocks[len(block)] if int(i) < 0 else 0))
         if len(block) < k:
