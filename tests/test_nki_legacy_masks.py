@@ -350,3 +350,40 @@ def test_index_expressions_on_block_dims_are_refused():
 
     err = expect_rule("index", nki.simulate_kernel, k, np.zeros((4, 8), np.float32))
     assert "separate tile" in str(err)
+
+
+# ---- what the published flash-attention kernel also needs ------------------------
+
+@nki.jit
+def numpy_ops_and_psum_select(a, b):
+    """nisa.activation with a NumPy function as op (the reference's activation
+    table: np.exp, np.tanh...), and affine_select straight from a matmul's
+    PSUM tile (moved to SBUF first)."""
+    out = nl.ndarray((2, 8, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(b)
+    nl.store(out[0], nisa.activation(np.tanh, x, bias=None, scale=0.5))
+    q_pos = nl.arange(8)[:, None]
+    k_pos = nl.arange(8)[None, :]
+    scores = nl.matmul(x, y, transpose_x=True)
+    nl.store(out[1], nisa.affine_select(pred=(q_pos >= k_pos), on_true_tile=scores,
+                                        on_false_value=-9984.0, dtype=nl.float32))
+    return out
+
+
+def test_numpy_activation_ops_and_a_select_from_psum():
+    a, b = rand(8, 8, seed=16), rand(8, 8, seed=17)
+    got = run(numpy_ops_and_psum_select, a, b)
+    torch.testing.assert_close(got[0], torch.tanh(0.5 * a))
+    want = torch.where(torch.ones(8, 8, dtype=torch.bool).tril(), a.T @ b, torch.tensor(-9984.0))
+    torch.testing.assert_close(got[1], want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_numpy_function_outside_the_activation_table_is_refused():
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.activation(np.abs, nl.load(a)))
+        return out
+
+    err = expect_rule("operand", nki.simulate_kernel, k, np.zeros((4, 4), np.float32))
+    assert "np.exp" in str(err)

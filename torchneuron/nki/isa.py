@@ -196,10 +196,23 @@ def nc_transpose(dst, data, engine=None):
 
 # ---- Scalar engine ----------------------------------------------------------
 
+# The NumPy functions the reference's activation table accepts as op
+# ("Supported Activation Functions": nl.exp or numpy.exp, ...).
+_NUMPY_ACTIVATIONS = {np.square: "square", np.tanh: "tanh", np.sqrt: "sqrt", np.exp: "exp",
+                      np.log: "log", np.sin: "sin", np.cos: "cos", np.arctan: "arctan",
+                      np.sign: "sign"}
+
+
 def _activation_code(op, name):
     if isinstance(op, ActivationFunction):
         return op.code
-    fail(f"{op!r} is not an activation function (nl.exp, nl.tanh, ...)", "operand", name)
+    if isinstance(op, np.ufunc) and op in _NUMPY_ACTIVATIONS:
+        from torchneuron.nki import language
+
+        return getattr(language, _NUMPY_ACTIVATIONS[op]).code
+    fail(f"{op!r} is not an activation function (nl.exp, nl.tanh, ..., or the NumPy function "
+         "the reference accepts: np.exp, np.tanh, np.sqrt, np.log, np.square, np.sin, np.cos, "
+         "np.arctan, np.sign)", "operand", name)
 
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,

@@ -17,7 +17,7 @@ from torchneuron.nki.legacy.language import _expand, reduce_masked
 from torchneuron.nki.legacy.masked_result import (
     SKIP, normalize, partial_nothing, run_masked, skipped)
 from torchneuron.nki.tensor import NkiTensor
-from torchneuron.nki.trace import fail
+from torchneuron.nki.trace import PSUM as _PSUM, fail
 
 
 def _sbuf(shape, dtype, *tiles):
@@ -251,6 +251,13 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
     out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
     if normalize(mask) is SKIP:
         return partial_nothing(out)
+    if isinstance(on_true_tile, NkiTensor) and on_true_tile.storage.buffer == _PSUM:
+        # GpSimd reads SBUF only; legacy kernels (the published flash
+        # attention) select straight from a matmul's PSUM tile, which the
+        # legacy compiler moves to SBUF first: so does this (a Vector copy)
+        on_true_tile = _cur.tensor_copy(_nl.ndarray(_nl._tile_shape(on_true_tile),
+                                                    on_true_tile.dtype, buffer=_nl.sbuf),
+                                        on_true_tile)
     return _cur.affine_select(out, pattern, multiplier, on_true_tile, on_false_value,
                               cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
 
