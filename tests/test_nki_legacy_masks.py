@@ -387,3 +387,35 @@ def test_a_numpy_function_outside_the_activation_table_is_refused():
 
     err = expect_rule("operand", nki.simulate_kernel, k, np.zeros((4, 4), np.float32))
     assert "np.exp" in str(err)
+
+
+@nki.jit
+def int_and_bf16_reductions(a, b):
+    """Triangular max / min of an int32 tile (identity: the dtype's extremes)
+    and a bfloat16 row sum."""
+    rows, cols = a.shape
+    out = nl.ndarray((rows, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b, dtype=nl.bfloat16)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    r = nl.ndarray((rows, 3), nl.float32, buffer=nl.sbuf)
+    r[:, 0:1] = nl.max(x, axis=1, keepdims=True, mask=(i_p >= i_f))
+    r[:, 1:2] = nl.min(x, axis=1, keepdims=True, mask=(i_p >= i_f))
+    r[:, 2:3] = nl.sum(y, axis=1, keepdims=True, mask=(i_p + 2 >= i_f), dtype=nl.float32)
+    nl.store(out, r)
+    return out
+
+
+def test_triangular_reductions_of_int32_and_bfloat16_tiles():
+    a = torch.randint(-1000, 1000, (8, 8), generator=torch.Generator().manual_seed(18),
+                      dtype=torch.int32)
+    b = rand(8, 8, seed=19).bfloat16().float()
+    got = run(int_and_bf16_reductions, a, b)
+    p, f = torch.meshgrid(torch.arange(8), torch.arange(8), indexing="ij")
+    big = torch.iinfo(torch.int32)
+    want_max = torch.where(p >= f, a, big.min).amax(1).float()
+    want_min = torch.where(p >= f, a, big.max).amin(1).float()
+    want_sum = torch.where(p + 2 >= f, b, 0.0).sum(1)
+    torch.testing.assert_close(got[:, 0], want_max)
+    torch.testing.assert_close(got[:, 1], want_min)
+    torch.testing.assert_close(got[:, 2], want_sum)

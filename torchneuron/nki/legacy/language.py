@@ -96,8 +96,8 @@ def reduce_masked(reduce, x, axis, keepdims, mask, op_name):
         ones = _cur.ndarray(tuple(x.shape), _cur.float32, buffer=_cur.sbuf)
         _cur_isa.memset(ones, 1.0)
         inside = _select_outside(ones, residual, compute, 0.0)
-        total = _cur.sum(_select_outside(x, residual, compute, 0.0), tuple(axes), dtype=_cur.float32,
-                         keepdims=keepdims)
+        masked_x = _select_outside(x, residual, compute, 0.0)
+        total = _cur.sum(masked_x, tuple(axes), dtype=_cur.float32, keepdims=keepdims)
         count = _cur.sum(inside, tuple(axes), dtype=_cur.float32, keepdims=keepdims)
         out_dtype = skipped(reduce, (x,), {}).dtype  # the plain mean's (traced, dropped)
         result = _cur.elementwise(_cur.divide, total, count, dtype=out_dtype)
