@@ -419,3 +419,38 @@ def test_triangular_reductions_of_int32_and_bfloat16_tiles():
     torch.testing.assert_close(got[:, 0], want_max)
     torch.testing.assert_close(got[:, 1], want_min)
     torch.testing.assert_close(got[:, 2], want_sum)
+
+
+@nki.jit
+def isa_calls_under_bool_masks(a, base):
+    """The nisa calls of the published flash attention under bool masks, and
+    an activation with reduce whose mask starts at row 2 (the rows above
+    keep their reduce_res)."""
+    rows, cols = a.shape
+    out = nl.ndarray((rows, cols + 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, r = nl.load(a), nl.load(base)
+    t = nl.ndarray((rows, cols), nl.float32, buffer=nl.psum)
+    t[...] = nl.copy(r)
+    for step in nl.affine_range(2):
+        t[...] = nisa.nc_transpose(x, mask=(step == 1))
+    mx = nl.full((rows, 1), 7.0, nl.float32)
+    mx[...] = nisa.tensor_reduce(np.max, x, axis=(1,), keepdims=True, mask=False)
+    sums = nl.full((rows, 1), -1.0, nl.float32)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    nisa.activation(np.exp, x, reduce_op=nl.add, reduce_res=sums, mask=(i_p >= 2))
+    res = nl.ndarray((rows, cols + 2), nl.float32, buffer=nl.sbuf)
+    res[:, 0:cols] = nl.copy(t)
+    res[:, cols:cols + 1] = mx
+    res[:, cols + 1:cols + 2] = sums
+    nl.store(out, res)
+    return out
+
+
+def test_isa_calls_under_bool_masks_and_a_reduce_below_row_0():
+    a, base = rand(8, 8, seed=20), rand(8, 8, seed=21)
+    got = run(isa_calls_under_bool_masks, a, base)
+    torch.testing.assert_close(got[:, :8], a.T)
+    torch.testing.assert_close(got[:, 8], torch.full((8,), 7.0))
+    sums = a.exp().sum(1)
+    sums[:2] = -1.0
+    torch.testing.assert_close(got[:, 9], sums)

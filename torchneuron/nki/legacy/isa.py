@@ -79,7 +79,9 @@ def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, 
     comparisons over several axes: the elements outside are not written and
     take no part in the reduction."""
     mask = normalize(mask)
-    if reduce_res is not None and isinstance(mask, Mask) and mask.residual():
+    if reduce_res is not None and isinstance(mask, Mask) and \
+            (mask.residual() or mask_box(mask, triangles=True).get(0, (0,))[0] > 0):
+        # (rows starting below partition 0 too: reduce_res keeps the rows above)
         return _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype,
                                          mask)
     return run_masked(_activation, (op, data),
