@@ -130,3 +130,36 @@ def test_legacy_dynamic_src_returns_the_window():
     x = _rng(5).standard_normal((8, 24)).astype(np.float32)
     got = legacy.simulate_kernel(kernel, x, np.array([[9]], np.int32))
     np.testing.assert_array_equal(got, x[:, 9:17])
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_legacy_dynamic_src_with_an_index_word(alone):
+    """The legacy form: src[ix, offsets[0, i] + iy] (or src[ix, offsets[0, i], iz]),
+    a word of an SBUF index tile plus a static index grid, gathers column
+    windows one offset at a time."""
+    import torchneuron.nki.legacy as legacy
+
+    lnl, lisa = legacy.language, legacy.isa
+
+    @legacy.jit
+    def kernel(x, offsets):
+        n = offsets.shape[1]
+        out = lnl.ndarray((x.shape[0], n, 2), dtype=x.dtype, buffer=lnl.shared_hbm)
+        t = lnl.load(x)
+        offs = lnl.load(offsets)
+        res = lnl.ndarray((x.shape[0], n, 2), dtype=x.dtype, buffer=lnl.sbuf)
+        if alone:
+            ix, _, iz = lnl.mgrid[0:x.shape[0], 0:1, 0:2]
+            for i in lnl.affine_range(n):
+                res[ix, i, iz] = lisa.tensor_copy_dynamic_src(t[ix, offs[0, i], iz])
+        else:
+            ix, iy, iz = lnl.mgrid[0:x.shape[0], 0:1, 0:2]
+            for i in lnl.affine_range(n):
+                res[ix, i + iy, iz] = lisa.tensor_copy_dynamic_src(t[ix, offs[0, i] + iy, iz])
+        lnl.store(out, res)
+        return out
+
+    x = _rng(6).standard_normal((8, 20, 2)).astype(np.float32)
+    offsets = np.array([[4, 0, 19, 7]], np.int32)
+    got = legacy.simulate_kernel(kernel, x, offsets)
+    np.testing.assert_array_equal(got, x[:, offsets[0], :])
