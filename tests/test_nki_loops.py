@@ -272,9 +272,9 @@ def test_runtime_ds_rules():
     # the start word: an int32 / uint32 [1, 1] SBUF word
     assert rule_of_body(lambda x: nl.load(x[:, nl.ds(word(nl.float32), 2)]),
                         x) == "indirect_indices"
-    # only the DMA instructions take a sliding (indirect) view
+    # only the DMA instructions and tensor_copy_dynamic_src / _dst take a sliding view
     assert rule_of_body(lambda x: nisa.tensor_copy(tile()[:, 0:2], tile()[:, nl.ds(word(), 2)]),
-                        x) == "operand"
+                        x) == "dynamic_start"
 
 
 def test_compiled_loops_on_a_grid_and_on_neuron_tensors():

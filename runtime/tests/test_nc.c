@@ -658,6 +658,56 @@ static void test_mx_numerics(void) {
   CHECK(bad == 0);
 }
 
+/* tensor_copy_dynamic_src: a Vector copy whose src window starts where an
+ * int32 SBUF word says when the program runs; its rules and a start past
+ * the tile failing the run. */
+static void test_dynamic_copy(void) {
+  enum { P = 4, F = 16, W = 5 };
+  nrt_nc_tensor t[] = {hbm(P * F * 4), hbm(4), hbm(P * W * 4), tile(NRT_NC_SBUF, P, F * 4),
+                       tile(NRT_NC_SBUF, 1, 4), tile(NRT_NC_SBUF, P, W * 4)};
+  nrt_nc_inst in[4];
+  in[0] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[0].ap[0] = ap2d(3, NRT_NC_FLOAT32, P, 1, F, 0);
+  in[0].ap[1] = ap2d(0, NRT_NC_FLOAT32, P, F, F, 0);
+  in[1] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[1].ap[0] = ap2d(4, NRT_NC_INT32, 1, 1, 1, 0);
+  in[1].ap[1] = ap2d(1, NRT_NC_INT32, 1, 1, 1, 0);
+  in[2] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  in[2].flags = NRT_NC_FLAG_SCALAR_OFFSET | NRT_NC_FLAG_INDIRECT_SRC;
+  in[2].ap[0] = ap2d(5, NRT_NC_FLOAT32, P, 1, W, 0);
+  in[2].ap[1] = ap2d(3, NRT_NC_FLOAT32, P, 1, W, 0);
+  in[2].ap[2] = ap2d(4, NRT_NC_INT32, 1, 1, 1, 0);
+  in[2].imm[2] = F - W + 1, in[2].imm[3] = 1;
+  in[3] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[3].ap[0] = ap2d(2, NRT_NC_FLOAT32, P, W, W, 0);
+  in[3].ap[1] = ap2d(5, NRT_NC_FLOAT32, P, 1, W, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, 4, t, 6, &prog, &diag));
+  float x[P * F], out[P * W];
+  for (int i = 0; i < P * F; i++) x[i] = (float)i;
+  int32_t start = 7;
+  void *ptrs[] = {x, &start, out, NULL, NULL, NULL};
+  CHECK_OK(nrt_nc_program_run(prog, ptrs));
+  int bad = 0;
+  for (int p = 0; p < P; p++)
+    for (int j = 0; j < W; j++) bad += out[p * W + j] != x[p * F + start + j];
+  CHECK(bad == 0);
+  start = F - W + 1; /* one past the last window */
+  CHECK(nrt_nc_program_run(prog, ptrs) != NRT_SUCCESS);
+  CHECK(strstr(nrt_last_error(), "out of bounds") != NULL);
+  nrt_nc_program_destroy(prog);
+  /* the word is one int32; the windows the word may name stay in the tile */
+  nrt_nc_inst bad_word[4], bad_reach[4];
+  memcpy(bad_word, in, sizeof in), memcpy(bad_reach, in, sizeof in);
+  bad_word[2].ap[2].dtype = NRT_NC_FLOAT32;
+  CHECK_STATUS(create(bad_word, 4, t, 6, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "indirect_indices") == 0 && diag.inst == 2);
+  bad_reach[2].imm[2] = F - W + 2;
+  CHECK_STATUS(create(bad_reach, 4, t, 6, &prog, &diag), NRT_ERROR_INVALID_ARGUMENT);
+  CHECK(strcmp(diag.rule, "dynamic_start") == 0 && diag.inst == 2);
+}
+
 int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
@@ -673,5 +723,6 @@ int main(void) {
   RUN(test_launch_on_device_memory);
   RUN(test_launch_errors_are_sticky);
   RUN(test_manual_placements_are_reserved);
+  RUN(test_dynamic_copy);
   return CHECK_MAIN_RESULT();
 }

@@ -32,6 +32,11 @@ unknown_engine = None
 
 def _tile(x, what, name):
     if not isinstance(x, NkiTensor):
+        if getattr(x, "scalar", False):  # a window whose start is read while the kernel runs
+            fail(f"{what} of {name} is a view with a runtime start (nl.ds(word, n) or a "
+                 "scalar_offset): only DMAs (dma_copy, nl.load / nl.store, dma_transpose's src) "
+                 "and tensor_copy_dynamic_src / tensor_copy_dynamic_dst read an address from "
+                 "memory; copy the window into a tile first", "dynamic_start", name)
         fail(f"{what} must be a tensor (NkiTensor), got {type(x).__name__}", "operand", name)
     return x
 
@@ -191,10 +196,23 @@ def nc_transpose(dst, data, engine=None):
 
 # ---- Scalar engine ----------------------------------------------------------
 
+# The NumPy functions the reference's activation table accepts as op
+# ("Supported Activation Functions": nl.exp or numpy.exp, ...).
+_NUMPY_ACTIVATIONS = {np.square: "square", np.tanh: "tanh", np.sqrt: "sqrt", np.exp: "exp",
+                      np.log: "log", np.sin: "sin", np.cos: "cos", np.arctan: "arctan",
+                      np.sign: "sign"}
+
+
 def _activation_code(op, name):
     if isinstance(op, ActivationFunction):
         return op.code
-    fail(f"{op!r} is not an activation function (nl.exp, nl.tanh, ...)", "operand", name)
+    if isinstance(op, np.ufunc) and op in _NUMPY_ACTIVATIONS:
+        from torchneuron.nki import language
+
+        return getattr(language, _NUMPY_ACTIVATIONS[op]).code
+    fail(f"{op!r} is not an activation function (nl.exp, nl.tanh, ..., or the NumPy function "
+         "the reference accepts: np.exp, np.tanh, np.sqrt, np.log, np.square, np.sin, np.cos, "
+         "np.arctan, np.sign)", "operand", name)
 
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
@@ -464,10 +482,12 @@ from torchneuron.nki.isa_register import (  # noqa: E402,F401
 from torchneuron.nki.isa_mx import nc_matmul_mx, quantize_mx  # noqa: E402,F401
 from torchneuron.nki.isa_scalar import NkiScalar, scalar_load, scalar_store  # noqa: E402,F401
 from torchneuron.nki.isa_cores import core_barrier, sendrecv  # noqa: E402,F401
+from torchneuron.nki.isa_dynamic import (  # noqa: E402,F401
+    tensor_copy_dynamic_dst, tensor_copy_dynamic_src)
 from torchneuron.nki.isa_enums import (  # noqa: E402,F401
     NkiValidationError, dge_mode, dma_engine, engine, get_nc_version, matmul_perf_mode,
     nc_version, oob_mode)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("np", "trace", "NkiTensor")
            and n not in ("isa_vector", "isa_enums", "isa_select", "isa_rng", "isa_gather", "isa_register", "isa_mx", "isa_scalar",
-                         "isa_cores")]
+                         "isa_cores", "isa_dynamic")]

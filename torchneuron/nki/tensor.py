@@ -100,6 +100,10 @@ class NkiTensor:
 
             if legacy_index.has_index_expr(index):
                 return legacy_index.index_tensor(self, index)
+            if len(index) == 1 and isinstance(index[0], legacy_index.Mask):
+                from torchneuron.nki.legacy.operand_mask import MaskedOperand
+
+                return MaskedOperand(self, index[0])  # lhs[i_f < 64]: a matmul operand
         if any(i is Ellipsis for i in index):
             at = index.index(Ellipsis)
             fill = self.ndim - (len(index) - 1)

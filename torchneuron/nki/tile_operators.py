@@ -75,22 +75,29 @@ def _redirect_matmul(dst, value):
 
 def _inplace(name):
     def op(self, other):
-        from torchneuron.nki import isa as nisa
-
-        nl = _nl()
+        if getattr(type(other), "add_into", None) is not None:
+            return other.add_into(self, name, _apply_inplace)  # a legacy masked result
         if name == "add" and isinstance(other, NkiTensor) and _redirect_matmul(self, other):
             return self
-        if isinstance(other, NkiTensor):
-            if other.storage.buffer == trace.PSUM and self.storage.buffer == trace.PSUM:
-                other = nl.copy(other, dtype=nl.float32)  # not both inputs from PSUM
-            if other.free_size() == self.free_size():
-                nisa.tensor_tensor(self, self, other, getattr(nl, name))
-                return self
-        nisa.tensor_scalar(self, self, getattr(nl, name), other)
-        return self
+        return _apply_inplace(self, other, name)
 
     op.__name__ = f"__i{name}__"
     return op
+
+
+def _apply_inplace(self, other, name):
+    """self = self op other, in place (tensor_tensor or tensor_scalar)."""
+    from torchneuron.nki import isa as nisa
+
+    nl = _nl()
+    if isinstance(other, NkiTensor):
+        if other.storage.buffer == trace.PSUM and self.storage.buffer == trace.PSUM:
+            other = nl.copy(other, dtype=nl.float32)  # not both inputs from PSUM
+        if other.free_size() == self.free_size():
+            nisa.tensor_tensor(self, self, other, getattr(nl, name))
+            return self
+    nisa.tensor_scalar(self, self, getattr(nl, name), other)
+    return self
 
 
 def assign(dst, value):
@@ -100,6 +107,8 @@ def assign(dst, value):
     nl = _nl()
     if not isinstance(dst, NkiTensor):
         dst.resolve({})  # an out-of-bounds index view: fails naming the index
+    if getattr(type(value), "assign_into", None) is not None:
+        return value.assign_into(dst)  # a legacy masked result writes its part only
     if not dst.on_chip:
         nl.store(dst, value)
     elif isinstance(value, NkiTensor):

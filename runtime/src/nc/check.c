@@ -21,7 +21,7 @@ static const char *const operand_names[NC_OPCODE_END][NRT_NC_MAX_APS] = {
     [NRT_NC_TENSOR_SCALAR] = {"dst", "data", "operand0", "operand1", "reduce_res"},
     [NRT_NC_SCALAR_TENSOR_TENSOR] = {"dst", "data", "operand0", "operand1"},
     [NRT_NC_TENSOR_REDUCE] = {"dst", "data"},
-    [NRT_NC_TENSOR_COPY] = {"dst", "src"},
+    [NRT_NC_TENSOR_COPY] = {"dst", "src", "offset"},
     [NRT_NC_COPY_PREDICATED] = {"dst", "src", "predicate"},
     [NRT_NC_MEMSET] = {"dst"},
     [NRT_NC_IOTA] = {"dst", "pattern"},
@@ -478,6 +478,21 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
                        inst->ap[1].partitions, (long long)nc_ap_free_elems(&inst->ap[1]),
                        inst->ap[0].partitions, (long long)nc_ap_free_elems(&inst->ap[0]));
       return NRT_SUCCESS;
+    case NRT_NC_TENSOR_COPY:
+      if (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) {
+        if ((s = nc_check_copy_offset(p, i, diag))) return s;
+        const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+        if (nc_first_partition(p, src) != nc_first_partition(p, dst) ||
+            src->partition_step != dst->partition_step)
+          return nc_fail(diag, i, src->tensor, "same_partitions", INVALID,
+                         "a dynamic tensor_copy reads and writes the same partitions");
+        break;
+      }
+      if (inst->ap[2].tensor >= 0)
+        return nc_fail(diag, i, inst->ap[2].tensor, "operand", INVALID,
+                       "only a dynamic tensor_copy takes an offset word");
+      if ((s = check_elementwise(p, i, diag))) return s;
+      break;
     case NRT_NC_MATMUL:
       if ((s = check_matmul(p, i, diag))) return s;
       break;

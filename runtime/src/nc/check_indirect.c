@@ -113,3 +113,36 @@ nrt_status nc_check_transpose_offset(const nrt_nc_program_t p, int32_t i, nrt_nc
                    "tensor", inst->imm[2]);
   return NRT_SUCCESS;
 }
+
+/* tensor_copy_dynamic_src / _dst: a Vector tensor_copy whose src (or dst,
+ * NRT_NC_FLAG_INDIRECT_DST) starts where an int32 SBUF word says, on a free
+ * dim of an on-chip tile (ISA reference: "the dynamic offset must be a scalar
+ * value resided in SBUF"; src and dst have the same partitions and elements
+ * per partition). */
+nrt_status nc_check_copy_offset(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1], *w = &inst->ap[2];
+  int moves_dst = (inst->flags & NRT_NC_FLAG_INDIRECT_DST) != 0;
+  const nrt_nc_ap *moved = moves_dst ? dst : src;
+  if (src->tensor < 0 || w->tensor < 0)
+    return nc_fail(diag, i, -1, "operand", INVALID,
+                   "a dynamic tensor_copy has a src and an offset word");
+  if (p->tensors[dst->tensor].buffer == NRT_NC_HBM || p->tensors[src->tensor].buffer == NRT_NC_HBM)
+    return nc_fail(diag, i, moved->tensor, "on_chip_only", INVALID,
+                   "a dynamic tensor_copy copies within SBUF / PSUM (a DMA moves HBM)");
+  if (p->tensors[w->tensor].buffer != NRT_NC_SBUF || w->partitions != 1 ||
+      nc_ap_free_elems(w) != 1 || w->dtype != NRT_NC_INT32)
+    return nc_fail(diag, i, w->tensor, "indirect_indices", INVALID,
+                   "a dynamic tensor_copy's offset is one int32 SBUF word [1, 1]");
+  if (src->partitions != dst->partitions || nc_ap_free_elems(src) != nc_ap_free_elems(dst))
+    return nc_fail(diag, i, dst->tensor, "shape_mismatch", INVALID,
+                   "tensor_copy: src has %d x %lld elements, dst %d x %lld", src->partitions,
+                   (long long)nc_ap_free_elems(src), dst->partitions,
+                   (long long)nc_ap_free_elems(dst));
+  if (!(inst->imm[2] >= 1 && inst->imm[3] >= 0) ||
+      !reach_fits(p, moved, inst->imm[2], inst->imm[3]))
+    return nc_fail(diag, i, moved->tensor, "dynamic_start", INVALID,
+                   "the %g values the offset may take move the copy's %s past its tile",
+                   inst->imm[2], moves_dst ? "dst" : "src");
+  return NRT_SUCCESS;
+}

@@ -166,6 +166,10 @@ static double engine_cycles(const nrt_nc_program_t p, const nrt_nc_inst *inst) {
     }
     case NRT_NC_TENSOR_REDUCE: return max2(MIN_II, (double)nc_ap_free_elems(&inst->ap[1]));
     case NRT_NC_IOTA: case NRT_NC_AFFINE_SELECT: return 150 + n;
+    /* tensor_copy_dynamic_src / _dst: max(MIN_II_DYNAMIC, N), MIN_II_DYNAMIC
+     * "roughly 600 engine cycles" (ISA reference). */
+    case NRT_NC_TENSOR_COPY:
+      return max2(inst->flags & NRT_NC_FLAG_SCALAR_OFFSET ? 600.0 : MIN_II, (double)max_free(inst));
     /* The scan is costed as tensor_tensor (two inputs per element). */
     case NRT_NC_TENSOR_TENSOR_SCAN: return max2(MIN_II, 2 * n);
     /* bn_aggr: max(MIN_II, 13 * N / 3) Vector cycles (ISA reference). */

@@ -473,7 +473,15 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
         exec_copy(core, inst, s);
       }
       break;
-    case NRT_NC_TENSOR_COPY: exec_copy(core, inst, s); break;
+    case NRT_NC_TENSOR_COPY:
+      if (inst->flags & NRT_NC_FLAG_SCALAR_OFFSET) { /* tensor_copy_dynamic_src / _dst */
+        nrt_nc_inst moved;
+        if (nc_scalar_offset_move(core, inst, (int64_t)inst->imm[2], (int64_t)inst->imm[3], &moved))
+          exec_copy(core, &moved, s);
+      } else {
+        exec_copy(core, inst, s);
+      }
+      break;
     case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;
     case NRT_NC_TRANSPOSE: nc_exec_transpose(core, inst, s->a); break;
     case NRT_NC_ACTIVATION: exec_activation(core, inst, s); break;

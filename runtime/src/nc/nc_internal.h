@@ -59,6 +59,9 @@ nrt_status nc_check_select(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnosti
 nrt_status nc_check_indirect_copy(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 /* check_indirect.c: dma_transpose's src moved by a scalar_offset word. */
 nrt_status nc_check_transpose_offset(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
+/* check_indirect.c: tensor_copy_dynamic_src / _dst (a tensor_copy moved by an
+ * SBUF word). */
+nrt_status nc_check_copy_offset(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);
 
 /* check_rng.c: the rules of rng, rand2, dropout and the generator state. */
 nrt_status nc_check_rng(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnostic *diag);

@@ -13,8 +13,10 @@ comparisons of such expressions with constants; a comparison that bounds
 one axis narrows the box of the tile the mask selects, and masked
 instructions act on that box only: a masked load of a tail tile never reads
 outside the tensor. A comparison over several axes (i_p >= i_f, a triangle)
-is not a box: loads, stores and element-wise ops take it (Mask.residual,
-legacy/language.py), the others refuse it.
+is not a box: loads, stores, element-wise ops, reductions and activations
+take it (Mask.residual, legacy/language.py), the others refuse it. A mask
+&-ed with a bool (a comparison of loop variables) is itself or False
+(legacy/masked_result.py: the instruction is dropped).
 """
 
 import operator
@@ -92,6 +94,11 @@ class IndexExpr:
                 coefs[k] = coefs.get(k, 0) + sign * c
             return IndexExpr(self.const + sign * other.const,
                              {k: c for k, c in coefs.items() if c}, tuple(extents))
+        if isinstance(other, NkiTensor):
+            if sign != 1:
+                fail("a runtime index word is added to an index expression (word + i_f), "
+                     "never subtracted", "index")
+            return DynamicIndex(other, self)
         return IndexExpr(self.const + sign * _int(other, "an index offset"), dict(self.coefs),
                          self.extents)
 
@@ -155,6 +162,19 @@ class IndexExpr:
         return lo, hi
 
 
+class DynamicIndex:
+    """word + expr: the index of a dim whose start an SBUF word gives while the
+    kernel runs (``src[ix, offsets[0, i] + iy]``, the legacy
+    tensor_copy_dynamic_src form); the indexed tensor becomes a sliding view
+    (an IndirectTensor moved by the word, as ``nl.ds(word, n)``)."""
+
+    __slots__ = ("word", "expr")
+
+    def __init__(self, word, expr):
+        self.word = word
+        self.expr = expr
+
+
 def arange(*args):
     """nl.arange(stop) / nl.arange(start, stop[, step]): a 1-D index expression."""
     start, stop, step = slice(*args).indices(1 << 62) if len(args) != 1 else (0, args[0], 1)
@@ -198,9 +218,14 @@ class Mask:
         self.terms = terms
 
     def __and__(self, other):
+        if isinstance(other, bool) or type(other).__name__ == "bool_":
+            # a comparison of loop variables (traced to a bool): all or nothing
+            return self if other else False
         if not isinstance(other, Mask):
             fail("masks combine with & only with other masks", "mask")
         return Mask(self.terms + other.terms)
+
+    __rand__ = __and__
 
     def __or__(self, other):
         fail("a mask is a conjunction of bounds (&); | cannot be expressed as a box", "mask")
@@ -282,7 +307,7 @@ class IndexedView:
 
 def has_index_expr(index):
     items = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(i, IndexExpr) for i in items)
+    return any(isinstance(i, (IndexExpr, DynamicIndex)) for i in items)
 
 
 def index_tensor(tensor, index):
@@ -292,8 +317,14 @@ def index_tensor(tensor, index):
     if len(items) != tensor.ndim:
         fail(f"a {tensor.ndim}-D tensor indexed with index expressions needs {tensor.ndim} "
              f"indices, got {len(items)}", "index")
-    exprs = []
-    for i in items:
+    exprs, dynamic = [], []
+    for d, i in enumerate(items):
+        if isinstance(i, DynamicIndex):
+            dynamic.append((d, i.word))
+            i = i.expr
+        elif isinstance(i, NkiTensor) and d > 0:  # src[ix, offsets[0, i], iz]: a word alone
+            dynamic.append((d, i))
+            i = IndexExpr(0, {}, ())
         if isinstance(i, IndexExpr):
             exprs.append(i)
         elif isinstance(i, slice):
@@ -313,9 +344,31 @@ def index_tensor(tensor, index):
     if tensor.on_chip and n < 2:
         fail("index expressions of an on-chip tile need at least 2 axes (partition, free)",
              "index")
+    if dynamic:
+        return _sliding(tensor, aligned, extents, dynamic)
     if _in_bounds(tensor, aligned, extents, {}):
         return _view(tensor, aligned, extents, {})
     return IndexedView(tensor, aligned, tuple(extents))
+
+
+def _sliding(tensor, exprs, extents, dynamic):
+    """The view at word 0, moved by the word on its dim (IndirectTensor.moved,
+    as nl.ds with a runtime start; the same rules)."""
+    if len(dynamic) > 1:
+        fail("one runtime index word per access (it is the access's one scalar_offset)",
+             "dynamic_start", "nki.language.ds")
+    d, word = dynamic[0]
+    view = _view(tensor, exprs, extents, {})
+    full = {a: (0, x) for a, x in enumerate(extents)}
+    window = exprs[d].bounds(full)[1] + 1
+    if tensor.on_chip and word.dtype.name == "uint32":
+        from torchneuron.nki import language as nl
+        from torchneuron.nki.isa import tensor_copy
+
+        int_word = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        tensor_copy(int_word, word.reshape(1, 1) if word.ndim != 2 else word)
+        word = int_word
+    return IndirectTensor.moved(tensor, view, word, d, window=window)
 
 
 def _in_bounds(tensor, exprs, extents, box):

@@ -13,9 +13,11 @@ from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
     Engine, NkiValidationError, dge_mode, engine, get_nc_version, gpsimd_engine, nc_version,
     oob_mode, reduce_cmd, scalar_engine, tensor_engine, unknown_engine, vector_engine)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
-from torchneuron.nki.legacy.language import _expand
+from torchneuron.nki.legacy.language import _expand, reduce_masked
+from torchneuron.nki.legacy.masked_result import (
+    SKIP, normalize, partial_nothing, run_masked, skipped)
 from torchneuron.nki.tensor import NkiTensor
-from torchneuron.nki.trace import fail
+from torchneuron.nki.trace import PSUM as _PSUM, fail
 
 
 def _sbuf(shape, dtype, *tiles):
@@ -26,22 +28,28 @@ def _with_mask(build):
     """build(box-clipped operands...) runs on the mask's box; the result is full-size."""
 
     def call(*args, mask=None, **kwargs):
-        box = mask_box(mask)
-        args = [clip(a, box) for a in args]
-        kwargs = {k: clip(v, box) for k, v in kwargs.items()}
-        return _expand(build(*args, **kwargs), box)
+        return run_masked(build, args, kwargs, mask, expand=_expand)
 
     call.__name__ = build.__name__
     call.__doc__ = build.__doc__
     return call
 
 
-@_with_mask
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
-              is_transpose=False, perf_mode=None, **_):
+              is_transpose=False, perf_mode=None, mask=None, **_):
     """A new PSUM tile [M, N] (fp32) = stationary[K, M].T @ moving[K, N];
     ``psum_tile += nisa.nc_matmul(...)`` accumulates into psum_tile. With
-    perf_mode double_row the operands are fp8 [K, 2, M] and [K, 2, N]."""
+    perf_mode double_row the operands are fp8 [K, 2, M] and [K, 2, N].
+    Either operand may be masked (``stationary[i_f < 64]``)."""
+    from torchneuron.nki.legacy.operand_mask import masked_matmul
+
+    return masked_matmul(
+        lambda s, m: _nc_matmul(s, m, is_transpose=is_transpose, perf_mode=perf_mode,
+                                mask=mask), stationary, moving, 0)
+
+
+@_with_mask
+def _nc_matmul(stationary, moving, is_transpose=False, perf_mode=None):
     if is_transpose and perf_mode is None:
         return nc_transpose(moving)
     pairs = 2 if str(getattr(perf_mode, "value", perf_mode)) == "double_row" else 1
@@ -64,20 +72,60 @@ def nc_transpose(data, dtype=None, engine=None, **_):
     return _cur.nc_transpose(out, flat, engine=engine)
 
 
-@_with_mask
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None,
-               **_):
-    """A new SBUF tile op(data * scale + bias)."""
+               mask=None, **_):
+    """A new SBUF tile op(data * scale + bias); with reduce_op, reduce_res
+    gets each partition's reduction of it. Element-wise, so a mask may hold
+    comparisons over several axes: the elements outside are not written and
+    take no part in the reduction."""
+    mask = normalize(mask)
+    if reduce_res is not None and isinstance(mask, Mask) and \
+            (mask.residual() or mask_box(mask, triangles=True).get(0, (0,))[0] > 0):
+        # (rows starting below partition 0 too: reduce_res keeps the rows above)
+        return _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype,
+                                         mask)
+    return run_masked(_activation, (op, data),
+                      dict(bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                           dtype=dtype), mask, triangles=reduce_res is None, expand=_expand,
+                      elementwise=True)
+
+
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None,
+                      mask=None, **_):
+    return activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op,
+                      reduce_res=reduce_res, dtype=dtype, mask=mask)
+
+
+def _activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, dtype=None):
     out = _sbuf(_nl._tile_shape(data), dtype, data)
     return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
                            reduce_res=reduce_res)
 
 
-@_with_mask
-def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, dtype=None, **_):
+def _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype, mask):
+    """activation with reduce under comparisons over several axes: the
+    activation in fp32 on the box (from partition 0), the masked-out
+    elements given the reduction's identity, a Vector reduce per partition;
+    the output and reduce_res written where the mask holds."""
+    from torchneuron.nki.legacy.language import _select_outside
+    from torchneuron.nki.legacy.masked_result import (
+        PartialTile, alu_name, from_partition_0, partial, reduction_identity)
+
+    box = mask_box(mask, triangles=True)
+    compute = from_partition_0(box, (data,), True)
+    d = clip(data, compute)
+    f32 = _nl.ndarray(_nl._tile_shape(d), _nl.float32, buffer=_nl.sbuf)
+    _cur.activation(f32, op, d, bias=clip(bias, compute), scale=scale)
+    identity = reduction_identity(alu_name(reduce_op, "nki.isa.activation"), _nl.float32)
+    kept = _select_outside(f32, mask.residual(), compute, identity)
+    rows = reduce_res.shape[0]
+    red = _nl.ndarray((rows, 1), _nl.float32, buffer=_nl.sbuf)
+    _cur.tensor_reduce(red[0:d.shape[0], :], reduce_op, kept, list(range(1, d.ndim)))
+    flat = reduce_res if reduce_res.ndim == 2 else reduce_res.reshape(rows, 1)
+    PartialTile(red, {0: box[0]} if 0 in box else {}, []).assign_into(flat)
     out = _sbuf(_nl._tile_shape(data), dtype, data)
-    return _cur.activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op,
-                           reduce_res=reduce_res)
+    _cur.tensor_copy(clip(out, compute), f32)
+    return partial(out, box, mask.residual())
 
 
 @_with_mask
@@ -112,9 +160,19 @@ def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=Fa
                                      reverse0=reverse0)
 
 
-@_with_mask
-def tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None, **_):
-    """A new SBUF tile: op-reduction of data over ``axis`` (trailing free axes)."""
+def tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None,
+                  mask=None, **_):
+    """A new SBUF tile: op-reduction of data over ``axis`` (trailing free axes);
+    under a mask the masked-out elements take no part (legacy.language)."""
+    from torchneuron.nki.legacy.masked_result import alu_name
+
+    return reduce_masked(
+        lambda t: _tensor_reduce(op, t, axis, dtype=dtype, negate=negate, keepdims=keepdims,
+                                 engine=engine),
+        data, axis, keepdims, mask, alu_name(op, "nki.isa.tensor_reduce"))
+
+
+def _tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, engine=None):
     axes = {a % data.ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
     shape = [1 if d in axes else s for d, s in enumerate(data.shape)
              if keepdims or d not in axes]
@@ -133,6 +191,9 @@ def tensor_copy(src, dtype=None, engine=None, **_):
 
 def tensor_copy_predicated(src, dst, predicate, mask=None, reverse_pred=False, **_):
     """dst = src where predicate (the legacy form writes dst in place)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return
     box = mask_box(mask)
     src, dst, predicate = clip(src, box), clip(dst, box), clip(predicate, box)
     if reverse_pred:
@@ -161,11 +222,13 @@ def _affine(expr, name):
 
 def iota(expr, dtype, mask=None, **_):
     """A new SBUF tile holding the index expression's values (GpSimd iota)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("iota with a mask: compute the full tile and mask its users", "mask",
              "nki.isa.iota")
     offset, multiplier, pattern, extents = _affine(expr, "iota")
     out = _nl.ndarray(extents, dtype, buffer=_nl.sbuf)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
     if _nl.as_dtype(dtype) is _nl.int32:
         return _cur.iota(out, pattern, offset=offset, channel_multiplier=multiplier)
     values = _nl.ndarray(extents, _nl.int32, buffer=_nl.sbuf)
@@ -182,12 +245,21 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
     if not isinstance(pred, Mask) or len(pred.terms) != 1:
         fail("affine_select takes one comparison of index expressions (e.g. i_p >= i_f)",
              "operand", "nki.isa.affine_select")
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("affine_select with a mask: fold the bound into the predicate's tile", "mask",
              "nki.isa.affine_select")
     expr, op = pred.terms[0]
     offset, multiplier, pattern, _ = _affine(expr, "affine_select")
     out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
+    if isinstance(on_true_tile, NkiTensor) and on_true_tile.storage.buffer == _PSUM:
+        # GpSimd reads SBUF only; legacy kernels (the published flash
+        # attention) select straight from a matmul's PSUM tile, which the
+        # legacy compiler moves to SBUF first: so does this (a Vector copy)
+        on_true_tile = _cur.tensor_copy(_nl.ndarray(_nl._tile_shape(on_true_tile),
+                                                    on_true_tile.dtype, buffer=_nl.sbuf),
+                                        on_true_tile)
     return _cur.affine_select(out, pattern, multiplier, on_true_tile, on_false_value,
                               cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
 
@@ -195,6 +267,9 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
 def memset(shape, value, dtype, mask=None, engine=None, **_):
     """A new SBUF tile of shape filled with value."""
     out = _nl.ndarray(tuple(shape), dtype, buffer=_nl.sbuf)
+    mask = normalize(mask)
+    if mask is SKIP:
+        return partial_nothing(out)
     _cur.memset(clip(out, mask_box(mask)), value, engine=engine)
     return out
 
@@ -272,6 +347,9 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
                   reduce_op=None, reverse_pred=False, mask=None, **_):
     """dst = where(predicate, on_true, on_false), the row max in reduce_res
     (the legacy form also writes a given dst)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return dst
     box = mask_box(mask)
     return _cur.select_reduce(clip(dst, box), clip(predicate, box), clip(on_true, box),
                               on_false, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
@@ -280,9 +358,11 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
 
 def dma_transpose(src, axes=None, mask=None, dtype=None, **_):
     """A new SBUF tile src.T, moved by DMA (2-D, 2-byte dtypes)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("dma_transpose takes no mask here", "mask", "nki.isa.dma_transpose")
     out = _nl.ndarray((src.shape[-1], src.shape[0]), src.dtype, buffer=_nl.sbuf)
+    if normalize(mask) is SKIP:
+        return partial_nothing(out)
     return _cur.dma_transpose(out, src, axes=axes)
 
 
@@ -290,6 +370,9 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None,
     """dst = src through a DMA (HBM <-> SBUF, HBM <-> HBM, SBUF <-> SBUF);
     dst_rmw_op=np.add adds into dst; a side indexed by a tile of indices
     (``in_tensor[idx_tile, iy]``) gathers or scatters rows (indirect DMA)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return
     box = mask_box(mask)
     _cur.dma_copy(clip(dst, box), clip(src, box), dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                   dge_mode=dge_mode, unique_indices=False)
@@ -309,9 +392,10 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
 def nc_stream_shuffle(src, dst, shuffle_mask, mask=None, **_):
     """dst partition i = src partition shuffle_mask[i] in each 32-partition
     quadrant (the legacy form takes src first and writes dst in place)."""
-    if mask is not None:
+    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
         fail("nc_stream_shuffle takes no mask here", "mask", "nki.isa.nc_stream_shuffle")
-    _cur.nc_stream_shuffle(dst, src, shuffle_mask)
+    if normalize(mask) is not SKIP:
+        _cur.nc_stream_shuffle(dst, src, shuffle_mask)
 
 
 def sequence_bounds(segment_ids, dtype=None, **_):
@@ -326,3 +410,29 @@ def sequence_bounds(segment_ids, dtype=None, **_):
 __all__ = sorted(n for n, v in globals().items()
                  if not n.startswith("_") and (callable(v) or isinstance(v, Engine))
                  and n not in ("IndexExpr", "Mask", "NkiTensor", "clip", "mask_box", "fail"))
+
+
+def tensor_copy_dynamic_src(src, mask=None, dtype=None, engine=None, **_):
+    """A new SBUF tile: src, a free-dim window of an SBUF / PSUM tile whose
+    start is read while the kernel runs (``t[:, nl.ds(word, n)]``)."""
+    view = getattr(src, "row", src)
+    out = _nl.ndarray(_nl._tile_shape(view), dtype or view.dtype, buffer=_nl.sbuf)
+    mask = normalize(mask)
+    if mask is SKIP:
+        return partial_nothing(out)
+    if isinstance(mask, Mask):
+        fail("tensor_copy_dynamic_src takes no mask over index expressions here", "mask",
+             "nki.isa.tensor_copy_dynamic_src")
+    return _cur.tensor_copy_dynamic_src(out, src, engine=engine)
+
+
+def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=None, **_):
+    """dst = src, dst a free-dim window of an SBUF / PSUM tile whose start is
+    read while the kernel runs (the legacy form writes dst in place)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return dst
+    if isinstance(mask, Mask):
+        fail("tensor_copy_dynamic_dst takes no mask over index expressions here", "mask",
+             "nki.isa.tensor_copy_dynamic_dst")
+    return _cur.tensor_copy_dynamic_dst(dst, src, engine=engine)

@@ -18,6 +18,10 @@ from torchneuron.nki import language as _cur
 from torchneuron.nki import trace as _trace
 from torchneuron.nki.legacy.index import (  # noqa: F401  (nl.arange, nl.mgrid)
     IndexedView, IndexExpr, Mask, arange, clip, mask_box, mgrid)
+from torchneuron.nki.legacy.masked_result import (
+    SKIP, from_partition_0, normalize, partial, partial_nothing, reduction_identity, run_masked,
+    skipped)
+from torchneuron.nki.legacy.operand_mask import masked_matmul
 from torchneuron.nki.ops import ActivationFunction, AluOp
 from torchneuron.nki import indirect as _indirect
 from torchneuron.nki.tensor import NkiTensor
@@ -51,16 +55,68 @@ def masked(fn, triangles=False):
     """fn with the legacy mask= argument (and IndexedView operands).
     triangles: fn is element-wise, so a mask's comparisons over several axes
     (i_p >= i_f) compute the box around them; the elements outside such a
-    comparison are undefined in the result, as the other masked-out ones."""
+    comparison are not written (legacy/masked_result.py)."""
 
     @functools.wraps(fn)
     def call(*args, mask=None, **kwargs):
-        box = mask_box(mask, triangles)
-        args = [clip(a, box) for a in args]
-        kwargs = {k: clip(v, box) for k, v in kwargs.items()}
-        return _expand(fn(*args, **kwargs), box)
+        return run_masked(fn, args, kwargs, mask, triangles, expand=_expand)
 
     return call
+
+
+def masked_reduction(fn, op_name):
+    """A reduction fn(x, axis, ...) with mask=: masked-out elements take no
+    part (a comparison over several axes gives them the reduction's identity
+    first, by GpSimd affine_select); the box over the kept axes and the
+    comparisons over kept axes only bound the result's written elements."""
+
+    @functools.wraps(fn)
+    def call(x, axis, *args, mask=None, keepdims=False, **kwargs):
+        return reduce_masked(lambda t: fn(t, axis, *args, keepdims=keepdims, **kwargs),
+                             x, axis, keepdims, mask, op_name)
+
+    return call
+
+
+def reduce_masked(reduce, x, axis, keepdims, mask, op_name):
+    """reduce(x) under mask (see masked_reduction); op_name "mean" divides
+    each row's sum by its count of masked-in elements."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return skipped(reduce, (x,), {})
+    box = mask_box(mask, triangles=True)
+    compute = from_partition_0(box, (x,), True)
+    x = clip(x, compute)
+    ndim = x.ndim
+    axes = {a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    residual = mask.residual() if mask is not None else []
+    if not residual:
+        result = reduce(x)
+    elif op_name == "mean":
+        ones = _cur.ndarray(tuple(x.shape), _cur.float32, buffer=_cur.sbuf)
+        _cur_isa.memset(ones, 1.0)
+        inside = _select_outside(ones, residual, compute, 0.0)
+        masked_x = _select_outside(x, residual, compute, 0.0)
+        total = _cur.sum(masked_x, tuple(axes), dtype=_cur.float32, keepdims=keepdims)
+        count = _cur.sum(inside, tuple(axes), dtype=_cur.float32, keepdims=keepdims)
+        out_dtype = skipped(reduce, (x,), {}).dtype  # the plain mean's (traced, dropped)
+        result = _cur.elementwise(_cur.divide, total, count, dtype=out_dtype)
+    else:
+        result = reduce(_select_outside(x, residual, compute,
+                                        reduction_identity(op_name, x.dtype)))
+    kept = [a for a in range(ndim) if a not in axes]
+    new_axis = {a: (a if keepdims else kept.index(a)) for a in kept}
+    out_box = {new_axis[a]: b for a, b in box.items() if a in new_axis}
+    result = _expand(result, from_partition_0(out_box, (), True))
+    out_terms = [(_remap(e, new_axis, result.shape), op) for e, op in residual
+                 if not set(e.coefs) & axes]
+    return partial(result, out_box, out_terms)
+
+
+def _remap(expr, new_axis, shape):
+    """expr over the reduction's input axes, as one over its result's."""
+    coefs = {new_axis[a]: c for a, c in expr.coefs.items()}
+    return IndexExpr(expr.const, coefs, tuple(n if a in coefs else 1 for a, n in enumerate(shape)))
 
 
 class _LegacyAlu(AluOp):
@@ -92,10 +148,24 @@ class _LegacyCopy(_LegacyActivation):
 copy = _LegacyCopy("copy")
 identity = copy
 
-for _name in ("transpose", "matmul", "sum", "max", "min", "prod", "mean", "where",
-              "logical_not", "invert", "all", "average", "var", "softmax", "rms_norm",
-              "broadcast_to", "load_transpose2d"):
+for _name in ("transpose", "where", "logical_not", "invert", "all", "var", "softmax",
+              "rms_norm", "broadcast_to", "load_transpose2d"):
     globals()[_name] = masked(getattr(_cur, _name))
+
+_matmul = masked(_cur.matmul)
+
+
+def matmul(x, y, transpose_x=False, mask=None, **kwargs):
+    """x @ y (x given as [K, M] with transpose_x) in a new PSUM tile; x and y
+    may be masked operands (``lhs_T[i_f < 64]``, legacy/operand_mask.py)."""
+    return masked_matmul(lambda a, b: _matmul(a, b, transpose_x=transpose_x, mask=mask,
+                                              **kwargs),
+                         x, y, 0 if transpose_x else 1)
+
+
+for _name, _op in (("sum", "add"), ("max", "maximum"), ("min", "minimum"), ("prod", "multiply"),
+                   ("mean", "mean"), ("average", "mean")):
+    globals()[_name] = masked_reduction(getattr(_cur, _name), _op)
 
 
 # ---- allocation with block dims ----------------------------------------------
@@ -147,7 +217,13 @@ class BlockTensor:
         block = []
         for i in index[:k]:
             if isinstance(i, (IndexExpr, slice)) or i is Ellipsis:
-                fail("block dims are indexed with ints (loop variables), one block at a time",
+                # The reference indexes block dims with loop variables only
+                # (a[i, j]): each block is its own physical tile, so an index
+                # expression or slice over them would be one access spanning
+                # several tiles, which no instruction makes.
+                fail("block dims are indexed with ints (loop variables), one block at a time: "
+                     "each block is a separate tile, so an index expression or slice cannot "
+                     "span them (fold the blocks into a free dim to access them together)",
                      "index")
             block.append(int(i) + (self.blocks[len(block)] if int(i) < 0 else 0))
         if len(block) < k:
@@ -207,23 +283,31 @@ def full(shape, fill_value, dtype, buffer=None, name=None, **kwargs):
 _COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
 
 
-def _triangle(mask, box, shape):
-    """A float32 SBUF tile of shape: 1 where every comparison over several
-    axes of mask holds (at the box's coordinates), else 0. GpSimd
+def _select_outside(src, terms, box, fill):
+    """A new SBUF tile of src's dtype: src where every comparison (expr, op)
+    of terms holds (at the box's coordinates), else fill. GpSimd
     affine_select, one per comparison, as masks are lowered to selects."""
-    pred = _cur.ndarray(shape, _cur.float32, buffer=_cur.sbuf)
-    _cur_isa.memset(pred, 1.0)
-    for expr, op in mask.residual():
+    shape = tuple(src.shape)
+    out = src
+    for expr, op in terms:
         if expr.ndim != len(shape):
             fail(f"the mask's comparison {expr!r} {op} 0 spans {expr.ndim} axes; the tile has "
                  f"{len(shape)}", "mask")
         offset = expr.const + builtins.sum(c * box.get(a, (0,))[0] for a, c in expr.coefs.items())
         pattern = [[expr.coefs.get(a, 0), shape[a]] for a in range(1, len(shape))]
-        out = _cur.ndarray(shape, _cur.float32, buffer=_cur.sbuf)
-        _cur_isa.affine_select(out, pattern, expr.coefs.get(0, 0), pred, 0.0,
+        dst = _cur.ndarray(shape, src.dtype, buffer=_cur.sbuf)
+        _cur_isa.affine_select(dst, pattern, expr.coefs.get(0, 0), out, fill,
                                cmp_op=getattr(_cur, _COMPARE[op]), offset=offset)
-        pred = out
-    return pred
+        out = dst
+    return out
+
+
+def _triangle(terms, box, shape):
+    """A float32 SBUF tile of shape: 1 where every comparison of terms holds
+    (at the box's coordinates), else 0."""
+    pred = _cur.ndarray(shape, _cur.float32, buffer=_cur.sbuf)
+    _cur_isa.memset(pred, 1.0)
+    return _select_outside(pred, terms, box, 0.0)
 
 
 def load(src, mask=None, dtype=None, **_):
@@ -232,16 +316,22 @@ def load(src, mask=None, dtype=None, **_):
     outside it are undefined in the tile). src may be indexed by a tile of
     indices (a gather of rows: indirect DMA; the mask then keeps a box of
     partitions, with their indices, and of free elements)."""
-    box = mask_box(mask, triangles=True)
+    mask = normalize(mask)
     shape = _cur._tile_shape(src) if isinstance(src, NkiTensor) else tuple(src.shape)
     tile = _cur.ndarray(shape, dtype or src.dtype, buffer=_cur.sbuf)
+    if mask is SKIP:
+        return partial_nothing(tile)
+    box = mask_box(mask, triangles=True)
     _cur_isa.dma_copy(clip(tile, box), clip(src, box))
-    return tile
+    return partial(tile, box, mask.residual() if mask is not None else [])
 
 
 def store(dst, value, mask=None, **_):
     """Writes value to dst; under a mask only the masked box is written. dst
     may be indexed by a tile of indices (a scatter of rows: indirect DMA)."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return
     box = mask_box(mask, triangles=True)
     triangle = mask.residual() if isinstance(mask, Mask) else []
     dst, value = clip(dst, box), clip(value, box)
@@ -257,13 +347,16 @@ def store(dst, value, mask=None, **_):
     shape = tuple(value.shape)
     merged = _cur.ndarray(shape, dst.dtype, buffer=_cur.sbuf)
     _cur_isa.dma_copy(merged, dst)
-    _cur_isa.tensor_copy_predicated(merged, value, _triangle(mask, box, shape))
+    _cur_isa.tensor_copy_predicated(merged, value, _triangle(triangle, box, shape))
     _cur_isa.dma_copy(dst, merged)
 
 
 def atomic_rmw(dst, value, op, mask=None, **_):
     """dst = op(dst, value) on the HBM rows an index tile names, atomically
     (every repeated index adds); under a mask only the masked box."""
+    mask = normalize(mask)
+    if mask is SKIP:
+        return None
     box = mask_box(mask)
     if box and isinstance(value, NkiTensor):
         value = clip(value, box)
