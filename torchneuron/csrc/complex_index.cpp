@@ -400,8 +400,10 @@ Opt try_complex_index_copy_out(const at::Tensor& self, int64_t dim, const at::Te
   return out;
 }
 
+// (complex32 too: each part converts to float16 as the CPU's fill converts it)
 Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Scalar& value) {
-  if (!neuron_complex(self) || !writable(self, self) || !on(index, self) || index.dim() > 1 ||
+  const bool chalf = self.scalar_type() == at::kComplexHalf && self.device().type() == c10::DeviceType::PrivateUse1;
+  if (!(neuron_complex(self) || chalf) || !writable(self, self) || !on(index, self) || index.dim() > 1 ||
       index.scalar_type() != at::kLong)
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
@@ -413,6 +415,8 @@ Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tens
 }
 
 Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& value) {
+  if (value.defined() && value.dim() == 0 && value.device().is_cpu() && self.scalar_type() == at::kComplexHalf)
+    return try_complex_index_fill_scalar_(self, dim, index, value.item());
   if (!neuron_complex(self) || !writable(self, self) || !on(index, self) || index.dim() > 1 ||
       index.scalar_type() != at::kLong || !value.defined() || value.dim() != 0)
     return std::nullopt;
