@@ -291,3 +291,16 @@ def test_opinfo_samples_match_cpu(op):
     fallbacks = set(torchneuron.get_fallback_ops())
     allowed = {"aten::index_add.out", "aten::_index_put_impl_"} if op.name in SEQUENTIAL_ACCUMULATION else set()
     assert fallbacks <= allowed, fallbacks
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_a_number_first_keeps_the_result_on_the_device(dtype):
+    # 2 - z is sub(2, z): the number, a CPU 0-d tensor, comes first; the
+    # result belongs on z's device (native path and fallback alike)
+    z = torch.randn(4, dtype=dtype)
+    got = 2.1 - z.to(DEV)
+    assert got.device.type == DEV
+    assert torch.equal(got.cpu(), 2.1 - z)
+    got = torch.ops.aten.sub.Tensor(torch.tensor(2.5, dtype=dtype), z.to(DEV))
+    assert got.device.type == DEV
+    assert torch.equal(got.cpu(), 2.5 - z)
