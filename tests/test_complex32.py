@@ -202,6 +202,11 @@ def test_mixed_dtypes(no_fallback):
     assert_bits(h.to(DEV) + (1 + 1j), h + (1 + 1j))  # float16 and a complex number: complex32
     c = chalf_randn(torch.complex64, 6, seed=3)
     assert_bits(a.to(DEV) + c.to(DEV), a + c)
+    # 0-d tensors of wider dtypes count less: the op still computes in complex32
+    for zero_d in (torch.tensor(1 + 1j), torch.tensor(0.1, dtype=torch.float64), torch.tensor(1e6 - 3.3j)):
+        assert_bits(h.to(DEV) * zero_d.to(DEV), h * zero_d)
+        assert_bits(a.to(DEV) * zero_d.to(DEV), a * zero_d)
+        assert_bits(a.to(DEV) - zero_d, a - zero_d)  # a CPU 0-d tensor
 
 
 def test_in_place_and_out(no_fallback):

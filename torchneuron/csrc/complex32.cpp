@@ -18,6 +18,7 @@
 #include "complex32.h"
 
 #include <ATen/ATen.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/Half.h>
 
@@ -108,25 +109,22 @@ bool any_tensor(const c10::IValue& v, const std::function<bool(const at::Tensor&
   return found;
 }
 
-// The dtype the op computes in: the promotion of its tensors (numbers and
-// wrapped numbers only make a real result complex).
+bool is_integral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
+
+// Whether the op computes in complex32: PyTorch's promotion of its float
+// and complex operands (0-d tensors and numbers count less); integer and
+// bool tensors (indices, masks) never make it complex32 on their own.
 bool computes_in_chalf(const std::vector<c10::IValue>& args) {
-  std::optional<at::ScalarType> common;
-  bool complex_number = false;
+  at::native::ResultTypeState state{};
+  bool any = false;
   for (const c10::IValue& v : args) {
-    if (v.isComplexDouble() || (v.isScalar() && v.toScalar().isComplex())) complex_number = true;
+    if (v.isScalar() && !v.isBool()) state = at::native::update_result_type_state(v.toScalar(), state);
     map_tensors(v, [&](const at::Tensor& t) {
-      if (!t.defined()) return t;
-      if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
-        complex_number = complex_number || t.is_complex();
-      } else if (t.scalar_type() != at::kBool && t.scalar_type() != at::kLong && t.scalar_type() != at::kInt) {
-        common = common ? at::promote_types(*common, t.scalar_type()) : t.scalar_type();
-      }
+      if (t.defined() && !is_integral(t)) state = at::native::update_result_type_state(t, state), any = true;
       return t;
     });
   }
-  if (common == at::kHalf && complex_number) return true;
-  return common == at::kComplexHalf;
+  return any && at::native::result_type(state) == at::kComplexHalf;
 }
 
 at::ScalarType widened(at::ScalarType t) {
@@ -200,11 +198,15 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
     v = map_tensors(v, [&](const at::Tensor& t) -> at::Tensor {
       if (!t.defined()) return t;
-      // a number becomes a 0-d complex64 neuron tensor: exact after rounding,
-      // and the complex64 kernels take it
-      if (in_chalf && t.unsafeGetTensorImpl()->is_wrapped_number() && device)
+      // A number (or a CPU 0-d tensor) becomes a 0-d complex64 neuron tensor
+      // of its complex32 value; operands wider than complex32 (0-d ones)
+      // round to it: the CPU converts every operand to complex32 first.
+      if (in_chalf && t.dim() == 0 && !on_neuron(t) && device && !is_integral(t))
         return at::scalar_tensor(round_scalar(t.item()), at::TensorOptions(*device).dtype(at::kComplexFloat));
-      return on_neuron(t) ? t.to(widened(t.scalar_type())) : t;
+      if (!on_neuron(t)) return t;
+      const at::ScalarType d = t.scalar_type();
+      if (in_chalf && !is_integral(t) && d != at::kComplexHalf && d != at::kHalf) return round_c32(t);
+      return t.to(widened(d));
     });
   }
   auto index_of = [&](const char* name) { return schema.argumentIndexWithName(name); };
