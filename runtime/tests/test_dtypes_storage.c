@@ -362,6 +362,7 @@ static void test_complex32(void) {
   CHECK(got[0] == 0x2e66 && got[1] == 0xfc00 && got[2] == 0x2e66 && got[3] == 0xfc00);
   CHECK(nrt_op_accepts_dtype(NRT_OP_INDEX_SELECT, NRT_COMPLEX32));
   CHECK(!nrt_op_accepts_dtype(NRT_OP_ADD, NRT_COMPLEX32));
+  CHECK(!nrt_op_accepts_dtype(NRT_OP_LOGCUMSUMEXP, NRT_COMPLEX32)); /* no complex32 scan kernel */
   CHECK_OK(nrt_free(buf));
 }
 
