@@ -167,6 +167,9 @@ def arith_cases():
         ("isclose", lambda a, b: torch.isclose(a, b, rtol=0.5, atol=1.0)),
         ("where", lambda a, b: torch.where(a.real > 0, a, b)),
         ("masked_fill", lambda a, b: a.masked_fill(b.real > 0, 2 - 1j)),
+        ("any", lambda a, b: (a * 0).any()),
+        ("all", lambda a, b: a.all(-1) if a.dim() else a.all()),
+        ("count_nonzero", lambda a, b: a.masked_fill(b.real > 0, 0).count_nonzero()),
     ]
 
 

@@ -57,7 +57,8 @@ const std::unordered_map<std::string, Rounding>& chalf_ops() {
       {"aten::triu", Rounding::Result},      {"aten::tril_", Rounding::Result},
       {"aten::triu_", Rounding::Result},     {"aten::masked_fill", Rounding::Result},
       {"aten::masked_fill_", Rounding::Result}, {"aten::where", Rounding::Result},
-      {"aten::linalg_vector_norm", Rounding::Result},
+      {"aten::linalg_vector_norm", Rounding::Result}, {"aten::any", Rounding::Result},
+      {"aten::all", Rounding::Result},       {"aten::count_nonzero", Rounding::Result},
   };
   return ops;
 }
