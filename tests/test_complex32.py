@@ -249,7 +249,8 @@ def test_byte_moves(no_fallback):
 def test_unsupported_ops_raise_the_cpu_error():
     d = chalf_randn(torch.chalf, 3).to(DEV)
     for fn in (torch.exp, lambda t: t / 2, torch.reciprocal, torch.sum, torch.mean, torch.prod,
-               lambda t: t.sum(0), lambda t: t.mean(0), lambda t: t.cumsum(0), lambda t: t.cumprod(0)):
+               lambda t: t.sum(0), lambda t: t.mean(0), lambda t: t.cumsum(0), lambda t: t.cumprod(0),
+               torch.angle):
         with pytest.raises(NotImplementedError, match="ComplexHalf"):
             fn(d)
 
