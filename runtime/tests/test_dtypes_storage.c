@@ -68,6 +68,10 @@ static value ref_read(nrt_dtype t, const unsigned char *p) {
     case NRT_UINT64: { uint64_t x; memcpy(&x, p, 8); v.re = (double)x; break; }
     case NRT_COMPLEX64: { float x[2]; memcpy(x, p, 8); v.re = x[0]; v.im = x[1]; break; }
     case NRT_COMPLEX128: memcpy(&v, p, 16); break;
+    case NRT_COMPLEX32: {
+      uint16_t x[2]; memcpy(x, p, 4);
+      v.re = ref_half_to_float(x[0]); v.im = ref_half_to_float(x[1]); break;
+    }
     default: break;
   }
   return v;
@@ -86,7 +90,7 @@ static void ref_write(nrt_dtype t, unsigned char *p, value v) {
     case NRT_INT64: { int64_t x = (int64_t)v.re; memcpy(p, &x, 8); break; }
     case NRT_FLOAT16: case NRT_BFLOAT16: {
       /* exact small values: convert through the bit layout directly */
-      float f = (float)v.re;
+      float f = fabsf((float)v.re); /* the sign bit goes on last (complex32's -3) */
       uint16_t x = 0;
       if (f != 0) {
         int e;
@@ -96,6 +100,7 @@ static void ref_write(nrt_dtype t, unsigned char *p, value v) {
         else
           x = (uint16_t)(((e + 126) << 7) | ((uint32_t)ldexpf(m * 2 - 1, 7)));
       }
+      if (v.re < 0) x |= 0x8000u;
       memcpy(p, &x, 2);
       break;
     }
@@ -106,6 +111,11 @@ static void ref_write(nrt_dtype t, unsigned char *p, value v) {
     case NRT_UINT64: { uint64_t x = (uint64_t)v.re; memcpy(p, &x, 8); break; }
     case NRT_COMPLEX64: { float x[2] = {(float)v.re, (float)v.im}; memcpy(p, x, 8); break; }
     case NRT_COMPLEX128: memcpy(p, &v, 16); break;
+    case NRT_COMPLEX32: { /* two exact float16 parts */
+      ref_write(NRT_FLOAT16, p, (value){v.re, 0});
+      ref_write(NRT_FLOAT16, p + 2, (value){v.im, 0});
+      break;
+    }
     default: break;
   }
 }
@@ -150,6 +160,7 @@ static void test_names(void) {
   CHECK(nrt_dtype_size(NRT_COMPLEX64) == 8 && strcmp(nrt_dtype_name(NRT_COMPLEX64), "complex64") == 0);
   CHECK(nrt_dtype_size(NRT_COMPLEX128) == 16 &&
         strcmp(nrt_dtype_name(NRT_COMPLEX128), "complex128") == 0);
+  CHECK(nrt_dtype_size(NRT_COMPLEX32) == 4 && strcmp(nrt_dtype_name(NRT_COMPLEX32), "complex32") == 0);
   for (int t = NRT_UINT16; t < NRT_DTYPE_COUNT; t++) {
     CHECK(!nrt_dtype_is_floating((nrt_dtype)t));
     CHECK(nrt_dtype_is_complex((nrt_dtype)t) == (t >= NRT_COMPLEX64));
@@ -323,11 +334,44 @@ static void test_refusals(void) {
   CHECK_OK(nrt_free(buf));
 }
 
+/* complex32: each part rounds to float16 (nearest even, overflow to
+ * infinity) on the way in; conj/neg flags and FILL's imaginary part act on
+ * the float16 halves. */
+static void test_complex32(void) {
+  unsigned char *buf = dev_alloc(256);
+  unsigned char *h = nrt_device_to_host(buf);
+  float c[4] = {1.0f + 0x1p-11f, 65520.0f, -0x1p-25f, 0x1.8p-24f}; /* tie, overflow, underflows */
+  memcpy(h, c, 16);
+  nrt_tensor_view v[2] = {view_1d(buf + 64, NRT_COMPLEX32, 2, 1), view_1d(buf, NRT_COMPLEX64, 2, 1)};
+  nrt_op op = op_of(NRT_OP_COPY, 2, v);
+  op.num_scalars = 1;
+  op.scalars[0].i = 1; /* conjugate */
+  CHECK_OK(nrt_op_execute(&op));
+  uint16_t got[4];
+  memcpy(got, h + 64, 8);
+  CHECK(got[0] == 0x3c00 && got[1] == 0xfc00 && got[2] == 0x8000 && got[3] == 0x8002);
+  nrt_tensor_view fv = view_1d(buf + 64, NRT_COMPLEX32, 2, 1);
+  op = op_of(NRT_OP_FILL, 1, &fv);
+  op.num_scalars = 2;
+  op.scalars[0].is_float = 1;
+  op.scalars[0].f = 0.1;
+  op.scalars[1].is_float = 1;
+  op.scalars[1].f = -1e9;
+  CHECK_OK(nrt_op_execute(&op));
+  memcpy(got, h + 64, 8);
+  CHECK(got[0] == 0x2e66 && got[1] == 0xfc00 && got[2] == 0x2e66 && got[3] == 0xfc00);
+  CHECK(nrt_op_accepts_dtype(NRT_OP_INDEX_SELECT, NRT_COMPLEX32));
+  CHECK(!nrt_op_accepts_dtype(NRT_OP_ADD, NRT_COMPLEX32));
+  CHECK(!nrt_op_accepts_dtype(NRT_OP_LOGCUMSUMEXP, NRT_COMPLEX32)); /* no complex32 scan kernel */
+  CHECK_OK(nrt_free(buf));
+}
+
 int main(void) {
   RUN(test_names);
   RUN(test_copy_pairs);
   RUN(test_edges);
   RUN(test_flags_and_fill);
+  RUN(test_complex32);
   RUN(test_refusals);
   return CHECK_MAIN_RESULT();
 }

@@ -412,9 +412,11 @@ at::Tensor on_device(const at::Tensor& index, const at::Tensor& self) {
 }
 }  // namespace
 
+// (complex32 too: each part converts to float16 as the CPU's fill converts it)
 Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
                                    const at::Scalar& value) {
-  if (!neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
+  const bool chalf = self.scalar_type() == at::kComplexHalf && self.device().type() == c10::DeviceType::PrivateUse1;
+  if (!(neuron_complex(self) || chalf) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
   c10::DeviceGuard guard(self.device());
@@ -427,6 +429,8 @@ Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tens
 
 Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
                                    const at::Tensor& value) {
+  if (value.defined() && value.dim() == 0 && value.device().is_cpu() && self.scalar_type() == at::kComplexHalf)
+    return try_complex_index_fill_scalar_(self, dim, host_or_device_index, value.item());
   if (!neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self) ||
       !value.defined() || value.dim() != 0)
     return std::nullopt;

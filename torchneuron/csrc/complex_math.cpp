@@ -336,7 +336,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     dtype = at::result_type(first, second);
   }
   if (dtype != at::kComplexFloat && dtype != at::kComplexDouble) return false;
-  const at::TensorOptions options = first.options().dtype(dtype);
+  const at::TensorOptions options = on_device.options().dtype(dtype);  // not a leading number's CPU
   std::vector<at::Tensor> inputs;
   for (size_t k = 0; k < tensors; k++) {
     if (scalar_other && k == 1) {

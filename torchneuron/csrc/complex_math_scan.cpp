@@ -27,6 +27,7 @@ using namespace cmath;
 
 bool usable(const at::Tensor& self, std::optional<at::ScalarType> dtype, const at::Tensor* out) {
   if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1) return false;
+  if (self.scalar_type() == at::kComplexHalf) return false;  // the CPU has no complex32 scan or prod: its error
   if (dtype && *dtype != self.scalar_type()) return false;  // a conversion: the fallback
   if (out && (!out->defined() || out->device() != self.device() || out->scalar_type() != self.scalar_type() ||
               out->is_conj() || out->is_neg()))

@@ -124,7 +124,7 @@ at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tens
                 c10::toComplexType(part), " but got scalar type ", out.scalar_type(), " for argument 'out'");
   }
   bool native = is_neuron(real) && is_neuron(imag) && is_neuron(out) &&
-                (part == at::kFloat || part == at::kDouble) && imag.scalar_type() == part &&
+                (part == at::kHalf || part == at::kFloat || part == at::kDouble) && imag.scalar_type() == part &&
                 out.scalar_type() == c10::toComplexType(part) && !out.is_conj() && !out.is_neg() &&
                 real.device() == imag.device() && real.device() == out.device();
   if (!native) {

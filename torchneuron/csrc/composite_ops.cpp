@@ -62,6 +62,8 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
 // angle is atan2 of its imaginary and real planes (view_as_real).
 at::Tensor angle(const at::Tensor& self) {
   NEURON_TRACK_OP("aten::angle");
+  // the CPU's error: it has no complex32 angle kernel
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kComplexHalf, "\"angle_cpu\" not implemented for 'ComplexHalf'");
   if (self.is_complex()) {
     const at::Tensor planes = at::view_as_real(self.resolve_conj().resolve_neg());
     return at::atan2(planes.select(-1, 1), planes.select(-1, 0));

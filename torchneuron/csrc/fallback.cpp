@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 
+#include "complex32.h"
 #include "device_state.h"
 #include "op_tracking.h"
 
@@ -153,13 +154,22 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   size_t num_args = schema.arguments().size();
   std::optional<c10::Device> target;
+  std::optional<c10::Device> first_tensor, neuron_tensor;
   for (size_t i = stack->size() - num_args; i < stack->size(); i++) {
     c10::IValue& arg = (*stack)[i];
     if (arg.isDevice() && arg.toDevice().type() == c10::DeviceType::PrivateUse1) {
       target = arg.toDevice();
       arg = c10::IValue(c10::Device(c10::DeviceType::CPU));
     }
+    if (arg.isTensor() && arg.toTensor().defined()) {
+      // (a CPU tensor mixes with neuron ones only as a 0-d one)
+      if (!first_tensor) first_tensor = arg.toTensor().dim() == 0 ? arg.toTensor().device() : c10::Device(c10::kMeta);
+      if (!neuron_tensor && is_neuron(arg.toTensor())) neuron_tensor = arg.toTensor().device();
+    }
   }
+  // cpu_fallback returns results on the first tensor argument's device: a
+  // CPU wrapped number (2 - z is sub(2, z)) would leave them on the CPU
+  if (!target && first_tensor && first_tensor->is_cpu() && neuron_tensor) target = neuron_tensor;
   at::native::cpu_fallback(op, stack);
   if (!target) return;
   for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); i++) {
@@ -186,6 +196,7 @@ int fallback_device(const c10::FunctionSchema& schema, const torch::jit::Stack& 
 }
 
 void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (try_native_complex32(op, stack)) return;  // complex32 arithmetic runs in complex64
   const std::string name = op_name(op.schema());
   FallbackMode current = fallback_mode();
   TORCH_CHECK_NOT_IMPLEMENTED(current != FallbackMode::Error, "The operator '", name,

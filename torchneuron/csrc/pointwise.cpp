@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "complex32.h"
 #include "complex_ops.h"
 #include "fallback.h"
 #include "index_launch.h"  // to_nrt_scalar
@@ -258,7 +259,9 @@ class PointwiseCore {
   void fallback(torch::jit::Stack* stack) const {
     if (try_native_wide_unsigned(stack)) return;
     const int64_t mark = complex_count_.mark();
-    if (try_native_complex(stack)) return complex_count_.served(mark);
+    // complex32 computes in complex64 (the fallback's complex32 path), not
+    // on float16 planes
+    if (!touches_complex32(*stack, num_args()) && try_native_complex(stack)) return complex_count_.served(mark);
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);

@@ -1007,7 +1007,8 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 // the fallback, the rest to sum_dim.
 at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                               std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
+  if (self.is_complex() && self.scalar_type() != at::kComplexHalf && (!dtype || *dtype == self.scalar_type()) &&
+         !self.is_neg()) {
     NEURON_TRACK_OP("aten::sum.dim_IntList");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/false);
@@ -1024,8 +1025,11 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
   return sum_dim(self, dim, keepdim, dtype);
 }
 
+// (not complex32: the CPU has no sum or mean for it, and the fallback
+// raises its error)
 bool plain_complex_reduction(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
-  return self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg();
+  return self.is_complex() && self.scalar_type() != at::kComplexHalf && (!dtype || *dtype == self.scalar_type()) &&
+         !self.is_neg();
 }
 
 at::Tensor sum_all_or_complex(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
@@ -1059,7 +1063,8 @@ at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarT
 // mean.dim of a complex neuron tensor: the real mean of its planes.
 at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
-  if (self.is_complex() && (!dtype || *dtype == self.scalar_type()) && !self.is_neg()) {
+  if (self.is_complex() && self.scalar_type() != at::kComplexHalf && (!dtype || *dtype == self.scalar_type()) &&
+         !self.is_neg()) {
     NEURON_TRACK_OP("aten::mean.dim");
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/true);

@@ -40,8 +40,8 @@ nrt_dtype to_runtime_dtype(at::ScalarType type, const char* op) {
 
 bool is_storage_dtype(at::ScalarType type) {
   switch (type) {
-    case at::kComplexFloat: case at::kComplexDouble: case at::kUInt16: case at::kUInt32:
-    case at::kUInt64:
+    case at::kComplexFloat: case at::kComplexDouble: case at::kComplexHalf: case at::kUInt16:
+    case at::kUInt32: case at::kUInt64:
       return true;
     default:
       return false;
@@ -55,8 +55,9 @@ nrt_dtype to_storage_dtype(at::ScalarType type, const char* op) {
     case at::kUInt64: return NRT_UINT64;
     case at::kComplexFloat: return NRT_COMPLEX64;
     case at::kComplexDouble: return NRT_COMPLEX128;
+    case at::kComplexHalf: return NRT_COMPLEX32;
     default:
-      // a dtype no neuron tensor may hold (ComplexHalf, float8): there is
+      // a dtype no neuron tensor may hold (float8): there is
       // nothing to fall back with (a copy of it cannot reach the host)
       if (has_runtime_dtype(type)) return to_runtime_dtype(type, op);
       TORCH_CHECK_NOT_IMPLEMENTED(false, op, ": dtype ", type, " is not supported on the neuron device");
@@ -111,6 +112,7 @@ void elementwise_views(const at::Tensor& a, const at::Tensor& b, nrt_tensor_view
 }
 
 void check_scalar_fits(const at::Scalar& value, at::ScalarType dtype) {
+  if (dtype == at::kComplexHalf) return;  // the CPU's complex32 kernels take out-of-range parts as infinities
   AT_DISPATCH_V2(dtype, "check_scalar_fits", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
                  AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kHalf, at::kBFloat16, at::kBool,
                  AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
@@ -124,6 +126,7 @@ void launch(c10::DeviceIndex device, const nrt_op& op) {
       case NRT_UINT64: return "UInt64";
       case NRT_COMPLEX64: return "ComplexFloat";
       case NRT_COMPLEX128: return "ComplexDouble";
+      case NRT_COMPLEX32: return "ComplexHalf";
       default: return nrt_dtype_name(d);
     }
   };

@@ -29,13 +29,15 @@ typedef enum nrt_dtype {
   NRT_FLOAT64,
   /* Storage dtypes: added after the others so that the values above (kept
    * in compiled graphs) do not move. Complex values are (real, imaginary)
-   * pairs of float32 / float64, as std::complex lays them out. Only the ops
+   * pairs of float32 / float64 (float16 for complex32, PyTorch's chalf), as
+   * std::complex lays them out. Only the ops
    * nrt_op_accepts_dtype() names take these; every other op refuses them. */
   NRT_UINT16,
   NRT_UINT32,
   NRT_UINT64,
   NRT_COMPLEX64,
   NRT_COMPLEX128,
+  NRT_COMPLEX32,
   NRT_DTYPE_COUNT
 } nrt_dtype;
 

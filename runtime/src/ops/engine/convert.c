@@ -8,7 +8,9 @@
  * integers convert from floating values through int64 (uint64 at or above
  * 2^63 directly). Complex sources read as their real part (bool: either part
  * nonzero); complex destinations take a real source with imaginary part 0.
- * The generator below writes the 225 loops, each with a contiguous fast path
+ * complex32 parts read and write like float16 (through float: c10 turns a
+ * complex<double> into complex<Half> by way of complex<float>).
+ * The generator below writes the 256 loops, each with a contiguous fast path
  * the compiler can vectorise.
  */
 #include <string.h>
@@ -32,7 +34,8 @@
   X(uint32, uint32_t, 0)             \
   X(uint64, uint64_t, 0)             \
   X(complex64, rt_complex64, 1)      \
-  X(complex128, rt_complex128, 1)
+  X(complex128, rt_complex128, 1)    \
+  X(complex32, rt_complex32, 1)
 
 /* How each source reads as float / double / int64 / bool. */
 #define INT_READS(name, T)                                               \
@@ -74,6 +77,12 @@ static inline float f32_of_complex128(rt_complex128 v) { return (float)v.re; }
 static inline double f64_of_complex128(rt_complex128 v) { return v.re; }
 static inline int64_t i64_of_complex128(rt_complex128 v) { return rt_int64_from_double(v.re); }
 static inline int bool_of_complex128(rt_complex128 v) { return v.re != 0.0 || v.im != 0.0; }
+static inline float f32_of_complex32(rt_complex32 v) { return rt_half_to_float(v.re); }
+static inline double f64_of_complex32(rt_complex32 v) { return (double)rt_half_to_float(v.re); }
+static inline int64_t i64_of_complex32(rt_complex32 v) { return rt_int64_from_double(f64_of_complex32(v)); }
+static inline int bool_of_complex32(rt_complex32 v) {
+  return rt_half_to_float(v.re) != 0.0f || rt_half_to_float(v.im) != 0.0f;
+}
 
 /* The imaginary part of each source: 0 for the real dtypes. */
 #define REAL_IMAG(name, T)                                             \
@@ -96,6 +105,8 @@ static inline float im32_of_complex64(rt_complex64 v) { return v.im; }
 static inline double im64_of_complex64(rt_complex64 v) { return (double)v.im; }
 static inline float im32_of_complex128(rt_complex128 v) { return (float)v.im; }
 static inline double im64_of_complex128(rt_complex128 v) { return v.im; }
+static inline float im32_of_complex32(rt_complex32 v) { return rt_half_to_float(v.im); }
+static inline double im64_of_complex32(rt_complex32 v) { return (double)rt_half_to_float(v.im); }
 
 /* How each destination is produced from a source of name S. */
 #define TO_bool(S, v) ((uint8_t)bool_of_##S(v))
@@ -113,6 +124,7 @@ static inline double im64_of_complex128(rt_complex128 v) { return v.im; }
 #define TO_uint64(S, v) (S##_IS_FLOAT ? rt_uint64_from_double(f64_of_##S(v)) : (uint64_t)i64_of_##S(v))
 #define TO_complex64(S, v) ((rt_complex64){f32_of_##S(v), im32_of_##S(v)})
 #define TO_complex128(S, v) ((rt_complex128){f64_of_##S(v), im64_of_##S(v)})
+#define TO_complex32(S, v) ((rt_complex32){rt_half_from_float(f32_of_##S(v)), rt_half_from_float(im32_of_##S(v))})
 
 #define bool_IS_FLOAT 0
 #define uint8_IS_FLOAT 0
@@ -129,6 +141,7 @@ static inline double im64_of_complex128(rt_complex128 v) { return v.im; }
 #define uint64_IS_FLOAT 0
 #define complex64_IS_FLOAT 1
 #define complex128_IS_FLOAT 1
+#define complex32_IS_FLOAT 1
 
 #define CONVERT_LOOP(D, DT, S, ST)                                               \
   RT_SIMD_VOID(convert_##D##_from_##S, (char **data, const int64_t *strides,     \
@@ -166,7 +179,8 @@ static inline double im64_of_complex128(rt_complex128 v) { return v.im; }
   CONVERT_LOOP(D, DT, uint32, uint32_t)                                          \
   CONVERT_LOOP(D, DT, uint64, uint64_t)                                          \
   CONVERT_LOOP(D, DT, complex64, rt_complex64)                                   \
-  CONVERT_LOOP(D, DT, complex128, rt_complex128)
+  CONVERT_LOOP(D, DT, complex128, rt_complex128)                                 \
+  CONVERT_LOOP(D, DT, complex32, rt_complex32)
 RT_DTYPES(LOOPS_FOR_DST)
 
 #define TABLE_ROW(D, DT, DF)                                                     \
@@ -175,7 +189,8 @@ RT_DTYPES(LOOPS_FOR_DST)
    convert_##D##_from_float16, convert_##D##_from_bfloat16,                       \
    convert_##D##_from_float32, convert_##D##_from_float64,                        \
    convert_##D##_from_uint16, convert_##D##_from_uint32, convert_##D##_from_uint64, \
-   convert_##D##_from_complex64, convert_##D##_from_complex128},
+   convert_##D##_from_complex64, convert_##D##_from_complex128,                   \
+   convert_##D##_from_complex32},
 const rt_inner_loop rt_convert_loops[NRT_DTYPE_COUNT][NRT_DTYPE_COUNT] = {RT_DTYPES(TABLE_ROW)};
 
 void rt_convert_scalar(nrt_dtype dtype, const nrt_scalar *value, void *out) {

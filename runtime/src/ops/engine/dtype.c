@@ -13,7 +13,7 @@ static const struct {
     [NRT_FLOAT32] = {"float32", 4, 1},  [NRT_FLOAT64] = {"float64", 8, 1},
     [NRT_UINT16] = {"uint16", 2, 0},    [NRT_UINT32] = {"uint32", 4, 0},
     [NRT_UINT64] = {"uint64", 8, 0},    [NRT_COMPLEX64] = {"complex64", 8, 2},
-    [NRT_COMPLEX128] = {"complex128", 16, 2},
+    [NRT_COMPLEX128] = {"complex128", 16, 2}, [NRT_COMPLEX32] = {"complex32", 4, 2},
 };
 
 size_t nrt_dtype_size(nrt_dtype dtype) {

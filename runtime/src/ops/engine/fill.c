@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "ops/engine/convert.h"
 #include "ops/engine/iterate.h"
+#include "ops/engine/scalar_types.h"
 
 typedef struct fill_value {
   unsigned char bytes[16];
@@ -45,7 +46,10 @@ nrt_status rt_kernel_fill(const nrt_op *op) {
   if (complex && op->num_scalars == 2) {
     const nrt_scalar *im = &op->scalars[1];
     double v = im->is_float ? im->f : (double)im->i;
-    if (dst->dtype == NRT_COMPLEX64) {
+    if (dst->dtype == NRT_COMPLEX32) {
+      rt_half h = rt_half_from_float((float)v); /* through float, as c10 */
+      memcpy(value.bytes + 2, &h, sizeof h);
+    } else if (dst->dtype == NRT_COMPLEX64) {
       float f = (float)v;
       memcpy(value.bytes + 4, &f, sizeof f);
     } else {

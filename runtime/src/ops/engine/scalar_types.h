@@ -21,6 +21,10 @@ typedef struct rt_complex64 {
 typedef struct rt_complex128 {
   double re, im;
 } rt_complex128;
+/* complex32 (chalf): two float16 bit patterns, converted like float16. */
+typedef struct rt_complex32 {
+  rt_half re, im;
+} rt_complex32;
 
 static inline uint32_t rt_f32_bits(float f) {
   uint32_t x;
