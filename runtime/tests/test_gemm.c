@@ -536,6 +536,28 @@ static void test_b_read_in_place(void) {
   CHECK(run_case(&many, NULL));
 }
 
+/* float32 A read where it lies (a_in_place), by every kernel: rows of a
+ * row-major A and k rows of a transposed one, with padded strides, a last
+ * partial row panel (packed) or none, fewer rows than a panel (packed), k
+ * across k blocks and chunks, batches, alpha/beta/Cin, C transposed (the
+ * roles swap), and B wider than the in-place limit (A packed). */
+static void test_a_read_in_place(void) {
+  static const int64_t sizes[][4] = {/* batch, m, n, k */
+                                     {1, 131, 64, 300}, {3, 48, 96, 70}, {2, 25, 128, 513},
+                                     {1, 5, 40, 33},    {1, 96, 520, 40}, {1, 37, 512, 1100}};
+  static const int layouts[] = {ROW_MAJOR, ROW_EVEN, COL_MAJOR, COL_EVEN};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int l = 0; l < 4; l++)
+      for (int exact = 0; exact < 2; exact++) {
+        gemm_case cs = {.batch = sizes[z][0], .m = sizes[z][1], .n = sizes[z][2], .k = sizes[z][3],
+                        .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32, .la = layouts[l],
+                        .lb = l % 2 ? COL_MAJOR : ROW_MAJOR, .lc = exact ? l % 3 : ROW_MAJOR,
+                        .alpha = exact ? 0.5 : 1, .beta = l % 2 ? -1.5 : 0, .cin_mode = l % 2 ? 1 + l / 2 : 0,
+                        .exact = exact};
+        check_case(&cs);
+      }
+}
+
 /* bfloat16 pair packing: k pairs read as 32-bit words (even leading
  * dimension, contiguous k), k-major rows merged, odd k and short panels. */
 static void test_bfloat16_pair_packing(void) {
@@ -1048,6 +1070,7 @@ int main(int argc, char **argv) {
   RUN(test_block_boundaries);
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
+  RUN(test_a_read_in_place);
   RUN(test_bfloat16_pair_packing);
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);
