@@ -11,7 +11,8 @@
  * Larger products share units out in contiguous ranges instead; a range
  * packs what its units need itself. A small B in the compute type with
  * unit column stride is not packed at all: the micro-kernels read its rows
- * where they lie (b_in_place). Consecutive units of one column block
+ * where they lie (b_in_place); float32 A's full row panels are read in
+ * place too when B is narrow (a_in_place). Consecutive units of one column block
  * form a group that shares each packed B chunk:
  *
  *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc)

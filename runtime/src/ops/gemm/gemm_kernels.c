@@ -3,7 +3,9 @@
  *
  * Each kernel keeps an mr x nr tile of C in vector registers and, for each
  * k, loads one row of the B panel (nr values, packed or in place) and broadcasts the mr
- * values of the packed A column against it with fused multiply-adds.
+ * values of the A column (packed, or read in place: k-major with stride lda,
+ * or, in the float32 _rows twins, rows of a row-major A) against it with
+ * fused multiply-adds.
  * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators), AVX2 has 16:
  * 6 x 16 floats (12 accumulators); float64 tiles have half the columns.
  * bfloat16 inputs use AVX512_BF16's pair dot products where the CPU has
