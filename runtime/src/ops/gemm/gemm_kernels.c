@@ -63,7 +63,10 @@ PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
       }                                                                                          \
     }                                                                                            \
     V va = SET1(alpha), vb = SET1(beta);                                                         \
-    if (beta == 0) {                                                                             \
+    if (beta == 0 && alpha == 1) { /* the common case: no multiply (the same result) */         \
+      _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) STOREU(c + i * ldc + v * LANES, acc[i][v]); \
+    } else if (beta == 0) {                                                                      \
       _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
           _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                   \
               STOREU(c + i * ldc + v * LANES, MUL(acc[i][v], va));                               \
