@@ -42,9 +42,11 @@
 #define WORKSPACE_ELEMS (1 << 20) /* per thread, when C is not updated in place */
 #define SHARED_B_MAX (1 << 22)    /* packed elements of B shared by all threads (16 MiB) */
 #define SHARED_B_CHUNK (1 << 19)  /* ... packed and used a k chunk of about this size at a time */
-/* ... for float32 kernels: a chunk (512 KiB) that stays in L2 (2 MiB here) with the A blocks;
- * 2 MiB chunks cost 8-15% on one thread for (2048x1024)^T @ 2048x256, (2048x128)^T @ 2048x512. */
-#define SHARED_B_CHUNK_F32 (1 << 17)
+/* ... for float32 kernels: a chunk (1 MiB) that stays in L2 (2 MiB here) with the A blocks.
+ * Against 2 MiB, on one thread (2048x256)^T @ 2048x256 +8%, (2048x1024)^T @ 2048x256 +8%;
+ * 512 KiB gained 3% more on one thread but lost up to 10% on two ((2048x128)^T @
+ * 2048x512: more chunks, each ending with the threads waiting for each other). */
+#define SHARED_B_CHUNK_F32 (1 << 18)
 #define A_IN_PLACE_PANELS 16      /* B's column panels, at most, for A read in place (a_in_place) */
 #define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
 #define MIN_UNIT_PANELS 4         /* rows / columns of a unit, in register tiles */
