@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     if (t < best) best = t;
     if (c < best_cpu) best_cpu = c;
   }
-  printf("%.6f %.6f\n", best, best_cpu);
+  printf("%.9f %.9f\n", best, best_cpu);
   free(a), free(b), free(c);
   return 0;
 }
