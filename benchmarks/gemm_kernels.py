@@ -1,13 +1,30 @@
-"""bfloat16 GEMM micro-kernels (AMX, AVX512-BF16) against PyTorch CPU, turn by turn.
+"""GEMM micro-kernels against PyTorch CPU, turn by turn, without the Python extension.
 
-Runs without the Python extension: each turn times PyTorch CPU's bfloat16
-torch.matmul (oneDNN; best of the turn's reps), then the runtime's
+Runs without the Python extension: each turn times PyTorch CPU's
+torch.matmul (best of the turn's reps), then the runtime's
 `gemm_kernel_time` (built in the build tree: rt_gemm on the kernel thread
-pool, bfloat16 in and out) with each kernel, best of the same reps. Prints
-GF/s of the medians and the median over turns of the per-turn ratio CPU time
-/ neuron time (above 1.0: neuron faster), and the load average.
+pool) with each kernel, best of the same reps. Prints GF/s of the medians
+and the median over turns of the per-turn ratio CPU time / neuron time
+(above 1.0: neuron faster), and the load average.
 
-    python benchmarks/gemm_kernels.py --timer build/runtime/gemm_kernel_time [--turns 5]
+`--dtype bfloat16` (default): bfloat16 in and out, the AMX and AVX512-BF16
+kernels against oneDNN on square and MLP products. `--dtype float32`: the
+float32 kernels (avx512_12x32, avx2_6x16) against MKL on the products of
+benchmarks/gemm.py (nn, nt = second operand stored transposed, tn = first
+operand stored transposed, and attention's batched ones).
+
+`--clock cpu` compares on one thread by CPU time instead of wall time: the
+PyTorch side by the calling thread's CPU time (torch.set_num_threads(1)
+computes there), the runtime by the timer's process CPU time (its pool has
+one thread). Other processes taking turns on the core then change little
+but cache contents, so kernels can be compared on a loaded host (load 8-12),
+where wall times vary by 2x between runs.
+
+`--timer` given twice (say, a timer built from main, then the branch's)
+times each kernel with both in every turn: before/after in the same minute.
+
+    python benchmarks/gemm_kernels.py --timer build/runtime/gemm_kernel_time [--timer OTHER]
+        [--turns 5] [--dtype bfloat16|float32] [--clock wall|cpu] [--kernels a,b] [--only SUBSTRING]
 """
 
 import argparse
@@ -18,40 +35,87 @@ import time
 
 import torch
 
-SHAPES = [(2048, 2048, 2048), (1024, 1024, 1024), (2048, 3072, 768), (2048, 768, 3072), (512, 512, 512)]
+BF16_SHAPES = [(1, 2048, 2048, 2048, "nn"), (1, 1024, 1024, 1024, "nn"), (1, 2048, 3072, 768, "nn"),
+               (1, 2048, 768, 3072, "nn"), (1, 512, 512, 512, "nn")]
+# batch, m, n, k, layout: benchmarks/gemm.py's float32 products (squares up to 2048).
+F32_SHAPES = [(1, 256, 256, 256, "nn"), (1, 512, 512, 512, "nn"), (1, 1024, 1024, 1024, "nn"),
+              (1, 2048, 2048, 2048, "nn"), (1, 2048, 3072, 768, "nn"), (1, 2048, 768, 3072, "nn"),
+              (1, 2048, 768, 768, "nn"), (1, 2048, 3072, 768, "nt"), (1, 2048, 1024, 256, "nt"),
+              (1, 2048, 256, 1024, "nt"), (1, 2048, 768, 256, "nt"), (1, 2048, 256, 1024, "nn"),
+              (1, 2048, 1024, 256, "nn"), (1, 1024, 256, 2048, "tn"), (1, 256, 1024, 2048, "tn"),
+              (1, 256, 256, 2048, "tn"), (1, 2048, 384, 128, "nt"), (1, 2048, 512, 128, "nt"),
+              (1, 2048, 128, 128, "nt"), (1, 2048, 128, 512, "nt"), (1, 2048, 128, 384, "nn"),
+              (1, 2048, 512, 128, "nn"), (1, 384, 128, 2048, "tn"), (1, 128, 512, 2048, "tn"),
+              (12, 128, 128, 64, "nn"), (12, 128, 64, 128, "nn")]
+
+
+def operands(batch, m, n, k, layout, dtype):
+    a = torch.randn(batch, k, m).transpose(1, 2) if layout == "tn" else torch.randn(batch, m, k)
+    b = torch.randn(batch, n, k).transpose(1, 2) if layout == "nt" else torch.randn(batch, k, n)
+    return (a[0], b[0]) if batch == 1 else (a, b)
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--timer", required=True, help="path of gemm_kernel_time")
+    parser.add_argument("--timer", required=True, action="append", help="path of gemm_kernel_time (repeatable)")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--cpu-threads", type=int, default=2)
-    parser.add_argument("--kernels", default="amxbf16,avx512bf16")
+    parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument("--kernels", help="default: amxbf16,avx512bf16 (bfloat16), avx512_12x32 (float32)")
+    parser.add_argument("--only", action="append", help="keep products whose label contains this")
     args = parser.parse_args()
-    torch.set_num_threads(args.cpu_threads)
-    kernels = args.kernels.split(",")
-    print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    for m, n, k in SHAPES:
-        a, b = torch.randn(m, k).bfloat16(), torch.randn(k, n).bfloat16()
+    f32 = args.dtype == "float32"
+    threads = 1 if args.clock == "cpu" else args.cpu_threads
+    torch.set_num_threads(threads)
+    env = dict(os.environ)
+    if args.clock == "cpu":  # the timer's pool: one thread, its CPU time is the work
+        env.pop("TORCHNEURON_NUM_THREADS", None)
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
+    field = 1 if args.clock == "cpu" else 0
+    names = (args.kernels or ("avx512_12x32" if f32 else "amxbf16,avx512bf16")).split(",")
+    # one column per kernel and timer: (label, kernel, timer)
+    kernels = [(f"{name}[{i}]" if len(args.timer) > 1 else name, name, timer)
+               for name in names for i, timer in enumerate(args.timer)]
+    for i, timer in enumerate(args.timer):
+        print(f"timer [{i}]: {timer}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.dtype}; clock {args.clock}; "
+          f"PyTorch threads {threads}")
+    ratios = []
+    for batch, m, n, k, layout in F32_SHAPES if f32 else BF16_SHAPES:
+        product = (f"{batch} x " if batch > 1 else "") + f"{m}x{k} @ {k}x{n} {layout}"
+        if args.only and not any(o in product for o in args.only):
+            continue
+        a, b = operands(batch, m, n, k, layout, torch.float32 if f32 else torch.bfloat16)
+        if not f32:
+            a, b = a.bfloat16(), b.bfloat16()
         torch.matmul(a, b)
-        reps = max(3, int(2e10 / (2 * m * n * k)))
-        times = {name: [] for name in ["cpu"] + kernels}
+        flops = 2 * batch * m * n * k
+        reps = max(3, int(2e10 / flops))
+        times = {name: [] for name in ["cpu"] + [label for label, _, _ in kernels]}
         for _ in range(args.turns):
             best = float("inf")
             for _ in range(reps):
-                t0 = time.perf_counter()
+                t0 = clock()
                 torch.matmul(a, b)
-                best = min(best, time.perf_counter() - t0)
+                best = min(best, clock() - t0)
             times["cpu"].append(best)
-            time.sleep(0.05)  # let oneDNN's OpenMP workers stop spinning
-            for name in kernels:
-                out = subprocess.run([args.timer, str(m), str(n), str(k), name, str(reps)],
-                                     capture_output=True, text=True, check=True)
-                times[name].append(float(out.stdout))
-        gflops = {name: 2 * m * n * k / statistics.median(v) / 1e9 for name, v in times.items()}
-        ratios = {name: statistics.median(c / x for c, x in zip(times["cpu"], times[name])) for name in kernels}
-        cells = "  ".join(f"{name} {gflops[name]:.1f} GF/s ({ratios[name]:.2f}x)" for name in kernels)
-        print(f"{m}x{k} @ {k}x{n}: cpu {gflops['cpu']:.1f} GF/s  {cells}")
+            time.sleep(0.05)  # let the OpenMP workers stop spinning
+            for label, name, timer in kernels:
+                cmd = [timer, str(m), str(n), str(k), name, str(reps)]
+                if f32 or layout != "nn" or batch > 1:
+                    cmd += [layout, "float32" if f32 else "bfloat16", str(batch)]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
+                times[label].append(float(out.stdout.split()[field]))
+        gflops = {name: flops / statistics.median(v) / 1e9 for name, v in times.items()}
+        labels = [label for label, _, _ in kernels]
+        r = {label: statistics.median(c / x for c, x in zip(times["cpu"], times[label])) for label in labels}
+        ratios.append([r[label] for label in labels])
+        cells = "  ".join(f"{label} {gflops[label]:.1f} GF/s ({r[label]:.2f}x)" for label in labels)
+        print(f"{product}: cpu {gflops['cpu']:.1f} GF/s  {cells}", flush=True)
+    for i, (label, _, _) in enumerate(kernels if ratios else []):
+        col = [row[i] for row in ratios]
+        print(f"{label}: geometric mean ratio {statistics.geometric_mean(col):.2f}x, min {min(col):.2f}x")
     print("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

@@ -536,6 +536,70 @@ static void test_b_read_in_place(void) {
   CHECK(run_case(&many, NULL));
 }
 
+/* float32 A read where it lies (a_in_place), by every kernel: rows of a
+ * row-major A and k rows of a transposed one, with padded strides, a last
+ * partial row panel (packed) or none, fewer rows than a panel (packed), k
+ * across k blocks and chunks, batches, alpha/beta/Cin, C transposed (the
+ * roles swap), and B wider than the in-place limit (A packed). */
+static void test_a_read_in_place(void) {
+  static const int64_t sizes[][4] = {/* batch, m, n, k */
+                                     {1, 131, 64, 300}, {3, 48, 96, 70}, {2, 25, 128, 513},
+                                     {1, 5, 40, 33},    {1, 96, 520, 40}, {1, 37, 512, 1100}};
+  static const int layouts[] = {ROW_MAJOR, ROW_EVEN, COL_MAJOR, COL_EVEN};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int l = 0; l < 4; l++)
+      for (int exact = 0; exact < 2; exact++) {
+        gemm_case cs = {.batch = sizes[z][0], .m = sizes[z][1], .n = sizes[z][2], .k = sizes[z][3],
+                        .kslices = 1, .ab = NRT_FLOAT32, .c = NRT_FLOAT32, .la = layouts[l],
+                        .lb = l % 2 ? COL_MAJOR : ROW_MAJOR, .lc = exact ? l % 3 : ROW_MAJOR,
+                        .alpha = exact ? 0.5 : 1, .beta = l % 2 ? -1.5 : 0, .cin_mode = l % 2 ? 1 + l / 2 : 0,
+                        .exact = exact};
+        check_case(&cs);
+      }
+}
+
+/* The row-major twin of each float32 tile (f32_rows) against the tile on
+ * the same values packed k-major (lda = mr), and on a k-major A read with a
+ * wider stride: bit for bit, whatever the values (the same products, summed
+ * in the same order), for any k, B stride, C stride, alpha and beta. */
+static void test_rows_microkernel_twin(void) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(NRT_FLOAT32, &list), twins = 0;
+  static const int64_t ks[] = {1, 3, 4, 5, 17, 64, 257};
+  static const float scalars[][2] = {{1, 0}, {0.75f, -1.25f}};
+  for (int kx = 0; kx < count; kx++) {
+    const rt_gemm_kernel *kern = list[kx];
+    if (!kern->f32_rows) continue;
+    twins++;
+    const int64_t mr = kern->mr, nr = kern->nr, ldb = nr + 7, ldc = nr + 3;
+    for (size_t z = 0; z < sizeof ks / sizeof ks[0]; z++)
+      for (size_t sc = 0; sc < 2; sc++) {
+        const int64_t k = ks[z], lda = k + 5, ldk = mr + 9; /* row-major and k-major strides */
+        float *rows = malloc((size_t)(mr * lda) * 4), *packed = malloc((size_t)(k * mr) * 4);
+        float *kmaj = malloc((size_t)(k * ldk) * 4), *b = malloc((size_t)(k * ldb) * 4);
+        float *c[3];
+        for (int v = 0; v < 3; v++) c[v] = malloc((size_t)(mr * ldc) * 4);
+        for (int64_t q = 0; q < mr * lda; q++) rows[q] = (float)((int)(rng() % 20001) - 10000) / 997.0f;
+        for (int64_t q = 0; q < k * ldb; q++) b[q] = (float)((int)(rng() % 20001) - 10000) / 991.0f;
+        for (int64_t i = 0; i < mr; i++)
+          for (int64_t p = 0; p < k; p++) packed[p * mr + i] = kmaj[p * ldk + i] = rows[i * lda + p];
+        for (int64_t q = 0; q < mr * ldc; q++) c[0][q] = c[1][q] = c[2][q] = (float)((int)(rng() % 2001) - 1000) / 997.0f;
+        kern->f32(k, packed, mr, b, ldb, c[0], ldc, scalars[sc][0], scalars[sc][1]);
+        kern->f32_rows(k, rows, lda, b, ldb, c[1], ldc, scalars[sc][0], scalars[sc][1]);
+        kern->f32(k, kmaj, ldk, b, ldb, c[2], ldc, scalars[sc][0], scalars[sc][1]);
+        int same = memcmp(c[0], c[1], (size_t)(mr * ldc) * 4) == 0 && memcmp(c[0], c[2], (size_t)(mr * ldc) * 4) == 0;
+        if (!same)
+          fprintf(stderr, "rows twin [%s] k=%lld alpha %g beta %g: results differ\n", kern->name, (long long)k,
+                  scalars[sc][0], scalars[sc][1]);
+        CHECK(same);
+        free(rows), free(packed), free(kmaj), free(b);
+        for (int v = 0; v < 3; v++) free(c[v]);
+      }
+  }
+  /* The SIMD levels have one; the portable tile packs row-major A. */
+  CHECK(twins == (rt_isa() >= NRT_ISA_AVX512) + (rt_isa() >= NRT_ISA_AVX2));
+}
+
 /* bfloat16 pair packing: k pairs read as 32-bit words (even leading
  * dimension, contiguous k), k-major rows merged, odd k and short panels. */
 static void test_bfloat16_pair_packing(void) {
@@ -1048,6 +1112,8 @@ int main(int argc, char **argv) {
   RUN(test_block_boundaries);
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
+  RUN(test_a_read_in_place);
+  RUN(test_rows_microkernel_twin);
   RUN(test_bfloat16_pair_packing);
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);

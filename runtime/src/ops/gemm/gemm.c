@@ -11,7 +11,8 @@
  * Larger products share units out in contiguous ranges instead; a range
  * packs what its units need itself. A small B in the compute type with
  * unit column stride is not packed at all: the micro-kernels read its rows
- * where they lie (b_in_place). Consecutive units of one column block
+ * where they lie (b_in_place); float32 A's full row panels are read in
+ * place too when B is narrow (a_in_place). Consecutive units of one column block
  * form a group that shares each packed B chunk:
  *
  *   for each k chunk (kb, a multiple of kc): pack B chunk (kb x nc)
@@ -41,6 +42,12 @@
 #define WORKSPACE_ELEMS (1 << 20) /* per thread, when C is not updated in place */
 #define SHARED_B_MAX (1 << 22)    /* packed elements of B shared by all threads (16 MiB) */
 #define SHARED_B_CHUNK (1 << 19)  /* ... packed and used a k chunk of about this size at a time */
+/* ... for float32 kernels: a chunk (1 MiB) that stays in L2 (2 MiB here) with the A blocks.
+ * Against 2 MiB, on one thread (2048x256)^T @ 2048x256 +8%, (2048x1024)^T @ 2048x256 +8%;
+ * 512 KiB gained 3% more on one thread but lost up to 10% on two ((2048x128)^T @
+ * 2048x512: more chunks, each ending with the threads waiting for each other). */
+#define SHARED_B_CHUNK_F32 (1 << 18)
+#define A_IN_PLACE_PANELS 16      /* B's column panels, at most, for A read in place (a_in_place) */
 #define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
 #define MIN_UNIT_PANELS 4         /* rows / columns of a unit, in register tiles */
 #define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
@@ -115,6 +122,8 @@ static void *scratch(int which, int64_t bytes) {
   return b[which].p;
 }
 
+enum { A_PACKED, A_KMAJOR, A_ROWS }; /* how the micro-kernels read A */
+
 typedef struct gemm_plan {
   rt_gemm_args g;
   const rt_gemm_kernel *kern;
@@ -123,6 +132,7 @@ typedef struct gemm_plan {
   int64_t ws_blocks; /* row blocks a workspace holds (no direct C) */
   int direct, cin_is_c;
   int b_inplace; /* micro-kernels read B where it lies (b_in_place) */
+  int a_inplace; /* ... and A's full row panels (a_in_place: A_KMAJOR or A_ROWS) */
   int failed; /* a worker could not allocate its buffers (atomic) */
   int transposed; /* computing C^T = B^T A^T: swap block coordinates for the epilogue */
   nrt_status epilogue_status; /* the first failure of an epilogue call (atomic) */
@@ -288,9 +298,14 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
-            const PT *apk = pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
-            if (pl->ash)                                                                        \
-              ; /* packed already */                                                            \
+            const PT *apk = pl->a_inplace ? (const PT *)sa.base + (kb0 + pc) * g->a_cs + i0 * g->a_rs \
+                            : pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
+            /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
+            const int64_t a_edge = pl->a_inplace && mcur % mr ? mcur / mr * mr : mcur;          \
+            if (pl->a_inplace && a_edge < mcur)                                                 \
+              rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
+            else if (pl->a_inplace || pl->ash)                                                  \
+              ; /* packed already, or read in place */                                          \
             else if (kern->bf16_pack_a)                                                         \
               kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0, mcur, kb0 + pc, kcur);         \
             else                                                                                \
@@ -303,14 +318,20 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
-                const PT *apan = apk + ir * KP(kcur), *bpan = bpc + jr * bstep;                 \
+                const int in_a = pl->a_inplace && ir < a_edge;                                  \
+                const PT *apan = in_a ? apk + ir * g->a_rs : pl->a_inplace ? ap : apk + ir * KP(kcur); \
+                const PT *bpan = bpc + jr * bstep;                                              \
+                const int64_t lda = in_a ? (pl->a_inplace == A_ROWS ? g->a_rs : g->a_cs) : mr;   \
+                const int a_rows = in_a && pl->a_inplace == A_ROWS;                             \
+                (void)a_rows;                                                                   \
+                (void)lda; /* the bfloat16 kernels take packed A only */                        \
                 if (tile_flush) {                                                               \
-                  UKR(KP(kcur), apan, bpan, ldb, tile, nr, alpha, 0);                           \
+                  UKR(KP(kcur), apan, lda, bpan, ldb, tile, nr, alpha, 0);                           \
                   flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
                   continue;                                                                     \
                 }                                                                               \
                 if (use_ws) {                                                                   \
-                  UKR(KP(kcur), apan, bpan, ldb, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1); \
+                  UKR(KP(kcur), apan, lda, bpan, ldb, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1); \
                   continue;                                                                     \
                 }                                                                               \
                 CT *cp = cunit + ir * g->c_rs + jr;                                              \
@@ -329,13 +350,13 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 }                                                                               \
                 if (mrc == mr && nrc == nr) {                                                   \
                   if (src == cp || !src) {                                                      \
-                    UKR(KP(kcur), apan, bpan, ldb, cp, g->c_rs, alpha, src ? bsrc : 0);         \
+                    UKR(KP(kcur), apan, lda, bpan, ldb, cp, g->c_rs, alpha, src ? bsrc : 0);         \
                   } else {                                                                      \
-                    UKR(KP(kcur), apan, bpan, ldb, cp, g->c_rs, alpha, 0);                      \
+                    UKR(KP(kcur), apan, lda, bpan, ldb, cp, g->c_rs, alpha, 0);                      \
                     merge_##CSUF(cp, g->c_rs, cp, g->c_rs, mr, nr, src, s_rs, s_cs, bsrc);       \
                   }                                                                             \
                 } else {                                                                        \
-                  UKR(KP(kcur), apan, bpan, ldb, tile, nr, alpha, 0);                           \
+                  UKR(KP(kcur), apan, lda, bpan, ldb, tile, nr, alpha, 0);                           \
                   merge_##CSUF(cp, g->c_rs, tile, nr, mrc, nrc, src, s_rs, s_cs, bsrc);          \
                 }                                                                               \
               }                                                                                 \
@@ -408,9 +429,9 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
   }
 
 #define KP(kvals) (((kvals) + kdiv - 1) / kdiv) /* packed k steps */
-#define UKR_F32_(...) kern->f32(__VA_ARGS__)
+#define UKR_F32_(...) (a_rows ? kern->f32_rows : kern->f32)(__VA_ARGS__)
 #define UKR_F64_(...) kern->f64(__VA_ARGS__)
-#define UKR_BF16_(...) kern->bf16(__VA_ARGS__)
+#define UKR_BF16_(k, a, lda, ...) kern->bf16(k, a, __VA_ARGS__)
 DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
 DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
 DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
@@ -474,7 +495,8 @@ static int plan_shared_b(gemm_plan *pl) {
    * place, so a workspace (C not direct) takes all of k at once. */
   pl->kb = pl->ktot;
   if (pl->direct) {
-    int64_t blocks = SHARED_B_CHUNK / (pl->kc / kdiv * pl->npad * g->batch);
+    const int64_t chunk = kern->compute == NRT_FLOAT32 ? SHARED_B_CHUNK_F32 : SHARED_B_CHUNK;
+    int64_t blocks = chunk / (pl->kc / kdiv * pl->npad * g->batch);
     if (blocks < 1) blocks = 1;
     pl->kb = min64(pl->ktot, blocks * pl->kc);
   }
@@ -515,6 +537,28 @@ static int b_in_place(const gemm_plan *pl) {
   return kern->compute != NRT_BFLOAT16 && g->ab_dtype == kern->compute && g->kslices == 1 &&
          g->b_cs == 1 && g->n % kern->nr == 0 &&
          (double)g->k * (double)g->n * (double)nrt_dtype_size(g->ab_dtype) <= B_IN_PLACE_MAX;
+}
+
+/* How the float32 micro-kernels read A's full row panels (a last partial
+ * one is always packed): where they lie when B is narrow, at most
+ * A_IN_PLACE_PANELS column panels, so that each A panel serves few B
+ * panels and packing it (a transpose for a row-major A) costs more than
+ * it saves: rows of a row-major A (A_ROWS), or k rows of a k-major A (a
+ * transposed operand, as x^T in a weight gradient) whose stride is under a
+ * page (A_KMAJOR; with a page per k row, as m = 1024, it was 5% slower).
+ * Measured on one thread against packing (benchmarks/gemm_kernels.py
+ * --dtype float32): 2048x128 @ 128x384 +10%, 12 x 128x128 @ 128x64 +24%,
+ * (2048x384)^T @ 2048x128 +6%; with 1024 columns or more it was 1-5%
+ * slower. */
+static int a_in_place(const gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  if (kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->kslices != 1 || g->m < kern->mr ||
+      g->n > A_IN_PLACE_PANELS * kern->nr)
+    return A_PACKED;
+  if (g->a_cs == 1 && kern->f32_rows) return A_ROWS;
+  if (g->a_rs == 1 && g->a_cs > 0 && g->a_cs * (int64_t)sizeof(float) < 4096) return A_KMAJOR;
+  return A_PACKED;
 }
 
 /* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */
@@ -616,6 +660,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
   int parallel = flops >= MIN_PARALLEL_FLOPS;
   pl.b_inplace = b_in_place(&pl);
+  pl.a_inplace = a_in_place(&pl);
   if (!plan_shared_b(&pl)) {
     plan_blocks(&pl);
     rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
@@ -629,7 +674,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     pl.akblocks = ceil_div(pl.kb, pl.kc);
     pl.ablock = round_up(pl.mc, pl.kern->mr) * ceil_div(pl.kc, kdiv);
     const int64_t ash_elems = g->batch * pl.m_blocks * pl.akblocks * pl.ablock;
-    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX) {
+    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX && !pl.a_inplace) {
       pl.ash = scratch(BUF_SHARED_A, ash_elems * packed_size[kind]);
       if (!pl.ash) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
     }

@@ -97,12 +97,14 @@ nrt_status rt_gemm_args_of_op(const nrt_op *op, rt_gemm_args *out);
 struct rt_gemm_src; /* a packing source, below */
 
 /* The register tile: for i < mr, j < nr
- *   c[i*ldc + j] = alpha * sum_{p < k} a[p*mr + i] * b[p*ldb + j] + beta * c[i*ldc + j]
- * where beta == 0 does not read c. a is a packed panel; b a packed panel
- * (ldb = nr) or nr columns of B read where it lies (ldb its row stride). */
-typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, const float *b, int64_t ldb, float *c,
-                                int64_t ldc, float alpha, float beta);
-typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, const double *b, int64_t ldb,
+ *   c[i*ldc + j] = alpha * sum_{p < k} a[p*lda + i] * b[p*ldb + j] + beta * c[i*ldc + j]
+ * where beta == 0 does not read c. a is a packed panel (lda = mr) or mr
+ * rows of a k-major A read where it lies (lda its k stride); b a packed
+ * panel (ldb = nr) or nr columns of B read where it lies (ldb its row
+ * stride). */
+typedef void (*rt_gemm_ukr_f32)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                float *c, int64_t ldc, float alpha, float beta);
+typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, int64_t lda, const double *b, int64_t ldb,
                                 double *c, int64_t ldc, double alpha, double beta);
 
 /* The bfloat16 tile: a and b hold pairs of consecutive k values (k2 = k/2
@@ -126,6 +128,9 @@ typedef struct rt_gemm_kernel {
    * minimum. */
   int big_b_mc;
   rt_gemm_ukr_f32 f32;
+  /* The same tile reading A's rows where they lie in a row-major A:
+   * a[i*lda + p] instead of a[p*lda + i]; NULL when the kernel has none. */
+  rt_gemm_ukr_f32 f32_rows;
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
   /* bfloat16 kernels whose A panels are not k-major (AMX): packs A as

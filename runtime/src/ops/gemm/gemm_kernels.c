@@ -3,7 +3,9 @@
  *
  * Each kernel keeps an mr x nr tile of C in vector registers and, for each
  * k, loads one row of the B panel (nr values, packed or in place) and broadcasts the mr
- * values of the packed A column against it with fused multiply-adds.
+ * values of the A column (packed, or read in place: k-major with stride lda,
+ * or, in the float32 _rows twins, rows of a row-major A) against it with
+ * fused multiply-adds.
  * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators), AVX2 has 16:
  * 6 x 16 floats (12 accumulators); float64 tiles have half the columns.
  * bfloat16 inputs use AVX512_BF16's pair dot products where the CPU has
@@ -22,10 +24,10 @@
 
 /* The portable tile: plain loops the compiler vectorises for the baseline. */
 #define PORTABLE_KERNEL(NAME, T, MR, NR)                                                     \
-  static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, T *c, int64_t ldc, T alpha, \
-                   T beta) {                                                                 \
+  static void NAME(int64_t k, const T *a, int64_t lda, const T *b, int64_t ldb, T *c,        \
+                   int64_t ldc, T alpha, T beta) {                                           \
     T acc[MR][NR] = {{0}};                                                                   \
-    for (int64_t p = 0; p < k; p++, a += MR, b += ldb)                                       \
+    for (int64_t p = 0; p < k; p++, a += lda, b += ldb)                                      \
       for (int i = 0; i < MR; i++)                                                           \
         for (int j = 0; j < NR; j++) acc[i][j] += a[i] * b[j];                               \
     for (int i = 0; i < MR; i++)                                                             \
@@ -39,27 +41,32 @@ PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
 #ifdef RT_GEMM_X86
 
 /* An ISA's tile of MR rows x NV vectors. The k loop is unrolled by 4 with
- * the next A and B lines prefetched; the tile lives in acc[][] which the
- * compiler keeps in registers once every index is a constant. */
-#define SIMD_KERNEL(NAME, TARGET, T, V, LANES, MR, NV, LOADU, STOREU, SET1, FMA, MUL, ZERO)     \
-  __attribute__((target(TARGET))) static void NAME(int64_t k, const T *a, const T *b, int64_t ldb, \
-                                                   T *c, int64_t ldc, T alpha, T beta) {         \
+ * the next B line prefetched; the tile lives in acc[][] which the
+ * compiler keeps in registers once every index is a constant. Element
+ * (i, p) of A is a[i * A_RS + p * A_KS]: A_RS 1 and A_KS lda for packed or
+ * k-major panels, A_RS lda and A_KS 1 for rows of a row-major A. */
+#define SIMD_KERNEL_(NAME, A_RS, A_KS, TARGET, T, V, LANES, MR, NV, LOADU, STOREU, SET1, FMA, MUL, ZERO) \
+  __attribute__((target(TARGET))) static void NAME(int64_t k, const T *a, int64_t lda, const T *b, \
+                                                   int64_t ldb, T *c, int64_t ldc, T alpha, T beta) { \
     V acc[MR][NV];                                                                               \
     _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = ZERO();                 \
     _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                        \
         __builtin_prefetch(c + i * ldc + NV * LANES - 1, 1);                                     \
-    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += MR, b += ldb) {                 \
+    _Pragma("GCC unroll 4") for (int64_t p = 0; p < k; p++, a += A_KS, b += ldb) {               \
       __builtin_prefetch(b + 8 * ldb);                                                           \
       V bv[NV];                                                                                  \
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = LOADU(b + v * LANES);         \
       _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++) {                                    \
-        V ai = SET1(a[i]);                                                                       \
+        V ai = SET1(a[i * A_RS]);                                                                \
         _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = FMA(ai, bv[v], acc[i][v]); \
       }                                                                                          \
     }                                                                                            \
     V va = SET1(alpha), vb = SET1(beta);                                                         \
-    if (beta == 0) {                                                                             \
+    if (beta == 0 && alpha == 1) { /* the common case: no multiply (the same result) */         \
+      _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
+          _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) STOREU(c + i * ldc + v * LANES, acc[i][v]); \
+    } else if (beta == 0) {                                                                      \
       _Pragma("GCC unroll 32") for (int i = 0; i < MR; i++)                                      \
           _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                                   \
               STOREU(c + i * ldc + v * LANES, MUL(acc[i][v], va));                               \
@@ -72,13 +79,18 @@ PORTABLE_KERNEL(ukr_f64_portable, double, 4, 4)
     }                                                                                            \
   }
 
-SIMD_KERNEL(ukr_f32_avx512, "avx512f", float, __m512, 16, 12, 2, _mm512_loadu_ps,
-            _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_mul_ps, _mm512_setzero_ps)
-SIMD_KERNEL(ukr_f64_avx512, "avx512f", double, __m512d, 8, 12, 2, _mm512_loadu_pd,
+#define SIMD_KERNEL(...) SIMD_KERNEL_(__VA_ARGS__) /* expands the argument lists below */
+#define F32_AVX512 float, __m512, 16, 12, 2, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, \
+                   _mm512_fmadd_ps, _mm512_mul_ps, _mm512_setzero_ps
+#define F32_AVX2 float, __m256, 8, 6, 2, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, \
+                 _mm256_fmadd_ps, _mm256_mul_ps, _mm256_setzero_ps
+SIMD_KERNEL(ukr_f32_avx512, 1, lda, "avx512f", F32_AVX512)
+SIMD_KERNEL(ukr_f32_avx512_rows, lda, 1, "avx512f", F32_AVX512)
+SIMD_KERNEL(ukr_f64_avx512, 1, lda, "avx512f", double, __m512d, 8, 12, 2, _mm512_loadu_pd,
             _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_mul_pd, _mm512_setzero_pd)
-SIMD_KERNEL(ukr_f32_avx2, "avx2,fma", float, __m256, 8, 6, 2, _mm256_loadu_ps, _mm256_storeu_ps,
-            _mm256_set1_ps, _mm256_fmadd_ps, _mm256_mul_ps, _mm256_setzero_ps)
-SIMD_KERNEL(ukr_f64_avx2, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
+SIMD_KERNEL(ukr_f32_avx2, 1, lda, "avx2,fma", F32_AVX2)
+SIMD_KERNEL(ukr_f32_avx2_rows, lda, 1, "avx2,fma", F32_AVX2)
+SIMD_KERNEL(ukr_f64_avx2, 1, lda, "avx2,fma", double, __m256d, 4, 6, 2, _mm256_loadu_pd,
             _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_mul_pd, _mm256_setzero_pd)
 
 /* bfloat16 pairs with AVX512_BF16: each vdpbf16ps adds two k steps' exact
@@ -114,13 +126,13 @@ static const rt_gemm_kernel k_bf16_avx512 = {
 
 static const rt_gemm_kernel k_f32_avx512 = {
     .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
-    .b_elems = 1 << 21, .f32 = ukr_f32_avx512};
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx512, .f32_rows = ukr_f32_avx512_rows};
 static const rt_gemm_kernel k_f64_avx512 = {
     .name = "avx512_12x16", .compute = NRT_FLOAT64, .mr = 12, .nr = 16, .mc = 96, .kc = 192,
     .b_elems = 1 << 20, .f64 = ukr_f64_avx512};
 static const rt_gemm_kernel k_f32_avx2 = {
     .name = "avx2_6x16", .compute = NRT_FLOAT32, .mr = 6, .nr = 16, .mc = 120, .kc = 256,
-    .b_elems = 1 << 21, .f32 = ukr_f32_avx2};
+    .b_elems = 1 << 21, .f32 = ukr_f32_avx2, .f32_rows = ukr_f32_avx2_rows};
 static const rt_gemm_kernel k_f64_avx2 = {
     .name = "avx2_6x8", .compute = NRT_FLOAT64, .mr = 6, .nr = 8, .mc = 96, .kc = 256,
     .b_elems = 1 << 20, .f64 = ukr_f64_avx2};
