@@ -184,8 +184,9 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
   // device does not have here too, with a message naming the dtype.
   (void)to_storage_dtype(self.scalar_type(), "copy_");
   (void)to_storage_dtype(src.scalar_type(), "copy_");
-  if (!self.is_complex() && src.is_complex())
+  if (!self.is_complex() && src.is_complex()) {
     TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  }
   int64_t flags = copy_flags(self, src);
   if (self.numel() == 0 || (!flags && same_elements(self, src))) return self;
   at::Tensor source = src.sizes() == self.sizes() ? src : src.expand(self.sizes());
