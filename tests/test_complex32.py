@@ -167,6 +167,9 @@ def arith_cases():
         ("isclose", lambda a, b: torch.isclose(a, b, rtol=0.5, atol=1.0)),
         ("where", lambda a, b: torch.where(a.real > 0, a, b)),
         ("masked_fill", lambda a, b: a.masked_fill(b.real > 0, 2 - 1j)),
+        ("var", lambda a, b: a.var(-1) if a.dim() else a.abs()),
+        ("std_all", lambda a, b: a.std(correction=0) if a.dim() else a.abs()),
+        ("var_keepdim", lambda a, b: torch.var(a, 0, unbiased=False, keepdim=True) if a.dim() else a.abs()),
         ("any", lambda a, b: (a * 0).any()),
         ("all", lambda a, b: a.all(-1) if a.dim() else a.all()),
         ("count_nonzero", lambda a, b: a.masked_fill(b.real > 0, 0).count_nonzero()),
@@ -194,6 +197,12 @@ def test_rounding_points_over_many_samples(no_fallback):
     assert_bits(torch.addcmul(da, db, dc, value=0.7), torch.addcmul(a, b, c, value=0.7))
     assert_bits(da * db, a * b)
     assert_bits(da * (1.3 + 0.7j), a * (1.3 + 0.7j))
+    # var: each float16 plane's variance rounds, then their sum; std is its root
+    assert_bits(da.view(64, 64).var(1), a.view(64, 64).var(1))
+    assert_bits(da.view(64, 64).std(0), a.view(64, 64).std(0))
+    out = torch.empty(0, dtype=torch.float16, device=DEV)
+    torch.var(da.view(64, 64), 1, out=out)
+    assert_bits(out, a.view(64, 64).var(1))
 
 
 def test_mixed_dtypes(no_fallback):

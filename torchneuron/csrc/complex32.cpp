@@ -33,8 +33,9 @@ namespace torchneuron {
 namespace {
 
 // Where the CPU rounds besides the result (see above); sgn is z / |z| as a
-// complex division (the infinities give NaN, as on the CPU).
-enum class Rounding { Result, AlphaProduct, Addcmul, Sgn };
+// complex division (the infinities give NaN, as on the CPU); var is the sum
+// of its float16 planes' variances, each rounded, std its float16 root.
+enum class Rounding { Result, AlphaProduct, Addcmul, Sgn, Var, Std };
 
 // The ops with a CPU complex32 kernel that compute (tools probe in
 // tests/test_complex32.py), by schema name; every overload is included.
@@ -47,6 +48,7 @@ const std::unordered_map<std::string, Rounding>& chalf_ops() {
       {"aten::neg", Rounding::Result},       {"aten::neg_", Rounding::Result},
       {"aten::abs", Rounding::Result},       {"aten::abs_", Rounding::Result},
       {"aten::sgn", Rounding::Sgn},          {"aten::sgn_", Rounding::Sgn},
+      {"aten::var", Rounding::Var},          {"aten::std", Rounding::Std},
       {"aten::conj_physical", Rounding::Result}, {"aten::conj_physical_", Rounding::Result},
       {"aten::eq", Rounding::Result},        {"aten::ne", Rounding::Result},
       {"aten::eq_", Rounding::Result},       {"aten::ne_", Rounding::Result},
@@ -152,6 +154,7 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const size_t n = schema.arguments().size(), first = stack->size() - n;
   if (!touches_complex32(*stack, n)) return false;
   std::vector<c10::IValue> args(stack->begin() + first, stack->end());
+  const at::Tensor original_self = args[0].isTensor() ? args[0].toTensor() : at::Tensor();
   const bool in_chalf = computes_in_chalf(args);
 
   // The result dtypes (and whether the op accepts these arguments at all:
@@ -224,7 +227,23 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   // sgn and addcmul are computed here (their complex64 kernels round
   // elsewhere); the others run the op itself on the widened arguments.
   std::optional<at::Tensor> direct;
-  if (rule->second == Rounding::Sgn) {
+  if ((rule->second == Rounding::Var || rule->second == Rounding::Std) && original_self.dim() > 0) {
+    // var(self, unbiased) / var.dim / var.correction and their out= forms
+    const at::Tensor& z = original_self;
+    const at::Tensor planes = at::view_as_real(z.resolve_conj().resolve_neg());
+    const auto d = index_of("dim"), c = index_of("correction"), u = index_of("unbiased"), k = index_of("keepdim");
+    std::vector<int64_t> dims;
+    if (d && args[*d].isIntList())
+      for (int64_t x : args[*d].toIntVector()) dims.push_back(c10::maybe_wrap_dim(x, z.dim()));
+    if (dims.empty())  // none or all: every complex dim, never the planes'
+      for (int64_t x = 0; x < z.dim(); x++) dims.push_back(x);
+    std::optional<c10::Scalar> correction;
+    if (c && !args[*c].isNone()) correction = args[*c].toScalar();
+    if (u && args[*u].isBool()) correction = c10::Scalar(args[*u].toBool() ? 1 : 0);
+    const bool keepdim = k && args[*k].toBool();
+    at::Tensor v = at::var(planes, dims, correction, keepdim).sum(-1);
+    direct = rule->second == Rounding::Std ? v.sqrt() : v;
+  } else if (rule->second == Rounding::Sgn) {
     const at::Tensor z = args[0].toTensor();
     const at::Tensor m = z.abs();
     direct = at::where(m.eq(0), at::zeros_like(z), z / at::complex(m, at::zeros_like(m)));
