@@ -259,7 +259,10 @@ def test_unsupported_ops_raise_the_cpu_error():
     d = chalf_randn(torch.chalf, 3).to(DEV)
     for fn in (torch.exp, lambda t: t / 2, torch.reciprocal, torch.sum, torch.mean, torch.prod,
                lambda t: t.sum(0), lambda t: t.mean(0), lambda t: t.cumsum(0), lambda t: t.cumprod(0),
-               torch.angle):
+               torch.angle, lambda t: t.flip(0), lambda t: torch.equal(t, t),
+               lambda t: t.gather(0, torch.zeros(3, dtype=torch.long, device=DEV)),
+               lambda t: torch.eye(2, dtype=torch.chalf, device=DEV),
+               lambda t: torch.linspace(0, 1, 3, dtype=torch.chalf, device=DEV)):
         with pytest.raises(NotImplementedError, match="ComplexHalf"):
             fn(d)
 

@@ -139,6 +139,11 @@ at::Tensor round_c32(const at::Tensor& x) { return x.to(at::kComplexHalf).to(at:
 
 }  // namespace
 
+void refuse_complex32(const at::Tensor& t, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!t.defined() || t.scalar_type() != at::kComplexHalf, "\"", kernel,
+                              "\" not implemented for 'ComplexHalf'");
+}
+
 bool touches_complex32(const torch::jit::Stack& stack, size_t num_args) {
   std::vector<c10::IValue> args(stack.end() - static_cast<std::ptrdiff_t>(num_args), stack.end());
   auto chalf = [](const at::Tensor& t) { return on_neuron(t) && t.scalar_type() == at::kComplexHalf; };
