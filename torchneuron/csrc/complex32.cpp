@@ -11,15 +11,16 @@
 // copies), round the numbers, run the same op (its complex64 kernel), narrow
 // the results to the dtypes the op gives for the original arguments (found
 // on meta twins). Storage, copies, fills and byte moves take complex32
-// directly (runtime/src/ops/engine/convert.c); only arithmetic comes here,
-// from the fallback, for the ops in the table below: the CPU has no
-// complex32 kernel for the others (exp, div, sum...), so they keep to the
-// counted fallback and raise the CPU's error.
+// directly (runtime/src/ops/engine/convert.c); arithmetic, and the indexing
+// ops whose kernels do not take complex32, come here from the fallback, for
+// the ops in the table below. The CPU has no complex32 kernel for the
+// others (exp, div, sum...): they keep to the counted fallback, or
+// refuse_complex32, and raise the CPU's error.
 #include "complex32.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/TypeProperties.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/Half.h>
 
 #include <functional>
@@ -37,7 +38,7 @@ namespace {
 // of its float16 planes' variances, each rounded, std its float16 root.
 enum class Rounding { Result, AlphaProduct, Addcmul, Sgn, Var, Std };
 
-// The ops with a CPU complex32 kernel that compute (tools probe in
+// The ops with a CPU complex32 kernel that compute (the OpInfo sweep in
 // tests/test_complex32.py), by schema name; every overload is included.
 const std::unordered_map<std::string, Rounding>& chalf_ops() {
   static const std::unordered_map<std::string, Rounding> ops = {
@@ -229,8 +230,8 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
   }
 
-  // sgn and addcmul are computed here (their complex64 kernels round
-  // elsewhere); the others run the op itself on the widened arguments.
+  // var, std, sgn and addcmul are computed here (their complex64 kernels
+  // round elsewhere); the others run the op itself on the widened arguments.
   std::optional<at::Tensor> direct;
   if ((rule->second == Rounding::Var || rule->second == Rounding::Std) && original_self.dim() > 0) {
     // var(self, unbiased) / var.dim / var.correction and their out= forms
@@ -261,11 +262,11 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   stack->resize(first);
   if (direct) {
     at::Tensor r = *direct;
-    const at::Tensor target = written.empty() ? at::Tensor() : written.back().stand_in;
-    if (target.defined()) {
-      if (written.back().resize) at::native::resize_output(target, r.sizes());
-      const_cast<at::Tensor&>(target).copy_(r);
-      r = target;
+    if (!written.empty()) {  // in place or out=: into the stand-in
+      Written& w = written.back();
+      if (w.resize) at::native::resize_output(w.stand_in, r.sizes());
+      w.stand_in.copy_(r);
+      r = w.stand_in;
     }
     stack->push_back(r);
   } else {
@@ -275,9 +276,9 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
   // Written arguments take their values back; the other results narrow to
   // the dtypes the op gives for the original arguments.
-  for (const Written& w : written) {
+  for (Written& w : written) {
     if (w.resize) at::native::resize_output(w.original, w.stand_in.sizes());
-    const_cast<at::Tensor&>(w.original).copy_(w.stand_in);
+    w.original.copy_(w.stand_in);
   }
   const size_t r = schema.returns().size(), results = stack->size() - r;
   for (size_t k = 0; k < r; k++) {
