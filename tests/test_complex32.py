@@ -253,6 +253,15 @@ def test_byte_moves(no_fallback):
     assert_bits(d.t().contiguous(), x.t().contiguous())
     assert_bits(d.roll(1), x.roll(1))
     assert_bits(d[i.to(DEV)], x[i])
+    mask = x.real > 0
+    assert_bits(d[mask.to(DEV)], x[mask])  # a boolean mask
+    assert_bits(d[:, mask[0].to(DEV)], x[:, mask[0]])
+    d[mask.to(DEV)] = 1 - 2j
+    x[mask] = 1 - 2j
+    assert_bits(d, x)
+    d.index_put_((i.to(DEV),), torch.tensor(0.1 + 3j, dtype=torch.chalf, device=DEV))
+    x.index_put_((i,), torch.tensor(0.1 + 3j, dtype=torch.chalf))
+    assert_bits(d, x)
 
 
 def test_unsupported_ops_raise_the_cpu_error():

@@ -54,7 +54,9 @@ const std::unordered_map<std::string, Rounding>& chalf_ops() {
       {"aten::eq", Rounding::Result},        {"aten::ne", Rounding::Result},
       {"aten::eq_", Rounding::Result},       {"aten::ne_", Rounding::Result},
       {"aten::isnan", Rounding::Result},     {"aten::isinf", Rounding::Result},
-      {"aten::index", Rounding::Result},     {"aten::index_copy", Rounding::Result},
+      {"aten::index", Rounding::Result},     {"aten::index_put", Rounding::Result},
+      {"aten::index_put_", Rounding::Result}, {"aten::_index_put_impl_", Rounding::Result},
+      {"aten::index_copy", Rounding::Result},
       {"aten::index_copy_", Rounding::Result}, {"aten::index_fill", Rounding::Result},
       {"aten::index_fill_", Rounding::Result}, {"aten::tril", Rounding::Result},
       {"aten::triu", Rounding::Result},      {"aten::tril_", Rounding::Result},
@@ -162,6 +164,24 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   std::vector<c10::IValue> args(stack->begin() + first, stack->end());
   const at::Tensor original_self = args[0].isTensor() ? args[0].toTensor() : at::Tensor();
   const bool in_chalf = computes_in_chalf(args);
+  auto index_of = [&](const char* name) { return schema.argumentIndexWithName(name); };
+  // index_put accumulating: the CPU rounds after each element it adds,
+  // which a complex64 sum would not; the fallback keeps its result.
+  if (const auto acc = index_of("accumulate"); acc && args[*acc].isBool() && args[*acc].toBool()) return false;
+  // Boolean masks become the long indices of their nonzero elements, as
+  // ATen expands them: meta twins cannot tell a mask's count.
+  if (const auto ix = index_of("indices"); ix && args[*ix].isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> expanded;
+    for (const std::optional<at::Tensor>& t : args[*ix].toOptionalTensorList()) {
+      if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        const at::Tensor nonzero = t->nonzero();
+        for (int64_t j = 0; j < t->dim(); j++) expanded.push_back(nonzero.select(1, j));
+      } else {
+        expanded.push_back(t);
+      }
+    }
+    args[*ix] = expanded;
+  }
 
   // The result dtypes (and whether the op accepts these arguments at all:
   // if not, the fallback raises the CPU's error).
@@ -219,7 +239,6 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
       return t.to(widened(d));
     });
   }
-  auto index_of = [&](const char* name) { return schema.argumentIndexWithName(name); };
   if (in_chalf && rule->second == Rounding::AlphaProduct) {
     const auto a = index_of("alpha"), o = index_of("other");
     // (add.Scalar's other is a number: it decomposes into add.Tensor first).
