@@ -167,6 +167,9 @@ def arith_cases():
         ("isclose", lambda a, b: torch.isclose(a, b, rtol=0.5, atol=1.0)),
         ("where", lambda a, b: torch.where(a.real > 0, a, b)),
         ("masked_fill", lambda a, b: a.masked_fill(b.real > 0, 2 - 1j)),
+        ("var", lambda a, b: a.var(-1) if a.dim() else a.abs()),
+        ("std_all", lambda a, b: a.std(correction=0) if a.dim() else a.abs()),
+        ("var_keepdim", lambda a, b: torch.var(a, 0, unbiased=False, keepdim=True) if a.dim() else a.abs()),
         ("any", lambda a, b: (a * 0).any()),
         ("all", lambda a, b: a.all(-1) if a.dim() else a.all()),
         ("count_nonzero", lambda a, b: a.masked_fill(b.real > 0, 0).count_nonzero()),
@@ -194,6 +197,12 @@ def test_rounding_points_over_many_samples(no_fallback):
     assert_bits(torch.addcmul(da, db, dc, value=0.7), torch.addcmul(a, b, c, value=0.7))
     assert_bits(da * db, a * b)
     assert_bits(da * (1.3 + 0.7j), a * (1.3 + 0.7j))
+    # var: each float16 plane's variance rounds, then their sum; std is its root
+    assert_bits(da.view(64, 64).var(1), a.view(64, 64).var(1))
+    assert_bits(da.view(64, 64).std(0), a.view(64, 64).std(0))
+    out = torch.empty(0, dtype=torch.float16, device=DEV)
+    torch.var(da.view(64, 64), 1, out=out)
+    assert_bits(out, a.view(64, 64).var(1))
 
 
 def test_mixed_dtypes(no_fallback):
@@ -244,13 +253,25 @@ def test_byte_moves(no_fallback):
     assert_bits(d.t().contiguous(), x.t().contiguous())
     assert_bits(d.roll(1), x.roll(1))
     assert_bits(d[i.to(DEV)], x[i])
+    mask = x.real > 0
+    assert_bits(d[mask.to(DEV)], x[mask])  # a boolean mask
+    assert_bits(d[:, mask[0].to(DEV)], x[:, mask[0]])
+    d[mask.to(DEV)] = 1 - 2j
+    x[mask] = 1 - 2j
+    assert_bits(d, x)
+    d.index_put_((i.to(DEV),), torch.tensor(0.1 + 3j, dtype=torch.chalf, device=DEV))
+    x.index_put_((i,), torch.tensor(0.1 + 3j, dtype=torch.chalf))
+    assert_bits(d, x)
 
 
 def test_unsupported_ops_raise_the_cpu_error():
     d = chalf_randn(torch.chalf, 3).to(DEV)
     for fn in (torch.exp, lambda t: t / 2, torch.reciprocal, torch.sum, torch.mean, torch.prod,
                lambda t: t.sum(0), lambda t: t.mean(0), lambda t: t.cumsum(0), lambda t: t.cumprod(0),
-               torch.angle):
+               torch.angle, lambda t: t.flip(0), lambda t: torch.equal(t, t),
+               lambda t: t.gather(0, torch.zeros(3, dtype=torch.long, device=DEV)),
+               lambda t: torch.eye(2, dtype=torch.chalf, device=DEV),
+               lambda t: torch.linspace(0, 1, 3, dtype=torch.chalf, device=DEV)):
         with pytest.raises(NotImplementedError, match="ComplexHalf"):
             fn(d)
 

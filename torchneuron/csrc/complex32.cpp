@@ -11,15 +11,16 @@
 // copies), round the numbers, run the same op (its complex64 kernel), narrow
 // the results to the dtypes the op gives for the original arguments (found
 // on meta twins). Storage, copies, fills and byte moves take complex32
-// directly (runtime/src/ops/engine/convert.c); only arithmetic comes here,
-// from the fallback, for the ops in the table below: the CPU has no
-// complex32 kernel for the others (exp, div, sum...), so they keep to the
-// counted fallback and raise the CPU's error.
+// directly (runtime/src/ops/engine/convert.c); arithmetic, and the indexing
+// ops whose kernels do not take complex32, come here from the fallback, for
+// the ops in the table below. The CPU has no complex32 kernel for the
+// others (exp, div, sum...): they keep to the counted fallback, or
+// refuse_complex32, and raise the CPU's error.
 #include "complex32.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/TypeProperties.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/Half.h>
 
 #include <functional>
@@ -33,10 +34,11 @@ namespace torchneuron {
 namespace {
 
 // Where the CPU rounds besides the result (see above); sgn is z / |z| as a
-// complex division (the infinities give NaN, as on the CPU).
-enum class Rounding { Result, AlphaProduct, Addcmul, Sgn };
+// complex division (the infinities give NaN, as on the CPU); var is the sum
+// of its float16 planes' variances, each rounded, std its float16 root.
+enum class Rounding { Result, AlphaProduct, Addcmul, Sgn, Var, Std };
 
-// The ops with a CPU complex32 kernel that compute (tools probe in
+// The ops with a CPU complex32 kernel that compute (the OpInfo sweep in
 // tests/test_complex32.py), by schema name; every overload is included.
 const std::unordered_map<std::string, Rounding>& chalf_ops() {
   static const std::unordered_map<std::string, Rounding> ops = {
@@ -47,11 +49,14 @@ const std::unordered_map<std::string, Rounding>& chalf_ops() {
       {"aten::neg", Rounding::Result},       {"aten::neg_", Rounding::Result},
       {"aten::abs", Rounding::Result},       {"aten::abs_", Rounding::Result},
       {"aten::sgn", Rounding::Sgn},          {"aten::sgn_", Rounding::Sgn},
+      {"aten::var", Rounding::Var},          {"aten::std", Rounding::Std},
       {"aten::conj_physical", Rounding::Result}, {"aten::conj_physical_", Rounding::Result},
       {"aten::eq", Rounding::Result},        {"aten::ne", Rounding::Result},
       {"aten::eq_", Rounding::Result},       {"aten::ne_", Rounding::Result},
       {"aten::isnan", Rounding::Result},     {"aten::isinf", Rounding::Result},
-      {"aten::index", Rounding::Result},     {"aten::index_copy", Rounding::Result},
+      {"aten::index", Rounding::Result},     {"aten::index_put", Rounding::Result},
+      {"aten::index_put_", Rounding::Result}, {"aten::_index_put_impl_", Rounding::Result},
+      {"aten::index_copy", Rounding::Result},
       {"aten::index_copy_", Rounding::Result}, {"aten::index_fill", Rounding::Result},
       {"aten::index_fill_", Rounding::Result}, {"aten::tril", Rounding::Result},
       {"aten::triu", Rounding::Result},      {"aten::tril_", Rounding::Result},
@@ -137,6 +142,11 @@ at::Tensor round_c32(const at::Tensor& x) { return x.to(at::kComplexHalf).to(at:
 
 }  // namespace
 
+void refuse_complex32(const at::Tensor& t, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!t.defined() || t.scalar_type() != at::kComplexHalf, "\"", kernel,
+                              "\" not implemented for 'ComplexHalf'");
+}
+
 bool touches_complex32(const torch::jit::Stack& stack, size_t num_args) {
   std::vector<c10::IValue> args(stack.end() - static_cast<std::ptrdiff_t>(num_args), stack.end());
   auto chalf = [](const at::Tensor& t) { return on_neuron(t) && t.scalar_type() == at::kComplexHalf; };
@@ -152,7 +162,26 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const size_t n = schema.arguments().size(), first = stack->size() - n;
   if (!touches_complex32(*stack, n)) return false;
   std::vector<c10::IValue> args(stack->begin() + first, stack->end());
+  const at::Tensor original_self = args[0].isTensor() ? args[0].toTensor() : at::Tensor();
   const bool in_chalf = computes_in_chalf(args);
+  auto index_of = [&](const char* name) { return schema.argumentIndexWithName(name); };
+  // index_put accumulating: the CPU rounds after each element it adds,
+  // which a complex64 sum would not; the fallback keeps its result.
+  if (const auto acc = index_of("accumulate"); acc && args[*acc].isBool() && args[*acc].toBool()) return false;
+  // Boolean masks become the long indices of their nonzero elements, as
+  // ATen expands them: meta twins cannot tell a mask's count.
+  if (const auto ix = index_of("indices"); ix && args[*ix].isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> expanded;
+    for (const std::optional<at::Tensor>& t : args[*ix].toOptionalTensorList()) {
+      if (t && t->defined() && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte)) {
+        const at::Tensor nonzero = t->nonzero();
+        for (int64_t j = 0; j < t->dim(); j++) expanded.push_back(nonzero.select(1, j));
+      } else {
+        expanded.push_back(t);
+      }
+    }
+    args[*ix] = expanded;
+  }
 
   // The result dtypes (and whether the op accepts these arguments at all:
   // if not, the fallback raises the CPU's error).
@@ -210,7 +239,6 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
       return t.to(widened(d));
     });
   }
-  auto index_of = [&](const char* name) { return schema.argumentIndexWithName(name); };
   if (in_chalf && rule->second == Rounding::AlphaProduct) {
     const auto a = index_of("alpha"), o = index_of("other");
     // (add.Scalar's other is a number: it decomposes into add.Tensor first).
@@ -221,10 +249,26 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
   }
 
-  // sgn and addcmul are computed here (their complex64 kernels round
-  // elsewhere); the others run the op itself on the widened arguments.
+  // var, std, sgn and addcmul are computed here (their complex64 kernels
+  // round elsewhere); the others run the op itself on the widened arguments.
   std::optional<at::Tensor> direct;
-  if (rule->second == Rounding::Sgn) {
+  if ((rule->second == Rounding::Var || rule->second == Rounding::Std) && original_self.dim() > 0) {
+    // var(self, unbiased) / var.dim / var.correction and their out= forms
+    const at::Tensor& z = original_self;
+    const at::Tensor planes = at::view_as_real(z.resolve_conj().resolve_neg());
+    const auto d = index_of("dim"), c = index_of("correction"), u = index_of("unbiased"), k = index_of("keepdim");
+    std::vector<int64_t> dims;
+    if (d && args[*d].isIntList())
+      for (int64_t x : args[*d].toIntVector()) dims.push_back(c10::maybe_wrap_dim(x, z.dim()));
+    if (dims.empty())  // none or all: every complex dim, never the planes'
+      for (int64_t x = 0; x < z.dim(); x++) dims.push_back(x);
+    std::optional<c10::Scalar> correction;
+    if (c && !args[*c].isNone()) correction = args[*c].toScalar();
+    if (u && args[*u].isBool()) correction = c10::Scalar(args[*u].toBool() ? 1 : 0);
+    const bool keepdim = k && args[*k].toBool();
+    at::Tensor v = at::var(planes, dims, correction, keepdim).sum(-1);
+    direct = rule->second == Rounding::Std ? v.sqrt() : v;
+  } else if (rule->second == Rounding::Sgn) {
     const at::Tensor z = args[0].toTensor();
     const at::Tensor m = z.abs();
     direct = at::where(m.eq(0), at::zeros_like(z), z / at::complex(m, at::zeros_like(m)));
@@ -237,11 +281,11 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   stack->resize(first);
   if (direct) {
     at::Tensor r = *direct;
-    const at::Tensor target = written.empty() ? at::Tensor() : written.back().stand_in;
-    if (target.defined()) {
-      if (written.back().resize) at::native::resize_output(target, r.sizes());
-      const_cast<at::Tensor&>(target).copy_(r);
-      r = target;
+    if (!written.empty()) {  // in place or out=: into the stand-in
+      Written& w = written.back();
+      if (w.resize) at::native::resize_output(w.stand_in, r.sizes());
+      w.stand_in.copy_(r);
+      r = w.stand_in;
     }
     stack->push_back(r);
   } else {
@@ -251,9 +295,9 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
   // Written arguments take their values back; the other results narrow to
   // the dtypes the op gives for the original arguments.
-  for (const Written& w : written) {
+  for (Written& w : written) {
     if (w.resize) at::native::resize_output(w.original, w.stand_in.sizes());
-    const_cast<at::Tensor&>(w.original).copy_(w.stand_in);
+    w.original.copy_(w.stand_in);
   }
   const size_t r = schema.returns().size(), results = stack->size() - r;
   for (size_t k = 0; k < r; k++) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 
 namespace torchneuron {
@@ -14,5 +15,10 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
 // True if one of the top num_args stack values is a complex32 neuron tensor
 // (or a list holding one), or a float16 one meets a complex number.
 bool touches_complex32(const torch::jit::Stack& stack, size_t num_args);
+
+// The CPU's NotImplementedError if t is complex32, for a kernel that could
+// move complex32 bytes but that the CPU does not have for complex32
+// (kernel: the name the CPU's message gives).
+void refuse_complex32(const at::Tensor& t, const char* kernel);
 
 }  // namespace torchneuron

@@ -6,6 +6,7 @@
 #include <c10/util/MathConstants.h>
 #include <torch/library.h>
 
+#include "complex32.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
 
@@ -62,8 +63,7 @@ at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::
 // angle is atan2 of its imaginary and real planes (view_as_real).
 at::Tensor angle(const at::Tensor& self) {
   NEURON_TRACK_OP("aten::angle");
-  // the CPU's error: it has no complex32 angle kernel
-  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kComplexHalf, "\"angle_cpu\" not implemented for 'ComplexHalf'");
+  refuse_complex32(self, "angle_cpu");
   if (self.is_complex()) {
     const at::Tensor planes = at::view_as_real(self.resolve_conj().resolve_neg());
     return at::atan2(planes.select(-1, 1), planes.select(-1, 0));

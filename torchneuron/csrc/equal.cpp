@@ -5,6 +5,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "complex32.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
 
@@ -13,6 +14,7 @@ namespace {
 
 bool equal(const at::Tensor& self, const at::Tensor& other) {
   NEURON_TRACK_OP("aten::equal");
+  refuse_complex32(self, "equal_notnan_cpu");
   TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ",
               self.device(), " and ", other.device());
   if (self.sizes() != other.sizes()) return false;

@@ -34,6 +34,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "complex32.h"
 #include "complex_index.h"
 #include "fallback.h"
 #include "index_error.h"
@@ -193,6 +194,7 @@ void gather_into(const at::Tensor& self, int64_t dim, const at::Tensor& index, c
 
 at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
   NEURON_TRACK_OP("aten::gather");
+  refuse_complex32(self, "scatter_gather_tensor_cpu");
   c10::DeviceGuard guard(self.device());
   NeuronMeta<at::meta::structured_gather> meta;
   meta.meta(self, dim, index, sparse_grad);
@@ -203,6 +205,7 @@ at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, 
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                        at::Tensor& out) {
   NEURON_TRACK_OP("aten::gather.out");
+  refuse_complex32(self, "scatter_gather_tensor_cpu");
   c10::DeviceGuard guard(self.device());
   NeuronMeta<at::meta::structured_gather> meta(out);
   meta.meta(self, dim, index, sparse_grad);

@@ -21,6 +21,7 @@
 #include <map>
 #include <vector>
 
+#include "complex32.h"
 #include "complex_index.h"
 #include "op_tracking.h"
 #include "shape_common.h"
@@ -97,6 +98,7 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
 // backwards (negative strides).
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   NEURON_TRACK_OP("aten::flip");
+  refuse_complex32(self, "flip_cpu");
   auto flipped = at::dim_list_to_bitset(dims, self.dim());
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Preserve);
   if (self.numel() == 0) return out;
@@ -327,6 +329,7 @@ void complex_linspace(const at::Scalar& start, const at::Scalar& end, int64_t st
 at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps,
                          at::Tensor& out) {
   NEURON_TRACK_OP("aten::linspace.out");
+  refuse_complex32(out, "linspace_cpu");
   TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 1) return out.fill_(start);
@@ -377,6 +380,7 @@ at::Tensor& logspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
 // The identity: zeros, then ones along the diagonal view.
 at::Tensor& eye_m_out(int64_t n, int64_t m, at::Tensor& out) {
   NEURON_TRACK_OP("aten::eye.m_out");
+  refuse_complex32(out, "eye");
   TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
   out.resize_({n, m});
