@@ -45,7 +45,7 @@
 /* ... for float32 kernels: a chunk (1 MiB) that stays in L2 (2 MiB here) with the A blocks.
  * Against 2 MiB, on one thread (2048x256)^T @ 2048x256 +8%, (2048x1024)^T @ 2048x256 +8%;
  * 512 KiB gained 3% more on one thread but lost up to 10% on two ((2048x128)^T @
- * 2048x512: more chunks, each ending with the threads waiting for each other). */
+ * 2048x512: 8 chunks, each a packing and a unit phase that end in a wait for both threads). */
 #define SHARED_B_CHUNK_F32 (1 << 18)
 #define A_IN_PLACE_PANELS 16      /* B's column panels, at most, for A read in place (a_in_place) */
 #define UNITS_TARGET 24           /* units per product with shared B (any thread count) */
