@@ -23,7 +23,8 @@ CAUSES: list[tuple[str, str]] = [
     (r"process died", "the process crashed"),
     (r"Tensor-likes are not (close|equal)|Scalars are not (close|equal)",
      "a result differs from the expected value"),
-    (r"did not raise|not raised|Regex pattern did not match|Regex didn't match",
+    # assertRaisesRegex words a mismatch '"<pattern>" does not match "<message>"'.
+    (r"did not raise|not raised|Regex pattern did not match|Regex didn't match|\" does not match \"",
      "an error is missing or worded differently"),
     (r"warning", "a warning is missing or different"),
 ]
