@@ -1,0 +1,115 @@
+"""Neuron-only failures of PyTorch's own test_reductions.py and
+test_tensor_creation_ops.py (docs/conformance.md, "Upstream record, second
+set"), each checked here against the CPU: the same exception type and the
+same wording for bad input, the same values for good input, no fallback.
+"""
+
+import pytest
+import torch
+
+import torchneuron
+
+DEV = "neuron"
+INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    torchneuron.clear_op_tracking()
+    yield
+    assert torchneuron.get_fallback_ops() == {}
+
+
+def raised(fn, device):
+    """(exception type, message) that fn(device) raises, or None."""
+    try:
+        fn(device)
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        return type(e), str(e).splitlines()[0]
+    return None
+
+
+def assert_raises_like_cpu(fn):
+    expected = raised(fn, "cpu")
+    assert expected is not None, "the CPU accepts this input"
+    assert raised(fn, DEV) == expected
+
+
+# ---- histc: an integer input is told about a bad range first ------------------------
+# test_reductions.py::test_histc_min_max_errors_*_int*: the CPU checks the
+# range before it finds that histc has no integer kernel.
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_histc_integer_input_with_min_above_max_reports_the_range(dtype):
+    assert_raises_like_cpu(lambda d: torch.histc(torch.tensor([1, 2, 3], dtype=dtype, device=d),
+                                                 bins=4, min=5, max=1))
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES + [torch.bool])
+@pytest.mark.parametrize("shape", [(3,), (0,), (2, 3)])
+def test_histc_integer_input_with_a_good_range_raises_like_cpu(dtype, shape):
+    # An integer input is refused after the range checks: first for bin edges
+    # its dtype cannot hold (the CPU writes them into a tensor of the input's
+    # dtype; min == max on a zero-size input widens to [-1, 1], which uint8
+    # cannot hold), then for the missing integer kernel. bool has no linspace.
+    x = torch.arange(6)[: torch.Size(shape).numel()].reshape(shape).to(dtype)
+    ranges = [(0, 3), (0, 0), (-1, 3), (-0.5, 0.2), (0, 300), (0, 1e5), (-200, 3),
+              (0, 3e9), (0, 1e19), (-1e19, 0)]
+    for lo, hi in ranges:
+        assert_raises_like_cpu(lambda d: torch.histc(x.to(d), bins=4, min=lo, max=hi))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_histc_float_input_with_a_wide_range_matches_cpu(dtype):
+    x = torch.tensor([-150.0, 0.0, 250.0, 1e4], dtype=dtype)
+    for lo, hi in ((0, 300), (-200, 3), (0, 1e5), (0, 3e9)):
+        assert torch.equal(torch.histc(x.to(DEV), bins=4, min=lo, max=hi).cpu(),
+                           torch.histc(x, bins=4, min=lo, max=hi))
+
+
+def test_histc_float16_input_with_edges_float16_cannot_hold_raises_like_cpu():
+    x = torch.tensor([-150.0, 0.0, 250.0], dtype=torch.float16)
+    for lo, hi in ((0, 1e5), (-7e4, 0), (0, 3e9)):
+        assert_raises_like_cpu(lambda d: torch.histc(x.to(d), bins=4, min=lo, max=hi))
+    assert torch.equal(torch.histc(x.to(DEV), bins=4, min=-200, max=6e4).cpu(),
+                       torch.histc(x, bins=4, min=-200, max=6e4))
+
+
+def test_histc_float_input_with_min_above_max_still_raises_like_cpu():
+    assert_raises_like_cpu(lambda d: torch.histc(torch.ones(3, device=d), bins=4, min=5, max=1))
+    x = torch.tensor([0.5, 1.5, 2.5, 0.25])
+    assert torch.equal(torch.histc(x.to(DEV), bins=3, min=0, max=3).cpu(), torch.histc(x, bins=3, min=0, max=3))
+
+
+# ---- mode with out= of the wrong dtype ----------------------------------------------
+# test_reductions.py::test_mode_wrong_dtype: the CPU's wording, "expected
+# scalar type X but got Y for values/indices".
+
+@pytest.mark.parametrize("x_ty, v_ty, i_ty", [
+    (torch.uint8, torch.int8, torch.long),
+    (torch.int8, torch.int16, torch.long),
+    (torch.int32, torch.float32, torch.long),
+    (torch.float32, torch.float64, torch.long),
+    (torch.uint8, torch.uint8, torch.int8),
+    (torch.int32, torch.int32, torch.float32),
+    (torch.float32, torch.float32, torch.float64),
+    (torch.float32, torch.float64, torch.int32),  # both wrong: values is checked first
+])
+def test_mode_out_of_the_wrong_dtype_raises_like_cpu(x_ty, v_ty, i_ty):
+    def call(d):
+        x = torch.ones(10, device=d, dtype=x_ty)
+        torch.mode(x, -1, True, out=(torch.ones(10, device=d, dtype=v_ty), torch.ones(10, device=d, dtype=i_ty)))
+
+    assert_raises_like_cpu(call)
+
+
+@pytest.mark.parametrize("shape, dim", [((7,), 0), ((4, 6), 1), ((4, 6), 0), ((3, 0, 2), 2)])
+def test_mode_out_of_the_right_dtype_matches_cpu(shape, dim):
+    x = torch.randint(0, 3, shape, generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+    values, indices = torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.long)
+    torch.mode(x, dim, False, out=(values, indices))
+    v_dev = torch.empty(0, dtype=torch.int32, device=DEV)
+    i_dev = torch.empty(0, dtype=torch.long, device=DEV)
+    torch.mode(x.to(DEV), dim, False, out=(v_dev, i_dev))
+    assert torch.equal(v_dev.cpu(), values)
+    assert torch.equal(i_dev.cpu(), indices)
