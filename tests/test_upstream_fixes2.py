@@ -113,3 +113,44 @@ def test_mode_out_of_the_right_dtype_matches_cpu(shape, dim):
     torch.mode(x.to(DEV), dim, False, out=(v_dev, i_dev))
     assert torch.equal(v_dev.cpu(), values)
     assert torch.equal(i_dev.cpu(), indices)
+
+
+# ---- complex mean of non-finite values ----------------------------------------------
+# test_reductions.py::test_ref_extremal_values_mean_*_complex64: the CPU (and
+# NumPy) divide the complex sum by the count as complex numbers, so an
+# infinite or NaN part makes the other part NaN; the planes' own means did not.
+
+INF, NAN = float("inf"), float("nan")
+EXTREMALS = [0, 1, complex(INF, 0), complex(-INF, 0), complex(NAN, 0), complex(0, INF),
+             complex(0, -INF), complex(INF, INF), complex(INF, -INF), complex(-0.0, -0.0)]
+
+
+def assert_complex_like_cpu(got, expected):
+    assert got.device.type == DEV and got.dtype == expected.dtype and got.shape == expected.shape
+    # NaN in the same places of each part, the rest within rounding
+    torch.testing.assert_close(torch.view_as_real(got.cpu()), torch.view_as_real(expected), equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("extremal", EXTREMALS)
+def test_complex_mean_with_an_extremal_value_matches_cpu(dtype, extremal):
+    t = torch.tensor([1 + 2j, 3 - 1j, 0, -0.5 + 0.5j, 2 + 0j], dtype=dtype)
+    t[2] = extremal
+    assert_complex_like_cpu(t.to(DEV).mean(), t.mean())
+    assert_complex_like_cpu(torch.mean(t.to(DEV), 0, keepdim=True), torch.mean(t, 0, keepdim=True))
+    out = torch.empty(0, dtype=dtype, device=DEV)
+    torch.mean(t.to(DEV), 0, out=out)
+    assert_complex_like_cpu(out, torch.mean(t, 0))
+
+
+@pytest.mark.parametrize("shape, dim", [((4, 5), 1), ((4, 5), 0), ((3, 4, 2), (0, 2)), ((0, 3), 0),
+                                        ((0, 3), 1), ((), None)])
+def test_complex_mean_over_dims_with_extremal_values_matches_cpu(shape, dim):
+    g = torch.Generator().manual_seed(1)
+    t = torch.randn(shape, dtype=torch.complex64, generator=g)
+    flat = t.view(-1)
+    for i, v in zip(range(0, flat.numel(), 3), EXTREMALS[2:]):
+        flat[i] = v
+    dims = () if dim is None else dim
+    assert_complex_like_cpu(torch.mean(t.to(DEV), dims), torch.mean(t, dims))
+    assert_complex_like_cpu(torch.mean(t.to(DEV).conj(), dims), torch.mean(t.conj(), dims))

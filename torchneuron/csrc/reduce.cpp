@@ -173,7 +173,13 @@ at::Tensor complex_reduce(const at::Tensor& self, OptionalIntArrayRef dim, bool 
     if (self.dim() == 0) return at::view_as_complex(planes.clone());
     for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
   }
-  return at::view_as_complex(mean ? at::mean(planes, dims, keepdim) : at::sum(planes, dims, keepdim));
+  if (!mean) return at::view_as_complex(at::sum(planes, dims, keepdim));
+  // The CPU divides the complex sum by the count as complex numbers,
+  // (a + bi) / (n + 0i) = (a + b*0) / n + (b - a*0) / n i (c10::complex,
+  // NumPy's division): an infinite or NaN part makes the other part NaN.
+  at::Tensor m = at::mean(planes, dims, keepdim);
+  at::Tensor re = m.select(-1, 0), im = m.select(-1, 1);
+  return at::view_as_complex(at::stack({re + im.mul(0), im - re.mul(0)}, -1));
 }
 
 at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
