@@ -14,6 +14,10 @@ import re
 
 # (pattern on the failure message, cause). Order matters: first match wins.
 CAUSES: list[tuple[str, str]] = [
+    # A test file newer (or from a fork) than the installed torch: before the
+    # dtype rules, since the missing name is often a dtype (torch.bcomplex32).
+    (r"module 'torch(\.\w+)*' has no attribute|cannot import name '\w+' from 'torch",
+     "the test uses a name this torch does not have (test file and torch versions differ)"),
     (r"complex(32|64|128)?|ComplexFloat|ComplexDouble|ComplexHalf",
      "complex dtypes are not supported on neuron yet"),
     (r"\buint(16|32|64)\b|UInt(16|32|64)",
