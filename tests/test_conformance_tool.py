@@ -147,6 +147,11 @@ def test_causes_group_across_dtypes_and_shapes():
     assert cause_of("failed", 'AssertionError: "max must be larger than min" does not match '
                               '"\\"histogram_cpu\\" not implemented for \'Int\'"' + repro) == \
         "an error is missing or worded differently"
+    # a complex value that differs is a value difference (the message prints
+    # the input, dtype=torch.complex128)
+    assert cause_of("failed", "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 4 / 81\n"
+                              "Input lhs tensor was tensor([inf+infj], dtype=torch.complex128)" + repro) == \
+        "a result differs from the expected value"
     # a test file from a newer torch (or a fork) names a dtype this torch lacks:
     # a version difference, not a complex failure
     assert cause_of("failed", "AttributeError: module 'torch' has no attribute 'bcomplex32'" + repro) == \
