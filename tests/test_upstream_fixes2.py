@@ -154,3 +154,35 @@ def test_complex_mean_over_dims_with_extremal_values_matches_cpu(shape, dim):
     dims = () if dim is None else dim
     assert_complex_like_cpu(torch.mean(t.to(DEV), dims), torch.mean(t, dims))
     assert_complex_like_cpu(torch.mean(t.to(DEV).conj(), dims), torch.mean(t.conj(), dims))
+
+
+# ---- all/any of a complex input with out= -------------------------------------------
+# test_reductions.py::test_all_any_vs_numpy_*_complex*: an out of a dtype the
+# CPU refuses went through the CPU fallback to raise; now it is refused
+# natively. A uint8 out, which the CPU fills from self cast to uint8 (the
+# truncated real part), still goes there, counted.
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("out_dtype", [torch.bool, torch.uint8, torch.float32, torch.int64, torch.complex64])
+@pytest.mark.parametrize("op, kwargs", [
+    (torch.all, {}), (torch.any, {}), (torch.all, {"dim": 1}), (torch.any, {"dim": 0, "keepdim": True}),
+    (torch.all, {"dim": (0, 1)}), (torch.any, {"dim": (1,)}),
+])
+def test_complex_all_any_out_matches_cpu(dtype, out_dtype, op, kwargs):
+    x = torch.tensor([[0, 1j, 2], [0, 0, 0], [1, 1 + 1j, -1j]], dtype=dtype)
+
+    def call(d):
+        out = torch.empty(0, dtype=out_dtype, device=d)
+        return op(x.to(d), **kwargs, out=out), out
+
+    if out_dtype in (torch.bool, torch.uint8):
+        expected, _ = call("cpu")
+        got, out = call(DEV)
+        assert got is out and out.dtype == expected.dtype
+        assert torch.equal(out.cpu(), expected)
+        if out_dtype == torch.uint8:  # the one counted fallback, of this op's out= form
+            ops = torchneuron.get_fallback_ops()
+            assert len(ops) == 1 and next(iter(ops)).startswith(f"aten::{op.__name__}.")
+            torchneuron.clear_op_tracking()
+    else:
+        assert_raises_like_cpu(call)

@@ -1083,8 +1083,17 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
 }
 
 // all/any's out= forms of a complex self: z != 0 reduced, into a bool out.
+// The CPU also takes a uint8 out, and then reduces self cast to uint8 (its
+// real part, truncated: all([1, -1j]) is 0); that out is left to the
+// fallback, which does just that. An out of any other dtype on the device is
+// refused here in the CPU's words.
 template <class Reduce>
-std::optional<at::Tensor> complex_nonzero_into(const at::Tensor& self, at::Tensor& out, Reduce reduce) {
+std::optional<at::Tensor> complex_nonzero_into(const char* name, const at::Tensor& self, at::Tensor& out,
+                                               Reduce reduce) {
+  if (self.defined() && self.is_complex() && out.defined() && out.device() == self.device()) {
+    TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, name,
+                " only supports bool tensor for result, got: ", out.scalar_type());
+  }
   return complex_into_out(self, at::kBool, out, [&]() -> std::optional<at::Tensor> {
     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
     if (!nz) return std::nullopt;
@@ -1250,7 +1259,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                         }));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", complex_first("any.all_out", any_all_out, [](const at::Tensor& self, at::Tensor& out) {
-           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.any(); });
+           return complex_nonzero_into("any", self, out, [](const at::Tensor& nz) { return nz.any(); });
          }));
   m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
@@ -1258,7 +1267,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
          }));
   m.impl("any.out", complex_first("any.out", any_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-                                    return complex_nonzero_into(self, out,
+                                    return complex_nonzero_into("any", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.any(dim, keepdim); });
                                   }));
   m.impl("any.dims", complex_first("any.dims", any_dims,
@@ -1269,7 +1278,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("any.dims_out", complex_first("any.dims_out", any_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
-                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                         return complex_nonzero_into("any", self, out, [&](const at::Tensor& nz) {
                                            return at::any(nz, dim, keepdim);
                                          });
                                        }));
@@ -1278,7 +1287,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
            return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
          }));
   m.impl("all.all_out", complex_first("all.all_out", all_all_out, [](const at::Tensor& self, at::Tensor& out) {
-           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.all(); });
+           return complex_nonzero_into("all", self, out, [](const at::Tensor& nz) { return nz.all(); });
          }));
   m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
@@ -1286,7 +1295,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
          }));
   m.impl("all.out", complex_first("all.out", all_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-                                    return complex_nonzero_into(self, out,
+                                    return complex_nonzero_into("all", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.all(dim, keepdim); });
                                   }));
   m.impl("all.dims", complex_first("all.dims", all_dims,
@@ -1297,7 +1306,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("all.dims_out", complex_first("all.dims_out", all_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
-                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                         return complex_nonzero_into("all", self, out, [&](const at::Tensor& nz) {
                                            return at::all(nz, dim, keepdim);
                                          });
                                        }));
