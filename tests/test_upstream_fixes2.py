@@ -186,3 +186,28 @@ def test_complex_all_any_out_matches_cpu(dtype, out_dtype, op, kwargs):
             torchneuron.clear_op_tracking()
     else:
         assert_raises_like_cpu(call)
+
+
+# ---- var/std of a complex input into an out of its own dtype --------------------------
+# test_reductions.py::test_var_vs_numpy / test_std_vs_numpy (complex, use_out):
+# the CPU writes the real variance into a complex out (imaginary part 0; for
+# std the complex square root, so a NaN variance is nan+nanj); this went
+# through the CPU fallback.
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("op", [torch.var, torch.std])
+@pytest.mark.parametrize("values", ["randn", "one_row", "inf", "nan", "empty"])
+@pytest.mark.parametrize("kwargs", [{"dim": 0, "correction": 1, "keepdim": False},
+                                    {"dim": None, "correction": 0, "keepdim": True},
+                                    {"dim": 1, "correction": 1, "keepdim": True}])
+def test_complex_var_std_into_a_complex_out_matches_cpu(dtype, op, values, kwargs):
+    x = {"randn": lambda: torch.randn(20, 20, dtype=dtype, generator=torch.Generator().manual_seed(2)),
+         "one_row": lambda: torch.tensor([[1 + 2j, -1j, 3]], dtype=dtype),
+         "inf": lambda: torch.tensor([[1 + 1j, complex(INF, 0)], [2, 3]], dtype=dtype),
+         "nan": lambda: torch.tensor([[1 + 1j, complex(NAN, 1)], [2, 3]], dtype=dtype),
+         "empty": lambda: torch.zeros(0, 3, dtype=dtype)}[values]()
+    expected = torch.empty(0, dtype=dtype)
+    op(x, **kwargs, out=expected)
+    out = torch.empty(0, dtype=dtype, device=DEV)
+    assert op(x.to(DEV), **kwargs, out=out) is out
+    assert_complex_like_cpu(out, expected)

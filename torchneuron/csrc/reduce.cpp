@@ -1101,6 +1101,31 @@ std::optional<at::Tensor> complex_nonzero_into(const char* name, const at::Tenso
   });
 }
 
+// var/std out= of a complex self: a real out takes the real variance as the
+// functional form computes it (complex_into_out); an out of self's own
+// complex dtype takes it as the CPU writes it there, the real variance with
+// imaginary part 0, and for std the complex square root of that (so a NaN
+// variance gives nan+nanj, as csqrt does). Other outs go to the fallback.
+std::optional<at::Tensor> complex_var_into(const at::Tensor& self, OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim,
+                                           at::Tensor& out, bool take_sqrt) {
+  if (self.defined() && self.is_complex() && out.defined() && out.scalar_type() == self.scalar_type() &&
+      out.device() == self.device() && !out.is_conj() && !out.is_neg()) {
+    std::optional<at::Tensor> v = try_native_complex_var(self, dim, correction, keepdim, false);
+    if (!v) return std::nullopt;
+    c10::DeviceGuard guard(out.device());
+    at::native::resize_output(out, v->sizes());
+    if (out.numel() > 0) {
+      out.copy_(*v);
+      if (take_sqrt) out.sqrt_();
+    }
+    return out;
+  }
+  return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
+    return try_native_complex_var(self, dim, correction, keepdim, take_sqrt);
+  });
+}
+
 }  // namespace
 
 
@@ -1189,9 +1214,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
                                                 const std::optional<at::Scalar>& correction, bool keepdim,
                                                 at::Tensor& out) {
-                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
-                                                 return try_native_complex_var(self, dim, correction, keepdim, false);
-                                               });
+                                               return complex_var_into(self, dim, correction, keepdim, out, false);
                                              }));
   m.impl("std.correction", complex_first("std.correction", std_correction,
                                          [](const at::Tensor& self, OptionalIntArrayRef dim,
@@ -1202,9 +1225,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
                                                 const std::optional<at::Scalar>& correction, bool keepdim,
                                                 at::Tensor& out) {
-                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
-                                                 return try_native_complex_var(self, dim, correction, keepdim, true);
-                                               });
+                                               return complex_var_into(self, dim, correction, keepdim, out, true);
                                              }));
   m.impl("var_mean.correction", complex_first("var_mean.correction", var_mean_correction,
                                               [](const at::Tensor& self, OptionalIntArrayRef dim,
