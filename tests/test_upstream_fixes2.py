@@ -211,3 +211,64 @@ def test_complex_var_std_into_a_complex_out_matches_cpu(dtype, op, values, kwarg
     out = torch.empty(0, dtype=dtype, device=DEV)
     assert op(x.to(DEV), **kwargs, out=out) is out
     assert_complex_like_cpu(out, expected)
+
+
+# ---- random fills of tensors with more dims than the runtime takes ------------------
+# test_reductions.py::test_dim_ndim_limit_*: make_tensor([1] * 65) fills with
+# uniform_, which went through the CPU fallback past NRT_MAX_DIMS (25). A
+# random op's element i reads counters by its logical row-major index, so
+# the output with its size-1 dims dropped and like-stepping dims merged draws
+# the same values.
+
+MANY_DIM_SHAPES = [[1] * 65, [2] + [1] * 30 + [3], [2, 3] + [1] * 40 + [4]]
+FILLS = {
+    "uniform_": lambda t, g: t.uniform_(-2, 3, generator=g),
+    "normal_": lambda t, g: t.normal_(1.0, 2.0, generator=g),
+    "bernoulli_": lambda t, g: t.bernoulli_(0.3, generator=g),
+    "exponential_": lambda t, g: t.exponential_(2.0, generator=g),
+    "random_": lambda t, g: t.random_(0, 10, generator=g),
+    "log_normal_": lambda t, g: t.log_normal_(generator=g),
+    "cauchy_": lambda t, g: t.cauchy_(generator=g),
+    "geometric_": lambda t, g: t.geometric_(0.4, generator=g),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILLS))
+@pytest.mark.parametrize("shape", MANY_DIM_SHAPES, ids=lambda s: f"{len(s)}d")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_random_fill_past_the_runtime_dims_is_native_and_draws_the_flat_values(name, shape, dtype):
+    g = torch.Generator(device=DEV)
+    x = torch.empty(shape, dtype=dtype, device=DEV)
+    flat = torch.empty(x.numel(), dtype=dtype, device=DEV)
+    g.manual_seed(11)
+    FILLS[name](x, g)
+    g.manual_seed(11)
+    FILLS[name](flat, g)
+    assert x.shape == torch.Size(shape)
+    assert torch.equal(x.cpu().reshape(-1), flat.cpu())
+
+
+def test_random_fill_of_a_non_contiguous_many_dim_view_matches_a_contiguous_one():
+    g = torch.Generator(device=DEV)
+    x = torch.empty([2] + [1] * 28 + [3, 4], device=DEV).transpose(0, -1)  # 31 dims, 3 after merging
+    same = torch.empty(x.shape, device=DEV)
+    g.manual_seed(5)
+    x.uniform_(generator=g)
+    g.manual_seed(5)
+    same.uniform_(generator=g)
+    assert torch.equal(x.cpu(), same.cpu())
+
+
+def test_make_tensor_of_65_dims_is_native():
+    t = torch.testing.make_tensor([1] * 65, dtype=torch.float, device=DEV, low=-1, high=1)
+    assert t.shape == torch.Size([1] * 65) and -1 <= t.item() < 1
+
+
+def test_random_fill_of_unmergeable_dims_still_falls_back_counted():
+    # 26 dims of size 2 that do not merge: past the runtime, the counted fallback
+    x = torch.zeros([2] * 26, dtype=torch.int8, device=DEV).permute([d ^ 1 for d in range(26)])
+    x.random_(0, 2)
+    assert torchneuron.get_fallback_ops() == {"aten::random_.from": 1}
+    torchneuron.clear_op_tracking()
+    values = x.cpu()
+    assert values.min() == 0 and values.max() == 1
