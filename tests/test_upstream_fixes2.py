@@ -272,3 +272,38 @@ def test_random_fill_of_unmergeable_dims_still_falls_back_counted():
     torchneuron.clear_op_tracking()
     values = x.cpu()
     assert values.min() == 0 and values.max() == 1
+
+
+# ---- torch.polar's dtype errors -------------------------------------------------------
+# test_tensor_creation_ops.py::test_torch_complex_same_dtype_error /
+# test_torch_complex_out_dtype_error: polar.out raised the CPU's errors by
+# running through the CPU fallback; now natively, as complex.out does.
+
+@pytest.mark.parametrize("op", [torch.complex, torch.polar])
+@pytest.mark.parametrize("abs_dtype, angle_dtype, out_dtype", [
+    (torch.float32, torch.float64, None), (torch.float64, torch.float32, None),
+    (torch.float32, torch.int64, None), (torch.int32, torch.float32, None),
+    (torch.bfloat16, torch.bfloat16, None),
+    (torch.float32, torch.float32, torch.float32), (torch.float64, torch.float64, torch.float64),
+    (torch.float32, torch.float32, torch.complex128), (torch.float64, torch.float64, torch.complex64),
+    (torch.float32, torch.float64, torch.float32),  # both wrong: the second argument is checked first
+])
+def test_complex_and_polar_dtype_errors_like_cpu(op, abs_dtype, angle_dtype, out_dtype):
+    def call(d):
+        a = torch.tensor([1, 2], dtype=abs_dtype, device=d)
+        b = torch.tensor([3, 4], dtype=angle_dtype, device=d)
+        if out_dtype is None:
+            return op(a, b)
+        return op(a, b, out=torch.zeros(2, dtype=out_dtype, device=d))
+
+    assert_raises_like_cpu(call)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polar_out_still_matches_cpu(dtype):
+    a = torch.tensor([1.0, 2.0, 0.5], dtype=dtype)
+    b = torch.tensor([0.0, 1.0, -2.5], dtype=dtype)
+    expected = torch.polar(a, b)
+    out = torch.empty(0, dtype=expected.dtype, device=DEV)
+    assert torch.polar(a.to(DEV), b.to(DEV), out=out) is out
+    torch.testing.assert_close(out.cpu(), expected)
