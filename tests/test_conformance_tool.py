@@ -91,6 +91,9 @@ def test_report_of_a_generic_file(tmp_path, capsys):
     # test_a x2 dtypes, test_f (resumed after the crash), test_g, test_i, test_j.
     assert counts["passed"] == 6, counts
     assert counts["failed on CPU too"] == 1
+    [both] = generic["failed_on_cpu_too"]
+    assert both["test"].endswith("test_b_fails_everywhere_neuron") and both["cpu"] == "failed"
+    assert both["message"] and both["cpu_message"]
     assert counts["skipped"] == 1
     assert counts["failed (ours)"] == 3
     assert "failed (no CPU twin)" not in counts
@@ -140,3 +143,17 @@ def test_causes_group_across_dtypes_and_shapes():
              "    python test/test_x.py TestXPRIVATEUSE1.test_y_neuron_complex64")
     assert cause_of("failed", "AssertionError: RuntimeError not raised" + repro) == \
         "an error is missing or worded differently"
+    # assertRaisesRegex's own wording when the error comes with other words
+    assert cause_of("failed", 'AssertionError: "max must be larger than min" does not match '
+                              '"\\"histogram_cpu\\" not implemented for \'Int\'"' + repro) == \
+        "an error is missing or worded differently"
+    # a complex value that differs is a value difference (the message prints
+    # the input, dtype=torch.complex128)
+    assert cause_of("failed", "AssertionError: Tensor-likes are not close!\n\nMismatched elements: 4 / 81\n"
+                              "Input lhs tensor was tensor([inf+infj], dtype=torch.complex128)" + repro) == \
+        "a result differs from the expected value"
+    # a test file from a newer torch (or a fork) names a dtype this torch lacks:
+    # a version difference, not a complex failure
+    assert cause_of("failed", "AttributeError: module 'torch' has no attribute 'bcomplex32'" + repro) == \
+        cause_of("failed", "ImportError: cannot import name 'foo' from 'torch.testing._creation'") == \
+        "the test uses a name this torch does not have (test file and torch versions differ)"

@@ -87,7 +87,7 @@ def test_mode_out(keepdim):
     result = torch.mode(x.to("neuron"), 1, keepdim, out=(nv, ni))
     assert result.values is nv and result.indices is ni
     assert torch.equal(nv.cpu(), values) and torch.equal(ni.cpu(), indices)
-    with pytest.raises(RuntimeError, match="expected values to have Long dtype"):
+    with pytest.raises(RuntimeError, match="expected scalar type .Long. but got .Float. for values output"):
         torch.mode(x.to("neuron"), out=(torch.empty(0, device="neuron"), ni))
-    with pytest.raises(RuntimeError, match="expected indices to have Long dtype"):
+    with pytest.raises(RuntimeError, match="expected scalar type .Long. but got .Int. for indices output"):
         torch.mode(x.to("neuron"), out=(nv, torch.empty(0, dtype=torch.int32, device="neuron")))

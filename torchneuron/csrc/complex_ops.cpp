@@ -84,6 +84,18 @@ namespace {
 
 at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
   at::ScalarType real = abs.scalar_type();
+  if (is_neuron(abs) && is_neuron(angle) && is_neuron(out)) {
+    // The CPU's dtype checks and messages (complex_check_dtype), raised here
+    // rather than by the fallback.
+    auto part = [](at::ScalarType t) { return t == at::kHalf || t == at::kFloat || t == at::kDouble; };
+    TORCH_CHECK(part(real) && part(angle.scalar_type()),
+                "Expected both inputs to be Half, Float or Double tensors but got ", real, " and ",
+                angle.scalar_type());
+    TORCH_CHECK(angle.scalar_type() == real, "Expected object of scalar type ", real, " but got scalar type ",
+                angle.scalar_type(), " for second argument");
+    TORCH_CHECK(out.scalar_type() == c10::toComplexType(real), "Expected object of scalar type ",
+                c10::toComplexType(real), " but got scalar type ", out.scalar_type(), " for argument 'out'");
+  }
   bool native = is_neuron(abs) && is_neuron(angle) && is_neuron(out) &&
                 (real == at::kFloat || real == at::kDouble) && angle.scalar_type() == real &&
                 out.scalar_type() == c10::toComplexType(real) && !out.is_conj() && !out.is_neg() &&

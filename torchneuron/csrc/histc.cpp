@@ -22,8 +22,6 @@ at::Tensor& histc_into(const at::Tensor& self, int64_t bins, const at::Scalar& m
                        at::Tensor& out) {
   c10::DeviceGuard guard(self.device());
   TORCH_CHECK(bins > 0, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) && has_runtime_dtype(self.scalar_type()),
-                              "\"histogram_cpu\" not implemented for '", toString(self.scalar_type()), "'");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histc: input tensor and hist tensor should have the ",
               "same dtype, but got input ", self.scalar_type(), " and hist ", out.scalar_type());
   check_devices("histc", self, {out});
@@ -41,6 +39,21 @@ at::Tensor& histc_into(const at::Tensor& self, int64_t bins, const at::Scalar& m
   TORCH_CHECK(std::isfinite(left) && std::isfinite(right), "torch.histc: range of [", left, ", ", right,
               "] is not finite");
   TORCH_CHECK(left < right, "torch.histc: max must be larger than min");
+  // After the range checks, as on the CPU: an integer input with min > max
+  // is told about the range first, then (the CPU writes the bin edges into a
+  // tensor of the input's dtype with linspace) about edges its dtype cannot
+  // hold (float16 too), and only then that histc has no integer kernel.
+  if (self.scalar_type() == at::kBool) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"linspace_cpu\" not implemented for 'Bool'");
+  }
+  if (at::isIntegralType(self.scalar_type(), /*includeBool=*/false) || self.scalar_type() == at::kHalf) {
+    AT_DISPATCH_INTEGRAL_TYPES_AND(at::kHalf, self.scalar_type(), "histc", [&] {
+      (void)at::Scalar(left).to<scalar_t>();
+      (void)at::Scalar(right).to<scalar_t>();
+    });
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) && has_runtime_dtype(self.scalar_type()),
+                              "\"histogram_cpu\" not implemented for '", toString(self.scalar_type()), "'");
   at::native::resize_output(out, {bins});
   nrt_op op{};
   op.code = NRT_OP_HISTC;

@@ -43,6 +43,17 @@ class RandomOp {
   RandomOp& operand(const at::Tensor& t) {
     TORCH_CHECK(t.device().type() == kNeuron, name_, ": expected a neuron tensor, got one on ",
                 t.device());
+    if (op_.num_operands == 0 && t.dim() > NRT_MAX_DIMS) {
+      // An output of more dims than the runtime takes, with its size-1 dims
+      // dropped and dims that step alike merged: the same elements in the
+      // same logical row-major order, which is what picks each element's
+      // counters, so the values are those of the unmerged tensor. (A later
+      // operand of that many dims still raises the dims limit.)
+      nrt_tensor_view unused;
+      elementwise_views(t, t, &op_.operands[0], &unused, name_);
+      op_.num_operands = 1;
+      return *this;
+    }
     op_.operands[op_.num_operands++] = to_view(t, name_);
     return *this;
   }

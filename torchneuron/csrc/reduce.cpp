@@ -173,7 +173,13 @@ at::Tensor complex_reduce(const at::Tensor& self, OptionalIntArrayRef dim, bool 
     if (self.dim() == 0) return at::view_as_complex(planes.clone());
     for (int64_t d = 0; d < self.dim(); d++) dims.push_back(d);
   }
-  return at::view_as_complex(mean ? at::mean(planes, dims, keepdim) : at::sum(planes, dims, keepdim));
+  if (!mean) return at::view_as_complex(at::sum(planes, dims, keepdim));
+  // The CPU divides the complex sum by the count as complex numbers,
+  // (a + bi) / (n + 0i) = (a + b*0) / n + (b - a*0) / n i (c10::complex,
+  // NumPy's division): an infinite or NaN part makes the other part NaN.
+  at::Tensor m = at::mean(planes, dims, keepdim);
+  at::Tensor re = m.select(-1, 0), im = m.select(-1, 1);
+  return at::view_as_complex(at::stack({re + im.mul(0), im - re.mul(0)}, -1));
 }
 
 at::Tensor sum_dim(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
@@ -1082,12 +1088,46 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
 }
 
 // all/any's out= forms of a complex self: z != 0 reduced, into a bool out.
+// The CPU also takes a uint8 out, and then reduces self cast to uint8 (its
+// real part, truncated: all([1, -1j]) is 0); that out is left to the
+// fallback, which does just that. An out of any other dtype on the device is
+// refused here in the CPU's words.
 template <class Reduce>
-std::optional<at::Tensor> complex_nonzero_into(const at::Tensor& self, at::Tensor& out, Reduce reduce) {
+std::optional<at::Tensor> complex_nonzero_into(const char* name, const at::Tensor& self, at::Tensor& out,
+                                               Reduce reduce) {
+  if (self.defined() && self.is_complex() && out.defined() && out.device() == self.device()) {
+    TORCH_CHECK(out.scalar_type() == at::kBool || out.scalar_type() == at::kByte, name,
+                " only supports bool tensor for result, got: ", out.scalar_type());
+  }
   return complex_into_out(self, at::kBool, out, [&]() -> std::optional<at::Tensor> {
     std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
     if (!nz) return std::nullopt;
     return reduce(*nz);
+  });
+}
+
+// var/std out= of a complex self: a real out takes the real variance as the
+// functional form computes it (complex_into_out); an out of self's own
+// complex dtype takes it as the CPU writes it there, the real variance with
+// imaginary part 0, and for std the complex square root of that (so a NaN
+// variance gives nan+nanj, as csqrt does). Other outs go to the fallback.
+std::optional<at::Tensor> complex_var_into(const at::Tensor& self, OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction, bool keepdim,
+                                           at::Tensor& out, bool take_sqrt) {
+  if (self.defined() && self.is_complex() && out.defined() && out.scalar_type() == self.scalar_type() &&
+      out.device() == self.device() && !out.is_conj() && !out.is_neg()) {
+    std::optional<at::Tensor> v = try_native_complex_var(self, dim, correction, keepdim, false);
+    if (!v) return std::nullopt;
+    c10::DeviceGuard guard(out.device());
+    at::native::resize_output(out, v->sizes());
+    if (out.numel() > 0) {
+      out.copy_(*v);
+      if (take_sqrt) out.sqrt_();
+    }
+    return out;
+  }
+  return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
+    return try_native_complex_var(self, dim, correction, keepdim, take_sqrt);
   });
 }
 
@@ -1179,9 +1219,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
                                                 const std::optional<at::Scalar>& correction, bool keepdim,
                                                 at::Tensor& out) {
-                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
-                                                 return try_native_complex_var(self, dim, correction, keepdim, false);
-                                               });
+                                               return complex_var_into(self, dim, correction, keepdim, out, false);
                                              }));
   m.impl("std.correction", complex_first("std.correction", std_correction,
                                          [](const at::Tensor& self, OptionalIntArrayRef dim,
@@ -1192,9 +1230,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                              [](const at::Tensor& self, OptionalIntArrayRef dim,
                                                 const std::optional<at::Scalar>& correction, bool keepdim,
                                                 at::Tensor& out) {
-                                               return complex_into_out(self, c10::toRealValueType(self.scalar_type()), out, [&] {
-                                                 return try_native_complex_var(self, dim, correction, keepdim, true);
-                                               });
+                                               return complex_var_into(self, dim, correction, keepdim, out, true);
                                              }));
   m.impl("var_mean.correction", complex_first("var_mean.correction", var_mean_correction,
                                               [](const at::Tensor& self, OptionalIntArrayRef dim,
@@ -1249,7 +1285,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                         }));
   m.impl("any", complex_first("any", any_all, try_native_complex_any));
   m.impl("any.all_out", complex_first("any.all_out", any_all_out, [](const at::Tensor& self, at::Tensor& out) {
-           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.any(); });
+           return complex_nonzero_into("any", self, out, [](const at::Tensor& nz) { return nz.any(); });
          }));
   m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
@@ -1257,7 +1293,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
          }));
   m.impl("any.out", complex_first("any.out", any_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-                                    return complex_nonzero_into(self, out,
+                                    return complex_nonzero_into("any", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.any(dim, keepdim); });
                                   }));
   m.impl("any.dims", complex_first("any.dims", any_dims,
@@ -1268,7 +1304,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("any.dims_out", complex_first("any.dims_out", any_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
-                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                         return complex_nonzero_into("any", self, out, [&](const at::Tensor& nz) {
                                            return at::any(nz, dim, keepdim);
                                          });
                                        }));
@@ -1277,7 +1313,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
            return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
          }));
   m.impl("all.all_out", complex_first("all.all_out", all_all_out, [](const at::Tensor& self, at::Tensor& out) {
-           return complex_nonzero_into(self, out, [](const at::Tensor& nz) { return nz.all(); });
+           return complex_nonzero_into("all", self, out, [](const at::Tensor& nz) { return nz.all(); });
          }));
   m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
@@ -1285,7 +1321,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
          }));
   m.impl("all.out", complex_first("all.out", all_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
-                                    return complex_nonzero_into(self, out,
+                                    return complex_nonzero_into("all", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.all(dim, keepdim); });
                                   }));
   m.impl("all.dims", complex_first("all.dims", all_dims,
@@ -1296,7 +1332,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("all.dims_out", complex_first("all.dims_out", all_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
-                                         return complex_nonzero_into(self, out, [&](const at::Tensor& nz) {
+                                         return complex_nonzero_into("all", self, out, [&](const at::Tensor& nz) {
                                            return at::all(nz, dim, keepdim);
                                          });
                                        }));

@@ -163,10 +163,12 @@ std::tuple<at::Tensor&, at::Tensor&> nanmedian_dim_out(const at::Tensor& self, i
 // rules for ties and NaN), resized as PyTorch's reductions with indices are.
 void mode_along_dim(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& values,
                     at::Tensor& indices) {
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "mode(): expected values to have ",
-              self.scalar_type(), " dtype, but got: ", values.scalar_type());
-  TORCH_CHECK(indices.scalar_type() == at::kLong,
-              "mode(): expected indices to have Long dtype, but got: ", indices.scalar_type());
+  // The CPU's wording, which upstream's test_mode_wrong_dtype matches.
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "expected scalar type '",
+              toString(self.scalar_type()), "' but got '", toString(values.scalar_type()),
+              "' for values output");
+  TORCH_CHECK(indices.scalar_type() == at::kLong, "expected scalar type 'Long' but got '",
+              toString(indices.scalar_type()), "' for indices output");
   dim = wrap_dim(dim, self);
   at::native::zero_numel_check_dims(self, dim, "mode()");
   check_device(values, self.device(), "mode()");

@@ -172,6 +172,7 @@ class FileReport:
     counts: Counter = field(default_factory=Counter)
     causes: Counter = field(default_factory=Counter)
     failures: list[dict] = field(default_factory=list)
+    failed_on_cpu_too: list[dict] = field(default_factory=list)
     fallback_ops: Counter = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -194,6 +195,10 @@ def compare(spec: str, neuron: SideRun, cpu: SideRun) -> FileReport:
             continue
         if twin is not None and twin[0] in FAILED:
             rep.counts["failed on CPU too"] += 1
+            # kept so that a record can say what failed on both (usually this
+            # torch against an older or newer test file)
+            rep.failed_on_cpu_too.append({"test": nodeid, "outcome": outcome, "message": message,
+                                          "cpu": twin[0], "cpu_message": twin[1]})
             continue
         reason = documented_exception(nodeid, message)
         if reason is not None:
@@ -253,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="pytest processes at once")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per file and device")
     ap.add_argument("--top", type=int, default=25, help="causes to list")
-    ap.add_argument("--json", type=Path, help="write every neuron-only failure here")
+    ap.add_argument("--json", type=Path,
+                    help="write every neuron-only failure, and those that fail on the CPU too, here")
     ap.add_argument("--pytest-args", default="", help="extra pytest arguments, one string")
     args = ap.parse_args(argv)
 
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([
             {"file": r.spec, "counts": dict(r.counts), "causes": dict(r.causes),
              "fallback_ops": dict(r.fallback_ops), "notes": r.notes, "failures": r.failures,
-             "seconds": round(r.seconds, 1)} for r in reports], indent=1))
+             "failed_on_cpu_too": r.failed_on_cpu_too, "seconds": round(r.seconds, 1)} for r in reports], indent=1))
     return 0
 
 
