@@ -307,3 +307,34 @@ def test_polar_out_still_matches_cpu(dtype):
     out = torch.empty(0, dtype=expected.dtype, device=DEV)
     assert torch.polar(a.to(DEV), b.to(DEV), out=out) is out
     torch.testing.assert_close(out.cpu(), expected)
+
+
+# ---- test_binary_ufuncs.py: heaviside, sub with a bool alpha, lerp's 0-d weight -----
+
+def test_heaviside_of_mixed_dtypes_raises_like_cpu():
+    assert_raises_like_cpu(lambda d: torch.heaviside(torch.tensor([1, 0, -2], device=d),
+                                                     torch.tensor([0.5], device=d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float32])
+def test_sub_with_a_bool_alpha_raises_like_cpu(dtype):
+    assert_raises_like_cpu(lambda d: torch.sub(torch.ones(3, dtype=dtype, device=d),
+                                               torch.ones(3, dtype=dtype, device=d), alpha=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("weight_dtype", [torch.float16, torch.float32, torch.float64, torch.int64])
+def test_lerp_takes_a_0d_weight_of_another_dtype_as_cpu(dtype, weight_dtype):
+    start = torch.tensor([1.0, -2.0, 3.5], dtype=dtype)
+    end = torch.tensor([0.25, 4.0, -1.0], dtype=dtype)
+    weight = torch.tensor(3 if weight_dtype == torch.int64 else 0.375, dtype=weight_dtype)
+    expected = torch.lerp(start, end, weight)
+    got = torch.lerp(start.to(DEV), end.to(DEV), weight.to(DEV))
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_lerp_with_a_1d_weight_of_another_dtype_still_raises_like_cpu():
+    assert_raises_like_cpu(lambda d: torch.lerp(torch.ones(3, dtype=torch.float64, device=d),
+                                                torch.zeros(3, dtype=torch.float64, device=d),
+                                                torch.full((3,), 0.5, device=d)))

@@ -49,6 +49,8 @@ void check_host_divisor(const PointwiseCall& call, at::ScalarType compute) {
 // sub(a, b, alpha) is add(a, b, -alpha).
 void prepare_sub(PointwiseCall& call) {
   at::native::sub_check(call.inputs[0], call.inputs[1]);
+  // the CPU's alpha_check on the alpha given (sub_check leaves no bool result)
+  TORCH_CHECK(!call.scalars[0].toScalar().isBoolean(), "Boolean alpha only supported for Boolean results.");
   call.code = NRT_OP_ADD;
   call.scalars[0] = c10::IValue(-call.scalars[0].toScalar());
 }
@@ -97,9 +99,15 @@ void check_lerp(PointwiseCall& call) {
   const at::Tensor& self = call.inputs[0];
   TORCH_CHECK(self.dtype() == call.inputs[1]->dtype(), "expected dtype ", self.dtype(),
               " for `end` but got dtype ", call.inputs[1]->dtype());
-  if (call.inputs.size() > 2)
-    TORCH_CHECK(self.dtype() == call.inputs[2]->dtype(), "expected dtype ", self.dtype(),
-                " for `weight` but got dtype ", call.inputs[2]->dtype());
+  if (call.inputs.size() < 3 || !call.inputs[2]->defined()) return;  // lerp.Scalar
+  const at::Tensor& weight = call.inputs[2];
+  if (weight.dim() == 0 && weight.dtype() != self.dtype()) {
+    // a 0-d weight of another dtype counts as a scalar, converted (the CPU's rule)
+    call.inputs[2] = weight.to(self.scalar_type());
+    return;
+  }
+  TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(), " for `weight` but got dtype ",
+              weight.dtype());
 }
 
 bool present(const PointwiseCall& call, size_t k) {
@@ -237,7 +245,7 @@ void check_softshrink(PointwiseCall& call) {
 
 void check_heaviside(PointwiseCall& call) {
   TORCH_CHECK(call.inputs[0]->dtype() == call.inputs[1]->dtype(),
-              "heaviside is not yet implemented for tensors with different dtypes");
+              "heaviside is not yet implemented for tensors with different dtypes.");
 }
 
 // ---- where, masked_fill ----------------------------------------------------
