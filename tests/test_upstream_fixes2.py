@@ -338,3 +338,39 @@ def test_lerp_with_a_1d_weight_of_another_dtype_still_raises_like_cpu():
     assert_raises_like_cpu(lambda d: torch.lerp(torch.ones(3, dtype=torch.float64, device=d),
                                                 torch.zeros(3, dtype=torch.float64, device=d),
                                                 torch.full((3,), 0.5, device=d)))
+
+
+# ---- complex operands of two dtypes, or a 0-d CPU operand ---------------------------
+# test_binary_ufuncs.py ran eq/ne of complex with real tensors, and add/mul of
+# complex tensors with 0-d CPU tensors, through the counted fallback.
+
+MIXED = [torch.bool, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32,
+         torch.float64, torch.complex64, torch.complex128]
+OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "eq": torch.eq, "ne": torch.ne}
+
+
+def _values(dtype, shape):
+    if dtype == torch.bool:
+        return torch.tensor([True, False, True, True][: max(1, torch.Size(shape).numel())]).reshape(shape)
+    base = torch.tensor([1.5 - 2j, 0.25 + 0j, -3 + 0.5j, 2 + 2j], dtype=torch.complex128)
+    base = base[: max(1, torch.Size(shape).numel())].reshape(shape)
+    if dtype.is_complex:
+        return base.to(dtype)
+    return base.real.to(dtype) if dtype.is_floating_point else base.real.round().to(dtype)
+
+
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("cdtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("other", MIXED)
+@pytest.mark.parametrize("kind", ["tensor", "0-d on the device", "0-d on the CPU"])
+def test_complex_with_another_dtype_or_a_cpu_scalar_tensor_is_native(op, cdtype, other, kind):
+    if op == "sub" and other == torch.bool:
+        pytest.skip("the CPU refuses bool subtraction")
+    a = _values(cdtype, (4,))
+    b = _values(other, (4,) if kind == "tensor" else ())
+    expected = OPS[op](a, b)
+    bd = b if kind == "0-d on the CPU" else b.to(DEV)
+    for x, y, want in ((a.to(DEV), bd, expected), (bd, a.to(DEV), OPS[op](b, a))):
+        got = OPS[op](x, y)
+        assert got.dtype == want.dtype and got.device.type == DEV
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)

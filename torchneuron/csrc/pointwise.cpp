@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -261,7 +262,8 @@ class PointwiseCore {
     const int64_t mark = complex_count_.mark();
     // complex32 computes in complex64 (the fallback's complex32 path), not
     // on float16 planes
-    if (!touches_complex32(*stack, num_args()) && try_native_complex(stack)) return complex_count_.served(mark);
+    if (!touches_complex32(*stack, num_args()) && (unify_complex_inputs(stack), try_native_complex(stack)))
+      return complex_count_.served(mark);
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
@@ -285,6 +287,43 @@ class PointwiseCore {
            (is({"abs", "abs_", "abs.out", "angle", "angle.out"}) && try_native_complex_unary_real(name_, stack)) ||
            (is({"eq.Tensor", "eq_.Tensor", "eq.Tensor_out", "ne.Tensor", "ne_.Tensor", "ne.Tensor_out"}) &&
             try_native_complex_compare(name_, stack));
+  }
+
+  // Complex arithmetic and equality whose tensors differ in dtype (complex64
+  // with float32 or complex128) or include a 0-d CPU tensor: the inputs are
+  // converted to the common dtype on the device first, as the CPU's
+  // TensorIterator casts them, so that the complex kernels (one dtype, one
+  // device) run. Only these functional overloads: they accept any mix the
+  // promotion allows (lerp, heaviside and others refuse mixed dtypes).
+  void unify_complex_inputs(torch::jit::Stack* stack) const {
+    static const char* const kOps[] = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "eq.Tensor", "ne.Tensor"};
+    if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* n) { return name_ == n; })) return;
+    c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    at::native::ResultTypeState state{};
+    std::optional<c10::Device> device;
+    bool complex = false, change = false;
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (!args[i].isTensor() || roles_[i] != Role::Input) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!t.defined()) return;
+      if (is_neuron(t)) {
+        if (device && *device != t.device()) return;
+        device = t.device();
+      } else if (!t.is_cpu() || t.dim() != 0) {
+        return;  // the CPU's device error
+      }
+      complex = complex || t.is_complex();
+      state = at::native::update_result_type_state(t, state);
+    }
+    if (!complex || !device) return;
+    const at::ScalarType common = at::native::result_type(state);
+    if (common != at::kComplexFloat && common != at::kComplexDouble) return;
+    for (size_t i = 0; i < roles_.size(); i++)
+      if (args[i].isTensor() && roles_[i] == Role::Input)
+        change = change || args[i].toTensor().scalar_type() != common || !is_neuron(args[i].toTensor());
+    if (!change) return;
+    for (size_t i = 0; i < roles_.size(); i++)
+      if (args[i].isTensor() && roles_[i] == Role::Input) args[i] = args[i].toTensor().to(*device, common);
   }
 
   // A wide unsigned (uint16/32/64) input of an op that promotes its inputs
