@@ -127,7 +127,29 @@ def test_other_ops_fall_back_with_cpu_results(dtype):
             d + d
         assert str(dev_err.value) == str(cpu_err.value)
     counted = torchneuron.get_fallback_ops()
-    assert "aten::mul.Tensor" in counted and "aten::eq.Tensor" in counted
+    assert "aten::sum" in counted and "aten::mul.Tensor" not in counted and "aten::eq.Tensor" not in counted
+
+
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_bit_ops_run_natively_on_the_same_width_signed_view(dtype):
+    """Wrapping mul, eq/ne and bitwise and/or/xor: the CPU's bits, with
+    products past the top, scalar operands past the signed range, broadcast
+    and strided operands; nothing falls back."""
+    x = _values(dtype, 4, 3)
+    flat = x.view(-1)
+    flat[2] = TOP[dtype] - 1
+    flat[3] = TOP[dtype] // 2 + 7
+    y = x.flip(0).t().contiguous().t()  # another layout
+    d, e = x.to(DEV), y.to(DEV)
+    big = TOP[dtype] // 2 + 3  # negative as the signed dtype
+    with no_fallback():
+        for f in (torch.mul, torch.eq, torch.ne, torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor):
+            assert_same(f(d, e).cpu(), f(x, y))
+            assert_same(f(d, e[:1]).cpu(), f(x, y[:1]))
+            assert_same(f(d[:, ::2], e[:, ::2]).cpu(), f(x[:, ::2], y[:, ::2]))
+            assert_same(f(d, 3).cpu(), f(x, 3))
+            assert_same(f(d, big).cpu(), f(x, big))
+            assert_same(f(d[:0], e[:0]).cpu(), f(x[:0], y[:0]))
 
 
 @pytest.mark.parametrize("dtype", UDTYPES)

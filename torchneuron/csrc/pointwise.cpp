@@ -258,7 +258,7 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
-    if (try_native_wide_unsigned(stack)) return;
+    if (try_native_wide_unsigned(stack) || try_native_wide_unsigned_bits(stack)) return;
     const int64_t mark = complex_count_.mark();
     // complex32 computes in complex64 (the fallback's complex32 path), not
     // on float16 planes
@@ -324,6 +324,39 @@ class PointwiseCore {
     if (!change) return;
     for (size_t i = 0; i < roles_.size(); i++)
       if (args[i].isTensor() && roles_[i] == Role::Input) args[i] = args[i].toTensor().to(*device, common);
+  }
+
+  // The ops the CPU defines for uint16/32/64 whose bits do not depend on
+  // signedness (wrapping mul, eq/ne, bitwise and/or/xor) run on the tensors
+  // viewed as the signed dtype of the same width: arithmetic modulo 2^n and
+  // the conversion of a scalar operand agree bit for bit. Functional calls
+  // on one such dtype only (the CPU refuses to promote them).
+  bool try_native_wide_unsigned_bits(torch::jit::Stack* stack) const {
+    static const char* const kOps[] = {"mul.Tensor", "mul.Scalar", "eq.Tensor", "eq.Scalar", "ne.Tensor",
+                                       "ne.Scalar", "bitwise_and.Tensor", "bitwise_and.Scalar",
+                                       "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_xor.Tensor",
+                                       "bitwise_xor.Scalar"};
+    if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* n) { return name_ == n; })) return false;
+    c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    std::optional<at::ScalarType> wide;
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (!args[i].isTensor()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number()) continue;  // a Python number
+      const at::ScalarType d = t.scalar_type();
+      if (roles_[i] != Role::Input || !is_neuron(t) || !(d == at::kUInt16 || d == at::kUInt32 || d == at::kUInt64) ||
+          (wide && *wide != d))
+        return false;
+      wide = d;
+    }
+    if (!wide) return false;
+    const at::ScalarType same_width = *wide == at::kUInt16 ? at::kShort : *wide == at::kUInt32 ? at::kInt : at::kLong;
+    for (size_t i = 0; i < roles_.size(); i++)
+      if (args[i].isTensor() && is_neuron(args[i].toTensor())) args[i] = args[i].toTensor().view(same_width);
+    run_boxed(stack);
+    at::Tensor& result = stack->back().toTensor();
+    if (result.scalar_type() == same_width) stack->back() = result.view(*wide);
+    return true;
   }
 
   // A wide unsigned (uint16/32/64) input of an op that promotes its inputs
