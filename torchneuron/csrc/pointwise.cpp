@@ -271,12 +271,13 @@ class PointwiseCore {
   }
 
   // The native complex kernels of this overload, tried in turn.
+  // True if this overload is one of names.
+  bool named(std::initializer_list<const char*> names) const {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return name_ == n; });
+  }
+
   bool try_native_complex(torch::jit::Stack* stack) const {
-    auto is = [&](std::initializer_list<const char*> names) {
-      for (const char* n : names)
-        if (name_ == n) return true;
-      return false;
-    };
+    auto is = [&](std::initializer_list<const char*> names) { return named(names); };
     auto starts = [&](const char* prefix) { return name_.rfind(prefix, 0) == 0; };
     return (is({"mul.Tensor"}) && try_native_complex_mul(stack)) ||
            (is({"add.Tensor", "sub.Tensor"}) && try_native_complex_add(stack, name_ == "sub.Tensor")) ||
@@ -296,8 +297,7 @@ class PointwiseCore {
   // device) run. Only these functional overloads: they accept any mix the
   // promotion allows (lerp, heaviside and others refuse mixed dtypes).
   void unify_complex_inputs(torch::jit::Stack* stack) const {
-    static const char* const kOps[] = {"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "eq.Tensor", "ne.Tensor"};
-    if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* n) { return name_ == n; })) return;
+    if (!named({"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "eq.Tensor", "ne.Tensor"})) return;
     c10::IValue* args = stack->data() + (stack->size() - roles_.size());
     at::native::ResultTypeState state{};
     std::optional<c10::Device> device;
@@ -332,11 +332,10 @@ class PointwiseCore {
   // the conversion of a scalar operand agree bit for bit. Functional calls
   // on one such dtype only (the CPU refuses to promote them).
   bool try_native_wide_unsigned_bits(torch::jit::Stack* stack) const {
-    static const char* const kOps[] = {"mul.Tensor", "mul.Scalar", "eq.Tensor", "eq.Scalar", "ne.Tensor",
-                                       "ne.Scalar", "bitwise_and.Tensor", "bitwise_and.Scalar",
-                                       "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_xor.Tensor",
-                                       "bitwise_xor.Scalar"};
-    if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* n) { return name_ == n; })) return false;
+    if (!named({"mul.Tensor", "mul.Scalar", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "bitwise_and.Tensor",
+                "bitwise_and.Scalar", "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_xor.Tensor",
+                "bitwise_xor.Scalar"}))
+      return false;
     c10::IValue* args = stack->data() + (stack->size() - roles_.size());
     std::optional<at::ScalarType> wide;
     for (size_t i = 0; i < roles_.size(); i++) {

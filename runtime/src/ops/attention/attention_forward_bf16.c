@@ -115,9 +115,9 @@ int rt_attn_forward_bf16(const rt_attn *a, const nrt_tensor_view *out, const nrt
   c.out = out;
   c.lse = lse;
   c.q_blocks = (a->L + RT_ATTN_BQ - 1) / RT_ATTN_BQ;
-  c.q_rows = (RT_ATTN_BQ + ker->mr - 1) / ker->mr * ker->mr;
-  c.k_rows = (RT_ATTN_BK + ker->mr - 1) / ker->mr * ker->mr;
-  c.ld_o = (a->Ev + ker->nr - 1) / ker->nr * ker->nr;
+  c.q_rows = rt_attn_round_up(RT_ATTN_BQ, ker->mr);
+  c.k_rows = rt_attn_round_up(RT_ATTN_BK, ker->mr);
+  c.ld_o = rt_attn_round_up(a->Ev, ker->nr);
   c.k2_e = (a->E + 1) / 2;
   c.k2_k = (RT_ATTN_BK + 1) / 2;
   int64_t tasks = a->B * a->H * c.q_blocks;
