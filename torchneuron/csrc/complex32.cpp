@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "op_tracking.h"
+#include "shape_common.h"  // is_neuron
 
 namespace torchneuron {
 namespace {
@@ -66,10 +67,6 @@ const std::unordered_map<std::string, Rounding>& chalf_ops() {
       {"aten::all", Rounding::Result},       {"aten::count_nonzero", Rounding::Result},
   };
   return ops;
-}
-
-bool on_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
 // A double rounded to float16 through float, as c10 converts numbers.
@@ -149,7 +146,7 @@ void refuse_complex32(const at::Tensor& t, const char* kernel) {
 
 bool touches_complex32(const torch::jit::Stack& stack, size_t num_args) {
   std::vector<c10::IValue> args(stack.end() - static_cast<std::ptrdiff_t>(num_args), stack.end());
-  auto chalf = [](const at::Tensor& t) { return on_neuron(t) && t.scalar_type() == at::kComplexHalf; };
+  auto chalf = [](const at::Tensor& t) { return is_neuron(t) && t.scalar_type() == at::kComplexHalf; };
   for (const c10::IValue& v : args)
     if (any_tensor(v, chalf)) return true;
   return computes_in_chalf(args);
@@ -196,7 +193,7 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
   std::optional<c10::Device> device;
   for (const c10::IValue& v : args)
     map_tensors(v, [&](const at::Tensor& t) {
-      if (!device && on_neuron(t)) device = t.device();
+      if (!device && is_neuron(t)) device = t.device();
       return t;
     });
 
@@ -210,7 +207,7 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
     const c10::Argument& arg = schema.arguments()[i];
     c10::IValue& v = args[i];
     const bool writes = arg.alias_info() != nullptr && arg.alias_info()->isWrite();
-    if (writes && v.isTensor() && on_neuron(v.toTensor())) {
+    if (writes && v.isTensor() && is_neuron(v.toTensor())) {
       const at::Tensor t = v.toTensor();
       const at::ScalarType wide = widened(t.scalar_type());
       if (wide == t.scalar_type()) continue;
@@ -231,9 +228,9 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
       // A number (or a CPU 0-d tensor) becomes a 0-d complex64 neuron tensor
       // of its complex32 value; operands wider than complex32 (0-d ones)
       // round to it: the CPU converts every operand to complex32 first.
-      if (in_chalf && t.dim() == 0 && !on_neuron(t) && device && !is_integral(t))
+      if (in_chalf && t.dim() == 0 && !is_neuron(t) && device && !is_integral(t))
         return at::scalar_tensor(round_scalar(t.item()), at::TensorOptions(*device).dtype(at::kComplexFloat));
-      if (!on_neuron(t)) return t;
+      if (!is_neuron(t)) return t;
       const at::ScalarType d = t.scalar_type();
       if (in_chalf && !is_integral(t) && d != at::kComplexHalf && d != at::kHalf) return round_c32(t);
       return t.to(widened(d));

@@ -34,6 +34,7 @@
 
 #include "complex_ops.h"
 #include "op_tracking.h"
+#include "shape_common.h"  // is_neuron
 
 namespace torchneuron {
 namespace {
@@ -415,7 +416,7 @@ at::Tensor on_device(const at::Tensor& index, const at::Tensor& self) {
 // (complex32 too: each part converts to float16 as the CPU's fill converts it)
 Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
                                    const at::Scalar& value) {
-  const bool chalf = self.scalar_type() == at::kComplexHalf && self.device().type() == c10::DeviceType::PrivateUse1;
+  const bool chalf = self.scalar_type() == at::kComplexHalf && is_neuron(self);
   if (!(neuron_complex(self) || chalf) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
