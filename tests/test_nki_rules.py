@@ -97,8 +97,9 @@ def misannotated(a: nt.tensor[64, 512]):  # <- here
 
 
 def triangle():
-    """i_p < i_f: a legacy mask that bounds two axes at once (not a box; only
-    loads, stores and element-wise ops take it)."""
+    """i_p < i_f: a legacy mask that bounds two axes at once (not a box;
+    element-wise instructions, reductions and transposes take it, a matmul's
+    mask= does not)."""
     i = legacy_nl.arange(4)
     return i[:, None] < i[None, :]
 
@@ -403,9 +404,9 @@ RULES = [
      lambda a: nl.fori_loop(0, 2.5, lambda i: None)),  # <- here
     ("loop_limit", NL + "while_loop",  # at run time: the condition never clears
      lambda a: nl.while_loop(nisa.register_alloc(1), lambda r: r)),  # <- here
-    # the legacy dialect's masks select a box
-    ("mask", None,
-     lambda a: legacy_nl.transpose(legacy_nl.load(a[0:4, 0:4]), mask=triangle())),  # <- here
+    # a legacy matmul masks its operands, not its result by a triangle
+    ("mask", NL + "matmul",
+     lambda a: legacy_nl.matmul(a[0:4, 0:4], a[0:4, 0:4], mask=triangle())),  # <- here
 ]
 
 

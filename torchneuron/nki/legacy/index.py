@@ -13,8 +13,10 @@ comparisons of such expressions with constants; a comparison that bounds
 one axis narrows the box of the tile the mask selects, and masked
 instructions act on that box only: a masked load of a tail tile never reads
 outside the tensor. A comparison over several axes (i_p >= i_f, a triangle)
-is not a box: loads, stores, element-wise ops, reductions and activations
-take it (Mask.residual, legacy/language.py), the others refuse it. A mask
+is not a box: loads, stores, element-wise ops (nl and nisa), reductions,
+activations, transposes, generators and atomic_rmw take it (Mask.residual,
+legacy/language.py, legacy/isa.py, legacy/masked_transpose.py); the
+instructions whose elements depend on others refuse it. A mask
 &-ed with a bool (a comparison of loop variables) is itself or False
 (legacy/masked_result.py: the instruction is dropped).
 """

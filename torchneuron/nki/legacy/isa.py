@@ -4,7 +4,9 @@
 the same instruction as the current dialect's destination-first
 ``nisa.activation(dst, nl.exp, x)``; every hardware rule is the current
 dialect's. ``mask=`` clips the operands to the mask's box (see
-legacy.language). Index expressions feed ``iota`` and ``affine_select``.
+legacy.language); element-wise instructions, generators and transposes
+also take comparisons over several axes (legacy/masked_result.py,
+legacy/masked_transpose.py). Index expressions feed ``iota`` and ``affine_select``.
 """
 
 from torchneuron.nki import isa as _cur
@@ -15,7 +17,8 @@ from torchneuron.nki.isa import (  # noqa: F401  (same names in both dialects)
 from torchneuron.nki.legacy.index import IndexExpr, Mask, clip, mask_box
 from torchneuron.nki.legacy.language import _expand, reduce_masked
 from torchneuron.nki.legacy.masked_result import (
-    SKIP, normalize, partial_nothing, run_masked, skipped)
+    SKIP, from_partition_0, normalize, partial, partial_nothing, run_masked, skipped)
+from torchneuron.nki.legacy.masked_transpose import masked_transpose
 from torchneuron.nki.tensor import NkiTensor
 from torchneuron.nki.trace import PSUM as _PSUM, fail
 
@@ -24,11 +27,17 @@ def _sbuf(shape, dtype, *tiles):
     return _nl.ndarray(tuple(shape), _nl._result_dtype(dtype, *tiles), buffer=_nl.sbuf)
 
 
-def _with_mask(build):
-    """build(box-clipped operands...) runs on the mask's box; the result is full-size."""
+def _with_mask(build=None, elementwise=False):
+    """build(box-clipped operands...) runs on the mask's box; the result is
+    full-size. elementwise: build acts element by element, so the mask may
+    hold comparisons over several axes (i_p >= i_f): it runs on the box
+    around them from partition 0 and the elements outside are not written."""
+    if build is None:
+        return lambda b: _with_mask(b, elementwise)
 
     def call(*args, mask=None, **kwargs):
-        return run_masked(build, args, kwargs, mask, expand=_expand)
+        return run_masked(build, args, kwargs, mask, triangles=elementwise, expand=_expand,
+                          elementwise=elementwise)
 
     call.__name__ = build.__name__
     call.__doc__ = build.__doc__
@@ -43,6 +52,10 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     Either operand may be masked (``stationary[i_f < 64]``)."""
     from torchneuron.nki.legacy.operand_mask import masked_matmul
 
+    if isinstance(mask, Mask) and mask.residual():
+        fail("nc_matmul's mask= cannot hold a comparison over several axes: the reference "
+             "masks a matmul's operands instead (nisa.nc_matmul(stationary[i_k >= i_m], "
+             "moving))", "mask", "nki.isa.nc_matmul")
     return masked_matmul(
         lambda s, m: _nc_matmul(s, m, is_transpose=is_transpose, perf_mode=perf_mode,
                                 mask=mask), stationary, moving, 0)
@@ -51,7 +64,7 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
 @_with_mask
 def _nc_matmul(stationary, moving, is_transpose=False, perf_mode=None):
     if is_transpose and perf_mode is None:
-        return nc_transpose(moving)
+        return _nc_transpose(moving)
     pairs = 2 if str(getattr(perf_mode, "value", perf_mode)) == "double_row" else 1
     out = _nl.ndarray((stationary.free_size() // pairs, moving.free_size() // pairs),
                       _nl.float32, buffer=_nl.psum)
@@ -59,10 +72,15 @@ def _nc_matmul(stationary, moving, is_transpose=False, perf_mode=None):
                           is_transpose=is_transpose)
 
 
-@_with_mask
-def nc_transpose(data, dtype=None, engine=None, **_):
+def nc_transpose(data, dtype=None, engine=None, mask=None, **_):
     """A new tile data.T: in PSUM from the Tensor engine (the default), in
-    SBUF from the Vector engine (<= 32x32)."""
+    SBUF from the Vector engine (<= 32x32); mask= is over data's axes
+    (legacy/masked_transpose.py)."""
+    return masked_transpose(_nc_transpose, data, (), dict(dtype=dtype, engine=engine), mask,
+                            "nki.isa.nc_transpose")
+
+
+def _nc_transpose(data, dtype=None, engine=None):
     on_vector = engine is vector_engine
     out = _nl.ndarray((data.free_size(), data.shape[0]),
                       _nl.as_dtype(dtype) if dtype is not None else
@@ -128,14 +146,14 @@ def _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtyp
     return partial(out, box, mask.residual())
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def tensor_tensor(data1, data2, op, dtype=None, engine=None, **_):
     """A new SBUF tile data1 op data2."""
     out = _sbuf(_nl._tile_shape(data1), dtype, data1, data2)
     return _cur.tensor_tensor(out, data1, data2, op, engine=engine)
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   dtype=None, engine=None, **_):
     """A new SBUF tile (data op0 operand0) op1 operand1."""
@@ -144,7 +162,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
                               operand1=operand1, reverse1=reverse1, engine=engine)
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
                          dtype=None, **_):
     out = _sbuf(_nl._tile_shape(data), dtype, data, operand1)
@@ -182,18 +200,41 @@ def _tensor_reduce(op, data, axis, dtype=None, negate=False, keepdims=False, eng
     return _cur.tensor_reduce(out, op, data, sorted(axes), negate=negate, engine=engine)
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def tensor_copy(src, dtype=None, engine=None, **_):
     """A new SBUF tile equal to src (converted to dtype)."""
     out = _sbuf(_nl._tile_shape(src), dtype, src)
     return _cur.tensor_copy(out, src, engine=engine)
 
 
+def _write_masked_in_place(dst, mask, write):
+    """An in-place instruction on dst under a mask over several axes:
+    write(region, box) writes a scratch copy of dst over the box around the
+    mask (from partition 0), and the elements where the mask holds are
+    copied into dst (tensor_copy_predicated), the others keep dst's."""
+    from torchneuron.nki.legacy.masked_result import PartialTile
+
+    box, residual, compute = _mask_parts(mask)
+    scratch = _nl.ndarray(tuple(dst.shape), dst.dtype, buffer=_nl.sbuf)
+    region = clip(scratch, compute)
+    _cur.tensor_copy(region, clip(dst, compute))
+    write(region, compute)
+    PartialTile(scratch, box, residual).assign_into(dst)
+
+
 def tensor_copy_predicated(src, dst, predicate, mask=None, reverse_pred=False, **_):
-    """dst = src where predicate (the legacy form writes dst in place)."""
+    """dst = src where predicate (the legacy form writes dst in place); under
+    a mask only the masked elements may change."""
     mask = normalize(mask)
     if mask is SKIP:
         return
+    if isinstance(mask, Mask) and mask.residual():
+        def write(region, box):
+            pred = clip(predicate, box)
+            _cur.tensor_copy_predicated(region, clip(src, box),
+                                        _nl.logical_not(pred) if reverse_pred else pred)
+
+        return _write_masked_in_place(dst, mask, write)
     box = mask_box(mask)
     src, dst, predicate = clip(src, box), clip(dst, box), clip(predicate, box)
     if reverse_pred:
@@ -201,14 +242,16 @@ def tensor_copy_predicated(src, dst, predicate, mask=None, reverse_pred=False, *
     _cur.tensor_copy_predicated(dst, src, predicate)
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def reciprocal(data, dtype=None, **_):
     out = _sbuf(_nl._tile_shape(data), dtype, data)
     return _cur.reciprocal(out, data)
 
 
-def _affine(expr, name):
-    """(offset, channel_multiplier, pattern) of a 2-axis affine index expression."""
+def _affine(expr, name, box=None):
+    """(offset, channel_multiplier, pattern, extents) of an affine index
+    expression (at least 2 axes); with a box {axis: (lo, hi, n)} the
+    pattern covers the box only and the offset starts at its corner."""
     if not isinstance(expr, IndexExpr):
         fail(f"{name} takes an index expression of nl.arange / nl.mgrid axes", "operand",
              f"nki.isa.{name}")
@@ -216,24 +259,41 @@ def _affine(expr, name):
     extents = (1,) * (n - expr.ndim) + expr.extents
     shift = n - expr.ndim
     coefs = {a + shift: c for a, c in expr.coefs.items()}
-    pattern = [[coefs.get(a, 0), extents[a]] for a in range(1, n)]
-    return expr.const, coefs.get(0, 0), pattern, extents
+    box = box or {}
+    span = [box.get(a, (0, extents[a]))[:2] for a in range(n)]
+    offset = expr.const + sum(c * span[a][0] for a, c in coefs.items())
+    pattern = [[coefs.get(a, 0), span[a][1] - span[a][0]] for a in range(1, n)]
+    return offset, coefs.get(0, 0), pattern, extents
+
+
+def _mask_parts(mask):
+    """(box, comparisons over several axes, compute box from partition 0) of
+    a Mask or None, for an instruction that writes a new tile element by
+    element (legacy/masked_result.py)."""
+    box = mask_box(mask, triangles=True)
+    residual = mask.residual() if mask is not None else []
+    return box, residual, from_partition_0(box, (), True)
 
 
 def iota(expr, dtype, mask=None, **_):
-    """A new SBUF tile holding the index expression's values (GpSimd iota)."""
-    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
-        fail("iota with a mask: compute the full tile and mask its users", "mask",
-             "nki.isa.iota")
+    """A new SBUF tile holding the index expression's values (GpSimd iota);
+    under a mask only the masked elements are written (the box around them
+    is computed, from partition 0)."""
+    mask = normalize(mask)
     offset, multiplier, pattern, extents = _affine(expr, "iota")
     out = _nl.ndarray(extents, dtype, buffer=_nl.sbuf)
-    if normalize(mask) is SKIP:
+    if mask is SKIP:
         return partial_nothing(out)
+    box, residual, compute = _mask_parts(mask)
+    offset, multiplier, pattern, _ = _affine(expr, "iota", compute)
+    region = clip(out, compute)
     if _nl.as_dtype(dtype) is _nl.int32:
-        return _cur.iota(out, pattern, offset=offset, channel_multiplier=multiplier)
-    values = _nl.ndarray(extents, _nl.int32, buffer=_nl.sbuf)
-    _cur.iota(values, pattern, offset=offset, channel_multiplier=multiplier)
-    return _cur.tensor_copy(out, values)
+        _cur.iota(region, pattern, offset=offset, channel_multiplier=multiplier)
+    else:
+        values = _nl.ndarray(_nl._tile_shape(region), _nl.int32, buffer=_nl.sbuf)
+        _cur.iota(values, pattern, offset=offset, channel_multiplier=multiplier)
+        _cur.tensor_copy(region, values)
+    return partial(out, box, residual)
 
 
 _COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
@@ -241,18 +301,20 @@ _COMPARE = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equa
 
 def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_):
     """A new SBUF tile: on_true_tile where the affine predicate (i_p >= i_f,
-    ...) holds, else on_false_value."""
+    ...) holds, else on_false_value; under a mask only the masked elements
+    are written (the box around them is selected, from partition 0)."""
     if not isinstance(pred, Mask) or len(pred.terms) != 1:
         fail("affine_select takes one comparison of index expressions (e.g. i_p >= i_f)",
              "operand", "nki.isa.affine_select")
-    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
-        fail("affine_select with a mask: fold the bound into the predicate's tile", "mask",
-             "nki.isa.affine_select")
+    mask = normalize(mask)
     expr, op = pred.terms[0]
-    offset, multiplier, pattern, _ = _affine(expr, "affine_select")
+    _affine(expr, "affine_select")
     out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
-    if normalize(mask) is SKIP:
+    if mask is SKIP:
         return partial_nothing(out)
+    box, residual, compute = _mask_parts(mask)
+    offset, multiplier, pattern, _ = _affine(expr, "affine_select", compute)
+    on_true_tile = clip(on_true_tile, compute)
     if isinstance(on_true_tile, NkiTensor) and on_true_tile.storage.buffer == _PSUM:
         # GpSimd reads SBUF only; legacy kernels (the published flash
         # attention) select straight from a matmul's PSUM tile, which the
@@ -260,18 +322,22 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **_
         on_true_tile = _cur.tensor_copy(_nl.ndarray(_nl._tile_shape(on_true_tile),
                                                     on_true_tile.dtype, buffer=_nl.sbuf),
                                         on_true_tile)
-    return _cur.affine_select(out, pattern, multiplier, on_true_tile, on_false_value,
-                              cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
+    _cur.affine_select(clip(out, compute), pattern, multiplier, on_true_tile, on_false_value,
+                       cmp_op=getattr(_nl, _COMPARE[op]), offset=offset)
+    return partial(out, box, residual)
 
 
 def memset(shape, value, dtype, mask=None, engine=None, **_):
-    """A new SBUF tile of shape filled with value."""
+    """A new SBUF tile of shape filled with value; under a mask only the
+    masked elements are written (the box around them is set, from
+    partition 0)."""
     out = _nl.ndarray(tuple(shape), dtype, buffer=_nl.sbuf)
     mask = normalize(mask)
     if mask is SKIP:
         return partial_nothing(out)
-    _cur.memset(clip(out, mask_box(mask)), value, engine=engine)
-    return out
+    box, residual, compute = _mask_parts(mask)
+    _cur.memset(clip(out, compute), value, engine=engine)
+    return partial(out, box, residual)
 
 
 @_with_mask
@@ -322,7 +388,7 @@ def tensor_partition_reduce(op, data, dtype=None, **_):
     return _cur.tensor_partition_reduce(out, op, data)
 
 
-@_with_mask
+@_with_mask(elementwise=True)
 def dropout(data, prob, dtype=None, **_):
     """A new SBUF tile: data with elements zeroed with probability prob."""
     out = _nl.ndarray(_nl._tile_shape(data), data.dtype, buffer=_nl.sbuf)
@@ -346,9 +412,23 @@ def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=re
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=None, reverse_pred=False, mask=None, **_):
     """dst = where(predicate, on_true, on_false), the row max in reduce_res
-    (the legacy form also writes a given dst)."""
+    (the legacy form also writes a given dst); under a mask only the masked
+    elements of dst may change."""
     mask = normalize(mask)
     if mask is SKIP:
+        return dst
+    if isinstance(mask, Mask) and mask.residual():
+        if reduce_res is not None:
+            fail("select_reduce with reduce_res under a mask over several axes: the row "
+                 "reduction would need the masked-out elements left out; select without "
+                 "reduce_res, then reduce under the mask (nisa.tensor_reduce)", "mask",
+                 "nki.isa.select_reduce")
+
+        def write(region, box):
+            _cur.select_reduce(region, clip(predicate, box), clip(on_true, box), on_false,
+                               reverse_pred=reverse_pred)
+
+        _write_masked_in_place(dst, mask, write)
         return dst
     box = mask_box(mask)
     return _cur.select_reduce(clip(dst, box), clip(predicate, box), clip(on_true, box),
@@ -357,12 +437,14 @@ def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd
 
 
 def dma_transpose(src, axes=None, mask=None, dtype=None, **_):
-    """A new SBUF tile src.T, moved by DMA (2-D, 2-byte dtypes)."""
-    if isinstance(normalize(mask), Mask):  # a bool keeps or drops the instruction
-        fail("dma_transpose takes no mask here", "mask", "nki.isa.dma_transpose")
+    """A new SBUF tile src.T, moved by DMA (2-D, 2-byte dtypes); mask= is
+    over src's axes (legacy/masked_transpose.py)."""
+    return masked_transpose(_dma_transpose, src, (), dict(axes=axes), mask,
+                            "nki.isa.dma_transpose")
+
+
+def _dma_transpose(src, axes=None):
     out = _nl.ndarray((src.shape[-1], src.shape[0]), src.dtype, buffer=_nl.sbuf)
-    if normalize(mask) is SKIP:
-        return partial_nothing(out)
     return _cur.dma_transpose(out, src, axes=axes)
 
 

@@ -21,6 +21,7 @@ from torchneuron.nki.legacy.index import (  # noqa: F401  (nl.arange, nl.mgrid)
 from torchneuron.nki.legacy.masked_result import (
     SKIP, from_partition_0, normalize, partial, partial_nothing, reduction_identity, run_masked,
     skipped)
+from torchneuron.nki.legacy.masked_transpose import masked_transpose
 from torchneuron.nki.legacy.operand_mask import masked_matmul
 from torchneuron.nki.ops import ActivationFunction, AluOp
 from torchneuron.nki import indirect as _indirect
@@ -148,16 +149,36 @@ class _LegacyCopy(_LegacyActivation):
 copy = _LegacyCopy("copy")
 identity = copy
 
-for _name in ("transpose", "where", "logical_not", "invert", "all", "var", "softmax",
-              "rms_norm", "broadcast_to", "load_transpose2d"):
+for _name in ("where", "logical_not", "invert"):  # element-wise
+    globals()[_name] = masked(getattr(_cur, _name), triangles=True)
+for _name in ("all", "var", "softmax", "rms_norm", "broadcast_to"):
     globals()[_name] = masked(getattr(_cur, _name))
+
+
+def transpose(x, dtype=None, mask=None, **kwargs):
+    """A new SBUF tile x.T; mask= is over x's axes (legacy/masked_transpose.py)."""
+    return masked_transpose(_cur.transpose, x, (), dict(dtype=dtype, **kwargs), mask,
+                            "nki.language.transpose")
+
+
+def load_transpose2d(src, dtype=None, mask=None, **kwargs):
+    """A new SBUF tile src.T read from HBM; mask= is over src's axes."""
+    return masked_transpose(_cur.load_transpose2d, src, (), dict(dtype=dtype, **kwargs), mask,
+                            "nki.language.load_transpose2d")
 
 _matmul = masked(_cur.matmul)
 
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs):
     """x @ y (x given as [K, M] with transpose_x) in a new PSUM tile; x and y
-    may be masked operands (``lhs_T[i_f < 64]``, legacy/operand_mask.py)."""
+    may be masked operands (``lhs_T[i_f < 64]``, legacy/operand_mask.py).
+    A plain mask= is a bool or box: the reference says a matmul's mask
+    cannot tell its operands' free axes apart and masks operands instead,
+    so a comparison over several axes is refused."""
+    if isinstance(mask, Mask) and mask.residual():
+        fail("nl.matmul's mask= cannot hold a comparison over several axes: the reference "
+             "masks a matmul's operands instead (nl.matmul(lhs_T[i_k >= i_m], rhs, "
+             "transpose_x=True))", "mask", "nki.language.matmul")
     return masked_matmul(lambda a, b: _matmul(a, b, transpose_x=transpose_x, mask=mask,
                                               **kwargs),
                          x, y, 0 if transpose_x else 1)
@@ -353,14 +374,48 @@ def store(dst, value, mask=None, **_):
 
 def atomic_rmw(dst, value, op, mask=None, **_):
     """dst = op(dst, value) on the HBM rows an index tile names, atomically
-    (every repeated index adds); under a mask only the masked box."""
+    (every repeated index adds); under a mask only the masked box. A
+    comparison over several axes (i_p >= i_f) gives the masked-out elements
+    of value op's identity (0 for add) by affine_select, so they leave dst
+    as it was."""
     mask = normalize(mask)
     if mask is SKIP:
         return None
-    box = mask_box(mask)
-    if box and isinstance(value, NkiTensor):
+    box = mask_box(mask, triangles=True)
+    residual = mask.residual() if mask is not None else []
+    if residual:
+        value = _identity_outside(value, residual, box, op, clip(dst, box))
+    elif box and isinstance(value, NkiTensor):
         value = clip(value, box)
     return _indirect.atomic_rmw(clip(dst, box), value, op)
+
+
+def _identity_outside(value, residual, box, op, dst):
+    """value over the box, its elements outside the comparisons residual
+    replaced by op's identity (an SBUF tile shaped as dst). The selects run
+    from partition 0 (engines write the partitions they read); the rows
+    below the box's first are sliced off."""
+    from torchneuron.nki.legacy.masked_result import (
+        alu_name, from_partition_0, reduction_identity)
+
+    identity = reduction_identity(alu_name(op, "nki.language.atomic_rmw"), dst.dtype)
+    compute = from_partition_0(box, (), True)
+    if not isinstance(value, NkiTensor):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            fail(f"value must be a tile or a number, got {type(value).__name__}", "operand",
+                 "nki.language.atomic_rmw")
+        shape = tuple(n if a != 0 or 0 not in compute else compute[0][1]
+                      for a, n in enumerate(dst.shape))
+        value = _cur.full(shape, number, dst.dtype, buffer=_cur.sbuf)
+    else:
+        value = clip(value, compute)
+        if value.storage.buffer == _trace.PSUM:
+            value = _cur.copy(value, dtype=dst.dtype)
+    selected = _select_outside(value, residual, compute, identity)
+    lo = box.get(0, (0,))[0]
+    return selected[(slice(lo, None),) + (slice(None),) * (selected.ndim - 1)] if lo else selected
 
 
 def program_id(axis=0):
