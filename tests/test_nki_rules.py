@@ -404,6 +404,9 @@ RULES = [
      lambda a: nl.fori_loop(0, 2.5, lambda i: None)),  # <- here
     ("loop_limit", NL + "while_loop",  # at run time: the condition never clears
      lambda a: nl.while_loop(nisa.register_alloc(1), lambda r: r)),  # <- here
+    # Trainium3 tensor indirection is refused (the reference in reach gives its terms only)
+    ("tensor_indirection", "NkiTensor.indirect",
+     lambda a: sb(32, 64).indirect(sb(32, 4))),  # <- here
     # a legacy matmul masks its operands, not its result by a triangle
     ("mask", NL + "matmul",
      lambda a: legacy_nl.matmul(a[0:4, 0:4], a[0:4, 0:4], mask=triangle())),  # <- here

@@ -300,6 +300,19 @@ class NkiTensor:
         return NkiTensor(self.storage, dtype, shape, strides + [1], self.offset * old // new,
                          self.partition)
 
+    def indirect(self, *args, **kwargs):
+        """Tensor indirection (Trainium3): a compute instruction reading or
+        writing columns of this SBUF / PSUM tensor at uint16 offsets, one
+        list per 16-partition group. Refused: the reference pages in reach
+        (the deep dive's opening) define its terms only, not this method's
+        parameters, the index tensor's layout, its rules or its cost, so it
+        cannot be simulated faithfully (docs/nki.md, "Not implemented")."""
+        fail("tensor indirection (NkiTensor.indirect: columns of an SBUF / PSUM tensor at "
+             "uint16 offsets per 16-partition group, Trainium3) is not simulated: the "
+             "reference in reach defines its terms, not the index tensor's layout, rules or "
+             "cost; gather columns with nisa.nc_n_gather / local_gather or an indirect "
+             "dma_copy instead", "tensor_indirection", "NkiTensor.indirect")
+
     def ap(self, pattern, offset=0, dtype=None, vector_offset=None, indirect_dim=0,
            scalar_offset=None):
         """A raw access pattern on the base storage: ``pattern`` is a list of
