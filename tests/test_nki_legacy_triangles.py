@@ -88,6 +88,27 @@ def test_dma_transpose_of_a_tail_tile():
     np.testing.assert_array_equal(got, want)
 
 
+# ---- a store under a triangle whose rows start below partition 0 -------------
+
+@nki.jit
+def store_lower_rows(a, base, lo):
+    """out = base, then a stored where i_p >= lo and i_p >= i_f + 1."""
+    rows, cols = a.shape
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(base))
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    nl.store(out[i_p, i_f], value=nl.load(a), mask=(i_p >= lo) & (i_p >= i_f + 1))
+    return out
+
+
+@pytest.mark.parametrize("lo", [0, 3])
+def test_a_store_under_a_triangle_below_row_0_keeps_the_rest(lo):
+    a, base = rand(12, 10, seed=11), rand(12, 10, seed=12)
+    got = nki.simulate_kernel(store_lower_rows, a, base, lo)
+    p, f = np.meshgrid(np.arange(12), np.arange(10), indexing="ij")
+    np.testing.assert_array_equal(got, np.where((p >= lo) & (p >= f + 1), a, base))
+
+
 # ---- element-wise nisa calls ------------------------------------------------
 
 @nki.jit

@@ -355,21 +355,30 @@ def store(dst, value, mask=None, **_):
         return
     box = mask_box(mask, triangles=True)
     triangle = mask.residual() if isinstance(mask, Mask) else []
-    dst, value = clip(dst, box), clip(value, box)
     if not triangle:
-        _cur.store(dst, value)
+        _cur.store(clip(dst, box), clip(value, box))
         return
     # A comparison over several axes (i_p >= i_f): the box around it is read,
     # the masked elements replaced, and the box written back, so the
-    # elements outside the mask keep what dst held.
+    # elements outside the mask keep what dst held. On chip the merge runs
+    # from partition 0 (engines write the partitions they read): a box
+    # starting at row lo is read into rows lo.. of the merged tile, and the
+    # predicate also asks i_p >= lo.
+    compute = from_partition_0(box, (value,), True)
+    dst, value = clip(dst, box), clip(value, compute)
     if not isinstance(dst, NkiTensor) or not isinstance(value, NkiTensor):
         fail("a store under a mask over several axes writes a tile to a plain tensor view",
              "mask", "nki.language.store")
     shape = tuple(value.shape)
+    lo = box.get(0, (0,))[0] if compute is not box else 0
+    rows = (slice(lo, None),) + (slice(None),) * (len(shape) - 1)
+    terms = list(triangle)
+    if lo:
+        terms.append((IndexExpr(-lo, {0: 1}, (shape[0],) + (1,) * (len(shape) - 1)), ">="))
     merged = _cur.ndarray(shape, dst.dtype, buffer=_cur.sbuf)
-    _cur_isa.dma_copy(merged, dst)
-    _cur_isa.tensor_copy_predicated(merged, value, _triangle(triangle, box, shape))
-    _cur_isa.dma_copy(dst, merged)
+    _cur_isa.dma_copy(merged[rows] if lo else merged, dst)
+    _cur_isa.tensor_copy_predicated(merged, value, _triangle(terms, compute, shape))
+    _cur_isa.dma_copy(dst, merged[rows] if lo else merged)
 
 
 def atomic_rmw(dst, value, op, mask=None, **_):
