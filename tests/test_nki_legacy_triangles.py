@@ -65,6 +65,33 @@ def test_transposes_write_the_transposed_mask(shape, shift):
 
 
 @nki.jit
+def transposes_into_psum(a, base):
+    """Masked Tensor-engine transposes assigned to and accumulated into PSUM
+    tiles holding base: only the masked elements change."""
+    rows, cols = a.shape
+    out = nl.ndarray((2, cols, rows), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    x = nl.load(a)
+    for k in nl.affine_range(2):
+        t = nl.ndarray((cols, rows), nl.float32, buffer=nl.psum)
+        t[...] = nl.copy(nl.load(base))
+        if k == 0:
+            t[...] = nisa.nc_transpose(x, mask=(i_p >= i_f) & (i_f >= 1))
+        else:
+            t += nisa.nc_transpose(x, mask=(i_p >= i_f))
+        nl.store(out[k], nl.copy(t))
+    return out
+
+
+def test_masked_transposes_assigned_and_accumulated_into_psum():
+    a, base = rand(8, 8, seed=13), rand(8, 8, seed=14)
+    got = nki.simulate_kernel(transposes_into_psum, a, base)
+    p, f = np.meshgrid(np.arange(8), np.arange(8), indexing="ij")
+    np.testing.assert_array_equal(got[0], np.where((p >= f) & (f >= 1), a, base.T).T)
+    np.testing.assert_allclose(got[1], np.where(p >= f, a + base.T, base.T).T, rtol=1e-6)
+
+
+@nki.jit
 def transpose_of_a_tail(a):
     """A tail tile of a: rows past the tensor are masked off, the transpose
     writes the columns that exist; a box mask on the free axis too."""

@@ -185,6 +185,10 @@ class PartialTile(NkiTensor):
             inplace(clip(dst, self.box), clip(self.plain(), self.box), op_name)
             return dst
         region, value, predicate = self._predicated(dst)
+        if region.storage.buffer == _trace.PSUM and value.storage.buffer == _trace.PSUM:
+            # (a masked transpose's PSUM result into a PSUM tile: an element-wise
+            # instruction reads at most one PSUM input, so it moves to SBUF)
+            value = _cur.copy(value)
         combined = _cur.elementwise(getattr(_cur, op_name), region, value, dtype=region.dtype)
         _cur_isa.tensor_copy_predicated(region, combined, predicate)
         return dst
