@@ -173,6 +173,42 @@ def test_elementwise_isa_calls_write_only_the_triangle(shape, shift):
                                    err_msg=f"call {k}")
 
 
+@nki.jit
+def scalar_reduce_triangle(a, lo):
+    """tensor_scalar_reduce under (i_p >= i_f) & (i_p >= lo): the product is
+    written and summed (and maxed) over the masked elements only; reduce_res
+    rows above lo keep their fill."""
+    rows, cols = a.shape
+    out = nl.ndarray((rows, cols + 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    tri = (i_p >= i_f) & (i_p >= lo)
+    x = nl.load(a)
+    res = nl.full((rows, cols + 2), FILL, nl.float32)
+    sums = nl.full((rows, 1), FILL, nl.float32)
+    res[:, 0:cols] = nisa.tensor_scalar_reduce(data=x, op0=nl.multiply, operand0=2.0,
+                                               reduce_op=nl.add, reduce_res=sums, mask=tri)
+    res[:, cols:cols + 1] = sums
+    maxes = nl.full((rows, 1), FILL, nl.float32)
+    nisa.tensor_scalar_reduce(data=x, op0=nl.add, operand0=1.0, reduce_op=nl.maximum,
+                              reduce_res=maxes, mask=tri)
+    res[:, cols + 1:cols + 2] = maxes
+    nl.store(out, res)
+    return out
+
+
+@pytest.mark.parametrize("lo", [0, 2])
+def test_tensor_scalar_reduce_under_a_triangle_reduces_the_masked_elements(lo):
+    a = rand(8, 8, seed=15)
+    got = nki.simulate_kernel(scalar_reduce_triangle, a, lo)
+    m = keep(8, 8, 0, lo=lo)
+    np.testing.assert_allclose(got[:, :8], np.where(m, 2 * a, FILL), rtol=1e-6)
+    rows = np.arange(8) >= lo
+    want_sum = np.where(m, 2 * a, 0).sum(1)
+    want_max = np.where(m, a + 1, -np.inf).max(1)
+    np.testing.assert_allclose(got[:, 8], np.where(rows, want_sum, FILL), rtol=1e-5)
+    np.testing.assert_allclose(got[:, 9], np.where(rows, want_max, FILL), rtol=1e-6)
+
+
 # ---- iota, memset, affine_select --------------------------------------------
 
 @nki.jit

@@ -121,10 +121,20 @@ def _activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None,
 
 
 def _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtype, mask):
-    """activation with reduce under comparisons over several axes: the
-    activation in fp32 on the box (from partition 0), the masked-out
-    elements given the reduction's identity, a Vector reduce per partition;
-    the output and reduce_res written where the mask holds."""
+    """activation with reduce under comparisons over several axes
+    (_reduce_masked), the activation in fp32."""
+    return _reduce_masked(
+        lambda dst, d, box: _cur.activation(dst, op, d, bias=clip(bias, box), scale=scale),
+        data, reduce_op, reduce_res, dtype, mask, "nki.isa.activation", _nl.float32)
+
+
+def _reduce_masked(elementwise, data, reduce_op, reduce_res, dtype, mask, name, inter):
+    """An element-wise instruction with a reduce per partition under a mask
+    over several axes (or one starting below row 0): elementwise(dst, data,
+    box) on the box (from partition 0) into an ``inter`` tile, the
+    masked-out elements given the reduction's identity, a Vector reduce per
+    partition; the output and reduce_res written where the mask holds
+    (reduce_res keeps its rows outside the mask's rows)."""
     from torchneuron.nki.legacy.language import _select_outside
     from torchneuron.nki.legacy.masked_result import (
         PartialTile, alu_name, from_partition_0, partial, reduction_identity)
@@ -132,17 +142,17 @@ def _activation_reduce_masked(op, data, bias, scale, reduce_op, reduce_res, dtyp
     box = mask_box(mask, triangles=True)
     compute = from_partition_0(box, (data,), True)
     d = clip(data, compute)
-    f32 = _nl.ndarray(_nl._tile_shape(d), _nl.float32, buffer=_nl.sbuf)
-    _cur.activation(f32, op, d, bias=clip(bias, compute), scale=scale)
-    identity = reduction_identity(alu_name(reduce_op, "nki.isa.activation"), _nl.float32)
-    kept = _select_outside(f32, mask.residual(), compute, identity)
+    values = _nl.ndarray(_nl._tile_shape(d), inter, buffer=_nl.sbuf)
+    elementwise(values, d, compute)
+    identity = reduction_identity(alu_name(reduce_op, name), inter)
+    kept = _select_outside(values, mask.residual(), compute, identity)
     rows = reduce_res.shape[0]
-    red = _nl.ndarray((rows, 1), _nl.float32, buffer=_nl.sbuf)
+    red = _nl.ndarray((rows, 1), inter, buffer=_nl.sbuf)
     _cur.tensor_reduce(red[0:d.shape[0], :], reduce_op, kept, list(range(1, d.ndim)))
     flat = reduce_res if reduce_res.ndim == 2 else reduce_res.reshape(rows, 1)
     PartialTile(red, {0: box[0]} if 0 in box else {}, []).assign_into(flat)
     out = _sbuf(_nl._tile_shape(data), dtype, data)
-    _cur.tensor_copy(clip(out, compute), f32)
+    _cur.tensor_copy(clip(out, compute), values)
     return partial(out, box, mask.residual())
 
 
@@ -170,9 +180,28 @@ def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, rev
                                      reverse0=reverse0, reverse1=reverse1)
 
 
-@_with_mask
 def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None,
-                         **_):
+                         mask=None, **_):
+    """A new SBUF tile data op0 operand0, each partition's reduce_op
+    reduction of it in reduce_res. Element-wise with a reduce, as activation
+    with reduce_res: under a mask over several axes the elements outside are
+    not written and take no part in the reduction (computed in fp32 for a
+    float result)."""
+    mask = normalize(mask)
+    if isinstance(mask, Mask) and mask.residual():
+        out_dtype = _nl._result_dtype(dtype, data)
+        return _reduce_masked(
+            lambda dst, d, box: _cur.tensor_scalar(dst, d, op0, clip(operand0, box),
+                                                   reverse0=reverse0),
+            data, reduce_op, reduce_res, dtype, mask, "nki.isa.tensor_scalar_reduce",
+            _nl.float32 if out_dtype.is_float else out_dtype)
+    return _tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=reverse0,
+                                 dtype=dtype, mask=mask)
+
+
+@_with_mask
+def _tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False,
+                          dtype=None):
     out = _sbuf(_nl._tile_shape(data), dtype, data)
     return _cur.tensor_scalar_reduce(out, data, op0, operand0, reduce_op, reduce_res,
                                      reverse0=reverse0)
