@@ -419,6 +419,30 @@ static nrt_status check_vector_ext(const nrt_nc_program_t p, int32_t i, nrt_nc_d
   return NRT_SUCCESS;
 }
 
+/* A bitwise reduction (tensor_reduce's op, tensor_scalar_reduce's
+ * reduce_op) folds raw bits: the ISA reference asks integer tiles for
+ * bitvec ops there, and the reduce registers (reduce_cmd) hold fp32. */
+static nrt_status check_bitwise_reduce(const nrt_nc_program_t p, int32_t i,
+                                       nrt_nc_diagnostic *diag) {
+  const nrt_nc_inst *inst = &p->insts[i];
+  int scalar = inst->opcode == NRT_NC_TENSOR_SCALAR;
+  int32_t op = scalar ? inst->func[2] : inst->func[0];
+  if (!(scalar || inst->opcode == NRT_NC_TENSOR_REDUCE) || !nc_alu_is_bitwise(op))
+    return NRT_SUCCESS;
+  if (scalar && inst->ap[4].tensor < 0 &&
+      !(inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD)))
+    return NRT_SUCCESS; /* func[2] unused: no reduce */
+  const nrt_nc_ap *src = &inst->ap[1], *res = scalar ? &inst->ap[4] : &inst->ap[0];
+  if (is_float_dtype(src->dtype) || is_float_dtype(inst->ap[0].dtype) ||
+      (res->tensor >= 0 && is_float_dtype(res->dtype)))
+    return nc_fail(diag, i, src->tensor, "dtype", INVALID,
+                   "a bitwise reduction works on integer tiles (data, dst and reduce_res)");
+  if (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD | NRT_NC_FLAG_REDUCE_LOAD))
+    return nc_fail(diag, i, -1, "reduce_cmd", INVALID,
+                   "a bitwise reduce_op takes reduce_cmd idle: the reduce registers hold fp32");
+  return NRT_SUCCESS;
+}
+
 /* tensor_partition_reduce: data [P, F] into dst [1, F] with add, max, min
  * or a bitwise op (the ops of the ISA reference). */
 static nrt_status check_partition_reduce(const nrt_nc_program_t p, int32_t i,
@@ -529,6 +553,7 @@ static nrt_status check_inst(const nrt_nc_program_t p, int32_t i, nrt_nc_diagnos
       return nc_check_scalar_int(p, i, diag);
     default:
       if ((s = check_elementwise(p, i, diag))) return s;
+      if ((s = check_bitwise_reduce(p, i, diag))) return s;
       break;
   }
   for (int k = 0; k < NRT_NC_MAX_APS; k++)

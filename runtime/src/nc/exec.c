@@ -247,6 +247,14 @@ static float reduce_row(int32_t op, const float *a, int64_t n) {
   return acc;
 }
 
+/* A bitwise reduction of a row of raw bits: bitvec ops see integers as bit
+ * patterns, without conversion (the ISA reference's tensor_reduce). */
+static int32_t reduce_bits(int32_t op, const int32_t *a, int64_t n) {
+  int32_t acc = op == NRT_NC_ALU_BITWISE_AND ? -1 : 0;
+  for (int64_t j = 0; j < n; j++) acc = nc_alu_int(op, acc, a[j]);
+  return acc;
+}
+
 static void exec_tensor_tensor(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
@@ -267,10 +275,27 @@ static void exec_tensor_tensor(const nc_core *core, const nrt_nc_inst *inst, scr
   }
 }
 
+/* tensor_scalar_reduce's reduce_res for a row computed on raw bits: a
+ * bitwise reduce_op folds the bits (no reduce registers: the check refuses
+ * them), another op reduces the row's integer values in fp32 as the float
+ * path does. */
+static void reduce_int_row(const nc_core *core, const nrt_nc_inst *inst, int64_t p,
+                           const int32_t *a, float *f, int64_t n) {
+  const nrt_nc_ap *res = &inst->ap[4];
+  if (nc_alu_is_bitwise(inst->func[2])) {
+    nc_store_bits(res->dtype, nc_row(core, res, p), reduce_bits(inst->func[2], a, n));
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) f[j] = (float)a[j];
+  float r = nc_reduce_command(core, inst, p, inst->func[2], reduce_row(inst->func[2], f, n));
+  if (res->tensor >= 0) nc_store(res->dtype, nc_row(core, res, p), r);
+}
+
 static void exec_tensor_scalar(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0];
   int64_t n = nc_ap_free_elems(dst);
-  int bitwise = nc_alu_is_bitwise(inst->func[0]) || nc_alu_is_bitwise(inst->func[1]);
+  int bitwise = nc_alu_is_bitwise(inst->func[0]) || nc_alu_is_bitwise(inst->func[1]) ||
+                nc_alu_is_bitwise(inst->func[2]);
   for (int64_t p = 0; p < dst->partitions; p++) {
     float s0 = scalar_operand(core, &inst->ap[2], p, inst->imm[0]);
     float s1 = scalar_operand(core, &inst->ap[3], p, inst->imm[1]);
@@ -287,6 +312,8 @@ static void exec_tensor_scalar(const nc_core *core, const nrt_nc_inst *inst, scr
         a[j] = v;
       }
       nc_scatter_bits(core, dst, p, a);
+      if (inst->ap[4].tensor >= 0 || (inst->flags & (NRT_NC_FLAG_REDUCE_RESET | NRT_NC_FLAG_REDUCE_FOLD)))
+        reduce_int_row(core, inst, p, a, s->b, n);
       continue;
     }
     nc_gather_f32(core, &inst->ap[1], p, s->a);
@@ -383,6 +410,15 @@ static void exec_tensor_reduce(const nc_core *core, const nrt_nc_inst *inst, scr
   int64_t group = 1;
   for (int d = NRT_NC_MAX_FREE_DIMS - inst->axes; d < NRT_NC_MAX_FREE_DIMS; d++) group *= src->count[d];
   int64_t groups = nc_ap_free_elems(src) / group;
+  if (nc_alu_is_bitwise(inst->func[0])) { /* on raw bits; negate is for arithmetic ops */
+    int32_t *a = (int32_t *)s->a, *b = (int32_t *)s->b;
+    for (int64_t p = 0; p < dst->partitions; p++) {
+      nc_gather_bits(core, src, p, a);
+      for (int64_t g = 0; g < groups; g++) b[g] = reduce_bits(inst->func[0], a + g * group, group);
+      nc_scatter_bits(core, dst, p, b);
+    }
+    return;
+  }
   for (int64_t p = 0; p < dst->partitions; p++) {
     nc_gather_f32(core, src, p, s->a);
     for (int64_t g = 0; g < groups; g++) {
