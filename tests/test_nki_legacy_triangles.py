@@ -209,6 +209,36 @@ def test_tensor_scalar_reduce_under_a_triangle_reduces_the_masked_elements(lo):
     np.testing.assert_allclose(got[:, 9], np.where(rows, want_max, FILL), rtol=1e-6)
 
 
+@nki.jit
+def nl_selects(a, c):
+    rows, cols = a.shape
+    out = nl.ndarray((3, rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    tri = (i_p + 1 >= i_f) & (i_f >= 2)
+    x, cond = nl.load(a), nl.load(c)
+    results = [
+        lambda: nl.where(cond, x, 4.0, mask=tri),
+        lambda: nl.logical_not(cond, dtype=nl.float32, mask=tri),
+        lambda: nl.invert(cond, mask=tri),
+    ]
+    for k, make in enumerate(results):
+        t = nl.full((rows, cols), FILL, nl.float32)
+        t[...] = make()
+        nl.store(out[k], t)
+    return out
+
+
+def test_nl_where_logical_not_and_invert_under_a_triangle():
+    a = rand(8, 12, seed=16)
+    c = (rand(8, 12, seed=17) > 0).astype(np.uint8)
+    got = nki.simulate_kernel(nl_selects, a, c)
+    p, f = np.meshgrid(np.arange(8), np.arange(12), indexing="ij")
+    m = (p + 1 >= f) & (f >= 2)
+    np.testing.assert_array_equal(got[0], np.where(m, np.where(c != 0, a, 4.0), FILL))
+    np.testing.assert_array_equal(got[1], np.where(m, c == 0, FILL))
+    np.testing.assert_array_equal(got[2], np.where(m, (~c).astype(np.float32), FILL))
+
+
 # ---- iota, memset, affine_select --------------------------------------------
 
 @nki.jit
