@@ -239,6 +239,36 @@ def test_nl_where_logical_not_and_invert_under_a_triangle():
     np.testing.assert_array_equal(got[2], np.where(m, (~c).astype(np.float32), FILL))
 
 
+@nki.jit
+def range_selects(a, lo_b, hi_b):
+    """range_select under a box on the free axis and under a triangle: each
+    element compares its own column index, as without the mask."""
+    rows, cols = a.shape
+    out = nl.ndarray((2, rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:rows, 0:cols]
+    x, b0, b1 = nl.load(a), nl.load(lo_b), nl.load(hi_b)
+    masks = [(i_f >= 3) & (i_p < 6), (i_p + 2 >= i_f) & (i_f >= 1)]
+    for k, m in enumerate(masks):
+        t = nl.full((rows, cols), FILL, nl.float32)
+        t[...] = nisa.range_select(on_true_tile=x, comp_op0=nl.greater_equal, comp_op1=nl.less,
+                                   bound0=b0, bound1=b1, range_start=1, on_false_value=-50.0,
+                                   mask=m)
+        nl.store(out[k], t)
+    return out
+
+
+def test_range_select_under_masks_keeps_each_elements_column_index():
+    a = rand(8, 10, seed=18)
+    lo_b = np.arange(8, dtype=np.float32)[:, None]
+    hi_b = lo_b + 5
+    got = nki.simulate_kernel(range_selects, a, lo_b, hi_b)
+    p, f = np.meshgrid(np.arange(8), np.arange(10), indexing="ij")
+    picked = np.where((f + 1 >= lo_b) & (f + 1 < hi_b), a, -50.0)
+    masks = [(f >= 3) & (p < 6), (p + 2 >= f) & (f >= 1)]
+    for k, m in enumerate(masks):
+        np.testing.assert_array_equal(got[k], np.where(m, picked, FILL), err_msg=f"mask {k}")
+
+
 # ---- iota, memset, affine_select --------------------------------------------
 
 @nki.jit

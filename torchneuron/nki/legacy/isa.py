@@ -425,17 +425,38 @@ def dropout(data, prob, dtype=None, **_):
     return out if dtype is None or _nl.as_dtype(dtype) == data.dtype else _nl.copy(out, dtype=dtype)
 
 
-@_with_mask
 def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
                  reduce_res=None, reduce_op=None, range_start=0, on_false_value=None, dtype=None,
-                 **_):
+                 mask=None, **_):
     """A new SBUF tile: on_true_tile where both comparisons of the free index
-    (+ range_start) with bound0 / bound1 hold, else on_false_value."""
+    (+ range_start) with bound0 / bound1 hold, else on_false_value. Under a
+    mask the instruction runs on the masked columns, so range_start moves to
+    the first of them (each element compares its own column index, as
+    without the mask); without reduce_res it is element-wise and takes
+    comparisons over several axes."""
+    m = normalize(mask)
+    if isinstance(m, Mask) and len(on_true_tile.shape) == 2:
+        first = mask_box(m, triangles=True).get(1)
+        if first is not None and first[2] == on_true_tile.shape[1]:
+            range_start = range_start + first[0]
+    build = _range_select_elementwise if reduce_res is None else _range_select
+    return build(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd,
+                 reduce_res=reduce_res, reduce_op=reduce_op, range_start=range_start,
+                 on_false_value=on_false_value, dtype=dtype, mask=mask)
+
+
+def _range_select_build(on_true_tile, comp_op0, comp_op1, bound0, bound1,
+                        reduce_cmd=reduce_cmd.idle, reduce_res=None, reduce_op=None, range_start=0,
+                        on_false_value=None, dtype=None):
     out = _sbuf(_nl._tile_shape(on_true_tile), dtype, on_true_tile)
     extra = {} if on_false_value is None else {"on_false_value": on_false_value}
     return _cur.range_select(out, on_true_tile, comp_op0, comp_op1, bound0, bound1,
                              reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
                              range_start=range_start, **extra)
+
+
+_range_select = _with_mask(_range_select_build)
+_range_select_elementwise = _with_mask(_range_select_build, elementwise=True)
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
