@@ -206,8 +206,12 @@ static void test_fuzz(void) {
   for (int i = 0; i < 3; i++) max = sizes[i] > max ? sizes[i] : max;
   uint8_t *buf = malloc(max + 64);
   for (int i = 0; i < 3; i++) {
+    /* The seeds themselves are valid (loaded here so that an injected
+     * out-of-memory shows as the status it is). */
+    nrt_graph_t g = NULL;
+    CHECK_OK(nrt_graph_load(seeds[i], sizes[i], &g));
+    nrt_graph_destroy(g);
     exercise(seeds[i], sizes[i]);
-    CHECK(loaded == i + 1); /* the seeds themselves are valid */
   }
   /* Every truncation, with the trailer as is and recomputed. */
   for (int i = 0; i < 3; i++)
