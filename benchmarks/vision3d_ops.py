@@ -7,21 +7,49 @@ The two sides run turn by turn (timing.interleaved: one neuron run, then
 one CPU run, repeated), so that the load of a shared machine falls on both;
 each time is the median of those runs (the best is printed too). A ratio
 is CPU time / neuron time (above 1.0 means neuron is faster). PyTorch CPU
-runs with 2 threads unless --cpu-threads says otherwise.
+runs with 2 threads unless --cpu-threads says otherwise. On a busy shared
+machine, --cpu-time measures the process's CPU time (all its threads)
+instead of wall time, so that other processes' load does not count; with
+one thread per side both sides then count the same single core's work:
 
-    python benchmarks/vision3d_ops.py [--repeats N] [--cpu-threads T]
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/vision3d_ops.py --cpu-time --cpu-threads 1
+    python benchmarks/vision3d_ops.py [--repeats N] [--cpu-threads T] [--cpu-time] [--only TEXT]
 """
 
 import argparse
+import statistics
+import time
 
 import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
-from timing import interleaved
+from timing import host_line, interleaved
+
+
+def interleaved_cpu_time(fn_dev, fn_cpu, repeats):
+    """timing.interleaved with the process's CPU time as the clock."""
+    fn_dev()
+    torch.neuron.synchronize()
+    fn_cpu()
+    dev, cpu = [], []
+    for _ in range(repeats):
+        start = time.process_time()
+        fn_dev()
+        torch.neuron.synchronize()
+        dev.append(time.process_time() - start)
+        start = time.process_time()
+        fn_cpu()
+        cpu.append(time.process_time() - start)
+    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+
+
+OPTIONS = argparse.Namespace(cpu_time=False, only=None)
 
 
 def case(name, make, fn, backward, repeats):
+    if OPTIONS.only and not any(o in name for o in OPTIONS.only):
+        return
     runs = []
     for dev in ("neuron", "cpu"):
         inputs = [t.to(dev) for t in make()]
@@ -39,7 +67,8 @@ def case(name, make, fn, backward, repeats):
                 with torch.no_grad():
                     fn(*inputs)
         runs.append(run)
-    nm, nb, cm, cb = interleaved(runs[0], runs[1], repeats)
+    timer = interleaved_cpu_time if OPTIONS.cpu_time else interleaved
+    nm, nb, cm, cb = timer(runs[0], runs[1], repeats)
     print(f"{name:<52}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{cm / nm:7.2f}", flush=True)
 
 
@@ -47,11 +76,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with the process's CPU time (all threads) instead of wall time")
+    parser.add_argument("--only", action="append",
+                        help="run only the cases whose name contains this text (repeatable)")
     args = parser.parse_args()
+    OPTIONS.cpu_time, OPTIONS.only = args.cpu_time, args.only
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     cl = torch.channels_last_3d
-    print(f"CPU threads: {args.cpu_threads}; turn by turn, median of {args.repeats} (best shown too); "
+    print(host_line())
+    print(f"clock: {'process CPU time' if args.cpu_time else 'wall time'}; turn by turn, median of {args.repeats} (best shown too); "
           f"ratio = CPU / neuron")
     print(f"{'case':<52}{'neuron ms':>9}{'best':>9}{'cpu ms':>9}{'best':>9}{'ratio':>7}")
 

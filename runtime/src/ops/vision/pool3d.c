@@ -5,10 +5,13 @@
  * Every window is separable: per dim and output position, the first input
  * position it covers, the number of taps inside the input, the tap step
  * and its size for the divisor. The windows are computed once per call;
- * the kernels walk them plane by plane ([N*C] planes of [D, H, W], any
- * strides). A plane's gradient only receives its own plane's outputs, so
- * backward work splits by plane as well and every sum has one order:
- * results do not depend on the thread count. Floating values are read as
+ * the floating kernels walk them for a run of channels ("lanes") at a time,
+ * so that with channels_last_3d (channel stride 1) every tap is one
+ * contiguous, vectorised run; with NCDHW the lanes step across planes.
+ * Forward work splits by (image, channel run, output row); a channel's
+ * gradient only receives its own channel's outputs, so backward work splits
+ * by (image, channel run) and every sum has one order: results do not
+ * depend on the thread count or the layout. Floating values are read as
  * double (exact for every floating dtype) and sums accumulate in double.
  * As on the CPU, MAX_POOL3D also takes the integer dtypes (compared as
  * int64, exactly) and AVG_POOL3D int64 (an int64 sum, wrapping, divided
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "ops/engine/elementwise.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/shape/shape_common.h"
@@ -42,6 +46,7 @@ typedef struct p3_job {
   nrt_dtype t;
   p3_win *win[3];
   int64_t step[3];
+  int64_t lanes, runs; /* channels per task and channel runs per image */
   int64_t divisor; /* != 0: divisor_override (any sign, as the CPU's) */
   const char *name;
   atomic_llong bad_index; /* -1, or the first index outside the plane seen */
@@ -112,52 +117,127 @@ static inline int64_t p3_divisor_int(const p3_job *j, int64_t od, int64_t oh, in
   return j->win[0][od].size * j->win[1][oh].size * j->win[2][ow].size;
 }
 
-/* ---- forward ---------------------------------------------------------------- */
+/* ---- channel runs ------------------------------------------------------------ */
 
-static void p3_max_planes(int64_t begin, int64_t end, void *ctx) {
-  p3_job *j = ctx;
-  const p3_vol *in = &j->img, *out = &j->pooled;
-  for (int64_t pl = begin; pl < end; pl++)
-    for (int64_t od = 0; od < out->d; od++)
-      for (int64_t oh = 0; oh < out->h; oh++)
-        for (int64_t ow = 0; ow < out->w; ow++) {
-          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
-          double best = -INFINITY;
-          int64_t best_at = -1;
-          for (int64_t a = 0; a < wd->count; a++)
-            for (int64_t b = 0; b < wh->count; b++)
-              for (int64_t e = 0; e < ww->count; e++) {
-                int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
-                int64_t iw = ww->first + e * j->step[2];
-                double v = p3_ld(j->t, in->data, p3_at(in, pl, id, ih, iw));
-                /* as the CPU: a larger value or any NaN (so the last NaN) takes over */
-                if (best_at < 0 || v > best || isnan(v)) {
-                  best = v;
-                  best_at = (id * in->h + ih) * in->w + iw;
-                }
-              }
-          /* a window with no taps inside the input (not produced by PyTorch's sizes) */
-          if (best_at < 0) best_at = 0;
-          p3_st(j->t, out->data, p3_at(out, pl, od, oh, ow), best);
-          ((int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)] = best_at;
-        }
+#define P3_LANES 64 /* channels of a forward task */
+#define P3_BW_LANES 16 /* channels of a backward task (its buffer holds a [D, H, W] volume per channel) */
+
+/* dst[c] = element at + c * stride, as double: a contiguous run vectorises. */
+static inline __attribute__((always_inline)) void p3_load_run(nrt_dtype t, const char *base, int64_t at, int64_t stride, int64_t n, double *dst) {
+  switch (t) {
+    case NRT_FLOAT32: {
+      const float *s = (const float *)base + at;
+      if (stride == 1)
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c];
+      else
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    case NRT_FLOAT64: {
+      const double *s = (const double *)base + at;
+      for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    default:
+      for (int64_t c = 0; c < n; c++) dst[c] = p3_ld(t, base, at + c * stride);
+  }
 }
 
-static void p3_avg_planes(int64_t begin, int64_t end, void *ctx) {
+static inline __attribute__((always_inline)) void p3_store_run(nrt_dtype t, char *base, int64_t at, int64_t stride, int64_t n, const double *src) {
+  if (t == NRT_FLOAT32 && stride == 1) {
+    float *d = (float *)base + at;
+    for (int64_t c = 0; c < n; c++) d[c] = (float)src[c];
+    return;
+  }
+  for (int64_t c = 0; c < n; c++) p3_st(t, base, at + c * stride, src[c]);
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+
+/* The lane kernels are compiled per ISA level (RT_SIMD_VOID), so that the
+ * channel loops vectorise with the host's widest vectors. */
+
+/* Task -> (image, first channel, channels, od, oh) of a forward task. */
+static void p3_forward_task(const p3_job *j, int64_t task, int64_t *n, int64_t *c0, int64_t *lanes, int64_t *od,
+                            int64_t *oh) {
+  const p3_vol *out = &j->pooled;
+  *oh = task % out->h;
+  *od = task / out->h % out->d;
+  int64_t run = task / (out->h * out->d) % j->runs;
+  *n = task / (out->h * out->d * j->runs);
+  *c0 = run * j->lanes;
+  *lanes = out->c - *c0 < j->lanes ? out->c - *c0 : j->lanes;
+}
+
+RT_SIMD_VOID(p3_max_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled, *ind = &j->ind;
+  double best[P3_LANES], v[P3_LANES];
+  int64_t at[P3_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n, c0, lanes, od, oh;
+    p3_forward_task(j, task, &n, &c0, &lanes, &od, &oh);
+    const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh];
+    int64_t ib = n * in->sn + c0 * in->sc;
+    int64_t ob = n * out->sn + c0 * out->sc + od * out->sd + oh * out->sh;
+    int64_t xb = n * ind->sn + c0 * ind->sc + od * ind->sd + oh * ind->sh;
+    for (int64_t ow = 0; ow < out->w; ow++) {
+      const p3_win *ww = &j->win[2][ow];
+      int taken = 0;
+      for (int64_t a = 0; a < wd->count; a++)
+        for (int64_t b = 0; b < wh->count; b++)
+          for (int64_t e = 0; e < ww->count; e++) {
+            int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
+            int64_t iw = ww->first + e * j->step[2], idx = (id * in->h + ih) * in->w + iw;
+            p3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+            if (!taken) {
+              for (int64_t c = 0; c < lanes; c++) best[c] = v[c], at[c] = idx;
+              taken = 1;
+              continue;
+            }
+            /* as the CPU: a larger value or any NaN (so the last NaN) takes over */
+            for (int64_t c = 0; c < lanes; c++) {
+              /* branch free (a mask), so that the loop vectorises */
+              int64_t take = -(int64_t)((v[c] > best[c]) | (v[c] != v[c]));
+              best[c] = take ? v[c] : best[c];
+              at[c] = (idx & take) | (at[c] & ~take);
+            }
+          }
+      /* a window with no taps inside the input (not produced by PyTorch's sizes) */
+      if (!taken)
+        for (int64_t c = 0; c < lanes; c++) best[c] = -INFINITY, at[c] = 0;
+      p3_store_run(j->t, out->data, ob + ow * out->sw, out->sc, lanes, best);
+      int64_t *xo = (int64_t *)j->ind.data + xb + ow * ind->sw;
+      for (int64_t c = 0; c < lanes; c++) xo[c * ind->sc] = at[c];
+    }
+  }
+}
+
+RT_SIMD_VOID(p3_avg_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   p3_job *j = ctx;
   const p3_vol *in = &j->img, *out = &j->pooled;
-  for (int64_t pl = begin; pl < end; pl++)
-    for (int64_t od = 0; od < out->d; od++)
-      for (int64_t oh = 0; oh < out->h; oh++)
-        for (int64_t ow = 0; ow < out->w; ow++) {
-          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
-          double sum = 0.0;
-          for (int64_t a = 0; a < wd->count; a++)
-            for (int64_t b = 0; b < wh->count; b++)
-              for (int64_t e = 0; e < ww->count; e++)
-                sum += p3_ld(j->t, in->data, p3_at(in, pl, wd->first + a, wh->first + b, ww->first + e));
-          p3_st(j->t, out->data, p3_at(out, pl, od, oh, ow), sum / p3_divisor(j, od, oh, ow));
-        }
+  double sum[P3_LANES], v[P3_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n, c0, lanes, od, oh;
+    p3_forward_task(j, task, &n, &c0, &lanes, &od, &oh);
+    const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh];
+    int64_t ib = n * in->sn + c0 * in->sc;
+    int64_t ob = n * out->sn + c0 * out->sc + od * out->sd + oh * out->sh;
+    for (int64_t ow = 0; ow < out->w; ow++) {
+      const p3_win *ww = &j->win[2][ow];
+      for (int64_t c = 0; c < lanes; c++) sum[c] = 0.0;
+      for (int64_t a = 0; a < wd->count; a++)
+        for (int64_t b = 0; b < wh->count; b++)
+          for (int64_t e = 0; e < ww->count; e++) {
+            int64_t id = wd->first + a, ih = wh->first + b, iw = ww->first + e;
+            p3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+            for (int64_t c = 0; c < lanes; c++) sum[c] += v[c];
+          }
+      double div = p3_divisor(j, od, oh, ow);
+      for (int64_t c = 0; c < lanes; c++) sum[c] /= div;
+      p3_store_run(j->t, out->data, ob + ow * out->sw, out->sc, lanes, sum);
+    }
+  }
 }
 
 static void p3_max_planes_int(int64_t begin, int64_t end, void *ctx) {
@@ -209,64 +289,94 @@ static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
 
 /* ---- backward --------------------------------------------------------------- */
 
-static void p3_store_plane(p3_job *j, int64_t pl, const double *acc) {
-  const p3_vol *g = &j->img;
-  for (int64_t d = 0; d < g->d; d++)
-    for (int64_t h = 0; h < g->h; h++)
-      for (int64_t w = 0; w < g->w; w++) p3_st(j->t, g->data, p3_at(g, pl, d, h, w), acc[(d * g->h + h) * g->w + w]);
+/* A backward task: image n, channels [c0, c0 + lanes), summed in double into
+ * acc[position][lane] in output order, then stored. */
+typedef struct p3_bw_task {
+  int64_t n, c0, lanes, plane;
+  double *acc;
+} p3_bw_task;
+
+static int p3_bw_begin(p3_job *j, int64_t task, p3_bw_task *b) {
+  b->n = task / j->runs;
+  b->c0 = task % j->runs * j->lanes;
+  b->lanes = j->img.c - b->c0 < j->lanes ? j->img.c - b->c0 : j->lanes;
+  memset(b->acc, 0, (size_t)(b->plane * j->lanes) * sizeof(double));
+  return 0;
 }
 
-static void p3_max_backward_planes(int64_t begin, int64_t end, void *ctx) {
+static void p3_bw_store(p3_job *j, const p3_bw_task *b) {
+  const p3_vol *g = &j->img;
+  int64_t base = b->n * g->sn + b->c0 * g->sc;
+  for (int64_t d = 0, x = 0; d < g->d; d++)
+    for (int64_t h = 0; h < g->h; h++)
+      for (int64_t w = 0; w < g->w; w++, x++)
+        p3_store_run(j->t, g->data, base + d * g->sd + h * g->sh + w * g->sw, g->sc, b->lanes, b->acc + x * j->lanes);
+}
+
+RT_SIMD_VOID(p3_max_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   p3_job *j = ctx;
-  const p3_vol *gi = &j->img, *go = &j->pooled;
-  int64_t plane = gi->d * gi->h * gi->w;
-  double *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof(double));
-  if (!acc) {
+  const p3_vol *gi = &j->img, *go = &j->pooled, *ind = &j->ind;
+  p3_bw_task b = {.plane = gi->d * gi->h * gi->w};
+  b.acc = malloc((size_t)((b.plane > 0 ? b.plane : 1) * j->lanes) * sizeof(double));
+  if (!b.acc) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  for (int64_t pl = begin; pl < end; pl++) {
-    memset(acc, 0, (size_t)plane * sizeof(double));
+  double g[P3_BW_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    p3_bw_begin(j, task, &b);
     for (int64_t od = 0; od < go->d; od++)
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
-          int64_t i = ((const int64_t *)j->ind.data)[p3_at(&j->ind, pl, od, oh, ow)];
-          if (i < 0 || i >= plane) {
-            long long none = -1;
-            atomic_compare_exchange_strong(&j->bad_index, &none, (long long)i);
-            continue;
+          p3_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
+                      go->sc, b.lanes, g);
+          const int64_t *xi =
+              (const int64_t *)ind->data + b.n * ind->sn + b.c0 * ind->sc + od * ind->sd + oh * ind->sh + ow * ind->sw;
+          for (int64_t c = 0; c < b.lanes; c++) {
+            int64_t i = xi[c * ind->sc];
+            if (i < 0 || i >= b.plane) {
+              long long none = -1;
+              atomic_compare_exchange_strong(&j->bad_index, &none, (long long)i);
+              continue;
+            }
+            b.acc[i * j->lanes + c] += g[c];
           }
-          acc[i] += p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow));
         }
-    p3_store_plane(j, pl, acc);
+    p3_bw_store(j, &b);
   }
-  free(acc);
+  free(b.acc);
 }
 
-static void p3_avg_backward_planes(int64_t begin, int64_t end, void *ctx) {
+RT_SIMD_VOID(p3_avg_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   p3_job *j = ctx;
   const p3_vol *gi = &j->img, *go = &j->pooled;
-  int64_t plane = gi->d * gi->h * gi->w;
-  double *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof(double));
-  if (!acc) {
+  p3_bw_task b = {.plane = gi->d * gi->h * gi->w};
+  b.acc = malloc((size_t)((b.plane > 0 ? b.plane : 1) * j->lanes) * sizeof(double));
+  if (!b.acc) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  for (int64_t pl = begin; pl < end; pl++) {
-    memset(acc, 0, (size_t)plane * sizeof(double));
+  double g[P3_BW_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    p3_bw_begin(j, task, &b);
     for (int64_t od = 0; od < go->d; od++)
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
           const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
-          double g = p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow)) / p3_divisor(j, od, oh, ow);
+          p3_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
+                      go->sc, b.lanes, g);
+          double div = p3_divisor(j, od, oh, ow);
+          for (int64_t c = 0; c < b.lanes; c++) g[c] /= div;
           for (int64_t a = 0; a < wd->count; a++)
-            for (int64_t b = 0; b < wh->count; b++)
-              for (int64_t e = 0; e < ww->count; e++)
-                acc[((wd->first + a) * gi->h + wh->first + b) * gi->w + ww->first + e] += g;
+            for (int64_t e2 = 0; e2 < wh->count; e2++)
+              for (int64_t e = 0; e < ww->count; e++) {
+                double *row = b.acc + (((wd->first + a) * gi->h + wh->first + e2) * gi->w + ww->first + e) * j->lanes;
+                for (int64_t c = 0; c < b.lanes; c++) row[c] += g[c];
+              }
         }
-    p3_store_plane(j, pl, acc);
+    p3_bw_store(j, &b);
   }
-  free(acc);
+  free(b.acc);
 }
 
 /* ---- windows ---------------------------------------------------------------- */
@@ -391,16 +501,23 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
       p3_adaptive_windows(j.win[d], out[d], in[d]);
     }
   }
-  int64_t work = (out[0] * out[1] * out[2]) + (backward ? in[0] * in[1] * in[2] : 0);
-  int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
   int is_int = p3_is_int(j.t);
-  rt_range_fn fn = which == OP_MAX && is_int               ? p3_max_planes_int
-                   : which == OP_AVG && is_int             ? p3_avg_planes_int
-                   : which == OP_MAX || which == OP_AMAX   ? p3_max_planes
-                   : which == OP_MAX_BW                 ? p3_max_backward_planes
-                   : which == OP_AVG || which == OP_AAVG ? p3_avg_planes
-                                                         : p3_avg_backward_planes;
-  if (planes > 0) rt_parallel_for(planes, grain, fn, &j);
+  if (is_int) {
+    int64_t work = out[0] * out[1] * out[2];
+    int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+    if (planes > 0) rt_parallel_for(planes, grain, which == OP_MAX ? p3_max_planes_int : p3_avg_planes_int, &j);
+  } else {
+    j.lanes = backward ? P3_BW_LANES : P3_LANES;
+    j.runs = j.img.c > 0 ? (j.img.c + j.lanes - 1) / j.lanes : 0;
+    int64_t tasks = j.img.n * j.runs * (backward ? 1 : out[0] * out[1]);
+    int64_t work = backward ? 1 : out[2] * (j.img.c < j.lanes ? j.img.c : j.lanes);
+    int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+    rt_range_fn fn = which == OP_MAX || which == OP_AMAX ? p3_max_lanes
+                     : which == OP_MAX_BW                ? p3_max_backward_lanes
+                     : which == OP_AVG || which == OP_AAVG ? p3_avg_lanes
+                                                           : p3_avg_backward_lanes;
+    if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, fn, &j);
+  }
   for (int d = 0; d < 3; d++) free(j.win[d]);
   if (atomic_load(&j.out_of_memory))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
