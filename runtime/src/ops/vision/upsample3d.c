@@ -4,15 +4,20 @@
  * Each output position reads one source position per dim (nearest) or two
  * with weights (trilinear); those tables are computed once per call with
  * PyTorch's index arithmetic (float32 for nearest; the compute type,
- * float32 or float64, for trilinear). Work splits by plane ([N*C] planes of
- * [D, H, W], any strides); a backward plane sums its own gradients in
- * output order into a double buffer, so results do not depend on the
- * thread count. The nearest forward copies the chosen elements' bits. */
+ * float32 or float64, for trilinear). The kernels walk runs of channels
+ * ("lanes") at a time, so that with channels_last_3d (channel stride 1)
+ * every source position is one contiguous, vectorised run; with NCDHW the
+ * lanes step across planes. A channel's gradient only receives its own
+ * channel's outputs: backward work splits by (image, channel run), each
+ * summing its gradients in output order into a double buffer, so results
+ * do not depend on the thread count or the layout. The nearest forward
+ * copies the chosen elements' bits. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "ops/engine/elementwise.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/shape/shape_common.h"
@@ -31,6 +36,7 @@ typedef struct u3_job {
   int linear;
   int64_t *i0[3], *i1[3]; /* per dim: source positions of each output position */
   double *l0[3], *l1[3];  /* per dim: their weights (linear) */
+  int64_t lanes, runs;    /* channels per task and channel runs per image */
   atomic_int out_of_memory;
 } u3_job;
 
@@ -59,10 +65,6 @@ static u3_vol u3_vol_of(const nrt_tensor_view *v) {
               .w = v->shape[4], .sn = v->strides[0], .sc = v->strides[1], .sd = v->strides[2],
               .sh = v->strides[3], .sw = v->strides[4]};
   return x;
-}
-
-static inline int64_t u3_at(const u3_vol *v, int64_t plane, int64_t d, int64_t h, int64_t w) {
-  return plane / v->c * v->sn + plane % v->c * v->sc + d * v->sd + h * v->sh + w * v->sw;
 }
 
 /* ---- tables ----------------------------------------------------------------- */
@@ -120,23 +122,6 @@ static void u3_linear_table(int64_t out, int64_t in, double scale, int align, in
 
 /* ---- kernels ---------------------------------------------------------------- */
 
-/* Output value at (od, oh, ow) of plane pl. */
-static inline double u3_sample(const u3_job *j, int64_t pl, int64_t od, int64_t oh, int64_t ow) {
-  const u3_vol *in = &j->img;
-  if (!j->linear) return u3_ld(j->t, in->data, u3_at(in, pl, j->i0[0][od], j->i0[1][oh], j->i0[2][ow]));
-  double v = 0.0;
-  for (int a = 0; a < 2; a++)
-    for (int b = 0; b < 2; b++)
-      for (int e = 0; e < 2; e++) {
-        double wgt = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]) *
-                     (e ? j->l1[2][ow] : j->l0[2][ow]);
-        int64_t id = a ? j->i1[0][od] : j->i0[0][od], ih = b ? j->i1[1][oh] : j->i0[1][oh];
-        int64_t iw = e ? j->i1[2][ow] : j->i0[2][ow];
-        v += wgt * u3_ld(j->t, in->data, u3_at(in, pl, id, ih, iw));
-      }
-  return v;
-}
-
 /* Nearest forward: a copy of the chosen source elements' bits, with the
  * plane and row offsets hoisted out of the inner loop. */
 #define U3_NEAREST_COPY(T)                                                                  \
@@ -162,37 +147,108 @@ static void u3_nearest_planes(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-static void u3_forward_planes(int64_t begin, int64_t end, void *ctx) {
-  u3_job *j = ctx;
-  const u3_vol *out = &j->out;
-  for (int64_t pl = begin; pl < end; pl++)
-    for (int64_t od = 0; od < out->d; od++)
-      for (int64_t oh = 0; oh < out->h; oh++)
-        for (int64_t ow = 0; ow < out->w; ow++) {
-          double v = u3_sample(j, pl, od, oh, ow);
-          if (j->t == NRT_UINT8) v = v < 0 ? 0 : v > 255 ? 255 : nearbyint(v);
-          else if (j->t != NRT_FLOAT64) v = (float)v;
-          u3_st(j->t, out->data, u3_at(out, pl, od, oh, ow), v);
-        }
+#define U3_LANES 64    /* channels of a forward task */
+#define U3_BW_LANES 16 /* channels of a backward task (its buffer holds a [D, H, W] volume per channel) */
+
+/* dst[c] = element at + c * stride, as double: a contiguous run vectorises. */
+static inline __attribute__((always_inline)) void u3_load_run(nrt_dtype t, const char *base, int64_t at,
+                                                              int64_t stride, int64_t n, double *dst) {
+  switch (t) {
+    case NRT_FLOAT32: {
+      const float *s = (const float *)base + at;
+      if (stride == 1)
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c];
+      else
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    case NRT_FLOAT64: {
+      const double *s = (const double *)base + at;
+      for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    default:
+      for (int64_t c = 0; c < n; c++) dst[c] = u3_ld(t, base, at + c * stride);
+  }
 }
 
-static void u3_backward_planes(int64_t begin, int64_t end, void *ctx) {
+static inline __attribute__((always_inline)) void u3_store_run(nrt_dtype t, char *base, int64_t at, int64_t stride,
+                                                               int64_t n, const double *src) {
+  if (t == NRT_FLOAT32 && stride == 1) {
+    float *d = (float *)base + at;
+    for (int64_t c = 0; c < n; c++) d[c] = (float)src[c];
+    return;
+  }
+  for (int64_t c = 0; c < n; c++) u3_st(t, base, at + c * stride, src[c]);
+}
+
+/* Nearest forward with channels innermost on both sides: each output
+ * position is a copy of one source position's run of channels. */
+static void u3_nearest_runs(int64_t begin, int64_t end, void *ctx) {
+  u3_job *j = ctx;
+  const u3_vol *in = &j->img, *out = &j->out;
+  size_t es = nrt_dtype_size(j->t), run = (size_t)in->c * es;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t oh = task % out->h, od = task / out->h % out->d, n = task / (out->h * out->d);
+    const char *row = in->data + (size_t)(n * in->sn + j->i0[0][od] * in->sd + j->i0[1][oh] * in->sh) * es;
+    char *orow = out->data + (size_t)(n * out->sn + od * out->sd + oh * out->sh) * es;
+    for (int64_t ow = 0; ow < out->w; ow++)
+      memcpy(orow + (size_t)(ow * out->sw) * es, row + (size_t)(j->i0[2][ow] * in->sw) * es, run);
+  }
+}
+
+/* Trilinear forward, task (image, channel run, od, oh): the 8 taps of each
+ * output position in the reference order, weights multiplied d, h, w. */
+RT_SIMD_VOID(u3_linear_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
+  u3_job *j = ctx;
+  const u3_vol *in = &j->img, *out = &j->out;
+  double acc[U3_LANES], v[U3_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    int64_t oh = task % out->h, od = task / out->h % out->d;
+    int64_t c0 = task / (out->h * out->d) % j->runs * j->lanes, n = task / (out->h * out->d * j->runs);
+    int64_t lanes = out->c - c0 < j->lanes ? out->c - c0 : j->lanes;
+    int64_t ib = n * in->sn + c0 * in->sc, ob = n * out->sn + c0 * out->sc + od * out->sd + oh * out->sh;
+    for (int64_t ow = 0; ow < out->w; ow++) {
+      for (int64_t c = 0; c < lanes; c++) acc[c] = 0.0;
+      for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+          for (int e = 0; e < 2; e++) {
+            double wgt = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]) *
+                         (e ? j->l1[2][ow] : j->l0[2][ow]);
+            int64_t id = a ? j->i1[0][od] : j->i0[0][od], ih = b ? j->i1[1][oh] : j->i0[1][oh];
+            int64_t iw = e ? j->i1[2][ow] : j->i0[2][ow];
+            u3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+            for (int64_t c = 0; c < lanes; c++) acc[c] += wgt * v[c];
+          }
+      if (j->t != NRT_FLOAT64)
+        for (int64_t c = 0; c < lanes; c++) acc[c] = (float)acc[c];
+      u3_store_run(j->t, out->data, ob + ow * out->sw, out->sc, lanes, acc);
+    }
+  }
+}
+
+RT_SIMD_VOID(u3_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   u3_job *j = ctx;
   const u3_vol *gi = &j->img, *go = &j->out;
-  int64_t plane = gi->d * gi->h * gi->w;
-  double *acc = malloc((size_t)(plane > 0 ? plane : 1) * sizeof(double));
+  int64_t plane = gi->d * gi->h * gi->w, L = j->lanes;
+  double *acc = malloc((size_t)((plane > 0 ? plane : 1) * L) * sizeof(double));
   if (!acc) {
     atomic_store(&j->out_of_memory, 1);
     return;
   }
-  for (int64_t pl = begin; pl < end; pl++) {
-    memset(acc, 0, (size_t)plane * sizeof(double));
+  double g[U3_BW_LANES];
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / j->runs, c0 = task % j->runs * L;
+    int64_t lanes = gi->c - c0 < L ? gi->c - c0 : L;
+    memset(acc, 0, (size_t)(plane * L) * sizeof(double));
     for (int64_t od = 0; od < go->d; od++)
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
-          double g = u3_ld(j->t, go->data, u3_at(go, pl, od, oh, ow));
+          u3_load_run(j->t, go->data, n * go->sn + c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw, go->sc,
+                      lanes, g);
           if (!j->linear) {
-            acc[(j->i0[0][od] * gi->h + j->i0[1][oh]) * gi->w + j->i0[2][ow]] += g;
+            double *row = acc + ((j->i0[0][od] * gi->h + j->i0[1][oh]) * gi->w + j->i0[2][ow]) * L;
+            for (int64_t c = 0; c < lanes; c++) row[c] += g[c];
             continue;
           }
           for (int a = 0; a < 2; a++)
@@ -202,13 +258,15 @@ static void u3_backward_planes(int64_t begin, int64_t end, void *ctx) {
                              (e ? j->l1[2][ow] : j->l0[2][ow]);
                 int64_t id = a ? j->i1[0][od] : j->i0[0][od], ih = b ? j->i1[1][oh] : j->i0[1][oh];
                 int64_t iw = e ? j->i1[2][ow] : j->i0[2][ow];
-                acc[(id * gi->h + ih) * gi->w + iw] += wgt * g;
+                double *row = acc + ((id * gi->h + ih) * gi->w + iw) * L;
+                for (int64_t c = 0; c < lanes; c++) row[c] += wgt * g[c];
               }
         }
-    for (int64_t d = 0; d < gi->d; d++)
+    int64_t base = n * gi->sn + c0 * gi->sc;
+    for (int64_t d = 0, x = 0; d < gi->d; d++)
       for (int64_t h = 0; h < gi->h; h++)
-        for (int64_t w = 0; w < gi->w; w++)
-          u3_st(j->t, gi->data, u3_at(gi, pl, d, h, w), acc[(d * gi->h + h) * gi->w + w]);
+        for (int64_t w = 0; w < gi->w; w++, x++)
+          u3_store_run(j->t, gi->data, base + d * gi->sd + h * gi->sh + w * gi->sw, gi->sc, lanes, acc + x * L);
   }
   free(acc);
 }
@@ -259,10 +317,20 @@ static nrt_status u3_run(const nrt_op *op, int linear, int backward) {
   }
   if (status == NRT_SUCCESS) {
     int64_t planes = j.img.n * j.img.c;
-    int64_t work = out[0] * out[1] * out[2] * (linear ? 8 : 1) + (backward ? in[0] * in[1] * in[2] : 0);
-    int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
-    if (planes > 0) rt_parallel_for(planes, grain,
-                      backward ? u3_backward_planes : linear ? u3_forward_planes : u3_nearest_planes, &j);
+    int inner = j.img.sc == 1 && j.out.sc == 1 && j.img.c > 1;
+    if (!linear && !backward) {
+      /* the nearest copy: runs of channels (channels_last_3d) or planes */
+      int64_t rows = j.img.n * out[0] * out[1], work = inner ? out[2] * j.img.c : out[0] * out[1] * out[2];
+      int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+      if (planes > 0) rt_parallel_for(inner ? rows : planes, grain, inner ? u3_nearest_runs : u3_nearest_planes, &j);
+    } else {
+      j.lanes = backward ? U3_BW_LANES : U3_LANES;
+      j.runs = j.img.c > 0 ? (j.img.c + j.lanes - 1) / j.lanes : 0;
+      int64_t tasks = j.img.n * j.runs * (backward ? 1 : out[0] * out[1]);
+      int64_t work = backward ? RT_VISION_GRAIN : out[2] * 8 * (j.img.c < j.lanes ? j.img.c : j.lanes);
+      int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+      if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, backward ? u3_backward_lanes : u3_linear_lanes, &j);
+    }
     if (atomic_load(&j.out_of_memory))
       status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
   }
