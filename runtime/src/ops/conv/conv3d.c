@@ -114,39 +114,99 @@ static inline void c3_add(const c3_job *j, void *buf, int64_t i, double v) {
     ((float *)buf)[i] += (float)v;
 }
 
-/* Tap r of a group's weight row: (channel, a, b, e) in that order. The
- * image pixel tap r of output position q reads, or -1 outside the image. */
-static inline int64_t c3_pixel(const c3_job *j, int64_t n, int64_t g, int64_t r, int64_t q) {
-  int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
-  int64_t c = g * j->cg + r / (j->k[0] * j->k[1] * j->k[2]);
-  int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
-  int64_t id = od * j->s[0] - j->p[0] + a * j->dl[0];
-  int64_t ih = oh * j->s[1] - j->p[1] + b * j->dl[1];
-  int64_t iw = ow * j->s[2] - j->p[2] + e * j->dl[2];
-  if (id < 0 || id >= j->img.d || ih < 0 || ih >= j->img.h || iw < 0 || iw >= j->img.w) return -1;
-  return n * j->img.sn + c * j->img.sc + id * j->img.sd + ih * j->img.sh + iw * j->img.sw;
+/* Tap r of a group's weight row is (channel, a, b, e) in that order. */
+static inline void c3_tap(const c3_job *j, int64_t r, int64_t *c, int64_t *a, int64_t *b, int64_t *e) {
+  *e = r % j->k[2];
+  *b = r / j->k[2] % j->k[1];
+  *a = r / (j->k[2] * j->k[1]) % j->k[0];
+  *c = r / (j->k[0] * j->k[1] * j->k[2]);
 }
 
-/* Output element (n, channel k, position q) of O. */
-static inline int64_t c3_out_at(const c3_job *j, int64_t n, int64_t k, int64_t q) {
-  int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
-  return n * j->out.sn + k * j->out.sc + od * j->out.sd + oh * j->out.sh + ow * j->out.sw;
+/* Output positions q0 .. q0 + m - 1 as runs along W: run R covers columns
+ * u .. u + run - 1, positions (od, oh, ow .. ow + run - 1). Walking rows
+ * keeps the divisions out of the per-element loops. */
+typedef struct c3_rows {
+  int64_t u, run, od, oh, ow;
+} c3_rows;
+
+static inline c3_rows c3_rows_first(const c3_job *j, int64_t q0, int64_t m) {
+  c3_rows R = {.u = 0, .ow = q0 % j->out.w, .oh = q0 / j->out.w % j->out.h, .od = q0 / (j->out.w * j->out.h)};
+  R.run = j->out.w - R.ow < m ? j->out.w - R.ow : m;
+  return R;
 }
 
-/* col[r][u] = tap r of position q0 + u, for u < m (row stride m). */
-static void c3_vol2col(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *col) {
-  for (int64_t r = 0; r < j->kk; r++)
-    for (int64_t u = 0; u < m; u++) {
-      int64_t at = c3_pixel(j, n, g, r, q0 + u);
-      c3_set(j, col, r * m + u, at < 0 ? 0.0 : c3_ld(j->t, j->img.data, at));
+static inline void c3_rows_next(const c3_job *j, c3_rows *R, int64_t m) {
+  R->u += R->run;
+  R->ow = 0;
+  if (++R->oh == j->out.h) R->oh = 0, R->od++;
+  R->run = j->out.w < m - R->u ? j->out.w : m - R->u;
+}
+
+#define C3_FOR_ROWS(j, q0, m, R) for (c3_rows R = c3_rows_first(j, q0, m); R.u < (m); c3_rows_next(j, &R, m))
+
+/* Of a run of `run` output columns whose tap reads image column iw0 + t * s,
+ * the columns t in [*lo, *hi) fall inside the image's w columns. */
+static inline void c3_inside(int64_t iw0, int64_t s, int64_t run, int64_t w, int64_t *lo, int64_t *hi) {
+  int64_t l = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
+  int64_t h = iw0 > w - 1 ? 0 : (w - 1 - iw0) / s + 1;
+  if (h > run) h = run;
+  if (l > h) l = h;
+  *lo = l, *hi = h;
+}
+
+/* dst[di + t] = element at + t * stride of data, for t < cnt, in the compute type. */
+static inline void c3_load_run(const c3_job *j, const char *data, int64_t at, int64_t stride, int64_t cnt, void *dst,
+                               int64_t di) {
+  switch (j->t) {
+    case NRT_FLOAT32: {
+      const float *s = (const float *)data + at;
+      float *d = (float *)dst + di;
+      for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
+      break;
     }
+    case NRT_FLOAT64: {
+      const double *s = (const double *)data + at;
+      double *d = (double *)dst + di;
+      for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
+      break;
+    }
+    default: {
+      float *d = (float *)dst + di;
+      for (int64_t t = 0; t < cnt; t++) d[t] = (float)c3_ld(j->t, data, at + t * stride);
+    }
+  }
+}
+
+/* col[r][u] = tap r of position q0 + u, for u < m (row stride m), zero
+ * outside the image: each output row is one strided run of image pixels. */
+static void c3_vol2col(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *col) {
+  size_t as = c3_asize(j);
+  const vol *im = &j->img;
+  for (int64_t r = 0; r < j->kk; r++) {
+    int64_t c, a, b, e;
+    c3_tap(j, r, &c, &a, &b, &e);
+    int64_t base = n * im->sn + (g * j->cg + c) * im->sc;
+    char *dst = (char *)col + (size_t)(r * m) * as;
+    C3_FOR_ROWS(j, q0, m, R) {
+      int64_t id = R.od * j->s[0] - j->p[0] + a * j->dl[0], ih = R.oh * j->s[1] - j->p[1] + b * j->dl[1];
+      int64_t iw0 = R.ow * j->s[2] - j->p[2] + e * j->dl[2], lo = 0, hi = 0;
+      if (id >= 0 && id < im->d && ih >= 0 && ih < im->h) c3_inside(iw0, j->s[2], R.run, im->w, &lo, &hi);
+      memset(dst + (size_t)R.u * as, 0, (size_t)lo * as);
+      c3_load_run(j, im->data, base + id * im->sd + ih * im->sh + (iw0 + lo * j->s[2]) * im->sw, j->s[2] * im->sw,
+                  hi - lo, dst, R.u + lo);
+      memset(dst + (size_t)(R.u + hi) * as, 0, (size_t)(R.run - hi) * as);
+    }
+  }
 }
 
 /* buf[k][u] = O[n, g*kg + k, q0 + u]. */
 static void c3_gather_out(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *buf) {
-  for (int64_t k = 0; k < j->kg; k++)
-    for (int64_t u = 0; u < m; u++)
-      c3_set(j, buf, k * m + u, c3_ld(j->t, j->out.data, c3_out_at(j, n, g * j->kg + k, q0 + u)));
+  const vol *o = &j->out;
+  for (int64_t k = 0; k < j->kg; k++) {
+    int64_t base = n * o->sn + (g * j->kg + k) * o->sc;
+    C3_FOR_ROWS(j, q0, m, R)
+    c3_load_run(j, o->data, base + R.od * o->sd + R.oh * o->sh + R.ow * o->sw, o->sw, R.run, buf, k * m + R.u);
+  }
 }
 
 /* ---- tasks ------------------------------------------------------------------- */
@@ -170,10 +230,14 @@ static void c3_forward_tasks(int64_t begin, int64_t end, void *ctx) {
     for (int64_t k = 0; k < j->kg; k++) {
       int64_t ch = g * j->kg + k;
       double b = j->bias ? c3_ld(j->t, j->bias, ch * j->bias_stride) : 0.0;
-      for (int64_t u = 0; u < m; u++) {
-        double v = j->kk > 0 ? c3_get(j, res, k * m + u) : 0.0;
-        /* float32 rounding of the sum with the bias, as the 2-d kernels */
-        c3_st(j->t, j->out.data, c3_out_at(j, n, ch, q0 + u), j->is_f64 ? v + b : (double)((float)v + (float)b));
+      int64_t base = n * j->out.sn + ch * j->out.sc;
+      C3_FOR_ROWS(j, q0, m, R) {
+        int64_t at = base + R.od * j->out.sd + R.oh * j->out.sh + R.ow * j->out.sw;
+        for (int64_t t = 0; t < R.run; t++) {
+          double v = j->kk > 0 ? c3_get(j, res, k * m + R.u + t) : 0.0;
+          /* float32 rounding of the sum with the bias, as the 2-d kernels */
+          c3_st(j->t, j->out.data, at + t * j->out.sw, j->is_f64 ? v + b : (double)((float)v + (float)b));
+        }
       }
     }
   }
@@ -199,29 +263,34 @@ static void c3_input_grad_tasks(int64_t begin, int64_t end, void *ctx) {
       c3_gather_out(j, n, g, q0, m, go);
       /* col[kk][m] = W_g^T [kk][kg] * go [kg][m] */
       c3_gemm(j, j->kk, m, j->kg, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, 1, j->kk, go, m, 1, col, m, 0);
+      /* col2vol: each output row's tap adds into one strided run of the plane */
       for (int64_t r = 0; r < j->kk; r++) {
-        int64_t c = r / (j->k[0] * j->k[1] * j->k[2]);
-        int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
-        for (int64_t u = 0; u < m; u++) {
-          int64_t q = q0 + u;
-          int64_t ow = q % j->out.w, oh = q / j->out.w % j->out.h, od = q / (j->out.w * j->out.h);
-          int64_t id = od * j->s[0] - j->p[0] + a * j->dl[0];
-          int64_t ih = oh * j->s[1] - j->p[1] + b * j->dl[1];
-          int64_t iw = ow * j->s[2] - j->p[2] + e * j->dl[2];
-          if (id < 0 || id >= j->img.d || ih < 0 || ih >= j->img.h || iw < 0 || iw >= j->img.w) continue;
-          c3_add(j, acc, c * plane + (id * j->img.h + ih) * j->img.w + iw, c3_get(j, col, r * m + u));
+        int64_t c, a, b, e;
+        c3_tap(j, r, &c, &a, &b, &e);
+        C3_FOR_ROWS(j, q0, m, R) {
+          int64_t id = R.od * j->s[0] - j->p[0] + a * j->dl[0], ih = R.oh * j->s[1] - j->p[1] + b * j->dl[1];
+          int64_t iw0 = R.ow * j->s[2] - j->p[2] + e * j->dl[2], lo, hi;
+          if (id < 0 || id >= j->img.d || ih < 0 || ih >= j->img.h) continue;
+          c3_inside(iw0, j->s[2], R.run, j->img.w, &lo, &hi);
+          int64_t at = c * plane + (id * j->img.h + ih) * j->img.w + iw0, s2 = j->s[2], from = r * m + R.u;
+          if (j->is_f64)
+            for (int64_t t = lo; t < hi; t++) ((double *)acc)[at + t * s2] += ((const double *)col)[from + t];
+          else
+            for (int64_t t = lo; t < hi; t++) ((float *)acc)[at + t * s2] += ((const float *)col)[from + t];
         }
       }
     }
     for (int64_t c = 0; c < j->cg; c++) {
       int64_t ch = g * j->cg + c;
       double b = j->bias ? c3_ld(j->t, j->bias, ch * j->bias_stride) : 0.0;
-      for (int64_t x = 0; x < plane; x++) {
-        int64_t iw = x % j->img.w, ih = x / j->img.w % j->img.h, id = x / (j->img.w * j->img.h);
-        double v = c3_get(j, acc, c * plane + x);
-        c3_st(j->t, j->img.data, n * j->img.sn + ch * j->img.sc + id * j->img.sd + ih * j->img.sh + iw * j->img.sw,
-              j->is_f64 ? v + b : (double)((float)v + (float)b));
-      }
+      for (int64_t id = 0, x = 0; id < j->img.d; id++)
+        for (int64_t ih = 0; ih < j->img.h; ih++) {
+          int64_t at = n * j->img.sn + ch * j->img.sc + id * j->img.sd + ih * j->img.sh;
+          for (int64_t iw = 0; iw < j->img.w; iw++, x++) {
+            double v = c3_get(j, acc, c * plane + x);
+            c3_st(j->t, j->img.data, at + iw * j->img.sw, j->is_f64 ? v + b : (double)((float)v + (float)b));
+          }
+        }
     }
   }
   free(col), free(go), free(acc);
