@@ -51,6 +51,8 @@ typedef struct c3_job {
   int64_t bias_stride;
   void *wmat; /* the weight as a dense [K][kk] matrix of the compute type */
   void *acc;  /* weight-gradient accumulators [groups][parts][kg][kk] */
+  void *packed[2]; /* dense NCDHW copies of read operands whose W stride is not 1 */
+  int pointwise;   /* 1x1x1 taps, stride 1, no padding, dense image of the compute type */
   atomic_int failed;
 } c3_job;
 
@@ -161,13 +163,19 @@ static inline void c3_load_run(const c3_job *j, const char *data, int64_t at, in
     case NRT_FLOAT32: {
       const float *s = (const float *)data + at;
       float *d = (float *)dst + di;
-      for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
+      if (stride == 1 && cnt > 0)
+        memcpy(d, s, (size_t)cnt * sizeof(float));
+      else
+        for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
       break;
     }
     case NRT_FLOAT64: {
       const double *s = (const double *)data + at;
       double *d = (double *)dst + di;
-      for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
+      if (stride == 1 && cnt > 0)
+        memcpy(d, s, (size_t)cnt * sizeof(double));
+      else
+        for (int64_t t = 0; t < cnt; t++) d[t] = s[t * stride];
       break;
     }
     default: {
@@ -199,6 +207,20 @@ static void c3_vol2col(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_
   }
 }
 
+/* The columns of positions q0 .. q0 + m - 1 and their row stride: a
+ * pointwise convolution's columns are the image's own channel rows (no
+ * copy); otherwise vol2col fills col. */
+static const void *c3_columns(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *col,
+                              int64_t *row_stride) {
+  if (j->pointwise) {
+    *row_stride = j->img.sc;
+    return j->img.data + (size_t)(n * j->img.sn + g * j->cg * j->img.sc + q0) * c3_asize(j);
+  }
+  c3_vol2col(j, n, g, q0, m, col);
+  *row_stride = m;
+  return col;
+}
+
 /* buf[k][u] = O[n, g*kg + k, q0 + u]. */
 static void c3_gather_out(const c3_job *j, int64_t n, int64_t g, int64_t q0, int64_t m, void *buf) {
   const vol *o = &j->out;
@@ -224,8 +246,10 @@ static void c3_forward_tasks(int64_t begin, int64_t end, void *ctx) {
     int64_t tile = task % j->tiles, g = task / j->tiles % j->groups, n = task / (j->tiles * j->groups);
     int64_t q0 = tile * j->nt, m = j->opos - q0 < j->nt ? j->opos - q0 : j->nt;
     if (j->kk > 0) {
-      c3_vol2col(j, n, g, q0, m, col);
-      c3_gemm(j, j->kg, m, j->kk, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, j->kk, 1, col, m, 1, res, m, 0);
+      int64_t rs;
+      const void *cols = c3_columns(j, n, g, q0, m, col, &rs);
+      c3_gemm(j, j->kg, m, j->kk, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, j->kk, 1, (void *)cols, rs, 1,
+              res, m, 0);
     }
     for (int64_t k = 0; k < j->kg; k++) {
       int64_t ch = g * j->kg + k;
@@ -316,10 +340,11 @@ static void c3_weight_grad_tasks(int64_t begin, int64_t end, void *ctx) {
     for (int64_t it = i0; it < i1; it++) {
       int64_t n = it / j->tiles, tile = it % j->tiles;
       int64_t q0 = tile * j->nt, m = j->opos - q0 < j->nt ? j->opos - q0 : j->nt;
-      c3_vol2col(j, n, g, q0, m, col);
+      int64_t rs;
+      const void *cols = c3_columns(j, n, g, q0, m, col, &rs);
       c3_gather_out(j, n, g, q0, m, go);
       /* acc[kg][kk] += go [kg][m] * col^T [m][kk] */
-      c3_gemm(j, j->kg, j->kk, m, go, m, 1, col, 1, m, acc, j->kk, 1);
+      c3_gemm(j, j->kg, j->kk, m, go, m, 1, (void *)cols, 1, rs, acc, j->kk, 1);
     }
   }
   free(col), free(go);
@@ -355,6 +380,40 @@ static nrt_status c3_integer(const nrt_op *op, c3_role role) {
                    .input_grad = role == C3_INPUT_GRAD};
   nrt_status s = c3_geometry(op, c.s, c.p, c.dl);
   return s ? s : rt_conv_integer(&c, name);
+}
+
+/* Operands read along W as strided runs (vol2col, the output gather) are
+ * copied once to dense NCDHW when W is not their innermost dim
+ * (channels_last_3d): the runs then become contiguous copies. The values
+ * are copied bit for bit, so results do not change. */
+static int c3_pack(vol *v, nrt_dtype t, void **own) {
+  if (v->sw == 1 || v->n * v->c * v->d * v->h * v->w == 0) return 0;
+  size_t es = nrt_dtype_size(t);
+  char *dst = malloc((size_t)(v->n * v->c * v->d * v->h * v->w) * es);
+  if (!dst) return -1;
+  char *d = dst;
+  for (int64_t n = 0; n < v->n; n++)
+    for (int64_t c = 0; c < v->c; c++)
+      for (int64_t z = 0; z < v->d; z++)
+        for (int64_t h = 0; h < v->h; h++) {
+          const char *src = v->data + (size_t)(n * v->sn + c * v->sc + z * v->sd + h * v->sh) * es;
+          size_t step = (size_t)v->sw * es;
+          switch (es) {
+            case 2:
+              for (int64_t w = 0; w < v->w; w++) ((uint16_t *)d)[w] = *(const uint16_t *)(src + w * step);
+              break;
+            case 4:
+              for (int64_t w = 0; w < v->w; w++) ((uint32_t *)d)[w] = *(const uint32_t *)(src + w * step);
+              break;
+            default:
+              for (int64_t w = 0; w < v->w; w++) ((uint64_t *)d)[w] = *(const uint64_t *)(src + w * step);
+          }
+          d += (size_t)v->w * es;
+        }
+  *own = dst;
+  v->data = dst;
+  v->sw = 1, v->sh = v->w, v->sd = v->h * v->w, v->sc = v->d * v->h * v->w, v->sn = v->c * v->sc;
+  return 0;
 }
 
 static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
@@ -420,11 +479,22 @@ static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
   nt = nt < 16 ? 16 : nt > 1024 ? 1024 : nt;
   j->nt = j->opos < nt ? j->opos : nt;
   j->tiles = j->nt > 0 ? (j->opos + j->nt - 1) / j->nt : 0;
+  if ((role != C3_INPUT_GRAD && c3_pack(&j->img, t, &j->packed[0])) ||
+      (role != C3_FORWARD && c3_pack(&j->out, t, &j->packed[1]))) {
+    free(j->packed[0]);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a dense copy of an operand", name);
+  }
+  j->pointwise = role != C3_INPUT_GRAD && (t == NRT_FLOAT32 || t == NRT_FLOAT64) && j->img.sw == 1 &&
+                 j->img.sh == j->img.w && j->img.sd == j->img.h * j->img.w;
+  for (int d = 0; d < 3; d++) j->pointwise &= j->k[d] == 1 && j->s[d] == 1 && j->p[d] == 0 && on[d] == in[d];
   if (role != C3_WEIGHT_GRAD) {
     /* the weight as a dense [K][kk] matrix of the compute type */
     int64_t K = j->out.c;
     j->wmat = malloc((size_t)(K * j->kk) * c3_asize(j) + 1);
-    if (!j->wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
+    if (!j->wmat) {
+      free(j->packed[0]), free(j->packed[1]);
+      return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
+    }
     const nrt_tensor_view *w = j->w;
     for (int64_t k = 0; k < K; k++)
       for (int64_t r = 0; r < j->kk; r++) {
@@ -440,6 +510,7 @@ static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
 static nrt_status c3_finish(const nrt_op *op, c3_job *j) {
   free(j->wmat);
   free(j->acc);
+  free(j->packed[0]), free(j->packed[1]);
   if (atomic_load(&j->failed))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for column buffers", nrt_op_name(op->code));
   return NRT_SUCCESS;
@@ -482,8 +553,10 @@ nrt_status rt_kernel_conv3d_weight_grad(const nrt_op *op) {
   j.parts = parts;
   size_t as = c3_asize(&j);
   j.acc = calloc((size_t)(wsize * parts) + 1, as);
-  if (!j.acc)
+  if (!j.acc) {
+    free(j.packed[0]), free(j.packed[1]);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the accumulators", nrt_op_name(op->code));
+  }
   if (wsize > 0 && items > 0) rt_parallel_for(j.groups * parts, 1, c3_weight_grad_tasks, &j);
   /* sum the parts of each group in order, and store */
   const nrt_tensor_view *w = j.w;
