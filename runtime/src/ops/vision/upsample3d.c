@@ -198,7 +198,8 @@ static void u3_nearest_runs(int64_t begin, int64_t end, void *ctx) {
 }
 
 /* Trilinear forward, task (image, channel run, od, oh): the 8 taps of each
- * output position in the reference order, weights multiplied d, h, w. */
+ * output position in the reference order, weights multiplied d, h, w; the
+ * four source rows and their (d, h) weights are fixed per task. */
 RT_SIMD_VOID(u3_linear_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   u3_job *j = ctx;
   const u3_vol *in = &j->img, *out = &j->out;
@@ -207,24 +208,80 @@ RT_SIMD_VOID(u3_linear_lanes, (int64_t begin, int64_t end, void *ctx), (begin, e
     int64_t oh = task % out->h, od = task / out->h % out->d;
     int64_t c0 = task / (out->h * out->d) % j->runs * j->lanes, n = task / (out->h * out->d * j->runs);
     int64_t lanes = out->c - c0 < j->lanes ? out->c - c0 : j->lanes;
-    int64_t ib = n * in->sn + c0 * in->sc, ob = n * out->sn + c0 * out->sc + od * out->sd + oh * out->sh;
+    int64_t ib = n * in->sn + c0 * in->sc, ob = n * out->sn + c0 * out->sc + od * out->sd + oh * out->sh, at[4];
+    double wr[4];
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 2; b++) {
+        at[a * 2 + b] = ib + (a ? j->i1[0][od] : j->i0[0][od]) * in->sd + (b ? j->i1[1][oh] : j->i0[1][oh]) * in->sh;
+        wr[a * 2 + b] = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]);
+      }
     for (int64_t ow = 0; ow < out->w; ow++) {
       for (int64_t c = 0; c < lanes; c++) acc[c] = 0.0;
-      for (int a = 0; a < 2; a++)
-        for (int b = 0; b < 2; b++)
-          for (int e = 0; e < 2; e++) {
-            double wgt = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]) *
-                         (e ? j->l1[2][ow] : j->l0[2][ow]);
-            int64_t id = a ? j->i1[0][od] : j->i0[0][od], ih = b ? j->i1[1][oh] : j->i0[1][oh];
-            int64_t iw = e ? j->i1[2][ow] : j->i0[2][ow];
-            u3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+      for (int r = 0; r < 4; r++)
+        for (int e = 0; e < 2; e++) {
+          double wgt = wr[r] * (e ? j->l1[2][ow] : j->l0[2][ow]);
+          int64_t src = at[r] + (e ? j->i1[2][ow] : j->i0[2][ow]) * in->sw;
+          if (j->t == NRT_FLOAT32 && in->sc == 1) {
+            const float *x = (const float *)in->data + src;
+            for (int64_t c = 0; c < lanes; c++) acc[c] += wgt * (double)x[c];
+          } else {
+            u3_load_run(j->t, in->data, src, in->sc, lanes, v);
             for (int64_t c = 0; c < lanes; c++) acc[c] += wgt * v[c];
           }
+        }
       if (j->t != NRT_FLOAT64)
         for (int64_t c = 0; c < lanes; c++) acc[c] = (float)acc[c];
       u3_store_run(j->t, out->data, ob + ow * out->sw, out->sc, lanes, acc);
     }
   }
+}
+
+/* Trilinear forward with W innermost (NCDHW), task (plane, od, oh): the four
+ * source rows and their (d, h) weights are fixed per task; each output
+ * position sums its 8 taps in the lane kernel's order, with the same
+ * products ((d * h) * w), so both kernels give the same bits. */
+#define U3_ROW_SUM(LOAD)                                                                        \
+  for (int64_t ow = 0; ow < out->w; ow++) {                                                    \
+    double v = 0.0;                                                                            \
+    int64_t x0 = j->i0[2][ow] * in->sw, x1 = j->i1[2][ow] * in->sw;                            \
+    double w0 = j->l0[2][ow], w1 = j->l1[2][ow];                                               \
+    for (int r = 0; r < 4; r++) {                                                              \
+      v += (wr[r] * w0) * (double)LOAD(at[r] + x0);                                            \
+      v += (wr[r] * w1) * (double)LOAD(at[r] + x1);                                            \
+    }                                                                                          \
+    row[ow] = v;                                                                               \
+  }
+#define U3_LD_F32(i) ((const float *)in->data)[i]
+#define U3_LD_ANY(i) u3_ld(j->t, in->data, i)
+
+RT_SIMD_VOID(u3_linear_rows, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
+  u3_job *j = ctx;
+  const u3_vol *in = &j->img, *out = &j->out;
+  double *row = malloc((size_t)(out->w > 0 ? out->w : 1) * sizeof(double));
+  if (!row) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t oh = task % out->h, od = task / out->h % out->d, pl = task / (out->h * out->d);
+    int64_t ib = pl / in->c * in->sn + pl % in->c * in->sc, at[4];
+    double wr[4];
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 2; b++) {
+        at[a * 2 + b] = ib + (a ? j->i1[0][od] : j->i0[0][od]) * in->sd + (b ? j->i1[1][oh] : j->i0[1][oh]) * in->sh;
+        wr[a * 2 + b] = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]);
+      }
+    if (j->t == NRT_FLOAT32) {
+      U3_ROW_SUM(U3_LD_F32)
+    } else {
+      U3_ROW_SUM(U3_LD_ANY)
+    }
+    if (j->t != NRT_FLOAT64)
+      for (int64_t ow = 0; ow < out->w; ow++) row[ow] = (float)row[ow];
+    u3_store_run(j->t, out->data, pl / out->c * out->sn + pl % out->c * out->sc + od * out->sd + oh * out->sh,
+                 out->sw, out->w, row);
+  }
+  free(row);
 }
 
 RT_SIMD_VOID(u3_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
@@ -329,7 +386,14 @@ static nrt_status u3_run(const nrt_op *op, int linear, int backward) {
       int64_t tasks = j.img.n * j.runs * (backward ? 1 : out[0] * out[1]);
       int64_t work = backward ? RT_VISION_GRAIN : out[2] * 8 * (j.img.c < j.lanes ? j.img.c : j.lanes);
       int64_t grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
-      if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, backward ? u3_backward_lanes : u3_linear_lanes, &j);
+      if (!backward && !inner) {
+        /* W innermost: rows of one plane */
+        tasks = planes * out[0] * out[1];
+        work = out[2] * 8;
+        grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+      }
+      rt_range_fn fn = backward ? u3_backward_lanes : inner ? u3_linear_lanes : u3_linear_rows;
+      if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, fn, &j);
     }
     if (atomic_load(&j.out_of_memory))
       status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
