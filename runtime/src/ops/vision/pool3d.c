@@ -304,13 +304,29 @@ static int p3_bw_begin(p3_job *j, int64_t task, p3_bw_task *b) {
   return 0;
 }
 
+/* Stores the task's sums: position-major runs of channels when channels
+ * are innermost; for dense NCDHW planes, blocks of positions transposed
+ * through the cache (each channel's block is one contiguous write). */
+#define P3_STORE_BLOCK 16
+
 static void p3_bw_store(p3_job *j, const p3_bw_task *b) {
   const p3_vol *g = &j->img;
-  int64_t base = b->n * g->sn + b->c0 * g->sc;
+  int64_t base = b->n * g->sn + b->c0 * g->sc, L = j->lanes, plane = b->plane;
+  if (g->sc != 1 && g->sw == 1 && g->sh == g->w && g->sd == g->h * g->w) {
+    double run[P3_STORE_BLOCK];
+    for (int64_t x0 = 0; x0 < plane; x0 += P3_STORE_BLOCK) {
+      int64_t cnt = plane - x0 < P3_STORE_BLOCK ? plane - x0 : P3_STORE_BLOCK;
+      for (int64_t c = 0; c < b->lanes; c++) {
+        for (int64_t x = 0; x < cnt; x++) run[x] = b->acc[(x0 + x) * L + c];
+        p3_store_run(j->t, g->data, base + c * g->sc + x0, 1, cnt, run);
+      }
+    }
+    return;
+  }
   for (int64_t d = 0, x = 0; d < g->d; d++)
     for (int64_t h = 0; h < g->h; h++)
       for (int64_t w = 0; w < g->w; w++, x++)
-        p3_store_run(j->t, g->data, base + d * g->sd + h * g->sh + w * g->sw, g->sc, b->lanes, b->acc + x * j->lanes);
+        p3_store_run(j->t, g->data, base + d * g->sd + h * g->sh + w * g->sw, g->sc, b->lanes, b->acc + x * L);
 }
 
 RT_SIMD_VOID(p3_max_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
