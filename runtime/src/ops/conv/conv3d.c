@@ -248,8 +248,9 @@ static void c3_forward_tasks(int64_t begin, int64_t end, void *ctx) {
     if (j->kk > 0) {
       int64_t rs;
       const void *cols = c3_columns(j, n, g, q0, m, col, &rs);
-      c3_gemm(j, j->kg, m, j->kk, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, j->kk, 1, (void *)cols, rs, 1,
-              res, m, 0);
+      /* res[u][k] = cols^T [m][kk] * W_g^T [kk][kg]: the positions are the product's long side */
+      c3_gemm(j, m, j->kg, j->kk, (void *)cols, 1, rs, (char *)j->wmat + (size_t)(g * j->kg * j->kk) * as, 1, j->kk,
+              res, j->kg, 0);
     }
     for (int64_t k = 0; k < j->kg; k++) {
       int64_t ch = g * j->kg + k;
@@ -258,7 +259,7 @@ static void c3_forward_tasks(int64_t begin, int64_t end, void *ctx) {
       C3_FOR_ROWS(j, q0, m, R) {
         int64_t at = base + R.od * j->out.sd + R.oh * j->out.sh + R.ow * j->out.sw;
         for (int64_t t = 0; t < R.run; t++) {
-          double v = j->kk > 0 ? c3_get(j, res, k * m + R.u + t) : 0.0;
+          double v = j->kk > 0 ? c3_get(j, res, (R.u + t) * j->kg + k) : 0.0;
           /* float32 rounding of the sum with the bias, as the 2-d kernels */
           c3_st(j->t, j->out.data, at + t * j->out.sw, j->is_f64 ? v + b : (double)((float)v + (float)b));
         }
