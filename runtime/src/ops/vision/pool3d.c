@@ -296,12 +296,11 @@ typedef struct p3_bw_task {
   double *acc;
 } p3_bw_task;
 
-static int p3_bw_begin(p3_job *j, int64_t task, p3_bw_task *b) {
+static void p3_bw_begin(p3_job *j, int64_t task, p3_bw_task *b) {
   b->n = task / j->runs;
   b->c0 = task % j->runs * j->lanes;
   b->lanes = j->img.c - b->c0 < j->lanes ? j->img.c - b->c0 : j->lanes;
   memset(b->acc, 0, (size_t)(b->plane * j->lanes) * sizeof(double));
-  return 0;
 }
 
 /* Stores the task's sums: position-major runs of channels when channels
