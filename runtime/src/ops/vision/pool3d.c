@@ -287,6 +287,47 @@ static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
         }
 }
 
+/* Average forward with W innermost (NCDHW), task (plane, od, oh): each
+ * output sums its window in the lane kernel's order (d, h, then w), so both
+ * kernels give the same bits. */
+#define P3_ROW_AVG(LOAD)                                                        \
+  for (int64_t ow = 0; ow < out->w; ow++) {                                    \
+    const p3_win *ww = &j->win[2][ow];                                         \
+    double sum = 0.0;                                                          \
+    for (int64_t a = 0; a < wd->count; a++)                                    \
+      for (int64_t b = 0; b < wh->count; b++) {                                \
+        int64_t at = ib + (wd->first + a) * in->sd + (wh->first + b) * in->sh; \
+        for (int64_t e = 0; e < ww->count; e++)                                \
+          sum += (double)LOAD(at + (ww->first + e) * in->sw);                  \
+      }                                                                        \
+    row[ow] = sum / p3_divisor(j, od, oh, ow);                                 \
+  }
+#define P3_LD_F32(i) ((const float *)in->data)[i]
+#define P3_LD_ANY(i) p3_ld(j->t, in->data, i)
+
+RT_SIMD_VOID(p3_avg_rows, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
+  p3_job *j = ctx;
+  const p3_vol *in = &j->img, *out = &j->pooled;
+  double *row = malloc((size_t)(out->w > 0 ? out->w : 1) * sizeof(double));
+  if (!row) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  for (int64_t task = begin; task < end; task++) {
+    int64_t oh = task % out->h, od = task / out->h % out->d, pl = task / (out->h * out->d);
+    const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh];
+    int64_t ib = pl / in->c * in->sn + pl % in->c * in->sc;
+    if (j->t == NRT_FLOAT32) {
+      P3_ROW_AVG(P3_LD_F32)
+    } else {
+      P3_ROW_AVG(P3_LD_ANY)
+    }
+    p3_store_run(j->t, out->data, pl / out->c * out->sn + pl % out->c * out->sc + od * out->sd + oh * out->sh,
+                 out->sw, out->w, row);
+  }
+  free(row);
+}
+
 /* ---- backward --------------------------------------------------------------- */
 
 /* A backward task: image n, channels [c0, c0 + lanes), summed in double into
@@ -531,6 +572,12 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
                      : which == OP_MAX_BW                ? p3_max_backward_lanes
                      : which == OP_AVG || which == OP_AAVG ? p3_avg_lanes
                                                            : p3_avg_backward_lanes;
+    if (!backward && !max_pool && !(j.img.sc == 1 && j.pooled.sc == 1)) {
+      /* average pools of W-innermost operands: rows of one plane */
+      tasks = planes * out[0] * out[1];
+      grain = out[2] >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (out[2] > 0 ? out[2] : 1);
+      fn = p3_avg_rows;
+    }
     if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, fn, &j);
   }
   for (int d = 0; d < 3; d++) free(j.win[d]);
