@@ -1,0 +1,518 @@
+/* Direct bfloat16 convolution on AMX tiles (see conv_amx.h).
+ *
+ * Tasks are (image, group): each copies its image into padded channel-pair
+ * planes in its own buffer (in L2 for the CNN and ResNet shapes), then for
+ * each block of 32 flat positions runs every block of 32 output channels,
+ * so the planes' rows of a position block stay in L1 while the packed
+ * weight streams from L2. Every output element is summed by one task in a
+ * fixed order: results do not depend on the thread count.
+ *
+ * Numerics: bfloat16 products summed in float32 tiles (TDPBF16PS; the twin
+ * sums pairs in float32 in the same order of taps and channel blocks), the
+ * bias added in float32 and the result rounded once to bfloat16. */
+#include "ops/conv/conv_amx.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu_isa.h"
+#include "ops/gemm/gemm.h"
+#include "ops/engine/thread_pool.h"
+
+#define CA_CB 32 /* channels per k block: 16 pairs, one tile row */
+#define CA_MB 32 /* output channels per C block: two A tiles */
+#define CA_NB 32 /* flat positions per C block: two B tiles */
+
+typedef struct ca_job {
+  rt_conv_shape s;
+  int flipped, portable;
+  int64_t cg, kg, kgp, ncb, taps;
+  int64_t wp, hp;     /* padded image: columns, rows */
+  int64_t flat;       /* flat positions computed per image: OH * wp rounded up to CA_NB */
+  int64_t plane;      /* words (channel pairs) per plane, with the slack the last block reads */
+  int64_t *tap_off;   /* flat offset of each tap */
+  uint32_t *wpack;    /* [group][tap][k block][kgp rows][16 pairs] */
+  const void *bias;
+  int64_t bias_stride;
+  /* Weight gradient: images [n0, n0 + count) packed per (image, group). */
+  int64_t cgp, chunk, n0, count, gq_img, xq_img, started;
+  uint32_t *gq; /* grad_output [kgp][flat] as words of two positions */
+  uint32_t *xq; /* image [2][plane / 2][cgp]: pairs from even, then odd positions */
+  float *acc;   /* [group][output block][channel block][tap][32][32] */
+  atomic_int oom;
+} ca_job;
+
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/* ---- packing ---------------------------------------------------------------- */
+
+/* Weight element (output channel o, input channel c, tap t) of group g, as
+ * bits; the flipped weight is read swapped and mirrored (conv_blocked.h). */
+static uint16_t weight_at(const ca_job *j, const nrt_tensor_view *w, int64_t g, int64_t o, int64_t c, int64_t t) {
+  int64_t i = t / j->s.kw, jj = t % j->s.kw;
+  const uint16_t *d = w->data;
+  if (j->flipped)
+    return d[(g * j->cg + c) * w->strides[0] + o * w->strides[1] + (j->s.kh - 1 - i) * w->strides[2] +
+             (j->s.kw - 1 - jj) * w->strides[3]];
+  return d[(g * j->kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3]];
+}
+
+/* A tiles of every (group, tap, k block): kgp rows of 16 channel pairs,
+ * the low half of a word the even channel (as in the B planes); zeros
+ * beyond kg rows and cg channels. */
+static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
+  for (int64_t g = 0; g < j->s.groups; g++)
+    for (int64_t t = 0; t < j->taps; t++)
+      for (int64_t cb = 0; cb < j->ncb; cb++) {
+        uint32_t *dst = j->wpack + ((g * j->taps + t) * j->ncb + cb) * j->kgp * 16;
+        for (int64_t o = 0; o < j->kgp; o++)
+          for (int64_t q = 0; q < 16; q++) {
+            int64_t c = cb * CA_CB + 2 * q;
+            uint32_t lo = o < j->kg && c < j->cg ? weight_at(j, w, g, o, c, t) : 0;
+            uint32_t hi = o < j->kg && c + 1 < j->cg ? weight_at(j, w, g, o, c + 1, t) : 0;
+            dst[o * 16 + q] = lo | hi << 16;
+          }
+      }
+}
+
+/* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
+static void pack_image(const ca_job *j, int64_t n, int64_t g, uint32_t *planes) {
+  const rt_image *im = &j->s.img;
+  const uint16_t *base = (const uint16_t *)im->data + n * im->sn + g * j->cg * im->sc;
+  int64_t wp = j->wp, ph = j->s.ph, pw = j->s.pw;
+  /* Image rows and columns that land in the padded image. */
+  int64_t h1 = im->h < j->hp - ph ? im->h : j->hp - ph, w1 = im->w < wp - pw ? im->w : wp - pw;
+  for (int64_t c2 = 0; c2 < j->ncb * 16; c2++) {
+    uint32_t *p = planes + c2 * j->plane;
+    memset(p, 0, (size_t)j->plane * sizeof *p);
+    int64_t c = 2 * c2;
+    if (c >= j->cg) continue;
+    const uint16_t *x0 = base + c * im->sc, *x1 = c + 1 < j->cg ? x0 + im->sc : NULL;
+    for (int64_t ih = 0; ih < h1; ih++) {
+      uint32_t *d = p + (ih + ph) * wp + pw;
+      const uint16_t *r0 = x0 + ih * im->sh, *r1 = x1 ? x1 + ih * im->sh : NULL;
+      if (r1 && im->sw == 1)
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x] | (uint32_t)r1[x] << 16;
+      else if (r1)
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw] | (uint32_t)r1[x * im->sw] << 16;
+      else
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw];
+    }
+  }
+}
+
+/* ---- the tile loop and its twin --------------------------------------------- */
+
+/* c[32][32] = sum over taps and k blocks of A (weight rows from a) x B
+ * (plane words from b at the tap's offset). a steps by a_step words per
+ * k block (kgp * 16), taps follow k blocks; b steps 16 planes per k block. */
+typedef void (*ca_block_fn)(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c);
+
+static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c) {
+  int64_t a_step = j->kgp * 16;
+  float acc[CA_MB * CA_NB];
+  memset(acc, 0, sizeof acc);
+  for (int64_t t = 0; t < j->taps; t++)
+    for (int64_t cb = 0; cb < j->ncb; cb++) {
+      const uint32_t *at = a + (t * j->ncb + cb) * a_step, *bt = b + cb * 16 * j->plane + j->tap_off[t];
+      for (int64_t m = 0; m < CA_MB; m++)
+        for (int64_t u = 0; u < CA_NB; u++) {
+          float sum = 0;
+          for (int64_t q = 0; q < 16; q++) {
+            uint32_t x = at[m * 16 + q], y = bt[q * j->plane + u];
+            sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
+                   rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+          }
+          acc[m * CA_NB + u] += sum;
+        }
+    }
+  memcpy(c, acc, sizeof acc);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CA_AMX 1
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} ca_tile_config;
+
+/* GCC's tile intrinsics do not tell the compiler they touch memory. */
+#define CA_BARRIER() __asm__ volatile("" ::: "memory")
+
+/* Eight tiles of 16 rows x 64 bytes, loaded once per range of tasks
+ * (LDTILECFG waits for the tiles in flight) and released after it. */
+__attribute__((target("amx-tile"))) static void tiles_begin(void) {
+  ca_tile_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  CA_BARRIER();
+  _tile_loadconfig(&cfg);
+}
+
+__attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(); }
+
+__attribute__((target("amx-tile,amx-bf16"))) static void block_amx(const ca_job *j, const uint32_t *a,
+                                                                 const uint32_t *b, float *c) {
+  const int64_t a_step = j->kgp * 16, b_stride = j->plane * 4, ncb = j->ncb;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t t = 0; t < j->taps; t++) {
+    const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
+    for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
+      CA_BARRIER();
+      _tile_loadd(4, at, 64);
+      _tile_loadd(5, at + 16 * 16, 64);
+      _tile_loadd(6, bt, b_stride);
+      _tile_loadd(7, bt + 16, b_stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, CA_NB * 4);
+  _tile_stored(1, c + 16, CA_NB * 4);
+  _tile_stored(2, c + 16 * CA_NB, CA_NB * 4);
+  _tile_stored(3, c + 16 * CA_NB + 16, CA_NB * 4);
+  CA_BARRIER();
+}
+#endif
+
+/* ---- driver ----------------------------------------------------------------- */
+
+/* Rows [m0, m0 + 32) of block c (positions from p0) into image n's output:
+ * valid rows and columns only, plus the bias, rounded once (32 rows of a
+ * run at a time by the GEMM's AVX512-BF16 rounding where it applies). */
+static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64_t p0, float *c) {
+  const rt_image *out = &j->s.out;
+  int64_t rows = j->kg - m0 < CA_MB ? j->kg - m0 : CA_MB, wp = j->wp;
+  uint16_t *base = (uint16_t *)out->data + n * out->sn + (g * j->kg + m0) * out->sc;
+  if (j->bias)
+    for (int64_t m = 0; m < rows; m++) {
+      float b = rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + m0 + m) * j->bias_stride]);
+      for (int64_t u = 0; u < CA_NB; u++) c[m * CA_NB + u] += b;
+    }
+  /* By runs of one output row: no division per element. */
+  for (int64_t u = 0, oh = p0 / wp, ow = p0 % wp; u < CA_NB && oh < out->h; oh++, ow = 0) {
+    int64_t seg = CA_NB - u < wp - ow ? CA_NB - u : wp - ow, valid = out->w - ow;
+    if (valid > seg) valid = seg;
+    uint16_t *d = base + oh * out->sh + ow * out->sw;
+    if (valid > 0 && !(out->sw == 1 && rt_gemm_flush_bf16_rows(d, out->sc, c + u, CA_NB, NULL, 0, 0, rows, valid)))
+      for (int64_t m = 0; m < rows; m++)
+        for (int64_t v = 0; v < valid; v++) d[m * out->sc + v * out->sw] = rt_bfloat16_from_float(c[m * CA_NB + u + v]);
+    u += seg;
+  }
+}
+
+static void forward_tasks(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  uint32_t *planes = malloc((size_t)(j->ncb * 16 * j->plane) * sizeof *planes);
+  if (!planes) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  ca_block_fn block = block_portable;
+#ifdef CA_AMX
+  if (!j->portable) {
+    block = block_amx;
+    tiles_begin();
+  }
+#endif
+  float c[CA_MB * CA_NB] __attribute__((aligned(64)));
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / j->s.groups, g = task % j->s.groups;
+    pack_image(j, n, g, planes);
+    const uint32_t *wg = j->wpack + g * j->taps * j->ncb * j->kgp * 16;
+    for (int64_t p0 = 0; p0 < j->flat; p0 += CA_NB)
+      for (int64_t m0 = 0; m0 < j->kg; m0 += CA_MB) {
+        block(j, wg + m0 * 16, planes + p0, c);
+        store_block(j, n, g, m0, p0, c);
+      }
+  }
+#ifdef CA_AMX
+  if (!j->portable) tiles_end();
+#endif
+  free(planes);
+}
+
+/* The geometry of s (stride 1) and the taps' flat offsets; -1 when out of
+ * memory. */
+static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
+  memset(j, 0, sizeof *j);
+  atomic_init(&j->oom, 0);
+  j->s = *s;
+  j->portable = portable;
+  j->cg = s->img.c / s->groups;
+  j->kg = s->out.c / s->groups;
+  j->kgp = round_up(j->kg, CA_MB);
+  j->ncb = (j->cg + CA_CB - 1) / CA_CB;
+  j->cgp = j->ncb * CA_CB;
+  j->taps = s->kh * s->kw;
+  j->wp = s->out.w + s->dw * (s->kw - 1);
+  j->hp = s->out.h + s->dh * (s->kh - 1);
+  j->flat = round_up(s->out.h * j->wp, CA_NB);
+  int64_t reach = (s->kh - 1) * s->dh * j->wp + (s->kw - 1) * s->dw;
+  j->plane = round_up(j->flat + reach, 16);
+  if (j->plane < j->hp * j->wp) j->plane = round_up(j->hp * j->wp, 16);
+  j->tap_off = malloc((size_t)j->taps * sizeof *j->tap_off);
+  if (!j->tap_off) return -1;
+  for (int64_t t = 0; t < j->taps; t++) j->tap_off[t] = t / s->kw * s->dh * j->wp + t % s->kw * s->dw;
+  return 0;
+}
+
+int rt_conv_amx_usable(const rt_conv_shape *s) {
+  int64_t cg = s->img.c / s->groups, kg = s->out.c / s->groups;
+  return rt_isa_amx_bf16() && s->sh == 1 && s->sw == 1 && cg >= 16 && cg * s->kh * s->kw >= 64 && kg >= 1;
+}
+
+nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w, int flipped, const void *bias,
+                               int64_t bias_stride, int portable, const char *name) {
+#ifndef CA_AMX
+  if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
+#endif
+  if (s->sh != 1 || s->sw != 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (s->out.n * s->out.c * s->out.h * s->out.w == 0) return NRT_SUCCESS;
+  ca_job j;
+  if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+  j.flipped = flipped;
+  j.bias = bias;
+  j.bias_stride = bias_stride;
+  j.wpack = malloc((size_t)(s->groups * j.taps * j.ncb * j.kgp * 16) * sizeof *j.wpack);
+  if (!j.wpack) {
+    free(j.tap_off);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the packed weight", name);
+  }
+  pack_weight(&j, w);
+  /* Work per task: the tile products of one image and group. */
+  double work = 2.0 * (double)(j.flat * j.kgp * j.taps * j.ncb * CA_CB);
+  rt_parallel_for(s->out.n * s->groups, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work + 1)) + 1,
+                  forward_tasks, &j);
+  free(j.tap_off);
+  free(j.wpack);
+  if (atomic_load(&j.oom))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the padded image planes", name);
+  return NRT_SUCCESS;
+}
+
+/* ---- weight gradient ---------------------------------------------------------- */
+
+/* Padded image rows of channel c (image n, group g) into row: flat padded
+ * positions, zeros outside the image (plane + 2 entries). */
+static void padded_channel(const ca_job *j, int64_t n, int64_t g, int64_t c, uint16_t *row) {
+  const rt_image *im = &j->s.img;
+  const uint16_t *x = (const uint16_t *)im->data + n * im->sn + (g * j->cg + c) * im->sc;
+  int64_t h1 = im->h < j->hp - j->s.ph ? im->h : j->hp - j->s.ph, w1 = im->w < j->wp - j->s.pw ? im->w : j->wp - j->s.pw;
+  memset(row, 0, (size_t)(j->plane + 2) * sizeof *row);
+  for (int64_t ih = 0; ih < h1; ih++) {
+    uint16_t *d = row + (ih + j->s.ph) * j->wp + j->s.pw;
+    const uint16_t *r = x + ih * im->sh;
+    for (int64_t iw = 0; iw < w1; iw++) d[iw] = r[iw * im->sw];
+  }
+}
+
+/* Stage 1, tasks (image of the chunk, group): grad_output as A rows and the
+ * image as B rows of position pairs (see conv_amx.h). */
+static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  uint16_t *row = malloc((size_t)(j->plane + 2) * sizeof *row);
+  if (!row) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  const rt_image *out = &j->s.out;
+  int64_t half = j->plane / 2;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t nl = task / j->s.groups, g = task % j->s.groups, n = j->n0 + nl;
+    uint16_t *gq = (uint16_t *)(j->gq + task * j->gq_img);
+    memset(gq, 0, (size_t)j->gq_img * sizeof *j->gq);
+    const uint16_t *o = (const uint16_t *)out->data + n * out->sn + g * j->kg * out->sc;
+    for (int64_t k = 0; k < j->kg; k++)
+      for (int64_t oh = 0; oh < out->h; oh++) {
+        uint16_t *d = gq + k * j->flat + oh * j->wp;
+        const uint16_t *r = o + k * out->sc + oh * out->sh;
+        for (int64_t ow = 0; ow < out->w; ow++) d[ow] = r[ow * out->sw];
+      }
+    uint32_t *xe = j->xq + task * j->xq_img, *xo = xe + half * j->cgp;
+    memset(xe, 0, (size_t)j->xq_img * sizeof *xe);
+    for (int64_t c = 0; c < j->cg; c++) {
+      padded_channel(j, n, g, c, row);
+      for (int64_t p = 0; p < half; p++) {
+        xe[p * j->cgp + c] = row[2 * p] | (uint32_t)row[2 * p + 1] << 16;
+        xo[p * j->cgp + c] = row[2 * p + 1] | (uint32_t)row[2 * p + 2] << 16;
+      }
+    }
+  }
+  free(row);
+}
+
+/* Tap t's 32 x 32 block (output rows from o0, channels from c0) of group g
+ * += the products of flat positions [p1, p2) of image nl of the chunk; c
+ * holds the running sums (ignored when first). */
+typedef void (*ca_wblock_fn)(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl,
+                             int64_t p1, int64_t p2, float *c, int first);
+
+/* B rows of position pairs from flat position p0 + off of a packed image. */
+static const uint32_t *pairs_at(const ca_job *j, const uint32_t *xe, int64_t s, int64_t c0) {
+  const uint32_t *base = s & 1 ? xe + j->plane / 2 * j->cgp : xe;
+  return base + (s >> 1) * j->cgp + c0;
+}
+
+static void wblock_portable(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl, int64_t p1,
+                            int64_t p2, float *c, int first) {
+  float acc[CA_MB * CA_MB];
+  if (first)
+    memset(acc, 0, sizeof acc);
+  else
+    memcpy(acc, c, sizeof acc);
+  int64_t half = j->flat / 2, task = nl * j->s.groups + g;
+  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
+    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+    for (int64_t m = 0; m < CA_MB; m++)
+      for (int64_t u = 0; u < CA_MB; u++) {
+        float sum = 0;
+        for (int64_t q = 0; q < 16; q++) {
+          uint32_t x = a[m * half + p0 / 2 + q], y = b[q * j->cgp + u];
+          sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
+                 rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+        }
+        acc[m * CA_MB + u] += sum;
+      }
+  }
+  memcpy(c, acc, sizeof acc);
+}
+
+#ifdef CA_AMX
+__attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job *j, int64_t g, int64_t o0,
+                                                                  int64_t c0, int64_t t, int64_t nl, int64_t p1,
+                                                                  int64_t p2, float *c, int first) {
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    CA_BARRIER();
+    _tile_loadd(0, c, CA_MB * 4);
+    _tile_loadd(1, c + 16, CA_MB * 4);
+    _tile_loadd(2, c + 16 * CA_MB, CA_MB * 4);
+    _tile_loadd(3, c + 16 * CA_MB + 16, CA_MB * 4);
+  }
+  const int64_t half = j->flat / 2, a_stride = j->flat * 2, b_stride = j->cgp * 4, task = nl * j->s.groups + g;
+  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
+    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+    CA_BARRIER();
+    _tile_loadd(4, a + p0 / 2, a_stride);
+    _tile_loadd(5, a + 16 * half + p0 / 2, a_stride);
+    _tile_loadd(6, b, b_stride);
+    _tile_loadd(7, b + 16, b_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, CA_MB * 4);
+  _tile_stored(1, c + 16, CA_MB * 4);
+  _tile_stored(2, c + 16 * CA_MB, CA_MB * 4);
+  _tile_stored(3, c + 16 * CA_MB + 16, CA_MB * 4);
+  CA_BARRIER();
+}
+#endif
+
+/* Flat positions per pass over the taps: the pass's grad_output rows and
+ * image pairs (32 channels each) stay in L2 while every tap reads them. */
+#define CA_WG_POSITIONS 512
+
+/* Stage 2, tasks (group, output block, channel block): every tap's block
+ * over the chunk's images and their positions, in order. */
+static void wgrad_products(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  ca_wblock_fn block = wblock_portable;
+#ifdef CA_AMX
+  if (!j->portable) {
+    block = wblock_amx;
+    tiles_begin();
+  }
+#endif
+  int64_t nob = j->kgp / CA_MB;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t g = task / (nob * j->ncb), o0 = task / j->ncb % nob * CA_MB, c0 = task % j->ncb * CA_CB;
+    for (int64_t nl = 0; nl < j->count; nl++)
+      for (int64_t p1 = 0; p1 < j->flat; p1 += CA_WG_POSITIONS) {
+        int64_t p2 = j->flat - p1 < CA_WG_POSITIONS ? j->flat : p1 + CA_WG_POSITIONS;
+        for (int64_t t = 0; t < j->taps; t++)
+          block(j, g, o0, c0, t, nl, p1, p2, j->acc + (task * j->taps + t) * CA_MB * CA_MB,
+                !j->started && nl == 0 && p1 == 0);
+      }
+  }
+#ifdef CA_AMX
+  if (!j->portable) tiles_end();
+#endif
+}
+
+/* Data of one (image, group) a product task reads, kept in L2 across the
+ * taps of a chunk. */
+#define CA_CHUNK_BYTES (1 << 19)
+
+nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view *w, int portable,
+                                   const char *name) {
+#ifndef CA_AMX
+  if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
+#endif
+  if (s->sh != 1 || s->sw != 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (w->shape[0] * w->shape[1] * w->shape[2] * w->shape[3] == 0) return NRT_SUCCESS;
+  ca_job j;
+  if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+  int64_t nob = j.kgp / CA_MB, tasks = s->groups * nob * j.ncb;
+  j.gq_img = j.kgp * j.flat / 2;
+  j.xq_img = j.plane * j.cgp;
+  int64_t per_task = (CA_MB * j.flat / 2 + j.plane * CA_CB) * 4;
+  j.chunk = CA_CHUNK_BYTES / per_task;
+  if (j.chunk < 1) j.chunk = 1;
+  if (j.chunk > s->img.n) j.chunk = s->img.n > 0 ? s->img.n : 1;
+  j.acc = calloc((size_t)(tasks * j.taps * CA_MB * CA_MB), sizeof *j.acc);
+  j.gq = malloc((size_t)(j.chunk * s->groups * j.gq_img) * sizeof *j.gq);
+  j.xq = malloc((size_t)(j.chunk * s->groups * j.xq_img) * sizeof *j.xq);
+  nrt_status status = NRT_SUCCESS;
+  if (!j.acc || !j.gq || !j.xq) {
+    status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the packed operands", name);
+    goto done;
+  }
+  double work = 2.0 * (double)(CA_MB * CA_CB * j.flat * j.taps);
+  for (j.n0 = 0; j.n0 < s->img.n && !atomic_load(&j.oom); j.n0 += j.chunk) {
+    j.count = s->img.n - j.n0 < j.chunk ? s->img.n - j.n0 : j.chunk;
+    rt_parallel_for(j.count * s->groups, 1, wgrad_pack, &j);
+    if (atomic_load(&j.oom)) break;
+    rt_parallel_for(tasks, work * (double)j.count >= RT_VISION_GRAIN ? 1 : 4, wgrad_products, &j);
+    j.started = 1;
+  }
+  if (atomic_load(&j.oom)) {
+    status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a padded image row", name);
+    goto done;
+  }
+  uint16_t *dw = w->data;
+  for (int64_t g = 0; g < s->groups; g++)
+    for (int64_t o = 0; o < j.kg; o++)
+      for (int64_t c = 0; c < j.cg; c++)
+        for (int64_t t = 0; t < j.taps; t++) {
+          int64_t task = (g * nob + o / CA_MB) * j.ncb + c / CA_CB;
+          float v = j.acc[(task * j.taps + t) * CA_MB * CA_MB + o % CA_MB * CA_MB + c % CA_CB];
+          dw[(g * j.kg + o) * w->strides[0] + c * w->strides[1] + t / s->kw * w->strides[2] +
+             t % s->kw * w->strides[3]] = rt_bfloat16_from_float(v);
+        }
+done:
+  free(j.tap_off);
+  free(j.acc);
+  free(j.gq);
+  free(j.xq);
+  return status;
+}
