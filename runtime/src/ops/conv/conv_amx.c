@@ -46,33 +46,29 @@ static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 /* ---- packing ---------------------------------------------------------------- */
 
-/* Weight element (output channel o, input channel c, tap t) of group g, as
- * bits; the flipped weight is read swapped and mirrored (conv_blocked.h). */
-static uint16_t weight_at(const ca_job *j, const nrt_tensor_view *w, int64_t g, int64_t o, int64_t c, int64_t t) {
-  int64_t i = t / j->s.kw, jj = t % j->s.kw;
-  const uint16_t *d = w->data;
-  if (j->flipped)
-    return d[(g * j->cg + c) * w->strides[0] + o * w->strides[1] + (j->s.kh - 1 - i) * w->strides[2] +
-             (j->s.kw - 1 - jj) * w->strides[3]];
-  return d[(g * j->kg + o) * w->strides[0] + c * w->strides[1] + i * w->strides[2] + jj * w->strides[3]];
-}
-
 /* A tiles of every (group, tap, k block): kgp rows of 16 channel pairs,
  * the low half of a word the even channel (as in the B planes); zeros
- * beyond kg rows and cg channels. */
+ * beyond kg rows and cg channels. The flipped weight (the input gradient's)
+ * is read with its channel dims swapped and mirrored in space
+ * (conv_blocked.h). Reads w in its own order. */
 static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
-  for (int64_t g = 0; g < j->s.groups; g++)
-    for (int64_t t = 0; t < j->taps; t++)
-      for (int64_t cb = 0; cb < j->ncb; cb++) {
-        uint32_t *dst = j->wpack + ((g * j->taps + t) * j->ncb + cb) * j->kgp * 16;
-        for (int64_t o = 0; o < j->kgp; o++)
-          for (int64_t q = 0; q < 16; q++) {
-            int64_t c = cb * CA_CB + 2 * q;
-            uint32_t lo = o < j->kg && c < j->cg ? weight_at(j, w, g, o, c, t) : 0;
-            uint32_t hi = o < j->kg && c + 1 < j->cg ? weight_at(j, w, g, o, c + 1, t) : 0;
-            dst[o * 16 + q] = lo | hi << 16;
-          }
-      }
+  memset(j->wpack, 0, (size_t)(j->s.groups * j->taps * j->ncb * j->kgp * 16) * sizeof *j->wpack);
+  uint16_t *dst = (uint16_t *)j->wpack;
+  const uint16_t *src = w->data;
+  int64_t kh = j->s.kh, kw = j->s.kw, d0 = w->shape[0], d1 = w->shape[1];
+  for (int64_t a = 0; a < d0; a++)
+    for (int64_t b = 0; b < d1; b++)
+      for (int64_t i = 0; i < kh; i++)
+        for (int64_t jj = 0; jj < kw; jj++) {
+          /* Group, output channel, input channel and tap of this element. */
+          int64_t g, o, c, t;
+          if (j->flipped)
+            g = a / j->cg, c = a % j->cg, o = b, t = (kh - 1 - i) * kw + (kw - 1 - jj);
+          else
+            g = a / j->kg, o = a % j->kg, c = b, t = i * kw + jj;
+          int64_t word = (((g * j->taps + t) * j->ncb + c / CA_CB) * j->kgp + o) * 16 + c % CA_CB / 2;
+          dst[2 * word + (c & 1)] = src[a * w->strides[0] + b * w->strides[1] + i * w->strides[2] + jj * w->strides[3]];
+        }
 }
 
 /* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
@@ -187,8 +183,8 @@ __attribute__((target("amx-tile,amx-bf16"))) static void block_amx(const ca_job 
 /* ---- driver ----------------------------------------------------------------- */
 
 /* Rows [m0, m0 + 32) of block c (positions from p0) into image n's output:
- * valid rows and columns only, plus the bias, rounded once (32 rows of a
- * run at a time by the GEMM's AVX512-BF16 rounding where it applies). */
+ * valid rows and columns only, plus the bias, rounded once (the whole
+ * block at a time by the GEMM's AVX512-BF16 rounding where it applies). */
 static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64_t p0, float *c) {
   const rt_image *out = &j->s.out;
   int64_t rows = j->kg - m0 < CA_MB ? j->kg - m0 : CA_MB, wp = j->wp;
@@ -198,14 +194,22 @@ static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64
       float b = rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + m0 + m) * j->bias_stride]);
       for (int64_t u = 0; u < CA_NB; u++) c[m * CA_NB + u] += b;
     }
+  uint16_t r[CA_MB * CA_NB];
+  if (!rt_gemm_flush_bf16_rows(r, CA_NB, c, CA_NB, NULL, 0, 0, rows, CA_NB))
+    for (int64_t i = 0; i < rows * CA_NB; i++) r[i] = rt_bfloat16_from_float(c[i]);
   /* By runs of one output row: no division per element. */
   for (int64_t u = 0, oh = p0 / wp, ow = p0 % wp; u < CA_NB && oh < out->h; oh++, ow = 0) {
     int64_t seg = CA_NB - u < wp - ow ? CA_NB - u : wp - ow, valid = out->w - ow;
     if (valid > seg) valid = seg;
     uint16_t *d = base + oh * out->sh + ow * out->sw;
-    if (valid > 0 && !(out->sw == 1 && rt_gemm_flush_bf16_rows(d, out->sc, c + u, CA_NB, NULL, 0, 0, rows, valid)))
-      for (int64_t m = 0; m < rows; m++)
-        for (int64_t v = 0; v < valid; v++) d[m * out->sc + v * out->sw] = rt_bfloat16_from_float(c[m * CA_NB + u + v]);
+    for (int64_t m = 0; m < rows; m++) {
+      const uint16_t *sr = r + m * CA_NB + u;
+      uint16_t *dm = d + m * out->sc;
+      if (out->sw == 1)
+        for (int64_t v = 0; v < valid; v++) dm[v] = sr[v];
+      else
+        for (int64_t v = 0; v < valid; v++) dm[v * out->sw] = sr[v];
+    }
     u += seg;
   }
 }
@@ -319,15 +323,48 @@ static void padded_channel(const ca_job *j, int64_t n, int64_t g, int64_t c, uin
 
 /* Stage 1, tasks (image of the chunk, group): grad_output as A rows and the
  * image as B rows of position pairs (see conv_amx.h). */
+/* Words p < half of 16 padded channel rows (rl entries each, from rows)
+ * into B rows of position pairs: xe[p][c] = (row_c[2p], row_c[2p + 1]),
+ * xo[p][c] = (row_c[2p + 1], row_c[2p + 2]), row stride cgp words. */
+static void transpose_pairs(const uint16_t *rows, int64_t rl, int64_t half, uint32_t *xe, uint32_t *xo,
+                            int64_t cgp) {
+  for (int64_t p = 0; p < half; p++)
+    for (int c = 0; c < 16; c++) {
+      const uint16_t *r = rows + c * rl + 2 * p;
+      xe[p * cgp + c] = r[0] | (uint32_t)r[1] << 16;
+      xo[p * cgp + c] = r[1] | (uint32_t)r[2] << 16;
+    }
+}
+
+#ifdef CA_AMX
+/* The same by one 16-lane gather per B row (the scalar loop's strided
+ * stores were most of the weight gradient's packing). */
+__attribute__((target("avx512f"))) static void transpose_pairs_avx512(const uint16_t *rows, int64_t rl,
+                                                                      int64_t half, uint32_t *xe, uint32_t *xo,
+                                                                      int64_t cgp) {
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32((int)(rl * 2)));
+  const char *base = (const char *)rows;
+  for (int64_t p = 0; p < half; p++) {
+    _mm512_storeu_si512(xe + p * cgp, _mm512_i32gather_epi32(at, base + 4 * p, 1));
+    _mm512_storeu_si512(xo + p * cgp, _mm512_i32gather_epi32(at, base + 4 * p + 2, 1));
+  }
+}
+#endif
+
 static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
   ca_job *j = arg;
-  uint16_t *row = malloc((size_t)(j->plane + 2) * sizeof *row);
-  if (!row) {
+  const int64_t rl = j->plane + 2, half = j->plane / 2;
+  uint16_t *rows = malloc((size_t)(16 * rl) * sizeof *rows);
+  if (!rows) {
     atomic_store(&j->oom, 1);
     return;
   }
+  void (*transpose)(const uint16_t *, int64_t, int64_t, uint32_t *, uint32_t *, int64_t) = transpose_pairs;
+#ifdef CA_AMX
+  if (!j->portable && rt_isa() >= NRT_ISA_AVX512) transpose = transpose_pairs_avx512;
+#endif
   const rt_image *out = &j->s.out;
-  int64_t half = j->plane / 2;
   for (int64_t task = begin; task < end; task++) {
     int64_t nl = task / j->s.groups, g = task % j->s.groups, n = j->n0 + nl;
     uint16_t *gq = (uint16_t *)(j->gq + task * j->gq_img);
@@ -340,16 +377,17 @@ static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
         for (int64_t ow = 0; ow < out->w; ow++) d[ow] = r[ow * out->sw];
       }
     uint32_t *xe = j->xq + task * j->xq_img, *xo = xe + half * j->cgp;
-    memset(xe, 0, (size_t)j->xq_img * sizeof *xe);
-    for (int64_t c = 0; c < j->cg; c++) {
-      padded_channel(j, n, g, c, row);
-      for (int64_t p = 0; p < half; p++) {
-        xe[p * j->cgp + c] = row[2 * p] | (uint32_t)row[2 * p + 1] << 16;
-        xo[p * j->cgp + c] = row[2 * p + 1] | (uint32_t)row[2 * p + 2] << 16;
+    for (int64_t c0 = 0; c0 < j->cgp; c0 += 16) {
+      for (int64_t c = 0; c < 16; c++) {
+        if (c0 + c < j->cg)
+          padded_channel(j, n, g, c0 + c, rows + c * rl);
+        else
+          memset(rows + c * rl, 0, (size_t)rl * sizeof *rows);
       }
+      transpose(rows, rl, half, xe + c0, xo + c0, j->cgp);
     }
   }
-  free(row);
+  free(rows);
 }
 
 /* Tap t's 32 x 32 block (output rows from o0, channels from c0) of group g
