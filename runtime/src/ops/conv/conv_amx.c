@@ -272,7 +272,11 @@ static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
 
 int rt_conv_amx_usable(const rt_conv_shape *s) {
   int64_t cg = s->img.c / s->groups, kg = s->out.c / s->groups;
-  return rt_isa_amx_bf16() && s->sh == 1 && s->sw == 1 && cg >= 16 && cg * s->kh * s->kw >= 64 && kg >= 1;
+  /* Padded planes below 2^25 positions: the weight gradient's gathers take
+   * 32-bit byte offsets of 16 of them. */
+  int64_t padded = (s->out.h + s->dh * (s->kh - 1)) * (s->out.w + s->dw * (s->kw - 1));
+  return rt_isa_amx_bf16() && s->sh == 1 && s->sw == 1 && cg >= 16 && cg * s->kh * s->kw >= 64 && kg >= 1 &&
+         padded < (1 << 25);
 }
 
 nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w, int flipped, const void *bias,
