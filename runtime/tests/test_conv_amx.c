@@ -1,12 +1,13 @@
 /* The direct AMX bfloat16 convolution (conv_amx.c) and its portable twin
  * against the definition in double: the forward (with a bias), the weight
- * gradient and the input gradient as the flipped forward, over shapes that cross the
- * blocking's edges: channel blocks with an odd tail, output channels not a
- * multiple of 32, positions whose last block runs past the image, row
- * padding columns of several widths, dilation, padding beyond the window,
- * 1x1 windows, groups, and strided images and outputs. The twin runs on
- * every host; the tiles where the host has AMX. Inputs are exact in
- * bfloat16; outputs are rounded once to bfloat16, hence the tolerance. */
+ * gradient and the input gradient as the flipped forward, over shapes that
+ * cross the blocking's edges: channel blocks with an odd tail, output
+ * channels not a multiple of 32, positions whose last block runs past the
+ * image, row padding columns of several widths, dilation, padding beyond
+ * the window, 1x1 windows, groups, strided images and outputs, and weight
+ * gradients of several passes of positions. The twin runs on every host;
+ * the tiles where the host has AMX. Inputs are exact in bfloat16; outputs
+ * are rounded once to bfloat16, hence the tolerance. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -5,8 +5,10 @@
  * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
  * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
  * and the input gradient without dilation (as flipped forwards, one per
- * stride phase). On CPUs with AMX, bfloat16 of 64 taps or more takes
- * bfloat16 columns into the GEMM's AMX kernel instead (bf16_columns).
+ * stride phase). On CPUs with AMX, bfloat16 at stride 1 (16 channels per
+ * group, 64 taps or more) convolves directly on the tiles (conv_amx.h; a
+ * 1x1 weight gradient excepted), and other bfloat16 of 64 taps or more
+ * takes bfloat16 columns into the GEMM's AMX kernel (bf16_columns).
  * Everything else (float64, float16, channels_last,
  * depthwise, dilated input gradients, other CPUs) runs here, by im2col /
  * col2im and matrix products (conv_gemm.h, the project's GEMM):
