@@ -28,7 +28,8 @@ typedef struct ca_job {
   int flipped, portable;
   int64_t cg, kg, kgp, ncb, taps;
   int64_t wp, hp;     /* padded image: columns, rows */
-  int64_t flat;       /* flat positions computed per image: OH * wp rounded up to CA_NB */
+  int64_t flat;       /* flat positions per image: OH * wp rounded up to CA_NB */
+  int64_t fwd_flat;   /* the forward's: rounded up to 16 (a last block of one B tile) */
   int64_t plane;      /* words (channel pairs) per plane, with the slack the last block reads */
   int64_t *tap_off;   /* flat offset of each tap */
   uint32_t *wpack;    /* [group][tap][k block][kgp rows][16 pairs] */
@@ -56,19 +57,21 @@ static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
   uint16_t *dst = (uint16_t *)j->wpack;
   const uint16_t *src = w->data;
   int64_t kh = j->s.kh, kw = j->s.kw, d0 = w->shape[0], d1 = w->shape[1];
+  /* Halfwords between the packed places of neighbouring taps. */
+  const int64_t tap_step = j->ncb * j->kgp * 32;
   for (int64_t a = 0; a < d0; a++)
-    for (int64_t b = 0; b < d1; b++)
+    for (int64_t b = 0; b < d1; b++) {
+      /* Group, output channel and input channel of this (a, b). */
+      int64_t g = a / (j->flipped ? j->cg : j->kg), r = a % (j->flipped ? j->cg : j->kg);
+      int64_t o = j->flipped ? b : r, c = j->flipped ? r : b;
+      uint16_t *d = dst + ((g * j->taps * j->ncb + c / CA_CB) * j->kgp + o) * 32 + c % CA_CB;
+      const uint16_t *sp = src + a * w->strides[0] + b * w->strides[1];
       for (int64_t i = 0; i < kh; i++)
         for (int64_t jj = 0; jj < kw; jj++) {
-          /* Group, output channel, input channel and tap of this element. */
-          int64_t g, o, c, t;
-          if (j->flipped)
-            g = a / j->cg, c = a % j->cg, o = b, t = (kh - 1 - i) * kw + (kw - 1 - jj);
-          else
-            g = a / j->kg, o = a % j->kg, c = b, t = i * kw + jj;
-          int64_t word = (((g * j->taps + t) * j->ncb + c / CA_CB) * j->kgp + o) * 16 + c % CA_CB / 2;
-          dst[2 * word + (c & 1)] = src[a * w->strides[0] + b * w->strides[1] + i * w->strides[2] + jj * w->strides[3]];
+          int64_t t = j->flipped ? (kh - 1 - i) * kw + (kw - 1 - jj) : i * kw + jj;
+          d[t * tap_step] = sp[i * w->strides[2] + jj * w->strides[3]];
         }
+    }
 }
 
 /* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
@@ -102,9 +105,11 @@ static void pack_image(const ca_job *j, int64_t n, int64_t g, uint32_t *planes) 
 /* c[32][32] = sum over taps and k blocks of A (weight rows from a) x B
  * (plane words from b at the tap's offset). a steps by a_step words per
  * k block (kgp * 16), taps follow k blocks; b steps 16 planes per k block. */
-typedef void (*ca_block_fn)(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c);
+typedef void (*ca_block_fn)(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c, int narrow);
 
-static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c) {
+/* narrow: positions 0-15 only (the image's last 16); the rest of c is
+ * left as it was. */
+static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c, int narrow) {
   int64_t a_step = j->kgp * 16;
   float acc[CA_MB * CA_NB];
   memset(acc, 0, sizeof acc);
@@ -112,7 +117,7 @@ static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b
     for (int64_t cb = 0; cb < j->ncb; cb++) {
       const uint32_t *at = a + (t * j->ncb + cb) * a_step, *bt = b + cb * 16 * j->plane + j->tap_off[t];
       for (int64_t m = 0; m < CA_MB; m++)
-        for (int64_t u = 0; u < CA_NB; u++) {
+        for (int64_t u = 0; u < (narrow ? 16 : CA_NB); u++) {
           float sum = 0;
           for (int64_t q = 0; q < 16; q++) {
             uint32_t x = at[m * 16 + q], y = bt[q * j->plane + u];
@@ -122,7 +127,7 @@ static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b
           acc[m * CA_NB + u] += sum;
         }
     }
-  memcpy(c, acc, sizeof acc);
+  for (int64_t m = 0; m < CA_MB; m++) memcpy(c + m * CA_NB, acc + m * CA_NB, (narrow ? 16 : CA_NB) * sizeof *c);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -152,35 +157,58 @@ __attribute__((target("amx-tile"))) static void tiles_begin(void) {
 __attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(); }
 
 __attribute__((target("amx-tile,amx-bf16"))) static void block_amx(const ca_job *j, const uint32_t *a,
-                                                                 const uint32_t *b, float *c) {
+                                                                 const uint32_t *b, float *c, int narrow) {
   const int64_t a_step = j->kgp * 16, b_stride = j->plane * 4, ncb = j->ncb;
   _tile_zero(0);
-  _tile_zero(1);
   _tile_zero(2);
-  _tile_zero(3);
-  for (int64_t t = 0; t < j->taps; t++) {
-    const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
-    for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
-      CA_BARRIER();
-      _tile_loadd(4, at, 64);
-      _tile_loadd(5, at + 16 * 16, 64);
-      _tile_loadd(6, bt, b_stride);
-      _tile_loadd(7, bt + 16, b_stride);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+  if (narrow) {
+    for (int64_t t = 0; t < j->taps; t++) {
+      const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
+      for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
+        CA_BARRIER();
+        _tile_loadd(4, at, 64);
+        _tile_loadd(5, at + 16 * 16, 64);
+        _tile_loadd(6, bt, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(2, 5, 6);
+      }
     }
+  } else {
+    _tile_zero(1);
+    _tile_zero(3);
+    for (int64_t t = 0; t < j->taps; t++) {
+      const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
+      for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
+        CA_BARRIER();
+        _tile_loadd(4, at, 64);
+        _tile_loadd(5, at + 16 * 16, 64);
+        _tile_loadd(6, bt, b_stride);
+        _tile_loadd(7, bt + 16, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(1, c + 16, CA_NB * 4);
+    _tile_stored(3, c + 16 * CA_NB + 16, CA_NB * 4);
   }
   _tile_stored(0, c, CA_NB * 4);
-  _tile_stored(1, c + 16, CA_NB * 4);
   _tile_stored(2, c + 16 * CA_NB, CA_NB * 4);
-  _tile_stored(3, c + 16 * CA_NB + 16, CA_NB * 4);
   CA_BARRIER();
 }
 #endif
 
 /* ---- driver ----------------------------------------------------------------- */
+
+#ifdef CA_AMX
+/* d[0, n) = s[0, n), n <= 32: one masked store (runs of 8 or 16 values
+ * cost more as loops or memcpy calls than the tiles that made them). */
+__attribute__((target("avx512f,avx512bw"))) static void copy_run(uint16_t *d, const uint16_t *s, int64_t n) {
+  const __mmask32 m = (__mmask32)(n >= 32 ? 0xffffffffu : (1u << n) - 1);
+  _mm512_mask_storeu_epi16(d, m, _mm512_maskz_loadu_epi16(m, s));
+}
+#endif
 
 /* Rows [m0, m0 + 32) of block c (positions from p0) into image n's output:
  * valid rows and columns only, plus the bias, rounded once (the whole
@@ -202,13 +230,16 @@ static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64
     int64_t seg = CA_NB - u < wp - ow ? CA_NB - u : wp - ow, valid = out->w - ow;
     if (valid > seg) valid = seg;
     uint16_t *d = base + oh * out->sh + ow * out->sw;
-    for (int64_t m = 0; m < rows; m++) {
+    for (int64_t m = 0; m < rows && valid > 0; m++) {
       const uint16_t *sr = r + m * CA_NB + u;
       uint16_t *dm = d + m * out->sc;
-      if (out->sw == 1)
-        for (int64_t v = 0; v < valid; v++) dm[v] = sr[v];
-      else
-        for (int64_t v = 0; v < valid; v++) dm[v * out->sw] = sr[v];
+#ifdef CA_AMX
+      if (out->sw == 1 && !j->portable) { /* AMX hosts have AVX512-BW */
+        copy_run(dm, sr, valid);
+        continue;
+      }
+#endif
+      for (int64_t v = 0; v < valid; v++) dm[v * out->sw] = sr[v];
     }
     u += seg;
   }
@@ -228,14 +259,16 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
     tiles_begin();
   }
 #endif
-  float c[CA_MB * CA_NB] __attribute__((aligned(64)));
+  /* Zeros first: a narrow block leaves columns 16-31 as they were, and
+   * those (positions past the image) are rounded but never stored. */
+  float c[CA_MB * CA_NB] __attribute__((aligned(64))) = {0};
   for (int64_t task = begin; task < end; task++) {
     int64_t n = task / j->s.groups, g = task % j->s.groups;
     pack_image(j, n, g, planes);
     const uint32_t *wg = j->wpack + g * j->taps * j->ncb * j->kgp * 16;
-    for (int64_t p0 = 0; p0 < j->flat; p0 += CA_NB)
+    for (int64_t p0 = 0; p0 < j->fwd_flat; p0 += CA_NB)
       for (int64_t m0 = 0; m0 < j->kg; m0 += CA_MB) {
-        block(j, wg + m0 * 16, planes + p0, c);
+        block(j, wg + m0 * 16, planes + p0, c, p0 + CA_NB > j->fwd_flat);
         store_block(j, n, g, m0, p0, c);
       }
   }
@@ -261,6 +294,7 @@ static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
   j->wp = s->out.w + s->dw * (s->kw - 1);
   j->hp = s->out.h + s->dh * (s->kh - 1);
   j->flat = round_up(s->out.h * j->wp, CA_NB);
+  j->fwd_flat = round_up(s->out.h * j->wp, 16);
   int64_t reach = (s->kh - 1) * s->dh * j->wp + (s->kw - 1) * s->dw;
   j->plane = round_up(j->flat + reach, 16);
   if (j->plane < j->hp * j->wp) j->plane = round_up(j->hp * j->wp, 16);
