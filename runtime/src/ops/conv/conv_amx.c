@@ -37,6 +37,7 @@ typedef struct ca_job {
   int64_t bias_stride;
   /* Weight gradient: images [n0, n0 + count) packed per (image, group). */
   int64_t cgp, chunk, n0, count, gq_img, xq_img, started;
+  int64_t tap_parts; /* tasks per C block, each a run of its taps */
   uint32_t *gq; /* grad_output [kgp][flat] as words of two positions */
   uint32_t *xq; /* image [2][plane / 2][cgp]: pairs from even, then odd positions */
   float *acc;   /* [group][output block][channel block][tap][32][32] */
@@ -520,12 +521,14 @@ static void wgrad_products(int64_t begin, int64_t end, void *arg) {
 #endif
   int64_t nob = j->kgp / CA_MB;
   for (int64_t task = begin; task < end; task++) {
-    int64_t g = task / (nob * j->ncb), o0 = task / j->ncb % nob * CA_MB, c0 = task % j->ncb * CA_CB;
+    int64_t cblock = task / j->tap_parts, part = task % j->tap_parts;
+    int64_t g = cblock / (nob * j->ncb), o0 = cblock / j->ncb % nob * CA_MB, c0 = cblock % j->ncb * CA_CB;
+    int64_t t0 = part * j->taps / j->tap_parts, t1 = (part + 1) * j->taps / j->tap_parts;
     for (int64_t nl = 0; nl < j->count; nl++)
       for (int64_t p1 = 0; p1 < j->flat; p1 += CA_WG_POSITIONS) {
         int64_t p2 = j->flat - p1 < CA_WG_POSITIONS ? j->flat : p1 + CA_WG_POSITIONS;
-        for (int64_t t = 0; t < j->taps; t++)
-          block(j, g, o0, c0, t, nl, p1, p2, j->acc + (task * j->taps + t) * CA_MB * CA_MB,
+        for (int64_t t = t0; t < t1; t++)
+          block(j, g, o0, c0, t, nl, p1, p2, j->acc + (cblock * j->taps + t) * CA_MB * CA_MB,
                 !j->started && nl == 0 && p1 == 0);
       }
   }
@@ -537,6 +540,8 @@ static void wgrad_products(int64_t begin, int64_t end, void *arg) {
 /* Data of one (image, group) a product task reads, kept in L2 across the
  * taps of a chunk. */
 #define CA_CHUNK_BYTES (1 << 19)
+/* Product tasks wanted at least (several threads' worth). */
+#define CA_WG_TASKS 8
 
 nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view *w, int portable,
                                    const char *name) {
@@ -548,14 +553,20 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
   if (w->shape[0] * w->shape[1] * w->shape[2] * w->shape[3] == 0) return NRT_SUCCESS;
   ca_job j;
   if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
-  int64_t nob = j.kgp / CA_MB, tasks = s->groups * nob * j.ncb;
+  int64_t nob = j.kgp / CA_MB, cblocks = s->groups * nob * j.ncb;
+  /* Few C blocks (32 channels in and out: one) split their taps into runs,
+   * for work on every thread; by the shape only, so each element is still
+   * summed by one task in one order. */
+  j.tap_parts = cblocks >= CA_WG_TASKS ? 1 : (CA_WG_TASKS + cblocks - 1) / cblocks;
+  if (j.tap_parts > j.taps) j.tap_parts = j.taps;
+  int64_t tasks = cblocks * j.tap_parts;
   j.gq_img = j.kgp * j.flat / 2;
   j.xq_img = j.plane * j.cgp;
   int64_t per_task = (CA_MB * j.flat / 2 + j.plane * CA_CB) * 4;
   j.chunk = CA_CHUNK_BYTES / per_task;
   if (j.chunk < 1) j.chunk = 1;
   if (j.chunk > s->img.n) j.chunk = s->img.n > 0 ? s->img.n : 1;
-  j.acc = calloc((size_t)(tasks * j.taps * CA_MB * CA_MB), sizeof *j.acc);
+  j.acc = calloc((size_t)(cblocks * j.taps * CA_MB * CA_MB), sizeof *j.acc);
   j.gq = malloc((size_t)(j.chunk * s->groups * j.gq_img) * sizeof *j.gq);
   j.xq = malloc((size_t)(j.chunk * s->groups * j.xq_img) * sizeof *j.xq);
   nrt_status status = NRT_SUCCESS;
@@ -563,7 +574,7 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
     status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the packed operands", name);
     goto done;
   }
-  double work = 2.0 * (double)(CA_MB * CA_CB * j.flat * j.taps);
+  double work = 2.0 * (double)(CA_MB * CA_CB * j.flat * j.taps) / (double)j.tap_parts;
   for (j.n0 = 0; j.n0 < s->img.n && !atomic_load(&j.oom); j.n0 += j.chunk) {
     j.count = s->img.n - j.n0 < j.chunk ? s->img.n - j.n0 : j.chunk;
     rt_parallel_for(j.count * s->groups, 1, wgrad_pack, &j);
