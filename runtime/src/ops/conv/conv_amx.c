@@ -4,8 +4,11 @@
  * planes in its own buffer (in L2 for the CNN and ResNet shapes), then for
  * each block of 32 flat positions runs every block of 32 output channels,
  * so the planes' rows of a position block stay in L1 while the packed
- * weight streams from L2. Every output element is summed by one task in a
- * fixed order: results do not depend on the thread count.
+ * weight streams from L2. The weight gradient packs a chunk of images
+ * (stage 1, tasks (image, group)), then sums it into float32 accumulators
+ * (stage 2, tasks (32 x 32 channel block, run of taps)). Every output
+ * element is summed by one task in a fixed order: results do not depend on
+ * the thread count.
  *
  * Numerics: bfloat16 products summed in float32 tiles (TDPBF16PS; the twin
  * sums pairs in float32 in the same order of taps and channel blocks), the
@@ -537,8 +540,9 @@ static void wgrad_products(int64_t begin, int64_t end, void *arg) {
 #endif
 }
 
-/* Data of one (image, group) a product task reads, kept in L2 across the
- * taps of a chunk. */
+/* Bytes a product task reads of one chunk of images (its 32 rows of
+ * grad_output and 32 channels of image pairs): sets how many images are
+ * packed per stage. */
 #define CA_CHUNK_BYTES (1 << 19)
 /* Product tasks wanted at least (several threads' worth). */
 #define CA_WG_TASKS 8
