@@ -13,13 +13,16 @@ uses TORCHNEURON_NUM_THREADS (default: all cores). On a loaded machine
 (load above the core count) PyTorch's OpenMP threads wait on descheduled
 peers and its 2-thread times balloon: compare one thread on each side too,
 
-    TORCHNEURON_NUM_THREADS=1 python benchmarks/conv.py --cpu-threads 1
+    TORCHNEURON_NUM_THREADS=1 python benchmarks/conv.py --cpu-threads 1 [--cpu-time]
+
+(--cpu-time: process CPU seconds, which do not count waiting for a core.)
 
     python benchmarks/conv.py [--repeats N] [--dtype float32|bfloat16|both] [--only SUBSTR]
 """
 
 import argparse
 import os
+import time
 
 import torch
 import torchneuron  # noqa: F401
@@ -37,7 +40,7 @@ SHAPES = [
 ]
 
 
-def case(shape, dtype, repeats):
+def case(shape, dtype, repeats, clock):
     _, n, ci, co, hw, k, s, p, need_gx = shape
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, ci, hw, hw, generator=g).to(dtype)
@@ -49,9 +52,10 @@ def case(shape, dtype, repeats):
     args = ([s, s], [p, p], [1, 1], False, [0, 0], 1)
     mask = [need_gx, True, False]
     xd, wd, gyd = x.to("neuron"), w.to("neuron"), gy.to("neuron")
-    fd, fdb, fc, fcb = interleaved(lambda: conv(xd, wd, None, *args), lambda: conv(x, w, None, *args), repeats)
+    fd, fdb, fc, fcb = interleaved(lambda: conv(xd, wd, None, *args), lambda: conv(x, w, None, *args), repeats,
+                                   clock)
     bd, bdb, bc, bcb = interleaved(lambda: back(gyd, xd, wd, None, *args, mask),
-                                   lambda: back(gy, x, w, None, *args, mask), repeats)
+                                   lambda: back(gy, x, w, None, *args, mask), repeats, clock)
     fwd, bwd = ((fd, fdb), (fc, fcb)), ((bd, bdb), (bc, bcb))
     flops = 2.0 * n * co * ho * ho * ci * k * k
     return fwd, bwd, flops, flops * (2 if need_gx else 1)
@@ -67,12 +71,16 @@ def main():
     ap.add_argument("--cpu-threads", type=int, default=2)
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "both"], default="both")
     ap.add_argument("--only", default=None, help="run the shapes whose label contains this")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time process CPU seconds (every thread) instead of wall time: stable on a loaded machine")
     args = ap.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     torch.set_num_threads(args.cpu_threads)
     dtypes = [torch.float32, torch.bfloat16] if args.dtype == "both" else [getattr(torch, args.dtype)]
     print(f"load average {os.getloadavg()[0]:.2f}; CPU threads {torch.get_num_threads()}; "
           f"neuron threads {os.environ.get('TORCHNEURON_NUM_THREADS', 'default')}")
-    print("ms: median [best]; ratio = CPU median / neuron median")
+    print(f"ms ({'process CPU time' if args.cpu_time else 'wall time'}): median [best]; "
+          "ratio = CPU median / neuron median")
     for dtype in dtypes:
         print(f"\n{str(dtype).replace('torch.', '')}")
         print(f"{'shape':32} {'fwd neuron':>19} {'fwd cpu':>19} {'ratio':>6} "
@@ -81,7 +89,7 @@ def main():
         for shape in SHAPES:
             if args.only and args.only not in shape[0]:
                 continue
-            (fd, fc), (bd, bc), ff, bf = case(shape, dtype, args.repeats)
+            (fd, fc), (bd, bc), ff, bf = case(shape, dtype, args.repeats, clock)
             if shape[0].startswith("cnn"):
                 for i, v in enumerate((fd[0], fc[0], bd[0], bc[0])):
                     tot[i] += v

@@ -33,14 +33,16 @@ def median_and_best(fn, sync, repeats: int, clock=time.perf_counter) -> tuple:
     return statistics.median(times), min(times)
 
 
-def interleaved(fn_dev, fn_cpu, repeats: int) -> tuple:
+def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter) -> tuple:
     """(neuron median, neuron best, CPU median, CPU best) seconds of
     alternating timed runs of fn_dev() + synchronize and fn_cpu(), after one
     warm-up each: alternating spreads the machine's load over both sides.
     (PyTorch's OpenMP workers spin for a while after each CPU call, so a
     short neuron run can start with its cores taken: a 256^3 GEMM measured
     9-29 GF/s in some runs, 74-112 with OMP_WAIT_POLICY=PASSIVE. Pausing
-    before each run instead made the CPU side erratic: 3-22 GF/s at 512^3.)"""
+    before each run instead made the CPU side erratic: 3-22 GF/s at 512^3.)
+    clock=time.process_time measures CPU seconds of every thread instead:
+    on a loaded machine, time spent waiting for a core does not count.)"""
     import torch
 
     fn_dev()
@@ -48,13 +50,13 @@ def interleaved(fn_dev, fn_cpu, repeats: int) -> tuple:
     fn_cpu()
     dev, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn_dev()
         torch.neuron.synchronize()
-        dev.append(time.perf_counter() - start)
-        start = time.perf_counter()
+        dev.append(clock() - start)
+        start = clock()
         fn_cpu()
-        cpu.append(time.perf_counter() - start)
+        cpu.append(clock() - start)
     return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
 
 

@@ -51,11 +51,13 @@ relaxed atomic adds where the event happens, so they are always on.
     compiled; ``torchneuron.compiler.wait_for_kernels()`` waits for them).
 ``fuse.codegen.pending``
     not a total: the background compiles queued or running now.
-``conv.blocked`` / ``conv.columns`` / ``conv.amx_columns``
+``conv.blocked`` / ``conv.columns`` / ``conv.amx_columns`` / ``conv.amx_direct``
     2-d convolutions (forward, input gradient and weight gradient each
     count) by the path they ran: the blocked implicit GEMM; columns (im2col)
     into the GEMM, depthwise included; bfloat16 columns into the GEMM's AMX
-    kernels (AMX hosts, 64 taps or more, not depthwise).
+    kernels (AMX hosts, 64 taps or more, not depthwise); bfloat16 directly
+    on AMX tiles without columns (AMX hosts, stride 1, 16 channels or more
+    per group and 64 taps; not the weight gradient of a 1x1 window).
 ``attention.bf16_tiles``
     bfloat16 SDPA forward launches that ran on the GEMM's bfloat16
     micro-kernel (AMX or AVX512-BF16 hosts at the avx512 level), rounding

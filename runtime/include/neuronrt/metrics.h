@@ -42,6 +42,7 @@ extern "C" {
   X(CONV_BLOCKED, "conv.blocked")                           \
   X(CONV_COLUMNS, "conv.columns")                           \
   X(CONV_AMX_COLUMNS, "conv.amx_columns")                   \
+  X(CONV_AMX_DIRECT, "conv.amx_direct")                     \
   X(ATTENTION_BF16_TILES, "attention.bf16_tiles")          \
   X(ATTENTION_BF16_BACKWARD_TILES, "attention.bf16_backward_tiles")
 

@@ -5,8 +5,10 @@
  * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
  * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
  * and the input gradient without dilation (as flipped forwards, one per
- * stride phase). On CPUs with AMX, bfloat16 of 64 taps or more takes
- * bfloat16 columns into the GEMM's AMX kernel instead (bf16_columns).
+ * stride phase). On CPUs with AMX, bfloat16 at stride 1 (16 channels per
+ * group, 64 taps or more) convolves directly on the tiles (conv_amx.h; a
+ * 1x1 weight gradient excepted), and other bfloat16 of 64 taps or more
+ * takes bfloat16 columns into the GEMM's AMX kernel (bf16_columns).
  * Everything else (float64, float16, channels_last,
  * depthwise, dilated input gradients, other CPUs) runs here, by im2col /
  * col2im and matrix products (conv_gemm.h, the project's GEMM):
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_isa.h"
+#include "ops/conv/conv_amx.h"
 #include "ops/conv/conv_blocked.h"
 #include "ops/conv/conv_gemm.h"
 #include "ops/conv/conv_integer.h"
@@ -253,6 +256,14 @@ static int use_blocked(const conv_kernels *k, const rt_conv_shape *cs, nrt_dtype
   return blocked;
 }
 
+/* bfloat16 at stride 1 on an AMX host convolves directly on tiles
+ * (conv_amx.h): no columns, no GEMM packing. Counted as conv.amx_direct. */
+static int use_amx_direct(nrt_dtype dtype, const rt_conv_shape *cs) {
+  int direct = dtype == NRT_BFLOAT16 && rt_conv_amx_usable(cs);
+  if (direct) rt_metric_add(NRT_METRIC_CONV_AMX_DIRECT, 1);
+  return direct;
+}
+
 /* Counts a convolution that runs on columns (not blocked). */
 static void count_columns(const conv_kernels *k) {
   rt_metric_add(k == &kernels_bf16mm ? NRT_METRIC_CONV_AMX_COLUMNS : NRT_METRIC_CONV_COLUMNS, 1);
@@ -438,6 +449,8 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[2];
   if (j.out.n * j.out.c * j.ohw == 0) return NRT_SUCCESS;
   rt_conv_shape cs = shape_of(&j);
+  if (use_amx_direct(w->dtype, &cs))
+    return rt_conv_amx_forward(&cs, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   if (use_blocked(k, &cs, w->dtype))
     return rt_conv_blocked_forward(&cs, w->dtype, w, 0, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   count_columns(k);
@@ -572,6 +585,15 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
   if (s) return s;
   const nrt_tensor_view *w = &op->operands[2];
   if (j.img.n * j.img.c * j.img.h * j.img.w == 0) return NRT_SUCCESS;
+  if (input_grad_as_forward(&j)) {
+    rt_conv_shape cs = shape_of(&j);
+    cs.img = j.out;
+    cs.out = j.img;
+    cs.ph = j.dh * (j.kh - 1) - j.ph;
+    cs.pw = j.dw * (j.kw - 1) - j.pw;
+    if (use_amx_direct(w->dtype, &cs))
+      return rt_conv_amx_forward(&cs, w, 1, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
+  }
   if (j.dh == 1 && j.dw == 1) {
     rt_conv_shape cs = shape_of(&j);
     cs.img = j.out;
@@ -610,6 +632,10 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
   const nrt_tensor_view *w = &op->operands[0];
   if (j.out.c * j.kk == 0) return NRT_SUCCESS;
   rt_conv_shape cs = shape_of(&j);
+  /* A 1x1 weight gradient reads the image in place as its columns: faster
+   * than the direct path's packing of the image into position pairs. */
+  if (j.kh * j.kw > 1 && use_amx_direct(w->dtype, &cs))
+    return rt_conv_amx_weight_grad(&cs, w, 0, nrt_op_name(op->code));
   if (use_blocked(k, &cs, w->dtype)) return rt_conv_blocked_weight_grad(&cs, w->dtype, w, 0, nrt_op_name(op->code));
   count_columns(k);
   if (is_depthwise(&j)) {

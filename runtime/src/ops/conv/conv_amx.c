@@ -1,0 +1,609 @@
+/* Direct bfloat16 convolution on AMX tiles (see conv_amx.h).
+ *
+ * Tasks are (image, group): each copies its image into padded channel-pair
+ * planes in its own buffer (in L2 for the CNN and ResNet shapes), then for
+ * each block of 32 flat positions runs every block of 32 output channels,
+ * so the planes' rows of a position block stay in L1 while the packed
+ * weight streams from L2. The weight gradient packs a chunk of images
+ * (stage 1, tasks (image, group)), then sums it into float32 accumulators
+ * (stage 2, tasks (32 x 32 channel block, run of taps)). Every output
+ * element is summed by one task in a fixed order: results do not depend on
+ * the thread count.
+ *
+ * Numerics: bfloat16 products summed in float32 tiles (TDPBF16PS; the twin
+ * sums pairs in float32 in the same order of taps and channel blocks), the
+ * bias added in float32 and the result rounded once to bfloat16. */
+#include "ops/conv/conv_amx.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu_isa.h"
+#include "ops/gemm/gemm.h"
+#include "ops/engine/thread_pool.h"
+
+#define CA_CB 32 /* channels per k block: 16 pairs, one tile row */
+#define CA_MB 32 /* output channels per C block: two A tiles */
+#define CA_NB 32 /* flat positions per C block: two B tiles */
+
+typedef struct ca_job {
+  rt_conv_shape s;
+  int flipped, portable;
+  int64_t cg, kg, kgp, ncb, taps;
+  int64_t wp, hp;     /* padded image: columns, rows */
+  int64_t flat;       /* flat positions per image: OH * wp rounded up to CA_NB */
+  int64_t fwd_flat;   /* the forward's: rounded up to 16 (a last block of one B tile) */
+  int64_t plane;      /* words (channel pairs) per plane, with the slack the last block reads */
+  int64_t *tap_off;   /* flat offset of each tap */
+  uint32_t *wpack;    /* [group][tap][k block][kgp rows][16 pairs] */
+  const void *bias;
+  int64_t bias_stride;
+  /* Weight gradient: images [n0, n0 + count) packed per (image, group). */
+  int64_t cgp, chunk, n0, count, gq_img, xq_img, started;
+  int64_t tap_parts; /* tasks per C block, each a run of its taps */
+  uint32_t *gq; /* grad_output [kgp][flat] as words of two positions */
+  uint32_t *xq; /* image [2][plane / 2][cgp]: pairs from even, then odd positions */
+  float *acc;   /* [group][output block][channel block][tap][32][32] */
+  atomic_int oom;
+} ca_job;
+
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/* ---- packing ---------------------------------------------------------------- */
+
+/* A tiles of every (group, tap, k block): kgp rows of 16 channel pairs,
+ * the low half of a word the even channel (as in the B planes); zeros
+ * beyond kg rows and cg channels. The flipped weight (the input gradient's)
+ * is read with its channel dims swapped and mirrored in space
+ * (conv_blocked.h). Reads w in its own order. */
+static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
+  memset(j->wpack, 0, (size_t)(j->s.groups * j->taps * j->ncb * j->kgp * 16) * sizeof *j->wpack);
+  uint16_t *dst = (uint16_t *)j->wpack;
+  const uint16_t *src = w->data;
+  int64_t kh = j->s.kh, kw = j->s.kw, d0 = w->shape[0], d1 = w->shape[1];
+  /* Halfwords between the packed places of neighbouring taps. */
+  const int64_t tap_step = j->ncb * j->kgp * 32;
+  for (int64_t a = 0; a < d0; a++)
+    for (int64_t b = 0; b < d1; b++) {
+      /* Group, output channel and input channel of this (a, b). */
+      int64_t g = a / (j->flipped ? j->cg : j->kg), r = a % (j->flipped ? j->cg : j->kg);
+      int64_t o = j->flipped ? b : r, c = j->flipped ? r : b;
+      uint16_t *d = dst + ((g * j->taps * j->ncb + c / CA_CB) * j->kgp + o) * 32 + c % CA_CB;
+      const uint16_t *sp = src + a * w->strides[0] + b * w->strides[1];
+      for (int64_t i = 0; i < kh; i++)
+        for (int64_t jj = 0; jj < kw; jj++) {
+          int64_t t = j->flipped ? (kh - 1 - i) * kw + (kw - 1 - jj) : i * kw + jj;
+          d[t * tap_step] = sp[i * w->strides[2] + jj * w->strides[3]];
+        }
+    }
+}
+
+/* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
+static void pack_image(const ca_job *j, int64_t n, int64_t g, uint32_t *planes) {
+  const rt_image *im = &j->s.img;
+  const uint16_t *base = (const uint16_t *)im->data + n * im->sn + g * j->cg * im->sc;
+  int64_t wp = j->wp, ph = j->s.ph, pw = j->s.pw;
+  /* Image rows and columns that land in the padded image. */
+  int64_t h1 = im->h < j->hp - ph ? im->h : j->hp - ph, w1 = im->w < wp - pw ? im->w : wp - pw;
+  for (int64_t c2 = 0; c2 < j->ncb * 16; c2++) {
+    uint32_t *p = planes + c2 * j->plane;
+    memset(p, 0, (size_t)j->plane * sizeof *p);
+    int64_t c = 2 * c2;
+    if (c >= j->cg) continue;
+    const uint16_t *x0 = base + c * im->sc, *x1 = c + 1 < j->cg ? x0 + im->sc : NULL;
+    for (int64_t ih = 0; ih < h1; ih++) {
+      uint32_t *d = p + (ih + ph) * wp + pw;
+      const uint16_t *r0 = x0 + ih * im->sh, *r1 = x1 ? x1 + ih * im->sh : NULL;
+      if (r1 && im->sw == 1)
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x] | (uint32_t)r1[x] << 16;
+      else if (r1)
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw] | (uint32_t)r1[x * im->sw] << 16;
+      else
+        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw];
+    }
+  }
+}
+
+/* ---- the tile loop and its twin --------------------------------------------- */
+
+/* c[32][32] = sum over taps and k blocks of A (weight rows from a) x B
+ * (plane words from b at the tap's offset). a steps by a_step words per
+ * k block (kgp * 16), taps follow k blocks; b steps 16 planes per k block. */
+typedef void (*ca_block_fn)(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c, int narrow);
+
+/* narrow: positions 0-15 only (the image's last 16); the rest of c is
+ * left as it was. */
+static void block_portable(const ca_job *j, const uint32_t *a, const uint32_t *b, float *c, int narrow) {
+  int64_t a_step = j->kgp * 16;
+  float acc[CA_MB * CA_NB];
+  memset(acc, 0, sizeof acc);
+  for (int64_t t = 0; t < j->taps; t++)
+    for (int64_t cb = 0; cb < j->ncb; cb++) {
+      const uint32_t *at = a + (t * j->ncb + cb) * a_step, *bt = b + cb * 16 * j->plane + j->tap_off[t];
+      for (int64_t m = 0; m < CA_MB; m++)
+        for (int64_t u = 0; u < (narrow ? 16 : CA_NB); u++) {
+          float sum = 0;
+          for (int64_t q = 0; q < 16; q++) {
+            uint32_t x = at[m * 16 + q], y = bt[q * j->plane + u];
+            sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
+                   rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+          }
+          acc[m * CA_NB + u] += sum;
+        }
+    }
+  for (int64_t m = 0; m < CA_MB; m++) memcpy(c + m * CA_NB, acc + m * CA_NB, (narrow ? 16 : CA_NB) * sizeof *c);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CA_AMX 1
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} ca_tile_config;
+
+/* GCC's tile intrinsics do not tell the compiler they touch memory. */
+#define CA_BARRIER() __asm__ volatile("" ::: "memory")
+
+/* Eight tiles of 16 rows x 64 bytes, loaded once per range of tasks
+ * (LDTILECFG waits for the tiles in flight) and released after it. */
+__attribute__((target("amx-tile"))) static void tiles_begin(void) {
+  ca_tile_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  CA_BARRIER();
+  _tile_loadconfig(&cfg);
+}
+
+__attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(); }
+
+__attribute__((target("amx-tile,amx-bf16"))) static void block_amx(const ca_job *j, const uint32_t *a,
+                                                                 const uint32_t *b, float *c, int narrow) {
+  const int64_t a_step = j->kgp * 16, b_stride = j->plane * 4, ncb = j->ncb;
+  _tile_zero(0);
+  _tile_zero(2);
+  if (narrow) {
+    for (int64_t t = 0; t < j->taps; t++) {
+      const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
+      for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
+        CA_BARRIER();
+        _tile_loadd(4, at, 64);
+        _tile_loadd(5, at + 16 * 16, 64);
+        _tile_loadd(6, bt, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(2, 5, 6);
+      }
+    }
+  } else {
+    _tile_zero(1);
+    _tile_zero(3);
+    for (int64_t t = 0; t < j->taps; t++) {
+      const uint32_t *bt = b + j->tap_off[t], *at = a + t * ncb * a_step;
+      for (int64_t cb = 0; cb < ncb; cb++, at += a_step, bt += 16 * j->plane) {
+        CA_BARRIER();
+        _tile_loadd(4, at, 64);
+        _tile_loadd(5, at + 16 * 16, 64);
+        _tile_loadd(6, bt, b_stride);
+        _tile_loadd(7, bt + 16, b_stride);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+    _tile_stored(1, c + 16, CA_NB * 4);
+    _tile_stored(3, c + 16 * CA_NB + 16, CA_NB * 4);
+  }
+  _tile_stored(0, c, CA_NB * 4);
+  _tile_stored(2, c + 16 * CA_NB, CA_NB * 4);
+  CA_BARRIER();
+}
+#endif
+
+/* ---- driver ----------------------------------------------------------------- */
+
+#ifdef CA_AMX
+/* d[0, n) = s[0, n), n <= 32: one masked store (runs of 8 or 16 values
+ * cost more as loops or memcpy calls than the tiles that made them). */
+__attribute__((target("avx512f,avx512bw"))) static void copy_run(uint16_t *d, const uint16_t *s, int64_t n) {
+  const __mmask32 m = (__mmask32)(n >= 32 ? 0xffffffffu : (1u << n) - 1);
+  _mm512_mask_storeu_epi16(d, m, _mm512_maskz_loadu_epi16(m, s));
+}
+#endif
+
+/* Rows [m0, m0 + 32) of block c (positions from p0) into image n's output:
+ * valid rows and columns only, plus the bias, rounded once (the whole
+ * block at a time by the GEMM's AVX512-BF16 rounding where it applies). */
+static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64_t p0, float *c) {
+  const rt_image *out = &j->s.out;
+  int64_t rows = j->kg - m0 < CA_MB ? j->kg - m0 : CA_MB, wp = j->wp;
+  uint16_t *base = (uint16_t *)out->data + n * out->sn + (g * j->kg + m0) * out->sc;
+  if (j->bias)
+    for (int64_t m = 0; m < rows; m++) {
+      float b = rt_bfloat16_to_float(((const uint16_t *)j->bias)[(g * j->kg + m0 + m) * j->bias_stride]);
+      for (int64_t u = 0; u < CA_NB; u++) c[m * CA_NB + u] += b;
+    }
+  uint16_t r[CA_MB * CA_NB];
+  if (!rt_gemm_flush_bf16_rows(r, CA_NB, c, CA_NB, NULL, 0, 0, rows, CA_NB))
+    for (int64_t i = 0; i < rows * CA_NB; i++) r[i] = rt_bfloat16_from_float(c[i]);
+  /* By runs of one output row: no division per element. */
+  for (int64_t u = 0, oh = p0 / wp, ow = p0 % wp; u < CA_NB && oh < out->h; oh++, ow = 0) {
+    int64_t seg = CA_NB - u < wp - ow ? CA_NB - u : wp - ow, valid = out->w - ow;
+    if (valid > seg) valid = seg;
+    uint16_t *d = base + oh * out->sh + ow * out->sw;
+    for (int64_t m = 0; m < rows && valid > 0; m++) {
+      const uint16_t *sr = r + m * CA_NB + u;
+      uint16_t *dm = d + m * out->sc;
+#ifdef CA_AMX
+      if (out->sw == 1 && !j->portable) { /* AMX hosts have AVX512-BW */
+        copy_run(dm, sr, valid);
+        continue;
+      }
+#endif
+      for (int64_t v = 0; v < valid; v++) dm[v * out->sw] = sr[v];
+    }
+    u += seg;
+  }
+}
+
+static void forward_tasks(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  uint32_t *planes = malloc((size_t)(j->ncb * 16 * j->plane) * sizeof *planes);
+  if (!planes) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  ca_block_fn block = block_portable;
+#ifdef CA_AMX
+  if (!j->portable) {
+    block = block_amx;
+    tiles_begin();
+  }
+#endif
+  /* Zeros first: a narrow block leaves columns 16-31 as they were, and
+   * those (positions past the image) are rounded but never stored. */
+  float c[CA_MB * CA_NB] __attribute__((aligned(64))) = {0};
+  for (int64_t task = begin; task < end; task++) {
+    int64_t n = task / j->s.groups, g = task % j->s.groups;
+    pack_image(j, n, g, planes);
+    const uint32_t *wg = j->wpack + g * j->taps * j->ncb * j->kgp * 16;
+    for (int64_t p0 = 0; p0 < j->fwd_flat; p0 += CA_NB)
+      for (int64_t m0 = 0; m0 < j->kg; m0 += CA_MB) {
+        block(j, wg + m0 * 16, planes + p0, c, p0 + CA_NB > j->fwd_flat);
+        store_block(j, n, g, m0, p0, c);
+      }
+  }
+#ifdef CA_AMX
+  if (!j->portable) tiles_end();
+#endif
+  free(planes);
+}
+
+/* The geometry of s (stride 1) and the taps' flat offsets; -1 when out of
+ * memory. */
+static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
+  memset(j, 0, sizeof *j);
+  atomic_init(&j->oom, 0);
+  j->s = *s;
+  j->portable = portable;
+  j->cg = s->img.c / s->groups;
+  j->kg = s->out.c / s->groups;
+  j->kgp = round_up(j->kg, CA_MB);
+  j->ncb = (j->cg + CA_CB - 1) / CA_CB;
+  j->cgp = j->ncb * CA_CB;
+  j->taps = s->kh * s->kw;
+  j->wp = s->out.w + s->dw * (s->kw - 1);
+  j->hp = s->out.h + s->dh * (s->kh - 1);
+  j->flat = round_up(s->out.h * j->wp, CA_NB);
+  j->fwd_flat = round_up(s->out.h * j->wp, 16);
+  int64_t reach = (s->kh - 1) * s->dh * j->wp + (s->kw - 1) * s->dw;
+  j->plane = round_up(j->flat + reach, 16);
+  if (j->plane < j->hp * j->wp) j->plane = round_up(j->hp * j->wp, 16);
+  j->tap_off = malloc((size_t)j->taps * sizeof *j->tap_off);
+  if (!j->tap_off) return -1;
+  for (int64_t t = 0; t < j->taps; t++) j->tap_off[t] = t / s->kw * s->dh * j->wp + t % s->kw * s->dw;
+  return 0;
+}
+
+int rt_conv_amx_usable(const rt_conv_shape *s) {
+  int64_t cg = s->img.c / s->groups, kg = s->out.c / s->groups;
+  /* Padded planes below 2^25 positions: the weight gradient's gathers take
+   * 32-bit byte offsets of 16 of them. */
+  int64_t padded = (s->out.h + s->dh * (s->kh - 1)) * (s->out.w + s->dw * (s->kw - 1));
+  return rt_isa_amx_bf16() && s->sh == 1 && s->sw == 1 && cg >= 16 && cg * s->kh * s->kw >= 64 && kg >= 1 &&
+         padded < (1 << 25);
+}
+
+nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w, int flipped, const void *bias,
+                               int64_t bias_stride, int portable, const char *name) {
+#ifndef CA_AMX
+  if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
+#endif
+  if (s->sh != 1 || s->sw != 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (s->out.n * s->out.c * s->out.h * s->out.w == 0) return NRT_SUCCESS;
+  ca_job j;
+  if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+  j.flipped = flipped;
+  j.bias = bias;
+  j.bias_stride = bias_stride;
+  j.wpack = malloc((size_t)(s->groups * j.taps * j.ncb * j.kgp * 16) * sizeof *j.wpack);
+  if (!j.wpack) {
+    free(j.tap_off);
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the packed weight", name);
+  }
+  pack_weight(&j, w);
+  /* Work per task: the tile products of one image and group. */
+  double work = 2.0 * (double)(j.flat * j.kgp * j.taps * j.ncb * CA_CB);
+  rt_parallel_for(s->out.n * s->groups, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work + 1)) + 1,
+                  forward_tasks, &j);
+  free(j.tap_off);
+  free(j.wpack);
+  if (atomic_load(&j.oom))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the padded image planes", name);
+  return NRT_SUCCESS;
+}
+
+/* ---- weight gradient ---------------------------------------------------------- */
+
+/* Padded image rows of channel c (image n, group g) into row: flat padded
+ * positions, zeros outside the image (plane + 2 entries). */
+static void padded_channel(const ca_job *j, int64_t n, int64_t g, int64_t c, uint16_t *row) {
+  const rt_image *im = &j->s.img;
+  const uint16_t *x = (const uint16_t *)im->data + n * im->sn + (g * j->cg + c) * im->sc;
+  int64_t h1 = im->h < j->hp - j->s.ph ? im->h : j->hp - j->s.ph, w1 = im->w < j->wp - j->s.pw ? im->w : j->wp - j->s.pw;
+  memset(row, 0, (size_t)(j->plane + 2) * sizeof *row);
+  for (int64_t ih = 0; ih < h1; ih++) {
+    uint16_t *d = row + (ih + j->s.ph) * j->wp + j->s.pw;
+    const uint16_t *r = x + ih * im->sh;
+    for (int64_t iw = 0; iw < w1; iw++) d[iw] = r[iw * im->sw];
+  }
+}
+
+/* Stage 1, tasks (image of the chunk, group): grad_output as A rows and the
+ * image as B rows of position pairs (see conv_amx.h). */
+/* Words p < half of 16 padded channel rows (rl entries each, from rows)
+ * into B rows of position pairs: xe[p][c] = (row_c[2p], row_c[2p + 1]),
+ * xo[p][c] = (row_c[2p + 1], row_c[2p + 2]), row stride cgp words. */
+static void transpose_pairs(const uint16_t *rows, int64_t rl, int64_t half, uint32_t *xe, uint32_t *xo,
+                            int64_t cgp) {
+  for (int64_t p = 0; p < half; p++)
+    for (int c = 0; c < 16; c++) {
+      const uint16_t *r = rows + c * rl + 2 * p;
+      xe[p * cgp + c] = r[0] | (uint32_t)r[1] << 16;
+      xo[p * cgp + c] = r[1] | (uint32_t)r[2] << 16;
+    }
+}
+
+#ifdef CA_AMX
+/* The same by one 16-lane gather per B row (the scalar loop's strided
+ * stores were most of the weight gradient's packing). */
+__attribute__((target("avx512f"))) static void transpose_pairs_avx512(const uint16_t *rows, int64_t rl,
+                                                                      int64_t half, uint32_t *xe, uint32_t *xo,
+                                                                      int64_t cgp) {
+  const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                        _mm512_set1_epi32((int)(rl * 2)));
+  const char *base = (const char *)rows;
+  for (int64_t p = 0; p < half; p++) {
+    _mm512_storeu_si512(xe + p * cgp, _mm512_i32gather_epi32(at, base + 4 * p, 1));
+    _mm512_storeu_si512(xo + p * cgp, _mm512_i32gather_epi32(at, base + 4 * p + 2, 1));
+  }
+}
+#endif
+
+static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  const int64_t rl = j->plane + 2, half = j->plane / 2;
+  uint16_t *rows = malloc((size_t)(16 * rl) * sizeof *rows);
+  if (!rows) {
+    atomic_store(&j->oom, 1);
+    return;
+  }
+  void (*transpose)(const uint16_t *, int64_t, int64_t, uint32_t *, uint32_t *, int64_t) = transpose_pairs;
+#ifdef CA_AMX
+  if (!j->portable && rt_isa() >= NRT_ISA_AVX512) transpose = transpose_pairs_avx512;
+#endif
+  const rt_image *out = &j->s.out;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t nl = task / j->s.groups, g = task % j->s.groups, n = j->n0 + nl;
+    uint16_t *gq = (uint16_t *)(j->gq + task * j->gq_img);
+    memset(gq, 0, (size_t)j->gq_img * sizeof *j->gq);
+    const uint16_t *o = (const uint16_t *)out->data + n * out->sn + g * j->kg * out->sc;
+    for (int64_t k = 0; k < j->kg; k++)
+      for (int64_t oh = 0; oh < out->h; oh++) {
+        uint16_t *d = gq + k * j->flat + oh * j->wp;
+        const uint16_t *r = o + k * out->sc + oh * out->sh;
+        for (int64_t ow = 0; ow < out->w; ow++) d[ow] = r[ow * out->sw];
+      }
+    uint32_t *xe = j->xq + task * j->xq_img, *xo = xe + half * j->cgp;
+    for (int64_t c0 = 0; c0 < j->cgp; c0 += 16) {
+      for (int64_t c = 0; c < 16; c++) {
+        if (c0 + c < j->cg)
+          padded_channel(j, n, g, c0 + c, rows + c * rl);
+        else
+          memset(rows + c * rl, 0, (size_t)rl * sizeof *rows);
+      }
+      transpose(rows, rl, half, xe + c0, xo + c0, j->cgp);
+    }
+  }
+  free(rows);
+}
+
+/* Tap t's 32 x 32 block (output rows from o0, channels from c0) of group g
+ * += the products of flat positions [p1, p2) of image nl of the chunk; c
+ * holds the running sums (ignored when first). */
+typedef void (*ca_wblock_fn)(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl,
+                             int64_t p1, int64_t p2, float *c, int first);
+
+/* B rows of position pairs from flat position p0 + off of a packed image. */
+static const uint32_t *pairs_at(const ca_job *j, const uint32_t *xe, int64_t s, int64_t c0) {
+  const uint32_t *base = s & 1 ? xe + j->plane / 2 * j->cgp : xe;
+  return base + (s >> 1) * j->cgp + c0;
+}
+
+static void wblock_portable(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl, int64_t p1,
+                            int64_t p2, float *c, int first) {
+  float acc[CA_MB * CA_MB];
+  if (first)
+    memset(acc, 0, sizeof acc);
+  else
+    memcpy(acc, c, sizeof acc);
+  int64_t half = j->flat / 2, task = nl * j->s.groups + g;
+  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
+    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+    for (int64_t m = 0; m < CA_MB; m++)
+      for (int64_t u = 0; u < CA_MB; u++) {
+        float sum = 0;
+        for (int64_t q = 0; q < 16; q++) {
+          uint32_t x = a[m * half + p0 / 2 + q], y = b[q * j->cgp + u];
+          sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
+                 rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+        }
+        acc[m * CA_MB + u] += sum;
+      }
+  }
+  memcpy(c, acc, sizeof acc);
+}
+
+#ifdef CA_AMX
+__attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job *j, int64_t g, int64_t o0,
+                                                                  int64_t c0, int64_t t, int64_t nl, int64_t p1,
+                                                                  int64_t p2, float *c, int first) {
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    CA_BARRIER();
+    _tile_loadd(0, c, CA_MB * 4);
+    _tile_loadd(1, c + 16, CA_MB * 4);
+    _tile_loadd(2, c + 16 * CA_MB, CA_MB * 4);
+    _tile_loadd(3, c + 16 * CA_MB + 16, CA_MB * 4);
+  }
+  const int64_t half = j->flat / 2, a_stride = j->flat * 2, b_stride = j->cgp * 4, task = nl * j->s.groups + g;
+  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
+    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+    CA_BARRIER();
+    _tile_loadd(4, a + p0 / 2, a_stride);
+    _tile_loadd(5, a + 16 * half + p0 / 2, a_stride);
+    _tile_loadd(6, b, b_stride);
+    _tile_loadd(7, b + 16, b_stride);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, CA_MB * 4);
+  _tile_stored(1, c + 16, CA_MB * 4);
+  _tile_stored(2, c + 16 * CA_MB, CA_MB * 4);
+  _tile_stored(3, c + 16 * CA_MB + 16, CA_MB * 4);
+  CA_BARRIER();
+}
+#endif
+
+/* Flat positions per pass over the taps: the pass's grad_output rows and
+ * image pairs (32 channels each) stay in L2 while every tap reads them. */
+#define CA_WG_POSITIONS 512
+
+/* Stage 2, tasks (group, output block, channel block): every tap's block
+ * over the chunk's images and their positions, in order. */
+static void wgrad_products(int64_t begin, int64_t end, void *arg) {
+  ca_job *j = arg;
+  ca_wblock_fn block = wblock_portable;
+#ifdef CA_AMX
+  if (!j->portable) {
+    block = wblock_amx;
+    tiles_begin();
+  }
+#endif
+  int64_t nob = j->kgp / CA_MB;
+  for (int64_t task = begin; task < end; task++) {
+    int64_t cblock = task / j->tap_parts, part = task % j->tap_parts;
+    int64_t g = cblock / (nob * j->ncb), o0 = cblock / j->ncb % nob * CA_MB, c0 = cblock % j->ncb * CA_CB;
+    int64_t t0 = part * j->taps / j->tap_parts, t1 = (part + 1) * j->taps / j->tap_parts;
+    for (int64_t nl = 0; nl < j->count; nl++)
+      for (int64_t p1 = 0; p1 < j->flat; p1 += CA_WG_POSITIONS) {
+        int64_t p2 = j->flat - p1 < CA_WG_POSITIONS ? j->flat : p1 + CA_WG_POSITIONS;
+        for (int64_t t = t0; t < t1; t++)
+          block(j, g, o0, c0, t, nl, p1, p2, j->acc + (cblock * j->taps + t) * CA_MB * CA_MB,
+                !j->started && nl == 0 && p1 == 0);
+      }
+  }
+#ifdef CA_AMX
+  if (!j->portable) tiles_end();
+#endif
+}
+
+/* Bytes a product task reads of one chunk of images (its 32 rows of
+ * grad_output and 32 channels of image pairs): sets how many images are
+ * packed per stage. */
+#define CA_CHUNK_BYTES (1 << 19)
+/* Product tasks wanted at least (several threads' worth). */
+#define CA_WG_TASKS 8
+
+nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view *w, int portable,
+                                   const char *name) {
+#ifndef CA_AMX
+  if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
+#endif
+  if (s->sh != 1 || s->sw != 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (w->shape[0] * w->shape[1] * w->shape[2] * w->shape[3] == 0) return NRT_SUCCESS;
+  ca_job j;
+  if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
+  int64_t nob = j.kgp / CA_MB, cblocks = s->groups * nob * j.ncb;
+  /* Few C blocks (32 channels in and out: one) split their taps into runs,
+   * for work on every thread; by the shape only, so each element is still
+   * summed by one task in one order. */
+  j.tap_parts = cblocks >= CA_WG_TASKS ? 1 : (CA_WG_TASKS + cblocks - 1) / cblocks;
+  if (j.tap_parts > j.taps) j.tap_parts = j.taps;
+  int64_t tasks = cblocks * j.tap_parts;
+  j.gq_img = j.kgp * j.flat / 2;
+  j.xq_img = j.plane * j.cgp;
+  int64_t per_task = (CA_MB * j.flat / 2 + j.plane * CA_CB) * 4;
+  j.chunk = CA_CHUNK_BYTES / per_task;
+  if (j.chunk < 1) j.chunk = 1;
+  if (j.chunk > s->img.n) j.chunk = s->img.n > 0 ? s->img.n : 1;
+  j.acc = calloc((size_t)(cblocks * j.taps * CA_MB * CA_MB), sizeof *j.acc);
+  j.gq = malloc((size_t)(j.chunk * s->groups * j.gq_img) * sizeof *j.gq);
+  j.xq = malloc((size_t)(j.chunk * s->groups * j.xq_img) * sizeof *j.xq);
+  nrt_status status = NRT_SUCCESS;
+  if (!j.acc || !j.gq || !j.xq) {
+    status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the packed operands", name);
+    goto done;
+  }
+  double work = 2.0 * (double)(CA_MB * CA_CB * j.flat * j.taps) / (double)j.tap_parts;
+  for (j.n0 = 0; j.n0 < s->img.n && !atomic_load(&j.oom); j.n0 += j.chunk) {
+    j.count = s->img.n - j.n0 < j.chunk ? s->img.n - j.n0 : j.chunk;
+    rt_parallel_for(j.count * s->groups, 1, wgrad_pack, &j);
+    if (atomic_load(&j.oom)) break;
+    rt_parallel_for(tasks, work * (double)j.count >= RT_VISION_GRAIN ? 1 : 4, wgrad_products, &j);
+    j.started = 1;
+  }
+  if (atomic_load(&j.oom)) {
+    status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a padded image row", name);
+    goto done;
+  }
+  uint16_t *dw = w->data;
+  for (int64_t g = 0; g < s->groups; g++)
+    for (int64_t o = 0; o < j.kg; o++)
+      for (int64_t c = 0; c < j.cg; c++)
+        for (int64_t t = 0; t < j.taps; t++) {
+          int64_t task = (g * nob + o / CA_MB) * j.ncb + c / CA_CB;
+          float v = j.acc[(task * j.taps + t) * CA_MB * CA_MB + o % CA_MB * CA_MB + c % CA_CB];
+          dw[(g * j.kg + o) * w->strides[0] + c * w->strides[1] + t / s->kw * w->strides[2] +
+             t % s->kw * w->strides[3]] = rt_bfloat16_from_float(v);
+        }
+done:
+  free(j.tap_off);
+  free(j.acc);
+  free(j.gq);
+  free(j.xq);
+  return status;
+}
