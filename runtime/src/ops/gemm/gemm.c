@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_isa.h"
 #include "internal.h"
 #include "ops/engine/elementwise.h"
 #include "ops/engine/scalar_types.h"
@@ -264,6 +265,9 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
      * soon as computed, from L1, instead of through a workspace. */          \
     const int tile_flush = !pl->direct && pl->ktot <= pl->kc;                                   \
     const int use_ws = !pl->direct && !tile_flush;                                              \
+    /* ... and bfloat16 C without Cin: rounded by the kernel itself (bf16_c). */               \
+    const int c_bf16 = tile_flush && kern->bf16_c && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && \
+                       !g->cin && rt_isa_avx512_bf16();                                         \
     CT *ws = use_ws ? scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)) : NULL; \
     CT *tile = scratch(BUF_TILE, mr * nr * (int64_t)sizeof(CT));                                \
     if (!ap || (b_packed && !bp) || !tile || (use_ws && !ws)) {                                 \
@@ -325,6 +329,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 const int a_rows = in_a && pl->a_inplace == A_ROWS;                             \
                 (void)a_rows;                                                                   \
                 (void)lda; /* the bfloat16 kernels take packed A only */                        \
+                if (c_bf16) {                                                                   \
+                  kern->bf16_c(KP(kcur), (const uint32_t *)(const void *)apan, (const uint32_t *)(const void *)bpan, \
+                               ldb, (uint16_t *)g->c + t * g->c_bs + (i0 + ir) * g->c_rs + j0 + jr, g->c_rs, \
+                               mrc, nrc, (float)g->alpha);                                     \
+                  continue;                                                                     \
+                }                                                                               \
                 if (tile_flush) {                                                               \
                   UKR(KP(kcur), apan, lda, bpan, ldb, tile, nr, alpha, 0);                           \
                   flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
