@@ -82,8 +82,8 @@ __attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(
  * 16 k pairs, 32 rows of w words (w = 16, or what is left of k2 in the
  * last step). A last short step is copied into zero-padded tiles. Runs
  * between tiles_begin() and tiles_end(). */
-__attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate(
-    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb) {
+__attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate_a(
+    int64_t k2, const uint32_t *a, int64_t a_step, int64_t lda, const uint32_t *b, int64_t ldb) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -98,18 +98,24 @@ __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always
     const uint32_t *bn = b + (s + 2) * AMX_KP * ldb;
     if (s + 2 < steps)
       for (int q = 0; q < AMX_KP * AMX_NR; q += 16) __builtin_prefetch(bn + q);
-    AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
+    AMX_STEP(a + s * a_step, lda, b + s * AMX_KP * ldb, ldb);
   }
   if (w) {
     uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
     uint32_t bt[AMX_KP * AMX_NR] __attribute__((aligned(64)));
-    const uint32_t *as = a + steps * AMX_KP * AMX_MR, *bs = b + steps * AMX_KP * ldb;
+    const uint32_t *as = a + steps * a_step, *bs = b + steps * AMX_KP * ldb;
     memset(at, 0, sizeof at);
     memset(bt, 0, sizeof bt);
-    for (int r = 0; r < AMX_MR; r++) memcpy(at + r * AMX_KP, as + r * w, (size_t)w * 4);
+    for (int r = 0; r < AMX_MR; r++) memcpy(at + r * AMX_KP, as + r * (a_step == AMX_KP ? lda : w), (size_t)w * 4);
     for (int64_t q = 0; q < w; q++) memcpy(bt + q * AMX_NR, bs + q * ldb, AMX_NR * 4);
     AMX_STEP(at, AMX_KP, bt, AMX_NR);
   }
+}
+
+/* A packed by pack_a_amx: a step's 32 rows of 16 words one after another. */
+__attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb) {
+  accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb);
 }
 
 /* The four accumulators to a 32 x 32 float32 tile at c (row stride ldc). */
@@ -149,10 +155,13 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
  * row, were a tenth of products with k = 256. Anything else (alpha,
  * ragged tiles) goes through that flush. */
 __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void ukr_bf16_amx_c(
-    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, uint16_t *c, int64_t ldc, int64_t rows,
-    int64_t cols, float alpha) {
+    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c, int64_t ldc,
+    int64_t rows, int64_t cols, float alpha) {
   float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
-  accumulate(k2, a, b, ldb);
+  if (lda)
+    accumulate_a(k2, a, AMX_KP, lda, b, ldb);
+  else
+    accumulate(k2, a, b, ldb);
   store_tile(out, AMX_NR);
   if (alpha != 1 || rows != AMX_MR || cols != AMX_NR) {
     const __m512 va = _mm512_set1_ps(alpha);
