@@ -78,10 +78,11 @@ __attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(
     _tile_dpbf16ps(3, 5, 7);                                \
   } while (0)
 
-/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx: for each step of
- * 16 k pairs, 32 rows of w words (w = 16, or what is left of k2 in the
- * last step). A last short step is copied into zero-padded tiles. Runs
- * between tiles_begin() and tiles_end(). */
+/* The 32 x 32 tile's sums over k2 pairs into tmm0-3. Step s of A (16 k
+ * pairs of 32 rows) at a + s * a_step, rows lda words apart: packed by
+ * pack_a_amx (a_step 512, lda 16; a last short step's rows are w words
+ * apart) or rows read in place (a_step 16). A last short step is copied
+ * into zero-padded tiles. Runs between tiles_begin() and tiles_end(). */
 __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate_a(
     int64_t k2, const uint32_t *a, int64_t a_step, int64_t lda, const uint32_t *b, int64_t ldb) {
   _tile_zero(0);
@@ -127,6 +128,7 @@ __attribute__((target("amx-tile"))) static inline __attribute__((always_inline))
   MEMORY_BARRIER();
 }
 
+/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx. */
 __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
     int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
     float alpha, float beta) {
