@@ -91,11 +91,9 @@ __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always
   _tile_zero(3);
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
   for (int64_t s = 0; s < steps; s++) {
-    /* No software prefetch: a loop of 32 prefetches of B per step (two
-     * steps ahead, for B panels from L3) halved the tile loop with its
-     * operands in L1 (3300 -> 1640 GF/s in a throwaway driver) and cost 5%
-     * with A from L2; without it every product measured was 0-6% faster on
-     * one thread, B beyond L2 included. */
+    /* No software prefetch: with a loop of 32 prefetches of B per step
+     * (two steps ahead, meant for B panels from L3), every product
+     * measured was 0-6% slower on one thread, B beyond L2 included. */
     AMX_STEP(a + s * a_step, lda, b + s * AMX_KP * ldb, ldb);
   }
   if (w) {
