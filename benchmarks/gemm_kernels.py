@@ -25,6 +25,7 @@ times each kernel with both in every turn: before/after in the same minute.
 
     python benchmarks/gemm_kernels.py --timer build/runtime/gemm_kernel_time [--timer OTHER]
         [--turns 5] [--dtype bfloat16|float32] [--clock wall|cpu] [--kernels a,b] [--only SUBSTRING]
+        [--shapes default|gemm]
 """
 
 import argparse
@@ -64,6 +65,8 @@ def main():
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument("--kernels", help="default: amxbf16,avx512bf16 (bfloat16), avx512_12x32 (float32)")
     parser.add_argument("--only", action="append", help="keep products whose label contains this")
+    parser.add_argument("--shapes", choices=["default", "gemm"], default="default",
+                        help="gemm: benchmarks/gemm.py's products (the float32 list) for either dtype")
     args = parser.parse_args()
     f32 = args.dtype == "float32"
     threads = 1 if args.clock == "cpu" else args.cpu_threads
@@ -82,7 +85,7 @@ def main():
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.dtype}; clock {args.clock}; "
           f"PyTorch threads {threads}")
     ratios = []
-    for batch, m, n, k, layout in F32_SHAPES if f32 else BF16_SHAPES:
+    for batch, m, n, k, layout in F32_SHAPES if f32 or args.shapes == "gemm" else BF16_SHAPES:
         product = (f"{batch} x " if batch > 1 else "") + f"{m}x{k} @ {k}x{n} {layout}"
         if args.only and not any(o in product for o in args.only):
             continue

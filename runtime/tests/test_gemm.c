@@ -852,6 +852,73 @@ static void test_amx_gemm_exact_model(void) {
     }
 }
 
+/* bfloat16 C straight from the AMX kernel (bf16_c: one k block, no Cin,
+ * A packed or read in place):
+ * every element the exact model's float32 sum (times alpha) rounded by
+ * rt_bfloat16_from_float, bit for bit. Inputs in an ordinary range, with
+ * zeros and subnormals, in the bottom range (sums the instruction
+ * flushes), and with NaNs carrying payloads (0x7fc0 in C); whole 32 x 32
+ * tiles (the vector rounding) and ragged ones, alpha 1 and 0.5, a C row
+ * stride longer than n. */
+static void test_amx_gemm_bf16_c(void) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  if (count == 0 || !list[0]->bf16_c) {
+    fprintf(stderr, "skip test_amx_gemm_bf16_c: this CPU (or TORCHNEURON_ISA) has no AMX-BF16 kernel\n");
+    return;
+  }
+  /* 64x96x256 and 64x40x70 read A in place (a short last step in the
+   * second), the others pack it. */
+  static const int64_t shapes[][3] = {{64, 96, 256}, {64, 40, 70}, {37, 45, 70}, {96, 64, 1}, {32, 32, 1000}};
+  static const int ranges[][2] = {{110, 140}, {0, 40}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+    for (int variant = 0; variant < 6; variant++) {
+      const int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2], ldc = n + 3, k2 = (k + 1) / 2;
+      const int ta = variant == 5, tb = variant % 2, r = variant / 2 % 2, nans = variant >= 4;
+      const float alpha = variant % 3 == 2 ? 0.5f : 1.0f;
+      uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2), *c = malloc((size_t)(m * ldc) * 2);
+      uint32_t *aw = malloc((size_t)(m * k2) * 4), *bw = malloc((size_t)(k2 * n) * 4);
+      for (int64_t q = 0; q < m * k; q++) a[q] = (uint16_t)random_bf16(q % 13 ? ranges[r][0] : 0, ranges[r][1]);
+      for (int64_t q = 0; q < k * n; q++) b[q] = (uint16_t)random_bf16(q % 11 ? ranges[r][0] : 0, ranges[r][1]);
+      if (nans)
+        for (int64_t q = 5; q < m * k; q += 97) a[q] = q % 2 ? 0x7f81 : 0xffc1;
+      memset(c, 0xa5, (size_t)(m * ldc) * 2);
+      rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
+                        .c_dtype = NRT_BFLOAT16, .a = a, .a_rs = ta ? 1 : k, .a_cs = ta ? m : 1, .b = b,
+                        .b_rs = tb ? 1 : n, .b_cs = tb ? k : 1, .c = c, .c_rs = ldc, .c_cs = 1, .alpha = alpha};
+      CHECK_OK(rt_gemm(&g));
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t q = 0; q < k2; q++) {
+          uint32_t lo = a[ta ? 2 * q * m + i : i * k + 2 * q];
+          uint32_t hi = 2 * q + 1 < k ? a[ta ? (2 * q + 1) * m + i : i * k + 2 * q + 1] : 0;
+          aw[i * k2 + q] = lo | hi << 16;
+        }
+      for (int64_t q = 0; q < k2; q++)
+        for (int64_t j = 0; j < n; j++) {
+          uint32_t lo = b[tb ? j * k + 2 * q : 2 * q * n + j];
+          uint32_t hi = 2 * q + 1 < k ? b[tb ? j * k + 2 * q + 1 : (2 * q + 1) * n + j] : 0;
+          bw[q * n + j] = lo | hi << 16;
+        }
+      int bad = 0;
+      for (int64_t i = 0; i < m && !bad; i++)
+        for (int64_t j = 0; j < ldc && !bad; j++) {
+          uint16_t want = 0xa5a5;
+          if (j < n) {
+            float acc = 0;
+            for (int64_t s0 = 0; s0 < k2; s0 += 16) acc = amx_step_sum(acc, k2, s0, aw + i * k2, 1, bw + j, n);
+            want = rt_bfloat16_from_float(acc * alpha);
+          }
+          if (c[i * ldc + j] != want) {
+            fprintf(stderr, "amx bf16 C %lldx%lldx%lld variant %d at (%lld,%lld): got %04x want %04x\n", (long long)m,
+                    (long long)n, (long long)k, variant, (long long)i, (long long)j, c[i * ldc + j], want);
+            bad = 1;
+          }
+        }
+      CHECK(!bad);
+      free(a), free(b), free(c), free(aw), free(bw);
+    }
+}
+
 /* The AVX512-BF16 flush of bfloat16 C (gemm_round.c) rounds every float32
  * as rt_bfloat16_from_float: ties to even, subnormals kept (the
  * instruction alone reads them as zero), NaN as 0x7fc0 (the instruction
@@ -1118,6 +1185,7 @@ int main(int argc, char **argv) {
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);
+  RUN(test_amx_gemm_bf16_c);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);

@@ -32,6 +32,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_isa.h"
 #include "internal.h"
 #include "ops/engine/elementwise.h"
 #include "ops/engine/scalar_types.h"
@@ -55,6 +56,7 @@
 #define B_IN_PLACE_MAX (1 << 18)  /* bytes of B per batch item read unpacked, at most */
 #define BIG_B_BYTES (2 << 20)     /* one k block of packed B larger than this (L2) sets big_b_mc */
 #define SHARED_A_MAX (1 << 21)    /* packed elements of A shared by all threads, when columns are split */
+#define A_BF16_IN_PLACE_MAX (32 << 10) /* bytes of a bfloat16 A per batch item read in place, at most */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -133,6 +135,7 @@ typedef struct gemm_plan {
   int direct, cin_is_c;
   int b_inplace; /* micro-kernels read B where it lies (b_in_place) */
   int a_inplace; /* ... and A's full row panels (a_in_place: A_KMAJOR or A_ROWS) */
+  int a_bf16_rows; /* bfloat16 C by the kernel (bf16_c) reading A's rows in place (a_bf16_in_place) */
   int failed; /* a worker could not allocate its buffers (atomic) */
   int transposed; /* computing C^T = B^T A^T: swap block coordinates for the epilogue */
   nrt_status epilogue_status; /* the first failure of an epilogue call (atomic) */
@@ -264,6 +267,9 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
      * soon as computed, from L1, instead of through a workspace. */          \
     const int tile_flush = !pl->direct && pl->ktot <= pl->kc;                                   \
     const int use_ws = !pl->direct && !tile_flush;                                              \
+    /* ... and bfloat16 C without Cin: rounded by the kernel itself (bf16_c). */               \
+    const int c_bf16 = tile_flush && kern->bf16_c && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && \
+                       !g->cin && rt_isa_avx512_bf16();                                         \
     CT *ws = use_ws ? scratch(BUF_WS, pl->ws_blocks * mcpad * ncpad * (int64_t)sizeof(CT)) : NULL; \
     CT *tile = scratch(BUF_TILE, mr * nr * (int64_t)sizeof(CT));                                \
     if (!ap || (b_packed && !bp) || !tile || (use_ws && !ws)) {                                 \
@@ -304,7 +310,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int64_t a_edge = pl->a_inplace && mcur % mr ? mcur / mr * mr : mcur;          \
             if (pl->a_inplace && a_edge < mcur)                                                 \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
-            else if (pl->a_inplace || pl->ash)                                                  \
+            else if (pl->a_inplace || pl->ash || pl->a_bf16_rows)                               \
               ; /* packed already, or read in place */                                          \
             else if (kern->bf16_pack_a)                                                         \
               kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0, mcur, kb0 + pc, kcur);         \
@@ -325,6 +331,14 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 const int a_rows = in_a && pl->a_inplace == A_ROWS;                             \
                 (void)a_rows;                                                                   \
                 (void)lda; /* the bfloat16 kernels take packed A only */                        \
+                if (c_bf16) {                                                                   \
+                  const void *abf = pl->a_bf16_rows ? (const void *)((const uint16_t *)(const void *)sa.base + \
+                                                      (i0 + ir) * g->a_rs + kb0 + pc) : (const void *)apan; \
+                  kern->bf16_c(KP(kcur), abf, pl->a_bf16_rows ? g->a_rs / 2 : 0, (const uint32_t *)(const void *)bpan, \
+                               ldb, (uint16_t *)g->c + t * g->c_bs + (i0 + ir) * g->c_rs + j0 + jr, g->c_rs, \
+                               mrc, nrc, (float)g->alpha);                                     \
+                  continue;                                                                     \
+                }                                                                               \
                 if (tile_flush) {                                                               \
                   UKR(KP(kcur), apan, lda, bpan, ldb, tile, nr, alpha, 0);                           \
                   flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
@@ -561,6 +575,24 @@ static int a_in_place(const gemm_plan *pl) {
   return A_PACKED;
 }
 
+/* Whether the AMX kernel rounding bfloat16 C itself (bf16_c) reads A's
+ * rows where they lie instead of packed: a row-major bfloat16 A whose k
+ * pairs are aligned words (even k and row stride, 4-byte aligned), whole
+ * 32-row panels, one slice and one k block, and at most
+ * A_BF16_IN_PLACE_MAX bytes (L1) per batch item. Measured on one thread
+ * (benchmarks/gemm_kernels.py --clock cpu --shapes gemm): attention's 12 x
+ * 128x64 @ 64x128 and 12 x 128x128 @ 128x64 +15-23%, where packing served
+ * few B panels; with A of 0.5-4 MiB, 10-30% slower (16 rows of a tile
+ * from 16 strided lines instead of one contiguous 1 KiB). */
+static int a_bf16_in_place(const gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const rt_gemm_kernel *kern = pl->kern;
+  return kern->bf16_c && g->ab_dtype == NRT_BFLOAT16 && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && !g->cin &&
+         rt_isa_avx512_bf16() && g->kslices == 1 && g->a_cs == 1 && g->k % 2 == 0 && g->a_rs > 0 && g->a_rs % 2 == 0 &&
+         g->a_bs % 2 == 0 && (uintptr_t)g->a % 4 == 0 && g->m % kern->mr == 0 && g->k <= kern->kc &&
+         g->m * g->k * 2 <= A_BF16_IN_PLACE_MAX;
+}
+
 /* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */
 static void transpose_problem(rt_gemm_args *g) {
   int64_t t;
@@ -661,6 +693,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   int parallel = flops >= MIN_PARALLEL_FLOPS;
   pl.b_inplace = b_in_place(&pl);
   pl.a_inplace = a_in_place(&pl);
+  pl.a_bf16_rows = a_bf16_in_place(&pl);
   if (!plan_shared_b(&pl)) {
     plan_blocks(&pl);
     rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
@@ -674,7 +707,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     pl.akblocks = ceil_div(pl.kb, pl.kc);
     pl.ablock = round_up(pl.mc, pl.kern->mr) * ceil_div(pl.kc, kdiv);
     const int64_t ash_elems = g->batch * pl.m_blocks * pl.akblocks * pl.ablock;
-    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX && !pl.a_inplace) {
+    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX && !pl.a_inplace && !pl.a_bf16_rows) {
       pl.ash = scratch(BUF_SHARED_A, ash_elems * packed_size[kind]);
       if (!pl.ash) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
     }

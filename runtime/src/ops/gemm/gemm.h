@@ -144,6 +144,16 @@ typedef struct rt_gemm_kernel {
    * that may use that state in between; NULL when there is none. */
   void (*begin)(void);
   void (*end)(void);
+  /* The tile bf16 computes with beta 0, times alpha, rounded (as
+   * rt_bfloat16_from_float) into the first rows x cols values of a
+   * bfloat16 C at c (row stride ldc, unit column stride): C straight from
+   * the kernel's accumulators, with no float32 tile in between. a is
+   * packed (bf16_pack_a's layout) when lda is 0; otherwise it is 32 rows
+   * of a row-major bfloat16 A read where they lie, k pairs as words, row
+   * stride lda words. Only on CPUs with AVX512-BF16; NULL when the kernel
+   * has none. */
+  void (*bf16_c)(int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c,
+                 int64_t ldc, int64_t rows, int64_t cols, float alpha);
 } rt_gemm_kernel;
 
 #if defined(__x86_64__) && defined(__GNUC__)

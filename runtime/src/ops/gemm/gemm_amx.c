@@ -78,53 +78,62 @@ __attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(
     _tile_dpbf16ps(3, 5, 7);                                \
   } while (0)
 
-/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx: for each step of
- * 16 k pairs, 32 rows of w words (w = 16, or what is left of k2 in the
- * last step). A last short step is copied into zero-padded tiles. Runs
- * between tiles_begin() and tiles_end(). */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
-    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
-    float alpha, float beta) {
+/* The 32 x 32 tile's sums over k2 pairs into tmm0-3. Step s of A (16 k
+ * pairs of 32 rows) at a + s * a_step, rows lda words apart: packed by
+ * pack_a_amx (a_step 512, lda 16; a last short step's rows are w words
+ * apart) or rows read in place (a_step 16). A last short step is copied
+ * into zero-padded tiles. Runs between tiles_begin() and tiles_end(). */
+__attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate_a(
+    int64_t k2, const uint32_t *a, int64_t a_step, int64_t lda, const uint32_t *b, int64_t ldb) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
   for (int64_t s = 0; s < steps; s++) {
-    /* B's rows two steps ahead into L1: a B panel too large for L2 comes
-     * from L3 on its first use, and tile loads stalled on it. B is packed
-     * (ldb = AMX_NR), so a step's rows are 2 KiB in one piece: one loop of
-     * line addresses, where a prefetch per row and half row kept 32
-     * offsets in vector registers (vmovq each) for want of integer ones. */
-    const uint32_t *bn = b + (s + 2) * AMX_KP * ldb;
-    if (s + 2 < steps)
-      for (int q = 0; q < AMX_KP * AMX_NR; q += 16) __builtin_prefetch(bn + q);
-    AMX_STEP(a + s * AMX_KP * AMX_MR, AMX_KP, b + s * AMX_KP * ldb, ldb);
+    /* No software prefetch: with a loop of 32 prefetches of B per step
+     * (two steps ahead, meant for B panels from L3), every product
+     * measured was 0-6% slower on one thread, B beyond L2 included. */
+    AMX_STEP(a + s * a_step, lda, b + s * AMX_KP * ldb, ldb);
   }
   if (w) {
     uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
     uint32_t bt[AMX_KP * AMX_NR] __attribute__((aligned(64)));
-    const uint32_t *as = a + steps * AMX_KP * AMX_MR, *bs = b + steps * AMX_KP * ldb;
+    const uint32_t *as = a + steps * a_step, *bs = b + steps * AMX_KP * ldb;
     memset(at, 0, sizeof at);
     memset(bt, 0, sizeof bt);
-    for (int r = 0; r < AMX_MR; r++) memcpy(at + r * AMX_KP, as + r * w, (size_t)w * 4);
+    for (int r = 0; r < AMX_MR; r++) memcpy(at + r * AMX_KP, as + r * (a_step == AMX_KP ? lda : w), (size_t)w * 4);
     for (int64_t q = 0; q < w; q++) memcpy(bt + q * AMX_NR, bs + q * ldb, AMX_NR * 4);
     AMX_STEP(at, AMX_KP, bt, AMX_NR);
   }
+}
+
+/* A packed by pack_a_amx: a step's 32 rows of 16 words one after another. */
+__attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb) {
+  accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb);
+}
+
+/* The four accumulators to a 32 x 32 float32 tile at c (row stride ldc). */
+__attribute__((target("amx-tile"))) static inline __attribute__((always_inline)) void store_tile(float *c, int64_t ldc) {
+  _tile_stored(0, c, ldc * 4);
+  _tile_stored(1, c + 16, ldc * 4);
+  _tile_stored(2, c + 16 * ldc, ldc * 4);
+  _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+  MEMORY_BARRIER();
+}
+
+/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+    float alpha, float beta) {
+  accumulate(k2, a, b, ldb);
   if (alpha == 1 && beta == 0) { /* acc * 1 is acc: straight to C */
-    _tile_stored(0, c, ldc * 4);
-    _tile_stored(1, c + 16, ldc * 4);
-    _tile_stored(2, c + 16 * ldc, ldc * 4);
-    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
-    MEMORY_BARRIER();
+    store_tile(c, ldc);
     return;
   }
   float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
-  _tile_stored(0, out, AMX_NR * 4);
-  _tile_stored(1, out + 16, AMX_NR * 4);
-  _tile_stored(2, out + 16 * AMX_NR, AMX_NR * 4);
-  _tile_stored(3, out + 16 * AMX_NR + 16, AMX_NR * 4);
-  MEMORY_BARRIER();
+  store_tile(out, AMX_NR);
   /* alpha and beta as the AVX512-BF16 kernel applies them. */
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int i = 0; i < AMX_MR; i++)
@@ -133,6 +142,38 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
       __m512 r = _mm512_mul_ps(_mm512_load_ps(out + i * AMX_NR + v), va);
       _mm512_storeu_ps(cp, beta == 0 ? r : _mm512_fmadd_ps(_mm512_loadu_ps(cp), vb, r));
     }
+}
+
+/* bf16_c. A whole tile with alpha 1 (the common case) is rounded with
+ * VCVTNE2PS2BF16 and one check per row: TDPBF16PS flushes subnormal
+ * results to zero, so of the values the instruction alone gets wrong
+ * (gemm_round.c) only NaN can occur, and a tile holding one is rewritten
+ * the portable way. The rows flush's two VFPCLASSPS per row, on every
+ * row, were a tenth of products with k = 256. Anything else (alpha,
+ * ragged tiles) goes through that flush. */
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void ukr_bf16_amx_c(
+    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c, int64_t ldc,
+    int64_t rows, int64_t cols, float alpha) {
+  float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
+  if (lda)
+    accumulate_a(k2, a, AMX_KP, lda, b, ldb);
+  else
+    accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb);
+  store_tile(out, AMX_NR);
+  if (alpha != 1 || rows != AMX_MR || cols != AMX_NR) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    if (alpha != 1)
+      for (int i = 0; i < AMX_MR * AMX_NR; i += 16) _mm512_store_ps(out + i, _mm512_mul_ps(_mm512_load_ps(out + i), va));
+    rt_gemm_flush_bf16_rows(c, ldc, out, AMX_NR, NULL, 0, 0, rows, cols);
+    return;
+  }
+  __mmask16 nan = 0;
+  for (int i = 0; i < AMX_MR; i++) {
+    const __m512 lo = _mm512_load_ps(out + i * AMX_NR), hi = _mm512_load_ps(out + i * AMX_NR + 16);
+    nan |= _mm512_cmp_ps_mask(lo, hi, _CMP_UNORD_Q);
+    _mm512_storeu_si512(c + i * ldc, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  if (__builtin_expect(nan != 0, 0)) rt_gemm_flush_bf16_rows(c, ldc, out, AMX_NR, NULL, 0, 0, rows, cols);
 }
 
 /* One whole step: src is 16 k pairs x 32 rows (k-major), dst 32 rows x 16
@@ -237,5 +278,5 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
     .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
-    .begin = tiles_begin, .end = tiles_end};
+    .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c};
 #endif
