@@ -143,3 +143,21 @@ def test_upsampling_uint8_and_float_still_match_cpu(mode, dtype):
         else:
             # float32 rounding of a different evaluation order (values up to 255)
             torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-3)
+
+
+# ---- the runner's record of the rest ------------------------------------------------
+
+def test_test_nn_documented_exceptions_need_the_test_and_its_message():
+    from torchneuron.tools.conformance_causes import cause_of, documented_exception
+    cls = "test_nn.py::TestNNDeviceTypePRIVATEUSE1::"
+    u8 = cls + "test_upsamplingBiMode2d_nonsupported_dtypes_antialias_True_num_channels_3_mode_bicubic_uint8_neuron_uint8"
+    assert documented_exception(u8, "AssertionError: RuntimeError not raised") is not None
+    # an integer dtype the CPU refuses, or another failure, still counts as ours
+    assert documented_exception(u8.replace("uint8", "int8"), "AssertionError: RuntimeError not raised") is None
+    assert documented_exception(u8, "AssertionError: Tensor-likes are not close!") is None
+    enc = cls + "test_transformerencoderlayer_neuron_float32"
+    assert documented_exception(enc, "AssertionError: False is not true\n\nTo execute this test") is not None
+    assert documented_exception(enc, "AssertionError: Tensor-likes are not close!") is None
+    assert cause_of("failed", "NotImplementedError: Could not run 'aten::_transformer_encoder_layer_fwd' with "
+                              "arguments from the 'NestedTensorneuron' backend.") == \
+        "nested tensors are not supported on neuron"
