@@ -12,6 +12,7 @@ of accumulation.
 """
 
 import hashlib
+import re
 import textwrap
 
 import pytest
@@ -228,12 +229,22 @@ def test_upsample1d_matches_cpu(args):
     compare(lambda t: F.interpolate(t, **args), [torch.randn(2, 3, 7)])
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int64, torch.bool])
-def test_upsample_nearest_copies_any_dtype(dtype):
+def test_upsample_nearest_copies_uint8():
     x = torch.randint(0, 2, (2, 3, 4, 5))
-    out = F.interpolate(x.to(dtype).to(DEV), size=(7, 9))
-    assert out.dtype == dtype
-    assert torch.equal(out.cpu(), F.interpolate(x.double(), size=(7, 9)).to(dtype))
+    out = F.interpolate(x.to(torch.uint8).to(DEV), size=(7, 9))
+    assert out.dtype == torch.uint8
+    assert torch.equal(out.cpu(), F.interpolate(x.double(), size=(7, 9)).to(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int64, torch.bool])
+def test_upsample_nearest_refuses_other_integer_dtypes_as_cpu(dtype):
+    # The CPU (and CUDA) have nearest kernels for the floating dtypes and
+    # uint8 only; upstream's test_nn.py checks that the others raise.
+    x = torch.randint(0, 2, (2, 3, 4, 5)).to(dtype)
+    with pytest.raises(NotImplementedError) as cpu:
+        F.interpolate(x, size=(7, 9))
+    with pytest.raises(NotImplementedError, match=re.escape(str(cpu.value))):
+        F.interpolate(x.to(DEV), size=(7, 9))
 
 
 def test_upsample_empty_batch_and_errors():

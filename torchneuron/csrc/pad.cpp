@@ -35,7 +35,8 @@ PadGeometry pad_geometry(const char* name, const at::Tensor& self, at::IntArrayR
   const int64_t rank = self.dim();
   bool ok = rank == dims + 1 || rank == dims + 2;
   for (int64_t d = rank == dims + 2 ? 1 : 0; ok && d < rank; d++) ok = self.size(d) != 0;
-  TORCH_CHECK(ok, name, ": expected ", dims + 1, "D or ", dims + 2,
+  // The CPU's wording (capitals included: upstream tests match it with a regex).
+  TORCH_CHECK(ok, name, ": Expected ", dims + 1, "D or ", dims + 2,
               "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for input, but got: ",
               self.sizes());
   PadGeometry g;
@@ -46,8 +47,8 @@ PadGeometry pad_geometry(const char* name, const at::Tensor& self, at::IntArrayR
     const int64_t axis = rank - 1 - k, size = self.size(axis);
     const int64_t lo = padding[2 * k], hi = padding[2 * k + 1];
     if (mode == PadMode::Reflect)
-      TORCH_CHECK(lo < size && hi < size, name,
-                  ": padding size should be less than the corresponding input dimension, but got: padding (", lo,
+      TORCH_CHECK(lo < size && hi < size, name, ": Argument #", 4 + 2 * k,
+                  ": Padding size should be less than the corresponding input dimension, but got: padding (", lo,
                   ", ", hi, ") at dimension ", axis, " of input ", self.sizes());
     const int64_t out = size + lo + hi;
     TORCH_CHECK(out >= 1, name, ": input (", dim_letter(slot), ": ", size, ") is too small. Calculated output ",

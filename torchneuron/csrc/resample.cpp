@@ -45,6 +45,11 @@ bool runtime_dtype(const at::Tensor& t, bool backward = false) {
   }
 }
 
+// Integer inputs are refused natively in run(); the rest (complex) goes to the CPU.
+bool through_fallback(const at::Tensor& self) {
+  return !runtime_dtype(self) && !at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
+}
+
 // The CPU's error for a uint8 gradient (its backward kernels dispatch over
 // the floating dtypes only).
 void refuse_u8_backward(const at::Tensor& grad_output, int64_t filter) {
@@ -62,6 +67,10 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
   TORCH_CHECK_NOT_IMPLEMENTED(filter == kBicubic || src.scalar_type() == at::kByte ||
                                   (at::isFloatingType(src.scalar_type()) && src.element_size() >= 4),
                               "\"compute_index_ranges_weights\" not implemented for '", src.scalar_type(), "'");
+  // As the CPU: bicubic takes uint8 but no other integer dtype.
+  TORCH_CHECK_NOT_IMPLEMENTED(filter != kBicubic || backward || src.scalar_type() == at::kByte ||
+                                  !at::isIntegralType(src.scalar_type(), /*includeBool=*/true),
+                              "\"compute_indices_weights_cubic\" not implemented for '", src.scalar_type(), "'");
   if (dst.numel() == 0 || src.numel() == 0) return;
   nrt_op_code code = filter == kBicubic
                          ? (backward ? NRT_OP_UPSAMPLE_BICUBIC2D_BACKWARD : NRT_OP_UPSAMPLE_BICUBIC2D)
@@ -79,7 +88,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
 #define RESAMPLE_OPS_(fn, filter)                                                                        \
   at::Tensor fn(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners, OptScale scales_h, \
                 OptScale scales_w) {                                                                     \
-    if (!runtime_dtype(self))                                                                            \
+    if (through_fallback(self))                                                                          \
       return call_through_fallback("aten::" #fn, "", self, output_size, align_corners, scales_h, scales_w)    \
           .back()                                                                                        \
           .toTensor();                                                                                   \
@@ -92,7 +101,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
   }                                                                                                      \
   at::Tensor& fn##_out(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,         \
                        OptScale scales_h, OptScale scales_w, at::Tensor& out) {                          \
-    if (!runtime_dtype(self)) {                                                                          \
+    if (through_fallback(self)) {                                                                        \
       call_through_fallback("aten::" #fn, "out", self, output_size, align_corners, scales_h, scales_w, out);  \
       return out;                                                                                        \
     }                                                                                                    \

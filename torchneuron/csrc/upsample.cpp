@@ -47,6 +47,22 @@ bool linear_native(const at::Tensor& self, bool one_d) {
   return at::isFloatingType(self.scalar_type()) || (!one_d && self.scalar_type() == at::kByte);
 }
 
+// The CPU's forward kernels take the floating dtypes and uint8 (1-d linear:
+// the floating ones only); any other integer input is refused natively, after
+// the size checks and in the CPU's words (its dispatch points' names).
+void refuse_integral(Mode mode, bool one_d, const at::Tensor& self) {
+  const at::ScalarType t = self.scalar_type();
+  if (!at::isIntegralType(t, /*includeBool=*/true) || (t == at::kByte && !(mode == Mode::Linear && one_d))) return;
+  const char* name = mode == Mode::Linear
+                         ? (one_d ? "compute_indices_weights_linear" : "upsample_bilinear2d_channels_last")
+                         : (one_d ? "compute_indices_weights_nearest" : "upsample_nearest2d_channels_last");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for '", t, "'");
+}
+
+bool through_fallback(Mode mode, bool one_d, const at::Tensor& self) {
+  return mode == Mode::Linear && !linear_native(self, one_d) && !at::isIntegralType(self.scalar_type(), true);
+}
+
 // One launch: dst and src are the op's output and input (grad_input and
 // grad_output when backward); scale_h is 0 for 1-d ops.
 void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
@@ -66,17 +82,18 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
 // backward op, from the meta class and the argument lists.
 #define UPSAMPLE_FORWARD_(fn, Meta, mode, one_d, PARAMS, ARGS, ALIGN, SH, SW)                   \
   at::Tensor fn(const at::Tensor& self, PARAMS) {                                               \
-    if (mode == Mode::Linear && !linear_native(self, one_d))                                    \
+    if (through_fallback(mode, one_d, self))                                                    \
       return call_through_fallback("aten::" #fn, "", self, ARGS).back().toTensor();                  \
     NEURON_TRACK_OP("aten::" #fn);                                                              \
     c10::DeviceGuard guard(self.device());                                                      \
     Outputs<at::meta::structured_##Meta, 1> o;                                                  \
     o.meta(self, ARGS);                                                                         \
+    refuse_integral(mode, one_d, self);                                                         \
     run(mode, false, one_d, o[0], self, ALIGN, SH, SW);                                         \
     return o[0];                                                                                \
   }                                                                                             \
   at::Tensor& fn##_out(const at::Tensor& self, PARAMS, at::Tensor& out) {                       \
-    if (mode == Mode::Linear && !linear_native(self, one_d)) {                                  \
+    if (through_fallback(mode, one_d, self)) {                                                  \
       call_through_fallback("aten::" #fn, "out", self, ARGS, out);                                   \
       return out;                                                                               \
     }                                                                                           \
@@ -84,6 +101,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     c10::DeviceGuard guard(self.device());                                                      \
     Outputs<at::meta::structured_##Meta, 1> o({out});                                           \
     o.meta(self, ARGS);                                                                         \
+    refuse_integral(mode, one_d, self);                                                         \
     run(mode, false, one_d, out, self, ALIGN, SH, SW);                                          \
     return out;                                                                                 \
   }

@@ -37,6 +37,11 @@ void run(Mode mode, bool backward, const at::Tensor& dst, const at::Tensor& src,
                          : (backward ? NRT_OP_UPSAMPLE_NEAREST3D_BACKWARD : NRT_OP_UPSAMPLE_NEAREST3D);
   at::ScalarType t = dst.scalar_type();
   bool ok = at::isFloatingType(t) || (mode != Mode::Linear && !backward && t == at::kByte);
+  // An integer input is refused in the CPU's words (its index-weight helpers' names).
+  if (!backward && at::isIntegralType(t, /*includeBool=*/true))
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        ok, "\"", mode == Mode::Linear ? "compute_indices_weights_linear" : "compute_indices_weights_nearest",
+        "\" not implemented for '", t, "'");
   TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", nrt_op_name(code), "\" not implemented for '", t, "' on the neuron device");
   if (dst.numel() == 0 || src.numel() == 0) return;
   OpBuilder b(code, 1);
