@@ -124,8 +124,13 @@ static const rt_gemm_kernel k_bf16_avx512 = {
     .name = "avx512bf16_12x32", .compute = NRT_BFLOAT16, .mr = BF16_MR, .nr = 32, .mc = 240,
     .kc = 512, .b_elems = 1 << 22, .bf16 = ukr_bf16_avx512};
 
+/* The hand-scheduled tile (gemm_tile_f32.c), and its compiler-scheduled twin
+ * (the same sums bit for bit; listed second, so tested and timed too). */
 static const rt_gemm_kernel k_f32_avx512 = {
     .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
+    .b_elems = 1 << 21, .f32 = rt_gemm_ukr_f32_avx512_12x32, .f32_rows = ukr_f32_avx512_rows};
+static const rt_gemm_kernel k_f32_avx512_cc = {
+    .name = "avx512cc_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
     .b_elems = 1 << 21, .f32 = ukr_f32_avx512, .f32_rows = ukr_f32_avx512_rows};
 static const rt_gemm_kernel k_f64_avx512 = {
     .name = "avx512_12x16", .compute = NRT_FLOAT64, .mr = 12, .nr = 16, .mc = 96, .kc = 192,
@@ -145,27 +150,30 @@ static const rt_gemm_kernel k_f64_portable = {
     .name = "portable_4x4", .compute = NRT_FLOAT64, .mr = 4, .nr = 4, .mc = 64, .kc = 256,
     .b_elems = 1 << 20, .f64 = ukr_f64_portable};
 
-static const rt_gemm_kernel *table_f32[3], *table_f64[3], *table_bf16[2];
+static const rt_gemm_kernel *table_f32[4], *table_f64[3], *table_bf16[2];
+static int table_f32_count;
 static int table_count, table_bf16_count;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void build_table(void) {
-  int n = 0;
+  int n = 0, nf32 = 0;
 #ifdef RT_GEMM_X86
   if (rt_isa() >= NRT_ISA_AVX512) {
-    table_f32[n] = &k_f32_avx512;
+    table_f32[nf32++] = &k_f32_avx512;
+    table_f32[nf32++] = &k_f32_avx512_cc;
     table_f64[n++] = &k_f64_avx512;
     if (rt_isa_amx_bf16()) table_bf16[table_bf16_count++] = &rt_gemm_kernel_amx_bf16;
     if (rt_isa_avx512_bf16()) table_bf16[table_bf16_count++] = &k_bf16_avx512;
   }
   if (rt_isa() >= NRT_ISA_AVX2) {
-    table_f32[n] = &k_f32_avx2;
+    table_f32[nf32++] = &k_f32_avx2;
     table_f64[n++] = &k_f64_avx2;
   }
 #endif
-  table_f32[n] = &k_f32_portable;
+  table_f32[nf32++] = &k_f32_portable;
   table_f64[n++] = &k_f64_portable;
   table_count = n;
+  table_f32_count = nf32;
 }
 
 int rt_gemm_kernels(nrt_dtype compute, const rt_gemm_kernel *const **list) {
@@ -174,6 +182,10 @@ int rt_gemm_kernels(nrt_dtype compute, const rt_gemm_kernel *const **list) {
     *list = table_bf16;
     return table_bf16_count;
   }
-  *list = compute == NRT_FLOAT64 ? table_f64 : table_f32;
-  return table_count;
+  if (compute == NRT_FLOAT64) {
+    *list = table_f64;
+    return table_count;
+  }
+  *list = table_f32;
+  return table_f32_count;
 }
