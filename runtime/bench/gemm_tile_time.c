@@ -1,12 +1,13 @@
 /* Times the float32 micro-kernels alone, by CPU time on one thread:
- *   gemm_tile_time [KERNEL...] [--kc KC] [--mc MC] [--nc NC] [--ldc LDC] [--reps R]
+ *   gemm_tile_time [KERNEL...] [--kc KC] [--mc MC] [--nc NC] [--ldc LDC] [--cblocks CB] [--reps R]
  * prints, in GF/s (best of R):
  *   peak   a register-only loop of independent FMAs (the core's FMA peak);
  *   l1     one tile over the same A and B panels again and again (both in L1);
  *   macro  the macro-kernel's loops (gemm.c) over a packed A block (MC x KC,
  *          L2) and NC / nr packed B panels, updating C (row stride LDC, so
  *          its rows fall where a wide C's do) with beta 1, as every k block
- *          after the first does.
+ *          after the first does; each pass on the next of CB blocks of C
+ *          (CB 16 or more: C comes from L3, as a large product's does).
  * for each float32 kernel named (default: all of this CPU's). The gap between
  * l1 and macro is what cache traffic around the tile costs. */
 #include <stdint.h>
@@ -55,7 +56,7 @@ static float *random_floats(int64_t n) {
 }
 
 int main(int argc, char **argv) {
-  int64_t kc = 256, mc = 240, nc = 1024, ldc = 2048, reps = 5;
+  int64_t kc = 256, mc = 240, nc = 1024, ldc = 2048, reps = 5, cblocks = 1;
   const char *names[16];
   int nnames = 0;
   for (int i = 1; i < argc; i++) {
@@ -63,6 +64,7 @@ int main(int argc, char **argv) {
                    : !strcmp(argv[i], "--mc")  ? &mc
                    : !strcmp(argv[i], "--nc")  ? &nc
                    : !strcmp(argv[i], "--ldc") ? &ldc
+                   : !strcmp(argv[i], "--cblocks") ? &cblocks
                    : !strcmp(argv[i], "--reps") ? &reps
                                                 : NULL;
     if (opt && i + 1 < argc)
@@ -92,7 +94,7 @@ int main(int argc, char **argv) {
     if (!wanted) continue;
     const int64_t mr = kern->mr, nr = kern->nr;
     const int64_t mcp = (mc + mr - 1) / mr * mr, ncp = (nc + nr - 1) / nr * nr;
-    float *a = random_floats(mcp * kc), *b = random_floats(ncp * kc), *c = random_floats(mcp * ldc);
+    float *a = random_floats(mcp * kc), *b = random_floats(ncp * kc), *c = random_floats(mcp * ldc * cblocks);
     /* l1: one tile, over and over (C row stride nr). */
     const int64_t calls = 200000000 / (2 * mr * nr * kc) + 1;
     double best = 1e30;
@@ -105,19 +107,21 @@ int main(int argc, char **argv) {
     printf("%-14s l1     kc %4lld       %6.1f GF/s\n", kern->name, (long long)kc,
            2.0 * (double)(mr * nr * kc * calls) / best / 1e9);
     /* macro: the jr / ir loops of gemm.c over one A block and NC columns. */
-    const int64_t passes = 2000000000 / (2 * mcp * ncp * kc) + 1;
+    const int64_t passes = 4000000000 / (2 * mcp * ncp * kc) + 1;
     best = 1e30;
     for (int r = 0; r < reps; r++) {
       double t0 = cpu_seconds();
-      for (int64_t s = 0; s < passes; s++)
+      for (int64_t s = 0; s < passes; s++) {
+        float *cs = c + s % cblocks * mcp * ldc;
         for (int64_t jr = 0; jr < ncp; jr += nr)
           for (int64_t ir = 0; ir < mcp; ir += mr)
-            kern->f32(kc, a + ir * kc, mr, b + jr * kc, nr, c + ir * ldc + jr % ldc, ldc, 1.0f, 1.0f);
+            kern->f32(kc, a + ir * kc, mr, b + jr * kc, nr, cs + ir * ldc + jr % ldc, ldc, 1.0f, 1.0f);
+      }
       double t = cpu_seconds() - t0;
       if (t < best) best = t;
     }
-    printf("%-14s macro  kc %4lld mc %4lld nc %5lld ldc %5lld  %6.1f GF/s\n", kern->name, (long long)kc,
-           (long long)mcp, (long long)ncp, (long long)ldc, 2.0 * (double)(mcp * ncp * kc * passes) / best / 1e9);
+    printf("%-14s macro  kc %4lld mc %4lld nc %5lld ldc %5lld cblocks %3lld  %6.1f GF/s\n", kern->name,
+           (long long)kc, (long long)mcp, (long long)ncp, (long long)ldc, (long long)cblocks, 2.0 * (double)(mcp * ncp * kc * passes) / best / 1e9);
     free(a), free(b), free(c);
   }
   return 0;

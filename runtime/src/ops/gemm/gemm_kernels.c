@@ -128,7 +128,8 @@ static const rt_gemm_kernel k_bf16_avx512 = {
  * (the same sums bit for bit; listed second, so tested and timed too). */
 static const rt_gemm_kernel k_f32_avx512 = {
     .name = "avx512_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
-    .b_elems = 1 << 21, .f32 = rt_gemm_ukr_f32_avx512_12x32, .f32_rows = ukr_f32_avx512_rows};
+    .b_elems = 1 << 21, .f32 = rt_gemm_ukr_f32_avx512_12x32,
+    .f32_rows = rt_gemm_ukr_f32_avx512_12x32_rows};
 static const rt_gemm_kernel k_f32_avx512_cc = {
     .name = "avx512cc_12x32", .compute = NRT_FLOAT32, .mr = 12, .nr = 32, .mc = 240, .kc = 256,
     .b_elems = 1 << 21, .f32 = ukr_f32_avx512, .f32_rows = ukr_f32_avx512_rows};

@@ -24,40 +24,58 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
-#define TAIL 16 /* k steps after C's prefetch */
+#define TAIL 32 /* k steps after C's prefetch */
 #define PF_B 8  /* B rows prefetched ahead */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* Row i of the tile for one k step: broadcast A(i, p), two FMAs. */
-#define ROW(i, lo, hi, ab, bc, b0, b1)                                                           \
-  "vbroadcastss 4*" #i ab ", %%zmm" #bc "\n\t"                                                   \
+/* Row i of the tile for one k step: broadcast A(i, p) from address ai, two FMAs. */
+#define ROW(ai, lo, hi, bc, b0, b1)                                                              \
+  "vbroadcastss " ai ", %%zmm" #bc "\n\t"                                                        \
   "vfmadd231ps %%zmm" #b0 ", %%zmm" #bc ", %%zmm" #lo "\n\t"                                      \
   "vfmadd231ps %%zmm" #b1 ", %%zmm" #bc ", %%zmm" #hi "\n\t"
-/* One k step: A column at address ab, B row at bb, into registers b0, b1. */
-#define STEP(ab, bb, b0, b1, bc)                                                                 \
+/* One k step: the B row at bb into registers b0, b1 (B PF_B rows ahead
+ * prefetched), then the 12 rows, A(i, p) at address a<i>. */
+#define STEP_(bb, b0, b1, bc, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)                  \
   "vmovups " bb ", %%zmm" #b0 "\n\t"                                                             \
   "vmovups 64" bb ", %%zmm" #b1 "\n\t"                                                           \
-  "prefetcht0 " STR(PF_B) "*128" bb "\n\t"                                                           \
-  ROW(0, 0, 1, ab, bc, b0, b1) ROW(1, 2, 3, ab, bc, b0, b1) ROW(2, 4, 5, ab, bc, b0, b1)         \
-  ROW(3, 6, 7, ab, bc, b0, b1) ROW(4, 8, 9, ab, bc, b0, b1) ROW(5, 10, 11, ab, bc, b0, b1)       \
-  ROW(6, 12, 13, ab, bc, b0, b1) ROW(7, 14, 15, ab, bc, b0, b1) ROW(8, 16, 17, ab, bc, b0, b1)   \
-  ROW(9, 18, 19, ab, bc, b0, b1) ROW(10, 20, 21, ab, bc, b0, b1) ROW(11, 22, 23, ab, bc, b0, b1)
-/* Four k steps, then both pointers move on by four rows. */
-#define QUAD                                                                                     \
-  STEP("(%[a])", "(%[b])", 24, 25, 26)                                                           \
-  STEP("(%[a],%[lda],1)", "(%[b],%[ldb],1)", 27, 28, 29)                                         \
-  STEP("(%[a],%[lda],2)", "(%[b],%[ldb],2)", 24, 25, 26)                                         \
-  STEP("(%[a],%[lda3],1)", "(%[b],%[ldb3],1)", 27, 28, 29)                                       \
-  "lea (%[a],%[lda],4), %[a]\n\t"                                                                \
-  "lea (%[b],%[ldb],4), %[b]\n\t"
-#define SINGLE                                                                                   \
-  STEP("(%[a])", "(%[b])", 24, 25, 26)                                                           \
-  "add %[lda], %[a]\n\t"                                                                         \
-  "add %[ldb], %[b]\n\t"
+  "prefetcht0 " STR(PF_B) "*128" bb "\n\t"                                                       \
+  ROW(a0, 0, 1, bc, b0, b1) ROW(a1, 2, 3, bc, b0, b1) ROW(a2, 4, 5, bc, b0, b1)                  \
+  ROW(a3, 6, 7, bc, b0, b1) ROW(a4, 8, 9, bc, b0, b1) ROW(a5, 10, 11, bc, b0, b1)                \
+  ROW(a6, 12, 13, bc, b0, b1) ROW(a7, 14, 15, bc, b0, b1) ROW(a8, 16, 17, bc, b0, b1)            \
+  ROW(a9, 18, 19, bc, b0, b1) ROW(a10, 20, 21, bc, b0, b1) ROW(a11, 22, 23, bc, b0, b1)
+#define STEP(...) STEP_(__VA_ARGS__) /* expands B_U* and the address lists first */
+/* B's row u of four, alternating register pairs (24, 25 / 27, 28). */
+#define B_U0 "(%[b])", 24, 25, 26
+#define B_U1 "(%[b],%[ldb],1)", 27, 28, 29
+#define B_U2 "(%[b],%[ldb],2)", 24, 25, 26
+#define B_U3 "(%[b],%[ldb3],1)", 27, 28, 29
 
-/* The C row at %[c] for each update, then the next row. */
-#define PF_ROW "prefetcht0 (%[t])\n\tprefetcht0 64(%[t])\n\tadd %[ldc], %[t]\n\t"
+/* Packed (or k-major) A: column p at %[a] + p*lda, its 12 values in a row. */
+#define PK(col) "4*0" col, "4*1" col, "4*2" col, "4*3" col, "4*4" col, "4*5" col, "4*6" col,     \
+                "4*7" col, "4*8" col, "4*9" col, "4*10" col, "4*11" col
+#define PK_QUAD                                                                                  \
+  STEP(B_U0, PK("(%[a])")) STEP(B_U1, PK("(%[a],%[lda],1)")) STEP(B_U2, PK("(%[a],%[lda],2)"))   \
+  STEP(B_U3, PK("(%[a],%[lda3],1)"))                                                             \
+  "lea (%[a],%[lda],4), %[a]\n\tlea (%[b],%[ldb],4), %[b]\n\t"
+#define PK_SINGLE STEP(B_U0, PK("(%[a])")) "add %[lda], %[a]\n\tadd %[ldb], %[b]\n\t"
+
+/* Rows of a row-major A: row i at one of %[a], %[a3], %[a6], %[a9] (rows
+ * 0, 3, 6, 9) plus 0, 1 or 2 row strides; step u of a quad 4*u bytes on. */
+#define RW(u) "4*" #u "(%[a])", "4*" #u "(%[a],%[lda],1)", "4*" #u "(%[a],%[lda],2)",            \
+              "4*" #u "(%[a3])", "4*" #u "(%[a3],%[lda],1)", "4*" #u "(%[a3],%[lda],2)",          \
+              "4*" #u "(%[a6])", "4*" #u "(%[a6],%[lda],1)", "4*" #u "(%[a6],%[lda],2)",          \
+              "4*" #u "(%[a9])", "4*" #u "(%[a9],%[lda],1)", "4*" #u "(%[a9],%[lda],2)"
+#define RW_MOVE(bytes)                                                                           \
+  "add $" #bytes ", %[a]\n\tadd $" #bytes ", %[a3]\n\tadd $" #bytes ", %[a6]\n\tadd $" #bytes    \
+  ", %[a9]\n\t"
+#define RW_QUAD                                                                                  \
+  STEP(B_U0, RW(0)) STEP(B_U1, RW(1)) STEP(B_U2, RW(2)) STEP(B_U3, RW(3))                        \
+  RW_MOVE(16) "lea (%[b],%[ldb],4), %[b]\n\t"
+#define RW_SINGLE STEP(B_U0, RW(0)) RW_MOVE(4) "add %[ldb], %[b]\n\t"
+
+/* C's rows, one after another from %[c] (%[t] for prefetches). */
+#define PF_ROW(hint) "prefetch" #hint " (%[t])\n\tprefetch" #hint " 64(%[t])\n\tadd %[ldc], %[t]\n\t"
 #define ST_ROW(lo, hi)                                                                           \
   "vmovups %%zmm" #lo ", (%[c])\n\tvmovups %%zmm" #hi ", 64(%[c])\n\tadd %[ldc], %[c]\n\t"
 #define ADD_ROW(lo, hi)                                                                          \
@@ -74,44 +92,85 @@
   R(0, 1) R(2, 3) R(4, 5) R(6, 7) R(8, 9) R(10, 11) R(12, 13) R(14, 15) R(16, 17) R(18, 19)      \
   R(20, 21) R(22, 23)
 #define ZERO(lo, hi) "vpxord %%zmm" #lo ", %%zmm" #lo ", %%zmm" #lo "\n\tvmovaps %%zmm" #lo ", %%zmm" #hi "\n\t"
+#define PF_TWELVE(hint)                                                                          \
+  PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint)     \
+  PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint) PF_ROW(hint)
+
+/* The whole tile: zero, the k loop in four runs of one counter (quads that
+ * also prefetch the next tile's C row by row into L2, plain quads, C's own
+ * prefetch then the last quads, single steps), then C's update. */
+#define TILE_ASM(QUAD, SINGLE)                                                                   \
+  TWELVE(ZERO)                                                                                   \
+  "mov %[n_early], %[n]\n\ttest %[n], %[n]\n\tjz 2f\n\t"                                         \
+  "1:\n\t" QUAD PF_ROW(t1) "dec %[n]\n\tjnz 1b\n\t"                                              \
+  "2:\n\tmov %[n_before], %[n]\n\ttest %[n], %[n]\n\tjz 4f\n\t"                                  \
+  "3:\n\t" QUAD "dec %[n]\n\tjnz 3b\n\t"                                                         \
+  "4:\n\tmov %[c], %[t]\n\t" PF_TWELVE(t0)                                                       \
+  "mov %[n_after], %[n]\n\ttest %[n], %[n]\n\tjz 6f\n\t"                                         \
+  "5:\n\t" QUAD "dec %[n]\n\tjnz 5b\n\t"                                                         \
+  "6:\n\tmov %[n_single], %[n]\n\ttest %[n], %[n]\n\tjz 8f\n\t"                                  \
+  "7:\n\t" SINGLE "dec %[n]\n\tjnz 7b\n\t"                                                       \
+  "8:\n\t"                                                                                       \
+  "cmpl $1, %[mode]\n\tjb 10f\n\tje 11f\n\t"                                                     \
+  "vbroadcastss %[alpha], %%zmm24\n\tvbroadcastss %[beta], %%zmm25\n\t"                          \
+  "cmpl $2, %[mode]\n\tje 12f\n\t"                                                               \
+  TWELVE(FMA_ROW) "jmp 13f\n\t"                                                                  \
+  "10:\n\t" TWELVE(ST_ROW) "jmp 13f\n\t"                                                         \
+  "11:\n\t" TWELVE(ADD_ROW) "jmp 13f\n\t"                                                        \
+  "12:\n\t" TWELVE(MUL_ROW)                                                                      \
+  "13:\n\tvzeroupper\n\t"
+#define TILE_CLOBBERS                                                                            \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",  \
+      "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",   \
+      "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "cc", "memory"
+
+/* The loop counts for k, the C update's case, and where the next tile's C
+ * (mr rows down, as the macro-kernel's row loop goes) lies. */
+typedef struct tile_plan {
+  int64_t n_early, n_before, n_after, n_single;
+  int mode;
+} tile_plan;
+
+static tile_plan plan_tile(int64_t k, float alpha, float beta) {
+  tile_plan p;
+  int64_t before = k > TAIL ? (k - TAIL) / 4 : 0;
+  p.n_early = before < 12 ? before : 12; /* one row of the next C per quad */
+  p.n_before = before - p.n_early;
+  p.n_after = (k - 4 * before) / 4;
+  p.n_single = k % 4;
+  p.mode = alpha == 1 && beta == 0 ? 0 : alpha == 1 && beta == 1 ? 1 : beta == 0 ? 2 : 3;
+  return p;
+}
+
+#define TILE_INPUTS                                                                              \
+  [ldb] "r"(ldb * 4), [ldb3] "r"(ldb * 12), [ldc] "r"(ldc * 4), [n_early] "m"(p.n_early),          \
+      [n_before] "m"(p.n_before), [n_after] "m"(p.n_after), [n_single] "m"(p.n_single),            \
+      [mode] "m"(p.mode), [alpha] "m"(alpha), [beta] "m"(beta)
 
 __attribute__((target("avx512f"))) void rt_gemm_ukr_f32_avx512_12x32(int64_t k, const float *a, int64_t lda,
                                                                       const float *b, int64_t ldb, float *c,
                                                                       int64_t ldc, float alpha, float beta) {
-  /* Quads before C's prefetch, quads after, single steps last. */
-  int64_t before = k > TAIL ? (k - TAIL) / 4 : 0, after = (k - 4 * before) / 4, single = k % 4;
-  const int64_t lda_b = lda * 4, ldb_b = ldb * 4, ldc_b = ldc * 4;
-  const int64_t lda3 = 3 * lda_b, ldb3 = 3 * ldb_b;
-  const int mode = alpha == 1 && beta == 0 ? 0 : alpha == 1 && beta == 1 ? 1 : beta == 0 ? 2 : 3;
-  const float *t = NULL;
-  __asm__ volatile(
-      TWELVE(ZERO)
-      "test %[before], %[before]\n\tjz 2f\n\t"
-      "1:\n\t" QUAD "dec %[before]\n\tjnz 1b\n\t"
-      "2:\n\t"
-      "mov %[c], %[t]\n\t" PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW PF_ROW
-      "test %[after], %[after]\n\tjz 4f\n\t"
-      "3:\n\t" QUAD "dec %[after]\n\tjnz 3b\n\t"
-      "4:\n\t"
-      "test %[single], %[single]\n\tjz 6f\n\t"
-      "5:\n\t" SINGLE "dec %[single]\n\tjnz 5b\n\t"
-      "6:\n\t"
-      "cmpl $1, %[mode]\n\tjb 10f\n\tje 11f\n\t"
-      "vbroadcastss %[alpha], %%zmm24\n\tvbroadcastss %[beta], %%zmm25\n\t"
-      "cmpl $2, %[mode]\n\tje 12f\n\t"
-      TWELVE(FMA_ROW) "jmp 13f\n\t"
-      "10:\n\t" TWELVE(ST_ROW) "jmp 13f\n\t"
-      "11:\n\t" TWELVE(ADD_ROW) "jmp 13f\n\t"
-      "12:\n\t" TWELVE(MUL_ROW)
-      "13:\n\t"
-      "vzeroupper\n\t"
-      : [a] "+r"(a), [b] "+r"(b), [c] "+r"(c), [t] "+r"(t), [before] "+r"(before), [after] "+r"(after),
-        [single] "+r"(single)
-      : [lda] "r"(lda_b), [lda3] "r"(lda3), [ldb] "r"(ldb_b), [ldb3] "r"(ldb3), [ldc] "r"(ldc_b),
-        [mode] "m"(mode), [alpha] "m"(alpha), [beta] "m"(beta)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-        "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
-        "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "cc", "memory");
+  const tile_plan p = plan_tile(k, alpha, beta);
+  const float *t = c + 12 * ldc;
+  int64_t n;
+  __asm__ volatile(TILE_ASM(PK_QUAD, PK_SINGLE)
+                   : [a] "+r"(a), [b] "+r"(b), [c] "+r"(c), [t] "+r"(t), [n] "=&r"(n)
+                   : [lda] "r"(lda * 4), [lda3] "r"(lda * 12), TILE_INPUTS
+                   : TILE_CLOBBERS);
+}
+
+/* The same tile over rows of a row-major A: A(i, p) at a[i*lda + p]. */
+__attribute__((target("avx512f"))) void rt_gemm_ukr_f32_avx512_12x32_rows(int64_t k, const float *a, int64_t lda,
+                                                                           const float *b, int64_t ldb, float *c,
+                                                                           int64_t ldc, float alpha, float beta) {
+  const tile_plan p = plan_tile(k, alpha, beta);
+  const float *t = c + 12 * ldc, *a3 = a + 3 * lda, *a6 = a + 6 * lda, *a9 = a + 9 * lda;
+  int64_t n;
+  __asm__ volatile(TILE_ASM(RW_QUAD, RW_SINGLE)
+                   : [a] "+r"(a), [a3] "+r"(a3), [a6] "+r"(a6), [a9] "+r"(a9), [b] "+r"(b), [c] "+r"(c),
+                     [t] "+r"(t), [n] "=&r"(n)
+                   : [lda] "r"(lda * 4), TILE_INPUTS
+                   : TILE_CLOBBERS);
 }
 
 #endif
