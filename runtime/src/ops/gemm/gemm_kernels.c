@@ -6,7 +6,8 @@
  * values of the A column (packed, or read in place: k-major with stride lda,
  * or, in the float32 _rows twins, rows of a row-major A) against it with
  * fused multiply-adds.
- * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators), AVX2 has 16:
+ * AVX-512 has 32 registers: 12 x 32 floats (24 accumulators; the float32
+ * tile in use is the hand-scheduled one of gemm_tile_f32.c), AVX2 has 16:
  * 6 x 16 floats (12 accumulators); float64 tiles have half the columns.
  * bfloat16 inputs use AVX512_BF16's pair dot products where the CPU has
  * them (twice the float32 rate), float32 kernels after packing otherwise.

@@ -12,10 +12,17 @@
  *   - one prefetch per k step of the B row PF_B rows ahead (a B panel's
  *     first use comes from L2), none of A (a sequential stream the hardware
  *     prefetcher follows, panels one after another);
- *   - C's 24 lines prefetched TAIL k steps before the end rather than at
- *     the start: with kc = 256 the A and B panels fill L1 meanwhile (C
- *     rows a multiple of 4 KiB apart share two L1 sets), so lines fetched
- *     at the start were gone again by the end.
+ *   - C from L3 (a large product's C does not stay in L2) costs more
+ *     than anything in the loop: during its first 12 quads the tile
+ *     prefetches the next tile's C (mr rows down, where the macro-kernel's
+ *     row loop goes next) into L2, a row per quad, and its own C's 24
+ *     lines into L1 TAIL k steps before the end (at the start, as the
+ *     twin does, they are evicted again by the A and B panels: C rows a
+ *     multiple of 4 KiB apart share two L1 sets). In the macro-kernel's
+ *     loops with C from L3 (gemm_tile_time --cblocks 32) this took the tile
+ *     from 199 to 218 GF/s, the twin's 199 (peak 229);
+ *   - a twin for rows of a row-major A (f32_rows): row i at one of four
+ *     base pointers (rows 0, 3, 6, 9) plus 0-2 row strides.
  * C update: alpha 1 and beta 0 stores; alpha 1 and beta 1 (every k block
  * after the first) adds C (c*1 + acc*1 rounds as c + acc); otherwise
  * acc*alpha, then c*beta + that fused, as the twin does.
