@@ -85,16 +85,18 @@
 #define PF_ROW(hint) "prefetch" #hint " (%[t])\n\tprefetch" #hint " 64(%[t])\n\tadd %[ldc], %[t]\n\t"
 #define ST_ROW(lo, hi)                                                                           \
   "vmovups %%zmm" #lo ", (%[c])\n\tvmovups %%zmm" #hi ", 64(%[c])\n\tadd %[ldc], %[c]\n\t"
+/* The updates read all of C's rows (walking %[t]) before storing any: C
+ * rows a multiple of 4 KiB apart, a load right after the previous row's
+ * store would wait on it (4K aliasing). */
 #define ADD_ROW(lo, hi)                                                                          \
-  "vaddps (%[c]), %%zmm" #lo ", %%zmm" #lo "\n\tvaddps 64(%[c]), %%zmm" #hi ", %%zmm" #hi "\n\t" \
-  ST_ROW(lo, hi)
+  "vaddps (%[t]), %%zmm" #lo ", %%zmm" #lo "\n\tvaddps 64(%[t]), %%zmm" #hi ", %%zmm" #hi "\n\t" \
+  "add %[ldc], %[t]\n\t"
 #define MUL_ROW(lo, hi)                                                                          \
-  "vmulps %%zmm24, %%zmm" #lo ", %%zmm" #lo "\n\tvmulps %%zmm24, %%zmm" #hi ", %%zmm" #hi "\n\t" \
-  ST_ROW(lo, hi)
+  "vmulps %%zmm24, %%zmm" #lo ", %%zmm" #lo "\n\tvmulps %%zmm24, %%zmm" #hi ", %%zmm" #hi "\n\t"
 #define FMA_ROW(lo, hi)                                                                          \
-  "vmulps %%zmm24, %%zmm" #lo ", %%zmm" #lo "\n\tvmulps %%zmm24, %%zmm" #hi ", %%zmm" #hi "\n\t" \
-  "vfmadd231ps (%[c]), %%zmm25, %%zmm" #lo "\n\tvfmadd231ps 64(%[c]), %%zmm25, %%zmm" #hi "\n\t" \
-  ST_ROW(lo, hi)
+  MUL_ROW(lo, hi)                                                                                \
+  "vfmadd231ps (%[t]), %%zmm25, %%zmm" #lo "\n\tvfmadd231ps 64(%[t]), %%zmm25, %%zmm" #hi "\n\t" \
+  "add %[ldc], %[t]\n\t"
 #define TWELVE(R)                                                                                \
   R(0, 1) R(2, 3) R(4, 5) R(6, 7) R(8, 9) R(10, 11) R(12, 13) R(14, 15) R(16, 17) R(18, 19)      \
   R(20, 21) R(22, 23)
@@ -118,14 +120,14 @@
   "6:\n\tmov %[n_single], %[n]\n\ttest %[n], %[n]\n\tjz 8f\n\t"                                  \
   "7:\n\t" SINGLE "dec %[n]\n\tjnz 7b\n\t"                                                       \
   "8:\n\t"                                                                                       \
-  "cmpl $1, %[mode]\n\tjb 10f\n\tje 11f\n\t"                                                     \
+  "mov %[c], %[t]\n\tcmpl $1, %[mode]\n\tjb 10f\n\tje 11f\n\t"                                     \
   "vbroadcastss %[alpha], %%zmm24\n\tvbroadcastss %[beta], %%zmm25\n\t"                          \
   "cmpl $2, %[mode]\n\tje 12f\n\t"                                                               \
-  TWELVE(FMA_ROW) "jmp 13f\n\t"                                                                  \
-  "10:\n\t" TWELVE(ST_ROW) "jmp 13f\n\t"                                                         \
-  "11:\n\t" TWELVE(ADD_ROW) "jmp 13f\n\t"                                                        \
+  TWELVE(FMA_ROW) "jmp 10f\n\t"                                                                  \
+  "11:\n\t" TWELVE(ADD_ROW) "jmp 10f\n\t"                                                        \
   "12:\n\t" TWELVE(MUL_ROW)                                                                      \
-  "13:\n\tvzeroupper\n\t"
+  "10:\n\t" TWELVE(ST_ROW)                                                                       \
+  "vzeroupper\n\t"
 #define TILE_CLOBBERS                                                                            \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",  \
       "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",   \
