@@ -10,8 +10,9 @@
  *     pointer increments and a counter (scalar ops compete with the FMAs
  *     for ports 0 and 5); B rows alternate between two register pairs;
  *   - one prefetch per k step of the B row PF_B rows ahead (a B panel's
- *     first use comes from L2), none of A (a sequential stream the hardware
- *     prefetcher follows, panels one after another);
+ *     first use comes from L2), and in the packed / k-major tile of the A
+ *     column PF_A steps ahead (a k-major A read in place has its columns a
+ *     row stride apart: (2048x384)^T @ 2048x128 195 -> 199 GF/s);
  *   - C from L3 (a large product's C does not stay in L2) costs more
  *     than anything in the loop: during its first 12 quads the tile
  *     prefetches the next tile's C (mr rows down, where the macro-kernel's
@@ -33,6 +34,7 @@
 
 #define TAIL 32 /* k steps after C's prefetch */
 #define PF_B 8  /* B rows prefetched ahead */
+#define PF_A 8  /* A columns (k steps) prefetched ahead, packed or k-major A */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -64,8 +66,11 @@
 #define PK_QUAD                                                                                  \
   STEP(B_U0, PK("(%[a])")) STEP(B_U1, PK("(%[a],%[lda],1)")) STEP(B_U2, PK("(%[a],%[lda],2)"))   \
   STEP(B_U3, PK("(%[a],%[lda3],1)"))                                                             \
+  "prefetcht0 (%[pa])\n\tprefetcht0 (%[pa],%[lda],1)\n\tprefetcht0 (%[pa],%[lda],2)\n\t"          \
+  "prefetcht0 (%[pa],%[lda3],1)\n\tlea (%[pa],%[lda],4), %[pa]\n\t"                             \
   "lea (%[a],%[lda],4), %[a]\n\tlea (%[b],%[ldb],4), %[b]\n\t"
-#define PK_SINGLE STEP(B_U0, PK("(%[a])")) "add %[lda], %[a]\n\tadd %[ldb], %[b]\n\t"
+#define PK_SINGLE                                                                                \
+  STEP(B_U0, PK("(%[a])")) "add %[lda], %[a]\n\tadd %[lda], %[pa]\n\tadd %[ldb], %[b]\n\t"
 
 /* Rows of a row-major A: row i at one of %[a], %[a3], %[a6], %[a9] (rows
  * 0, 3, 6, 9) plus 0, 1 or 2 row strides; step u of a quad 4*u bytes on. */
@@ -160,10 +165,10 @@ __attribute__((target("avx512f"))) void rt_gemm_ukr_f32_avx512_12x32(int64_t k, 
                                                                       const float *b, int64_t ldb, float *c,
                                                                       int64_t ldc, float alpha, float beta) {
   const tile_plan p = plan_tile(k, alpha, beta);
-  const float *t = c + 12 * ldc;
+  const float *t = c + 12 * ldc, *pa = a + PF_A * lda;
   int64_t n;
   __asm__ volatile(TILE_ASM(PK_QUAD, PK_SINGLE)
-                   : [a] "+r"(a), [b] "+r"(b), [c] "+r"(c), [t] "+r"(t), [n] "=&r"(n)
+                   : [a] "+r"(a), [b] "+r"(b), [c] "+r"(c), [t] "+r"(t), [n] "=&r"(n), [pa] "+r"(pa)
                    : [lda] "r"(lda * 4), [lda3] "r"(lda * 12), TILE_INPUTS
                    : TILE_CLOBBERS);
 }
