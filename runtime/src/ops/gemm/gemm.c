@@ -544,7 +544,7 @@ static int b_in_place(const gemm_plan *pl) {
   return kern->compute != NRT_BFLOAT16 && g->ab_dtype == kern->compute && g->kslices == 1 &&
          g->b_cs == 1 && g->n % kern->nr == 0 &&
          (double)g->k * (double)g->n * (double)nrt_dtype_size(g->ab_dtype) <= B_IN_PLACE_MAX &&
-         ceil_div(g->k, ceil_div(g->k, kern->kc)) * ceil_div(g->b_rs * (int64_t)nrt_dtype_size(g->ab_dtype), 64) <=
+         ceil_div(g->k, ceil_div(g->k, kern->kc)) * ceil_div(llabs(g->b_rs) * (int64_t)nrt_dtype_size(g->ab_dtype), 64) <=
              B_IN_PLACE_SET_LINES;
 }
 
