@@ -9,7 +9,8 @@ and the median over turns of the per-turn ratio CPU time / neuron time
 
 `--dtype bfloat16` (default): bfloat16 in and out, the AMX and AVX512-BF16
 kernels against oneDNN on square and MLP products. `--dtype float32`: the
-float32 kernels (avx512_12x32, avx2_6x16) against MKL on the products of
+float32 kernels (avx512_12x32, the hand-scheduled AVX-512 tile;
+avx512cc_12x32, its compiler-scheduled twin; avx2_6x16) against MKL on the products of
 benchmarks/gemm.py (nn, nt = second operand stored transposed, tn = first
 operand stored transposed, and attention's batched ones).
 

@@ -9,7 +9,7 @@
  * tn (A stored transposed, as a weight gradient's); OUT is bfloat16
  * (default) or float32, the dtype of C; BATCH > 1 times that many
  * products of those sizes in one call (bmm: an attention head each). A KERNEL that names no bfloat16
- * kernel but a float32 one (avx512_12x32, avx2_6x16) times a float32
+ * kernel but a float32 one (avx512_12x32, avx512cc_12x32, avx2_6x16) times a float32
  * product (float32 A, B and C). The kernel thread pool has one
  * thread unless TORCHNEURON_NUM_THREADS is set (then the runtime is
  * initialised, as the Python extension does, and the pool has that many;

@@ -596,8 +596,51 @@ static void test_rows_microkernel_twin(void) {
         for (int v = 0; v < 3; v++) free(c[v]);
       }
   }
-  /* The SIMD levels have one; the portable tile packs row-major A. */
-  CHECK(twins == (rt_isa() >= NRT_ISA_AVX512) + (rt_isa() >= NRT_ISA_AVX2));
+  /* The SIMD levels have one (AVX-512: both 12 x 32 tiles); the portable tile packs row-major A. */
+  CHECK(twins == 2 * (rt_isa() >= NRT_ISA_AVX512) + (rt_isa() >= NRT_ISA_AVX2));
+}
+
+/* The hand-scheduled AVX-512 float32 tile (avx512_12x32) against its
+ * compiler-scheduled twin (avx512cc_12x32): bit for bit on arbitrary values,
+ * for k around the unrolling and C-prefetch boundaries, packed and strided A
+ * and B, C rows close together or 8 KiB apart, each alpha/beta case of its C
+ * update; C starts as NaN where beta is 0 (never read), and what lies
+ * between C's rows must stay untouched. */
+static void test_hand_tile_twin(void) {
+  const rt_gemm_kernel *const *list, *hand = NULL, *twin = NULL;
+  int count = rt_gemm_kernels(NRT_FLOAT32, &list);
+  for (int i = 0; i < count; i++) {
+    if (!strcmp(list[i]->name, "avx512_12x32")) hand = list[i];
+    if (!strcmp(list[i]->name, "avx512cc_12x32")) twin = list[i];
+  }
+  CHECK((hand != NULL) == (rt_isa() >= NRT_ISA_AVX512) && (twin != NULL) == (hand != NULL));
+  if (!hand) return;
+  CHECK(hand == list[0] && hand->mr == twin->mr && hand->nr == twin->nr);
+  static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 19, 20, 21, 24, 64, 255, 256, 257};
+  static const float scalars[][2] = {{1, 0}, {1, 1}, {0.75f, 0}, {0.75f, -1.25f}, {1, -1}};
+  const int64_t mr = hand->mr, nr = hand->nr;
+  for (size_t z = 0; z < sizeof ks / sizeof ks[0]; z++)
+    for (int strided = 0; strided < 2; strided++)
+      for (size_t sc = 0; sc < sizeof scalars / sizeof scalars[0]; sc++) {
+        const int64_t k = ks[z], lda = strided ? mr + 9 : mr, ldb = strided ? nr + 7 : nr;
+        const int64_t ldc = strided ? 2048 : nr + 3;
+        float *a = malloc((size_t)(k * lda) * 4), *b = malloc((size_t)(k * ldb) * 4), *c[2];
+        for (int v = 0; v < 2; v++) c[v] = malloc((size_t)(mr * ldc) * 4);
+        for (int64_t q = 0; q < k * lda; q++) a[q] = (float)((int)(rng() % 20001) - 10000) / 997.0f;
+        for (int64_t q = 0; q < k * ldb; q++) b[q] = (float)((int)(rng() % 20001) - 10000) / 991.0f;
+        for (int64_t q = 0; q < mr * ldc; q++)
+          c[0][q] = c[1][q] = scalars[sc][1] == 0 ? NAN : (float)((int)(rng() % 2001) - 1000) / 997.0f;
+        hand->f32(k, a, lda, b, ldb, c[0], ldc, scalars[sc][0], scalars[sc][1]);
+        twin->f32(k, a, lda, b, ldb, c[1], ldc, scalars[sc][0], scalars[sc][1]);
+        int same = memcmp(c[0], c[1], (size_t)(mr * ldc) * 4) == 0, finite = 1;
+        for (int64_t i = 0; i < mr; i++)
+          for (int64_t j = 0; j < nr; j++) finite &= isfinite(c[0][i * ldc + j]) != 0;
+        if (!same || !finite)
+          fprintf(stderr, "hand tile k=%lld strided %d alpha %g beta %g: %s\n", (long long)k, strided,
+                  scalars[sc][0], scalars[sc][1], same ? "not finite" : "differs from its twin");
+        CHECK(same && finite);
+        free(a), free(b), free(c[0]), free(c[1]);
+      }
 }
 
 /* bfloat16 pair packing: k pairs read as 32-bit words (even leading
@@ -1181,6 +1224,7 @@ int main(int argc, char **argv) {
   RUN(test_b_read_in_place);
   RUN(test_a_read_in_place);
   RUN(test_rows_microkernel_twin);
+  RUN(test_hand_tile_twin);
   RUN(test_bfloat16_pair_packing);
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);

@@ -54,6 +54,7 @@
 #define PANEL_GROUP 8             /* B panels packed by one shared-B task, at most */
 #define MIN_PACK_TASKS 8          /* ... fewer when that leaves fewer tasks than this */
 #define B_IN_PLACE_MAX (1 << 18)  /* bytes of B per batch item read unpacked, at most */
+#define B_IN_PLACE_SET_LINES 768  /* ... and a k block x B's row stride in cache lines at most (L1 sets) */
 #define BIG_B_BYTES (2 << 20)     /* one k block of packed B larger than this (L2) sets big_b_mc */
 #define SHARED_A_MAX (1 << 21)    /* packed elements of A shared by all threads, when columns are split */
 #define A_BF16_IN_PLACE_MAX (32 << 10) /* bytes of a bfloat16 A per batch item read in place, at most */
@@ -544,13 +545,21 @@ static int plan_shared_b(gemm_plan *pl) {
  * cost a sixth of the time (12 x 128x64 @ 64x128: 121-128 GFLOP/s packed,
  * 146-155 in place); for B of 1-4 MiB (512^3, 1024^3) reading in place
  * made no difference beyond the noise, and packing keeps the kernel's
- * reads contiguous whatever B's row stride. */
+ * reads contiguous whatever B's row stride. A panel read in place falls
+ * in few L1 sets: rows S cache lines apart use 128 / S of the 64 sets
+ * (12 ways), so its kc rows fit only while kc * S stays well under 1536
+ * lines; beyond B_IN_PLACE_SET_LINES it went back to L2 between tiles
+ * (one thread, CPU time: 2048x128 @ 128x512, S = 32, 207 GF/s in place,
+ * 229 packed; 2048x384 @ 384x128, S = 8 and kc = 192, 220 -> 229; the
+ * attention products, kc * S = 512, stay in place). */
 static int b_in_place(const gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
   const rt_gemm_kernel *kern = pl->kern;
   return kern->compute != NRT_BFLOAT16 && g->ab_dtype == kern->compute && g->kslices == 1 &&
          g->b_cs == 1 && g->n % kern->nr == 0 &&
-         (double)g->k * (double)g->n * (double)nrt_dtype_size(g->ab_dtype) <= B_IN_PLACE_MAX;
+         (double)g->k * (double)g->n * (double)nrt_dtype_size(g->ab_dtype) <= B_IN_PLACE_MAX &&
+         ceil_div(g->k, ceil_div(g->k, kern->kc)) * ceil_div(llabs(g->b_rs) * (int64_t)nrt_dtype_size(g->ab_dtype), 64) <=
+             B_IN_PLACE_SET_LINES;
 }
 
 /* How the float32 micro-kernels read A's full row panels (a last partial

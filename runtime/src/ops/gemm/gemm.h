@@ -159,6 +159,12 @@ typedef struct rt_gemm_kernel {
 #if defined(__x86_64__) && defined(__GNUC__)
 /* The AMX bfloat16 kernel (gemm_amx.c), listed when rt_isa_amx_bf16(). */
 extern const rt_gemm_kernel rt_gemm_kernel_amx_bf16;
+/* The hand-scheduled float32 AVX-512 12 x 32 tile (gemm_tile_f32.c): the
+ * compiler-scheduled one of gemm_kernels.c (avx512cc_12x32) is its twin. */
+void rt_gemm_ukr_f32_avx512_12x32(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                  float *c, int64_t ldc, float alpha, float beta);
+void rt_gemm_ukr_f32_avx512_12x32_rows(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                       float *c, int64_t ldc, float alpha, float beta);
 #endif
 
 /* The kernels for compute dtype (NRT_FLOAT32, NRT_FLOAT64 or NRT_BFLOAT16)
