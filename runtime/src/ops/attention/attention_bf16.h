@@ -33,6 +33,15 @@ void rt_attn_bf16_pack_a(const rt_gemm_kernel *ker, uint32_t *dst, const rt_gemm
 void rt_attn_bf16_product(const rt_gemm_kernel *ker, int64_t k2, const uint32_t *a, int64_t rows,
                           const uint32_t *b, int64_t cols, float *C, int64_t ldc, int accumulate);
 
+/* rt_attn_softmax_block with the weights P^T rounded to bfloat16 and
+ * written as the B panels (nr columns each, pairs of keys) of the product
+ * O^T += V^T P^T, for all ld columns; S keeps the masked scores. The same
+ * bits as rt_attn_softmax_block, rt_attn_bf16_round and
+ * rt_gemm_pack_panels_bf16x2 in turn (attention_softmax.c). */
+void rt_attn_softmax_block_bf16(float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
+                                int64_t first, int64_t nq, float scale, float *restrict m,
+                                float *restrict l, float *restrict alpha, int nr, uint32_t *restrict pt);
+
 /* n float32 values to bfloat16 (rt_bfloat16_from_float, vectorised). */
 void rt_attn_bf16_round(const float *w, int64_t n, uint16_t *p);
 
