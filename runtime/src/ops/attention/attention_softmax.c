@@ -96,34 +96,61 @@ RT_SIMD_DEFINE(, , void, , rt_attn_softmax_block, (float *S, const float *bias, 
     }
 }
 
+/* The weight of x = score - max as the fast pass computes it: 0 below
+ * -104 (rt_vm_expf's clamp gives 0 there too, and -inf is masked), else
+ * rt_vm_expf_tame, which has rt_vm_expf's bits on [-86, 88]; x <= 0 here,
+ * and *bad records an x in [-104, -86) or NaN, which only the full
+ * rt_vm_expf handles. */
+static inline __attribute__((always_inline)) float weight_tame(float x, int *bad) {
+  float e = rt_vm_expf_tame(x);
+  *bad |= !(x >= RT_VM_EXP_TAME_LO || x < -104.0f);
+  return x < -104.0f ? 0.0f : e;
+}
+
+/* rt_bfloat16_from_float for a value that is not NaN. */
+static inline __attribute__((always_inline)) uint32_t bf16_bits_no_nan(float f) {
+  uint32_t x = rt_vm_bits(f);
+  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+}
+
 /* Keys j and j + 1 of columns [from, to) as bfloat16 pairs at w (w[i - c0]
  * for column i): the weights of rows s0 and s1, zero in s1's columns below
  * lo1, times the dropout factors z0, z1 when dropout; their sums into
- * csum, even key first, as the row-by-row pass adds them. */
-static inline __attribute__((always_inline)) void weight_pairs(
+ * csum, even key first, as the row-by-row pass adds them. tame: the fast
+ * pass, which returns nonzero when a value needs the full one. */
+static inline __attribute__((always_inline)) int weight_pairs(
     const float *restrict s0, const float *restrict s1, const float *restrict z0,
-    const float *restrict z1, int dropout, int32_t from, int32_t to, int32_t lo1,
+    const float *restrict z1, int dropout, int tame, int32_t from, int32_t to, int32_t lo1,
     const float *restrict muse, float *restrict csum, uint32_t *restrict w, int32_t c0) {
+  int bad = 0;
   for (int32_t i = from; i < to; i++) {
-    float p0 = weight(s0[i], muse[i]), p1 = weight(s1[i], muse[i]);
+    float p0, p1;
+    if (tame) {
+      p0 = weight_tame(s0[i] - muse[i], &bad), p1 = weight_tame(s1[i] - muse[i], &bad);
+    } else {
+      p0 = weight(s0[i], muse[i]), p1 = weight(s1[i], muse[i]);
+    }
     p1 = i < lo1 ? 0.0f : p1;
     csum[i] += p0;
     csum[i] += p1;
     if (dropout) p0 *= z0[i], p1 *= z1[i];
-    w[i - c0] = (uint32_t)rt_bfloat16_from_float(p0) | (uint32_t)rt_bfloat16_from_float(p1) << 16;
+    if (tame)
+      w[i - c0] = bf16_bits_no_nan(p0) | bf16_bits_no_nan(p1) << 16;
+    else
+      w[i - c0] = (uint32_t)rt_bfloat16_from_float(p0) | (uint32_t)rt_bfloat16_from_float(p1) << 16;
   }
+  return bad;
 }
 
-RT_SIMD_DEFINE(, , void, , rt_attn_softmax_block_bf16,
-               (float *S, const float *bias, const float *Z, int64_t nk, int64_t ld, int64_t first,
-                int64_t nq, float scale, float *restrict m, float *restrict l, float *restrict alpha,
-                int nr, uint32_t *restrict pt),
-               (S, bias, Z, nk, ld, first, nq, scale, m, l, alpha, nr, pt)) {
-  float muse[RT_ATTN_BQ] __attribute__((aligned(64)));
-  float csum[RT_ATTN_BQ] __attribute__((aligned(64)));
-  softmax_max(S, bias, nk, ld, first, nq, scale, m, alpha, muse);
-  for (int64_t i = 0; i < ld; i++) csum[i] = 0.0f;
+/* The exponential pass over the block, writing P^T's panels; with tame,
+ * returns nonzero (and must be redone without) when a weight needs the
+ * full exponential. */
+static inline __attribute__((always_inline)) int pairs_pass(const float *S, const float *Z, int64_t nk,
+                                                            int64_t ld, int64_t first, const float *muse,
+                                                            float *csum, int nr, uint32_t *pt, int tame) {
   const int64_t k2 = (nk + 1) / 2;
+  int bad = 0;
+  for (int64_t i = 0; i < ld; i++) csum[i] = 0.0f;
   for (int64_t j = 0; j < nk; j += 2) {
     /* an odd last key pairs with zeros: row j again, below the window */
     const int odd = j + 1 < nk;
@@ -137,11 +164,24 @@ RT_SIMD_DEFINE(, , void, , rt_attn_softmax_block_bf16,
       int32_t from = lo0 > c0 ? (lo0 < c0 + nr ? lo0 : c0 + nr) : c0;
       for (int32_t i = c0; i < from; i++) w[i - c0] = 0;
       if (Z)
-        weight_pairs(s0, s1, z0, z1, 1, from, c0 + nr, lo1, muse, csum, w, c0);
+        bad |= weight_pairs(s0, s1, z0, z1, 1, tame, from, c0 + nr, lo1, muse, csum, w, c0);
       else
-        weight_pairs(s0, s1, NULL, NULL, 0, from, c0 + nr, lo1, muse, csum, w, c0);
+        bad |= weight_pairs(s0, s1, NULL, NULL, 0, tame, from, c0 + nr, lo1, muse, csum, w, c0);
     }
   }
+  return bad;
+}
+
+RT_SIMD_DEFINE(, , void, , rt_attn_softmax_block_bf16,
+               (float *S, const float *bias, const float *Z, int64_t nk, int64_t ld, int64_t first,
+                int64_t nq, float scale, float *restrict m, float *restrict l, float *restrict alpha,
+                int nr, uint32_t *restrict pt),
+               (S, bias, Z, nk, ld, first, nq, scale, m, l, alpha, nr, pt)) {
+  float muse[RT_ATTN_BQ] __attribute__((aligned(64)));
+  float csum[RT_ATTN_BQ] __attribute__((aligned(64)));
+  softmax_max(S, bias, nk, ld, first, nq, scale, m, alpha, muse);
+  if (pairs_pass(S, Z, nk, ld, first, muse, csum, nr, pt, 1))
+    pairs_pass(S, Z, nk, ld, first, muse, csum, nr, pt, 0);
   fold_sums(l, alpha, csum, ld);
 }
 
