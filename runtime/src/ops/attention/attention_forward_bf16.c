@@ -68,14 +68,13 @@ static void kv_panels(const bf16_ctx *c, bf16_tiles *t, int64_t b, int64_t hk, i
   *va = vd;
 }
 
-/* O^T's columns divided by the denominators (zero where every key was
- * masked: PyTorch's _safe_softmax gives 0), as rows of out (row stride ld). */
-RT_SIMD_VOID(normalise_t, (const float *o, int64_t rows, int64_t nq, const float *r, const float *l, float *out, int64_t ld),
-             (o, rows, nq, r, l, out, ld)) {
+/* O^T's columns divided by the denominators, in place (zero where every
+ * key was masked: PyTorch's _safe_softmax gives 0). */
+RT_SIMD_VOID(normalise_cols, (float *o, int64_t rows, const float *r, const float *l), (o, rows, r, l)) {
   for (int64_t e = 0; e < rows; e++)
-    for (int64_t i = 0; i < nq; i++) {
+    for (int64_t i = 0; i < RT_ATTN_BQ; i++) {
       float x = o[e * RT_ATTN_BQ + i] * r[i];
-      out[i * ld + e] = l[i] == 0 ? 0.0f : x;
+      o[e * RT_ATTN_BQ + i] = l[i] == 0 ? 0.0f : x;
     }
 }
 
@@ -105,12 +104,13 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
   }
   float *lse = (float *)c->lse->data, r[RT_ATTN_BQ];
   const int64_t *ls = c->lse->strides;
+  for (int64_t i = 0; i < BQ; i++) r[i] = 1.0f / t->l[i];
   for (int64_t i = 0; i < nq; i++) {
     float l = t->l[i];
-    r[i] = 1.0f / l;
     lse[b * ls[0] + h * ls[1] + (q0 + i) * ls[2]] = l == 0 ? INFINITY : t->m[i] + logf(l);
   }
-  normalise_t(t->o, a->Ev, nq, r, t->l, t->out, a->Ev);
+  normalise_cols(t->o, a->Ev, r, t->l);
+  rt_attn_transpose(t->o, BQ, a->Ev, nq, t->out, a->Ev);
   rt_attn_store(c->out, b, h, q0, nq, 0, a->Ev, t->out, a->Ev);
 }
 

@@ -195,8 +195,14 @@ RT_SIMD_DEFINE(, , void, , rt_attn_scale_rows, (float *O, int64_t n, int64_t ld,
 
 RT_SIMD_DEFINE(, , void, , rt_attn_scale_cols, (float *O, int64_t n, int64_t ld, const float *alpha),
                (O, n, ld, alpha)) {
-  for (int64_t e = 0; e < n; e++) {
-    float *restrict o = O + e * ld;
-    for (int64_t i = 0; i < ld; i++) o[i] *= alpha[i];
+  for (int64_t c = 0; c < ld; c += 16) {
+    float f[16] __attribute__((aligned(64))); /* a copy: O cannot alias it */
+    int ones = 1;
+    for (int64_t i = 0; i < 16; i++) f[i] = alpha[c + i], ones &= f[i] == 1.0f;
+    if (ones) continue;
+    for (int64_t e = 0; e < n; e++) {
+      float *restrict o = O + e * ld + c;
+      for (int64_t i = 0; i < 16; i++) o[i] *= f[i];
+    }
   }
 }

@@ -61,6 +61,9 @@ const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int6
  * nr up to ld are zeroed, and rows nc .. pad_c - 1. */
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c);
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
+void rt_attn_transpose(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
+                       int64_t ldd);
 /* Stores rows [r0, r0 + nr) x columns [c0, c0 + nc) from src (leading
  * dimension ld), converting (round to nearest even) to the view's dtype. */
 void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
@@ -109,7 +112,9 @@ void rt_attn_softmax_block(float *S, const float *bias, const float *Z, int64_t 
                            float *restrict alpha);
 /* Row i of O (n rows, row stride ld) *= alpha[i] where alpha[i] != 1. */
 void rt_attn_scale_rows(float *O, int64_t n, int64_t ld, const float *alpha);
-/* Column i of O^T (n rows of ld columns) *= alpha[i]: the same products. */
+/* Column i of O^T (n rows of ld columns, ld a multiple of 16) *= alpha[i]:
+ * the same products (groups of 16 columns whose factors are all 1 are
+ * left, as x * 1 is x). */
 void rt_attn_scale_cols(float *O, int64_t n, int64_t ld, const float *alpha);
 
 /* SDPA_FORWARD on the GEMM's bfloat16 micro-kernel (attention_forward_bf16.c)
