@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops/attention/attention_bf16.h"
-#include "ops/engine/elementwise.h"
 #include "ops/engine/thread_pool.h"
 
 /* Packed key/value panels a thread keeps per key block: a task's key
@@ -47,7 +46,7 @@ typedef struct bf16_ctx {
 typedef struct bf16_tiles {
   uint32_t *qb, *kc, *vc, *pt; /* packed panels: q^T, the K and V^T cache, P^T */
   int64_t *tags;
-  float *s, *bias, *z, *o, *out, *m, *l, *alpha;
+  float *s, *bias, *z, *o, *m, *l, *alpha;
 } bf16_tiles;
 
 /* Key block kb of (b, hk): K's A panels (keys as rows) and V^T's A panels
@@ -66,16 +65,6 @@ static void kv_panels(const bf16_ctx *c, bf16_tiles *t, int64_t b, int64_t hk, i
   }
   *ka = kd;
   *va = vd;
-}
-
-/* O^T's columns divided by the denominators, in place (zero where every
- * key was masked: PyTorch's _safe_softmax gives 0). */
-RT_SIMD_VOID(normalise_cols, (float *o, int64_t rows, const float *r, const float *l), (o, rows, r, l)) {
-  for (int64_t e = 0; e < rows; e++)
-    for (int64_t i = 0; i < RT_ATTN_BQ; i++) {
-      float x = o[e * RT_ATTN_BQ + i] * r[i];
-      o[e * RT_ATTN_BQ + i] = l[i] == 0 ? 0.0f : x;
-    }
 }
 
 static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
@@ -109,12 +98,10 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
     float l = t->l[i];
     lse[b * ls[0] + h * ls[1] + (q0 + i) * ls[2]] = l == 0 ? INFINITY : t->m[i] + logf(l);
   }
-  normalise_cols(t->o, a->Ev, r, t->l);
-  rt_attn_transpose(t->o, BQ, a->Ev, nq, t->out, a->Ev);
-  rt_attn_store(c->out, b, h, q0, nq, 0, a->Ev, t->out, a->Ev);
+  rt_attn_bf16_store_t(c->out, b, h, q0, nq, a->Ev, t->o, r, t->l);
 }
 
-enum { BF16_TILES = 13 };
+enum { BF16_TILES = 12 };
 
 static void bf16_range(int64_t begin, int64_t end, void *arg) {
   bf16_ctx *c = arg;
@@ -123,15 +110,14 @@ static void bf16_range(int64_t begin, int64_t end, void *arg) {
   int64_t sizes[BF16_TILES] = {BQ * c->k2_e, c->slots * c->k_words, c->slots * c->v_words,
                                BQ * c->k2_k, c->slots * 2,          c->k_rows * BQ,
                                BK * BQ,      BK * BQ,               c->v_rows * BQ,
-                               BQ * c->a->Ev, BQ,                   BQ,
-                               BQ};
+                               BQ,           BQ,                    BQ};
   float *buf[BF16_TILES] = {0};
   int ok = 1;
   for (int k = 0; k < BF16_TILES; k++) ok &= (buf[k] = rt_attn_alloc(sizes[k])) != NULL;
   if (ok) {
     bf16_tiles t = {(uint32_t *)buf[0], (uint32_t *)buf[1], (uint32_t *)buf[2], (uint32_t *)buf[3],
                     (int64_t *)(void *)buf[4], buf[5], buf[6], buf[7], buf[8], buf[9], buf[10],
-                    buf[11], buf[12]};
+                    buf[11]};
     for (int64_t s = 0; s < c->slots; s++) t.tags[s] = -1;
     if (c->ker->begin) c->ker->begin();
     for (int64_t task = begin; task < end; task++) bf16_block(c, &t, task);
@@ -145,7 +131,7 @@ static void bf16_range(int64_t begin, int64_t end, void *arg) {
 int rt_attn_forward_bf16(const rt_attn *a, const nrt_tensor_view *out, const nrt_tensor_view *lse,
                          nrt_status *status) {
   const rt_gemm_kernel *ker = rt_attn_bf16_kernel(a);
-  if (!ker) return 0;
+  if (!ker || out->strides[3] != 1) return 0; /* rt_attn_bf16_store_t writes whole rows */
   bf16_ctx c = {0};
   c.a = a;
   c.ker = ker;

@@ -230,15 +230,6 @@ void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, i
   }
 }
 
-void rt_attn_transpose(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
-                       int64_t ldd) {
-  int64_t r4 = rows & ~(int64_t)3, c4 = cols & ~(int64_t)3;
-  for (int64_t r = 0; r < r4; r += 4) /* 4 x 4 blocks through shuffles */
-    for (int64_t c = 0; c < c4; c += 4) transpose4(src + r * lds + c, lds, dst + c * ldd + r, ldd);
-  for (int64_t r = 0; r < rows; r++) /* the edges one by one */
-    for (int64_t c = r < r4 ? c4 : 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
-}
-
 /* ---- bias and dropout of a block --------------------------------------------- */
 
 int rt_attn_bias(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t nq, int64_t k0,

@@ -61,9 +61,6 @@ const float *rt_attn_direct(const nrt_tensor_view *v, int64_t b, int64_t h, int6
  * nr up to ld are zeroed, and rows nc .. pad_c - 1. */
 void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                     int64_t nc, float *dst, int64_t ld, int64_t pad_c);
-/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols. */
-void rt_attn_transpose(const float *src, int64_t lds, int64_t rows, int64_t cols, float *dst,
-                       int64_t ldd);
 /* Stores rows [r0, r0 + nr) x columns [c0, c0 + nc) from src (leading
  * dimension ld), converting (round to nearest even) to the view's dtype. */
 void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
