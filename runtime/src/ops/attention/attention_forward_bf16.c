@@ -75,7 +75,6 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
   int64_t q0 = qb * BQ, nq = a->L - q0 < BQ ? a->L - q0 : BQ;
   rt_gemm_src qs = rt_attn_bf16_src(a->q, b, h, 2);
   rt_gemm_pack_panels_bf16x2(t->qb, c->ker->nr, &qs, q0, nq, 0, a->E);
-  memset(t->o, 0, (size_t)(c->v_rows * BQ) * sizeof(float));
   for (int64_t i = 0; i < BQ; i++) t->m[i] = -INFINITY, t->l[i] = 0;
   int64_t kend = a->causal && q0 + nq < a->S ? q0 + nq : a->S;
   for (int64_t k0 = 0; k0 < kend; k0 += BK) {
@@ -88,9 +87,12 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
     rt_attn_softmax_block_bf16(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
                                a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l,
                                t->alpha, c->ker->nr, t->pt);
-    rt_attn_scale_cols(t->o, a->Ev, BQ, t->alpha);
-    rt_attn_bf16_product(c->ker, (nk + 1) / 2, va, a->Ev, t->pt, nq, t->o, BQ, 1);
+    /* the first block writes O^T (the product's sum from +0 is what
+     * adding it to zeros gives), the others rescale and accumulate */
+    if (k0) rt_attn_scale_cols(t->o, a->Ev, BQ, rt_attn_round_up(nq, c->ker->nr), t->alpha);
+    rt_attn_bf16_product(c->ker, (nk + 1) / 2, va, a->Ev, t->pt, nq, t->o, BQ, k0 > 0);
   }
+  if (kend <= 0) memset(t->o, 0, (size_t)(c->v_rows * BQ) * sizeof(float)); /* no keys */
   float *lse = (float *)c->lse->data, r[RT_ATTN_BQ];
   const int64_t *ls = c->lse->strides;
   for (int64_t i = 0; i < BQ; i++) r[i] = 1.0f / t->l[i];

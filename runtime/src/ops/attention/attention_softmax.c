@@ -193,9 +193,9 @@ RT_SIMD_DEFINE(, , void, , rt_attn_scale_rows, (float *O, int64_t n, int64_t ld,
     }
 }
 
-RT_SIMD_DEFINE(, , void, , rt_attn_scale_cols, (float *O, int64_t n, int64_t ld, const float *alpha),
-               (O, n, ld, alpha)) {
-  for (int64_t c = 0; c < ld; c += 16) {
+RT_SIMD_DEFINE(, , void, , rt_attn_scale_cols, (float *O, int64_t n, int64_t ld, int64_t cols, const float *alpha),
+               (O, n, ld, cols, alpha)) {
+  for (int64_t c = 0; c < cols; c += 16) {
     float f[16] __attribute__((aligned(64))); /* a copy: O cannot alias it */
     int ones = 1;
     for (int64_t i = 0; i < 16; i++) f[i] = alpha[c + i], ones &= f[i] == 1.0f;

@@ -109,10 +109,10 @@ void rt_attn_softmax_block(float *S, const float *bias, const float *Z, int64_t 
                            float *restrict alpha);
 /* Row i of O (n rows, row stride ld) *= alpha[i] where alpha[i] != 1. */
 void rt_attn_scale_rows(float *O, int64_t n, int64_t ld, const float *alpha);
-/* Column i of O^T (n rows of ld columns, ld a multiple of 16) *= alpha[i]:
- * the same products (groups of 16 columns whose factors are all 1 are
- * left, as x * 1 is x). */
-void rt_attn_scale_cols(float *O, int64_t n, int64_t ld, const float *alpha);
+/* Column i < cols of O^T (n rows, row stride ld; cols a multiple of 16)
+ * *= alpha[i]: the same products (groups of 16 columns whose factors are
+ * all 1 are left, as x * 1 is x). */
+void rt_attn_scale_cols(float *O, int64_t n, int64_t ld, int64_t cols, const float *alpha);
 
 /* SDPA_FORWARD on the GEMM's bfloat16 micro-kernel (attention_forward_bf16.c)
  * when q is bfloat16 and the CPU has one: returns 1 with *status set when
