@@ -67,6 +67,18 @@ static void kv_panels(const bf16_ctx *c, bf16_tiles *t, int64_t b, int64_t hk, i
   *va = vd;
 }
 
+/* S^T = k q^T over key rows [0, nk) and query columns [0, nq), a register
+ * tile per call. Causal (first = k0 - q0): tiles whose keys all lie past
+ * every query of their columns are skipped, as the softmax never reads
+ * them (row j from column (first + j) rounded down to 16). */
+static void scores(const rt_gemm_kernel *ker, int64_t k2, const uint32_t *ka, int64_t nk,
+                   const uint32_t *qb, int64_t nq, float *S, int64_t first) {
+  for (int64_t i = 0; i < nk; i += ker->mr)
+    for (int64_t j = 0; j < nq; j += ker->nr)
+      if (((first + i) & ~(int64_t)15) < j + ker->nr)
+        ker->bf16(k2, ka + i * k2, qb + j * k2, ker->nr, S + i * RT_ATTN_BQ + j, RT_ATTN_BQ, 1.0f, 0.0f);
+}
+
 static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
   const rt_attn *a = c->a;
   const int64_t BQ = RT_ATTN_BQ, BK = RT_ATTN_BK;
@@ -81,11 +93,12 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
     int64_t nk = a->S - k0 < BK ? a->S - k0 : BK;
     const uint32_t *ka, *va;
     kv_panels(c, t, b, hk, k0 / BK, &ka, &va);
-    rt_attn_bf16_product(c->ker, c->k2_e, ka, nk, t->qb, nq, t->s, BQ, 0);
+    int64_t first = a->causal ? k0 - q0 : -((int64_t)1 << 40);
+    scores(c->ker, c->k2_e, ka, nk, t->qb, nq, t->s, first);
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
     rt_attn_softmax_block_bf16(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
-                               a->causal ? k0 - q0 : -((int64_t)1 << 40), nq, a->scale, t->m, t->l,
+                               first, nq, a->scale, t->m, t->l,
                                t->alpha, c->ker->nr, t->pt);
     /* the first block writes O^T (the product's sum from +0 is what
      * adding it to zeros gives), the others rescale and accumulate */
