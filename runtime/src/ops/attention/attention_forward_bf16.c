@@ -98,8 +98,7 @@ static void bf16_block(const bf16_ctx *c, bf16_tiles *t, int64_t task) {
     int has_bias = a->mask && rt_attn_bias(a, b, h, q0, nq, k0, nk, t->bias, BQ, 1);
     if (a->dropout) rt_attn_dropout(a, b, h, q0, nq, k0, nk, t->z, BQ, 1);
     rt_attn_softmax_block_bf16(t->s, has_bias ? t->bias : NULL, a->dropout ? t->z : NULL, nk, BQ,
-                               first, nq, a->scale, t->m, t->l,
-                               t->alpha, c->ker->nr, t->pt);
+                               first, nq, a->scale, t->m, t->l, t->alpha, c->ker->nr, t->pt);
     /* the first block writes O^T (the product's sum from +0 is what
      * adding it to zeros gives), the others rescale and accumulate */
     if (k0) rt_attn_scale_cols(t->o, a->Ev, BQ, rt_attn_round_up(nq, c->ker->nr), t->alpha);
