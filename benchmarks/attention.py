@@ -18,6 +18,7 @@ instead of wall time; run it with one thread on each side, so that neither
 counts threads waiting for a core:
 
     python benchmarks/attention.py [--repeats N] [--cpu-threads T] [--quick]
+        [--dtype float32|bfloat16] [--no-adamw]
     TORCHNEURON_NUM_THREADS=1 python benchmarks/attention.py --cpu-time --cpu-threads 1
 """
 
@@ -44,11 +45,13 @@ def cpu_seconds(fn, sync, repeats):
 
 
 def sdpa_cases(args):
-    """(shape, dtype) rows: the train.py GPT shapes, then GPT-2 small."""
+    """(shape, dtype) rows: the train.py GPT shapes, then GPT-2 small;
+    --dtype keeps one dtype's rows."""
     cases = [((16, 8, 128, 32), torch.float32), ((32, 4, 64, 32), torch.float32)]
     lengths = [256] if args.quick else [256, 1024]
     dtypes = [torch.float32] if args.quick else [torch.float32, torch.bfloat16]
-    return cases + [((8, 12, L, 64), dtype) for L in lengths for dtype in dtypes]
+    cases += [((8, 12, L, 64), dtype) for L in lengths for dtype in dtypes]
+    return [c for c in cases if args.dtype in (None, str(c[1])[6:])]
 
 
 def sdpa_rows(args):
@@ -109,12 +112,16 @@ def main():
     parser.add_argument("--quick", action="store_true", help="L=256 float32 only")
     parser.add_argument("--cpu-time", action="store_true",
                         help="process CPU time instead of wall time (see above)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                        help="only the SDPA rows of this dtype")
+    parser.add_argument("--no-adamw", action="store_true", help="skip the AdamW rows")
     args = parser.parse_args()
     args.timer = cpu_seconds if args.cpu_time else seconds
     torch.set_num_threads(args.cpu_threads)
     print("load average (1, 5, 15 min): %.2f %.2f %.2f on %d cores" % (*os.getloadavg(), os.cpu_count()))
     sdpa_rows(args)
-    adamw_rows(args)
+    if not args.no_adamw:
+        adamw_rows(args)
 
 
 if __name__ == "__main__":

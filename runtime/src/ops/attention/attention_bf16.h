@@ -33,6 +33,22 @@ void rt_attn_bf16_pack_a(const rt_gemm_kernel *ker, uint32_t *dst, const rt_gemm
 void rt_attn_bf16_product(const rt_gemm_kernel *ker, int64_t k2, const uint32_t *a, int64_t rows,
                           const uint32_t *b, int64_t cols, float *C, int64_t ldc, int accumulate);
 
+/* rt_attn_softmax_block with the weights P^T rounded to bfloat16 and
+ * written as the B panels (nr columns each, pairs of keys) of the product
+ * O^T += V^T P^T, for all ld columns; S keeps the masked scores. The same
+ * bits as rt_attn_softmax_block, rt_attn_bf16_round and
+ * rt_gemm_pack_panels_bf16x2 in turn (attention_softmax.c). */
+void rt_attn_softmax_block_bf16(float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
+                                int64_t first, int64_t nq, float scale, float *restrict m,
+                                float *restrict l, float *restrict alpha, int nr, uint32_t *restrict pt);
+
+/* Rows [q0, q0 + nq) of out at (b, h), bfloat16 with unit column stride,
+ * from O^T (Ev rows of RT_ATTN_BQ queries): column i times r[i], or 0
+ * where l[i] == 0 (every key masked), rounded as rt_bfloat16_from_float;
+ * r and l hold RT_ATTN_BQ values. AVX-512 transposes in registers. */
+void rt_attn_bf16_store_t(const nrt_tensor_view *out, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                          int64_t Ev, const float *ot, const float *r, const float *l);
+
 /* n float32 values to bfloat16 (rt_bfloat16_from_float, vectorised). */
 void rt_attn_bf16_round(const float *w, int64_t n, uint16_t *p);
 

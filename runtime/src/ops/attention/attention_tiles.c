@@ -195,6 +195,11 @@ void rt_attn_load_t(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, 
   if (pad_c > nc) memset(dst + nc * ld, 0, (size_t)((pad_c - nc) * ld) * sizeof(float));
 }
 
+/* A contiguous bfloat16 row, vectorised. */
+RT_SIMD_VOID(bf16_row, (const float *s, int64_t n, uint16_t *p), (s, n, p)) {
+  for (int64_t c = 0; c < n; c++) p[c] = rt_bfloat16_from_float(s[c]);
+}
+
 void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, int64_t nr,
                    int64_t c0, int64_t nc, const float *src, int64_t ld) {
   int64_t st = v->strides[3];
@@ -210,7 +215,11 @@ void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, i
         }
         break;
       case NRT_BFLOAT16:
-        for (int64_t c = 0; c < nc; c++) ((uint16_t *)p)[c * st] = rt_bfloat16_from_float(s[c]);
+        if (st == 1) {
+          bf16_row(s, nc, (uint16_t *)p);
+        } else {
+          for (int64_t c = 0; c < nc; c++) ((uint16_t *)p)[c * st] = rt_bfloat16_from_float(s[c]);
+        }
         break;
       case NRT_FLOAT16:
         for (int64_t c = 0; c < nc; c++) ((uint16_t *)p)[c * st] = rt_half_from_float(s[c]);

@@ -102,13 +102,17 @@ void rt_attn_gemm_at(int64_t m, int64_t n, int64_t k, const float *A, int64_t ld
 void rt_attn_row_scale(float *x, int64_t n, float s);
 
 /* One block of transposed scores S (row j: key k0 + j, column i: query
- * q0 + i, row stride ld) through the online softmax (attention_forward.c
+ * q0 + i, row stride ld) through the online softmax (attention_softmax.c
  * says how); gives in alpha the factor for the rows of O. */
 void rt_attn_softmax_block(float *S, const float *bias, const float *Z, int64_t nk, int64_t ld,
                            int64_t first, int64_t nq, float scale, float *restrict m, float *restrict l,
                            float *restrict alpha);
 /* Row i of O (n rows, row stride ld) *= alpha[i] where alpha[i] != 1. */
 void rt_attn_scale_rows(float *O, int64_t n, int64_t ld, const float *alpha);
+/* Column i < cols of O^T (n rows, row stride ld; cols a multiple of 16)
+ * *= alpha[i]: the same products (groups of 16 columns whose factors are
+ * all 1 are left, as x * 1 is x). */
+void rt_attn_scale_cols(float *O, int64_t n, int64_t ld, int64_t cols, const float *alpha);
 
 /* SDPA_FORWARD on the GEMM's bfloat16 micro-kernel (attention_forward_bf16.c)
  * when q is bfloat16 and the CPU has one: returns 1 with *status set when
