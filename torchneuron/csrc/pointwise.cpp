@@ -259,6 +259,7 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
+    refuse_complex_extrema(stack);
     if (try_native_wide_unsigned(stack) || try_native_wide_unsigned_bits(stack) ||
         try_native_wide_unsigned_signbit(stack))
       return;
@@ -271,6 +272,22 @@ class PointwiseCore {
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
     run_through_fallback(base.c_str(), variant.c_str(), stack);
+  }
+
+  // maximum, minimum, fmax and fmin have no complex kernel on the CPU
+  // either: its error, raised here rather than by the fallback.
+  void refuse_complex_extrema(torch::jit::Stack* stack) const {
+    const std::string base = name_.substr(0, name_.find('.'));
+    if (base != "maximum" && base != "minimum" && base != "fmax" && base != "fmin") return;
+    const c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    bool complex = false;
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (roles_[i] != Role::Input || !args[i].isTensor()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!is_neuron(t)) return;  // the CPU's device error first
+      complex = complex || t.is_complex();
+    }
+    TORCH_CHECK(!complex, base, " not implemented for complex tensors.");
   }
 
   // The native complex kernels of this overload, tried in turn.
