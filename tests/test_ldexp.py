@@ -63,3 +63,10 @@ def test_ldexp_layouts_out_and_inplace():
     with pytest.raises(NotImplementedError) as dev_err:
         torch.ldexp(d, torch.tensor(True, device=DEV))
     assert str(dev_err.value) == str(cpu_err.value)
+    # in place, a broadcast shape larger than self: the CPU's error at every dtype
+    for a, b in ((x[:, :1], e), (x.to(torch.complex64)[:, :1], e.to(torch.complex64)), (x.double()[:1], e[:, None])):
+        with pytest.raises(RuntimeError) as cpu_err:
+            a.clone().ldexp_(b)
+        with pytest.raises(RuntimeError) as dev_err:
+            a.to(DEV).ldexp_(b.to(DEV))
+        assert str(dev_err.value) == str(cpu_err.value)

@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "inplace_broadcast.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
 #include "shape_common.h"
@@ -68,8 +69,9 @@ at::Tensor& ldexp_out(const at::Tensor& self, const at::Tensor& other, at::Tenso
 at::Tensor& ldexp_(at::Tensor& self, const at::Tensor& other) {
   NEURON_TRACK_OP("aten::ldexp_");
   check_exponent(self, other);
-  if (!exact_path(self, other) || at::infer_size(self.sizes(), other.sizes()) != self.sizes())
-    return at::native::ldexp_(self, other);  // (a larger broadcast shape: ATen's error)
+  // (ATen's composite, whose mul_out would resize self, does not check it)
+  check_inplace_broadcast(self.sizes(), {other.sizes()});
+  if (!exact_path(self, other)) return at::native::ldexp_(self, other);
   self.copy_(ldexp_exact(self, other));
   return self;
 }
