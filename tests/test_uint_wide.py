@@ -109,25 +109,170 @@ def test_shape_ops(dtype):
 
 
 @pytest.mark.parametrize("dtype", UDTYPES)
-def test_other_ops_fall_back_with_cpu_results(dtype):
+def test_ops_the_cpu_lacks_raise_its_error(dtype):
     x = _values(dtype, 4, 3)
     d = x.to(DEV)
-    torchneuron.clear_op_tracking()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # ops the CPU has for these dtypes: the CPU's values
-        assert_same((d * d).cpu(), x * x)
-        assert_same((d & d[:, :1]).cpu(), x & x[:, :1])
-        assert_same((d == d.flip(0)).cpu(), x == x.flip(0))
-        assert_same(d.sum().cpu(), x.sum())
-        # ops the CPU lacks for them: the CPU's error, not a neuron one
-        with pytest.raises(NotImplementedError) as cpu_err:
-            x + x
-        with pytest.raises(NotImplementedError) as dev_err:
-            d + d
-        assert str(dev_err.value) == str(cpu_err.value)
-    counted = torchneuron.get_fallback_ops()
-    assert "aten::sum" in counted and "aten::mul.Tensor" not in counted and "aten::eq.Tensor" not in counted
+        # ops the CPU lacks for them: the CPU's error (through the
+        # fallback), not a neuron one
+        for fn in (lambda t: t + t, lambda t: t.sum(dtype=dtype), lambda t: t.cumsum(0, dtype=dtype),
+                   lambda t: t.clone().cumsum_(0), lambda t: t.prod(dtype=dtype), torch.count_nonzero):
+            with pytest.raises(NotImplementedError) as cpu_err:
+                fn(x)
+            with pytest.raises(NotImplementedError) as dev_err:
+                fn(d)
+            assert str(dev_err.value) == str(cpu_err.value)
+    assert "aten::add.Tensor" in torchneuron.get_fallback_ops()
+
+
+def _wrapping_values(dtype, *shape):
+    """_values with the top of the dtype, a value above the signed range and,
+    for uint64, one above int64's (the bits of a negative int64)."""
+    x = _values(dtype, *shape)
+    flat = x.view(-1)
+    flat[2] = TOP[dtype] - 1
+    flat[3] = TOP[dtype] // 2 + 7
+    if dtype == torch.uint64:
+        flat.view(torch.int64)[4] = -(2**63) + 9
+    return x
+
+
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_reductions_and_scans_run_natively(dtype):
+    """sum, nansum, prod, cumsum, cumprod (in int64 by default, wrapping as
+    the CPU's, or in the dtype= or out='s dtype), mean with a dtype, any,
+    all, count_nonzero: the CPU's values, contiguous, strided, broadcast,
+    zero-size and 0-d; nothing falls back."""
+    x = _wrapping_values(dtype, 4, 6)
+    cases = [x, x.t(), x[:, ::2], x[:1].expand(3, 6), x[:0], x[1, 2]]
+    with no_fallback():
+        for a in cases:
+            d = a.to(DEV)
+            dims = [0, -1] if a.dim() else [0]
+            assert_same(d.sum().cpu(), a.sum())
+            assert_same(d.nansum().cpu(), a.nansum())
+            assert_same(d.prod().cpu(), a.prod())
+            assert_same(d.any().cpu(), a.any())
+            assert_same(d.all().cpu(), a.all())
+            if a.dim():  # (no dims: the CPU's error, below)
+                assert_same(torch.count_nonzero(d, tuple(range(a.dim()))).cpu(),
+                            torch.count_nonzero(a, tuple(range(a.dim()))))
+            assert_same(d.sum(dtype=torch.int32).cpu(), a.sum(dtype=torch.int32))
+            torch.testing.assert_close(d.sum(dtype=torch.float64).cpu(), a.sum(dtype=torch.float64))
+            torch.testing.assert_close(d.sum(dtype=torch.complex128).cpu(), a.sum(dtype=torch.complex128))
+            if a.numel():
+                torch.testing.assert_close(d.mean(dtype=torch.float64).cpu(), a.mean(dtype=torch.float64))
+            for dim in dims:
+                assert_same(d.sum(dim, keepdim=True).cpu(), a.sum(dim, keepdim=True))
+                assert_same(d.nansum(dim).cpu(), a.nansum(dim))
+                assert_same(d.prod(dim).cpu(), a.prod(dim))
+                assert_same(d.cumsum(dim).cpu(), a.cumsum(dim))
+                assert_same(d.cumprod(dim).cpu(), a.cumprod(dim))
+                torch.testing.assert_close(d.cumsum(dim, dtype=torch.float32).cpu(),
+                                           a.cumsum(dim, dtype=torch.float32))
+                assert_same(d.any(dim).cpu(), a.any(dim))
+                assert_same(d.all(dim, keepdim=True).cpu(), a.all(dim, keepdim=True))
+                assert_same(torch.count_nonzero(d, dim).cpu(), torch.count_nonzero(a, dim))
+                if a.numel():
+                    torch.testing.assert_close(d.mean(dim, dtype=torch.float32).cpu(),
+                                               a.mean(dim, dtype=torch.float32))
+        d = x.to(DEV)
+        for fn in (lambda t, o: torch.sum(t, 0, out=o), lambda t, o: torch.cumsum(t, 1, out=o),
+                   lambda t, o: torch.prod(t, 1, out=o), lambda t, o: torch.nansum(t, 0, out=o),
+                   lambda t, o: torch.cumprod(t, 0, out=o)):
+            out = torch.empty(0, dtype=torch.int64, device=DEV)
+            got = fn(d, out)
+            assert got is out
+            assert_same(out.cpu(), fn(x, torch.empty(0, dtype=torch.int64)))
+        for fn in (lambda t, o: torch.any(t, 0, out=o), lambda t, o: torch.all(t, out=o)):
+            out = torch.empty(0, dtype=torch.bool, device=DEV)
+            assert fn(d, out) is out
+            assert_same(out.cpu(), fn(x, torch.empty(0, dtype=torch.bool)))
+    assert torch.tensor([2**64 - 1, 2**63], dtype=torch.uint64).to(DEV).sum().item() == 2**63 - 1  # wraps
+
+
+@pytest.mark.parametrize("dtype", UDTYPES)
+def test_integer_copies_where_and_written_outputs_run_natively(dtype):
+    """floor, ceil, trunc, round and nan_to_num copy an integer; isnan and
+    signbit are false; where with a bool condition, Python numbers and 0-d
+    host tensors; in-place and out= forms of the bit ops. The CPU's values,
+    nothing falls back."""
+    x = _wrapping_values(dtype, 4, 3)
+    y = x.flip(0)
+    cond = torch.tensor([True, False, True]).expand(4, 3)
+    big = TOP[dtype] // 2 + 3  # negative as the signed dtype
+    with no_fallback():
+        for a in (x, x.t(), x[:, ::2], x[:0], x[1, 2]):
+            d = a.to(DEV)
+            for fn in (torch.floor, torch.ceil, torch.trunc, torch.round, torch.nan_to_num, torch.isnan,
+                       torch.signbit):
+                assert_same(fn(d).cpu(), fn(a))
+            for fn in (torch.Tensor.floor_, torch.Tensor.round_, lambda t: t.mul_(big), lambda t: t.bitwise_xor_(t)):
+                dc = d.clone()
+                assert fn(dc) is dc
+                assert_same(dc.cpu(), fn(a.clone()))
+        d, e = x.to(DEV), y.to(DEV)
+        c = cond.to(DEV)
+        assert_same(torch.where(c, d, e).cpu(), torch.where(cond, x, y))
+        assert_same(torch.where(c[:1], d, big).cpu(), torch.where(cond[:1], x, big))
+        assert_same(torch.where(c, 5, d).cpu(), torch.where(cond, 5, x))
+        host = torch.tensor(big, dtype=dtype)
+        assert_same(torch.where(c, d, host).cpu(), torch.where(cond, x, host))
+        assert_same((d * host).cpu(), x * host)
+        out = torch.empty(4, 3, dtype=dtype, device=DEV)
+        assert torch.where(c, d, e, out=out) is out
+        assert_same(out.cpu(), torch.where(cond, x, y))
+        assert torch.mul(d, e, out=out) is out
+        assert_same(out.cpu(), x * y)
+        mask = torch.empty(0, dtype=torch.bool, device=DEV)
+        assert torch.eq(d, e, out=mask) is mask
+        assert_same(mask.cpu(), x == y)
+        dc = d.clone()
+        assert_same(dc.eq_(e).cpu(), x.clone().eq_(y))
+
+
+DIGITS = {torch.float16: 2**11, torch.bfloat16: 2**8, torch.float32: 2**24, torch.float64: 2**53}
+ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
+              torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_random_from_to_runs_natively_in_range(dtype):
+    """random_(from, to), random_(to) and randint at every dtype: values in
+    [from, to), every value of a small range drawn about equally often, the
+    CPU's errors for an empty range and bounds outside the dtype; nothing
+    falls back."""
+    lo, hi = (0, 2) if dtype == torch.bool else (0, 7) if not dtype.is_signed else (-3, 4)
+    torch.manual_seed(0)
+    with no_fallback():
+        d = torch.empty(7000, dtype=dtype, device=DEV).random_(lo, hi)
+        r = torch.randint(lo, hi, (50, 40), dtype=dtype, device=DEV)[:, ::2]
+        t = torch.empty(0, dtype=dtype, device=DEV).random_(hi)
+        s = torch.empty((), dtype=dtype, device=DEV).random_(hi)
+    assert d.dtype == dtype and t.shape == (0,) and s.shape == ()
+    counts = torch.bincount(d.cpu().to(torch.int64) - lo, minlength=hi - lo)
+    assert counts.numel() == hi - lo and d.cpu().to(torch.int64).min() >= lo
+    expected = 7000 / (hi - lo)
+    assert (counts - expected).abs().max() < 6 * expected**0.5  # every value, uniformly (6 sigma)
+    rr = r.cpu().to(torch.int64)
+    assert rr.min() >= lo and rr.max() < hi and 0 <= s.cpu().to(torch.int64) < hi
+    # to=None: the whole range of an integer dtype ([0, 2^digits] for floats)
+    if dtype not in (torch.uint64, torch.bool):
+        w = torch.empty(4000, dtype=dtype, device=DEV).random_(0, None).cpu()
+        top = torch.iinfo(dtype).max if not dtype.is_floating_point else DIGITS[dtype]
+        assert w.double().min() >= 0 and w.double().max() <= top and w.double().max() > top * 0.9
+    for args in ((5, 5), (-1, 5), (0, 2**40), (0, None)):
+        try:
+            torch.empty(3, dtype=dtype).random_(*args)
+        except RuntimeError as cpu_err:
+            with pytest.raises(RuntimeError) as dev_err:
+                torch.empty(3, dtype=dtype, device=DEV).random_(*args)
+            assert str(dev_err.value) == str(cpu_err)
+        else:
+            with no_fallback():
+                v = torch.empty(3, dtype=dtype, device=DEV).random_(*args).cpu()
+            assert v.double().min() >= args[0]
 
 
 @pytest.mark.parametrize("dtype", UDTYPES)

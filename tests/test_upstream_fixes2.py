@@ -374,3 +374,37 @@ def test_complex_with_another_dtype_or_a_cpu_scalar_tensor_is_native(op, cdtype,
         got = OPS[op](x, y)
         assert got.dtype == want.dtype and got.device.type == DEV
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+
+
+# ---- test_binary_ufuncs.py, session s42-ufall -----------------------------------------
+# test_maximum_minimum_complex: the CPU's error, raised natively (no fallback).
+@pytest.mark.parametrize("op", [torch.maximum, torch.minimum, torch.fmax, torch.fmin, torch.max, torch.min])
+@pytest.mark.parametrize("dtypes", [(torch.complex64, torch.float32), (torch.int64, torch.complex128),
+                                    (torch.complex64, torch.complex64)])
+def test_extrema_of_complex_raise_the_cpu_error(op, dtypes):
+    assert_raises_like_cpu(lambda d: op(torch.ones(2, dtype=dtypes[0], device=d),
+                                        torch.ones(2, dtype=dtypes[1], device=d)))
+    assert_raises_like_cpu(lambda d: torch.maximum(torch.ones(2, dtype=dtypes[0], device=d),
+                                                   torch.ones(2, dtype=dtypes[1], device=d),
+                                                   out=torch.empty(2, dtype=dtypes[0], device=d)))
+
+
+# test_lerp (complex, a 0-d weight on the CPU) and
+# test_lerp_weight_scalar_tensor_promotion (complex, a 0-d float weight).
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_lerp_with_a_0d_weight_runs_natively(dtype):
+    g = torch.Generator().manual_seed(3)
+    start = torch.randn(5, 5, dtype=dtype, generator=g)
+    end = torch.randn(5, dtype=dtype, generator=g)
+    for weight in (torch.randn([], dtype=dtype, generator=g), torch.tensor(0.25), torch.tensor(0.5, dtype=torch.float64),
+                   torch.tensor(3)):
+        want = torch.lerp(start, end, weight)
+        for w in (weight, weight.to(DEV)):
+            got = torch.lerp(start.to(DEV), end.to(DEV), w)
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got.cpu(), want)
+            out = torch.tensor(1.0, dtype=dtype, device=DEV)
+            torch.lerp(start.to(DEV), end.to(DEV), w, out=out)
+            torch.testing.assert_close(out.cpu(), want)
+        got = start.t().to(DEV).lerp(end.to(DEV), weight)  # strided self
+        torch.testing.assert_close(got.cpu(), start.t().lerp(end, weight))

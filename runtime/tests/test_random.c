@@ -372,7 +372,7 @@ static void test_bernoulli_tensor_matches_twin(void) {
 }
 
 /* RANDOM over small, 2^32-plus and full 2^64 ranges, in int64 and
- * converted to int8 and float32. */
+ * converted to int8, float32, uint16 and uint64 (modulo 2^n, as C casts). */
 static void test_random_matches_twin(void) {
   static const struct { uint64_t range; int64_t base; } cases[] = {
       {10, -5}, {(1ull << 40) + 7, 3}, {0, 0}, {1ull << 24, 0}, {UINT32_MAX, 1}, {1ull << 32, 0}};
@@ -382,8 +382,11 @@ static void test_random_matches_twin(void) {
     int64_t *out = dev_alloc((size_t)n * 8);
     float *f = dev_alloc((size_t)n * 4);
     int8_t *b = dev_alloc((size_t)n);
+    uint16_t *h = dev_alloc((size_t)n * 2);
+    uint64_t *u = dev_alloc((size_t)n * 8);
     nrt_tensor_view v = layout_view(l, out, NRT_INT64), vf = layout_view(l, f, NRT_FLOAT32),
-                    vb = layout_view(l, b, NRT_INT8);
+                    vb = layout_view(l, b, NRT_INT8), vh = layout_view(l, h, NRT_UINT16),
+                    vu = layout_view(l, u, NRT_UINT64);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       nrt_op op = random_op(NRT_OP_RANDOM, 1, 1, &v, 0, NULL);
       op.num_scalars = 4;
@@ -394,6 +397,10 @@ static void test_random_matches_twin(void) {
       CHECK_OK(nrt_op_execute(&op));
       op.operands[0] = vb;
       CHECK_OK(nrt_op_execute(&op));
+      op.operands[0] = vh;
+      CHECK_OK(nrt_op_execute(&op));
+      op.operands[0] = vu;
+      CHECK_OK(nrt_op_execute(&op));
       int ok = 1;
       for (int64_t i = 0; i < n; i++) {
         uint64_t x = w64(i);
@@ -401,12 +408,16 @@ static void test_random_matches_twin(void) {
         ok &= ((int64_t *)host_of(out))[at(&v, i)] == expect;
         ok &= ((float *)host_of(f))[at(&vf, i)] == (float)expect;
         ok &= ((int8_t *)host_of(b))[at(&vb, i)] == (int8_t)expect;
+        ok &= ((uint16_t *)host_of(h))[at(&vh, i)] == (uint16_t)expect;
+        ok &= ((uint64_t *)host_of(u))[at(&vu, i)] == (uint64_t)expect;
       }
       CHECK(ok);
     }
     CHECK_OK(nrt_free(out));
     CHECK_OK(nrt_free(f));
     CHECK_OK(nrt_free(b));
+    CHECK_OK(nrt_free(h));
+    CHECK_OK(nrt_free(u));
   }
 }
 

@@ -55,8 +55,14 @@ bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) 
   at::Tensor weight;
   c10::complex<double> w_number;
   if (tensor_weight) {
-    if (!args[2].isTensor() || !neuron_of(args[2].toTensor(), dtype, device)) return false;
+    if (!args[2].isTensor() || !args[2].toTensor().defined()) return false;
     weight = args[2].toTensor();
+    // a 0-d weight (on the host too, or of another dtype) is read as a
+    // number by the CPU: converted to the inputs' dtype on the device
+    if (weight.dim() == 0 && (weight.is_cpu() || weight.device() == device) &&
+        weight.scalar_type() != at::kBool && weight.scalar_type() != at::kComplexHalf)
+      weight = weight.to(device, dtype);
+    if (!neuron_of(weight, dtype, device)) return false;
   } else {
     if (!args[2].isScalar()) return false;
     w_number = args[2].toScalar().toComplexDouble();

@@ -67,13 +67,27 @@ bool try_native_complex_add(torch::jit::Stack* stack, bool subtract) {
   const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
   const c10::Scalar alpha = args[2].toScalar();
   if (!a.defined() || !a.is_complex() || !plain_complex(a, a.scalar_type()) ||
-      !plain_complex(b, a.scalar_type()) || a.device() != b.device() || alpha.isComplex())
+      !plain_complex(b, a.scalar_type()) || a.device() != b.device())
     return false;
   NEURON_TRACK_OP(subtract ? "aten::sub.Tensor(complex)" : "aten::add.Tensor(complex)");
   c10::DeviceGuard guard(a.device());
-  // The (real, imaginary) planes add as real tensors: one native op.
-  at::Tensor sum = subtract ? at::sub(at::view_as_real(a), at::view_as_real(b), alpha)
-                            : at::add(at::view_as_real(a), at::view_as_real(b), alpha);
+  at::Tensor sum;
+  if (alpha.isComplex()) {
+    // The CPU's a + w * b (w = -alpha for sub): b times w as a complex
+    // product (NaN where 0 meets inf, as the CPU's), then the planes add.
+    c10::complex<double> w = alpha.toComplexDouble();
+    if (subtract) w = -w;
+    at::Tensor product = at::empty(b.sizes(), b.options());
+    if (product.numel() > 0) complex_mul_into(product, b, at::scalar_tensor(c10::Scalar(w), b.options()));
+    sum = at::add(at::view_as_real(a), at::view_as_real(product));
+  } else {
+    // A real alpha: the (real, imaginary) planes add as real tensors, one
+    // native op. (The CPU multiplies by alpha + 0i, so an infinite or NaN
+    // part of b makes the other part NaN there: not matched, see
+    // docs/conformance.md.)
+    sum = subtract ? at::sub(at::view_as_real(a), at::view_as_real(b), alpha)
+                   : at::add(at::view_as_real(a), at::view_as_real(b), alpha);
+  }
   at::Tensor out = at::view_as_complex(sum);
   torch::jit::drop(*stack, 3);
   torch::jit::push(*stack, std::move(out));

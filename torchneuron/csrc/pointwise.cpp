@@ -23,6 +23,7 @@
 #include "op_tracking.h"
 #include "runtime_check.h"
 #include "tensor_view.h"
+#include "wide_unsigned.h"
 
 namespace torchneuron {
 namespace {
@@ -258,7 +259,10 @@ class PointwiseCore {
 
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
-    if (try_native_wide_unsigned(stack) || try_native_wide_unsigned_bits(stack)) return;
+    refuse_complex_extrema(stack);
+    if (try_native_wide_unsigned(stack) || try_native_wide_unsigned_bits(stack) ||
+        try_native_wide_unsigned_signbit(stack))
+      return;
     const int64_t mark = complex_count_.mark();
     // complex32 computes in complex64 (the fallback's complex32 path), not
     // on float16 planes
@@ -268,6 +272,22 @@ class PointwiseCore {
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
     run_through_fallback(base.c_str(), variant.c_str(), stack);
+  }
+
+  // maximum, minimum, fmax and fmin have no complex kernel on the CPU
+  // either: its error, raised here rather than by the fallback.
+  void refuse_complex_extrema(torch::jit::Stack* stack) const {
+    const std::string base = name_.substr(0, name_.find('.'));
+    if (base != "maximum" && base != "minimum" && base != "fmax" && base != "fmin") return;
+    const c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    bool complex = false;
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (roles_[i] != Role::Input || !args[i].isTensor()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!is_neuron(t)) return;  // the CPU's device error first
+      complex = complex || t.is_complex();
+    }
+    TORCH_CHECK(!complex, base, " not implemented for complex tensors.");
   }
 
   // The native complex kernels of this overload, tried in turn.
@@ -327,34 +347,78 @@ class PointwiseCore {
   }
 
   // The ops the CPU defines for uint16/32/64 whose bits do not depend on
-  // signedness (wrapping mul, eq/ne, bitwise and/or/xor) run on the tensors
-  // viewed as the signed dtype of the same width: arithmetic modulo 2^n and
-  // the conversion of a scalar operand agree bit for bit. Functional calls
-  // on one such dtype only (the CPU refuses to promote them).
+  // signedness (wrapping mul, eq/ne, bitwise and/or/xor, where; floor,
+  // ceil, trunc, round and nan_to_num, which copy an integer; isnan,
+  // false) run on the tensors viewed as the signed dtype of the same width:
+  // arithmetic modulo 2^n and the conversion of a scalar operand agree bit
+  // for bit. Inputs of one such dtype only (the CPU refuses to promote
+  // them; where's condition aside), on the device or 0-d on the host;
+  // outputs of that dtype or another (a bool out=); an in-place or out=
+  // call returns the tensor it wrote.
   bool try_native_wide_unsigned_bits(torch::jit::Stack* stack) const {
-    if (!named({"mul.Tensor", "mul.Scalar", "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "bitwise_and.Tensor",
-                "bitwise_and.Scalar", "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_xor.Tensor",
-                "bitwise_xor.Scalar"}))
+    if (!named({"mul.Tensor", "mul.Scalar", "mul.out", "mul_.Tensor", "mul_.Scalar", "eq.Tensor", "eq.Scalar",
+                "eq.Tensor_out", "eq.Scalar_out", "ne.Tensor", "ne.Scalar", "ne.Tensor_out", "ne.Scalar_out",
+                "bitwise_and.Tensor", "bitwise_and.Scalar", "bitwise_and.Tensor_out", "bitwise_and_.Tensor",
+                "bitwise_and_.Scalar", "bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_or.Tensor_out",
+                "bitwise_or_.Tensor", "bitwise_or_.Scalar", "bitwise_xor.Tensor", "bitwise_xor.Scalar",
+                "bitwise_xor.Tensor_out", "bitwise_xor_.Tensor", "bitwise_xor_.Scalar", "floor", "floor_",
+                "floor.out", "ceil", "ceil_", "ceil.out", "trunc", "trunc_", "trunc.out", "round", "round_",
+                "round.out", "nan_to_num", "nan_to_num_", "nan_to_num.out", "isnan", "where.self",
+                "where.self_out", "eq_.Tensor", "eq_.Scalar", "ne_.Tensor", "ne_.Scalar", "bitwise_and.Scalar_out",
+                "bitwise_or.Scalar_out", "bitwise_xor.Scalar_out"}))
       return false;
     c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    const bool where = named({"where.self", "where.self_out"});
     std::optional<at::ScalarType> wide;
+    std::optional<at::Tensor> written;
+    std::optional<c10::Device> device;
     for (size_t i = 0; i < roles_.size(); i++) {
-      if (!args[i].isTensor()) continue;
+      if (!args[i].isTensor() || (where && i == 0)) continue;
       const at::Tensor& t = args[i].toTensor();
       if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number()) continue;  // a Python number
+      const bool host_scalar = roles_[i] == Role::Input && t.defined() && t.is_cpu() && t.dim() == 0;
+      if (!is_neuron(t) && !host_scalar) return false;
+      if (is_neuron(t)) {
+        if (device && *device != t.device()) return false;
+        device = t.device();
+      }
       const at::ScalarType d = t.scalar_type();
-      if (roles_[i] != Role::Input || !is_neuron(t) || !(d == at::kUInt16 || d == at::kUInt32 || d == at::kUInt64) ||
-          (wide && *wide != d))
+      if (roles_[i] == Role::Output) {
+        written = t;
+        continue;
+      }
+      if ((roles_[i] != Role::Input && roles_[i] != Role::SelfInOut) || !is_wide_unsigned(d) || (wide && *wide != d))
         return false;
+      if (roles_[i] == Role::SelfInOut) written = t;
       wide = d;
     }
-    if (!wide) return false;
-    const at::ScalarType same_width = *wide == at::kUInt16 ? at::kShort : *wide == at::kUInt32 ? at::kInt : at::kLong;
-    for (size_t i = 0; i < roles_.size(); i++)
-      if (args[i].isTensor() && is_neuron(args[i].toTensor())) args[i] = args[i].toTensor().view(same_width);
+    if (!wide || !device || (written && is_wide_unsigned(written->scalar_type()) && written->scalar_type() != *wide))
+      return false;
+    const at::ScalarType same_width = same_width_signed(*wide);
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (!args[i].isTensor() || (where && i == 0)) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number() || t.scalar_type() != *wide) continue;
+      args[i] = (is_neuron(t) ? t : t.to(*device)).view(same_width);  // a 0-d host tensor: as the CPU reads it
+    }
     run_boxed(stack);
+    if (written) {
+      stack->back() = *written;
+      return true;
+    }
     at::Tensor& result = stack->back().toTensor();
     if (result.scalar_type() == same_width) stack->back() = result.view(*wide);
+    return true;
+  }
+
+  // signbit of an unsigned integer is false, which the same-width signed
+  // view would not give: the CPU's all-false result, made on the device.
+  bool try_native_wide_unsigned_signbit(torch::jit::Stack* stack) const {
+    if (!named({"signbit"})) return false;
+    const at::Tensor& self = stack->back().toTensor();
+    if (!is_neuron(self) || !is_wide_unsigned(self.scalar_type())) return false;
+    at::Tensor result = at::zeros(self.sizes(), self.options().dtype(at::kBool));
+    stack->back() = std::move(result);
     return true;
   }
 

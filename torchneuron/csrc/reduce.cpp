@@ -44,6 +44,7 @@
 #include "storage_fallback.h"
 #include "structured_outputs.h"
 #include "tensor_view.h"
+#include "wide_unsigned.h"
 #include "runtime_limits.h"
 #include "op_scalars.h"
 
@@ -1010,7 +1011,7 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
 
 // sum.dim_IntList of a complex neuron tensor (no dtype= or the same one,
 // not a 0-d tensor) on the real planes; any other storage-dtype call goes to
-// the fallback, the rest to sum_dim.
+// the fallback (but wide unsigned inputs: wide_unsigned.h), the rest to sum_dim.
 at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                               std::optional<at::ScalarType> dtype) {
   if (self.is_complex() && self.scalar_type() != at::kComplexHalf && (!dtype || *dtype == self.scalar_type()) &&
@@ -1019,6 +1020,9 @@ at::Tensor sum_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, b
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/false);
   }
+  if (auto r = wide_unsigned_accumulate(self, dtype, nullptr,
+                                        [&](const at::Tensor& s) { return at::sum(s, dim, keepdim, dtype); }))
+    return *r;
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack;
     stack.emplace_back(self);
@@ -1044,6 +1048,8 @@ at::Tensor sum_all_or_complex(const at::Tensor& self, std::optional<at::ScalarTy
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, {}, /*keepdim=*/false, /*mean=*/false);
   }
+  if (auto r = wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) { return at::sum(s, dtype); }))
+    return *r;
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack{self, dtype};
     run_through_fallback("aten::sum", "", &stack);
@@ -1058,6 +1064,10 @@ at::Tensor mean_all_or_complex(const at::Tensor& self, std::optional<at::ScalarT
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, {}, /*keepdim=*/false, /*mean=*/true);
   }
+  // (without dtype= the CPU refuses an integer input)
+  if (auto r = dtype ? wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) { return at::mean(s, dtype); })
+                     : std::nullopt)
+    return *r;
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack{self, dtype};
     run_through_fallback("aten::mean", "", &stack);
@@ -1075,6 +1085,10 @@ at::Tensor mean_dim_or_complex(const at::Tensor& self, OptionalIntArrayRef dim, 
     c10::DeviceGuard guard(self.device());
     return complex_reduce(self, dim, keepdim, /*mean=*/true);
   }
+  if (auto r = dtype ? wide_unsigned_accumulate(self, dtype, nullptr,
+                                                [&](const at::Tensor& s) { return at::mean(s, dim, keepdim, dtype); })
+                     : std::nullopt)
+    return *r;
   if (is_storage_dtype(self.scalar_type()) || (dtype && is_storage_dtype(*dtype))) {
     torch::jit::Stack stack;
     stack.emplace_back(self);
@@ -1156,14 +1170,30 @@ NEURON_LIBRARY_IMPL(aten, m) {
                        [](const at::Tensor& self, at::IntArrayRef dim, bool keepdim, int64_t mode, at::Tensor& out) {
                          return hash_tensor_native(self, dim, keepdim, mode, &out);
                        }));
-  m.impl("nansum", native_or_fallback("nansum", nansum));
-  m.impl("nansum.out", native_or_fallback("nansum.out", nansum_out));
+  m.impl("nansum", complex_first("nansum", nansum,
+                                 [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                    std::optional<at::ScalarType> dtype) {
+                                   return wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) {
+                                     return at::nansum(s, dim, keepdim, dtype);
+                                   });
+                                 }));
+  m.impl("nansum.out", complex_first("nansum.out", nansum_out,
+                                     [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                                        std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                       return wide_unsigned_accumulate(self, dtype, &out, [&](const at::Tensor& s) {
+                                         return at::nansum_out(out, s, dim, keepdim, dtype);
+                                       });
+                                     }));
   m.impl("trace", complex_first("trace", trace, try_native_complex_trace));
   m.impl("sum", sum_all_or_complex);
   m.impl("sum.dim_IntList", sum_dim_or_complex);
   m.impl("sum.IntList_out", complex_first("sum.IntList_out", sum_dim_out,
                                           [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                              std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                            if (auto r = wide_unsigned_accumulate(self, dtype, &out, [&](const at::Tensor& s) {
+                                                  return at::sum_out(out, s, dim, keepdim, dtype);
+                                                }))
+                                              return r;
                                             return complex_into_out(self, self.scalar_type(), out, [&] {
                                               return plain_complex_reduction(self, dtype)
                                                          ? std::optional<at::Tensor>(sum_dim_or_complex(self, dim, keepdim, dtype))
@@ -1182,16 +1212,27 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                      });
                                    }));
   m.impl("prod", complex_first("prod", prod_all, [](const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+           if (auto r = wide_unsigned_accumulate(self, dtype, nullptr,
+                                                 [&](const at::Tensor& s) { return at::prod(s, dtype); }))
+             return r;
            return try_native_complex_prod(self, std::nullopt, false, dtype, nullptr);
          }));
   m.impl("prod.dim_int", complex_first("prod.dim_int", prod_dim,
                                        [](const at::Tensor& self, int64_t dim, bool keepdim,
                                           std::optional<at::ScalarType> dtype) {
+                                         if (auto r = wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) {
+                                               return at::prod(s, dim, keepdim, dtype);
+                                             }))
+                                           return r;
                                          return try_native_complex_prod(self, dim, keepdim, dtype, nullptr);
                                        }));
   m.impl("prod.int_out", complex_first("prod.int_out", prod_dim_out,
                                        [](const at::Tensor& self, int64_t dim, bool keepdim,
                                           std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                         if (auto r = wide_unsigned_accumulate(self, dtype, &out, [&](const at::Tensor& s) {
+                                               return at::prod_out(out, s, dim, keepdim, dtype);
+                                             }))
+                                           return r;
                                          return try_native_complex_prod(self, dim, keepdim, dtype, &out);
                                        }));
   m.impl("amax", native_or_fallback("amax", amax));
@@ -1283,73 +1324,122 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                             return try_native_complex_logsumexp(self, dims, keepdim);
                                           });
                                         }));
-  m.impl("any", complex_first("any", any_all, try_native_complex_any));
+  m.impl("any", complex_first("any", any_all, [](const at::Tensor& self) {
+           if (auto r = wide_unsigned_nonzero(self, [](const at::Tensor& s) { return s.any(); })) return r;
+           return try_native_complex_any(self);
+         }));
   m.impl("any.all_out", complex_first("any.all_out", any_all_out, [](const at::Tensor& self, at::Tensor& out) {
+           if (auto r = wide_unsigned_nonzero(self, [&](const at::Tensor& s) { return at::any_out(out, s); })) return r;
            return complex_nonzero_into("any", self, out, [](const at::Tensor& nz) { return nz.any(); });
          }));
   m.impl("any.dim", complex_first("any.dim", any_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           if (auto r = wide_unsigned_nonzero(self, [&](const at::Tensor& s) { return s.any(dim, keepdim); })) return r;
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->any(dim, keepdim)) : std::nullopt;
          }));
   m.impl("any.out", complex_first("any.out", any_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+                                    if (auto r = wide_unsigned_nonzero(
+                                            self, [&](const at::Tensor& s) { return at::any_out(out, s, dim, keepdim); }))
+                                      return r;
                                     return complex_nonzero_into("any", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.any(dim, keepdim); });
                                   }));
   m.impl("any.dims", complex_first("any.dims", any_dims,
                                    [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     if (auto r = wide_unsigned_nonzero(
+                                             self, [&](const at::Tensor& s) { return at::any(s, dim, keepdim); }))
+                                       return r;
                                      std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
                                      return nz ? std::optional<at::Tensor>(at::any(*nz, dim, keepdim)) : std::nullopt;
                                    }));
   m.impl("any.dims_out", complex_first("any.dims_out", any_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
+                                         if (auto r = wide_unsigned_nonzero(
+                                                 self, [&](const at::Tensor& s) { return at::any_out(out, s, dim, keepdim); }))
+                                           return r;
                                          return complex_nonzero_into("any", self, out, [&](const at::Tensor& nz) {
                                            return at::any(nz, dim, keepdim);
                                          });
                                        }));
   m.impl("all", complex_first("all", all_all, [](const at::Tensor& self) {
+           if (auto r = wide_unsigned_nonzero(self, [](const at::Tensor& s) { return s.all(); })) return r;
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->all()) : std::nullopt;
          }));
   m.impl("all.all_out", complex_first("all.all_out", all_all_out, [](const at::Tensor& self, at::Tensor& out) {
+           if (auto r = wide_unsigned_nonzero(self, [&](const at::Tensor& s) { return at::all_out(out, s); })) return r;
            return complex_nonzero_into("all", self, out, [](const at::Tensor& nz) { return nz.all(); });
          }));
   m.impl("all.dim", complex_first("all.dim", all_dim, [](const at::Tensor& self, int64_t dim, bool keepdim) {
+           if (auto r = wide_unsigned_nonzero(self, [&](const at::Tensor& s) { return s.all(dim, keepdim); })) return r;
            std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
            return nz ? std::optional<at::Tensor>(nz->all(dim, keepdim)) : std::nullopt;
          }));
   m.impl("all.out", complex_first("all.out", all_dim_out,
                                   [](const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+                                    if (auto r = wide_unsigned_nonzero(
+                                            self, [&](const at::Tensor& s) { return at::all_out(out, s, dim, keepdim); }))
+                                      return r;
                                     return complex_nonzero_into("all", self, out,
                                                                 [&](const at::Tensor& nz) { return nz.all(dim, keepdim); });
                                   }));
   m.impl("all.dims", complex_first("all.dims", all_dims,
                                    [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim) {
+                                     if (auto r = wide_unsigned_nonzero(
+                                             self, [&](const at::Tensor& s) { return at::all(s, dim, keepdim); }))
+                                       return r;
                                      std::optional<at::Tensor> nz = try_native_complex_nonzero(self);
                                      return nz ? std::optional<at::Tensor>(at::all(*nz, dim, keepdim)) : std::nullopt;
                                    }));
   m.impl("all.dims_out", complex_first("all.dims_out", all_dims_out,
                                        [](const at::Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                                           at::Tensor& out) {
+                                         if (auto r = wide_unsigned_nonzero(
+                                                 self, [&](const at::Tensor& s) { return at::all_out(out, s, dim, keepdim); }))
+                                           return r;
                                          return complex_nonzero_into("all", self, out, [&](const at::Tensor& nz) {
                                            return at::all(nz, dim, keepdim);
                                          });
                                        }));
   m.impl("count_nonzero.dim_IntList",
-         complex_first("count_nonzero.dim_IntList", count_nonzero_dims, try_native_complex_count_nonzero));
+         complex_first("count_nonzero.dim_IntList", count_nonzero_dims,
+                       [](const at::Tensor& self, at::IntArrayRef dims) {
+                         // (no dims: the CPU's all-elements kernel, which refuses them)
+                         if (auto r = dims.empty() ? std::nullopt : wide_unsigned_nonzero(
+                                 self, [&](const at::Tensor& s) { return at::count_nonzero(s, dims); }))
+                           return r;
+                         return try_native_complex_count_nonzero(self, dims);
+                       }));
   m.impl("cumsum", complex_first("cumsum", cumsum,
-                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(false, self, dim, dtype, nullptr); }));
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+                                      if (auto r = wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) { return at::cumsum(s, dim, dtype); }))
+                                        return r;
+                                      return try_native_complex_scan(false, self, dim, dtype, nullptr);
+                                    }));
   m.impl("cumsum_", complex_first("cumsum_", cumsum_,
                                     [](at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(false, self, dim, dtype, &self); }));
   m.impl("cumsum.out", complex_first("cumsum.out", cumsum_out,
-                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) { return try_native_complex_scan(false, self, dim, dtype, &out); }));
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                      if (auto r = wide_unsigned_accumulate(self, dtype, &out, [&](const at::Tensor& s) { return at::cumsum_out(out, s, dim, dtype); }))
+                                        return r;
+                                      return try_native_complex_scan(false, self, dim, dtype, &out);
+                                    }));
   m.impl("cumprod", complex_first("cumprod", cumprod,
-                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(true, self, dim, dtype, nullptr); }));
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+                                      if (auto r = wide_unsigned_accumulate(self, dtype, nullptr, [&](const at::Tensor& s) { return at::cumprod(s, dim, dtype); }))
+                                        return r;
+                                      return try_native_complex_scan(true, self, dim, dtype, nullptr);
+                                    }));
   m.impl("cumprod_", complex_first("cumprod_", cumprod_,
                                     [](at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) { return try_native_complex_scan(true, self, dim, dtype, &self); }));
   m.impl("cumprod.out", complex_first("cumprod.out", cumprod_out,
-                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) { return try_native_complex_scan(true, self, dim, dtype, &out); }));
+                                    [](const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+                                      if (auto r = wide_unsigned_accumulate(self, dtype, &out, [&](const at::Tensor& s) { return at::cumprod_out(out, s, dim, dtype); }))
+                                        return r;
+                                      return try_native_complex_scan(true, self, dim, dtype, &out);
+                                    }));
 }
 
 }  // namespace torchneuron

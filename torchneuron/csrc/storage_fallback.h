@@ -37,6 +37,17 @@ bool storage_arg(const T&) {
   return false;
 }
 
+// A complex tensor or number among the arguments: what complex_first's
+// count counts (its try also serves the wide unsigned dtypes).
+inline bool complex_arg(const at::Tensor& t) { return t.defined() && t.is_complex(); }
+inline bool complex_arg(const std::optional<at::Tensor>& t) { return t && complex_arg(*t); }
+inline bool complex_arg(const c10::Scalar& s) { return s.isComplex(); }
+inline bool complex_arg(const std::optional<c10::Scalar>& s) { return s && s->isComplex(); }
+template <class T>
+bool complex_arg(const T&) {
+  return false;
+}
+
 template <class T>
 void note_written(std::vector<at::Tensor*>& written, T&& arg) {
   if constexpr (std::is_same_v<T, at::Tensor&>) written.push_back(&arg);
@@ -105,7 +116,7 @@ torch::CppFunction native_or_fallback(const char* overload_name, Ret (*fn)(Args.
   });
 }
 
-// The same, with a native complex path tried first: try_complex takes the
+// The same, with a native complex path (or a wide unsigned one) tried first: try_complex takes the
 // op's arguments and returns its result (for an out= overload, anything
 // engaged: the out argument is returned; for a pair, the pair) or nothing,
 // and then a storage-dtype call goes to the fallback and the rest to the
@@ -118,7 +129,7 @@ torch::CppFunction complex_first(const char* overload_name, Ret (*fn)(Args...), 
     using namespace storage_fallback_detail;
     const int64_t mark = count->mark();
     if (auto r = try_complex(args...)) {
-      count->served(mark);
+      if ((complex_arg(args) || ...)) count->served(mark);
       if constexpr (std::is_same_v<Ret, at::Tensor> || std::is_same_v<Ret, std::tuple<at::Tensor, at::Tensor>>) {
         return *r;
       } else {

@@ -77,6 +77,8 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_CAT: /* byte moves and COPY */
     case NRT_OP_ROLL:
       return 1;
+    case NRT_OP_RANDOM: /* random_(from, to): int64 draws in range, converted exactly */
+      return dtype == NRT_UINT16 || dtype == NRT_UINT32 || dtype == NRT_UINT64;
     case NRT_OP_SORT: /* unsigned keys (sort_keys.h), and unique's runs */
     case NRT_OP_SORT_ROWS:
     case NRT_OP_UNIQUE_SCAN:
