@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import torchneuron
+from cpu_errors import assert_raises_like_cpu
 
 DEV = "neuron"
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
@@ -18,21 +19,6 @@ def no_fallback():
     torchneuron.clear_op_tracking()
     yield
     assert torchneuron.get_fallback_ops() == {}
-
-
-def raised(fn, device):
-    """(exception type, message) that fn(device) raises, or None."""
-    try:
-        fn(device)
-    except Exception as e:  # noqa: BLE001 - the type is what is compared
-        return type(e), str(e).splitlines()[0]
-    return None
-
-
-def assert_raises_like_cpu(fn):
-    expected = raised(fn, "cpu")
-    assert expected is not None, "the CPU accepts this input"
-    assert raised(fn, DEV) == expected
 
 
 # ---- histc: an integer input is told about a bad range first ------------------------

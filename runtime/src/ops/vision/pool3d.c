@@ -122,27 +122,6 @@ static inline int64_t p3_divisor_int(const p3_job *j, int64_t od, int64_t oh, in
 #define P3_LANES 64 /* channels of a forward task */
 #define P3_BW_LANES 16 /* channels of a backward task (its buffer holds a [D, H, W] volume per channel) */
 
-/* dst[c] = element at + c * stride, as double: a contiguous run vectorises. */
-static inline __attribute__((always_inline)) void p3_load_run(nrt_dtype t, const char *base, int64_t at, int64_t stride, int64_t n, double *dst) {
-  switch (t) {
-    case NRT_FLOAT32: {
-      const float *s = (const float *)base + at;
-      if (stride == 1)
-        for (int64_t c = 0; c < n; c++) dst[c] = s[c];
-      else
-        for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
-      break;
-    }
-    case NRT_FLOAT64: {
-      const double *s = (const double *)base + at;
-      for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
-      break;
-    }
-    default:
-      for (int64_t c = 0; c < n; c++) dst[c] = p3_ld(t, base, at + c * stride);
-  }
-}
-
 static inline __attribute__((always_inline)) void p3_store_run(nrt_dtype t, char *base, int64_t at, int64_t stride, int64_t n, const double *src) {
   if (t == NRT_FLOAT32 && stride == 1) {
     float *d = (float *)base + at;
@@ -189,7 +168,7 @@ RT_SIMD_VOID(p3_max_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end,
           for (int64_t e = 0; e < ww->count; e++) {
             int64_t id = wd->first + a * j->step[0], ih = wh->first + b * j->step[1];
             int64_t iw = ww->first + e * j->step[2], idx = (id * in->h + ih) * in->w + iw;
-            p3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+            rt_vision_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v, p3_ld);
             if (!taken) {
               for (int64_t c = 0; c < lanes; c++) best[c] = v[c], at[c] = idx;
               taken = 1;
@@ -230,7 +209,7 @@ RT_SIMD_VOID(p3_avg_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end,
         for (int64_t b = 0; b < wh->count; b++)
           for (int64_t e = 0; e < ww->count; e++) {
             int64_t id = wd->first + a, ih = wh->first + b, iw = ww->first + e;
-            p3_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v);
+            rt_vision_load_run(j->t, in->data, ib + id * in->sd + ih * in->sh + iw * in->sw, in->sc, lanes, v, p3_ld);
             for (int64_t c = 0; c < lanes; c++) sum[c] += v[c];
           }
       double div = p3_divisor(j, od, oh, ow);
@@ -384,8 +363,8 @@ RT_SIMD_VOID(p3_max_backward_lanes, (int64_t begin, int64_t end, void *ctx), (be
     for (int64_t od = 0; od < go->d; od++)
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
-          p3_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
-                      go->sc, b.lanes, g);
+          rt_vision_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
+                             go->sc, b.lanes, g, p3_ld);
           const int64_t *xi =
               (const int64_t *)ind->data + b.n * ind->sn + b.c0 * ind->sc + od * ind->sd + oh * ind->sh + ow * ind->sw;
           for (int64_t c = 0; c < b.lanes; c++) {
@@ -419,8 +398,8 @@ RT_SIMD_VOID(p3_avg_backward_lanes, (int64_t begin, int64_t end, void *ctx), (be
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
           const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
-          p3_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
-                      go->sc, b.lanes, g);
+          rt_vision_load_run(j->t, go->data, b.n * go->sn + b.c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw,
+                             go->sc, b.lanes, g, p3_ld);
           double div = p3_divisor(j, od, oh, ow);
           for (int64_t c = 0; c < b.lanes; c++) g[c] /= div;
           for (int64_t a = 0; a < wd->count; a++)

@@ -150,28 +150,6 @@ static void u3_nearest_planes(int64_t begin, int64_t end, void *ctx) {
 #define U3_LANES 64    /* channels of a forward task */
 #define U3_BW_LANES 16 /* channels of a backward task (its buffer holds a [D, H, W] volume per channel) */
 
-/* dst[c] = element at + c * stride, as double: a contiguous run vectorises. */
-static inline __attribute__((always_inline)) void u3_load_run(nrt_dtype t, const char *base, int64_t at,
-                                                              int64_t stride, int64_t n, double *dst) {
-  switch (t) {
-    case NRT_FLOAT32: {
-      const float *s = (const float *)base + at;
-      if (stride == 1)
-        for (int64_t c = 0; c < n; c++) dst[c] = s[c];
-      else
-        for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
-      break;
-    }
-    case NRT_FLOAT64: {
-      const double *s = (const double *)base + at;
-      for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
-      break;
-    }
-    default:
-      for (int64_t c = 0; c < n; c++) dst[c] = u3_ld(t, base, at + c * stride);
-  }
-}
-
 static inline __attribute__((always_inline)) void u3_store_run(nrt_dtype t, char *base, int64_t at, int64_t stride,
                                                                int64_t n, const double *src) {
   if (t == NRT_FLOAT32 && stride == 1) {
@@ -225,7 +203,7 @@ RT_SIMD_VOID(u3_linear_lanes, (int64_t begin, int64_t end, void *ctx), (begin, e
             const float *x = (const float *)in->data + src;
             for (int64_t c = 0; c < lanes; c++) acc[c] += wgt * (double)x[c];
           } else {
-            u3_load_run(j->t, in->data, src, in->sc, lanes, v);
+            rt_vision_load_run(j->t, in->data, src, in->sc, lanes, v, u3_ld);
             for (int64_t c = 0; c < lanes; c++) acc[c] += wgt * v[c];
           }
         }
@@ -301,8 +279,8 @@ RT_SIMD_VOID(u3_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin,
     for (int64_t od = 0; od < go->d; od++)
       for (int64_t oh = 0; oh < go->h; oh++)
         for (int64_t ow = 0; ow < go->w; ow++) {
-          u3_load_run(j->t, go->data, n * go->sn + c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw, go->sc,
-                      lanes, g);
+          rt_vision_load_run(j->t, go->data, n * go->sn + c0 * go->sc + od * go->sd + oh * go->sh + ow * go->sw, go->sc,
+                             lanes, g, u3_ld);
           if (!j->linear) {
             double *row = acc + ((j->i0[0][od] * gi->h + j->i0[1][oh]) * gi->w + j->i0[2][ow]) * L;
             for (int64_t c = 0; c < lanes; c++) row[c] += g[c];

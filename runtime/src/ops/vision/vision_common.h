@@ -53,6 +53,31 @@ static inline int rt_is_float_dtype(nrt_dtype t) {
   return t == NRT_FLOAT32 || t == NRT_FLOAT64 || t == NRT_BFLOAT16 || t == NRT_FLOAT16;
 }
 
+/* dst[c] = element at + c * stride as double, dtypes other than float32
+ * and float64 through ld: a contiguous float32 run vectorises (the channel
+ * runs of pool3d.c and upsample3d.c; inlined into each ISA's copy). */
+static inline __attribute__((always_inline)) void rt_vision_load_run(
+    nrt_dtype t, const char *base, int64_t at, int64_t stride, int64_t n, double *dst,
+    double (*ld)(nrt_dtype, const char *, int64_t)) {
+  switch (t) {
+    case NRT_FLOAT32: {
+      const float *s = (const float *)base + at;
+      if (stride == 1)
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c];
+      else
+        for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    case NRT_FLOAT64: {
+      const double *s = (const double *)base + at;
+      for (int64_t c = 0; c < n; c++) dst[c] = s[c * stride];
+      break;
+    }
+    default:
+      for (int64_t c = 0; c < n; c++) dst[c] = ld(t, base, at + c * stride);
+  }
+}
+
 /* Elements handled per parallel task before splitting is worthwhile. */
 #define RT_VISION_GRAIN 16384
 
