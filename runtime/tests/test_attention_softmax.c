@@ -42,12 +42,21 @@ static const block_case cases[] = {
     {"nan_scores", BK, BQ, -(1 << 30), 8, 0, 0, 1},
 };
 
+/* The test's scratch, 64-byte aligned as rt_attn_alloc's: from libc, not
+ * from the runtime, so that fault injection (make faultinject) fails only
+ * the runtime's own allocations (the steps under test make none). */
+static float *scratch(int64_t n) {
+  float *f = aligned_alloc(64, ((size_t)n * sizeof(float) + 63) & ~(size_t)63);
+  if (!f) abort();
+  return f;
+}
+
 static void run_block(const block_case *c, int nr) {
   const int64_t ld = BQ, k2 = (c->nk + 1) / 2;
-  float *s = rt_attn_alloc(BK * BQ), *s_ref = rt_attn_alloc(BK * BQ);
-  float *bias = rt_attn_alloc(BK * BQ), *z = rt_attn_alloc(BK * BQ);
-  uint16_t *p = (uint16_t *)(void *)rt_attn_alloc(BK * BQ / 2);
-  uint32_t *pt = (uint32_t *)(void *)rt_attn_alloc(BQ * k2), *pt_ref = (uint32_t *)(void *)rt_attn_alloc(BQ * k2);
+  float *s = scratch(BK * BQ), *s_ref = scratch(BK * BQ);
+  float *bias = scratch(BK * BQ), *z = scratch(BK * BQ);
+  uint16_t *p = (uint16_t *)(void *)scratch(BK * BQ / 2);
+  uint32_t *pt = (uint32_t *)(void *)scratch(BQ * k2), *pt_ref = (uint32_t *)(void *)scratch(BQ * k2);
   float m[BQ], l[BQ], alpha[BQ], m_ref[BQ], l_ref[BQ], alpha_ref[BQ];
   for (int64_t j = 0; j < BK * BQ; j++) {
     s[j] = (float)((2 * urand() - 1) * c->spread);
