@@ -17,7 +17,6 @@ one thread per side both sides then count the same single core's work:
 """
 
 import argparse
-import statistics
 import time
 
 import torch
@@ -28,20 +27,8 @@ from timing import host_line, interleaved
 
 
 def interleaved_cpu_time(fn_dev, fn_cpu, repeats):
-    """timing.interleaved with the process's CPU time as the clock."""
-    fn_dev()
-    torch.neuron.synchronize()
-    fn_cpu()
-    dev, cpu = [], []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn_dev()
-        torch.neuron.synchronize()
-        dev.append(time.process_time() - start)
-        start = time.process_time()
-        fn_cpu()
-        cpu.append(time.process_time() - start)
-    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
+    """timing.interleaved with the process's CPU time (every thread) as the clock."""
+    return interleaved(fn_dev, fn_cpu, repeats, clock=time.process_time)
 
 
 OPTIONS = argparse.Namespace(cpu_time=False, only=None)

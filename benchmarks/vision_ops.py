@@ -15,7 +15,6 @@ otherwise; GFLOP/s counts 2 * MACs of the convolution (3x for fwd+bwd).
 """
 
 import argparse
-import statistics
 import time
 
 import torch
@@ -60,34 +59,14 @@ def case(name, make, fn, backward, flops, repeats):
     print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{gflops}{cm / nm:7.2f}")
 
 
-def interleaved_cpu_time(fn_dev, fn_cpu, repeats):
-    """As timing.interleaved, in CPU seconds of the whole process (every thread) per call: on a loaded
-    host this leaves out the time each side waits for a core."""
-    fn_dev()
-    torch.neuron.synchronize()
-    fn_cpu()
-    dev, cpu = [], []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn_dev()
-        torch.neuron.synchronize()
-        dev.append(time.process_time() - start)
-        start = time.process_time()
-        fn_cpu()
-        cpu.append(time.process_time() - start)
-    return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
-
-
 def case_turns(name, make, fn, repeats):
     """Forward only, neuron and CPU runs alternating (turn by turn)."""
     if ONLY and ONLY not in name:
         return
     x = make()
     xd = x.to("neuron")
-    if CPU_TIME:
-        nm, nb, cm, cb = interleaved_cpu_time(lambda: fn(xd), lambda: fn(x), repeats)
-    else:
-        nm, nb, cm, cb = interleaved(lambda: fn(xd), lambda: fn(x), repeats)
+    clock = time.process_time if CPU_TIME else time.perf_counter
+    nm, nb, cm, cb = interleaved(lambda: fn(xd), lambda: fn(x), repeats, clock=clock)
     print(f"{name:<44}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{'':7}{cm / nm:7.2f}")
 
 
