@@ -1,10 +1,10 @@
 """bfloat16 convolution directly on AMX tiles (runtime/src/ops/conv/conv_amx.c)
 against PyTorch CPU through F.conv2d and its backward.
 
-On an AMX host every stride-1 shape here (at least 16 channels per group
-and 64 taps) runs all three roles on that path: the forward, the input
-gradient as a flipped forward, and the weight gradient; conv.amx_direct
-counts them. Elsewhere (no AMX, or TORCHNEURON_ISA pinning a vector level)
+On an AMX host every shape here (at least 16 channels per group and 64
+taps) runs all three roles on that path: the forward, the input gradient
+as a flipped forward (by phase of the image at a stride), and the weight
+gradient; conv.amx_direct counts them. Elsewhere (no AMX, or TORCHNEURON_ISA pinning a vector level)
 the same shapes take the blocked or column paths and must agree as well.
 The shapes cross the kernel's edges: channels not a multiple of 32 (an odd
 tail), output channels not a multiple of 32, 8- and 16-wide rows, dilation,
@@ -46,6 +46,13 @@ GEOMETRIES = [
     ((2, 64, 9, 9), (48, 32, 3, 3), dict(groups=2, padding=1), 3),
     ((1, 32, 1, 40), (33, 32, 1, 5), dict(padding=(0, 2)), 3),  # 1-d
     ((1, 32, 30, 30), (40, 32, 3, 3), dict(padding=1), 3),  # weight gradient in passes of 512 positions
+    # strides: phase planes (forward, weight gradient), input gradient by phase
+    ((2, 64, 14, 14), (96, 64, 3, 3), dict(stride=2, padding=1), 3),  # ResNet downsampling
+    ((2, 32, 13, 11), (72, 32, 3, 3), dict(stride=2, padding=1), 3),  # odd sizes: a last row and column alone
+    ((1, 48, 11, 16), (33, 48, 4, 3), dict(stride=(3, 1), padding=(1, 1)), 3),
+    # no padding, groups; the input gradient's 1x1 phase has 32 taps (< 64): all its phases on columns
+    ((2, 64, 12, 12), (64, 32, 3, 3), dict(stride=2, groups=2), 2),
+    ((2, 256, 9, 9), (64, 256, 1, 1), dict(stride=2), 1),  # 1x1: input gradient only (phase 0 and zeros)
 ]
 
 
@@ -90,14 +97,17 @@ def test_sums_are_float32_rounded_once():
     assert got[0, 0, 1, 1].item() == 2.0
 
 
-def test_strided_convolutions_stay_off_the_direct_path():
-    x = torch.randn(2, 32, 9, 9, dtype=torch.bfloat16, device="neuron", requires_grad=True)
-    w = torch.randn(16, 32, 3, 3, dtype=torch.bfloat16, device="neuron", requires_grad=True)
-    metrics.clear_all()
-    F.conv2d(x, w, stride=2, padding=1).sum().backward()
-    torch.neuron.synchronize()
-    assert metrics.get_counter_value("conv.amx_direct") == 0
-    assert sum(metrics.get_counter_value("conv." + k) for k in ("blocked", "columns", "amx_columns")) == 3
+def test_strided_convolutions_with_dead_phases_stay_off_the_direct_path():
+    """A stride beyond the window or dilated leaves phases without taps:
+    those take the column or blocked paths."""
+    for kwargs in (dict(stride=2, dilation=2, padding=2), dict(stride=4, padding=1)):
+        x = torch.randn(2, 32, 9, 9, dtype=torch.bfloat16, device="neuron", requires_grad=True)
+        w = torch.randn(16, 32, 3, 3, dtype=torch.bfloat16, device="neuron", requires_grad=True)
+        metrics.clear_all()
+        F.conv2d(x, w, **kwargs).sum().backward()
+        torch.neuron.synchronize()
+        assert metrics.get_counter_value("conv.amx_direct") == 0
+        assert sum(metrics.get_counter_value("conv." + k) for k in ("blocked", "columns", "amx_columns")) == 3
 
 
 _PINNED = """

@@ -2,11 +2,12 @@
 kernels (runtime/src/ops/conv/conv_impl.h with COL = bfloat16; AMX where the
 host has it), against PyTorch CPU through F.conv2d and its backward.
 
-On an AMX host the strided shapes here (64 taps or more, not depthwise)
-take that path in all three roles: forward, the input gradient (by col2im)
-and the weight gradient (by tiles, or staged for a large weight and few
-tiles); stride-1 shapes of 16 channels or more per group convolve directly
-on the tiles instead (test_conv_amx_direct.py). Elsewhere the same shapes run the
+On an AMX host the shapes here with 64 taps or more (not depthwise) that
+the direct path does not take run there in all three roles: forward, the
+input gradient (by col2im) and the weight gradient (by tiles, or staged for
+a large weight and few tiles); shapes of 16 channels or more per group
+whose window covers the stride (undilated) convolve directly on the tiles
+instead (test_conv_amx_direct.py). Elsewhere the same shapes run the
 blocked or float32-column paths, which must agree as well. The geometries
 cover the padded-copy im2col (padding beyond the kernel, dilation, stride,
 tiles starting mid-row), the 1x1 paths (the image read in place as columns;
@@ -143,7 +144,8 @@ def test_counters_name_the_path_each_convolution_took():
     # stride 1 convolves directly on the tiles (test_conv_amx_direct.py)
     assert counts["amx_direct"] == (3 if amx else 0), counts
     metrics.clear_all()
-    F.conv2d(x, w, stride=2, padding=1).sum().backward()
+    # dilated and strided: phases without taps keep the direct path off
+    F.conv2d(x, w, stride=2, dilation=2, padding=2).sum().backward()
     torch.neuron.synchronize()
     counts = {k: metrics.get_counter_value("conv." + k) for k in ("blocked", "columns", "amx_columns", "amx_direct")}
     assert sum(counts.values()) == 3, counts

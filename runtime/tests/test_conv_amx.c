@@ -27,7 +27,8 @@ static double rnd(void) {
 
 typedef struct amx_case {
   int64_t n, c, h, w, k, kh, kw, ph, pw, dh, dw, groups;
-  int pad_w; /* extra elements per row of the image and the output */
+  int pad_w;      /* extra elements per row of the image and the output */
+  int64_t sh, sw; /* stride (0: 1) */
 } amx_case;
 
 /* bfloat16 [n, c, h, w] with row stride w + pad. */
@@ -60,7 +61,9 @@ ORACLE_CODE static int close_to(const rt_image *y, const double *want) {
 }
 
 ORACLE_CODE static void run_case(const amx_case *g, int portable) {
-  int64_t OH = g->h + 2 * g->ph - g->dh * (g->kh - 1), OW = g->w + 2 * g->pw - g->dw * (g->kw - 1);
+  int64_t sh = g->sh ? g->sh : 1, sw = g->sw ? g->sw : 1;
+  int64_t OH = (g->h + 2 * g->ph - g->dh * (g->kh - 1) - 1) / sh + 1;
+  int64_t OW = (g->w + 2 * g->pw - g->dw * (g->kw - 1) - 1) / sw + 1;
   int64_t cg = g->c / g->groups, kg = g->k / g->groups;
   rt_image x = make(g->n, g->c, g->h, g->w, g->pad_w, 1), w = make(g->k, cg, g->kh, g->kw, 0, 1);
   rt_image bias = make(1, 1, 1, g->k, 0, 1), gy = make(g->n, g->k, OH, OW, g->pad_w, 1);
@@ -76,7 +79,7 @@ ORACLE_CODE static void run_case(const amx_case *g, int portable) {
           for (int64_t cl = 0; cl < cg; cl++)
             for (int64_t i = 0; i < g->kh; i++)
               for (int64_t jj = 0; jj < g->kw; jj++) {
-                int64_t ih = oh - g->ph + i * g->dh, iw = ow - g->pw + jj * g->dw, c = k / kg * cg + cl;
+                int64_t ih = oh * sh - g->ph + i * g->dh, iw = ow * sw - g->pw + jj * g->dw, c = k / kg * cg + cl;
                 if (ih < 0 || ih >= g->h || iw < 0 || iw >= g->w) continue;
                 sum += at(&x, n, c, ih, iw) * at(&w, k, cl, i, jj);
                 want_gx[((n * g->c + c) * g->h + ih) * g->w + iw] += at(&gy, n, k, oh, ow) * at(&w, k, cl, i, jj);
@@ -86,7 +89,7 @@ ORACLE_CODE static void run_case(const amx_case *g, int portable) {
         }
   nrt_tensor_view wv = {.data = w.data, .dtype = NRT_BFLOAT16, .ndim = 4, .shape = {g->k, cg, g->kh, g->kw},
                         .strides = {w.sn, w.sc, w.sh, w.sw}};
-  rt_conv_shape s = {.img = x, .out = y, .kh = g->kh, .kw = g->kw, .sh = 1, .sw = 1, .ph = g->ph, .pw = g->pw,
+  rt_conv_shape s = {.img = x, .out = y, .kh = g->kh, .kw = g->kw, .sh = sh, .sw = sw, .ph = g->ph, .pw = g->pw,
                      .dh = g->dh, .dw = g->dw, .groups = g->groups};
   CHECK_OK(rt_conv_amx_forward(&s, &wv, 0, bias.data, 1, portable, "test"));
   CHECK(close_to(&y, want_y));
@@ -98,7 +101,9 @@ ORACLE_CODE static void run_case(const amx_case *g, int portable) {
   CHECK_OK(rt_conv_amx_weight_grad(&b, &gwv, portable, "test"));
   CHECK(close_to(&gw, want_gw));
   free(gw.data);
-  if (g->dh * (g->kh - 1) >= g->ph && g->dw * (g->kw - 1) >= g->pw) {
+  /* The input gradient as the flipped forward: stride 1 (a strided one is
+   * split by phase in conv.c, tested through PyTorch). */
+  if (sh == 1 && sw == 1 && g->dh * (g->kh - 1) >= g->ph && g->dw * (g->kw - 1) >= g->pw) {
     rt_conv_shape f = s;
     f.img = gy;
     f.out = gx;
@@ -112,16 +117,20 @@ ORACLE_CODE static void run_case(const amx_case *g, int portable) {
 }
 
 static const amx_case cases[] = {
-    /* n  c   h   w   k  kh kw ph pw dh dw groups pad_w */
-    {3, 64, 8, 8, 128, 3, 3, 1, 1, 1, 1, 1, 0},    /* CNN conv3: 8 + 2 columns a row */
-    {2, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 3},   /* CNN conv2, strided rows */
-    {2, 37, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 0},    /* channel tail (odd), 40 output channels */
-    {1, 16, 12, 10, 8, 3, 2, 2, 1, 2, 3, 1, 0},    /* dilation, 16 channels: half a k block */
-    {2, 64, 6, 6, 24, 3, 3, 3, 3, 1, 1, 1, 0},     /* padding beyond the window (forward only) */
-    {2, 96, 7, 5, 40, 1, 1, 0, 0, 1, 1, 1, 1},     /* 1x1 */
-    {2, 64, 9, 9, 48, 3, 3, 1, 1, 1, 1, 2, 0},     /* groups */
-    {1, 32, 1, 40, 33, 1, 5, 0, 2, 1, 1, 1, 0},    /* a 1-d convolution */
-    {1, 32, 30, 30, 40, 3, 3, 1, 1, 1, 1, 1, 0},  /* weight gradient in passes of 512 positions */
+    /* n  c   h   w   k  kh kw ph pw dh dw groups pad_w sh sw */
+    {3, 64, 8, 8, 128, 3, 3, 1, 1, 1, 1, 1, 0, 1, 1},  /* CNN conv3: 8 + 2 columns a row */
+    {2, 32, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 3, 1, 1}, /* CNN conv2, strided rows */
+    {2, 37, 9, 11, 40, 3, 3, 1, 1, 1, 1, 1, 0, 1, 1},  /* channel tail (odd), 40 output channels */
+    {1, 16, 12, 10, 8, 3, 2, 2, 1, 2, 3, 1, 0, 1, 1},  /* dilation, 16 channels: half a k block */
+    {2, 64, 6, 6, 24, 3, 3, 3, 3, 1, 1, 1, 0, 1, 1},   /* padding beyond the window (forward only) */
+    {2, 96, 7, 5, 40, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1},   /* 1x1 */
+    {2, 64, 9, 9, 48, 3, 3, 1, 1, 1, 1, 2, 0, 1, 1},   /* groups */
+    {1, 32, 1, 40, 33, 1, 5, 0, 2, 1, 1, 1, 0, 1, 1},  /* a 1-d convolution */
+    {1, 32, 30, 30, 40, 3, 3, 1, 1, 1, 1, 1, 0, 1, 1}, /* weight gradient in passes of 512 positions */
+    {2, 64, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 0, 2, 2}, /* stride 2: four phase planes, odd image */
+    {2, 32, 12, 9, 40, 3, 3, 1, 0, 1, 1, 1, 2, 2, 2},  /* stride 2, no column padding, strided rows */
+    {1, 48, 11, 16, 33, 4, 3, 1, 1, 1, 1, 1, 0, 3, 1}, /* stride 3 x 1: phases of rows only */
+    {2, 32, 20, 20, 64, 3, 3, 0, 2, 1, 1, 2, 0, 2, 3}, /* stride 2 x 3, groups */
 };
 
 static void test_direct_conv_matches_definition(void) {
@@ -135,21 +144,28 @@ static void test_direct_conv_matches_definition(void) {
     }
 }
 
-/* The path is an AMX one: only where the tiles are usable, stride 1 only. */
-static void test_usable_only_with_tiles_at_stride_1(void) {
+/* The path is an AMX one: only where the tiles are usable; a stride only
+ * when its window covers it without dilation (every phase has taps). */
+static void test_usable_only_with_tiles_and_live_phases(void) {
   rt_image im = {.n = 1, .c = 64, .h = 8, .w = 8, .sw = 1, .sh = 8, .sc = 64, .sn = 4096};
   rt_conv_shape s = {.img = im, .out = im, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1,
                      .groups = 1};
   CHECK(rt_conv_amx_usable(&s) == rt_isa_amx_bf16());
   s.sh = 2;
+  CHECK(rt_conv_amx_usable(&s) == rt_isa_amx_bf16());
+  s.sh = 4; /* phase 3 has no tap */
+  CHECK(!rt_conv_amx_usable(&s));
+  s.sh = 2;
+  s.dh = 2; /* only even phases have taps */
   CHECK(!rt_conv_amx_usable(&s));
   s.sh = 1;
+  s.dh = 1;
   s.groups = 64; /* depthwise */
   CHECK(!rt_conv_amx_usable(&s));
 }
 
 int main(void) {
-  RUN(test_usable_only_with_tiles_at_stride_1);
+  RUN(test_usable_only_with_tiles_and_live_phases);
   RUN(test_direct_conv_matches_definition);
   return CHECK_MAIN_RESULT();
 }

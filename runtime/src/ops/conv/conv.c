@@ -5,9 +5,10 @@
  * innermost dim) take the blocked implicit GEMM of conv_blocked.h on CPUs
  * with AVX-512 (AVX512_BF16 for bfloat16): forward, the weight gradient,
  * and the input gradient without dilation (as flipped forwards, one per
- * stride phase). On CPUs with AMX, bfloat16 at stride 1 (16 channels per
- * group, 64 taps or more) convolves directly on the tiles (conv_amx.h; a
- * 1x1 weight gradient excepted), and other bfloat16 of 64 taps or more
+ * stride phase). On CPUs with AMX, bfloat16 (16 channels per group, 64
+ * taps or more, a stride only within the window) convolves directly on the
+ * tiles (conv_amx.h; a 1x1 weight gradient excepted; a strided input
+ * gradient by phase), and other bfloat16 of 64 taps or more
  * takes bfloat16 columns into the GEMM's AMX kernel (bf16_columns).
  * Everything else (float64, float16, channels_last,
  * depthwise, dilated input gradients, other CPUs) runs here, by im2col /
@@ -256,8 +257,9 @@ static int use_blocked(const conv_kernels *k, const rt_conv_shape *cs, nrt_dtype
   return blocked;
 }
 
-/* bfloat16 at stride 1 on an AMX host convolves directly on tiles
- * (conv_amx.h): no columns, no GEMM packing. Counted as conv.amx_direct. */
+/* bfloat16 on an AMX host convolves directly on tiles where
+ * rt_conv_amx_usable says (conv_amx.h): no columns, no GEMM packing.
+ * Counted as conv.amx_direct. */
 static int use_amx_direct(nrt_dtype dtype, const rt_conv_shape *cs) {
   int direct = dtype == NRT_BFLOAT16 && rt_conv_amx_usable(cs);
   if (direct) rt_metric_add(NRT_METRIC_CONV_AMX_DIRECT, 1);
@@ -529,22 +531,58 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
  * grad_output with that sub-kernel (a strided view of the weight) flipped,
  * padding km - 1 - b (negative padding is only an offset), writing a
  * strided view of the image; a phase without taps gets the bias (or 0). */
-static nrt_status input_grad_phases(const nrt_op *op, const conv_job *j) {
-  const nrt_tensor_view *w = &op->operands[2];
+/* Phase (fh, fw) of the strided input gradient: the strided view o of the
+ * image it writes, the sub-kernel view sub of w and the stride-1 forward
+ * cs over grad_output; 0 when the phase meets no tap. */
+static int input_grad_phase(const conv_job *j, const nrt_tensor_view *w, int64_t fh, int64_t fw, rt_image *o,
+                            nrt_tensor_view *sub, rt_conv_shape *cs) {
   size_t es = nrt_dtype_size(w->dtype);
+  *o = j->img;
+  o->h = (j->img.h - fh + j->sh - 1) / j->sh;
+  o->w = (j->img.w - fw + j->sw - 1) / j->sw;
+  o->sh *= j->sh;
+  o->sw *= j->sw;
+  o->data += (size_t)(fh * j->img.sh + fw * j->img.sw) * es;
+  int64_t ti = (fh + j->ph) % j->sh, tj = (fw + j->pw) % j->sw;
+  int64_t kmh = ti < j->kh ? (j->kh - ti + j->sh - 1) / j->sh : 0;
+  int64_t kmw = tj < j->kw ? (j->kw - tj + j->sw - 1) / j->sw : 0;
+  if (kmh == 0 || kmw == 0) return 0;
+  *sub = *w;
+  sub->data = (char *)w->data + (size_t)(ti * w->strides[2] + tj * w->strides[3]) * es;
+  sub->shape[2] = kmh;
+  sub->shape[3] = kmw;
+  sub->strides[2] *= j->sh;
+  sub->strides[3] *= j->sw;
+  rt_conv_shape c = {.img = j->out, .out = *o, .kh = kmh, .kw = kmw, .sh = 1, .sw = 1,
+                     .ph = kmh - 1 - (fh + j->ph - ti) / j->sh, .pw = kmw - 1 - (fw + j->pw - tj) / j->sw,
+                     .dh = 1, .dw = 1, .groups = j->groups};
+  *cs = c;
+  return 1;
+}
+
+/* 1 when every phase of a strided bfloat16 input gradient (dilation 1)
+ * with taps can run on the direct AMX forward (conv_amx.h). */
+static int input_grad_phases_amx(const conv_job *j, const nrt_tensor_view *w) {
+  if (w->dtype != NRT_BFLOAT16 || j->dh != 1 || j->dw != 1 || (j->sh == 1 && j->sw == 1)) return 0;
+  for (int64_t fh = 0; fh < j->sh && fh < j->img.h; fh++)
+    for (int64_t fw = 0; fw < j->sw && fw < j->img.w; fw++) {
+      rt_image o;
+      nrt_tensor_view sub;
+      rt_conv_shape cs;
+      if (input_grad_phase(j, w, fh, fw, &o, &sub, &cs) && !rt_conv_amx_usable(&cs)) return 0;
+    }
+  return 1;
+}
+
+static nrt_status input_grad_phases(const nrt_op *op, const conv_job *j, int amx) {
+  const nrt_tensor_view *w = &op->operands[2];
   const char *name = nrt_op_name(op->code);
   for (int64_t fh = 0; fh < j->sh && fh < j->img.h; fh++)
     for (int64_t fw = 0; fw < j->sw && fw < j->img.w; fw++) {
-      rt_image o = j->img;
-      o.h = (j->img.h - fh + j->sh - 1) / j->sh;
-      o.w = (j->img.w - fw + j->sw - 1) / j->sw;
-      o.sh *= j->sh;
-      o.sw *= j->sw;
-      o.data += (size_t)(fh * j->img.sh + fw * j->img.sw) * es;
-      int64_t ti = (fh + j->ph) % j->sh, tj = (fw + j->pw) % j->sw;
-      int64_t kmh = ti < j->kh ? (j->kh - ti + j->sh - 1) / j->sh : 0;
-      int64_t kmw = tj < j->kw ? (j->kw - tj + j->sw - 1) / j->sw : 0;
-      if (kmh == 0 || kmw == 0) {
+      rt_image o;
+      nrt_tensor_view sub;
+      rt_conv_shape cs;
+      if (!input_grad_phase(j, w, fh, fw, &o, &sub, &cs)) {
         for (int64_t n = 0; n < o.n; n++)
           for (int64_t c = 0; c < o.c; c++) {
             float v = 0;
@@ -562,16 +600,8 @@ static nrt_status input_grad_phases(const nrt_op *op, const conv_job *j) {
           }
         continue;
       }
-      nrt_tensor_view sub = *w;
-      sub.data = (char *)w->data + (size_t)(ti * w->strides[2] + tj * w->strides[3]) * es;
-      sub.shape[2] = kmh;
-      sub.shape[3] = kmw;
-      sub.strides[2] *= j->sh;
-      sub.strides[3] *= j->sw;
-      rt_conv_shape cs = {.img = j->out, .out = o, .kh = kmh, .kw = kmw, .sh = 1, .sw = 1,
-                          .ph = kmh - 1 - (fh + j->ph - ti) / j->sh, .pw = kmw - 1 - (fw + j->pw - tj) / j->sw,
-                          .dh = 1, .dw = 1, .groups = j->groups};
-      nrt_status s = rt_conv_blocked_forward(&cs, w->dtype, &sub, 1, j->bias, j->bias_stride, 0, name);
+      nrt_status s = amx ? rt_conv_amx_forward(&cs, &sub, 1, j->bias, j->bias_stride, 0, name)
+                         : rt_conv_blocked_forward(&cs, w->dtype, &sub, 1, j->bias, j->bias_stride, 0, name);
       if (s) return s;
     }
   return NRT_SUCCESS;
@@ -594,11 +624,16 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
     if (use_amx_direct(w->dtype, &cs))
       return rt_conv_amx_forward(&cs, w, 1, j.bias, j.bias_stride, 0, nrt_op_name(op->code));
   }
+  /* A strided one splits by phase onto the direct AMX forward. */
+  if (input_grad_phases_amx(&j, w)) {
+    rt_metric_add(NRT_METRIC_CONV_AMX_DIRECT, 1);
+    return input_grad_phases(op, &j, 1);
+  }
   if (j.dh == 1 && j.dw == 1) {
     rt_conv_shape cs = shape_of(&j);
     cs.img = j.out;
     cs.out = j.img;
-    if (use_blocked(k, &cs, w->dtype)) return input_grad_phases(op, &j);
+    if (use_blocked(k, &cs, w->dtype)) return input_grad_phases(op, &j, 0);
   }
   if (input_grad_as_forward(&j)) return input_grad_forward(op, &j, k);
   count_columns(k);

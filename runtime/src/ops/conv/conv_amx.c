@@ -30,10 +30,11 @@ typedef struct ca_job {
   rt_conv_shape s;
   int flipped, portable;
   int64_t cg, kg, kgp, ncb, taps;
-  int64_t wp, hp;     /* padded image: columns, rows */
+  int64_t wp, hp;     /* a phase plane of the padded image: columns, rows */
+  int64_t phase;      /* words per phase plane, with the slack the last block reads */
   int64_t flat;       /* flat positions per image: OH * wp rounded up to CA_NB */
   int64_t fwd_flat;   /* the forward's: rounded up to 16 (a last block of one B tile) */
-  int64_t plane;      /* words (channel pairs) per plane, with the slack the last block reads */
+  int64_t plane;      /* words (channel pairs) per plane: sh * sw phase planes */
   int64_t *tap_off;   /* flat offset of each tap */
   uint32_t *wpack;    /* [group][tap][k block][kgp rows][16 pairs] */
   const void *bias;
@@ -44,6 +45,8 @@ typedef struct ca_job {
   uint32_t *gq; /* grad_output [kgp][flat] as words of two positions */
   uint32_t *xq; /* image [2][plane / 2][cgp]: pairs from even, then odd positions */
   float *acc;   /* [group][output block][channel block][tap][32][32] */
+  const nrt_tensor_view *dw; /* the weight gradient, written by the last chunk's tasks */
+  int last;                  /* the chunk is the last */
   atomic_int oom;
 } ca_job;
 
@@ -55,53 +58,116 @@ static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
  * the low half of a word the even channel (as in the B planes); zeros
  * beyond kg rows and cg channels. The flipped weight (the input gradient's)
  * is read with its channel dims swapped and mirrored in space
- * (conv_blocked.h). Reads w in its own order. */
+ * (conv_blocked.h). Written in order (reading w with a stride): scattered
+ * two-byte stores were a third of the forward's time outside the tiles. */
 static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
   memset(j->wpack, 0, (size_t)(j->s.groups * j->taps * j->ncb * j->kgp * 16) * sizeof *j->wpack);
   uint16_t *dst = (uint16_t *)j->wpack;
   const uint16_t *src = w->data;
-  int64_t kh = j->s.kh, kw = j->s.kw, d0 = w->shape[0], d1 = w->shape[1];
-  /* Halfwords between the packed places of neighbouring taps. */
-  const int64_t tap_step = j->ncb * j->kgp * 32;
-  for (int64_t a = 0; a < d0; a++)
-    for (int64_t b = 0; b < d1; b++) {
-      /* Group, output channel and input channel of this (a, b). */
-      int64_t g = a / (j->flipped ? j->cg : j->kg), r = a % (j->flipped ? j->cg : j->kg);
-      int64_t o = j->flipped ? b : r, c = j->flipped ? r : b;
-      uint16_t *d = dst + ((g * j->taps * j->ncb + c / CA_CB) * j->kgp + o) * 32 + c % CA_CB;
-      const uint16_t *sp = src + a * w->strides[0] + b * w->strides[1];
-      for (int64_t i = 0; i < kh; i++)
-        for (int64_t jj = 0; jj < kw; jj++) {
-          int64_t t = j->flipped ? (kh - 1 - i) * kw + (kw - 1 - jj) : i * kw + jj;
-          d[t * tap_step] = sp[i * w->strides[2] + jj * w->strides[3]];
+  const int64_t kh = j->s.kh, kw = j->s.kw, *st = w->strides;
+  /* Steps in w between output channels and between input channels. */
+  const int64_t o_step = j->flipped ? st[1] : st[0], c_step = j->flipped ? st[0] : st[1];
+  for (int64_t g = 0; g < j->s.groups; g++)
+    for (int64_t t = 0; t < j->taps; t++) {
+      int64_t i = t / kw, jj = t % kw;
+      if (j->flipped) i = kh - 1 - i, jj = kw - 1 - jj;
+      const uint16_t *wt = src + g * (j->flipped ? j->cg * st[0] : j->kg * st[0]) + i * st[2] + jj * st[3];
+      uint16_t *dt = dst + (g * j->taps + t) * j->ncb * j->kgp * 32;
+      for (int64_t o = 0; o < j->kg; o++)
+        for (int64_t c0 = 0; c0 < j->cg; c0 += CA_CB) {
+          const uint16_t *wc = wt + o * o_step + c0 * c_step;
+          uint16_t *d = dt + (c0 / CA_CB * j->kgp + o) * 32;
+          for (int64_t c = 0, e = j->cg - c0 < CA_CB ? j->cg - c0 : CA_CB; c < e; c++) d[c] = wc[c * c_step];
         }
     }
 }
 
-/* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
+/* Where padded position (r, c) lands in a channel's plane: the plane of
+ * its phase (r mod sh, c mod sw), at row r / sh and column c / sw. */
+static int64_t plane_index(const ca_job *j, int64_t r, int64_t c) {
+  return (r % j->s.sh * j->s.sw + c % j->s.sw) * j->phase + r / j->s.sh * j->wp + c / j->s.sw;
+}
+
+/* The image rows [ih0, ih1) and columns [iw0, iw1) that land in the padded
+ * planes (negative padding drops leading ones). */
+static void image_window(const ca_job *j, int64_t *ih0, int64_t *ih1, int64_t *iw0, int64_t *iw1) {
+  const rt_image *im = &j->s.img;
+  int64_t hmax = j->hp * j->s.sh - j->s.ph, wmax = j->wp * j->s.sw - j->s.pw;
+  *ih0 = j->s.ph < 0 ? -j->s.ph : 0;
+  *iw0 = j->s.pw < 0 ? -j->s.pw : 0;
+  *ih1 = im->h < hmax ? im->h : hmax;
+  *iw1 = im->w < wmax ? im->w : wmax;
+}
+
+/* d[k] = r0[k step] | r1[k step] << 16 for k < n: one row of a phase
+ * plane from two channel rows of unit column stride. */
+typedef void (*ca_pairs_fn)(uint32_t *d, const uint16_t *r0, const uint16_t *r1, int64_t n, int64_t step);
+
+static void pairs_row(uint32_t *d, const uint16_t *r0, const uint16_t *r1, int64_t n, int64_t step) {
+  for (int64_t k = 0; k < n; k++) d[k] = r0[k * step] | (uint32_t)r1[k * step] << 16;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* The same by 16 words a step (steps 1 and 2; AMX hosts have AVX512-BW):
+ * the scalar loop at stride 2 was most of the packing. */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pairs_row_avx512(uint32_t *d, const uint16_t *r0,
+                                                                         const uint16_t *r1, int64_t n,
+                                                                         int64_t step) {
+  if (step > 2) {
+    pairs_row(d, r0, r1, n, step);
+    return;
+  }
+  const __m512i lo = _mm512_set1_epi32(0xffff);
+  for (int64_t k = 0; k < n; k += 16) {
+    int64_t m = n - k < 16 ? n - k : 16;
+    __m512i v;
+    if (step == 1) {
+      __mmask16 mk = (__mmask16)((1u << m) - 1);
+      __m512i a = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, r0 + k));
+      __m512i b = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, r1 + k));
+      v = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+    } else { /* the even halfwords of 2m - 1 */
+      __mmask32 mk = (__mmask32)((m == 16 ? 0xffffffffu : (1u << (2 * m)) - 1) >> 1);
+      __m512i a = _mm512_maskz_loadu_epi16(mk, r0 + 2 * k), b = _mm512_maskz_loadu_epi16(mk, r1 + 2 * k);
+      v = _mm512_or_si512(_mm512_and_si512(a, lo), _mm512_slli_epi32(b, 16));
+    }
+    _mm512_mask_storeu_epi32(d + k, (__mmask16)((1u << m) - 1), v);
+  }
+}
+#endif
+
+/* Image n of group g into ncb * 16 zero-padded planes of channel pairs;
+ * at stride > 1 each image row is dealt to sw phase planes. */
 static void pack_image(const ca_job *j, int64_t n, int64_t g, uint32_t *planes) {
   const rt_image *im = &j->s.img;
   const uint16_t *base = (const uint16_t *)im->data + n * im->sn + g * j->cg * im->sc;
-  int64_t wp = j->wp, ph = j->s.ph, pw = j->s.pw;
-  /* Image rows and columns that land in the padded image. */
-  int64_t h1 = im->h < j->hp - ph ? im->h : j->hp - ph, w1 = im->w < wp - pw ? im->w : wp - pw;
-  for (int64_t c2 = 0; c2 < j->ncb * 16; c2++) {
-    uint32_t *p = planes + c2 * j->plane;
-    memset(p, 0, (size_t)j->plane * sizeof *p);
-    int64_t c = 2 * c2;
-    if (c >= j->cg) continue;
-    const uint16_t *x0 = base + c * im->sc, *x1 = c + 1 < j->cg ? x0 + im->sc : NULL;
-    for (int64_t ih = 0; ih < h1; ih++) {
-      uint32_t *d = p + (ih + ph) * wp + pw;
-      const uint16_t *r0 = x0 + ih * im->sh, *r1 = x1 ? x1 + ih * im->sh : NULL;
-      if (r1 && im->sw == 1)
-        for (int64_t x = 0; x < w1; x++) d[x] = r0[x] | (uint32_t)r1[x] << 16;
-      else if (r1)
-        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw] | (uint32_t)r1[x * im->sw] << 16;
-      else
-        for (int64_t x = 0; x < w1; x++) d[x] = r0[x * im->sw];
+  int64_t ih0, ih1, iw0, iw1, sw = j->s.sw;
+  image_window(j, &ih0, &ih1, &iw0, &iw1);
+  ca_pairs_fn pairs = pairs_row;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!j->portable) pairs = pairs_row_avx512;
+#endif
+  memset(planes, 0, (size_t)(j->ncb * 16 * j->plane) * sizeof *planes);
+  const int64_t pairs_n = j->cg / 2, odd = j->cg % 2, two = 2 * im->sc;
+  /* Rows outer, channel pairs inner: a row's place in its phase plane is
+   * worked out once for every channel (the divisions were a fifth of the
+   * packing). */
+  for (int64_t ih = ih0; ih < ih1; ih++)
+    for (int64_t b = 0; b < sw && iw0 + b < iw1; b++) { /* column phase of iw0 + b */
+      const int64_t at = plane_index(j, ih + j->s.ph, iw0 + b + j->s.pw), len = (iw1 - iw0 - b + sw - 1) / sw;
+      const uint16_t *r0 = base + ih * im->sh + (iw0 + b) * im->sw;
+      uint32_t *d = planes + at;
+      for (int64_t c2 = 0; c2 < pairs_n; c2++, d += j->plane, r0 += two) {
+        const uint16_t *r1 = r0 + im->sc;
+        if (im->sw == 1)
+          pairs(d, r0, r1, len, sw);
+        else
+          for (int64_t x = 0; x < len; x++) d[x] = r0[x * sw * im->sw] | (uint32_t)r1[x * sw * im->sw] << 16;
+      }
+      if (odd) /* the last channel alone: zeros in the high halves */
+        for (int64_t x = 0; x < len; x++) d[x] = r0[x * sw * im->sw];
     }
-  }
 }
 
 /* ---- the tile loop and its twin --------------------------------------------- */
@@ -282,8 +348,11 @@ static void forward_tasks(int64_t begin, int64_t end, void *arg) {
   free(planes);
 }
 
-/* The geometry of s (stride 1) and the taps' flat offsets; -1 when out of
- * memory. */
+/* The geometry of s and the taps' flat offsets; -1 when out of memory.
+ * Stride sh x sw splits the padded image into sh * sw phase planes of wp x
+ * hp: output (oh, ow) meets tap (i, j) at row oh + i dh / sh, column ow +
+ * j dw / sw of the phase (i dh mod sh, j dw mod sw), so every tap is again
+ * one offset from the output's flat position (oh * wp + ow). */
 static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
   memset(j, 0, sizeof *j);
   atomic_init(&j->oom, 0);
@@ -295,26 +364,33 @@ static int setup(ca_job *j, const rt_conv_shape *s, int portable) {
   j->ncb = (j->cg + CA_CB - 1) / CA_CB;
   j->cgp = j->ncb * CA_CB;
   j->taps = s->kh * s->kw;
-  j->wp = s->out.w + s->dw * (s->kw - 1);
-  j->hp = s->out.h + s->dh * (s->kh - 1);
+  j->wp = s->out.w + s->dw * (s->kw - 1) / s->sw;
+  j->hp = s->out.h + s->dh * (s->kh - 1) / s->sh;
   j->flat = round_up(s->out.h * j->wp, CA_NB);
   j->fwd_flat = round_up(s->out.h * j->wp, 16);
-  int64_t reach = (s->kh - 1) * s->dh * j->wp + (s->kw - 1) * s->dw;
-  j->plane = round_up(j->flat + reach, 16);
-  if (j->plane < j->hp * j->wp) j->plane = round_up(j->hp * j->wp, 16);
+  int64_t reach = (s->kh - 1) * s->dh / s->sh * j->wp + (s->kw - 1) * s->dw / s->sw;
+  j->phase = round_up(j->flat + reach, 16);
+  if (j->phase < j->hp * j->wp) j->phase = round_up(j->hp * j->wp, 16);
+  j->plane = s->sh * s->sw * j->phase;
   j->tap_off = malloc((size_t)j->taps * sizeof *j->tap_off);
   if (!j->tap_off) return -1;
-  for (int64_t t = 0; t < j->taps; t++) j->tap_off[t] = t / s->kw * s->dh * j->wp + t % s->kw * s->dw;
+  for (int64_t t = 0; t < j->taps; t++) j->tap_off[t] = plane_index(j, t / s->kw * s->dh, t % s->kw * s->dw);
   return 0;
 }
 
 int rt_conv_amx_usable(const rt_conv_shape *s) {
   int64_t cg = s->img.c / s->groups, kg = s->out.c / s->groups;
   /* Padded planes below 2^25 positions: the weight gradient's gathers take
-   * 32-bit byte offsets of 16 of them. */
-  int64_t padded = (s->out.h + s->dh * (s->kh - 1)) * (s->out.w + s->dw * (s->kw - 1));
-  return rt_isa_amx_bf16() && s->sh == 1 && s->sw == 1 && cg >= 16 && cg * s->kh * s->kw >= 64 && kg >= 1 &&
-         padded < (1 << 25);
+   * 32-bit byte offsets of 16 of them (a bound on every phase's, with the
+   * last block's slack). */
+  int64_t wp = s->out.w + s->dw * (s->kw - 1) / s->sw + 1, hp = s->out.h + s->dh * (s->kh - 1) / s->sh + 1;
+  int64_t padded = s->sh * s->sw * (hp * wp + 2 * CA_NB);
+  /* A stride takes the phase planes when every phase has a tap (dilation 1,
+   * window at least the stride): else most of them would be dead weight. */
+  int strided = s->sh > 1 || s->sw > 1;
+  int phases_used = s->dh == 1 && s->dw == 1 && s->kh >= s->sh && s->kw >= s->sw;
+  return rt_isa_amx_bf16() && s->sh >= 1 && s->sw >= 1 && (!strided || phases_used) && cg >= 16 &&
+         cg * s->kh * s->kw >= 64 && kg >= 1 && padded < (1 << 25);
 }
 
 nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w, int flipped, const void *bias,
@@ -322,8 +398,8 @@ nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w,
 #ifndef CA_AMX
   if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
 #endif
-  if (s->sh != 1 || s->sw != 1)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (s->sh < 1 || s->sw < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution needs a positive stride", name);
   if (s->out.n * s->out.c * s->out.h * s->out.w == 0) return NRT_SUCCESS;
   ca_job j;
   if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
@@ -349,17 +425,21 @@ nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w,
 
 /* ---- weight gradient ---------------------------------------------------------- */
 
-/* Padded image rows of channel c (image n, group g) into row: flat padded
- * positions, zeros outside the image (plane + 2 entries). */
+/* Channel c of image n, group g, into row: its padded plane (phase
+ * planes at stride > 1) of flat positions, zeros outside the image
+ * (plane + 2 entries). */
 static void padded_channel(const ca_job *j, int64_t n, int64_t g, int64_t c, uint16_t *row) {
   const rt_image *im = &j->s.img;
   const uint16_t *x = (const uint16_t *)im->data + n * im->sn + (g * j->cg + c) * im->sc;
-  int64_t h1 = im->h < j->hp - j->s.ph ? im->h : j->hp - j->s.ph, w1 = im->w < j->wp - j->s.pw ? im->w : j->wp - j->s.pw;
+  int64_t ih0, ih1, iw0, iw1, sw = j->s.sw;
+  image_window(j, &ih0, &ih1, &iw0, &iw1);
   memset(row, 0, (size_t)(j->plane + 2) * sizeof *row);
-  for (int64_t ih = 0; ih < h1; ih++) {
-    uint16_t *d = row + (ih + j->s.ph) * j->wp + j->s.pw;
+  for (int64_t ih = ih0; ih < ih1; ih++) {
     const uint16_t *r = x + ih * im->sh;
-    for (int64_t iw = 0; iw < w1; iw++) d[iw] = r[iw * im->sw];
+    for (int64_t b = 0; b < sw && iw0 + b < iw1; b++) {
+      uint16_t *d = row + plane_index(j, ih + j->s.ph, iw0 + b + j->s.pw);
+      for (int64_t iw = iw0 + b; iw < iw1; iw += sw) *d++ = r[iw * im->sw];
+    }
   }
 }
 
@@ -511,8 +591,27 @@ __attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job
  * image pairs (32 channels each) stay in L2 while every tap reads them. */
 #define CA_WG_POSITIONS 512
 
+/* Taps [t0, t1) of C block cblock (group g, output and input channels
+ * from o0 and c0), summed over every image, rounded into the weight
+ * gradient by the task that summed them, while they are in its cache. */
+static void store_wgrad(const ca_job *j, int64_t cblock, int64_t g, int64_t o0, int64_t c0, int64_t t0, int64_t t1) {
+  const int64_t *st = j->dw->strides, rows = j->kg - o0 < CA_MB ? j->kg - o0 : CA_MB;
+  const int64_t cols = j->cg - c0 < CA_CB ? j->cg - c0 : CA_CB;
+  uint16_t r[CA_MB * CA_CB];
+  for (int64_t t = t0; t < t1; t++) {
+    const float *a = j->acc + (cblock * j->taps + t) * CA_MB * CA_MB;
+    if (j->portable || !rt_gemm_flush_bf16_rows(r, CA_CB, a, CA_MB, NULL, 0, 0, rows, CA_CB))
+      for (int64_t i = 0; i < rows * CA_CB; i++) r[i] = rt_bfloat16_from_float(a[i]);
+    uint16_t *d = (uint16_t *)j->dw->data + (g * j->kg + o0) * st[0] + c0 * st[1] + t / j->s.kw * st[2] +
+                  t % j->s.kw * st[3];
+    for (int64_t o = 0; o < rows; o++)
+      for (int64_t c = 0; c < cols; c++) d[o * st[0] + c * st[1]] = r[o * CA_CB + c];
+  }
+}
+
 /* Stage 2, tasks (group, output block, channel block): every tap's block
- * over the chunk's images and their positions, in order. */
+ * over the chunk's images and their positions, in order; the last chunk's
+ * tasks round their blocks into the weight gradient. */
 static void wgrad_products(int64_t begin, int64_t end, void *arg) {
   ca_job *j = arg;
   ca_wblock_fn block = wblock_portable;
@@ -534,6 +633,7 @@ static void wgrad_products(int64_t begin, int64_t end, void *arg) {
           block(j, g, o0, c0, t, nl, p1, p2, j->acc + (cblock * j->taps + t) * CA_MB * CA_MB,
                 !j->started && nl == 0 && p1 == 0);
       }
+    if (j->last) store_wgrad(j, cblock, g, o0, c0, t0, t1);
   }
 #ifdef CA_AMX
   if (!j->portable) tiles_end();
@@ -552,8 +652,8 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
 #ifndef CA_AMX
   if (!portable) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: no AMX tiles on this build", name);
 #endif
-  if (s->sh != 1 || s->sw != 1)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution takes stride 1 only", name);
+  if (s->sh < 1 || s->sw < 1)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the direct AMX convolution needs a positive stride", name);
   if (w->shape[0] * w->shape[1] * w->shape[2] * w->shape[3] == 0) return NRT_SUCCESS;
   ca_job j;
   if (setup(&j, s, portable)) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
@@ -570,7 +670,9 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
   j.chunk = CA_CHUNK_BYTES / per_task;
   if (j.chunk < 1) j.chunk = 1;
   if (j.chunk > s->img.n) j.chunk = s->img.n > 0 ? s->img.n : 1;
-  j.acc = calloc((size_t)(cblocks * j.taps * CA_MB * CA_MB), sizeof *j.acc);
+  j.dw = w;
+  /* No zeros needed: the first chunk's products start the sums. */
+  j.acc = malloc((size_t)(cblocks * j.taps * CA_MB * CA_MB) * sizeof *j.acc);
   j.gq = malloc((size_t)(j.chunk * s->groups * j.gq_img) * sizeof *j.gq);
   j.xq = malloc((size_t)(j.chunk * s->groups * j.xq_img) * sizeof *j.xq);
   nrt_status status = NRT_SUCCESS;
@@ -579,8 +681,15 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
     goto done;
   }
   double work = 2.0 * (double)(CA_MB * CA_CB * j.flat * j.taps) / (double)j.tap_parts;
+  if (s->img.n == 0) /* no images: no task writes the (zero) gradient */
+    for (int64_t a = 0; a < w->shape[0]; a++)
+      for (int64_t b = 0; b < w->shape[1]; b++)
+        for (int64_t t = 0; t < j.taps; t++)
+          ((uint16_t *)w->data)[a * w->strides[0] + b * w->strides[1] + t / s->kw * w->strides[2] +
+                                t % s->kw * w->strides[3]] = 0;
   for (j.n0 = 0; j.n0 < s->img.n && !atomic_load(&j.oom); j.n0 += j.chunk) {
     j.count = s->img.n - j.n0 < j.chunk ? s->img.n - j.n0 : j.chunk;
+    j.last = j.n0 + j.count >= s->img.n;
     rt_parallel_for(j.count * s->groups, 1, wgrad_pack, &j);
     if (atomic_load(&j.oom)) break;
     rt_parallel_for(tasks, work * (double)j.count >= RT_VISION_GRAIN ? 1 : 4, wgrad_products, &j);
@@ -590,16 +699,6 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
     status = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a padded image row", name);
     goto done;
   }
-  uint16_t *dw = w->data;
-  for (int64_t g = 0; g < s->groups; g++)
-    for (int64_t o = 0; o < j.kg; o++)
-      for (int64_t c = 0; c < j.cg; c++)
-        for (int64_t t = 0; t < j.taps; t++) {
-          int64_t task = (g * nob + o / CA_MB) * j.ncb + c / CA_CB;
-          float v = j.acc[(task * j.taps + t) * CA_MB * CA_MB + o % CA_MB * CA_MB + c % CA_CB];
-          dw[(g * j.kg + o) * w->strides[0] + c * w->strides[1] + t / s->kw * w->strides[2] +
-             t % s->kw * w->strides[3]] = rt_bfloat16_from_float(v);
-        }
 done:
   free(j.tap_off);
   free(j.acc);

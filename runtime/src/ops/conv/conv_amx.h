@@ -1,5 +1,5 @@
-/* Direct bfloat16 convolution on AMX tiles (conv_amx.c), stride 1: no
- * column matrix and no GEMM packing.
+/* Direct bfloat16 convolution on AMX tiles (conv_amx.c): no column matrix
+ * and no GEMM packing.
  *
  * Each image (of one group) is copied once, zero-padded, into planes of
  * channel pairs: word p of plane c2 holds channels 2 c2 and 2 c2 + 1 at
@@ -14,15 +14,22 @@
  * bfloat16 and stored; the Wp - OW columns between rows are computed and
  * dropped (2 of 10 for an 8x8 image with a 3x3 window).
  *
+ * A stride sh x sw deals the padded image into sh * sw phase planes (rows
+ * r = sh q + a, columns c = sw u + b to plane (a, b) at (q, u)): tap (i,
+ * j) then reads phase (i dh mod sh, j dw mod sw) at (oh + i dh / sh, ow +
+ * j dw / sw), again one offset for every output position.
+ *
  * The input gradient of a stride-1 convolution is the same forward over
- * grad_output with the weight flipped (flipped = 1, as conv_blocked.h). */
+ * grad_output with the weight flipped (flipped = 1, as conv_blocked.h); a
+ * strided one is a stride-1 one per phase of the image (conv.c). */
 #ifndef NEURONRT_OPS_CONV_AMX_H
 #define NEURONRT_OPS_CONV_AMX_H
 
 #include "ops/conv/conv_blocked.h"
 
 /* 1 when the direct AMX forward takes this bfloat16 problem: an AMX host,
- * stride 1, at least 16 channels per group and 64 taps. */
+ * at least 16 channels per group and 64 taps, and a stride only where every
+ * phase has taps (no dilation, window at least the stride). */
 int rt_conv_amx_usable(const rt_conv_shape *s);
 
 /* O = conv(I, W) (+ bias), bfloat16, as rt_conv_blocked_forward (w, flipped
@@ -32,7 +39,7 @@ nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w,
                                int64_t bias_stride, int portable, const char *name);
 
 /* w = the weight gradient [groups * kg, cg, kh, kw] of I and grad_output
- * O (stride 1, as rt_conv_amx_usable). Per tap, C tiles of 32 output x 32
+ * O (as rt_conv_amx_usable). Per tap, C tiles of 32 output x 32
  * input channels sum k pairs of flat positions: A is grad_output packed
  * [channel][flat] (zeros between rows), B the padded image packed [pair
  * of positions][channel] from an even and from an odd position (a tap's
