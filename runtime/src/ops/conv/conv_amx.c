@@ -288,6 +288,21 @@ __attribute__((target("avx512f,avx512bw"))) static void copy_run(uint16_t *d, co
 }
 #endif
 
+#ifdef CA_AMX
+/* rows x 32 rounded values r of a block into output rows dense in
+ * positions (row stride OW): the block's valid positions are one run of
+ * the output, gathered to its front by idx and stored under mask m (one
+ * store a row; runs of one output row cost a call each). */
+__attribute__((target("avx512f,avx512bw"))) static void store_dense(uint16_t *d, int64_t sc, const uint16_t *r,
+                                                                   int64_t rows, const uint16_t *idx,
+                                                                   int64_t count) {
+  const __m512i ix = _mm512_loadu_si512(idx);
+  const __mmask32 m = (__mmask32)(count >= 32 ? 0xffffffffu : (1u << count) - 1);
+  for (int64_t i = 0; i < rows; i++)
+    _mm512_mask_storeu_epi16(d + i * sc, m, _mm512_permutexvar_epi16(ix, _mm512_loadu_si512(r + i * CA_NB)));
+}
+#endif
+
 /* Rows [m0, m0 + 32) of block c (positions from p0) into image n's output:
  * valid rows and columns only, plus the bias, rounded once (the whole
  * block at a time by the GEMM's AVX512-BF16 rounding where it applies). */
@@ -303,6 +318,21 @@ static void store_block(const ca_job *j, int64_t n, int64_t g, int64_t m0, int64
   uint16_t r[CA_MB * CA_NB];
   if (!rt_gemm_flush_bf16_rows(r, CA_NB, c, CA_NB, NULL, 0, 0, rows, CA_NB))
     for (int64_t i = 0; i < rows * CA_NB; i++) r[i] = rt_bfloat16_from_float(c[i]);
+#ifdef CA_AMX
+  if (!j->portable && out->sw == 1 && out->sh == out->w) {
+    uint16_t idx[CA_NB] __attribute__((aligned(64))) = {0};
+    int64_t count = 0, first = -1;
+    for (int64_t u = 0, oh = p0 / wp, ow = p0 % wp; u < CA_NB && oh < out->h; u++) {
+      if (ow < out->w) {
+        if (first < 0) first = oh * out->w + ow;
+        idx[count++] = (uint16_t)u;
+      }
+      if (++ow == wp) ow = 0, oh++;
+    }
+    if (count) store_dense(base + first, out->sc, r, rows, idx, count);
+    return;
+  }
+#endif
   /* By runs of one output row: no division per element. */
   for (int64_t u = 0, oh = p0 / wp, ow = p0 % wp; u < CA_NB && oh < out->h; oh++, ow = 0) {
     int64_t seg = CA_NB - u < wp - ow ? CA_NB - u : wp - ow, valid = out->w - ow;
