@@ -45,7 +45,7 @@ GEOMETRIES = [
     ((2, 96, 7, 5), (40, 96, 1, 1), {}, 1),  # 1x1: forward only (40 taps of input gradient; the image is its own column)
     ((2, 64, 9, 9), (48, 32, 3, 3), dict(groups=2, padding=1), 3),
     ((1, 32, 1, 40), (33, 32, 1, 5), dict(padding=(0, 2)), 3),  # 1-d
-    ((1, 32, 30, 30), (40, 32, 3, 3), dict(padding=1), 3),  # weight gradient in passes of 512 positions
+    ((1, 32, 30, 30), (40, 32, 3, 3), dict(padding=1), 3),  # a weight gradient over 960 flat positions an image
     # strides: phase planes (forward, weight gradient), input gradient by phase
     ((2, 64, 14, 14), (96, 64, 3, 3), dict(stride=2, padding=1), 3),  # ResNet downsampling
     ((2, 32, 13, 11), (72, 32, 3, 3), dict(stride=2, padding=1), 3),  # odd sizes: a last row and column alone

@@ -126,7 +126,7 @@ static const amx_case cases[] = {
     {2, 96, 7, 5, 40, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1},   /* 1x1 */
     {2, 64, 9, 9, 48, 3, 3, 1, 1, 1, 1, 2, 0, 1, 1},   /* groups */
     {1, 32, 1, 40, 33, 1, 5, 0, 2, 1, 1, 1, 0, 1, 1},  /* a 1-d convolution */
-    {1, 32, 30, 30, 40, 3, 3, 1, 1, 1, 1, 1, 0, 1, 1}, /* weight gradient in passes of 512 positions */
+    {3, 32, 30, 30, 40, 3, 3, 1, 1, 1, 1, 1, 0, 1, 1}, /* weight gradient: chunks of 2 images, sums reloaded */
     {2, 64, 13, 13, 48, 3, 3, 1, 1, 1, 1, 1, 0, 2, 2}, /* stride 2: four phase planes, odd image */
     {2, 32, 12, 9, 40, 3, 3, 1, 0, 1, 1, 1, 2, 2, 2},  /* stride 2, no column padding, strided rows */
     {1, 48, 11, 16, 33, 4, 3, 1, 1, 1, 1, 1, 0, 3, 1}, /* stride 3 x 1: phases of rows only */

@@ -6,7 +6,8 @@
  * so the planes' rows of a position block stay in L1 while the packed
  * weight streams from L2. The weight gradient packs a chunk of images
  * (stage 1, tasks (image, group)), then sums it into float32 accumulators
- * (stage 2, tasks (32 x 32 channel block, run of taps)). Every output
+ * (stage 2, tasks (32 x 32 channel block, run of taps); a tap's four C
+ * tiles stay in the tiles over the whole chunk). Every output
  * element is summed by one task in a fixed order: results do not depend on
  * the thread count.
  *
@@ -562,10 +563,12 @@ static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
 }
 
 /* Tap t's 32 x 32 block (output rows from o0, channels from c0) of group g
- * += the products of flat positions [p1, p2) of image nl of the chunk; c
- * holds the running sums (ignored when first). */
-typedef void (*ca_wblock_fn)(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl,
-                             int64_t p1, int64_t p2, float *c, int first);
+ * += the products of every flat position of every image of the chunk; c
+ * holds the running sums (ignored when first). One call a tap and chunk:
+ * the sums stay in tiles over all its images (storing and reloading them
+ * per image and pass of positions cost the short images much of the tile
+ * loop). */
+typedef void (*ca_wblock_fn)(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, float *c, int first);
 
 /* B rows of position pairs from flat position p0 + off of a packed image. */
 static const uint32_t *pairs_at(const ca_job *j, const uint32_t *xe, int64_t s, int64_t c0) {
@@ -573,35 +576,36 @@ static const uint32_t *pairs_at(const ca_job *j, const uint32_t *xe, int64_t s, 
   return base + (s >> 1) * j->cgp + c0;
 }
 
-static void wblock_portable(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, int64_t nl, int64_t p1,
-                            int64_t p2, float *c, int first) {
+static void wblock_portable(const ca_job *j, int64_t g, int64_t o0, int64_t c0, int64_t t, float *c, int first) {
   float acc[CA_MB * CA_MB];
   if (first)
     memset(acc, 0, sizeof acc);
   else
     memcpy(acc, c, sizeof acc);
-  int64_t half = j->flat / 2, task = nl * j->s.groups + g;
-  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
-  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
-    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
-    for (int64_t m = 0; m < CA_MB; m++)
-      for (int64_t u = 0; u < CA_MB; u++) {
-        float sum = 0;
-        for (int64_t q = 0; q < 16; q++) {
-          uint32_t x = a[m * half + p0 / 2 + q], y = b[q * j->cgp + u];
-          sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
-                 rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+  const int64_t half = j->flat / 2;
+  for (int64_t nl = 0; nl < j->count; nl++) {
+    int64_t task = nl * j->s.groups + g;
+    const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+    for (int64_t p0 = 0; p0 < j->flat; p0 += CA_NB) {
+      const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+      for (int64_t m = 0; m < CA_MB; m++)
+        for (int64_t u = 0; u < CA_MB; u++) {
+          float sum = 0;
+          for (int64_t q = 0; q < 16; q++) {
+            uint32_t x = a[m * half + p0 / 2 + q], y = b[q * j->cgp + u];
+            sum += rt_bfloat16_to_float((uint16_t)x) * rt_bfloat16_to_float((uint16_t)y) +
+                   rt_bfloat16_to_float((uint16_t)(x >> 16)) * rt_bfloat16_to_float((uint16_t)(y >> 16));
+          }
+          acc[m * CA_MB + u] += sum;
         }
-        acc[m * CA_MB + u] += sum;
-      }
+    }
   }
   memcpy(c, acc, sizeof acc);
 }
 
 #ifdef CA_AMX
 __attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job *j, int64_t g, int64_t o0,
-                                                                  int64_t c0, int64_t t, int64_t nl, int64_t p1,
-                                                                  int64_t p2, float *c, int first) {
+                                                                  int64_t c0, int64_t t, float *c, int first) {
   if (first) {
     _tile_zero(0);
     _tile_zero(1);
@@ -614,19 +618,22 @@ __attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job
     _tile_loadd(2, c + 16 * CA_MB, CA_MB * 4);
     _tile_loadd(3, c + 16 * CA_MB + 16, CA_MB * 4);
   }
-  const int64_t half = j->flat / 2, a_stride = j->flat * 2, b_stride = j->cgp * 4, task = nl * j->s.groups + g;
-  const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
-  for (int64_t p0 = p1; p0 < p2; p0 += CA_NB) {
-    const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
-    CA_BARRIER();
-    _tile_loadd(4, a + p0 / 2, a_stride);
-    _tile_loadd(5, a + 16 * half + p0 / 2, a_stride);
-    _tile_loadd(6, b, b_stride);
-    _tile_loadd(7, b + 16, b_stride);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+  const int64_t half = j->flat / 2, a_stride = j->flat * 2, b_stride = j->cgp * 4;
+  for (int64_t nl = 0; nl < j->count; nl++) {
+    int64_t task = nl * j->s.groups + g;
+    const uint32_t *a = j->gq + task * j->gq_img + o0 * half, *xe = j->xq + task * j->xq_img;
+    for (int64_t p0 = 0; p0 < j->flat; p0 += CA_NB) {
+      const uint32_t *b = pairs_at(j, xe, p0 + j->tap_off[t], c0);
+      CA_BARRIER();
+      _tile_loadd(4, a + p0 / 2, a_stride);
+      _tile_loadd(5, a + 16 * half + p0 / 2, a_stride);
+      _tile_loadd(6, b, b_stride);
+      _tile_loadd(7, b + 16, b_stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, c, CA_MB * 4);
   _tile_stored(1, c + 16, CA_MB * 4);
@@ -635,10 +642,6 @@ __attribute__((target("amx-tile,amx-bf16"))) static void wblock_amx(const ca_job
   CA_BARRIER();
 }
 #endif
-
-/* Flat positions per pass over the taps: the pass's grad_output rows and
- * image pairs (32 channels each) stay in L2 while every tap reads them. */
-#define CA_WG_POSITIONS 512
 
 /* Taps [t0, t1) of C block cblock (group g, output and input channels
  * from o0 and c0), summed over every image, rounded into the weight
@@ -658,9 +661,9 @@ static void store_wgrad(const ca_job *j, int64_t cblock, int64_t g, int64_t o0, 
   }
 }
 
-/* Stage 2, tasks (group, output block, channel block): every tap's block
- * over the chunk's images and their positions, in order; the last chunk's
- * tasks round their blocks into the weight gradient. */
+/* Stage 2, tasks (group, output block, channel block, run of taps): each
+ * tap's block over the chunk's images and their positions, in order; the
+ * last chunk's tasks round their blocks into the weight gradient. */
 static void wgrad_products(int64_t begin, int64_t end, void *arg) {
   ca_job *j = arg;
   ca_wblock_fn block = wblock_portable;
@@ -675,13 +678,8 @@ static void wgrad_products(int64_t begin, int64_t end, void *arg) {
     int64_t cblock = task / j->tap_parts, part = task % j->tap_parts;
     int64_t g = cblock / (nob * j->ncb), o0 = cblock / j->ncb % nob * CA_MB, c0 = cblock % j->ncb * CA_CB;
     int64_t t0 = part * j->taps / j->tap_parts, t1 = (part + 1) * j->taps / j->tap_parts;
-    for (int64_t nl = 0; nl < j->count; nl++)
-      for (int64_t p1 = 0; p1 < j->flat; p1 += CA_WG_POSITIONS) {
-        int64_t p2 = j->flat - p1 < CA_WG_POSITIONS ? j->flat : p1 + CA_WG_POSITIONS;
-        for (int64_t t = t0; t < t1; t++)
-          block(j, g, o0, c0, t, nl, p1, p2, j->acc + (cblock * j->taps + t) * CA_MB * CA_MB,
-                !j->started && nl == 0 && p1 == 0);
-      }
+    for (int64_t t = t0; t < t1; t++)
+      block(j, g, o0, c0, t, j->acc + (cblock * j->taps + t) * CA_MB * CA_MB, !j->started);
     if (j->last) store_wgrad(j, cblock, g, o0, c0, t0, t1);
   }
 #ifdef CA_AMX
