@@ -67,8 +67,9 @@ static void *tile_alloc(int64_t words) {
  * the low half of a word the even channel (as in the B planes); zeros
  * beyond kg rows and cg channels. The flipped weight (the input gradient's)
  * is read with its channel dims swapped and mirrored in space
- * (conv_blocked.h). Written in order (reading w with a stride): scattered
- * two-byte stores were a third of the forward's time outside the tiles. */
+ * (conv_blocked.h). Walked along w's shorter stride, writing within one
+ * tap's block: scattered two-byte stores were a third of the forward's
+ * time outside the tiles, reads a line apart a tenth of an input gradient's. */
 static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
   memset(j->wpack, 0, (size_t)(j->s.groups * j->taps * j->ncb * j->kgp * 16) * sizeof *j->wpack);
   uint16_t *dst = (uint16_t *)j->wpack;
@@ -82,12 +83,19 @@ static void pack_weight(ca_job *j, const nrt_tensor_view *w) {
       if (j->flipped) i = kh - 1 - i, jj = kw - 1 - jj;
       const uint16_t *wt = src + g * (j->flipped ? j->cg * st[0] : j->kg * st[0]) + i * st[2] + jj * st[3];
       uint16_t *dt = dst + (g * j->taps + t) * j->ncb * j->kgp * 32;
-      for (int64_t o = 0; o < j->kg; o++)
-        for (int64_t c0 = 0; c0 < j->cg; c0 += CA_CB) {
-          const uint16_t *wc = wt + o * o_step + c0 * c_step;
-          uint16_t *d = dt + (c0 / CA_CB * j->kgp + o) * 32;
-          for (int64_t c = 0, e = j->cg - c0 < CA_CB ? j->cg - c0 : CA_CB; c < e; c++) d[c] = wc[c * c_step];
+      if (o_step < c_step) /* the flipped weight: read along output channels, write in an L1 block */
+        for (int64_t c = 0; c < j->cg; c++) {
+          const uint16_t *wc = wt + c * c_step;
+          uint16_t *d = dt + c / CA_CB * j->kgp * 32 + c % CA_CB;
+          for (int64_t o = 0; o < j->kg; o++) d[o * 32] = wc[o * o_step];
         }
+      else
+        for (int64_t o = 0; o < j->kg; o++)
+          for (int64_t c0 = 0; c0 < j->cg; c0 += CA_CB) {
+            const uint16_t *wc = wt + o * o_step + c0 * c_step;
+            uint16_t *d = dt + (c0 / CA_CB * j->kgp + o) * 32;
+            for (int64_t c = 0, e = j->cg - c0 < CA_CB ? j->cg - c0 : CA_CB; c < e; c++) d[c] = wc[c * c_step];
+          }
     }
 }
 
@@ -110,8 +118,6 @@ static void image_window(const ca_job *j, int64_t *ih0, int64_t *ih1, int64_t *i
 
 /* d[k] = r0[k step] | r1[k step] << 16 for k < n: one row of a phase
  * plane from two channel rows of unit column stride. */
-typedef void (*ca_pairs_fn)(uint32_t *d, const uint16_t *r0, const uint16_t *r1, int64_t n, int64_t step);
-
 static void pairs_row(uint32_t *d, const uint16_t *r0, const uint16_t *r1, int64_t n, int64_t step) {
   for (int64_t k = 0; k < n; k++) d[k] = r0[k * step] | (uint32_t)r1[k * step] << 16;
 }
@@ -146,36 +152,55 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void pairs_row_avx51
 }
 #endif
 
-/* Image n of group g into ncb * 16 zero-padded planes of channel pairs;
- * at stride > 1 each image row is dealt to sw phase planes. */
+/* Channels x0, x1 (odd: x0 alone, zeros in the high halves) of the image
+ * into plane p (zeroed), row by row, each row dealt to its sw column
+ * phases; PAIRS packs a row of unit column stride. One body for both
+ * builds below, so the vector one inlines its rows (a call a row of 8 was
+ * a sixth of conv3's input gradient). */
+#define CA_PACK_PAIR_BODY(PAIRS)                                                                            \
+  const rt_image *im = &j->s.img;                                                                         \
+  int64_t ih0, ih1, iw0, iw1, sw = j->s.sw;                                                               \
+  image_window(j, &ih0, &ih1, &iw0, &iw1);                                                                \
+  memset(p, 0, (size_t)j->plane * sizeof *p); /* then filled while in L1 */                               \
+  for (int64_t ih = ih0; ih < ih1; ih++)                                                                  \
+    for (int64_t b = 0; b < sw && iw0 + b < iw1; b++) { /* column phase of iw0 + b */                     \
+      const int64_t len = (iw1 - iw0 - b + sw - 1) / sw, step = sw * im->sw;                              \
+      uint32_t *d = p + j->row_at[ih * sw + b];                                                           \
+      const uint16_t *r0 = x0 + ih * im->sh + (iw0 + b) * im->sw, *r1 = x1 + ih * im->sh + (iw0 + b) * im->sw; \
+      if (odd)                                                                                            \
+        for (int64_t x = 0; x < len; x++) d[x] = r0[x * step];                                            \
+      else if (im->sw == 1)                                                                               \
+        PAIRS(d, r0, r1, len, sw);                                                                        \
+      else                                                                                                \
+        for (int64_t x = 0; x < len; x++) d[x] = r0[x * step] | (uint32_t)r1[x * step] << 16;             \
+    }
+
+static void pack_pair(const ca_job *j, uint32_t *p, const uint16_t *x0, const uint16_t *x1, int odd) {
+  CA_PACK_PAIR_BODY(pairs_row)
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void pack_pair_avx512(const ca_job *j, uint32_t *p,
+                                                                                  const uint16_t *x0,
+                                                                                  const uint16_t *x1, int odd) {
+  CA_PACK_PAIR_BODY(pairs_row_avx512)
+}
+#endif
+
+/* Image n of group g into ncb * 16 zero-padded planes of channel pairs. */
 static void pack_image(const ca_job *j, int64_t n, int64_t g, uint32_t *planes) {
   const rt_image *im = &j->s.img;
   const uint16_t *base = (const uint16_t *)im->data + n * im->sn + g * j->cg * im->sc;
-  int64_t ih0, ih1, iw0, iw1, sw = j->s.sw;
-  image_window(j, &ih0, &ih1, &iw0, &iw1);
-  ca_pairs_fn pairs = pairs_row;
+  void (*pack)(const ca_job *, uint32_t *, const uint16_t *, const uint16_t *, int) = pack_pair;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (!j->portable) pairs = pairs_row_avx512;
+  if (!j->portable) pack = pack_pair_avx512;
 #endif
-  const int64_t two = 2 * im->sc;
   for (int64_t c2 = 0; c2 < j->ncb * 16; c2++) {
     uint32_t *p = planes + c2 * j->plane;
-    memset(p, 0, (size_t)j->plane * sizeof *p); /* then filled while in L1 */
-    if (2 * c2 >= j->cg) continue;
-    const uint16_t *x0 = base + c2 * two, *x1 = x0 + im->sc;
-    const int odd = 2 * c2 + 1 == j->cg; /* the last channel alone: zeros in the high halves */
-    for (int64_t ih = ih0; ih < ih1; ih++)
-      for (int64_t b = 0; b < sw && iw0 + b < iw1; b++) { /* column phase of iw0 + b */
-        const int64_t len = (iw1 - iw0 - b + sw - 1) / sw, step = sw * im->sw;
-        uint32_t *d = p + j->row_at[ih * sw + b];
-        const uint16_t *r0 = x0 + ih * im->sh + (iw0 + b) * im->sw, *r1 = x1 + ih * im->sh + (iw0 + b) * im->sw;
-        if (odd)
-          for (int64_t x = 0; x < len; x++) d[x] = r0[x * step];
-        else if (im->sw == 1)
-          pairs(d, r0, r1, len, sw);
-        else
-          for (int64_t x = 0; x < len; x++) d[x] = r0[x * step] | (uint32_t)r1[x * step] << 16;
-      }
+    if (2 * c2 >= j->cg)
+      memset(p, 0, (size_t)j->plane * sizeof *p);
+    else
+      pack(j, p, base + 2 * c2 * im->sc, base + (2 * c2 + 1) * im->sc, 2 * c2 + 1 == j->cg);
   }
 }
 
