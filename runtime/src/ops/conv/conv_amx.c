@@ -527,7 +527,10 @@ static void padded_channel(const ca_job *j, int64_t n, int64_t g, int64_t c, uin
     const uint16_t *r = x + ih * im->sh;
     for (int64_t b = 0; b < sw && iw0 + b < iw1; b++) {
       uint16_t *d = row + j->row_at[ih * sw + b];
-      for (int64_t iw = iw0 + b; iw < iw1; iw += sw) *d++ = r[iw * im->sw];
+      if (sw == 1 && im->sw == 1)
+        memcpy(d, r + iw0, (size_t)(iw1 - iw0) * sizeof *d);
+      else
+        for (int64_t iw = iw0 + b; iw < iw1; iw += sw) *d++ = r[iw * im->sw];
     }
   }
 }
@@ -585,7 +588,10 @@ static void wgrad_pack(int64_t begin, int64_t end, void *arg) {
       for (int64_t oh = 0; oh < out->h; oh++) {
         uint16_t *d = gq + k * j->flat + oh * j->wp;
         const uint16_t *r = o + k * out->sc + oh * out->sh;
-        for (int64_t ow = 0; ow < out->w; ow++) d[ow] = r[ow * out->sw];
+        if (out->sw == 1) /* a copy, not a loop the compiler keeps scalar for the stride */
+          memcpy(d, r, (size_t)out->w * sizeof *d);
+        else
+          for (int64_t ow = 0; ow < out->w; ow++) d[ow] = r[ow * out->sw];
       }
     uint32_t *xe = j->xq + task * j->xq_img, *xo = xe + half * j->cgp;
     for (int64_t c0 = 0; c0 < j->cgp; c0 += 16) {
