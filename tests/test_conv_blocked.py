@@ -152,6 +152,13 @@ DETERMINISM_SCRIPT = textwrap.dedent("""
         y.backward(torch.randn(y.shape).to(dtype).to("neuron"))
         for t in (y, x.grad, w.grad):
             h.update(t.detach().float().cpu().numpy().tobytes())
+    # stride 2 (on AMX hosts: phase planes, the input gradient by phase)
+    x = torch.randn(12, 32, 13, 13).bfloat16().to("neuron").requires_grad_()
+    w = torch.randn(64, 32, 3, 3).bfloat16().to("neuron").requires_grad_()
+    y = F.conv2d(x, w, stride=2, padding=1)
+    y.backward(torch.randn(y.shape).bfloat16().to("neuron"))
+    for t in (y, x.grad, w.grad):
+        h.update(t.detach().float().cpu().numpy().tobytes())
     print(h.hexdigest())
 """)
 
