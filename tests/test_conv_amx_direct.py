@@ -53,6 +53,7 @@ GEOMETRIES = [
     # no padding, groups; the input gradient's 1x1 phase has 32 taps (< 64): all its phases on columns
     ((2, 64, 12, 12), (64, 32, 3, 3), dict(stride=2, groups=2), 2),
     ((2, 256, 9, 9), (64, 256, 1, 1), dict(stride=2), 1),  # 1x1: input gradient only (phase 0 and zeros)
+    ((2, 64, 10, 10), (64, 64, 3, 3), dict(stride=2, padding=3), 3),  # phases of negative padding
 ]
 
 
