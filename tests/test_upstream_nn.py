@@ -128,6 +128,164 @@ def test_upsampling_uint8_and_float_still_match_cpu(mode, dtype):
             torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-3)
 
 
+# ---- the transformer fast path: TransformerEncoderLayer and MultiheadAttention -----
+# In eval mode without grad, torch.nn calls _transformer_encoder_layer_fwd and
+# _native_multi_head_attention on the PrivateUse1 device as on the CPU; neuron
+# composes them from native ops (transformer_fast_path.cpp) and must give the
+# CPU fast path's values, a fully masked row's NaN included.
+
+def _encoder_pair(norm_first, activation, dtype, d_model=8, nhead=2):
+    torch.manual_seed(0)
+    cpu = torch.nn.TransformerEncoderLayer(d_model, nhead, 16, 0.0, activation=activation, batch_first=True,
+                                           norm_first=norm_first, dtype=dtype).eval()
+    dev = torch.nn.TransformerEncoderLayer(d_model, nhead, 16, 0.0, activation=activation, batch_first=True,
+                                           norm_first=norm_first, dtype=dtype).eval()
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to(DEV)
+
+
+def _masks(B, L):
+    pad = torch.zeros(B, L, dtype=torch.bool)
+    pad[0, L - 2:] = True
+    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+    additive = torch.zeros(L, L).masked_fill(causal, float("-inf"))
+    return {"none": (None, None), "padding": (None, pad), "attn": (causal, None), "both": (causal, pad),
+            "float_attn": (additive, None)}
+
+
+def _assert_native(op):
+    assert torchneuron.get_executed_ops().get("aten::" + op, 0) > 0, torchneuron.get_executed_ops()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mask", ["none", "padding", "attn", "both", "float_attn"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_encoder_layer_fast_path_matches_cpu(norm_first, activation, mask, dtype):
+    cpu, dev = _encoder_pair(norm_first, activation, dtype)
+    x = torch.randn(5, 3, 8, dtype=dtype).transpose(0, 1)  # [B=3, L=5, D], non-contiguous
+    src_mask, pad = _masks(3, 5)[mask]
+    if src_mask is not None and src_mask.is_floating_point():
+        src_mask = src_mask.to(dtype)
+    with torch.no_grad():
+        want = cpu(x, src_mask=src_mask, src_key_padding_mask=pad)
+        got = dev(x.to(DEV), src_mask=None if src_mask is None else src_mask.to(DEV),
+                  src_key_padding_mask=None if pad is None else pad.to(DEV))
+    _assert_native("_transformer_encoder_layer_fwd")
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got.cpu(), want, **tol)
+
+
+def test_transformer_encoder_layer_fully_masked_row_is_the_cpu_fast_paths_nan():
+    # upstream test_transformerencoderlayer: one token, masked out
+    cpu, dev = _encoder_pair(False, "relu", torch.float32, d_model=4)
+    x = torch.tensor([[[20., 30., 40., 50.]]])
+    mask = torch.tensor([[True]])
+    with torch.no_grad():
+        want = cpu(x, src_key_padding_mask=mask)
+        got = dev(x.to(DEV), src_key_padding_mask=mask.to(DEV))
+    assert want.isnan().all()
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    # a batch with one fully masked sequence keeps the other's values
+    x2 = torch.randn(2, 3, 4)
+    mask2 = torch.tensor([[True, True, True], [False, True, False]])
+    with torch.no_grad():
+        torch.testing.assert_close(dev(x2.to(DEV), src_key_padding_mask=mask2.to(DEV)).cpu(),
+                                   cpu(x2, src_key_padding_mask=mask2), equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_encoder_layer_empty_batch_and_bfloat16():
+    cpu, dev = _encoder_pair(False, "gelu", torch.float32)
+    with torch.no_grad():
+        out = dev(torch.zeros(0, 4, 8, device=DEV))
+        assert out.shape == (0, 4, 8) and out.device.type == DEV
+    cpu, dev = _encoder_pair(True, "relu", torch.bfloat16)
+    x = torch.randn(2, 4, 8, dtype=torch.bfloat16)
+    with torch.no_grad():
+        torch.testing.assert_close(dev(x.to(DEV)).cpu(), cpu(x), rtol=3e-2, atol=3e-2)
+    _assert_native("_transformer_encoder_layer_fwd")
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize("mask", ["none", "padding", "attn", "both"])
+def test_multihead_attention_fast_path_matches_cpu(mask, need_weights, average):
+    torch.manual_seed(0)
+    cpu = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    dev = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to(DEV)
+    x = torch.randn(3, 5, 8)
+    xn = x.to(DEV)
+    attn, pad = _masks(3, 5)[mask]
+    with torch.no_grad():
+        want = cpu(x, x, x, key_padding_mask=pad, attn_mask=attn, need_weights=need_weights,
+                   average_attn_weights=average)
+        got = dev(xn, xn, xn, key_padding_mask=None if pad is None else pad.to(DEV),
+                  attn_mask=None if attn is None else attn.to(DEV), need_weights=need_weights,
+                  average_attn_weights=average)
+    _assert_native("_native_multi_head_attention")
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-5)
+    assert (got[1] is None) == (want[1] is None)
+    if want[1] is not None:
+        torch.testing.assert_close(got[1].cpu(), want[1], rtol=1e-5, atol=1e-6)
+
+
+def test_native_multi_head_attention_bad_input_raises_like_cpu():
+    w, b = torch.randn(24, 8), torch.randn(24)
+    pw, pb = torch.randn(8, 8), torch.randn(8)
+    x = torch.randn(2, 3, 8)
+
+    def call(d, q=x, qkv_w=w, qkv_b=b, heads=2, embed=8):
+        return torch._native_multi_head_attention(q.to(d), q.to(d), q.to(d), embed, heads, qkv_w.to(d),
+                                                  qkv_b.to(d), pw.to(d), pb.to(d))
+    assert_raises_like_cpu(lambda d: call(d, q=torch.randn(3, 8)))
+    assert_raises_like_cpu(lambda d: call(d, embed=6))
+    assert_raises_like_cpu(lambda d: call(d, qkv_w=torch.randn(8, 8)))
+    assert_raises_like_cpu(lambda d: call(d, qkv_b=torch.randn(8)))
+    assert_raises_like_cpu(lambda d: call(d, heads=3))
+
+
+MASK_TYPES = [  # (input shape, mask shape, mask_type)
+    ((2, 3, 4, 4), (4, 4), 0), ((2, 3, 4, 4), (2, 4), 1), ((2, 3, 4, 4), (2, 3, 4, 4), 2), ((3, 5), (3, 5), None),
+    ((2, 2, 3, 3), (2, 2, 3, 3), None)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,mask_shape,mask_type", MASK_TYPES)
+def test_masked_softmax_matches_cpu(shape, mask_shape, mask_type, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=dtype)
+    mask = torch.rand(mask_shape) < 0.4
+    mask.view(-1, mask_shape[-1])[0] = True  # one fully masked row: NaN, as on the CPU
+    want = torch._masked_softmax(x, mask, x.dim() - 1, mask_type)
+    got = torch._masked_softmax(x.to(DEV), mask.to(DEV), x.dim() - 1, mask_type)
+    _assert_native("_masked_softmax")
+    tol = dict(rtol=1e-2, atol=1e-2) if dtype == torch.bfloat16 else dict(rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol)
+
+
+def test_masked_softmax_gradient_and_errors_match_cpu():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    mask = torch.rand(2, 3, 4, 5) < 0.3
+    mask[:, :, 0, :] = False  # no fully masked column along dim 2: its NaN would spread into the sums
+    grads = []
+    for d in ("cpu", DEV):
+        xd = x.to(d).detach().requires_grad_()
+        out = torch._masked_softmax(xd, mask.to(d), 2, 2)  # a dim that is not the last
+        out.backward(torch.arange(out.numel(), dtype=x.dtype).view(out.shape).to(d))
+        grads.append((out.detach().cpu(), xd.grad.cpu()))
+    _assert_native("_masked_softmax_backward")
+    torch.testing.assert_close(grads[1], grads[0])
+    assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(2, 5, device=d), 3, 1))
+    assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(3, 5, dtype=torch.bool,
+                                                                               device=d), 3, 1))
+    assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(5, 4, dtype=torch.bool,
+                                                                               device=d), 3, 0))
+    assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(2, 3, 4, 4, dtype=torch.bool,
+                                                                               device=d), 3, 2))
+
+
 # ---- the runner's record of the rest ------------------------------------------------
 
 def test_test_nn_documented_exceptions_need_the_test_and_its_message():
