@@ -286,6 +286,63 @@ def test_masked_softmax_gradient_and_errors_match_cpu():
                                                                                device=d), 3, 2))
 
 
+# ---- nested tensors on the fast path (nested_transformer.cpp) ------------------------
+# test_TransformerEncoderLayer_empty feeds torch.nested.nested_tensor(...,
+# device="neuron") to the layer; nn.TransformerEncoder in eval mode turns a
+# padded batch and its key padding mask into a nested tensor and back.
+
+def test_transformer_encoder_padding_mask_goes_nested_and_matches_cpu():
+    cpu_layer, _ = _encoder_pair(False, "relu", torch.float32)
+    cpu = torch.nn.TransformerEncoder(cpu_layer, 2, enable_nested_tensor=True).eval()
+    dev = torch.nn.TransformerEncoder(_encoder_pair(False, "relu", torch.float32)[0], 2).eval()
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to(DEV)
+    x = torch.randn(3, 6, 8)
+    pad = torch.zeros(3, 6, dtype=torch.bool)
+    pad[0, 4:] = True
+    pad[2, 1:] = True
+    with torch.no_grad():
+        want = cpu(x, src_key_padding_mask=pad)
+        got = dev(x.to(DEV), src_key_padding_mask=pad.to(DEV))
+    for op in ("_nested_tensor_from_mask_left_aligned", "_nested_tensor_from_mask", "to_padded_tensor",
+               "_transformer_encoder_layer_fwd(nested)"):
+        _assert_native(op)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_encoder_layer_on_nested_input_matches_cpu():
+    cpu, dev = _encoder_pair(True, "gelu", torch.float32)
+    parts = [torch.randn(4, 8), torch.randn(0, 8), torch.randn(2, 8)]
+    with torch.no_grad():
+        want = cpu(torch.nested.nested_tensor(parts))
+        got = dev(torch.nested.nested_tensor([p.to(DEV) for p in parts], device=DEV))
+        assert got.is_nested and got.device.type == DEV
+        torch.testing.assert_close(got.to_padded_tensor(0.5).cpu(), want.to_padded_tensor(0.5), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got.to_padded_tensor(0.0, (3, 5, 9)).cpu(), want.to_padded_tensor(0.0, (3, 5, 9)))
+        # upstream's empty case: one entry of no rows comes back as it is
+        empty = dev(torch.nested.nested_tensor([torch.rand(0, 8, device=DEV)], device=DEV))
+        assert empty.is_nested and empty.device.type == DEV and empty.to_padded_tensor(0).shape == (1, 0, 8)
+
+
+def test_nested_tensor_from_mask_and_padding_errors_match_cpu():
+    x = torch.randn(2, 4, 3)
+    gap = torch.tensor([[True, False, True, False], [True, True, False, False]])
+    aligned = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    for mask in (gap, aligned):
+        assert torch._nested_tensor_from_mask_left_aligned(x.to(DEV), mask.to(DEV)) == \
+            torch._nested_tensor_from_mask_left_aligned(x, mask)
+    assert_raises_like_cpu(lambda d: torch._nested_tensor_from_mask(x.to(d), gap.to(d)))
+    assert_raises_like_cpu(lambda d: torch._nested_tensor_from_mask(x.to(d), gap.to(d).float()))
+    assert_raises_like_cpu(lambda d: torch._nested_tensor_from_mask(x.to(d), gap.to(d)[:, :3]))
+    nt = {d: torch._nested_tensor_from_mask(x.to(d), aligned.to(d)) for d in ("cpu", DEV)}
+    assert torch.equal(nt[DEV].to_padded_tensor(-1.0).cpu(), nt["cpu"].to_padded_tensor(-1.0))
+    # mask_check=False takes each row's count of leading positions, as the CPU does
+    loose = {d: torch._nested_tensor_from_mask(x.to(d), gap.to(d), mask_check=False) for d in ("cpu", DEV)}
+    assert torch.equal(loose[DEV].to_padded_tensor(0.0).cpu(), loose["cpu"].to_padded_tensor(0.0))
+    assert_raises_like_cpu(lambda d: nt["cpu" if d == "cpu" else DEV].to_padded_tensor(0.0, (2, 2, 3)))
+    assert_raises_like_cpu(lambda d: nt["cpu" if d == "cpu" else DEV].to_padded_tensor(0.0, (2, 4)))
+
+
 # ---- the runner's record of the rest ------------------------------------------------
 
 def test_test_nn_documented_exceptions_need_the_test_and_its_message():
