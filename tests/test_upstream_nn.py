@@ -343,6 +343,50 @@ def test_nested_tensor_from_mask_and_padding_errors_match_cpu():
     assert_raises_like_cpu(lambda d: nt["cpu" if d == "cpu" else DEV].to_padded_tensor(0.0, (2, 4)))
 
 
+# ---- the legacy torch._C._nn.slow_conv3d: the CPU's checks, then the conv3d kernel ---
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_slow_conv3d_matches_cpu(dtype):
+    torch.manual_seed(0)
+    cases = [((2, 4, 5, 6, 7), (6, 4, 3, 2, 3), (3, 2, 3), True, (1, 1, 1), (0, 0, 0)),
+             ((1, 4, 6, 6, 6), (4, 2, 2, 2, 2), (2, 2, 2), False, (2, 1, 3), (1, 0, 1)),  # 2 groups
+             ((0, 2, 4, 4, 4), (3, 2, 1, 1, 1), (1, 1, 1), True, (1, 1, 1), (0, 0, 0))]  # empty batch
+    for shape, wshape, k, has_bias, stride, padding in cases:
+        x = torch.randn(shape, dtype=dtype).transpose(3, 4).contiguous().transpose(3, 4)
+        w = torch.randn(wshape, dtype=dtype)
+        b = torch.randn(wshape[0], dtype=dtype) if has_bias else None
+        want = torch._C._nn.slow_conv3d(x, w, k, b, stride, padding)
+        got = torch._C._nn.slow_conv3d(x.to(DEV), w.to(DEV), k, None if b is None else b.to(DEV), stride, padding)
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        out = torch.empty(0, dtype=dtype, device=DEV)
+        torch.ops.aten.slow_conv3d_forward.output(x.to(DEV), w.to(DEV), k, None if b is None else b.to(DEV),
+                                                  stride, padding, output=out)
+        torch.testing.assert_close(out.cpu(), want, rtol=1e-5, atol=1e-5)
+    _assert_native("slow_conv3d_forward")
+
+
+SLOW_CONV3D_BAD = [  # (input, weight, kernel_size, bias, stride, padding)
+    ((1, 1, 1, 0), (1, 0, 1), 1, None, 1, 0),  # upstream test_conv_empty_input
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2), 2, None, 1, 0),
+    ((1, 2, 4, 4, 4), (3, 16), 2, None, 1, 0),
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), 0, None, 1, 0),
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), 2, None, 0, 0),
+    ((1, 2, 4, 4, 4), (3, 2, 5, 5, 5), 5, None, 1, 0),
+    ((1, 3, 4, 4, 4), (3, 2, 2, 2, 2), 2, None, 1, 0),
+    ((2, 4, 4, 4), (3, 2, 2, 2, 2), 2, None, 1, 0),
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), 2, (4,), 1, 0),
+]
+
+
+@pytest.mark.parametrize("case", SLOW_CONV3D_BAD, ids=[str(c[:2]) for c in SLOW_CONV3D_BAD])
+def test_slow_conv3d_bad_input_raises_like_cpu(case):
+    shape, wshape, k, bias, stride, padding = case
+    x, w = torch.randn(shape), torch.randn(wshape)
+    b = None if bias is None else torch.randn(bias)
+    assert_raises_like_cpu(lambda d: torch._C._nn.slow_conv3d(x.to(d), w.to(d), k, None if b is None else b.to(d),
+                                                              stride, padding))
+
+
 # ---- the runner's record of the rest ------------------------------------------------
 
 def test_test_nn_documented_exceptions_need_the_test_and_its_message():
