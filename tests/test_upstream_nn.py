@@ -245,6 +245,18 @@ def test_native_multi_head_attention_bad_input_raises_like_cpu():
     assert_raises_like_cpu(lambda d: call(d, heads=3))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_transform_bias_rescale_qkv_matches_cpu(dtype):
+    qkv = torch.randn(12, 2, 5, dtype=dtype).permute(1, 2, 0)  # [B=2, T=5, 3D=12], non-contiguous
+    bias = torch.randn(12, dtype=dtype)
+    want = torch._transform_bias_rescale_qkv(qkv, bias, 2)
+    got = torch._transform_bias_rescale_qkv(qkv.to(DEV), bias.to(DEV), 2)
+    _assert_native("_transform_bias_rescale_qkv")
+    for g, w in zip(got, want):
+        assert g.shape == w.shape == (2, 2, 5, 2)  # [B, H, T, D / H]
+        torch.testing.assert_close(g.cpu(), w)
+
+
 MASK_TYPES = [  # (input shape, mask shape, mask_type)
     ((2, 3, 4, 4), (4, 4), 0), ((2, 3, 4, 4), (2, 4), 1), ((2, 3, 4, 4), (2, 3, 4, 4), 2), ((3, 5), (3, 5), None),
     ((2, 2, 3, 3), (2, 2, 3, 3), None)]
@@ -345,9 +357,18 @@ def test_nested_tensor_from_mask_and_padding_errors_match_cpu():
 
 # ---- the legacy torch._C._nn.slow_conv3d: the CPU's checks, then the conv3d kernel ---
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8])
 def test_slow_conv3d_matches_cpu(dtype):
     torch.manual_seed(0)
+    if not dtype.is_floating_point:  # the CPU convolves integers too, wrapping
+        torch.manual_seed(0)
+        x, w = torch.randint(0, 9, (2, 4, 5, 5, 5)).to(dtype), torch.randint(0, 9, (6, 2, 2, 3, 2)).to(dtype)
+        b = torch.randint(0, 9, (6,)).to(dtype)
+        want = torch._C._nn.slow_conv3d(x, w, (2, 3, 2), b, (1, 2, 1), (1, 0, 1))
+        got = torch._C._nn.slow_conv3d(x.to(DEV), w.to(DEV), (2, 3, 2), b.to(DEV), (1, 2, 1), (1, 0, 1))
+        assert torch.equal(got.cpu(), want)
+        _assert_native("slow_conv3d_forward")
+        return
     cases = [((2, 4, 5, 6, 7), (6, 4, 3, 2, 3), (3, 2, 3), True, (1, 1, 1), (0, 0, 0)),
              ((1, 4, 6, 6, 6), (4, 2, 2, 2, 2), (2, 2, 2), False, (2, 1, 3), (1, 0, 1)),  # 2 groups
              ((0, 2, 4, 4, 4), (3, 2, 1, 1, 1), (1, 1, 1), True, (1, 1, 1), (0, 0, 0))]  # empty batch
@@ -375,6 +396,7 @@ SLOW_CONV3D_BAD = [  # (input, weight, kernel_size, bias, stride, padding)
     ((1, 3, 4, 4, 4), (3, 2, 2, 2, 2), 2, None, 1, 0),
     ((2, 4, 4, 4), (3, 2, 2, 2, 2), 2, None, 1, 0),
     ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), 2, (4,), 1, 0),
+    ((1, 2, 4, 4, 4), (3, 2, 2, 2, 2), 2, "bool", 1, 0),  # bool: not implemented, as on the CPU
 ]
 
 
@@ -382,6 +404,8 @@ SLOW_CONV3D_BAD = [  # (input, weight, kernel_size, bias, stride, padding)
 def test_slow_conv3d_bad_input_raises_like_cpu(case):
     shape, wshape, k, bias, stride, padding = case
     x, w = torch.randn(shape), torch.randn(wshape)
+    if bias == "bool":
+        x, w, bias = x > 0, w > 0, None
     b = None if bias is None else torch.randn(bias)
     assert_raises_like_cpu(lambda d: torch._C._nn.slow_conv3d(x.to(d), w.to(d), k, None if b is None else b.to(d),
                                                               stride, padding))

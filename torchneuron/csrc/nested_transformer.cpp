@@ -107,8 +107,8 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::Optional
       shape[d] = (*output_size)[d];
     }
   }
-  at::Tensor out = at::full(shape, padding, impl->get_buffer().options());
   const at::Tensor buffer = impl->get_buffer();
+  at::Tensor out = at::full(shape, padding, buffer.options());
   const at::Tensor offsets = impl->get_storage_offsets().contiguous();
   const int64_t* offset = offsets.const_data_ptr<int64_t>();
   for (int64_t i = 0; i < n; i++) {

@@ -48,7 +48,8 @@ std::pair<at::Tensor, int64_t> checked_weight(const at::Tensor& self, const at::
   for (int i = 0; i < 3; i++) padded[i] = self.size(2 + i) + 2 * padding[i];
   TORCH_CHECK(padded[0] >= k[0] && padded[1] >= k[1] && padded[2] >= k[2],
               "Calculated padded input size per channel: (", padded[0], " x ", padded[1], " x ", padded[2], "). ",
-              "Kernel size: (", k[0], " x ", k[1], " x ", k[2], "). Kernel size can't be greater than actual input size");
+              "Kernel size: (", k[0], " x ", k[1], " x ", k[2],
+              "). Kernel size can't be greater than actual input size");
   for (int i = 0; i < 3; i++) out[i] = floor_div(padded[i] - k[i], stride[i]) + 1;
   TORCH_CHECK(out[0] >= 1 && out[1] >= 1 && out[2] >= 1, "Given input size per channel: (", self.size(2), " x ",
               self.size(3), " x ", self.size(4), "). Calculated output size per channel: (", out[0], " x ", out[1],
@@ -76,8 +77,10 @@ std::pair<at::Tensor, int64_t> checked_weight(const at::Tensor& self, const at::
 at::Tensor forward(const at::Tensor& self, const at::Tensor& weight, at::IntArrayRef kernel_size,
                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding) {
   auto [w, groups] = checked_weight(self, weight, kernel_size, bias, stride, padding);
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"slow_conv3d_cpu\" not implemented for '",
-                              self.scalar_type(), "'");
+  // The CPU convolves the floating and integer dtypes (its column builder
+  // refuses bool and complex); so does the conv3d kernel.
+  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(self.scalar_type(), false),
+                              "\"compute_columns3d\" not implemented for '", self.scalar_type(), "'");
   const std::vector<int64_t> dilation{1, 1, 1}, output_padding{0, 0, 0};
   return convolution3d(self, w, bias, stride, padding, dilation, false, output_padding, groups);
 }

@@ -40,18 +40,18 @@ at::Tensor masked_softmax(const at::Tensor& self, const at::Tensor& mask_in, std
   if (mask_type == 1) {
     TORCH_CHECK(self.size(0) == mask.size(0) && self.size(2) == mask.size(1),
                 "For mask_type == 1 mask shape should be (B, L)");
-    mask = mask.view({self.size(0), 1, 1, self.size(2)});
+    mask = mask.reshape({self.size(0), 1, 1, self.size(2)});
   } else if (mask_type == 0) {
     TORCH_CHECK(self.size(2) == mask.size(0) && self.size(2) == mask.size(1),
                 "For mask_type == 0 mask shape should be (L, L)");
-    mask = mask.view({1, 1, self.size(2), self.size(2)});
+    mask = mask.reshape({1, 1, self.size(2), self.size(2)});
   } else {
     TORCH_CHECK(self.sizes() == mask.sizes(), "For mask_type == 2 mask shape should match input shape");
   }
   const int64_t dim = at::maybe_wrap_dim(dim_in.value_or(self.dim() - 1), self.dim());
   if (self.numel() == 0) return at::empty_like(self);
   const at::Tensor input = self.dim() == 0 ? self.view(1) : self;
-  at::Tensor filled = input.masked_fill(mask.dim() == 0 ? mask.view(1) : mask, -INFINITY);
+  at::Tensor filled = input.masked_fill(mask.dim() == 0 ? mask.reshape(1) : mask, -INFINITY);
   return at::_softmax(filled, dim, false).view(self.sizes());
 }
 
@@ -85,7 +85,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv(const 
   TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == three_d,
               "_transform_bias_rescale_qkv: expected a bias of ", three_d, " elements, got ", qkv_bias.sizes());
   const int64_t dh = D / num_head;
-  at::Tensor q_k_v = at::add(qkv, qkv_bias).view({B, T, 3, num_head, dh}).permute({2, 0, 3, 1, 4}).contiguous();
+  at::Tensor q_k_v = at::add(qkv, qkv_bias).reshape({B, T, 3, num_head, dh}).permute({2, 0, 3, 1, 4}).contiguous();
   // The CPU rounds 1/sqrt(dh) to the tensor's dtype before multiplying.
   double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
   if (qkv.scalar_type() != at::kDouble) inv_sqrt = static_cast<float>(1.0 / std::sqrt(static_cast<float>(dh)));
