@@ -296,6 +296,8 @@ def test_masked_softmax_gradient_and_errors_match_cpu():
                                                                                device=d), 3, 0))
     assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(2, 3, 4, 4, dtype=torch.bool,
                                                                                device=d), 3, 2))
+    assert_raises_like_cpu(lambda d: torch._masked_softmax(x.to(d), torch.zeros(4, 5, dtype=torch.bool,
+                                                                               device=d), 3, None))
 
 
 # ---- nested tensors on the fast path (nested_transformer.cpp) ------------------------

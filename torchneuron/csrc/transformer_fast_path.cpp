@@ -36,6 +36,7 @@ at::Tensor masked_softmax(const at::Tensor& self, const at::Tensor& mask_in, std
   check_softmax_dtype(self, "masked_softmax");
   std::optional<int64_t> mask_type = mask_type_in;
   if (mask_in.dim() != 2 || self.dim() != 4) mask_type = 2;  // types 0 and 1 need a 2-d mask, a 4-d input
+  TORCH_CHECK(mask_type.has_value(), "Mask Type should be defined");
   at::Tensor mask = mask_in;
   if (mask_type == 1) {
     TORCH_CHECK(self.size(0) == mask.size(0) && self.size(2) == mask.size(1),
