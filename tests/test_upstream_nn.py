@@ -357,6 +357,20 @@ def test_nested_tensor_from_mask_and_padding_errors_match_cpu():
     assert_raises_like_cpu(lambda d: nt["cpu" if d == "cpu" else DEV].to_padded_tensor(0.0, (2, 4)))
 
 
+def test_nested_tensor_unbinds_and_prints_like_cpu():
+    parts = [torch.arange(6.).view(2, 3), torch.ones(1, 3), torch.zeros(0, 3)]
+    nts = {d: torch.nested.nested_tensor([p.to(d) for p in parts], device=d) for d in ("cpu", DEV)}
+    got, want = nts[DEV].unbind(), nts["cpu"].unbind()
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want):
+        assert g.device.type == DEV and torch.equal(g.cpu(), w)
+    assert repr(nts[DEV]).replace(", device='neuron:0'", "") == repr(nts["cpu"])
+    assert_raises_like_cpu(lambda d: nts["cpu" if d == "cpu" else DEV].unbind(1))
+    empty = {d: torch.nested.nested_tensor([], device=d) for d in ("cpu", DEV)}
+    assert empty[DEV].unbind() == () and empty[DEV].to_padded_tensor(0).shape == empty["cpu"].to_padded_tensor(0).shape
+    _assert_native("unbind.int(nested)")
+
+
 # ---- the legacy torch._C._nn.slow_conv3d: the CPU's checks, then the conv3d kernel ---
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8])

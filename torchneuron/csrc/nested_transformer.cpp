@@ -9,6 +9,7 @@
 // native kernels; the loops are over the entries, never their elements.
 #include <ATen/ATen.h>
 #include <ATen/NestedTensorImpl.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -32,6 +33,9 @@ std::vector<int64_t> entry_sizes(const at::Tensor& nested_sizes, int64_t i) {
   const int64_t* p = row.const_data_ptr<int64_t>();
   return std::vector<int64_t>(p, p + row.numel());
 }
+
+// An empty nested tensor's size tensor may have no dims at all.
+int64_t entry_count(const at::Tensor& nested_sizes) { return nested_sizes.dim() == 0 ? 0 : nested_sizes.size(0); }
 
 at::Tensor make_nested(const at::Tensor& buffer, const at::Tensor& nested_sizes) {
   return at::detail::make_tensor<at::native::NestedTensorImpl>(buffer.reshape({-1}), nested_sizes);
@@ -94,7 +98,7 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::Optional
   NEURON_TRACK_OP("aten::to_padded_tensor");
   at::native::NestedTensorImpl* impl = contiguous_nested(self, "to_padded_tensor");
   const at::Tensor& nested_sizes = impl->get_nested_sizes();
-  const int64_t n = nested_sizes.size(0), rank = nested_sizes.dim() == 2 ? nested_sizes.size(1) : 0;
+  const int64_t n = entry_count(nested_sizes), rank = nested_sizes.dim() == 2 ? nested_sizes.size(1) : 0;
   std::vector<int64_t> shape{n};
   for (int64_t d = 0; d < rank; d++)
     shape.push_back(n == 0 ? 0 : nested_sizes.select(1, d).max().item<int64_t>());
@@ -118,6 +122,26 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::Optional
     if (dst.numel() > 0) dst.copy_(buffer.narrow(0, offset[i], dst.numel()).view(sizes));
   }
   return out;
+}
+
+// The entries as views of the buffer (printing a nested tensor unbinds it).
+std::vector<at::Tensor> unbind(const at::Tensor& self, int64_t dim) {
+  NEURON_TRACK_OP("aten::unbind.int(nested)");
+  TORCH_CHECK(dim == 0, "NestedTensor can only be unbound along dimension 0 ", "got dimension ", dim, " instead.");
+  at::native::NestedTensorImpl* impl = contiguous_nested(self, "unbind");
+  const at::Tensor& nested_sizes = impl->get_nested_sizes();
+  const int64_t n = entry_count(nested_sizes);
+  std::vector<at::Tensor> entries;
+  if (n == 0) return entries;
+  const at::Tensor buffer = impl->get_buffer();
+  const at::Tensor offsets = impl->get_storage_offsets().contiguous();
+  const int64_t* offset = offsets.const_data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; i++) {
+    const std::vector<int64_t> sizes = entry_sizes(nested_sizes, i);
+    const int64_t numel = c10::multiply_integers(sizes);
+    entries.push_back(buffer.narrow(0, offset[i], numel).view(sizes));
+  }
+  return entries;
 }
 
 // The encoder layer on [n_i, D] entries: padded to [N, L, D] with the
@@ -170,6 +194,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("to_padded_tensor", to_padded_tensor);
+  m.impl("unbind.int", unbind);
   m.impl("_transformer_encoder_layer_fwd", transformer_encoder_layer_fwd_nested);
 }
 
