@@ -230,6 +230,21 @@ def test_multihead_attention_fast_path_matches_cpu(mask, need_weights, average):
         torch.testing.assert_close(got[1].cpu(), want[1], rtol=1e-5, atol=1e-6)
 
 
+def test_native_multi_head_attention_cross_attention_matches_cpu():
+    # query apart from key/value, and all three apart: the qkv weight's rows split as on the CPU
+    torch.manual_seed(0)
+    w, b, pw, pb = torch.randn(24, 8), torch.randn(24), torch.randn(8, 8), torch.randn(8)
+    q, kv, v = torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    for key, value in ((kv, kv), (kv, v)):
+        want = torch._native_multi_head_attention(q, key, value, 8, 2, w, b, pw, pb, need_weights=True)
+        kd = key.to(DEV)
+        vd = kd if value is key else value.to(DEV)  # the same tensor: one product for key and value
+        got = torch._native_multi_head_attention(q.to(DEV), kd, vd, 8, 2, *(t.to(DEV) for t in (w, b, pw, pb)),
+                                                 need_weights=True)
+        for g, x in zip(got, want):
+            torch.testing.assert_close(g.cpu(), x, rtol=1e-5, atol=1e-5)
+
+
 def test_native_multi_head_attention_bad_input_raises_like_cpu():
     w, b = torch.randn(24, 8), torch.randn(24)
     pw, pb = torch.randn(8, 8), torch.randn(8)
