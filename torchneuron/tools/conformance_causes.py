@@ -52,9 +52,9 @@ _UINT8_RESAMPLE = ("neuron has the CPU's uint8 bilinear and bicubic kernels (bit
                    "uint8 on the 'cpu' device only, while its sibling test_upsamplingBiMode2d_consistency "
                    "requires uint8 on every device but CUDA")
 _ENCODER_FAST_PATH = ("torch.nn.TransformerEncoderLayer takes its fast path on the PrivateUse1 device as on "
-                      "cpu and cuda; neuron runs _transformer_encoder_layer_fwd through the counted CPU fallback "
-                      "and returns the CPU's fast-path result (NaN for a fully masked row), while the test "
-                      "expects the fast path on cpu and cuda only (fast_path_device = is_cuda or is_cpu)")
+                      "cpu and cuda; neuron's native _transformer_encoder_layer_fwd gives the CPU and CUDA fast "
+                      "path's result (NaN for a fully masked row), while the test expects the fast path on cpu "
+                      "and cuda only (fast_path_device = is_cuda or is_cpu) and the slow path's zeros elsewhere")
 DOCUMENTED_EXCEPTIONS: list[tuple[str, str, str]] = [
     (r"test_indexing\.py::TestIndexing\w*::test_advancedindex_neuron_", r"IndexError not raised", _ASYNC_INDEX),
     (r"test_indexing\.py::NumpyTests\w*::test_trivial_fancy_out_of_bounds_neuron", r"IndexError not raised",

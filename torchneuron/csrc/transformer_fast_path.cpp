@@ -1,0 +1,202 @@
+// The inference "fast path" of nn.TransformerEncoderLayer and
+// nn.MultiheadAttention: torch.nn calls these ATen ops on the PrivateUse1
+// device as on cpu and cuda (eval mode, no grad). Each is composed here from
+// native ops (matmul/addmm, bmm, softmax, layer norm, gelu/relu, adds), in
+// the CPU kernels' order of steps, so the results, a fully masked row's NaN
+// included, are the CPU fast path's. No element loop: every step launches a
+// native kernel.
+#include <ATen/ATen.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+
+#include "op_tracking.h"
+#include "runtime_limits.h"
+
+namespace torchneuron {
+namespace {
+
+void check_softmax_dtype(const at::Tensor& t, const char* op) {
+  const at::ScalarType s = t.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16, "\"",
+                              op, "\" not implemented for '", s, "'");
+}
+
+// softmax(self) over dim where mask is false; masked entries are 0 and a row
+// masked whole is NaN, as the CPU's masked host softmax gives (-inf minus a
+// -inf maximum). Mask types: 0 an (L, L) attention mask, 1 a (B, L) padding
+// mask of a (B, H, L, L) input, 2 (and any other rank) the input's shape.
+at::Tensor masked_softmax(const at::Tensor& self, const at::Tensor& mask_in, std::optional<int64_t> dim_in,
+                          std::optional<int64_t> mask_type_in) {
+  NEURON_TRACK_OP("aten::_masked_softmax");
+  TORCH_CHECK(mask_in.scalar_type() == at::kBool, "Mask should be a boolean tensor");
+  check_softmax_dtype(self, "masked_softmax");
+  std::optional<int64_t> mask_type = mask_type_in;
+  if (mask_in.dim() != 2 || self.dim() != 4) mask_type = 2;  // types 0 and 1 need a 2-d mask, a 4-d input
+  TORCH_CHECK(mask_type.has_value(), "Mask Type should be defined");
+  at::Tensor mask = mask_in;
+  if (mask_type == 1) {
+    TORCH_CHECK(self.size(0) == mask.size(0) && self.size(2) == mask.size(1),
+                "For mask_type == 1 mask shape should be (B, L)");
+    mask = mask.reshape({self.size(0), 1, 1, self.size(2)});
+  } else if (mask_type == 0) {
+    TORCH_CHECK(self.size(2) == mask.size(0) && self.size(2) == mask.size(1),
+                "For mask_type == 0 mask shape should be (L, L)");
+    mask = mask.reshape({1, 1, self.size(2), self.size(2)});
+  } else {
+    TORCH_CHECK(self.sizes() == mask.sizes(), "For mask_type == 2 mask shape should match input shape");
+  }
+  const int64_t dim = at::maybe_wrap_dim(dim_in.value_or(self.dim() - 1), self.dim());
+  if (self.numel() == 0) return at::empty_like(self);
+  const at::Tensor input = self.dim() == 0 ? self.view(1) : self;
+  at::Tensor filled = input.masked_fill(mask.dim() == 0 ? mask.reshape(1) : mask, -INFINITY);
+  return at::_softmax(filled, dim, false).view(self.sizes());
+}
+
+// The gradient of masked_softmax: output * (grad - sum(grad * output)),
+// zero where masked.
+at::Tensor masked_softmax_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& mask,
+                                   std::optional<int64_t> dim_in) {
+  NEURON_TRACK_OP("aten::_masked_softmax_backward");
+  TORCH_CHECK(grad.sizes() == mask.sizes(), "Mask shape should match grad shape");
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be a boolean tensor");
+  check_softmax_dtype(grad, "masked_softmax_backward");
+  if (grad.numel() == 0) return at::empty_like(grad);
+  const int64_t dim = at::maybe_wrap_dim(dim_in.value_or(output.dim() - 1), grad.dim());
+  const at::Tensor kept = at::mul(grad, output).masked_fill_(mask, 0);
+  return at::mul(output, at::sub(grad, kept.sum(dim, true))).masked_fill_(mask, 0);
+}
+
+// q = (q + q_bias) / sqrt(dim_per_head), k = k + k_bias, v = v + v_bias,
+// each [B, H, T, dim_per_head] from a [B, T, 3 D] projection; the three are
+// slices of one [3, B, H, T, dh] buffer, as on the CPU.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv(const at::Tensor& qkv,
+                                                                          const at::Tensor& qkv_bias,
+                                                                          int64_t num_head) {
+  NEURON_TRACK_OP("aten::_transform_bias_rescale_qkv");
+  TORCH_CHECK(!qkv.is_nested(), "_transform_bias_rescale_qkv: nested tensors are not supported on neuron");
+  TORCH_CHECK(qkv.dim() == 3, "_transform_bias_rescale_qkv: expected a 3-d qkv, got ", qkv.dim(), " dims");
+  check_softmax_dtype(qkv, "transform_bias_rescale_qkv");
+  const int64_t B = qkv.size(0), T = qkv.size(1), three_d = qkv.size(2), D = three_d / 3;
+  TORCH_CHECK(num_head > 0 && D % num_head == 0, "Expected D % num_head == 0 to be true, but got false.");
+  TORCH_CHECK(three_d % 3 == 0, "Expected _3D % 3 == 0 to be true, but got false.");
+  TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == three_d,
+              "_transform_bias_rescale_qkv: expected a bias of ", three_d, " elements, got ", qkv_bias.sizes());
+  const int64_t dh = D / num_head;
+  at::Tensor q_k_v = at::add(qkv, qkv_bias).reshape({B, T, 3, num_head, dh}).permute({2, 0, 3, 1, 4}).contiguous();
+  // The CPU rounds 1/sqrt(dh) to the tensor's dtype before multiplying.
+  double inv_sqrt = 1.0 / std::sqrt(static_cast<double>(dh));
+  if (qkv.scalar_type() != at::kDouble) inv_sqrt = static_cast<float>(1.0 / std::sqrt(static_cast<float>(dh)));
+  q_k_v.select(0, 0).mul_(inv_sqrt);
+  return {q_k_v.select(0, 0), q_k_v.select(0, 1), q_k_v.select(0, 2)};
+}
+
+// [B, T, 3 D]: one product for self-attention, else the q, k, v rows of
+// the weight applied to query, key and value apart.
+at::Tensor qkv_projection(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim,
+                          const at::Tensor& qkv_weight) {
+  if (key.is_same(value)) {
+    if (query.is_same(key)) return at::matmul(query, qkv_weight.t());
+    auto w = qkv_weight.split_with_sizes({embed_dim, 2 * embed_dim}, 0);
+    return at::cat({at::matmul(query, w[0].t()), at::matmul(key, w[1].t())}, 2);
+  }
+  auto w = qkv_weight.chunk(3, 0);
+  return at::cat({at::matmul(query, w[0].t()), at::matmul(key, w[1].t()), at::matmul(value, w[2].t())}, 2);
+}
+
+std::tuple<at::Tensor, at::Tensor> native_multi_head_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim, int64_t num_head,
+    const at::Tensor& qkv_weight, const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
+    const at::Tensor& proj_bias, const std::optional<at::Tensor>& mask_in, bool need_weights,
+    bool average_attn_weights, std::optional<int64_t> mask_type) {
+  NEURON_TRACK_OP("aten::_native_multi_head_attention");
+  TORCH_CHECK(!query.is_nested() && !key.is_nested() && !value.is_nested(),
+              "_native_multi_head_attention: nested tensors are not supported on neuron");
+  // The CPU's checks, in its order and words.
+  const int64_t D = embed_dim;
+  TORCH_CHECK(query.dim() == 3, "expected 3-D `query`, got ", query.dim(), "-D tensor");
+  TORCH_CHECK(query.size(2) == embed_dim, "passed-in embed_dim ", embed_dim, " didn't match last dim of query ",
+              query.size(2));
+  TORCH_CHECK(key.dim() == 3, "expected 3-D `key`, got ", key.dim(), "-D tensor");
+  TORCH_CHECK(value.dim() == 3, "expected 3-D `value`, got ", value.dim(), "-D tensor");
+  TORCH_CHECK(query.sizes() == key.sizes() && key.sizes() == value.sizes(),
+              "expected `query`/`key`/`value` shapes to match");
+  TORCH_CHECK(qkv_weight.dim() == 2, "expected 2-D `qkv_weight`, got ", qkv_weight.dim(), "-D tensor");
+  TORCH_CHECK(D * 3 == qkv_weight.size(0), "expected `qkv_weight` first dim to be 3x embed_dim");
+  TORCH_CHECK(D == qkv_weight.size(1), "expected `qkv_weight` second dim to be embed_Dim");
+  TORCH_CHECK(qkv_bias.dim() == 1, "expected 1-D `qkv_bias`, got ", qkv_bias.dim(), "-D tensor");
+  TORCH_CHECK(qkv_bias.size(0) == 3 * D, "expected `qkv_bias` first dim and first dim of query to be equal");
+  TORCH_CHECK(num_head > 0 && D % num_head == 0, "`embed_dim` must divide evenly by `num_heads`");
+
+  at::Tensor qkv = qkv_projection(query, key, value, embed_dim, qkv_weight);
+  if (qkv.numel() == 0) return {at::empty_like(query), at::Tensor()};
+  const int64_t B = query.size(0), T = query.size(1), dh = D / num_head;
+  auto [q, k, v] = transform_bias_rescale_qkv(qkv, qkv_bias, num_head);
+  qkv = at::Tensor();
+  at::Tensor scores = at::bmm(q.view({B * num_head, T, dh}), k.view({B * num_head, T, dh}).transpose(1, 2))
+                          .view({B, num_head, T, T});
+  // Any non-bool mask counts as "masked" where it is non-zero (the CPU casts
+  // it to bool), so an additive float mask of 0 / -inf keeps its meaning.
+  if (mask_in.has_value() && mask_in->defined())
+    scores = masked_softmax(scores, mask_in->scalar_type() == at::kBool ? *mask_in : mask_in->to(at::kBool), 3,
+                            mask_type);
+  else
+    scores = at::_softmax(scores, 3, false);
+  at::Tensor context = at::bmm(scores.view({B * num_head, T, T}), v.view({B * num_head, T, dh}));
+  // [B, H, T, dh] -> [B T, D], then the output projection.
+  at::Tensor rows = context.view({B, num_head, T, dh}).permute({0, 2, 1, 3}).reshape({B * T, D});
+  at::Tensor proj = at::linear(rows, proj_weight, proj_bias).view({B, T, proj_weight.size(0)});
+  if (!need_weights) return {proj, at::Tensor()};
+  if (average_attn_weights) scores = scores.sum(1).div_(num_head);
+  return {proj, scores};
+}
+
+at::Tensor layer_norm(const at::Tensor& x, int64_t embed_dim, double eps, const at::Tensor& weight,
+                      const at::Tensor& bias) {
+  return at::layer_norm(x, {embed_dim}, weight, bias, eps, true);
+}
+
+// One encoder layer: self-attention and a feed-forward block, each added to
+// its input, with the two layer norms before (norm_first) or after them.
+at::Tensor transformer_encoder_layer_fwd(
+    const at::Tensor& src, int64_t embed_dim, int64_t num_heads, const at::Tensor& qkv_weight,
+    const at::Tensor& qkv_bias, const at::Tensor& proj_weight, const at::Tensor& proj_bias, bool use_gelu,
+    bool norm_first, double eps, const at::Tensor& norm_weight_1, const at::Tensor& norm_bias_1,
+    const at::Tensor& norm_weight_2, const at::Tensor& norm_bias_2, const at::Tensor& ffn_weight_1,
+    const at::Tensor& ffn_bias_1, const at::Tensor& ffn_weight_2, const at::Tensor& ffn_bias_2,
+    const std::optional<at::Tensor>& mask, std::optional<int64_t> mask_type) {
+  NEURON_TRACK_OP("aten::_transformer_encoder_layer_fwd");
+  TORCH_CHECK(!src.is_nested(), "_transformer_encoder_layer_fwd: nested tensors are not supported on neuron");
+  if (src.numel() == 0) return src.clone();
+  at::Tensor x = norm_first ? layer_norm(src, embed_dim, eps, norm_weight_1, norm_bias_1) : src;
+  x = std::get<0>(native_multi_head_attention(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                                              proj_bias, mask, false, true, mask_type));
+  x.add_(src);
+  if (!norm_first) x = layer_norm(x, embed_dim, eps, norm_weight_1, norm_bias_1);
+  const at::Tensor residual = x;
+  if (norm_first) x = layer_norm(x, embed_dim, eps, norm_weight_2, norm_bias_2);
+  // The CPU's ffn: a batched (3-d) input and 2-d weights.
+  TORCH_CHECK(x.dim() == 3, "batched input size should be 3");
+  TORCH_CHECK(ffn_weight_1.dim() == 2 && ffn_weight_2.dim() == 2, "2d weights expected");
+  x = at::linear(x, ffn_weight_1, ffn_bias_1);
+  x = use_gelu ? at::gelu(x) : at::relu(x);
+  x = at::linear(x, ffn_weight_2, ffn_bias_2);
+  x.add_(residual);
+  if (!norm_first) x = layer_norm(x, embed_dim, eps, norm_weight_2, norm_bias_2);
+  return x;
+}
+
+}  // namespace
+
+NEURON_LIBRARY_IMPL(aten, m) {
+  m.impl("_masked_softmax", masked_softmax);
+  m.impl("_masked_softmax_backward", masked_softmax_backward);
+  m.impl("_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
+  m.impl("_native_multi_head_attention", native_multi_head_attention);
+  m.impl("_transformer_encoder_layer_fwd", transformer_encoder_layer_fwd);
+}
+
+}  // namespace torchneuron
