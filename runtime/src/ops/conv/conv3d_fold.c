@@ -67,13 +67,41 @@ static void copy_planes(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
+/* The same copy from a source whose dim 2 (the channels) has unit stride
+ * (channels_last_3d): task (dim 0, dim 1), rows outer, so a source row of
+ * W x C elements is read from memory once for all C destination rows. */
+static void copy_channel_rows(int64_t begin, int64_t end, void *ctx) {
+  const plane_copy *pc = ctx;
+  const nrt_tensor_view *d = pc->dst, *s = pc->src;
+  int64_t C = d->shape[2], H = d->shape[3], W = d->shape[4], d1 = d->shape[1];
+  int64_t ssh = s->strides[3], ssw = s->strides[4], dsc = d->strides[2];
+  size_t es = nrt_dtype_size(d->dtype);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t i1 = t % d1, i0 = t / d1;
+    char *dp = at(d, i0 * d->strides[0] + i1 * d->strides[1]);
+    const char *sp = at(s, i0 * s->strides[0] + i1 * s->strides[1]);
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t c = 0; c < C; c++) {
+        int64_t di = c * dsc + h * W, si = c + h * ssh;
+        if (es == 2)
+          for (int64_t w = 0; w < W; w++) ((uint16_t *)dp)[di + w] = ((const uint16_t *)sp)[si + w * ssw];
+        else
+          for (int64_t w = 0; w < W; w++) ((uint32_t *)dp)[di + w] = ((const uint32_t *)sp)[si + w * ssw];
+      }
+  }
+}
+
 /* Tasks per thread-pool grain of planes of `elems` elements. */
 static int64_t pl_grain(int64_t elems) { return elems >= RT_FOLD_GRAIN ? 1 : RT_FOLD_GRAIN / (elems > 0 ? elems : 1); }
 
 static void fold_copy(const nrt_tensor_view *dst, const nrt_tensor_view *src) {
   plane_copy pc = {dst, src};
-  int64_t planes = dst->shape[0] * dst->shape[1] * dst->shape[2];
-  if (planes > 0) rt_parallel_for(planes, pl_grain(dst->shape[3] * dst->shape[4]), copy_planes, &pc);
+  int64_t planes = dst->shape[0] * dst->shape[1] * dst->shape[2], pl = dst->shape[3] * dst->shape[4];
+  if (planes == 0 || pl == 0) return;
+  if (src->strides[2] == 1 && src->strides[4] != 1)
+    rt_parallel_for(dst->shape[0] * dst->shape[1], pl_grain(pl * dst->shape[2]), copy_channel_rows, &pc);
+  else
+    rt_parallel_for(planes, pl_grain(pl), copy_planes, &pc);
 }
 
 /* Output depths od in [*lo, *hi) read slice od * s0 - p0 + a * dl0 inside
@@ -313,16 +341,21 @@ static void depth_sum_planes(int64_t begin, int64_t end, void *ctx) {
 static nrt_status fold_input_grad_sum(const rt_conv3d_problem *p) {
   const nrt_tensor_view *im = &p->img, *o = &p->out;
   int64_t N = im->shape[0], C = im->shape[1], ID = im->shape[2], H = im->shape[3], W = im->shape[4];
-  int64_t OD = o->shape[2], kd = p->k[0], per_image = OD * C * kd * H * W;
-  int64_t nb = chunk_images(N, per_image, o->strides[0] == OD * o->strides[2]);
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], kd = p->k[0];
+  int64_t per_image = OD * C * kd * H * W, o_image = OD * K * OH * OW;
+  /* grad_output is read in place when W is innermost (the 2-d kernels'
+   * blocked path), else copied to dense [n][od][k] planes */
+  int o_view = o->strides[4] == 1;
+  int64_t nb = chunk_images(N, per_image + (o_view ? 0 : o_image), !o_view || o->strides[0] == OD * o->strides[2]);
   nrt_tensor_view w2;
   void *wown;
   rt_conv3d_problem fp = *p;
   fp.role = RT_CONV3D_FORWARD; /* the weight as the forward folds it */
   if (weight_2d(&fp, &w2, &wown)) return oom(p, "the weight");
   float *z = malloc((size_t)(nb * per_image) * sizeof(float) + 1);
-  if (!z) {
-    free(wown);
+  char *obuf = o_view ? NULL : malloc((size_t)(nb * o_image) * nrt_dtype_size(o->dtype) + 1);
+  if (!z || (!o_view && !obuf)) {
+    free(wown), free(z), free(obuf);
     return oom(p, "the depth-folded image gradient");
   }
   fp.role = RT_CONV3D_INPUT_GRAD;
@@ -330,27 +363,37 @@ static nrt_status fold_input_grad_sum(const rt_conv3d_problem *p) {
   nrt_status s = NRT_SUCCESS;
   for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
     int64_t cnt = min64(nb, N - n0);
-    int64_t os[4] = {cnt * OD, o->shape[1], o->shape[3], o->shape[4]};
-    int64_t ost[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    int64_t os[4] = {cnt * OD, K, OH, OW}, ost[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    nrt_tensor_view o2;
+    if (o_view) {
+      o2 = view_of(at(o, n0 * o->strides[0]), o->dtype, 4, os, ost);
+    } else {
+      int64_t sh5[5] = {cnt, OD, K, OH, OW}, ds[5] = {o_image, K * OH * OW, OH * OW, OW, 1};
+      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+      nrt_tensor_view dst = view_of(obuf, o->dtype, 5, sh5, ds);
+      nrt_tensor_view src = view_of(at(o, n0 * o->strides[0]), o->dtype, 5, sh5, ss);
+      fold_copy(&dst, &src);
+      int64_t dst4[4] = {K * OH * OW, OH * OW, OW, 1};
+      o2 = view_of(obuf, o->dtype, 4, os, dst4);
+    }
     int64_t zs[4] = {cnt * OD, C * kd, H, W}, zst[4] = {C * kd * H * W, H * W, W, 1};
-    nrt_tensor_view o2 = view_of(at(o, n0 * o->strides[0]), o->dtype, 4, os, ost);
     nrt_tensor_view z2 = view_of(z, NRT_FLOAT32, 4, zs, zst);
     s = run_2d(&fp, &z2, &o2, &w2);
     if (s) break;
     depth_sum ds = {p, z, n0};
     rt_parallel_for(cnt * C * ID, pl_grain(H * W * kd), depth_sum_planes, &ds);
   }
-  free(z), free(wown);
+  free(z), free(obuf), free(wown);
   return s;
 }
 
 /* Folded elements a weight gradient copies: the image unless it is a view,
- * grad_output unless it has one (n, depth) stride. */
+ * grad_output unless it has one (n, depth) stride and W innermost. */
 static int64_t wgrad_copies(const rt_conv3d_problem *p, int *x_view, int *o_view) {
   const nrt_tensor_view *im = &p->img, *o = &p->out;
   int64_t OD = o->shape[2];
   *x_view = p->k[0] == 1 && p->p[0] == 0 && im->strides[0] == OD * p->s[0] * im->strides[2];
-  *o_view = o->strides[0] == OD * o->strides[2];
+  *o_view = o->strides[0] == OD * o->strides[2] && o->strides[4] == 1;
   return (*x_view ? 0 : im->shape[0] * OD * im->shape[1] * p->k[0] * im->shape[3] * im->shape[4]) +
          (*o_view ? 0 : nrt_view_numel(o));
 }
