@@ -17,7 +17,7 @@
 #define FOLD_CHUNK_ELEMS (1 << 22) /* folded elements per 2-d call (forward, input gradient) */
 #define FOLD_WGRAD_ELEMS (1 << 26) /* folded elements of a weight gradient (the whole batch at once) */
 #define RT_FOLD_GRAIN 16384        /* elements per copy task */
-#define RT_FOLD_MAX_KD 64          /* depth taps of the float32 depth-summed input gradient */
+#define RT_FOLD_MAX_KD 64          /* depth taps of the folded input gradients */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -161,57 +161,20 @@ static void fold_image(const rt_conv3d_problem *p, int64_t n0, int64_t nb, char 
   }
 }
 
-/* buf[n][id][k][a] (planes of OH x OW) = grad_output n0 + n, channel k,
- * depth od with od * s0 = id + p0 - a * dl0 (0 where there is none): the
- * input gradient's folded grad_output. */
-static void fold_grad_output(const rt_conv3d_problem *p, int64_t n0, int64_t nb, char *buf) {
-  const nrt_tensor_view *o = &p->out;
-  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], ID = p->img.shape[2];
-  int64_t kd = p->k[0], pl = OH * OW;
-  size_t es = nrt_dtype_size(o->dtype);
-  for (int64_t a = 0; a < kd; a++) {
-    int64_t lo, hi;
-    tap_range(p, a, ID, OD, &lo, &hi);
-    if (hi > lo) {
-      int64_t id0 = lo * p->s[0] - p->p[0] + a * p->dl[0];
-      int64_t shape[5] = {nb, hi - lo, K, OH, OW};
-      int64_t ds[5] = {ID * K * kd * pl, p->s[0] * K * kd * pl, kd * pl, OW, 1};
-      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
-      nrt_tensor_view dst = view_of(buf + (size_t)((id0 * K * kd + a) * pl) * es, o->dtype, 5, shape, ds);
-      nrt_tensor_view src = view_of(at(o, n0 * o->strides[0] + lo * o->strides[2]), o->dtype, 5, shape, ss);
-      fold_copy(&dst, &src);
-    }
-    for (int64_t id = 0; id < ID; id++) {
-      int64_t t = id + p->p[0] - a * p->dl[0];
-      if (t >= 0 && t % p->s[0] == 0 && t / p->s[0] < OD) continue;
-      for (int64_t n = 0; n < nb; n++)
-        for (int64_t k = 0; k < K; k++)
-          memset(buf + (size_t)((((n * ID + id) * K + k) * kd + a) * pl) * es, 0, (size_t)pl * es);
-    }
-  }
-}
-
-/* The weight as a dense [K, cg * kd, kh, kw] (forward: channel c * kd + a)
- * or, for the input gradient, [K * kd, cg, kh, kw] (channel k * kd + a):
- * w itself when it is already laid out so, else a copy in *own. */
+/* The weight as a dense [K, cg * kd, kh, kw] (channel c * kd + a): w
+ * itself when it is contiguous, else a copy in *own. */
 static int weight_2d(const rt_conv3d_problem *p, nrt_tensor_view *w2, void **own) {
   const nrt_tensor_view *w = &p->w;
   int64_t K = w->shape[0], cg = w->shape[1], kd = w->shape[2], kh = w->shape[3], kw = w->shape[4];
-  int taps_out = p->role == RT_CONV3D_INPUT_GRAD;
-  int64_t s4[4] = {cg * kd * kh * kw, kh * kw, kw, 1};
-  int64_t sh4[4] = {K, cg * kd, kh, kw};
-  if (taps_out) sh4[0] = K * kd, sh4[1] = cg, s4[0] = cg * kh * kw;
+  int64_t s4[4] = {cg * kd * kh * kw, kh * kw, kw, 1}, sh4[4] = {K, cg * kd, kh, kw};
   *own = NULL;
-  if (!taps_out && rt_view_is_contiguous(w)) {
+  if (rt_view_is_contiguous(w)) {
     *w2 = view_of(w->data, w->dtype, 4, sh4, s4);
     return 0;
   }
-  size_t es = nrt_dtype_size(w->dtype);
-  *own = malloc((size_t)(K * cg * kd * kh * kw) * es + 1);
+  *own = malloc((size_t)(K * cg * kd * kh * kw) * nrt_dtype_size(w->dtype) + 1);
   if (!*own) return -1;
-  /* dst in the source's index order (k, c, a, i, j) */
   int64_t ds[5] = {cg * kd * kh * kw, kd * kh * kw, kh * kw, kw, 1};
-  if (taps_out) ds[0] = kd * cg * kh * kw, ds[1] = kh * kw, ds[2] = cg * kh * kw;
   nrt_tensor_view dst = view_of(*own, w->dtype, 5, w->shape, ds);
   rt_copy_view(&dst, w);
   *w2 = view_of(*own, w->dtype, 4, sh4, s4);
@@ -265,38 +228,120 @@ static nrt_status fold_forward(const rt_conv3d_problem *p) {
   return s;
 }
 
+/* Input gradient by depth phases (bfloat16: each element rounded once).
+ * Image slices id = f + s0 * u of phase f < s0 receive grad_output only
+ * through the taps a with (f + p0 - a * dl0) divisible by s0, from depth od
+ * = u + q_a, q_a = (f + p0 - a * dl0) / s0. Per phase, Y[n][u] holds those
+ * taps' grad_output slices as channels k * m + i (m taps, 0 where od is
+ * outside) and the 2-d input gradient with the weight's taps moved to its
+ * output channels, W2[k * m + i] = W[k, :, taps[i]], writes the phase's
+ * slices. A phase without taps gets the bias (or 0). */
+typedef struct phase {
+  int64_t f, depth, m; /* first slice, slices, taps */
+  int64_t taps[RT_FOLD_MAX_KD];
+} phase;
+
+static void phase_of(const rt_conv3d_problem *p, int64_t f, phase *ph) {
+  int64_t ID = p->img.shape[2];
+  ph->f = f;
+  ph->depth = (ID - f + p->s[0] - 1) / p->s[0];
+  ph->m = 0;
+  for (int64_t a = 0; a < p->k[0]; a++)
+    if ((f + p->p[0] - a * p->dl[0]) % p->s[0] == 0) ph->taps[ph->m++] = a;
+}
+
+/* buf[n][u][k][i] (planes of OH x OW) = grad_output n0 + n, channel k, depth
+ * u + q of tap i, or 0. */
+static void fold_phase(const rt_conv3d_problem *p, const phase *ph, int64_t n0, int64_t nb, char *buf) {
+  const nrt_tensor_view *o = &p->out;
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], m = ph->m, pl = OH * OW;
+  size_t es = nrt_dtype_size(o->dtype);
+  for (int64_t i = 0; i < m; i++) {
+    int64_t q = (ph->f + p->p[0] - ph->taps[i] * p->dl[0]) / p->s[0];
+    int64_t lo = q >= 0 ? 0 : -q, hi = min64(ph->depth, OD - q);
+    if (hi < lo) hi = lo;
+    if (hi > lo) {
+      int64_t shape[5] = {nb, hi - lo, K, OH, OW}, ds[5] = {ph->depth * K * m * pl, K * m * pl, m * pl, OW, 1};
+      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+      nrt_tensor_view dst = view_of(buf + (size_t)((lo * K * m + i) * pl) * es, o->dtype, 5, shape, ds);
+      nrt_tensor_view src = view_of(at(o, n0 * o->strides[0] + (lo + q) * o->strides[2]), o->dtype, 5, shape, ss);
+      fold_copy(&dst, &src);
+    }
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t u = 0; u < ph->depth; u++)
+        if (u < lo || u >= hi)
+          for (int64_t k = 0; k < K; k++)
+            memset(buf + (size_t)((((n * ph->depth + u) * K + k) * m + i) * pl) * es, 0, (size_t)pl * es);
+  }
+}
+
+/* Slices of a phase without taps: the bias's bits (what 0 + bias rounds
+ * to), or 0. */
+static void fill_phase(const rt_conv3d_problem *p, const phase *ph) {
+  const nrt_tensor_view *im = &p->img;
+  size_t es = nrt_dtype_size(im->dtype);
+  for (int64_t n = 0; n < im->shape[0]; n++)
+    for (int64_t c = 0; c < im->shape[1]; c++) {
+      char v[8] = {0};
+      if (p->bias) memcpy(v, at(p->bias, c * p->bias->strides[0]), es);
+      for (int64_t u = 0; u < ph->depth; u++)
+        for (int64_t h = 0; h < im->shape[3]; h++)
+          for (int64_t w = 0; w < im->shape[4]; w++)
+            memcpy(at(im, n * im->strides[0] + c * im->strides[1] + (ph->f + u * p->s[0]) * im->strides[2] +
+                              h * im->strides[3] + w * im->strides[4]),
+                   v, es);
+    }
+}
+
 static nrt_status fold_input_grad(const rt_conv3d_problem *p) {
-  const nrt_tensor_view *im = &p->img, *o = &p->out;
-  int64_t N = im->shape[0], ID = im->shape[2], K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4];
-  int64_t kd = p->k[0], per_image = ID * K * kd * OH * OW;
-  int view = kd == 1 && p->s[0] == 1 && p->p[0] == 0 && OD == ID; /* grad_output's own slices */
-  int uniform = im->strides[0] == ID * im->strides[2] && (!view || o->strides[0] == OD * o->strides[2]);
-  int64_t nb = view && uniform ? N : chunk_images(N, per_image, uniform);
-  nrt_tensor_view w2;
-  void *wown, *buf = NULL;
-  if (weight_2d(p, &w2, &wown)) return oom(p, "the weight");
-  if (!view && !(buf = malloc((size_t)(nb * per_image) * nrt_dtype_size(o->dtype)))) {
-    free(wown);
+  const nrt_tensor_view *im = &p->img, *o = &p->out, *w = &p->w;
+  int64_t N = im->shape[0], ID = im->shape[2], s0 = p->s[0];
+  int64_t K = o->shape[1], OH = o->shape[3], OW = o->shape[4];
+  int64_t cg = w->shape[1], kh = w->shape[3], kw = w->shape[4], khw = kh * kw;
+  size_t es = nrt_dtype_size(im->dtype);
+  phase ph;
+  int64_t most_m = 0, most_depth = (ID + s0 - 1) / s0;
+  for (int64_t f = 0; f < s0 && f < ID; f++) {
+    phase_of(p, f, &ph);
+    if (ph.m > most_m) most_m = ph.m;
+  }
+  int64_t per_image = most_depth * K * most_m * OH * OW;
+  /* one image per call unless the image gradient has one (n, u) stride in every phase */
+  int64_t nb = chunk_images(N, per_image, ID % s0 == 0 && im->strides[0] == ID * im->strides[2]);
+  char *buf = malloc((size_t)(nb * per_image) * es + 1), *wbuf = malloc((size_t)(K * most_m * cg * khw) * es + 1);
+  if (!buf || !wbuf) {
+    free(buf), free(wbuf);
     return oom(p, "the depth-folded grad_output");
   }
   nrt_status s = NRT_SUCCESS;
-  for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
-    int64_t cnt = min64(nb, N - n0);
-    int64_t is[4] = {cnt * ID, im->shape[1], im->shape[3], im->shape[4]};
-    int64_t ist[4] = {im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
-    nrt_tensor_view i2 = view_of(at(im, n0 * im->strides[0]), im->dtype, 4, is, ist), y2;
-    int64_t ys[4] = {cnt * ID, K * kd, OH, OW};
-    if (view) {
-      int64_t yst[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
-      y2 = view_of(at(o, n0 * o->strides[0]), o->dtype, 4, ys, yst);
-    } else {
-      int64_t yst[4] = {K * kd * OH * OW, OH * OW, OW, 1};
-      fold_grad_output(p, n0, cnt, buf);
-      y2 = view_of(buf, o->dtype, 4, ys, yst);
+  for (int64_t f = 0; f < s0 && f < ID && !s; f++) {
+    phase_of(p, f, &ph);
+    if (ph.m == 0) {
+      fill_phase(p, &ph);
+      continue;
     }
-    s = run_2d(p, &i2, &y2, &w2);
+    /* W2[k * m + i] = W[k, :, taps[i]] */
+    for (int64_t i = 0; i < ph.m; i++) {
+      int64_t sh4[4] = {K, cg, kh, kw}, ds[4] = {ph.m * cg * khw, khw, kw, 1};
+      int64_t ss[4] = {w->strides[0], w->strides[1], w->strides[3], w->strides[4]};
+      nrt_tensor_view dst = view_of(wbuf + (size_t)(i * cg * khw) * es, w->dtype, 4, sh4, ds);
+      nrt_tensor_view src = view_of(at(w, ph.taps[i] * w->strides[2]), w->dtype, 4, sh4, ss);
+      rt_copy_view(&dst, &src);
+    }
+    int64_t wsh[4] = {K * ph.m, cg, kh, kw}, wst[4] = {cg * khw, khw, kw, 1};
+    nrt_tensor_view w2 = view_of(wbuf, w->dtype, 4, wsh, wst);
+    for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
+      int64_t cnt = min64(nb, N - n0);
+      int64_t is[4] = {cnt * ph.depth, im->shape[1], im->shape[3], im->shape[4]};
+      int64_t ist[4] = {s0 * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+      nrt_tensor_view i2 = view_of(at(im, n0 * im->strides[0] + f * im->strides[2]), im->dtype, 4, is, ist);
+      int64_t ys[4] = {cnt * ph.depth, K * ph.m, OH, OW}, yst[4] = {K * ph.m * OH * OW, OH * OW, OW, 1};
+      fold_phase(p, &ph, n0, cnt, buf);
+      nrt_tensor_view y2 = view_of(buf, o->dtype, 4, ys, yst);
+      s = run_2d(p, &i2, &y2, &w2);
+    }
   }
-  free(buf), free(wown);
+  free(buf), free(wbuf);
   return s;
 }
 
@@ -454,6 +499,7 @@ int rt_conv3d_fold_usable(const rt_conv3d_problem *p) {
   if (nrt_view_numel(&p->img) == 0 || nrt_view_numel(&p->out) == 0 || nrt_view_numel(&p->w) == 0) return 0;
   int64_t cg = p->w.shape[1], kg = p->out.shape[1] / p->groups;
   if (cg == 1 && kg == 1) return 0; /* depthwise: the reference path's per-channel products */
+  if (p->k[0] > RT_FOLD_MAX_KD) return 0;
   if (p->role == RT_CONV3D_WEIGHT_GRAD) {
     int xv, ov;
     if (wgrad_copies(p, &xv, &ov) > FOLD_WGRAD_ELEMS) return 0;
@@ -464,8 +510,7 @@ int rt_conv3d_fold_usable(const rt_conv3d_problem *p) {
 nrt_status rt_conv3d_fold(const rt_conv3d_problem *p) {
   switch (p->role) {
     case RT_CONV3D_FORWARD: return fold_forward(p);
-    case RT_CONV3D_INPUT_GRAD:
-      return p->img.dtype == NRT_FLOAT32 && p->k[0] <= RT_FOLD_MAX_KD ? fold_input_grad_sum(p) : fold_input_grad(p);
+    case RT_CONV3D_INPUT_GRAD: return p->img.dtype == NRT_FLOAT32 ? fold_input_grad_sum(p) : fold_input_grad(p);
     default: return fold_weight_grad(p);
   }
 }
