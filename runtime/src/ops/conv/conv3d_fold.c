@@ -493,6 +493,33 @@ static nrt_status fold_weight_grad(const rt_conv3d_problem *p) {
   return s;
 }
 
+/* A pointwise convolution (1x1x1 taps, stride 1, no padding) mixes no
+ * positions, so depth merges into height when both sides' (D, H) are
+ * dense: one 2-d convolution of [N, C, D * H, W] views, no copies. */
+static int pointwise(const rt_conv3d_problem *p) {
+  int ok = 1;
+  for (int d = 0; d < 3; d++)
+    ok &= p->k[d] == 1 && p->s[d] == 1 && p->p[d] == 0 && p->img.shape[2 + d] == p->out.shape[2 + d];
+  return ok && p->img.strides[2] == p->img.shape[3] * p->img.strides[3] &&
+         p->out.strides[2] == p->out.shape[3] * p->out.strides[3];
+}
+
+static nrt_tensor_view depth_into_height(const nrt_tensor_view *v) {
+  int64_t sh[4] = {v->shape[0], v->shape[1], v->shape[2] * v->shape[3], v->shape[4]};
+  int64_t st[4] = {v->strides[0], v->strides[1], v->strides[3], v->strides[4]};
+  return view_of(v->data, v->dtype, 4, sh, st);
+}
+
+static nrt_status fold_pointwise(const rt_conv3d_problem *p) {
+  nrt_tensor_view im = depth_into_height(&p->img), o = depth_into_height(&p->out), w = p->w;
+  w.ndim = 4;
+  w.shape[2] = w.shape[3], w.shape[3] = w.shape[4];
+  w.strides[2] = w.strides[3], w.strides[3] = w.strides[4];
+  if (p->role == RT_CONV3D_FORWARD) return run_2d(p, &o, &im, &w);
+  if (p->role == RT_CONV3D_INPUT_GRAD) return run_2d(p, &im, &o, &w);
+  return run_2d(p, &w, &im, &o);
+}
+
 int rt_conv3d_fold_usable(const rt_conv3d_problem *p) {
   nrt_dtype t = p->img.dtype;
   if (t != NRT_FLOAT32 && t != NRT_BFLOAT16) return 0;
@@ -508,6 +535,7 @@ int rt_conv3d_fold_usable(const rt_conv3d_problem *p) {
 }
 
 nrt_status rt_conv3d_fold(const rt_conv3d_problem *p) {
+  if (pointwise(p)) return fold_pointwise(p);
   switch (p->role) {
     case RT_CONV3D_FORWARD: return fold_forward(p);
     case RT_CONV3D_INPUT_GRAD: return p->img.dtype == NRT_FLOAT32 ? fold_input_grad_sum(p) : fold_input_grad(p);
