@@ -4,7 +4,8 @@
  * filled by plane copies, one 5-d view per depth tap a: for a fixed a the
  * output depths that read inside the image form one range; the slices
  * outside the image are zero planes. float32 input gradients fold the
- * image side instead (fold_input_grad_sum) and sum the depth taps after.
+ * image side instead (fold_input_grad_sum) and sum the depth taps after;
+ * bfloat16 ones fold grad_output by depth phases (fold_input_grad).
  * Images go to the 2-d convolution in chunks of a few (one when the output
  * view has no single stride over (n, depth), as NCDHW has). */
 #include "ops/conv/conv3d_fold.h"

@@ -6,16 +6,22 @@
  * 2-d image per (n, od) with C * kd channels (channel c * kd + a) whose 2-d
  * convolution with the weight seen as [K, cg * kd, kh, kw] is the 3-d one:
  *
- *   forward       O[n, :, od]   = conv2d(X[n, od], W2)          (batch n, od)
- *   input grad.   I'[n, :, id]  = conv2d_input_grad(Y[n, id], W2')
- *                 with Y[n, id] channel k * kd + a = O'[n, k, od] where
- *                 od * s0 = id + p0 - a * dl0 (0 where there is no such od)
- *                 and W2' [K * kd, cg, kh, kw] the weight's taps a moved
- *                 to the output channels;
- *   weight grad.  W'2 = conv2d_weight_grad(X, O')              (batch n, od)
+ *   forward       O[n, :, od] = conv2d(X[n, od], W2)           (batch n, od)
+ *   weight grad.  W'2 = conv2d_weight_grad(X, O')               (batch n, od)
+ *   input grad.   float32: Z = conv2d_input_grad(O', W2), the folded
+ *                 image's gradient, then I'[n, c, id] = the sum over taps a
+ *                 of Z[n, od, c * kd + a] with od * s0 = id + p0 - a * dl0;
+ *                 bfloat16 (rounded once): per depth phase f < s0, the
+ *                 slices id = f + s0 u are conv2d_input_grad(Y, W2') of
+ *                 grad_output folded by the phase's taps (channel k * m + i)
+ *                 and the weight with those taps moved to its output
+ *                 channels, W2'[k * m + i] = W[k, :, tap i].
  *
- * and runs through the 2-d entry points (rt_kernel_conv2d*, conv.c), so
- * the 2-d kernels' dispatch applies (blocked implicit GEMM, the direct AMX
+ * Pointwise problems (1x1x1, stride 1, no padding) merge depth into height
+ * instead: one 2-d convolution of [N, C, D * H, W] views.
+ *
+ * Every product runs through the 2-d entry points (rt_kernel_conv2d*,
+ * conv.c), so the 2-d kernels' dispatch applies (blocked implicit GEMM, the direct AMX
  * bfloat16 kernel, columns). The columns of a 3-d tap are then never
  * materialised; the copies are kd slices of the image (a view when kd = 1
  * and there is no depth padding). Results depend on the shape only, not on
