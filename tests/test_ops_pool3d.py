@@ -257,3 +257,26 @@ def test_pool3d_backward_gives_the_same_bits_in_both_layouts(case, dtype):
         grads.append(gi.cpu())
     assert torch.equal(grads[0], grads[1])
     assert torch.count_nonzero(grads[0]) > 0
+
+
+AVG_FORWARDS = [
+    lambda x, out: aten.avg_pool3d.out(x, [3] * 3, [2] * 3, [1] * 3, out=out),
+    lambda x, out: aten.avg_pool3d.out(x, [3, 2, 3], [2, 1, 2], [1, 1, 0], True, False, out=out),
+    lambda x, out: aten.avg_pool3d.out(x, [2] * 3, [1] * 3, [0] * 3, False, True, 3, out=out),
+    lambda x, out: out.copy_(F.adaptive_avg_pool3d(x, (3, 4, 2))),  # its output takes x's layout
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("case", range(len(AVG_FORWARDS)))
+def test_avg_pool3d_forward_gives_the_same_bits_in_both_layouts(case, dtype):
+    # NCDHW runs the row kernel (a row's outputs summed together, each in
+    # window order), channels_last_3d the channel-run kernel: same sums.
+    x = torch.randn(2, 5, 6, 7, 9, dtype=torch.float64).to(dtype).to(DEV)
+    shape = BACKWARD_LAYOUT_CASES[case][0](x).shape
+    got = []
+    for fmt in (torch.contiguous_format, torch.channels_last_3d):
+        out = torch.empty(shape, dtype=dtype, device=DEV).contiguous(memory_format=fmt)
+        AVG_FORWARDS[case](x.contiguous(memory_format=fmt), out)
+        got.append(out.cpu())
+    assert torch.equal(got[0], got[1])

@@ -270,19 +270,23 @@ static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
 
 /* Average forward with W innermost (NCDHW), task (plane, od, oh): each
  * output sums its window in the lane kernel's order (d, h, then w), so both
- * kernels give the same bits. */
+ * kernels give the same bits. The row's outputs advance together, one (d,
+ * h) window row at a time, so their sums are independent chains (one
+ * output's 128 dependent adds no longer run back to back). */
 #define P3_ROW_AVG(LOAD)                                                        \
-  for (int64_t ow = 0; ow < out->w; ow++) {                                    \
-    const p3_win *ww = &j->win[2][ow];                                         \
-    double sum = 0.0;                                                          \
-    for (int64_t a = 0; a < wd->count; a++)                                    \
-      for (int64_t b = 0; b < wh->count; b++) {                                \
-        int64_t at = ib + (wd->first + a) * in->sd + (wh->first + b) * in->sh; \
+  for (int64_t ow = 0; ow < out->w; ow++) row[ow] = 0.0;                       \
+  for (int64_t a = 0; a < wd->count; a++)                                      \
+    for (int64_t b = 0; b < wh->count; b++) {                                  \
+      int64_t at = ib + (wd->first + a) * in->sd + (wh->first + b) * in->sh;   \
+      for (int64_t ow = 0; ow < out->w; ow++) {                                \
+        const p3_win *ww = &j->win[2][ow];                                     \
+        double sum = row[ow];                                                  \
         for (int64_t e = 0; e < ww->count; e++)                                \
           sum += (double)LOAD(at + (ww->first + e) * in->sw);                  \
+        row[ow] = sum;                                                         \
       }                                                                        \
-    row[ow] = sum / p3_divisor(j, od, oh, ow);                                 \
-  }
+    }                                                                          \
+  for (int64_t ow = 0; ow < out->w; ow++) row[ow] /= p3_divisor(j, od, oh, ow);
 #define P3_LD_F32(i) ((const float *)in->data)[i]
 #define P3_LD_ANY(i) p3_ld(j->t, in->data, i)
 
