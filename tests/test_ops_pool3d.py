@@ -210,3 +210,73 @@ def test_pool3d_unsupported_dtypes_raise_like_cpu():
             fn(x)
         with pytest.raises(NotImplementedError, match=str(cpu.value).split(" not implemented")[0]):
             fn(x.to(DEV))
+
+
+aten = torch.ops.aten
+
+
+def layout_of(t):
+    return torch.channels_last_3d if t.is_contiguous(memory_format=torch.channels_last_3d) else torch.contiguous_format
+
+# (forward, backward into grad_input=) pairs; the forwards' outputs feed the backwards
+BACKWARD_LAYOUT_CASES = [
+    (lambda x: F.avg_pool3d(x, 3, 2, 1),
+     lambda g, x, y, gi: aten.avg_pool3d_backward.grad_input(g, x, [3] * 3, [2] * 3, [1] * 3, False, True, None,
+                                                              grad_input=gi)),
+    (lambda x: F.avg_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 1, 0), ceil_mode=True, count_include_pad=False),
+     lambda g, x, y, gi: aten.avg_pool3d_backward.grad_input(g, x, [3, 2, 3], [2, 1, 2], [1, 1, 0], True, False, None,
+                                                              grad_input=gi)),
+    (lambda x: F.avg_pool3d(x, 2, 1, divisor_override=3),
+     lambda g, x, y, gi: aten.avg_pool3d_backward.grad_input(g, x, [2] * 3, [1] * 3, [0] * 3, False, True, 3,
+                                                              grad_input=gi)),
+    (lambda x: F.adaptive_avg_pool3d(x, (3, 4, 2)),  # overlapping adaptive windows
+     lambda g, x, y, gi: gi.copy_(aten._adaptive_avg_pool3d_backward(g, x.contiguous(memory_format=layout_of(gi))))),
+    (lambda x: F.max_pool3d(x, 3, 2, 1, return_indices=True),
+     lambda g, x, y, gi: aten.max_pool3d_with_indices_backward.grad_input(g, x, [3] * 3, [2] * 3, [1] * 3, [1] * 3,
+                                                                           False, y[1], grad_input=gi)),
+    (lambda x: F.adaptive_max_pool3d(x, (3, 4, 2), return_indices=True),
+     lambda g, x, y, gi: aten.adaptive_max_pool3d_backward.grad_input(g, x, y[1], grad_input=gi)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", range(len(BACKWARD_LAYOUT_CASES)))
+def test_pool3d_backward_gives_the_same_bits_in_both_layouts(case, dtype):
+    # An NCDHW grad_input runs per plane (average pools gather each input's
+    # covering outputs; max pools scatter into one plane), a channels_last_3d
+    # one by channel runs; both sum every element in output order, in double.
+    forward, backward = BACKWARD_LAYOUT_CASES[case]
+    x = torch.randn(2, 5, 6, 7, 5).round(decimals=1).to(dtype).to(DEV)  # ties for the max pools
+    y = forward(x)
+    out = y[0] if isinstance(y, tuple) else y
+    g = torch.linspace(-3, 5, out.numel()).reshape(out.shape).to(dtype).to(DEV)
+    grads = []
+    for fmt in (torch.contiguous_format, torch.channels_last_3d):
+        gi = torch.empty_like(x, memory_format=fmt)
+        backward(g, x, y, gi)
+        grads.append(gi.cpu())
+    assert torch.equal(grads[0], grads[1])
+    assert torch.count_nonzero(grads[0]) > 0
+
+
+AVG_FORWARDS = [
+    lambda x, out: aten.avg_pool3d.out(x, [3] * 3, [2] * 3, [1] * 3, out=out),
+    lambda x, out: aten.avg_pool3d.out(x, [3, 2, 3], [2, 1, 2], [1, 1, 0], True, False, out=out),
+    lambda x, out: aten.avg_pool3d.out(x, [2] * 3, [1] * 3, [0] * 3, False, True, 3, out=out),
+    lambda x, out: out.copy_(F.adaptive_avg_pool3d(x, (3, 4, 2))),  # its output takes x's layout
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("case", range(len(AVG_FORWARDS)))
+def test_avg_pool3d_forward_gives_the_same_bits_in_both_layouts(case, dtype):
+    # NCDHW runs the row kernel (a row's outputs summed together, each in
+    # window order), channels_last_3d the channel-run kernel: same sums.
+    x = torch.randn(2, 5, 6, 7, 9, dtype=torch.float64).to(dtype).to(DEV)
+    shape = BACKWARD_LAYOUT_CASES[case][0](x).shape
+    got = []
+    for fmt in (torch.contiguous_format, torch.channels_last_3d):
+        out = torch.empty(shape, dtype=dtype, device=DEV).contiguous(memory_format=fmt)
+        AVG_FORWARDS[case](x.contiguous(memory_format=fmt), out)
+        got.append(out.cpu())
+    assert torch.equal(got[0], got[1])

@@ -112,3 +112,17 @@ def test_upsample3d_does_not_depend_on_thread_count():
         print(hashlib.sha256(x.grad.cpu().numpy().tobytes()).hexdigest())
     """)
     assert len(outputs_by_thread_count(script)) == 1
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_trilinear_channels_last_gives_the_bits_of_ncdhw(align_corners):
+    # float32 channels_last_3d runs its own loop (channel runs summed in
+    # registers); it computes the NCDHW kernel's products and sums in double,
+    # rounded once, so the bits match. 70 channels: a full 64-channel run and
+    # a partial one.
+    x = torch.randn(2, 70, 3, 5, 4).to(DEV)
+    fn = lambda t: F.interpolate(t, scale_factor=(1.5, 2.0, 2.7), mode="trilinear", align_corners=align_corners)
+    a = fn(x)
+    b = fn(x.contiguous(memory_format=torch.channels_last_3d))
+    assert b.is_contiguous(memory_format=torch.channels_last_3d)
+    assert torch.equal(a.cpu(), b.cpu())

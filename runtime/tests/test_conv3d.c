@@ -6,13 +6,18 @@
  * dilation; values are multiples of 1/64 so that float64 sums are exact and
  * float32 ones accurate to rounding. Also checks that bad descriptors
  * fail cleanly. (That results do not depend on the thread count is checked
- * from Python, tests/test_ops_conv3d.py.) */
+ * from Python, tests/test_ops_conv3d.py.)
+ *
+ * float32 and bfloat16 run the depth-folded 2-d convolution
+ * (conv3d_fold.h); its results are also checked against the reference
+ * path (vol2col / col2vol and the GEMM) run on the same operands. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
 #include "tensor5d.h"
+#include "ops/conv/conv3d_fold.h"
 #include "ops/engine/scalar_types.h"
 
 static uint64_t rng_state = 0x51f15eedc0ffee11u;
@@ -191,6 +196,96 @@ static void test_conv3d_matches_direct_loops(void) {
       for (int cl = 0; cl < 2; cl++) check_case(&cases[i], types[ti], cl, (int)((i + (size_t)cl) % 2));
 }
 
+/* op with host addresses, run by the folded path or the reference one. */
+static nrt_status run_path(const nrt_op *op, int reference) {
+  nrt_op h = *op;
+  for (int i = 0; i < h.num_operands; i++) h.operands[i].data = nrt_device_to_host(h.operands[i].data);
+  return rt_conv3d_run(&h, reference);
+}
+
+/* The output of op (operand 0) by the folded path against the reference
+ * path, relative to the reference's largest magnitude. */
+ORACLE_CODE static int fold_matches_reference(nrt_op *op, tensor *outp, double tol) {
+  size_t bytes = (size_t)outp->numel * nrt_dtype_size(outp->v.dtype);
+  char *host = nrt_device_to_host(outp->v.data), *want = malloc(bytes + 1);
+  CHECK_OK(run_path(op, 1));
+  memcpy(want, host, bytes);
+  memset(host, 0x7f, bytes); /* every element must be written again */
+  CHECK_OK(run_path(op, 0));
+  double big = 0.0, worst = 0.0;
+  for (int64_t k = 0; k < outp->numel; k++) {
+    int64_t i[5], r = k, off = 0;
+    for (int d = 4; d >= 0; d--) i[d] = r % outp->v.shape[d], r /= outp->v.shape[d];
+    for (int d = 0; d < 5; d++) off += i[d] * outp->v.strides[d];
+    size_t es = nrt_dtype_size(outp->v.dtype);
+    double w = get(outp->v.dtype, want + off * (int64_t)es), g = get(outp->v.dtype, host + off * (int64_t)es);
+    if (fabs(w) > big) big = fabs(w);
+    if (!(fabs(g - w) <= worst)) worst = isnan(g) ? INFINITY : fabs(g - w);
+  }
+  free(want);
+  if (!(worst <= tol * (1.0 + big))) fprintf(stderr, "  fold vs reference: %g off (largest %g)\n", worst, big);
+  return worst <= tol * (1.0 + big);
+}
+
+typedef struct fold_case {
+  c3_case g;
+  int cl, with_bias;
+} fold_case;
+
+/* Shapes that reach each branch of the folding: depth padding, stride and
+ * dilation (zero planes, uneven depth ranges), kd = 1 without depth padding
+ * (views, no copy), an image deeper than the output reads, groups,
+ * channels_last_3d, and images in more than one chunk. */
+static const fold_case fold_cases[] = {
+    {{2, 4, 6, 1, {6, 7, 9}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 0, 1},
+    {{2, 4, 6, 1, {6, 7, 9}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 1, 0},
+    {{3, 6, 4, 2, {9, 6, 5}, {3, 2, 3}, {2, 1, 2}, {2, 0, 1}, {2, 1, 1}}, 0, 1},
+    {{2, 6, 4, 2, {9, 6, 5}, {2, 3, 1}, {3, 2, 1}, {1, 1, 0}, {3, 1, 2}}, 1, 1},
+    {{2, 8, 4, 1, {5, 6, 7}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {1, 1, 1}}, 0, 1}, /* views */
+    {{2, 8, 4, 1, {5, 6, 7}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}}, 1, 0}, /* views, channels_last_3d */
+    {{2, 4, 4, 1, {6, 5, 5}, {1, 3, 3}, {2, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 0, 1}, /* kd = 1, depth padding; input
+                                                                                 gradient phase without taps */
+    {{1, 3, 5, 1, {7, 4, 6}, {3, 3, 3}, {2, 1, 1}, {0, 1, 1}, {1, 1, 1}}, 1, 1}, /* slice 6 never read */
+    {{3, 8, 4, 1, {8, 100, 100}, {3, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 1, 1}}, 1, 1}, /* 2 chunks of images */
+};
+
+static void test_fold_matches_reference_path(void) {
+  const nrt_dtype types[] = {NRT_FLOAT32, NRT_BFLOAT16};
+  for (size_t ci = 0; ci < sizeof fold_cases / sizeof fold_cases[0]; ci++)
+    for (int ti = 0; ti < 2; ti++) {
+      const c3_case *g = &fold_cases[ci].g;
+      int failures = check_failures;
+      nrt_dtype t = types[ti];
+      int cl = fold_cases[ci].cl, wb = fold_cases[ci].with_bias;
+      int64_t o[3];
+      for (int d = 0; d < 3; d++) o[d] = (g->in[d] + 2 * g->p[d] - g->dl[d] * (g->ker[d] - 1) - 1) / g->s[d] + 1;
+      int64_t xs[5] = {g->n, g->c, g->in[0], g->in[1], g->in[2]}, ys[5] = {g->n, g->k, o[0], o[1], o[2]};
+      int64_t ws[5] = {g->k, g->c / g->groups, g->ker[0], g->ker[1], g->ker[2]};
+      tensor x = make(t, xs, cl), y = make(t, ys, cl), gy = make(t, ys, cl), gx = make(t, xs, cl);
+      tensor w = make(t, ws, 0), gw = make(t, ws, cl), b = make_vector(t, g->k), bx = make_vector(t, g->c);
+      fill(&x), fill(&w), fill(&gy), fill(&b), fill(&bx);
+      /* float32: the sums' order differs; bfloat16: one rounding each, of sums that may differ */
+      double tol = t == NRT_FLOAT32 ? 1e-5 : 1e-2;
+      nrt_op op = new_op(NRT_OP_CONV3D);
+      add(&op, &y), add(&op, &x), add(&op, &w);
+      if (wb) add(&op, &b);
+      scalars(&op, g);
+      CHECK(fold_matches_reference(&op, &y, tol));
+      op = new_op(NRT_OP_CONV3D_INPUT_GRAD);
+      add(&op, &gx), add(&op, &gy), add(&op, &w);
+      if (wb) add(&op, &bx);
+      scalars(&op, g);
+      CHECK(fold_matches_reference(&op, &gx, tol));
+      op = new_op(NRT_OP_CONV3D_WEIGHT_GRAD);
+      add(&op, &gw), add(&op, &x), add(&op, &gy);
+      scalars(&op, g);
+      CHECK(fold_matches_reference(&op, &gw, tol));
+      if (check_failures > failures) fprintf(stderr, "  in fold case %zu, %s\n", ci, nrt_dtype_name(t));
+      nrt_free(x.v.data), nrt_free(y.v.data), nrt_free(gy.v.data), nrt_free(gx.v.data);
+      nrt_free(w.v.data), nrt_free(gw.v.data), nrt_free(b.v.data), nrt_free(bx.v.data);
+    }
+}
+
 static void test_bad_descriptors_fail_cleanly(void) {
   c3_case g = cases[0];
   int64_t xs[5] = {1, 3, 4, 4, 4}, ys[5] = {1, 4, 4, 4, 4}, ws[5] = {4, 2, 3, 3, 3};
@@ -213,6 +308,7 @@ static void test_bad_descriptors_fail_cleanly(void) {
 
 int main(void) {
   RUN(test_conv3d_matches_direct_loops);
+  RUN(test_fold_matches_reference_path);
   RUN(test_bad_descriptors_fail_cleanly);
   return CHECK_MAIN_RESULT();
 }

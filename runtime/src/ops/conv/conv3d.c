@@ -1,6 +1,9 @@
 /* Volumetric convolution: CONV3D, CONV3D_INPUT_GRAD and CONV3D_WEIGHT_GRAD
- * (see neuronrt/ops/vision.h), by vol2col / col2vol and the convolution's
- * matrix products (conv_gemm.h, the project's GEMM).
+ * (see neuronrt/ops/vision.h). float32 and bfloat16 run as 2-d
+ * convolutions with depth folded into the channels (conv3d_fold.h); this
+ * file is their reference twin and the path of the other dtypes: vol2col /
+ * col2vol and the convolution's matrix products (conv_gemm.h, the
+ * project's GEMM).
  *
  * Operands are 5-d views [N, C, D, H, W] with any strides (NCDHW,
  * channels_last_3d, sliced). float32 computes in float32, float64 in
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "ops/conv/conv3d_fold.h"
 #include "ops/conv/conv_gemm.h"
 #include "ops/conv/conv_integer.h"
 #include "ops/engine/scalar_types.h"
@@ -417,7 +421,8 @@ static int c3_pack(vol *v, nrt_dtype t, void **own) {
   return 0;
 }
 
-static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
+/* Checks the op and fills the job's geometry. */
+static nrt_status c3_check(const nrt_op *op, c3_role role, c3_job *j) {
   const char *name = nrt_op_name(op->code);
   int with_bias = role != C3_WEIGHT_GRAD && op->num_operands == 4;
   if ((op->num_operands != 3 && !with_bias) || op->num_outputs != 1 || op->num_scalars < 4)
@@ -480,6 +485,14 @@ static nrt_status c3_prepare(const nrt_op *op, c3_role role, c3_job *j) {
   nt = nt < 16 ? 16 : nt > 1024 ? 1024 : nt;
   j->nt = j->opos < nt ? j->opos : nt;
   j->tiles = j->nt > 0 ? (j->opos + j->nt - 1) / j->nt : 0;
+  return NRT_SUCCESS;
+}
+
+/* The reference path's own operands: dense copies, the weight matrix. */
+static nrt_status c3_setup(const nrt_op *op, c3_role role, c3_job *j) {
+  const char *name = nrt_op_name(op->code);
+  nrt_dtype t = j->t;
+  int64_t in[3] = {j->img.d, j->img.h, j->img.w}, on[3] = {j->out.d, j->out.h, j->out.w};
   if ((role != C3_INPUT_GRAD && c3_pack(&j->img, t, &j->packed[0])) ||
       (role != C3_FORWARD && c3_pack(&j->out, t, &j->packed[1]))) {
     free(j->packed[0]);
@@ -521,61 +534,84 @@ static int64_t c3_grain(double work_per_task) {
   return work_per_task >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work_per_task > 1 ? work_per_task : 1));
 }
 
-nrt_status rt_kernel_conv3d(const nrt_op *op) {
-  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return c3_integer(op, C3_FORWARD);
-  c3_job j;
-  nrt_status s = c3_prepare(op, C3_FORWARD, &j);
-  if (s) return s;
-  int64_t tasks = j.out.n * j.groups * j.tiles;
-  if (tasks > 0) rt_parallel_for(tasks, c3_grain((double)(j.nt * j.kg * (j.kk + 1))), c3_forward_tasks, &j);
-  return c3_finish(op, &j);
+static nrt_status c3_forward(const nrt_op *op, c3_job *j) {
+  int64_t tasks = j->out.n * j->groups * j->tiles;
+  if (tasks > 0) rt_parallel_for(tasks, c3_grain((double)(j->nt * j->kg * (j->kk + 1))), c3_forward_tasks, j);
+  return c3_finish(op, j);
 }
 
-nrt_status rt_kernel_conv3d_input_grad(const nrt_op *op) {
-  if (op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype)) return c3_integer(op, C3_INPUT_GRAD);
-  c3_job j;
-  nrt_status s = c3_prepare(op, C3_INPUT_GRAD, &j);
-  if (s) return s;
-  int64_t tasks = j.img.n * j.groups;
-  if (tasks > 0 && j.cg > 0)
-    rt_parallel_for(tasks, c3_grain((double)(j.opos * j.kg * (j.kk + 1))), c3_input_grad_tasks, &j);
-  return c3_finish(op, &j);
+static nrt_status c3_input_grad(const nrt_op *op, c3_job *j) {
+  int64_t tasks = j->img.n * j->groups;
+  if (tasks > 0 && j->cg > 0)
+    rt_parallel_for(tasks, c3_grain((double)(j->opos * j->kg * (j->kk + 1))), c3_input_grad_tasks, j);
+  return c3_finish(op, j);
 }
 
-nrt_status rt_kernel_conv3d_weight_grad(const nrt_op *op) {
-  c3_job j;
-  nrt_status s = c3_prepare(op, C3_WEIGHT_GRAD, &j);
-  if (s) return s;
-  int64_t items = j.img.n * j.tiles, wsize = j.out.c * j.kk;
+static nrt_status c3_weight_grad(const nrt_op *op, c3_job *j) {
+  int64_t items = j->img.n * j->tiles, wsize = j->out.c * j->kk;
   int64_t parts = C3_PARTS;
   if (parts > items) parts = items;
   while (parts > 1 && parts * wsize > C3_PARTS_BUDGET) parts--;
   if (parts < 1) parts = 1;
-  j.parts = parts;
-  size_t as = c3_asize(&j);
-  j.acc = calloc((size_t)(wsize * parts) + 1, as);
-  if (!j.acc) {
-    free(j.packed[0]), free(j.packed[1]);
+  j->parts = parts;
+  size_t as = c3_asize(j);
+  j->acc = calloc((size_t)(wsize * parts) + 1, as);
+  if (!j->acc) {
+    free(j->packed[0]), free(j->packed[1]);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the accumulators", nrt_op_name(op->code));
   }
-  if (wsize > 0 && items > 0) rt_parallel_for(j.groups * parts, 1, c3_weight_grad_tasks, &j);
+  if (wsize > 0 && items > 0) rt_parallel_for(j->groups * parts, 1, c3_weight_grad_tasks, j);
   /* sum the parts of each group in order, and store */
-  const nrt_tensor_view *w = j.w;
-  for (int64_t g = 0; g < j.groups; g++)
-    for (int64_t k = 0; k < j.kg; k++)
-      for (int64_t r = 0; r < j.kk; r++) {
+  const nrt_tensor_view *w = j->w;
+  for (int64_t g = 0; g < j->groups; g++)
+    for (int64_t k = 0; k < j->kg; k++)
+      for (int64_t r = 0; r < j->kk; r++) {
         double v = 0.0;
         if (items > 0)
           for (int64_t p = 0; p < parts; p++) {
-            double x = c3_get(&j, j.acc, ((g * parts + p) * j.kg + k) * j.kk + r);
-            v = j.is_f64 ? v + x : (double)((float)v + (float)x);
+            double x = c3_get(j, j->acc, ((g * parts + p) * j->kg + k) * j->kk + r);
+            v = j->is_f64 ? v + x : (double)((float)v + (float)x);
           }
-        int64_t e = r % j.k[2], b = r / j.k[2] % j.k[1], a = r / (j.k[2] * j.k[1]) % j.k[0];
-        int64_t c = r / (j.k[0] * j.k[1] * j.k[2]);
-        c3_st(j.t, w->data,
-              (g * j.kg + k) * w->strides[0] + c * w->strides[1] + a * w->strides[2] + b * w->strides[3] +
+        int64_t e = r % j->k[2], b = r / j->k[2] % j->k[1], a = r / (j->k[2] * j->k[1]) % j->k[0];
+        int64_t c = r / (j->k[0] * j->k[1] * j->k[2]);
+        c3_st(j->t, w->data,
+              (g * j->kg + k) * w->strides[0] + c * w->strides[1] + a * w->strides[2] + b * w->strides[3] +
                   e * w->strides[4],
               v);
       }
-  return c3_finish(op, &j);
+  return c3_finish(op, j);
 }
+
+static rt_conv3d_problem c3_problem(const nrt_op *op, c3_role role, const c3_job *j) {
+  int oi = role == C3_FORWARD ? 0 : role == C3_INPUT_GRAD ? 1 : 2;
+  int ii = role == C3_FORWARD ? 1 : role == C3_INPUT_GRAD ? 0 : 1;
+  rt_conv3d_problem p = {.code = op->code, .role = (rt_conv3d_role)role, .img = op->operands[ii],
+                         .out = op->operands[oi], .w = *j->w, .groups = j->groups};
+  if (j->bias) p.bias = &op->operands[3];
+  for (int d = 0; d < 3; d++) p.k[d] = j->k[d], p.s[d] = j->s[d], p.p[d] = j->p[d], p.dl[d] = j->dl[d];
+  return p;
+}
+
+nrt_status rt_conv3d_run(const nrt_op *op, int reference) {
+  c3_role role = op->code == NRT_OP_CONV3D ? C3_FORWARD : op->code == NRT_OP_CONV3D_INPUT_GRAD ? C3_INPUT_GRAD
+                                                                                              : C3_WEIGHT_GRAD;
+  if (role != C3_WEIGHT_GRAD && op->num_operands > 0 && rt_conv_integer_dtype(op->operands[0].dtype))
+    return c3_integer(op, role);
+  c3_job j;
+  nrt_status s = c3_check(op, role, &j);
+  if (s) return s;
+  if (!reference) {
+    rt_conv3d_problem p = c3_problem(op, role, &j);
+    if (rt_conv3d_fold_usable(&p)) return rt_conv3d_fold(&p);
+  }
+  s = c3_setup(op, role, &j);
+  if (s) return s;
+  return role == C3_FORWARD ? c3_forward(op, &j) : role == C3_INPUT_GRAD ? c3_input_grad(op, &j)
+                                                                          : c3_weight_grad(op, &j);
+}
+
+nrt_status rt_kernel_conv3d(const nrt_op *op) { return rt_conv3d_run(op, 0); }
+
+nrt_status rt_kernel_conv3d_input_grad(const nrt_op *op) { return rt_conv3d_run(op, 0); }
+
+nrt_status rt_kernel_conv3d_weight_grad(const nrt_op *op) { return rt_conv3d_run(op, 0); }

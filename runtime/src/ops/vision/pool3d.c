@@ -48,6 +48,8 @@ typedef struct p3_job {
   int64_t step[3];
   int64_t lanes, runs; /* channels per task and channel runs per image */
   int64_t divisor; /* != 0: divisor_override (any sign, as the CPU's) */
+  int max_backward; /* MAX_POOL3D_BACKWARD: gradients go to the indexed inputs */
+  int64_t *cover[3]; /* NCDHW average pool backward without overlaps: p3_single_cover per dim */
   const char *name;
   atomic_llong bad_index; /* -1, or the first index outside the plane seen */
   atomic_int out_of_memory;
@@ -268,19 +270,23 @@ static void p3_avg_planes_int(int64_t begin, int64_t end, void *ctx) {
 
 /* Average forward with W innermost (NCDHW), task (plane, od, oh): each
  * output sums its window in the lane kernel's order (d, h, then w), so both
- * kernels give the same bits. */
+ * kernels give the same bits. The row's outputs advance together, one (d,
+ * h) window row at a time, so their sums are independent chains (one
+ * output's 128 dependent adds no longer run back to back). */
 #define P3_ROW_AVG(LOAD)                                                        \
-  for (int64_t ow = 0; ow < out->w; ow++) {                                    \
-    const p3_win *ww = &j->win[2][ow];                                         \
-    double sum = 0.0;                                                          \
-    for (int64_t a = 0; a < wd->count; a++)                                    \
-      for (int64_t b = 0; b < wh->count; b++) {                                \
-        int64_t at = ib + (wd->first + a) * in->sd + (wh->first + b) * in->sh; \
+  for (int64_t ow = 0; ow < out->w; ow++) row[ow] = 0.0;                       \
+  for (int64_t a = 0; a < wd->count; a++)                                      \
+    for (int64_t b = 0; b < wh->count; b++) {                                  \
+      int64_t at = ib + (wd->first + a) * in->sd + (wh->first + b) * in->sh;   \
+      for (int64_t ow = 0; ow < out->w; ow++) {                                \
+        const p3_win *ww = &j->win[2][ow];                                     \
+        double sum = row[ow];                                                  \
         for (int64_t e = 0; e < ww->count; e++)                                \
           sum += (double)LOAD(at + (ww->first + e) * in->sw);                  \
+        row[ow] = sum;                                                         \
       }                                                                        \
-    row[ow] = sum / p3_divisor(j, od, oh, ow);                                 \
-  }
+    }                                                                          \
+  for (int64_t ow = 0; ow < out->w; ow++) row[ow] /= p3_divisor(j, od, oh, ow);
 #define P3_LD_F32(i) ((const float *)in->data)[i]
 #define P3_LD_ANY(i) p3_ld(j->t, in->data, i)
 
@@ -414,6 +420,92 @@ RT_SIMD_VOID(p3_avg_backward_lanes, (int64_t begin, int64_t end, void *ctx), (be
   free(b.acc);
 }
 
+/* Backward of gradients with W innermost (NCDHW), task = one (image,
+ * channel) plane, each element summed in double in output order from 0, as
+ * in the lane kernels, so both give the same bits.
+ *
+ * In general the plane's gradients are scattered into a plane buffer
+ * (cache-sized where the lanes' holds 16 volumes), then stored by rows.
+ * Average pools whose windows do not overlap (each input covered by at most
+ * one output per dim: adaptive pools of divisible sizes, kernel = stride)
+ * write each row once instead: an element is 0 + its one output's
+ * gradient / divisor, or 0. */
+RT_SIMD_VOID(p3_backward_planes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
+  p3_job *j = ctx;
+  const p3_vol *gi = &j->img, *go = &j->pooled, *ind = &j->ind;
+  int64_t plane = gi->d * gi->h * gi->w, oplane = go->d * go->h * go->w;
+  int rows = !j->max_backward && j->cover[0] != NULL;
+  int64_t bufsize = rows ? oplane + gi->w : plane;
+  double *acc = malloc((size_t)(bufsize > 0 ? bufsize : 1) * sizeof(double));
+  if (!acc) {
+    atomic_store(&j->out_of_memory, 1);
+    return;
+  }
+  for (int64_t pl = begin; pl < end; pl++) {
+    if (rows) {
+      double *gd = acc, *row = acc + oplane;
+      for (int64_t od = 0, x = 0; od < go->d; od++)
+        for (int64_t oh = 0; oh < go->h; oh++)
+          for (int64_t ow = 0; ow < go->w; ow++, x++)
+            gd[x] = p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow)) / p3_divisor(j, od, oh, ow);
+      for (int64_t d = 0; d < gi->d; d++)
+        for (int64_t h = 0; h < gi->h; h++) {
+          int64_t od = j->cover[0][d], oh = j->cover[1][h];
+          if (od < 0 || oh < 0) {
+            for (int64_t w = 0; w < gi->w; w++) row[w] = 0.0;
+          } else {
+            const double *src = gd + (od * go->h + oh) * go->w;
+            for (int64_t w = 0; w < gi->w; w++) {
+              int64_t ow = j->cover[2][w];
+              row[w] = ow < 0 ? 0.0 : 0.0 + src[ow];
+            }
+          }
+          p3_store_run(j->t, gi->data, p3_at(gi, pl, d, h, 0), gi->sw, gi->w, row);
+        }
+      continue;
+    }
+    memset(acc, 0, (size_t)plane * sizeof(double));
+    for (int64_t od = 0; od < go->d; od++)
+      for (int64_t oh = 0; oh < go->h; oh++)
+        for (int64_t ow = 0; ow < go->w; ow++) {
+          double g = p3_ld(j->t, go->data, p3_at(go, pl, od, oh, ow));
+          if (j->max_backward) {
+            int64_t i = ((const int64_t *)ind->data)[p3_at(ind, pl, od, oh, ow)];
+            if (i < 0 || i >= plane) {
+              long long none = -1;
+              atomic_compare_exchange_strong(&j->bad_index, &none, (long long)i);
+              continue;
+            }
+            acc[i] += g;
+            continue;
+          }
+          const p3_win *wd = &j->win[0][od], *wh = &j->win[1][oh], *ww = &j->win[2][ow];
+          g /= p3_divisor(j, od, oh, ow);
+          for (int64_t a = 0; a < wd->count; a++)
+            for (int64_t e2 = 0; e2 < wh->count; e2++) {
+              double *r = acc + ((wd->first + a) * gi->h + wh->first + e2) * gi->w + ww->first;
+              for (int64_t e = 0; e < ww->count; e++) r[e] += g;
+            }
+        }
+    for (int64_t d = 0; d < gi->d; d++)
+      for (int64_t h = 0; h < gi->h; h++)
+        p3_store_run(j->t, gi->data, p3_at(gi, pl, d, h, 0), gi->sw, gi->w, acc + (d * gi->h + h) * gi->w);
+  }
+  free(acc);
+}
+
+/* cover[x] = the one output whose window (of out outputs over n inputs)
+ * covers input x, or -1; returns 0 when some input is covered twice. */
+static int p3_single_cover(const p3_win *w, int64_t out, int64_t n, int64_t *cover) {
+  for (int64_t x = 0; x < n; x++) cover[x] = -1;
+  for (int64_t o = 0; o < out; o++)
+    for (int64_t x = w[o].first; x < w[o].first + w[o].count; x++) {
+      if (cover[x] >= 0) return 0;
+      cover[x] = o;
+    }
+  return 1;
+}
+
 /* ---- windows ---------------------------------------------------------------- */
 
 /* Windows of a kernel k, stride s, padding p, dilation dl over an input of
@@ -472,6 +564,7 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
   atomic_init(&j.bad_index, -1);
   atomic_init(&j.out_of_memory, 0);
   j.name = name;
+  j.max_backward = which == OP_MAX_BW;
   int backward = which == OP_MAX_BW || which == OP_AVG_BW || which == OP_AAVG_BW;
   /* operand roles: [out, (ind,) in] or [grad_in, grad_out (, ind)] */
   int ii = backward ? 0 : outputs, pi = backward ? 1 : 0, xi = which == OP_MAX_BW ? 2 : which == OP_MAX || which == OP_AMAX ? 1 : -1;
@@ -557,9 +650,30 @@ static nrt_status p3_run(const nrt_op *op, p3_op which) {
       grain = out[2] >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (out[2] > 0 ? out[2] : 1);
       fn = p3_avg_rows;
     }
+    if (backward && j.img.sc != 1 && !j.max_backward) {
+      int single = 1;
+      for (int d = 0; d < 3; d++) {
+        j.cover[d] = malloc((size_t)(in[d] + 1) * sizeof(int64_t));
+        if (!j.cover[d])
+          atomic_store(&j.out_of_memory, 1);
+        else
+          single &= p3_single_cover(j.win[d], out[d], in[d], j.cover[d]);
+      }
+      if (!single)
+        for (int d = 0; d < 3; d++) free(j.cover[d]), j.cover[d] = NULL;
+    }
+    if (atomic_load(&j.out_of_memory)) {
+      tasks = 0;
+    } else if (backward && j.img.sc != 1) {
+      /* gradients with W innermost: one plane per task */
+      int64_t work = out[0] * out[1] * out[2] + in[0] * in[1] * in[2];
+      tasks = planes;
+      grain = work >= RT_VISION_GRAIN ? 1 : RT_VISION_GRAIN / (work > 0 ? work : 1);
+      fn = p3_backward_planes;
+    }
     if (tasks > 0 && planes > 0) rt_parallel_for(tasks, grain, fn, &j);
   }
-  for (int d = 0; d < 3; d++) free(j.win[d]);
+  for (int d = 0; d < 3; d++) free(j.win[d]), free(j.cover[d]);
   if (atomic_load(&j.out_of_memory))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a gradient plane", name);
   long long bad = atomic_load(&j.bad_index);

@@ -193,6 +193,27 @@ RT_SIMD_VOID(u3_linear_lanes, (int64_t begin, int64_t end, void *ctx), (begin, e
         at[a * 2 + b] = ib + (a ? j->i1[0][od] : j->i0[0][od]) * in->sd + (b ? j->i1[1][oh] : j->i0[1][oh]) * in->sh;
         wr[a * 2 + b] = (a ? j->l1[0][od] : j->l0[0][od]) * (b ? j->l1[1][oh] : j->l0[1][oh]);
       }
+    if (j->t == NRT_FLOAT32 && in->sc == 1 && out->sc == 1) {
+      /* float32 channel runs on both sides: per channel, the same 8 products
+       * summed in the same order as below (no contraction in ISO C), with the
+       * sum in a register instead of acc[] */
+      for (int64_t ow = 0; ow < out->w; ow++) {
+        const float *x[8];
+        double wg[8];
+        for (int r = 0; r < 4; r++)
+          for (int e = 0; e < 2; e++) {
+            wg[r * 2 + e] = wr[r] * (e ? j->l1[2][ow] : j->l0[2][ow]);
+            x[r * 2 + e] = (const float *)in->data + at[r] + (e ? j->i1[2][ow] : j->i0[2][ow]) * in->sw;
+          }
+        float *o = (float *)out->data + ob + ow * out->sw;
+        for (int64_t c = 0; c < lanes; c++) {
+          double a = 0.0;
+          for (int k = 0; k < 8; k++) a += wg[k] * (double)x[k][c];
+          o[c] = (float)a;
+        }
+      }
+      continue;
+    }
     for (int64_t ow = 0; ow < out->w; ow++) {
       for (int64_t c = 0; c < lanes; c++) acc[c] = 0.0;
       for (int r = 0; r < 4; r++)

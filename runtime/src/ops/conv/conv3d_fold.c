@@ -1,0 +1,545 @@
+/* Volumetric convolution by depth folding (see conv3d_fold.h).
+ *
+ * The folded operands are dense [n][depth][channel][tap a][H][W] buffers
+ * filled by plane copies, one 5-d view per depth tap a: for a fixed a the
+ * output depths that read inside the image form one range; the slices
+ * outside the image are zero planes. float32 input gradients fold the
+ * image side instead (fold_input_grad_sum) and sum the depth taps after;
+ * bfloat16 ones fold grad_output by depth phases (fold_input_grad).
+ * Images go to the 2-d convolution in chunks of a few (one when the output
+ * view has no single stride over (n, depth), as NCDHW has). */
+#include "ops/conv/conv3d_fold.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "ops/engine/thread_pool.h"
+#include "ops/shape/shape_common.h"
+
+#define FOLD_CHUNK_ELEMS (1 << 22) /* folded elements per 2-d call (forward, input gradient) */
+#define FOLD_WGRAD_ELEMS (1 << 26) /* folded elements of a weight gradient (the whole batch at once) */
+#define RT_FOLD_GRAIN 16384        /* elements per copy task */
+#define RT_FOLD_MAX_KD 64          /* depth taps of the folded input gradients */
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static nrt_tensor_view view_of(void *data, nrt_dtype t, int ndim, const int64_t *shape, const int64_t *strides) {
+  nrt_tensor_view v;
+  memset(&v, 0, sizeof v);
+  v.data = data;
+  v.dtype = t;
+  v.ndim = ndim;
+  for (int d = 0; d < ndim; d++) v.shape[d] = shape[d], v.strides[d] = strides[d];
+  return v;
+}
+
+static char *at(const nrt_tensor_view *v, int64_t elems) {
+  return (char *)v->data + (size_t)elems * nrt_dtype_size(v->dtype);
+}
+
+/* Plane copies of the folding: dst and src are 5-d views of one shape
+ * whose last two dims are planes, dense in dst. A plane dense in src too is
+ * one memcpy, a row with unit stride one memcpy per row, else a strided
+ * gather (channels_last_3d). Tasks are planes. */
+typedef struct plane_copy {
+  const nrt_tensor_view *dst, *src;
+} plane_copy;
+
+static void copy_planes(int64_t begin, int64_t end, void *ctx) {
+  const plane_copy *pc = ctx;
+  const nrt_tensor_view *d = pc->dst, *s = pc->src;
+  int64_t H = d->shape[3], W = d->shape[4], d1 = d->shape[1], d2 = d->shape[2];
+  int64_t ssh = s->strides[3], ssw = s->strides[4];
+  size_t es = nrt_dtype_size(d->dtype);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t i2 = t % d2, i1 = t / d2 % d1, i0 = t / (d1 * d2);
+    char *dp = at(d, i0 * d->strides[0] + i1 * d->strides[1] + i2 * d->strides[2]);
+    const char *sp = at(s, i0 * s->strides[0] + i1 * s->strides[1] + i2 * s->strides[2]);
+    if (ssw == 1 && ssh == W) {
+      memcpy(dp, sp, (size_t)(H * W) * es);
+    } else if (ssw == 1) {
+      for (int64_t h = 0; h < H; h++) memcpy(dp + (size_t)(h * W) * es, sp + (size_t)(h * ssh) * es, (size_t)W * es);
+    } else if (es == 2) {
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++) ((uint16_t *)dp)[h * W + w] = ((const uint16_t *)sp)[h * ssh + w * ssw];
+    } else {
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++) ((uint32_t *)dp)[h * W + w] = ((const uint32_t *)sp)[h * ssh + w * ssw];
+    }
+  }
+}
+
+/* The same copy from a source whose dim 2 (the channels) has unit stride
+ * (channels_last_3d): task (dim 0, dim 1), rows outer, so a source row of
+ * W x C elements is read from memory once for all C destination rows. */
+static void copy_channel_rows(int64_t begin, int64_t end, void *ctx) {
+  const plane_copy *pc = ctx;
+  const nrt_tensor_view *d = pc->dst, *s = pc->src;
+  int64_t C = d->shape[2], H = d->shape[3], W = d->shape[4], d1 = d->shape[1];
+  int64_t ssh = s->strides[3], ssw = s->strides[4], dsc = d->strides[2];
+  size_t es = nrt_dtype_size(d->dtype);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t i1 = t % d1, i0 = t / d1;
+    char *dp = at(d, i0 * d->strides[0] + i1 * d->strides[1]);
+    const char *sp = at(s, i0 * s->strides[0] + i1 * s->strides[1]);
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t c = 0; c < C; c++) {
+        int64_t di = c * dsc + h * W, si = c + h * ssh;
+        if (es == 2)
+          for (int64_t w = 0; w < W; w++) ((uint16_t *)dp)[di + w] = ((const uint16_t *)sp)[si + w * ssw];
+        else
+          for (int64_t w = 0; w < W; w++) ((uint32_t *)dp)[di + w] = ((const uint32_t *)sp)[si + w * ssw];
+      }
+  }
+}
+
+/* Tasks per thread-pool grain of planes of `elems` elements. */
+static int64_t pl_grain(int64_t elems) { return elems >= RT_FOLD_GRAIN ? 1 : RT_FOLD_GRAIN / (elems > 0 ? elems : 1); }
+
+static void fold_copy(const nrt_tensor_view *dst, const nrt_tensor_view *src) {
+  plane_copy pc = {dst, src};
+  int64_t planes = dst->shape[0] * dst->shape[1] * dst->shape[2], pl = dst->shape[3] * dst->shape[4];
+  if (planes == 0 || pl == 0) return;
+  if (src->strides[2] == 1 && src->strides[4] != 1)
+    rt_parallel_for(dst->shape[0] * dst->shape[1], pl_grain(pl * dst->shape[2]), copy_channel_rows, &pc);
+  else
+    rt_parallel_for(planes, pl_grain(pl), copy_planes, &pc);
+}
+
+/* Output depths od in [*lo, *hi) read slice od * s0 - p0 + a * dl0 inside
+ * the `depth` slices of the image. */
+static void tap_range(const rt_conv3d_problem *p, int64_t a, int64_t depth, int64_t out_depth, int64_t *lo,
+                      int64_t *hi) {
+  int64_t first = p->p[0] - a * p->dl[0], last = depth - 1 + p->p[0] - a * p->dl[0];
+  *lo = first <= 0 ? 0 : (first + p->s[0] - 1) / p->s[0];
+  *hi = last < 0 ? 0 : min64(last / p->s[0] + 1, out_depth);
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* The 2-d op: operands in the 2-d order of the role, scalars [sh, sw, ph,
+ * pw, dh, dw, groups]. The 3-d op's code names it in errors. */
+static nrt_status run_2d(const rt_conv3d_problem *p, const nrt_tensor_view *a, const nrt_tensor_view *b,
+                         const nrt_tensor_view *c) {
+  nrt_op op;
+  memset(&op, 0, sizeof op);
+  op.code = p->code;
+  op.num_outputs = 1;
+  op.operands[op.num_operands++] = *a;
+  op.operands[op.num_operands++] = *b;
+  op.operands[op.num_operands++] = *c;
+  if (p->bias && p->role != RT_CONV3D_WEIGHT_GRAD) op.operands[op.num_operands++] = *p->bias;
+  int64_t sc[7] = {p->s[1], p->s[2], p->p[1], p->p[2], p->dl[1], p->dl[2], p->groups};
+  for (int i = 0; i < 7; i++) op.scalars[i].i = sc[i];
+  op.num_scalars = 7;
+  if (p->role == RT_CONV3D_FORWARD) return rt_kernel_conv2d(&op);
+  if (p->role == RT_CONV3D_INPUT_GRAD) return rt_kernel_conv2d_input_grad(&op);
+  return rt_kernel_conv2d_weight_grad(&op);
+}
+
+/* buf[n][od][c][a] (planes of H x W) = image n0 + n, channel c, slice
+ * od * s0 - p0 + a * dl0, for n < nb: the forward's folded image. */
+static void fold_image(const rt_conv3d_problem *p, int64_t n0, int64_t nb, char *buf) {
+  const nrt_tensor_view *im = &p->img;
+  int64_t C = im->shape[1], D = im->shape[2], H = im->shape[3], W = im->shape[4], OD = p->out.shape[2];
+  int64_t kd = p->k[0], pl = H * W;
+  size_t es = nrt_dtype_size(im->dtype);
+  for (int64_t a = 0; a < kd; a++) {
+    int64_t lo, hi;
+    tap_range(p, a, D, OD, &lo, &hi);
+    if (hi > lo) {
+      int64_t shape[5] = {nb, hi - lo, C, H, W};
+      int64_t ds[5] = {OD * C * kd * pl, C * kd * pl, kd * pl, W, 1};
+      int64_t ss[5] = {im->strides[0], p->s[0] * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+      int64_t id0 = lo * p->s[0] - p->p[0] + a * p->dl[0];
+      nrt_tensor_view dst = view_of(buf + (size_t)((lo * C * kd + a) * pl) * es, im->dtype, 5, shape, ds);
+      nrt_tensor_view src = view_of(at(im, n0 * im->strides[0] + id0 * im->strides[2]), im->dtype, 5, shape, ss);
+      fold_copy(&dst, &src);
+    }
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t od = 0; od < OD; od++)
+        if (od < lo || od >= hi)
+          for (int64_t c = 0; c < C; c++)
+            memset(buf + (size_t)((((n * OD + od) * C + c) * kd + a) * pl) * es, 0, (size_t)pl * es);
+  }
+}
+
+/* The weight as a dense [K, cg * kd, kh, kw] (channel c * kd + a): w
+ * itself when it is contiguous, else a copy in *own. */
+static int weight_2d(const rt_conv3d_problem *p, nrt_tensor_view *w2, void **own) {
+  const nrt_tensor_view *w = &p->w;
+  int64_t K = w->shape[0], cg = w->shape[1], kd = w->shape[2], kh = w->shape[3], kw = w->shape[4];
+  int64_t s4[4] = {cg * kd * kh * kw, kh * kw, kw, 1}, sh4[4] = {K, cg * kd, kh, kw};
+  *own = NULL;
+  if (rt_view_is_contiguous(w)) {
+    *w2 = view_of(w->data, w->dtype, 4, sh4, s4);
+    return 0;
+  }
+  *own = malloc((size_t)(K * cg * kd * kh * kw) * nrt_dtype_size(w->dtype) + 1);
+  if (!*own) return -1;
+  int64_t ds[5] = {cg * kd * kh * kw, kd * kh * kw, kh * kw, kw, 1};
+  nrt_tensor_view dst = view_of(*own, w->dtype, 5, w->shape, ds);
+  rt_copy_view(&dst, w);
+  *w2 = view_of(*own, w->dtype, 4, sh4, s4);
+  return 0;
+}
+
+static nrt_status oom(const rt_conv3d_problem *p, const char *what) {
+  return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for %s", nrt_op_name(p->code), what);
+}
+
+/* Images per 2-d call: all of them when the views allow one (n, depth)
+ * stride and the folded buffer stays in budget, else one. */
+static int64_t chunk_images(int64_t n, int64_t per_image, int uniform) {
+  if (!uniform) return 1;
+  int64_t nb = per_image > 0 ? FOLD_CHUNK_ELEMS / per_image : n;
+  return nb < 1 ? 1 : nb > n ? n : nb;
+}
+
+static nrt_status fold_forward(const rt_conv3d_problem *p) {
+  const nrt_tensor_view *im = &p->img, *o = &p->out;
+  int64_t N = im->shape[0], C = im->shape[1], H = im->shape[3], W = im->shape[4], OD = o->shape[2];
+  int64_t kd = p->k[0], per_image = OD * C * kd * H * W;
+  int view = kd == 1 && p->p[0] == 0; /* the image's own slices, no copy */
+  int uniform = o->strides[0] == OD * o->strides[2] && (!view || im->strides[0] == OD * p->s[0] * im->strides[2]);
+  int64_t nb = view && uniform ? N : chunk_images(N, per_image, uniform);
+  nrt_tensor_view w2;
+  void *wown, *buf = NULL;
+  if (weight_2d(p, &w2, &wown)) return oom(p, "the weight");
+  if (!view && !(buf = malloc((size_t)(nb * per_image) * nrt_dtype_size(im->dtype)))) {
+    free(wown);
+    return oom(p, "the depth-folded image");
+  }
+  nrt_status s = NRT_SUCCESS;
+  for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
+    int64_t cnt = min64(nb, N - n0);
+    int64_t os[4] = {cnt * OD, o->shape[1], o->shape[3], o->shape[4]};
+    int64_t ost[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    nrt_tensor_view o2 = view_of(at(o, n0 * o->strides[0]), o->dtype, 4, os, ost), x2;
+    int64_t xs[4] = {cnt * OD, C * kd, H, W};
+    if (view) {
+      int64_t xst[4] = {p->s[0] * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+      x2 = view_of(at(im, n0 * im->strides[0]), im->dtype, 4, xs, xst);
+    } else {
+      int64_t xst[4] = {C * kd * H * W, H * W, W, 1};
+      fold_image(p, n0, cnt, buf);
+      x2 = view_of(buf, im->dtype, 4, xs, xst);
+    }
+    s = run_2d(p, &o2, &x2, &w2);
+  }
+  free(buf), free(wown);
+  return s;
+}
+
+/* Input gradient by depth phases (bfloat16: each element rounded once).
+ * Image slices id = f + s0 * u of phase f < s0 receive grad_output only
+ * through the taps a with (f + p0 - a * dl0) divisible by s0, from depth od
+ * = u + q_a, q_a = (f + p0 - a * dl0) / s0. Per phase, Y[n][u] holds those
+ * taps' grad_output slices as channels k * m + i (m taps, 0 where od is
+ * outside) and the 2-d input gradient with the weight's taps moved to its
+ * output channels, W2[k * m + i] = W[k, :, taps[i]], writes the phase's
+ * slices. A phase without taps gets the bias (or 0). */
+typedef struct phase {
+  int64_t f, depth, m; /* first slice, slices, taps */
+  int64_t taps[RT_FOLD_MAX_KD];
+} phase;
+
+static void phase_of(const rt_conv3d_problem *p, int64_t f, phase *ph) {
+  int64_t ID = p->img.shape[2];
+  ph->f = f;
+  ph->depth = (ID - f + p->s[0] - 1) / p->s[0];
+  ph->m = 0;
+  for (int64_t a = 0; a < p->k[0]; a++)
+    if ((f + p->p[0] - a * p->dl[0]) % p->s[0] == 0) ph->taps[ph->m++] = a;
+}
+
+/* buf[n][u][k][i] (planes of OH x OW) = grad_output n0 + n, channel k, depth
+ * u + q of tap i, or 0. */
+static void fold_phase(const rt_conv3d_problem *p, const phase *ph, int64_t n0, int64_t nb, char *buf) {
+  const nrt_tensor_view *o = &p->out;
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], m = ph->m, pl = OH * OW;
+  size_t es = nrt_dtype_size(o->dtype);
+  for (int64_t i = 0; i < m; i++) {
+    int64_t q = (ph->f + p->p[0] - ph->taps[i] * p->dl[0]) / p->s[0];
+    int64_t lo = q >= 0 ? 0 : -q, hi = min64(ph->depth, OD - q);
+    if (hi < lo) hi = lo;
+    if (hi > lo) {
+      int64_t shape[5] = {nb, hi - lo, K, OH, OW}, ds[5] = {ph->depth * K * m * pl, K * m * pl, m * pl, OW, 1};
+      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+      nrt_tensor_view dst = view_of(buf + (size_t)((lo * K * m + i) * pl) * es, o->dtype, 5, shape, ds);
+      nrt_tensor_view src = view_of(at(o, n0 * o->strides[0] + (lo + q) * o->strides[2]), o->dtype, 5, shape, ss);
+      fold_copy(&dst, &src);
+    }
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t u = 0; u < ph->depth; u++)
+        if (u < lo || u >= hi)
+          for (int64_t k = 0; k < K; k++)
+            memset(buf + (size_t)((((n * ph->depth + u) * K + k) * m + i) * pl) * es, 0, (size_t)pl * es);
+  }
+}
+
+/* Slices of a phase without taps: the bias's bits (what 0 + bias rounds
+ * to), or 0. */
+static void fill_phase(const rt_conv3d_problem *p, const phase *ph) {
+  const nrt_tensor_view *im = &p->img;
+  size_t es = nrt_dtype_size(im->dtype);
+  for (int64_t n = 0; n < im->shape[0]; n++)
+    for (int64_t c = 0; c < im->shape[1]; c++) {
+      char v[8] = {0};
+      if (p->bias) memcpy(v, at(p->bias, c * p->bias->strides[0]), es);
+      for (int64_t u = 0; u < ph->depth; u++)
+        for (int64_t h = 0; h < im->shape[3]; h++)
+          for (int64_t w = 0; w < im->shape[4]; w++)
+            memcpy(at(im, n * im->strides[0] + c * im->strides[1] + (ph->f + u * p->s[0]) * im->strides[2] +
+                              h * im->strides[3] + w * im->strides[4]),
+                   v, es);
+    }
+}
+
+static nrt_status fold_input_grad(const rt_conv3d_problem *p) {
+  const nrt_tensor_view *im = &p->img, *o = &p->out, *w = &p->w;
+  int64_t N = im->shape[0], ID = im->shape[2], s0 = p->s[0];
+  int64_t K = o->shape[1], OH = o->shape[3], OW = o->shape[4];
+  int64_t cg = w->shape[1], kh = w->shape[3], kw = w->shape[4], khw = kh * kw;
+  size_t es = nrt_dtype_size(im->dtype);
+  phase ph;
+  int64_t most_m = 0, most_depth = (ID + s0 - 1) / s0;
+  for (int64_t f = 0; f < s0 && f < ID; f++) {
+    phase_of(p, f, &ph);
+    if (ph.m > most_m) most_m = ph.m;
+  }
+  int64_t per_image = most_depth * K * most_m * OH * OW;
+  /* one image per call unless the image gradient has one (n, u) stride in every phase */
+  int64_t nb = chunk_images(N, per_image, ID % s0 == 0 && im->strides[0] == ID * im->strides[2]);
+  char *buf = malloc((size_t)(nb * per_image) * es + 1), *wbuf = malloc((size_t)(K * most_m * cg * khw) * es + 1);
+  if (!buf || !wbuf) {
+    free(buf), free(wbuf);
+    return oom(p, "the depth-folded grad_output");
+  }
+  nrt_status s = NRT_SUCCESS;
+  for (int64_t f = 0; f < s0 && f < ID && !s; f++) {
+    phase_of(p, f, &ph);
+    if (ph.m == 0) {
+      fill_phase(p, &ph);
+      continue;
+    }
+    /* W2[k * m + i] = W[k, :, taps[i]] */
+    for (int64_t i = 0; i < ph.m; i++) {
+      int64_t sh4[4] = {K, cg, kh, kw}, ds[4] = {ph.m * cg * khw, khw, kw, 1};
+      int64_t ss[4] = {w->strides[0], w->strides[1], w->strides[3], w->strides[4]};
+      nrt_tensor_view dst = view_of(wbuf + (size_t)(i * cg * khw) * es, w->dtype, 4, sh4, ds);
+      nrt_tensor_view src = view_of(at(w, ph.taps[i] * w->strides[2]), w->dtype, 4, sh4, ss);
+      rt_copy_view(&dst, &src);
+    }
+    int64_t wsh[4] = {K * ph.m, cg, kh, kw}, wst[4] = {cg * khw, khw, kw, 1};
+    nrt_tensor_view w2 = view_of(wbuf, w->dtype, 4, wsh, wst);
+    for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
+      int64_t cnt = min64(nb, N - n0);
+      int64_t is[4] = {cnt * ph.depth, im->shape[1], im->shape[3], im->shape[4]};
+      int64_t ist[4] = {s0 * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+      nrt_tensor_view i2 = view_of(at(im, n0 * im->strides[0] + f * im->strides[2]), im->dtype, 4, is, ist);
+      int64_t ys[4] = {cnt * ph.depth, K * ph.m, OH, OW}, yst[4] = {K * ph.m * OH * OW, OH * OW, OW, 1};
+      fold_phase(p, &ph, n0, cnt, buf);
+      nrt_tensor_view y2 = view_of(buf, o->dtype, 4, ys, yst);
+      s = run_2d(p, &i2, &y2, &w2);
+    }
+  }
+  free(buf), free(wbuf);
+  return s;
+}
+
+/* float32 input gradient by the forward's folding: Z = the 2-d input
+ * gradient of the folded image (channel c * kd + a of depth od), then
+ * I'[n, c, id] = sum over a of Z[n, od, c * kd + a] with od * s0 = id + p0 -
+ * a * dl0, in a order, plus the bias. Against fold_input_grad's folded
+ * grad_output, the 2-d problem has the forward's shape (K rows, cg * kd
+ * output channels) and no zero channels when s0 > 1. */
+typedef struct depth_sum {
+  const rt_conv3d_problem *p;
+  const float *z;
+  int64_t n0;
+} depth_sum;
+
+static void depth_sum_planes(int64_t begin, int64_t end, void *ctx) {
+  const depth_sum *ds = ctx;
+  const rt_conv3d_problem *p = ds->p;
+  const nrt_tensor_view *im = &p->img;
+  int64_t C = im->shape[1], ID = im->shape[2], H = im->shape[3], W = im->shape[4], OD = p->out.shape[2];
+  int64_t kd = p->k[0], pl = H * W, sh = im->strides[3], sw = im->strides[4];
+  for (int64_t t = begin; t < end; t++) {
+    int64_t id = t % ID, c = t / ID % C, n = t / (ID * C);
+    float b = p->bias ? ((const float *)p->bias->data)[c * p->bias->strides[0]] : 0.0f; /* float32 only */
+    const float *src[RT_FOLD_MAX_KD];
+    int cnt = 0;
+    for (int64_t a = 0; a < kd; a++) {
+      int64_t u = id + p->p[0] - a * p->dl[0];
+      if (u >= 0 && u % p->s[0] == 0 && u / p->s[0] < OD)
+        src[cnt++] = ds->z + (((n * OD + u / p->s[0]) * C + c) * kd + a) * pl;
+    }
+    float *dst = (float *)at(im, (ds->n0 + n) * im->strides[0] + c * im->strides[1] + id * im->strides[2]);
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t w = 0; w < W; w++) {
+        float v = 0.0f;
+        for (int i = 0; i < cnt; i++) v += src[i][h * W + w];
+        dst[h * sh + w * sw] = v + b;
+      }
+  }
+}
+
+static nrt_status fold_input_grad_sum(const rt_conv3d_problem *p) {
+  const nrt_tensor_view *im = &p->img, *o = &p->out;
+  int64_t N = im->shape[0], C = im->shape[1], ID = im->shape[2], H = im->shape[3], W = im->shape[4];
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], kd = p->k[0];
+  int64_t per_image = OD * C * kd * H * W, o_image = OD * K * OH * OW;
+  /* grad_output is read in place when W is innermost (the 2-d kernels'
+   * blocked path), else copied to dense [n][od][k] planes */
+  int o_view = o->strides[4] == 1;
+  int64_t nb = chunk_images(N, per_image + (o_view ? 0 : o_image), !o_view || o->strides[0] == OD * o->strides[2]);
+  nrt_tensor_view w2;
+  void *wown;
+  rt_conv3d_problem fp = *p;
+  fp.role = RT_CONV3D_FORWARD; /* the weight as the forward folds it */
+  if (weight_2d(&fp, &w2, &wown)) return oom(p, "the weight");
+  float *z = malloc((size_t)(nb * per_image) * sizeof(float) + 1);
+  char *obuf = o_view ? NULL : malloc((size_t)(nb * o_image) * nrt_dtype_size(o->dtype) + 1);
+  if (!z || (!o_view && !obuf)) {
+    free(wown), free(z), free(obuf);
+    return oom(p, "the depth-folded image gradient");
+  }
+  fp.role = RT_CONV3D_INPUT_GRAD;
+  fp.bias = NULL; /* added by the depth sum */
+  nrt_status s = NRT_SUCCESS;
+  for (int64_t n0 = 0; n0 < N && !s; n0 += nb) {
+    int64_t cnt = min64(nb, N - n0);
+    int64_t os[4] = {cnt * OD, K, OH, OW}, ost[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    nrt_tensor_view o2;
+    if (o_view) {
+      o2 = view_of(at(o, n0 * o->strides[0]), o->dtype, 4, os, ost);
+    } else {
+      int64_t sh5[5] = {cnt, OD, K, OH, OW}, ds[5] = {o_image, K * OH * OW, OH * OW, OW, 1};
+      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+      nrt_tensor_view dst = view_of(obuf, o->dtype, 5, sh5, ds);
+      nrt_tensor_view src = view_of(at(o, n0 * o->strides[0]), o->dtype, 5, sh5, ss);
+      fold_copy(&dst, &src);
+      int64_t dst4[4] = {K * OH * OW, OH * OW, OW, 1};
+      o2 = view_of(obuf, o->dtype, 4, os, dst4);
+    }
+    int64_t zs[4] = {cnt * OD, C * kd, H, W}, zst[4] = {C * kd * H * W, H * W, W, 1};
+    nrt_tensor_view z2 = view_of(z, NRT_FLOAT32, 4, zs, zst);
+    s = run_2d(&fp, &z2, &o2, &w2);
+    if (s) break;
+    depth_sum ds = {p, z, n0};
+    rt_parallel_for(cnt * C * ID, pl_grain(H * W * kd), depth_sum_planes, &ds);
+  }
+  free(z), free(obuf), free(wown);
+  return s;
+}
+
+/* Folded elements a weight gradient copies: the image unless it is a view,
+ * grad_output unless it has one (n, depth) stride and W innermost. */
+static int64_t wgrad_copies(const rt_conv3d_problem *p, int *x_view, int *o_view) {
+  const nrt_tensor_view *im = &p->img, *o = &p->out;
+  int64_t OD = o->shape[2];
+  *x_view = p->k[0] == 1 && p->p[0] == 0 && im->strides[0] == OD * p->s[0] * im->strides[2];
+  *o_view = o->strides[0] == OD * o->strides[2] && o->strides[4] == 1;
+  return (*x_view ? 0 : im->shape[0] * OD * im->shape[1] * p->k[0] * im->shape[3] * im->shape[4]) +
+         (*o_view ? 0 : nrt_view_numel(o));
+}
+
+static nrt_status fold_weight_grad(const rt_conv3d_problem *p) {
+  const nrt_tensor_view *im = &p->img, *o = &p->out, *w = &p->w;
+  int64_t N = im->shape[0], C = im->shape[1], H = im->shape[3], W = im->shape[4];
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], kd = p->k[0];
+  size_t es = nrt_dtype_size(im->dtype);
+  int x_view, o_view;
+  int64_t copies = wgrad_copies(p, &x_view, &o_view);
+  int w_view = rt_view_is_contiguous(w);
+  char *buf = malloc((size_t)copies * es + 1), *wbuf = w_view ? NULL : malloc((size_t)nrt_view_numel(w) * es + 1);
+  if (!buf || (!w_view && !wbuf)) {
+    free(buf), free(wbuf);
+    return oom(p, "the depth-folded operands");
+  }
+  int64_t xs[4] = {N * OD, C * kd, H, W}, os[4] = {N * OD, K, OH, OW};
+  nrt_tensor_view x2, o2;
+  char *next = buf;
+  if (x_view) {
+    int64_t xst[4] = {p->s[0] * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+    x2 = view_of(im->data, im->dtype, 4, xs, xst);
+  } else {
+    int64_t xst[4] = {C * kd * H * W, H * W, W, 1};
+    fold_image(p, 0, N, next);
+    x2 = view_of(next, im->dtype, 4, xs, xst);
+    next += (size_t)(N * OD * C * kd * H * W) * es;
+  }
+  if (o_view) {
+    int64_t ost[4] = {o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    o2 = view_of(o->data, o->dtype, 4, os, ost);
+  } else {
+    /* [n][od][k] planes: grad_output with its channel and depth dims swapped */
+    int64_t sh5[5] = {N, OD, K, OH, OW}, ds[5] = {OD * K * OH * OW, K * OH * OW, OH * OW, OW, 1};
+    int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+    nrt_tensor_view dst = view_of(next, o->dtype, 5, sh5, ds), src = view_of(o->data, o->dtype, 5, sh5, ss);
+    fold_copy(&dst, &src);
+    int64_t ost[4] = {K * OH * OW, OH * OW, OW, 1};
+    o2 = view_of(next, o->dtype, 4, os, ost);
+  }
+  int64_t cg = w->shape[1], kh = w->shape[3], kw = w->shape[4];
+  int64_t ws[4] = {K, cg * kd, kh, kw}, wst[4] = {cg * kd * kh * kw, kh * kw, kw, 1};
+  nrt_tensor_view w2 = view_of(w_view ? w->data : wbuf, w->dtype, 4, ws, wst);
+  nrt_status s = run_2d(p, &w2, &x2, &o2);
+  if (!s && !w_view) {
+    int64_t ds[5] = {cg * kd * kh * kw, kd * kh * kw, kh * kw, kw, 1};
+    nrt_tensor_view src = view_of(wbuf, w->dtype, 5, w->shape, ds);
+    rt_copy_view(w, &src);
+  }
+  free(buf), free(wbuf);
+  return s;
+}
+
+/* A pointwise convolution (1x1x1 taps, stride 1, no padding) mixes no
+ * positions, so depth merges into height when both sides' (D, H) are
+ * dense: one 2-d convolution of [N, C, D * H, W] views, no copies. */
+static int pointwise(const rt_conv3d_problem *p) {
+  int ok = 1;
+  for (int d = 0; d < 3; d++)
+    ok &= p->k[d] == 1 && p->s[d] == 1 && p->p[d] == 0 && p->img.shape[2 + d] == p->out.shape[2 + d];
+  return ok && p->img.strides[2] == p->img.shape[3] * p->img.strides[3] &&
+         p->out.strides[2] == p->out.shape[3] * p->out.strides[3];
+}
+
+static nrt_tensor_view depth_into_height(const nrt_tensor_view *v) {
+  int64_t sh[4] = {v->shape[0], v->shape[1], v->shape[2] * v->shape[3], v->shape[4]};
+  int64_t st[4] = {v->strides[0], v->strides[1], v->strides[3], v->strides[4]};
+  return view_of(v->data, v->dtype, 4, sh, st);
+}
+
+static nrt_status fold_pointwise(const rt_conv3d_problem *p) {
+  nrt_tensor_view im = depth_into_height(&p->img), o = depth_into_height(&p->out), w = p->w;
+  w.ndim = 4;
+  w.shape[2] = w.shape[3], w.shape[3] = w.shape[4];
+  w.strides[2] = w.strides[3], w.strides[3] = w.strides[4];
+  if (p->role == RT_CONV3D_FORWARD) return run_2d(p, &o, &im, &w);
+  if (p->role == RT_CONV3D_INPUT_GRAD) return run_2d(p, &im, &o, &w);
+  return run_2d(p, &w, &im, &o);
+}
+
+int rt_conv3d_fold_usable(const rt_conv3d_problem *p) {
+  nrt_dtype t = p->img.dtype;
+  if (t != NRT_FLOAT32 && t != NRT_BFLOAT16) return 0;
+  if (nrt_view_numel(&p->img) == 0 || nrt_view_numel(&p->out) == 0 || nrt_view_numel(&p->w) == 0) return 0;
+  int64_t cg = p->w.shape[1], kg = p->out.shape[1] / p->groups;
+  if (cg == 1 && kg == 1) return 0; /* depthwise: the reference path's per-channel products */
+  if (p->k[0] > RT_FOLD_MAX_KD) return 0;
+  if (p->role == RT_CONV3D_WEIGHT_GRAD) {
+    int xv, ov;
+    if (wgrad_copies(p, &xv, &ov) > FOLD_WGRAD_ELEMS) return 0;
+  }
+  return 1;
+}
+
+nrt_status rt_conv3d_fold(const rt_conv3d_problem *p) {
+  if (pointwise(p)) return fold_pointwise(p);
+  switch (p->role) {
+    case RT_CONV3D_FORWARD: return fold_forward(p);
+    case RT_CONV3D_INPUT_GRAD: return p->img.dtype == NRT_FLOAT32 ? fold_input_grad_sum(p) : fold_input_grad(p);
+    default: return fold_weight_grad(p);
+  }
+}
