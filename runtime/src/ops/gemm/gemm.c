@@ -267,6 +267,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
     /* One k block and C not direct: each register tile is written out as    \
      * soon as computed, from L1, instead of through a workspace. */          \
     const int tile_flush = !pl->direct && pl->ktot <= pl->kc;                                   \
+    /* One k block, beta 0, C direct and A's rows read in place: a last      \
+     * partial row panel is computed as a full tile ending at the block's    \
+     * last row, so it needs neither packing nor the tile buffer. The rows   \
+     * it shares with the panel before are stored again with the same bits  \
+     * (a row's sums do not depend on the other rows of its tile). */        \
+    const int shift_edge = pl->a_inplace && pl->direct && pl->ktot <= pl->kc && g->beta == 0;   \
     const int use_ws = !pl->direct && !tile_flush;                                              \
     /* ... and bfloat16 C without Cin: rounded by the kernel itself (bf16_c). */               \
     const int c_bf16 = tile_flush && kern->bf16_c && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && \
@@ -308,7 +314,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const PT *apk = pl->a_inplace ? (const PT *)sa.base + (kb0 + pc) * g->a_cs + i0 * g->a_rs \
                             : pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
             /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
-            const int64_t a_edge = pl->a_inplace && mcur % mr ? mcur / mr * mr : mcur;          \
+            const int shift = shift_edge && mcur >= mr;                                          \
+            const int64_t a_edge = pl->a_inplace && mcur % mr && !shift ? mcur / mr * mr : mcur; \
             if (pl->a_inplace && a_edge < mcur)                                                 \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
             else if (pl->a_inplace || pl->ash || pl->a_bf16_rows)                               \
@@ -323,7 +330,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int64_t bstep = pl->b_inplace ? 1 : KP(kcur), ldb = pl->b_inplace ? g->b_rs : nr; \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
-              for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
+              for (int64_t ir0 = 0; ir0 < mcur; ir0 += mr) {                                    \
+                const int64_t ir = shift && ir0 + mr > mcur ? mcur - mr : ir0;                  \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
                 const int in_a = pl->a_inplace && ir < a_edge;                                  \
                 const PT *apan = in_a ? apk + ir * g->a_rs : pl->a_inplace ? ap : apk + ir * KP(kcur); \
