@@ -508,6 +508,11 @@ static void test_shared_b_chunks_and_fallback(void) {
                   .c = NRT_FLOAT32, .la = ROW_MAJOR, .lb = COL_MAJOR, .lc = PADDED, .alpha = 2,
                   .beta = 0.5, .cin_mode = 3, .exact = 1};
   CHECK(run_case(&cs, NULL));
+  /* Batched, float32 B rows of 4 KiB and more: packed by k ranges of whole rows. */
+  gemm_case rows = {.batch = 2, .m = 20, .n = 1056, .k = 700, .kslices = 1, .ab = NRT_FLOAT32,
+                    .c = NRT_FLOAT32, .la = COL_MAJOR, .lb = ROW_MAJOR, .lc = ROW_MAJOR, .alpha = 1,
+                    .beta = 0, .exact = 1};
+  CHECK(run_case(&rows, NULL));
 }
 
 /* B read where it lies (no packing): float32/float64 B with unit column

@@ -460,11 +460,15 @@ DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
 DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
 DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
 
-/* Shared float32 B whose rows are contiguous (row-major B, as a weight
- * gradient's dy): tasks [p0, p1) (batch item, k block, one of pl->pieces
- * ranges of its k rows) each copy whole rows into all the panels. Split by
- * panels instead, each task read a few hundred bytes of every row, a page
- * apart: (2048x256)^T @ 2048x1024 packed 12% of the time. */
+/* Shared float32 B whose rows are contiguous and a page or more long
+ * (row-major B, as a weight gradient's dy): tasks [p0, p1) (batch item, k
+ * block, one of pl->pieces ranges of its k rows) each copy whole rows into
+ * all the panels. Split by panels instead, each task read 512 bytes of
+ * every page: (2048x256)^T @ 2048x1024 packed 12% of the time, one thread
+ * 196 -> 201 GF/s this way. With shorter rows splitting by panels was
+ * faster (one thread, (2048x128)^T @ 2048x512 193 -> 189 GF/s,
+ * (2048x256)^T @ 2048x256 202 -> 185 by rows). */
+#define B_ROWS_PACK_MIN_BYTES 4096
 static void pack_shared_rows_f32(int64_t p0, int64_t p1, void *ctx) {
   gemm_plan *pl = ctx;
   const rt_gemm_args *g = &pl->g;
@@ -759,7 +763,8 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
       int64_t tasks = g->batch * kblocks * ceil_div(g->n, pl.group * pl.kern->nr);
       /* Ranges of at least ~16K packed elements. */
       int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
-      if (kind == 1 && g->ab_dtype == NRT_FLOAT32 && g->b_cs == 1) {
+      if (kind == 1 && g->ab_dtype == NRT_FLOAT32 && g->b_cs == 1 &&
+          g->n * (int64_t)sizeof(float) >= B_ROWS_PACK_MIN_BYTES) {
         pl.pieces = ceil_div(MIN_PACK_TASKS, g->batch * kblocks);
         tasks = g->batch * kblocks * pl.pieces;
         rt_parallel_for(tasks, parallel ? 1 : tasks, pack_shared_rows_f32, &pl);
