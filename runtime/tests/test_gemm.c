@@ -508,6 +508,11 @@ static void test_shared_b_chunks_and_fallback(void) {
                   .c = NRT_FLOAT32, .la = ROW_MAJOR, .lb = COL_MAJOR, .lc = PADDED, .alpha = 2,
                   .beta = 0.5, .cin_mode = 3, .exact = 1};
   CHECK(run_case(&cs, NULL));
+  /* Batched, float32 B rows of 4 KiB and more: packed by k ranges of whole rows. */
+  gemm_case rows = {.batch = 2, .m = 20, .n = 1056, .k = 700, .kslices = 1, .ab = NRT_FLOAT32,
+                    .c = NRT_FLOAT32, .la = COL_MAJOR, .lb = ROW_MAJOR, .lc = ROW_MAJOR, .alpha = 1,
+                    .beta = 0, .exact = 1};
+  CHECK(run_case(&rows, NULL));
 }
 
 /* B read where it lies (no packing): float32/float64 B with unit column
@@ -538,13 +543,15 @@ static void test_b_read_in_place(void) {
 
 /* float32 A read where it lies (a_in_place), by every kernel: rows of a
  * row-major A and k rows of a transposed one, with padded strides, a last
- * partial row panel (packed) or none, fewer rows than a panel (packed), k
+ * partial row panel (packed; with one k block and beta 0 a full tile
+ * shifted up over the panel before: 131, 128 and 140 rows) or none, fewer rows than a panel (packed), k
  * across k blocks and chunks, batches, alpha/beta/Cin, C transposed (the
  * roles swap), and B wider than the in-place limit (A packed). */
 static void test_a_read_in_place(void) {
   static const int64_t sizes[][4] = {/* batch, m, n, k */
                                      {1, 131, 64, 300}, {3, 48, 96, 70}, {2, 25, 128, 513},
-                                     {1, 5, 40, 33},    {1, 96, 520, 40}, {1, 37, 512, 1100}};
+                                     {1, 5, 40, 33},    {1, 96, 520, 40}, {1, 37, 512, 1100},
+                                     {4, 128, 64, 128}, {3, 140, 32, 64}};
   static const int layouts[] = {ROW_MAJOR, ROW_EVEN, COL_MAJOR, COL_EVEN};
   for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
     for (int l = 0; l < 4; l++)

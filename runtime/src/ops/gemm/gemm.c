@@ -146,6 +146,7 @@ typedef struct gemm_plan {
   void *bsh;
   int64_t bsh_item, npad, kb0;
   int64_t group; /* B panels per packing task */
+  int64_t pieces; /* ... or k ranges per k block (pack_shared_rows_f32) */
   /* With shared B and several column blocks: A packed once per k chunk and
    * shared too (each column block would repack it), row block ib and k
    * block pc of item t at ash + ((t*m_blocks + ib)*akblocks + pc/kc) *
@@ -267,6 +268,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
     /* One k block and C not direct: each register tile is written out as    \
      * soon as computed, from L1, instead of through a workspace. */          \
     const int tile_flush = !pl->direct && pl->ktot <= pl->kc;                                   \
+    /* One k block, beta 0, C direct and A's rows read in place: a last      \
+     * partial row panel is computed as a full tile ending at the block's    \
+     * last row, so it needs neither packing nor the tile buffer. The rows   \
+     * it shares with the panel before are stored again with the same bits  \
+     * (a row's sums do not depend on the other rows of its tile). */        \
+    const int shift_edge = pl->a_inplace && pl->direct && pl->ktot <= pl->kc && g->beta == 0;   \
     const int use_ws = !pl->direct && !tile_flush;                                              \
     /* ... and bfloat16 C without Cin: rounded by the kernel itself (bf16_c). */               \
     const int c_bf16 = tile_flush && kern->bf16_c && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && \
@@ -308,7 +315,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const PT *apk = pl->a_inplace ? (const PT *)sa.base + (kb0 + pc) * g->a_cs + i0 * g->a_rs \
                             : pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
             /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
-            const int64_t a_edge = pl->a_inplace && mcur % mr ? mcur / mr * mr : mcur;          \
+            const int shift = shift_edge && mcur >= mr;                                          \
+            const int64_t a_edge = pl->a_inplace && mcur % mr && !shift ? mcur / mr * mr : mcur; \
             if (pl->a_inplace && a_edge < mcur)                                                 \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
             else if (pl->a_inplace || pl->ash || pl->a_bf16_rows)                               \
@@ -323,7 +331,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int64_t bstep = pl->b_inplace ? 1 : KP(kcur), ldb = pl->b_inplace ? g->b_rs : nr; \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
-              for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
+              for (int64_t ir0 = 0; ir0 < mcur; ir0 += mr) {                                    \
+                const int64_t ir = shift && ir0 + mr > mcur ? mcur - mr : ir0;                  \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
                 const int in_a = pl->a_inplace && ir < a_edge;                                  \
                 const PT *apan = in_a ? apk + ir * g->a_rs : pl->a_inplace ? ap : apk + ir * KP(kcur); \
@@ -450,6 +459,32 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
 DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
 DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
 DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
+
+/* Shared float32 B whose rows are contiguous and a page or more long
+ * (row-major B, as a weight gradient's dy): tasks [p0, p1) (batch item, k
+ * block, one of pl->pieces ranges of its k rows) each copy whole rows into
+ * all the panels. Split by panels instead, each task read 512 bytes of
+ * every page: (2048x256)^T @ 2048x1024 packed 12% of the time, one thread
+ * 196 -> 201 GF/s this way. With shorter rows splitting by panels was
+ * faster (one thread, (2048x128)^T @ 2048x512 193 -> 189 GF/s,
+ * (2048x256)^T @ 2048x256 202 -> 185 by rows). */
+#define B_ROWS_PACK_MIN_BYTES 4096
+static void pack_shared_rows_f32(int64_t p0, int64_t p1, void *ctx) {
+  gemm_plan *pl = ctx;
+  const rt_gemm_args *g = &pl->g;
+  const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc);
+  for (int64_t task = p0; task < p1; task++) {
+    const int64_t piece = task % pl->pieces, rest = task / pl->pieces;
+    const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;
+    const int64_t kcur = min64(pl->kc, kbcur - pc), len = ceil_div(kcur, pl->pieces);
+    const int64_t q0 = piece * len, qn = min64(len, kcur - q0);
+    if (qn <= 0) continue;
+    const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * (int64_t)sizeof(float), .dtype = g->ab_dtype,
+                            .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};
+    float *dst = (float *)pl->bsh + t * pl->bsh_item + pc * pl->npad + q0 * pl->kern->nr;
+    rt_gemm_pack_panels_part_f32(dst, pl->kern->nr, kcur, &sb, 0, g->n, pl->kb0 + pc + q0, qn);
+  }
+}
 
 /* Runs every unit of a shared-B plan: the pool's threads (or the calling
  * thread alone) claim them until none is left. */
@@ -728,7 +763,14 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
       int64_t tasks = g->batch * kblocks * ceil_div(g->n, pl.group * pl.kern->nr);
       /* Ranges of at least ~16K packed elements. */
       int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
-      rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
+      if (kind == 1 && g->ab_dtype == NRT_FLOAT32 && g->b_cs == 1 &&
+          g->n * (int64_t)sizeof(float) >= B_ROWS_PACK_MIN_BYTES) {
+        pl.pieces = ceil_div(MIN_PACK_TASKS, g->batch * kblocks);
+        tasks = g->batch * kblocks * pl.pieces;
+        rt_parallel_for(tasks, parallel ? 1 : tasks, pack_shared_rows_f32, &pl);
+      } else {
+        rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
+      }
       if (pl.ash) {
         int64_t atasks = g->batch * pl.m_blocks * kblocks;
         rt_parallel_for(atasks, parallel ? 1 : atasks, pack_a[kind], &pl);

@@ -197,6 +197,10 @@ void rt_gemm_pack_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r
  * ...) at dst + q * R * (packed kc), the last one zero-padded. */
 void rt_gemm_pack_panels_f32(float *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                              int64_t kk0, int64_t kc);
+/* k values [kk0, kk0 + len) of those panels, into panels kstride k values
+ * long (dst at the first of them): a k range of a packed block. */
+void rt_gemm_pack_panels_part_f32(float *dst, int R, int64_t kstride, const rt_gemm_src *src, int64_t r0,
+                                  int64_t rows, int64_t kk0, int64_t len);
 void rt_gemm_pack_panels_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                              int64_t kk0, int64_t kc);
 void rt_gemm_pack_panels_bf16x2(uint32_t *dst, int R, const rt_gemm_src *src, int64_t r0,

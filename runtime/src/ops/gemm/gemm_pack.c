@@ -355,6 +355,20 @@ void rt_gemm_pack_panels_f32(float *dst, int R, const rt_gemm_src *src, int64_t 
   PACK_PANELS_LOOP(f32, float, 1)
 }
 
+void rt_gemm_pack_panels_part_f32(float *dst, int R, int64_t kstride, const rt_gemm_src *src, int64_t r0,
+                                  int64_t rows, int64_t kk0, int64_t len) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (src->dtype == NRT_FLOAT32 && src->s_r == 1 && R <= 32 && cpu_has(1)) {
+#define SEG_PART_(off, at, seg) \
+  copy_panels_avx512(dst + (off) * R, R, kstride, (const float *)(at), rows, seg, src->s_k)
+    FOR_EACH_SEGMENT(src, r0, kk0, len, 4, SEG_PART_)
+    return;
+  }
+#endif
+  for (int64_t q = 0; q * R < rows; q++)
+    rt_gemm_pack_f32(dst + q * R * kstride, R, src, r0 + q * R, rows - q * R < R ? rows - q * R : R, kk0, len);
+}
+
 void rt_gemm_pack_panels_f64(double *dst, int R, const rt_gemm_src *src, int64_t r0, int64_t rows,
                              int64_t kk0, int64_t kc) {
   PACK_PANELS_LOOP(f64, double, 1)
