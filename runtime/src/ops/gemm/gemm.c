@@ -321,6 +321,15 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const PT *bpc = pl->b_inplace ? (const PT *)sb.base + (kb0 + pc) * g->b_rs + j0       \
                                           : bbase + pc / kdiv * bld + bj0 * KP(kcur);           \
             const int64_t bstep = pl->b_inplace ? 1 : KP(kcur), ldb = pl->b_inplace ? g->b_rs : nr; \
+            if (c_bf16 && kern->bf16_c_block && !pl->a_inplace) { /* the whole block in one call */  \
+              const int rows_in = pl->a_bf16_rows;                                              \
+              const void *ab0 = rows_in ? (const void *)((const uint16_t *)(const void *)sa.base + i0 * g->a_rs + kb0 + pc) \
+                                        : (const void *)apk;                                    \
+              kern->bf16_c_block(KP(kcur), ab0, rows_in ? mr * g->a_rs / 2 : mr * KP(kcur), rows_in ? g->a_rs / 2 : 0, \
+                                 (const uint32_t *)(const void *)bpc, nr * bstep, ldb,          \
+                                 (uint16_t *)g->c + t * g->c_bs + i0 * g->c_rs + j0, g->c_rs, mcur, ncur, (float)g->alpha); \
+              continue;                                                                         \
+            }                                                                                   \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir = 0; ir < mcur; ir += mr) {                                       \
