@@ -61,7 +61,11 @@ int main(int argc, char **argv) {
   }
   const size_t es = f32 ? 4 : 2;
   const int64_t ma = batch * m, kb = batch * k; /* the items one after another */
-  uint16_t *a = malloc((size_t)(ma * k) * es), *b = malloc((size_t)(kb * n) * es), *c = malloc((size_t)(batch * m * n) * 4);
+  /* 64-byte aligned, as PyTorch's CPU allocator aligns tensors (malloc's
+   * large blocks start 16 bytes into a page). */
+  uint16_t *a = aligned_alloc(64, ((size_t)(ma * k) * es + 63) / 64 * 64),
+           *b = aligned_alloc(64, ((size_t)(kb * n) * es + 63) / 64 * 64),
+           *c = aligned_alloc(64, ((size_t)(batch * m * n) * 4 + 63) / 64 * 64);
   if (!a || !b || !c) return 1;
   /* Values in [1, 2): no subnormals, no overflow (float32: the same values). */
   for (int64_t i = 0; i < ma * k; i++) a[i] = (uint16_t)(0x3f80 + rand() % 128);

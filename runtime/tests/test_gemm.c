@@ -969,6 +969,63 @@ static void test_amx_gemm_bf16_c(void) {
     }
 }
 
+/* The AMX block kernel (bf16_c_block: tiles rounded one tile late, in
+ * row or column panel order) writes what bf16_c writes tile by tile, bit
+ * for bit (test_amx_gemm_bf16_c holds bf16_c to the TDPBF16PS model), on
+ * blocks rt_gemm's units rarely make in a test-sized product: B blocks
+ * over 1 MiB (column panels outer) as well as small ones, ragged rows and
+ * columns, a short last k step, A packed and read in place, alpha 1 and
+ * 0.5, NaNs. */
+static void test_amx_block_matches_tiles(void) {
+  const rt_gemm_kernel *const *list;
+  int count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  if (count == 0 || !list[0]->bf16_c_block) {
+    fprintf(stderr, "skip test_amx_block_matches_tiles: this CPU (or TORCHNEURON_ISA) has no AMX-BF16 kernel\n");
+    return;
+  }
+  const rt_gemm_kernel *kern = list[0];
+  /* rows, cols, k, A in place; 40 x 1050 x 520 sweeps 1.1 MiB of B. */
+  static const int64_t shapes[][4] = {{40, 1050, 520, 0}, {96, 200, 256, 0}, {64, 1040, 512, 1}, {64, 72, 70, 1}};
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+    for (int variant = 0; variant < 2; variant++) {
+      const int64_t m = shapes[sh][0], n = shapes[sh][1], k = shapes[sh][2], k2 = (k + 1) / 2, ldc = n + 5;
+      const int in_place = (int)shapes[sh][3];
+      const int64_t mpad = (m + 31) / 32 * 32, npad = (n + 31) / 32 * 32;
+      const float alpha = variant ? 0.5f : 1.0f;
+      uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2);
+      uint16_t *c_block = malloc((size_t)(m * ldc) * 2), *c_tiles = malloc((size_t)(m * ldc) * 2);
+      uint32_t *ap = aligned_alloc(64, (size_t)(mpad * k2) * 4), *bp = aligned_alloc(64, (size_t)(npad * k2) * 4);
+      for (int64_t q = 0; q < m * k; q++) a[q] = (uint16_t)random_bf16(q % 13 ? 110 : 0, 140);
+      for (int64_t q = 0; q < k * n; q++) b[q] = (uint16_t)random_bf16(q % 11 ? 110 : 0, 140);
+      for (int64_t q = 7; variant && q < m * k; q += 301) a[q] = 0x7fc1;
+      const rt_gemm_src sa = {.base = (const char *)a, .dtype = NRT_BFLOAT16, .s_r = k, .s_k = 1, .s_slice = 0, .k = k};
+      const rt_gemm_src sb = {.base = (const char *)b, .dtype = NRT_BFLOAT16, .s_r = 1, .s_k = n, .s_slice = 0, .k = k};
+      kern->bf16_pack_a(ap, &sa, 0, m, 0, k);
+      rt_gemm_pack_panels_bf16x2(bp, 32, &sb, 0, n, 0, k);
+      memset(c_block, 0xa5, (size_t)(m * ldc) * 2);
+      memset(c_tiles, 0xa5, (size_t)(m * ldc) * 2);
+      /* In place: A's rows as words (k even, rows whole panels). */
+      const uint32_t *a_words = in_place ? (const uint32_t *)(const void *)a : ap;
+      const int64_t lda = in_place ? k / 2 : 0, a_panel = in_place ? 32 * k / 2 : 32 * k2;
+      kern->begin();
+      kern->bf16_c_block(k2, a_words, a_panel, lda, bp, 32 * k2, 32, c_block, ldc, m, n, alpha);
+      for (int64_t i = 0; i < m; i += 32)
+        for (int64_t j = 0; j < n; j += 32)
+          kern->bf16_c(k2, a_words + i / 32 * a_panel, lda, bp + j / 32 * 32 * k2, 32, c_tiles + i * ldc + j, ldc,
+                       m - i < 32 ? m - i : 32, n - j < 32 ? n - j : 32, alpha);
+      kern->end();
+      int64_t bad = -1;
+      for (int64_t q = 0; q < m * ldc && bad < 0; q++)
+        if (c_block[q] != c_tiles[q]) bad = q;
+      if (bad >= 0)
+        fprintf(stderr, "amx block %lldx%lldx%lld variant %d at (%lld,%lld): got %04x, tiles %04x\n", (long long)m,
+                (long long)n, (long long)k, variant, (long long)(bad / ldc), (long long)(bad % ldc), c_block[bad],
+                c_tiles[bad]);
+      CHECK(bad < 0);
+      free(a), free(b), free(c_block), free(c_tiles), free(ap), free(bp);
+    }
+}
+
 /* The AVX512-BF16 flush of bfloat16 C (gemm_round.c) rounds every float32
  * as rt_bfloat16_from_float: ties to even, subnormals kept (the
  * instruction alone reads them as zero), NaN as 0x7fc0 (the instruction
@@ -1237,6 +1294,7 @@ int main(int argc, char **argv) {
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);
   RUN(test_amx_gemm_bf16_c);
+  RUN(test_amx_block_matches_tiles);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);

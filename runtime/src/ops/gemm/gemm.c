@@ -329,6 +329,15 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const PT *bpc = pl->b_inplace ? (const PT *)sb.base + (kb0 + pc) * g->b_rs + j0       \
                                           : bbase + pc / kdiv * bld + bj0 * KP(kcur);           \
             const int64_t bstep = pl->b_inplace ? 1 : KP(kcur), ldb = pl->b_inplace ? g->b_rs : nr; \
+            if (c_bf16 && kern->bf16_c_block && !pl->a_inplace) { /* the whole block in one call */  \
+              const int rows_in = pl->a_bf16_rows;                                              \
+              const void *ab0 = rows_in ? (const void *)((const uint16_t *)(const void *)sa.base + i0 * g->a_rs + kb0 + pc) \
+                                        : (const void *)apk;                                    \
+              kern->bf16_c_block(KP(kcur), ab0, rows_in ? mr * g->a_rs / 2 : mr * KP(kcur), rows_in ? g->a_rs / 2 : 0, \
+                                 (const uint32_t *)(const void *)bpc, nr * bstep, ldb,          \
+                                 (uint16_t *)g->c + t * g->c_bs + i0 * g->c_rs + j0, g->c_rs, mcur, ncur, (float)g->alpha); \
+              continue;                                                                         \
+            }                                                                                   \
             for (int64_t jr = 0; jr < ncur; jr += nr) {                                         \
               const int64_t nrc = min64(nr, ncur - jr);                                         \
               for (int64_t ir0 = 0; ir0 < mcur; ir0 += mr) {                                    \
@@ -622,19 +631,27 @@ static int a_in_place(const gemm_plan *pl) {
 /* Whether the AMX kernel rounding bfloat16 C itself (bf16_c) reads A's
  * rows where they lie instead of packed: a row-major bfloat16 A whose k
  * pairs are aligned words (even k and row stride, 4-byte aligned), whole
- * 32-row panels, one slice and one k block, and at most
- * A_BF16_IN_PLACE_MAX bytes (L1) per batch item. Measured on one thread
- * (benchmarks/gemm_kernels.py --clock cpu --shapes gemm): attention's 12 x
- * 128x64 @ 64x128 and 12 x 128x128 @ 128x64 +15-23%, where packing served
- * few B panels; with A of 0.5-4 MiB, 10-30% slower (16 rows of a tile
- * from 16 strided lines instead of one contiguous 1 KiB). */
+ * 32-row panels, one slice and one k block, and either at most
+ * A_BF16_IN_PLACE_MAX bytes (L1) per batch item or a B small enough that
+ * the block kernel takes row panels outer (bf16_c_rows_b_bytes). Measured
+ * on one thread (benchmarks/gemm_kernels.py --clock cpu --shapes gemm):
+ * attention's 12 x 128x64 @ 64x128 and 12 x 128x128 @ 128x64 +15-23%,
+ * where packing served few B panels. Column panels outer, a tile's A
+ * comes from L2 for every tile, and A of 0.5-4 MiB read in place was
+ * 3-30% slower (16 strided lines instead of one contiguous 1 KiB: 2048x768
+ * @ 768x768, 2048x768 @ 768x3072); row panels outer, an A panel is read
+ * from memory once and then stays in L1, and the copy into packed panels
+ * is saved (it was 16% of 2048x128 @ 128x128): 2048x128 @ 128x128 and
+ * 2048x128 @ 128x384 -20%, 2048x256 @ 256x1024 -3-7%. */
 static int a_bf16_in_place(const gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
   const rt_gemm_kernel *kern = pl->kern;
+  const double b_bytes = (double)ceil_div(g->k, 2) * 4 * (double)round_up(g->n, kern->nr);
   return kern->bf16_c && g->ab_dtype == NRT_BFLOAT16 && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && !g->cin &&
          rt_isa_avx512_bf16() && g->kslices == 1 && g->a_cs == 1 && g->k % 2 == 0 && g->a_rs > 0 && g->a_rs % 2 == 0 &&
          g->a_bs % 2 == 0 && (uintptr_t)g->a % 4 == 0 && g->m % kern->mr == 0 && g->k <= kern->kc &&
-         g->m * g->k * 2 <= A_BF16_IN_PLACE_MAX;
+         (g->m * g->k * 2 <= A_BF16_IN_PLACE_MAX ||
+          (kern->bf16_c_block && b_bytes <= (double)kern->bf16_c_rows_b_bytes));
 }
 
 /* C^T = B^T A^T: the same product with the roles of rows and columns swapped. */

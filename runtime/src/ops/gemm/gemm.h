@@ -154,6 +154,18 @@ typedef struct rt_gemm_kernel {
    * has none. */
   void (*bf16_c)(int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c,
                  int64_t ldc, int64_t rows, int64_t cols, float alpha);
+  /* bf16_c over a block of rows x cols (tiles of mr x nr, column panels
+   * outer): row panel i's A at a + i * a_panel (words; lda as bf16_c's),
+   * column panel j's B at b + j * b_panel, C's tile (i, j) at c + i * mr *
+   * ldc + j * nr. The same values as bf16_c per tile; NULL when the kernel
+   * has none. */
+  void (*bf16_c_block)(int64_t k2, const uint32_t *a, int64_t a_panel, int64_t lda, const uint32_t *b,
+                       int64_t b_panel, int64_t ldb, uint16_t *c, int64_t ldc, int64_t rows, int64_t cols,
+                       float alpha);
+  /* bf16_c_block takes row panels outer (each A panel stays in L1 while
+   * B's panels stream from L2) when its block's packed B is at most this
+   * many bytes, else column panels outer. */
+  int64_t bf16_c_rows_b_bytes;
 } rt_gemm_kernel;
 
 #if defined(__x86_64__) && defined(__GNUC__)

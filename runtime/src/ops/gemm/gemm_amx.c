@@ -82,19 +82,26 @@ __attribute__((target("amx-tile"))) static void tiles_end(void) { _tile_release(
  * pairs of 32 rows) at a + s * a_step, rows lda words apart: packed by
  * pack_a_amx (a_step 512, lda 16; a last short step's rows are w words
  * apart) or rows read in place (a_step 16). A last short step is copied
- * into zero-padded tiles. Runs between tiles_begin() and tiles_end(). */
+ * into zero-padded tiles. With pf, the first pf_rows lines at pf, pf +
+ * pf_ld, ... (the C rows of the tile computed next) are prefetched into
+ * L2, spread over the steps. Runs between tiles_begin() and tiles_end(). */
 __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate_a(
-    int64_t k2, const uint32_t *a, int64_t a_step, int64_t lda, const uint32_t *b, int64_t ldb) {
+    int64_t k2, const uint32_t *a, int64_t a_step, int64_t lda, const uint32_t *b, int64_t ldb, const char *pf,
+    int64_t pf_ld, int64_t pf_rows) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   const int64_t steps = k2 / AMX_KP, w = k2 % AMX_KP;
+  const int64_t per_step = steps ? (pf_rows + steps - 1) / steps : 0;
+  int64_t row = 0;
   for (int64_t s = 0; s < steps; s++) {
-    /* No software prefetch: with a loop of 32 prefetches of B per step
-     * (two steps ahead, meant for B panels from L3), every product
-     * measured was 0-6% slower on one thread, B beyond L2 included. */
+    /* No software prefetch of A or B: with a loop of 32 prefetches of B
+     * per step (two steps ahead, meant for B panels from L3), every
+     * product measured was 0-6% slower on one thread, B beyond L2
+     * included. */
     AMX_STEP(a + s * a_step, lda, b + s * AMX_KP * ldb, ldb);
+    for (int64_t q = 0; pf && q < per_step && row < pf_rows; q++, row++) _mm_prefetch(pf + row * pf_ld, _MM_HINT_T1);
   }
   if (w) {
     uint32_t at[AMX_MR * AMX_KP] __attribute__((aligned(64)));
@@ -111,7 +118,7 @@ __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always
 /* A packed by pack_a_amx: a step's 32 rows of 16 words one after another. */
 __attribute__((target("amx-tile,amx-bf16"))) static inline __attribute__((always_inline)) void accumulate(
     int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb) {
-  accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb);
+  accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb, NULL, 0, 0);
 }
 
 /* The four accumulators to a 32 x 32 float32 tile at c (row stride ldc). */
@@ -144,22 +151,16 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
     }
 }
 
-/* bf16_c. A whole tile with alpha 1 (the common case) is rounded with
- * VCVTNE2PS2BF16 and one check per row: TDPBF16PS flushes subnormal
- * results to zero, so of the values the instruction alone gets wrong
- * (gemm_round.c) only NaN can occur, and a tile holding one is rewritten
- * the portable way. The rows flush's two VFPCLASSPS per row, on every
- * row, were a tenth of products with k = 256. Anything else (alpha,
- * ragged tiles) goes through that flush. */
-__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void ukr_bf16_amx_c(
-    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c, int64_t ldc,
-    int64_t rows, int64_t cols, float alpha) {
-  float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
-  if (lda)
-    accumulate_a(k2, a, AMX_KP, lda, b, ldb);
-  else
-    accumulate_a(k2, a, AMX_KP * AMX_MR, AMX_KP, b, ldb);
-  store_tile(out, AMX_NR);
+/* The float32 tile at out (row stride AMX_NR), times alpha, rounded into
+ * the first rows x cols values of bfloat16 C. A whole tile with alpha 1
+ * (the common case) is rounded with VCVTNE2PS2BF16 and one check per row:
+ * TDPBF16PS flushes subnormal results to zero, so of the values the
+ * instruction alone gets wrong (gemm_round.c) only NaN can occur, and a
+ * tile holding one is rewritten the portable way. The rows flush's two
+ * VFPCLASSPS per row, on every row, were a tenth of products with k = 256.
+ * Anything else (alpha, ragged tiles) goes through that flush. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline __attribute__((always_inline)) void round_tile(
+    float *out, uint16_t *c, int64_t ldc, int64_t rows, int64_t cols, float alpha) {
   if (alpha != 1 || rows != AMX_MR || cols != AMX_NR) {
     const __m512 va = _mm512_set1_ps(alpha);
     if (alpha != 1)
@@ -174,6 +175,67 @@ __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static 
     _mm512_storeu_si512(c + i * ldc, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
   }
   if (__builtin_expect(nan != 0, 0)) rt_gemm_flush_bf16_rows(c, ldc, out, AMX_NR, NULL, 0, 0, rows, cols);
+}
+
+/* bf16_c: one tile, rounded as soon as it is computed. */
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void ukr_bf16_amx_c(
+    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, uint16_t *c, int64_t ldc,
+    int64_t rows, int64_t cols, float alpha) {
+  float out[AMX_MR * AMX_NR] __attribute__((aligned(64)));
+  accumulate_a(k2, a, lda ? AMX_KP : AMX_KP * AMX_MR, lda ? lda : AMX_KP, b, ldb, NULL, 0, 0);
+  store_tile(out, AMX_NR);
+  round_tile(out, c, ldc, rows, cols, alpha);
+}
+
+/* Bytes of B a block may sweep once per row panel (bf16_c_block), at
+ * most: it is then read from L2 (2 MiB per core here) by every row panel. */
+#define ROW_ORDER_B_BYTES (1 << 20)
+
+/* bf16_c_block. C of a few MiB is written beyond L2, and written tile by
+ * tile it cost a quarter of 2048x256 @ 256x1024 on one thread (0.79 ms,
+ * 0.57 with C kept in L2; one core stores ~29 GB/s beyond L2 here). Three
+ * things hide most of it (0.63 ms), each measured on its own:
+ * - each tile is rounded one tile late: rounded at once, its C stores sit
+ *   in the store buffer ahead of the next tile's tile stores, which commit
+ *   in order behind them, and that tile's rounding waits for both (-2-10%);
+ * - the C rows of the tile computed next are prefetched into L2 during
+ *   this tile's steps (PREFETCHT1: PREFETCHW into L1 was 5-10% slower,
+ *   holding the fill buffers the tile loads need; -8-12%);
+ * - row panels outer when B's block fits L2 (the A panel stays in L1, B
+ *   comes from L2 either way), so that each C row is written line after
+ *   line (-2-8%); else column panels outer, reusing each B panel. */
+__attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512bf16"))) static void ukr_bf16_amx_c_block(
+    int64_t k2, const uint32_t *a, int64_t a_panel, int64_t lda, const uint32_t *b, int64_t b_panel, int64_t ldb,
+    uint16_t *c, int64_t ldc, int64_t rows, int64_t cols, float alpha) {
+  float out[2][AMX_MR * AMX_NR] __attribute__((aligned(64)));
+  const int64_t tiles_r = (rows + AMX_MR - 1) / AMX_MR, tiles_c = (cols + AMX_NR - 1) / AMX_NR;
+  const int rows_outer = k2 * 4 * tiles_c * AMX_NR <= ROW_ORDER_B_BYTES;
+  uint16_t *pend_c = NULL; /* the tile computed but not yet rounded: out[cur ^ 1] */
+  int64_t pend_rows = 0, pend_cols = 0;
+  int cur = 0;
+  /* Tile (i, j) now, (in, jn) next: stepped, not divided (a division per
+   * tile was 7% of 2048x128 @ 128x128, 4 steps a tile). */
+  int64_t i = 0, j = 0;
+  for (int64_t t = 0; t < tiles_r * tiles_c; t++, cur ^= 1) {
+    int64_t in = i, jn = j;
+    if (rows_outer) {
+      if ((jn += AMX_NR) >= cols) jn = 0, in += AMX_MR;
+    } else if ((in += AMX_MR) >= rows) {
+      in = 0, jn += AMX_NR;
+    }
+    const int next = t + 1 < tiles_r * tiles_c;
+    const char *pf = next ? (const char *)(c + in * ldc + jn) : NULL;
+    const int64_t pf_rows = rows - in < AMX_MR ? rows - in : AMX_MR;
+    accumulate_a(k2, a + i / AMX_MR * a_panel, lda ? AMX_KP : AMX_KP * AMX_MR, lda ? lda : AMX_KP,
+                 b + j / AMX_NR * b_panel, ldb, pf, ldc * 2, pf_rows);
+    store_tile(out[cur], AMX_NR);
+    if (pend_c) round_tile(out[cur ^ 1], pend_c, ldc, pend_rows, pend_cols, alpha);
+    pend_c = c + i * ldc + j;
+    pend_rows = rows - i < AMX_MR ? rows - i : AMX_MR;
+    pend_cols = cols - j < AMX_NR ? cols - j : AMX_NR;
+    i = in, j = jn;
+  }
+  if (pend_c) round_tile(out[cur ^ 1], pend_c, ldc, pend_rows, pend_cols, alpha);
 }
 
 /* One whole step: src is 16 k pairs x 32 rows (k-major), dst 32 rows x 16
@@ -278,5 +340,6 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
     .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
-    .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c};
+    .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c,
+    .bf16_c_block = ukr_bf16_amx_c_block, .bf16_c_rows_b_bytes = ROW_ORDER_B_BYTES};
 #endif
