@@ -7,6 +7,13 @@ summed per name and divided by the steps. Names that differ between the
 sides (a compiled program's step names its node; a GEMM with an epilogue
 names it) are listed as they come, largest first.
 
+Then each side's time by class (GEMMs with their epilogues, attention,
+the optimizer, the rest) and the ceiling of graph-level work: compiled /
+eager if every compiled step outside the GEMMs, attention and the optimizer
+took no time (those kernels are the same code on both sides). Shares and
+ratios hold under load better than the milliseconds do; TORCHNEURON_NUM_THREADS=1
+takes the pool's split out of them.
+
     python benchmarks/compile_kernels.py [--gpt wide|demo] [--rounds 3] [--steps 2] [--top 40]
 """
 
@@ -94,3 +101,32 @@ for name, s in sides.items():
     print(f"\n== {name}: {total / 1e3:.2f} ms of leaf device time per step")
     for key, us in s.us.most_common(args.top):
         print(f"{us / s.steps / 1e3:9.3f} ms {s.calls[key] / s.steps:6.1f}x  {key}")
+
+
+def kernel_class(key):
+    """The class of a leaf record's key ("kind: name")."""
+    name = key.split(": ", 1)[1]
+    if name == "gemm" or name.startswith("gemm epilogue"):
+        return "GEMM (with epilogues)"
+    if name.startswith("sdpa"):
+        return "attention"
+    if name == "fused_adam":
+        return "optimizer"
+    return "rest"
+
+
+CLASSES = ("GEMM (with epilogues)", "attention", "optimizer", "rest")
+per_class = {}
+for name, s in sides.items():
+    c = collections.Counter()
+    for key, us in s.us.items():
+        c[kernel_class(key)] += us / s.steps / 1e3
+    per_class[name] = c
+print("\n| class | compiled ms | share | eager ms | share |\n|---|---:|---:|---:|---:|")
+totals = {name: sum(c.values()) for name, c in per_class.items()}
+for cls in CLASSES:
+    a, b = per_class["compiled"][cls], per_class["eager"][cls]
+    print(f"| {cls} | {a:.2f} | {a / totals['compiled']:.1%} | {b:.2f} | {b / totals['eager']:.1%} |")
+floor = totals["compiled"] - per_class["compiled"]["rest"]
+print(f"\ncompiled / eager speedup now {totals['eager'] / totals['compiled']:.3f}x; "
+      f"at most {totals['eager'] / floor:.3f}x if the compiled rest took no time")
