@@ -120,3 +120,19 @@ def test_heaviside_of_complex_raises_the_cpus_error_natively():
     _same_error(lambda d: torch.heaviside(r.to(d), z.to(d)))
     _same_error(lambda d: torch.heaviside(r.to(d), r.to(d), out=torch.empty(2, dtype=torch.complex64, device=d)))
     _same_error(lambda d: z.to(d).heaviside_(z.to(d)))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_silu_backward_called_directly_runs_natively(dtype):
+    # autograd refuses silu of complex outputs, but the op itself has a CPU
+    # kernel: grad * s * (1 + x (1 - s)), s = sigmoid(x)
+    from complex_samples import assert_close_to_cpu, complex_randn
+
+    g, x = complex_randn(dtype, 6, 7, seed=1), complex_randn(dtype, 6, 7, seed=2) * 3
+    want = torch.ops.aten.silu_backward(g, x)
+    out = torch.empty(0, dtype=dtype, device=DEV)
+    with no_fallback():
+        got = torch.ops.aten.silu_backward(g.to(DEV), x.to(DEV))
+        torch.ops.aten.silu_backward.grad_input(g.to(DEV), x.to(DEV)[:1], grad_input=out)  # broadcast
+    assert_close_to_cpu(got, want, dtype)
+    assert_close_to_cpu(out, torch.ops.aten.silu_backward(g, x[:1]), dtype)

@@ -226,6 +226,14 @@ const std::unordered_map<std::string, Binary>& binary_table() {
       {"sigmoid_backward", [](const Planes& g, const Planes& y) {
          return multiply(g, conj_of(multiply({1 - y.re, -y.im}, y)));
        }},
+      // silu's, from its input x as the CPU's kernel: s = 1 / (1 + e^-x),
+      // grad * s * (1 + x (1 - s)), no conjugate
+      {"silu_backward", [](const Planes& g, const Planes& x) {
+         const Planes e = exp_of({-x.re, -x.im});
+         const Planes s = divide({at::ones_like(e.re), at::zeros_like(e.im)}, {e.re + 1, e.im});
+         const Planes t = multiply(x, {1 - s.re, -s.im});
+         return multiply(multiply(g, s), {t.re + 1, t.im});
+       }},
       {"tanh_backward", [](const Planes& g, const Planes& y) {
          const Planes y2 = multiply(y, y);
          return multiply(g, conj_of({1 - y2.re, -y2.im}));
