@@ -16,7 +16,7 @@ LARGE = (5, 2, 3, 1, 4, 5, 3, 2, 1, 2, 3, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8, torch.bool,
-                                   torch.complex64])
+                                   torch.complex64, torch.complex128])
 @pytest.mark.parametrize("shape", [LARGE, (2,) * 8, (3, 4)])
 def test_mask_assignment_of_a_number_runs_natively_at_any_rank(dtype, shape):
     x = torch.zeros(shape, dtype=dtype)

@@ -558,6 +558,8 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
   return out;
 }
 
+}  // namespace
+
 // self[mask] = v for one boolean (or uint8) mask on self's device, the other
 // indices None, and a one-element host value: PyTorch makes this a
 // masked_fill_ with v converted to self's dtype (so a float value fills a
@@ -594,6 +596,8 @@ at::Tensor masked_fill_mask(const at::Tensor& self, const c10::List<std::optiona
   for (int64_t d = covered; d < self.dim(); d++) mask = mask.unsqueeze(-1);
   return mask;
 }
+
+namespace {
 
 at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values, bool accumulate, bool unsafe) {
