@@ -42,26 +42,24 @@ RT_BINARY_LOOPS16(add, a + (float)sc->f[0] * b)
  * alpha + 0i, so an infinite part of b meeting that 0 gives NaN in the other
  * part ((1 + 1i) + (inf + 0i) is inf + NaN i there). Every step rounds in the
  * element type, no fused multiply-add, as the CPU's vectorised loop has
- * none. Not vectorised: GCC 12 turns this loop's complex product into
- * vfmaddsub even without contraction (-std=c11), which rounds once where
- * the CPU rounds twice (3e38 * 2 - inf is -inf, not NaN); scalar code keeps
- * up with memory here (4 multiplies and 4 adds per 16 or 32 bytes). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define COMPLEX_ADD_NO_VECTORS __attribute__((optimize("no-tree-vectorize")))
-#else
-#define COMPLEX_ADD_NO_VECTORS
-#endif
+ * none. Both parts are written alike, part k = a_k + (b_k wr - b_(1-k) c_k)
+ * with c = (wi, -wi) (the imaginary part b_i wr + b_r wi exactly, as
+ * x - (-y) is x + y): written as the textbook product, GCC 12 recognises a
+ * complex multiplication and emits vfmaddsub even without contraction
+ * (-std=c11), rounding once where the CPU rounds twice (3e38 * 2 - inf gave
+ * -inf, not NaN); test_complex_add.c checks every ISA level bit for bit. */
 #define COMPLEX_ADD_STEP(R, A, B, O)                                          \
   {                                                                          \
-    const R br_ = (B)[0], bi_ = (B)[1];                                      \
-    const R re_ = (A)[0] + (br_ * wr - bi_ * wi), im_ = (A)[1] + (br_ * wi + bi_ * wr); \
+    const R b0_ = (B)[0], b1_ = (B)[1];                                      \
+    const R re_ = (A)[0] + (b0_ * wr - b1_ * c0), im_ = (A)[1] + (b1_ * wr - b0_ * c1); \
     (O)[0] = re_;                                                            \
     (O)[1] = im_;                                                            \
   }
 #define COMPLEX_ADD_LOOP(NAME, R)                                                                 \
-  COMPLEX_ADD_NO_VECTORS static void NAME(char **data, const int64_t *strides, int64_t n, void *ctx) { \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),                 \
+               (data, strides, n, ctx)) {                                                         \
     const rt_scalars *sc = (const rt_scalars *)ctx;                                               \
-    const R wr = (R)sc->f[0], wi = (R)sc->f[1];                                                   \
+    const R wr = (R)sc->f[0], c0 = (R)sc->f[1], c1 = -c0;                                         \
     const int64_t w = 2 * (int64_t)sizeof(R);                                                     \
     R *o = (R *)data[0];                                                                          \
     const R *a = (const R *)data[1], *b = (const R *)data[2];                                     \
