@@ -136,3 +136,17 @@ def test_complex_silu_backward_called_directly_runs_natively(dtype):
         torch.ops.aten.silu_backward.grad_input(g.to(DEV), x.to(DEV)[:1], grad_input=out)  # broadcast
     assert_close_to_cpu(got, want, dtype)
     assert_close_to_cpu(out, torch.ops.aten.silu_backward(g, x[:1]), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int16, torch.int64,
+                                   torch.uint8])
+def test_real_tensor_against_a_complex_number_compares_natively(dtype):
+    # test_type_promotion's op(lhs_f32, complex(1, 1)) for eq and ne: the
+    # tensor converted to the common complex dtype (2**24 + 1 rounds in
+    # complex64, as on the CPU)
+    x = torch.tensor([1, 2, 3, 2**24 + 1, 0]).to(dtype)
+    for number in (complex(1, 1), complex(1, 0), complex(2**24 + 1, 0), complex(0, -0.0)):
+        for fn in (torch.eq, torch.ne):
+            with no_fallback():
+                got = fn(x.to(DEV), number)
+            assert torch.equal(got.cpu(), fn(x, number)), (fn, number)

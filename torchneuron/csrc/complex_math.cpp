@@ -265,10 +265,17 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     if (stack->size() < 2) return false;
     const c10::IValue* args = stack->data() + (stack->size() - 2);
     if (!args[0].isTensor() || !args[1].isScalar()) return false;
-    const at::Tensor self = args[0].toTensor();
-    if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1)
-      return false;
+    at::Tensor self = args[0].toTensor();
+    if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1) return false;
     const c10::Scalar s = args[1].toScalar();
+    if (!self.is_complex()) {
+      // a real tensor against a complex number: compared in their common
+      // dtype, the tensor converted to it first, as the CPU's iterator does
+      if (!s.isComplex() || self.scalar_type() == at::kHalf || self.scalar_type() == at::kBool) return false;
+      const at::ScalarType common = at::result_type(self, s);
+      if (common != at::kComplexFloat && common != at::kComplexDouble) return false;
+      self = self.to(common);
+    }
     const c10::complex<double> v = s.isComplex() ? s.toComplexDouble() : c10::complex<double>(s.toDouble(), 0.0);
     native_op_counter(name == "eq.Scalar" ? "aten::eq.Scalar(complex)" : "aten::ne.Scalar(complex)")
         ->fetch_add(1, std::memory_order_relaxed);
