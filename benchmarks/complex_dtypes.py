@@ -1,7 +1,8 @@
 """The storage dtypes (complex64/128, uint16/32/64) on neuron against
 PyTorch CPU, in one run: conversions, conjugation, byte-moving shape ops,
-and the complex mul / polar / sum / div / exp / log / sqrt / trigonometric
-functions composed from native real kernels, and the inverse functions, pow,
+the complex add/sub with alpha (one runtime kernel), and the complex mul /
+polar / sum / div / exp / log / sqrt / trigonometric functions composed
+from native real kernels, and the inverse functions, pow,
 prod, cumsum and cumprod on the planes, and the indexing and padding ops on
 the real view (index_select, gather, index_put, scatter_add, pad, tril), the
 GEMM family (mm, addmm, baddbmm, addmv), isnan, logical_and, lerp and
@@ -46,6 +47,12 @@ def cases():
     yield "mul complex64 2M x 2M", (half, c64[N // 2:]), lambda a, b: a * b
     yield "mul complex64 [2048,1024] x [1024] bcast", (half.view(2048, 1024), c64[:1024]), \
         lambda a, b: a * b
+    # add/sub with alpha: the runtime's complex ADD kernel (complex_add.cpp)
+    yield "add complex64 2M + 2M", (half, c64[N // 2:]), torch.add
+    yield "sub complex64 2M - 2M alpha=2", (half, c64[N // 2:]), lambda a, b: torch.sub(a, b, alpha=2)
+    yield "add complex128 2M + 2M alpha=1j", (c128[: N // 2], c128[N // 2:]), \
+        lambda a, b: torch.add(a, b, alpha=1j)
+    yield "add complex64 [2048,1024] + [1024] bcast", (half.view(2048, 1024), c64[:1024]), torch.add
     r, theta = f32[: N // 2].abs(), f32[N // 2:]
     yield "polar float32 2M", (r, theta), lambda a, b: torch.polar(a, b)
     yield "sum complex64 2048^2 dim=1", (square,), lambda x: x.sum(1)

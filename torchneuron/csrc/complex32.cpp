@@ -80,6 +80,14 @@ c10::Scalar round_scalar(const c10::Scalar& s) {
   return c10::complex<double>(to_half(z.real()), to_half(z.imag()));
 }
 
+// a + p (a - p) part by part: the CPU's complex32 sum once alpha's product
+// is formed, with no multiply by 1 (a complex add multiplies: inf * 0 is NaN).
+at::Tensor plain_sum(const at::Tensor& a, const at::Tensor& p, bool subtract) {
+  const at::Tensor ar = at::view_as_real((a.is_complex() ? a : a.to(p.scalar_type())).resolve_conj().resolve_neg());
+  const at::Tensor pr = at::view_as_real(p.resolve_conj().resolve_neg());
+  return at::view_as_complex(subtract ? at::sub(ar, pr) : at::add(ar, pr));
+}
+
 // A meta tensor shaped like t; a wrapped number stays as it is (it promotes
 // differently, and meta kernels read it as a number).
 at::Tensor meta_like(const at::Tensor& t) {
@@ -236,14 +244,14 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
       return t.to(widened(d));
     });
   }
+  // add/sub: alpha * other rounded to complex32, then a plain sum (below)
+  std::optional<at::Tensor> alpha_product;
   if (in_chalf && rule->second == Rounding::AlphaProduct) {
-    const auto a = index_of("alpha"), o = index_of("other");
+    const auto a = index_of("alpha"), o = index_of("other"), self = index_of("self");
     // (add.Scalar's other is a number: it decomposes into add.Tensor first).
     // Even alpha 1 multiplies: an infinite part makes the other one NaN.
-    if (a && o && args[*a].isScalar() && args[*o].isTensor()) {
-      args[*o] = round_c32(args[*o].toTensor() * round_scalar(args[*a].toScalar()));
-      args[*a] = c10::Scalar(1);
-    }
+    if (a && o && self && args[*a].isScalar() && args[*o].isTensor() && args[*self].isTensor())
+      alpha_product = round_c32(args[*o].toTensor() * round_scalar(args[*a].toScalar()));
   }
 
   // var, std, sgn and addcmul are computed here (their complex64 kernels
@@ -269,10 +277,13 @@ bool try_native_complex32(const c10::OperatorHandle& op, torch::jit::Stack* stac
     const at::Tensor z = args[0].toTensor();
     const at::Tensor m = z.abs();
     direct = at::where(m.eq(0), at::zeros_like(z), z / at::complex(m, at::zeros_like(m)));
+  } else if (alpha_product) {
+    const bool subtract = schema.operator_name().name.rfind("aten::sub", 0) == 0;
+    direct = plain_sum(args[*index_of("self")].toTensor(), *alpha_product, subtract);
   } else if (in_chalf && rule->second == Rounding::Addcmul) {
     const at::Tensor& t1 = args[1].toTensor();
     const at::Tensor product = round_c32(round_c32(t1 * round_scalar(args[3].toScalar())) * args[2].toTensor());
-    direct = args[0].toTensor() + product;  // a plain sum: no multiply by 1 (inf * 0 is NaN)
+    direct = plain_sum(args[0].toTensor(), product, false);
   }
 
   stack->resize(first);

@@ -33,6 +33,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include "complex_ops.h"
+#include "index_launch.h"
 #include "op_tracking.h"
 #include "shape_common.h"  // is_neuron
 
@@ -476,6 +477,15 @@ Opt try_complex_index_put_(at::Tensor& self, const c10::List<std::optional<at::T
   NEURON_TRACK_OP("aten::_index_put_impl_(complex)");
   c10::DeviceGuard guard(self.device());
   const at::Tensor v = host_scalar ? values.to(self.device()) : values;
+  if (!accumulate && v.dim() == 0 && !v.is_conj() && !v.is_neg()) {
+    // x[mask] = number: a masked fill at any mask rank, as for real dtypes
+    // (the planes' view would need a (re, im) value and one index per dim)
+    const at::Tensor mask = masked_fill_mask(self, indices, v);
+    if (mask.defined()) {
+      self.masked_fill_(mask, v);
+      return self;
+    }
+  }
   if (as_bits(self) && !accumulate) {
     at::Tensor bits = self.view(at::kLong);
     at::_index_put_impl_(bits, indices, bits_in(v), false, unsafe);

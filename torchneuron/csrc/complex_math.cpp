@@ -10,8 +10,8 @@
 // The functional, out= and in-place overloads all come here from the
 // pointwise table's fallback path (pointwise.cpp) with neuron tensors and
 // Python numbers (real or complex) whose promoted dtype is complex; anything
-// else (a complex alpha, an out= of another dtype) keeps to the counted CPU
-// fallback.
+// else (an out= of another dtype) keeps to the counted CPU fallback. add
+// and sub (any alpha) run on complex_add.cpp's kernel instead of planes.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "complex_add.h"
 #include "complex_math.h"
 #include "complex_ops.h"
 #include "inplace_broadcast.h"
@@ -213,25 +214,27 @@ const std::unordered_map<std::string, Unary>& unary_table() {
 
 Planes conj_of(const Planes& z) { return {z.re, -z.im}; }
 
-// Binary ops: (x, y, alpha), alpha the real scale of add/sub's other.
-using Binary = std::function<Planes(const Planes&, const Planes&, double)>;
+// Binary ops on planes (add and sub are complex_add.cpp's kernel).
+using Binary = std::function<Planes(const Planes&, const Planes&)>;
 
 const std::unordered_map<std::string, Binary>& binary_table() {
   static const std::unordered_map<std::string, Binary> table = {
-      {"div", [](const Planes& x, const Planes& y, double) { return divide(x, y); }},
-      {"mul", [](const Planes& x, const Planes& y, double) { return multiply(x, y); }},
-      {"add", [](const Planes& x, const Planes& y, double alpha) {
-         return alpha == 1.0 ? Planes{x.re + y.re, x.im + y.im} : Planes{x.re + y.re * alpha, x.im + y.im * alpha};
-       }},
-      {"sub", [](const Planes& x, const Planes& y, double alpha) {
-         return alpha == 1.0 ? Planes{x.re - y.re, x.im - y.im} : Planes{x.re - y.re * alpha, x.im - y.im * alpha};
-       }},
-      {"logaddexp", [](const Planes& x, const Planes& y, double) { return logaddexp_of(x, y); }},
+      {"div", [](const Planes& x, const Planes& y) { return divide(x, y); }},
+      {"mul", [](const Planes& x, const Planes& y) { return multiply(x, y); }},
+      {"logaddexp", [](const Planes& x, const Planes& y) { return logaddexp_of(x, y); }},
       // autograd's complex gradients: grad * conj(f'(z)), f' from the output y
-      {"sigmoid_backward", [](const Planes& g, const Planes& y, double) {
+      {"sigmoid_backward", [](const Planes& g, const Planes& y) {
          return multiply(g, conj_of(multiply({1 - y.re, -y.im}, y)));
        }},
-      {"tanh_backward", [](const Planes& g, const Planes& y, double) {
+      // silu's, from its input x as the CPU's kernel: s = 1 / (1 + e^-x),
+      // grad * s * (1 + x (1 - s)), no conjugate
+      {"silu_backward", [](const Planes& g, const Planes& x) {
+         const Planes e = exp_of({-x.re, -x.im});
+         const Planes s = divide({at::ones_like(e.re), at::zeros_like(e.im)}, {e.re + 1, e.im});
+         const Planes t = multiply(x, {1 - s.re, -s.im});
+         return multiply(multiply(g, s), {t.re + 1, t.im});
+       }},
+      {"tanh_backward", [](const Planes& g, const Planes& y) {
          const Planes y2 = multiply(y, y);
          return multiply(g, conj_of({1 - y2.re, -y2.im}));
        }},
@@ -262,10 +265,17 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     if (stack->size() < 2) return false;
     const c10::IValue* args = stack->data() + (stack->size() - 2);
     if (!args[0].isTensor() || !args[1].isScalar()) return false;
-    const at::Tensor self = args[0].toTensor();
-    if (!self.defined() || !self.is_complex() || self.device().type() != c10::DeviceType::PrivateUse1)
-      return false;
+    at::Tensor self = args[0].toTensor();
+    if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1) return false;
     const c10::Scalar s = args[1].toScalar();
+    if (!self.is_complex()) {
+      // a real tensor against a complex number: compared in their common
+      // dtype, the tensor converted to it first, as the CPU's iterator does
+      if (!s.isComplex() || self.scalar_type() == at::kHalf || self.scalar_type() == at::kBool) return false;
+      const at::ScalarType common = at::result_type(self, s);
+      if (common != at::kComplexFloat && common != at::kComplexDouble) return false;
+      self = self.to(common);
+    }
     const c10::complex<double> v = s.isComplex() ? s.toComplexDouble() : c10::complex<double>(s.toDouble(), 0.0);
     native_op_counter(name == "eq.Scalar" ? "aten::eq.Scalar(complex)" : "aten::ne.Scalar(complex)")
         ->fetch_add(1, std::memory_order_relaxed);
@@ -286,16 +296,20 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   const bool has_out = variant == "out" || variant == "grad_input";
   const Unary* unary = nullptr;
   const Binary* binary = nullptr;
+  // add and sub: a + alpha * b with any alpha, on complex_add.cpp's kernel
+  const bool alpha = base == "add" || base == "sub";
+  const bool binary_variant = variant.empty() || variant == "Tensor" || variant == "Scalar" || has_out;
   if (auto u = unary_table().find(base); u != unary_table().end()) {
     if (!(variant.empty() || has_out)) return false;
     unary = &u->second;
+  } else if (alpha) {
+    if (!binary_variant) return false;
   } else if (auto b = binary_table().find(base); b != binary_table().end()) {
-    if (!(variant.empty() || variant == "Tensor" || variant == "Scalar" || has_out)) return false;
+    if (!binary_variant) return false;
     binary = &b->second;
   } else {
     return false;
   }
-  const bool alpha = base == "add" || base == "sub";
   // .Scalar: the other operand is a number (a real one taken as
   // number + 0i), cast to the result's dtype as the CPU casts it.
   const bool scalar_other = variant == "Scalar";
@@ -311,7 +325,7 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     }
   }
   if (has_out && !args[nargs - 1].isTensor()) return false;
-  if (alpha && (!args[tensors].isScalar() || args[tensors].toScalar().isComplex())) return false;
+  if (alpha && !args[tensors].isScalar()) return false;
   // The operands: neuron tensors (one of them complex), a real Python
   // number, or a real .Scalar. The result's dtype is PyTorch's promotion of
   // them; every tensor is converted to it (natively), a number becomes
@@ -365,6 +379,8 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
     std::unordered_map<std::string, std::string> m;
     for (const auto& kv : unary_table()) m[kv.first] = "aten::" + kv.first + "(complex)";
     for (const auto& kv : binary_table()) m[kv.first] = "aten::" + kv.first + "(complex)";
+    m["add"] = "aten::add(complex)";
+    m["sub"] = "aten::sub(complex)";
     return m;
   }();
   // (NEURON_TRACK_OP's counter is per call site; the name varies here.)
@@ -374,9 +390,20 @@ bool try_native_complex_math(const std::string& name, torch::jit::Stack* stack) 
   // Conjugate and negative bits (autograd's gradients carry them) are
   // materialised natively first.
   for (at::Tensor& t : inputs) t = t.to(dtype).resolve_conj().resolve_neg();
+  if (alpha) {
+    const c10::Scalar scale = args[tensors].toScalar();
+    check_complex_alpha(scale, dtype);
+    const std::vector<int64_t> shape = at::infer_size(inputs[0].sizes(), inputs[1].sizes());
+    at::Tensor out = target.defined() ? target : at::empty(shape, options);
+    if (target.defined()) at::native::resize_output(out, shape);
+    complex_add_into(out, inputs[0], inputs[1], scale, base == "sub");
+    torch::jit::drop(*stack, nargs);
+    torch::jit::push(*stack, std::move(out));
+    return true;
+  }
   const Planes result =
       unary ? (*unary)(planes_of(inputs[0]))
-            : (*binary)(planes_of(inputs[0]), planes_of(inputs[1]), alpha ? args[tensors].toScalar().toDouble() : 1.0);
+            : (*binary)(planes_of(inputs[0]), planes_of(inputs[1]));
   at::Tensor out = assemble(result, options, target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);
   torch::jit::push(*stack, std::move(out));

@@ -6,6 +6,7 @@
 // The cases they do not cover (a CPU scalar operand, mixed dtypes, type
 // promotion) keep to the counted CPU fallback.
 #include "complex_ops.h"
+#include "complex_add.h"
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -71,24 +72,11 @@ bool try_native_complex_add(torch::jit::Stack* stack, bool subtract) {
     return false;
   NEURON_TRACK_OP(subtract ? "aten::sub.Tensor(complex)" : "aten::add.Tensor(complex)");
   c10::DeviceGuard guard(a.device());
-  at::Tensor sum;
-  if (alpha.isComplex()) {
-    // The CPU's a + w * b (w = -alpha for sub): b times w as a complex
-    // product (NaN where 0 meets inf, as the CPU's), then the planes add.
-    c10::complex<double> w = alpha.toComplexDouble();
-    if (subtract) w = -w;
-    at::Tensor product = at::empty(b.sizes(), b.options());
-    if (product.numel() > 0) complex_mul_into(product, b, at::scalar_tensor(c10::Scalar(w), b.options()));
-    sum = at::add(at::view_as_real(a), at::view_as_real(product));
-  } else {
-    // A real alpha: the (real, imaginary) planes add as real tensors, one
-    // native op. (The CPU multiplies by alpha + 0i, so an infinite or NaN
-    // part of b makes the other part NaN there: not matched, see
-    // docs/conformance.md.)
-    sum = subtract ? at::sub(at::view_as_real(a), at::view_as_real(b), alpha)
-                   : at::add(at::view_as_real(a), at::view_as_real(b), alpha);
-  }
-  at::Tensor out = at::view_as_complex(sum);
+  // The CPU's a + alpha * b (a - alpha * b) with alpha a complex number,
+  // real or not: one kernel (complex_add.cpp).
+  check_complex_alpha(alpha, a.scalar_type());
+  at::Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), a.options());
+  complex_add_into(out, a, b, alpha, subtract);
   torch::jit::drop(*stack, 3);
   torch::jit::push(*stack, std::move(out));
   return true;

@@ -22,7 +22,8 @@ inline at::Tensor complex_plane(const at::Tensor& t, int64_t part) {
 // product natively, replaces the arguments with it and returns true;
 // otherwise leaves the stack alone and returns false.
 bool try_native_complex_mul(torch::jit::Stack* stack);
-// The same for add.Tensor / sub.Tensor (self, other, alpha) with a real alpha.
+// The same for add.Tensor / sub.Tensor (self, other, alpha), any alpha, on
+// the runtime's complex ADD kernel (complex_add.cpp).
 bool try_native_complex_add(torch::jit::Stack* stack, bool subtract);
 // neg, abs and angle (hypot and atan2 of the planes: a real result), eq
 // and ne of two complex tensors of one dtype, each in the forms the

@@ -558,14 +558,24 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
   return out;
 }
 
+}  // namespace
+
 // self[mask] = v for one boolean (or uint8) mask on self's device, the other
 // indices None, and a one-element host value: PyTorch makes this a
 // masked_fill_ with v converted to self's dtype (so a float value fills a
-// long tensor), and so does this. The mask, unsqueezed over the trailing
-// dims it does not cover, or undefined when the call is not of that form.
+// long tensor), and so does this. Also a 0-d value of self's dtype on its
+// device (Python's x[mask] = number puts the number there): the same
+// elements written with the same value, as a masked_fill_ that reads it on
+// the device, whatever the mask's rank (its nonzero would make one index
+// tensor per dim, more than the runtime's NRT_INDEX_MAX_TENSORS past 5).
+// The mask, unsqueezed over the trailing dims it does not cover, or
+// undefined when the call is not of that form.
 at::Tensor masked_fill_mask(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values) {
-  if (values.numel() != 1 || !values.device().is_cpu()) return {};
+  const bool device_value = values.dim() == 0 && values.device() == self.device() &&
+                            values.scalar_type() == self.scalar_type() &&
+                            at::get_overlap_status(self, values) == at::MemOverlapStatus::No;
+  if (values.numel() != 1 || !(values.device().is_cpu() || device_value)) return {};
   at::Tensor mask;
   int64_t covered = 0;
   for (const std::optional<at::Tensor>& index : indices) {
@@ -587,6 +597,8 @@ at::Tensor masked_fill_mask(const at::Tensor& self, const c10::List<std::optiona
   return mask;
 }
 
+namespace {
+
 at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                             const at::Tensor& values, bool accumulate, bool unsafe) {
   NEURON_TRACK_OP("aten::_index_put_impl_");
@@ -599,7 +611,7 @@ at::Tensor& index_put_impl_(at::Tensor& self, const c10::List<std::optional<at::
                "performing this operation. This also applies to advanced indexing e.g. tensor[indices] = tensor");
   if (!accumulate) {
     const at::Tensor mask = masked_fill_mask(self, indices, values);
-    if (mask.defined()) return self.masked_fill_(mask, values.item());
+    if (mask.defined()) return values.device().is_cpu() ? self.masked_fill_(mask, values.item()) : self.masked_fill_(mask, values);
   }
   // A RuntimeError as on the CPU (whose kernels fail on their own asserts
   // here); `index` without indices raises IndexError on both.

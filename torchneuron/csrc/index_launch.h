@@ -66,6 +66,13 @@ void launch_scatter(nrt_op_code code, const IndexAccess& access, const ScatterSo
 // synchronisation: pending errors of the stream surface here).
 std::vector<int64_t> read_int64s(const at::Tensor& t, int64_t n);
 
+// index_put_ as a masked_fill_ (index.cpp): for self[mask] = v with one
+// boolean mask and a one-element host value or a 0-d value of self's dtype
+// on its device, the mask unsqueezed over the trailing dims it does not
+// cover; undefined for any other call.
+at::Tensor masked_fill_mask(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                            const at::Tensor& values);
+
 // [min, max] of a non-empty integer tensor (synchronises).
 std::pair<int64_t, int64_t> integer_bounds(const at::Tensor& t, const char* op);
 

@@ -4,7 +4,9 @@
 #include "pointwise.h"
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ScalarOps.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
@@ -260,6 +262,7 @@ class PointwiseCore {
   // Runs this overload through the CPU fallback (arguments on stack).
   void fallback(torch::jit::Stack* stack) const {
     refuse_complex_extrema(stack);
+    refuse_complex_heaviside(stack);
     if (try_native_wide_unsigned(stack) || try_native_wide_unsigned_bits(stack) ||
         try_native_wide_unsigned_signbit(stack))
       return;
@@ -268,6 +271,7 @@ class PointwiseCore {
     // on float16 planes
     if (!touches_complex32(*stack, num_args()) && (unify_complex_inputs(stack), try_native_complex(stack)))
       return complex_count_.served(mark);
+    if (try_native_complex_mixed_out(stack)) return;
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
@@ -288,6 +292,97 @@ class PointwiseCore {
       complex = complex || t.is_complex();
     }
     TORCH_CHECK(!complex, base, " not implemented for complex tensors.");
+  }
+
+  // heaviside has no complex kernel on the CPU either: its error (checked
+  // before the dtypes), raised here rather than by the fallback.
+  void refuse_complex_heaviside(torch::jit::Stack* stack) const {
+    if (name_.rfind("heaviside", 0) != 0) return;
+    const c10::IValue* args = stack->data() + (stack->size() - roles_.size());
+    bool complex = false;
+    for (size_t i = 0; i < roles_.size(); i++) {
+      if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!is_neuron(t) && !(t.is_cpu() && t.dim() == 0)) return;  // the CPU's device error first
+      complex = complex || t.is_complex();
+    }
+    TORCH_CHECK(!complex, "heaviside is not yet implemented for complex tensors.");
+  }
+
+  // An out= overload where complex meets another dtype (the type promotion
+  // checks of test_binary_ufuncs: add(int16, int32, out=complex64),
+  // add(complex64, complex128, out=complex64 or float16)): the CPU computes
+  // in the inputs' common dtype and casts the result into out (or raises
+  // its "can't be cast" error), and so does this, with the functional
+  // overload (the same arguments without out) run natively and its result
+  // copied, converted, into out. Complex64/128 and the kernels' dtypes
+  // only; false, stack untouched, for any other call.
+  bool try_native_complex_mixed_out(torch::jit::Stack* stack) const {
+    const size_t n = roles_.size();
+    if (num_returns_ != 1 || n < 2 || roles_[n - 1] != Role::Output) return false;
+    c10::IValue* args = stack->data() + (stack->size() - n);
+    if (!args[n - 1].isTensor()) return false;
+    const at::Tensor out = args[n - 1].toTensor();
+    auto plain = [](at::ScalarType d) {
+      return !is_storage_dtype(d) || d == at::kComplexFloat || d == at::kComplexDouble;
+    };
+    if (!is_neuron(out) || !plain(out.scalar_type()) || out.is_conj() || out.is_neg()) return false;
+    bool complex_in = false;
+    for (size_t i = 0; i + 1 < n; i++) {
+      if (roles_[i] == Role::Output) return false;
+      complex_in = complex_in || args[i].isComplexDouble();
+      if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!plain(t.scalar_type())) return false;
+      if (!is_neuron(t) && !(t.is_cpu() && t.dim() == 0)) return false;  // the fallback raises the CPU's error
+      if (is_neuron(t) && t.device() != out.device()) return false;
+      complex_in = complex_in || t.is_complex();
+    }
+    if (!complex_in && !out.is_complex()) return false;
+    // Complex inputs: only ops with native complex kernels, whose result
+    // exists before the cast check (the CPU checks the cast first: for an
+    // op it refuses for complex, its "can't be cast" error comes before the
+    // "not implemented" one, which the fallback keeps).
+    const std::string base = name_.substr(0, name_.find('.'));
+    static const char* const complex_native[] = {"add", "sub", "mul", "div", "eq", "ne", "pow", "logaddexp"};
+    if (complex_in && std::none_of(std::begin(complex_native), std::end(complex_native),
+                                   [&](const char* b) { return base == b; }))
+      return false;
+    // "add.out" -> "add.Tensor" (or "add"), "eq.Tensor_out" -> "eq.Tensor",
+    // "xlogy.OutTensor" -> "xlogy.Tensor"
+    const size_t dot = name_.find('.');
+    if (dot == std::string::npos) return false;
+    std::string overload = name_.substr(dot + 1);
+    std::vector<std::string> candidates;
+    if (overload == "out") candidates = {"Tensor", ""};
+    else if (overload.size() > 4 && overload.compare(overload.size() - 4, 4, "_out") == 0)
+      candidates = {overload.substr(0, overload.size() - 4)};
+    else if (overload.rfind("Out", 0) == 0) candidates = {overload.substr(3)};
+    std::optional<c10::OperatorHandle> functional;
+    for (const std::string& c : candidates) {
+      functional = c10::Dispatcher::singleton().findSchema({"aten::" + name_.substr(0, dot), c});
+      if (functional && functional->schema().arguments().size() == n - 1 &&
+          functional->schema().returns().size() == 1)
+        break;
+      functional.reset();
+    }
+    if (!functional) return false;
+    // TensorIterator's checks of an out=, before anything runs
+    at::assert_no_internal_overlap(out);
+    for (size_t i = 0; i + 1 < n; i++)
+      if (args[i].isTensor() && is_neuron(args[i].toTensor())) at::assert_no_partial_overlap(out, args[i].toTensor());
+    torch::jit::Stack call(args, args + (n - 1));
+    functional->callBoxed(&call);
+    const at::Tensor result = call.back().toTensor();
+    TORCH_CHECK(at::canCast(result.scalar_type(), out.scalar_type()), "result type ", result.scalar_type(),
+                " can't be cast to the desired output type ", out.scalar_type());
+    c10::DeviceGuard guard(out.device());
+    at::Tensor written = out;
+    at::native::resize_output(written, result.sizes());
+    if (written.numel() > 0) written.copy_(result);
+    torch::jit::drop(*stack, n);
+    torch::jit::push(*stack, written);
+    return true;
   }
 
   // The native complex kernels of this overload, tried in turn.
@@ -317,7 +412,9 @@ class PointwiseCore {
   // device) run. Only these functional overloads: they accept any mix the
   // promotion allows (lerp, heaviside and others refuse mixed dtypes).
   void unify_complex_inputs(torch::jit::Stack* stack) const {
-    if (!named({"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "eq.Tensor", "ne.Tensor"})) return;
+    if (!named({"add.Tensor", "sub.Tensor", "mul.Tensor", "div.Tensor", "eq.Tensor", "ne.Tensor", "rsub.Tensor",
+                "pow.Tensor_Tensor"}))
+      return;
     c10::IValue* args = stack->data() + (stack->size() - roles_.size());
     at::native::ResultTypeState state{};
     std::optional<c10::Device> device;

@@ -120,9 +120,11 @@ static int32_t outputs_of(const nrt_op *op) {
   return op->code == NRT_OP_COPY && op->num_outputs == 0 ? 1 : op->num_outputs;
 }
 
+/* Ops computing in a storage dtype (complex ADD) have no fused form: a
+ * group holding one would fail as a whole, its real neighbours with it. */
 int rt_adaptive_candidate(const nrt_op *op) {
   return rt_fuse_is_fusible(op->code) && outputs_of(op) >= 1 && !may_fail(op) &&
-         !(op->immediate_mask & 1u);
+         !(op->immediate_mask & 1u) && !((unsigned)op->compute_dtype >= NRT_UINT16);
 }
 
 static void byte_range(const nrt_tensor_view *v, uintptr_t *lo, uintptr_t *hi) {

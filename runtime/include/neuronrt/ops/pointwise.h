@@ -72,7 +72,11 @@
 
 /* Binary arithmetic (out, a, b), result in the compute dtype:
  *   ADD        scalars [alpha]: a + alpha * b; any dtype (bool: or); for
- *              float16/bfloat16 alpha is rounded to that type first
+ *              float16/bfloat16 alpha is rounded to that type first.
+ *              Also complex64/complex128 (operands all of that dtype, no
+ *              immediates), scalars [alpha, alpha_imag]: the CPU's complex
+ *              product alpha * b, no infinity recovery (a real alpha's 0i
+ *              times an infinite part is NaN)
  *   MUL        any dtype (bool: and)
  *   DIV        float: a / b
  *   DIV_TRUNC DIV_FLOOR REMAINDER FMOD   numeric; integer division by zero

@@ -87,6 +87,8 @@ int nrt_op_accepts_dtype(nrt_op_code code, nrt_dtype dtype) {
     case NRT_OP_GATHER: /* elements of up to 8 bytes */
     case NRT_OP_INDEX_SELECT:
       return nrt_dtype_size(dtype) <= 8;
+    case NRT_OP_ADD: /* a + alpha * b in the CPU's complex arithmetic (pointwise_binary.c) */
+      return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128;
     case NRT_OP_LOGCUMSUMEXP: /* a sequential scan whose branch of log must be the CPU's */
       return dtype == NRT_COMPLEX64 || dtype == NRT_COMPLEX128; /* the CPU has none for complex32 */
     case NRT_OP_LINALG_LU_FACTOR: /* complex matrices (linalg.h) */
