@@ -271,7 +271,7 @@ class PointwiseCore {
     // on float16 planes
     if (!touches_complex32(*stack, num_args()) && (unify_complex_inputs(stack), try_native_complex(stack)))
       return complex_count_.served(mark);
-    if (try_native_complex_mixed_out(stack)) return;
+    if (try_native_complex_mixed_out(stack)) return complex_count_.served(mark);
     size_t dot = name_.find('.');
     std::string base = "aten::" + name_.substr(0, dot);
     std::string variant = dot == std::string::npos ? "" : name_.substr(dot + 1);
