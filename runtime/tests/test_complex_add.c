@@ -8,22 +8,12 @@
 #include <stdint.h>
 #include <string.h>
 #include "check.h"
+#include "view1d.h"
 
 static const double PARTS[] = {0.0, -0.0, 1.5, -2.0, 3e38, INFINITY, -INFINITY, NAN};
 #define NP (sizeof PARTS / sizeof PARTS[0])
 #define NV (NP * NP)  /* complex values */
 #define NPAIR (NV * NV)
-
-static nrt_tensor_view view_1d(void *data, nrt_dtype dtype, int64_t n, int64_t stride) {
-  nrt_tensor_view v;
-  memset(&v, 0, sizeof v);
-  v.data = data;
-  v.dtype = dtype;
-  v.ndim = 1;
-  v.shape[0] = n;
-  v.strides[0] = stride;
-  return v;
-}
 
 static nrt_op add_op(nrt_dtype t, nrt_tensor_view o, nrt_tensor_view a, nrt_tensor_view b, double wr, double wi) {
   nrt_op op;

@@ -7,17 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "check.h"
-
-static nrt_tensor_view view_1d(void *data, nrt_dtype dtype, int64_t n, int64_t stride) {
-  nrt_tensor_view v;
-  memset(&v, 0, sizeof v);
-  v.data = data;
-  v.dtype = dtype;
-  v.ndim = 1;
-  v.shape[0] = n;
-  v.strides[0] = stride;
-  return v;
-}
+#include "view1d.h"
 
 static nrt_op op_of(nrt_op_code code, int n, const nrt_tensor_view *views) {
   nrt_op op;

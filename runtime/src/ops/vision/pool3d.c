@@ -322,6 +322,17 @@ typedef struct p3_bw_task {
   double *acc;
 } p3_bw_task;
 
+/* The task's sums for one image plane of every lane; false (and the job's
+ * out-of-memory flag set) when they cannot be had. */
+static int p3_bw_alloc(p3_job *j, p3_bw_task *b) {
+  const p3_vol *gi = &j->img;
+  memset(b, 0, sizeof *b);
+  b->plane = gi->d * gi->h * gi->w;
+  b->acc = malloc((size_t)((b->plane > 0 ? b->plane : 1) * j->lanes) * sizeof(double));
+  if (!b->acc) atomic_store(&j->out_of_memory, 1);
+  return b->acc != NULL;
+}
+
 static void p3_bw_begin(p3_job *j, int64_t task, p3_bw_task *b) {
   b->n = task / j->runs;
   b->c0 = task % j->runs * j->lanes;
@@ -356,13 +367,9 @@ static void p3_bw_store(p3_job *j, const p3_bw_task *b) {
 
 RT_SIMD_VOID(p3_max_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   p3_job *j = ctx;
-  const p3_vol *gi = &j->img, *go = &j->pooled, *ind = &j->ind;
-  p3_bw_task b = {.plane = gi->d * gi->h * gi->w};
-  b.acc = malloc((size_t)((b.plane > 0 ? b.plane : 1) * j->lanes) * sizeof(double));
-  if (!b.acc) {
-    atomic_store(&j->out_of_memory, 1);
-    return;
-  }
+  const p3_vol *go = &j->pooled, *ind = &j->ind;
+  p3_bw_task b;
+  if (!p3_bw_alloc(j, &b)) return;
   double g[P3_BW_LANES];
   for (int64_t task = begin; task < end; task++) {
     p3_bw_begin(j, task, &b);
@@ -391,12 +398,8 @@ RT_SIMD_VOID(p3_max_backward_lanes, (int64_t begin, int64_t end, void *ctx), (be
 RT_SIMD_VOID(p3_avg_backward_lanes, (int64_t begin, int64_t end, void *ctx), (begin, end, ctx)) {
   p3_job *j = ctx;
   const p3_vol *gi = &j->img, *go = &j->pooled;
-  p3_bw_task b = {.plane = gi->d * gi->h * gi->w};
-  b.acc = malloc((size_t)((b.plane > 0 ? b.plane : 1) * j->lanes) * sizeof(double));
-  if (!b.acc) {
-    atomic_store(&j->out_of_memory, 1);
-    return;
-  }
+  p3_bw_task b;
+  if (!p3_bw_alloc(j, &b)) return;
   double g[P3_BW_LANES];
   for (int64_t task = begin; task < end; task++) {
     p3_bw_begin(j, task, &b);
