@@ -53,6 +53,9 @@ CASES = [
     ((2, 8, 7, 9, 10), (12, 8, 3, 3, 3), dict(stride=2, padding=1), CL),
     ((2, 8, 4, 5, 6), (6, 8, 1, 1, 1), {}, torch.contiguous_format),  # pointwise: depth merged into height
     ((2, 8, 6, 7, 8), (8, 4, 3, 1, 3), dict(groups=2, dilation=(2, 1, 1), padding=(2, 0, 1)), CL),
+    # 16 channels: bfloat16 input gradients on AMX hosts take 2 slices per 2-d row (5 slices: one row half empty)
+    ((2, 16, 5, 6, 7), (8, 16, 3, 3, 3), dict(padding=1), torch.contiguous_format),
+    ((2, 16, 5, 6, 7), (8, 16, 3, 3, 3), dict(padding=(2, 1, 1), dilation=(2, 1, 1)), CL),
 ]
 
 

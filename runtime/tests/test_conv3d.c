@@ -250,6 +250,11 @@ static const fold_case fold_cases[] = {
                                                                                  gradient phase without taps */
     {{1, 3, 5, 1, {7, 4, 6}, {3, 3, 3}, {2, 1, 1}, {0, 1, 1}, {1, 1, 1}}, 1, 1}, /* slice 6 never read */
     {{3, 8, 4, 1, {8, 100, 100}, {3, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 1, 1}}, 1, 1}, /* 2 chunks of images */
+    /* 16 and 8 channels: bfloat16 input gradients on AMX hosts put 2 or 4 slices in a 2-d row (odd depths
+     * leave a row part empty) */
+    {{2, 16, 8, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 0, 1},
+    {{2, 16, 8, 1, {7, 6, 5}, {3, 3, 3}, {2, 1, 1}, {1, 1, 1}, {1, 1, 1}}, 1, 1},
+    {{1, 8, 16, 1, {9, 5, 6}, {3, 3, 3}, {1, 1, 1}, {2, 1, 1}, {2, 1, 1}}, 0, 0},
 };
 
 /* budget: rt_conv3d_fold_set_budget's cap (0: the defaults); 1 cuts every

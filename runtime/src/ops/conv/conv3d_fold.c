@@ -13,6 +13,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_isa.h"
 #include "ops/engine/elementwise.h"
 #include "ops/engine/thread_pool.h"
 #include "ops/shape/shape_common.h"
@@ -318,46 +319,81 @@ static nrt_status fold_forward(const rt_conv3d_problem *p) {
  * taps' grad_output slices as channels k * m + i (m taps, 0 where od is
  * outside) and the 2-d input gradient with the weight's taps moved to its
  * output channels, W2[k * m + i] = W[k, :, taps[i]], writes the phase's
- * slices. A phase without taps gets the bias (or 0). */
+ * slices. A phase without taps gets the bias (or 0).
+ *
+ * With C = 8 or 16 image channels on AMX hosts, a 2-d row holds P = 32 / C
+ * consecutive slices u = P r + j of the phase instead (its output channels
+ * j * C + c fill the direct kernel's 32-channel blocks, where C alone
+ * would leave them half or a quarter empty): Y's channels k * M + e read od
+ * = P r + qmin + e (M = P + qmax - qmin), and W2[k * M + e][j * C + c] =
+ * W[k, c, a] where e = j + q_a - qmin, zero elsewhere. The zeros add exact
+ * zeros, so each element is still one sum rounded once. */
 typedef struct phase {
   int64_t f, depth, m; /* first slice, slices, taps */
   int64_t taps[RT_FOLD_MAX_KD];
+  int64_t P, rows, M, qmin; /* slices per 2-d row, rows, Y channels per grad_output channel */
 } phase;
 
-static void phase_of(const rt_conv3d_problem *p, int64_t f, phase *ph) {
+/* q_a of tap a in phase f: grad_output depth od = u + q_a reaches slice u. */
+static int64_t tap_q(const rt_conv3d_problem *p, int64_t f, int64_t a) {
+  return (f + p->p[0] - a * p->dl[0]) / p->s[0];
+}
+
+static void phase_of(const rt_conv3d_problem *p, int64_t f, int64_t P, phase *ph) {
   int64_t ID = p->img.shape[2];
   ph->f = f;
   ph->depth = (ID - f + p->s[0] - 1) / p->s[0];
   ph->m = 0;
   for (int64_t a = 0; a < p->k[0]; a++)
     if ((f + p->p[0] - a * p->dl[0]) % p->s[0] == 0) ph->taps[ph->m++] = a;
+  ph->P = P;
+  ph->rows = (ph->depth + P - 1) / P;
+  ph->M = ph->m, ph->qmin = 0;
+  if (P > 1 && ph->m > 0) { /* taps in increasing a: q decreases */
+    ph->qmin = tap_q(p, f, ph->taps[ph->m - 1]);
+    ph->M = P + tap_q(p, f, ph->taps[0]) - ph->qmin;
+  }
 }
 
-/* buf[n][u - u0][k][i] (planes of OH x OW) = grad_output pc->n0 + n,
- * channel k, depth u + q of tap i, or 0, over the piece's images and
- * slices u in [u0 = pc->od0, u0 + pc->odc). */
+/* Slices per 2-d row (see above): 1 but for bfloat16 on AMX hosts with 8
+ * or 16 image channels and no groups. */
+static int64_t slices_per_row(const rt_conv3d_problem *p) {
+  int64_t C = p->img.shape[1];
+  if (p->img.dtype != NRT_BFLOAT16 || p->groups != 1 || !rt_isa_amx_bf16()) return 1;
+  return C == 8 || C == 16 ? 32 / C : 1;
+}
+
+/* grad_output depth of Y channel i of row r: P r + y_q(i). */
+static int64_t y_q(const rt_conv3d_problem *p, const phase *ph, int64_t i) {
+  return ph->P == 1 ? tap_q(p, ph->f, ph->taps[i]) : ph->qmin + i;
+}
+
+/* buf[n][r - r0][k][i] (planes of OH x OW) = grad_output pc->n0 + n,
+ * channel k, depth P r + y_q(i), or 0, over the piece's images and rows r
+ * in [r0 = pc->od0, r0 + pc->odc). */
 static void fold_phase(const rt_conv3d_problem *p, const phase *ph, const piece *pc, char *buf) {
   const nrt_tensor_view *o = &p->out;
-  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], m = ph->m, pl = OH * OW;
-  int64_t nb = pc->nb, u0 = pc->od0, uc = pc->odc;
+  int64_t K = o->shape[1], OD = o->shape[2], OH = o->shape[3], OW = o->shape[4], M = ph->M, pl = OH * OW;
+  int64_t nb = pc->nb, r0 = pc->od0, rc = pc->odc, P = ph->P;
   size_t es = nrt_dtype_size(o->dtype);
-  for (int64_t i = 0; i < m; i++) {
-    int64_t q = (ph->f + p->p[0] - ph->taps[i] * p->dl[0]) / p->s[0];
-    int64_t lo = max64(q >= 0 ? 0 : -q, u0), hi = min64(min64(ph->depth, OD - q), u0 + uc);
+  for (int64_t i = 0; i < M; i++) {
+    int64_t q = y_q(p, ph, i);
+    int64_t lo = q >= 0 ? 0 : (-q + P - 1) / P, hi = OD - 1 - q >= 0 ? (OD - 1 - q) / P + 1 : 0;
+    lo = max64(lo, r0), hi = min64(hi, min64(ph->rows, r0 + rc));
     if (hi < lo) hi = lo;
     if (hi > lo) {
-      int64_t shape[5] = {nb, hi - lo, K, OH, OW}, ds[5] = {uc * K * m * pl, K * m * pl, m * pl, OW, 1};
-      int64_t ss[5] = {o->strides[0], o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
-      nrt_tensor_view dst = view_of(buf + (size_t)(((lo - u0) * K * m + i) * pl) * es, o->dtype, 5, shape, ds);
+      int64_t shape[5] = {nb, hi - lo, K, OH, OW}, ds[5] = {rc * K * M * pl, K * M * pl, M * pl, OW, 1};
+      int64_t ss[5] = {o->strides[0], P * o->strides[2], o->strides[1], o->strides[3], o->strides[4]};
+      nrt_tensor_view dst = view_of(buf + (size_t)(((lo - r0) * K * M + i) * pl) * es, o->dtype, 5, shape, ds);
       nrt_tensor_view src =
-          view_of(at(o, pc->n0 * o->strides[0] + (lo + q) * o->strides[2]), o->dtype, 5, shape, ss);
+          view_of(at(o, pc->n0 * o->strides[0] + (P * lo + q) * o->strides[2]), o->dtype, 5, shape, ss);
       fold_copy(&dst, &src);
     }
     for (int64_t n = 0; n < nb; n++)
-      for (int64_t u = u0; u < u0 + uc; u++)
-        if (u < lo || u >= hi)
+      for (int64_t r = r0; r < r0 + rc; r++)
+        if (r < lo || r >= hi)
           for (int64_t k = 0; k < K; k++)
-            memset(buf + (size_t)((((n * uc + u - u0) * K + k) * m + i) * pl) * es, 0, (size_t)pl * es);
+            memset(buf + (size_t)((((n * rc + r - r0) * K + k) * M + i) * pl) * es, 0, (size_t)pl * es);
   }
 }
 
@@ -379,72 +415,127 @@ static void fill_phase(const rt_conv3d_problem *p, const phase *ph) {
     }
 }
 
+/* dst = src, 5-d views of one shape with src's planes dense: a plane dense
+ * in dst too is one memcpy, else element by element. Tasks are planes. */
+static void store_planes(int64_t begin, int64_t end, void *ctx) {
+  const plane_copy *pc = ctx;
+  const nrt_tensor_view *d = pc->dst, *s = pc->src;
+  int64_t H = d->shape[3], W = d->shape[4], d1 = d->shape[1], d2 = d->shape[2];
+  size_t es = nrt_dtype_size(d->dtype);
+  for (int64_t t = begin; t < end; t++) {
+    int64_t i2 = t % d2, i1 = t / d2 % d1, i0 = t / (d1 * d2);
+    char *dp = at(d, i0 * d->strides[0] + i1 * d->strides[1] + i2 * d->strides[2]);
+    const char *sp = at(s, i0 * s->strides[0] + i1 * s->strides[1] + i2 * s->strides[2]);
+    if (d->strides[4] == 1 && d->strides[3] == W) {
+      memcpy(dp, sp, (size_t)(H * W) * es);
+      continue;
+    }
+    for (int64_t h = 0; h < H; h++)
+      for (int64_t w = 0; w < W; w++)
+        memcpy(dp + (size_t)(h * d->strides[3] + w * d->strides[4]) * es, sp + (size_t)(h * W + w) * es, es);
+  }
+}
+
+/* Scratch rows [n][r][j][c] (planes) of the piece into the image slices
+ * f + s0 (P r + j) that exist. */
+static void store_rows(const rt_conv3d_problem *p, const phase *ph, const piece *pc, const char *ibuf) {
+  const nrt_tensor_view *im = &p->img;
+  int64_t C = im->shape[1], H = im->shape[3], W = im->shape[4], pl = H * W, P = ph->P, s0 = p->s[0];
+  size_t es = nrt_dtype_size(im->dtype);
+  for (int64_t j = 0; j < P; j++) {
+    int64_t r1 = min64(pc->od0 + pc->odc, (ph->depth - j + P - 1) / P); /* rows whose slice j exists */
+    if (r1 <= pc->od0) continue;
+    int64_t sh5[5] = {pc->nb, r1 - pc->od0, C, H, W}, ds[5] = {pc->odc * P * C * pl, P * C * pl, pl, W, 1};
+    int64_t st5[5] = {im->strides[0], s0 * P * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
+    int64_t first = pc->n0 * im->strides[0] + (ph->f + s0 * (P * pc->od0 + j)) * im->strides[2];
+    nrt_tensor_view dst = view_of(at(im, first), im->dtype, 5, sh5, st5);
+    nrt_tensor_view src = view_of((void *)(ibuf + (size_t)(j * C * pl) * es), im->dtype, 5, sh5, ds);
+    if (channels_inner(im)) {
+      unfold_copy(&dst, &src);
+    } else {
+      plane_copy cp = {&dst, &src};
+      int64_t planes = sh5[0] * sh5[1] * C;
+      if (planes > 0 && pl > 0) rt_parallel_for(planes, pl_grain(pl), store_planes, &cp);
+    }
+  }
+}
+
 static nrt_status fold_input_grad(const rt_conv3d_problem *p) {
   const nrt_tensor_view *im = &p->img, *o = &p->out, *w = &p->w;
   int64_t N = im->shape[0], ID = im->shape[2], s0 = p->s[0];
   int64_t K = o->shape[1], OH = o->shape[3], OW = o->shape[4];
   int64_t cg = w->shape[1], kh = w->shape[3], kw = w->shape[4], khw = kh * kw;
   size_t es = nrt_dtype_size(im->dtype);
+  int64_t P = slices_per_row(p);
   phase ph;
-  int64_t most_m = 0, most_depth = (ID + s0 - 1) / s0;
+  int64_t most_M = 0, most_rows = 0;
   for (int64_t f = 0; f < s0 && f < ID; f++) {
-    phase_of(p, f, &ph);
-    if (ph.m > most_m) most_m = ph.m;
+    phase_of(p, f, P, &ph);
+    most_M = max64(most_M, ph.M), most_rows = max64(most_rows, ph.rows);
   }
-  /* a channels_last_3d image gradient is written planar, then transposed into place */
-  int i_rows = channels_inner(im);
+  /* the image gradient is written planar, then stored into place, for
+   * several slices a row or a channels_last_3d image */
+  int i_rows = P > 1 || channels_inner(im);
   int64_t C = im->shape[1], H = im->shape[3], W = im->shape[4];
-  int64_t y_u = K * most_m * OH * OW, i_u = i_rows ? C * H * W : 0;
-  int64_t nb, uc;
-  /* one image per piece unless the image gradient has one (n, u) stride in every phase */
-  plan_pieces(N, most_depth, y_u + i_u, budget(FOLD_CHUNK_ELEMS),
-              ID % s0 == 0 && im->strides[0] == ID * im->strides[2], &nb, &uc);
-  char *buf = malloc((size_t)(nb * uc * (y_u + i_u)) * es + 1);
-  char *wbuf = malloc((size_t)(K * most_m * cg * khw) * es + 1);
-  if (!buf || !wbuf) {
-    free(buf), free(wbuf);
+  int64_t y_r = K * most_M * OH * OW, i_r = i_rows ? P * C * H * W : 0;
+  int64_t nb, rc;
+  /* one image per piece unless the image gradient (or its scratch) has one (n, row) stride in every phase */
+  plan_pieces(N, most_rows, y_r + i_r, budget(FOLD_CHUNK_ELEMS),
+              i_rows || (ID % s0 == 0 && im->strides[0] == ID * im->strides[2]), &nb, &rc);
+  char *buf = malloc((size_t)(nb * rc * (y_r + i_r)) * es + 1);
+  char *wbuf = malloc((size_t)(K * most_M * P * cg * khw) * es + 1), *bbuf = malloc((size_t)(P * C) * es + 1);
+  if (!buf || !wbuf || !bbuf) {
+    free(buf), free(wbuf), free(bbuf);
     return oom(p, "the depth-folded grad_output");
+  }
+  char *ibuf = buf + (size_t)(nb * rc * y_r) * es;
+  /* the bias of a row's P * C channels: the image's, P times */
+  rt_conv3d_problem q = *p;
+  nrt_tensor_view bias_rows;
+  if (p->bias && P > 1) {
+    for (int64_t j = 0; j < P; j++)
+      for (int64_t c = 0; c < C; c++) memcpy(bbuf + (size_t)(j * C + c) * es, at(p->bias, c * p->bias->strides[0]), es);
+    int64_t bs[1] = {P * C}, bst[1] = {1};
+    bias_rows = view_of(bbuf, p->bias->dtype, 1, bs, bst);
+    q.bias = &bias_rows;
   }
   nrt_status s = NRT_SUCCESS;
   for (int64_t f = 0; f < s0 && f < ID && !s; f++) {
-    phase_of(p, f, &ph);
+    phase_of(p, f, P, &ph);
     if (ph.m == 0) {
       fill_phase(p, &ph);
       continue;
     }
-    /* W2[k * m + i] = W[k, :, taps[i]] */
-    for (int64_t i = 0; i < ph.m; i++) {
-      int64_t sh4[4] = {K, cg, kh, kw}, ds[4] = {ph.m * cg * khw, khw, kw, 1};
-      int64_t ss[4] = {w->strides[0], w->strides[1], w->strides[3], w->strides[4]};
-      nrt_tensor_view dst = view_of(wbuf + (size_t)(i * cg * khw) * es, w->dtype, 4, sh4, ds);
-      nrt_tensor_view src = view_of(at(w, ph.taps[i] * w->strides[2]), w->dtype, 4, sh4, ss);
-      rt_copy_view(&dst, &src);
-    }
-    int64_t wsh[4] = {K * ph.m, cg, kh, kw}, wst[4] = {cg * khw, khw, kw, 1};
+    /* W2[k * M + e][j * cg + c] = W[k, c, taps[i]], e = i (P = 1) or j + q_i - qmin */
+    int64_t M = ph.M;
+    memset(wbuf, 0, (size_t)(K * M * P * cg * khw) * es);
+    for (int64_t j = 0; j < P; j++)
+      for (int64_t i = 0; i < ph.m; i++) {
+        int64_t e = P == 1 ? i : j + tap_q(p, f, ph.taps[i]) - ph.qmin;
+        int64_t sh4[4] = {K, cg, kh, kw}, ds[4] = {M * P * cg * khw, khw, kw, 1};
+        int64_t ss[4] = {w->strides[0], w->strides[1], w->strides[3], w->strides[4]};
+        nrt_tensor_view dst = view_of(wbuf + (size_t)((e * P + j) * cg * khw) * es, w->dtype, 4, sh4, ds);
+        nrt_tensor_view src = view_of(at(w, ph.taps[i] * w->strides[2]), w->dtype, 4, sh4, ss);
+        rt_copy_view(&dst, &src);
+      }
+    int64_t wsh[4] = {K * M, P * cg, kh, kw}, wst[4] = {P * cg * khw, khw, kw, 1};
     nrt_tensor_view w2 = view_of(wbuf, w->dtype, 4, wsh, wst);
     piece pc = {0, 0, 0, 0};
-    while (!s && next_piece(&pc, N, ph.depth, nb, uc)) {
+    while (!s && next_piece(&pc, N, ph.rows, nb, rc)) {
       int64_t rows = pc.nb * pc.odc, first = pc.n0 * im->strides[0] + (f + pc.od0 * s0) * im->strides[2];
-      int64_t is[4] = {rows, im->shape[1], im->shape[3], im->shape[4]};
+      int64_t is[4] = {rows, P * C, H, W};
       int64_t ist[4] = {s0 * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
-      int64_t idense[4] = {C * H * W, H * W, W, 1};
-      char *ibuf = buf + (size_t)(nb * uc * y_u) * es;
+      int64_t idense[4] = {P * C * H * W, H * W, W, 1};
       nrt_tensor_view i2 =
           i_rows ? view_of(ibuf, im->dtype, 4, is, idense) : view_of(at(im, first), im->dtype, 4, is, ist);
-      int64_t ys[4] = {rows, K * ph.m, OH, OW}, yst[4] = {K * ph.m * OH * OW, OH * OW, OW, 1};
+      int64_t ys[4] = {rows, K * M, OH, OW}, yst[4] = {K * M * OH * OW, OH * OW, OW, 1};
       fold_phase(p, &ph, &pc, buf);
       nrt_tensor_view y2 = view_of(buf, o->dtype, 4, ys, yst);
-      s = run_2d(p, &i2, &y2, &w2);
-      if (!s && i_rows) {
-        int64_t sh5[5] = {pc.nb, pc.odc, C, H, W}, ds[5] = {pc.odc * C * H * W, C * H * W, H * W, W, 1};
-        int64_t st5[5] = {im->strides[0], s0 * im->strides[2], im->strides[1], im->strides[3], im->strides[4]};
-        nrt_tensor_view dst = view_of(at(im, first), im->dtype, 5, sh5, st5);
-        nrt_tensor_view src = view_of(ibuf, im->dtype, 5, sh5, ds);
-        unfold_copy(&dst, &src);
-      }
+      s = run_2d(&q, &i2, &y2, &w2);
+      if (!s && i_rows) store_rows(p, &ph, &pc, ibuf);
     }
   }
-  free(buf), free(wbuf);
+  free(buf), free(wbuf), free(bbuf);
   return s;
 }
 
