@@ -58,6 +58,11 @@ relaxed atomic adds where the event happens, so they are always on.
     kernels (AMX hosts, 64 taps or more, not depthwise); bfloat16 directly
     on AMX tiles without columns (AMX hosts, stride 1, 16 channels or more
     per group and 64 taps; not the weight gradient of a 1x1 window).
+``conv3d.fold``
+    3-d convolutions (forward, input gradient and weight gradient each
+    count; conv_transpose3d too) that ran as 2-d convolutions with depth
+    folded into the channels (float32 and bfloat16, not depthwise); the 2-d
+    calls they make count in ``conv.*`` as well.
 ``attention.bf16_tiles``
     bfloat16 SDPA forward launches that ran on the GEMM's bfloat16
     micro-kernel (AMX or AVX512-BF16 hosts at the avx512 level), rounding

@@ -43,6 +43,7 @@ extern "C" {
   X(CONV_COLUMNS, "conv.columns")                           \
   X(CONV_AMX_COLUMNS, "conv.amx_columns")                   \
   X(CONV_AMX_DIRECT, "conv.amx_direct")                     \
+  X(CONV3D_FOLD, "conv3d.fold")                             \
   X(ATTENTION_BF16_TILES, "attention.bf16_tiles")          \
   X(ATTENTION_BF16_BACKWARD_TILES, "attention.bf16_backward_tiles")
 

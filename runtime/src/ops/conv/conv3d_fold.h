@@ -20,6 +20,15 @@
  * Pointwise problems (1x1x1, stride 1, no padding) merge depth into height
  * instead: one 2-d convolution of [N, C, D * H, W] views.
  *
+ * Memory: the folded copies are made per piece of the batch, whole images
+ * while they fit (FOLD_CHUNK_ELEMS, 4M elements; the weight gradient takes
+ * the whole batch in one call up to FOLD_WGRAD_ELEMS, 16M), else ranges of
+ * output depths (slices of a depth phase) of one image, down to one 2-d
+ * image. float32 weight gradients in pieces add each piece's 2-d weight
+ * gradient in piece order; bfloat16 ones that would need pieces take the
+ * reference path (each piece would be rounded). Out of memory is reported
+ * only when a piece's buffers cannot be had.
+ *
  * Every product runs through the 2-d entry points (rt_kernel_conv2d*,
  * conv.c), so the 2-d kernels' dispatch applies (blocked implicit GEMM, the direct AMX
  * bfloat16 kernel, columns). The columns of a 3-d tap are then never
@@ -48,7 +57,13 @@ typedef struct rt_conv3d_problem {
 /* 1 when the folded path takes the problem (dtype, sizes, memory). */
 int rt_conv3d_fold_usable(const rt_conv3d_problem *p);
 
+/* Runs the problem folded; counts conv3d.fold (torchneuron.metrics). */
 nrt_status rt_conv3d_fold(const rt_conv3d_problem *p);
+
+/* Caps the folded working buffers at elems elements (0: the defaults,
+ * FOLD_CHUNK_ELEMS and FOLD_WGRAD_ELEMS in conv3d_fold.c), so that tests
+ * reach the pieces on small shapes. Not thread-safe; tests only. */
+void rt_conv3d_fold_set_budget(int64_t elems);
 
 /* Runs a CONV3D, CONV3D_INPUT_GRAD or CONV3D_WEIGHT_GRAD op; reference = 1
  * forces the reference path (vol2col / col2vol and the GEMM) for tests. */
