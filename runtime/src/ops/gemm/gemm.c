@@ -3,11 +3,15 @@
  *
  * Work is cut into units (batch item, column block of nc, row block of mc).
  * When all of B, packed, fits SHARED_B_MAX (every training-sized product),
- * the pool first packs B once into one shared buffer (split by panel), and
- * A too when columns are split into several blocks (each would repack it),
- * then the threads claim units one at a time from an atomic counter: no thread
- * packs B twice, and units are small enough (about UNITS_TARGET per
- * product) that two threads finish together even on a loaded machine.
+ * B is packed once, k chunk by k chunk, into a buffer shared by the pool
+ * (split by panel), and A too when columns are split into several blocks
+ * (each would repack it); the threads claim packing tasks and units one at
+ * a time, in order, from one sequence over all chunks (run_pipeline): no
+ * thread packs B twice, the next chunk is packed while this one runs, and
+ * units are small enough (about UNITS_TARGET per product) that two threads
+ * finish together even on a loaded machine. On several threads a float32
+ * plan whose A is read in place runs as column jobs instead (column_jobs):
+ * each packs its own columns of B, so no core reads what another packed.
  * Larger products share units out in contiguous ranges instead; a range
  * packs what its units need itself. A small B in the compute type with
  * unit column stride is not packed at all: the micro-kernels read its rows
@@ -608,8 +612,8 @@ static void pipeline_tasks(int64_t w0, int64_t w1, void *ctx) {
  * two threads, sharing packed B cost each unit reads of the half of its
  * chunk the other core had packed (and each packing task the lines the
  * other core had read): units ran about half as fast as alone, and
- * (2048x128)^T @ 2048x512 scaled 1.35-1.4x. Only with helpers and A read
- * in place (column jobs would each pack A); column blocks are added, if
+ * (2048x128)^T @ 2048x512 scaled 1.35-1.4x. Only with helpers, C direct
+ * and A read in place (column jobs would each pack A); column blocks are added, if
  * need be, until the jobs share evenly among the threads. Each C element
  * sums the same k blocks in the same order whatever the column blocks and
  * chunks (kb stays a multiple of kc). A job's chunk is one k block, used
@@ -619,7 +623,7 @@ static void pipeline_tasks(int64_t w0, int64_t w1, void *ctx) {
 static int column_jobs(gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
   const int64_t threads = rt_num_threads(), nr = pl->kern->nr, cpanels = ceil_div(g->n, nr);
-  if (pl->bufs < 2 || pl->ash_elems || !pl->a_inplace) return 0;
+  if (pl->bufs < 2 || pl->ash_elems || !pl->a_inplace || !pl->direct) return 0; /* a workspace takes one row block */
   int64_t nb = pl->n_blocks;
   while (g->batch * nb % threads && g->batch * nb < 4 * threads && nb < cpanels) nb++;
   const int64_t jobs = g->batch * nb;
@@ -648,6 +652,7 @@ static nrt_status run_pipeline(gemm_plan *pl, int parallel) {
   chunk_packing(pl, 0, &bfull, &afull);
   chunk_packing(pl, pl->chunks - 1, &blast, &alast);
   pl->tasks = (pl->chunks - 1) * (bfull + afull + pl->units) + blast + alast + pl->units;
+  if (pl->chunks < 2) pl->bufs = 1; /* one chunk (all of B, maybe 16 MiB): one buffer */
   const int64_t bufs = pl->bufs;
   pl->bsh = scratch(BUF_SHARED_B, bufs * pl->bsh_item * g->batch * pl->psize);
   pl->packed = scratch(BUF_PIPE, (2 * pl->chunks + pl->units) * (int64_t)sizeof(int64_t));
