@@ -21,11 +21,16 @@ one thread). Other processes taking turns on the core then change little
 but cache contents, so kernels can be compared on a loaded host (load 8-12),
 where wall times vary by 2x between runs.
 
+`--clock scaling` leaves PyTorch out: each timer runs each product on one
+kernel thread and on --cpu-threads threads (TORCHNEURON_NUM_THREADS) in
+every turn, by wall time, and prints the median per-turn ratio of the two
+(what the pool's split gains; 2.0 is perfect on two threads).
+
 `--timer` given twice (say, a timer built from main, then the branch's)
 times each kernel with both in every turn: before/after in the same minute.
 
     python benchmarks/gemm_kernels.py --timer build/runtime/gemm_kernel_time [--timer OTHER]
-        [--turns 5] [--dtype bfloat16|float32] [--clock wall|cpu] [--kernels a,b] [--only SUBSTRING]
+        [--turns 5] [--dtype bfloat16|float32] [--clock wall|cpu|scaling] [--kernels a,b] [--only SUBSTRING]
         [--shapes default|gemm]
 """
 
@@ -63,12 +68,14 @@ def main():
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+    parser.add_argument("--clock", choices=["wall", "cpu", "scaling"], default="wall")
     parser.add_argument("--kernels", help="default: amxbf16,avx512bf16 (bfloat16), avx512_12x32 (float32)")
     parser.add_argument("--only", action="append", help="keep products whose label contains this")
     parser.add_argument("--shapes", choices=["default", "gemm"], default="default",
                         help="gemm: benchmarks/gemm.py's products (the float32 list) for either dtype")
     args = parser.parse_args()
+    if args.clock == "scaling":
+        return scaling(args)
     f32 = args.dtype == "float32"
     threads = 1 if args.clock == "cpu" else args.cpu_threads
     torch.set_num_threads(threads)
@@ -120,6 +127,48 @@ def main():
     for i, (label, _, _) in enumerate(kernels if ratios else []):
         col = [row[i] for row in ratios]
         print(f"{label}: geometric mean ratio {statistics.geometric_mean(col):.2f}x, min {min(col):.2f}x")
+    print("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+def timer_seconds(timer, kernel, batch, m, n, k, layout, f32, reps, threads):
+    """Best wall time of one product over reps calls of gemm_kernel_time on `threads` kernel threads."""
+    env = dict(os.environ)
+    env.pop("TORCHNEURON_NUM_THREADS", None)
+    if threads > 1:  # the timer starts the pool only when told a size
+        env["TORCHNEURON_NUM_THREADS"] = str(threads)
+    cmd = [timer, str(m), str(n), str(k), kernel, str(reps), layout, "float32" if f32 else "bfloat16", str(batch)]
+    return float(subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout.split()[0])
+
+
+def scaling(args):
+    f32 = args.dtype == "float32"
+    kernel = (args.kernels or ("avx512_12x32" if f32 else "amxbf16")).split(",")[0]
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.dtype}; {kernel}; "
+          f"1 against {args.cpu_threads} kernel threads, wall time")
+    for i, timer in enumerate(args.timer):
+        print(f"timer [{i}]: {timer}")
+    gains = [[] for _ in args.timer]
+    for batch, m, n, k, layout in F32_SHAPES if f32 or args.shapes == "gemm" else BF16_SHAPES:
+        product = (f"{batch} x " if batch > 1 else "") + f"{m}x{k} @ {k}x{n} {layout}"
+        if args.only and not any(o in product for o in args.only):
+            continue
+        flops = 2 * batch * m * n * k
+        reps = max(3, int(1e10 / flops))
+        times = {(i, t): [] for i in range(len(args.timer)) for t in (1, args.cpu_threads)}
+        for _ in range(args.turns):
+            for i, timer in enumerate(args.timer):
+                for t in (1, args.cpu_threads):
+                    times[(i, t)].append(timer_seconds(timer, kernel, batch, m, n, k, layout, f32, reps, t))
+        cells = []
+        for i in range(len(args.timer)):
+            one, many = times[(i, 1)], times[(i, args.cpu_threads)]
+            gain = statistics.median(a / b for a, b in zip(one, many))
+            gains[i].append(gain)
+            cells.append(f"[{i}] {flops / statistics.median(one) / 1e9:.1f} -> "
+                         f"{flops / statistics.median(many) / 1e9:.1f} GF/s ({gain:.2f}x)")
+        print(f"{product}: " + "  ".join(cells), flush=True)
+    for i, g in enumerate(gains if gains and gains[0] else []):
+        print(f"[{i}]: geometric mean gain {statistics.geometric_mean(g):.2f}x, min {min(g):.2f}x")
     print("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

@@ -20,6 +20,7 @@
 #include "cpu_isa.h"
 #include "child.h"
 #include "ops/engine/scalar_types.h"
+#include "neuronrt/device.h"
 #include "ops/gemm/gemm.h"
 
 /* ---- element access (independent of the runtime's converters) ---------- */
@@ -1204,8 +1205,13 @@ static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
 
 static int write_thread_case(void) {
   uint64_t h = 14695981039346656037ull;
+  /* The pool reads TORCHNEURON_NUM_THREADS at initialisation: without it
+   * every child ran on one thread. */
+  if (nrt_init() != NRT_SUCCESS) return 1;
+  /* The last two: weight gradients, shared B pipelined over k chunks
+   * (one column block) and, A read in place, column jobs on two threads. */
   static const int64_t sizes[][3] = {{300, 260, 700}, {129, 513, 17}, {1, 900, 333}, {2000, 1, 40},
-                                     {40, 1100, 1500}, {5, 2100, 2050}};
+                                     {40, 1100, 1500}, {5, 2100, 2050}, {384, 128, 2048}, {128, 512, 2048}};
   static const nrt_dtype types[] = {NRT_FLOAT32, NRT_FLOAT64, NRT_BFLOAT16};
   for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
     for (size_t t = 0; t < 3; t++) {
@@ -1279,6 +1285,10 @@ static void test_epilogue_failure(void) {
 
 int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
+  /* The kernel pool as the extension has it (all cores unless
+   * TORCHNEURON_NUM_THREADS), so that the plans of several threads are
+   * checked too. */
+  CHECK(nrt_init() == NRT_SUCCESS);
   RUN(test_kernels_follow_isa_level);
   RUN(test_layouts_and_shapes_exact_f32);
   RUN(test_alpha_beta_and_cin);

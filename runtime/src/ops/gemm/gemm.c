@@ -3,11 +3,15 @@
  *
  * Work is cut into units (batch item, column block of nc, row block of mc).
  * When all of B, packed, fits SHARED_B_MAX (every training-sized product),
- * the pool first packs B once into one shared buffer (split by panel), and
- * A too when columns are split into several blocks (each would repack it),
- * then the threads claim units one at a time from an atomic counter: no thread
- * packs B twice, and units are small enough (about UNITS_TARGET per
- * product) that two threads finish together even on a loaded machine.
+ * B is packed once, k chunk by k chunk, into a buffer shared by the pool
+ * (split by panel), and A too when columns are split into several blocks
+ * (each would repack it); the threads claim packing tasks and units one at
+ * a time, in order, from one sequence over all chunks (run_pipeline): no
+ * thread packs B twice, the next chunk is packed while this one runs, and
+ * units are small enough (about UNITS_TARGET per product) that two threads
+ * finish together even on a loaded machine. On several threads a float32
+ * plan whose A is read in place runs as column jobs instead (column_jobs):
+ * each packs its own columns of B, so no core reads what another packed.
  * Larger products share units out in contiguous ranges instead; a range
  * packs what its units need itself. A small B in the compute type with
  * unit column stride is not packed at all: the micro-kernels read its rows
@@ -30,8 +34,10 @@
 #include "ops/gemm/gemm.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cpu_isa.h"
 #include "internal.h"
 #include "ops/engine/elementwise.h"
@@ -87,7 +93,7 @@ static void *alloc_aligned(int64_t bytes) {
 
 /* Packing buffers are kept per thread between calls: a fresh multi-MiB
  * buffer per call costs page faults comparable to the product itself. */
-enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_SHARED_A, BUF_COUNT };
+enum { BUF_A, BUF_B, BUF_WS, BUF_TILE, BUF_SHARED_B, BUF_SHARED_A, BUF_PIPE, BUF_COUNT };
 typedef struct scratch_buf {
   void *p;
   int64_t bytes;
@@ -127,7 +133,17 @@ static void *scratch(int which, int64_t bytes) {
 
 enum { A_PACKED, A_KMAJOR, A_ROWS }; /* how the micro-kernels read A */
 
-typedef struct gemm_plan {
+/* One k chunk of a shared-B plan: its first k and its packed buffers (one
+ * of two of each, so that the next chunk is packed while this one runs). */
+typedef struct gemm_chunk {
+  int64_t kb0;
+  void *bsh, *ash;
+} gemm_chunk;
+
+typedef struct gemm_plan gemm_plan;
+typedef void (*chunk_fn)(gemm_plan *pl, const gemm_chunk *ch, int64_t begin, int64_t end);
+
+struct gemm_plan {
   rt_gemm_args g;
   const rt_gemm_kernel *kern;
   int64_t ktot, mc, kc, nc, kb;
@@ -140,11 +156,12 @@ typedef struct gemm_plan {
   int failed; /* a worker could not allocate its buffers (atomic) */
   int transposed; /* computing C^T = B^T A^T: swap block coordinates for the epilogue */
   nrt_status epilogue_status; /* the first failure of an epilogue call (atomic) */
-  /* Shared packed B, one k chunk [kb0, kb0 + kb) at a time: for batch item
-   * t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad +
-   * jr*(packed kc); or NULL. */
+  /* Shared packed B, one k chunk [kb0, kb0 + kb) per buffer: for batch
+   * item t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad
+   * + jr*(packed kc); two buffers of bsh_item * batch elements (chunks
+   * alternate between them); or NULL. */
   void *bsh;
-  int64_t bsh_item, npad, kb0;
+  int64_t bsh_item, npad;
   int64_t group; /* B panels per packing task */
   int64_t pieces; /* ... or k ranges per k block (pack_shared_rows_f32) */
   /* With shared B and several column blocks: A packed once per k chunk and
@@ -152,9 +169,19 @@ typedef struct gemm_plan {
    * block pc of item t at ash + ((t*m_blocks + ib)*akblocks + pc/kc) *
    * ablock; or NULL. */
   void *ash;
-  int64_t akblocks, ablock;
+  int64_t akblocks, ablock, ash_elems; /* ... two buffers of ash_elems, as bsh */
   int64_t next_unit; /* the next unit to claim (atomic) */
-} gemm_plan;
+  /* The shared-B pipeline (run_pipeline): chunk c's tasks are its B
+   * packing, its A packing, then its units; all chunks' tasks form one
+   * sequence that the threads claim in order (next_unit). */
+  chunk_fn pack_b, pack_a, run;
+  int64_t bufs;          /* B (and A) buffers: 2 on several threads, 1 alone */
+  int64_t psize;         /* bytes per packed element */
+  int64_t chunks, tasks; /* k chunks, tasks in all */
+  int64_t *packed;       /* per chunk: its packing tasks done (atomic) */
+  int64_t *computed;     /* per chunk: its units done (atomic) */
+  int64_t *unit_chunks;  /* per unit: chunks it has finished (atomic) */
+};
 
 /* c (rows of length nrc, row stride c_rs, unit column stride) =
  * tile + bsrc * src; src NULL means just tile. tile may be c itself. */
@@ -254,8 +281,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
  * chunk; without direct C, a group is at most ws_blocks row blocks (its
  * workspace). */
 #define DEFINE_UNITS(PT, CT, SUF, CSUF, UKR, KDIV)                                                               \
-  static void run_units_##SUF(int64_t u0, int64_t u1, void *ctx) {                              \
-    gemm_plan *pl = ctx;                                                                        \
+  static void units_##SUF(gemm_plan *pl, const gemm_chunk *ch, int64_t u0, int64_t u1) {       \
     const rt_gemm_args *g = &pl->g;                                                             \
     const rt_gemm_kernel *kern = pl->kern;                                                      \
     const int64_t mr = kern->mr, nr = kern->nr, kdiv = KDIV; /* k values per packed element */  \
@@ -295,10 +321,10 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
       if (kern->begin) kern->begin();                                                           \
-      for (int64_t kb0 = pl->bsh ? pl->kb0 : 0; kb0 < (pl->bsh ? pl->kb0 + 1 : pl->ktot); kb0 += pl->kb) { \
+      for (int64_t kb0 = pl->bsh ? ch->kb0 : 0; kb0 < (pl->bsh ? ch->kb0 + 1 : pl->ktot); kb0 += pl->kb) { \
         const int64_t kbcur = min64(pl->kb, pl->ktot - kb0);                                    \
         /* The B chunk: shared (packed already; one chunk of all k) or this unit's. */          \
-        const PT *bbase = pl->bsh ? (const PT *)pl->bsh + t * pl->bsh_item : bp;                \
+        const PT *bbase = pl->bsh ? (const PT *)ch->bsh + t * pl->bsh_item : bp;                 \
         const int64_t bld = pl->bsh ? pl->npad : ncpad, bj0 = pl->bsh ? j0 : 0;                 \
         for (int64_t pc = 0; pc < kbcur && b_packed; pc += pl->kc) {                            \
           const int64_t kcur = min64(pl->kc, kbcur - pc);                                       \
@@ -313,7 +339,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
             const PT *apk = pl->a_inplace ? (const PT *)sa.base + (kb0 + pc) * g->a_cs + i0 * g->a_rs \
-                            : pl->ash ? (const PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
+                            : pl->ash ? (const PT *)ch->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
             /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
             const int shift = shift_edge && mcur >= mr;                                          \
             const int64_t a_edge = pl->a_inplace && mcur % mr && !shift ? mcur / mr * mr : mcur; \
@@ -399,7 +425,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
       }                                                                                         \
       if (kern->end) kern->end();                                                               \
       /* A block is final after the last k chunk (of the last shared-B phase). */              \
-      const int final = !pl->bsh || pl->kb0 + pl->kb >= pl->ktot;                               \
+      const int final = !pl->bsh || ch->kb0 + pl->kb >= pl->ktot;                               \
       for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                            \
         const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                        \
         if (use_ws) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur); \
@@ -409,46 +435,50 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
     }                                                                                           \
   }                                                                                             \
                                                                                                 \
-  /* Shared B, phase 1: packs tasks [p0, p1) (batch item, k block, group of panels). */       \
-  static void pack_shared_##SUF(int64_t p0, int64_t p1, void *ctx) {                            \
-    gemm_plan *pl = ctx;                                                                        \
+  /* Units [u0, u1) of a plan without shared B. */                                             \
+  static void run_units_##SUF(int64_t u0, int64_t u1, void *ctx) {                              \
+    const gemm_chunk all = {0};                                                                 \
+    units_##SUF(ctx, &all, u0, u1);                                                             \
+  }                                                                                             \
+                                                                                                \
+  /* Shared B: packs tasks [p0, p1) of a chunk (batch item, k block, group of panels). */     \
+  static void pack_shared_##SUF(gemm_plan *pl, const gemm_chunk *ch, int64_t p0, int64_t p1) {  \
     const rt_gemm_args *g = &pl->g;                                                             \
     const int64_t nr = pl->kern->nr, kdiv = KDIV, groups = ceil_div(g->n, pl->group * nr);    \
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
-    const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
+    const int64_t kbcur = min64(pl->kb, pl->ktot - ch->kb0), kblocks = ceil_div(kbcur, pl->kc); \
     for (int64_t task = p0; task < p1; task++) {                                                \
       const int64_t jr = task % groups * pl->group * nr, rest = task / groups;                \
       const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;                           \
       const int64_t kcur = min64(pl->kc, kbcur - pc);                                           \
       const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};  \
-      PT *dst = (PT *)pl->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
+      PT *dst = (PT *)ch->bsh + t * pl->bsh_item + pc / kdiv * pl->npad + jr * KP(kcur);        \
       rt_gemm_pack_panels_##SUF(dst, (int)nr, &sb, jr, min64(pl->group * nr, g->n - jr),     \
-                                pl->kb0 + pc, kcur);                                            \
+                                ch->kb0 + pc, kcur);                                            \
     }                                                                                           \
   }                                                                                             \
                                                                                                 \
-  /* Shared A (with shared B): packs tasks [p0, p1) (batch item, row block, k block). */        \
-  static void pack_shared_a_##SUF(int64_t p0, int64_t p1, void *ctx) {                          \
-    gemm_plan *pl = ctx;                                                                        \
+  /* Shared A (with shared B): packs tasks [p0, p1) of a chunk (batch item, row block, k block). */ \
+  static void pack_shared_a_##SUF(gemm_plan *pl, const gemm_chunk *ch, int64_t p0, int64_t p1) { \
     const rt_gemm_args *g = &pl->g;                                                             \
     const int64_t ab = (int64_t)nrt_dtype_size(g->ab_dtype);                                    \
-    const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc); \
+    const int64_t kbcur = min64(pl->kb, pl->ktot - ch->kb0), kblocks = ceil_div(kbcur, pl->kc); \
     for (int64_t task = p0; task < p1; task++) {                                                \
       const int64_t pc = task % kblocks * pl->kc, rest = task / kblocks;                        \
       const int64_t ib = rest % pl->m_blocks, t = rest / pl->m_blocks;                          \
       const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0), kcur = min64(pl->kc, kbcur - pc); \
       const rt_gemm_src sa = {.base = (const char *)g->a + t * g->a_bs * ab, .dtype = g->ab_dtype, \
                               .s_r = g->a_rs, .s_k = g->a_cs, .s_slice = g->a_ss, .k = g->k};  \
-      PT *dst = (PT *)pl->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock; \
+      PT *dst = (PT *)ch->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock; \
       if (pl->kern->bf16_pack_a)                                                                \
-        pl->kern->bf16_pack_a((uint32_t *)(void *)dst, &sa, i0, mcur, pl->kb0 + pc, kcur);      \
+        pl->kern->bf16_pack_a((uint32_t *)(void *)dst, &sa, i0, mcur, ch->kb0 + pc, kcur);      \
       else                                                                                      \
-        rt_gemm_pack_panels_##SUF(dst, pl->kern->mr, &sa, i0, mcur, pl->kb0 + pc, kcur);        \
+        rt_gemm_pack_panels_##SUF(dst, pl->kern->mr, &sa, i0, mcur, ch->kb0 + pc, kcur);        \
     }                                                                                           \
   }                                                                                             \
                                                                                                 \
-  /* Shared B, phase 2: each thread claims units until none is left. */                         \
+  /* B read in place: each thread claims units until none is left. */                          \
   static void claim_units_##SUF(int64_t w0, int64_t w1, void *ctx) {                            \
     (void)w0, (void)w1;                                                                         \
     gemm_plan *pl = ctx;                                                                        \
@@ -478,10 +508,9 @@ DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
  * faster (one thread, (2048x128)^T @ 2048x512 193 -> 189 GF/s,
  * (2048x256)^T @ 2048x256 202 -> 185 by rows). */
 #define B_ROWS_PACK_MIN_BYTES 4096
-static void pack_shared_rows_f32(int64_t p0, int64_t p1, void *ctx) {
-  gemm_plan *pl = ctx;
+static void pack_shared_rows_f32(gemm_plan *pl, const gemm_chunk *ch, int64_t p0, int64_t p1) {
   const rt_gemm_args *g = &pl->g;
-  const int64_t kbcur = min64(pl->kb, pl->ktot - pl->kb0), kblocks = ceil_div(kbcur, pl->kc);
+  const int64_t kbcur = min64(pl->kb, pl->ktot - ch->kb0), kblocks = ceil_div(kbcur, pl->kc);
   for (int64_t task = p0; task < p1; task++) {
     const int64_t piece = task % pl->pieces, rest = task / pl->pieces;
     const int64_t pc = rest % kblocks * pl->kc, t = rest / kblocks;
@@ -490,12 +519,158 @@ static void pack_shared_rows_f32(int64_t p0, int64_t p1, void *ctx) {
     if (qn <= 0) continue;
     const rt_gemm_src sb = {.base = (const char *)g->b + t * g->b_bs * (int64_t)sizeof(float), .dtype = g->ab_dtype,
                             .s_r = g->b_cs, .s_k = g->b_rs, .s_slice = g->b_ss, .k = g->k};
-    float *dst = (float *)pl->bsh + t * pl->bsh_item + pc * pl->npad + q0 * pl->kern->nr;
-    rt_gemm_pack_panels_part_f32(dst, pl->kern->nr, kcur, &sb, 0, g->n, pl->kb0 + pc + q0, qn);
+    float *dst = (float *)ch->bsh + t * pl->bsh_item + pc * pl->npad + q0 * pl->kern->nr;
+    rt_gemm_pack_panels_part_f32(dst, pl->kern->nr, kcur, &sb, 0, g->n, ch->kb0 + pc + q0, qn);
   }
 }
 
-/* Runs every unit of a shared-B plan: the pool's threads (or the calling
+/* Packing tasks of chunk c: B's (then A's, when shared) for its k blocks. */
+static void chunk_packing(const gemm_plan *pl, int64_t c, int64_t *btasks, int64_t *atasks) {
+  const rt_gemm_args *g = &pl->g;
+  const int64_t kblocks = ceil_div(min64(pl->kb, pl->ktot - c * pl->kb), pl->kc);
+  *btasks = g->batch * kblocks * (pl->pieces ? pl->pieces : ceil_div(g->n, pl->group * pl->kern->nr));
+  *atasks = pl->ash_elems ? g->batch * pl->m_blocks * kblocks : 0;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Waits until *cell reaches value; 0 when the product has failed instead.
+ * Polls for WAIT_SPIN_NS (the task waited for usually ends within
+ * microseconds), then yields: the thread it waits for may have lost its
+ * core on a shared host. */
+#define WAIT_SPIN_NS 50000
+static int wait_for(gemm_plan *pl, const int64_t *cell, int64_t value) {
+  uint64_t deadline = 0;
+  for (unsigned i = 0; __atomic_load_n(cell, __ATOMIC_ACQUIRE) < value; i++) {
+    if (__atomic_load_n(&pl->failed, __ATOMIC_RELAXED) || __atomic_load_n(&pl->epilogue_status, __ATOMIC_RELAXED))
+      return 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63) {
+      const uint64_t t = now_ns();
+      if (!deadline)
+        deadline = t + WAIT_SPIN_NS;
+      else if (t > deadline)
+        sched_yield();
+    }
+  }
+  return 1;
+}
+
+/* Shared B, pipelined: each thread claims the next task of the sequence
+ * (chunk 0's packing, chunk 0's units, chunk 1's packing, ...) until none
+ * is left. A thread that ends its units of chunk c goes on to pack chunk
+ * c + 1 into the other buffer while the rest of chunk c runs, instead of
+ * two barriers per chunk. Each task waits only for what it needs: a
+ * packing task for the units of chunk c - 2 (the last users of its
+ * buffer), a unit for its chunk's packing and for the same unit of chunk
+ * c - 1 (its C, so that each element still sums the chunks in k order,
+ * whatever thread runs what). Tasks only wait for earlier tasks, and those
+ * were claimed first, so one thread alone runs the sequence in order. */
+static void pipeline_tasks(int64_t w0, int64_t w1, void *ctx) {
+  (void)w0, (void)w1;
+  gemm_plan *pl = ctx;
+  int64_t bfull, afull;
+  chunk_packing(pl, 0, &bfull, &afull);
+  const int64_t per_chunk = bfull + afull + pl->units;
+  for (;;) {
+    const int64_t i = __atomic_fetch_add(&pl->next_unit, 1, __ATOMIC_RELAXED);
+    if (i >= pl->tasks || __atomic_load_n(&pl->failed, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&pl->epilogue_status, __ATOMIC_RELAXED))
+      return;
+    const int64_t c = min64(i / per_chunk, pl->chunks - 1), task = i - c * per_chunk;
+    int64_t bt, at;
+    chunk_packing(pl, c, &bt, &at);
+    const gemm_chunk ch = {.kb0 = c * pl->kb,
+                           .bsh = (char *)pl->bsh + c % pl->bufs * pl->bsh_item * pl->g.batch * pl->psize,
+                           .ash = pl->ash ? (char *)pl->ash + c % pl->bufs * pl->ash_elems * pl->psize : NULL};
+    if (task < bt + at) {
+      if (c >= pl->bufs && !wait_for(pl, &pl->computed[c - pl->bufs], pl->units)) return;
+      if (task < bt)
+        pl->pack_b(pl, &ch, task, task + 1);
+      else
+        pl->pack_a(pl, &ch, task - bt, task - bt + 1);
+      __atomic_fetch_add(&pl->packed[c], 1, __ATOMIC_RELEASE);
+    } else {
+      const int64_t u = task - bt - at;
+      if (!wait_for(pl, &pl->packed[c], bt + at) || (c >= 1 && !wait_for(pl, &pl->unit_chunks[u], c))) return;
+      pl->run(pl, &ch, u, u + 1);
+      __atomic_store_n(&pl->unit_chunks[u], c + 1, __ATOMIC_RELEASE);
+      __atomic_fetch_add(&pl->computed[c], 1, __ATOMIC_RELEASE);
+    }
+  }
+}
+
+/* Whether a float32 shared-B plan runs as column jobs instead: each job
+ * (batch item, column block) packs its own columns of B chunk by chunk
+ * and computes all their row blocks, on one thread from start to end. On
+ * two threads, sharing packed B cost each unit reads of the half of its
+ * chunk the other core had packed (and each packing task the lines the
+ * other core had read): units ran about half as fast as alone, and
+ * (2048x128)^T @ 2048x512 scaled 1.35-1.4x. Only with helpers, C direct
+ * and A read in place (column jobs would each pack A); column blocks are added, if
+ * need be, until the jobs share evenly among the threads. Each C element
+ * sums the same k blocks in the same order whatever the column blocks and
+ * chunks (kb stays a multiple of kc). A job's chunk is one k block, used
+ * while it is fresh in L2: on two threads (2048x256)^T @ 2048x256 took
+ * 0.67 ms so, 0.72 with the whole of k (1 MiB chunks: 0.73 and 0.78 for
+ * (2048x128)^T @ 2048x512). */
+static int column_jobs(gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  const int64_t threads = rt_num_threads(), nr = pl->kern->nr, cpanels = ceil_div(g->n, nr);
+  if (pl->bufs < 2 || pl->ash_elems || !pl->a_inplace || !pl->direct) return 0; /* a workspace takes one row block */
+  int64_t nb = pl->n_blocks;
+  while (g->batch * nb % threads && g->batch * nb < 4 * threads && nb < cpanels) nb++;
+  const int64_t jobs = g->batch * nb;
+  if (jobs < threads || (jobs % threads && jobs < 4 * threads)) return 0;
+  if (nb != pl->n_blocks) {
+    pl->nc = round_up(ceil_div(g->n, nb), nr);
+    pl->n_blocks = ceil_div(g->n, pl->nc);
+    pl->units = g->batch * pl->n_blocks * pl->m_blocks;
+  }
+  pl->kb = pl->kc;
+  return 1;
+}
+
+/* Column jobs [j0, j1): the units of those (batch item, column block) pairs. */
+static void column_jobs_f32(int64_t j0, int64_t j1, void *ctx) {
+  const gemm_plan *pl = ctx;
+  run_units_f32(j0 * pl->m_blocks, j1 * pl->m_blocks, ctx);
+}
+
+/* Runs a shared-B plan: B (and A) packed chunk by chunk into two
+ * alternating buffers, on the pool (or the calling thread alone). */
+static nrt_status run_pipeline(gemm_plan *pl, int parallel) {
+  const rt_gemm_args *g = &pl->g;
+  pl->chunks = ceil_div(pl->ktot, pl->kb);
+  int64_t bfull, afull, blast, alast;
+  chunk_packing(pl, 0, &bfull, &afull);
+  chunk_packing(pl, pl->chunks - 1, &blast, &alast);
+  pl->tasks = (pl->chunks - 1) * (bfull + afull + pl->units) + blast + alast + pl->units;
+  if (pl->chunks < 2) pl->bufs = 1; /* one chunk (all of B, maybe 16 MiB): one buffer */
+  const int64_t bufs = pl->bufs;
+  pl->bsh = scratch(BUF_SHARED_B, bufs * pl->bsh_item * g->batch * pl->psize);
+  pl->packed = scratch(BUF_PIPE, (2 * pl->chunks + pl->units) * (int64_t)sizeof(int64_t));
+  if (pl->ash_elems) pl->ash = scratch(BUF_SHARED_A, bufs * pl->ash_elems * pl->psize);
+  if (!pl->bsh || !pl->packed || (pl->ash_elems && !pl->ash))
+    return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+  memset(pl->packed, 0, (size_t)(2 * pl->chunks + pl->units) * sizeof(int64_t));
+  pl->computed = pl->packed + pl->chunks;
+  pl->unit_chunks = pl->computed + pl->chunks;
+  pl->next_unit = 0;
+  if (parallel)
+    rt_parallel_for(rt_num_threads(), 1, pipeline_tasks, pl);
+  else
+    pipeline_tasks(0, 1, pl);
+  return NRT_SUCCESS;
+}
+
+/* Runs every unit of a plan with B read in place: the pool's threads (or the calling
  * thread alone) claim them until none is left. */
 static void claim_all_units(gemm_plan *pl, rt_range_fn claim, int parallel) {
   pl->next_unit = 0;
@@ -746,12 +921,16 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;
   const int kind = pl.kern->compute == NRT_FLOAT64 ? 0 : pl.kern->compute == NRT_BFLOAT16 ? 2 : 1;
   static const rt_range_fn run[3] = {run_units_f64, run_units_f32, run_units_bf16x2};
-  static const rt_range_fn pack_b[3] = {pack_shared_f64, pack_shared_f32, pack_shared_bf16x2};
-  static const rt_range_fn pack_a[3] = {pack_shared_a_f64, pack_shared_a_f32, pack_shared_a_bf16x2};
+  static const chunk_fn pack_b[3] = {pack_shared_f64, pack_shared_f32, pack_shared_bf16x2};
+  static const chunk_fn pack_a[3] = {pack_shared_a_f64, pack_shared_a_f32, pack_shared_a_bf16x2};
+  static const chunk_fn units_fn[3] = {units_f64, units_f32, units_bf16x2};
   static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
   static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
   int parallel = flops >= MIN_PARALLEL_FLOPS;
+  /* Alone, the chunk just used is the one to pack next (it is in L2);
+   * with helpers, the next chunk is packed while this one is in use. */
+  pl.bufs = parallel && rt_num_threads() > 1 ? 2 : 1;
   pl.b_inplace = b_in_place(&pl);
   pl.a_inplace = a_in_place(&pl);
   pl.a_bf16_rows = a_bf16_in_place(&pl);
@@ -761,39 +940,30 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   } else if (pl.b_inplace) {
     claim_all_units(&pl, claim[kind], parallel); /* nothing to pack: one pass over all of k */
   } else {
-    pl.bsh = scratch(BUF_SHARED_B, pl.bsh_item * g->batch * packed_size[kind]);
-    if (!pl.bsh) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
     /* Several column blocks would each pack the same A: pack it once. */
     const int64_t kdiv = kind == 2 ? 2 : 1;
     pl.akblocks = ceil_div(pl.kb, pl.kc);
     pl.ablock = round_up(pl.mc, pl.kern->mr) * ceil_div(pl.kc, kdiv);
     const int64_t ash_elems = g->batch * pl.m_blocks * pl.akblocks * pl.ablock;
-    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX && !pl.a_inplace && !pl.a_bf16_rows) {
-      pl.ash = scratch(BUF_SHARED_A, ash_elems * packed_size[kind]);
-      if (!pl.ash) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
+    if (pl.n_blocks > 1 && ash_elems <= SHARED_A_MAX && !pl.a_inplace && !pl.a_bf16_rows)
+      pl.ash_elems = ash_elems; /* run_pipeline allocates ash */
+    /* Packing tasks: groups of panels small enough that every thread packs
+     * a share, or k ranges of whole rows (pack_shared_rows_f32). */
+    int64_t kblocks = ceil_div(pl.kb, pl.kc);
+    int64_t panels = g->batch * kblocks * ceil_div(g->n, pl.kern->nr);
+    pl.group = panels >= MIN_PACK_TASKS * PANEL_GROUP ? PANEL_GROUP : ceil_div(panels, MIN_PACK_TASKS);
+    pl.pack_b = pack_b[kind];
+    if (kind == 1 && g->ab_dtype == NRT_FLOAT32 && g->b_cs == 1 && g->n * (int64_t)sizeof(float) >= B_ROWS_PACK_MIN_BYTES) {
+      pl.pieces = ceil_div(MIN_PACK_TASKS, g->batch * kblocks);
+      pl.pack_b = pack_shared_rows_f32;
     }
-    for (pl.kb0 = 0; pl.kb0 < pl.ktot && !pl.failed; pl.kb0 += pl.kb) {
-      int64_t kblocks = ceil_div(min64(pl.kb, pl.ktot - pl.kb0), pl.kc);
-      /* Groups of panels small enough that every thread packs a share. */
-      int64_t panels = g->batch * kblocks * ceil_div(g->n, pl.kern->nr);
-      pl.group = panels >= MIN_PACK_TASKS * PANEL_GROUP ? PANEL_GROUP : ceil_div(panels, MIN_PACK_TASKS);
-      int64_t tasks = g->batch * kblocks * ceil_div(g->n, pl.group * pl.kern->nr);
-      /* Ranges of at least ~16K packed elements. */
-      int64_t grain = ceil_div(16384, (int64_t)pl.kc * pl.kern->nr * pl.group);
-      if (kind == 1 && g->ab_dtype == NRT_FLOAT32 && g->b_cs == 1 &&
-          g->n * (int64_t)sizeof(float) >= B_ROWS_PACK_MIN_BYTES) {
-        pl.pieces = ceil_div(MIN_PACK_TASKS, g->batch * kblocks);
-        tasks = g->batch * kblocks * pl.pieces;
-        rt_parallel_for(tasks, parallel ? 1 : tasks, pack_shared_rows_f32, &pl);
-      } else {
-        rt_parallel_for(tasks, parallel ? grain : tasks, pack_b[kind], &pl);
-      }
-      if (pl.ash) {
-        int64_t atasks = g->batch * pl.m_blocks * kblocks;
-        rt_parallel_for(atasks, parallel ? 1 : atasks, pack_a[kind], &pl);
-      }
-      claim_all_units(&pl, claim[kind], parallel);
-    }
+    pl.pack_a = pack_a[kind];
+    pl.run = units_fn[kind];
+    pl.psize = packed_size[kind];
+    if (kind == 1 && column_jobs(&pl))
+      rt_parallel_for(g->batch * pl.n_blocks, 1, column_jobs_f32, &pl);
+    else if ((s = run_pipeline(&pl, parallel)))
+      return s;
   }
   if (pl.failed) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "gemm: out of host memory for packing buffers");
   return pl.epilogue_status;
