@@ -298,7 +298,8 @@ static void execute_profiled(nrt_stream_t s, command *c) {
 /* How long a thread polls before it sleeps: long enough to cover the gap
  * between two small launches, short enough not to burn a core when idle. */
 #define SPIN_NS 40000
-#define YIELD_AFTER_NS 4000
+/* Polls (about 10 ns each on the Xeon host) before each poll also yields. */
+#define PAUSE_POLLS 32
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -313,22 +314,26 @@ static inline void cpu_relax(void) {
 }
 
 /* Polls until pred(s, arg) holds or SPIN_NS pass; returns whether it held.
- * After the first few microseconds each poll yields the core: on a machine
- * with more runnable threads than cores, the thread we wait for may need
- * this one's. */
+ * After a fraction of a microsecond each poll yields the core (a
+ * sched_yield with nothing else to run costs 0.2 us): the thread we wait
+ * for often waits for this core. The scheduler wakes a synchroniser on the
+ * core of the worker that woke it, so the two share it until one sleeps;
+ * with the yield after 4 us (and 256 pauses first, 2.6 us), a launch
+ * followed by a synchronize kept the worker from its command for 8 us and
+ * the synchroniser from its return for 10 (gemm.py's one-product blocks,
+ * stamped). */
 static int spin_until(int (*pred)(nrt_stream_t, uint64_t), nrt_stream_t s, uint64_t arg) {
   uint64_t start = 0;
   for (unsigned i = 0;; i++) {
     if (pred(s, arg)) return 1;
-    if (i < 256) {
+    if (i < PAUSE_POLLS) {
       cpu_relax();
       continue;
     }
     uint64_t t = now_ns();
     if (!start) start = t;
     else if (t - start > SPIN_NS) return 0;
-    if (t - start > YIELD_AFTER_NS) sched_yield();
-    else cpu_relax();
+    sched_yield();
   }
 }
 

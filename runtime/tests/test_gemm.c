@@ -1196,6 +1196,42 @@ static void test_gemm_op_descriptor(void) {
   CHECK_OK(nrt_free(db));
 }
 
+/* A single product below the kernel's serial_flops runs on the calling
+ * thread alone; its bits are those of the same rows inside a product
+ * large enough to be split over the pool (256^3 against 512x256 @
+ * 256x256 with the same top 256 rows of A), B plain and transposed, C
+ * bfloat16 and float32. */
+static void test_serial_product_matches_split(void) {
+  const rt_gemm_kernel *const *list;
+  if (rt_gemm_kernels(NRT_BFLOAT16, &list) == 0 || list[0]->serial_flops <= 0) {
+    fprintf(stderr, "skip test_serial_product_matches_split: no bfloat16 kernel with serial_flops here\n");
+    return;
+  }
+  const int64_t n = 256, k = 256, m_small = 256, m_big = 512;
+  CHECK(2.0 * m_small * n * k < list[0]->serial_flops && 2.0 * m_big * n * k >= list[0]->serial_flops);
+  uint16_t *a = malloc((size_t)(m_big * k) * 2), *b = malloc((size_t)(k * n) * 2);
+  float *c_small = malloc((size_t)(m_small * n) * 4), *c_big = malloc((size_t)(m_big * n) * 4);
+  for (int64_t q = 0; q < m_big * k; q++) a[q] = (uint16_t)random_bf16(100, 140);
+  for (int64_t q = 0; q < k * n; q++) b[q] = (uint16_t)random_bf16(100, 140);
+  for (int variant = 0; variant < 4; variant++) {
+    const int tb = variant % 2, f32 = variant / 2;
+    const size_t es = f32 ? 4 : 2;
+    for (int big = 0; big < 2; big++) {
+      rt_gemm_args g = {.batch = 1, .m = big ? m_big : m_small, .n = n, .k = k, .kslices = 1,
+                        .ab_dtype = NRT_BFLOAT16, .c_dtype = f32 ? NRT_FLOAT32 : NRT_BFLOAT16, .a = a,
+                        .a_rs = k, .a_cs = 1, .b = b, .b_rs = tb ? 1 : n, .b_cs = tb ? k : 1,
+                        .c = big ? c_big : c_small, .c_rs = n, .c_cs = 1, .alpha = 1};
+      CHECK_OK(rt_gemm(&g));
+    }
+    if (memcmp(c_small, c_big, (size_t)(m_small * n) * es) != 0) {
+      fprintf(stderr, "serial 256^3 differs from the split product (B %s, C %s)\n", tb ? "transposed" : "plain",
+              f32 ? "float32" : "bfloat16");
+      CHECK(0);
+    }
+  }
+  free(a), free(b), free(c_small), free(c_big);
+}
+
 /* ---- thread-count independence ------------------------------------------------ */
 
 static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
@@ -1305,6 +1341,7 @@ int main(int argc, char **argv) {
   RUN(test_amx_gemm_exact_model);
   RUN(test_amx_gemm_bf16_c);
   RUN(test_amx_block_matches_tiles);
+  RUN(test_serial_product_matches_split);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);

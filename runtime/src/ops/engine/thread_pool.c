@@ -16,7 +16,15 @@
 
 #define MAX_THREADS 256
 #define RANGES_PER_THREAD 4
-#define SPIN_NS 30000 /* a helper's poll for the next job before it sleeps */
+/* A helper's poll for the next job before it sleeps, yielding its core on
+ * every poll after the first HELPER_YIELD_AFTER_NS: the gap between two
+ * products that a program synchronises on (launch, wake the stream worker,
+ * kernel, wake the synchroniser) is 40-60 us, and a helper that slept
+ * through it must be woken by a futex call in the kernel's own critical
+ * path (4 us until it ran, on the Xeon host, when its core was free). */
+#define HELPER_SPIN_NS 200000
+#define HELPER_YIELD_AFTER_NS 10000
+#define CALLER_SPIN_NS 30000 /* the caller's poll for the helpers' last ranges */
 
 typedef struct job {
   rt_range_fn fn;
@@ -59,17 +67,19 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Polls while busy(arg) holds, for up to SPIN_NS. */
-static void poll_while(int (*busy)(const void *), const void *arg) {
-  uint64_t deadline = 0;
+/* Polls while busy(arg) holds, for up to spin_ns; after yield_after_ns
+ * each poll also yields the core (to whatever else waits for it). */
+static void poll_while(int (*busy)(const void *), const void *arg, uint64_t spin_ns, uint64_t yield_after_ns) {
+  uint64_t start = 0;
   for (unsigned i = 0; busy(arg); i++) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
     if ((i & 63) == 63) {
       uint64_t t = now_ns();
-      if (!deadline) deadline = t + SPIN_NS;
-      else if (t > deadline) return;
+      if (!start) start = t;
+      else if (t - start > spin_ns) return;
+      else if (t - start > yield_after_ns) sched_yield();
     }
   }
 }
@@ -89,7 +99,7 @@ static void *helper_main(void *arg) {
   for (;;) {
     if (atomic_load(&generation) == seen) {
       pthread_mutex_unlock(&pool_mu);
-      poll_while(generation_is, &seen);
+      poll_while(generation_is, &seen, HELPER_SPIN_NS, HELPER_YIELD_AFTER_NS);
       pthread_mutex_lock(&pool_mu);
     }
     sleepers++;
@@ -185,7 +195,7 @@ void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
   run_ranges(&j);
   /* Ranges still running on helpers usually end within microseconds: poll
    * before sleeping, since a futex wake-up costs tens of them. */
-  poll_while(ranges_pending, &j);
+  poll_while(ranges_pending, &j, CALLER_SPIN_NS, CALLER_SPIN_NS);
   pthread_mutex_lock(&pool_mu);
   /* The job lives on this stack: wait until no helper still holds it. */
   while (atomic_load(&j.pending) > 0 || j.helpers > 0) pthread_cond_wait(&done_cv, &pool_mu);

@@ -927,7 +927,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
   static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
-  int parallel = flops >= MIN_PARALLEL_FLOPS;
+  int parallel = flops >= MIN_PARALLEL_FLOPS && !(g->batch == 1 && flops < pl.kern->serial_flops);
   /* Alone, the chunk just used is the one to pack next (it is in L2);
    * with helpers, the next chunk is packed while this one is in use. */
   pl.bufs = parallel && rt_num_threads() > 1 ? 2 : 1;

@@ -166,6 +166,9 @@ typedef struct rt_gemm_kernel {
    * B's panels stream from L2) when its block's packed B is at most this
    * many bytes, else column panels outer. */
   int64_t bf16_c_rows_b_bytes;
+  /* A single product (batch 1) of fewer flops than this runs on the
+   * calling thread alone; 0: split from MIN_PARALLEL_FLOPS on (gemm.c). */
+  double serial_flops;
 } rt_gemm_kernel;
 
 #if defined(__x86_64__) && defined(__GNUC__)

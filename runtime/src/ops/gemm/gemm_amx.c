@@ -337,9 +337,21 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
   }
 }
 
+/* Below about 35 us of one core's work, two threads were no faster on
+ * their own (TORCHNEURON_NUM_THREADS=2 gemm_kernel_time, best of 300:
+ * 256^3 25.2 us alone, 25.8-26.8 on two; 1024x128 @ (128x128)^T 24.1
+ * against 20.5-24.4) and slower back to back through torch.mm (256^3 in
+ * blocks of 40: 33 us a product alone, 37-98 on two): each thread reads
+ * the packed B half of which the other wrote, and the pool's hand-offs
+ * cost a few microseconds each. 2048x128 @ (128x128)^T (67 Mflop) gains
+ * from the second thread (46.6 us against 35-41). Batched products (an
+ * attention head per item) share nothing between threads and stay split. */
+#define AMX_SERIAL_FLOPS 5e7
+
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
     .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
     .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c,
-    .bf16_c_block = ukr_bf16_amx_c_block, .bf16_c_rows_b_bytes = ROW_ORDER_B_BYTES};
+    .bf16_c_block = ukr_bf16_amx_c_block, .bf16_c_rows_b_bytes = ROW_ORDER_B_BYTES,
+    .serial_flops = AMX_SERIAL_FLOPS};
 #endif
