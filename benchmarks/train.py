@@ -33,6 +33,9 @@ ap.add_argument("--profile", choices=["gpt", "gpt-wide", "cnn"], default=None,
                 help="per-op time table for one case instead of the throughput table")
 ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                 help="for --profile")
+ap.add_argument("--cpu-time", action="store_true",
+                help="time steps by the process's CPU seconds (every thread) instead of wall time: on a "
+                     "loaded host, time spent waiting for a core does not count (use with one thread a side)")
 args = ap.parse_args()
 if args.profile:
     os.environ["NEURON_LAUNCH_BLOCKING"] = "1"  # read when the runtime starts
@@ -105,9 +108,10 @@ def sync(device):
 def run_steps(model, device, make_opt, step_fn, dtype, n, warmup):
     """Median seconds per training step over n steps after warm-up."""
     opt = make_opt(model)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     times = []
     for i in range(warmup + n):
-        start = time.perf_counter()
+        start = clock()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
             loss = step_fn(model, device, opt, i)
         opt.zero_grad(set_to_none=True)
@@ -115,7 +119,7 @@ def run_steps(model, device, make_opt, step_fn, dtype, n, warmup):
         opt.step()
         sync(device)
         if i >= warmup:
-            times.append(time.perf_counter() - start)
+            times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -150,7 +154,8 @@ def throughput_table():
             print(f"  {name} {dtype}: neuron {t_neuron * 1e3:.1f} ms/step, cpu {t_cpu * 1e3:.1f} ms/step",
                   file=sys.stderr, flush=True)
     print(f"\nCPU threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}; "
-          f"medians of {n} steps after {args.warmup} warm-up steps\n")
+          f"medians of {n} steps after {args.warmup} warm-up steps"
+          f"{' (process CPU time)' if args.cpu_time else ''}\n")
     if os.getloadavg()[0] > (os.cpu_count() or 1) and torch.get_num_threads() > 1:
         print("note: the load is above the core count, where PyTorch's OpenMP threads wait on each\n"
               "other's descheduled peers (CPU steps 5-15x slower than with one thread); compare with\n"

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "ops/engine/dtype_size.h"
 #include "ops/engine/elementwise.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
@@ -99,13 +100,14 @@ nrt_status rt_attn_parse(const nrt_op *op, int q_index, int mask_after, rt_attn 
 
 /* ---- loading and storing ---------------------------------------------------- */
 
-const char *rt_attn_item(const nrt_tensor_view *v, int64_t b, int64_t h) {
-  return (const char *)v->data + (b * v->strides[0] + h * v->strides[1]) * (int64_t)nrt_dtype_size(v->dtype);
+/* Row r of item (b, h), computed here rather than through the exported
+ * rt_attn_item: a call through the PLT per row otherwise. */
+static const char *elem_ptr(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r) {
+  return (const char *)v->data +
+         (b * v->strides[0] + h * v->strides[1] + r * v->strides[2]) * (int64_t)rt_dtype_size(v->dtype);
 }
 
-static const char *elem_ptr(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r) {
-  return rt_attn_item(v, b, h) + r * v->strides[2] * (int64_t)nrt_dtype_size(v->dtype);
-}
+const char *rt_attn_item(const nrt_tensor_view *v, int64_t b, int64_t h) { return elem_ptr(v, b, h, 0); }
 
 /* n elements of dtype d at p (element stride st) as floats at out[c * os]. */
 static void read_floats(const char *p, nrt_dtype d, int64_t st, int64_t n, float *out,
@@ -204,7 +206,7 @@ void rt_attn_store(const nrt_tensor_view *v, int64_t b, int64_t h, int64_t r0, i
                    int64_t c0, int64_t nc, const float *src, int64_t ld) {
   int64_t st = v->strides[3];
   for (int64_t r = 0; r < nr; r++) {
-    char *p = (char *)elem_ptr(v, b, h, r0 + r) + c0 * st * (int64_t)nrt_dtype_size(v->dtype);
+    char *p = (char *)elem_ptr(v, b, h, r0 + r) + c0 * st * (int64_t)rt_dtype_size(v->dtype);
     const float *s = src + r * ld;
     switch (v->dtype) {
       case NRT_FLOAT32:
@@ -242,7 +244,7 @@ int rt_attn_bias(const rt_attn *a, int64_t b, int64_t h, int64_t q0, int64_t nq,
     /* mask row i holds keys j: read it into row i (or column i) */
     for (int64_t i = 0; i < nq; i++)
       read_floats(elem_ptr(a->mask, b, h, q0 + i) + k0 * a->mask->strides[3] *
-                                                        (int64_t)nrt_dtype_size(a->mask->dtype),
+                                                        (int64_t)rt_dtype_size(a->mask->dtype),
                   a->mask->dtype, a->mask->strides[3], nk, transposed ? bias + i : bias + i * ld,
                   transposed ? ld : 1);
   } else {

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include "internal.h"
 #include "ops/engine/convert.h"
+#include "ops/engine/dtype_size.h"
 #include "ops/engine/elementwise.h"
 #include "ops/reduce/reduce.h"
 #include "ops/engine/thread_pool.h"
@@ -35,7 +36,7 @@ typedef struct nn_operand {
  * with the leading sizes taken as 1). */
 static inline nn_operand nn_operand_of(const nrt_tensor_view *v) {
   nn_operand o;
-  int64_t elem = (int64_t)nrt_dtype_size(v->dtype);
+  int64_t elem = (int64_t)rt_dtype_size(v->dtype);
   int lead = 3 - v->ndim;
   o.base = (char *)v->data;
   o.dtype = v->dtype;
@@ -68,7 +69,7 @@ static inline void nn_convert(void *dst, nrt_dtype dt, int64_t ds, const void *s
  * compute dtype c: p itself when it already is, else converted into buf. */
 static inline const void *nn_load(const char *p, int64_t s, nrt_dtype t, nrt_dtype c, int64_t n,
                                   void *buf) {
-  int64_t size = (int64_t)nrt_dtype_size(c);
+  int64_t size = (int64_t)rt_dtype_size(c);
   if (t == c && (s == size || n <= 1)) return p;
   nn_convert(buf, c, size, p, t, s, n);
   return buf;
@@ -77,14 +78,14 @@ static inline const void *nn_load(const char *p, int64_t s, nrt_dtype t, nrt_dty
 /* Where to compute a run that is stored at p: p itself when it is
  * contiguous data of dtype c, else buf (then nn_store copies it out). */
 static inline void *nn_target(char *p, int64_t s, nrt_dtype t, nrt_dtype c, int64_t n, void *buf) {
-  int64_t size = (int64_t)nrt_dtype_size(c);
+  int64_t size = (int64_t)rt_dtype_size(c);
   return t == c && (s == size || n <= 1) ? (void *)p : buf;
 }
 
 static inline void nn_store(char *p, int64_t s, nrt_dtype t, nrt_dtype c, int64_t n,
                             const void *computed) {
   if (computed == p) return;
-  nn_convert(p, t, s, computed, c, (int64_t)nrt_dtype_size(c), n);
+  nn_convert(p, t, s, computed, c, (int64_t)rt_dtype_size(c), n);
 }
 
 /* The number of elements of a view; 0 marks an absent optional operand. */
@@ -191,11 +192,11 @@ static inline nrt_status nn_load_vector(const nrt_op *op, int k, nrt_dtype c, in
                    nrt_op_name(op->code), k, (long long)n);
   /* Cache-line aligned: the row loops read it beside 64-byte aligned rows,
    * and a vector load that straddles two lines costs a second access. */
-  *out = aligned_alloc(64, ((size_t)n * nrt_dtype_size(c) + 63) & ~(size_t)63);
+  *out = aligned_alloc(64, ((size_t)n * rt_dtype_size(c) + 63) & ~(size_t)63);
   if (!*out)
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", nrt_op_name(op->code));
-  nn_convert(*out, c, (int64_t)nrt_dtype_size(c), v->data, v->dtype,
-             v->strides[0] * (int64_t)nrt_dtype_size(v->dtype), n);
+  nn_convert(*out, c, (int64_t)rt_dtype_size(c), v->data, v->dtype,
+             v->strides[0] * (int64_t)rt_dtype_size(v->dtype), n);
   return NRT_SUCCESS;
 }
 
@@ -204,8 +205,8 @@ static inline nrt_status nn_load_vector(const nrt_op *op, int k, nrt_dtype c, in
 static inline void nn_store_vector(const nrt_op *op, int k, nrt_dtype c, int64_t n, const void *values) {
   const nrt_tensor_view *v = &op->operands[k];
   if (!nn_present(v)) return;
-  nn_convert(v->data, v->dtype, v->strides[0] * (int64_t)nrt_dtype_size(v->dtype), values, c,
-             (int64_t)nrt_dtype_size(c), n);
+  nn_convert(v->data, v->dtype, v->strides[0] * (int64_t)rt_dtype_size(v->dtype), values, c,
+             (int64_t)rt_dtype_size(c), n);
 }
 
 /* Checks that operand k is absent or a 1-d view of n elements. */

@@ -69,12 +69,12 @@ typedef struct row_job {
   atomic_int out_of_memory;
 } row_job;
 
-#define AT(p, c, i) ((void *)((char *)(p) + (size_t)(i) * nrt_dtype_size(c)))
+#define AT(p, c, i) ((void *)((char *)(p) + (size_t)(i) * rt_dtype_size(c)))
 
 static void norm_range(int64_t begin, int64_t end, void *ctx) {
   row_job *job = ctx;
   const nrt_dtype c = job->c;
-  const int64_t n = job->n, cs = (int64_t)nrt_dtype_size(c);
+  const int64_t n = job->n, cs = (int64_t)rt_dtype_size(c);
   char *scratch = malloc((size_t)(2 * n * cs));
   if (!scratch) {
     atomic_store(&job->out_of_memory, 1);
@@ -98,7 +98,7 @@ static void norm_range(int64_t begin, int64_t end, void *ctx) {
 static void norm_backward_range(int64_t begin, int64_t end, void *ctx) {
   row_job *job = ctx;
   const nrt_dtype c = job->c;
-  const int64_t n = job->n, cs = (int64_t)nrt_dtype_size(c);
+  const int64_t n = job->n, cs = (int64_t)rt_dtype_size(c);
   const int want_gx = job->y.base != NULL;
   char *scratch = malloc((size_t)(3 * n * cs));
   if (!scratch) {
@@ -168,7 +168,7 @@ static void block_sum_range(int64_t begin, int64_t end, void *ctx) {
 
 /* A vector of n ones (fill 1) or zeros (fill 0) in c, for absent weights. */
 static void *filled_vector(nrt_dtype c, int64_t n, double fill) {
-  void *v = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * nrt_dtype_size(c) + 63) & ~(size_t)63);
+  void *v = aligned_alloc(64, ((size_t)(n > 0 ? n : 1) * rt_dtype_size(c) + 63) & ~(size_t)63);
   if (!v) return NULL;
   for (int64_t j = 0; j < n; j++) {
     if (c == NRT_FLOAT64)
@@ -212,7 +212,7 @@ static nrt_status row_norm_forward(const nrt_op *op, int rms) {
   job.c = nn_compute(x->dtype);
   job.x = nn_operand_of(x);
   job.y = nn_operand_of(&op->operands[0]);
-  const size_t cs = nrt_dtype_size(job.c);
+  const size_t cs = rt_dtype_size(job.c);
   job.mean = malloc((size_t)job.rows * cs);
   job.rstd = malloc((size_t)job.rows * cs);
   if (!job.mean || !job.rstd) s = rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", name);
@@ -268,7 +268,7 @@ static nrt_status row_norm_backward(const nrt_op *op, int rms) {
     return s;
   if (job.n == 0) return NRT_SUCCESS;
   job.c = nn_compute(x->dtype);
-  const size_t cs = nrt_dtype_size(job.c);
+  const size_t cs = rt_dtype_size(job.c);
   job.x = nn_operand_of(x);
   job.gy = nn_operand_of(&op->operands[gy_k]);
   if (want_gx) job.y = nn_operand_of(&op->operands[0]);
