@@ -9,7 +9,7 @@ is the median (best shown too); ratio = CPU time / neuron time (above 1.0:
 neuron is faster). PyTorch CPU runs with 2 threads unless --cpu-threads
 says otherwise.
 
-    python benchmarks/transformer_fast_path.py [--repeats N] [--cpu-threads T]
+    python benchmarks/transformer_fast_path.py [--repeats N] [--cpu-threads T] [--only masked]
 """
 
 import argparse
@@ -22,7 +22,12 @@ import torchneuron
 from timing import interleaved
 
 
+ONLY = ""
+
+
 def row(name, cpu_mod, make_args, repeats):
+    if ONLY not in name:
+        return
     dev_mod = copy.deepcopy(cpu_mod).to("neuron")
     cpu_args = make_args()
     dev_args = [a.to("neuron") for a in cpu_args]
@@ -38,7 +43,9 @@ def row(name, cpu_mod, make_args, repeats):
 
 
 def op_row(name, fn, cpu_args, repeats):
-    dev_args = [a.to("neuron") for a in cpu_args]
+    if ONLY not in name:
+        return
+    dev_args = [a.to("neuron") if isinstance(a, torch.Tensor) else a for a in cpu_args]
     torchneuron.clear_op_tracking()
     nm, nb, cm, cb = interleaved(lambda: fn(*dev_args), lambda: fn(*cpu_args), repeats)
     fallback = "" if not torchneuron.get_fallback_ops() else f"  fallback: {torchneuron.get_fallback_ops()}"
@@ -49,7 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--only", default="", help="run the rows whose name contains this text")
     args = parser.parse_args()
+    global ONLY
+    ONLY = args.only
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     B, L, D, H, F = 8, 128, 256, 8, 1024

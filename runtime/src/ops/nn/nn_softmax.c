@@ -44,11 +44,14 @@ static const unsigned char *sm_mask_at(const sm_job *job, int64_t outer, int64_t
 
 /* Row and column loops for compute type C (SUF f: float, d: double). */
 #define DEFINE_SOFTMAX(C, SUF, EXP, EXP_TAME, TAME_LO, LOG, NEG_INF)                               \
-  /* buf = x with fill where the mask m (byte stride ms) is set; x may be buf. */                 \
-  static C *mask_fill_##SUF(const C *x, C *buf, const unsigned char *m, int64_t ms, int64_t n,    \
-                            C fill) {                                                             \
-    for (int64_t j = 0; j < n; j++) buf[j] = m[j * ms] ? fill : x[j];                             \
-    return buf;                                                                                   \
+  /* buf = x with fill where the mask m (byte stride ms) is set; x may be buf. A mask */         \
+  /* contiguous along the run (the usual one) gets its own loop, which vectorises. */            \
+  RT_SIMD_VOID(mask_fill_##SUF, (const C *x, C *buf, const unsigned char *m, int64_t ms,          \
+                                 int64_t n, C fill), (x, buf, m, ms, n, fill)) {                  \
+    if (ms == 1)                                                                                  \
+      for (int64_t j = 0; j < n; j++) buf[j] = m[j] ? fill : x[j];                                \
+    else                                                                                          \
+      for (int64_t j = 0; j < n; j++) buf[j] = m[j * ms] ? fill : x[j];                           \
   }                                                                                               \
   RT_SIMD_VOID(fwd_row_##SUF, (const C *restrict x, C *restrict y, int64_t n, int is_log),        \
                               (x, y, n, is_log)) {                                                \
@@ -110,12 +113,11 @@ static const unsigned char *sm_mask_at(const sm_job *job, int64_t outer, int64_t
   static void mask_inputs_##SUF(const sm_job *job, const C **in, C (*buf)[NN_COLS],               \
                                 const unsigned char *m, int64_t w) {                              \
     const int64_t ms = job->mask_stride[3];                                                       \
-    if (!job->backward) {                                                                         \
-      in[0] = mask_fill_##SUF(in[0], buf[1], m, ms, w, NEG_INF);                                  \
-      return;                                                                                     \
-    }                                                                                             \
-    in[0] = mask_fill_##SUF(in[0], buf[1], m, ms, w, 0);                                          \
-    in[1] = mask_fill_##SUF(in[1], buf[2], m, ms, w, 0);                                          \
+    mask_fill_##SUF(in[0], buf[1], m, ms, w, job->backward ? 0 : NEG_INF);                       \
+    in[0] = buf[1];                                                                               \
+    if (!job->backward) return;                                                                   \
+    mask_fill_##SUF(in[1], buf[2], m, ms, w, 0);                                                  \
+    in[1] = buf[2];                                                                               \
   }                                                                                               \
   /* m: the mask at row 0 of these columns, if masked */                                           \
   RT_SIMD_VOID(cols_##SUF, (const sm_job *job, const int64_t *off, const unsigned char *m,         \
@@ -137,8 +139,10 @@ static const unsigned char *sm_mask_at(const sm_job *job, int64_t outer, int64_t
       for (int64_t i = 0; i < n; i++) {                                                           \
         const C *x = nn_load(o[1].base + off[1] + i * o[1].stride[1], o[1].stride[2], o[1].dtype, \
                              c, w, buf[1]);                                                       \
-        if (m) x = mask_fill_##SUF(x, buf[1], m + i * job->mask_stride[2], job->mask_stride[3], w,  \
-                                   NEG_INF);                                                      \
+        if (m) {                                                                                  \
+          mask_fill_##SUF(x, buf[1], m + i * job->mask_stride[2], job->mask_stride[3], w, NEG_INF); \
+          x = buf[1];                                                                             \
+        }                                                                                         \
         for (int64_t j = 0; j < w; j++) mx[j] = x[j] > mx[j] ? x[j] : mx[j];                      \
       }                                                                                           \
     }                                                                                             \
@@ -265,8 +269,11 @@ static void prefetch_row(const char *p, int64_t bytes) {
 
 static const void *mask_fill(nrt_dtype c, const void *x, void *buf, const unsigned char *m, int64_t ms,
                              int64_t n, double fill) {
-  if (c == NRT_FLOAT64) return mask_fill_d(x, buf, m, ms, n, fill);
-  return mask_fill_f(x, buf, m, ms, n, (float)fill);
+  if (c == NRT_FLOAT64)
+    mask_fill_d(x, buf, m, ms, n, fill);
+  else
+    mask_fill_f(x, buf, m, ms, n, (float)fill);
+  return buf;
 }
 
 static void softmax_range(int64_t begin, int64_t end, void *ctx) {
