@@ -184,6 +184,20 @@ def test_views_unbind_and_padding_match_cpu():
     _same(d.detach(), x)
 
 
+def test_cat_all_and_the_softmax_gradient_match_cpu():
+    a, b = _nested(SHAPES, seed=13), _nested(SHAPES, seed=14)
+    _same(torch.cat([a.to(DEV), b.to(DEV)], -1), torch.cat([a, b], -1))
+    _ran("cat")
+    _same((a.to(DEV) > -0.5).all(-1), (a > -0.5).all(-1))
+    grads = []
+    for d in ("cpu", DEV):
+        x = a.to(d).detach().requires_grad_()
+        torch.softmax(x, -1).backward(b.to(d))
+        grads.append(x.grad)
+    _same(grads[1], grads[0])
+    _ran("_softmax_backward_data")
+
+
 def test_what_still_raises_names_the_nested_backend():
     d = _nested(SHAPES).to(DEV)
     with pytest.raises(NotImplementedError, match="NestedTensorPrivateUse1|NestedTensorneuron"):

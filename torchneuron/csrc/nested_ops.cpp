@@ -104,6 +104,7 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   counted<NestedTensor_div_Scalar>(m, "div.Scalar");
   counted<NestedTensor_masked_fill>(m, "masked_fill.Scalar");
   counted<NestedTensor_where>(m, "where.self");
+  counted<NestedTensor_all>(m, "all.dim");
   counted<eq_scalar_nested>(m, "eq.Scalar");
   counted<eq_tensor_nested>(m, "eq.Tensor");
   counted<ge_scalar_nested>(m, "ge.Scalar");
@@ -134,6 +135,7 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   counted<NestedTensor_isneginf>(m, "isneginf");
   // Softmax, products, layer norm (per entry or over the buffer).
   counted<softmax_nested>(m, "_softmax");
+  counted<nested_softmax_backward>(m, "_softmax_backward_data");
   counted<nested_linear>(m, "linear");
   counted<matmul_nested>(m, "matmul");
   counted<bmm_nested>(m, "bmm");
@@ -147,6 +149,7 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   counted<static_cast<at::Tensor (*)(const at::Tensor&, int64_t)>(squeeze_dim_nested)>(m, "squeeze.dim");
   counted<static_cast<at::Tensor (*)(const at::Tensor&, at::IntArrayRef)>(squeeze_dim_nested)>(m, "squeeze.dims");
   counted<chunk_nested_tensor>(m, "chunk");
+  counted<cat_nested>(m, "cat");
   counted<split_with_sizes_nested>(m, "split_with_sizes");
   counted<alias_nested>(m, "alias");
   counted<detach>(m, "detach");
