@@ -198,6 +198,38 @@ def test_cat_all_and_the_softmax_gradient_match_cpu():
     _ran("_softmax_backward_data")
 
 
+@pytest.mark.parametrize("act", [F.relu, F.gelu, F.silu])
+def test_gradients_through_linear_activation_matmul_match_cpu(act):
+    x0 = _nested([(3, 8), (5, 8)], seed=15)
+    torch.manual_seed(16)
+    w1, b1, w2 = torch.randn(6, 8), torch.randn(6), torch.randn(4, 6)
+    other = _nested([(4, 2), (4, 3)], seed=17)
+    grad_out = _nested([(3, 2), (5, 3)], seed=18)
+    results = []
+    for d in ("cpu", DEV):
+        leaves = [t.to(d).detach().requires_grad_() for t in (x0, w1, b1, w2)]
+        x, a, b, c = leaves
+        y = torch.matmul(F.linear(act(F.linear(x, a, b)), c), other.to(d))
+        y.backward(grad_out.to(d))
+        results.append([t.grad for t in leaves])
+    for g, w in zip(*reversed(results)):
+        _same(g, w, rtol=1e-4, atol=1e-4)
+    _ran("linear_backward")
+    _ran("matmul_backward")
+
+
+def test_dropout_and_embedding_match_cpu():
+    x = _nested(SHAPES, seed=19)
+    _same(F.dropout(x.to(DEV), 0.0, training=True), F.dropout(x, 0.0, training=True))
+    kept = F.dropout(x.to(DEV), 0.5, training=True).to_padded_tensor(0.0).cpu()
+    padded = x.to_padded_tensor(0.0)
+    assert torch.all((kept == 0) | torch.isclose(kept, padded * 2))
+    _ran("native_dropout")
+    idx = torch.nested.nested_tensor([torch.tensor([1, 4, 2]), torch.tensor([0, 3])])
+    weight = torch.randn(5, 3)
+    _same(F.embedding(idx.to(DEV), weight.to(DEV)), F.embedding(idx, weight))
+
+
 def test_what_still_raises_names_the_nested_backend():
     d = _nested(SHAPES).to(DEV)
     with pytest.raises(NotImplementedError, match="NestedTensorPrivateUse1|NestedTensorneuron"):

@@ -140,6 +140,14 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   counted<matmul_nested>(m, "matmul");
   counted<bmm_nested>(m, "bmm");
   counted<nested_layer_norm>(m, "native_layer_norm");
+  // Gradients, dropout, embedding.
+  counted<nested_linear_backward>(m, "linear_backward");
+  counted<matmul_backward_nested>(m, "matmul_backward");
+  counted<gelu_backwards_nested>(m, "gelu_backward");
+  counted<silu_backward_nested>(m, "silu_backward");
+  counted<threshold_backwards_nested>(m, "threshold_backward");
+  counted<native_dropout_nested>(m, "native_dropout");
+  counted<NestedTensor_embedding>(m, "embedding");
   // Views and metadata.
   counted<transpose_nested>(m, "transpose.int");
   counted<view_nested>(m, "view");
