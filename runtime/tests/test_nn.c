@@ -417,6 +417,86 @@ static void test_softmax_of_infinite_rows(void) {
   release(&y);
 }
 
+/* The masked softmax (the fast path's): a bool mask [A, B, n, inner] with
+ * A B = outer, here broadcast over B (stride 0) as a (batch, keys) padding
+ * mask is over heads and queries, or contiguous. A masked input counts as
+ * -inf; a masked entry's gradient is 0 and adds nothing to the row's sum. */
+static void check_masked_softmax(const sm_geometry *g, int64_t A, int broadcast_b, nrt_dtype t) {
+  const int64_t B = g->outer / A, n = g->outer * g->n * g->inner;
+  int64_t mshape[4] = {A, B, g->n, g->inner};
+  int64_t mstrides[4] = {g->n * g->inner, broadcast_b ? 0 : g->n * g->inner, g->inner, 1};
+  if (!broadcast_b) mstrides[0] = B * g->n * g->inner;
+  tensor mask = make(NRT_BOOL, 4, mshape, mstrides, broadcast_b ? A * g->n * g->inner : 0);
+  unsigned char *m = (unsigned char *)mask.host;
+  for (int64_t i = 0; i < (broadcast_b ? A : A * B) * g->n * g->inner; i++) m[i] = uniform() < 0.35;
+  for (int64_t i = 0; i < g->n; i++) m[i * g->inner] = 1; /* row or column 0 masked whole */
+  double *ref = malloc((size_t)n * sizeof(double));
+  for (int backward = 0; backward < 2; backward++) {
+    tensor x = sm_tensor(g, t), gy = sm_tensor(g, t), y = sm_tensor(g, t);
+    fill(&x, backward ? 0 : -6, backward ? 0.2 : 6);
+    fill(&gy, -1, 1);
+    for (int64_t o = 0; o < g->outer; o++)
+      for (int64_t in = 0; in < g->inner; in++) {
+        const unsigned char *mr = m + (o / B) * mstrides[0] + (o % B) * mstrides[1] + in;
+#define IDX(i) ((o * g->n + (i)) * g->inner + in)
+        double mx = -INFINITY;
+        long double s = 0;
+        for (int64_t i = 0; i < g->n; i++)
+          if (!mr[i * g->inner]) mx = fmax(mx, get(&x, IDX(i)));
+        for (int64_t i = 0; i < g->n; i++)
+          if (!mr[i * g->inner])
+            s += backward ? (long double)get(&gy, IDX(i)) * get(&x, IDX(i)) : expl(get(&x, IDX(i)) - mx);
+        for (int64_t i = 0; i < g->n; i++) {
+          int masked = mr[i * g->inner];
+          if (backward)
+            ref[IDX(i)] = masked ? 0 : (double)(get(&x, IDX(i)) * (get(&gy, IDX(i)) - s));
+          else
+            ref[IDX(i)] = mx == -INFINITY ? NAN : masked ? 0 : (double)(expl(get(&x, IDX(i)) - mx) / s);
+        }
+#undef IDX
+      }
+    nrt_tensor_view ops[4] = {y.view, backward ? gy.view : x.view, x.view, mask.view};
+    if (!backward) ops[2] = mask.view;
+    CHECK_OK(run(backward ? NRT_OP_SOFTMAX_BACKWARD : NRT_OP_SOFTMAX, 1, backward ? 4 : 3, ops, 0, NULL));
+    if (!close_to(&y, ref, t))
+      fprintf(stderr, "  masked softmax backward=%d geometry %lldx%lldx%lld\n", backward, (long long)g->outer,
+              (long long)g->n, (long long)g->inner);
+    CHECK(close_to(&y, ref, t));
+    release(&x);
+    release(&gy);
+    release(&y);
+  }
+  free(ref);
+  release(&mask);
+}
+
+static void test_masked_softmax_matches_twin(void) {
+  static const sm_geometry rows = {6, 37, 1, 0}, cols = {4, 5, 70, 0}, outermost = {4, 9, 3, 1};
+  for (int t = 0; t < 2; t++) {
+    nrt_dtype dt = t ? NRT_FLOAT64 : NRT_FLOAT32;
+    check_masked_softmax(&rows, 2, 1, dt);
+    check_masked_softmax(&rows, 3, 0, dt);
+    check_masked_softmax(&cols, 2, 1, dt);
+    check_masked_softmax(&outermost, 1, 0, dt);
+  }
+  check_masked_softmax(&rows, 2, 1, NRT_BFLOAT16);
+  /* Refusals: a mask on log-softmax, a mask of the wrong shape or dtype. */
+  tensor x = make(NRT_FLOAT32, 3, (int64_t[]){2, 3, 1}, NULL, 0), y = make(NRT_FLOAT32, 3, (int64_t[]){2, 3, 1}, NULL, 0);
+  tensor mask = make(NRT_BOOL, 4, (int64_t[]){1, 2, 3, 1}, NULL, 0), wrong = make(NRT_BOOL, 4, (int64_t[]){1, 2, 2, 1}, NULL, 0);
+  nrt_tensor_view ops[3] = {y.view, x.view, mask.view};
+  CHECK_STATUS(run(NRT_OP_LOG_SOFTMAX, 1, 3, ops, 0, NULL), NRT_ERROR_UNSUPPORTED);
+  ops[2] = wrong.view;
+  CHECK_STATUS(run(NRT_OP_SOFTMAX, 1, 3, ops, 0, NULL), NRT_ERROR_INVALID_ARGUMENT);
+  ops[2] = x.view;
+  ops[2].ndim = 4;
+  ops[2].shape[0] = 1, ops[2].shape[1] = 2, ops[2].shape[2] = 3, ops[2].shape[3] = 1;
+  CHECK_STATUS(run(NRT_OP_SOFTMAX, 1, 3, ops, 0, NULL), NRT_ERROR_UNSUPPORTED);
+  release(&x);
+  release(&y);
+  release(&mask);
+  release(&wrong);
+}
+
 /* ---- layer norm and RMS norm ------------------------------------------------------ */
 
 static void row_norm_twin(const tensor *x, const double *w, const double *b, int64_t rows, int64_t n,
@@ -851,6 +931,7 @@ int main(int argc, char **argv) {
   if (child_is_case(argc, argv)) return write_thread_case();
   RUN(test_softmax_matches_twin);
   RUN(test_softmax_of_infinite_rows);
+  RUN(test_masked_softmax_matches_twin);
   RUN(test_layer_and_rms_norm_match_twin);
   RUN(test_group_norm_matches_twin);
   RUN(test_batch_norm_matches_twin);

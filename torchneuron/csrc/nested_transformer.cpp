@@ -96,7 +96,9 @@ at::Tensor nested_tensor_from_mask(const at::Tensor& t, const at::Tensor& mask, 
 // output_size ([N, ...], each at least that largest size).
 at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::OptionalIntArrayRef output_size) {
   NEURON_TRACK_OP("aten::to_padded_tensor");
-  at::native::NestedTensorImpl* impl = contiguous_nested(self, "to_padded_tensor");
+  at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(self);
+  TORCH_CHECK(at::native::nested_tensor_impl_is_contiguous(impl),  // the CPU's words
+              "for now to_padded_tensor only supports contiguous nested tensor");
   const at::Tensor& nested_sizes = impl->get_nested_sizes();
   const int64_t n = entry_count(nested_sizes), rank = nested_sizes.dim() == 2 ? nested_sizes.size(1) : 0;
   std::vector<int64_t> shape{n};
@@ -122,26 +124,6 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::Optional
     if (dst.numel() > 0) dst.copy_(buffer.narrow(0, offset[i], dst.numel()).view(sizes));
   }
   return out;
-}
-
-// The entries as views of the buffer (printing a nested tensor unbinds it).
-std::vector<at::Tensor> unbind(const at::Tensor& self, int64_t dim) {
-  NEURON_TRACK_OP("aten::unbind.int(nested)");
-  TORCH_CHECK(dim == 0, "NestedTensor can only be unbound along dimension 0 ", "got dimension ", dim, " instead.");
-  at::native::NestedTensorImpl* impl = contiguous_nested(self, "unbind");
-  const at::Tensor& nested_sizes = impl->get_nested_sizes();
-  const int64_t n = entry_count(nested_sizes);
-  std::vector<at::Tensor> entries;
-  if (n == 0) return entries;
-  const at::Tensor buffer = impl->get_buffer();
-  const at::Tensor offsets = impl->get_storage_offsets().contiguous();
-  const int64_t* offset = offsets.const_data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; i++) {
-    const std::vector<int64_t> sizes = entry_sizes(nested_sizes, i);
-    const int64_t numel = c10::multiply_integers(sizes);
-    entries.push_back(buffer.narrow(0, offset[i], numel).view(sizes));
-  }
-  return entries;
 }
 
 // The encoder layer on [n_i, D] entries: padded to [N, L, D] with the
@@ -194,7 +176,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   m.impl("to_padded_tensor", to_padded_tensor);
-  m.impl("unbind.int", unbind);
   m.impl("_transformer_encoder_layer_fwd", transformer_encoder_layer_fwd_nested);
 }
 

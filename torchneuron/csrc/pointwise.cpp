@@ -636,6 +636,17 @@ class PointwiseCore {
     call.scalars.push_back(c10::IValue(v));
   }
 
+  // The name the CPU gives its kernel in a dtype error, "<name>_cpu": the op
+  // without its overload or in-place underscore (bitwise_and_ is
+  // "bitwise_and"), the runtime op's for the operators (__ilshift__ and
+  // bitwise_left_shift are "lshift").
+  std::string kernel_name() const {
+    std::string base = name_.substr(0, name_.find('.'));
+    if (base.rfind("__", 0) == 0 || base.find("_shift") != std::string::npos) return nrt_op_name(op_.code);
+    while (!base.empty() && base.back() == '_') base.pop_back();
+    return base;
+  }
+
   // Runs the call; returns the results the call allocated (undefined where
   // an output was given).
   c10::SmallVector<at::Tensor, 2> run(PointwiseCall& call) const {
@@ -660,9 +671,8 @@ class PointwiseCore {
     at::TensorIterator iter = build_iterator(call);
     LaunchPlan plan{compute_dtype(call, iter), iter.noutputs()};
     if (call.dtypes == PointwiseDtypes::Select) plan.convert_from = iter.noutputs() + 1;
-    TORCH_CHECK_NOT_IMPLEMENTED(call.supported.has(plan.compute), "\"",
-                                name_.substr(0, name_.find('.')), "\" not implemented for '",
-                                c10::toString(plan.compute), "' on neuron");
+    TORCH_CHECK_NOT_IMPLEMENTED(call.supported.has(plan.compute), "\"", kernel_name(),
+                                "_neuron\" not implemented for '", c10::toString(plan.compute), "'");
     if (op_.flags & kCheckScalarFits)
       for (const std::optional<c10::Scalar>& value : call.input_scalars)
         if (value) check_scalar_fits(*value, plan.compute);

@@ -9,10 +9,16 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/accumulate.h>
+
 #include <cmath>
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
+#include "nn_launch.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
 
@@ -25,9 +31,48 @@ void check_softmax_dtype(const at::Tensor& t, const char* op) {
                               op, "\" not implemented for '", s, "'");
 }
 
-// softmax(self) over dim where mask is false; masked entries are 0 and a row
-// masked whole is NaN, as the CPU's masked host softmax gives (-inf minus a
-// -inf maximum). Mask types: 0 an (L, L) attention mask, 1 a (B, L) padding
+// The dims [from, to) of a view merged where they step alike, dims of size
+// 1 dropped: (size, stride) groups.
+std::vector<std::pair<int64_t, int64_t>> merged_dims(const at::Tensor& t, int64_t from, int64_t to) {
+  std::vector<std::pair<int64_t, int64_t>> groups;
+  for (int64_t d = from; d < to; d++) {
+    const int64_t size = t.size(d), stride = t.stride(d);
+    if (size == 1) continue;
+    if (!groups.empty() && groups.back().second == size * stride)
+      groups.back() = {groups.back().first * size, stride};
+    else
+      groups.emplace_back(size, stride);
+  }
+  return groups;
+}
+
+// The runtime's mask operand of a softmax along dim: the bool mask (of the
+// input's shape, broadcast dims of stride 0 welcome) as [A, B, n, inner],
+// A B = the dims before dim. A (B, L) padding mask over heads and queries
+// or an (L, L) mask over batch and heads fits as it is; another layout is
+// copied contiguous first.
+nrt_tensor_view mask_view(const at::Tensor& mask, int64_t dim, const char* name) {
+  if (mask.dim() == 0) return strided_view(mask, {1, 1, 1, 1}, {0, 0, 0, 0}, name);
+  auto outer = merged_dims(mask, 0, dim), inner = merged_dims(mask, dim + 1, mask.dim());
+  if (outer.size() > 2 || inner.size() > 1) return mask_view(mask.contiguous(), dim, name);
+  while (outer.size() < 2) outer.insert(outer.begin(), {1, 0});
+  if (inner.empty()) inner.emplace_back(1, 0);
+  return strided_view(mask, {outer[0].first, outer[1].first, mask.size(dim), inner[0].first},
+                      {outer[0].second, outer[1].second, mask.stride(dim), inner[0].second}, name);
+}
+
+// x seen as [outer, n, inner] around dim (x contiguous).
+nrt_tensor_view around_dim(const at::Tensor& x, int64_t dim, const char* name) {
+  if (x.dim() == 0) return contiguous_view(x, {1, 1, 1}, name);
+  return contiguous_view(x,
+                         {c10::multiply_integers(x.sizes().begin(), x.sizes().begin() + dim), x.size(dim),
+                          c10::multiply_integers(x.sizes().begin() + dim + 1, x.sizes().end())},
+                         name);
+}
+
+// softmax(self) over dim where mask is false, in one pass of the runtime's
+// masked SOFTMAX: masked entries are 0 and a row masked whole is NaN, as the
+// CPU's masked host softmax gives (-inf minus a -inf maximum). Mask types: 0 an (L, L) attention mask, 1 a (B, L) padding
 // mask of a (B, H, L, L) input, 2 (and any other rank) the input's shape.
 at::Tensor masked_softmax(const at::Tensor& self, const at::Tensor& mask_in, std::optional<int64_t> dim_in,
                           std::optional<int64_t> mask_type_in) {
@@ -50,24 +95,41 @@ at::Tensor masked_softmax(const at::Tensor& self, const at::Tensor& mask_in, std
     TORCH_CHECK(self.sizes() == mask.sizes(), "For mask_type == 2 mask shape should match input shape");
   }
   const int64_t dim = at::maybe_wrap_dim(dim_in.value_or(self.dim() - 1), self.dim());
-  if (self.numel() == 0) return at::empty_like(self);
-  const at::Tensor input = self.dim() == 0 ? self.view(1) : self;
-  at::Tensor filled = input.masked_fill(mask.dim() == 0 ? mask.reshape(1) : mask, -INFINITY);
-  return at::_softmax(filled, dim, false).view(self.sizes());
+  TORCH_CHECK(mask.device() == self.device(), "_masked_softmax: expected the mask on ", self.device(), ", got ",
+              mask.device());
+  c10::DeviceGuard guard(self.device());
+  at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  if (self.numel() == 0) return out;
+  const at::Tensor x = self.contiguous();
+  launch_nn(NRT_OP_SOFTMAX, self, 1,
+            {around_dim(out, dim, "_masked_softmax"), around_dim(x, dim, "_masked_softmax"),
+             mask_view(mask.expand(self.sizes()), dim, "_masked_softmax")});
+  return out;
 }
 
 // The gradient of masked_softmax: output * (grad - sum(grad * output)),
-// zero where masked.
+// the sum over unmasked entries, zero where masked; one runtime pass.
 at::Tensor masked_softmax_backward(const at::Tensor& grad, const at::Tensor& output, const at::Tensor& mask,
                                    std::optional<int64_t> dim_in) {
   NEURON_TRACK_OP("aten::_masked_softmax_backward");
   TORCH_CHECK(grad.sizes() == mask.sizes(), "Mask shape should match grad shape");
   TORCH_CHECK(mask.scalar_type() == at::kBool, "Mask should be a boolean tensor");
   check_softmax_dtype(grad, "masked_softmax_backward");
-  if (grad.numel() == 0) return at::empty_like(grad);
+  TORCH_CHECK(output.sizes() == grad.sizes(), "_masked_softmax_backward: output shape ", output.sizes(),
+              " should match grad shape ", grad.sizes());
+  check_softmax_dtype(output, "masked_softmax_backward");
+  TORCH_CHECK(output.device() == grad.device() && mask.device() == grad.device(),
+              "_masked_softmax_backward: expected all tensors on ", grad.device());
+  c10::DeviceGuard guard(grad.device());
+  at::Tensor grad_in = at::empty(grad.sizes(), grad.options().memory_format(at::MemoryFormat::Contiguous));
+  if (grad.numel() == 0) return grad_in;
   const int64_t dim = at::maybe_wrap_dim(dim_in.value_or(output.dim() - 1), grad.dim());
-  const at::Tensor kept = at::mul(grad, output).masked_fill_(mask, 0);
-  return at::mul(output, at::sub(grad, kept.sum(dim, true))).masked_fill_(mask, 0);
+  const char* name = "_masked_softmax_backward";
+  const at::Tensor g = grad.contiguous(), y = output.contiguous();
+  launch_nn(NRT_OP_SOFTMAX_BACKWARD, grad, 1,
+            {around_dim(grad_in, dim, name), around_dim(g, dim, name), around_dim(y, dim, name),
+             mask_view(mask, dim, name)});
+  return grad_in;
 }
 
 // q = (q + q_bias) / sqrt(dim_per_head), k = k + k_bias, v = v + v_bias,

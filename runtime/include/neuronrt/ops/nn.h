@@ -17,6 +17,10 @@
  *                               grad_in = out (grad_out - sum(grad_out out))
  *   LOG_SOFTMAX_BACKWARD        [grad_in, grad_out, out]:
  *                               grad_in = grad_out - exp(out) sum(grad_out)
+ * SOFTMAX and SOFTMAX_BACKWARD take an optional last operand, a bool mask
+ * seen as [A, B, n, inner] with A B = outer (any strides, 0 to broadcast):
+ * a masked input counts as -inf (a row masked whole gives NaN), and a
+ * masked entry's gradient is 0 and adds nothing to sum(grad_out out).
  *
  * Row norms. in is [rows, n] (any strides); weight, bias [n]; mean, rstd
  * [rows]. rstd = 1 / sqrt(var + eps) with the biased variance; RMS_NORM

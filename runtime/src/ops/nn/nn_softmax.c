@@ -11,6 +11,12 @@
  * per-column loops vectorise across columns; the exponential is recomputed
  * in the last pass rather than kept. Each row or column is reduced by one
  * thread in a fixed order.
+ *
+ * An optional bool mask (the fast path's masked softmax) is a 4-d view
+ * [A, B, n, inner] with A B = outer, so a (B, L) padding mask or an (L, L)
+ * attention mask broadcast over heads needs no copy: a masked input counts
+ * as -inf (a row masked whole is NaN, as -inf minus a -inf maximum), and a
+ * masked entry gets no gradient and adds nothing to the row's sum.
  */
 #include <stdatomic.h>
 #include "ops/nn/nn_common.h"
@@ -26,10 +32,27 @@ typedef struct sm_job {
   nrt_dtype c;
   int64_t outer, n, inner, blocks;
   atomic_int out_of_memory;
+  const unsigned char *mask; /* NULL when unmasked */
+  int64_t mask_b, mask_stride[4]; /* B of [A, B, n, inner]; byte strides */
 } sm_job;
+
+/* The mask of row (outer, inner) at n = 0. */
+static const unsigned char *sm_mask_at(const sm_job *job, int64_t outer, int64_t inner) {
+  return job->mask + outer / job->mask_b * job->mask_stride[0] + outer % job->mask_b * job->mask_stride[1] +
+         inner * job->mask_stride[3];
+}
 
 /* Row and column loops for compute type C (SUF f: float, d: double). */
 #define DEFINE_SOFTMAX(C, SUF, EXP, EXP_TAME, TAME_LO, LOG, NEG_INF)                               \
+  /* buf = x with fill where the mask m (byte stride ms) is set; x may be buf. A mask */         \
+  /* contiguous along the run (the usual one) gets its own loop, which vectorises. */            \
+  RT_SIMD_VOID(mask_fill_##SUF, (const C *x, C *buf, const unsigned char *m, int64_t ms,          \
+                                 int64_t n, C fill), (x, buf, m, ms, n, fill)) {                  \
+    if (ms == 1)                                                                                  \
+      for (int64_t j = 0; j < n; j++) buf[j] = m[j] ? fill : x[j];                                \
+    else                                                                                          \
+      for (int64_t j = 0; j < n; j++) buf[j] = m[j * ms] ? fill : x[j];                           \
+  }                                                                                               \
   RT_SIMD_VOID(fwd_row_##SUF, (const C *restrict x, C *restrict y, int64_t n, int is_log),        \
                               (x, y, n, is_log)) {                                                \
     C lanes[RT_LANES], low[RT_LANES], nonfinite[RT_LANES];                                        \
@@ -86,7 +109,19 @@ typedef struct sm_job {
     }                                                                                             \
   }                                                                                               \
   /* Column mode: the w <= NN_COLS columns at byte offset off of each operand. */                 \
-  RT_SIMD_VOID(cols_##SUF, (const sm_job *job, const int64_t *off, int64_t w), (job, off, w)) {   \
+  /* The masked inputs of one run: x as -inf, or grad_out and out as 0. */                        \
+  static void mask_inputs_##SUF(const sm_job *job, const C **in, C (*buf)[NN_COLS],               \
+                                const unsigned char *m, int64_t w) {                              \
+    const int64_t ms = job->mask_stride[3];                                                       \
+    mask_fill_##SUF(in[0], buf[1], m, ms, w, job->backward ? 0 : NEG_INF);                       \
+    in[0] = buf[1];                                                                               \
+    if (!job->backward) return;                                                                   \
+    mask_fill_##SUF(in[1], buf[2], m, ms, w, 0);                                                  \
+    in[1] = buf[2];                                                                               \
+  }                                                                                               \
+  /* m: the mask at row 0 of these columns, if masked */                                           \
+  RT_SIMD_VOID(cols_##SUF, (const sm_job *job, const int64_t *off, const unsigned char *m,         \
+                            int64_t w), (job, off, m, w)) {                                       \
     C buf[3][NN_COLS], acc[NN_COLS], part[NN_COLS], mx[NN_COLS];                                  \
     double sum[NN_COLS];                                                                          \
     const nn_operand *o = job->o;                                                                 \
@@ -104,6 +139,10 @@ typedef struct sm_job {
       for (int64_t i = 0; i < n; i++) {                                                           \
         const C *x = nn_load(o[1].base + off[1] + i * o[1].stride[1], o[1].stride[2], o[1].dtype, \
                              c, w, buf[1]);                                                       \
+        if (m) {                                                                                  \
+          mask_fill_##SUF(x, buf[1], m + i * job->mask_stride[2], job->mask_stride[3], w, NEG_INF); \
+          x = buf[1];                                                                             \
+        }                                                                                         \
         for (int64_t j = 0; j < w; j++) mx[j] = x[j] > mx[j] ? x[j] : mx[j];                      \
       }                                                                                           \
     }                                                                                             \
@@ -112,6 +151,7 @@ typedef struct sm_job {
       for (int k = 0; k < nin; k++)                                                               \
         in[k] = nn_load(o[k + 1].base + off[k + 1] + i * o[k + 1].stride[1], o[k + 1].stride[2],  \
                         o[k + 1].dtype, c, w, buf[k + 1]);                                        \
+      if (m) mask_inputs_##SUF(job, in, buf, m + i * job->mask_stride[2], w);                     \
       if (!job->backward)                                                                         \
         for (int64_t j = 0; j < w; j++) part[j] += EXP(in[0][j] - mx[j]);                         \
       else if (is_log)                                                                               \
@@ -130,6 +170,7 @@ typedef struct sm_job {
       for (int k = 0; k < nin; k++)                                                               \
         in[k] = nn_load(o[k + 1].base + off[k + 1] + i * o[k + 1].stride[1], o[k + 1].stride[2],  \
                         o[k + 1].dtype, c, w, buf[k + 1]);                                        \
+      if (m) mask_inputs_##SUF(job, in, buf, m + i * job->mask_stride[2], w);                     \
       char *dst = o[0].base + off[0] + i * o[0].stride[1];                                        \
       C *r = nn_target(dst, o[0].stride[2], o[0].dtype, c, w, buf[0]);                            \
       if (!job->backward && is_log)                                                                  \
@@ -140,6 +181,8 @@ typedef struct sm_job {
         for (int64_t j = 0; j < w; j++) r[j] = in[0][j] - EXP(in[1][j]) * acc[j];                 \
       else                                                                                        \
         for (int64_t j = 0; j < w; j++) r[j] = in[1][j] * (in[0][j] - acc[j]);                    \
+      if (m && job->backward) mask_fill_##SUF(r, r, m + i * job->mask_stride[2], job->mask_stride[3], \
+                                              w, 0);                                              \
       nn_store(dst, o[0].stride[2], o[0].dtype, c, w, r);                                         \
     }                                                                                             \
   }
@@ -224,6 +267,15 @@ static void prefetch_row(const char *p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
 }
 
+static const void *mask_fill(nrt_dtype c, const void *x, void *buf, const unsigned char *m, int64_t ms,
+                             int64_t n, double fill) {
+  if (c == NRT_FLOAT64)
+    mask_fill_d(x, buf, m, ms, n, fill);
+  else
+    mask_fill_f(x, buf, m, ms, n, (float)fill);
+  return buf;
+}
+
 static void softmax_range(int64_t begin, int64_t end, void *ctx) {
   sm_job *job = ctx;
   const nn_operand *o = job->o;
@@ -234,10 +286,11 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       int64_t outer = item / job->blocks, j0 = (item % job->blocks) * NN_COLS;
       int64_t w = job->inner - j0 < NN_COLS ? job->inner - j0 : NN_COLS, off[3];
       for (int k = 0; k < job->nops; k++) off[k] = outer * o[k].stride[0] + j0 * o[k].stride[2];
+      const unsigned char *m = job->mask ? sm_mask_at(job, outer, j0) : NULL;
       if (c == NRT_FLOAT64)
-        cols_d(job, off, w);
+        cols_d(job, off, m, w);
       else
-        cols_f(job, off, w);
+        cols_f(job, off, m, w);
     }
     return;
   }
@@ -252,7 +305,7 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
     char *p[3] = {0};
     const void *in[2] = {0};
     for (int k = 0; k < job->nops; k++) p[k] = o[k].base + outer * o[k].stride[0] + inner * o[k].stride[2];
-    if (!job->backward && is_bf16_row(&o[0], c) && is_bf16_row(&o[1], c)) {
+    if (!job->backward && !job->mask && is_bf16_row(&o[0], c) && is_bf16_row(&o[1], c)) {
       if (item + 1 < end) prefetch_row(p[1] + (job->inner == 1 ? o[1].stride[0] : o[1].stride[2]), n * 2);
       fwd_row_bf16((const rt_bfloat16 *)p[1], (rt_bfloat16 *)p[0], (float *)(void *)scratch, n, job->log);
       continue;
@@ -261,6 +314,11 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       in[k - 1] = is_bf16_row(&o[k], c) ? bf16_row_in((const rt_bfloat16 *)(const void *)p[k],
                                                    (float *)(void *)(scratch + k * n * csize), n)
                                      : nn_load(p[k], o[k].stride[1], o[k].dtype, c, n, scratch + k * n * csize);
+    const unsigned char *m = job->mask ? sm_mask_at(job, outer, inner) : NULL;
+    if (m) /* into the inputs' own scratch rows, which nn_load may not have used */
+      for (int k = 1; k < job->nops; k++)
+        in[k - 1] = mask_fill(c, in[k - 1], scratch + k * n * csize, m, job->mask_stride[2], n,
+                              job->backward ? 0 : -INFINITY);
     void *r = nn_target(p[0], o[0].stride[1], o[0].dtype, c, n, scratch);
     if (c == NRT_FLOAT64) {
       if (job->backward)
@@ -273,6 +331,7 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
       else
         fwd_row_f(in[0], r, n, job->log);
     }
+    if (m && job->backward) mask_fill(c, r, r, m, job->mask_stride[2], n, 0);
     if (is_bf16_row(&o[0], c))
       bf16_row_out((rt_bfloat16 *)(void *)p[0], r, n);
     else
@@ -281,10 +340,26 @@ static void softmax_range(int64_t begin, int64_t end, void *ctx) {
   free(scratch);
 }
 
+/* The optional mask (operand k): a bool view [A, B, n, inner], A B = outer. */
+static nrt_status take_mask(const nrt_op *op, int k, sm_job *job) {
+  const char *name = nrt_op_name(op->code);
+  const nrt_tensor_view *v = &op->operands[k];
+  if (job->log) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: a mask is for softmax only", name);
+  if (v->dtype != NRT_BOOL) return rt_fail(NRT_ERROR_UNSUPPORTED, "%s: the mask must be bool", name);
+  if (v->ndim != 4 || v->shape[0] * v->shape[1] != job->outer || v->shape[2] != job->n ||
+      v->shape[3] != job->inner)
+    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: the mask must be [A, B, n, inner] with A B = outer", name);
+  job->mask = v->data;
+  job->mask_b = v->shape[1];
+  for (int d = 0; d < 4; d++) job->mask_stride[d] = v->strides[d];
+  return NRT_SUCCESS;
+}
+
 static nrt_status run_softmax(const nrt_op *op, int log, int backward) {
   const char *name = nrt_op_name(op->code);
   int nops = backward ? 3 : 2;
-  nrt_status s = nn_check_operands(op, nops, 1, backward ? 7u : 3u);
+  int masked = op->num_operands == nops + 1;
+  nrt_status s = nn_check_operands(op, nops + masked, 1, backward ? 7u : 3u);
   if (s) return s;
   sm_job job = {.nops = nops, .log = log, .backward = backward};
   for (int k = 0; k < nops; k++) {
@@ -301,6 +376,7 @@ static nrt_status run_softmax(const nrt_op *op, int log, int backward) {
   job.n = job.o[0].size[1];
   job.inner = job.o[0].size[2];
   if (job.outer * job.n * job.inner == 0) return NRT_SUCCESS;
+  if (masked && (s = take_mask(op, nops, &job))) return s;
   /* Computed in float64 if the data it reads is float64. */
   job.c = nn_compute(job.o[1].dtype);
   const nn_operand *x = &job.o[1];
