@@ -157,3 +157,33 @@ def test_causes_group_across_dtypes_and_shapes():
     assert cause_of("failed", "AttributeError: module 'torch' has no attribute 'bcomplex32'" + repro) == \
         cause_of("failed", "ImportError: cannot import name 'foo' from 'torch.testing._creation'") == \
         "the test uses a name this torch does not have (test file and torch versions differ)"
+
+
+EXCEPT_CPU = textwrap.dedent('''
+    import torch
+    from torch.testing._internal.common_utils import TestCase
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests
+
+    class TestAccelerators(TestCase):
+        def test_a_same_everywhere(self, device):
+            self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+        def test_b_differs_on_neuron(self, device):
+            expected = 3.0 if torch.device(device).type != "cpu" else 2.0
+            self.assertEqual((torch.ones(1, device=device) * 2).item(), expected)
+
+    # as test_binary_ufuncs.py's TestBinaryUfuncsDevice
+    instantiate_device_type_tests(TestAccelerators, globals(), except_for="cpu")
+''')
+
+
+def test_a_class_excluding_the_cpu_still_gets_cpu_twins(tmp_path):
+    (tmp_path / "test_except_cpu.py").write_text(EXCEPT_CPU)
+    out = tmp_path / "report.json"
+    assert conformance.main(["--pytorch-tests", str(tmp_path), "--files", "test_except_cpu.py",
+                             "--json", str(out), "--timeout", "120"]) == 0
+    [report] = json.loads(out.read_text())
+    assert report["counts"] == {"passed": 1, "failed (ours)": 1}, report["counts"]
+    [failure] = report["failures"]
+    assert failure["test"].endswith("TestAcceleratorsPRIVATEUSE1::test_b_differs_on_neuron_neuron")
+    assert failure["cpu"] == "passed"

@@ -100,7 +100,9 @@ def run_side(test_dir: Path, spec: str, side: str, timeout: float, work: Path,
     stem = f"{Path(name).stem}-{side}"
     log, skip = work / f"{stem}.jsonl", work / f"{stem}.skip"
     env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=SIDES[side],
-               TORCHNEURON_CONFORMANCE_LOG=str(log), TORCHNEURON_CONFORMANCE_SKIP=str(skip))
+               TORCHNEURON_CONFORMANCE_LOG=str(log), TORCHNEURON_CONFORMANCE_SKIP=str(skip),
+               # CPU classes for the tests a file runs on devices other than the CPU only
+               TORCHNEURON_CONFORMANCE_CPU_TWINS="1" if side == "cpu" else "0")
     # No "-W ignore": upstream tests count the warnings an op gives
     # (catch_warnings(record=True)), and an ignore filter hides them.
     cmd = [sys.executable, "-m", "pytest", name, "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
