@@ -186,6 +186,10 @@ void prepare_round_decimals(PointwiseCall& call) {
 // None means 0, the dtype's largest and lowest finite value.
 void prepare_nan_to_num(PointwiseCall& call) {
   at::ScalarType dtype = call.inputs[0]->scalar_type();
+  // the CPU's own check and words, before the generic same-dtype one
+  if (!call.outputs.empty() && call.outputs[0]->defined())
+    TORCH_CHECK(call.outputs[0]->scalar_type() == dtype, "nan_to_num: dtype of out: ",
+                call.outputs[0]->scalar_type(), " should be same as input: ", dtype);
   double max = 0.0, lowest = 0.0;
   if (at::isFloatingType(dtype)) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "nan_to_num", [&] {

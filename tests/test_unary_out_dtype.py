@@ -1,0 +1,52 @@
+"""A unary op's out= of another dtype, against PyTorch CPU with no fallback
+(issue 20; test_type_promotion.py's test_unary_op_out_casting): neg, floor,
+abs, sign, nan_to_num... write only into self's dtype, exp, sigmoid... cast
+their result into any out it casts to, complex64 into complex128 included."""
+
+import pytest
+import torch
+
+from conftest import no_fallback
+
+SAME_DTYPE_ONLY = ["neg", "floor", "ceil", "trunc", "round", "abs", "frac", "sign", "sgn", "bitwise_not",
+                   "nan_to_num"]
+CASTING = ["exp", "sin", "sqrt", "sigmoid", "expm1", "reciprocal", "rsqrt", "log", "tanh"]
+PAIRS = [(torch.float32, torch.complex64), (torch.float64, torch.complex64), (torch.int64, torch.complex128),
+         (torch.complex64, torch.complex128), (torch.complex128, torch.complex64), (torch.float32, torch.float64)]
+
+
+def run(name, dtype, out_dtype, device):
+    x = torch.tensor([[1.5, -2.25, 0.0], [4.0, 0.5, -0.75]])
+    if dtype.is_complex:
+        x = torch.complex(x, x.flip(0))
+    x = x.to(dtype).to(device)
+    out = torch.empty(0, dtype=out_dtype, device=device)
+    result = getattr(torch, name)(x.t(), out=out)  # a transposed input too
+    assert result is out
+    return out
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0]}-{p[1]}".replace("torch.", ""))
+@pytest.mark.parametrize("name", SAME_DTYPE_ONLY + CASTING)
+def test_unary_out_of_another_dtype_matches_cpu(name, pair):
+    dtype, out_dtype = pair
+    try:
+        expected = run(name, dtype, out_dtype, "cpu")
+    except (RuntimeError, NotImplementedError) as cpu_error:
+        with pytest.raises(type(cpu_error)) as error:
+            run(name, dtype, out_dtype, "neuron")
+        assert str(error.value) == str(cpu_error)
+        return
+    with no_fallback():
+        actual = run(name, dtype, out_dtype, "neuron").cpu()
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    torch.testing.assert_close(actual, expected, rtol=2e-6, atol=1e-6, equal_nan=True)
+
+
+def test_the_same_dtype_rule_is_the_cpus():
+    # real into complex: the CPU's "Found dtype ... but expected ..." at the call
+    x = torch.ones(3, device="neuron")
+    with pytest.raises(RuntimeError, match="Found dtype ComplexFloat but expected Float"):
+        torch.neg(x, out=torch.empty(0, dtype=torch.complex64, device="neuron"))
+    with pytest.raises(RuntimeError, match="nan_to_num: dtype of out: ComplexFloat should be same as input: Float"):
+        torch.nan_to_num(x, out=torch.empty(0, dtype=torch.complex64, device="neuron"))
