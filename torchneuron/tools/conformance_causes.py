@@ -55,7 +55,17 @@ _ENCODER_FAST_PATH = ("torch.nn.TransformerEncoderLayer takes its fast path on t
                       "cpu and cuda; neuron's native _transformer_encoder_layer_fwd gives the CPU and CUDA fast "
                       "path's result (NaN for a fully masked row), while the test expects the fast path on cpu "
                       "and cuda only (fast_path_device = is_cuda or is_cpu) and the slow path's zeros elsewhere")
+_SPARSE = ("sparse layouts are outside issue 20's scope (\"except sparse and quantized layouts\"): neuron "
+           "registers no SparsePrivateUse1 kernels, and the test is about sparse tensors")
+_QUANTIZED = ("quantized tensors are outside issue 20's scope: neuron registers no QuantizedPrivateUse1 kernels; "
+              "the test's dense part passes on neuron (checked with its quantized tensors taken out)")
 DOCUMENTED_EXCEPTIONS: list[tuple[str, str, str]] = [
+    (r"test_type_promotion\.py::TestTypePromotion\w*::test_sparse_", r"the 'Sparse\w*' backend", _SPARSE),
+    (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_tensor_ctor_device_inference_neuron",
+     r"the 'Sparse\w*' backend", _SPARSE),
+    (r"test_shape_ops\.py::TestShapeOps\w*::test_flip_neuron_float32$", r"the 'Quantized\w*' backend", _QUANTIZED),
+    (r"test_view_ops\.py::TestOldViewOps\w*::test_(flatten|ravel)_neuron$", r"the 'Quantized\w*' backend",
+     _QUANTIZED),
     (r"test_indexing\.py::TestIndexing\w*::test_advancedindex_neuron_", r"IndexError not raised", _ASYNC_INDEX),
     (r"test_indexing\.py::NumpyTests\w*::test_trivial_fancy_out_of_bounds_neuron", r"IndexError not raised",
      _ASYNC_INDEX),
