@@ -50,3 +50,26 @@ def test_the_same_dtype_rule_is_the_cpus():
         torch.neg(x, out=torch.empty(0, dtype=torch.complex64, device="neuron"))
     with pytest.raises(RuntimeError, match="nan_to_num: dtype of out: ComplexFloat should be same as input: Float"):
         torch.nan_to_num(x, out=torch.empty(0, dtype=torch.complex64, device="neuron"))
+
+
+@pytest.mark.parametrize("name", ["clamp_min", "clamp_max"])
+@pytest.mark.parametrize("dtype,bound,out_dtype", [
+    (torch.float32, 0, torch.float64), (torch.int32, 0, torch.int64), (torch.int32, 0.5, torch.float32),
+    (torch.int32, 0.5, torch.float64), (torch.float32, 0, torch.float32), (torch.bool, 0, torch.int64)])
+def test_clamp_with_a_number_writes_only_its_own_dtype(name, dtype, bound, out_dtype):
+    # the CPU's clamp_min/clamp_max(Scalar) are unary ops on self (promoted
+    # with the bound when self is not floating): out= must have that dtype
+    def call(device):
+        x = torch.tensor([-1, 2, 0], device=device).to(dtype)
+        out = torch.empty(0, dtype=out_dtype, device=device)
+        return getattr(torch, name)(x, bound, out=out)
+    try:
+        expected = call("cpu")
+    except RuntimeError as cpu_error:
+        with pytest.raises(RuntimeError) as error:
+            call("neuron")
+        assert str(error.value) == str(cpu_error)
+        return
+    with no_fallback():
+        actual = call("neuron").cpu()
+    assert actual.dtype == expected.dtype and torch.equal(actual, expected)
