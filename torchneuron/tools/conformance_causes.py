@@ -59,7 +59,12 @@ _SPARSE = ("sparse layouts are outside issue 20's scope (\"except sparse and qua
            "registers no SparsePrivateUse1 kernels, and the test is about sparse tensors")
 _QUANTIZED = ("quantized tensors are outside issue 20's scope: neuron registers no QuantizedPrivateUse1 kernels; "
               "the test's dense part passes on neuron (checked with its quantized tensors taken out)")
+_FLOAT8 = ("float8 dtypes are not neuron dtypes (issue 20 asks for complex, uint16/32/64 and uint8 resampling, "
+           "not float8): neuron refuses them at allocation; the test's other dtypes pass on neuron (checked with "
+           "its float8 dtypes taken out)")
 DOCUMENTED_EXCEPTIONS: list[tuple[str, str, str]] = [
+    (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_(cat|fill)_all_dtypes_and_devices_neuron$",
+     r"dtype Float8_\w+ is not supported on the neuron device", _FLOAT8),
     (r"test_type_promotion\.py::TestTypePromotion\w*::test_sparse_", r"the 'Sparse\w*' backend", _SPARSE),
     (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_tensor_ctor_device_inference_neuron",
      r"the 'Sparse\w*' backend", _SPARSE),
