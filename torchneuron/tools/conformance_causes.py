@@ -62,7 +62,18 @@ _QUANTIZED = ("quantized tensors are outside issue 20's scope: neuron registers 
 _FLOAT8 = ("float8 dtypes are not neuron dtypes (issue 20 asks for complex, uint16/32/64 and uint8 resampling, "
            "not float8): neuron refuses them at allocation; the test's other dtypes pass on neuron (checked with "
            "its float8 dtypes taken out)")
+_ASYNC_DIVISION = ("an integer division by a zero on the device is found by the kernel and raised at the next "
+                   "synchronisation (NEURON_LAUNCH_BLOCKING=1: at the call), as a device error; the test's CPU "
+                   "branch expects that error at the call, its branch for other devices CUDA's bit patterns with "
+                   "no error, which neuron does not copy")
+_COMPLEX_HALF_POW = ("pow of a float16 tensor and a complex number computes in complex32, for which the CPU, and "
+                     "neuron with it, has no pow kernel (\"not implemented for 'ComplexHalf'\"); the test expects "
+                     "that error on the CPU only and CUDA's complex32 pow on every other device")
 DOCUMENTED_EXCEPTIONS: list[tuple[str, str, str]] = [
+    (r"test_binary_ufuncs\.py::TestBinaryUfuncsDevice\w*::test_fmod_remainder_by_zero_integral_neuron_",
+     r"ZeroDivisionError", _ASYNC_DIVISION),
+    (r"test_binary_ufuncs\.py::TestBinaryUfuncsDevice\w*::test_(complex_scalar_pow_tensor|pow)_neuron_float16$",
+     r"not implemented for 'ComplexHalf'", _COMPLEX_HALF_POW),
     (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_(cat|fill)_all_dtypes_and_devices_neuron$",
      r"dtype Float8_\w+ is not supported on the neuron device", _FLOAT8),
     (r"test_type_promotion\.py::TestTypePromotion\w*::test_sparse_", r"the 'Sparse\w*' backend", _SPARSE),
