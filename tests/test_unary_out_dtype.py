@@ -73,3 +73,27 @@ def test_clamp_with_a_number_writes_only_its_own_dtype(name, dtype, bound, out_d
     with no_fallback():
         actual = call("neuron").cpu()
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
+
+
+@pytest.mark.parametrize("name", ["addcmul", "addcdiv"])
+@pytest.mark.parametrize("dtype,out_dtype", [(torch.complex64, torch.complex128), (torch.complex128, torch.complex64),
+                                             (torch.complex64, torch.float32), (torch.float32, torch.complex64)])
+def test_ternary_out_of_another_dtype_matches_cpu(name, dtype, out_dtype):
+    # test_type_promotion's test_ternary_out_promotion: complex64 inputs
+    # into a complex128 out compute in complex64 and are cast, natively
+    def call(device):
+        g = torch.Generator().manual_seed(0)
+        x = torch.rand(3, 2, generator=g, dtype=torch.float64).to(dtype).to(device) + 0.5
+        out = torch.empty(3, 2, dtype=out_dtype, device=device)
+        return getattr(torch, name)(x, x, x.t().t(), value=0.5, out=out)
+    try:
+        expected = call("cpu")
+    except RuntimeError as cpu_error:
+        with pytest.raises(RuntimeError) as error:
+            call("neuron")
+        assert str(error.value) == str(cpu_error)
+        return
+    with no_fallback():
+        actual = call("neuron").cpu()
+    assert actual.dtype == expected.dtype
+    torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6)

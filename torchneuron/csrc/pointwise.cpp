@@ -347,7 +347,8 @@ class PointwiseCore {
     // comes before the "not implemented" one, which the fallback keeps). A
     // unary op's errors come from the CPU's dry run below, in its order.
     const std::string base = name_.substr(0, name_.find('.'));
-    static const char* const complex_native[] = {"add", "sub", "mul", "div", "eq", "ne", "pow", "logaddexp"};
+    static const char* const complex_native[] = {"add",  "sub", "mul",     "div",    "eq",
+                                                 "ne",   "pow", "logaddexp", "addcmul", "addcdiv"};
     if (complex_in && tensor_inputs != 1 && std::none_of(std::begin(complex_native), std::end(complex_native),
                                    [&](const char* b) { return base == b; }))
       return false;
