@@ -94,6 +94,7 @@ def test_report_of_a_generic_file(tmp_path, capsys):
     [both] = generic["failed_on_cpu_too"]
     assert both["test"].endswith("test_b_fails_everywhere_neuron") and both["cpu"] == "failed"
     assert both["message"] and both["cpu_message"]
+    assert both["cause"] == "a result differs from the expected value"  # the CPU's failure, classified
     assert counts["skipped"] == 1
     assert counts["failed (ours)"] == 3
     assert "failed (no CPU twin)" not in counts
@@ -157,6 +158,13 @@ def test_causes_group_across_dtypes_and_shapes():
     assert cause_of("failed", "AttributeError: module 'torch' has no attribute 'bcomplex32'" + repro) == \
         cause_of("failed", "ImportError: cannot import name 'foo' from 'torch.testing._creation'") == \
         "the test uses a name this torch does not have (test file and torch versions differ)"
+    # what failed on both sides with this torch 2.13 and NumPy 2: np.msort,
+    # logsumexp(dim=None), quantile(interpolation=)
+    assert "NumPy versions differ" in cause_of("failed", "AttributeError: module 'numpy' has no attribute 'msort'")
+    for message in ["TypeError: quantile() got an unexpected keyword argument 'interpolation'",
+                    "TypeError: logsumexp(): argument 'dim' must be tuple of ints, but found element of type NoneType",
+                    "TypeError: concat(): argument 'dim' must be int, not str"]:
+        assert "torch versions differ" in cause_of("failed", message), message
 
 
 EXCEPT_CPU = textwrap.dedent('''

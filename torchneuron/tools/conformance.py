@@ -200,7 +200,8 @@ def compare(spec: str, neuron: SideRun, cpu: SideRun) -> FileReport:
             # kept so that a record can say what failed on both (usually this
             # torch against an older or newer test file)
             rep.failed_on_cpu_too.append({"test": nodeid, "outcome": outcome, "message": message,
-                                          "cpu": twin[0], "cpu_message": twin[1]})
+                                          "cpu": twin[0], "cpu_message": twin[1],
+                                          "cause": cause_of(twin[0], twin[1])})
             continue
         reason = documented_exception(nodeid, message)
         if reason is not None:
@@ -242,6 +243,12 @@ def print_report(reports: list[FileReport], top: int, out=None) -> None:
     if causes:
         print(f"\nneuron-only failures by cause (top {top} of {len(causes)}):", file=out)
         for cause, n in causes.most_common(top):
+            print(f"{n:7d}  {cause}", file=out)
+    both = Counter(f["cause"] for r in reports for f in r.failed_on_cpu_too)
+    if both:
+        # usually the test file against this torch (or NumPy): not neuron's
+        print(f"\nfailed on the CPU too, by the CPU's cause (top {top} of {len(both)}):", file=out)
+        for cause, n in both.most_common(top):
             print(f"{n:7d}  {cause}", file=out)
     ops = Counter()
     for r in reports:

@@ -23,6 +23,11 @@ CAUSES: list[tuple[str, str]] = [
     # dtype rules, since the missing name is often a dtype (torch.bcomplex32).
     (r"module 'torch(\.\w+)*' has no attribute|cannot import name '\w+' from 'torch",
      "the test uses a name this torch does not have (test file and torch versions differ)"),
+    (r"module 'numpy' has no attribute",
+     "the test uses a name this NumPy does not have (test file and NumPy versions differ)"),
+    # an argument this torch's signature lacks or types otherwise
+    (r"got an unexpected keyword argument|\(\): argument '\w+' must be [\w ]+, (not|but found)",
+     "the test calls a signature this torch does not have (test file and torch versions differ)"),
     # A value comparison that failed, before the dtype rules: its message
     # prints the inputs, dtype and all (a complex128 value that differs).
     (r"(Tensor-likes|Scalars) are not (close|equal)",
