@@ -94,6 +94,7 @@ def test_report_of_a_generic_file(tmp_path, capsys):
     [both] = generic["failed_on_cpu_too"]
     assert both["test"].endswith("test_b_fails_everywhere_neuron") and both["cpu"] == "failed"
     assert both["message"] and both["cpu_message"]
+    assert both["cause"] == "a result differs from the expected value"  # the CPU's failure, classified
     assert counts["skipped"] == 1
     assert counts["failed (ours)"] == 3
     assert "failed (no CPU twin)" not in counts
@@ -157,3 +158,40 @@ def test_causes_group_across_dtypes_and_shapes():
     assert cause_of("failed", "AttributeError: module 'torch' has no attribute 'bcomplex32'" + repro) == \
         cause_of("failed", "ImportError: cannot import name 'foo' from 'torch.testing._creation'") == \
         "the test uses a name this torch does not have (test file and torch versions differ)"
+    # what failed on both sides with this torch 2.13 and NumPy 2: np.msort,
+    # logsumexp(dim=None), quantile(interpolation=)
+    assert "NumPy versions differ" in cause_of("failed", "AttributeError: module 'numpy' has no attribute 'msort'")
+    for message in ["TypeError: quantile() got an unexpected keyword argument 'interpolation'",
+                    "TypeError: logsumexp(): argument 'dim' must be tuple of ints, but found element of type NoneType",
+                    "TypeError: concat(): argument 'dim' must be int, not str"]:
+        assert "torch versions differ" in cause_of("failed", message), message
+
+
+EXCEPT_CPU = textwrap.dedent('''
+    import torch
+    from torch.testing._internal.common_utils import TestCase
+    from torch.testing._internal.common_device_type import instantiate_device_type_tests
+
+    class TestAccelerators(TestCase):
+        def test_a_same_everywhere(self, device):
+            self.assertEqual(torch.ones(2, device=device).sum().item(), 2.0)
+
+        def test_b_differs_on_neuron(self, device):
+            expected = 3.0 if torch.device(device).type != "cpu" else 2.0
+            self.assertEqual((torch.ones(1, device=device) * 2).item(), expected)
+
+    # as test_binary_ufuncs.py's TestBinaryUfuncsDevice
+    instantiate_device_type_tests(TestAccelerators, globals(), except_for="cpu")
+''')
+
+
+def test_a_class_excluding_the_cpu_still_gets_cpu_twins(tmp_path):
+    (tmp_path / "test_except_cpu.py").write_text(EXCEPT_CPU)
+    out = tmp_path / "report.json"
+    assert conformance.main(["--pytorch-tests", str(tmp_path), "--files", "test_except_cpu.py",
+                             "--json", str(out), "--timeout", "120"]) == 0
+    [report] = json.loads(out.read_text())
+    assert report["counts"] == {"passed": 1, "failed (ours)": 1}, report["counts"]
+    [failure] = report["failures"]
+    assert failure["test"].endswith("TestAcceleratorsPRIVATEUSE1::test_b_differs_on_neuron_neuron")
+    assert failure["cpu"] == "passed"

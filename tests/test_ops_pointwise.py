@@ -459,6 +459,31 @@ def test_integer_modulo_by_a_host_zero_raises_at_the_call(name):
     assert fn(a.double(), 0).cpu().isnan().all()  # floating: NaN, as on CPU
 
 
+def test_integer_division_by_a_device_zero_raises_at_the_call_when_launches_block():
+    """A zero divisor on the device is found by the kernel: asynchronous, as
+    on CUDA, unless NEURON_LAUNCH_BLOCKING=1 makes each launch wait for its
+    kernel, when the call itself raises."""
+    script = textwrap.dedent("""
+        import torch
+        a = torch.tensor([5, -6, 7], device="neuron")
+        b = torch.tensor([1, 0, 2], device="neuron")
+        for name in ["fmod", "remainder", "floor_divide"]:
+            try:
+                getattr(torch, name)(a, b)
+                print(name, "returned")
+            except RuntimeError as e:
+                assert "ZeroDivisionError" in str(e), e
+                print(name, "raised")
+            torch.neuron.clear_error()
+        print(torch.fmod(a, b + 1).cpu().tolist())
+    """)
+    env = dict(os.environ, NEURON_LAUNCH_BLOCKING="1")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["fmod raised", "remainder raised", "floor_divide raised",
+                                          str(torch.fmod(torch.tensor([5, -6, 7]), torch.tensor([2, 1, 3])).tolist())]
+
+
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64],
                          ids=ids([torch.int8, torch.int16, torch.int32, torch.int64]))
 def test_integer_extremes_wrap_like_cpu(dtype):

@@ -110,3 +110,27 @@ def test_more_index_tensors_than_the_runtime_takes_run_through_the_fallback():
     torchneuron.clear_op_tracking()
     assert torch.equal(x.to("neuron")[nidx[:5]].cpu(), x[idx[:5]])
     no_fallback()
+
+
+@pytest.mark.parametrize("op", [
+    lambda x, out: torch._C._nn.softshrink(x, 0.5, out=out),
+    lambda x, out: torch.hardshrink(x, 0.5, out=out),
+])
+def test_shrinks_refuse_an_expanded_out(op):
+    for device in ("cpu", "neuron"):
+        x = torch.randn(5, device=device)
+        out = torch.empty(1, device=device).expand(5)
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            op(x, out)
+    no_fallback()
+
+
+def test_sub_of_two_bool_tensors_raises_the_cpus_error():
+    a, b = torch.tensor([True, False]), torch.tensor([False, False])
+    with pytest.raises(RuntimeError) as cpu:
+        torch.sub(a, b)
+    with pytest.raises(RuntimeError) as got:
+        torch.sub(a.to("neuron"), b.to("neuron"))
+    assert str(got.value) == str(cpu.value)
+    assert "Subtraction, the `-` operator, with two bool tensors is not supported" in str(cpu.value)
+    no_fallback()

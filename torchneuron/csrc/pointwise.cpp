@@ -328,10 +328,12 @@ class PointwiseCore {
     };
     if (!is_neuron(out) || !plain(out.scalar_type()) || out.is_conj() || out.is_neg()) return false;
     bool complex_in = false;
+    int tensor_inputs = 0;
     for (size_t i = 0; i + 1 < n; i++) {
       if (roles_[i] == Role::Output) return false;
       complex_in = complex_in || args[i].isComplexDouble();
       if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
+      tensor_inputs++;
       const at::Tensor& t = args[i].toTensor();
       if (!plain(t.scalar_type())) return false;
       if (!is_neuron(t) && !(t.is_cpu() && t.dim() == 0)) return false;  // the fallback raises the CPU's error
@@ -339,13 +341,15 @@ class PointwiseCore {
       complex_in = complex_in || t.is_complex();
     }
     if (!complex_in && !out.is_complex()) return false;
-    // Complex inputs: only ops with native complex kernels, whose result
-    // exists before the cast check (the CPU checks the cast first: for an
-    // op it refuses for complex, its "can't be cast" error comes before the
-    // "not implemented" one, which the fallback keeps).
+    // Complex inputs of a binary op: only ops with native complex kernels,
+    // whose result exists before the cast check (the CPU checks the cast
+    // first: for an op it refuses for complex, its "can't be cast" error
+    // comes before the "not implemented" one, which the fallback keeps). A
+    // unary op's errors come from the CPU's dry run below, in its order.
     const std::string base = name_.substr(0, name_.find('.'));
-    static const char* const complex_native[] = {"add", "sub", "mul", "div", "eq", "ne", "pow", "logaddexp"};
-    if (complex_in && std::none_of(std::begin(complex_native), std::end(complex_native),
+    static const char* const complex_native[] = {"add",  "sub", "mul",     "div",    "eq",
+                                                 "ne",   "pow", "logaddexp", "addcmul", "addcdiv"};
+    if (complex_in && tensor_inputs != 1 && std::none_of(std::begin(complex_native), std::end(complex_native),
                                    [&](const char* b) { return base == b; }))
       return false;
     // "add.out" -> "add.Tensor" (or "add"), "eq.Tensor_out" -> "eq.Tensor",
@@ -367,6 +371,7 @@ class PointwiseCore {
       functional.reset();
     }
     if (!functional) return false;
+    if (tensor_inputs == 1) check_unary_out_dtype_on_cpu(args, n, dot);
     // TensorIterator's checks of an out=, before anything runs
     at::assert_no_internal_overlap(out);
     for (size_t i = 0; i + 1 < n; i++)
@@ -383,6 +388,24 @@ class PointwiseCore {
     torch::jit::drop(*stack, n);
     torch::jit::push(*stack, written);
     return true;
+  }
+
+  // Unary ops differ in what out= dtype they take: neg, floor, abs, sign,
+  // nan_to_num... write only into self's dtype ("Found dtype ComplexFloat but
+  // expected Float"), exp, sigmoid... cast into any out the result casts to.
+  // Rather than a list, the CPU's own out= overload checks the dtypes on an
+  // empty twin of the call (no element is computed; the meta kernels do not
+  // check) and raises its error before anything runs on the device.
+  void check_unary_out_dtype_on_cpu(const c10::IValue* args, size_t n, size_t dot) const {
+    torch::jit::Stack dry(args, args + n);
+    for (c10::IValue& v : dry) {
+      if (!v.isTensor() || !v.toTensor().defined()) continue;
+      const at::Tensor& t = v.toTensor();
+      v = at::zeros(t.dim() == 0 ? at::IntArrayRef{} : at::IntArrayRef{0}, t.options().device(at::kCPU));
+    }
+    c10::Dispatcher::singleton()
+        .findSchemaOrThrow(("aten::" + name_.substr(0, dot)).c_str(), name_.substr(dot + 1).c_str())
+        .callBoxed(&dry);
   }
 
   // The native complex kernels of this overload, tried in turn.

@@ -135,6 +135,24 @@ void prepare_clamp_tensors(PointwiseCall& call) {
   if (call.code != NRT_OP_CLAMP) call.supported = kAll;
 }
 
+// clamp_min/clamp_max with a number: the CPU builds a unary op on self
+// (promoted with the bound when self is not floating), whose out= must have
+// exactly that dtype ("Found dtype Double but expected Float"), as neg's.
+void prepare_clamp_bound_scalar(PointwiseCall& call) {
+  if (call.outputs.empty() || !call.outputs[0]->defined() || !call.input_scalars[1]) return;
+  const at::Tensor& self = *call.inputs[0];
+  const at::Tensor& out = *call.outputs[0];
+  if (out.is_same(self)) return;  // in place: the existing cast check
+  at::ScalarType result = self.scalar_type();
+  if (!at::isFloatingType(result)) {
+    at::native::ResultTypeState state{};
+    state = at::native::update_result_type_state(self, state);
+    state = at::native::update_result_type_state(*call.input_scalars[1], state);
+    result = at::native::result_type(state);
+  }
+  TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ", result);
+}
+
 // clamp with two scalar bounds: the result dtype promotes over self and both
 // bounds (an iterator takes one CPU scalar at most), the bounds become
 // attributes of a unary clamp (HARDTANH), and out= must have that dtype.
@@ -186,6 +204,10 @@ void prepare_round_decimals(PointwiseCall& call) {
 // None means 0, the dtype's largest and lowest finite value.
 void prepare_nan_to_num(PointwiseCall& call) {
   at::ScalarType dtype = call.inputs[0]->scalar_type();
+  // the CPU's own check and words, before the generic same-dtype one
+  if (!call.outputs.empty() && call.outputs[0]->defined())
+    TORCH_CHECK(call.outputs[0]->scalar_type() == dtype, "nan_to_num: dtype of out: ",
+                call.outputs[0]->scalar_type(), " should be same as input: ", dtype);
   double max = 0.0, lowest = 0.0;
   if (at::isFloatingType(dtype)) {
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "nan_to_num", [&] {
@@ -319,10 +341,10 @@ const PointwiseOp kPointwiseOps[] = {
      kScalarOperands | kCheckScalarFits},
     {"clamp.Tensor clamp_.Tensor clamp.Tensor_out", NRT_OP_CLAMP, D::Arithmetic, kNumeric,
      prepare_clamp_tensors},
-    {"clamp_min clamp_min_ clamp_min.out", NRT_OP_MAXIMUM, D::Arithmetic, kNumeric, nullptr,
+    {"clamp_min clamp_min_ clamp_min.out", NRT_OP_MAXIMUM, D::Arithmetic, kNumeric, prepare_clamp_bound_scalar,
      kScalarOperands | kCheckScalarFits},
     {"clamp_min.Tensor clamp_min_.Tensor clamp_min.Tensor_out", NRT_OP_MAXIMUM, D::Arithmetic, kAll},
-    {"clamp_max clamp_max_ clamp_max.out", NRT_OP_MINIMUM, D::Arithmetic, kNumeric, nullptr,
+    {"clamp_max clamp_max_ clamp_max.out", NRT_OP_MINIMUM, D::Arithmetic, kNumeric, prepare_clamp_bound_scalar,
      kScalarOperands | kCheckScalarFits},
     {"clamp_max.Tensor clamp_max_.Tensor clamp_max.Tensor_out", NRT_OP_MINIMUM, D::Arithmetic, kAll},
 

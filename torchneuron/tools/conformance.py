@@ -100,7 +100,9 @@ def run_side(test_dir: Path, spec: str, side: str, timeout: float, work: Path,
     stem = f"{Path(name).stem}-{side}"
     log, skip = work / f"{stem}.jsonl", work / f"{stem}.skip"
     env = dict(os.environ, PYTORCH_TESTING_DEVICE_ONLY_FOR=SIDES[side],
-               TORCHNEURON_CONFORMANCE_LOG=str(log), TORCHNEURON_CONFORMANCE_SKIP=str(skip))
+               TORCHNEURON_CONFORMANCE_LOG=str(log), TORCHNEURON_CONFORMANCE_SKIP=str(skip),
+               # CPU classes for the tests a file runs on devices other than the CPU only
+               TORCHNEURON_CONFORMANCE_CPU_TWINS="1" if side == "cpu" else "0")
     # No "-W ignore": upstream tests count the warnings an op gives
     # (catch_warnings(record=True)), and an ignore filter hides them.
     cmd = [sys.executable, "-m", "pytest", name, "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
@@ -198,7 +200,8 @@ def compare(spec: str, neuron: SideRun, cpu: SideRun) -> FileReport:
             # kept so that a record can say what failed on both (usually this
             # torch against an older or newer test file)
             rep.failed_on_cpu_too.append({"test": nodeid, "outcome": outcome, "message": message,
-                                          "cpu": twin[0], "cpu_message": twin[1]})
+                                          "cpu": twin[0], "cpu_message": twin[1],
+                                          "cause": cause_of(twin[0], twin[1])})
             continue
         reason = documented_exception(nodeid, message)
         if reason is not None:
@@ -240,6 +243,12 @@ def print_report(reports: list[FileReport], top: int, out=None) -> None:
     if causes:
         print(f"\nneuron-only failures by cause (top {top} of {len(causes)}):", file=out)
         for cause, n in causes.most_common(top):
+            print(f"{n:7d}  {cause}", file=out)
+    both = Counter(f["cause"] for r in reports for f in r.failed_on_cpu_too)
+    if both:
+        # usually the test file against this torch (or NumPy): not neuron's
+        print(f"\nfailed on the CPU too, by the CPU's cause (top {top} of {len(both)}):", file=out)
+        for cause, n in both.most_common(top):
             print(f"{n:7d}  {cause}", file=out)
     ops = Counter()
     for r in reports:

@@ -23,6 +23,11 @@ CAUSES: list[tuple[str, str]] = [
     # dtype rules, since the missing name is often a dtype (torch.bcomplex32).
     (r"module 'torch(\.\w+)*' has no attribute|cannot import name '\w+' from 'torch",
      "the test uses a name this torch does not have (test file and torch versions differ)"),
+    (r"module 'numpy' has no attribute",
+     "the test uses a name this NumPy does not have (test file and NumPy versions differ)"),
+    # an argument this torch's signature lacks or types otherwise
+    (r"got an unexpected keyword argument|\(\): argument '\w+' must be [\w ]+, (not|but found)",
+     "the test calls a signature this torch does not have (test file and torch versions differ)"),
     # A value comparison that failed, before the dtype rules: its message
     # prints the inputs, dtype and all (a complex128 value that differs).
     (r"(Tensor-likes|Scalars) are not (close|equal)",
@@ -55,7 +60,33 @@ _ENCODER_FAST_PATH = ("torch.nn.TransformerEncoderLayer takes its fast path on t
                       "cpu and cuda; neuron's native _transformer_encoder_layer_fwd gives the CPU and CUDA fast "
                       "path's result (NaN for a fully masked row), while the test expects the fast path on cpu "
                       "and cuda only (fast_path_device = is_cuda or is_cpu) and the slow path's zeros elsewhere")
+_SPARSE = ("sparse layouts are outside issue 20's scope (\"except sparse and quantized layouts\"): neuron "
+           "registers no SparsePrivateUse1 kernels, and the test is about sparse tensors")
+_QUANTIZED = ("quantized tensors are outside issue 20's scope: neuron registers no QuantizedPrivateUse1 kernels; "
+              "the test's dense part passes on neuron (checked with its quantized tensors taken out)")
+_FLOAT8 = ("float8 dtypes are not neuron dtypes (issue 20 asks for complex, uint16/32/64 and uint8 resampling, "
+           "not float8): neuron refuses them at allocation; the test's other dtypes pass on neuron (checked with "
+           "its float8 dtypes taken out)")
+_ASYNC_DIVISION = ("an integer division by a zero on the device is found by the kernel and raised at the next "
+                   "synchronisation (NEURON_LAUNCH_BLOCKING=1: at the call), as a device error; the test's CPU "
+                   "branch expects that error at the call, its branch for other devices CUDA's bit patterns with "
+                   "no error, which neuron does not copy")
+_COMPLEX_HALF_POW = ("pow of a float16 tensor and a complex number computes in complex32, for which the CPU, and "
+                     "neuron with it, has no pow kernel (\"not implemented for 'ComplexHalf'\"); the test expects "
+                     "that error on the CPU only and CUDA's complex32 pow on every other device")
 DOCUMENTED_EXCEPTIONS: list[tuple[str, str, str]] = [
+    (r"test_binary_ufuncs\.py::TestBinaryUfuncsDevice\w*::test_fmod_remainder_by_zero_integral_neuron_",
+     r"ZeroDivisionError", _ASYNC_DIVISION),
+    (r"test_binary_ufuncs\.py::TestBinaryUfuncsDevice\w*::test_(complex_scalar_pow_tensor|pow)_neuron_float16$",
+     r"not implemented for 'ComplexHalf'", _COMPLEX_HALF_POW),
+    (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_(cat|fill)_all_dtypes_and_devices_neuron$",
+     r"dtype Float8_\w+ is not supported on the neuron device", _FLOAT8),
+    (r"test_type_promotion\.py::TestTypePromotion\w*::test_sparse_", r"the 'Sparse\w*' backend", _SPARSE),
+    (r"test_tensor_creation_ops\.py::TestTensorCreation\w*::test_tensor_ctor_device_inference_neuron",
+     r"the 'Sparse\w*' backend", _SPARSE),
+    (r"test_shape_ops\.py::TestShapeOps\w*::test_flip_neuron_float32$", r"the 'Quantized\w*' backend", _QUANTIZED),
+    (r"test_view_ops\.py::TestOldViewOps\w*::test_(flatten|ravel)_neuron$", r"the 'Quantized\w*' backend",
+     _QUANTIZED),
     (r"test_indexing\.py::TestIndexing\w*::test_advancedindex_neuron_", r"IndexError not raised", _ASYNC_INDEX),
     (r"test_indexing\.py::NumpyTests\w*::test_trivial_fancy_out_of_bounds_neuron", r"IndexError not raised",
      _ASYNC_INDEX),

@@ -18,6 +18,30 @@ import pytest
 
 _LOG = os.environ.get("TORCHNEURON_CONFORMANCE_LOG")
 _SKIP = os.environ.get("TORCHNEURON_CONFORMANCE_SKIP")
+_CPU_TWINS = os.environ.get("TORCHNEURON_CONFORMANCE_CPU_TWINS") == "1"
+
+
+def _instantiate_cpu_twins() -> None:
+    """Let a class the file instantiates with except_for="cpu" have its CPU
+    class too (test_binary_ufuncs.py's TestBinaryUfuncsDevice): without it a
+    neuron failure there has no CPU result to compare with. The CPU side of
+    the runner sets TORCHNEURON_CONFORMANCE_CPU_TWINS; the tests run as
+    written, their own `device_type == "cpu"` branches included."""
+    from torch.testing._internal import common_device_type as cdt
+
+    filter_types = cdt.filter_desired_device_types
+
+    def keep_cpu(bases, except_for=None, only_for=None):
+        if except_for is not None:
+            names = [except_for] if isinstance(except_for, str) else list(except_for)
+            except_for = [name for name in names if name != "cpu"] or None
+        return filter_types(bases, except_for, only_for)
+
+    cdt.filter_desired_device_types = keep_cpu
+
+
+if _CPU_TWINS:
+    _instantiate_cpu_twins()
 
 
 def _write(record: dict) -> None:
