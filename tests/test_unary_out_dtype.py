@@ -26,19 +26,28 @@ def run(name, dtype, out_dtype, device):
     return out
 
 
+def on_both(call, errors=(RuntimeError,)):
+    """(cpu result, neuron result computed with no fallback), or None when
+    the CPU raises: then neuron must raise the same error, word for word."""
+    try:
+        expected = call("cpu")
+    except errors as cpu_error:
+        with pytest.raises(type(cpu_error)) as error:
+            call("neuron")
+        assert str(error.value) == str(cpu_error)
+        return None
+    with no_fallback():
+        return expected, call("neuron").cpu()
+
+
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0]}-{p[1]}".replace("torch.", ""))
 @pytest.mark.parametrize("name", SAME_DTYPE_ONLY + CASTING)
 def test_unary_out_of_another_dtype_matches_cpu(name, pair):
     dtype, out_dtype = pair
-    try:
-        expected = run(name, dtype, out_dtype, "cpu")
-    except (RuntimeError, NotImplementedError) as cpu_error:
-        with pytest.raises(type(cpu_error)) as error:
-            run(name, dtype, out_dtype, "neuron")
-        assert str(error.value) == str(cpu_error)
+    results = on_both(lambda device: run(name, dtype, out_dtype, device), (RuntimeError, NotImplementedError))
+    if results is None:
         return
-    with no_fallback():
-        actual = run(name, dtype, out_dtype, "neuron").cpu()
+    expected, actual = results
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     torch.testing.assert_close(actual, expected, rtol=2e-6, atol=1e-6, equal_nan=True)
 
@@ -63,15 +72,10 @@ def test_clamp_with_a_number_writes_only_its_own_dtype(name, dtype, bound, out_d
         x = torch.tensor([-1, 2, 0], device=device).to(dtype)
         out = torch.empty(0, dtype=out_dtype, device=device)
         return getattr(torch, name)(x, bound, out=out)
-    try:
-        expected = call("cpu")
-    except RuntimeError as cpu_error:
-        with pytest.raises(RuntimeError) as error:
-            call("neuron")
-        assert str(error.value) == str(cpu_error)
+    results = on_both(call)
+    if results is None:
         return
-    with no_fallback():
-        actual = call("neuron").cpu()
+    expected, actual = results
     assert actual.dtype == expected.dtype and torch.equal(actual, expected)
 
 
@@ -86,14 +90,9 @@ def test_ternary_out_of_another_dtype_matches_cpu(name, dtype, out_dtype):
         x = torch.rand(3, 2, generator=g, dtype=torch.float64).to(dtype).to(device) + 0.5
         out = torch.empty(3, 2, dtype=out_dtype, device=device)
         return getattr(torch, name)(x, x, x.t().t(), value=0.5, out=out)
-    try:
-        expected = call("cpu")
-    except RuntimeError as cpu_error:
-        with pytest.raises(RuntimeError) as error:
-            call("neuron")
-        assert str(error.value) == str(cpu_error)
+    results = on_both(call)
+    if results is None:
         return
-    with no_fallback():
-        actual = call("neuron").cpu()
+    expected, actual = results
     assert actual.dtype == expected.dtype
     torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-6)
