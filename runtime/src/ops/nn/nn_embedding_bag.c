@@ -4,13 +4,14 @@
  * the backward ops convert rows to double and sum in double, then store
  * once in the output dtype. Bags are independent, so the forward op splits
  * them across threads (float32 tables with contiguous rows take a row path
- * that prefetches the rows ahead; the general loop is its reference); the dense backward gives each thread a block of
- * weight rows that it alone writes, visiting the indices in order, so every
- * row sums its terms in one order for any number of threads. Bad data
- * (offsets, indices) is found by a serial scan before any thread starts, so
- * the error reported is always the first one, as on the CPU; it is an
- * INDEX_OUT_OF_RANGE error (raised at the next synchronisation as a
- * RuntimeError and IndexError), data found wrong on the device.
+ * that prefetches rows ahead; the general loop is its reference); the dense
+ * backward gives each thread a block of weight rows that it alone writes,
+ * visiting the indices in order, so every row sums its terms in one order
+ * for any number of threads. Bad data (offsets, indices) is found before
+ * the bags are computed, and the error reported is always the first one, as
+ * on the CPU; it is an INDEX_OUT_OF_RANGE error (raised at the next
+ * synchronisation as a RuntimeError and IndexError), data found wrong on
+ * the device.
  */
 #include <stdatomic.h>
 #include <string.h>
