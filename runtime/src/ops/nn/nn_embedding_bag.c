@@ -311,58 +311,99 @@ typedef struct bag_backward_job {
   atomic_int out_of_memory;
 } bag_backward_job;
 
-static void bag_backward_owner(int64_t begin, int64_t end, void *arg) {
-  bag_backward_job *job = arg;
+/* Sum and mean modes, weight rows [r0, r1): the entries (indices) of each
+ * row are grouped by a counting sort, in index order, so a row sums its
+ * terms in double in one d-long buffer and is stored once; untouched rows
+ * are zeroed as they are passed. (A double buffer over the whole block,
+ * zeroed and converted back, took most of the backward's time.) Returns 0 when out of memory. */
+static int bag_backward_rows(const bag_backward_job *job, int64_t r0, int64_t r1, double *acc, double *row) {
   const nrt_op *op = job->op;
   const nrt_tensor_view *gw = &op->operands[0], *grad = &op->operands[1], *indices = &op->operands[2],
-                        *offset2bag = &op->operands[3], *bag_size = &op->operands[4],
-                        *max_indices = &op->operands[5];
+                        *offset2bag = &op->operands[3], *bag_size = &op->operands[4];
   const nrt_tensor_view *psw = op->num_operands > 6 && nn_present(&op->operands[6]) ? &op->operands[6] : NULL;
-  int64_t v = gw->shape[0], d = gw->shape[1], n = indices->shape[0], bags = grad->shape[0];
-  for (int64_t owner = begin; owner < end; owner++) {
-    int64_t r0 = v * owner / job->owners, r1 = v * (owner + 1) / job->owners;
-    if (r1 <= r0) continue;
-    double *acc = calloc((size_t)((r1 - r0) * d + d), sizeof *acc);
-    int64_t *counts = job->scale ? calloc((size_t)(r1 - r0), sizeof *counts) : NULL;
-    if (!acc || (job->scale && !counts)) {
-      free(acc);
-      free(counts);
-      atomic_store(&job->out_of_memory, 1);
-      return;
-    }
-    double *row = acc + (r1 - r0) * d;
-    if (job->mode == BAG_MAX) {
-      for (int64_t b = 0; b < bags; b++) {
-        if (*bag_i64(bag_size, b, 0) == 0) continue;
-        int loaded = 0;
-        for (int64_t j = 0; j < d; j++) {
-          int64_t r = *bag_i64(max_indices, b, j);
-          if (r < r0 || r >= r1) continue;
-          if (!loaded) bag_row(grad, b, row), loaded = 1;
-          acc[(r - r0) * d + j] += row[j];
-        }
-      }
-    } else {
-      if (counts)
-        for (int64_t i = 0; i < n; i++) {
-          int64_t r = bag_int_at(indices, i);
-          if (r >= r0 && r < r1) counts[r - r0]++;
-        }
-      for (int64_t i = 0; i < n; i++) {
-        int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
-        if (r < r0 || r >= r1 || r == job->padding_idx || b < 0 || b >= bags) continue;
-        double s = psw ? bag_value(psw, i) : 1.0;
-        if (job->mode == BAG_MEAN) s /= (double)*bag_i64(bag_size, b, 0);
-        if (counts) s /= (double)counts[r - r0];
-        bag_row(grad, b, row);
-        double *dst = acc + (r - r0) * d;
-        for (int64_t j = 0; j < d; j++) dst[j] += s * row[j];
-      }
-    }
-    for (int64_t r = r0; r < r1; r++) bag_store_row(gw, r, acc + (r - r0) * d);
-    free(acc);
-    free(counts);
+  int64_t d = gw->shape[1], n = indices->shape[0], bags = grad->shape[0], rows = r1 - r0;
+  int64_t *first = calloc((size_t)(2 * rows + 1), sizeof *first); /* first[k]: row k's entries; then counts */
+  int64_t *counts = first + rows + 1;
+  int64_t *order = NULL;
+  if (!first) return 0;
+  int64_t used = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
+    if (r < r0 || r >= r1) continue;
+    counts[r - r0]++; /* scale_grad_by_freq counts every occurrence */
+    if (r != job->padding_idx && b >= 0 && b < bags) first[r - r0 + 1]++, used++;
   }
+  for (int64_t k = 0; k < rows; k++) first[k + 1] += first[k];
+  order = malloc((size_t)(2 * used + 1) * sizeof *order); /* pairs (i, its bag): read in sequence */
+  if (!order) {
+    free(first);
+    return 0;
+  }
+  for (int64_t i = 0; i < n; i++) { /* first[k] advances to row k's end */
+    int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
+    if (r >= r0 && r < r1 && r != job->padding_idx && b >= 0 && b < bags) {
+      int64_t e = first[r - r0]++;
+      order[2 * e] = i, order[2 * e + 1] = b;
+    }
+  }
+  int64_t size = (int64_t)rt_dtype_size(gw->dtype), begin = 0;
+  for (int64_t k = 0; k < rows; begin = first[k], k++) {
+    if (begin == first[k] && gw->strides[1] == 1) { /* untouched: zero bits are 0.0 in every float dtype */
+      memset((char *)gw->data + (r0 + k) * gw->strides[0] * size, 0, (size_t)(d * size));
+      continue;
+    }
+    for (int64_t j = 0; j < d; j++) acc[j] = 0;
+    for (int64_t e = begin; e < first[k]; e++) {
+      int64_t i = order[2 * e], b = order[2 * e + 1];
+      double s = psw ? bag_value(psw, i) : 1.0;
+      if (job->mode == BAG_MEAN) s /= (double)*bag_i64(bag_size, b, 0);
+      if (job->scale) s /= (double)counts[k];
+      bag_row(grad, b, row);
+      for (int64_t j = 0; j < d; j++) acc[j] += s * row[j];
+    }
+    bag_store_row(gw, r0 + k, acc);
+  }
+  free(order);
+  free(first);
+  return 1;
+}
+
+/* Max mode, weight rows [r0, r1): each bag's gradient goes to its argmax
+ * rows, accumulated in double over the block. Returns 0 when out of memory. */
+static int bag_backward_max(const bag_backward_job *job, int64_t r0, int64_t r1, double *row) {
+  const nrt_op *op = job->op;
+  const nrt_tensor_view *gw = &op->operands[0], *grad = &op->operands[1], *bag_size = &op->operands[4],
+                        *max_indices = &op->operands[5];
+  int64_t d = gw->shape[1], bags = grad->shape[0];
+  double *acc = calloc((size_t)((r1 - r0) * d), sizeof *acc);
+  if (!acc) return 0;
+  for (int64_t b = 0; b < bags; b++) {
+    if (*bag_i64(bag_size, b, 0) == 0) continue;
+    int loaded = 0;
+    for (int64_t j = 0; j < d; j++) {
+      int64_t r = *bag_i64(max_indices, b, j);
+      if (r < r0 || r >= r1) continue;
+      if (!loaded) bag_row(grad, b, row), loaded = 1;
+      acc[(r - r0) * d + j] += row[j];
+    }
+  }
+  for (int64_t r = r0; r < r1; r++) bag_store_row(gw, r, acc + (r - r0) * d);
+  free(acc);
+  return 1;
+}
+
+static void bag_backward_owner(int64_t begin, int64_t end, void *arg) {
+  bag_backward_job *job = arg;
+  int64_t v = job->op->operands[0].shape[0], d = job->op->operands[0].shape[1];
+  double *buf = malloc((size_t)(2 * d + 1) * sizeof *buf); /* a row sum and a gradient row */
+  int ok = buf != NULL;
+  for (int64_t owner = begin; owner < end && ok; owner++) {
+    int64_t r0 = v * owner / job->owners, r1 = v * (owner + 1) / job->owners;
+    if (r1 > r0)
+      ok = job->mode == BAG_MAX ? bag_backward_max(job, r0, r1, buf) : bag_backward_rows(job, r0, r1, buf, buf + d);
+  }
+  free(buf);
+  if (!ok) atomic_store(&job->out_of_memory, 1);
 }
 
 nrt_status rt_kernel_embedding_bag_backward(const nrt_op *op) {
