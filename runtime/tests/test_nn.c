@@ -309,10 +309,12 @@ static void test_embedding_bag_rows_match_reference(void) {
 static void test_renorm_matches_twin(void) {
   const double ps[4] = {1, 2, 3, INFINITY};
   for (int pi = 0; pi < 4; pi++)
-    for (int ti = 0; ti < 2; ti++) {
-      nrt_dtype t = ti ? NRT_FLOAT64 : NRT_FLOAT32;
-      /* slices along dim 0 of a [6, 4, 5] view whose dim 0 is innermost in memory */
-      tensor x = make(t, 3, (int64_t[]){6, 4, 5}, (int64_t[]){1, 30, 6}, 0), out = make(t, 3, (int64_t[]){6, 4, 5}, NULL, 0);
+    for (int ti = 0; ti < 4; ti++) {
+      nrt_dtype t = ti % 2 ? NRT_FLOAT64 : NRT_FLOAT32;
+      /* slices along dim 0 of a [6, 4, 5] view whose dim 0 is innermost in memory, then of a
+       * contiguous one (float32's contiguous path: 8 lanes and a tail of 4) */
+      const int64_t *strides = ti < 2 ? (int64_t[]){1, 30, 6} : NULL;
+      tensor x = make(t, 3, (int64_t[]){6, 4, 5}, strides, 0), out = make(t, 3, (int64_t[]){6, 4, 5}, NULL, 0);
       fill(&x, -2, 2);
       nrt_tensor_view ops[2] = {out.view, x.view};
       nrt_scalar sc[2] = {fs(ps[pi]), fs(3.0)};
