@@ -121,6 +121,17 @@ BAG_FORWARD(double, NRT_FLOAT64)
  * bag_forward_float (the reference) does, so sums match it bit for bit
  * (with per_sample_weights the AVX2/AVX-512 variants may fuse s * row + acc,
  * as the CPU's FBGEMM kernel does). */
+/* A max bag takes row r where it is greater: selects with no branch, and
+ * restrict so that the compiler vectorises them. */
+static inline void bag_max_row(float *restrict acc, int64_t *restrict arg, const float *restrict row, int64_t r,
+                               int64_t d) {
+  for (int64_t j = 0; j < d; j++) {
+    int take = row[j] > acc[j];
+    acc[j] = take ? row[j] : acc[j];
+    arg[j] = take ? r : arg[j];
+  }
+}
+
 enum { BAG_PREFETCH = 16 };
 
 RT_SIMD_VOID(bag_forward_rows_f32, (const bag_job *job, int64_t b0, int64_t b1), (job, b0, b1)) {
@@ -149,12 +160,13 @@ RT_SIMD_VOID(bag_forward_rows_f32, (const bag_job *job, int64_t b0, int64_t b1),
       int64_t r = rt_index_load(ix + i * ix_step, indices->dtype);
       if (r == job->padding_idx) continue;
       const float *row = w + r * ws;
-      if (is_max) {
-        for (int64_t j = 0; j < d; j++) {
-          int take = count == 0 || row[j] > acc[j];
-          acc[j] = take ? row[j] : acc[j];
-          arg[j * arg_step] = take ? r : arg[j * arg_step];
-        }
+      if (is_max && count == 0) {
+        for (int64_t j = 0; j < d; j++) acc[j] = row[j], arg[j * arg_step] = r;
+      } else if (is_max && arg_step == 1) {
+        bag_max_row(acc, arg, row, r, d);
+      } else if (is_max) {
+        for (int64_t j = 0; j < d; j++)
+          if (row[j] > acc[j]) acc[j] = row[j], arg[j * arg_step] = r;
       } else if (s) {
         float si = s[i * psw->strides[0]];
         for (int64_t j = 0; j < d; j++) acc[j] += si * row[j];
