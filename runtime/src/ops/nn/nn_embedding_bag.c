@@ -370,6 +370,11 @@ static int bag_backward_rows(const bag_backward_job *job, int64_t r0, int64_t r1
       double s = psw ? bag_value(psw, i) : 1.0;
       if (job->mode == BAG_MEAN) s /= (double)*bag_i64(bag_size, b, 0);
       if (job->scale) s /= (double)counts[k];
+      if (grad->dtype == NRT_FLOAT32) { /* read in place: a float widens exactly, as bag_row would */
+        const float *g = (const float *)grad->data + b * grad->strides[0];
+        for (int64_t j = 0, gs = grad->strides[1]; j < d; j++) acc[j] += s * (double)g[j * gs];
+        continue;
+      }
       bag_row(grad, b, row);
       for (int64_t j = 0; j < d; j++) acc[j] += s * row[j];
     }
