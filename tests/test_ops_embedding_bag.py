@@ -116,6 +116,24 @@ def test_include_last_offset_2d_input_and_int32_indices(mode):
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_large_table_across_threads(mode):
+    """Enough rows and indices for the kernels' parallel paths: bags split
+    over threads with rows fetched ahead (float32 rows of 40 floats, bags
+    of 0 to 30 indices, repeated rows, a padding row), and the backward's
+    weight rows split between threads; per_sample_weights in sum mode."""
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(3000, 40, generator=g)
+    indices = torch.randint(0, 3000, (6000,), generator=g)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long),
+                         torch.randint(0, 31, (399,), generator=g).cumsum(0).clamp(max=6000)])
+    kw = {"per_sample_weights": torch.randn(6000, generator=g)} if mode == "sum" else {}
+    cpu, dev = run(w, indices, offsets, mode=mode, padding_idx=int(indices[5]), grad_psw=mode == "sum", **kw)
+    # float32 sums of up to 30 terms, in other orders than the CPU's for the gradient
+    for e, got in zip(cpu, dev):
+        torch.testing.assert_close(got, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_non_contiguous_weight_and_indices(mode):
     w = weight(11, 6, torch.float32, transposed=True)
     assert not w.is_contiguous()

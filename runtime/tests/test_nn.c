@@ -270,13 +270,51 @@ static void test_embedding_bag_matches_twin(void) {
       }
 }
 
+/* The float32 row path (contiguous rows, prefetching ahead) against the
+ * general strided loop, its reference, on the same values: sums, means and
+ * maxima (and their argmax) agree bit for bit, since both add a bag's rows
+ * in the order of its indices. D = 37 leaves a vector tail; bags are empty,
+ * short and longer than the prefetch distance. */
+static void test_embedding_bag_rows_match_reference(void) {
+  enum { V = 40, D = 37, N = 300, B = 11 };
+  const int64_t offsets[B] = {0, 0, 2, 40, 40, 41, 100, 180, 181, 250, 299};
+  tensor rows = make(NRT_FLOAT32, 2, (int64_t[]){V, D}, NULL, 0);
+  tensor cols = make(NRT_FLOAT32, 2, (int64_t[]){V, D}, (int64_t[]){1, V}, 0);
+  fill(&rows, -4, 4);
+  for (int64_t i = 0; i < V * D; i++) set(&cols, i, get(&rows, i));
+  tensor ix = make1(NRT_INT64, N), of = make1(NRT_INT64, B);
+  for (int64_t i = 0; i < N; i++) set(&ix, i, (double)(int64_t)(uniform() * V));
+  for (int64_t b = 0; b < B; b++) set(&of, b, (double)offsets[b]);
+  for (int mode = 0; mode < 3; mode++) {
+    tensor out[2], o2b[2], size[2], arg[2];
+    for (int k = 0; k < 2; k++) {
+      out[k] = make(NRT_FLOAT32, 2, (int64_t[]){B, D}, NULL, 0);
+      o2b[k] = make1(NRT_INT64, N);
+      size[k] = make1(NRT_INT64, B);
+      arg[k] = mode == 2 ? make(NRT_INT64, 2, (int64_t[]){B, D}, NULL, 0) : make1(NRT_INT64, B);
+      nrt_tensor_view ops[8] = {out[k].view, o2b[k].view, size[k].view, arg[k].view, k ? cols.view : rows.view,
+                                ix.view, of.view, absent()};
+      nrt_scalar sc[3] = {is(mode), is(3), is(0)};
+      CHECK_OK(run(NRT_OP_EMBEDDING_BAG, 4, 8, ops, 3, sc));
+    }
+    CHECK(memcmp(out[0].host, out[1].host, sizeof(float) * B * D) == 0);
+    CHECK(memcmp(o2b[0].host, o2b[1].host, sizeof(int64_t) * N) == 0);
+    CHECK(memcmp(size[0].host, size[1].host, sizeof(int64_t) * B) == 0);
+    CHECK(memcmp(arg[0].host, arg[1].host, sizeof(int64_t) * (mode == 2 ? B * D : B)) == 0);
+    for (int k = 0; k < 2; k++) release(&out[k]), release(&o2b[k]), release(&size[k]), release(&arg[k]);
+  }
+  release(&rows), release(&cols), release(&ix), release(&of);
+}
+
 static void test_renorm_matches_twin(void) {
   const double ps[4] = {1, 2, 3, INFINITY};
   for (int pi = 0; pi < 4; pi++)
-    for (int ti = 0; ti < 2; ti++) {
-      nrt_dtype t = ti ? NRT_FLOAT64 : NRT_FLOAT32;
-      /* slices along dim 0 of a [6, 4, 5] view whose dim 0 is innermost in memory */
-      tensor x = make(t, 3, (int64_t[]){6, 4, 5}, (int64_t[]){1, 30, 6}, 0), out = make(t, 3, (int64_t[]){6, 4, 5}, NULL, 0);
+    for (int ti = 0; ti < 4; ti++) {
+      nrt_dtype t = ti % 2 ? NRT_FLOAT64 : NRT_FLOAT32;
+      /* slices along dim 0 of a [6, 4, 5] view whose dim 0 is innermost in memory, then of a
+       * contiguous one (float32's contiguous path: 8 lanes and a tail of 4) */
+      const int64_t *strides = ti < 2 ? (int64_t[]){1, 30, 6} : NULL;
+      tensor x = make(t, 3, (int64_t[]){6, 4, 5}, strides, 0), out = make(t, 3, (int64_t[]){6, 4, 5}, NULL, 0);
       fill(&x, -2, 2);
       nrt_tensor_view ops[2] = {out.view, x.view};
       nrt_scalar sc[2] = {fs(ps[pi]), fs(3.0)};
@@ -941,6 +979,7 @@ int main(int argc, char **argv) {
   RUN(test_binary_cross_entropy_rejects_values_outside_unit_interval);
   RUN(test_bad_operands_fail_cleanly);
   RUN(test_embedding_bag_matches_twin);
+  RUN(test_embedding_bag_rows_match_reference);
   RUN(test_renorm_matches_twin);
   RUN(test_histc_matches_twin);
   RUN(test_thread_count_independence);

@@ -3,13 +3,15 @@
  * The forward op sums in float (double for float64 data), as the CPU does;
  * the backward ops convert rows to double and sum in double, then store
  * once in the output dtype. Bags are independent, so the forward op splits
- * them across threads; the dense backward gives each thread a block of
- * weight rows that it alone writes, visiting the indices in order, so every
- * row sums its terms in one order for any number of threads. Bad data
- * (offsets, indices) is found by a serial scan before any thread starts, so
- * the error reported is always the first one, as on the CPU; it is an
- * INDEX_OUT_OF_RANGE error (raised at the next synchronisation as a
- * RuntimeError and IndexError), data found wrong on the device.
+ * them across threads (float32 tables with contiguous rows take a row path
+ * that prefetches rows ahead; the general loop is its reference); the dense
+ * backward gives each thread a block of weight rows that it alone writes,
+ * visiting the indices in order, so every row sums its terms in one order
+ * for any number of threads. Bad data (offsets, indices) is found before
+ * the bags are computed, and the error reported is always the first one, as
+ * on the CPU; it is an INDEX_OUT_OF_RANGE error (raised at the next
+ * synchronisation as a RuntimeError and IndexError), data found wrong on
+ * the device.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -19,8 +21,7 @@
 enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 
 static inline int64_t bag_int_at(const nrt_tensor_view *v, int64_t i) {
-  return rt_index_load((const char *)v->data + i * v->strides[0] * (int64_t)nrt_dtype_size(v->dtype),
-                       v->dtype);
+  return rt_index_load((const char *)v->data + i * v->strides[0] * (int64_t)rt_dtype_size(v->dtype), v->dtype);
 }
 
 static inline int64_t *bag_i64(const nrt_tensor_view *v, int64_t i, int64_t j) {
@@ -113,8 +114,89 @@ static int64_t bag_end(const bag_job *job, const nrt_tensor_view *offsets, int64
 BAG_FORWARD(float, NRT_FLOAT32)
 BAG_FORWARD(double, NRT_FLOAT64)
 
+/* The fast path: float32 rows contiguous in weight and out (the usual
+ * embedding table). The gather is bound by the latency of random rows, so
+ * the row BAG_PREFETCH indices ahead is requested while this one is added;
+ * each bag accumulates in its output row, in the order of its indices as
+ * bag_forward_float (the reference) does, so sums match it bit for bit
+ * (with per_sample_weights the AVX2/AVX-512 variants may fuse s * row + acc,
+ * as the CPU's FBGEMM kernel does). */
+/* A max bag takes row r where it is greater: selects with no branch, and
+ * restrict so that the compiler vectorises them. */
+static inline void bag_max_row(float *restrict acc, int64_t *restrict arg, const float *restrict row, int64_t r,
+                               int64_t d) {
+  for (int64_t j = 0; j < d; j++) {
+    int take = row[j] > acc[j];
+    acc[j] = take ? row[j] : acc[j];
+    arg[j] = take ? r : arg[j];
+  }
+}
+
+enum { BAG_PREFETCH = 16 };
+
+RT_SIMD_VOID(bag_forward_rows_f32, (const bag_job *job, int64_t b0, int64_t b1), (job, b0, b1)) {
+  const nrt_op *op = job->op;
+  const nrt_tensor_view *out = &op->operands[0], *offset2bag = &op->operands[1], *bag_size = &op->operands[2],
+                        *max_indices = &op->operands[3], *weight = &op->operands[4], *indices = &op->operands[5],
+                        *offsets = &op->operands[6], *psw = &op->operands[7];
+  const float *w = weight->data;
+  const float *s = op->num_operands > 7 && nn_present(psw) ? psw->data : NULL;
+  int64_t d = weight->shape[1], ws = weight->strides[0], row_bytes = d * (int64_t)sizeof(float);
+  const char *ix = indices->data;
+  int64_t ix_step = indices->strides[0] * (int64_t)rt_dtype_size(indices->dtype);
+  for (int64_t b = b0; b < b1; b++) {
+    int64_t i0 = bag_begin(offsets, b), i1 = bag_end(job, offsets, b), count = 0;
+    float *acc = (float *)out->data + b * out->strides[0];
+    int is_max = job->mode == BAG_MAX; /* then arg is row b of max_indices (NULL data when D = 0) */
+    int64_t *arg = is_max ? bag_i64(max_indices, b, 0) : NULL;
+    int64_t arg_step = is_max ? max_indices->strides[1] : 0;
+    for (int64_t j = 0; j < d; j++) acc[j] = 0;
+    for (int64_t i = i0; i < i1; i++) {
+      *bag_i64(offset2bag, i, 0) = b;
+      if (i + BAG_PREFETCH < job->n) {
+        const char *ahead = (const char *)(w + rt_index_load(ix + (i + BAG_PREFETCH) * ix_step, indices->dtype) * ws);
+        for (int64_t k = 0; k < row_bytes; k += 64) __builtin_prefetch(ahead + k, 0, 3);
+      }
+      int64_t r = rt_index_load(ix + i * ix_step, indices->dtype);
+      if (r == job->padding_idx) continue;
+      const float *row = w + r * ws;
+      if (is_max && count == 0) {
+        for (int64_t j = 0; j < d; j++) acc[j] = row[j], arg[j * arg_step] = r;
+      } else if (is_max && arg_step == 1) {
+        bag_max_row(acc, arg, row, r, d);
+      } else if (is_max) {
+        for (int64_t j = 0; j < d; j++)
+          if (row[j] > acc[j]) acc[j] = row[j], arg[j * arg_step] = r;
+      } else if (s) {
+        float si = s[i * psw->strides[0]];
+        for (int64_t j = 0; j < d; j++) acc[j] += si * row[j];
+      } else {
+        for (int64_t j = 0; j < d; j++) acc[j] += row[j];
+      }
+      count++;
+    }
+    if (job->mode == BAG_MEAN && count > 0)
+      for (int64_t j = 0; j < d; j++) acc[j] /= (float)count;
+    if (is_max && count == 0)
+      for (int64_t j = 0; j < d; j++) arg[j * arg_step] = 0;
+    if (!is_max) *bag_i64(max_indices, b, 0) = count;
+    *bag_i64(bag_size, b, 0) = count;
+  }
+}
+
+/* Whether bag_forward_rows_f32 applies: float32 rows of unit stride. */
+static int bag_rows_f32(const nrt_op *op) {
+  const nrt_tensor_view *out = &op->operands[0], *weight = &op->operands[4];
+  return weight->dtype == NRT_FLOAT32 && (weight->strides[1] == 1 || weight->shape[1] <= 1) &&
+         (out->strides[1] == 1 || out->shape[1] <= 1);
+}
+
 static void bag_forward_range(int64_t b0, int64_t b1, void *arg) {
   bag_job *job = arg;
+  if (bag_rows_f32(job->op)) {
+    bag_forward_rows_f32(job, b0, b1);
+    return;
+  }
   int64_t d = job->op->operands[4].shape[1];
   double *scratch = malloc((size_t)(2 * d + 1) * sizeof *scratch); /* room for acc and a row of either type */
   if (!scratch) {
@@ -126,6 +208,37 @@ static void bag_forward_range(int64_t b0, int64_t b1, void *arg) {
   else
     bag_forward_float(job, b0, b1, (float *)scratch, (float *)scratch + d);
   free(scratch);
+}
+
+/* The first index outside [0, rows), found over the thread pool (a serial
+ * scan was a third of the forward's time): each block scans its own indices
+ * and lowers `first` to its first bad one. */
+typedef struct bag_index_scan {
+  const nrt_tensor_view *indices;
+  int64_t rows;
+  _Atomic int64_t first;
+} bag_index_scan;
+
+static void bag_scan_range(int64_t i0, int64_t i1, void *arg) {
+  bag_index_scan *scan = arg;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t r = bag_int_at(scan->indices, i);
+    if (r < 0 || r >= scan->rows) {
+      int64_t seen = atomic_load(&scan->first);
+      while (i < seen && !atomic_compare_exchange_weak(&scan->first, &seen, i)) {
+      }
+      return;
+    }
+  }
+}
+
+/* The position of the first index outside [0, rows), or N if none is. */
+static int64_t bag_first_bad_index(const nrt_tensor_view *indices, int64_t rows) {
+  int64_t n = indices->shape[0];
+  bag_index_scan scan = {.indices = indices, .rows = rows};
+  atomic_init(&scan.first, n);
+  rt_parallel_for(n, RT_PARALLEL_GRAIN, bag_scan_range, &scan);
+  return atomic_load(&scan.first);
 }
 
 /* Checks offsets and indices in order; the first problem is the error. */
@@ -147,13 +260,11 @@ static nrt_status bag_check_data(const char *name, const nrt_tensor_view *indice
                    "%s: offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld", name,
                    (long long)n, (long long)bag_int_at(offsets, m - 1));
   (void)include_last;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t r = bag_int_at(indices, i);
-    if (r < 0 || r >= rows)
-      return rt_fail(NRT_ERROR_INDEX_OUT_OF_RANGE,
-                     "%s: Index %lld of input takes value %lld which is not in the valid range [0, %lld)", name,
-                     (long long)i, (long long)r, (long long)rows);
-  }
+  int64_t i = bag_first_bad_index(indices, rows);
+  if (i < n)
+    return rt_fail(NRT_ERROR_INDEX_OUT_OF_RANGE,
+                   "%s: Index %lld of input takes value %lld which is not in the valid range [0, %lld)", name,
+                   (long long)i, (long long)bag_int_at(indices, i), (long long)rows);
   return NRT_SUCCESS;
 }
 
@@ -212,58 +323,104 @@ typedef struct bag_backward_job {
   atomic_int out_of_memory;
 } bag_backward_job;
 
-static void bag_backward_owner(int64_t begin, int64_t end, void *arg) {
-  bag_backward_job *job = arg;
+/* Sum and mean modes, weight rows [r0, r1): the entries (indices) of each
+ * row are grouped by a counting sort, in index order, so a row sums its
+ * terms in double in one d-long buffer and is stored once; untouched rows
+ * are zeroed as they are passed. (A double buffer over the whole block,
+ * zeroed and converted back, took most of the backward's time.) Returns 0 when out of memory. */
+static int bag_backward_rows(const bag_backward_job *job, int64_t r0, int64_t r1, double *acc, double *row) {
   const nrt_op *op = job->op;
   const nrt_tensor_view *gw = &op->operands[0], *grad = &op->operands[1], *indices = &op->operands[2],
-                        *offset2bag = &op->operands[3], *bag_size = &op->operands[4],
-                        *max_indices = &op->operands[5];
+                        *offset2bag = &op->operands[3], *bag_size = &op->operands[4];
   const nrt_tensor_view *psw = op->num_operands > 6 && nn_present(&op->operands[6]) ? &op->operands[6] : NULL;
-  int64_t v = gw->shape[0], d = gw->shape[1], n = indices->shape[0], bags = grad->shape[0];
-  for (int64_t owner = begin; owner < end; owner++) {
-    int64_t r0 = v * owner / job->owners, r1 = v * (owner + 1) / job->owners;
-    if (r1 <= r0) continue;
-    double *acc = calloc((size_t)((r1 - r0) * d + d), sizeof *acc);
-    int64_t *counts = job->scale ? calloc((size_t)(r1 - r0), sizeof *counts) : NULL;
-    if (!acc || (job->scale && !counts)) {
-      free(acc);
-      free(counts);
-      atomic_store(&job->out_of_memory, 1);
-      return;
-    }
-    double *row = acc + (r1 - r0) * d;
-    if (job->mode == BAG_MAX) {
-      for (int64_t b = 0; b < bags; b++) {
-        if (*bag_i64(bag_size, b, 0) == 0) continue;
-        int loaded = 0;
-        for (int64_t j = 0; j < d; j++) {
-          int64_t r = *bag_i64(max_indices, b, j);
-          if (r < r0 || r >= r1) continue;
-          if (!loaded) bag_row(grad, b, row), loaded = 1;
-          acc[(r - r0) * d + j] += row[j];
-        }
-      }
-    } else {
-      if (counts)
-        for (int64_t i = 0; i < n; i++) {
-          int64_t r = bag_int_at(indices, i);
-          if (r >= r0 && r < r1) counts[r - r0]++;
-        }
-      for (int64_t i = 0; i < n; i++) {
-        int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
-        if (r < r0 || r >= r1 || r == job->padding_idx || b < 0 || b >= bags) continue;
-        double s = psw ? bag_value(psw, i) : 1.0;
-        if (job->mode == BAG_MEAN) s /= (double)*bag_i64(bag_size, b, 0);
-        if (counts) s /= (double)counts[r - r0];
-        bag_row(grad, b, row);
-        double *dst = acc + (r - r0) * d;
-        for (int64_t j = 0; j < d; j++) dst[j] += s * row[j];
-      }
-    }
-    for (int64_t r = r0; r < r1; r++) bag_store_row(gw, r, acc + (r - r0) * d);
-    free(acc);
-    free(counts);
+  int64_t d = gw->shape[1], n = indices->shape[0], bags = grad->shape[0], rows = r1 - r0;
+  int64_t *first = calloc((size_t)(2 * rows + 1), sizeof *first); /* first[k]: row k's entries; then counts */
+  int64_t *counts = first + rows + 1;
+  int64_t *order = NULL;
+  if (!first) return 0;
+  int64_t used = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
+    if (r < r0 || r >= r1) continue;
+    counts[r - r0]++; /* scale_grad_by_freq counts every occurrence */
+    if (r != job->padding_idx && b >= 0 && b < bags) first[r - r0 + 1]++, used++;
   }
+  for (int64_t k = 0; k < rows; k++) first[k + 1] += first[k];
+  order = malloc((size_t)(2 * used + 1) * sizeof *order); /* pairs (i, its bag): read in sequence */
+  if (!order) {
+    free(first);
+    return 0;
+  }
+  for (int64_t i = 0; i < n; i++) { /* first[k] advances to row k's end */
+    int64_t r = bag_int_at(indices, i), b = *bag_i64(offset2bag, i, 0);
+    if (r >= r0 && r < r1 && r != job->padding_idx && b >= 0 && b < bags) {
+      int64_t e = first[r - r0]++;
+      order[2 * e] = i, order[2 * e + 1] = b;
+    }
+  }
+  int64_t size = (int64_t)rt_dtype_size(gw->dtype), begin = 0;
+  for (int64_t k = 0; k < rows; begin = first[k], k++) {
+    if (begin == first[k] && gw->strides[1] == 1) { /* untouched: zero bits are 0.0 in every float dtype */
+      memset((char *)gw->data + (r0 + k) * gw->strides[0] * size, 0, (size_t)(d * size));
+      continue;
+    }
+    for (int64_t j = 0; j < d; j++) acc[j] = 0;
+    for (int64_t e = begin; e < first[k]; e++) {
+      int64_t i = order[2 * e], b = order[2 * e + 1];
+      double s = psw ? bag_value(psw, i) : 1.0;
+      if (job->mode == BAG_MEAN) s /= (double)*bag_i64(bag_size, b, 0);
+      if (job->scale) s /= (double)counts[k];
+      if (grad->dtype == NRT_FLOAT32) { /* read in place: a float widens exactly, as bag_row would */
+        const float *g = (const float *)grad->data + b * grad->strides[0];
+        for (int64_t j = 0, gs = grad->strides[1]; j < d; j++) acc[j] += s * (double)g[j * gs];
+        continue;
+      }
+      bag_row(grad, b, row);
+      for (int64_t j = 0; j < d; j++) acc[j] += s * row[j];
+    }
+    bag_store_row(gw, r0 + k, acc);
+  }
+  free(order);
+  free(first);
+  return 1;
+}
+
+/* Max mode, weight rows [r0, r1): each bag's gradient goes to its argmax
+ * rows, accumulated in double over the block. Returns 0 when out of memory. */
+static int bag_backward_max(const bag_backward_job *job, int64_t r0, int64_t r1, double *row) {
+  const nrt_op *op = job->op;
+  const nrt_tensor_view *gw = &op->operands[0], *grad = &op->operands[1], *bag_size = &op->operands[4],
+                        *max_indices = &op->operands[5];
+  int64_t d = gw->shape[1], bags = grad->shape[0];
+  double *acc = calloc((size_t)((r1 - r0) * d), sizeof *acc);
+  if (!acc) return 0;
+  for (int64_t b = 0; b < bags; b++) {
+    if (*bag_i64(bag_size, b, 0) == 0) continue;
+    int loaded = 0;
+    for (int64_t j = 0; j < d; j++) {
+      int64_t r = *bag_i64(max_indices, b, j);
+      if (r < r0 || r >= r1) continue;
+      if (!loaded) bag_row(grad, b, row), loaded = 1;
+      acc[(r - r0) * d + j] += row[j];
+    }
+  }
+  for (int64_t r = r0; r < r1; r++) bag_store_row(gw, r, acc + (r - r0) * d);
+  free(acc);
+  return 1;
+}
+
+static void bag_backward_owner(int64_t begin, int64_t end, void *arg) {
+  bag_backward_job *job = arg;
+  int64_t v = job->op->operands[0].shape[0], d = job->op->operands[0].shape[1];
+  double *buf = malloc((size_t)(2 * d + 1) * sizeof *buf); /* a row sum and a gradient row */
+  int ok = buf != NULL;
+  for (int64_t owner = begin; owner < end && ok; owner++) {
+    int64_t r0 = v * owner / job->owners, r1 = v * (owner + 1) / job->owners;
+    if (r1 > r0)
+      ok = job->mode == BAG_MAX ? bag_backward_max(job, r0, r1, buf) : bag_backward_rows(job, r0, r1, buf, buf + d);
+  }
+  free(buf);
+  if (!ok) atomic_store(&job->out_of_memory, 1);
 }
 
 nrt_status rt_kernel_embedding_bag_backward(const nrt_op *op) {
