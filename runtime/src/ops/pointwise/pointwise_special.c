@@ -7,7 +7,8 @@
  * vmath.h, with log1p(z) = log(u) z / (u - 1), u = 1 + z (exact to a few
  * ulp, where log(1 + z) alone loses every digit for small z). nextafter of
  * float16/bfloat16 steps the 16-bit representation itself, as c10 does
- * (computing it in float32 and rounding would return the input). gcd and
+ * (computing it in float32 and rounding would return the input), and of
+ * float32/float64 steps the bits too, vectorised. gcd and
  * lcm are PyTorch's Euclid on |a|, |b| with its integer wrapping spelt out:
  * |INT_MIN| stays INT_MIN, and lcm's INT_MIN / -1 wraps instead of trapping.
  */
@@ -60,18 +61,36 @@ RT_VM_INLINE float log1p_unit(float z) {
   return u == 1.0f ? z : rt_vm_logf(u) * z / (u - 1.0f);
 }
 
-/* Equal infinities give themselves (their difference would be NaN). */
-#define LOGADDEXP_F32(SCALE_IN, SCALE_OUT) \
-  (a == b && fabsf(a) == INFINITY ? a      \
-                                  : fmaxf(a, b) + log1p_unit(rt_vm_expf(-fabsf(a - b) * (SCALE_IN))) * (SCALE_OUT))
+/* e^-g and 2^-g for a gap g >= 0. 2^-g is not e^(-g ln 2): rounding g ln 2
+ * to a float costs up to g ulp of the result (8 at g = 10); the integer
+ * part k of g is exact as a power of two (split in two so that subnormal
+ * results round once), the fraction f (|f| <= 1/2, exact) goes through
+ * e^(f ln 2). Beyond g = 200 both parts of the sum are below float's
+ * smallest subnormal. */
+RT_VM_INLINE float exp_neg(float g) { return rt_vm_expf(-g); }
+RT_VM_INLINE float exp2_neg(float g) {
+  float t = g < 200.0f ? -g : -200.0f;
+  float k = rintf(t);
+  int32_t ki = (int32_t)k, k1 = ki >> 1, k2 = ki - k1;
+  return rt_vm_expf((t - k) * (float)LN2) * rt_vm_float((uint32_t)(k1 + 127) << 23) *
+         rt_vm_float((uint32_t)(k2 + 127) << 23);
+}
+
+/* Equal infinities give themselves (their difference would be NaN). The
+ * larger operand is a select, not fmaxf: GCC vectorises no fmaxf call
+ * without -ffinite-math-only, and NaN is handled before (the sign of a zero
+ * maximum cannot show: log1p adds ln 2 to it). */
+#define LOGADDEXP_F32(EXP_NEG, SCALE_OUT)                                                    \
+  (a == b && fabsf(a) == INFINITY ? a                                                        \
+                                  : (a > b ? a : b) + log1p_unit(EXP_NEG(fabsf(a - b))) * (SCALE_OUT))
 #define MAX_NAN(a, b) ((a) != (a) || (b) != (b) ? (a) + (b) : (a) > (b) ? (a) : (b))
-RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(1.0f, 1.0f))
+RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(exp_neg, 1.0f))
 RT_BINARY_LOOP(logaddexp_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp(-fabs(a - b))))
 DEFINE_FLOAT_KERNEL(logaddexp)
 
 RT_BINARY_LOOP(logaddexp2_f32, float, float,
-               a != a || b != b ? a + b : LOGADDEXP_F32((float)LN2, (float)INV_LN2))
+               a != a || b != b ? a + b : LOGADDEXP_F32(exp2_neg, (float)INV_LN2))
 RT_BINARY_LOOP(logaddexp2_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp2(-fabs(a - b))) * INV_LN2)
 DEFINE_FLOAT_KERNEL(logaddexp2)
@@ -83,8 +102,19 @@ DEFINE_FLOAT_KERNEL(xlog1py)
 
 /* ---- nextafter ------------------------------------------------------------ */
 
-RT_BINARY_LOOP(nextafter_f32, float, float, nextafter(a, b))
-RT_BINARY_LOOP(nextafter_f64, double, double, nextafter(a, b))
+/* One step of a's bits toward b, as C's nextafter (its bitwise twin in
+ * runtime/tests/test_pointwise.c) but without a libm call per element, so
+ * that the loop vectorises: NaN operands give their sum, equal operands b
+ * (the sign of b for zeros), a zero the smallest subnormal of b's sign;
+ * otherwise the magnitude grows by one ulp when b lies beyond a away from
+ * zero and shrinks by one else (infinity steps down to the largest finite). */
+#define NEXTAFTER_BITS(U, BITS, FROM_BITS)                                         \
+  (a != a || b != b ? a + b                                                       \
+   : a == b         ? b                                                           \
+   : a == 0         ? FROM_BITS((BITS(b) & ((U)1 << (sizeof(U) * 8 - 1))) | 1u) \
+                    : FROM_BITS(BITS(a) + ((b > a) == (a > 0) ? (U)1 : (U)-1)))
+RT_BINARY_LOOP(nextafter_f32, float, float, NEXTAFTER_BITS(uint32_t, rt_vm_bits, rt_vm_float))
+RT_BINARY_LOOP(nextafter_f64, double, double, NEXTAFTER_BITS(uint64_t, rt_vm_bits_d, rt_vm_double))
 
 /* One step of a 16-bit float's bits from `from` toward `to` (NaN_ABOVE:
  * the magnitude bits above which a value is NaN); NaN operands give their
