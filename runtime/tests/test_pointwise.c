@@ -870,6 +870,60 @@ static void test_logaddexp_float32(void) {
   nrt_free(o);
 }
 
+/* float32 glu_backward (vectorised, e^-b in double rounded once) against
+ * its twin with libm's expf, as the CPU computes it: bitwise the twin's in
+ * all but a few elements (where e^-b lies near a rounding boundary of the
+ * two exps, s = 1 / (1 + e) may move 2 ulp), grad_a within 3 ulp, grad_b =
+ * g a s (1 - s) within 2 ulp of g a where 1 - s cancels. b contiguous and strided. */
+static float ref_glu_sigmoid(float b) { return 1.0f / (1.0f + expf(-b)); }
+
+static void test_glu_backward_float32(void) {
+  enum { N = 4099 };
+  static float bv[N];
+  void *ga = dev_alloc(N * 4), *gb = dev_alloc(N * 4), *go = dev_alloc(N * 4), *a = dev_alloc(N * 4),
+       *b = dev_alloc(2 * N * 4);
+  float *hgo = host(go), *ha = host(a), *hb = host(b);
+  for (int i = 0; i < N; i++) {
+    hgo[i] = (float)random_normalish();
+    ha[i] = (float)random_normalish() * 10.0f;
+    bv[i] = (float)(random_normalish() * (i % 3 == 0 ? 30.0 : 4.0));
+  }
+  const float special[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 100.0f, -100.0f, 88.0f, -88.0f, 17.0f};
+  for (int k = 0; k < 10; k++) bv[k] = special[k];
+  for (int step = 1; step <= 2; step++) { /* b contiguous, then strided */
+    for (int i = 0; i < N; i++) hb[i * step] = bv[i];
+    nrt_tensor_view views[5] = {view_1d(ga, NRT_FLOAT32, N, 1), view_1d(gb, NRT_FLOAT32, N, 1),
+                                view_1d(go, NRT_FLOAT32, N, 1), view_1d(a, NRT_FLOAT32, N, 1),
+                                view_1d(b, NRT_FLOAT32, N, step)};
+    nrt_op op = make_op(NRT_OP_GLU_BACKWARD, NRT_FLOAT32, 2, 5, views);
+    CHECK_OK(nrt_op_execute(&op));
+    const float *got_a = host(ga), *got_b = host(gb);
+    int differ = 0, bad = 0;
+    for (int i = 0; i < N; i++) {
+      float s = ref_glu_sigmoid(bv[i]);
+      float want_a = hgo[i] * s, want_b = hgo[i] * ha[i] * s * (1.0f - s);
+      if (memcmp(&got_a[i], &want_a, 4) != 0 || memcmp(&got_b[i], &want_b, 4) != 0) differ++;
+      if (isnan(want_a) || isnan(want_b)) {
+        bad += !(isnan(got_a[i]) && isnan(got_b[i]));
+        continue;
+      }
+      double ulp_ga = 0x1p-23 * fabs((double)hgo[i] * ha[i]);
+      if (ulp_error(got_a[i], want_a) > 3 || fabs((double)got_b[i] - want_b) > 2 * (ulp_ga + 0x1p-23 * fabs(want_b))) {
+        fprintf(stderr, "  glu_backward b=%a: (%a, %a), want (%a, %a)\n", bv[i], got_a[i], got_b[i], want_a, want_b);
+        bad++;
+      }
+    }
+    CHECK(bad == 0);
+    if (differ > 4) fprintf(stderr, "  glu_backward: %d of %d differ from the twin's bits\n", differ, N);
+    CHECK(differ <= 4);
+  }
+  nrt_free(ga);
+  nrt_free(gb);
+  nrt_free(go);
+  nrt_free(a);
+  nrt_free(b);
+}
+
 /* where moves values unchanged: float16 NaN payloads survive, a bool
  * condition and an immediate branch broadcast over a transposed tensor. */
 static void test_where_moves_bits(void) {
@@ -1014,6 +1068,7 @@ int main(void) {
   RUN(test_nan_rules);
   RUN(test_nextafter_matches_libm_bitwise);
   RUN(test_logaddexp_float32);
+  RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);
   RUN(test_log_sigmoid_buffer);
