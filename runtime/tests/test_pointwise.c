@@ -839,9 +839,10 @@ static void test_logaddexp_float32(void) {
     ha[i] = (float)(random_normalish() * (i % 4 == 0 ? 30.0 : 3.0));
     hb[i] = i % 7 == 0 ? ha[i] : (float)(random_normalish() * (i % 3 == 0 ? 1e-4 : 5.0));
   }
-  const float special_a[] = {INFINITY, -INFINITY, -INFINITY, NAN, 1.0f, INFINITY, 0.0f, -0.0f};
-  const float special_b[] = {INFINITY, -INFINITY, 2.0f, 1.0f, NAN, -INFINITY, -0.0f, 0.0f};
-  for (int k = 0; k < 8; k++) ha[k] = special_a[k], hb[k] = special_b[k];
+  /* ... and results that are subnormal, or zero (gaps beyond 149) */
+  const float special_a[] = {INFINITY, -INFINITY, -INFINITY, NAN, 1.0f, INFINITY, 0.0f, -0.0f, 0.0f, -300.0f, 0.0f};
+  const float special_b[] = {INFINITY, -INFINITY, 2.0f, 1.0f, NAN, -INFINITY, -0.0f, 0.0f, -140.5f, 0.0f, -1e30f};
+  for (int k = 0; k < 11; k++) ha[k] = special_a[k], hb[k] = special_b[k];
   for (int base2 = 0; base2 < 2; base2++) {
     nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, N, 1), view_1d(a, NRT_FLOAT32, N, 1),
                                 view_1d(b, NRT_FLOAT32, N, 1)};

@@ -71,9 +71,10 @@ RT_VM_INLINE float exp_neg(float g) { return rt_vm_expf(-g); }
 RT_VM_INLINE float exp2_neg(float g) {
   float t = g < 200.0f ? -g : -200.0f;
   float k = rintf(t);
-  int32_t ki = (int32_t)k, k1 = ki >> 1, k2 = ki - k1;
-  return rt_vm_expf((t - k) * (float)LN2) * rt_vm_float((uint32_t)(k1 + 127) << 23) *
-         rt_vm_float((uint32_t)(k2 + 127) << 23);
+  int32_t n; /* e^((t - k) ln 2) = y 2^n, n in {-1, 0, 1} */
+  float y = rt_vm_exp_reduced((t - k) * (float)LN2, &n);
+  int32_t ki = (int32_t)k + n, k1 = ki >> 1, k2 = ki - k1;
+  return y * rt_vm_float((uint32_t)(k1 + 127) << 23) * rt_vm_float((uint32_t)(k2 + 127) << 23);
 }
 
 /* Equal infinities give themselves (their difference would be NaN). The
