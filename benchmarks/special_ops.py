@@ -3,23 +3,21 @@ run: logaddexp(2), xlog1py, nextafter, heaviside, gcd/lcm, sinc, entr, the
 shrinks (forward and gradient), glu (forward and gradient) and frexp.
 
 Each op runs on 4M elements (--quick: 1M) of float32 (int32 for gcd/lcm,
-bfloat16 rows where noted). Each time is the median of several runs (best
-shown too); ratio = CPU time / neuron time (above 1.0 neuron is faster).
+bfloat16 rows where noted). Each time is the median over blocks of runs,
+neuron and CPU taking turns (best shown too); ratio = CPU time / neuron
+time (above 1.0 neuron is faster).
 PyTorch CPU runs with --cpu-threads threads (default 2).
 
     python benchmarks/special_ops.py [--repeats N] [--cpu-threads T] [--quick]
 
 Rows below 1.0 (first measurement, --quick, AMD EPYC with 2 cores shared
-with other jobs, so noisy): logaddexp(2), nextafter, sinc and frexp call
-scalar libm functions per element (log1p, exp2, nextafter, sin, frexp)
-where the CPU uses SLEEF vector math; float32 logaddexp already uses the
-vectorisable vmath exp/log, so its ~0.3x says the NaN/infinity selects
-keep the loop from vectorising (to check). gcd runs PyTorch's Euclid loop
-per element, as the CPU does (0.8x). The shrinks, glu and its gradient are
-plain selects and products that should vectorise: their low ratios
-(0.02-0.7x, softshrink's best run 0.35 ms against a 3.6 ms median) were
-measured beside a running test suite and need a quiet rerun before any
-conclusion.
+with other jobs, so noisy): sinc and frexp call scalar libm functions per
+element (sin, frexp) where the CPU uses SLEEF vector math. gcd runs
+PyTorch's Euclid loop per element, as the CPU does (0.8x). Session 44
+vectorised float32 logaddexp(2) (an fmaxf call had kept the loop scalar),
+nextafter (bit stepping instead of libm) and glu_backward (e^-b in vmath's
+double exp instead of libm expf): docs/performance.md, "Pointwise speed
+clause rows".
 """
 
 import argparse
@@ -28,20 +26,23 @@ import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
-from timing import median_and_best as seconds
+from timing import host_line, interleaved
 
 
 def case(name, make, fn, repeats):
-    results = []
-    for dev in ("neuron", "cpu"):
-        inputs = [t.to(dev) for t in make()]
-        sync = torch.neuron.synchronize if dev == "neuron" else (lambda: None)
+    """Neuron (each run synchronized) and CPU runs in turns
+    (timing.interleaved), so that both sides share the host's load. (Not
+    alternating_blocks: its runs free their outputs before the block's one
+    synchronize, and the adaptive fuser (runtime/src/fuse/adaptive.c) drops
+    queued ops whose every output is freed: 0.01 ms per 1M-element op.)"""
+    inputs = {dev: [t.to(dev) for t in make()] for dev in ("neuron", "cpu")}
 
+    def runner(dev):
         def run():
             with torch.no_grad():
-                fn(*inputs)
-        results.append(seconds(run, sync, repeats))
-    (nm, nb), (cm, cb) = results
+                fn(*inputs[dev])
+        return run
+    nm, nb, cm, cb = interleaved(runner("neuron"), runner("cpu"), repeats)
     print(f"{name:<40}{nm * 1e3:9.2f}{nb * 1e3:9.2f}{cm * 1e3:9.2f}{cb * 1e3:9.2f}{cm / nm:7.2f}")
 
 
@@ -54,8 +55,9 @@ def main() -> None:
     torch.set_num_threads(args.cpu_threads)
     torch.manual_seed(0)
     n = (1 << 20) if args.quick else (1 << 22)
-    print(f"{n} elements; CPU threads: {args.cpu_threads}; median of {args.repeats} (best shown too); "
-          "ratio = CPU / neuron")
+    print(host_line())
+    print(f"{n} elements; CPU threads: {args.cpu_threads}; median of {args.repeats} runs a side, in turns "
+          "(best shown too); ratio = CPU / neuron")
     print(f"{'case':<40}{'neuron ms':>9}{'best':>9}{'cpu ms':>9}{'best':>9}{'ratio':>7}")
 
     def randn(*dtypes):

@@ -788,6 +788,143 @@ static void test_nan_rules(void) {
   nrt_free(o);
 }
 
+/* float32/float64 nextafter steps the bits in a vectorised loop: bitwise
+ * libm's nextafterf/nextafter (the twins) on every pair of edge values, both
+ * operands contiguous and b broadcast. */
+#define NEXTAFTER_EDGES(T, MIN, TRUE_MIN, MAX)                                                     \
+  {0, -(T)0, (T)1, -(T)1, MIN, -(MIN), TRUE_MIN, -(TRUE_MIN), (MIN) - (TRUE_MIN), MAX, -(MAX),     \
+   (T)INFINITY, -(T)INFINITY, (T)NAN, -(T)NAN, (T)0.1, (T)-3e-5}
+#define CHECK_NEXTAFTER(T, DTYPE, TWIN, MIN, TRUE_MIN, MAX)                                          \
+  do {                                                                                               \
+    const T edges[] = NEXTAFTER_EDGES(T, MIN, TRUE_MIN, MAX);                                        \
+    enum { E = sizeof edges / sizeof edges[0], N = E * E };                                          \
+    void *a = dev_alloc(N * sizeof(T)), *b = dev_alloc(N * sizeof(T)), *o = dev_alloc(N * sizeof(T)); \
+    T *ha = host(a), *hb = host(b);                                                                  \
+    for (int i = 0; i < N; i++) ha[i] = edges[i / E], hb[i] = edges[i % E];                          \
+    for (int broadcast = 0; broadcast < 2; broadcast++) {                                            \
+      nrt_tensor_view views[3] = {view_1d(o, DTYPE, N, 1), view_1d(a, DTYPE, N, 1),                  \
+                                  view_1d(b, DTYPE, N, broadcast ? 0 : 1)};                          \
+      nrt_op op = make_op(NRT_OP_NEXTAFTER, DTYPE, 1, 3, views);                                     \
+      CHECK_OK(nrt_op_execute(&op));                                                                 \
+      const T *got = host(o);                                                                        \
+      for (int i = 0; i < N; i++) {                                                                  \
+        T want = TWIN(ha[i], broadcast ? hb[0] : hb[i]);                                             \
+        if (memcmp(&got[i], &want, sizeof(T)) != 0 && !(isnan(got[i]) && isnan(want))) {           \
+          fprintf(stderr, "  nextafter %s(%a, %a) = %a, want %a\n", nrt_dtype_name(DTYPE),          \
+                  (double)ha[i], (double)(broadcast ? hb[0] : hb[i]), (double)got[i], (double)want);  \
+          CHECK(0);                                                                                  \
+          break;                                                                                     \
+        }                                                                                            \
+      }                                                                                              \
+    }                                                                                                \
+    nrt_free(a);                                                                                     \
+    nrt_free(b);                                                                                     \
+    nrt_free(o);                                                                                     \
+  } while (0)
+
+static void test_nextafter_matches_libm_bitwise(void) {
+  CHECK_NEXTAFTER(float, NRT_FLOAT32, nextafterf, FLT_MIN, FLT_TRUE_MIN, FLT_MAX);
+  CHECK_NEXTAFTER(double, NRT_FLOAT64, nextafter, DBL_MIN, DBL_TRUE_MIN, DBL_MAX);
+}
+
+/* float32 logaddexp and logaddexp2 (vectorised exp and log) against double
+ * libm within 4 ulp of the larger term over a spread of differences, and
+ * their special values:
+ * equal infinities give themselves, NaN propagates, -inf is the identity. */
+static void test_logaddexp_float32(void) {
+  enum { N = 4096 };
+  void *a = dev_alloc(N * 4), *b = dev_alloc(N * 4), *o = dev_alloc(N * 4);
+  float *ha = host(a), *hb = host(b);
+  for (int i = 0; i < N; i++) {
+    ha[i] = (float)(random_normalish() * (i % 4 == 0 ? 30.0 : 3.0));
+    hb[i] = i % 7 == 0 ? ha[i] : (float)(random_normalish() * (i % 3 == 0 ? 1e-4 : 5.0));
+  }
+  /* ... and results that are subnormal, or zero (gaps beyond 149) */
+  const float special_a[] = {INFINITY, -INFINITY, -INFINITY, NAN, 1.0f, INFINITY, 0.0f, -0.0f, 0.0f, -300.0f, 0.0f};
+  const float special_b[] = {INFINITY, -INFINITY, 2.0f, 1.0f, NAN, -INFINITY, -0.0f, 0.0f, -140.5f, 0.0f, -1e30f};
+  for (int k = 0; k < 11; k++) ha[k] = special_a[k], hb[k] = special_b[k];
+  for (int base2 = 0; base2 < 2; base2++) {
+    nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, N, 1), view_1d(a, NRT_FLOAT32, N, 1),
+                                view_1d(b, NRT_FLOAT32, N, 1)};
+    nrt_op op = make_op(base2 ? NRT_OP_LOGADDEXP2 : NRT_OP_LOGADDEXP, NRT_FLOAT32, 1, 3, views);
+    CHECK_OK(nrt_op_execute(&op));
+    const float *got = host(o);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+      /* The gap is a float, |a - b| rounded, as the CPU's kernel has it. */
+      double x = ha[i], y = hb[i], m = x > y ? x : y, gap = fabsf(ha[i] - hb[i]);
+      double ref = isnan(x) || isnan(y) ? NAN
+                   : x == y && isinf(x)  ? x
+                   : base2               ? m + log1p(exp2(-gap)) / log(2.0)
+                                         : m + log1p(exp(-gap));
+      /* In ulps of the larger term of m + log1p(...): the sum cancels where
+       * a is near -b, in float as on the CPU. */
+      double scale = fmax(fabs(m), fabs(ref - m));
+      double err = isnan(ref) || isinf(ref) ? ulp_error(got[i], ref) : fabs(got[i] - ref) / ulp_of(scale);
+      if (err > worst) worst = err;
+      if (err > 4) fprintf(stderr, "  logaddexp%s(%a, %a) = %a, want %a\n", base2 ? "2" : "", x, y, got[i], ref);
+    }
+    CHECK(worst <= 4);
+  }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+/* float32 glu_backward (vectorised, e^-b in double rounded once) against
+ * its twin with libm's expf, as the CPU computes it: bitwise the twin's in
+ * all but a few elements (where e^-b lies near a rounding boundary of the
+ * two exps, s = 1 / (1 + e) may move 2 ulp), grad_a within 3 ulp, grad_b =
+ * g a s (1 - s) within 2 ulp of g a where 1 - s cancels. b contiguous and strided. */
+static float ref_glu_sigmoid(float b) { return 1.0f / (1.0f + expf(-b)); }
+
+static void test_glu_backward_float32(void) {
+  enum { N = 4099 };
+  static float bv[N];
+  void *ga = dev_alloc(N * 4), *gb = dev_alloc(N * 4), *go = dev_alloc(N * 4), *a = dev_alloc(N * 4),
+       *b = dev_alloc(2 * N * 4);
+  float *hgo = host(go), *ha = host(a), *hb = host(b);
+  for (int i = 0; i < N; i++) {
+    hgo[i] = (float)random_normalish();
+    ha[i] = (float)random_normalish() * 10.0f;
+    bv[i] = (float)(random_normalish() * (i % 3 == 0 ? 30.0 : 4.0));
+  }
+  const float special[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 100.0f, -100.0f, 88.0f, -88.0f, 17.0f};
+  for (int k = 0; k < 10; k++) bv[k] = special[k];
+  for (int step = 1; step <= 2; step++) { /* b contiguous, then strided */
+    for (int i = 0; i < N; i++) hb[i * step] = bv[i];
+    nrt_tensor_view views[5] = {view_1d(ga, NRT_FLOAT32, N, 1), view_1d(gb, NRT_FLOAT32, N, 1),
+                                view_1d(go, NRT_FLOAT32, N, 1), view_1d(a, NRT_FLOAT32, N, 1),
+                                view_1d(b, NRT_FLOAT32, N, step)};
+    nrt_op op = make_op(NRT_OP_GLU_BACKWARD, NRT_FLOAT32, 2, 5, views);
+    CHECK_OK(nrt_op_execute(&op));
+    const float *got_a = host(ga), *got_b = host(gb);
+    int differ = 0, bad = 0;
+    for (int i = 0; i < N; i++) {
+      float s = ref_glu_sigmoid(bv[i]);
+      float want_a = hgo[i] * s, want_b = hgo[i] * ha[i] * s * (1.0f - s);
+      if (memcmp(&got_a[i], &want_a, 4) != 0 || memcmp(&got_b[i], &want_b, 4) != 0) differ++;
+      if (isnan(want_a) || isnan(want_b)) {
+        bad += !(isnan(got_a[i]) && isnan(got_b[i]));
+        continue;
+      }
+      double ulp_ga = 0x1p-23 * fabs((double)hgo[i] * ha[i]);
+      if (ulp_error(got_a[i], want_a) > 3 || fabs((double)got_b[i] - want_b) > 2 * (ulp_ga + 0x1p-23 * fabs(want_b))) {
+        fprintf(stderr, "  glu_backward b=%a: (%a, %a), want (%a, %a)\n", bv[i], got_a[i], got_b[i], want_a, want_b);
+        bad++;
+      }
+    }
+    CHECK(bad == 0);
+    if (differ > 4) fprintf(stderr, "  glu_backward: %d of %d differ from the twin's bits\n", differ, N);
+    CHECK(differ <= 4);
+  }
+  nrt_free(ga);
+  nrt_free(gb);
+  nrt_free(go);
+  nrt_free(a);
+  nrt_free(b);
+}
+
 /* where moves values unchanged: float16 NaN payloads survive, a bool
  * condition and an immediate branch broadcast over a transposed tensor. */
 static void test_where_moves_bits(void) {
@@ -930,6 +1067,9 @@ int main(void) {
   RUN(test_float16_floor_division_rounds_each_step);
   RUN(test_pow_immediate_exponents);
   RUN(test_nan_rules);
+  RUN(test_nextafter_matches_libm_bitwise);
+  RUN(test_logaddexp_float32);
+  RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);
   RUN(test_log_sigmoid_buffer);

@@ -7,7 +7,8 @@
  * vmath.h, with log1p(z) = log(u) z / (u - 1), u = 1 + z (exact to a few
  * ulp, where log(1 + z) alone loses every digit for small z). nextafter of
  * float16/bfloat16 steps the 16-bit representation itself, as c10 does
- * (computing it in float32 and rounding would return the input). gcd and
+ * (computing it in float32 and rounding would return the input), and of
+ * float32/float64 steps the bits too, vectorised. gcd and
  * lcm are PyTorch's Euclid on |a|, |b| with its integer wrapping spelt out:
  * |INT_MIN| stays INT_MIN, and lcm's INT_MIN / -1 wraps instead of trapping.
  */
@@ -60,18 +61,37 @@ RT_VM_INLINE float log1p_unit(float z) {
   return u == 1.0f ? z : rt_vm_logf(u) * z / (u - 1.0f);
 }
 
-/* Equal infinities give themselves (their difference would be NaN). */
-#define LOGADDEXP_F32(SCALE_IN, SCALE_OUT) \
-  (a == b && fabsf(a) == INFINITY ? a      \
-                                  : fmaxf(a, b) + log1p_unit(rt_vm_expf(-fabsf(a - b) * (SCALE_IN))) * (SCALE_OUT))
+/* e^-g and 2^-g for a gap g >= 0. 2^-g is not e^(-g ln 2): rounding g ln 2
+ * to a float costs up to g ulp of the result (8 at g = 10); the integer
+ * part k of g is exact as a power of two (split in two so that subnormal
+ * results round once), the fraction f (|f| <= 1/2, exact) goes through
+ * e^(f ln 2). Beyond g = 200 both parts of the sum are below float's
+ * smallest subnormal. */
+RT_VM_INLINE float exp_neg(float g) { return rt_vm_expf(-g); }
+RT_VM_INLINE float exp2_neg(float g) {
+  float t = g < 200.0f ? -g : -200.0f;
+  float k = rintf(t);
+  int32_t n; /* e^((t - k) ln 2) = y 2^n, n in {-1, 0, 1} */
+  float y = rt_vm_exp_reduced((t - k) * (float)LN2, &n);
+  int32_t ki = (int32_t)k + n, k1 = ki >> 1, k2 = ki - k1;
+  return y * rt_vm_float((uint32_t)(k1 + 127) << 23) * rt_vm_float((uint32_t)(k2 + 127) << 23);
+}
+
+/* Equal infinities give themselves (their difference would be NaN). The
+ * larger operand is a select, not fmaxf: GCC vectorises no fmaxf call
+ * without -ffinite-math-only, and NaN is handled before (the sign of a zero
+ * maximum cannot show: log1p adds ln 2 to it). */
+#define LOGADDEXP_F32(EXP_NEG, SCALE_OUT)                                                    \
+  (a == b && fabsf(a) == INFINITY ? a                                                        \
+                                  : (a > b ? a : b) + log1p_unit(EXP_NEG(fabsf(a - b))) * (SCALE_OUT))
 #define MAX_NAN(a, b) ((a) != (a) || (b) != (b) ? (a) + (b) : (a) > (b) ? (a) : (b))
-RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(1.0f, 1.0f))
+RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(exp_neg, 1.0f))
 RT_BINARY_LOOP(logaddexp_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp(-fabs(a - b))))
 DEFINE_FLOAT_KERNEL(logaddexp)
 
 RT_BINARY_LOOP(logaddexp2_f32, float, float,
-               a != a || b != b ? a + b : LOGADDEXP_F32((float)LN2, (float)INV_LN2))
+               a != a || b != b ? a + b : LOGADDEXP_F32(exp2_neg, (float)INV_LN2))
 RT_BINARY_LOOP(logaddexp2_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp2(-fabs(a - b))) * INV_LN2)
 DEFINE_FLOAT_KERNEL(logaddexp2)
@@ -83,8 +103,19 @@ DEFINE_FLOAT_KERNEL(xlog1py)
 
 /* ---- nextafter ------------------------------------------------------------ */
 
-RT_BINARY_LOOP(nextafter_f32, float, float, nextafter(a, b))
-RT_BINARY_LOOP(nextafter_f64, double, double, nextafter(a, b))
+/* One step of a's bits toward b, as C's nextafter (its bitwise twin in
+ * runtime/tests/test_pointwise.c) but without a libm call per element, so
+ * that the loop vectorises: NaN operands give their sum, equal operands b
+ * (the sign of b for zeros), a zero the smallest subnormal of b's sign;
+ * otherwise the magnitude grows by one ulp when b lies beyond a away from
+ * zero and shrinks by one else (infinity steps down to the largest finite). */
+#define NEXTAFTER_BITS(U, BITS, FROM_BITS)                                         \
+  (a != a || b != b ? a + b                                                       \
+   : a == b         ? b                                                           \
+   : a == 0         ? FROM_BITS((BITS(b) & ((U)1 << (sizeof(U) * 8 - 1))) | 1u) \
+                    : FROM_BITS(BITS(a) + ((b > a) == (a > 0) ? (U)1 : (U)-1)))
+RT_BINARY_LOOP(nextafter_f32, float, float, NEXTAFTER_BITS(uint32_t, rt_vm_bits, rt_vm_float))
+RT_BINARY_LOOP(nextafter_f64, double, double, NEXTAFTER_BITS(uint64_t, rt_vm_bits_d, rt_vm_double))
 
 /* One step of a 16-bit float's bits from `from` toward `to` (NaN_ABOVE:
  * the magnitude bits above which a value is NaN); NaN operands give their
@@ -204,18 +235,33 @@ RT_BINARY_LOOP(glu_f64, double, double, a * SIGMOID_D(b))
 RT_BINARY_LOOPS16(glu, a * rt_vm_sigmoidf(b))
 RT_DEFINE_TABLE_KERNEL16(glu, RT_FLOAT_TABLE)
 
-/* operands (grad_a, grad_b, grad_out, a, b) */
-#define DEFINE_GLU_BACKWARD_BODY(T, SIG)                               \
-  for (int64_t i = 0; i < n; i++) {                                    \
-    T g = RT_LOAD(T, data[2] + i * strides[2]);                        \
-    T a = RT_LOAD(T, data[3] + i * strides[3]);                        \
-    T s = SIG(RT_LOAD(T, data[4] + i * strides[4]));                   \
-    RT_STORE(T, data[0] + i * strides[0], g * s);                      \
-    RT_STORE(T, data[1] + i * strides[1], g * a * s * ((T)1 - s));     \
+/* operands (grad_a, grad_b, grad_out, a, b); contiguous runs get their
+ * own loop, which vectorises. */
+#define GLU_BACKWARD_STEP(T, SIG, G, A, B, OUT_A, OUT_B) \
+  do {                                                  \
+    T g = (G), a = (A), s = SIG(B);                     \
+    OUT_A = g * s;                                      \
+    OUT_B = g * a * s * ((T)1 - s);                     \
+  } while (0)
+#define DEFINE_GLU_BACKWARD_BODY(T, SIG)                                                           \
+  const int64_t w = (int64_t)sizeof(T);                                                          \
+  if (strides[0] == w && strides[1] == w && strides[2] == w && strides[3] == w && strides[4] == w) { \
+    T *ga = (T *)data[0], *gb = (T *)data[1];                                                    \
+    const T *go = (const T *)data[2], *pa = (const T *)data[3], *pb = (const T *)data[4];        \
+    for (int64_t i = 0; i < n; i++) GLU_BACKWARD_STEP(T, SIG, go[i], pa[i], pb[i], ga[i], gb[i]); \
+  } else {                                                                                       \
+    for (int64_t i = 0; i < n; i++)                                                              \
+      GLU_BACKWARD_STEP(T, SIG, RT_LOAD(T, data[2] + i * strides[2]), RT_LOAD(T, data[3] + i * strides[3]), \
+                        RT_LOAD(T, data[4] + i * strides[4]), *(T *)(data[0] + i * strides[0]),  \
+                        *(T *)(data[1] + i * strides[1]));                                        \
   }
-/* The gradient takes 1 - s, which cancels for large b: s is computed as
- * the CPU computes it (libm exp), not by the vectorised approximation. */
-#define SIGMOID_F(v) (1.0f / (1.0f + expf(-(v))))
+/* The gradient takes 1 - s, which cancels for large b, so s must be the
+ * CPU's to the bit wherever it can: e^-b is computed in double (vmath's,
+ * 2e-10 relative) and rounded once to float, which is libm's correctly
+ * rounded expf but for the rare arguments within 2e-10 of a rounding
+ * boundary, and vectorises where a libm call per element does not. */
+RT_VM_INLINE float exp_rounded(float v) { return (float)rt_vm_exp_d((double)v); }
+#define SIGMOID_F(v) (1.0f / (1.0f + exp_rounded(-(v))))
 RT_SIMD_VOID(glu_backward_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
              (data, strides, n, ctx)) {
   (void)ctx;
