@@ -22,14 +22,15 @@ def median_and_best(fn, sync, repeats: int, clock=time.perf_counter) -> tuple:
     """(median, best) seconds of `repeats` runs of fn() followed by sync(),
     after a warm-up run. With clock=time.process_time: CPU seconds of the
     whole process (every thread)."""
-    fn()
+    output = fn()
     sync()
     times = []
     for _ in range(repeats):
         start = clock()
-        fn()
+        output = fn()  # kept until sync(): see rotating_blocks
         sync()
         times.append(clock() - start)
+    del output
     return statistics.median(times), min(times)
 
 
@@ -51,9 +52,10 @@ def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter) -> tuple:
     dev, cpu = [], []
     for _ in range(repeats):
         start = clock()
-        fn_dev()
+        output = fn_dev()  # kept until the synchronize: see rotating_blocks
         torch.neuron.synchronize()
         dev.append(clock() - start)
+        del output
         start = clock()
         fn_cpu()
         cpu.append(clock() - start)
@@ -90,10 +92,13 @@ def rotating_blocks(sides, samples: int, block: int = 4, settle: float = 0.05) -
     import torch
 
     def run(fn, on_neuron, n):
-        for _ in range(n):
-            fn()
+        # The outputs live until the synchronize: adaptive eager drops queued
+        # work whose every output is freed (nothing could observe it), and a
+        # block of discarded results would then time nothing.
+        outputs = [fn() for _ in range(n)]
         if on_neuron:
             torch.neuron.synchronize()
+        del outputs
 
     times = [[] for _ in sides]
     for _ in range(samples):
