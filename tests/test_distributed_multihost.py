@@ -107,9 +107,30 @@ def _train(hosts, extra):
     return sorted(re.findall(rf"rank (\d)/{2 * NPROC} step +(\d+) loss ([0-9.]+)", "".join(outputs)))
 
 
+# PyTorch's own Gloo process group (the CPU reference) can abort a rank at
+# interpreter exit: a Gloo worker thread (ProcessGroupGloo::runLoop) drops the
+# last reference to a finished barrier, which frees the allreduce works it
+# held; their captured thread-local state holds a Python object (the
+# contextvars context torch.autograd stashes during backward), its release
+# needs the GIL after finalization has begun, the thread is unwound, and
+# std::terminate runs. Seen once (CI, 2026-12-07, under load). The reference
+# run is repeated once when that abort, and nothing else, failed it.
+GLOO_TEARDOWN_ABORT = ("terminate called without an active exception", "ProcessGroupGloo7runLoop")
+
+
+def _gloo_reference(hosts):
+    args = ["--device", "cpu", "--backend", "gloo"]
+    try:
+        return _train(hosts, args)
+    except AssertionError as failure:
+        if not all(sign in str(failure) for sign in GLOO_TEARDOWN_ABORT):
+            raise
+    return _train(hosts, args)
+
+
 def test_ddp_on_two_hosts_matches_gloo_on_cpu(hosts):
     neuron = _train(hosts, [])
-    gloo = _train(hosts, ["--device", "cpu", "--backend", "gloo"])
+    gloo = _gloo_reference(hosts)
     assert len(neuron) == 2 * 2 * NPROC and {int(r) for r, _, _ in neuron} == set(range(2 * NPROC)), neuron
     assert neuron == gloo
 
