@@ -301,11 +301,6 @@ static void execute_profiled(nrt_stream_t s, command *c) {
 /* Polls (about 10 ns each on the Xeon host) before each poll also yields. */
 #define PAUSE_POLLS 32
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -330,7 +325,7 @@ static int spin_until(int (*pred)(nrt_stream_t, uint64_t), nrt_stream_t s, uint6
       cpu_relax();
       continue;
     }
-    uint64_t t = now_ns();
+    uint64_t t = rt_now_ns();
     if (!start) start = t;
     else if (t - start > SPIN_NS) return 0;
     sched_yield();

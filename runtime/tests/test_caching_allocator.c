@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "check.h"
+#include "view1d.h"
 #include "gate.h"
 
 #define KIB ((size_t)1 << 10)
@@ -554,16 +555,7 @@ static void sleep_1ms(void *arg) {
   nanosleep(&t, NULL);
 }
 
-static nrt_tensor_view words_view(void *dev, int64_t n) {
-  nrt_tensor_view v;
-  memset(&v, 0, sizeof v);
-  v.data = dev;
-  v.dtype = NRT_FLOAT32;
-  v.ndim = 1;
-  v.shape[0] = n;
-  v.strides[0] = 1;
-  return v;
-}
+static nrt_tensor_view words_view(void *dev, int64_t n) { return view_1d(dev, NRT_FLOAT32, n, 1); }
 
 static void test_released_segments_never_reach_queued_work(void) {
   const int32_t d = 2;

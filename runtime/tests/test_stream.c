@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include "check.h"
+#include "view1d.h"
 #include "gate.h"
 #include "child.h"
 #include "internal.h"
@@ -94,24 +95,13 @@ static void sleep_20ms(void *arg) {
   sleep_ms(20);
 }
 
-static nrt_tensor_view view_1d(void *data, nrt_dtype dtype, int64_t n) {
-  nrt_tensor_view v;
-  memset(&v, 0, sizeof v);
-  v.data = data;
-  v.dtype = dtype;
-  v.ndim = 1;
-  v.shape[0] = n;
-  v.strides[0] = 1;
-  return v;
-}
-
 static nrt_op fill_op(void *dst, nrt_dtype dtype, int64_t n, double value) {
   nrt_op op;
   memset(&op, 0, sizeof op);
   op.code = NRT_OP_FILL;
   op.num_operands = 1;
   op.num_scalars = 1;
-  op.operands[0] = view_1d(dst, dtype, n);
+  op.operands[0] = view_1d(dst, dtype, n, 1);
   op.scalars[0].is_float = 1;
   op.scalars[0].f = value;
   return op;
@@ -124,8 +114,8 @@ static nrt_op bad_copy_op(void *dst, void *src) {
   memset(&op, 0, sizeof op);
   op.code = NRT_OP_COPY;
   op.num_operands = 2;
-  op.operands[0] = view_1d(dst, NRT_FLOAT32, 8);
-  op.operands[1] = view_1d(src, NRT_FLOAT32, 4);
+  op.operands[0] = view_1d(dst, NRT_FLOAT32, 8, 1);
+  op.operands[1] = view_1d(src, NRT_FLOAT32, 4, 1);
   return op;
 }
 

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <time.h>
 #include "internal.h"
 
 #define MAX_THREADS 256
@@ -61,11 +60,6 @@ static void run_ranges(job *j) {
   }
 }
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Polls while busy(arg) holds, for up to spin_ns; after yield_after_ns
  * each poll also yields the core (to whatever else waits for it). */
@@ -76,7 +70,7 @@ static void poll_while(int (*busy)(const void *), const void *arg, uint64_t spin
     __builtin_ia32_pause();
 #endif
     if ((i & 63) == 63) {
-      uint64_t t = now_ns();
+      uint64_t t = rt_now_ns();
       if (!start) start = t;
       else if (t - start > spin_ns) return;
       else if (t - start > yield_after_ns) sched_yield();

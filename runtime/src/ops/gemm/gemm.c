@@ -37,7 +37,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cpu_isa.h"
 #include "internal.h"
 #include "ops/engine/elementwise.h"
@@ -532,11 +531,6 @@ static void chunk_packing(const gemm_plan *pl, int64_t c, int64_t *btasks, int64
   *atasks = pl->ash_elems ? g->batch * pl->m_blocks * kblocks : 0;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 /* Waits until *cell reaches value; 0 when the product has failed instead.
  * Polls for WAIT_SPIN_NS (the task waited for usually ends within
@@ -552,7 +546,7 @@ static int wait_for(gemm_plan *pl, const int64_t *cell, int64_t value) {
     __builtin_ia32_pause();
 #endif
     if ((i & 63) == 63) {
-      const uint64_t t = now_ns();
+      const uint64_t t = rt_now_ns();
       if (!deadline)
         deadline = t + WAIT_SPIN_NS;
       else if (t > deadline)
