@@ -346,3 +346,30 @@ def test_fused_cell_ops_directly():
         torch.ops.aten._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV)[:, :-1], cx.to(DEV))
     with pytest.raises(RuntimeError, match="_thnn_fused_gru_cell"):
         torch.ops.aten._thnn_fused_gru_cell(ig.to(DEV)[:, :3 * H], hg.to(DEV)[:, :3 * H], cx.to(DEV)[:, :-1])
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_fused_cells_float32_vectorised_rows(bias):
+    """The float32 cells (vectorised loops, a hidden size that leaves a
+    tail) against the formulas in float64."""
+    g = torch.Generator().manual_seed(2)
+    B, H = 5, 37
+    ig, hg = (torch.randn(B, 4 * H, generator=g) * 3 for _ in range(2))
+    cx = torch.randn(B, H, generator=g)
+    bi, bh = (torch.randn(4 * H, generator=g) if bias else None for _ in range(2))
+    dev = [t.to(DEV) if t is not None else None for t in (ig, hg, cx, bi, bh)]
+    hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(*dev)
+    gates = ig.double() + hg.double() + ((bi + bh).double() if bias else 0)
+    i, f, gg, o = gates.chunk(4, 1)
+    c = f.sigmoid() * cx.double() + i.sigmoid() * gg.tanh()
+    torch.testing.assert_close(cy.cpu().double(), c, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(hy.cpu().double(), o.sigmoid() * c.tanh(), rtol=1e-5, atol=1e-6)
+    ig3, hg3 = ig[:, :3 * H].contiguous(), hg[:, :3 * H].contiguous()
+    b3 = [b[:3 * H].contiguous().to(DEV) if bias else None for b in (bi, bh)]
+    hy, _ = torch.ops.aten._thnn_fused_gru_cell(ig3.to(DEV), hg3.to(DEV), cx.to(DEV), *b3)
+    xi = ig3.double() + (bi[:3 * H].double() if bias else 0)
+    xh = hg3.double() + (bh[:3 * H].double() if bias else 0)
+    r = (xi[:, :H] + xh[:, :H]).sigmoid()
+    z = (xi[:, H:2 * H] + xh[:, H:2 * H]).sigmoid()
+    n = (xi[:, 2 * H:] + r * xh[:, 2 * H:]).tanh()
+    torch.testing.assert_close(hy.cpu().double(), n + z * (cx.double() - n), rtol=1e-5, atol=1e-6)
