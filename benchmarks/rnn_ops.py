@@ -4,11 +4,15 @@ size. Each time is the median of several runs in this process (the best is
 shown too); ratio = CPU time / neuron time (above 1.0: neuron is faster).
 PyTorch CPU runs with 2 threads unless --cpu-threads says otherwise.
 
-Note (LSTM below 1.0x): on CPU, nn.LSTM runs oneDNN's fused whole-sequence
-LSTM, and ATen's generic path computes the input GEMM of all steps at once
-only for CPU inputs (pre_compute_input); on neuron each step runs two small
-GEMMs and the fused cell op. A whole-sequence native LSTM (one input GEMM
-per layer) is the next step; GRU and RNN are at or above 1.0x.
+Note: nn.LSTM/GRU/RNN on neuron run our whole-sequence kernels
+(torchneuron/csrc/nn_rnn_sequence.cpp): one input GEMM per layer and
+direction, then per step the hidden GEMM and the fused cell, as ATen's CPU
+path and oneDNN do. At this size the run is bound by the GEMMs' arithmetic
+(per step [32,256] x [256,1024] for LSTM), not by per-op host cost: in CPU
+time with one thread each, neuron is at 0.82x-1.4x of PyTorch CPU
+(docs/performance.md, "Whole-sequence recurrent networks"). Rows below
+1.0x on a loaded host are mostly the load (the CPU's two OpenMP threads
+against neuron's queue, which runs one op at a time).
 
     python benchmarks/rnn_ops.py [--repeats N] [--cpu-threads T] [--quick]
 """

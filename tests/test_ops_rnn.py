@@ -1,10 +1,12 @@
 """Recurrent networks on neuron against PyTorch CPU: nn.RNN (tanh, relu),
 nn.LSTM (with projections) and nn.GRU with several layers, bidirectional,
 batch_first and packed sequences, and their cells; outputs, final states and
-the gradients of the input, the initial states and every parameter. ATen
-hands the gate arithmetic of LSTM and GRU steps on a non-CPU device to
-_thnn_fused_lstm_cell / _thnn_fused_gru_cell (and their backward); every test
-asserts that they ran natively and that nothing fell back to the CPU.
+the gradients of the input, the initial states and every parameter. The
+modules reach our whole-sequence kernels (lstm/gru/rnn_tanh/rnn_relu, .input
+and .data: one input GEMM per layer and direction, then per step the hidden
+GEMM and the fused cell _thnn_fused_lstm_cell / _thnn_fused_gru_cell and
+their backward); every test asserts that nothing fell back to the CPU, and
+the module tests that the whole-sequence kernel was the one used.
 """
 
 import copy
@@ -93,10 +95,23 @@ def test_recurrent_module(kind, extra, layers, bidirectional, batch_first, dtype
     x = torch.randn((batch, steps, features) if batch_first else (steps, batch, features), dtype=dtype)
     states = initial_states(kind, layers, 2 if bidirectional else 1, batch, hidden, extra.get("proj_size"), dtype)
     run_both(cpu_mod, dev_mod, [x] + states, dtype)
+    # Forward alone: which ops made it.
+    dev_states = [t.to(DEV) for t in states]
+    torchneuron.clear_op_tracking()
+    with torch.no_grad():
+        dev_mod(x.to(DEV), tuple(dev_states) if kind == "LSTM" else dev_states[0])
+    ran = torchneuron.get_executed_ops()
+    op = {"LSTM": "lstm", "GRU": "gru"}.get(kind) or "rnn_" + extra["nonlinearity"]
+    assert ran.get(f"aten::{op}.input", 0) == 1, sorted(ran)
+    dirs = 2 if bidirectional else 1
     if kind in ("LSTM", "GRU"):
-        ran = torchneuron.get_executed_ops()
         cell = "aten::_thnn_fused_lstm_cell" if kind == "LSTM" else "aten::_thnn_fused_gru_cell"
-        assert ran.get(cell, 0) > 0, sorted(ran)
+        assert ran.get(cell, 0) == steps * layers * dirs, sorted(ran)
+    # One input GEMM per layer and direction, one hidden GEMM per step (and
+    # one projection GEMM per step with proj_size): not two GEMMs per step.
+    gemms = sum(ran.get(f"aten::{g}", 0) for g in ("mm", "addmm"))
+    per_step = 2 if extra.get("proj_size") else 1
+    assert gemms == layers * dirs * (1 + per_step * steps), sorted(ran.items())
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
@@ -110,7 +125,69 @@ def test_packed_sequence(kind):
     def pack(t):
         return pack_padded_sequence(t, lengths, enforce_sorted=True)
 
+    torchneuron.clear_op_tracking()
     run_both(cpu_mod, dev_mod, [x], dtype, pack=pack)
+    op = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn_tanh"}[kind]
+    assert torchneuron.get_executed_ops().get(f"aten::{op}.data", 0) == 1
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_packed_sequence_unsorted_with_state(kind):
+    """Unsorted lengths (the module permutes the batch), given initial
+    states and one sequence as long as the whole: the states of the
+    sequences that end early are the final ones."""
+    dtype = torch.float64
+    batch, steps, features, hidden = 5, 6, 3, 4
+    cpu_mod, dev_mod = twins(getattr(nn, kind)(features, hidden, num_layers=2, bidirectional=True), dtype)
+    lengths = torch.tensor([2, 6, 1, 4, 4])
+    x = torch.randn(steps, batch, features, dtype=dtype)
+    states = initial_states(kind, 2, 2, batch, hidden, None, dtype)
+
+    def pack(t):
+        return pack_padded_sequence(t, lengths, enforce_sorted=False)
+
+    run_both(cpu_mod, dev_mod, [x] + states, dtype, pack=pack)
+
+
+def _functional(kind, layers, bidirectional, proj=None, packed_sizes=None, batch_first=False):
+    """The module's op as a function of (input, states..., params...), for gradcheck."""
+    def fn(x, *rest):
+        nstates = 2 if kind == "lstm" else 1
+        states, params = rest[:nstates], list(rest[nstates:])
+        hx = tuple(states) if kind == "lstm" else states[0]
+        op = getattr(torch._VF, kind)
+        if packed_sizes is not None:
+            out = op(x, packed_sizes, hx, params, True, layers, 0.0, False, bidirectional)
+        else:
+            out = op(x, hx, params, True, layers, 0.0, False, bidirectional, batch_first)
+        return out
+    return fn
+
+
+@pytest.mark.parametrize("kind,proj", [("lstm", None), ("lstm", 2), ("gru", None), ("rnn_tanh", None),
+                                       ("rnn_relu", None)], ids=["lstm", "lstm_proj", "gru", "rnn_tanh", "rnn_relu"])
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+def test_gradcheck_float64(kind, proj, packed):
+    """torch.autograd.gradcheck of the whole-sequence kernels (2 layers,
+    bidirectional) with respect to the input, the initial states and every
+    weight, in float64 on small sizes."""
+    torchneuron.clear_op_tracking()
+    steps, batch, features, hidden, layers = 3, 2, 3, 3, 2
+    module = {"lstm": nn.LSTM, "gru": nn.GRU}.get(kind, nn.RNN)
+    extra = {"proj_size": proj} if proj else {}
+    if kind.startswith("rnn_"):
+        extra["nonlinearity"] = kind[4:]
+    mod = module(features, hidden, num_layers=layers, bidirectional=True, **extra).double()
+    params = [p.detach().to(DEV).requires_grad_() for p in mod._flat_weights]
+    states = [t.to(DEV).requires_grad_() for t in
+              initial_states("LSTM" if kind == "lstm" else kind, layers, 2, batch, hidden, proj, torch.float64)]
+    sizes = torch.tensor([2, 2, 1]) if packed else None
+    x = torch.randn((int(sizes.sum()), features) if packed else (steps, batch, features), dtype=torch.float64)
+    x = x.to(DEV).requires_grad_()
+    fn = _functional(kind, layers, True, proj, sizes)
+    assert torch.autograd.gradcheck(fn, [x] + states + params, eps=1e-6, atol=1e-5, rtol=1e-4)
+    overload = "data" if packed else "input"
+    assert torchneuron.get_executed_ops().get(f"aten::{kind}.{overload}", 0) > 0
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
@@ -138,6 +215,92 @@ def test_dropout_between_layers():
     cpu_mod.eval()
     dev_mod.eval()
     run_both(cpu_mod, dev_mod, [x], dtype)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_inference_mode_and_no_grad(kind):
+    """Below autograd (inference mode) the same kernel runs, with the same results."""
+    cpu_mod, dev_mod = twins(getattr(nn, kind)(3, 5, num_layers=2, bidirectional=True), torch.float32)
+    x = torch.randn(4, 2, 3)
+    expected = flat(cpu_mod(x))
+    for ctx in (torch.no_grad, torch.inference_mode):
+        torchneuron.clear_op_tracking()
+        with ctx():
+            got = flat(dev_mod(x.to(DEV)))
+        compare(expected, got, TOL[torch.float32])
+        op = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn_tanh"}[kind]
+        assert torchneuron.get_executed_ops().get(f"aten::{op}.input", 0) == 1
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_bfloat16(kind):
+    """bfloat16 weights and inputs: against the float64 CPU result of the
+    same (bfloat16-rounded) values, within bfloat16's precision."""
+    extra = {"proj_size": 3} if kind == "LSTM" else {}
+    mod = getattr(nn, kind)(6, 8, num_layers=2, bidirectional=True, batch_first=True, **extra).bfloat16()
+    dev_mod = copy.deepcopy(mod).to(DEV)
+    ref_mod = copy.deepcopy(mod).double()
+    x = torch.randn(3, 5, 6).bfloat16()
+    expected = flat(ref_mod(x.double()))
+    got = flat(dev_mod(x.to(DEV)))
+    for e, g in zip(expected, got):
+        assert g.dtype == torch.bfloat16 and g.device.type == DEV
+        torch.testing.assert_close(g.cpu().double(), e, rtol=5e-2, atol=5e-2)
+    sum(g.float().sum() for g in got).backward()
+    assert all(p.grad is not None and p.grad.dtype == torch.bfloat16 for p in dev_mod.parameters())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_autocast_bfloat16(kind):
+    """Under torch.autocast("neuron", bfloat16) the GEMMs and the fused cells
+    run in bfloat16 (CUDA's policy: the outputs are bfloat16; the CPU's
+    policy differs for GRU, whose CPU result stays float32), close to the
+    float32 result."""
+    cpu_mod, dev_mod = twins(getattr(nn, kind)(6, 8, num_layers=2), torch.float32)
+    x = torch.randn(5, 3, 6)
+    expected = flat(cpu_mod(x))
+    with torch.autocast(DEV, torch.bfloat16):
+        got = flat(dev_mod(x.to(DEV)))
+    for e, g in zip(expected, got):
+        assert g.dtype == torch.bfloat16
+        torch.testing.assert_close(g.cpu().float(), e, rtol=5e-2, atol=5e-2)
+
+
+def test_dropout_between_layers_reproducible():
+    """Train-mode dropout draws from the device generator: seeded the same,
+    two runs agree; and the first layer's dropped outputs equal exactly what
+    a manual layer-by-layer run with the same draws gives."""
+    dev_mod = nn.GRU(4, 6, num_layers=2, dropout=0.4).to(DEV)
+    x = torch.randn(5, 3, 4, device=DEV)
+    torch.manual_seed(7)
+    a = dev_mod(x)[0]
+    torch.manual_seed(7)
+    b = dev_mod(x)[0]
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=0, atol=0)
+    one = nn.GRU(4, 6).to(DEV)
+    two = nn.GRU(6, 6).to(DEV)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(one, name + "_l0").copy_(getattr(dev_mod, name + "_l0"))
+            getattr(two, name + "_l0").copy_(getattr(dev_mod, name + "_l1"))
+    torch.manual_seed(7)
+    mid = one(x)[0]
+    mid = torch.nn.functional.dropout(mid.reshape(-1, 6), 0.4, True).view(5, 3, 6)
+    torch.testing.assert_close(two(mid)[0].cpu(), a.cpu(), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments_name_the_op():
+    x = torch.randn(3, 2, 4, device=DEV)
+    h = torch.zeros(1, 2, 5, device=DEV)
+    w = [torch.randn(20, 4, device=DEV), torch.randn(20, 5, device=DEV)]
+    with pytest.raises(RuntimeError, match="lstm: expected 2 weight tensors"):
+        torch._VF.lstm(x, (h, h), w[:1], False, 1, 0.0, False, False, False)
+    with pytest.raises(RuntimeError, match="gru: expected the initial hidden state"):
+        torch._VF.gru(x, h[0], [torch.randn(15, 4, device=DEV), torch.randn(15, 5, device=DEV)],
+                      False, 1, 0.0, False, False, False)
+    with pytest.raises(RuntimeError, match="rnn_tanh: batch_sizes add up to"):
+        torch._VF.rnn_tanh(x[0], torch.tensor([2, 2]), h, [torch.randn(5, 4, device=DEV),
+                           torch.randn(5, 5, device=DEV)], False, 1, 0.0, False, False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -183,3 +346,30 @@ def test_fused_cell_ops_directly():
         torch.ops.aten._thnn_fused_lstm_cell(ig.to(DEV), hg.to(DEV)[:, :-1], cx.to(DEV))
     with pytest.raises(RuntimeError, match="_thnn_fused_gru_cell"):
         torch.ops.aten._thnn_fused_gru_cell(ig.to(DEV)[:, :3 * H], hg.to(DEV)[:, :3 * H], cx.to(DEV)[:, :-1])
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+def test_fused_cells_float32_vectorised_rows(bias):
+    """The float32 cells (vectorised loops, a hidden size that leaves a
+    tail) against the formulas in float64."""
+    g = torch.Generator().manual_seed(2)
+    B, H = 5, 37
+    ig, hg = (torch.randn(B, 4 * H, generator=g) * 3 for _ in range(2))
+    cx = torch.randn(B, H, generator=g)
+    bi, bh = (torch.randn(4 * H, generator=g) if bias else None for _ in range(2))
+    dev = [t.to(DEV) if t is not None else None for t in (ig, hg, cx, bi, bh)]
+    hy, cy, _ = torch.ops.aten._thnn_fused_lstm_cell(*dev)
+    gates = ig.double() + hg.double() + ((bi + bh).double() if bias else 0)
+    i, f, gg, o = gates.chunk(4, 1)
+    c = f.sigmoid() * cx.double() + i.sigmoid() * gg.tanh()
+    torch.testing.assert_close(cy.cpu().double(), c, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(hy.cpu().double(), o.sigmoid() * c.tanh(), rtol=1e-5, atol=1e-6)
+    ig3, hg3 = ig[:, :3 * H].contiguous(), hg[:, :3 * H].contiguous()
+    b3 = [b[:3 * H].contiguous().to(DEV) if bias else None for b in (bi, bh)]
+    hy, _ = torch.ops.aten._thnn_fused_gru_cell(ig3.to(DEV), hg3.to(DEV), cx.to(DEV), *b3)
+    xi = ig3.double() + (bi[:3 * H].double() if bias else 0)
+    xh = hg3.double() + (bh[:3 * H].double() if bias else 0)
+    r = (xi[:, :H] + xh[:, :H]).sigmoid()
+    z = (xi[:, H:2 * H] + xh[:, H:2 * H]).sigmoid()
+    n = (xi[:, 2 * H:] + r * xh[:, 2 * H:]).tanh()
+    torch.testing.assert_close(hy.cpu().double(), n + z * (cx.double() - n), rtol=1e-5, atol=1e-6)

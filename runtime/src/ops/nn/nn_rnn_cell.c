@@ -63,23 +63,19 @@ static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
     C *ws = rnn_out(job, 2, row, 4 * H, s + 9 * H);                                                  \
     C *hy = rnn_out(job, 0, row, H, s + 13 * H);                                                     \
     C *cy = rnn_out(job, 1, row, H, s + 14 * H);                                                     \
-    for (int64_t j = 0; j < 4 * H; j++) {                                                            \
-      C g = ig[j] + hg[j];                                                                           \
-      if (bi) g += bi[j];                                                                            \
-      if (bh) g += bh[j];                                                                            \
-      ws[j] = g;                                                                                     \
-    }                                                                                                \
-    for (int64_t j = 0; j < H; j++) {                                                                \
-      const C i = SIGMOID(ws[j]), f = SIGMOID(ws[H + j]);                                            \
-      const C g = TANH(ws[2 * H + j]), o = SIGMOID(ws[3 * H + j]);                                   \
-      const C c = f * cx[j] + i * g;                                                                 \
-      ws[j] = i;                                                                                     \
-      ws[H + j] = f;                                                                                 \
-      ws[2 * H + j] = g;                                                                             \
-      ws[3 * H + j] = o;                                                                             \
-      cy[j] = c;                                                                                     \
-      hy[j] = o * TANH(c);                                                                           \
-    }                                                                                                \
+    /* Simple loops, GCC vectorises them (one loop with all five                                    \
+     * sigmoids and tanhs over six arrays stayed scalar). */                                         \
+    for (int64_t j = 0; j < 4 * H; j++) ws[j] = ig[j] + hg[j];                                       \
+    if (bi)                                                                                          \
+      for (int64_t j = 0; j < 4 * H; j++) ws[j] += bi[j];                                            \
+    if (bh)                                                                                          \
+      for (int64_t j = 0; j < 4 * H; j++) ws[j] += bh[j];                                            \
+    for (int64_t j = 0; j < 2 * H; j++) ws[j] = SIGMOID(ws[j]);                                      \
+    for (int64_t j = 2 * H; j < 3 * H; j++) ws[j] = TANH(ws[j]);                                     \
+    for (int64_t j = 3 * H; j < 4 * H; j++) ws[j] = SIGMOID(ws[j]);                                  \
+    for (int64_t j = 0; j < H; j++) cy[j] = ws[H + j] * cx[j] + ws[j] * ws[2 * H + j];               \
+    for (int64_t j = 0; j < H; j++) hy[j] = TANH(cy[j]);                                             \
+    for (int64_t j = 0; j < H; j++) hy[j] *= ws[3 * H + j];                                          \
     rnn_store(job, 2, row, 4 * H, ws);                                                               \
     rnn_store(job, 0, row, H, hy);                                                                   \
     rnn_store(job, 1, row, H, cy);                                                                   \
@@ -96,9 +92,10 @@ static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
     const C *ws = rnn_in(job, 6, row, 4 * H, s + 4 * H);                                             \
     C *gg = rnn_out(job, 0, row, 4 * H, s + 8 * H);                                                  \
     C *gcx = rnn_out(job, 1, row, H, s + 12 * H);                                                    \
+    for (int64_t j = 0; j < H; j++) gcx[j] = TANH(cy[j]); /* its own loop: vectorised */             \
     for (int64_t j = 0; j < H; j++) {                                                                \
       const C i = ws[j], f = ws[H + j], g = ws[2 * H + j], o = ws[3 * H + j];                        \
-      const C t = TANH(cy[j]);                                                                       \
+      const C t = gcx[j];                                                                            \
       const C dh = ghy ? ghy[j] : (C)0;                                                              \
       const C dc = dh * o * ((C)1 - t * t) + (gcy ? gcy[j] : (C)0);                                  \
       gg[j] = dc * g * ((C)1 - i) * i;                                                               \
@@ -121,20 +118,25 @@ static inline double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
     const C *bi = job->bias[0], *bh = job->bias[1];                                                  \
     C *ws = rnn_out(job, 1, row, 5 * H, s + 7 * H);                                                  \
     C *hy = rnn_out(job, 0, row, H, s + 12 * H);                                                     \
+    /* ws: r, z, n, hx, hn; simple loops as in the LSTM row. */                                      \
+    for (int64_t j = 0; j < 2 * H; j++) ws[j] = ig[j] + hg[j];                                       \
+    for (int64_t j = 0; j < H; j++) ws[4 * H + j] = hg[2 * H + j];                                   \
+    for (int64_t j = 0; j < H; j++) ws[2 * H + j] = ig[2 * H + j];                                   \
+    if (bi) {                                                                                        \
+      for (int64_t j = 0; j < 2 * H; j++) ws[j] += bi[j];                                            \
+      for (int64_t j = 0; j < H; j++) ws[2 * H + j] += bi[2 * H + j];                                \
+    }                                                                                                \
+    if (bh) {                                                                                        \
+      for (int64_t j = 0; j < 2 * H; j++) ws[j] += bh[j];                                            \
+      for (int64_t j = 0; j < H; j++) ws[4 * H + j] += bh[2 * H + j];                                \
+    }                                                                                                \
+    for (int64_t j = 0; j < 2 * H; j++) ws[j] = SIGMOID(ws[j]);                                      \
+    for (int64_t j = 0; j < H; j++) ws[2 * H + j] += ws[j] * ws[4 * H + j];                          \
+    for (int64_t j = 0; j < H; j++) ws[2 * H + j] = TANH(ws[2 * H + j]);                             \
+    for (int64_t j = 0; j < H; j++) ws[3 * H + j] = hx[j];                                           \
     for (int64_t j = 0; j < H; j++) {                                                                \
-      C r = ig[j] + hg[j], z = ig[H + j] + hg[H + j], xn = ig[2 * H + j], hn = hg[2 * H + j];        \
-      if (bi) r += bi[j], z += bi[H + j], xn += bi[2 * H + j];                                       \
-      if (bh) r += bh[j], z += bh[H + j], hn += bh[2 * H + j];                                       \
-      r = SIGMOID(r);                                                                                \
-      z = SIGMOID(z);                                                                                \
-      const C n = TANH(xn + r * hn);                                                                 \
-      const C h = hx[j];                                                                             \
-      ws[j] = r;                                                                                     \
-      ws[H + j] = z;                                                                                 \
-      ws[2 * H + j] = n;                                                                             \
-      ws[3 * H + j] = h;                                                                             \
-      ws[4 * H + j] = hn;                                                                            \
-      hy[j] = n + z * (h - n);                                                                       \
+      const C n = ws[2 * H + j];                                                                     \
+      hy[j] = n + ws[H + j] * (ws[3 * H + j] - n);                                                   \
     }                                                                                                \
     rnn_store(job, 1, row, 5 * H, ws);                                                               \
     rnn_store(job, 0, row, H, hy);                                                                   \
