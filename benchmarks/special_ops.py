@@ -11,8 +11,10 @@ PyTorch CPU runs with --cpu-threads threads (default 2).
     python benchmarks/special_ops.py [--repeats N] [--cpu-threads T] [--quick]
 
 Rows below 1.0 (first measurement, --quick, AMD EPYC with 2 cores shared
-with other jobs, so noisy): sinc and frexp call scalar libm functions per
-element (sin, frexp) where the CPU uses SLEEF vector math. gcd runs
+with other jobs, so noisy): sinc calls a scalar libm function per element
+(sin) where the CPU uses SLEEF vector math. (frexp did too, one frexpf call
+per element; since session 45 it reads the exponent off the bits in a
+vectorised loop: docs/performance.md, "frexp without libm".) gcd runs
 PyTorch's Euclid loop per element, as the CPU does (0.8x). Session 44
 vectorised float32 logaddexp(2) (an fmaxf call had kept the loop scalar),
 nextafter (bit stepping instead of libm) and glu_backward (e^-b in vmath's
