@@ -383,3 +383,23 @@ def test_the_jagged_layout_matches_cpu_for_the_same_ops():
     _same_jagged(grads[DEV], grads["cpu"])
     for call in (lambda t: t.normal_(), lambda t: torch._safe_softmax(t, -1), lambda t: t.narrow(0, 0, 1)):
         assert_raises_like_cpu(lambda d: call(jagged(d)))
+
+
+def test_from_padded_and_the_padding_gradient_match_cpu():
+    sizes = torch.tensor([[3, 8], [5, 8], [1, 8]])
+    torch.manual_seed(4)
+    padded = torch.randn(3, 6, 8)  # padded beyond the largest entry, as ATen allows
+    got = torch._nested_from_padded(padded.to(DEV), sizes)
+    assert torchneuron.get_executed_ops().get("aten::_nested_from_padded", 0) > 0
+    _same(got, torch._nested_from_padded(padded, sizes), rtol=0, atol=0)
+    example = _nested(SHAPES)
+    got = torch.ops.aten._nested_from_padded_and_nested_example(padded[:, :5].to(DEV), example.to(DEV))
+    _ran("_nested_from_padded_and_nested_example")
+    _same(got, torch.ops.aten._nested_from_padded_and_nested_example(padded[:, :5], example), rtol=0, atol=0)
+    # to_padded_tensor's backward goes through them
+    grads = {}
+    for device in ("cpu", DEV):
+        x = _leaf(SHAPES, device)
+        (torch.nested.to_padded_tensor(x, 0.0) * padded[:, :5].to(device)).sum().backward()
+        grads[device] = x.grad
+    _same(grads[DEV], grads["cpu"], rtol=0, atol=0)

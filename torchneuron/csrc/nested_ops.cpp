@@ -41,9 +41,9 @@ struct Counted<Fn> {
 };
 
 template <auto Fn>
-void counted(torch::Library& m, const char* schema) {
+void counted(torch::Library& m, const char* schema, const char* suffix = "(nested)") {
   if (!Counted<Fn>::counter)
-    Counted<Fn>::counter = native_op_counter(("aten::" + std::string(schema) + "(nested)").c_str());
+    Counted<Fn>::counter = native_op_counter(("aten::" + std::string(schema) + suffix).c_str());
   m.impl(schema, TORCH_FN(Counted<Fn>::call));
 }
 
@@ -250,6 +250,15 @@ TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
   counted<_nested_tensor_strides>(m, "_nested_tensor_strides");
   counted<_nested_tensor_storage_offsets>(m, "_nested_tensor_storage_offsets");
   counted<nested_is_same_size>(m, "is_same_size");
+  // to_padded_tensor's backward: the padded gradient back to the example's entries
+  counted<NestedTensor_from_padded_and_nested_example>(m, "_nested_from_padded_and_nested_example");
+}
+
+// A dense padded tensor (on neuron) to a nested one of the given sizes:
+// ATen's generic kernel (masks padded to the largest entry, a masked_select),
+// which the CPU registers too.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  counted<at::native::nested_from_padded_generic>(m, "_nested_from_padded", "");
 }
 
 }  // namespace torchneuron
