@@ -296,7 +296,9 @@ def test_select_backward_matches_cpu():
     _same(grads[DEV], grads["cpu"], rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16]
+)
 @pytest.mark.parametrize(
     "shapes", [SHAPES, [(2, 3), (3, 5), (1, 1)], [(4,), (2,)], [(2, 3, 4), (1, 3, 4)], [(0, 8), (2, 8)]]
 )

@@ -59,7 +59,9 @@ def test_in_place_clamp_of_bool_with_an_integer_bound():
         lambda x, o: torch.clamp_max(x, 0.5, out=o),
     ],
 )
-@pytest.mark.parametrize("dtypes", [(torch.int64, torch.int64), (torch.float32, torch.float64), (torch.int32, torch.int32)])
+@pytest.mark.parametrize(
+    "dtypes", [(torch.int64, torch.int64), (torch.float32, torch.float64), (torch.int32, torch.int32)]
+)
 def test_clamp_with_numbers_wants_the_exact_out_dtype(call, dtypes):
     x_dtype, out_dtype = dtypes
     assert_raises_like_cpu(
@@ -91,7 +93,9 @@ def test_var_into_an_integer_out(fn):
 
 CONV_CASES = {
     "conv1d": lambda d, t: F.conv1d(torch.ones(1, 1, 5, device=d, dtype=t), torch.ones(1, 1, 2, device=d, dtype=t)),
-    "conv2d": lambda d, t: F.conv2d(torch.ones(1, 1, 5, 5, device=d, dtype=t), torch.ones(1, 1, 2, 2, device=d, dtype=t)),
+    "conv2d": lambda d, t: F.conv2d(
+        torch.ones(1, 1, 5, 5, device=d, dtype=t), torch.ones(1, 1, 2, 2, device=d, dtype=t)
+    ),
     "conv2d dilated": lambda d, t: F.conv2d(
         torch.ones(1, 1, 5, 5, device=d, dtype=t), torch.ones(1, 1, 2, 2, device=d, dtype=t), dilation=2
     ),
