@@ -234,3 +234,174 @@ def test_what_still_raises_names_the_nested_backend():
     d = _nested(SHAPES).to(DEV)
     with pytest.raises(NotImplementedError, match="NestedTensorPrivateUse1|NestedTensorneuron"):
         torch.exp(d)
+
+
+# ---- session 45: layer_norm and select backward, sum over the last dim,
+# narrow, normal_, _safe_softmax (strided layout); the jagged layout is
+# PyTorch's Python subclass over dense ops and already matched the CPU.
+
+
+def _leaf(shapes, device, dtype=torch.float32):
+    return _nested(shapes, dtype).to(device).requires_grad_(True)
+
+
+@pytest.mark.parametrize("shape_norm", [((3, 8), (5, 8), (1, 8)), ((2, 3, 4), (4, 3, 4))])
+def test_layer_norm_backward_matches_cpu(shape_norm):
+    shapes = shape_norm
+    norm = shapes[0][1:] if len(shapes[0]) == 3 else (shapes[0][-1],)
+    results = {}
+    for device in ("cpu", DEV):
+        x = _leaf(shapes, device)
+        torch.manual_seed(1)
+        w = torch.randn(norm).to(device).requires_grad_(True)
+        b = torch.randn(norm).to(device).requires_grad_(True)
+        y = F.layer_norm(x, norm, w, b)
+        g = _nested(shapes, seed=2).to(device)
+        y.backward(g)
+        results[device] = (x.grad, w.grad, b.grad)
+    _ran("native_layer_norm_backward")
+    (gx, gw, gb), (wx, ww, wb) = results[DEV], results["cpu"]
+    _same(gx, wx, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gw.cpu(), ww, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gb.cpu(), wb, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_backward_of_the_input_only_and_its_errors():
+    x = _leaf(SHAPES, DEV)
+    w, b = torch.ones(8, device=DEV), torch.zeros(8, device=DEV)
+    out = F.layer_norm(x, (8,), w, b)
+    g = _nested(SHAPES, seed=3)
+    (gx,) = torch.autograd.grad(out, x, g.to(DEV))
+    xc = _leaf(SHAPES, "cpu")
+    (want,) = torch.autograd.grad(F.layer_norm(xc, (8,), w.cpu(), b.cpu()), xc, g)
+    _same(gx, want, rtol=1e-5, atol=1e-5)
+    # ATen's checks of the nested input, in the CPU's words
+    for bad in ((4,), (2, 8)):
+        assert_raises_like_cpu(
+            lambda d: torch.ops.aten.native_layer_norm_backward(
+                _nested(SHAPES).to(d), _nested(SHAPES).to(d), bad, torch.zeros(9, 1, device=d),
+                torch.ones(9, 1, device=d), torch.ones(bad, device=d), torch.zeros(bad, device=d),
+                [True, True, True],
+            )
+        )
+
+
+def test_select_backward_matches_cpu():
+    grads = {}
+    for device in ("cpu", DEV):
+        x = _leaf(SHAPES, device)
+        (x.select(0, 1) * 3).sum().backward()
+        grads[device] = x.grad
+    _ran("_nested_select_backward")
+    _same(grads[DEV], grads["cpu"], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16, torch.bfloat16]
+)
+@pytest.mark.parametrize(
+    "shapes", [SHAPES, [(2, 3), (3, 5), (1, 1)], [(4,), (2,)], [(2, 3, 4), (1, 3, 4)], [(0, 8), (2, 8)]]
+)
+def test_sum_over_the_last_dim_matches_cpu(dtype, shapes):
+    x = _nested(shapes, torch.float32)
+    x = torch.nested.nested_tensor([(t * 4).to(dtype) for t in x.unbind()])
+    got, want = x.to(DEV).sum(-1, keepdim=True), x.sum(-1, keepdim=True)
+    _ran("sum.dim_IntList")
+    assert got.dtype == want.dtype == dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        # the CPU adds in the 16-bit type, neuron in float32 (one rounding)
+        _same(got, want, rtol=2e-2, atol=1e-1)
+    else:
+        _same(got, want, rtol=1e-6 if dtype.is_floating_point else 0, atol=1e-5 if dtype.is_floating_point else 0)
+    _same(x.to(DEV).sum(dim=x.dim() - 1, keepdim=True), want, rtol=1e-2, atol=1e-1)
+
+
+def test_sum_of_no_entries_and_its_errors_match_cpu():
+    empty = torch.nested.nested_tensor([], device=DEV)
+    assert empty.sum(-1, keepdim=True) is empty
+    for call in (
+        lambda t: t.sum(-1),
+        lambda t: t.sum(1, keepdim=True),
+        lambda t: t.sum((1, 2), keepdim=True),
+        lambda t: t.sum(-1, keepdim=True, dtype=torch.float64),
+        lambda t: t.transpose(1, 2).sum(-1, keepdim=True),
+        lambda t: (t > 0).sum(-1, keepdim=True),
+    ):
+        assert_raises_like_cpu(lambda d: call(_nested(SHAPES).to(d)))
+
+
+def test_narrow_along_the_entries_matches_cpu():
+    x = _nested([(3, 8), (5, 8), (1, 8), (2, 8)])
+    got = x.to(DEV).narrow(0, 1, 2)
+    _ran("narrow")
+    _same(got, x.narrow(0, 1, 2), rtol=0, atol=0)
+    _same(x.to(DEV).narrow(0, 3, 1), x.narrow(0, 3, 1), rtol=0, atol=0)
+    assert_raises_like_cpu(lambda d: _nested(SHAPES).to(d).narrow(2, 1, 2))
+    assert_raises_like_cpu(lambda d: _nested(SHAPES).to(d).narrow(0, 2, 3))
+
+
+def test_normal_fills_the_buffer_as_the_dense_op():
+    x = _nested(SHAPES).to(DEV)
+    torch.manual_seed(7)
+    out = x.normal_(2.0, 0.5)
+    assert out is x
+    _ran("normal_")
+    torch.manual_seed(7)
+    dense = torch.empty(x.numel(), device=DEV).normal_(2.0, 0.5)
+    flat = torch.cat([t.reshape(-1) for t in x.contiguous().to("cpu").unbind()])
+    torch.testing.assert_close(flat, dense.cpu(), rtol=0, atol=0)
+    assert abs(flat.mean().item() - 2.0) < 0.3 and flat.std().item() > 0.2
+    # the CPU's nested normal_ draws from the same distribution
+    assert _nested(SHAPES).normal_(2.0, 0.5).size(0) == 3
+
+
+def test_safe_softmax_matches_cpu_with_fully_masked_rows():
+    x = _nested(SHAPES)
+    ts = [t.clone() for t in x.unbind()]
+    ts[1][2] = float("-inf")  # a row masked whole: 0 where softmax gives NaN
+    ts[0][0, :3] = float("-inf")
+    x = torch.nested.nested_tensor(ts)
+    got, want = torch._safe_softmax(x.to(DEV), -1), torch._safe_softmax(x, -1)
+    _ran("_safe_softmax")
+    _same(got, want, rtol=1e-6, atol=1e-6)
+    assert not torch.cat([t.reshape(-1) for t in got.to("cpu").unbind()]).isnan().any()
+
+
+def test_the_jagged_layout_matches_cpu_for_the_same_ops():
+    def jagged(d, rg=False):
+        return torch.nested.nested_tensor(
+            [t for t in _nested(SHAPES).unbind()], layout=torch.jagged, device=d, requires_grad=rg
+        )
+
+    _same_jagged = lambda got, want: [  # noqa: E731
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5) for g, w in zip(got.unbind(), want.unbind())
+    ]
+    _same_jagged(jagged(DEV).sum(-1), jagged("cpu").sum(-1))
+    grads = {}
+    for d in ("cpu", DEV):
+        x = jagged(d, True)
+        x.select(0, 1).sum().backward()
+        grads[d] = x.grad
+    _same_jagged(grads[DEV], grads["cpu"])
+    for call in (lambda t: t.normal_(), lambda t: torch._safe_softmax(t, -1), lambda t: t.narrow(0, 0, 1)):
+        assert_raises_like_cpu(lambda d: call(jagged(d)))
+
+
+def test_from_padded_and_the_padding_gradient_match_cpu():
+    sizes = torch.tensor([[3, 8], [5, 8], [1, 8]])
+    torch.manual_seed(4)
+    padded = torch.randn(3, 6, 8)  # padded beyond the largest entry, as ATen allows
+    got = torch._nested_from_padded(padded.to(DEV), sizes)
+    assert torchneuron.get_executed_ops().get("aten::_nested_from_padded", 0) > 0
+    _same(got, torch._nested_from_padded(padded, sizes), rtol=0, atol=0)
+    example = _nested(SHAPES)
+    got = torch.ops.aten._nested_from_padded_and_nested_example(padded[:, :5].to(DEV), example.to(DEV))
+    _ran("_nested_from_padded_and_nested_example")
+    _same(got, torch.ops.aten._nested_from_padded_and_nested_example(padded[:, :5], example), rtol=0, atol=0)
+    # to_padded_tensor's backward goes through them
+    grads = {}
+    for device in ("cpu", DEV):
+        x = _leaf(SHAPES, device)
+        (torch.nested.to_padded_tensor(x, 0.0) * padded[:, :5].to(device)).sum().backward()
+        grads[device] = x.grad
+    _same(grads[DEV], grads["cpu"], rtol=0, atol=0)

@@ -255,3 +255,21 @@ def test_frexp_bit_exact(dtype):
     bits_equal(e, torch.frexp(x)[1])
     with pytest.raises(RuntimeError, match="only supports floating-point"):
         torch.frexp(torch.ones(3, dtype=torch.int64, device=DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_frexp_of_every_kind_of_bit_pattern_is_bit_exact(dtype):
+    # random bits (subnormals, NaNs, infinities among them), long enough for
+    # the vectorised loop (session 45: no libm call), contiguous and strided;
+    # every exponent compared, those of infinities and NaN included (0)
+    itype = torch.int32 if dtype == torch.float32 else torch.int64
+    info = torch.iinfo(itype)
+    torch.manual_seed(3)
+    a = torch.randint(info.min, info.max, (1 << 16,), dtype=itype).view(dtype)
+    a[::97] = torch.finfo(dtype).tiny / 8  # subnormal
+    a[1::101] = 0.0
+    for x in (a, a[::3]):
+        m, e = torch.frexp(x.to(DEV))
+        mc, ec = torch.frexp(x)
+        bits_equal(m, mc)
+        assert torch.equal(e.cpu(), ec)

@@ -827,6 +827,56 @@ static void test_nextafter_matches_libm_bitwise(void) {
   CHECK_NEXTAFTER(double, NRT_FLOAT64, nextafter, DBL_MIN, DBL_TRUE_MIN, DBL_MAX);
 }
 
+/* float32/float64 frexp reads the exponent off the bits in a vectorised
+ * loop: mantissa and exponent bitwise libm's frexpf/frexp (the twins) on the
+ * edge values (zeros, subnormals, the normal range's ends, infinities, NaN)
+ * and a spread of bit patterns, the operands contiguous (long enough for
+ * the vector body) and strided. */
+#define CHECK_FREXP(T, U, DTYPE, TWIN, MIN, TRUE_MIN, MAX)                                         \
+  do {                                                                                             \
+    const T edges[] = {0, -(T)0, (T)1, -(T)1, (T)0.5, (T)0.75, MIN, -(MIN), TRUE_MIN, -(TRUE_MIN), \
+                       (MIN) - (TRUE_MIN), (T)3 * (TRUE_MIN), MAX, -(MAX), (T)INFINITY,           \
+                       -(T)INFINITY, (T)NAN, -(T)NAN, (T)0.1, (T)-3e-5, (T)1e30};                   \
+    enum { E = sizeof edges / sizeof edges[0], N = 4096 };                                         \
+    void *x = dev_alloc(2 * N * sizeof(T)), *m = dev_alloc(2 * N * sizeof(T));                     \
+    void *e = dev_alloc(2 * N * sizeof(int32_t));                                                  \
+    T *hx = host(x);                                                                               \
+    uint64_t state = 0x9e3779b97f4a7c15ull;                                                        \
+    for (int i = 0; i < 2 * N; i++) {                                                              \
+      state = state * 6364136223846793005ull + 1442695040888963407ull;                             \
+      const U bits = sizeof(U) == 8 ? (U)state : (U)(state >> 32);                                 \
+      memcpy(&hx[i], &bits, sizeof(T));                                                            \
+      if (i % 7 == 0) hx[i] = edges[(i / 7) % E];                                                  \
+    }                                                                                              \
+    for (int stride = 1; stride <= 2; stride++) {                                                  \
+      nrt_tensor_view views[3] = {view_1d(m, DTYPE, N, stride), view_1d(e, NRT_INT32, N, stride),  \
+                                  view_1d(x, DTYPE, N, stride)};                                   \
+      nrt_op op = make_op(NRT_OP_FREXP, DTYPE, 2, 3, views);                                       \
+      CHECK_OK(nrt_op_execute(&op));                                                               \
+      const T *gm = host(m);                                                                       \
+      const int32_t *ge = host(e);                                                                 \
+      for (int i = 0; i < N; i++) {                                                                \
+        const T v = hx[i * stride];                                                                \
+        int want_e = 0;                                                                            \
+        const T want_m = TWIN(v, &want_e);                                                         \
+        if (memcmp(&gm[i * stride], &want_m, sizeof(T)) != 0 || ge[i * stride] != want_e) {       \
+          fprintf(stderr, "  frexp %s(%a) = (%a, %d), want (%a, %d)\n", nrt_dtype_name(DTYPE),    \
+                  (double)v, (double)gm[i * stride], (int)ge[i * stride], (double)want_m, want_e); \
+          CHECK(0);                                                                                \
+          break;                                                                                   \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    nrt_free(x);                                                                                   \
+    nrt_free(m);                                                                                   \
+    nrt_free(e);                                                                                   \
+  } while (0)
+
+static void test_frexp_matches_libm_bitwise(void) {
+  CHECK_FREXP(float, uint32_t, NRT_FLOAT32, frexpf, FLT_MIN, FLT_TRUE_MIN, FLT_MAX);
+  CHECK_FREXP(double, uint64_t, NRT_FLOAT64, frexp, DBL_MIN, DBL_TRUE_MIN, DBL_MAX);
+}
+
 /* float32 logaddexp and logaddexp2 (vectorised exp and log) against double
  * libm within 4 ulp of the larger term over a spread of differences, and
  * their special values:
@@ -1068,6 +1118,7 @@ int main(void) {
   RUN(test_pow_immediate_exponents);
   RUN(test_nan_rules);
   RUN(test_nextafter_matches_libm_bitwise);
+  RUN(test_frexp_matches_libm_bitwise);
   RUN(test_logaddexp_float32);
   RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);

@@ -73,12 +73,13 @@ void launch_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, 
   b.launch(grad_weight);
 }
 
-void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward) {
+void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward,
+                 const char* kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(input.dim() == 3 || input.dim() == 4, op,
                               ": only 1-d, 2-d and 3-d convolutions are supported on the neuron device, got a ",
                               input.dim(), "-d input");
-  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", op,
-                              "\" not implemented for '", input.scalar_type(), "' on the neuron device");
+  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", kernel,
+                              "\" not implemented for '", input.scalar_type(), "'");
   TORCH_CHECK(weight.dim() == input.dim(), op, ": expected a ", input.dim(), "-d weight, got ", weight.dim(),
               " dims");
   TORCH_CHECK(weight.scalar_type() == input.scalar_type(), "Input type (", input.scalar_type(),
@@ -100,7 +101,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   c10::DeviceGuard guard(input.device());
   if (input.dim() == 5)
     return convolution3d(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
-  check_input(input, weight, "convolution", false);
+  check_input(input, weight, "convolution", false, conv_kernel_name(input.dim(), transposed, dilation, false));
   ConvArgs a{stride, padding, dilation, groups, input.dim() == 3};
   std::vector<int64_t> sizes =
       transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, output_padding, stride,
@@ -126,7 +127,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   if (input.dim() == 5)
     return convolution3d_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                                   groups, output_mask);
-  check_input(input, weight, "convolution_backward", true);
+  check_input(input, weight, "convolution_backward", true, "convolution_backward");
   TORCH_CHECK(grad_output.dim() == input.dim() && grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: grad_output must match the input's rank and dtype");
   ConvArgs a{stride, padding, dilation, groups, input.dim() == 3};

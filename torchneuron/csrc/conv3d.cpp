@@ -58,9 +58,10 @@ void launch_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, 
   b.launch(grad_weight);
 }
 
-void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward) {
-  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", op,
-                              "\" not implemented for '", input.scalar_type(), "' on the neuron device");
+void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward,
+                 const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", kernel,
+                              "\" not implemented for '", input.scalar_type(), "'");
   TORCH_CHECK(weight.dim() == 5, op, ": expected a 5-d weight, got ", weight.dim(), " dims");
   TORCH_CHECK(weight.scalar_type() == input.scalar_type(), "Input type (", input.scalar_type(),
               ") and weight type (", weight.scalar_type(), ") should be the same");
@@ -78,7 +79,7 @@ at::MemoryFormat memory_format(const at::Tensor& input, const at::Tensor& weight
 at::Tensor convolution3d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups) {
-  check_input(input, weight, "convolution", false);
+  check_input(input, weight, "convolution", false, conv_kernel_name(input.dim(), transposed, dilation, false));
   Geometry g = geometry(stride, padding, dilation, groups);
   std::vector<int64_t> sizes =
       transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, output_padding, stride,
@@ -99,7 +100,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution3d_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
-  check_input(input, weight, "convolution_backward", true);
+  check_input(input, weight, "convolution_backward", true, "convolution_backward");
   TORCH_CHECK(grad_output.dim() == 5 && grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: grad_output must match the input's rank and dtype");
   Geometry g = geometry(stride, padding, dilation, groups);

@@ -21,6 +21,16 @@ inline bool conv_dtype_supported(at::ScalarType t, bool backward) {
   return integer && !backward;
 }
 
+// The kernel a dtype refusal names, as the CPU's does: the backend ATen
+// picks by geometry ("slow_conv2d_cpu" not implemented for 'Bool').
+inline const char* conv_kernel_name(int64_t dim, bool transposed, at::IntArrayRef dilation, bool backward) {
+  if (backward) return "convolution_backward";
+  if (transposed) return dim == 5 ? "slow_conv_transpose3d_out_cpu" : "slow_conv_transpose2d_out_cpu";
+  for (int64_t d : dilation)
+    if (d != 1) return "slow_conv_dilated<>";
+  return dim == 5 ? "compute_columns3d" : "slow_conv2d_cpu";
+}
+
 at::Tensor convolution3d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups);

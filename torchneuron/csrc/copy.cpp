@@ -227,8 +227,9 @@ at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(is_neuron(self) && is_neuron(out) && self.device() == out.device(),
               "conj_physical: expected self and out on the same neuron device, got ",
               self.device(), " and ", out.device());
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "result type ", self.scalar_type(),
-              " can't be cast to the desired output type ", out.scalar_type());
+  // the CPU's unary-op check: out= has exactly self's dtype
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "Found dtype ", out.scalar_type(), " but expected ",
+              self.scalar_type());
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
   at::assert_no_internal_overlap(out);

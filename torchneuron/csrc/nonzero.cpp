@@ -156,10 +156,10 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   NEURON_TRACK_OP("aten::bincount");
   c10::DeviceGuard guard(self.device());
   at::Tensor weights = weights_opt.value_or(at::Tensor());
-  // The dtype first, as the CPU's dispatch over integral types rejects it.
+  // The dtype first, as the CPU's dispatch over integral types rejects it,
+  // in its words (it names its kernel, "bincount_cpu").
   TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
-                              "\"bincount\" not implemented for '", c10::toString(self.scalar_type()),
-                              "' on neuron");
+                              "\"bincount_cpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
   TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
   TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
   TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == self.size(0)),

@@ -135,41 +135,43 @@ void prepare_clamp_tensors(PointwiseCall& call) {
   if (call.code != NRT_OP_CLAMP) call.supported = kAll;
 }
 
-// clamp_min/clamp_max with a number: the CPU builds a unary op on self
-// (promoted with the bound when self is not floating), whose out= must have
-// exactly that dtype ("Found dtype Double but expected Float"), as neg's.
-void prepare_clamp_bound_scalar(PointwiseCall& call) {
-  if (call.outputs.empty() || !call.outputs[0]->defined() || !call.input_scalars[1]) return;
+// clamp's dtype with number bounds: an integer self promotes with them (a
+// float bound makes it Float). As the CPU's unary op on self: in place, that
+// promotion is refused before anything runs, with self's dtype printed as a
+// C++ type name ("long int", "unsigned char": its self.dtype(), not the
+// ScalarType "Long"); an out= must have exactly that dtype ("Found dtype
+// Double but expected Float"), as neg's.
+at::ScalarType clamp_scalar_result(const PointwiseCall& call) {
   const at::Tensor& self = *call.inputs[0];
-  const at::Tensor& out = *call.outputs[0];
-  if (out.is_same(self)) return;  // in place: the existing cast check
   at::ScalarType result = self.scalar_type();
   if (!at::isFloatingType(result)) {
     at::native::ResultTypeState state{};
     state = at::native::update_result_type_state(self, state);
-    state = at::native::update_result_type_state(*call.input_scalars[1], state);
+    for (size_t k = 1; k < call.input_scalars.size(); k++)
+      if (call.input_scalars[k]) state = at::native::update_result_type_state(*call.input_scalars[k], state);
     result = at::native::result_type(state);
   }
+  if (call.outputs.empty() || !call.outputs[0]->defined()) return result;
+  const at::Tensor& out = *call.outputs[0];
+  TORCH_CHECK(result == self.scalar_type() || !out.is_same(self), "result type ", result,
+              " can't be cast to the desired output type ", self.dtype());
   TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ", result);
+  return result;
+}
+
+// clamp_min/clamp_max with a number.
+void prepare_clamp_bound_scalar(PointwiseCall& call) {
+  if (call.input_scalars[1]) clamp_scalar_result(call);
 }
 
 // clamp with two scalar bounds: the result dtype promotes over self and both
 // bounds (an iterator takes one CPU scalar at most), the bounds become
 // attributes of a unary clamp (HARDTANH), and out= must have that dtype.
 void prepare_clamp_scalars(PointwiseCall& call) {
+  const at::ScalarType result = clamp_scalar_result(call);
   if (!present(call, 1) || !present(call, 2)) return prepare_clamp(call);
   at::Tensor self = call.inputs[0];
   c10::Scalar min = *call.input_scalars[1], max = *call.input_scalars[2];
-  at::ScalarType result = self.scalar_type();
-  if (!at::isFloatingType(result)) {
-    at::native::ResultTypeState state{};
-    state = at::native::update_result_type_state(self, state);
-    state = at::native::update_result_type_state(min, state);
-    state = at::native::update_result_type_state(max, state);
-    result = at::native::result_type(state);
-    TORCH_CHECK(result == self.scalar_type() || !call.outputs[0]->is_same(self), "result type ",
-                result, " can't be cast to the desired output type ", self.scalar_type());
-  }
   call.code = NRT_OP_HARDTANH;
   call.dtypes = D::SameAsInput;
   call.inputs = {result == self.scalar_type() ? self : self.to(result)};

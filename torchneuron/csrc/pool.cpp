@@ -38,7 +38,7 @@ OpBuilder& window_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef str
 // The backward ops (and adaptive average pooling) take floating dtypes.
 void check_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
-                              t.scalar_type(), "' on the neuron device");
+                              t.scalar_type(), "'");
 }
 
 // ---- max_pool2d_with_indices -------------------------------------------------
@@ -48,6 +48,8 @@ using MaxPoolMeta = at::meta::structured_max_pool2d_with_indices;
 void max_pool_into(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                    at::IntArrayRef padding, at::IntArrayRef dilation, const at::Tensor& out,
                    const at::Tensor& indices) {
+  // the CPU's refusal, at the call (the kernel would refuse it asynchronously)
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"max_pool2d\" not implemented for 'Bool'");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_MAX_POOL2D, 2);
   b.image(out).image(indices).image(self);
@@ -129,7 +131,7 @@ void avg_pool_into(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayR
                    at::IntArrayRef padding, bool count_include_pad, std::optional<int64_t> divisor_override,
                    const at::Tensor& out) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()) || self.scalar_type() == at::kLong,
-                              "\"avg_pool2d\" not implemented for '", self.scalar_type(), "' on the neuron device");
+                              "\"avg_pool2d\" not implemented for '", self.scalar_type(), "'");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_AVG_POOL2D, 1);
   b.image(out).image(self);
@@ -199,6 +201,7 @@ using AdaptiveMaxMeta = at::meta::structured_adaptive_max_pool2d;
 using AdaptiveMaxBackwardMeta = at::meta::structured_adaptive_max_pool2d_backward;
 
 void adaptive_max_into(const at::Tensor& self, const at::Tensor& out, const at::Tensor& indices) {
+  check_floating(self, "adaptive_max_pool2d");  // as the CPU: floating dtypes only
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_ADAPTIVE_MAX_POOL2D, 2);
   b.image(out).image(indices).image(self).launch(self);

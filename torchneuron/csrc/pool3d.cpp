@@ -30,7 +30,7 @@ using vision::volume_view;
 
 void check_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
-                              t.scalar_type(), "' on the neuron device");
+                              t.scalar_type(), "'");
 }
 
 // Element i of a 3-d pooling argument given as one value or three; empty

@@ -573,10 +573,11 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
 void var_into(const char* fname, const at::Tensor& self, OptionalIntArrayRef dim,
               const std::optional<at::Scalar>& correction, bool keepdim, bool take_sqrt,
               at::Tensor& var, const at::Tensor* mean) {
-  TORCH_CHECK(at::isFloatingType(var.scalar_type()), fname, ": result dtype ",
-              var.scalar_type(), " is not a floating dtype");
+  // the CPU's cast check first: a floating self never casts to an integral out=
   TORCH_CHECK(at::canCast(self.scalar_type(), var.scalar_type()), "result type ",
               self.scalar_type(), " can't be cast to the desired output type ", var.scalar_type());
+  TORCH_CHECK(at::isFloatingType(var.scalar_type()), fname, ": result dtype ",
+              var.scalar_type(), " is not a floating dtype");
   DimMask mask = dims_mask(dim, self.dim());
   double c = correction ? correction->toDouble() : 1.0;
   int64_t outputs = var.numel();

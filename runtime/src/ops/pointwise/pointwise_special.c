@@ -313,15 +313,44 @@ nrt_status rt_kernel_prelu_backward(const nrt_op *op) {
 }
 
 /* ---- frexp: operands (mantissa, exponent: int32, x) ---------------------------- */
-#define DEFINE_FREXP(NAME, T)                                                     \
-  static void NAME(char **data, const int64_t *strides, int64_t n, void *ctx) {  \
-    (void)ctx;                                                                    \
-    for (int64_t i = 0; i < n; i++) {                                             \
-      int e = 0;                                                                  \
-      T m = frexp(RT_LOAD(T, data[2] + i * strides[2]), &e);                      \
-      RT_STORE(T, data[0] + i * strides[0], m);                                   \
-      RT_STORE(int32_t, data[1] + i * strides[1], (int32_t)e);                    \
-    }                                                                             \
+
+/* x = m 2^e with |m| in [0.5, 1), read off the bits instead of a libm call
+ * per element, so that the loop vectorises (its bitwise twin, libm's frexp,
+ * in runtime/tests/test_pointwise.c): a subnormal is first scaled into the
+ * normal range by 2^25 (float) or 2^54 (double); zeros, infinities and NaN give x + x (as glibc:
+ * -0 stays -0, a NaN comes back quiet) with e = 0; otherwise m keeps x's sign
+ * and fraction under the exponent of 0.5, e is the unbiased exponent + 1. */
+#define FREXP_BITS(T, U, BITS, FROM_BITS, EXP_BITS, SCALE, SCALE_LOG2, HALF)              \
+  RT_VM_INLINE T frexp_bits_##T(T x, int32_t *e) {                                         \
+    enum { F = sizeof(U) * 8 - 1 - (EXP_BITS) }; /* fraction bits */                       \
+    const U max_exp = ((U)1 << (EXP_BITS)) - 1;                                            \
+    const int tiny = ((BITS(x) >> F) & max_exp) == 0;                                      \
+    /* a product by a chosen power of two, not a select of x: GCC vectorises this */       \
+    const U bits = BITS(x * (tiny ? (SCALE) : (T)1));                                      \
+    const U biased = (bits >> F) & max_exp;                                                \
+    const int special = biased - 1 >= max_exp - 1; /* biased 0 or max_exp */               \
+    const int32_t k = (int32_t)biased - (int32_t)(max_exp >> 1) + 1 - (tiny ? (SCALE_LOG2) : 0); \
+    *e = special ? 0 : k;                                                                  \
+    return special ? x + x : FROM_BITS((bits & ~(max_exp << F)) | (HALF));                 \
+  }
+FREXP_BITS(float, uint32_t, rt_vm_bits, rt_vm_float, 8, 0x1p25f, 25, 0x3f000000u)
+FREXP_BITS(double, uint64_t, rt_vm_bits_d, rt_vm_double, 11, 0x1p54, 54, 0x3fe0000000000000ull)
+
+#define DEFINE_FREXP(NAME, T)                                                                 \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx), (data, strides, n, ctx)) { \
+    (void)ctx;                                                                                \
+    if (strides[0] == (int64_t)sizeof(T) && strides[1] == 4 && strides[2] == (int64_t)sizeof(T)) { \
+      T *m = (T *)data[0];                                                                    \
+      int32_t *e = (int32_t *)data[1];                                                        \
+      const T *x = (const T *)data[2];                                                        \
+      for (int64_t i = 0; i < n; i++) m[i] = frexp_bits_##T(x[i], &e[i]);                     \
+      return;                                                                                 \
+    }                                                                                         \
+    for (int64_t i = 0; i < n; i++) {                                                         \
+      int32_t k;                                                                              \
+      RT_STORE(T, data[0] + i * strides[0], frexp_bits_##T(RT_LOAD(T, data[2] + i * strides[2]), &k)); \
+      RT_STORE(int32_t, data[1] + i * strides[1], k);                                         \
+    }                                                                                         \
   }
 DEFINE_FREXP(frexp_f32, float)
 DEFINE_FREXP(frexp_f64, double)
