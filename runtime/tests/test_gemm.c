@@ -668,6 +668,43 @@ static void test_bfloat16_pair_packing(void) {
       }
 }
 
+/* The k-major bfloat16 pair packing (pair_panels_avx512's permutes, or the
+ * portable gather) against its definition: panel q, pair p, row r holds
+ * k rows 2p and 2p + 1 of row q*R + r (low half the even one; an odd last
+ * k pairs with 0), rows past the end zero; panel widths 12 and 32, sizes
+ * that leave short panels and odd k, pairs ahead of the prefetch and fewer. */
+static void test_bf16_kmajor_pair_twin(void) {
+  static const int64_t sizes[][2] = {{5, 1}, {12, 7}, {40, 64}, {77, 513}, {32, 30}, {129, 17}};
+  static const int widths[] = {12, 32};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (size_t w = 0; w < 2; w++) {
+      const int R = widths[w];
+      const int64_t rows = sizes[z][0], kc = sizes[z][1], s_k = rows + 3, k2 = (kc + 1) / 2;
+      const int64_t panels = (rows + R - 1) / R;
+      uint16_t *src = malloc((size_t)(kc * s_k) * 2);
+      uint32_t *dst = malloc((size_t)(panels * R * k2) * 4);
+      for (int64_t q = 0; q < kc * s_k; q++) src[q] = (uint16_t)rng();
+      memset(dst, 0xa5, (size_t)(panels * R * k2) * 4);
+      const rt_gemm_src sa = {.base = (const char *)src, .dtype = NRT_BFLOAT16, .s_r = 1, .s_k = s_k, .s_slice = 0, .k = kc};
+      rt_gemm_pack_panels_bf16x2(dst, R, &sa, 0, rows, 0, kc);
+      int64_t bad = -1;
+      for (int64_t pn = 0; pn < panels && bad < 0; pn++)
+        for (int64_t p = 0; p < k2 && bad < 0; p++)
+          for (int64_t r = 0; r < R && bad < 0; r++) {
+            const int64_t row = pn * R + r, at = pn * R * k2 + p * R + r;
+            uint32_t want = 0;
+            if (row < rows)
+              want = src[2 * p * s_k + row] | (2 * p + 1 < kc ? (uint32_t)src[(2 * p + 1) * s_k + row] << 16 : 0);
+            if (dst[at] != want) bad = at;
+          }
+      if (bad >= 0)
+        fprintf(stderr, "k-major pairs rows %lld kc %lld R %d: word %lld wrong\n", (long long)rows, (long long)kc, R,
+                (long long)bad);
+      CHECK(bad < 0);
+      free(src), free(dst);
+    }
+}
+
 /* float16 packing converts every one of the 65536 values exactly
  * (subnormals included; NaN stays NaN), from both layouts, with whole and
  * partial panels and the zero padding. */
@@ -1336,6 +1373,7 @@ int main(int argc, char **argv) {
   RUN(test_rows_microkernel_twin);
   RUN(test_hand_tile_twin);
   RUN(test_bfloat16_pair_packing);
+  RUN(test_bf16_kmajor_pair_twin);
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);
