@@ -463,6 +463,21 @@ static void test_batched_and_summed_slices(void) {
       }
 }
 
+/* Batched bfloat16 products of attention's shapes, whose items run as
+ * jobs on the kernel threads (batch_jobs in gemm.c): exact against the
+ * twin, with bfloat16 and float32 C, beta 0 and Cin, a row count that ends
+ * in a short panel and an odd k. */
+static void test_bf16_batch_jobs(void) {
+  static const int64_t sizes[][4] = {{12, 128, 64, 128}, {12, 128, 128, 64}, {5, 70, 40, 33}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int v = 0; v < 2; v++) {
+      gemm_case cs = {.batch = sizes[z][0], .m = sizes[z][1], .n = sizes[z][2], .k = sizes[z][3], .kslices = 1,
+                      .ab = NRT_BFLOAT16, .c = v ? NRT_FLOAT32 : NRT_BFLOAT16, .la = v, .lb = 0, .lc = 0,
+                      .alpha = v ? 0.5 : 1, .beta = v ? -1.5 : 0, .cin_mode = v ? 1 : 0, .exact = 1};
+      check_case(&cs);
+    }
+}
+
 static void test_block_boundaries(void) {
   /* k beyond one packed B chunk, n beyond one column block, m beyond one row block. */
   static const int64_t big[][3] = {{13, 1100, 2300}, {300, 40, 600}, {250, 260, 256}};
@@ -1297,6 +1312,16 @@ static int write_thread_case(void) {
       h = hash_bytes(h, C.storage, (size_t)(C.s0 * 2 + 1) * elem_size(C.dtype));
       release();
     }
+  /* Attention's batched bfloat16 products: items as jobs on two threads. */
+  for (int lc = 0; lc < 2; lc++) {
+    rng_state = 991 + (uint64_t)lc;
+    gemm_case cs = {.batch = 12, .m = 128, .n = 64, .k = 128, .kslices = 1, .ab = NRT_BFLOAT16,
+                    .c = NRT_BFLOAT16, .la = 0, .lb = 0, .lc = lc, .alpha = 1, .beta = 0, .cin_mode = 0, .exact = 0};
+    rt_gemm_args g = setup(&cs);
+    if (rt_gemm(&g) != NRT_SUCCESS) return 1;
+    h = hash_bytes(h, C.storage, (size_t)(C.s0 * 12) * elem_size(C.dtype));
+    release();
+  }
   const char *path = getenv("GEMM_TEST_OUT");
   FILE *f = path ? fopen(path, "w") : NULL;
   if (!f) return 1;
@@ -1366,6 +1391,7 @@ int main(int argc, char **argv) {
   RUN(test_layouts_and_shapes_exact_f32);
   RUN(test_alpha_beta_and_cin);
   RUN(test_batched_and_summed_slices);
+  RUN(test_bf16_batch_jobs);
   RUN(test_block_boundaries);
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
