@@ -643,10 +643,13 @@ static void column_jobs_f32(int64_t j0, int64_t j1, void *ctx) {
  * (the same units, so the same sums). Only with helpers, one column block
  * (A is not shared), all of k in one chunk, and C written as its tiles
  * end (direct, or one k block: no workspace, which would take one row
- * block per group). */
+ * block per group). The halves are fixed (one range per thread), so each
+ * thread finds its items' packed B and C in its own L2 on the next call.
+ * Measured with the AVX512-BF16 kernel (Zen 4) only: AMX kernels (which
+ * pack A their own way) keep the pipeline. */
 static int batch_jobs(const gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
-  return pl->bufs >= 2 && g->batch >= 2 * rt_num_threads() && pl->n_blocks == 1 && !pl->ash_elems &&
+  return !pl->kern->bf16_pack_a && pl->bufs >= 2 && g->batch >= 2 * rt_num_threads() && pl->n_blocks == 1 && !pl->ash_elems &&
          pl->kb == pl->ktot && (pl->direct || pl->ktot <= pl->kc);
 }
 
