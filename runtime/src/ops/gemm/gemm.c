@@ -649,8 +649,8 @@ static void column_jobs_f32(int64_t j0, int64_t j1, void *ctx) {
  * pack A their own way) keep the pipeline. */
 static int batch_jobs(const gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
-  return !pl->kern->bf16_pack_a && pl->bufs >= 2 && g->batch >= 2 * rt_num_threads() && pl->n_blocks == 1 && !pl->ash_elems &&
-         pl->kb == pl->ktot && (pl->direct || pl->ktot <= pl->kc);
+  return !pl->kern->bf16_pack_a && pl->bufs >= 2 && g->batch >= 2 * rt_num_threads() && pl->n_blocks == 1 &&
+         !pl->ash_elems && pl->kb == pl->ktot && (pl->direct || pl->ktot <= pl->kc);
 }
 
 /* Batch jobs [t0, t1): every unit of those items. */
