@@ -463,6 +463,21 @@ static void test_batched_and_summed_slices(void) {
       }
 }
 
+/* Batched bfloat16 products of attention's shapes, whose items run as
+ * jobs on the kernel threads (batch_jobs in gemm.c): exact against the
+ * twin, with bfloat16 and float32 C, beta 0 and Cin, a row count that ends
+ * in a short panel and an odd k. */
+static void test_bf16_batch_jobs(void) {
+  static const int64_t sizes[][4] = {{12, 128, 64, 128}, {12, 128, 128, 64}, {5, 70, 40, 33}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (int v = 0; v < 2; v++) {
+      gemm_case cs = {.batch = sizes[z][0], .m = sizes[z][1], .n = sizes[z][2], .k = sizes[z][3], .kslices = 1,
+                      .ab = NRT_BFLOAT16, .c = v ? NRT_FLOAT32 : NRT_BFLOAT16, .la = v, .lb = 0, .lc = 0,
+                      .alpha = v ? 0.5 : 1, .beta = v ? -1.5 : 0, .cin_mode = v ? 1 : 0, .exact = 1};
+      check_case(&cs);
+    }
+}
+
 static void test_block_boundaries(void) {
   /* k beyond one packed B chunk, n beyond one column block, m beyond one row block. */
   static const int64_t big[][3] = {{13, 1100, 2300}, {300, 40, 600}, {250, 260, 256}};
@@ -666,6 +681,43 @@ static void test_bfloat16_pair_packing(void) {
                         .beta = 2, .cin_mode = 1, .exact = exact};
         check_case(&cs);
       }
+}
+
+/* The k-major bfloat16 pair packing (pair_panels_avx512's permutes, or the
+ * portable gather) against its definition: panel q, pair p, row r holds
+ * k rows 2p and 2p + 1 of row q*R + r (low half the even one; an odd last
+ * k pairs with 0), rows past the end zero; panel widths 12 and 32, sizes
+ * that leave short panels and odd k, pairs ahead of the prefetch and fewer. */
+static void test_bf16_kmajor_pair_twin(void) {
+  static const int64_t sizes[][2] = {{5, 1}, {12, 7}, {40, 64}, {77, 513}, {32, 30}, {129, 17}};
+  static const int widths[] = {12, 32};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+    for (size_t w = 0; w < 2; w++) {
+      const int R = widths[w];
+      const int64_t rows = sizes[z][0], kc = sizes[z][1], s_k = rows + 3, k2 = (kc + 1) / 2;
+      const int64_t panels = (rows + R - 1) / R;
+      uint16_t *src = malloc((size_t)(kc * s_k) * 2);
+      uint32_t *dst = malloc((size_t)(panels * R * k2) * 4);
+      for (int64_t q = 0; q < kc * s_k; q++) src[q] = (uint16_t)rng();
+      memset(dst, 0xa5, (size_t)(panels * R * k2) * 4);
+      const rt_gemm_src sa = {.base = (const char *)src, .dtype = NRT_BFLOAT16, .s_r = 1, .s_k = s_k, .s_slice = 0, .k = kc};
+      rt_gemm_pack_panels_bf16x2(dst, R, &sa, 0, rows, 0, kc);
+      int64_t bad = -1;
+      for (int64_t pn = 0; pn < panels && bad < 0; pn++)
+        for (int64_t p = 0; p < k2 && bad < 0; p++)
+          for (int64_t r = 0; r < R && bad < 0; r++) {
+            const int64_t row = pn * R + r, at = pn * R * k2 + p * R + r;
+            uint32_t want = 0;
+            if (row < rows)
+              want = src[2 * p * s_k + row] | (2 * p + 1 < kc ? (uint32_t)src[(2 * p + 1) * s_k + row] << 16 : 0);
+            if (dst[at] != want) bad = at;
+          }
+      if (bad >= 0)
+        fprintf(stderr, "k-major pairs rows %lld kc %lld R %d: word %lld wrong\n", (long long)rows, (long long)kc, R,
+                (long long)bad);
+      CHECK(bad < 0);
+      free(src), free(dst);
+    }
 }
 
 /* float16 packing converts every one of the 65536 values exactly
@@ -1260,6 +1312,16 @@ static int write_thread_case(void) {
       h = hash_bytes(h, C.storage, (size_t)(C.s0 * 2 + 1) * elem_size(C.dtype));
       release();
     }
+  /* Attention's batched bfloat16 products: items as jobs on two threads. */
+  for (int lc = 0; lc < 2; lc++) {
+    rng_state = 991 + (uint64_t)lc;
+    gemm_case cs = {.batch = 12, .m = 128, .n = 64, .k = 128, .kslices = 1, .ab = NRT_BFLOAT16,
+                    .c = NRT_BFLOAT16, .la = 0, .lb = 0, .lc = lc, .alpha = 1, .beta = 0, .cin_mode = 0, .exact = 0};
+    rt_gemm_args g = setup(&cs);
+    if (rt_gemm(&g) != NRT_SUCCESS) return 1;
+    h = hash_bytes(h, C.storage, (size_t)(C.s0 * 12) * elem_size(C.dtype));
+    release();
+  }
   const char *path = getenv("GEMM_TEST_OUT");
   FILE *f = path ? fopen(path, "w") : NULL;
   if (!f) return 1;
@@ -1329,6 +1391,7 @@ int main(int argc, char **argv) {
   RUN(test_layouts_and_shapes_exact_f32);
   RUN(test_alpha_beta_and_cin);
   RUN(test_batched_and_summed_slices);
+  RUN(test_bf16_batch_jobs);
   RUN(test_block_boundaries);
   RUN(test_shared_b_chunks_and_fallback);
   RUN(test_b_read_in_place);
@@ -1336,6 +1399,7 @@ int main(int argc, char **argv) {
   RUN(test_rows_microkernel_twin);
   RUN(test_hand_tile_twin);
   RUN(test_bfloat16_pair_packing);
+  RUN(test_bf16_kmajor_pair_twin);
   RUN(test_float16_packing_exact);
   RUN(test_bf16_microkernel_twin);
   RUN(test_amx_gemm_exact_model);

@@ -637,6 +637,28 @@ static void column_jobs_f32(int64_t j0, int64_t j1, void *ctx) {
   run_units_f32(j0 * pl->m_blocks, j1 * pl->m_blocks, ctx);
 }
 
+/* Whether a bfloat16 shared-B plan of several small products (attention's
+ * batched ones) runs as batch jobs instead: each job packs one item's B and
+ * computes all its units on one thread, as column_jobs does for float32
+ * (the same units, so the same sums). Only with helpers, one column block
+ * (A is not shared), all of k in one chunk, and C written as its tiles
+ * end (direct, or one k block: no workspace, which would take one row
+ * block per group). The halves are fixed (one range per thread), so each
+ * thread finds its items' packed B and C in its own L2 on the next call.
+ * Measured with the AVX512-BF16 kernel (Zen 4) only: AMX kernels (which
+ * pack A their own way) keep the pipeline. */
+static int batch_jobs(const gemm_plan *pl) {
+  const rt_gemm_args *g = &pl->g;
+  return !pl->kern->bf16_pack_a && pl->bufs >= 2 && g->batch >= 2 * rt_num_threads() && pl->n_blocks == 1 &&
+         !pl->ash_elems && pl->kb == pl->ktot && (pl->direct || pl->ktot <= pl->kc);
+}
+
+/* Batch jobs [t0, t1): every unit of those items. */
+static void batch_jobs_bf16x2(int64_t t0, int64_t t1, void *ctx) {
+  const gemm_plan *pl = ctx;
+  run_units_bf16x2(t0 * pl->m_blocks, t1 * pl->m_blocks, ctx);
+}
+
 /* Runs a shared-B plan: B (and A) packed chunk by chunk into two
  * alternating buffers, on the pool (or the calling thread alone). */
 static nrt_status run_pipeline(gemm_plan *pl, int parallel) {
@@ -956,6 +978,8 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     pl.psize = packed_size[kind];
     if (kind == 1 && column_jobs(&pl))
       rt_parallel_for(g->batch * pl.n_blocks, 1, column_jobs_f32, &pl);
+    else if (kind == 2 && batch_jobs(&pl))
+      rt_parallel_for(g->batch, ceil_div(g->batch, rt_num_threads()), batch_jobs_bf16x2, &pl);
     else if ((s = run_pipeline(&pl, parallel)))
       return s;
   }
