@@ -18,6 +18,7 @@
 #include "check.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
+#include "ops/pointwise/pointwise.h"
 
 /* ---- vmath accuracy ------------------------------------------------------ */
 
@@ -676,6 +677,47 @@ static void check_table16(nrt_op_code code, double (*ref)(double)) {
   nrt_free(out32);
 }
 
+/* The four-per-step lookup against its one-by-one twin, bitwise: every
+ * length up to 11 and a long odd one, at every start offset within a
+ * 64-bit word, in place and not, and strided runs. */
+static void test_lookup16_matches_twin(void) {
+  enum { N = 4099 };
+  static uint16_t table[1 << 16];
+  for (uint32_t i = 0; i < (1u << 16); i++) table[i] = (uint16_t)(i * 2654435761u >> 13);
+  uint16_t *in = malloc((N + 8) * 2 * sizeof *in), *got = malloc((N + 8) * 2 * sizeof *got),
+           *want = malloc((N + 8) * 2 * sizeof *want);
+  uint32_t state = 12345u;
+  const int64_t lengths[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, N};
+  int mismatches = 0;
+  for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+    for (int offset = 0; offset < 4; offset++)
+      for (int mode = 0; mode < 3; mode++) { /* 0 out of place, 1 in place, 2 strided */
+        const int64_t n = lengths[li], step = mode == 2 ? 2 : 1;
+        for (int64_t i = 0; i < (N + 8) * 2; i++) {
+          state = state * 1664525u + 1013904223u;
+          in[i] = (uint16_t)(state >> 16);
+          got[i] = want[i] = (uint16_t)~in[i];
+        }
+        uint16_t *dst = mode == 1 ? in : got;
+        if (mode == 1) memcpy(want, in, (N + 8) * 2 * sizeof *in);
+        int64_t strides[2] = {2 * step, 2 * step};
+        char *twin[2] = {(char *)(want + offset), (char *)(in + offset)};
+        if (mode == 1) { /* the twin in place on a copy of the input */
+          char *copy[2] = {(char *)(want + offset), (char *)(want + offset)};
+          rt_lookup16_reference(table, copy, strides, n);
+        } else {
+          rt_lookup16_reference(table, twin, strides, n);
+        }
+        char *data[2] = {(char *)(dst + offset), (char *)(in + offset)};
+        rt_lookup16(table, data, strides, n);
+        mismatches += memcmp(dst, want, (N + 8) * 2 * sizeof *dst) != 0;
+      }
+  CHECK(mismatches == 0);
+  free(in);
+  free(got);
+  free(want);
+}
+
 static void test_16_bit_tables_are_exact(void) {
   check_table16(NRT_OP_EXP, exp);
   check_table16(NRT_OP_GELU, ref_gelu);
@@ -1063,6 +1105,7 @@ int main(void) {
   RUN(test_float_unary_matches_twins);
   RUN(test_sigmoid_tame_blocks_match_bitwise);
   RUN(test_bfloat16_computes_in_float32);
+  RUN(test_lookup16_matches_twin);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);
   RUN(test_pow_immediate_exponents);

@@ -59,6 +59,16 @@ static inline float rt_float_round_to_odd(double d) {
   return f;
 }
 
+/* out[i] = table[in[i]] over n 16-bit values (data and byte strides as an
+ * inner loop's, output first). Contiguous runs take four per step, the
+ * results packed into one 64-bit store (lookup16.c). One element per step
+ * (two loads, a store, a branch) ran at 0.33 ns per element on a Zen 4,
+ * and at 0.55 where the compiler placed that small loop across a 64-byte
+ * line: bfloat16 GELU took 1.75x SiLU's time through the same code. The
+ * reference twin, one element at a time, serves strided runs. */
+void rt_lookup16(const uint16_t *table, char **data, const int64_t *strides, int64_t n);
+void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *strides, int64_t n);
+
 /* A unary op on float16/bfloat16 as a table: such an input has 2^16
  * possible values, so each result is computed once per type (by FN, in
  * double, then rounded once to the type) on first use, correctly rounded,
@@ -76,8 +86,14 @@ static inline float rt_float_round_to_odd(double d) {
       NAME##_f16_table[bits] = rt_half_from_float(rt_float_round_to_odd(FN(h)));         \
     }                                                                                    \
   }                                                                                      \
-  RT_UNARY_LOOP(NAME##_bf16_lookup, uint16_t, uint16_t, NAME##_bf16_table[x])            \
-  RT_UNARY_LOOP(NAME##_f16_lookup, uint16_t, uint16_t, NAME##_f16_table[x])              \
+  static void NAME##_bf16_lookup(char **data, const int64_t *strides, int64_t n, void *ctx) { \
+    (void)ctx;                                                                           \
+    rt_lookup16(NAME##_bf16_table, data, strides, n);                                    \
+  }                                                                                      \
+  static void NAME##_f16_lookup(char **data, const int64_t *strides, int64_t n, void *ctx) { \
+    (void)ctx;                                                                           \
+    rt_lookup16(NAME##_f16_table, data, strides, n);                                     \
+  }                                                                                      \
   static nrt_status NAME##_16bit(const nrt_op *op) {                                     \
     if (op->num_operands != 2)                                                           \
       return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "%s: expects operands (out, x)",        \
