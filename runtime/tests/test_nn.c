@@ -633,6 +633,56 @@ static void test_layer_and_rms_norm_match_twin(void) {
   }
 }
 
+/* Contiguous bfloat16 rows take their own row loop (conversions inside it):
+ * bitwise the float32 kernel on the widened input, its output rounded once
+ * to bfloat16 (round to nearest even), and the same float32 statistics. */
+static uint16_t bf16_rounded(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static void check_bf16_row_norm_bitwise(int64_t rows, int64_t n, int rms, int with_weights) {
+  const int64_t shape[2] = {rows, n};
+  tensor x16 = make(NRT_BFLOAT16, 2, shape, NULL, 0), y16 = make(NRT_BFLOAT16, 2, shape, NULL, 0);
+  tensor x32 = make(NRT_FLOAT32, 2, shape, NULL, 0), y32 = make(NRT_FLOAT32, 2, shape, NULL, 0);
+  tensor w = make1(NRT_FLOAT32, n), b = make1(NRT_FLOAT32, n);
+  tensor m16 = make1(NRT_FLOAT32, rows), r16 = make1(NRT_FLOAT32, rows);
+  tensor m32 = make1(NRT_FLOAT32, rows), r32 = make1(NRT_FLOAT32, rows);
+  fill(&x16, -3, 7);
+  for (int64_t i = 0; i < rows * n; i++) set(&x32, i, get(&x16, i));
+  fill(&w, 0.5, 1.5);
+  fill(&b, -1, 1);
+  nrt_tensor_view wview = with_weights ? w.view : absent(), bview = with_weights ? b.view : absent();
+  nrt_scalar sc[1] = {fs(1e-5)};
+  for (int k = 0; k < 2; k++) {
+    tensor *y = k ? &y32 : &y16, *x = k ? &x32 : &x16, *m = k ? &m32 : &m16, *r = k ? &r32 : &r16;
+    if (rms) {
+      nrt_tensor_view ops[4] = {y->view, r->view, x->view, wview};
+      CHECK_OK(run(NRT_OP_RMS_NORM, 2, 4, ops, 1, sc));
+    } else {
+      nrt_tensor_view ops[6] = {y->view, m->view, r->view, x->view, wview, bview};
+      CHECK_OK(run(NRT_OP_LAYER_NORM, 3, 6, ops, 1, sc));
+    }
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows * n; i++)
+    bad += ((const uint16_t *)(const void *)y16.host)[i] != bf16_rounded(((const float *)(const void *)y32.host)[i]);
+  CHECK(bad == 0);
+  CHECK(memcmp(r16.host, r32.host, (size_t)rows * 4) == 0);
+  if (!rms) CHECK(memcmp(m16.host, m32.host, (size_t)rows * 4) == 0);
+  release(&x16), release(&y16), release(&x32), release(&y32), release(&w), release(&b);
+  release(&m16), release(&r16), release(&m32), release(&r32);
+}
+
+static void test_bf16_row_norm_matches_float32_bitwise(void) {
+  const int64_t ns[] = {1, 7, 33, 768, 2100}; /* 2100: past a flush window of the sums */
+  for (int rms = 0; rms < 2; rms++)
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) check_bf16_row_norm_bitwise(9, ns[k], rms, k % 2 == 0);
+  check_bf16_row_norm_bitwise(300, 768, 0, 1); /* several threads' rows */
+}
+
 /* ---- group norm ----------------------------------------------------------------------- */
 
 static void test_group_norm_matches_twin(void) {
@@ -971,6 +1021,7 @@ int main(int argc, char **argv) {
   RUN(test_softmax_of_infinite_rows);
   RUN(test_masked_softmax_matches_twin);
   RUN(test_layer_and_rms_norm_match_twin);
+  RUN(test_bf16_row_norm_matches_float32_bitwise);
   RUN(test_group_norm_matches_twin);
   RUN(test_batch_norm_matches_twin);
   RUN(test_nll_loss_matches_twin);

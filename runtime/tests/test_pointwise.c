@@ -18,6 +18,8 @@
 #include "check.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
+#include "ops/engine/vmath_sigmoid_tame.h"
+#include "ops/pointwise/pointwise.h"
 
 /* ---- vmath accuracy ------------------------------------------------------ */
 
@@ -593,6 +595,86 @@ static void test_sigmoid_tame_blocks_match_bitwise(void) {
   nrt_free(o);
 }
 
+/* The float32 GELU, SiLU and GLU kernels and bfloat16 GLU take tame twins
+ * per block of 512 values within a bound (RT_UNARY_LOOP_TAME): bitwise
+ * the general expressions, over a sweep of the bit patterns up to just
+ * past each bound and blocks holding one wild value (NaN, infinity, just
+ * above the bound, subnormal results) each. */
+static float glu_ref(float a, float b) { return a * rt_vm_sigmoidf(b); }
+static float gelu_ref(float x) { return rt_vm_geluf(x); }
+static float silu_ref(float x) { return rt_vm_siluf(x); }
+
+static void check_tame_blocks(nrt_op_code code, nrt_dtype t, uint32_t top, float (*unary)(float)) {
+  const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
+  const float bound = rt_vm_float(top);
+  const float edges[] = {bound, -bound, nextafterf(bound, 0.0f), -nextafterf(bound, 0.0f), 0.0f, -0.0f,
+                         1e-45f, -1e-45f, 1.1754944e-38f, 0.5f, -0.5f, 1.0f, -1.0f, 3.0f, -3.0f};
+  const float wild[] = {nextafterf(bound, 1e30f), -nextafterf(bound, 1e30f), NAN, -INFINITY, INFINITY,
+                        1e30f, -87.5f, -100.0f, -13.5f};
+  const int nw = (int)(sizeof wild / sizeof wild[0]);
+  const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), n = 2 * sweep + ne + nw * 512 + 7;
+  float *values = malloc((size_t)n * sizeof *values);
+  int64_t at = 0;
+  for (int64_t i = 0; i < sweep; i++) {
+    uint32_t u = (uint32_t)(i * step);
+    memcpy(&values[at++], &u, 4);
+    u |= 0x80000000u;
+    memcpy(&values[at++], &u, 4);
+  }
+  for (int64_t i = 0; i < ne; i++) values[at++] = edges[i];
+  while (at < n) values[at] = (float)((at % 1700) - 850) / 10.0f * (top < 0x42000000u ? 0.15f : 1.0f), at++;
+  for (int i = 0; i < nw; i++) values[n - 7 - nw * 512 + 100 + 512 * i] = wild[i];
+  const int binary = unary == NULL, size = t == NRT_BFLOAT16 ? 2 : 4;
+  /* glu's a: values reversed, so that a and b differ */
+  void *a = dev_alloc((size_t)n * 4), *b = dev_alloc((size_t)n * 4), *o = dev_alloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) {
+    float va = values[n - 1 - i], vb = values[i];
+    if (size == 2) {
+      ((rt_bfloat16 *)host(a))[i] = rt_bfloat16_from_float(va);
+      ((rt_bfloat16 *)host(b))[i] = rt_bfloat16_from_float(vb);
+    } else {
+      ((float *)host(a))[i] = va;
+      ((float *)host(b))[i] = vb;
+    }
+  }
+  for (int inplace = 0; inplace < 2; inplace++) {
+    void *dst = inplace ? b : o;
+    nrt_tensor_view views[3] = {view_1d(dst, t, n, 1), view_1d(binary ? a : b, t, n, 1), view_1d(b, t, n, 1)};
+    nrt_op op = make_op(code, t, 1, binary ? 3 : 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      float x = size == 2 ? rt_bfloat16_to_float(rt_bfloat16_from_float(values[i])) : values[i];
+      float xa = size == 2 ? rt_bfloat16_to_float(rt_bfloat16_from_float(values[n - 1 - i])) : values[n - 1 - i];
+      float want = binary ? glu_ref(xa, x) : unary(x);
+      uint32_t got_bits, want_bits;
+      if (size == 2) {
+        got_bits = ((rt_bfloat16 *)host(dst))[i];
+        want_bits = rt_bfloat16_from_float(want);
+      } else {
+        memcpy(&got_bits, (float *)host(dst) + i, 4);
+        memcpy(&want_bits, &want, 4);
+      }
+      if (got_bits != want_bits && bad++ < 3)
+        fprintf(stderr, "  %s(%a) = %#x, want %#x (in place: %d)\n", nrt_op_name(code), (double)x, got_bits,
+                want_bits, inplace);
+    }
+    CHECK(bad == 0);
+    if (inplace) break; /* b was overwritten */
+  }
+  free(values);
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+}
+
+static void test_tame_blocks_match_bitwise(void) {
+  check_tame_blocks(NRT_OP_GELU, NRT_FLOAT32, RT_VM_GELU_TAME_BITS, gelu_ref);
+  check_tame_blocks(NRT_OP_SILU, NRT_FLOAT32, RT_VM_SILU_TAME_BITS, silu_ref);
+  check_tame_blocks(NRT_OP_GLU, NRT_FLOAT32, RT_VM_SIGMOID_TAME_BITS, NULL);
+  check_tame_blocks(NRT_OP_GLU, NRT_BFLOAT16, RT_VM_SIGMOID_TAME_BITS, NULL);
+}
+
 /* bfloat16 in and out: computed in float32, rounded once. */
 static void test_bfloat16_computes_in_float32(void) {
   enum { N = 4097 };
@@ -674,6 +756,47 @@ static void check_table16(nrt_op_code code, double (*ref)(double)) {
   nrt_free(in);
   nrt_free(out16);
   nrt_free(out32);
+}
+
+/* The four-per-step lookup against its one-by-one twin, bitwise: every
+ * length up to 11 and a long odd one, at every start offset within a
+ * 64-bit word, in place and not, and strided runs. */
+static void test_lookup16_matches_twin(void) {
+  enum { N = 4099 };
+  static uint16_t table[1 << 16];
+  for (uint32_t i = 0; i < (1u << 16); i++) table[i] = (uint16_t)(i * 2654435761u >> 13);
+  uint16_t *in = malloc((N + 8) * 2 * sizeof *in), *got = malloc((N + 8) * 2 * sizeof *got),
+           *want = malloc((N + 8) * 2 * sizeof *want);
+  uint32_t state = 12345u;
+  const int64_t lengths[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, N};
+  int mismatches = 0;
+  for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+    for (int offset = 0; offset < 4; offset++)
+      for (int mode = 0; mode < 3; mode++) { /* 0 out of place, 1 in place, 2 strided */
+        const int64_t n = lengths[li], step = mode == 2 ? 2 : 1;
+        for (int64_t i = 0; i < (N + 8) * 2; i++) {
+          state = state * 1664525u + 1013904223u;
+          in[i] = (uint16_t)(state >> 16);
+          got[i] = want[i] = (uint16_t)~in[i];
+        }
+        uint16_t *dst = mode == 1 ? in : got;
+        if (mode == 1) memcpy(want, in, (N + 8) * 2 * sizeof *in);
+        int64_t strides[2] = {2 * step, 2 * step};
+        char *twin[2] = {(char *)(want + offset), (char *)(in + offset)};
+        if (mode == 1) { /* the twin in place on a copy of the input */
+          char *copy[2] = {(char *)(want + offset), (char *)(want + offset)};
+          rt_lookup16_reference(table, copy, strides, n);
+        } else {
+          rt_lookup16_reference(table, twin, strides, n);
+        }
+        char *data[2] = {(char *)(dst + offset), (char *)(in + offset)};
+        rt_lookup16(table, data, strides, n);
+        mismatches += memcmp(dst, want, (N + 8) * 2 * sizeof *dst) != 0;
+      }
+  CHECK(mismatches == 0);
+  free(in);
+  free(got);
+  free(want);
 }
 
 static void test_16_bit_tables_are_exact(void) {
@@ -1112,7 +1235,9 @@ int main(void) {
   RUN(test_integer_pow);
   RUN(test_float_unary_matches_twins);
   RUN(test_sigmoid_tame_blocks_match_bitwise);
+  RUN(test_tame_blocks_match_bitwise);
   RUN(test_bfloat16_computes_in_float32);
+  RUN(test_lookup16_matches_twin);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);
   RUN(test_pow_immediate_exponents);

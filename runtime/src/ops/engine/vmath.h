@@ -280,7 +280,8 @@ typedef struct rt_vm_phi_parts {
   float half_tq, e;
 } rt_vm_phi_parts;
 
-RT_VM_INLINE rt_vm_phi_parts rt_vm_phi_parts_of(float x) {
+/* t Q(t) / 2, the first factor. */
+RT_VM_INLINE float rt_vm_phi_half_tq(float x) {
   float t = 1.0f / fmaf(fabsf(x), 0.35355339f, 1.0f); /* 1 + a/2, rounded once */
   /* Q(t) / 2 (the fitted coefficients halved, exactly) */
   float q = 0.018158901f;
@@ -294,13 +295,18 @@ RT_VM_INLINE rt_vm_phi_parts rt_vm_phi_parts_of(float x) {
   q = fmaf(q, t, 0.12266795f);
   q = fmaf(q, t, 0.1411184f);
   q = fmaf(q, t, 0.1410446f);
+  return t * q;
+}
+
+RT_VM_INLINE rt_vm_phi_parts rt_vm_phi_parts_of(float x) {
+  float half_tq = rt_vm_phi_half_tq(x);
   float h = x * x;
   float l = fmaf(x, x, -h);
   int tiny = h < 400.0f; /* beyond, e^(-x^2/2) is 0 in float; NaN goes this way too */
   float head = tiny ? -0.5f * h : -200.0f;
   float tail = tiny ? -0.5f * l : 0.0f;
   float e_head = rt_vm_expf(head);
-  rt_vm_phi_parts parts = {t * q, fmaf(e_head, tail, e_head)};
+  rt_vm_phi_parts parts = {half_tq, fmaf(e_head, tail, e_head)};
   return parts;
 }
 
@@ -308,6 +314,21 @@ RT_VM_INLINE float rt_vm_geluf(float x) {
   rt_vm_phi_parts p = rt_vm_phi_parts_of(x);
   /* for negative x, x first: Phi(x) alone may be subnormal */
   return x > 0.0f ? x * (1.0f - p.half_tq * p.e) : (x * p.half_tq) * p.e;
+}
+
+/* rt_vm_geluf's bits for |x| <= 13 (no NaN), in fewer instructions: there
+ * x^2 <= 169, so the tail select is always the first way, and -x^2/2 >=
+ * -84.5 lies in rt_vm_expf_tame's domain (no clamp, no split scaling).
+ * The eager kernel takes it per block of such values (pointwise.h,
+ * RT_UNARY_LOOP_TAME); runtime/tests/test_pointwise.c checks the bits. */
+#define RT_VM_GELU_TAME_BITS 0x41500000u /* 13.0f's bits */
+RT_VM_INLINE float rt_vm_geluf_tame(float x) {
+  float half_tq = rt_vm_phi_half_tq(x);
+  float h = x * x;
+  float l = fmaf(x, x, -h);
+  float e_head = rt_vm_expf_tame(-0.5f * h);
+  float e = fmaf(e_head, -0.5f * l, e_head);
+  return x > 0.0f ? x * (1.0f - half_tq * e) : (x * half_tq) * e;
 }
 
 /* GELU's derivative Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi),
@@ -345,6 +366,17 @@ RT_VM_INLINE float rt_vm_siluf(float x) {
   float num = x >= 0.0f ? x : x < -120.0f ? x * 0.0f : (head * x) * p.scale2;
   float r = num / (1.0f + e);
   return x != x ? x : r; /* that NaN, in every loop (see rt_vm_sigmoidf) */
+}
+
+/* rt_vm_siluf's bits for |x| <= 86 (no NaN): there e = e^-|x| is a
+ * normal float, which rt_vm_expf_tame gives exactly, and x e (x < 0)
+ * rounds once to what (x e^-|x| 2^n1) 2^n2 gave, no partial product being
+ * subnormal. The eager kernel takes it per block (RT_UNARY_LOOP_TAME). */
+#define RT_VM_SILU_TAME_BITS 0x42ac0000u /* 86.0f's bits */
+RT_VM_INLINE float rt_vm_siluf_tame(float x) {
+  float e = rt_vm_expf_tame(-fabsf(x));
+  float num = x >= 0.0f ? x : x * e;
+  return num / (1.0f + e);
 }
 
 #endif

@@ -52,9 +52,15 @@ DEFINE_UNARY(elu, ELU(float), ELU(double))
 
 /* float16/bfloat16 go through tables of exact results (RT_DEFINE_TABLE16). */
 #define DEFINE_UNARY_TABLE16(NAME, F32, F64_FN)                 \
+  RT_UNARY_LOOP(NAME##_f32, float, float, F32)                  \
+  DEFINE_UNARY_TABLE16_(NAME, F64_FN)
+/* The same with a float32 loop that takes a tame twin per block. */
+#define DEFINE_UNARY_TABLE16_TAME(NAME, BOUND_BITS, TAME, F32, F64_FN) \
+  RT_UNARY_LOOP_TAME(NAME##_f32, BOUND_BITS, TAME, F32)         \
+  DEFINE_UNARY_TABLE16_(NAME, F64_FN)
+#define DEFINE_UNARY_TABLE16_(NAME, F64_FN)                     \
   static double NAME##_d(double x) { return F64_FN; }           \
   RT_DEFINE_TABLE16(NAME, NAME##_d)                             \
-  RT_UNARY_LOOP(NAME##_f32, float, float, F32)                  \
   RT_UNARY_LOOP(NAME##_f64, double, double, NAME##_d(x))        \
   nrt_status rt_kernel_##NAME(const nrt_op *op) {               \
     static const rt_loop_table loops = RT_FLOAT_TABLE(NAME);       \
@@ -62,10 +68,17 @@ DEFINE_UNARY(elu, ELU(float), ELU(double))
     return rt_run_pointwise(op, loops, -1);                     \
   }
 
-DEFINE_UNARY_TABLE16(gelu, RT_EXPR_F32_GELU, 0.5 * x * erfc(-x * SQRT1_2))
+/* float32 GELU and SiLU: blocks within |x| <= 13 (GELU) or 86 (SiLU), all
+ * of a transformer's activations, skip the exponential's clamps and split
+ * scalings and GELU's tail selects, with the same bits (GELU's AVX-512 loop
+ * 75 -> 50 instructions per 16 values; 8192x768 on a Zen 4, one thread:
+ * GELU 5.5 -> 4.3 ms, SiLU 3.6 -> 2.1 ms). */
+DEFINE_UNARY_TABLE16_TAME(gelu, RT_VM_GELU_TAME_BITS, rt_vm_geluf_tame(x), RT_EXPR_F32_GELU,
+                          0.5 * x * erfc(-x * SQRT1_2))
 DEFINE_UNARY_TABLE16(gelu_tanh, RT_EXPR_F32_GELU_TANH,
                      x / (1.0 + exp(-2.0 * GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x)))))
-DEFINE_UNARY_TABLE16(silu, RT_EXPR_F32_SILU, x / (1.0 + exp(-x)))
+DEFINE_UNARY_TABLE16_TAME(silu, RT_VM_SILU_TAME_BITS, rt_vm_siluf_tame(x), RT_EXPR_F32_SILU,
+                          x / (1.0 + exp(-x)))
 DEFINE_UNARY(mish, x * tanh_softplusf(x), x * tanh(log1p(exp(x))))
 
 /* x * relu6(x + 3) / 6; NaN passes both clamps. */

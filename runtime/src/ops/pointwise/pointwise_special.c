@@ -16,6 +16,7 @@
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
+#include "ops/engine/vmath_sigmoid_tame.h"
 
 #define DEFINE_FLOAT_KERNEL(NAME) RT_DEFINE_TABLE_KERNEL(NAME, RT_FLOAT_TABLE)
 #define PI_F 3.14159265358979323846f
@@ -230,9 +231,15 @@ nrt_status rt_kernel_lcm(const nrt_op *op) {
 /* ---- glu and its gradient ---------------------------------------------------
  * a and b are the two halves of glu's input (views the shim cuts). */
 #define SIGMOID_D(v) (1.0 / (1.0 + exp(-(v))))
-RT_BINARY_LOOP(glu_f32, float, float, a * rt_vm_sigmoidf(b))
+/* float32 and bfloat16 take the tame sigmoid per block of b within |b| <=
+ * 86 (the same bits, pointwise.h's RT_BINARY_LOOP_TAME). */
+RT_BINARY_LOOP_TAME(glu_f32, float, RT_TAME_F32_IN, (float), RT_VM_SIGMOID_TAME_BITS,
+                    a * rt_vm_sigmoidf_tame(b), a * rt_vm_sigmoidf(b))
 RT_BINARY_LOOP(glu_f64, double, double, a * SIGMOID_D(b))
-RT_BINARY_LOOPS16(glu, a * rt_vm_sigmoidf(b))
+RT_BINARY_LOOP_TAME(glu_bf16n, uint16_t, rt_bfloat16_to_float, rt_bfloat16_from_float,
+                    RT_VM_SIGMOID_TAME_BITS, a * rt_vm_sigmoidf_tame(b), a * rt_vm_sigmoidf(b))
+RT_BINARY_LOOP_CVT(glu_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float,
+                   a * rt_vm_sigmoidf(b))
 RT_DEFINE_TABLE_KERNEL16(glu, RT_FLOAT_TABLE)
 
 /* operands (grad_a, grad_b, grad_out, a, b); contiguous runs get their
