@@ -3,6 +3,7 @@
 #ifndef NEURONRT_NC_ACCESS_H
 #define NEURONRT_NC_ACCESS_H
 
+#include <stdatomic.h>
 #include "nc/nc_internal.h"
 
 /* The memory of one simulated core during a run. */
@@ -66,8 +67,21 @@ int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_i
 int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t count,
                           int64_t step, nrt_nc_inst *moved);
 
-/* tensor_engine.c */
-void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
+/* Work an instruction runs beside its own (exec.c: the DMA after a matmul,
+ * see overlap.c): fn(ctx) runs once, on one thread of the instruction's
+ * parallel job (or inline), before the instruction returns. */
+typedef struct nc_side_task {
+  void (*fn)(void *ctx);
+  void *ctx;
+  atomic_int taken;
+} nc_side_task;
+
+/* Runs side's task unless a thread has taken it already (NULL: nothing). */
+void nc_side_task_run(nc_side_task *side);
+
+/* tensor_engine.c; side may be NULL. */
+void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch,
+                    nc_side_task *side);
 void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
 /* exec_vector.c: the scan, statistics and top-8 instructions, one partition
  * at a time (a, b, c: scratch rows of the largest operand). */

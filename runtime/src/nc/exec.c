@@ -128,25 +128,38 @@ static void copy_rows(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+/* Whether a copy takes copy_rows (then *job is set up, and *parallel says
+ * whether its partitions may be split over the pool). */
+static int copy_plan(const nc_core *core, const nrt_nc_inst *inst, copy_job *job, int *parallel) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
   const nrt_nc_tensor *td = &core->program->tensors[dst->tensor];
   const nrt_nc_tensor *ts = &core->program->tensors[src->tensor];
   int same = dst->dtype == src->dtype;
   int direct = same && contiguous_rows(dst, n) && contiguous_rows(src, n);
-  if (!(inst->flags & NRT_NC_FLAG_ACCUMULATE) && (direct || n <= COPY_ROW) &&
-      nrt_nc_dtype_size(dst->dtype) <= 4 && nrt_nc_dtype_size(src->dtype) <= 4) {
-    /* Partitions in parallel only when dst and src cannot overlap: one is on
-     * chip and the other in HBM, or two distinct on-chip tensors (both live,
-     * so placed apart); HBM arguments may alias each other. Otherwise in
-     * partition order, as below (memmove for rows that overlap themselves). */
-    int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
-                   (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
-    int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
-    copy_job job = {.core = core, .dst = dst, .src = src, .n = n,
+  if ((inst->flags & NRT_NC_FLAG_ACCUMULATE) || !(direct || n <= COPY_ROW) ||
+      nrt_nc_dtype_size(dst->dtype) > 4 || nrt_nc_dtype_size(src->dtype) > 4)
+    return 0;
+  /* Partitions in parallel only when dst and src cannot overlap: one is on
+   * chip and the other in HBM, or two distinct on-chip tensors (both live,
+   * so placed apart); HBM arguments may alias each other. Otherwise in
+   * partition order, as below (memmove for rows that overlap themselves). */
+  int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
+                 (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
+  int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
+  *job = (copy_job){.core = core, .dst = dst, .src = src, .n = n,
                     .mode = direct ? COPY_DIRECT : same ? COPY_RAW : COPY_CONVERT};
-    if (disjoint && bytes >= ((int64_t)1 << 16)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
+  *parallel = disjoint && bytes >= ((int64_t)1 << 16);
+  return 1;
+}
+
+static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t n = nc_ap_free_elems(dst);
+  copy_job job;
+  int parallel;
+  if (copy_plan(core, inst, &job, &parallel)) {
+    if (parallel) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
     else copy_rows(0, dst->partitions, &job);
     return;
   }
@@ -518,7 +531,7 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
         exec_copy(core, inst, s);
       }
       break;
-    case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;
+    case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a, NULL); break;
     case NRT_NC_TRANSPOSE: nc_exec_transpose(core, inst, s->a); break;
     case NRT_NC_ACTIVATION: exec_activation(core, inst, s); break;
     case NRT_NC_TENSOR_TENSOR: exec_tensor_tensor(core, inst, s); break;
@@ -637,11 +650,41 @@ static void bump_written(nc_run *r, int32_t i) {
     if (inst->ap[k].tensor >= 0 && (nc_operand_role(inst, k) & 2)) r->core.gen[inst->ap[k].tensor]++;
 }
 
+/* For tests: DMA copies run during the matmul before them. */
+static atomic_long joined_copies;
+long nc_exec_joined_copies(void);
+long nc_exec_joined_copies(void) { return atomic_load(&joined_copies); }
+
+static void copy_all_rows(void *ctx) {
+  copy_job *job = ctx;
+  copy_rows(0, job->dst->partitions, job);
+}
+
+/* Matmul i with the DMA copy after it on a thread of the matmul's job, when
+ * the two touch disjoint memory (overlap.c) and the copy would run on one
+ * thread anyway (its rows in order, as exec_copy would); 0 if not done. */
+static int run_matmul_and_copy(nc_run *r, int32_t i) {
+  const struct nrt_nc_program *p = r->core.program;
+  copy_job job;
+  int parallel;
+  if (!nc_copy_may_join(p, i) || !copy_plan(&r->core, &p->insts[i + 1], &job, &parallel) || parallel)
+    return 0;
+  nc_side_task side = {.fn = copy_all_rows, .ctx = &job};
+  atomic_init(&side.taken, 0);
+  nc_exec_matmul(&r->core, &p->insts[i], r->s.a, &side);
+  atomic_fetch_add_explicit(&joined_copies, 1, memory_order_relaxed);
+  bump_written(r, i);
+  bump_written(r, i + 1); /* instruction i + 1 needs no fill (overlap.c) */
+  r->pc += 2;
+  return 1;
+}
+
 int32_t nc_run_to_sync(nc_run *r) {
   const struct nrt_nc_program *p = r->core.program;
   while (r->pc < p->num_insts) {
     int32_t i = r->pc;
     fill_at(r, i);
+    if (p->insts[i].opcode == NRT_NC_MATMUL && run_matmul_and_copy(r, i)) continue;
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
     if (p->insts[i].opcode == NRT_NC_BRANCH) {
       int32_t next = nc_exec_branch(&r->core, &p->insts[i], &r->jumps_back);
