@@ -68,16 +68,21 @@ int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t 
                           int64_t step, nrt_nc_inst *moved);
 
 /* Work an instruction runs beside its own (exec.c: the DMA after a matmul,
- * see overlap.c): fn(ctx) runs once, on one thread of the instruction's
- * parallel job (or inline), before the instruction returns. */
+ * see overlap.c), in pieces that may run in any order on any threads:
+ * fn(ctx, k, pieces) runs once for each k in [0, pieces) before the
+ * instruction returns. Each range of the instruction's parallel job first
+ * takes a piece while any is left, so the pieces spread over the threads. */
 typedef struct nc_side_task {
-  void (*fn)(void *ctx);
+  void (*fn)(void *ctx, int piece, int pieces);
   void *ctx;
-  atomic_int taken;
+  int pieces;
+  atomic_int next; /* the next piece to take */
 } nc_side_task;
 
-/* Runs side's task unless a thread has taken it already (NULL: nothing). */
-void nc_side_task_run(nc_side_task *side);
+/* Runs the next piece of side's task, if one is left (side may be NULL). */
+void nc_side_task_step(nc_side_task *side);
+/* Runs every piece still left. */
+void nc_side_task_finish(nc_side_task *side);
 
 /* tensor_engine.c; side may be NULL. */
 void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch,

@@ -128,9 +128,9 @@ static void copy_rows(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-/* Whether a copy takes copy_rows (then *job is set up, and *parallel says
- * whether its partitions may be split over the pool). */
-static int copy_plan(const nc_core *core, const nrt_nc_inst *inst, copy_job *job, int *parallel) {
+/* Whether a copy takes copy_rows (then *job is set up, and *split says
+ * whether its partitions may run in any order, on several threads). */
+static int copy_plan(const nc_core *core, const nrt_nc_inst *inst, copy_job *job, int *split) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
   const nrt_nc_tensor *td = &core->program->tensors[dst->tensor];
@@ -146,20 +146,24 @@ static int copy_plan(const nc_core *core, const nrt_nc_inst *inst, copy_job *job
    * partition order, as below (memmove for rows that overlap themselves). */
   int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
                  (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
-  int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
   *job = (copy_job){.core = core, .dst = dst, .src = src, .n = n,
                     .mode = direct ? COPY_DIRECT : same ? COPY_RAW : COPY_CONVERT};
-  *parallel = disjoint && bytes >= ((int64_t)1 << 16);
+  *split = disjoint;
   return 1;
+}
+
+/* Whether a copy is worth splitting over the pool on its own. */
+static int copy_is_big(const copy_job *job) {
+  return job->dst->partitions * job->n * (int64_t)nrt_nc_dtype_size(job->dst->dtype) >= ((int64_t)1 << 16);
 }
 
 static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
   copy_job job;
-  int parallel;
-  if (copy_plan(core, inst, &job, &parallel)) {
-    if (parallel) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
+  int split;
+  if (copy_plan(core, inst, &job, &split)) {
+    if (split && copy_is_big(&job)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
     else copy_rows(0, dst->partitions, &job);
     return;
   }
@@ -655,22 +659,28 @@ static atomic_long joined_copies;
 long nc_exec_joined_copies(void);
 long nc_exec_joined_copies(void) { return atomic_load(&joined_copies); }
 
-static void copy_all_rows(void *ctx) {
+static void copy_piece(void *ctx, int piece, int pieces) {
   copy_job *job = ctx;
-  copy_rows(0, job->dst->partitions, job);
+  int64_t rows = job->dst->partitions;
+  copy_rows(rows * piece / pieces, rows * (piece + 1) / pieces, job);
 }
 
-/* Matmul i with the DMA copy after it on a thread of the matmul's job, when
- * the two touch disjoint memory (overlap.c) and the copy would run on one
- * thread anyway (its rows in order, as exec_copy would); 0 if not done. */
+/* Matmul i with the DMA copy after it on the threads of the matmul's job,
+ * when the two touch disjoint memory (overlap.c) and the copy is too small
+ * to be split over the pool on its own: its rows in one piece per thread
+ * (or in order, in one piece, where its own rows may overlap, as exec_copy
+ * would run them); 0 if not done. */
 static int run_matmul_and_copy(nc_run *r, int32_t i) {
   const struct nrt_nc_program *p = r->core.program;
   copy_job job;
-  int parallel;
-  if (!nc_copy_may_join(p, i) || !copy_plan(&r->core, &p->insts[i + 1], &job, &parallel) || parallel)
+  int split;
+  if (!nc_copy_may_join(p, i) || !copy_plan(&r->core, &p->insts[i + 1], &job, &split) ||
+      (split && copy_is_big(&job)))
     return 0;
-  nc_side_task side = {.fn = copy_all_rows, .ctx = &job};
-  atomic_init(&side.taken, 0);
+  int threads = rt_num_threads();
+  nc_side_task side = {.fn = copy_piece, .ctx = &job,
+                       .pieces = split && threads > 1 ? (threads < 8 ? threads : 8) : 1};
+  atomic_init(&side.next, 0);
   nc_exec_matmul(&r->core, &p->insts[i], r->s.a, &side);
   atomic_fetch_add_explicit(&joined_copies, 1, memory_order_relaxed);
   bump_written(r, i);

@@ -4,8 +4,9 @@
  * kernel pool busy; the small DMA after it (the next tile's load, in the
  * usual tiled loop) would run on one thread while the others wait. When the
  * two touch disjoint memory, the order of their effects cannot show, so the
- * DMA may run on a thread of the matmul's own parallel job (exec.c,
- * tensor_engine.c's side task): the same bits, without the wait.
+ * DMA may run on the threads of the matmul's own parallel job, a share of
+ * its rows on each (exec.c, tensor_engine.c's side task): the same bits,
+ * without the wait.
  *
  * Disjointness is decided from the placement, conservatively: two operands
  * conflict if they are the same tensor, both in HBM (arguments may alias),
@@ -38,6 +39,13 @@ int nc_copy_may_join(const struct nrt_nc_program *p, int32_t i) {
   return !operands_conflict(p, src, &mm->ap[0]);
 }
 
-void nc_side_task_run(nc_side_task *side) {
-  if (side && !atomic_exchange_explicit(&side->taken, 1, memory_order_relaxed)) side->fn(side->ctx);
+void nc_side_task_step(nc_side_task *side) {
+  if (!side) return;
+  int k = atomic_fetch_add_explicit(&side->next, 1, memory_order_relaxed);
+  if (k < side->pieces) side->fn(side->ctx, k, side->pieces);
+}
+
+void nc_side_task_finish(nc_side_task *side) {
+  while (side && atomic_load_explicit(&side->next, memory_order_relaxed) < side->pieces)
+    nc_side_task_step(side);
 }

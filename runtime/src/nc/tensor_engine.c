@@ -262,7 +262,7 @@ typedef struct matmul_job {
 
 static void matmul_rows(int64_t begin, int64_t end, void *ctx) {
   const matmul_job *job = ctx;
-  nc_side_task_run(job->side); /* the first range to start takes it */
+  nc_side_task_step(job->side); /* a piece per range while any is left */
   block_fn fast = job->reference ? block_reference : full_block;
   for (int64_t n0 = 0; n0 < job->n; n0 += NR)
     for (int64_t mb = begin; mb < end; mb++) {
@@ -399,7 +399,7 @@ static void pack_operands(int64_t begin, int64_t end, void *ctx) {
 
 static void pair_rows(int64_t begin, int64_t end, void *ctx) {
   const pair_job *job = ctx;
-  nc_side_task_run(job->side); /* the first range to start takes it */
+  nc_side_task_step(job->side); /* a piece per range while any is left */
   for (int64_t n0 = 0; n0 < job->n; n0 += NR)
     for (int64_t mb = begin; mb < end; mb++) {
       int64_t m0 = mb * MR, mr = job->m - m0 < MR ? job->m - m0 : MR;
@@ -497,7 +497,7 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
                           (uint32_t *)(void *)b, big, side)) {
     if (!in_place)
       for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
-    nc_side_task_run(side);
+    nc_side_task_finish(side);
     return;
   }
   if (!accumulate)
@@ -512,7 +512,7 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   else matmul_rows(0, row_blocks, &job);
   if (!in_place)
     for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
-  nc_side_task_run(side);
+  nc_side_task_finish(side);
 }
 
 /* c[m][n] (rows ldc apart) += sum over k of a[k][m] * b[k][n], fp32 with
