@@ -666,20 +666,19 @@ static void copy_piece(void *ctx, int piece, int pieces) {
 }
 
 /* Matmul i with the DMA copy after it on the threads of the matmul's job,
- * when the two touch disjoint memory (overlap.c) and the copy is too small
- * to be split over the pool on its own: its rows in one piece per thread
- * (or in order, in one piece, where its own rows may overlap, as exec_copy
- * would run them); 0 if not done. */
+ * when the pool has several, the two touch disjoint memory (overlap.c) and
+ * the copy is too small to be split over the pool on its own: its rows in
+ * one piece per thread (or in order, in one piece, where its own rows may
+ * overlap, as exec_copy would run them); 0 if not done. */
 static int run_matmul_and_copy(nc_run *r, int32_t i) {
   const struct nrt_nc_program *p = r->core.program;
   copy_job job;
-  int split;
-  if (!nc_copy_may_join(p, i) || !copy_plan(&r->core, &p->insts[i + 1], &job, &split) ||
-      (split && copy_is_big(&job)))
+  int split, threads = rt_num_threads();
+  if (threads < 2 || !nc_copy_may_join(p, i) ||
+      !copy_plan(&r->core, &p->insts[i + 1], &job, &split) || (split && copy_is_big(&job)))
     return 0;
-  int threads = rt_num_threads();
   nc_side_task side = {.fn = copy_piece, .ctx = &job,
-                       .pieces = split && threads > 1 ? (threads < 8 ? threads : 8) : 1};
+                       .pieces = split ? (threads < 8 ? threads : 8) : 1};
   atomic_init(&side.next, 0);
   nc_exec_matmul(&r->core, &p->insts[i], r->s.a, &side);
   atomic_fetch_add_explicit(&joined_copies, 1, memory_order_relaxed);
