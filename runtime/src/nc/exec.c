@@ -1,4 +1,6 @@
-/* The instruction executor: runs a checked program in program order.
+/* The instruction executor: runs a checked program in program order (a
+ * plain DMA after a matmul may run during it where no order can show:
+ * overlap.c).
  *
  * Vector, Scalar, GpSimd and DMA instructions work one partition at a time:
  * gather the operands' elements of that partition as fp32 (or raw bits,
