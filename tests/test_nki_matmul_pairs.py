@@ -83,3 +83,34 @@ def test_bits_at_and_past_the_pair_path_guard(case):
         b = bf16_values(rng, (k, n), [-50, -45])
         a[128:], b[128:] = -a[:128], b[:128]   # the second K tile cancels the first
     np.testing.assert_array_equal(run(a, b), reference(a, b))
+
+
+@nki.jit
+def matmul_blocks(lhsT, rhs):
+    """matmul_kt over 128-column blocks of M, moving tiles loaded once: the
+    stationary tiles are loaded between the matmuls, so on a pool of two or
+    more threads each load after a matmul runs during it (on fresh tiles,
+    runtime/src/nc/overlap.c) and feeds the next one."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), nl.float32, buffer=nl.shared_hbm)
+    rhs_tiles = [nl.load(rhs[k0:k0 + 128, :]) for k0 in range(0, K, 128)]
+    for m0 in range(0, M, 128):
+        acc = nl.ndarray((128, N), nl.float32, buffer=nl.psum)
+        for kt, k0 in enumerate(range(0, K, 128)):
+            nisa.nc_matmul(acc, nl.load(lhsT[k0:k0 + 128, m0:m0 + 128]), rhs_tiles[kt])
+        res = nl.ndarray((128, N), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(res, acc)
+        nl.store(out[m0:m0 + 128, :], res)
+    return out
+
+
+def test_bits_with_loads_between_matmuls():
+    """Every block's bits are NumPy's, whichever thread loaded its tiles."""
+    rng = np.random.default_rng(11)
+    a = bf16_values(rng, (384, 256), [None, -3, -1, 0, 1, 2])
+    b = bf16_values(rng, (384, 512), [None, -2, 0, 3])
+    ta = torch.from_numpy(a).to(torch.bfloat16)
+    tb = torch.from_numpy(b).to(torch.bfloat16)
+    out = matmul_blocks(ta.to("neuron"), tb.to("neuron")).cpu().numpy()
+    np.testing.assert_array_equal(out, reference(a, b))

@@ -12,6 +12,8 @@ void nc_tensor_engine_force_reference(int on);
 long nc_tensor_engine_pair_products(void);
 long nc_tensor_engine_pack_hits(void);
 long nc_tensor_engine_pack_misses(void);
+long nc_exec_joined_copies(void);
+int rt_num_threads(void);
 
 static nrt_nc_ap ap2d(int32_t tensor, int32_t dtype, int32_t partitions, int64_t pstep,
                       int64_t free, int64_t offset) {
@@ -244,6 +246,78 @@ static void test_moving_pack_cache(void) {
   /* The third product used B2, not the stale packing of B. */
   CHECK(memcmp(fast, fast + 2 * 128 * 512, 128 * 512 * 4) != 0);
   free(fast), free(ref);
+}
+
+/* The DMA after a matmul runs during it when the two touch disjoint memory
+ * (overlap.c): a load into a fresh tile joins; a load into the tile the
+ * matmul just read, or into a manual placement aliasing it, does not. The
+ * result is that of the instructions run in order. */
+static void test_copy_joins_matmul(void) {
+  enum { K = 128, M = 128, N = 512, F = 65536 };
+  nrt_nc_tensor t[] = {hbm(3 * K * M * 2), hbm(K * N * 2), hbm(M * N * 4),
+                       tile(NRT_NC_SBUF, K, M * 2), tile(NRT_NC_SBUF, K, N * 2),
+                       tile(NRT_NC_SBUF, K, M * 2), tile(NRT_NC_PSUM, M, N * 4),
+                       tile(NRT_NC_SBUF, M, N * 4), tile(NRT_NC_SBUF, K, M * 2),
+                       tile(NRT_NC_SBUF, K, M * 2)};
+  t[8].fixed = t[9].fixed = 1; /* both at byte F: 9 aliases 8 */
+  t[8].byte_offset = t[9].byte_offset = F;
+  /* (stationary tile, block of A loaded into it first or -1) per matmul */
+  static const int steps[][2] = {{3, 0}, {5, 1}, {5, 2}, {8, 0}, {9, 1}};
+  nrt_nc_inst in[16];
+  int ni = 0;
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(4, NRT_NC_BFLOAT16, K, 1, N, 0);
+  in[ni++].ap[1] = ap2d(1, NRT_NC_BFLOAT16, K, N, N, 0);
+  for (int s = 0; s < 5; s++) {
+    in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+    in[ni].ap[0] = ap2d(steps[s][0], NRT_NC_BFLOAT16, K, 1, M, 0);
+    in[ni++].ap[1] = ap2d(0, NRT_NC_BFLOAT16, K, M, M, (int64_t)steps[s][1] * K * M);
+    in[ni] = inst_of(NRT_NC_MATMUL, NRT_NC_ENGINE_TENSOR);
+    in[ni].flags = s ? NRT_NC_FLAG_ACCUMULATE : 0;
+    in[ni].ap[0] = ap2d(6, NRT_NC_FLOAT32, M, 1, N, 0);
+    in[ni].ap[1] = ap2d(steps[s][0], NRT_NC_BFLOAT16, K, 1, M, 0);
+    in[ni++].ap[2] = ap2d(4, NRT_NC_BFLOAT16, K, 1, N, 0);
+  }
+  in[ni] = inst_of(NRT_NC_TENSOR_COPY, NRT_NC_ENGINE_VECTOR);
+  in[ni].ap[0] = ap2d(7, NRT_NC_FLOAT32, M, 1, N, 0);
+  in[ni++].ap[1] = ap2d(6, NRT_NC_FLOAT32, M, 1, N, 0);
+  in[ni] = inst_of(NRT_NC_DMA_COPY, NRT_NC_ENGINE_DMA);
+  in[ni].ap[0] = ap2d(2, NRT_NC_FLOAT32, M, N, N, 0);
+  in[ni++].ap[1] = ap2d(7, NRT_NC_FLOAT32, M, 1, N, 0);
+  nrt_nc_program_t prog;
+  nrt_nc_diagnostic diag;
+  CHECK_OK(create(in, ni, t, 10, &prog, &diag));
+  uint16_t *a = malloc(3 * K * M * 2), *b = malloc(K * N * 2);
+  float *out = malloc(M * N * 4), *ref = malloc(M * N * 4);
+  for (int i = 0; i < 3 * K * M; i++) a[i] = rt_bfloat16_from_float(sinf((float)i * 0.37f));
+  for (int i = 0; i < K * N; i++) b[i] = rt_bfloat16_from_float(cosf((float)i * 0.7f));
+  void *ptrs[] = {a, b, out, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  for (int reference = 0; reference < 2; reference++) {
+    long joined = nc_exec_joined_copies();
+    nc_tensor_engine_force_reference(reference);
+    ptrs[2] = reference ? ref : out;
+    CHECK_OK(nrt_nc_program_run(prog, ptrs));
+    nc_tensor_engine_force_reference(0);
+    /* block 1 into tile 5 and block 0 into tile 8 join (on a pool of
+     * several threads); block 2 into tile 5 (just read) and block 1 into
+     * tile 9 (over tile 8) do not */
+    CHECK(nc_exec_joined_copies() - joined == (rt_num_threads() > 1 ? 2 : 0));
+  }
+  CHECK(memcmp(out, ref, M * N * 4) == 0);
+  double worst = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double acc = 0;
+      for (int s = 0; s < 5; s++)
+        for (int k = 0; k < K; k++)
+          acc += (double)rt_bfloat16_to_float(a[(steps[s][1] * K + k) * M + i]) *
+                 rt_bfloat16_to_float(b[k * N + j]);
+      double err = fabs(acc - out[i * N + j]);
+      if (err > worst) worst = err;
+    }
+  CHECK(worst < 1e-3);
+  nrt_nc_program_destroy(prog);
+  free(a), free(b), free(out), free(ref);
 }
 
 /* nc_matmul perf_mode=double_row: fp8 stationary [128, 2, 128] x moving
@@ -712,6 +786,7 @@ int main(void) {
   RUN(test_add_program);
   RUN(test_matmul_matches_reference);
   RUN(test_moving_pack_cache);
+  RUN(test_copy_joins_matmul);
   RUN(test_double_row_matches_reference);
   RUN(test_rules);
   RUN(test_malformed_records);

@@ -3,6 +3,7 @@
 #ifndef NEURONRT_NC_ACCESS_H
 #define NEURONRT_NC_ACCESS_H
 
+#include <stdatomic.h>
 #include "nc/nc_internal.h"
 
 /* The memory of one simulated core during a run. */
@@ -66,8 +67,26 @@ int nc_scalar_offset_copy(const nc_core *core, const nrt_nc_inst *inst, nrt_nc_i
 int nc_scalar_offset_move(const nc_core *core, const nrt_nc_inst *inst, int64_t count,
                           int64_t step, nrt_nc_inst *moved);
 
-/* tensor_engine.c */
-void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
+/* Work an instruction runs beside its own (exec.c: the DMA after a matmul,
+ * see overlap.c), in pieces that may run in any order on any threads:
+ * fn(ctx, k, pieces) runs once for each k in [0, pieces) before the
+ * instruction returns. Each range of the instruction's parallel job first
+ * takes a piece while any is left, so the pieces spread over the threads. */
+typedef struct nc_side_task {
+  void (*fn)(void *ctx, int piece, int pieces);
+  void *ctx;
+  int pieces;
+  atomic_int next; /* the next piece to take */
+} nc_side_task;
+
+/* Runs the next piece of side's task, if one is left (side may be NULL). */
+void nc_side_task_step(nc_side_task *side);
+/* Runs every piece still left. */
+void nc_side_task_finish(nc_side_task *side);
+
+/* tensor_engine.c; side may be NULL. */
+void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch,
+                    nc_side_task *side);
 void nc_exec_transpose(const nc_core *core, const nrt_nc_inst *inst, float *scratch);
 /* exec_vector.c: the scan, statistics and top-8 instructions, one partition
  * at a time (a, b, c: scratch rows of the largest operand). */

@@ -1,4 +1,6 @@
-/* The instruction executor: runs a checked program in program order.
+/* The instruction executor: runs a checked program in program order (a
+ * plain DMA after a matmul may run during it where no order can show:
+ * overlap.c).
  *
  * Vector, Scalar, GpSimd and DMA instructions work one partition at a time:
  * gather the operands' elements of that partition as fp32 (or raw bits,
@@ -128,25 +130,42 @@ static void copy_rows(int64_t begin, int64_t end, void *ctx) {
   }
 }
 
-static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+/* Whether a copy takes copy_rows (then *job is set up, and *split says
+ * whether its partitions may run in any order, on several threads). */
+static int copy_plan(const nc_core *core, const nrt_nc_inst *inst, copy_job *job, int *split) {
   const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
   int64_t n = nc_ap_free_elems(dst);
   const nrt_nc_tensor *td = &core->program->tensors[dst->tensor];
   const nrt_nc_tensor *ts = &core->program->tensors[src->tensor];
   int same = dst->dtype == src->dtype;
   int direct = same && contiguous_rows(dst, n) && contiguous_rows(src, n);
-  if (!(inst->flags & NRT_NC_FLAG_ACCUMULATE) && (direct || n <= COPY_ROW) &&
-      nrt_nc_dtype_size(dst->dtype) <= 4 && nrt_nc_dtype_size(src->dtype) <= 4) {
-    /* Partitions in parallel only when dst and src cannot overlap: one is on
-     * chip and the other in HBM, or two distinct on-chip tensors (both live,
-     * so placed apart); HBM arguments may alias each other. Otherwise in
-     * partition order, as below (memmove for rows that overlap themselves). */
-    int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
-                   (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
-    int64_t bytes = dst->partitions * n * (int64_t)nrt_nc_dtype_size(dst->dtype);
-    copy_job job = {.core = core, .dst = dst, .src = src, .n = n,
+  if ((inst->flags & NRT_NC_FLAG_ACCUMULATE) || !(direct || n <= COPY_ROW) ||
+      nrt_nc_dtype_size(dst->dtype) > 4 || nrt_nc_dtype_size(src->dtype) > 4)
+    return 0;
+  /* Partitions in parallel only when dst and src cannot overlap: one is on
+   * chip and the other in HBM, or two distinct on-chip tensors (both live,
+   * so placed apart); HBM arguments may alias each other. Otherwise in
+   * partition order, as below (memmove for rows that overlap themselves). */
+  int disjoint = (td->buffer == NRT_NC_HBM) != (ts->buffer == NRT_NC_HBM) ||
+                 (td->buffer != NRT_NC_HBM && dst->tensor != src->tensor);
+  *job = (copy_job){.core = core, .dst = dst, .src = src, .n = n,
                     .mode = direct ? COPY_DIRECT : same ? COPY_RAW : COPY_CONVERT};
-    if (disjoint && bytes >= ((int64_t)1 << 16)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
+  *split = disjoint;
+  return 1;
+}
+
+/* Whether a copy is worth splitting over the pool on its own. */
+static int copy_is_big(const copy_job *job) {
+  return job->dst->partitions * job->n * (int64_t)nrt_nc_dtype_size(job->dst->dtype) >= ((int64_t)1 << 16);
+}
+
+static void exec_copy(const nc_core *core, const nrt_nc_inst *inst, scratch *s) {
+  const nrt_nc_ap *dst = &inst->ap[0], *src = &inst->ap[1];
+  int64_t n = nc_ap_free_elems(dst);
+  copy_job job;
+  int split;
+  if (copy_plan(core, inst, &job, &split)) {
+    if (split && copy_is_big(&job)) rt_parallel_for(dst->partitions, 8, copy_rows, &job);
     else copy_rows(0, dst->partitions, &job);
     return;
   }
@@ -518,7 +537,7 @@ static void exec_inst(const nc_core *core, const nrt_nc_inst *inst, scratch *s) 
         exec_copy(core, inst, s);
       }
       break;
-    case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a); break;
+    case NRT_NC_MATMUL: nc_exec_matmul(core, inst, s->a, NULL); break;
     case NRT_NC_TRANSPOSE: nc_exec_transpose(core, inst, s->a); break;
     case NRT_NC_ACTIVATION: exec_activation(core, inst, s); break;
     case NRT_NC_TENSOR_TENSOR: exec_tensor_tensor(core, inst, s); break;
@@ -637,11 +656,46 @@ static void bump_written(nc_run *r, int32_t i) {
     if (inst->ap[k].tensor >= 0 && (nc_operand_role(inst, k) & 2)) r->core.gen[inst->ap[k].tensor]++;
 }
 
+/* For tests: DMA copies run during the matmul before them. */
+static atomic_long joined_copies;
+long nc_exec_joined_copies(void);
+long nc_exec_joined_copies(void) { return atomic_load(&joined_copies); }
+
+static void copy_piece(void *ctx, int piece, int pieces) {
+  copy_job *job = ctx;
+  int64_t rows = job->dst->partitions;
+  copy_rows(rows * piece / pieces, rows * (piece + 1) / pieces, job);
+}
+
+/* Matmul i with the DMA copy after it on the threads of the matmul's job,
+ * when the pool has several, the two touch disjoint memory (overlap.c) and
+ * the copy is too small to be split over the pool on its own: its rows in
+ * one piece per thread (or in order, in one piece, where its own rows may
+ * overlap, as exec_copy would run them); 0 if not done. */
+static int run_matmul_and_copy(nc_run *r, int32_t i) {
+  const struct nrt_nc_program *p = r->core.program;
+  copy_job job;
+  int split, threads = rt_num_threads();
+  if (threads < 2 || !nc_copy_may_join(p, i) ||
+      !copy_plan(&r->core, &p->insts[i + 1], &job, &split) || (split && copy_is_big(&job)))
+    return 0;
+  nc_side_task side = {.fn = copy_piece, .ctx = &job,
+                       .pieces = split ? (threads < 8 ? threads : 8) : 1};
+  atomic_init(&side.next, 0);
+  nc_exec_matmul(&r->core, &p->insts[i], r->s.a, &side);
+  atomic_fetch_add_explicit(&joined_copies, 1, memory_order_relaxed);
+  bump_written(r, i);
+  bump_written(r, i + 1); /* instruction i + 1 needs no fill (overlap.c) */
+  r->pc += 2;
+  return 1;
+}
+
 int32_t nc_run_to_sync(nc_run *r) {
   const struct nrt_nc_program *p = r->core.program;
   while (r->pc < p->num_insts) {
     int32_t i = r->pc;
     fill_at(r, i);
+    if (p->insts[i].opcode == NRT_NC_MATMUL && run_matmul_and_copy(r, i)) continue;
     if (p->insts[i].opcode == NRT_NC_COLLECTIVE) return i;
     if (p->insts[i].opcode == NRT_NC_BRANCH) {
       int32_t next = nc_exec_branch(&r->core, &p->insts[i], &r->jumps_back);

@@ -131,4 +131,8 @@ int64_t nc_ap_free_elems(const nrt_nc_ap *ap);
 /* Whether an instruction reads (role 1) or writes (role 2) operand k. */
 int nc_operand_role(const nrt_nc_inst *inst, int k);
 
+/* overlap.c: whether instruction i is a matmul and i + 1 a plain DMA copy
+ * on memory disjoint from it, which may then run during the matmul. */
+int nc_copy_may_join(const struct nrt_nc_program *p, int32_t i);
+
 #endif

@@ -257,10 +257,12 @@ typedef struct matmul_job {
   float *c;
   int64_t ldc;
   int reference; /* force the reference twin (tests) */
+  nc_side_task *side;
 } matmul_job;
 
 static void matmul_rows(int64_t begin, int64_t end, void *ctx) {
   const matmul_job *job = ctx;
+  nc_side_task_step(job->side); /* a piece per range while any is left */
   block_fn fast = job->reference ? block_reference : full_block;
   for (int64_t n0 = 0; n0 < job->n; n0 += NR)
     for (int64_t mb = begin; mb < end; mb++) {
@@ -365,6 +367,7 @@ typedef struct pair_job {
   int reference, zero; /* zero: start from 0 (no accumulate), blocks cleared here */
   int pack_moving;      /* 0: b already holds moving's packing (cached) */
   atomic_int unsafe;
+  nc_side_task *side;
 } pair_job;
 
 /* Partition p of a bf16 pattern as n contiguous values (in place when the
@@ -396,6 +399,7 @@ static void pack_operands(int64_t begin, int64_t end, void *ctx) {
 
 static void pair_rows(int64_t begin, int64_t end, void *ctx) {
   const pair_job *job = ctx;
+  nc_side_task_step(job->side); /* a piece per range while any is left */
   for (int64_t n0 = 0; n0 < job->n; n0 += NR)
     for (int64_t mb = begin; mb < end; mb++) {
       int64_t m0 = mb * MR, mr = job->m - m0 < MR ? job->m - m0 : MR;
@@ -413,14 +417,14 @@ static void pair_rows(int64_t begin, int64_t end, void *ctx) {
  * returns 0 (nothing written) when they do not. out holds the accumulator. */
 static int try_pairs(const nc_core *core, const nrt_nc_ap *st, const nrt_nc_ap *mv, int64_t k,
                      int64_t m, int64_t n, float *out, int64_t ldc, int accumulate,
-                     uint32_t *a, uint32_t *b, int big) {
+                     uint32_t *a, uint32_t *b, int big, nc_side_task *side) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (!pair_block || force_reference == 1 || st->dtype != NRT_NC_BFLOAT16 ||
       mv->dtype != NRT_NC_BFLOAT16 || k % 2 != 0)
     return 0;
   pair_job job = {.core = core, .st = st, .mv = mv, .a = a, .b = b, .m = m, .n = n, .kp = k / 2,
                   .c = out, .ldc = ldc, .reference = force_reference == 2,
-                  .zero = !accumulate, .pack_moving = 1};
+                  .zero = !accumulate, .pack_moving = 1, .side = side};
   atomic_init(&job.unsafe, 0);
   /* A cached packing of moving (only packings of safe values are kept). */
   struct nc_pack_cache *cache = core->packs;
@@ -462,12 +466,13 @@ static int try_pairs(const nc_core *core, const nrt_nc_ap *st, const nrt_nc_ap *
   return 1;
 #else
   (void)core, (void)st, (void)mv, (void)k, (void)m, (void)n, (void)out, (void)ldc;
-  (void)accumulate, (void)a, (void)b, (void)big;
+  (void)accumulate, (void)a, (void)b, (void)big, (void)side;
   return 0;
 #endif
 }
 
-void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch) {
+void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch,
+                    nc_side_task *side) {
   pthread_once(&select_once, select_kernel);
   const nrt_nc_ap *dst = &inst->ap[0], *st = &inst->ap[1], *mv = &inst->ap[2];
   int64_t k = st->partitions, m = nc_ap_free_elems(st), n = nc_ap_free_elems(mv);
@@ -489,9 +494,10 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
     for (int64_t r = 0; r < m; r++) nc_gather_f32(core, dst, r, out + r * ldc);
   /* The pair path clears its own blocks when not accumulating. */
   if (!pairs && try_pairs(core, st, mv, k, m, n, out, ldc, accumulate, (uint32_t *)(void *)a,
-                          (uint32_t *)(void *)b, big)) {
+                          (uint32_t *)(void *)b, big, side)) {
     if (!in_place)
       for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
+    nc_side_task_finish(side);
     return;
   }
   if (!accumulate)
@@ -500,12 +506,13 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   if (big) rt_parallel_for(st->partitions, 16, gather_operands, &ops);
   else gather_operands(0, st->partitions, &ops);
   matmul_job job = {.k = k, .m = m, .n = n, .a = a, .b = b, .c = out, .ldc = ldc,
-                    .reference = force_reference == 1};
+                    .reference = force_reference == 1, .side = side};
   int64_t row_blocks = (m + MR - 1) / MR;
   if (big) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
   else matmul_rows(0, row_blocks, &job);
   if (!in_place)
     for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
+  nc_side_task_finish(side);
 }
 
 /* c[m][n] (rows ldc apart) += sum over k of a[k][m] * b[k][n], fp32 with
