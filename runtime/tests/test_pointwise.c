@@ -552,6 +552,19 @@ static void test_float_unary_matches_twins(void) {
  * pattern of the domain (both signs, all tame blocks), its edges, and tame
  * blocks each holding one value outside it (86 plus an ulp, NaN, an
  * infinity, 1e30, -87.5, -100) - out of place and in place. */
+/* Bit patterns 0, step, 2 * step, ... (sweep of them), each followed by
+ * its negative: 2 * sweep floats written from values[0]; returns that count. */
+static int64_t bit_sweep(float *values, int64_t sweep, int64_t step) {
+  int64_t at = 0;
+  for (int64_t i = 0; i < sweep; i++) {
+    uint32_t u = (uint32_t)(i * step);
+    memcpy(&values[at++], &u, 4);
+    u |= 0x80000000u;
+    memcpy(&values[at++], &u, 4);
+  }
+  return at;
+}
+
 static void test_sigmoid_tame_blocks_match_bitwise(void) {
   const uint32_t top = 0x42ac0000u; /* 86.0f */
   const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
@@ -563,13 +576,7 @@ static void test_sigmoid_tame_blocks_match_bitwise(void) {
   const int nw = (int)(sizeof wild / sizeof wild[0]);
   const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), n = 2 * sweep + ne + nw * 512;
   float *values = malloc((size_t)n * sizeof *values);
-  int64_t at = 0;
-  for (int64_t i = 0; i < sweep; i++) {
-    uint32_t u = (uint32_t)(i * step);
-    memcpy(&values[at++], &u, 4);
-    u |= 0x80000000u;
-    memcpy(&values[at++], &u, 4);
-  }
+  int64_t at = bit_sweep(values, sweep, step);
   for (int64_t i = 0; i < ne; i++) values[at++] = edges[i];
   while (at < n) values[at] = (float)((at % 1700) - 850) / 10.0f, at++;
   for (int i = 0; i < nw; i++) values[n - nw * 512 + 100 + 512 * i] = wild[i];
@@ -614,13 +621,7 @@ static void check_tame_blocks(nrt_op_code code, nrt_dtype t, uint32_t top, float
   const int nw = (int)(sizeof wild / sizeof wild[0]);
   const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), n = 2 * sweep + ne + nw * 512 + 7;
   float *values = malloc((size_t)n * sizeof *values);
-  int64_t at = 0;
-  for (int64_t i = 0; i < sweep; i++) {
-    uint32_t u = (uint32_t)(i * step);
-    memcpy(&values[at++], &u, 4);
-    u |= 0x80000000u;
-    memcpy(&values[at++], &u, 4);
-  }
+  int64_t at = bit_sweep(values, sweep, step);
   for (int64_t i = 0; i < ne; i++) values[at++] = edges[i];
   while (at < n) values[at] = (float)((at % 1700) - 850) / 10.0f * (top < 0x42000000u ? 0.15f : 1.0f), at++;
   for (int i = 0; i < nw; i++) values[n - 7 - nw * 512 + 100 + 512 * i] = wild[i];
