@@ -1207,6 +1207,42 @@ static void test_scalar_attribute_ops(void) {
   nrt_free(o);
 }
 
+/* relu on float16/bfloat16 runs on the bits; its twin converts through
+ * float32. Every one of the 65,536 bit patterns, contiguous and with
+ * stride 3 (input) and 2 (output), must give the same bits. */
+static void test_relu16_matches_twin_bitwise(void) {
+  const int64_t n = 1 << 16;
+  const nrt_dtype types[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  void *x = dev_alloc((size_t)n * 2 * 3), *o = dev_alloc((size_t)n * 2 * 2),
+       *r = dev_alloc((size_t)n * 2 * 2);
+  for (int k = 0; k < 2; k++)
+    for (int strided = 0; strided < 2; strided++) {
+      int64_t si = strided ? 3 : 1, so = strided ? 2 : 1;
+      for (int64_t i = 0; i < n; i++) ((uint16_t *)host(x))[i * si] = (uint16_t)i;
+      nrt_tensor_view views[2] = {view_1d(o, types[k], n, so), view_1d(x, types[k], n, si)};
+      nrt_op op = make_op(NRT_OP_RELU, types[k], 1, 2, views);
+      CHECK_OK(nrt_op_execute(&op));
+      /* The kernel itself takes host addresses (nrt_op_execute translates). */
+      op.operands[0] = view_1d(host(r), types[k], n, so);
+      op.operands[1] = view_1d(host(x), types[k], n, si);
+      CHECK_OK(rt_kernel_relu_reference(&op));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) {
+        uint16_t got = ((uint16_t *)host(o))[i * so], want = ((uint16_t *)host(r))[i * so];
+        if (got != want && bad++ < 3)
+          fprintf(stderr, "  relu %s strided=%d: 0x%04x -> 0x%04x, twin 0x%04x\n",
+                  types[k] == NRT_BFLOAT16 ? "bf16" : "f16", strided, (unsigned)i, got, want);
+      }
+      CHECK(bad == 0);
+      /* -0.0 is kept, the most negative finite value becomes +0. */
+      CHECK(((uint16_t *)host(o))[0x8000 * so] == 0x8000u);
+      CHECK(((uint16_t *)host(o))[0xfbff * so] == 0u);
+    }
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1239,6 +1275,7 @@ int main(void) {
   RUN(test_tame_blocks_match_bitwise);
   RUN(test_bfloat16_computes_in_float32);
   RUN(test_lookup16_matches_twin);
+  RUN(test_relu16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);
   RUN(test_pow_immediate_exponents);

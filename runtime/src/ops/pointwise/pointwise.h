@@ -183,6 +183,10 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
   }
 #define RT_TAME_F32_IN(v) (v)
 
+/* relu through the float32 loop and conversion: the twin of its direct
+ * float16/bfloat16 loops (pointwise_unary.c), for the tests. */
+nrt_status rt_kernel_relu_reference(const nrt_op *op);
+
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
 

@@ -3,7 +3,7 @@
  * float32 exp, log, tanh, erf and sigmoid use the vectorisable versions of
  * vmath.h; the other float math calls libm per element. float16/bfloat16
  * arrive as float32 (the engine converts) and are rounded once on the way
- * out; their exp is an exact table. Integer negation and abs wrap. <tgmath.h> lets one expression
+ * out (relu works on their bits); their exp is an exact table. Integer negation and abs wrap. <tgmath.h> lets one expression
  * serve the float and double loops (fabs(x) is fabsf for a float x).
  */
 #include <stdlib.h>
@@ -183,9 +183,29 @@ DEFINE_NUMERIC(sign, (x > 0) - (x < 0), x > 0, (x > 0) - (x < 0))
 RT_UNARY_LOOP(sign_bool, uint8_t, uint8_t, x)
 DEFINE_KERNEL(sign, ALL_TABLE, -1)
 
-/* relu keeps NaN (x < 0 is false for it), as clamp_min(x, 0) does. */
+/* relu keeps NaN (x < 0 is false for it), as clamp_min(x, 0) does.
+ * bfloat16/float16 relu works on the bits (RT_RELU_BF16 / RT_RELU_F16):
+ * negative, non-zero, non-NaN values become +0; -0.0 stays (x < 0 is false
+ * for it); NaN leaves as the float32 path's rounding back gives it
+ * (bfloat16 0x7fc0, float16 the sign with 0x7e00). The twin,
+ * rt_kernel_relu_reference, converts through float32 as other ops do. */
 DEFINE_NUMERIC(relu, x < 0 ? 0 : x, x, RT_EXPR_RELU)
-DEFINE_KERNEL(relu, NUMERIC_TABLE, -1)
+#define RT_RELU_BF16(x)                                      \
+  (uint16_t)(((x) & 0x7fffu) > 0x7f80u ? 0x7fc0u              \
+             : ((x) & 0x8000u) && ((x) & 0x7fffu) ? 0u : (x))
+#define RT_RELU_F16(x)                                                  \
+  (uint16_t)(((x) & 0x7fffu) > 0x7c00u ? ((x) & 0x8000u) | 0x7e00u       \
+             : ((x) & 0x8000u) && ((x) & 0x7fffu) ? 0u : (x))
+RT_UNARY_LOOP(relu_bf16n, uint16_t, uint16_t, RT_RELU_BF16(x))
+RT_UNARY_LOOP(relu_f16n, uint16_t, uint16_t, RT_RELU_F16(x))
+nrt_status rt_kernel_relu(const nrt_op *op) {
+  static const rt_loop_table loops = NUMERIC_TABLE(relu);
+  return rt_run_pointwise16(op, loops, relu_bf16n, relu_f16n);
+}
+nrt_status rt_kernel_relu_reference(const nrt_op *op) {
+  static const rt_loop_table loops = NUMERIC_TABLE(relu);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 DEFINE_NUMERIC(floor, x, x, floor(x))
 DEFINE_KERNEL(floor, NUMERIC_TABLE, -1)
