@@ -50,3 +50,29 @@ def test_relu_special_values(dtype):
     assert got[2] == float("inf") and got[3] == 0 and torch.isnan(got[4])
     assert got.view(torch.int16)[3] == 0 and got.view(torch.int16)[5] == 0  # +0, not -0
     assert got[6] == 2.5
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
+def test_threshold_backward_zero_every_pattern(dtype):
+    # threshold 0 (relu's backward) also runs on the bits: every pattern as
+    # the gradient against every pattern as x (a permutation)
+    g = all_patterns(dtype)
+    x = g.view(torch.int16)[torch.randperm(g.numel(), generator=torch.Generator().manual_seed(0))].view(dtype)
+    with no_fallback():
+        for gg, xx in ((g, x), (x, g), (g[:-1:3], x[1::3])):
+            for threshold in (0, 0.0):
+                got = torch.ops.aten.threshold_backward(gg.to("neuron"), xx.to("neuron"), threshold)
+                same_bits(got, torch.where(xx <= 0, torch.zeros_like(gg), gg))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
+def test_relu_autograd(dtype):
+    x = all_patterns(dtype)
+    x = x[~torch.isnan(x)]
+    g = torch.linspace(-2, 2, x.numel()).to(dtype)
+    xn = x.to("neuron").requires_grad_()
+    with no_fallback():
+        torch.relu(xn).backward(g.to("neuron"))
+    xc = x.clone().requires_grad_()
+    torch.relu(xc).backward(g)
+    same_bits(xn.grad, xc.grad)

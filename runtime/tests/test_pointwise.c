@@ -1243,6 +1243,46 @@ static void test_relu16_matches_twin_bitwise(void) {
   nrt_free(r);
 }
 
+/* threshold_backward with threshold 0 on float16/bfloat16 runs on the bits;
+ * its twin converts in registers. Every pattern as the gradient against
+ * every pattern as x (a permutation), contiguous and strided. */
+static void test_threshold_backward0_16_matches_twin_bitwise(void) {
+  const int64_t n = 1 << 16;
+  const nrt_dtype types[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  void *g = dev_alloc((size_t)n * 2 * 3), *x = dev_alloc((size_t)n * 2 * 3),
+       *o = dev_alloc((size_t)n * 2 * 2), *r = dev_alloc((size_t)n * 2 * 2);
+  for (int k = 0; k < 2; k++)
+    for (int strided = 0; strided < 2; strided++) {
+      int64_t si = strided ? 3 : 1, so = strided ? 2 : 1;
+      for (int64_t i = 0; i < n; i++) {
+        ((uint16_t *)host(g))[i * si] = (uint16_t)i;
+        ((uint16_t *)host(x))[i * si] = (uint16_t)((uint64_t)i * 40503u + 12345u);
+      }
+      nrt_tensor_view views[3] = {view_1d(o, types[k], n, so), view_1d(g, types[k], n, si),
+                                  view_1d(x, types[k], n, si)};
+      nrt_op op = make_op(NRT_OP_THRESHOLD_BACKWARD, types[k], 1, 3, views);
+      set_scalar(&op, 0, 0.0);
+      CHECK_OK(nrt_op_execute(&op));
+      op.operands[0] = view_1d(host(r), types[k], n, so);
+      op.operands[1] = view_1d(host(g), types[k], n, si);
+      op.operands[2] = view_1d(host(x), types[k], n, si);
+      CHECK_OK(rt_kernel_threshold_backward_reference(&op));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) {
+        uint16_t got = ((uint16_t *)host(o))[i * so], want = ((uint16_t *)host(r))[i * so];
+        if (got != want && bad++ < 3)
+          fprintf(stderr, "  threshold_backward %s strided=%d: g 0x%04x x 0x%04x -> 0x%04x, twin 0x%04x\n",
+                  types[k] == NRT_BFLOAT16 ? "bf16" : "f16", strided,
+                  ((uint16_t *)host(g))[i * si], ((uint16_t *)host(x))[i * si], got, want);
+      }
+      CHECK(bad == 0);
+    }
+  nrt_free(g);
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1276,6 +1316,7 @@ int main(void) {
   RUN(test_bfloat16_computes_in_float32);
   RUN(test_lookup16_matches_twin);
   RUN(test_relu16_matches_twin_bitwise);
+  RUN(test_threshold_backward0_16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);
   RUN(test_pow_immediate_exponents);

@@ -186,6 +186,9 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
 /* relu through the float32 loop and conversion: the twin of its direct
  * float16/bfloat16 loops (pointwise_unary.c), for the tests. */
 nrt_status rt_kernel_relu_reference(const nrt_op *op);
+/* threshold_backward with float16/bfloat16 converted in registers: the twin
+ * of its threshold-0 loops on the bits (pointwise_activation.c). */
+nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 

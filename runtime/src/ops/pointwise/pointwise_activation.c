@@ -188,13 +188,35 @@ RT_BINARY_LOOP(threshold_backward_f32, float, float, RT_EXPR_F32_THRESHOLD_BACKW
 RT_BINARY_LOOP(threshold_backward_f64, double, double, b <= S(double, 0) ? 0.0 : a)
 RT_BINARY_LOOPS16(threshold_backward, b <= S(float, 0) ? 0.0f : a)
 
+/* Threshold 0 (relu's backward) on float16/bfloat16 bits: b <= 0 when b is
+ * +0 or has its sign set and is not NaN; then +0, else the gradient a as
+ * the float32 loops' rounding back leaves it (a NaN becomes bfloat16
+ * 0x7fc0, float16 its sign with 0x7e00; every other value is unchanged). */
+#define TB0_LE0(b, NANBITS) (((b) & 0x7fffu) == 0u || (((b) & 0x8000u) && ((b) & 0x7fffu) <= (NANBITS)))
+#define TB0_BF16(a, b) \
+  (uint16_t)(TB0_LE0(b, 0x7f80u) ? 0u : ((a) & 0x7fffu) > 0x7f80u ? 0x7fc0u : (a))
+#define TB0_F16(a, b) \
+  (uint16_t)(TB0_LE0(b, 0x7c00u) ? 0u : ((a) & 0x7fffu) > 0x7c00u ? ((a) & 0x8000u) | 0x7e00u : (a))
+RT_BINARY_LOOP(threshold_backward0_bf16n, uint16_t, uint16_t, TB0_BF16(a, b))
+RT_BINARY_LOOP(threshold_backward0_f16n, uint16_t, uint16_t, TB0_F16(a, b))
+
+static const rt_loop_table threshold_backward_loops = {
+    [NRT_UINT8] = threshold_backward_uint8, [NRT_INT8] = threshold_backward_int8,
+    [NRT_INT16] = threshold_backward_int16, [NRT_INT32] = threshold_backward_int32,
+    [NRT_INT64] = threshold_backward_int64, [NRT_FLOAT32] = threshold_backward_f32,
+    [NRT_FLOAT64] = threshold_backward_f64};
+
+nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op) {
+  return rt_run_pointwise16(op, threshold_backward_loops, threshold_backward_bf16n,
+                            threshold_backward_f16n);
+}
+
 nrt_status rt_kernel_threshold_backward(const nrt_op *op) {
-  static const rt_loop_table loops = {
-      [NRT_UINT8] = threshold_backward_uint8, [NRT_INT8] = threshold_backward_int8,
-      [NRT_INT16] = threshold_backward_int16, [NRT_INT32] = threshold_backward_int32,
-      [NRT_INT64] = threshold_backward_int64, [NRT_FLOAT32] = threshold_backward_f32,
-      [NRT_FLOAT64] = threshold_backward_f64};
-  return rt_run_pointwise16(op, loops, threshold_backward_bf16n, threshold_backward_f16n);
+  const nrt_scalar *t = &op->scalars[0];
+  if (op->num_scalars >= 1 && (t->is_float ? t->f == 0.0 : t->i == 0))
+    return rt_run_pointwise16(op, threshold_backward_loops, threshold_backward0_bf16n,
+                              threshold_backward0_f16n);
+  return rt_kernel_threshold_backward_reference(op);
 }
 
 /* log_sigmoid_backward (grad_in, grad_out, x, buffer): with z = buffer,
