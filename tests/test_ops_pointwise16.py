@@ -1,6 +1,7 @@
 """16-bit float arithmetic on every bit pattern, against exact results.
 
-float16/bfloat16 add, mul, div and threshold_backward run loops that convert
+float16/bfloat16 add, mul, div and threshold_backward (other than threshold
+0, which works on the bits: test_ops_relu16.py) run loops that convert
 each element in registers (RT_BINARY_LOOPS16) instead of through the
 engine's float32 buffers. Both compute in float32 and round once, which for
 a single +, -, * or / is the exactly rounded result (float32 has more than
