@@ -20,6 +20,13 @@ typedef rt_inner_loop rt_loop_table[NRT_DTYPE_COUNT];
  * comparisons). Fails naming the op and dtype when no loop exists. */
 nrt_status rt_run_pointwise(const nrt_op *op, const rt_loop_table loops, int out_dtype);
 
+/* A 16-bit NaN as rounding a float32 back leaves it (scalar_types.h): any
+ * bfloat16 NaN becomes 0x7fc0, a float16 NaN keeps its sign with 0x7e00;
+ * other values pass. For kernels that work on the bits yet must give the
+ * converting path's results. */
+#define RT_BF16_AS_ROUNDED(x) (uint16_t)(((x) & 0x7fffu) > 0x7f80u ? 0x7fc0u : (x))
+#define RT_F16_AS_ROUNDED(x) (uint16_t)(((x) & 0x7fffu) > 0x7c00u ? ((x) & 0x8000u) | 0x7e00u : (x))
+
 /* As rt_run_pointwise, but a float16/bfloat16 op whose operands are all
  * tensors stored in the compute dtype runs on them directly with f16 / bf16
  * (RT_BINARY_LOOPS16), converting in registers rather than through

@@ -193,10 +193,8 @@ RT_BINARY_LOOPS16(threshold_backward, b <= S(float, 0) ? 0.0f : a)
  * the float32 loops' rounding back leaves it (a NaN becomes bfloat16
  * 0x7fc0, float16 its sign with 0x7e00; every other value is unchanged). */
 #define TB0_LE0(b, NANBITS) (((b) & 0x7fffu) == 0u || (((b) & 0x8000u) && ((b) & 0x7fffu) <= (NANBITS)))
-#define TB0_BF16(a, b) \
-  (uint16_t)(TB0_LE0(b, 0x7f80u) ? 0u : ((a) & 0x7fffu) > 0x7f80u ? 0x7fc0u : (a))
-#define TB0_F16(a, b) \
-  (uint16_t)(TB0_LE0(b, 0x7c00u) ? 0u : ((a) & 0x7fffu) > 0x7c00u ? ((a) & 0x8000u) | 0x7e00u : (a))
+#define TB0_BF16(a, b) (uint16_t)(TB0_LE0(b, 0x7f80u) ? 0u : RT_BF16_AS_ROUNDED(a))
+#define TB0_F16(a, b) (uint16_t)(TB0_LE0(b, 0x7c00u) ? 0u : RT_F16_AS_ROUNDED(a))
 RT_BINARY_LOOP(threshold_backward0_bf16n, uint16_t, uint16_t, TB0_BF16(a, b))
 RT_BINARY_LOOP(threshold_backward0_f16n, uint16_t, uint16_t, TB0_F16(a, b))
 

@@ -190,22 +190,15 @@ DEFINE_KERNEL(sign, ALL_TABLE, -1)
  * (bfloat16 0x7fc0, float16 the sign with 0x7e00). The twin,
  * rt_kernel_relu_reference, converts through float32 as other ops do. */
 DEFINE_NUMERIC(relu, x < 0 ? 0 : x, x, RT_EXPR_RELU)
-#define RT_RELU_BF16(x)                                      \
-  (uint16_t)(((x) & 0x7fffu) > 0x7f80u ? 0x7fc0u              \
-             : ((x) & 0x8000u) && ((x) & 0x7fffu) ? 0u : (x))
-#define RT_RELU_F16(x)                                                  \
-  (uint16_t)(((x) & 0x7fffu) > 0x7c00u ? ((x) & 0x8000u) | 0x7e00u       \
-             : ((x) & 0x8000u) && ((x) & 0x7fffu) ? 0u : (x))
+/* A sign bit on a non-zero value: negative, or a negative NaN (tested first). */
+#define RT_NEG16(x) (((x) & 0x8000u) && ((x) & 0x7fffu))
+#define RT_RELU_BF16(x) (((x) & 0x7fffu) > 0x7f80u ? RT_BF16_AS_ROUNDED(x) : RT_NEG16(x) ? 0u : (x))
+#define RT_RELU_F16(x) (((x) & 0x7fffu) > 0x7c00u ? RT_F16_AS_ROUNDED(x) : RT_NEG16(x) ? 0u : (x))
 RT_UNARY_LOOP(relu_bf16n, uint16_t, uint16_t, RT_RELU_BF16(x))
 RT_UNARY_LOOP(relu_f16n, uint16_t, uint16_t, RT_RELU_F16(x))
-nrt_status rt_kernel_relu(const nrt_op *op) {
-  static const rt_loop_table loops = NUMERIC_TABLE(relu);
-  return rt_run_pointwise16(op, loops, relu_bf16n, relu_f16n);
-}
-nrt_status rt_kernel_relu_reference(const nrt_op *op) {
-  static const rt_loop_table loops = NUMERIC_TABLE(relu);
-  return rt_run_pointwise(op, loops, -1);
-}
+static const rt_loop_table relu_loops = NUMERIC_TABLE(relu);
+nrt_status rt_kernel_relu(const nrt_op *op) { return rt_run_pointwise16(op, relu_loops, relu_bf16n, relu_f16n); }
+nrt_status rt_kernel_relu_reference(const nrt_op *op) { return rt_run_pointwise(op, relu_loops, -1); }
 
 DEFINE_NUMERIC(floor, x, x, floor(x))
 DEFINE_KERNEL(floor, NUMERIC_TABLE, -1)
