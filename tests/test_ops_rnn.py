@@ -373,3 +373,27 @@ def test_fused_cells_float32_vectorised_rows(bias):
     z = (xi[:, H:2 * H] + xh[:, H:2 * H]).sigmoid()
     n = (xi[:, 2 * H:] + r * xh[:, 2 * H:]).tanh()
     torch.testing.assert_close(hy.cpu().double(), n + z * (cx.double() - n), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind,extra", [("LSTM", {}), ("GRU", {}), ("RNN", {}), ("RNN", {"nonlinearity": "relu"})],
+                         ids=["LSTM", "GRU", "RNN_tanh", "RNN_relu"])
+def test_batch_of_32_runs_the_hidden_product_transposed(kind, extra):
+    """float32 with a batch that is a multiple of 32: each step's hidden
+    product runs as (W_hh h^T)^T and the cell reads its gates with strides
+    (nn_rnn_sequence.cpp, hidden_transposed). Every element is the same sum
+    as on the straight path, so the first 31 sequences of a batch of 32 give
+    the same bits as a batch of those 31 alone (straight path); against the
+    CPU within tolerance, forward and backward, bidirectional, two layers."""
+    dtype = torch.float32
+    cpu_mod, dev_mod = twins(getattr(nn, kind)(7, 16, num_layers=2, bidirectional=True, **extra), dtype)
+    x = torch.randn(5, 32, 7, dtype=dtype)
+    states = initial_states(kind, 2, 2, 32, 16, None, dtype)
+    run_both(cpu_mod, dev_mod, [x] + states, dtype)
+    with torch.no_grad():
+        def run(n):
+            hx = [s[:, :n].to(DEV) for s in states]
+            return flat(dev_mod(x[:, :n].to(DEV), tuple(hx) if kind == "LSTM" else hx[0]))
+        whole, part = run(32), run(31)
+    assert torch.equal(whole[0][:, :31].cpu(), part[0].cpu())
+    for w, p in zip(whole[1:], part[1:]):
+        assert torch.equal(w[:, :31].cpu(), p.cpu())

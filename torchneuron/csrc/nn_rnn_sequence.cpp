@@ -66,19 +66,45 @@ Tensor input_gates(Cell cell, const Tensor& x, const Weights& w) {
   return w.b_hh.defined() ? gi + w.b_hh : gi;
 }
 
+// Whether a step's hidden product h [batch, hidden] x W_hh^T runs
+// transposed, as (W_hh h^T)^T: float32 with a batch that is a multiple of
+// 32. The GEMM's register tile is 12 rows x 32 columns (AVX-512; 6 x 16 on
+// AVX2): the straight product fills 32 rows of it in 36 and repacks W_hh
+// (1 MiB at hidden 256, a transpose) on every step; transposed, W_hh's
+// rows are read where they lie, only h^T is packed, and the batch fills
+// whole column panels. One thread, CPU time, [32,256] x [256,1024]: 248 ->
+// 165 us, the same bits (each element is the same sum over k in the same
+// order). A batch that leaves a column panel part empty (under 16, or not
+// a multiple of 32) ran slower transposed (docs/performance.md, session
+// s46-lstm). The fused cells then read the hidden gates with strides.
+bool hidden_transposed(const Tensor& h, const Tensor& w_hh) {
+  return h.scalar_type() == at::kFloat && w_hh.scalar_type() == at::kFloat && h.size(0) > 0 &&
+         h.size(0) % 32 == 0;
+}
+
+// h W_hh^T [batch, gates * hidden].
+Tensor hidden_gates(const Tensor& h, const Tensor& w_hh) {
+  return hidden_transposed(h, w_hh) ? at::mm(w_hh, h.t()).t() : at::linear(h, w_hh);
+}
+
+// gi + h W_hh^T [batch, hidden], for the plain RNN.
+Tensor hidden_sum(const Tensor& gi, const Tensor& h, const Tensor& w_hh) {
+  return hidden_transposed(h, w_hh) ? at::addmm(gi.t(), w_hh, h.t()).t() : at::addmm(gi, h, w_hh.t());
+}
+
 // One step: the new (h, c) from the step's input gates and the state.
 std::pair<Tensor, Tensor> step(Cell cell, const Tensor& gi, const Tensor& h, const Tensor& c, const Weights& w) {
   switch (cell) {
     case Cell::kLstm: {
-      auto out = at::_thnn_fused_lstm_cell(gi, at::linear(h, w.w_hh), c, opt(w.b_ih), opt(w.b_hh));
+      auto out = at::_thnn_fused_lstm_cell(gi, hidden_gates(h, w.w_hh), c, opt(w.b_ih), opt(w.b_hh));
       Tensor hy = std::get<0>(out);
       if (w.w_hr.defined()) hy = at::linear(hy, w.w_hr);
       return {hy, std::get<1>(out)};
     }
     case Cell::kGru:
-      return {std::get<0>(at::_thnn_fused_gru_cell(gi, at::linear(h, w.w_hh), h, opt(w.b_ih), opt(w.b_hh))), c};
-    case Cell::kTanh: return {at::tanh(at::addmm(gi, h, w.w_hh.t())), c};
-    case Cell::kRelu: return {at::relu(at::addmm(gi, h, w.w_hh.t())), c};
+      return {std::get<0>(at::_thnn_fused_gru_cell(gi, hidden_gates(h, w.w_hh), h, opt(w.b_ih), opt(w.b_hh))), c};
+    case Cell::kTanh: return {at::tanh(hidden_sum(gi, h, w.w_hh)), c};
+    case Cell::kRelu: return {at::relu(hidden_sum(gi, h, w.w_hh)), c};
   }
   return {h, c};
 }
