@@ -76,7 +76,9 @@ Tensor input_gates(Cell cell, const Tensor& x, const Weights& w) {
 // 165 us, the same bits (each element is the same sum over k in the same
 // order). A batch that leaves a column panel part empty (under 16, or not
 // a multiple of 32) ran slower transposed (docs/performance.md, session
-// s46-lstm). The fused cells then read the hidden gates with strides.
+// s46-lstm). The fused cells then read the hidden gates with strides. The
+// plain RNN keeps the straight addmm: its [32,256] x [256,256] step, and
+// the tanh/relu of a transposed result, came out 4-9% slower transposed.
 bool hidden_transposed(const Tensor& h, const Tensor& w_hh) {
   return h.scalar_type() == at::kFloat && w_hh.scalar_type() == at::kFloat && h.size(0) > 0 &&
          h.size(0) % 32 == 0;
@@ -85,11 +87,6 @@ bool hidden_transposed(const Tensor& h, const Tensor& w_hh) {
 // h W_hh^T [batch, gates * hidden].
 Tensor hidden_gates(const Tensor& h, const Tensor& w_hh) {
   return hidden_transposed(h, w_hh) ? at::mm(w_hh, h.t()).t() : at::linear(h, w_hh);
-}
-
-// gi + h W_hh^T [batch, hidden], for the plain RNN.
-Tensor hidden_sum(const Tensor& gi, const Tensor& h, const Tensor& w_hh) {
-  return hidden_transposed(h, w_hh) ? at::addmm(gi.t(), w_hh, h.t()).t() : at::addmm(gi, h, w_hh.t());
 }
 
 // One step: the new (h, c) from the step's input gates and the state.
@@ -103,8 +100,8 @@ std::pair<Tensor, Tensor> step(Cell cell, const Tensor& gi, const Tensor& h, con
     }
     case Cell::kGru:
       return {std::get<0>(at::_thnn_fused_gru_cell(gi, hidden_gates(h, w.w_hh), h, opt(w.b_ih), opt(w.b_hh))), c};
-    case Cell::kTanh: return {at::tanh(hidden_sum(gi, h, w.w_hh)), c};
-    case Cell::kRelu: return {at::relu(hidden_sum(gi, h, w.w_hh)), c};
+    case Cell::kTanh: return {at::tanh(at::addmm(gi, h, w.w_hh.t())), c};
+    case Cell::kRelu: return {at::relu(at::addmm(gi, h, w.w_hh.t())), c};
   }
   return {h, c};
 }
