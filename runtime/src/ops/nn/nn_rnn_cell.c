@@ -11,7 +11,9 @@
  * ops), double the C library's.
  */
 #include <stdatomic.h>
+#include <string.h>
 #include "ops/nn/nn_common.h"
+#include "ops/nn/nn_transpose.h"
 
 enum { RNN_MAX_OPERANDS = 8 };
 
@@ -25,6 +27,7 @@ struct rnn_job {
   const void *bias[2]; /* the biases in the compute type, or NULL */
   rnn_row_fn row;
   int64_t scratch_elems; /* per row, in the compute type */
+  int outputs;           /* operands [0, outputs) are written, the rest read */
   atomic_int out_of_memory;
 };
 
@@ -176,6 +179,18 @@ DEFINE_RNN_ROWS(double, d, sigmoid_d, tanh)
 /* The largest scratch a row needs, in hidden-sized pieces (lstm: 15). */
 #define RNN_SCRATCH_PIECES 15
 
+/* Whether input operand o of a float32 job is column-major (rows one
+ * element apart, columns further), as the hidden gates of a transposed
+ * GEMM are (nn_rnn_sequence.cpp): read row by row, each element would come
+ * from its own cache line. */
+static int rnn_column_major(const rnn_job *job, const nn_operand *o) {
+  return o->base && job->c == NRT_FLOAT32 && o->dtype == NRT_FLOAT32 && o->stride[1] == 4 && o->stride[2] > 4 &&
+         o->stride[2] % 4 == 0;
+}
+
+/* Rows of a column-major input moved into row-major form at a time. */
+#define RNN_BLOCK_ROWS 8
+
 static void rnn_range(int64_t begin, int64_t end, void *ctx) {
   rnn_job *job = ctx;
   void *scratch = malloc((size_t)(job->scratch_elems ? job->scratch_elems : 1) * nrt_dtype_size(job->c));
@@ -183,7 +198,37 @@ static void rnn_range(int64_t begin, int64_t end, void *ctx) {
     atomic_store(&job->out_of_memory, 1);
     return;
   }
-  for (int64_t row = begin; row < end; row++) job->row(job, row, scratch);
+  /* Column-major inputs are moved into row-major blocks of RNN_BLOCK_ROWS
+   * rows (8 x 8 at a time), which the rows then read in place: the same
+   * values, so the same results. Each block is a job of its own (row 0 =
+   * the block's first row); without memory for a block, rows are read one
+   * by one. */
+  rnn_job local;
+  memcpy(&local, job, sizeof local);
+  float *blocks[RNN_MAX_OPERANDS] = {NULL};
+  for (int k = job->outputs; end - begin >= RNN_BLOCK_ROWS && k < RNN_MAX_OPERANDS; k++)
+    if (rnn_column_major(job, &job->o[k]))
+      blocks[k] = malloc((size_t)(RNN_BLOCK_ROWS * job->o[k].size[2]) * sizeof(float));
+  for (int64_t r0 = begin; r0 < end; r0 += RNN_BLOCK_ROWS) {
+    const int64_t n = end - r0 < RNN_BLOCK_ROWS ? end - r0 : RNN_BLOCK_ROWS;
+    for (int k = 0; k < RNN_MAX_OPERANDS; k++) {
+      const nn_operand *o = &job->o[k];
+      nn_operand *l = &local.o[k];
+      if (!o->base) continue;
+      if (blocks[k]) {
+        const int64_t width = o->size[2];
+        rt_nn_transpose32((uint32_t *)blocks[k], width, (const uint32_t *)(o->base + r0 * 4), o->stride[2] / 4, n,
+                          width);
+        l->base = (char *)blocks[k];
+        l->stride[1] = width * 4;
+        l->stride[2] = 4;
+      } else {
+        l->base = o->base + r0 * o->stride[1];
+      }
+    }
+    for (int64_t row = 0; row < n; row++) job->row(&local, row, scratch);
+  }
+  for (int k = 0; k < RNN_MAX_OPERANDS; k++) free(blocks[k]);
   free(scratch);
 }
 
@@ -212,6 +257,7 @@ static nrt_status rnn_run(const nrt_op *op, const rnn_spec *spec) {
   job.hidden = H;
   job.c = nn_compute(ref->dtype);
   job.scratch_elems = RNN_SCRATCH_PIECES * H;
+  job.outputs = spec->outputs;
   for (int k = 0; k < spec->operands; k++) {
     const nrt_tensor_view *v = &op->operands[k];
     const int w = spec->width[k];
