@@ -579,6 +579,15 @@ def test_transformer_modules_on_nested_input_match_cpu():
     with torch.no_grad():
         _same(dev(x.to(DEV)), cpu(x), rtol=1e-5, atol=1e-5)
     _ran("_transformer_encoder_layer_fwd")
+    padded, pad = torch.randn(3, 5, 8), torch.zeros(3, 5, dtype=torch.bool)
+    pad[1] = True  # a sequence padded whole: a nested entry of no rows
+    pad[0, 3:] = True
+    with torch.no_grad():
+        torch.testing.assert_close(dev(padded.to(DEV), src_key_padding_mask=pad.to(DEV)).cpu(),
+                                   cpu(padded, src_key_padding_mask=pad), rtol=1e-5, atol=1e-5)
+        # every sequence padded whole: nothing to pad back, refused as on the CPU
+        assert_raises_like_cpu(lambda d: (cpu if d == "cpu" else dev)(
+            padded.to(d), src_key_padding_mask=torch.ones(3, 5, dtype=torch.bool, device=d)))
     decoder = _module_pair(torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(8, 2, 16, 0.0,
                                                                                         batch_first=True), 1))
     mha = _module_pair(torch.nn.MultiheadAttention(8, 2, batch_first=True))

@@ -287,16 +287,18 @@ std::tuple<at::Tensor, at::Tensor> native_multi_head_attention(
   // [B, H, T, dh] -> [B T, D] (each entry's rows for a nested query), then
   // the output projection.
   at::Tensor proj;
+  at::Tensor rows = context.view({B, num_head, T, dh}).permute({0, 2, 1, 3}).reshape({B * T, D});
   if (query.is_nested()) {
+    // The CPU's _nested_from_padded (a mask per entry, a masked_select) in
+    // one gather of the entries' rows.
     const at::Tensor& sizes = at::native::get_nested_tensor_impl(query)->get_nested_sizes();
-    const at::Tensor rows = at::_nested_from_padded(context.view({B, num_head, T, dh}), sizes, true);
-    const at::Tensor buffer = at::native::get_nested_tensor_impl(rows)->get_buffer().view({-1, D});
+    const at::Tensor keep = at::arange(T, at::kLong).unsqueeze(0).lt(sizes.select(1, 0).unsqueeze(1));
+    const at::Tensor index = at::arange(B * T, at::kLong).view({B, T}).masked_select(keep).to(rows.device());
     at::Tensor out_sizes = sizes.clone();
     out_sizes.select(1, -1).fill_(proj_weight.size(0));
     proj = at::detail::make_tensor<at::native::NestedTensorImpl>(
-        at::addmm(proj_bias, buffer, proj_weight.t()).reshape({-1}), out_sizes);
+        at::addmm(proj_bias, rows.index_select(0, index), proj_weight.t()).reshape({-1}), out_sizes);
   } else {
-    at::Tensor rows = context.view({B, num_head, T, dh}).permute({0, 2, 1, 3}).reshape({B * T, D});
     proj = at::linear(rows, proj_weight, proj_bias).view({B, T, proj_weight.size(0)});
   }
   if (!need_weights) return {proj, at::Tensor()};
