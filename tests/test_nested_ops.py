@@ -1,6 +1,9 @@
-"""Nested tensors on neuron (nested_ops.cpp): the ops a user meets first,
+"""Nested tensors on neuron (nested_ops.cpp; the transformer fast path's nested ops in
+nested_transformer.cpp and transformer_fast_path.cpp): the ops a user meets first,
 each against the CPU's nested result, with no CPU fallback. The entries have
 different lengths; results are compared entry by entry."""
+
+import copy
 
 import pytest
 import torch
@@ -405,3 +408,196 @@ def test_from_padded_and_the_padding_gradient_match_cpu():
         (torch.nested.to_padded_tensor(x, 0.0) * padded[:, :5].to(device)).sum().backward()
         grads[device] = x.grad
     _same(grads[DEV], grads["cpu"], rtol=0, atol=0)
+
+
+# ---- session 46: multi-head attention on a nested query (nn.MultiheadAttention's
+# fast path on nested input), _transform_bias_rescale_qkv and
+# _nested_tensor_softmax_with_shape on nested tensors. The CPU pads the projected
+# entries into a batch: its weights are dense [B, (H,) T, T] with each entry's
+# softmax in its [T_i, T_i] corner and zeros elsewhere.
+
+MHA_SHAPES = [(3, 8), (5, 8), (1, 8)]
+
+
+def _mha_params(d_out=8, dtype=torch.float32, seed=20):
+    torch.manual_seed(seed)
+    return [torch.randn(s, dtype=dtype) for s in ((24, 8), (24,), (d_out, 8), (d_out,))]
+
+
+def _mha(q, k=None, v=None, params=None, heads=2, mask=None, need_weights=True, average=True):
+    """fn(device): _native_multi_head_attention on q (and k, v: q's own tensor
+    when left out, as self-attention passes it)."""
+    params = params or _mha_params()
+
+    def fn(d):
+        qd = q.to(d)
+        kd = qd if k is None else k.to(d)
+        vd = kd if v is None else v.to(d)
+        w, b, pw, pb = (t.to(d) for t in params)
+        return torch._native_multi_head_attention(qd, kd, vd, 8, heads, w, b, pw, pb,
+                                                  None if mask is None else mask.to(d), need_weights, average)
+    return fn
+
+
+def _same_pair(fn, **tol):
+    want, got = fn("cpu"), fn(DEV)
+    assert len(got) == len(want) == 2
+    _same(got[0], want[0], **tol)
+    assert (got[1] is None) == (want[1] is None)
+    if want[1] is not None:
+        assert got[1].device.type == DEV
+        _same(got[1], want[1], **tol)
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_multi_head_attention_on_a_nested_query_matches_cpu(need_weights, average, dtype):
+    q = _nested(MHA_SHAPES, dtype=dtype, seed=21)  # an entry of length 1 among them
+    params = _mha_params(dtype=dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    _same_pair(_mha(q, params=params, need_weights=need_weights, average=average), **tol)
+    _ran("_native_multi_head_attention")
+    _ran("_transform_bias_rescale_qkv")
+    _ran("_nested_tensor_softmax_with_shape")
+
+
+@pytest.mark.parametrize("shapes", [[(0, 8), (2, 8)], [(2, 8), (0, 8), (3, 8)], [(4, 8)], [(1, 8), (1, 8)]],
+                         ids=["first-empty", "middle-empty", "one-entry", "all-length-1"])
+def test_multi_head_attention_on_uneven_and_empty_entries_matches_cpu(shapes):
+    _same_pair(_mha(_nested(shapes, seed=22)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("heads", [1, 4, 8])
+def test_multi_head_attention_heads_and_a_wider_projection_match_cpu(heads):
+    q = _nested(MHA_SHAPES, seed=23)
+    _same_pair(_mha(q, heads=heads), rtol=1e-5, atol=1e-5)
+    _same_pair(_mha(q, heads=heads, params=_mha_params(d_out=6)), rtol=1e-5, atol=1e-5)
+
+
+def test_multi_head_attention_with_a_nested_key_and_value_matches_cpu():
+    q, kv, v = (_nested(MHA_SHAPES, seed=s) for s in (24, 25, 26))
+    _same_pair(_mha(q, kv), rtol=1e-5, atol=1e-5)  # key is value: one product for both
+    _same_pair(_mha(q, kv, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_multi_head_attention_on_a_16_bit_nested_query_matches_cpu(dtype):
+    _same_pair(_mha(_nested(MHA_SHAPES, dtype=dtype, seed=27), params=_mha_params(dtype=dtype)),
+               rtol=2e-2, atol=2e-2)
+
+
+def test_multi_head_attention_on_a_nested_query_refuses_what_the_cpu_refuses():
+    q = _nested(MHA_SHAPES, seed=28)
+    assert_raises_like_cpu(_mha(q, mask=torch.zeros(3, 5, dtype=torch.bool)))
+    assert_raises_like_cpu(_mha(q, _nested([(4, 8), (2, 8), (6, 8)], seed=29)))  # other lengths: the nested cat
+    assert_raises_like_cpu(_mha(q, torch.randn(3, 5, 8)))  # a dense key and value
+    assert_raises_like_cpu(_mha(torch.randn(3, 5, 8), _nested(MHA_SHAPES)))  # a dense query, nested key
+    assert_raises_like_cpu(_mha(q, heads=3))
+    assert_raises_like_cpu(_mha(_nested([(0, 8), (0, 8)])))  # nothing to pad
+    assert_raises_like_cpu(_mha(_nested([(3, 6), (5, 6)])))  # the projection's shape check
+    assert_raises_like_cpu(_mha(_nested([(3, 8), (5, 6)])))  # an irregular last dim
+    assert_raises_like_cpu(_mha(_nested([(3, 8, 2), (5, 8, 2)])))
+
+    def non_contiguous(d):
+        q = _nested([(3, 16), (5, 16)], seed=30).to(d).chunk(2, -1)[0]
+        w, b, pw, pb = (t.to(d) for t in _mha_params())
+        return torch._native_multi_head_attention(q, q, q, 8, 2, w, b, pw, pb)
+    assert_raises_like_cpu(non_contiguous)
+
+
+def test_transform_bias_rescale_qkv_pads_a_nested_qkv_as_the_cpu():
+    torch.manual_seed(31)
+    bias = torch.randn(24)
+    for shapes in ([(3, 24), (5, 24), (1, 24)], [(3, 24), (5, 12)]):  # a short last dim is padded too
+        qkv = _nested(shapes, seed=32)
+        want = torch._transform_bias_rescale_qkv(qkv, bias, 2)
+        got = torch._transform_bias_rescale_qkv(qkv.to(DEV), bias.to(DEV), 2)
+        _ran("_transform_bias_rescale_qkv")
+        for g, w in zip(got, want):
+            _same(g, w, rtol=0, atol=0)
+    T = torch._transform_bias_rescale_qkv
+    for call in (
+        lambda d: T(_nested([(3, 24)]).to(d), bias.to(d), 3),
+        lambda d: T(_nested([(3, 8, 2), (5, 8, 2)]).to(d), bias.to(d), 2),
+        lambda d: T(_nested([(3, 20)]).to(d), bias[:20].to(d), 2),
+        lambda d: T(torch.nested.nested_tensor([torch.ones(3, 24, dtype=torch.int32)]).to(d), bias.int().to(d), 2),
+        lambda d: T(_nested([(3, 24), (5, 24)]).to(d).transpose(1, 2), bias.to(d), 2),
+        lambda d: T(_nested([(0, 24), (0, 24)]).to(d), bias.to(d), 2),
+    ):
+        assert_raises_like_cpu(call)
+
+
+def test_nested_softmax_with_shape_matches_cpu():
+    q = _nested(MHA_SHAPES, seed=33)
+    S = torch._nested_tensor_softmax_with_shape
+    torch.manual_seed(34)
+    for scores in (torch.randn(3, 2, 5, 5), torch.randn(3, 2, 4, 4), torch.randn(3, 2, 7, 7),
+                   torch.randn(3, 2, 5, 5, dtype=torch.float64)):  # the longest entry's size, shorter, longer
+        _same(S(scores.to(DEV), q.to(DEV)), S(scores, q), rtol=1e-6, atol=1e-6)
+    _ran("_nested_tensor_softmax_with_shape")
+    empty_first = _nested([(0, 8), (2, 8)])
+    scores = torch.randn(2, 2, 2, 2)
+    _same(S(scores.to(DEV), empty_first.to(DEV)), S(scores, empty_first), rtol=1e-6, atol=1e-6)
+    assert_raises_like_cpu(lambda d: S(torch.randn(3, 5, 5, device=d), q.to(d)))
+    assert_raises_like_cpu(lambda d: S(torch.randn(2, 2, 5, 5, device=d), q.to(d)))
+
+
+def test_to_padded_tensor_of_empty_entries_refuses_as_the_cpu():
+    assert_raises_like_cpu(lambda d: _nested([(0, 8), (0, 8)]).to(d).to_padded_tensor(0.0))
+    assert_raises_like_cpu(lambda d: _nested([(1, 0), (0, 0)]).to(d).to_padded_tensor(0.0))
+    none = torch.nested.nested_tensor([], device=DEV)
+    _same(none.to_padded_tensor(0.0), torch.nested.nested_tensor([]).to_padded_tensor(0.0))
+
+
+def _module_pair(module):
+    cpu = module.eval()
+    dev = copy.deepcopy(cpu).to(DEV)
+    return cpu, dev
+
+
+@pytest.mark.parametrize("need_weights,average", [(False, True), (True, True), (True, False)])
+def test_multihead_attention_module_on_nested_input_matches_cpu(need_weights, average):
+    torch.manual_seed(35)
+    cpu, dev = _module_pair(torch.nn.MultiheadAttention(8, 2, batch_first=True))
+    x = _nested(MHA_SHAPES, seed=36)
+    xd = x.to(DEV)
+    with torch.no_grad():
+        want = cpu(x, x, x, need_weights=need_weights, average_attn_weights=average)
+        got = dev(xd, xd, xd, need_weights=need_weights, average_attn_weights=average)
+    _ran("_native_multi_head_attention")
+    _same_pair(lambda d: got if d == DEV else want, rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_modules_on_nested_input_match_cpu():
+    # the encoder's fast path takes nested input whole; a padding mask, a
+    # decoder's cross-attention and grad leave the fast path, where
+    # MultiheadAttention refuses nested input on both devices alike
+    torch.manual_seed(37)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True)
+    cpu, dev = _module_pair(torch.nn.TransformerEncoder(layer, 2, norm=torch.nn.LayerNorm(8)))
+    x, y = _nested(MHA_SHAPES, seed=38), _nested([(2, 8), (4, 8), (3, 8)], seed=39)
+    with torch.no_grad():
+        _same(dev(x.to(DEV)), cpu(x), rtol=1e-5, atol=1e-5)
+    _ran("_transformer_encoder_layer_fwd")
+    padded, pad = torch.randn(3, 5, 8), torch.zeros(3, 5, dtype=torch.bool)
+    pad[1] = True  # a sequence padded whole: a nested entry of no rows
+    pad[0, 3:] = True
+    with torch.no_grad():
+        torch.testing.assert_close(dev(padded.to(DEV), src_key_padding_mask=pad.to(DEV)).cpu(),
+                                   cpu(padded, src_key_padding_mask=pad), rtol=1e-5, atol=1e-5)
+        # every sequence padded whole: nothing to pad back, refused as on the CPU
+        assert_raises_like_cpu(lambda d: (cpu if d == "cpu" else dev)(
+            padded.to(d), src_key_padding_mask=torch.ones(3, 5, dtype=torch.bool, device=d)))
+    decoder = _module_pair(torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(8, 2, 16, 0.0,
+                                                                                        batch_first=True), 1))
+    mha = _module_pair(torch.nn.MultiheadAttention(8, 2, batch_first=True))
+    pad = torch.zeros(3, 5, dtype=torch.bool)
+
+    def no_grad(fn):
+        def run(d):
+            with torch.no_grad():
+                return fn(d)
+        return run
+    assert_raises_like_cpu(no_grad(lambda d: decoder[d == DEV](x.to(d), y.to(d))))
+    assert_raises_like_cpu(no_grad(lambda d: mha[d == DEV](*[x.to(d)] * 3, key_padding_mask=pad.to(d))))
+    assert_raises_like_cpu(lambda d: mha[d == DEV](*[x.to(d)] * 3))  # grad enabled

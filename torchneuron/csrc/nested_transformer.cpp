@@ -100,7 +100,11 @@ at::Tensor to_padded_tensor(const at::Tensor& self, double padding, at::Optional
   TORCH_CHECK(at::native::nested_tensor_impl_is_contiguous(impl),  // the CPU's words
               "for now to_padded_tensor only supports contiguous nested tensor");
   const at::Tensor& nested_sizes = impl->get_nested_sizes();
-  const int64_t n = entry_count(nested_sizes), rank = nested_sizes.dim() == 2 ? nested_sizes.size(1) : 0;
+  // No entries, or scalar ones: the buffer as it is; then the CPU's refusal
+  // of entries that are all empty.
+  if (nested_sizes.dim() == 0 || nested_sizes.numel() == 0) return impl->get_buffer().clone();
+  TORCH_CHECK(self.numel() > 0, "to_padded_tensor: at least one constituent tensor should have non-zero numel");
+  const int64_t n = entry_count(nested_sizes), rank = nested_sizes.size(1);
   std::vector<int64_t> shape{n};
   for (int64_t d = 0; d < rank; d++)
     shape.push_back(n == 0 ? 0 : nested_sizes.select(1, d).max().item<int64_t>());

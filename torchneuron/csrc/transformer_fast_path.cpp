@@ -4,8 +4,12 @@
 // native ops (matmul/addmm, bmm, softmax, layer norm, gelu/relu, adds), in
 // the CPU kernels' order of steps, so the results, a fully masked row's NaN
 // included, are the CPU fast path's. No element loop: every step launches a
-// native kernel.
+// native kernel. Multi-head attention also takes a nested query (what
+// nn.MultiheadAttention passes on for nested input), as the CPU does: the
+// projected entries are padded into a batch, each entry's softmax runs over
+// its own length, and the projection back takes each entry's rows.
 #include <ATen/ATen.h>
+#include <ATen/NestedTensorImpl.h>
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
@@ -134,17 +138,21 @@ at::Tensor masked_softmax_backward(const at::Tensor& grad, const at::Tensor& out
 
 // q = (q + q_bias) / sqrt(dim_per_head), k = k + k_bias, v = v + v_bias,
 // each [B, H, T, dim_per_head] from a [B, T, 3 D] projection; the three are
-// slices of one [3, B, H, T, dh] buffer, as on the CPU.
+// slices of one [3, B, H, T, dh] buffer, as on the CPU. The CPU's checks in
+// its order and words; then ours where it reads past the tensors (a qkv of
+// more dims, a short bias) and where it divides by zero heads.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv(const at::Tensor& qkv,
                                                                           const at::Tensor& qkv_bias,
                                                                           int64_t num_head) {
   NEURON_TRACK_OP("aten::_transform_bias_rescale_qkv");
-  TORCH_CHECK(!qkv.is_nested(), "_transform_bias_rescale_qkv: nested tensors are not supported on neuron");
-  TORCH_CHECK(qkv.dim() == 3, "_transform_bias_rescale_qkv: expected a 3-d qkv, got ", qkv.dim(), " dims");
-  check_softmax_dtype(qkv, "transform_bias_rescale_qkv");
   const int64_t B = qkv.size(0), T = qkv.size(1), three_d = qkv.size(2), D = three_d / 3;
-  TORCH_CHECK(num_head > 0 && D % num_head == 0, "Expected D % num_head == 0 to be true, but got false.");
-  TORCH_CHECK(three_d % 3 == 0, "Expected _3D % 3 == 0 to be true, but got false.");
+  TORCH_CHECK(num_head > 0, "_transform_bias_rescale_qkv: num_heads must be positive, got ", num_head);
+  TORCH_CHECK(D % num_head == 0, "Expected D % num_head == 0 to be true, but got false.  ",
+              "(Could this error message be improved?  If so, please report an enhancement request to PyTorch.)");
+  TORCH_CHECK(three_d % 3 == 0, "Expected _3D % 3 == 0 to be true, but got false.  ",
+              "(Could this error message be improved?  If so, please report an enhancement request to PyTorch.)");
+  check_softmax_dtype(qkv, "transform_bias_rescale_qkv");
+  TORCH_CHECK(qkv.dim() == 3, "_transform_bias_rescale_qkv: expected a 3-d qkv, got ", qkv.dim(), " dims");
   TORCH_CHECK(qkv_bias.dim() == 1 && qkv_bias.size(0) == three_d,
               "_transform_bias_rescale_qkv: expected a bias of ", three_d, " elements, got ", qkv_bias.sizes());
   const int64_t dh = D / num_head;
@@ -156,35 +164,99 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv(const 
   return {q_k_v.select(0, 0), q_k_v.select(0, 1), q_k_v.select(0, 2)};
 }
 
+// A nested qkv ([T_i, 3 D] entries) is padded with zeros to [B, T, 3 D] and
+// transformed as a batch, as on the CPU: the padded rows come back holding
+// the bias (q's rescaled).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> transform_bias_rescale_qkv_nested(const at::Tensor& qkv,
+                                                                                 const at::Tensor& qkv_bias,
+                                                                                 int64_t num_head) {
+  NEURON_TRACK_OP("aten::_transform_bias_rescale_qkv(nested)");
+  TORCH_CHECK(qkv.is_nested() && !qkv_bias.is_nested(),
+              "_transform_bias_rescale_qkv: expected a nested qkv and a dense bias");
+  return transform_bias_rescale_qkv(qkv.to_padded_tensor(0.0), qkv_bias, num_head);
+}
+
+// [B, H, T, S] scores of a nested query's entries padded to T: each entry's
+// softmax over its first T_i keys for its first T_i queries, 0 elsewhere
+// (the CPU's result, which takes the entries one by one). Here one masked
+// softmax with the keys past each length masked, then the padded queries'
+// rows zeroed (a zero-length entry's NaN rows among them).
+at::Tensor nested_softmax_with_shape(const at::Tensor& self, const at::Tensor& query) {
+  NEURON_TRACK_OP("aten::_nested_tensor_softmax_with_shape(nested)");
+  TORCH_CHECK_INDEX(self.dim() >= 4, "too many indices for tensor of dimension ", self.dim());
+  TORCH_CHECK(self.dim() == 4 && !self.is_nested() && query.is_nested(),
+              "_nested_tensor_softmax_with_shape: expected dense [B, H, T, T] scores and a nested query");
+  at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(query);
+  TORCH_CHECK(at::native::nested_tensor_impl_is_contiguous(impl) && impl->get_nested_sizes().dim() == 2,
+              "_nested_tensor_softmax_with_shape: expected a contiguous nested query of [T_i, D] entries");
+  const at::Tensor lengths = impl->get_nested_sizes().select(1, 0).unsqueeze(1);
+  const int64_t B = self.size(0), T = self.size(2), S = self.size(3);
+  TORCH_CHECK_INDEX(lengths.size(0) <= B, "index ", B, " is out of bounds for dimension 0 with size ", B);
+  TORCH_CHECK(lengths.size(0) == B, "_nested_tensor_softmax_with_shape: the query has ", lengths.size(0),
+              " entries for scores of batch ", B);
+  const at::Tensor past_key = at::arange(S, at::kLong).unsqueeze(0).ge(lengths).to(self.device());
+  const at::Tensor past_query = at::arange(T, at::kLong).unsqueeze(0).ge(lengths).to(self.device());
+  at::Tensor out = masked_softmax(self, past_key.view({B, 1, 1, S}).expand(self.sizes()), 3, 2);
+  return out.masked_fill_(past_query.view({B, 1, T, 1}), 0);
+}
+
+// x W^T: matmul for a dense x; for a nested one (the CPU's nested matmul) one
+// product over its buffer of rows, after the CPU's checks in its words.
+at::Tensor gemm_nt(const at::Tensor& x, const at::Tensor& w) {
+  if (!x.is_nested()) return at::matmul(x, w.t());
+  at::native::NestedTensorImpl* impl = at::native::get_nested_tensor_impl(x);
+  TORCH_CHECK(at::native::nested_tensor_impl_is_contiguous(impl),
+              "for now linear only supports contiguous nested tensor");
+  const std::optional<int64_t> last = impl->opt_size(-1);
+  TORCH_CHECK(last.has_value(),
+              "Expected all tensors in nested tensor to have the same trailing dimension, instead last dimension "
+              "equals: ",
+              impl->get_nested_sizes().select(1, -1));
+  TORCH_CHECK(*last == w.size(1), "Shape mismatch for NestedTensor Matmul: Expected input's (a nested tensor) ",
+              "'last_dim' to equal 'weight.size(0), but got: last_dim = ", *last, ", and weight.size(0) = ",
+              w.size(1));
+  at::Tensor sizes = impl->get_nested_sizes().clone();
+  sizes.select(1, -1).fill_(w.size(0));
+  const at::Tensor rows = at::mm(impl->get_buffer().view({-1, *last}), w.t());
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(rows.reshape({-1}), sizes);
+}
+
 // [B, T, 3 D]: one product for self-attention, else the q, k, v rows of
-// the weight applied to query, key and value apart.
+// the weight applied to query, key and value apart (nested ones joined by
+// the nested cat, which wants the same lengths, as on the CPU).
 at::Tensor qkv_projection(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim,
                           const at::Tensor& qkv_weight) {
   if (key.is_same(value)) {
-    if (query.is_same(key)) return at::matmul(query, qkv_weight.t());
+    if (query.is_same(key)) return gemm_nt(query, qkv_weight);
     auto w = qkv_weight.split_with_sizes({embed_dim, 2 * embed_dim}, 0);
-    return at::cat({at::matmul(query, w[0].t()), at::matmul(key, w[1].t())}, 2);
+    return at::cat({gemm_nt(query, w[0]), gemm_nt(key, w[1])}, 2);
   }
   auto w = qkv_weight.chunk(3, 0);
-  return at::cat({at::matmul(query, w[0].t()), at::matmul(key, w[1].t()), at::matmul(value, w[2].t())}, 2);
+  return at::cat({gemm_nt(query, w[0]), gemm_nt(key, w[1]), gemm_nt(value, w[2])}, 2);
 }
 
+// The CPU's kernel takes dense inputs and a nested query alike (a nested
+// query with a nested key and value of the same lengths for cross-attention).
 std::tuple<at::Tensor, at::Tensor> native_multi_head_attention(
     const at::Tensor& query, const at::Tensor& key, const at::Tensor& value, int64_t embed_dim, int64_t num_head,
     const at::Tensor& qkv_weight, const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
     const at::Tensor& proj_bias, const std::optional<at::Tensor>& mask_in, bool need_weights,
     bool average_attn_weights, std::optional<int64_t> mask_type) {
-  NEURON_TRACK_OP("aten::_native_multi_head_attention");
-  TORCH_CHECK(!query.is_nested() && !key.is_nested() && !value.is_nested(),
-              "_native_multi_head_attention: nested tensors are not supported on neuron");
+  const bool nested = query.is_nested() || key.is_nested() || value.is_nested();
+  if (nested)
+    NEURON_TRACK_OP("aten::_native_multi_head_attention(nested)");
+  else
+    NEURON_TRACK_OP("aten::_native_multi_head_attention");
+  const bool has_mask = mask_in.has_value() && mask_in->defined();
   // The CPU's checks, in its order and words.
+  TORCH_CHECK(!has_mask || !query.is_nested(), "NestedTensor with mask is not supported yet");
   const int64_t D = embed_dim;
   TORCH_CHECK(query.dim() == 3, "expected 3-D `query`, got ", query.dim(), "-D tensor");
-  TORCH_CHECK(query.size(2) == embed_dim, "passed-in embed_dim ", embed_dim, " didn't match last dim of query ",
-              query.size(2));
+  TORCH_CHECK(query.is_nested() || query.size(2) == embed_dim, "passed-in embed_dim ", embed_dim,
+              " didn't match last dim of query ", query.size(2));
   TORCH_CHECK(key.dim() == 3, "expected 3-D `key`, got ", key.dim(), "-D tensor");
   TORCH_CHECK(value.dim() == 3, "expected 3-D `value`, got ", value.dim(), "-D tensor");
-  TORCH_CHECK(query.sizes() == key.sizes() && key.sizes() == value.sizes(),
+  TORCH_CHECK(nested || (query.sizes() == key.sizes() && key.sizes() == value.sizes()),
               "expected `query`/`key`/`value` shapes to match");
   TORCH_CHECK(qkv_weight.dim() == 2, "expected 2-D `qkv_weight`, got ", qkv_weight.dim(), "-D tensor");
   TORCH_CHECK(D * 3 == qkv_weight.size(0), "expected `qkv_weight` first dim to be 3x embed_dim");
@@ -194,23 +266,41 @@ std::tuple<at::Tensor, at::Tensor> native_multi_head_attention(
   TORCH_CHECK(num_head > 0 && D % num_head == 0, "`embed_dim` must divide evenly by `num_heads`");
 
   at::Tensor qkv = qkv_projection(query, key, value, embed_dim, qkv_weight);
-  if (qkv.numel() == 0) return {at::empty_like(query), at::Tensor()};
-  const int64_t B = query.size(0), T = query.size(1), dh = D / num_head;
-  auto [q, k, v] = transform_bias_rescale_qkv(qkv, qkv_bias, num_head);
+  if (!qkv.is_nested() && qkv.numel() == 0) return {at::empty_like(query), at::Tensor()};
+  auto [q, k, v] = qkv.is_nested() ? transform_bias_rescale_qkv_nested(qkv, qkv_bias, num_head)
+                                   : transform_bias_rescale_qkv(qkv, qkv_bias, num_head);
   qkv = at::Tensor();
+  // [B, H, T, dh], T the longest entry's length for a nested query.
+  const int64_t B = q.size(0), T = q.size(2), dh = D / num_head;
   at::Tensor scores = at::bmm(q.view({B * num_head, T, dh}), k.view({B * num_head, T, dh}).transpose(1, 2))
                           .view({B, num_head, T, T});
   // Any non-bool mask counts as "masked" where it is non-zero (the CPU casts
   // it to bool), so an additive float mask of 0 / -inf keeps its meaning.
-  if (mask_in.has_value() && mask_in->defined())
+  if (query.is_nested() && !has_mask)
+    scores = nested_softmax_with_shape(scores, query);
+  else if (has_mask)
     scores = masked_softmax(scores, mask_in->scalar_type() == at::kBool ? *mask_in : mask_in->to(at::kBool), 3,
                             mask_type);
   else
     scores = at::_softmax(scores, 3, false);
   at::Tensor context = at::bmm(scores.view({B * num_head, T, T}), v.view({B * num_head, T, dh}));
-  // [B, H, T, dh] -> [B T, D], then the output projection.
+  // [B, H, T, dh] -> [B T, D] (each entry's rows for a nested query), then
+  // the output projection.
+  at::Tensor proj;
   at::Tensor rows = context.view({B, num_head, T, dh}).permute({0, 2, 1, 3}).reshape({B * T, D});
-  at::Tensor proj = at::linear(rows, proj_weight, proj_bias).view({B, T, proj_weight.size(0)});
+  if (query.is_nested()) {
+    // The CPU's _nested_from_padded (a mask per entry, a masked_select) in
+    // one gather of the entries' rows.
+    const at::Tensor& sizes = at::native::get_nested_tensor_impl(query)->get_nested_sizes();
+    const at::Tensor keep = at::arange(T, at::kLong).unsqueeze(0).lt(sizes.select(1, 0).unsqueeze(1));
+    const at::Tensor index = at::arange(B * T, at::kLong).view({B, T}).masked_select(keep).to(rows.device());
+    at::Tensor out_sizes = sizes.clone();
+    out_sizes.select(1, -1).fill_(proj_weight.size(0));
+    proj = at::detail::make_tensor<at::native::NestedTensorImpl>(
+        at::addmm(proj_bias, rows.index_select(0, index), proj_weight.t()).reshape({-1}), out_sizes);
+  } else {
+    proj = at::linear(rows, proj_weight, proj_bias).view({B, T, proj_weight.size(0)});
+  }
   if (!need_weights) return {proj, at::Tensor()};
   if (average_attn_weights) scores = scores.sum(1).div_(num_head);
   return {proj, scores};
@@ -259,6 +349,12 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("_transform_bias_rescale_qkv", transform_bias_rescale_qkv);
   m.impl("_native_multi_head_attention", native_multi_head_attention);
   m.impl("_transformer_encoder_layer_fwd", transformer_encoder_layer_fwd);
+}
+
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("_transform_bias_rescale_qkv", transform_bias_rescale_qkv_nested);
+  m.impl("_nested_tensor_softmax_with_shape", nested_softmax_with_shape);
+  m.impl("_native_multi_head_attention", native_multi_head_attention);
 }
 
 }  // namespace torchneuron
