@@ -687,6 +687,29 @@ def test_nan_signs_and_payloads_as_unfused(gates, dtype):
     assert counters[GROUPS] >= 1, counters
 
 
+def tame_program(q, x, y):
+    return dict(gelu=F.gelu(x), silu=F.silu(x), sigmoid=torch.sigmoid(x), gelu_of_mul=F.gelu(x * y),
+                silu_of_add=F.silu(x + y), sigmoid_of_sub=torch.sigmoid(x - y))
+
+
+def test_tame_twins_same_bits_fused(gates):
+    """GELU, SiLU and sigmoid take their tame twins per block fused (the
+    tape's tame_block, the generated code) as the kernels do alone: the same
+    bits, on tame blocks and on blocks holding one value out of the twin's
+    domain (above 13 for GELU, 86 for SiLU and sigmoid, infinite, NaN)."""
+
+    def make_inputs():
+        g = torch.Generator().manual_seed(5)
+        x, y = 3 * torch.randn(SHAPE, generator=g), torch.randn(SHAPE, generator=g)
+        wild = torch.tensor([13.5, -20.0, 90.0, -87.5, float("inf"), -float("inf"), float("nan"), 1e30])
+        picks = x.view(-1)[1000::9001]
+        x.view(-1)[1000::9001] = wild.repeat(len(picks) // len(wild) + 1)[: len(picks)]
+        return [x, y]
+
+    _, counters = run_both(gates, make_inputs, tame_program)
+    assert counters[FUSED_OPS] >= 6, counters
+
+
 def empty_and_0d_program(q, x, e0, s0):
     a = x * 2
     z1 = e0 + 1  # zero-size: nothing to run

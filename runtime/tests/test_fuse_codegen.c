@@ -600,62 +600,88 @@ static void test_background_compile(void) {
   remove_cache();
 }
 
-/* The sigmoid's tame twin (codegen.c: blocks whose every value has |x| <=
- * 86 skip the clamps, the NaN select and the split scaling): bitwise the
- * scalar twin over a sweep of every sign and exponent of the domain, its
- * edges, and blocks with one value outside it (86 plus an ulp, NaN, an
- * infinity) among tame ones; a sigmoid of an input and of a computed value. */
-static void test_tame_sigmoid_matches_bitwise(void) {
-  fresh_cache();
-  desc d;
-  memset(&d, 0, sizeof d);
-  d.num_inputs = 1;
-  d.inputs[0] = NRT_FLOAT32;
-  d.outputs[d.num_outputs++] = add_inst(&d, NRT_OP_SIGMOID, input_ref(0), NULL);
-  nrt_fuse_ref b = input_ref(0);
-  int r = add_inst(&d, NRT_OP_MUL, input_ref(0), &b); /* x * x, then its sigmoid */
-  d.outputs[d.num_outputs++] = add_inst(&d, NRT_OP_SIGMOID, reg_ref(r), NULL);
-  struct nrt_fuse_group *g = build(&d, "tame sigmoid");
-  char *src = rt_fuse_codegen_source(g, "tn_probe");
-  CHECK(src && strstr(src, "rt_vm_sigmoidf_tame(x)") && strstr(src, "big0"));
-  free(src);
-  const rt_gen_kernel *k = rt_fuse_codegen_get(g);
-  CHECK(k != NULL);
-  const uint32_t top = 0x42ac0000u; /* 86.0f */
-  const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
-  const float edges[] = {86.0f, -86.0f, nextafterf(86.0f, 0.0f), -nextafterf(86.0f, 0.0f), 9.2736185f,
-                         -9.2736185f, 0.0f, -0.0f, 1e-45f, -1e-45f, 1.1754944e-38f, 0.5f, -0.5f, 1.0f};
-  const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]);
-  const int64_t n = 2 * sweep + ne + 4 * 256;
-  float *x = malloc((size_t)n * 4), *want[2] = {malloc((size_t)n * 4), malloc((size_t)n * 4)},
-        *got[2] = {malloc((size_t)n * 4), malloc((size_t)n * 4)};
-  int64_t at = 0;
-  for (int64_t i = 0; i < sweep; i++) {
-    uint32_t u = (uint32_t)(i * step);
-    memcpy(&x[at++], &u, 4);
-    u |= 0x80000000u;
-    memcpy(&x[at++], &u, 4);
+/* The tame twins of sigmoid, GELU and SiLU (codegen.c and the tape's
+ * tame_block: blocks whose every value has |x| <= the bound, 86, 13, 86,
+ * skip the clamps, the NaN select and the split scaling): the generated
+ * code and the tape bitwise the scalar twin (the general expressions) over
+ * a sweep of every sign and exponent of the domain, its edges, and blocks
+ * with one value outside it (the bound plus an ulp, NaN, an infinity)
+ * among tame ones; the op of an input and of a computed value. */
+static void test_tame_twins_match_bitwise(void) {
+  static const struct {
+    nrt_op_code code;
+    const char *twin, *what;
+    float top;
+  } ops[] = {{NRT_OP_SIGMOID, "rt_vm_sigmoidf_tame(x)", "tame sigmoid", 86.0f},
+             {NRT_OP_GELU, "rt_vm_geluf_tame(x)", "tame gelu", 13.0f},
+             {NRT_OP_SILU, "rt_vm_siluf_tame(x)", "tame silu", 86.0f}};
+  for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+    fresh_cache();
+    desc d;
+    memset(&d, 0, sizeof d);
+    d.num_inputs = 1;
+    d.inputs[0] = NRT_FLOAT32;
+    d.outputs[d.num_outputs++] = add_inst(&d, ops[o].code, input_ref(0), NULL);
+    nrt_fuse_ref b = input_ref(0);
+    int r = add_inst(&d, NRT_OP_MUL, input_ref(0), &b); /* x * x, then the op of it */
+    d.outputs[d.num_outputs++] = add_inst(&d, ops[o].code, reg_ref(r), NULL);
+    struct nrt_fuse_group *g = build(&d, ops[o].what);
+    char *src = rt_fuse_codegen_source(g, "tn_probe");
+    CHECK(src && strstr(src, ops[o].twin) && strstr(src, "big0"));
+    free(src);
+    const rt_gen_kernel *k = rt_fuse_codegen_get(g);
+    CHECK(k != NULL);
+    const float top = ops[o].top;
+    uint32_t top_bits;
+    memcpy(&top_bits, &top, 4);
+    const int64_t step = 2053, sweep = (int64_t)(top_bits / step) + 1;
+    const float edges[] = {top, -top, nextafterf(top, 0.0f), -nextafterf(top, 0.0f), 9.2736185f,
+                           -9.2736185f, 0.0f, -0.0f, 1e-45f, -1e-45f, 1.1754944e-38f, 0.5f, -0.5f, 1.0f};
+    const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]);
+    const int64_t n = 2 * sweep + ne + 4 * 256;
+    float *x = malloc((size_t)n * 4), *want[2] = {malloc((size_t)n * 4), malloc((size_t)n * 4)},
+          *got[2] = {malloc((size_t)n * 4), malloc((size_t)n * 4)};
+    int64_t at = 0;
+    for (int64_t i = 0; i < sweep; i++) {
+      uint32_t u = (uint32_t)(i * step);
+      if (u > top_bits) u = top_bits;
+      memcpy(&x[at++], &u, 4);
+      u |= 0x80000000u;
+      memcpy(&x[at++], &u, 4);
+    }
+    for (int64_t i = 0; i < ne; i++) x[at++] = edges[i];
+    /* tame blocks (x * x too for GELU's |x| <= 3.6), then the wild values */
+    while (at < n) x[at] = (float)((at % 1700) - 850) / 850.0f * (o == 1 ? 3.6f : top), at++;
+    const float wild[] = {nextafterf(top, 100.0f), -nextafterf(top, 100.0f), NAN, -INFINITY, 1e30f};
+    for (int i = 0; i < 5; i++) x[n - 4 * 256 + 100 + 200 * i] = wild[i];
+    rt_fuse_box box = {.rows = 1, .cols = n};
+    box.in[0] = (char *)x, box.in_rs[0] = n, box.in_cs[0] = 1;
+    for (int j = 0; j < 2; j++) box.out[j] = (char *)want[j], box.out_rs[j] = n, box.out_cs[j] = 1;
+    rt_fuse_tape_run_reference(g, &box);
+    char what[64];
+    for (int how = 0; how < 2; how++) {
+      if (how == 1 && !k) continue;
+      for (int j = 0; j < 2; j++) box.out[j] = (char *)got[j], memset(got[j], 0xa5, (size_t)n * 4);
+      if (how == 0) {
+        char *scratch = aligned_alloc(64, (rt_fuse_tape_scratch_bytes(&g->tape) + 63) & ~(size_t)63);
+        rt_fuse_tape_run(g, &box, scratch);
+        free(scratch);
+      } else {
+        const float *in[1] = {x};
+        float *out[2] = {got[0], got[1]};
+        k->fn(n, in, out);
+      }
+      snprintf(what, sizeof what, "%s (%s) of an input", ops[o].what, how ? "generated" : "tape");
+      CHECK(same_bits(got[0], want[0], n, what));
+      snprintf(what, sizeof what, "%s (%s) of a computed value", ops[o].what, how ? "generated" : "tape");
+      CHECK(same_bits(got[1], want[1], n, what));
+    }
+    if (k) check_layouts(g, k, ops[o].what);
+    free(x);
+    for (int j = 0; j < 2; j++) free(want[j]), free(got[j]);
+    free(g);
+    remove_cache();
   }
-  for (int64_t i = 0; i < ne; i++) x[at++] = edges[i];
-  while (at < n) x[at] = (float)((at % 1700) - 850) / 10.0f, at++; /* tame blocks, then the wild values */
-  const float wild[] = {nextafterf(86.0f, 100.0f), -nextafterf(86.0f, 100.0f), NAN, -INFINITY, 1e30f};
-  for (int i = 0; i < 5; i++) x[n - 4 * 256 + 100 + 200 * i] = wild[i];
-  rt_fuse_box box = {.rows = 1, .cols = n};
-  box.in[0] = (char *)x, box.in_rs[0] = n, box.in_cs[0] = 1;
-  for (int j = 0; j < 2; j++) box.out[j] = (char *)want[j], box.out_rs[j] = n, box.out_cs[j] = 1;
-  rt_fuse_tape_run_reference(g, &box);
-  if (k) {
-    const float *in[1] = {x};
-    float *out[2] = {got[0], got[1]};
-    k->fn(n, in, out);
-    CHECK(same_bits(got[0], want[0], n, "tame sigmoid of an input"));
-    CHECK(same_bits(got[1], want[1], n, "tame sigmoid of a computed value"));
-    check_layouts(g, k, "tame sigmoid");
-  }
-  free(x);
-  for (int j = 0; j < 2; j++) free(want[j]), free(got[j]);
-  free(g);
-  remove_cache();
 }
 
 int main(void) {
@@ -663,7 +689,7 @@ int main(void) {
   unsetenv("TORCHNEURON_CODEGEN");
   unsetenv("TORCHNEURON_DISK_CACHE");
   RUN(test_every_op_matches_the_tape_bitwise);
-  RUN(test_tame_sigmoid_matches_bitwise);
+  RUN(test_tame_twins_match_bitwise);
   RUN(test_threads_through_the_vm);
   RUN(test_disk_cache_and_damaged_entries);
   RUN(test_failures_fall_back_to_the_tape);

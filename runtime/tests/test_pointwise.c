@@ -1283,6 +1283,113 @@ static void test_threshold_backward0_16_matches_twin_bitwise(void) {
   nrt_free(r);
 }
 
+/* bits16.c: abs, neg, sign, hardtanh, threshold, copysign, maximum and
+ * minimum on float16/bfloat16 patterns must give their converting twins'
+ * bits. Unary ops over all 65,536 patterns (contiguous, and strided for the
+ * scalar-free ones), with bounds around zero, rounding boundaries, float16
+ * subnormals, the ends of each range, infinities (clamp_min / clamp_max
+ * become hardtanh with one infinite bound) and NaN (which keeps the
+ * converting path); binary ops over every a against a permuted sweep of b
+ * and against special values. */
+typedef struct bits16_case {
+  nrt_op_code code;
+  int num_scalars, int_scalars;
+  double s0, s1;
+} bits16_case;
+
+static int64_t bits16_compare(const char *what, nrt_dtype t, const uint16_t *got, const uint16_t *want,
+                              const uint16_t *x, int64_t n, int64_t step) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (got[i * step] != want[i * step] && bad++ < 3)
+      fprintf(stderr, "  %s %s: x 0x%04x -> 0x%04x, twin 0x%04x\n", what,
+              t == NRT_BFLOAT16 ? "bf16" : "f16", (unsigned)x[i], got[i * step], want[i * step]);
+  return bad;
+}
+
+static void test_bits16_ops_match_twins(void) {
+  const int64_t n = 1 << 16;
+  const double bounds[] = {0.0, -0.0, 0.1, -0.1, 1.0, -1.0, 6.0, 2.5, 1e-6, -3e-8, 5.9604644775390625e-08,
+                           1e-40, 65504.0, 65520.0, -1e30, 3.3895313892515355e38, 1e39, INFINITY,
+                           -INFINITY, NAN};
+  const int nb = (int)(sizeof bounds / sizeof bounds[0]);
+  bits16_case cases[400];
+  int nc = 0;
+  const nrt_op_code plain[] = {NRT_OP_ABS, NRT_OP_NEG, NRT_OP_SIGN};
+  for (int k = 0; k < 3; k++) cases[nc++] = (bits16_case){plain[k], 0, 0, 0, 0};
+  for (int i = 0; i < nb; i++)
+    for (int j = 0; j < nb; j += 3) {
+      cases[nc++] = (bits16_case){NRT_OP_HARDTANH, 2, 0, bounds[i], bounds[(i + j + 1) % nb]};
+      cases[nc++] = (bits16_case){NRT_OP_THRESHOLD, 2, 0, bounds[i], bounds[(i + j + 2) % nb]};
+    }
+  for (int i = 0; i < nb; i++) { /* clamp_min / clamp_max with a number */
+    cases[nc++] = (bits16_case){NRT_OP_HARDTANH, 2, 0, bounds[i], INFINITY};
+    cases[nc++] = (bits16_case){NRT_OP_HARDTANH, 2, 0, -INFINITY, bounds[i]};
+  }
+  cases[nc++] = (bits16_case){NRT_OP_HARDTANH, 2, 1, -1, 1}; /* integer scalars */
+  cases[nc++] = (bits16_case){NRT_OP_THRESHOLD, 2, 1, 3, -7};
+  const nrt_dtype types[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  uint16_t *x = malloc((size_t)n * 2 * 2);
+  void *xd = dev_alloc((size_t)n * 2 * 2), *o = dev_alloc((size_t)n * 2 * 2), *r = dev_alloc((size_t)n * 2 * 2);
+  for (int k = 0; k < 2; k++)
+    for (int c = 0; c < nc; c++)
+      for (int strided = 0; strided < 1 + (cases[c].num_scalars == 0); strided++) {
+        const bits16_case *bc = &cases[c];
+        const int64_t step = strided ? 2 : 1;
+        for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)i, ((uint16_t *)host(xd))[i * step] = (uint16_t)i;
+        nrt_tensor_view views[2] = {view_1d(o, types[k], n, step), view_1d(xd, types[k], n, step)};
+        nrt_op op = make_op(bc->code, types[k], 1, 2, views);
+        for (int s = 0; s < bc->num_scalars; s++) {
+          const double v = s ? bc->s1 : bc->s0;
+          if (bc->int_scalars) set_int_scalar(&op, s, (int64_t)v);
+          else set_scalar(&op, s, v);
+        }
+        CHECK_OK(nrt_op_execute(&op));
+        op.operands[0] = view_1d(host(r), types[k], n, step);
+        op.operands[1] = view_1d(host(xd), types[k], n, step);
+        const nrt_status s = bc->code == NRT_OP_ABS        ? rt_kernel_abs_reference(&op)
+                             : bc->code == NRT_OP_NEG      ? rt_kernel_neg_reference(&op)
+                             : bc->code == NRT_OP_SIGN     ? rt_kernel_sign_reference(&op)
+                             : bc->code == NRT_OP_HARDTANH ? rt_kernel_hardtanh_reference(&op)
+                                                           : rt_kernel_threshold_reference(&op);
+        CHECK_OK(s);
+        char what[96];
+        snprintf(what, sizeof what, "%s(%g, %g)%s", nrt_op_name(bc->code), bc->s0, bc->s1,
+                 strided ? " strided" : "");
+        CHECK(bits16_compare(what, types[k], host(o), host(r), x, n, step) == 0);
+      }
+  /* Binary: every a against b permuted (each b once), then against specials. */
+  const uint16_t specials[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7c00, 0xfc00, 0x7fc0, 0xffc1, 0x7e00,
+                               0xfe01, 0x7c01, 0x0001, 0x8001, 0x3f80, 0xbc00, 0x03ff, 0x7bff, 0xfbff};
+  const int ns = (int)(sizeof specials / sizeof specials[0]);
+  void *b = dev_alloc((size_t)n * 2);
+  const nrt_op_code binary[] = {NRT_OP_COPYSIGN, NRT_OP_MAXIMUM, NRT_OP_MINIMUM};
+  for (int k = 0; k < 2; k++)
+    for (int sweep = 0; sweep < 2; sweep++)
+      for (int c = 0; c < 3; c++) {
+        for (int64_t i = 0; i < n; i++) {
+          ((uint16_t *)host(xd))[i] = x[i] = (uint16_t)i;
+          ((uint16_t *)host(b))[i] = sweep ? specials[i % ns] : (uint16_t)(i * 40503 + 12345);
+        }
+        nrt_tensor_view views[3] = {view_1d(o, types[k], n, 1), view_1d(xd, types[k], n, 1),
+                                    view_1d(b, types[k], n, 1)};
+        nrt_op op = make_op(binary[c], types[k], 1, 3, views);
+        CHECK_OK(nrt_op_execute(&op));
+        op.operands[0] = view_1d(host(r), types[k], n, 1);
+        op.operands[1] = view_1d(host(xd), types[k], n, 1);
+        op.operands[2] = view_1d(host(b), types[k], n, 1);
+        CHECK_OK(c == 0 ? rt_kernel_copysign_reference(&op)
+                 : c == 1 ? rt_kernel_maximum_reference(&op)
+                          : rt_kernel_minimum_reference(&op));
+        CHECK(bits16_compare(nrt_op_name(binary[c]), types[k], host(o), host(r), x, n, 1) == 0);
+      }
+  free(x);
+  nrt_free(b);
+  nrt_free(xd);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1316,6 +1423,7 @@ int main(void) {
   RUN(test_bfloat16_computes_in_float32);
   RUN(test_lookup16_matches_twin);
   RUN(test_relu16_matches_twin_bitwise);
+  RUN(test_bits16_ops_match_twins);
   RUN(test_threshold_backward0_16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);

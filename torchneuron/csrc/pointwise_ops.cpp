@@ -159,30 +159,61 @@ at::ScalarType clamp_scalar_result(const PointwiseCall& call) {
   return result;
 }
 
-// clamp_min/clamp_max with a number.
-void prepare_clamp_bound_scalar(PointwiseCall& call) {
-  if (call.input_scalars[1]) clamp_scalar_result(call);
-}
-
-// clamp with two scalar bounds: the result dtype promotes over self and both
-// bounds (an iterator takes one CPU scalar at most), the bounds become
-// attributes of a unary clamp (HARDTANH), and out= must have that dtype.
-void prepare_clamp_scalars(PointwiseCall& call) {
-  const at::ScalarType result = clamp_scalar_result(call);
-  if (!present(call, 1) || !present(call, 2)) return prepare_clamp(call);
+// The bounds become attributes of a unary clamp (HARDTANH) on self in the
+// result dtype; out= must have that dtype.
+void clamp_as_hardtanh(PointwiseCall& call, at::ScalarType result, const c10::Scalar& min,
+                       const c10::Scalar& max) {
   at::Tensor self = call.inputs[0];
-  c10::Scalar min = *call.input_scalars[1], max = *call.input_scalars[2];
   call.code = NRT_OP_HARDTANH;
   call.dtypes = D::SameAsInput;
   call.inputs = {result == self.scalar_type() ? self : self.to(result)};
   call.input_scalars.resize(1);
   call.scalars = {c10::IValue(min), c10::IValue(max)};
+}
+
+// One number bound on a floating result: a clamp with the other bound
+// infinite. x equal to the bound then stays x (-0.0 against a bound of 0.0
+// and the reverse), as the CPU's clamp_min/clamp_max keep it; maximum and
+// minimum give their second operand on such ties (as the CPU's vector loop
+// of maximum does).
+bool clamp_one_number_bound(PointwiseCall& call, at::ScalarType result, size_t k, bool is_min) {
+  if (!at::isFloatingType(result) || !call.input_scalars[k]) return false;
+  const c10::Scalar bound = *call.input_scalars[k];
+  check_scalar_fits(bound, result);
+  const double inf = std::numeric_limits<double>::infinity();
+  clamp_as_hardtanh(call, result, is_min ? bound : c10::Scalar(-inf), is_min ? c10::Scalar(inf) : bound);
+  return true;
+}
+
+// clamp_min/clamp_max with a number.
+void prepare_clamp_bound_scalar(PointwiseCall& call) {
+  if (!call.input_scalars[1]) return;
+  const at::ScalarType result = clamp_scalar_result(call);
+  clamp_one_number_bound(call, result, 1, call.code == NRT_OP_MAXIMUM);
+}
+
+// clamp with scalar bounds: the result dtype promotes over self and both
+// bounds (an iterator takes one CPU scalar at most).
+void prepare_clamp_scalars(PointwiseCall& call) {
+  const at::ScalarType result = clamp_scalar_result(call);
+  const bool has_min = present(call, 1), has_max = present(call, 2);
+  if (has_min != has_max && clamp_one_number_bound(call, result, has_min ? 1 : 2, has_min)) return;
+  if (!has_min || !has_max) return prepare_clamp(call);
+  c10::Scalar min = *call.input_scalars[1], max = *call.input_scalars[2];
   for (const c10::Scalar& bound : {min, max}) check_scalar_fits(bound, result);
+  clamp_as_hardtanh(call, result, min, max);
 }
 
 // threshold and hardtanh convert their scalars to the element type.
 void check_scalars_fit(const PointwiseCall& call, at::ScalarType compute) {
   for (const c10::IValue& value : call.scalars) check_scalar_fits(value.toScalar(), compute);
+}
+
+// threshold on float16/bfloat16 compares in float, as the CPU's kernel does:
+// only the replacement value must fit the element type.
+void check_threshold_scalars_fit(const PointwiseCall& call, at::ScalarType compute) {
+  if (!at::isReducedFloatingType(compute)) return check_scalars_fit(call, compute);
+  check_scalar_fits(call.scalars[1].toScalar(), compute);
 }
 
 // ---- unary ---------------------------------------------------------------
@@ -435,7 +466,7 @@ const PointwiseOp kPointwiseOps[] = {
     {"softplus_backward softplus_backward.grad_input", NRT_OP_SOFTPLUS_BACKWARD, D::Arithmetic,
      kFloat},
     {"threshold threshold_ threshold.out", NRT_OP_THRESHOLD, D::Arithmetic, kNumeric, nullptr,
-     kOverlapAllowed, check_scalars_fit},
+     kOverlapAllowed, check_threshold_scalars_fit},
     {"threshold_backward threshold_backward.grad_input", NRT_OP_THRESHOLD_BACKWARD, D::Arithmetic,
      kNumeric},
 

@@ -152,6 +152,24 @@ static const char *emitted_expr(const char *expr) {
   return expr;
 }
 
+/* The ops with a tame twin, as the eager kernels take them per block
+ * (pointwise_unary.c, RT_UNARY_LOOP_TAME in pointwise.h): the twin, the
+ * same bits on blocks whose largest |x| is at most the bound. */
+static const struct tame_twin {
+  const char *expr, *twin, *bound;
+} tame_twins[] = {
+    {"RT_EXPR_F32_SIGMOID", "rt_vm_sigmoidf_tame(x)", "RT_VM_SIGMOID_TAME_BITS"},
+    {"RT_EXPR_F32_GELU", "rt_vm_geluf_tame(x)", "RT_VM_GELU_TAME_BITS"},
+    {"RT_EXPR_F32_SILU", "rt_vm_siluf_tame(x)", "RT_VM_SILU_TAME_BITS"},
+};
+
+/* expr's entry of tame_twins, or NULL. */
+static const struct tame_twin *tame_twin_of(const char *expr) {
+  for (size_t k = 0; expr && k < sizeof tame_twins / sizeof tame_twins[0]; k++)
+    if (!strcmp(expr, tame_twins[k].expr)) return &tame_twins[k];
+  return NULL;
+}
+
 char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
   const rt_fuse_tape *tp = &g->tape;
   if (tp->num_ops <= 0) return NULL;
@@ -204,7 +222,7 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
    * with a transcendental inlined among the other ops ran 1.3x slower than
    * the tape on a Zen 4 (docs/performance.md); split so, 12% faster. */
   int seg[NRT_FUSE_MAX_INSTS], crosses[NRT_FUSE_MAX_INSTS], segs = 0, in_cur = 0, tamed = 0;
-  int tame_op[NRT_FUSE_MAX_INSTS + 1]; /* per segment: its sigmoid with a tame twin, or -1 */
+  int tame_op[NRT_FUSE_MAX_INSTS + 1]; /* per segment: its op with a tame twin, or -1 */
   for (int i = 0; i < tp->num_ops; i++) {
     int arity, heavy = is_heavy(rt_fuse_tape_expr(tp->ops[i].code, &arity));
     if (heavy && in_cur) segs++, in_cur = 0;
@@ -214,13 +232,15 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
     crosses[i] = 0;
   }
   if (in_cur) segs++;
-  /* A sigmoid (alone in its segment) of an input or of another segment's
-   * value gets a check per block and the tame twin's loop. */
+  /* A sigmoid, GELU or SiLU (alone in its segment) of an input or of
+   * another segment's value gets a check per block and the tame twin's
+   * loop, as the eager kernel has: the same op fused and alone then costs
+   * the same (and gives the same bits, as every twin does). */
   for (int sg = 0; sg < segs; sg++) tame_op[sg] = -1;
   for (int i = 0; i < tp->num_ops; i++) {
     int arity;
     const char *expr = rt_fuse_tape_expr(tp->ops[i].code, &arity);
-    if (expr && !strcmp(expr, "RT_EXPR_F32_SIGMOID") && arity == 1 &&
+    if (tame_twin_of(expr) && arity == 1 &&
         (tp->ops[i].src[0].kind == RT_TAPE_INPUT || (src_op[i][0] >= 0 && seg[src_op[i][0]] != seg[i])))
       tame_op[seg[i]] = i, tamed = 1;
   }
@@ -253,7 +273,8 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
         put(&t, "  for (int64_t j = 0; j < m; j++) {\n");
         put(&t, "    const uint32_t u = rt_vm_bits(%s) & 0x7fffffffu;\n", source);
         put(&t, "    big%d = u > big%d ? u : big%d;\n  }\n", i, i, i);
-        put(&t, "  if (big%d <= RT_VM_SIGMOID_TAME_BITS)\n", i);
+        int arity;
+        put(&t, "  if (big%d <= %s)\n", i, tame_twin_of(rt_fuse_tape_expr(tp->ops[i].code, &arity))->bound);
       } else if (tame_op[sg] >= 0) {
         put(&t, "  else\n");
       }
@@ -279,7 +300,7 @@ char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
         if (arity == 1) {
           put(&t, "      float x = ");
           put_source(&t, &op->src[0], src_op[i][0]);
-          expr = tame ? "rt_vm_sigmoidf_tame(x)" : emitted_expr(expr);
+          expr = tame ? tame_twin_of(expr)->twin : emitted_expr(expr);
           put(&t, ";\n      v%d = %s%s%s;\n    }\n", i, expr ? "(float)(" : "", expr ? expr : "x", expr ? ")" : "");
         } else {
           put(&t, "      float a = ");

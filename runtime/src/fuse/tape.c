@@ -7,6 +7,7 @@
 #include "ops/engine/convert.h"
 #include "ops/engine/elementwise.h"
 #include "ops/engine/vmath.h"
+#include "ops/engine/vmath_sigmoid_tame.h"
 #include "ops/pointwise/float_exprs.h"
 
 /* The tape's vocabulary: op code, scalars it reads, float32 expression. */
@@ -197,6 +198,42 @@ typedef struct tape_scalars {
     }                                                                        \
     break;
 
+/* The ops with a tame twin (vmath.h): a block whose largest |x| (by bits:
+ * NaN and infinity above every finite value) is at most BOUND runs TWIN,
+ * EXPR's bits there without its clamps and split scalings, as the eager
+ * kernels (RT_UNARY_LOOP_TAME) and the generated code (codegen.c) do; so
+ * the op fused costs what it costs alone. */
+#define TAPE_TAME(X)                                             \
+  X(SIGMOID, RT_VM_SIGMOID_TAME_BITS, rt_vm_sigmoidf_tame(x))    \
+  X(GELU, RT_VM_GELU_TAME_BITS, rt_vm_geluf_tame(x))             \
+  X(SILU, RT_VM_SILU_TAME_BITS, rt_vm_siluf_tame(x))
+
+#define TAME_CASE_(CODE, BOUND, TWIN)                             \
+  case T_##CODE:                                                  \
+    for (int64_t j = 0; j < n; j++) {                             \
+      const uint32_t u = rt_vm_bits(pa[j]) & 0x7fffffffu;         \
+      big = u > big ? u : big;                                    \
+    }                                                             \
+    if (big > (BOUND)) return 0;                                  \
+    for (int64_t j = 0; j < n; j++) {                             \
+      float x = pa[j];                                            \
+      d[j] = (TWIN);                                              \
+    }                                                             \
+    return 1;
+
+/* Runs a unary op of TAPE_TAME on n values of pa by its twin if the block
+ * allows; 0 where the general expression must run. */
+static inline __attribute__((always_inline)) int tame_block(int code, float *restrict d,
+                                                            const float *restrict pa, int64_t n) {
+  uint32_t big = 0;
+  switch (code) {
+    TAPE_TAME(TAME_CASE_)
+    default:
+      return 0;
+  }
+}
+#undef TAME_CASE_
+
 /* Every op of the tape over n elements (n <= RT_TAPE_BLOCK): slots are the
  * block registers, in[k] input k's elements (stride in_step[k]: 1, or 0
  * for one value). last_dst, when not NULL, is where the last op writes
@@ -225,6 +262,7 @@ RT_SIMD_VOID(tape_block, (const rt_fuse_tape *t, float *slots, const float *cons
     (void)sb;
     const tape_scalars sc_copy = {{op->scalars[0], op->scalars[1]}};
     const tape_scalars *sc = &sc_copy;
+    if (sa && op->num_src == 1 && tame_block(op->code, d, pa, n)) continue;
     switch (op->code) {
       case T_MOVE:
         if (sa) {

@@ -197,6 +197,22 @@ nrt_status rt_kernel_relu_reference(const nrt_op *op);
  * of its threshold-0 loops on the bits (pointwise_activation.c). */
 nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op);
 
+/* As rt_run_pointwise, but a float16/bfloat16 op of bits16.c's table (abs,
+ * neg, sign, hardtanh, threshold, copysign, maximum, minimum; their tensor
+ * operands all in the compute dtype) runs on the 16-bit patterns, with the
+ * bits of the converting path that loops would take. */
+nrt_status rt_run_bits16(const nrt_op *op, const rt_loop_table loops);
+/* Such a kernel and its twin rt_kernel_NAME_reference (the converting
+ * path), declared below for the tests. */
+#define RT_DEFINE_BITS16_KERNEL(NAME, TABLE)                                                        \
+  static const rt_loop_table NAME##_loops = TABLE(NAME);                                           \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) { return rt_run_bits16(op, NAME##_loops); }        \
+  nrt_status rt_kernel_##NAME##_reference(const nrt_op *op) { return rt_run_pointwise(op, NAME##_loops, -1); }
+#define RT_BITS16_KERNELS(X) X(abs) X(neg) X(sign) X(hardtanh) X(threshold) X(copysign) X(maximum) X(minimum)
+#define RT_DECLARE_BITS16_REFERENCE_(NAME) nrt_status rt_kernel_##NAME##_reference(const nrt_op *op);
+RT_BITS16_KERNELS(RT_DECLARE_BITS16_REFERENCE_)
+#undef RT_DECLARE_BITS16_REFERENCE_
+
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
 

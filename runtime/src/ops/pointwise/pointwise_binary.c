@@ -307,7 +307,7 @@ RT_BINARY_LOOP(hypot_f64, double, double, hypot(a, b))
 RT_DEFINE_TABLE_KERNEL(hypot, RT_FLOAT_TABLE)
 RT_BINARY_LOOP(copysign_f32, float, float, copysign(a, b))
 RT_BINARY_LOOP(copysign_f64, double, double, copysign(a, b))
-RT_DEFINE_TABLE_KERNEL(copysign, RT_FLOAT_TABLE)
+RT_DEFINE_BITS16_KERNEL(copysign, RT_FLOAT_TABLE)
 
 /* lerp with a scalar weight, PyTorch's two-sided formula (exact at both
  * ends); scalars [weight]. */
@@ -324,10 +324,10 @@ RT_DEFINE_TABLE_KERNEL(lerp, RT_FLOAT_TABLE)
 
 DEFINE_NUMERIC(maximum, a > b ? a : b, RT_EXPR_MAXIMUM)
 RT_BINARY_LOOP(maximum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | (b != 0)))
-RT_DEFINE_TABLE_KERNEL(maximum, ARITH_TABLE)
+RT_DEFINE_BITS16_KERNEL(maximum, ARITH_TABLE)
 DEFINE_NUMERIC(minimum, a < b ? a : b, RT_EXPR_MINIMUM)
 RT_BINARY_LOOP(minimum_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-RT_DEFINE_TABLE_KERNEL(minimum, ARITH_TABLE)
+RT_DEFINE_BITS16_KERNEL(minimum, ARITH_TABLE)
 DEFINE_NUMERIC(fmax, a > b ? a : b, MAX_IGNORING(a, b))
 RT_BINARY_LOOP(fmax_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | (b != 0)))
 RT_DEFINE_TABLE_KERNEL(fmax, ARITH_TABLE)

@@ -3,7 +3,8 @@
  * float32 exp, log, tanh, erf and sigmoid use the vectorisable versions of
  * vmath.h; the other float math calls libm per element. float16/bfloat16
  * arrive as float32 (the engine converts) and are rounded once on the way
- * out (relu works on their bits); their exp is an exact table. Integer negation and abs wrap. <tgmath.h> lets one expression
+ * out (relu, abs, neg, sign, hardtanh and threshold work on
+ * their bits: bits16.c); their exp is an exact table. Integer negation and abs wrap. <tgmath.h> lets one expression
  * serve the float and double loops (fabs(x) is fabsf for a float x).
  */
 #include <stdlib.h>
@@ -173,15 +174,15 @@ nrt_status rt_kernel_exp(const nrt_op *op) {
   RT_UNARY_LOOP(NAME##_f64, double, double, FLOAT)
 
 DEFINE_NUMERIC(neg, -RT_UW(x), -RT_UW(x), RT_EXPR_NEG)
-DEFINE_KERNEL(neg, NUMERIC_TABLE, -1)
+RT_DEFINE_BITS16_KERNEL(neg, NUMERIC_TABLE)
 
 DEFINE_NUMERIC(abs, x < 0 ? -RT_UW(x) : RT_UW(x), x, RT_EXPR_ABS)
-DEFINE_KERNEL(abs, NUMERIC_TABLE, -1)
+RT_DEFINE_BITS16_KERNEL(abs, NUMERIC_TABLE)
 
 /* sign(NaN) is 0, as PyTorch's (0 < x) - (x < 0) gives. */
 DEFINE_NUMERIC(sign, (x > 0) - (x < 0), x > 0, (x > 0) - (x < 0))
 RT_UNARY_LOOP(sign_bool, uint8_t, uint8_t, x)
-DEFINE_KERNEL(sign, ALL_TABLE, -1)
+RT_DEFINE_BITS16_KERNEL(sign, ALL_TABLE)
 
 /* relu keeps NaN (x < 0 is false for it), as clamp_min(x, 0) does.
  * bfloat16/float16 relu works on the bits (RT_RELU_BF16 / RT_RELU_F16):
@@ -259,13 +260,13 @@ DEFINE_KERNEL(nan_to_num, ALL_TABLE, -1)
 DEFINE_NUMERIC(hardtanh, CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
                CLAMP_SCALARS(__typeof__(x), sc->i[0], sc->i[1]),
                RT_EXPR_HARDTANH)
-DEFINE_KERNEL(hardtanh, NUMERIC_TABLE, -1)
+RT_DEFINE_BITS16_KERNEL(hardtanh, NUMERIC_TABLE)
 
 /* threshold: x <= threshold ? value : x; scalars [threshold, value]. */
 DEFINE_NUMERIC(threshold, x <= (__typeof__(x))sc->i[0] ? (__typeof__(x))sc->i[1] : x,
                x <= (__typeof__(x))sc->i[0] ? (__typeof__(x))sc->i[1] : x,
                x <= (__typeof__(x))sc->f[0] ? (__typeof__(x))sc->f[1] : x)
-DEFINE_KERNEL(threshold, NUMERIC_TABLE, -1)
+RT_DEFINE_BITS16_KERNEL(threshold, NUMERIC_TABLE)
 
 /* ---- tests with a bool result ----------------------------------------- */
 
