@@ -389,6 +389,60 @@ static void test_gcd_lcm_match_euclid(void) {
   }
 }
 
+/* int32 gcd and lcm run Stein's binary gcd over blocks of lanes on
+ * contiguous runs; Euclid one element at a time (rt_kernel_*_reference) is
+ * their twin: the same bits for magnitudes of every size, zeros, INT32_MIN
+ * (its blocks take the twin) and -1, with the operands contiguous (a
+ * length that leaves a tail), in place, strided and broadcast. */
+static void test_gcd_lcm_match_twin_bitwise(void) {
+  enum { N = 4096 + 13 };
+  const int32_t edges[] = {0, 1, -1, INT32_MIN, INT32_MAX, INT32_MIN + 1, 1 << 30, -(1 << 30), 6, -6, 1 << 16, 3 << 20};
+  const int E = (int)(sizeof edges / sizeof edges[0]);
+  void *a = dev_alloc(2 * N * 4), *b = dev_alloc(2 * N * 4), *o = dev_alloc(2 * N * 4), *r = dev_alloc(2 * N * 4);
+  int32_t *ha = host(a), *hb = host(b);
+  for (int i = 0; i < 2 * N; i++) {
+    const uint32_t x = (uint32_t)next_random(), y = (uint32_t)next_random();
+    const int kind = (i / 64) % 4; /* whole blocks of one kind: small, shifted, any bits, few bits */
+    ha[i] = kind == 0 ? (int32_t)(x % 2001) - 1000 : kind == 1 ? (int32_t)((x % 4001) << (y % 18)) - (1 << 17)
+          : kind == 2 ? (int32_t)x : (int32_t)(x & 0x8000f0f0u);
+    hb[i] = kind == 0 ? (int32_t)(y % 2001) - 1000 : kind == 1 ? (int32_t)((y % 3001) << (x % 19))
+          : kind == 2 ? (int32_t)y : (int32_t)(y & 0x0f0f0001u);
+    if (i % 11 == 0) ha[i] = edges[(i / 11) % E];
+    if (i % 13 == 0) hb[i] = edges[(i / 13) % E];
+    if (i > N && i < N + 200) ha[i] = (int32_t)(x % 97) - 48; /* blocks free of INT32_MIN near edges */
+  }
+  const nrt_op_code codes[2] = {NRT_OP_GCD, NRT_OP_LCM};
+  nrt_status (*twins[2])(const nrt_op *) = {rt_kernel_gcd_reference, rt_kernel_lcm_reference};
+  for (int c = 0; c < 2; c++)
+    for (int layout = 0; layout < 4; layout++) { /* contiguous, in place, strided, broadcast b */
+      const int64_t s = layout == 2 ? 2 : 1, sb = layout == 3 ? 0 : s;
+      void *out = layout == 1 ? a : o, *out_r = r;
+      if (layout == 1) memcpy(host(r), ha, 2 * N * 4); /* the twin's in-place copy */
+      nrt_tensor_view views[3] = {view_1d(out, NRT_INT32, N, s), view_1d(a, NRT_INT32, N, s), view_1d(b, NRT_INT32, N, sb)};
+      nrt_op op = make_op(codes[c], NRT_INT32, 1, 3, views);
+      int32_t saved[2 * N];
+      memcpy(saved, ha, sizeof saved);
+      CHECK_OK(nrt_op_execute(&op));
+      /* The kernel itself takes host addresses (nrt_op_execute translates). */
+      op.operands[0] = view_1d(host(out_r), NRT_INT32, N, s);
+      op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_INT32, N, s);
+      op.operands[2] = view_1d(hb, NRT_INT32, N, sb);
+      CHECK_OK(twins[c](&op));
+      const int32_t *got = host(out), *want = host(out_r);
+      int bad = 0;
+      for (int i = 0; i < N; i++)
+        if (got[i * s] != want[i * s] && bad++ < 3)
+          fprintf(stderr, "  %s layout %d: (%d, %d) -> %d, twin %d\n", c ? "lcm" : "gcd", layout,
+                  (int)saved[i * s], (int)hb[i * sb], (int)got[i * s], (int)want[i * s]);
+      CHECK(bad == 0);
+      memcpy(ha, saved, sizeof saved); /* undo the in-place run */
+    }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_add_alpha_wraps(void) {
   enum { N = 300 };
   int64_t av[N], bv[N];
@@ -1307,6 +1361,7 @@ int main(void) {
   RUN(test_integer_arithmetic_wraps);
   RUN(test_add_alpha_wraps);
   RUN(test_gcd_lcm_match_euclid);
+  RUN(test_gcd_lcm_match_twin_bitwise);
   RUN(test_integer_division_by_zero_fails);
   RUN(test_shifts_past_the_width);
   RUN(test_integer_pow);

@@ -196,6 +196,10 @@ nrt_status rt_kernel_relu_reference(const nrt_op *op);
 /* threshold_backward with float16/bfloat16 converted in registers: the twin
  * of its threshold-0 loops on the bits (pointwise_activation.c). */
 nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op);
+/* gcd and lcm by Euclid, one element at a time: the twins of int32's
+ * vectorised binary gcd (pointwise_gcd.c). */
+nrt_status rt_kernel_gcd_reference(const nrt_op *op);
+nrt_status rt_kernel_lcm_reference(const nrt_op *op);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 

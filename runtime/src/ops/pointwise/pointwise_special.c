@@ -1,6 +1,6 @@
 /* Special pointwise math (NRT_SPECIAL_OPS in neuronrt/ops/pointwise.h):
  * sinc, entr, the shrink activations, logaddexp(2), xlog1py, nextafter,
- * heaviside, gcd and lcm, glu, prelu and frexp.
+ * heaviside, glu, prelu and frexp.
  *
  * Formulas follow PyTorch's CPU kernels branch by branch (special values
  * included). float32 logaddexp uses the vectorisable exp and log of
@@ -8,9 +8,8 @@
  * ulp, where log(1 + z) alone loses every digit for small z). nextafter of
  * float16/bfloat16 steps the 16-bit representation itself, as c10 does
  * (computing it in float32 and rounding would return the input), and of
- * float32/float64 steps the bits too, vectorised. gcd and
- * lcm are PyTorch's Euclid on |a|, |b| with its integer wrapping spelt out:
- * |INT_MIN| stays INT_MIN, and lcm's INT_MIN / -1 wraps instead of trapping.
+ * float32/float64 steps the bits too, vectorised. gcd and lcm live in
+ * pointwise_gcd.c.
  */
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
@@ -156,75 +155,6 @@ nrt_status rt_kernel_heaviside(const nrt_op *op) {
       [NRT_BOOL] = heaviside_bool, [NRT_UINT8] = heaviside_u8, [NRT_INT8] = heaviside_i8,
       [NRT_INT16] = heaviside_i16, [NRT_INT32] = heaviside_i32, [NRT_INT64] = heaviside_i64,
       [NRT_FLOAT32] = heaviside_f32, [NRT_FLOAT64] = heaviside_f64};
-  return rt_run_pointwise(op, loops, -1);
-}
-
-/* ---- gcd, lcm ----------------------------------------------------------------
- * |v| wrapping in T (uint8 is its own magnitude). The remainder guards
- * b % -1 (always 0), which traps for INT_MIN. */
-#define ABS_WRAP(T, v) ((v) < 0 ? RT_WRAP(T, 0 - RT_U64(v)) : (v))
-#define DEFINE_GCD(S, T)                                 \
-  static inline T gcd_##S(T a, T b) {                    \
-    a = ABS_WRAP(T, a);                                  \
-    b = ABS_WRAP(T, b);                                  \
-    while (a != 0) {                                     \
-      T c = a;                                           \
-      a = (T)(a == (T)-1 ? 0 : b % a);                   \
-      b = c;                                             \
-    }                                                    \
-    return b;                                            \
-  }
-DEFINE_GCD(i8, int8_t)
-DEFINE_GCD(i16, int16_t)
-DEFINE_GCD(i32, int32_t)
-DEFINE_GCD(i64, int64_t)
-static inline uint8_t gcd_u8(uint8_t a, uint8_t b) {
-  while (a != 0) {
-    uint8_t c = a;
-    a = (uint8_t)(b % a);
-    b = c;
-  }
-  return b;
-}
-
-/* Types narrower than int compute a / g * b and its magnitude in int (C++
- * promotes them), then truncate; int32 and int64 wrap in their own type. */
-#define LCM_NARROW(S, T)                                                  \
-  static inline T lcm_##S(T a, T b) {                                     \
-    T g = gcd_##S(a, b);                                                  \
-    if (g == 0) return 0;                                                 \
-    int32_t p = (int32_t)a / (int32_t)g * (int32_t)b;                     \
-    return (T)(p < 0 ? -p : p);                                           \
-  }
-#define LCM_WIDE(S, T)                                                    \
-  static inline T lcm_##S(T a, T b) {                                     \
-    T g = gcd_##S(a, b);                                                  \
-    if (g == 0) return 0;                                                 \
-    T q = g == -1 ? RT_WRAP(T, 0 - RT_U64(a)) : (T)(a / g);               \
-    T p = RT_WRAP(T, RT_UW(q) * RT_UW(b));                                \
-    return ABS_WRAP(T, p);                                                \
-  }
-LCM_NARROW(u8, uint8_t)
-LCM_NARROW(i8, int8_t)
-LCM_NARROW(i16, int16_t)
-LCM_WIDE(i32, int32_t)
-LCM_WIDE(i64, int64_t)
-
-#define DEFINE_INTEGER_LOOPS(ENUM, S, T)               \
-  RT_BINARY_LOOP(gcd_loop_##S, T, T, gcd_##S(a, b))    \
-  RT_BINARY_LOOP(lcm_loop_##S, T, T, lcm_##S(a, b))
-RT_INTEGER_TYPES(DEFINE_INTEGER_LOOPS)
-#define INTEGER_TABLE(NAME)                                                          \
-  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16,        \
-   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64}
-
-nrt_status rt_kernel_gcd(const nrt_op *op) {
-  static const rt_loop_table loops = INTEGER_TABLE(gcd_loop);
-  return rt_run_pointwise(op, loops, -1);
-}
-
-nrt_status rt_kernel_lcm(const nrt_op *op) {
-  static const rt_loop_table loops = INTEGER_TABLE(lcm_loop);
   return rt_run_pointwise(op, loops, -1);
 }
 
