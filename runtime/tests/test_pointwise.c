@@ -443,6 +443,62 @@ static void test_gcd_lcm_match_twin_bitwise(void) {
   nrt_free(r);
 }
 
+/* float32 logaddexp(2) take tame twins per block of 512 finite pairs with
+ * |x| <= 2^126 (pointwise_special.c): bitwise the general loops
+ * (rt_kernel_logaddexp*_reference) over operands of every scale, gaps that
+ * make e^-g subnormal or zero, signed zeros and the bound itself, blocks
+ * holding one wild value (NaN, an infinity, just above the bound) each,
+ * contiguous with a tail, in place and strided. */
+static void test_logaddexp_tame_blocks_match_twin(void) {
+  enum { N = 512 * 24 + 77 };
+  const float edges[] = {0.0f, -0.0f, 0x1p126f, -0x1p126f, 1e-45f, -1e-45f, 1.1754944e-38f, 1.0f, -1.0f,
+                         -87.5f, -100.0f, -103.9f, -150.0f, 88.0f, 3e38f / 4};
+  const float wild[] = {NAN, INFINITY, -INFINITY, 0x1.000002p126f, -3e38f, 3e38f};
+  const int ne = (int)(sizeof edges / sizeof edges[0]), nw = (int)(sizeof wild / sizeof wild[0]);
+  void *a = dev_alloc(2 * N * 4), *b = dev_alloc(2 * N * 4), *o = dev_alloc(2 * N * 4), *r = dev_alloc(2 * N * 4);
+  float *ha = host(a), *hb = host(b);
+  for (int i = 0; i < 2 * N; i++) {
+    const int block = i / 512;
+    const float scale = block % 4 == 0 ? 1.0f : block % 4 == 1 ? 40.0f : block % 4 == 2 ? 1e-30f : 1e30f;
+    ha[i] = (float)random_normalish() * scale;
+    hb[i] = (float)random_normalish() * scale;
+    if (i % 17 == 0) ha[i] = edges[(i / 17) % ne];
+    if (i % 19 == 0) hb[i] = edges[(i / 19) % ne];
+    if (i % 23 == 0) hb[i] = ha[i] - (float)(i % 160); /* gaps up to 160: e^-g subnormal, zero */
+    if (block % 3 == 2 && i % 512 == 300) (block & 1 ? ha : hb)[i] = wild[(i / 512) % nw];
+  }
+  const nrt_op_code codes[2] = {NRT_OP_LOGADDEXP, NRT_OP_LOGADDEXP2};
+  nrt_status (*twins[2])(const nrt_op *) = {rt_kernel_logaddexp_reference, rt_kernel_logaddexp2_reference};
+  static float saved[2 * N];
+  for (int c = 0; c < 2; c++)
+    for (int layout = 0; layout < 3; layout++) { /* contiguous, in place, strided */
+      const int64_t s = layout == 2 ? 2 : 1;
+      void *out = layout == 1 ? a : o;
+      memcpy(saved, ha, sizeof saved);
+      memcpy(host(r), ha, sizeof saved);
+      nrt_tensor_view views[3] = {view_1d(out, NRT_FLOAT32, N, s), view_1d(a, NRT_FLOAT32, N, s), view_1d(b, NRT_FLOAT32, N, s)};
+      nrt_op op = make_op(codes[c], NRT_FLOAT32, 1, 3, views);
+      CHECK_OK(nrt_op_execute(&op));
+      /* The kernel itself takes host addresses (nrt_op_execute translates). */
+      op.operands[0] = view_1d(host(r), NRT_FLOAT32, N, s);
+      op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_FLOAT32, N, s);
+      op.operands[2] = view_1d(hb, NRT_FLOAT32, N, s);
+      CHECK_OK(twins[c](&op));
+      const float *got = host(out), *want = host(r);
+      int bad = 0;
+      for (int i = 0; i < N; i++)
+        if (memcmp(&got[i * s], &want[i * s], 4) != 0 && bad++ < 3)
+          fprintf(stderr, "  logaddexp%s layout %d: (%a, %a) -> %a, twin %a\n", c ? "2" : "", layout,
+                  (double)saved[i * s], (double)hb[i * s], (double)got[i * s], (double)want[i * s]);
+      CHECK(bad == 0);
+      memcpy(ha, saved, sizeof saved); /* undo the in-place run */
+    }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_add_alpha_wraps(void) {
   enum { N = 300 };
   int64_t av[N], bv[N];
@@ -1379,6 +1435,7 @@ int main(void) {
   RUN(test_nextafter_matches_libm_bitwise);
   RUN(test_frexp_matches_libm_bitwise);
   RUN(test_logaddexp_float32);
+  RUN(test_logaddexp_tame_blocks_match_twin);
   RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);

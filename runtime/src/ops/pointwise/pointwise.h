@@ -200,6 +200,9 @@ nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op);
  * vectorised binary gcd (pointwise_gcd.c). */
 nrt_status rt_kernel_gcd_reference(const nrt_op *op);
 nrt_status rt_kernel_lcm_reference(const nrt_op *op);
+/* float32 logaddexp(2) without the tame blocks (pointwise_special.c). */
+nrt_status rt_kernel_logaddexp_reference(const nrt_op *op);
+nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
