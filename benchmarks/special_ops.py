@@ -26,8 +26,9 @@ Rows below 1.0 (first measurement, --quick, AMD EPYC with 2 cores shared
 with other jobs, so noisy): sinc calls a scalar libm function per element
 (sin) where the CPU uses SLEEF vector math. (frexp did too, one frexpf call
 per element; since session 45 it reads the exponent off the bits in a
-vectorised loop: docs/performance.md, "frexp without libm".) gcd runs
-PyTorch's Euclid loop per element, as the CPU does (0.8x). Session 44
+vectorised loop: docs/performance.md, "frexp without libm".) gcd ran
+PyTorch's Euclid loop per element, as the CPU does (0.8x); since session
+46 contiguous int32 runs take a vectorised binary gcd (pointwise_gcd.c). Session 44
 vectorised float32 logaddexp(2) (an fmaxf call had kept the loop scalar),
 nextafter (bit stepping instead of libm) and glu_backward (e^-b in vmath's
 double exp instead of libm expf): docs/performance.md, "Pointwise speed
