@@ -675,6 +675,76 @@ static int64_t bit_sweep(float *values, int64_t sweep, int64_t step) {
   return at;
 }
 
+/* Distance in ulp between two floats of the same sign (or zeros). */
+static int64_t float_ulp_distance(float a, float b) {
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4);
+  memcpy(&ib, &b, 4);
+  const int64_t ka = ia < 0 ? (int64_t)INT32_MIN - ia : ia, kb = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+  return ka > kb ? ka - kb : kb - ka;
+}
+
+/* float32 sinc computes blocks of 512 values with |x| <= 2^18 in double
+ * without libm (pointwise_special.c); its twin, libm sinf and a float
+ * division, rounds twice. Within SINC_TWIN_ULP ulp of the twin over a
+ * sweep of the bit patterns up to the bound, integers and half-integers
+ * (where pi x lands near a multiple of pi / 2), zeros and subnormals, with
+ * blocks holding one wild value (NaN, an infinity, just above the bound,
+ * 1e30: such a block takes the twin), contiguous, in place and strided. */
+static void test_sinc_tame_blocks_within_ulp_of_twin(void) {
+  const uint32_t top = 0x48800000u; /* 2^18 */
+  const int64_t step = 4099, sweep = (int64_t)(top / step) + 1;
+  const float edges[] = {0.0f, -0.0f, 0x1p18f, -0x1p18f, nextafterf(0x1p18f, 0.0f), 1e-45f, -1e-45f,
+                         1.1754944e-38f, 0.5f, -0.5f, 1.0f, -1.0f, 1.5f, 3.0f, 0x1p-12f, 1e-20f, 131071.5f};
+  const float wild[] = {NAN, INFINITY, -INFINITY, nextafterf(0x1p18f, 1e30f), 1e30f, -3e38f};
+  const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), nw = (int64_t)(sizeof wild / sizeof wild[0]);
+  const int64_t n = 2 * sweep + ne + 512 * 40 + nw * 512 + 7;
+  void *x = dev_alloc((size_t)n * 2 * 4), *o = dev_alloc((size_t)n * 2 * 4), *r = dev_alloc((size_t)n * 2 * 4);
+  float *hx = host(x);
+  int64_t at = bit_sweep(hx, sweep, step);
+  for (int64_t i = 0; i < ne; i++) hx[at++] = edges[i];
+  for (int64_t i = 0; at < n; i++, at++) /* integers, half-integers, quarter steps, up to 2^17 */
+    hx[at] = (float)((int64_t)(next_random() % (1u << 19)) - (1 << 18)) * (i % 3 == 0 ? 0.5f : i % 3 == 1 ? 0.25f : 1.0f);
+  for (int64_t i = 0; i < nw; i++) hx[n - 7 - nw * 512 + 100 + 512 * i] = wild[i];
+  for (int64_t i = n; i < 2 * n; i++) hx[i] = hx[i - n];
+  float *saved = malloc((size_t)n * 2 * 4);
+  memcpy(saved, hx, (size_t)n * 2 * 4);
+  for (int layout = 0; layout < 3; layout++) { /* contiguous, in place, strided */
+    const int64_t s = layout == 2 ? 2 : 1, len = n;
+    void *out = layout == 1 ? x : o;
+    memcpy(hx, saved, (size_t)n * 2 * 4);
+    memcpy(host(r), saved, (size_t)n * 2 * 4);
+    nrt_tensor_view views[2] = {view_1d(out, NRT_FLOAT32, len, s), view_1d(x, NRT_FLOAT32, len, s)};
+    nrt_op op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    /* The kernel itself takes host addresses (nrt_op_execute translates). */
+    op.operands[0] = view_1d(host(r), NRT_FLOAT32, len, s);
+    op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_FLOAT32, len, s);
+    CHECK_OK(rt_kernel_sinc_reference(&op));
+    const float *got = host(out), *want = host(r);
+    int64_t bad = 0, worst = 0;
+    for (int64_t i = 0; i < len; i++) {
+      const float g = got[i * s], w = want[i * s];
+      const int64_t d = isnan(g) || isnan(w) ? (isnan(g) && isnan(w) ? 0 : 1 << 30) : float_ulp_distance(g, w);
+      worst = d > worst ? d : worst;
+      if (d > SINC_TWIN_ULP && bad++ < 3)
+        fprintf(stderr, "  sinc layout %d: %a -> %a, twin %a (%lld ulp)\n", layout, (double)saved[i * s],
+                (double)g, (double)w, (long long)d);
+    }
+    CHECK(bad == 0);
+    /* the wild values themselves take the twin (their blocks do) */
+    for (int64_t i = 0; i < nw && layout != 2; i++) {
+      const int64_t k = n - 7 - nw * 512 + 100 + 512 * i;
+      CHECK(memcmp(&got[k], &want[k], 4) == 0 || (isnan(got[k]) && isnan(want[k])));
+    }
+    if (layout == 0) printf("  sinc: at most %lld ulp from the twin\n", (long long)worst);
+  }
+  free(saved);
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_sigmoid_tame_blocks_match_bitwise(void) {
   const uint32_t top = 0x42ac0000u; /* 86.0f */
   const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
@@ -1436,6 +1506,7 @@ int main(void) {
   RUN(test_frexp_matches_libm_bitwise);
   RUN(test_logaddexp_float32);
   RUN(test_logaddexp_tame_blocks_match_twin);
+  RUN(test_sinc_tame_blocks_within_ulp_of_twin);
   RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);

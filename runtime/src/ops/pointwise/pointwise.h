@@ -203,6 +203,10 @@ nrt_status rt_kernel_lcm_reference(const nrt_op *op);
 /* float32 logaddexp(2) without the tame blocks (pointwise_special.c). */
 nrt_status rt_kernel_logaddexp_reference(const nrt_op *op);
 nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op);
+/* float32 sinc by libm sinf per element, the twin of its tame blocks
+ * (pointwise_special.c; within SINC_TWIN_ULP ulp). */
+#define SINC_TWIN_ULP 2
+nrt_status rt_kernel_sinc_reference(const nrt_op *op);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 

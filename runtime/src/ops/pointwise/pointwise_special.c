@@ -28,7 +28,69 @@
 #define SINC(T, PI) (x == 0 ? (T)1 : sin((PI) * x) / ((PI) * x))
 RT_UNARY_LOOP(sinc_f32, float, float, SINC(float, PI_F))
 RT_UNARY_LOOP(sinc_f64, double, double, SINC(double, PI_D))
-DEFINE_FLOAT_KERNEL(sinc)
+
+/* float32 sinc without a libm call per element: blocks of RT_TAME_BLOCK
+ * contiguous values with |x| <= 2^18 (no NaN, no infinity) compute
+ * sin(p) / p for the same float p = pi x as the general loop, in double:
+ * p = k pi + r with r in [-pi/2, pi/2] (pi in a 33-bit part, exact times
+ * k < 2^20, and the rest), sin(r) by its Taylor series to r^15 (relative
+ * error below 1e-11), the sign of k's parity, one rounding to float at the
+ * end. The general loop (libm sinf, then a float division: two roundings)
+ * is the twin; the two differ by at most SINC_TWIN_ULP ulp
+ * (test_sinc_tame_blocks_within_ulp_of_twin in runtime/tests/test_pointwise.c). */
+#define SINC_TAME_BITS 0x48800000u /* 2^18 */
+#define SINC_PI_HI 3.1415926534682512       /* 2 x fdlibm's pio2_1: 33 bits */
+#define SINC_PI_LO 1.2154201013012384e-10 /* pi - SINC_PI_HI, to 7e-27 */
+RT_VM_INLINE float sinc_tame(float x) {
+  const float p = PI_F * x;
+  const double pd = (double)p, shifter = 6755399441055744.0; /* 1.5 * 2^52 */
+  const double t = pd * 0.31830988618379067154 + shifter;  /* k = round(p / pi) in t's low bits */
+  const double k = t - shifter;
+  const double r = (pd - k * SINC_PI_HI) - k * SINC_PI_LO;
+  const double r2 = r * r;
+  double q = -1.0 / 1307674368000.0; /* sin(r) = r (1 + r^2 q(r^2)), q's terms -1/3!, 1/5!, ... */
+  q = q * r2 + 1.0 / 6227020800.0;
+  q = q * r2 - 1.0 / 39916800.0;
+  q = q * r2 + 1.0 / 362880.0;
+  q = q * r2 - 1.0 / 5040.0;
+  q = q * r2 + 1.0 / 120.0;
+  q = q * r2 - 1.0 / 6.0;
+  const double sr = r + r * (r2 * q);
+  const double s = (rt_vm_bits_d(t) & 1u) ? -sr : sr;
+  return x == 0.0f ? 1.0f : (float)(s / pd);
+}
+RT_SIMD_VOID(sinc_tame_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
+             (data, strides, n, ctx)) {
+  if (strides[0] != (int64_t)sizeof(float) || strides[1] != (int64_t)sizeof(float)) {
+    sinc_f32(data, strides, n, ctx);
+    return;
+  }
+  float *o = (float *)(void *)data[0];
+  const float *in = (const float *)(const void *)data[1]; /* may be o (in place) */
+  for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {
+    const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;
+    uint32_t big = 0;
+    for (int64_t j = 0; j < m; j++) {
+      const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
+      big = u > big ? u : big;
+    }
+    if (big > SINC_TAME_BITS) {
+      char *part[2] = {(char *)(o + c0), (char *)(in + c0)};
+      sinc_f32(part, strides, m, ctx);
+      continue;
+    }
+    for (int64_t j = 0; j < m; j++) o[c0 + j] = sinc_tame(in[c0 + j]);
+  }
+}
+
+nrt_status rt_kernel_sinc(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = sinc_tame_f32, [NRT_FLOAT64] = sinc_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_sinc_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(sinc);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 #define ENTR(T) (x != x ? x : x > 0 ? -x * log(x) : x == 0 ? (T)0 : -(T)INFINITY)
 RT_UNARY_LOOP(entr_f32, float, float, ENTR(float))
