@@ -745,6 +745,44 @@ static void test_sinc_tame_blocks_within_ulp_of_twin(void) {
   nrt_free(r);
 }
 
+/* float32 entr (-x log x) takes vmath's logarithm; its twin libm's logf.
+ * Within ENTR_TWIN_ULP ulp over a sweep of the positive bit patterns
+ * (subnormals to the largest float), NaN, infinities, zeros and negatives
+ * bitwise, contiguous and strided. */
+static void test_entr_within_ulp_of_twin(void) {
+  const int64_t step = 1021, sweep = (int64_t)(0x7f800000u / step) + 1;
+  const int64_t n = 2 * sweep + 8;
+  void *x = dev_alloc((size_t)n * 2 * 4), *o = dev_alloc((size_t)n * 2 * 4), *r = dev_alloc((size_t)n * 2 * 4);
+  float *hx = host(x);
+  int64_t at = bit_sweep(hx, sweep, step);
+  const float edges[] = {0.0f, -0.0f, 1.0f, NAN, INFINITY, -INFINITY, 1e-45f, 0x1.fffffep127f};
+  for (int i = 0; i < 8; i++) hx[at++] = edges[i];
+  for (int64_t i = n; i < 2 * n; i++) hx[i] = hx[i - n];
+  for (int strided = 0; strided < 2; strided++) {
+    const int64_t s = strided ? 2 : 1;
+    nrt_tensor_view views[2] = {view_1d(o, NRT_FLOAT32, n, s), view_1d(x, NRT_FLOAT32, n, s)};
+    nrt_op op = make_op(NRT_OP_ENTR, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    op.operands[0] = view_1d(host(r), NRT_FLOAT32, n, s); /* the kernel takes host addresses */
+    op.operands[1] = view_1d(hx, NRT_FLOAT32, n, s);
+    CHECK_OK(rt_kernel_entr_reference(&op));
+    const float *got = host(o), *want = host(r);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const float g = got[i * s], w = want[i * s], v = hx[i * s];
+      const int exact = !(v > 0.0f) || v == INFINITY; /* NaN, zeros, negatives, infinity */
+      const int64_t d = isnan(g) || isnan(w) ? (isnan(g) && isnan(w) ? 0 : 1 << 30)
+                      : exact ? (memcmp(&g, &w, 4) == 0 ? 0 : 1 << 30) : float_ulp_distance(g, w);
+      if (d > ENTR_TWIN_ULP && bad++ < 3)
+        fprintf(stderr, "  entr strided=%d: %a -> %a, twin %a\n", strided, (double)v, (double)g, (double)w);
+    }
+    CHECK(bad == 0);
+  }
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_sigmoid_tame_blocks_match_bitwise(void) {
   const uint32_t top = 0x42ac0000u; /* 86.0f */
   const int64_t step = 2053, sweep = (int64_t)(top / step) + 1;
@@ -1507,6 +1545,7 @@ int main(void) {
   RUN(test_logaddexp_float32);
   RUN(test_logaddexp_tame_blocks_match_twin);
   RUN(test_sinc_tame_blocks_within_ulp_of_twin);
+  RUN(test_entr_within_ulp_of_twin);
   RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);

@@ -207,6 +207,9 @@ nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op);
  * (pointwise_special.c; within SINC_TWIN_ULP ulp). */
 #define SINC_TWIN_ULP 2
 nrt_status rt_kernel_sinc_reference(const nrt_op *op);
+/* float32 entr by libm logf, the twin of its vmath loop (pointwise_special.c). */
+#define ENTR_TWIN_ULP 2
+nrt_status rt_kernel_entr_reference(const nrt_op *op);
 
 static inline int rt_is_16bit_float(nrt_dtype t) { return t == NRT_FLOAT16 || t == NRT_BFLOAT16; }
 
