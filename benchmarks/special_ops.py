@@ -23,8 +23,10 @@ one thread; docs/performance.md, "The two-thread wall loss of 1M-element
 pointwise ops"). --settle 0 gives the old in-turn timing.
 
 Rows below 1.0 (first measurement, --quick, AMD EPYC with 2 cores shared
-with other jobs, so noisy): sinc calls a scalar libm function per element
-(sin) where the CPU uses SLEEF vector math. (frexp did too, one frexpf call
+with other jobs, so noisy): sinc called a scalar libm function per element
+(sin); since session 46 float32 sinc and entr run without libm, vectorised
+(docs/performance.md, "The two-thread wall loss of 1M-element pointwise
+ops"). (frexp did too, one frexpf call
 per element; since session 45 it reads the exponent off the bits in a
 vectorised loop: docs/performance.md, "frexp without libm".) gcd ran
 PyTorch's Euclid loop per element, as the CPU does (0.8x); since session
