@@ -739,6 +739,25 @@ static void test_sinc_tame_blocks_within_ulp_of_twin(void) {
     }
     if (layout == 0) printf("  sinc: at most %lld ulp from the twin\n", (long long)worst);
   }
+  /* A value's result is its own, not its block's: contiguous from element
+   * 100 on (blocks shifted), and strided, equal the contiguous run's bits. */
+  memcpy(hx, saved, (size_t)n * 2 * 4);
+  nrt_tensor_view whole[2] = {view_1d(o, NRT_FLOAT32, n, 1), view_1d(x, NRT_FLOAT32, n, 1)};
+  nrt_op op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, whole);
+  CHECK_OK(nrt_op_execute(&op));
+  memcpy(host(r), host(o), (size_t)n * 4);
+  const float *cont = host(r), *got = host(o);
+  nrt_tensor_view shifted[2] = {view_1d((char *)o + 400, NRT_FLOAT32, n - 100, 1),
+                                view_1d((char *)x + 400, NRT_FLOAT32, n - 100, 1)};
+  op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, shifted);
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(memcmp(got + 100, cont + 100, (size_t)(n - 100) * 4) == 0);
+  nrt_tensor_view strided[2] = {view_1d(o, NRT_FLOAT32, n, 2), view_1d(x, NRT_FLOAT32, n, 2)};
+  op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, strided);
+  CHECK_OK(nrt_op_execute(&op));
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; i++) differ += memcmp(&got[2 * i], &cont[(2 * i) % n], 4) != 0;
+  CHECK(differ == 0);
   free(saved);
   nrt_free(x);
   nrt_free(o);

@@ -29,9 +29,10 @@
 RT_UNARY_LOOP(sinc_f32, float, float, SINC(float, PI_F))
 RT_UNARY_LOOP(sinc_f64, double, double, SINC(double, PI_D))
 
-/* float32 sinc without a libm call per element: blocks of RT_TAME_BLOCK
- * contiguous values with |x| <= 2^18 (no NaN, no infinity) compute
- * sin(p) / p for the same float p = pi x as the general loop, in double:
+/* float32 sinc without a libm call per element: values with |x| <= 2^18
+ * (no NaN, no infinity; blocks of RT_TAME_BLOCK contiguous values checked
+ * at once, vectorised) compute sin(p) / p for the same float p = pi x as
+ * the general loop, in double:
  * p = k pi + r with r in [-pi/2, pi/2] (pi in a 33-bit part, exact times
  * k < 2^20, and the rest), sin(r) by its Taylor series to r^15 (relative
  * error below 1e-11), the sign of k's parity, one rounding to float at the
@@ -59,10 +60,17 @@ RT_VM_INLINE float sinc_tame(float x) {
   const double s = (rt_vm_bits_d(t) & 1u) ? -sr : sr;
   return x == 0.0f ? 1.0f : (float)(s / pd);
 }
+/* Each value's result depends on it alone (not on the blocks a split of the
+ * work makes): a value beyond the bound, or NaN, takes the libm formula. */
+#define SINC_ONE(x) ((rt_vm_bits(x) & 0x7fffffffu) > SINC_TAME_BITS ? SINC(float, PI_F) : sinc_tame(x))
 RT_SIMD_VOID(sinc_tame_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
              (data, strides, n, ctx)) {
+  (void)ctx;
   if (strides[0] != (int64_t)sizeof(float) || strides[1] != (int64_t)sizeof(float)) {
-    sinc_f32(data, strides, n, ctx);
+    for (int64_t i = 0; i < n; i++) {
+      const float x = RT_LOAD(float, data[1] + i * strides[1]);
+      RT_STORE(float, data[0] + i * strides[0], SINC_ONE(x));
+    }
     return;
   }
   float *o = (float *)(void *)data[0];
@@ -74,12 +82,13 @@ RT_SIMD_VOID(sinc_tame_f32, (char **data, const int64_t *strides, int64_t n, voi
       const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
       big = u > big ? u : big;
     }
-    if (big > SINC_TAME_BITS) {
-      char *part[2] = {(char *)(o + c0), (char *)(in + c0)};
-      sinc_f32(part, strides, m, ctx);
-      continue;
-    }
-    for (int64_t j = 0; j < m; j++) o[c0 + j] = sinc_tame(in[c0 + j]);
+    if (big > SINC_TAME_BITS)
+      for (int64_t j = 0; j < m; j++) {
+        const float x = in[c0 + j];
+        o[c0 + j] = SINC_ONE(x);
+      }
+    else
+      for (int64_t j = 0; j < m; j++) o[c0 + j] = sinc_tame(in[c0 + j]);
   }
 }
 
