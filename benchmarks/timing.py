@@ -34,7 +34,7 @@ def median_and_best(fn, sync, repeats: int, clock=time.perf_counter) -> tuple:
     return statistics.median(times), min(times)
 
 
-def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter) -> tuple:
+def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter, settle: float = 0.0) -> tuple:
     """(neuron median, neuron best, CPU median, CPU best) seconds of
     alternating timed runs of fn_dev() + synchronize and fn_cpu(), after one
     warm-up each: alternating spreads the machine's load over both sides.
@@ -43,7 +43,14 @@ def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter) -> tuple:
     9-29 GF/s in some runs, 74-112 with OMP_WAIT_POLICY=PASSIVE. Pausing
     before each run instead made the CPU side erratic: 3-22 GF/s at 512^3.)
     clock=time.process_time measures CPU seconds of every thread instead:
-    on a loaded machine, time spent waiting for a core does not count.)"""
+    on a loaded machine, time spent waiting for a core does not count.)
+    settle > 0 sleeps that many seconds (untimed) after each CPU run, so
+    that a neuron run does not start while PyTorch's OpenMP worker still
+    spins: on the 2-core Zen 4 it burns 4.5 ms of a core after every CPU
+    call (OMP_WAIT_POLICY unset), through the whole of a 1 ms neuron op,
+    whose kernel helper then never gets its core (docs/performance.md,
+    "The two-thread wall loss of 1M-element pointwise ops"). Both sides then
+    start with their helper threads asleep."""
     import torch
 
     fn_dev()
@@ -59,6 +66,8 @@ def interleaved(fn_dev, fn_cpu, repeats: int, clock=time.perf_counter) -> tuple:
         start = clock()
         fn_cpu()
         cpu.append(clock() - start)
+        if settle > 0:
+            time.sleep(settle)
     return statistics.median(dev), min(dev), statistics.median(cpu), min(cpu)
 
 

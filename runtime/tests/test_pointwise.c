@@ -389,6 +389,116 @@ static void test_gcd_lcm_match_euclid(void) {
   }
 }
 
+/* int32 gcd and lcm run Stein's binary gcd over blocks of lanes on
+ * contiguous runs; Euclid one element at a time (rt_kernel_*_reference) is
+ * their twin: the same bits for magnitudes of every size, zeros, INT32_MIN
+ * (its blocks take the twin) and -1, with the operands contiguous (a
+ * length that leaves a tail), in place, strided and broadcast. */
+static void test_gcd_lcm_match_twin_bitwise(void) {
+  enum { N = 4096 + 13 };
+  const int32_t edges[] = {0, 1, -1, INT32_MIN, INT32_MAX, INT32_MIN + 1, 1 << 30, -(1 << 30), 6, -6, 1 << 16, 3 << 20};
+  const int E = (int)(sizeof edges / sizeof edges[0]);
+  void *a = dev_alloc(2 * N * 4), *b = dev_alloc(2 * N * 4), *o = dev_alloc(2 * N * 4), *r = dev_alloc(2 * N * 4);
+  int32_t *ha = host(a), *hb = host(b);
+  for (int i = 0; i < 2 * N; i++) {
+    const uint32_t x = (uint32_t)next_random(), y = (uint32_t)next_random();
+    const int kind = (i / 64) % 4; /* whole blocks of one kind: small, shifted, any bits, few bits */
+    ha[i] = kind == 0 ? (int32_t)(x % 2001) - 1000 : kind == 1 ? (int32_t)((x % 4001) << (y % 18)) - (1 << 17)
+          : kind == 2 ? (int32_t)x : (int32_t)(x & 0x8000f0f0u);
+    hb[i] = kind == 0 ? (int32_t)(y % 2001) - 1000 : kind == 1 ? (int32_t)((y % 3001) << (x % 19))
+          : kind == 2 ? (int32_t)y : (int32_t)(y & 0x0f0f0001u);
+    if (i % 11 == 0) ha[i] = edges[(i / 11) % E];
+    if (i % 13 == 0) hb[i] = edges[(i / 13) % E];
+    if (i > N && i < N + 200) ha[i] = (int32_t)(x % 97) - 48; /* blocks free of INT32_MIN near edges */
+  }
+  const nrt_op_code codes[2] = {NRT_OP_GCD, NRT_OP_LCM};
+  nrt_status (*twins[2])(const nrt_op *) = {rt_kernel_gcd_reference, rt_kernel_lcm_reference};
+  for (int c = 0; c < 2; c++)
+    for (int layout = 0; layout < 4; layout++) { /* contiguous, in place, strided, broadcast b */
+      const int64_t s = layout == 2 ? 2 : 1, sb = layout == 3 ? 0 : s;
+      void *out = layout == 1 ? a : o, *out_r = r;
+      if (layout == 1) memcpy(host(r), ha, 2 * N * 4); /* the twin's in-place copy */
+      nrt_tensor_view views[3] = {view_1d(out, NRT_INT32, N, s), view_1d(a, NRT_INT32, N, s), view_1d(b, NRT_INT32, N, sb)};
+      nrt_op op = make_op(codes[c], NRT_INT32, 1, 3, views);
+      int32_t saved[2 * N];
+      memcpy(saved, ha, sizeof saved);
+      CHECK_OK(nrt_op_execute(&op));
+      /* The kernel itself takes host addresses (nrt_op_execute translates). */
+      op.operands[0] = view_1d(host(out_r), NRT_INT32, N, s);
+      op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_INT32, N, s);
+      op.operands[2] = view_1d(hb, NRT_INT32, N, sb);
+      CHECK_OK(twins[c](&op));
+      const int32_t *got = host(out), *want = host(out_r);
+      int bad = 0;
+      for (int i = 0; i < N; i++)
+        if (got[i * s] != want[i * s] && bad++ < 3)
+          fprintf(stderr, "  %s layout %d: (%d, %d) -> %d, twin %d\n", c ? "lcm" : "gcd", layout,
+                  (int)saved[i * s], (int)hb[i * sb], (int)got[i * s], (int)want[i * s]);
+      CHECK(bad == 0);
+      memcpy(ha, saved, sizeof saved); /* undo the in-place run */
+    }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+  nrt_free(r);
+}
+
+/* float32 logaddexp(2) take tame twins per block of 512 finite pairs with
+ * |x| <= 2^126 (pointwise_special.c): bitwise the general loops
+ * (rt_kernel_logaddexp*_reference) over operands of every scale, gaps that
+ * make e^-g subnormal or zero, signed zeros and the bound itself, blocks
+ * holding one wild value (NaN, an infinity, just above the bound) each,
+ * contiguous with a tail, in place and strided. */
+static void test_logaddexp_tame_blocks_match_twin(void) {
+  enum { N = 512 * 24 + 77 };
+  const float edges[] = {0.0f, -0.0f, 0x1p126f, -0x1p126f, 1e-45f, -1e-45f, 1.1754944e-38f, 1.0f, -1.0f,
+                         -87.5f, -100.0f, -103.9f, -150.0f, 88.0f, 3e38f / 4};
+  const float wild[] = {NAN, INFINITY, -INFINITY, 0x1.000002p126f, -3e38f, 3e38f};
+  const int ne = (int)(sizeof edges / sizeof edges[0]), nw = (int)(sizeof wild / sizeof wild[0]);
+  void *a = dev_alloc(2 * N * 4), *b = dev_alloc(2 * N * 4), *o = dev_alloc(2 * N * 4), *r = dev_alloc(2 * N * 4);
+  float *ha = host(a), *hb = host(b);
+  for (int i = 0; i < 2 * N; i++) {
+    const int block = i / 512;
+    const float scale = block % 4 == 0 ? 1.0f : block % 4 == 1 ? 40.0f : block % 4 == 2 ? 1e-30f : 1e30f;
+    ha[i] = (float)random_normalish() * scale;
+    hb[i] = (float)random_normalish() * scale;
+    if (i % 17 == 0) ha[i] = edges[(i / 17) % ne];
+    if (i % 19 == 0) hb[i] = edges[(i / 19) % ne];
+    if (i % 23 == 0) hb[i] = ha[i] - (float)(i % 160); /* gaps up to 160: e^-g subnormal, zero */
+    if (block % 3 == 2 && i % 512 == 300) (block & 1 ? ha : hb)[i] = wild[(i / 512) % nw];
+  }
+  const nrt_op_code codes[2] = {NRT_OP_LOGADDEXP, NRT_OP_LOGADDEXP2};
+  nrt_status (*twins[2])(const nrt_op *) = {rt_kernel_logaddexp_reference, rt_kernel_logaddexp2_reference};
+  static float saved[2 * N];
+  for (int c = 0; c < 2; c++)
+    for (int layout = 0; layout < 3; layout++) { /* contiguous, in place, strided */
+      const int64_t s = layout == 2 ? 2 : 1;
+      void *out = layout == 1 ? a : o;
+      memcpy(saved, ha, sizeof saved);
+      memcpy(host(r), ha, sizeof saved);
+      nrt_tensor_view views[3] = {view_1d(out, NRT_FLOAT32, N, s), view_1d(a, NRT_FLOAT32, N, s), view_1d(b, NRT_FLOAT32, N, s)};
+      nrt_op op = make_op(codes[c], NRT_FLOAT32, 1, 3, views);
+      CHECK_OK(nrt_op_execute(&op));
+      /* The kernel itself takes host addresses (nrt_op_execute translates). */
+      op.operands[0] = view_1d(host(r), NRT_FLOAT32, N, s);
+      op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_FLOAT32, N, s);
+      op.operands[2] = view_1d(hb, NRT_FLOAT32, N, s);
+      CHECK_OK(twins[c](&op));
+      const float *got = host(out), *want = host(r);
+      int bad = 0;
+      for (int i = 0; i < N; i++)
+        if (memcmp(&got[i * s], &want[i * s], 4) != 0 && bad++ < 3)
+          fprintf(stderr, "  logaddexp%s layout %d: (%a, %a) -> %a, twin %a\n", c ? "2" : "", layout,
+                  (double)saved[i * s], (double)hb[i * s], (double)got[i * s], (double)want[i * s]);
+      CHECK(bad == 0);
+      memcpy(ha, saved, sizeof saved); /* undo the in-place run */
+    }
+  nrt_free(a);
+  nrt_free(b);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_add_alpha_wraps(void) {
   enum { N = 300 };
   int64_t av[N], bv[N];
@@ -563,6 +673,133 @@ static int64_t bit_sweep(float *values, int64_t sweep, int64_t step) {
     memcpy(&values[at++], &u, 4);
   }
   return at;
+}
+
+/* Distance in ulp between two floats of the same sign (or zeros). */
+static int64_t float_ulp_distance(float a, float b) {
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4);
+  memcpy(&ib, &b, 4);
+  const int64_t ka = ia < 0 ? (int64_t)INT32_MIN - ia : ia, kb = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+  return ka > kb ? ka - kb : kb - ka;
+}
+
+/* float32 sinc computes blocks of 512 values with |x| <= 2^18 in double
+ * without libm (pointwise_special.c); its twin, libm sinf and a float
+ * division, rounds twice. Within SINC_TWIN_ULP ulp of the twin over a
+ * sweep of the bit patterns up to the bound, integers and half-integers
+ * (where pi x lands near a multiple of pi / 2), zeros and subnormals, with
+ * blocks holding one wild value (NaN, an infinity, just above the bound,
+ * 1e30: such a block takes the twin), contiguous, in place and strided. */
+static void test_sinc_tame_blocks_within_ulp_of_twin(void) {
+  const uint32_t top = 0x48800000u; /* 2^18 */
+  const int64_t step = 4099, sweep = (int64_t)(top / step) + 1;
+  const float edges[] = {0.0f, -0.0f, 0x1p18f, -0x1p18f, nextafterf(0x1p18f, 0.0f), 1e-45f, -1e-45f,
+                         1.1754944e-38f, 0.5f, -0.5f, 1.0f, -1.0f, 1.5f, 3.0f, 0x1p-12f, 1e-20f, 131071.5f};
+  const float wild[] = {NAN, INFINITY, -INFINITY, nextafterf(0x1p18f, 1e30f), 1e30f, -3e38f};
+  const int64_t ne = (int64_t)(sizeof edges / sizeof edges[0]), nw = (int64_t)(sizeof wild / sizeof wild[0]);
+  const int64_t n = 2 * sweep + ne + 512 * 40 + nw * 512 + 7;
+  void *x = dev_alloc((size_t)n * 2 * 4), *o = dev_alloc((size_t)n * 2 * 4), *r = dev_alloc((size_t)n * 2 * 4);
+  float *hx = host(x);
+  int64_t at = bit_sweep(hx, sweep, step);
+  for (int64_t i = 0; i < ne; i++) hx[at++] = edges[i];
+  for (int64_t i = 0; at < n; i++, at++) /* integers, half-integers, quarter steps, up to 2^17 */
+    hx[at] = (float)((int64_t)(next_random() % (1u << 19)) - (1 << 18)) * (i % 3 == 0 ? 0.5f : i % 3 == 1 ? 0.25f : 1.0f);
+  for (int64_t i = 0; i < nw; i++) hx[n - 7 - nw * 512 + 100 + 512 * i] = wild[i];
+  for (int64_t i = n; i < 2 * n; i++) hx[i] = hx[i - n];
+  float *saved = malloc((size_t)n * 2 * 4);
+  memcpy(saved, hx, (size_t)n * 2 * 4);
+  for (int layout = 0; layout < 3; layout++) { /* contiguous, in place, strided */
+    const int64_t s = layout == 2 ? 2 : 1, len = n;
+    void *out = layout == 1 ? x : o;
+    memcpy(hx, saved, (size_t)n * 2 * 4);
+    memcpy(host(r), saved, (size_t)n * 2 * 4);
+    nrt_tensor_view views[2] = {view_1d(out, NRT_FLOAT32, len, s), view_1d(x, NRT_FLOAT32, len, s)};
+    nrt_op op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    /* The kernel itself takes host addresses (nrt_op_execute translates). */
+    op.operands[0] = view_1d(host(r), NRT_FLOAT32, len, s);
+    op.operands[1] = view_1d(layout == 1 ? host(r) : (void *)saved, NRT_FLOAT32, len, s);
+    CHECK_OK(rt_kernel_sinc_reference(&op));
+    const float *got = host(out), *want = host(r);
+    int64_t bad = 0, worst = 0;
+    for (int64_t i = 0; i < len; i++) {
+      const float g = got[i * s], w = want[i * s];
+      const int64_t d = isnan(g) || isnan(w) ? (isnan(g) && isnan(w) ? 0 : 1 << 30) : float_ulp_distance(g, w);
+      worst = d > worst ? d : worst;
+      if (d > SINC_TWIN_ULP && bad++ < 3)
+        fprintf(stderr, "  sinc layout %d: %a -> %a, twin %a (%lld ulp)\n", layout, (double)saved[i * s],
+                (double)g, (double)w, (long long)d);
+    }
+    CHECK(bad == 0);
+    /* the wild values themselves take the twin (their blocks do) */
+    for (int64_t i = 0; i < nw && layout != 2; i++) {
+      const int64_t k = n - 7 - nw * 512 + 100 + 512 * i;
+      CHECK(memcmp(&got[k], &want[k], 4) == 0 || (isnan(got[k]) && isnan(want[k])));
+    }
+    if (layout == 0) printf("  sinc: at most %lld ulp from the twin\n", (long long)worst);
+  }
+  /* A value's result is its own, not its block's: contiguous from element
+   * 100 on (blocks shifted), and strided, equal the contiguous run's bits. */
+  memcpy(hx, saved, (size_t)n * 2 * 4);
+  nrt_tensor_view whole[2] = {view_1d(o, NRT_FLOAT32, n, 1), view_1d(x, NRT_FLOAT32, n, 1)};
+  nrt_op op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, whole);
+  CHECK_OK(nrt_op_execute(&op));
+  memcpy(host(r), host(o), (size_t)n * 4);
+  const float *cont = host(r), *got = host(o);
+  nrt_tensor_view shifted[2] = {view_1d((char *)o + 400, NRT_FLOAT32, n - 100, 1),
+                                view_1d((char *)x + 400, NRT_FLOAT32, n - 100, 1)};
+  op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, shifted);
+  CHECK_OK(nrt_op_execute(&op));
+  CHECK(memcmp(got + 100, cont + 100, (size_t)(n - 100) * 4) == 0);
+  nrt_tensor_view strided[2] = {view_1d(o, NRT_FLOAT32, n, 2), view_1d(x, NRT_FLOAT32, n, 2)};
+  op = make_op(NRT_OP_SINC, NRT_FLOAT32, 1, 2, strided);
+  CHECK_OK(nrt_op_execute(&op));
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; i++) differ += memcmp(&got[2 * i], &cont[(2 * i) % n], 4) != 0;
+  CHECK(differ == 0);
+  free(saved);
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
+}
+
+/* float32 entr (-x log x) takes vmath's logarithm; its twin libm's logf.
+ * Within ENTR_TWIN_ULP ulp over a sweep of the positive bit patterns
+ * (subnormals to the largest float), NaN, infinities, zeros and negatives
+ * bitwise, contiguous and strided. */
+static void test_entr_within_ulp_of_twin(void) {
+  const int64_t step = 1021, sweep = (int64_t)(0x7f800000u / step) + 1;
+  const int64_t n = 2 * sweep + 8;
+  void *x = dev_alloc((size_t)n * 2 * 4), *o = dev_alloc((size_t)n * 2 * 4), *r = dev_alloc((size_t)n * 2 * 4);
+  float *hx = host(x);
+  int64_t at = bit_sweep(hx, sweep, step);
+  const float edges[] = {0.0f, -0.0f, 1.0f, NAN, INFINITY, -INFINITY, 1e-45f, 0x1.fffffep127f};
+  for (int i = 0; i < 8; i++) hx[at++] = edges[i];
+  for (int64_t i = n; i < 2 * n; i++) hx[i] = hx[i - n];
+  for (int strided = 0; strided < 2; strided++) {
+    const int64_t s = strided ? 2 : 1;
+    nrt_tensor_view views[2] = {view_1d(o, NRT_FLOAT32, n, s), view_1d(x, NRT_FLOAT32, n, s)};
+    nrt_op op = make_op(NRT_OP_ENTR, NRT_FLOAT32, 1, 2, views);
+    CHECK_OK(nrt_op_execute(&op));
+    op.operands[0] = view_1d(host(r), NRT_FLOAT32, n, s); /* the kernel takes host addresses */
+    op.operands[1] = view_1d(hx, NRT_FLOAT32, n, s);
+    CHECK_OK(rt_kernel_entr_reference(&op));
+    const float *got = host(o), *want = host(r);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const float g = got[i * s], w = want[i * s], v = hx[i * s];
+      const int exact = !(v > 0.0f) || v == INFINITY; /* NaN, zeros, negatives, infinity */
+      const int64_t d = isnan(g) || isnan(w) ? (isnan(g) && isnan(w) ? 0 : 1 << 30)
+                      : exact ? (memcmp(&g, &w, 4) == 0 ? 0 : 1 << 30) : float_ulp_distance(g, w);
+      if (d > ENTR_TWIN_ULP && bad++ < 3)
+        fprintf(stderr, "  entr strided=%d: %a -> %a, twin %a\n", strided, (double)v, (double)g, (double)w);
+    }
+    CHECK(bad == 0);
+  }
+  nrt_free(x);
+  nrt_free(o);
+  nrt_free(r);
 }
 
 static void test_sigmoid_tame_blocks_match_bitwise(void) {
@@ -1414,6 +1651,7 @@ int main(void) {
   RUN(test_integer_arithmetic_wraps);
   RUN(test_add_alpha_wraps);
   RUN(test_gcd_lcm_match_euclid);
+  RUN(test_gcd_lcm_match_twin_bitwise);
   RUN(test_integer_division_by_zero_fails);
   RUN(test_shifts_past_the_width);
   RUN(test_integer_pow);
@@ -1432,6 +1670,9 @@ int main(void) {
   RUN(test_nextafter_matches_libm_bitwise);
   RUN(test_frexp_matches_libm_bitwise);
   RUN(test_logaddexp_float32);
+  RUN(test_logaddexp_tame_blocks_match_twin);
+  RUN(test_sinc_tame_blocks_within_ulp_of_twin);
+  RUN(test_entr_within_ulp_of_twin);
   RUN(test_glu_backward_float32);
   RUN(test_where_moves_bits);
   RUN(test_comparison_outputs);

@@ -149,11 +149,23 @@ RT_VM_INLINE double rt_vm_exp_d(double x) {
 /* Natural logarithm; at most 1 ulp. x = 2^e m with m in [sqrt(1/2),
  * sqrt(2)), f = m - 1 (exact), log(1 + f) = f - f^2/2 + f^3 P(f), plus
  * e ln 2 in two parts. */
+RT_VM_INLINE float rt_vm_log_core(float xs, int32_t scaled);
 RT_VM_INLINE float rt_vm_logf(float x) {
   int subnormal = x < 0x1p-126f;
   float xs = subnormal ? x * 0x1p23f : x;
+  float r = rt_vm_log_core(xs, subnormal ? 23 : 0);
+  float special = x == 0.0f ? -INFINITY : (x == INFINITY ? x : NAN);
+  return x > 0.0f && x < INFINITY ? r : special;
+}
+
+/* rt_vm_logf's bits for a positive normal finite x, without its subnormal
+ * scaling and special values (logaddexp's 1 + e^-g, in [1, 2]). */
+RT_VM_INLINE float rt_vm_logf_normal(float x) { return rt_vm_log_core(x, 0); }
+
+/* log(xs 2^-scaled) for a positive normal xs: rt_vm_logf's steps. */
+RT_VM_INLINE float rt_vm_log_core(float xs, int32_t scaled) {
   uint32_t u = rt_vm_bits(xs) + (0x3f800000u - 0x3f3504f3u); /* 0x3f3504f3 = sqrt(1/2) */
-  int32_t e = (int32_t)(u >> 23) - 127 - (subnormal ? 23 : 0);
+  int32_t e = (int32_t)(u >> 23) - 127 - scaled;
   float f = rt_vm_float((u & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
   float z = f * f;
   /* P(f) ~ (log(1 + f) - f + f^2/2) / f^3 */
@@ -168,9 +180,7 @@ RT_VM_INLINE float rt_vm_logf(float x) {
   float ef = (float)e;
   float y = f * z * p + ef * -2.12194440e-4f;
   y = y - 0.5f * z;
-  float r = (f + y) + ef * 0.693359375f;
-  float special = x == 0.0f ? -INFINITY : (x == INFINITY ? x : NAN);
-  return x > 0.0f && x < INFINITY ? r : special;
+  return (f + y) + ef * 0.693359375f;
 }
 
 /* Hyperbolic tangent; at most 2 ulp. x + x^3 P(x^2) below 0.625, else

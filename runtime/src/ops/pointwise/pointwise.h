@@ -196,6 +196,20 @@ nrt_status rt_kernel_relu_reference(const nrt_op *op);
 /* threshold_backward with float16/bfloat16 converted in registers: the twin
  * of its threshold-0 loops on the bits (pointwise_activation.c). */
 nrt_status rt_kernel_threshold_backward_reference(const nrt_op *op);
+/* gcd and lcm by Euclid, one element at a time: the twins of int32's
+ * vectorised binary gcd (pointwise_gcd.c). */
+nrt_status rt_kernel_gcd_reference(const nrt_op *op);
+nrt_status rt_kernel_lcm_reference(const nrt_op *op);
+/* float32 logaddexp(2) without the tame blocks (pointwise_special.c). */
+nrt_status rt_kernel_logaddexp_reference(const nrt_op *op);
+nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op);
+/* float32 sinc by libm sinf per element, the twin of its tame blocks
+ * (pointwise_special.c; within SINC_TWIN_ULP ulp). */
+#define SINC_TWIN_ULP 2
+nrt_status rt_kernel_sinc_reference(const nrt_op *op);
+/* float32 entr by libm logf, the twin of its vmath loop (pointwise_special.c). */
+#define ENTR_TWIN_ULP 2
+nrt_status rt_kernel_entr_reference(const nrt_op *op);
 
 /* As rt_run_pointwise, but a float16/bfloat16 op of bits16.c's table (abs,
  * neg, sign, hardtanh, threshold, copysign, maximum, minimum; their tensor

@@ -1,6 +1,6 @@
 /* Special pointwise math (NRT_SPECIAL_OPS in neuronrt/ops/pointwise.h):
  * sinc, entr, the shrink activations, logaddexp(2), xlog1py, nextafter,
- * heaviside, gcd and lcm, glu, prelu and frexp.
+ * heaviside, glu, prelu and frexp.
  *
  * Formulas follow PyTorch's CPU kernels branch by branch (special values
  * included). float32 logaddexp uses the vectorisable exp and log of
@@ -8,9 +8,8 @@
  * ulp, where log(1 + z) alone loses every digit for small z). nextafter of
  * float16/bfloat16 steps the 16-bit representation itself, as c10 does
  * (computing it in float32 and rounding would return the input), and of
- * float32/float64 steps the bits too, vectorised. gcd and
- * lcm are PyTorch's Euclid on |a|, |b| with its integer wrapping spelt out:
- * |INT_MIN| stays INT_MIN, and lcm's INT_MIN / -1 wraps instead of trapping.
+ * float32/float64 steps the bits too, vectorised. gcd and lcm live in
+ * pointwise_gcd.c.
  */
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
@@ -29,12 +28,94 @@
 #define SINC(T, PI) (x == 0 ? (T)1 : sin((PI) * x) / ((PI) * x))
 RT_UNARY_LOOP(sinc_f32, float, float, SINC(float, PI_F))
 RT_UNARY_LOOP(sinc_f64, double, double, SINC(double, PI_D))
-DEFINE_FLOAT_KERNEL(sinc)
 
-#define ENTR(T) (x != x ? x : x > 0 ? -x * log(x) : x == 0 ? (T)0 : -(T)INFINITY)
-RT_UNARY_LOOP(entr_f32, float, float, ENTR(float))
-RT_UNARY_LOOP(entr_f64, double, double, ENTR(double))
-DEFINE_FLOAT_KERNEL(entr)
+/* float32 sinc without a libm call per element: values with |x| <= 2^18
+ * (no NaN, no infinity; blocks of RT_TAME_BLOCK contiguous values checked
+ * at once, vectorised) compute sin(p) / p for the same float p = pi x as
+ * the general loop, in double:
+ * p = k pi + r with r in [-pi/2, pi/2] (pi in a 33-bit part, exact times
+ * k < 2^20, and the rest), sin(r) by its Taylor series to r^15 (relative
+ * error below 1e-11), the sign of k's parity, one rounding to float at the
+ * end. The general loop (libm sinf, then a float division: two roundings)
+ * is the twin; the two differ by at most SINC_TWIN_ULP ulp
+ * (test_sinc_tame_blocks_within_ulp_of_twin in runtime/tests/test_pointwise.c). */
+#define SINC_TAME_BITS 0x48800000u /* 2^18 */
+#define SINC_PI_HI 3.1415926534682512       /* 2 x fdlibm's pio2_1: 33 bits */
+#define SINC_PI_LO 1.2154201013012384e-10 /* pi - SINC_PI_HI, to 7e-27 */
+RT_VM_INLINE float sinc_tame(float x) {
+  const float p = PI_F * x;
+  const double pd = (double)p, shifter = 6755399441055744.0; /* 1.5 * 2^52 */
+  const double t = pd * 0.31830988618379067154 + shifter;  /* k = round(p / pi) in t's low bits */
+  const double k = t - shifter;
+  const double r = (pd - k * SINC_PI_HI) - k * SINC_PI_LO;
+  const double r2 = r * r;
+  double q = -1.0 / 1307674368000.0; /* sin(r) = r (1 + r^2 q(r^2)), q's terms -1/3!, 1/5!, ... */
+  q = q * r2 + 1.0 / 6227020800.0;
+  q = q * r2 - 1.0 / 39916800.0;
+  q = q * r2 + 1.0 / 362880.0;
+  q = q * r2 - 1.0 / 5040.0;
+  q = q * r2 + 1.0 / 120.0;
+  q = q * r2 - 1.0 / 6.0;
+  const double sr = r + r * (r2 * q);
+  const double s = (rt_vm_bits_d(t) & 1u) ? -sr : sr;
+  return x == 0.0f ? 1.0f : (float)(s / pd);
+}
+/* Each value's result depends on it alone (not on the blocks a split of the
+ * work makes): a value beyond the bound, or NaN, takes the libm formula. */
+#define SINC_ONE(x) ((rt_vm_bits(x) & 0x7fffffffu) > SINC_TAME_BITS ? SINC(float, PI_F) : sinc_tame(x))
+RT_SIMD_VOID(sinc_tame_f32, (char **data, const int64_t *strides, int64_t n, void *ctx),
+             (data, strides, n, ctx)) {
+  (void)ctx;
+  if (strides[0] != (int64_t)sizeof(float) || strides[1] != (int64_t)sizeof(float)) {
+    for (int64_t i = 0; i < n; i++) {
+      const float x = RT_LOAD(float, data[1] + i * strides[1]);
+      RT_STORE(float, data[0] + i * strides[0], SINC_ONE(x));
+    }
+    return;
+  }
+  float *o = (float *)(void *)data[0];
+  const float *in = (const float *)(const void *)data[1]; /* may be o (in place) */
+  for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {
+    const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;
+    uint32_t big = 0;
+    for (int64_t j = 0; j < m; j++) {
+      const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
+      big = u > big ? u : big;
+    }
+    if (big > SINC_TAME_BITS)
+      for (int64_t j = 0; j < m; j++) {
+        const float x = in[c0 + j];
+        o[c0 + j] = SINC_ONE(x);
+      }
+    else
+      for (int64_t j = 0; j < m; j++) o[c0 + j] = sinc_tame(in[c0 + j]);
+  }
+}
+
+nrt_status rt_kernel_sinc(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = sinc_tame_f32, [NRT_FLOAT64] = sinc_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_sinc_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(sinc);
+  return rt_run_pointwise(op, loops, -1);
+}
+
+#define ENTR(T, LOG) (x != x ? x : x > 0 ? -x * LOG(x) : x == 0 ? (T)0 : -(T)INFINITY)
+RT_UNARY_LOOP(entr_f32, float, float, ENTR(float, log))
+RT_UNARY_LOOP(entr_f64, double, double, ENTR(double, log))
+/* float32 with vmath's logarithm (at most 1 ulp), which vectorises where a
+ * libm logf call per element does not; entr_f32 (libm) is its twin, within
+ * ENTR_TWIN_ULP ulp (test_entr_within_ulp_of_twin). */
+RT_UNARY_LOOP(entr_vm_f32, float, float, ENTR(float, rt_vm_logf))
+nrt_status rt_kernel_entr(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = entr_vm_f32, [NRT_FLOAT64] = entr_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_entr_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(entr);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 /* scalars [lambd]; NaN is outside every interval, so it passes through. */
 #define INSIDE(v, T) ((v) >= -(T)sc->f[0] && (v) <= (T)sc->f[0])
@@ -89,13 +170,77 @@ RT_VM_INLINE float exp2_neg(float g) {
 RT_BINARY_LOOP(logaddexp_f32, float, float, a != a || b != b ? a + b : LOGADDEXP_F32(exp_neg, 1.0f))
 RT_BINARY_LOOP(logaddexp_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp(-fabs(a - b))))
-DEFINE_FLOAT_KERNEL(logaddexp)
 
 RT_BINARY_LOOP(logaddexp2_f32, float, float,
                a != a || b != b ? a + b : LOGADDEXP_F32(exp2_neg, (float)INV_LN2))
 RT_BINARY_LOOP(logaddexp2_f64, double, double,
                a == b && fabs(a) == INFINITY ? a : MAX_NAN(a, b) + log1p(exp2(-fabs(a - b))) * INV_LN2)
-DEFINE_FLOAT_KERNEL(logaddexp2)
+
+/* The tame twins: blocks of RT_TAME_BLOCK contiguous pairs whose operands
+ * are all finite with |x| <= 2^126 (so |a - b| is finite) run the same
+ * formula without the NaN and infinity selects, e^-g without its upper
+ * clamp (-g <= 0) and the logarithm of 1 + e^-g, in [1, 2], without its
+ * subnormal and special-value paths: the same bits (runtime/tests/
+ * test_pointwise.c, test_logaddexp_tame_blocks_match_twin), about a
+ * quarter fewer vector instructions. Other blocks and strided runs take
+ * the general loops above. */
+#define LOGADDEXP_TAME_BITS 0x7e800000u /* 2^126 */
+RT_VM_INLINE float log1p_unit_tame(float z) {
+  float u = 1.0f + z;
+  return u == 1.0f ? z : rt_vm_logf_normal(u) * z / (u - 1.0f);
+}
+RT_VM_INLINE float exp_neg_tame(float g) { /* rt_vm_expf(-g) for g >= 0 */
+  rt_vm_exp_parts p = rt_vm_exp_parts_clamped(-g < -104.0f ? -104.0f : -g);
+  return (p.y * p.scale1) * p.scale2;
+}
+#define LOGADDEXP_TAME_LOOP(NAME, GENERAL, EXP_NEG, SCALE_OUT)                                   \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),                 \
+               (data, strides, n, ctx)) {                                                         \
+    const int64_t w = (int64_t)sizeof(float);                                                     \
+    if (strides[0] != w || strides[1] != w || strides[2] != w) {                                  \
+      GENERAL(data, strides, n, ctx);                                                             \
+      return;                                                                                     \
+    }                                                                                             \
+    float *o = (float *)(void *)data[0];                                                          \
+    const float *pa = (const float *)(const void *)data[1], *pb = (const float *)(const void *)data[2]; \
+    for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {                                           \
+      const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;                          \
+      uint32_t big = 0;                                                                           \
+      for (int64_t j = 0; j < m; j++) {                                                           \
+        const uint32_t ua = rt_vm_bits(pa[c0 + j]) & 0x7fffffffu, ub = rt_vm_bits(pb[c0 + j]) & 0x7fffffffu; \
+        const uint32_t u = ua > ub ? ua : ub;                                                     \
+        big = u > big ? u : big;                                                                  \
+      }                                                                                           \
+      if (big > LOGADDEXP_TAME_BITS) {                                                            \
+        char *part[3] = {(char *)(o + c0), (char *)(pa + c0), (char *)(pb + c0)};                 \
+        GENERAL(part, strides, m, ctx);                                                           \
+        continue;                                                                                 \
+      }                                                                                           \
+      for (int64_t j = 0; j < m; j++) {                                                           \
+        const float a = pa[c0 + j], b = pb[c0 + j];                                               \
+        o[c0 + j] = (a > b ? a : b) + log1p_unit_tame(EXP_NEG(fabsf(a - b))) * (SCALE_OUT);       \
+      }                                                                                           \
+    }                                                                                             \
+  }
+LOGADDEXP_TAME_LOOP(logaddexp_tame_f32, logaddexp_f32, exp_neg_tame, 1.0f)
+LOGADDEXP_TAME_LOOP(logaddexp2_tame_f32, logaddexp2_f32, exp2_neg, (float)INV_LN2)
+
+nrt_status rt_kernel_logaddexp(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = logaddexp_tame_f32, [NRT_FLOAT64] = logaddexp_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_logaddexp2(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = logaddexp2_tame_f32, [NRT_FLOAT64] = logaddexp2_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_logaddexp_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(logaddexp);
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(logaddexp2);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 #define XLOG1PY(T) (b != b ? (T)NAN : a == 0 ? (T)0 : a * log1p(b))
 RT_BINARY_LOOP(xlog1py_f32, float, float, XLOG1PY(float))
@@ -156,75 +301,6 @@ nrt_status rt_kernel_heaviside(const nrt_op *op) {
       [NRT_BOOL] = heaviside_bool, [NRT_UINT8] = heaviside_u8, [NRT_INT8] = heaviside_i8,
       [NRT_INT16] = heaviside_i16, [NRT_INT32] = heaviside_i32, [NRT_INT64] = heaviside_i64,
       [NRT_FLOAT32] = heaviside_f32, [NRT_FLOAT64] = heaviside_f64};
-  return rt_run_pointwise(op, loops, -1);
-}
-
-/* ---- gcd, lcm ----------------------------------------------------------------
- * |v| wrapping in T (uint8 is its own magnitude). The remainder guards
- * b % -1 (always 0), which traps for INT_MIN. */
-#define ABS_WRAP(T, v) ((v) < 0 ? RT_WRAP(T, 0 - RT_U64(v)) : (v))
-#define DEFINE_GCD(S, T)                                 \
-  static inline T gcd_##S(T a, T b) {                    \
-    a = ABS_WRAP(T, a);                                  \
-    b = ABS_WRAP(T, b);                                  \
-    while (a != 0) {                                     \
-      T c = a;                                           \
-      a = (T)(a == (T)-1 ? 0 : b % a);                   \
-      b = c;                                             \
-    }                                                    \
-    return b;                                            \
-  }
-DEFINE_GCD(i8, int8_t)
-DEFINE_GCD(i16, int16_t)
-DEFINE_GCD(i32, int32_t)
-DEFINE_GCD(i64, int64_t)
-static inline uint8_t gcd_u8(uint8_t a, uint8_t b) {
-  while (a != 0) {
-    uint8_t c = a;
-    a = (uint8_t)(b % a);
-    b = c;
-  }
-  return b;
-}
-
-/* Types narrower than int compute a / g * b and its magnitude in int (C++
- * promotes them), then truncate; int32 and int64 wrap in their own type. */
-#define LCM_NARROW(S, T)                                                  \
-  static inline T lcm_##S(T a, T b) {                                     \
-    T g = gcd_##S(a, b);                                                  \
-    if (g == 0) return 0;                                                 \
-    int32_t p = (int32_t)a / (int32_t)g * (int32_t)b;                     \
-    return (T)(p < 0 ? -p : p);                                           \
-  }
-#define LCM_WIDE(S, T)                                                    \
-  static inline T lcm_##S(T a, T b) {                                     \
-    T g = gcd_##S(a, b);                                                  \
-    if (g == 0) return 0;                                                 \
-    T q = g == -1 ? RT_WRAP(T, 0 - RT_U64(a)) : (T)(a / g);               \
-    T p = RT_WRAP(T, RT_UW(q) * RT_UW(b));                                \
-    return ABS_WRAP(T, p);                                                \
-  }
-LCM_NARROW(u8, uint8_t)
-LCM_NARROW(i8, int8_t)
-LCM_NARROW(i16, int16_t)
-LCM_WIDE(i32, int32_t)
-LCM_WIDE(i64, int64_t)
-
-#define DEFINE_INTEGER_LOOPS(ENUM, S, T)               \
-  RT_BINARY_LOOP(gcd_loop_##S, T, T, gcd_##S(a, b))    \
-  RT_BINARY_LOOP(lcm_loop_##S, T, T, lcm_##S(a, b))
-RT_INTEGER_TYPES(DEFINE_INTEGER_LOOPS)
-#define INTEGER_TABLE(NAME)                                                          \
-  {[NRT_UINT8] = NAME##_u8, [NRT_INT8] = NAME##_i8, [NRT_INT16] = NAME##_i16,        \
-   [NRT_INT32] = NAME##_i32, [NRT_INT64] = NAME##_i64}
-
-nrt_status rt_kernel_gcd(const nrt_op *op) {
-  static const rt_loop_table loops = INTEGER_TABLE(gcd_loop);
-  return rt_run_pointwise(op, loops, -1);
-}
-
-nrt_status rt_kernel_lcm(const nrt_op *op) {
-  static const rt_loop_table loops = INTEGER_TABLE(lcm_loop);
   return rt_run_pointwise(op, loops, -1);
 }
 
