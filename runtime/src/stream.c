@@ -9,7 +9,10 @@
  * costs, so both sides spin briefly before they sleep: a worker that just
  * ran out of work polls for the next command, and a synchroniser polls for
  * completion. A synchroniser that sleeps says which completion it awaits,
- * so that the worker makes the futex call only then.
+ * so that the worker makes the futex call only then. One thread at a time
+ * runs a stream's commands, the holder of its claim: the worker while it
+ * has work, else a synchroniser may run the small commands it waits for
+ * itself (run_inline), sparing the two thread switches of a hand-off.
  * Streams live in a per-device table indexed by id: 0 is the default stream,
  * then two pools (normal and high priority) handed out round robin, then
  * streams created explicitly. The worker thread starts on first submission.
