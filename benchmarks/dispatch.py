@@ -2,7 +2,9 @@
 
 Part 1: per-op host cost of tiny ops (fill_, copy_, empty and add_ of one
 element) on neuron versus the same op on PyTorch CPU,
-timed over a loop that ends with a synchronize (so queued work is paid for).
+timed over a loop that ends with a synchronize (so queued work is paid for),
+and of add_ followed by a synchronize at every call (a queued op's whole
+round trip).
 Part 2: host->device and device->host copy bandwidth, from pageable and from
 pinned host memory, for 1 MiB..256 MiB, versus a plain memcpy of the same
 size between two host buffers. Every figure is the median of several trials
@@ -33,6 +35,20 @@ def per_op_us(op, iters: int, repeats: int, sync) -> float:
     return median_time(loop, repeats, warmup=False) / iters * 1e6
 
 
+def sync_of(t: torch.Tensor):
+    return torch.neuron.synchronize if t.device.type == "neuron" else (lambda: None)
+
+
+def add_and_synchronize(t: torch.Tensor, s: torch.Tensor):
+    sync = sync_of(t)
+
+    def op():
+        t.add_(s)
+        sync()
+
+    return op
+
+
 def tiny_ops(iters: int, repeats: int) -> None:
     print(f"Per-op host overhead, median of {repeats} loops of {iters} calls (lower is better)")
     print(f"{'op':<28}{'neuron us':>11}{'cpu us':>10}{'neuron/cpu':>12}")
@@ -41,13 +57,14 @@ def tiny_ops(iters: int, repeats: int) -> None:
         "copy_ (1 element, same dev)": lambda t, s: (lambda: t.copy_(s)),
         "empty (1 element)": lambda t, s: (lambda: torch.empty(1, device=t.device)),
         "add_ (1 element)": lambda t, s: (lambda: t.add_(s)),
+        "add_ + synchronize (1 el.)": add_and_synchronize,
     }
     for name, make in cases.items():
         results = {}
         for device in ("neuron", "cpu"):
             t = torch.zeros(1, device=device)
             s = torch.ones(1, device=device)
-            sync = torch.neuron.synchronize if device == "neuron" else (lambda: None)
+            sync = sync_of(t)
             results[device] = per_op_us(make(t, s), iters, repeats, sync)
         print(f"{name:<28}{results['neuron']:>11.2f}{results['cpu']:>10.2f}"
               f"{results['neuron'] / results['cpu']:>11.2f}x")

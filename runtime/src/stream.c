@@ -9,7 +9,10 @@
  * costs, so both sides spin briefly before they sleep: a worker that just
  * ran out of work polls for the next command, and a synchroniser polls for
  * completion. A synchroniser that sleeps says which completion it awaits,
- * so that the worker makes the futex call only then.
+ * so that the worker makes the futex call only then. One thread at a time
+ * runs a stream's commands, the holder of its claim: the worker while it
+ * has work, else a synchroniser may run the small commands it waits for
+ * itself (run_inline), sparing the two thread switches of a hand-off.
  * Streams live in a per-device table indexed by id: 0 is the default stream,
  * then two pools (normal and high priority) handed out round robin, then
  * streams created explicitly. The worker thread starts on first submission.
@@ -122,10 +125,11 @@ struct nrt_stream {
    * back from the worker's core (a tenth of a small op's host time). */
   _Alignas(64) atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
   uint64_t completed_seen; /* under mu: `completed` as last read by a producer */
-  _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the worker) */
-  /* For neuron-top (top.c), written by the worker only, read by the
-   * publisher: work commands run, and the busy time in one word (see
-   * mark_busy). On the line the worker writes at every completion anyway. */
+  _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the executor) */
+  atomic_int executing; /* 1 while a thread runs commands: the worker, or a synchroniser (run_inline) */
+  /* For neuron-top (top.c), read by the publisher: work commands run, and
+   * the busy time in one word (see mark_busy). Written only by the thread
+   * holding `executing`, on the line it writes at every completion anyway. */
   atomic_uint_fast64_t ops_run;
   atomic_int_fast64_t busy_mark;
   atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
@@ -483,8 +487,9 @@ static uint64_t run_fused(nrt_stream_t s, uint64_t done, command **last) {
  * it without a lock: while idle, busy_mark is the busy time so far (>= 0);
  * while busy, that minus the clock at which the period began (< 0, as the
  * busy time so far is less than the clock). The total at time t is then
- * mark >= 0 ? mark : t + mark. The worker reads the clock only when it
- * runs out of work and when work arrives again, never per command. */
+ * mark >= 0 ? mark : t + mark. The stream is busy while a thread holds its
+ * claim (claim_execution), which reads the clock only when it takes and
+ * gives back the claim, never per command. */
 static void mark_busy(nrt_stream_t s) {
   int_fast64_t mark = atomic_load_explicit(&s->busy_mark, memory_order_relaxed);
   atomic_store_explicit(&s->busy_mark, mark - (int_fast64_t)rt_now_ns(), memory_order_relaxed);
@@ -495,10 +500,73 @@ static void mark_idle(nrt_stream_t s) {
   atomic_store_explicit(&s->busy_mark, mark + (int_fast64_t)rt_now_ns(), memory_order_relaxed);
 }
 
-/* One writer: a load and a plain store, no locked add. */
+/* One writer (the claim's holder): a load and a plain store, no locked add. */
 static void count_ops_run(nrt_stream_t s, uint64_t n) {
   atomic_store_explicit(&s->ops_run, atomic_load_explicit(&s->ops_run, memory_order_relaxed) + n,
                         memory_order_relaxed);
+}
+
+/* Commands run in stream order on one thread at a time: the one holding
+ * the stream's claim. It is the worker's as long as the worker has work;
+ * a synchroniser that finds it free runs small commands itself (run_inline).
+ * Taking the claim acquires what the last holder published, giving it back
+ * releases what this one did (counts, profile ring, the fusion planner). */
+static int claim_execution(nrt_stream_t s) {
+  int free_claim = 0;
+  if (!atomic_compare_exchange_strong(&s->executing, &free_claim, 1)) return 0;
+  mark_busy(s);
+  return 1;
+}
+
+static void release_execution(nrt_stream_t s) {
+  mark_idle(s);
+  atomic_store_explicit(&s->executing, 0, memory_order_release);
+}
+
+static int unclaimed(nrt_stream_t s, uint64_t unused) {
+  (void)unused;
+  return !atomic_load_explicit(&s->executing, memory_order_acquire);
+}
+
+/* The command after `done`. Called once the count covering it was read
+ * (with acquire): a command committed after a growth is only in the new
+ * ring, and the count's acquire makes that ring visible. */
+static command *next_command(nrt_stream_t s, uint64_t done) {
+  ring *r = atomic_load_explicit(&s->ring, memory_order_acquire);
+  return &r->slots[(done + 1) & (r->depth - 1)];
+}
+
+/* Runs the command after `done` (with the ones queued behind it, if they
+ * fuse and may_fuse), publishes its completion and returns the new count.
+ * The caller holds the claim. */
+static uint64_t run_next(nrt_stream_t s, uint64_t done, int may_fuse) {
+  command *c = next_command(s, done);
+  if (may_fuse && c->kind == CMD_OP && rt_adaptive_on()) {
+    command *last;
+    uint64_t fused = run_fused(s, done, &last);
+    if (fused) {
+      count_ops_run(s, fused);
+      publish_completion(s, last, done + fused);
+      return done + fused;
+    }
+  }
+  if (__builtin_expect(c->prof.launch_id != 0, 0)) execute_profiled(s, c);
+  else execute(s, c);
+  if (c->kind == CMD_OP || c->kind == CMD_COPY || c->kind == CMD_HOST_TASK) count_ops_run(s, 1);
+  publish_completion(s, c, done + 1);
+  return done + 1;
+}
+
+/* Sleeps until work arrives after `done` or the stream stops; returns 0
+ * once it is stopping and drained. */
+static int sleep_for_work(nrt_stream_t s, uint64_t done) {
+  pthread_mutex_lock(&s->mu);
+  s->worker_sleeping = 1;
+  while (atomic_load(&s->submitted) == done && !s->stopping) pthread_cond_wait(&s->work_cv, &s->mu);
+  s->worker_sleeping = 0;
+  int stop = atomic_load(&s->submitted) == done; /* stopping and drained */
+  pthread_mutex_unlock(&s->mu);
+  return !stop;
 }
 
 static void *worker_main(void *arg) {
@@ -506,43 +574,56 @@ static void *worker_main(void *arg) {
   rt_keep_to_caller_core(); /* away from the kernel pool's helpers */
   if (s->priority < 0) /* best effort: favour high-priority workers */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -5);
-  uint64_t done = atomic_load(&s->completed);
-  mark_busy(s); /* started by a submission */
   for (;;) {
+    uint64_t done = atomic_load(&s->completed);
     if (!has_work(s, done)) {
-      mark_idle(s);
-      if (!spin_until(has_work, s, done)) {
-        pthread_mutex_lock(&s->mu);
-        s->worker_sleeping = 1;
-        while (atomic_load(&s->submitted) == done && !s->stopping)
-          pthread_cond_wait(&s->work_cv, &s->mu);
-        s->worker_sleeping = 0;
-        int stop = atomic_load(&s->submitted) == done; /* stopping and drained */
-        pthread_mutex_unlock(&s->mu);
-        if (stop) break;
-      }
-      mark_busy(s);
+      if (!spin_until(has_work, s, done) && !sleep_for_work(s, done)) break;
+      continue; /* the count again: a synchroniser may have run the work */
     }
-    /* Loaded after the count: a command committed after a growth is only
-     * in the new ring, and the count's acquire makes that ring visible. */
-    ring *r = atomic_load_explicit(&s->ring, memory_order_acquire);
-    command *c = &r->slots[(done + 1) & (r->depth - 1)];
-    if (c->kind == CMD_OP && rt_adaptive_on()) {
-      command *last;
-      uint64_t fused = run_fused(s, done, &last);
-      if (fused) {
-        done += fused;
-        count_ops_run(s, fused);
-        publish_completion(s, last, done);
-        continue;
-      }
+    if (!claim_execution(s)) { /* a synchroniser runs a few small commands */
+      spin_until(unclaimed, s, 0);
+      continue;
     }
-    if (__builtin_expect(c->prof.launch_id != 0, 0)) execute_profiled(s, c);
-    else execute(s, c);
-    if (c->kind == CMD_OP || c->kind == CMD_COPY || c->kind == CMD_HOST_TASK) count_ops_run(s, 1);
-    publish_completion(s, c, ++done);
+    for (done = atomic_load(&s->completed); has_work(s, done);) done = run_next(s, done, 1);
+    release_execution(s);
   }
   return NULL;
+}
+
+/* Largest operand (or copy) a synchroniser runs itself: a few
+ * microseconds of work, less than the two thread switches it saves. */
+#define INLINE_MAX_BYTES 16384
+
+/* Whether a synchroniser may run c on its own thread: ops and copies on
+ * small data and event records. Host functions and tasks, event waits and
+ * profiled commands (whose records name the worker's thread) stay the
+ * worker's. */
+static int runs_inline(const command *c) {
+  if (c->prof.launch_id) return 0;
+  switch (c->kind) {
+    case CMD_RECORD: return 1;
+    case CMD_COPY: return c->u.copy.bytes <= INLINE_MAX_BYTES;
+    case CMD_OP:
+      for (int k = 0; k < c->u.op.num_operands; k++) {
+        const nrt_tensor_view *v = &c->u.op.operands[k];
+        if ((uint64_t)nrt_view_numel(v) * nrt_dtype_size(v->dtype) > INLINE_MAX_BYTES) return 0;
+      }
+      return 1;
+    default: return 0;
+  }
+}
+
+/* A synchroniser about to wait for command seq runs the small commands
+ * before it itself when no thread is running the stream's commands (the
+ * worker sleeps, or has not been scheduled yet): it would only wait, and
+ * handing the work to the worker and back costs two thread switches or a
+ * futex wake, more than a small op. Stops at the first command the worker
+ * must run; the worker, woken by its launch, runs the rest. */
+static void run_inline(nrt_stream_t s, uint64_t seq) {
+  if (has_completed(s, seq) || !claim_execution(s)) return;
+  uint64_t done = atomic_load(&s->completed);
+  while (done < seq && runs_inline(next_command(s, done))) done = run_next(s, done, 0);
+  release_execution(s);
 }
 
 /* ---- submission ------------------------------------------------------- */
@@ -632,6 +713,7 @@ static void commit_locked(nrt_stream_t s) {
 
 /* Waits until command seq has completed; then reports any sticky error. */
 static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
+  run_inline(s, seq);
   /* Through the lock either way: the worker completes an event record
    * inside it, after publishing the count, so a caller that saw the count
    * by polling could otherwise find the event just recorded not complete. */
@@ -890,19 +972,27 @@ static nrt_status for_each_stream(int32_t device, nrt_status (*fn)(nrt_stream_t)
   nrt_status first = NRT_SUCCESS;
   char message[1024] = "";
   for (int64_t id = 0; id < MAX_STREAMS_PER_DEVICE; id++) {
-    /* Under table_mu: a stream destroyed meanwhile stays allocated until
-     * its reference is dropped, and next_created_id is written under it. */
-    pthread_mutex_lock(&table_mu);
-    int64_t next_created_id = streams_of[device].next_created_id;
-    nrt_stream_t stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_relaxed);
-    if (stream) atomic_fetch_add(&stream->refs, 1);
-    pthread_mutex_unlock(&table_mu);
-    if (!stream) {
-      if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
-      continue;
+    nrt_stream_t stream;
+    if (id < FIRST_CREATED_ID) {
+      /* The default and pooled streams are never destroyed: no lock, no
+       * reference (a device synchronize passes all 65 ids every time). */
+      stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_acquire);
+      if (!stream) continue;
+    } else {
+      /* Under table_mu: a stream destroyed meanwhile stays allocated until
+       * its reference is dropped, and next_created_id is written under it. */
+      pthread_mutex_lock(&table_mu);
+      int64_t next_created_id = streams_of[device].next_created_id;
+      stream = atomic_load_explicit(&streams_of[device].table[id], memory_order_relaxed);
+      if (stream) atomic_fetch_add(&stream->refs, 1);
+      pthread_mutex_unlock(&table_mu);
+      if (!stream) {
+        if (id >= next_created_id) break;
+        continue;
+      }
     }
     nrt_status status = fn(stream);
-    stream_release(stream);
+    if (id >= FIRST_CREATED_ID) stream_release(stream);
     if (status && !first) {
       first = status;
       snprintf(message, sizeof message, "%s", nrt_last_error());
