@@ -377,12 +377,13 @@ def test_fused_cells_float32_vectorised_rows(bias):
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_batch_of_32_runs_the_hidden_product_transposed(kind):
-    """float32 LSTM/GRU with a batch that is a multiple of 32: each step's
-    hidden product runs as (W_hh h^T)^T and the fused cell reads its gates
-    with strides (nn_rnn_sequence.cpp, hidden_transposed). Every element is the same sum
-    as on the straight path, so the first 31 sequences of a batch of 32 give
-    the same bits as a batch of those 31 alone (straight path); against the
-    CPU within tolerance, forward and backward, bidirectional, two layers."""
+    """float32 LSTM/GRU with a batch of 32: each step's hidden product
+    h W_hh^T runs as (W_hh h^T)^T inside the GEMM (gemm.c,
+    small_m_transposed; once nn_rnn_sequence.cpp's own special case). Every
+    element is the same sum as on the straight path, so the first 31
+    sequences of a batch of 32 give the same bits as a batch of those 31
+    alone; against the CPU within tolerance, forward and backward,
+    bidirectional, two layers."""
     dtype = torch.float32
     cpu_mod, dev_mod = twins(getattr(nn, kind)(7, 16, num_layers=2, bidirectional=True), dtype)
     x = torch.randn(5, 32, 7, dtype=dtype)

@@ -1284,6 +1284,63 @@ static void test_serial_product_matches_split(void) {
   free(a), free(b), free(c_small), free(c_big);
 }
 
+/* ---- small m, B transposed: the product computed as C^T = B^T A^T -------------- */
+
+static float arbitrary_f32(void) { return (float)((int64_t)(rng() % 20001) - 10000) * 1.37e-4f; }
+
+/* C = alpha * A W^T + beta * Cin with A [m, k] and W [n, k] row-major, as
+ * linear/addmm hand it over; cin_mode 0: beta 0, 1: a bias row broadcast
+ * (row stride 0), 2: a full matrix, 3: Cin is C (preloaded with cin). */
+static nrt_status small_m_product(float *c, const float *a, const float *w, const float *cin, int64_t m, int64_t n,
+                                  int64_t k, int cin_mode, double alpha, double beta, int straight) {
+  if (cin_mode == 3) memcpy(c, cin, (size_t)(m * n) * sizeof(float));
+  rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_FLOAT32,
+                    .c_dtype = NRT_FLOAT32, .a = a, .a_rs = k, .a_cs = 1, .b = w, .b_rs = 1, .b_cs = k,
+                    .c = c, .c_rs = n, .c_cs = 1, .cin = cin_mode == 3 ? c : cin_mode ? cin : NULL,
+                    .cin_rs = cin_mode == 1 ? 0 : n, .cin_cs = 1, .alpha = alpha,
+                    .beta = cin_mode ? beta : 0, .straight = straight};
+  return rt_gemm(&g);
+}
+
+/* The transposed plan (small_m_transposed) against its twin, the straight
+ * plan (args.straight), bit for bit on arbitrary values: row counts that
+ * fill whole 32-column tiles and ones that do not (2, 13, 20: the rule
+ * then keeps the straight plan unless B is large), k in one block and
+ * across blocks (Cin then joins after the first block in both), Cin as a
+ * bias row, a full matrix and C itself (transposed only with alpha = beta
+ * = 1: else the kernel fuses beta * C), alpha/beta 1 and not, and a B of
+ * 32 MiB (taken transposed at any m). Both plans are also checked against
+ * the double twin's rounding bound by the cases above; thread counts by
+ * write_thread_case. */
+static void test_small_m_transposed_matches_straight(void) {
+  static const int64_t sizes[][3] = {/* m, n, k */
+                                     {2, 200, 70},   {13, 200, 70},  {16, 520, 400}, {20, 64, 1100},
+                                     {32, 1024, 256}, {64, 96, 777}, {96, 300, 385}, {128, 130, 64},
+                                     {4, 2048, 4096}};
+  static const double scalars[][2] = {{1, 1}, {0.7, -1.3}};
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+    const int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
+    float *a = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(n * k) * 4), *cin = malloc((size_t)(m * n) * 4);
+    float *c0 = malloc((size_t)(m * n) * 4), *c1 = malloc((size_t)(m * n) * 4);
+    rng_state = 4242 + z;
+    for (int64_t q = 0; q < m * k; q++) a[q] = arbitrary_f32();
+    for (int64_t q = 0; q < n * k; q++) w[q] = arbitrary_f32();
+    for (int64_t q = 0; q < m * n; q++) cin[q] = arbitrary_f32();
+    for (int mode = 0; mode < 4; mode++)
+      for (size_t sc = 0; sc < 2; sc++) {
+        if (z == sizeof sizes / sizeof sizes[0] - 1 && (mode % 2 || sc)) continue; /* the big one: twice */
+        CHECK_OK(small_m_product(c0, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 1));
+        CHECK_OK(small_m_product(c1, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 0));
+        if (memcmp(c0, c1, (size_t)(m * n) * 4) != 0) {
+          fprintf(stderr, "small m %lldx%lldx%lld cin mode %d alpha %g beta %g: transposed differs from straight\n",
+                  (long long)m, (long long)n, (long long)k, mode, scalars[sc][0], scalars[sc][1]);
+          CHECK(0);
+        }
+      }
+    free(a), free(w), free(cin), free(c0), free(c1);
+  }
+}
+
 /* ---- thread-count independence ------------------------------------------------ */
 
 static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
@@ -1321,6 +1378,19 @@ static int write_thread_case(void) {
     if (rt_gemm(&g) != NRT_SUCCESS) return 1;
     h = hash_bytes(h, C.storage, (size_t)(C.s0 * 12) * elem_size(C.dtype));
     release();
+  }
+  /* A small-m product with B transposed, computed as C^T = B^T A^T. */
+  for (int mode = 0; mode < 4; mode += 3) {
+    const int64_t m = 32, n = 1024, k = 700;
+    float *a = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(n * k) * 4), *cin = malloc((size_t)(m * n) * 4);
+    float *c = malloc((size_t)(m * n) * 4);
+    rng_state = 31 + (uint64_t)mode;
+    for (int64_t q = 0; q < m * k; q++) a[q] = arbitrary_f32();
+    for (int64_t q = 0; q < n * k; q++) w[q] = arbitrary_f32();
+    for (int64_t q = 0; q < m * n; q++) cin[q] = arbitrary_f32();
+    if (small_m_product(c, a, w, cin, m, n, k, mode, 0.7, 0.3, 0) != NRT_SUCCESS) return 1;
+    h = hash_bytes(h, (const char *)c, (size_t)(m * n) * 4);
+    free(a), free(w), free(cin), free(c);
   }
   const char *path = getenv("GEMM_TEST_OUT");
   FILE *f = path ? fopen(path, "w") : NULL;
@@ -1406,6 +1476,7 @@ int main(int argc, char **argv) {
   RUN(test_amx_gemm_bf16_c);
   RUN(test_amx_block_matches_tiles);
   RUN(test_serial_product_matches_split);
+  RUN(test_small_m_transposed_matches_straight);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);

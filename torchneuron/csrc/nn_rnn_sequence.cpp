@@ -66,28 +66,15 @@ Tensor input_gates(Cell cell, const Tensor& x, const Weights& w) {
   return w.b_hh.defined() ? gi + w.b_hh : gi;
 }
 
-// Whether a step's hidden product h [batch, hidden] x W_hh^T runs
-// transposed, as (W_hh h^T)^T: float32 with a batch that is a multiple of
-// 32. The GEMM's register tile is 12 rows x 32 columns (AVX-512; 6 x 16 on
-// AVX2): the straight product fills 32 rows of it in 36 and repacks W_hh
-// (1 MiB at hidden 256, a transpose) on every step; transposed, W_hh's
-// rows are read where they lie, only h^T is packed, and the batch fills
-// whole column panels. One thread, CPU time, [32,256] x [256,1024]: 248 ->
-// 165 us, the same bits (each element is the same sum over k in the same
-// order). A batch that leaves a column panel part empty (under 16, or not
-// a multiple of 32) ran slower transposed (docs/performance.md, session
-// s46-lstm). The fused cells then read the hidden gates with strides. The
-// plain RNN keeps the straight addmm: its [32,256] x [256,256] step, and
-// the tanh/relu of a transposed result, came out 4-9% slower transposed.
-bool hidden_transposed(const Tensor& h, const Tensor& w_hh) {
-  return h.scalar_type() == at::kFloat && w_hh.scalar_type() == at::kFloat && h.size(0) > 0 &&
-         h.size(0) % 32 == 0;
-}
-
-// h W_hh^T [batch, gates * hidden].
-Tensor hidden_gates(const Tensor& h, const Tensor& w_hh) {
-  return hidden_transposed(h, w_hh) ? at::mm(w_hh, h.t()).t() : at::linear(h, w_hh);
-}
+// h W_hh^T [batch, gates * hidden]. For a float32 batch of 13-32, 49-64,
+// 85-96 or 109-128 the runtime's GEMM computes it as (W_hh h^T)^T (gemm.c,
+// small_m_transposed: W_hh's rows read where they lie instead of repacking
+// W_hh^T on every step; the same bits). Session s46-lstm had done that here
+// for batches that are a multiple of 32, with the cells reading the
+// transposed gates with strides; through linear the gates come back
+// row-major, and the LSTM step at hidden 256 took the same time either way
+// (docs/performance.md, session s46-smallm).
+Tensor hidden_gates(const Tensor& h, const Tensor& w_hh) { return at::linear(h, w_hh); }
 
 // One step: the new (h, c) from the step's input gates and the state.
 std::pair<Tensor, Tensor> step(Cell cell, const Tensor& gi, const Tensor& h, const Tensor& c, const Weights& w) {

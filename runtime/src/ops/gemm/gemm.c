@@ -29,7 +29,9 @@
  * workspace for the unit accumulates the k blocks and is written out
  * once, converted. Kernels with thread state (AMX tiles) get begin/end
  * around each unit's micro-kernel calls. A
- * transposed C is handled by computing C^T = B^T A^T.
+ * transposed C is handled by computing C^T = B^T A^T; so is a float32
+ * product with few rows and a transposed row-major B (x W^T, linear), where
+ * reading W in place beats repacking W^T on every call (small_m_transposed).
  */
 #include "ops/gemm/gemm.h"
 
@@ -63,6 +65,9 @@
 #define BIG_B_BYTES (2 << 20)     /* one k block of packed B larger than this (L2) sets big_b_mc */
 #define SHARED_A_MAX (1 << 21)    /* packed elements of A shared by all threads, when columns are split */
 #define A_BF16_IN_PLACE_MAX (32 << 10) /* bytes of a bfloat16 A per batch item read in place, at most */
+#define SMALL_M_MAX 128          /* rows, at most, of a product computed transposed (small_m_transposed) */
+#define SMALL_M_PACK_COLUMNS 8    /* ... when packing B costs about as much as this many more columns */
+#define SMALL_M_BIG_B (32.0 * (1 << 20)) /* ... and always when B has this many bytes or more */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -220,15 +225,36 @@ DEFINE_FLUSH(flush_f32, float, f32_id, f32_id)
 DEFINE_FLUSH(flush_bf16, rt_bfloat16, rt_bfloat16_from_float, rt_bfloat16_to_float)
 DEFINE_FLUSH(flush_f16, rt_half, rt_half_from_float, rt_half_to_float)
 
+/* The same for a float32 C stored transposed (row stride 1, column stride
+ * cs: the caller's C of a product computed as C^T = B^T A^T): column j of
+ * the block is a run of rows contiguous values of C, written in one pass
+ * (by rows, each value would fall in a different cache line). The same
+ * sums as flush_f32, in another order of stores. */
+RT_SIMD_VOID(flush_cols_f32, (float *c, int64_t cs, const float *w, int64_t ld, const float *in, int64_t i_rs,
+                              int64_t ics, float beta, int64_t rows, int64_t n),
+             (c, cs, w, ld, in, i_rs, ics, beta, rows, n)) {
+  for (int64_t j = 0; j < n; j++, c += cs) {
+    if (!in) {
+      for (int64_t i = 0; i < rows; i++) c[i] = w[i * ld + j];
+    } else if (i_rs == 1) {
+      const float *ir = in + j * ics;
+      for (int64_t i = 0; i < rows; i++) c[i] = w[i * ld + j] + beta * ir[i];
+    } else {
+      const float *ir = in + j * ics;
+      for (int64_t i = 0; i < rows; i++) c[i] = w[i * ld + j] + beta * ir[i * i_rs];
+    }
+  }
+}
+
 /* Writes a unit's workspace (mrows x ncols, row stride ld) to C at (t, i0,
  * j0): C = ws + beta * Cin, rounded once to C's dtype. */
 static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld, int64_t t,
-                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols) {
+                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols, int with_cin) {
   const rt_gemm_args *g = &pl->g;
   float beta = (float)g->beta;
   int64_t cb = (int64_t)nrt_dtype_size(g->c_dtype);
   char *c = (char *)g->c + (t * g->c_bs + i0 * g->c_rs + j0 * g->c_cs) * cb;
-  const char *in = g->cin ? (const char *)g->cin + (t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
+  const char *in = g->cin && with_cin ? (const char *)g->cin + (t * g->cin_bs + i0 * g->cin_rs + j0 * g->cin_cs) * cb : NULL;
   switch (g->c_dtype) {
     case NRT_BFLOAT16:
       if (g->c_cs == 1 && (!in || g->cin_cs == 1) &&
@@ -243,6 +269,10 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
                 mrows, ncols);
       break;
     default:
+      if (g->c_rs == 1 && g->c_cs != 1) {
+        flush_cols_f32((float *)c, g->c_cs, ws, ld, (const float *)in, g->cin_rs, g->cin_cs, beta, mrows, ncols);
+        break;
+      }
       flush_f32((float *)c, g->c_rs, g->c_cs, ws, ld, (const float *)in, g->cin_rs, g->cin_cs, beta, mrows,
                 ncols);
       break;
@@ -250,12 +280,12 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
 }
 
 static void flush_workspace_f64(const gemm_plan *pl, const double *ws, int64_t ld, int64_t t,
-                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols) {
+                                int64_t i0, int64_t j0, int64_t mrows, int64_t ncols, int with_cin) {
   const rt_gemm_args *g = &pl->g;
   for (int64_t i = 0; i < mrows; i++) {
     const double *w = ws + i * ld;
     double *crow = (double *)g->c + t * g->c_bs + (i0 + i) * g->c_rs + j0 * g->c_cs;
-    const double *irow = g->beta != 0 ? (const double *)g->cin + t * g->cin_bs +
+    const double *irow = g->beta != 0 && with_cin ? (const double *)g->cin + t * g->cin_bs +
                                             (i0 + i) * g->cin_rs + j0 * g->cin_cs
                                       : NULL;
     for (int64_t j = 0; j < ncols; j++)
@@ -300,6 +330,10 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
      * (a row's sums do not depend on the other rows of its tile). */        \
     const int shift_edge = pl->a_inplace && pl->direct && pl->ktot <= pl->kc && g->beta == 0;   \
     const int use_ws = !pl->direct && !tile_flush;                                              \
+    /* A workspace in C's own type (C transposed): beta * Cin joins it after \
+     * the first k block, as it joins a direct C, so that the sums and their \
+     * order do not depend on C's layout. */                                  \
+    const int ws_cin = use_ws && g->cin && g->c_dtype == (sizeof(CT) == 8 ? NRT_FLOAT64 : NRT_FLOAT32); \
     /* ... and bfloat16 C without Cin: rounded by the kernel itself (bf16_c). */               \
     const int c_bf16 = tile_flush && kern->bf16_c && g->c_dtype == NRT_BFLOAT16 && g->c_cs == 1 && \
                        !g->cin && rt_isa_avx512_bf16();                                         \
@@ -385,11 +419,15 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 }                                                                               \
                 if (tile_flush) {                                                               \
                   UKR(KP(kcur), apan, lda, bpan, ldb, tile, nr, alpha, 0);                           \
-                  flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc);          \
+                  flush_workspace_##CSUF(pl, tile, nr, t, i0 + ir, j0 + jr, mrc, nrc, 1);       \
                   continue;                                                                     \
                 }                                                                               \
                 if (use_ws) {                                                                   \
-                  UKR(KP(kcur), apan, lda, bpan, ldb, wunit + ir * ncpad + jr, ncpad, alpha, first ? 0 : 1); \
+                  CT *wt = wunit + ir * ncpad + jr;                                             \
+                  UKR(KP(kcur), apan, lda, bpan, ldb, wt, ncpad, alpha, first ? 0 : 1);         \
+                  if (first && ws_cin)                                                          \
+                    merge_##CSUF(wt, ncpad, wt, ncpad, mrc, nrc, iunit + ir * g->cin_rs + jr * g->cin_cs, \
+                                 g->cin_rs, g->cin_cs, beta);                                   \
                   continue;                                                                     \
                 }                                                                               \
                 CT *cp = cunit + ir * g->c_rs + jr;                                              \
@@ -427,7 +465,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
       const int final = !pl->bsh || ch->kb0 + pl->kb >= pl->ktot;                               \
       for (int64_t ib = ib0; ib < ib0 + nib; ib++) {                                            \
         const int64_t i0 = ib * pl->mc, mcur = min64(pl->mc, g->m - i0);                        \
-        if (use_ws) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur); \
+        if (use_ws) flush_workspace_##CSUF(pl, ws + (ib - ib0) * mcpad * ncpad, ncpad, t, i0, j0, mcur, ncur, !ws_cin); \
         if (final) finish_block(pl, t, i0, mcur, j0, ncur);                                     \
       }                                                                                         \
       u += nib;                                                                                 \
@@ -860,6 +898,37 @@ static void transpose_problem(rt_gemm_args *g) {
   t = g->cin_rs, g->cin_rs = g->cin_cs, g->cin_cs = t;
 }
 
+/* Whether a float32 product with few rows and a transposed row-major B
+ * (B^T's rows contiguous: a weight W [n, k] read as W^T, what linear and
+ * addmm(bias, x, W.t()) compute) runs as C^T = B^T A^T. Straight, all of
+ * B is packed (a transpose of n x k values) on every call to serve only
+ * ceil(m / mr) row panels; transposed, W is the A operand whose full row
+ * panels are read where they lie (a_in_place, A_ROWS), only x^T (k x m) is
+ * packed, and C is written transposed (tile_flush / flush_cols_f32, or a
+ * workspace). Transposed the m rows become columns, computed nr at a time
+ * instead of mr: it pays when the columns it adds over the rows straight
+ * (round_up(m, nr) - round_up(m, mr)) cost less than packing B, which was
+ * worth about SMALL_M_PACK_COLUMNS of them on one thread (12 x 32 tile,
+ * CPU time, docs/performance.md, session s46-smallm: m = 16, 32, 64, 128
+ * transposed 1.1-1.9x, m = 4, 8, 48 0.55-0.9x), and always when B is too
+ * large for the caches (SMALL_M_BIG_B: packing it streams it from memory;
+ * 4096 x 4096 at m = 4 and 8: 1.2-1.4x). Each element's sum is the same
+ * in both orientations (one thread, k blocks of the same kc, Cin joining
+ * after the first k block: see ws_cin), so the result is bitwise the
+ * straight plan's; test_gemm.c compares them. */
+static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
+  if (g->straight || kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->c_dtype != NRT_FLOAT32 ||
+      g->batch != 1 || g->kslices != 1 || !kern->f32_rows || g->c_cs != 1 || g->b_rs != 1 || g->b_cs == 1 || g->a_cs != 1 ||
+      g->m > SMALL_M_MAX || g->n < 2 * kern->nr || g->m < 2)
+    return 0;
+  /* Cin that is C: straight, the kernel fuses alpha * AB + beta * C, which
+   * rounds otherwise than the transposed plan's alpha * AB, then + beta * C
+   * (the same only for alpha = beta = 1). */
+  if (g->cin == g->c && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs && (g->alpha != 1 || g->beta != 1)) return 0;
+  if ((double)g->n * (double)g->k * (double)sizeof(float) >= SMALL_M_BIG_B) return 1;
+  return round_up(g->m, kern->nr) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
+}
+
 /* k == 0: C = beta * Cin (zeros when beta == 0). */
 static void scale_only(const rt_gemm_args *g) {
   for (int64_t t = 0; t < g->batch; t++)
@@ -932,6 +1001,10 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     if (g->ab_dtype != NRT_BFLOAT16 || rt_gemm_kernels(NRT_BFLOAT16, &list) == 0)
       rt_gemm_kernels(compute, &list);
     pl.kern = list[0];
+  }
+  if (!pl.transposed && small_m_transposed(g, pl.kern)) {
+    transpose_problem(g);
+    pl.transposed = 1;
   }
   pl.direct = g->c_dtype == compute && g->c_cs == 1;
   pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;

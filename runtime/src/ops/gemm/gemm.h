@@ -67,6 +67,10 @@ typedef struct rt_gemm_args {
   /* A kernel from rt_gemm_kernels() to use instead of the best one (tests
    * and benchmarks); NULL for the default. */
   const struct rt_gemm_kernel *kernel;
+  /* Nonzero: never compute the product as C^T = B^T A^T by choice (the
+   * small-m rule of gemm.c), only when C itself is stored transposed: the
+   * straight plan, the twin of the transposed one (tests, benchmarks). */
+  int straight;
   /* Optional: called once for every block of C as soon as its final values
    * are stored (rows i0..i0+rows-1, columns j0..j0+cols-1 of batch item t,
    * in the caller's orientation), on the thread that computed it, while
