@@ -60,6 +60,7 @@ PACK_SEGMENT(pack_bf16_bits, uint16_t, uint16_t, bits_of_bits)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "ops/engine/transpose8.h"
 
 /* dst[p*R + r] = src[r*s_r + p] for r < 8, p < len: 8 x 8 blocks through
  * registers (the standard unpack/shuffle/permute transpose). The values are
@@ -68,24 +69,7 @@ PACK_SEGMENT(pack_bf16_bits, uint16_t, uint16_t, bits_of_bits)
 __attribute__((target("avx2"))) static void transpose8_f32(float *dst, int R, const float *src,
                                                              int64_t s_r, int64_t len) {
   int64_t p = 0;
-  for (; p + 8 <= len; p += 8) {
-    __m256 r[8], t[8], u[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * s_r + p);
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int h = 0; h < 8; h += 4) {
-      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
-      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
-    }
-    for (int q = 0; q < 4; q++) {
-      _mm256_storeu_ps(dst + (p + q) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
-      _mm256_storeu_ps(dst + (p + q + 4) * R, _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
-    }
-  }
+  for (; p + 8 <= len; p += 8) rt_transpose8x8_32(dst + p * R, R, src + p, s_r);
   for (; p < len; p++)
     for (int i = 0; i < 8; i++) memcpy(dst + p * R + i, src + i * s_r + p, 4);
 }
