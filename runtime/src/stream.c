@@ -33,6 +33,7 @@
 #include "profiling.h"
 #include "ops/engine/thread_pool.h"
 #include "stream_free_log.h"
+#include "stream_impl.h"
 
 /* The ring starts small (most streams queue a few commands) and doubles
  * when a producer finds it full, up to RING_DEPTH_MAX: a training step
@@ -48,105 +49,8 @@ void rt_stream_limit_ring_depth(uint64_t depth) {
   atomic_store(&ring_depth_limit, depth >= 2 && depth <= RING_DEPTH_MAX ? depth : RING_DEPTH_MAX);
 }
 #define MAX_STREAMS_PER_DEVICE 4096
-/* Frees remembered for dead-store elision: more than a training step's
- * queue frees between the launch of an op and the worker reaching it. */
-#define FREE_LOG_SIZE 256
-#define PROF_CHUNK_RECORDS 1024
-#define PROF_CHUNKS (NRT_PROFILE_RING_RECORDS / PROF_CHUNK_RECORDS)
 #define POOL_BASE_ID 1 /* ids 1..32 normal priority, 33..64 high */
 #define FIRST_CREATED_ID (POOL_BASE_ID + 2 * NRT_STREAM_POOL_SIZE)
-
-typedef enum command_kind {
-  CMD_OP,
-  CMD_COPY,
-  CMD_HOST_FUNC,
-  CMD_HOST_TASK,
-  CMD_RECORD,
-  CMD_WAIT
-} command_kind;
-
-typedef struct command {
-  command_kind kind;
-  rt_launch_stamp prof; /* launch_id 0 unless a profile records (profiling.h) */
-  union {
-    nrt_op op;
-    struct {
-      void *dst;
-      const void *src;
-      size_t bytes;
-      const void *pinned[2]; /* pinned host buffers held until done */
-    } copy;
-    struct {
-      void (*fn)(void *);
-      void *arg;
-    } host;
-    struct {
-      nrt_status (*run)(void *);
-      void (*release)(void *);
-      void *arg;
-      char name[NRT_HOST_TASK_NAME_MAX];
-    } task;
-    struct {
-      nrt_event_t event;
-      uint64_t generation;
-    } event;
-  } u;
-} command;
-
-/* Commands live at slot seq % depth. A grown ring replaces the one it
- * copied; the old one stays allocated until the stream is freed (the worker
- * may still be running a command in it), which costs at most the size of
- * the newest ring again. */
-typedef struct ring {
-  uint64_t depth; /* a power of two */
-  struct ring *older;
-  command slots[];
-} ring;
-
-struct nrt_stream {
-  int32_t device;
-  int32_t priority;
-  int64_t id;
-  pthread_mutex_t mu;
-  pthread_cond_t work_cv; /* worker: commands arrived or stop */
-  pthread_cond_t done_cv; /* producers/synchronizers: a command completed */
-  pthread_t thread;
-  int thread_started;
-  atomic_int refs;    /* the table's, plus device synchronizes in progress */
-  int stopping;
-  int worker_sleeping;         /* under mu: the worker waits on work_cv */
-  _Atomic(ring *) ring;        /* written under mu, before the commit of the commands it adds */
-  atomic_int failed;           /* error != NRT_SUCCESS, read without mu */
-  nrt_status error;            /* sticky asynchronous error, under mu */
-  char error_message[1024];
-  /* The counters, on cache lines apart: producers write `submitted` at
-   * every launch, the worker writes `completed` at every completion. On one
-   * line with the fields above, each launch waited for that line to come
-   * back from the worker's core (a tenth of a small op's host time). */
-  _Alignas(64) atomic_uint_fast64_t submitted; /* last submitted sequence number (written under mu) */
-  uint64_t completed_seen; /* under mu: `completed` as last read by a producer */
-  _Alignas(64) atomic_uint_fast64_t completed; /* last completed one (written by the executor) */
-  atomic_int executing; /* 1 while a thread runs commands: the worker, or a synchroniser (run_inline) */
-  /* For neuron-top (top.c), read by the publisher: work commands run, and
-   * the busy time in one word (see mark_busy). Written only by the thread
-   * holding `executing`, on the line it writes at every completion anyway. */
-  atomic_uint_fast64_t ops_run;
-  atomic_int_fast64_t busy_mark;
-  atomic_uint_fast64_t wake_at; /* least sequence number a thread sleeping on done_cv awaits */
-  rt_adaptive *adaptive;        /* the worker's fusion planner, made with the worker */
-  /* Blocks freed for this stream (stream_free_log.h), a ring under free_mu. */
-  pthread_mutex_t free_mu;
-  uint32_t free_next;
-  struct {
-    uintptr_t lo, hi;
-    uint64_t seq;
-  } frees[FREE_LOG_SIZE];
-  /* Profile records (neuronrt/profile.h): a ring of chunks the worker
-   * allocates as it first fills them; the worker advances head, one
-   * drainer at a time advances tail. */
-  nrt_profile_record *prof_chunk[PROF_CHUNKS];
-  atomic_uint_fast64_t prof_head, prof_tail, prof_dropped;
-};
 
 typedef struct device_streams {
   _Atomic(nrt_stream_t) table[MAX_STREAMS_PER_DEVICE];
@@ -243,29 +147,6 @@ static void execute(nrt_stream_t s, command *c) {
 }
 
 /* ---- profiling -------------------------------------------------------- */
-
-void rt_profile_emit(nrt_stream_t s, const nrt_profile_record *r) {
-  uint64_t head = atomic_load_explicit(&s->prof_head, memory_order_relaxed);
-  uint64_t tail = atomic_load_explicit(&s->prof_tail, memory_order_acquire);
-  nrt_profile_record **chunk = &s->prof_chunk[(head / PROF_CHUNK_RECORDS) % PROF_CHUNKS];
-  if (head - tail >= NRT_PROFILE_RING_RECORDS ||
-      (!*chunk && !(*chunk = malloc(PROF_CHUNK_RECORDS * sizeof **chunk)))) {
-    atomic_fetch_add_explicit(&s->prof_dropped, 1, memory_order_relaxed);
-    return;
-  }
-  (*chunk)[head % PROF_CHUNK_RECORDS] = *r;
-  atomic_store_explicit(&s->prof_head, head + 1, memory_order_release);
-}
-
-static uint64_t drain_stream_records(nrt_stream_t s, void (*fn)(const nrt_profile_record *, void *),
-                                     void *arg) {
-  uint64_t head = atomic_load_explicit(&s->prof_head, memory_order_acquire);
-  uint64_t tail = atomic_load_explicit(&s->prof_tail, memory_order_relaxed);
-  for (; tail != head; tail++)
-    if (fn) fn(&s->prof_chunk[(tail / PROF_CHUNK_RECORDS) % PROF_CHUNKS][tail % PROF_CHUNK_RECORDS], arg);
-  atomic_store_explicit(&s->prof_tail, tail, memory_order_release);
-  return atomic_exchange_explicit(&s->prof_dropped, 0, memory_order_relaxed);
-}
 
 static const char *command_name(const command *c) {
   switch (c->kind) {
@@ -656,8 +537,8 @@ static int grow_ring_locked(nrt_stream_t s) {
  * refused with the sticky error of a failed stream; bookkeeping (event
  * records and waits, host functions) is always queued, so that nothing
  * waiting on it hangs and resources are still released. Returns with s->mu held and *seq
- * set; the caller fills the slot and calls commit_locked. */
-static nrt_status reserve_locked(nrt_stream_t s, int bookkeeping, command **slot, uint64_t *seq) {
+ * set; the caller fills the slot and calls rt_stream_commit_locked. */
+nrt_status rt_stream_reserve_locked(nrt_stream_t s, int bookkeeping, command **slot, uint64_t *seq) {
   pthread_mutex_lock(&s->mu);
   if (s->error && !bookkeeping) { /* refused, as CUDA refuses launches after a sticky error */
     nrt_status status = report_error_locked(s);
@@ -703,7 +584,7 @@ static nrt_status reserve_locked(nrt_stream_t s, int bookkeeping, command **slot
   return NRT_SUCCESS;
 }
 
-static void commit_locked(nrt_stream_t s) {
+void rt_stream_commit_locked(nrt_stream_t s) {
   /* Release: the worker that sees the new count sees the filled slot. */
   atomic_store_explicit(&s->submitted, atomic_load_explicit(&s->submitted, memory_order_relaxed) + 1,
                         memory_order_release); /* producers hold mu */
@@ -712,7 +593,7 @@ static void commit_locked(nrt_stream_t s) {
 }
 
 /* Waits until command seq has completed; then reports any sticky error. */
-static nrt_status wait_for(nrt_stream_t s, uint64_t seq) {
+nrt_status rt_stream_wait_for(nrt_stream_t s, uint64_t seq) {
   run_inline(s, seq);
   /* Through the lock either way: the worker completes an event record
    * inside it, after publishing the count, so a caller that saw the count
@@ -927,13 +808,13 @@ nrt_status nrt_stream_synchronize(nrt_stream_t stream) {
   if (s) return s;
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_synchronize: NULL stream");
   rt_metric_add(NRT_METRIC_STREAM_SYNCS, 1);
-  return wait_for(stream, atomic_load(&stream->submitted));
+  return rt_stream_wait_for(stream, atomic_load(&stream->submitted));
 }
 
 /* A device synchronisation's wait on one of its streams (counted once, as
  * the device's). */
 static nrt_status drain_stream(nrt_stream_t stream) {
-  return wait_for(stream, atomic_load(&stream->submitted));
+  return rt_stream_wait_for(stream, atomic_load(&stream->submitted));
 }
 
 nrt_status nrt_stream_query(nrt_stream_t stream) {
@@ -955,7 +836,7 @@ nrt_status nrt_stream_clear_error(nrt_stream_t stream) {
   if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_stream_clear_error: NULL stream");
   /* Drain first: what was queued behind the error is skipped, as the user
    * was told, rather than run on inputs the failed work never wrote. */
-  wait_for(stream, atomic_load(&stream->submitted));
+  rt_stream_wait_for(stream, atomic_load(&stream->submitted));
   pthread_mutex_lock(&stream->mu);
   stream->error = NRT_SUCCESS;
   stream->error_message[0] = 0;
@@ -1024,173 +905,27 @@ nrt_status nrt_stream_wait_event(nrt_stream_t stream, nrt_event_t event) {
     return NRT_SUCCESS;
   command *c;
   uint64_t seq;
-  if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
+  if ((s = rt_stream_reserve_locked(stream, 1, &c, &seq))) return s;
   rt_event_retain(event);
   c->kind = CMD_WAIT;
   c->prof.launch_id = 0;
   c->u.event.event = event;
   c->u.event.generation = generation;
-  commit_locked(stream);
+  rt_stream_commit_locked(stream);
   return NRT_SUCCESS;
 }
 
 nrt_status rt_stream_record(nrt_stream_t stream, nrt_event_t event, uint64_t generation) {
   command *c;
   uint64_t seq;
-  nrt_status s = reserve_locked(stream, 1, &c, &seq);
+  nrt_status s = rt_stream_reserve_locked(stream, 1, &c, &seq);
   if (s) return s;
   rt_event_retain(event);
   c->kind = CMD_RECORD;
   c->prof.launch_id = 0;
   c->u.event.event = event;
   c->u.event.generation = generation;
-  commit_locked(stream);
-  return NRT_SUCCESS;
-}
-
-/* ---- launches and copies ---------------------------------------------- */
-
-nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
-  nrt_status s = rt_ensure_init();
-  if (s) return s;
-  if (!stream || !op) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch: NULL argument");
-  if ((s = rt_op_validate(op))) return s;
-  command *c;
-  uint64_t seq;
-  if ((s = reserve_locked(stream, 0, &c, &seq))) return s;
-  c->kind = CMD_OP;
-  /* Copy only the used part of the descriptor: it is large. */
-  c->u.op.code = op->code;
-  c->u.op.compute_dtype = op->compute_dtype;
-  c->u.op.num_operands = op->num_operands;
-  c->u.op.num_outputs = op->num_outputs;
-  c->u.op.num_scalars = op->num_scalars;
-  c->u.op.immediate_mask = op->immediate_mask;
-  memcpy(c->u.op.operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
-  memcpy(c->u.op.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
-  if (op->immediate_mask)
-    memcpy(c->u.op.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
-  RT_PROFILE_STAMP(&c->prof, NRT_PROFILE_KERNEL);
-  commit_locked(stream);
-  rt_metric_add(NRT_METRIC_KERNELS_LAUNCHED, 1);
-  if (op->code == NRT_OP_COPY) { /* device to device: restriding, converting, across devices */
-    rt_metric_add(NRT_METRIC_COPIES_DEVICE_TO_DEVICE, 1);
-    rt_metric_add(NRT_METRIC_BYTES_DEVICE_TO_DEVICE,
-                  (uint64_t)nrt_view_numel(&op->operands[0]) * nrt_dtype_size(op->operands[0].dtype));
-  }
-  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
-}
-
-nrt_status nrt_launch_host_func(nrt_stream_t stream, void (*fn)(void *), void *arg) {
-  nrt_status s = rt_ensure_init();
-  if (s) return s;
-  if (!stream || !fn)
-    return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_func: NULL argument");
-  command *c;
-  uint64_t seq;
-  if ((s = reserve_locked(stream, 1, &c, &seq))) return s;
-  c->kind = CMD_HOST_FUNC;
-  c->prof.launch_id = 0;
-  c->u.host.fn = fn;
-  c->u.host.arg = arg;
-  commit_locked(stream);
-  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
-}
-
-nrt_status nrt_launch_host_task(nrt_stream_t stream, const char *name, nrt_status (*run)(void *),
-                                void (*release)(void *), void *arg) {
-  return rt_launch_host_task_kind(stream, NRT_PROFILE_HOST_TASK, name, run, release, arg);
-}
-
-nrt_status rt_launch_host_task_kind(nrt_stream_t stream, int32_t kind, const char *name,
-                                    nrt_status (*run)(void *), void (*release)(void *), void *arg) {
-  nrt_status s = rt_ensure_init();
-  if (!s && (!stream || !run))
-    s = rt_fail(NRT_ERROR_INVALID_ARGUMENT, "nrt_launch_host_task: NULL argument");
-  command *c;
-  uint64_t seq;
-  if (!s) s = reserve_locked(stream, 0, &c, &seq);
-  if (s) {
-    if (release) release(arg); /* the call owns arg in every case */
-    return s;
-  }
-  c->kind = CMD_HOST_TASK;
-  c->u.task.run = run;
-  c->u.task.release = release;
-  c->u.task.arg = arg;
-  snprintf(c->u.task.name, sizeof c->u.task.name, "%s", name ? name : "host task");
-  RT_PROFILE_STAMP(&c->prof, kind);
-  commit_locked(stream);
-  rt_metric_add(NRT_METRIC_HOST_TASKS_LAUNCHED, 1);
-  return nrt_launch_blocking() ? wait_for(stream, seq) : NRT_SUCCESS;
-}
-
-/* Resolves one end of a copy: device memory becomes its host alias (after
- * checking that the whole range lies in one arena); host memory is left as
- * is and *pageable says whether it is unregistered. */
-static nrt_status resolve_end(const void *ptr, size_t bytes, const char *which,
-                              void **resolved, int *pageable) {
-  int32_t device, last_device;
-  *pageable = 0;
-  if (nrt_pointer_get_device(ptr, &device) == NRT_SUCCESS) {
-    if (nrt_pointer_get_device((const char *)ptr + bytes - 1, &last_device) != NRT_SUCCESS ||
-        last_device != device)
-      return rt_fail(NRT_ERROR_INVALID_ARGUMENT,
-                     "memcpy: %s range of %zu bytes runs past the end of neuron:%d memory",
-                     which, bytes, device);
-    *resolved = nrt_device_to_host(ptr);
-    return NRT_SUCCESS;
-  }
-  *resolved = (void *)ptr;
-  void *base;
-  size_t size;
-  /* Only a range wholly inside one pinned buffer may be copied later. */
-  *pageable = !nrt_host_is_pinned(ptr, &base, &size) ||
-              (const char *)ptr + bytes > (const char *)base + size;
-  return NRT_SUCCESS;
-}
-
-/* Counts a queued copy by direction (an end is on the device when its
- * address was translated to the runtime's alias). */
-static void count_copy(int dst_on_device, int src_on_device, size_t bytes) {
-  nrt_metric copies = NRT_METRIC_COPIES_DEVICE_TO_DEVICE, moved = NRT_METRIC_BYTES_DEVICE_TO_DEVICE;
-  if (dst_on_device && !src_on_device) {
-    copies = NRT_METRIC_COPIES_HOST_TO_DEVICE;
-    moved = NRT_METRIC_BYTES_HOST_TO_DEVICE;
-  } else if (!dst_on_device && src_on_device) {
-    copies = NRT_METRIC_COPIES_DEVICE_TO_HOST;
-    moved = NRT_METRIC_BYTES_DEVICE_TO_HOST;
-  } else if (!dst_on_device) {
-    return; /* host to host: no device traffic */
-  }
-  rt_metric_add(copies, 1);
-  rt_metric_add(moved, bytes);
-}
-
-nrt_status nrt_memcpy_async(nrt_stream_t stream, void *dst, const void *src, size_t bytes) {
-  nrt_status s = rt_ensure_init();
-  if (s) return s;
-  if (!stream) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "memcpy: NULL stream");
-  if (bytes == 0) return NRT_SUCCESS;
-  if (!dst || !src) return rt_fail(NRT_ERROR_INVALID_ARGUMENT, "memcpy: NULL pointer");
-  void *host_dst, *host_src;
-  int dst_pageable, src_pageable;
-  if ((s = resolve_end(dst, bytes, "destination", &host_dst, &dst_pageable)) ||
-      (s = resolve_end(src, bytes, "source", &host_src, &src_pageable)))
-    return s;
-  command *c;
-  uint64_t seq;
-  if ((s = reserve_locked(stream, 0, &c, &seq))) return s;
-  c->kind = CMD_COPY;
-  c->u.copy.dst = host_dst;
-  c->u.copy.src = host_src;
-  c->u.copy.bytes = bytes;
-  c->u.copy.pinned[0] = host_dst == dst && rt_host_pin_acquire(dst) ? dst : NULL;
-  c->u.copy.pinned[1] = host_src == src && rt_host_pin_acquire(src) ? src : NULL;
-  RT_PROFILE_STAMP(&c->prof, NRT_PROFILE_COPY);
-  commit_locked(stream);
-  count_copy(host_dst != dst, host_src != src, bytes);
-  if (dst_pageable || src_pageable || nrt_launch_blocking()) return wait_for(stream, seq);
+  rt_stream_commit_locked(stream);
   return NRT_SUCCESS;
 }
 
@@ -1244,7 +979,7 @@ uint64_t nrt_profile_drain(void (*fn)(const nrt_profile_record *, void *), void 
         if (id >= FIRST_CREATED_ID && id >= next_created_id) break;
         continue;
       }
-      dropped += drain_stream_records(stream, fn, arg);
+      dropped += rt_stream_drain_records(stream, fn, arg);
       stream_release(stream);
     }
   pthread_mutex_unlock(&drain_mu);
