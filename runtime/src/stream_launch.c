@@ -17,17 +17,7 @@ nrt_status nrt_launch(nrt_stream_t stream, const nrt_op *op) {
   uint64_t seq;
   if ((s = rt_stream_reserve_locked(stream, 0, &c, &seq))) return s;
   c->kind = CMD_OP;
-  /* Copy only the used part of the descriptor: it is large. */
-  c->u.op.code = op->code;
-  c->u.op.compute_dtype = op->compute_dtype;
-  c->u.op.num_operands = op->num_operands;
-  c->u.op.num_outputs = op->num_outputs;
-  c->u.op.num_scalars = op->num_scalars;
-  c->u.op.immediate_mask = op->immediate_mask;
-  memcpy(c->u.op.operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
-  memcpy(c->u.op.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
-  if (op->immediate_mask)
-    memcpy(c->u.op.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
+  rt_op_copy_used(&c->u.op, op);
   RT_PROFILE_STAMP(&c->prof, NRT_PROFILE_KERNEL);
   rt_stream_commit_locked(stream);
   rt_metric_add(NRT_METRIC_KERNELS_LAUNCHED, 1);

@@ -210,11 +210,7 @@ typedef struct tape_scalars {
 
 #define TAME_CASE_(CODE, BOUND, TWIN)                             \
   case T_##CODE:                                                  \
-    for (int64_t j = 0; j < n; j++) {                             \
-      const uint32_t u = rt_vm_bits(pa[j]) & 0x7fffffffu;         \
-      big = u > big ? u : big;                                    \
-    }                                                             \
-    if (big > (BOUND)) return 0;                                  \
+    if (rt_vm_max_abs_bits(pa, n) > (BOUND)) return 0;            \
     for (int64_t j = 0; j < n; j++) {                             \
       float x = pa[j];                                            \
       d[j] = (TWIN);                                              \
@@ -225,7 +221,6 @@ typedef struct tape_scalars {
  * allows; 0 where the general expression must run. */
 static inline __attribute__((always_inline)) int tame_block(int code, float *restrict d,
                                                             const float *restrict pa, int64_t n) {
-  uint32_t big = 0;
   switch (code) {
     TAPE_TAME(TAME_CASE_)
     default:

@@ -150,23 +150,24 @@ static nrt_status validate_op(const nrt_op *op, uint32_t host_mask) {
 
 nrt_status rt_op_validate(const nrt_op *op) { return validate_op(op, 0); }
 
+void rt_op_copy_used(nrt_op *dst, const nrt_op *op) {
+  dst->code = op->code;
+  dst->compute_dtype = op->compute_dtype;
+  dst->num_operands = op->num_operands;
+  dst->num_outputs = op->num_outputs;
+  dst->num_scalars = op->num_scalars;
+  dst->immediate_mask = op->immediate_mask;
+  memcpy(dst->operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
+  memcpy(dst->scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
+  if (op->immediate_mask)
+    memcpy(dst->immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
+}
+
 /* Runs op with device addresses translated, host operands (host_mask) as
  * they are. */
 static nrt_status run_op(const nrt_op *op, uint32_t host_mask) {
-  /* Only the used part of the descriptor: all of it is 3.6 KiB, whose
-   * copy was a tenth of a synchronized one-element op's runtime time. The
-   * rest stays unset, as in a launched op (stream.c copies no more). */
   nrt_op local;
-  local.code = op->code;
-  local.compute_dtype = op->compute_dtype;
-  local.num_operands = op->num_operands;
-  local.num_outputs = op->num_outputs;
-  local.num_scalars = op->num_scalars;
-  local.immediate_mask = op->immediate_mask;
-  memcpy(local.operands, op->operands, (size_t)op->num_operands * sizeof op->operands[0]);
-  memcpy(local.scalars, op->scalars, (size_t)op->num_scalars * sizeof op->scalars[0]);
-  if (op->immediate_mask)
-    memcpy(local.immediates, op->immediates, (size_t)op->num_operands * sizeof op->immediates[0]);
+  rt_op_copy_used(&local, op); /* the rest unset, as in a launched op */
   uint64_t immediate_values[NRT_MAX_OPERANDS][2]; /* storage of immediate operands (16 bytes: complex128) */
   for (int i = 0; i < local.num_operands; i++) {
     nrt_tensor_view *v = &local.operands[i];

@@ -35,6 +35,18 @@ RT_VM_INLINE uint32_t rt_vm_bits(float x) {
   return u;
 }
 
+/* The largest |x[j]| of a block as bits (NaN above infinity): the test by
+ * which the tame twins take a block (one compare against a bound's bits);
+ * a max reduction that vectorises. */
+RT_VM_INLINE uint32_t rt_vm_max_abs_bits(const float *x, int64_t n) {
+  uint32_t big = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const uint32_t u = rt_vm_bits(x[j]) & 0x7fffffffu;
+    big = u > big ? u : big;
+  }
+  return big;
+}
+
 RT_VM_INLINE float rt_vm_float(uint32_t u) {
   float x;
   memcpy(&x, &u, sizeof x);

@@ -137,12 +137,7 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
     const float *in = (const float *)(const void *)data[1]; /* may be o (in place) */       \
     for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {                                     \
       const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;                    \
-      uint32_t big = 0;                                                                     \
-      for (int64_t j = 0; j < m; j++) {                                                     \
-        const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;                            \
-        big = u > big ? u : big;                                                            \
-      }                                                                                     \
-      if (big <= (BOUND_BITS))                                                              \
+      if (rt_vm_max_abs_bits(in + c0, m) <= (BOUND_BITS))                                   \
         for (int64_t j = 0; j < m; j++) {                                                   \
           float x = in[c0 + j];                                                             \
           o[c0 + j] = (TAME);                                                               \

@@ -77,12 +77,7 @@ RT_SIMD_VOID(sinc_tame_f32, (char **data, const int64_t *strides, int64_t n, voi
   const float *in = (const float *)(const void *)data[1]; /* may be o (in place) */
   for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {
     const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;
-    uint32_t big = 0;
-    for (int64_t j = 0; j < m; j++) {
-      const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
-      big = u > big ? u : big;
-    }
-    if (big > SINC_TAME_BITS)
+    if (rt_vm_max_abs_bits(in + c0, m) > SINC_TAME_BITS)
       for (int64_t j = 0; j < m; j++) {
         const float x = in[c0 + j];
         o[c0 + j] = SINC_ONE(x);
@@ -205,13 +200,8 @@ RT_VM_INLINE float exp_neg_tame(float g) { /* rt_vm_expf(-g) for g >= 0 */
     const float *pa = (const float *)(const void *)data[1], *pb = (const float *)(const void *)data[2]; \
     for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {                                           \
       const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;                          \
-      uint32_t big = 0;                                                                           \
-      for (int64_t j = 0; j < m; j++) {                                                           \
-        const uint32_t ua = rt_vm_bits(pa[c0 + j]) & 0x7fffffffu, ub = rt_vm_bits(pb[c0 + j]) & 0x7fffffffu; \
-        const uint32_t u = ua > ub ? ua : ub;                                                     \
-        big = u > big ? u : big;                                                                  \
-      }                                                                                           \
-      if (big > LOGADDEXP_TAME_BITS) {                                                            \
+      const uint32_t ba = rt_vm_max_abs_bits(pa + c0, m), bb = rt_vm_max_abs_bits(pb + c0, m);    \
+      if ((ba > bb ? ba : bb) > LOGADDEXP_TAME_BITS) {                                            \
         char *part[3] = {(char *)(o + c0), (char *)(pa + c0), (char *)(pb + c0)};                 \
         GENERAL(part, strides, m, ctx);                                                           \
         continue;                                                                                 \

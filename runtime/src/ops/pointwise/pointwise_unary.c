@@ -114,12 +114,7 @@ RT_SIMD_VOID(sigmoid_f32, (char **data, const int64_t *strides, int64_t n, void 
   const float *in = (const float *)data[1]; /* may be o itself (in place) */
   for (int64_t c0 = 0; c0 < n; c0 += SIGMOID_BLOCK) {
     const int64_t m = n - c0 < SIGMOID_BLOCK ? n - c0 : SIGMOID_BLOCK;
-    uint32_t big = 0;
-    for (int64_t j = 0; j < m; j++) {
-      const uint32_t u = rt_vm_bits(in[c0 + j]) & 0x7fffffffu;
-      big = u > big ? u : big;
-    }
-    if (big <= RT_VM_SIGMOID_TAME_BITS)
+    if (rt_vm_max_abs_bits(in + c0, m) <= RT_VM_SIGMOID_TAME_BITS)
       for (int64_t j = 0; j < m; j++) o[c0 + j] = rt_vm_sigmoidf_tame(in[c0 + j]);
     else
       for (int64_t j = 0; j < m; j++) {
