@@ -1292,20 +1292,22 @@ static float arbitrary_f32(void) { return (float)((int64_t)(rng() % 20001) - 100
  * linear/addmm hand it over; cin_mode 0: beta 0, 1: a bias row broadcast
  * (row stride 0), 2: a full matrix, 3: Cin is C (preloaded with cin). */
 static nrt_status small_m_product(float *c, const float *a, const float *w, const float *cin, int64_t m, int64_t n,
-                                  int64_t k, int cin_mode, double alpha, double beta, int straight) {
+                                  int64_t k, int cin_mode, double alpha, double beta, int straight,
+                                  const rt_gemm_kernel *kern) {
   if (cin_mode == 3) memcpy(c, cin, (size_t)(m * n) * sizeof(float));
   rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_FLOAT32,
                     .c_dtype = NRT_FLOAT32, .a = a, .a_rs = k, .a_cs = 1, .b = w, .b_rs = 1, .b_cs = k,
                     .c = c, .c_rs = n, .c_cs = 1, .cin = cin_mode == 3 ? c : cin_mode ? cin : NULL,
                     .cin_rs = cin_mode == 1 ? 0 : n, .cin_cs = 1, .alpha = alpha,
-                    .beta = cin_mode ? beta : 0, .straight = straight};
+                    .beta = cin_mode ? beta : 0, .straight = straight, .kernel = kern};
   return rt_gemm(&g);
 }
 
 /* The transposed plan (small_m_transposed) against its twin, the straight
- * plan (args.straight), bit for bit on arbitrary values: row counts that
- * fill whole 32-column tiles and ones that do not (2, 13, 20: the rule
- * then keeps the straight plan unless B is large), k in one block and
+ * plan (args.straight), bit for bit on arbitrary values, with every
+ * float32 kernel that reads A's rows: row counts that fill whole 32-column
+ * tiles and ones that do not (a last column panel of at most 8, 16 or 24
+ * columns runs the narrow tiles, f32_rows_narrow), k in one block and
  * across blocks (Cin then joins after the first block in both), Cin as a
  * bias row, a full matrix and C itself (transposed only with alpha = beta
  * = 1: else the kernel fuses beta * C), alpha/beta 1 and not, and a B of
@@ -1316,9 +1318,18 @@ static void test_small_m_transposed_matches_straight(void) {
   static const int64_t sizes[][3] = {/* m, n, k */
                                      {2, 200, 70},   {13, 200, 70},  {16, 520, 400}, {20, 64, 1100},
                                      {32, 1024, 256}, {64, 96, 777}, {96, 300, 385}, {128, 130, 64},
-                                     {4, 2048, 4096}};
+                                     {3, 100, 70},   {4, 256, 800},  {5, 77, 33},    {8, 64, 385},
+                                     {9, 150, 50},   {12, 200, 900}, {33, 90, 400},  {41, 70, 70},
+                                     {50, 260, 130}, {72, 64, 1000}, {83, 100, 60},  {100, 128, 300},
+                                     {127, 65, 129}, {4, 2048, 4096}};
   static const double scalars[][2] = {{1, 1}, {0.7, -1.3}};
+  const rt_gemm_kernel *const *list;
+  const int nkern = rt_gemm_kernels(NRT_FLOAT32, &list);
+  for (int kk = 0; kk < nkern; kk++) {
+  const rt_gemm_kernel *kern = list[kk];
+  if (!kern->f32_rows) continue;
   for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+    if (kk && z == sizeof sizes / sizeof sizes[0] - 1) continue; /* the big one: the best kernel only */
     const int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
     float *a = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(n * k) * 4), *cin = malloc((size_t)(m * n) * 4);
     float *c0 = malloc((size_t)(m * n) * 4), *c1 = malloc((size_t)(m * n) * 4);
@@ -1329,15 +1340,16 @@ static void test_small_m_transposed_matches_straight(void) {
     for (int mode = 0; mode < 4; mode++)
       for (size_t sc = 0; sc < 2; sc++) {
         if (z == sizeof sizes / sizeof sizes[0] - 1 && (mode % 2 || sc)) continue; /* the big one: twice */
-        CHECK_OK(small_m_product(c0, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 1));
-        CHECK_OK(small_m_product(c1, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 0));
+        CHECK_OK(small_m_product(c0, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 1, kern));
+        CHECK_OK(small_m_product(c1, a, w, cin, m, n, k, mode, scalars[sc][0], scalars[sc][1], 0, kern));
         if (memcmp(c0, c1, (size_t)(m * n) * 4) != 0) {
-          fprintf(stderr, "small m %lldx%lldx%lld cin mode %d alpha %g beta %g: transposed differs from straight\n",
-                  (long long)m, (long long)n, (long long)k, mode, scalars[sc][0], scalars[sc][1]);
+          fprintf(stderr, "small m %lldx%lldx%lld cin mode %d alpha %g beta %g, %s: transposed differs from straight\n",
+                  (long long)m, (long long)n, (long long)k, mode, scalars[sc][0], scalars[sc][1], kern->name);
           CHECK(0);
         }
       }
     free(a), free(w), free(cin), free(c0), free(c1);
+  }
   }
 }
 
@@ -1379,16 +1391,17 @@ static int write_thread_case(void) {
     h = hash_bytes(h, C.storage, (size_t)(C.s0 * 12) * elem_size(C.dtype));
     release();
   }
-  /* A small-m product with B transposed, computed as C^T = B^T A^T. */
-  for (int mode = 0; mode < 4; mode += 3) {
-    const int64_t m = 32, n = 1024, k = 700;
+  /* Small-m products with B transposed, computed as C^T = B^T A^T (m = 5:
+   * the narrow 8-column tile). */
+  for (int mode = 0; mode < 8; mode += 3) {
+    const int64_t m = mode < 4 ? 32 : 5, n = 1024, k = 700;
     float *a = malloc((size_t)(m * k) * 4), *w = malloc((size_t)(n * k) * 4), *cin = malloc((size_t)(m * n) * 4);
     float *c = malloc((size_t)(m * n) * 4);
     rng_state = 31 + (uint64_t)mode;
     for (int64_t q = 0; q < m * k; q++) a[q] = arbitrary_f32();
     for (int64_t q = 0; q < n * k; q++) w[q] = arbitrary_f32();
     for (int64_t q = 0; q < m * n; q++) cin[q] = arbitrary_f32();
-    if (small_m_product(c, a, w, cin, m, n, k, mode, 0.7, 0.3, 0) != NRT_SUCCESS) return 1;
+    if (small_m_product(c, a, w, cin, m, n, k, mode % 4, 0.7, 0.3, 0, NULL) != NRT_SUCCESS) return 1;
     h = hash_bytes(h, (const char *)c, (size_t)(m * n) * 4);
     free(a), free(w), free(cin), free(c);
   }

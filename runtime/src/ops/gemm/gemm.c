@@ -529,7 +529,14 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
   }
 
 #define KP(kvals) (((kvals) + kdiv - 1) / kdiv) /* packed k steps */
-#define UKR_F32_(...) (a_rows ? kern->f32_rows : kern->f32)(__VA_ARGS__)
+/* The float32 tile for nrc columns of A's rows read in place: a narrow
+ * twin of f32_rows for a last panel of at most 8, 16 or 24 columns (the
+ * same sums; C's other columns are neither read nor stored). */
+static inline rt_gemm_ukr_f32 rows_ukr(const rt_gemm_kernel *kern, int64_t nrc) {
+  const int64_t w = (nrc + 7) / 8 - 1;
+  return w < 3 && nrc < kern->nr && kern->f32_rows_narrow[w] ? kern->f32_rows_narrow[w] : kern->f32_rows;
+}
+#define UKR_F32_(...) (a_rows ? rows_ukr(kern, nrc) : kern->f32)(__VA_ARGS__)
 #define UKR_F64_(...) kern->f64(__VA_ARGS__)
 #define UKR_BF16_(k, a, lda, ...) kern->bf16(k, a, __VA_ARGS__)
 DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
@@ -906,16 +913,29 @@ static void transpose_problem(rt_gemm_args *g) {
  * panels are read where they lie (a_in_place, A_ROWS), only x^T (k x m) is
  * packed, and C is written transposed (tile_flush / flush_cols_f32, or a
  * workspace). Transposed the m rows become columns, computed nr at a time
- * instead of mr: it pays when the columns it adds over the rows straight
- * (round_up(m, nr) - round_up(m, mr)) cost less than packing B, which was
- * worth about SMALL_M_PACK_COLUMNS of them on one thread (12 x 32 tile,
- * CPU time, docs/performance.md, session s46-smallm: m = 16, 32, 64, 128
- * transposed 1.1-1.9x, m = 4, 8, 48 0.55-0.9x), and always when B is too
- * large for the caches (SMALL_M_BIG_B: packing it streams it from memory;
- * 4096 x 4096 at m = 4 and 8: 1.2-1.4x). Each element's sum is the same
+ * and a last panel of 8, 16 or 24 by the narrow tiles where the kernel has
+ * them (transposed_columns): it pays when the columns it adds over the rows
+ * straight (transposed_columns(m) - round_up(m, mr)) cost less than packing
+ * B, which was worth about SMALL_M_PACK_COLUMNS of them on one thread (12 x
+ * 32 tile, CPU time, docs/performance.md, session s46-smallm: m = 16, 32,
+ * 64, 128 transposed 1.1-1.9x, m = 4, 8, 48 with 32-column tiles only
+ * 0.55-0.9x), and always when B is too large for the caches (SMALL_M_BIG_B:
+ * packing it streams it from memory; 4096 x 4096 at m = 4 and 8: 1.2-1.4x).
+ * With the narrow tiles (AVX-512 and AVX2) every m from 2 to 128 qualifies
+ * (session s47-gemm19: m = 4-16 1.2-2.1x). Each element's sum is the same
  * in both orientations (one thread, k blocks of the same kc, Cin joining
  * after the first k block: see ws_cin), so the result is bitwise the
  * straight plan's; test_gemm.c compares them. */
+/* Columns the tiles compute for m columns of C^T: whole nr-column panels,
+ * and a last one of 8, 16 or 24 columns where the kernel has the narrow
+ * rows tiles (f32_rows_narrow: units_f32's rows_ukr). */
+static int64_t transposed_columns(const rt_gemm_kernel *kern, int64_t m) {
+  const int64_t full = m / kern->nr * kern->nr, rest = m - full;
+  if (rest == 0) return full;
+  const int64_t w = (rest + 7) / 8 - 1;
+  return full + (w < 3 && rest < kern->nr && kern->f32_rows_narrow[w] ? 8 * (w + 1) : kern->nr);
+}
+
 static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
   if (g->straight || kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->c_dtype != NRT_FLOAT32 ||
       g->batch != 1 || g->kslices != 1 || !kern->f32_rows || g->c_cs != 1 || g->b_rs != 1 || g->b_cs == 1 || g->a_cs != 1 ||
@@ -926,7 +946,7 @@ static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern)
    * (the same only for alpha = beta = 1). */
   if (g->cin == g->c && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs && (g->alpha != 1 || g->beta != 1)) return 0;
   if ((double)g->n * (double)g->k * (double)sizeof(float) >= SMALL_M_BIG_B) return 1;
-  return round_up(g->m, kern->nr) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
+  return transposed_columns(kern, g->m) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
 }
 
 /* k == 0: C = beta * Cin (zeros when beta == 0). */

@@ -135,6 +135,12 @@ typedef struct rt_gemm_kernel {
   /* The same tile reading A's rows where they lie in a row-major A:
    * a[i*lda + p] instead of a[p*lda + i]; NULL when the kernel has none. */
   rt_gemm_ukr_f32 f32_rows;
+  /* f32_rows for a last column panel of at most 8 (i + 1) columns, i < 3:
+   * the same sums for the first 8 (i + 1) columns of B's panel (row stride
+   * ldb), C's first 8 (i + 1) columns stored and no other (a transposed
+   * small-m product's x^T, gemm.c small_m_transposed); NULL when there is
+   * none. */
+  rt_gemm_ukr_f32 f32_rows_narrow[3];
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
   /* bfloat16 kernels whose A panels are not k-major (AMX): packs A as
