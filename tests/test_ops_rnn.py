@@ -375,6 +375,30 @@ def test_fused_cells_float32_vectorised_rows(bias):
     torch.testing.assert_close(hy.cpu().double(), n + z * (cx.double() - n), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"])
+def test_fused_cells_column_major_gates_same_bits(dtype):
+    """Column-major gates (the transpose of a GEMM result) are moved into
+    row-major blocks of 8 rows (nn_transpose.c, 32-bit or 16-bit): the cells
+    give the same bits as with the same gates contiguous, LSTM and GRU,
+    with a batch that leaves a partial block and a width that leaves a
+    partial 8 x 8 block, and no CPU fallback."""
+    g = torch.Generator().manual_seed(5)
+    B, H = 21, 37
+    cx = torch.randn(B, H, generator=g).to(dtype).to(DEV)
+    bi, bh = (torch.randn(4 * H, generator=g).to(dtype).to(DEV) for _ in range(2))
+    ig, hg = ((torch.randn(4 * H, B, generator=g) * 3).to(dtype).to(DEV) for _ in range(2))
+    torchneuron.clear_op_tracking()
+    for name, w, extra in (("lstm", 4, (cx, bi, bh)), ("gru", 3, (cx, bi[:3 * H], bh[:3 * H]))):
+        op = getattr(torch.ops.aten, f"_thnn_fused_{name}_cell")
+        igc, hgc = ig[:w * H].t(), hg[:w * H].t()  # column-major [B, w * H]
+        assert hgc.stride() == (1, B)
+        strided = op(igc, hgc, *extra)
+        packed = op(igc.contiguous(), hgc.contiguous(), *extra)
+        for a, b in zip(strided, packed):
+            assert torch.equal(a.cpu(), b.cpu()), name
+    assert not torchneuron.get_fallback_ops(), torchneuron.get_fallback_ops()
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_batch_of_32_runs_the_hidden_product_transposed(kind):
     """float32 LSTM/GRU with a batch of 32: each step's hidden product

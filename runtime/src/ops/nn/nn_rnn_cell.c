@@ -179,13 +179,15 @@ DEFINE_RNN_ROWS(double, d, sigmoid_d, tanh)
 /* The largest scratch a row needs, in hidden-sized pieces (lstm: 15). */
 #define RNN_SCRATCH_PIECES 15
 
-/* Whether input operand o of a float32 job is column-major (rows one
- * element apart, columns further), as the hidden gates of a transposed
- * GEMM are (nn_rnn_sequence.cpp): read row by row, each element would come
- * from its own cache line. */
-static int rnn_column_major(const rnn_job *job, const nn_operand *o) {
-  return o->base && job->c == NRT_FLOAT32 && o->dtype == NRT_FLOAT32 && o->stride[1] == 4 && o->stride[2] > 4 &&
-         o->stride[2] % 4 == 0;
+/* The element size of input operand o of a float32 job (a float32,
+ * bfloat16 or float16 operand) when it is column-major (rows one element
+ * apart, columns further), as the transpose of a GEMM result is; else 0.
+ * Read row by row, each element would come from its own cache line. */
+static int64_t rnn_column_major(const rnn_job *job, const nn_operand *o) {
+  const int64_t e = o->dtype == NRT_FLOAT32 ? 4 : o->dtype == NRT_BFLOAT16 || o->dtype == NRT_FLOAT16 ? 2 : 0;
+  return o->base && job->c == NRT_FLOAT32 && e && o->stride[1] == e && o->stride[2] > e && o->stride[2] % e == 0
+             ? e
+             : 0;
 }
 
 /* Rows of a column-major input moved into row-major form at a time. */
@@ -205,10 +207,11 @@ static void rnn_range(int64_t begin, int64_t end, void *ctx) {
    * by one. */
   rnn_job local;
   memcpy(&local, job, sizeof local);
-  float *blocks[RNN_MAX_OPERANDS] = {NULL};
+  char *blocks[RNN_MAX_OPERANDS] = {NULL};
+  int64_t esize[RNN_MAX_OPERANDS] = {0};
   for (int k = job->outputs; end - begin >= RNN_BLOCK_ROWS && k < RNN_MAX_OPERANDS; k++)
-    if (rnn_column_major(job, &job->o[k]))
-      blocks[k] = malloc((size_t)(RNN_BLOCK_ROWS * job->o[k].size[2]) * sizeof(float));
+    if ((esize[k] = rnn_column_major(job, &job->o[k])))
+      blocks[k] = malloc((size_t)(RNN_BLOCK_ROWS * job->o[k].size[2] * esize[k]));
   for (int64_t r0 = begin; r0 < end; r0 += RNN_BLOCK_ROWS) {
     const int64_t n = end - r0 < RNN_BLOCK_ROWS ? end - r0 : RNN_BLOCK_ROWS;
     for (int k = 0; k < RNN_MAX_OPERANDS; k++) {
@@ -216,12 +219,16 @@ static void rnn_range(int64_t begin, int64_t end, void *ctx) {
       nn_operand *l = &local.o[k];
       if (!o->base) continue;
       if (blocks[k]) {
-        const int64_t width = o->size[2];
-        rt_nn_transpose32((uint32_t *)blocks[k], width, (const uint32_t *)(o->base + r0 * 4), o->stride[2] / 4, n,
-                          width);
-        l->base = (char *)blocks[k];
-        l->stride[1] = width * 4;
-        l->stride[2] = 4;
+        const int64_t width = o->size[2], e = esize[k];
+        if (e == 4)
+          rt_nn_transpose32((uint32_t *)(void *)blocks[k], width, (const uint32_t *)(const void *)(o->base + r0 * 4),
+                            o->stride[2] / 4, n, width);
+        else
+          rt_nn_transpose16((uint16_t *)(void *)blocks[k], width, (const uint16_t *)(const void *)(o->base + r0 * 2),
+                            o->stride[2] / 2, n, width);
+        l->base = blocks[k];
+        l->stride[1] = width * e;
+        l->stride[2] = e;
       } else {
         l->base = o->base + r0 * o->stride[1];
       }
