@@ -66,8 +66,8 @@ Tensor input_gates(Cell cell, const Tensor& x, const Weights& w) {
   return w.b_hh.defined() ? gi + w.b_hh : gi;
 }
 
-// h W_hh^T [batch, gates * hidden]. For a float32 batch of 13-32, 49-64,
-// 85-96 or 109-128 the runtime's GEMM computes it as (W_hh h^T)^T (gemm.c,
+// h W_hh^T [batch, gates * hidden]. For a float32 batch of 2-128 the
+// runtime's GEMM computes it as (W_hh h^T)^T (gemm.c,
 // small_m_transposed: W_hh's rows read where they lie instead of repacking
 // W_hh^T on every step; the same bits). Session s46-lstm had done that here
 // for batches that are a multiple of 32, with the cells reading the
