@@ -922,7 +922,7 @@ static void transpose_problem(rt_gemm_args *g) {
  * 0.55-0.9x), and always when B is too large for the caches (SMALL_M_BIG_B:
  * packing it streams it from memory; 4096 x 4096 at m = 4 and 8: 1.2-1.4x).
  * With the narrow tiles (AVX-512 and AVX2) every m from 2 to 128 qualifies
- * (session s47-gemm19: m = 4-16 1.2-2.1x). Each element's sum is the same
+ * (session s47-gemm19: m = 4-16 1.1-2.4x). Each element's sum is the same
  * in both orientations (one thread, k blocks of the same kc, Cin joining
  * after the first k block: see ws_cin), so the result is bitwise the
  * straight plan's; test_gemm.c compares them. */
