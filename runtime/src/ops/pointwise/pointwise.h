@@ -198,6 +198,10 @@ nrt_status rt_kernel_lcm_reference(const nrt_op *op);
 /* float32 logaddexp(2) without the tame blocks (pointwise_special.c). */
 nrt_status rt_kernel_logaddexp_reference(const nrt_op *op);
 nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op);
+/* float32 xlog1py by libm's double log1p per element, the twin of its
+ * vmath loop (pointwise_special.c; within XLOG1PY_TWIN_ULP ulp). */
+#define XLOG1PY_TWIN_ULP 2
+nrt_status rt_kernel_xlog1py_reference(const nrt_op *op);
 /* float32 sinc by libm sinf per element, the twin of its tame blocks
  * (pointwise_special.c; within SINC_TWIN_ULP ulp). */
 #define SINC_TWIN_ULP 2

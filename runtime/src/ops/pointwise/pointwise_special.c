@@ -232,10 +232,35 @@ nrt_status rt_kernel_logaddexp2_reference(const nrt_op *op) {
   return rt_run_pointwise(op, loops, -1);
 }
 
+/* The twins (rt_kernel_xlog1py_reference): libm's double log1p per element. */
 #define XLOG1PY(T) (b != b ? (T)NAN : a == 0 ? (T)0 : a * log1p(b))
 RT_BINARY_LOOP(xlog1py_f32, float, float, XLOG1PY(float))
 RT_BINARY_LOOP(xlog1py_f64, double, double, XLOG1PY(double))
-DEFINE_FLOAT_KERNEL(xlog1py)
+
+/* float32 log1p without libm, vectorisable: u = 1 + b rounded to float,
+ * log1p(b) = log(u) + (b - (u - 1)) / u, the second term being the
+ * rounding error of u to first order (b - (u - 1) is exact), summed in
+ * double. b within float's 2^-24 of zero gives b itself (u == 1); -1,
+ * below it and +inf give log(u) (-inf, NaN, +inf); NaN b is the caller's.
+ * With rt_vm_logf's 1 ulp, xlog1py rounds a * log1p(b) once from double:
+ * within XLOG1PY_TWIN_ULP of the libm twin (runtime/tests/test_pointwise.c). */
+RT_VM_INLINE double log1p_vm(float b) {
+  const float u = 1.0f + b;
+  const double lu = (double)rt_vm_logf(u);
+  const double r = u == 1.0f ? (double)b : lu + (double)(b - (u - 1.0f)) / (double)u;
+  return b > -1.0f && b < INFINITY ? r : lu;
+}
+RT_BINARY_LOOP(xlog1py_vm_f32, float, float,
+               b != b ? NAN : a == 0.0f ? 0.0f : (float)((double)a * log1p_vm(b)))
+
+nrt_status rt_kernel_xlog1py(const nrt_op *op) {
+  static const rt_loop_table loops = {[NRT_FLOAT32] = xlog1py_vm_f32, [NRT_FLOAT64] = xlog1py_f64};
+  return rt_run_pointwise(op, loops, -1);
+}
+nrt_status rt_kernel_xlog1py_reference(const nrt_op *op) {
+  static const rt_loop_table loops = RT_FLOAT_TABLE(xlog1py);
+  return rt_run_pointwise(op, loops, -1);
+}
 
 /* ---- nextafter ------------------------------------------------------------ */
 
