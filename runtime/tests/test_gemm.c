@@ -1356,8 +1356,9 @@ static void test_small_m_transposed_matches_straight(void) {
 /* The same twins for bfloat16 inputs, with every bfloat16 kernel that reads
  * W's rows (bf16_rows: AVX512-BF16; AMX kernels and CPUs without it keep
  * the straight plan, and the test then compares it with itself): the same
- * m, n and k lists with k made even (W's k pairs are words in place; an odd
- * k stays straight), C (and Cin) bfloat16 or float32. */
+ * m and n lists, k made even (W's k pairs are words in place; an odd k
+ * stays straight) and at least 512 (shorter rows stay straight for m > 16:
+ * gemm.c SMALL_M_BF16_MIN_K), C (and Cin) bfloat16 or float32. */
 static nrt_status small_m_product_bf16(void *c, const uint16_t *a, const uint16_t *w, const void *cin,
                                        nrt_dtype cd, int64_t m, int64_t n, int64_t k, int cin_mode, double alpha,
                                        double beta, int straight, const rt_gemm_kernel *kern) {
@@ -1390,7 +1391,8 @@ static void test_bf16_small_m_transposed_matches_straight(void) {
     ran = 1;
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
       const int big = z == sizeof sizes / sizeof sizes[0] - 1;
-      const int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2] + sizes[z][2] % 2;
+      /* k made even, and 512 more when shorter (m > 16 needs k >= 512 for the transposed plan) */
+      const int64_t m = sizes[z][0], n = sizes[z][1], k0 = sizes[z][2] + sizes[z][2] % 2, k = k0 < 512 ? k0 + 512 : k0;
       uint16_t *a = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
       void *cin = malloc((size_t)(m * n) * 4), *c0 = malloc((size_t)(m * n) * 4), *c1 = malloc((size_t)(m * n) * 4);
       rng_state = 5151 + z;
