@@ -1086,7 +1086,7 @@ static void test_amx_block_matches_tiles(void) {
  * rows and ragged ones. */
 static void test_bf16_flush_rounding(void) {
   const int64_t rows = 5, n = 77, ld = 80, c_rs = 83;
-  float *w = malloc((size_t)(rows * ld) * 4);
+  float *w = calloc((size_t)(rows * ld), 4);
   uint16_t *in = malloc((size_t)(rows * c_rs) * 2), *c = malloc((size_t)(rows * c_rs) * 2);
   static const uint32_t specials[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0xff812345u, 0x7f800000u,
                                       0xff800000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,
@@ -1353,6 +1353,81 @@ static void test_small_m_transposed_matches_straight(void) {
   }
 }
 
+/* The same twins for bfloat16 inputs, with every bfloat16 kernel that reads
+ * W's rows (bf16_rows: AVX512-BF16; AMX kernels and CPUs without it keep
+ * the straight plan, and the test then compares it with itself): the same
+ * m and n lists, k made even (W's k pairs are words in place; an odd k
+ * stays straight) and at least 512 (shorter rows stay straight for m > 16:
+ * gemm.c SMALL_M_BF16_MIN_K), C (and Cin) bfloat16 or float32. */
+static nrt_status small_m_product_bf16(void *c, const uint16_t *a, const uint16_t *w, const void *cin,
+                                       nrt_dtype cd, int64_t m, int64_t n, int64_t k, int cin_mode, double alpha,
+                                       double beta, int straight, const rt_gemm_kernel *kern) {
+  const size_t cb = cd == NRT_FLOAT32 ? 4 : 2;
+  if (cin_mode == 3) memcpy(c, cin, (size_t)(m * n) * cb);
+  rt_gemm_args g = {.batch = 1, .m = m, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
+                    .c_dtype = cd, .a = a, .a_rs = k, .a_cs = 1, .b = w, .b_rs = 1, .b_cs = k,
+                    .c = c, .c_rs = n, .c_cs = 1, .cin = cin_mode == 3 ? c : cin_mode ? cin : NULL,
+                    .cin_rs = cin_mode == 1 ? 0 : n, .cin_cs = 1, .alpha = alpha,
+                    .beta = cin_mode ? beta : 0, .straight = straight, .kernel = kern};
+  return rt_gemm(&g);
+}
+
+static void test_bf16_small_m_transposed_matches_straight(void) {
+  static const int64_t sizes[][3] = {/* m, n, k (made even) */
+                                     {2, 200, 70},   {13, 200, 70},  {16, 520, 400}, {20, 64, 1100},
+                                     {32, 1024, 256}, {64, 96, 777}, {96, 300, 385}, {128, 130, 64},
+                                     {3, 100, 70},   {4, 256, 800},  {5, 77, 33},    {8, 64, 385},
+                                     {9, 150, 50},   {12, 200, 900}, {33, 90, 400},  {41, 70, 70},
+                                     {50, 260, 130}, {72, 64, 1000}, {83, 100, 60},  {100, 128, 300},
+                                     {127, 65, 129}, {4, 2048, 4096}};
+  static const double scalars[][2] = {{1, 1}, {0.7, -1.3}};
+  static const nrt_dtype cds[] = {NRT_FLOAT32, NRT_BFLOAT16};
+  const rt_gemm_kernel *const *list;
+  const int nkern = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  int ran = 0;
+  for (int kk = 0; kk < nkern; kk++) {
+    const rt_gemm_kernel *kern = list[kk];
+    if (!kern->bf16_rows) continue;
+    ran = 1;
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+      const int big = z == sizeof sizes / sizeof sizes[0] - 1;
+      /* k made even, and 512 more when shorter (m > 16 needs k >= 512 for the transposed plan) */
+      const int64_t m = sizes[z][0], n = sizes[z][1], k0 = sizes[z][2] + sizes[z][2] % 2, k = k0 < 512 ? k0 + 512 : k0;
+      uint16_t *a = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+      void *cin = malloc((size_t)(m * n) * 4), *c0 = malloc((size_t)(m * n) * 4), *c1 = malloc((size_t)(m * n) * 4);
+      rng_state = 5151 + z;
+      for (int64_t q = 0; q < m * k; q++) a[q] = (uint16_t)random_bf16(110, 135);
+      for (int64_t q = 0; q < n * k; q++) w[q] = (uint16_t)random_bf16(110, 135);
+      for (size_t d = 0; d < 2; d++) {
+        const size_t cb = cds[d] == NRT_FLOAT32 ? 4 : 2;
+        for (int64_t q = 0; q < m * n; q++) {
+          const uint32_t v = random_bf16(115, 130);
+          if (cb == 4) {
+            const uint32_t bits = v << 16;
+            memcpy((char *)cin + q * 4, &bits, 4);
+          } else {
+            ((uint16_t *)cin)[q] = (uint16_t)v;
+          }
+        }
+        for (int mode = 0; mode < 4; mode++)
+          for (size_t sc = 0; sc < 2; sc++) {
+            if (big && (mode % 2 || sc || d)) continue; /* the big one: twice */
+            CHECK_OK(small_m_product_bf16(c0, a, w, cin, cds[d], m, n, k, mode, scalars[sc][0], scalars[sc][1], 1, kern));
+            CHECK_OK(small_m_product_bf16(c1, a, w, cin, cds[d], m, n, k, mode, scalars[sc][0], scalars[sc][1], 0, kern));
+            if (memcmp(c0, c1, (size_t)(m * n) * cb) != 0) {
+              fprintf(stderr, "bf16 small m %lldx%lldx%lld C %s cin mode %d alpha %g beta %g, %s: transposed differs from straight\n",
+                      (long long)m, (long long)n, (long long)k, nrt_dtype_name(cds[d]), mode, scalars[sc][0],
+                      scalars[sc][1], kern->name);
+              CHECK(0);
+            }
+          }
+      }
+      free(a), free(w), free(cin), free(c0), free(c1);
+    }
+  }
+  if (!ran) fprintf(stderr, "skip test_bf16_small_m_transposed_matches_straight: no bfloat16 kernel reads rows here\n");
+}
+
 /* ---- thread-count independence ------------------------------------------------ */
 
 static uint64_t hash_bytes(uint64_t h, const char *p, size_t n) {
@@ -1403,6 +1478,28 @@ static int write_thread_case(void) {
     for (int64_t q = 0; q < m * n; q++) cin[q] = arbitrary_f32();
     if (small_m_product(c, a, w, cin, m, n, k, mode % 4, 0.7, 0.3, 0, NULL) != NRT_SUCCESS) return 1;
     h = hash_bytes(h, (const char *)c, (size_t)(m * n) * 4);
+    free(a), free(w), free(cin), free(c);
+  }
+  /* ... and bfloat16 ones (m = 5, 20: the 8- and 24-column rows tiles), C
+   * bfloat16 then float32, with a bias row. */
+  for (int d = 0; d < 2; d++) {
+    const int64_t m = d ? 20 : 5, n = 1024, k = 700;
+    const nrt_dtype cd = d ? NRT_FLOAT32 : NRT_BFLOAT16;
+    const size_t cb = d ? 4 : 2;
+    uint16_t *a = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+    void *cin = calloc((size_t)(m * n), 4), *c = malloc((size_t)(m * n) * 4);
+    rng_state = 57 + (uint64_t)d;
+    for (int64_t q = 0; q < m * k; q++) a[q] = (uint16_t)random_bf16(110, 135);
+    for (int64_t q = 0; q < n * k; q++) w[q] = (uint16_t)random_bf16(110, 135);
+    for (int64_t q = 0; q < n; q++) {
+      const uint32_t v = random_bf16(115, 130);
+      if (d)
+        ((uint32_t *)cin)[q] = v << 16; /* a float32 bias of bfloat16 precision */
+      else
+        ((uint16_t *)cin)[q] = (uint16_t)v;
+    }
+    if (small_m_product_bf16(c, a, w, cin, cd, m, n, k, 1, 0.7, 0.3, 0, NULL) != NRT_SUCCESS) return 1;
+    h = hash_bytes(h, (const char *)c, (size_t)(m * n) * cb);
     free(a), free(w), free(cin), free(c);
   }
   const char *path = getenv("GEMM_TEST_OUT");
@@ -1490,6 +1587,7 @@ int main(int argc, char **argv) {
   RUN(test_amx_block_matches_tiles);
   RUN(test_serial_product_matches_split);
   RUN(test_small_m_transposed_matches_straight);
+  RUN(test_bf16_small_m_transposed_matches_straight);
   RUN(test_bf16_subnormal_inputs);
   RUN(test_bf16_flush_rounding);
   RUN(test_rounding_within_bound);

@@ -29,9 +29,10 @@
  * workspace for the unit accumulates the k blocks and is written out
  * once, converted. Kernels with thread state (AMX tiles) get begin/end
  * around each unit's micro-kernel calls. A
- * transposed C is handled by computing C^T = B^T A^T; so is a float32
- * product with few rows and a transposed row-major B (x W^T, linear), where
- * reading W in place beats repacking W^T on every call (small_m_transposed).
+ * transposed C is handled by computing C^T = B^T A^T; so is a float32 (or,
+ * with AVX512-BF16, bfloat16) product with few rows and a transposed
+ * row-major B (x W^T, linear), where reading W in place beats repacking W^T
+ * on every call (small_m_transposed).
  */
 #include "ops/gemm/gemm.h"
 
@@ -68,6 +69,8 @@
 #define SMALL_M_MAX 128          /* rows, at most, of a product computed transposed (small_m_transposed) */
 #define SMALL_M_PACK_COLUMNS 8    /* ... when packing B costs about as much as this many more columns */
 #define SMALL_M_BIG_B (32.0 * (1 << 20)) /* ... and always when B has this many bytes or more */
+#define SMALL_M_BF16_MIN_K 512    /* ... bfloat16: k at least this (short rows: C's columns cost more) */
+#define SMALL_M_BF16_ANY_K 16     /* ... or m at most this */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -159,6 +162,7 @@ struct gemm_plan {
   int a_bf16_rows; /* bfloat16 C by the kernel (bf16_c) reading A's rows in place (a_bf16_in_place) */
   int failed; /* a worker could not allocate its buffers (atomic) */
   int transposed; /* computing C^T = B^T A^T: swap block coordinates for the epilogue */
+  int small_m;    /* ... by choice (small_m_transposed) */
   nrt_status epilogue_status; /* the first failure of an epilogue call (atomic) */
   /* Shared packed B, one k chunk [kb0, kb0 + kb) per buffer: for batch
    * item t, k block kb0 + pc and panel jr at bsh + t*bsh_item + pc/kdiv*npad
@@ -246,6 +250,24 @@ RT_SIMD_VOID(flush_cols_f32, (float *c, int64_t cs, const float *w, int64_t ld, 
   }
 }
 
+/* The same for a bfloat16 C stored transposed (a small-m bfloat16 product
+ * computed as C^T = W x^T): each value rounded as flush_bf16 rounds it,
+ * column j of the block written as one run (by rows, scalar strided
+ * stores: 1024x256 at m = 128 took 1.4x the straight plan's time). */
+RT_SIMD_VOID(flush_cols_bf16, (rt_bfloat16 *c, int64_t cs, const float *w, int64_t ld, const rt_bfloat16 *in,
+                               int64_t i_rs, int64_t ics, float beta, int64_t rows, int64_t n),
+             (c, cs, w, ld, in, i_rs, ics, beta, rows, n)) {
+  for (int64_t j = 0; j < n; j++, c += cs) {
+    if (!in) {
+      for (int64_t i = 0; i < rows; i++) c[i] = rt_bfloat16_from_float(w[i * ld + j]);
+    } else {
+      const rt_bfloat16 *ir = in + j * ics;
+      for (int64_t i = 0; i < rows; i++)
+        c[i] = rt_bfloat16_from_float(w[i * ld + j] + beta * rt_bfloat16_to_float(ir[i * i_rs]));
+    }
+  }
+}
+
 /* Writes a unit's workspace (mrows x ncols, row stride ld) to C at (t, i0,
  * j0): C = ws + beta * Cin, rounded once to C's dtype. */
 static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld, int64_t t,
@@ -261,6 +283,11 @@ static void flush_workspace_f32(const gemm_plan *pl, const float *ws, int64_t ld
           rt_gemm_flush_bf16_rows((rt_bfloat16 *)c, g->c_rs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, beta,
                                   mrows, ncols))
         break;
+      if (g->c_rs == 1 && g->c_cs != 1) {
+        flush_cols_bf16((rt_bfloat16 *)c, g->c_cs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, g->cin_cs, beta,
+                        mrows, ncols);
+        break;
+      }
       flush_bf16((rt_bfloat16 *)c, g->c_rs, g->c_cs, ws, ld, (const rt_bfloat16 *)in, g->cin_rs, g->cin_cs,
                  beta, mrows, ncols);
       break;
@@ -371,7 +398,7 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
           for (int64_t pc = 0; pc < kbcur; pc += pl->kc) {                                      \
             const int64_t kcur = min64(pl->kc, kbcur - pc);                                     \
             const int first = kb0 + pc == 0;                                                    \
-            const PT *apk = pl->a_inplace ? (const PT *)sa.base + (kb0 + pc) * g->a_cs + i0 * g->a_rs \
+            const PT *apk = pl->a_inplace ? (const PT *)sa.base + ((kb0 + pc) * g->a_cs + i0 * g->a_rs) / kdiv \
                             : pl->ash ? (const PT *)ch->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
             /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
             const int shift = shift_edge && mcur >= mr;                                          \
@@ -403,12 +430,12 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 const int64_t ir = shift && ir0 + mr > mcur ? mcur - mr : ir0;                  \
                 const int64_t mrc = min64(mr, mcur - ir);                                       \
                 const int in_a = pl->a_inplace && ir < a_edge;                                  \
-                const PT *apan = in_a ? apk + ir * g->a_rs : pl->a_inplace ? ap : apk + ir * KP(kcur); \
+                const PT *apan = in_a ? apk + ir * g->a_rs / kdiv : pl->a_inplace ? ap : apk + ir * KP(kcur); \
                 const PT *bpan = bpc + jr * bstep;                                              \
-                const int64_t lda = in_a ? (pl->a_inplace == A_ROWS ? g->a_rs : g->a_cs) : mr;   \
+                const int64_t lda = in_a ? (pl->a_inplace == A_ROWS ? g->a_rs / kdiv : g->a_cs) : mr; \
                 const int a_rows = in_a && pl->a_inplace == A_ROWS;                             \
                 (void)a_rows;                                                                   \
-                (void)lda; /* the bfloat16 kernels take packed A only */                        \
+                (void)lda;                                                                      \
                 if (c_bf16) {                                                                   \
                   const void *abf = pl->a_bf16_rows ? (const void *)((const uint16_t *)(const void *)sa.base + \
                                                       (i0 + ir) * g->a_rs + kb0 + pc) : (const void *)apan; \
@@ -538,7 +565,14 @@ static inline rt_gemm_ukr_f32 rows_ukr(const rt_gemm_kernel *kern, int64_t nrc) 
 }
 #define UKR_F32_(...) (a_rows ? rows_ukr(kern, nrc) : kern->f32)(__VA_ARGS__)
 #define UKR_F64_(...) kern->f64(__VA_ARGS__)
-#define UKR_BF16_(k, a, lda, ...) kern->bf16(k, a, __VA_ARGS__)
+/* The bfloat16 tile: A's rows in place (words, bf16_rows or a narrow twin as
+ * rows_ukr picks) or packed pairs. */
+static inline rt_gemm_ukr_bf16_rows rows_ukr_bf16(const rt_gemm_kernel *kern, int64_t nrc) {
+  const int64_t w = (nrc + 7) / 8 - 1;
+  return w < 3 && nrc < kern->nr && kern->bf16_rows_narrow[w] ? kern->bf16_rows_narrow[w] : kern->bf16_rows;
+}
+#define UKR_BF16_(k, a, lda, ...) \
+  (a_rows ? rows_ukr_bf16(kern, nrc)(k, a, lda, __VA_ARGS__) : kern->bf16(k, a, __VA_ARGS__))
 DEFINE_UNITS(float, float, f32, f32, UKR_F32_, 1)
 DEFINE_UNITS(double, double, f64, f64, UKR_F64_, 1)
 DEFINE_UNITS(uint32_t, float, bf16x2, f32, UKR_BF16_, 2)
@@ -856,6 +890,10 @@ static int b_in_place(const gemm_plan *pl) {
 static int a_in_place(const gemm_plan *pl) {
   const rt_gemm_args *g = &pl->g;
   const rt_gemm_kernel *kern = pl->kern;
+  /* bfloat16: only W of a transposed small-m product (its word-aligned
+   * pairs checked by small_m_transposed). */
+  if (kern->compute == NRT_BFLOAT16)
+    return pl->small_m && kern->bf16_rows && g->m >= kern->mr ? A_ROWS : A_PACKED;
   if (kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->kslices != 1 || g->m < kern->mr ||
       g->n > A_IN_PLACE_PANELS * kern->nr)
     return A_PACKED;
@@ -933,19 +971,37 @@ static int64_t transposed_columns(const rt_gemm_kernel *kern, int64_t m) {
   const int64_t full = m / kern->nr * kern->nr, rest = m - full;
   if (rest == 0) return full;
   const int64_t w = (rest + 7) / 8 - 1;
-  return full + (w < 3 && rest < kern->nr && kern->f32_rows_narrow[w] ? 8 * (w + 1) : kern->nr);
+  const int narrow = w < 3 && (kern->compute == NRT_BFLOAT16 ? kern->bf16_rows_narrow[w] != NULL
+                                                             : kern->f32_rows_narrow[w] != NULL);
+  return full + (narrow && rest < kern->nr ? 8 * (w + 1) : kern->nr);
+}
+
+/* bfloat16 (session s47-bf16rows): the same plan where the kernel has a
+ * rows tile (bf16_rows, AVX512-BF16; not AMX, whose tiles are loaded from
+ * packed A), W's pairs of k read as aligned words in place: an even k, an
+ * even row stride and a 4-byte aligned W (else straight). Its sums are the
+ * straight plan's too (the same pairs, dot products and order; test_gemm.c). */
+static int small_m_dtypes(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
+  if (kern->compute == NRT_FLOAT32)
+    return g->ab_dtype == NRT_FLOAT32 && g->c_dtype == NRT_FLOAT32 && kern->f32_rows;
+  return kern->compute == NRT_BFLOAT16 && g->ab_dtype == NRT_BFLOAT16 && kern->bf16_rows && rt_isa_avx512_bf16() &&
+         g->k % 2 == 0 && g->b_cs > 0 && g->b_cs % 2 == 0 && (uintptr_t)g->b % 4 == 0;
 }
 
 static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
-  if (g->straight || kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->c_dtype != NRT_FLOAT32 ||
-      g->batch != 1 || g->kslices != 1 || !kern->f32_rows || g->c_cs != 1 || g->b_rs != 1 || g->b_cs == 1 || g->a_cs != 1 ||
+  if (g->straight || !small_m_dtypes(g, kern) ||
+      g->batch != 1 || g->kslices != 1 || g->c_cs != 1 || g->b_rs != 1 || g->b_cs == 1 || g->a_cs != 1 ||
       g->m > SMALL_M_MAX || g->n < 2 * kern->nr || g->m < 2)
     return 0;
   /* Cin that is C: straight, the kernel fuses alpha * AB + beta * C, which
    * rounds otherwise than the transposed plan's alpha * AB, then + beta * C
    * (the same only for alpha = beta = 1). */
   if (g->cin == g->c && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs && (g->alpha != 1 || g->beta != 1)) return 0;
-  if ((double)g->n * (double)g->k * (double)sizeof(float) >= SMALL_M_BIG_B) return 1;
+  /* bfloat16 with short rows: writing C^T's columns (flush_cols_bf16,
+   * scalar) costs more than packing W saves (one thread, 1024x256: m = 50,
+   * 100, 128 1.2-1.3x slower transposed; m = 2 1.2x faster, m = 12 even). */
+  if (kern->compute == NRT_BFLOAT16 && g->k < SMALL_M_BF16_MIN_K && g->m > SMALL_M_BF16_ANY_K) return 0;
+  if ((double)g->n * (double)g->k * (double)nrt_dtype_size(g->ab_dtype) >= SMALL_M_BIG_B) return 1;
   return transposed_columns(kern, g->m) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
 }
 
@@ -1024,7 +1080,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   }
   if (!pl.transposed && small_m_transposed(g, pl.kern)) {
     transpose_problem(g);
-    pl.transposed = 1;
+    pl.transposed = pl.small_m = 1;
   }
   pl.direct = g->c_dtype == compute && g->c_cs == 1;
   pl.cin_is_c = g->cin == g->c && g->cin_bs == g->c_bs && g->cin_rs == g->c_rs && g->cin_cs == g->c_cs;

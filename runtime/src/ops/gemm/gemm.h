@@ -117,6 +117,11 @@ typedef void (*rt_gemm_ukr_f64)(int64_t k, const double *a, int64_t lda, const d
  * packed (ldb = nr words). */
 typedef void (*rt_gemm_ukr_bf16)(int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb,
                                  float *c, int64_t ldc, float alpha, float beta);
+/* The same tile reading A's rows where they lie: a row-major bfloat16 A
+ * whose k pairs are aligned 32-bit words, row i's pair p at a[i*lda + p]
+ * (lda in words); the same sums as rt_gemm_ukr_bf16 on the packed pairs. */
+typedef void (*rt_gemm_ukr_bf16_rows)(int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b,
+                                      int64_t ldb, float *c, int64_t ldc, float alpha, float beta);
 
 typedef struct rt_gemm_kernel {
   const char *name;
@@ -143,6 +148,12 @@ typedef struct rt_gemm_kernel {
   rt_gemm_ukr_f32 f32_rows_narrow[3];
   rt_gemm_ukr_f64 f64;
   rt_gemm_ukr_bf16 bf16;
+  /* bf16 reading A's rows in place (W of a transposed small-m product,
+   * gemm.c small_m_transposed), and its narrow twins for a last column
+   * panel of at most 8 (i + 1) columns as f32_rows_narrow; NULL when the
+   * kernel has none. */
+  rt_gemm_ukr_bf16_rows bf16_rows;
+  rt_gemm_ukr_bf16_rows bf16_rows_narrow[3];
   /* bfloat16 kernels whose A panels are not k-major (AMX): packs A as
    * rt_gemm_pack_panels_bf16x2 does (same panels, same size) but straight
    * into the kernel's own layout; NULL when the kernel reads the k-major

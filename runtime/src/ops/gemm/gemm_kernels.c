@@ -170,9 +170,64 @@ __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(
   }
 }
 
+/* Its twins reading A's rows where they lie (bf16_rows: W's rows of a
+ * transposed small-m product, each a run of k pairs as words), for 32
+ * columns (n16 = 2, n8 = 0) and a last narrow panel of 8, 16 or 24
+ * (bf16_rows_narrow). Each accumulator takes the same pair dot products in
+ * the same order from zero, then alpha and beta as ukr_bf16_avx512 applies
+ * them: the same bits for the columns stored, and no other column of C is
+ * read or stored. A 256-bit vdpbf16ps is the 512-bit one's low half. */
+__attribute__((target("avx512f,avx512vl,avx512bf16,fma"), always_inline)) static inline void bf16_rows_tile(
+    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+    float alpha, float beta, const int n16, const int n8) {
+  __m512 acc[BF16_MR][2];
+  __m256 acc8[BF16_MR];
+  _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    acc8[i] = _mm256_setzero_ps();
+  }
+  _Pragma("GCC unroll 2") for (int64_t p = 0; p < k2; p++, a++, b += ldb) {
+    __builtin_prefetch(b + 8 * ldb);
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+    const __m512bh b1 = n16 > 1 ? (__m512bh)_mm512_loadu_si512(b + 16) : b0;
+    const __m256bh b2 = n8 ? (__m256bh)_mm256_loadu_si256((const __m256i *)(const void *)(b + 16 * n16)) : (__m256bh)_mm256_setzero_si256();
+    _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
+      const __m512i ai = _mm512_set1_epi32((int)a[i * lda]);
+      if (n16 > 0) acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)ai, b0);
+      if (n16 > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)ai, b1);
+      if (n8) acc8[i] = _mm256_dpbf16_ps(acc8[i], (__m256bh)_mm512_castsi512_si256(ai), b2);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __m256 va8 = _mm256_set1_ps(alpha), vb8 = _mm256_set1_ps(beta);
+  _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
+    _Pragma("GCC unroll 2") for (int v = 0; v < n16; v++) {
+      float *cp = c + i * ldc + v * 16;
+      const __m512 r = _mm512_mul_ps(acc[i][v], va);
+      _mm512_storeu_ps(cp, beta == 0 ? r : _mm512_fmadd_ps(_mm512_loadu_ps(cp), vb, r));
+    }
+    if (n8) {
+      float *cp = c + i * ldc + 16 * n16;
+      const __m256 r = _mm256_mul_ps(acc8[i], va8);
+      _mm256_storeu_ps(cp, beta == 0 ? r : _mm256_fmadd_ps(_mm256_loadu_ps(cp), vb8, r));
+    }
+  }
+}
+#define BF16_ROWS_KERNEL(NAME, N16, N8)                                                                           \
+  __attribute__((target("avx512f,avx512vl,avx512bf16,fma"))) static void NAME(                                        \
+      int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,       \
+      float alpha, float beta) {                                                                                  \
+    bf16_rows_tile(k2, a, lda, b, ldb, c, ldc, alpha, beta, N16, N8);                                            \
+  }
+BF16_ROWS_KERNEL(ukr_bf16_avx512_rows, 2, 0)
+BF16_ROWS_KERNEL(ukr_bf16_avx512_rows_n8, 0, 1)
+BF16_ROWS_KERNEL(ukr_bf16_avx512_rows_n16, 1, 0)
+BF16_ROWS_KERNEL(ukr_bf16_avx512_rows_n24, 1, 1)
+
 static const rt_gemm_kernel k_bf16_avx512 = {
     .name = "avx512bf16_12x32", .compute = NRT_BFLOAT16, .mr = BF16_MR, .nr = 32, .mc = 240,
-    .kc = 512, .b_elems = 1 << 22, .bf16 = ukr_bf16_avx512};
+    .kc = 512, .b_elems = 1 << 22, .bf16 = ukr_bf16_avx512, .bf16_rows = ukr_bf16_avx512_rows,
+    .bf16_rows_narrow = {ukr_bf16_avx512_rows_n8, ukr_bf16_avx512_rows_n16, ukr_bf16_avx512_rows_n24}};
 
 /* The hand-scheduled tile (gemm_tile_f32.c), and its compiler-scheduled twin
  * (the same tile sums bit for bit; listed second, so tested and timed too).
