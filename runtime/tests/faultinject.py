@@ -171,6 +171,7 @@ def main():
         binaries = {name: os.path.abspath(os.path.join(test_dir, name)) for name in names}
         baselines = {name: pool.submit(timed_run, b, 0, 600) for name, b in binaries.items()}
         plans = {}
+        unharmed = {}
         for name, fut in baselines.items():
             seconds, (rc, _, out) = fut.result()
             reports = REPORT.findall(out)
@@ -190,15 +191,18 @@ def main():
             share = args.budget * args.jobs / len(names)
             ns = fit(schedule(k, args.dense, args.sparse), k, seconds, share)
             plans[name] = (k, ns, timeout)
+            unharmed[name] = seconds
 
         futures = {}
         for name, (k, ns, timeout) in plans.items():
             for n in ns:
-                futures[pool.submit(run, binaries[name], n, timeout)] = (name, n)
-        results = {name: {"clean_pass": 0, "clean_fail": 0, "warned": 0, "bad": 0} for name in plans}
+                futures[pool.submit(timed_run, binaries[name], n, timeout)] = (name, n)
+        results = {name: {"clean_pass": 0, "clean_fail": 0, "warned": 0, "bad": 0, "seconds": 0.0}
+                   for name in plans}
         for fut in concurrent.futures.as_completed(futures):
             name, n = futures[fut]
-            rc, pid, out = fut.result()
+            seconds, (rc, pid, out) = fut.result()
+            results[name]["seconds"] += seconds
             why = verdict(rc, pid, out)
             r = results[name]
             if why is None:
@@ -218,8 +222,11 @@ def main():
     for name, (k, ns, _) in plans.items():
         r = results[name]
         every = "every N" if ns == list(range(1, k + 2)) else f"{len(ns)} values of N"
+        # The seconds say where the sweep's time went (wall time of the runs,
+        # which overlap --jobs at a time): the unharmed run, then the sweep.
         print(f"{name}: {k} allocations, {every}: {r['clean_pass']} passed, "
-              f"{r['clean_fail']} failed cleanly, {r['warned']} warnings, {r['bad']} bad")
+              f"{r['clean_fail']} failed cleanly, {r['warned']} warnings, {r['bad']} bad "
+              f"({unharmed[name]:.1f} s unharmed, {r['seconds']:.1f} s swept)")
     print(f"fault injection: {len(failures)} bad run(s) in {time.monotonic() - start:.0f} s")
     return 1 if failures else 0
 
