@@ -37,13 +37,20 @@ def _run(fn, tmp_path, *args, world=WORLD):
 
 def _against_gloo(fn, tmp_path, world=WORLD):
     """Runs fn(rank, store, device, backend, out_dir) on neuron (backend
-    "neuron") and then on the CPU (gloo); fn saves each rank's results to
-    out_dir/<backend>-<rank>.pt. Returns (neuron, gloo) results per rank."""
-    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
-        d = tmp_path / backend
-        d.mkdir()
-        _run(fn, d, device, backend, str(tmp_path), world=world)
+    "neuron") and then on the CPU (gloo), in the same spawned ranks (a
+    process group each, the first destroyed before the second is made: one
+    start-up of `world` interpreters instead of two); fn saves each rank's
+    results to out_dir/<backend>-<rank>.pt. Returns (neuron, gloo) results
+    per rank."""
+    _run(_neuron_then_gloo, tmp_path, fn, str(tmp_path), world=world)
     return [(torch.load(tmp_path / f"neuron-{r}.pt"), torch.load(tmp_path / f"gloo-{r}.pt")) for r in range(world)]
+
+
+def _neuron_then_gloo(rank, store, fn, out_dir):
+    for device, backend in (("neuron", "neuron"), ("cpu", "gloo")):
+        fn(rank, f"{store}-{backend}", device, backend, out_dir)
+        gc.collect()  # DDP's and FSDP's cycles may hold the group (see _entry)
+        dist.destroy_process_group()
 
 
 def _entry(rank, fn, store, errors, args, world):
