@@ -801,7 +801,9 @@ static void test_16bit_groups_take_the_register_loop(void) {
                                       NRT_OP_COPY};
   static const nrt_op_code binary[] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_DIV, NRT_OP_MAXIMUM,
                                        NRT_OP_MINIMUM};
-  static const nrt_dtype types[] = {NRT_BFLOAT16, NRT_FLOAT16, NRT_FLOAT32};
+  /* float16 only where the tape takes it (RT_TAPE_TAKES_F16) */
+  static const nrt_dtype types[] = {NRT_BFLOAT16, RT_TAPE_TAKES_F16 ? NRT_FLOAT16 : NRT_BFLOAT16,
+                                    NRT_FLOAT32};
   static const int64_t sizes[] = {1, 3, 17, 255, 256, 257, 1000};
   int taped = 0;
   uint64_t loops_before = nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS);
@@ -922,7 +924,7 @@ static nrt_fuse_inst inst1(nrt_op_code code, nrt_dtype t, nrt_fuse_ref out, nrt_
 }
 
 /* exp, gelu, silu of bfloat16 use correctly rounded tables, not the float32
- * expression rounded: such a group keeps the kernels. */
+ * expression rounded: such a group keeps the kernels; neg takes the tape. */
 static void test_16bit_table_ops_keep_the_kernels(void) {
   int64_t shape[2] = {4, 8};
   nrt_tensor_view x = dense(NRT_BFLOAT16, 2, shape), out = dense(NRT_BFLOAT16, 2, shape);
@@ -939,6 +941,12 @@ static void test_16bit_table_ops_keep_the_kernels(void) {
   in = inst1(NRT_OP_NEG, NRT_BFLOAT16, reg(0), input(0));
   CHECK_OK(nrt_fuse_group_create(&d, &g));
   CHECK(g->tape.num_ops == 1 && g->tape.has16);
+  nrt_fuse_group_destroy(g);
+  /* float16: the kernels, until RT_TAPE_TAKES_F16 */
+  x.dtype = out.dtype = regs[0] = NRT_FLOAT16;
+  in = inst1(NRT_OP_NEG, NRT_FLOAT16, reg(0), input(0));
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  CHECK(g->tape.num_ops == (RT_TAPE_TAKES_F16 ? 1 : 0));
   nrt_fuse_group_destroy(g);
   nrt_free(x.data);
   nrt_free(out.data);

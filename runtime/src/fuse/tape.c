@@ -83,7 +83,10 @@ const char *rt_fuse_tape_expr(int code, int *arity) {
 
 /* The kind (tape.h) of a dtype the tape holds, or -1. */
 static int kind_of(nrt_dtype d) {
-  return d == NRT_FLOAT32 ? RT_TAPE_F32 : d == NRT_BFLOAT16 ? RT_TAPE_BF16 : d == NRT_FLOAT16 ? RT_TAPE_F16 : -1;
+  return d == NRT_FLOAT32                        ? RT_TAPE_F32
+         : d == NRT_BFLOAT16                     ? RT_TAPE_BF16
+         : d == NRT_FLOAT16 && RT_TAPE_TAKES_F16 ? RT_TAPE_F16
+                                                 : -1;
 }
 
 /* Whether an op of compute dtype float16/bfloat16 gives, unfused, the
@@ -400,8 +403,10 @@ static int direct_output_of(const struct nrt_fuse_group *g, const rt_fuse_box *b
   return found;
 }
 
-/* m 16-bit values of a kind, cs apart, as float32 (exact). */
-static void load16(int kind, float *restrict d, const uint16_t *h, int64_t m, int64_t cs) {
+/* m 16-bit values of a kind, cs apart, as float32 (exact); compiled for
+ * each ISA level, as the conversions vectorise. */
+RT_SIMD_VOID(load16, (int kind, float *restrict d, const uint16_t *h, int64_t m, int64_t cs),
+             (kind, d, h, m, cs)) {
   if (kind == RT_TAPE_BF16) {
     if (cs == 1)
       for (int64_t j = 0; j < m; j++) d[j] = rt_bfloat16_to_float(h[j]);
@@ -416,7 +421,8 @@ static void load16(int kind, float *restrict d, const uint16_t *h, int64_t m, in
 }
 
 /* n block values stored as a 16-bit kind, cs apart. */
-static void store16(int kind, uint16_t *o, const float *restrict v, int64_t n, int64_t cs) {
+RT_SIMD_VOID(store16, (int kind, uint16_t *o, const float *restrict v, int64_t n, int64_t cs),
+             (kind, o, v, n, cs)) {
   if (kind == RT_TAPE_BF16) {
     if (cs == 1)
       for (int64_t j = 0; j < n; j++) o[j] = rt_bfloat16_from_float(v[j]);

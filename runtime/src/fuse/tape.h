@@ -45,6 +45,13 @@ typedef struct rt_tape_src {
  * outputs' kinds): its block slot holds the float32 of that value. */
 enum { RT_TAPE_F32 = 0, RT_TAPE_BF16 = 1, RT_TAPE_F16 = 2 };
 
+/* Whether float16 values take the tape. Not yet: scalar_types.h's float16
+ * converters (branches for subnormals, overflow, NaN) do not vectorise, and
+ * float16 groups ran slower on the tape than on the kernels' loops (8192 x
+ * 768, one thread: (x*2+1).abs() 11-13.6 ms against 7.8-8.6;
+ * docs/performance.md). The code is complete and tested when this is 1. */
+#define RT_TAPE_TAKES_F16 0
+
 typedef struct rt_tape_op {
   uint8_t code; /* an rt_tape_code (tape.c) */
   uint8_t dst;  /* slot written; never one of the op's sources */
