@@ -695,6 +695,59 @@ def test_nan_signs_and_payloads_as_unfused(gates, dtype):
     assert counters[GROUPS] >= 1, counters
 
 
+# Values that rounding must get right in 16 bits: NaNs of both signs with
+# payloads, infinities, signed zeros, subnormals of both formats, values
+# whose products and sums land on or next to rounding ties.
+TAPE16_SPECIALS = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-40, -2e-39, 6e-8, -3e-5,
+                   65504.0, 1.00390625, 1.01171875, 3.0, 1.5, 0.1]
+
+
+def tape16_inputs(dtype):
+    def make_inputs():
+        out = []
+        for seed in range(3):
+            x = make(SHAPE, torch.float32, seed + 11)
+            g = torch.Generator().manual_seed(seed)
+            picks = torch.randint(0, len(TAPE16_SPECIALS), (len(x.view(-1)[3::7]),), generator=g)
+            x.view(-1)[3::7] = torch.tensor(TAPE16_SPECIALS)[picks]
+            x = x.to(dtype)
+            if seed == 0:  # NaN payloads and signs as stored bits
+                payloads = torch.tensor(NAN_BITS[dtype], dtype=BITS[dtype])
+                as_bits(x).view(-1)[5::97] = payloads[torch.arange(len(x.view(-1)[5::97])) % len(payloads)]
+            out.append(x)
+        return out
+    return make_inputs
+
+
+def tape16_program(q, x, y, z):
+    """Ops the tape takes in 16 bits (tape.c admits16), then an autocast-like
+    float32 tail: a 16-bit op feeding float32 ops, stored back in 16 bits."""
+    a = (x * 3 + y).abs()
+    b = torch.maximum(torch.relu(a - z), torch.minimum(x, y)) / (z + 0.5)
+    c = torch.sigmoid(b) * torch.tanh(x) + torch.sqrt(a) - F.leaky_relu(y)
+    d = torch.reciprocal(F.hardtanh(c, -1.0, 2.5)) + torch.log(a) * torch.erf(z)
+    e = torch.rsqrt(d.abs()).neg() + x * 1.1
+    f = (e.float() * 0.3 + x.float()).to(x.dtype)
+    return dict(a=a, b=b, c=c, d=d, e=e, f=f)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_16bit_runs_take_the_register_loop(gates, dtype):
+    """bfloat16 runs of the tape's ops run on the tape (fuse.register_loops;
+    float16 not yet: RT_TAPE_TAKES_F16 in fuse/tape.h) and give the bits of
+    the ops one by one, as float16 runs do on the kernels' loops."""
+    inputs = tape16_inputs(dtype)()
+    fused, counters = run_once(gates, inputs, tape16_program, True)
+    loops = counter("fuse.register_loops")
+    unfused, _ = run_once(gates, inputs, tape16_program, False)
+    torchneuron.set_adaptive_eager(True)
+    assert counters[GROUPS] >= 1 and counters[FUSED_OPS] >= 20, counters
+    if dtype == torch.bfloat16:
+        assert loops >= 1, (loops, counters)
+    for name in fused:
+        assert_bitwise(fused[name], unfused[name], name)
+
+
 def tame_program(q, x, y):
     return dict(gelu=F.gelu(x), silu=F.silu(x), sigmoid=torch.sigmoid(x), gelu_of_mul=F.gelu(x * y),
                 silu_of_add=F.silu(x + y), sigmoid_of_sub=torch.sigmoid(x - y))

@@ -733,6 +733,225 @@ static void test_float32_groups_take_the_register_loop(void) {
   CHECK(nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS) >= loops_before + 120);
 }
 
+/* 16-bit values the conversions must get right: NaNs of several payloads
+ * and signs, infinities, zeros, subnormals of both formats, the largest
+ * finite values, values beyond float16's range, and float32 values on and
+ * next to the midpoints of bfloat16 and float16 (ties to even). */
+static float special16(nrt_dtype t) {
+  static const uint32_t bits[] = {
+      0x7fc00000u, 0xffc00000u, 0x7f810000u, 0xff812345u, 0x7f800001u, 0x7f800000u, 0xff800000u,
+      0x00000000u, 0x80000000u, 0x00010000u, 0x80400000u, 0x00000001u, 0x33800000u, 0xb3c00000u,
+      0x38800000u, 0x387fc000u, 0x477fe000u, 0x477ff000u, 0xc77fefffu, 0x7f7f0000u, 0x7f7fffffu,
+      0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x3f808001u, 0xbf818000u, 0x3f801000u, 0x3f803000u,
+      0x3f800fffu, 0x3f801001u, 0x40490fdbu, 0xc2f6e979u, 0x4b800001u, 0x00800000u};
+  uint32_t b = bits[pick((int)(sizeof bits / sizeof bits[0]))];
+  float f;
+  memcpy(&f, &b, 4);
+  (void)t;
+  return f;
+}
+
+static void fill16(const nrt_tensor_view *v, int64_t n) {
+  char *p = host(v->data);
+  for (int64_t i = 0; i < n; i++) {
+    if (pick(3)) continue; /* fill_random's ordinary values */
+    float f = special16(v->dtype);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (v->dtype == NRT_FLOAT32) {
+      memcpy(p + 4 * i, &f, 4);
+    } else if (v->dtype == NRT_BFLOAT16) {
+      uint16_t h = (uint16_t)(u >> 16); /* truncated: keeps NaN payloads */
+      memcpy(p + 2 * i, &h, 2);
+    } else {
+      static const uint16_t h16[] = {0x7e00u, 0xfe00u, 0x7c01u, 0xfd23u, 0x7c00u, 0xfc00u, 0x0001u,
+                                     0x8200u, 0x03ffu, 0x0400u, 0x7bffu, 0xfbffu, 0x3c01u, 0x8000u};
+      uint16_t h = h16[pick((int)(sizeof h16 / sizeof h16[0]))];
+      memcpy(p + 2 * i, &h, 2);
+    }
+  }
+}
+
+/* Bitwise equal values of dtype t (NaN with NaN: see same_floats). */
+static int same_values(nrt_dtype t, const void *a, const void *b, int64_t n, int64_t *where) {
+  for (int64_t e = 0; e < n; e++) {
+    if (t == NRT_FLOAT32) {
+      float x, y;
+      memcpy(&x, (const char *)a + 4 * e, 4), memcpy(&y, (const char *)b + 4 * e, 4);
+      if (memcmp(&x, &y, 4) != 0 && !(x != x && y != y)) return *where = e, 0;
+    } else {
+      uint16_t x, y;
+      memcpy(&x, (const char *)a + 2 * e, 2), memcpy(&y, (const char *)b + 2 * e, 2);
+      const uint16_t exp = t == NRT_BFLOAT16 ? 0x7f80u : 0x7c00u;
+      int nan_x = (x & 0x7fffu) > exp, nan_y = (y & 0x7fffu) > exp;
+      if (x != y && !(nan_x && nan_y)) return *where = e, 0;
+    }
+  }
+  return 1;
+}
+
+/* Random groups of bfloat16, float16 and float32 values (inputs, registers
+ * and outputs; mixed, as autocast makes them) over the ops the tape admits
+ * in 16 bits: every group takes the tape, and its results and its scalar
+ * twin's are bitwise those of the ops one by one. */
+static void test_16bit_groups_take_the_register_loop(void) {
+  static const nrt_op_code unary[] = {NRT_OP_NEG,  NRT_OP_ABS,  NRT_OP_RELU, NRT_OP_HARDTANH,
+                                      NRT_OP_LEAKY_RELU, NRT_OP_LOG, NRT_OP_TANH, NRT_OP_SIGMOID,
+                                      NRT_OP_SQRT, NRT_OP_RSQRT, NRT_OP_RECIPROCAL, NRT_OP_ERF,
+                                      NRT_OP_COPY};
+  static const nrt_op_code binary[] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_DIV, NRT_OP_MAXIMUM,
+                                       NRT_OP_MINIMUM};
+  /* float16 only where the tape takes it (RT_TAPE_TAKES_F16) */
+  static const nrt_dtype types[] = {NRT_BFLOAT16, RT_TAPE_TAKES_F16 ? NRT_FLOAT16 : NRT_BFLOAT16,
+                                    NRT_FLOAT32};
+  static const int64_t sizes[] = {1, 3, 17, 255, 256, 257, 1000};
+  int taped = 0;
+  uint64_t loops_before = nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS);
+  for (int trial = 0; trial < 160; trial++) {
+    built b;
+    memset(&b, 0, sizeof b);
+    b.ndim = 2;
+    b.shape[0] = sizes[pick(7)], b.shape[1] = sizes[pick(7)];
+    /* mostly one 16-bit dtype, as a bfloat16 or float16 model runs */
+    const nrt_dtype main16 = types[pick(2)];
+    const int mixed = pick(3) == 0;
+    b.num_inputs = 1 + pick(3);
+    for (int k = 0; k < b.num_inputs; k++) {
+      b.inputs[k] = random_input(mixed ? types[pick(3)] : main16, 2, b.shape);
+      int64_t extent = 1;
+      for (int d = 0; d < 2; d++)
+        if (b.inputs[k].strides[d]) extent *= b.shape[d];
+      fill16(&b.inputs[k], extent);
+    }
+    int insts = 1 + pick(8);
+    while (b.num_insts < insts) {
+      nrt_fuse_inst in;
+      memset(&in, 0, sizeof in);
+      in.num_outputs = 1;
+      nrt_dtype compute;
+      if (pick(2)) {
+        in.code = unary[pick((int)(sizeof unary / sizeof unary[0]))];
+        in.num_operands = 2;
+        in.operands[1] = float_operand(&b, 0);
+        compute = ref_dtype(&b, &in.operands[1]);
+      } else {
+        in.code = binary[pick((int)(sizeof binary / sizeof binary[0]))];
+        in.num_operands = 3;
+        in.operands[1] = float_operand(&b, 0);
+        in.operands[2] = float_operand(&b, 1);
+        compute = promote(ref_dtype(&b, &in.operands[1]), in.operands[2].kind == NRT_FUSE_IMMEDIATE
+                                                              ? ref_dtype(&b, &in.operands[1])
+                                                              : ref_dtype(&b, &in.operands[2]));
+      }
+      if (in.code == NRT_OP_ADD) {
+        in.num_scalars = 1;
+        in.scalars[0] = (nrt_scalar){.is_float = 1, .f = pick(2) ? 1.0 : (double)pick(7) / 3.0 - 1.1};
+      } else if (in.code == NRT_OP_LEAKY_RELU) {
+        in.num_scalars = 1;
+        in.scalars[0] = (nrt_scalar){.is_float = 1, .f = 0.01};
+      } else if (in.code == NRT_OP_HARDTANH) {
+        in.num_scalars = 2;
+        in.scalars[0] = (nrt_scalar){.is_float = 0, .i = -1};
+        in.scalars[1] = (nrt_scalar){.is_float = 1, .f = 2.5};
+      }
+      in.compute_dtype = compute;
+      nrt_dtype out = pick(4) == 0 ? types[pick(3)] : compute;
+      /* a copy to its own 16-bit dtype keeps NaN payloads: the kernel's */
+      if (in.code == NRT_OP_COPY && out == compute) out = compute == NRT_FLOAT32 ? main16 : NRT_FLOAT32;
+      in.operands[0] = new_register(&b, out);
+      b.insts[b.num_insts++] = in;
+    }
+    int64_t n = numel_of(2, b.shape);
+    nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
+    run_unfused(&b, regs);
+    int32_t out_regs[2] = {b.num_registers - 1, pick(b.num_registers)};
+    nrt_tensor_view outs[2];
+    for (int j = 0; j < 2; j++) outs[j] = dense(b.registers[out_regs[j]], 2, b.shape);
+    nrt_fuse_group_desc d = {.ndim = 2, .num_inputs = b.num_inputs, .inputs = b.inputs,
+                             .num_registers = b.num_registers, .registers = b.registers,
+                             .num_insts = b.num_insts, .insts = b.insts, .num_outputs = 2,
+                             .outputs = outs, .output_registers = out_regs};
+    memcpy(d.shape, b.shape, sizeof d.shape);
+    nrt_fuse_group_t g;
+    CHECK_OK(nrt_fuse_group_create(&d, &g));
+    CHECK(g->tape.num_ops == b.num_insts);
+    taped += g->tape.num_ops > 0;
+    for (int twin = 0; twin < 2; twin++) {
+      for (int j = 0; j < 2; j++) memset(host(outs[j].data), 0xa5, (size_t)n * nrt_dtype_size(outs[j].dtype));
+      if (twin) {
+        rt_fuse_box box = {.rows = b.shape[0], .cols = b.shape[1]};
+        for (int k = 0; k < b.num_inputs; k++) {
+          box.in[k] = host(b.inputs[k].data);
+          box.in_rs[k] = b.inputs[k].strides[0], box.in_cs[k] = b.inputs[k].strides[1];
+        }
+        for (int j = 0; j < 2; j++) {
+          box.out[j] = host(outs[j].data);
+          box.out_rs[j] = outs[j].strides[0], box.out_cs[j] = outs[j].strides[1];
+        }
+        rt_fuse_tape_run_reference(g, &box);
+      } else {
+        CHECK_OK(nrt_fuse_group_execute(g));
+      }
+      for (int j = 0; j < 2; j++) {
+        int64_t e = 0;
+        int ok = same_values(outs[j].dtype, host(outs[j].data), host(regs[out_regs[j]].data), n, &e);
+        CHECK(ok);
+        if (!ok) {
+          fprintf(stderr, "  trial %d (%s): output %d (%s) differs at %lld, %d ops, %lld x %lld\n", trial,
+                  twin ? "scalar twin" : "block loop", j, nrt_dtype_name(outs[j].dtype), (long long)e,
+                  b.num_insts, (long long)b.shape[0], (long long)b.shape[1]);
+          for (int i = 0; i < b.num_insts; i++)
+            fprintf(stderr, "    inst %d %s compute %s -> %s\n", i, nrt_op_name(b.insts[i].code),
+                    nrt_dtype_name(b.insts[i].compute_dtype),
+                    nrt_dtype_name(b.registers[b.insts[i].operands[0].index]));
+        }
+      }
+    }
+    nrt_fuse_group_destroy(g);
+    for (int r = 0; r < b.num_registers; r++) nrt_free(regs[r].data);
+    for (int j = 0; j < 2; j++) nrt_free(outs[j].data);
+    for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
+  }
+  CHECK(taped == 160);
+  CHECK(nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS) >= loops_before + 160);
+}
+
+static nrt_fuse_inst inst1(nrt_op_code code, nrt_dtype t, nrt_fuse_ref out, nrt_fuse_ref a) {
+  nrt_fuse_inst in = inst2(code, t, out, a, a);
+  in.num_operands = 2;
+  in.operands[2] = (nrt_fuse_ref){0};
+  return in;
+}
+
+/* exp, gelu, silu of bfloat16 use correctly rounded tables, not the float32
+ * expression rounded: such a group keeps the kernels; neg takes the tape. */
+static void test_16bit_table_ops_keep_the_kernels(void) {
+  int64_t shape[2] = {4, 8};
+  nrt_tensor_view x = dense(NRT_BFLOAT16, 2, shape), out = dense(NRT_BFLOAT16, 2, shape);
+  nrt_dtype regs[1] = {NRT_BFLOAT16};
+  nrt_fuse_inst in = inst1(NRT_OP_EXP, NRT_BFLOAT16, reg(0), input(0));
+  int32_t out_reg = 0;
+  nrt_fuse_group_desc d = {.ndim = 2, .shape = {4, 8}, .num_inputs = 1, .inputs = &x,
+                           .num_registers = 1, .registers = regs, .num_insts = 1, .insts = &in,
+                           .num_outputs = 1, .outputs = &out, .output_registers = &out_reg};
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  CHECK(g->tape.num_ops == 0);
+  nrt_fuse_group_destroy(g);
+  in = inst1(NRT_OP_NEG, NRT_BFLOAT16, reg(0), input(0));
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  CHECK(g->tape.num_ops == 1 && g->tape.has16);
+  nrt_fuse_group_destroy(g);
+  /* float16: the kernels, until RT_TAPE_TAKES_F16 */
+  x.dtype = out.dtype = regs[0] = NRT_FLOAT16;
+  in = inst1(NRT_OP_NEG, NRT_FLOAT16, reg(0), input(0));
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  CHECK(g->tape.num_ops == (RT_TAPE_TAKES_F16 ? 1 : 0));
+  nrt_fuse_group_destroy(g);
+  nrt_free(x.data);
+  nrt_free(out.data);
+}
+
 /* A float64 register keeps a group on the instruction-by-instruction path. */
 static void test_other_dtypes_keep_the_kernels(void) {
   chain c;
@@ -758,6 +977,8 @@ int main(void) {
   RUN(test_in_place_over_a_transposed_layout);
   RUN(test_a_group_that_would_differ_on_tiles_is_refused);
   RUN(test_float32_groups_take_the_register_loop);
+  RUN(test_16bit_groups_take_the_register_loop);
+  RUN(test_16bit_table_ops_keep_the_kernels);
   RUN(test_other_dtypes_keep_the_kernels);
   return CHECK_MAIN_RESULT();
 }

@@ -33,7 +33,10 @@ void rt_fuse_tape_for(struct nrt_fuse_group *g, int32_t num_inputs, const nrt_dt
   g->num_outputs = num_outputs;
   for (int k = 0; k < num_inputs; k++) g->inputs[k].dtype = input_dtypes[k];
   for (int r = 0; r < num_registers; r++) g->registers[r] = registers[r];
-  for (int j = 0; j < num_outputs; j++) g->output_registers[j] = output_registers[j];
+  for (int j = 0; j < num_outputs; j++) {
+    g->output_registers[j] = output_registers[j];
+    g->outputs[j].dtype = registers[output_registers[j]]; /* as the tape stores it */
+  }
   memcpy(g->insts, insts, (size_t)num_insts * sizeof insts[0]);
   for (int i = 0; i < num_insts; i++) {
     const nrt_fuse_inst *in = &g->insts[i];
@@ -172,7 +175,7 @@ static const struct tame_twin *tame_twin_of(const char *expr) {
 
 char *rt_fuse_codegen_source(const struct nrt_fuse_group *g, const char *sym) {
   const rt_fuse_tape *tp = &g->tape;
-  if (tp->num_ops <= 0) return NULL;
+  if (tp->num_ops <= 0 || tp->has16) return NULL;
   text t = {0};
   int slot_writer[NRT_FUSE_MAX_REGISTERS + NRT_FUSE_MAX_INPUTS];
   for (int s = 0; s < NRT_FUSE_MAX_REGISTERS + NRT_FUSE_MAX_INPUTS; s++) slot_writer[s] = -1;
@@ -390,7 +393,8 @@ static int probe(const rt_gen_kernel *k, const struct nrt_fuse_group *g) {
 
 static const rt_gen_kernel *get(const struct nrt_fuse_group *g, int may_compile, int *missed) {
   *missed = 0;
-  if (!g->tape.num_ops || !rt_fuse_codegen_enabled()) return NULL;
+  /* A 16-bit tape runs as such: this emitter writes float32 tapes only. */
+  if (!g->tape.num_ops || g->tape.has16 || !rt_fuse_codegen_enabled()) return NULL;
   const char *name = g->name[0] ? g->name : "a fused group";
   /* The symbol names the source it is in (hashed with a placeholder). */
   char *source = rt_fuse_codegen_source(g, "tn_fused");

@@ -6,6 +6,7 @@
 #include "fuse/fuse_group.h"
 #include "ops/engine/convert.h"
 #include "ops/engine/elementwise.h"
+#include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
 #include "ops/engine/vmath_sigmoid_tame.h"
 #include "ops/pointwise/float_exprs.h"
@@ -80,13 +81,59 @@ const char *rt_fuse_tape_expr(int code, int *arity) {
 
 /* ---- building ---------------------------------------------------------------- */
 
+/* The kind (tape.h) of a dtype the tape holds, or -1. */
+static int kind_of(nrt_dtype d) {
+  return d == NRT_FLOAT32                        ? RT_TAPE_F32
+         : d == NRT_BFLOAT16                     ? RT_TAPE_BF16
+         : d == NRT_FLOAT16 && RT_TAPE_TAKES_F16 ? RT_TAPE_F16
+                                                 : -1;
+}
+
+/* Whether an op of compute dtype float16/bfloat16 gives, unfused, the
+ * float32 expression of its float32-converted operands rounded once to its
+ * result's dtype, as the tape computes it. Checked one by one:
+ *  - the converting path (rt_run_pointwise: the float32 loop between
+ *    conversions) serves log, tanh, erf, sigmoid, sqrt, rsqrt, reciprocal,
+ *    leaky_relu; immediates always take it, converted to float32;
+ *  - mul, div, relu (and add, with alpha rounded first: tape_scalar16)
+ *    take in-register 16-bit loops of the same expression (loops.h
+ *    RT_BINARY_LOOPS16, relu's twin test);
+ *  - neg, abs, hardtanh, maximum, minimum take bits16.c, tested bitwise
+ *    equal to the converting path;
+ * Refused: exp, gelu, gelu_tanh, silu (correctly rounded 16-bit tables,
+ * RT_DEFINE_TABLE16, not the float32 expression rounded) and the
+ * backward ops (their 16-bit loops not checked here). */
+static int admits16(int code) {
+  switch (code) {
+    case T_MOVE: case T_NEG: case T_ABS: case T_RELU: case T_HARDTANH: case T_LEAKY_RELU:
+    case T_LOG: case T_TANH: case T_ERF: case T_SIGMOID: case T_SQRT: case T_RSQRT:
+    case T_RECIPROCAL: case T_ADD: case T_MUL: case T_DIV: case T_MAXIMUM: case T_MINIMUM:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 void rt_fuse_tape_build(struct nrt_fuse_group *g) {
   rt_fuse_tape *t = &g->tape;
   t->num_ops = 0;
-  for (int k = 0; k < g->num_inputs; k++)
-    if (g->inputs[k].dtype != NRT_FLOAT32) return;
-  for (int r = 0; r < g->num_registers; r++)
-    if (g->registers[r] != NRT_FLOAT32) return;
+  t->has16 = 0;
+  for (int k = 0; k < g->num_inputs; k++) {
+    int kind = kind_of(g->inputs[k].dtype);
+    if (kind < 0) return;
+    t->in_kind[k] = (uint8_t)kind;
+    t->has16 |= kind != RT_TAPE_F32;
+  }
+  for (int r = 0; r < g->num_registers; r++) {
+    if (kind_of(g->registers[r]) < 0) return;
+    t->has16 |= g->registers[r] != NRT_FLOAT32;
+  }
+  for (int j = 0; j < g->num_outputs; j++) {
+    int kind = kind_of(g->outputs[j].dtype);
+    if (kind < 0) return;
+    t->out_kind[j] = (uint8_t)kind;
+    t->has16 |= kind != RT_TAPE_F32;
+  }
   /* Each register's last reader (outputs: past the end; -1: none). */
   int last_use[NRT_FUSE_MAX_REGISTERS];
   for (int r = 0; r < g->num_registers; r++) last_use[r] = -1;
@@ -100,19 +147,39 @@ void rt_fuse_tape_build(struct nrt_fuse_group *g) {
     const nrt_fuse_inst *in = &g->insts[i];
     rt_tape_op *op = &t->ops[i];
     int code, arity, scalars;
-    if (!tape_code(in->code, &code, &arity, &scalars) || in->compute_dtype != NRT_FLOAT32 ||
-        in->num_outputs != 1 || in->num_operands != 1 + arity || in->num_scalars < scalars)
+    if (!tape_code(in->code, &code, &arity, &scalars) || in->num_outputs != 1 ||
+        in->num_operands != 1 + arity || in->num_scalars < scalars)
       return;
+    const int compute16 = in->compute_dtype == NRT_BFLOAT16 || in->compute_dtype == NRT_FLOAT16;
+    /* A copy converts to its register's dtype whatever its compute dtype;
+     * one with flags (negation, conjugation) is left to the kernel. */
+    if (code == T_MOVE && in->num_scalars && in->scalars[0].i) return;
+    if (in->compute_dtype != NRT_FLOAT32 && code != T_MOVE && !(compute16 && admits16(code))) return;
+    const int out_kind = kind_of(g->registers[in->operands[0].index]);
+    if (out_kind != RT_TAPE_F32 && !admits16(code)) return;
     memset(op, 0, sizeof *op);
     op->code = (uint8_t)code;
     op->num_src = (uint8_t)arity;
+    op->round = (uint8_t)out_kind;
     for (int s = 0; s < scalars; s++) {
       const nrt_scalar *v = &in->scalars[s];
       op->scalars[s] = v->is_float ? v->f : (double)v->i; /* rt_scalars_from_op */
     }
+    if (code == T_ADD && compute16) { /* rt_kernel_add rounds alpha to the 16-bit type first */
+      float alpha = (float)op->scalars[0];
+      alpha = in->compute_dtype == NRT_FLOAT16 ? rt_half_to_float(rt_half_from_float(alpha))
+                                               : rt_bfloat16_to_float(rt_bfloat16_from_float(alpha));
+      op->scalars[0] = alpha;
+    }
     for (int k = 1; k <= arity; k++) {
       const nrt_fuse_ref *ref = &in->operands[k];
       rt_tape_src *src = &op->src[k - 1];
+      /* A copy between tensors of one 16-bit dtype keeps a NaN's payload,
+       * which converting would make the canonical NaN: left to the kernel. */
+      nrt_dtype from = ref->kind == NRT_FUSE_REGISTER ? g->registers[ref->index]
+                       : ref->kind == NRT_FUSE_INPUT  ? g->inputs[ref->index].dtype
+                                                      : NRT_FLOAT32;
+      if (code == T_MOVE && out_kind != RT_TAPE_F32 && from == g->registers[in->operands[0].index]) return;
       if (ref->kind == NRT_FUSE_REGISTER) {
         src->kind = RT_TAPE_SLOT;
         src->index = (uint8_t)slot_of[ref->index];
@@ -229,6 +296,22 @@ static inline __attribute__((always_inline)) int tame_block(int code, float *res
 }
 #undef TAME_CASE_
 
+/* A float32 value rounded to a 16-bit kind and back, as the unfused op's
+ * store and the next op's load leave it (scalar_types.h's converters: the
+ * bfloat16 one has no branch and vectorises). */
+static inline __attribute__((always_inline)) float round_to(int kind, float v) {
+  return kind == RT_TAPE_BF16 ? rt_bfloat16_to_float(rt_bfloat16_from_float(v))
+                              : kind == RT_TAPE_F16 ? rt_half_to_float(rt_half_from_float(v)) : v;
+}
+
+static inline __attribute__((always_inline)) void round_block(int kind, float *restrict d, int64_t n) {
+  if (kind == RT_TAPE_BF16) {
+    for (int64_t j = 0; j < n; j++) d[j] = rt_bfloat16_to_float(rt_bfloat16_from_float(d[j]));
+  } else if (kind == RT_TAPE_F16) {
+    for (int64_t j = 0; j < n; j++) d[j] = rt_half_to_float(rt_half_from_float(d[j]));
+  }
+}
+
 /* Every op of the tape over n elements (n <= RT_TAPE_BLOCK): slots are the
  * block registers, in[k] input k's elements (stride in_step[k]: 1, or 0
  * for one value). last_dst, when not NULL, is where the last op writes
@@ -257,7 +340,10 @@ RT_SIMD_VOID(tape_block, (const rt_fuse_tape *t, float *slots, const float *cons
     (void)sb;
     const tape_scalars sc_copy = {{op->scalars[0], op->scalars[1]}};
     const tape_scalars *sc = &sc_copy;
-    if (sa && op->num_src == 1 && tame_block(op->code, d, pa, n)) continue;
+    if (sa && op->num_src == 1 && tame_block(op->code, d, pa, n)) {
+      round_block(op->round, d, n);
+      continue;
+    }
     switch (op->code) {
       case T_MOVE:
         if (sa) {
@@ -271,6 +357,7 @@ RT_SIMD_VOID(tape_block, (const rt_fuse_tape *t, float *slots, const float *cons
       default:
         break;
     }
+    round_block(op->round, d, n);
   }
 }
 
@@ -290,7 +377,7 @@ static int box_is_flat(const struct nrt_fuse_group *g, const rt_fuse_box *b) {
 static int direct_output_of(const struct nrt_fuse_group *g, const rt_fuse_box *b, int64_t n, int64_t r,
                             int64_t c0) {
   const rt_fuse_tape *t = &g->tape;
-  if (t->num_ops == 0) return -1;
+  if (t->num_ops == 0 || t->has16) return -1; /* 16-bit: stored converted from the slot */
   const int slot = t->ops[t->num_ops - 1].dst;
   int found = -1;
   for (int j = 0; j < g->num_outputs; j++) {
@@ -316,6 +403,39 @@ static int direct_output_of(const struct nrt_fuse_group *g, const rt_fuse_box *b
   return found;
 }
 
+/* m 16-bit values of a kind, cs apart, as float32 (exact); compiled for
+ * each ISA level, as the conversions vectorise. */
+RT_SIMD_VOID(load16, (int kind, float *restrict d, const uint16_t *h, int64_t m, int64_t cs),
+             (kind, d, h, m, cs)) {
+  if (kind == RT_TAPE_BF16) {
+    if (cs == 1)
+      for (int64_t j = 0; j < m; j++) d[j] = rt_bfloat16_to_float(h[j]);
+    else
+      for (int64_t j = 0; j < m; j++) d[j] = rt_bfloat16_to_float(h[j * cs]);
+  } else {
+    if (cs == 1)
+      for (int64_t j = 0; j < m; j++) d[j] = rt_half_to_float(h[j]);
+    else
+      for (int64_t j = 0; j < m; j++) d[j] = rt_half_to_float(h[j * cs]);
+  }
+}
+
+/* n block values stored as a 16-bit kind, cs apart. */
+RT_SIMD_VOID(store16, (int kind, uint16_t *o, const float *restrict v, int64_t n, int64_t cs),
+             (kind, o, v, n, cs)) {
+  if (kind == RT_TAPE_BF16) {
+    if (cs == 1)
+      for (int64_t j = 0; j < n; j++) o[j] = rt_bfloat16_from_float(v[j]);
+    else
+      for (int64_t j = 0; j < n; j++) o[j * cs] = rt_bfloat16_from_float(v[j]);
+  } else {
+    if (cs == 1)
+      for (int64_t j = 0; j < n; j++) o[j] = rt_half_from_float(v[j]);
+    else
+      for (int64_t j = 0; j < n; j++) o[j * cs] = rt_half_from_float(v[j]);
+  }
+}
+
 void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char *scratch) {
   const rt_fuse_tape *t = &g->tape;
   float *slots = (float *)scratch;
@@ -328,6 +448,14 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
       int64_t n = cols - c0 < RT_TAPE_BLOCK ? cols - c0 : RT_TAPE_BLOCK;
       for (int k = 0; k < g->num_inputs; k++) {
         int64_t cs = b->in_cs[k];
+        if (t->in_kind[k] != RT_TAPE_F32) { /* converted into its slot */
+          const uint16_t *h = (const uint16_t *)b->in[k] + r * b->in_rs[k] + c0 * cs;
+          float *gather = slots + (size_t)(t->input_slot0 + k) * RT_TAPE_BLOCK;
+          int64_t m = cs == 0 ? 1 : n;
+          load16(t->in_kind[k], gather, h, m, cs);
+          in[k] = gather, in_step[k] = (uint8_t)(m > 1);
+          continue;
+        }
         const float *p = (const float *)b->in[k] + r * b->in_rs[k] + c0 * cs;
         if (cs == 0 || cs == 1 || n == 1) {
           in[k] = p, in_step[k] = (uint8_t)(cs != 0 && n > 1);
@@ -348,6 +476,10 @@ void rt_fuse_tape_run(const struct nrt_fuse_group *g, const rt_fuse_box *b, char
         if (j == direct_output) continue;
         const float *v = slots + (size_t)t->out_slot[j] * RT_TAPE_BLOCK;
         int64_t cs = b->out_cs[j];
+        if (t->out_kind[j] != RT_TAPE_F32) {
+          store16(t->out_kind[j], (uint16_t *)b->out[j] + r * b->out_rs[j] + c0 * cs, v, n, cs);
+          continue;
+        }
         float *o = (float *)b->out[j] + r * b->out_rs[j] + c0 * cs;
         rt_tape_store_row(o, v, n, cs);
       }
@@ -380,10 +512,18 @@ __attribute__((optimize("no-tree-vectorize"))) void rt_fuse_tape_run_reference(
   const rt_fuse_tape *t = &g->tape;
   float v[NRT_FUSE_MAX_REGISTERS + NRT_FUSE_MAX_INPUTS];
   const float *in[NRT_FUSE_MAX_INPUTS];
+  float in16[NRT_FUSE_MAX_INPUTS];
   for (int64_t r = 0; r < b->rows; r++)
     for (int64_t c = 0; c < b->cols; c++) {
-      for (int k = 0; k < g->num_inputs; k++)
-        in[k] = (const float *)b->in[k] + r * b->in_rs[k] + c * b->in_cs[k];
+      for (int k = 0; k < g->num_inputs; k++) {
+        if (t->in_kind[k] != RT_TAPE_F32) {
+          uint16_t h = ((const uint16_t *)b->in[k])[r * b->in_rs[k] + c * b->in_cs[k]];
+          in16[k] = t->in_kind[k] == RT_TAPE_BF16 ? rt_bfloat16_to_float(h) : rt_half_to_float(h);
+          in[k] = &in16[k];
+        } else {
+          in[k] = (const float *)b->in[k] + r * b->in_rs[k] + c * b->in_cs[k];
+        }
+      }
       for (int i = 0; i < t->num_ops; i++) {
         const rt_tape_op *op = &t->ops[i];
         float a_value = scalar_source(&op->src[0], v, in);
@@ -401,8 +541,17 @@ __attribute__((optimize("no-tree-vectorize"))) void rt_fuse_tape_run_reference(
           default:
             break;
         }
+        v[op->dst] = round_to(op->round, v[op->dst]);
       }
-      for (int j = 0; j < g->num_outputs; j++)
-        ((float *)b->out[j])[r * b->out_rs[j] + c * b->out_cs[j]] = v[t->out_slot[j]];
+      for (int j = 0; j < g->num_outputs; j++) {
+        const int64_t at = r * b->out_rs[j] + c * b->out_cs[j];
+        const float value = v[t->out_slot[j]];
+        if (t->out_kind[j] == RT_TAPE_BF16)
+          ((uint16_t *)b->out[j])[at] = rt_bfloat16_from_float(value);
+        else if (t->out_kind[j] == RT_TAPE_F16)
+          ((uint16_t *)b->out[j])[at] = rt_half_from_float(value);
+        else
+          ((float *)b->out[j])[at] = value;
+      }
     }
 }

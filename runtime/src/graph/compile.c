@@ -378,7 +378,7 @@ static void *codegen_worker(void *arg) {
     rt_fuse_tape_for(tmp, f->num_inputs, dtypes, f->num_registers, f->registers, f->num_insts, f->insts,
                      f->num_outputs, f->output_registers);
     memcpy(tmp->name, f->name, sizeof tmp->name);
-    if (!tmp->tape.num_ops) continue;
+    if (!tmp->tape.num_ops || tmp->tape.has16) continue; /* a 16-bit tape has no generated code */
     if (!(f->gen = rt_gen_cell_new())) continue;
     if (w->background)
       rt_fuse_codegen_request(tmp, f->gen);
