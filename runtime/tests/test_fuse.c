@@ -613,21 +613,90 @@ static void test_a_group_that_would_differ_on_tiles_is_refused(void) {
 
 /* ---- the register-level loop (fuse/tape.h) ------------------------------------ */
 
+/* Bitwise equal values of dtype t (float32, bfloat16 or float16), except
+ * that two NaNs match whatever their sign and payload: where two NaNs meet
+ * in one op, which one propagates depends on the operand order the
+ * compiler picked for a commutative instruction (as between a kernel's own
+ * vector body and scalar tail). */
+static int same_values(nrt_dtype t, const void *a, const void *b, int64_t n, int64_t *where) {
+  for (int64_t e = 0; e < n; e++) {
+    if (t == NRT_FLOAT32) {
+      float x, y;
+      memcpy(&x, (const char *)a + 4 * e, 4), memcpy(&y, (const char *)b + 4 * e, 4);
+      if (memcmp(&x, &y, 4) != 0 && !(x != x && y != y)) return *where = e, 0;
+    } else {
+      uint16_t x, y;
+      memcpy(&x, (const char *)a + 2 * e, 2), memcpy(&y, (const char *)b + 2 * e, 2);
+      const uint16_t exp = t == NRT_BFLOAT16 ? 0x7f80u : 0x7c00u;
+      int nan_x = (x & 0x7fffu) > exp, nan_y = (y & 0x7fffu) > exp;
+      if (x != y && !(nan_x && nan_y)) return *where = e, 0;
+    }
+  }
+  return 1;
+}
+/* Runs random group b (its inputs, registers and instructions built) one op
+ * at a time, then fused with two outputs (the last register and a random
+ * one), through the tape's block loop and through its scalar twin; both must
+ * give the ops' bits (NaNs of a dtype count as equal). 1 if the group took
+ * the tape. Frees b's buffers. */
+static int tape_matches_ops(built *b, int trial) {
+  int64_t n = numel_of(2, b->shape);
+  nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
+  run_unfused(b, regs);
+  int32_t out_regs[2] = {b->num_registers - 1, pick(b->num_registers)};
+  nrt_tensor_view outs[2];
+  for (int j = 0; j < 2; j++) outs[j] = dense(b->registers[out_regs[j]], 2, b->shape);
+  nrt_fuse_group_desc d = {.ndim = 2, .num_inputs = b->num_inputs, .inputs = b->inputs,
+                           .num_registers = b->num_registers, .registers = b->registers,
+                           .num_insts = b->num_insts, .insts = b->insts, .num_outputs = 2,
+                           .outputs = outs, .output_registers = out_regs};
+  memcpy(d.shape, b->shape, sizeof d.shape);
+  nrt_fuse_group_t g;
+  CHECK_OK(nrt_fuse_group_create(&d, &g));
+  CHECK(g->tape.num_ops == b->num_insts);
+  int taped = g->tape.num_ops > 0;
+  for (int twin = 0; twin < 2; twin++) {
+    for (int j = 0; j < 2; j++) memset(host(outs[j].data), 0xa5, (size_t)n * nrt_dtype_size(outs[j].dtype));
+    if (twin) {
+      rt_fuse_box box = {.rows = b->shape[0], .cols = b->shape[1]};
+      for (int k = 0; k < b->num_inputs; k++) {
+        box.in[k] = host(b->inputs[k].data);
+        box.in_rs[k] = b->inputs[k].strides[0], box.in_cs[k] = b->inputs[k].strides[1];
+      }
+      for (int j = 0; j < 2; j++) {
+        box.out[j] = host(outs[j].data);
+        box.out_rs[j] = outs[j].strides[0], box.out_cs[j] = outs[j].strides[1];
+      }
+      rt_fuse_tape_run_reference(g, &box);
+    } else {
+      CHECK_OK(nrt_fuse_group_execute(g));
+    }
+    for (int j = 0; j < 2; j++) {
+      int64_t e = 0;
+      int ok = same_values(outs[j].dtype, host(outs[j].data), host(regs[out_regs[j]].data), n, &e);
+      CHECK(ok);
+      if (!ok) {
+        fprintf(stderr, "  trial %d (%s): output %d (%s) differs at %lld, %d ops, %lld x %lld\n", trial,
+                twin ? "scalar twin" : "block loop", j, nrt_dtype_name(outs[j].dtype), (long long)e,
+                b->num_insts, (long long)b->shape[0], (long long)b->shape[1]);
+        for (int i = 0; i < b->num_insts; i++)
+          fprintf(stderr, "    inst %d %s compute %s -> %s\n", i, nrt_op_name(b->insts[i].code),
+                  nrt_dtype_name(b->insts[i].compute_dtype),
+                  nrt_dtype_name(b->registers[b->insts[i].operands[0].index]));
+      }
+    }
+  }
+  nrt_fuse_group_destroy(g);
+  for (int r = 0; r < b->num_registers; r++) nrt_free(regs[r].data);
+  for (int j = 0; j < 2; j++) nrt_free(outs[j].data);
+  for (int k = 0; k < b->num_inputs; k++) nrt_free(b->inputs[k].data);
+  return taped;
+}
+
 /* Random float32 groups of the tape's ops over 2-d shapes (broadcast and
  * permuted inputs, NaN and inf among the values): the group takes the
  * tape, and its results, and those of the tape's scalar twin, are bitwise
- * those of the ops one by one (NaNs: see same_floats). */
-/* Bitwise equal float32 tensors, except that two NaNs match whatever their
- * sign and payload: where two NaNs meet in one op, which one propagates
- * depends on the operand order the compiler picked for a commutative
- * instruction (as between a kernel's own vector body and scalar tail). */
-static int same_floats(const nrt_tensor_view *a, const nrt_tensor_view *b, int64_t n) {
-  const float *x = host(a->data), *y = host(b->data);
-  for (int64_t e = 0; e < n; e++)
-    if (memcmp(&x[e], &y[e], 4) != 0 && !(x[e] != x[e] && y[e] != y[e])) return 0;
-  return 1;
-}
-
+ * those of the ops one by one (tape_matches_ops). */
 static void test_float32_groups_take_the_register_loop(void) {
   static const nrt_op_code unary[] = {NRT_OP_EXP,  NRT_OP_TANH, NRT_OP_SIGMOID, NRT_OP_NEG,
                                       NRT_OP_ABS,  NRT_OP_GELU, NRT_OP_SILU,    NRT_OP_SQRT,
@@ -672,62 +741,7 @@ static void test_float32_groups_take_the_register_loop(void) {
       in.operands[0] = new_register(&b, NRT_FLOAT32);
       b.insts[b.num_insts++] = in;
     }
-    int64_t n = numel_of(2, b.shape);
-    nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
-    run_unfused(&b, regs);
-    int32_t out_regs[2] = {b.num_registers - 1, pick(b.num_registers)};
-    nrt_tensor_view outs[2];
-    for (int j = 0; j < 2; j++) outs[j] = dense(NRT_FLOAT32, 2, b.shape);
-    nrt_fuse_group_desc d = {.ndim = 2, .num_inputs = b.num_inputs, .inputs = b.inputs,
-                             .num_registers = b.num_registers, .registers = b.registers,
-                             .num_insts = b.num_insts, .insts = b.insts, .num_outputs = 2,
-                             .outputs = outs, .output_registers = out_regs};
-    memcpy(d.shape, b.shape, sizeof d.shape);
-    nrt_fuse_group_t g;
-    CHECK_OK(nrt_fuse_group_create(&d, &g));
-    CHECK(g->tape.num_ops == b.num_insts);
-    taped += g->tape.num_ops > 0;
-    for (int twin = 0; twin < 2; twin++) {
-      for (int j = 0; j < 2; j++) memset(host(outs[j].data), 0xa5, (size_t)n * 4);
-      if (twin) {
-        rt_fuse_box box = {.rows = b.shape[0], .cols = b.shape[1]};
-        for (int k = 0; k < b.num_inputs; k++) {
-          box.in[k] = host(b.inputs[k].data);
-          box.in_rs[k] = b.inputs[k].strides[0], box.in_cs[k] = b.inputs[k].strides[1];
-        }
-        for (int j = 0; j < 2; j++) {
-          box.out[j] = host(outs[j].data);
-          box.out_rs[j] = outs[j].strides[0], box.out_cs[j] = outs[j].strides[1];
-        }
-        rt_fuse_tape_run_reference(g, &box);
-      } else {
-        CHECK_OK(nrt_fuse_group_execute(g));
-      }
-      for (int j = 0; j < 2; j++) {
-        int ok = same_floats(&outs[j], &regs[out_regs[j]], n);
-        CHECK(ok);
-        if (!ok)
-          fprintf(stderr, "  trial %d (%s): output %d differs, %d ops, %lld x %lld\n", trial,
-                  twin ? "scalar twin" : "block loop", j, b.num_insts, (long long)b.shape[0],
-                  (long long)b.shape[1]);
-        for (int64_t e = 0; !ok && e < n; e++) {
-          uint32_t got, want;
-          memcpy(&got, (char *)host(outs[j].data) + e * 4, 4);
-          memcpy(&want, (char *)host(regs[out_regs[j]].data) + e * 4, 4);
-          float fg, fw;
-          memcpy(&fg, &got, 4), memcpy(&fw, &want, 4);
-          if (got != want && !(fg != fg && fw != fw)) {
-            fprintf(stderr, "    element %lld: %08x, one by one %08x\n", (long long)e, got, want);
-            for (int i = 0; i < b.num_insts; i++) fprintf(stderr, "    inst %d %s\n", i, nrt_op_name(b.insts[i].code));
-            break;
-          }
-        }
-      }
-    }
-    nrt_fuse_group_destroy(g);
-    for (int r = 0; r < b.num_registers; r++) nrt_free(regs[r].data);
-    for (int j = 0; j < 2; j++) nrt_free(outs[j].data);
-    for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
+    taped += tape_matches_ops(&b, trial);
   }
   CHECK(taped == 120);
   CHECK(nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS) >= loops_before + 120);
@@ -770,24 +784,6 @@ static void fill16(const nrt_tensor_view *v, int64_t n) {
       memcpy(p + 2 * i, &h, 2);
     }
   }
-}
-
-/* Bitwise equal values of dtype t (NaN with NaN: see same_floats). */
-static int same_values(nrt_dtype t, const void *a, const void *b, int64_t n, int64_t *where) {
-  for (int64_t e = 0; e < n; e++) {
-    if (t == NRT_FLOAT32) {
-      float x, y;
-      memcpy(&x, (const char *)a + 4 * e, 4), memcpy(&y, (const char *)b + 4 * e, 4);
-      if (memcmp(&x, &y, 4) != 0 && !(x != x && y != y)) return *where = e, 0;
-    } else {
-      uint16_t x, y;
-      memcpy(&x, (const char *)a + 2 * e, 2), memcpy(&y, (const char *)b + 2 * e, 2);
-      const uint16_t exp = t == NRT_BFLOAT16 ? 0x7f80u : 0x7c00u;
-      int nan_x = (x & 0x7fffu) > exp, nan_y = (y & 0x7fffu) > exp;
-      if (x != y && !(nan_x && nan_y)) return *where = e, 0;
-    }
-  }
-  return 1;
 }
 
 /* Random groups of bfloat16, float16 and float32 values (inputs, registers
@@ -861,56 +857,7 @@ static void test_16bit_groups_take_the_register_loop(void) {
       in.operands[0] = new_register(&b, out);
       b.insts[b.num_insts++] = in;
     }
-    int64_t n = numel_of(2, b.shape);
-    nrt_tensor_view regs[NRT_FUSE_MAX_REGISTERS];
-    run_unfused(&b, regs);
-    int32_t out_regs[2] = {b.num_registers - 1, pick(b.num_registers)};
-    nrt_tensor_view outs[2];
-    for (int j = 0; j < 2; j++) outs[j] = dense(b.registers[out_regs[j]], 2, b.shape);
-    nrt_fuse_group_desc d = {.ndim = 2, .num_inputs = b.num_inputs, .inputs = b.inputs,
-                             .num_registers = b.num_registers, .registers = b.registers,
-                             .num_insts = b.num_insts, .insts = b.insts, .num_outputs = 2,
-                             .outputs = outs, .output_registers = out_regs};
-    memcpy(d.shape, b.shape, sizeof d.shape);
-    nrt_fuse_group_t g;
-    CHECK_OK(nrt_fuse_group_create(&d, &g));
-    CHECK(g->tape.num_ops == b.num_insts);
-    taped += g->tape.num_ops > 0;
-    for (int twin = 0; twin < 2; twin++) {
-      for (int j = 0; j < 2; j++) memset(host(outs[j].data), 0xa5, (size_t)n * nrt_dtype_size(outs[j].dtype));
-      if (twin) {
-        rt_fuse_box box = {.rows = b.shape[0], .cols = b.shape[1]};
-        for (int k = 0; k < b.num_inputs; k++) {
-          box.in[k] = host(b.inputs[k].data);
-          box.in_rs[k] = b.inputs[k].strides[0], box.in_cs[k] = b.inputs[k].strides[1];
-        }
-        for (int j = 0; j < 2; j++) {
-          box.out[j] = host(outs[j].data);
-          box.out_rs[j] = outs[j].strides[0], box.out_cs[j] = outs[j].strides[1];
-        }
-        rt_fuse_tape_run_reference(g, &box);
-      } else {
-        CHECK_OK(nrt_fuse_group_execute(g));
-      }
-      for (int j = 0; j < 2; j++) {
-        int64_t e = 0;
-        int ok = same_values(outs[j].dtype, host(outs[j].data), host(regs[out_regs[j]].data), n, &e);
-        CHECK(ok);
-        if (!ok) {
-          fprintf(stderr, "  trial %d (%s): output %d (%s) differs at %lld, %d ops, %lld x %lld\n", trial,
-                  twin ? "scalar twin" : "block loop", j, nrt_dtype_name(outs[j].dtype), (long long)e,
-                  b.num_insts, (long long)b.shape[0], (long long)b.shape[1]);
-          for (int i = 0; i < b.num_insts; i++)
-            fprintf(stderr, "    inst %d %s compute %s -> %s\n", i, nrt_op_name(b.insts[i].code),
-                    nrt_dtype_name(b.insts[i].compute_dtype),
-                    nrt_dtype_name(b.registers[b.insts[i].operands[0].index]));
-        }
-      }
-    }
-    nrt_fuse_group_destroy(g);
-    for (int r = 0; r < b.num_registers; r++) nrt_free(regs[r].data);
-    for (int j = 0; j < 2; j++) nrt_free(outs[j].data);
-    for (int k = 0; k < b.num_inputs; k++) nrt_free(b.inputs[k].data);
+    taped += tape_matches_ops(&b, trial);
   }
   CHECK(taped == 160);
   CHECK(nrt_metric_value(NRT_METRIC_FUSE_REGISTER_LOOPS) >= loops_before + 160);
