@@ -11,21 +11,12 @@ with 2 threads unless --cpu-threads says otherwise.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 import torchneuron  # noqa: F401
 
-
-def median_ms(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+from timing import interleaved
 
 
 def main() -> None:
@@ -43,12 +34,8 @@ def main() -> None:
             for m in (4, 8, 16, 32, 64, 128):
                 x = torch.randn(m, k).to(dtype)
                 xd = x.to("neuron")
-                for _ in range(3):
-                    F.linear(x, w, b)
-                    F.linear(xd, wd, bd)
-                torch.neuron.synchronize()
-                cpu = median_ms(lambda: F.linear(x, w, b), args.repeats)
-                dev = median_ms(lambda: (F.linear(xd, wd, bd), torch.neuron.synchronize()), args.repeats)
+                dev, _, cpu, _ = interleaved(lambda: F.linear(xd, wd, bd), lambda: F.linear(x, w, b), args.repeats)
+                dev, cpu = dev * 1e3, cpu * 1e3
                 name = str(dtype).replace("torch.", "")
                 print(f"{name:9s} W[{n},{k}] M={m:3d}  neuron {dev:7.3f}  cpu {cpu:7.3f}  ratio {cpu / dev:5.2f}")
 
