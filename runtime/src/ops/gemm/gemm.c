@@ -400,10 +400,13 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int first = kb0 + pc == 0;                                                    \
             const PT *apk = pl->a_inplace ? (const PT *)sa.base + ((kb0 + pc) * g->a_cs + i0 * g->a_rs) / kdiv \
                             : pl->ash ? (const PT *)ch->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
-            /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
+            /* A in place: a last partial row panel is packed (the kernel reads mr rows), \
+             * in the kernel's own layout where it has one (AMX). */                            \
             const int shift = shift_edge && mcur >= mr;                                          \
             const int64_t a_edge = pl->a_inplace && mcur % mr && !shift ? mcur / mr * mr : mcur; \
-            if (pl->a_inplace && a_edge < mcur)                                                 \
+            if (pl->a_inplace && a_edge < mcur && kern->bf16_pack_a)                            \
+              kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
+            else if (pl->a_inplace && a_edge < mcur)                                            \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
             else if (pl->a_inplace || pl->ash || pl->a_bf16_rows)                               \
               ; /* packed already, or read in place */                                          \
@@ -977,10 +980,11 @@ static int64_t transposed_columns(const rt_gemm_kernel *kern, int64_t m) {
 }
 
 /* bfloat16 (session s47-bf16rows): the same plan where the kernel has a
- * rows tile (bf16_rows, AVX512-BF16; not AMX, whose tiles are loaded from
- * packed A), W's pairs of k read as aligned words in place: an even k, an
- * even row stride and a 4-byte aligned W (else straight). Its sums are the
- * straight plan's too (the same pairs, dot products and order; test_gemm.c). */
+ * rows tile (bf16_rows: AVX512-BF16, and AMX since session s48-amxsmall,
+ * whose A tile loads take W's rows where they lie), W's pairs of k read as
+ * aligned words in place: an even k, an even row stride and a 4-byte
+ * aligned W (else straight). Its sums are the straight plan's too (the same
+ * pairs, dot products and order; test_gemm.c). */
 static int small_m_dtypes(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
   if (kern->compute == NRT_FLOAT32)
     return g->ab_dtype == NRT_FLOAT32 && g->c_dtype == NRT_FLOAT32 && kern->f32_rows;
