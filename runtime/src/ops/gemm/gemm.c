@@ -69,8 +69,9 @@
 #define SMALL_M_MAX 128          /* rows, at most, of a product computed transposed (small_m_transposed) */
 #define SMALL_M_PACK_COLUMNS 8    /* ... when packing B costs about as much as this many more columns */
 #define SMALL_M_BIG_B (32.0 * (1 << 20)) /* ... and always when B has this many bytes or more */
+#define SMALL_M_SPLIT_BYTES (1 << 20) /* ... split over the threads, whatever its flops, from this many bytes of W */
 #define SMALL_M_BF16_MIN_K 512    /* ... bfloat16: k at least this (short rows: C's columns cost more) */
-#define SMALL_M_BF16_ANY_K 16     /* ... or m at most this */
+#define SMALL_M_BF16_ANY_K 16     /* ... or m at most this (the kernel's small_m_bf16_any_k if set) */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -1004,7 +1005,8 @@ static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern)
   /* bfloat16 with short rows: writing C^T's columns (flush_cols_bf16,
    * scalar) costs more than packing W saves (one thread, 1024x256: m = 50,
    * 100, 128 1.2-1.3x slower transposed; m = 2 1.2x faster, m = 12 even). */
-  if (kern->compute == NRT_BFLOAT16 && g->k < SMALL_M_BF16_MIN_K && g->m > SMALL_M_BF16_ANY_K) return 0;
+  const int64_t any_k = kern->small_m_bf16_any_k ? kern->small_m_bf16_any_k : SMALL_M_BF16_ANY_K;
+  if (kern->compute == NRT_BFLOAT16 && g->k < SMALL_M_BF16_MIN_K && g->m > any_k) return 0;
   if ((double)g->n * (double)g->k * (double)nrt_dtype_size(g->ab_dtype) >= SMALL_M_BIG_B) return 1;
   return transposed_columns(kern, g->m) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
 }
@@ -1096,7 +1098,10 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
   static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
-  int parallel = flops >= MIN_PARALLEL_FLOPS && !(g->batch == 1 && flops < pl.kern->serial_flops);
+  /* A transposed small-m product streams W (A) from memory or L3 for few
+   * flops: its time goes with W's bytes, which two cores read faster. */
+  const int streams_w = pl.small_m && (double)g->m * (double)g->k * (double)nrt_dtype_size(g->ab_dtype) >= SMALL_M_SPLIT_BYTES;
+  int parallel = flops >= MIN_PARALLEL_FLOPS && !(g->batch == 1 && flops < pl.kern->serial_flops && !streams_w);
   /* Alone, the chunk just used is the one to pack next (it is in L2);
    * with helpers, the next chunk is packed while this one is in use. */
   pl.bufs = parallel && rt_num_threads() > 1 ? 2 : 1;

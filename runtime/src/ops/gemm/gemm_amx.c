@@ -367,11 +367,20 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
  * attention head per item) share nothing between threads and stay split. */
 #define AMX_SERIAL_FLOPS 5e7
 
+/* Rows, at most, of a product with k < 512 computed transposed (W's rows
+ * in place, ukr_bf16_amx_rows; gemm.c small_m_transposed). One thread, CPU
+ * time, x [m, k] @ W^T (session s48-amxsmall): W [3072, 256] m = 24 211 ->
+ * 67 us, m = 48 254-267 -> 179-188; W [1024, 256] m = 32 44-48 -> 34-35,
+ * m = 48 even, m = 56 57-58 -> 58-62, m = 64 65 -> 75, m = 128 92 -> 155
+ * (writing C^T's columns, scalar, outweighs the packing saved). */
+#define SMALL_M_ANY_K 48
+
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
     .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_rows = ukr_bf16_amx_rows,
     .bf16_pack_a = pack_a_amx,
     .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c,
     .bf16_c_block = ukr_bf16_amx_c_block, .bf16_c_rows_b_bytes = ROW_ORDER_B_BYTES,
+    .small_m_bf16_any_k = SMALL_M_ANY_K,
     .serial_flops = AMX_SERIAL_FLOPS};
 #endif
