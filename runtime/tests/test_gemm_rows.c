@@ -14,6 +14,9 @@
  *   the kernel's way), and k across k blocks with a short last AMX step.
  *   The kernel's own straight plan is the reference: a product commutes,
  *   so the two must agree exactly.
+ * - Plan: x @ W (W row-major [k, n], straight) with few rows, whose AMX
+ *   units pack their own B, against the first rows of a 160-row product
+ *   (all of B packed once and shared).
  * Values are arbitrary bfloat16 (exponents 110-135): sums round. */
 #include <math.h>
 #include <stdint.h>
@@ -186,11 +189,60 @@ static void test_transposed_plan_within_bound(void) {
   }
 }
 
+/* x @ W with W [k, n] row-major (B's pairs of k are not words: straight)
+ * and few rows: on AMX the units pack their own B in small column blocks
+ * and read x's rows in place (gemm.c unit_packs_b); with 160 rows all of B
+ * is packed once and shared. A row's sums depend on that row and B only,
+ * over the same k blocks: the first m rows of the 160-row product must be
+ * the m-row product, bit for bit (C float32 and bfloat16, a bias row and
+ * alpha/beta, k in one block and across blocks and chunks). */
+static void test_few_rows_straight_match_many_rows(void) {
+  static const int64_t ns_ks[][2] = {{200, 130}, {768, 1500}, {96, 3072}, {130, 64}};
+  static const int64_t ms[] = {2, 4, 31, 32, 33, 64, 100, 128};
+  const int64_t big = 160;
+  const rt_gemm_kernel *const *list;
+  const int nkern = rt_gemm_kernels(NRT_BFLOAT16, &list);
+  for (int kk = 0; kk < nkern; kk++)
+    for (size_t z = 0; z < sizeof ns_ks / sizeof ns_ks[0]; z++) {
+      const rt_gemm_kernel *kern = list[kk];
+      const int64_t n = ns_ks[z][0], k = ns_ks[z][1];
+      uint16_t *x = malloc((size_t)(big * k) * 2), *w = malloc((size_t)(k * n) * 2), *bias = malloc((size_t)n * 2);
+      void *c0 = malloc((size_t)(big * n) * 4), *c1 = malloc((size_t)(big * n) * 4);
+      rng_state = 6060 + (uint64_t)z;
+      for (int64_t q = 0; q < big * k; q++) x[q] = random_bf16(110, 135);
+      for (int64_t q = 0; q < k * n; q++) w[q] = random_bf16(110, 135);
+      for (int64_t q = 0; q < n; q++) bias[q] = random_bf16(115, 130);
+      for (int cd = 0; cd < 2; cd++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+          const nrt_dtype ct = cd ? NRT_BFLOAT16 : NRT_FLOAT32;
+          const size_t cb = cd ? 2 : 4;
+          if (!cd && with_bias) continue; /* a float32 C takes a float32 Cin: bias with bfloat16 C only */
+          rt_gemm_args g = {.batch = 1, .m = big, .n = n, .k = k, .kslices = 1, .ab_dtype = NRT_BFLOAT16,
+                            .c_dtype = ct, .a = x, .a_rs = k, .a_cs = 1, .b = w, .b_rs = n, .b_cs = 1, .c = c0,
+                            .c_rs = n, .c_cs = 1, .cin = with_bias ? bias : NULL, .cin_rs = 0, .cin_cs = 1,
+                            .alpha = with_bias ? 0.7 : 1, .beta = with_bias ? -1.3 : 0, .kernel = kern};
+          CHECK_OK(rt_gemm(&g));
+          for (size_t q = 0; q < sizeof ms / sizeof ms[0]; q++) {
+            g.m = ms[q], g.c = c1;
+            CHECK_OK(rt_gemm(&g));
+            if (memcmp(c0, c1, (size_t)(ms[q] * n) * cb) != 0) {
+              fprintf(stderr, "%s: %lldx%lldx%lld @ row-major W, C %s bias %d: differs from the first rows of %lld\n",
+                      kern->name, (long long)ms[q], (long long)n, (long long)k, nrt_dtype_name(ct), with_bias,
+                      (long long)big);
+              CHECK(0);
+            }
+          }
+        }
+      free(x), free(w), free(bias), free(c0), free(c1);
+    }
+}
+
 int main(void) {
   CHECK(nrt_init() == NRT_SUCCESS);
   fprintf(stderr, "ISA %s%s\n", rt_isa_name(rt_isa()), rt_isa_amx_bf16() ? " with AMX" : "");
   RUN(test_rows_tile_matches_packed_tile);
   RUN(test_transposed_plan_matches_straight);
   RUN(test_transposed_plan_within_bound);
+  RUN(test_few_rows_straight_match_many_rows);
   return CHECK_MAIN_RESULT();
 }
