@@ -1035,10 +1035,13 @@ static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern)
  * 907-972 -> 822-863, m = 128 1310-1511 -> 1302-1437; 768x768 m = 4 114
  * -> 83. Columns of 256 or 512 gained less (m = 4: 496, 554). The same
  * sums (k blocks of the same kc, in order): only where B is packed
- * changes. */
+ * changes. Only for a row-major x (rows read in place or copied): a
+ * k-major one (a weight gradient's x^T) would be transposed again for
+ * every column block, where the shared plan packs it once (one thread,
+ * (2048x128)^T @ 2048x512: 467-564 us shared, 569-582 per unit). */
 static int unit_packs_b(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
   return kern->compute == NRT_BFLOAT16 && kern->bf16_pack_a && g->batch == 1 && g->kslices == 1 &&
-         g->m <= SMALL_M_UNIT_B_ROWS;
+         g->m <= SMALL_M_UNIT_B_ROWS && g->a_cs == 1;
 }
 
 /* k == 0: C = beta * Cin (zeros when beta == 0). */
