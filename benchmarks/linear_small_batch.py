@@ -2,7 +2,8 @@
 step) on neuron versus PyTorch CPU, float32 and bfloat16. With 2..128 rows
 the runtime's GEMM computes C^T = W x^T, reading the weight W where it
 lies instead of repacking W^T on every call (runtime/src/ops/gemm/gemm.c,
-small_m_transposed; bfloat16 only on hosts with AVX512-BF16). Each time is
+small_m_transposed; bfloat16 only on hosts with AVX512-BF16, where on AMX
+hosts the tile kernel loads W's rows as its A tiles). Each time is
 the median wall time of several runs in this process, the two devices in
 turns; ratio = CPU / neuron (above 1.0: neuron is faster). PyTorch CPU runs
 with 2 threads unless --cpu-threads says otherwise.

@@ -69,8 +69,11 @@
 #define SMALL_M_MAX 128          /* rows, at most, of a product computed transposed (small_m_transposed) */
 #define SMALL_M_PACK_COLUMNS 8    /* ... when packing B costs about as much as this many more columns */
 #define SMALL_M_BIG_B (32.0 * (1 << 20)) /* ... and always when B has this many bytes or more */
+#define SMALL_M_UNIT_B_ROWS 128  /* rows, at most, of an AMX product whose units pack their own B (unit_packs_b) */
+#define SMALL_M_UNIT_B_COLUMNS 128 /* ... in column blocks of this many */
+#define SMALL_M_SPLIT_BYTES (1 << 20) /* ... split over the threads, whatever its flops, from this many bytes of W */
 #define SMALL_M_BF16_MIN_K 512    /* ... bfloat16: k at least this (short rows: C's columns cost more) */
-#define SMALL_M_BF16_ANY_K 16     /* ... or m at most this */
+#define SMALL_M_BF16_ANY_K 16     /* ... or m at most this (the kernel's small_m_bf16_any_k if set) */
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -158,6 +161,7 @@ struct gemm_plan {
   int64_t ws_blocks; /* row blocks a workspace holds (no direct C) */
   int direct, cin_is_c;
   int b_inplace; /* micro-kernels read B where it lies (b_in_place) */
+  int small_m_b;  /* few rows, straight: units pack their own B in small column blocks (unit_packs_b) */
   int a_inplace; /* ... and A's full row panels (a_in_place: A_KMAJOR or A_ROWS) */
   int a_bf16_rows; /* bfloat16 C by the kernel (bf16_c) reading A's rows in place (a_bf16_in_place) */
   int failed; /* a worker could not allocate its buffers (atomic) */
@@ -400,10 +404,13 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
             const int first = kb0 + pc == 0;                                                    \
             const PT *apk = pl->a_inplace ? (const PT *)sa.base + ((kb0 + pc) * g->a_cs + i0 * g->a_rs) / kdiv \
                             : pl->ash ? (const PT *)ch->ash + ((t * pl->m_blocks + ib) * pl->akblocks + pc / pl->kc) * pl->ablock : ap; \
-            /* A in place: a last partial row panel is packed (the kernel reads mr rows). */   \
+            /* A in place: a last partial row panel is packed (the kernel reads mr rows), \
+             * in the kernel's own layout where it has one (AMX). */                            \
             const int shift = shift_edge && mcur >= mr;                                          \
             const int64_t a_edge = pl->a_inplace && mcur % mr && !shift ? mcur / mr * mr : mcur; \
-            if (pl->a_inplace && a_edge < mcur)                                                 \
+            if (pl->a_inplace && a_edge < mcur && kern->bf16_pack_a)                            \
+              kern->bf16_pack_a((uint32_t *)(void *)ap, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
+            else if (pl->a_inplace && a_edge < mcur)                                            \
               rt_gemm_pack_panels_##SUF(ap, (int)mr, &sa, i0 + a_edge, mcur - a_edge, kb0 + pc, kcur); \
             else if (pl->a_inplace || pl->ash || pl->a_bf16_rows)                               \
               ; /* packed already, or read in place */                                          \
@@ -439,7 +446,8 @@ static void finish_block(gemm_plan *pl, int64_t t, int64_t i0, int64_t rows, int
                 if (c_bf16) {                                                                   \
                   const void *abf = pl->a_bf16_rows ? (const void *)((const uint16_t *)(const void *)sa.base + \
                                                       (i0 + ir) * g->a_rs + kb0 + pc) : (const void *)apan; \
-                  kern->bf16_c(KP(kcur), abf, pl->a_bf16_rows ? g->a_rs / 2 : 0, (const uint32_t *)(const void *)bpan, \
+                  kern->bf16_c(KP(kcur), abf, pl->a_bf16_rows ? g->a_rs / 2 : a_rows ? lda : 0,\
+                               (const uint32_t *)(const void *)bpan,                            \
                                ldb, (uint16_t *)g->c + t * g->c_bs + (i0 + ir) * g->c_rs + j0 + jr, g->c_rs, \
                                mrc, nrc, (float)g->alpha);                                     \
                   continue;                                                                     \
@@ -784,6 +792,7 @@ static void plan_blocks(gemm_plan *pl) {
   if (kern->compute == NRT_BFLOAT16) pl->kc = round_up(pl->kc, 2); /* whole pairs */
   pl->kb = pl->ktot <= K_CHUNK_MAX ? pl->ktot : pl->kc * (K_CHUNK_MAX / pl->kc);
   int64_t nc = kern->b_elems / pl->kb / kern->nr * kern->nr;
+  if (pl->small_m_b && nc > SMALL_M_UNIT_B_COLUMNS) nc = SMALL_M_UNIT_B_COLUMNS;
   if (nc < kern->nr) nc = kern->nr;
   int64_t n_blocks = ceil_div(g->n, nc);
   int64_t m_blocks = ceil_div(g->m, kern->mc);
@@ -892,8 +901,14 @@ static int a_in_place(const gemm_plan *pl) {
   const rt_gemm_kernel *kern = pl->kern;
   /* bfloat16: only W of a transposed small-m product (its word-aligned
    * pairs checked by small_m_transposed). */
-  if (kern->compute == NRT_BFLOAT16)
-    return pl->small_m && kern->bf16_rows && g->m >= kern->mr ? A_ROWS : A_PACKED;
+  if (kern->compute == NRT_BFLOAT16) {
+    /* ... or x of a straight small-m product packing B per unit (which
+     * would pack x again for every column block: 15% of 128x3072 @
+     * 3072x768), when its pairs of k are aligned words. */
+    const int x_words = pl->small_m_b && g->a_cs == 1 && g->k % 2 == 0 && g->a_rs > 0 && g->a_rs % 2 == 0 &&
+                        (uintptr_t)g->a % 4 == 0;
+    return (pl->small_m || x_words) && kern->bf16_rows && g->m >= kern->mr ? A_ROWS : A_PACKED;
+  }
   if (kern->compute != NRT_FLOAT32 || g->ab_dtype != NRT_FLOAT32 || g->kslices != 1 || g->m < kern->mr ||
       g->n > A_IN_PLACE_PANELS * kern->nr)
     return A_PACKED;
@@ -977,10 +992,11 @@ static int64_t transposed_columns(const rt_gemm_kernel *kern, int64_t m) {
 }
 
 /* bfloat16 (session s47-bf16rows): the same plan where the kernel has a
- * rows tile (bf16_rows, AVX512-BF16; not AMX, whose tiles are loaded from
- * packed A), W's pairs of k read as aligned words in place: an even k, an
- * even row stride and a 4-byte aligned W (else straight). Its sums are the
- * straight plan's too (the same pairs, dot products and order; test_gemm.c). */
+ * rows tile (bf16_rows: AVX512-BF16, and AMX since session s48-amxsmall,
+ * whose A tile loads take W's rows where they lie), W's pairs of k read as
+ * aligned words in place: an even k, an even row stride and a 4-byte
+ * aligned W (else straight). Its sums are the straight plan's too (the same
+ * pairs, dot products and order; test_gemm.c). */
 static int small_m_dtypes(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
   if (kern->compute == NRT_FLOAT32)
     return g->ab_dtype == NRT_FLOAT32 && g->c_dtype == NRT_FLOAT32 && kern->f32_rows;
@@ -1000,9 +1016,32 @@ static int small_m_transposed(const rt_gemm_args *g, const rt_gemm_kernel *kern)
   /* bfloat16 with short rows: writing C^T's columns (flush_cols_bf16,
    * scalar) costs more than packing W saves (one thread, 1024x256: m = 50,
    * 100, 128 1.2-1.3x slower transposed; m = 2 1.2x faster, m = 12 even). */
-  if (kern->compute == NRT_BFLOAT16 && g->k < SMALL_M_BF16_MIN_K && g->m > SMALL_M_BF16_ANY_K) return 0;
+  const int64_t any_k = kern->small_m_bf16_any_k ? kern->small_m_bf16_any_k : SMALL_M_BF16_ANY_K;
+  if (kern->compute == NRT_BFLOAT16 && g->k < SMALL_M_BF16_MIN_K && g->m > any_k) return 0;
   if ((double)g->n * (double)g->k * (double)nrt_dtype_size(g->ab_dtype) >= SMALL_M_BIG_B) return 1;
   return transposed_columns(kern, g->m) <= round_up(g->m, kern->mr) + SMALL_M_PACK_COLUMNS;
+}
+
+/* Whether a bfloat16 product with few rows that stays straight (x @ W with
+ * W [k, n] row-major, whose pairs of k are not words in place: the input
+ * gradient dy @ W, or an odd k) packs B unit by unit, in column blocks of
+ * SMALL_M_UNIT_B_COLUMNS, instead of all of B into the shared buffer first:
+ * each block is then used from L2 while just packed, where a shared B of a
+ * few MiB went out to L3 between its packing and its use. AMX only (the
+ * AVX512-BF16 kernel's choices, measured on the Zen 4, stay). One thread,
+ * CPU time, x [m, k] @ W [k, n] (session s48-amxsmall): 768x3072 m = 4
+ * 721 -> 468 us, m = 32 723-1034 -> 527-587, m = 64 950-1020 -> 724-743,
+ * m = 128 1315-1336 -> 1153-1164; 3072x768 m = 4 622 -> 489, m = 64
+ * 907-972 -> 822-863, m = 128 1310-1511 -> 1302-1437; 768x768 m = 4 114
+ * -> 83. Columns of 256 or 512 gained less (m = 4: 496, 554). The same
+ * sums (k blocks of the same kc, in order): only where B is packed
+ * changes. Only for a row-major x (rows read in place or copied): a
+ * k-major one (a weight gradient's x^T) would be transposed again for
+ * every column block, where the shared plan packs it once (one thread,
+ * (2048x128)^T @ 2048x512: 467-564 us shared, 569-582 per unit). */
+static int unit_packs_b(const rt_gemm_args *g, const rt_gemm_kernel *kern) {
+  return kern->compute == NRT_BFLOAT16 && kern->bf16_pack_a && g->batch == 1 && g->kslices == 1 &&
+         g->m <= SMALL_M_UNIT_B_ROWS && g->a_cs == 1;
 }
 
 /* k == 0: C = beta * Cin (zeros when beta == 0). */
@@ -1092,14 +1131,18 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   static const rt_range_fn claim[3] = {claim_units_f64, claim_units_f32, claim_units_bf16x2};
   static const int64_t packed_size[3] = {sizeof(double), sizeof(float), sizeof(uint32_t)};
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->kslices * (double)g->batch;
-  int parallel = flops >= MIN_PARALLEL_FLOPS && !(g->batch == 1 && flops < pl.kern->serial_flops);
+  /* A transposed small-m product streams W (A) from memory or L3 for few
+   * flops: its time goes with W's bytes, which two cores read faster. */
+  const int streams_w = pl.small_m && (double)g->m * (double)g->k * (double)nrt_dtype_size(g->ab_dtype) >= SMALL_M_SPLIT_BYTES;
+  int parallel = flops >= MIN_PARALLEL_FLOPS && !(g->batch == 1 && flops < pl.kern->serial_flops && !streams_w);
   /* Alone, the chunk just used is the one to pack next (it is in L2);
    * with helpers, the next chunk is packed while this one is in use. */
   pl.bufs = parallel && rt_num_threads() > 1 ? 2 : 1;
   pl.b_inplace = b_in_place(&pl);
+  pl.small_m_b = !pl.small_m && !pl.transposed && unit_packs_b(g, pl.kern);
   pl.a_inplace = a_in_place(&pl);
   pl.a_bf16_rows = a_bf16_in_place(&pl);
-  if (!plan_shared_b(&pl)) {
+  if (pl.small_m_b || !plan_shared_b(&pl)) {
     plan_blocks(&pl);
     rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
   } else if (pl.b_inplace) {

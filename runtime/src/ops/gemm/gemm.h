@@ -187,6 +187,10 @@ typedef struct rt_gemm_kernel {
    * B's panels stream from L2) when its block's packed B is at most this
    * many bytes, else column panels outer. */
   int64_t bf16_c_rows_b_bytes;
+  /* Rows, at most, of a bfloat16 product with short rows of W (k < 512)
+   * that gemm.c computes transposed (small_m_transposed); 0: its default
+   * (16, measured with the AVX512-BF16 kernel). */
+  int small_m_bf16_any_k;
   /* A single product (batch 1) of fewer flops than this runs on the
    * calling thread alone; 0: split from MIN_PARALLEL_FLOPS on (gemm.c). */
   double serial_flops;

@@ -130,11 +130,10 @@ __attribute__((target("amx-tile"))) static inline __attribute__((always_inline))
   MEMORY_BARRIER();
 }
 
-/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx. */
-__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
-    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
-    float alpha, float beta) {
-  accumulate(k2, a, b, ldb);
+/* The accumulators, times alpha, plus beta * C (beta 0: C not read), to
+ * the 32 x 32 float32 tile at c (row stride ldc). */
+__attribute__((target("amx-tile,avx512f"))) static inline __attribute__((always_inline)) void finish_tile(
+    float *c, int64_t ldc, float alpha, float beta) {
   if (alpha == 1 && beta == 0) { /* acc * 1 is acc: straight to C */
     store_tile(c, ldc);
     return;
@@ -149,6 +148,26 @@ __attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
       __m512 r = _mm512_mul_ps(_mm512_load_ps(out + i * AMX_NR + v), va);
       _mm512_storeu_ps(cp, beta == 0 ? r : _mm512_fmadd_ps(_mm512_loadu_ps(cp), vb, r));
     }
+}
+
+/* rt_gemm_ukr_bf16 with a in the layout of pack_a_amx. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx(
+    int64_t k2, const uint32_t *a, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+    float alpha, float beta) {
+  accumulate(k2, a, b, ldb);
+  finish_tile(c, ldc, alpha, beta);
+}
+
+/* bf16_rows: the same tile with A's 32 rows read where they lie (row i's
+ * k pair p at a[i * lda + p]), the layout a tile load wants: W of a
+ * transposed small-m product (gemm.c small_m_transposed), which the
+ * straight plan would repack as W^T on every call. The same TDPBF16PS
+ * over the same pairs (a product commutes): the straight plan's sums. */
+__attribute__((target("amx-tile,amx-bf16,avx512f"))) static void ukr_bf16_amx_rows(
+    int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
+    float alpha, float beta) {
+  accumulate_a(k2, a, AMX_KP, lda, b, ldb, NULL, 0, 0);
+  finish_tile(c, ldc, alpha, beta);
 }
 
 /* The float32 tile at out (row stride AMX_NR), times alpha, rounded into
@@ -348,10 +367,20 @@ static void pack_a_amx(uint32_t *dst, const rt_gemm_src *src, int64_t r0, int64_
  * attention head per item) share nothing between threads and stay split. */
 #define AMX_SERIAL_FLOPS 5e7
 
+/* Rows, at most, of a product with k < 512 computed transposed (W's rows
+ * in place, ukr_bf16_amx_rows; gemm.c small_m_transposed). One thread, CPU
+ * time, x [m, k] @ W^T (session s48-amxsmall): W [3072, 256] m = 24 211 ->
+ * 67 us, m = 48 254-267 -> 179-188; W [1024, 256] m = 32 44-48 -> 34-35,
+ * m = 48 even, m = 56 57-58 -> 58-62, m = 64 65 -> 75, m = 128 92 -> 155
+ * (writing C^T's columns, scalar, outweighs the packing saved). */
+#define SMALL_M_ANY_K 48
+
 const rt_gemm_kernel rt_gemm_kernel_amx_bf16 = {
     .name = "amxbf16_32x32", .compute = NRT_BFLOAT16, .mr = AMX_MR, .nr = AMX_NR, .mc = 256,
-    .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_pack_a = pack_a_amx,
+    .kc = 1024, .b_elems = 1 << 22, .big_b_mc = 256, .bf16 = ukr_bf16_amx, .bf16_rows = ukr_bf16_amx_rows,
+    .bf16_pack_a = pack_a_amx,
     .begin = tiles_begin, .end = tiles_end, .bf16_c = ukr_bf16_amx_c,
     .bf16_c_block = ukr_bf16_amx_c_block, .bf16_c_rows_b_bytes = ROW_ORDER_B_BYTES,
+    .small_m_bf16_any_k = SMALL_M_ANY_K,
     .serial_flops = AMX_SERIAL_FLOPS};
 #endif
