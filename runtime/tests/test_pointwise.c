@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "ops/engine/convert.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
 #include "ops/engine/vmath_sigmoid_tame.h"
+#include "ops/pointwise/loop_capture.h"
 #include "ops/pointwise/pointwise.h"
 
 /* ---- vmath accuracy ------------------------------------------------------ */
@@ -1691,6 +1693,91 @@ static void test_bits16_ops_match_twins(void) {
   nrt_free(r);
 }
 
+/* add, mul and div of float16/bfloat16 with a number (an immediate) run
+ * their 16-bit loops with the number in float32 (rt_run_pointwise16_numbers);
+ * the twins take the general path. Every one of the 65,536 patterns with
+ * numbers that bfloat16 and float16 cannot hold (0.1, 1/3, a float32
+ * subnormal, 1e38), infinities, NaN, both zeros and integers; the number
+ * as float64 or int64 (mul's and div's exact number) or already in the
+ * 16-bit type (add's), on the right and on the left, contiguous, strided
+ * and in place: the same bits. */
+static void run_number_twin(nrt_op *op, nrt_status (*twin)(const nrt_op *), void *r, int number,
+                            int64_t n, int64_t step, const uint16_t *x, const char *what) {
+  const nrt_dtype t = op->compute_dtype;
+  CHECK_OK(nrt_op_execute(op));
+  nrt_op local = *op; /* the kernel takes host addresses and materialised immediates */
+  uint64_t value[2];
+  rt_convert_scalar(local.operands[number].dtype, &local.immediates[number], value);
+  local.operands[number].data = value;
+  local.operands[0] = view_1d(host(r), t, n, step);
+  local.operands[3 - number] = view_1d(host(op->operands[3 - number].data), t, n, step);
+  if (op->operands[0].data == op->operands[3 - number].data) { /* in place: the twin from x again */
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)host(r))[i * step] = x[i];
+    local.operands[3 - number] = local.operands[0];
+  }
+  CHECK_OK(twin(&local));
+  CHECK(bits16_compare(what, t, host(op->operands[0].data), host(r), x, n, step) == 0);
+  if (local.operands[0].data == local.operands[3 - number].data) return;
+  /* Which loops ran: bfloat16's own, float16 (no number loops yet) the twin's. */
+  rt_loop_capture fast = {0}, general = {0};
+  rt_loop_capture_set(&fast);
+  CHECK_OK(op->code == NRT_OP_ADD ? rt_kernel_add(&local) : op->code == NRT_OP_MUL ? rt_kernel_mul(&local)
+                                                                                     : rt_kernel_div(&local));
+  rt_loop_capture_set(&general);
+  CHECK_OK(twin(&local));
+  rt_loop_capture_set(NULL);
+  CHECK(fast.calls == 1 && general.calls == 1);
+  CHECK((fast.loop != general.loop) == (t == NRT_BFLOAT16));
+}
+
+static void test_numbers16_match_twins(void) {
+  const int64_t n = 1 << 16;
+  const double numbers[] = {2.0, 0.1, 1.0 / 3.0, -2.5, 1e-40, 1.401298464324817e-45, 1e38, -3e38,
+                            65504.0, 70000.0, INFINITY, -INFINITY, NAN, -NAN, 0.0, -0.0};
+  const int64_t integers[] = {2, -3, 7, 0, (int64_t)1 << 40};
+  const int nn = (int)(sizeof numbers / sizeof numbers[0]), ni = (int)(sizeof integers / sizeof integers[0]);
+  const nrt_op_code codes[3] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_DIV};
+  nrt_status (*twins[3])(const nrt_op *) = {rt_kernel_add_reference, rt_kernel_mul_reference,
+                                            rt_kernel_div_reference};
+  const nrt_dtype types[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  uint16_t *x = malloc((size_t)n * 2);
+  void *xd = dev_alloc((size_t)n * 2 * 2), *o = dev_alloc((size_t)n * 2 * 2), *r = dev_alloc((size_t)n * 2 * 2);
+  for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)i;
+  for (int k = 0; k < 2; k++)
+    for (int c = 0; c < 3; c++)
+      for (int v = 0; v < nn + ni; v++)
+        for (int number = 1; number <= 2; number++)
+          for (int layout = 0; layout < 3; layout++) { /* contiguous, stride 2, in place */
+            /* the number's dtype: float64 or int64, and for add also the 16-bit type */
+            const int is_float = v < nn;
+            for (int in_type = 0; in_type < 1 + (codes[c] == NRT_OP_ADD); in_type++) {
+              const int64_t step = layout == 1 ? 2 : 1;
+              for (int64_t i = 0; i < n; i++) ((uint16_t *)host(xd))[i * step] = x[i];
+              void *out = layout == 2 ? xd : o;
+              const nrt_dtype nt = in_type ? types[k] : is_float ? NRT_FLOAT64 : NRT_INT64;
+              nrt_tensor_view views[3];
+              views[0] = view_1d(out, types[k], n, step);
+              views[3 - number] = view_1d(xd, types[k], n, step);
+              views[number] = view_1d(NULL, nt, n, 0);
+              nrt_op op = make_op(codes[c], types[k], 1, 3, views);
+              op.immediate_mask = 1u << number;
+              op.immediates[number].is_float = is_float;
+              if (is_float) op.immediates[number].f = numbers[v];
+              else op.immediates[number].i = integers[v - nn];
+              if (codes[c] == NRT_OP_ADD) set_scalar(&op, 0, number == 1 ? -1.0 : 1.0); /* 2 - x, x + 2 */
+              char what[96];
+              snprintf(what, sizeof what, "%s(%s%g, %s, layout %d)", nrt_op_name(codes[c]),
+                       number == 1 ? "left " : "", is_float ? numbers[v] : (double)integers[v - nn],
+                       nrt_dtype_name(nt), layout);
+              run_number_twin(&op, twins[c], r, number, n, step, x, what);
+            }
+          }
+  free(x);
+  nrt_free(xd);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1726,6 +1813,7 @@ int main(void) {
   RUN(test_lookup16_matches_twin);
   RUN(test_relu16_matches_twin_bitwise);
   RUN(test_bits16_ops_match_twins);
+  RUN(test_numbers16_match_twins);
   RUN(test_threshold_backward0_16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);

@@ -66,37 +66,43 @@ static inline void rt_loop_raise(void *ctx) {
   }
 
 /* One contiguous-output run where a and b each advance by SA, SB (0 or 1);
- * inputs are read through IN, the result stored through OUT. */
-#define RT_BINARY_RUN_(TO, TC, SA, SB, IN, OUT, EXPR) \
-  for (int64_t i = 0; i < n; i++) {                 \
-    TC a = IN(pa[i * (SA)]), b = IN(pb[i * (SB)]);  \
-    o[i] = OUT(EXPR);                               \
+ * inputs are read through INA and INB, the result stored through OUT. */
+#define RT_BINARY_RUN_(TO, TC, SA, SB, INA, INB, OUT, EXPR) \
+  for (int64_t i = 0; i < n; i++) {                         \
+    TC a = INA(pa[i * (SA)]), b = INB(pb[i * (SB)]);        \
+    o[i] = OUT(EXPR);                                       \
   }
 
-/* A binary loop whose inputs are stored as TI and computed as TC (IN
- * converts one element), with the result converted by OUT to TO. */
-#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR)                                     \
+/* A binary loop whose inputs a and b are stored as TA and TB and computed
+ * as TC (INA and INB convert one element), with the result converted by
+ * OUT to TO. */
+#define RT_BINARY_LOOP_MIXED(NAME, TO, TA, TB, TC, INA, INB, OUT, EXPR)                        \
   RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),               \
                      (data, strides, n, ctx)) {                                                 \
     RT_LOOP_BEGIN_                                                                              \
     TO *o = (TO *)data[0];                                                                      \
-    const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                              \
-    const int64_t w = (int64_t)sizeof(TI);                                                      \
-    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {              \
-      RT_BINARY_RUN_(TO, TC, 1, 1, IN, OUT, EXPR)                                               \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) {       \
-      RT_BINARY_RUN_(TO, TC, 1, 0, IN, OUT, EXPR)                                               \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) {       \
-      RT_BINARY_RUN_(TO, TC, 0, 1, IN, OUT, EXPR)                                               \
+    const TA *pa = (const TA *)data[1];                                                         \
+    const TB *pb = (const TB *)data[2];                                                         \
+    const int64_t wo = (int64_t)sizeof(TO), wa = (int64_t)sizeof(TA), wb = (int64_t)sizeof(TB); \
+    if (strides[0] == wo && strides[1] == wa && strides[2] == wb) {                             \
+      RT_BINARY_RUN_(TO, TC, 1, 1, INA, INB, OUT, EXPR)                                         \
+    } else if (strides[0] == wo && strides[1] == wa && strides[2] == 0) {                       \
+      RT_BINARY_RUN_(TO, TC, 1, 0, INA, INB, OUT, EXPR)                                         \
+    } else if (strides[0] == wo && strides[1] == 0 && strides[2] == wb) {                       \
+      RT_BINARY_RUN_(TO, TC, 0, 1, INA, INB, OUT, EXPR)                                         \
     } else {                                                                                    \
       for (int64_t i = 0; i < n; i++) {                                                         \
-        TC a = IN(RT_LOAD(TI, data[1] + i * strides[1]));                                       \
-        TC b = IN(RT_LOAD(TI, data[2] + i * strides[2]));                                       \
+        TC a = INA(RT_LOAD(TA, data[1] + i * strides[1]));                                      \
+        TC b = INB(RT_LOAD(TB, data[2] + i * strides[2]));                                      \
         RT_STORE(TO, data[0] + i * strides[0], OUT(EXPR));                                      \
       }                                                                                         \
     }                                                                                           \
     RT_LOOP_END_                                                                                \
   }
+
+/* Inputs both stored as TI, converted by IN. */
+#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR) \
+  RT_BINARY_LOOP_MIXED(NAME, TO, TI, TI, TC, IN, IN, OUT, EXPR)
 
 #define RT_BINARY_LOOP(NAME, TO, TI, EXPR) RT_BINARY_LOOP_CVT(NAME, TO, TI, TI, , (TO), EXPR)
 
@@ -109,6 +115,23 @@ static inline void rt_loop_raise(void *ctx) {
                      rt_bfloat16_from_float, EXPR)                                              \
   RT_BINARY_LOOP_CVT(NAME##_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float, \
                      EXPR)
+
+/* The same with one operand a float32 number (a broadcast value, stride 0)
+ * and the other 16-bit, converted in registers: b the number in
+ * NAME_bf16nf / NAME_f16nf, a in NAME_bf16fn / NAME_f16fn (one type per
+ * macro, _BF16 or _F16). PyTorch's CPU kernels read a Python number in
+ * float32, not rounded to the 16-bit type (x * 0.1 is x times 0.1f,
+ * rounded once). */
+#define RT_F32_AS_IS_(v) (v)
+#define RT_BINARY_LOOPS16_NUMBER_(NAME, TAG, TO_FLOAT, FROM_FLOAT, EXPR)                         \
+  RT_BINARY_LOOP_MIXED(NAME##_##TAG##nf, uint16_t, uint16_t, float, float, TO_FLOAT, RT_F32_AS_IS_, \
+                       FROM_FLOAT, EXPR)                                                         \
+  RT_BINARY_LOOP_MIXED(NAME##_##TAG##fn, uint16_t, float, uint16_t, float, RT_F32_AS_IS_, TO_FLOAT, \
+                       FROM_FLOAT, EXPR)
+#define RT_BINARY_LOOPS16_NUMBER_BF16(NAME, EXPR) \
+  RT_BINARY_LOOPS16_NUMBER_(NAME, bf16, rt_bfloat16_to_float, rt_bfloat16_from_float, EXPR)
+#define RT_BINARY_LOOPS16_NUMBER_F16(NAME, EXPR) \
+  RT_BINARY_LOOPS16_NUMBER_(NAME, f16, rt_half_to_float, rt_half_from_float, EXPR)
 
 #define RT_TERNARY_RUN_(TO, TA, TB, TC, SA, SB, SC, EXPR)           \
   for (int64_t i = 0; i < n; i++) {                                 \
