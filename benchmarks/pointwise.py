@@ -5,12 +5,16 @@ and exp, both functional (a fresh output each call, as user code allocates)
 and with out= (no allocation), with GB/s (bytes read + written).
 Part 2: per-op host cost of small ops (100 elements), timed over a loop that
 ends with a synchronize, so queued work is paid for.
+Part 3 (--numbers16, alone): bfloat16 and float16 with a Python number
+(x * 2, x + 1, x / 3, x.mul_(0.5)) at [8192, 768] and [1024, 1024], the two
+devices in turns (timing.interleaved), in wall time and in CPU time of
+the whole process (every thread).
 
 Ratios are CPU time / neuron time: above 1.0 neuron is faster. The CPU runs
 with torch.set_num_threads(--threads); neuron with TORCHNEURON_NUM_THREADS
 (default: all cores). Figures are medians of several trials.
 
-    python benchmarks/pointwise.py [--threads 2] [--quick]
+    python benchmarks/pointwise.py [--threads 2] [--quick] [--numbers16]
 """
 
 import argparse
@@ -21,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import torchneuron  # noqa: F401
+from timing import interleaved
 
 
 def median_seconds(fn, sync, repeats):
@@ -85,12 +90,54 @@ def small_ops(iters, repeats):
         print(f"{name:6s} cpu {cpu:6.2f}  neuron {dev:6.2f}  neuron/cpu {dev / cpu:5.2f}")
 
 
+class HalveDouble:
+    """x.mul_(0.5), then x.mul_(2) on the next call, and so on: both exact,
+    the values stay where they were (halving alone reaches float32
+    subnormals within a few hundred runs, whose arithmetic is far slower)."""
+
+    def __init__(self):
+        self.factor = 2.0
+
+    def __call__(self, x):
+        self.factor = 0.5 if self.factor == 2.0 else 2.0
+        return x.mul_(self.factor)
+
+
+NUMBER_OPS = {
+    "x * 2": lambda x: x * 2,
+    "x + 1": lambda x: x + 1,
+    "x / 3": lambda x: x / 3,
+    "x.mul_(0.5)": HalveDouble(),
+}
+
+
+def numbers16(repeats):
+    print("16-bit floats with a Python number, CPU/neuron time ratios (medians, in turns)")
+    print(f"{'op':12s} {'dtype':9s} {'shape':10s} {'wall cpu':>9s} {'neuron':>7s} {'ratio':>6s}"
+          f" {'cpu-time cpu':>13s} {'neuron':>7s} {'ratio':>6s}")
+    for shape in ((8192, 768), (1024, 1024)):
+        for dtype in (torch.bfloat16, torch.float16):
+            x = torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+            xn = x.to("neuron")
+            for name, op in NUMBER_OPS.items():
+                row = []
+                for clock in (time.perf_counter, time.process_time):
+                    dev, _, cpu, _ = interleaved(lambda: op(xn), lambda: op(x), repeats, clock=clock)
+                    row += [cpu * 1e3, dev * 1e3, cpu / dev]
+                print(f"{name:12s} {str(dtype)[6:]:9s} {'x'.join(map(str, shape)):10s} {row[0]:9.3f} {row[1]:7.3f}"
+                      f" {row[2]:6.2f} {row[3]:13.3f} {row[4]:7.3f} {row[5]:6.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2, help="CPU threads (torch.set_num_threads)")
     parser.add_argument("--quick", action="store_true", help="1M elements, fewer repeats")
+    parser.add_argument("--numbers16", action="store_true", help="only part 3: 16-bit floats with a number")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.numbers16:
+        numbers16(7 if args.quick else 21)
+        return
     throughput(2**20 if args.quick else 16 * 2**20, 3 if args.quick else 7)
     small_ops(200 if args.quick else 2000, 3 if args.quick else 5)
 

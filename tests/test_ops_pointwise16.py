@@ -2,7 +2,8 @@
 
 float16/bfloat16 add, mul, div and threshold_backward (other than threshold
 0, which works on the bits: test_ops_relu16.py) run loops that convert
-each element in registers (RT_BINARY_LOOPS16) instead of through the
+each element in registers (bfloat16) or in L1 blocks by the CPU's
+instructions (float16) (RT_BINARY_LOOPS16) instead of through the
 engine's float32 buffers. Both compute in float32 and round once, which for
 a single +, -, * or / is the exactly rounded result (float32 has more than
 twice the 16-bit types' precision plus two bits, so the second rounding
@@ -103,7 +104,7 @@ def test_threshold_backward_selects_on_every_pattern(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float16", "bfloat16"])
-def test_mixed_dtypes_and_scalars_keep_the_general_path(dtype):
+def test_mixed_dtypes_and_scalars_are_not_rounded(dtype):
     """A float32 operand or a Python scalar is not rounded to the 16-bit type."""
     a = all_patterns(dtype)
     b32 = torch.linspace(-3, 3, a.numel())

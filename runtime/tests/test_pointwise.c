@@ -16,9 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
+#include "ops/engine/convert.h"
+#include "ops/engine/half_convert.h"
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
 #include "ops/engine/vmath_sigmoid_tame.h"
+#include "ops/pointwise/loop_capture.h"
 #include "ops/pointwise/pointwise.h"
 
 /* ---- vmath accuracy ------------------------------------------------------ */
@@ -1691,6 +1694,166 @@ static void test_bits16_ops_match_twins(void) {
   nrt_free(r);
 }
 
+/* half_convert.c's blocks against the C conversions at this ISA level:
+ * every float16 read (a signalling NaN may come back quiet), and written
+ * from float32: every float16 value, the midpoints between neighbours and
+ * one float32 either side of each (rounding to nearest even), a sweep of
+ * all float32 exponents (overflow, float16 subnormals, float32 subnormals)
+ * and NaNs with every kind of payload. Blocks of every length up to 40 and
+ * at odd offsets reach the instructions' tails. */
+static void test_half_blocks_match_c(void) {
+  const int64_t n = 1 << 16;
+  uint16_t *h = malloc((size_t)n * 2), *got16 = malloc((size_t)(n + 64) * 2);
+  float *got = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)i;
+  rt_half_block_to_float(got, h, n);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t g = rt_f32_bits(got[i]), w = rt_f32_bits(rt_half_to_float(h[i]));
+    if (g != w && !(isnan(got[i]) && (g | 0x400000u) == (w | 0x400000u)) && bad++ < 3)
+      fprintf(stderr, "  to_float 0x%04x: 0x%08x, C 0x%08x\n", (unsigned)h[i], g, w);
+  }
+  CHECK(bad == 0);
+  const int64_t m = 4 * n + (1 << 20);
+  float *f = malloc((size_t)m * 4);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float v = rt_half_to_float((uint16_t)i), next = rt_half_to_float((uint16_t)(i + 1));
+    f[k++] = v;
+    const float mid = (float)(((double)v + (double)next) / 2); /* exact: 11 bits and one more */
+    f[k++] = mid;
+    f[k++] = nextafterf(mid, INFINITY);
+    f[k++] = nextafterf(mid, -INFINITY);
+  }
+  for (uint32_t i = 0; i < (1u << 20); i++) f[k++] = rt_f32_from_bits(i * 4099u); /* spreads over all 2^32 */
+  CHECK(k == m);
+  for (int64_t start = 0; start < m; start += n) {
+    const int64_t len = m - start < n ? m - start : n;
+    rt_half_block_from_float(got16, f + start, len);
+    for (int64_t i = 0; i < len; i++) {
+      uint16_t w = rt_half_from_float(f[start + i]);
+      if (got16[i] != w && bad++ < 3)
+        fprintf(stderr, "  from_float 0x%08x: 0x%04x, C 0x%04x\n", rt_f32_bits(f[start + i]), got16[i], w);
+    }
+  }
+  CHECK(bad == 0);
+  for (int64_t len = 0; len <= 40; len++) /* tails, odd offsets, nothing written past len */
+    for (int64_t off = 0; off < 3; off++) {
+      for (int64_t i = 0; i < len + 8; i++) got16[i] = 0xabcd;
+      rt_half_block_from_float(got16, f + 3 * n + off * 7, len);
+      for (int64_t i = 0; i < len; i++) CHECK(got16[i] == rt_half_from_float(f[3 * n + off * 7 + i]));
+      for (int64_t i = len; i < len + 8; i++) CHECK(got16[i] == 0xabcd);
+      rt_half_block_to_float(got, h + 1000 + off, len);
+      for (int64_t i = 0; i < len; i++) CHECK(got[i] == rt_half_to_float(h[1000 + off + i]));
+    }
+  free(h);
+  free(got16);
+  free(got);
+  free(f);
+}
+
+/* add, mul and div of float16/bfloat16 with a number (an immediate) run
+ * their 16-bit loops with the number in float32 (rt_run_pointwise16_numbers);
+ * the twins take the general path. Every one of the 65,536 patterns with
+ * numbers that bfloat16 and float16 cannot hold (0.1, 1/3, a float32
+ * subnormal, 1e38), infinities, NaN, both zeros and integers; the number
+ * as float64 or int64 (mul's and div's exact number) or already in the
+ * 16-bit type (add's), on the right and on the left, contiguous, strided
+ * and in place: the same bits. */
+static int is_nan16(nrt_dtype t, uint16_t v) {
+  return (v & 0x7fffu) > (t == NRT_BFLOAT16 ? 0x7f80u : 0x7c00u);
+}
+
+/* any_nan: a NaN result matches any NaN (NaN + NaN: which operand's NaN,
+ * and sign, comes out is the compiler's choice of operand order, in the
+ * twin as here; mul picks a's, add does not, as its float32 loop does not). */
+static void run_number_twin(nrt_op *op, nrt_status (*twin)(const nrt_op *), void *r, int number,
+                            int64_t n, int64_t step, const uint16_t *x, const char *what, int any_nan) {
+  const nrt_dtype t = op->compute_dtype;
+  CHECK_OK(nrt_op_execute(op));
+  nrt_op local = *op; /* the kernel takes host addresses and materialised immediates */
+  uint64_t value[2];
+  rt_convert_scalar(local.operands[number].dtype, &local.immediates[number], value);
+  local.operands[number].data = value;
+  local.operands[0] = view_1d(host(r), t, n, step);
+  local.operands[3 - number] = view_1d(host(op->operands[3 - number].data), t, n, step);
+  if (op->operands[0].data == op->operands[3 - number].data) { /* in place: the twin from x again */
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)host(r))[i * step] = x[i];
+    local.operands[3 - number] = local.operands[0];
+  }
+  CHECK_OK(twin(&local));
+  const uint16_t *got = host(op->operands[0].data), *want = host(r);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const uint16_t g = got[i * step], w = want[i * step];
+    if (g == w || (any_nan && is_nan16(t, g) && is_nan16(t, w))) continue;
+    if (bad++ < 3)
+      fprintf(stderr, "  %s %s: x 0x%04x -> 0x%04x, twin 0x%04x\n", what, t == NRT_BFLOAT16 ? "bf16" : "f16",
+              (unsigned)x[i], g, w);
+  }
+  CHECK(bad == 0);
+  if (local.operands[0].data == local.operands[3 - number].data) return;
+  /* The 16-bit loops ran, not the twin's. */
+  rt_loop_capture fast = {0}, general = {0};
+  rt_loop_capture_set(&fast);
+  CHECK_OK(op->code == NRT_OP_ADD ? rt_kernel_add(&local) : op->code == NRT_OP_MUL ? rt_kernel_mul(&local)
+                                                                                     : rt_kernel_div(&local));
+  rt_loop_capture_set(&general);
+  CHECK_OK(twin(&local));
+  rt_loop_capture_set(NULL);
+  CHECK(fast.calls == 1 && general.calls == 1);
+  CHECK(fast.loop != general.loop);
+}
+
+static void test_numbers16_match_twins(void) {
+  const int64_t n = 1 << 16;
+  const double numbers[] = {2.0, 0.1, 1.0 / 3.0, -2.5, 1e-40, 1.401298464324817e-45, 1e38, -3e38,
+                            65504.0, 70000.0, INFINITY, -INFINITY, NAN, -NAN, 0.0, -0.0};
+  const int64_t integers[] = {2, -3, 7, 0, (int64_t)1 << 40};
+  const int nn = (int)(sizeof numbers / sizeof numbers[0]), ni = (int)(sizeof integers / sizeof integers[0]);
+  const nrt_op_code codes[3] = {NRT_OP_ADD, NRT_OP_MUL, NRT_OP_DIV};
+  nrt_status (*twins[3])(const nrt_op *) = {rt_kernel_add_reference, rt_kernel_mul_reference,
+                                            rt_kernel_div_reference};
+  const nrt_dtype types[2] = {NRT_BFLOAT16, NRT_FLOAT16};
+  uint16_t *x = malloc((size_t)n * 2);
+  void *xd = dev_alloc((size_t)n * 2 * 2), *o = dev_alloc((size_t)n * 2 * 2), *r = dev_alloc((size_t)n * 2 * 2);
+  for (int64_t i = 0; i < n; i++) x[i] = (uint16_t)i;
+  for (int k = 0; k < 2; k++)
+    for (int c = 0; c < 3; c++)
+      for (int v = 0; v < nn + ni; v++)
+        for (int number = 1; number <= 2; number++)
+          for (int layout = 0; layout < 3; layout++) { /* contiguous, stride 2, in place */
+            /* the number's dtype: float64 or int64, and for add also the 16-bit type */
+            const int is_float = v < nn;
+            for (int in_type = 0; in_type < 1 + (codes[c] == NRT_OP_ADD); in_type++) {
+              const int64_t step = layout == 1 ? 2 : 1;
+              for (int64_t i = 0; i < n; i++) ((uint16_t *)host(xd))[i * step] = x[i];
+              void *out = layout == 2 ? xd : o;
+              const nrt_dtype nt = in_type ? types[k] : is_float ? NRT_FLOAT64 : NRT_INT64;
+              nrt_tensor_view views[3];
+              views[0] = view_1d(out, types[k], n, step);
+              views[3 - number] = view_1d(xd, types[k], n, step);
+              views[number] = view_1d(NULL, nt, n, 0);
+              nrt_op op = make_op(codes[c], types[k], 1, 3, views);
+              op.immediate_mask = 1u << number;
+              op.immediates[number].is_float = is_float;
+              if (is_float) op.immediates[number].f = numbers[v];
+              else op.immediates[number].i = integers[v - nn];
+              if (codes[c] == NRT_OP_ADD) set_scalar(&op, 0, number == 1 ? -1.0 : 1.0); /* 2 - x, x + 2 */
+              char what[96];
+              snprintf(what, sizeof what, "%s(%s%g, %s, layout %d)", nrt_op_name(codes[c]),
+                       number == 1 ? "left " : "", is_float ? numbers[v] : (double)integers[v - nn],
+                       nrt_dtype_name(nt), layout);
+              run_number_twin(&op, twins[c], r, number, n, step, x, what,
+                              codes[c] == NRT_OP_ADD && is_float && isnan(numbers[v]));
+            }
+          }
+  free(x);
+  nrt_free(xd);
+  nrt_free(o);
+  nrt_free(r);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1726,6 +1889,8 @@ int main(void) {
   RUN(test_lookup16_matches_twin);
   RUN(test_relu16_matches_twin_bitwise);
   RUN(test_bits16_ops_match_twins);
+  RUN(test_half_blocks_match_c);
+  RUN(test_numbers16_match_twins);
   RUN(test_threshold_backward0_16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);

@@ -61,16 +61,38 @@ static void casting_loop(char **data, const int64_t *strides, int64_t n, void *a
   }
 }
 
+/* One value broadcast over a non-empty shape. */
+static int is_single_value(const nrt_tensor_view *v) {
+  for (int32_t d = 0; d < v->ndim; d++)
+    if (v->shape[d] == 0 || (v->strides[d] != 0 && v->shape[d] != 1)) return 0;
+  return v->data != NULL;
+}
+
 void rt_run_elementwise(const nrt_op *op, const nrt_dtype *want, rt_inner_loop loop, void *ctx) {
   casting c = {.nops = op->num_operands, .num_outputs = op->num_outputs, .loop = loop, .ctx = ctx};
+  /* An input that is one value (a number) in another dtype is converted
+   * here, once, to the same bits casting_loop would give it per chunk: a
+   * kernel whose only mismatch is such a value (bfloat16 times a float32
+   * number) then runs on the tensors directly. */
+  nrt_tensor_view views[NRT_MAX_OPERANDS];
+  _Alignas(16) unsigned char values[NRT_MAX_OPERANDS][16];
   int matches = 1;
   for (int k = 0; k < op->num_operands; k++) {
-    c.have[k] = op->operands[k].dtype;
+    views[k] = op->operands[k];
+    if (views[k].dtype != want[k] && k >= op->num_outputs && is_single_value(&views[k]) &&
+        nrt_dtype_size(want[k]) <= sizeof values[k]) {
+      char *pair[2] = {(char *)values[k], views[k].data};
+      int64_t pair_strides[2] = {0, 0};
+      rt_convert_loops[want[k]][views[k].dtype](pair, pair_strides, 1, NULL);
+      views[k].data = values[k];
+      views[k].dtype = want[k];
+    }
+    c.have[k] = views[k].dtype;
     c.want[k] = want[k];
     matches &= c.have[k] == c.want[k];
   }
   if (matches)
-    rt_iterate(op->num_operands, op->operands, loop, ctx);
+    rt_iterate(op->num_operands, views, loop, ctx);
   else
-    rt_iterate(op->num_operands, op->operands, casting_loop, &c);
+    rt_iterate(op->num_operands, views, casting_loop, &c);
 }

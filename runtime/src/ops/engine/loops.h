@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include "ops/engine/elementwise.h"
+#include "ops/engine/half_convert.h"
 #include "ops/engine/scalar_types.h"
 
 /* The ctx of pointwise loops: the scalars first (loops read ctx as an
@@ -66,49 +67,119 @@ static inline void rt_loop_raise(void *ctx) {
   }
 
 /* One contiguous-output run where a and b each advance by SA, SB (0 or 1);
- * inputs are read through IN, the result stored through OUT. */
-#define RT_BINARY_RUN_(TO, TC, SA, SB, IN, OUT, EXPR) \
-  for (int64_t i = 0; i < n; i++) {                 \
-    TC a = IN(pa[i * (SA)]), b = IN(pb[i * (SB)]);  \
-    o[i] = OUT(EXPR);                               \
+ * inputs are read through INA and INB, the result stored through OUT. */
+#define RT_BINARY_RUN_(TO, TC, SA, SB, INA, INB, OUT, EXPR) \
+  for (int64_t i = 0; i < n; i++) {                         \
+    TC a = INA(pa[i * (SA)]), b = INB(pb[i * (SB)]);        \
+    o[i] = OUT(EXPR);                                       \
   }
 
-/* A binary loop whose inputs are stored as TI and computed as TC (IN
- * converts one element), with the result converted by OUT to TO. */
-#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR)                                     \
+/* A binary loop whose inputs a and b are stored as TA and TB and computed
+ * as TC (INA and INB convert one element), with the result converted by
+ * OUT to TO. */
+#define RT_BINARY_LOOP_MIXED(NAME, TO, TA, TB, TC, INA, INB, OUT, EXPR)                        \
   RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),               \
                      (data, strides, n, ctx)) {                                                 \
     RT_LOOP_BEGIN_                                                                              \
     TO *o = (TO *)data[0];                                                                      \
-    const TI *pa = (const TI *)data[1], *pb = (const TI *)data[2];                              \
-    const int64_t w = (int64_t)sizeof(TI);                                                      \
-    if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == w) {              \
-      RT_BINARY_RUN_(TO, TC, 1, 1, IN, OUT, EXPR)                                               \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == w && strides[2] == 0) {       \
-      RT_BINARY_RUN_(TO, TC, 1, 0, IN, OUT, EXPR)                                               \
-    } else if (strides[0] == (int64_t)sizeof(TO) && strides[1] == 0 && strides[2] == w) {       \
-      RT_BINARY_RUN_(TO, TC, 0, 1, IN, OUT, EXPR)                                               \
+    const TA *pa = (const TA *)data[1];                                                         \
+    const TB *pb = (const TB *)data[2];                                                         \
+    const int64_t wo = (int64_t)sizeof(TO), wa = (int64_t)sizeof(TA), wb = (int64_t)sizeof(TB); \
+    if (strides[0] == wo && strides[1] == wa && strides[2] == wb) {                             \
+      RT_BINARY_RUN_(TO, TC, 1, 1, INA, INB, OUT, EXPR)                                         \
+    } else if (strides[0] == wo && strides[1] == wa && strides[2] == 0) {                       \
+      RT_BINARY_RUN_(TO, TC, 1, 0, INA, INB, OUT, EXPR)                                         \
+    } else if (strides[0] == wo && strides[1] == 0 && strides[2] == wb) {                       \
+      RT_BINARY_RUN_(TO, TC, 0, 1, INA, INB, OUT, EXPR)                                         \
     } else {                                                                                    \
       for (int64_t i = 0; i < n; i++) {                                                         \
-        TC a = IN(RT_LOAD(TI, data[1] + i * strides[1]));                                       \
-        TC b = IN(RT_LOAD(TI, data[2] + i * strides[2]));                                       \
+        TC a = INA(RT_LOAD(TA, data[1] + i * strides[1]));                                      \
+        TC b = INB(RT_LOAD(TB, data[2] + i * strides[2]));                                      \
         RT_STORE(TO, data[0] + i * strides[0], OUT(EXPR));                                      \
       }                                                                                         \
     }                                                                                           \
     RT_LOOP_END_                                                                                \
   }
 
+/* Inputs both stored as TI, converted by IN. */
+#define RT_BINARY_LOOP_CVT(NAME, TO, TI, TC, IN, OUT, EXPR) \
+  RT_BINARY_LOOP_MIXED(NAME, TO, TI, TI, TC, IN, IN, OUT, EXPR)
+
 #define RT_BINARY_LOOP(NAME, TO, TI, EXPR) RT_BINARY_LOOP_CVT(NAME, TO, TI, TI, , (TO), EXPR)
 
+/* A float16 binary loop, a and b stored as TA and TB (uint16_t float16
+ * data, or a float32 number broadcast with stride 0) and read through INA
+ * and INB: contiguous runs are converted in blocks of RT_F16_BLOCK by the
+ * CPU's instructions (half_convert.h), EXPR computed over the block in
+ * float (vectorised), the results converted back; the data pass through
+ * memory once, the block stays in L1. Other runs go element by element in
+ * C. The bits are those of the C conversions in registers. */
+#define RT_F16_BLOCK 256
+#define RT_F16_BLOCKABLE_(T, s) ((s) == 0 || ((s) == 2 && sizeof(T) == 2))
+#define RT_BINARY_LOOP_F16(NAME, TA, TB, INA, INB, EXPR)                                        \
+  RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),               \
+                     (data, strides, n, ctx)) {                                                 \
+    RT_LOOP_BEGIN_                                                                              \
+    if (strides[0] != 2 || !RT_F16_BLOCKABLE_(TA, strides[1]) || !RT_F16_BLOCKABLE_(TB, strides[2])) { \
+      for (int64_t i = 0; i < n; i++) {                                                         \
+        float a = INA(RT_LOAD(TA, data[1] + i * strides[1]));                                   \
+        float b = INB(RT_LOAD(TB, data[2] + i * strides[2]));                                   \
+        RT_STORE(uint16_t, data[0] + i * strides[0], rt_half_from_float(EXPR));                 \
+      }                                                                                         \
+    } else {                                                                                    \
+      float ta[RT_F16_BLOCK], tb[RT_F16_BLOCK], to[RT_F16_BLOCK];                               \
+      uint16_t *o = (uint16_t *)data[0];                                                        \
+      const TA *pa = (const TA *)data[1];                                                       \
+      const TB *pb = (const TB *)data[2];                                                       \
+      const int64_t fill = n < RT_F16_BLOCK ? n : RT_F16_BLOCK;                                 \
+      if (strides[1] == 0)                                                                      \
+        for (int64_t j = 0; j < fill; j++) ta[j] = INA(pa[0]);                                  \
+      if (strides[2] == 0)                                                                      \
+        for (int64_t j = 0; j < fill; j++) tb[j] = INB(pb[0]);                                  \
+      for (int64_t c0 = 0; c0 < n; c0 += RT_F16_BLOCK) {                                        \
+        const int64_t m = n - c0 < RT_F16_BLOCK ? n - c0 : RT_F16_BLOCK;                        \
+        if (strides[1]) rt_half_block_to_float(ta, (const uint16_t *)(const void *)(pa + c0), m); \
+        if (strides[2]) rt_half_block_to_float(tb, (const uint16_t *)(const void *)(pb + c0), m); \
+        for (int64_t j = 0; j < m; j++) {                                                       \
+          float a = ta[j], b = tb[j];                                                           \
+          to[j] = (EXPR);                                                                       \
+        }                                                                                       \
+        rt_half_block_from_float(o + c0, to, m);                                                \
+      }                                                                                         \
+    }                                                                                           \
+    RT_LOOP_END_                                                                                \
+  }
+
 /* Binary loops on float16 (NAME_f16n) and bfloat16 (NAME_bf16n) storage,
- * computing EXPR in float with each element converted in registers: the
- * same numbers as the engine's conversion through buffers, at the cost of
- * one pass over memory. */
+ * computing EXPR in float with each element converted in registers
+ * (bfloat16) or in L1 blocks (float16, RT_BINARY_LOOP_F16): the same
+ * numbers as the engine's conversion through buffers, at the cost of one
+ * pass over memory. */
 #define RT_BINARY_LOOPS16(NAME, EXPR)                                                            \
   RT_BINARY_LOOP_CVT(NAME##_bf16n, uint16_t, uint16_t, float, rt_bfloat16_to_float,             \
                      rt_bfloat16_from_float, EXPR)                                              \
-  RT_BINARY_LOOP_CVT(NAME##_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float, \
-                     EXPR)
+  RT_BINARY_LOOP_F16(NAME##_f16n, uint16_t, uint16_t, rt_half_to_float, rt_half_to_float, EXPR)
+
+/* The same with one operand a float32 number (a broadcast value, stride 0)
+ * and the other 16-bit, converted in registers: b the number in
+ * NAME_bf16nf / NAME_f16nf, a in NAME_bf16fn / NAME_f16fn (one type per
+ * macro, _BF16 or _F16). PyTorch's CPU kernels read a Python number in
+ * float32, not rounded to the 16-bit type (x * 0.1 is x times 0.1f,
+ * rounded once). */
+#define RT_F32_AS_IS_(v) (v)
+#define RT_BINARY_LOOPS16_NUMBER_(NAME, TAG, TO_FLOAT, FROM_FLOAT, EXPR)                         \
+  RT_BINARY_LOOP_MIXED(NAME##_##TAG##nf, uint16_t, uint16_t, float, float, TO_FLOAT, RT_F32_AS_IS_, \
+                       FROM_FLOAT, EXPR)                                                         \
+  RT_BINARY_LOOP_MIXED(NAME##_##TAG##fn, uint16_t, float, uint16_t, float, RT_F32_AS_IS_, TO_FLOAT, \
+                       FROM_FLOAT, EXPR)
+#define RT_BINARY_LOOPS16_NUMBER_BF16(NAME, EXPR) \
+  RT_BINARY_LOOPS16_NUMBER_(NAME, bf16, rt_bfloat16_to_float, rt_bfloat16_from_float, EXPR)
+#define RT_BINARY_LOOPS16_NUMBER_F16(NAME, EXPR)                                     \
+  RT_BINARY_LOOP_F16(NAME##_f16nf, uint16_t, float, rt_half_to_float, RT_F32_AS_IS_, EXPR) \
+  RT_BINARY_LOOP_F16(NAME##_f16fn, float, uint16_t, RT_F32_AS_IS_, rt_half_to_float, EXPR)
+#define RT_BINARY_LOOPS16_NUMBER(NAME, EXPR)   \
+  RT_BINARY_LOOPS16_NUMBER_BF16(NAME, EXPR)    \
+  RT_BINARY_LOOPS16_NUMBER_F16(NAME, EXPR)
 
 #define RT_TERNARY_RUN_(TO, TA, TB, TC, SA, SB, SC, EXPR)           \
   for (int64_t i = 0; i < n; i++) {                                 \

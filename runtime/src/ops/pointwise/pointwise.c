@@ -65,15 +65,35 @@ int rt_immediate_value(const nrt_op *op, int k, double *value) {
   return 1;
 }
 
+nrt_status rt_run_pointwise16_numbers(const nrt_op *op, const rt_loop_table loops,
+                                      const rt_loops16 *bf16, const rt_loops16 *f16) {
+  nrt_dtype t = op->compute_dtype;
+  if (!rt_is_16bit_float(t) || op->num_operands > NRT_MAX_OPERANDS)
+    return rt_run_pointwise(op, loops, -1);
+  const rt_loops16 *l = t == NRT_BFLOAT16 ? bf16 : f16;
+  /* An op without number loops keeps every immediate on the general path. */
+  if (op->immediate_mask && !(l->nf && l->fn)) return rt_run_pointwise(op, loops, -1);
+  nrt_dtype want[NRT_MAX_OPERANDS];
+  int number = 0; /* the input that is a float32 number, if any */
+  for (int k = 0; k < op->num_operands; k++) {
+    want[k] = t;
+    if (op->operands[k].dtype == t) continue;
+    /* An immediate of another dtype (float64 or an integer): float32 in
+     * the loop, converted once by the engine as the general path would. */
+    const int immediate = (op->immediate_mask >> k) & 1u;
+    if (!immediate || number || op->num_operands != 3 || k < op->num_outputs ||
+        !rt_operand_is_scalar(op, k) || nrt_dtype_is_complex(op->operands[k].dtype))
+      return rt_run_pointwise(op, loops, -1);
+    want[k] = NRT_FLOAT32;
+    number = k;
+  }
+  rt_inner_loop loop = number == 0 ? l->nn : number == 2 ? l->nf : l->fn;
+  if (!loop) return rt_run_pointwise(op, loops, -1);
+  return rt_run_pointwise_as(op, loop, want);
+}
+
 nrt_status rt_run_pointwise16(const nrt_op *op, const rt_loop_table loops, rt_inner_loop bf16,
                               rt_inner_loop f16) {
-  nrt_dtype t = op->compute_dtype;
-  if (!rt_is_16bit_float(t) || op->immediate_mask || op->num_operands > NRT_MAX_OPERANDS)
-    return rt_run_pointwise(op, loops, -1);
-  nrt_dtype want[NRT_MAX_OPERANDS];
-  for (int k = 0; k < op->num_operands; k++) {
-    if (op->operands[k].dtype != t) return rt_run_pointwise(op, loops, -1);
-    want[k] = t;
-  }
-  return rt_run_pointwise_as(op, t == NRT_BFLOAT16 ? bf16 : f16, want);
+  const rt_loops16 b = {bf16, NULL, NULL}, h = {f16, NULL, NULL};
+  return rt_run_pointwise16_numbers(op, loops, &b, &h);
 }

@@ -28,12 +28,33 @@ nrt_status rt_run_pointwise(const nrt_op *op, const rt_loop_table loops, int out
 #define RT_F16_AS_ROUNDED(x) (uint16_t)(((x) & 0x7fffu) > 0x7c00u ? ((x) & 0x8000u) | 0x7e00u : (x))
 
 /* As rt_run_pointwise, but a float16/bfloat16 op whose operands are all
- * tensors stored in the compute dtype runs on them directly with f16 / bf16
- * (RT_BINARY_LOOPS16), converting in registers rather than through
- * buffers. (Immediates keep the general path: PyTorch reads a scalar
- * operand in float, not rounded to the 16-bit type.) */
+ * stored in the compute dtype (tensors, or immediates already rounded to
+ * it) runs on them directly with f16 / bf16 (RT_BINARY_LOOPS16),
+ * converting in registers rather than through buffers. */
 nrt_status rt_run_pointwise16(const nrt_op *op, const rt_loop_table loops, rt_inner_loop bf16,
                               rt_inner_loop f16);
+
+/* The in-register loops of a binary op in one 16-bit type: both inputs
+ * 16-bit (nn), or b (nf) or a (fn) a float32 number
+ * (RT_BINARY_LOOPS16_NUMBER); NULL where there is none. */
+typedef struct rt_loops16 {
+  rt_inner_loop nn, nf, fn;
+} rt_loops16;
+
+/* As rt_run_pointwise16, but where the type has nf and fn loops a binary
+ * op with an immediate input runs in registers too: one already in the
+ * 16-bit type as a broadcast operand of nn, one of another dtype (PyTorch
+ * reads mul's and div's number in float32, not rounded to the 16-bit
+ * type) through nf / fn with the number converted to float32 once, as the
+ * general path converts it. Everything else takes the general path,
+ * rt_run_pointwise: the twin of these loops. */
+nrt_status rt_run_pointwise16_numbers(const nrt_op *op, const rt_loop_table loops,
+                                      const rt_loops16 *bf16, const rt_loops16 *f16);
+/* add, mul and div through the general path: the twins of their 16-bit
+ * loops (pointwise_binary.c), for the tests. */
+nrt_status rt_kernel_add_reference(const nrt_op *op);
+nrt_status rt_kernel_mul_reference(const nrt_op *op);
+nrt_status rt_kernel_div_reference(const nrt_op *op);
 
 /* The loop for op's compute dtype from loops, or NULL after recording the
  * NRT_ERROR_UNSUPPORTED message. */

@@ -35,6 +35,10 @@ static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_fl
 DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), RT_EXPR_ADD)
 RT_BINARY_LOOP(add_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | ((b != 0) & (sc->i[0] != 0))))
 RT_BINARY_LOOPS16(add, a + (float)sc->f[0] * b)
+RT_BINARY_LOOPS16_NUMBER(add, a + (float)sc->f[0] * b)
+
+/* The 16-bit loops of NAME, nn / nf / fn (rt_loops16). */
+#define LOOPS16(NAME, TAG) {NAME##_##TAG##n, NAME##_##TAG##nf, NAME##_##TAG##fn}
 
 /* Complex ADD: a + alpha * b with alpha = (scalars[0], scalars[1]) in the
  * element type, the product formed as PyTorch's CPU forms it (c10::complex's
@@ -96,8 +100,9 @@ static nrt_status run_complex_add(const nrt_op *op) {
 }
 
 /* For float16/bfloat16 alpha is first rounded to the storage type, as
- * PyTorch's CPU kernel converts it (Scalar::to<scalar_t>). */
-nrt_status rt_kernel_add(const nrt_op *op) {
+ * PyTorch's CPU kernel converts it (Scalar::to<scalar_t>). The twin
+ * (reference) takes the general path after the same rounding. */
+static nrt_status run_add(const nrt_op *op, int reference) {
   static const rt_loop_table loops = ARITH_TABLE(add);
   if (op->compute_dtype == NRT_COMPLEX64 || op->compute_dtype == NRT_COMPLEX128) return run_complex_add(op);
   if (op->num_scalars < 1 || !rt_is_16bit_float(op->compute_dtype))
@@ -106,8 +111,12 @@ nrt_status rt_kernel_add(const nrt_op *op) {
   float alpha = op->scalars[0].is_float ? (float)op->scalars[0].f : (float)op->scalars[0].i;
   alpha = op->compute_dtype == NRT_FLOAT16 ? round_f16(alpha) : round_bf16(alpha);
   local.scalars[0] = (nrt_scalar){.is_float = 1, .f = alpha};
-  return rt_run_pointwise16(&local, loops, add_bf16n, add_f16n);
+  if (reference) return rt_run_pointwise(&local, loops, -1);
+  static const rt_loops16 bf16 = LOOPS16(add, bf16), f16 = LOOPS16(add, f16);
+  return rt_run_pointwise16_numbers(&local, loops, &bf16, &f16);
 }
+nrt_status rt_kernel_add(const nrt_op *op) { return run_add(op, 0); }
+nrt_status rt_kernel_add_reference(const nrt_op *op) { return run_add(op, 1); }
 
 /* Two NaNs: a's. Left to the compiler, the vectorised 16-bit loop gave
  * a's and its scalar tail b's, and the float32 loops of the unfused kernel
@@ -116,12 +125,26 @@ nrt_status rt_kernel_add(const nrt_op *op) {
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), RT_EXPR_MUL)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
 RT_BINARY_LOOPS16(mul, a != a ? a : a * b)
-RT_DEFINE_TABLE_KERNEL16(mul, ARITH_TABLE)
+RT_BINARY_LOOPS16_NUMBER(mul, a != a ? a : a * b)
 
 RT_BINARY_LOOP(div_f32, float, float, RT_EXPR_DIV)
 RT_BINARY_LOOP(div_f64, double, double, a / b)
 RT_BINARY_LOOPS16(div, a / b)
-RT_DEFINE_TABLE_KERNEL16(div, RT_FLOAT_TABLE)
+RT_BINARY_LOOPS16_NUMBER(div, a / b)
+
+/* mul and div with a Python number run the 16-bit loops with the number in
+ * float32; their _reference twins take the general path (buffers). */
+#define DEFINE_KERNEL16_NUMBERS(NAME, TABLE)                                              \
+  static const rt_loop_table NAME##_loops = TABLE(NAME);                                  \
+  nrt_status rt_kernel_##NAME(const nrt_op *op) {                                         \
+    static const rt_loops16 bf16 = LOOPS16(NAME, bf16), f16 = LOOPS16(NAME, f16);         \
+    return rt_run_pointwise16_numbers(op, NAME##_loops, &bf16, &f16);                     \
+  }                                                                                       \
+  nrt_status rt_kernel_##NAME##_reference(const nrt_op *op) {                             \
+    return rt_run_pointwise(op, NAME##_loops, -1);                                        \
+  }
+DEFINE_KERNEL16_NUMBERS(mul, ARITH_TABLE)
+DEFINE_KERNEL16_NUMBERS(div, RT_FLOAT_TABLE)
 
 /* ---- integer division ----------------------------------------------------
  * Helpers per signed type S (uint8 is separate: it has no -1 and its floor
