@@ -1,8 +1,8 @@
 """Element loops split over the kernel threads (runtime/src/ops/engine/
-thread_pool.c, rt_parallel_for_light): a loop of 2 to 31 grains (32768
+thread_pool.c, rt_parallel_for_light): a loop of 2 to 15 grains (32768
 elements) whose helper threads sleep starts on one thread and may wake them
-part way; from 32 grains, or right after another loop, it wakes them at once;
-ranges are 1/32 of the loop. However a loop was split, results must be the
+part way; from 16 grains, or right after another loop, it wakes them at once;
+ranges are 1/32 of the loop (at least a grain). However a loop was split, results must be the
 CPU's, bit for bit where defined exactly: sizes around those thresholds and
 odd ones, with the helpers asleep (a pause first) or polling (right after
 another op), contiguous, strided and broadcast, copies and conversions. glu
@@ -22,8 +22,8 @@ from conftest import assert_same
 
 DEV = "neuron"
 GRAIN = 32768
-SIZES = [2 * GRAIN - 1, 2 * GRAIN, 2 * GRAIN + 1, 8 * GRAIN - 1, 8 * GRAIN + 3, 31 * GRAIN + 5,
-         32 * GRAIN - 1, 32 * GRAIN, 32 * GRAIN + 7, 45 * GRAIN + 1]
+SIZES = [2 * GRAIN - 1, 2 * GRAIN, 2 * GRAIN + 1, 8 * GRAIN + 3, 16 * GRAIN - 1, 16 * GRAIN,
+         31 * GRAIN + 5, 32 * GRAIN + 7, 45 * GRAIN + 1]
 
 pytestmark = pytest.mark.usefixtures("native_only")
 

@@ -6,7 +6,7 @@
  * the job: asleep (the light form then starts on the caller alone and may
  * wake them part way through), still polling right after another job, or
  * busy with another caller's job (the second caller then runs alone).
- * Sizes sit around the light form's thresholds (2 and 32 grains) and are
+ * Sizes sit around the light form's thresholds (2, 16 and 32 grains) and are
  * odd. Which thread runs which range depends on timing; no check does.
  */
 #include <pthread.h>
@@ -81,8 +81,9 @@ static int run_and_check(parallel_fn run, int per_thread, int64_t n, int64_t gra
 /* Sizes in grains around the thresholds, plus odd remainders. */
 static void sizes_for(int64_t grain, int64_t *sizes, int *count) {
   const int64_t g = grain;
-  const int64_t all[] = {0,     1,         g - 1,      g,          g + 1,      2 * g - 1, 2 * g,      2 * g + 1,
-                         7 * g + 3, 8 * g, 31 * g + 5, 32 * g - 1, 32 * g, 32 * g + 1, 100 * g + 7, 1000 * g + 999};
+  const int64_t all[] = {0,          1,          g - 1,      g,          g + 1,       2 * g - 1,
+                         2 * g,      2 * g + 1,  7 * g + 3,  15 * g + 7, 16 * g,      16 * g + 1,
+                         31 * g + 5, 32 * g - 1, 32 * g + 1, 100 * g + 7, 1000 * g + 999};
   *count = 0;
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i] >= 0) sizes[(*count)++] = all[i];
@@ -92,7 +93,7 @@ static void check_forms(int helpers_asleep) {
   const int64_t grains[] = {1, 3, 32768};
   for (int light = 0; light < 2; light++)
     for (size_t gi = 0; gi < sizeof grains / sizeof grains[0]; gi++) {
-      int64_t sizes[16];
+      int64_t sizes[17];
       int count;
       sizes_for(grains[gi], sizes, &count);
       for (int i = 0; i < count; i++) {

@@ -39,7 +39,7 @@
  * Light ranges are finer than a heavy job's, so that a helper that starts
  * late still finds work, and the last range it runs is short. */
 #define LIGHT_RANGES_PER_THREAD 16
-#define LIGHT_WAKE_AT_ONCE 32
+#define LIGHT_WAKE_AT_ONCE 16
 #define INITIAL_WAKE_LATENCY_NS 50000
 
 typedef struct job {
