@@ -907,7 +907,8 @@ static void test_sigmoid_tame_blocks_match_bitwise(void) {
 }
 
 /* The float32 GELU, SiLU and GLU kernels and bfloat16 GLU take tame twins
- * per block of 512 values within a bound (RT_UNARY_LOOP_TAME): bitwise
+ * per block of 512 values (float32 GLU: 128) within a bound
+ * (RT_UNARY_LOOP_TAME, RT_BINARY_LOOP_TAME): bitwise
  * the general expressions, over a sweep of the bit patterns up to just
  * past each bound and blocks holding one wild value (NaN, infinity, just
  * above the bound, subnormal results) each. */

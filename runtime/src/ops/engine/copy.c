@@ -37,7 +37,7 @@ void rt_copy_bytes(void *dst, const void *src, size_t bytes) {
     return;
   }
   byte_copy c = {dst, src};
-  rt_parallel_for((int64_t)bytes, COPY_GRAIN, copy_bytes_range, &c);
+  rt_parallel_for_light((int64_t)bytes, COPY_GRAIN, copy_bytes_range, &c);
 }
 
 static int is_contiguous(const nrt_tensor_view *v) {

@@ -102,7 +102,7 @@ void rt_iterate(int nops, const nrt_tensor_view *views, rt_inner_loop loop, void
   rt_plan_build(nops, views, &plan);
   if (plan.numel == 0) return;
   range_job job = {.plan = &plan, .loop = loop, .ctx = ctx};
-  rt_parallel_for(plan.numel, RT_PARALLEL_GRAIN, run_range, &job);
+  rt_parallel_for_light(plan.numel, RT_PARALLEL_GRAIN, run_range, &job);
 }
 
 void rt_iterate_serial(int nops, const nrt_tensor_view *views, rt_inner_loop loop, void *ctx) {

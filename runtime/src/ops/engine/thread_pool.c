@@ -4,7 +4,8 @@
  * Work is cut into a few ranges per thread, so a helper that is descheduled
  * (the machine is shared) holds up at most one small range. Between jobs a
  * helper polls briefly for the next generation, then sleeps; the caller
- * polls briefly for the helpers' last ranges. */
+ * polls briefly for the helpers' last ranges. Light jobs (element loops)
+ * are cut finer and may leave sleeping helpers asleep (below). */
 #include "ops/engine/thread_pool.h"
 #include "kernel_threads.h"
 
@@ -25,6 +26,22 @@
 #define HELPER_YIELD_AFTER_NS 10000
 #define CALLER_SPIN_NS 30000 /* the caller's poll for the helpers' last ranges */
 
+/* Light jobs (rt_parallel_for_light). Waking a sleeping helper costs the
+ * caller 15-20 us in the futex call, and the helper runs 40-60 us after
+ * the call began (the Xeon host, a VM; a few us on bare metal). A light
+ * job whose helpers sleep wakes them at once when it is long
+ * (LIGHT_WAKE_AT_ONCE grains or more) or follows another light job closely
+ * (a program's run of ops: the woken helper then polls between them);
+ * otherwise the caller starts alone and wakes them once its first ranges
+ * show that the work left takes more than 1.5 wake latencies (two threads
+ * then finish first: the caller loses the futex call, the helper arrives
+ * a wake latency late). The latency is measured: the helpers' average.
+ * Light ranges are finer than a heavy job's, so that a helper that starts
+ * late still finds work, and the last range it runs is short. */
+#define LIGHT_RANGES_PER_THREAD 16
+#define LIGHT_WAKE_AT_ONCE 16
+#define INITIAL_WAKE_LATENCY_NS 50000
+
 typedef struct job {
   rt_range_fn fn;
   void *ctx;
@@ -43,23 +60,70 @@ static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time
 static job *current;
 static atomic_uint_fast64_t generation; /* written under pool_mu */
 static int sleepers;                     /* helpers waiting on work_cv (pool_mu) */
+static atomic_uint_fast64_t light_job_end; /* rt_now_ns() when the last split light job ended */
+static atomic_uint_fast64_t woken_at;       /* rt_now_ns() of the last wake of sleeping helpers */
+static atomic_uint_fast64_t wake_latency = INITIAL_WAKE_LATENCY_NS; /* from woken_at to a helper running */
 static int num_threads = 1;
 static int caller_core = -1; /* the core helpers leave to callers, or -1 (all float) */
 
-static void run_ranges(job *j) {
-  for (;;) {
-    int64_t r = atomic_fetch_add(&j->next, 1);
-    if (r >= j->ranges) return;
-    int64_t begin = j->n * r / j->ranges, end = j->n * (r + 1) / j->ranges;
-    j->fn(begin, end, j->ctx);
-    if (atomic_fetch_sub(&j->pending, 1) == 1) {
-      pthread_mutex_lock(&pool_mu);
-      pthread_cond_broadcast(&done_cv);
-      pthread_mutex_unlock(&pool_mu);
-    }
+static void run_range(job *j, int64_t r) {
+  int64_t begin = j->n * r / j->ranges, end = j->n * (r + 1) / j->ranges;
+  j->fn(begin, end, j->ctx);
+  if (atomic_fetch_sub(&j->pending, 1) == 1) {
+    pthread_mutex_lock(&pool_mu);
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&pool_mu);
   }
 }
 
+static void run_ranges(job *j) {
+  for (int64_t r; (r = atomic_fetch_add(&j->next, 1)) < j->ranges;) run_range(j, r);
+}
+
+/* Wakes the helpers sleeping for work (after a job was published: one
+ * that checks for work after this sees it). */
+static void wake_sleepers(void) {
+  pthread_mutex_lock(&pool_mu);
+  int sleeping = sleepers;
+  pthread_mutex_unlock(&pool_mu);
+  if (!sleeping) return;
+  atomic_store_explicit(&woken_at, rt_now_ns(), memory_order_relaxed);
+  pthread_cond_broadcast(&work_cv);
+}
+
+/* A woken helper's time from the wake to running, into the average: a
+ * quarter of the way to each sample, a sample counting for at most four
+ * times the average (a helper kept off its core for milliseconds by
+ * another process says little about the next wake). */
+static void note_wake_latency(void) {
+  uint64_t stamp = atomic_load_explicit(&woken_at, memory_order_relaxed), now = rt_now_ns();
+  if (!stamp || now < stamp) return;
+  uint64_t average = atomic_load_explicit(&wake_latency, memory_order_relaxed), sample = now - stamp;
+  if (sample > 4 * average) sample = 4 * average;
+  atomic_store_explicit(&wake_latency, average - average / 4 + sample / 4, memory_order_relaxed);
+}
+
+/* The caller's share of a light job whose sleeping helpers were left
+ * asleep: wakes them once the ranges done so far say the unclaimed ones
+ * take this thread more than 1.5 wake latencies. A job that wakes no one
+ * lowers the latency a little: under a load that kept the helpers from
+ * their cores it rose, and only wakes measure it again. */
+static void run_ranges_then_wake(job *j) {
+  const uint64_t start = rt_now_ns(), latency = atomic_load_explicit(&wake_latency, memory_order_relaxed);
+  int woken = 0;
+  for (int64_t r, done = 0; (r = atomic_fetch_add(&j->next, 1)) < j->ranges;) {
+    run_range(j, r);
+    done++;
+    if (woken) continue;
+    int64_t left = j->ranges - atomic_load_explicit(&j->next, memory_order_relaxed);
+    double left_ns = (double)(rt_now_ns() - start) * (double)left / (double)done;
+    if (left > 0 && 2 * left_ns > 3 * (double)latency) {
+      wake_sleepers();
+      woken = 1;
+    }
+  }
+  if (!woken) atomic_store_explicit(&wake_latency, latency - latency / 32, memory_order_relaxed);
+}
 
 /* Polls while busy(arg) holds, for up to spin_ns; after yield_after_ns
  * each poll also yields the core (to whatever else waits for it). */
@@ -97,8 +161,13 @@ static void *helper_main(void *arg) {
       pthread_mutex_lock(&pool_mu);
     }
     sleepers++;
-    while (atomic_load(&generation) == seen) pthread_cond_wait(&work_cv, &pool_mu);
+    int slept = 0;
+    while (atomic_load(&generation) == seen) {
+      pthread_cond_wait(&work_cv, &pool_mu);
+      slept = 1;
+    }
     sleepers--;
+    if (slept) note_wake_latency();
     seen = atomic_load(&generation);
     job *j = current;
     if (!j) continue;
@@ -169,24 +238,26 @@ void rt_keep_to_caller_core(void) {
   pthread_setaffinity_np(pthread_self(), sizeof one, &one); /* best effort */
 }
 
-void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
-  if (n <= 0) return;
-  int threads = rt_num_threads();
-  int64_t ranges = grain > 0 ? n / grain : n;
-  if (ranges > (int64_t)threads * RANGES_PER_THREAD) ranges = (int64_t)threads * RANGES_PER_THREAD;
-  if (ranges <= 1 || threads == 1 || pthread_mutex_trylock(&busy_mu) != 0) {
-    fn(0, n, ctx);
-    return;
-  }
+/* Runs [0, n) as `ranges` ranges over the pool (the caller holds busy_mu).
+ * A light job leaves sleeping helpers asleep unless wake_now (see "Light
+ * jobs" above); a helper still polling joins either way. */
+static void run_job(int64_t n, int64_t ranges, rt_range_fn fn, void *ctx, int wake_now) {
   job j = {.fn = fn, .ctx = ctx, .n = n, .ranges = ranges};
   atomic_init(&j.next, 0);
   atomic_init(&j.pending, ranges);
   pthread_mutex_lock(&pool_mu);
   current = &j;
   atomic_fetch_add(&generation, 1);
-  if (sleepers) pthread_cond_broadcast(&work_cv);
+  int sleeping = sleepers;
   pthread_mutex_unlock(&pool_mu);
-  run_ranges(&j);
+  /* Outside pool_mu: a woken helper does not then wait for it. One that
+   * was about to sleep checks the generation under pool_mu first. */
+  if (sleeping && wake_now) {
+    atomic_store_explicit(&woken_at, rt_now_ns(), memory_order_relaxed);
+    pthread_cond_broadcast(&work_cv);
+  }
+  if (sleeping && !wake_now) run_ranges_then_wake(&j);
+  else run_ranges(&j);
   /* Ranges still running on helpers usually end within microseconds: poll
    * before sleeping, since a futex wake-up costs tens of them. */
   poll_while(ranges_pending, &j, CALLER_SPIN_NS, CALLER_SPIN_NS);
@@ -195,5 +266,37 @@ void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
   while (atomic_load(&j.pending) > 0 || j.helpers > 0) pthread_cond_wait(&done_cv, &pool_mu);
   current = NULL;
   pthread_mutex_unlock(&pool_mu);
+}
+
+/* How many ranges [0, n) splits into: none shorter than grain, at most
+ * per_thread for each thread; 1 runs on the caller alone. */
+static int64_t ranges_for(int64_t n, int64_t grain, int threads, int64_t per_thread) {
+  int64_t ranges = grain > 0 ? n / grain : n;
+  return threads == 1 ? 1 : ranges < (int64_t)threads * per_thread ? ranges : (int64_t)threads * per_thread;
+}
+
+void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  int64_t ranges = ranges_for(n, grain, rt_num_threads(), RANGES_PER_THREAD);
+  if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
+    fn(0, n, ctx);
+    return;
+  }
+  run_job(n, ranges, fn, ctx, 1);
+  pthread_mutex_unlock(&busy_mu);
+}
+
+void rt_parallel_for_light(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
+  if (n <= 0) return;
+  int64_t ranges = ranges_for(n, grain, rt_num_threads(), LIGHT_RANGES_PER_THREAD);
+  if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
+    fn(0, n, ctx);
+    return;
+  }
+  uint64_t now = rt_now_ns();
+  int wake_now = (grain > 0 ? n / grain : n) >= LIGHT_WAKE_AT_ONCE ||
+                 now - atomic_load_explicit(&light_job_end, memory_order_relaxed) < HELPER_SPIN_NS;
+  run_job(n, ranges, fn, ctx, wake_now);
+  atomic_store_explicit(&light_job_end, rt_now_ns(), memory_order_relaxed);
   pthread_mutex_unlock(&busy_mu);
 }

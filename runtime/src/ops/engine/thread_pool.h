@@ -20,6 +20,12 @@ typedef void (*rt_range_fn)(int64_t begin, int64_t end, void *ctx);
  * work is split must not change results: fn sees arbitrary boundaries. */
 void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
 
+/* The same for light work, where a grain is a few microseconds (memory-
+ * bound element loops): finer ranges, and helpers that sleep are woken
+ * only when the work is worth their wake-up (tens of microseconds on a
+ * VM), else the caller runs it alone. */
+void rt_parallel_for_light(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
+
 int rt_num_threads(void);
 
 /* Keeps the calling thread (a stream worker, at its start) to the core the

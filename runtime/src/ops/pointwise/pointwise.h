@@ -140,8 +140,9 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
  * rt_vm_*_tame: no clamps, no split scalings), the other blocks and strided
  * runs EXPR. The block stays in L1 between the check and the loop (as the
  * eager sigmoid and the generated code of fused groups do). The binary form
- * checks b; a and b are float32 loaded through IN, results stored through
- * OUT (a float16/bfloat16 loop converts in registers). */
+ * checks b in blocks of BLOCK values; a and b are float32 loaded through
+ * IN, results stored through OUT (a float16/bfloat16 loop converts in
+ * registers). */
 #define RT_TAME_BLOCK 512
 #define RT_UNARY_LOOP_TAME(NAME, BOUND_BITS, TAME, EXPR)                                    \
   RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),           \
@@ -170,7 +171,7 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
         }                                                                                   \
     }                                                                                       \
   }
-#define RT_BINARY_LOOP_TAME(NAME, T, IN, OUT, BOUND_BITS, TAME, EXPR)                        \
+#define RT_BINARY_LOOP_TAME(NAME, T, IN, OUT, BLOCK, BOUND_BITS, TAME, EXPR)                 \
   RT_SIMD_VOID(NAME, (char **data, const int64_t *strides, int64_t n, void *ctx),           \
                (data, strides, n, ctx)) {                                                   \
     (void)ctx;                                                                              \
@@ -185,8 +186,8 @@ void rt_lookup16_reference(const uint16_t *table, char **data, const int64_t *st
     }                                                                                       \
     T *o = (T *)(void *)data[0];                                                            \
     const T *pa = (const T *)(const void *)data[1], *pb = (const T *)(const void *)data[2]; \
-    for (int64_t c0 = 0; c0 < n; c0 += RT_TAME_BLOCK) {                                     \
-      const int64_t m = n - c0 < RT_TAME_BLOCK ? n - c0 : RT_TAME_BLOCK;                    \
+    for (int64_t c0 = 0; c0 < n; c0 += BLOCK) {                                             \
+      const int64_t m = n - c0 < BLOCK ? n - c0 : BLOCK;                                    \
       uint32_t big = 0;                                                                     \
       for (int64_t j = 0; j < m; j++) {                                                     \
         const uint32_t u = rt_vm_bits(IN(pb[c0 + j])) & 0x7fffffffu;                        \

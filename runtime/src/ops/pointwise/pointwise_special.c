@@ -323,11 +323,17 @@ nrt_status rt_kernel_heaviside(const nrt_op *op) {
  * a and b are the two halves of glu's input (views the shim cuts). */
 #define SIGMOID_D(v) (1.0 / (1.0 + exp(-(v))))
 /* float32 and bfloat16 take the tame sigmoid per block of b within |b| <=
- * 86 (the same bits, pointwise.h's RT_BINARY_LOOP_TAME). */
-RT_BINARY_LOOP_TAME(glu_f32, float, RT_TAME_F32_IN, (float), RT_VM_SIGMOID_TAME_BITS,
+ * 86 (the same bits, pointwise.h's RT_BINARY_LOOP_TAME). float32 checks
+ * blocks of 128: a block's check pass reads b alone and the next pass a, so
+ * on 512 values (a row of glu's [2048, 1024] input, one 4 KiB page for a and
+ * b) the two streams take turns; on 128 they run together, 10% faster on
+ * the Xeon host (0.45 against 0.50 ms one-thread for 1M outputs, a product
+ * a * b taking 0.43). bfloat16, compute-bound (0.57 ms), is fastest on 512. */
+#define GLU_F32_BLOCK 128
+RT_BINARY_LOOP_TAME(glu_f32, float, RT_TAME_F32_IN, (float), GLU_F32_BLOCK, RT_VM_SIGMOID_TAME_BITS,
                     a * rt_vm_sigmoidf_tame(b), a * rt_vm_sigmoidf(b))
 RT_BINARY_LOOP(glu_f64, double, double, a * SIGMOID_D(b))
-RT_BINARY_LOOP_TAME(glu_bf16n, uint16_t, rt_bfloat16_to_float, rt_bfloat16_from_float,
+RT_BINARY_LOOP_TAME(glu_bf16n, uint16_t, rt_bfloat16_to_float, rt_bfloat16_from_float, RT_TAME_BLOCK,
                     RT_VM_SIGMOID_TAME_BITS, a * rt_vm_sigmoidf_tame(b), a * rt_vm_sigmoidf(b))
 RT_BINARY_LOOP_CVT(glu_f16n, uint16_t, uint16_t, float, rt_half_to_float, rt_half_from_float,
                    a * rt_vm_sigmoidf(b))

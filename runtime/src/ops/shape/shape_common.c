@@ -61,7 +61,7 @@ static void memcpy_range(int64_t begin, int64_t end, void *arg) {
 
 static void parallel_memcpy(void *dst, const void *src, int64_t n) {
   memcpy_job job = {dst, src};
-  rt_parallel_for(n, PARALLEL_COPY_BYTES, memcpy_range, &job);
+  rt_parallel_for_light(n, PARALLEL_COPY_BYTES, memcpy_range, &job);
 }
 
 void rt_copy_view(const nrt_tensor_view *dst, const nrt_tensor_view *src) {
