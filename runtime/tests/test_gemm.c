@@ -295,25 +295,66 @@ static nrt_status log_block(void *ctx, int64_t t, int64_t i0, int64_t rows, int6
   return NRT_SUCCESS;
 }
 
-static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
-  rt_gemm_args g = setup(cs);
+/* One case as every kernel that runs it sees it: the operands (made once by
+ * setup), C as it starts (restored before each kernel: it may be Cin), and
+ * the twin's exact value and rounding bound per element of C, computed once
+ * (the twin took most of the sanitizer runs' time when each kernel had its
+ * own operands and twin). */
+typedef struct case_oracle {
+  rt_gemm_args g;
+  char *c_start; /* C's storage before any kernel ran */
+  size_t c_bytes;
+  double *want, *bound; /* per element (t*m + i)*n + j */
+} case_oracle;
+
+static case_oracle make_oracle(const gemm_case *cs) {
+  case_oracle o = {.g = setup(cs)};
+  o.c_bytes = (size_t)(C.s0 * (C.d0 > 0 ? C.d0 : 1) + 1) * elem_size(C.dtype);
+  o.c_start = malloc(o.c_bytes);
+  memcpy(o.c_start, C.storage, o.c_bytes);
+  /* Cin as it is before the product (it may be C itself). */
+  const char *cin_base = NULL;
+  char *copy = NULL;
+  if (o.g.cin) {
+    const array *src = o.g.cin == C.base ? &C : &CIN;
+    size_t bytes = (size_t)(src->s0 * (src->d0 > 0 ? src->d0 : 1) + 1) * elem_size(src->dtype);
+    copy = malloc(bytes);
+    memcpy(copy, src->storage, bytes);
+    cin_base = copy + (src->base - src->storage);
+  }
+  operands_d ops = read_operands(cs);
+  size_t elems = (size_t)(cs->batch * cs->m * cs->n) + 1;
+  o.want = malloc(elems * sizeof(double));
+  o.bound = malloc(elems * sizeof(double));
+  for (int64_t t = 0; t < cs->batch; t++)
+    for (int64_t i = 0; i < cs->m; i++)
+      for (int64_t j = 0; j < cs->n; j++) {
+        int64_t e = (t * cs->m + i) * cs->n + j;
+        o.want[e] = twin(&o.g, &ops, cin_base, t, i, j, &o.bound[e]);
+      }
+  free(copy);
+  free(ops.ad);
+  free(ops.bd);
+  return o;
+}
+
+static void free_oracle(case_oracle *o) {
+  free(o->c_start);
+  free(o->want);
+  free(o->bound);
+  release();
+}
+
+/* Runs one kernel (NULL: the integer path) on the case's operands, from C
+ * as it started, and compares every element with the twin. */
+static int run_kernel(const gemm_case *cs, const case_oracle *o, const rt_gemm_kernel *kern) {
+  memcpy(C.storage, o->c_start, o->c_bytes);
+  rt_gemm_args g = o->g;
   g.kernel = kern;
   size_t elems = (size_t)(cs->batch * cs->m * cs->n) + 1;
   block_log log = {.cs = cs, .seen = calloc(elems, 1), .values = calloc(elems, sizeof(double))};
   g.epilogue = log_block;
   g.epilogue_ctx = &log;
-  operands_d ops = read_operands(cs);
-  /* Cin as it was before the product (it may be C itself). */
-  size_t bytes = 0;
-  const char *cin_base = NULL;
-  char *copy = NULL;
-  if (g.cin) {
-    const array *src = g.cin == C.base ? &C : &CIN;
-    bytes = (size_t)(src->s0 * (src->d0 > 0 ? src->d0 : 1) + 1) * elem_size(src->dtype);
-    copy = malloc(bytes);
-    memcpy(copy, src->storage, bytes);
-    cin_base = copy + (src->base - src->storage);
-  }
   nrt_status s = rt_gemm(&g);
   int bad = 0;
   if (s != NRT_SUCCESS) {
@@ -324,7 +365,8 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
   for (int64_t t = 0; t < cs->batch && !bad; t++)
     for (int64_t i = 0; i < cs->m && !bad; i++)
       for (int64_t j = 0; j < cs->n && !bad; j++) {
-        double bound, want = twin(&g, &ops, cin_base, t, i, j, &bound);
+        int64_t e = (t * cs->m + i) * cs->n + j;
+        double bound = o->bound[e], want = o->want[e];
         double got = read_value(cs->c, at(&C, t, i, j));
         int ok;
         if (!is_float(cs->c) || cs->exact) {
@@ -335,7 +377,6 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
             tol += fabs(want) * (cs->c == NRT_FLOAT16 ? 0x1p-11 : 0x1p-8);
           ok = fabs(got - want) <= tol;
         }
-        int64_t e = (t * cs->m + i) * cs->n + j;
         if (log.bad_block || log.seen[e] != 1 || !(log.values[e] == got || (isnan(got) && isnan(log.values[e])))) {
           fprintf(stderr, "epilogue [%s] b%lld m%lld n%lld k%lld: element (%lld,%lld,%lld) seen %d times, "
                   "value then %.9g, now %.9g%s\n", kern ? kern->name : "int", (long long)cs->batch,
@@ -354,28 +395,35 @@ static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
           bad = 1;
         }
       }
-  free(copy);
-  free(ops.ad);
-  free(ops.bd);
   free(log.seen);
   free(log.values);
-  release();
   return !bad;
 }
 
-/* Runs cs with every kernel of its compute dtype. */
+/* Runs cs with one kernel (NULL: the integer path), operands and twin of its own. */
+static int run_case(const gemm_case *cs, const rt_gemm_kernel *kern) {
+  case_oracle o = make_oracle(cs);
+  int good = run_kernel(cs, &o, kern);
+  free_oracle(&o);
+  return good;
+}
+
+/* Runs cs with every kernel of its compute dtype, all on one set of
+ * operands against one twin (C restored between them). */
 static void check_case(const gemm_case *cs) {
+  case_oracle o = make_oracle(cs);
   if (!is_float(cs->ab)) {
-    CHECK(run_case(cs, NULL));
-    return;
+    CHECK(run_kernel(cs, &o, NULL));
+  } else {
+    const rt_gemm_kernel *const *list;
+    int count = rt_gemm_kernels(cs->ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32, &list);
+    for (int i = 0; i < count; i++) CHECK(run_kernel(cs, &o, list[i]));
+    if (cs->ab == NRT_BFLOAT16) { /* also the pair kernels, where the CPU has them */
+      count = rt_gemm_kernels(NRT_BFLOAT16, &list);
+      for (int i = 0; i < count; i++) CHECK(run_kernel(cs, &o, list[i]));
+    }
   }
-  const rt_gemm_kernel *const *list;
-  int count = rt_gemm_kernels(cs->ab == NRT_FLOAT64 ? NRT_FLOAT64 : NRT_FLOAT32, &list);
-  for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
-  if (cs->ab == NRT_BFLOAT16) { /* also the pair kernels, where the CPU has them */
-    count = rt_gemm_kernels(NRT_BFLOAT16, &list);
-    for (int i = 0; i < count; i++) CHECK(run_case(cs, list[i]));
-  }
+  free_oracle(&o);
 }
 
 /* ---- tests --------------------------------------------------------------- */

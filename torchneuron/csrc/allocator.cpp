@@ -29,7 +29,7 @@ void delete_block(void* ptr) {
   (void)nrt_cache_free(ptr);
 }
 
-Stat to_c10(const nrt_stat& s) {
+Stat stat_to_c10(const nrt_stat& s) {
   Stat out;
   out.current = s.current;
   out.peak = s.peak;
@@ -39,7 +39,7 @@ Stat to_c10(const nrt_stat& s) {
 }
 
 void copy_stat_array(StatArray& out, const nrt_stat (&in)[NRT_POOL_KINDS]) {
-  for (size_t i = 0; i < NRT_POOL_KINDS; i++) out[i] = to_c10(in[i]);
+  for (size_t i = 0; i < NRT_POOL_KINDS; i++) out[i] = stat_to_c10(in[i]);
 }
 
 struct NeuronAllocator final : public c10::DeviceAllocator {

@@ -9,6 +9,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "neuron_device.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
@@ -17,7 +18,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 void check_single(const at::Tensor& t, at::ScalarType dtype, const char* op, const char* what,
                   const char* dtype_word) {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "neuron_device.h"
 #include "generator.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
@@ -29,7 +30,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 bool kernel_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
 

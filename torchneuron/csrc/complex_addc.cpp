@@ -24,12 +24,6 @@ bool neuron_of(const c10::IValue& v, at::ScalarType dtype, c10::Device device) {
          v.toTensor().device() == device;
 }
 
-Planes planes_of(const at::Tensor& z) { return cmath::planes_of(z.resolve_conj().resolve_neg()); }
-
-// w z for a number w
-Planes scale(const Planes& z, c10::complex<double> w) {
-  return {z.re * w.real() - z.im * w.imag(), z.re * w.imag() + z.im * w.real()};
-}
 
 }  // namespace
 
@@ -66,9 +60,9 @@ bool try_native_complex_addc(const std::string& name, torch::jit::Stack* stack) 
   c10::DeviceGuard guard(device);
   c10::complex<double> value = args[3].toScalar().toComplexDouble();
   if (dtype == at::kComplexFloat) value = c10::complex<double>(static_cast<c10::complex<float>>(value));
-  const Planes scaled = scale(planes_of(t1), value);
-  const Planes p = divide ? cmath::divide(scaled, planes_of(t2)) : cmath::multiply(scaled, planes_of(t2));
-  const Planes s = planes_of(self);
+  const Planes scaled = cmath::times_number(cmath::resolved_planes(t1), value);
+  const Planes p = divide ? cmath::divide(scaled, cmath::resolved_planes(t2)) : cmath::multiply(scaled, cmath::resolved_planes(t2));
+  const Planes s = cmath::resolved_planes(self);
   const Planes r{s.re + p.re, s.im + p.im};
   at::Tensor result = cmath::assemble(r, self.options(), target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);

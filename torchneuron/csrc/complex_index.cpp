@@ -42,7 +42,7 @@ namespace {
 
 using Opt = std::optional<at::Tensor>;
 
-bool neuron_complex(const at::Tensor& t) {
+bool indexable_neuron_complex(const at::Tensor& t) {
   return t.defined() && t.is_complex() && t.scalar_type() != at::kComplexHalf &&
          t.device().type() == c10::DeviceType::PrivateUse1;
 }
@@ -126,7 +126,7 @@ void per_part(const at::Tensor& real_view, c10::complex<double> value, F f) {
 // ---- gathers: a new tensor from self's elements -----------------------------
 
 Opt try_complex_index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-  if (!neuron_complex(self) || !on(index, self) || index.dim() > 1) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !on(index, self) || index.dim() > 1) return std::nullopt;
   if (self.dim() == 0 && index.numel() != 1) return std::nullopt;
   NEURON_TRACK_OP("aten::index_select(complex)");
   c10::DeviceGuard guard(self.device());
@@ -137,14 +137,14 @@ Opt try_complex_index_select(const at::Tensor& self, int64_t dim, const at::Tens
 }
 
 Opt try_complex_index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
-  if (!neuron_complex(self) || !writable(out, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !writable(out, self)) return std::nullopt;
   Opt r = try_complex_index_select(self, dim, index);
   if (r) store(out, *r);
   return r;
 }
 
 Opt try_complex_gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad) {
-  if (!neuron_complex(self) || !on(index, self) || !long_or_int(index) ||
+  if (!indexable_neuron_complex(self) || !on(index, self) || !long_or_int(index) ||
       std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(self.dim(), 1))
     return std::nullopt;
   NEURON_TRACK_OP("aten::gather(complex)");
@@ -156,14 +156,14 @@ Opt try_complex_gather(const at::Tensor& self, int64_t dim, const at::Tensor& in
 
 Opt try_complex_gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparse_grad,
                            at::Tensor& out) {
-  if (!neuron_complex(self) || !writable(out, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !writable(out, self)) return std::nullopt;
   Opt r = try_complex_gather(self, dim, index, sparse_grad);
   if (r) store(out, *r);
   return r;
 }
 
 Opt try_complex_take(const at::Tensor& self, const at::Tensor& index) {
-  if (!neuron_complex(self) || !on(index, self) || index.scalar_type() != at::kLong) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !on(index, self) || index.scalar_type() != at::kLong) return std::nullopt;
   if (self.numel() == 0 && index.numel() > 0) return std::nullopt;  // the CPU's error
   NEURON_TRACK_OP("aten::take(complex)");
   c10::DeviceGuard guard(self.device());
@@ -177,14 +177,14 @@ Opt try_complex_take(const at::Tensor& self, const at::Tensor& index) {
 }
 
 Opt try_complex_take_out(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
-  if (!neuron_complex(self) || !writable(out, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !writable(out, self)) return std::nullopt;
   Opt r = try_complex_take(self, index);
   if (r) store(out, *r);
   return r;
 }
 
 Opt try_complex_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  if (!neuron_complex(self) || indices.size() > static_cast<size_t>(self.dim())) return std::nullopt;
+  if (!indexable_neuron_complex(self) || indices.size() > static_cast<size_t>(self.dim())) return std::nullopt;
   for (const std::optional<at::Tensor>& i : indices)
     if (i.has_value() && i->defined() && i->device() != self.device() && !i->device().is_cpu()) return std::nullopt;
   NEURON_TRACK_OP("aten::index.Tensor(complex)");
@@ -197,14 +197,14 @@ Opt try_complex_index(const at::Tensor& self, const c10::List<std::optional<at::
 
 Opt try_complex_index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                           at::Tensor& out) {
-  if (!neuron_complex(self) || !writable(out, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || !writable(out, self)) return std::nullopt;
   Opt r = try_complex_index(self, indices);
   if (r) store(out, *r);
   return r;
 }
 
 Opt try_complex_flip(const at::Tensor& self, at::IntArrayRef dims) {
-  if (!neuron_complex(self)) return std::nullopt;
+  if (!indexable_neuron_complex(self)) return std::nullopt;
   NEURON_TRACK_OP("aten::flip(complex)");
   c10::DeviceGuard guard(self.device());
   at::dim_list_to_bitset(dims, self.dim());  // the CPU's checks: range, repeats
@@ -217,7 +217,7 @@ Opt try_complex_flip(const at::Tensor& self, at::IntArrayRef dims) {
 
 // tril/triu: the pair dim moved to the front, the matrix dims stay last.
 Opt try_complex_triangle(bool upper, const at::Tensor& self, int64_t diagonal) {
-  if (!neuron_complex(self) || self.dim() < 2) return std::nullopt;
+  if (!indexable_neuron_complex(self) || self.dim() < 2) return std::nullopt;
   NEURON_TRACK_OP(upper ? "aten::triu(complex)" : "aten::tril(complex)");
   c10::DeviceGuard guard(self.device());
   if (as_bits(self)) {
@@ -235,14 +235,14 @@ Opt try_complex_triangle(bool upper, const at::Tensor& self, int64_t diagonal) {
 }
 
 Opt try_complex_triangle_out(bool upper, const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
-  if (!neuron_complex(self) || self.dim() < 2 || !writable(out, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || self.dim() < 2 || !writable(out, self)) return std::nullopt;
   Opt r = try_complex_triangle(upper, self, diagonal);
   if (r) store(out, *r);
   return r;
 }
 
 Opt try_complex_triangle_(bool upper, at::Tensor& self, int64_t diagonal) {
-  if (!neuron_complex(self) || self.dim() < 2 || !writable(self, self)) return std::nullopt;
+  if (!indexable_neuron_complex(self) || self.dim() < 2 || !writable(self, self)) return std::nullopt;
   NEURON_TRACK_OP(upper ? "aten::triu_(complex)" : "aten::tril_(complex)");
   c10::DeviceGuard guard(self.device());
   at::Tensor view = as_bits(self) ? self.view(at::kLong) : at::view_as_real(self).movedim(-1, 0);
@@ -269,7 +269,7 @@ std::optional<at::Tensor> start_scatter(const at::Tensor& self, at::Tensor& out)
 }
 
 bool scatter_args(const at::Tensor& self, const at::Tensor& index, const at::Tensor* src) {
-  if (!neuron_complex(self) || !on(index, self) || !long_or_int(index)) return false;
+  if (!indexable_neuron_complex(self) || !on(index, self) || !long_or_int(index)) return false;
   if (std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(self.dim(), 1)) return false;
   if (src && (!on(*src, self) || src->scalar_type() != self.scalar_type() ||
               std::max<int64_t>(src->dim(), 1) != std::max<int64_t>(self.dim(), 1)))
@@ -366,7 +366,7 @@ Opt try_complex_scatter_reduce_two_out(const at::Tensor& self, int64_t dim, cons
 
 namespace {
 bool slice_args(const at::Tensor& self, const at::Tensor& index, const at::Tensor& source) {
-  return neuron_complex(self) && on(index, self) && index.dim() <= 1 && on(source, self) &&
+  return indexable_neuron_complex(self) && on(index, self) && index.dim() <= 1 && on(source, self) &&
          source.scalar_type() == self.scalar_type() &&
          std::max<int64_t>(source.dim(), 1) == std::max<int64_t>(self.dim(), 1);
 }
@@ -418,7 +418,7 @@ at::Tensor on_device(const at::Tensor& index, const at::Tensor& self) {
 Opt try_complex_index_fill_scalar_(at::Tensor& self, int64_t dim, const at::Tensor& host_or_device_index,
                                    const at::Scalar& value) {
   const bool chalf = self.scalar_type() == at::kComplexHalf && is_neuron(self);
-  if (!(neuron_complex(self) || chalf) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
+  if (!(indexable_neuron_complex(self) || chalf) || !writable(self, self) || !fill_index_ok(host_or_device_index, self))
     return std::nullopt;
   NEURON_TRACK_OP("aten::index_fill_.int_Scalar(complex)");
   c10::DeviceGuard guard(self.device());
@@ -433,7 +433,7 @@ Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tens
                                    const at::Tensor& value) {
   if (value.defined() && value.dim() == 0 && value.device().is_cpu() && self.scalar_type() == at::kComplexHalf)
     return try_complex_index_fill_scalar_(self, dim, host_or_device_index, value.item());
-  if (!neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self) ||
+  if (!indexable_neuron_complex(self) || !writable(self, self) || !fill_index_ok(host_or_device_index, self) ||
       !value.defined() || value.dim() != 0)
     return std::nullopt;
   if (value.device().is_cpu()) return try_complex_index_fill_scalar_(self, dim, host_or_device_index, value.item());
@@ -450,7 +450,7 @@ Opt try_complex_index_fill_tensor_(at::Tensor& self, int64_t dim, const at::Tens
 }
 
 Opt try_complex_put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& source, bool accumulate) {
-  if (!neuron_complex(self) || !writable(self, self) || !on(index, self) || !on(source, self) ||
+  if (!indexable_neuron_complex(self) || !writable(self, self) || !on(index, self) || !on(source, self) ||
       index.scalar_type() != at::kLong || source.scalar_type() != self.scalar_type() ||
       source.numel() != index.numel())
     return std::nullopt;
@@ -467,7 +467,7 @@ Opt try_complex_put_(at::Tensor& self, const at::Tensor& index, const at::Tensor
 
 Opt try_complex_index_put_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                            const at::Tensor& values, bool accumulate, bool unsafe) {
-  if (!neuron_complex(self) || !writable(self, self) || !values.defined() ||
+  if (!indexable_neuron_complex(self) || !writable(self, self) || !values.defined() ||
       values.scalar_type() != self.scalar_type() || indices.size() > static_cast<size_t>(self.dim()))
     return std::nullopt;
   const bool host_scalar = values.device().is_cpu() && values.dim() == 0;

@@ -24,15 +24,9 @@ bool neuron_of(const at::Tensor& t, at::ScalarType dtype, c10::Device device) {
   return t.defined() && t.scalar_type() == dtype && t.device() == device;
 }
 
-Planes sub(const Planes& x, const Planes& y) { return {x.re - y.re, x.im - y.im}; }
-Planes add(const Planes& x, const Planes& y) { return {x.re + y.re, x.im + y.im}; }
+Planes sub_planes(const Planes& x, const Planes& y) { return {x.re - y.re, x.im - y.im}; }
+Planes add_planes(const Planes& x, const Planes& y) { return {x.re + y.re, x.im + y.im}; }
 
-// d w for a number w
-Planes scale(const Planes& d, c10::complex<double> w) {
-  return {d.re * w.real() - d.im * w.imag(), d.re * w.imag() + d.im * w.real()};
-}
-
-Planes planes_of(const at::Tensor& z) { return cmath::planes_of(z.resolve_conj().resolve_neg()); }
 
 }  // namespace
 
@@ -78,20 +72,20 @@ bool try_native_complex_lerp(const std::string& name, torch::jit::Stack* stack) 
   native_op_counter("aten::lerp(complex)")->fetch_add(1, std::memory_order_relaxed);
   native_op_total.fetch_add(1, std::memory_order_relaxed);
   c10::DeviceGuard guard(device);
-  const Planes s = planes_of(self), e = planes_of(end);
-  const Planes d = sub(e, s);
+  const Planes s = cmath::resolved_planes(self), e = cmath::resolved_planes(end);
+  const Planes d = sub_planes(e, s);
   Planes r;
   if (weight.defined()) {
-    const Planes w = planes_of(weight);
-    const Planes near_self = add(s, cmath::multiply(w, d));
-    const Planes near_end = sub(e, cmath::multiply(d, {1 - w.re, -w.im}));
+    const Planes w = cmath::resolved_planes(weight);
+    const Planes near_self = add_planes(s, cmath::multiply(w, d));
+    const Planes near_end = sub_planes(e, cmath::multiply(d, {1 - w.re, -w.im}));
     const at::Tensor small = at::hypot(w.re, w.im).lt(0.5);
     r = {at::where(small, near_self.re, near_end.re), at::where(small, near_self.im, near_end.im)};
   } else {
     // the number as the dtype holds it, as the CPU casts it
     c10::complex<double> w = w_number;
     if (dtype == at::kComplexFloat) w = c10::complex<double>(static_cast<c10::complex<float>>(w_number));
-    r = std::abs(w) < 0.5 ? add(s, scale(d, w)) : sub(e, scale(d, c10::complex<double>(1.0) - w));
+    r = std::abs(w) < 0.5 ? add_planes(s, cmath::times_number(d, w)) : sub_planes(e, cmath::times_number(d, c10::complex<double>(1.0) - w));
   }
   at::Tensor result = cmath::assemble(r, self.options(), target.defined() ? &target : nullptr);
   torch::jit::drop(*stack, nargs);

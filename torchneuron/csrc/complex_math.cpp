@@ -152,8 +152,6 @@ Planes tanh_of(const Planes& z) {
   return {at::where(large, re_far, re_near), at::where(large, im_far, im_near)};
 }
 
-Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
-Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
 
 Planes sin_of(const Planes& z) { return times_minus_i(sinh_cosh(times_i(z), false)); }
 

@@ -5,6 +5,8 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/where.h>
+#include <c10/util/complex.h>
 
 #include <string>
 
@@ -22,6 +24,19 @@ Planes exp_of(const Planes& z);
 Planes log_of(const Planes& z, double log_base);  // log z / log_base
 Planes sqrt_of(const Planes& z);
 Planes reciprocal_of(const Planes& z);
+
+// The planes of z with its conjugate and negative bits applied.
+inline Planes resolved_planes(const at::Tensor& z) { return planes_of(z.resolve_conj().resolve_neg()); }
+// w z for a number w
+inline Planes times_number(const Planes& z, c10::complex<double> w) {
+  return {z.re * w.real() - z.im * w.imag(), z.re * w.imag() + z.im * w.real()};
+}
+inline Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
+inline Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
+// yes where mask, else no
+inline Planes select_planes(const at::Tensor& mask, const Planes& yes, const Planes& no) {
+  return {at::where(mask, yes.re, no.re), at::where(mask, yes.im, no.im)};
+}
 
 // Writes the planes into a complex tensor of their broadcast shape: out
 // (resized as out= resizes) when given, else a new one. The planes are

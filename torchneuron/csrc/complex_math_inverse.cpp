@@ -39,9 +39,6 @@ at::Tensor large(const Planes& z, double threshold) {
   return at::maximum(z.re.abs(), z.im.abs()).gt(threshold).logical_or_(z.re.isnan()).logical_or_(z.im.isnan());
 }
 
-Planes select(const at::Tensor& cond, const Planes& a, const Planes& b) {
-  return {at::where(cond, a.re, b.re), at::where(cond, a.im, b.im)};
-}
 
 // log 2w: log|w| + log 2 + i arg w (hypot keeps |w| in range).
 Planes log_twice(const Planes& w) { return {at::hypot(w.re, w.im).log() + kLn2, at::atan2(w.im, w.re)}; }
@@ -55,8 +52,6 @@ Planes asinh_far(const Planes& w) {
   return {at::where(left, -mirrored.re, right.re), at::where(left, -mirrored.im, right.im)};
 }
 
-Planes times_i(const Planes& z) { return {-z.im, z.re}; }       // i z
-Planes times_minus_i(const Planes& z) { return {z.im, -z.re}; }  // -i z
 
 }  // namespace
 
@@ -66,7 +61,7 @@ Planes asin_of(const Planes& z) {
   const Planes near{at::atan2(z.re, s1.re * s2.re - s1.im * s2.im), at::asinh(s1.re * s2.im - s1.im * s2.re)};
   // asin z = -i asinh(i z)
   const Planes far = times_minus_i(asinh_far(times_i(z)));
-  return select(large(z, large_threshold(z.re)), far, near);
+  return select_planes(large(z, large_threshold(z.re)), far, near);
 }
 
 Planes acos_of(const Planes& z) {
@@ -77,7 +72,7 @@ Planes acos_of(const Planes& z) {
   // or its real part is near pi/2 with an absolute error of the rounding)
   const Planes a = times_minus_i(asinh_far(times_i(z)));
   const Planes far{kPi2 - a.re, -a.im};
-  return select(large(z, large_threshold(z.re)), far, near);
+  return select_planes(large(z, large_threshold(z.re)), far, near);
 }
 
 Planes asinh_of(const Planes& w) { return times_minus_i(asin_of(times_i(w))); }
@@ -87,7 +82,7 @@ Planes acosh_of(const Planes& z) {
   // re = asinh(Re(conj(sqrt(z - 1)) sqrt(z + 1))), im = 2 atan(Im sqrt(z - 1) / Re sqrt(z + 1))
   const Planes near{at::asinh(s1.re * s2.re + s1.im * s2.im), at::atan2(s1.im, s2.re) * 2};
   // far out sqrt(z - 1) sqrt(z + 1) ~ sqrt(z)^2 = z on every side of the cut
-  return select(large(z, large_threshold(z.re)), log_twice(z), near);
+  return select_planes(large(z, large_threshold(z.re)), log_twice(z), near);
 }
 
 Planes atanh_of(const Planes& z) {
@@ -114,7 +109,7 @@ Planes atanh_of(const Planes& z) {
   const at::Tensor no_angle = y.isnan().logical_or_(x.isnan().logical_and_(y.isinf().logical_not_()));
   const Planes far{inv_re, at::where(no_angle, std::numeric_limits<double>::quiet_NaN(),
                                      at::full_like(y, kPi2).copysign(y))};
-  const Planes r = select(large(z, 1e15), far, near);
+  const Planes r = select_planes(large(z, 1e15), far, near);
   return {at::where(x.eq(0), x, r.re), r.im};  // atanh(iy) = i atan y: a zero x stays, even beside a NaN y
 }
 

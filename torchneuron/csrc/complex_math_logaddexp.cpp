@@ -14,9 +14,6 @@ namespace torchneuron {
 namespace cmath {
 namespace {
 
-Planes select(const at::Tensor& mask, const Planes& yes, const Planes& no) {
-  return {at::where(mask, yes.re, no.re), at::where(mask, yes.im, no.im)};
-}
 
 at::Tensor any_nan(const Planes& z) { return z.re.isnan().logical_or_(z.im.isnan()); }
 
@@ -24,7 +21,7 @@ at::Tensor any_nan(const Planes& z) { return z.re.isnan().logical_or_(z.im.isnan
 
 Planes logaddexp_of(const Planes& x, const Planes& y) {
   const at::Tensor x_lower = x.re.lt(y.re);
-  const Planes lo = select(x_lower, x, y), hi = select(x_lower, y, x);
+  const Planes lo = select_planes(x_lower, x, y), hi = select_planes(x_lower, y, x);
   const Planes general = [&] {
     const Planes e = exp_of({lo.re - hi.re, lo.im - hi.im});
     const Planes l = log1p_of(e);
@@ -35,7 +32,7 @@ Planes logaddexp_of(const Planes& x, const Planes& y) {
     return log_of({a.re + b.re, a.im + b.im}, 1.0);
   }();
   const at::Tensor same_infinite = lo.re.isinf().logical_and_(lo.re.eq(hi.re));
-  Planes r = select(same_infinite, select(lo.re.lt(0), lo, both_plus_inf), general);
+  Planes r = select_planes(same_infinite, select_planes(lo.re.lt(0), lo, both_plus_inf), general);
   const at::Tensor nan = at::logical_or(any_nan(x), any_nan(y));  // (x, y may broadcast)
   const double quiet_nan = std::numeric_limits<double>::quiet_NaN();
   return {r.re.masked_fill(nan, quiet_nan), r.im.masked_fill(nan, quiet_nan)};

@@ -5,6 +5,7 @@
 // neuron op; nothing here touches elements.
 // The cases they do not cover (a CPU scalar operand, mixed dtypes, type
 // promotion) keep to the counted CPU fallback.
+#include "neuron_device.h"
 #include "complex_ops.h"
 #include "complex_add.h"
 
@@ -22,9 +23,6 @@
 namespace torchneuron {
 namespace {
 
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 // out = a * b for complex a, b of one dtype (out of their broadcast shape).
 void complex_mul_into(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {

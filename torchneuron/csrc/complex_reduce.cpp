@@ -14,27 +14,27 @@
 namespace torchneuron {
 namespace {
 
-bool neuron_complex(const at::Tensor& t) {
+bool native_neuron_complex(const at::Tensor& t) {
   return t.defined() && t.is_complex() && t.scalar_type() != at::kComplexHalf &&
          t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
 // The planes of z with its conjugate and negative bits applied.
-at::Tensor planes_of(const at::Tensor& z) { return at::view_as_real(z.resolve_conj().resolve_neg()); }
+at::Tensor resolved_real_view(const at::Tensor& z) { return at::view_as_real(z.resolve_conj().resolve_neg()); }
 
 }  // namespace
 
 std::optional<at::Tensor> try_native_complex_var(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                                  const std::optional<at::Scalar>& correction, bool keepdim,
                                                  bool take_sqrt) {
-  if (!neuron_complex(self)) return std::nullopt;
+  if (!native_neuron_complex(self)) return std::nullopt;
   if (take_sqrt)
     NEURON_TRACK_OP("aten::std.correction(complex)");
   else
     NEURON_TRACK_OP("aten::var.correction(complex)");
   c10::DeviceGuard guard(self.device());
   // Var(z) = Var(re z) + Var(im z), as PyTorch defines (and computes) it.
-  const at::Tensor p = planes_of(self);
+  const at::Tensor p = resolved_real_view(self);
   at::Tensor v = at::var(p.select(-1, 0), dim, correction, keepdim);
   v.add_(at::var(p.select(-1, 1), dim, correction, keepdim));
   return take_sqrt ? v.sqrt_() : v;
@@ -52,7 +52,7 @@ std::optional<std::tuple<at::Tensor, at::Tensor>> try_native_complex_var_mean(
 std::optional<at::Tensor> try_native_complex_vector_norm(const at::Tensor& self, const at::Scalar& ord,
                                                          at::OptionalIntArrayRef dim, bool keepdim,
                                                          std::optional<at::ScalarType> dtype) {
-  if (!neuron_complex(self) || (dtype && !at::isComplexType(*dtype)) || ord.isComplex()) return std::nullopt;
+  if (!native_neuron_complex(self) || (dtype && !at::isComplexType(*dtype)) || ord.isComplex()) return std::nullopt;
   NEURON_TRACK_OP("aten::linalg_vector_norm(complex)");
   c10::DeviceGuard guard(self.device());
   const at::Tensor z = dtype ? self.to(*dtype) : self;
@@ -68,7 +68,7 @@ std::optional<at::Tensor> try_native_complex_norm(const at::Tensor& self, const 
 
 std::optional<at::Tensor> try_native_complex_logsumexp(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
   const int64_t rank = std::max<int64_t>(self.dim(), 1);
-  if (!neuron_complex(self) || (dims.empty() && self.dim() > 0)) return std::nullopt;
+  if (!native_neuron_complex(self) || (dims.empty() && self.dim() > 0)) return std::nullopt;
   for (int64_t d : dims)
     if (d < -rank || d >= rank) return std::nullopt;  // the fallback raises the CPU's error
   NEURON_TRACK_OP("aten::logsumexp(complex)");
@@ -86,34 +86,34 @@ std::optional<at::Tensor> try_native_complex_logsumexp(const at::Tensor& self, a
 }
 
 std::optional<at::Tensor> try_native_complex_trace(const at::Tensor& self) {
-  if (!neuron_complex(self) || self.dim() != 2) return std::nullopt;
+  if (!native_neuron_complex(self) || self.dim() != 2) return std::nullopt;
   NEURON_TRACK_OP("aten::trace(complex)");
   c10::DeviceGuard guard(self.device());
   return self.diagonal().sum();
 }
 
 std::optional<at::Tensor> try_native_complex_any(const at::Tensor& self) {
-  if (!neuron_complex(self)) return std::nullopt;
+  if (!native_neuron_complex(self)) return std::nullopt;
   NEURON_TRACK_OP("aten::any(complex)");
   c10::DeviceGuard guard(self.device());
   return self.ne(0).any();
 }
 
 std::optional<at::Tensor> try_native_complex_nonzero(const at::Tensor& self) {
-  if (!neuron_complex(self)) return std::nullopt;
+  if (!native_neuron_complex(self)) return std::nullopt;
   c10::DeviceGuard guard(self.device());
   return self.ne(0);
 }
 
 std::optional<at::Tensor> try_native_complex_count_nonzero(const at::Tensor& self, at::IntArrayRef dims) {
-  if (!neuron_complex(self)) return std::nullopt;
+  if (!native_neuron_complex(self)) return std::nullopt;
   NEURON_TRACK_OP("aten::count_nonzero.dim_IntList(complex)");
   c10::DeviceGuard guard(self.device());
   return self.ne(0).count_nonzero(dims);
 }
 
 std::optional<at::Tensor> try_native_complex_dot(const at::Tensor& self, const at::Tensor& other, bool conj_self) {
-  if (!neuron_complex(self) || !neuron_complex(other) || self.scalar_type() != other.scalar_type() ||
+  if (!native_neuron_complex(self) || !native_neuron_complex(other) || self.scalar_type() != other.scalar_type() ||
       self.device() != other.device() || self.dim() != 1 || other.dim() != 1 || self.numel() != other.numel())
     return std::nullopt;  // the CPU's errors come from the fallback
   if (conj_self)

@@ -30,19 +30,19 @@ int64_t pack3(at::IntArrayRef v, const char* what) {
   return packed;
 }
 
-struct Geometry {
+struct Conv3dGeometry {
   int64_t stride, padding, dilation, groups;
 };
 
-Geometry geometry(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+Conv3dGeometry geometry(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   return {pack3(stride, "stride"), pack3(padding, "padding"), pack3(dilation, "dilation"), groups};
 }
 
-void scalars(OpBuilder& b, const Geometry& g) { b.integer(g.stride).integer(g.padding).integer(g.dilation).integer(g.groups); }
+void scalars(OpBuilder& b, const Conv3dGeometry& g) { b.integer(g.stride).integer(g.padding).integer(g.dilation).integer(g.groups); }
 
 // CONV3D [O, I, w (, bias)] or CONV3D_INPUT_GRAD [I, O, w (, bias)].
-void launch_conv(nrt_op_code code, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight,
-                 const std::optional<at::Tensor>& bias, const Geometry& g) {
+void launch_conv3d(nrt_op_code code, const at::Tensor& dst, const at::Tensor& src, const at::Tensor& weight,
+                 const std::optional<at::Tensor>& bias, const Conv3dGeometry& g) {
   OpBuilder b(code, 1);
   b.view(to_view(dst, b.name())).view(to_view(src, b.name())).view(to_view(weight, b.name()));
   if (bias.has_value() && bias->defined()) b.view(to_view(*bias, b.name()));
@@ -50,15 +50,15 @@ void launch_conv(nrt_op_code code, const at::Tensor& dst, const at::Tensor& src,
   b.launch(dst);
 }
 
-void launch_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, const at::Tensor& columns,
-                        const Geometry& g) {
+void launch_conv3d_weight_grad(const at::Tensor& grad_weight, const at::Tensor& image, const at::Tensor& columns,
+                        const Conv3dGeometry& g) {
   OpBuilder b(NRT_OP_CONV3D_WEIGHT_GRAD, 1);
   b.view(to_view(grad_weight, b.name())).view(to_view(image, b.name())).view(to_view(columns, b.name()));
   scalars(b, g);
   b.launch(grad_weight);
 }
 
-void check_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward,
+void check_conv3d_input(const at::Tensor& input, const at::Tensor& weight, const char* op, bool backward,
                  const char* kernel) {
   TORCH_CHECK_NOT_IMPLEMENTED(conv_dtype_supported(input.scalar_type(), backward), "\"", kernel,
                               "\" not implemented for '", input.scalar_type(), "'");
@@ -79,8 +79,8 @@ at::MemoryFormat memory_format(const at::Tensor& input, const at::Tensor& weight
 at::Tensor convolution3d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                          at::IntArrayRef output_padding, int64_t groups) {
-  check_input(input, weight, "convolution", false, conv_kernel_name(input.dim(), transposed, dilation, false));
-  Geometry g = geometry(stride, padding, dilation, groups);
+  check_conv3d_input(input, weight, "convolution", false, conv_kernel_name(input.dim(), transposed, dilation, false));
+  Conv3dGeometry g = geometry(stride, padding, dilation, groups);
   std::vector<int64_t> sizes =
       transposed ? at::native::conv_input_size(input.sizes(), weight.sizes(), padding, output_padding, stride,
                                                dilation, groups)
@@ -92,7 +92,7 @@ at::Tensor convolution3d(const at::Tensor& input, const at::Tensor& weight, cons
   if (bias.has_value() && bias->defined())
     TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "convolution: bias dtype ", bias->scalar_type(),
                 " does not match the input's ", input.scalar_type());
-  launch_conv(transposed ? NRT_OP_CONV3D_INPUT_GRAD : NRT_OP_CONV3D, out, input, weight, bias, g);
+  launch_conv3d(transposed ? NRT_OP_CONV3D_INPUT_GRAD : NRT_OP_CONV3D, out, input, weight, bias, g);
   return out;
 }
 
@@ -100,22 +100,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution3d_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, at::IntArrayRef stride,
     at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
-  check_input(input, weight, "convolution_backward", true, "convolution_backward");
+  check_conv3d_input(input, weight, "convolution_backward", true, "convolution_backward");
   TORCH_CHECK(grad_output.dim() == 5 && grad_output.scalar_type() == input.scalar_type(),
               "convolution_backward: grad_output must match the input's rank and dtype");
-  Geometry g = geometry(stride, padding, dilation, groups);
+  Conv3dGeometry g = geometry(stride, padding, dilation, groups);
   at::Tensor grad_input, grad_weight, grad_bias;
   const at::Tensor& image = transposed ? grad_output : input;
   const at::Tensor& columns = transposed ? input : grad_output;
   if (output_mask[0]) {
     grad_input = at::empty(input.sizes(), input.options().memory_format(memory_format(input, weight)));
     if (grad_input.numel() > 0)
-      launch_conv(transposed ? NRT_OP_CONV3D : NRT_OP_CONV3D_INPUT_GRAD, grad_input, grad_output, weight,
+      launch_conv3d(transposed ? NRT_OP_CONV3D : NRT_OP_CONV3D_INPUT_GRAD, grad_input, grad_output, weight,
                   std::nullopt, g);
   }
   if (output_mask[1]) {
     grad_weight = at::empty(weight.sizes(), weight.options());
-    if (grad_weight.numel() > 0) launch_weight_grad(grad_weight, image, columns, g);
+    if (grad_weight.numel() > 0) launch_conv3d_weight_grad(grad_weight, image, columns, g);
   }
   if (output_mask[2]) grad_bias = grad_output.sum({0, 2, 3, 4});
   return {grad_input, grad_weight, grad_bias};

@@ -10,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "neuron_device.h"
 #include "device_state.h"
 #include "host_allocator.h"
 #include "op_tracking.h"
@@ -20,7 +21,6 @@
 namespace torchneuron {
 namespace {
 
-bool is_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 size_t nbytes_of(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
@@ -176,9 +176,9 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
   TORCH_CHECK(self.layout() == at::kStrided && src.layout() == at::kStrided,
               "copy_: only strided tensors can be copied to or from neuron, got ", self.layout(),
               " and ", src.layout());
-  TORCH_CHECK(is_neuron(self) || is_neuron(src), "copy_: expected a neuron tensor");
-  TORCH_CHECK((is_neuron(self) || self.is_cpu()) && (is_neuron(src) || src.is_cpu()),
-              "copy_: copies between neuron and ", is_neuron(self) ? src.device() : self.device(),
+  TORCH_CHECK(defined_on_neuron(self) || defined_on_neuron(src), "copy_: expected a neuron tensor");
+  TORCH_CHECK((defined_on_neuron(self) || self.is_cpu()) && (defined_on_neuron(src) || src.is_cpu()),
+              "copy_: copies between neuron and ", defined_on_neuron(self) ? src.device() : self.device(),
               " are not supported; go through the CPU");
   // Same-dtype copies would move bytes without a kernel; refuse dtypes the
   // device does not have here too, with a message naming the dtype.
@@ -190,11 +190,11 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
   int64_t flags = copy_flags(self, src);
   if (self.numel() == 0 || (!flags && same_elements(self, src))) return self;
   at::Tensor source = src.sizes() == self.sizes() ? src : src.expand(self.sizes());
-  if (is_neuron(self) && is_neuron(source)) {
+  if (defined_on_neuron(self) && defined_on_neuron(source)) {
     at::assert_no_internal_overlap(self);
     at::assert_no_partial_overlap(self, source);
     copy_device_to_device(self, source, flags);
-  } else if (is_neuron(self)) {
+  } else if (defined_on_neuron(self)) {
     copy_host_to_device(self, source, non_blocking);
   } else {
     copy_device_to_host(self, source, non_blocking, flags);
@@ -224,7 +224,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 // tensors without the conjugate bit.
 at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
   NEURON_TRACK_OP("aten::conj_physical.out");
-  TORCH_CHECK(is_neuron(self) && is_neuron(out) && self.device() == out.device(),
+  TORCH_CHECK(defined_on_neuron(self) && defined_on_neuron(out) && self.device() == out.device(),
               "conj_physical: expected self and out on the same neuron device, got ",
               self.device(), " and ", out.device());
   // the CPU's unary-op check: out= has exactly self's dtype

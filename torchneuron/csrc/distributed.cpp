@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "neuron_device.h"
 #include "allocator.h"
 #include "device_state.h"
 #include "distributed_estimate.h"
@@ -64,7 +65,6 @@ namespace {
 using c10d::OpType;
 using c10d::Work;
 
-bool is_neuron(const at::Tensor& t) { return t.device().type() == c10::DeviceType::PrivateUse1; }
 
 // What gloo sees of a tensor: the view itself when dense, else a dense copy
 // (read in first when gloo reads it, written back after when gloo writes it).
@@ -156,7 +156,7 @@ class NeuronWork : public Work {
     // after the collective (complete()).
     std::vector<c10::Device> devices{c10::Device(c10::DeviceType::PrivateUse1, device)};
     for (const auto& t : outputs_)
-      if (is_neuron(t) && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
+      if (defined_on_neuron(t) && std::find(devices.begin(), devices.end(), t.device()) == devices.end())
         devices.push_back(t.device());
     future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices);
   }
@@ -359,7 +359,7 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                            const c10d::AllgatherOptions& opts) override {
-    if (!is_neuron(input)) return cpu_->_allgather_base(output, input, opts);
+    if (!defined_on_neuron(input)) return cpu_->_allgather_base(output, input, opts);
     Issue issue(*this, input.device().index(), {input, output});
     if (shm_) {
       TORCH_CHECK(output.numel() == input.numel() * getSize(), "neuron backend: all_gather_into_tensor: the output has ",
@@ -385,7 +385,7 @@ class NeuronBackend : public c10d::Backend {
 
   c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                 const c10d::ReduceScatterOptions& opts) override {
-    if (!is_neuron(input)) return cpu_->_reduce_scatter_base(output, input, opts);
+    if (!defined_on_neuron(input)) return cpu_->_reduce_scatter_base(output, input, opts);
     Issue issue(*this, input.device().index(), {input, output});
     TORCH_CHECK(input.numel() == output.numel() * getSize(), "neuron backend: reduce_scatter_tensor: the input has ",
                 input.numel(), " elements, not the output's ", output.numel(), " times the group's ", getSize());
@@ -469,7 +469,7 @@ class NeuronBackend : public c10d::Backend {
   // r must be rank r's output split s).
   c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& out_splits,
                                          std::vector<int64_t>& in_splits, const c10d::AllToAllOptions& opts) override {
-    if (!is_neuron(input)) return cpu_->alltoall_base(output, input, out_splits, in_splits, opts);
+    if (!defined_on_neuron(input)) return cpu_->alltoall_base(output, input, out_splits, in_splits, opts);
     Issue issue(*this, input.device().index(), {input, output});
     return issue.finish(all_to_all_single(output, input, out_splits, in_splits, opts));
   }
@@ -497,7 +497,7 @@ class NeuronBackend : public c10d::Backend {
                   "all_to_all_single: the ", sp == &ins ? "input" : "output", " splits add up to ",
                   std::accumulate(sp->begin(), sp->end(), int64_t{0}), " rows, not the tensor's ", t.size(0));
     }
-    TORCH_CHECK(is_neuron(output) && output.scalar_type() == input.scalar_type() &&
+    TORCH_CHECK(defined_on_neuron(output) && output.scalar_type() == input.scalar_type() &&
                     row_elements(output) == row_elements(input),
                 "neuron backend: all_to_all_single: the output must be a neuron tensor of the input's dtype and row "
                 "size");
@@ -729,7 +729,7 @@ class NeuronBackend : public c10d::Backend {
 
   static bool all_cpu(const std::vector<at::Tensor>& ts) {
     bool any_neuron = false, any_other = false;
-    for (const auto& t : ts) (is_neuron(t) ? any_neuron : any_other) = true;
+    for (const auto& t : ts) (defined_on_neuron(t) ? any_neuron : any_other) = true;
     TORCH_CHECK(!(any_neuron && any_other), "neuron backend: a collective's tensors must all be on one device type");
     return !any_neuron && !ts.empty();
   }
@@ -773,7 +773,7 @@ class NeuronBackend : public c10d::Backend {
   // The device of the first neuron tensor (the current device if none).
   static c10::DeviceIndex device_of(const std::vector<at::Tensor>& ts) {
     for (const auto& t : ts)
-      if (is_neuron(t)) return t.device().index();
+      if (defined_on_neuron(t)) return t.device().index();
     return current_device();
   }
 
@@ -822,7 +822,7 @@ class NeuronBackend : public c10d::Backend {
       }
       c10::Stream comm = to_c10(comm_);
       for (const auto& t : used)
-        if (is_neuron(t) && t.has_storage()) record_stream(t.storage().data_ptr(), comm);
+        if (defined_on_neuron(t) && t.has_storage()) record_stream(t.storage().data_ptr(), comm);
       previous_ = exchange_stream(comm);
     }
     ~Issue() { exchange_stream(*previous_); }
@@ -997,7 +997,7 @@ class NeuronBackend : public c10d::Backend {
     TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "neuron backend: ", what, ": ", outs.size(),
                 " outputs for a group of ", getSize());
     for (const auto& t : outs)
-      TORCH_CHECK(t.numel() == input.numel() && t.scalar_type() == input.scalar_type() && is_neuron(t),
+      TORCH_CHECK(t.numel() == input.numel() && t.scalar_type() == input.scalar_type() && defined_on_neuron(t),
                   "neuron backend: ", what, ": every output must be a neuron tensor with the input's size and dtype");
     auto in = dense_copies({input});
     auto dense = dense_copies(outs);
@@ -1025,7 +1025,7 @@ class NeuronBackend : public c10d::Backend {
     TORCH_CHECK(static_cast<int>(list.size()) == getSize(), "neuron backend: ", what, ": the root passes ",
                 list.size(), " tensors for a group of ", getSize());
     for (const auto& t : list)
-      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() && is_neuron(t),
+      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() && defined_on_neuron(t),
                   "neuron backend: ", what, ": every tensor of the root's list must be a neuron tensor of ",
                   like.numel(), " elements of ", like.scalar_type());
   }

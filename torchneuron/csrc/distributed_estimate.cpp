@@ -5,7 +5,7 @@
 namespace torchneuron {
 namespace {
 
-double bytes_of(const std::vector<at::Tensor>& ts) {
+double total_bytes(const std::vector<at::Tensor>& ts) {
   double b = 0;
   for (const auto& t : ts) b += static_cast<double>(t.nbytes());
   return b;
@@ -17,7 +17,7 @@ std::optional<nrt_roofline> collective_estimate(c10d::OpType type, int device, i
                                                 const std::vector<at::Tensor>& keep,
                                                 const std::vector<at::Tensor>& outputs) {
   using c10d::OpType;
-  const double out = bytes_of(outputs), n = ranks;
+  const double out = total_bytes(outputs), n = ranks;
   // The whole buffer as one rank sees it (nrt_roofline_add_collective).
   // Sizes come from the outputs where they have the whole buffer: keep
   // also holds staging copies on some paths.
@@ -37,7 +37,7 @@ std::optional<nrt_roofline> collective_estimate(c10d::OpType type, int device, i
       kind = NRT_COLLECTIVE_GATHER, bytes = keep.empty() ? 0 : static_cast<double>(keep[0].nbytes()) * n;
       break;
     case OpType::SCATTER: kind = NRT_COLLECTIVE_SCATTER, bytes = out * n; break;
-    case OpType::SEND: case OpType::RECV: kind = NRT_COLLECTIVE_SEND_RECV, bytes = bytes_of(keep); break;
+    case OpType::SEND: case OpType::RECV: kind = NRT_COLLECTIVE_SEND_RECV, bytes = total_bytes(keep); break;
     case OpType::BARRIER: kind = NRT_COLLECTIVE_BARRIER, bytes = 0; break;
     default: return std::nullopt;
   }

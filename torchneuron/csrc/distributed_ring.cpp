@@ -33,7 +33,7 @@ nrt_scalar one_of(bool floating) {
   return s;
 }
 
-void run(const nrt_op& op) { NRT_CHECK(nrt_op_execute(&op)); }
+void execute(const nrt_op& op) { NRT_CHECK(nrt_op_execute(&op)); }
 
 // Sends send to next and receives recv from prev, both in flight at once.
 void exchange(c10d::Backend& transport, const at::Tensor& send, const at::Tensor& recv, int next, int prev) {
@@ -85,7 +85,7 @@ void reduce_into(const at::Tensor& into, const at::Tensor& from, const c10d::Red
   o.operands[0] = to_view(into, name);
   o.operands[1] = o.operands[0];
   o.operands[2] = to_view(from, name);
-  run(o);
+  execute(o);
 }
 
 void scale_by(const at::Tensor& flat, double factor, bool divide) {
@@ -105,7 +105,7 @@ void scale_by(const at::Tensor& flat, double factor, bool divide) {
   o.immediate_mask = 1u << 2;
   o.immediates[2].is_float = 1;
   o.immediates[2].f = factor;
-  run(o);
+  execute(o);
 }
 
 void ring_reduce_scatter(c10d::Backend& transport, const at::Tensor& flat, const at::Tensor& scratch,

@@ -24,7 +24,7 @@ std::atomic<int64_t> ShmCollectives::count_{0};
 
 namespace {
 
-nrt_tensor_view view(void* data, nrt_dtype dtype, int64_t n) {
+nrt_tensor_view flat_view(void* data, nrt_dtype dtype, int64_t n) {
   nrt_tensor_view v{};
   v.data = data;
   v.dtype = dtype;
@@ -54,8 +54,8 @@ void shm_copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtyp
   o.code = NRT_OP_COPY;
   o.num_operands = 2;
   o.num_outputs = 1;
-  o.operands[0] = view(dst, dtype, n);
-  o.operands[1] = view(src, dtype, n);
+  o.operands[0] = flat_view(dst, dtype, n);
+  o.operands[1] = flat_view(src, dtype, n);
   NRT_CHECK(nrt_op_execute_host(&o, (dst_host ? 1u : 0u) | (src_host ? 2u : 0u)));
 }
 
@@ -69,9 +69,9 @@ void copy(char* dst, bool dst_host, char* src, bool src_host, nrt_dtype dtype, i
 void combine(const nrt_op& reduction, char* into, char* from, nrt_dtype dtype, int64_t n) {
   if (n <= 0) return;
   nrt_op o = reduction;
-  o.operands[0] = view(into, dtype, n);
+  o.operands[0] = flat_view(into, dtype, n);
   o.operands[1] = o.operands[0];
-  o.operands[2] = view(from, dtype, n);
+  o.operands[2] = flat_view(from, dtype, n);
   NRT_CHECK(nrt_op_execute_host(&o, 1u << 2));
 }
 
@@ -83,9 +83,9 @@ void divide(char* data, nrt_dtype dtype, int64_t n, double by) {
   o.compute_dtype = dtype;
   o.num_operands = 3;
   o.num_outputs = 1;
-  o.operands[0] = view(data, dtype, n);
+  o.operands[0] = flat_view(data, dtype, n);
   o.operands[1] = o.operands[0];
-  o.operands[2] = view(nullptr, NRT_FLOAT64, n);
+  o.operands[2] = flat_view(nullptr, NRT_FLOAT64, n);
   o.operands[2].strides[0] = 0;
   o.immediate_mask = 1u << 2;
   o.immediates[2].is_float = 1;
@@ -93,7 +93,7 @@ void divide(char* data, nrt_dtype dtype, int64_t n, double by) {
   NRT_CHECK(nrt_op_execute(&o));
 }
 
-std::string describe(int64_t dtype) {
+std::string describe_dtype(int64_t dtype) {
   return dtype < 0 ? std::string("no dtype") : std::string(c10::toString(static_cast<at::ScalarType>(dtype)));
 }
 
@@ -133,8 +133,8 @@ void ShmCollectives::agree(Kind kind, int64_t dtype, int64_t count, int64_t nume
                 kind_name(mine.kind), " (op ", mine.op, ", root ", mine.root, ")");
     TORCH_CHECK(h.numel == mine.numel && h.dtype == mine.dtype && h.count == mine.count, "ranks disagree: rank ",
                 r, " passes ", h.count, " tensor(s) of ", h.numel, " elements", kind == kAllToAll ? " per row" : "",
-                " of ", describe(h.dtype), ", rank ", seg_->rank(), " ", mine.count, " of ", mine.numel, " elements",
-                kind == kAllToAll ? " per row" : "", " of ", describe(mine.dtype));
+                " of ", describe_dtype(h.dtype), ", rank ", seg_->rank(), " ", mine.count, " of ", mine.numel, " elements",
+                kind == kAllToAll ? " per row" : "", " of ", describe_dtype(mine.dtype));
   }
 }
 
@@ -196,8 +196,8 @@ void ShmCollectives::all_gather(const std::vector<at::Tensor>& outs, const at::T
     o.code = NRT_OP_COPY;
     o.num_operands = 2;
     o.num_outputs = 1;
-    o.operands[0] = view(out[r].data, in.dtype, n);
-    o.operands[1] = view(in.data, in.dtype, n);
+    o.operands[0] = flat_view(out[r].data, in.dtype, n);
+    o.operands[1] = flat_view(in.data, in.dtype, n);
     NRT_CHECK(nrt_op_execute(&o));
   }
   for (int64_t lo = 0; lo < n; lo += cap) {

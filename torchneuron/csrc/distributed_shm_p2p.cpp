@@ -23,7 +23,7 @@ struct ChunkHeader {
 constexpr size_t kHeaderBytes = 64;
 static_assert(sizeof(ChunkHeader) <= kHeaderBytes, "a chunk's header fits its place");
 
-std::string describe(int64_t numel, int64_t dtype) {
+std::string describe_message(int64_t numel, int64_t dtype) {
   return std::to_string(numel) + " elements of " + c10::toString(static_cast<at::ScalarType>(dtype));
 }
 
@@ -154,7 +154,7 @@ class Exchange {
     const int64_t want_dtype = static_cast<int64_t>(t.scalar_type());
     std::string why;
     if (h.numel != t.numel() || h.dtype != want_dtype)
-      why = "the message has " + describe(h.numel, h.dtype) + ", the tensor " + describe(t.numel(), want_dtype);
+      why = "the message has " + describe_message(h.numel, h.dtype) + ", the tensor " + describe_message(t.numel(), want_dtype);
     else if (h.tag != m.op->tag)
       why = "the message has tag " + std::to_string(h.tag) + ", the receive tag " + std::to_string(m.op->tag);
     if (why.empty()) return;

@@ -64,7 +64,7 @@ std::string host_id() {
          read_link("/proc/self/ns/pid") + "|" + read_link("/proc/self/ns/net") + "|" + std::to_string(geteuid());
 }
 
-std::string get(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key) {
+std::string store_get(const c10::intrusive_ptr<c10d::Store>& store, const std::string& key) {
   auto v = store->get(key);
   return std::string(v.begin(), v.end());
 }
@@ -111,7 +111,7 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
   std::vector<int> pids(size);
   bool one_host = true;
   for (int r = 0; r < size; r++) {
-    std::string v = get(store, "id/" + std::to_string(r));
+    std::string v = store_get(store, "id/" + std::to_string(r));
     auto nl = v.rfind('\n');
     one_host &= nl != std::string::npos && v.substr(0, nl) == id;
     pids[r] = nl == std::string::npos ? 0 : std::atoi(v.c_str() + nl + 1);
@@ -142,7 +142,7 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
     }
     store->set("segment", ok ? std::to_string(getpid()) + " " + std::to_string(fd) : std::string("-"));
   } else {
-    std::string where = get(store, "segment");
+    std::string where = store_get(store, "segment");
     int pid = 0, their_fd = -1;
     if (where != "-" && std::sscanf(where.c_str(), "%d %d", &pid, &their_fd) == 2 && pid == pids[0]) {
       std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(their_fd);
@@ -163,7 +163,7 @@ std::unique_ptr<ShmSegment> ShmSegment::connect(const c10::intrusive_ptr<c10d::S
   }
   store->set("mapped/" + std::to_string(rank), ok ? "1" : "0");
   bool all = true;
-  for (int r = 0; r < size; r++) all &= get(store, "mapped/" + std::to_string(r)) == "1";
+  for (int r = 0; r < size; r++) all &= store_get(store, "mapped/" + std::to_string(r)) == "1";
   // Every rank has opened it (or given up): the descriptor is no longer
   // needed; the mappings keep the memory.
   if (fd >= 0) close(fd);

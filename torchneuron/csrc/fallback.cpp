@@ -10,6 +10,7 @@
 // torchneuron.set_fallback_mode) turns a fallback into an error. A malformed
 // TORCHNEURON_FALLBACK does not fail the import (which runs inside
 // `import torch`): it is kept and raised at the first use, naming itself.
+#include "neuron_device.h"
 #include "fallback.h"
 
 #include <ATen/ATen.h>
@@ -29,7 +30,7 @@
 namespace torchneuron {
 namespace {
 
-std::atomic<FallbackMode> mode{FallbackMode::Warn};
+std::atomic<FallbackMode> fallback_mode_now{FallbackMode::Warn};
 
 // TORCHNEURON_FALLBACK's value if it named no mode; read once, at load.
 std::mutex environment_mu;
@@ -40,7 +41,7 @@ const bool environment_read = [] {
   const char* text = std::getenv("TORCHNEURON_FALLBACK");
   if (text == nullptr || *text == '\0') return true;
   if (auto parsed = parse_fallback_mode(text)) {
-    mode.store(*parsed);
+    fallback_mode_now.store(*parsed);
   } else {
     malformed_environment = text;
     environment_ok.store(false);
@@ -48,9 +49,6 @@ const bool environment_read = [] {
   return true;
 }();
 
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 std::string op_name(const c10::FunctionSchema& schema) {
   const auto& name = schema.operator_name();
@@ -230,7 +228,7 @@ std::optional<FallbackMode> parse_fallback_mode(const std::string& text) {
 
 void set_fallback_mode(FallbackMode m) {
   std::lock_guard<std::mutex> lock(environment_mu);
-  mode.store(m);
+  fallback_mode_now.store(m);
   environment_ok.store(true);
 }
 
@@ -245,7 +243,7 @@ void check_fallback_environment() {
 
 FallbackMode fallback_mode() {
   check_fallback_environment();
-  return mode.load(std::memory_order_relaxed);
+  return fallback_mode_now.load(std::memory_order_relaxed);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -3,6 +3,7 @@
 // torch.accelerator). Every call is a thin call into the runtime.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "neuron_device.h"
 #include "allocator.h"
 #include "device_state.h"
 #include "runtime_check.h"
@@ -10,7 +11,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 c10::Device neuron_device(c10::DeviceIndex index) { return c10::Device(kNeuron, index); }
 

@@ -28,7 +28,7 @@ namespace {
 
 using Tensor = at::Tensor;
 
-void check_floating(const Tensor& t, const char* kernel) {
+void check_ldl_floating(const Tensor& t, const char* kernel) {
   const auto type = t.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(
       type == at::kFloat || type == at::kDouble || type == at::kComplexFloat || type == at::kComplexDouble, "\"",
@@ -37,7 +37,7 @@ void check_floating(const Tensor& t, const char* kernel) {
 
 void ldl_factor_into(const Tensor& A, bool hermitian, bool check_errors, Tensor& LD, Tensor& pivots, Tensor& info) {
   const char* name = "linalg_ldl_factor_ex";
-  check_floating(A, "ldl_factor_kernel_cpu");
+  check_ldl_floating(A, "ldl_factor_kernel_cpu");
   if (A.numel() == 0) {
     if (info.numel() > 0) info.zero_();
   } else {
@@ -70,7 +70,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> ldl_factor_ex_out(const Tensor& A, bool he
 
 void ldl_solve_into(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian, const Tensor& result) {
   const char* name = "linalg_ldl_solve";
-  check_floating(LD, "ldl_solve_kernel_cpu");
+  check_ldl_floating(LD, "ldl_solve_kernel_cpu");
   if (result.numel() == 0) return;
   if (!result.is_same(B)) {
     if (at::get_overlap_status(result, B) != at::MemOverlapStatus::No)

@@ -117,7 +117,7 @@ void observe(void*, const nrt_cache_event* e) {
   }
 }
 
-Context gather() {
+Context gather_context() {
   History& h = history();
   bool cpp;
   {
@@ -317,7 +317,7 @@ bool memory_history_on() { return recording.load(std::memory_order_relaxed); }
 MemoryEventContext::MemoryEventContext() {
   if (C10_LIKELY(!memory_history_on())) return;
   outer_ = std::move(current_context);  // an allocation inside a free keeps its own stack
-  current_context = gather();
+  current_context = gather_context();
   set_ = true;
 }
 

@@ -18,7 +18,7 @@
 namespace torchneuron {
 namespace {
 
-nrt_nc_program_t program_of(uintptr_t handle) {
+nrt_nc_program_t nc_program_of(uintptr_t handle) {
   TORCH_CHECK(handle != 0, "NKI program handle is null");
   return reinterpret_cast<nrt_nc_program_t>(handle);
 }
@@ -55,7 +55,7 @@ void program_run_host(uintptr_t handle, const std::vector<uintptr_t>& pointers) 
   std::vector<void*> hbm(pointers.size());
   for (size_t i = 0; i < pointers.size(); i++) hbm[i] = reinterpret_cast<void*>(pointers[i]);
   py::gil_scoped_release no_gil;
-  NRT_CHECK(nrt_nc_program_run(program_of(handle), hbm.data()));
+  NRT_CHECK(nrt_nc_program_run(nc_program_of(handle), hbm.data()));
 }
 
 // The programs of a grid, interleaved at their collective calls.
@@ -66,7 +66,7 @@ void programs_run_host(const std::vector<uintptr_t>& handles,
   std::vector<std::vector<void*>> hbm(handles.size());
   std::vector<void* const*> lists(handles.size());
   for (size_t k = 0; k < handles.size(); k++) {
-    programs[k] = program_of(handles[k]);
+    programs[k] = nc_program_of(handles[k]);
     for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
     lists[k] = hbm[k].data();
   }
@@ -95,7 +95,7 @@ std::vector<void*> device_pointers(const std::vector<std::optional<at::Tensor>>&
 void program_launch(uintptr_t handle, const std::vector<std::optional<at::Tensor>>& tensors,
                     c10::DeviceIndex device, const std::string& name) {
   std::vector<void*> hbm = device_pointers(tensors, device);
-  NRT_CHECK(nrt_nc_program_launch(current_stream(device), program_of(handle), hbm.data(),
+  NRT_CHECK(nrt_nc_program_launch(current_stream(device), nc_program_of(handle), hbm.data(),
                                   name.c_str()));
 }
 
@@ -107,7 +107,7 @@ void programs_launch(const std::vector<uintptr_t>& handles,
   std::vector<std::vector<void*>> hbm(handles.size());
   std::vector<void* const*> lists(handles.size());
   for (size_t k = 0; k < handles.size(); k++) {
-    programs[k] = program_of(handles[k]);
+    programs[k] = nc_program_of(handles[k]);
     hbm[k] = device_pointers(tensors[k], device);
     lists[k] = hbm[k].data();
   }
@@ -124,7 +124,7 @@ void programs_launch(const std::vector<uintptr_t>& handles,
 // arrives is an error after it, not a hang). The received messages stay in
 // the all-gather's own tensors until the next round, so nothing is
 // allocated once a round has been delivered.
-struct Exchange {
+struct LengthExchange {
   c10::intrusive_ptr<c10d::Backend> backend;
   std::vector<at::Tensor> mine;                  // this rank's length
   std::vector<std::vector<at::Tensor>> lengths;  // every rank's
@@ -133,7 +133,7 @@ struct Exchange {
 
 nrt_status exchange_messages(void* ctx, const void* send, size_t bytes, void** recv,
                              size_t* recv_bytes) {
-  auto* ex = static_cast<Exchange*>(ctx);
+  auto* ex = static_cast<LengthExchange*>(ctx);
   try {
     int size = ex->backend->getSize();
     ex->mine[0].fill_(static_cast<int64_t>(bytes));
@@ -156,11 +156,11 @@ nrt_status exchange_messages(void* ctx, const void* send, size_t bytes, void** r
   }
 }
 
-void release_exchange(void* ctx) { delete static_cast<Exchange*>(ctx); }
+void release_exchange(void* ctx) { delete static_cast<LengthExchange*>(ctx); }
 
 nrt_nc_exchange make_exchange(const c10::intrusive_ptr<c10d::Backend>& backend) {
   TORCH_CHECK(backend, "NKI: no process group backend");
-  auto* ex = new Exchange{backend, {at::zeros({1}, at::kLong)}, {{}}, {}};
+  auto* ex = new LengthExchange{backend, {at::zeros({1}, at::kLong)}, {{}}, {}};
   for (int q = 0; q < backend->getSize(); q++) ex->lengths[0].push_back(at::empty({1}, at::kLong));
   return nrt_nc_exchange{exchange_messages, release_exchange, ex,
                          static_cast<int32_t>(backend->getRank()),
@@ -204,7 +204,7 @@ void programs_run_host_dist(const std::vector<uintptr_t>& handles,
   prepare_or_fail(backend, handles.size(), -1, [&] {
     TORCH_CHECK(handles.size() == pointers.size(), "NKI: one pointer list per program");
     for (size_t k = 0; k < handles.size(); k++) {
-      programs[k] = program_of(handles[k]);
+      programs[k] = nc_program_of(handles[k]);
       for (uintptr_t ptr : pointers[k]) hbm[k].push_back(reinterpret_cast<void*>(ptr));
       lists[k] = hbm[k].data();
     }
@@ -231,7 +231,7 @@ void programs_launch_dist(const std::vector<uintptr_t>& handles,
   prepare_or_fail(backend, handles.size(), device, [&] {
     TORCH_CHECK(handles.size() == tensors.size(), "NKI: one tensor list per program");
     for (size_t k = 0; k < handles.size(); k++) {
-      programs[k] = program_of(handles[k]);
+      programs[k] = nc_program_of(handles[k]);
       hbm[k] = device_pointers(tensors[k], device);
       lists[k] = hbm[k].data();
     }
@@ -251,7 +251,7 @@ void programs_launch_dist(const std::vector<uintptr_t>& handles,
 }
 
 py::dict program_estimate(uintptr_t handle) {
-  nrt_nc_program_t program = program_of(handle);
+  nrt_nc_program_t program = nc_program_of(handle);
   size_t n = static_cast<size_t>(nrt_nc_program_num_insts(program));
   nrt_nc_estimate est;
   std::vector<double> start(n), end(n);
@@ -278,7 +278,7 @@ py::dict program_estimate(uintptr_t handle) {
 py::tuple placement(uintptr_t handle, int32_t tensor) {
   int32_t partition = 0;
   int64_t offset = 0;
-  NRT_CHECK(nrt_nc_program_placement(program_of(handle), tensor, &partition, &offset));
+  NRT_CHECK(nrt_nc_program_placement(nc_program_of(handle), tensor, &partition, &offset));
   return py::make_tuple(partition, offset);
 }
 
@@ -293,7 +293,7 @@ void register_nki_bindings(py::module_& m) {
   });
   m.def("_nki_program_create", &tn::program_create);
   m.def("_nki_program_destroy",
-        [](uintptr_t handle) { nrt_nc_program_destroy(tn::program_of(handle)); });
+        [](uintptr_t handle) { nrt_nc_program_destroy(tn::nc_program_of(handle)); });
   m.def("_nki_program_run_host", &tn::program_run_host);
   m.def("_nki_program_launch", &tn::program_launch);
   m.def("_nki_programs_run_host", &tn::programs_run_host);

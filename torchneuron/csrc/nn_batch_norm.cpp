@@ -16,6 +16,7 @@
 
 #include <tuple>
 
+#include "neuron_device.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
@@ -25,10 +26,6 @@ namespace {
 
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-const at::Tensor& value_or_undefined(const std::optional<at::Tensor>& t) {
-  static const at::Tensor undefined;
-  return t.has_value() ? *t : undefined;
-}
 
 // t as a [batch, channels, spatial] view; falls back to a contiguous copy
 // (kept in `holder`) when the spatial dims do not merge.

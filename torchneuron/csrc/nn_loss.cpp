@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "neuron_device.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "pointwise.h"
@@ -31,10 +32,6 @@
 namespace torchneuron {
 namespace {
 
-const at::Tensor& value_or_undefined(const std::optional<at::Tensor>& t) {
-  static const at::Tensor undefined;
-  return t.has_value() ? *t : undefined;
-}
 
 void check_reduction(int64_t reduction) {
   TORCH_CHECK(reduction >= at::Reduction::None && reduction <= at::Reduction::Sum, reduction,
@@ -435,7 +432,6 @@ at::Tensor bce_backward(const at::Tensor& grad_output, const at::Tensor& x, cons
 // ---- pointwise helpers of loss formulas (kl_div's xlogy, the logit in
 // binary_cross_entropy's target gradient), on the pointwise table ---------------------
 
-constexpr uint64_t dtype_bit(at::ScalarType t) { return uint64_t{1} << static_cast<int>(t); }
 constexpr DtypeSet kFloating{dtype_bit(at::kHalf) | dtype_bit(at::kBFloat16) | dtype_bit(at::kFloat) |
                              dtype_bit(at::kDouble)};
 

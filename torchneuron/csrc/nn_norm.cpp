@@ -17,6 +17,7 @@
 #include <limits>
 #include <tuple>
 
+#include "neuron_device.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
@@ -26,12 +27,8 @@ namespace {
 
 using Tensor3 = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-const at::Tensor& value_or_undefined(const std::optional<at::Tensor>& t) {
-  static const at::Tensor undefined;
-  return t.has_value() ? *t : undefined;
-}
 
-void check_floating(const at::Tensor& t, const char* name) {
+void check_norm_floating(const at::Tensor& t, const char* name) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()) && t.scalar_type() != at::kFloat8_e5m2,
                               "\"", name, "\" not implemented for '", t.scalar_type(), "'");
 }
@@ -56,7 +53,7 @@ Tensor3 layer_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
   c10::DeviceGuard guard(input.device());
   const at::Tensor &weight = value_or_undefined(weight_opt), &bias = value_or_undefined(bias_opt);
   auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  check_floating(input, "LayerNormKernelImpl");
+  check_norm_floating(input, "LayerNormKernelImpl");
   at::Tensor X = input.contiguous(), w = flat(weight), b = flat(bias);
   at::Tensor Y = at::empty_like(X, at::MemoryFormat::Contiguous);
   auto dtype = at::native::param_scalar_type(input, at::native::is_mixed_type(input, weight, bias));
@@ -81,7 +78,7 @@ Tensor3 layer_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
   c10::DeviceGuard guard(input.device());
   const at::Tensor &weight = value_or_undefined(weight_opt), &bias = value_or_undefined(bias_opt);
   auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, bias);
-  check_floating(input, "LayerNormBackwardKernelImpl");
+  check_norm_floating(input, "LayerNormBackwardKernelImpl");
   const char* name = "native_layer_norm_backward";
   at::Tensor X = input.contiguous(), dY = grad_out.contiguous(), w = flat(weight);
   at::Tensor dX, dw, db;
@@ -116,7 +113,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm(const at::Tensor& input, at::IntArra
   c10::DeviceGuard guard(input.device());
   const at::Tensor& weight = value_or_undefined(weight_opt);
   auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, at::Tensor());
-  check_floating(input, "rms_norm");
+  check_norm_floating(input, "rms_norm");
   const char* name = "_fused_rms_norm";
   at::Tensor X = input.contiguous(), w = flat(weight);
   // As PyTorch's composite: the result takes the promoted dtype of input and
@@ -142,7 +139,7 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad_out,
   c10::DeviceGuard guard(input.device());
   const at::Tensor& weight = value_or_undefined(weight_opt);
   auto [M, N] = at::native::_check_layer_norm_inputs(input, normalized_shape, weight, at::Tensor());
-  check_floating(input, "rms_norm_backward");
+  check_norm_floating(input, "rms_norm_backward");
   const char* name = "_fused_rms_norm_backward";
   at::Tensor X = input.contiguous(), dY = grad_out.contiguous(), w = flat(weight);
   at::Tensor dX, dw;
@@ -173,7 +170,7 @@ void check_group_norm(const at::Tensor& X, const at::Tensor& gamma, const at::Te
   TORCH_CHECK(!beta.defined() || beta.numel() == C, "Expected bias to be a vector of size equal to ",
               "the number of channels in input, but got bias of shape ", beta.sizes(),
               " and input of shape ", X.sizes());
-  check_floating(X, "GroupNormKernelImpl");
+  check_norm_floating(X, "GroupNormKernelImpl");
   // As on the CPU: group_norm makes its input contiguous before calling this.
   TORCH_CHECK(X.is_contiguous(X.suggest_memory_format()), "Expected X.is_contiguous(memory_format) to be true, "
               "but got false.");

@@ -13,6 +13,7 @@
 
 #include <tuple>
 
+#include "neuron_device.h"
 #include "nn_launch.h"
 #include "op_tracking.h"
 #include "runtime_limits.h"
@@ -20,10 +21,6 @@
 namespace torchneuron {
 namespace {
 
-const at::Tensor& value_or_undefined(const std::optional<at::Tensor>& t) {
-  static const at::Tensor undefined;
-  return t.has_value() ? *t : undefined;
-}
 
 nrt_tensor_view view_or_absent(const at::Tensor& t, const char* name) {
   return t.defined() ? to_view(t, name) : absent_view();

@@ -321,4 +321,6 @@ NEURON_LIBRARY_IMPL(aten, m) { NEURON_REGISTER_RNN_SEQUENCE(m); }
 // Above autograd: the graph is built from the differentiable ops inside.
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { NEURON_REGISTER_RNN_SEQUENCE(m); }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef NEURON_REGISTER_RNN_SEQUENCE
 }  // namespace torchneuron

@@ -25,11 +25,11 @@
 namespace torchneuron {
 namespace {
 
-struct Geometry {
+struct SoftmaxGeometry {
   int64_t outer, n, inner;
 };
 
-Geometry around(const at::Tensor& t, int64_t dim) {
+SoftmaxGeometry around(const at::Tensor& t, int64_t dim) {
   if (t.dim() == 0) return {1, 1, 1};
   int64_t d = at::maybe_wrap_dim(dim, t.dim());
   auto sizes = t.sizes();
@@ -38,7 +38,7 @@ Geometry around(const at::Tensor& t, int64_t dim) {
 }
 
 // Runs `code` writing result from inputs (all of one shape) along dim.
-void run(nrt_op_code code, const at::Tensor& result, std::initializer_list<at::Tensor> inputs,
+void run_softmax(nrt_op_code code, const at::Tensor& result, std::initializer_list<at::Tensor> inputs,
          int64_t dim) {
   if (result.numel() == 0) return;
   const char* name = nrt_op_name(code);
@@ -47,7 +47,7 @@ void run(nrt_op_code code, const at::Tensor& result, std::initializer_list<at::T
   at::Tensor out = result.is_contiguous() && !overlaps
                        ? result
                        : at::empty_like(result, at::MemoryFormat::Contiguous);
-  Geometry g = around(result, dim);
+  SoftmaxGeometry g = around(result, dim);
   std::vector<at::Tensor> keep;
   nrt_op op{};
   op.code = code;
@@ -69,7 +69,7 @@ at::Tensor forward(const at::Tensor& self, int64_t dim, bool half_to_float) {
   c10::DeviceGuard guard(self.device());
   Outputs<Meta, 1> out;
   out.meta(self, dim, half_to_float);
-  run(Code, out[0], {self}, dim);
+  run_softmax(Code, out[0], {self}, dim);
   return out[0];
 }
 
@@ -78,7 +78,7 @@ at::Tensor& forward_out(const at::Tensor& self, int64_t dim, bool half_to_float,
   c10::DeviceGuard guard(self.device());
   Outputs<Meta, 1> out({result});
   out.meta(self, dim, half_to_float);
-  run(Code, out[0], {self}, dim);
+  run_softmax(Code, out[0], {self}, dim);
   return result;
 }
 
@@ -88,7 +88,7 @@ at::Tensor backward(const at::Tensor& grad_output, const at::Tensor& output, int
   c10::DeviceGuard guard(output.device());
   Outputs<Meta, 1> out;
   out.meta(grad_output, output, dim, input_dtype);
-  run(Code, out[0], {grad_output, output}, dim);
+  run_softmax(Code, out[0], {grad_output, output}, dim);
   return out[0];
 }
 
@@ -98,7 +98,7 @@ at::Tensor& backward_out(const at::Tensor& grad_output, const at::Tensor& output
   c10::DeviceGuard guard(output.device());
   Outputs<Meta, 1> out({result});
   out.meta(grad_output, output, dim, input_dtype);
-  run(Code, out[0], {grad_output, output}, dim);
+  run_softmax(Code, out[0], {grad_output, output}, dim);
   return result;
 }
 

@@ -27,7 +27,7 @@ bool env_enabled() {
   return text != nullptr && *text != '\0' && std::strcmp(text, "0") != 0;
 }
 
-bool is_neuron(const c10::IValue& v) {
+bool is_neuron_value(const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
@@ -72,7 +72,7 @@ void describe_tensor(std::ostringstream& out, const at::Tensor& t) {
   if (t.device().type() != c10::DeviceType::PrivateUse1) out << "@" << t.device();
 }
 
-void describe(std::ostringstream& out, const c10::IValue& v) {
+void describe_value(std::ostringstream& out, const c10::IValue& v) {
   if (v.isTensor()) {
     describe_tensor(out, v.toTensor());
   } else if (v.isTensorList()) {
@@ -103,7 +103,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   if (!name) return nullptr;
   auto inputs = fn.inputs();
   bool touches_neuron = false;
-  for (const c10::IValue& v : inputs) touches_neuron = touches_neuron || is_neuron(v);
+  for (const c10::IValue& v : inputs) touches_neuron = touches_neuron || is_neuron_value(v);
   if (!touches_neuron) return nullptr;
   std::ostringstream line;
   line << fn.name();
@@ -112,7 +112,7 @@ std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction& fn) {
   const char* sep = "";
   for (const c10::IValue& v : inputs) {
     line << sep;
-    describe(line, v);
+    describe_value(line, v);
     sep = ", ";
   }
   line << ")";

@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "neuron_device.h"
 #include "op_tracking.h"
 #include "tensor_view.h"
 #include "runtime_limits.h"
@@ -16,7 +17,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 // [lr, grad_scale, found_inf] as float64 on `device`, from whichever are
 // tensors; undefined when none is. Sets the CONTROL flags it provides.

@@ -183,4 +183,8 @@ PAD_OPS(DEFINE_PAD)
 
 NEURON_LIBRARY_IMPL(aten, m) { PAD_OPS(REGISTER_PAD) }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef DEFINE_PAD
+#undef PAD_OPS
+#undef REGISTER_PAD
 }  // namespace torchneuron

@@ -1,6 +1,7 @@
 // The table-driven pointwise kernel (see pointwise.h): reading the schema,
 // building the TensorIterator, PyTorch's float16/bfloat16 rounding rules,
 // and launching the op.
+#include "neuron_device.h"
 #include "pointwise.h"
 
 #include <ATen/ATen.h>
@@ -63,11 +64,8 @@ nrt_scalar cpu_scalar_value(const at::TensorBase& t, const char* name) {
 
 bool is_reduced_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
-// How launch() presents operands: the dtype the op computes in, the first
+// How launch_with_plan() presents operands: the dtype the op computes in, the first
 // operand whose CPU-scalar value converts to it (as TensorIterator's .to()
 // would on the CPU), and an operand exempt from that conversion (-1: none).
 struct LaunchPlan {
@@ -76,7 +74,7 @@ struct LaunchPlan {
   int exact_operand = -1;
 };
 
-void launch(nrt_op_code code, at::TensorIteratorBase& iter, c10::ArrayRef<c10::IValue> scalars,
+void launch_with_plan(nrt_op_code code, at::TensorIteratorBase& iter, c10::ArrayRef<c10::IValue> scalars,
             const LaunchPlan& plan) {
   if (iter.numel() == 0) return;
   const char* name = nrt_op_name(code);
@@ -703,7 +701,7 @@ class PointwiseCore {
     if ((op_.flags & kExactScalar) && is_reduced_float(plan.compute))
       plan.exact_operand = iter.noutputs() + 1;
     c10::SmallVector<at::Tensor, 2> temps = round_like_cpu(call, iter, plan.compute, plan.exact_operand);
-    launch(call.code, iter, call.scalars, plan);
+    launch_with_plan(call.code, iter, call.scalars, plan);
     for (size_t j = 0; j < temps.size(); j++)
       if (temps[j].defined()) call.outputs[j]->copy_(temps[j]);
 
@@ -884,7 +882,7 @@ const std::vector<std::pair<std::string, UnboxedFactory>>& unboxed_signatures() 
 
 void launch_iterator(nrt_op_code code, at::TensorIteratorBase& iter,
                      const std::vector<c10::IValue>& scalars, std::optional<at::ScalarType> compute) {
-  launch(code, iter, scalars, LaunchPlan{compute.value_or(iter.common_dtype()), iter.noutputs()});
+  launch_with_plan(code, iter, scalars, LaunchPlan{compute.value_or(iter.common_dtype()), iter.noutputs()});
 }
 
 namespace {

@@ -39,6 +39,11 @@ struct DtypeSet {
   bool has(at::ScalarType t) const { return (bits >> static_cast<int>(t)) & 1; }
 };
 
+constexpr uint64_t dtype_bit(at::ScalarType t) { return uint64_t{1} << static_cast<int>(t); }
+// half, bfloat16, float, double
+constexpr DtypeSet kFloatingDtypes{dtype_bit(at::kHalf) | dtype_bit(at::kBFloat16) | dtype_bit(at::kFloat) |
+                                   dtype_bit(at::kDouble)};
+
 // The arguments of one call, after the schema was read. A prepare hook may
 // change any field: the op code and dtype rule (div's rounding modes), the
 // inputs (order, wrapping), the scalars.

@@ -28,7 +28,7 @@ using vision::Outputs;
 using vision::pack3;
 using vision::volume_view;
 
-void check_floating(const at::Tensor& t, const char* op) {
+void check_pool3d_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
                               t.scalar_type(), "'");
 }
@@ -145,7 +145,7 @@ std::tuple<at::Tensor, at::Tensor> max_pool3d_with_indices(const at::Tensor& sel
 
 void max_pool3d_backward_into(const at::Tensor& grad_output, const at::Tensor& indices,
                               const at::Tensor& grad_input) {
-  check_floating(grad_input, "max_pool3d_with_indices_backward");
+  check_pool3d_floating(grad_input, "max_pool3d_with_indices_backward");
   TORCH_CHECK(grad_output.scalar_type() == grad_input.scalar_type(), "expected dtype ", grad_input.scalar_type(),
               " for `gradOutput` but got dtype ", grad_output.scalar_type());
   if (grad_input.numel() == 0) return;
@@ -194,10 +194,10 @@ at::Tensor max_pool3d_with_indices_backward(const at::Tensor& grad_output, const
 
 // ---- avg_pool3d (structured) ----------------------------------------------------
 
-using AvgPoolMeta = at::meta::structured_avg_pool3d;
-using AvgPoolBackwardMeta = at::meta::structured_avg_pool3d_backward;
+using AvgPool3dMeta = at::meta::structured_avg_pool3d;
+using AvgPool3dBackwardMeta = at::meta::structured_avg_pool3d_backward;
 
-void avg_pool_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+void avg_pool3d_args(OpBuilder& b, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                    bool count_include_pad, std::optional<int64_t> divisor_override) {
   b.integer(packed(kernel, b.name())).integer(packed(stride, b.name(), kernel)).integer(packed(padding, b.name()));
   b.integer(count_include_pad ? 1 : 0).integer(divisor_override.value_or(0));
@@ -212,7 +212,7 @@ void avg_pool3d_into(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_AVG_POOL3D, 1);
   vol(vol(b, out), self);
-  avg_pool_args(b, kernel, stride, padding, count_include_pad, divisor_override);
+  avg_pool3d_args(b, kernel, stride, padding, count_include_pad, divisor_override);
   b.launch(self);
 }
 
@@ -221,7 +221,7 @@ at::Tensor avg_pool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArr
                       std::optional<int64_t> divisor_override) {
   NEURON_TRACK_OP("aten::avg_pool3d");
   c10::DeviceGuard guard(self.device());
-  Outputs<AvgPoolMeta, 1> o;
+  Outputs<AvgPool3dMeta, 1> o;
   o.meta(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   avg_pool3d_into(self, kernel, stride, padding, count_include_pad, divisor_override, o[0]);
   return o[0];
@@ -232,7 +232,7 @@ at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel, at::I
                            std::optional<int64_t> divisor_override, at::Tensor& out) {
   NEURON_TRACK_OP("aten::avg_pool3d.out");
   c10::DeviceGuard guard(self.device());
-  Outputs<AvgPoolMeta, 1> o({out});
+  Outputs<AvgPool3dMeta, 1> o({out});
   o.meta(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   avg_pool3d_into(self, kernel, stride, padding, count_include_pad, divisor_override, out);
   return out;
@@ -241,11 +241,11 @@ at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel, at::I
 void avg_pool3d_backward_into(const at::Tensor& grad_output, at::IntArrayRef kernel, at::IntArrayRef stride,
                               at::IntArrayRef padding, bool count_include_pad,
                               std::optional<int64_t> divisor_override, const at::Tensor& grad_input) {
-  check_floating(grad_input, "avg_pool3d_backward");
+  check_pool3d_floating(grad_input, "avg_pool3d_backward");
   if (grad_input.numel() == 0) return;
   OpBuilder b(NRT_OP_AVG_POOL3D_BACKWARD, 1);
   vol(vol(b, grad_input), grad_output);
-  avg_pool_args(b, kernel, stride, padding, count_include_pad, divisor_override);
+  avg_pool3d_args(b, kernel, stride, padding, count_include_pad, divisor_override);
   b.launch(grad_input);
 }
 
@@ -254,7 +254,7 @@ at::Tensor avg_pool3d_backward(const at::Tensor& grad_output, const at::Tensor& 
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
   NEURON_TRACK_OP("aten::avg_pool3d_backward");
   c10::DeviceGuard guard(self.device());
-  Outputs<AvgPoolBackwardMeta, 1> o;
+  Outputs<AvgPool3dBackwardMeta, 1> o;
   o.meta(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   avg_pool3d_backward_into(grad_output, kernel, stride, padding, count_include_pad, divisor_override, o[0]);
   return o[0];
@@ -266,7 +266,7 @@ at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Ten
                                     std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
   NEURON_TRACK_OP("aten::avg_pool3d_backward.grad_input");
   c10::DeviceGuard guard(self.device());
-  Outputs<AvgPoolBackwardMeta, 1> o({grad_input});
+  Outputs<AvgPool3dBackwardMeta, 1> o({grad_input});
   o.meta(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
   avg_pool3d_backward_into(grad_output, kernel, stride, padding, count_include_pad, divisor_override, grad_input);
   return grad_input;
@@ -274,11 +274,11 @@ at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad_output, const at::Ten
 
 // ---- adaptive_max_pool3d (structured) --------------------------------------------
 
-using AdaptiveMaxMeta = at::meta::structured_adaptive_max_pool3d;
-using AdaptiveMaxBackwardMeta = at::meta::structured_adaptive_max_pool3d_backward;
+using AdaptiveMaxPool3dMeta = at::meta::structured_adaptive_max_pool3d;
+using AdaptiveMaxPool3dBackwardMeta = at::meta::structured_adaptive_max_pool3d_backward;
 
 void adaptive_max3d_into(const at::Tensor& self, const at::Tensor& out, const at::Tensor& indices) {
-  check_floating(self, "adaptive_max_pool3d_cpu");
+  check_pool3d_floating(self, "adaptive_max_pool3d_cpu");
   if (out.numel() == 0) return;
   OpBuilder b(NRT_OP_ADAPTIVE_MAX_POOL3D, 2);
   vol(vol(vol(b, out), indices), self);
@@ -288,7 +288,7 @@ void adaptive_max3d_into(const at::Tensor& self, const at::Tensor& out, const at
 std::tuple<at::Tensor, at::Tensor> adaptive_max_pool3d(const at::Tensor& self, at::IntArrayRef output_size) {
   NEURON_TRACK_OP("aten::adaptive_max_pool3d");
   c10::DeviceGuard guard(self.device());
-  Outputs<AdaptiveMaxMeta, 2> o;
+  Outputs<AdaptiveMaxPool3dMeta, 2> o;
   o.meta(self, output_size);
   adaptive_max3d_into(self, o[0], o[1]);
   return {o[0], o[1]};
@@ -298,7 +298,7 @@ std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool3d_out(const at::Tensor& s
                                                              at::Tensor& out, at::Tensor& indices) {
   NEURON_TRACK_OP("aten::adaptive_max_pool3d.out");
   c10::DeviceGuard guard(self.device());
-  Outputs<AdaptiveMaxMeta, 2> o({out, indices});
+  Outputs<AdaptiveMaxPool3dMeta, 2> o({out, indices});
   o.meta(self, output_size);
   adaptive_max3d_into(self, out, indices);
   return {out, indices};
@@ -308,7 +308,7 @@ at::Tensor adaptive_max_pool3d_backward(const at::Tensor& grad_output, const at:
                                         const at::Tensor& indices) {
   NEURON_TRACK_OP("aten::adaptive_max_pool3d_backward");
   c10::DeviceGuard guard(self.device());
-  Outputs<AdaptiveMaxBackwardMeta, 1> o;
+  Outputs<AdaptiveMaxPool3dBackwardMeta, 1> o;
   o.meta(grad_output, self, indices);
   max_pool3d_backward_into(grad_output, indices, o[0]);
   return o[0];
@@ -318,7 +318,7 @@ at::Tensor& adaptive_max_pool3d_backward_out(const at::Tensor& grad_output, cons
                                              const at::Tensor& indices, at::Tensor& grad_input) {
   NEURON_TRACK_OP("aten::adaptive_max_pool3d_backward.grad_input");
   c10::DeviceGuard guard(self.device());
-  Outputs<AdaptiveMaxBackwardMeta, 1> o({grad_input});
+  Outputs<AdaptiveMaxPool3dBackwardMeta, 1> o({grad_input});
   o.meta(grad_output, self, indices);
   max_pool3d_backward_into(grad_output, indices, grad_input);
   return grad_input;
@@ -335,7 +335,7 @@ std::vector<int64_t> adaptive_avg3d_sizes(const at::Tensor& self, at::IntArrayRe
     TORCH_CHECK(self.size(i) > 0,
                 "adaptive_avg_pool3d(): Expected input to have non-zero size for non-batch dimensions, "
                 "but input has sizes ", self.sizes(), " with dimension ", i, " being empty");
-  check_floating(self, "adaptive_avg_pool3d_cpu");
+  check_pool3d_floating(self, "adaptive_avg_pool3d_cpu");
   return pooled_sizes(self, triple_at(output_size, 0), triple_at(output_size, 1), triple_at(output_size, 2));
 }
 
@@ -378,7 +378,7 @@ at::Tensor adaptive_avg_pool3d_backward(const at::Tensor& grad_output, const at:
                 grad_output.sizes(), " but input has sizes ", self.sizes());
   TORCH_CHECK(self.dtype() == grad_output.dtype(), "expected dtype ", self.dtype(),
               " for `grad_output` but got dtype ", grad_output.dtype());
-  check_floating(self, "adaptive_avg_pool3d_backward");
+  check_pool3d_floating(self, "adaptive_avg_pool3d_backward");
   at::Tensor grad_input = at::empty_like(self, self.suggest_memory_format());
   if (grad_input.numel() == 0) return grad_input;
   OpBuilder b(NRT_OP_ADAPTIVE_AVG_POOL3D_BACKWARD, 1);

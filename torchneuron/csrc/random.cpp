@@ -18,6 +18,7 @@
 #include <limits>
 #include <mutex>
 
+#include "neuron_device.h"
 #include "generator.h"
 #include "op_tracking.h"
 #include "pointwise.h"
@@ -28,7 +29,6 @@
 namespace torchneuron {
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 // One random op under construction: operands and the parameters that
 // follow [seed, offset].
@@ -104,7 +104,7 @@ class RandomOp {
 const at::Tensor& iter_self(at::TensorIteratorBase& iter) { return iter.tensor(0); }
 
 // The error CPU kernels give for a dtype they do not dispatch.
-void check_floating(const at::Tensor& self, const char* op) {
+void check_random_floating(const at::Tensor& self, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), '"', op,
                               "\" not implemented for '", self.scalar_type(), "'");
 }
@@ -123,7 +123,7 @@ struct UniformStub {
 template <typename RNG>
 struct NormalStub {
   void operator()(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
-    check_floating(self, "normal_");
+    check_random_floating(self, "normal_");
     RandomOp(NRT_OP_NORMAL, 1).operand(self).param(mean).param(std).launch_on(self, gen);
   }
 };
@@ -133,7 +133,7 @@ template <typename RNG>
 struct ExponentialStub {
   void operator()(at::TensorIteratorBase& iter, double lambda, std::optional<at::Generator> gen) {
     const at::Tensor& self = iter_self(iter);
-    check_floating(self, "exponential_");
+    check_random_floating(self, "exponential_");
     RandomOp(NRT_OP_EXPONENTIAL, 1).operand(self).param(lambda).launch_on(self, gen);
   }
 };
@@ -152,7 +152,7 @@ struct LogNormalStub {
   void operator()(at::TensorIteratorBase& iter, double mean, double std,
                   std::optional<at::Generator> gen) {
     const at::Tensor& self = iter_self(iter);
-    check_floating(self, "log_normal_");
+    check_random_floating(self, "log_normal_");
     RandomOp(NRT_OP_LOG_NORMAL, 1).operand(self).param(mean).param(std).launch_on(self, gen);
   }
 };
@@ -176,7 +176,7 @@ struct BernoulliScalarStub {
 template <typename RNG>
 struct BernoulliTensorStub {
   void operator()(at::Tensor& self, const at::Tensor& p_, std::optional<at::Generator> gen) {
-    check_floating(p_, "bernoulli_");
+    check_random_floating(p_, "bernoulli_");
     at::Tensor p = p_.device() == self.device() ? p_ : p_.to(self.device());
     RandomOp(NRT_OP_BERNOULLI_TENSOR, 1).operand(self).operand(p.expand(self.sizes()))
         .launch_on(self, gen);
@@ -242,7 +242,7 @@ at::Tensor& normal_into(at::Tensor& out, const at::Tensor* mean_t, double mean, 
   if (!std_t) TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   if (std_t)
     TORCH_CHECK(std_t->numel() == 0 || std_t->min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
-  check_floating(out, "normal");
+  check_random_floating(out, "normal");
   if (out.numel() == 0) return out;
   RandomOp op(NRT_OP_NORMAL, 1);
   op.operand(out);
@@ -378,7 +378,7 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train) {
   NEURON_TRACK_OP("aten::native_dropout");
-  check_floating(input, "native_dropout");
+  check_random_floating(input, "native_dropout");
   if (input.numel() == 0) return {input, at::empty_like(input, input.options())};
   if (train.has_value() && !*train)
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};

@@ -1443,4 +1443,6 @@ NEURON_LIBRARY_IMPL(aten, m) {
                                     }));
 }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef DEFINE_ANY_ALL
 }  // namespace torchneuron

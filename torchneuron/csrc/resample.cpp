@@ -45,7 +45,7 @@ bool runtime_dtype(const at::Tensor& t, bool backward = false) {
   }
 }
 
-// Integer inputs are refused natively in run(); the rest (complex) goes to the CPU.
+// Integer inputs are refused natively in run_resample(); the rest (complex) goes to the CPU.
 bool through_fallback(const at::Tensor& self) {
   return !runtime_dtype(self) && !at::isIntegralType(self.scalar_type(), /*includeBool=*/true);
 }
@@ -61,7 +61,7 @@ void refuse_u8_backward(const at::Tensor& grad_output, int64_t filter) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for 'Byte'");
 }
 
-void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
+void run_resample(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
          OptScale scale_h, OptScale scale_w) {
   // As the CPU: its antialiased weights exist for float and double only.
   TORCH_CHECK_NOT_IMPLEMENTED(filter == kBicubic || src.scalar_type() == at::kByte ||
@@ -96,7 +96,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
     c10::DeviceGuard guard(self.device());                                                               \
     Outputs<at::meta::structured_##fn, 1> o;                                                             \
     o.meta(self, ARGS_);                                                                                 \
-    run(filter, false, o[0], self, align_corners, scales_h, scales_w);                                   \
+    run_resample(filter, false, o[0], self, align_corners, scales_h, scales_w);                                   \
     return o[0];                                                                                         \
   }                                                                                                      \
   at::Tensor& fn##_out(const at::Tensor& self, at::IntArrayRef output_size, bool align_corners,         \
@@ -109,7 +109,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
     c10::DeviceGuard guard(self.device());                                                               \
     Outputs<at::meta::structured_##fn, 1> o({out});                                                      \
     o.meta(self, ARGS_);                                                                                 \
-    run(filter, false, out, self, align_corners, scales_h, scales_w);                                    \
+    run_resample(filter, false, out, self, align_corners, scales_h, scales_w);                                    \
     return out;                                                                                          \
   }                                                                                                      \
   at::Tensor fn##_backward(const at::Tensor& grad_output, at::IntArrayRef output_size,                  \
@@ -122,7 +122,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
     c10::DeviceGuard guard(grad_output.device());                                                        \
     Outputs<at::meta::structured_##fn##_backward, 1> o;                                                  \
     o.meta(grad_output, BWD_ARGS_);                                                                      \
-    run(filter, true, o[0], grad_output, align_corners, scales_h, scales_w);                             \
+    run_resample(filter, true, o[0], grad_output, align_corners, scales_h, scales_w);                             \
     return o[0];                                                                                         \
   }                                                                                                      \
   at::Tensor& fn##_backward_out(const at::Tensor& grad_output, at::IntArrayRef output_size,             \
@@ -137,7 +137,7 @@ void run(int64_t filter, bool backward, const at::Tensor& dst, const at::Tensor&
     c10::DeviceGuard guard(grad_output.device());                                                        \
     Outputs<at::meta::structured_##fn##_backward, 1> o({grad_input});                                    \
     o.meta(grad_output, BWD_ARGS_);                                                                      \
-    run(filter, true, grad_input, grad_output, align_corners, scales_h, scales_w);                       \
+    run_resample(filter, true, grad_input, grad_output, align_corners, scales_h, scales_w);                       \
     return grad_input;                                                                                   \
   }
 
@@ -159,5 +159,10 @@ NEURON_LIBRARY_IMPL(aten, m) {
   REGISTER_(m, _upsample_lanczos2d_aa)
 }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef ARGS_
+#undef BWD_ARGS_
+#undef REGISTER_
+#undef RESAMPLE_OPS_
 }  // namespace
 }  // namespace torchneuron

@@ -10,6 +10,7 @@
 
 #include "tensor_view.h"
 #include "op_scalars.h"
+#include "neuron_device.h"
 
 namespace torchneuron {
 
@@ -63,10 +64,6 @@ struct NeuronStructured final : Meta {
   Kind kind_ = Kind::Functional;
   const char* name_;
 };
-
-inline bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 // Rejects tensors on another device than `device`, naming the op.
 inline void check_device(const at::Tensor& t, const c10::Device& device, const char* op) {

@@ -17,9 +17,7 @@ namespace {
 
 using D = PointwiseDtypes;
 
-constexpr uint64_t bit(at::ScalarType t) { return 1ull << static_cast<int>(t); }
-constexpr DtypeSet kFloat{bit(at::kHalf) | bit(at::kBFloat16) | bit(at::kFloat) | bit(at::kDouble)};
-constexpr DtypeSet kWide{bit(at::kFloat) | bit(at::kDouble)};
+constexpr DtypeSet kWide{dtype_bit(at::kFloat) | dtype_bit(at::kDouble)};
 
 void check_polygamma_order(const PointwiseCall& call, at::ScalarType) {
   TORCH_CHECK(call.scalars[0].toInt() >= 0, "polygamma(n, x) does not support negative n.");
@@ -30,14 +28,14 @@ void check_polygamma_order(const PointwiseCall& call, at::ScalarType) {
   {"special_" NAME " special_" NAME ".out", NRT_OP_##CODE, D::FloatResult, kWide}
 
 const PointwiseOp kSpecialOps[] = {
-    {"lgamma lgamma_ lgamma.out", NRT_OP_LGAMMA, D::FloatResult, kFloat},
-    {"digamma digamma_ digamma.out", NRT_OP_DIGAMMA, D::FloatResult, kFloat},
-    {"polygamma polygamma.out", NRT_OP_POLYGAMMA, D::FloatResult, kFloat, nullptr, 0,
+    {"lgamma lgamma_ lgamma.out", NRT_OP_LGAMMA, D::FloatResult, kFloatingDtypes},
+    {"digamma digamma_ digamma.out", NRT_OP_DIGAMMA, D::FloatResult, kFloatingDtypes},
+    {"polygamma polygamma.out", NRT_OP_POLYGAMMA, D::FloatResult, kFloatingDtypes, nullptr, 0,
      check_polygamma_order},
-    {"i0 i0_ i0.out", NRT_OP_I0, D::FloatResult, kFloat},
-    SPECIAL_UNARY("special_i0e", I0E, kFloat),
-    SPECIAL_UNARY("special_i1", I1, kFloat),
-    SPECIAL_UNARY("special_i1e", I1E, kFloat),
+    {"i0 i0_ i0.out", NRT_OP_I0, D::FloatResult, kFloatingDtypes},
+    SPECIAL_UNARY("special_i0e", I0E, kFloatingDtypes),
+    SPECIAL_UNARY("special_i1", I1, kFloatingDtypes),
+    SPECIAL_UNARY("special_i1e", I1E, kFloatingDtypes),
     SPECIAL_UNARY("special_modified_bessel_i0", I0, kWide),
     SPECIAL_UNARY("special_modified_bessel_i1", I1, kWide),
     SPECIAL_UNARY("special_modified_bessel_k0", K0, kWide),
@@ -54,8 +52,8 @@ const PointwiseOp kSpecialOps[] = {
     SPECIAL_UNARY("special_ndtri", NDTRI, kWide),
     SPECIAL_UNARY("special_log_ndtr", LOG_NDTR, kWide),
     SPECIAL_UNARY("special_zeta", ZETA, kWide),
-    {"igamma igamma_ igamma.out", NRT_OP_IGAMMA, D::Arithmetic, kFloat},
-    {"igammac igammac_ igammac.out", NRT_OP_IGAMMAC, D::Arithmetic, kFloat},
+    {"igamma igamma_ igamma.out", NRT_OP_IGAMMA, D::Arithmetic, kFloatingDtypes},
+    {"igammac igammac_ igammac.out", NRT_OP_IGAMMAC, D::Arithmetic, kFloatingDtypes},
     POLYNOMIAL("chebyshev_polynomial_t", CHEBYSHEV_T),
     POLYNOMIAL("chebyshev_polynomial_u", CHEBYSHEV_U),
     POLYNOMIAL("chebyshev_polynomial_v", CHEBYSHEV_V),
@@ -76,4 +74,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   register_pointwise_ops(m, kSpecialOps, sizeof kSpecialOps / sizeof kSpecialOps[0]);
 }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef POLYNOMIAL
+#undef SPECIAL_UNARY
 }  // namespace torchneuron

@@ -16,6 +16,7 @@
 
 #include <cstring>
 
+#include "neuron_device.h"
 #include "allocator.h"
 #include "device_state.h"
 #include "op_tracking.h"
@@ -29,7 +30,6 @@ at::Tensor& neuron_copy_(at::Tensor& self, const at::Tensor& src, bool non_block
 
 namespace {
 
-constexpr auto kNeuron = c10::DeviceType::PrivateUse1;
 
 c10::Device target_device(std::optional<c10::Device> device) {
   c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
@@ -93,7 +93,7 @@ at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArray
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
 }
 
-at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
+at::Tensor view_of_size(const at::Tensor& self, at::IntArrayRef size) {
   NEURON_TRACK_OP("aten::view");
   return at::native::view(self, size);
 }
@@ -270,7 +270,7 @@ NEURON_LIBRARY_IMPL(aten, m) {
   m.impl("empty_strided", empty_strided);
   m.impl("_efficientzerotensor", efficientzerotensor);
   m.impl("as_strided", as_strided);
-  m.impl("view", view);
+  m.impl("view", view_of_size);
   m.impl("_reshape_alias", reshape_alias);
   m.impl("unfold", unfold);
   m.impl("view_as_complex", view_as_complex);

@@ -36,7 +36,7 @@ using OptScale = std::optional<double>;
 
 enum class Mode { Nearest, NearestExact, Linear };
 
-void check_floating(const at::Tensor& t, const char* op) {
+void check_upsample_floating(const at::Tensor& t, const char* op) {
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(t.scalar_type()), "\"", op, "\" not implemented for '",
                               t.scalar_type(), "' on the neuron device");
 }
@@ -65,12 +65,12 @@ bool through_fallback(Mode mode, bool one_d, const at::Tensor& self) {
 
 // One launch: dst and src are the op's output and input (grad_input and
 // grad_output when backward); scale_h is 0 for 1-d ops.
-void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
+void run_upsample(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::Tensor& src, bool align_corners,
          OptScale scale_h, OptScale scale_w) {
   if (dst.numel() == 0 || src.numel() == 0) return;
   nrt_op_code code = mode == Mode::Linear ? (backward ? NRT_OP_UPSAMPLE_BILINEAR2D_BACKWARD : NRT_OP_UPSAMPLE_BILINEAR2D)
                                           : (backward ? NRT_OP_UPSAMPLE_NEAREST2D_BACKWARD : NRT_OP_UPSAMPLE_NEAREST2D);
-  if (backward || (mode == Mode::Linear && !linear_native(src, one_d))) check_floating(dst, nrt_op_name(code));
+  if (backward || (mode == Mode::Linear && !linear_native(src, one_d))) check_upsample_floating(dst, nrt_op_name(code));
   OpBuilder b(code, 1);
   b.image(dst, one_d).image(src, one_d);
   b.real(one_d ? 0.0 : scale_or_zero(scale_h)).real(scale_or_zero(scale_w));
@@ -89,7 +89,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     Outputs<at::meta::structured_##Meta, 1> o;                                                  \
     o.meta(self, ARGS);                                                                         \
     refuse_integral(mode, one_d, self);                                                         \
-    run(mode, false, one_d, o[0], self, ALIGN, SH, SW);                                         \
+    run_upsample(mode, false, one_d, o[0], self, ALIGN, SH, SW);                                         \
     return o[0];                                                                                \
   }                                                                                             \
   at::Tensor& fn##_out(const at::Tensor& self, PARAMS, at::Tensor& out) {                       \
@@ -102,7 +102,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     Outputs<at::meta::structured_##Meta, 1> o({out});                                           \
     o.meta(self, ARGS);                                                                         \
     refuse_integral(mode, one_d, self);                                                         \
-    run(mode, false, one_d, out, self, ALIGN, SH, SW);                                          \
+    run_upsample(mode, false, one_d, out, self, ALIGN, SH, SW);                                          \
     return out;                                                                                 \
   }
 
@@ -112,7 +112,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     c10::DeviceGuard guard(grad_output.device());                                               \
     Outputs<at::meta::structured_##Meta, 1> o;                                                  \
     o.meta(grad_output, ARGS);                                                                  \
-    run(mode, true, one_d, o[0], grad_output, ALIGN, SH, SW);                                   \
+    run_upsample(mode, true, one_d, o[0], grad_output, ALIGN, SH, SW);                                   \
     return o[0];                                                                                \
   }                                                                                             \
   at::Tensor& fn##_out(const at::Tensor& grad_output, PARAMS, at::Tensor& grad_input) {         \
@@ -120,7 +120,7 @@ void run(Mode mode, bool backward, bool one_d, const at::Tensor& dst, const at::
     c10::DeviceGuard guard(grad_output.device());                                               \
     Outputs<at::meta::structured_##Meta, 1> o({grad_input});                                    \
     o.meta(grad_output, ARGS);                                                                  \
-    run(mode, true, one_d, grad_input, grad_output, ALIGN, SH, SW);                             \
+    run_upsample(mode, true, one_d, grad_input, grad_output, ALIGN, SH, SW);                             \
     return grad_input;                                                                          \
   }
 
@@ -185,5 +185,12 @@ NEURON_LIBRARY_IMPL(aten, m) {
   REGISTER_(m, upsample_linear1d_backward, "grad_input")
 }
 
+// This file's macros end here (the unity build puts files one after another).
+#undef COMMA_
+#undef REGISTER_
+#undef SIZES_
+#undef SIZE_
+#undef UPSAMPLE_BACKWARD_
+#undef UPSAMPLE_FORWARD_
 }  // namespace
 }  // namespace torchneuron
