@@ -41,6 +41,16 @@ static uint16_t random_bf16(int lo, int hi) {
   return (uint16_t)((uint32_t)(rng() & 1) << 15 | e << 7 | (uint32_t)(rng() & 127));
 }
 
+/* Fresh operands x [m, k] and W [n, k] of random bfloat16 (exponents in
+ * [lo, hi]) from the given seed; the caller frees both. */
+static void random_x_w(int64_t m, int64_t n, int64_t k, uint64_t seed, int lo, int hi, uint16_t **x, uint16_t **w) {
+  *x = malloc((size_t)(m * k) * 2);
+  *w = malloc((size_t)(n * k) * 2);
+  rng_state = seed;
+  for (int64_t q = 0; q < m * k; q++) (*x)[q] = random_bf16(lo, hi);
+  for (int64_t q = 0; q < n * k; q++) (*w)[q] = random_bf16(lo, hi);
+}
+
 static int kernels_with_rows(const rt_gemm_kernel *const **list) {
   int n = rt_gemm_kernels(NRT_BFLOAT16, list), with = 0;
   for (int i = 0; i < n; i++) with += (*list)[i]->bf16_rows != NULL;
@@ -116,11 +126,9 @@ static void test_transposed_plan_matches_straight(void) {
     if (!kern->bf16_rows) continue;
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
       const int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
-      uint16_t *x = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+      uint16_t *x, *w;
+      random_x_w(m, n, k, 4321 + (uint64_t)z, 110, 135, &x, &w);
       void *cin = malloc((size_t)(m * n) * 4), *c0 = malloc((size_t)(m * n) * 4), *c1 = malloc((size_t)(m * n) * 4);
-      rng_state = 4321 + (uint64_t)z;
-      for (int64_t q = 0; q < m * k; q++) x[q] = random_bf16(110, 135);
-      for (int64_t q = 0; q < n * k; q++) w[q] = random_bf16(110, 135);
       for (size_t d = 0; d < 2; d++) {
         const size_t cb = cds[d] == NRT_FLOAT32 ? 4 : 2;
         for (int64_t q = 0; q < m * n; q++) {
@@ -161,11 +169,9 @@ static void test_transposed_plan_within_bound(void) {
     if (!kern->bf16_rows) continue;
     for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
       const int64_t m = sizes[z][0], n = sizes[z][1], k = sizes[z][2];
-      uint16_t *x = malloc((size_t)(m * k) * 2), *w = malloc((size_t)(n * k) * 2);
+      uint16_t *x, *w;
+      random_x_w(m, n, k, 99 + (uint64_t)z, 120, 130, &x, &w);
       float *c = malloc((size_t)(m * n) * 4);
-      rng_state = 99 + (uint64_t)z;
-      for (int64_t q = 0; q < m * k; q++) x[q] = random_bf16(120, 130);
-      for (int64_t q = 0; q < n * k; q++) w[q] = random_bf16(120, 130);
       CHECK_OK(product(c, NRT_FLOAT32, x, w, NULL, m, n, k, 0, 1, 0, 0, kern));
       int bad = 0;
       for (int64_t i = 0; i < m && !bad; i++)

@@ -275,28 +275,29 @@ static int64_t ranges_for(int64_t n, int64_t grain, int threads, int64_t per_thr
   return threads == 1 ? 1 : ranges < (int64_t)threads * per_thread ? ranges : (int64_t)threads * per_thread;
 }
 
-void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
+/* Runs [0, n) over the pool, or on the caller alone when it does not
+ * split or another job holds the pool. */
+static void parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx, int light) {
   if (n <= 0) return;
-  int64_t ranges = ranges_for(n, grain, rt_num_threads(), RANGES_PER_THREAD);
+  int64_t ranges = ranges_for(n, grain, rt_num_threads(), light ? LIGHT_RANGES_PER_THREAD : RANGES_PER_THREAD);
   if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
     fn(0, n, ctx);
     return;
   }
-  run_job(n, ranges, fn, ctx, 1);
+  if (!light) {
+    run_job(n, ranges, fn, ctx, 1);
+  } else {
+    uint64_t now = rt_now_ns();
+    int wake_now = (grain > 0 ? n / grain : n) >= LIGHT_WAKE_AT_ONCE ||
+                   now - atomic_load_explicit(&light_job_end, memory_order_relaxed) < HELPER_SPIN_NS;
+    run_job(n, ranges, fn, ctx, wake_now);
+    atomic_store_explicit(&light_job_end, rt_now_ns(), memory_order_relaxed);
+  }
   pthread_mutex_unlock(&busy_mu);
 }
 
+void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) { parallel_for(n, grain, fn, ctx, 0); }
+
 void rt_parallel_for_light(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
-  if (n <= 0) return;
-  int64_t ranges = ranges_for(n, grain, rt_num_threads(), LIGHT_RANGES_PER_THREAD);
-  if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
-    fn(0, n, ctx);
-    return;
-  }
-  uint64_t now = rt_now_ns();
-  int wake_now = (grain > 0 ? n / grain : n) >= LIGHT_WAKE_AT_ONCE ||
-                 now - atomic_load_explicit(&light_job_end, memory_order_relaxed) < HELPER_SPIN_NS;
-  run_job(n, ranges, fn, ctx, wake_now);
-  atomic_store_explicit(&light_job_end, rt_now_ns(), memory_order_relaxed);
-  pthread_mutex_unlock(&busy_mu);
+  parallel_for(n, grain, fn, ctx, 1);
 }
