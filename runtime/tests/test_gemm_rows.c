@@ -41,6 +41,10 @@ static uint16_t random_bf16(int lo, int hi) {
   return (uint16_t)((uint32_t)(rng() & 1) << 15 | e << 7 | (uint32_t)(rng() & 127));
 }
 
+/* 64-byte aligned memory for packed panels (aligned_alloc wants a size
+ * that is a multiple of the alignment). */
+static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) & ~(size_t)63); }
+
 /* Fresh operands x [m, k] and W [n, k] of random bfloat16 (exponents in
  * [lo, hi]) from the given seed; the caller frees both. */
 static void random_x_w(int64_t m, int64_t n, int64_t k, uint64_t seed, int lo, int hi, uint16_t **x, uint16_t **w) {
@@ -70,7 +74,7 @@ static void test_rows_tile_matches_packed_tile(void) {
     for (size_t z = 0; z < sizeof k2s / sizeof k2s[0]; z++) {
       const int64_t k2 = k2s[z], k = 2 * k2, lda = k2 + 5; /* rows longer than k: a strided W */
       uint16_t *w = malloc((size_t)(mr * lda) * 4);
-      uint32_t *b = aligned_alloc(64, (size_t)(k2 * nr) * 4), *ap = aligned_alloc(64, (size_t)(k2 * mr + 64) * 4);
+      uint32_t *b = alloc64((size_t)(k2 * nr) * 4), *ap = alloc64((size_t)(k2 * mr + 64) * 4);
       float *c0 = malloc((size_t)(mr * nr) * 4), *c1 = malloc((size_t)(mr * nr) * 4), *cin = malloc((size_t)(mr * nr) * 4);
       rng_state = 777 + (uint64_t)z;
       for (int64_t q = 0; q < mr * lda * 2; q++) w[q] = random_bf16(110, 135);
