@@ -82,13 +82,16 @@ static void run_ranges(job *j) {
 
 /* Wakes the helpers sleeping for work (after a job was published: one
  * that checks for work after this sees it). */
+static void wake_helpers(void) {
+  atomic_store_explicit(&woken_at, rt_now_ns(), memory_order_relaxed);
+  pthread_cond_broadcast(&work_cv);
+}
+
 static void wake_sleepers(void) {
   pthread_mutex_lock(&pool_mu);
   int sleeping = sleepers;
   pthread_mutex_unlock(&pool_mu);
-  if (!sleeping) return;
-  atomic_store_explicit(&woken_at, rt_now_ns(), memory_order_relaxed);
-  pthread_cond_broadcast(&work_cv);
+  if (sleeping) wake_helpers();
 }
 
 /* A woken helper's time from the wake to running, into the average: a
@@ -252,10 +255,7 @@ static void run_job(int64_t n, int64_t ranges, rt_range_fn fn, void *ctx, int wa
   pthread_mutex_unlock(&pool_mu);
   /* Outside pool_mu: a woken helper does not then wait for it. One that
    * was about to sleep checks the generation under pool_mu first. */
-  if (sleeping && wake_now) {
-    atomic_store_explicit(&woken_at, rt_now_ns(), memory_order_relaxed);
-    pthread_cond_broadcast(&work_cv);
-  }
+  if (sleeping && wake_now) wake_helpers();
   if (sleeping && !wake_now) run_ranges_then_wake(&j);
   else run_ranges(&j);
   /* Ranges still running on helpers usually end within microseconds: poll
