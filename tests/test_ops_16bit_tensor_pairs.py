@@ -1,9 +1,9 @@
 """float16/bfloat16 add, sub, mul and div of two tensors, against PyTorch CPU.
 
-float16 runs them in one pass with the conversion instructions at the AVX2
-and AVX-512 levels (runtime f16_one_pass.c; the C test
-test_f16_one_pass_matches_twins compares it with the general path bit for
-bit), through L1 blocks elsewhere. Here: every bit pattern against another,
+float16 and bfloat16 run them in one pass with the conversion instructions
+where the CPU has them (runtime one_pass16.c; the C test
+test_one_pass16_matches_twins compares it with the general path bit for
+bit), through the C loops elsewhere. Here: every bit pattern against another,
 the layouts that take the one pass (contiguous, in place, one value
 broadcast, odd lengths for the tails) and those that do not (strided,
 transposed, broadcast rows), zero-size, all without the CPU fallback.
