@@ -21,6 +21,7 @@
 #include "ops/engine/scalar_types.h"
 #include "ops/engine/vmath.h"
 #include "ops/engine/vmath_sigmoid_tame.h"
+#include "ops/pointwise/one_pass16.h"
 #include "ops/pointwise/loop_capture.h"
 #include "ops/pointwise/pointwise.h"
 
@@ -1855,6 +1856,103 @@ static void test_numbers16_match_twins(void) {
   nrt_free(r);
 }
 
+/* float16 and bfloat16 add, mul and div run in one pass with the conversion
+ * instructions where the CPU has them (one_pass16.c: float16 at the AVX2
+ * and AVX-512 levels, bfloat16 with AVX512-BF16), by the C loops elsewhere:
+ * against the general path, bitwise, for every pattern against another
+ * (two tensors, and swapped), a tensor with one 16-bit value broadcast on
+ * either side, and every length up to 40 at odd offsets (the masked and
+ * buffered tails) with nothing written past the end, tensor with tensor and
+ * with a float64 number on either side. add's NaN meeting NaN may be either
+ * operand's (see run_number_twin). */
+typedef struct pass16_case {
+  nrt_op_code code;
+  nrt_status (*fast)(const nrt_op *);
+  nrt_status (*twin)(const nrt_op *);
+} pass16_case;
+
+/* Runs op (output 0 unset) into got and its twin into want; the op's first
+ * len elements must agree, the 8 after them stay 0xabcd. */
+static void check_pass16(const pass16_case *c, nrt_op op, uint16_t *got, uint16_t *want, int64_t len,
+                         const char *what) {
+  const nrt_dtype t = op.compute_dtype;
+  for (int64_t i = 0; i < len + 8; i++) got[i] = want[i] = 0xabcd;
+  op.operands[0] = view_1d(got, t, len, 1);
+  CHECK_OK(c->fast(&op));
+  op.operands[0] = view_1d(want, t, len, 1);
+  CHECK_OK(c->twin(&op));
+  int64_t bad = 0;
+  for (int64_t i = 0; i < len + 8; i++) {
+    const int both_nan = i < len && is_nan16(t, got[i]) && is_nan16(t, want[i]);
+    if (got[i] == want[i] || (c->code == NRT_OP_ADD && both_nan)) continue;
+    if (bad++ < 3)
+      fprintf(stderr, "  %s %s %s [%lld]: 0x%04x, twin 0x%04x\n", nrt_op_name(c->code), nrt_dtype_name(t), what,
+              (long long)i, got[i], want[i]);
+  }
+  CHECK(bad == 0);
+}
+
+static void test_one_pass16_matches_twins(void) {
+  const int64_t n = 1 << 16;
+  uint16_t *x = malloc((size_t)n * 2), *y = malloc((size_t)n * 2);
+  uint16_t *got = malloc((size_t)(n + 8) * 2), *want = malloc((size_t)(n + 8) * 2);
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = (uint16_t)i;
+    y[i] = (uint16_t)((uint32_t)i * 40503u + 12345u); /* a bijection: every pattern meets another */
+  }
+  const pass16_case cases[3] = {{NRT_OP_ADD, rt_kernel_add, rt_kernel_add_reference},
+                                {NRT_OP_MUL, rt_kernel_mul, rt_kernel_mul_reference},
+                                {NRT_OP_DIV, rt_kernel_div, rt_kernel_div_reference}};
+  /* the one pass runs at exactly the levels with the instructions */
+  char *data[3] = {(char *)got, (char *)x, (char *)y};
+  int64_t strides[3] = {2, 2, 2};
+  const nrt_isa isa = rt_isa();
+  CHECK(rt_one_pass16(NRT_FLOAT16, RT_PASS16_MUL, RT_PASS16_HALF, RT_PASS16_HALF, data, strides, 5, 0.0f) ==
+        (isa == NRT_ISA_AVX512 || isa == NRT_ISA_AVX2));
+  CHECK(rt_one_pass16(NRT_BFLOAT16, RT_PASS16_MUL, RT_PASS16_HALF, RT_PASS16_HALF, data, strides, 5, 0.0f) ==
+        rt_isa_avx512_bf16());
+  strides[2] = 4;
+  CHECK(rt_one_pass16(NRT_FLOAT16, RT_PASS16_MUL, RT_PASS16_HALF, RT_PASS16_HALF, data, strides, 5, 0.0f) == 0);
+  /* 2, 1/3, -5, the smallest subnormal, -0, the largest finite, +-inf, NaNs */
+  const uint16_t values[2][10] = {{0x4000, 0x3555, 0xc500, 0x0001, 0x8000, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0xfd01},
+                                  {0x4000, 0x3eab, 0xc0a0, 0x0001, 0x8000, 0x7f7f, 0x7f80, 0xff80, 0x7fc0, 0xff81}};
+  const nrt_dtype types[2] = {NRT_FLOAT16, NRT_BFLOAT16};
+  double number = 0.1;
+  for (int ti = 0; ti < 2; ti++)
+    for (int k = 0; k < 3; k++) {
+      const pass16_case *c = &cases[k];
+      const nrt_dtype t = types[ti];
+      nrt_tensor_view views[3] = {view_1d(NULL, t, n, 1), view_1d(x, t, n, 1), view_1d(y, t, n, 1)};
+      nrt_op op = make_op(c->code, t, 1, 3, views);
+      if (c->code == NRT_OP_ADD) set_scalar(&op, 0, -1.5); /* alpha */
+      check_pass16(c, op, got, want, n, "x, y");
+      op.operands[1] = views[2], op.operands[2] = views[1];
+      check_pass16(c, op, got, want, n, "y, x");
+      for (int v = 0; v < 10; v++)
+        for (int side = 1; side <= 2; side++) {
+          op.operands[1] = views[1], op.operands[2] = views[1];
+          op.operands[side] = view_1d((void *)&values[ti][v], t, n, 0);
+          check_pass16(c, op, got, want, n, side == 1 ? "value, x" : "x, value");
+        }
+      for (int64_t len = 1; len <= 40; len++)
+        for (int64_t off = 0; off < 3; off++)
+          for (int form = 0; form < 3; form++) { /* x, y; x, number; number, x */
+            nrt_op s = op;
+            s.operands[1] = view_1d(x + 1000 + off * 7, t, len, 1);
+            s.operands[2] = view_1d(y + 3 + off, t, len, 1);
+            if (form) {
+              s.operands[form] = view_1d(&number, NRT_FLOAT64, len, 0);
+              s.immediate_mask = 1u << form;
+            }
+            check_pass16(c, s, got, want, len, form == 0 ? "tail x, y" : form == 1 ? "tail x, 0.1" : "tail 0.1, x");
+          }
+    }
+  free(x);
+  free(y);
+  free(got);
+  free(want);
+}
+
 static void test_unsupported_dtypes_fail(void) {
   void *a = dev_alloc(16), *o = dev_alloc(16);
   nrt_tensor_view views[3] = {view_1d(o, NRT_FLOAT32, 4, 1), view_1d(a, NRT_FLOAT32, 4, 1),
@@ -1892,6 +1990,7 @@ int main(void) {
   RUN(test_bits16_ops_match_twins);
   RUN(test_half_blocks_match_c);
   RUN(test_numbers16_match_twins);
+  RUN(test_one_pass16_matches_twins);
   RUN(test_threshold_backward0_16_matches_twin_bitwise);
   RUN(test_16_bit_tables_are_exact);
   RUN(test_float16_floor_division_rounds_each_step);

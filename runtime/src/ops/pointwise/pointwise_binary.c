@@ -10,6 +10,7 @@
 #include <tgmath.h>
 #include "ops/pointwise/pointwise.h"
 #include "ops/engine/scalar_types.h"
+#include "ops/pointwise/one_pass16.h"
 #include "ops/pointwise/float_exprs.h"
 
 #define ARITH_TABLE(NAME)                                                    \
@@ -34,8 +35,37 @@ static inline float round_f16(float v) { return rt_half_to_float(rt_half_from_fl
 /* ---- ADD: a + alpha * b; MUL ------------------------------------------ */
 DEFINE_NUMERIC(add, RT_UW(a) + RT_UW((__typeof__(a))sc->i[0]) * RT_UW(b), RT_EXPR_ADD)
 RT_BINARY_LOOP(add_bool, uint8_t, uint8_t, (uint8_t)((a != 0) | ((b != 0) & (sc->i[0] != 0))))
-RT_BINARY_LOOPS16(add, a + (float)sc->f[0] * b)
-RT_BINARY_LOOPS16_NUMBER(add, a + (float)sc->f[0] * b)
+
+/* The 16-bit loops of add, mul and div: one pass with the conversion
+ * instructions where the run and the CPU allow (one_pass16.h), otherwise
+ * bfloat16 converted in registers by C and float16 through L1 blocks
+ * (RT_BINARY_LOOP_F16). The expressions here and in one_pass16.c must stay
+ * the same. */
+#define PASS16_LOOP_(NAME, TYPE, TAG, OP, A, B, ALPHA)                                                \
+  static void NAME##_##TAG(char **data, const int64_t *strides, int64_t n, void *ctx) {              \
+    if (!rt_one_pass16(TYPE, OP, RT_PASS16_##A, RT_PASS16_##B, data, strides, n, ALPHA))             \
+      NAME##_##TAG##_c(data, strides, n, ctx);                                                        \
+  }
+#define PASS16_LOOPS_(NAME, TYPE, TAG, OP, ALPHA)               \
+  PASS16_LOOP_(NAME, TYPE, TAG##n, OP, HALF, HALF, ALPHA)       \
+  PASS16_LOOP_(NAME, TYPE, TAG##nf, OP, HALF, FLOAT_VALUE, ALPHA) \
+  PASS16_LOOP_(NAME, TYPE, TAG##fn, OP, FLOAT_VALUE, HALF, ALPHA)
+#define ARITH_LOOPS16(NAME, EXPR, OP, ALPHA)                                                           \
+  RT_BINARY_LOOP_CVT(NAME##_bf16n_c, uint16_t, uint16_t, float, rt_bfloat16_to_float,                 \
+                     rt_bfloat16_from_float, EXPR)                                                     \
+  RT_BINARY_LOOP_MIXED(NAME##_bf16nf_c, uint16_t, uint16_t, float, float, rt_bfloat16_to_float,       \
+                       RT_F32_AS_IS_, rt_bfloat16_from_float, EXPR)                                    \
+  RT_BINARY_LOOP_MIXED(NAME##_bf16fn_c, uint16_t, float, uint16_t, float, RT_F32_AS_IS_,              \
+                       rt_bfloat16_to_float, rt_bfloat16_from_float, EXPR)                             \
+  RT_BINARY_LOOP_F16(NAME##_f16n_c, uint16_t, uint16_t, rt_half_to_float, rt_half_to_float, EXPR)    \
+  RT_BINARY_LOOP_F16(NAME##_f16nf_c, uint16_t, float, rt_half_to_float, RT_F32_AS_IS_, EXPR)         \
+  RT_BINARY_LOOP_F16(NAME##_f16fn_c, float, uint16_t, RT_F32_AS_IS_, rt_half_to_float, EXPR)         \
+  PASS16_LOOPS_(NAME, NRT_BFLOAT16, bf16, OP, ALPHA)                                                   \
+  PASS16_LOOPS_(NAME, NRT_FLOAT16, f16, OP, ALPHA)
+/* add's alpha (rounded to the 16-bit type, see run_add), read by its loops only */
+#define ALPHA_ ((float)((const rt_scalars *)ctx)->f[0])
+
+ARITH_LOOPS16(add, a + (float)sc->f[0] * b, RT_PASS16_ADD, ALPHA_)
 
 /* The 16-bit loops of NAME, nn / nf / fn (rt_loops16). */
 #define LOOPS16(NAME, TAG) {NAME##_##TAG##n, NAME##_##TAG##nf, NAME##_##TAG##fn}
@@ -124,13 +154,11 @@ nrt_status rt_kernel_add_reference(const nrt_op *op) { return run_add(op, 1); }
  * depended on its position or on fusion. */
 DEFINE_NUMERIC(mul, RT_UW(a) * RT_UW(b), RT_EXPR_MUL)
 RT_BINARY_LOOP(mul_bool, uint8_t, uint8_t, (uint8_t)((a != 0) & (b != 0)))
-RT_BINARY_LOOPS16(mul, a != a ? a : a * b)
-RT_BINARY_LOOPS16_NUMBER(mul, a != a ? a : a * b)
+ARITH_LOOPS16(mul, a != a ? a : a * b, RT_PASS16_MUL, 0.0f)
 
 RT_BINARY_LOOP(div_f32, float, float, RT_EXPR_DIV)
 RT_BINARY_LOOP(div_f64, double, double, a / b)
-RT_BINARY_LOOPS16(div, a / b)
-RT_BINARY_LOOPS16_NUMBER(div, a / b)
+ARITH_LOOPS16(div, a / b, RT_PASS16_DIV, 0.0f)
 
 /* mul and div with a Python number run the 16-bit loops with the number in
  * float32; their _reference twins take the general path (buffers). */
