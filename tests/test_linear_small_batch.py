@@ -10,8 +10,10 @@ accumulation of a k-term sum, one rounding to bfloat16); PyTorch CPU's own
 result must meet the same bound. Shapes: the weights of
 benchmarks/linear_small_batch.py and gemm.py's transformer layers (3072x768,
 768x256, 256x1024), a row count beyond one 32-row tile (1100) with k across
-two AMX k blocks (1500 = 2 x 750, a short last step), and odd sizes. The
-same in every ISA path a child process can force (TORCHNEURON_ISA).
+two AMX k blocks (1500 = 2 x 750, a short last step), a row stride of 4
+KiB (300x2048: the AVX512-BF16 tile then reads W's rows through staged
+copies, gemm_kernels.c rows_share_l1_sets), and odd sizes. The same in
+every ISA path a child process can force (TORCHNEURON_ISA).
 """
 
 import pytest
@@ -22,7 +24,7 @@ from conftest import check_output, no_fallback, run_python
 
 U_ACC, U_OUT = 2.0**-24, 2.0**-8
 
-WEIGHTS = [(3072, 768), (768, 256), (256, 1024), (1100, 1500), (65, 130), (70, 129)]
+WEIGHTS = [(3072, 768), (768, 256), (256, 1024), (1100, 1500), (65, 130), (70, 129), (300, 2048)]
 ROWS = [1, 2, 4, 13, 16, 32, 33, 48, 64, 100, 128]
 
 
@@ -82,10 +84,28 @@ def test_linear_few_rows_strided_input_and_3d():
         check_bound(F.linear(x3.reshape(6, k).to("neuron"), wpad.to("neuron")[:, :k], bd), x3.reshape(6, k), wv, b)
 
 
+
+@pytest.mark.parametrize("m", [2, 5, 16, 20, 33, 100])
+def test_linear_few_rows_same_bits_at_a_4k_stride(m):
+    """W viewed with a row stride of 2048 values (4 KiB: read through staged
+    copies of its rows) and the same W contiguous (a stride of 1000 values:
+    read in place) give the same bits: the tile broadcasts the same words in
+    the same order either way. k = 1000 leaves a short last line of each row."""
+    n, k = 200, 1000
+    wide = bf16((n, 2048), 8)
+    b = bf16((n,), 9)
+    x = bf16((m, k), 10 + m)
+    xd, bd = x.to("neuron"), b.to("neuron")
+    with no_fallback():
+        staged = F.linear(xd, wide.to("neuron")[:, :k], bd)
+        in_place = F.linear(xd, wide[:, :k].contiguous().to("neuron"), bd)
+    assert torch.equal(staged.cpu().view(torch.int16), in_place.cpu().view(torch.int16))
+    check_bound(staged, x, wide[:, :k], b)
+
 _CHILD = """
 import torch, torch.nn.functional as F
 import torchneuron
-for (n, k) in [(3072, 768), (1100, 1500), (768, 256)]:
+for (n, k) in [(3072, 768), (1100, 1500), (768, 256), (300, 2048)]:
     w = torch.randn(n, k, dtype=torch.float64).to(torch.bfloat16)
     for m in (4, 33, 128):
         x = torch.randn(m, k, dtype=torch.float64).to(torch.bfloat16)

@@ -6,7 +6,11 @@
  *   level, AVX512-BF16) against its packed tile (bf16) on the same rows
  *   packed the kernel's way (bf16_pack_a, else pair panels): k pairs
  *   within one AMX step, whole steps and a last short step, row strides
- *   longer than the row, alpha/beta 1, (0.7, -1.3) and beta 0.
+ *   longer than the row, alpha/beta 1, (0.7, -1.3) and beta 0; and row
+ *   strides within a line of a multiple of 4 KiB, which the AVX512-BF16
+ *   tile reads through staged copies of the rows (gemm_kernels.c
+ *   rows_share_l1_sets), and the narrow tiles' columns (bf16_rows_narrow),
+ *   whose other columns of C must stay as they were.
  * - Plan: x W^T transposed (W read in place) against the straight plan
  *   (rt_gemm_args.straight) where test_gemm.c's sweep does not reach:
  *   k < 512 with up to the kernel's small_m_bf16_any_k rows (48 on AMX),
@@ -63,7 +67,10 @@ static int kernels_with_rows(const rt_gemm_kernel *const **list) {
 }
 
 static void test_rows_tile_matches_packed_tile(void) {
-  static const int64_t k2s[] = {1, 7, 16, 23, 48, 375};
+  static const int64_t k2s[] = {1, 7, 16, 17, 23, 32, 48, 375};
+  /* Row strides in words: longer than the row, one 4 KiB way (staged), a
+   * way and a word (staged), half a way more (6 rows a set: in place). */
+  static const int64_t extra_lda[] = {5, -1024, -1025, -1536};
   static const float scalars[][2] = {{1, 0}, {1, 1}, {0.7f, -1.3f}};
   const rt_gemm_kernel *const *list;
   const int nkern = kernels_with_rows(&list);
@@ -71,11 +78,14 @@ static void test_rows_tile_matches_packed_tile(void) {
     const rt_gemm_kernel *kern = list[kk];
     if (!kern->bf16_rows) continue;
     const int64_t mr = kern->mr, nr = kern->nr;
-    for (size_t z = 0; z < sizeof k2s / sizeof k2s[0]; z++) {
-      const int64_t k2 = k2s[z], k = 2 * k2, lda = k2 + 5; /* rows longer than k: a strided W */
+    for (size_t z = 0; z < sizeof k2s / sizeof k2s[0]; z++)
+    for (size_t e = 0; e < sizeof extra_lda / sizeof extra_lda[0]; e++) {
+      /* rows longer than k: a strided W (a negative entry: that stride itself) */
+      const int64_t k2 = k2s[z], k = 2 * k2, lda = extra_lda[e] > 0 ? k2 + extra_lda[e] : -extra_lda[e];
       uint16_t *w = malloc((size_t)(mr * lda) * 4);
       uint32_t *b = alloc64((size_t)(k2 * nr) * 4), *ap = alloc64((size_t)(k2 * mr + 64) * 4);
       float *c0 = malloc((size_t)(mr * nr) * 4), *c1 = malloc((size_t)(mr * nr) * 4), *cin = malloc((size_t)(mr * nr) * 4);
+      float *c2 = malloc((size_t)(mr * nr) * 4);
       rng_state = 777 + (uint64_t)z;
       for (int64_t q = 0; q < mr * lda * 2; q++) w[q] = random_bf16(110, 135);
       for (int64_t q = 0; q < k2 * nr; q++) b[q] = random_bf16(110, 135) | (uint32_t)random_bf16(110, 135) << 16;
@@ -94,12 +104,28 @@ static void test_rows_tile_matches_packed_tile(void) {
         kern->bf16_rows(k2, (const uint32_t *)(const void *)w, lda, b, nr, c1, nr, scalars[sc][0], scalars[sc][1]);
         if (kern->end) kern->end();
         if (memcmp(c0, c1, (size_t)(mr * nr) * 4) != 0) {
-          fprintf(stderr, "%s: rows tile differs from packed tile, k2 %lld alpha %g beta %g\n", kern->name,
-                  (long long)k2, scalars[sc][0], scalars[sc][1]);
+          fprintf(stderr, "%s: rows tile differs from packed tile, k2 %lld lda %lld alpha %g beta %g\n", kern->name,
+                  (long long)k2, (long long)lda, scalars[sc][0], scalars[sc][1]);
           CHECK(0);
         }
+        for (int nw = 0; nw < 3; nw++) {
+          const rt_gemm_ukr_bf16_rows narrow = kern->bf16_rows_narrow[nw];
+          const int64_t cols = 8 * (nw + 1);
+          if (!narrow) continue;
+          memcpy(c2, cin, (size_t)(mr * nr) * 4);
+          narrow(k2, (const uint32_t *)(const void *)w, lda, b, nr, c2, nr, scalars[sc][0], scalars[sc][1]);
+          for (int64_t i = 0; i < mr; i++)
+            if (memcmp(c2 + i * nr, c0 + i * nr, (size_t)cols * 4) != 0 ||
+                memcmp(c2 + i * nr + cols, cin + i * nr + cols, (size_t)(nr - cols) * 4) != 0) {
+              fprintf(stderr, "%s: %lld-column rows tile differs, row %lld, k2 %lld lda %lld alpha %g beta %g\n",
+                      kern->name, (long long)cols, (long long)i, (long long)k2, (long long)lda, scalars[sc][0],
+                      scalars[sc][1]);
+              CHECK(0);
+              break;
+            }
+        }
       }
-      free(w), free(b), free(ap), free(c0), free(c1), free(cin);
+      free(w), free(b), free(ap), free(c0), free(c1), free(c2), free(cin);
     }
   }
 }

@@ -177,6 +177,30 @@ __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(
  * the same order from zero, then alpha and beta as ukr_bf16_avx512 applies
  * them: the same bits for the columns stored, and no other column of C is
  * read or stored. A 256-bit vdpbf16ps is the 512-bit one's low half. */
+/* W's rows whose stride is within a line of a multiple of 4 KiB (W [n,
+ * 2048 j] bfloat16, as W [4096, 4096]) put the 12 lines a tile broadcasts
+ * from in one L1 set (64 sets of 8 ways, 4 KiB apart): they evict each
+ * other long before their 16 pair steps are done, and the 8-column tile
+ * took 24 cycles a step where 6 would do (Zen 4, W in L3: W [1024, 4096] at
+ * m = 4 1.1 ms, the same W with a padded stride 0.65). Such tiles read a
+ * copy of each row's next line instead (stage_rows), from 12 different
+ * sets; other strides (6 rows a set and fewer) read W in place (staging
+ * cost as much as it saved there). The same words are broadcast in the same
+ * order either way: the same bits. */
+#define L1_WAY_BYTES 4096
+#define ROWS_AHEAD 64 /* words of a staged row prefetched ahead: 4 lines */
+static inline int rows_share_l1_sets(int64_t lda) {
+  const int64_t r = (lda * 4) % L1_WAY_BYTES;
+  return r < 64 || r > L1_WAY_BYTES - 64;
+}
+
+/* Copies the next 16 words of each of the tile's rows (zeros past `left`). */
+__attribute__((target("avx512f"), always_inline)) static inline void stage_rows(uint32_t (*dst)[16], const uint32_t *a,
+                                                                             int64_t lda, int64_t left) {
+  const __mmask16 mk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+  _Pragma("GCC unroll 12") for (int i = 0; i < BF16_MR; i++)
+      _mm512_store_si512(dst[i], _mm512_maskz_loadu_epi32(mk, a + i * lda));
+}
 __attribute__((target("avx512f,avx512vl,avx512bf16,fma"), always_inline)) static inline void bf16_rows_tile(
     int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
     float alpha, float beta, const int n16, const int n8) {
@@ -186,18 +210,40 @@ __attribute__((target("avx512f,avx512vl,avx512bf16,fma"), always_inline)) static
     acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     acc8[i] = _mm256_setzero_ps();
   }
-  _Pragma("GCC unroll 2") for (int64_t p = 0; p < k2; p++, a++, b += ldb) {
-    __builtin_prefetch(b + 8 * ldb);
-    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
-    const __m512bh b1 = n16 > 1 ? (__m512bh)_mm512_loadu_si512(b + 16) : b0;
-    const __m256bh b2 = n8 ? (__m256bh)_mm256_loadu_si256((const __m256i *)(const void *)(b + 16 * n16)) : (__m256bh)_mm256_setzero_si256();
-    _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
-      const __m512i ai = _mm512_set1_epi32((int)a[i * lda]);
-      if (n16 > 0) acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)ai, b0);
-      if (n16 > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)ai, b1);
-      if (n8) acc8[i] = _mm256_dpbf16_ps(acc8[i], (__m256bh)_mm512_castsi512_si256(ai), b2);
+#define ROWS_STEPS(SRC, STRIDE, STEPS)                                                                          \
+  _Pragma("GCC unroll 2") for (int64_t q = 0; q < (STEPS); q++, b += ldb) {                                       \
+    __builtin_prefetch(b + 8 * ldb);                                                                             \
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);                                                          \
+    const __m512bh b1 = n16 > 1 ? (__m512bh)_mm512_loadu_si512(b + 16) : b0;                                      \
+    const __m256bh b2 = n8 ? (__m256bh)_mm256_loadu_si256((const __m256i *)(const void *)(b + 16 * n16))          \
+                           : (__m256bh)_mm256_setzero_si256();                                                    \
+    _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {                                                  \
+      const __m512i ai = _mm512_set1_epi32((int)(SRC)[i * (STRIDE) + q]);                                         \
+      if (n16 > 0) acc[i][0] = _mm512_dpbf16_ps(acc[i][0], (__m512bh)ai, b0);                                     \
+      if (n16 > 1) acc[i][1] = _mm512_dpbf16_ps(acc[i][1], (__m512bh)ai, b1);                                     \
+      if (n8) acc8[i] = _mm256_dpbf16_ps(acc8[i], (__m256bh)_mm512_castsi512_si256(ai), b2);                      \
+    }                                                                                                             \
+  }
+  if (!rows_share_l1_sets(lda)) {
+    ROWS_STEPS(a, lda, k2)
+  } else {
+  /* Staged: a line (16 pair steps) of each row is copied to the stack while
+   * the line before is in use (two buffers), and the rows are prefetched
+   * ROWS_AHEAD words ahead (a 4 KiB-aligned stride defeats the hardware's
+   * stream prefetch as well; 4 lines ahead was best of 4, 8 and 12). */
+  {
+    uint32_t stage[2][BF16_MR][16] __attribute__((aligned(64)));
+    stage_rows(stage[0], a, lda, k2);
+    for (int64_t p0 = 0; p0 < k2; p0 += 16) {
+      const uint32_t *st = &stage[(p0 >> 4) & 1][0][0];
+      if (p0 + 16 < k2) stage_rows(stage[((p0 >> 4) + 1) & 1], a + p0 + 16, lda, k2 - p0 - 16);
+      _Pragma("GCC unroll 12") for (int i = 0; i < BF16_MR; i++) __builtin_prefetch(a + i * lda + p0 + ROWS_AHEAD);
+      const int64_t steps = k2 - p0 < 16 ? k2 - p0 : 16;
+      ROWS_STEPS(st, 16, steps)
     }
   }
+  }
+#undef ROWS_STEPS
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   const __m256 va8 = _mm256_set1_ps(alpha), vb8 = _mm256_set1_ps(beta);
   _Pragma("GCC unroll 32") for (int i = 0; i < BF16_MR; i++) {
