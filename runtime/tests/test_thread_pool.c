@@ -94,15 +94,15 @@ static void sizes_for(int64_t grain, int64_t *sizes, int *count) {
 
 static void check_forms(int helpers_asleep) {
   const int64_t grains[] = {1, 3, 32768};
-  const parallel_fn forms[] = {rt_parallel_for, rt_parallel_for_light, rt_parallel_for_in_order};
-  for (int form = 0; form < 3; form++)
+  for (int light = 0; light < 2; light++)
     for (size_t gi = 0; gi < sizeof grains / sizeof grains[0]; gi++) {
       int64_t sizes[17];
       int count;
       sizes_for(grains[gi], sizes, &count);
       for (int i = 0; i < count; i++) {
         if (helpers_asleep) sleep_us(1000); /* past the helpers' 200 us poll */
-        CHECK(run_and_check(forms[form], form == 1 ? 16 : 4, sizes[i], grains[gi], 0));
+        CHECK(run_and_check(light ? rt_parallel_for_light : rt_parallel_for, light ? 16 : 4, sizes[i],
+                            grains[gi], 0));
       }
     }
 }
@@ -162,43 +162,6 @@ static void test_caller_takes_the_front(void) {
   CHECK(helped > 0 || rt_num_threads() == 1);
 }
 
-/* In order: a helper's first range is the next unclaimed one from the
- * front (the caller's slow first range holds it there), not the last. */
-typedef struct first_seen {
-  pthread_t caller;
-  atomic_llong helper_first; /* begin of the first range a helper started; -1 before */
-  atomic_int ranges;
-} first_seen;
-
-static void note_first(int64_t begin, int64_t end, void *ctx) {
-  first_seen *f = ctx;
-  (void)end;
-  long long none = -1;
-  if (!pthread_equal(pthread_self(), f->caller)) atomic_compare_exchange_strong(&f->helper_first, &none, begin);
-  atomic_fetch_add(&f->ranges, 1);
-  for (uint64_t start = rt_now_ns(); rt_now_ns() - start < 100000;) {
-  }
-}
-
-static void test_in_order_helpers_take_the_front(void) {
-  const int64_t n = 64 * 1000 + 7, grain = 1000;
-  int helped = 0, front = 0;
-  for (int k = 0; k < 8; k++) {
-    first_seen f = {.caller = pthread_self()};
-    atomic_init(&f.helper_first, -1);
-    atomic_init(&f.ranges, 0);
-    if (k % 2) sleep_us(1000);
-    rt_parallel_for_in_order(n, grain, note_first, &f);
-    long long first = atomic_load(&f.helper_first);
-    helped += first >= 0;
-    front += first >= 0 && first < n / 2; /* helpers from the back would start at the last range */
-    CHECK(atomic_load(&f.ranges) >= 1);
-  }
-  /* A helper that woke only after the caller took half the ranges is
-   * possible on a loaded host, but not in every try. */
-  CHECK(front > 0 || helped == 0);
-}
-
 /* Two callers at once: one holds the pool, the other runs its jobs alone. */
 typedef struct caller {
   ranges_seen seen;
@@ -237,7 +200,6 @@ int main(void) {
   RUN(test_ranges_tile_with_helpers_polling);
   RUN(test_light_jobs_that_wake_part_way);
   RUN(test_caller_takes_the_front);
-  RUN(test_in_order_helpers_take_the_front);
   RUN(test_concurrent_callers);
   return CHECK_MAIN_RESULT();
 }

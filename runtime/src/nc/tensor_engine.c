@@ -460,8 +460,7 @@ static int try_pairs(const nc_core *core, const nrt_nc_ap *st, const nrt_nc_ap *
     atomic_fetch_add_explicit(&pack_hits, 1, memory_order_relaxed);
   }
   int64_t row_blocks = (m + MR - 1) / MR;
-  /* In order: neighbouring row blocks share the packed operands (thread_pool.h). */
-  if (big) rt_parallel_for_in_order(row_blocks, 1, pair_rows, &job);
+  if (big) rt_parallel_for(row_blocks, 1, pair_rows, &job);
   else pair_rows(0, row_blocks, &job);
   atomic_fetch_add_explicit(&pair_products, 1, memory_order_relaxed);
   return 1;
@@ -509,7 +508,7 @@ void nc_exec_matmul(const nc_core *core, const nrt_nc_inst *inst, float *scratch
   matmul_job job = {.k = k, .m = m, .n = n, .a = a, .b = b, .c = out, .ldc = ldc,
                     .reference = force_reference == 1, .side = side};
   int64_t row_blocks = (m + MR - 1) / MR;
-  if (big) rt_parallel_for_in_order(row_blocks, 1, matmul_rows, &job);
+  if (big) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
   else matmul_rows(0, row_blocks, &job);
   if (!in_place)
     for (int64_t r = 0; r < m; r++) nc_scatter_f32(core, dst, r, out + r * ldc);
@@ -527,7 +526,7 @@ void nc_tensor_engine_gemm(int64_t k, int64_t m, int64_t n, const float *a, cons
   matmul_job job = {.k = k, .m = m, .n = n, .a = a, .b = b, .c = c, .ldc = ldc,
                     .reference = force_reference == 1};
   int64_t row_blocks = (m + MR - 1) / MR;
-  if (m * n * k >= (int64_t)1 << 18) rt_parallel_for_in_order(row_blocks, 1, matmul_rows, &job);
+  if (m * n * k >= (int64_t)1 << 18) rt_parallel_for(row_blocks, 1, matmul_rows, &job);
   else matmul_rows(0, row_blocks, &job);
 }
 

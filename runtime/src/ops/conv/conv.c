@@ -462,9 +462,7 @@ nrt_status rt_kernel_conv2d(const nrt_op *op) {
   j.wmat = k->weight_matrix(w, j.kk, wbuf, &j.w_rs, j.taps_outer);
   if (is_depthwise(&j)) return depthwise_forward(op, &j, k, wbuf, NULL);
   choose_tiles(&j);
-  /* The GEMM-like tasks below claim in order (neighbours share packed weight panels); the depthwise
-   * and col2im loops are memory-bound and keep ranges from both ends (thread_pool.h). */
-  rt_parallel_for_in_order(image_blocks(&j) * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt * j.batch)),
+  rt_parallel_for(image_blocks(&j) * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt * j.batch)),
                   k->forward_tiles, &j);
   return finish(op, &j, wbuf, NULL, NULL);
 }
@@ -521,7 +519,7 @@ static nrt_status input_grad_forward(const nrt_op *op, const conv_job *j, const 
   f.w_rs = f.kk;
   if (is_depthwise(&f)) return depthwise_forward(op, &f, k, wbuf, flipped);
   choose_tiles(&f);
-  rt_parallel_for_in_order(image_blocks(&f) * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt * f.batch)),
+  rt_parallel_for(image_blocks(&f) * f.groups * f.tiles, grain_for(2.0 * (double)(f.kg * f.kk * f.nt * f.batch)),
                   k->forward_tiles, &f);
   return finish(op, &f, wbuf, flipped, NULL);
 }
@@ -653,7 +651,7 @@ nrt_status rt_kernel_conv2d_input_grad(const nrt_op *op) {
     int64_t chunk = total - j.n0 < j.chunk ? total - j.n0 : j.chunk, saved = j.chunk;
     j.chunk = chunk;
     if (j.ohw > 0)
-      rt_parallel_for_in_order(chunk * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->grad_cols, &j);
+      rt_parallel_for(chunk * j.groups * j.tiles, grain_for(2.0 * (double)(j.kg * j.kk * j.nt)), k->grad_cols, &j);
     rt_parallel_for(chunk * j.img.c, grain_for((double)(j.kh * j.kw * j.ohw + j.img.h * j.img.w)),
                     k->grad_planes, &j);
     j.chunk = saved;
@@ -693,7 +691,7 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
     j.wgrad = calloc((size_t)(j.parts * size), k->a_size);
     if (!j.wgrad) return oom(op, NULL, NULL, NULL);
     j.taps_outer = use_taps_outer(&j);
-    rt_parallel_for_in_order(j.parts, 1, k->wgrad_tiles, &j);
+    rt_parallel_for(j.parts, 1, k->wgrad_tiles, &j);
     k->sum_parts(j.wgrad, j.parts, size);
     if (!atomic_load(&j.out_of_memory)) k->store_weight(j.wgrad, w, j.kk, j.taps_outer);
     return finish(op, &j, j.wgrad, NULL, NULL);
@@ -715,8 +713,8 @@ nrt_status rt_kernel_conv2d_weight_grad(const nrt_op *op) {
     int64_t chunk = total - j.n0 < j.chunk ? total - j.n0 : j.chunk, saved = j.chunk;
     j.chunk = chunk;
     if (!j.pointwise || !j.direct_out)
-      rt_parallel_for_in_order(chunk * j.groups, grain_for((double)(j.kk + j.kg) * (double)j.ohw), k->wgrad_cols, &j);
-    rt_parallel_for_in_order(blocks, grain_for(2.0 * (double)(j.mb * j.nb * j.ohw * chunk)), k->wgrad_blocks, &j);
+      rt_parallel_for(chunk * j.groups, grain_for((double)(j.kk + j.kg) * (double)j.ohw), k->wgrad_cols, &j);
+    rt_parallel_for(blocks, grain_for(2.0 * (double)(j.mb * j.nb * j.ohw * chunk)), k->wgrad_blocks, &j);
     j.started = 1;
     j.chunk = saved;
   }

@@ -536,15 +536,14 @@ static int64_t c3_grain(double work_per_task) {
 
 static nrt_status c3_forward(const nrt_op *op, c3_job *j) {
   int64_t tasks = j->out.n * j->groups * j->tiles;
-  /* In order: neighbouring tasks share packed panels (thread_pool.h). */
-  if (tasks > 0) rt_parallel_for_in_order(tasks, c3_grain((double)(j->nt * j->kg * (j->kk + 1))), c3_forward_tasks, j);
+  if (tasks > 0) rt_parallel_for(tasks, c3_grain((double)(j->nt * j->kg * (j->kk + 1))), c3_forward_tasks, j);
   return c3_finish(op, j);
 }
 
 static nrt_status c3_input_grad(const nrt_op *op, c3_job *j) {
   int64_t tasks = j->img.n * j->groups;
   if (tasks > 0 && j->cg > 0)
-    rt_parallel_for_in_order(tasks, c3_grain((double)(j->opos * j->kg * (j->kk + 1))), c3_input_grad_tasks, j);
+    rt_parallel_for(tasks, c3_grain((double)(j->opos * j->kg * (j->kk + 1))), c3_input_grad_tasks, j);
   return c3_finish(op, j);
 }
 
@@ -561,7 +560,7 @@ static nrt_status c3_weight_grad(const nrt_op *op, c3_job *j) {
     free(j->packed[0]), free(j->packed[1]);
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the accumulators", nrt_op_name(op->code));
   }
-  if (wsize > 0 && items > 0) rt_parallel_for_in_order(j->groups * parts, 1, c3_weight_grad_tasks, j);
+  if (wsize > 0 && items > 0) rt_parallel_for(j->groups * parts, 1, c3_weight_grad_tasks, j);
   /* sum the parts of each group in order, and store */
   const nrt_tensor_view *w = j->w;
   for (int64_t g = 0; g < j->groups; g++)

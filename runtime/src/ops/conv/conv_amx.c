@@ -502,8 +502,7 @@ nrt_status rt_conv_amx_forward(const rt_conv_shape *s, const nrt_tensor_view *w,
   pack_weight(&j, w);
   /* Work per task: the tile products of one image and group. */
   double work = 2.0 * (double)(j.flat * j.kgp * j.taps * j.ncb * CA_CB);
-  /* In order: neighbouring tasks share the packed weights (thread_pool.h). */
-  rt_parallel_for_in_order(s->out.n * s->groups, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work + 1)) + 1,
+  rt_parallel_for(s->out.n * s->groups, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work + 1)) + 1,
                   forward_tasks, &j);
   free(j.tap_off);
   free(j.row_at);
@@ -785,7 +784,7 @@ nrt_status rt_conv_amx_weight_grad(const rt_conv_shape *s, const nrt_tensor_view
     j.last = j.n0 + j.count >= s->img.n;
     rt_parallel_for(j.count * s->groups, 1, wgrad_pack, &j);
     if (atomic_load(&j.oom)) break;
-    rt_parallel_for_in_order(tasks, work * (double)j.count >= RT_VISION_GRAIN ? 1 : 4, wgrad_products, &j);
+    rt_parallel_for(tasks, work * (double)j.count >= RT_VISION_GRAIN ? 1 : 4, wgrad_products, &j);
     j.started = 1;
   }
   if (atomic_load(&j.oom)) {

@@ -641,8 +641,7 @@ nrt_status rt_conv_blocked_forward(const rt_conv_shape *s, nrt_dtype dtype, cons
   j.direct = !j.bf16 && out->sw == 1 && (out->h == 1 || out->sh == out->w);
   if (pack_weight(&j, w)) return oom_status(name);
   int64_t tasks = s->out.n * s->groups * j.pblocks;
-  /* In order: neighbouring tasks share packed weight panels; the packing and stores stay two-ended (thread_pool.h). */
-  rt_parallel_for_in_order(tasks, 1, forward_tasks, &j);
+  rt_parallel_for(tasks, 1, forward_tasks, &j);
   free(j.wpack);
   return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;
 }
@@ -818,7 +817,7 @@ nrt_status rt_conv_blocked_weight_grad(const rt_conv_shape *s, nrt_dtype dtype, 
   if (!j.acc) return oom_status(name);
   if (!work) j.parts = 1;
   j.wout = w;
-  if (work) rt_parallel_for_in_order(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
+  if (work) rt_parallel_for(j.parts * s->groups * j.mblocks, 1, wgrad_tasks, &j);
   if (!atomic_load(&j.oom)) rt_parallel_for(s->groups * j.kk, 64, store_weight_grad, &j);
   free(j.acc);
   return atomic_load(&j.oom) ? oom_status(name) : NRT_SUCCESS;

@@ -244,8 +244,7 @@ nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
     k->weight_matrix(&j, j.wmat);
     int64_t tasks = j.out.n * j.groups * j.tiles;
     double work = (double)CI_NT * (double)(j.cg * taps + 1) * (double)(j.kg + 1);
-    /* In order: neighbouring tasks share the packed weights (thread_pool.h). */
-    rt_parallel_for_in_order(tasks, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / work) + 1, k->forward_cols, &j);
+    rt_parallel_for(tasks, work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / work) + 1, k->forward_cols, &j);
     free(j.wmat);
   } else if (c->input_grad && !c->reference && j.kg >= 2) {
     /* tasks of enough channels for about CI_NT (channel, tap) rows each */
@@ -255,7 +254,7 @@ nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
     if (!j.wmat) return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for the weight", name);
     k->weight_transposed(&j, j.wmat);
     int64_t tasks = j.img.n * j.groups * ((j.cg + j.cb - 1) / j.cb);
-    if (j.cg > 0) rt_parallel_for_in_order(tasks, 1, k->input_grad_cols, &j);
+    if (j.cg > 0) rt_parallel_for(tasks, 1, k->input_grad_cols, &j);
     free(j.wmat);
   } else {
     /* multiply-adds per task: every position of the source plane, once per
@@ -263,7 +262,7 @@ nrt_status rt_conv_integer(const rt_conv_int *c, const char *name) {
     double work = (double)(src->d * src->h * src->w) * (double)taps * (double)(c->input_grad ? j.kg : j.cg) +
                   (double)plane;
     int64_t grain = work >= RT_VISION_GRAIN ? 1 : (int64_t)(RT_VISION_GRAIN / (work > 1 ? work : 1));
-    rt_parallel_for_in_order(planes, grain, c->input_grad ? k->input_grad : k->forward, &j);
+    rt_parallel_for(planes, grain, c->input_grad ? k->input_grad : k->forward, &j);
   }
   if (atomic_load(&j.failed))
     return rt_fail(NRT_ERROR_OUT_OF_MEMORY, "%s: out of host memory for a plane's sums", name);

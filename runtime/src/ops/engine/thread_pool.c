@@ -14,9 +14,7 @@
  * times an L2 hit (a 65 ns round trip between the cores becomes 350-400);
  * with both sides claiming from the front, the CNN step's max pooling and
  * other memory-bound ops took 1.7-2.4 times the CPU time on two threads
- * that they took on one. GEMM and convolution jobs claim in order instead
- * (rt_parallel_for_in_order): their ranges share packed panels in range
- * order, and they reread little of what the op before wrote. */
+ * that they took on one. */
 #include "ops/engine/thread_pool.h"
 #include "kernel_threads.h"
 
@@ -60,7 +58,6 @@ typedef struct job {
   int64_t ranges;
   atomic_llong claims;  /* ranges claimed from the front (low 32 bits) and from the back (high) */
   atomic_llong pending; /* ranges not yet finished */
-  int in_order;         /* helpers claim from the front too (rt_parallel_for_in_order) */
   int helpers;          /* helpers holding this job (pool_mu) */
 } job;
 
@@ -207,7 +204,7 @@ static void *helper_main(void *arg) {
     if (!j) continue;
     j->helpers++;
     pthread_mutex_unlock(&pool_mu);
-    run_ranges(j, !j->in_order);
+    run_ranges(j, 1);
     pthread_mutex_lock(&pool_mu);
     if (--j->helpers == 0) pthread_cond_broadcast(&done_cv);
   }
@@ -275,8 +272,8 @@ void rt_keep_to_caller_core(void) {
 /* Runs [0, n) as `ranges` ranges over the pool (the caller holds busy_mu).
  * A light job leaves sleeping helpers asleep unless wake_now (see "Light
  * jobs" above); a helper still polling joins either way. */
-static void run_job(int64_t n, int64_t ranges, rt_range_fn fn, void *ctx, int wake_now, int in_order) {
-  job j = {.fn = fn, .ctx = ctx, .n = n, .ranges = ranges, .in_order = in_order};
+static void run_job(int64_t n, int64_t ranges, rt_range_fn fn, void *ctx, int wake_now) {
+  job j = {.fn = fn, .ctx = ctx, .n = n, .ranges = ranges};
   atomic_init(&j.claims, 0);
   atomic_init(&j.pending, ranges);
   pthread_mutex_lock(&pool_mu);
@@ -308,7 +305,7 @@ static int64_t ranges_for(int64_t n, int64_t grain, int threads, int64_t per_thr
 
 /* Runs [0, n) over the pool, or on the caller alone when it does not
  * split or another job holds the pool. */
-static void parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx, int light, int in_order) {
+static void parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx, int light) {
   if (n <= 0) return;
   int64_t ranges = ranges_for(n, grain, rt_num_threads(), light ? LIGHT_RANGES_PER_THREAD : RANGES_PER_THREAD);
   if (ranges <= 1 || pthread_mutex_trylock(&busy_mu) != 0) {
@@ -316,23 +313,19 @@ static void parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx, in
     return;
   }
   if (!light) {
-    run_job(n, ranges, fn, ctx, 1, in_order);
+    run_job(n, ranges, fn, ctx, 1);
   } else {
     uint64_t now = rt_now_ns();
     int wake_now = (grain > 0 ? n / grain : n) >= LIGHT_WAKE_AT_ONCE ||
                    now - atomic_load_explicit(&light_job_end, memory_order_relaxed) < HELPER_SPIN_NS;
-    run_job(n, ranges, fn, ctx, wake_now, 0);
+    run_job(n, ranges, fn, ctx, wake_now);
     atomic_store_explicit(&light_job_end, rt_now_ns(), memory_order_relaxed);
   }
   pthread_mutex_unlock(&busy_mu);
 }
 
-void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) { parallel_for(n, grain, fn, ctx, 0, 0); }
-
-void rt_parallel_for_in_order(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
-  parallel_for(n, grain, fn, ctx, 0, 1);
-}
+void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) { parallel_for(n, grain, fn, ctx, 0); }
 
 void rt_parallel_for_light(int64_t n, int64_t grain, rt_range_fn fn, void *ctx) {
-  parallel_for(n, grain, fn, ctx, 1, 0);
+  parallel_for(n, grain, fn, ctx, 1);
 }

@@ -20,14 +20,6 @@ typedef void (*rt_range_fn)(int64_t begin, int64_t end, void *ctx);
  * work is split must not change results: fn sees arbitrary boundaries. */
 void rt_parallel_for(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
 
-/* Ranges of rt_parallel_for and rt_parallel_for_light are claimed by the
- * caller from the front and by helpers from the back, so that in a run of
- * memory-bound ops each core mostly rereads what it wrote (cores that share
- * no cache). This one hands every thread the next range in order instead,
- * for jobs whose neighbouring ranges share work (GEMM and convolution
- * tasks over packed panels); otherwise the same as rt_parallel_for. */
-void rt_parallel_for_in_order(int64_t n, int64_t grain, rt_range_fn fn, void *ctx);
-
 /* The same for light work, where a grain is a few microseconds (memory-
  * bound element loops): finer ranges, and helpers that sleep are woken
  * only when the work is worth their wake-up (tens of microseconds on a

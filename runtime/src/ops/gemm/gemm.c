@@ -767,8 +767,7 @@ static nrt_status run_pipeline(gemm_plan *pl, int parallel) {
   pl->unit_chunks = pl->computed + pl->chunks;
   pl->next_unit = 0;
   if (parallel)
-    /* In order: the pipeline hands out panels packed once for neighbouring units (thread_pool.h). */
-    rt_parallel_for_in_order(rt_num_threads(), 1, pipeline_tasks, pl);
+    rt_parallel_for(rt_num_threads(), 1, pipeline_tasks, pl);
   else
     pipeline_tasks(0, 1, pl);
   return NRT_SUCCESS;
@@ -779,7 +778,7 @@ static nrt_status run_pipeline(gemm_plan *pl, int parallel) {
 static void claim_all_units(gemm_plan *pl, rt_range_fn claim, int parallel) {
   pl->next_unit = 0;
   if (parallel)
-    rt_parallel_for_in_order(rt_num_threads(), 1, claim, pl);
+    rt_parallel_for(rt_num_threads(), 1, claim, pl);
   else
     claim(0, 1, pl);
 }
@@ -1145,7 +1144,7 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
   pl.a_bf16_rows = a_bf16_in_place(&pl);
   if (pl.small_m_b || !plan_shared_b(&pl)) {
     plan_blocks(&pl);
-    rt_parallel_for_in_order(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
+    rt_parallel_for(pl.units, parallel ? 1 : pl.units, run[kind], &pl);
   } else if (pl.b_inplace) {
     claim_all_units(&pl, claim[kind], parallel); /* nothing to pack: one pass over all of k */
   } else {
@@ -1170,9 +1169,9 @@ nrt_status rt_gemm(const rt_gemm_args *args) {
     pl.run = units_fn[kind];
     pl.psize = packed_size[kind];
     if (kind == 1 && column_jobs(&pl))
-      rt_parallel_for_in_order(g->batch * pl.n_blocks, 1, column_jobs_f32, &pl);
+      rt_parallel_for(g->batch * pl.n_blocks, 1, column_jobs_f32, &pl);
     else if (kind == 2 && batch_jobs(&pl))
-      rt_parallel_for_in_order(g->batch, ceil_div(g->batch, rt_num_threads()), batch_jobs_bf16x2, &pl);
+      rt_parallel_for(g->batch, ceil_div(g->batch, rt_num_threads()), batch_jobs_bf16x2, &pl);
     else if ((s = run_pipeline(&pl, parallel)))
       return s;
   }

@@ -52,7 +52,6 @@ static void integer_rows(int64_t r0, int64_t r1, void *ctx) {
 
 nrt_status rt_gemm_integer(const rt_gemm_args *g) {
   int64_t per_row = g->n * g->k * g->kslices;
-  /* In order, as the other GEMMs (thread_pool.h). */
-  rt_parallel_for_in_order(g->batch * g->m, 1 + (1 << 16) / (per_row > 0 ? per_row : 1), integer_rows, (void *)g);
+  rt_parallel_for(g->batch * g->m, 1 + (1 << 16) / (per_row > 0 ? per_row : 1), integer_rows, (void *)g);
   return NRT_SUCCESS;
 }
