@@ -7,7 +7,10 @@
  * wake them part way through), still polling right after another job, or
  * busy with another caller's job (the second caller then runs alone).
  * Sizes sit around the light form's thresholds (2, 16 and 32 grains) and are
- * odd. Which thread runs which range depends on timing; no check does.
+ * odd. How many ranges each thread runs depends on timing; which ones does
+ * not: the caller claims from the front and helpers from the back, so the
+ * caller's ranges are a prefix of [0, n) (each core then mostly rereads in
+ * the next op what it wrote in the last).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -121,6 +124,44 @@ static void test_light_jobs_that_wake_part_way(void) {
     }
 }
 
+/* Slow ranges, so that helpers take part: every range the caller ran lies
+ * before every range a helper ran, for both forms, helpers asleep or not. */
+typedef struct sides_seen {
+  pthread_t caller;
+  atomic_llong caller_end, helper_begin; /* the caller's last end, the helpers' first begin */
+  atomic_int helper_ranges;
+} sides_seen;
+
+static void note_side(int64_t begin, int64_t end, void *ctx) {
+  sides_seen *s = ctx;
+  if (pthread_equal(pthread_self(), s->caller)) {
+    if (end > atomic_load(&s->caller_end)) atomic_store(&s->caller_end, end); /* only the caller writes it */
+  } else {
+    long long seen = atomic_load(&s->helper_begin);
+    while (begin < seen && !atomic_compare_exchange_weak(&s->helper_begin, &seen, begin)) {
+    }
+    atomic_fetch_add(&s->helper_ranges, 1);
+  }
+  for (uint64_t start = rt_now_ns(); rt_now_ns() - start < 100000;) {
+  }
+}
+
+static void test_caller_takes_the_front(void) {
+  const int64_t n = 64 * 1000 + 7, grain = 1000;
+  int helped = 0;
+  for (int k = 0; k < 8; k++) {
+    sides_seen s = {.caller = pthread_self()};
+    atomic_init(&s.caller_end, 0);
+    atomic_init(&s.helper_begin, n);
+    atomic_init(&s.helper_ranges, 0);
+    if (k % 2) sleep_us(1000);
+    (k % 4 < 2 ? rt_parallel_for : rt_parallel_for_light)(n, grain, note_side, &s);
+    CHECK(atomic_load(&s.caller_end) <= atomic_load(&s.helper_begin));
+    helped += atomic_load(&s.helper_ranges) > 0;
+  }
+  CHECK(helped > 0 || rt_num_threads() == 1);
+}
+
 /* Two callers at once: one holds the pool, the other runs its jobs alone. */
 typedef struct caller {
   ranges_seen seen;
@@ -158,6 +199,7 @@ int main(void) {
   RUN(test_ranges_tile_with_helpers_asleep);
   RUN(test_ranges_tile_with_helpers_polling);
   RUN(test_light_jobs_that_wake_part_way);
+  RUN(test_caller_takes_the_front);
   RUN(test_concurrent_callers);
   return CHECK_MAIN_RESULT();
 }
