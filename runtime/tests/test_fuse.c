@@ -466,6 +466,7 @@ static void test_a_failing_op_fails_the_group_with_its_message(void) {
   /* The same from loops a step shares (the second run replays them): a
    * replayed loop's fault runs the kernel again, for its message. */
   rt_fuse_replays *shared = rt_fuse_replays_create(3);
+  CHECK(shared != NULL); /* out of memory (faultinject): the checks below read it */
   g->replays = shared;
   for (int run = 0; run < 2; run++) {
     CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
@@ -477,6 +478,7 @@ static void test_a_failing_op_fails_the_group_with_its_message(void) {
   y[0] = 0;
   rt_fuse_replays_destroy(shared);
   g->replays = shared = rt_fuse_replays_create(3);
+  CHECK(shared != NULL);
   CHECK_STATUS(nrt_fuse_group_execute(g), NRT_ERROR_ARITHMETIC);
   CHECK(rt_fuse_replays_state(shared, 2) != RT_REPLAY_KERNEL);
   y[0] = 1;
