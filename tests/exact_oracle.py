@@ -100,3 +100,11 @@ FLOAT32_ULP_BOUNDS = {"exp": (exp, 1.0), "log": (lambda x: math.log(x) if x > 0 
 def all_patterns(dtype) -> torch.Tensor:
     """Every one of the 2^16 float16 or bfloat16 bit patterns."""
     return torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+def same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """Asserts equal 16-bit patterns, with every NaN matching any NaN (payloads may differ)."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    a, e = actual.cpu().view(torch.int16), expected.view(torch.int16)
+    mismatch = (a != e) & ~(actual.cpu().isnan() & expected.isnan())
+    assert not mismatch.any(), f"{int(mismatch.sum())} differ, first at {mismatch.nonzero()[0].tolist()}"

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from conftest import no_fallback
-from exact_oracle import all_patterns
+from exact_oracle import all_patterns, same_bits
 
 DTYPES = [torch.float16, torch.bfloat16]
 
@@ -26,14 +26,6 @@ OPS = {
     "mul_": lambda a, b: a.mul_(b),
     "div_": lambda a, b: a.div_(b),
 }
-
-
-def same_bits(actual, expected):
-    """Equal bits, with every NaN matching any NaN (payloads may differ)."""
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    a, e = actual.cpu().view(torch.int16), expected.view(torch.int16)
-    mismatch = (a != e) & ~(actual.cpu().isnan() & expected.isnan())
-    assert not mismatch.any(), f"{int(mismatch.sum())} differ, first at {mismatch.nonzero()[0].tolist()}"
 
 
 def run_both(op, a, b):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import no_fallback
-from exact_oracle import all_patterns
+from exact_oracle import all_patterns, same_bits
 
 DTYPES = [torch.bfloat16, torch.float16]
 NUMBERS = [2, 3, -7, 2**40, 0.5, 0.1, 1 / 3, -2.5, 1e-40, 1e38, 70000.0, float("inf"), float("-inf"),
@@ -34,14 +34,6 @@ OPS = {
     "add_": lambda x, v: x.add_(v),
     "sub_": lambda x, v: x.sub_(v),
 }
-
-
-def same_bits(actual, expected):
-    """Equal bits, with every NaN matching any NaN (payloads may differ)."""
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape
-    a, e = actual.cpu().view(torch.int16), expected.view(torch.int16)
-    mismatch = (a != e) & ~(actual.cpu().isnan() & expected.isnan())
-    assert not mismatch.any(), f"{int(mismatch.sum())} differ, first at {mismatch.nonzero()[0].tolist()}"
 
 
 def run_both(op, x, v):
