@@ -170,13 +170,6 @@ __attribute__((target("avx512f,avx512bf16"))) static void ukr_bf16_avx512(
   }
 }
 
-/* Its twins reading A's rows where they lie (bf16_rows: W's rows of a
- * transposed small-m product, each a run of k pairs as words), for 32
- * columns (n16 = 2, n8 = 0) and a last narrow panel of 8, 16 or 24
- * (bf16_rows_narrow). Each accumulator takes the same pair dot products in
- * the same order from zero, then alpha and beta as ukr_bf16_avx512 applies
- * them: the same bits for the columns stored, and no other column of C is
- * read or stored. A 256-bit vdpbf16ps is the 512-bit one's low half. */
 /* W's rows whose stride is within a line of a multiple of 4 KiB (W [n,
  * 2048 j] bfloat16, as W [4096, 4096]) put the 12 lines a tile broadcasts
  * from in one L1 set (64 sets of 8 ways, 4 KiB apart): they evict each
@@ -201,6 +194,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void stage_rows(
   _Pragma("GCC unroll 12") for (int i = 0; i < BF16_MR; i++)
       _mm512_store_si512(dst[i], _mm512_maskz_loadu_epi32(mk, a + i * lda));
 }
+
+/* ukr_bf16_avx512's twins reading A's rows where they lie (bf16_rows: W's rows of a
+ * transposed small-m product, each a run of k pairs as words), for 32
+ * columns (n16 = 2, n8 = 0) and a last narrow panel of 8, 16 or 24
+ * (bf16_rows_narrow). Each accumulator takes the same pair dot products in
+ * the same order from zero, then alpha and beta as ukr_bf16_avx512 applies
+ * them: the same bits for the columns stored, and no other column of C is
+ * read or stored. A 256-bit vdpbf16ps is the 512-bit one's low half. */
 __attribute__((target("avx512f,avx512vl,avx512bf16,fma"), always_inline)) static inline void bf16_rows_tile(
     int64_t k2, const uint32_t *a, int64_t lda, const uint32_t *b, int64_t ldb, float *c, int64_t ldc,
     float alpha, float beta, const int n16, const int n8) {
