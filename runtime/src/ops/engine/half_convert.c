@@ -2,9 +2,8 @@
 #include "ops/engine/half_convert.h"
 
 #include "cpu_isa.h"
+#include "ops/engine/half_convert_simd.h"
 #include "ops/engine/scalar_types.h"
-
-#define RNE 0x08 /* _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC */
 
 static void to_float_c(float *dst, const uint16_t *src, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = rt_half_to_float(src[i]);
@@ -27,15 +26,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_float_avx512
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) static void from_float_avx512(uint16_t *dst, const float *src,
                                                                                     int64_t n) {
-  const __m256i magnitude = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00),
-                sign = _mm256_set1_epi16((short)0x8000), quiet = _mm256_set1_epi16(0x7e00);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), RNE);
-    const __mmask16 nan = _mm256_cmpgt_epi16_mask(_mm256_and_si256(h, magnitude), inf);
-    h = _mm256_mask_blend_epi16(nan, h, _mm256_or_si256(_mm256_and_si256(h, sign), quiet));
-    _mm256_storeu_si256((__m256i *)(void *)(dst + i), h);
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i *)(void *)(dst + i), rt_half16_from_ps(_mm512_loadu_ps(src + i)));
   from_float_c(dst + i, src + i, n - i);
 }
 
@@ -47,15 +40,8 @@ __attribute__((target("avx2,f16c"))) static void to_float_f16c(float *dst, const
 }
 
 __attribute__((target("avx2,f16c"))) static void from_float_f16c(uint16_t *dst, const float *src, int64_t n) {
-  const __m128i magnitude = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00),
-                sign = _mm_set1_epi16((short)0x8000), quiet = _mm_set1_epi16(0x7e00);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), RNE);
-    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf);
-    h = _mm_blendv_epi8(h, _mm_or_si128(_mm_and_si128(h, sign), quiet), nan);
-    _mm_storeu_si128((__m128i *)(void *)(dst + i), h);
-  }
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(void *)(dst + i), rt_half8_from_ps(_mm256_loadu_ps(src + i)));
   from_float_c(dst + i, src + i, n - i);
 }
 

@@ -3,12 +3,12 @@
 
 #include <string.h>
 #include "cpu_isa.h"
+#include "ops/engine/half_convert_simd.h"
 #include "ops/engine/scalar_types.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define RNE 0x08 /* _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC */
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
 #define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"), always_inline)) static inline
 #define AVX2 __attribute__((target("avx2,f16c"), always_inline)) static inline
@@ -26,14 +26,8 @@ AVX512 void write16(uint16_t *p, __m256i h, __mmask16 m) {
 
 AVX512 __m512 load_f16(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_ps(load16(p, m)); }
 
-/* To float16, a NaN made sign | 0x7e00 (the instruction keeps its payload). */
-AVX512 void store_f16(uint16_t *p, __m512 v, __mmask16 m) {
-  __m256i h = _mm512_cvtps_ph(v, RNE);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m256i canonical = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16((short)0x8000)),
-                                            _mm256_set1_epi16(0x7e00));
-  write16(p, _mm256_mask_mov_epi16(h, nan, canonical), m);
-}
+/* To float16 as rt_half_from_float rounds (half_convert_simd.h). */
+AVX512 void store_f16(uint16_t *p, __m512 v, __mmask16 m) { write16(p, rt_half16_from_ps(v), m); }
 
 AVX512 __m512 load_bf16(const uint16_t *p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load16(p, m)), 16));
@@ -108,12 +102,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) static 
 /* ---- AVX2 with F16C (float16 only): 8 a step, the tail through buffers --- */
 AVX2 __m256 load8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p)); }
 
-AVX2 void store8(uint16_t *p, __m256 v) {
-  __m128i h = _mm256_cvtps_ph(v, RNE);
-  const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7c00));
-  const __m128i canonical = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
-  _mm_storeu_si128((__m128i *)(void *)p, _mm_blendv_epi8(h, canonical, nan));
-}
+AVX2 void store8(uint16_t *p, __m256 v) { _mm_storeu_si128((__m128i *)(void *)p, rt_half8_from_ps(v)); }
 
 AVX2 __m256 compute8(rt_pass16_op op, __m256 a, __m256 b, __m256 alpha) {
   if (op == RT_PASS16_ADD) return _mm256_add_ps(a, _mm256_mul_ps(alpha, b));
